@@ -1,0 +1,55 @@
+# Thin wrapper; CMake does the building. See README.md.
+BUILD     ?= build
+JOBS      ?= $(shell nproc)
+CMAKE_GEN ?= -G Ninja
+
+.PHONY: all deps build test check check-asan check-tsan fuzz bench demo run install clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+$(BUILD)/build.ninja: | deps
+	@cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+
+build: deps $(BUILD)/build.ninja
+	@cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# Sanitizer builds reuse the normal build's worker host and plugins (see CMakeLists.txt).
+check: check-asan check-tsan fuzz
+
+check-asan: build
+	@cmake -S . -B build-asan $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug \
+	  -DSANDPOOL_SANITIZE=address,undefined -DSANDPOOL_PREBUILT_DIR=$(abspath $(BUILD)) >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir build-asan --output-on-failure -j $(JOBS)
+
+check-tsan: build
+	@cmake -S . -B build-tsan $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug \
+	  -DSANDPOOL_SANITIZE=thread -DSANDPOOL_PREBUILT_DIR=$(abspath $(BUILD)) >/dev/null
+	@cmake --build build-tsan -j $(JOBS)
+	@TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -L threaded
+
+fuzz: build
+	@scripts/fuzz.sh
+
+bench: build
+	@$(BUILD)/bin/sandpool-bench
+
+demo: build
+	@scripts/demo.sh $(BUILD)
+
+run: build
+	@$(BUILD)/bin/sandpool-run --plugin $(BUILD)/plugins/libupper.so $(ARGS)
+
+install: build
+	@cmake --install $(BUILD)
+
+clean:
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz
