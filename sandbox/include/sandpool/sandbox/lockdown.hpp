@@ -1,0 +1,62 @@
+// The lock-down steps the worker host applies to itself after exec (design.md, "Spawning
+// and the sandbox"). Each step is one small function returning a Status whose message names
+// the call that failed ("prctl(PR_SET_PDEATHSIG, SIGKILL): Operation not permitted"); the
+// worker host runs them in the documented order from one function and exits on the first
+// failure (kExitLockdown). None of them logs or exits by itself.
+//
+// Thread-safety: run them from the process's only thread, before the plugin can start
+// threads; install_seccomp is the exception (it synchronises the filter onto every thread).
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <sandpool/sandbox/policy.hpp>
+#include <sandpool/status.hpp>
+
+namespace sandpool::sandbox {
+
+// Step 1. Asks for SIGKILL when the parent dies, then checks that getppid() is still
+// `expected_parent` (the parent may have died before the request; the kernel does not
+// deliver the signal retroactively). Kernel quirk for the spawner: the signal follows the
+// parent *thread*, so the manager must spawn from a thread that lives as long as it does.
+// Changing credentials (step 4) clears the setting; that step must call this again.
+Status set_parent_death_signal(pid_t expected_parent);
+
+// Step 2a. Closes every fd except stdin/stdout/stderr and those in `keep` (close_range), so
+// nothing the manager leaked (sockets, other workers' regions) is reachable from the plugin.
+Status close_inherited_fds(std::vector<int> keep);
+
+// Step 2b. clearenv() keeping only the variables named in `keep_env`; chdir("/"); umask(077);
+// stdin from /dev/null; stdout/stderr left as inherited (the manager's log pipe), or pointed
+// at /dev/null when the spawner left them closed, so no later fd can become fd 1 or 2.
+Status reset_process_state(const std::vector<std::string>& keep_env);
+
+// Step 3. Lowers each non-zero limit (soft and hard; RLIMIT_CPU keeps its hard limit one
+// second above the soft one so SIGXCPU comes before SIGKILL) and always sets RLIMIT_CORE
+// to 0. A limit above the inherited hard limit is clamped to it: this step only tightens.
+Status apply_rlimits(const ResourceLimits& limits);
+
+// Step 6. prctl(PR_SET_NO_NEW_PRIVS): exec can no longer grant privileges, and an
+// unprivileged process may install a seccomp filter.
+Status set_no_new_privs();
+
+// Installs the SIGSYS handler that the seccomp filter's default action (SCMP_ACT_TRAP)
+// reaches: it stores the syscall number + 1 into *word (the shared header's
+// violation_syscall), writes one line naming the number to stderr and _exit(kExitViolation).
+// Call it right before install_seccomp (the plugin's init could replace it otherwise); the
+// filter then kills any later attempt to change SIGSYS's disposition. `word` must stay
+// mapped for the life of the process.
+Status install_sigsys_reporter(std::atomic<std::uint32_t>* word);
+
+// Step 7, last. Loads the policy's seccomp filter (nothing for SeccompProfile::kOff): the
+// profile's allow-list plus the per-pool `allow_syscalls`, every other syscall trapping into
+// the SIGSYS reporter. An unknown name in allow_syscalls is kInvalidArgument naming it.
+// Applies to every thread of the process (SECCOMP_FILTER_FLAG_TSYNC).
+Status install_seccomp(const SandboxPolicy& policy);
+
+}  // namespace sandpool::sandbox

@@ -1,0 +1,125 @@
+#include "seccomp_profiles.hpp"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+
+namespace sandpool::sandbox::detail {
+namespace {
+
+constexpr std::uint64_t kInt = 0xffffffffu;  // compare a C int argument on its low 32 bits
+
+// open/openat flags that must all be clear apart from the access mode O_RDONLY: creating,
+// truncating (Linux truncates even with O_RDONLY) and O_TMPFILE (whose flag bits include
+// O_DIRECTORY, which alone is fine for reading directories).
+constexpr std::uint64_t kOpenWriteBits = O_ACCMODE | O_CREAT | O_TRUNC | (O_TMPFILE & ~O_DIRECTORY);
+
+// glibc's private signals (nptl/pthreadP.h): __SIGRTMIN and __SIGRTMIN + 1. SIGRTMIN
+// itself is a function call in glibc, so the kernel's numbers are spelt out.
+constexpr std::uint64_t kGlibcSigcancel = 32;
+constexpr std::uint64_t kGlibcSigsetxid = 33;
+
+constexpr SyscallRule kGuard[] = {
+    // Changing SIGSYS's disposition would silence the reporter: kill on the spot. Other
+    // signals fall to the default action (trap) unless a profile or the pool allows them.
+    {.name = "rt_sigaction",
+     .action = RuleAction::kKillProcess,
+     .match = ArgMatch::kMaskedEq,
+     .index = 0,
+     .mask = kInt,
+     .value = SIGSYS},
+    {.name = "sigaction",
+     .action = RuleAction::kKillProcess,
+     .match = ArgMatch::kMaskedEq,
+     .index = 0,
+     .mask = kInt,
+     .value = SIGSYS},
+    // Arguments behind pointers cannot be filtered: answer ENOSYS so glibc falls back to
+    // clone (pthread_create) and fstatat (stat family), whose arguments can be.
+    {.name = "clone3", .action = RuleAction::kFailEnosys},
+    {.name = "statx", .action = RuleAction::kFailEnosys},
+};
+
+constexpr SyscallRule kStrict[] = {
+    // The task loop: futex waits and wakes, the eventfd doorbell and stdio (write), vDSO
+    // clock fallbacks.
+    {.name = "futex"},
+    {.name = "write"},
+    {.name = "clock_gettime"},
+    {.name = "clock_nanosleep"},
+    {.name = "nanosleep"},
+    {.name = "sched_yield"},
+    {.name = "restart_syscall"},
+    // Leaving: _exit, the last thread's exit.
+    {.name = "exit"},
+    {.name = "exit_group"},
+    // Signals: returning from a handler, masking, and abort()/raise() on itself only.
+    {.name = "rt_sigreturn"},
+    {.name = "rt_sigprocmask"},
+    {.name = "tgkill", .match = ArgMatch::kOwnPid, .index = 0},
+    // malloc and friends.
+    {.name = "brk"},
+    {.name = "mmap"},
+    {.name = "munmap"},
+    {.name = "mremap"},
+    {.name = "madvise"},
+    {.name = "mprotect"},
+    // Identity and libc housekeeping (rseq is registered per thread by glibc 2.35+).
+    {.name = "getpid"},
+    {.name = "gettid"},
+    {.name = "rseq"},
+    {.name = "getrandom"},
+    // stdio's first write fstat()s the stream.
+    {.name = "fstat"},
+    {.name = "newfstatat"},
+};
+
+constexpr SyscallRule kRelaxedExtra[] = {
+    // Reading files: opening is allowed only for reading (see kOpenWriteBits).
+    {.name = "openat",
+     .match = ArgMatch::kMaskedEq,
+     .index = 2,
+     .mask = kOpenWriteBits,
+     .value = O_RDONLY},
+    {.name = "open",
+     .match = ArgMatch::kMaskedEq,
+     .index = 1,
+     .mask = kOpenWriteBits,
+     .value = O_RDONLY},
+    {.name = "read"},
+    {.name = "pread64"},
+    {.name = "close"},
+    {.name = "lseek"},
+    {.name = "getdents64"},
+    {.name = "stat"},
+    {.name = "lstat"},
+    // Threads: clone only with CLONE_THREAD (a fork() has it clear).
+    {.name = "clone",
+     .match = ArgMatch::kMaskedEq,
+     .index = 0,
+     .mask = CLONE_THREAD,
+     .value = CLONE_THREAD},
+    // glibc's first pthread_create installs handlers for its internal signals (SIGCANCEL
+    // and SIGSETXID, the first two real-time signals below SIGRTMIN).
+    {.name = "rt_sigaction",
+     .match = ArgMatch::kMaskedEq,
+     .index = 0,
+     .mask = kInt,
+     .value = kGlibcSigcancel},
+    {.name = "rt_sigaction",
+     .match = ArgMatch::kMaskedEq,
+     .index = 0,
+     .mask = kInt,
+     .value = kGlibcSigsetxid},
+    {.name = "set_robust_list"},
+    {.name = "sigaltstack"},
+    {.name = "sched_getaffinity"},
+};
+
+}  // namespace
+
+std::span<const SyscallRule> guard_rules() { return kGuard; }
+std::span<const SyscallRule> strict_rules() { return kStrict; }
+std::span<const SyscallRule> relaxed_extra_rules() { return kRelaxedExtra; }
+
+}  // namespace sandpool::sandbox::detail

@@ -1,0 +1,204 @@
+// The worker host's command line. A private launch contract between the spawner and the
+// worker host, so it is hand-parsed: every flag takes exactly one value, given either as the
+// next argument ("--plugin /x.so", what to_argv emits) or inline ("--plugin=/x.so").
+#include <sandpool/sandbox/worker_args.hpp>
+
+#include <charconv>
+#include <climits>
+#include <set>
+#include <string_view>
+
+namespace sandpool::sandbox {
+namespace {
+
+// Parses a plain unsigned decimal (no sign, blanks or base prefix) within [lo, hi].
+Result<std::uint64_t> parse_number(std::string_view flag, std::string_view text, std::uint64_t lo,
+                                   std::uint64_t hi) {
+  std::uint64_t v = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec == std::errc::invalid_argument || ptr != end) {
+    return Status::invalid(std::string(flag) + ": '" + std::string(text) +
+                           "' is not an unsigned decimal number");
+  }
+  if (ec == std::errc::result_out_of_range || v < lo || v > hi) {
+    return Status::invalid(std::string(flag) + ": " + std::string(text) + " is outside [" +
+                           std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return v;
+}
+
+// Sets *out from a number flag; the bounds also keep the value inside T.
+template <typename T>
+Status set_number(T* out, std::string_view flag, std::string_view text, std::uint64_t lo,
+                  std::uint64_t hi) {
+  Result<std::uint64_t> v = parse_number(flag, text, lo, hi);
+  if (!v) return v.status();
+  *out = static_cast<T>(*v);
+  return Status::ok();
+}
+
+Status require_nonempty(std::string_view flag, std::string_view value) {
+  if (value.empty()) return Status::invalid(std::string(flag) + ": empty value");
+  return Status::ok();
+}
+
+constexpr std::uint64_t kU64Max = UINT64_MAX;
+constexpr std::uint64_t kHourMs = 3600u * 1000u;
+
+// One row per flag: its name, whether it may repeat, and how its value lands in WorkerArgs.
+struct FlagSpec {
+  std::string_view name;
+  bool repeatable;
+  Status (*apply)(WorkerArgs& a, std::string_view flag, std::string_view v);
+};
+
+constexpr FlagSpec kFlags[] = {
+    {"--plugin", false,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       SP_RETURN_IF_ERROR(require_nonempty(f, v));
+       a.plugin_path = v;
+       return Status::ok();
+     }},
+    // 0-2 are stdio: step 2 keeps them and points a closed one at /dev/null.
+    {"--channel-fd", false,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       return set_number(&a.channel_fd, f, v, 3, INT_MAX);
+     }},
+    {"--doorbell-fd", false,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       return set_number(&a.doorbell_fd, f, v, 3, INT_MAX);
+     }},
+    {"--heartbeat-ms", false,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       return set_number(&a.heartbeat_ms, f, v, 1, kHourMs);
+     }},
+    {"--max-result", false,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       return set_number(&a.max_result, f, v, 0, kU64Max);
+     }},
+    {"--init-timeout-ms", false,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       return set_number(&a.init_timeout_ms, f, v, 1, 24 * kHourMs);
+     }},
+    {"--config-json", false,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       SP_RETURN_IF_ERROR(require_nonempty(f, v));
+       a.plugin_config_json = v;
+       return Status::ok();
+     }},
+    {"--seccomp", false,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       std::optional<SeccompProfile> p = parse_profile(v);
+       if (!p) {
+         return Status::invalid(std::string(f) + ": unknown profile '" + std::string(v) +
+                                "' (expected strict, relaxed or off)");
+       }
+       a.policy.profile = *p;
+       return Status::ok();
+     }},
+    {"--allow-syscall", true,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       SP_RETURN_IF_ERROR(require_nonempty(f, v));
+       a.policy.allow_syscalls.emplace_back(v);
+       return Status::ok();
+     }},
+    {"--rlimit-as", false,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       return set_number(&a.policy.limits.address_space, f, v, 0, kU64Max);
+     }},
+    {"--rlimit-cpu", false,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       return set_number(&a.policy.limits.cpu_seconds, f, v, 0, kU64Max);
+     }},
+    {"--rlimit-nofile", false,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       return set_number(&a.policy.limits.open_files, f, v, 0, kU64Max);
+     }},
+    {"--rlimit-nproc", false,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       return set_number(&a.policy.limits.processes, f, v, 0, kU64Max);
+     }},
+    {"--rlimit-fsize", false,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       return set_number(&a.policy.limits.file_size, f, v, 0, kU64Max);
+     }},
+    {"--keep-env", true,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       SP_RETURN_IF_ERROR(require_nonempty(f, v));
+       if (v.find('=') != std::string_view::npos) {
+         return Status::invalid(std::string(f) + ": '" + std::string(v) +
+                                "' is not a variable name (contains '=')");
+       }
+       a.policy.keep_env.emplace_back(v);
+       return Status::ok();
+     }},
+};
+
+const FlagSpec* find_flag(std::string_view name) {
+  for (const FlagSpec& f : kFlags) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<std::string> to_argv(const WorkerArgs& args) {
+  std::vector<std::string> out;
+  auto add = [&out](std::string_view flag, std::string value) {
+    out.emplace_back(flag);
+    out.push_back(std::move(value));
+  };
+  add("--plugin", args.plugin_path);
+  add("--channel-fd", std::to_string(args.channel_fd));
+  add("--doorbell-fd", std::to_string(args.doorbell_fd));
+  add("--heartbeat-ms", std::to_string(args.heartbeat_ms));
+  add("--max-result", std::to_string(args.max_result));
+  add("--init-timeout-ms", std::to_string(args.init_timeout_ms));
+  add("--config-json", args.plugin_config_json);
+  add("--seccomp", std::string(profile_name(args.policy.profile)));
+  for (const std::string& s : args.policy.allow_syscalls) add("--allow-syscall", s);
+  const ResourceLimits& l = args.policy.limits;
+  add("--rlimit-as", std::to_string(l.address_space));
+  add("--rlimit-cpu", std::to_string(l.cpu_seconds));
+  add("--rlimit-nofile", std::to_string(l.open_files));
+  add("--rlimit-nproc", std::to_string(l.processes));
+  add("--rlimit-fsize", std::to_string(l.file_size));
+  for (const std::string& e : args.policy.keep_env) add("--keep-env", e);
+  return out;
+}
+
+Result<WorkerArgs> parse_worker_argv(int argc, const char* const* argv) {
+  WorkerArgs args;
+  std::set<std::string_view> seen;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    std::string_view name = arg;
+    std::string_view value;
+    bool inline_value = false;
+    if (std::size_t eq = arg.find('='); arg.starts_with("--") && eq != std::string_view::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      inline_value = true;
+    }
+    const FlagSpec* flag = find_flag(name);
+    if (flag == nullptr) return Status::invalid("unknown flag '" + std::string(arg) + "'");
+    if (!inline_value) {
+      if (i + 1 >= argc) return Status::invalid(std::string(name) + ": missing value");
+      value = argv[++i];
+    }
+    if (!flag->repeatable && !seen.insert(flag->name).second) {
+      return Status::invalid(std::string(name) + ": given more than once");
+    }
+    SP_RETURN_IF_ERROR(flag->apply(args, flag->name, value));
+  }
+  if (args.plugin_path.empty()) return Status::invalid("missing --plugin");
+  if (args.channel_fd == args.doorbell_fd) {
+    return Status::invalid("--channel-fd and --doorbell-fd are both " +
+                           std::to_string(args.channel_fd));
+  }
+  return args;
+}
+
+}  // namespace sandpool::sandbox
