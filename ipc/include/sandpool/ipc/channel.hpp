@@ -20,7 +20,8 @@ class MessageSender {
 
   // Writes the message now if nothing is queued and it fits; otherwise queues a copy and
   // writes what fits. Returns kOk (written or queued) or kCorrupt (the consumer's tail is
-  // impossible). The caller bounds bytes.size() by max_message beforehand.
+  // impossible; final: every later call returns kCorrupt too). The caller bounds
+  // bytes.size() by max_message beforehand. Nothing is visible before publish().
   RingStatus send(std::uint16_t kind, std::string_view bytes);
   // Writes queued fragments as space allows. Returns kOk when nothing is left queued,
   // kFull when some is, kCorrupt on a bad tail.
@@ -41,6 +42,7 @@ class MessageSender {
   RingProducer ring_;
   std::deque<Pending> queue_;
   std::uint64_t queued_bytes_ = 0;
+  bool corrupt_ = false;
 };
 
 class MessageReceiver {
@@ -51,19 +53,25 @@ class MessageReceiver {
 
   // Returns kOk with *kind and *msg set to the next whole message; kEmpty when no whole
   // message is available yet (fragments read so far are kept); kCorrupt when the peer
-  // broke the ring, mixed kinds within one fragmented message, or exceeded max_message.
+  // broke the ring, mixed kinds within one fragmented message, sent an empty or
+  // unknown-flagged fragment, or exceeded max_message. kCorrupt is final: every later call
+  // returns it too, and no fragment of the broken message is ever handed out.
+  // Call release() before sleeping on kEmpty: a message larger than the ring only
+  // completes if its first fragments' space is given back.
   RingStatus next(std::uint16_t* kind, std::string* msg);
   // See RingConsumer::release.
   bool release() { return ring_.release(); }
   RingConsumer& ring() { return ring_; }
 
  private:
+  RingStatus fail();
   RingConsumer ring_;
   std::uint64_t max_message_ = 0;
-  std::string record_;      // scratch for one record
-  std::string partial_;     // fragments of an incomplete message
+  std::string record_;   // scratch for one record
+  std::string partial_;  // fragments of an incomplete message
   std::uint16_t partial_kind_ = 0;
   bool in_partial_ = false;
+  bool corrupt_ = false;
 };
 
 }  // namespace sandpool::ipc

@@ -64,6 +64,8 @@ static_assert(std::is_standard_layout_v<RegionHeader>);
 static_assert(sizeof(std::atomic<std::uint64_t>) == 8 && sizeof(std::atomic<std::uint32_t>) == 4);
 
 // Rounds n up to the region's data alignment.
-constexpr std::uint64_t align_up(std::uint64_t n, std::uint64_t a) { return (n + a - 1) & ~(a - 1); }
+constexpr std::uint64_t align_up(std::uint64_t n, std::uint64_t a) {
+  return (n + a - 1) & ~(a - 1);
+}
 
 }  // namespace sandpool::ipc

@@ -55,7 +55,13 @@ struct ReadyMsg {
 
 // What handle() came to. kCancelled: the task was cancelled before it started.
 // kResultTooLarge: write_result went past max_result (a permanent failure).
-enum class TaskStatus : std::uint8_t { kOk = 0, kRetry = 1, kFail = 2, kCancelled = 3, kResultTooLarge = 4 };
+enum class TaskStatus : std::uint8_t {
+  kOk = 0,
+  kRetry = 1,
+  kFail = 2,
+  kCancelled = 3,
+  kResultTooLarge = 4
+};
 
 struct ResultMsg {
   static constexpr MsgKind kKind = MsgKind::kResult;
@@ -73,8 +79,8 @@ struct ProgressMsg {
 
 struct LogMsg {
   static constexpr MsgKind kKind = MsgKind::kLog;
-  std::uint64_t id = 0;     // the task being handled, 0 when none (init, shutdown)
-  std::uint8_t level = 1;   // 0 debug, 1 info, 2 warn, 3 error
+  std::uint64_t id = 0;    // the task being handled, 0 when none (init, shutdown)
+  std::uint8_t level = 1;  // 0 debug, 1 info, 2 warn, 3 error
   std::string text;
 };
 

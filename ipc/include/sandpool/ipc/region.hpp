@@ -11,8 +11,8 @@
 namespace sandpool::ipc {
 
 struct RegionConfig {
-  std::uint64_t task_ring_bytes = 256 * 1024;    // rounded up to a power of two, >= 4 KiB
-  std::uint64_t result_ring_bytes = 256 * 1024;  // likewise
+  std::uint64_t task_ring_bytes = 256 * 1024;     // rounded up to a power of two, >= 4 KiB
+  std::uint64_t result_ring_bytes = 256 * 1024;   // likewise
   std::uint64_t max_message = (8u << 20) + 4096;  // largest message either side accepts
 };
 

@@ -200,6 +200,7 @@ class RingConsumer {
   }
   void cancel_sleep() { ctl_->consumer_sleeping.store(0, std::memory_order_relaxed); }
 
+  std::uint64_t capacity() const { return capacity_; }
   std::uint64_t position() const { return tail_; }
   RingControl* control() const { return ctl_; }
 

@@ -12,8 +12,9 @@ namespace sandpool::ipc {
 
 // Blocks while *word == expected, for at most timeout_ns (negative: no limit). The futex is
 // shared (no FUTEX_PRIVATE_FLAG): the word lives in a MAP_SHARED memfd mapping seen by two
-// processes. Returns true iff woken or the value had already changed; false on timeout or
-// EINTR (callers re-check their condition either way).
+// processes. Returns true iff woken or the value had already changed; false on timeout.
+// EINTR is retried with the time left (posix_call), so a signal neither ends the wait early
+// nor stretches it. Wakes may be spurious: callers re-check their condition either way.
 bool futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected, std::int64_t timeout_ns);
 
 // Wakes up to `count` waiters blocked on word.

@@ -1,0 +1,206 @@
+// cereal archives over memory for the worker channel's messages, and the field wrappers
+// through which every message member is (de)serialized.
+//
+// cereal's own binary archive trusts its input: it would resize a string to whatever length
+// the bytes claim. Here the input comes from worker-writable memory, so the input archive is
+// bounded (it knows how many bytes remain and throws rather than read past them) and
+// strings, byte blobs and lists are read only through wrappers that check a declared length
+// against remaining() before allocating. Encoding is fixed-width little-endian (both ends
+// run on the same machine) with u64 lengths.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include <cereal/cereal.hpp>
+
+#include <sandpool/ipc/messages.hpp>
+
+namespace sandpool::ipc::wire {
+
+// A malformed encoding; what() says what was wrong, field() which member it was in.
+class DecodeError : public std::runtime_error {
+ public:
+  DecodeError(const char* field, const std::string& what)
+      : std::runtime_error(what), field_(field) {}
+  const char* field() const { return field_; }
+
+ private:
+  const char* field_;
+};
+
+// Appends to a std::string owned by the caller (who reserves once, see SizeArchive).
+class StringOutputArchive
+    : public cereal::OutputArchive<StringOutputArchive, cereal::AllowEmptyClassElision> {
+ public:
+  explicit StringOutputArchive(std::string* out) : OutputArchive(this), out_(out) {}
+  void saveBinary(const void* data, std::size_t size) {
+    out_->append(static_cast<const char*>(data), size);
+  }
+
+ private:
+  std::string* out_;
+};
+
+// Counts the bytes StringOutputArchive would write, so the output is allocated once.
+class SizeArchive : public cereal::OutputArchive<SizeArchive, cereal::AllowEmptyClassElision> {
+ public:
+  SizeArchive() : OutputArchive(this) {}
+  void saveBinary(const void*, std::size_t size) { size_ += size; }
+  std::size_t size() const { return size_; }
+
+ private:
+  std::size_t size_ = 0;
+};
+
+// Reads from a string_view it does not own; never reads past its end.
+class BoundedInputArchive
+    : public cereal::InputArchive<BoundedInputArchive, cereal::AllowEmptyClassElision> {
+ public:
+  explicit BoundedInputArchive(std::string_view in) : InputArchive(this), in_(in) {}
+
+  // Returns the next n bytes and consumes them; throws DecodeError when fewer remain.
+  std::string_view take(std::size_t n) {
+    if (n > in_.size()) {
+      throw DecodeError(
+          field_, "needs " + std::to_string(n) + " bytes, " + std::to_string(in_.size()) + " left");
+    }
+    std::string_view r = in_.substr(0, n);
+    in_.remove_prefix(n);
+    return r;
+  }
+  void loadBinary(void* data, std::size_t size) { std::memcpy(data, take(size).data(), size); }
+  std::size_t remaining() const { return in_.size(); }
+
+  // The member being read, for error messages (a static string).
+  const char* field() const { return field_; }
+  void set_field(const char* name) { field_ = name; }
+
+ private:
+  std::string_view in_;
+  const char* field_ = "header";
+};
+
+template <class T>
+inline constexpr bool kIsOutput =
+    std::is_same_v<T, StringOutputArchive> || std::is_same_v<T, SizeArchive>;
+
+template <class Ar, class T>
+std::enable_if_t<kIsOutput<Ar> && std::is_arithmetic_v<T>> CEREAL_SAVE_FUNCTION_NAME(Ar& ar,
+                                                                                     const T& t) {
+  ar.saveBinary(&t, sizeof t);
+}
+
+template <class T>
+std::enable_if_t<std::is_arithmetic_v<T>> CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, T& t) {
+  ar.loadBinary(&t, sizeof t);
+}
+
+// One named message member. T is an arithmetic type, std::string (text or bytes: a u64
+// length, then the bytes) or std::vector<std::string> (a u64 count, then the strings).
+template <class T>
+struct Field {
+  const char* name;
+  T* value;
+};
+template <class T>
+Field<T> field(const char* name, T& value) {
+  return {name, &value};
+}
+
+// An enum or small integer member stored as one byte and checked against its last valid
+// value on load.
+template <class T>
+struct RangedByte {
+  const char* name;
+  T* value;
+  std::uint8_t max;
+};
+template <class T>
+RangedByte<T> ranged_byte(const char* name, T& value, std::uint8_t max) {
+  return {name, &value, max};
+}
+
+inline void save_bytes(StringOutputArchive& ar, const std::string& s) {
+  ar(static_cast<std::uint64_t>(s.size()));
+  ar.saveBinary(s.data(), s.size());
+}
+inline void save_bytes(SizeArchive& ar, const std::string& s) {
+  ar.saveBinary(nullptr, sizeof(std::uint64_t) + s.size());
+}
+
+// The length is checked against what is present before anything is allocated, so a
+// claimed length of 2^63 costs nothing but the exception.
+inline void load_bytes(BoundedInputArchive& ar, std::string* s) {
+  std::uint64_t len = 0;
+  ar(len);
+  if (len > ar.remaining()) {
+    throw DecodeError(ar.field(), "length " + std::to_string(len) + " exceeds the " +
+                                      std::to_string(ar.remaining()) + " bytes left");
+  }
+  std::string_view bytes = ar.take(len);
+  s->assign(bytes.data(), bytes.size());
+}
+
+template <class Ar, class T>
+std::enable_if_t<kIsOutput<Ar>> CEREAL_SAVE_FUNCTION_NAME(Ar& ar, const Field<T>& f) {
+  if constexpr (std::is_arithmetic_v<T>) {
+    ar(*f.value);
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    save_bytes(ar, *f.value);
+  } else {
+    static_assert(std::is_same_v<T, std::vector<std::string>>);
+    ar(static_cast<std::uint64_t>(f.value->size()));
+    for (const std::string& s : *f.value) save_bytes(ar, s);
+  }
+}
+
+template <class T>
+void CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, Field<T>& f) {
+  ar.set_field(f.name);
+  if constexpr (std::is_arithmetic_v<T>) {
+    ar(*f.value);
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    load_bytes(ar, f.value);
+  } else {
+    static_assert(std::is_same_v<T, std::vector<std::string>>);
+    std::uint64_t count = 0;
+    ar(count);
+    // Every item carries at least its 8-byte length, which bounds count by the input too.
+    if (count > kMaxListItems || count > ar.remaining() / sizeof(std::uint64_t)) {
+      throw DecodeError(f.name, std::to_string(count) + " items exceeds the limit of " +
+                                    std::to_string(kMaxListItems) + " or the bytes left");
+    }
+    f.value->clear();
+    f.value->reserve(count);
+    for (std::uint64_t i = 0; i < count; ++i) load_bytes(ar, &f.value->emplace_back());
+  }
+}
+
+template <class Ar, class T>
+std::enable_if_t<kIsOutput<Ar>> CEREAL_SAVE_FUNCTION_NAME(Ar& ar, const RangedByte<T>& f) {
+  ar(static_cast<std::uint8_t>(*f.value));
+}
+
+template <class T>
+void CEREAL_LOAD_FUNCTION_NAME(BoundedInputArchive& ar, RangedByte<T>& f) {
+  ar.set_field(f.name);
+  std::uint8_t v = 0;
+  ar(v);
+  if (v > f.max) {
+    throw DecodeError(f.name, "value " + std::to_string(v) + " is out of range (max " +
+                                  std::to_string(f.max) + ")");
+  }
+  *f.value = static_cast<T>(v);
+}
+
+}  // namespace sandpool::ipc::wire
+
+CEREAL_REGISTER_ARCHIVE(sandpool::ipc::wire::StringOutputArchive)
+CEREAL_REGISTER_ARCHIVE(sandpool::ipc::wire::SizeArchive)
+CEREAL_REGISTER_ARCHIVE(sandpool::ipc::wire::BoundedInputArchive)
