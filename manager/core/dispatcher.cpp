@@ -1,0 +1,95 @@
+#include "core/dispatcher.hpp"
+
+#include <functional>
+#include <string>
+
+namespace sandpool::core {
+namespace {
+
+bool has_room(const Candidate& c) { return c.in_flight < c.capacity; }
+
+// splitmix64 finaliser: mixes the key's hash with the worker id for rendezvous hashing.
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+Choice Dispatcher::choose(std::span<const Candidate> workers, std::string_view key) {
+  if (workers.empty()) return {};
+  switch (strategy_) {
+    case DispatchStrategy::kRoundRobin: return round_robin(workers);
+    case DispatchStrategy::kLeastLoaded: return least_loaded(workers);
+    case DispatchStrategy::kRandom: return random(workers);
+    case DispatchStrategy::kAffinity:
+      return key.empty() ? least_loaded(workers) : affinity(workers, key);
+  }
+  return {};
+}
+
+Choice Dispatcher::round_robin(std::span<const Candidate> workers) {
+  // Candidates come in ascending id order: start after the last id chosen, wrap once.
+  const int n = static_cast<int>(workers.size());
+  int start = 0;
+  while (start < n && workers[start].worker_id <= last_id_) ++start;
+  for (int k = 0; k < n; ++k) {
+    const int i = (start + k) % n;
+    if (has_room(workers[i])) {
+      last_id_ = workers[i].worker_id;
+      return {i, false};
+    }
+  }
+  return {};
+}
+
+Choice Dispatcher::least_loaded(std::span<const Candidate> workers) {
+  const int n = static_cast<int>(workers.size());
+  int start = 0;
+  while (start < n && workers[start].worker_id <= last_id_) ++start;
+  int best = -1;
+  for (int k = 0; k < n; ++k) {
+    const int i = (start + k) % n;
+    const Candidate& c = workers[i];
+    if (!has_room(c)) continue;
+    // Compare in_flight/capacity without division: a/b < c/d  <=>  a*d < c*b.
+    if (best < 0 || std::uint64_t{c.in_flight} * workers[best].capacity <
+                        std::uint64_t{workers[best].in_flight} * c.capacity) {
+      best = i;
+    }
+  }
+  if (best >= 0) last_id_ = workers[best].worker_id;
+  return {best, false};
+}
+
+Choice Dispatcher::random(std::span<const Candidate> workers) {
+  int with_room = 0;
+  for (const auto& c : workers) with_room += has_room(c) ? 1 : 0;
+  if (with_room == 0) return {};
+  std::uniform_int_distribution<int> pick(0, with_room - 1);
+  int nth = pick(rng_);
+  for (int i = 0; i < static_cast<int>(workers.size()); ++i) {
+    if (!has_room(workers[i])) continue;
+    if (nth-- == 0) return {i, false};
+  }
+  return {};
+}
+
+Choice Dispatcher::affinity(std::span<const Candidate> workers, std::string_view key) {
+  const std::uint64_t h = std::hash<std::string_view>{}(key);
+  int best = 0;
+  std::uint64_t best_score = 0;
+  for (int i = 0; i < static_cast<int>(workers.size()); ++i) {
+    const std::uint64_t score = mix(h ^ mix(workers[i].worker_id));
+    if (i == 0 || score > best_score) {
+      best = i;
+      best_score = score;
+    }
+  }
+  if (!has_room(workers[best])) return {best, true};
+  return {best, false};
+}
+
+}  // namespace sandpool::core

@@ -1,0 +1,105 @@
+#include <sandpool/pool.hpp>
+
+#include "core/pool_loop.hpp"
+#include "core/task_record.hpp"
+
+namespace sandpool {
+
+// ---- Ticket ---------------------------------------------------------------------------
+
+std::uint64_t Ticket::id() const { return rec_ ? rec_->id : 0; }
+
+TaskState Ticket::state() const {
+  return rec_ ? rec_->state.load(std::memory_order_acquire) : TaskState::kCancelled;
+}
+
+TaskResult Ticket::wait() const {
+  if (!rec_) return {};
+  rec_->done.wait(0, std::memory_order_acquire);
+  return snapshot();
+}
+
+bool Ticket::wait_for(std::chrono::milliseconds timeout) const {
+  if (!rec_) return true;
+  if (rec_->done.load(std::memory_order_acquire)) return true;
+  // std::atomic::wait has no timeout: poll with a short sleep, which is fine for a call
+  // that is itself a bounded wait.
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  auto step = std::chrono::microseconds(50);
+  while (!rec_->done.load(std::memory_order_acquire)) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(step);
+    step = std::min(step * 2, std::chrono::microseconds(5000));
+  }
+  return true;
+}
+
+TaskResult Ticket::snapshot() const {
+  if (!rec_) return {};
+  std::lock_guard lock(rec_->mu);
+  TaskResult r = rec_->account;
+  r.state = rec_->state.load(std::memory_order_acquire);
+  return r;
+}
+
+bool Ticket::cancel() const {
+  if (!rec_ || done()) return false;
+  auto loop = loop_.lock();
+  return loop && loop->cancel(rec_->id);
+}
+
+// ---- Pool -----------------------------------------------------------------------------
+
+Pool::Pool(std::shared_ptr<core::PoolLoop> loop) : loop_(std::move(loop)) {}
+
+Pool::~Pool() { close(); }
+
+Result<std::unique_ptr<Pool>> Pool::create(PoolOptions options) {
+  auto loop = core::PoolLoop::start(std::move(options));
+  if (!loop) return loop.status();
+  return std::unique_ptr<Pool>(new Pool(std::move(loop).value()));
+}
+
+Result<Ticket> Pool::submit(std::string type, std::string payload, SubmitOptions options) {
+  return loop_->submit(std::move(type), std::move(payload), std::move(options));
+}
+
+Status Pool::scale(std::uint32_t workers) {
+  if (workers == 0) return Status::invalid("a pool needs at least 1 worker");
+  loop_->post([workers](core::PoolCore& core, std::int64_t now) { core.scale(workers, now); });
+  return Status::ok();
+}
+
+Status Pool::set_strategy(DispatchStrategy strategy) {
+  loop_->post([strategy](core::PoolCore& core, std::int64_t) { core.set_strategy(strategy); });
+  return Status::ok();
+}
+
+void Pool::wait_idle() { loop_->wait_idle_for(-1); }
+
+bool Pool::wait_idle_for(std::chrono::milliseconds timeout) {
+  return loop_->wait_idle_for(timeout.count());
+}
+
+void Pool::close() { loop_->close(); }
+
+PoolStats Pool::stats() const {
+  return loop_->query<PoolStats>([](core::PoolCore& core, std::int64_t) { return core.stats(); });
+}
+
+std::vector<WorkerInfo> Pool::workers() const {
+  return loop_->query<std::vector<WorkerInfo>>(
+      [](core::PoolCore& core, std::int64_t now) { return core.workers(now); });
+}
+
+std::vector<TaskResult> Pool::dead_letters() const {
+  return loop_->query<std::vector<TaskResult>>([](core::PoolCore& core, std::int64_t) {
+    return std::vector<TaskResult>(core.dead_letters().begin(), core.dead_letters().end());
+  });
+}
+
+const std::vector<std::string>& Pool::task_types() const { return loop_->task_types(); }
+
+std::uint64_t Pool::wake_syscalls() const { return loop_->wake_syscalls(); }
+
+}  // namespace sandpool

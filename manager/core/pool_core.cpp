@@ -1,0 +1,617 @@
+#include "core/pool_core.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+
+namespace sandpool::core {
+namespace {
+
+constexpr std::int64_t kMsNs = 1000000;
+
+std::int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::int64_t to_ns(std::chrono::milliseconds ms) { return ms.count() * kMsNs; }
+
+bool retryable(Outcome o, bool sandbox_violation_too) {
+  switch (o) {
+    case Outcome::kError:
+    case Outcome::kTimedOut:
+    case Outcome::kLost:
+    case Outcome::kResourceLimit:
+    case Outcome::kProtocolError: return true;
+    case Outcome::kSandboxViolation: return sandbox_violation_too;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+PoolCore::PoolCore(const PoolOptions& options, WorkerControl& control,
+                   std::atomic<std::size_t>& admitted)
+    : opts_(options),
+      ctl_(control),
+      admitted_(admitted),
+      dispatcher_(options.dispatch, options.seed),
+      rng_(options.seed ^ 0x5a5a5a5a5a5a5a5aull),
+      target_workers_(options.workers) {}
+
+void PoolCore::start(std::int64_t now) {
+  for (std::uint32_t i = 0; i < target_workers_; ++i) spawn_worker(now);
+}
+
+void PoolCore::spawn_worker(std::int64_t now) {
+  const WorkerId id = ctl_.spawn();
+  Worker w;
+  w.id = id;
+  w.spawned_ns = now;
+  workers_.emplace(id, std::move(w));
+  next_check_ns_ = std::min(next_check_ns_, now + to_ns(opts_.init_timeout));
+}
+
+void PoolCore::submit(TaskPtr task, std::int64_t now) {
+  task->max_attempts = 1 + task->opts.retries.value_or(opts_.retries);
+  task->timeout_ns = to_ns(task->opts.timeout.value_or(opts_.timeout));
+  ++stats_.submitted;
+  live_.emplace(task->id, task);
+  if (failed_) {
+    release_admission(*task);
+    finish(task, TaskState::kDeadLettered, DeadReason::kCrashLoop, {}, failure_);
+    return;
+  }
+  queue_.push(std::move(task));
+  dispatch(now);
+}
+
+PoolCore::Worker* PoolCore::find(WorkerId w) {
+  auto it = workers_.find(w);
+  return it == workers_.end() ? nullptr : &it->second;
+}
+
+std::size_t PoolCore::live_workers() const {
+  std::size_t n = 0;
+  for (const auto& [id, w] : workers_) {
+    if (w.phase == Phase::kStarting || w.phase == Phase::kReady) ++n;
+  }
+  return n;
+}
+
+std::size_t PoolCore::ready_workers() const {
+  std::size_t n = 0;
+  for (const auto& [id, w] : workers_) n += w.phase == Phase::kReady ? 1 : 0;
+  return n;
+}
+
+void PoolCore::dispatch(std::int64_t now) {
+  // Affinity backlogs first: those tasks were already waiting for their worker.
+  for (auto& [id, w] : workers_) {
+    while (!w.backlog.empty() && w.phase == Phase::kReady &&
+           w.in_flight.size() < opts_.concurrency) {
+      TaskPtr t = std::move(w.backlog.front());
+      w.backlog.pop_front();
+      assign(w, std::move(t), now);
+    }
+  }
+  if (queue_.empty()) return;
+  candidates_.clear();
+  std::vector<Worker*> by_index;
+  for (auto& [id, w] : workers_) {
+    if (w.phase != Phase::kReady) continue;
+    candidates_.push_back({id, static_cast<std::uint32_t>(w.in_flight.size()), opts_.concurrency});
+    by_index.push_back(&w);
+  }
+  if (candidates_.empty()) return;
+  while (!queue_.empty()) {
+    const TaskPtr& head = *queue_.peek();
+    Choice c = dispatcher_.choose(candidates_, head->opts.key);
+    if (c.index < 0) break;
+    Worker& w = *by_index[c.index];
+    TaskPtr t = queue_.pop();
+    if (c.must_wait) {
+      w.backlog.push_back(std::move(t));
+      continue;
+    }
+    assign(w, std::move(t), now);
+    candidates_[c.index].in_flight++;
+  }
+}
+
+void PoolCore::assign(Worker& w, TaskPtr task, std::int64_t now) {
+  release_admission(*task);
+  InFlight f{task, task->attempts_ended + 1, now, wall_ms(), now + task->timeout_ns};
+  task->state.store(TaskState::kDispatched, std::memory_order_release);
+  ctl_.send_task(w.id, *task, f.attempt, f.deadline_ns);
+  next_check_ns_ = std::min(next_check_ns_, f.deadline_ns);
+  w.in_flight.push_back(std::move(f));
+  ++in_flight_total_;
+}
+
+void PoolCore::release_admission(TaskRecord& t) {
+  if (!t.admitted) return;
+  t.admitted = false;
+  admitted_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void PoolCore::settle(std::int64_t now) {
+  dispatch(now);
+  if (!closing_) return;
+  for (auto& [id, w] : workers_) maybe_stop(w);
+}
+
+void PoolCore::requeue(TaskPtr task) {
+  task->state.store(TaskState::kQueued, std::memory_order_release);
+  queue_.push_front(std::move(task));
+}
+
+bool PoolCore::on_result(WorkerId wid, ipc::ResultMsg& msg, std::int64_t now) {
+  Worker* w = find(wid);
+  if (w == nullptr) return true;  // already gone; nothing to match against
+  auto it = std::find_if(w->in_flight.begin(), w->in_flight.end(),
+                         [&](const InFlight& f) { return f.task->id == msg.id; });
+  if (it == w->in_flight.end()) return false;
+  InFlight f = std::move(*it);
+  w->in_flight.erase(it);
+  --in_flight_total_;
+  if (w->cancel_task == msg.id) w->cancel_task = 0;
+  if (!f.abandoned) {
+    ++w->tasks_done;
+    const TaskPtr& t = f.task;
+    const std::int32_t pid = ctl_.pid(wid);
+    switch (msg.status) {
+      case ipc::TaskStatus::kOk: {
+        std::lock_guard lock(t->mu);
+        t->account.history.push_back(
+            {f.attempt, Outcome::kOk, {}, pid, f.started_wall_ms, wall_ms()});
+        t->attempts_ended++;
+      }
+        finish(t, TaskState::kCompleted, DeadReason::kNone, std::move(msg.data), {});
+        break;
+      case ipc::TaskStatus::kCancelled:
+        finish(t, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled before it started",
+               CancelReason::kUser);
+        break;
+      case ipc::TaskStatus::kRetry:
+        end_attempt(f, Outcome::kError, msg.error.empty() ? "handler asked for a retry" : msg.error,
+                    pid, now);
+        break;
+      case ipc::TaskStatus::kFail:
+        end_attempt(f, Outcome::kFailed, msg.error.empty() ? "handler failed" : msg.error, pid, now);
+        break;
+      case ipc::TaskStatus::kResultTooLarge:
+        end_attempt(f, Outcome::kFailed,
+                    "result exceeds max_result (" + std::to_string(opts_.max_result) + " bytes)",
+                    pid, now);
+        break;
+    }
+  }
+  settle(now);
+  return true;
+}
+
+bool PoolCore::on_progress(WorkerId wid, const ipc::ProgressMsg& msg) {
+  Worker* w = find(wid);
+  if (w == nullptr) return true;
+  for (const InFlight& f : w->in_flight) {
+    if (f.task->id != msg.id) continue;
+    if (!f.abandoned && f.task->state.load(std::memory_order_relaxed) == TaskState::kDispatched) {
+      f.task->state.store(TaskState::kRunning, std::memory_order_release);
+    }
+    if (!f.abandoned && f.task->opts.on_progress) f.task->opts.on_progress(msg.id, msg.data);
+    return true;
+  }
+  // Progress for a task that just ended can race with nothing (results come after progress
+  // in the same ring), so an unknown id is a protocol error.
+  return false;
+}
+
+void PoolCore::on_worker_error(WorkerId wid, std::string text) {
+  if (Worker* w = find(wid)) w->last_error = std::move(text);
+}
+
+void PoolCore::on_protocol_error(WorkerId wid, std::string what) {
+  if (Worker* w = find(wid)) {
+    kill_worker(*w, Outcome::kProtocolError, "protocol_error: " + what, ctl_.started_task(wid));
+  }
+}
+
+void PoolCore::kill_worker(Worker& w, Outcome why, std::string error, std::uint64_t task_id) {
+  if (w.kill_reason) return;  // already on its way out
+  w.kill_reason = why;
+  w.kill_error = std::move(error);
+  w.kill_task = task_id;
+  ctl_.kill(w.id);
+}
+
+void PoolCore::on_ready(WorkerId wid, std::int64_t now) {
+  Worker* w = find(wid);
+  if (w == nullptr || w->phase != Phase::kStarting) return;
+  w->phase = Phase::kReady;
+  init_failures_ = 0;
+  // A worker that became ready while the pool shrinks or closes is not needed.
+  if (live_workers() > target_workers_) {
+    drain_worker(*w);
+  }
+  settle(now);
+}
+
+void PoolCore::on_exit(WorkerId wid, const supervision::ExitReport& report, std::int64_t now) {
+  auto node = workers_.extract(wid);
+  if (node.empty()) return;
+  Worker& w = node.mapped();
+  const bool was_starting = w.phase == Phase::kStarting;
+  const bool asked_to_stop = w.retiring;
+
+  // The task inside handle(): the worker's word, believed only for an id in its ring.
+  std::uint64_t running = w.kill_task != 0 ? w.kill_task : ctl_.started_task(wid);
+  supervision::Classified c;
+  if (w.kill_reason) {
+    c = {*w.kill_reason, w.kill_error};
+  } else {
+    c = supervision::classify_exit(report);
+  }
+  std::vector<TaskPtr> never_started;
+  for (InFlight& f : w.in_flight) {
+    --in_flight_total_;
+    if (f.abandoned) continue;
+    if (f.task->id == running) {
+      if (f.task->cancel_requested) {
+        finish(f.task, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled while running",
+               CancelReason::kUser);
+      } else {
+        end_attempt(f, c.outcome, c.error, report.pid, now);
+      }
+    } else if (f.task->cancel_requested) {
+      finish(f.task, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled before it started",
+             CancelReason::kUser);
+    } else {
+      never_started.push_back(f.task);  // no attempt counted
+    }
+  }
+  // Back at the front of the queue, in their original order.
+  for (auto it = w.backlog.rbegin(); it != w.backlog.rend(); ++it) requeue(std::move(*it));
+  for (auto it = never_started.rbegin(); it != never_started.rend(); ++it) requeue(*it);
+
+  if (was_starting) {
+    ++init_failures_;
+    std::string why = w.kill_reason ? w.kill_error
+                      : !w.last_error.empty()
+                          ? w.last_error
+                          : "worker exited during init: " + describe(report.status);
+    failure_ = why;
+    if (init_failures_ >= opts_.max_init_failures) {
+      enter_failed("plugin init failed " + std::to_string(init_failures_) +
+                   " times in a row: " + why);
+    } else if (live_workers() < target_workers_) {
+      const std::int64_t backoff =
+          std::min<std::int64_t>(5000, 100ll << std::min<std::uint32_t>(init_failures_ - 1, 6));
+      respawn_due_ns_ = now + backoff * kMsNs;
+    }
+  } else if (!asked_to_stop) {
+    ++stats_.restarts;
+    if (c.outcome == Outcome::kLost) ++stats_.lost;
+  }
+  adjust_worker_count(now);
+  settle(now);
+}
+
+void PoolCore::enter_failed(std::string why) {
+  failed_ = true;
+  failure_ = std::move(why);
+  respawn_due_ns_ = 0;
+  std::deque<TaskPtr> left = queue_.take_all();
+  while (!retries_.empty()) {
+    left.push_back(retries_.top().task);
+    retries_.pop();
+  }
+  for (auto& [id, w] : workers_) {
+    for (TaskPtr& t : w.backlog) left.push_back(std::move(t));
+    w.backlog.clear();
+  }
+  for (const TaskPtr& t : left) {
+    if (is_terminal(t->state.load(std::memory_order_relaxed))) continue;
+    release_admission(*t);
+    finish(t, TaskState::kDeadLettered, DeadReason::kCrashLoop, {}, failure_);
+  }
+}
+
+void PoolCore::adjust_worker_count(std::int64_t now) {
+  if (failed_ || respawn_due_ns_ != 0) return;
+  const bool work_left = !queue_.empty() || !retries_.empty() || in_flight_total_ > 0;
+  if (closing_ && !work_left) return;
+  std::size_t live = live_workers();
+  std::uint32_t want = target_workers_;
+  if (closing_ && want == 0) want = 1;  // accepted work still needs somebody
+  while (live < want) {
+    spawn_worker(now);
+    ++live;
+  }
+}
+
+void PoolCore::end_attempt(const InFlight& f, Outcome outcome, std::string error,
+                           std::int32_t pid, std::int64_t now) {
+  const TaskPtr& t = f.task;
+  {
+    std::lock_guard lock(t->mu);
+    t->account.history.push_back({f.attempt, outcome, error, pid, f.started_wall_ms, wall_ms()});
+    t->account.error = error;
+  }
+  t->attempts_ended++;
+  if (t->cancel_requested) {
+    finish(t, TaskState::kCancelled, DeadReason::kNone, {}, std::move(error), CancelReason::kUser);
+    return;
+  }
+  if (!retryable(outcome, opts_.retry.retry_sandbox_violation)) {
+    finish(t, TaskState::kDeadLettered, DeadReason::kPermanent, {}, std::move(error));
+    return;
+  }
+  if (t->attempts_ended >= t->max_attempts) {
+    finish(t, TaskState::kDeadLettered, DeadReason::kRetriesExhausted, {}, std::move(error));
+    return;
+  }
+  ++stats_.retried;
+  t->state.store(TaskState::kRetryWait, std::memory_order_release);
+  const std::int64_t due = now + retry_delay_ns(*t);
+  retries_.push({due, t});
+  next_check_ns_ = std::min(next_check_ns_, due);
+}
+
+std::int64_t PoolCore::retry_delay_ns(const TaskRecord& t) {
+  // Full jitter: uniform in [0, ceiling].
+  const std::int64_t ceiling = opts_.retry.ceiling_for(t.attempts_ended).count() * kMsNs;
+  if (ceiling <= 0) return 0;
+  std::uniform_int_distribution<std::int64_t> jitter(0, ceiling);
+  return jitter(rng_);
+}
+
+void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason,
+                      std::string result, std::string error, CancelReason cancel) {
+  if (is_terminal(task->state.load(std::memory_order_relaxed))) return;
+  TaskResult copy_for_callback;
+  {
+    std::lock_guard lock(task->mu);
+    task->account.state = state;
+    task->account.reason = reason;
+    task->account.cancel_reason = cancel;
+    task->account.result = std::move(result);
+    if (!error.empty() || state == TaskState::kCompleted) task->account.error = std::move(error);
+    if (state == TaskState::kDeadLettered) {
+      dead_letters_.push_back(task->account);
+      if (dead_letters_.size() > opts_.dead_letter_capacity) dead_letters_.pop_front();
+    }
+    if (task->opts.on_done) copy_for_callback = task->account;
+  }
+  switch (state) {
+    case TaskState::kCompleted: ++stats_.completed; break;
+    case TaskState::kDeadLettered: ++stats_.dead_lettered; break;
+    case TaskState::kCancelled: ++stats_.cancelled; break;
+    default: break;
+  }
+  task->state.store(state, std::memory_order_release);
+  task->done.store(1, std::memory_order_release);
+  task->done.notify_all();
+  live_.erase(task->id);
+  if (task->opts.on_done) task->opts.on_done(copy_for_callback);
+}
+
+bool PoolCore::cancel(std::uint64_t id, std::int64_t now) {
+  auto it = live_.find(id);
+  if (it == live_.end()) return false;
+  TaskPtr t = it->second;
+  const TaskState s = t->state.load(std::memory_order_relaxed);
+  if (is_terminal(s)) return false;
+  t->cancel_requested = true;
+  if (s == TaskState::kQueued) {
+    if (TaskPtr q = queue_.remove(id)) release_admission(*q);
+    for (auto& [wid, w] : workers_) {
+      auto b = std::find(w.backlog.begin(), w.backlog.end(), t);
+      if (b != w.backlog.end()) w.backlog.erase(b);
+    }
+    finish(t, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled while queued",
+           CancelReason::kUser);
+    return true;
+  }
+  if (s == TaskState::kRetryWait) {
+    // Its heap entry is skipped when it comes due.
+    finish(t, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled while waiting to retry",
+           CancelReason::kUser);
+    return true;
+  }
+  for (auto& [wid, w] : workers_) {
+    for (const InFlight& f : w.in_flight) {
+      if (f.task != t) continue;
+      ctl_.send_cancel(wid, id);
+      w.cancel_task = id;
+      w.cancel_deadline_ns = now + to_ns(opts_.cancel_grace);
+      next_check_ns_ = std::min(next_check_ns_, w.cancel_deadline_ns);
+      return true;
+    }
+  }
+  return true;
+}
+
+void PoolCore::observe_running() {
+  for (auto& [wid, w] : workers_) {
+    if (w.in_flight.empty()) continue;
+    const std::uint64_t started = ctl_.started_task(wid);
+    if (started == 0) continue;
+    for (const InFlight& f : w.in_flight) {
+      if (f.task->id != started) continue;
+      if (f.task->state.load(std::memory_order_relaxed) == TaskState::kDispatched) {
+        f.task->state.store(TaskState::kRunning, std::memory_order_release);
+      }
+      break;
+    }
+  }
+}
+
+void PoolCore::on_tick(std::int64_t now) {
+  while (!retries_.empty() && retries_.top().due_ns <= now) {
+    TaskPtr t = retries_.top().task;
+    retries_.pop();
+    if (is_terminal(t->state.load(std::memory_order_relaxed))) continue;
+    t->state.store(TaskState::kQueued, std::memory_order_release);
+    queue_.push(std::move(t));
+  }
+  if (respawn_due_ns_ != 0 && now >= respawn_due_ns_) {
+    respawn_due_ns_ = 0;
+    adjust_worker_count(now);
+  }
+  if (now >= next_check_ns_) check_deadlines(now);
+  settle(now);
+}
+
+void PoolCore::check_deadlines(std::int64_t now) {
+  std::int64_t next = INT64_MAX;
+  for (auto& [wid, w] : workers_) {
+    if (w.kill_reason) continue;
+    if (w.phase == Phase::kStarting) {
+      const std::int64_t due = w.spawned_ns + to_ns(opts_.init_timeout);
+      if (now >= due) {
+        kill_worker(w, Outcome::kLost,
+                    "plugin init timed out after " + std::to_string(opts_.init_timeout.count()) +
+                        " ms",
+                    0);
+        continue;
+      }
+      next = std::min(next, due);
+    }
+    const std::uint64_t started = w.in_flight.empty() ? 0 : ctl_.started_task(wid);
+    if (w.cancel_task != 0) {
+      if (now >= w.cancel_deadline_ns && started == w.cancel_task) {
+        kill_worker(w, Outcome::kCancelled, "cancelled: did not stop within the grace period",
+                    w.cancel_task);
+        continue;
+      }
+      if (now < w.cancel_deadline_ns) next = std::min(next, w.cancel_deadline_ns);
+    }
+    for (InFlight& f : w.in_flight) {
+      if (f.abandoned) continue;
+      if (now < f.deadline_ns) {
+        next = std::min(next, f.deadline_ns);
+        continue;
+      }
+      const std::string error =
+          "timed out after " + std::to_string(f.task->timeout_ns / kMsNs) + " ms";
+      if (f.task->id == started) {
+        kill_worker(w, Outcome::kTimedOut, error, f.task->id);
+        break;
+      }
+      // Timed out waiting in the ring behind a slower task: withdraw it, keep the worker.
+      f.abandoned = true;
+      ctl_.send_cancel(wid, f.task->id);
+      end_attempt(f, Outcome::kTimedOut, error + " waiting in the worker's ring", ctl_.pid(wid),
+                  now);
+    }
+  }
+  if (!retries_.empty()) next = std::min(next, retries_.top().due_ns);
+  next_check_ns_ = next;
+}
+
+std::int64_t PoolCore::next_deadline() const {
+  std::int64_t next = next_check_ns_;
+  if (!retries_.empty()) next = std::min(next, retries_.top().due_ns);
+  if (respawn_due_ns_ != 0) next = std::min(next, respawn_due_ns_);
+  return next;
+}
+
+void PoolCore::drain_worker(Worker& w) {
+  if (w.phase == Phase::kDraining || w.phase == Phase::kStopping) return;
+  w.phase = Phase::kDraining;
+  w.retiring = true;
+  for (TaskPtr& t : w.backlog) requeue(std::move(t));
+  w.backlog.clear();
+  maybe_stop(w);
+}
+
+void PoolCore::maybe_stop(Worker& w) {
+  if (w.phase == Phase::kReady && closing_ && queue_.empty() && retries_.empty() &&
+      w.in_flight.empty()) {
+    w.phase = Phase::kDraining;
+    w.retiring = true;
+  }
+  if (w.phase == Phase::kDraining && w.in_flight.empty()) {
+    w.phase = Phase::kStopping;
+    ctl_.send_stop(w.id);
+  }
+}
+
+void PoolCore::scale(std::uint32_t n, std::int64_t now) {
+  target_workers_ = n;
+  std::size_t live = live_workers();
+  if (live < n) {
+    adjust_worker_count(now);
+    return;
+  }
+  // Shrink: drain starting workers first, then idle ones, then the least loaded.
+  while (live > n) {
+    Worker* pick = nullptr;
+    for (auto& [id, w] : workers_) {
+      if (w.phase != Phase::kStarting && w.phase != Phase::kReady) continue;
+      auto rank = [](const Worker& x) {
+        return x.phase == Phase::kStarting ? 0 : 1 + x.in_flight.size();
+      };
+      if (pick == nullptr || rank(w) < rank(*pick)) pick = &w;
+    }
+    if (pick == nullptr) break;
+    if (pick->phase == Phase::kStarting) {
+      pick->phase = Phase::kStopping;
+      pick->retiring = true;
+      pick->kill_reason = Outcome::kLost;  // not an init failure: we no longer want it
+      pick->kill_error = "stopped while starting (scaled down)";
+      ctl_.kill(pick->id);
+    } else {
+      drain_worker(*pick);
+    }
+    --live;
+  }
+  settle(now);
+}
+
+void PoolCore::close(std::int64_t now) {
+  closing_ = true;
+  adjust_worker_count(now);
+  settle(now);
+}
+
+bool PoolCore::idle() const {
+  return queue_.empty() && retries_.empty() && in_flight_total_ == 0 && live_.empty();
+}
+
+bool PoolCore::finished() const { return closing_ && workers_.empty() && idle(); }
+
+PoolStats PoolCore::stats() const {
+  PoolStats s = stats_;
+  s.queued = queue_.size();
+  for (const auto& [id, w] : workers_) s.queued += w.backlog.size();
+  s.in_flight = in_flight_total_;
+  s.retry_wait = retries_.size();
+  s.workers = static_cast<std::uint32_t>(workers_.size());
+  s.target_workers = target_workers_;
+  s.state = failed_ ? "failed" : closing_ ? (workers_.empty() ? "closed" : "closing") : "running";
+  return s;
+}
+
+std::vector<WorkerInfo> PoolCore::workers(std::int64_t now) const {
+  std::vector<WorkerInfo> out;
+  for (const auto& [id, w] : workers_) {
+    WorkerInfo i;
+    i.pid = ctl_.pid(id);
+    switch (w.phase) {
+      case Phase::kStarting: i.state = "starting"; break;
+      case Phase::kReady: i.state = w.in_flight.empty() ? "idle" : "busy"; break;
+      case Phase::kDraining: i.state = "draining"; break;
+      case Phase::kStopping: i.state = "stopping"; break;
+    }
+    i.in_flight = static_cast<std::uint32_t>(w.in_flight.size());
+    i.tasks_done = w.tasks_done;
+    i.uptime_ms = (now - w.spawned_ns) / kMsNs;
+    out.push_back(std::move(i));
+  }
+  return out;
+}
+
+}  // namespace sandpool::core

@@ -1,0 +1,174 @@
+// The pool's decision logic, without I/O: the queue, dispatch, attempts, retries, timeouts,
+// cancellation, worker replacement and scaling. The event loop (pool_loop.hpp) feeds it
+// events and carries out its commands through WorkerControl, so unit tests drive it with
+// a fake WorkerControl and a hand-moved clock, without a single process.
+//
+// Thread-safety: none; the loop thread owns it. Times are CLOCK_MONOTONIC nanoseconds.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <queue>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <sandpool/ipc/messages.hpp>
+#include <sandpool/pool.hpp>
+
+#include "core/dispatcher.hpp"
+#include "core/task_queue.hpp"
+#include "core/task_record.hpp"
+#include "supervision/exit_classifier.hpp"
+
+namespace sandpool::core {
+
+using WorkerId = std::uint64_t;
+
+// What the core asks of the outside world. Every call is a command; its consequences come
+// back as events (on_ready, on_result, on_exit).
+class WorkerControl {
+ public:
+  virtual ~WorkerControl() = default;
+  // Starts a worker; returns its id. on_ready or on_exit follows for it.
+  virtual WorkerId spawn() = 0;
+  // Puts a task into the worker's ring.
+  virtual void send_task(WorkerId w, const TaskRecord& task, std::uint32_t attempt,
+                         std::int64_t deadline_ns) = 0;
+  // Asks the worker to drop a task it has not started, and raises its cancel flag for it.
+  virtual void send_cancel(WorkerId w, std::uint64_t task_id) = 0;
+  // Asks the worker to finish its ring and exit.
+  virtual void send_stop(WorkerId w) = 0;
+  // SIGKILL. on_exit follows.
+  virtual void kill(WorkerId w) = 0;
+  // The task id the worker says is inside handle() (untrusted; 0 when idle).
+  virtual std::uint64_t started_task(WorkerId w) = 0;
+  virtual std::int32_t pid(WorkerId w) = 0;
+};
+
+class PoolCore {
+ public:
+  // `admitted` counts tasks accepted but never dispatched; the Pool increments it at
+  // submit (to refuse past capacity) and the core decrements it at first dispatch.
+  PoolCore(const PoolOptions& options, WorkerControl& control, std::atomic<std::size_t>& admitted);
+
+  void start(std::int64_t now);
+  void submit(TaskPtr task, std::int64_t now);
+  // Returns false iff the task is unknown or already terminal.
+  bool cancel(std::uint64_t id, std::int64_t now);
+  void scale(std::uint32_t workers, std::int64_t now);
+  void set_strategy(DispatchStrategy s) { dispatcher_.set_strategy(s); }
+  // Stops accepting work (the Pool refuses submits); finishes what was accepted, then stops
+  // every worker.
+  void close(std::int64_t now);
+
+  void on_ready(WorkerId w, std::int64_t now);
+  // Returns false iff the message breaks the protocol (the id is not in flight on w); the
+  // caller then reports on_protocol_error.
+  bool on_result(WorkerId w, ipc::ResultMsg& msg, std::int64_t now);
+  bool on_progress(WorkerId w, const ipc::ProgressMsg& msg);
+  // A worker logged an error-level line: kept as the explanation of an init failure.
+  void on_worker_error(WorkerId w, std::string text);
+  void on_protocol_error(WorkerId w, std::string what);
+  void on_exit(WorkerId w, const supervision::ExitReport& report, std::int64_t now);
+  // Timeouts, cancellation grace, init timeouts, due retries and respawns.
+  void on_tick(std::int64_t now);
+  // Marks tasks the workers report as started `running`.
+  void observe_running();
+
+  // The earliest time on_tick has something to do (INT64_MAX: nothing).
+  std::int64_t next_deadline() const;
+  bool idle() const;       // nothing queued, in flight or waiting for a retry
+  bool finished() const;   // closed and every worker gone
+  bool failed() const { return failed_; }
+  const std::string& failure() const { return failure_; }
+  std::uint32_t init_failures() const { return init_failures_; }
+  std::size_t ready_workers() const;
+  bool has_in_flight() const { return in_flight_total_ > 0; }
+
+  PoolStats stats() const;
+  std::vector<WorkerInfo> workers(std::int64_t now) const;
+  const std::deque<TaskResult>& dead_letters() const { return dead_letters_; }
+
+ private:
+  enum class Phase { kStarting, kReady, kDraining, kStopping };
+  struct InFlight {
+    TaskPtr task;
+    std::uint32_t attempt;
+    std::int64_t dispatched_ns;
+    std::int64_t started_wall_ms;
+    std::int64_t deadline_ns;
+    bool abandoned = false;  // given up on (timed out in the ring); its ack is dropped
+  };
+  struct Worker {
+    WorkerId id;
+    Phase phase = Phase::kStarting;
+    std::int64_t spawned_ns = 0;
+    std::uint64_t tasks_done = 0;
+    std::deque<InFlight> in_flight;   // ring order
+    std::deque<TaskPtr> backlog;      // affinity tasks waiting for this worker
+    std::optional<Outcome> kill_reason;  // set when we killed it on purpose
+    std::string kill_error;
+    std::uint64_t kill_task = 0;
+    std::uint64_t cancel_task = 0;    // a running task asked to stop
+    std::int64_t cancel_deadline_ns = 0;
+    std::string last_error;           // the worker's last error-level log line
+    bool retiring = false;            // we stopped wanting it (scale down, close)
+  };
+  struct RetryEntry {
+    std::int64_t due_ns;
+    TaskPtr task;
+    bool operator>(const RetryEntry& o) const { return due_ns > o.due_ns; }
+  };
+
+  void spawn_worker(std::int64_t now);
+  void dispatch(std::int64_t now);
+  // dispatch(), then, when closing, stops every worker that has nothing left to do.
+  void settle(std::int64_t now);
+  void release_admission(TaskRecord& t);
+  void assign(Worker& w, TaskPtr task, std::int64_t now);
+  void requeue(TaskPtr task);
+  // Ends the current attempt of a task and decides: retry, dead-letter or cancel.
+  void end_attempt(const InFlight& f, Outcome outcome, std::string error, std::int32_t pid,
+                   std::int64_t now);
+  void finish(const TaskPtr& task, TaskState state, DeadReason reason, std::string result,
+              std::string error, CancelReason cancel = CancelReason::kNone);
+  void kill_worker(Worker& w, Outcome why, std::string error, std::uint64_t task_id);
+  void drain_worker(Worker& w);
+  void maybe_stop(Worker& w);
+  void enter_failed(std::string why);
+  void check_deadlines(std::int64_t now);
+  void adjust_worker_count(std::int64_t now);
+  std::size_t live_workers() const;  // not stopping or draining
+  Worker* find(WorkerId w);
+  std::int64_t retry_delay_ns(const TaskRecord& t);
+
+  PoolOptions opts_;
+  WorkerControl& ctl_;
+  std::atomic<std::size_t>& admitted_;
+  Dispatcher dispatcher_;
+  std::mt19937_64 rng_;
+
+  TaskQueue queue_;
+  std::unordered_map<std::uint64_t, TaskPtr> live_;  // every non-terminal task
+  std::priority_queue<RetryEntry, std::vector<RetryEntry>, std::greater<>> retries_;
+  std::map<WorkerId, Worker> workers_;  // ascending id: round-robin order
+  std::vector<Candidate> candidates_;   // scratch for dispatch
+  std::deque<TaskResult> dead_letters_;
+
+  std::uint32_t target_workers_ = 0;
+  std::uint32_t init_failures_ = 0;  // consecutive
+  std::int64_t respawn_due_ns_ = 0;  // 0: none pending
+  std::size_t in_flight_total_ = 0;
+  std::int64_t next_check_ns_ = INT64_MAX;
+  bool closing_ = false;
+  bool failed_ = false;
+  std::string failure_;
+  PoolStats stats_;
+};
+
+}  // namespace sandpool::core

@@ -1,0 +1,560 @@
+#include "core/pool_loop.hpp"
+
+#include <signal.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "core/worker_locator.hpp"
+
+namespace sandpool::core {
+namespace {
+
+constexpr std::int64_t kMsNs = 1000000;
+constexpr std::size_t kResultBudget = 4096;  // messages per worker per iteration
+enum EventKind : std::uint64_t { kPidfd = 0, kDoorbell = 1, kOutput = 2, kInbox = 3 };
+
+std::uint64_t event_tag(WorkerId id, EventKind k) { return id * 4 + k; }
+
+std::uint32_t default_spin_us(std::uint32_t workers) {
+  if (const char* env = std::getenv("SANDPOOL_SPIN_US")) return static_cast<std::uint32_t>(std::atoi(env));
+  // Spinning only pays while the spinners do not outnumber the cores.
+  const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return cores >= 2 && workers < static_cast<std::uint32_t>(cores) * 4 ? 50 : 0;
+}
+
+}  // namespace
+
+PoolLoop::PoolLoop(PoolOptions options) : opts_(std::move(options)) {
+  log_ = opts_.logger ? opts_.logger : spdlog::default_logger();
+  spawner_ = opts_.spawner ? opts_.spawner : make_process_spawner();
+  if (opts_.seed == 0) opts_.seed = std::random_device{}();
+  spin_us_ = default_spin_us(opts_.workers);
+}
+
+PoolLoop::~PoolLoop() {
+  close();
+}
+
+Result<std::shared_ptr<PoolLoop>> PoolLoop::start(PoolOptions options) {
+  if (options.plugin_path.empty()) return Status::invalid("no plugin given");
+  if (options.concurrency == 0) return Status::invalid("concurrency must be at least 1");
+  if (options.workers == 0) return Status::invalid("a pool needs at least 1 worker");
+  std::shared_ptr<PoolLoop> loop(new PoolLoop(std::move(options)));
+  SP_RETURN_IF_ERROR(loop->launch());
+  return loop;
+}
+
+Status PoolLoop::launch() {
+  auto worker = locate_worker(opts_.worker_path);
+  if (!worker) return worker.status();
+  std::error_code ec;
+  if (!std::filesystem::exists(opts_.plugin_path, ec)) {
+    return Status::error(Code::kPlugin, "plugin not found: " + opts_.plugin_path);
+  }
+  launch_.worker_path = *worker;
+  launch_.args.plugin_path = std::filesystem::absolute(opts_.plugin_path).string();
+  launch_.args.heartbeat_ms = static_cast<std::uint32_t>(opts_.heartbeat_interval.count());
+  launch_.args.max_result = opts_.max_result;
+  launch_.args.init_timeout_ms = static_cast<std::uint32_t>(opts_.init_timeout.count());
+  launch_.args.plugin_config_json = opts_.plugin_config_json;
+  launch_.args.policy = opts_.sandbox;
+  launch_.region.task_ring_bytes = opts_.ring_bytes;
+  launch_.region.result_ring_bytes = opts_.ring_bytes;
+  launch_.region.max_message = std::max(opts_.max_payload, opts_.max_result) + 4096;
+
+  int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  if (ep < 0) return Status::from_errno(errno, "epoll_create1");
+  epoll_.reset(ep);
+  auto bell = ipc::EventFd::create();
+  if (!bell) return bell.status();
+  inbox_bell_ = std::move(bell).value();
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = event_tag(0, kInbox);
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, inbox_bell_.fd(), &ev);
+
+  core_ = std::make_unique<PoolCore>(opts_, *this, admitted_);
+  auto started = started_.get_future();
+  thread_ = std::thread([this] { run(); });
+  Status s = started.get();
+  if (!s) {
+    close();
+    return s;
+  }
+  return Status::ok();
+}
+
+// ---- the loop -------------------------------------------------------------------------
+
+void PoolLoop::run() {
+  core_->start(ipc::monotonic_ns());
+  std::int64_t busy_rounds = 0;
+  for (;;) {
+    std::int64_t now = ipc::monotonic_ns();
+    bool work = drain_inbox(now);
+    for (auto& [id, link] : links_) work |= poll_worker(id, link, now, kResultBudget);
+    core_->observe_running();
+    if (now >= core_->next_deadline()) core_->on_tick(now);
+    for (WorkerId id : std::exchange(spawn_failures_, {})) {
+      auto it = links_.find(id);
+      if (it == links_.end()) continue;
+      core_->on_worker_error(id, it->second.spawn_error);
+      links_.erase(it);
+      core_->on_exit(id, {ExitStatus{true, 127, 0}, 0, 0}, now);
+      work = true;
+    }
+    flush_links();
+    after_iteration();
+    if (core_->finished() && inbox_count_.load() == 0) break;
+
+    if (work && (++busy_rounds % 32) != 0) continue;  // peek at epoll now and then while busy
+    if (work) {
+      wait_for_events(0, now);
+      continue;
+    }
+    busy_rounds = 0;
+    if (spin_us_ > 0 && spin_for_work(now + spin_us_ * 1000ll)) continue;
+    std::int64_t timeout_ms = -1;
+    const std::int64_t next = core_->next_deadline();
+    if (next != INT64_MAX) timeout_ms = std::max<std::int64_t>(0, (next - now + kMsNs - 1) / kMsNs);
+    wait_for_events(timeout_ms, now);
+  }
+  // The end: kill what is left (nothing, after a clean close), then serve late queries.
+  links_.clear();
+  std::lock_guard lock(ended_mu_);
+  loop_ended_ = true;
+  std::vector<std::function<void(PoolCore&, std::int64_t)>> cmds;
+  {
+    std::lock_guard in(inbox_mu_);
+    cmds.swap(inbox_cmds_);
+  }
+  for (auto& c : cmds) c(*core_, ipc::monotonic_ns());
+  if (!started_reported_) {
+    started_reported_ = true;
+    started_.set_value(Status::error(Code::kClosed, "pool closed while starting"));
+  }
+  std::lock_guard idle(idle_mu_);
+  idle_ = true;
+  idle_cv_.notify_all();
+}
+
+bool PoolLoop::drain_inbox(std::int64_t now) {
+  if (inbox_count_.load(std::memory_order_acquire) == 0) return false;
+  std::vector<TaskPtr> tasks;
+  std::vector<std::function<void(PoolCore&, std::int64_t)>> cmds;
+  {
+    std::lock_guard lock(inbox_mu_);
+    tasks.swap(inbox_tasks_);
+    cmds.swap(inbox_cmds_);
+    inbox_count_.store(0, std::memory_order_release);
+  }
+  for (TaskPtr& t : tasks) core_->submit(std::move(t), now);
+  for (auto& c : cmds) c(*core_, now);
+  return true;
+}
+
+bool PoolLoop::spin_for_work(std::int64_t until_ns) {
+  for (int i = 0;; ++i) {
+    if (inbox_count_.load(std::memory_order_acquire) != 0) return true;
+    for (auto& [id, link] : links_) {
+      if (link.proc && !link.broken && link.proc->results().ring().has_data()) return true;
+    }
+    if ((i & 63) == 63 && ipc::monotonic_ns() >= until_ns) return false;
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
+
+void PoolLoop::wait_for_events(std::int64_t timeout_ms, std::int64_t now) {
+  bool may_sleep = timeout_ms != 0;
+  if (may_sleep) {
+    // Announce the sleep, then look once more (the producers' half of the handshake is in
+    // submit() and the rings' publish()).
+    sleeping_.store(true);
+    if (inbox_count_.load() != 0) may_sleep = false;
+    for (auto& [id, link] : links_) {
+      if (!may_sleep || !link.proc || link.broken) continue;
+      if (!link.proc->results().ring().prepare_sleep()) may_sleep = false;
+      if (link.proc->tasks().has_queued() &&
+          !link.proc->tasks().ring().prepare_wait(link.proc->tasks().ring().max_record_payload())) {
+        may_sleep = false;
+      }
+    }
+  }
+  epoll_event events[64];
+  int n = ::epoll_wait(epoll_.get(), events, 64, may_sleep ? static_cast<int>(timeout_ms) : 0);
+  if (timeout_ms != 0) {
+    sleeping_.store(false);
+    for (auto& [id, link] : links_) {
+      if (link.proc && !link.broken) {
+        link.proc->results().ring().cancel_sleep();
+        link.proc->tasks().ring().cancel_wait();
+      }
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    const std::uint64_t tag = events[i].data.u64;
+    const WorkerId id = tag / 4;
+    const auto kind = static_cast<EventKind>(tag % 4);
+    if (kind == kInbox) {
+      inbox_bell_.drain();
+      continue;
+    }
+    auto it = links_.find(id);
+    if (it == links_.end() || !it->second.proc) continue;
+    Link& link = it->second;
+    switch (kind) {
+      case kDoorbell: link.proc->doorbell().drain(); break;
+      case kOutput:
+        if (!link.proc->read_output([&](std::string_view line) { log_line(id, -1, line); })) {
+          ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, link.proc->output_fd(), nullptr);
+          link.output_open = false;
+        }
+        break;
+      case kPidfd:
+        if (link.proc->child().try_reap()) exited_.push_back(id);
+        break;
+      default: break;
+    }
+  }
+  for (WorkerId id : std::exchange(exited_, {})) reap(id, now);
+}
+
+bool PoolLoop::poll_worker(WorkerId id, Link& link, std::int64_t now, std::size_t budget) {
+  if (!link.proc || link.broken) return false;
+  std::size_t n = 0;
+  std::uint16_t kind = 0;
+  while (n < budget) {
+    const ipc::RingStatus s = link.proc->results().next(&kind, &message_);
+    if (s == ipc::RingStatus::kEmpty) break;
+    if (s == ipc::RingStatus::kCorrupt) {
+      protocol_error(id, link, "result ring corrupt (bad index, record length or fragment)");
+      break;
+    }
+    ++n;
+    handle_message(id, link, kind, now);
+    if (link.broken) break;
+  }
+  if (!link.broken && link.proc->release_results()) wakes_.fetch_add(1, std::memory_order_relaxed);
+  return n > 0;
+}
+
+void PoolLoop::handle_message(WorkerId id, Link& link, std::uint16_t kind, std::int64_t now) {
+  switch (static_cast<ipc::MsgKind>(kind)) {
+    case ipc::MsgKind::kResult: {
+      ipc::ResultMsg m;
+      if (Status s = ipc::decode(message_, &m); !s) return protocol_error(id, link, s.message());
+      if (m.data.size() > opts_.max_result) {
+        m.status = ipc::TaskStatus::kResultTooLarge;
+        m.data.clear();
+      }
+      if (!core_->on_result(id, m, now)) {
+        protocol_error(id, link, "result for task " + std::to_string(m.id) + " not in flight");
+      }
+      return;
+    }
+    case ipc::MsgKind::kProgress: {
+      ipc::ProgressMsg m;
+      if (Status s = ipc::decode(message_, &m); !s) return protocol_error(id, link, s.message());
+      if (!core_->on_progress(id, m)) {
+        protocol_error(id, link, "progress for task " + std::to_string(m.id) + " not in flight");
+      }
+      return;
+    }
+    case ipc::MsgKind::kLog: {
+      ipc::LogMsg m;
+      if (Status s = ipc::decode(message_, &m); !s) return protocol_error(id, link, s.message());
+      log_line(id, m.level, m.text);
+      if (m.level >= 3) core_->on_worker_error(id, m.text);
+      return;
+    }
+    case ipc::MsgKind::kReady: {
+      ipc::ReadyMsg m;
+      if (Status s = ipc::decode(message_, &m); !s) return protocol_error(id, link, s.message());
+      if (!first_ready_seen_) {
+        first_ready_seen_ = true;
+        std::vector<std::string> declared = m.task_types;
+        if (!opts_.task_types.empty()) {
+          for (const auto& t : opts_.task_types) {
+            if (!declared.empty() &&
+                std::find(declared.begin(), declared.end(), t) == declared.end()) {
+              failure_ = "task type '" + t + "' is not served by plugin " + opts_.plugin_path;
+              failed_.store(true);
+            }
+          }
+          task_types_ = opts_.task_types;
+        } else {
+          task_types_ = declared.empty() ? std::vector<std::string>{"default"} : declared;
+        }
+      }
+      log_->debug("[{}] worker {} ready", opts_.name, link.proc->pid());
+      core_->on_ready(id, now);
+      return;
+    }
+    default:
+      return protocol_error(id, link, "unknown message kind " + std::to_string(kind));
+  }
+}
+
+void PoolLoop::protocol_error(WorkerId id, Link& link, const std::string& what) {
+  if (link.broken) return;
+  link.broken = true;
+  log_->warn("[{}] worker {} protocol_error: {}; killing it", opts_.name,
+             link.proc ? link.proc->pid() : 0, what);
+  core_->on_protocol_error(id, what);
+}
+
+void PoolLoop::flush_links() {
+  for (auto& [id, link] : links_) {
+    if (!link.dirty || !link.proc || link.broken) continue;
+    if (link.proc->tasks().has_queued() &&
+        link.proc->tasks().pump() == ipc::RingStatus::kCorrupt) {
+      protocol_error(id, link, "task ring tail corrupt");
+      continue;
+    }
+    if (link.proc->flush_tasks()) wakes_.fetch_add(1, std::memory_order_relaxed);
+    link.dirty = link.proc->tasks().has_queued();
+  }
+}
+
+void PoolLoop::reap(WorkerId id, std::int64_t now) {
+  auto it = links_.find(id);
+  if (it == links_.end()) return;
+  Link& link = it->second;
+  // Whatever the worker finished before it died still counts.
+  poll_worker(id, link, now, SIZE_MAX);
+  if (link.output_open) {
+    link.proc->read_output([&](std::string_view line) { log_line(id, -1, line); });
+  }
+  const ExitStatus st = *link.proc->child().try_reap();
+  supervision::ExitReport report{st, link.proc->header()->violation_syscall.load(), link.proc->pid()};
+  const bool clean = st.exited && st.code == 0;
+  if (clean) {
+    log_->debug("[{}] worker {} stopped", opts_.name, report.pid);
+  } else if (link.killed) {
+    log_->info("[{}] worker {} {} (killed by the pool)", opts_.name, report.pid, describe(st));
+  } else {
+    const std::uint64_t running = link.proc->header()->started_task.load();
+    log_->warn("[{}] worker {} {}{}", opts_.name, report.pid, describe(st),
+               running ? " while running task " + std::to_string(running) : std::string());
+  }
+  core_->on_exit(id, report, now);
+  for (int fd : {link.proc->pidfd(), link.proc->doorbell_fd(), link.proc->output_fd()}) {
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+  }
+  links_.erase(id);
+}
+
+void PoolLoop::after_iteration() {
+  if (!started_reported_) {
+    if (failed_.load()) {
+      started_reported_ = true;
+      started_.set_value(Status::error(Code::kPlugin, failure_));
+    } else if (core_->ready_workers() > 0) {
+      started_reported_ = true;
+      started_.set_value(Status::ok());
+    } else if (core_->init_failures() > 0 || core_->failed()) {
+      // The first worker could not load or init: report its own words instead of
+      // retrying a plugin that is broken the same way every time.
+      failure_ = core_->failure();
+      failed_.store(true);
+      started_reported_ = true;
+      started_.set_value(Status::error(Code::kPlugin, failure_));
+    }
+  }
+  if (core_->failed() && !failed_.load()) {
+    failure_ = core_->failure();
+    failed_.store(true);
+  }
+  if (idle_waiters_.load() > 0) {
+    const bool idle = core_->idle() && inbox_count_.load() == 0;
+    std::lock_guard lock(idle_mu_);
+    if (idle != idle_) {
+      idle_ = idle;
+      if (idle) idle_cv_.notify_all();
+    }
+  }
+}
+
+void PoolLoop::log_line(WorkerId id, int level, std::string_view text) {
+  auto it = links_.find(id);
+  const int pid = it != links_.end() && it->second.proc ? it->second.proc->pid() : 0;
+  switch (level) {
+    case -1: log_->info("[{}] worker {} output: {}", opts_.name, pid, text); break;
+    case 0: log_->debug("[{}] worker {} plugin: {}", opts_.name, pid, text); break;
+    case 1: log_->info("[{}] worker {} plugin: {}", opts_.name, pid, text); break;
+    case 2: log_->warn("[{}] worker {} plugin: {}", opts_.name, pid, text); break;
+    default: log_->error("[{}] worker {} plugin: {}", opts_.name, pid, text); break;
+  }
+}
+
+// ---- WorkerControl --------------------------------------------------------------------
+
+WorkerId PoolLoop::spawn() {
+  const WorkerId id = next_worker_++;
+  Link link;
+  auto proc = supervision::WorkerProcess::start(*spawner_, launch_);
+  if (!proc) {
+    link.spawn_error = proc.status().message();
+    log_->error("[{}] cannot start a worker: {}", opts_.name, link.spawn_error);
+    links_.emplace(id, std::move(link));
+    spawn_failures_.push_back(id);
+    return id;
+  }
+  link.proc = std::move(proc).value();
+  link.proc->header()->spin_us.store(spin_us_);
+  const std::pair<int, EventKind> fds[] = {{link.proc->pidfd(), kPidfd},
+                                           {link.proc->doorbell_fd(), kDoorbell},
+                                           {link.proc->output_fd(), kOutput}};
+  for (auto [fd, kind] : fds) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = event_tag(id, kind);
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev);
+  }
+  log_->debug("[{}] spawned worker {}", opts_.name, link.proc->pid());
+  links_.emplace(id, std::move(link));
+  return id;
+}
+
+void PoolLoop::send_message(WorkerId w, std::uint16_t kind) {
+  auto it = links_.find(w);
+  if (it == links_.end() || !it->second.proc || it->second.broken) return;
+  Link& link = it->second;
+  if (link.proc->tasks().send(kind, scratch_) == ipc::RingStatus::kCorrupt) {
+    protocol_error(w, link, "task ring tail corrupt");
+    return;
+  }
+  link.dirty = true;
+}
+
+void PoolLoop::send_task(WorkerId w, const TaskRecord& task, std::uint32_t attempt,
+                         std::int64_t deadline_ns) {
+  ipc::TaskMsg m;
+  m.id = task.id;
+  m.attempt = attempt;
+  m.deadline_mono_ms = deadline_ns / kMsNs;
+  m.type = task.type;
+  m.payload = task.payload;
+  ipc::encode(m, &scratch_);
+  send_message(w, static_cast<std::uint16_t>(ipc::MsgKind::kTask));
+}
+
+void PoolLoop::send_cancel(WorkerId w, std::uint64_t task_id) {
+  auto it = links_.find(w);
+  if (it != links_.end() && it->second.proc) {
+    it->second.proc->header()->cancel_task.store(task_id, std::memory_order_release);
+  }
+  ipc::encode(ipc::CancelMsg{task_id}, &scratch_);
+  send_message(w, static_cast<std::uint16_t>(ipc::MsgKind::kCancel));
+}
+
+void PoolLoop::send_stop(WorkerId w) {
+  ipc::encode(ipc::StopMsg{}, &scratch_);
+  send_message(w, static_cast<std::uint16_t>(ipc::MsgKind::kStop));
+}
+
+void PoolLoop::kill(WorkerId w) {
+  auto it = links_.find(w);
+  if (it == links_.end() || !it->second.proc) return;
+  it->second.killed = true;
+  it->second.proc->child().signal(SIGKILL);
+}
+
+std::uint64_t PoolLoop::started_task(WorkerId w) {
+  auto it = links_.find(w);
+  if (it == links_.end() || !it->second.proc) return 0;
+  return it->second.proc->header()->started_task.load(std::memory_order_acquire);
+}
+
+std::int32_t PoolLoop::pid(WorkerId w) {
+  auto it = links_.find(w);
+  if (it == links_.end() || !it->second.proc) return 0;
+  return it->second.proc->pid();
+}
+
+// ---- any thread -----------------------------------------------------------------------
+
+Result<Ticket> PoolLoop::submit(std::string type, std::string payload, SubmitOptions options) {
+  if (failed_.load()) return Status::error(Code::kClosed, "pool failed: " + failure_);
+  if (!accepting_.load()) return Status::error(Code::kClosed, "pool is closing");
+  if (std::find(task_types_.begin(), task_types_.end(), type) == task_types_.end()) {
+    std::string served;
+    for (const auto& t : task_types_) served += (served.empty() ? "" : ", ") + t;
+    return Status::invalid("unknown task type '" + type + "' (this pool serves: " + served + ")");
+  }
+  if (payload.size() > opts_.max_payload) {
+    return Status::too_large("payload of " + std::to_string(payload.size()) +
+                             " bytes exceeds max_payload (" + std::to_string(opts_.max_payload) +
+                             " bytes)");
+  }
+  if (admitted_.fetch_add(1, std::memory_order_relaxed) >= opts_.queue_capacity) {
+    admitted_.fetch_sub(1, std::memory_order_relaxed);
+    return Status::error(Code::kQueueFull, "queue_full: " + std::to_string(opts_.queue_capacity) +
+                                               " tasks are waiting in pool '" + opts_.name + "'");
+  }
+  const std::uint64_t id = next_task_id_.fetch_add(1, std::memory_order_relaxed);
+  auto rec = std::make_shared<TaskRecord>(id, std::move(type), std::move(payload), std::move(options));
+  Ticket ticket(rec, weak_from_this());
+  {
+    std::lock_guard lock(inbox_mu_);
+    inbox_tasks_.push_back(std::move(rec));
+    inbox_count_.fetch_add(1);
+  }
+  if (sleeping_.load()) {
+    inbox_bell_.signal();
+    wakes_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return ticket;
+}
+
+void PoolLoop::post(std::function<void(PoolCore&, std::int64_t)> fn) {
+  {
+    std::lock_guard lock(inbox_mu_);
+    inbox_cmds_.push_back(std::move(fn));
+    inbox_count_.fetch_add(1);
+  }
+  if (sleeping_.load()) inbox_bell_.signal();
+}
+
+bool PoolLoop::cancel(std::uint64_t id) {
+  if (loop_ended_.load()) return false;
+  return query<bool>([id](PoolCore& core, std::int64_t now) { return core.cancel(id, now); });
+}
+
+bool PoolLoop::wait_idle_for(std::int64_t timeout_ms) {
+  idle_waiters_.fetch_add(1);
+  std::unique_lock lock(idle_mu_);
+  if (!loop_ended_.load()) {
+    idle_ = false;  // possibly stale: the loop only tracks it while somebody waits
+    lock.unlock();
+    post([](PoolCore&, std::int64_t) {});  // make the loop re-evaluate idleness now
+    lock.lock();
+  }
+  bool ok = true;
+  if (timeout_ms < 0) {
+    idle_cv_.wait(lock, [&] { return idle_; });
+  } else {
+    ok = idle_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return idle_; });
+  }
+  idle_waiters_.fetch_sub(1);
+  return ok;
+}
+
+void PoolLoop::close() {
+  accepting_.store(false);
+  if (!thread_.joinable()) return;
+  if (thread_.get_id() == std::this_thread::get_id()) return;  // from a callback: cannot join
+  post([](PoolCore& core, std::int64_t now) { core.close(now); });
+  thread_.join();
+}
+
+}  // namespace sandpool::core

@@ -1,0 +1,149 @@
+// The pool's event loop: one thread that owns a PoolCore and the live WorkerProcesses, and
+// carries out the core's commands (WorkerControl) with real processes, rings and epoll.
+// Other threads talk to it through a mutex-guarded inbox; the loop pays a wake-up syscall
+// only when it was asleep.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sandpool/ipc/wake.hpp>
+#include <sandpool/pool.hpp>
+
+#include "core/pool_core.hpp"
+#include "supervision/worker_process.hpp"
+
+namespace spdlog {
+class logger;
+}
+
+namespace sandpool::core {
+
+class PoolLoop final : public WorkerControl, public std::enable_shared_from_this<PoolLoop> {
+ public:
+  // Starts the loop thread and the workers; returns once the first worker is ready, or
+  // the plugin's error when the first one cannot load or init.
+  static Result<std::shared_ptr<PoolLoop>> start(PoolOptions options);
+  ~PoolLoop() override;
+
+  // Thread-safe entry points (see Pool).
+  Result<Ticket> submit(std::string type, std::string payload, SubmitOptions options);
+  bool cancel(std::uint64_t id);
+  // Runs fn on the loop thread (or inline once the loop has ended) and returns its value.
+  template <typename R>
+  R query(std::function<R(PoolCore&, std::int64_t now)> fn);
+  void post(std::function<void(PoolCore&, std::int64_t now)> fn);
+  bool wait_idle_for(std::int64_t timeout_ms);  // negative: forever
+  void close();
+  const std::vector<std::string>& task_types() const { return task_types_; }
+  // Wake-up syscalls the manager side has made (futex wakes, eventfd signals): the
+  // benchmark reports them per task.
+  std::uint64_t wake_syscalls() const { return wakes_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Link {
+    std::unique_ptr<supervision::WorkerProcess> proc;  // null when the spawn failed
+    std::string spawn_error;
+    bool broken = false;   // protocol error: its ring is no longer read
+    bool killed = false;
+    bool dirty = false;    // task frames written but not yet published
+    bool output_open = true;
+  };
+
+  explicit PoolLoop(PoolOptions options);
+  Status launch();
+  void run();
+  bool drain_inbox(std::int64_t now);
+  bool poll_worker(WorkerId id, Link& link, std::int64_t now, std::size_t budget);
+  void handle_message(WorkerId id, Link& link, std::uint16_t kind, std::int64_t now);
+  void protocol_error(WorkerId id, Link& link, const std::string& what);
+  void flush_links();
+  void reap(WorkerId id, std::int64_t now);
+  bool spin_for_work(std::int64_t until_ns);
+  void wait_for_events(std::int64_t timeout_ms, std::int64_t now);
+  void after_iteration();
+  void log_line(WorkerId id, int level, std::string_view text);
+
+  // WorkerControl
+  WorkerId spawn() override;
+  void send_task(WorkerId w, const TaskRecord& task, std::uint32_t attempt,
+                 std::int64_t deadline_ns) override;
+  void send_cancel(WorkerId w, std::uint64_t task_id) override;
+  void send_stop(WorkerId w) override;
+  void kill(WorkerId w) override;
+  std::uint64_t started_task(WorkerId w) override;
+  std::int32_t pid(WorkerId w) override;
+  void send_message(WorkerId w, std::uint16_t kind);
+
+  PoolOptions opts_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::shared_ptr<Spawner> spawner_;
+  supervision::LaunchSpec launch_;
+  std::atomic<std::size_t> admitted_{0};
+  std::unique_ptr<PoolCore> core_;
+  std::vector<std::string> task_types_;
+
+  // Loop-thread state.
+  UniqueFd epoll_;
+  std::map<WorkerId, Link> links_;
+  std::vector<WorkerId> spawn_failures_;
+  std::vector<WorkerId> exited_;
+  WorkerId next_worker_ = 1;
+  std::string scratch_;
+  std::string message_;
+  bool first_ready_seen_ = false;
+  std::uint32_t spin_us_ = 0;
+
+  // Inbox (any thread -> loop).
+  std::mutex inbox_mu_;
+  std::vector<TaskPtr> inbox_tasks_;
+  std::vector<std::function<void(PoolCore&, std::int64_t)>> inbox_cmds_;
+  std::atomic<std::size_t> inbox_count_{0};
+  std::atomic<bool> sleeping_{false};
+  ipc::EventFd inbox_bell_;
+  std::atomic<std::uint64_t> wakes_{0};
+
+  std::atomic<std::uint64_t> next_task_id_{1};
+  std::atomic<bool> accepting_{true};
+  std::atomic<bool> failed_{false};
+  std::string failure_;  // written before failed_ is set
+
+  // Start-up hand-shake and idle waiters.
+  std::promise<Status> started_;
+  bool started_reported_ = false;
+  std::mutex idle_mu_;
+  std::condition_variable idle_cv_;
+  std::atomic<int> idle_waiters_{0};
+  bool idle_ = false;  // guarded by idle_mu_
+
+  std::mutex ended_mu_;  // serialises inline queries once the loop has ended
+  std::atomic<bool> loop_ended_{false};
+  std::thread thread_;
+};
+
+template <typename R>
+R PoolLoop::query(std::function<R(PoolCore&, std::int64_t)> fn) {
+  auto done = std::make_shared<std::promise<R>>();
+  auto fut = done->get_future();
+  {
+    // Held while posting: the loop's last act takes this lock and runs what is left in the
+    // inbox, so a query can never be stranded between the check and the post.
+    std::lock_guard lock(ended_mu_);
+    if (loop_ended_.load()) return fn(*core_, ipc::monotonic_ns());
+    post([fn = std::move(fn), done](PoolCore& core, std::int64_t now) {
+      done->set_value(fn(core, now));
+    });
+  }
+  return fut.get();
+}
+
+}  // namespace sandpool::core

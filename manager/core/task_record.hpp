@@ -1,0 +1,47 @@
+// One task's record, shared between the pool's loop thread (which drives it) and the
+// Tickets that observe it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <sandpool/pool.hpp>
+#include <sandpool/task.hpp>
+
+namespace sandpool::core {
+
+struct TaskRecord {
+  TaskRecord(std::uint64_t task_id, std::string task_type, std::string task_payload,
+             SubmitOptions options)
+      : id(task_id), type(std::move(task_type)), payload(std::move(task_payload)),
+        opts(std::move(options)) {
+    account.id = id;
+    account.type = type;
+  }
+
+  // Immutable after submit.
+  const std::uint64_t id;
+  const std::string type;
+  const std::string payload;
+  const SubmitOptions opts;
+
+  // Loop-thread only.
+  std::uint32_t attempts_ended = 0;  // attempts that ran and ended (history size)
+  std::uint32_t max_attempts = 1;    // 1 + retries
+  std::int64_t timeout_ns = 0;       // per attempt
+  bool cancel_requested = false;
+  bool admitted = true;  // still counted in the pool's admission count (never dispatched)
+
+  // Shared: state is read lock-free; done flips 0 -> 1 once, after account is final.
+  std::atomic<TaskState> state{TaskState::kQueued};
+  std::atomic<std::uint32_t> done{0};
+  mutable std::mutex mu;  // guards account
+  TaskResult account;
+};
+
+using TaskPtr = std::shared_ptr<TaskRecord>;
+
+}  // namespace sandpool::core

@@ -1,0 +1,117 @@
+// The in-process pool: a set of sandboxed worker processes running one plugin, a bounded
+// priority queue in front of them, dispatch, supervision and retry.
+//
+// Thread-safety: every Pool member may be called from any thread. Callbacks in
+// SubmitOptions run on the pool's event-loop thread: keep them short and do not call
+// blocking Pool members (wait_idle, close) from them.
+// Lifetime: ~Pool() calls close(). Tickets stay valid after the Pool is gone.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <sandpool/pool_options.hpp>
+#include <sandpool/status.hpp>
+#include <sandpool/task.hpp>
+
+namespace sandpool {
+
+namespace core {
+struct TaskRecord;
+class PoolLoop;
+}  // namespace core
+
+// A handle on one submitted task: a future-like result plus state, history and cancel.
+// Cheap to copy (shared ownership of the task's record). Thread-safe.
+class Ticket {
+ public:
+  Ticket() = default;
+  std::uint64_t id() const;
+  TaskState state() const;
+  bool done() const { return is_terminal(state()); }
+  // Blocks until the task is terminal; returns its account.
+  TaskResult wait() const;
+  // Returns true iff the task became terminal within `timeout`.
+  bool wait_for(std::chrono::milliseconds timeout) const;
+  // A snapshot of the account so far (history grows as attempts end).
+  TaskResult snapshot() const;
+  // Asks for cancellation (design.md: a queued task is cancelled at once; a running one is
+  // asked to stop, then killed after the grace period). Returns false iff already terminal
+  // or the pool is gone.
+  bool cancel() const;
+
+ private:
+  friend class Pool;
+  friend class core::PoolLoop;
+  Ticket(std::shared_ptr<core::TaskRecord> rec, std::weak_ptr<core::PoolLoop> loop)
+      : rec_(std::move(rec)), loop_(std::move(loop)) {}
+  std::shared_ptr<core::TaskRecord> rec_;
+  std::weak_ptr<core::PoolLoop> loop_;
+};
+
+struct SubmitOptions {
+  std::optional<std::chrono::milliseconds> timeout;  // from dispatch; default: the pool's
+  std::optional<std::uint32_t> retries;              // retries after the first attempt
+  std::int32_t priority = 0;                         // higher first, FIFO within a level
+  std::string key;                                   // affinity key (dispatch `affinity`)
+  // Called on the loop thread for each progress update (coalesced when it lags).
+  std::function<void(std::uint64_t id, std::string_view data)> on_progress;
+  // Called on the loop thread once, when the task is terminal.
+  std::function<void(const TaskResult&)> on_done;
+};
+
+struct WorkerInfo {
+  std::int32_t pid = 0;
+  std::string state;  // starting, ready, draining, stopping
+  std::uint32_t in_flight = 0;
+  std::uint64_t tasks_done = 0;
+  std::int64_t uptime_ms = 0;
+};
+
+struct PoolStats {
+  std::uint64_t submitted = 0, completed = 0, dead_lettered = 0, cancelled = 0;
+  std::uint64_t retried = 0, lost = 0, restarts = 0;
+  std::uint64_t queued = 0, in_flight = 0, retry_wait = 0;
+  std::uint32_t workers = 0, target_workers = 0;
+  std::string state;  // running, failed, closing, closed
+};
+
+class Pool {
+ public:
+  // Starts the workers and waits until the first one is ready, so a plugin that cannot
+  // load or init is reported here (kPlugin, with the worker's own message).
+  static Result<std::unique_ptr<Pool>> create(PoolOptions options);
+  ~Pool();
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+
+  // Accepts a task. Errors: kInvalidArgument (unknown type), kTooLarge (payload over
+  // max_payload), kQueueFull, kClosed (closing or failed pool).
+  Result<Ticket> submit(std::string type, std::string payload, SubmitOptions options = {});
+  Status scale(std::uint32_t workers);
+  Status set_strategy(DispatchStrategy strategy);
+  // Blocks until nothing is queued, in flight or waiting for a retry.
+  void wait_idle();
+  bool wait_idle_for(std::chrono::milliseconds timeout);
+  // Stops accepting tasks, finishes every accepted one, stops the workers. Idempotent.
+  void close();
+
+  PoolStats stats() const;
+  std::vector<WorkerInfo> workers() const;
+  // Dead letters held in memory (the durable store comes with the service).
+  std::vector<TaskResult> dead_letters() const;
+  // The task types this pool serves.
+  const std::vector<std::string>& task_types() const;
+  // Wake-up syscalls the manager side has paid so far (benchmarks report them per task).
+  std::uint64_t wake_syscalls() const;
+
+ private:
+  explicit Pool(std::shared_ptr<core::PoolLoop> loop);
+  std::shared_ptr<core::PoolLoop> loop_;
+};
+
+}  // namespace sandpool

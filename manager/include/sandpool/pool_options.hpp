@@ -1,0 +1,71 @@
+// Everything a Pool is configured with. Plain values; the service's YAML maps onto it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <sandpool/sandbox/policy.hpp>
+
+namespace spdlog {
+class logger;
+}
+
+namespace sandpool {
+
+class Spawner;
+
+enum class DispatchStrategy : std::uint8_t { kRoundRobin, kLeastLoaded, kRandom, kAffinity };
+std::string_view to_string(DispatchStrategy s);
+std::optional<DispatchStrategy> parse_strategy(std::string_view name);
+
+// delay(attempt) = min(max, base * multiplier^(attempt-1)), then full jitter.
+struct RetryPolicy {
+  std::chrono::milliseconds base{100};
+  double multiplier = 2.0;
+  std::chrono::milliseconds max{30000};
+  bool retry_sandbox_violation = false;
+  // Returns the un-jittered delay before retry number `attempt` (1 = after the first try).
+  std::chrono::milliseconds ceiling_for(std::uint32_t attempt) const;
+};
+
+struct PoolOptions {
+  std::string name = "default";
+  std::string plugin_path;
+  std::string plugin_config_json = "{}";
+  // Types this pool serves; empty: the plugin's declared types, or "default".
+  std::vector<std::string> task_types;
+  // The worker host executable; empty: sandpool-worker next to this program, then
+  // $SANDPOOL_WORKER, then the installed libexec path.
+  std::string worker_path;
+
+  std::uint32_t workers = 2;
+  std::uint32_t concurrency = 8;  // tasks that may wait in one worker's ring
+  DispatchStrategy dispatch = DispatchStrategy::kRoundRobin;
+  std::size_t queue_capacity = 100000;
+
+  std::chrono::milliseconds timeout{30000};  // per attempt, from dispatch
+  std::uint32_t retries = 3;
+  RetryPolicy retry;
+
+  std::uint64_t max_payload = 8u << 20;
+  std::uint64_t max_result = 8u << 20;
+  std::uint64_t ring_bytes = 256 * 1024;  // each of the two rings per worker
+
+  std::chrono::milliseconds heartbeat_interval{250};
+  std::chrono::milliseconds init_timeout{10000};
+  std::chrono::milliseconds cancel_grace{1000};
+  std::uint32_t max_init_failures = 3;  // consecutive; then the pool is `failed`
+  std::size_t dead_letter_capacity = 10000;  // in-memory dead letters kept
+
+  sandbox::SandboxPolicy sandbox;
+  std::shared_ptr<spdlog::logger> logger;  // null: spdlog's default logger
+  std::shared_ptr<Spawner> spawner;        // the OS seam; null: the Boost.Process spawner
+  std::uint64_t seed = 0;                  // jitter/random dispatch seed; 0: random
+};
+
+}  // namespace sandpool

@@ -1,0 +1,76 @@
+// The task vocabulary shared by the API, the CLI, logs, metrics and docs (design.md,
+// "Task states and attempt outcomes").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sandpool {
+
+enum class TaskState : std::uint8_t {
+  kQueued,
+  kDispatched,
+  kRunning,
+  kRetryWait,
+  kCompleted,     // terminal
+  kDeadLettered,  // terminal
+  kCancelled,     // terminal
+};
+
+enum class Outcome : std::uint8_t {
+  kOk,
+  kError,             // SP_RETRY
+  kFailed,            // SP_FAIL, or a permanent failure such as a result over max_result
+  kTimedOut,
+  kLost,              // the worker died or vanished mid-task
+  kSandboxViolation,  // a forbidden syscall (the error names it)
+  kResourceLimit,     // memory, cpu or file_size (the error says which)
+  kProtocolError,     // the worker broke the ring
+  kCancelled,         // the task was cancelled while running
+};
+
+enum class DeadReason : std::uint8_t {
+  kNone,
+  kPermanent,
+  kRetriesExhausted,
+  kCrashLoop,
+  kExpired,
+  kShutdown,
+  kPoolRemoved,
+};
+
+enum class CancelReason : std::uint8_t { kNone, kUser, kShutdown };
+
+std::string_view to_string(TaskState s);
+std::string_view to_string(Outcome o);
+std::string_view to_string(DeadReason r);
+std::string_view to_string(CancelReason r);
+inline bool is_terminal(TaskState s) { return s >= TaskState::kCompleted; }
+
+// One try of a task on a worker.
+struct Attempt {
+  std::uint32_t number = 0;  // 1-based
+  Outcome outcome = Outcome::kOk;
+  std::string error;         // empty for ok
+  std::int32_t worker_pid = 0;
+  std::int64_t started_ms = 0;  // wall clock (ms since the epoch) at dispatch
+  std::int64_t ended_ms = 0;
+};
+
+// A task's final (or current) account.
+struct TaskResult {
+  std::uint64_t id = 0;
+  std::string type;
+  TaskState state = TaskState::kQueued;
+  DeadReason reason = DeadReason::kNone;        // for kDeadLettered
+  CancelReason cancel_reason = CancelReason::kNone;  // for kCancelled
+  std::string result;  // the handler's output, for kCompleted
+  std::string error;   // the last attempt's error, or why it never ran
+  std::vector<Attempt> history;
+  std::uint32_t attempts() const { return static_cast<std::uint32_t>(history.size()); }
+};
+
+}  // namespace sandpool

@@ -1,0 +1,150 @@
+// sandpool-run: try a plugin with no service. Reads one payload per line from stdin (or
+// takes --payload once), runs them through a real Pool, prints one line per task in input
+// order. Exit: 0 all completed, 1 any did not, 2 bad usage or a plugin that cannot load.
+#include <unistd.h>
+
+#include <deque>
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <sandpool/pool.hpp>
+#include <sandpool/units.hpp>
+
+#include "output.hpp"
+
+namespace {
+
+constexpr int kExitAllCompleted = 0;
+constexpr int kExitSomeFailed = 1;
+constexpr int kExitUsage = 2;
+
+struct Args {
+  std::string plugin;
+  std::string type;
+  std::uint32_t workers = 2;
+  std::uint32_t concurrency = 8;
+  std::string timeout = "30s";
+  std::uint32_t retries = 3;
+  bool json = false;
+  std::string payload;
+  bool payload_given = false;
+  std::string worker;
+  std::string log_level = "warn";
+  std::string seccomp = "strict";
+};
+
+struct Pending {
+  std::uint64_t line;
+  sandpool::Ticket ticket;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  CLI::App app{"Run tasks through a sandpool plugin without a service.", "sandpool-run"};
+  app.add_option("--plugin", a.plugin, "plugin shared object (.so)")->required();
+  app.add_option("--type", a.type, "task type (default: the plugin's first declared type)");
+  app.add_option("--workers", a.workers, "worker processes")->check(CLI::Range(1, 1024));
+  app.add_option("--concurrency", a.concurrency, "tasks that may wait in one worker's ring")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--timeout", a.timeout, "per-attempt timeout: 500ms, 2s, 1m (bare: seconds)");
+  app.add_option("--retries", a.retries, "retries after the first attempt");
+  app.add_flag("--json", a.json, "one JSON object per task");
+  auto* payload_opt = app.add_option("--payload", a.payload, "run one task with this payload");
+  app.add_option("--worker", a.worker, "worker host executable (default: beside this program)");
+  app.add_option("--seccomp", a.seccomp, "seccomp profile: strict, relaxed, off");
+  app.add_option("--log-level", a.log_level, "debug, info, warn, error, off");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return e.get_exit_code() == 0 ? rc : kExitUsage;
+  }
+  a.payload_given = payload_opt->count() > 0;
+
+  auto logger = spdlog::stderr_color_mt("sandpool-run");
+  logger->set_level(spdlog::level::from_str(a.log_level));
+  auto timeout = sandpool::parse_duration(a.timeout);
+  if (!timeout) {
+    std::cerr << "sandpool-run: --timeout: " << timeout.status().message() << "\n";
+    return kExitUsage;
+  }
+  auto profile = sandpool::sandbox::parse_profile(a.seccomp);
+  if (!profile) {
+    std::cerr << "sandpool-run: --seccomp: unknown profile '" << a.seccomp
+              << "' (strict, relaxed, off)\n";
+    return kExitUsage;
+  }
+
+  sandpool::PoolOptions opts;
+  opts.name = "run";
+  opts.plugin_path = a.plugin;
+  opts.workers = a.workers;
+  opts.concurrency = a.concurrency;
+  opts.timeout = *timeout;
+  opts.retries = a.retries;
+  opts.worker_path = a.worker;
+  opts.sandbox.profile = *profile;
+  opts.logger = logger;
+  auto pool = sandpool::Pool::create(opts);
+  if (!pool) {
+    std::cerr << "sandpool-run: " << pool.status().message() << "\n";
+    return kExitUsage;
+  }
+  const std::string type = a.type.empty() ? (*pool)->task_types().front() : a.type;
+
+  bool all_completed = true;
+  std::deque<Pending> pending;
+  auto print_oldest = [&] {
+    Pending p = std::move(pending.front());
+    pending.pop_front();
+    const sandpool::TaskResult r = p.ticket.wait();
+    all_completed &= r.state == sandpool::TaskState::kCompleted;
+    std::cout << (a.json ? sandpool::run::json_line(p.line, r) : sandpool::run::text_line(p.line, r))
+              << '\n';
+  };
+  std::uint64_t line_no = 0;
+  auto run_one = [&](std::string payload) -> bool {
+    ++line_no;
+    for (;;) {
+      auto t = (*pool)->submit(type, payload);
+      if (t) {
+        pending.push_back({line_no, std::move(t).value()});
+        return true;
+      }
+      // A full queue is back-pressure: print the oldest result, then try again.
+      if (t.status().code() == sandpool::Code::kQueueFull && !pending.empty()) {
+        print_oldest();
+        continue;
+      }
+      std::cerr << "sandpool-run: line " << line_no << ": " << t.status().message() << "\n";
+      return false;
+    }
+  };
+
+  bool usage_error = false;
+  if (a.payload_given) {
+    usage_error = !run_one(a.payload);
+  } else {
+    std::string line;
+    while (std::getline(std::cin, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (!run_one(std::move(line))) {
+        usage_error = true;
+        break;
+      }
+      // Print what is already done, so a long stream shows progress in order.
+      while (!pending.empty() && pending.front().ticket.done()) print_oldest();
+    }
+  }
+  while (!pending.empty()) print_oldest();
+  std::cout.flush();
+  (*pool)->close();
+  if (usage_error) return kExitUsage;
+  return all_completed ? kExitAllCompleted : kExitSomeFailed;
+}

@@ -1,0 +1,22 @@
+// How sandpool-run prints one task: a JSON object per line, or LINE<TAB>STATE<TAB>TEXT.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <sandpool/task.hpp>
+
+namespace sandpool::run {
+
+// Returns true iff `s` is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF).
+bool is_utf8(std::string_view s);
+
+// {"line":N,"id":..,"state":..,["reason":..,]"attempts":N,["result"|"result_base64":..,]"error":..}
+std::string json_line(std::uint64_t line, const TaskResult& r);
+
+// LINE<TAB>STATE<TAB>RESULT-or-ERROR, with \n, \t, \r, \\ and other control bytes escaped
+// so that one task is always one line.
+std::string text_line(std::uint64_t line, const TaskResult& r);
+
+}  // namespace sandpool::run

@@ -1,0 +1,87 @@
+// The plain spawner: Boost.Process with posix::use_vfork, then pidfd_open.
+//
+// Boost 1.74 only compiles its vfork executor when _XOPEN_SOURCE is 500..699 and
+// _POSIX_C_SOURCE is below 2008, which no current glibc configuration satisfies, so
+// use_vfork would not link. vfork itself is there (glibc declares it under _GNU_SOURCE):
+// the flag is forced on for this file alone, before any Boost header.
+#ifndef BOOST_POSIX_HAS_VFORK
+#define BOOST_POSIX_HAS_VFORK 1
+#endif
+#include <fcntl.h>
+#include <sandpool/pidfd.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <boost/process/args.hpp>
+#include <boost/process/child.hpp>
+#include <boost/process/extend.hpp>
+#include <boost/process/io.hpp>
+#include <boost/process/posix.hpp>
+
+#include <sandpool/posix_call.hpp>
+#include <sandpool/spawner.hpp>
+
+namespace bp = boost::process;
+
+namespace sandpool {
+namespace {
+
+constexpr std::size_t kMaxMappedFds = 16;
+
+class ProcessSpawner final : public Spawner {
+ public:
+  Result<ChildProcess> spawn(const SpawnRequest& req) override {
+    if (req.fds.size() > kMaxMappedFds) return Status::invalid("too many fds to map into a worker");
+    // The child side runs between vfork and exec, sharing our memory: it may only make
+    // async-signal-safe calls and must not allocate, so the mapping is a plain array.
+    std::array<std::pair<int, int>, kMaxMappedFds> map{};
+    const std::size_t n = req.fds.size();
+    for (std::size_t i = 0; i < n; ++i) map[i] = req.fds[i];
+    auto setup = [&map, n](auto& exec) {
+      // Move every source above the target range first, so that binding fd 3 cannot
+      // clobber a source that happens to be fd 3 or 4.
+      int moved[kMaxMappedFds];
+      for (std::size_t i = 0; i < n; ++i) {
+        moved[i] = ::fcntl(map[i].second, F_DUPFD, 64);
+        if (moved[i] < 0) {
+          exec.set_error(std::error_code(errno, std::system_category()), "fcntl(F_DUPFD)");
+          return;
+        }
+      }
+      for (std::size_t i = 0; i < n; ++i) {
+        if (::dup2(moved[i], map[i].first) < 0) {
+          exec.set_error(std::error_code(errno, std::system_category()), "dup2");
+          return;
+        }
+      }
+      for (std::size_t i = 0; i < n; ++i) ::close(moved[i]);
+    };
+    try {
+      std::error_code ec;
+      bp::child child(req.executable, bp::args(req.args), bp::std_in < bp::null,
+                      bp::posix::use_vfork, bp::extend::on_exec_setup = setup, ec);
+      if (ec) {
+        return Status::error(Code::kSystem, "spawn " + req.executable + ": " + ec.message());
+      }
+      const pid_t pid = child.id();
+      child.detach();  // from here on the pidfd owns the child's lifetime
+      auto fd = posix_call("pidfd_open", [&] { return sandpool::pidfd_open(pid); });
+      if (!fd) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);  // our own child, by its pid: never waitpid(-1)
+        return fd.status();
+      }
+      ::fcntl(*fd, F_SETFD, FD_CLOEXEC);
+      return ChildProcess(pid, UniqueFd(*fd));
+    } catch (const std::exception& e) {
+      return Status::error(Code::kSystem, "spawn " + req.executable + ": " + e.what());
+    }
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<Spawner> make_process_spawner() { return std::make_shared<ProcessSpawner>(); }
+
+}  // namespace sandpool

@@ -1,0 +1,66 @@
+// The manager's end of one live worker: the child process, its shared region, the
+// doorbell it rings, and the pipe its stdout/stderr go to. Owns all of them; destroying it
+// kills and reaps the worker. Loop-thread only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <sandpool/ipc/channel.hpp>
+#include <sandpool/ipc/region.hpp>
+#include <sandpool/ipc/wake.hpp>
+#include <sandpool/sandbox/worker_args.hpp>
+#include <sandpool/spawner.hpp>
+
+namespace sandpool::supervision {
+
+struct LaunchSpec {
+  std::string worker_path;
+  sandbox::WorkerArgs args;  // fds are filled in by start()
+  ipc::RegionConfig region;
+};
+
+class WorkerProcess {
+ public:
+  static Result<std::unique_ptr<WorkerProcess>> start(Spawner& spawner, const LaunchSpec& spec);
+
+  pid_t pid() const { return child_.pid(); }
+  ChildProcess& child() { return child_; }
+  int pidfd() const { return child_.pidfd(); }
+  int doorbell_fd() const { return doorbell_.fd(); }
+  int output_fd() const { return output_.get(); }
+  const ipc::EventFd& doorbell() const { return doorbell_; }
+
+  // Worker-writable; read each field defensively.
+  ipc::RegionHeader* header() const { return region_.header(); }
+  ipc::MessageSender& tasks() { return tasks_; }
+  ipc::MessageReceiver& results() { return results_; }
+  std::uint64_t max_message() const { return region_.max_message(); }
+
+  // Publishes queued task frames; wakes the worker if it sleeps. Returns true iff a wake
+  // syscall was made.
+  bool flush_tasks();
+  // Releases consumed result space; wakes the worker if it waits for space.
+  bool release_results();
+
+  // Reads what the worker printed; calls on_line for each complete line (a line longer
+  // than max_line is cut there). Returns false at end of file.
+  bool read_output(const std::function<void(std::string_view)>& on_line,
+                   std::size_t max_line = 4096);
+
+ private:
+  WorkerProcess(ipc::SharedRegion region, ipc::EventFd doorbell, UniqueFd output,
+                ChildProcess child);
+  ipc::SharedRegion region_;
+  ipc::EventFd doorbell_;
+  UniqueFd output_;
+  ChildProcess child_;
+  ipc::MessageSender tasks_;
+  ipc::MessageReceiver results_;
+  std::string partial_line_;
+};
+
+}  // namespace sandpool::supervision

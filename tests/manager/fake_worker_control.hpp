@@ -1,0 +1,52 @@
+// A WorkerControl that records the core's commands, so PoolCore is tested without a single
+// process: tests play the workers' part by calling on_ready / on_result / on_exit.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/pool_core.hpp"
+
+namespace sandpool::testing {
+
+struct FakeWorker {
+  std::vector<std::uint64_t> ring;      // task ids sent, in order
+  std::vector<std::uint32_t> attempts;  // attempt numbers sent
+  std::vector<std::uint64_t> cancels;
+  bool stop_sent = false;
+  bool killed = false;
+  bool gone = false;  // on_exit was reported for it
+  std::uint64_t started = 0;  // what the header would say
+  std::int32_t pid = 0;
+};
+
+class FakeWorkerControl : public core::WorkerControl {
+ public:
+  core::WorkerId spawn() override {
+    const core::WorkerId id = next_++;
+    workers[id].pid = static_cast<std::int32_t>(1000 + id);
+    spawned.push_back(id);
+    return id;
+  }
+  void send_task(core::WorkerId w, const core::TaskRecord& t, std::uint32_t attempt,
+                 std::int64_t) override {
+    workers[w].ring.push_back(t.id);
+    workers[w].attempts.push_back(attempt);
+    sends.push_back({w, t.id});
+  }
+  void send_cancel(core::WorkerId w, std::uint64_t id) override { workers[w].cancels.push_back(id); }
+  void send_stop(core::WorkerId w) override { workers[w].stop_sent = true; }
+  void kill(core::WorkerId w) override { workers[w].killed = true; }
+  std::uint64_t started_task(core::WorkerId w) override { return workers[w].started; }
+  std::int32_t pid(core::WorkerId w) override { return workers[w].pid; }
+
+  std::map<core::WorkerId, FakeWorker> workers;
+  std::vector<core::WorkerId> spawned;
+  std::vector<std::pair<core::WorkerId, std::uint64_t>> sends;  // every send_task, in order
+
+ private:
+  core::WorkerId next_ = 1;
+};
+
+}  // namespace sandpool::testing

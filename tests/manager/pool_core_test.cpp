@@ -1,0 +1,354 @@
+// PoolCore driven by hand: the tests play the workers through a FakeWorkerControl and move
+// the clock themselves, so every scheduling decision is checked without a process.
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <memory>
+
+#include "core/pool_core.hpp"
+#include "fake_worker_control.hpp"
+
+using namespace sandpool;
+using namespace std::chrono_literals;
+using sandpool::core::PoolCore;
+using sandpool::core::TaskPtr;
+using sandpool::core::TaskRecord;
+using sandpool::testing::FakeWorkerControl;
+
+namespace {
+
+constexpr std::int64_t kMs = 1000000;
+
+struct Harness {
+  explicit Harness(PoolOptions o = defaults()) : opts(std::move(o)) {
+    core = std::make_unique<PoolCore>(opts, ctl, admitted);
+    core->start(now);
+  }
+  static PoolOptions defaults() {
+    PoolOptions o;
+    o.workers = 2;
+    o.concurrency = 2;
+    o.retries = 3;
+    o.retry.base = 0ms;  // no jitter wait unless a test asks for it
+    o.timeout = 1000ms;
+    o.seed = 1;
+    return o;
+  }
+  TaskPtr submit(SubmitOptions so = {}) {
+    admitted++;
+    auto t = std::make_shared<TaskRecord>(next_id++, "echo", "p", std::move(so));
+    core->submit(t, now);
+    return t;
+  }
+  void ready_all() {
+    for (auto id : ctl.spawned) core->on_ready(id, now);
+  }
+  bool result(core::WorkerId w, std::uint64_t id, ipc::TaskStatus st, std::string data = {}) {
+    ipc::ResultMsg m;
+    m.id = id;
+    m.status = st;
+    m.data = std::move(data);
+    if (st != ipc::TaskStatus::kOk) m.error = "handler said no";
+    return core->on_result(w, m, now);
+  }
+  void exit(core::WorkerId w, ExitStatus st) {
+    ctl.workers[w].gone = true;
+    core->on_exit(w, {st, 0, ctl.pid(w)}, now);
+  }
+  void advance(std::chrono::milliseconds d) {
+    now += d.count() * kMs;
+    core->on_tick(now);
+  }
+  // The live worker the task was last sent to (0: none).
+  core::WorkerId holder(std::uint64_t id) {
+    for (auto it = ctl.sends.rbegin(); it != ctl.sends.rend(); ++it) {
+      if (it->second == id) return ctl.workers[it->first].gone ? 0 : it->first;
+    }
+    return 0;
+  }
+
+  PoolOptions opts;
+  FakeWorkerControl ctl;
+  std::atomic<std::size_t> admitted{0};
+  std::unique_ptr<PoolCore> core;
+  std::int64_t now = 1000 * kMs;
+  std::uint64_t next_id = 1;
+};
+
+TaskResult account(const TaskPtr& t) {
+  std::lock_guard lock(t->mu);
+  return t->account;
+}
+
+}  // namespace
+
+TEST_CASE("a pool starts the configured number of workers and dispatches once they are ready") {
+  Harness h;
+  CHECK(h.ctl.spawned.size() == 2);
+  auto t = h.submit();
+  CHECK(t->state == TaskState::kQueued);  // nobody ready yet
+  h.ready_all();
+  CHECK(t->state == TaskState::kDispatched);
+  CHECK(h.admitted == 0);
+  REQUIRE(h.result(h.holder(t->id), t->id, ipc::TaskStatus::kOk, "P"));
+  CHECK(t->state == TaskState::kCompleted);
+  CHECK(t->done == 1);
+  auto a = account(t);
+  CHECK(a.result == "P");
+  REQUIRE(a.history.size() == 1);
+  CHECK(a.history[0].outcome == Outcome::kOk);
+  CHECK(h.core->idle());
+}
+
+TEST_CASE("no worker holds more tasks in its ring than the pool's concurrency") {
+  Harness h;
+  h.ready_all();
+  for (int i = 0; i < 10; ++i) h.submit();
+  for (auto& [w, fw] : h.ctl.workers) CHECK(fw.ring.size() == 2);
+  CHECK(h.core->stats().queued == 6);
+  CHECK(h.admitted == 6);
+}
+
+TEST_CASE("a crash mid-task retries that task and requeues the unstarted ones without an attempt") {
+  Harness h;
+  h.ready_all();
+  auto a = h.submit();
+  auto b = h.submit();
+  auto c = h.submit();
+  const auto w = h.holder(a->id);
+  REQUIRE(h.holder(c->id) == w);  // round-robin: a and c share a worker
+  h.ctl.workers[w].started = a->id;
+  h.exit(w, ExitStatus{false, 0, SIGSEGV});
+  auto acc = account(a);
+  REQUIRE(acc.history.size() == 1);
+  CHECK(acc.history[0].outcome == Outcome::kLost);
+  CHECK(acc.history[0].error.find("SIGSEGV") != std::string::npos);
+  CHECK(account(c).history.empty());
+  CHECK(h.ctl.spawned.size() == 3);  // replaced at once
+  h.core->on_ready(h.ctl.spawned.back(), h.now);
+  h.advance(0ms);
+  // a is retried as attempt 2; c goes out again as attempt 1.
+  const auto w2 = h.holder(a->id);
+  REQUIRE(w2 != 0);
+  auto& fw = h.ctl.workers[w2];
+  auto pos = std::find(fw.ring.rbegin(), fw.ring.rend(), a->id) - fw.ring.rbegin();
+  CHECK(fw.attempts[fw.attempts.size() - 1 - pos] == 2);
+  CHECK(h.core->stats().restarts == 1);
+  (void)b;
+}
+
+TEST_CASE("a task that always crashes is dead-lettered after retries+1 lost attempts") {
+  Harness h;
+  h.ready_all();
+  auto t = h.submit();
+  for (int attempt = 1; attempt <= 4; ++attempt) {
+    h.advance(0ms);
+    const auto w = h.holder(t->id);
+    REQUIRE(w != 0);
+    h.ctl.workers[w].started = t->id;
+    h.exit(w, ExitStatus{false, 0, SIGSEGV});
+    h.core->on_ready(h.ctl.spawned.back(), h.now);
+  }
+  CHECK(t->state == TaskState::kDeadLettered);
+  auto a = account(t);
+  CHECK(a.reason == DeadReason::kRetriesExhausted);
+  CHECK(a.history.size() == 4);
+  for (auto& at : a.history) CHECK(at.outcome == Outcome::kLost);
+  REQUIRE(h.core->dead_letters().size() == 1);
+  CHECK(h.core->dead_letters().front().id == t->id);
+}
+
+TEST_CASE("SP_FAIL is permanent: dead-lettered after one attempt") {
+  Harness h;
+  h.ready_all();
+  auto t = h.submit();
+  REQUIRE(h.result(h.holder(t->id), t->id, ipc::TaskStatus::kFail));
+  CHECK(t->state == TaskState::kDeadLettered);
+  CHECK(account(t).reason == DeadReason::kPermanent);
+  CHECK(account(t).history.size() == 1);
+  CHECK(account(t).history[0].outcome == Outcome::kFailed);
+}
+
+TEST_CASE("SP_RETRY waits out the backoff before the next attempt") {
+  PoolOptions o = Harness::defaults();
+  o.retry.base = 100ms;
+  Harness h(o);
+  h.ready_all();
+  auto t = h.submit();
+  REQUIRE(h.result(h.holder(t->id), t->id, ipc::TaskStatus::kRetry));
+  CHECK(t->state == TaskState::kRetryWait);
+  CHECK(h.core->next_deadline() <= h.now + 100 * kMs);
+  h.advance(101ms);
+  CHECK(t->state == TaskState::kDispatched);
+  REQUIRE(h.result(h.holder(t->id), t->id, ipc::TaskStatus::kOk));
+  CHECK(account(t).history.size() == 2);
+  CHECK(account(t).history[0].outcome == Outcome::kError);
+}
+
+TEST_CASE("a running task past its timeout kills its worker and is retried as timed_out") {
+  Harness h;
+  h.ready_all();
+  auto t = h.submit();
+  const auto w = h.holder(t->id);
+  h.ctl.workers[w].started = t->id;
+  h.advance(999ms);
+  CHECK_FALSE(h.ctl.workers[w].killed);
+  h.advance(2ms);
+  CHECK(h.ctl.workers[w].killed);
+  h.exit(w, ExitStatus{false, 0, SIGKILL});
+  auto a = account(t);
+  REQUIRE(a.history.size() == 1);
+  CHECK(a.history[0].outcome == Outcome::kTimedOut);
+  CHECK(t->state == TaskState::kRetryWait);
+}
+
+TEST_CASE("a task that times out waiting in a ring is withdrawn without killing the worker") {
+  Harness h;
+  h.ready_all();
+  SubmitOptions quick;
+  quick.timeout = 10ms;
+  auto slow = h.submit();
+  auto other = h.submit();  // goes to the second worker
+  auto waiting = h.submit(quick);
+  const auto w = h.holder(waiting->id);
+  REQUIRE(w == h.holder(slow->id));
+  h.ctl.workers[w].started = slow->id;
+  h.advance(20ms);
+  CHECK_FALSE(h.ctl.workers[w].killed);
+  CHECK(h.ctl.workers[w].cancels == std::vector<std::uint64_t>{waiting->id});
+  CHECK(account(waiting).history.at(0).outcome == Outcome::kTimedOut);
+  // The worker's acknowledgement of the withdrawn task is accepted and ignored.
+  CHECK(h.result(w, waiting->id, ipc::TaskStatus::kCancelled));
+  CHECK(waiting->state != TaskState::kCancelled);
+  (void)other;
+}
+
+TEST_CASE("cancelling a queued task ends it at once") {
+  Harness h;  // no worker ready: everything stays queued
+  auto t = h.submit();
+  CHECK(h.core->cancel(t->id, h.now));
+  CHECK(t->state == TaskState::kCancelled);
+  CHECK(account(t).cancel_reason == CancelReason::kUser);
+  CHECK(h.admitted == 0);
+  CHECK_FALSE(h.core->cancel(t->id, h.now));
+}
+
+TEST_CASE("a running task asked to cancel that ignores it is killed after the grace period") {
+  Harness h;
+  h.ready_all();
+  auto t = h.submit();
+  const auto w = h.holder(t->id);
+  h.ctl.workers[w].started = t->id;
+  CHECK(h.core->cancel(t->id, h.now));
+  CHECK(h.ctl.workers[w].cancels == std::vector<std::uint64_t>{t->id});
+  h.advance(500ms);
+  CHECK_FALSE(h.ctl.workers[w].killed);
+  h.advance(600ms);
+  CHECK(h.ctl.workers[w].killed);
+  h.exit(w, ExitStatus{false, 0, SIGKILL});
+  CHECK(t->state == TaskState::kCancelled);
+}
+
+TEST_CASE("a cancelled task that returns SP_OK before the kill is completed") {
+  Harness h;
+  h.ready_all();
+  auto t = h.submit();
+  const auto w = h.holder(t->id);
+  h.ctl.workers[w].started = t->id;
+  h.core->cancel(t->id, h.now);
+  REQUIRE(h.result(w, t->id, ipc::TaskStatus::kOk, "made it"));
+  CHECK(t->state == TaskState::kCompleted);
+  h.advance(2000ms);
+  CHECK_FALSE(h.ctl.workers[w].killed);
+}
+
+TEST_CASE("a result for a task that is not in flight on that worker is a protocol error") {
+  Harness h;
+  h.ready_all();
+  auto t = h.submit();
+  const auto w = h.holder(t->id);
+  const auto other = w == 1 ? 2 : 1;
+  CHECK_FALSE(h.result(other, t->id, ipc::TaskStatus::kOk));
+  CHECK_FALSE(h.result(w, 999, ipc::TaskStatus::kOk));
+  h.core->on_protocol_error(other, "result for a task not in flight");
+  CHECK(h.ctl.workers[other].killed);
+}
+
+TEST_CASE("scaling down drains a worker before stopping it, scaling up spawns") {
+  Harness h;
+  h.ready_all();
+  auto t = h.submit();
+  const auto busy = h.holder(t->id);
+  h.core->scale(1, h.now);
+  // The idle worker is the one chosen, and it stops at once.
+  const auto idle = busy == 1 ? 2 : 1;
+  CHECK(h.ctl.workers[idle].stop_sent);
+  CHECK_FALSE(h.ctl.workers[busy].stop_sent);
+  h.exit(idle, ExitStatus{true, 0, 0});
+  CHECK(h.ctl.spawned.size() == 2);  // a worker we stopped is not replaced
+  h.core->scale(3, h.now);
+  CHECK(h.ctl.spawned.size() == 4);
+  CHECK(h.core->stats().restarts == 0);
+}
+
+TEST_CASE("a plugin whose init keeps failing puts the pool in failed and dead-letters its tasks") {
+  PoolOptions o = Harness::defaults();
+  o.workers = 1;
+  o.max_init_failures = 3;
+  Harness h(o);
+  auto t = h.submit();
+  for (int i = 0; i < 3; ++i) {
+    const auto w = h.ctl.spawned.back();
+    h.core->on_worker_error(w, "sp_plugin_init returned 7");
+    h.exit(w, ExitStatus{true, 67, 0});
+    h.advance(6000ms);  // past any respawn backoff
+  }
+  CHECK(h.core->failed());
+  CHECK(h.core->failure().find("sp_plugin_init returned 7") != std::string::npos);
+  CHECK(h.ctl.spawned.size() == 3);  // bounded: no restart storm
+  CHECK(t->state == TaskState::kDeadLettered);
+  CHECK(account(t).reason == DeadReason::kCrashLoop);
+}
+
+TEST_CASE("an init that never finishes is killed after init_timeout") {
+  PoolOptions o = Harness::defaults();
+  o.init_timeout = 200ms;
+  Harness h(o);
+  h.advance(201ms);
+  for (auto id : h.ctl.spawned) CHECK(h.ctl.workers[id].killed);
+}
+
+TEST_CASE("close finishes accepted tasks, then stops every worker") {
+  Harness h;
+  h.ready_all();
+  auto a = h.submit();
+  auto b = h.submit();
+  auto c = h.submit();
+  h.core->close(h.now);
+  for (auto& [w, fw] : h.ctl.workers) CHECK_FALSE(fw.stop_sent);
+  for (auto t : {a, b, c}) {
+    h.advance(0ms);
+    REQUIRE(h.result(h.holder(t->id), t->id, ipc::TaskStatus::kOk));
+  }
+  for (auto& [w, fw] : h.ctl.workers) CHECK(fw.stop_sent);
+  for (auto id : std::vector<core::WorkerId>(h.ctl.spawned)) h.exit(id, ExitStatus{true, 0, 0});
+  CHECK(h.core->finished());
+}
+
+TEST_CASE("affinity tasks wait for their own worker while others keep flowing") {
+  PoolOptions o = Harness::defaults();
+  o.dispatch = DispatchStrategy::kAffinity;
+  o.concurrency = 1;
+  Harness h(o);
+  h.ready_all();
+  SubmitOptions keyed;
+  keyed.key = "tenant-a";
+  auto k1 = h.submit(keyed);
+  auto k2 = h.submit(keyed);
+  auto free = h.submit();
+  const auto owner = h.holder(k1->id);
+  CHECK(h.holder(k2->id) == 0);  // waits for owner
+  CHECK(h.holder(free->id) != owner);
+  REQUIRE(h.result(owner, k1->id, ipc::TaskStatus::kOk));
+  CHECK(h.holder(k2->id) == owner);
+}
