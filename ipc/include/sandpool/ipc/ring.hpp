@@ -86,21 +86,25 @@ class RingProducer {
   bool publish() {
     if (head_ == published_) return false;
     published_ = head_;
-    ctl_->head.store(head_, std::memory_order_release);
-    // Pairs with the fence in RingConsumer::prepare_sleep: either we see the flag or the
-    // consumer sees our head (Dekker).
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (ctl_->consumer_sleeping.load(std::memory_order_relaxed) == 0) return false;
+    // Dekker with RingConsumer::prepare_sleep: both sides store, then load the other's
+    // word, all seq_cst, so either we see the flag or the consumer sees our head. (Not
+    // release/relaxed plus atomic_thread_fence: TSan does not model fences, and g++
+    // rejects them under -fsanitize=thread with -Werror. On x86 a seq_cst store costs the
+    // same as the fence did.)
+    ctl_->head.store(head_, std::memory_order_seq_cst);
+    if (ctl_->consumer_sleeping.load(std::memory_order_seq_cst) == 0) return false;
     if (ctl_->consumer_sleeping.exchange(0, std::memory_order_relaxed) == 0) return false;
     ctl_->data_seq.fetch_add(1, std::memory_order_release);
     return true;
   }
 
   // Before blocking for space: announces it. Returns true iff there is still no room for
-  // `payload` bytes (the caller may block on space_seq's value read before this call).
+  // `payload` bytes (the caller may block on space_seq's value loaded, with acquire, before
+  // this call).
   bool prepare_wait(std::uint64_t payload) {
-    ctl_->producer_waiting.store(1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    // Dekker with RingConsumer::release (see publish): store the flag, then load the tail
+    // (in fits), both seq_cst.
+    ctl_->producer_waiting.store(1, std::memory_order_seq_cst);
     if (fits(payload)) {
       ctl_->producer_waiting.store(0, std::memory_order_relaxed);
       return false;
@@ -119,7 +123,9 @@ class RingProducer {
   // Loads the consumer's tail once and checks it: never behind what we saw, never ahead of
   // what we published.
   RingStatus refresh_tail() {
-    std::uint64_t t = ctl_->tail.load(std::memory_order_acquire);
+    // seq_cst rather than acquire for prepare_wait's Dekker; the same instruction as an
+    // acquire load on x86 and ARMv8.
+    std::uint64_t t = ctl_->tail.load(std::memory_order_seq_cst);
     if (t < cached_tail_ || t > published_ || (t & 7) != 0) return RingStatus::kCorrupt;
     cached_tail_ = t;
     return RingStatus::kOk;
@@ -170,7 +176,7 @@ class RingConsumer {
   // Returns true iff a record is published and not yet popped (loads the head).
   bool has_data() {
     if (tail_ != cached_head_) return true;
-    return ctl_->head.load(std::memory_order_acquire) != tail_;
+    return ctl_->head.load(std::memory_order_seq_cst) != tail_;  // seq_cst: prepare_sleep
   }
 
   // Publishes the consumed position, freeing space. Returns true iff the producer was
@@ -178,20 +184,21 @@ class RingConsumer {
   bool release() {
     if (tail_ == published_) return false;
     published_ = tail_;
-    ctl_->tail.store(tail_, std::memory_order_release);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (ctl_->producer_waiting.load(std::memory_order_relaxed) == 0) return false;
+    // Dekker with RingProducer::prepare_wait, like publish() with prepare_sleep.
+    ctl_->tail.store(tail_, std::memory_order_seq_cst);
+    if (ctl_->producer_waiting.load(std::memory_order_seq_cst) == 0) return false;
     if (ctl_->producer_waiting.exchange(0, std::memory_order_relaxed) == 0) return false;
     ctl_->space_seq.fetch_add(1, std::memory_order_release);
     return true;
   }
 
   // Before blocking: announces the sleep. Returns true iff the ring is still empty, in
-  // which case the caller may block (on data_seq's value read before this call, or its
-  // eventfd). Returns false, with the flag cleared, when data arrived meanwhile.
+  // which case the caller may block (on data_seq's value loaded, with acquire, before this
+  // call, or on its eventfd). Returns false, with the flag cleared, when data arrived meanwhile.
   bool prepare_sleep() {
-    ctl_->consumer_sleeping.store(1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    // Dekker with RingProducer::publish: store the flag, then load the head (in has_data),
+    // both seq_cst.
+    ctl_->consumer_sleeping.store(1, std::memory_order_seq_cst);
     if (has_data()) {
       ctl_->consumer_sleeping.store(0, std::memory_order_relaxed);
       return false;
