@@ -1,0 +1,108 @@
+// HostApi: the host side of sp_host_api (<sandpool/plugin.h>) for one worker process, and
+// the per-task sp_call context behind it.
+//
+// - write_result appends to the task's result; past max_result it returns -1 and the
+//   attempt ends as ipc::TaskStatus::kResultTooLarge whatever handle returns.
+// - progress beats the heartbeat and sends a ProgressMsg when the result ring has room and
+//   the rate allows; otherwise it keeps only the latest update (coalescing), which goes
+//   out at the next chance, at the latest just before the task's result. It never blocks
+//   the plugin beyond a short lock.
+// - log (call may be NULL) sends a LogMsg, lines capped at kMaxLogLine bytes, rate-limited
+//   by a token bucket; dropped lines are counted and reported in one later log line.
+// - set_error keeps the last reason (capped at kMaxError bytes) for SP_RETRY / SP_FAIL.
+// - cancelled is non-zero iff the header's cancel_task is this task's id.
+//
+// Thread-safety: every entry point may be called from any plugin thread; one mutex guards
+// the call state and the limiters. Calls on an sp_call whose task has ended are ignored.
+// Lifetime: at most one HostApi per process (a NULL call has no other way to reach it);
+// it must outlive every use of the table it hands out.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <sandpool/plugin.h>
+#include <sandpool/ipc/messages.hpp>
+
+#include "token_bucket.hpp"
+#include "worker_channel.hpp"
+
+namespace sandpool::worker {
+
+// What a task's call context held when handle returned.
+struct CallOutcome {
+  std::string result;
+  std::string error;
+  bool result_too_large = false;
+};
+
+struct HostLimits {
+  std::uint64_t max_result = 8u << 20;
+  double log_lines_per_second = 100;
+  double log_burst = 200;
+  double progress_per_second = 1000;
+  double progress_burst = 100;
+};
+
+inline constexpr std::size_t kMaxLogLine = 4096;
+inline constexpr std::size_t kMaxError = 4096;
+inline constexpr std::size_t kMaxProgress = 64 * 1024;
+// Log lines stop queueing (and count as dropped) once this much waits behind a full ring.
+inline constexpr std::uint64_t kMaxQueuedLogBytes = 256 * 1024;
+
+class HostApi {
+ public:
+  HostApi(WorkerChannel& channel, const HostLimits& limits);
+  ~HostApi();
+  HostApi(const HostApi&) = delete;
+  HostApi& operator=(const HostApi&) = delete;
+
+  std::uint64_t max_result() const { return limits_.max_result; }
+  // The table handed to sp_plugin_init; valid as long as this object.
+  const sp_host_api* table() const { return &table_; }
+
+  // Opens the call context of task `id` (the previous one must have ended).
+  sp_call* begin_task(std::uint64_t id);
+  // Closes the current call: sends the coalesced progress and any drop report, then hands
+  // back the result and error. Later host calls on that sp_call are ignored.
+  CallOutcome end_task();
+
+  // Sends the "dropped N log lines" report now if lines were dropped since the last one
+  // (end_task does this too; the task loop calls it before the worker stops).
+  void report_dropped_logs();
+
+  // What the table's functions forward to; a NULL call reaches log only.
+  int write_result(sp_call* call, const void* data, std::size_t len);
+  void progress(sp_call* call, const void* data, std::size_t len);
+  void heartbeat(sp_call* call);
+  void set_error(sp_call* call, const char* msg, std::size_t len);
+  int cancelled(sp_call* call) const;
+  void log(sp_call* call, int level, const char* msg, std::size_t len);
+
+  // Dropped log lines not yet reported, and progress updates coalesced away so far.
+  std::uint64_t dropped_log_lines();
+  std::uint64_t coalesced_progress();
+
+ private:
+  bool active_locked(const sp_call* call) const;
+  void try_send_pending_progress_locked(std::int64_t now_ns);
+  void report_dropped_logs_locked(std::uint64_t task_id);
+  bool send_log_locked(std::uint64_t task_id, int level, std::string text);
+
+  WorkerChannel& channel_;
+  HostLimits limits_;
+  sp_host_api table_{};
+  std::mutex mu_;
+  std::unique_ptr<sp_call> call_;  // the one reusable call context (defined in host_api.cpp)
+  TokenBucket log_bucket_;
+  TokenBucket progress_bucket_;
+  std::optional<ipc::ProgressMsg> pending_progress_;
+  std::uint64_t dropped_logs_ = 0;
+  std::uint64_t coalesced_progress_ = 0;
+};
+
+}  // namespace sandpool::worker

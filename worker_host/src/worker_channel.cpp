@@ -1,0 +1,108 @@
+#include "worker_channel.hpp"
+
+#include <algorithm>
+
+namespace sandpool::worker {
+namespace {
+
+// A manager bug (or a hostile header) must not make an idle worker spin for long.
+constexpr std::uint32_t kMaxSpinUs = 10'000;
+
+inline void cpu_relax() { __builtin_ia32_pause(); }
+
+Status corrupt_ring(const char* which) {
+  return Status::protocol(std::string("the manager published an impossible position on the ") +
+                          which + " ring");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<WorkerChannel>> WorkerChannel::attach(int region_fd, int doorbell_fd) {
+  ipc::EventFd doorbell = ipc::EventFd::adopt(doorbell_fd);
+  Result<ipc::SharedRegion> region = ipc::SharedRegion::attach(region_fd);
+  if (!region) return region.status().with_context("attaching the shared region");
+  return std::unique_ptr<WorkerChannel>(
+      new WorkerChannel(std::move(region).value(), std::move(doorbell)));
+}
+
+WorkerChannel::WorkerChannel(ipc::SharedRegion region, ipc::EventFd doorbell)
+    : region_(std::move(region)),
+      doorbell_(std::move(doorbell)),
+      receiver_(region_.task_consumer(), region_.max_message()),
+      sender_(region_.result_producer()) {}
+
+Status WorkerChannel::send_scratch_locked(ipc::MsgKind kind) {
+  if (sender_.send(static_cast<std::uint16_t>(kind), scratch_) == ipc::RingStatus::kCorrupt) {
+    return corrupt_ring("result");
+  }
+  if (sender_.publish()) doorbell_.signal();
+  return Status::ok();
+}
+
+bool WorkerChannel::has_room_locked(std::uint64_t bytes) {
+  if (sender_.has_queued()) return false;
+  // The sender cuts a message into records of at most max_record_payload bytes; each
+  // record costs a header and up to 7 bytes of padding.
+  ipc::RingProducer& ring = sender_.ring();
+  const std::uint64_t per_record = ring.max_record_payload();
+  const std::uint64_t records = std::max<std::uint64_t>(1, (bytes + per_record - 1) / per_record);
+  const std::uint64_t span = bytes + records * 16;
+  return span <= ring.capacity() && ring.fits(span);
+}
+
+std::uint64_t WorkerChannel::queued_bytes() {
+  std::lock_guard lock(mu_);
+  return sender_.queued_bytes();
+}
+
+Status WorkerChannel::flush(std::int64_t wait_ns) {
+  ipc::RingControl& ctl = header().result_ring;
+  for (;;) {
+    std::uint64_t want = 0;
+    {
+      std::lock_guard lock(mu_);
+      const ipc::RingStatus s = sender_.pump();
+      if (s == ipc::RingStatus::kCorrupt) return corrupt_ring("result");
+      if (sender_.publish()) doorbell_.signal();
+      if (s == ipc::RingStatus::kOk) return Status::ok();
+      // Waiting for room for one whole record (or what is left) cannot stall: once the
+      // manager has consumed everything the ring is empty and any record fits.
+      want = std::min(sender_.queued_bytes(), sender_.ring().max_record_payload());
+    }
+    beat();
+    const std::uint32_t seq = ctl.space_seq.load(std::memory_order_acquire);
+    bool sleep;
+    {
+      std::lock_guard lock(mu_);
+      sleep = sender_.ring().prepare_wait(want);
+    }
+    if (sleep) ipc::futex_wait(&ctl.space_seq, seq, wait_ns);
+    std::lock_guard lock(mu_);
+    sender_.ring().cancel_wait();
+  }
+}
+
+void WorkerChannel::release_tasks() {
+  if (receiver_.release()) doorbell_.signal();
+}
+
+void WorkerChannel::wait_for_tasks(std::int64_t wait_ns) {
+  ipc::RingConsumer& ring = receiver_.ring();
+  const std::uint32_t spin_us =
+      std::min(header().spin_us.load(std::memory_order_relaxed), kMaxSpinUs);
+  if (spin_us > 0) {
+    const std::int64_t until = ipc::monotonic_ns() + std::int64_t{spin_us} * 1000;
+    for (unsigned i = 1;; ++i) {
+      if (ring.has_data()) return;
+      cpu_relax();
+      // Reading the clock costs ~20 ns through the vDSO; poll the ring more often than that.
+      if (i % 64 == 0 && ipc::monotonic_ns() >= until) break;
+    }
+  }
+  ipc::RingControl& ctl = header().task_ring;
+  const std::uint32_t seq = ctl.data_seq.load(std::memory_order_acquire);
+  if (ring.prepare_sleep()) ipc::futex_wait(&ctl.data_seq, seq, wait_ns);
+  ring.cancel_sleep();
+}
+
+}  // namespace sandpool::worker

@@ -1,0 +1,87 @@
+// WorkerChannel: the worker's end of its shared region (design.md, "IPC"). It owns the
+// mapping, the result sender, the task receiver and the manager's doorbell, and knows how
+// the worker waits: spin briefly, then futex-sleep, bounded by the heartbeat interval.
+//
+// Thread-safety: the send side (send, send_if_room, flush, queued_bytes) may be called from
+// any thread (the host API runs on plugin threads) and is serialised by an internal mutex,
+// which is never held while sleeping. The receive side (receiver, release_tasks,
+// wait_for_tasks) belongs to the task loop's thread alone. beat() and header() are
+// lock-free. Not movable: the host API and the task loop hold references to it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <sandpool/ipc/channel.hpp>
+#include <sandpool/ipc/messages.hpp>
+#include <sandpool/ipc/region.hpp>
+#include <sandpool/ipc/wake.hpp>
+#include <sandpool/status.hpp>
+
+namespace sandpool::worker {
+
+class WorkerChannel {
+ public:
+  // Maps the inherited region fd (validating its header) and adopts the doorbell eventfd;
+  // both fds are owned from then on, also on failure.
+  static Result<std::unique_ptr<WorkerChannel>> attach(int region_fd, int doorbell_fd);
+  WorkerChannel(const WorkerChannel&) = delete;
+  WorkerChannel& operator=(const WorkerChannel&) = delete;
+
+  ipc::RegionHeader& header() const { return *region_.header(); }
+  std::uint64_t max_message() const { return region_.max_message(); }
+  // Stores the monotonic clock (vDSO, no syscall) into the header's heartbeat word.
+  void beat() const {
+    header().heartbeat_ms.store(static_cast<std::uint64_t>(ipc::monotonic_ms()),
+                                std::memory_order_relaxed);
+  }
+
+  // Encodes `msg`, writes it (or queues it behind a full ring) and publishes; rings the
+  // doorbell when the manager sleeps. Never blocks. Returns a kProtocol error when the
+  // manager's tail is impossible (the ring is then unusable).
+  template <typename Msg>
+  Status send(const Msg& msg) {
+    std::lock_guard lock(mu_);
+    ipc::encode(msg, &scratch_);
+    return send_scratch_locked(Msg::kKind);
+  }
+  // Like send, but only when nothing is queued and the whole message fits in the ring now;
+  // returns true iff it was written. What the host API uses for traffic it may coalesce.
+  template <typename Msg>
+  bool send_if_room(const Msg& msg) {
+    std::lock_guard lock(mu_);
+    ipc::encode(msg, &scratch_);
+    if (!has_room_locked(scratch_.size())) return false;
+    return send_scratch_locked(Msg::kKind).is_ok();
+  }
+  // Bytes waiting behind a full result ring.
+  std::uint64_t queued_bytes();
+  // Writes everything queued, waiting for the manager to free space as long as it takes
+  // and beating while it waits (each wait bounded by `wait_ns`). Returns a kProtocol error
+  // on a corrupt ring.
+  Status flush(std::int64_t wait_ns);
+
+  // The task ring's consumer side: the task loop's thread only.
+  ipc::MessageReceiver& receiver() { return receiver_; }
+  // Gives consumed task-ring space back; rings the doorbell when the manager waits for it.
+  void release_tasks();
+  // Idle wait: spins up to the header's spin_us polling the task ring, then sleeps on its
+  // data_seq futex for at most wait_ns. Returns when a task may be there or time is up.
+  void wait_for_tasks(std::int64_t wait_ns);
+
+ private:
+  WorkerChannel(ipc::SharedRegion region, ipc::EventFd doorbell);
+  Status send_scratch_locked(ipc::MsgKind kind);
+  bool has_room_locked(std::uint64_t bytes);
+
+  ipc::SharedRegion region_;
+  ipc::EventFd doorbell_;
+  ipc::MessageReceiver receiver_;
+  std::mutex mu_;  // guards sender_ and scratch_
+  ipc::MessageSender sender_;
+  std::string scratch_;
+};
+
+}  // namespace sandpool::worker
