@@ -1,0 +1,63 @@
+// What every benchmark group shares: the command-line settings, where the plugins are,
+// how a benchmark pool is configured, and the groups' entry points.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <sandpool/pool_options.hpp>
+
+#include "report.hpp"
+
+namespace spdlog {
+class logger;
+}
+
+namespace sandpool::bench {
+
+struct BenchOptions {
+  std::string plugin = "echo";    // W1/W2 plugin: a name in the plugin dir, or a path
+  std::string plugin_dir;         // default: <this executable's dir>/../plugins
+  std::uint32_t workers = 2;      // W1, W2, W3
+  std::uint64_t tasks = 1000000;  // W1
+  std::uint32_t payload_size = 64;
+  std::uint32_t concurrency = 0;   // W1; 0: try kW1Concurrencies and report the best
+  std::uint32_t rounds = 20000;    // W2 timed round trips (and the raw futex ping-pong)
+  std::uint32_t spawns = 50;       // per sandbox profile
+  std::string w1_await = "idle";   // idle: Pool::wait_idle(); tickets: Ticket::wait() on each
+  std::string w2_wait = "ticket";  // ticket: Ticket::wait(); poll: spin on Ticket::done()
+  std::string log_level = "error";
+  bool json = false;
+};
+
+// Concurrency settings W1 tries when --concurrency is not given.
+inline constexpr std::uint32_t kW1Concurrencies[] = {8, 64, 256};
+
+// Resolves a plugin name ("echo") to <plugin dir>/lib<name>.so; a value with a '/' or a
+// ".so" suffix is taken as a path.
+std::string plugin_path(const BenchOptions& o, const std::string& name_or_path);
+// The pool every workload uses: strict seccomp (the default), a logger on stderr.
+PoolOptions pool_options(const BenchOptions& o, const std::string& plugin, std::uint32_t workers,
+                         std::uint32_t concurrency);
+std::shared_ptr<spdlog::logger> bench_logger(const BenchOptions& o);
+// A payload of `size` bytes that differs per task (the echo is checked).
+std::string make_payload(std::uint64_t seq, std::uint32_t size);
+
+// CPU time (ns) of the calling thread, of this whole process, and of another process's
+// main thread (/proc/<pid>/schedstat; 0 when unreadable).
+std::int64_t thread_cpu_ns();
+std::int64_t process_cpu_ns();
+std::int64_t pid_cpu_ns(int pid);
+
+// The groups. Each adds its figures to the report; they return false on a setup failure
+// (already reported on stderr).
+bool run_raw_pingpong(const BenchOptions& o, Report& r);
+bool run_raw_echo(const BenchOptions& o, Report& r);
+bool run_w1(const BenchOptions& o, Report& r);
+bool run_w2(const BenchOptions& o, Report& r);
+bool run_w3(const BenchOptions& o, Report& r);
+bool run_w4(const BenchOptions& o, Report& r);
+bool run_spawn(const BenchOptions& o, Report& r);
+
+}  // namespace sandpool::bench

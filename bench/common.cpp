@@ -1,0 +1,74 @@
+#include <time.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "bench.hpp"
+
+namespace sandpool::bench {
+
+std::string plugin_path(const BenchOptions& o, const std::string& name_or_path) {
+  if (name_or_path.find('/') != std::string::npos ||
+      (name_or_path.size() > 3 && name_or_path.ends_with(".so"))) {
+    return name_or_path;
+  }
+  std::filesystem::path dir = o.plugin_dir;
+  if (dir.empty()) {
+    std::error_code ec;
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    dir = ec ? std::filesystem::path("plugins") : self.parent_path().parent_path() / "plugins";
+  }
+  return (dir / ("lib" + name_or_path + ".so")).string();
+}
+
+std::shared_ptr<spdlog::logger> bench_logger(const BenchOptions& o) {
+  static std::shared_ptr<spdlog::logger> logger = [&] {
+    auto l = spdlog::stderr_color_mt("sandpool-bench");
+    l->set_level(spdlog::level::from_str(o.log_level));
+    return l;
+  }();
+  return logger;
+}
+
+PoolOptions pool_options(const BenchOptions& o, const std::string& plugin, std::uint32_t workers,
+                         std::uint32_t concurrency) {
+  PoolOptions p;
+  p.name = "bench";
+  p.plugin_path = plugin_path(o, plugin);
+  p.workers = workers;
+  p.concurrency = concurrency;
+  p.logger = bench_logger(o);
+  return p;
+}
+
+std::string make_payload(std::uint64_t seq, std::uint32_t size) {
+  std::string p(size, '\0');
+  for (std::uint32_t i = 0; i < size; ++i) {
+    p[i] = static_cast<char>('a' + (seq + i) % 26);
+  }
+  return p;
+}
+
+namespace {
+std::int64_t clock_ns(clockid_t id) {
+  timespec ts{};
+  ::clock_gettime(id, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+}  // namespace
+
+std::int64_t thread_cpu_ns() { return clock_ns(CLOCK_THREAD_CPUTIME_ID); }
+std::int64_t process_cpu_ns() { return clock_ns(CLOCK_PROCESS_CPUTIME_ID); }
+
+std::int64_t pid_cpu_ns(int pid) {
+  // schedstat: time on CPU (ns), time waiting on a run queue (ns), timeslices.
+  std::ifstream in("/proc/" + std::to_string(pid) + "/schedstat");
+  std::int64_t on_cpu = 0;
+  in >> on_cpu;
+  return in ? on_cpu : 0;
+}
+
+}  // namespace sandpool::bench

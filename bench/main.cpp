@@ -1,0 +1,107 @@
+// sandpool-bench: the raw IPC baselines, W1-W4 and spawn-to-ready, one figure per line
+// (`GROUP METRIC VALUE UNIT`) or as JSON. docs/performance.md explains every figure.
+#include <algorithm>
+#include <cctype>
+#include <iostream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "bench.hpp"
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+
+const char* const kGroups[] = {"raw", "W1", "W2", "W3", "W4", "spawn"};
+
+// Parses "W1,w2,raw" into canonical group names; an unknown name is an error.
+bool parse_only(const std::string& list, std::set<std::string>* out, std::string* bad) {
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    auto same = [&](const char* g) {
+      return std::equal(item.begin(), item.end(), g, g + std::char_traits<char>::length(g),
+                        [](char a, char b) { return std::tolower(a) == std::tolower(b); });
+    };
+    auto it = std::find_if(std::begin(kGroups), std::end(kGroups), same);
+    if (it == std::end(kGroups)) {
+      *bad = item;
+      return false;
+    }
+    out->insert(*it);
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace sandpool::bench;
+  BenchOptions o;
+  std::string only;
+  CLI::App app{"sandpool benchmarks: raw ring baselines, W1-W4, spawn-to-ready.", "sandpool-bench"};
+  app.add_option("--only", only, "comma-separated groups: raw,W1,W2,W3,W4,spawn (default: all)");
+  app.add_option("--plugin", o.plugin, "W1/W2 plugin: a name in the plugin dir or a .so path")
+      ->capture_default_str();
+  app.add_option("--plugin-dir", o.plugin_dir, "where plugins are (default: ../plugins)");
+  app.add_option("--workers", o.workers, "W1/W2 worker processes")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  app.add_option("--tasks", o.tasks, "W1 tasks")
+      ->check(CLI::Range(1, 100000000))
+      ->capture_default_str();
+  app.add_option("--payload-size", o.payload_size, "W1/W2/raw echo payload bytes")
+      ->check(CLI::Range(0, 65536))
+      ->capture_default_str();
+  app.add_option("--concurrency", o.concurrency,
+                 "W1 tasks per worker ring (default: try 8, 64, 256 and report the best)")
+      ->check(CLI::Range(1, 65536));
+  app.add_option("--rounds", o.rounds, "W2 round trips and raw futex ping-pongs")
+      ->check(CLI::Range(100, 10000000))
+      ->capture_default_str();
+  app.add_option("--spawns", o.spawns, "spawns per sandbox profile")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_option("--w1-await", o.w1_await, "W1: tickets (Ticket::wait each) or idle (wait_idle)")
+      ->check(CLI::IsMember({"tickets", "idle"}))
+      ->capture_default_str();
+  app.add_option("--w2-wait", o.w2_wait, "W2: ticket (Ticket::wait) or poll (spin on done())")
+      ->check(CLI::IsMember({"ticket", "poll"}))
+      ->capture_default_str();
+  app.add_option("--log-level", o.log_level, "pool log level on stderr")->capture_default_str();
+  app.add_flag("--json", o.json, "print the figures as one JSON document");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return e.get_exit_code() == 0 ? rc : kExitUsage;
+  }
+  std::set<std::string> groups;
+  std::string bad;
+  if (!parse_only(only, &groups, &bad)) {
+    std::cerr << "sandpool-bench: --only: unknown group '" << bad
+              << "' (raw, W1, W2, W3, W4, spawn)\n";
+    return kExitUsage;
+  }
+  if (groups.empty()) groups.insert(std::begin(kGroups), std::end(kGroups));
+
+  Report report(o.json);
+  // The ratios need their baselines from this same run: W1 the echo stream, W2 the futex
+  // ping-pong. They are measured first, while no pool threads exist (the peers are forked).
+  bool ok = true;
+  if (groups.count("raw") || groups.count("W2")) ok = ok && run_raw_pingpong(o, report);
+  if (groups.count("raw") || groups.count("W1")) ok = ok && run_raw_echo(o, report);
+  if (ok && groups.count("W1")) ok = run_w1(o, report);
+  if (ok && groups.count("W2")) ok = run_w2(o, report);
+  if (ok && groups.count("W3")) ok = run_w3(o, report);
+  if (ok && groups.count("W4")) ok = run_w4(o, report);
+  if (ok && groups.count("spawn")) ok = run_spawn(o, report);
+  report.finish(std::cout);
+  return ok ? kExitOk : kExitFailed;
+}

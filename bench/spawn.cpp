@@ -1,0 +1,107 @@
+// spawn: from starting a worker process to its ReadyMsg (plugin loaded and initialised,
+// sandbox applied), per seccomp profile. Uses the manager's own WorkerProcess, so the
+// figure includes exactly what the pool pays: memfd region, doorbell, vfork+exec, the
+// worker's lock-down steps, dlopen and sp_plugin_init.
+#include <poll.h>
+
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <sandpool/ipc/messages.hpp>
+#include <sandpool/ipc/wake.hpp>
+#include <sandpool/spawner.hpp>
+
+#include "bench.hpp"
+#include "supervision/worker_process.hpp"
+
+namespace sandpool::bench {
+namespace {
+
+using ipc::monotonic_ns;
+
+// Waits for the worker's ReadyMsg, sleeping on its doorbell and pidfd (no spinning: on two
+// cores a spinning manager would steal the CPU the starting worker needs).
+bool wait_ready(supervision::WorkerProcess& w, std::string* why) {
+  ipc::MessageReceiver& rx = w.results();
+  std::string msg;
+  std::uint16_t kind = 0;
+  const std::int64_t until = monotonic_ns() + 10'000'000'000;
+  for (;;) {
+    const ipc::RingStatus s = rx.next(&kind, &msg);
+    if (s == ipc::RingStatus::kOk) {
+      if (kind != static_cast<std::uint16_t>(ipc::MsgKind::kReady)) continue;  // a log line
+      ipc::ReadyMsg ready;
+      Status st = ipc::decode(msg, &ready);
+      if (!st) *why = st.message();
+      return st.is_ok();
+    }
+    if (s == ipc::RingStatus::kCorrupt) {
+      *why = "result ring corrupt";
+      return false;
+    }
+    rx.release();
+    if (rx.ring().prepare_sleep()) {
+      pollfd fds[2] = {{w.doorbell_fd(), POLLIN, 0}, {w.pidfd(), POLLIN, 0}};
+      ::poll(fds, 2, 100);
+      w.doorbell().drain();
+      if ((fds[1].revents & POLLIN) != 0 && !rx.ring().has_data()) {
+        *why = "the worker exited before it was ready";
+        w.read_output([&](std::string_view line) { *why += "\n  " + std::string(line); });
+        return false;
+      }
+    }
+    rx.ring().cancel_sleep();
+    if (monotonic_ns() > until) {
+      *why = "not ready within 10 s";
+      return false;
+    }
+  }
+}
+
+}  // namespace
+
+bool run_spawn(const BenchOptions& o, Report& r) {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  auto spawner = make_process_spawner();
+  supervision::LaunchSpec spec;
+  spec.worker_path = (self.parent_path() / "sandpool-worker").string();
+  spec.args.plugin_path = plugin_path(o, "echo");
+  const PoolOptions defaults;
+  spec.region.task_ring_bytes = defaults.ring_bytes;
+  spec.region.result_ring_bytes = defaults.ring_bytes;
+  const sandbox::SeccompProfile profiles[] = {sandbox::SeccompProfile::kStrict,
+                                              sandbox::SeccompProfile::kRelaxed,
+                                              sandbox::SeccompProfile::kOff};
+  constexpr std::uint32_t kWarmup = 3;
+  for (sandbox::SeccompProfile profile : profiles) {
+    spec.args.policy.profile = profile;
+    std::vector<double> samples;
+    for (std::uint32_t i = 0; i < kWarmup + o.spawns; ++i) {
+      const std::int64_t t0 = monotonic_ns();
+      auto w = supervision::WorkerProcess::start(*spawner, spec);
+      if (!w) {
+        std::cerr << "sandpool-bench: spawn: " << w.status().message() << "\n";
+        return false;
+      }
+      std::string why;
+      if (!wait_ready(**w, &why)) {
+        std::cerr << "sandpool-bench: spawn (" << sandbox::profile_name(profile) << "): " << why
+                  << "\n";
+        return false;
+      }
+      const std::int64_t t1 = monotonic_ns();
+      if (i >= kWarmup) samples.push_back(static_cast<double>(t1 - t0) / 1e6);
+      // Destroying the WorkerProcess kills and reaps the worker (not timed).
+    }
+    const Summary s = summarize(samples);
+    const std::string name(sandbox::profile_name(profile));
+    r.add("spawn", name + "_p50", s.p50, "ms");
+    r.add("spawn", name + "_p99", s.p99, "ms");
+  }
+  return true;
+}
+
+}  // namespace sandpool::bench

@@ -1,0 +1,263 @@
+// W1 (throughput), W2 (sequential round trips) and W3 (CPU-bound efficiency): real Pools
+// running real plugins in sandboxed worker processes, driven through the public API only.
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <thread>
+#include <vector>
+
+#include <sandpool/ipc/wake.hpp>
+#include <sandpool/pool.hpp>
+
+#include "bench.hpp"
+
+namespace sandpool::bench {
+namespace {
+
+using ipc::monotonic_ns;
+
+std::unique_ptr<Pool> make_pool(const PoolOptions& opts) {
+  auto pool = Pool::create(opts);
+  if (!pool) {
+    std::cerr << "sandpool-bench: cannot start a pool on " << opts.plugin_path << ": "
+              << pool.status().message() << "\n";
+    return nullptr;
+  }
+  // create() returns once the first worker is ready; a benchmark wants all of them.
+  const std::int64_t until = monotonic_ns() + 10'000'000'000;
+  for (;;) {
+    std::uint32_t ready = 0;
+    for (const WorkerInfo& w : (*pool)->workers()) ready += w.state == "idle" || w.state == "busy";
+    if (ready >= opts.workers) break;
+    if (monotonic_ns() > until) {
+      std::cerr << "sandpool-bench: only " << ready << " of " << opts.workers
+                << " workers became ready\n";
+      return nullptr;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return std::move(pool).value();
+}
+
+// Payloads prepared up front, as a client would have them; task i carries payloads[i % n].
+std::vector<std::string> payload_set(std::uint32_t size) {
+  std::vector<std::string> p;
+  for (std::uint64_t i = 0; i < 1024; ++i) p.push_back(make_payload(i, size));
+  return p;
+}
+
+// Submits n tasks and awaits each; false on any failure.
+bool warm_up(Pool& pool, const std::string& type, const std::vector<std::string>& payloads,
+             std::uint32_t n) {
+  std::vector<Ticket> tickets;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    auto t = pool.submit(type, payloads[i % payloads.size()]);
+    if (!t) return false;
+    tickets.push_back(std::move(t).value());
+  }
+  for (const Ticket& t : tickets) {
+    if (t.wait().state != TaskState::kCompleted) return false;
+  }
+  return true;
+}
+
+struct W1Run {
+  double throughput = 0;   // tasks/s, first submit to last completion
+  double submit_rate = 0;  // tasks/s accepted by submit()
+  double wakes_per_task = 0;
+  double wall_s = 0;
+  // CPU time per task (us): the submitting thread (submit + await), the rest of this
+  // process (the pool's loop thread), and the worker processes together.
+  double submitter_us = 0, loop_us = 0, workers_us = 0;
+};
+
+std::int64_t workers_cpu_ns(Pool& pool) {
+  std::int64_t sum = 0;
+  for (const WorkerInfo& w : pool.workers()) sum += pid_cpu_ns(w.pid);
+  return sum;
+}
+
+bool w1_once(const BenchOptions& o, std::uint32_t concurrency, W1Run* out) {
+  PoolOptions opts = pool_options(o, o.plugin, o.workers, concurrency);
+  opts.queue_capacity = std::max<std::size_t>(opts.queue_capacity, o.tasks + 1024);
+  auto pool = make_pool(opts);
+  if (!pool) return false;
+  const std::string type = pool->task_types().front();
+  const auto payloads = payload_set(o.payload_size);
+  if (!warm_up(*pool, type, payloads, 2000)) {
+    std::cerr << "sandpool-bench: W1 warm-up tasks did not complete\n";
+    return false;
+  }
+  std::vector<Ticket> tickets;
+  tickets.reserve(o.tasks);
+  const std::uint64_t wakes0 = pool->wake_syscalls();
+  const std::int64_t workers0 = workers_cpu_ns(*pool);
+  const std::int64_t process0 = process_cpu_ns();
+  const std::int64_t thread0 = thread_cpu_ns();
+  const std::int64_t t0 = monotonic_ns();
+  for (std::uint64_t i = 0; i < o.tasks; ++i) {
+    auto t = pool->submit(type, payloads[i % payloads.size()]);
+    if (!t) {
+      std::cerr << "sandpool-bench: W1 submit " << i << ": " << t.status().message() << "\n";
+      return false;
+    }
+    tickets.push_back(std::move(t).value());
+  }
+  const std::int64_t t_submitted = monotonic_ns();
+  if (o.w1_await == "idle") {
+    pool->wait_idle();
+  } else {
+    for (const Ticket& t : tickets) (void)t.wait();
+  }
+  const std::int64_t t1 = monotonic_ns();
+  const std::int64_t thread_cpu = thread_cpu_ns() - thread0;
+  const std::int64_t process_cpu = process_cpu_ns() - process0;
+  const std::int64_t workers_cpu = workers_cpu_ns(*pool) - workers0;
+  const std::uint64_t wakes = pool->wake_syscalls() - wakes0;
+  // Every task must have come back completed with its own payload echoed.
+  std::uint64_t bad = 0;
+  for (std::uint64_t i = 0; i < tickets.size(); ++i) {
+    if (!tickets[i].done()) {
+      ++bad;
+      continue;
+    }
+    const TaskResult r = tickets[i].snapshot();
+    bad += r.state != TaskState::kCompleted ||
+           (o.plugin == "echo" && r.result != payloads[i % payloads.size()]);
+  }
+  if (bad != 0) {
+    std::cerr << "sandpool-bench: W1: " << bad << " of " << o.tasks
+              << " tasks did not complete with their payload echoed\n";
+    return false;
+  }
+  const double n = static_cast<double>(o.tasks);
+  out->wall_s = static_cast<double>(t1 - t0) / 1e9;
+  out->throughput = n / out->wall_s;
+  out->submit_rate = n / (static_cast<double>(t_submitted - t0) / 1e9);
+  out->wakes_per_task = static_cast<double>(wakes) / n;
+  out->submitter_us = static_cast<double>(thread_cpu) / n / 1000.0;
+  out->loop_us = static_cast<double>(process_cpu - thread_cpu) / n / 1000.0;
+  out->workers_us = static_cast<double>(workers_cpu) / n / 1000.0;
+  return true;
+}
+
+}  // namespace
+
+bool run_w1(const BenchOptions& o, Report& r) {
+  std::vector<std::uint32_t> settings;
+  if (o.concurrency != 0) {
+    settings.push_back(o.concurrency);
+  } else {
+    settings.assign(std::begin(kW1Concurrencies), std::end(kW1Concurrencies));
+  }
+  W1Run best;
+  std::uint32_t best_c = 0;
+  for (std::uint32_t c : settings) {
+    W1Run run;
+    if (!w1_once(o, c, &run)) return false;
+    r.note("W1 concurrency " + std::to_string(c) + ": " + format_value(run.throughput) +
+           " tasks/s, " + format_value(run.wakes_per_task) + " wake syscalls/task, wall " +
+           format_value(run.wall_s) + " s");
+    if (settings.size() > 1) {
+      r.add("W1", "throughput_c" + std::to_string(c), run.throughput, "tasks/s");
+    }
+    if (run.throughput > best.throughput) {
+      best = run;
+      best_c = c;
+    }
+  }
+  r.add("W1", "throughput", best.throughput, "tasks/s");
+  if (auto raw = r.find("raw", "echo_stream_throughput")) {
+    r.add("W1", "fraction_of_raw_echo", best.throughput / *raw, "ratio");
+  }
+  r.add("W1", "wake_syscalls_per_task", best.wakes_per_task, "ratio");
+  r.add("W1", "concurrency", best_c, "tasks/worker");
+  r.add("W1", "tasks", static_cast<double>(o.tasks), "tasks");
+  r.add("W1", "workers", o.workers, "workers");
+  r.add("W1", "submit_rate", best.submit_rate, "tasks/s");
+  r.add("W1", "submitter_cpu_per_task", best.submitter_us, "us");
+  r.add("W1", "loop_cpu_per_task", best.loop_us, "us");
+  r.add("W1", "workers_cpu_per_task", best.workers_us, "us");
+  return true;
+}
+
+bool run_w2(const BenchOptions& o, Report& r) {
+  auto pool = make_pool(pool_options(o, o.plugin, o.workers, PoolOptions{}.concurrency));
+  if (!pool) return false;
+  const std::string type = pool->task_types().front();
+  const auto payloads = payload_set(o.payload_size);
+  const bool poll = o.w2_wait == "poll";
+  std::vector<double> samples;
+  samples.reserve(o.rounds);
+  const std::uint32_t warmup = 1000;
+  for (std::uint32_t i = 0; i < warmup + o.rounds; ++i) {
+    const std::string& payload = payloads[i % payloads.size()];
+    const std::int64_t t0 = monotonic_ns();
+    auto t = pool->submit(type, payload);
+    if (!t) {
+      std::cerr << "sandpool-bench: W2 submit: " << t.status().message() << "\n";
+      return false;
+    }
+    if (poll) {
+      while (!t->done()) __builtin_ia32_pause();
+    }
+    const TaskResult res = t->wait();
+    const std::int64_t t1 = monotonic_ns();
+    if (res.state != TaskState::kCompleted || (o.plugin == "echo" && res.result != payload)) {
+      std::cerr << "sandpool-bench: W2 round trip " << i << " ended " << to_string(res.state)
+                << ": " << res.error << "\n";
+      return false;
+    }
+    if (i >= warmup) samples.push_back(static_cast<double>(t1 - t0) / 1000.0);
+  }
+  const Summary s = summarize(samples);
+  r.add("W2", "p50", s.p50, "us");
+  r.add("W2", "p99", s.p99, "us");
+  r.add("W2", "mean", s.mean, "us");
+  if (auto futex = r.find("raw", "futex_pingpong_p50")) {
+    r.add("W2", "p50_vs_futex", s.p50 / *futex, "ratio");
+  }
+  if (auto futex = r.find("raw", "futex_pingpong_p99")) {
+    r.add("W2", "p99_vs_futex", s.p99 / *futex, "ratio");
+  }
+  r.add("W2", "rounds", s.count, "round_trips");
+  return true;
+}
+
+bool run_w3(const BenchOptions& o, Report& r) {
+  constexpr std::uint32_t kTasks = 2000;
+  constexpr double kTaskMs = 1.0;
+  const std::uint32_t workers = 2;
+  auto pool = make_pool(pool_options(o, "cpu", workers, PoolOptions{}.concurrency));
+  if (!pool) return false;
+  const std::string type = pool->task_types().front();
+  std::vector<Ticket> tickets;
+  tickets.reserve(kTasks);
+  const std::int64_t cpu0 = process_cpu_ns();
+  const std::int64_t t0 = monotonic_ns();
+  for (std::uint32_t i = 0; i < kTasks; ++i) {
+    auto t = pool->submit(type, "1");
+    if (!t) {
+      std::cerr << "sandpool-bench: W3 submit: " << t.status().message() << "\n";
+      return false;
+    }
+    tickets.push_back(std::move(t).value());
+  }
+  std::uint32_t bad = 0;
+  for (const Ticket& t : tickets) bad += t.wait().state != TaskState::kCompleted;
+  const std::int64_t t1 = monotonic_ns();
+  const double manager_cpu = static_cast<double>(process_cpu_ns() - cpu0) / 1e9;
+  if (bad != 0) {
+    std::cerr << "sandpool-bench: W3: " << bad << " tasks did not complete\n";
+    return false;
+  }
+  const double wall = static_cast<double>(t1 - t0) / 1e9;
+  const double ideal = kTasks * kTaskMs / 1000.0 / workers;
+  r.add("W3", "wall", wall, "s");
+  r.add("W3", "ideal", ideal, "s");
+  r.add("W3", "efficiency", ideal / wall, "ratio");
+  r.add("W3", "manager_cpu", manager_cpu, "s");
+  return true;
+}
+
+}  // namespace sandpool::bench
