@@ -76,21 +76,35 @@ constexpr const char* message_name(MsgKind kind) {
   return "message";
 }
 
+// One set of archives per thread, rebound for each message (see wire_archive.hpp).
+struct Archives {
+  wire::SizeArchive size;
+  wire::StringOutputArchive out;
+  wire::BoundedInputArchive in;
+};
+Archives& archives() {
+  thread_local Archives a;
+  return a;
+}
+
 template <class M>
 void encode_message(const M& m, std::string* out) {
-  wire::SizeArchive size;
-  size(m);
+  Archives& a = archives();
+  a.size.reset();
+  a.size(m);
   out->clear();
-  out->reserve(size.size());
-  wire::StringOutputArchive ar(out);
-  ar(m);
+  out->reserve(a.size.size());
+  a.out.rebind(out);
+  a.out(m);
+  a.out.rebind(nullptr);
 }
 
 template <class M>
 Status decode_message(std::string_view in, M* m) {
   const char* what = message_name(M::kKind);
   try {
-    wire::BoundedInputArchive ar(in);
+    wire::BoundedInputArchive& ar = archives().in;
+    ar.rebind(in);
     ar(*m);
     if (ar.remaining() != 0) {
       return Status::protocol(std::string(what) + ": " + std::to_string(ar.remaining()) +
