@@ -75,9 +75,9 @@ Status reset_process_state(const std::vector<std::string>& keep_env) {
   }
   // clearenv reports failure by its return value alone (errno is unspecified).
   if (::clearenv() != 0) return Status::error(Code::kSystem, "clearenv: failed");
-  for (const auto& [name, value] : kept) {
-    auto r = posix_call("setenv(" + name + ")",
-                        [&] { return ::setenv(name.c_str(), value.c_str(), 1); });
+  for (const auto& var : kept) {
+    auto r = posix_call("setenv(" + var.first + ")",
+                        [&] { return ::setenv(var.first.c_str(), var.second.c_str(), 1); });
     if (!r) return r.status();
   }
   auto cd = posix_call("chdir(\"/\")", [] { return ::chdir("/"); });

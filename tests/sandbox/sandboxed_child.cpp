@@ -32,7 +32,8 @@ std::string ChildResult::describe() const {
   return s;
 }
 
-ChildResult run_sandboxed(const SandboxPolicy& policy, const std::function<int()>& body) {
+ChildResult run_sandboxed(const SandboxPolicy& policy, const std::function<int()>& body,
+                          const std::function<void()>& before_filter) {
   // The reporter's word must be visible to the parent after the child dies.
   void* shared = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (shared == MAP_FAILED) std::abort();
@@ -49,6 +50,7 @@ ChildResult run_sandboxed(const SandboxPolicy& policy, const std::function<int()
     for (int sig = 1; sig < NSIG; ++sig) {
       if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);
     }
+    if (before_filter) before_filter();
     if (!install_sigsys_reporter(word) || !set_no_new_privs()) ::_exit(kChildSetupFailed);
     Status s = install_seccomp(policy);
     if (!s) {

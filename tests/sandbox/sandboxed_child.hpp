@@ -24,9 +24,10 @@ struct ChildResult {
 // the body's own result.
 inline constexpr int kChildSetupFailed = 90;
 
-// Forks; the child installs the SIGSYS reporter, sets no_new_privs, installs `policy`'s
-// filter and exits with body()'s return value. The parent waits at most 30 s (then kills
-// the child and reports the signal).
-ChildResult run_sandboxed(const SandboxPolicy& policy, const std::function<int()>& body);
+// Forks; the child runs before_filter() (when given), installs the SIGSYS reporter, sets
+// no_new_privs, installs `policy`'s filter and exits with body()'s return value. The parent
+// waits at most 30 s (then kills the child and reports the signal).
+ChildResult run_sandboxed(const SandboxPolicy& policy, const std::function<int()>& body,
+                          const std::function<void()>& before_filter = {});
 
 }  // namespace sandpool::sandbox::testing

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <seccomp.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -10,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -224,6 +226,33 @@ TEST_CASE("relaxed traps writing, creating and truncating files, sockets and for
   CHECK(trapped(sock, SYS_socket));
   ChildResult forked = run_sandboxed(policy(SeccompProfile::kRelaxed), do_fork);
   CHECK(trapped(forked, SYS_clone));
+}
+
+TEST_CASE("the filter also covers threads that existed before it (TSYNC)") {
+  // A thread started before the filter waits for the go (spinning on sched_yield, which
+  // every profile allows), then tries a socket.
+  static std::atomic<bool> go{false};
+  pthread_t early{};
+  auto start_thread = [&] {
+    ::pthread_create(
+        &early, nullptr,
+        [](void*) -> void* {
+          while (!go.load()) ::sched_yield();
+          make_socket();
+          return nullptr;
+        },
+        nullptr);
+  };
+  ChildResult r = run_sandboxed(
+      policy(SeccompProfile::kStrict),
+      [&] {
+        go.store(true);
+        ::pthread_join(early, nullptr);
+        return 0;  // reached only if the thread's socket() was allowed
+      },
+      start_thread);
+  INFO(r.describe());
+  CHECK(trapped(r, SYS_socket));
 }
 
 TEST_CASE("strict does not allow threads") {
