@@ -85,6 +85,22 @@ TEST_CASE("calls on a call context whose task has ended are ignored") {
   CHECK(std::get<LogMsg>(messages[0]).id == 0);
 }
 
+TEST_CASE("a stale sp_call kept from an earlier task cannot touch the running one") {
+  LocalChannel channel;
+  HostApi host(channel.worker(), HostLimits{});
+  const sp_host_api* api = host.table();
+  sp_call* stale = host.begin_task(1);
+  (void)host.end_task();
+  sp_call* current = host.begin_task(2);
+  REQUIRE(current != stale);
+  CHECK(api->write_result(stale, "stale", 5) == -1);
+  api->set_error(stale, "stale", 5);
+  CHECK(api->write_result(current, "fresh", 5) == 0);
+  auto outcome = host.end_task();
+  CHECK(outcome.result == "fresh");
+  CHECK(outcome.error.empty());
+}
+
 TEST_CASE("set_error keeps the last reason, capped") {
   LocalChannel channel;
   HostApi host(channel.worker(), HostLimits{});

@@ -80,7 +80,6 @@ void api_log(sp_call* call, int level, const char* msg, size_t len) noexcept {
 HostApi::HostApi(WorkerChannel& channel, const HostLimits& limits)
     : channel_(channel),
       limits_(limits),
-      call_(std::make_unique<sp_call>()),
       log_bucket_(limits.log_lines_per_second, limits.log_burst),
       progress_bucket_(limits.progress_per_second, limits.progress_burst) {
   table_.abi_version = SP_PLUGIN_ABI_VERSION;
@@ -91,7 +90,10 @@ HostApi::HostApi(WorkerChannel& channel, const HostLimits& limits)
   table_.set_error = api_set_error;
   table_.cancelled = api_cancelled;
   table_.log = api_log;
-  call_->host = this;
+  for (std::unique_ptr<sp_call>& c : calls_) {
+    c = std::make_unique<sp_call>();
+    c->host = this;
+  }
   g_host = this;
 }
 
@@ -100,24 +102,26 @@ HostApi::~HostApi() {
 }
 
 bool HostApi::active_locked(const sp_call* call) const {
-  return call == call_.get() && call->active;
+  return call != nullptr && call == current_ && call->active;
 }
 
 sp_call* HostApi::begin_task(std::uint64_t id) {
   std::lock_guard lock(mu_);
-  sp_call& c = *call_;
+  current_ = calls_[next_slot_++ % kCallSlots].get();
+  sp_call& c = *current_;
   c.task_id.store(id, std::memory_order_relaxed);
   c.active = true;
   c.result.clear();
   c.error.clear();
   c.result_too_large = false;
   pending_progress_.reset();
-  return call_.get();
+  return current_;
 }
 
 CallOutcome HostApi::end_task() {
   std::lock_guard lock(mu_);
-  sp_call& c = *call_;
+  if (current_ == nullptr) return {};
+  sp_call& c = *current_;
   const std::uint64_t id = c.task_id.load(std::memory_order_relaxed);
   // The latest progress goes out before the result, so the submitter's last view is
   // current. A corrupt ring fails the result's send right after; nothing to do here.
@@ -129,6 +133,7 @@ CallOutcome HostApi::end_task() {
   CallOutcome out{std::move(c.result), std::move(c.error), c.result_too_large};
   c.result = std::string();
   c.error = std::string();
+  current_ = nullptr;
   return out;
 }
 

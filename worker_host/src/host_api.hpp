@@ -13,11 +13,13 @@
 // - cancelled is non-zero iff the header's cancel_task is this task's id.
 //
 // Thread-safety: every entry point may be called from any plugin thread; one mutex guards
-// the call state and the limiters. Calls on an sp_call whose task has ended are ignored.
+// the call state and the limiters. Calls on an sp_call whose task has ended are ignored
+// (log still goes out, unattributed).
 // Lifetime: at most one HostApi per process (a NULL call has no other way to reach it);
 // it must outlive every use of the table it hands out.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -97,7 +99,13 @@ class HostApi {
   HostLimits limits_;
   sp_host_api table_{};
   std::mutex mu_;
-  std::unique_ptr<sp_call> call_;  // the one reusable call context (defined in host_api.cpp)
+  // Call contexts are recycled round-robin over kCallSlots tasks, so an sp_call kept by a
+  // stray plugin thread after its handle returned stays valid memory and is recognised as
+  // stale (it is not current_) instead of writing into a later task's result.
+  static constexpr std::size_t kCallSlots = 64;
+  std::array<std::unique_ptr<sp_call>, kCallSlots> calls_;  // sp_call is in host_api.cpp
+  std::size_t next_slot_ = 0;
+  sp_call* current_ = nullptr;  // the running task's context; null between tasks
   TokenBucket log_bucket_;
   TokenBucket progress_bucket_;
   std::optional<ipc::ProgressMsg> pending_progress_;
