@@ -8,6 +8,10 @@ namespace sandpool::core {
 namespace {
 
 constexpr std::int64_t kMsNs = 1000000;
+// A task put back unstarted from this many dead workers' rings is charged a `lost` attempt
+// anyway: the "started" word is worker-writable, so a hostile worker could otherwise keep a
+// task from ever running out of attempts.
+constexpr std::uint32_t kMaxFreeRequeues = 5;
 
 std::int64_t wall_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -214,7 +218,7 @@ void PoolCore::on_worker_error(WorkerId wid, std::string text) {
 
 void PoolCore::on_protocol_error(WorkerId wid, std::string what) {
   if (Worker* w = find(wid)) {
-    kill_worker(*w, Outcome::kProtocolError, "protocol_error: " + what, ctl_.started_task(wid));
+    kill_worker(*w, Outcome::kProtocolError, "protocol_error: " + what, 0);
   }
 }
 
@@ -245,8 +249,19 @@ void PoolCore::on_exit(WorkerId wid, const supervision::ExitReport& report, std:
   const bool was_starting = w.phase == Phase::kStarting;
   const bool asked_to_stop = w.retiring;
 
-  // The task inside handle(): the worker's word, believed only for an id in its ring.
+  // The task inside handle(): the worker's word, believed only for an id in its ring and
+  // only from a worker that kept the protocol. Otherwise the oldest task in its ring (the
+  // one it runs next, since it runs them in order) is charged.
   std::uint64_t running = w.kill_task != 0 ? w.kill_task : ctl_.started_task(wid);
+  const auto oldest = std::find_if(w.in_flight.begin(), w.in_flight.end(),
+                                   [](const InFlight& f) { return !f.abandoned; });
+  const bool in_ring =
+      std::any_of(w.in_flight.begin(), w.in_flight.end(),
+                  [&](const InFlight& f) { return !f.abandoned && f.task->id == running; });
+  if ((w.kill_reason == Outcome::kProtocolError || (running != 0 && !in_ring)) &&
+      oldest != w.in_flight.end()) {
+    running = oldest->task->id;
+  }
   supervision::Classified c;
   if (w.kill_reason) {
     c = {*w.kill_reason, w.kill_error};
@@ -267,6 +282,11 @@ void PoolCore::on_exit(WorkerId wid, const supervision::ExitReport& report, std:
     } else if (f.task->cancel_requested) {
       finish(f.task, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled before it started",
              CancelReason::kUser);
+    } else if (++f.task->free_requeues > kMaxFreeRequeues) {
+      end_attempt(f, Outcome::kLost,
+                  "its worker died " + std::to_string(f.task->free_requeues) +
+                      " times before it started",
+                  report.pid, now);
     } else {
       never_started.push_back(f.task);  // no attempt counted
     }

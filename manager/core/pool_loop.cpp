@@ -18,6 +18,7 @@ namespace {
 
 constexpr std::int64_t kMsNs = 1000000;
 constexpr std::size_t kResultBudget = 4096;  // messages per worker per iteration
+constexpr std::int64_t kRunningPollMs = 10;
 enum EventKind : std::uint64_t { kPidfd = 0, kDoorbell = 1, kOutput = 2, kInbox = 3 };
 
 std::uint64_t event_tag(WorkerId id, EventKind k) { return id * 4 + k; }
@@ -121,9 +122,14 @@ void PoolLoop::run() {
     }
     busy_rounds = 0;
     if (spin_us_ > 0 && spin_for_work(now + spin_us_ * 1000ll)) continue;
-    std::int64_t timeout_ms = -1;
+    // Sleep until the core's next deadline, but look at the workers' headers now and then:
+    // every 10 ms while tasks run (their `running` state), else every heartbeat interval.
+    std::int64_t timeout_ms =
+        core_->has_in_flight() ? kRunningPollMs : opts_.heartbeat_interval.count();
     const std::int64_t next = core_->next_deadline();
-    if (next != INT64_MAX) timeout_ms = std::max<std::int64_t>(0, (next - now + kMsNs - 1) / kMsNs);
+    if (next != INT64_MAX) {
+      timeout_ms = std::min(timeout_ms, std::max<std::int64_t>(0, (next - now + kMsNs - 1) / kMsNs));
+    }
     wait_for_events(timeout_ms, now);
   }
   // The end: kill what is left (nothing, after a clean close), then serve late queries.

@@ -33,6 +33,7 @@ struct TaskRecord {
   std::uint32_t max_attempts = 1;    // 1 + retries
   std::int64_t timeout_ns = 0;       // per attempt
   bool cancel_requested = false;
+  std::uint32_t free_requeues = 0;  // times put back unstarted from a dead worker's ring
   bool admitted = true;  // still counted in the pool's admission count (never dispatched)
 
   // Shared: state is read lock-free; done flips 0 -> 1 once, after account is final.

@@ -352,3 +352,53 @@ TEST_CASE("affinity tasks wait for their own worker while others keep flowing") 
   REQUIRE(h.result(owner, k1->id, ipc::TaskStatus::kOk));
   CHECK(h.holder(k2->id) == owner);
 }
+
+TEST_CASE("a worker whose started word names no task of its ring is charged for its oldest task") {
+  Harness h;
+  h.ready_all();
+  auto a = h.submit();
+  h.submit();
+  auto c = h.submit();
+  const auto w = h.holder(a->id);
+  h.ctl.workers[w].started = 0xffffffffffffffffull;  // scribbled
+  h.exit(w, ExitStatus{false, 0, SIGSEGV});
+  CHECK(account(a).history.size() == 1);
+  CHECK(account(c).history.empty());
+}
+
+TEST_CASE("a protocol error charges the oldest task whatever the worker's header says") {
+  Harness h;
+  h.ready_all();
+  auto a = h.submit();
+  h.submit();
+  auto c = h.submit();
+  const auto w = h.holder(a->id);
+  h.ctl.workers[w].started = c->id;  // a lie that names a real task in the ring
+  h.core->on_protocol_error(w, "result ring corrupt");
+  REQUIRE(h.ctl.workers[w].killed);
+  h.exit(w, ExitStatus{false, 0, SIGKILL});
+  REQUIRE(account(a).history.size() == 1);
+  CHECK(account(a).history[0].outcome == Outcome::kProtocolError);
+  CHECK(account(c).history.empty());
+}
+
+TEST_CASE("a task whose workers keep dying before it starts is charged an attempt after five") {
+  PoolOptions o = Harness::defaults();
+  o.workers = 1;
+  o.concurrency = 2;
+  o.retries = 0;
+  Harness h(o);
+  h.ready_all();
+  auto first = h.submit();
+  auto second = h.submit();
+  for (int i = 0; i < 6; ++i) {
+    const auto w = h.holder(second->id);
+    REQUIRE(w != 0);
+    h.ctl.workers[w].started = 0;  // claims to be idle every time
+    h.exit(w, ExitStatus{false, 0, SIGKILL});
+    h.core->on_ready(h.ctl.spawned.back(), h.now);
+  }
+  CHECK(second->state == TaskState::kDeadLettered);
+  CHECK(account(second).history.at(0).error.find("before it started") != std::string::npos);
+  (void)first;
+}

@@ -1,0 +1,196 @@
+// Workers that crash, fail, hang or get killed, through a real Pool: every accepted task
+// still ends in exactly one terminal state, with its history.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <thread>
+
+#include "test_support.hpp"
+
+using namespace sandpool;
+using namespace std::chrono_literals;
+using sandpool::testing::kPatience;
+using sandpool::testing::pool_options;
+
+namespace {
+
+std::unique_ptr<Pool> make_pool(PoolOptions o) {
+  auto p = Pool::create(std::move(o));
+  if (!p) FAIL("Pool::create: " << p.status().to_string());
+  return std::move(p).value();
+}
+
+TaskResult run(Pool& pool, const std::string& type, std::string payload, SubmitOptions so = {}) {
+  auto t = pool.submit(type, std::move(payload), std::move(so));
+  if (!t) FAIL("submit: " << t.status().to_string());
+  REQUIRE(t->wait_for(kPatience));
+  return t->wait();
+}
+
+// Waits until the task is inside handle() on some worker.
+void wait_running(const Ticket& t) {
+  const auto until = std::chrono::steady_clock::now() + kPatience;
+  while (t.state() != TaskState::kRunning && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(1ms);
+  }
+  REQUIRE(t.state() == TaskState::kRunning);
+}
+
+}  // namespace
+
+TEST_CASE("a task that always crashes its worker is dead-lettered after retries+1 lost attempts") {
+  PoolOptions o = pool_options("crash", 1);
+  o.retries = 2;
+  auto pool = make_pool(o);
+  auto r = run(*pool, pool->task_types().front(), "boom");
+  CHECK(r.state == TaskState::kDeadLettered);
+  CHECK(r.reason == DeadReason::kRetriesExhausted);
+  REQUIRE(r.attempts() == 3);
+  for (const auto& a : r.history) {
+    CHECK(a.outcome == Outcome::kLost);
+    CHECK(a.error.find("SIGSEGV") != std::string::npos);
+  }
+  // Each crash was a different process, and the pool replaced every one.
+  CHECK(r.history[0].worker_pid != r.history[1].worker_pid);
+  CHECK(pool->stats().restarts == 3);
+  CHECK(pool->dead_letters().size() == 1);
+  // The pool still serves after the crashes.
+  CHECK(pool->workers().size() == 1);
+}
+
+TEST_CASE("a task that asks for a retry completes on its second attempt") {
+  auto pool = make_pool(pool_options("flaky", 1));
+  auto r = run(*pool, pool->task_types().front(), "x");
+  CHECK(r.state == TaskState::kCompleted);
+  REQUIRE(r.attempts() == 2);
+  CHECK(r.history[0].outcome == Outcome::kError);
+  CHECK(r.history[1].outcome == Outcome::kOk);
+}
+
+TEST_CASE("SP_FAIL dead-letters the task after one attempt, with the plugin's message") {
+  auto pool = make_pool(pool_options("fail", 1));
+  auto r = run(*pool, pool->task_types().front(), "x");
+  CHECK(r.state == TaskState::kDeadLettered);
+  CHECK(r.reason == DeadReason::kPermanent);
+  REQUIRE(r.attempts() == 1);
+  CHECK(r.history[0].outcome == Outcome::kFailed);
+  CHECK_FALSE(r.error.empty());
+}
+
+TEST_CASE("a task past its timeout has its worker killed and replaced, and is retried") {
+  PoolOptions o = pool_options("sleep", 1);
+  o.retries = 1;
+  auto pool = make_pool(o);
+  SubmitOptions so;
+  so.timeout = 200ms;
+  auto r = run(*pool, "sleep", "60000", so);
+  CHECK(r.state == TaskState::kDeadLettered);
+  CHECK(r.reason == DeadReason::kRetriesExhausted);
+  REQUIRE(r.attempts() == 2);
+  CHECK(r.history[0].outcome == Outcome::kTimedOut);
+  CHECK(r.history[0].error.find("timed out") != std::string::npos);
+  // The replacement serves.
+  CHECK(run(*pool, "sleep", "1").state == TaskState::kCompleted);
+}
+
+TEST_CASE("a worker killed from outside mid-task is replaced and the task retried to completion") {
+  auto pool = make_pool(pool_options("sleep", 1));
+  auto t = pool->submit("sleep", "2000");
+  REQUIRE(t);
+  wait_running(*t);
+  const auto pid = pool->workers().at(0).pid;
+  REQUIRE(pid > 0);
+  REQUIRE(::kill(pid, SIGKILL) == 0);
+  REQUIRE(t->wait_for(kPatience));
+  auto r = t->wait();
+  CHECK(r.state == TaskState::kCompleted);
+  REQUIRE(r.attempts() == 2);
+  CHECK(r.history[0].outcome == Outcome::kLost);
+  CHECK(r.history[0].worker_pid == pid);
+  CHECK(r.history[1].worker_pid != pid);
+}
+
+TEST_CASE("tasks waiting in a dead worker's ring are requeued without an attempt") {
+  PoolOptions o = pool_options("sleep", 1);
+  o.concurrency = 4;
+  auto pool = make_pool(o);
+  auto running = pool->submit("sleep", "2000");
+  std::vector<Ticket> waiting;
+  for (int i = 0; i < 3; ++i) waiting.push_back(*pool->submit("sleep", "1"));
+  wait_running(*running);
+  REQUIRE(::kill(pool->workers().at(0).pid, SIGKILL) == 0);
+  pool->wait_idle();
+  CHECK(running->wait().attempts() == 2);
+  for (auto& t : waiting) {
+    auto r = t.wait();
+    CHECK(r.state == TaskState::kCompleted);
+    CHECK(r.attempts() == 1);
+  }
+}
+
+TEST_CASE("cancelling a queued task ends it without running it") {
+  PoolOptions o = pool_options("sleep", 1);
+  o.concurrency = 1;
+  auto pool = make_pool(o);
+  auto busy = pool->submit("sleep", "200");
+  auto queued = pool->submit("sleep", "1");
+  REQUIRE(queued->cancel());
+  auto r = queued->wait();
+  CHECK(r.state == TaskState::kCancelled);
+  CHECK(r.cancel_reason == CancelReason::kUser);
+  CHECK(r.attempts() == 0);
+  CHECK(busy->wait().state == TaskState::kCompleted);
+}
+
+TEST_CASE("a running task that honours cancellation stops, and its worker survives") {
+  auto pool = make_pool(pool_options("sleep", 1));
+  auto t = pool->submit("sleep", "60000");
+  wait_running(*t);
+  const auto pid = pool->workers().at(0).pid;
+  REQUIRE(t->cancel());
+  REQUIRE(t->wait_for(kPatience));
+  CHECK(t->wait().state == TaskState::kCancelled);
+  CHECK(run(*pool, "sleep", "1").history.at(0).worker_pid == pid);
+}
+
+TEST_CASE("a running task that ignores cancellation is killed after the grace period") {
+  PoolOptions o = pool_options("echo", 1);
+  o.plugin_path = SANDPOOL_TEST_PLUGIN_DIR "/libhang.so";
+  o.cancel_grace = 100ms;
+  auto pool = make_pool(o);
+  auto t = pool->submit("hang", "");
+  wait_running(*t);
+  REQUIRE(t->cancel());
+  REQUIRE(t->wait_for(kPatience));
+  CHECK(t->wait().state == TaskState::kCancelled);
+}
+
+TEST_CASE("a plugin that cannot be loaded is reported at pool creation") {
+  auto [path, words] = GENERATE(table<std::string, std::string>({
+      {"/nonexistent/libnothing.so", "not found"},
+      {SANDPOOL_SOURCE_DIR "/README.md", "README.md"},
+  }));
+  PoolOptions o = pool_options("echo", 1);
+  o.plugin_path = path;
+  auto p = Pool::create(o);
+  REQUIRE_FALSE(p);
+  CHECK(p.status().code() == Code::kPlugin);
+  CHECK(p.status().message().find(words) != std::string::npos);
+}
+
+TEST_CASE("a worker that scribbles on its shared region is killed, and the manager carries on") {
+  PoolOptions o = pool_options("echo", 1);
+  o.plugin_path = SANDPOOL_TEST_PLUGIN_DIR "/libscribble.so";
+  o.retries = 1;
+  auto pool = make_pool(o);
+  auto r = run(*pool, "scribble", "storm");
+  CHECK(r.state == TaskState::kDeadLettered);
+  REQUIRE(r.attempts() == 2);
+  for (const auto& a : r.history) {
+    CHECK(a.outcome == Outcome::kProtocolError);
+    CHECK(a.error.find("protocol_error") != std::string::npos);
+  }
+  // Fresh workers with fresh regions keep serving.
+  CHECK(run(*pool, "scribble", "noop").state == TaskState::kCompleted);
+}

@@ -1,0 +1,107 @@
+// sandpool-run driven as a user would: stdin in, lines out, exit codes.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "command_runner.hpp"
+#include "test_support.hpp"
+
+using sandpool::testing::CommandResult;
+using sandpool::testing::plugin;
+using sandpool::testing::run_command;
+
+namespace {
+
+CommandResult sandpool_run(std::vector<std::string> args, const std::string& input = {}) {
+  args.insert(args.begin(), {"--worker", SANDPOOL_WORKER_PATH});
+  return run_command(SANDPOOL_BIN_DIR "/sandpool-run", args, input);
+}
+
+std::vector<nlohmann::json> json_lines(const std::string& out) {
+  std::vector<nlohmann::json> v;
+  std::istringstream ss(out);
+  for (std::string line; std::getline(ss, line);) v.push_back(nlohmann::json::parse(line));
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("sandpool-run uppercases each stdin line and prints JSON in input order") {
+  auto r = sandpool_run({"--plugin", plugin("upper"), "--json"}, "a\nb\n");
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  auto lines = json_lines(r.out);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0]["line"] == 1);
+  CHECK(lines[0]["result"] == "A");
+  CHECK(lines[0]["state"] == "completed");
+  CHECK(lines[0]["attempts"] == 1);
+  CHECK(lines[0]["error"].is_null());
+  CHECK(lines[0]["id"].is_number_unsigned());
+  CHECK(lines[1]["line"] == 2);
+  CHECK(lines[1]["result"] == "B");
+  CHECK_FALSE(lines[0].contains("reason"));
+}
+
+TEST_CASE("sandpool-run strips a trailing CR and treats an empty line as an empty payload") {
+  auto r = sandpool_run({"--plugin", plugin("echo")}, "x\r\n\ny\n");
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "1\tcompleted\tx\n2\tcompleted\t\n3\tcompleted\ty\n");
+}
+
+TEST_CASE("sandpool-run takes one payload with --payload") {
+  auto r = sandpool_run({"--plugin", plugin("upper"), "--payload", "shout"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "1\tcompleted\tSHOUT\n");
+}
+
+TEST_CASE("sandpool-run prints a result that is not UTF-8 as base64") {
+  auto r = sandpool_run({"--plugin", plugin("echo"), "--json"}, std::string("\xff\xfe", 2) + "\n");
+  CHECK(r.exit_code == 0);
+  auto lines = json_lines(r.out);
+  REQUIRE(lines.size() == 1);
+  CHECK_FALSE(lines[0].contains("result"));
+  CHECK(lines[0]["result_base64"] == "//4=");
+}
+
+TEST_CASE("sandpool-run exits 1 when a task did not complete, with the reason") {
+  auto r = sandpool_run({"--plugin", plugin("fail"), "--json"}, "x\n");
+  CHECK(r.exit_code == 1);
+  auto lines = json_lines(r.out);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0]["state"] == "dead_lettered");
+  CHECK(lines[0]["reason"] == "permanent");
+  CHECK(lines[0]["error"].is_string());
+}
+
+TEST_CASE("sandpool-run applies --timeout with units and --retries") {
+  auto r = sandpool_run(
+      {"--plugin", plugin("sleep"), "--timeout", "200ms", "--retries", "1", "--json"}, "60000\n");
+  CHECK(r.exit_code == 1);
+  auto lines = json_lines(r.out);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0]["reason"] == "retries_exhausted");
+  CHECK(lines[0]["attempts"] == 2);
+}
+
+TEST_CASE("sandpool-run exits 2 with a message for a plugin that cannot be loaded") {
+  auto r = sandpool_run({"--plugin", "/nonexistent/libx.so"}, "a\n");
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("/nonexistent/libx.so") != std::string::npos);
+  CHECK(r.out.empty());
+}
+
+TEST_CASE("sandpool-run exits 2 for bad usage") {
+  auto args = GENERATE(std::vector<std::string>{"--bogus"},
+                       std::vector<std::string>{"--plugin", "x.so", "--timeout", "soon"},
+                       std::vector<std::string>{"--plugin", "x.so", "--workers", "0"});
+  auto r = sandpool_run(args);
+  CHECK(r.exit_code == 2);
+  CHECK_FALSE(r.err.empty());
+}
+
+TEST_CASE("sandpool-run refuses an unknown task type with exit 2") {
+  auto r = sandpool_run({"--plugin", plugin("echo"), "--type", "nope"}, "a\n");
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("nope") != std::string::npos);
+}
