@@ -4,7 +4,11 @@
 #include <atomic>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <thread>
+
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "test_support.hpp"
 
@@ -230,4 +234,25 @@ TEST_CASE("close finishes the work it accepted and refuses more") {
   REQUIRE_FALSE(t);
   CHECK(t.status().code() == Code::kClosed);
   CHECK(pool->stats().state == "closed");
+}
+
+TEST_CASE("a plugin's log calls and its stdout/stderr lines reach the manager's log") {
+  auto out = std::make_shared<std::ostringstream>();
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(*out);
+  auto logger = std::make_shared<spdlog::logger>("chatty-test", sink);
+  logger->set_level(spdlog::level::debug);
+  PoolOptions o = pool_options("echo", 1);
+  o.plugin_path = SANDPOOL_TEST_PLUGIN_DIR "/libchatty.so";
+  o.logger = logger;
+  auto pool = make_pool(o);
+  auto r = run(*pool, "chatty", "payload-xyz");
+  CHECK(r.state == TaskState::kCompleted);
+  pool->close();  // the output pipe is drained before the worker is reaped
+  logger->flush();
+  const std::string log = out->str();
+  INFO(log);
+  CHECK(log.find("chatty: init says hello") != std::string::npos);
+  CHECK(log.find("chatty: a warning from handle") != std::string::npos);
+  CHECK(log.find("chatty stdout: payload-xyz") != std::string::npos);
+  CHECK(log.find("chatty stderr: task " + std::to_string(r.id)) != std::string::npos);
 }
