@@ -45,7 +45,7 @@ TaskResult Ticket::snapshot() const {
 bool Ticket::cancel() const {
   if (!rec_ || done()) return false;
   auto loop = loop_.lock();
-  return loop && loop->cancel(rec_->id);
+  return loop && loop->cancel(rec_);
 }
 
 // ---- Pool -----------------------------------------------------------------------------

@@ -61,7 +61,7 @@ void PoolCore::submit(TaskPtr task, std::int64_t now) {
   task->max_attempts = 1 + task->opts.retries.value_or(opts_.retries);
   task->timeout_ns = to_ns(task->opts.timeout.value_or(opts_.timeout));
   ++stats_.submitted;
-  live_.emplace(task->id, task);
+  ++open_tasks_;
   if (failed_) {
     release_admission(*task);
     finish(task, TaskState::kDeadLettered, DeadReason::kCrashLoop, {}, failure_);
@@ -102,7 +102,8 @@ void PoolCore::dispatch(std::int64_t now) {
   }
   if (queue_.empty()) return;
   candidates_.clear();
-  std::vector<Worker*> by_index;
+  std::vector<Worker*>& by_index = candidate_workers_;
+  by_index.clear();
   for (auto& [id, w] : workers_) {
     if (w.phase != Phase::kReady) continue;
     candidates_.push_back({id, static_cast<std::uint32_t>(w.in_flight.size()), opts_.concurrency});
@@ -413,14 +414,12 @@ void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason,
   task->state.store(state, std::memory_order_release);
   task->done.store(1, std::memory_order_release);
   task->done.notify_all();
-  live_.erase(task->id);
+  --open_tasks_;
   if (task->opts.on_done) task->opts.on_done(copy_for_callback);
 }
 
-bool PoolCore::cancel(std::uint64_t id, std::int64_t now) {
-  auto it = live_.find(id);
-  if (it == live_.end()) return false;
-  TaskPtr t = it->second;
+bool PoolCore::cancel(const TaskPtr& t, std::int64_t now) {
+  const std::uint64_t id = t->id;
   const TaskState s = t->state.load(std::memory_order_relaxed);
   if (is_terminal(s)) return false;
   t->cancel_requested = true;
@@ -598,7 +597,7 @@ void PoolCore::close(std::int64_t now) {
 }
 
 bool PoolCore::idle() const {
-  return queue_.empty() && retries_.empty() && in_flight_total_ == 0 && live_.empty();
+  return open_tasks_ == 0;
 }
 
 bool PoolCore::finished() const { return closing_ && workers_.empty() && idle(); }

@@ -14,7 +14,6 @@
 #include <queue>
 #include <random>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include <sandpool/ipc/messages.hpp>
@@ -58,8 +57,8 @@ class PoolCore {
 
   void start(std::int64_t now);
   void submit(TaskPtr task, std::int64_t now);
-  // Returns false iff the task is unknown or already terminal.
-  bool cancel(std::uint64_t id, std::int64_t now);
+  // Returns false iff the task is already terminal.
+  bool cancel(const TaskPtr& task, std::int64_t now);
   void scale(std::uint32_t workers, std::int64_t now);
   void set_strategy(DispatchStrategy s) { dispatcher_.set_strategy(s); }
   // Stops accepting work (the Pool refuses submits); finishes what was accepted, then stops
@@ -154,10 +153,11 @@ class PoolCore {
   std::mt19937_64 rng_;
 
   TaskQueue queue_;
-  std::unordered_map<std::uint64_t, TaskPtr> live_;  // every non-terminal task
+  std::size_t open_tasks_ = 0;  // submitted and not yet terminal
   std::priority_queue<RetryEntry, std::vector<RetryEntry>, std::greater<>> retries_;
   std::map<WorkerId, Worker> workers_;  // ascending id: round-robin order
   std::vector<Candidate> candidates_;   // scratch for dispatch
+  std::vector<Worker*> candidate_workers_;  // parallel to candidates_
   std::deque<TaskResult> dead_letters_;
 
   std::uint32_t target_workers_ = 0;

@@ -531,9 +531,9 @@ void PoolLoop::post(std::function<void(PoolCore&, std::int64_t)> fn) {
   if (sleeping_.load()) inbox_bell_.signal();
 }
 
-bool PoolLoop::cancel(std::uint64_t id) {
+bool PoolLoop::cancel(const TaskPtr& task) {
   if (loop_ended_.load()) return false;
-  return query<bool>([id](PoolCore& core, std::int64_t now) { return core.cancel(id, now); });
+  return query<bool>([task](PoolCore& core, std::int64_t now) { return core.cancel(task, now); });
 }
 
 bool PoolLoop::wait_idle_for(std::int64_t timeout_ms) {

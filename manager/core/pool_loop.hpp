@@ -37,7 +37,7 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
 
   // Thread-safe entry points (see Pool).
   Result<Ticket> submit(std::string type, std::string payload, SubmitOptions options);
-  bool cancel(std::uint64_t id);
+  bool cancel(const TaskPtr& task);
   // Runs fn on the loop thread (or inline once the loop has ended) and returns its value.
   template <typename R>
   R query(std::function<R(PoolCore&, std::int64_t now)> fn);

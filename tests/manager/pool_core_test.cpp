@@ -226,11 +226,11 @@ TEST_CASE("a task that times out waiting in a ring is withdrawn without killing 
 TEST_CASE("cancelling a queued task ends it at once") {
   Harness h;  // no worker ready: everything stays queued
   auto t = h.submit();
-  CHECK(h.core->cancel(t->id, h.now));
+  CHECK(h.core->cancel(t, h.now));
   CHECK(t->state == TaskState::kCancelled);
   CHECK(account(t).cancel_reason == CancelReason::kUser);
   CHECK(h.admitted == 0);
-  CHECK_FALSE(h.core->cancel(t->id, h.now));
+  CHECK_FALSE(h.core->cancel(t, h.now));
 }
 
 TEST_CASE("a running task asked to cancel that ignores it is killed after the grace period") {
@@ -239,7 +239,7 @@ TEST_CASE("a running task asked to cancel that ignores it is killed after the gr
   auto t = h.submit();
   const auto w = h.holder(t->id);
   h.ctl.workers[w].started = t->id;
-  CHECK(h.core->cancel(t->id, h.now));
+  CHECK(h.core->cancel(t, h.now));
   CHECK(h.ctl.workers[w].cancels == std::vector<std::uint64_t>{t->id});
   h.advance(500ms);
   CHECK_FALSE(h.ctl.workers[w].killed);
@@ -255,7 +255,7 @@ TEST_CASE("a cancelled task that returns SP_OK before the kill is completed") {
   auto t = h.submit();
   const auto w = h.holder(t->id);
   h.ctl.workers[w].started = t->id;
-  h.core->cancel(t->id, h.now);
+  h.core->cancel(t, h.now);
   REQUIRE(h.result(w, t->id, ipc::TaskStatus::kOk, "made it"));
   CHECK(t->state == TaskState::kCompleted);
   h.advance(2000ms);
