@@ -104,12 +104,19 @@ void PoolCore::dispatch(std::int64_t now) {
   candidates_.clear();
   std::vector<Worker*>& by_index = candidate_workers_;
   by_index.clear();
+  bool any_ready = false;
   for (auto& [id, w] : workers_) {
-    if (w.phase != Phase::kReady) continue;
-    candidates_.push_back({id, static_cast<std::uint32_t>(w.in_flight.size()), opts_.concurrency});
+    // A starting worker is a candidate with no room: affinity keeps its keys for it (they
+    // must not move when it becomes ready), the other strategies pass it by.
+    if (w.phase != Phase::kReady && w.phase != Phase::kStarting) continue;
+    const bool ready = w.phase == Phase::kReady;
+    any_ready |= ready;
+    candidates_.push_back({id,
+                           ready ? static_cast<std::uint32_t>(w.in_flight.size()) : opts_.concurrency,
+                           opts_.concurrency});
     by_index.push_back(&w);
   }
-  if (candidates_.empty()) return;
+  if (!any_ready) return;
   while (!queue_.empty()) {
     const TaskPtr& head = *queue_.peek();
     Choice c = dispatcher_.choose(candidates_, head->opts.key);

@@ -402,3 +402,30 @@ TEST_CASE("a task whose workers keep dying before it starts is charged an attemp
   CHECK(account(second).history.at(0).error.find("before it started") != std::string::npos);
   (void)first;
 }
+
+TEST_CASE("affinity keeps a key for a worker that is still starting") {
+  PoolOptions o = Harness::defaults();
+  o.dispatch = DispatchStrategy::kAffinity;
+  o.concurrency = 100;
+  Harness h(o);
+  h.core->on_ready(1, h.now);  // worker 2 still starting
+  std::map<std::string, core::WorkerId> owner;
+  std::vector<std::pair<std::string, TaskPtr>> tasks;
+  for (int k = 0; k < 20; ++k) {
+    SubmitOptions so;
+    so.key = "key-" + std::to_string(k);
+    tasks.emplace_back(so.key, h.submit(so));
+  }
+  h.core->on_ready(2, h.now);
+  for (auto& [key, t] : tasks) owner[key] = h.holder(t->id);
+  // Some keys waited for worker 2 rather than going to worker 1.
+  CHECK(std::count_if(owner.begin(), owner.end(), [](auto& kv) { return kv.second == 2; }) > 0);
+  for (auto& [key, t] : tasks) {
+    REQUIRE(h.result(owner[key], t->id, ipc::TaskStatus::kOk));
+    SubmitOptions so;
+    so.key = key;
+    auto again = h.submit(so);
+    CHECK(h.holder(again->id) == owner[key]);
+    REQUIRE(h.result(owner[key], again->id, ipc::TaskStatus::kOk));
+  }
+}
