@@ -16,9 +16,10 @@ namespace {
 
 using testing::LocalRing;
 
-constexpr std::uint64_t kRing = 4096;  // one record carries at most 1016 bytes
+constexpr std::uint64_t kRing = 4096;  // one record carries at most kFragment bytes
+constexpr std::uint64_t kFragment = 1016;
 
-std::string pattern(std::size_t n, unsigned seed) {
+std::string pattern(std::size_t n, std::size_t seed) {
   std::string s(n, '\0');
   for (std::size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 131 + seed * 17) >> 3);
   return s;
@@ -97,7 +98,7 @@ TEST_CASE("a message sent behind queued ones waits its turn even when it would f
   REQUIRE(tx.send(1, pattern(3 * kRing, 1)) == RingStatus::kOk);  // fills the ring, rest queued
   REQUIRE(tx.has_queued());
   const std::uint64_t queued = tx.queued_bytes();
-  CHECK(queued == 3 * kRing - 4 * 1016);
+  CHECK(queued == 3 * kRing - 4 * kFragment);
   REQUIRE(tx.send(2, "small") == RingStatus::kOk);
   CHECK(tx.queued_bytes() == queued + 5);
   const std::vector<Msg> got = drain(tx, rx);
@@ -174,7 +175,7 @@ TEST_CASE("a message of exactly max_message bytes is accepted, fragmented or not
 TEST_CASE("a sender facing an impossible tail reports corrupt from then on") {
   LocalRing ring(kRing);
   MessageSender tx(ring.producer());
-  REQUIRE(tx.send(1, pattern(4 * 1016, 0)) == RingStatus::kOk);  // exactly fills the ring
+  REQUIRE(tx.send(1, pattern(4 * kFragment, 0)) == RingStatus::kOk);  // exactly fills the ring
   tx.publish();
   ring.control().tail.store(kRing + 8);  // beyond anything published
   CHECK(tx.send(1, "x") == RingStatus::kCorrupt);

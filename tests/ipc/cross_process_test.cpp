@@ -199,7 +199,7 @@ TEST_CASE(
     "a worker scribbling on the whole region makes the manager report corrupt, nothing worse") {
   const std::uint64_t seed = GENERATE(take(4, random(1ull, ~0ull)));
   INFO("seed " << seed);
-  constexpr std::uint64_t kMaxMessage = 64 * 1024;
+  constexpr std::uint64_t kMaxMessage = std::uint64_t{64} << 10;
   SharedRegion region = make_region(RegionConfig{4096, 4096, kMaxMessage});
   const std::uint64_t cap = region.result_ring_bytes();
 

@@ -13,7 +13,7 @@ namespace {
 using testing::LocalRing;
 
 // A payload whose bytes depend on its length and a seed, so a misplaced copy shows.
-std::string pattern(std::size_t n, unsigned seed) {
+std::string pattern(std::size_t n, std::size_t seed) {
   std::string s(n, '\0');
   for (std::size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 31 + seed * 7) & 0xff);
   return s;
@@ -90,14 +90,15 @@ TEST_CASE("records pushed in a batch stay invisible until one publish, then all 
   LocalRing ring(1024);
   RingProducer p = ring.producer();
   RingConsumer c = ring.consumer();
-  for (unsigned i = 0; i < 10; ++i) REQUIRE(p.try_push(7, 0, pattern(i * 5, i)) == RingStatus::kOk);
+  for (std::size_t i = 0; i < 10; ++i)
+    REQUIRE(p.try_push(7, 0, pattern(i * 5, i)) == RingStatus::kOk);
   RecordHeader h{};
   std::string out;
   CHECK(c.try_pop(&h, &out, 1000) == RingStatus::kEmpty);
   CHECK_FALSE(c.has_data());
   p.publish();
   CHECK(c.has_data());
-  for (unsigned i = 0; i < 10; ++i) {
+  for (std::size_t i = 0; i < 10; ++i) {
     REQUIRE(c.try_pop(&h, &out, 1000) == RingStatus::kOk);
     CHECK(out == pattern(i * 5, i));
   }
