@@ -22,10 +22,11 @@ struct BenchOptions {
   std::uint32_t workers = 2;      // W1, W2, W3
   std::uint64_t tasks = 1000000;  // W1
   std::uint32_t payload_size = 64;
-  std::uint32_t concurrency = 0;   // W1; 0: try kW1Concurrencies and report the best
-  std::uint32_t rounds = 20000;    // W2 timed round trips (and the raw futex ping-pong)
-  std::uint32_t spawns = 50;       // per sandbox profile
-  std::string w1_await = "idle";   // idle: Pool::wait_idle(); tickets: Ticket::wait() on each
+  std::uint32_t concurrency = 0;  // W1; 0: try kW1Concurrencies and report the best
+  std::uint32_t rounds = 20000;   // W2 timed round trips (and the raw futex ping-pong)
+  std::uint32_t spawns = 50;      // per sandbox profile
+  std::string w1_await =
+      "on_done";  // on_done: count in SubmitOptions::on_done; idle, tickets: keep Tickets
   std::string w2_wait = "ticket";  // ticket: Ticket::wait(); poll: spin on Ticket::done()
   std::string log_level = "error";
   bool json = false;

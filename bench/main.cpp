@@ -68,8 +68,10 @@ int main(int argc, char** argv) {
   app.add_option("--spawns", o.spawns, "spawns per sandbox profile")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
-  app.add_option("--w1-await", o.w1_await, "W1: tickets (Ticket::wait each) or idle (wait_idle)")
-      ->check(CLI::IsMember({"tickets", "idle"}))
+  app.add_option("--w1-await", o.w1_await,
+                 "W1: idle (keep Tickets, Pool::wait_idle), tickets (Ticket::wait on each), "
+                 "on_done (no Tickets kept; SubmitOptions::on_done counts)")
+      ->check(CLI::IsMember({"idle", "tickets", "on_done"}))
       ->capture_default_str();
   app.add_option("--w2-wait", o.w2_wait, "W2: ticket (Ticket::wait) or poll (spin on done())")
       ->check(CLI::IsMember({"ticket", "poll"}))

@@ -1,6 +1,7 @@
 // W1 (throughput), W2 (sequential round trips) and W3 (CPU-bound efficiency): real Pools
 // running real plugins in sandboxed worker processes, driven through the public API only.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <iostream>
 #include <thread>
@@ -77,6 +78,15 @@ std::int64_t workers_cpu_ns(Pool& pool) {
   return sum;
 }
 
+// Completions counted by SubmitOptions::on_done (on_done mode): the callback runs on the
+// pool's loop thread and checks the echo itself.
+struct DoneCounter {
+  const std::vector<std::string>* payloads;
+  bool check_echo;
+  std::atomic<std::uint64_t> completed{0};
+  std::atomic<std::uint64_t> bad{0};
+};
+
 bool w1_once(const BenchOptions& o, std::uint32_t concurrency, W1Run* out) {
   PoolOptions opts = pool_options(o, o.plugin, o.workers, concurrency);
   opts.queue_capacity = std::max<std::size_t>(opts.queue_capacity, o.tasks + 1024);
@@ -88,26 +98,38 @@ bool w1_once(const BenchOptions& o, std::uint32_t concurrency, W1Run* out) {
     std::cerr << "sandpool-bench: W1 warm-up tasks did not complete\n";
     return false;
   }
+  const bool keep_tickets = o.w1_await != "on_done";
+  const bool check_echo = o.plugin == "echo";
+  DoneCounter counter{&payloads, check_echo};
   std::vector<Ticket> tickets;
-  tickets.reserve(o.tasks);
+  if (keep_tickets) tickets.reserve(o.tasks);
   const std::uint64_t wakes0 = pool->wake_syscalls();
   const std::int64_t workers0 = workers_cpu_ns(*pool);
   const std::int64_t process0 = process_cpu_ns();
   const std::int64_t thread0 = thread_cpu_ns();
   const std::int64_t t0 = monotonic_ns();
   for (std::uint64_t i = 0; i < o.tasks; ++i) {
-    auto t = pool->submit(type, payloads[i % payloads.size()]);
+    SubmitOptions so;
+    if (!keep_tickets) {
+      // Two words: stored inside the std::function, no allocation.
+      so.on_done = [c = &counter, i](const TaskResult& r) {
+        const bool ok = r.state == TaskState::kCompleted &&
+                        (!c->check_echo || r.result == (*c->payloads)[i % c->payloads->size()]);
+        (ok ? c->completed : c->bad).fetch_add(1, std::memory_order_relaxed);
+      };
+    }
+    auto t = pool->submit(type, payloads[i % payloads.size()], std::move(so));
     if (!t) {
       std::cerr << "sandpool-bench: W1 submit " << i << ": " << t.status().message() << "\n";
       return false;
     }
-    tickets.push_back(std::move(t).value());
+    if (keep_tickets) tickets.push_back(std::move(t).value());
   }
   const std::int64_t t_submitted = monotonic_ns();
-  if (o.w1_await == "idle") {
-    pool->wait_idle();
-  } else {
+  if (o.w1_await == "tickets") {
     for (const Ticket& t : tickets) (void)t.wait();
+  } else {
+    pool->wait_idle();
   }
   const std::int64_t t1 = monotonic_ns();
   const std::int64_t thread_cpu = thread_cpu_ns() - thread0;
@@ -115,7 +137,8 @@ bool w1_once(const BenchOptions& o, std::uint32_t concurrency, W1Run* out) {
   const std::int64_t workers_cpu = workers_cpu_ns(*pool) - workers0;
   const std::uint64_t wakes = pool->wake_syscalls() - wakes0;
   // Every task must have come back completed with its own payload echoed.
-  std::uint64_t bad = 0;
+  std::uint64_t bad = counter.bad.load();
+  if (!keep_tickets) bad += o.tasks - counter.completed.load() - counter.bad.load();
   for (std::uint64_t i = 0; i < tickets.size(); ++i) {
     if (!tickets[i].done()) {
       ++bad;
@@ -123,7 +146,7 @@ bool w1_once(const BenchOptions& o, std::uint32_t concurrency, W1Run* out) {
     }
     const TaskResult r = tickets[i].snapshot();
     bad += r.state != TaskState::kCompleted ||
-           (o.plugin == "echo" && r.result != payloads[i % payloads.size()]);
+           (check_echo && r.result != payloads[i % payloads.size()]);
   }
   if (bad != 0) {
     std::cerr << "sandpool-bench: W1: " << bad << " of " << o.tasks
@@ -233,6 +256,7 @@ bool run_w3(const BenchOptions& o, Report& r) {
   const std::string type = pool->task_types().front();
   std::vector<Ticket> tickets;
   tickets.reserve(kTasks);
+  const std::int64_t workers0 = workers_cpu_ns(*pool);
   const std::int64_t cpu0 = process_cpu_ns();
   const std::int64_t t0 = monotonic_ns();
   for (std::uint32_t i = 0; i < kTasks; ++i) {
@@ -247,6 +271,7 @@ bool run_w3(const BenchOptions& o, Report& r) {
   for (const Ticket& t : tickets) bad += t.wait().state != TaskState::kCompleted;
   const std::int64_t t1 = monotonic_ns();
   const double manager_cpu = static_cast<double>(process_cpu_ns() - cpu0) / 1e9;
+  const double workers_cpu = static_cast<double>(workers_cpu_ns(*pool) - workers0) / 1e9;
   if (bad != 0) {
     std::cerr << "sandpool-bench: W3: " << bad << " tasks did not complete\n";
     return false;
@@ -257,6 +282,10 @@ bool run_w3(const BenchOptions& o, Report& r) {
   r.add("W3", "ideal", ideal, "s");
   r.add("W3", "efficiency", ideal / wall, "ratio");
   r.add("W3", "manager_cpu", manager_cpu, "s");
+  // The workers got this much CPU over the run: below `workers` x wall, the machine (other
+  // processes, or the pool's own spinning) took the rest.
+  r.add("W3", "workers_cpu", workers_cpu, "s");
+  r.add("W3", "workers_cpu_share", workers_cpu / (wall * workers), "ratio");
   return true;
 }
 
