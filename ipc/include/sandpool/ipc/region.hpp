@@ -41,10 +41,13 @@ class SharedRegion {
  public:
   // Manager side: memfd_create(MFD_CLOEXEC | MFD_ALLOW_SEALING), ftruncate, writes the
   // header, seals F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL (so the worker cannot truncate
-  // it and make the manager take SIGBUS), maps it MAP_SHARED.
+  // it and make the manager take SIGBUS), maps it MAP_SHARED. Rings or max_message over
+  // 1 GiB are kInvalidArgument.
   static Result<SharedRegion> create(const RegionConfig& config);
-  // Worker side: takes ownership of an inherited fd, maps it and validates the header
-  // (magic, version, size equal to the file size, rings inside the region, powers of two).
+  // Worker side: takes ownership of an inherited fd (also on failure), maps it and
+  // validates the header (magic, version, size equal to the file size, rings of powers of
+  // two >= 4 KiB, cache-line aligned, inside the region and apart, max_message <= 1 GiB);
+  // a header that fails is kProtocol.
   static Result<SharedRegion> attach(int fd);
 
   RegionHeader* header() const { return reinterpret_cast<RegionHeader*>(map_.data()); }
