@@ -200,6 +200,7 @@ bool PoolCore::on_result(WorkerId wid, ipc::ResultMsg& msg, std::int64_t now) {
         break;
     }
   }
+  maybe_stop(*w);  // a draining worker stops once its ring is empty
   settle(now);
   return true;
 }

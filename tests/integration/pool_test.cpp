@@ -220,7 +220,9 @@ TEST_CASE("scale changes the number of workers at run time without failing a tas
   while (pool->workers().size() != 1 && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(5ms);
   }
-  CHECK(pool->workers().size() == 1);
+  auto left = pool->workers();
+  for (const auto& w : left) UNSCOPED_INFO("worker " << w.pid << " " << w.state << " in flight " << w.in_flight);
+  CHECK(left.size() == 1);
   CHECK(pool->stats().restarts == 0);
 }
 

@@ -429,3 +429,19 @@ TEST_CASE("affinity keeps a key for a worker that is still starting") {
     REQUIRE(h.result(owner[key], again->id, ipc::TaskStatus::kOk));
   }
 }
+
+TEST_CASE("a draining worker stops as soon as its last task is done") {
+  Harness h;
+  h.ready_all();
+  auto a = h.submit();
+  auto b = h.submit();
+  const auto wa = h.holder(a->id);
+  const auto wb = h.holder(b->id);
+  REQUIRE(wa != wb);
+  h.core->scale(1, h.now);  // both busy: the least loaded (a tie) drains
+  const auto draining = h.ctl.workers[wa].stop_sent || h.ctl.workers[wb].stop_sent ? 0 : 1;
+  CHECK(draining == 1);  // nobody stops while busy
+  REQUIRE(h.result(wa, a->id, ipc::TaskStatus::kOk));
+  REQUIRE(h.result(wb, b->id, ipc::TaskStatus::kOk));
+  CHECK(h.ctl.workers[wa].stop_sent != h.ctl.workers[wb].stop_sent);  // exactly one stops
+}
