@@ -231,17 +231,23 @@ TEST_CASE("relaxed traps writing, creating and truncating files, sockets and for
 TEST_CASE("the filter also covers threads that existed before it (TSYNC)") {
   // A thread started before the filter waits for the go (spinning on sched_yield, which
   // every profile allows), then tries a socket.
+  // The filter goes on only once the thread runs its own code: glibc starts a thread with
+  // every signal blocked and makes syscalls (set_robust_list) before unblocking them, and a
+  // trap while SIGSYS is blocked is a plain kill with nothing reported.
   static std::atomic<bool> go{false};
+  static std::atomic<bool> running{false};
   pthread_t early{};
   auto start_thread = [&] {
     ::pthread_create(
         &early, nullptr,
         [](void*) -> void* {
+          running.store(true);
           while (!go.load()) ::sched_yield();
           make_socket();
           return nullptr;
         },
         nullptr);
+    while (!running.load()) ::sched_yield();
   };
   ChildResult r = run_sandboxed(
       policy(SeccompProfile::kStrict),
