@@ -45,11 +45,19 @@ std::shared_ptr<spdlog::logger> bench_logger(const BenchOptions& o);
 // A payload of `size` bytes that differs per task (the echo is checked).
 std::string make_payload(std::uint64_t seq, std::uint32_t size);
 
-// CPU time (ns) of the calling thread, of this whole process, and of another process's
-// main thread (/proc/<pid>/schedstat; 0 when unreadable).
+// CPU time (ns) of the calling thread and of this whole process.
 std::int64_t thread_cpu_ns();
 std::int64_t process_cpu_ns();
-std::int64_t pid_cpu_ns(int pid);
+// Another process's main thread, from /proc/<pid>/schedstat (zeros when unreadable): time
+// on a CPU, and time spent runnable but waiting for one.
+struct SchedTimes {
+  std::int64_t on_cpu_ns = 0;
+  std::int64_t runqueue_ns = 0;
+};
+SchedTimes pid_sched(int pid);
+// CPU time (ns) the whole machine spent busy (all CPUs, /proc/stat: everything but idle and
+// iowait; steal included), to tell what other processes took during a run.
+std::int64_t machine_busy_ns();
 
 // The groups. Each adds its figures to the report; they return false on a setup failure
 // (already reported on stderr).

@@ -1,4 +1,5 @@
 #include <time.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -63,12 +64,23 @@ std::int64_t clock_ns(clockid_t id) {
 std::int64_t thread_cpu_ns() { return clock_ns(CLOCK_THREAD_CPUTIME_ID); }
 std::int64_t process_cpu_ns() { return clock_ns(CLOCK_PROCESS_CPUTIME_ID); }
 
-std::int64_t pid_cpu_ns(int pid) {
+SchedTimes pid_sched(int pid) {
   // schedstat: time on CPU (ns), time waiting on a run queue (ns), timeslices.
   std::ifstream in("/proc/" + std::to_string(pid) + "/schedstat");
-  std::int64_t on_cpu = 0;
-  in >> on_cpu;
-  return in ? on_cpu : 0;
+  SchedTimes t;
+  in >> t.on_cpu_ns >> t.runqueue_ns;
+  return in ? t : SchedTimes{};
+}
+
+std::int64_t machine_busy_ns() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  std::int64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0,
+               steal = 0;
+  in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
+  if (!in || cpu != "cpu") return 0;
+  const std::int64_t ticks = user + nice + system + irq + softirq + steal;
+  return ticks * (1000000000 / ::sysconf(_SC_CLK_TCK));
 }
 
 }  // namespace sandpool::bench

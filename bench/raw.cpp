@@ -76,6 +76,7 @@ bool send_one(End& e, std::uint16_t kind, std::string_view payload) {
 // Takes one record. kFutex: when the ring is dry, announce the sleep and block on the
 // data futex at once (no spinning). kSpin: poll the ring.
 bool receive_one(End& e, Wait wait, RecordHeader* h, std::string* buf) {
+  std::uint32_t spins = 0;
   for (;;) {
     const RingStatus s = e.in.try_pop(h, buf, e.max_payload);
     if (s == RingStatus::kOk) {
@@ -84,7 +85,9 @@ bool receive_one(End& e, Wait wait, RecordHeader* h, std::string* buf) {
     }
     if (s == RingStatus::kCorrupt) return false;
     if (wait == Wait::kSpin) {
-      cpu_relax();
+      // Spinning, but a side that was put on the same CPU as its peer must give it the CPU
+      // now and then, or each hand-off would wait for a scheduler tick.
+      relax(&spins);
       continue;
     }
     const std::uint32_t seq = e.in_ctl->data_seq.load(std::memory_order_acquire);
@@ -130,12 +133,16 @@ void pin_to(int cpu) {
   ::sched_setaffinity(0, sizeof set, &set);
 }
 
+// kFree: wherever the scheduler puts the two processes (as it does the pool's); kSame: both
+// on CPU 0; kApart: parent on CPU 0, child on CPU 1.
+enum class Pin { kFree, kSame, kApart };
+
 struct PingPong {
   Wait wait;
   std::uint32_t rounds;
   std::uint32_t warmup;
   std::int64_t budget_ns;  // stop early (and say so) past this much time
-  int pin_cpu = -1;        // both processes on this CPU; -1: wherever the scheduler puts them
+  Pin pin = Pin::kFree;
 };
 
 // Round trips of one 64-byte record: parent sends, child echoes. Returns the samples (us).
@@ -147,8 +154,9 @@ bool ping_pong(const PingPong& p, std::vector<double>* samples_us) {
   }
   cpu_set_t saved;
   ::sched_getaffinity(0, sizeof saved, &saved);
-  if (p.pin_cpu >= 0) pin_to(p.pin_cpu);
+  if (p.pin != Pin::kFree) pin_to(0);
   const pid_t child = fork_peer([&]() -> int {
+    if (p.pin == Pin::kApart) pin_to(1);
     End e = child_end(*region);
     RecordHeader h{};
     std::string buf;
@@ -166,16 +174,19 @@ bool ping_pong(const PingPong& p, std::vector<double>* samples_us) {
   samples_us->reserve(p.rounds);
   bool ok = true;
   const std::int64_t start = ipc::monotonic_ns();
-  for (std::uint32_t i = 0; i < p.warmup + p.rounds && ok; ++i) {
+  // The warm-up ends after p.warmup rounds or a tenth of the budget, whichever is first.
+  bool warm = false;
+  for (std::uint32_t i = 0; samples_us->size() < p.rounds && ok; ++i) {
     std::memcpy(payload.data(), &i, sizeof i);
     const std::int64_t t0 = ipc::monotonic_ns();
     ok = send_one(e, kData, payload) && receive_one(e, p.wait, &h, &buf) && buf == payload;
     const std::int64_t t1 = ipc::monotonic_ns();
-    if (i >= p.warmup) samples_us->push_back(static_cast<double>(t1 - t0) / 1000.0);
+    if (warm) samples_us->push_back(static_cast<double>(t1 - t0) / 1000.0);
+    warm = warm || i + 1 >= p.warmup || t1 - start > p.budget_ns / 10;
     if (t1 - start > p.budget_ns) break;
   }
   ok = ok && send_one(e, kStop, {}) && receive_one(e, p.wait, &h, &buf);
-  if (p.pin_cpu >= 0) ::sched_setaffinity(0, sizeof saved, &saved);
+  if (p.pin != Pin::kFree) ::sched_setaffinity(0, sizeof saved, &saved);
   return reap(child, "ping-pong") && ok;
 }
 
@@ -188,7 +199,8 @@ bool run_raw_pingpong(const BenchOptions& o, Report& r) {
   };
   const Case cases[] = {
       {"futex_pingpong", {Wait::kFutex, o.rounds, 1000, 8 * kSecondNs}},
-      {"futex_pingpong_1cpu", {Wait::kFutex, o.rounds, 1000, 4 * kSecondNs, 0}},
+      {"futex_pingpong_1cpu", {Wait::kFutex, o.rounds, 1000, 4 * kSecondNs, Pin::kSame}},
+      {"futex_pingpong_2cpu", {Wait::kFutex, o.rounds, 1000, 4 * kSecondNs, Pin::kApart}},
       {"spin_pingpong", {Wait::kSpin, 10 * o.rounds, 10000, 2 * kSecondNs}},
   };
   std::vector<double> samples;

@@ -72,11 +72,16 @@ struct W1Run {
   double submitter_us = 0, loop_us = 0, workers_us = 0;
 };
 
-std::int64_t workers_cpu_ns(Pool& pool) {
-  std::int64_t sum = 0;
-  for (const WorkerInfo& w : pool.workers()) sum += pid_cpu_ns(w.pid);
+SchedTimes workers_sched(Pool& pool) {
+  SchedTimes sum;
+  for (const WorkerInfo& w : pool.workers()) {
+    const SchedTimes t = pid_sched(w.pid);
+    sum.on_cpu_ns += t.on_cpu_ns;
+    sum.runqueue_ns += t.runqueue_ns;
+  }
   return sum;
 }
+std::int64_t workers_cpu_ns(Pool& pool) { return workers_sched(pool).on_cpu_ns; }
 
 // Completions counted by SubmitOptions::on_done (on_done mode): the callback runs on the
 // pool's loop thread and checks the echo itself.
@@ -256,8 +261,9 @@ bool run_w3(const BenchOptions& o, Report& r) {
   const std::string type = pool->task_types().front();
   std::vector<Ticket> tickets;
   tickets.reserve(kTasks);
-  const std::int64_t workers0 = workers_cpu_ns(*pool);
+  const SchedTimes workers0 = workers_sched(*pool);
   const std::int64_t cpu0 = process_cpu_ns();
+  const std::int64_t machine0 = machine_busy_ns();
   const std::int64_t t0 = monotonic_ns();
   for (std::uint32_t i = 0; i < kTasks; ++i) {
     auto t = pool->submit(type, "1");
@@ -271,7 +277,11 @@ bool run_w3(const BenchOptions& o, Report& r) {
   for (const Ticket& t : tickets) bad += t.wait().state != TaskState::kCompleted;
   const std::int64_t t1 = monotonic_ns();
   const double manager_cpu = static_cast<double>(process_cpu_ns() - cpu0) / 1e9;
-  const double workers_cpu = static_cast<double>(workers_cpu_ns(*pool) - workers0) / 1e9;
+  const double machine = static_cast<double>(machine_busy_ns() - machine0) / 1e9;
+  const SchedTimes workers1 = workers_sched(*pool);
+  const double workers_cpu = static_cast<double>(workers1.on_cpu_ns - workers0.on_cpu_ns) / 1e9;
+  const double workers_wait =
+      static_cast<double>(workers1.runqueue_ns - workers0.runqueue_ns) / 1e9;
   if (bad != 0) {
     std::cerr << "sandpool-bench: W3: " << bad << " tasks did not complete\n";
     return false;
@@ -286,6 +296,10 @@ bool run_w3(const BenchOptions& o, Report& r) {
   // processes, or the pool's own spinning) took the rest.
   r.add("W3", "workers_cpu", workers_cpu, "s");
   r.add("W3", "workers_cpu_share", workers_cpu / (wall * workers), "ratio");
+  // Time the workers were runnable but had no CPU (all workers together).
+  r.add("W3", "workers_runqueue_wait", workers_wait, "s");
+  // CPU time the rest of the machine (other users' processes) took meanwhile.
+  r.add("W3", "other_processes_cpu", std::max(0.0, machine - manager_cpu - workers_cpu), "s");
   return true;
 }
 
