@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 100000000))
       ->capture_default_str();
   app.add_option("--payload-size", o.payload_size, "W1/W2/raw echo payload bytes")
-      ->check(CLI::Range(0, 65536))
+      ->check(CLI::Range(0, 16384))
       ->capture_default_str();
   app.add_option("--concurrency", o.concurrency,
                  "W1 tasks per worker ring (default: try 8, 64, 256 and report the best)")
