@@ -65,6 +65,7 @@ Status PoolLoop::launch() {
   launch_.args.max_result = opts_.max_result;
   launch_.args.init_timeout_ms = static_cast<std::uint32_t>(opts_.init_timeout.count());
   launch_.args.plugin_config_json = opts_.plugin_config_json;
+  launch_.args.parent_pid = ::getpid();
   launch_.args.policy = opts_.sandbox;
   launch_.region.task_ring_bytes = opts_.ring_bytes;
   launch_.region.result_ring_bytes = opts_.ring_bytes;

@@ -81,6 +81,10 @@ constexpr FlagSpec kFlags[] = {
      [](WorkerArgs& a, std::string_view f, std::string_view v) {
        return set_number(&a.init_timeout_ms, f, v, 1, 24 * kHourMs);
      }},
+    {"--parent-pid", false,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       return set_number(&a.parent_pid, f, v, 1, INT_MAX);
+     }},
     {"--config-json", false,
      [](WorkerArgs& a, std::string_view f, std::string_view v) {
        SP_RETURN_IF_ERROR(require_nonempty(f, v));
@@ -156,6 +160,7 @@ std::vector<std::string> to_argv(const WorkerArgs& args) {
   add("--heartbeat-ms", std::to_string(args.heartbeat_ms));
   add("--max-result", std::to_string(args.max_result));
   add("--init-timeout-ms", std::to_string(args.init_timeout_ms));
+  if (args.parent_pid != 0) add("--parent-pid", std::to_string(args.parent_pid));
   add("--config-json", args.plugin_config_json);
   add("--seccomp", std::string(profile_name(args.policy.profile)));
   for (const std::string& s : args.policy.allow_syscalls) add("--allow-syscall", s);

@@ -190,6 +190,19 @@ TEST_CASE("the worker dies with its parent (PR_SET_PDEATHSIG)") {
   ::prctl(PR_SET_CHILD_SUBREAPER, 0);
 }
 
+TEST_CASE("a worker whose manager is no longer its parent refuses to start") {
+  // --parent-pid names a process that is not the parent: as if the manager had died and
+  // the worker had been re-parented before step 1.
+  sandbox::WorkerArgs args = worker_args(plugin_path("echo"));
+  args.parent_pid = 1;
+  auto w = WorkerHarness::spawn(args);
+  auto status = w->wait_exit();
+  REQUIRE(status.has_value());
+  CHECK(WIFEXITED(*status));
+  CHECK(WEXITSTATUS(*status) == sandbox::kExitLockdown);
+  CHECK(w->output().find("not the spawning manager") != std::string::npos);
+}
+
 TEST_CASE("a bad command line exits with kExitUsage and says what was wrong") {
   int out[2];
   REQUIRE(::pipe(out) == 0);

@@ -10,9 +10,9 @@
 #include "worker_startup.hpp"
 
 int main(int argc, char** argv) {
-  // First thing: the spawner is our parent now. If it died before this line, step 1
-  // cannot tell (the kernel gives no record of the original parent).
-  const pid_t spawner = ::getppid();
+  // First thing: the spawner is our parent now. If it died before this line, step 1 can
+  // only tell when the manager passed its pid (--parent-pid, which the pool always does).
+  const pid_t parent_at_start = ::getppid();
   auto args = sandpool::sandbox::parse_worker_argv(argc, argv);
   if (!args) {
     std::fprintf(stderr,
@@ -22,5 +22,6 @@ int main(int argc, char** argv) {
                  args.status().message().c_str());
     return sandpool::sandbox::kExitUsage;
   }
+  const pid_t spawner = args->parent_pid != 0 ? args->parent_pid : parent_at_start;
   sandpool::worker::run_worker(*args, spawner);
 }

@@ -20,6 +20,10 @@ struct WorkerArgs {
   std::uint64_t max_result = 8u << 20;
   std::uint32_t init_timeout_ms = 10000;  // the worker's own alarm; the manager enforces it too
   std::string plugin_config_json = "{}";
+  // The manager's pid. Step 1 checks that getppid() still names it after PR_SET_PDEATHSIG,
+  // which closes the gap where the manager dies between spawn and that prctl. 0: trust the
+  // parent seen when the worker host started.
+  std::int32_t parent_pid = 0;
   SandboxPolicy policy;
 };
 
