@@ -20,6 +20,14 @@ void serialize(Ar& ar, TaskMsg& m) {
      field("type", m.type), field("payload", m.payload));
 }
 
+// Encoding only: the manager sends a task straight from its record, without copying the
+// payload into a TaskMsg first. Same members, same order as TaskMsg.
+template <class Ar>
+void save(Ar& ar, const TaskMsgView& m) {
+  ar(field("id", m.id), field("attempt", m.attempt), field("deadline_mono_ms", m.deadline_mono_ms),
+     field("type", m.type), field("payload", m.payload));
+}
+
 template <class Ar>
 void serialize(Ar& ar, CancelMsg& m) {
   ar(field("id", m.id));
@@ -123,6 +131,7 @@ Status decode_message(std::string_view in, M* m) {
 }  // namespace
 
 void encode(const TaskMsg& m, std::string* out) { encode_message(m, out); }
+void encode(const TaskMsgView& m, std::string* out) { encode_message(m, out); }
 void encode(const CancelMsg& m, std::string* out) { encode_message(m, out); }
 void encode(const StopMsg& m, std::string* out) { encode_message(m, out); }
 void encode(const ReadyMsg& m, std::string* out) { encode_message(m, out); }

@@ -140,11 +140,11 @@ RangedByte<T> ranged_byte(const char* name, T& value, std::uint8_t max) {
   return {name, &value, max};
 }
 
-inline void save_bytes(StringOutputArchive& ar, const std::string& s) {
+inline void save_bytes(StringOutputArchive& ar, std::string_view s) {
   ar(static_cast<std::uint64_t>(s.size()));
   ar.saveBinary(s.data(), s.size());
 }
-inline void save_bytes(SizeArchive& ar, const std::string& s) {
+inline void save_bytes(SizeArchive& ar, std::string_view s) {
   ar.saveBinary(nullptr, sizeof(std::uint64_t) + s.size());
 }
 
@@ -165,8 +165,8 @@ template <class Ar, class T>
 std::enable_if_t<kIsOutput<Ar>> CEREAL_SAVE_FUNCTION_NAME(Ar& ar, const Field<T>& f) {
   if constexpr (std::is_arithmetic_v<T>) {
     ar(*f.value);
-  } else if constexpr (std::is_same_v<T, std::string>) {
-    save_bytes(ar, *f.value);
+  } else if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, const std::string_view>) {
+    save_bytes(ar, *f.value);  // a string_view encodes exactly like the string it views
   } else {
     static_assert(std::is_same_v<T, std::vector<std::string>>);
     ar(static_cast<std::uint64_t>(f.value->size()));

@@ -1,9 +1,14 @@
 #include <sandpool/pool.hpp>
 
+#include <sandpool/ipc/wake.hpp>
+
 #include "core/pool_loop.hpp"
 #include "core/task_record.hpp"
 
 namespace sandpool {
+namespace {
+constexpr std::int64_t kTicketSpinNs = 50000;
+}  // namespace
 
 // ---- Ticket ---------------------------------------------------------------------------
 
@@ -15,6 +20,10 @@ TaskState Ticket::state() const {
 
 TaskResult Ticket::wait() const {
   if (!rec_) return {};
+  // A round trip is often done within microseconds: look for a short while before paying
+  // for a futex sleep and the cross-CPU wake-up that ends it.
+  ipc::spin_until([&] { return rec_->done.load(std::memory_order_acquire) != 0; },
+                  ipc::monotonic_ns() + kTicketSpinNs);
   rec_->done.wait(0, std::memory_order_acquire);
   return snapshot();
 }

@@ -93,10 +93,12 @@ std::size_t PoolCore::ready_workers() const {
 void PoolCore::dispatch(std::int64_t now) {
   // Affinity backlogs first: those tasks were already waiting for their worker.
   for (auto& [id, w] : workers_) {
+    if (backlogged_ == 0) break;
     while (!w.backlog.empty() && w.phase == Phase::kReady &&
            w.in_flight.size() < opts_.concurrency) {
       TaskPtr t = std::move(w.backlog.front());
       w.backlog.pop_front();
+      --backlogged_;
       assign(w, std::move(t), now);
     }
   }
@@ -125,6 +127,7 @@ void PoolCore::dispatch(std::int64_t now) {
     TaskPtr t = queue_.pop();
     if (c.must_wait) {
       w.backlog.push_back(std::move(t));
+      ++backlogged_;
       continue;
     }
     assign(w, std::move(t), now);
@@ -301,6 +304,7 @@ void PoolCore::on_exit(WorkerId wid, const supervision::ExitReport& report, std:
     }
   }
   // Back at the front of the queue, in their original order.
+  backlogged_ -= w.backlog.size();
   for (auto it = w.backlog.rbegin(); it != w.backlog.rend(); ++it) requeue(std::move(*it));
   for (auto it = never_started.rbegin(); it != never_started.rend(); ++it) requeue(*it);
 
@@ -338,6 +342,7 @@ void PoolCore::enter_failed(std::string why) {
   }
   for (auto& [id, w] : workers_) {
     for (TaskPtr& t : w.backlog) left.push_back(std::move(t));
+    backlogged_ -= w.backlog.size();
     w.backlog.clear();
   }
   for (const TaskPtr& t : left) {
@@ -399,7 +404,6 @@ std::int64_t PoolCore::retry_delay_ns(const TaskRecord& t) {
 void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason,
                       std::string result, std::string error, CancelReason cancel) {
   if (is_terminal(task->state.load(std::memory_order_relaxed))) return;
-  TaskResult copy_for_callback;
   {
     std::lock_guard lock(task->mu);
     task->account.state = state;
@@ -411,7 +415,6 @@ void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason,
       dead_letters_.push_back(task->account);
       if (dead_letters_.size() > opts_.dead_letter_capacity) dead_letters_.pop_front();
     }
-    if (task->opts.on_done) copy_for_callback = task->account;
   }
   switch (state) {
     case TaskState::kCompleted: ++stats_.completed; break;
@@ -423,7 +426,9 @@ void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason,
   task->done.store(1, std::memory_order_release);
   task->done.notify_all();
   --open_tasks_;
-  if (task->opts.on_done) task->opts.on_done(copy_for_callback);
+  // The account is final once done is set: nothing writes it again, so the callback reads
+  // it in place instead of a copy (readers elsewhere only ever copy it under the lock).
+  if (task->opts.on_done) task->opts.on_done(task->account);
 }
 
 bool PoolCore::cancel(const TaskPtr& t, std::int64_t now) {
@@ -435,7 +440,10 @@ bool PoolCore::cancel(const TaskPtr& t, std::int64_t now) {
     if (TaskPtr q = queue_.remove(id)) release_admission(*q);
     for (auto& [wid, w] : workers_) {
       auto b = std::find(w.backlog.begin(), w.backlog.end(), t);
-      if (b != w.backlog.end()) w.backlog.erase(b);
+      if (b != w.backlog.end()) {
+        w.backlog.erase(b);
+        --backlogged_;
+      }
     }
     finish(t, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled while queued",
            CancelReason::kUser);
@@ -549,6 +557,7 @@ void PoolCore::drain_worker(Worker& w) {
   if (w.phase == Phase::kDraining || w.phase == Phase::kStopping) return;
   w.phase = Phase::kDraining;
   w.retiring = true;
+  backlogged_ -= w.backlog.size();
   for (TaskPtr& t : w.backlog) requeue(std::move(t));
   w.backlog.clear();
   maybe_stop(w);
@@ -613,7 +622,7 @@ bool PoolCore::finished() const { return closing_ && workers_.empty() && idle();
 PoolStats PoolCore::stats() const {
   PoolStats s = stats_;
   s.queued = queue_.size();
-  for (const auto& [id, w] : workers_) s.queued += w.backlog.size();
+  s.queued += backlogged_;
   s.in_flight = in_flight_total_;
   s.retry_wait = retries_.size();
   s.workers = static_cast<std::uint32_t>(workers_.size());

@@ -164,6 +164,7 @@ class PoolCore {
   std::uint32_t init_failures_ = 0;  // consecutive
   std::int64_t respawn_due_ns_ = 0;  // 0: none pending
   std::size_t in_flight_total_ = 0;
+  std::size_t backlogged_ = 0;  // tasks in the workers' affinity backlogs
   std::int64_t next_check_ns_ = INT64_MAX;
   bool closing_ = false;
   bool failed_ = false;

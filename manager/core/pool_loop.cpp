@@ -168,16 +168,15 @@ bool PoolLoop::drain_inbox(std::int64_t now) {
 }
 
 bool PoolLoop::spin_for_work(std::int64_t until_ns) {
-  for (int i = 0;; ++i) {
-    if (inbox_count_.load(std::memory_order_acquire) != 0) return true;
-    for (auto& [id, link] : links_) {
-      if (link.proc && !link.broken && link.proc->results().ring().has_data()) return true;
-    }
-    if ((i & 63) == 63 && ipc::monotonic_ns() >= until_ns) return false;
-#if defined(__x86_64__)
-    __builtin_ia32_pause();
-#endif
-  }
+  return ipc::spin_until(
+      [&] {
+        if (inbox_count_.load(std::memory_order_acquire) != 0) return true;
+        for (auto& [id, link] : links_) {
+          if (link.proc && !link.broken && link.proc->results().ring().has_data()) return true;
+        }
+        return false;
+      },
+      until_ns);
 }
 
 void PoolLoop::wait_for_events(std::int64_t timeout_ms, std::int64_t now) {
@@ -445,13 +444,8 @@ void PoolLoop::send_message(WorkerId w, std::uint16_t kind) {
 
 void PoolLoop::send_task(WorkerId w, const TaskRecord& task, std::uint32_t attempt,
                          std::int64_t deadline_ns) {
-  ipc::TaskMsg m;
-  m.id = task.id;
-  m.attempt = attempt;
-  m.deadline_mono_ms = deadline_ns / kMsNs;
-  m.type = task.type;
-  m.payload = task.payload;
-  ipc::encode(m, &scratch_);
+  ipc::encode(ipc::TaskMsgView{task.id, attempt, deadline_ns / kMsNs, task.type, task.payload},
+              &scratch_);
   send_message(w, static_cast<std::uint16_t>(ipc::MsgKind::kTask));
 }
 
@@ -516,10 +510,7 @@ Result<Ticket> PoolLoop::submit(std::string type, std::string payload, SubmitOpt
     inbox_tasks_.push_back(std::move(rec));
     inbox_count_.fetch_add(1);
   }
-  if (sleeping_.load()) {
-    inbox_bell_.signal();
-    wakes_.fetch_add(1, std::memory_order_relaxed);
-  }
+  ring_inbox_bell();
   return ticket;
 }
 
@@ -529,7 +520,16 @@ void PoolLoop::post(std::function<void(PoolCore&, std::int64_t)> fn) {
     inbox_cmds_.push_back(std::move(fn));
     inbox_count_.fetch_add(1);
   }
-  if (sleeping_.load()) inbox_bell_.signal();
+  ring_inbox_bell();
+}
+
+void PoolLoop::ring_inbox_bell() {
+  // Only the first producer to find the loop asleep pays the write: the exchange clears the
+  // flag, so the others see an awake loop (it will find their work in the inbox).
+  if (sleeping_.load() && sleeping_.exchange(false)) {
+    inbox_bell_.signal();
+    wakes_.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 bool PoolLoop::cancel(const TaskPtr& task) {

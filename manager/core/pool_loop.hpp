@@ -72,6 +72,7 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   void wait_for_events(std::int64_t timeout_ms, std::int64_t now);
   void after_iteration();
   void log_line(WorkerId id, int level, std::string_view text);
+  void ring_inbox_bell();  // any thread: wakes the loop iff it sleeps
 
   // WorkerControl
   WorkerId spawn() override;

@@ -121,6 +121,17 @@ TEST_CASE("the hand-written wire layout matches the encoder") {
                      .bytes());
 }
 
+TEST_CASE("a task encoded from borrowed strings is byte for byte the TaskMsg") {
+  const std::string payload(1000, 'p');
+  std::string from_view, from_msg;
+  encode(TaskMsgView{7, 2, 99, "echo", payload}, &from_view);
+  encode(TaskMsg{7, 2, 99, "echo", payload}, &from_msg);
+  CHECK(from_view == from_msg);
+  TaskMsg back;
+  REQUIRE(decode(from_view, &back).is_ok());
+  CHECK(back.payload == payload);
+}
+
 TEST_CASE("a length field of 2^63 is refused before anything is allocated") {
   const std::uint64_t huge = GENERATE(std::uint64_t{1} << 63, ~std::uint64_t{0}, 1u << 30);
   const std::string bytes = Wire().num<std::uint64_t>(1).num(huge).bytes() + "short";

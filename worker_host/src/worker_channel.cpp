@@ -8,8 +8,6 @@ namespace {
 // A manager bug (or a hostile header) must not make an idle worker spin for long.
 constexpr std::uint32_t kMaxSpinUs = 10'000;
 
-inline void cpu_relax() { __builtin_ia32_pause(); }
-
 Status corrupt_ring(const char* which) {
   return Status::protocol(std::string("the manager published an impossible position on the ") +
                           which + " ring");
@@ -90,14 +88,10 @@ void WorkerChannel::wait_for_tasks(std::int64_t wait_ns) {
   ipc::RingConsumer& ring = receiver_.ring();
   const std::uint32_t spin_us =
       std::min(header().spin_us.load(std::memory_order_relaxed), kMaxSpinUs);
-  if (spin_us > 0) {
-    const std::int64_t until = ipc::monotonic_ns() + std::int64_t{spin_us} * 1000;
-    for (unsigned i = 1;; ++i) {
-      if (ring.has_data()) return;
-      cpu_relax();
-      // Reading the clock costs ~20 ns through the vDSO; poll the ring more often than that.
-      if (i % 64 == 0 && ipc::monotonic_ns() >= until) break;
-    }
+  if (spin_us > 0 &&
+      ipc::spin_until([&] { return ring.has_data(); },
+                      ipc::monotonic_ns() + std::int64_t{spin_us} * 1000)) {
+    return;
   }
   ipc::RingControl& ctl = header().task_ring;
   const std::uint32_t seq = ctl.data_seq.load(std::memory_order_acquire);

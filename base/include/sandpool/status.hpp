@@ -54,8 +54,9 @@ class [[nodiscard]] Status {
   // "code_name: message", or "ok".
   std::string to_string() const;
 
-  // Returns a copy whose message is prefixed with `context` and ": ".
+  // Returns a copy whose message is prefixed with `context` and ": " (ok stays ok).
   Status with_context(std::string_view context) const {
+    if (is_ok()) return *this;
     Status s = *this;
     s.message_ = std::string(context) + ": " + message_;
     return s;

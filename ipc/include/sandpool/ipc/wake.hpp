@@ -2,6 +2,8 @@
 // these are the syscalls paid only when a side really sleeps.
 #pragma once
 
+#include <sched.h>
+
 #include <atomic>
 #include <cstdint>
 
@@ -41,9 +43,31 @@ class EventFd {
   UniqueFd fd_;
 };
 
+// Polls ready() until it returns true (returns true) or until_ns passes (returns false).
+// The first rounds pause the CPU between polls; after that each round yields it
+// (sched_yield), so on a machine with more spinners than cores a spinner hands its core to
+// the thread it is waiting for instead of burning its time slice against it.
+template <typename Ready>
+bool spin_until(Ready&& ready, std::int64_t until_ns);
+
 // CLOCK_MONOTONIC in nanoseconds / milliseconds (shared by all processes on the machine, so
 // the header's heartbeat and deadlines compare across the manager and its workers).
 std::int64_t monotonic_ns();
 inline std::int64_t monotonic_ms() { return monotonic_ns() / 1000000; }
+
+template <typename Ready>
+bool spin_until(Ready&& ready, std::int64_t until_ns) {
+  for (unsigned i = 0;; ++i) {
+    if (ready()) return true;
+    if (i < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    } else {
+      ::sched_yield();
+    }
+    if ((i & 7) == 7 && monotonic_ns() >= until_ns) return ready();
+  }
+}
 
 }  // namespace sandpool::ipc
