@@ -36,7 +36,12 @@ say "6. Timeouts: a task that sleeps 60 s against a 300 ms timeout; its worker i
 show "echo 60000 | sandpool-run --plugin $plugins/libsleep.so --timeout 300ms --retries 1 --json"
 echo 60000 | "$run" --plugin "$plugins/libsleep.so" --timeout 300ms --retries 1 --json || true
 
-say "7. The sandbox: a plugin that cannot be loaded is refused with a clear error (exit 2)"
+say "7. The sandbox: a plugin that calls socket() inside handle is stopped by seccomp"
+forbidden="$build/tests/worker_host/plugins/libforbidden_syscall.so"
+show "echo x | sandpool-run --plugin .../libforbidden_syscall.so --json"
+echo x | "$run" --plugin "$forbidden" --json || true
+
+say "8. Bad input: a plugin that cannot be loaded is refused with a clear error (exit 2)"
 show "sandpool-run --plugin /nonexistent/libx.so --payload x"
 "$run" --plugin /nonexistent/libx.so --payload x || echo "(exit $?)"
 

@@ -349,7 +349,9 @@ void PoolLoop::reap(WorkerId id, std::int64_t now) {
     log_->info("[{}] worker {} {} (killed by the pool)", opts_.name, report.pid, describe(st));
   } else {
     const std::uint64_t running = link.proc->header()->started_task.load();
-    log_->warn("[{}] worker {} {}{}", opts_.name, report.pid, describe(st),
+    const supervision::Classified c = supervision::classify_exit(report);
+    const std::string why = c.outcome == Outcome::kLost ? std::string() : " (" + c.error + ")";
+    log_->warn("[{}] worker {} {}{}{}", opts_.name, report.pid, describe(st), why,
                running ? " while running task " + std::to_string(running) : std::string());
   }
   core_->on_exit(id, report, now);

@@ -194,3 +194,15 @@ TEST_CASE("a worker that scribbles on its shared region is killed, and the manag
   // Fresh workers with fresh regions keep serving.
   CHECK(run(*pool, "scribble", "noop").state == TaskState::kCompleted);
 }
+
+TEST_CASE("a forbidden syscall ends the attempt as a sandbox_violation naming it, not retried") {
+  PoolOptions o = pool_options("echo", 1);
+  o.plugin_path = SANDPOOL_WH_TEST_PLUGIN_DIR "/libforbidden_syscall.so";
+  auto pool = make_pool(o);
+  auto r = run(*pool, pool->task_types().front(), "x");
+  CHECK(r.state == TaskState::kDeadLettered);
+  CHECK(r.reason == DeadReason::kPermanent);
+  REQUIRE(r.attempts() == 1);
+  CHECK(r.history[0].outcome == Outcome::kSandboxViolation);
+  CHECK(r.history[0].error == "sandbox_violation: socket");
+}
