@@ -38,7 +38,7 @@ inline CommandResult run_command(const std::string& exe, const std::vector<std::
   const fs::path in = dir / "stdin", out = dir / "stdout", err = dir / "stderr";
   std::ofstream(in, std::ios::binary) << input;
   CommandResult r;
-  bp::child c(exe, bp::args(args), bp::std_in < in.string(), bp::std_out > out.string(),
+  bp::child c(exe, bp::args(args), bp::std_in<in.string(), bp::std_out> out.string(),
               bp::std_err > err.string());
   c.wait();
   r.exit_code = c.exit_code();

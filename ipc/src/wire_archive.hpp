@@ -165,7 +165,8 @@ template <class Ar, class T>
 std::enable_if_t<kIsOutput<Ar>> CEREAL_SAVE_FUNCTION_NAME(Ar& ar, const Field<T>& f) {
   if constexpr (std::is_arithmetic_v<T>) {
     ar(*f.value);
-  } else if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, const std::string_view>) {
+  } else if constexpr (std::is_same_v<T, std::string> ||
+                       std::is_same_v<T, const std::string_view>) {
     save_bytes(ar, *f.value);  // a string_view encodes exactly like the string it views
   } else {
     static_assert(std::is_same_v<T, std::vector<std::string>>);

@@ -12,7 +12,8 @@ namespace {
 // Splits "12.5ms" into 12.5 and "ms". Returns false when no number leads.
 bool split_number(std::string_view text, double* value, std::string_view* unit) {
   std::size_t i = 0;
-  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+    ++i;
   if (i == 0) return false;
   const std::string num(text.substr(0, i));
   auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), *value);
@@ -53,17 +54,25 @@ Result<std::uint64_t> parse_size(std::string_view text) {
   if (!split_number(text, &v, &unit)) {
     return Status::invalid("bad size '" + std::string(text) + "' (try 512, 64KiB, 256MiB)");
   }
-  static constexpr std::pair<std::string_view, double> kUnits[] = {
-      {"", 1},           {"B", 1},          {"KiB", 1024.0},     {"MiB", 1048576.0},
-      {"GiB", 1073741824.0}, {"KB", 1e3},   {"MB", 1e6},         {"GB", 1e9},
-      {"K", 1024.0},     {"M", 1048576.0},  {"G", 1073741824.0}};
+  static constexpr std::pair<std::string_view, double> kUnits[] = {{"", 1},
+                                                                   {"B", 1},
+                                                                   {"KiB", 1024.0},
+                                                                   {"MiB", 1048576.0},
+                                                                   {"GiB", 1073741824.0},
+                                                                   {"KB", 1e3},
+                                                                   {"MB", 1e6},
+                                                                   {"GB", 1e9},
+                                                                   {"K", 1024.0},
+                                                                   {"M", 1048576.0},
+                                                                   {"G", 1073741824.0}};
   for (auto [name, factor] : kUnits) {
     if (unit != name) continue;
     const double bytes = v * factor;
     if (!std::isfinite(bytes) || bytes > 1.8e19) break;
     return static_cast<std::uint64_t>(std::llround(bytes));
   }
-  return Status::invalid("bad size '" + std::string(text) + "' (units: B, KiB, MiB, GiB, KB, MB, GB)");
+  return Status::invalid("bad size '" + std::string(text) +
+                         "' (units: B, KiB, MiB, GiB, KB, MB, GB)");
 }
 
 }  // namespace sandpool

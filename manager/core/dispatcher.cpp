@@ -21,9 +21,12 @@ std::uint64_t mix(std::uint64_t x) {
 Choice Dispatcher::choose(std::span<const Candidate> workers, std::string_view key) {
   if (workers.empty()) return {};
   switch (strategy_) {
-    case DispatchStrategy::kRoundRobin: return round_robin(workers);
-    case DispatchStrategy::kLeastLoaded: return least_loaded(workers);
-    case DispatchStrategy::kRandom: return random(workers);
+    case DispatchStrategy::kRoundRobin:
+      return round_robin(workers);
+    case DispatchStrategy::kLeastLoaded:
+      return least_loaded(workers);
+    case DispatchStrategy::kRandom:
+      return random(workers);
     case DispatchStrategy::kAffinity:
       return key.empty() ? least_loaded(workers) : affinity(workers, key);
   }

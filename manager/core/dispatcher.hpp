@@ -18,8 +18,8 @@ struct Candidate {
 };
 
 struct Choice {
-  int index = -1;           // into the candidates; -1: nobody can take it now
-  bool must_wait = false;   // affinity: the key's worker is full; keep the task for it
+  int index = -1;          // into the candidates; -1: nobody can take it now
+  bool must_wait = false;  // affinity: the key's worker is full; keep the task for it
 };
 
 class Dispatcher {

@@ -27,9 +27,12 @@ bool retryable(Outcome o, bool sandbox_violation_too) {
     case Outcome::kTimedOut:
     case Outcome::kLost:
     case Outcome::kResourceLimit:
-    case Outcome::kProtocolError: return true;
-    case Outcome::kSandboxViolation: return sandbox_violation_too;
-    default: return false;
+    case Outcome::kProtocolError:
+      return true;
+    case Outcome::kSandboxViolation:
+      return sandbox_violation_too;
+    default:
+      return false;
   }
 }
 
@@ -113,9 +116,9 @@ void PoolCore::dispatch(std::int64_t now) {
     if (w.phase != Phase::kReady && w.phase != Phase::kStarting) continue;
     const bool ready = w.phase == Phase::kReady;
     any_ready |= ready;
-    candidates_.push_back({id,
-                           ready ? static_cast<std::uint32_t>(w.in_flight.size()) : opts_.concurrency,
-                           opts_.concurrency});
+    candidates_.push_back(
+        {id, ready ? static_cast<std::uint32_t>(w.in_flight.size()) : opts_.concurrency,
+         opts_.concurrency});
     by_index.push_back(&w);
   }
   if (!any_ready) return;
@@ -194,7 +197,8 @@ bool PoolCore::on_result(WorkerId wid, ipc::ResultMsg& msg, std::int64_t now) {
                     pid, now);
         break;
       case ipc::TaskStatus::kFail:
-        end_attempt(f, Outcome::kFailed, msg.error.empty() ? "handler failed" : msg.error, pid, now);
+        end_attempt(f, Outcome::kFailed, msg.error.empty() ? "handler failed" : msg.error, pid,
+                    now);
         break;
       case ipc::TaskStatus::kResultTooLarge:
         end_attempt(f, Outcome::kFailed,
@@ -267,9 +271,9 @@ void PoolCore::on_exit(WorkerId wid, const supervision::ExitReport& report, std:
   std::uint64_t running = w.kill_task != 0 ? w.kill_task : ctl_.started_task(wid);
   const auto oldest = std::find_if(w.in_flight.begin(), w.in_flight.end(),
                                    [](const InFlight& f) { return !f.abandoned; });
-  const bool in_ring =
-      std::any_of(w.in_flight.begin(), w.in_flight.end(),
-                  [&](const InFlight& f) { return !f.abandoned && f.task->id == running; });
+  const bool in_ring = std::any_of(w.in_flight.begin(), w.in_flight.end(), [&](const InFlight& f) {
+    return !f.abandoned && f.task->id == running;
+  });
   if ((w.kill_reason == Outcome::kProtocolError || (running != 0 && !in_ring)) &&
       oldest != w.in_flight.end()) {
     running = oldest->task->id;
@@ -295,10 +299,10 @@ void PoolCore::on_exit(WorkerId wid, const supervision::ExitReport& report, std:
       finish(f.task, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled before it started",
              CancelReason::kUser);
     } else if (++f.task->free_requeues > kMaxFreeRequeues) {
-      end_attempt(f, Outcome::kLost,
-                  "its worker died " + std::to_string(f.task->free_requeues) +
-                      " times before it started",
-                  report.pid, now);
+      end_attempt(
+          f, Outcome::kLost,
+          "its worker died " + std::to_string(f.task->free_requeues) + " times before it started",
+          report.pid, now);
     } else {
       never_started.push_back(f.task);  // no attempt counted
     }
@@ -365,8 +369,8 @@ void PoolCore::adjust_worker_count(std::int64_t now) {
   }
 }
 
-void PoolCore::end_attempt(const InFlight& f, Outcome outcome, std::string error,
-                           std::int32_t pid, std::int64_t now) {
+void PoolCore::end_attempt(const InFlight& f, Outcome outcome, std::string error, std::int32_t pid,
+                           std::int64_t now) {
   const TaskPtr& t = f.task;
   {
     std::lock_guard lock(t->mu);
@@ -401,8 +405,8 @@ std::int64_t PoolCore::retry_delay_ns(const TaskRecord& t) {
   return jitter(rng_);
 }
 
-void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason,
-                      std::string result, std::string error, CancelReason cancel) {
+void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason, std::string result,
+                      std::string error, CancelReason cancel) {
   if (is_terminal(task->state.load(std::memory_order_relaxed))) return;
   {
     std::lock_guard lock(task->mu);
@@ -417,10 +421,17 @@ void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason,
     }
   }
   switch (state) {
-    case TaskState::kCompleted: ++stats_.completed; break;
-    case TaskState::kDeadLettered: ++stats_.dead_lettered; break;
-    case TaskState::kCancelled: ++stats_.cancelled; break;
-    default: break;
+    case TaskState::kCompleted:
+      ++stats_.completed;
+      break;
+    case TaskState::kDeadLettered:
+      ++stats_.dead_lettered;
+      break;
+    case TaskState::kCancelled:
+      ++stats_.cancelled;
+      break;
+    default:
+      break;
   }
   task->state.store(state, std::memory_order_release);
   task->done.store(1, std::memory_order_release);
@@ -506,10 +517,9 @@ void PoolCore::check_deadlines(std::int64_t now) {
     if (w.phase == Phase::kStarting) {
       const std::int64_t due = w.spawned_ns + to_ns(opts_.init_timeout);
       if (now >= due) {
-        kill_worker(w, Outcome::kLost,
-                    "plugin init timed out after " + std::to_string(opts_.init_timeout.count()) +
-                        " ms",
-                    0);
+        kill_worker(
+            w, Outcome::kLost,
+            "plugin init timed out after " + std::to_string(opts_.init_timeout.count()) + " ms", 0);
         continue;
       }
       next = std::min(next, due);
@@ -613,9 +623,7 @@ void PoolCore::close(std::int64_t now) {
   settle(now);
 }
 
-bool PoolCore::idle() const {
-  return open_tasks_ == 0;
-}
+bool PoolCore::idle() const { return open_tasks_ == 0; }
 
 bool PoolCore::finished() const { return closing_ && workers_.empty() && idle(); }
 
@@ -637,10 +645,18 @@ std::vector<WorkerInfo> PoolCore::workers(std::int64_t now) const {
     WorkerInfo i;
     i.pid = ctl_.pid(id);
     switch (w.phase) {
-      case Phase::kStarting: i.state = "starting"; break;
-      case Phase::kReady: i.state = w.in_flight.empty() ? "idle" : "busy"; break;
-      case Phase::kDraining: i.state = "draining"; break;
-      case Phase::kStopping: i.state = "stopping"; break;
+      case Phase::kStarting:
+        i.state = "starting";
+        break;
+      case Phase::kReady:
+        i.state = w.in_flight.empty() ? "idle" : "busy";
+        break;
+      case Phase::kDraining:
+        i.state = "draining";
+        break;
+      case Phase::kStopping:
+        i.state = "stopping";
+        break;
     }
     i.in_flight = static_cast<std::uint32_t>(w.in_flight.size());
     i.tasks_done = w.tasks_done;

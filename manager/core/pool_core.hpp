@@ -81,8 +81,8 @@ class PoolCore {
 
   // The earliest time on_tick has something to do (INT64_MAX: nothing).
   std::int64_t next_deadline() const;
-  bool idle() const;       // nothing queued, in flight or waiting for a retry
-  bool finished() const;   // closed and every worker gone
+  bool idle() const;      // nothing queued, in flight or waiting for a retry
+  bool finished() const;  // closed and every worker gone
   bool failed() const { return failed_; }
   const std::string& failure() const { return failure_; }
   std::uint32_t init_failures() const { return init_failures_; }
@@ -108,15 +108,15 @@ class PoolCore {
     Phase phase = Phase::kStarting;
     std::int64_t spawned_ns = 0;
     std::uint64_t tasks_done = 0;
-    std::deque<InFlight> in_flight;   // ring order
-    std::deque<TaskPtr> backlog;      // affinity tasks waiting for this worker
+    std::deque<InFlight> in_flight;      // ring order
+    std::deque<TaskPtr> backlog;         // affinity tasks waiting for this worker
     std::optional<Outcome> kill_reason;  // set when we killed it on purpose
     std::string kill_error;
     std::uint64_t kill_task = 0;
-    std::uint64_t cancel_task = 0;    // a running task asked to stop
+    std::uint64_t cancel_task = 0;  // a running task asked to stop
     std::int64_t cancel_deadline_ns = 0;
-    std::string last_error;           // the worker's last error-level log line
-    bool retiring = false;            // we stopped wanting it (scale down, close)
+    std::string last_error;  // the worker's last error-level log line
+    bool retiring = false;   // we stopped wanting it (scale down, close)
   };
   struct RetryEntry {
     std::int64_t due_ns;
@@ -155,8 +155,8 @@ class PoolCore {
   TaskQueue queue_;
   std::size_t open_tasks_ = 0;  // submitted and not yet terminal
   std::priority_queue<RetryEntry, std::vector<RetryEntry>, std::greater<>> retries_;
-  std::map<WorkerId, Worker> workers_;  // ascending id: round-robin order
-  std::vector<Candidate> candidates_;   // scratch for dispatch
+  std::map<WorkerId, Worker> workers_;      // ascending id: round-robin order
+  std::vector<Candidate> candidates_;       // scratch for dispatch
   std::vector<Worker*> candidate_workers_;  // parallel to candidates_
   std::deque<TaskResult> dead_letters_;
 

@@ -24,7 +24,8 @@ enum EventKind : std::uint64_t { kPidfd = 0, kDoorbell = 1, kOutput = 2, kInbox 
 std::uint64_t event_tag(WorkerId id, EventKind k) { return id * 4 + k; }
 
 std::uint32_t default_spin_us(std::uint32_t workers) {
-  if (const char* env = std::getenv("SANDPOOL_SPIN_US")) return static_cast<std::uint32_t>(std::atoi(env));
+  if (const char* env = std::getenv("SANDPOOL_SPIN_US"))
+    return static_cast<std::uint32_t>(std::atoi(env));
   // Spinning only pays while the spinners do not outnumber the cores.
   const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
   return cores >= 2 && workers < static_cast<std::uint32_t>(cores) * 4 ? 50 : 0;
@@ -39,9 +40,7 @@ PoolLoop::PoolLoop(PoolOptions options) : opts_(std::move(options)) {
   spin_us_ = default_spin_us(opts_.workers);
 }
 
-PoolLoop::~PoolLoop() {
-  close();
-}
+PoolLoop::~PoolLoop() { close(); }
 
 Result<std::shared_ptr<PoolLoop>> PoolLoop::start(PoolOptions options) {
   if (options.plugin_path.empty()) return Status::invalid("no plugin given");
@@ -129,7 +128,8 @@ void PoolLoop::run() {
         core_->has_in_flight() ? kRunningPollMs : opts_.heartbeat_interval.count();
     const std::int64_t next = core_->next_deadline();
     if (next != INT64_MAX) {
-      timeout_ms = std::min(timeout_ms, std::max<std::int64_t>(0, (next - now + kMsNs - 1) / kMsNs));
+      timeout_ms =
+          std::min(timeout_ms, std::max<std::int64_t>(0, (next - now + kMsNs - 1) / kMsNs));
     }
     wait_for_events(timeout_ms, now);
   }
@@ -218,7 +218,9 @@ void PoolLoop::wait_for_events(std::int64_t timeout_ms, std::int64_t now) {
     if (it == links_.end() || !it->second.proc) continue;
     Link& link = it->second;
     switch (kind) {
-      case kDoorbell: link.proc->doorbell().drain(); break;
+      case kDoorbell:
+        link.proc->doorbell().drain();
+        break;
       case kOutput:
         if (!link.proc->read_output([&](std::string_view line) { log_line(id, -1, line); })) {
           ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, link.proc->output_fd(), nullptr);
@@ -228,7 +230,8 @@ void PoolLoop::wait_for_events(std::int64_t timeout_ms, std::int64_t now) {
       case kPidfd:
         if (link.proc->child().try_reap()) exited_.push_back(id);
         break;
-      default: break;
+      default:
+        break;
     }
   }
   for (WorkerId id : std::exchange(exited_, {})) reap(id, now);
@@ -321,8 +324,7 @@ void PoolLoop::protocol_error(WorkerId id, Link& link, const std::string& what) 
 void PoolLoop::flush_links() {
   for (auto& [id, link] : links_) {
     if (!link.dirty || !link.proc || link.broken) continue;
-    if (link.proc->tasks().has_queued() &&
-        link.proc->tasks().pump() == ipc::RingStatus::kCorrupt) {
+    if (link.proc->tasks().has_queued() && link.proc->tasks().pump() == ipc::RingStatus::kCorrupt) {
       protocol_error(id, link, "task ring tail corrupt");
       continue;
     }
@@ -341,7 +343,8 @@ void PoolLoop::reap(WorkerId id, std::int64_t now) {
     link.proc->read_output([&](std::string_view line) { log_line(id, -1, line); });
   }
   const ExitStatus st = *link.proc->child().try_reap();
-  supervision::ExitReport report{st, link.proc->header()->violation_syscall.load(), link.proc->pid()};
+  supervision::ExitReport report{st, link.proc->header()->violation_syscall.load(),
+                                 link.proc->pid()};
   const bool clean = st.exited && st.code == 0;
   if (clean) {
     log_->debug("[{}] worker {} stopped", opts_.name, report.pid);
@@ -396,11 +399,21 @@ void PoolLoop::log_line(WorkerId id, int level, std::string_view text) {
   auto it = links_.find(id);
   const int pid = it != links_.end() && it->second.proc ? it->second.proc->pid() : 0;
   switch (level) {
-    case -1: log_->info("[{}] worker {} output: {}", opts_.name, pid, text); break;
-    case 0: log_->debug("[{}] worker {} plugin: {}", opts_.name, pid, text); break;
-    case 1: log_->info("[{}] worker {} plugin: {}", opts_.name, pid, text); break;
-    case 2: log_->warn("[{}] worker {} plugin: {}", opts_.name, pid, text); break;
-    default: log_->error("[{}] worker {} plugin: {}", opts_.name, pid, text); break;
+    case -1:
+      log_->info("[{}] worker {} output: {}", opts_.name, pid, text);
+      break;
+    case 0:
+      log_->debug("[{}] worker {} plugin: {}", opts_.name, pid, text);
+      break;
+    case 1:
+      log_->info("[{}] worker {} plugin: {}", opts_.name, pid, text);
+      break;
+    case 2:
+      log_->warn("[{}] worker {} plugin: {}", opts_.name, pid, text);
+      break;
+    default:
+      log_->error("[{}] worker {} plugin: {}", opts_.name, pid, text);
+      break;
   }
 }
 
@@ -505,7 +518,8 @@ Result<Ticket> PoolLoop::submit(std::string type, std::string payload, SubmitOpt
                                                " tasks are waiting in pool '" + opts_.name + "'");
   }
   const std::uint64_t id = next_task_id_.fetch_add(1, std::memory_order_relaxed);
-  auto rec = std::make_shared<TaskRecord>(id, std::move(type), std::move(payload), std::move(options));
+  auto rec =
+      std::make_shared<TaskRecord>(id, std::move(type), std::move(payload), std::move(options));
   Ticket ticket(rec, weak_from_this());
   {
     std::lock_guard lock(inbox_mu_);

@@ -53,9 +53,9 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   struct Link {
     std::unique_ptr<supervision::WorkerProcess> proc;  // null when the spawn failed
     std::string spawn_error;
-    bool broken = false;   // protocol error: its ring is no longer read
+    bool broken = false;  // protocol error: its ring is no longer read
     bool killed = false;
-    bool dirty = false;    // task frames written but not yet published
+    bool dirty = false;  // task frames written but not yet published
     bool output_open = true;
   };
 

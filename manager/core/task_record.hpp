@@ -16,7 +16,9 @@ namespace sandpool::core {
 struct TaskRecord {
   TaskRecord(std::uint64_t task_id, std::string task_type, std::string task_payload,
              SubmitOptions options)
-      : id(task_id), type(std::move(task_type)), payload(std::move(task_payload)),
+      : id(task_id),
+        type(std::move(task_type)),
+        payload(std::move(task_payload)),
         opts(std::move(options)) {
     account.id = id;
     account.type = type;

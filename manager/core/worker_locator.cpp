@@ -9,7 +9,9 @@
 namespace sandpool::core {
 namespace {
 
-bool executable(const std::string& path) { return !path.empty() && ::access(path.c_str(), X_OK) == 0; }
+bool executable(const std::string& path) {
+  return !path.empty() && ::access(path.c_str(), X_OK) == 0;
+}
 
 }  // namespace
 
@@ -29,8 +31,8 @@ Result<std::string> locate_worker(const std::string& configured) {
   }
   std::string where;
   for (const auto& p : tried) where += (where.empty() ? "" : ", ") + p;
-  return Status::error(Code::kNotFound, "worker host sandpool-worker not found (looked in: " + where +
-                                            "; set worker_path or $SANDPOOL_WORKER)");
+  return Status::error(Code::kNotFound, "worker host sandpool-worker not found (looked in: " +
+                                            where + "; set worker_path or $SANDPOOL_WORKER)");
 }
 
 }  // namespace sandpool::core

@@ -16,10 +16,14 @@ std::chrono::milliseconds RetryPolicy::ceiling_for(std::uint32_t attempt) const 
 
 std::string_view to_string(DispatchStrategy s) {
   switch (s) {
-    case DispatchStrategy::kRoundRobin: return "round-robin";
-    case DispatchStrategy::kLeastLoaded: return "least-loaded";
-    case DispatchStrategy::kRandom: return "random";
-    case DispatchStrategy::kAffinity: return "affinity";
+    case DispatchStrategy::kRoundRobin:
+      return "round-robin";
+    case DispatchStrategy::kLeastLoaded:
+      return "least-loaded";
+    case DispatchStrategy::kRandom:
+      return "random";
+    case DispatchStrategy::kAffinity:
+      return "affinity";
   }
   return "unknown";
 }

@@ -7,9 +7,9 @@
 #include <iostream>
 #include <string>
 
-#include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <sandpool/pool.hpp>
 #include <sandpool/units.hpp>
@@ -105,7 +105,8 @@ int main(int argc, char** argv) {
     pending.pop_front();
     const sandpool::TaskResult r = p.ticket.wait();
     all_completed &= r.state == sandpool::TaskState::kCompleted;
-    std::cout << (a.json ? sandpool::run::json_line(p.line, r) : sandpool::run::text_line(p.line, r))
+    std::cout << (a.json ? sandpool::run::json_line(p.line, r)
+                         : sandpool::run::text_line(p.line, r))
               << '\n';
   };
   std::uint64_t line_no = 0;

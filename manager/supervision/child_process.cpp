@@ -1,6 +1,6 @@
 #include <signal.h>
-#include <sandpool/pidfd.hpp>
 #include <sys/wait.h>
+#include <sandpool/pidfd.hpp>
 
 #include <cstring>
 #include <string>
@@ -14,8 +14,9 @@ namespace {
 std::optional<ExitStatus> wait_pidfd(int pidfd, int flags) {
   siginfo_t info;
   std::memset(&info, 0, sizeof info);
-  auto r = posix_call("waitid(P_PIDFD)",
-                      [&] { return ::waitid(static_cast<idtype_t>(P_PIDFD), pidfd, &info, WEXITED | flags); });
+  auto r = posix_call("waitid(P_PIDFD)", [&] {
+    return ::waitid(static_cast<idtype_t>(P_PIDFD), pidfd, &info, WEXITED | flags);
+  });
   if (!r || info.si_pid == 0) return std::nullopt;
   ExitStatus s;
   if (info.si_code == CLD_EXITED) {
@@ -32,7 +33,8 @@ std::optional<ExitStatus> wait_pidfd(int pidfd, int flags) {
 std::string describe(const ExitStatus& s) {
   if (s.exited) return "exited with code " + std::to_string(s.code);
   const char* abbrev = sigabbrev_np(s.signal);
-  return std::string("killed by ") + (abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(s.signal));
+  return std::string("killed by ") +
+         (abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(s.signal));
 }
 
 ChildProcess::ChildProcess(ChildProcess&& o) noexcept

@@ -21,7 +21,8 @@ Classified classify_exit(const ExitReport& r) {
   if (!r.status.exited) {
     if (r.status.signal == SIGXCPU) return {Outcome::kResourceLimit, "resource_limit: cpu"};
     if (r.status.signal == SIGXFSZ) return {Outcome::kResourceLimit, "resource_limit: file_size"};
-    if (r.status.signal == SIGSYS) return {Outcome::kSandboxViolation, "sandbox_violation: unknown"};
+    if (r.status.signal == SIGSYS)
+      return {Outcome::kSandboxViolation, "sandbox_violation: unknown"};
     return {Outcome::kLost, who + " " + describe(r.status)};
   }
   if (r.status.code == sandbox::kExitProtocol) {

@@ -8,9 +8,9 @@
 #define BOOST_POSIX_HAS_VFORK 1
 #endif
 #include <fcntl.h>
-#include <sandpool/pidfd.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <sandpool/pidfd.hpp>
 
 #include <array>
 #include <boost/process/args.hpp>

@@ -30,10 +30,9 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::start(Spawner& spawner,
   auto child = spawner.spawn(req);
   if (!child) return child.status();
 
-  return std::unique_ptr<WorkerProcess>(new WorkerProcess(std::move(region).value(),
-                                                          std::move(doorbell).value(),
-                                                          std::move(read_end),
-                                                          std::move(child).value()));
+  return std::unique_ptr<WorkerProcess>(
+      new WorkerProcess(std::move(region).value(), std::move(doorbell).value(), std::move(read_end),
+                        std::move(child).value()));
 }
 
 WorkerProcess::WorkerProcess(ipc::SharedRegion region, ipc::EventFd doorbell, UniqueFd output,

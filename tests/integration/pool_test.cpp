@@ -113,7 +113,10 @@ TEST_CASE("a full queue refuses with queue_full and takes tasks again once it dr
   Status refused = Status::ok();
   for (int i = 0; i < 10 && refused.is_ok(); ++i) {
     auto t = pool->submit("sleep", "50");
-    if (t) accepted.push_back(*t); else refused = t.status();
+    if (t)
+      accepted.push_back(*t);
+    else
+      refused = t.status();
   }
   REQUIRE_FALSE(refused.is_ok());
   CHECK(refused.code() == Code::kQueueFull);
@@ -221,7 +224,8 @@ TEST_CASE("scale changes the number of workers at run time without failing a tas
     std::this_thread::sleep_for(5ms);
   }
   auto left = pool->workers();
-  for (const auto& w : left) UNSCOPED_INFO("worker " << w.pid << " " << w.state << " in flight " << w.in_flight);
+  for (const auto& w : left)
+    UNSCOPED_INFO("worker " << w.pid << " " << w.state << " in flight " << w.in_flight);
   CHECK(left.size() == 1);
   CHECK(pool->stats().restarts == 0);
 }

@@ -16,7 +16,7 @@ struct FakeWorker {
   std::vector<std::uint64_t> cancels;
   bool stop_sent = false;
   bool killed = false;
-  bool gone = false;  // on_exit was reported for it
+  bool gone = false;          // on_exit was reported for it
   std::uint64_t started = 0;  // what the header would say
   std::int32_t pid = 0;
 };
@@ -35,7 +35,9 @@ class FakeWorkerControl : public core::WorkerControl {
     workers[w].attempts.push_back(attempt);
     sends.push_back({w, t.id});
   }
-  void send_cancel(core::WorkerId w, std::uint64_t id) override { workers[w].cancels.push_back(id); }
+  void send_cancel(core::WorkerId w, std::uint64_t id) override {
+    workers[w].cancels.push_back(id);
+  }
   void send_stop(core::WorkerId w) override { workers[w].stop_sent = true; }
   void kill(core::WorkerId w) override { workers[w].killed = true; }
   std::uint64_t started_task(core::WorkerId w) override { return workers[w].started; }

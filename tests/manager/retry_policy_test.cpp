@@ -6,8 +6,14 @@ using namespace std::chrono_literals;
 
 TEST_CASE("the retry delay grows exponentially up to its maximum") {
   sandpool::RetryPolicy p;  // 100 ms, x2, 30 s
-  auto [attempt, expected] = GENERATE(table<std::uint32_t, std::int64_t>(
-      {{1, 100}, {2, 200}, {3, 400}, {4, 800}, {9, 25600}, {10, 30000}, {60, 30000}, {5000, 30000}}));
+  auto [attempt, expected] = GENERATE(table<std::uint32_t, std::int64_t>({{1, 100},
+                                                                          {2, 200},
+                                                                          {3, 400},
+                                                                          {4, 800},
+                                                                          {9, 25600},
+                                                                          {10, 30000},
+                                                                          {60, 30000},
+                                                                          {5000, 30000}}));
   CHECK(p.ceiling_for(attempt).count() == expected);
 }
 

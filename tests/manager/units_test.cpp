@@ -3,9 +3,13 @@
 #include <sandpool/units.hpp>
 
 TEST_CASE("durations take human units, and a bare number is seconds") {
-  auto [text, ms] = GENERATE(table<const char*, std::int64_t>(
-      {{"500ms", 500}, {"2s", 2000}, {"1m", 60000}, {"1.5s", 1500}, {"3", 3000}, {"0", 0},
-       {"2h", 7200000}}));
+  auto [text, ms] = GENERATE(table<const char*, std::int64_t>({{"500ms", 500},
+                                                               {"2s", 2000},
+                                                               {"1m", 60000},
+                                                               {"1.5s", 1500},
+                                                               {"3", 3000},
+                                                               {"0", 0},
+                                                               {"2h", 7200000}}));
   auto d = sandpool::parse_duration(text);
   REQUIRE(d);
   CHECK(d->count() == ms);
@@ -19,9 +23,12 @@ TEST_CASE("a malformed duration is an error that quotes it") {
 }
 
 TEST_CASE("sizes take binary and decimal units") {
-  auto [text, bytes] = GENERATE(table<const char*, std::uint64_t>(
-      {{"512", 512}, {"64KiB", 65536}, {"256MiB", 268435456}, {"1GiB", 1073741824},
-       {"10MB", 10000000}, {"1.5KiB", 1536}}));
+  auto [text, bytes] = GENERATE(table<const char*, std::uint64_t>({{"512", 512},
+                                                                   {"64KiB", 65536},
+                                                                   {"256MiB", 268435456},
+                                                                   {"1GiB", 1073741824},
+                                                                   {"10MB", 10000000},
+                                                                   {"1.5KiB", 1536}}));
   auto s = sandpool::parse_size(text);
   REQUIRE(s);
   CHECK(*s == bytes);

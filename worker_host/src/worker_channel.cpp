@@ -88,9 +88,8 @@ void WorkerChannel::wait_for_tasks(std::int64_t wait_ns) {
   ipc::RingConsumer& ring = receiver_.ring();
   const std::uint32_t spin_us =
       std::min(header().spin_us.load(std::memory_order_relaxed), kMaxSpinUs);
-  if (spin_us > 0 &&
-      ipc::spin_until([&] { return ring.has_data(); },
-                      ipc::monotonic_ns() + std::int64_t{spin_us} * 1000)) {
+  if (spin_us > 0 && ipc::spin_until([&] { return ring.has_data(); },
+                                     ipc::monotonic_ns() + std::int64_t{spin_us} * 1000)) {
     return;
   }
   ipc::RingControl& ctl = header().task_ring;

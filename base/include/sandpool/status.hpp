@@ -34,7 +34,9 @@ class [[nodiscard]] Status {
  public:
   Status() = default;
   static Status ok() { return {}; }
-  static Status error(Code code, std::string message) { return Status(code, 0, std::move(message)); }
+  static Status error(Code code, std::string message) {
+    return Status(code, 0, std::move(message));
+  }
   // A failed syscall: `call` names it ("mmap", "prctl(PR_SET_PDEATHSIG)"), err is its errno.
   static Status from_errno(int err, std::string_view call) {
     std::string msg(call);
@@ -42,9 +44,13 @@ class [[nodiscard]] Status {
     msg += std::strerror(err);
     return Status(Code::kSystem, err, std::move(msg));
   }
-  static Status invalid(std::string message) { return error(Code::kInvalidArgument, std::move(message)); }
+  static Status invalid(std::string message) {
+    return error(Code::kInvalidArgument, std::move(message));
+  }
   static Status protocol(std::string message) { return error(Code::kProtocol, std::move(message)); }
-  static Status too_large(std::string message) { return error(Code::kTooLarge, std::move(message)); }
+  static Status too_large(std::string message) {
+    return error(Code::kTooLarge, std::move(message));
+  }
 
   bool is_ok() const { return code_ == Code::kOk; }
   explicit operator bool() const { return is_ok(); }
@@ -74,7 +80,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {}  // NOLINT(google-explicit-constructor)
 
   bool is_ok() const { return v_.index() == 0; }
@@ -95,18 +101,30 @@ class [[nodiscard]] Result {
 
 inline std::string_view code_name(Code code) {
   switch (code) {
-    case Code::kOk: return "ok";
-    case Code::kInvalidArgument: return "invalid_argument";
-    case Code::kNotFound: return "not_found";
-    case Code::kSystem: return "system";
-    case Code::kProtocol: return "protocol_error";
-    case Code::kQueueFull: return "queue_full";
-    case Code::kClosed: return "closed";
-    case Code::kTimeout: return "timeout";
-    case Code::kTooLarge: return "too_large";
-    case Code::kPlugin: return "plugin";
-    case Code::kCancelled: return "cancelled";
-    case Code::kInternal: return "internal";
+    case Code::kOk:
+      return "ok";
+    case Code::kInvalidArgument:
+      return "invalid_argument";
+    case Code::kNotFound:
+      return "not_found";
+    case Code::kSystem:
+      return "system";
+    case Code::kProtocol:
+      return "protocol_error";
+    case Code::kQueueFull:
+      return "queue_full";
+    case Code::kClosed:
+      return "closed";
+    case Code::kTimeout:
+      return "timeout";
+    case Code::kTooLarge:
+      return "too_large";
+    case Code::kPlugin:
+      return "plugin";
+    case Code::kCancelled:
+      return "cancelled";
+    case Code::kInternal:
+      return "internal";
   }
   return "unknown";
 }
@@ -122,8 +140,8 @@ inline std::string Status::to_string() const {
 }  // namespace sandpool
 
 // Propagates a non-ok Status from an expression returning Status.
-#define SP_RETURN_IF_ERROR(expr)              \
-  do {                                        \
-    ::sandpool::Status sp_status_ = (expr);   \
+#define SP_RETURN_IF_ERROR(expr)                \
+  do {                                          \
+    ::sandpool::Status sp_status_ = (expr);     \
     if (!sp_status_.is_ok()) return sp_status_; \
   } while (0)

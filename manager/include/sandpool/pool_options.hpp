@@ -59,7 +59,7 @@ struct PoolOptions {
   std::chrono::milliseconds heartbeat_interval{250};
   std::chrono::milliseconds init_timeout{10000};
   std::chrono::milliseconds cancel_grace{1000};
-  std::uint32_t max_init_failures = 3;  // consecutive; then the pool is `failed`
+  std::uint32_t max_init_failures = 3;       // consecutive; then the pool is `failed`
   std::size_t dead_letter_capacity = 10000;  // in-memory dead letters kept
 
   sandbox::SandboxPolicy sandbox;

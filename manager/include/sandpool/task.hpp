@@ -22,8 +22,8 @@ enum class TaskState : std::uint8_t {
 
 enum class Outcome : std::uint8_t {
   kOk,
-  kError,             // SP_RETRY
-  kFailed,            // SP_FAIL, or a permanent failure such as a result over max_result
+  kError,   // SP_RETRY
+  kFailed,  // SP_FAIL, or a permanent failure such as a result over max_result
   kTimedOut,
   kLost,              // the worker died or vanished mid-task
   kSandboxViolation,  // a forbidden syscall (the error names it)
@@ -54,7 +54,7 @@ inline bool is_terminal(TaskState s) { return s >= TaskState::kCompleted; }
 struct Attempt {
   std::uint32_t number = 0;  // 1-based
   Outcome outcome = Outcome::kOk;
-  std::string error;         // empty for ok
+  std::string error;  // empty for ok
   std::int32_t worker_pid = 0;
   std::int64_t started_ms = 0;  // wall clock (ms since the epoch) at dispatch
   std::int64_t ended_ms = 0;
@@ -65,10 +65,10 @@ struct TaskResult {
   std::uint64_t id = 0;
   std::string type;
   TaskState state = TaskState::kQueued;
-  DeadReason reason = DeadReason::kNone;        // for kDeadLettered
+  DeadReason reason = DeadReason::kNone;             // for kDeadLettered
   CancelReason cancel_reason = CancelReason::kNone;  // for kCancelled
-  std::string result;  // the handler's output, for kCompleted
-  std::string error;   // the last attempt's error, or why it never ran
+  std::string result;                                // the handler's output, for kCompleted
+  std::string error;  // the last attempt's error, or why it never ran
   std::vector<Attempt> history;
   std::uint32_t attempts() const { return static_cast<std::uint32_t>(history.size()); }
 };

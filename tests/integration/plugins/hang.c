@@ -1,13 +1,13 @@
 /* A hostile plugin for the tests: spins forever, never beats, never looks at cancelled(). */
 #include <sandpool/plugin.h>
 
-static const char *const kTypes[] = {"hang", NULL};
+static const char* const kTypes[] = {"hang", NULL};
 
 SP_EXPORT uint32_t sp_plugin_abi_version(void) { return SP_PLUGIN_ABI_VERSION; }
-SP_EXPORT const char *const *sp_plugin_task_types(void) { return kTypes; }
+SP_EXPORT const char* const* sp_plugin_task_types(void) { return kTypes; }
 
-SP_EXPORT int sp_plugin_init(const sp_host_api *host, const char *config_json, size_t config_len,
-                             void **state) {
+SP_EXPORT int sp_plugin_init(const sp_host_api* host, const char* config_json, size_t config_len,
+                             void** state) {
   (void)host;
   (void)config_json;
   (void)config_len;
@@ -15,7 +15,7 @@ SP_EXPORT int sp_plugin_init(const sp_host_api *host, const char *config_json, s
   return 0;
 }
 
-SP_EXPORT int sp_plugin_handle(void *state, const sp_task *task, sp_call *call) {
+SP_EXPORT int sp_plugin_handle(void* state, const sp_task* task, sp_call* call) {
   volatile unsigned long spins = 0;
   (void)state;
   (void)task;

@@ -11,16 +11,16 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *const kTypes[] = {"scribble", NULL};
-static unsigned char *region;
+static const char* const kTypes[] = {"scribble", NULL};
+static unsigned char* region;
 
 SP_EXPORT uint32_t sp_plugin_abi_version(void) { return SP_PLUGIN_ABI_VERSION; }
-SP_EXPORT const char *const *sp_plugin_task_types(void) { return kTypes; }
+SP_EXPORT const char* const* sp_plugin_task_types(void) { return kTypes; }
 
-SP_EXPORT int sp_plugin_init(const sp_host_api *host, const char *config_json, size_t config_len,
-                             void **state) {
+SP_EXPORT int sp_plugin_init(const sp_host_api* host, const char* config_json, size_t config_len,
+                             void** state) {
   char line[512];
-  FILE *maps = fopen("/proc/self/maps", "r");
+  FILE* maps = fopen("/proc/self/maps", "r");
   (void)config_json;
   (void)config_len;
   *state = NULL;
@@ -28,7 +28,7 @@ SP_EXPORT int sp_plugin_init(const sp_host_api *host, const char *config_json, s
   while (fgets(line, sizeof line, maps) != NULL) {
     unsigned long start = 0;
     if (strstr(line, "memfd:sandpool-region") != NULL && sscanf(line, "%lx-", &start) == 1) {
-      region = (unsigned char *)start;
+      region = (unsigned char*)start;
       break;
     }
   }
@@ -47,7 +47,7 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-SP_EXPORT int sp_plugin_handle(void *state, const sp_task *task, sp_call *call) {
+SP_EXPORT int sp_plugin_handle(void* state, const sp_task* task, sp_call* call) {
   (void)state;
   (void)call;
   if (task->payload_len == 5 && memcmp(task->payload, "storm", 5) == 0) {

@@ -30,7 +30,7 @@ struct SandboxPolicy {
   SeccompProfile profile = SeccompProfile::kStrict;
   std::vector<std::string> allow_syscalls;  // per-pool additions, by name
   ResourceLimits limits;
-  std::vector<std::string> keep_env;        // environment variables kept by clearenv
+  std::vector<std::string> keep_env;  // environment variables kept by clearenv
 };
 
 }  // namespace sandpool::sandbox

@@ -14,9 +14,9 @@ namespace sandpool::sandbox {
 
 struct WorkerArgs {
   std::string plugin_path;
-  int channel_fd = 3;       // the shared region's memfd
-  int doorbell_fd = 4;      // eventfd the worker signals to wake the manager
-  std::uint32_t heartbeat_ms = 250;   // the idle loop beats at least this often
+  int channel_fd = 3;                // the shared region's memfd
+  int doorbell_fd = 4;               // eventfd the worker signals to wake the manager
+  std::uint32_t heartbeat_ms = 250;  // the idle loop beats at least this often
   std::uint64_t max_result = 8u << 20;
   std::uint32_t init_timeout_ms = 10000;  // the worker's own alarm; the manager enforces it too
   std::string plugin_config_json = "{}";
