@@ -2,8 +2,12 @@
 // are, and a PoolOptions that uses them.
 #pragma once
 
+#include <catch2/catch.hpp>
+
 #include <chrono>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include <sandpool/pool.hpp>
 
@@ -29,5 +33,30 @@ inline PoolOptions pool_options(const std::string& name, std::uint32_t workers =
 
 // Generous bound for waits in tests: a loaded 2-core VM under a sanitizer is slow.
 inline constexpr std::chrono::seconds kPatience{60};
+
+// A started pool, or the test fails with the pool's error.
+inline std::unique_ptr<Pool> make_pool(PoolOptions o) {
+  auto p = Pool::create(std::move(o));
+  if (!p) FAIL("Pool::create: " << p.status().to_string());
+  return std::move(p).value();
+}
+
+// Submits one task and returns its final account (the test fails if it does not end).
+inline TaskResult run(Pool& pool, const std::string& type, std::string payload,
+                      SubmitOptions so = {}) {
+  auto t = pool.submit(type, std::move(payload), std::move(so));
+  if (!t) FAIL("submit: " << t.status().to_string());
+  REQUIRE(t->wait_for(kPatience));
+  return t->wait();
+}
+
+// Waits until the task is inside handle() on some worker.
+inline void wait_running(const Ticket& t) {
+  const auto until = std::chrono::steady_clock::now() + kPatience;
+  while (t.state() != TaskState::kRunning && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  REQUIRE(t.state() == TaskState::kRunning);
+}
 
 }  // namespace sandpool::testing

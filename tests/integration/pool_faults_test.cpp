@@ -11,33 +11,10 @@
 using namespace sandpool;
 using namespace std::chrono_literals;
 using sandpool::testing::kPatience;
+using sandpool::testing::make_pool;
 using sandpool::testing::pool_options;
-
-namespace {
-
-std::unique_ptr<Pool> make_pool(PoolOptions o) {
-  auto p = Pool::create(std::move(o));
-  if (!p) FAIL("Pool::create: " << p.status().to_string());
-  return std::move(p).value();
-}
-
-TaskResult run(Pool& pool, const std::string& type, std::string payload, SubmitOptions so = {}) {
-  auto t = pool.submit(type, std::move(payload), std::move(so));
-  if (!t) FAIL("submit: " << t.status().to_string());
-  REQUIRE(t->wait_for(kPatience));
-  return t->wait();
-}
-
-// Waits until the task is inside handle() on some worker.
-void wait_running(const Ticket& t) {
-  const auto until = std::chrono::steady_clock::now() + kPatience;
-  while (t.state() != TaskState::kRunning && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(1ms);
-  }
-  REQUIRE(t.state() == TaskState::kRunning);
-}
-
-}  // namespace
+using sandpool::testing::run;
+using sandpool::testing::wait_running;
 
 TEST_CASE("a task that always crashes its worker is dead-lettered after retries+1 lost attempts") {
   PoolOptions o = pool_options("crash", 1);

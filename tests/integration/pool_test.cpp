@@ -15,24 +15,9 @@
 using namespace sandpool;
 using namespace std::chrono_literals;
 using sandpool::testing::kPatience;
+using sandpool::testing::make_pool;
 using sandpool::testing::pool_options;
-
-namespace {
-
-std::unique_ptr<Pool> make_pool(PoolOptions o) {
-  auto p = Pool::create(std::move(o));
-  if (!p) FAIL("Pool::create: " << p.status().to_string());
-  return std::move(p).value();
-}
-
-TaskResult run(Pool& pool, const std::string& type, std::string payload, SubmitOptions so = {}) {
-  auto t = pool.submit(type, std::move(payload), std::move(so));
-  if (!t) FAIL("submit: " << t.status().to_string());
-  REQUIRE(t->wait_for(kPatience));
-  return t->wait();
-}
-
-}  // namespace
+using sandpool::testing::run;
 
 TEST_CASE("an echo task goes through a worker process and comes back") {
   auto pool = make_pool(pool_options("echo"));
