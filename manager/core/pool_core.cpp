@@ -63,11 +63,22 @@ void PoolCore::spawn_worker(std::int64_t now) {
 void PoolCore::submit(TaskPtr task, std::int64_t now) {
   task->max_attempts = 1 + task->opts.retries.value_or(opts_.retries);
   task->timeout_ns = to_ns(task->opts.timeout.value_or(opts_.timeout));
+  task->queued_ns = now;
+  if (auto ttl = task->opts.queue_ttl ? task->opts.queue_ttl : opts_.queue_ttl) {
+    task->expires_ns = now + to_ns(*ttl);
+    ++ttl_tasks_;
+  }
   ++stats_.submitted;
   ++open_tasks_;
   if (failed_) {
     release_admission(*task);
     finish(task, TaskState::kDeadLettered, DeadReason::kCrashLoop, {}, failure_);
+    return;
+  }
+  if (crash_loop_ && task->opts.fail_fast) {
+    release_admission(*task);
+    finish(task, TaskState::kDeadLettered, DeadReason::kCrashLoop, {},
+           "the pool is in crash_loop and the task asked to fail fast");
     return;
   }
   queue_.push(std::move(task));
@@ -116,9 +127,15 @@ void PoolCore::dispatch(std::int64_t now) {
     if (w.phase != Phase::kReady && w.phase != Phase::kStarting) continue;
     const bool ready = w.phase == Phase::kReady;
     any_ready |= ready;
+    // A worker due for recycling after max_tasks gets no more than it has left to serve.
+    std::uint32_t capacity = opts_.concurrency;
+    if (opts_.recycle_max_tasks != 0) {
+      const std::uint64_t left =
+          opts_.recycle_max_tasks > w.tasks_done ? opts_.recycle_max_tasks - w.tasks_done : 0;
+      capacity = static_cast<std::uint32_t>(std::min<std::uint64_t>(capacity, left));
+    }
     candidates_.push_back(
-        {id, ready ? static_cast<std::uint32_t>(w.in_flight.size()) : opts_.concurrency,
-         opts_.concurrency});
+        {id, ready ? static_cast<std::uint32_t>(w.in_flight.size()) : capacity, capacity});
     by_index.push_back(&w);
   }
   if (!any_ready) return;
@@ -207,6 +224,9 @@ bool PoolCore::on_result(WorkerId wid, ipc::ResultMsg& msg, std::int64_t now) {
         break;
     }
   }
+  if (opts_.recycle_max_tasks != 0 && w->tasks_done >= opts_.recycle_max_tasks) {
+    recycle(*w, "served " + std::to_string(w->tasks_done) + " tasks (recycle.max_tasks)", now);
+  }
   maybe_stop(*w);  // a draining worker stops once its ring is empty
   settle(now);
   return true;
@@ -250,7 +270,9 @@ void PoolCore::on_ready(WorkerId wid, std::int64_t now) {
   Worker* w = find(wid);
   if (w == nullptr || w->phase != Phase::kStarting) return;
   w->phase = Phase::kReady;
+  w->ready_ns = now;
   init_failures_ = 0;
+  next_sweep_ns_ = std::min(next_sweep_ns_, now + to_ns(opts_.heartbeat_interval));
   // A worker that became ready while the pool shrinks or closes is not needed.
   if (live_workers() > target_workers_) {
     drain_worker(*w);
@@ -330,6 +352,7 @@ void PoolCore::on_exit(WorkerId wid, const supervision::ExitReport& report, std:
   } else if (!asked_to_stop) {
     ++stats_.restarts;
     if (c.outcome == Outcome::kLost) ++stats_.lost;
+    note_restart(now);
   }
   adjust_worker_count(now);
   settle(now);
@@ -433,6 +456,7 @@ void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason, s
     default:
       break;
   }
+  if (task->expires_ns != 0) --ttl_tasks_;
   task->state.store(state, std::memory_order_release);
   task->done.store(1, std::memory_order_release);
   task->done.notify_all();
@@ -484,6 +508,10 @@ void PoolCore::observe_running() {
     if (w.in_flight.empty()) continue;
     const std::uint64_t started = ctl_.started_task(wid);
     if (started == 0) continue;
+    if (opts_.cpu_time.count() > 0 && started != w.cpu_task) {
+      w.cpu_task = started;  // a new task is running: meter its CPU from here
+      w.cpu_base_ns = ctl_.cpu_ns(wid);
+    }
     for (const InFlight& f : w.in_flight) {
       if (f.task->id != started) continue;
       if (f.task->state.load(std::memory_order_relaxed) == TaskState::kDispatched) {
@@ -507,6 +535,7 @@ void PoolCore::on_tick(std::int64_t now) {
     adjust_worker_count(now);
   }
   if (now >= next_check_ns_) check_deadlines(now);
+  if (now >= next_sweep_ns_) sweep(now);
   settle(now);
 }
 
@@ -557,10 +586,110 @@ void PoolCore::check_deadlines(std::int64_t now) {
 }
 
 std::int64_t PoolCore::next_deadline() const {
-  std::int64_t next = next_check_ns_;
+  std::int64_t next = std::min(next_check_ns_, workers_.empty() ? INT64_MAX : next_sweep_ns_);
   if (!retries_.empty()) next = std::min(next, retries_.top().due_ns);
   if (respawn_due_ns_ != 0) next = std::min(next, respawn_due_ns_);
   return next;
+}
+
+void PoolCore::sweep(std::int64_t now) {
+  next_sweep_ns_ = now + to_ns(opts_.heartbeat_interval);
+  const std::int64_t now_ms = now / kMsNs;
+  const std::int64_t silent_limit_ms =
+      static_cast<std::int64_t>(opts_.missed_heartbeats) * opts_.heartbeat_interval.count();
+  for (auto& [wid, w] : workers_) {
+    if (w.kill_reason || (w.phase != Phase::kReady && w.phase != Phase::kDraining)) continue;
+    const std::uint64_t started = ctl_.started_task(wid);
+    // Idle (or between tasks): the task loop must beat. A running handler is bounded by its
+    // timeout and cpu_time instead; it beats through progress/heartbeat when it can.
+    if (started == 0) {
+      const std::int64_t silent_ms = now_ms - ctl_.heartbeat_ms(wid);
+      if (silent_ms > silent_limit_ms) {
+        ++stats_.heartbeat_kills;
+        const std::string why = "worker " + std::to_string(ctl_.pid(wid)) + " missed " +
+                                std::to_string(opts_.missed_heartbeats) +
+                                " heartbeats (silent for " + std::to_string(silent_ms) +
+                                " ms): killed and replaced";
+        log(2, why);
+        kill_worker(w, Outcome::kLost, why, 0);
+        continue;
+      }
+    } else if (opts_.cpu_time.count() > 0 && started == w.cpu_task && w.cpu_base_ns >= 0) {
+      const std::int64_t used = ctl_.cpu_ns(wid) - w.cpu_base_ns;
+      if (used > to_ns(opts_.cpu_time)) {
+        kill_worker(w, Outcome::kResourceLimit,
+                    "resource_limit: cpu (" + std::to_string(used / kMsNs) + " ms of CPU, limit " +
+                        std::to_string(opts_.cpu_time.count()) + " ms)",
+                    started);
+        continue;
+      }
+    }
+    if (opts_.recycle_max_rss != 0 && !w.retiring) {
+      const std::uint64_t rss = ctl_.rss_bytes(wid);
+      if (rss > opts_.recycle_max_rss) {
+        recycle(w, "RSS " + std::to_string(rss >> 20) + " MiB above recycle.max_rss", now);
+      }
+    }
+  }
+  if (ttl_tasks_ > 0) {
+    for (const TaskPtr& t : queue_.remove_if([&](const TaskRecord& r) {
+           return r.expires_ns != 0 && r.expires_ns <= now && r.attempts_ended == 0;
+         })) {
+      release_admission(*t);
+      ++stats_.expired;
+      finish(t, TaskState::kDeadLettered, DeadReason::kExpired, {},
+             "expired: queued for " + std::to_string((now - t->queued_ns) / kMsNs) +
+                 " ms, past its queue_ttl");
+    }
+  }
+  if (crash_loop_) {
+    for (const auto& [wid, w] : workers_) {
+      if (w.phase == Phase::kReady && now - w.ready_ns >= to_ns(opts_.stable_after)) {
+        crash_loop_ = false;
+        crash_restarts_ = 0;
+        restart_times_.clear();
+        log(1, "left crash_loop: worker " + std::to_string(ctl_.pid(wid)) + " stayed up for " +
+                   std::to_string(opts_.stable_after.count()) + " ms");
+        break;
+      }
+    }
+  }
+}
+
+void PoolCore::recycle(Worker& w, const std::string& why, std::int64_t now) {
+  if (w.retiring || w.kill_reason) return;
+  ++stats_.recycled;
+  log(1, "recycling worker " + std::to_string(ctl_.pid(w.id)) + ": " + why);
+  drain_worker(w);
+  adjust_worker_count(now);  // its replacement starts now; it stops once its ring is empty
+}
+
+void PoolCore::note_restart(std::int64_t now) {
+  restart_times_.push_back(now);
+  while (!restart_times_.empty() && restart_times_.front() < now - to_ns(opts_.restart_window)) {
+    restart_times_.pop_front();
+  }
+  if (crash_loop_) {
+    ++crash_restarts_;
+  } else if (restart_times_.size() > opts_.max_restarts) {
+    crash_loop_ = true;
+    crash_restarts_ = 1;
+    log(3, "entered crash_loop: " + std::to_string(restart_times_.size()) +
+               " worker restarts within " + std::to_string(opts_.restart_window.count()) +
+               " ms; replacements now back off");
+    // Tasks that asked to fail fast do not wait the crash loop out.
+    for (const TaskPtr& t : queue_.remove_if([](const TaskRecord& r) { return r.opts.fail_fast; })) {
+      release_admission(*t);
+      finish(t, TaskState::kDeadLettered, DeadReason::kCrashLoop, {},
+             "the pool entered crash_loop and the task asked to fail fast");
+    }
+  }
+  if (crash_loop_) {
+    const std::int64_t backoff_ms = std::min<std::int64_t>(
+        opts_.crash_backoff_max.count(),
+        opts_.crash_backoff_base.count() << std::min<std::uint32_t>(crash_restarts_ - 1, 20));
+    respawn_due_ns_ = std::max(respawn_due_ns_, now + backoff_ms * kMsNs);
+  }
 }
 
 void PoolCore::drain_worker(Worker& w) {
@@ -635,7 +764,11 @@ PoolStats PoolCore::stats() const {
   s.retry_wait = retries_.size();
   s.workers = static_cast<std::uint32_t>(workers_.size());
   s.target_workers = target_workers_;
-  s.state = failed_ ? "failed" : closing_ ? (workers_.empty() ? "closed" : "closing") : "running";
+  s.crash_loop = crash_loop_;
+  s.state = failed_     ? "failed"
+            : closing_  ? (workers_.empty() ? "closed" : "closing")
+            : crash_loop_ ? "crash_loop"
+                          : "running";
   return s;
 }
 

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <queue>
@@ -47,6 +48,12 @@ class WorkerControl {
   // The task id the worker says is inside handle() (untrusted; 0 when idle).
   virtual std::uint64_t started_task(WorkerId w) = 0;
   virtual std::int32_t pid(WorkerId w) = 0;
+  // The worker's last heartbeat, CLOCK_MONOTONIC ms (untrusted: it only protects itself).
+  virtual std::int64_t heartbeat_ms(WorkerId w) = 0;
+  // Resident set size in bytes; 0 when unknown.
+  virtual std::uint64_t rss_bytes(WorkerId w) = 0;
+  // CPU time the worker has used so far, ns; -1 when unknown.
+  virtual std::int64_t cpu_ns(WorkerId w) = 0;
 };
 
 class PoolCore {
@@ -54,6 +61,12 @@ class PoolCore {
   // `admitted` counts tasks accepted but never dispatched; the Pool increments it at
   // submit (to refuse past capacity) and the core decrements it at first dispatch.
   PoolCore(const PoolOptions& options, WorkerControl& control, std::atomic<std::size_t>& admitted);
+
+  // Where the core reports what an operator should see (worker killed for missed
+  // heartbeats, crash_loop entered/left, recycling). Level: 1 info, 2 warn, 3 error.
+  void set_log(std::function<void(int level, const std::string& text)> log) {
+    log_ = std::move(log);
+  }
 
   void start(std::int64_t now);
   void submit(TaskPtr task, std::int64_t now);
@@ -116,7 +129,10 @@ class PoolCore {
     std::uint64_t cancel_task = 0;  // a running task asked to stop
     std::int64_t cancel_deadline_ns = 0;
     std::string last_error;  // the worker's last error-level log line
-    bool retiring = false;   // we stopped wanting it (scale down, close)
+    bool retiring = false;   // we stopped wanting it (scale down, close, recycle)
+    std::int64_t ready_ns = 0;      // when it became ready
+    std::uint64_t cpu_task = 0;     // the running task whose CPU is being metered
+    std::int64_t cpu_base_ns = -1;  // the worker's CPU time when cpu_task was first seen
   };
   struct RetryEntry {
     std::int64_t due_ns;
@@ -141,6 +157,13 @@ class PoolCore {
   void maybe_stop(Worker& w);
   void enter_failed(std::string why);
   void check_deadlines(std::int64_t now);
+  // Heartbeats, per-task CPU, RSS, queue TTL, leaving crash_loop: once per heartbeat interval.
+  void sweep(std::int64_t now);
+  void recycle(Worker& w, const std::string& why, std::int64_t now);
+  void note_restart(std::int64_t now);
+  void log(int level, const std::string& text) const {
+    if (log_) log_(level, text);
+  }
   void adjust_worker_count(std::int64_t now);
   std::size_t live_workers() const;  // not stopping or draining
   Worker* find(WorkerId w);
@@ -170,6 +193,12 @@ class PoolCore {
   bool failed_ = false;
   std::string failure_;
   PoolStats stats_;
+  std::function<void(int, const std::string&)> log_;
+  std::deque<std::int64_t> restart_times_;  // unexpected exits within restart_window
+  bool crash_loop_ = false;
+  std::uint32_t crash_restarts_ = 0;  // restarts since entering crash_loop (the backoff)
+  std::int64_t next_sweep_ns_ = 0;
+  std::size_t ttl_tasks_ = 0;  // open tasks that carry a queue TTL
 };
 
 }  // namespace sandpool::core

@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/worker_locator.hpp"
+#include "supervision/proc_stats.hpp"
 
 namespace sandpool::core {
 namespace {
@@ -82,6 +83,13 @@ Status PoolLoop::launch() {
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, inbox_bell_.fd(), &ev);
 
   core_ = std::make_unique<PoolCore>(opts_, *this, admitted_);
+  core_->set_log([this](int level, const std::string& text) {
+    switch (level) {
+      case 1: log_->info("[{}] {}", opts_.name, text); break;
+      case 2: log_->warn("[{}] {}", opts_.name, text); break;
+      default: log_->error("[{}] {}", opts_.name, text); break;
+    }
+  });
   auto started = started_.get_future();
   thread_ = std::thread([this] { run(); });
   Status s = started.get();
@@ -495,6 +503,23 @@ std::int32_t PoolLoop::pid(WorkerId w) {
   auto it = links_.find(w);
   if (it == links_.end() || !it->second.proc) return 0;
   return it->second.proc->pid();
+}
+
+std::int64_t PoolLoop::heartbeat_ms(WorkerId w) {
+  auto it = links_.find(w);
+  if (it == links_.end() || !it->second.proc) return ipc::monotonic_ms();
+  return static_cast<std::int64_t>(
+      it->second.proc->header()->heartbeat_ms.load(std::memory_order_relaxed));
+}
+
+std::uint64_t PoolLoop::rss_bytes(WorkerId w) {
+  const std::int32_t p = pid(w);
+  return p > 0 ? supervision::rss_bytes(p) : 0;
+}
+
+std::int64_t PoolLoop::cpu_ns(WorkerId w) {
+  const std::int32_t p = pid(w);
+  return p > 0 ? supervision::cpu_ns(p) : -1;
 }
 
 // ---- any thread -----------------------------------------------------------------------

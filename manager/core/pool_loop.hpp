@@ -83,6 +83,9 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   void kill(WorkerId w) override;
   std::uint64_t started_task(WorkerId w) override;
   std::int32_t pid(WorkerId w) override;
+  std::int64_t heartbeat_ms(WorkerId w) override;
+  std::uint64_t rss_bytes(WorkerId w) override;
+  std::int64_t cpu_ns(WorkerId w) override;
   void send_message(WorkerId w, std::uint16_t kind);
 
   PoolOptions opts_;

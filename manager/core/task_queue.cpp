@@ -44,6 +44,24 @@ TaskPtr TaskQueue::remove(std::uint64_t id) {
   return nullptr;
 }
 
+std::vector<TaskPtr> TaskQueue::remove_if(const std::function<bool(const TaskRecord&)>& pred) {
+  std::vector<TaskPtr> out;
+  for (auto it = levels_.begin(); it != levels_.end();) {
+    auto& dq = it->second;
+    for (auto t = dq.begin(); t != dq.end();) {
+      if (pred(**t)) {
+        out.push_back(std::move(*t));
+        t = dq.erase(t);
+        --size_;
+      } else {
+        ++t;
+      }
+    }
+    it = dq.empty() ? levels_.erase(it) : std::next(it);
+  }
+  return out;
+}
+
 std::deque<TaskPtr> TaskQueue::take_all() {
   std::deque<TaskPtr> out;
   for (auto& [prio, dq] : levels_) {

@@ -7,6 +7,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <vector>
 
 #include "core/task_record.hpp"
 
@@ -25,6 +26,8 @@ class TaskQueue {
   TaskPtr remove(std::uint64_t id);
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
+  // Removes and returns, in order, every task for which pred(task) is true. O(n).
+  std::vector<TaskPtr> remove_if(const std::function<bool(const TaskRecord&)>& pred);
   // Removes and returns everything, in order.
   std::deque<TaskPtr> take_all();
 

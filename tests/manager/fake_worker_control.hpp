@@ -19,6 +19,10 @@ struct FakeWorker {
   bool gone = false;          // on_exit was reported for it
   std::uint64_t started = 0;  // what the header would say
   std::int32_t pid = 0;
+  std::int64_t heartbeat_ms = 0;  // the harness beats for it as the clock moves...
+  bool silent = false;            // ...unless it is "stopped" 
+  std::uint64_t rss = 0;
+  std::int64_t cpu_ns = 0;
 };
 
 class FakeWorkerControl : public core::WorkerControl {
@@ -42,6 +46,9 @@ class FakeWorkerControl : public core::WorkerControl {
   void kill(core::WorkerId w) override { workers[w].killed = true; }
   std::uint64_t started_task(core::WorkerId w) override { return workers[w].started; }
   std::int32_t pid(core::WorkerId w) override { return workers[w].pid; }
+  std::int64_t heartbeat_ms(core::WorkerId w) override { return workers[w].heartbeat_ms; }
+  std::uint64_t rss_bytes(core::WorkerId w) override { return workers[w].rss; }
+  std::int64_t cpu_ns(core::WorkerId w) override { return workers[w].cpu_ns; }
 
   std::map<core::WorkerId, FakeWorker> workers;
   std::vector<core::WorkerId> spawned;

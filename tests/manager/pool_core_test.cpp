@@ -55,9 +55,17 @@ struct Harness {
     ctl.workers[w].gone = true;
     core->on_exit(w, {st, 0, ctl.pid(w)}, now);
   }
+  // Moves the clock; every worker that is not silent beats on the way.
   void advance(std::chrono::milliseconds d) {
     now += d.count() * kMs;
+    for (auto& [w, fw] : ctl.workers) {
+      if (!fw.silent) fw.heartbeat_ms = now / kMs;
+    }
     core->on_tick(now);
+  }
+  // Moves the clock in small steps, so periodic checks see every moment in between.
+  void run_for(std::chrono::milliseconds d, std::chrono::milliseconds step = 10ms) {
+    for (auto t = 0ms; t < d; t += step) advance(step);
   }
   // The live worker the task was last sent to (0: none).
   core::WorkerId holder(std::uint64_t id) {
@@ -444,4 +452,147 @@ TEST_CASE("a draining worker stops as soon as its last task is done") {
   REQUIRE(h.result(wa, a->id, ipc::TaskStatus::kOk));
   REQUIRE(h.result(wb, b->id, ipc::TaskStatus::kOk));
   CHECK(h.ctl.workers[wa].stop_sent != h.ctl.workers[wb].stop_sent);  // exactly one stops
+}
+
+TEST_CASE("an idle worker that misses its heartbeats is killed and replaced") {
+  Harness h;  // heartbeat 250 ms, 3 missed
+  h.ready_all();
+  h.advance(0ms);                  // everybody beats once
+  h.ctl.workers[1].silent = true;  // then worker 1 is SIGSTOP'd
+  h.run_for(700ms);
+  CHECK_FALSE(h.ctl.workers[1].killed);
+  h.run_for(400ms);
+  CHECK(h.ctl.workers[1].killed);
+  CHECK_FALSE(h.ctl.workers[2].killed);
+  h.exit(1, ExitStatus{false, 0, SIGKILL});
+  CHECK(h.ctl.spawned.size() == 3);
+  CHECK(h.core->stats().heartbeat_kills == 1);
+}
+
+TEST_CASE("a running task is bounded by its timeout, not by the worker's heartbeat") {
+  Harness h;
+  h.ready_all();
+  auto t = h.submit();
+  const auto w = h.holder(t->id);
+  h.ctl.workers[w].started = t->id;
+  h.ctl.workers[w].silent = true;  // a long handler that never calls heartbeat()
+  h.run_for(900ms);
+  CHECK_FALSE(h.ctl.workers[w].killed);
+}
+
+TEST_CASE("a task over its CPU budget is killed as resource_limit: cpu") {
+  PoolOptions o = Harness::defaults();
+  o.cpu_time = 100ms;
+  o.timeout = 10000ms;
+  Harness h(o);
+  h.ready_all();
+  auto t = h.submit();
+  const auto w = h.holder(t->id);
+  h.ctl.workers[w].cpu_ns = 5'000'000'000;  // CPU used before this task: not counted
+  h.ctl.workers[w].started = t->id;
+  h.core->observe_running();
+  h.ctl.workers[w].cpu_ns += 50 * kMs;
+  h.run_for(300ms);
+  CHECK_FALSE(h.ctl.workers[w].killed);
+  h.ctl.workers[w].cpu_ns += 60 * kMs;
+  h.run_for(300ms);
+  REQUIRE(h.ctl.workers[w].killed);
+  h.exit(w, ExitStatus{false, 0, SIGKILL});
+  REQUIRE(account(t).history.size() == 1);
+  CHECK(account(t).history[0].outcome == Outcome::kResourceLimit);
+  CHECK(account(t).history[0].error.find("resource_limit: cpu") == 0);
+}
+
+TEST_CASE("more restarts than max_restarts within the window is a crash loop with backoff") {
+  PoolOptions o = Harness::defaults();
+  o.workers = 1;
+  o.max_restarts = 3;
+  o.restart_window = 10000ms;
+  o.crash_backoff_base = 100ms;
+  o.crash_backoff_max = 1000ms;
+  o.stable_after = 2000ms;
+  Harness h(o);
+  SubmitOptions ff;
+  ff.fail_fast = true;
+  h.core->on_ready(h.ctl.spawned.back(), h.now);
+  auto patient = h.submit();
+  auto hasty = h.submit(ff);
+  for (int i = 0; i < 4; ++i) {
+    const auto w = h.ctl.spawned.back();
+    h.ctl.workers[w].started = 0;
+    h.exit(w, ExitStatus{false, 0, SIGSEGV});
+    if (i < 3) {
+      CHECK(h.ctl.spawned.size() == static_cast<std::size_t>(i + 2));  // replaced at once
+      h.core->on_ready(h.ctl.spawned.back(), h.now);
+    }
+  }
+  CHECK(h.core->stats().crash_loop);
+  CHECK(h.core->stats().state == "crash_loop");
+  CHECK(hasty->state == TaskState::kDeadLettered);
+  CHECK(account(hasty).reason == DeadReason::kCrashLoop);
+  CHECK_FALSE(is_terminal(patient->state));
+  const auto spawned = h.ctl.spawned.size();
+  h.run_for(50ms);
+  CHECK(h.ctl.spawned.size() == spawned);  // backing off
+  h.run_for(100ms);
+  CHECK(h.ctl.spawned.size() == spawned + 1);
+  // A worker that stays up ends the crash loop.
+  h.core->on_ready(h.ctl.spawned.back(), h.now);
+  h.run_for(2500ms, 50ms);
+  CHECK_FALSE(h.core->stats().crash_loop);
+}
+
+TEST_CASE("a worker is recycled after max_tasks: drained, replaced, no task failed") {
+  PoolOptions o = Harness::defaults();
+  o.workers = 1;
+  o.concurrency = 4;
+  o.recycle_max_tasks = 2;
+  Harness h(o);
+  h.ready_all();
+  auto a = h.submit();
+  auto b = h.submit();
+  auto c = h.submit();
+  CHECK(h.ctl.workers[1].ring.size() == 2);  // no more than it has left to serve
+  REQUIRE(h.result(1, a->id, ipc::TaskStatus::kOk));
+  CHECK(h.ctl.spawned.size() == 1);
+  REQUIRE(h.result(1, b->id, ipc::TaskStatus::kOk));
+  CHECK(h.ctl.spawned.size() == 2);  // the replacement starts at once
+  CHECK(h.ctl.workers[1].stop_sent);
+  h.core->on_ready(2, h.now);
+  REQUIRE(h.holder(c->id) == 2);
+  REQUIRE(h.result(2, c->id, ipc::TaskStatus::kOk));
+  CHECK(h.core->stats().recycled == 1);
+  CHECK(h.core->stats().restarts == 0);
+  for (auto t : {a, b, c}) CHECK(t->state == TaskState::kCompleted);
+}
+
+TEST_CASE("a worker above max_rss is recycled") {
+  PoolOptions o = Harness::defaults();
+  o.workers = 1;
+  o.recycle_max_rss = 100u << 20;
+  Harness h(o);
+  h.ready_all();
+  h.ctl.workers[1].rss = 50u << 20;
+  h.run_for(300ms);
+  CHECK(h.ctl.spawned.size() == 1);
+  h.ctl.workers[1].rss = 200u << 20;
+  h.run_for(300ms);
+  CHECK(h.ctl.spawned.size() == 2);
+  CHECK(h.ctl.workers[1].stop_sent);
+}
+
+TEST_CASE("a task still queued past its queue TTL is dead-lettered as expired") {
+  PoolOptions o = Harness::defaults();
+  o.queue_ttl = 500ms;
+  Harness h(o);  // no worker ready: everything waits
+  auto pool_ttl = h.submit();
+  SubmitOptions longer;
+  longer.queue_ttl = 5000ms;
+  auto own_ttl = h.submit(longer);
+  h.run_for(600ms);
+  CHECK(pool_ttl->state == TaskState::kDeadLettered);
+  CHECK(account(pool_ttl).reason == DeadReason::kExpired);
+  CHECK(h.admitted == 1);
+  CHECK(own_ttl->state == TaskState::kQueued);
+  CHECK(h.core->stats().expired == 1);
 }

@@ -58,6 +58,8 @@ struct SubmitOptions {
   std::optional<std::uint32_t> retries;              // retries after the first attempt
   std::int32_t priority = 0;                         // higher first, FIFO within a level
   std::string key;                                   // affinity key (dispatch `affinity`)
+  std::optional<std::chrono::milliseconds> queue_ttl;  // default: the pool's queue_ttl
+  bool fail_fast = false;  // dead-letter (crash_loop) instead of waiting out a crash loop
   // Called on the loop thread for each progress update (coalesced when it lags).
   std::function<void(std::uint64_t id, std::string_view data)> on_progress;
   // Called on the loop thread once, when the task is terminal.
@@ -74,10 +76,12 @@ struct WorkerInfo {
 
 struct PoolStats {
   std::uint64_t submitted = 0, completed = 0, dead_lettered = 0, cancelled = 0;
-  std::uint64_t retried = 0, lost = 0, restarts = 0;
+  std::uint64_t retried = 0, lost = 0, restarts = 0, recycled = 0, expired = 0;
+  std::uint64_t heartbeat_kills = 0;
+  bool crash_loop = false;
   std::uint64_t queued = 0, in_flight = 0, retry_wait = 0;
   std::uint32_t workers = 0, target_workers = 0;
-  std::string state;  // running, failed, closing, closed
+  std::string state;  // running, crash_loop, failed, closing, closed
 };
 
 class Pool {

@@ -56,7 +56,29 @@ struct PoolOptions {
   std::uint64_t max_result = 8u << 20;
   std::uint64_t ring_bytes = 256 * 1024;  // each of the two rings per worker
 
+  // Health. An idle worker silent for missed_heartbeats intervals (stopped, deadlocked) is
+  // killed and replaced; a running task is bounded by its timeout and cpu_time.
   std::chrono::milliseconds heartbeat_interval{250};
+  std::uint32_t missed_heartbeats = 3;
+  std::chrono::milliseconds cpu_time{0};  // CPU per task attempt (resource_limit: cpu); 0: none
+
+  // Restart intensity (OTP style): more than max_restarts unexpected worker exits within
+  // restart_window put the pool in crash_loop, where replacements back off exponentially
+  // (crash_backoff_base doubling up to crash_backoff_max) until a worker stays up for
+  // stable_after.
+  std::uint32_t max_restarts = 10;
+  std::chrono::milliseconds restart_window{60000};
+  std::chrono::milliseconds crash_backoff_base{100};
+  std::chrono::milliseconds crash_backoff_max{10000};
+  std::chrono::milliseconds stable_after{5000};
+
+  // Recycling: a worker is drained and replaced after this many tasks / above this RSS.
+  std::uint64_t recycle_max_tasks = 0;  // 0: never
+  std::uint64_t recycle_max_rss = 0;    // bytes; 0: never
+
+  // A task still queued (never dispatched) this long after submit is dead-lettered `expired`.
+  std::optional<std::chrono::milliseconds> queue_ttl;
+
   std::chrono::milliseconds init_timeout{10000};
   std::chrono::milliseconds cancel_grace{1000};
   std::uint32_t max_init_failures = 3;       // consecutive; then the pool is `failed`
