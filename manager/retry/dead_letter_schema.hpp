@@ -1,0 +1,19 @@
+// The dead-letter database schema and its migrations (documented in docs/dead-letters.md;
+// keep the two in step). PRAGMA user_version holds the schema version.
+#pragma once
+
+#include <sandpool/status.hpp>
+
+#include "retry/sqlite_db.hpp"
+
+namespace sandpool::dead_letter_schema {
+
+// The version this build writes and understands.
+inline constexpr int kVersion = 1;
+
+// Brings the database to kVersion: creates it from nothing (user_version 0) or applies each
+// migration step in order, each in its own transaction. Returns kInvalidArgument naming
+// both versions when the file is newer than this build, so nothing is written to it.
+Status migrate(sqlite::SqliteDb& db, const std::string& path);
+
+}  // namespace sandpool::dead_letter_schema
