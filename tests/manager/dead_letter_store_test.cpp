@@ -450,3 +450,21 @@ TEST_CASE("a burst of 10,000 letters is written in far fewer transactions, all r
   CHECK(*ids.begin() == 1);
   CHECK(*ids.rbegin() == kBurst);
 }
+
+TEST_CASE("close gives up after close_timeout when the database stays locked, and says so",
+          "[dead_letters]") {
+  TempDir dir;
+  auto o = options_for(dir);
+  o.busy_timeout = 10ms;
+  o.close_timeout = 100ms;
+  auto store = open_store(o);
+  auto locker = raw_connection(store->path());
+  REQUIRE(locker.exec("BEGIN EXCLUSIVE", "test lock").is_ok());
+  REQUIRE(store->enqueue(letter(1)).is_ok());
+  const auto closed = store->close();
+  CHECK(closed.code() == Code::kTimeout);
+  CHECK_THAT(closed.message(), Catch::Contains("1 letters could not be written"));
+  CHECK(store->stats().dropped == 1);
+  CHECK(store->stats().pending == 0);
+  CHECK(store->close().code() == Code::kTimeout);  // idempotent
+}
