@@ -1,9 +1,11 @@
 #include <sandpool/pool.hpp>
 
+#include <spdlog/spdlog.h>
 #include <sandpool/ipc/wake.hpp>
 
 #include "core/pool_loop.hpp"
 #include "core/task_record.hpp"
+#include "retry/dead_letter_store.hpp"
 
 namespace sandpool {
 namespace {
@@ -108,6 +110,28 @@ std::vector<TaskResult> Pool::dead_letters() const {
 }
 
 const std::vector<std::string>& Pool::task_types() const { return loop_->task_types(); }
+
+Result<Ticket> Pool::replay(std::uint64_t letter_id) {
+  const auto& store = loop_->options().dead_letter_store;
+  if (!store) return Status::invalid("this pool has no dead_letter_store");
+  auto letter = store->get(letter_id);
+  if (!letter) return letter.status();
+  if (letter->pool != loop_->options().name) {
+    return Status::invalid("dead letter " + std::to_string(letter_id) + " belongs to pool '" +
+                           letter->pool + "', not '" + loop_->options().name + "'");
+  }
+  auto ticket = loop_->submit(letter->task.type, std::move(letter->payload),
+                              letter->options.to_submit_options(), letter->task.id);
+  if (!ticket) return ticket.status();
+  // Accepted: only now does the letter leave the store. If somebody else replayed it in the
+  // meantime, the task runs twice, which at-least-once allows; the log says so.
+  if (Status s = store->remove_replayed(letter_id); !s) {
+    auto log = loop_->options().logger ? loop_->options().logger : spdlog::default_logger();
+    log->warn("[{}] replayed task {} from dead letter {}, but removing the letter failed: {}",
+              loop_->options().name, letter->task.id, letter_id, s.to_string());
+  }
+  return ticket;
+}
 
 std::uint64_t Pool::wake_syscalls() const { return loop_->wake_syscalls(); }
 

@@ -461,6 +461,7 @@ void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason, s
   task->done.store(1, std::memory_order_release);
   task->done.notify_all();
   --open_tasks_;
+  if (state == TaskState::kDeadLettered && dead_letter_sink_) dead_letter_sink_(*task);
   // The account is final once done is set: nothing writes it again, so the callback reads
   // it in place instead of a copy (readers elsewhere only ever copy it under the lock).
   if (task->opts.on_done) task->opts.on_done(task->account);
@@ -678,7 +679,8 @@ void PoolCore::note_restart(std::int64_t now) {
                " worker restarts within " + std::to_string(opts_.restart_window.count()) +
                " ms; replacements now back off");
     // Tasks that asked to fail fast do not wait the crash loop out.
-    for (const TaskPtr& t : queue_.remove_if([](const TaskRecord& r) { return r.opts.fail_fast; })) {
+    for (const TaskPtr& t :
+         queue_.remove_if([](const TaskRecord& r) { return r.opts.fail_fast; })) {
       release_admission(*t);
       finish(t, TaskState::kDeadLettered, DeadReason::kCrashLoop, {},
              "the pool entered crash_loop and the task asked to fail fast");
@@ -686,8 +688,8 @@ void PoolCore::note_restart(std::int64_t now) {
   }
   if (crash_loop_) {
     const std::int64_t backoff_ms = std::min<std::int64_t>(
-        opts_.crash_backoff_max.count(),
-        opts_.crash_backoff_base.count() << std::min<std::uint32_t>(crash_restarts_ - 1, 20));
+        opts_.crash_backoff_max.count(), opts_.crash_backoff_base.count()
+                                             << std::min<std::uint32_t>(crash_restarts_ - 1, 20));
     respawn_due_ns_ = std::max(respawn_due_ns_, now + backoff_ms * kMsNs);
   }
 }
@@ -765,8 +767,8 @@ PoolStats PoolCore::stats() const {
   s.workers = static_cast<std::uint32_t>(workers_.size());
   s.target_workers = target_workers_;
   s.crash_loop = crash_loop_;
-  s.state = failed_     ? "failed"
-            : closing_  ? (workers_.empty() ? "closed" : "closing")
+  s.state = failed_       ? "failed"
+            : closing_    ? (workers_.empty() ? "closed" : "closing")
             : crash_loop_ ? "crash_loop"
                           : "running";
   return s;

@@ -67,6 +67,10 @@ class PoolCore {
   void set_log(std::function<void(int level, const std::string& text)> log) {
     log_ = std::move(log);
   }
+  // Called for every task that ends dead-lettered, with its final account.
+  void set_dead_letter_sink(std::function<void(const TaskRecord&)> sink) {
+    dead_letter_sink_ = std::move(sink);
+  }
 
   void start(std::int64_t now);
   void submit(TaskPtr task, std::int64_t now);
@@ -128,8 +132,8 @@ class PoolCore {
     std::uint64_t kill_task = 0;
     std::uint64_t cancel_task = 0;  // a running task asked to stop
     std::int64_t cancel_deadline_ns = 0;
-    std::string last_error;  // the worker's last error-level log line
-    bool retiring = false;   // we stopped wanting it (scale down, close, recycle)
+    std::string last_error;         // the worker's last error-level log line
+    bool retiring = false;          // we stopped wanting it (scale down, close, recycle)
     std::int64_t ready_ns = 0;      // when it became ready
     std::uint64_t cpu_task = 0;     // the running task whose CPU is being metered
     std::int64_t cpu_base_ns = -1;  // the worker's CPU time when cpu_task was first seen
@@ -194,6 +198,7 @@ class PoolCore {
   std::string failure_;
   PoolStats stats_;
   std::function<void(int, const std::string&)> log_;
+  std::function<void(const TaskRecord&)> dead_letter_sink_;
   std::deque<std::int64_t> restart_times_;  // unexpected exits within restart_window
   bool crash_loop_ = false;
   std::uint32_t crash_restarts_ = 0;  // restarts since entering crash_loop (the backoff)

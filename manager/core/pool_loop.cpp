@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/worker_locator.hpp"
+#include "retry/dead_letter_store.hpp"
 #include "supervision/proc_stats.hpp"
 
 namespace sandpool::core {
@@ -83,11 +84,32 @@ Status PoolLoop::launch() {
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, inbox_bell_.fd(), &ev);
 
   core_ = std::make_unique<PoolCore>(opts_, *this, admitted_);
+  if (opts_.dead_letter_store) {
+    // Never blocks: the store batches writes on its own thread. A refusal (store full or
+    // closed) leaves the letter in the pool's in-memory list, and says so.
+    core_->set_dead_letter_sink([this](const TaskRecord& t) {
+      DeadLetter letter;
+      letter.task = t.account;
+      letter.pool = opts_.name;
+      letter.payload = t.payload;
+      letter.options = DeadLetterOptions::from(t.opts);
+      if (Status s = opts_.dead_letter_store->enqueue(std::move(letter)); !s) {
+        log_->error("[{}] dead letter for task {} kept in memory only: {}", opts_.name, t.id,
+                    s.to_string());
+      }
+    });
+  }
   core_->set_log([this](int level, const std::string& text) {
     switch (level) {
-      case 1: log_->info("[{}] {}", opts_.name, text); break;
-      case 2: log_->warn("[{}] {}", opts_.name, text); break;
-      default: log_->error("[{}] {}", opts_.name, text); break;
+      case 1:
+        log_->info("[{}] {}", opts_.name, text);
+        break;
+      case 2:
+        log_->warn("[{}] {}", opts_.name, text);
+        break;
+      default:
+        log_->error("[{}] {}", opts_.name, text);
+        break;
     }
   });
   auto started = started_.get_future();
@@ -524,7 +546,8 @@ std::int64_t PoolLoop::cpu_ns(WorkerId w) {
 
 // ---- any thread -----------------------------------------------------------------------
 
-Result<Ticket> PoolLoop::submit(std::string type, std::string payload, SubmitOptions options) {
+Result<Ticket> PoolLoop::submit(std::string type, std::string payload, SubmitOptions options,
+                                std::uint64_t id) {
   if (failed_.load()) return Status::error(Code::kClosed, "pool failed: " + failure_);
   if (!accepting_.load()) return Status::error(Code::kClosed, "pool is closing");
   if (std::find(task_types_.begin(), task_types_.end(), type) == task_types_.end()) {
@@ -542,7 +565,7 @@ Result<Ticket> PoolLoop::submit(std::string type, std::string payload, SubmitOpt
     return Status::error(Code::kQueueFull, "queue_full: " + std::to_string(opts_.queue_capacity) +
                                                " tasks are waiting in pool '" + opts_.name + "'");
   }
-  const std::uint64_t id = next_task_id_.fetch_add(1, std::memory_order_relaxed);
+  if (id == 0) id = next_task_id_.fetch_add(1, std::memory_order_relaxed);
   auto rec =
       std::make_shared<TaskRecord>(id, std::move(type), std::move(payload), std::move(options));
   Ticket ticket(rec, weak_from_this());

@@ -36,7 +36,10 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   ~PoolLoop() override;
 
   // Thread-safe entry points (see Pool).
-  Result<Ticket> submit(std::string type, std::string payload, SubmitOptions options);
+  // id 0: a fresh id; otherwise the task keeps that id (a dead letter's replay).
+  Result<Ticket> submit(std::string type, std::string payload, SubmitOptions options,
+                        std::uint64_t id = 0);
+  const PoolOptions& options() const { return opts_; }
   bool cancel(const TaskPtr& task);
   // Runs fn on the loop thread (or inline once the loop has ended) and returns its value.
   template <typename R>

@@ -35,9 +35,9 @@ struct TaskRecord {
   std::uint32_t max_attempts = 1;    // 1 + retries
   std::int64_t timeout_ns = 0;       // per attempt
   bool cancel_requested = false;
-  std::uint32_t free_requeues = 0;
-  std::int64_t queued_ns = 0;     // when submitted (queue_ttl counts from here)
-  std::int64_t expires_ns = 0;    // queued_ns + queue_ttl; 0: never  // times put back unstarted from a dead worker's ring
+  std::uint32_t free_requeues = 0;  // times put back unstarted from a dead worker's ring
+  std::int64_t queued_ns = 0;       // when submitted (queue_ttl counts from here)
+  std::int64_t expires_ns = 0;      // queued_ns + queue_ttl; 0: never
   bool admitted = true;  // still counted in the pool's admission count (never dispatched)
 
   // Shared: state is read lock-free; done flips 0 -> 1 once, after account is final.

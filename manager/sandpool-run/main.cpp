@@ -15,6 +15,7 @@
 #include <sandpool/units.hpp>
 
 #include "output.hpp"
+#include "retry/dead_letter_store.hpp"
 
 namespace {
 
@@ -35,6 +36,7 @@ struct Args {
   std::string worker;
   std::string log_level = "warn";
   std::string seccomp = "strict";
+  std::string state_dir;
 };
 
 struct Pending {
@@ -59,6 +61,8 @@ int main(int argc, char** argv) {
   app.add_option("--worker", a.worker, "worker host executable (default: beside this program)");
   app.add_option("--seccomp", a.seccomp, "seccomp profile: strict, relaxed, off");
   app.add_option("--log-level", a.log_level, "debug, info, warn, error, off");
+  app.add_option("--state-dir", a.state_dir,
+                 "keep dead letters in DIR/dead_letters.db (SQLite) for inspection and replay");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -91,6 +95,17 @@ int main(int argc, char** argv) {
   opts.worker_path = a.worker;
   opts.sandbox.profile = *profile;
   opts.logger = logger;
+  if (!a.state_dir.empty()) {
+    sandpool::DeadLetterStoreOptions so;
+    so.state_dir = a.state_dir;
+    so.logger = logger;
+    auto store = sandpool::DeadLetterStore::open(so);
+    if (!store) {
+      std::cerr << "sandpool-run: --state-dir: " << store.status().message() << "\n";
+      return kExitUsage;
+    }
+    opts.dead_letter_store = std::move(store).value();
+  }
   auto pool = sandpool::Pool::create(opts);
   if (!pool) {
     std::cerr << "sandpool-run: " << pool.status().message() << "\n";
@@ -146,6 +161,12 @@ int main(int argc, char** argv) {
   while (!pending.empty()) print_oldest();
   std::cout.flush();
   (*pool)->close();
+  if (opts.dead_letter_store) {
+    if (sandpool::Status s = opts.dead_letter_store->close(); !s) {
+      std::cerr << "sandpool-run: dead letters not all written: " << s.message() << "\n";
+      return kExitSomeFailed;
+    }
+  }
   if (usage_error) return kExitUsage;
   return all_completed ? kExitAllCompleted : kExitSomeFailed;
 }

@@ -2,8 +2,10 @@
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "command_runner.hpp"
+#include "retry/dead_letter_store.hpp"
 #include "test_support.hpp"
 
 using sandpool::testing::CommandResult;
@@ -89,6 +91,26 @@ TEST_CASE("sandpool-run exits 2 with a message for a plugin that cannot be loade
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("/nonexistent/libx.so") != std::string::npos);
   CHECK(r.out.empty());
+}
+
+TEST_CASE("sandpool-run --state-dir keeps the dead letters of a local run") {
+  char tmpl[] = "/tmp/sandpool-run-state-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  auto r = sandpool_run({"--plugin", plugin("fail"), "--state-dir", dir}, "one\ntwo\n");
+  CHECK(r.exit_code == 1);
+  sandpool::DeadLetterStoreOptions o;
+  o.state_dir = dir;
+  auto store = sandpool::DeadLetterStore::open(o);
+  REQUIRE(store);
+  auto listed = (*store)->list({}, {});
+  REQUIRE(listed);
+  REQUIRE(listed->letters.size() == 2);
+  // Two workers: the tasks may fail in either order.
+  std::set<std::string> payloads{listed->letters[0].payload, listed->letters[1].payload};
+  CHECK(payloads == std::set<std::string>{"one", "two"});
+  CHECK(listed->letters[0].pool == "run");
+  CHECK((*store)->close().is_ok());
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("sandpool-run exits 2 for bad usage") {

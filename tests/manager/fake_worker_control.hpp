@@ -20,7 +20,7 @@ struct FakeWorker {
   std::uint64_t started = 0;  // what the header would say
   std::int32_t pid = 0;
   std::int64_t heartbeat_ms = 0;  // the harness beats for it as the clock moves...
-  bool silent = false;            // ...unless it is "stopped" 
+  bool silent = false;            // ...unless it is "stopped"
   std::uint64_t rss = 0;
   std::int64_t cpu_ns = 0;
 };

@@ -54,10 +54,10 @@ class Ticket {
 };
 
 struct SubmitOptions {
-  std::optional<std::chrono::milliseconds> timeout;  // from dispatch; default: the pool's
-  std::optional<std::uint32_t> retries;              // retries after the first attempt
-  std::int32_t priority = 0;                         // higher first, FIFO within a level
-  std::string key;                                   // affinity key (dispatch `affinity`)
+  std::optional<std::chrono::milliseconds> timeout;    // from dispatch; default: the pool's
+  std::optional<std::uint32_t> retries;                // retries after the first attempt
+  std::int32_t priority = 0;                           // higher first, FIFO within a level
+  std::string key;                                     // affinity key (dispatch `affinity`)
   std::optional<std::chrono::milliseconds> queue_ttl;  // default: the pool's queue_ttl
   bool fail_fast = false;  // dead-letter (crash_loop) instead of waiting out a crash loop
   // Called on the loop thread for each progress update (coalesced when it lags).
@@ -106,8 +106,13 @@ class Pool {
 
   PoolStats stats() const;
   std::vector<WorkerInfo> workers() const;
-  // Dead letters held in memory (the durable store comes with the service).
+  // Dead letters held in memory (the most recent dead_letter_capacity of them).
   std::vector<TaskResult> dead_letters() const;
+  // Replays a stored dead letter (PoolOptions::dead_letter_store): the task re-enters this
+  // pool with its id, payload and options and fresh attempts; the letter leaves the store
+  // only once the pool accepted it. Errors: kNotFound, kInvalidArgument (no store, or a
+  // letter of another pool), and submit()'s.
+  Result<Ticket> replay(std::uint64_t letter_id);
   // The task types this pool serves.
   const std::vector<std::string>& task_types() const;
   // Wake-up syscalls the manager side has paid so far (benchmarks report them per task).

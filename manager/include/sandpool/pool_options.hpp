@@ -18,6 +18,7 @@ class logger;
 namespace sandpool {
 
 class Spawner;
+class DeadLetterStore;
 
 enum class DispatchStrategy : std::uint8_t { kRoundRobin, kLeastLoaded, kRandom, kAffinity };
 std::string_view to_string(DispatchStrategy s);
@@ -83,6 +84,9 @@ struct PoolOptions {
   std::chrono::milliseconds cancel_grace{1000};
   std::uint32_t max_init_failures = 3;       // consecutive; then the pool is `failed`
   std::size_t dead_letter_capacity = 10000;  // in-memory dead letters kept
+  // Durable dead letters (retry/dead_letter_store.hpp); null: memory only. Shared so that
+  // several pools (and a controller) can use one store.
+  std::shared_ptr<DeadLetterStore> dead_letter_store;
 
   sandbox::SandboxPolicy sandbox;
   std::shared_ptr<spdlog::logger> logger;  // null: spdlog's default logger

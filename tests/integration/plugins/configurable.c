@@ -1,0 +1,32 @@
+/* A test plugin whose behaviour comes from its plugin_config: with {"fail": true} every task
+ * fails permanently, otherwise it echoes. Lets a test dead-letter a task in one pool and
+ * replay it successfully in another. */
+#include <sandpool/plugin.h>
+
+#include <string.h>
+
+static const char* const kTypes[] = {"configurable", NULL};
+static const sp_host_api* host;
+static int fail_all;
+
+SP_EXPORT uint32_t sp_plugin_abi_version(void) { return SP_PLUGIN_ABI_VERSION; }
+SP_EXPORT const char* const* sp_plugin_task_types(void) { return kTypes; }
+
+SP_EXPORT int sp_plugin_init(const sp_host_api* h, const char* config_json, size_t config_len,
+                             void** state) {
+  (void)config_len;
+  host = h;
+  *state = NULL;
+  fail_all = strstr(config_json, "\"fail\": true") != NULL;
+  return 0;
+}
+
+SP_EXPORT int sp_plugin_handle(void* state, const sp_task* task, sp_call* call) {
+  static const char msg[] = "configured to fail";
+  (void)state;
+  if (fail_all) {
+    host->set_error(call, msg, sizeof msg - 1);
+    return SP_FAIL;
+  }
+  return host->write_result(call, task->payload, task->payload_len) == 0 ? SP_OK : SP_FAIL;
+}
