@@ -11,7 +11,7 @@ constexpr std::int64_t kMsNs = 1000000;
 // A task put back unstarted from this many dead workers' rings is charged a `lost` attempt
 // anyway: the "started" word is worker-writable, so a hostile worker could otherwise keep a
 // task from ever running out of attempts.
-constexpr std::uint32_t kMaxFreeRequeues = 5;
+constexpr std::uint32_t kMaxFreeRequeues = 20;
 
 std::int64_t wall_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -3,7 +3,10 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
+#include <mutex>
 
 #include "retry/dead_letter_store.hpp"
 #include "test_support.hpp"
@@ -101,4 +104,56 @@ TEST_CASE("a letter is not replayed into a pool it does not belong to") {
   REQUIRE_FALSE(t);
   CHECK(t.status().code() == Code::kInvalidArgument);
   CHECK(store->list({}, {})->letters.size() == 1);  // still there
+}
+
+TEST_CASE("a burst of 10,000 tasks where 10% crash their worker: every task ends once") {
+  TempDir dir;
+  auto store = open_store(dir.path);
+  PoolOptions o = configurable("burst", false, store);
+  o.workers = 2;
+  o.retries = 1;
+  o.max_restarts = 100000;  // this test is about losing nothing, not about crash loops
+  auto pool = make_pool(o);
+  constexpr int kTasks = 10000;
+  std::mutex mu;
+  std::map<std::uint64_t, int> ends;  // task id -> on_done calls
+  std::map<std::uint64_t, std::string> payload_of;
+  std::size_t completed = 0, dead = 0;
+  for (int i = 0; i < kTasks; ++i) {
+    const std::string payload = (i % 10 == 3 ? "crash-" : "ok-") + std::to_string(i);
+    SubmitOptions so;
+    so.on_done = [&](const TaskResult& r) {
+      std::lock_guard lock(mu);
+      ++ends[r.id];
+      if (r.state == TaskState::kCompleted) ++completed;
+      if (r.state == TaskState::kDeadLettered) ++dead;
+    };
+    auto t = pool->submit("configurable", payload, so);
+    REQUIRE(t);
+    payload_of[t->id()] = payload;
+  }
+  pool->wait_idle();
+  std::lock_guard lock(mu);
+  CHECK(ends.size() == static_cast<std::size_t>(kTasks));
+  CHECK(std::all_of(ends.begin(), ends.end(), [](const auto& kv) { return kv.second == 1; }));
+  CHECK(completed == 9000);
+  CHECK(dead == 1000);
+  REQUIRE(store->flush(60s));
+  std::size_t stored = 0;
+  DeadLetterPage page;
+  page.limit = 500;
+  for (;;) {
+    auto l = store->list({}, page);
+    REQUIRE(l);
+    for (const auto& letter : l->letters) {
+      ++stored;
+      CHECK(letter.payload.rfind("crash-", 0) == 0);
+      CHECK(letter.payload == payload_of[letter.task.id]);
+      CHECK(letter.task.reason == DeadReason::kRetriesExhausted);
+      CHECK(letter.task.history.size() == 2);
+    }
+    if (!l->next) break;
+    page.after = l->next;
+  }
+  CHECK(stored == 1000);
 }

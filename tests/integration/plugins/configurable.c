@@ -1,6 +1,6 @@
 /* A test plugin whose behaviour comes from its plugin_config: with {"fail": true} every task
  * fails permanently, otherwise it echoes. Lets a test dead-letter a task in one pool and
- * replay it successfully in another. */
+ * replay it successfully in another. A payload starting with "crash" segfaults the worker. */
 #include <sandpool/plugin.h>
 
 #include <string.h>
@@ -24,6 +24,10 @@ SP_EXPORT int sp_plugin_init(const sp_host_api* h, const char* config_json, size
 SP_EXPORT int sp_plugin_handle(void* state, const sp_task* task, sp_call* call) {
   static const char msg[] = "configured to fail";
   (void)state;
+  if (task->payload_len >= 5 && memcmp(task->payload, "crash", 5) == 0) {
+    volatile int* nowhere = NULL;
+    *nowhere = 1;
+  }
   if (fail_all) {
     host->set_error(call, msg, sizeof msg - 1);
     return SP_FAIL;
