@@ -600,3 +600,25 @@ TEST_CASE("a task still queued past its queue TTL is dead-lettered as expired") 
   CHECK(own_ttl->state == TaskState::kQueued);
   CHECK(h.core->stats().expired == 1);
 }
+
+TEST_CASE("retry delays are spread over the whole backoff window (full jitter)") {
+  PoolOptions o = Harness::defaults();
+  o.retry.base = 100ms;
+  o.concurrency = 100;
+  Harness h(o);
+  h.ready_all();
+  std::vector<TaskPtr> tasks;
+  for (int i = 0; i < 60; ++i) tasks.push_back(h.submit());
+  for (auto& t : tasks) REQUIRE(h.result(h.holder(t->id), t->id, ipc::TaskStatus::kRetry));
+  auto redispatched = [&] {
+    return std::count_if(tasks.begin(), tasks.end(),
+                         [](const TaskPtr& t) { return t->state == TaskState::kDispatched; });
+  };
+  CHECK(redispatched() == 0);
+  h.advance(50ms);
+  const auto half_way = redispatched();
+  CHECK(half_way > 10);  // some came due early...
+  CHECK(half_way < 50);  // ...and some are still waiting
+  h.advance(51ms);
+  CHECK(redispatched() == 60);  // none waits past the ceiling
+}
