@@ -28,7 +28,9 @@ std::uint64_t event_tag(WorkerId id, EventKind k) { return id * 4 + k; }
 std::uint32_t default_spin_us(std::uint32_t workers) {
   if (const char* env = std::getenv("SANDPOOL_SPIN_US"))
     return static_cast<std::uint32_t>(std::atoi(env));
-  // Spinning only pays while the spinners do not outnumber the cores.
+  // Spinners yield their core after a few rounds (ipc::spin_until), so a modest
+  // oversubscription costs little; only a single core, or far more workers than cores, turns
+  // spinning off. On 2 vCPUs this spin is what took W2 from ~90 to ~22 us (performance.md).
   const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
   return cores >= 2 && workers < static_cast<std::uint32_t>(cores) * 4 ? 50 : 0;
 }
