@@ -3,9 +3,9 @@
 #include <spdlog/spdlog.h>
 #include <sandpool/ipc/wake.hpp>
 
+#include <sandpool/dead_letters.hpp>
 #include "core/pool_loop.hpp"
 #include "core/task_record.hpp"
-#include "retry/dead_letter_store.hpp"
 
 namespace sandpool {
 namespace {
@@ -131,6 +131,53 @@ Result<Ticket> Pool::replay(std::uint64_t letter_id) {
               loop_->options().name, letter->task.id, letter_id, s.to_string());
   }
   return ticket;
+}
+
+Result<ReplayReport> Pool::replay_matching(DeadLetterFilter filter) {
+  const PoolOptions& opts = loop_->options();
+  if (!opts.dead_letter_store) return Status::invalid("this pool has no dead_letter_store");
+  if (filter.pool && *filter.pool != opts.name) {
+    return Status::invalid("pool '" + opts.name + "' cannot replay letters of pool '" +
+                           *filter.pool + "'");
+  }
+  DeadLetterStore& store = *opts.dead_letter_store;
+  filter.pool = opts.name;
+  // Only letters dead-lettered before now: a replayed task that dies again becomes a new
+  // letter, which this call must not replay a second time.
+  const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
+  if (!filter.until_ms || *filter.until_ms > now_ms) filter.until_ms = now_ms;
+  (void)store.flush(std::chrono::seconds(5));  // letters still being written count too
+
+  ReplayReport report;
+  DeadLetterPage page;
+  while (true) {
+    auto batch = store.list(filter, page);
+    if (!batch) return batch.status();
+    for (DeadLetter& letter : batch->letters) {
+      auto ticket = replay(letter.letter_id);
+      if (ticket) {
+        report.tickets.push_back(std::move(ticket).value());
+        continue;
+      }
+      if (ticket.status().code() == Code::kNotFound) continue;  // replayed or purged meanwhile
+      ++report.failed;
+      if (report.first_error.empty()) report.first_error = ticket.status().to_string();
+      if (ticket.status().code() == Code::kQueueFull || ticket.status().code() == Code::kClosed) {
+        return report;
+      }
+    }
+    if (!batch->next) return report;
+    page.after = batch->next;
+  }
+}
+
+std::optional<Ticket> Pool::find(std::uint64_t task_id) const {
+  core::TaskPtr rec = loop_->query<core::TaskPtr>(
+      [task_id](core::PoolCore& core, std::int64_t) { return core.find_task(task_id); });
+  if (!rec) return std::nullopt;
+  return Ticket(std::move(rec), loop_);
 }
 
 std::uint64_t Pool::wake_syscalls() const { return loop_->wake_syscalls(); }

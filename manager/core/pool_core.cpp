@@ -45,6 +45,8 @@ PoolCore::PoolCore(const PoolOptions& options, WorkerControl& control,
       admitted_(admitted),
       dispatcher_(options.dispatch, options.seed),
       rng_(options.seed ^ 0x5a5a5a5a5a5a5a5aull),
+      finished_({options.task_records_max, to_ns(options.task_records_max_age),
+                 static_cast<std::size_t>(options.task_records_max_bytes)}),
       target_workers_(options.workers) {}
 
 void PoolCore::start(std::int64_t now) {
@@ -61,6 +63,7 @@ void PoolCore::spawn_worker(std::int64_t now) {
 }
 
 void PoolCore::submit(TaskPtr task, std::int64_t now) {
+  clock_ns_ = now;
   task->max_attempts = 1 + task->opts.retries.value_or(opts_.retries);
   task->timeout_ns = to_ns(task->opts.timeout.value_or(opts_.timeout));
   task->queued_ns = now;
@@ -183,6 +186,7 @@ void PoolCore::requeue(TaskPtr task) {
 }
 
 bool PoolCore::on_result(WorkerId wid, ipc::ResultMsg& msg, std::int64_t now) {
+  clock_ns_ = now;
   Worker* w = find(wid);
   if (w == nullptr) return true;  // already gone; nothing to match against
   auto it = std::find_if(w->in_flight.begin(), w->in_flight.end(),
@@ -281,6 +285,7 @@ void PoolCore::on_ready(WorkerId wid, std::int64_t now) {
 }
 
 void PoolCore::on_exit(WorkerId wid, const supervision::ExitReport& report, std::int64_t now) {
+  clock_ns_ = now;
   auto node = workers_.extract(wid);
   if (node.empty()) return;
   Worker& w = node.mapped();
@@ -461,6 +466,7 @@ void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason, s
   task->done.store(1, std::memory_order_release);
   task->done.notify_all();
   --open_tasks_;
+  finished_.add(task, clock_ns_);
   if (state == TaskState::kDeadLettered && dead_letter_sink_) dead_letter_sink_(*task);
   // The account is final once done is set: nothing writes it again, so the callback reads
   // it in place instead of a copy (readers elsewhere only ever copy it under the lock).
@@ -468,6 +474,7 @@ void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason, s
 }
 
 bool PoolCore::cancel(const TaskPtr& t, std::int64_t now) {
+  clock_ns_ = now;
   const std::uint64_t id = t->id;
   const TaskState s = t->state.load(std::memory_order_relaxed);
   if (is_terminal(s)) return false;
@@ -524,6 +531,7 @@ void PoolCore::observe_running() {
 }
 
 void PoolCore::on_tick(std::int64_t now) {
+  clock_ns_ = now;
   while (!retries_.empty() && retries_.top().due_ns <= now) {
     TaskPtr t = retries_.top().task;
     retries_.pop();
@@ -595,6 +603,7 @@ std::int64_t PoolCore::next_deadline() const {
 
 void PoolCore::sweep(std::int64_t now) {
   next_sweep_ns_ = now + to_ns(opts_.heartbeat_interval);
+  finished_.expire(now);
   const std::int64_t now_ms = now / kMsNs;
   const std::int64_t silent_limit_ms =
       static_cast<std::int64_t>(opts_.missed_heartbeats) * opts_.heartbeat_interval.count();
@@ -749,12 +758,29 @@ void PoolCore::scale(std::uint32_t n, std::int64_t now) {
 }
 
 void PoolCore::close(std::int64_t now) {
+  clock_ns_ = now;
   closing_ = true;
   adjust_worker_count(now);
   settle(now);
 }
 
 bool PoolCore::idle() const { return open_tasks_ == 0; }
+
+TaskPtr PoolCore::find_task(std::uint64_t id) const {
+  if (TaskPtr t = queue_.find(id)) return t;
+  for (const RetryEntry& e : retries_.entries()) {
+    if (e.task->id == id) return e.task;
+  }
+  for (const auto& [wid, w] : workers_) {
+    for (const InFlight& f : w.in_flight) {
+      if (f.task->id == id && !f.abandoned) return f.task;
+    }
+    for (const TaskPtr& t : w.backlog) {
+      if (t->id == id) return t;
+    }
+  }
+  return finished_.find(id);
+}
 
 bool PoolCore::finished() const { return closing_ && workers_.empty() && idle(); }
 

@@ -21,6 +21,7 @@
 #include <sandpool/pool.hpp>
 
 #include "core/dispatcher.hpp"
+#include "core/finished_tasks.hpp"
 #include "core/task_queue.hpp"
 #include "core/task_record.hpp"
 #include "supervision/exit_classifier.hpp"
@@ -109,6 +110,9 @@ class PoolCore {
   PoolStats stats() const;
   std::vector<WorkerInfo> workers(std::int64_t now) const;
   const std::deque<TaskResult>& dead_letters() const { return dead_letters_; }
+  // Returns the record of an open task, or of an ended one still kept (task_records_*);
+  // null when unknown. O(tasks held): for operators, not hot paths.
+  TaskPtr find_task(std::uint64_t id) const;
 
  private:
   enum class Phase { kStarting, kReady, kDraining, kStopping };
@@ -142,6 +146,10 @@ class PoolCore {
     std::int64_t due_ns;
     TaskPtr task;
     bool operator>(const RetryEntry& o) const { return due_ns > o.due_ns; }
+  };
+  // A min-heap on due time whose entries can also be walked (find_task).
+  struct RetryHeap : std::priority_queue<RetryEntry, std::vector<RetryEntry>, std::greater<>> {
+    const std::vector<RetryEntry>& entries() const { return c; }
   };
 
   void spawn_worker(std::int64_t now);
@@ -181,7 +189,9 @@ class PoolCore {
 
   TaskQueue queue_;
   std::size_t open_tasks_ = 0;  // submitted and not yet terminal
-  std::priority_queue<RetryEntry, std::vector<RetryEntry>, std::greater<>> retries_;
+  RetryHeap retries_;
+  FinishedTasks finished_;
+  std::int64_t clock_ns_ = 0;               // the latest time the core was given (stamps finished_)
   std::map<WorkerId, Worker> workers_;      // ascending id: round-robin order
   std::vector<Candidate> candidates_;       // scratch for dispatch
   std::vector<Worker*> candidate_workers_;  // parallel to candidates_

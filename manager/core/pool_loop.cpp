@@ -11,8 +11,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <sandpool/dead_letters.hpp>
 #include "core/worker_locator.hpp"
-#include "retry/dead_letter_store.hpp"
 #include "supervision/proc_stats.hpp"
 
 namespace sandpool::core {
@@ -567,7 +567,8 @@ Result<Ticket> PoolLoop::submit(std::string type, std::string payload, SubmitOpt
     return Status::error(Code::kQueueFull, "queue_full: " + std::to_string(opts_.queue_capacity) +
                                                " tasks are waiting in pool '" + opts_.name + "'");
   }
-  if (id == 0) id = next_task_id_.fetch_add(1, std::memory_order_relaxed);
+  if (id == 0)
+    id = (opts_.task_ids ? *opts_.task_ids : next_task_id_).fetch_add(1, std::memory_order_relaxed);
   auto rec =
       std::make_shared<TaskRecord>(id, std::move(type), std::move(payload), std::move(options));
   Ticket ticket(rec, weak_from_this());

@@ -44,6 +44,15 @@ TaskPtr TaskQueue::remove(std::uint64_t id) {
   return nullptr;
 }
 
+TaskPtr TaskQueue::find(std::uint64_t id) const {
+  for (const auto& [prio, dq] : levels_) {
+    for (const TaskPtr& t : dq) {
+      if (t->id == id) return t;
+    }
+  }
+  return nullptr;
+}
+
 std::vector<TaskPtr> TaskQueue::remove_if(const std::function<bool(const TaskRecord&)>& pred) {
   std::vector<TaskPtr> out;
   for (auto it = levels_.begin(); it != levels_.end();) {

@@ -24,6 +24,8 @@ class TaskQueue {
   const TaskPtr* peek() const;
   // Removes the task with this id; returns it, or null when absent. O(n).
   TaskPtr remove(std::uint64_t id);
+  // Returns the task with this id, or null. O(n).
+  TaskPtr find(std::uint64_t id) const;
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   // Removes and returns, in order, every task for which pred(task) is true. O(n).

@@ -1,4 +1,4 @@
-#include "retry/dead_letter_store.hpp"
+#include <sandpool/dead_letters.hpp>
 
 #include <fcntl.h>
 #include <sqlite3.h>
@@ -11,6 +11,7 @@
 #include <sandpool/unique_fd.hpp>
 
 #include "retry/dead_letter_schema.hpp"
+#include "retry/sqlite_db.hpp"
 
 namespace sandpool {
 namespace {
@@ -148,16 +149,20 @@ Result<std::unique_ptr<DeadLetterStore>> DeadLetterStore::open(DeadLetterStoreOp
   if (!query) return query.status();
   SP_RETURN_IF_ERROR(configure(*query).with_context(ctx));
   return std::unique_ptr<DeadLetterStore>(new DeadLetterStore(
-      std::move(options), path, std::move(writer).value(), std::move(query).value()));
+      std::move(options), path, std::make_unique<SqliteDb>(std::move(writer).value()),
+      std::make_unique<SqliteDb>(std::move(query).value())));
 }
 
 DeadLetterStore::DeadLetterStore(DeadLetterStoreOptions options, std::string path,
-                                 SqliteDb writer_db, SqliteDb query_db)
+                                 std::unique_ptr<SqliteDb> writer_db,
+                                 std::unique_ptr<SqliteDb> query_db)
     : opts_(std::move(options)),
       path_(std::move(path)),
       log_(opts_.logger ? opts_.logger : spdlog::default_logger()),
-      writer_db_(std::move(writer_db)),
-      query_db_(std::move(query_db)) {
+      writer_owner_(std::move(writer_db)),
+      query_owner_(std::move(query_db)),
+      writer_db_(*writer_owner_),
+      query_db_(*query_owner_) {
   writer_ = std::thread([this] { run_writer(); });
 }
 

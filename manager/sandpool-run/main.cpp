@@ -14,8 +14,8 @@
 #include <sandpool/pool.hpp>
 #include <sandpool/units.hpp>
 
+#include <sandpool/dead_letters.hpp>
 #include "output.hpp"
-#include "retry/dead_letter_store.hpp"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <map>
 #include <mutex>
 
-#include "retry/dead_letter_store.hpp"
+#include <sandpool/dead_letters.hpp>
 #include "test_support.hpp"
 
 using namespace sandpool;
@@ -156,4 +156,88 @@ TEST_CASE("a burst of 10,000 tasks where 10% crash their worker: every task ends
     page.after = l->next;
   }
   CHECK(stored == 1000);
+}
+
+TEST_CASE("replay by filter replays every matching letter once and leaves the others") {
+  TempDir dir;
+  auto store = open_store(dir.path);
+  {
+    auto failing = make_pool(configurable("images", true, store));
+    for (int i = 0; i < 5; ++i) {
+      SubmitOptions so;
+      so.priority = i;
+      REQUIRE(run(*failing, "configurable", "x" + std::to_string(i), so).state ==
+              TaskState::kDeadLettered);
+    }
+    auto other = make_pool(configurable("thumbnails", true, store));
+    REQUIRE(run(*other, "configurable", "t").state == TaskState::kDeadLettered);
+  }
+  REQUIRE(store->flush(10s));
+  REQUIRE(store->list({}, {})->letters.size() == 6);
+
+  // Still failing: every replayed task dies again and becomes a new letter, which the same
+  // call must not pick up a second time.
+  {
+    auto failing = make_pool(configurable("images", true, store));
+    auto report = failing->replay_matching(DeadLetterFilter{});
+    REQUIRE(report);
+    CHECK(report->tickets.size() == 5);
+    CHECK(report->failed == 0);
+    for (const Ticket& t : report->tickets) CHECK(t.wait().state == TaskState::kDeadLettered);
+  }
+  REQUIRE(store->flush(10s));
+  DeadLetterFilter images;
+  images.pool = "images";
+  CHECK(store->list(images, {})->letters.size() == 5);  // the five new letters
+
+  // Fixed: replay all of "images"; the "thumbnails" letter stays.
+  auto fixed = make_pool(configurable("images", false, store));
+  auto report = fixed->replay_matching(images);
+  REQUIRE(report);
+  REQUIRE(report->tickets.size() == 5);
+  for (const Ticket& t : report->tickets) CHECK(t.wait().state == TaskState::kCompleted);
+  auto left = store->list({}, {})->letters;
+  REQUIRE(left.size() == 1);
+  CHECK(left[0].pool == "thumbnails");
+
+  DeadLetterFilter thumbs;
+  thumbs.pool = "thumbnails";
+  auto wrong = fixed->replay_matching(thumbs);
+  REQUIRE_FALSE(wrong);
+  CHECK(wrong.status().code() == Code::kInvalidArgument);
+}
+
+TEST_CASE("a pool finds a task by id after its submitter let go of it") {
+  auto pool = make_pool(configurable("images", false, nullptr));
+  std::uint64_t id = 0;
+  {
+    auto t = pool->submit("configurable", "hello");
+    REQUIRE(t);
+    id = t->id();
+    REQUIRE(t->wait().state == TaskState::kCompleted);
+  }
+  auto found = pool->find(id);
+  REQUIRE(found);
+  auto r = found->snapshot();
+  CHECK(r.state == TaskState::kCompleted);
+  CHECK(r.result == "hello");
+  CHECK(r.attempts() == 1);
+  CHECK_FALSE(pool->find(id + 1000));
+}
+
+TEST_CASE("pools that share a task id counter never hand out the same id") {
+  auto ids = std::make_shared<std::atomic<std::uint64_t>>(1000);
+  PoolOptions a = configurable("a", false, nullptr);
+  a.task_ids = ids;
+  PoolOptions b = configurable("b", false, nullptr);
+  b.task_ids = ids;
+  auto pa = make_pool(a);
+  auto pb = make_pool(b);
+  auto ta = pa->submit("configurable", "1");
+  auto tb = pb->submit("configurable", "2");
+  REQUIRE(ta);
+  REQUIRE(tb);
+  CHECK(ta->id() == 1000);
+  CHECK(tb->id() == 1001);
+  CHECK_FALSE(pa->find(tb->id()));
 }

@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include <sandpool/dead_letters.hpp>
 #include "command_runner.hpp"
-#include "retry/dead_letter_store.hpp"
 #include "test_support.hpp"
 
 using sandpool::testing::CommandResult;

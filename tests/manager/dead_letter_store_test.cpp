@@ -9,8 +9,8 @@
 #include <set>
 #include <thread>
 
+#include <sandpool/dead_letters.hpp>
 #include "retry/dead_letter_schema.hpp"
-#include "retry/dead_letter_store.hpp"
 #include "retry/sqlite_db.hpp"
 
 using namespace std::chrono_literals;

@@ -622,3 +622,29 @@ TEST_CASE("retry delays are spread over the whole backoff window (full jitter)")
   h.advance(51ms);
   CHECK(redispatched() == 60);  // none waits past the ceiling
 }
+
+TEST_CASE("a task is found by id while queued, in flight, waiting to retry and after it ended") {
+  PoolOptions o = Harness::defaults();
+  o.retry.base = 1000ms;
+  o.timeout = 60s;
+  o.task_records_max = 2;
+  Harness h(o);
+  auto t = h.submit();
+  CHECK(h.core->find_task(t->id) == t);  // queued: nobody ready yet
+  h.ready_all();
+  CHECK(h.core->find_task(t->id) == t);  // in a worker's ring
+  REQUIRE(h.result(h.holder(t->id), t->id, ipc::TaskStatus::kRetry));
+  REQUIRE(t->state == TaskState::kRetryWait);
+  CHECK(h.core->find_task(t->id) == t);
+  h.run_for(1100ms);
+  REQUIRE(t->state == TaskState::kDispatched);
+  REQUIRE(h.result(h.holder(t->id), t->id, ipc::TaskStatus::kOk, "done"));
+  REQUIRE(t->state == TaskState::kCompleted);
+  CHECK(h.core->find_task(t->id) == t);  // ended, still kept
+  for (int i = 0; i < 2; ++i) {
+    auto u = h.submit();
+    REQUIRE(h.result(h.holder(u->id), u->id, ipc::TaskStatus::kOk));
+  }
+  CHECK(h.core->find_task(t->id) == nullptr);  // pushed out by the two newer ones
+  CHECK(h.core->find_task(12345) == nullptr);
+}

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@
 #include <sandpool/task.hpp>
 
 namespace sandpool {
+
+struct DeadLetterFilter;  // <sandpool/dead_letters.hpp>
 
 namespace core {
 struct TaskRecord;
@@ -74,6 +77,13 @@ struct WorkerInfo {
   std::int64_t uptime_ms = 0;
 };
 
+// What a replay of many dead letters did (Pool::replay_matching).
+struct ReplayReport {
+  std::vector<Ticket> tickets;  // the replayed tasks, in the store's order
+  std::uint64_t failed = 0;     // letters that stayed in the store
+  std::string first_error;      // why the first of them stayed
+};
+
 struct PoolStats {
   std::uint64_t submitted = 0, completed = 0, dead_lettered = 0, cancelled = 0;
   std::uint64_t retried = 0, lost = 0, restarts = 0, recycled = 0, expired = 0;
@@ -113,6 +123,15 @@ class Pool {
   // only once the pool accepted it. Errors: kNotFound, kInvalidArgument (no store, or a
   // letter of another pool), and submit()'s.
   Result<Ticket> replay(std::uint64_t letter_id);
+  // Replays every stored letter of this pool that matches `filter` (its `pool` must be
+  // empty or this pool's name) and was dead-lettered before the call, so a replay that
+  // dies again is not picked up twice. Stops early at queue_full or a closed pool; what was
+  // not accepted stays in the store. Errors: kInvalidArgument (no store, another pool), and
+  // the store's read errors.
+  Result<ReplayReport> replay_matching(DeadLetterFilter filter);
+  // Returns a handle on an open task, or on an ended one still kept (task_records_*);
+  // empty when this pool does not know the id.
+  std::optional<Ticket> find(std::uint64_t task_id) const;
   // The task types this pool serves.
   const std::vector<std::string>& task_types() const;
   // Wake-up syscalls the manager side has paid so far (benchmarks report them per task).

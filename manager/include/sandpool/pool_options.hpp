@@ -1,6 +1,7 @@
 // Everything a Pool is configured with. Plain values; the service's YAML maps onto it.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -84,7 +85,14 @@ struct PoolOptions {
   std::chrono::milliseconds cancel_grace{1000};
   std::uint32_t max_init_failures = 3;       // consecutive; then the pool is `failed`
   std::size_t dead_letter_capacity = 10000;  // in-memory dead letters kept
-  // Durable dead letters (retry/dead_letter_store.hpp); null: memory only. Shared so that
+  // Records of ended tasks kept for lookup by id (Pool::find), oldest evicted first.
+  std::size_t task_records_max = 10000;                                   // 0: none kept
+  std::chrono::milliseconds task_records_max_age{std::chrono::hours(1)};  // 0: no age bound
+  std::uint64_t task_records_max_bytes = 64u << 20;  // payload + result bytes; 0: no bound
+  // Where task ids come from. Share one counter between pools (the service does) so ids
+  // are unique across them; null: this pool's own counter, from 1.
+  std::shared_ptr<std::atomic<std::uint64_t>> task_ids;
+  // Durable dead letters (<sandpool/dead_letters.hpp>); null: memory only. Shared so that
   // several pools (and a controller) can use one store.
   std::shared_ptr<DeadLetterStore> dead_letter_store;
 

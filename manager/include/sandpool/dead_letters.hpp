@@ -30,11 +30,13 @@
 #include <sandpool/status.hpp>
 #include <sandpool/task.hpp>
 
-#include "retry/sqlite_db.hpp"
-
 namespace spdlog {
 class logger;
 }
+namespace sandpool::sqlite {
+class SqliteDb;
+class SqliteStmt;
+}  // namespace sandpool::sqlite
 
 namespace sandpool {
 
@@ -167,8 +169,9 @@ class DeadLetterStore {
   const std::string& path() const { return path_; }
 
  private:
-  DeadLetterStore(DeadLetterStoreOptions options, std::string path, sqlite::SqliteDb writer_db,
-                  sqlite::SqliteDb query_db);
+  DeadLetterStore(DeadLetterStoreOptions options, std::string path,
+                  std::unique_ptr<sqlite::SqliteDb> writer_db,
+                  std::unique_ptr<sqlite::SqliteDb> query_db);
   struct WriteOutcome;
   void run_writer();
   WriteOutcome write(std::vector<DeadLetter>& batch);
@@ -183,9 +186,12 @@ class DeadLetterStore {
   const std::string path_;
   std::shared_ptr<spdlog::logger> log_;
 
-  sqlite::SqliteDb writer_db_;  // used only by the writer thread (and open/close)
-  std::mutex query_mu_;         // guards query_db_
-  sqlite::SqliteDb query_db_;   // list/get/purge
+  // The connections (SQLite stays out of this header: the owners hold them, the
+  // references name them).
+  std::unique_ptr<sqlite::SqliteDb> writer_owner_, query_owner_;
+  sqlite::SqliteDb& writer_db_;  // used only by the writer thread (and open/close)
+  std::mutex query_mu_;          // guards query_db_
+  sqlite::SqliteDb& query_db_;   // list/get/purge
 
   mutable std::mutex mu_;            // guards everything below
   std::condition_variable work_cv_;  // the writer waits for letters or close
