@@ -21,6 +21,8 @@ struct BenchOptions {
   std::string plugin_dir;         // default: <this executable's dir>/../plugins
   std::uint32_t workers = 2;      // W1, W2, W3
   std::uint64_t tasks = 1000000;  // W1
+  // W1's crash run: tasks per run, with and without one worker SIGKILLed per second; 0: skip
+  std::uint64_t w1_crash_tasks = 5000000;
   std::uint32_t payload_size = 64;
   std::uint32_t concurrency = 0;  // W1; 0: try kW1Concurrencies and report the best
   std::uint32_t rounds = 20000;   // W2 timed round trips (and the raw futex ping-pong)

@@ -53,6 +53,9 @@ int main(int argc, char** argv) {
   app.add_option("--workers", o.workers, "W1/W2 worker processes")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
+  app.add_option("--w1-crash-tasks", o.w1_crash_tasks,
+                 "W1 crash run: tasks per run with and without a worker SIGKILL per second "
+                 "(0: skip)");
   app.add_option("--tasks", o.tasks, "W1 tasks")
       ->check(CLI::Range(1, 100000000))
       ->capture_default_str();

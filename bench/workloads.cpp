@@ -1,9 +1,14 @@
 // W1 (throughput), W2 (sequential round trips) and W3 (CPU-bound efficiency): real Pools
 // running real plugins in sandboxed worker processes, driven through the public API only.
+#include <signal.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <iostream>
+#include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -70,6 +75,7 @@ struct W1Run {
   // CPU time per task (us): the submitting thread (submit + await), the rest of this
   // process (the pool's loop thread), and the worker processes together.
   double submitter_us = 0, loop_us = 0, workers_us = 0;
+  std::uint64_t kills = 0;  // workers SIGKILLed during the run (the crash run)
 };
 
 SchedTimes workers_sched(Pool& pool) {
@@ -92,9 +98,46 @@ struct DoneCounter {
   std::atomic<std::uint64_t> bad{0};
 };
 
-bool w1_once(const BenchOptions& o, std::uint32_t concurrency, W1Run* out) {
+// SIGKILLs one of the pool's workers every `every`, from its own thread, until stopped:
+// the crashes W1's crash run measures (design.md: a crash costs a respawn and a retry).
+class WorkerKiller {
+ public:
+  WorkerKiller(Pool& pool, std::chrono::milliseconds every)
+      : thread_([this, &pool, every] { run(pool, every); }) {}
+  ~WorkerKiller() { stop(); }
+  void stop() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  std::uint64_t kills() const { return kills_; }
+
+ private:
+  void run(Pool& pool, std::chrono::milliseconds every) {
+    std::unique_lock lock(mu_);
+    while (!cv_.wait_for(lock, every, [this] { return stop_; })) {
+      for (const WorkerInfo& w : pool.workers()) {
+        if (w.state != "busy" && w.state != "idle") continue;
+        if (::kill(w.pid, SIGKILL) == 0) ++kills_;
+        break;
+      }
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::atomic<std::uint64_t> kills_{0};
+  std::thread thread_;
+};
+
+bool w1_once(const BenchOptions& o, std::uint32_t concurrency, std::uint64_t tasks,
+             std::chrono::milliseconds crash_every, W1Run* out) {
   PoolOptions opts = pool_options(o, o.plugin, o.workers, concurrency);
-  opts.queue_capacity = std::max<std::size_t>(opts.queue_capacity, o.tasks + 1024);
+  opts.queue_capacity = std::max<std::size_t>(opts.queue_capacity, tasks + 1024);
+  if (crash_every.count() > 0) opts.max_restarts = 1000000;  // crashes are the point here
   auto pool = make_pool(opts);
   if (!pool) return false;
   const std::string type = pool->task_types().front();
@@ -107,13 +150,15 @@ bool w1_once(const BenchOptions& o, std::uint32_t concurrency, W1Run* out) {
   const bool check_echo = o.plugin == "echo";
   DoneCounter counter{&payloads, check_echo};
   std::vector<Ticket> tickets;
-  if (keep_tickets) tickets.reserve(o.tasks);
+  if (keep_tickets) tickets.reserve(tasks);
   const std::uint64_t wakes0 = pool->wake_syscalls();
   const std::int64_t workers0 = workers_cpu_ns(*pool);
   const std::int64_t process0 = process_cpu_ns();
   const std::int64_t thread0 = thread_cpu_ns();
+  std::optional<WorkerKiller> killer;
+  if (crash_every.count() > 0) killer.emplace(*pool, crash_every);
   const std::int64_t t0 = monotonic_ns();
-  for (std::uint64_t i = 0; i < o.tasks; ++i) {
+  for (std::uint64_t i = 0; i < tasks; ++i) {
     SubmitOptions so;
     if (!keep_tickets) {
       // Two words: stored inside the std::function, no allocation.
@@ -137,13 +182,17 @@ bool w1_once(const BenchOptions& o, std::uint32_t concurrency, W1Run* out) {
     pool->wait_idle();
   }
   const std::int64_t t1 = monotonic_ns();
+  if (killer) {
+    killer->stop();
+    out->kills = killer->kills();
+  }
   const std::int64_t thread_cpu = thread_cpu_ns() - thread0;
   const std::int64_t process_cpu = process_cpu_ns() - process0;
   const std::int64_t workers_cpu = workers_cpu_ns(*pool) - workers0;
   const std::uint64_t wakes = pool->wake_syscalls() - wakes0;
   // Every task must have come back completed with its own payload echoed.
   std::uint64_t bad = counter.bad.load();
-  if (!keep_tickets) bad += o.tasks - counter.completed.load() - counter.bad.load();
+  if (!keep_tickets) bad += tasks - counter.completed.load() - counter.bad.load();
   for (std::uint64_t i = 0; i < tickets.size(); ++i) {
     if (!tickets[i].done()) {
       ++bad;
@@ -154,11 +203,11 @@ bool w1_once(const BenchOptions& o, std::uint32_t concurrency, W1Run* out) {
            (check_echo && r.result != payloads[i % payloads.size()]);
   }
   if (bad != 0) {
-    std::cerr << "sandpool-bench: W1: " << bad << " of " << o.tasks
+    std::cerr << "sandpool-bench: W1: " << bad << " of " << tasks
               << " tasks did not complete with their payload echoed\n";
     return false;
   }
-  const double n = static_cast<double>(o.tasks);
+  const double n = static_cast<double>(tasks);
   out->wall_s = static_cast<double>(t1 - t0) / 1e9;
   out->throughput = n / out->wall_s;
   out->submit_rate = n / (static_cast<double>(t_submitted - t0) / 1e9);
@@ -182,7 +231,7 @@ bool run_w1(const BenchOptions& o, Report& r) {
   std::uint32_t best_c = 0;
   for (std::uint32_t c : settings) {
     W1Run run;
-    if (!w1_once(o, c, &run)) return false;
+    if (!w1_once(o, c, o.tasks, std::chrono::milliseconds(0), &run)) return false;
     r.note("W1 concurrency " + std::to_string(c) + ": " + format_value(run.throughput) +
            " tasks/s, " + format_value(run.wakes_per_task) + " wake syscalls/task, wall " +
            format_value(run.wall_s) + " s");
@@ -206,6 +255,19 @@ bool run_w1(const BenchOptions& o, Report& r) {
   r.add("W1", "submitter_cpu_per_task", best.submitter_us, "us");
   r.add("W1", "loop_cpu_per_task", best.loop_us, "us");
   r.add("W1", "workers_cpu_per_task", best.workers_us, "us");
+  if (o.w1_crash_tasks == 0) return true;
+
+  // The same workload with one worker SIGKILLed per second (restart limit raised), against
+  // a crash-free run of the same length right before it: every task must still complete.
+  W1Run calm, crashing;
+  if (!w1_once(o, best_c, o.w1_crash_tasks, std::chrono::milliseconds(0), &calm)) return false;
+  if (!w1_once(o, best_c, o.w1_crash_tasks, std::chrono::milliseconds(1000), &crashing)) {
+    return false;
+  }
+  r.add("W1", "crash_free_throughput", calm.throughput, "tasks/s");
+  r.add("W1", "crash_per_s_throughput", crashing.throughput, "tasks/s");
+  r.add("W1", "crash_per_s_ratio", crashing.throughput / calm.throughput, "ratio");
+  r.add("W1", "crash_per_s_kills", static_cast<double>(crashing.kills), "workers");
   return true;
 }
 
