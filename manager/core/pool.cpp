@@ -86,6 +86,38 @@ Status Pool::set_strategy(DispatchStrategy strategy) {
   return Status::ok();
 }
 
+void Pool::drain() { loop_->set_draining(true); }
+
+void Pool::resume() { loop_->set_draining(false); }
+
+void Pool::restart(bool rolling) {
+  loop_->post(
+      [rolling](core::PoolCore& core, std::int64_t now) { core.restart_workers(rolling, now); });
+}
+
+Status Pool::kill_worker(std::int32_t pid, int signal) {
+  if (!loop_->signal_worker(pid, signal)) {
+    return Status::error(
+        Code::kNotFound,
+        "pool '" + loop_->options().name + "' has no live worker with pid " + std::to_string(pid));
+  }
+  return Status::ok();
+}
+
+std::size_t Pool::shutdown(std::chrono::milliseconds timeout) {
+  loop_->stop_accepting();
+  std::size_t abandoned = 0;
+  if (!loop_->wait_idle_for(timeout.count())) {
+    const std::string why =
+        "shutdown: still open after shutdown_timeout (" + std::to_string(timeout.count()) + " ms)";
+    abandoned = loop_->query<std::size_t>([&why](core::PoolCore& core, std::int64_t now) {
+      return core.abandon_all(DeadReason::kShutdown, why, now);
+    });
+  }
+  loop_->close();
+  return abandoned;
+}
+
 void Pool::wait_idle() { loop_->wait_idle_for(-1); }
 
 bool Pool::wait_idle_for(std::chrono::milliseconds timeout) {
@@ -95,7 +127,10 @@ bool Pool::wait_idle_for(std::chrono::milliseconds timeout) {
 void Pool::close() { loop_->close(); }
 
 PoolStats Pool::stats() const {
-  return loop_->query<PoolStats>([](core::PoolCore& core, std::int64_t) { return core.stats(); });
+  PoolStats s =
+      loop_->query<PoolStats>([](core::PoolCore& core, std::int64_t) { return core.stats(); });
+  if (s.state == "running" && loop_->draining()) s.state = "draining";
+  return s;
 }
 
 std::vector<WorkerInfo> Pool::workers() const {

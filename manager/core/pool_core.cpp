@@ -13,6 +13,13 @@ constexpr std::int64_t kMsNs = 1000000;
 // task from ever running out of attempts.
 constexpr std::uint32_t kMaxFreeRequeues = 20;
 
+PoolEvent worker_event(PoolEvent::Kind kind, std::int32_t pid) {
+  PoolEvent e;
+  e.kind = kind;
+  e.pid = pid;
+  return e;
+}
+
 std::int64_t wall_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -59,6 +66,7 @@ void PoolCore::spawn_worker(std::int64_t now) {
   w.id = id;
   w.spawned_ns = now;
   workers_.emplace(id, std::move(w));
+  if (opts_.on_event) emit(worker_event(PoolEvent::Kind::kWorkerStarted, ctl_.pid(id)));
   next_check_ns_ = std::min(next_check_ns_, now + to_ns(opts_.init_timeout));
 }
 
@@ -281,7 +289,9 @@ void PoolCore::on_ready(WorkerId wid, std::int64_t now) {
   if (live_workers() > target_workers_) {
     drain_worker(*w);
   }
+  if (opts_.on_event) emit(worker_event(PoolEvent::Kind::kWorkerReady, ctl_.pid(wid)));
   settle(now);
+  advance_rolling_restart(now);
 }
 
 void PoolCore::on_exit(WorkerId wid, const supervision::ExitReport& report, std::int64_t now) {
@@ -359,14 +369,28 @@ void PoolCore::on_exit(WorkerId wid, const supervision::ExitReport& report, std:
     if (c.outcome == Outcome::kLost) ++stats_.lost;
     note_restart(now);
   }
+  if (opts_.on_event) {
+    const std::string what = c.error.empty() ? describe(report.status) : c.error;
+    emit({PoolEvent::Kind::kWorkerExited, running, report.pid, TaskState::kQueued,
+          DeadReason::kNone, c.outcome, 0, what});
+  }
   adjust_worker_count(now);
   settle(now);
+  advance_rolling_restart(now);
 }
 
 void PoolCore::enter_failed(std::string why) {
   failed_ = true;
   failure_ = std::move(why);
   respawn_due_ns_ = 0;
+  for (const TaskPtr& t : take_waiting()) {
+    if (is_terminal(t->state.load(std::memory_order_relaxed))) continue;
+    release_admission(*t);
+    finish(t, TaskState::kDeadLettered, DeadReason::kCrashLoop, {}, failure_);
+  }
+}
+
+std::deque<TaskPtr> PoolCore::take_waiting() {
   std::deque<TaskPtr> left = queue_.take_all();
   while (!retries_.empty()) {
     left.push_back(retries_.top().task);
@@ -377,11 +401,76 @@ void PoolCore::enter_failed(std::string why) {
     backlogged_ -= w.backlog.size();
     w.backlog.clear();
   }
-  for (const TaskPtr& t : left) {
+  return left;
+}
+
+std::size_t PoolCore::abandon_all(DeadReason reason, const std::string& why, std::int64_t now) {
+  clock_ns_ = now;
+  std::size_t abandoned = 0;
+  for (const TaskPtr& t : take_waiting()) {
     if (is_terminal(t->state.load(std::memory_order_relaxed))) continue;
     release_admission(*t);
-    finish(t, TaskState::kDeadLettered, DeadReason::kCrashLoop, {}, failure_);
+    finish(t, TaskState::kDeadLettered, reason, {}, why);
+    ++abandoned;
   }
+  for (auto& [wid, w] : workers_) {
+    const std::uint64_t started = ctl_.started_task(wid);
+    bool any = false;
+    for (InFlight& f : w.in_flight) {
+      if (f.abandoned || is_terminal(f.task->state.load(std::memory_order_relaxed))) continue;
+      f.abandoned = true;  // its worker's exit must not end it a second time
+      if (f.task->id == started) {
+        std::lock_guard lock(f.task->mu);
+        f.task->account.history.push_back(
+            {f.attempt, Outcome::kLost, why, ctl_.pid(wid), f.started_wall_ms, wall_ms()});
+        f.task->attempts_ended++;
+      }
+      finish(f.task, TaskState::kDeadLettered, reason, {}, why);
+      ++abandoned;
+      any = true;
+    }
+    if (any) {
+      w.retiring = true;  // not a crash: no restart is counted
+      kill_worker(w, Outcome::kLost, why, 0);
+    }
+  }
+  settle(now);
+  return abandoned;
+}
+
+void PoolCore::restart_workers(bool rolling, std::int64_t now) {
+  clock_ns_ = now;
+  if (closing_ || failed_) return;
+  for (auto& [wid, w] : workers_) {
+    if (w.retiring || w.kill_reason) continue;
+    if (rolling) {
+      w.restart_pending = true;
+      continue;
+    }
+    log(1, "restarting worker " + std::to_string(ctl_.pid(wid)));
+    drain_worker(w);
+  }
+  rolling_restart_ = rolling;
+  adjust_worker_count(now);
+  advance_rolling_restart(now);
+}
+
+void PoolCore::advance_rolling_restart(std::int64_t now) {
+  if (!rolling_restart_ || init_failures_ > 0) return;
+  for (const auto& [wid, w] : workers_) {
+    if (w.phase == Phase::kStarting) return;  // one replacement at a time
+  }
+  for (auto& [wid, w] : workers_) {
+    if (!w.restart_pending) continue;
+    w.restart_pending = false;
+    if (w.retiring || w.kill_reason) continue;
+    log(1, "rolling restart: replacing worker " + std::to_string(ctl_.pid(wid)));
+    drain_worker(w);
+    adjust_worker_count(now);
+    return;
+  }
+  rolling_restart_ = false;
+  log(1, "rolling restart finished");
 }
 
 void PoolCore::adjust_worker_count(std::int64_t now) {
@@ -406,6 +495,8 @@ void PoolCore::end_attempt(const InFlight& f, Outcome outcome, std::string error
     t->account.error = error;
   }
   t->attempts_ended++;
+  emit({PoolEvent::Kind::kAttemptEnded, t->id, pid, TaskState::kQueued, DeadReason::kNone, outcome,
+        f.attempt, error});
   if (t->cancel_requested) {
     finish(t, TaskState::kCancelled, DeadReason::kNone, {}, std::move(error), CancelReason::kUser);
     return;
@@ -468,6 +559,8 @@ void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason, s
   --open_tasks_;
   finished_.add(task, clock_ns_);
   if (state == TaskState::kDeadLettered && dead_letter_sink_) dead_letter_sink_(*task);
+  emit({PoolEvent::Kind::kTaskEnded, task->id, 0, state, reason, Outcome::kOk, task->attempts_ended,
+        task->account.error});
   // The account is final once done is set: nothing writes it again, so the callback reads
   // it in place instead of a copy (readers elsewhere only ever copy it under the lock).
   if (task->opts.on_done) task->opts.on_done(task->account);

@@ -79,6 +79,14 @@ class PoolCore {
   bool cancel(const TaskPtr& task, std::int64_t now);
   void scale(std::uint32_t workers, std::int64_t now);
   void set_strategy(DispatchStrategy s) { dispatcher_.set_strategy(s); }
+  // Replaces every worker: all at once (each drained while its replacement starts), or
+  // rolling: one at a time, the next once no replacement is still starting. A rolling
+  // restart pauses while replacements fail their init.
+  void restart_workers(bool rolling, std::int64_t now);
+  // Dead-letters every open task with `reason` (a shutdown past its timeout): queued and
+  // retry-waiting ones at once, and those in the workers' rings, whose workers are killed;
+  // the running one gets its attempt ended `lost` with `why`. Returns how many.
+  std::size_t abandon_all(DeadReason reason, const std::string& why, std::int64_t now);
   // Stops accepting work (the Pool refuses submits); finishes what was accepted, then stops
   // every worker.
   void close(std::int64_t now);
@@ -141,6 +149,7 @@ class PoolCore {
     std::int64_t ready_ns = 0;      // when it became ready
     std::uint64_t cpu_task = 0;     // the running task whose CPU is being metered
     std::int64_t cpu_base_ns = -1;  // the worker's CPU time when cpu_task was first seen
+    bool restart_pending = false;   // a rolling restart will replace it
   };
   struct RetryEntry {
     std::int64_t due_ns;
@@ -172,6 +181,12 @@ class PoolCore {
   // Heartbeats, per-task CPU, RSS, queue TTL, leaving crash_loop: once per heartbeat interval.
   void sweep(std::int64_t now);
   void recycle(Worker& w, const std::string& why, std::int64_t now);
+  void advance_rolling_restart(std::int64_t now);
+  // Takes every task that waits outside a ring: queued, waiting to retry, in backlogs.
+  std::deque<TaskPtr> take_waiting();
+  void emit(PoolEvent e) const {
+    if (opts_.on_event) opts_.on_event(e);
+  }
   void note_restart(std::int64_t now);
   void log(int level, const std::string& text) const {
     if (log_) log_(level, text);
@@ -211,6 +226,7 @@ class PoolCore {
   std::function<void(const TaskRecord&)> dead_letter_sink_;
   std::deque<std::int64_t> restart_times_;  // unexpected exits within restart_window
   bool crash_loop_ = false;
+  bool rolling_restart_ = false;
   std::uint32_t crash_restarts_ = 0;  // restarts since entering crash_loop (the backoff)
   std::int64_t next_sweep_ns_ = 0;
   std::size_t ttl_tasks_ = 0;  // open tasks that carry a queue TTL

@@ -552,6 +552,9 @@ Result<Ticket> PoolLoop::submit(std::string type, std::string payload, SubmitOpt
                                 std::uint64_t id) {
   if (failed_.load()) return Status::error(Code::kClosed, "pool failed: " + failure_);
   if (!accepting_.load()) return Status::error(Code::kClosed, "pool is closing");
+  if (draining_.load()) {
+    return Status::error(Code::kClosed, "pool '" + opts_.name + "' is draining (resume it)");
+  }
   if (std::find(task_types_.begin(), task_types_.end(), type) == task_types_.end()) {
     std::string served;
     for (const auto& t : task_types_) served += (served.empty() ? "" : ", ") + t;
@@ -621,6 +624,17 @@ bool PoolLoop::wait_idle_for(std::int64_t timeout_ms) {
   }
   idle_waiters_.fetch_sub(1);
   return ok;
+}
+
+bool PoolLoop::signal_worker(std::int32_t pid, int sig) {
+  return query<bool>([this, pid, sig](PoolCore&, std::int64_t) {
+    for (auto& [id, link] : links_) {
+      if (link.proc && link.proc->pid() == pid && !link.killed) {
+        return link.proc->child().signal(sig);
+      }
+    }
+    return false;
+  });
 }
 
 void PoolLoop::close() {

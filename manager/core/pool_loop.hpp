@@ -41,6 +41,12 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
                         std::uint64_t id = 0);
   const PoolOptions& options() const { return opts_; }
   bool cancel(const TaskPtr& task);
+  void set_draining(bool on) { draining_.store(on); }
+  bool draining() const { return draining_.load(); }
+  // Stops taking new submits (close() follows).
+  void stop_accepting() { accepting_.store(false); }
+  // Sends a signal to the live worker with this pid; false when there is none.
+  bool signal_worker(std::int32_t pid, int sig);
   // Runs fn on the loop thread (or inline once the loop has ended) and returns its value.
   template <typename R>
   R query(std::function<R(PoolCore&, std::int64_t now)> fn);
@@ -121,6 +127,7 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
 
   std::atomic<std::uint64_t> next_task_id_{1};
   std::atomic<bool> accepting_{true};
+  std::atomic<bool> draining_{false};
   std::atomic<bool> failed_{false};
   std::string failure_;  // written before failed_ is set
 

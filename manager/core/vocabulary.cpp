@@ -1,3 +1,4 @@
+#include <sandpool/pool.hpp>
 #include <sandpool/task.hpp>
 
 namespace sandpool {
@@ -74,6 +75,22 @@ std::string_view to_string(CancelReason r) {
       return "user";
     case CancelReason::kShutdown:
       return "shutdown";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(PoolEvent::Kind k) {
+  switch (k) {
+    case PoolEvent::Kind::kWorkerStarted:
+      return "worker_started";
+    case PoolEvent::Kind::kWorkerReady:
+      return "worker_ready";
+    case PoolEvent::Kind::kWorkerExited:
+      return "worker_exited";
+    case PoolEvent::Kind::kAttemptEnded:
+      return "attempt_ended";
+    case PoolEvent::Kind::kTaskEnded:
+      return "task_ended";
   }
   return "unknown";
 }

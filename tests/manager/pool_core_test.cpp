@@ -648,3 +648,88 @@ TEST_CASE("a task is found by id while queued, in flight, waiting to retry and a
   CHECK(h.core->find_task(t->id) == nullptr);  // pushed out by the two newer ones
   CHECK(h.core->find_task(12345) == nullptr);
 }
+
+TEST_CASE(
+    "a rolling restart replaces one worker at a time, the next once its replacement is ready") {
+  Harness h;
+  h.ready_all();
+  h.core->restart_workers(true, h.now);
+  // Worker 1 drains (idle: stopped at once) and one replacement starts.
+  CHECK(h.ctl.workers[1].stop_sent);
+  CHECK_FALSE(h.ctl.workers[2].stop_sent);
+  REQUIRE(h.ctl.spawned.size() == 3);
+  h.exit(1, ExitStatus{true, 0, 0});
+  CHECK_FALSE(h.ctl.workers[2].stop_sent);  // still waiting for worker 3
+  h.core->on_ready(3, h.now);
+  CHECK(h.ctl.workers[2].stop_sent);
+  REQUIRE(h.ctl.spawned.size() == 4);
+  h.exit(2, ExitStatus{true, 0, 0});
+  h.core->on_ready(4, h.now);
+  CHECK(h.ctl.spawned.size() == 4);  // done: nobody else is replaced
+  CHECK(h.core->stats().restarts == 0);
+  CHECK(h.core->stats().workers == 2);
+}
+
+TEST_CASE("a restart that is not rolling replaces every worker at once without failing a task") {
+  Harness h;
+  h.ready_all();
+  auto t = h.submit();
+  const auto busy = h.holder(t->id);
+  h.core->restart_workers(false, h.now);
+  CHECK(h.ctl.spawned.size() == 4);
+  CHECK_FALSE(h.ctl.workers[busy].stop_sent);  // finishes its task first
+  REQUIRE(h.result(busy, t->id, ipc::TaskStatus::kOk));
+  CHECK(h.ctl.workers[busy].stop_sent);
+  CHECK(t->state == TaskState::kCompleted);
+}
+
+TEST_CASE("abandoning at shutdown dead-letters every open task and kills the busy workers") {
+  Harness h;
+  h.ready_all();
+  std::vector<TaskPtr> tasks;
+  for (int i = 0; i < 6; ++i) tasks.push_back(h.submit());  // 4 in rings, 2 queued
+  const auto running = tasks[0];
+  const auto w = h.holder(running->id);
+  h.ctl.workers[w].started = running->id;
+  h.core->close(h.now);
+  CHECK(h.core->abandon_all(DeadReason::kShutdown, "shutdown: out of time", h.now) == 6);
+  for (const auto& t : tasks) {
+    CHECK(t->state == TaskState::kDeadLettered);
+    CHECK(account(t).reason == DeadReason::kShutdown);
+  }
+  auto a = account(running);
+  REQUIRE(a.history.size() == 1);  // the running one ends its attempt
+  CHECK(a.history[0].outcome == Outcome::kLost);
+  CHECK(account(tasks[1]).history.size() + account(tasks[5]).history.size() == 0);
+  CHECK(h.ctl.workers[w].killed);
+  h.exit(w, ExitStatus{false, 0, SIGKILL});
+  CHECK(account(running).history.size() == 1);  // the exit does not end it twice
+  CHECK(h.core->stats().restarts == 0);
+  CHECK(h.core->stats().dead_lettered == 6);
+}
+
+TEST_CASE("lifecycle events name workers, attempts and task ends in order") {
+  PoolOptions o = Harness::defaults();
+  o.workers = 1;
+  std::vector<std::string> seen;
+  o.on_event = [&seen](const PoolEvent& e) {
+    seen.push_back(std::string(to_string(e.kind)) + " " + std::to_string(e.task_id) + " " +
+                   std::string(to_string(e.outcome)) + " " + std::string(e.detail));
+  };
+  Harness h(o);
+  h.ready_all();
+  auto t = h.submit();
+  REQUIRE(h.result(h.holder(t->id), t->id, ipc::TaskStatus::kRetry));
+  h.advance(1ms);
+  h.ctl.workers[1].started = t->id;
+  h.exit(1, ExitStatus{false, 0, SIGSEGV});
+  std::vector<std::string> want = {
+      "worker_started 0 ok ",
+      "worker_ready 0 ok ",
+      "attempt_ended 1 error handler said no",
+      "attempt_ended 1 lost worker 1001 killed by SIGSEGV",
+      "worker_exited 1 lost worker 1001 killed by SIGSEGV",
+      "worker_started 0 ok ",
+  };
+  CHECK(seen == want);
+}

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <sandpool/pool_options.hpp>
@@ -77,6 +78,26 @@ struct WorkerInfo {
   std::int64_t uptime_ms = 0;
 };
 
+// A lifecycle event, delivered to PoolOptions::on_event on the pool's loop thread.
+struct PoolEvent {
+  enum class Kind : std::uint8_t {
+    kWorkerStarted,  // pid
+    kWorkerReady,    // pid
+    kWorkerExited,   // pid, outcome (its classification), detail, task_id (the running one)
+    kAttemptEnded,   // task_id, pid, attempt, outcome, detail (the error)
+    kTaskEnded,      // task_id, state, reason, attempt (how many), detail (the last error)
+  };
+  Kind kind = Kind::kTaskEnded;
+  std::uint64_t task_id = 0;
+  std::int32_t pid = 0;
+  TaskState state = TaskState::kQueued;
+  DeadReason reason = DeadReason::kNone;
+  Outcome outcome = Outcome::kOk;
+  std::uint32_t attempt = 0;
+  std::string_view detail;  // valid during the call only
+};
+std::string_view to_string(PoolEvent::Kind k);
+
 // What a replay of many dead letters did (Pool::replay_matching).
 struct ReplayReport {
   std::vector<Ticket> tickets;  // the replayed tasks, in the store's order
@@ -91,7 +112,7 @@ struct PoolStats {
   bool crash_loop = false;
   std::uint64_t queued = 0, in_flight = 0, retry_wait = 0;
   std::uint32_t workers = 0, target_workers = 0;
-  std::string state;  // running, crash_loop, failed, closing, closed
+  std::string state;  // running, draining, crash_loop, failed, closing, closed
 };
 
 class Pool {
@@ -108,6 +129,19 @@ class Pool {
   Result<Ticket> submit(std::string type, std::string payload, SubmitOptions options = {});
   Status scale(std::uint32_t workers);
   Status set_strategy(DispatchStrategy strategy);
+  // Drain: refuse new tasks (kClosed, "draining") while the accepted ones keep running;
+  // resume: accept again. Workers are untouched.
+  void drain();
+  void resume();
+  // Replaces every worker (see PoolCore::restart_workers); no task fails for it.
+  void restart(bool rolling);
+  // Sends `signal` to one of this pool's workers (fault injection). Returns kNotFound when
+  // no live worker has that pid.
+  Status kill_worker(std::int32_t pid, int signal);
+  // Stops accepting, lets what was accepted run for up to `timeout`, then dead-letters what
+  // is left with reason `shutdown` (replayable later) and closes. Returns how many tasks
+  // were dead-lettered that way.
+  std::size_t shutdown(std::chrono::milliseconds timeout);
   // Blocks until nothing is queued, in flight or waiting for a retry.
   void wait_idle();
   bool wait_idle_for(std::chrono::milliseconds timeout);

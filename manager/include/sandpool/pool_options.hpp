@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +21,7 @@ namespace sandpool {
 
 class Spawner;
 class DeadLetterStore;
+struct PoolEvent;  // <sandpool/pool.hpp>
 
 enum class DispatchStrategy : std::uint8_t { kRoundRobin, kLeastLoaded, kRandom, kAffinity };
 std::string_view to_string(DispatchStrategy s);
@@ -98,8 +100,11 @@ struct PoolOptions {
 
   sandbox::SandboxPolicy sandbox;
   std::shared_ptr<spdlog::logger> logger;  // null: spdlog's default logger
-  std::shared_ptr<Spawner> spawner;        // the OS seam; null: the Boost.Process spawner
-  std::uint64_t seed = 0;                  // jitter/random dispatch seed; 0: random
+  // Lifecycle events (workers started, ready, exited; attempts and tasks ended), called on
+  // the pool's loop thread: keep it short and non-blocking. Null: none.
+  std::function<void(const PoolEvent&)> on_event;
+  std::shared_ptr<Spawner> spawner;  // the OS seam; null: the Boost.Process spawner
+  std::uint64_t seed = 0;            // jitter/random dispatch seed; 0: random
 };
 
 }  // namespace sandpool
