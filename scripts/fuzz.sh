@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets with clang in build-fuzz/ and runs each for a bounded time
 # (FUZZ_SECONDS, default 60) from its seed corpus. Exits non-zero when a fuzzer finds a
 # crash, a leak or a sanitizer error; the input that did it is left in
-# build-fuzz/artifacts/ (replay it with: build-fuzz/bin/fuzz_messages FILE).
+# build-fuzz/artifacts/ (replay it with: build-fuzz/bin/fuzz_<target> FILE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,10 +12,10 @@ jobs="${JOBS:-$(nproc)}"
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DSANDPOOL_FUZZ=ON \
   -DBUILD_TESTING=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 # Only the fuzz targets: the rest of the tree is not needed here.
-cmake --build build-fuzz --target fuzz_messages -j "$jobs"
+cmake --build build-fuzz --target fuzz_messages fuzz_config -j "$jobs"
 
 status=0
-for target in messages; do
+for target in messages config; do
   # New inputs go to a scratch corpus under build-fuzz/; the committed seeds are only read.
   work="build-fuzz/corpus/$target"
   mkdir -p "$work" build-fuzz/artifacts

@@ -35,6 +35,10 @@ Result<std::chrono::milliseconds> parse_duration(std::string_view text,
   static constexpr std::pair<std::string_view, double> kUnits[] = {
       {"ms", 1}, {"s", 1000}, {"m", 60000}, {"min", 60000}, {"h", 3600000}};
   double ms = -1;
+  if (unit.empty() && bare_unit.count() == 0 && v != 0) {
+    return Status::invalid("bad duration '" + std::string(text) +
+                           "' (a unit is required: ms, s, m, h)");
+  }
   if (unit.empty()) {
     ms = v * static_cast<double>(bare_unit.count());
   } else {

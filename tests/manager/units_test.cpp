@@ -22,6 +22,15 @@ TEST_CASE("a malformed duration is an error that quotes it") {
   CHECK(d.status().message().find(std::string("'") + text + "'") != std::string::npos);
 }
 
+TEST_CASE("with no bare unit a duration needs its unit, except zero") {
+  const auto no_bare = std::chrono::milliseconds(0);
+  CHECK(sandpool::parse_duration("0", no_bare)->count() == 0);
+  CHECK(sandpool::parse_duration("30s", no_bare)->count() == 30000);
+  auto bare = sandpool::parse_duration("30", no_bare);
+  REQUIRE_FALSE(bare);
+  CHECK(bare.status().message().find("unit is required") != std::string::npos);
+}
+
 TEST_CASE("sizes take binary and decimal units") {
   auto [text, bytes] = GENERATE(table<const char*, std::uint64_t>({{"512", 512},
                                                                    {"64KiB", 65536},

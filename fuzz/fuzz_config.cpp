@@ -1,0 +1,45 @@
+// libFuzzer target: arbitrary bytes as poold's YAML config. The parser must return a result
+// for anything (never crash, hang or throw), and what it accepts must keep the promises of
+// <sandpool/config.hpp>: worker bounds ordered, plugin_config valid JSON within its bounds,
+// unique pool names, and a mapping to PoolOptions.
+//
+// Seeds: fuzz/corpus/config/ (the shipped configs and a few edge cases), read-only.
+#include <cstddef>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+#include <sandpool/config.hpp>
+
+namespace {
+
+// A property the code under test must keep; crashes so libFuzzer saves the input.
+void require(bool ok) {
+  if (!ok) __builtin_trap();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  auto config = sandpool::parse_config(text, "fuzz.yaml");
+  if (!config) {
+    require(config.status().code() == sandpool::Code::kInvalidArgument);
+    require(config.status().message().rfind("fuzz.yaml", 0) == 0);
+    return 0;
+  }
+  std::set<std::string> names;
+  for (const sandpool::PoolConfig& pool : config->pools) {
+    require(!pool.name.empty() && !pool.plugin.empty());
+    require(names.insert(pool.name).second);
+    require(pool.workers.min <= pool.workers.initial);
+    require(pool.workers.initial <= pool.workers.max);
+    require(pool.plugin_config_json.size() <= 64 * 1024);
+    require(nlohmann::json::accept(pool.plugin_config_json));
+    const sandpool::PoolOptions options = sandpool::to_pool_options(pool);
+    require(options.workers == pool.workers.initial);
+  }
+  return 0;
+}

@@ -1,0 +1,27 @@
+// The schema of poold's YAML, one reader per section. Private to manager/config; each
+// reader records problems in the ConfigErrors behind its MapReader and never throws.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <sandpool/config.hpp>
+
+#include "config/yaml_reader.hpp"
+
+namespace sandpool::config {
+
+// Fills *out from the `service:` mapping read by `service` (then finished).
+void read_service(MapReader service, ServiceConfig* out);
+
+// Where a pool's cross-pool checked values were written, for errors about them.
+struct PoolMarks {
+  YAML::Mark name;
+  std::vector<YAML::Mark> task_types;  // one per entry of PoolConfig::task_types
+};
+
+// Fills *out from one entry of `pools:` at `path` ("pools[1]").
+void read_pool(ConfigErrors& errors, const YAML::Node& node, const std::string& path,
+               PoolConfig* out, PoolMarks* marks);
+
+}  // namespace sandpool::config

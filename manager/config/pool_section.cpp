@@ -1,0 +1,174 @@
+#include <algorithm>
+#include <chrono>
+
+#include "config/config_sections.hpp"
+#include "config/plugin_config_json.hpp"
+
+namespace sandpool::config {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr std::uint64_t kMinMemory = 16u << 20;  // below this the worker host cannot start
+constexpr std::uint64_t kMaxMessage = 1u << 30;  // payload/result frames carry 32-bit lengths
+
+bool valid_pool_name(std::string_view name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  });
+}
+
+void read_workers(MapReader r, PoolConfig::Workers* w) {
+  const bool has_min = r.count("min", &w->min, 1);
+  const bool has_max = r.count("max", &w->max, 1);
+  const bool has_initial = r.count("initial", &w->initial);
+  r.finish();
+  const bool min_ok = has_min || !r.has("min");
+  const bool max_ok = has_max || !r.has("max");
+  if (!min_ok || !max_ok || (r.has("initial") && !has_initial)) return;
+  if (w->min > w->max) {
+    r.fail(has_min ? "min" : "max", "min (" + std::to_string(w->min) + ") is greater than max (" +
+                                        std::to_string(w->max) + ")");
+    return;
+  }
+  if (!has_initial) {
+    w->initial = std::clamp(w->initial, w->min, w->max);
+  } else if (w->initial < w->min || w->initial > w->max) {
+    r.fail("initial", std::to_string(w->initial) + " is outside [min, max] = [" +
+                          std::to_string(w->min) + ", " + std::to_string(w->max) + "]");
+  }
+}
+
+void read_queue(MapReader r, PoolConfig::Queue* q) {
+  r.count("capacity", &q->capacity, 1, UINT64_MAX);
+  if (const YAML::Node* ttl = r.value("ttl");
+      ttl != nullptr && ttl->IsScalar() && ttl->Scalar() == "none") {
+    q->ttl.reset();
+  } else {
+    milliseconds v{0};
+    if (r.duration("ttl", &v, milliseconds(1))) q->ttl = v;
+  }
+  r.finish();
+}
+
+void read_limits(MapReader r, PoolConfig::Limits* l) {
+  if (r.size("memory", &l->memory) && l->memory != 0 && l->memory < kMinMemory) {
+    r.fail("memory",
+           "expected 0 (no limit) or at least 16MiB (the worker host needs that much "
+           "address space to start), got \"" +
+               r.value("memory")->Scalar() + "\"");
+  }
+  r.duration("cpu_time", &l->cpu_time);
+  r.count("open_files", &l->open_files, 0, UINT64_MAX);
+  r.count("processes", &l->processes, 0, UINT64_MAX);
+  r.size("file_size", &l->file_size);
+  for (auto [key, field] :
+       {std::pair{"max_payload", &l->max_payload}, std::pair{"max_result", &l->max_result}}) {
+    if (r.size(key, field, 1) && *field > kMaxMessage) {
+      r.fail(key, "expected at most 1GiB, got \"" + r.value(key)->Scalar() + "\"");
+    }
+  }
+  r.finish();
+}
+
+void read_sandbox(MapReader r, PoolConfig::Sandbox* s) {
+  using sandbox::SeccompProfile;
+  r.choice<SeccompProfile>("profile", &s->profile,
+                           {{"strict", SeccompProfile::kStrict},
+                            {"relaxed", SeccompProfile::kRelaxed},
+                            {"off", SeccompProfile::kOff}});
+  r.string_list("allow_syscalls", &s->allow_syscalls);
+  r.string_list("keep_env", &s->keep_env);
+  r.finish();
+}
+
+void read_retry(MapReader r, RetryPolicy* p) {
+  const bool base = r.duration("base", &p->base);
+  r.real("multiplier", &p->multiplier, 1.0);
+  const bool max = r.duration("max", &p->max);
+  r.boolean("retry_sandbox_violation", &p->retry_sandbox_violation);
+  r.finish();
+  if ((base || max) && p->max < p->base) {
+    r.fail(max ? "max" : "base", "max (" + std::to_string(p->max.count()) +
+                                     "ms) is less than base (" + std::to_string(p->base.count()) +
+                                     "ms)");
+  }
+}
+
+void read_restart(MapReader r, PoolConfig::Restart* p) {
+  r.count("max_restarts", &p->max_restarts);
+  r.duration("within", &p->within, milliseconds(1));
+  const bool base = r.duration("backoff_base", &p->backoff_base, milliseconds(1));
+  const bool max = r.duration("backoff_max", &p->backoff_max, milliseconds(1));
+  r.duration("stable_after", &p->stable_after);
+  r.count("max_init_failures", &p->max_init_failures, 1);
+  r.finish();
+  if ((base || max) && p->backoff_max < p->backoff_base) {
+    r.fail(max ? "backoff_max" : "backoff_base",
+           "backoff_max (" + std::to_string(p->backoff_max.count()) +
+               "ms) is less than backoff_base (" + std::to_string(p->backoff_base.count()) + "ms)");
+  }
+}
+
+}  // namespace
+
+void read_pool(ConfigErrors& errors, const YAML::Node& node, const std::string& path,
+               PoolConfig* out, PoolMarks* marks) {
+  MapReader r(errors, node, path);
+  if (!node.IsMap()) {
+    if (node.IsNull()) errors.add(node.Mark(), path, "expected a pool (a mapping), got nothing");
+    return;  // MapReader reported anything else
+  }
+  if (r.string("name", &out->name)) {
+    marks->name = r.value("name")->Mark();
+    if (!valid_pool_name(out->name)) {
+      r.fail("name", "expected a name of a-z, 0-9, _ and -, got \"" + out->name + "\"");
+    }
+  } else if (!r.has("name")) {
+    r.fail("name", "required: the pool's name");
+  }
+  if (!r.string("plugin", &out->plugin) && !r.has("plugin")) {
+    r.fail("plugin", "required: the path of the plugin .so");
+  }
+  if (const YAML::Node* config = r.value("plugin_config")) {
+    plugin_config_to_json(*config, r.path_of("plugin_config"), errors, &out->plugin_config_json);
+  }
+  if (r.string_list("task_types", &out->task_types)) {
+    for (std::size_t i = 0; i < out->task_types.size(); ++i) {
+      marks->task_types.push_back((*r.value("task_types"))[i].Mark());
+    }
+  }
+  read_workers(r.section("workers"), &out->workers);
+  r.count("concurrency", &out->concurrency, 1);
+  read_queue(r.section("queue"), &out->queue);
+  r.choice<DispatchStrategy>("dispatch", &out->dispatch,
+                             {{"round-robin", DispatchStrategy::kRoundRobin},
+                              {"least-loaded", DispatchStrategy::kLeastLoaded},
+                              {"random", DispatchStrategy::kRandom},
+                              {"affinity", DispatchStrategy::kAffinity}});
+  read_limits(r.section("limits"), &out->limits);
+  read_sandbox(r.section("sandbox"), &out->sandbox);
+
+  MapReader health = r.section("health");
+  health.duration("heartbeat_interval", &out->health.heartbeat_interval, milliseconds(1));
+  health.count("missed_heartbeats", &out->health.missed_heartbeats, 1);
+  health.duration("init_timeout", &out->health.init_timeout, milliseconds(1));
+  health.finish();
+
+  MapReader defaults = r.section("task_defaults");
+  defaults.duration("timeout", &out->task_defaults.timeout, milliseconds(1));
+  defaults.count("retries", &out->task_defaults.retries);
+  defaults.duration("cancel_grace", &out->task_defaults.cancel_grace);
+  defaults.finish();
+
+  read_retry(r.section("retry"), &out->retry);
+  read_restart(r.section("restart"), &out->restart);
+
+  MapReader recycle = r.section("recycle");
+  recycle.count("max_tasks", &out->recycle.max_tasks, 0, UINT64_MAX);
+  recycle.size("max_rss", &out->recycle.max_rss);
+  recycle.finish();
+  r.finish();
+}
+
+}  // namespace sandpool::config

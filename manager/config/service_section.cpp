@@ -1,0 +1,143 @@
+#include <charconv>
+
+#include "config/config_sections.hpp"
+
+namespace sandpool::config {
+namespace {
+
+// "0660" or "660": three or four octal digits, permission bits only.
+void read_socket_mode(MapReader& socket, std::uint32_t* mode) {
+  constexpr std::string_view kExpected = "an octal mode like \"0660\"";
+  const YAML::Node* v = socket.value("mode");
+  if (v == nullptr) return;
+  const std::string text = v->IsScalar() ? v->Scalar() : std::string();
+  std::uint32_t parsed = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), parsed, 8);
+  if (text.size() < 3 || text.size() > 4 || ec != std::errc() || end != text.data() + text.size() ||
+      parsed > 0777) {
+    socket.fail("mode", "expected " + std::string(kExpected) + ", got " + describe(*v));
+    return;
+  }
+  *mode = parsed;
+}
+
+// "host:port" or "[v6]:port"; port 0 asks for any free port.
+void read_metrics_listen(MapReader& metrics, ServiceConfig* out) {
+  std::string text;
+  if (!metrics.string("listen", &text)) return;
+  const std::size_t colon = text.rfind(':');
+  if (colon != std::string::npos) {
+    std::string host = text.substr(0, colon);
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);
+    }
+    std::uint16_t port = 0;
+    const char* first = text.data() + colon + 1;
+    const char* last = text.data() + text.size();
+    auto [end, ec] = std::from_chars(first, last, port);
+    if (!host.empty() && first != last && ec == std::errc() && end == last) {
+      out->metrics_host = std::move(host);
+      out->metrics_port = port;
+      return;
+    }
+  }
+  metrics.fail("listen", "expected HOST:PORT like 127.0.0.1:9464 (port 0: any free port), got " +
+                             describe(*metrics.value("listen")));
+}
+
+// One `allow` entry: exactly one of user/group (a name, or a numeric id), and rights.
+void read_allow_rule(ConfigErrors& errors, const YAML::Node& node, const std::string& path,
+                     std::vector<AllowRule>* out) {
+  MapReader r(errors, node, path);
+  AllowRule rule;
+  const std::size_t before = errors.count();
+  std::string who;
+  const bool user = r.string("user", &who);
+  std::string group_name;
+  const bool group = r.string("group", &group_name);
+  r.choice<Rights>("rights", &rule.rights, {{"read", Rights::kRead}, {"admin", Rights::kAdmin}});
+  r.finish();
+  if (errors.count() != before) return;
+  if (user == group) {
+    errors.add(node.Mark(), path, "expected exactly one of user: or group: (a name or a number)");
+    return;
+  }
+  rule.is_group = group;
+  const std::string& text = group ? group_name : who;
+  std::uint32_t id = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+  if (ec == std::errc() && end == text.data() + text.size()) {
+    rule.id = id;
+  } else {
+    rule.name = text;
+  }
+  out->push_back(std::move(rule));
+}
+
+}  // namespace
+
+void read_service(MapReader service, ServiceConfig* out) {
+  MapReader socket = service.section("socket");
+  socket.string("path", &out->socket_path);
+  read_socket_mode(socket, &out->socket_mode);
+  socket.string("group", &out->socket_group);
+  socket.finish();
+
+  if (const YAML::Node* allow = service.value("allow")) {
+    if (allow->IsSequence()) {
+      for (std::size_t i = 0; i < allow->size(); ++i) {
+        read_allow_rule(service.errors(), (*allow)[i],
+                        service.path_of("allow") + "[" + std::to_string(i) + "]", &out->allow);
+      }
+    } else if (!allow->IsNull()) {
+      service.fail("allow", "expected a list of {user|group, rights}, got " + describe(*allow));
+    }
+  }
+
+  service.string("state_dir", &out->state_dir);
+
+  MapReader metrics = service.section("metrics");
+  read_metrics_listen(metrics, out);
+  metrics.finish();
+
+  MapReader log = service.section("log");
+  log.choice<LogLevel>("level", &out->log_level,
+                       {{"trace", LogLevel::kTrace},
+                        {"debug", LogLevel::kDebug},
+                        {"info", LogLevel::kInfo},
+                        {"warn", LogLevel::kWarn},
+                        {"error", LogLevel::kError},
+                        {"critical", LogLevel::kCritical},
+                        {"off", LogLevel::kOff}});
+  log.choice<LogFormat>("format", &out->log_format,
+                        {{"text", LogFormat::kText}, {"json", LogFormat::kJson}});
+  log.finish();
+
+  service.duration("shutdown_timeout", &out->shutdown_timeout);
+
+  MapReader connections = service.section("connections");
+  connections.count("max", &out->max_connections, 1);
+  connections.count("max_outstanding", &out->max_outstanding_requests, 1);
+  connections.size("max_buffered", &out->max_buffered_bytes, 64 * 1024);
+  connections.finish();
+
+  if (const YAML::Node* journal = service.value("journal")) {
+    const std::string text = journal->IsScalar() ? journal->Scalar() : std::string();
+    if (text == "on" || text == "true") {
+      service.fail("journal",
+                   "the journal is planned but not available yet (accepted tasks are not "
+                   "written to disk); use off");
+    } else if (text != "off" && text != "false") {
+      service.fail("journal", "expected off (on is planned), got " + describe(*journal));
+    }
+  }
+
+  MapReader records = service.section("task_records");
+  records.count("max", &out->task_records_max, 1, UINT64_MAX);
+  records.duration("max_age", &out->task_records_max_age, std::chrono::milliseconds(1));
+  records.finish();
+
+  service.finish();
+}
+
+}  // namespace sandpool::config

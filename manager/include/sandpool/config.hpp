@@ -1,0 +1,126 @@
+// poold's configuration: the typed form of its YAML file (docs/configuration.md documents
+// every key) and the pure parser that builds it. Plain values; every field has its default.
+// Paths are kept as written; poold resolves relative ones against its working directory.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <sandpool/pool_options.hpp>
+#include <sandpool/status.hpp>
+
+namespace sandpool {
+
+enum class Rights : std::uint8_t { kRead, kAdmin };  // read: status/stats/events/task
+enum class LogLevel : std::uint8_t { kTrace, kDebug, kInfo, kWarn, kError, kCritical, kOff };
+enum class LogFormat : std::uint8_t { kText, kJson };
+
+// One `allow` entry: a user or group, by name or by numeric id (poold resolves names).
+struct AllowRule {
+  bool is_group = false;
+  std::string name;                 // empty when given by id
+  std::optional<std::uint32_t> id;  // set when given by number
+  Rights rights = Rights::kRead;
+};
+
+struct ServiceConfig {
+  using Duration = std::chrono::milliseconds;
+  std::string socket_path = "/run/sandpool/poold.sock";
+  std::uint32_t socket_mode = 0660;
+  std::string socket_group;  // empty: poold's primary group
+  std::vector<AllowRule> allow;
+  std::string state_dir = "/var/lib/sandpool";
+  std::string metrics_host = "127.0.0.1";
+  std::uint16_t metrics_port = 9464;  // 0: pick a free port (poold logs it)
+  LogLevel log_level = LogLevel::kInfo;
+  LogFormat log_format = LogFormat::kText;
+  Duration shutdown_timeout{30000};
+  std::uint32_t max_connections = 64;
+  std::uint32_t max_outstanding_requests = 4096;  // per connection
+  std::uint64_t max_buffered_bytes = 16u << 20;   // per connection, replies to a slow reader
+  std::uint64_t task_records_max = 100000;        // finished tasks kept for `poolctl task`
+  Duration task_records_max_age{3600000};
+  // `journal: on` is planned; the parser accepts only `off`.
+};
+
+struct PoolConfig {
+  using Duration = std::chrono::milliseconds;
+  struct Workers {
+    std::uint32_t min = 1, max = 64, initial = 2;
+  };
+  struct Queue {
+    std::uint64_t capacity = 100000;
+    std::optional<Duration> ttl;
+  };
+  struct Limits {
+    std::uint64_t memory = 0;  // bytes of address space; 0 here and below: no limit
+    Duration cpu_time{0};      // CPU per task attempt
+    std::uint64_t open_files = 64, processes = 0, file_size = 0;
+    std::uint64_t max_payload = 8u << 20, max_result = 8u << 20;
+  };
+  struct Sandbox {
+    sandbox::SeccompProfile profile = sandbox::SeccompProfile::kStrict;
+    std::vector<std::string> allow_syscalls, keep_env;
+  };
+  struct Health {
+    Duration heartbeat_interval{250};
+    std::uint32_t missed_heartbeats = 3;
+    Duration init_timeout{10000};
+  };
+  struct TaskDefaults {
+    Duration timeout{30000};
+    std::uint32_t retries = 3;
+    Duration cancel_grace{1000};
+  };
+  struct Restart {
+    std::uint32_t max_restarts = 10;
+    Duration within{60000}, backoff_base{100}, backoff_max{10000}, stable_after{5000};
+    std::uint32_t max_init_failures = 3;
+  };
+  struct Recycle {
+    std::uint64_t max_tasks = 0, max_rss = 0;  // 0: never
+  };
+
+  std::string name;    // required, [a-z0-9_-]+, unique
+  std::string plugin;  // required, the plugin .so
+  std::string plugin_config_json = "{}";
+  std::vector<std::string> task_types;  // empty: the plugin's declared types
+  Workers workers;
+  std::uint32_t concurrency = 8;
+  Queue queue;
+  DispatchStrategy dispatch = DispatchStrategy::kRoundRobin;
+  Limits limits;
+  Sandbox sandbox;
+  Health health;
+  TaskDefaults task_defaults;
+  RetryPolicy retry;
+  Restart restart;
+  Recycle recycle;
+};
+
+struct Config {
+  ServiceConfig service;
+  std::vector<PoolConfig> pools;
+};
+
+// Parses a whole config file. Pure: touches no file, user database or clock. On error the
+// Status (kInvalidArgument) lists every problem found, one per line, in file order, as
+// `SOURCE:LINE:COLUMN: key.path: what was expected, got "what was found"`.
+Result<Config> parse_config(std::string_view yaml_text, std::string_view source_name);
+// Reads `path` and parses it (errors are prefixed with `path`). kNotFound/kSystem when the
+// file cannot be read.
+Result<Config> load_config(const std::string& path);
+
+// The Pool options of one configured pool (workers.initial workers; min/max bound scaling).
+// The caller sets the dead-letter store, logger and spawner.
+PoolOptions to_pool_options(const PoolConfig& pool);
+
+std::string_view to_string(Rights r);
+std::string_view to_string(LogLevel l);
+std::string_view to_string(LogFormat f);
+
+}  // namespace sandpool

@@ -1,0 +1,338 @@
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <string>
+
+#include <sandpool/config.hpp>
+
+namespace {
+
+using sandpool::Config;
+using sandpool::PoolConfig;
+using namespace std::chrono_literals;
+
+constexpr const char* kMinimalPool = "pools:\n  - name: a\n    plugin: a.so\n";
+
+Config parse_ok(const std::string& yaml) {
+  auto c = sandpool::parse_config(yaml, "t.yaml");
+  INFO(c.status().to_string());
+  REQUIRE(c);
+  return std::move(c).value();
+}
+
+// The whole error text (every problem, one per line).
+std::string errors_of(const std::string& yaml) {
+  auto c = sandpool::parse_config(yaml, "t.yaml");
+  REQUIRE_FALSE(c);
+  CHECK(c.status().code() == sandpool::Code::kInvalidArgument);
+  return c.status().message();
+}
+
+}  // namespace
+
+TEST_CASE("the shipped config files parse") {
+  auto name = GENERATE("poold.yaml", "production.yaml");
+  auto c = sandpool::load_config(std::string(SANDPOOL_SOURCE_DIR) + "/configs/" + name);
+  INFO(c.status().to_string());
+  REQUIRE(c);
+  CHECK_FALSE(c->pools.empty());
+}
+
+TEST_CASE("the development config keeps everything under ./var and uses the example plugins") {
+  auto c = sandpool::load_config(std::string(SANDPOOL_SOURCE_DIR) + "/configs/poold.yaml");
+  REQUIRE(c);
+  CHECK(c->service.state_dir == "./var");
+  CHECK(c->service.socket_path == "./var/poold.sock");
+  CHECK(c->service.metrics_host == "127.0.0.1");
+  CHECK(c->service.metrics_port == 0);
+  CHECK(c->service.log_format == sandpool::LogFormat::kText);
+  for (const PoolConfig& pool : c->pools) {
+    INFO(pool.name);
+    // build/plugins/lib<name>.so, built from plugins/<name>.c
+    CHECK(pool.plugin == "build/plugins/lib" + pool.name + ".so");
+    CHECK(
+        std::filesystem::exists(std::string(SANDPOOL_SOURCE_DIR) + "/plugins/" + pool.name + ".c"));
+  }
+}
+
+TEST_CASE("the production example sets the service up for a system install") {
+  auto c = sandpool::load_config(std::string(SANDPOOL_SOURCE_DIR) + "/configs/production.yaml");
+  REQUIRE(c);
+  const sandpool::ServiceConfig& s = c->service;
+  CHECK(s.socket_path == "/run/sandpool/poold.sock");
+  CHECK(s.socket_mode == 0660);
+  CHECK(s.socket_group == "sandpool");
+  CHECK(s.state_dir == "/var/lib/sandpool");
+  CHECK(s.log_format == sandpool::LogFormat::kJson);
+  REQUIRE(s.allow.size() == 3);
+  CHECK((!s.allow[0].is_group && s.allow[0].name == "deploy" && !s.allow[0].id));
+  CHECK(s.allow[0].rights == sandpool::Rights::kAdmin);
+  CHECK((s.allow[1].is_group && s.allow[1].name == "monitoring"));
+  CHECK(s.allow[1].rights == sandpool::Rights::kRead);
+  CHECK((!s.allow[2].is_group && s.allow[2].id == 1001u && s.allow[2].name.empty()));
+  const PoolConfig& p = c->pools.at(0);
+  CHECK(p.plugin_config_json == R"({"cache":"/tmp","formats":["webp","jpeg"],"quality":85})");
+  CHECK(p.limits.memory == (1ull << 30));
+  CHECK(p.queue.ttl == 10min);
+}
+
+TEST_CASE("a config that sets nothing gets the documented defaults") {
+  const Config c = parse_ok(kMinimalPool);
+  const sandpool::ServiceConfig defaults;
+  CHECK(c.service.socket_path == "/run/sandpool/poold.sock");
+  CHECK(c.service.socket_mode == defaults.socket_mode);
+  CHECK(c.service.state_dir == "/var/lib/sandpool");
+  CHECK(c.service.metrics_port == 9464);
+  CHECK(c.service.log_level == sandpool::LogLevel::kInfo);
+  CHECK(c.service.shutdown_timeout == 30s);
+  CHECK(c.service.task_records_max == 100000);
+  CHECK(c.service.task_records_max_age == 1h);
+  REQUIRE(c.pools.size() == 1);
+  const PoolConfig& p = c.pools[0];
+  CHECK(p.plugin_config_json == "{}");
+  CHECK(p.task_types.empty());
+  CHECK(p.workers.min == 1);
+  CHECK(p.workers.max == 64);
+  CHECK(p.workers.initial == 2);
+  CHECK_FALSE(p.queue.ttl);
+}
+
+TEST_CASE("a pool's defaults are the PoolOptions defaults") {
+  const sandpool::PoolOptions o = sandpool::to_pool_options(parse_ok(kMinimalPool).pools[0]);
+  const sandpool::PoolOptions d;
+  CHECK(o.workers == d.workers);
+  CHECK(o.concurrency == d.concurrency);
+  CHECK(o.dispatch == d.dispatch);
+  CHECK(o.queue_capacity == d.queue_capacity);
+  CHECK(o.queue_ttl == d.queue_ttl);
+  CHECK(o.timeout == d.timeout);
+  CHECK(o.retries == d.retries);
+  CHECK(o.cancel_grace == d.cancel_grace);
+  CHECK(o.retry.base == d.retry.base);
+  CHECK(o.retry.multiplier == d.retry.multiplier);
+  CHECK(o.retry.max == d.retry.max);
+  CHECK(o.retry.retry_sandbox_violation == d.retry.retry_sandbox_violation);
+  CHECK(o.max_payload == d.max_payload);
+  CHECK(o.max_result == d.max_result);
+  CHECK(o.cpu_time == d.cpu_time);
+  CHECK(o.heartbeat_interval == d.heartbeat_interval);
+  CHECK(o.missed_heartbeats == d.missed_heartbeats);
+  CHECK(o.init_timeout == d.init_timeout);
+  CHECK(o.max_restarts == d.max_restarts);
+  CHECK(o.restart_window == d.restart_window);
+  CHECK(o.crash_backoff_base == d.crash_backoff_base);
+  CHECK(o.crash_backoff_max == d.crash_backoff_max);
+  CHECK(o.stable_after == d.stable_after);
+  CHECK(o.max_init_failures == d.max_init_failures);
+  CHECK(o.recycle_max_tasks == d.recycle_max_tasks);
+  CHECK(o.recycle_max_rss == d.recycle_max_rss);
+  CHECK(o.sandbox.profile == d.sandbox.profile);
+  CHECK(o.sandbox.limits.address_space == d.sandbox.limits.address_space);
+  CHECK(o.sandbox.limits.open_files == d.sandbox.limits.open_files);
+  CHECK(o.sandbox.limits.processes == d.sandbox.limits.processes);
+  CHECK(o.sandbox.limits.file_size == d.sandbox.limits.file_size);
+}
+
+TEST_CASE("every pool key maps onto its PoolOptions field") {
+  const Config c = parse_ok(R"(
+pools:
+  - name: full
+    plugin: lib/full.so
+    plugin_config: {k: v}
+    task_types: [t1, t2]
+    workers: {min: 2, max: 9, initial: 3}
+    concurrency: 5
+    queue: {capacity: 77, ttl: 90s}
+    dispatch: affinity
+    limits: {memory: 64MiB, cpu_time: 1500ms, open_files: 32, processes: 4, file_size: 1MiB,
+             max_payload: 2MiB, max_result: 3MiB}
+    sandbox: {profile: relaxed, allow_syscalls: [getrandom], keep_env: [TZ]}
+    health: {heartbeat_interval: 100ms, missed_heartbeats: 5, init_timeout: 2s}
+    task_defaults: {timeout: 7s, retries: 6, cancel_grace: 300ms}
+    retry: {base: 20ms, multiplier: 1.5, max: 4s, retry_sandbox_violation: true}
+    restart: {max_restarts: 4, within: 2m, backoff_base: 50ms, backoff_max: 5s,
+              stable_after: 3s, max_init_failures: 7}
+    recycle: {max_tasks: 1000, max_rss: 256MiB}
+)");
+  const PoolConfig& p = c.pools.at(0);
+  CHECK(p.workers.min == 2);
+  CHECK(p.workers.max == 9);
+  const sandpool::PoolOptions o = sandpool::to_pool_options(p);
+  CHECK(o.name == "full");
+  CHECK(o.plugin_path == "lib/full.so");  // relative paths stay as written
+  CHECK(o.plugin_config_json == R"({"k":"v"})");
+  CHECK(o.task_types == std::vector<std::string>{"t1", "t2"});
+  CHECK(o.workers == 3);
+  CHECK(o.concurrency == 5);
+  CHECK(o.queue_capacity == 77);
+  CHECK(o.queue_ttl == 90s);
+  CHECK(o.dispatch == sandpool::DispatchStrategy::kAffinity);
+  CHECK(o.sandbox.limits.address_space == (64u << 20));
+  CHECK(o.cpu_time == 1500ms);
+  CHECK(o.sandbox.limits.open_files == 32);
+  CHECK(o.sandbox.limits.processes == 4);
+  CHECK(o.sandbox.limits.file_size == (1u << 20));
+  CHECK(o.max_payload == (2u << 20));
+  CHECK(o.max_result == (3u << 20));
+  CHECK(o.sandbox.profile == sandpool::sandbox::SeccompProfile::kRelaxed);
+  CHECK(o.sandbox.allow_syscalls == std::vector<std::string>{"getrandom"});
+  CHECK(o.sandbox.keep_env == std::vector<std::string>{"TZ"});
+  CHECK(o.heartbeat_interval == 100ms);
+  CHECK(o.missed_heartbeats == 5);
+  CHECK(o.init_timeout == 2s);
+  CHECK(o.timeout == 7s);
+  CHECK(o.retries == 6);
+  CHECK(o.cancel_grace == 300ms);
+  CHECK(o.retry.base == 20ms);
+  CHECK(o.retry.multiplier == 1.5);
+  CHECK(o.retry.max == 4s);
+  CHECK(o.retry.retry_sandbox_violation);
+  CHECK(o.max_restarts == 4);
+  CHECK(o.restart_window == 2min);
+  CHECK(o.crash_backoff_base == 50ms);
+  CHECK(o.crash_backoff_max == 5s);
+  CHECK(o.stable_after == 3s);
+  CHECK(o.max_init_failures == 7);
+  CHECK(o.recycle_max_tasks == 1000);
+  CHECK(o.recycle_max_rss == (256u << 20));
+}
+
+TEST_CASE("sizes and durations take human units") {
+  auto [text, bytes] = GENERATE(table<const char*, std::uint64_t>(
+      {{"0", 0}, {"16MiB", 16u << 20}, {"1.5GiB", 3ull << 29}, {"100MB", 100000000}}));
+  const Config c = parse_ok(std::string(kMinimalPool) + "    limits: {memory: " + text +
+                            "}\n    task_defaults: {timeout: 2m}\n    queue: {ttl: 250ms}\n");
+  CHECK(c.pools[0].limits.memory == bytes);
+  CHECK(c.pools[0].task_defaults.timeout == 2min);
+  CHECK(c.pools[0].queue.ttl == 250ms);
+}
+
+TEST_CASE("plugin_config reaches the plugin as JSON typed as YAML 1.2 reads it") {
+  auto [yaml, json] = GENERATE(table<const char*, const char*>({
+      {"{}", "{}"},
+      {"", "{}"},
+      {"{n: 42, neg: -7, f: 2.5, e: 1e3, big: 18446744073709551615}",
+       R"({"big":18446744073709551615,"e":1000.0,"f":2.5,"n":42,"neg":-7})"},
+      {R"({s: "42", t: true, no: false, nil: ~, empty: , word: yes, inf: .inf})",
+       R"({"empty":null,"inf":".inf","nil":null,"no":false,"s":"42","t":true,"word":"yes"})"},
+      {"{list: [1, [a, {b: c}]], nested: {deep: {x: 0x1F}}}",
+       R"({"list":[1,["a",{"b":"c"}]],"nested":{"deep":{"x":"0x1F"}}})"},
+      {"{a: &anchor [1, 2], b: *anchor}", R"({"a":[1,2],"b":[1,2]})"},
+  }));
+  const Config c = parse_ok(std::string(kMinimalPool) + "    plugin_config: " + yaml + "\n");
+  CHECK(c.pools[0].plugin_config_json == json);
+}
+
+TEST_CASE("each kind of mistake names the key path and its line and column") {
+  auto [yaml, error] = GENERATE(table<std::string, std::string>({
+      // unknown keys, at every level
+      {"service: {}\npool: []\n",
+       "t.yaml:2:1: pool: unknown key (expected one of: service, pools)"},
+      {"service:\n  sockett: {}\n",
+       "t.yaml:2:3: service.sockett: unknown key (expected one of: socket, allow, state_dir, "
+       "metrics, log, shutdown_timeout, connections, journal, task_records)"},
+      {std::string(kMinimalPool) + "    limits: {memroy: 1GiB}\n",
+       "t.yaml:4:14: pools[0].limits.memroy: unknown key (expected one of: memory, cpu_time, "
+       "open_files, processes, file_size, max_payload, max_result)"},
+      {"service:\n  state_dir: a\n  state_dir: b\n",
+       "t.yaml:3:3: service.state_dir: duplicate key"},
+      // wrong types
+      {std::string(kMinimalPool) + "    concurrency: [1, 2]\n",
+       "t.yaml:4:18: pools[0].concurrency: expected an integer from 1 to 4294967295, got a list"},
+      {std::string(kMinimalPool) + "    limits: 5\n",
+       "t.yaml:4:13: pools[0].limits: expected a mapping, got \"5\""},
+      {"pools:\n  - name: a\n    plugin:\n",
+       "t.yaml:3:5: pools[0].plugin: expected a non-empty string, got nothing"},
+      {std::string(kMinimalPool) + "    dispatch: fastest\n",
+       "t.yaml:4:15: pools[0].dispatch: expected one of round-robin, least-loaded, random, "
+       "affinity, got \"fastest\""},
+      {std::string(kMinimalPool) + "    plugin_config: [1]\n",
+       "t.yaml:4:20: pools[0].plugin_config: expected a mapping, got a list"},
+      // bad units
+      {std::string(kMinimalPool) + "    limits:\n      memory: 256XB\n",
+       "t.yaml:5:15: pools[0].limits.memory: expected a size like 256MiB, got \"256XB\""},
+      {std::string(kMinimalPool) + "    task_defaults: {timeout: 30}\n",
+       "t.yaml:4:30: pools[0].task_defaults.timeout: expected a duration of at least 1ms, "
+       "like 30s, got \"30\""},
+      // negative and zero
+      {std::string(kMinimalPool) + "    task_defaults: {retries: -1}\n",
+       "t.yaml:4:30: pools[0].task_defaults.retries: expected an integer from 0 to 4294967295, "
+       "got \"-1\""},
+      {std::string(kMinimalPool) + "    concurrency: 0\n",
+       "t.yaml:4:18: pools[0].concurrency: expected an integer from 1 to 4294967295, got \"0\""},
+      {std::string(kMinimalPool) + "    limits: {memory: 1MiB}\n",
+       "t.yaml:4:22: pools[0].limits.memory: expected 0 (no limit) or at least 16MiB (the worker "
+       "host needs that much address space to start), got \"1MiB\""},
+      // impossible combinations
+      {std::string(kMinimalPool) + "    workers: {min: 5, max: 2}\n",
+       "t.yaml:4:20: pools[0].workers.min: min (5) is greater than max (2)"},
+      {std::string(kMinimalPool) + "    workers: {max: 4, initial: 9}\n",
+       "t.yaml:4:32: pools[0].workers.initial: 9 is outside [min, max] = [1, 4]"},
+      {std::string(kMinimalPool) + "    retry: {base: 2s, max: 1s}\n",
+       "t.yaml:4:28: pools[0].retry.max: max (1000ms) is less than base (2000ms)"},
+      // pools
+      {"pools:\n  - name: a\n",
+       "t.yaml:2:5: pools[0].plugin: required: the path of the plugin .so"},
+      {"pools:\n  - name: Bad Name\n    plugin: a.so\n",
+       "t.yaml:2:11: pools[0].name: expected a name of a-z, 0-9, _ and -, got \"Bad Name\""},
+      {"pools:\n  - name: a\n    plugin: a.so\n  - name: a\n    plugin: b.so\n",
+       "t.yaml:4:11: pools[1].name: pool name \"a\" is already used by pools[0]"},
+      {"pools:\n  - name: a\n    plugin: a.so\n    task_types: [x, y]\n"
+       "  - name: b\n    plugin: b.so\n    task_types: [y]\n",
+       "t.yaml:7:18: pools[1].task_types[0]: task type \"y\" is already served by pool \"a\" "
+       "(pools[0])"},
+      // service
+      {"service:\n  journal: on\n",
+       "t.yaml:2:12: service.journal: the journal is planned but not available yet (accepted "
+       "tasks are not written to disk); use off"},
+      {"service: {socket: {mode: \"0999\"}}\n",
+       "t.yaml:1:26: service.socket.mode: expected an octal mode like \"0660\", got \"0999\""},
+      {"service:\n  metrics:\n    listen: localhost\n",
+       "t.yaml:3:13: service.metrics.listen: expected HOST:PORT like 127.0.0.1:9464 (port 0: "
+       "any free port), got \"localhost\""},
+      {"service:\n  allow:\n    - {user: a, group: b, rights: read}\n",
+       "t.yaml:3:7: service.allow[0]: expected exactly one of user: or group: (a name or a "
+       "number)"},
+      {"service:\n  allow:\n    - {user: a, rights: root}\n",
+       "t.yaml:3:25: service.allow[0].rights: expected one of read, admin, got \"root\""},
+      // the document itself
+      {"", "t.yaml:1:1: expected a mapping with service: and pools:, got an empty document"},
+      {std::string(kMinimalPool) + "    plugin_config: &loop {a: *loop}\n",
+       "t.yaml:4:20: pools[0].plugin_config: nested deeper than 64 levels (an alias that "
+       "contains itself?)"},
+  }));
+  INFO(yaml);
+  CHECK(errors_of(yaml) == error);
+}
+
+TEST_CASE("a YAML syntax error carries its line and column") {
+  // yaml-cpp notices the unclosed flow mapping at the ':' of the next key.
+  CHECK(errors_of("service:\n  log: {level: info\npools: []\n") ==
+        "t.yaml:3:6: YAML syntax error: end of map flow not found");
+  CHECK(errors_of("service:\n\tlog: 1\n") == "t.yaml:2:5: YAML syntax error: illegal map value");
+}
+
+TEST_CASE("every problem in a file is reported in file order") {
+  const std::string e = errors_of(R"(service:
+  log: {level: loud}
+pools:
+  - name: a
+    plugin: a.so
+    workers: {min: 0}
+    extra: 1
+)");
+  CHECK(e ==
+        "t.yaml:2:16: service.log.level: expected one of trace, debug, info, warn, error, "
+        "critical, off, got \"loud\"\n"
+        "t.yaml:6:20: pools[0].workers.min: expected an integer from 1 to 4294967295, got \"0\"\n"
+        "t.yaml:7:5: pools[0].extra: unknown key (expected one of: name, plugin, plugin_config, "
+        "task_types, workers, concurrency, queue, dispatch, limits, sandbox, health, "
+        "task_defaults, retry, restart, recycle)");
+}
+
+TEST_CASE("a file that cannot be read is not_found and named") {
+  auto c = sandpool::load_config("/nonexistent/poold.yaml");
+  REQUIRE_FALSE(c);
+  CHECK(c.status().code() == sandpool::Code::kNotFound);
+  CHECK(c.status().message().find("/nonexistent/poold.yaml") != std::string::npos);
+}
