@@ -48,8 +48,16 @@ demo: build
 run: build
 	@$(BUILD)/bin/sandpool-run --plugin $(BUILD)/plugins/libupper.so $(ARGS)
 
+# Installs under the configured prefix (default /usr/local; DESTDIR=... stages it).
+# PREFIX=/usr make install: the prefix is compiled in (where poold finds the worker host,
+# the unit's ExecStart), so setting it reconfigures and rebuilds first.
 install: build
+ifdef PREFIX
+	@cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+endif
 	@cmake --install $(BUILD)
+	@echo "installed; for the service see docs/operations.md (systemctl daemon-reload, enable --now sandpool)"
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan build-fuzz
