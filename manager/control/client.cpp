@@ -67,9 +67,12 @@ class Client::Impl {
     hello.id = next_id_++;
     hello.json =
         nlohmann::json{{"version", control::kProtocolVersion}, {"client", options_.name}}.dump();
-    SP_RETURN_IF_ERROR(write_frame(hello));
+    // A server that refuses us (rights, connection limit) writes its error and closes
+    // without reading, so our hello may fail with EPIPE while its answer waits unread.
+    const Status sent = write_frame(hello);
     Frame f;
-    SP_RETURN_IF_ERROR(read_frame(&f));
+    const Status got = read_frame(&f);
+    if (!got.is_ok()) return sent.is_ok() ? got : sent;
     if (f.kind == FrameKind::kError) return error_of(f);
     if (f.kind != FrameKind::kOk || f.id != hello.id) {
       return Status::protocol("the server did not answer the hello");
@@ -281,11 +284,12 @@ void Client::cancel_stream(std::uint64_t request_id) { impl_->cancel(request_id)
 
 std::string error_code_of(const Status& status) {
   if (status.is_ok()) return "";
+  // A server error's message starts with its wire code: lower-case letters and '_'.
   const std::string& m = status.message();
   const auto colon = m.find(": ");
-  if (colon != std::string::npos) {
-    const std::string head = m.substr(0, colon);
-    if (control::code_for_wire(head) != Code::kInternal || head == "internal") return head;
+  if (colon != std::string::npos && colon > 0 &&
+      m.find_first_not_of("abcdefghijklmnopqrstuvwxyz_") == colon) {
+    return m.substr(0, colon);
   }
   return std::string(control::wire_code(status.code()));
 }

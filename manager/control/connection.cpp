@@ -56,6 +56,7 @@ const char* Connection::read_input() {
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      log_close = errno != ECONNRESET;  // the client went away with replies unread
       return "read failed";
     }
     decoder_.feed(std::string_view(buf, static_cast<std::size_t>(n)));
@@ -82,12 +83,13 @@ const char* Connection::read_input() {
 }
 
 const char* Connection::write_output() {
+  {
+    std::lock_guard<std::mutex> lock(outbox_->mu);
+    if (outbox_->overflowed) return "a slow reader: unread output went over max_output_bytes";
+  }
   for (;;) {
     if (sent_ == sending_.size()) {
       std::lock_guard<std::mutex> lock(outbox_->mu);
-      if (outbox_->overflowed) {
-        return "a slow reader: unread output went over max_output_bytes";
-      }
       sending_.clear();
       sending_.swap(outbox_->bytes);
       sent_ = 0;

@@ -27,20 +27,24 @@ std::vector<std::uint64_t> Waker::take() {
 }
 
 bool Outbox::append(std::string&& encoded, std::uint64_t id, bool final) {
+  bool queued = false;
   {
     std::lock_guard<std::mutex> lock(mu);
     if (final) open.erase(id);
     if (closed || overflowed) return false;
     if (bytes.size() + sending_bytes + encoded.size() > max_output) {
-      overflowed = true;
-    } else if (bytes.empty()) {
-      bytes = std::move(encoded);
+      overflowed = true;  // the server thread disconnects this slow reader
     } else {
-      bytes.append(encoded);
+      queued = true;
+      if (bytes.empty()) {
+        bytes = std::move(encoded);
+      } else {
+        bytes.append(encoded);
+      }
     }
   }
   waker->ring(key);
-  return true;
+  return queued;
 }
 
 }  // namespace control
