@@ -14,17 +14,19 @@ namespace sandpool {
 
 enum class Code {
   kOk = 0,
-  kInvalidArgument,  // the caller passed something malformed (bad config, bad usage)
-  kNotFound,         // a named thing does not exist (file, task, symbol)
-  kSystem,           // a syscall failed; errno() says why
-  kProtocol,         // a peer broke the wire protocol (hostile or buggy worker)
-  kQueueFull,        // a bounded queue refused the item
-  kClosed,           // the object is shutting down or closed
-  kTimeout,          // a bounded wait ran out
-  kTooLarge,         // a payload/result/frame over its configured maximum
-  kPlugin,           // a plugin could not be loaded or refused to init
-  kCancelled,        // the operation was cancelled
-  kInternal,         // a broken invariant of our own
+  kInvalidArgument,   // the caller passed something malformed (bad config, bad usage)
+  kNotFound,          // a named thing does not exist (file, task, symbol)
+  kSystem,            // a syscall failed; errno() says why
+  kProtocol,          // a peer broke the wire protocol (hostile or buggy worker)
+  kQueueFull,         // a bounded queue refused the item
+  kClosed,            // the object is shutting down or closed
+  kTimeout,           // a bounded wait ran out
+  kTooLarge,          // a payload/result/frame over its configured maximum
+  kPlugin,            // a plugin could not be loaded or refused to init
+  kCancelled,         // the operation was cancelled
+  kInternal,          // a broken invariant of our own
+  kUnavailable,       // the service cannot be reached (no socket, refused, connection lost)
+  kPermissionDenied,  // the peer lacks the rights for the operation
 };
 
 // Returns the stable lower-case name of a code ("queue_full", "too_large", ...).
@@ -125,6 +127,10 @@ inline std::string_view code_name(Code code) {
       return "cancelled";
     case Code::kInternal:
       return "internal";
+    case Code::kUnavailable:
+      return "unavailable";
+    case Code::kPermissionDenied:
+      return "permission_denied";
   }
   return "unknown";
 }

@@ -1,0 +1,227 @@
+// The typed operations of sandpool::Client: argument building and reply parsing over
+// Client::call / Client::start (docs/protocol.md, "Operations").
+#include <atomic>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include <sandpool/client.hpp>
+
+#include "control/wire_errors.hpp"
+
+namespace sandpool {
+namespace {
+
+using nlohmann::json;
+
+Result<json> body_of(Result<Reply> r) {
+  if (!r) return r.status();
+  return std::move(r->body);
+}
+
+std::string string_field(const json& j, const char* name) {
+  auto it = j.find(name);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+std::uint64_t id_field(const json& j) {
+  auto it = j.find("id");
+  return it != j.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;
+}
+
+json submit_args(const SubmitRequest& t) {
+  json a{{"type", t.type}, {"priority", t.priority}};
+  if (!t.pool.empty()) a["pool"] = t.pool;
+  if (t.timeout) a["timeout_ms"] = t.timeout->count();
+  if (t.retries) a["retries"] = *t.retries;
+  if (!t.key.empty()) a["key"] = t.key;
+  if (!t.idempotency_key.empty()) a["idempotency_key"] = t.idempotency_key;
+  return a;
+}
+
+Submitted submitted_of(const json& j) {
+  Submitted s;
+  s.id = id_field(j);
+  auto it = j.find("existing");
+  s.existing = it != j.end() && it->is_boolean() && it->get<bool>();
+  return s;
+}
+
+TaskReply task_reply_of(Reply&& r) {
+  TaskReply t;
+  t.id = id_field(r.body);
+  t.state = string_field(r.body, "state");
+  t.reason = string_field(r.body, "reason");
+  t.error = string_field(r.body, "error");
+  t.result = std::move(r.blob);
+  t.body = std::move(r.body);
+  return t;
+}
+
+// The progress events of a waited submit call on_progress; the rest are ignored.
+EventFn progress_events(ProgressFn on_progress) {
+  if (!on_progress) return {};
+  return [fn = std::move(on_progress)](const Reply& e) {
+    if (string_field(e.body, "event") == "progress") fn(id_field(e.body), e.blob);
+  };
+}
+
+}  // namespace
+
+Result<Submitted> Client::submit(const SubmitRequest& task) {
+  auto r = body_of(call("submit", submit_args(task), task.payload));
+  if (!r) return r.status();
+  return submitted_of(*r);
+}
+
+Result<TaskReply> Client::submit_wait(const SubmitRequest& task, ProgressFn on_progress) {
+  json args = submit_args(task);
+  args["wait"] = true;
+  args["progress"] = static_cast<bool>(on_progress);
+  auto r = call_streaming("submit", std::move(args), task.payload,
+                          progress_events(std::move(on_progress)));
+  if (!r) return r.status();
+  return task_reply_of(std::move(r).value());
+}
+
+Status Client::submit_async(const SubmitRequest& task, SubmitDoneFn on_done,
+                            ProgressFn on_progress) {
+  json args = submit_args(task);
+  args["wait"] = true;
+  args["progress"] = static_cast<bool>(on_progress);
+  auto id = start("submit", std::move(args), task.payload, progress_events(std::move(on_progress)),
+                  [done = std::move(on_done)](Result<Reply> r) {
+                    if (!r) return done(r.status());
+                    done(task_reply_of(std::move(r).value()));
+                  });
+  return id.status();
+}
+
+Result<std::vector<Submitted>> Client::submit_batch(const std::vector<SubmitRequest>& tasks) {
+  json list = json::array();
+  std::size_t total = 0;
+  for (const SubmitRequest& t : tasks) total += t.payload.size();
+  std::string blob;
+  blob.reserve(total);
+  for (const SubmitRequest& t : tasks) {
+    json a = submit_args(t);
+    a["payload_len"] = t.payload.size();
+    list.push_back(std::move(a));
+    blob += t.payload;
+  }
+  auto r = body_of(call("submit_batch", json{{"tasks", std::move(list)}}, std::move(blob)));
+  if (!r) return r.status();
+  auto it = r->find("tasks");
+  if (it == r->end() || !it->is_array() || it->size() != tasks.size()) {
+    return Status::protocol("submit_batch reply does not list one entry per task");
+  }
+  std::vector<Submitted> out;
+  out.reserve(tasks.size());
+  for (const json& e : *it) {
+    Submitted s = submitted_of(e);
+    if (auto err = e.find("error"); err != e.end() && err->is_object()) {
+      s.status =
+          control::status_from_wire(string_field(*err, "code"), string_field(*err, "message"));
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Result<json> Client::status() { return body_of(call("status")); }
+
+Result<json> Client::workers(const std::string& pool) {
+  return body_of(call("workers", pool.empty() ? json::object() : json{{"pool", pool}}));
+}
+
+Result<json> Client::stats(const std::string& pool) {
+  return body_of(call("stats", pool.empty() ? json::object() : json{{"pool", pool}}));
+}
+
+Result<TaskReply> Client::task(std::uint64_t id) {
+  auto r = call("task", json{{"id", id}});
+  if (!r) return r.status();
+  return task_reply_of(std::move(r).value());
+}
+
+Result<json> Client::cancel(std::uint64_t id) { return body_of(call("cancel", {{"id", id}})); }
+
+Result<json> Client::scale(const std::string& pool, std::uint32_t workers) {
+  return body_of(call("scale", {{"pool", pool}, {"workers", workers}}));
+}
+
+Result<json> Client::strategy(const std::string& pool, const std::string& name) {
+  return body_of(call("strategy", {{"pool", pool}, {"strategy", name}}));
+}
+
+Result<json> Client::drain(const std::string& pool) {
+  return body_of(call("drain", {{"pool", pool}}));
+}
+
+Result<json> Client::resume(const std::string& pool) {
+  return body_of(call("resume", {{"pool", pool}}));
+}
+
+Result<json> Client::restart(const std::string& pool, bool rolling) {
+  return body_of(call("restart", {{"pool", pool}, {"rolling", rolling}}));
+}
+
+Result<json> Client::kill_worker(const std::string& pool, std::int32_t pid, int signal) {
+  return body_of(call("kill_worker", {{"pool", pool}, {"pid", pid}, {"signal", signal}}));
+}
+
+Result<json> Client::dlq_list(json filter) { return body_of(call("dlq_list", std::move(filter))); }
+
+Result<Reply> Client::dlq_show(std::uint64_t id) { return call("dlq_show", {{"id", id}}); }
+
+Result<json> Client::dlq_replay(json selector) {
+  return body_of(call("dlq_replay", std::move(selector)));
+}
+
+Result<json> Client::dlq_purge(json selector) {
+  return body_of(call("dlq_purge", std::move(selector)));
+}
+
+Status Client::events(bool follow, const std::string& pool,
+                      std::function<bool(const json&)> on_event) {
+  json args{{"follow", follow}};
+  if (!pool.empty()) args["pool"] = pool;
+  std::promise<Status> done;
+  auto fut = done.get_future();
+  // stopped: on_event asked to stop, so the `cancelled` reply that follows is the expected end.
+  auto stopped = std::make_shared<std::atomic<bool>>(false);
+  // The stream's id is needed to cancel it; the first event may arrive before start()
+  // returns, so the event callback waits on id_mu until the id is known.
+  std::uint64_t id = 0;
+  std::mutex id_mu;
+  std::unique_lock<std::mutex> id_lock(id_mu);
+  auto started = start(
+      "events", std::move(args), {},
+      [&, stopped](const Reply& e) {
+        if (stopped->load() || on_event(e.body)) return;
+        stopped->store(true);
+        std::lock_guard<std::mutex> lock(id_mu);
+        cancel_stream(id);
+      },
+      [&done, stopped](Result<Reply> r) {
+        if (!r && !(stopped->load() && r.status().code() == Code::kCancelled)) {
+          return done.set_value(r.status());
+        }
+        done.set_value(Status::ok());
+      });
+  if (!started) return started.status();
+  id = *started;
+  id_lock.unlock();
+  return fut.get();
+}
+
+Result<json> Client::reload() { return body_of(call("reload")); }
+
+Result<json> Client::shutdown(std::optional<std::chrono::milliseconds> timeout) {
+  json args = json::object();
+  if (timeout) args["timeout_ms"] = timeout->count();
+  return body_of(call("shutdown", std::move(args)));
+}
+
+}  // namespace sandpool

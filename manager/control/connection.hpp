@@ -1,0 +1,62 @@
+// One control connection as the server thread sees it: its socket, the handshake, the
+// frame decoder, and the output it is writing. Owned and used by the server thread only;
+// what other threads touch lives in `outbox`.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <sandpool/control.hpp>
+#include <sandpool/unique_fd.hpp>
+
+#include "control/frame_codec.hpp"
+#include "control/outbox.hpp"
+
+namespace sandpool::control {
+
+// Best-effort: writes one connection-level error frame (id 0) to a fresh socket.
+void refuse(int fd, std::string_view code, std::string message);
+
+class Connection {
+ public:
+  Connection(std::uint64_t key, UniqueFd fd, PeerCredentials peer, Rights rights,
+             const ControlServerOptions& options, std::shared_ptr<Waker> waker,
+             ControlHandler& handler);
+
+  // Reads what the socket has (bounded per call) and handles complete frames. Returns
+  // null, or why the connection must close now.
+  const char* read_input();
+  // Writes pending output until the socket would block. Returns null, or why the
+  // connection must close now (a slow reader over its limit, a write error, done).
+  const char* write_output();
+  bool wants_output() const { return sent_ < sending_.size(); }
+  // The socket is gone: open requests are cancelled, later replies dropped.
+  void abandon();
+
+  UniqueFd fd;
+  const PeerCredentials peer;
+  std::string client_name = "?";
+  std::uint32_t epoll_mask = 0;
+  bool log_close = true;
+
+ private:
+  void handle(Frame&& f);
+  void handle_hello(const Frame& f);
+  void handle_request(Frame&& f);
+  void handle_cancel(const Frame& f);
+  void reply_error(std::uint64_t id, std::string_view code, std::string message);
+
+  const Rights rights_;
+  const ControlServerOptions& options_;
+  ControlHandler& handler_;
+  FrameDecoder decoder_;
+  std::shared_ptr<Outbox> outbox_;
+  std::string sending_;  // taken from the outbox, being written
+  std::size_t sent_ = 0;
+  bool hello_done_ = false;
+  bool closing_ = false;  // close once the output is written; ignore further input
+  const char* close_reason_ = nullptr;
+};
+
+}  // namespace sandpool::control

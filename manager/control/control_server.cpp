@@ -1,0 +1,227 @@
+// ControlServer: one epoll thread owning the listening socket and every connection.
+// Replies from other threads arrive through each connection's Outbox and the Waker's
+// eventfd; only this thread touches sockets.
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include <spdlog/spdlog.h>
+#include <sandpool/control.hpp>
+#include <sandpool/posix_call.hpp>
+
+#include "control/connection.hpp"
+#include "control/listen_socket.hpp"
+
+namespace sandpool {
+
+using control::Connection;
+
+class ControlServer::Impl {
+ public:
+  Impl(ControlServerOptions options, ControlHandler& handler, control::ListeningSocket listener,
+       UniqueFd epoll, std::shared_ptr<control::Waker> waker)
+      : options_(std::move(options)),
+        handler_(handler),
+        listener_(std::move(listener)),
+        epoll_(std::move(epoll)),
+        waker_(std::move(waker)),
+        server_uid_(::geteuid()) {}
+
+  ~Impl() {
+    stop();
+    if (listener_.fd) control::unlink_if_ours(options_.path, listener_);  // never ran
+  }
+
+  Status begin() {
+    SP_RETURN_IF_ERROR(watch(listener_.fd.get(), kListenKey, EPOLLIN));
+    SP_RETURN_IF_ERROR(watch(waker_->eventfd.get(), kWakeKey, EPOLLIN));
+    thread_ = std::thread([this] { run(); });
+    return Status::ok();
+  }
+
+  void stop() {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    if (!thread_.joinable()) return;
+    stopping_.store(true);
+    const std::uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(waker_->eventfd.get(), &one, sizeof one);
+    thread_.join();
+  }
+
+  const std::string& path() const { return options_.path; }
+  std::size_t connection_count() const { return count_.load(); }
+
+ private:
+  static constexpr std::uint64_t kListenKey = 0;
+  static constexpr std::uint64_t kWakeKey = 1;
+
+  Status watch(int fd, std::uint64_t key, std::uint32_t events) {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u64 = key;
+    auto r = posix_call("epoll_ctl(ADD)",
+                        [&] { return ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev); });
+    return r.status();
+  }
+
+  void run() {
+    epoll_event events[64];
+    while (!stopping_.load()) {
+      const int n = ::epoll_wait(epoll_.get(), events, 64, -1);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        spdlog::error("control: epoll_wait: {}", std::strerror(errno));
+        break;
+      }
+      for (int i = 0; i < n && !stopping_.load(); ++i) {
+        const std::uint64_t key = events[i].data.u64;
+        if (key == kListenKey) {
+          accept_all();
+        } else if (key == kWakeKey) {
+          std::uint64_t count = 0;
+          [[maybe_unused]] ssize_t r = ::read(waker_->eventfd.get(), &count, sizeof count);
+          for (std::uint64_t k : waker_->take()) flush(k);
+        } else {
+          service(key, events[i].events);
+        }
+      }
+    }
+    while (!conns_.empty()) close_connection(conns_.begin()->first, nullptr);
+    control::unlink_if_ours(options_.path, listener_);
+    listener_.fd.reset();
+  }
+
+  void accept_all() {
+    for (;;) {
+      const int fd = ::accept4(listener_.fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+          spdlog::warn("control: accept4: {}", std::strerror(errno));
+        }
+        return;
+      }
+      admit(UniqueFd(fd));
+    }
+  }
+
+  void admit(UniqueFd fd) {
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+      spdlog::warn("control: getsockopt(SO_PEERCRED): {}", std::strerror(errno));
+      return;
+    }
+    PeerCredentials peer{cred.pid, cred.uid, cred.gid};
+    if (conns_.size() >= options_.max_connections) {
+      spdlog::warn("control: refused pid {} uid {}: {} connections is the limit", peer.pid,
+                   peer.uid, options_.max_connections);
+      control::refuse(
+          fd.get(), "busy",
+          "too many connections (limit " + std::to_string(options_.max_connections) + ")");
+      return;
+    }
+    const Rights rights = rights_for(peer, options_.access, server_uid_);
+    if (rights == Rights::kNone) {
+      spdlog::warn("control: refused pid {} uid {} gid {}: not in the allow-list", peer.pid,
+                   peer.uid, peer.gid);
+      control::refuse(fd.get(), "forbidden",
+                      "uid " + std::to_string(peer.uid) + " may not use this service");
+      return;
+    }
+    const std::uint64_t key = next_key_++;
+    auto conn =
+        std::make_unique<Connection>(key, std::move(fd), peer, rights, options_, waker_, handler_);
+    if (!watch(conn->fd.get(), key, EPOLLIN).is_ok()) return;
+    conn->epoll_mask = EPOLLIN;
+    conns_.emplace(key, std::move(conn));
+    count_.store(conns_.size());
+  }
+
+  void service(std::uint64_t key, std::uint32_t events) {
+    auto it = conns_.find(key);
+    if (it == conns_.end()) return;
+    Connection& c = *it->second;
+    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+      const char* why = c.read_input();
+      if (why) return close_connection(key, why);
+    }
+    flush(key);
+  }
+
+  void flush(std::uint64_t key) {
+    auto it = conns_.find(key);
+    if (it == conns_.end()) return;
+    Connection& c = *it->second;
+    const char* why = c.write_output();
+    if (why) return close_connection(key, why);
+    const std::uint32_t want = c.wants_output() ? (EPOLLIN | EPOLLOUT) : EPOLLIN;
+    if (want != c.epoll_mask) {
+      epoll_event ev{};
+      ev.events = want;
+      ev.data.u64 = key;
+      if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, c.fd.get(), &ev) == 0) c.epoll_mask = want;
+    }
+  }
+
+  // why: null for a server stop (not logged per connection).
+  void close_connection(std::uint64_t key, const char* why) {
+    auto it = conns_.find(key);
+    if (it == conns_.end()) return;
+    std::unique_ptr<Connection> conn = std::move(it->second);
+    conns_.erase(it);
+    count_.store(conns_.size());
+    if (why && conn->log_close) {
+      spdlog::warn("control: closed connection of pid {} uid {} ({}): {}", conn->peer.pid,
+                   conn->peer.uid, conn->client_name, why);
+    }
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, conn->fd.get(), nullptr);
+    conn->fd.reset();
+    conn->abandon();
+  }
+
+  const ControlServerOptions options_;
+  ControlHandler& handler_;
+  control::ListeningSocket listener_;
+  UniqueFd epoll_;
+  std::shared_ptr<control::Waker> waker_;
+  const uid_t server_uid_;
+  std::unordered_map<std::uint64_t, std::unique_ptr<Connection>> conns_;
+  std::uint64_t next_key_ = 2;
+  std::atomic<std::size_t> count_{0};
+  std::atomic<bool> stopping_{false};
+  std::mutex stop_mu_;
+  std::thread thread_;
+};
+
+Result<std::unique_ptr<ControlServer>> ControlServer::start(ControlServerOptions options,
+                                                            ControlHandler& handler) {
+  auto listener = control::listen_unix(options.path, options.mode, options.group);
+  if (!listener) return listener.status();
+  auto ep = posix_call("epoll_create1", [] { return ::epoll_create1(EPOLL_CLOEXEC); });
+  if (!ep) return ep.status();
+  auto ev = posix_call("eventfd", [] { return ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); });
+  if (!ev) return ev.status();
+  auto waker = std::make_shared<control::Waker>();
+  waker->eventfd.reset(*ev);
+  auto impl = std::make_unique<Impl>(std::move(options), handler, std::move(listener).value(),
+                                     UniqueFd(*ep), std::move(waker));
+  SP_RETURN_IF_ERROR(impl->begin());
+  return std::unique_ptr<ControlServer>(new ControlServer(std::move(impl)));
+}
+
+ControlServer::ControlServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ControlServer::~ControlServer() { stop(); }
+void ControlServer::stop() { impl_->stop(); }
+const std::string& ControlServer::path() const { return impl_->path(); }
+std::size_t ControlServer::connection_count() const { return impl_->connection_count(); }
+
+}  // namespace sandpool

@@ -1,0 +1,157 @@
+// Responder and the per-connection Outbox: how replies from any thread reach the server
+// thread's sockets.
+#include <unistd.h>
+
+#include <cstdint>
+#include <utility>
+
+#include "control/outbox.hpp"
+#include "control/wire_errors.hpp"
+
+namespace sandpool {
+namespace control {
+
+void Waker::ring(std::uint64_t key) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    dirty.push_back(key);
+  }
+  const std::uint64_t one = 1;
+  // EAGAIN means the counter is already non-zero: the server will wake anyway.
+  [[maybe_unused]] ssize_t n = ::write(eventfd.get(), &one, sizeof one);
+}
+
+std::vector<std::uint64_t> Waker::take() {
+  std::lock_guard<std::mutex> lock(mu);
+  return std::exchange(dirty, {});
+}
+
+bool Outbox::append(std::string&& encoded, std::uint64_t id, bool final) {
+  bool queued = false;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (final) open.erase(id);
+    if (closed || overflowed) return false;
+    if (bytes.size() + sending_bytes + encoded.size() > max_output) {
+      overflowed = true;  // the server thread disconnects this slow reader
+    } else {
+      queued = true;
+      if (bytes.empty()) {
+        bytes = std::move(encoded);
+      } else {
+        bytes.append(encoded);
+      }
+    }
+  }
+  waker->ring(key);
+  return queued;
+}
+
+}  // namespace control
+
+namespace {
+
+control::Frame error_frame(std::string_view code, std::string message) {
+  control::Frame f;
+  f.kind = control::FrameKind::kError;
+  f.name = std::string(code);
+  f.json = nlohmann::json{{"message", std::move(message)}}.dump();
+  return f;
+}
+
+}  // namespace
+
+Responder::State::~State() {
+  if (!done) {
+    done = true;
+    send(error_frame("internal", "the service dropped the request without answering"), true);
+  }
+}
+
+bool Responder::State::send(control::Frame f, bool final) {
+  // Called with mu held by the public methods, or from the destructor (sole owner).
+  f.id = id;
+  std::string bytes;
+  control::encode_frame(f, &bytes);
+  auto box = outbox.lock();
+  if (!box) return false;
+  return box->append(std::move(bytes), id, final);
+}
+
+void Responder::State::cancel(bool reply_cancelled) {
+  std::function<void()> fn;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (done) return;
+    done = true;
+    cancelled = true;
+    fn = std::move(on_cancel);
+    if (reply_cancelled) {
+      send(error_frame("cancelled", "the client cancelled the request"), true);
+    } else if (auto box = outbox.lock()) {
+      std::lock_guard<std::mutex> box_lock(box->mu);
+      box->open.erase(id);
+    }
+  }
+  if (fn) fn();
+}
+
+Responder::Responder(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+bool Responder::event(nlohmann::json body, std::string blob) const {
+  control::Frame f;
+  f.kind = control::FrameKind::kEvent;
+  f.json = body.dump();
+  f.blob = std::move(blob);
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (state_->done) return false;
+  return state_->send(std::move(f), false);
+}
+
+bool Responder::ok(nlohmann::json body, std::string blob) const {
+  control::Frame f;
+  f.kind = control::FrameKind::kOk;
+  f.json = body.dump();
+  f.blob = std::move(blob);
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (state_->done) return false;
+  state_->done = true;
+  state_->on_cancel = nullptr;
+  return state_->send(std::move(f), true);
+}
+
+bool Responder::error(std::string_view code, std::string message) const {
+  control::Frame f = error_frame(code, std::move(message));
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (state_->done) return false;
+  state_->done = true;
+  state_->on_cancel = nullptr;
+  return state_->send(std::move(f), true);
+}
+
+bool Responder::error(const Status& status) const {
+  return error(control::wire_code(status.code()), status.message());
+}
+
+bool Responder::is_open() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (state_->done) return false;
+  auto box = state_->outbox.lock();
+  if (!box) return false;
+  std::lock_guard<std::mutex> box_lock(box->mu);
+  return !box->closed;
+}
+
+void Responder::on_cancel(std::function<void()> fn) const {
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (!state_->done) {
+      state_->on_cancel = std::move(fn);
+      return;
+    }
+    if (!state_->cancelled) return;  // ended by a final reply: nobody cancelled
+  }
+  fn();
+}
+
+}  // namespace sandpool

@@ -1,0 +1,129 @@
+// The server side of the control protocol (docs/protocol.md, "Control protocol"): a Unix
+// socket, peer credentials checked against an allow-list, framed requests dispatched to a
+// ControlHandler that poold implements. ControlServer runs its own epoll thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <sandpool/status.hpp>
+
+namespace sandpool {
+
+enum class Rights : std::uint8_t { kNone, kRead, kAdmin };
+std::string_view to_string(Rights r);  // "none", "read", "admin"
+
+struct PeerCredentials {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;  // the peer's primary gid (SO_PEERCRED)
+};
+
+struct AccessGrant {
+  enum class Kind : std::uint8_t { kUid, kGid } kind = Kind::kUid;
+  std::uint32_t id = 0;
+  Rights rights = Rights::kRead;
+};
+
+// Who may do what. A uid grant wins over gid grants; among gid grants the highest applies.
+struct AccessPolicy {
+  std::vector<AccessGrant> grants;
+  bool root_is_admin = true;  // uid 0
+  bool self_is_admin = true;  // the server's own effective uid
+};
+// Pure: the rights `peer` gets under `policy` when the server runs as `server_uid`.
+Rights rights_for(const PeerCredentials& peer, const AccessPolicy& policy, uid_t server_uid);
+
+struct ControlServerOptions {
+  std::string path;                      // socket path; a stale socket file is replaced
+  std::uint32_t mode = 0660;             // applied before listen()
+  gid_t group = static_cast<gid_t>(-1);  // chown'd to this group when set
+  AccessPolicy access;
+  std::string server_name = "poold";
+  std::size_t max_connections = 64;
+  std::size_t max_outstanding = 4096;           // per connection; over it: `busy`
+  std::size_t max_output_bytes = 64u << 20;     // per connection; over it: disconnect
+  std::size_t max_frame = (16u << 20) + 65536;  // body bytes after the length field
+};
+
+// One request as the handler sees it. The server already checked `rights` against
+// ControlServer::required_rights(op): the handler only sees requests the peer may make.
+struct Request {
+  std::uint64_t id = 0;
+  std::string op;
+  nlohmann::json args;  // always an object
+  std::string blob;     // raw bytes (a task payload), may be empty
+  Rights rights = Rights::kNone;
+  PeerCredentials peer;
+  std::string client_name;
+};
+
+// The handle through which one request is answered: any number of events, then exactly one
+// final ok or error. Thread-safe; copies share one state. Calls after the final reply, after
+// the client cancelled, or after the connection or server went away are no-ops (they
+// return false). If every copy is destroyed without a final reply, the client gets an
+// `internal` error so it never waits forever.
+class Responder {
+ public:
+  struct State;
+  explicit Responder(std::shared_ptr<State> state);
+  bool event(nlohmann::json body, std::string blob = {}) const;
+  bool ok(nlohmann::json body = nlohmann::json::object(), std::string blob = {}) const;
+  bool error(std::string_view code, std::string message) const;  // code: docs vocabulary
+  bool error(const Status& status) const;                        // maps Code to the wire vocabulary
+  // True until the final reply was sent, the client cancelled or the connection closed.
+  bool is_open() const;
+  // Runs `fn` once when the client cancels this stream or the connection closes (on the
+  // server thread, or right away on the caller's if that already happened). Not after a
+  // final reply. Use it to stop a follow stream.
+  void on_cancel(std::function<void()> fn) const;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// Implemented by poold. handle() runs on the server thread: it must not block; long work
+// replies later through the Responder from any thread. Exceptions it throws become an
+// `internal` error reply.
+class ControlHandler {
+ public:
+  virtual ~ControlHandler() = default;
+  virtual void handle(Request request, Responder responder) = 0;
+};
+
+// Owns the listening socket, its connections and its thread. The handler must outlive the
+// server. Destruction (or stop()) closes every connection, cancels open streams and
+// unlinks the socket; Responders that outlive it are harmless no-ops.
+class ControlServer {
+ public:
+  // Fails when `path` is taken by a live server or by something that is not a socket.
+  static Result<std::unique_ptr<ControlServer>> start(ControlServerOptions options,
+                                                      ControlHandler& handler);
+  ~ControlServer();
+  ControlServer(const ControlServer&) = delete;
+  ControlServer& operator=(const ControlServer&) = delete;
+  void stop();
+  const std::string& path() const;
+  std::size_t connection_count() const;  // thread-safe
+
+  // True iff `op` is one of the protocol's operations (docs/protocol.md); the server itself
+  // answers any other op with `unknown_op`, so the handler only sees these.
+  static bool known_op(std::string_view op);
+  // The rights an op needs: kRead for status/workers/stats/events/task, kAdmin otherwise.
+  static Rights required_rights(std::string_view op);
+
+  class Impl;
+
+ private:
+  explicit ControlServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sandpool

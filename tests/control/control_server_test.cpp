@@ -1,0 +1,357 @@
+// A real ControlServer on a temporary socket, a fake handler, and the real Client.
+#include <unistd.h>
+
+#include <atomic>
+#include <future>
+#include <stdexcept>
+#include <thread>
+
+#include "control_fixture.hpp"
+
+using namespace sandpool;
+using namespace sandpool::testing;
+using nlohmann::json;
+
+namespace {
+
+ControlServerOptions options_for(const TempDir& dir) {
+  ControlServerOptions o;
+  o.path = dir.file("poold.sock");
+  o.server_name = "fake-poold";
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("the handshake tells the client the server's version, name and its rights") {
+  TempDir dir;
+  FakeHandler handler;
+  auto server = start_server(options_for(dir), handler);
+  Client client = connect_client(server->path(), "poolctl");
+  CHECK(client.server_hello()["version"] == 1);
+  CHECK(client.server_hello()["server"] == "fake-poold");
+  CHECK(client.rights() == "admin");  // the test runs as the server's own uid
+  auto st = client.status();
+  REQUIRE(st);
+  CHECK((*st)["client"] == "poolctl");
+  CHECK((*st)["rights"] == "admin");
+}
+
+TEST_CASE("a client speaking another protocol version gets unsupported_version and a close") {
+  TempDir dir;
+  FakeHandler handler;
+  auto server = start_server(options_for(dir), handler);
+  RawConnection raw(server->path());
+  raw.hello(2);
+  auto reply = raw.read();
+  REQUIRE(reply);
+  CHECK(reply->kind == control::FrameKind::kError);
+  CHECK(reply->name == "unsupported_version");
+  CHECK(reply->id == 1);
+  CHECK_FALSE(raw.read());
+}
+
+TEST_CASE("requests before the hello are refused and the connection closed") {
+  TempDir dir;
+  FakeHandler handler;
+  auto server = start_server(options_for(dir), handler);
+  RawConnection raw(server->path());
+  raw.send(control::FrameKind::kRequest, 3, "status", "{}");
+  auto reply = raw.read();
+  REQUIRE(reply);
+  CHECK(reply->name == "bad_request");
+  CHECK_FALSE(raw.read());
+  CHECK(handler.ops().empty());
+}
+
+TEST_CASE("pipelined requests are answered out of order on one connection") {
+  TempDir dir;
+  FakeHandler handler;
+  handler.park("task");
+  auto server = start_server(options_for(dir), handler);
+  Client client = connect_client(server->path());
+
+  std::mutex mu;
+  std::vector<std::uint64_t> order;
+  std::promise<void> both;
+  auto done = [&](std::uint64_t which) {
+    return [&, which](Result<Reply> r) {
+      REQUIRE(r);
+      CHECK(r->body["task"] == which);
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back(which);
+      if (order.size() == 2) both.set_value();
+    };
+  };
+  REQUIRE(client.start("task", {{"id", 1}}, {}, {}, done(1)));
+  REQUIRE(client.start("task", {{"id", 2}}, {}, {}, done(2)));
+  auto parked = handler.take_parked(2);
+
+  // While both wait, another request on the same connection is answered.
+  REQUIRE(client.status());
+
+  // Answer the second first, from another thread, as a pool's loop would.
+  std::thread([&] {
+    parked[1].responder.ok({{"task", parked[1].request.args["id"]}});
+    parked[0].responder.ok({{"task", parked[0].request.args["id"]}});
+  }).join();
+  REQUIRE(both.get_future().wait_for(kPatience) == std::future_status::ready);
+  CHECK(order == std::vector<std::uint64_t>{2, 1});
+}
+
+TEST_CASE("many threads share one client, each request gets its own reply") {
+  TempDir dir;
+  FakeHandler handler;
+  auto server = start_server(options_for(dir), handler);
+  Client client = connect_client(server->path());
+  std::vector<std::thread> threads;
+  std::atomic<int> good{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        auto r = client.scale("pool" + std::to_string(t), static_cast<std::uint32_t>(i));
+        if (r && (*r)["args"]["workers"] == i && (*r)["args"]["pool"] == "pool" + std::to_string(t))
+          ++good;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(good == 800);
+}
+
+TEST_CASE("a waited submit streams progress, then the raw result") {
+  TempDir dir;
+  FakeHandler handler;
+  auto server = start_server(options_for(dir), handler);
+  Client client = connect_client(server->path());
+  SubmitRequest task;
+  task.type = "echo";
+  task.payload = std::string("ab\0c", 4);
+  task.idempotency_key = "k1";
+  std::vector<std::string> progress;
+  auto r = client.submit_wait(task, [&](std::uint64_t id, const std::string& p) {
+    CHECK(id == 7);
+    progress.push_back(p);
+  });
+  REQUIRE(r);
+  CHECK(r->id == 7);
+  CHECK(r->state == "completed");
+  CHECK(r->result == std::string("c\0ba", 4));
+  CHECK(progress == std::vector<std::string>{"half", "all"});
+
+  auto plain = client.submit(task);
+  REQUIRE(plain);
+  CHECK(plain->id == 7);
+}
+
+TEST_CASE("submit passes every option through and an async submit completes by callback") {
+  TempDir dir;
+  FakeHandler handler;
+  handler.park("submit");
+  auto server = start_server(options_for(dir), handler);
+  Client client = connect_client(server->path());
+  SubmitRequest task;
+  task.type = "upper";
+  task.payload = "hello";
+  task.pool = "p1";
+  task.priority = 5;
+  task.timeout = std::chrono::milliseconds(1500);
+  task.retries = 2;
+  task.key = "aff";
+  task.idempotency_key = "idem";
+  std::promise<Result<TaskReply>> done;
+  REQUIRE(client.submit_async(task, [&](Result<TaskReply> r) { done.set_value(std::move(r)); }));
+  auto parked = handler.take_parked(1);
+  const json& a = parked[0].request.args;
+  CHECK(a["type"] == "upper");
+  CHECK(a["pool"] == "p1");
+  CHECK(a["priority"] == 5);
+  CHECK(a["timeout_ms"] == 1500);
+  CHECK(a["retries"] == 2);
+  CHECK(a["key"] == "aff");
+  CHECK(a["idempotency_key"] == "idem");
+  CHECK(a["wait"] == true);
+  CHECK(parked[0].request.blob == "hello");
+  parked[0].responder.ok({{"id", 9}, {"state", "dead_lettered"}, {"reason", "permanent"}});
+  auto fut = done.get_future();
+  REQUIRE(fut.wait_for(kPatience) == std::future_status::ready);
+  auto r = fut.get();
+  REQUIRE(r);
+  CHECK(r->state == "dead_lettered");
+  CHECK(r->reason == "permanent");
+}
+
+TEST_CASE("a batch carries every payload raw and returns an id or an error per task") {
+  TempDir dir;
+  FakeHandler handler;
+  handler.on_request = [](Request req, const Responder& r) {
+    json out = json::array();
+    std::size_t off = 0;
+    std::uint64_t id = 100;
+    for (const json& t : req.args["tasks"]) {
+      const auto len = t["payload_len"].get<std::size_t>();
+      const std::string payload = req.blob.substr(off, len);
+      off += len;
+      if (payload == "full") {
+        out.push_back({{"error", {{"code", "queue_full"}, {"message", "queue of p is full"}}}});
+      } else {
+        out.push_back({{"id", id++}, {"payload", payload}});
+      }
+    }
+    r.ok({{"tasks", out}});
+  };
+  auto server = start_server(options_for(dir), handler);
+  Client client = connect_client(server->path());
+  std::vector<SubmitRequest> tasks(3);
+  tasks[0].payload = "one";
+  tasks[1].payload = "full";
+  tasks[2].payload = std::string(1000, '\0');
+  for (auto& t : tasks) t.type = "echo";
+  auto r = client.submit_batch(tasks);
+  REQUIRE(r);
+  REQUIRE(r->size() == 3);
+  CHECK((*r)[0].id == 100);
+  CHECK((*r)[0].status.is_ok());
+  CHECK((*r)[1].status.code() == Code::kQueueFull);
+  CHECK((*r)[2].id == 101);
+}
+
+TEST_CASE("an events stream delivers until the client stops it and the handler sees the cancel") {
+  TempDir dir;
+  FakeHandler handler;
+  handler.park("events");
+  auto server = start_server(options_for(dir), handler);
+  Client client = connect_client(server->path());
+  std::promise<void> cancelled;
+  std::thread producer([&] {
+    auto parked = handler.take_parked(1);
+    CHECK(parked[0].request.args["follow"] == true);
+    CHECK(parked[0].request.args["pool"] == "p1");
+    parked[0].responder.on_cancel([&] { cancelled.set_value(); });
+    for (int i = 0; i < 5; ++i) {
+      CHECK(parked[0].responder.event({{"event", "task.completed"}, {"n", i}}));
+    }
+    CHECK(cancelled.get_future().wait_for(kPatience) == std::future_status::ready);
+    CHECK_FALSE(parked[0].responder.event({{"event", "late"}}));
+    CHECK_FALSE(parked[0].responder.is_open());
+  });
+  int seen = 0;
+  Status st = client.events(true, "p1", [&](const json& e) {
+    CHECK(e["n"] == seen);
+    return ++seen < 5;
+  });
+  producer.join();
+  CHECK(st.is_ok());
+  CHECK(seen == 5);
+  REQUIRE(client.status());  // the connection carries on after the cancelled stream
+}
+
+TEST_CASE("a read-only peer may observe but is refused an admin operation") {
+  TempDir dir;
+  FakeHandler handler;
+  auto o = options_for(dir);
+  o.access.self_is_admin = false;
+  o.access.root_is_admin = false;
+  o.access.grants = {
+      {AccessGrant::Kind::kUid, static_cast<std::uint32_t>(::getuid()), Rights::kRead}};
+  auto server = start_server(o, handler);
+  Client client = connect_client(server->path());
+  CHECK(client.rights() == "read");
+  REQUIRE(client.status());
+  auto r = client.scale("p", 3);
+  REQUIRE_FALSE(r);
+  CHECK(r.status().code() == Code::kPermissionDenied);
+  CHECK(error_code_of(r.status()) == "forbidden");
+  CHECK(handler.ops() == std::vector<std::string>{"status"});
+}
+
+TEST_CASE("a peer outside the allow-list is refused at connect") {
+  TempDir dir;
+  FakeHandler handler;
+  auto o = options_for(dir);
+  o.access.self_is_admin = false;
+  o.access.root_is_admin = false;
+  o.access.grants = {
+      {AccessGrant::Kind::kUid, static_cast<std::uint32_t>(::getuid()) + 1, Rights::kAdmin}};
+  auto server = start_server(o, handler);
+  auto c = Client::connect(server->path());
+  REQUIRE_FALSE(c);
+  CHECK(c.status().code() == Code::kPermissionDenied);
+}
+
+TEST_CASE("an unanswered, a throwing and an unknown request each get an error reply") {
+  TempDir dir;
+  FakeHandler handler;
+  handler.on_request = [](Request req, const Responder& r) {
+    if (req.op == "reload") throw std::runtime_error("boom");
+    if (req.op == "drain") return;  // drops the responder
+    FakeHandler::respond(std::move(req), r);
+  };
+  auto server = start_server(options_for(dir), handler);
+  Client client = connect_client(server->path());
+  auto thrown = client.reload();
+  REQUIRE_FALSE(thrown);
+  CHECK(error_code_of(thrown.status()) == "internal");
+  CHECK(thrown.status().message().find("boom") != std::string::npos);
+  auto dropped = client.drain("p");
+  REQUIRE_FALSE(dropped);
+  CHECK(error_code_of(dropped.status()) == "internal");
+  auto unknown = client.call("frobnicate");
+  REQUIRE_FALSE(unknown);
+  CHECK(error_code_of(unknown.status()) == "unknown_op");
+  REQUIRE(client.status());
+}
+
+TEST_CASE("a responder that outlives its server is a no-op and the client learns it is gone") {
+  TempDir dir;
+  FakeHandler handler;
+  handler.park("task");
+  auto server = start_server(options_for(dir), handler);
+  Client client = connect_client(server->path());
+  std::promise<Status> done;
+  REQUIRE(client.start("task", {{"id", 1}}, {}, {},
+                       [&](Result<Reply> r) { done.set_value(r.status()); }));
+  auto parked = handler.take_parked(1);
+  server.reset();
+  auto fut = done.get_future();
+  REQUIRE(fut.wait_for(kPatience) == std::future_status::ready);
+  CHECK(fut.get().code() == Code::kUnavailable);
+  CHECK_FALSE(parked[0].responder.is_open());
+  CHECK_FALSE(parked[0].responder.ok({{"late", true}}));
+  auto after = client.status();
+  REQUIRE_FALSE(after);
+  CHECK(after.status().code() == Code::kUnavailable);
+}
+
+TEST_CASE("every typed operation sends its documented op and arguments") {
+  TempDir dir;
+  FakeHandler handler;
+  auto server = start_server(options_for(dir), handler);
+  Client client = connect_client(server->path());
+  auto args_of = [](Result<json> r) {
+    REQUIRE(r);
+    return (*r)["op"].get<std::string>() + " " + (*r)["args"].dump();
+  };
+  CHECK(args_of(client.workers("p")) == R"(workers {"pool":"p"})");
+  CHECK(args_of(client.stats()) == "stats {}");
+  CHECK(args_of(client.cancel(4)) == R"(cancel {"id":4})");
+  CHECK(args_of(client.strategy("p", "least-loaded")) ==
+        R"(strategy {"pool":"p","strategy":"least-loaded"})");
+  CHECK(args_of(client.resume("p")) == R"(resume {"pool":"p"})");
+  CHECK(args_of(client.restart("p", true)) == R"(restart {"pool":"p","rolling":true})");
+  CHECK(args_of(client.kill_worker("p", 123, 9)) ==
+        R"(kill_worker {"pid":123,"pool":"p","signal":9})");
+  CHECK(args_of(client.dlq_list({{"reason", "permanent"}, {"limit", 10}})) ==
+        R"(dlq_list {"limit":10,"reason":"permanent"})");
+  CHECK(args_of(client.dlq_replay({{"all", true}})) == R"(dlq_replay {"all":true})");
+  CHECK(args_of(client.dlq_purge({{"older_than_ms", 1000}})) ==
+        R"(dlq_purge {"older_than_ms":1000})");
+  CHECK(args_of(client.shutdown(std::chrono::milliseconds(2500))) ==
+        R"(shutdown {"timeout_ms":2500})");
+  auto show = client.dlq_show(3);
+  REQUIRE(show);
+  CHECK(show->body["args"]["id"] == 3);
+  auto task = client.task(5);
+  REQUIRE(task);
+  CHECK(task->body["args"]["id"] == 5);
+}
