@@ -1,4 +1,5 @@
 #include <sandpool/pool.hpp>
+#include <sandpool/pool_metrics.hpp>
 
 #include <spdlog/spdlog.h>
 #include <sandpool/ipc/wake.hpp>
@@ -96,6 +97,11 @@ void Pool::close() { loop_->close(); }
 
 PoolStats Pool::stats() const {
   return loop_->query<PoolStats>([](core::PoolCore& core, std::int64_t) { return core.stats(); });
+}
+
+PoolMetrics Pool::metrics() const {
+  return loop_->query<PoolMetrics>(
+      [](core::PoolCore& core, std::int64_t) { return core.metrics(); });
 }
 
 std::vector<WorkerInfo> Pool::workers() const {

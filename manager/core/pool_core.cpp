@@ -61,6 +61,7 @@ void PoolCore::spawn_worker(std::int64_t now) {
 }
 
 void PoolCore::submit(TaskPtr task, std::int64_t now) {
+  clock_ns_ = now;
   task->max_attempts = 1 + task->opts.retries.value_or(opts_.retries);
   task->timeout_ns = to_ns(task->opts.timeout.value_or(opts_.timeout));
   task->queued_ns = now;
@@ -156,6 +157,7 @@ void PoolCore::dispatch(std::int64_t now) {
 }
 
 void PoolCore::assign(Worker& w, TaskPtr task, std::int64_t now) {
+  note_dispatch(*task, now);
   release_admission(*task);
   InFlight f{task, task->attempts_ended + 1, now, wall_ms(), now + task->timeout_ns};
   task->state.store(TaskState::kDispatched, std::memory_order_release);
@@ -183,6 +185,7 @@ void PoolCore::requeue(TaskPtr task) {
 }
 
 bool PoolCore::on_result(WorkerId wid, ipc::ResultMsg& msg, std::int64_t now) {
+  clock_ns_ = now;
   Worker* w = find(wid);
   if (w == nullptr) return true;  // already gone; nothing to match against
   auto it = std::find_if(w->in_flight.begin(), w->in_flight.end(),
@@ -203,6 +206,7 @@ bool PoolCore::on_result(WorkerId wid, ipc::ResultMsg& msg, std::int64_t now) {
             {f.attempt, Outcome::kOk, {}, pid, f.started_wall_ms, wall_ms()});
         t->attempts_ended++;
       }
+        note_attempt_end(f, Outcome::kOk, now);
         finish(t, TaskState::kCompleted, DeadReason::kNone, std::move(msg.data), {});
         break;
       case ipc::TaskStatus::kCancelled:
@@ -281,6 +285,7 @@ void PoolCore::on_ready(WorkerId wid, std::int64_t now) {
 }
 
 void PoolCore::on_exit(WorkerId wid, const supervision::ExitReport& report, std::int64_t now) {
+  clock_ns_ = now;
   auto node = workers_.extract(wid);
   if (node.empty()) return;
   Worker& w = node.mapped();
@@ -401,6 +406,7 @@ void PoolCore::end_attempt(const InFlight& f, Outcome outcome, std::string error
     t->account.error = error;
   }
   t->attempts_ended++;
+  note_attempt_end(f, outcome, now);
   if (t->cancel_requested) {
     finish(t, TaskState::kCancelled, DeadReason::kNone, {}, std::move(error), CancelReason::kUser);
     return;
@@ -456,6 +462,7 @@ void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason, s
     default:
       break;
   }
+  note_terminal(*task, state, reason);
   if (task->expires_ns != 0) --ttl_tasks_;
   task->state.store(state, std::memory_order_release);
   task->done.store(1, std::memory_order_release);
@@ -468,6 +475,7 @@ void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason, s
 }
 
 bool PoolCore::cancel(const TaskPtr& t, std::int64_t now) {
+  clock_ns_ = now;
   const std::uint64_t id = t->id;
   const TaskState s = t->state.load(std::memory_order_relaxed);
   if (is_terminal(s)) return false;
@@ -524,6 +532,7 @@ void PoolCore::observe_running() {
 }
 
 void PoolCore::on_tick(std::int64_t now) {
+  clock_ns_ = now;
   while (!retries_.empty() && retries_.top().due_ns <= now) {
     TaskPtr t = retries_.top().task;
     retries_.pop();

@@ -19,6 +19,7 @@
 
 #include <sandpool/ipc/messages.hpp>
 #include <sandpool/pool.hpp>
+#include <sandpool/pool_metrics.hpp>
 
 #include "core/dispatcher.hpp"
 #include "core/task_queue.hpp"
@@ -107,6 +108,8 @@ class PoolCore {
   bool has_in_flight() const { return in_flight_total_ > 0; }
 
   PoolStats stats() const;
+  // Counters, workers by state, worker RSS and latency histograms (pool_core_metrics.cpp).
+  PoolMetrics metrics() const;
   std::vector<WorkerInfo> workers(std::int64_t now) const;
   const std::deque<TaskResult>& dead_letters() const { return dead_letters_; }
 
@@ -165,6 +168,11 @@ class PoolCore {
   void sweep(std::int64_t now);
   void recycle(Worker& w, const std::string& why, std::int64_t now);
   void note_restart(std::int64_t now);
+  // Metrics recording (pool_core_metrics.cpp): a task's first dispatch, an attempt's end
+  // (history entry), a task's terminal state at clock_ns_.
+  void note_dispatch(const TaskRecord& t, std::int64_t now);
+  void note_attempt_end(const InFlight& f, Outcome outcome, std::int64_t now);
+  void note_terminal(const TaskRecord& t, TaskState state, DeadReason reason);
   void log(int level, const std::string& text) const {
     if (log_) log_(level, text);
   }
@@ -204,6 +212,9 @@ class PoolCore {
   std::uint32_t crash_restarts_ = 0;  // restarts since entering crash_loop (the backoff)
   std::int64_t next_sweep_ns_ = 0;
   std::size_t ttl_tasks_ = 0;  // open tasks that carry a queue TTL
+  // The latest `now` an entry point was given: finish() records end-to-end latency with it.
+  std::int64_t clock_ns_ = 0;
+  PoolMetrics recorded_;  // attempts, dead letters by reason, histograms
 };
 
 }  // namespace sandpool::core
