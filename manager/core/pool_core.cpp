@@ -48,6 +48,7 @@ PoolCore::PoolCore(const PoolOptions& options, WorkerControl& control,
       target_workers_(options.workers) {}
 
 void PoolCore::start(std::int64_t now) {
+  clock_ns_ = now;
   for (std::uint32_t i = 0; i < target_workers_; ++i) spawn_worker(now);
 }
 
@@ -271,6 +272,7 @@ void PoolCore::kill_worker(Worker& w, Outcome why, std::string error, std::uint6
 }
 
 void PoolCore::on_ready(WorkerId wid, std::int64_t now) {
+  clock_ns_ = now;
   Worker* w = find(wid);
   if (w == nullptr || w->phase != Phase::kStarting) return;
   w->phase = Phase::kReady;
@@ -726,6 +728,7 @@ void PoolCore::maybe_stop(Worker& w) {
 }
 
 void PoolCore::scale(std::uint32_t n, std::int64_t now) {
+  clock_ns_ = now;
   target_workers_ = n;
   std::size_t live = live_workers();
   if (live < n) {
@@ -758,6 +761,7 @@ void PoolCore::scale(std::uint32_t n, std::int64_t now) {
 }
 
 void PoolCore::close(std::int64_t now) {
+  clock_ns_ = now;
   closing_ = true;
   adjust_worker_count(now);
   settle(now);

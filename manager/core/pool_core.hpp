@@ -212,7 +212,8 @@ class PoolCore {
   std::uint32_t crash_restarts_ = 0;  // restarts since entering crash_loop (the backoff)
   std::int64_t next_sweep_ns_ = 0;
   std::size_t ttl_tasks_ = 0;  // open tasks that carry a queue TTL
-  // The latest `now` an entry point was given: finish() records end-to-end latency with it.
+  // The latest `now` an entry point was given (each one taking `now` sets it first):
+  // finish() records end-to-end latency with it.
   std::int64_t clock_ns_ = 0;
   PoolMetrics recorded_;  // attempts, dead letters by reason, histograms
 };

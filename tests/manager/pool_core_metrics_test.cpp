@@ -236,3 +236,17 @@ TEST_CASE("a pool whose plugin cannot init reports failed") {
   CHECK(m.failed);
   CHECK(m.stats.state == "failed");
 }
+
+TEST_CASE("a task cancelled while queued records its end-to-end time but no attempt") {
+  Harness h;  // no worker ready: it waits
+  auto t = h.submit();
+  h.advance(100ms);
+  REQUIRE(h.core->cancel(t, h.now));
+
+  const PoolMetrics m = h.core->metrics();
+  CHECK(m.stats.cancelled == 1);
+  for (std::size_t o = 0; o < kOutcomeCount; ++o) CHECK(m.attempts[o] == 0);
+  CHECK(m.queue_wait.count() == 0);
+  CHECK(m.end_to_end.count() == 1);
+  CHECK(m.end_to_end.sum_ns() == 100 * kMs);
+}
