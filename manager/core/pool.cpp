@@ -1,4 +1,5 @@
 #include <sandpool/pool.hpp>
+#include <sandpool/pool_metrics.hpp>
 
 #include <spdlog/spdlog.h>
 #include <sandpool/ipc/wake.hpp>
@@ -131,6 +132,11 @@ PoolStats Pool::stats() const {
       loop_->query<PoolStats>([](core::PoolCore& core, std::int64_t) { return core.stats(); });
   if (s.state == "running" && loop_->draining()) s.state = "draining";
   return s;
+}
+
+PoolMetrics Pool::metrics() const {
+  return loop_->query<PoolMetrics>(
+      [](core::PoolCore& core, std::int64_t) { return core.metrics(); });
 }
 
 std::vector<WorkerInfo> Pool::workers() const {

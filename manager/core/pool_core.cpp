@@ -57,6 +57,7 @@ PoolCore::PoolCore(const PoolOptions& options, WorkerControl& control,
       target_workers_(options.workers) {}
 
 void PoolCore::start(std::int64_t now) {
+  clock_ns_ = now;
   for (std::uint32_t i = 0; i < target_workers_; ++i) spawn_worker(now);
 }
 
@@ -167,6 +168,7 @@ void PoolCore::dispatch(std::int64_t now) {
 }
 
 void PoolCore::assign(Worker& w, TaskPtr task, std::int64_t now) {
+  note_dispatch(*task, now);
   release_admission(*task);
   InFlight f{task, task->attempts_ended + 1, now, wall_ms(), now + task->timeout_ns};
   task->state.store(TaskState::kDispatched, std::memory_order_release);
@@ -215,6 +217,7 @@ bool PoolCore::on_result(WorkerId wid, ipc::ResultMsg& msg, std::int64_t now) {
             {f.attempt, Outcome::kOk, {}, pid, f.started_wall_ms, wall_ms()});
         t->attempts_ended++;
       }
+        note_attempt_end(f, Outcome::kOk, now);
         finish(t, TaskState::kCompleted, DeadReason::kNone, std::move(msg.data), {});
         break;
       case ipc::TaskStatus::kCancelled:
@@ -279,6 +282,7 @@ void PoolCore::kill_worker(Worker& w, Outcome why, std::string error, std::uint6
 }
 
 void PoolCore::on_ready(WorkerId wid, std::int64_t now) {
+  clock_ns_ = now;
   Worker* w = find(wid);
   if (w == nullptr || w->phase != Phase::kStarting) return;
   w->phase = Phase::kReady;
@@ -497,6 +501,7 @@ void PoolCore::end_attempt(const InFlight& f, Outcome outcome, std::string error
   t->attempts_ended++;
   emit({PoolEvent::Kind::kAttemptEnded, t->id, pid, TaskState::kQueued, DeadReason::kNone, outcome,
         f.attempt, error});
+  note_attempt_end(f, outcome, now);
   if (t->cancel_requested) {
     finish(t, TaskState::kCancelled, DeadReason::kNone, {}, std::move(error), CancelReason::kUser);
     return;
@@ -552,6 +557,7 @@ void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason, s
     default:
       break;
   }
+  note_terminal(*task, state, reason);
   if (task->expires_ns != 0) --ttl_tasks_;
   task->state.store(state, std::memory_order_release);
   task->done.store(1, std::memory_order_release);
@@ -819,6 +825,7 @@ void PoolCore::maybe_stop(Worker& w) {
 }
 
 void PoolCore::scale(std::uint32_t n, std::int64_t now) {
+  clock_ns_ = now;
   target_workers_ = n;
   std::size_t live = live_workers();
   if (live < n) {

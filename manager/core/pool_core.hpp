@@ -19,6 +19,7 @@
 
 #include <sandpool/ipc/messages.hpp>
 #include <sandpool/pool.hpp>
+#include <sandpool/pool_metrics.hpp>
 
 #include "core/dispatcher.hpp"
 #include "core/finished_tasks.hpp"
@@ -116,6 +117,8 @@ class PoolCore {
   bool has_in_flight() const { return in_flight_total_ > 0; }
 
   PoolStats stats() const;
+  // Counters, workers by state, worker RSS and latency histograms (pool_core_metrics.cpp).
+  PoolMetrics metrics() const;
   std::vector<WorkerInfo> workers(std::int64_t now) const;
   const std::deque<TaskResult>& dead_letters() const { return dead_letters_; }
   // Returns the record of an open task, or of an ended one still kept (task_records_*);
@@ -188,6 +191,11 @@ class PoolCore {
     if (opts_.on_event) opts_.on_event(e);
   }
   void note_restart(std::int64_t now);
+  // Metrics recording (pool_core_metrics.cpp): a task's first dispatch, an attempt's end
+  // (history entry), a task's terminal state at clock_ns_.
+  void note_dispatch(const TaskRecord& t, std::int64_t now);
+  void note_attempt_end(const InFlight& f, Outcome outcome, std::int64_t now);
+  void note_terminal(const TaskRecord& t, TaskState state, DeadReason reason);
   void log(int level, const std::string& text) const {
     if (log_) log_(level, text);
   }
@@ -206,7 +214,6 @@ class PoolCore {
   std::size_t open_tasks_ = 0;  // submitted and not yet terminal
   RetryHeap retries_;
   FinishedTasks finished_;
-  std::int64_t clock_ns_ = 0;               // the latest time the core was given (stamps finished_)
   std::map<WorkerId, Worker> workers_;      // ascending id: round-robin order
   std::vector<Candidate> candidates_;       // scratch for dispatch
   std::vector<Worker*> candidate_workers_;  // parallel to candidates_
@@ -230,6 +237,10 @@ class PoolCore {
   std::uint32_t crash_restarts_ = 0;  // restarts since entering crash_loop (the backoff)
   std::int64_t next_sweep_ns_ = 0;
   std::size_t ttl_tasks_ = 0;  // open tasks that carry a queue TTL
+  // The latest `now` an entry point was given (each one taking `now` sets it first):
+  // finish() records end-to-end latency and stamps finished_ with it.
+  std::int64_t clock_ns_ = 0;
+  PoolMetrics recorded_;  // attempts, dead letters by reason, histograms
 };
 
 }  // namespace sandpool::core

@@ -23,6 +23,7 @@
 namespace sandpool {
 
 struct DeadLetterFilter;  // <sandpool/dead_letters.hpp>
+struct PoolMetrics;  // <sandpool/pool_metrics.hpp>
 
 namespace core {
 struct TaskRecord;
@@ -149,6 +150,9 @@ class Pool {
   void close();
 
   PoolStats stats() const;
+  // A monitoring snapshot: stats() plus attempts by outcome, dead letters by reason, workers
+  // by state, worker RSS and latency histograms. Include <sandpool/pool_metrics.hpp> to use it.
+  PoolMetrics metrics() const;
   std::vector<WorkerInfo> workers() const;
   // Dead letters held in memory (the most recent dead_letter_capacity of them).
   std::vector<TaskResult> dead_letters() const;

@@ -1,0 +1,49 @@
+// PoolCore's metrics: what the loop thread records as tasks move, and the snapshot it
+// hands out. Kept apart from pool_core.cpp, which only calls the note_* hooks.
+#include "core/pool_core.hpp"
+
+namespace sandpool::core {
+
+void PoolCore::note_dispatch(const TaskRecord& t, std::int64_t now) {
+  // A task holds its admission until its first dispatch: later dispatches (retries, requeues
+  // from a dead worker's ring) do not count as queue wait again.
+  if (t.admitted) recorded_.queue_wait.record(now - t.queued_ns);
+}
+
+void PoolCore::note_attempt_end(const InFlight& f, Outcome outcome, std::int64_t now) {
+  ++recorded_.attempts[static_cast<std::size_t>(outcome)];
+  recorded_.run_time.record(now - f.dispatched_ns);
+}
+
+void PoolCore::note_terminal(const TaskRecord& t, TaskState state, DeadReason reason) {
+  if (state == TaskState::kDeadLettered)
+    ++recorded_.dead_lettered[static_cast<std::size_t>(reason)];
+  recorded_.end_to_end.record(clock_ns_ - t.queued_ns);
+}
+
+PoolMetrics PoolCore::metrics() const {
+  PoolMetrics m = recorded_;
+  m.pool = opts_.name;
+  m.stats = stats();
+  m.failed = failed_;
+  for (const auto& [id, w] : workers_) {
+    switch (w.phase) {
+      case Phase::kStarting:
+        ++m.workers.starting;
+        break;
+      case Phase::kReady:
+        ++(w.in_flight.empty() ? m.workers.idle : m.workers.busy);
+        break;
+      case Phase::kDraining:
+        ++m.workers.draining;
+        break;
+      case Phase::kStopping:
+        ++m.workers.stopping;
+        break;
+    }
+    m.worker_rss_bytes += ctl_.rss_bytes(id);
+  }
+  return m;
+}
+
+}  // namespace sandpool::core

@@ -1,0 +1,228 @@
+// The Prometheus text exposition format 0.0.4: one family at a time (HELP, TYPE, then its
+// samples for every pool), so no family is ever split. Durations are exact decimal seconds
+// made from integer nanoseconds, so bucket bounds read the same in every scrape.
+#include <cstdio>
+#include <string>
+
+#include <sandpool/metrics.hpp>
+
+namespace sandpool {
+namespace {
+
+// Formats `units` / 10^digits as a plain decimal without trailing zeros ("0.0025", "60").
+std::string decimal(std::int64_t units, int digits) {
+  const bool negative = units < 0;
+  const std::uint64_t v = negative ? 0 - static_cast<std::uint64_t>(units) : units;
+  std::uint64_t scale = 1;
+  for (int i = 0; i < digits; ++i) scale *= 10;
+  std::string out = negative ? "-" : "";
+  out += std::to_string(v / scale);
+  std::string frac = std::to_string(v % scale);
+  frac.insert(0, static_cast<std::size_t>(digits) - frac.size(), '0');
+  while (!frac.empty() && frac.back() == '0') frac.pop_back();
+  if (!frac.empty()) out += "." + frac;
+  return out;
+}
+
+std::string seconds_from_ns(std::int64_t ns) { return decimal(ns, 9); }
+
+// HELP text escapes backslash and newline only.
+std::string escape_help(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+class Exposition {
+ public:
+  explicit Exposition(const std::vector<PoolMetrics>& pools) : pools_(pools) {}
+
+  void family(std::string_view name, std::string_view type, std::string_view help) {
+    out_ += "# HELP ";
+    out_ += name;
+    out_ += ' ';
+    out_ += escape_help(help);
+    out_ += "\n# TYPE ";
+    out_ += name;
+    out_ += ' ';
+    out_ += type;
+    out_ += '\n';
+  }
+  // `labels` is the rendered label list without braces ("" for none).
+  void sample(std::string_view name, std::string_view labels, std::string_view value) {
+    out_ += name;
+    if (!labels.empty()) {
+      out_ += '{';
+      out_ += labels;
+      out_ += '}';
+    }
+    out_ += ' ';
+    out_ += value;
+    out_ += '\n';
+  }
+  // A family with one sample per pool: value(pool) -> integer.
+  template <typename F>
+  void per_pool(std::string_view name, std::string_view type, std::string_view help, F value) {
+    family(name, type, help);
+    for (const PoolMetrics& p : pools_) {
+      sample(name, pool_label(p), std::to_string(value(p)));
+    }
+  }
+  // A family with one sample per pool and per value of a second label.
+  template <typename Values, typename F>
+  void per_pool_and(std::string_view name, std::string_view type, std::string_view help,
+                    std::string_view label, const Values& values, F value) {
+    family(name, type, help);
+    for (const PoolMetrics& p : pools_) {
+      for (const auto& v : values) {
+        sample(
+            name,
+            pool_label(p) + "," + std::string(label) + "=\"" + escape_label_value(v.first) + "\"",
+            std::to_string(value(p, v.second)));
+      }
+    }
+  }
+  void histogram(std::string_view name, std::string_view help,
+                 const Histogram PoolMetrics::*member) {
+    family(name, "histogram", help);
+    const std::string bucket = std::string(name) + "_bucket";
+    for (const PoolMetrics& p : pools_) {
+      const Histogram& h = p.*member;
+      const std::string pool = pool_label(p);
+      std::uint64_t cumulative = 0;
+      for (std::size_t i = 0; i < Histogram::kBoundsNs.size(); ++i) {
+        cumulative += h.bucket(i);
+        sample(bucket, pool + ",le=\"" + seconds_from_ns(Histogram::kBoundsNs[i]) + "\"",
+               std::to_string(cumulative));
+      }
+      sample(bucket, pool + ",le=\"+Inf\"", std::to_string(h.count()));
+      sample(std::string(name) + "_sum", pool, seconds_from_ns(h.sum_ns()));
+      sample(std::string(name) + "_count", pool, std::to_string(h.count()));
+    }
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  static std::string pool_label(const PoolMetrics& p) {
+    return "pool=\"" + escape_label_value(p.pool) + "\"";
+  }
+
+  const std::vector<PoolMetrics>& pools_;
+  std::string out_;
+};
+
+template <typename Enum, std::size_t N>
+std::vector<std::pair<std::string, std::size_t>> enum_labels(bool skip_first) {
+  std::vector<std::pair<std::string, std::size_t>> out;
+  for (std::size_t i = skip_first ? 1 : 0; i < N; ++i) {
+    out.emplace_back(std::string(to_string(static_cast<Enum>(i))), i);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string escape_label_value(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string render_prometheus(const std::vector<PoolMetrics>& pools, const ServiceInfo& service) {
+  Exposition e(pools);
+  e.family("sandpool_info", "gauge", "The running sandpool service; always 1.");
+  e.sample("sandpool_info", "version=\"" + escape_label_value(service.version) + "\"", "1");
+  e.family("sandpool_start_time_seconds", "gauge",
+           "When the service started, seconds since the Unix epoch.");
+  e.sample("sandpool_start_time_seconds", "", decimal(service.start_time_ms, 3));
+
+  // Gauges.
+  e.per_pool("sandpool_queue_depth", "gauge",
+             "Tasks waiting for a worker (the queue and the affinity backlogs).",
+             [](const PoolMetrics& p) { return p.stats.queued; });
+  e.per_pool("sandpool_tasks_in_flight", "gauge", "Tasks handed to a worker and not yet ended.",
+             [](const PoolMetrics& p) { return p.stats.in_flight; });
+  e.per_pool("sandpool_tasks_retry_waiting", "gauge", "Tasks waiting out their retry backoff.",
+             [](const PoolMetrics& p) { return p.stats.retry_wait; });
+  const std::vector<std::pair<std::string, std::size_t>> states = {
+      {"starting", 0}, {"idle", 1}, {"busy", 2}, {"draining", 3}, {"stopping", 4}};
+  e.per_pool_and(
+      "sandpool_workers", "gauge", "Worker processes, by state.", "state", states,
+      [](const PoolMetrics& p, std::size_t s) {
+        const WorkerStateCounts& w = p.workers;
+        const std::uint32_t by_state[] = {w.starting, w.idle, w.busy, w.draining, w.stopping};
+        return by_state[s];
+      });
+  e.per_pool("sandpool_workers_target", "gauge", "Worker processes the pool is scaled to.",
+             [](const PoolMetrics& p) { return p.stats.target_workers; });
+  e.per_pool("sandpool_workers_rss_bytes", "gauge",
+             "Resident memory of the pool's worker processes, summed.",
+             [](const PoolMetrics& p) { return p.worker_rss_bytes; });
+  e.per_pool("sandpool_pool_crash_loop", "gauge",
+             "1 while the pool is in crash_loop (worker replacements back off).",
+             [](const PoolMetrics& p) { return p.stats.crash_loop ? 1 : 0; });
+  e.per_pool("sandpool_pool_failed", "gauge",
+             "1 once the pool has failed (its plugin cannot init); it accepts no tasks.",
+             [](const PoolMetrics& p) { return p.failed ? 1 : 0; });
+
+  // Counters.
+  e.per_pool("sandpool_tasks_submitted_total", "counter", "Tasks accepted.",
+             [](const PoolMetrics& p) { return p.stats.submitted; });
+  e.per_pool("sandpool_tasks_completed_total", "counter", "Tasks that ended completed.",
+             [](const PoolMetrics& p) { return p.stats.completed; });
+  e.per_pool_and("sandpool_tasks_dead_lettered_total", "counter",
+                 "Tasks that ended dead-lettered, by reason.", "reason",
+                 enum_labels<DeadReason, kDeadReasonCount>(true),
+                 [](const PoolMetrics& p, std::size_t r) { return p.dead_lettered[r]; });
+  e.per_pool("sandpool_tasks_cancelled_total", "counter", "Tasks that ended cancelled.",
+             [](const PoolMetrics& p) { return p.stats.cancelled; });
+  e.per_pool("sandpool_retries_total", "counter",
+             "Retries scheduled: attempts that ended retryable with attempts left (to retry_wait).",
+             [](const PoolMetrics& p) { return p.stats.retried; });
+  e.per_pool_and("sandpool_attempts_total", "counter", "Attempts that ended, by outcome.",
+                 "outcome", enum_labels<Outcome, kOutcomeCount>(false),
+                 [](const PoolMetrics& p, std::size_t o) { return p.attempts[o]; });
+  e.per_pool("sandpool_workers_restarted_total", "counter",
+             "Workers replaced after exiting unasked (crash, kill, limit, violation).",
+             [](const PoolMetrics& p) { return p.stats.restarts; });
+  e.per_pool("sandpool_workers_lost_total", "counter",
+             "Of those restarts, workers that died with no named cause (outcome lost).",
+             [](const PoolMetrics& p) { return p.stats.lost; });
+  e.per_pool("sandpool_workers_recycled_total", "counter",
+             "Workers retired on purpose by recycle.max_tasks or recycle.max_rss.",
+             [](const PoolMetrics& p) { return p.stats.recycled; });
+  e.per_pool("sandpool_heartbeat_kills_total", "counter",
+             "Workers killed for missing their heartbeats.",
+             [](const PoolMetrics& p) { return p.stats.heartbeat_kills; });
+
+  // Histograms.
+  e.histogram("sandpool_queue_wait_seconds", "From submit to a task's first dispatch.",
+              &PoolMetrics::queue_wait);
+  e.histogram("sandpool_run_time_seconds", "From dispatch to the end of an attempt.",
+              &PoolMetrics::run_time);
+  e.histogram("sandpool_end_to_end_seconds",
+              "From submit to the task's end (completed, dead-lettered or cancelled).",
+              &PoolMetrics::end_to_end);
+  return e.take();
+}
+
+}  // namespace sandpool
