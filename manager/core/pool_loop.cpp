@@ -380,7 +380,8 @@ void PoolLoop::reap(WorkerId id, std::int64_t now) {
   }
   const ExitStatus st = *link.proc->child().try_reap();
   supervision::ExitReport report{st, link.proc->header()->violation_syscall.load(),
-                                 link.proc->pid()};
+                                 link.proc->pid(),
+                                 link.proc->header()->diagnostics.fatal_report.load()};
   const bool clean = st.exited && st.code == 0;
   if (clean) {
     log_->debug("[{}] worker {} stopped", opts_.name, report.pid);

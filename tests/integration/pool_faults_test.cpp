@@ -36,6 +36,37 @@ TEST_CASE("a task that always crashes its worker is dead-lettered after retries+
   CHECK(pool->workers().size() == 1);
 }
 
+TEST_CASE("a task that exhausts its worker's address space is resource_limit: memory, retried") {
+  PoolOptions o = pool_options("alloc", 1);
+  o.sandbox.limits.address_space = 256ull << 20;
+  o.retries = 1;
+  o.retry.base = 1ms;
+  auto pool = make_pool(o);
+  auto r = run(*pool, "alloc", "1024");  // more than the limit: every attempt runs out
+  CHECK(r.state == TaskState::kDeadLettered);
+  CHECK(r.reason == DeadReason::kRetriesExhausted);
+  REQUIRE(r.attempts() == 2);
+  for (const auto& a : r.history) {
+    INFO(a.error);
+    CHECK(a.outcome == Outcome::kResourceLimit);
+    CHECK(a.error.rfind("resource_limit: memory", 0) == 0);
+  }
+  CHECK(r.history[0].worker_pid != r.history[1].worker_pid);  // an exhausted worker is replaced
+  // What fits still runs, on the replacement.
+  CHECK(run(*pool, "alloc", "16").state == TaskState::kCompleted);
+}
+
+TEST_CASE("a plain crash under a memory limit is still lost, naming its signal") {
+  PoolOptions o = pool_options("crash", 1);
+  o.sandbox.limits.address_space = 256ull << 20;
+  o.retries = 0;
+  auto pool = make_pool(o);
+  auto r = run(*pool, pool->task_types().front(), "boom");
+  REQUIRE(r.attempts() == 1);
+  CHECK(r.history[0].outcome == Outcome::kLost);
+  CHECK(r.history[0].error.find("SIGSEGV") != std::string::npos);
+}
+
 TEST_CASE("a task that asks for a retry completes on its second attempt") {
   auto pool = make_pool(pool_options("flaky", 1));
   auto r = run(*pool, pool->task_types().front(), "x");

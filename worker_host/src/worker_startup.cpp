@@ -15,6 +15,7 @@
 #include "backtrace_reporter.hpp"
 #include "host_api.hpp"
 #include "init_deadline.hpp"
+#include "memory_reporter.hpp"
 #include "plugin_loader.hpp"
 #include "task_loop.hpp"
 #include "worker_channel.hpp"
@@ -96,10 +97,12 @@ void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
   //    PR_SET_DUMPABLE 0. Changing credentials clears PR_SET_PDEATHSIG, so step 1's
   //    set_parent_death_signal must run again right after.
 
-  // Hung-task diagnostics, before any plugin code runs (the first backtrace() loads
-  // libgcc_s, which only works before seccomp).
+  // Hung-task diagnostics and the memory report, before any plugin code runs (the first
+  // backtrace() loads libgcc_s, which only works before seccomp; RLIMIT_AS is known now).
   report.check(install_backtrace_reporter(&channel.header().diagnostics, channel.doorbell_fd()),
                sandbox::kExitLockdown, "backtrace reporter");
+  report.check(install_memory_reporter(&channel.header().diagnostics), sandbox::kExitLockdown,
+               "memory reporter");
 
   // 5. The plugin: dlopen and sp_plugin_init, bounded by init_timeout.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // plugin printf lines reach the log whole
@@ -138,6 +141,8 @@ void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
   // Again: init may have replaced or blocked it; after seccomp nobody can.
   report.check(install_backtrace_reporter(&header.diagnostics, channel.doorbell_fd()),
                sandbox::kExitLockdown, "lock-down step 7 (backtrace reporter)");
+  report.check(install_memory_reporter(&header.diagnostics), sandbox::kExitLockdown,
+               "lock-down step 7 (memory reporter)");
   report.check(sandbox::install_seccomp(args.policy), sandbox::kExitLockdown,
                "lock-down step 7 (seccomp)");
   if (args.policy.profile == sandbox::SeccompProfile::kOff) {
