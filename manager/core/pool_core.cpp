@@ -136,7 +136,8 @@ void PoolCore::dispatch(std::int64_t now) {
   for (auto& [id, w] : workers_) {
     // A starting worker is a candidate with no room: affinity keeps its keys for it (they
     // must not move when it becomes ready), the other strategies pass it by.
-    if (w.phase != Phase::kReady && w.phase != Phase::kStarting) continue;
+    // A worker we decided to kill (waiting for its backtrace) gets nothing new.
+    if ((w.phase != Phase::kReady && w.phase != Phase::kStarting) || w.kill_reason) continue;
     const bool ready = w.phase == Phase::kReady;
     any_ready |= ready;
     // A worker due for recycling after max_tasks gets no more than it has left to serve.
@@ -281,6 +282,48 @@ void PoolCore::kill_worker(Worker& w, Outcome why, std::string error, std::uint6
   ctl_.kill(w.id);
 }
 
+void PoolCore::kill_hung_worker(Worker& w, Outcome why, std::string error, std::uint64_t task_id,
+                                std::int64_t now) {
+  if (w.kill_reason) return;
+  if (opts_.backtrace_grace.count() <= 0 || !ctl_.request_backtrace(w.id)) {
+    kill_worker(w, why, std::move(error), task_id);
+    return;
+  }
+  // Decided now, carried out when the answer is in or the grace is over: the sweeps skip
+  // a worker with a kill_reason, and the loop keeps serving the others meanwhile.
+  w.kill_reason = why;
+  w.kill_error = std::move(error);
+  w.kill_task = task_id;
+  w.backtrace_due_ns = now + to_ns(opts_.backtrace_grace);
+  ++backtraces_awaited_;
+}
+
+void PoolCore::observe_backtraces(std::int64_t now) {
+  if (backtraces_awaited_ == 0) return;
+  for (auto& [wid, w] : workers_) {
+    if (w.backtrace_due_ns == 0) continue;
+    if (now < w.backtrace_due_ns && !ctl_.backtrace(wid)) continue;
+    collect_backtrace(w);
+    ctl_.kill(wid);
+  }
+}
+
+void PoolCore::collect_backtrace(Worker& w) {
+  const std::int32_t pid = ctl_.pid(w.id);
+  const std::string whose =
+      "worker " + std::to_string(pid) +
+      (w.kill_task != 0 ? " (task " + std::to_string(w.kill_task) + ")" : std::string(" (idle)"));
+  w.backtrace_due_ns = 0;
+  --backtraces_awaited_;
+  if (std::optional<std::string> bt = ctl_.backtrace(w.id)) {
+    w.backtrace = std::move(*bt);
+    log(2, whose + " backtrace before the kill (" + w.kill_error + "):\n" + w.backtrace);
+  } else {
+    log(2, whose + " gave no backtrace within " + std::to_string(opts_.backtrace_grace.count()) +
+               " ms (" + w.kill_error + ")");
+  }
+}
+
 void PoolCore::on_ready(WorkerId wid, std::int64_t now) {
   clock_ns_ = now;
   Worker* w = find(wid);
@@ -305,6 +348,7 @@ void PoolCore::on_exit(WorkerId wid, const supervision::ExitReport& report, std:
   Worker& w = node.mapped();
   const bool was_starting = w.phase == Phase::kStarting;
   const bool asked_to_stop = w.retiring;
+  if (w.backtrace_due_ns != 0) collect_backtrace(w);  // it died before we killed it
 
   // The task inside handle(): the worker's word, believed only for an id in its ring and
   // only from a worker that kept the protocol. Otherwise the oldest task in its ring (the
@@ -315,7 +359,10 @@ void PoolCore::on_exit(WorkerId wid, const supervision::ExitReport& report, std:
   const bool in_ring = std::any_of(w.in_flight.begin(), w.in_flight.end(), [&](const InFlight& f) {
     return !f.abandoned && f.task->id == running;
   });
-  if ((w.kill_reason == Outcome::kProtocolError || (running != 0 && !in_ring)) &&
+  // A task we killed it for that is no longer in the ring finished meanwhile (during the
+  // backtrace grace): nobody else is charged for it.
+  if ((w.kill_reason == Outcome::kProtocolError ||
+       (running != 0 && !in_ring && w.kill_task == 0)) &&
       oldest != w.in_flight.end()) {
     running = oldest->task->id;
   }
@@ -334,7 +381,8 @@ void PoolCore::on_exit(WorkerId wid, const supervision::ExitReport& report, std:
         finish(f.task, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled while running",
                CancelReason::kUser);
       } else {
-        end_attempt(f, c.outcome, c.error, report.pid, now);
+        end_attempt(f, c.outcome, c.error, report.pid, now,
+                    f.task->id == w.kill_task ? std::move(w.backtrace) : std::string());
       }
     } else if (f.task->cancel_requested) {
       finish(f.task, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled before it started",
@@ -491,11 +539,12 @@ void PoolCore::adjust_worker_count(std::int64_t now) {
 }
 
 void PoolCore::end_attempt(const InFlight& f, Outcome outcome, std::string error, std::int32_t pid,
-                           std::int64_t now) {
+                           std::int64_t now, std::string backtrace) {
   const TaskPtr& t = f.task;
   {
     std::lock_guard lock(t->mu);
-    t->account.history.push_back({f.attempt, outcome, error, pid, f.started_wall_ms, wall_ms()});
+    t->account.history.push_back(
+        {f.attempt, outcome, error, pid, f.started_wall_ms, wall_ms(), std::move(backtrace)});
     t->account.error = error;
   }
   t->attempts_ended++;
@@ -679,7 +728,7 @@ void PoolCore::check_deadlines(std::int64_t now) {
       const std::string error =
           "timed out after " + std::to_string(f.task->timeout_ns / kMsNs) + " ms";
       if (f.task->id == started) {
-        kill_worker(w, Outcome::kTimedOut, error, f.task->id);
+        kill_hung_worker(w, Outcome::kTimedOut, error, f.task->id, now);
         break;
       }
       // Timed out waiting in the ring behind a slower task: withdraw it, keep the worker.
@@ -697,6 +746,11 @@ std::int64_t PoolCore::next_deadline() const {
   std::int64_t next = std::min(next_check_ns_, workers_.empty() ? INT64_MAX : next_sweep_ns_);
   if (!retries_.empty()) next = std::min(next, retries_.top().due_ns);
   if (respawn_due_ns_ != 0) next = std::min(next, respawn_due_ns_);
+  if (backtraces_awaited_ > 0) {
+    for (const auto& [wid, w] : workers_) {
+      if (w.backtrace_due_ns != 0) next = std::min(next, w.backtrace_due_ns);
+    }
+  }
   return next;
 }
 
@@ -720,16 +774,16 @@ void PoolCore::sweep(std::int64_t now) {
                                 " heartbeats (silent for " + std::to_string(silent_ms) +
                                 " ms): killed and replaced";
         log(2, why);
-        kill_worker(w, Outcome::kLost, why, 0);
+        kill_hung_worker(w, Outcome::kLost, why, 0, now);
         continue;
       }
     } else if (opts_.cpu_time.count() > 0 && started == w.cpu_task && w.cpu_base_ns >= 0) {
       const std::int64_t used = ctl_.cpu_ns(wid) - w.cpu_base_ns;
       if (used > to_ns(opts_.cpu_time)) {
-        kill_worker(w, Outcome::kResourceLimit,
-                    "resource_limit: cpu (" + std::to_string(used / kMsNs) + " ms of CPU, limit " +
-                        std::to_string(opts_.cpu_time.count()) + " ms)",
-                    started);
+        kill_hung_worker(w, Outcome::kResourceLimit,
+                         "resource_limit: cpu (" + std::to_string(used / kMsNs) +
+                             " ms of CPU, limit " + std::to_string(opts_.cpu_time.count()) + " ms)",
+                         started, now);
         continue;
       }
     }

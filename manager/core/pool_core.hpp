@@ -56,6 +56,11 @@ class WorkerControl {
   virtual std::uint64_t rss_bytes(WorkerId w) = 0;
   // CPU time the worker has used so far, ns; -1 when unknown.
   virtual std::int64_t cpu_ns(WorkerId w) = 0;
+  // Asks the worker's task thread where it is (ipc/diagnostics.hpp). Returns false iff it
+  // cannot be asked (no process). Never waits for the answer.
+  virtual bool request_backtrace(WorkerId w) = 0;
+  // The worker's answer, once complete: bounded, printable text. nullopt while none.
+  virtual std::optional<std::string> backtrace(WorkerId w) = 0;
 };
 
 class PoolCore {
@@ -105,6 +110,9 @@ class PoolCore {
   void on_tick(std::int64_t now);
   // Marks tasks the workers report as started `running`.
   void observe_running();
+  // Kills the workers whose backtrace has arrived or whose backtrace_grace has passed.
+  // Cheap when no backtrace is awaited; the loop calls it every iteration.
+  void observe_backtraces(std::int64_t now);
 
   // The earliest time on_tick has something to do (INT64_MAX: nothing).
   std::int64_t next_deadline() const;
@@ -153,6 +161,11 @@ class PoolCore {
     std::uint64_t cpu_task = 0;     // the running task whose CPU is being metered
     std::int64_t cpu_base_ns = -1;  // the worker's CPU time when cpu_task was first seen
     bool restart_pending = false;   // a rolling restart will replace it
+
+    // Hung-task diagnostics: a backtrace is awaited until backtrace_due_ns (0: none);
+    // `backtrace` is the answer, for the attempt of kill_task.
+    std::int64_t backtrace_due_ns = 0;
+    std::string backtrace;
   };
   struct RetryEntry {
     std::int64_t due_ns;
@@ -173,10 +186,16 @@ class PoolCore {
   void requeue(TaskPtr task);
   // Ends the current attempt of a task and decides: retry, dead-letter or cancel.
   void end_attempt(const InFlight& f, Outcome outcome, std::string error, std::int32_t pid,
-                   std::int64_t now);
+                   std::int64_t now, std::string backtrace = {});
   void finish(const TaskPtr& task, TaskState state, DeadReason reason, std::string result,
               std::string error, CancelReason cancel = CancelReason::kNone);
   void kill_worker(Worker& w, Outcome why, std::string error, std::uint64_t task_id);
+  // kill_worker for a hung worker, after asking it for a backtrace: the kill itself happens
+  // in observe_backtraces (answer seen or backtrace_grace over) or at once when disabled.
+  void kill_hung_worker(Worker& w, Outcome why, std::string error, std::uint64_t task_id,
+                        std::int64_t now);
+  // Takes the worker's backtrace (or notes that none came), logs it once.
+  void collect_backtrace(Worker& w);
   void drain_worker(Worker& w);
   void maybe_stop(Worker& w);
   void enter_failed(std::string why);
@@ -241,6 +260,8 @@ class PoolCore {
   // finish() records end-to-end latency and stamps finished_ with it.
   std::int64_t clock_ns_ = 0;
   PoolMetrics recorded_;  // attempts, dead letters by reason, histograms
+  // Workers whose backtrace_due_ns is set.
+  std::size_t backtraces_awaited_ = 0;
 };
 
 }  // namespace sandpool::core

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,8 @@
 #include <spdlog/spdlog.h>
 
 #include <sandpool/dead_letters.hpp>
+#include <sandpool/ipc/diagnostics.hpp>
+
 #include "core/worker_locator.hpp"
 #include "supervision/proc_stats.hpp"
 
@@ -134,6 +137,7 @@ void PoolLoop::run() {
     bool work = drain_inbox(now);
     for (auto& [id, link] : links_) work |= poll_worker(id, link, now, kResultBudget);
     core_->observe_running();
+    core_->observe_backtraces(now);
     if (now >= core_->next_deadline()) core_->on_tick(now);
     for (WorkerId id : std::exchange(spawn_failures_, {})) {
       auto it = links_.find(id);
@@ -376,7 +380,8 @@ void PoolLoop::reap(WorkerId id, std::int64_t now) {
   }
   const ExitStatus st = *link.proc->child().try_reap();
   supervision::ExitReport report{st, link.proc->header()->violation_syscall.load(),
-                                 link.proc->pid()};
+                                 link.proc->pid(),
+                                 link.proc->header()->diagnostics.fatal_report.load()};
   const bool clean = st.exited && st.code == 0;
   if (clean) {
     log_->debug("[{}] worker {} stopped", opts_.name, report.pid);
@@ -544,6 +549,23 @@ std::uint64_t PoolLoop::rss_bytes(WorkerId w) {
 std::int64_t PoolLoop::cpu_ns(WorkerId w) {
   const std::int32_t p = pid(w);
   return p > 0 ? supervision::cpu_ns(p) : -1;
+}
+
+bool PoolLoop::request_backtrace(WorkerId w) {
+  auto it = links_.find(w);
+  if (it == links_.end() || !it->second.proc || it->second.killed) return false;
+  supervision::WorkerProcess& proc = *it->second.proc;
+  ipc::request_backtrace(proc.header()->diagnostics);
+  // To the task thread (the main thread: tid == pid), not any thread of the process. The
+  // pid cannot have been reused: the worker is our child and is reaped only in reap().
+  const pid_t pid = proc.pid();
+  return ::syscall(SYS_tgkill, pid, pid, ipc::backtrace_signal()) == 0;
+}
+
+std::optional<std::string> PoolLoop::backtrace(WorkerId w) {
+  auto it = links_.find(w);
+  if (it == links_.end() || !it->second.proc) return std::nullopt;
+  return ipc::take_backtrace(it->second.proc->header()->diagnostics);
 }
 
 // ---- any thread -----------------------------------------------------------------------

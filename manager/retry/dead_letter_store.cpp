@@ -36,13 +36,13 @@ constexpr const char* kInsertLetter =
     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
 constexpr const char* kInsertAttempt =
     "INSERT INTO attempts (letter_id, seq, number, outcome, error, worker_pid, started_ms,"
-    " ended_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+    " ended_ms, backtrace) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
 constexpr const char* kList = "SELECT " SP_DL_COLUMNS " FROM dead_letters WHERE " SP_DL_WHERE
                               " AND (?7 IS NULL OR (dead_lettered_ms, letter_id) > (?7, ?8))"
                               " ORDER BY dead_lettered_ms, letter_id LIMIT ?9";
 constexpr const char* kGet = "SELECT " SP_DL_COLUMNS " FROM dead_letters WHERE letter_id = ?1";
 constexpr const char* kAttempts =
-    "SELECT number, outcome, error, worker_pid, started_ms, ended_ms FROM attempts"
+    "SELECT number, outcome, error, worker_pid, started_ms, ended_ms, backtrace FROM attempts"
     " WHERE letter_id = ?1 ORDER BY seq";
 constexpr const char* kDeleteId = "DELETE FROM dead_letters WHERE letter_id = ?1";
 constexpr const char* kDeleteFilter = "DELETE FROM dead_letters WHERE " SP_DL_WHERE;
@@ -370,6 +370,7 @@ Status DeadLetterStore::insert_letter(const DeadLetter& l) {
     s->bind(6, a.worker_pid);
     s->bind(7, a.started_ms);
     s->bind(8, a.ended_ms);
+    s->bind_text(9, a.backtrace);
     SP_RETURN_IF_ERROR(run(writer_db_, **att, "insert attempt"));
   }
   return Status::ok();
@@ -436,6 +437,7 @@ Result<DeadLetter> DeadLetterStore::read_letter(SqliteStmt& row) {
     a.worker_pid = static_cast<std::int32_t>(s->int64(3));
     a.started_ms = s->int64(4);
     a.ended_ms = s->int64(5);
+    a.backtrace = s->text(6);
     l.task.history.push_back(std::move(a));
   }
   if (rc != SQLITE_DONE) return query_db_.error(rc, "read attempts");

@@ -99,6 +99,23 @@ std::string json_line(std::uint64_t line, const TaskResult& r) {
     // Worker-supplied text: replace invalid UTF-8 rather than fail the line.
     j["error"] = r.error;
   }
+  // The attempts, whenever one of them went wrong (a first-time success stays one short
+  // line); a hung attempt carries where its worker was.
+  if (r.state != TaskState::kCompleted || r.attempts() > 1) {
+    nlohmann::ordered_json history = nlohmann::ordered_json::array();
+    for (const Attempt& a : r.history) {
+      nlohmann::ordered_json aj;
+      aj["number"] = a.number;
+      aj["outcome"] = std::string(to_string(a.outcome));
+      aj["error"] = a.error;
+      aj["worker_pid"] = a.worker_pid;
+      aj["started_ms"] = a.started_ms;
+      aj["ended_ms"] = a.ended_ms;
+      if (!a.backtrace.empty()) aj["backtrace"] = a.backtrace;
+      history.push_back(std::move(aj));
+    }
+    j["history"] = std::move(history);
+  }
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

@@ -12,7 +12,10 @@ namespace sandpool::run {
 // Returns true iff `s` is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF).
 bool is_utf8(std::string_view s);
 
-// {"line":N,"id":..,"state":..,["reason":..,]"attempts":N,["result"|"result_base64":..,]"error":..}
+// {"line":N,"id":..,"state":..,["reason":..,]"attempts":N,["result"|"result_base64":..,]"error":..
+//  [,"history":[{"number","outcome","error","worker_pid","started_ms","ended_ms"[,"backtrace"]}..]]}
+// "history" is there unless the task completed on its first attempt; "backtrace" only for an
+// attempt that has one.
 std::string json_line(std::uint64_t line, const TaskResult& r);
 
 // LINE<TAB>STATE<TAB>RESULT-or-ERROR, with \n, \t, \r, \\ and other control bytes escaped

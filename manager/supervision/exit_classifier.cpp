@@ -3,6 +3,7 @@
 #include <csignal>
 #include <string>
 
+#include <sandpool/ipc/layout.hpp>
 #include <sandpool/sandbox/worker_args.hpp>
 
 namespace sandpool::supervision {
@@ -17,6 +18,18 @@ Classified classify_exit(const ExitReport& r) {
       name = sandbox::syscall_name(static_cast<int>(r.violation_word - 1));
     }
     return {Outcome::kSandboxViolation, "sandbox_violation: " + name};
+  }
+  // The memory report is believed only for the deaths it explains: a worker that lies
+  // about it can at most turn its own `lost` into `resource_limit` (both retried).
+  const bool memory_report =
+      r.fatal_report == static_cast<std::uint32_t>(ipc::FatalReport::kMemory);
+  const bool memory_signal =
+      !r.status.exited &&
+      (r.status.signal == SIGSEGV || r.status.signal == SIGBUS || r.status.signal == SIGABRT);
+  if ((memory_report && memory_signal) ||
+      (r.status.exited && r.status.code == sandbox::kExitMemory)) {
+    return {Outcome::kResourceLimit, "resource_limit: memory (address space exhausted; " + who +
+                                         " " + describe(r.status) + ")"};
   }
   if (!r.status.exited) {
     if (r.status.signal == SIGXCPU) return {Outcome::kResourceLimit, "resource_limit: cpu"};

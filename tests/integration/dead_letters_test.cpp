@@ -89,6 +89,31 @@ TEST_CASE("a dead-lettered task lands in the store and a replay completes it wit
   CHECK(again.status().code() == Code::kNotFound);
 }
 
+TEST_CASE("a hung task's backtrace survives into the dead-letter store") {
+  TempDir dir;
+  auto store = open_store(dir.path);
+  {
+    PoolOptions o = pool_options("echo", 1);
+    o.plugin_path = SANDPOOL_TEST_PLUGIN_DIR "/libhang.so";
+    o.timeout = 200ms;
+    o.retries = 0;
+    o.backtrace_grace = 2000ms;
+    o.dead_letter_store = store;
+    auto pool = make_pool(o);
+    auto r = run(*pool, "hang", "");
+    REQUIRE(r.state == TaskState::kDeadLettered);
+  }
+  REQUIRE(store->flush(10s));
+  auto listed = store->list({}, {});
+  REQUIRE(listed);
+  REQUIRE(listed->letters.size() == 1);
+  const auto& history = listed->letters[0].task.history;
+  REQUIRE(history.size() == 1);
+  CHECK(history[0].outcome == Outcome::kTimedOut);
+  CHECK(history[0].backtrace.rfind("#0 hang_spin_forever+0x", 0) == 0);
+  CHECK(history[0].backtrace.find("(libhang.so)") != std::string::npos);
+}
+
 TEST_CASE("a letter is not replayed into a pool it does not belong to") {
   TempDir dir;
   auto store = open_store(dir.path);

@@ -36,6 +36,37 @@ TEST_CASE("a task that always crashes its worker is dead-lettered after retries+
   CHECK(pool->workers().size() == 1);
 }
 
+TEST_CASE("a task that exhausts its worker's address space is resource_limit: memory, retried") {
+  PoolOptions o = pool_options("alloc", 1);
+  o.sandbox.limits.address_space = 256ull << 20;
+  o.retries = 1;
+  o.retry.base = 1ms;
+  auto pool = make_pool(o);
+  auto r = run(*pool, "alloc", "1024");  // more than the limit: every attempt runs out
+  CHECK(r.state == TaskState::kDeadLettered);
+  CHECK(r.reason == DeadReason::kRetriesExhausted);
+  REQUIRE(r.attempts() == 2);
+  for (const auto& a : r.history) {
+    INFO(a.error);
+    CHECK(a.outcome == Outcome::kResourceLimit);
+    CHECK(a.error.rfind("resource_limit: memory", 0) == 0);
+  }
+  CHECK(r.history[0].worker_pid != r.history[1].worker_pid);  // an exhausted worker is replaced
+  // What fits still runs, on the replacement.
+  CHECK(run(*pool, "alloc", "16").state == TaskState::kCompleted);
+}
+
+TEST_CASE("a plain crash under a memory limit is still lost, naming its signal") {
+  PoolOptions o = pool_options("crash", 1);
+  o.sandbox.limits.address_space = 256ull << 20;
+  o.retries = 0;
+  auto pool = make_pool(o);
+  auto r = run(*pool, pool->task_types().front(), "boom");
+  REQUIRE(r.attempts() == 1);
+  CHECK(r.history[0].outcome == Outcome::kLost);
+  CHECK(r.history[0].error.find("SIGSEGV") != std::string::npos);
+}
+
 TEST_CASE("a task that asks for a retry completes on its second attempt") {
   auto pool = make_pool(pool_options("flaky", 1));
   auto r = run(*pool, pool->task_types().front(), "x");
@@ -129,6 +160,48 @@ TEST_CASE("a running task that honours cancellation stops, and its worker surviv
   REQUIRE(t->wait_for(kPatience));
   CHECK(t->wait().state == TaskState::kCancelled);
   CHECK(run(*pool, "sleep", "1").history.at(0).worker_pid == pid);
+}
+
+TEST_CASE("a hang without heartbeats times out, is retried on a new worker, with its backtrace") {
+  PoolOptions o = pool_options("echo", 1);
+  o.plugin_path = SANDPOOL_TEST_PLUGIN_DIR "/libhang.so";
+  o.timeout = 300ms;
+  o.retries = 1;
+  o.retry.base = 1ms;
+  o.backtrace_grace = 2000ms;  // generous: the worker answers long before it
+  auto pool = make_pool(o);
+  auto r = run(*pool, "hang", "");
+  CHECK(r.state == TaskState::kDeadLettered);
+  CHECK(r.reason == DeadReason::kRetriesExhausted);
+  REQUIRE(r.attempts() == 2);
+  CHECK(r.history[0].worker_pid != r.history[1].worker_pid);  // the worker was replaced
+  for (const auto& a : r.history) {
+    INFO(a.backtrace);
+    CHECK(a.outcome == Outcome::kTimedOut);
+    CHECK(a.backtrace.rfind("#0 hang_spin_forever+0x", 0) == 0);  // where it hung, first
+    CHECK(a.backtrace.find("(libhang.so)") != std::string::npos);
+    CHECK(a.backtrace.find("sp_plugin_handle+0x") != std::string::npos);  // who called it
+    // The answer ended the wait: the kill came well before the grace period's end.
+    CHECK(a.ended_ms - a.started_ms < 300 + 1500);
+  }
+  CHECK(pool->workers().size() == 1);
+}
+
+TEST_CASE("a SIGSTOP'd hung worker never answers; the grace period bounds the wait") {
+  PoolOptions o = pool_options("echo", 1);
+  o.plugin_path = SANDPOOL_TEST_PLUGIN_DIR "/libhang.so";
+  o.timeout = 200ms;
+  o.retries = 0;
+  o.backtrace_grace = 100ms;
+  auto pool = make_pool(o);
+  auto t = pool->submit("hang", "");
+  wait_running(*t);
+  REQUIRE(::kill(pool->workers().at(0).pid, SIGSTOP) == 0);
+  REQUIRE(t->wait_for(kPatience));
+  auto r = t->wait();
+  REQUIRE(r.attempts() == 1);
+  CHECK(r.history[0].outcome == Outcome::kTimedOut);
+  CHECK(r.history[0].backtrace.empty());
 }
 
 TEST_CASE("a running task that ignores cancellation is killed after the grace period") {

@@ -84,6 +84,27 @@ TEST_CASE("sandpool-run applies --timeout with units and --retries") {
   REQUIRE(lines.size() == 1);
   CHECK(lines[0]["reason"] == "retries_exhausted");
   CHECK(lines[0]["attempts"] == 2);
+  // The history says what happened to each attempt, and where a timed-out worker was: inside
+  // the plugin's handler. (The default 100 ms grace is short on a loaded machine, so an
+  // attempt may lack its backtrace; the pool tests prove the capture with a longer one.)
+  const auto& history = lines[0]["history"];
+  REQUIRE(history.size() == 2);
+  for (const auto& a : history) {
+    CHECK(a["number"].is_number());
+    CHECK(a["outcome"] == "timed_out");
+    CHECK(a["error"].get<std::string>().find("timed out after 200 ms") == 0);
+    CHECK(a["worker_pid"].get<int>() > 0);
+    if (!a.contains("backtrace")) continue;
+    CHECK(a["backtrace"].get<std::string>().find("sp_plugin_handle+0x") != std::string::npos);
+    CHECK(a["backtrace"].get<std::string>().find("(libsleep.so)") != std::string::npos);
+  }
+}
+
+TEST_CASE("sandpool-run prints no history for a task that completed on its first attempt") {
+  auto r = sandpool_run({"--plugin", plugin("upper"), "--json"}, "a\n");
+  auto lines = json_lines(r.out);
+  REQUIRE(lines.size() == 1);
+  CHECK_FALSE(lines[0].contains("history"));
 }
 
 TEST_CASE("sandpool-run exits 2 with a message for a plugin that cannot be loaded") {

@@ -113,8 +113,9 @@ bool eventually(const std::function<bool()>& done, std::chrono::seconds deadline
 
 }  // namespace
 
-TEST_CASE("a dead letter with three attempts and a binary payload reads back as written",
-          "[dead_letters]") {
+TEST_CASE(
+    "a dead letter with three attempts, a backtrace and a binary payload reads back as written",
+    "[dead_letters]") {
   TempDir dir;
   auto store = open_store(options_for(dir));
   DeadLetter in = letter(42, "images", "resize", DeadReason::kRetriesExhausted, 1700000000123);
@@ -124,7 +125,8 @@ TEST_CASE("a dead letter with three attempts and a binary payload reads back as 
   in.options.priority = -3;
   in.options.key = "user-7";
   in.task.error = "handler said no";
-  in.task.history = {{1, Outcome::kTimedOut, "timed_out after 2500 ms", 101, 10, 2510},
+  in.task.history = {{1, Outcome::kTimedOut, "timed_out after 2500 ms", 101, 10, 2510,
+                      "#0 spin+0x1a (libhang.so)\n#1 0x7f00 (sandpool-worker+0x2f00)"},
                      {2, Outcome::kLost, "worker died (SIGSEGV)", 102, 2600, 2700},
                      {3, Outcome::kError, "handler said no", 103, 2800, 2900}};
   write_all(*store, {in});
@@ -157,6 +159,7 @@ TEST_CASE("a dead letter with three attempts and a binary payload reads back as 
     CHECK(a.worker_pid == e.worker_pid);
     CHECK(a.started_ms == e.started_ms);
     CHECK(a.ended_ms == e.ended_ms);
+    CHECK(a.backtrace == e.backtrace);  // the first has one, the others none
   }
   CHECK(store->stats().written == 1);
   CHECK(store->get(out->letter_id + 1000).status().code() == Code::kNotFound);

@@ -2,6 +2,7 @@
 
 #include <csignal>
 
+#include <sandpool/ipc/layout.hpp>
 #include <sandpool/sandbox/worker_args.hpp>
 
 #include "supervision/exit_classifier.hpp"
@@ -43,4 +44,24 @@ TEST_CASE("a scribbled SIGSYS word is not believed") {
   auto c = classify_exit(r);
   CHECK(c.outcome == Outcome::kSandboxViolation);
   CHECK(c.error == "sandbox_violation: unknown");
+}
+
+TEST_CASE("a worker that ran out of address space is resource_limit: memory") {
+  const auto memory = static_cast<std::uint32_t>(ipc::FatalReport::kMemory);
+  auto [report, outcome] = GENERATE_COPY(table<ExitReport, Outcome>({
+      {ExitReport{ExitStatus{false, 0, SIGSEGV}, 0, 42, memory}, Outcome::kResourceLimit},
+      {ExitReport{ExitStatus{false, 0, SIGBUS}, 0, 42, memory}, Outcome::kResourceLimit},
+      {ExitReport{ExitStatus{false, 0, SIGABRT}, 0, 42, memory}, Outcome::kResourceLimit},
+      {exited(sandbox::kExitMemory), Outcome::kResourceLimit},
+      // The report explains only those deaths; a plain crash stays lost.
+      {killed(SIGSEGV), Outcome::kLost},
+      {ExitReport{ExitStatus{false, 0, SIGKILL}, 0, 42, memory}, Outcome::kLost},
+      {ExitReport{ExitStatus{true, 3, 0}, 0, 42, memory}, Outcome::kLost},
+  }));
+  auto c = classify_exit(report);
+  CHECK(c.outcome == outcome);
+  if (outcome == Outcome::kResourceLimit) {
+    CHECK(c.error.rfind("resource_limit: memory", 0) == 0);
+    CHECK(c.error.find("worker 42") != std::string::npos);
+  }
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,8 @@ struct FakeWorker {
   bool silent = false;            // ...unless it is "stopped"
   std::uint64_t rss = 0;
   std::int64_t cpu_ns = 0;
+  std::uint32_t backtrace_requests = 0;
+  std::optional<std::string> backtrace;  // the answer, once the test "writes" it
 };
 
 class FakeWorkerControl : public core::WorkerControl {
@@ -49,6 +52,11 @@ class FakeWorkerControl : public core::WorkerControl {
   std::int64_t heartbeat_ms(core::WorkerId w) override { return workers[w].heartbeat_ms; }
   std::uint64_t rss_bytes(core::WorkerId w) override { return workers[w].rss; }
   std::int64_t cpu_ns(core::WorkerId w) override { return workers[w].cpu_ns; }
+  bool request_backtrace(core::WorkerId w) override {
+    ++workers[w].backtrace_requests;
+    return !workers[w].gone;
+  }
+  std::optional<std::string> backtrace(core::WorkerId w) override { return workers[w].backtrace; }
 
   std::map<core::WorkerId, FakeWorker> workers;
   std::vector<core::WorkerId> spawned;

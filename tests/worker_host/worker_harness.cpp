@@ -224,6 +224,17 @@ bool WorkerHarness::logged(const std::string& text) const {
                      [&](const ipc::LogMsg& m) { return m.text.find(text) != std::string::npos; });
 }
 
+bool WorkerHarness::wait_until(const std::function<bool()>& ready,
+                               std::chrono::milliseconds timeout) {
+  const Clock::time_point until = Clock::now() + timeout;
+  for (;;) {
+    if (ready()) return true;
+    const Clock::time_point now = Clock::now();
+    if (now >= until) return false;
+    wait_events(std::min(until, now + std::chrono::milliseconds(2)));
+  }
+}
+
 std::optional<int> WorkerHarness::wait_exit(std::chrono::milliseconds timeout) {
   const Clock::time_point until = Clock::now() + timeout;
   // Keep consuming while waiting: a worker blocked on a full result ring cannot exit.

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -73,6 +74,12 @@ class WorkerHarness {
   // Skips progress and log messages (keeping logs in logs()) until a result or ready.
   std::optional<ipc::ReadyMsg> expect_ready();
   std::optional<ipc::ResultMsg> next_result();
+
+  // Waits until ready() returns true (returns true) or `timeout` passes (returns false),
+  // waking on the doorbell, the output pipe and the pidfd, and every 2 ms for conditions
+  // that ring nothing (a header word the worker stores). Consumes no messages.
+  bool wait_until(const std::function<bool()>& ready,
+                  std::chrono::milliseconds timeout = kGenerous);
 
   // Waits for the worker to exit and returns its wait status; nullopt when it is still
   // running after `timeout`. Meanwhile it reads the worker's output and keeps consuming

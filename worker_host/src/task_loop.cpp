@@ -1,5 +1,7 @@
 #include "task_loop.hpp"
 
+#include "memory_reporter.hpp"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -148,6 +150,15 @@ Status TaskLoop::run_task(const ipc::TaskMsg& msg) {
   sp_call* call = host_.begin_task(msg.id);
   const int rc = plugin_.handle(&task, call);
   CallOutcome outcome = host_.end_task();
+  if (rc != SP_OK && address_space_exhausted()) {
+    // The handler failed because the worker is out of address space (it cannot tell its
+    // limit from bad input), and every later task would too: leave with the task still
+    // marked started, so the manager charges it as resource_limit: memory and replaces us.
+    std::fprintf(stderr, "sandpool-worker: task %llu failed: %.200s\n",
+                 static_cast<unsigned long long>(msg.id), outcome.error.c_str());
+    (void)channel_.flush(wait_ns_);  // what earlier tasks finished still counts
+    leave_memory_exhausted();
+  }
   header.started_task.store(0, std::memory_order_release);
   channel_.beat();
   return channel_.send(make_result(msg, rc, std::move(outcome), host_.max_result()));

@@ -32,6 +32,8 @@ class WorkerChannel {
 
   ipc::RegionHeader& header() const { return *region_.header(); }
   std::uint64_t max_message() const { return region_.max_message(); }
+  // The manager's doorbell (an eventfd): writing 8 bytes to it is async-signal-safe.
+  int doorbell_fd() const { return doorbell_.fd(); }
   // Stores the monotonic clock (vDSO, no syscall) into the header's heartbeat word.
   void beat() const {
     header().heartbeat_ms.store(static_cast<std::uint64_t>(ipc::monotonic_ms()),

@@ -12,8 +12,10 @@
 #include <sandpool/ipc/messages.hpp>
 #include <sandpool/sandbox/lockdown.hpp>
 
+#include "backtrace_reporter.hpp"
 #include "host_api.hpp"
 #include "init_deadline.hpp"
+#include "memory_reporter.hpp"
 #include "plugin_loader.hpp"
 #include "task_loop.hpp"
 #include "worker_channel.hpp"
@@ -95,6 +97,13 @@ void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
   //    PR_SET_DUMPABLE 0. Changing credentials clears PR_SET_PDEATHSIG, so step 1's
   //    set_parent_death_signal must run again right after.
 
+  // Hung-task diagnostics and the memory report, before any plugin code runs (the first
+  // backtrace() loads libgcc_s, which only works before seccomp; RLIMIT_AS is known now).
+  report.check(install_backtrace_reporter(&channel.header().diagnostics, channel.doorbell_fd()),
+               sandbox::kExitLockdown, "backtrace reporter");
+  report.check(install_memory_reporter(&channel.header().diagnostics), sandbox::kExitLockdown,
+               "memory reporter");
+
   // 5. The plugin: dlopen and sp_plugin_init, bounded by init_timeout.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // plugin printf lines reach the log whole
   InitDeadline deadline;
@@ -129,6 +138,11 @@ void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
   ipc::RegionHeader& header = channel.header();
   report.check(sandbox::install_sigsys_reporter(&header.violation_syscall), sandbox::kExitLockdown,
                "lock-down step 7 (SIGSYS reporter)");
+  // Again: init may have replaced or blocked it; after seccomp nobody can.
+  report.check(install_backtrace_reporter(&header.diagnostics, channel.doorbell_fd()),
+               sandbox::kExitLockdown, "lock-down step 7 (backtrace reporter)");
+  report.check(install_memory_reporter(&header.diagnostics), sandbox::kExitLockdown,
+               "lock-down step 7 (memory reporter)");
   report.check(sandbox::install_seccomp(args.policy), sandbox::kExitLockdown,
                "lock-down step 7 (seccomp)");
   if (args.policy.profile == sandbox::SeccompProfile::kOff) {

@@ -65,6 +65,10 @@ struct PoolOptions {
   std::chrono::milliseconds heartbeat_interval{250};
   std::uint32_t missed_heartbeats = 3;
   std::chrono::milliseconds cpu_time{0};  // CPU per task attempt (resource_limit: cpu); 0: none
+  // Hung-task diagnostics: before killing a worker for a timeout, cpu_time or missed
+  // heartbeats, ask it for a backtrace and wait at most this long for the answer (the
+  // event loop keeps running meanwhile). 0: kill at once, no backtrace.
+  std::chrono::milliseconds backtrace_grace{100};
 
   // Restart intensity (OTP style): more than max_restarts unexpected worker exits within
   // restart_window put the pool in crash_loop, where replacements back off exponentially

@@ -58,6 +58,9 @@ struct Attempt {
   std::int32_t worker_pid = 0;
   std::int64_t started_ms = 0;  // wall clock (ms since the epoch) at dispatch
   std::int64_t ended_ms = 0;
+  // Where the worker's task thread was when a timed-out or silent worker was killed, one
+  // frame per line (PoolOptions::backtrace_grace); empty when none was captured.
+  std::string backtrace{};  // {}: six-field brace lists stay free of missing-initializer warnings
 };
 
 // A task's final (or current) account.

@@ -1,4 +1,6 @@
-/* A hostile plugin for the tests: spins forever, never beats, never looks at cancelled(). */
+/* A hostile plugin for the tests: spins forever, never beats, never looks at cancelled().
+ * The spinning function is exported (default visibility) and never inlined, so a hung-task
+ * backtrace can name it through dladdr. */
 #include <sandpool/plugin.h>
 
 static const char* const kTypes[] = {"hang", NULL};
@@ -15,11 +17,15 @@ SP_EXPORT int sp_plugin_init(const sp_host_api* host, const char* config_json, s
   return 0;
 }
 
-SP_EXPORT int sp_plugin_handle(void* state, const sp_task* task, sp_call* call) {
+SP_EXPORT __attribute__((noinline)) void hang_spin_forever(void) {
   volatile unsigned long spins = 0;
+  for (;;) spins++;
+}
+
+SP_EXPORT int sp_plugin_handle(void* state, const sp_task* task, sp_call* call) {
   (void)state;
   (void)task;
   (void)call;
-  for (;;) spins++;
+  hang_spin_forever();
   return SP_OK;
 }

@@ -13,7 +13,7 @@ namespace sandpool::ipc {
 
 inline constexpr std::size_t kCacheLine = 64;
 inline constexpr std::uint32_t kRegionMagic = 0x4c4f5053;  // "SPOL" little-endian
-inline constexpr std::uint32_t kRegionVersion = 1;
+inline constexpr std::uint32_t kRegionVersion = 2;         // 2: the DiagnosticArea
 
 // Control words of one single-producer single-consumer byte ring. Positions are
 // free-running 64-bit byte counters (never wrap in practice); the slot is pos % capacity.
@@ -32,6 +32,23 @@ struct RingControl {
 };
 
 enum class WorkerPhase : std::uint32_t { kStarting = 0, kReady = 1, kStopping = 2 };
+
+// Hung-task diagnostics (diagnostics.hpp): the manager sets kRequested and signals the
+// worker's task thread; the worker host's handler moves it to kWriting, fills the text and
+// sets kDone. The manager reads the text only in kDone, and never more than the array.
+enum class BacktraceState : std::uint32_t { kIdle = 0, kRequested = 1, kWriting = 2, kDone = 3 };
+inline constexpr std::size_t kBacktraceBytes = 4096;
+
+// What the worker host's fatal-signal handler (or its task loop) found before the worker
+// died: kMemory when the address space was exhausted (RLIMIT_AS).
+enum class FatalReport : std::uint32_t { kNone = 0, kMemory = 1 };
+
+struct DiagnosticArea {
+  alignas(kCacheLine) std::atomic<std::uint32_t> backtrace_state;  // BacktraceState
+  std::atomic<std::uint32_t> backtrace_len;  // bytes of text written (untrusted)
+  char backtrace[kBacktraceBytes];           // one frame per line, not NUL-terminated
+  std::atomic<std::uint32_t> fatal_report;   // FatalReport
+};
 
 struct RegionHeader {
   // Written by the manager before the worker exists; the worker validates them.
@@ -56,6 +73,9 @@ struct RegionHeader {
 
   RingControl task_ring;    // manager produces, worker consumes
   RingControl result_ring;  // worker produces, manager consumes
+
+  // Cold: written by the worker's signal handlers only (never on the hot path).
+  DiagnosticArea diagnostics;
 };
 
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);

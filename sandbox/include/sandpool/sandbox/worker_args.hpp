@@ -42,6 +42,7 @@ enum WorkerExit : int {
   kExitLockdown = 68,   // a sandbox step failed (the step and call are in the log)
   kExitViolation = 69,  // the SIGSYS reporter (a forbidden syscall)
   kExitProtocol = 70,   // the manager sent something undecodable
+  kExitMemory = 71,     // a task failed with the address space exhausted (RLIMIT_AS)
 };
 
 // Returns the syscall's name on this architecture ("openat"), or "syscall_<nr>".

@@ -1,0 +1,173 @@
+#include "backtrace_reporter.hpp"
+
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <signal.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+
+#include <sandpool/ipc/diagnostics.hpp>
+#include <sandpool/posix_call.hpp>
+
+namespace sandpool::worker {
+namespace {
+
+constexpr int kMaxFrames = 64;
+
+// Set before the handler is installed; a signal handler has no other way to its context.
+ipc::DiagnosticArea* g_area = nullptr;
+int g_doorbell_fd = -1;
+
+// Appends to a bounded buffer, dropping what does not fit (no snprintf: not signal-safe).
+class LineWriter {
+ public:
+  LineWriter(char* buf, std::size_t cap) : buf_(buf), cap_(cap) {}
+  void text(const char* s) {
+    while (*s != '\0') put(*s++);
+  }
+  void hex(std::uintptr_t v) {
+    text("0x");
+    char digits[16];
+    int n = 0;
+    do {
+      digits[n++] = "0123456789abcdef"[v & 15];
+      v >>= 4;
+    } while (v != 0);
+    while (n > 0) put(digits[--n]);
+  }
+  void decimal(unsigned v) {
+    char digits[10];
+    int n = 0;
+    do {
+      digits[n++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v != 0);
+    while (n > 0) put(digits[--n]);
+  }
+  void put(char c) {
+    if (len_ < cap_) buf_[len_++] = c;
+  }
+  std::size_t size() const { return len_; }
+
+ private:
+  char* buf_;
+  std::size_t cap_;
+  std::size_t len_ = 0;
+};
+
+const char* base_name(const char* path) {
+  const char* slash = std::strrchr(path, '/');
+  return slash != nullptr ? slash + 1 : path;
+}
+
+void write_frame(LineWriter& out, unsigned index, void* addr) {
+  const auto a = reinterpret_cast<std::uintptr_t>(addr);
+  out.put('#');
+  out.decimal(index);
+  out.put(' ');
+  Dl_info info{};
+  if (::dladdr(addr, &info) != 0 && info.dli_sname != nullptr && info.dli_saddr != nullptr) {
+    out.text(info.dli_sname);
+    out.text("+");
+    out.hex(a - reinterpret_cast<std::uintptr_t>(info.dli_saddr));
+    if (info.dli_fname != nullptr) {
+      out.text(" (");
+      out.text(base_name(info.dli_fname));
+      out.put(')');
+    }
+  } else if (info.dli_fname != nullptr && info.dli_fbase != nullptr) {
+    out.hex(a);
+    out.text(" (");
+    out.text(base_name(info.dli_fname));
+    out.put('+');
+    out.hex(a - reinterpret_cast<std::uintptr_t>(info.dli_fbase));
+    out.put(')');
+  } else {
+    out.hex(a);
+  }
+  out.put('\n');
+}
+
+const void* interrupted_pc(void* context) {
+  const auto* uc = static_cast<const ucontext_t*>(context);
+#if defined(__x86_64__)
+  return reinterpret_cast<const void*>(uc->uc_mcontext.gregs[REG_RIP]);
+#elif defined(__aarch64__)
+  return reinterpret_cast<const void*>(uc->uc_mcontext.pc);
+#else
+  (void)uc;
+  return nullptr;
+#endif
+}
+
+void on_backtrace_request(int, siginfo_t*, void* context) {
+  ipc::DiagnosticArea* area = g_area;
+  if (area == nullptr) return;
+  // Only an outstanding request is answered, once: a plugin raising the signal itself, or
+  // a second signal, finds no kRequested and changes nothing.
+  auto expected = static_cast<std::uint32_t>(ipc::BacktraceState::kRequested);
+  if (!area->backtrace_state.compare_exchange_strong(
+          expected, static_cast<std::uint32_t>(ipc::BacktraceState::kWriting),
+          std::memory_order_acquire)) {
+    return;
+  }
+  const int saved_errno = errno;
+  write_backtrace(*area, interrupted_pc(context));
+  area->backtrace_state.store(static_cast<std::uint32_t>(ipc::BacktraceState::kDone),
+                              std::memory_order_release);
+  const std::uint64_t one = 1;
+  [[maybe_unused]] ssize_t ignored = ::write(g_doorbell_fd, &one, sizeof one);
+  errno = saved_errno;
+}
+
+}  // namespace
+
+std::size_t write_backtrace(ipc::DiagnosticArea& area, const void* pc) {
+  void* frames[kMaxFrames];
+  const int n = ::backtrace(frames, kMaxFrames);
+  // Frames up to the interrupted one are this handler, the unwinder and the kernel's signal
+  // trampoline. When the pc is not among them (no unwind info), everything is kept.
+  int first = 0;
+  if (pc != nullptr) {
+    for (int i = 0; i < n; ++i) {
+      if (frames[i] == pc) {
+        first = i;
+        break;
+      }
+    }
+  }
+  LineWriter out(area.backtrace, ipc::kBacktraceBytes);
+  for (int i = first; i < n; ++i) write_frame(out, static_cast<unsigned>(i - first), frames[i]);
+  area.backtrace_len.store(static_cast<std::uint32_t>(out.size()), std::memory_order_relaxed);
+  return out.size();
+}
+
+Status install_backtrace_reporter(ipc::DiagnosticArea* area, int doorbell_fd) {
+  // The first backtrace() loads libgcc_s (dlopen: files, mmap, locks); do it here, outside
+  // any handler and before seccomp, so the handler only ever takes the warm path.
+  void* warm[2];
+  if (::backtrace(warm, 2) <= 0)
+    return Status::error(Code::kInternal, "backtrace() found no frames");
+  g_area = area;
+  g_doorbell_fd = doorbell_fd;
+  const int sig = ipc::backtrace_signal();
+  struct sigaction sa {};
+  sa.sa_sigaction = on_backtrace_request;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigfillset(&sa.sa_mask);
+  auto r =
+      posix_call("sigaction(backtrace signal)", [&] { return ::sigaction(sig, &sa, nullptr); });
+  if (!r) return r.status();
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  return posix_call_rc("pthread_sigmask(SIG_UNBLOCK, backtrace signal)",
+                       [&] { return ::pthread_sigmask(SIG_UNBLOCK, &set, nullptr); });
+}
+
+}  // namespace sandpool::worker

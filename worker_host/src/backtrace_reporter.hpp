@@ -1,0 +1,33 @@
+// The worker host's answer to the manager's backtrace request (ipc/diagnostics.hpp): a
+// handler for ipc::backtrace_signal() that writes where the task thread is into the
+// region's DiagnosticArea, one frame per line ("#3 hang_forever+0x1a (libhang.so)", or
+// "#4 0x7f.. (libfoo.so+0x1234)" when dladdr finds no symbol, or the bare address), sets
+// kDone and rings the manager's doorbell. The handler's own frames and the signal
+// trampoline are left out: frame #0 is where the thread was interrupted.
+//
+// Async-signal-safety: glibc's backtrace() dlopens libgcc_s on its first call, which is
+// neither signal-safe nor possible under seccomp, so install() calls it once up front. After
+// that the handler uses backtrace() (libgcc's unwinder finds frames through
+// _dl_find_object, lock-free), dladdr() (takes the loader's lock: a thread interrupted
+// inside dlopen would make it wait, and the manager's grace period then ends it), stores,
+// and write(2) on the doorbell: no allocation, no syscall that any profile forbids.
+#pragma once
+
+#include <sandpool/ipc/layout.hpp>
+#include <sandpool/status.hpp>
+
+namespace sandpool::worker {
+
+// Installs the handler (SA_SIGINFO, SA_RESTART, every signal blocked while it runs) and
+// unblocks the signal on the calling thread, which must be the task thread. `area` and
+// `doorbell_fd` must stay valid for the life of the process. Call it before the plugin is
+// loaded, and again right before seccomp: the plugin's init may have replaced or blocked
+// it, and after seccomp a plugin can no longer change the disposition.
+Status install_backtrace_reporter(ipc::DiagnosticArea* area, int doorbell_fd);
+
+// Writes the calling thread's backtrace into `area` the way the handler does (skipping the
+// frames up to and including `interrupted_pc`, when non-null). Returns the bytes written.
+// Async-signal-safe once install_backtrace_reporter has run. Exposed for tests.
+std::size_t write_backtrace(ipc::DiagnosticArea& area, const void* interrupted_pc);
+
+}  // namespace sandpool::worker
