@@ -737,119 +737,120 @@ TEST_CASE("lifecycle events name workers, attempts and task ends in order") {
       "worker_started 0 ok ",
   };
   CHECK(seen == want);
-  // ---- hung-task diagnostics -----------------------------------------------------------
+}
 
-  namespace {
+// ---- hung-task diagnostics -----------------------------------------------------------
 
-  PoolOptions with_backtraces() {
-    PoolOptions o = Harness::defaults();
-    o.backtrace_grace = 100ms;
-    return o;
-  }
+namespace {
 
-  }  // namespace
+PoolOptions with_backtraces() {
+  PoolOptions o = Harness::defaults();
+  o.backtrace_grace = 100ms;
+  return o;
+}
 
-  TEST_CASE("a timed-out worker is asked for a backtrace and killed when the grace period passes") {
-    Harness h(with_backtraces());
-    std::vector<std::string> logs;
-    h.core->set_log([&](int, const std::string& text) { logs.push_back(text); });
-    h.ready_all();
-    auto t = h.submit();
-    const auto w = h.holder(t->id);
-    h.ctl.workers[w].started = t->id;
-    h.advance(1001ms);
-    CHECK(h.ctl.workers[w].backtrace_requests == 1);
-    CHECK_FALSE(h.ctl.workers[w].killed);  // the loop goes on while the worker answers
-    h.advance(99ms);
-    CHECK_FALSE(h.ctl.workers[w].killed);
-    CHECK(h.core->next_deadline() <= h.now + 1 * kMs);  // the loop wakes for the grace's end
-    h.advance(2ms);
-    CHECK(h.ctl.workers[w].killed);
-    CHECK(h.ctl.workers[w].backtrace_requests == 1);
-    h.exit(w, ExitStatus{false, 0, SIGKILL});
-    auto a = account(t);
-    REQUIRE(a.history.size() == 1);
-    CHECK(a.history[0].outcome == Outcome::kTimedOut);
-    CHECK(a.history[0].backtrace.empty());
-    CHECK(t->state == TaskState::kRetryWait);
-    const std::string pid = std::to_string(h.ctl.pid(w));
-    CHECK(std::count_if(logs.begin(), logs.end(), [&](const std::string& l) {
-            return l.find("worker " + pid + " (task " + std::to_string(t->id) +
-                          ") gave no backtrace within 100 ms") == 0;
-          }) == 1);
-  }
+}  // namespace
 
-  TEST_CASE(
-      "a backtrace that arrives within the grace period ends the wait and joins the history") {
-    Harness h(with_backtraces());
-    std::vector<std::string> logs;
-    h.core->set_log([&](int, const std::string& text) { logs.push_back(text); });
-    h.ready_all();
-    auto t = h.submit();
-    const auto w = h.holder(t->id);
-    h.ctl.workers[w].started = t->id;
-    h.advance(1001ms);
-    REQUIRE(h.ctl.workers[w].backtrace_requests == 1);
-    h.core->observe_backtraces(h.now);
-    CHECK_FALSE(h.ctl.workers[w].killed);  // nothing answered yet
-    h.ctl.workers[w].backtrace = "#0 spin_forever+0x11 (libhang.so)\n#1 main+0x2 (worker)";
-    h.core->observe_backtraces(h.now);  // same instant: no need to wait out the grace
-    CHECK(h.ctl.workers[w].killed);
-    h.exit(w, ExitStatus{false, 0, SIGKILL});
-    auto a = account(t);
-    REQUIRE(a.history.size() == 1);
-    CHECK(a.history[0].outcome == Outcome::kTimedOut);
-    CHECK(a.history[0].backtrace == "#0 spin_forever+0x11 (libhang.so)\n#1 main+0x2 (worker)");
-    REQUIRE(logs.size() == 1);
-    CHECK(logs[0].find("worker " + std::to_string(h.ctl.pid(w)) + " (task " +
-                       std::to_string(t->id) + ") backtrace") == 0);
-    CHECK(logs[0].find("#0 spin_forever+0x11") != std::string::npos);
-  }
+TEST_CASE("a timed-out worker is asked for a backtrace and killed when the grace period passes") {
+  Harness h(with_backtraces());
+  std::vector<std::string> logs;
+  h.core->set_log([&](int, const std::string& text) { logs.push_back(text); });
+  h.ready_all();
+  auto t = h.submit();
+  const auto w = h.holder(t->id);
+  h.ctl.workers[w].started = t->id;
+  h.advance(1001ms);
+  CHECK(h.ctl.workers[w].backtrace_requests == 1);
+  CHECK_FALSE(h.ctl.workers[w].killed);  // the loop goes on while the worker answers
+  h.advance(99ms);
+  CHECK_FALSE(h.ctl.workers[w].killed);
+  CHECK(h.core->next_deadline() <= h.now + 1 * kMs);  // the loop wakes for the grace's end
+  h.advance(2ms);
+  CHECK(h.ctl.workers[w].killed);
+  CHECK(h.ctl.workers[w].backtrace_requests == 1);
+  h.exit(w, ExitStatus{false, 0, SIGKILL});
+  auto a = account(t);
+  REQUIRE(a.history.size() == 1);
+  CHECK(a.history[0].outcome == Outcome::kTimedOut);
+  CHECK(a.history[0].backtrace.empty());
+  CHECK(t->state == TaskState::kRetryWait);
+  const std::string pid = std::to_string(h.ctl.pid(w));
+  CHECK(std::count_if(logs.begin(), logs.end(), [&](const std::string& l) {
+          return l.find("worker " + pid + " (task " + std::to_string(t->id) +
+                        ") gave no backtrace within 100 ms") == 0;
+        }) == 1);
+}
 
-  TEST_CASE("a task that finishes during the backtrace grace charges nobody else") {
-    Harness h(with_backtraces());
-    h.ready_all();
-    auto t = h.submit();
-    const auto w = h.holder(t->id);
-    auto behind = h.submit();
-    REQUIRE(h.holder(behind->id) != w);  // round-robin: the other worker
-    auto third = h.submit();
-    REQUIRE(h.holder(third->id) == w);
-    h.ctl.workers[w].started = t->id;
-    h.advance(1001ms);
-    REQUIRE(h.ctl.workers[w].backtrace_requests == 1);
-    CHECK(h.result(w, t->id, ipc::TaskStatus::kOk));  // it finished after all
-    h.ctl.workers[w].started = 0;
-    h.advance(101ms);
-    REQUIRE(h.ctl.workers[w].killed);
-    h.exit(w, ExitStatus{false, 0, SIGKILL});
-    CHECK(t->state == TaskState::kCompleted);
-    CHECK(account(third).history.empty());  // requeued without an attempt
-  }
+TEST_CASE("a backtrace that arrives within the grace period ends the wait and joins the history") {
+  Harness h(with_backtraces());
+  std::vector<std::string> logs;
+  h.core->set_log([&](int, const std::string& text) { logs.push_back(text); });
+  h.ready_all();
+  auto t = h.submit();
+  const auto w = h.holder(t->id);
+  h.ctl.workers[w].started = t->id;
+  h.advance(1001ms);
+  REQUIRE(h.ctl.workers[w].backtrace_requests == 1);
+  h.core->observe_backtraces(h.now);
+  CHECK_FALSE(h.ctl.workers[w].killed);  // nothing answered yet
+  h.ctl.workers[w].backtrace = "#0 spin_forever+0x11 (libhang.so)\n#1 main+0x2 (worker)";
+  h.core->observe_backtraces(h.now);  // same instant: no need to wait out the grace
+  CHECK(h.ctl.workers[w].killed);
+  h.exit(w, ExitStatus{false, 0, SIGKILL});
+  auto a = account(t);
+  REQUIRE(a.history.size() == 1);
+  CHECK(a.history[0].outcome == Outcome::kTimedOut);
+  CHECK(a.history[0].backtrace == "#0 spin_forever+0x11 (libhang.so)\n#1 main+0x2 (worker)");
+  REQUIRE(logs.size() == 1);
+  CHECK(logs[0].find("worker " + std::to_string(h.ctl.pid(w)) + " (task " + std::to_string(t->id) +
+                     ") backtrace") == 0);
+  CHECK(logs[0].find("#0 spin_forever+0x11") != std::string::npos);
+}
 
-  TEST_CASE("backtrace_grace 0 kills a hung worker at once without asking") {
-    Harness h;  // defaults(): backtrace_grace 0
-    h.ready_all();
-    auto t = h.submit();
-    const auto w = h.holder(t->id);
-    h.ctl.workers[w].started = t->id;
-    h.advance(1001ms);
-    CHECK(h.ctl.workers[w].killed);
-    CHECK(h.ctl.workers[w].backtrace_requests == 0);
-  }
+TEST_CASE("a task that finishes during the backtrace grace charges nobody else") {
+  Harness h(with_backtraces());
+  h.ready_all();
+  auto t = h.submit();
+  const auto w = h.holder(t->id);
+  auto behind = h.submit();
+  REQUIRE(h.holder(behind->id) != w);  // round-robin: the other worker
+  auto third = h.submit();
+  REQUIRE(h.holder(third->id) == w);
+  h.ctl.workers[w].started = t->id;
+  h.advance(1001ms);
+  REQUIRE(h.ctl.workers[w].backtrace_requests == 1);
+  CHECK(h.result(w, t->id, ipc::TaskStatus::kOk));  // it finished after all
+  h.ctl.workers[w].started = 0;
+  h.advance(101ms);
+  REQUIRE(h.ctl.workers[w].killed);
+  h.exit(w, ExitStatus{false, 0, SIGKILL});
+  CHECK(t->state == TaskState::kCompleted);
+  CHECK(account(third).history.empty());  // requeued without an attempt
+}
 
-  TEST_CASE(
-      "a silent idle worker is asked for a backtrace; a stopped one is killed after the grace") {
-    Harness h(with_backtraces());
-    h.ready_all();
-    h.advance(0ms);
-    h.ctl.workers[1].silent = true;  // SIGSTOP'd: it will never answer
-    h.run_for(1100ms);
-    CHECK(h.ctl.workers[1].backtrace_requests == 1);
-    h.run_for(150ms);
-    CHECK(h.ctl.workers[1].killed);
-    CHECK(h.ctl.workers[1].backtrace_requests == 1);
-    CHECK_FALSE(h.ctl.workers[2].killed);
-    h.exit(1, ExitStatus{false, 0, SIGKILL});
-    CHECK(h.ctl.spawned.size() == 3);
-  }
+TEST_CASE("backtrace_grace 0 kills a hung worker at once without asking") {
+  Harness h;  // defaults(): backtrace_grace 0
+  h.ready_all();
+  auto t = h.submit();
+  const auto w = h.holder(t->id);
+  h.ctl.workers[w].started = t->id;
+  h.advance(1001ms);
+  CHECK(h.ctl.workers[w].killed);
+  CHECK(h.ctl.workers[w].backtrace_requests == 0);
+}
+
+TEST_CASE(
+    "a silent idle worker is asked for a backtrace; a stopped one is killed after the grace") {
+  Harness h(with_backtraces());
+  h.ready_all();
+  h.advance(0ms);
+  h.ctl.workers[1].silent = true;  // SIGSTOP'd: it will never answer
+  h.run_for(1100ms);
+  CHECK(h.ctl.workers[1].backtrace_requests == 1);
+  h.run_for(150ms);
+  CHECK(h.ctl.workers[1].killed);
+  CHECK(h.ctl.workers[1].backtrace_requests == 1);
+  CHECK_FALSE(h.ctl.workers[2].killed);
+  h.exit(1, ExitStatus{false, 0, SIGKILL});
+  CHECK(h.ctl.spawned.size() == 3);
+}
