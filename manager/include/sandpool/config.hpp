@@ -1,5 +1,6 @@
 // poold's configuration: the typed form of its YAML file (docs/configuration.md documents
-// every key) and the pure parser that builds it. Plain values; every field has its default.
+// every key) and the pure parser that builds it. Plain values, safe to copy across threads;
+// the functions are reentrant. Every field has its default.
 // Paths are kept as written; poold resolves relative ones against its working directory.
 // Equality compares every field (a reload applies only what changed).
 #pragma once
@@ -128,7 +129,7 @@ struct Config {
 };
 
 // Parses a whole config file. Pure: touches no file, user database or clock. On error the
-// Status (kInvalidArgument) lists every problem found, one per line, in file order, as
+// Status (kInvalidArgument) lists the problems found (up to 20), one per line, in file order, as
 // `SOURCE:LINE:COLUMN: key.path: what was expected, got "what was found"`.
 Result<Config> parse_config(std::string_view yaml_text, std::string_view source_name);
 // Reads `path` and parses it (errors are prefixed with `path`). kNotFound/kSystem when the
