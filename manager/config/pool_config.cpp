@@ -18,7 +18,10 @@ PoolOptions to_pool_options(const PoolConfig& pool) {
   o.timeout = pool.task_defaults.timeout;
   o.retries = pool.task_defaults.retries;
   o.cancel_grace = pool.task_defaults.cancel_grace;
-  o.retry = pool.retry;
+  o.retry.base = pool.retry.base;
+  o.retry.multiplier = pool.retry.multiplier;
+  o.retry.max = pool.retry.max;
+  o.retry.retry_sandbox_violation = pool.retry.retry_sandbox_violation;
 
   o.max_payload = pool.limits.max_payload;
   o.max_result = pool.limits.max_result;

@@ -55,8 +55,8 @@ void read_limits(MapReader r, PoolConfig::Limits* l) {
   if (r.size("memory", &l->memory) && l->memory != 0 && l->memory < kMinMemory) {
     r.fail("memory",
            "expected 0 (no limit) or at least 16MiB (the worker host needs that much "
-           "address space to start), got \"" +
-               r.value("memory")->Scalar() + "\"");
+           "address space to start), got " +
+               describe(*r.value("memory")));
   }
   r.duration("cpu_time", &l->cpu_time);
   r.count("open_files", &l->open_files, 0, UINT64_MAX);
@@ -65,7 +65,7 @@ void read_limits(MapReader r, PoolConfig::Limits* l) {
   for (auto [key, field] :
        {std::pair{"max_payload", &l->max_payload}, std::pair{"max_result", &l->max_result}}) {
     if (r.size(key, field, 1) && *field > kMaxMessage) {
-      r.fail(key, "expected at most 1GiB, got \"" + r.value(key)->Scalar() + "\"");
+      r.fail(key, "expected at most 1GiB, got " + describe(*r.value(key)));
     }
   }
   r.finish();
@@ -82,13 +82,14 @@ void read_sandbox(MapReader r, PoolConfig::Sandbox* s) {
   r.finish();
 }
 
-void read_retry(MapReader r, RetryPolicy* p) {
+void read_retry(MapReader r, PoolConfig::Retry* p) {
+  const std::size_t errors_before = r.errors().count();
   const bool base = r.duration("base", &p->base);
   r.real("multiplier", &p->multiplier, 1.0);
   const bool max = r.duration("max", &p->max);
   r.boolean("retry_sandbox_violation", &p->retry_sandbox_violation);
   r.finish();
-  if ((base || max) && p->max < p->base) {
+  if ((base || max) && r.errors().count() == errors_before && p->max < p->base) {
     r.fail(max ? "max" : "base", "max (" + std::to_string(p->max.count()) +
                                      "ms) is less than base (" + std::to_string(p->base.count()) +
                                      "ms)");
@@ -96,6 +97,7 @@ void read_retry(MapReader r, RetryPolicy* p) {
 }
 
 void read_restart(MapReader r, PoolConfig::Restart* p) {
+  const std::size_t errors_before = r.errors().count();
   r.count("max_restarts", &p->max_restarts);
   r.duration("within", &p->within, milliseconds(1));
   const bool base = r.duration("backoff_base", &p->backoff_base, milliseconds(1));
@@ -103,7 +105,7 @@ void read_restart(MapReader r, PoolConfig::Restart* p) {
   r.duration("stable_after", &p->stable_after);
   r.count("max_init_failures", &p->max_init_failures, 1);
   r.finish();
-  if ((base || max) && p->backoff_max < p->backoff_base) {
+  if ((base || max) && r.errors().count() == errors_before && p->backoff_max < p->backoff_base) {
     r.fail(max ? "backoff_max" : "backoff_base",
            "backoff_max (" + std::to_string(p->backoff_max.count()) +
                "ms) is less than backoff_base (" + std::to_string(p->backoff_base.count()) + "ms)");

@@ -197,6 +197,16 @@ pools:
   CHECK(o.recycle_max_rss == (256u << 20));
 }
 
+TEST_CASE("configs compare equal until a key changes") {
+  const std::string base = std::string(kMinimalPool) + "    retry: {base: 1s}\n";
+  CHECK(parse_ok(base) == parse_ok(base));
+  CHECK_FALSE(parse_ok(base) == parse_ok(base + "    limits: {memory: 1GiB}\n"));
+  CHECK_FALSE(parse_ok(base).pools[0] ==
+              parse_ok(std::string(kMinimalPool) + "    retry: {base: 2s}\n").pools[0]);
+  CHECK_FALSE(parse_ok(base).service ==
+              parse_ok(base + "service: {journal: off, log: {format: json}}\n").service);
+}
+
 TEST_CASE("sizes and durations take human units") {
   auto [text, bytes] = GENERATE(table<const char*, std::uint64_t>(
       {{"0", 0}, {"16MiB", 16u << 20}, {"1.5GiB", 3ull << 29}, {"100MB", 100000000}}));
@@ -270,6 +280,12 @@ TEST_CASE("each kind of mistake names the key path and its line and column") {
        "t.yaml:4:32: pools[0].workers.initial: 9 is outside [min, max] = [1, 4]"},
       {std::string(kMinimalPool) + "    retry: {base: 2s, max: 1s}\n",
        "t.yaml:4:28: pools[0].retry.max: max (1000ms) is less than base (2000ms)"},
+      {std::string(kMinimalPool) + "    restart: {backoff_base: 2s, backoff_max: 1s}\n",
+       "t.yaml:4:46: pools[0].restart.backoff_max: backoff_max (1000ms) is less than "
+       "backoff_base (2000ms)"},
+      // a value that did not parse is not compared with another (no second, confusing error)
+      {std::string(kMinimalPool) + "    retry: {base: soon, max: 10ms}\n",
+       "t.yaml:4:19: pools[0].retry.base: expected a duration like 250ms or 30s, got \"soon\""},
       // pools
       {"pools:\n  - name: a\n",
        "t.yaml:2:5: pools[0].plugin: required: the path of the plugin .so"},

@@ -1,6 +1,8 @@
 // poold's configuration: the typed form of its YAML file (docs/configuration.md documents
-// every key) and the pure parser that builds it. Plain values; every field has its default.
+// every key) and the pure parser that builds it. Plain values, safe to copy across threads;
+// the functions are reentrant. Every field has its default.
 // Paths are kept as written; poold resolves relative ones against its working directory.
+// Equality compares every field (a reload applies only what changed).
 #pragma once
 
 #include <chrono>
@@ -25,6 +27,7 @@ struct AllowRule {
   std::string name;                 // empty when given by id
   std::optional<std::uint32_t> id;  // set when given by number
   Rights rights = Rights::kRead;
+  bool operator==(const AllowRule&) const = default;
 };
 
 struct ServiceConfig {
@@ -45,44 +48,60 @@ struct ServiceConfig {
   std::uint64_t task_records_max = 100000;        // finished tasks kept for `poolctl task`
   Duration task_records_max_age{3600000};
   // `journal: on` is planned; the parser accepts only `off`.
+  bool operator==(const ServiceConfig&) const = default;
 };
 
 struct PoolConfig {
   using Duration = std::chrono::milliseconds;
   struct Workers {
     std::uint32_t min = 1, max = 64, initial = 2;
+    bool operator==(const Workers&) const = default;
   };
   struct Queue {
     std::uint64_t capacity = 100000;
     std::optional<Duration> ttl;
+    bool operator==(const Queue&) const = default;
   };
   struct Limits {
     std::uint64_t memory = 0;  // bytes of address space; 0 here and below: no limit
     Duration cpu_time{0};      // CPU per task attempt
     std::uint64_t open_files = 64, processes = 0, file_size = 0;
     std::uint64_t max_payload = 8u << 20, max_result = 8u << 20;
+    bool operator==(const Limits&) const = default;
   };
   struct Sandbox {
     sandbox::SeccompProfile profile = sandbox::SeccompProfile::kStrict;
     std::vector<std::string> allow_syscalls, keep_env;
+    bool operator==(const Sandbox&) const = default;
   };
   struct Health {
     Duration heartbeat_interval{250};
     std::uint32_t missed_heartbeats = 3;
     Duration init_timeout{10000};
+    bool operator==(const Health&) const = default;
   };
   struct TaskDefaults {
     Duration timeout{30000};
     std::uint32_t retries = 3;
     Duration cancel_grace{1000};
+    bool operator==(const TaskDefaults&) const = default;
+  };
+  struct Retry {  // delay before retry n: min(max, base * multiplier^(n-1)), full jitter
+    Duration base{100};
+    double multiplier = 2.0;
+    Duration max{30000};
+    bool retry_sandbox_violation = false;
+    bool operator==(const Retry&) const = default;
   };
   struct Restart {
     std::uint32_t max_restarts = 10;
     Duration within{60000}, backoff_base{100}, backoff_max{10000}, stable_after{5000};
     std::uint32_t max_init_failures = 3;
+    bool operator==(const Restart&) const = default;
   };
   struct Recycle {
     std::uint64_t max_tasks = 0, max_rss = 0;  // 0: never
+    bool operator==(const Recycle&) const = default;
   };
 
   std::string name;    // required, [a-z0-9_-]+, unique
@@ -97,18 +116,20 @@ struct PoolConfig {
   Sandbox sandbox;
   Health health;
   TaskDefaults task_defaults;
-  RetryPolicy retry;
+  Retry retry;
   Restart restart;
   Recycle recycle;
+  bool operator==(const PoolConfig&) const = default;
 };
 
 struct Config {
   ServiceConfig service;
   std::vector<PoolConfig> pools;
+  bool operator==(const Config&) const = default;
 };
 
 // Parses a whole config file. Pure: touches no file, user database or clock. On error the
-// Status (kInvalidArgument) lists every problem found, one per line, in file order, as
+// Status (kInvalidArgument) lists the problems found (up to 20), one per line, in file order, as
 // `SOURCE:LINE:COLUMN: key.path: what was expected, got "what was found"`.
 Result<Config> parse_config(std::string_view yaml_text, std::string_view source_name);
 // Reads `path` and parses it (errors are prefixed with `path`). kNotFound/kSystem when the
