@@ -12,10 +12,10 @@ jobs="${JOBS:-$(nproc)}"
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DSANDPOOL_FUZZ=ON \
   -DBUILD_TESTING=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 # Only the fuzz targets: the rest of the tree is not needed here.
-cmake --build build-fuzz --target fuzz_messages -j "$jobs"
+cmake --build build-fuzz --target fuzz_messages fuzz_control_frames -j "$jobs"
 
 status=0
-for target in messages; do
+for target in messages control_frames; do
   # New inputs go to a scratch corpus under build-fuzz/; the committed seeds are only read.
   work="build-fuzz/corpus/$target"
   mkdir -p "$work" build-fuzz/artifacts
