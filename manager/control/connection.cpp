@@ -92,6 +92,7 @@ const char* Connection::write_output() {
       std::lock_guard<std::mutex> lock(outbox_->mu);
       sending_.clear();
       sending_.swap(outbox_->bytes);
+      outbox_->flush_requested = false;
       sent_ = 0;
       outbox_->sending_bytes = sending_.size();
       if (sending_.empty()) break;
