@@ -181,39 +181,85 @@ TEST_CASE("submit passes every option through and an async submit completes by c
   CHECK(r->reason == "permanent");
 }
 
+namespace {
+
+// A handler's view of submit_batch: each task's options and payload.
+std::vector<std::pair<json, std::string>> batch_tasks(const Request& req) {
+  std::vector<std::pair<json, std::string>> out;
+  std::size_t off = 0;
+  const json& lens = req.args["payload_lens"];
+  for (std::size_t i = 0; i < lens.size(); ++i) {
+    const auto len = lens[i].get<std::size_t>();
+    json options = req.args.contains("tasks") ? req.args["tasks"][i] : req.args["defaults"];
+    out.emplace_back(std::move(options), req.blob.substr(off, len));
+    off += len;
+  }
+  return out;
+}
+
+}  // namespace
+
 TEST_CASE("a batch carries every payload raw and returns an id or an error per task") {
   TempDir dir;
   FakeHandler handler;
-  handler.on_request = [](Request req, const Responder& r) {
-    json out = json::array();
-    std::size_t off = 0;
+  std::mutex mu;
+  std::vector<std::pair<json, std::string>> seen;
+  handler.on_request = [&](Request req, const Responder& r) {
+    auto tasks = batch_tasks(req);
+    json ids = json::array(), errors = json::array(), existing = json::array();
     std::uint64_t id = 100;
-    for (const json& t : req.args["tasks"]) {
-      const auto len = t["payload_len"].get<std::size_t>();
-      const std::string payload = req.blob.substr(off, len);
-      off += len;
-      if (payload == "full") {
-        out.push_back({{"error", {{"code", "queue_full"}, {"message", "queue of p is full"}}}});
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      if (tasks[i].second == "full") {
+        ids.push_back(0);
+        errors.push_back({{"index", i}, {"code", "queue_full"}, {"message", "queue is full"}});
       } else {
-        out.push_back({{"id", id++}, {"payload", payload}});
+        if (tasks[i].first.value("idempotency_key", "") == "again") existing.push_back(i);
+        ids.push_back(id++);
       }
     }
-    r.ok({{"tasks", out}});
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      seen = std::move(tasks);
+    }
+    r.ok({{"ids", ids}, {"errors", errors}, {"existing", existing}});
   };
   auto server = start_server(options_for(dir), handler);
   Client client = connect_client(server->path());
-  std::vector<SubmitRequest> tasks(3);
-  tasks[0].payload = "one";
-  tasks[1].payload = "full";
-  tasks[2].payload = std::string(1000, '\0');
-  for (auto& t : tasks) t.type = "echo";
-  auto r = client.submit_batch(tasks);
-  REQUIRE(r);
-  REQUIRE(r->size() == 3);
-  CHECK((*r)[0].id == 100);
-  CHECK((*r)[0].status.is_ok());
-  CHECK((*r)[1].status.code() == Code::kQueueFull);
-  CHECK((*r)[2].id == 101);
+
+  SECTION("tasks sharing their options send them once") {
+    std::vector<SubmitRequest> tasks(3);
+    tasks[0].payload = "one";
+    tasks[1].payload = "full";
+    tasks[2].payload = std::string(1000, '\0');
+    for (auto& t : tasks) t.type = "echo";
+    auto r = client.submit_batch(tasks);
+    REQUIRE(r);
+    REQUIRE(r->size() == 3);
+    CHECK((*r)[0].id == 100);
+    CHECK((*r)[0].status.is_ok());
+    CHECK((*r)[1].status.code() == Code::kQueueFull);
+    CHECK((*r)[2].id == 101);
+    std::lock_guard<std::mutex> lock(mu);
+    REQUIRE(seen.size() == 3);
+    CHECK(seen[2].second == std::string(1000, '\0'));
+    CHECK(seen[1].first["type"] == "echo");
+  }
+  SECTION("tasks with their own options carry them each") {
+    std::vector<SubmitRequest> tasks(2);
+    tasks[0].type = "echo";
+    tasks[0].payload = "a";
+    tasks[1].type = "upper";
+    tasks[1].payload = "b";
+    tasks[1].idempotency_key = "again";
+    auto r = client.submit_batch(tasks);
+    REQUIRE(r);
+    CHECK_FALSE((*r)[0].existing);
+    CHECK((*r)[1].existing);
+    std::lock_guard<std::mutex> lock(mu);
+    REQUIRE(seen.size() == 2);
+    CHECK(seen[1].first["type"] == "upper");
+    CHECK(seen[1].second == "b");
+  }
 }
 
 TEST_CASE("an events stream delivers until the client stops it and the handler sees the cancel") {
