@@ -369,6 +369,28 @@ TEST_CASE("a responder that outlives its server is a no-op and the client learns
   CHECK(after.status().code() == Code::kUnavailable);
 }
 
+TEST_CASE("a handler that stops the server from shutdown still gets its answer out") {
+  TempDir dir;
+  FakeHandler handler;
+  ControlServer* server_ptr = nullptr;
+  handler.on_request = [&](Request req, const Responder& r) {
+    if (req.op != "shutdown") return FakeHandler::respond(std::move(req), r);
+    r.ok({{"stopping", true}});
+    server_ptr->stop();
+  };
+  auto server = start_server(options_for(dir), handler);
+  server_ptr = server.get();
+  Client client = connect_client(server->path());
+  auto r = client.shutdown();
+  REQUIRE(r);
+  CHECK((*r)["stopping"] == true);
+  auto after = client.status();
+  REQUIRE_FALSE(after);
+  CHECK(after.status().code() == Code::kUnavailable);
+  server.reset();
+  CHECK_FALSE(std::filesystem::exists(dir.file("poold.sock")));
+}
+
 TEST_CASE("every typed operation sends its documented op and arguments") {
   TempDir dir;
   FakeHandler handler;
