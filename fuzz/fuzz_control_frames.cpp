@@ -1,6 +1,6 @@
 // libFuzzer target: arbitrary bytes from a control-socket peer into the frame decoder
 // (manager/control/frame_codec.hpp), delivered in arbitrary chunks under an arbitrary
-// frame cap: everything a hostile local client controls before JSON parsing.
+// frame cap, then each frame's JSON as the server parses it (depth check first).
 //
 // Input layout: [0] chunk size selector (1 << (byte % 17) bytes), [1..2] max_body as
 // u16 little-endian * 64 (0 .. ~4 MiB), then the stream.
@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+
+#include <nlohmann/json.hpp>
 
 #include "control/frame_codec.hpp"
 
@@ -66,6 +68,11 @@ void run(std::string_view in) {
       require(f.name.size() <= kMaxNameBytes);
       require(body_size(f) <= max_body);
       check_round_trip(f, max_body);
+      // What the server does next with a request's arguments.
+      if (json_depth_within(f.json)) {
+        const auto args = nlohmann::json::parse(f.json, nullptr, false);
+        if (args.is_object()) (void)args.dump();
+      }
     }
     if (fatal) {
       Frame f;

@@ -60,6 +60,9 @@ TEST_CASE(
   raw.send_bytes(unknown_kind);
   expect_reply(raw, 8, FrameKind::kError, "bad_request");
 
+  raw.send(FrameKind::kRequest, 10, "scale", R"({"pool":)" + std::string(3000, '[') + "}");
+  expect_reply(raw, 10, FrameKind::kError, "bad_request");
+
   raw.send(FrameKind::kRequest, 9, "status", "");
   expect_reply(raw, 9, FrameKind::kOk);
   CHECK(handler.ops() == std::vector<std::string>{"status"});
