@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang in build-fuzz/ and runs each for a bounded time
-# (FUZZ_SECONDS, default 60) from its seed corpus. Exits non-zero when a fuzzer finds a
+# (FUZZ_SECONDS, default 40: two minutes for the three) from its seed corpus. Exits non-zero when a fuzzer finds a
 # crash, a leak or a sanitizer error; the input that did it is left in
 # build-fuzz/artifacts/ (replay it with: build-fuzz/bin/fuzz_<target> FILE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-seconds="${FUZZ_SECONDS:-60}"
+seconds="${FUZZ_SECONDS:-40}"
 jobs="${JOBS:-$(nproc)}"
 
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DSANDPOOL_FUZZ=ON \
   -DBUILD_TESTING=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 # Only the fuzz targets: the rest of the tree is not needed here.
-cmake --build build-fuzz --target fuzz_messages fuzz_config -j "$jobs"
+cmake --build build-fuzz --target fuzz_messages fuzz_config fuzz_control_frames -j "$jobs"
 
 status=0
-for target in messages config; do
+for target in messages config control_frames; do
   # New inputs go to a scratch corpus under build-fuzz/; the committed seeds are only read.
   work="build-fuzz/corpus/$target"
   mkdir -p "$work" build-fuzz/artifacts

@@ -32,8 +32,15 @@ Status unavailable(std::string message) {
   return Status::error(Code::kUnavailable, std::move(message));
 }
 
+// Parses the server's JSON, refusing nesting that would overflow nlohmann's recursion.
+nlohmann::json parse_json(const std::string& text) {
+  if (text.empty()) return nlohmann::json::object();
+  if (!control::json_depth_within(text)) return nlohmann::json::value_t::discarded;
+  return nlohmann::json::parse(text, nullptr, false);
+}
+
 Status error_of(const Frame& f) {
-  auto body = nlohmann::json::parse(f.json, nullptr, false);
+  auto body = parse_json(f.json);
   std::string message;
   if (body.is_object() && body.contains("message") && body["message"].is_string()) {
     message = body["message"].get<std::string>();
@@ -42,8 +49,7 @@ Status error_of(const Frame& f) {
 }
 
 Result<Reply> reply_of(Frame&& f) {
-  auto body =
-      f.json.empty() ? nlohmann::json::object() : nlohmann::json::parse(f.json, nullptr, false);
+  auto body = parse_json(f.json);
   if (body.is_discarded()) return Status::protocol("the server sent malformed JSON");
   return Reply{std::move(body), std::move(f.blob)};
 }
@@ -77,7 +83,7 @@ class Client::Impl {
     if (f.kind != FrameKind::kOk || f.id != hello.id) {
       return Status::protocol("the server did not answer the hello");
     }
-    auto body = nlohmann::json::parse(f.json, nullptr, false);
+    auto body = parse_json(f.json);
     if (!body.is_object()) return Status::protocol("the server's hello is not a JSON object");
     hello_ = std::move(body);
     if (hello_.contains("max_frame") && hello_["max_frame"].is_number_unsigned()) {

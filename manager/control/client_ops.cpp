@@ -1,5 +1,6 @@
 // The typed operations of sandpool::Client: argument building and reply parsing over
 // Client::call / Client::start (docs/protocol.md, "Operations").
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <memory>
@@ -38,6 +39,12 @@ json submit_args(const SubmitRequest& t) {
   if (!t.key.empty()) a["key"] = t.key;
   if (!t.idempotency_key.empty()) a["idempotency_key"] = t.idempotency_key;
   return a;
+}
+
+bool same_options(const SubmitRequest& a, const SubmitRequest& b) {
+  return a.type == b.type && a.pool == b.pool && a.priority == b.priority &&
+         a.timeout == b.timeout && a.retries == b.retries && a.key == b.key &&
+         a.idempotency_key == b.idempotency_key;
 }
 
 Submitted submitted_of(const json& j) {
@@ -99,32 +106,49 @@ Status Client::submit_async(const SubmitRequest& task, SubmitDoneFn on_done,
 }
 
 Result<std::vector<Submitted>> Client::submit_batch(const std::vector<SubmitRequest>& tasks) {
-  json list = json::array();
+  // The common case (a load generator, a bulk import) shares every option: then they travel
+  // once, in `defaults`, and per task only a payload length (docs/protocol.md).
+  const bool shared = std::all_of(tasks.begin(), tasks.end(), [&](const SubmitRequest& t) {
+    return same_options(t, tasks.front());
+  });
+  json lens = json::array();
+  json per_task = json::array();
   std::size_t total = 0;
   for (const SubmitRequest& t : tasks) total += t.payload.size();
   std::string blob;
   blob.reserve(total);
   for (const SubmitRequest& t : tasks) {
-    json a = submit_args(t);
-    a["payload_len"] = t.payload.size();
-    list.push_back(std::move(a));
+    lens.push_back(t.payload.size());
+    if (!shared) per_task.push_back(submit_args(t));
     blob += t.payload;
   }
-  auto r = body_of(call("submit_batch", json{{"tasks", std::move(list)}}, std::move(blob)));
+  json args{{"payload_lens", std::move(lens)}};
+  if (shared && !tasks.empty()) args["defaults"] = submit_args(tasks.front());
+  if (!shared) args["tasks"] = std::move(per_task);
+  auto r = body_of(call("submit_batch", std::move(args), std::move(blob)));
   if (!r) return r.status();
-  auto it = r->find("tasks");
-  if (it == r->end() || !it->is_array() || it->size() != tasks.size()) {
-    return Status::protocol("submit_batch reply does not list one entry per task");
+  auto ids = r->find("ids");
+  if (ids == r->end() || !ids->is_array() || ids->size() != tasks.size()) {
+    return Status::protocol("submit_batch reply does not list one id per task");
   }
-  std::vector<Submitted> out;
-  out.reserve(tasks.size());
-  for (const json& e : *it) {
-    Submitted s = submitted_of(e);
-    if (auto err = e.find("error"); err != e.end() && err->is_object()) {
-      s.status =
-          control::status_from_wire(string_field(*err, "code"), string_field(*err, "message"));
+  std::vector<Submitted> out(tasks.size());
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if ((*ids)[i].is_number_unsigned()) out[i].id = (*ids)[i].get<std::uint64_t>();
+  }
+  auto in_range = [&](const json& index) {
+    return index.is_number_unsigned() && index.get<std::size_t>() < out.size();
+  };
+  if (auto ex = r->find("existing"); ex != r->end() && ex->is_array()) {
+    for (const json& index : *ex) {
+      if (in_range(index)) out[index.get<std::size_t>()].existing = true;
     }
-    out.push_back(std::move(s));
+  }
+  if (auto errs = r->find("errors"); errs != r->end() && errs->is_array()) {
+    for (const json& e : *errs) {
+      if (!e.is_object() || !e.contains("index") || !in_range(e["index"])) continue;
+      out[e["index"].get<std::size_t>()].status =
+          control::status_from_wire(string_field(e, "code"), string_field(e, "message"));
+    }
   }
   return out;
 }

@@ -92,6 +92,7 @@ const char* Connection::write_output() {
       std::lock_guard<std::mutex> lock(outbox_->mu);
       sending_.clear();
       sending_.swap(outbox_->bytes);
+      outbox_->flush_requested = false;
       sent_ = 0;
       outbox_->sending_bytes = sending_.size();
       if (sending_.empty()) break;
@@ -151,7 +152,8 @@ void Connection::handle(Frame&& f) {
 }
 
 void Connection::handle_hello(const Frame& f) {
-  const auto body = nlohmann::json::parse(f.json, nullptr, false);
+  const auto body = json_depth_within(f.json) ? nlohmann::json::parse(f.json, nullptr, false)
+                                              : nlohmann::json(nlohmann::json::value_t::discarded);
   if (body.is_discarded() || !body.is_object() || !body.contains("version") ||
       !body["version"].is_number_unsigned()) {
     reply_error(f.id, "bad_request", "a hello needs a JSON object with an unsigned version");
@@ -188,6 +190,10 @@ void Connection::handle_hello(const Frame& f) {
 }
 
 void Connection::handle_request(Frame&& f) {
+  if (!json_depth_within(f.json)) {
+    return reply_error(f.id, "bad_request",
+                       "request arguments nest deeper than " + std::to_string(kMaxJsonDepth));
+  }
   auto args =
       f.json.empty() ? nlohmann::json::object() : nlohmann::json::parse(f.json, nullptr, false);
   if (args.is_discarded() || !args.is_object()) {

@@ -43,17 +43,22 @@ class ControlServer::Impl {
   Status begin() {
     SP_RETURN_IF_ERROR(watch(listener_.fd.get(), kListenKey, EPOLLIN));
     SP_RETURN_IF_ERROR(watch(waker_->eventfd.get(), kWakeKey, EPOLLIN));
-    thread_ = std::thread([this] { run(); });
+    thread_ = std::thread([this] {
+      server_thread_id_.store(std::this_thread::get_id());
+      run();
+    });
     return Status::ok();
   }
 
   void stop() {
-    std::lock_guard<std::mutex> lock(stop_mu_);
-    if (!thread_.joinable()) return;
     stopping_.store(true);
     const std::uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(waker_->eventfd.get(), &one, sizeof one);
-    thread_.join();
+    // From the handler (the server thread itself): the loop ends when handle() returns;
+    // the destructor, on another thread, joins it.
+    if (std::this_thread::get_id() == server_thread_id_.load()) return;
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    if (thread_.joinable()) thread_.join();
   }
 
   const std::string& path() const { return options_.path; }
@@ -94,6 +99,9 @@ class ControlServer::Impl {
         }
       }
     }
+    // Best effort: replies already queued (the answer to `shutdown`) go out if the
+    // socket takes them now; nothing waits for a slow peer.
+    for (auto& [key, conn] : conns_) (void)conn->write_output();
     while (!conns_.empty()) close_connection(conns_.begin()->first, nullptr);
     control::unlink_if_ours(options_.path, listener_);
     listener_.fd.reset();
@@ -198,6 +206,7 @@ class ControlServer::Impl {
   std::uint64_t next_key_ = 2;
   std::atomic<std::size_t> count_{0};
   std::atomic<bool> stopping_{false};
+  std::atomic<std::thread::id> server_thread_id_{};
   std::mutex stop_mu_;
   std::thread thread_;
 };

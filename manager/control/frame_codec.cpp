@@ -30,6 +30,30 @@ bool is_known_kind(std::uint8_t kind) {
   return false;
 }
 
+bool json_depth_within(std::string_view text, std::size_t max_depth) {
+  std::size_t depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return false;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return true;
+}
+
 std::size_t body_size(const Frame& f) {
   return kFixedBodyBytes + f.name.size() + f.json.size() + f.blob.size();
 }

@@ -34,6 +34,13 @@ struct Frame {
   std::string blob;  // raw bytes
 };
 
+// JSON deeper than this is refused before parsing: nlohmann::json parses, dumps and
+// destroys recursively, so a 16 MiB "[[[[..." would overflow the stack.
+inline constexpr std::size_t kMaxJsonDepth = 64;
+// Returns true iff the arrays and objects in `text` nest at most `max_depth` deep (brackets
+// inside strings do not count). A linear scan; it does not validate the JSON otherwise.
+bool json_depth_within(std::string_view text, std::size_t max_depth = kMaxJsonDepth);
+
 // Appends the encoding of `f` to `out`. The caller keeps name under kMaxNameBytes and the
 // body under the peer's cap; the encoding itself is canonical (fixed widths, little-endian).
 void encode_frame(const Frame& f, std::string* out);

@@ -40,7 +40,8 @@ struct Outbox {
   std::string bytes;              // encoded frames not yet handed to the server thread
   std::size_t sending_bytes = 0;  // what the server thread holds, not yet written
   bool closed = false;
-  bool overflowed = false;  // output went over max_output: the server disconnects
+  bool overflowed = false;       // output went over max_output: the server disconnects
+  bool flush_requested = false;  // the waker was rung since the server last took `bytes`
   std::unordered_map<std::uint64_t, std::weak_ptr<Responder::State>> open;
 
   // Appends `encoded` unless closed; `final` also forgets request `id`. Returns false when

@@ -28,12 +28,16 @@ std::vector<std::uint64_t> Waker::take() {
 
 bool Outbox::append(std::string&& encoded, std::uint64_t id, bool final) {
   bool queued = false;
+  bool ring = false;
   {
     std::lock_guard<std::mutex> lock(mu);
     if (final) open.erase(id);
     if (closed || overflowed) return false;
+    ring = !flush_requested;  // one doorbell until the server thread takes the bytes
+    flush_requested = true;
     if (bytes.size() + sending_bytes + encoded.size() > max_output) {
       overflowed = true;  // the server thread disconnects this slow reader
+      ring = true;        // even when a flush is pending: the socket may never drain
     } else {
       queued = true;
       if (bytes.empty()) {
@@ -43,7 +47,7 @@ bool Outbox::append(std::string&& encoded, std::uint64_t id, bool final) {
       }
     }
   }
-  waker->ring(key);
+  if (ring) waker->ring(key);
   return queued;
 }
 

@@ -60,6 +60,9 @@ TEST_CASE(
   raw.send_bytes(unknown_kind);
   expect_reply(raw, 8, FrameKind::kError, "bad_request");
 
+  raw.send(FrameKind::kRequest, 10, "scale", R"({"pool":)" + std::string(3000, '[') + "}");
+  expect_reply(raw, 10, FrameKind::kError, "bad_request");
+
   raw.send(FrameKind::kRequest, 9, "status", "");
   expect_reply(raw, 9, FrameKind::kOk);
   CHECK(handler.ops() == std::vector<std::string>{"status"});
@@ -90,9 +93,10 @@ TEST_CASE("a request over the outstanding limit gets busy, and the connection st
   Client client = connect_client(server->path());
   std::promise<void> first_two;
   std::atomic<int> answered{0};
+  std::atomic<int> ok_replies{0};
   for (int i = 0; i < 2; ++i) {
     REQUIRE(client.start("task", {{"id", i}}, {}, {}, [&](Result<Reply> r) {
-      CHECK(r);
+      ok_replies += r.is_ok();  // checked below: callbacks run on the reader thread
       if (++answered == 2) first_two.set_value();
     }));
   }
@@ -102,6 +106,7 @@ TEST_CASE("a request over the outstanding limit gets busy, and the connection st
   CHECK(error_code_of(busy.status()) == "busy");
   for (auto& p : parked) p.responder.ok();
   REQUIRE(first_two.get_future().wait_for(kPatience) == std::future_status::ready);
+  CHECK(ok_replies == 2);
   REQUIRE(client.status());
 }
 

@@ -71,15 +71,14 @@ TEST_CASE("pipelined requests are answered out of order on one connection") {
   auto server = start_server(options_for(dir), handler);
   Client client = connect_client(server->path());
 
+  // Callbacks run on the client's reader thread: they record, the test thread checks.
   std::mutex mu;
-  std::vector<std::uint64_t> order;
+  std::vector<std::uint64_t> order;  // the task each reply named, in arrival order
   std::promise<void> both;
   auto done = [&](std::uint64_t which) {
     return [&, which](Result<Reply> r) {
-      REQUIRE(r);
-      CHECK(r->body["task"] == which);
       std::lock_guard<std::mutex> lock(mu);
-      order.push_back(which);
+      order.push_back(r && r->body["task"] == which ? which : 0);
       if (order.size() == 2) both.set_value();
     };
   };
@@ -117,6 +116,53 @@ TEST_CASE("many threads share one client, each request gets its own reply") {
   }
   for (auto& th : threads) th.join();
   CHECK(good == 800);
+}
+
+TEST_CASE("replies sent from many threads reach the right requests of many threads") {
+  TempDir dir;
+  FakeHandler handler;
+  // The handler answers on other threads, each request with events and then its reply.
+  std::mutex mu;
+  std::vector<std::thread> repliers;
+  handler.on_request = [&](Request req, const Responder& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    repliers.emplace_back([r, n = req.args["n"]] {
+      r.event({{"n", n}});
+      r.ok({{"n", n}});
+    });
+  };
+  auto server = start_server(options_for(dir), handler);
+  Client client = connect_client(server->path());
+  constexpr int kPerThread = 300;
+  std::atomic<int> right{0};
+  std::atomic<int> finished{0};
+  std::atomic<int> refused{0};
+  std::promise<void> all;
+  std::vector<std::thread> senders;
+  for (int t = 0; t < 2; ++t) {
+    senders.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const int n = t * kPerThread + i;
+        auto events = std::make_shared<std::atomic<int>>(0);
+        auto started = client.start(
+            "scale", {{"n", n}}, {},
+            [events, n](const Reply& e) {
+              if (e.body["n"] == n) ++*events;
+            },
+            [&, events, n](Result<Reply> r) {
+              if (r && r->body["n"] == n && events->load() == 1) ++right;
+              if (++finished == 2 * kPerThread) all.set_value();
+            });
+        if (!started) ++refused;  // counted: Catch2 assertions are not thread-safe
+      }
+    });
+  }
+  for (auto& s : senders) s.join();
+  REQUIRE(refused == 0);
+  REQUIRE(all.get_future().wait_for(kPatience) == std::future_status::ready);
+  CHECK(right == 2 * kPerThread);
+  std::lock_guard<std::mutex> lock(mu);
+  for (auto& th : repliers) th.join();
 }
 
 TEST_CASE("a waited submit streams progress, then the raw result") {
@@ -181,39 +227,85 @@ TEST_CASE("submit passes every option through and an async submit completes by c
   CHECK(r->reason == "permanent");
 }
 
+namespace {
+
+// A handler's view of submit_batch: each task's options and payload.
+std::vector<std::pair<json, std::string>> batch_tasks(const Request& req) {
+  std::vector<std::pair<json, std::string>> out;
+  std::size_t off = 0;
+  const json& lens = req.args["payload_lens"];
+  for (std::size_t i = 0; i < lens.size(); ++i) {
+    const auto len = lens[i].get<std::size_t>();
+    json options = req.args.contains("tasks") ? req.args["tasks"][i] : req.args["defaults"];
+    out.emplace_back(std::move(options), req.blob.substr(off, len));
+    off += len;
+  }
+  return out;
+}
+
+}  // namespace
+
 TEST_CASE("a batch carries every payload raw and returns an id or an error per task") {
   TempDir dir;
   FakeHandler handler;
-  handler.on_request = [](Request req, const Responder& r) {
-    json out = json::array();
-    std::size_t off = 0;
+  std::mutex mu;
+  std::vector<std::pair<json, std::string>> seen;
+  handler.on_request = [&](Request req, const Responder& r) {
+    auto tasks = batch_tasks(req);
+    json ids = json::array(), errors = json::array(), existing = json::array();
     std::uint64_t id = 100;
-    for (const json& t : req.args["tasks"]) {
-      const auto len = t["payload_len"].get<std::size_t>();
-      const std::string payload = req.blob.substr(off, len);
-      off += len;
-      if (payload == "full") {
-        out.push_back({{"error", {{"code", "queue_full"}, {"message", "queue of p is full"}}}});
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      if (tasks[i].second == "full") {
+        ids.push_back(0);
+        errors.push_back({{"index", i}, {"code", "queue_full"}, {"message", "queue is full"}});
       } else {
-        out.push_back({{"id", id++}, {"payload", payload}});
+        if (tasks[i].first.value("idempotency_key", "") == "again") existing.push_back(i);
+        ids.push_back(id++);
       }
     }
-    r.ok({{"tasks", out}});
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      seen = std::move(tasks);
+    }
+    r.ok({{"ids", ids}, {"errors", errors}, {"existing", existing}});
   };
   auto server = start_server(options_for(dir), handler);
   Client client = connect_client(server->path());
-  std::vector<SubmitRequest> tasks(3);
-  tasks[0].payload = "one";
-  tasks[1].payload = "full";
-  tasks[2].payload = std::string(1000, '\0');
-  for (auto& t : tasks) t.type = "echo";
-  auto r = client.submit_batch(tasks);
-  REQUIRE(r);
-  REQUIRE(r->size() == 3);
-  CHECK((*r)[0].id == 100);
-  CHECK((*r)[0].status.is_ok());
-  CHECK((*r)[1].status.code() == Code::kQueueFull);
-  CHECK((*r)[2].id == 101);
+
+  SECTION("tasks sharing their options send them once") {
+    std::vector<SubmitRequest> tasks(3);
+    tasks[0].payload = "one";
+    tasks[1].payload = "full";
+    tasks[2].payload = std::string(1000, '\0');
+    for (auto& t : tasks) t.type = "echo";
+    auto r = client.submit_batch(tasks);
+    REQUIRE(r);
+    REQUIRE(r->size() == 3);
+    CHECK((*r)[0].id == 100);
+    CHECK((*r)[0].status.is_ok());
+    CHECK((*r)[1].status.code() == Code::kQueueFull);
+    CHECK((*r)[2].id == 101);
+    std::lock_guard<std::mutex> lock(mu);
+    REQUIRE(seen.size() == 3);
+    CHECK(seen[2].second == std::string(1000, '\0'));
+    CHECK(seen[1].first["type"] == "echo");
+  }
+  SECTION("tasks with their own options carry them each") {
+    std::vector<SubmitRequest> tasks(2);
+    tasks[0].type = "echo";
+    tasks[0].payload = "a";
+    tasks[1].type = "upper";
+    tasks[1].payload = "b";
+    tasks[1].idempotency_key = "again";
+    auto r = client.submit_batch(tasks);
+    REQUIRE(r);
+    CHECK_FALSE((*r)[0].existing);
+    CHECK((*r)[1].existing);
+    std::lock_guard<std::mutex> lock(mu);
+    REQUIRE(seen.size() == 2);
+    CHECK(seen[1].first["type"] == "upper");
+    CHECK(seen[1].second == "b");
+  }
 }
 
 TEST_CASE("an events stream delivers until the client stops it and the handler sees the cancel") {
@@ -222,25 +314,37 @@ TEST_CASE("an events stream delivers until the client stops it and the handler s
   handler.park("events");
   auto server = start_server(options_for(dir), handler);
   Client client = connect_client(server->path());
+  // The producer thread and the client's reader thread record; the test thread checks
+  // (Catch2 assertions are not thread-safe).
   std::promise<void> cancelled;
+  json request_args;
+  int events_queued = 0;
+  bool cancel_seen = false, late_event_sent = true, open_after = true;
   std::thread producer([&] {
-    auto parked = handler.take_parked(1);
-    CHECK(parked[0].request.args["follow"] == true);
-    CHECK(parked[0].request.args["pool"] == "p1");
-    parked[0].responder.on_cancel([&] { cancelled.set_value(); });
+    auto p = handler.take_parked(1);
+    request_args = p[0].request.args;
+    p[0].responder.on_cancel([&] { cancelled.set_value(); });
     for (int i = 0; i < 5; ++i) {
-      CHECK(parked[0].responder.event({{"event", "task.completed"}, {"n", i}}));
+      events_queued += p[0].responder.event({{"event", "task.completed"}, {"n", i}});
     }
-    CHECK(cancelled.get_future().wait_for(kPatience) == std::future_status::ready);
-    CHECK_FALSE(parked[0].responder.event({{"event", "late"}}));
-    CHECK_FALSE(parked[0].responder.is_open());
+    cancel_seen = cancelled.get_future().wait_for(kPatience) == std::future_status::ready;
+    late_event_sent = p[0].responder.event({{"event", "late"}});
+    open_after = p[0].responder.is_open();
   });
   int seen = 0;
+  int out_of_order = 0;
   Status st = client.events(true, "p1", [&](const json& e) {
-    CHECK(e["n"] == seen);
+    out_of_order += e["n"] != seen;
     return ++seen < 5;
   });
   producer.join();
+  CHECK(request_args["follow"] == true);
+  CHECK(request_args["pool"] == "p1");
+  CHECK(events_queued == 5);
+  CHECK(cancel_seen);
+  CHECK_FALSE(late_event_sent);
+  CHECK_FALSE(open_after);
+  CHECK(out_of_order == 0);
   CHECK(st.is_ok());
   CHECK(seen == 5);
   REQUIRE(client.status());  // the connection carries on after the cancelled stream
@@ -321,6 +425,28 @@ TEST_CASE("a responder that outlives its server is a no-op and the client learns
   auto after = client.status();
   REQUIRE_FALSE(after);
   CHECK(after.status().code() == Code::kUnavailable);
+}
+
+TEST_CASE("a handler that stops the server from shutdown still gets its answer out") {
+  TempDir dir;
+  FakeHandler handler;
+  ControlServer* server_ptr = nullptr;
+  handler.on_request = [&](Request req, const Responder& r) {
+    if (req.op != "shutdown") return FakeHandler::respond(std::move(req), r);
+    r.ok({{"stopping", true}});
+    server_ptr->stop();
+  };
+  auto server = start_server(options_for(dir), handler);
+  server_ptr = server.get();
+  Client client = connect_client(server->path());
+  auto r = client.shutdown();
+  REQUIRE(r);
+  CHECK((*r)["stopping"] == true);
+  auto after = client.status();
+  REQUIRE_FALSE(after);
+  CHECK(after.status().code() == Code::kUnavailable);
+  server.reset();
+  CHECK_FALSE(std::filesystem::exists(dir.file("poold.sock")));
 }
 
 TEST_CASE("every typed operation sends its documented op and arguments") {

@@ -2,6 +2,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -22,6 +23,19 @@ TEST_CASE("the socket gets the configured mode before anyone connects") {
   REQUIRE(::stat(o.path.c_str(), &st) == 0);
   CHECK(S_ISSOCK(st.st_mode));
   CHECK((st.st_mode & 07777) == mode);
+}
+
+TEST_CASE("the socket gets the configured group") {
+  TempDir dir;
+  FakeHandler handler;
+  ControlServerOptions o;
+  o.path = dir.file("poold.sock");
+  // A group the test may always chown to: its own (root could pick any, others cannot).
+  o.group = ::getgid();
+  auto server = start_server(o, handler);
+  struct stat st {};
+  REQUIRE(::stat(o.path.c_str(), &st) == 0);
+  CHECK(st.st_gid == ::getgid());
 }
 
 TEST_CASE("a stale socket left by a dead server is replaced") {

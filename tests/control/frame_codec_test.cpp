@@ -168,3 +168,14 @@ TEST_CASE("a length below the fixed header cannot be framed: the stream is dead"
   d.feed(encoded(request(2, "status", "", "")));
   CHECK(d.next(&out, &err) == Status::kFatal);
 }
+
+TEST_CASE("JSON nesting is measured outside strings, before anything parses it") {
+  using sandpool::control::json_depth_within;
+  CHECK(json_depth_within(""));
+  CHECK(json_depth_within(R"({"a":[1,{"b":[]}]})", 4));
+  CHECK_FALSE(json_depth_within(R"({"a":[1,{"b":[]}]})", 3));
+  CHECK(json_depth_within(R"({"a":"[[[[[[[[[[\"[[[["})", 1));
+  CHECK(json_depth_within(std::string(64, '[') + std::string(64, ']')));
+  CHECK_FALSE(json_depth_within(std::string(65, '[')));
+  CHECK_FALSE(json_depth_within(std::string(5000000, '{')));
+}

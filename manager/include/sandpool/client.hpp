@@ -2,7 +2,7 @@
 // One connection, pipelined: any number of requests outstanding; replies may come out of
 // order. Thread-safety: every method may be called from any thread. Callbacks run on the
 // client's reader thread: they must not call the synchronous methods (that would wait on
-// the very thread that delivers the reply); async calls are fine.
+// the very thread that delivers the reply) nor destroy the client; async calls are fine.
 #pragma once
 
 #include <chrono>

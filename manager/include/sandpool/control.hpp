@@ -106,9 +106,11 @@ class ControlServer {
   // Fails when `path` is taken by a live server or by something that is not a socket.
   static Result<std::unique_ptr<ControlServer>> start(ControlServerOptions options,
                                                       ControlHandler& handler);
-  ~ControlServer();
+  ~ControlServer();  // must not run on the server thread (inside handle())
   ControlServer(const ControlServer&) = delete;
   ControlServer& operator=(const ControlServer&) = delete;
+  // Idempotent, any thread. From inside handle() it only asks the loop to end; replies
+  // queued by then are written if the socket takes them at once.
   void stop();
   const std::string& path() const;
   std::size_t connection_count() const;  // thread-safe
