@@ -8,7 +8,7 @@
 #include <sandpool/pool_metrics.hpp>
 
 #include "core/pool_core.hpp"
-#include "fake_worker_control.hpp"
+#include "pool_core_harness.hpp"
 
 using namespace sandpool;
 using namespace std::chrono_literals;
@@ -19,7 +19,7 @@ using sandpool::testing::FakeWorkerControl;
 
 namespace {
 
-constexpr std::int64_t kMs = 1000000;
+using sandpool::testing::kMs;
 
 // Index of the bucket whose upper bound is `ns` (which must be one of the bounds).
 std::size_t bucket_of_bound(std::int64_t ns) {
@@ -30,56 +30,17 @@ std::size_t bucket_of_bound(std::int64_t ns) {
   return 0;
 }
 
-struct Harness {
-  explicit Harness(PoolOptions o = defaults()) : opts(std::move(o)) {
-    core = std::make_unique<PoolCore>(opts, ctl, admitted);
-    core->start(now);
-  }
+// The shared harness, with a pool name and a result() that requires acceptance.
+struct Harness : sandpool::testing::Harness {
+  explicit Harness(PoolOptions o = defaults()) : sandpool::testing::Harness(std::move(o)) {}
   static PoolOptions defaults() {
-    PoolOptions o;
+    PoolOptions o = sandpool::testing::Harness::defaults();
     o.name = "images";
-    o.workers = 2;
-    o.concurrency = 2;
-    o.retries = 3;
-    o.retry.base = 0ms;  // a retry is due at once
-    o.timeout = 1000ms;
-    o.seed = 1;
     return o;
   }
-  TaskPtr submit(SubmitOptions so = {}) {
-    admitted++;
-    auto t = std::make_shared<TaskRecord>(next_id++, "echo", "p", std::move(so));
-    core->submit(t, now);
-    return t;
-  }
-  void ready_all() {
-    for (auto id : ctl.spawned) core->on_ready(id, now);
-  }
   void result(std::uint64_t id, ipc::TaskStatus st) {
-    ipc::ResultMsg m;
-    m.id = id;
-    m.status = st;
-    if (st != ipc::TaskStatus::kOk) m.error = "handler said no";
-    REQUIRE(core->on_result(holder(id), m, now));
+    REQUIRE(sandpool::testing::Harness::result(holder(id), id, st));
   }
-  void advance(std::chrono::milliseconds d) {
-    now += d.count() * kMs;
-    for (auto& [w, fw] : ctl.workers) fw.heartbeat_ms = now / kMs;
-    core->on_tick(now);
-  }
-  core::WorkerId holder(std::uint64_t id) {
-    for (auto it = ctl.sends.rbegin(); it != ctl.sends.rend(); ++it) {
-      if (it->second == id) return it->first;
-    }
-    return 0;
-  }
-
-  PoolOptions opts;
-  FakeWorkerControl ctl;
-  std::atomic<std::size_t> admitted{0};
-  std::unique_ptr<PoolCore> core;
-  std::int64_t now = 1000 * kMs;
-  std::uint64_t next_id = 1;
 };
 
 std::uint64_t attempts(const PoolMetrics& m, Outcome o) {
