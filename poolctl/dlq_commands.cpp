@@ -125,7 +125,8 @@ void add_dlq_commands(CLI::App& app, Cli& cli) {
     sub->add_option("ID", a->id, "dead letter id");
     sub->add_flag("--all", a->all, "every dead letter");
     add_filters(sub, *a);
-    if (purge) sub->add_option("--older-than", a->older_than, "dead-lettered longer ago (7d, 12h)");
+    if (purge)
+      sub->add_option("--older-than", a->older_than, "dead-lettered longer ago (168h, 12h)");
     sub->callback([&cli, a, purge] {
       const json selector = selector_of(*a, purge);
       cli.action = [&cli, selector, purge] {
