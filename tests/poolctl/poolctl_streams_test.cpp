@@ -184,3 +184,13 @@ TEST_CASE("top prints plain snapshots with per-pool rates when stdout is not a t
   CHECK(once.exit_code == 0);
   CHECK(contains(once.out, "poolctl top"));
 }
+
+// Not run by default: `build/bin/poolctl_tests "[perf]" -s` prints what batch reaches
+// through the socket against a service that only acknowledges (docs/poolctl.md).
+TEST_CASE("batch throughput against an acknowledging service", "[.][perf]") {
+  TempDir dir;
+  ScriptedService service(dir.path());
+  auto r = poolctl(service.socket(), {"batch", "noop", "2000000"});
+  REQUIRE(r.exit_code == 0);
+  WARN(r.out);
+}
