@@ -1,8 +1,10 @@
-// dlq list|show|replay|purge: the dead-letter store, through the service.
+// dlq list|show|replay|purge: the dead-letter store, through the service or, with
+// --state-dir, read directly (offline_dead_letters.hpp).
 #include <iostream>
 #include <memory>
 
 #include "commands.hpp"
+#include "offline_dead_letters.hpp"
 #include "output.hpp"
 
 namespace sandpool::poolctl {
@@ -11,6 +13,7 @@ namespace {
 using nlohmann::json;
 
 struct DlqArgs {
+  std::string state_dir;
   std::string pool, type, reason, since, until, cursor, older_than;
   std::uint64_t limit = 0;
   std::uint64_t id = 0;
@@ -51,6 +54,37 @@ json selector_of(const DlqArgs& a, bool purge) {
   return {{"older_than_ms", duration_arg("--older-than", a.older_than).count()}};
 }
 
+// Where the letters are: the service's dlq_* operations, or the store in --state-dir.
+struct DlqBackend {
+  std::function<Result<json>(const json&)> list, replay, purge;
+  std::function<Result<Reply>(std::uint64_t)> show;
+  std::shared_ptr<void> owner;  // the Client or the OfflineDeadLetters the functions use
+};
+
+// Runs `fn` on the backend; returns the exit code when it cannot be opened.
+int with_backend(const Cli& cli, const DlqArgs& a, const std::function<int(DlqBackend&)>& fn) {
+  DlqBackend b;
+  if (!a.state_dir.empty()) {
+    auto store = OfflineDeadLetters::open(a.state_dir);
+    if (!store) return fail("dlq --state-dir", store.status());
+    std::shared_ptr<OfflineDeadLetters> s = std::move(store).value();
+    b.list = [s](const json& f) { return s->list(f); };
+    b.show = [s](std::uint64_t id) { return s->show(id); };
+    b.purge = [s](const json& sel) { return s->purge(sel); };
+    b.owner = s;
+    return fn(b);
+  }
+  auto client = connect(cli);
+  if (!client) return kExitUnreachable;
+  auto c = std::make_shared<Client>(std::move(client).value());
+  b.list = [c](const json& f) { return c->dlq_list(f); };
+  b.show = [c](std::uint64_t id) { return c->dlq_show(id); };
+  b.replay = [c](const json& sel) { return c->dlq_replay(sel); };
+  b.purge = [c](const json& sel) { return c->dlq_purge(sel); };
+  b.owner = c;
+  return fn(b);
+}
+
 int finish(const Cli& cli, const std::string& what, const Result<json>& r,
            const std::function<void(const json&)>& human) {
   if (!r) return fail(what, r.status());
@@ -58,13 +92,11 @@ int finish(const Cli& cli, const std::string& what, const Result<json>& r,
   return kExitOk;
 }
 
-int run_list(const Cli& cli, const DlqArgs& a) {
-  auto client = connect(cli);
-  if (!client) return kExitUnreachable;
+int run_list(const Cli& cli, DlqBackend& backend, const DlqArgs& a) {
   json f = filter_of(a);
   if (!a.cursor.empty()) f["cursor"] = a.cursor;
   if (a.limit != 0) f["limit"] = a.limit;
-  return finish(cli, "dlq list", client->dlq_list(f), [](const json& b) {
+  return finish(cli, "dlq list", backend.list(f), [](const json& b) {
     const json entries = b.value("entries", json::array());
     if (entries.empty()) {
       std::cout << "no dead letters\n";
@@ -81,10 +113,8 @@ int run_list(const Cli& cli, const DlqArgs& a) {
   });
 }
 
-int run_show(const Cli& cli, std::uint64_t id) {
-  auto client = connect(cli);
-  if (!client) return kExitUnreachable;
-  auto r = client->dlq_show(id);
+int run_show(const Cli& cli, DlqBackend& backend, std::uint64_t id) {
+  auto r = backend.show(id);
   if (!r) return fail("dlq show " + std::to_string(id), r.status());
   json letter = r->body;
   letter["payload"] = r->blob;
@@ -99,12 +129,28 @@ int run_show(const Cli& cli, std::uint64_t id) {
   return kExitOk;
 }
 
+int purge_with(const Cli& cli, DlqBackend& backend, const json& selector) {
+  return finish(cli, "dlq purge", backend.purge(selector), [](const json& b) {
+    std::cout << b.value("purged", 0) << " dead letters purged\n";
+  });
+}
+
+int replay_with(const Cli& cli, DlqBackend& backend, const json& selector) {
+  return finish(cli, "dlq replay", backend.replay(selector), [](const json& b) {
+    std::cout << b.value("replayed", 0) << " dead letters replayed\n";
+    if (b.contains("ids") && !b["ids"].empty())
+      std::cout << "task ids: " << b["ids"].dump() << "\n";
+  });
+}
+
 }  // namespace
 
 void add_dlq_commands(CLI::App& app, Cli& cli) {
   auto a = std::make_shared<DlqArgs>();
   auto* dlq = app.add_subcommand("dlq", "dead letters: list, show, replay, purge");
   dlq->require_subcommand(1);
+  dlq->add_option("--state-dir", a->state_dir,
+                  "read the store in this state dir directly, without the service");
 
   auto* list = dlq->add_subcommand("list", "the dead letters, oldest first, one page");
   add_filters(list, *a);
@@ -112,12 +158,18 @@ void add_dlq_commands(CLI::App& app, Cli& cli) {
   list->add_option("--cursor", a->cursor, "continue after this cursor (from the last page)");
   list->callback([&cli, a] {
     (void)filter_of(*a);  // check the durations now: a usage error
-    cli.action = [&cli, a] { return run_list(cli, *a); };
+    cli.action = [&cli, a] {
+      return with_backend(cli, *a, [&](DlqBackend& b) { return run_list(cli, b, *a); });
+    };
   });
 
   auto* show = dlq->add_subcommand("show", "one dead letter with every attempt and its payload");
   show->add_option("ID", a->id, "dead letter id")->required();
-  show->callback([&cli, a] { cli.action = [&cli, a] { return run_show(cli, a->id); }; });
+  show->callback([&cli, a] {
+    cli.action = [&cli, a] {
+      return with_backend(cli, *a, [&](DlqBackend& b) { return run_show(cli, b, a->id); });
+    };
+  });
 
   for (const bool purge : {false, true}) {
     auto* sub = dlq->add_subcommand(purge ? "purge" : "replay",
@@ -129,18 +181,12 @@ void add_dlq_commands(CLI::App& app, Cli& cli) {
       sub->add_option("--older-than", a->older_than, "dead-lettered longer ago (168h, 12h)");
     sub->callback([&cli, a, purge] {
       const json selector = selector_of(*a, purge);
-      cli.action = [&cli, selector, purge] {
-        auto client = connect(cli);
-        if (!client) return static_cast<int>(kExitUnreachable);
-        if (purge) {
-          return finish(cli, "dlq purge", client->dlq_purge(selector), [](const json& b) {
-            std::cout << b.value("purged", 0) << " dead letters purged\n";
-          });
-        }
-        return finish(cli, "dlq replay", client->dlq_replay(selector), [](const json& b) {
-          std::cout << b.value("replayed", 0) << " dead letters replayed\n";
-          if (b.contains("ids") && !b["ids"].empty())
-            std::cout << "task ids: " << b["ids"].dump() << "\n";
+      if (!purge && !a->state_dir.empty()) {
+        throw CLI::ValidationError("--state-dir", "replay needs the running service");
+      }
+      cli.action = [&cli, a, selector, purge] {
+        return with_backend(cli, *a, [&](DlqBackend& backend) {
+          return purge ? purge_with(cli, backend, selector) : replay_with(cli, backend, selector);
         });
       };
     });
