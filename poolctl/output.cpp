@@ -38,6 +38,34 @@ bool is_table(const json& v) {
          std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_object(); });
 }
 
+// A row's cells: scalars as they are, one level of nested object spread into columns
+// ("latency_ms": {"p50"} -> "latency_p50_ms", so the unit suffix still applies); arrays,
+// deeper objects and multi-line text (backtraces) left out.
+json flatten_row(const json& row) {
+  json flat = json::object();
+  auto single_line = [](const json& v) {
+    return !v.is_string() || v.get<std::string>().find('\n') == std::string::npos;
+  };
+  for (const auto& [k, v] : row.items()) {
+    if (!v.is_structured()) {
+      if (single_line(v)) flat[k] = v;
+      continue;
+    }
+    if (!v.is_object()) continue;
+    std::string base = k, suffix;
+    for (std::string_view s : {"_bytes", "_ms"}) {
+      if (ends_with(base, s)) {
+        base.resize(base.size() - s.size());
+        suffix = s;
+      }
+    }
+    for (const auto& [sub, sv] : v.items()) {
+      if (!sv.is_structured() && single_line(sv)) flat[base + "_" + sub + suffix] = sv;
+    }
+  }
+  return flat;
+}
+
 }  // namespace
 
 void print_json(std::ostream& out, const json& value) {
@@ -58,6 +86,7 @@ std::string human_bytes(double bytes) {
 std::string human_duration_ms(double ms) {
   if (ms < 0) return "-" + human_duration_ms(-ms);
   if (ms < 1) return format("%.2fms", ms);
+  if (ms < 10) return format("%.1fms", ms);
   if (ms < 1000) return format("%.0fms", ms);
   const double s = ms / 1000;
   if (s < 60) return format("%.1fs", s);
@@ -119,24 +148,26 @@ void Table::print(std::ostream& out) const {
 
 void print_object_table(std::ostream& out, const json& rows,
                         const std::vector<std::string>& preferred, std::int64_t now_ms) {
+  json flat = json::array();
+  for (const json& r : rows) flat.push_back(flatten_row(r));
   std::vector<std::string> keys;
   auto seen = [&](const std::string& k) {
     return std::find(keys.begin(), keys.end(), k) != keys.end();
   };
   for (const auto& k : preferred) {
-    for (const json& r : rows) {
+    for (const json& r : flat) {
       if (r.contains(k) && !seen(k)) keys.push_back(k);
     }
   }
-  for (const json& r : rows) {
+  for (const json& r : flat) {
     for (const auto& [k, v] : r.items()) {
-      if (!v.is_structured() && !seen(k)) keys.push_back(k);
+      if (!seen(k)) keys.push_back(k);
     }
   }
   std::vector<std::string> headers;
   for (const auto& k : keys) headers.push_back(human_header(k));
   Table table(std::move(headers));
-  for (const json& r : rows) {
+  for (const json& r : flat) {
     std::vector<std::string> cells;
     for (const auto& k : keys) cells.push_back(r.contains(k) ? human_field(k, r[k], now_ms) : "-");
     table.add(std::move(cells));

@@ -29,6 +29,7 @@ json worker(int pid, const std::string& state) {
 }
 
 json task_account() {
+  const std::int64_t t = now_ms() - 45000;
   return {{"id", 7},
           {"type", "echo"},
           {"state", "dead_lettered"},
@@ -39,14 +40,14 @@ json task_account() {
                                     {"outcome", "crash"},
                                     {"error", "SIGSEGV"},
                                     {"worker_pid", 4101},
-                                    {"started_ms", 1000},
-                                    {"ended_ms", 1200}},
+                                    {"started_ms", t},
+                                    {"ended_ms", t + 200}},
                                    {{"number", 2},
                                     {"outcome", "timeout"},
                                     {"error", "timed out"},
                                     {"worker_pid", 4102},
-                                    {"started_ms", 1300},
-                                    {"ended_ms", 31300},
+                                    {"started_ms", t + 300},
+                                    {"ended_ms", t + 30300},
                                     {"backtrace", "#0 spin_forever\n#1 sp_plugin_handle\n"}}})}};
 }
 
