@@ -1,5 +1,7 @@
 // The request/reply commands: each connects, makes one call and prints its reply.
+#include <cctype>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <memory>
