@@ -1,0 +1,23 @@
+// poolctl's subcommands, grouped by concern. Each add_* registers its subcommands on `app`;
+// a chosen subcommand's callback stores what to run in cli.action (main() runs it).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "cli_context.hpp"
+
+namespace sandpool::poolctl {
+
+// status, workers, stats, task, cancel, scale, strategy, drain, resume, restart,
+// kill-worker, reload, shutdown.
+void add_service_commands(CLI::App& app, Cli& cli);
+void add_submit_command(CLI::App& app, Cli& cli);
+void add_batch_command(CLI::App& app, Cli& cli);
+void add_dlq_commands(CLI::App& app, Cli& cli);
+void add_events_command(CLI::App& app, Cli& cli);
+void add_top_command(CLI::App& app, Cli& cli);
+
+// A task account as JSON: the service's reply body plus "result" (the result bytes).
+nlohmann::json task_json(const TaskReply& task);
+
+}  // namespace sandpool::poolctl

@@ -1,0 +1,37 @@
+// `dlq --state-dir DIR`: the dead-letter store read and purged directly, without the
+// service. Takes the same JSON arguments as the protocol's dlq_* operations and answers
+// with the same reply shapes, so the commands print both alike (docs/poolctl.md).
+//
+// Owns an open DeadLetterStore (no retention bounds: opening it never deletes anything).
+// Not thread-safe; one per command.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <sandpool/client.hpp>
+#include <sandpool/status.hpp>
+
+namespace sandpool {
+class DeadLetterStore;
+
+namespace poolctl {
+
+class OfflineDeadLetters {
+ public:
+  // Fails with kNotFound when DIR holds no dead_letters.db (it is never created here).
+  static Result<std::unique_ptr<OfflineDeadLetters>> open(const std::string& state_dir);
+  ~OfflineDeadLetters();
+
+  Result<nlohmann::json> list(const nlohmann::json& filter);     // dlq_list's filter and reply
+  Result<Reply> show(std::uint64_t id);                          // body: the letter, blob: payload
+  Result<nlohmann::json> purge(const nlohmann::json& selector);  // {"purged": n}
+
+ private:
+  explicit OfflineDeadLetters(std::unique_ptr<DeadLetterStore> store);
+  std::unique_ptr<DeadLetterStore> store_;
+};
+
+}  // namespace poolctl
+}  // namespace sandpool

@@ -1,0 +1,247 @@
+// The request/reply commands: each connects, makes one call and prints its reply.
+#include <cctype>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <memory>
+
+#include "commands.hpp"
+#include "output.hpp"
+
+namespace sandpool::poolctl {
+namespace {
+
+using nlohmann::json;
+
+// Connects, runs `op` and prints its reply (JSON as is, or `human` for people).
+int run_call(const Cli& cli, const std::string& what,
+             const std::function<Result<json>(Client&)>& op,
+             const std::function<void(const json&)>& human) {
+  auto client = connect(cli);
+  if (!client) return kExitUnreachable;
+  auto reply = op(*client);
+  if (!reply) return fail(what, reply.status());
+  if (cli.json) {
+    print_json(std::cout, *reply);
+  } else {
+    human(*reply);
+  }
+  return kExitOk;
+}
+
+// A human rendering that says what was done, then any fields the service sent back.
+std::function<void(const json&)> done_line(std::string text) {
+  return [text = std::move(text)](const json& body) {
+    std::cout << text << "\n";
+    if (body.is_object() && !body.empty()) print_human(std::cout, body, wall_now_ms(), 2);
+  };
+}
+
+// "KILL", "SIGKILL", "kill" or "9" -> 9; throws CLI::ValidationError otherwise.
+int parse_signal(const std::string& text) {
+  if (!text.empty() && std::isdigit(static_cast<unsigned char>(text[0]))) {
+    const int n = std::atoi(text.c_str());
+    if (n > 0 && n < NSIG && std::to_string(n) == text) return n;
+    throw CLI::ValidationError("--signal", "no signal number " + text);
+  }
+  std::string name;
+  for (char c : text) name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (name.rfind("SIG", 0) == 0) name.erase(0, 3);
+  for (int s = 1; s < NSIG; ++s) {
+    const char* abbrev = sigabbrev_np(s);
+    if (abbrev != nullptr && name == abbrev) return s;
+  }
+  throw CLI::ValidationError("--signal", "no signal named " + text);
+}
+
+void print_task(const TaskReply& t) {
+  const std::int64_t now = wall_now_ms();
+  json head = json::object();
+  for (const char* k : {"id", "type", "pool", "state", "reason", "error", "attempts"}) {
+    if (t.body.contains(k) && !(t.body[k].is_string() && t.body[k].get<std::string>().empty()))
+      head[k] = t.body[k];
+  }
+  print_human(std::cout, head, now);
+  const json history = t.body.value("history", json::array());
+  if (history.is_array() && !history.empty()) {
+    std::cout << "\nhistory:\n";
+    print_object_table(std::cout, history,
+                       {"number", "outcome", "worker_pid", "started_ms", "ended_ms", "error"}, now);
+    for (const json& a : history) {
+      if (!a.is_object() || !a.contains("backtrace") || !a["backtrace"].is_string()) continue;
+      std::cout << "\nbacktrace of attempt " << a.value("number", 0) << ":\n";
+      std::string line;
+      for (char c : a["backtrace"].get<std::string>() + "\n") {
+        if (c != '\n') {
+          line += c;
+        } else if (!line.empty()) {
+          std::cout << "  " << line << "\n";
+          line.clear();
+        }
+      }
+    }
+  }
+  if (!t.result.empty()) std::cout << "\nresult:\n" << t.result << "\n";
+}
+
+}  // namespace
+
+json task_json(const TaskReply& t) {
+  json j = t.body;
+  if (!t.result.empty()) j["result"] = t.result;
+  return j;
+}
+
+void add_service_commands(CLI::App& app, Cli& cli) {
+  app.add_subcommand("status", "the service: version, uptime, pools")->callback([&cli] {
+    cli.action = [&cli] {
+      return run_call(
+          cli, "status", [](Client& c) { return c.status(); },
+          [](const json& b) { print_human(std::cout, b, wall_now_ms()); });
+    };
+  });
+
+  auto pool = std::make_shared<std::string>();
+  auto* workers = app.add_subcommand("workers", "the workers of every pool, or of POOL");
+  workers->add_option("POOL", *pool, "pool name");
+  workers->callback([&cli, pool] {
+    cli.action = [&cli, pool] {
+      return run_call(
+          cli, "workers", [pool](Client& c) { return c.workers(*pool); },
+          [](const json& b) {
+            const json rows = b.value("workers", json::array());
+            if (rows.empty()) {
+              std::cout << "no workers\n";
+              return;
+            }
+            print_object_table(std::cout, rows,
+                               {"pool", "pid", "state", "tasks_done", "in_flight", "rss_bytes",
+                                "cpu_ms", "uptime_ms", "restarts", "last_beat_ms", "isolation"},
+                               wall_now_ms());
+          });
+    };
+  });
+
+  auto* stats = app.add_subcommand("stats", "counters, rates and latencies per pool");
+  stats->add_option("POOL", *pool, "pool name");
+  stats->callback([&cli, pool] {
+    cli.action = [&cli, pool] {
+      return run_call(
+          cli, "stats", [pool](Client& c) { return c.stats(*pool); },
+          [](const json& b) { print_human(std::cout, b, wall_now_ms()); });
+    };
+  });
+
+  auto id = std::make_shared<std::uint64_t>(0);
+  auto* task = app.add_subcommand("task", "a task's state, attempts and history");
+  task->add_option("ID", *id, "task id")->required();
+  task->callback([&cli, id] {
+    cli.action = [&cli, id] {
+      auto client = connect(cli);
+      if (!client) return static_cast<int>(kExitUnreachable);
+      auto t = client->task(*id);
+      if (!t) return fail("task " + std::to_string(*id), t.status());
+      cli.json ? print_json(std::cout, task_json(*t)) : print_task(*t);
+      return static_cast<int>(kExitOk);
+    };
+  });
+
+  auto* cancel = app.add_subcommand("cancel", "cancel a queued or running task");
+  cancel->add_option("ID", *id, "task id")->required();
+  cancel->callback([&cli, id] {
+    cli.action = [&cli, id] {
+      return run_call(
+          cli, "cancel", [id](Client& c) { return c.cancel(*id); },
+          done_line("task " + std::to_string(*id) + ": cancel requested"));
+    };
+  });
+
+  auto count = std::make_shared<std::uint32_t>(0);
+  auto* scale = app.add_subcommand("scale", "set a pool's worker count");
+  scale->add_option("POOL", *pool, "pool name")->required();
+  scale->add_option("N", *count, "workers")->required();
+  scale->callback([&cli, pool, count] {
+    cli.action = [&cli, pool, count] {
+      return run_call(
+          cli, "scale", [&](Client& c) { return c.scale(*pool, *count); },
+          done_line(*pool + ": scaling to " + std::to_string(*count) + " workers"));
+    };
+  });
+
+  auto name = std::make_shared<std::string>();
+  auto* strategy = app.add_subcommand("strategy", "set a pool's dispatch strategy");
+  strategy->add_option("POOL", *pool, "pool name")->required();
+  strategy->add_option("NAME", *name, "round-robin, least-loaded, random, affinity")->required();
+  strategy->callback([&cli, pool, name] {
+    cli.action = [&cli, pool, name] {
+      return run_call(
+          cli, "strategy", [&](Client& c) { return c.strategy(*pool, *name); },
+          done_line(*pool + ": dispatch strategy " + *name));
+    };
+  });
+
+  for (const char* verb : {"drain", "resume"}) {
+    const bool is_drain = std::string(verb) == "drain";
+    auto* sub = app.add_subcommand(verb, is_drain ? "stop taking tasks, finish the queued ones"
+                                                  : "take tasks again after a drain");
+    sub->add_option("POOL", *pool, "pool name")->required();
+    sub->callback([&cli, pool, is_drain] {
+      cli.action = [&cli, pool, is_drain] {
+        return run_call(
+            cli, is_drain ? "drain" : "resume",
+            [&](Client& c) { return is_drain ? c.drain(*pool) : c.resume(*pool); },
+            done_line(*pool + (is_drain ? ": draining" : ": resumed")));
+      };
+    });
+  }
+
+  auto rolling = std::make_shared<bool>(false);
+  auto* restart = app.add_subcommand("restart", "restart a pool's workers");
+  restart->add_option("POOL", *pool, "pool name")->required();
+  restart->add_flag("--rolling", *rolling, "one worker at a time, the pool keeps serving");
+  restart->callback([&cli, pool, rolling] {
+    cli.action = [&cli, pool, rolling] {
+      return run_call(
+          cli, "restart", [&](Client& c) { return c.restart(*pool, *rolling); },
+          done_line(*pool + (*rolling ? ": rolling restart" : ": restart") + " begun"));
+    };
+  });
+
+  auto pid = std::make_shared<std::int32_t>(0);
+  auto signal = std::make_shared<std::string>("KILL");
+  auto* kill = app.add_subcommand("kill-worker", "send a signal to one worker (fault injection)");
+  kill->add_option("POOL", *pool, "pool name")->required();
+  kill->add_option("PID", *pid, "worker pid")->required();
+  kill->add_option("--signal", *signal, "name (KILL, SIGTERM) or number; default KILL");
+  kill->callback([&cli, pool, pid, signal] {
+    const int signo = parse_signal(*signal);
+    cli.action = [&cli, pool, pid, signo] {
+      return run_call(
+          cli, "kill-worker", [&](Client& c) { return c.kill_worker(*pool, *pid, signo); },
+          done_line(*pool + ": sent SIG" + sigabbrev_np(signo) + " to worker " +
+                    std::to_string(*pid)));
+    };
+  });
+
+  app.add_subcommand("reload", "re-read the configuration file")->callback([&cli] {
+    cli.action = [&cli] {
+      return run_call(
+          cli, "reload", [](Client& c) { return c.reload(); }, done_line("configuration reloaded"));
+    };
+  });
+
+  auto timeout = std::make_shared<std::string>();
+  auto* shutdown = app.add_subcommand("shutdown", "stop the service (in-flight tasks finish)");
+  shutdown->add_option("--timeout", *timeout, "how long in-flight tasks may take (30s, 500ms)");
+  shutdown->callback([&cli, timeout] {
+    std::optional<std::chrono::milliseconds> t;
+    if (!timeout->empty()) t = duration_arg("--timeout", *timeout);
+    cli.action = [&cli, t] {
+      return run_call(
+          cli, "shutdown", [t](Client& c) { return c.shutdown(t); }, done_line("shutdown begun"));
+    };
+  });
+}
+
+}  // namespace sandpool::poolctl

@@ -1,0 +1,102 @@
+// submit: one task, its id printed, or with --wait its progress and then its outcome.
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <sstream>
+
+#include "commands.hpp"
+#include "output.hpp"
+
+namespace sandpool::poolctl {
+namespace {
+
+using nlohmann::json;
+
+struct SubmitArgs {
+  SubmitRequest request;
+  std::string payload_arg;  // PAYLOAD, or "-" for stdin
+  std::string file;
+  bool wait = false;
+  std::string timeout;
+  std::optional<std::uint32_t> retries;
+};
+
+// The payload: PAYLOAD, the contents of --file, or stdin for "-".
+std::string read_payload(const SubmitArgs& a) {
+  if (!a.file.empty() && !a.payload_arg.empty())
+    throw CLI::ValidationError("--file", "give either PAYLOAD or --file, not both");
+  if (!a.file.empty()) {
+    std::ifstream in(a.file, std::ios::binary);
+    if (!in) throw CLI::ValidationError("--file", "cannot read " + a.file);
+    return {std::istreambuf_iterator<char>(in), {}};
+  }
+  if (a.payload_arg == "-") {
+    std::ostringstream ss;
+    ss << std::cin.rdbuf();
+    return ss.str();
+  }
+  return a.payload_arg;
+}
+
+int run_submit(const Cli& cli, const SubmitArgs& a) {
+  auto client = connect(cli);
+  if (!client) return kExitUnreachable;
+  if (!a.wait) {
+    auto s = client->submit(a.request);
+    if (!s) return fail("submit", s.status());
+    if (cli.json) {
+      print_json(std::cout, json{{"id", s->id}, {"existing", s->existing}});
+    } else {
+      std::cout << s->id << (s->existing ? " (existing task)" : "") << "\n";
+    }
+    return kExitOk;
+  }
+  auto progress = [&cli](std::uint64_t id, const std::string& text) {
+    if (cli.json) {
+      print_json(std::cout, json{{"event", "progress"}, {"id", id}, {"progress", text}});
+    } else {
+      std::cout << "progress " << id << ": " << text << "\n";
+    }
+    std::cout.flush();
+  };
+  auto t = client->submit_wait(a.request, progress);
+  if (!t) return fail("submit", t.status());
+  if (cli.json) {
+    print_json(std::cout, task_json(*t));
+  } else if (t->state == "completed") {
+    std::cout << t->result;
+    if (!t->result.empty() && t->result.back() != '\n') std::cout << "\n";
+  } else {
+    std::cout << "task " << t->id << " " << t->state
+              << (t->reason.empty() ? "" : " (" + t->reason + ")")
+              << (t->error.empty() ? "" : ": " + t->error) << "\n";
+  }
+  return t->state == "completed" ? kExitOk : kExitFailed;
+}
+
+}  // namespace
+
+void add_submit_command(CLI::App& app, Cli& cli) {
+  auto a = std::make_shared<SubmitArgs>();
+  auto* sub = app.add_subcommand("submit", "submit one task; print its id, or wait for it");
+  sub->add_option("TYPE", a->request.type, "task type")->required();
+  sub->add_option("PAYLOAD", a->payload_arg, "the payload text, or - to read stdin");
+  sub->add_option("--file", a->file, "read the payload from this file");
+  sub->add_option("--pool", a->request.pool, "pool (default: routed by type)");
+  sub->add_flag("--wait", a->wait, "print progress, then the result; exit 1 unless completed");
+  sub->add_option("--priority", a->request.priority, "higher runs first (default 0)");
+  sub->add_option("--timeout", a->timeout, "per-attempt timeout (30s, 500ms)");
+  sub->add_option("--retries", a->retries, "retries after the first attempt");
+  sub->add_option("--key", a->request.key, "affinity key");
+  sub->add_option("--idempotency-key", a->request.idempotency_key,
+                  "a resubmit with the same key returns the existing task");
+  sub->callback([&cli, a] {
+    a->request.payload = read_payload(*a);
+    if (!a->timeout.empty()) a->request.timeout = duration_arg("--timeout", a->timeout);
+    a->request.retries = a->retries;
+    cli.action = [&cli, a] { return run_submit(cli, *a); };
+  });
+}
+
+}  // namespace sandpool::poolctl

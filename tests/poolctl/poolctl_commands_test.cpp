@@ -1,0 +1,194 @@
+// The request/reply commands of the real poolctl against a scripted service: human output,
+// --json, what poolctl sent, and the exit codes (0 ok, 1 failed, 2 usage, 3 unreachable).
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "poolctl_runner.hpp"
+#include "scripted_service.hpp"
+
+using namespace sandpool::testing;
+using nlohmann::json;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("status prints the service and its pools, or one JSON object") {
+  TempDir dir;
+  ScriptedService service(dir.path());
+  auto r = poolctl(service.socket(), {"status"});
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.out, "version:"));
+  CHECK(contains(r.out, "1d01h"));  // uptime_ms 90061000 in human units
+  CHECK(contains(r.out, "default"));
+  auto j = poolctl(service.socket(), {"--json", "status"});
+  REQUIRE(j.exit_code == 0);
+  CHECK(json::parse(j.out)["pools"][0]["name"] == "default");
+}
+
+TEST_CASE("workers renders pid, state, tasks, RSS, CPU, uptime, restarts, last beat, isolation") {
+  TempDir dir;
+  ScriptedService service(dir.path());
+  auto r = poolctl(service.socket(), {"workers"});
+  REQUIRE(r.exit_code == 0);
+  for (const char* part :
+       {"PID", "TASKS DONE", "RSS", "CPU", "UPTIME", "RESTARTS", "LAST BEAT", "ISOLATION", "4101",
+        "3.0 MiB", "2.5s", "1h02m", "ago", "seccomp+rlimits"}) {
+    CHECK(contains(r.out, part));
+  }
+  auto j = poolctl(service.socket(), {"workers", "default", "--json"});
+  REQUIRE(j.exit_code == 0);
+  CHECK(json::parse(j.out)["workers"].size() == 2);
+  CHECK(service.requests("workers").back().args["pool"] == "default");
+  auto missing = poolctl(service.socket(), {"workers", "nope"});
+  CHECK(missing.exit_code == 1);
+  CHECK(contains(missing.err, "no pool named nope"));
+}
+
+TEST_CASE("stats prints each pool's counters and latencies") {
+  TempDir dir;
+  ScriptedService service(dir.path());
+  auto r = poolctl(service.socket(), {"stats", "default"});
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.out, "COMPLETED"));
+  CHECK(service.requests("stats").back().args["pool"] == "default");
+}
+
+TEST_CASE(
+    "task shows state, attempts, the history and its backtraces, and fails on an unknown id") {
+  TempDir dir;
+  ScriptedService service(dir.path());
+  auto r = poolctl(service.socket(), {"task", "7"});
+  REQUIRE(r.exit_code == 0);
+  for (const char* part : {"dead_lettered", "retries_exhausted", "history:", "OUTCOME", "timeout",
+                           "4102", "backtrace of attempt 2:", "  #0 spin_forever"}) {
+    CHECK(contains(r.out, part));
+  }
+  auto j = poolctl(service.socket(), {"--json", "task", "7"});
+  REQUIRE(j.exit_code == 0);
+  CHECK(json::parse(j.out)["history"].size() == 2);
+  auto missing = poolctl(service.socket(), {"task", "404"});
+  CHECK(missing.exit_code == 1);
+  CHECK(contains(missing.err, "not_found"));
+}
+
+TEST_CASE("cancel, scale, strategy, drain, resume and restart send their arguments") {
+  TempDir dir;
+  ScriptedService service(dir.path());
+  CHECK(poolctl(service.socket(), {"cancel", "9"}).exit_code == 0);
+  CHECK(service.requests("cancel").back().args["id"] == 9);
+  auto scale = poolctl(service.socket(), {"scale", "default", "4"});
+  CHECK(scale.exit_code == 0);
+  CHECK(contains(scale.out, "scaling to 4 workers"));
+  CHECK(service.requests("scale").back().args["workers"] == 4);
+  CHECK(poolctl(service.socket(), {"scale", "nope", "4"}).exit_code == 1);
+  CHECK(poolctl(service.socket(), {"strategy", "default", "least-loaded"}).exit_code == 0);
+  CHECK(service.requests("strategy").back().args["strategy"] == "least-loaded");
+  CHECK(poolctl(service.socket(), {"drain", "default"}).exit_code == 0);
+  CHECK(poolctl(service.socket(), {"resume", "default"}).exit_code == 0);
+  CHECK(service.requests("drain").size() == 1);
+  CHECK(service.requests("resume").size() == 1);
+  CHECK(poolctl(service.socket(), {"restart", "default", "--rolling"}).exit_code == 0);
+  CHECK(service.requests("restart").back().args["rolling"] == true);
+  auto j = poolctl(service.socket(), {"restart", "default", "--json"});
+  CHECK(j.exit_code == 0);
+  CHECK(json::parse(j.out).is_object());
+  CHECK(service.requests("restart").back().args["rolling"] == false);
+}
+
+TEST_CASE("kill-worker takes signal names and numbers and fails on an unknown worker") {
+  TempDir dir;
+  ScriptedService service(dir.path());
+  auto signal_sent = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args{"kill-worker", "default", "4101"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    REQUIRE(poolctl(service.socket(), args).exit_code == 0);
+    return service.requests("kill_worker").back().args["signal"].get<int>();
+  };
+  CHECK(signal_sent({}) == 9);
+  CHECK(signal_sent({"--signal", "TERM"}) == 15);
+  CHECK(signal_sent({"--signal", "SIGSEGV"}) == 11);
+  CHECK(signal_sent({"--signal", "2"}) == 2);
+  CHECK(
+      poolctl(service.socket(), {"kill-worker", "default", "4101", "--signal", "NOPE"}).exit_code ==
+      2);
+  CHECK(poolctl(service.socket(), {"kill-worker", "default", "999"}).exit_code == 1);
+}
+
+TEST_CASE("dlq list, show, replay and purge go through the service") {
+  TempDir dir;
+  ScriptedService service(dir.path());
+  auto list = poolctl(service.socket(), {"dlq", "list", "--pool", "default", "--limit", "1"});
+  REQUIRE(list.exit_code == 0);
+  CHECK(contains(list.out, "retries_exhausted"));
+  CHECK(contains(list.out, "1m00s ago"));
+  CHECK(contains(list.out, "more: --cursor 1"));
+  CHECK(service.requests("dlq_list").back().args["pool"] == "default");
+  auto show = poolctl(service.socket(), {"dlq", "show", "1"});
+  REQUIRE(show.exit_code == 0);
+  CHECK(contains(show.out, "the payload"));
+  auto show_json = poolctl(service.socket(), {"--json", "dlq", "show", "1"});
+  CHECK(json::parse(show_json.out)["payload"] == "the payload");
+  CHECK(poolctl(service.socket(), {"dlq", "show", "5"}).exit_code == 1);
+  auto replay = poolctl(service.socket(), {"dlq", "replay", "1"});
+  CHECK(replay.exit_code == 0);
+  CHECK(contains(replay.out, "1 dead letters replayed"));
+  CHECK(poolctl(service.socket(), {"dlq", "replay", "--all"}).exit_code == 0);
+  CHECK(service.requests("dlq_replay").back().args["all"] == true);
+  CHECK(poolctl(service.socket(), {"dlq", "replay", "--reason", "shutdown"}).exit_code == 0);
+  CHECK(service.requests("dlq_replay").back().args["filter"]["reason"] == "shutdown");
+  auto purge = poolctl(service.socket(), {"dlq", "purge", "--older-than", "168h"});
+  CHECK(purge.exit_code == 0);
+  CHECK(service.requests("dlq_purge").back().args["older_than_ms"] == 168 * 3600000LL);
+  CHECK(poolctl(service.socket(), {"dlq", "replay"}).exit_code == 2);
+  CHECK(poolctl(service.socket(), {"dlq", "purge", "1", "--all"}).exit_code == 2);
+}
+
+TEST_CASE("reload prints what changed and shutdown sends its timeout") {
+  TempDir dir;
+  ScriptedService service(dir.path());
+  auto reload = poolctl(service.socket(), {"reload"});
+  CHECK(reload.exit_code == 0);
+  CHECK(contains(reload.out, "images"));
+  CHECK(poolctl(service.socket(), {"shutdown", "--timeout", "5s"}).exit_code == 0);
+  CHECK(service.requests("shutdown").back().args["timeout_ms"] == 5000);
+}
+
+TEST_CASE("a bad command line exits 2 without contacting the service") {
+  TempDir dir;
+  ScriptedService service(dir.path());
+  const std::vector<std::vector<std::string>> bad = {
+      {},
+      {"frobnicate"},
+      {"scale", "default"},
+      {"scale", "default", "many"},
+      {"task"},
+      {"shutdown", "--timeout", "soon"},
+      {"top", "--interval", "-1s"},
+      {"batch", "noop"},
+      {"batch", "noop", "10", "--payload-size", "huge"},
+      {"submit", "echo", "text", "--file", "/etc/hostname"},
+      {"submit", "echo", "--file", dir.path() + "/missing"},
+      {"dlq"},
+      {"status", "--no-such-flag"}};
+  for (const auto& args : bad) {
+    INFO("poolctl " << json(args).dump());
+    CHECK(poolctl(service.socket(), args).exit_code == 2);
+  }
+  CHECK(service.requests("status").empty());
+  CHECK(poolctl(service.socket(), {"--help"}).exit_code == 0);
+}
+
+TEST_CASE("an unreachable service exits 3 and names the socket") {
+  TempDir dir;
+  auto missing = poolctl(dir.path() + "/absent.sock", {"status"});
+  CHECK(missing.exit_code == 3);
+  CHECK(contains(missing.err, dir.path() + "/absent.sock"));
+  std::ofstream(dir.path() + "/file.sock") << "not a socket";
+  CHECK(poolctl(dir.path() + "/file.sock", {"workers"}).exit_code == 3);
+}

@@ -1,0 +1,254 @@
+#include "scripted_service.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+
+namespace sandpool::testing {
+namespace {
+
+using nlohmann::json;
+
+std::int64_t now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+json worker(int pid, const std::string& state) {
+  return {{"pid", pid},
+          {"pool", "default"},
+          {"state", state},
+          {"tasks_done", 1234},
+          {"in_flight", 1},
+          {"rss_bytes", 3 << 20},
+          {"cpu_ms", 2500},
+          {"uptime_ms", 3723000},
+          {"restarts", 2},
+          {"last_beat_ms", now_ms() - 300},
+          {"isolation", "seccomp+rlimits"}};
+}
+
+json task_account() {
+  const std::int64_t t = now_ms() - 45000;
+  return {{"id", 7},
+          {"type", "echo"},
+          {"state", "dead_lettered"},
+          {"reason", "retries_exhausted"},
+          {"error", "timed out"},
+          {"attempts", 2},
+          {"history", json::array({{{"number", 1},
+                                    {"outcome", "crash"},
+                                    {"error", "SIGSEGV"},
+                                    {"worker_pid", 4101},
+                                    {"started_ms", t},
+                                    {"ended_ms", t + 200}},
+                                   {{"number", 2},
+                                    {"outcome", "timeout"},
+                                    {"error", "timed out"},
+                                    {"worker_pid", 4102},
+                                    {"started_ms", t + 300},
+                                    {"ended_ms", t + 30300},
+                                    {"backtrace", "#0 spin_forever\n#1 sp_plugin_handle\n"}}})}};
+}
+
+}  // namespace
+
+ScriptedService::ScriptedService(const std::string& dir) : socket_(dir + "/poold.sock") {
+  ControlServerOptions o;
+  o.path = socket_;
+  auto s = ControlServer::start(o, *this);
+  if (!s) FAIL("ControlServer::start: " << s.status().to_string());
+  server_ = std::move(s).value();
+}
+
+ScriptedService::~ScriptedService() { stop(); }
+
+void ScriptedService::stop() {
+  if (server_) server_->stop();
+}
+
+std::vector<SeenRequest> ScriptedService::requests(const std::string& op) const {
+  std::lock_guard lock(mu_);
+  std::vector<SeenRequest> out;
+  for (const auto& r : seen_) {
+    if (r.op == op) out.push_back(r);
+  }
+  return out;
+}
+
+std::uint64_t ScriptedService::batch_tasks() const {
+  std::lock_guard lock(mu_);
+  return batch_tasks_;
+}
+
+bool ScriptedService::wait_for_follower() {
+  std::unique_lock lock(mu_);
+  return cv_.wait_for(lock, std::chrono::seconds(60), [&] { return !followers_.empty(); });
+}
+
+void ScriptedService::publish(const json& event) {
+  std::lock_guard lock(mu_);
+  for (const auto& f : followers_) f.event(event);
+}
+
+void ScriptedService::end_follow_streams() {
+  std::lock_guard lock(mu_);
+  for (const auto& f : followers_) f.ok();
+  followers_.clear();
+}
+
+void ScriptedService::handle(Request request, Responder responder) {
+  {
+    std::lock_guard lock(mu_);
+    if (request.op != "submit_batch") seen_.push_back({request.op, request.args, request.blob});
+  }
+  answer(request, responder);
+}
+
+void ScriptedService::answer(const Request& r, const Responder& out) {
+  const json& a = r.args;
+  const std::string pool = a.value("pool", std::string());
+  const bool known_pool = pool.empty() || pool == "default";
+  if (r.op == "status") {
+    out.ok({{"version", "0.1.0"},
+            {"uptime_ms", 90061000},
+            {"pools", json::array({{{"name", "default"},
+                                    {"state", "running"},
+                                    {"workers", 2},
+                                    {"queued", 5},
+                                    {"in_flight", 2}}})}});
+  } else if (r.op == "workers") {
+    if (!known_pool) return void(out.error("not_found", "no pool named " + pool));
+    out.ok({{"workers", json::array({worker(4101, "ready"), worker(4102, "starting")})}});
+  } else if (r.op == "stats") {
+    std::uint64_t n;
+    {
+      std::lock_guard lock(mu_);
+      n = ++stats_calls_;
+    }
+    out.ok({{"pools", json::array({{{"name", "default"},
+                                    {"state", "running"},
+                                    {"workers", 2},
+                                    {"queued", 0},
+                                    {"in_flight", 1},
+                                    {"completed", 1000 * n},
+                                    {"dead_lettered", n},
+                                    {"latency_ms", {{"p50", 1.5}, {"p90", 4}, {"p99", 12}}}}})}});
+  } else if (r.op == "task") {
+    if (a.value("id", 0) != 7) return void(out.error("not_found", "no task " + a["id"].dump()));
+    out.ok(task_account());
+  } else if (r.op == "cancel") {
+    out.ok({{"id", a["id"]}, {"state", "cancelled"}});
+  } else if (r.op == "submit") {
+    answer_submit(r, out);
+  } else if (r.op == "submit_batch") {
+    answer_batch(r, out);
+  } else if (r.op.rfind("dlq_", 0) == 0) {
+    answer_dlq(r, out);
+  } else if (r.op == "events") {
+    answer_events(r, out);
+  } else if (r.op == "reload") {
+    out.ok({{"added", json::array({"images"})}, {"removed", json::array()}});
+  } else if (!known_pool) {  // scale, strategy, drain, resume, restart, kill_worker
+    out.error("not_found", "no pool named " + pool);
+  } else if (r.op == "kill_worker" && a.value("pid", 0) != 4101) {
+    out.error("not_found", "no worker " + a["pid"].dump() + " in pool default");
+  } else {
+    out.ok(r.op == "scale" ? json{{"pool", pool}, {"workers", a["workers"]}} : json::object());
+  }
+}
+
+// Type "fail" dead-letters, anything else completes with the payload echoed upper-case.
+void ScriptedService::answer_submit(const Request& r, const Responder& out) {
+  std::uint64_t id;
+  {
+    std::lock_guard lock(mu_);
+    id = ++next_id_;
+  }
+  if (!r.args.value("wait", false)) return void(out.ok({{"id", id}, {"existing", false}}));
+  out.event({{"event", "accepted"}, {"id", id}, {"existing", false}});
+  if (r.args.value("progress", false)) {
+    out.event({{"event", "progress"}, {"id", id}}, "50%");
+    out.event({{"event", "progress"}, {"id", id}}, "100%");
+  }
+  json account{{"id", id}, {"type", r.args["type"]}, {"attempts", 1}, {"history", json::array()}};
+  if (r.args["type"] == "fail") {
+    account.update(
+        {{"state", "dead_lettered"}, {"reason", "retries_exhausted"}, {"error", "boom"}});
+    return void(out.ok(account));
+  }
+  std::string result = r.blob;
+  for (char& c : result) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  account.update({{"state", "completed"}, {"reason", ""}, {"error", ""}});
+  out.ok(account, result);
+}
+
+// The compact form: payload_lens + defaults; type "full" refuses every other task.
+void ScriptedService::answer_batch(const Request& r, const Responder& out) {
+  const json& lens = r.args.at("payload_lens");
+  std::uint64_t total = 0;
+  for (const json& l : lens) total += l.get<std::uint64_t>();
+  if (total != r.blob.size()) return void(out.error("bad_request", "payload_lens != blob size"));
+  const bool refuse_some = r.args.at("defaults").value("type", std::string()) == "full";
+  json ids = json::array(), errors = json::array();
+  std::uint64_t base;
+  {
+    std::lock_guard lock(mu_);
+    base = next_id_;
+    next_id_ += lens.size();
+    batch_tasks_ += lens.size();
+  }
+  for (std::size_t i = 0; i < lens.size(); ++i) {
+    if (refuse_some && i % 2 == 1) {
+      ids.push_back(0);
+      errors.push_back({{"index", i}, {"code", "queue_full"}, {"message", "queue is full"}});
+    } else {
+      ids.push_back(base + i + 1);
+    }
+  }
+  json reply{{"ids", std::move(ids)}};
+  if (!errors.empty()) reply["errors"] = std::move(errors);
+  out.ok(reply);
+}
+
+void ScriptedService::answer_dlq(const Request& r, const Responder& out) {
+  const json letter{{"id", 1},
+                    {"task_id", 7},
+                    {"pool", "default"},
+                    {"type", "echo"},
+                    {"reason", "retries_exhausted"},
+                    {"attempts", 2},
+                    {"error", "timed out"},
+                    {"dead_lettered_ms", now_ms() - 60000}};
+  if (r.op == "dlq_list") {
+    json reply{{"entries", json::array({letter})}};
+    if (r.args.contains("limit")) reply["next_cursor"] = "1";
+    out.ok(reply);
+  } else if (r.op == "dlq_show") {
+    if (r.args.value("id", 0) != 1) return void(out.error("not_found", "no dead letter"));
+    out.ok(letter, "the payload");
+  } else if (r.op == "dlq_replay") {
+    out.ok({{"replayed", r.args.contains("id") ? 1 : 2}, {"ids", json::array({201, 202})}});
+  } else {
+    out.ok({{"purged", r.args.contains("id") ? 1 : 2}});
+  }
+}
+
+// Without follow: two recent events, then ok. With follow: kept open for publish().
+void ScriptedService::answer_events(const Request& r, const Responder& out) {
+  if (!r.args.value("follow", false)) {
+    out.event(
+        {{"event", "worker_started"}, {"pool", "default"}, {"pid", 4101}, {"time_ms", now_ms()}});
+    out.event({{"event", "task_ended"},
+               {"pool", "default"},
+               {"id", 7},
+               {"state", "completed"},
+               {"time_ms", now_ms()}});
+    return void(out.ok());
+  }
+  std::lock_guard lock(mu_);
+  followers_.push_back(out);
+  cv_.notify_all();
+}
+
+}  // namespace sandpool::testing
