@@ -11,11 +11,11 @@
 #include <vector>
 
 #include <sandpool/pool_options.hpp>
+#include <sandpool/rights.hpp>
 #include <sandpool/status.hpp>
 
 namespace sandpool {
 
-enum class Rights : std::uint8_t { kRead, kAdmin };  // read: status/stats/events/task
 enum class LogLevel : std::uint8_t { kTrace, kDebug, kInfo, kWarn, kError, kCritical, kOff };
 enum class LogFormat : std::uint8_t { kText, kJson };
 
@@ -25,6 +25,7 @@ struct AllowRule {
   std::string name;                 // empty when given by id
   std::optional<std::uint32_t> id;  // set when given by number
   Rights rights = Rights::kRead;
+  bool operator==(const AllowRule&) const = default;
 };
 
 struct ServiceConfig {
@@ -44,6 +45,7 @@ struct ServiceConfig {
   std::uint64_t max_buffered_bytes = 16u << 20;   // per connection, replies to a slow reader
   std::uint64_t task_records_max = 100000;        // finished tasks kept for `poolctl task`
   Duration task_records_max_age{3600000};
+  bool operator==(const ServiceConfig&) const = default;
   // `journal: on` is planned; the parser accepts only `off`.
 };
 
@@ -51,38 +53,46 @@ struct PoolConfig {
   using Duration = std::chrono::milliseconds;
   struct Workers {
     std::uint32_t min = 1, max = 64, initial = 2;
+    bool operator==(const Workers&) const = default;
   };
   struct Queue {
     std::uint64_t capacity = 100000;
     std::optional<Duration> ttl;
+    bool operator==(const Queue&) const = default;
   };
   struct Limits {
     std::uint64_t memory = 0;  // bytes of address space; 0 here and below: no limit
     Duration cpu_time{0};      // CPU per task attempt
     std::uint64_t open_files = 64, processes = 0, file_size = 0;
     std::uint64_t max_payload = 8u << 20, max_result = 8u << 20;
+    bool operator==(const Limits&) const = default;
   };
   struct Sandbox {
     sandbox::SeccompProfile profile = sandbox::SeccompProfile::kStrict;
     std::vector<std::string> allow_syscalls, keep_env;
+    bool operator==(const Sandbox&) const = default;
   };
   struct Health {
     Duration heartbeat_interval{250};
     std::uint32_t missed_heartbeats = 3;
     Duration init_timeout{10000};
+    bool operator==(const Health&) const = default;
   };
   struct TaskDefaults {
     Duration timeout{30000};
     std::uint32_t retries = 3;
     Duration cancel_grace{1000};
+    bool operator==(const TaskDefaults&) const = default;
   };
   struct Restart {
     std::uint32_t max_restarts = 10;
     Duration within{60000}, backoff_base{100}, backoff_max{10000}, stable_after{5000};
     std::uint32_t max_init_failures = 3;
+    bool operator==(const Restart&) const = default;
   };
   struct Recycle {
     std::uint64_t max_tasks = 0, max_rss = 0;  // 0: never
+    bool operator==(const Recycle&) const = default;
   };
 
   std::string name;    // required, [a-z0-9_-]+, unique
@@ -100,6 +110,7 @@ struct PoolConfig {
   RetryPolicy retry;
   Restart restart;
   Recycle recycle;
+  bool operator==(const PoolConfig&) const = default;
 };
 
 struct Config {
@@ -119,7 +130,6 @@ Result<Config> load_config(const std::string& path);
 // The caller sets the dead-letter store, logger and spawner.
 PoolOptions to_pool_options(const PoolConfig& pool);
 
-std::string_view to_string(Rights r);
 std::string_view to_string(LogLevel l);
 std::string_view to_string(LogFormat f);
 
