@@ -78,6 +78,8 @@ std::optional<std::uint64_t> id_arg(const json& a) {
 
 void Service::op_dlq(const Request& req, const Responder& res) {
   const json& a = req.args;
+  // Reads see committed letters only: commit what the pools enqueued so far first.
+  (void)store_->flush(std::chrono::seconds(5));
   if (req.op == "dlq_list") {
     auto filter = filter_of(a);
     if (!filter) return (void)res.error(filter.status());
@@ -87,7 +89,6 @@ void Service::op_dlq(const Request& req, const Responder& res) {
       page.after = parse_cursor(c->get<std::string>());
       if (!page.after) return (void)res.error("bad_request", "cursor: as returned in `next`");
     }
-    (void)store_->flush(std::chrono::seconds(5));
     auto list = store_->list(*filter, page);
     if (!list) return (void)res.error(list.status());
     json letters = json::array();
@@ -138,7 +139,6 @@ void Service::op_dlq(const Request& req, const Responder& res) {
 }
 
 json Service::dlq_replay(const json& a) {
-  (void)store_->flush(std::chrono::seconds(5));
   json task_ids = json::array();
   std::uint64_t failed = 0;
   std::string first_error;
