@@ -78,7 +78,7 @@ TEST_CASE("a message with quotes, backslashes, newlines and bad UTF-8 stays one 
   CHECK(msg.find("\xEF\xBF\xBD") != std::string::npos);  // U+FFFD for the invalid bytes
 }
 
-TEST_CASE("key=value pairs in a JSON message become fields; msg keeps the whole text") {
+TEST_CASE("key=value pairs in a JSON message become fields, msg keeps the whole text") {
   CapturedLog log(LogFormat::kJson);
   log.logger->info("worker exited pool=default pid=4242 reason=\"killed by the pool\" msg=x pid=1");
   auto o = log.objects().at(0);
