@@ -29,18 +29,6 @@ constexpr std::array<OpRights, 20> kOps{{
 
 }  // namespace
 
-std::string_view to_string(Rights r) {
-  switch (r) {
-    case Rights::kNone:
-      return "none";
-    case Rights::kRead:
-      return "read";
-    case Rights::kAdmin:
-      return "admin";
-  }
-  return "none";
-}
-
 Rights rights_for(const PeerCredentials& peer, const AccessPolicy& policy, uid_t server_uid) {
   if (policy.root_is_admin && peer.uid == 0) return Rights::kAdmin;
   if (policy.self_is_admin && peer.uid == server_uid) return Rights::kAdmin;

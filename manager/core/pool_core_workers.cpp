@@ -448,6 +448,9 @@ std::vector<WorkerInfo> PoolCore::workers(std::int64_t now) const {
     i.in_flight = static_cast<std::uint32_t>(w.in_flight.size());
     i.tasks_done = w.tasks_done;
     i.uptime_ms = (now - w.spawned_ns) / kMsNs;
+    if (w.phase != Phase::kStarting) {
+      i.last_beat_ago_ms = std::max<std::int64_t>(0, now / kMsNs - ctl_.heartbeat_ms(id));
+    }
     out.push_back(std::move(i));
   }
   return out;

@@ -59,28 +59,25 @@ class JsonLogFormatter final : public spdlog::formatter {
 
 }  // namespace
 
-Result<LogFormat> parse_log_format(std::string_view name) {
-  if (name == "text") return LogFormat::kText;
-  if (name == "json") return LogFormat::kJson;
-  return Status::invalid("unknown log format '" + std::string(name) + "' (text, json)");
-}
-
-Result<spdlog::level::level_enum> parse_log_level(std::string_view name) {
+spdlog::level::level_enum to_spdlog_level(LogLevel level) {
   using spdlog::level::level_enum;
-  static constexpr std::array<std::pair<std::string_view, level_enum>, 7> kLevels{{
-      {"trace", level_enum::trace},
-      {"debug", level_enum::debug},
-      {"info", level_enum::info},
-      {"warn", level_enum::warn},
-      {"error", level_enum::err},
-      {"critical", level_enum::critical},
-      {"off", level_enum::off},
-  }};
-  for (const auto& [n, l] : kLevels) {
-    if (n == name) return l;
+  switch (level) {
+    case LogLevel::kTrace:
+      return level_enum::trace;
+    case LogLevel::kDebug:
+      return level_enum::debug;
+    case LogLevel::kInfo:
+      return level_enum::info;
+    case LogLevel::kWarn:
+      return level_enum::warn;
+    case LogLevel::kError:
+      return level_enum::err;
+    case LogLevel::kCritical:
+      return level_enum::critical;
+    case LogLevel::kOff:
+      return level_enum::off;
   }
-  return Status::invalid("unknown log level '" + std::string(name) +
-                         "' (trace, debug, info, warn, error, critical, off)");
+  return level_enum::info;
 }
 
 std::unique_ptr<spdlog::formatter> make_json_log_formatter() {

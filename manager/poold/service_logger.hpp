@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include <sandpool/config.hpp>
 #include <sandpool/status.hpp>
 
 namespace spdlog {
@@ -17,17 +18,12 @@ class logger;
 
 namespace sandpool::poold {
 
-enum class LogFormat {
-  kText,  // spdlog's default line, as sandpool-run writes: "[2026-11-26 02:07:10.123] [poold]
-          // [info] msg"
-  kJson,  // one JSON object per line, see make_json_log_formatter()
-};
+// The config's log format (text: spdlog's default line, as sandpool-run writes; json: one
+// object per line, see make_json_log_formatter()); the config parser reads both names.
+using LogFormat = sandpool::LogFormat;
 
-// "text" or "json"; anything else is an invalid_argument error naming the accepted values.
-Result<LogFormat> parse_log_format(std::string_view name);
-// "trace", "debug", "info", "warn", "error", "critical" or "off" (spdlog's own from_str maps
-// every unknown name to "off", which would silence a service over a typo).
-Result<spdlog::level::level_enum> parse_log_level(std::string_view name);
+// The spdlog level of a configured log level.
+spdlog::level::level_enum to_spdlog_level(LogLevel level);
 
 // The JSON line format: {"ts":"2026-11-26T02:07:10.123456Z","level":"info","logger":"poold",
 // "msg":"...", <fields>}. ts is UTC with microseconds; level is spdlog's name (trace, debug,

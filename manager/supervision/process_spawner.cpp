@@ -8,6 +8,7 @@
 #define BOOST_POSIX_HAS_VFORK 1
 #endif
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <sandpool/pidfd.hpp>
@@ -39,6 +40,11 @@ class ProcessSpawner final : public Spawner {
     const std::size_t n = req.fds.size();
     for (std::size_t i = 0; i < n; ++i) map[i] = req.fds[i];
     auto setup = [&map, n](auto& exec) {
+      // poold blocks SIGTERM/SIGINT/SIGHUP for its signalfd; the mask survives exec, and a
+      // worker must stay killable by them (and see the defaults its host expects).
+      sigset_t none;
+      ::sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
       // Move every source above the target range first, so that binding fd 3 cannot
       // clobber a source that happens to be fd 3 or 4.
       int moved[kMaxMappedFds];

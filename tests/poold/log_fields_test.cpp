@@ -12,7 +12,7 @@ LogField num(std::string k, std::string v) { return {std::move(k), std::move(v),
 
 }  // namespace
 
-TEST_CASE("key=value words are fields, in order; other words are text") {
+TEST_CASE("key=value words are fields, in order, other words are text") {
   using Fields = std::vector<LogField>;
   auto [message, expected] = GENERATE(table<std::string, Fields>({
       {"worker started", {}},

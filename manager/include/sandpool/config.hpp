@@ -13,11 +13,11 @@
 #include <vector>
 
 #include <sandpool/pool_options.hpp>
+#include <sandpool/rights.hpp>
 #include <sandpool/status.hpp>
 
 namespace sandpool {
 
-enum class Rights : std::uint8_t { kRead, kAdmin };  // read: status/stats/events/task
 enum class LogLevel : std::uint8_t { kTrace, kDebug, kInfo, kWarn, kError, kCritical, kOff };
 enum class LogFormat : std::uint8_t { kText, kJson };
 
@@ -140,7 +140,6 @@ Result<Config> load_config(const std::string& path);
 // The caller sets the dead-letter store, logger and spawner.
 PoolOptions to_pool_options(const PoolConfig& pool);
 
-std::string_view to_string(Rights r);
 std::string_view to_string(LogLevel l);
 std::string_view to_string(LogFormat f);
 

@@ -13,12 +13,10 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <sandpool/rights.hpp>
 #include <sandpool/status.hpp>
 
 namespace sandpool {
-
-enum class Rights : std::uint8_t { kNone, kRead, kAdmin };
-std::string_view to_string(Rights r);  // "none", "read", "admin"
 
 struct PeerCredentials {
   pid_t pid = 0;

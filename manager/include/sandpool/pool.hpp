@@ -23,7 +23,7 @@
 namespace sandpool {
 
 struct DeadLetterFilter;  // <sandpool/dead_letters.hpp>
-struct PoolMetrics;  // <sandpool/pool_metrics.hpp>
+struct PoolMetrics;       // <sandpool/pool_metrics.hpp>
 
 namespace core {
 struct TaskRecord;
@@ -77,6 +77,7 @@ struct WorkerInfo {
   std::uint32_t in_flight = 0;
   std::uint64_t tasks_done = 0;
   std::int64_t uptime_ms = 0;
+  std::int64_t last_beat_ago_ms = -1;  // since its last heartbeat; -1: none yet (starting)
 };
 
 // A lifecycle event, delivered to PoolOptions::on_event on the pool's loop thread.

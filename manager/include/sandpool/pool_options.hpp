@@ -35,6 +35,7 @@ struct RetryPolicy {
   bool retry_sandbox_violation = false;
   // Returns the un-jittered delay before retry number `attempt` (1 = after the first try).
   std::chrono::milliseconds ceiling_for(std::uint32_t attempt) const;
+  bool operator==(const RetryPolicy&) const = default;
 };
 
 struct PoolOptions {

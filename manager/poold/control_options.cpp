@@ -1,0 +1,65 @@
+#include "poold/control_options.hpp"
+
+#include <grp.h>
+#include <pwd.h>
+
+#include <vector>
+
+namespace sandpool::poold {
+namespace {
+
+Result<gid_t> group_id(const std::string& name) {
+  std::vector<char> buf(16384);
+  struct group g {};
+  struct group* found = nullptr;
+  const int rc = ::getgrnam_r(name.c_str(), &g, buf.data(), buf.size(), &found);
+  if (rc != 0) return Status::from_errno(rc, "getgrnam_r(" + name + ")");
+  if (found == nullptr) return Status::error(Code::kNotFound, "no group named '" + name + "'");
+  return g.gr_gid;
+}
+
+Result<uid_t> user_id(const std::string& name) {
+  std::vector<char> buf(16384);
+  struct passwd p {};
+  struct passwd* found = nullptr;
+  const int rc = ::getpwnam_r(name.c_str(), &p, buf.data(), buf.size(), &found);
+  if (rc != 0) return Status::from_errno(rc, "getpwnam_r(" + name + ")");
+  if (found == nullptr) return Status::error(Code::kNotFound, "no user named '" + name + "'");
+  return p.pw_uid;
+}
+
+}  // namespace
+
+Result<ControlServerOptions> control_options(const ServiceConfig& service) {
+  ControlServerOptions o;
+  o.path = service.socket_path;
+  o.mode = service.socket_mode;
+  if (!service.socket_group.empty()) {
+    auto g = group_id(service.socket_group);
+    if (!g) return g.status().with_context("service.socket_group");
+    o.group = *g;
+  }
+  for (const AllowRule& rule : service.allow) {
+    AccessGrant grant;
+    grant.kind = rule.is_group ? AccessGrant::Kind::kGid : AccessGrant::Kind::kUid;
+    grant.rights = rule.rights;
+    if (rule.id) {
+      grant.id = *rule.id;
+    } else if (rule.is_group) {
+      auto g = group_id(rule.name);
+      if (!g) return g.status().with_context("service.allow");
+      grant.id = *g;
+    } else {
+      auto u = user_id(rule.name);
+      if (!u) return u.status().with_context("service.allow");
+      grant.id = *u;
+    }
+    o.access.grants.push_back(grant);
+  }
+  o.max_connections = service.max_connections;
+  o.max_outstanding = service.max_outstanding_requests;
+  o.max_output_bytes = service.max_buffered_bytes;
+  return o;
+}
+
+}  // namespace sandpool::poold

@@ -1,0 +1,173 @@
+// poold: the sandpool service. `poold --config F --check` validates F; `poold --config F`
+// runs in the foreground (docs/operations.md): signals, logger, the state-dir lock, the
+// dead-letter store and pools (Service), the control socket, the metrics endpoint,
+// sd_notify READY and watchdog pings; SIGHUP reloads; SIGTERM/SIGINT or `shutdown` stop.
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+
+#include <sandpool/config.hpp>
+#include <sandpool/control.hpp>
+#include <sandpool/metrics.hpp>
+#include <sandpool/unique_fd.hpp>
+
+#include "poold/control_options.hpp"
+#include "poold/instance_lock.hpp"
+#include "poold/service.hpp"
+#include "poold/service_logger.hpp"
+#include "poold/signal_watcher.hpp"
+#include "poold/systemd_notifier.hpp"
+
+#ifndef SANDPOOL_VERSION
+#define SANDPOOL_VERSION "dev"
+#endif
+
+namespace sp = sandpool;
+namespace pd = sandpool::poold;
+
+namespace {
+
+// What the main loop was asked to do by the control socket (a shutdown request).
+struct Wakeup {
+  sp::UniqueFd fd{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
+  std::atomic<bool> shutdown{false};
+  std::atomic<std::int64_t> timeout_ms{-1};  // -1: the config's
+  void request(std::optional<std::chrono::milliseconds> timeout) {
+    timeout_ms.store(timeout ? timeout->count() : -1);
+    shutdown.store(true);
+    const std::uint64_t one = 1;
+    (void)!::write(fd.get(), &one, sizeof one);
+  }
+};
+
+std::string metrics_listen(const sp::ServiceConfig& s) {
+  const bool v6 = s.metrics_host.find(':') != std::string::npos;
+  return (v6 ? "[" + s.metrics_host + "]" : s.metrics_host) + ":" + std::to_string(s.metrics_port);
+}
+
+int run(sp::Config config, const std::string& config_path, pd::SignalWatcher& signals) {
+  auto log = pd::make_service_logger(pd::to_spdlog_level(config.service.log_level),
+                                     config.service.log_format);
+  spdlog::set_default_logger(log);
+  pd::make_paths_absolute(config);
+  auto lock = pd::InstanceLock::acquire(config.service.state_dir);
+  if (!lock) {
+    log->critical("{}", lock.status().message());
+    return 1;
+  }
+  auto control_opts = pd::control_options(config.service);
+  if (!control_opts) {
+    log->critical("{}", control_opts.status().message());
+    return 1;
+  }
+  for (const sp::PoolConfig& pc : config.pools) {
+    control_opts->max_frame =
+        std::max<std::size_t>(control_opts->max_frame, pc.limits.max_payload + 65536);
+  }
+  pd::SystemdNotifier notifier;
+  Wakeup wakeup;
+  const auto shutdown_timeout = config.service.shutdown_timeout;
+  auto service = pd::Service::start(config, config_path, log,
+                                    [&wakeup](auto timeout) { wakeup.request(timeout); });
+  if (!service) {
+    log->critical("cannot start: {}", service.status().message());
+    return 1;
+  }
+  auto control = sp::ControlServer::start(*control_opts, **service);
+  if (!control) {
+    log->critical("control socket {}: {}", control_opts->path, control.status().message());
+    return 1;
+  }
+  sp::ServiceInfo info{SANDPOOL_VERSION, 0};
+  info.start_time_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+  pd::Service* svc = service->get();
+  auto metrics = sp::MetricsServer::start(
+      metrics_listen(config.service),
+      [svc, info] { return sp::render_prometheus(svc->metrics(), info); },
+      [svc] { return svc->health(); });
+  if (!metrics) {
+    log->critical("metrics endpoint: {}", metrics.status().message());
+    return 1;
+  }
+  log->info("poold ready pid={} socket={} metrics={} pools={}", ::getpid(), control_opts->path,
+            (*metrics)->address(), config.pools.size());
+  (void)notifier.ready("serving " + std::to_string(config.pools.size()) + " pools");
+
+  const auto watchdog = notifier.watchdog_interval();
+  const int poll_ms = watchdog.count() > 0
+                          ? static_cast<int>(std::max<std::int64_t>(1, watchdog.count() / 2000))
+                          : -1;
+  std::optional<std::chrono::milliseconds> timeout;
+  while (true) {
+    if (watchdog.count() > 0) (void)notifier.watchdog();
+    pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {wakeup.fd.get(), POLLIN, 0}};
+    if (::poll(fds, 2, poll_ms) < 0 && errno != EINTR) {
+      log->critical("poll: {}", std::strerror(errno));
+      break;
+    }
+    if (wakeup.shutdown.load()) {
+      if (wakeup.timeout_ms.load() >= 0)
+        timeout = std::chrono::milliseconds(wakeup.timeout_ms.load());
+      log->info("shutdown requested over the control socket");
+      break;
+    }
+    auto sig = signals.wait(std::chrono::milliseconds(0));
+    if (!sig || !*sig) continue;
+    if (**sig == SIGHUP) {
+      log->info("SIGHUP: reloading {}", config_path);
+      (void)notifier.reloading();
+      (void)(*service)->reload();
+      (void)notifier.ready("reloaded");
+      continue;
+    }
+    log->info("signal {}: shutting down", **sig);
+    break;
+  }
+  (void)notifier.stopping("shutting down");
+  (*service)->shutdown(timeout.value_or(shutdown_timeout));
+  (*metrics)->stop();
+  (*control)->stop();
+  control->reset();
+  service->reset();
+  log->info("poold stopped");
+  log->flush();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // First, before any thread: block the service signals so only the signalfd sees them.
+  auto signals = pd::SignalWatcher::create();
+  if (!signals) {
+    std::fprintf(stderr, "poold: %s\n", signals.status().message().c_str());
+    return 1;
+  }
+  CLI::App app{"poold: the sandpool service"};
+  std::string config_path;
+  bool check = false;
+  app.add_option("--config,-c", config_path, "the YAML config file")->required();
+  app.add_flag("--check", check, "validate the config and exit (0: valid, 1: errors printed)");
+  CLI11_PARSE(app, argc, argv);
+
+  auto config = sp::load_config(config_path);
+  if (!config) {
+    std::fprintf(stderr, "%s\n", config.status().message().c_str());
+    return 1;
+  }
+  if (check) {
+    std::printf("%s: ok (%zu pools)\n", config_path.c_str(), config->pools.size());
+    return 0;
+  }
+  return run(std::move(config).value(), config_path, *signals);
+}

@@ -1,0 +1,177 @@
+// Service: construction, the pools and routing, and the dispatch of control requests.
+#include "poold/service.hpp"
+
+#include <spdlog/logger.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <utility>
+
+namespace sandpool::poold {
+namespace {
+
+std::int64_t wall_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+std::string absolute(const std::string& path) {
+  if (path.empty()) return path;
+  return std::filesystem::absolute(path).lexically_normal().string();
+}
+
+}  // namespace
+
+void make_paths_absolute(Config& config) {
+  config.service.socket_path = absolute(config.service.socket_path);
+  config.service.state_dir = absolute(config.service.state_dir);
+  for (PoolConfig& pc : config.pools) pc.plugin = absolute(pc.plugin);
+}
+
+Service::Service(Config config, std::string config_path, std::shared_ptr<spdlog::logger> log,
+                 ShutdownRequest on_shutdown)
+    : config_(std::move(config)),
+      config_path_(std::move(config_path)),
+      log_(std::move(log)),
+      on_shutdown_(std::move(on_shutdown)),
+      started_ms_(wall_ms()),
+      // Task ids are unique across pools (one counter) and across restarts: seeded from the
+      // wall clock in ms * 1000, so a restart a millisecond later starts above any id the
+      // previous run could reach at 1000 tasks per ms.
+      task_ids_(std::make_shared<std::atomic<std::uint64_t>>(
+          static_cast<std::uint64_t>(started_ms_) * 1000)),
+      hub_(std::make_shared<EventHub>()),
+      idempotency_(100000, config_.service.task_records_max_age) {}
+
+Result<std::unique_ptr<Service>> Service::start(Config config, std::string config_path,
+                                                std::shared_ptr<spdlog::logger> log,
+                                                ShutdownRequest on_shutdown) {
+  std::unique_ptr<Service> s(
+      new Service(std::move(config), std::move(config_path), log, std::move(on_shutdown)));
+  DeadLetterStoreOptions so;
+  so.state_dir = s->config_.service.state_dir;
+  so.logger = log;
+  auto store = DeadLetterStore::open(std::move(so));
+  if (!store) return store.status().with_context("dead-letter store");
+  s->store_ = std::shared_ptr<DeadLetterStore>(std::move(store).value());
+  for (const PoolConfig& pc : s->config_.pools) {
+    auto pool = s->make_pool(pc);
+    if (!pool) return pool.status().with_context("pool '" + pc.name + "'");
+    s->slots_.emplace(pc.name, Slot{pc, std::move(pool).value()});
+    log->info("pool started pool={} plugin={} workers={}", pc.name, pc.plugin, pc.workers.initial);
+  }
+  return s;
+}
+
+Service::~Service() {
+  std::vector<std::thread> retiring;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    retiring.swap(retiring_);
+  }
+  for (auto& t : retiring) t.join();
+}
+
+Result<std::shared_ptr<Pool>> Service::make_pool(const PoolConfig& pc) {
+  PoolOptions o = to_pool_options(pc);
+  o.task_ids = task_ids_;
+  o.dead_letter_store = store_;
+  o.logger = log_;
+  o.task_records_max = config_.service.task_records_max;
+  o.task_records_max_age = config_.service.task_records_max_age;
+  o.on_event = [hub = hub_, name = pc.name](const PoolEvent& e) { hub->publish(name, e); };
+  auto pool = Pool::create(std::move(o));
+  if (!pool) return pool.status();
+  return std::shared_ptr<Pool>(std::move(pool).value());
+}
+
+Result<std::shared_ptr<Pool>> Service::pool_named(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = slots_.find(name);
+  if (it == slots_.end()) return Status::error(Code::kNotFound, "no pool named '" + name + "'");
+  return it->second.pool;
+}
+
+Result<std::shared_ptr<Pool>> Service::route(const std::string& pool,
+                                             const std::string& type) const {
+  if (!pool.empty()) return pool_named(pool);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [name, slot] : slots_) {
+    const auto& types = slot.pool->task_types();
+    if (std::find(types.begin(), types.end(), type) != types.end()) return slot.pool;
+  }
+  return Status::error(Code::kNotFound, "no pool serves task type '" + type + "'");
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Pool>>> Service::pools() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<std::string, std::shared_ptr<Pool>>> out;
+  for (const auto& [name, slot] : slots_) out.emplace_back(name, slot.pool);
+  return out;
+}
+
+void Service::handle(Request req, Responder res) {
+  const std::string& op = req.op;
+  if (op == "submit") return op_submit(req, res);
+  if (op == "submit_batch") return op_submit_batch(req, res);
+  if (op == "task") return op_task(req, res);
+  if (op == "cancel") return op_cancel(req, res);
+  if (op == "status") return op_status(req, res);
+  if (op == "stats") return op_stats(req, res);
+  if (op == "workers") return op_workers(req, res);
+  if (op == "events") {
+    hub_->subscribe(req.args.value("pool", std::string()), req.args.value("follow", false), res);
+    return;
+  }
+  if (op.rfind("dlq_", 0) == 0) {
+    jobs_.post([this, req = std::move(req), res] { op_dlq(req, res); });
+    return;
+  }
+  if (op == "reload") {
+    jobs_.post([this, res] {
+      auto r = reload();
+      if (!r) return (void)res.error(r.status());
+      res.ok(std::move(r).value());
+    });
+    return;
+  }
+  if (op == "shutdown") {
+    std::optional<std::chrono::milliseconds> timeout;
+    if (auto t = req.args.find("timeout_ms"); t != req.args.end()) {
+      if (!t->is_number_unsigned()) return (void)res.error("bad_request", "timeout_ms: ms >= 0");
+      timeout = std::chrono::milliseconds(t->get<std::int64_t>());
+    }
+    res.ok({{"stopping", true}});
+    if (on_shutdown_) on_shutdown_(timeout);
+    return;
+  }
+  op_pool_control(req, res);
+}
+
+std::vector<PoolMetrics> Service::metrics() const {
+  std::vector<PoolMetrics> out;
+  for (const auto& [name, pool] : pools()) out.push_back(pool->metrics());
+  return out;
+}
+
+std::optional<std::string> Service::health() const {
+  if (stopping_.load()) return "shutting down";
+  for (const auto& [name, pool] : pools()) {
+    const std::string state = pool->stats().state;
+    if (state == "failed") return "pool " + name + " failed";
+  }
+  return std::nullopt;
+}
+
+void Service::retire(std::string name, std::shared_ptr<Pool> pool) {
+  pool->drain();
+  const auto timeout = config_.service.shutdown_timeout;
+  std::lock_guard<std::mutex> lock(mu_);
+  retired_.push_back(pool);
+  retiring_.emplace_back([log = log_, name = std::move(name), pool = std::move(pool), timeout] {
+    const std::size_t left = pool->shutdown(timeout);
+    log->info("pool retired pool={} dead_lettered={}", name, left);
+  });
+}
+
+}  // namespace sandpool::poold

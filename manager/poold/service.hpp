@@ -1,0 +1,130 @@
+// Service: poold's pools behind the control protocol. It owns the dead-letter store, the
+// pools named by the config (routing each task to the pool serving its type), the
+// idempotency keys and the events hub, and answers every operation of docs/protocol.md
+// ("Control protocol"). main.cpp owns the process-level pieces around it (signals, lock,
+// control and metrics servers, systemd).
+//
+// Thread-safety: handle() runs on the control server's thread and never blocks: slow
+// operations (reload, dead letters, replays) run on the service's job thread and reply
+// from there; waited submits reply from the pool's loop thread. reload(), shutdown(),
+// metrics() and health() may be called from any thread.
+// Lifetime: destroy the ControlServer and MetricsServer before the Service (they call it).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <sandpool/config.hpp>
+#include <sandpool/control.hpp>
+#include <sandpool/dead_letters.hpp>
+#include <sandpool/pool.hpp>
+#include <sandpool/pool_metrics.hpp>
+
+#include "poold/event_hub.hpp"
+#include "poold/idempotency.hpp"
+#include "poold/job_thread.hpp"
+
+namespace spdlog {
+class logger;
+}
+
+namespace sandpool::poold {
+
+// Resolves the config's relative paths against the working directory (in place).
+void make_paths_absolute(Config& config);
+
+class Service final : public ControlHandler {
+ public:
+  // Called (from the job thread) when a `shutdown` request was answered; main then runs
+  // the shutdown with the request's timeout (nullopt: the config's shutdown_timeout).
+  using ShutdownRequest = std::function<void(std::optional<std::chrono::milliseconds>)>;
+
+  // Opens the store under state_dir and creates every pool (each waits for its first
+  // worker). `config` has absolute paths. Errors name the pool that could not start.
+  static Result<std::unique_ptr<Service>> start(Config config, std::string config_path,
+                                                std::shared_ptr<spdlog::logger> log,
+                                                ShutdownRequest on_shutdown);
+  ~Service() override;
+
+  void handle(Request request, Responder responder) override;
+
+  // Re-reads the config file; invalid: the error, and the running config stays. Otherwise
+  // applies the differences (docs/operations.md, "Reload") and returns what changed.
+  Result<nlohmann::json> reload();
+  // Stops accepting tasks, shuts every pool down in parallel (each waits up to `timeout`,
+  // then dead-letters what is left with reason shutdown), then flushes and closes the store.
+  void shutdown(std::chrono::milliseconds timeout);
+
+  std::vector<PoolMetrics> metrics() const;
+  std::optional<std::string> health() const;        // nullopt: healthy
+  const Config& config() const { return config_; }  // the running one; job/main thread only
+
+ private:
+  struct Slot {
+    PoolConfig config;
+    std::shared_ptr<Pool> pool;
+  };
+
+  Service(Config config, std::string config_path, std::shared_ptr<spdlog::logger> log,
+          ShutdownRequest on_shutdown);
+  Result<std::shared_ptr<Pool>> make_pool(const PoolConfig& pc);
+  // The pool named `name` (error not_found), or serving `type` when name is empty.
+  Result<std::shared_ptr<Pool>> pool_named(const std::string& name) const;
+  Result<std::shared_ptr<Pool>> route(const std::string& pool, const std::string& type) const;
+  std::vector<std::pair<std::string, std::shared_ptr<Pool>>> pools() const;
+  std::optional<Ticket> find_task(std::uint64_t id) const;
+  // Drains `pool` and shuts it down on a thread of its own (removed or replaced pools).
+  void retire(std::string name, std::shared_ptr<Pool> pool);
+
+  // service_tasks.cpp
+  void op_submit(const Request& req, const Responder& res);
+  void op_submit_batch(const Request& req, const Responder& res);
+  void op_task(const Request& req, const Responder& res);
+  void op_cancel(const Request& req, const Responder& res);
+  Result<Ticket> submit_one(const nlohmann::json& args, std::string payload, bool wait,
+                            bool progress, const Responder* res, bool* existing);
+  void reply_when_done(std::uint64_t task_id, const TaskResult& result);
+  // service_admin.cpp
+  void op_status(const Request& req, const Responder& res);
+  void op_stats(const Request& req, const Responder& res);
+  void op_workers(const Request& req, const Responder& res);
+  void op_pool_control(const Request& req, const Responder& res);
+  // service_dlq.cpp (job thread)
+  void op_dlq(const Request& req, const Responder& res);
+  nlohmann::json dlq_replay(const nlohmann::json& args);
+
+  Config config_;  // the running config; changed by reload (job or main thread, reload_mu_)
+  const std::string config_path_;
+  std::shared_ptr<spdlog::logger> log_;
+  ShutdownRequest on_shutdown_;
+  const std::int64_t started_ms_;
+  std::shared_ptr<std::atomic<std::uint64_t>> task_ids_;
+  std::shared_ptr<DeadLetterStore> store_;
+  std::shared_ptr<EventHub> hub_;
+  IdempotencyKeys idempotency_;
+  std::atomic<bool> stopping_{false};
+
+  mutable std::mutex mu_;                     // guards slots_, retiring_, waiters_
+  std::map<std::string, Slot> slots_;         // the configured pools, by name
+  std::vector<std::thread> retiring_;         // one per pool being drained away
+  std::vector<std::weak_ptr<Pool>> retired_;  // still found by task id while they drain
+  // Waited resubmits of a still-open task (idempotency): answered when it ends.
+  std::multimap<std::uint64_t, Responder> waiters_;
+  std::mutex reload_mu_;  // one reload (or shutdown) at a time
+
+  JobThread jobs_;  // last: destroyed (joined) first
+};
+
+// The JSON account of a task (the `task` reply and a waited submit's final reply).
+nlohmann::json task_json(const TaskResult& r);
+
+}  // namespace sandpool::poold

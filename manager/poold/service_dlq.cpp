@@ -1,0 +1,190 @@
+// Service: the dead-letter operations (job thread): list, show, replay (one, a filter,
+// all; each letter to its own pool), purge (one, a filter, older than).
+#include <charconv>
+#include <utility>
+
+#include "poold/service.hpp"
+
+namespace sandpool::poold {
+namespace {
+
+using nlohmann::json;
+
+std::optional<DeadReason> parse_reason(const std::string& name) {
+  for (auto r : {DeadReason::kPermanent, DeadReason::kRetriesExhausted, DeadReason::kCrashLoop,
+                 DeadReason::kExpired, DeadReason::kShutdown, DeadReason::kPoolRemoved}) {
+    if (to_string(r) == name) return r;
+  }
+  return std::nullopt;
+}
+
+// {"pool","type","reason","task_id","since_ms","until_ms"} -> DeadLetterFilter.
+Result<DeadLetterFilter> filter_of(const json& f) {
+  DeadLetterFilter out;
+  if (!f.is_object()) return Status::invalid("filter: an object");
+  if (auto it = f.find("pool"); it != f.end() && it->is_string()) out.pool = it->get<std::string>();
+  if (auto it = f.find("type"); it != f.end() && it->is_string()) out.type = it->get<std::string>();
+  if (auto it = f.find("reason"); it != f.end()) {
+    auto r = it->is_string() ? parse_reason(it->get<std::string>()) : std::nullopt;
+    if (!r) return Status::invalid("reason: a dead-letter reason (docs/dead-letters.md)");
+    out.reason = r;
+  }
+  if (auto it = f.find("task_id"); it != f.end() && it->is_number_unsigned()) {
+    out.task_id = it->get<std::uint64_t>();
+  }
+  if (auto it = f.find("since_ms"); it != f.end() && it->is_number_integer()) {
+    out.from_ms = it->get<std::int64_t>();
+  }
+  if (auto it = f.find("until_ms"); it != f.end() && it->is_number_integer()) {
+    out.until_ms = it->get<std::int64_t>();
+  }
+  return out;
+}
+
+// A page cursor is "<dead_lettered_ms>:<letter_id>".
+std::string cursor_text(const DeadLetterCursor& c) {
+  return std::to_string(c.dead_lettered_ms) + ":" + std::to_string(c.letter_id);
+}
+
+std::optional<DeadLetterCursor> parse_cursor(const std::string& s) {
+  const auto colon = s.find(':');
+  if (colon == std::string::npos) return std::nullopt;
+  DeadLetterCursor c;
+  auto a = std::from_chars(s.data(), s.data() + colon, c.dead_lettered_ms);
+  auto b = std::from_chars(s.data() + colon + 1, s.data() + s.size(), c.letter_id);
+  if (a.ec != std::errc() || b.ec != std::errc() || b.ptr != s.data() + s.size()) {
+    return std::nullopt;
+  }
+  return c;
+}
+
+json letter_json(const DeadLetter& l) {
+  json j = task_json(l.task);
+  j["letter_id"] = l.letter_id;
+  j["task_id"] = l.task.id;
+  j["pool"] = l.pool;
+  j["dead_lettered_ms"] = l.dead_lettered_ms;
+  j["payload_bytes"] = l.payload.size();
+  return j;
+}
+
+std::optional<std::uint64_t> id_arg(const json& a) {
+  auto it = a.find("id");
+  if (it == a.end() || !it->is_number_unsigned()) return std::nullopt;
+  return it->get<std::uint64_t>();
+}
+
+}  // namespace
+
+void Service::op_dlq(const Request& req, const Responder& res) {
+  const json& a = req.args;
+  // Reads see committed letters only: commit what the pools enqueued so far first.
+  (void)store_->flush(std::chrono::seconds(5));
+  if (req.op == "dlq_list") {
+    auto filter = filter_of(a);
+    if (!filter) return (void)res.error(filter.status());
+    DeadLetterPage page;
+    page.limit = std::max<std::size_t>(1, std::min<std::size_t>(a.value("limit", 100), 10000));
+    if (auto c = a.find("cursor"); c != a.end() && c->is_string()) {
+      page.after = parse_cursor(c->get<std::string>());
+      if (!page.after)
+        return (void)res.error("bad_request", "cursor: as returned in `next_cursor`");
+    }
+    auto list = store_->list(*filter, page);
+    if (!list) return (void)res.error(list.status());
+    json letters = json::array();
+    for (const DeadLetter& l : list->letters) letters.push_back(letter_json(l));
+    json out{{"entries", std::move(letters)}};
+    if (list->next) out["next_cursor"] = cursor_text(*list->next);
+    return (void)res.ok(std::move(out));
+  }
+  if (req.op == "dlq_show") {
+    auto id = id_arg(a);
+    if (!id) return (void)res.error("bad_request", "id: a letter id");
+    auto l = store_->get(*id);
+    if (!l) return (void)res.error(l.status());
+    json j = letter_json(*l);
+    j["options"] = {{"priority", l->options.priority}, {"key", l->options.key}};
+    if (l->options.timeout) j["options"]["timeout_ms"] = l->options.timeout->count();
+    if (l->options.retries) j["options"]["retries"] = *l->options.retries;
+    return (void)res.ok(std::move(j), l->payload);
+  }
+  if (req.op == "dlq_replay") {
+    json out = dlq_replay(a);
+    if (out.contains("error")) {
+      return (void)res.error(out["error"]["code"].get<std::string>(),
+                             out["error"]["message"].get<std::string>());
+    }
+    return (void)res.ok(std::move(out));
+  }
+  if (req.op == "dlq_purge") {
+    Result<std::uint64_t> n = std::uint64_t{0};
+    if (auto id = id_arg(a)) {
+      n = store_->purge(*id);
+    } else if (auto f = a.find("filter"); f != a.end()) {
+      auto filter = filter_of(*f);
+      if (!filter) return (void)res.error(filter.status());
+      n = store_->purge(*filter);
+    } else if (auto age = a.find("older_than_ms"); age != a.end() && age->is_number_unsigned()) {
+      using namespace std::chrono;
+      const auto now = duration_cast<milliseconds>(system_clock::now().time_since_epoch());
+      n = store_->purge_older_than(now.count() - age->get<std::int64_t>());
+    } else if (a.value("all", false)) {
+      n = store_->purge(DeadLetterFilter{});
+    } else {
+      return (void)res.error("bad_request", "dlq_purge: id, filter, older_than_ms or all");
+    }
+    if (!n) return (void)res.error(n.status());
+    return (void)res.ok({{"purged", *n}});
+  }
+  res.error("internal", "unhandled op " + req.op);
+}
+
+json Service::dlq_replay(const json& a) {
+  json task_ids = json::array();
+  std::uint64_t failed = 0;
+  std::string first_error;
+  if (auto id = id_arg(a)) {
+    auto letter = store_->get(*id);
+    if (!letter)
+      return {{"error", {{"code", "not_found"}, {"message", letter.status().message()}}}};
+    auto pool = pool_named(letter->pool);
+    if (!pool) return {{"error", {{"code", "not_found"}, {"message", pool.status().message()}}}};
+    auto t = (*pool)->replay(*id);
+    if (!t) {
+      return {{"error",
+               {{"code", std::string(code_name(t.status().code()))},
+                {"message", t.status().message()}}}};
+    }
+    task_ids.push_back(t->id());
+  } else {
+    DeadLetterFilter filter;
+    if (auto f = a.find("filter"); f != a.end()) {
+      auto parsed = filter_of(*f);
+      if (!parsed)
+        return {{"error", {{"code", "bad_request"}, {"message", parsed.status().message()}}}};
+      filter = *parsed;
+    } else if (!a.value("all", false)) {
+      return {{"error", {{"code", "bad_request"}, {"message", "dlq_replay: id, filter or all"}}}};
+    }
+    for (const auto& [name, pool] : pools()) {
+      if (filter.pool && *filter.pool != name) continue;
+      DeadLetterFilter mine = filter;
+      mine.pool = name;
+      auto report = pool->replay_matching(mine);
+      if (!report) {
+        ++failed;
+        if (first_error.empty()) first_error = report.status().message();
+        continue;
+      }
+      for (const Ticket& t : report->tickets) task_ids.push_back(t.id());
+      failed += report->failed;
+      if (first_error.empty()) first_error = report->first_error;
+    }
+  }
+  json out{{"replayed", task_ids.size()}, {"ids", std::move(task_ids)}, {"failed", failed}};
+  if (!first_error.empty()) out["first_error"] = first_error;
+  return out;
+}
+
+}  // namespace sandpool::poold

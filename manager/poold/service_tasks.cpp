@@ -1,0 +1,212 @@
+// Service: submit (waited, with progress), submit_batch, task lookup and cancel.
+#include <spdlog/logger.h>
+
+#include <utility>
+
+#include "control/wire_errors.hpp"
+#include "poold/service.hpp"
+
+namespace sandpool::poold {
+namespace {
+
+using nlohmann::json;
+
+// Reads the optional typed arguments of one task into SubmitOptions.
+Status submit_options(const json& a, SubmitOptions* o) {
+  if (auto it = a.find("priority"); it != a.end()) {
+    if (!it->is_number_integer()) return Status::invalid("priority: an integer");
+    o->priority = it->get<std::int32_t>();
+  }
+  if (auto it = a.find("timeout_ms"); it != a.end()) {
+    if (!it->is_number_unsigned()) return Status::invalid("timeout_ms: milliseconds >= 0");
+    o->timeout = std::chrono::milliseconds(it->get<std::int64_t>());
+  }
+  if (auto it = a.find("retries"); it != a.end()) {
+    if (!it->is_number_unsigned()) return Status::invalid("retries: an integer >= 0");
+    o->retries = it->get<std::uint32_t>();
+  }
+  if (auto it = a.find("key"); it != a.end()) {
+    if (!it->is_string()) return Status::invalid("key: a string");
+    o->key = it->get<std::string>();
+  }
+  return Status::ok();
+}
+
+std::string string_arg(const json& a, const char* name) {
+  auto it = a.find(name);
+  return it != a.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+}  // namespace
+
+json task_json(const TaskResult& r) {
+  json history = json::array();
+  for (const Attempt& at : r.history) {
+    json h{{"number", at.number},         {"outcome", to_string(at.outcome)},
+           {"error", at.error},           {"worker_pid", at.worker_pid},
+           {"started_ms", at.started_ms}, {"ended_ms", at.ended_ms}};
+    if (!at.backtrace.empty()) h["backtrace"] = at.backtrace;
+    history.push_back(std::move(h));
+  }
+  json j{{"id", r.id},       {"type", r.type},           {"state", to_string(r.state)},
+         {"error", r.error}, {"attempts", r.attempts()}, {"history", std::move(history)}};
+  if (r.state == TaskState::kDeadLettered) j["reason"] = to_string(r.reason);
+  if (r.state == TaskState::kCancelled) j["reason"] = to_string(r.cancel_reason);
+  return j;
+}
+
+std::optional<Ticket> Service::find_task(std::uint64_t id) const {
+  for (const auto& [name, pool] : pools()) {
+    if (auto t = pool->find(id)) return t;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& weak : retired_) {
+    if (auto pool = weak.lock()) {
+      if (auto t = pool->find(id)) return t;
+    }
+  }
+  return std::nullopt;
+}
+
+Result<Ticket> Service::submit_one(const json& args, std::string payload, bool wait, bool progress,
+                                   const Responder* res, bool* existing) {
+  if (stopping_.load()) return Status::error(Code::kClosed, "poold is shutting down");
+  const std::string type = string_arg(args, "type");
+  if (type.empty()) return Status::invalid("type: required, a non-empty string");
+  const std::string key = string_arg(args, "idempotency_key");
+  if (!key.empty()) {
+    if (auto id = idempotency_.find(key)) {
+      if (auto t = find_task(*id)) {
+        *existing = true;
+        if (wait && res != nullptr) {
+          std::lock_guard<std::mutex> lock(mu_);
+          if (!t->done()) waiters_.emplace(*id, *res);
+        }
+        return *t;
+      }
+    }
+  }
+  SubmitOptions o;
+  if (Status s = submit_options(args, &o); !s) return s;
+  auto pool = route(string_arg(args, "pool"), type);
+  if (!pool) return pool.status();
+  if (wait && res != nullptr) {
+    if (progress) {
+      o.on_progress = [r = *res](std::uint64_t id, std::string_view data) {
+        r.event({{"event", "progress"}, {"id", id}}, std::string(data));
+      };
+    }
+    o.on_done = [this, r = *res](const TaskResult& result) {
+      r.ok(task_json(result), result.result);
+      reply_when_done(result.id, result);
+    };
+  } else if (!key.empty()) {
+    o.on_done = [this](const TaskResult& result) { reply_when_done(result.id, result); };
+  }
+  auto ticket = (*pool)->submit(type, std::move(payload), std::move(o));
+  if (ticket && !key.empty()) idempotency_.remember(key, ticket->id());
+  return ticket;
+}
+
+void Service::reply_when_done(std::uint64_t task_id, const TaskResult& result) {
+  std::vector<Responder> ready;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto [b, e] = waiters_.equal_range(task_id);
+    for (auto it = b; it != e; ++it) ready.push_back(it->second);
+    waiters_.erase(b, e);
+  }
+  for (const Responder& r : ready) r.ok(task_json(result), result.result);
+}
+
+void Service::op_submit(const Request& req, const Responder& res) {
+  const bool wait = req.args.value("wait", false);
+  const bool progress = req.args.value("progress", false);
+  bool existing = false;
+  auto t = submit_one(req.args, req.blob, wait, progress, &res, &existing);
+  if (!t) return (void)res.error(t.status());
+  if (!wait) return (void)res.ok({{"id", t->id()}, {"existing", existing}});
+  res.event({{"event", "accepted"}, {"id", t->id()}, {"existing", existing}});
+  // An existing task that already ended: its account now (open ones answer when they end).
+  if (existing && t->done()) res.ok(task_json(t->snapshot()), t->snapshot().result);
+}
+
+void Service::op_submit_batch(const Request& req, const Responder& res) {
+  // docs/protocol.md: `payload_lens` (one per task) slices the blob; the tasks share
+  // `defaults`, or each has its own object in `tasks`.
+  auto lens = req.args.find("payload_lens");
+  if (lens == req.args.end() || !lens->is_array()) {
+    return (void)res.error("bad_request", "payload_lens: one payload length per task");
+  }
+  const auto tasks = req.args.find("tasks");
+  const bool per_task = tasks != req.args.end();
+  if (per_task && (!tasks->is_array() || tasks->size() != lens->size())) {
+    return (void)res.error("bad_request", "tasks: one object per payload_lens entry");
+  }
+  const json defaults = req.args.value("defaults", json::object());
+  if (!defaults.is_object()) return (void)res.error("bad_request", "defaults: an object");
+  // Check the payload slices first, so a malformed batch submits nothing.
+  std::size_t total = 0;
+  for (const json& len : *lens) {
+    if (!len.is_number_unsigned()) {
+      return (void)res.error("bad_request", "payload_lens: unsigned lengths");
+    }
+    total += len.get<std::size_t>();
+  }
+  if (total != req.blob.size()) {
+    return (void)res.error("bad_request", "payload_lens do not add up to the payload");
+  }
+  json ids = json::array();
+  json existing_at = json::array();
+  json errors = json::array();
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < lens->size(); ++i) {
+    const std::size_t len = (*lens)[i].get<std::size_t>();
+    const json& args = per_task ? (*tasks)[i] : defaults;
+    if (!args.is_object()) {
+      return (void)res.error("bad_request", "tasks: objects of submit arguments");
+    }
+    bool existing = false;
+    auto r = submit_one(args, req.blob.substr(at, len), false, false, nullptr, &existing);
+    at += len;
+    if (r) {
+      ids.push_back(r->id());
+      if (existing) existing_at.push_back(i);
+    } else {
+      ids.push_back(0);
+      errors.push_back({{"index", i},
+                        {"code", std::string(control::wire_code(r.status().code()))},
+                        {"message", r.status().message()}});
+    }
+  }
+  json out{{"ids", std::move(ids)}};
+  if (!existing_at.empty()) out["existing"] = std::move(existing_at);
+  if (!errors.empty()) out["errors"] = std::move(errors);
+  res.ok(std::move(out));
+}
+
+void Service::op_task(const Request& req, const Responder& res) {
+  auto id = req.args.find("id");
+  if (id == req.args.end() || !id->is_number_unsigned()) {
+    return (void)res.error("bad_request", "id: a task id");
+  }
+  auto t = find_task(id->get<std::uint64_t>());
+  if (!t)
+    return (void)res.error("not_found", "no task " + std::to_string(id->get<std::uint64_t>()));
+  TaskResult r = t->snapshot();
+  res.ok(task_json(r), r.result);
+}
+
+void Service::op_cancel(const Request& req, const Responder& res) {
+  auto id = req.args.find("id");
+  if (id == req.args.end() || !id->is_number_unsigned()) {
+    return (void)res.error("bad_request", "id: a task id");
+  }
+  auto t = find_task(id->get<std::uint64_t>());
+  if (!t)
+    return (void)res.error("not_found", "no task " + std::to_string(id->get<std::uint64_t>()));
+  const bool asked = t->cancel();
+  res.ok({{"id", t->id()}, {"cancelled", asked}, {"state", to_string(t->state())}});
+}
+
+}  // namespace sandpool::poold

@@ -1,0 +1,175 @@
+// A real poold for the service tests: a config written into a scratch dir (socket, state
+// dir and metrics port 0 inside it), the process started from build/bin/poold with its
+// stderr on a pipe that a thread drains, so a test waits for a log line instead of
+// sleeping. Helpers to signal it, wait for its exit and connect the real Client.
+#pragma once
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <sandpool/client.hpp>
+#include <sandpool/pidfd.hpp>
+#include <string>
+#include <thread>
+
+#include "poold_test_support.hpp"
+
+namespace sandpool::testing {
+
+inline constexpr auto kPatience = std::chrono::seconds(60);
+
+inline std::string poold_path() { return std::string(SANDPOOL_BIN_DIR) + "/poold"; }
+inline std::string plugin_path(const std::string& name) {
+  return std::string(SANDPOOL_PLUGIN_DIR) + "/lib" + name + ".so";
+}
+
+// The service section every test uses, rooted in `dir`, followed by `pools` (YAML text
+// starting with "pools:").
+inline std::string service_yaml(const std::filesystem::path& dir, const std::string& extra = "") {
+  return "service:\n"
+         "  socket: {path: " +
+         (dir / "poold.sock").string() +
+         ", mode: \"0666\"}\n"
+         "  state_dir: " +
+         (dir / "state").string() +
+         "\n"
+         "  metrics: {listen: 127.0.0.1:0}\n"
+         "  log: {level: debug}\n" +
+         extra;
+}
+
+inline std::string pool_yaml(const std::string& name, const std::string& plugin,
+                             const std::string& extra = "",
+                             const std::string& workers = "{min: 1, max: 4, initial: 1}") {
+  return "  - name: " + name + "\n    plugin: " + plugin_path(plugin) + "\n" +
+         "    workers: " + workers + "\n" + extra;
+}
+
+inline void write_file(const std::filesystem::path& p, const std::string& text) {
+  std::ofstream f(p, std::ios::trunc);
+  f << text;
+}
+
+class PooldProcess {
+ public:
+  PooldProcess(const std::filesystem::path& config, std::vector<std::string> extra_args = {}) {
+    std::vector<std::string> args{poold_path(), "--config", config.string()};
+    for (auto& a : extra_args) args.push_back(a);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int fds[2];
+    REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+    pid_ = ::fork();  // the child only makes async-signal-safe calls before exec
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      ::dup2(fds[1], 2);
+      ::dup2(fds[1], 1);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    pidfd_ = sandpool::pidfd_open(pid_);
+    reader_ = std::thread([this, fd = fds[0]] { drain(fd); });
+  }
+  ~PooldProcess() {
+    if (!exit_code_) {
+      ::kill(pid_, SIGKILL);
+      wait_exit();
+    }
+    reader_.join();
+    if (pidfd_ >= 0) ::close(pidfd_);
+  }
+  PooldProcess(const PooldProcess&) = delete;
+  PooldProcess& operator=(const PooldProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+
+  // Waits until the output contains `text`; false when poold closed its output first or
+  // kPatience passed.
+  bool wait_for_output(const std::string& text) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, kPatience, [&] {
+      return output_.find(text) != std::string::npos || eof_;
+    }) && output_.find(text) != std::string::npos;
+  }
+  bool wait_ready() { return wait_for_output("poold ready"); }
+  std::string output() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return output_;
+  }
+  // Waits for poold to exit (kPatience at most); its exit code, or 128+signal.
+  std::optional<int> wait_exit() {
+    if (exit_code_) return exit_code_;
+    pollfd p{pidfd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(std::chrono::milliseconds(kPatience).count())) != 1) {
+      return std::nullopt;
+    }
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return exit_code_;
+  }
+  void signal(int sig) { ::kill(pid_, sig); }
+
+ private:
+  void drain(int fd) {
+    char buf[4096];
+    while (true) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (n <= 0) {
+        eof_ = true;
+        cv_.notify_all();
+        break;
+      }
+      output_.append(buf, static_cast<std::size_t>(n));
+      cv_.notify_all();
+    }
+    ::close(fd);
+  }
+
+  pid_t pid_ = -1;
+  int pidfd_ = -1;
+  std::optional<int> exit_code_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string output_;
+  bool eof_ = false;
+  std::thread reader_;
+};
+
+// A scratch dir with a config file and a running poold serving it.
+struct PooldFixture {
+  explicit PooldFixture(const std::string& pools_yaml, const std::string& service_extra = "") {
+    config = dir.path / "poold.yaml";
+    socket = (dir.path / "poold.sock").string();
+    write_file(config, service_yaml(dir.path, service_extra) + pools_yaml);
+    start();
+  }
+  void start() {
+    poold.emplace(config);
+    if (!poold->wait_ready()) FAIL("poold did not start:\n" << poold->output());
+  }
+  Client connect() {
+    auto c = Client::connect(socket);
+    if (!c) FAIL("connect: " << c.status().to_string());
+    return std::move(c).value();
+  }
+  TempDir dir;
+  std::filesystem::path config;
+  std::string socket;
+  std::optional<PooldProcess> poold;
+};
+
+}  // namespace sandpool::testing

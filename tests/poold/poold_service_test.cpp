@@ -1,0 +1,208 @@
+// poold as a process: --check, submit and lookup, batches, idempotency, kill_worker, the
+// dead-letter operations, and frames a client should never send. Each test runs a real
+// poold on a scratch config, state dir and socket, driven by the real sandpool::Client.
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "command_runner.hpp"
+#include "poold_process.hpp"
+
+namespace sandpool::testing {
+namespace {
+
+using nlohmann::json;
+
+SubmitRequest task(std::string type, std::string payload) {
+  SubmitRequest r;
+  r.type = std::move(type);
+  r.payload = std::move(payload);
+  return r;
+}
+
+TEST_CASE("poold --check: 0 on a good file, 1 naming line and column on a bad one") {
+  TempDir dir;
+  const auto good = dir.path / "good.yaml";
+  write_file(good, service_yaml(dir.path) + "pools:\n" + pool_yaml("echo", "echo"));
+  auto ok = run_command(poold_path(), {"--check", "--config", good.string()});
+  CHECK(ok.exit_code == 0);
+  CHECK_FALSE(std::filesystem::exists(dir.path / "state"));  // --check starts nothing
+
+  const auto bad = dir.path / "bad.yaml";
+  write_file(bad, "service:\n  shutdown_timeout: 30\npools: []\n");
+  auto refused = run_command(poold_path(), {"--config", bad.string(), "--check"});
+  CHECK(refused.exit_code == 1);
+  CHECK(refused.err.find(bad.string() + ":2:21: service.shutdown_timeout") != std::string::npos);
+}
+
+TEST_CASE("poold: submit, wait, look the task up, a batch, an idempotent resubmit") {
+  PooldFixture f("pools:\n" + pool_yaml("echo", "echo") + pool_yaml("upper", "upper"));
+  Client c = f.connect();
+  CHECK(c.rights() == "admin");
+
+  auto done = c.submit_wait(task("upper", "hello"));
+  REQUIRE(done);
+  CHECK(done->state == "completed");
+  CHECK(done->result == "HELLO");
+  auto looked = c.task(done->id);
+  REQUIRE(looked);
+  CHECK(looked->state == "completed");
+  CHECK(looked->result == "HELLO");
+  CHECK(looked->body["attempts"] == 1);
+  CHECK(looked->body["history"][0]["outcome"] == "ok");
+
+  auto batch = c.submit_batch({task("echo", "a"), task("upper", "b"), task("nope", "c")});
+  REQUIRE(batch);
+  REQUIRE(batch->size() == 3);
+  CHECK((*batch)[0].status.is_ok());
+  CHECK((*batch)[1].status.is_ok());
+  CHECK((*batch)[2].status.code() == Code::kNotFound);  // no pool serves `nope`
+  CHECK((*batch)[0].id != (*batch)[1].id);
+
+  SubmitRequest keyed = task("upper", "once");
+  keyed.idempotency_key = "k-1";
+  auto first = c.submit_wait(keyed);
+  REQUIRE(first);
+  auto again = c.submit(keyed);
+  REQUIRE(again);
+  CHECK(again->existing);
+  CHECK(again->id == first->id);
+  auto again_waited = c.submit_wait(keyed);
+  REQUIRE(again_waited);
+  CHECK(again_waited->id == first->id);
+  CHECK(again_waited->result == "ONCE");
+  auto stats = c.stats("upper");
+  REQUIRE(stats);
+  CHECK((*stats)["pools"]["upper"]["submitted"] == 3);  // hello, b and once: no rerun
+}
+
+TEST_CASE("poold: kill_worker, and its replacement shows in workers and events") {
+  PooldFixture f("pools:\n" + pool_yaml("echo", "echo"));
+  Client c = f.connect();
+  auto w = c.workers("echo");
+  REQUIRE(w);
+  REQUIRE((*w)["workers"].size() == 1);
+  const auto& worker = (*w)["workers"][0];
+  const int pid = worker["pid"];
+  CHECK(worker["isolation"] == "rlimits+seccomp:strict");
+  CHECK(worker["rss_bytes"].get<std::uint64_t>() > 0);
+
+  Client watcher = f.connect();
+  std::mutex mu;
+  std::condition_variable cv;
+  int new_pid = 0;
+  std::thread events([&] {
+    Status s = watcher.events(true, "echo", [&](const json& e) {
+      if (e["event"] != "worker_ready" || e["pid"] == pid) return true;
+      std::lock_guard<std::mutex> lock(mu);
+      new_pid = e["pid"];
+      cv.notify_all();
+      return false;
+    });
+    CHECK(s.is_ok());
+  });
+  // The stream is open once it delivers the backlog; kill only then would race, but the
+  // backlog holds the old worker_ready, and the new one can only follow the kill.
+  REQUIRE(c.kill_worker("echo", pid, SIGKILL));
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    REQUIRE(cv.wait_for(lock, kPatience, [&] { return new_pid != 0; }));
+  }
+  events.join();
+  auto after = c.workers("echo");
+  REQUIRE(after);
+  bool seen = false;
+  for (const auto& x : (*after)["workers"]) seen = seen || x["pid"] == new_pid;
+  CHECK(seen);
+  auto missing = c.kill_worker("echo", 1, SIGKILL);
+  CHECK(error_code_of(missing.status()) == "not_found");
+}
+
+TEST_CASE("poold: dead letters listed, shown, replayed and purged through the service") {
+  PooldFixture f("pools:\n" + pool_yaml("fail", "fail"));
+  Client c = f.connect();
+  auto dead = c.submit_wait(task("fail", "nope"));
+  REQUIRE(dead);
+  CHECK(dead->state == "dead_lettered");
+  CHECK(dead->reason == "permanent");
+  auto dead2 = c.submit_wait(task("fail", "again"));
+  REQUIRE(dead2);
+
+  auto list = c.dlq_list({{"pool", "fail"}});
+  REQUIRE(list);
+  REQUIRE((*list)["entries"].size() == 2);
+  const std::uint64_t letter = (*list)["entries"][0]["letter_id"];
+  CHECK((*list)["entries"][0]["task_id"] == dead->id);
+  CHECK((*list)["entries"][0]["reason"] == "permanent");
+
+  auto shown = c.dlq_show(letter);
+  REQUIRE(shown);
+  CHECK(shown->blob == "nope");
+
+  auto replayed = c.dlq_replay({{"id", letter}});
+  REQUIRE(replayed);
+  CHECK((*replayed)["replayed"] == 1);
+  CHECK((*replayed)["ids"][0] == dead->id);
+  // It fails again and comes back as a new letter; the replayed one is gone.
+  auto again = c.submit_wait(task("fail", "third"));  // ordering: one worker, FIFO
+  REQUIRE(again);
+  auto purged = c.dlq_purge({{"filter", {{"pool", "fail"}}}});
+  REQUIRE(purged);
+  CHECK((*purged)["purged"].get<int>() >= 2);
+  auto empty = c.dlq_list();
+  REQUIRE(empty);
+  CHECK((*empty)["entries"].empty());
+  auto gone = c.dlq_show(letter);
+  CHECK(error_code_of(gone.status()) == "not_found");
+}
+
+// Raw frames on a socket: poold must survive a malformed and an oversized one, and answer
+// a good request afterwards.
+int raw_connect(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  return fd;
+}
+
+TEST_CASE("poold: malformed and oversized frames, then a good request is answered") {
+  PooldFixture f("pools:\n" + pool_yaml("echo", "echo"));
+  {
+    int fd = raw_connect(f.socket);
+    const char garbage[] = "\x05\x00\x00\x00{{{{{ not json at all";
+    (void)!::write(fd, garbage, sizeof garbage - 1);
+    char buf[256];
+    (void)!::read(fd, buf, sizeof buf);  // an error frame or the close, either way
+    ::close(fd);
+  }
+  {
+    int fd = raw_connect(f.socket);
+    // A whole header announcing a 2 GiB request: answered too_large, its body skipped.
+    const unsigned char huge[20] = {0xff, 0xff, 0xff, 0x7f, 2, 0, 0, 0, 1};
+    REQUIRE(::write(fd, huge, sizeof huge) == sizeof huge);
+    char buf[256];
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    CHECK(std::string(buf, n > 0 ? n : 0).find("too_large") != std::string::npos);
+    ::close(fd);
+  }
+  Client c = f.connect();
+  auto done = c.submit_wait(task("echo", "still here"));
+  REQUIRE(done);
+  CHECK(done->result == "still here");
+}
+
+TEST_CASE("poold: a second poold on the same state dir is refused, naming the first's pid") {
+  PooldFixture f("pools:\n" + pool_yaml("echo", "echo"));
+  auto second = run_command(poold_path(), {"--config", f.config.string()});
+  CHECK(second.exit_code != 0);
+  CHECK(second.err.find("pid " + std::to_string(f.poold->pid())) != std::string::npos);
+  Client c = f.connect();  // the first is unharmed
+  CHECK(c.status());
+}
+
+}  // namespace
+}  // namespace sandpool::testing
