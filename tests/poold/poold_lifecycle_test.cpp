@@ -82,7 +82,7 @@ TEST_CASE("poold: SIGHUP adds a pool and keeps queued tasks, an invalid reload i
   }
   auto before = c.stats("sleep");
   REQUIRE(before);
-  CHECK((*before)["pools"]["sleep"]["submitted"] == 5);
+  CHECK((*before)["pools"][0]["submitted"] == 5);
 
   // Valid: a second pool appears; the queued sleeps all complete.
   write_file(f.config,
