@@ -3,7 +3,7 @@ BUILD     ?= build
 JOBS      ?= $(shell nproc)
 CMAKE_GEN ?= -G Ninja
 
-.PHONY: all deps build test check check-asan check-tsan fuzz bench demo run install clean
+.PHONY: all deps build test check check-asan check-tsan fuzz bench demo demo-run run install clean
 
 all: build
 
@@ -42,11 +42,18 @@ fuzz: build
 bench: build
 	@$(BUILD)/bin/sandpool-bench
 
+# The tour through the service: poold on configs/poold.yaml (state under ./var), poolctl.
 demo: build
 	@scripts/demo.sh $(BUILD)
 
+# The same story without a service, through sandpool-run.
+demo-run: build
+	@scripts/demo-run.sh $(BUILD)
+
+# poold in the foreground on the development config (Ctrl-C stops it cleanly).
 run: build
-	@$(BUILD)/bin/sandpool-run --plugin $(BUILD)/plugins/libupper.so $(ARGS)
+	@mkdir -p var
+	@$(BUILD)/bin/poold --config configs/poold.yaml $(ARGS)
 
 # Installs under the configured prefix (default /usr/local; DESTDIR=... stages it).
 # PREFIX=/usr make install: the prefix is compiled in (where poold finds the worker host,

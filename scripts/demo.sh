@@ -1,48 +1,75 @@
 #!/usr/bin/env bash
-# The 5-minute tour, run for real: sandpool-run drives real sandboxed worker processes.
-# (poold and poolctl tell the same story once the service exists.)
+# The 5-minute tour, run for real: poold (the service) on configs/poold.yaml with its state
+# under ./var, driven by poolctl through its control socket.
 set -euo pipefail
 build=${1:-build}
-run="$build/bin/sandpool-run"
-plugins="$build/plugins"
+poold="$build/bin/poold"
+ctl="$build/bin/poolctl"
+export SANDPOOL_SOCKET=./var/poold.sock
+log=./var/poold.log
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 show() { printf '$ %s\n' "$*"; }
+run() { show "poolctl $*"; "$ctl" "$@"; }
 
-say "1. Submit: one task through the 'upper' plugin, in a sandboxed worker process"
-show "echo 'hello sandpool' | sandpool-run --plugin $plugins/libupper.so"
-echo 'hello sandpool' | "$run" --plugin "$plugins/libupper.so"
+mkdir -p var
+poold_pid=""
+cleanup() {
+  if [ -n "$poold_pid" ] && kill -0 "$poold_pid" 2>/dev/null; then
+    kill -TERM "$poold_pid" 2>/dev/null || true
+    wait "$poold_pid" 2>/dev/null || true
+  fi
+}
+trap cleanup EXIT
 
-say "2. Batch: 100,000 payloads through 'echo' on 2 workers (one line per task, in order)"
-show "seq 100000 | sandpool-run --plugin $plugins/libecho.so | tail -3"
-start=$(date +%s.%N)
-seq 100000 | "$run" --plugin "$plugins/libecho.so" --concurrency 64 | tail -3
-end=$(date +%s.%N)
-awk -v s="$start" -v e="$end" 'BEGIN { printf "100000 tasks in %.2f s (%.0f tasks/s, process start-up included)\n", e-s, 100000/(e-s) }'
+say "1. Start poold on configs/poold.yaml (log: $log)"
+show "poold --check --config configs/poold.yaml"
+"$poold" --check --config configs/poold.yaml
+show "poold --config configs/poold.yaml &"
+"$poold" --config configs/poold.yaml >"$log" 2>&1 &
+poold_pid=$!
+for _ in $(seq 1 200); do
+  "$ctl" status >/dev/null 2>&1 && break
+  kill -0 "$poold_pid" 2>/dev/null || { echo "poold exited; its log:"; cat "$log"; exit 1; }
+  sleep 0.05
+done
+run status
 
-say "3. A worker crash: the 'crash' plugin segfaults its worker; the pool replaces it and retries"
-show "echo boom | sandpool-run --plugin $plugins/libcrash.so --retries 2 --json"
-echo boom | "$run" --plugin "$plugins/libcrash.so" --retries 2 --json || true
+say "2. Submit one task and wait for its result"
+run submit upper 'hello sandpool' --wait
 
-say "4. Retries: 'flaky' asks for a retry on attempt 1 and succeeds on attempt 2"
-show "echo again | sandpool-run --plugin $plugins/libflaky.so --json"
-echo again | "$run" --plugin "$plugins/libflaky.so" --json
+say "3. A batch of 10,000 no-op tasks through the socket"
+run batch echo 10000
 
-say "5. Dead letters: 'fail' returns SP_FAIL, a permanent failure: no retry, dead-lettered"
-show "echo nope | sandpool-run --plugin $plugins/libfail.so --json"
-echo nope | "$run" --plugin "$plugins/libfail.so" --json || true
+say "4. Kill a worker: the pool replaces it at once"
+run workers echo
+pid=$("$ctl" workers echo --json | grep -o '"pid": *[0-9]*' | head -1 | grep -o '[0-9]*$')
+run kill-worker echo "$pid" --signal KILL
+for _ in $(seq 1 100); do
+  n=$("$ctl" workers echo --json | grep -o '"pid": *[0-9]*' | grep -vc ": *$pid\$" || true)
+  [ "$n" -ge 2 ] && break
+  sleep 0.05
+done
+run workers echo
 
-say "6. Timeouts: a task that sleeps 60 s against a 300 ms timeout; its worker is killed"
-show "echo 60000 | sandpool-run --plugin $plugins/libsleep.so --timeout 300ms --retries 1 --json"
-echo 60000 | "$run" --plugin "$plugins/libsleep.so" --timeout 300ms --retries 1 --json || true
+say "5. Retries: 'flaky' asks for a retry on attempt 1 and succeeds on attempt 2"
+id=$("$ctl" submit flaky 'try me' --wait --json | grep -o '"id": *[0-9]*' | head -1 | grep -o '[0-9]*$')
+run task "$id"
 
-say "7. The sandbox: a plugin that calls socket() inside handle is stopped by seccomp"
-forbidden="$build/tests/worker_host/plugins/libforbidden_syscall.so"
-show "echo x | sandpool-run --plugin .../libforbidden_syscall.so --json"
-echo x | "$run" --plugin "$forbidden" --json || true
+say "6. Dead letters: 'fail' fails permanently; the task lands in the dead-letter store"
+run submit fail 'nope' --wait || true
+run dlq list
+letter=$("$ctl" dlq list --json | grep -o '"letter_id": *[0-9]*' | tail -1 | grep -o '[0-9]*$')
+run dlq show "$letter"
+run dlq replay "$letter" || true
 
-say "8. Bad input: a plugin that cannot be loaded is refused with a clear error (exit 2)"
-show "sandpool-run --plugin /nonexistent/libx.so --payload x"
-"$run" --plugin /nonexistent/libx.so --payload x || echo "(exit $?)"
+say "7. A crash: 'crash' segfaults its worker on every attempt; retried, then dead-lettered"
+run submit crash 'boom' --wait || true
 
-say "Done. Next: README.md (writing a plugin, embedding a Pool) and docs/."
+say "8. Stats, then a clean shutdown"
+run stats
+run shutdown
+wait "$poold_pid" && echo "poold exited 0"
+poold_pid=""
+
+say "Done. poold's log: $log. Next: README.md (configuration, poolctl, writing a plugin) and docs/."
