@@ -1,0 +1,128 @@
+// End to end: the real poolctl binary against a real poold, every command, checking what a
+// user sees (output and exit codes). poold runs on a scratch config, state dir and socket.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "command_runner.hpp"
+#include "poold_process.hpp"
+
+namespace sandpool::testing {
+namespace {
+
+using nlohmann::json;
+
+std::string poolctl_path() { return std::string(SANDPOOL_BIN_DIR) + "/poolctl"; }
+
+struct Ctl {
+  std::string socket;
+  CommandResult operator()(std::vector<std::string> args, const std::string& input = {}) const {
+    args.insert(args.begin(), {"--socket", socket});
+    return run_command(poolctl_path(), args, input);
+  }
+  json json_of(std::vector<std::string> args) const {
+    args.push_back("--json");
+    auto r = (*this)(args);
+    INFO("poolctl " << args[0] << ": " << r.err);
+    REQUIRE(r.exit_code == 0);
+    return json::parse(r.out);
+  }
+};
+
+std::string pools() {
+  return "pools:\n" + pool_yaml("echo", "echo", "", "{min: 1, max: 4, initial: 2}") +
+         pool_yaml("upper", "upper") + pool_yaml("fail", "fail") +
+         pool_yaml("sleep", "sleep", "    task_defaults: {timeout: 30s}\n");
+}
+
+}  // namespace
+
+TEST_CASE("poolctl drives a real poold: status, submit, task, batch, stats, workers") {
+  PooldFixture f(pools());
+  Ctl ctl{f.socket};
+  auto status = ctl({"status"});
+  CHECK(status.exit_code == 0);
+  CHECK(status.out.find("upper") != std::string::npos);
+  CHECK(ctl.json_of({"status"})["pools"].size() == 4);
+
+  auto waited = ctl({"submit", "upper", "hello", "--wait"});
+  CHECK(waited.exit_code == 0);
+  CHECK(waited.out.find("HELLO") != std::string::npos);
+  auto from_stdin = ctl({"submit", "upper", "-", "--wait"}, "piped");
+  CHECK(from_stdin.out.find("PIPED") != std::string::npos);
+
+  const json submitted = ctl.json_of({"submit", "echo", "x", "--idempotency-key", "k1"});
+  const std::uint64_t id = submitted["id"];
+  const json again = ctl.json_of({"submit", "echo", "x", "--idempotency-key", "k1"});
+  CHECK(again["id"] == id);
+  CHECK(again["existing"] == true);
+  auto task = ctl({"task", std::to_string(id)});
+  CHECK(task.exit_code == 0);
+  CHECK(task.out.find(std::to_string(id)) != std::string::npos);
+  CHECK(ctl({"task", "999999999"}).exit_code == 1);
+
+  auto batch = ctl({"batch", "echo", "2000", "--payload-size", "16"});
+  CHECK(batch.exit_code == 0);
+  CHECK(batch.out.find("2000 of 2000") != std::string::npos);
+
+  const json stats = ctl.json_of({"stats", "echo"});
+  REQUIRE(stats["pools"].size() == 1);
+  CHECK(stats["pools"][0]["name"] == "echo");
+  const json workers = ctl.json_of({"workers", "echo"});
+  CHECK(workers["workers"].size() == 2);
+  CHECK(workers["workers"][0].contains("last_beat_ms"));
+
+  auto failed = ctl({"submit", "fail", "nope", "--wait"});
+  CHECK(failed.exit_code == 1);  // the task did not complete
+  CHECK(ctl({"submit", "nosuchtype", "x"}).exit_code == 1);
+  CHECK(ctl({"frobnicate"}).exit_code == 2);
+}
+
+TEST_CASE("poolctl drives a real poold: controls, kill-worker, cancel, events, dlq, shutdown") {
+  PooldFixture f(pools());
+  Ctl ctl{f.socket};
+  CHECK(ctl({"scale", "echo", "3"}).exit_code == 0);
+  CHECK(ctl({"scale", "echo", "99"}).exit_code == 1);  // past workers.max
+  CHECK(ctl({"strategy", "echo", "least-loaded"}).exit_code == 0);
+  CHECK(ctl({"drain", "upper"}).exit_code == 0);
+  CHECK(ctl({"submit", "upper", "x"}).exit_code == 1);
+  CHECK(ctl({"resume", "upper"}).exit_code == 0);
+  CHECK(ctl({"submit", "upper", "x", "--wait"}).exit_code == 0);
+  CHECK(ctl({"restart", "upper", "--rolling"}).exit_code == 0);
+
+  const json w = ctl.json_of({"workers", "sleep"});
+  REQUIRE(w["workers"].size() == 1);
+  const std::int64_t pid = w["workers"][0]["pid"];
+  CHECK(ctl({"kill-worker", "sleep", std::to_string(pid), "--signal", "KILL"}).exit_code == 0);
+  CHECK(ctl({"kill-worker", "sleep", "1", "--signal", "KILL"}).exit_code == 1);
+
+  const json slow = ctl.json_of({"submit", "sleep", "60000"});
+  CHECK(ctl({"cancel", std::to_string(slow["id"].get<std::uint64_t>())}).exit_code == 0);
+
+  auto events = ctl({"events", "--pool", "sleep", "--json"});
+  CHECK(events.exit_code == 0);
+  CHECK(events.out.find("worker_exited") != std::string::npos);
+
+  CHECK(ctl({"submit", "fail", "letter", "--wait"}).exit_code == 1);
+  const json letters = ctl.json_of({"dlq", "list"});
+  REQUIRE(letters["entries"].size() == 1);
+  const std::uint64_t letter = letters["entries"][0]["letter_id"];
+  auto shown = ctl({"dlq", "show", std::to_string(letter)});
+  CHECK(shown.exit_code == 0);
+  CHECK(shown.out.find("letter") != std::string::npos);
+  CHECK(ctl({"dlq", "replay", std::to_string(letter)}).exit_code == 0);
+  CHECK(ctl({"dlq", "purge", "--older-than", "0ms"}).exit_code == 0);
+
+  CHECK(ctl({"reload"}).exit_code == 0);
+  auto top = ctl({"top", "--iterations", "1"});
+  CHECK(top.exit_code == 0);
+  CHECK(top.out.find("echo") != std::string::npos);
+
+  CHECK(ctl({"shutdown", "--timeout", "5s"}).exit_code == 0);
+  CHECK(f.poold->wait_exit() == 0);
+  CHECK(ctl({"status"}).exit_code == 3);  // nobody answers any more
+}
+
+}  // namespace sandpool::testing
