@@ -50,7 +50,6 @@ PoolOptions to_pool_options(const PoolConfig& pool) {
   return o;
 }
 
-
 std::string_view to_string(LogLevel l) {
   switch (l) {
     case LogLevel::kTrace:
