@@ -16,13 +16,6 @@ namespace {
 
 using nlohmann::json;
 
-SubmitRequest task(std::string type, std::string payload) {
-  SubmitRequest r;
-  r.type = std::move(type);
-  r.payload = std::move(payload);
-  return r;
-}
-
 TEST_CASE("poold: SIGTERM dead-letters a long task as shutdown, which replays after a restart") {
   PooldFixture f("pools:\n" + pool_yaml("sleep", "sleep", "    task_defaults: {timeout: 10m}\n"),
                  "  shutdown_timeout: 200ms\n");

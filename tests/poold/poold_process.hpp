@@ -149,6 +149,14 @@ class PooldProcess {
   std::thread reader_;
 };
 
+// A submit request for `type` carrying `payload`, every option left to the pool.
+inline SubmitRequest task(std::string type, std::string payload) {
+  SubmitRequest r;
+  r.type = std::move(type);
+  r.payload = std::move(payload);
+  return r;
+}
+
 // A scratch dir with a config file and a running poold serving it.
 struct PooldFixture {
   explicit PooldFixture(const std::string& pools_yaml, const std::string& service_extra = "") {

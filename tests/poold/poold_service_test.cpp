@@ -15,13 +15,6 @@ namespace {
 
 using nlohmann::json;
 
-SubmitRequest task(std::string type, std::string payload) {
-  SubmitRequest r;
-  r.type = std::move(type);
-  r.payload = std::move(payload);
-  return r;
-}
-
 TEST_CASE("poold --check: 0 on a good file, 1 naming line and column on a bad one") {
   TempDir dir;
   const auto good = dir.path / "good.yaml";
