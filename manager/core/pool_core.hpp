@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include <sandpool/ipc/diagnostics.hpp>
 #include <sandpool/ipc/messages.hpp>
 #include <sandpool/pool.hpp>
 #include <sandpool/pool_metrics.hpp>
@@ -56,11 +57,12 @@ class WorkerControl {
   virtual std::uint64_t rss_bytes(WorkerId w) = 0;
   // CPU time the worker has used so far, ns; -1 when unknown.
   virtual std::int64_t cpu_ns(WorkerId w) = 0;
-  // Asks the worker's task thread where it is (ipc/diagnostics.hpp). Returns false iff it
-  // cannot be asked (no process). Never waits for the answer.
+  // Asks each of the worker's threads where it is (ipc/diagnostics.hpp). Returns false iff
+  // it cannot be asked (no process). Never waits for the answer.
   virtual bool request_backtrace(WorkerId w) = 0;
-  // The worker's answer, once complete: bounded, printable text. nullopt while none.
-  virtual std::optional<std::string> backtrace(WorkerId w) = 0;
+  // The worker's answer: bounded, printable text; with kComplete only once every thread
+  // asked has answered, with kWhatArrived whatever did. nullopt while there is none.
+  virtual std::optional<std::string> backtrace(WorkerId w, ipc::BacktraceRead read) = 0;
 };
 
 class PoolCore {

@@ -81,7 +81,7 @@ void PoolCore::observe_backtraces(std::int64_t now) {
   if (backtraces_awaited_ == 0) return;
   for (auto& [wid, w] : workers_) {
     if (w.backtrace_due_ns == 0) continue;
-    if (now < w.backtrace_due_ns && !ctl_.backtrace(wid)) continue;
+    if (now < w.backtrace_due_ns && !ctl_.backtrace(wid, ipc::BacktraceRead::kComplete)) continue;
     collect_backtrace(w);
     ctl_.kill(wid);
   }
@@ -94,7 +94,7 @@ void PoolCore::collect_backtrace(Worker& w) {
       (w.kill_task != 0 ? " (task " + std::to_string(w.kill_task) + ")" : std::string(" (idle)"));
   w.backtrace_due_ns = 0;
   --backtraces_awaited_;
-  if (std::optional<std::string> bt = ctl_.backtrace(w.id)) {
+  if (std::optional<std::string> bt = ctl_.backtrace(w.id, ipc::BacktraceRead::kWhatArrived)) {
     w.backtrace = std::move(*bt);
     log(2, whose + " backtrace before the kill (" + w.kill_error + "):\n" + w.backtrace);
   } else {

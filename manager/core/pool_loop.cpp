@@ -555,17 +555,25 @@ bool PoolLoop::request_backtrace(WorkerId w) {
   auto it = links_.find(w);
   if (it == links_.end() || !it->second.proc || it->second.killed) return false;
   supervision::WorkerProcess& proc = *it->second.proc;
-  ipc::request_backtrace(proc.header()->diagnostics);
-  // To the task thread (the main thread: tid == pid), not any thread of the process. The
-  // pid cannot have been reused: the worker is our child and is reaped only in reap().
+  ipc::DiagnosticArea& area = proc.header()->diagnostics;
+  ipc::request_backtrace(area);
+  // Each thread by its tid, the task thread first. The pid cannot have been reused: the
+  // worker is our child and is reaped only in reap(). A thread that ends meanwhile is not
+  // counted; one started meanwhile is not asked.
   const pid_t pid = proc.pid();
-  return ::syscall(SYS_tgkill, pid, pid, ipc::backtrace_signal()) == 0;
+  std::uint32_t signalled = 0;
+  for (pid_t tid : supervision::thread_ids(pid, ipc::kMaxBacktraceThreads)) {
+    if (::syscall(SYS_tgkill, pid, tid, ipc::backtrace_signal()) == 0) ++signalled;
+  }
+  if (signalled == 0) return false;
+  ipc::expect_backtraces(area, signalled);
+  return true;
 }
 
-std::optional<std::string> PoolLoop::backtrace(WorkerId w) {
+std::optional<std::string> PoolLoop::backtrace(WorkerId w, ipc::BacktraceRead read) {
   auto it = links_.find(w);
   if (it == links_.end() || !it->second.proc) return std::nullopt;
-  return ipc::take_backtrace(it->second.proc->header()->diagnostics);
+  return ipc::take_backtrace(it->second.proc->header()->diagnostics, read);
 }
 
 // ---- any thread -----------------------------------------------------------------------

@@ -96,7 +96,7 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   std::uint64_t rss_bytes(WorkerId w) override;
   std::int64_t cpu_ns(WorkerId w) override;
   bool request_backtrace(WorkerId w) override;
-  std::optional<std::string> backtrace(WorkerId w) override;
+  std::optional<std::string> backtrace(WorkerId w, ipc::BacktraceRead read) override;
   void send_message(WorkerId w, std::uint16_t kind);
 
   PoolOptions opts_;

@@ -50,4 +50,25 @@ std::int64_t cpu_ns(pid_t pid) {
   return any ? total : -1;
 }
 
+std::vector<pid_t> thread_ids(pid_t pid, std::size_t max) {
+  std::vector<pid_t> tids;
+  if (max == 0) return tids;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return tids;
+  bool main_seen = false;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    const auto tid = static_cast<pid_t>(std::strtol(e->d_name, nullptr, 10));
+    if (tid == pid) {
+      main_seen = true;
+    } else if (tids.size() + 1 < max) {  // one place kept for the main thread
+      tids.push_back(tid);
+    }
+  }
+  ::closedir(d);
+  if (main_seen) tids.insert(tids.begin(), pid);
+  return tids;
+}
+
 }  // namespace sandpool::supervision

@@ -56,7 +56,9 @@ class FakeWorkerControl : public core::WorkerControl {
     ++workers[w].backtrace_requests;
     return !workers[w].gone;
   }
-  std::optional<std::string> backtrace(core::WorkerId w) override { return workers[w].backtrace; }
+  std::optional<std::string> backtrace(core::WorkerId w, ipc::BacktraceRead) override {
+    return workers[w].backtrace;
+  }
 
   std::map<core::WorkerId, FakeWorker> workers;
   std::vector<core::WorkerId> spawned;

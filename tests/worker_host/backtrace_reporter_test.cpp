@@ -1,12 +1,16 @@
 // Hung-task diagnostics in the worker host: the real sandpool-worker answers a backtrace
-// request inside its sandbox, and the in-process writer stays within the region's area.
+// request inside its sandbox from every thread asked, and the in-process writer stays
+// within its section.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <sandpool/ipc/diagnostics.hpp>
 
@@ -15,20 +19,41 @@
 
 using namespace sandpool;
 using sandpool::testing::plugin_path;
+using sandpool::testing::test_plugin_path;
 using sandpool::testing::worker_args;
 using sandpool::testing::WorkerHarness;
 
 namespace {
 
-void signal_task_thread(pid_t pid) {
-  REQUIRE(::syscall(SYS_tgkill, pid, pid, ipc::backtrace_signal()) == 0);
+// What the manager's PoolLoop does: open a request, signal each thread, say how many
+// (the order does not matter here).
+std::uint32_t ask_every_thread(WorkerHarness& w) {
+  ipc::DiagnosticArea& area = w.header().diagnostics;
+  ipc::request_backtrace(area);
+  std::uint32_t signalled = 0;
+  const auto dir = std::filesystem::path("/proc") / std::to_string(w.pid()) / "task";
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const pid_t tid = std::stoi(entry.path().filename().string());
+    if (::syscall(SYS_tgkill, w.pid(), tid, ipc::backtrace_signal()) == 0) ++signalled;
+  }
+  ipc::expect_backtraces(area, signalled);
+  return signalled;
 }
 
-std::uint32_t state_of(const WorkerHarness& w) {
-  return w.header().diagnostics.backtrace_state.load();
+std::optional<std::string> complete_answer(WorkerHarness& w) {
+  std::optional<std::string> text;
+  w.wait_until([&] {  // the doorbell rings with each answer
+    text = ipc::take_backtrace(w.header().diagnostics);
+    return text.has_value();
+  });
+  return text;
 }
 
-constexpr auto kDone = static_cast<std::uint32_t>(ipc::BacktraceState::kDone);
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
 
 }  // namespace
 
@@ -42,13 +67,12 @@ TEST_CASE("a sandboxed worker asked for a backtrace names the plugin function it
   w->send(w->task(7, "sleep", "2000"));  // long enough to be caught inside it
   REQUIRE(w->wait_until([&] { return w->header().started_task.load() == 7; }));
 
-  ipc::request_backtrace(w->header().diagnostics);
-  signal_task_thread(w->pid());
-  REQUIRE(w->wait_until([&] { return state_of(*w) == kDone; }));  // the doorbell rings
-  auto text = ipc::take_backtrace(w->header().diagnostics);
+  REQUIRE(ask_every_thread(*w) == 1);
+  auto text = complete_answer(*w);
   REQUIRE(text.has_value());
   INFO(*text);
-  CHECK(text->rfind("#0 ", 0) == 0);  // the interrupted frame first, the handler left out
+  const std::string first_line = "thread " + std::to_string(w->pid()) + " (task thread)\n#0 ";
+  CHECK(text->rfind(first_line, 0) == 0);  // the interrupted frame first, the handler left out
   CHECK(text->find("on_backtrace_request") == std::string::npos);
   CHECK(text->find("sp_plugin_handle+0x") != std::string::npos);
   CHECK(text->find("(libsleep.so)") != std::string::npos);
@@ -61,42 +85,67 @@ TEST_CASE("a sandboxed worker asked for a backtrace names the plugin function it
   CHECK(r->status == ipc::TaskStatus::kOk);
 }
 
+TEST_CASE("every thread of a hung worker says where it is") {
+  sandbox::WorkerArgs args = worker_args(test_plugin_path("threads"));
+  args.policy.profile = sandbox::SeccompProfile::kRelaxed;  // the profile for threads
+  auto w = WorkerHarness::spawn(args);
+  REQUIRE(w->expect_ready().has_value());
+  w->send(w->task(3, "spin", ""));
+  REQUIRE(w->wait_until([&] { return w->header().started_task.load() == 3; }));
+
+  REQUIRE(ask_every_thread(*w) == 3);  // the task thread and the plugin's two helpers
+  auto text = complete_answer(*w);
+  REQUIRE(text.has_value());
+  INFO(*text);
+  CHECK(count(*text, "thread ") == 3);  // in the order the threads answered
+  CHECK(count(*text, "thread " + std::to_string(w->pid()) + " (task thread)\n") == 1);
+  CHECK(text->find("threads_task_spin+0x") != std::string::npos);
+  CHECK(count(*text, "threads_helper_park+0x") == 2);
+  CHECK(text->find("not answered") == std::string::npos);
+
+  // A second request is answered afresh by every thread, the first answer forgotten.
+  REQUIRE(ask_every_thread(*w) == 3);
+  auto again = complete_answer(*w);
+  REQUIRE(again.has_value());
+  CHECK(count(*again, "thread ") == 3);
+}
+
 TEST_CASE("a backtrace signal nobody asked for is not answered") {
   auto w = WorkerHarness::spawn(worker_args(plugin_path("echo")));
   REQUIRE(w->expect_ready().has_value());
-  signal_task_thread(w->pid());  // as a plugin raising it itself would
-  w->send(w->task(1, "echo", "still here"));
+  REQUIRE(::syscall(SYS_tgkill, w->pid(), w->pid(), ipc::backtrace_signal()) == 0);
+  w->send(w->task(1, "echo", "still here"));  // as a plugin raising it itself would
   auto r = w->next_result();
   REQUIRE(r.has_value());
   CHECK(r->data == "still here");
-  CHECK(state_of(*w) == static_cast<std::uint32_t>(ipc::BacktraceState::kIdle));
-  CHECK_FALSE(ipc::take_backtrace(w->header().diagnostics).has_value());
+  CHECK(w->header().diagnostics.backtrace_answered.load() == 0);
+  CHECK_FALSE(ipc::take_backtrace(w->header().diagnostics, ipc::BacktraceRead::kWhatArrived));
 }
 
 namespace {
 
 // Recurses past the writer's frame limit before writing.
-__attribute__((noinline)) std::size_t deep(ipc::DiagnosticArea& area, int depth) {
-  if (depth == 0) return worker::write_backtrace(area, nullptr);
-  const std::size_t n = deep(area, depth - 1);
+__attribute__((noinline)) std::size_t deep(char* out, std::size_t cap, int depth) {
+  if (depth == 0) return worker::write_thread_backtrace(out, cap, nullptr);
+  const std::size_t n = deep(out, cap, depth - 1);
   asm volatile("" ::: "memory");  // not a tail call
   return n;
 }
 
 }  // namespace
 
-TEST_CASE("the backtrace writer stays within the area, one frame per line") {
+TEST_CASE("the backtrace writer stays within its section, one frame per line") {
   auto area = std::make_unique<ipc::DiagnosticArea>();
   REQUIRE(worker::install_backtrace_reporter(area.get(), -1).is_ok());
-  const std::size_t n = deep(*area, 200);
+  std::string section(4096, '\0');
+  const std::size_t n = deep(section.data(), section.size(), 200);
   CHECK(n > 0);
-  CHECK(n <= ipc::kBacktraceBytes);
-  CHECK(area->backtrace_len.load() == n);
-  area->backtrace_state.store(kDone);
-  auto text = ipc::take_backtrace(*area);
-  REQUIRE(text.has_value());
-  CHECK(text->rfind("#0 ", 0) == 0);
-  CHECK(text->find("#63 ") != std::string::npos);  // as many frames as it keeps
-  CHECK(text->find("#64 ") == std::string::npos);
+  CHECK(n <= section.size());
+  section.resize(n);
+  CHECK(section.rfind("thread ", 0) == 0);
+  CHECK(section.find("\n#0 ") != std::string::npos);
+  CHECK(section.find("#63 ") != std::string::npos);  // as many frames as it keeps
+  CHECK(section.find("#64 ") == std::string::npos);
+  CHECK(worker::write_thread_backtrace(section.data(), 10, nullptr) == 10);
   signal(ipc::backtrace_signal(), SIG_DFL);
 }

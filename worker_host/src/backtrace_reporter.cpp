@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -18,6 +19,8 @@ namespace sandpool::worker {
 namespace {
 
 constexpr int kMaxFrames = 64;
+// One thread's section, on the interrupted thread's stack: 64 frames of ~60 bytes.
+constexpr std::size_t kSectionBytes = 4096;
 
 // Set before the handler is installed; a signal handler has no other way to its context.
 ipc::DiagnosticArea* g_area = nullptr;
@@ -105,21 +108,22 @@ const void* interrupted_pc(void* context) {
 #endif
 }
 
+// The generation this thread last answered: a thread answers each request once. Static TLS
+// of the executable (local-exec), so reading it in a handler is a plain load.
+thread_local std::uint32_t t_answered = 0;
+
 void on_backtrace_request(int, siginfo_t*, void* context) {
   ipc::DiagnosticArea* area = g_area;
   if (area == nullptr) return;
-  // Only an outstanding request is answered, once: a plugin raising the signal itself, or
-  // a second signal, finds no kRequested and changes nothing.
-  auto expected = static_cast<std::uint32_t>(ipc::BacktraceState::kRequested);
-  if (!area->backtrace_state.compare_exchange_strong(
-          expected, static_cast<std::uint32_t>(ipc::BacktraceState::kWriting),
-          std::memory_order_acquire)) {
-    return;
-  }
+  // Only an open request is answered, once per thread: a plugin raising the signal with no
+  // request open, or a second signal to the same thread, changes nothing.
+  const std::uint32_t generation = ipc::backtrace_generation(*area);
+  if (generation == 0 || generation == t_answered) return;
+  t_answered = generation;
   const int saved_errno = errno;
-  write_backtrace(*area, interrupted_pc(context));
-  area->backtrace_state.store(static_cast<std::uint32_t>(ipc::BacktraceState::kDone),
-                              std::memory_order_release);
+  char section[kSectionBytes];
+  const std::size_t n = write_thread_backtrace(section, sizeof section, interrupted_pc(context));
+  ipc::answer_backtrace(*area, section, n);
   const std::uint64_t one = 1;
   [[maybe_unused]] ssize_t ignored = ::write(g_doorbell_fd, &one, sizeof one);
   errno = saved_errno;
@@ -127,7 +131,7 @@ void on_backtrace_request(int, siginfo_t*, void* context) {
 
 }  // namespace
 
-std::size_t write_backtrace(ipc::DiagnosticArea& area, const void* pc) {
+std::size_t write_thread_backtrace(char* out, std::size_t capacity, const void* pc) {
   void* frames[kMaxFrames];
   const int n = ::backtrace(frames, kMaxFrames);
   // Frames up to the interrupted one are this handler, the unwinder and the kernel's signal
@@ -141,10 +145,14 @@ std::size_t write_backtrace(ipc::DiagnosticArea& area, const void* pc) {
       }
     }
   }
-  LineWriter out(area.backtrace, ipc::kBacktraceBytes);
-  for (int i = first; i < n; ++i) write_frame(out, static_cast<unsigned>(i - first), frames[i]);
-  area.backtrace_len.store(static_cast<std::uint32_t>(out.size()), std::memory_order_relaxed);
-  return out.size();
+  LineWriter text(out, capacity);
+  const auto tid = static_cast<unsigned>(::syscall(SYS_gettid));
+  text.text("thread ");
+  text.decimal(tid);
+  if (tid == static_cast<unsigned>(::getpid())) text.text(" (task thread)");
+  text.put('\n');
+  for (int i = first; i < n; ++i) write_frame(text, static_cast<unsigned>(i - first), frames[i]);
+  return text.size();
 }
 
 Status install_backtrace_reporter(ipc::DiagnosticArea* area, int doorbell_fd) {

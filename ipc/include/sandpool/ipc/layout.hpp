@@ -13,7 +13,7 @@ namespace sandpool::ipc {
 
 inline constexpr std::size_t kCacheLine = 64;
 inline constexpr std::uint32_t kRegionMagic = 0x4c4f5053;  // "SPOL" little-endian
-inline constexpr std::uint32_t kRegionVersion = 2;         // 2: the DiagnosticArea
+inline constexpr std::uint32_t kRegionVersion = 3;         // 3: backtraces of every thread
 
 // Control words of one single-producer single-consumer byte ring. Positions are
 // free-running 64-bit byte counters (never wrap in practice); the slot is pos % capacity.
@@ -33,21 +33,24 @@ struct RingControl {
 
 enum class WorkerPhase : std::uint32_t { kStarting = 0, kReady = 1, kStopping = 2 };
 
-// Hung-task diagnostics (diagnostics.hpp): the manager sets kRequested and signals the
-// worker's task thread; the worker host's handler moves it to kWriting, fills the text and
-// sets kDone. The manager reads the text only in kDone, and never more than the array.
-enum class BacktraceState : std::uint32_t { kIdle = 0, kRequested = 1, kWriting = 2, kDone = 3 };
-inline constexpr std::size_t kBacktraceBytes = 4096;
+// Hung-task diagnostics (diagnostics.hpp): the manager opens a request (a new generation),
+// signals each of the worker's threads and says how many it signalled; each thread's
+// handler reserves a section of the text with a fetch_add on backtrace_used, fills it and
+// counts itself answered. The manager reads at most the array, whatever the words say.
+inline constexpr std::size_t kBacktraceBytes = 16384;
+inline constexpr std::uint32_t kMaxBacktraceThreads = 64;  // threads the manager signals
 
 // What the worker host's fatal-signal handler (or its task loop) found before the worker
 // died: kMemory when the address space was exhausted (RLIMIT_AS).
 enum class FatalReport : std::uint32_t { kNone = 0, kMemory = 1 };
 
 struct DiagnosticArea {
-  alignas(kCacheLine) std::atomic<std::uint32_t> backtrace_state;  // BacktraceState
-  std::atomic<std::uint32_t> backtrace_len;  // bytes of text written (untrusted)
-  char backtrace[kBacktraceBytes];           // one frame per line, not NUL-terminated
-  std::atomic<std::uint32_t> fatal_report;   // FatalReport
+  alignas(kCacheLine) std::atomic<std::uint32_t> backtrace_request;  // generation, 0: never asked
+  std::atomic<std::uint32_t> backtrace_expected;  // threads signalled; 0 while still signalling
+  std::atomic<std::uint32_t> backtrace_answered;  // threads whose section is written
+  std::atomic<std::uint32_t> backtrace_used;      // bytes reserved (may pass the array)
+  char backtrace[kBacktraceBytes];                // sections, one frame per line, unterminated
+  std::atomic<std::uint32_t> fatal_report;        // FatalReport
 };
 
 struct RegionHeader {
