@@ -17,7 +17,7 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 
-const char* const kGroups[] = {"raw", "W1", "W2", "W3", "W4", "spawn"};
+const char* const kGroups[] = {"raw", "W1", "W2", "W3", "W4", "spawn", "sandbox"};
 
 // Parses "W1,w2,raw" into canonical group names; an unknown name is an error.
 bool parse_only(const std::string& list, std::set<std::string>* out, std::string* bad) {
@@ -46,7 +46,8 @@ int main(int argc, char** argv) {
   BenchOptions o;
   std::string only;
   CLI::App app{"sandpool benchmarks: raw ring baselines, W1-W4, spawn-to-ready.", "sandpool-bench"};
-  app.add_option("--only", only, "comma-separated groups: raw,W1,W2,W3,W4,spawn (default: all)");
+  app.add_option("--only", only,
+                 "comma-separated groups: raw,W1,W2,W3,W4,spawn,sandbox (default: all)");
   app.add_option("--plugin", o.plugin, "W1/W2 plugin: a name in the plugin dir or a .so path")
       ->capture_default_str();
   app.add_option("--plugin-dir", o.plugin_dir, "where plugins are (default: ../plugins)");
@@ -91,7 +92,7 @@ int main(int argc, char** argv) {
   std::string bad;
   if (!parse_only(only, &groups, &bad)) {
     std::cerr << "sandpool-bench: --only: unknown group '" << bad
-              << "' (raw, W1, W2, W3, W4, spawn)\n";
+              << "' (raw, W1, W2, W3, W4, spawn, sandbox)\n";
     return kExitUsage;
   }
   if (groups.empty()) groups.insert(std::begin(kGroups), std::end(kGroups));
@@ -107,6 +108,7 @@ int main(int argc, char** argv) {
   if (ok && groups.count("W3")) ok = run_w3(o, report);
   if (ok && groups.count("W4")) ok = run_w4(o, report);
   if (ok && groups.count("spawn")) ok = run_spawn(o, report);
+  if (ok && groups.count("sandbox")) ok = run_sandbox_cost(o, report);
   report.finish(std::cout);
   return ok ? kExitOk : kExitFailed;
 }

@@ -134,8 +134,10 @@ class WorkerKiller {
 };
 
 bool w1_once(const BenchOptions& o, std::uint32_t concurrency, std::uint64_t tasks,
-             std::chrono::milliseconds crash_every, W1Run* out) {
+             std::chrono::milliseconds crash_every, W1Run* out,
+             sandbox::SeccompProfile profile = sandbox::SeccompProfile::kStrict) {
   PoolOptions opts = pool_options(o, o.plugin, o.workers, concurrency);
+  opts.sandbox.profile = profile;
   opts.queue_capacity = std::max<std::size_t>(opts.queue_capacity, tasks + 1024);
   if (crash_every.count() > 0) opts.max_restarts = 1000000;  // crashes are the point here
   auto pool = make_pool(opts);
@@ -275,6 +277,52 @@ bool run_w1(const BenchOptions& o, Report& r) {
   r.add("W1", "crash_per_s_throughput", crashing.throughput, "tasks/s");
   r.add("W1", "crash_per_s_ratio", crashing.throughput / calm.throughput, "ratio");
   r.add("W1", "crash_per_s_kills", static_cast<double>(crashing.kills), "workers");
+  return true;
+}
+
+bool run_sandbox_cost(const BenchOptions& o, Report& r) {
+  // W1 under the strict profile against the same run with no filter, alternated so that a
+  // drift over the process's life (this host's throughput moves from run to run) is shared
+  // by both: strict, off, strict, off, ... and the medians compared. CPU per task (the
+  // submitter, the loop and the workers) is compared too: it moves less than throughput
+  // when other processes compete for the cores.
+  const std::uint32_t c = o.concurrency != 0 ? o.concurrency : 64;
+  const std::uint64_t tasks = std::max<std::uint64_t>(o.tasks / 2, 1000);
+  std::vector<double> strict, off, strict_cpu, off_cpu;
+  auto cpu_per_task = [](const W1Run& run) {
+    return run.submitter_us + run.loop_us + run.workers_us;
+  };
+  // The process's first pool is always the slowest (its heap is still growing): one run
+  // that counts for neither side goes first.
+  W1Run discarded;
+  if (!w1_once(o, c, tasks, std::chrono::milliseconds(0), &discarded)) return false;
+  for (std::uint32_t round = 0; round < 3; ++round) {
+    W1Run s, f;
+    if (!w1_once(o, c, tasks, std::chrono::milliseconds(0), &s, sandbox::SeccompProfile::kStrict))
+      return false;
+    if (!w1_once(o, c, tasks, std::chrono::milliseconds(0), &f, sandbox::SeccompProfile::kOff))
+      return false;
+    r.note("sandbox round " + std::to_string(round) + ": strict " + format_value(s.throughput) +
+           " tasks/s, " + format_value(cpu_per_task(s)) + " us CPU/task; off " +
+           format_value(f.throughput) + " tasks/s, " + format_value(cpu_per_task(f)) +
+           " us CPU/task");
+    strict.push_back(s.throughput);
+    off.push_back(f.throughput);
+    strict_cpu.push_back(cpu_per_task(s));
+    off_cpu.push_back(cpu_per_task(f));
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double s = median(strict), f = median(off);
+  r.add("sandbox", "w1_strict_throughput", s, "tasks/s");
+  r.add("sandbox", "w1_off_throughput", f, "tasks/s");
+  r.add("sandbox", "w1_strict_overhead", (f - s) / f, "ratio");
+  const double sc = median(strict_cpu), fc = median(off_cpu);
+  r.add("sandbox", "w1_strict_cpu_per_task", sc, "us");
+  r.add("sandbox", "w1_off_cpu_per_task", fc, "us");
+  r.add("sandbox", "w1_strict_cpu_overhead", (sc - fc) / fc, "ratio");
   return true;
 }
 
