@@ -29,10 +29,12 @@ check-asan: build
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir build-asan --output-on-failure -j $(JOBS)
 
+# Only the executables holding tests labelled `threaded` (tests/CMakeLists.txt), the ones ctest
+# -L threaded runs; the rest of the tree is not built here.
 check-tsan: build
 	@cmake -S . -B build-tsan $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug \
 	  -DSANDPOOL_SANITIZE=thread -DSANDPOOL_PREBUILT_DIR=$(abspath $(BUILD)) >/dev/null
-	@cmake --build build-tsan -j $(JOBS)
+	@cmake --build build-tsan -j $(JOBS) --target threaded_tests
 	@TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -L threaded
 
