@@ -2,6 +2,7 @@
 // that routes replies and events to the pending request they answer.
 #include <sandpool/client.hpp>
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -58,6 +60,8 @@ Result<Reply> reply_of(Frame&& f) {
 
 class Client::Impl {
  public:
+  using Clock = std::chrono::steady_clock;
+
   Impl(UniqueFd fd, ClientOptions options)
       : fd_(std::move(fd)), options_(std::move(options)), decoder_(options_.max_frame) {}
 
@@ -77,7 +81,14 @@ class Client::Impl {
     // without reading, so our hello may fail with EPIPE while its answer waits unread.
     const Status sent = write_frame(hello);
     Frame f;
-    const Status got = read_frame(&f);
+    std::optional<Clock::time_point> deadline;
+    if (options_.hello_timeout.count() > 0) deadline = Clock::now() + options_.hello_timeout;
+    Status got = read_frame(&f, deadline);
+    if (got.code() == Code::kTimeout) {
+      got =
+          Status::error(Code::kTimeout, "the service did not answer the hello within " +
+                                            std::to_string(options_.hello_timeout.count()) + " ms");
+    }
     if (!got.is_ok()) return sent.is_ok() ? got : sent;
     if (f.kind == FrameKind::kError) return error_of(f);
     if (f.kind != FrameKind::kOk || f.id != hello.id) {
@@ -121,15 +132,29 @@ class Client::Impl {
     return f.id;
   }
 
-  Result<Reply> call(const std::string& op, nlohmann::json args, std::string blob,
-                     EventFn on_event = {}) {
-    std::promise<Result<Reply>> done;
-    auto fut = done.get_future();
+  // timeout zero: wait for the final reply however long it takes.
+  Result<Reply> call(const std::string& op, nlohmann::json args, std::string blob, EventFn on_event,
+                     std::chrono::milliseconds timeout) {
+    // Shared: after a timeout the reader may still deliver into it.
+    auto done = std::make_shared<std::promise<Result<Reply>>>();
+    auto fut = done->get_future();
     auto id = start(op, std::move(args), std::move(blob), std::move(on_event),
-                    [&done](Result<Reply> r) { done.set_value(std::move(r)); });
+                    [done](Result<Reply> r) { done->set_value(std::move(r)); });
     if (!id) return id.status();
-    return fut.get();
+    if (timeout.count() <= 0 || fut.wait_for(timeout) == std::future_status::ready) {
+      return fut.get();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      // Gone already: the reply (or the connection's failure) came in just now.
+      if (pending_.erase(*id) == 0) return fut.get();
+    }
+    cancel(*id);
+    return Status::error(Code::kTimeout, "no reply to '" + op + "' within " +
+                                             std::to_string(timeout.count()) + " ms");
   }
+
+  std::chrono::milliseconds call_timeout() const { return options_.call_timeout; }
 
   void cancel(std::uint64_t id) {
     Frame f;
@@ -161,14 +186,24 @@ class Client::Impl {
     return Status::ok();
   }
 
-  // Blocks until one frame arrives (handshake and reader thread).
-  Status read_frame(Frame* f) {
+  // Blocks until one frame arrives (handshake and reader thread), or until `deadline`
+  // (then kTimeout).
+  Status read_frame(Frame* f, std::optional<Clock::time_point> deadline = std::nullopt) {
     for (;;) {
       FrameDecoder::Error err;
       const auto st = decoder_.next(f, &err);
       if (st == FrameDecoder::Status::kFrame) return Status::ok();
       if (st != FrameDecoder::Status::kNeedMore) {
         return Status::protocol("the server sent a bad frame: " + err.message);
+      }
+      if (deadline) {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now());
+        pollfd p{fd_.get(), POLLIN, 0};
+        auto ready = posix_call("poll", [&] {
+          return ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(0, left.count())));
+        });
+        if (!ready) return unavailable("connection to the service: " + ready.status().message());
+        if (*ready == 0) return Status::error(Code::kTimeout, "no frame before the deadline");
       }
       char buf[64 * 1024];
       auto n = posix_call("recv", [&] { return ::recv(fd_.get(), buf, sizeof buf, 0); });
@@ -272,12 +307,13 @@ std::string Client::rights() const {
 }
 
 Result<Reply> Client::call(const std::string& op, nlohmann::json args, std::string blob) {
-  return impl_->call(op, std::move(args), std::move(blob));
+  return impl_->call(op, std::move(args), std::move(blob), {}, impl_->call_timeout());
 }
 
 Result<Reply> Client::call_streaming(const std::string& op, nlohmann::json args, std::string blob,
                                      EventFn on_event) {
-  return impl_->call(op, std::move(args), std::move(blob), std::move(on_event));
+  return impl_->call(op, std::move(args), std::move(blob), std::move(on_event),
+                     std::chrono::milliseconds(0));
 }
 
 Result<std::uint64_t> Client::start(const std::string& op, nlohmann::json args, std::string blob,

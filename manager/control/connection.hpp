@@ -31,6 +31,7 @@ class Connection {
   // connection must close now (a slow reader over its limit, a write error, done).
   const char* write_output();
   bool wants_output() const { return sent_ < sending_.size(); }
+  bool hello_done() const { return hello_done_; }
   // The socket is gone: open requests are cancelled, later replies dropped.
   void abandon();
 

@@ -6,9 +6,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -80,12 +82,13 @@ class ControlServer::Impl {
   void run() {
     epoll_event events[64];
     while (!stopping_.load()) {
-      const int n = ::epoll_wait(epoll_.get(), events, 64, -1);
+      const int n = ::epoll_wait(epoll_.get(), events, 64, hello_wait_ms());
       if (n < 0) {
         if (errno == EINTR) continue;
         spdlog::error("control: epoll_wait: {}", std::strerror(errno));
         break;
       }
+      close_silent_connections();
       for (int i = 0; i < n && !stopping_.load(); ++i) {
         const std::uint64_t key = events[i].data.u64;
         if (key == kListenKey) {
@@ -105,6 +108,35 @@ class ControlServer::Impl {
     while (!conns_.empty()) close_connection(conns_.begin()->first, nullptr);
     control::unlink_if_ours(options_.path, listener_);
     listener_.fd.reset();
+  }
+
+  // epoll_wait's timeout: until the oldest connection still owing its hello is due; -1
+  // when none is.
+  int hello_wait_ms() {
+    while (!awaiting_hello_.empty()) {
+      auto it = conns_.find(awaiting_hello_.front().second);
+      if (it != conns_.end() && !it->second->hello_done()) break;
+      awaiting_hello_.pop_front();  // said hello, or already closed
+    }
+    if (awaiting_hello_.empty()) return -1;
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+        awaiting_hello_.front().first - std::chrono::steady_clock::now());
+    return static_cast<int>(std::max<std::int64_t>(0, left.count()));
+  }
+
+  // Connections are admitted in deadline order, so the due ones are at the front.
+  void close_silent_connections() {
+    const auto now = std::chrono::steady_clock::now();
+    while (!awaiting_hello_.empty() && awaiting_hello_.front().first <= now) {
+      const std::uint64_t key = awaiting_hello_.front().second;
+      awaiting_hello_.pop_front();
+      auto it = conns_.find(key);
+      if (it == conns_.end() || it->second->hello_done()) continue;
+      const std::string why =
+          "no hello within " + std::to_string(options_.hello_timeout.count()) + " ms";
+      control::refuse(it->second->fd.get(), "timeout", why);
+      close_connection(key, "no hello in time");
+    }
   }
 
   void accept_all() {
@@ -151,6 +183,9 @@ class ControlServer::Impl {
     if (!watch(conn->fd.get(), key, EPOLLIN).is_ok()) return;
     conn->epoll_mask = EPOLLIN;
     conns_.emplace(key, std::move(conn));
+    if (options_.hello_timeout.count() > 0) {
+      awaiting_hello_.emplace_back(std::chrono::steady_clock::now() + options_.hello_timeout, key);
+    }
     count_.store(conns_.size());
   }
 
@@ -203,6 +238,8 @@ class ControlServer::Impl {
   std::shared_ptr<control::Waker> waker_;
   const uid_t server_uid_;
   std::unordered_map<std::uint64_t, std::unique_ptr<Connection>> conns_;
+  // (deadline, key) of connections admitted without a hello yet, oldest first.
+  std::deque<std::pair<std::chrono::steady_clock::time_point, std::uint64_t>> awaiting_hello_;
   std::uint64_t next_key_ = 2;
   std::atomic<std::size_t> count_{0};
   std::atomic<bool> stopping_{false};

@@ -8,11 +8,20 @@ void FinishedTasks::add(TaskPtr task, std::int64_t now) {
   const std::size_t bytes = task->payload.size() + task->account.result.size();
   entries_.push_back({now, bytes, std::move(task)});
   bytes_ += bytes;
-  while (entries_.size() > bounds_.max_count ||
-         (bounds_.max_bytes != 0 && bytes_ > bounds_.max_bytes && !entries_.empty())) {
+  evict_over_bounds();
+  expire(now);
+}
+
+void FinishedTasks::set_bounds(FinishedTaskBounds bounds) {
+  bounds_ = bounds;
+  evict_over_bounds();
+}
+
+void FinishedTasks::evict_over_bounds() {
+  while (!entries_.empty() && (entries_.size() > bounds_.max_count ||
+                               (bounds_.max_bytes != 0 && bytes_ > bounds_.max_bytes))) {
     pop_oldest();
   }
-  expire(now);
 }
 
 void FinishedTasks::expire(std::int64_t now) {

@@ -24,6 +24,8 @@ class FinishedTasks {
 
   // Keeps a terminal task's record (finished at `now`), then evicts what is over a bound.
   void add(TaskPtr task, std::int64_t now);
+  // New bounds (a reconfigured pool); evicts what is over the count and byte bounds now.
+  void set_bounds(FinishedTaskBounds bounds);
   // Evicts records older than max_age at `now`.
   void expire(std::int64_t now);
   // Returns the newest record with this id, or null. O(n): for operators, not hot paths.
@@ -38,6 +40,7 @@ class FinishedTasks {
     TaskPtr task;
   };
   void pop_oldest();
+  void evict_over_bounds();
 
   FinishedTaskBounds bounds_;
   std::deque<Entry> entries_;  // oldest first

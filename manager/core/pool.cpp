@@ -105,14 +105,18 @@ Status Pool::kill_worker(std::int32_t pid, int signal) {
   return Status::ok();
 }
 
-std::size_t Pool::shutdown(std::chrono::milliseconds timeout) {
+Result<ReconfigureReport> Pool::reconfigure(PoolOptions next) {
+  return loop_->reconfigure(std::move(next));
+}
+
+std::size_t Pool::shutdown(std::chrono::milliseconds timeout, DeadReason reason) {
   loop_->stop_accepting();
   std::size_t abandoned = 0;
   if (!loop_->wait_idle_for(timeout.count())) {
-    const std::string why =
-        "shutdown: still open after shutdown_timeout (" + std::to_string(timeout.count()) + " ms)";
-    abandoned = loop_->query<std::size_t>([&why](core::PoolCore& core, std::int64_t now) {
-      return core.abandon_all(DeadReason::kShutdown, why, now);
+    const std::string why = std::string(to_string(reason)) + ": still open after " +
+                            std::to_string(timeout.count()) + " ms of draining";
+    abandoned = loop_->query<std::size_t>([&why, reason](core::PoolCore& core, std::int64_t now) {
+      return core.abandon_all(reason, why, now);
     });
   }
   loop_->close();

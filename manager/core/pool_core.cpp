@@ -505,6 +505,7 @@ PoolStats PoolCore::stats() const {
   s.retry_wait = retries_.size();
   s.workers = static_cast<std::uint32_t>(workers_.size());
   s.target_workers = target_workers_;
+  s.dispatch = dispatcher_.strategy();
   s.crash_loop = crash_loop_;
   s.state = failed_       ? "failed"
             : closing_    ? (workers_.empty() ? "closed" : "closing")

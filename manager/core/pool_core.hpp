@@ -32,6 +32,11 @@ namespace sandpool::core {
 
 using WorkerId = std::uint64_t;
 
+// Copies the fields Pool::reconfigure applies to a running pool from `from` into `to`;
+// the pool's identity (name, task_types, worker_path, task_ids, store, logger, on_event,
+// spawner, seed) stays `to`'s.
+void copy_live_options(PoolOptions& to, const PoolOptions& from);
+
 // What the core asks of the outside world. Every call is a command; its consequences come
 // back as events (on_ready, on_result, on_exit).
 class WorkerControl {
@@ -91,6 +96,11 @@ class PoolCore {
   // rolling: one at a time, the next once no replacement is still starting. A rolling
   // restart pauses while replacements fail their init.
   void restart_workers(bool rolling, std::int64_t now);
+  // Takes `next`'s changeable fields (copy_live_options) and applies them: strategy, record
+  // and dead-letter bounds, worker count. replace_workers: the launch spec changed, so every
+  // worker started before this call is replaced, one at a time (rolling restart).
+  void reconfigure(const PoolOptions& next, bool replace_workers, std::int64_t now);
+  bool rolling_restart() const { return rolling_restart_; }
   // Dead-letters every open task with `reason` (a shutdown past its timeout): queued and
   // retry-waiting ones at once, and those in the workers' rings, whose workers are killed;
   // the running one gets its attempt ended `lost` with `why`. Returns how many.
@@ -157,12 +167,15 @@ class PoolCore {
     std::uint64_t kill_task = 0;
     std::uint64_t cancel_task = 0;  // a running task asked to stop
     std::int64_t cancel_deadline_ns = 0;
-    std::string last_error;         // the worker's last error-level log line
-    bool retiring = false;          // we stopped wanting it (scale down, close, recycle)
-    std::int64_t ready_ns = 0;      // when it became ready
-    std::uint64_t cpu_task = 0;     // the running task whose CPU is being metered
-    std::int64_t cpu_base_ns = -1;  // the worker's CPU time when cpu_task was first seen
-    bool restart_pending = false;   // a rolling restart will replace it
+    std::string last_error;           // the worker's last error-level log line
+    bool retiring = false;            // we stopped wanting it (scale down, close, recycle)
+    std::int64_t ready_ns = 0;        // when it became ready
+    std::uint64_t cpu_task = 0;       // the running task whose CPU is being metered
+    std::int64_t cpu_base_ns = -1;    // the worker's CPU time when cpu_task was first seen
+    bool restart_pending = false;     // a rolling restart will replace it
+    std::uint64_t generation = 0;     // the launch spec it was started with (reconfigure)
+    std::uint32_t slot = 0;           // see WorkerInfo::slot
+    std::uint64_t slot_restarts = 0;  // workers started in its slot before it
 
     // Hung-task diagnostics: a backtrace is awaited until backtrace_due_ns (0: none);
     // `backtrace` is the answer, for the attempt of kill_task.
@@ -180,6 +193,8 @@ class PoolCore {
   };
 
   void spawn_worker(std::int64_t now);
+  // The lowest slot no starting or ready worker holds.
+  std::uint32_t free_slot() const;
   void dispatch(std::int64_t now);
   // dispatch(), then, when closing, stops every worker that has nothing left to do.
   void settle(std::int64_t now);
@@ -241,8 +256,10 @@ class PoolCore {
   std::deque<TaskResult> dead_letters_;
 
   std::uint32_t target_workers_ = 0;
-  std::uint32_t init_failures_ = 0;  // consecutive
-  std::int64_t respawn_due_ns_ = 0;  // 0: none pending
+  std::uint64_t generation_ = 0;            // bumped when the launch spec changes
+  std::vector<std::uint64_t> slot_starts_;  // workers started per slot so far
+  std::uint32_t init_failures_ = 0;         // consecutive
+  std::int64_t respawn_due_ns_ = 0;         // 0: none pending
   std::size_t in_flight_total_ = 0;
   std::size_t backlogged_ = 0;  // tasks in the workers' affinity backlogs
   std::int64_t next_check_ns_ = INT64_MAX;

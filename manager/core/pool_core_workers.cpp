@@ -19,9 +19,25 @@ void PoolCore::spawn_worker(std::int64_t now) {
   Worker w;
   w.id = id;
   w.spawned_ns = now;
+  w.generation = generation_;
+  w.slot = free_slot();
+  if (w.slot >= slot_starts_.size()) slot_starts_.resize(w.slot + 1, 0);
+  w.slot_restarts = slot_starts_[w.slot]++;
   workers_.emplace(id, std::move(w));
   if (opts_.on_event) emit(worker_event(PoolEvent::Kind::kWorkerStarted, ctl_.pid(id)));
   next_check_ns_ = std::min(next_check_ns_, now + to_ns(opts_.init_timeout));
+}
+
+std::uint32_t PoolCore::free_slot() const {
+  std::vector<bool> taken;
+  for (const auto& [id, w] : workers_) {
+    if (w.phase != Phase::kStarting && w.phase != Phase::kReady) continue;
+    if (w.slot >= taken.size()) taken.resize(w.slot + 1, false);
+    taken[w.slot] = true;
+  }
+  std::uint32_t slot = 0;
+  while (slot < taken.size() && taken[slot]) ++slot;
+  return slot;
 }
 
 PoolCore::Worker* PoolCore::find(WorkerId w) {
@@ -445,6 +461,8 @@ std::vector<WorkerInfo> PoolCore::workers(std::int64_t now) const {
         i.state = "stopping";
         break;
     }
+    i.slot = w.slot;
+    i.restarts = w.slot_restarts;
     i.in_flight = static_cast<std::uint32_t>(w.in_flight.size());
     i.tasks_done = w.tasks_done;
     i.uptime_ms = (now - w.spawned_ns) / kMsNs;

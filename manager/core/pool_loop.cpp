@@ -45,6 +45,8 @@ PoolLoop::PoolLoop(PoolOptions options) : opts_(std::move(options)) {
   spawner_ = opts_.spawner ? opts_.spawner : make_process_spawner();
   if (opts_.seed == 0) opts_.seed = std::random_device{}();
   spin_us_ = default_spin_us(opts_.workers);
+  max_payload_.store(opts_.max_payload);
+  queue_capacity_.store(opts_.queue_capacity);
 }
 
 PoolLoop::~PoolLoop() { close(); }
@@ -66,16 +68,7 @@ Status PoolLoop::launch() {
     return Status::error(Code::kPlugin, "plugin not found: " + opts_.plugin_path);
   }
   launch_.worker_path = *worker;
-  launch_.args.plugin_path = std::filesystem::absolute(opts_.plugin_path).string();
-  launch_.args.heartbeat_ms = static_cast<std::uint32_t>(opts_.heartbeat_interval.count());
-  launch_.args.max_result = opts_.max_result;
-  launch_.args.init_timeout_ms = static_cast<std::uint32_t>(opts_.init_timeout.count());
-  launch_.args.plugin_config_json = opts_.plugin_config_json;
-  launch_.args.parent_pid = ::getpid();
-  launch_.args.policy = opts_.sandbox;
-  launch_.region.task_ring_bytes = opts_.ring_bytes;
-  launch_.region.result_ring_bytes = opts_.ring_bytes;
-  launch_.region.max_message = std::max(opts_.max_payload, opts_.max_result) + 4096;
+  fill_launch_spec();
 
   int ep = ::epoll_create1(EPOLL_CLOEXEC);
   if (ep < 0) return Status::from_errno(errno, "epoll_create1");
@@ -125,6 +118,19 @@ Status PoolLoop::launch() {
     return s;
   }
   return Status::ok();
+}
+
+void PoolLoop::fill_launch_spec() {
+  launch_.args.plugin_path = std::filesystem::absolute(opts_.plugin_path).string();
+  launch_.args.heartbeat_ms = static_cast<std::uint32_t>(opts_.heartbeat_interval.count());
+  launch_.args.max_result = opts_.max_result;
+  launch_.args.init_timeout_ms = static_cast<std::uint32_t>(opts_.init_timeout.count());
+  launch_.args.plugin_config_json = opts_.plugin_config_json;
+  launch_.args.parent_pid = ::getpid();
+  launch_.args.policy = opts_.sandbox;
+  launch_.region.task_ring_bytes = opts_.ring_bytes;
+  launch_.region.result_ring_bytes = opts_.ring_bytes;
+  launch_.region.max_message = std::max(opts_.max_payload, opts_.max_result) + 4096;
 }
 
 // ---- the loop -------------------------------------------------------------------------
@@ -339,6 +345,8 @@ void PoolLoop::handle_message(WorkerId id, Link& link, std::uint16_t kind, std::
         } else {
           task_types_ = declared.empty() ? std::vector<std::string>{"default"} : declared;
         }
+      } else {
+        check_declared_types(m.task_types);
       }
       log_->debug("[{}] worker {} ready", opts_.name, link.proc->pid());
       core_->on_ready(id, now);
@@ -418,6 +426,7 @@ void PoolLoop::after_iteration() {
       started_.set_value(Status::error(Code::kPlugin, failure_));
     }
   }
+  release_pending_max_payload();
   if (core_->failed() && !failed_.load()) {
     failure_ = core_->failure();
     failed_.store(true);
@@ -590,14 +599,15 @@ Result<Ticket> PoolLoop::submit(std::string type, std::string payload, SubmitOpt
     for (const auto& t : task_types_) served += (served.empty() ? "" : ", ") + t;
     return Status::invalid("unknown task type '" + type + "' (this pool serves: " + served + ")");
   }
-  if (payload.size() > opts_.max_payload) {
+  if (const std::uint64_t max = max_payload_.load(std::memory_order_relaxed);
+      payload.size() > max) {
     return Status::too_large("payload of " + std::to_string(payload.size()) +
-                             " bytes exceeds max_payload (" + std::to_string(opts_.max_payload) +
-                             " bytes)");
+                             " bytes exceeds max_payload (" + std::to_string(max) + " bytes)");
   }
-  if (admitted_.fetch_add(1, std::memory_order_relaxed) >= opts_.queue_capacity) {
+  const std::size_t capacity = queue_capacity_.load(std::memory_order_relaxed);
+  if (admitted_.fetch_add(1, std::memory_order_relaxed) >= capacity) {
     admitted_.fetch_sub(1, std::memory_order_relaxed);
-    return Status::error(Code::kQueueFull, "queue_full: " + std::to_string(opts_.queue_capacity) +
+    return Status::error(Code::kQueueFull, "queue_full: " + std::to_string(capacity) +
                                                " tasks are waiting in pool '" + opts_.name + "'");
   }
   if (id == 0)

@@ -39,7 +39,12 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   // id 0: a fresh id; otherwise the task keeps that id (a dead letter's replay).
   Result<Ticket> submit(std::string type, std::string payload, SubmitOptions options,
                         std::uint64_t id = 0);
+  // Any thread may read the pool's identity here (name, task_types, task_ids,
+  // dead_letter_store, logger, worker_path): reconfigure() never writes those. The other
+  // fields belong to the loop thread.
   const PoolOptions& options() const { return opts_; }
+  // See Pool::reconfigure. Validates on the caller's thread, applies on the loop thread.
+  Result<ReconfigureReport> reconfigure(PoolOptions next);
   bool cancel(const TaskPtr& task);
   void set_draining(bool on) { draining_.store(on); }
   bool draining() const { return draining_.load(); }
@@ -70,6 +75,15 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
 
   explicit PoolLoop(PoolOptions options);
   Status launch();
+  // The workers' command line and region sizes from opts_ (loop thread, or before it runs).
+  void fill_launch_spec();
+  // Loop thread: takes `next`'s changeable fields; returns true iff the launch spec changed.
+  bool apply_options(const PoolOptions& next);
+  // A worker's plugin declared `declared` (empty: nothing); the pool serves task_types_.
+  void check_declared_types(const std::vector<std::string>& declared);
+  // Loop thread: raises max_payload_ to a reconfigured, larger value once no worker started
+  // with the old launch spec takes tasks any more.
+  void release_pending_max_payload();
   void run();
   bool drain_inbox(std::int64_t now);
   bool poll_worker(WorkerId id, Link& link, std::int64_t now, std::size_t budget);
@@ -104,6 +118,9 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   std::shared_ptr<Spawner> spawner_;
   supervision::LaunchSpec launch_;
   std::atomic<std::size_t> admitted_{0};
+  // Submit-side limits, read by any thread, changed by reconfigure().
+  std::atomic<std::uint64_t> max_payload_{0};
+  std::atomic<std::size_t> queue_capacity_{0};
   std::unique_ptr<PoolCore> core_;
   std::vector<std::string> task_types_;
 
@@ -117,6 +134,7 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   std::string message_;
   bool first_ready_seen_ = false;
   std::uint32_t spin_us_ = 0;
+  std::uint64_t pending_max_payload_ = 0;  // 0: none (release_pending_max_payload)
 
   // Inbox (any thread -> loop).
   std::mutex inbox_mu_;

@@ -71,6 +71,10 @@ void EventHub::publish(const std::string& pool, const PoolEvent& e) {
       continue;
     }
     sub.queue.push_back(j);
+    if (sub.dropped != 0) {  // the first event after a gap says how long the gap was
+      sub.queue.back()["dropped"] = sub.dropped;
+      sub.dropped = 0;
+    }
   }
   recent_.push_back(std::move(j));
   if (recent_.size() > kRecent) recent_.pop_front();
@@ -102,6 +106,11 @@ std::uint64_t EventHub::dropped() const {
   return dropped_;
 }
 
+std::size_t EventHub::subscribers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return subscribers_.size();
+}
+
 void EventHub::run() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
@@ -111,10 +120,6 @@ void EventHub::run() {
     std::vector<std::uint64_t> finished;
     for (auto& [id, sub] : subscribers_) {
       if (sub.queue.empty()) continue;
-      if (sub.dropped != 0 && sub.queue.front() != nullptr) {
-        sub.queue.front()["dropped"] = sub.dropped;
-        sub.dropped = 0;
-      }
       if (sub.queue.back() == nullptr) finished.push_back(id);
       batches.emplace_back(sub.responder, std::move(sub.queue));
       sub.queue.clear();

@@ -1,7 +1,8 @@
 // EventHub: the `events` stream. Pools publish their lifecycle events (on their loop
 // threads); subscribers (open `events` requests) receive them as JSON objects. Publishing
 // never blocks: each subscriber has a bounded queue, and an event that finds it full is
-// dropped and counted (the count rides on the next event the subscriber gets, as "dropped").
+// dropped and counted (the count rides on the first event queued after the gap, as
+// "dropped").
 #pragma once
 
 #include <condition_variable>
@@ -39,7 +40,8 @@ class EventHub {
   // follow=false: sends the recent events (of `pool`, or all when empty), then ok.
   // follow=true: the recent ones, then every new one, until the client cancels.
   void subscribe(const std::string& pool, bool follow, Responder responder);
-  std::uint64_t dropped() const;  // events dropped for full subscriber queues, in total
+  std::uint64_t dropped() const;    // events dropped for full subscriber queues, in total
+  std::size_t subscribers() const;  // open streams (a cancelled one leaves at once)
 
  private:
   struct Subscriber {

@@ -72,7 +72,7 @@ Service::~Service() {
   for (auto& t : retiring) t.join();
 }
 
-Result<std::shared_ptr<Pool>> Service::make_pool(const PoolConfig& pc) {
+PoolOptions Service::pool_options(const PoolConfig& pc) const {
   PoolOptions o = to_pool_options(pc);
   o.task_ids = task_ids_;
   o.dead_letter_store = store_;
@@ -80,7 +80,11 @@ Result<std::shared_ptr<Pool>> Service::make_pool(const PoolConfig& pc) {
   o.task_records_max = config_.service.task_records_max;
   o.task_records_max_age = config_.service.task_records_max_age;
   o.on_event = [hub = hub_, name = pc.name](const PoolEvent& e) { hub->publish(name, e); };
-  auto pool = Pool::create(std::move(o));
+  return o;
+}
+
+Result<std::shared_ptr<Pool>> Service::make_pool(const PoolConfig& pc) {
+  auto pool = Pool::create(pool_options(pc));
   if (!pool) return pool.status();
   return std::shared_ptr<Pool>(std::move(pool).value());
 }
@@ -169,7 +173,7 @@ void Service::retire(std::string name, std::shared_ptr<Pool> pool) {
   std::lock_guard<std::mutex> lock(mu_);
   retired_.push_back(pool);
   retiring_.emplace_back([log = log_, name = std::move(name), pool = std::move(pool), timeout] {
-    const std::size_t left = pool->shutdown(timeout);
+    const std::size_t left = pool->shutdown(timeout, DeadReason::kPoolRemoved);
     log->info("pool retired pool={} dead_lettered={}", name, left);
   });
 }

@@ -76,13 +76,17 @@ class Service final : public ControlHandler {
 
   Service(Config config, std::string config_path, std::shared_ptr<spdlog::logger> log,
           ShutdownRequest on_shutdown);
+  // The options of a configured pool: the config's, plus the service's ids, store, logger
+  // and events hub.
+  PoolOptions pool_options(const PoolConfig& pc) const;
   Result<std::shared_ptr<Pool>> make_pool(const PoolConfig& pc);
   // The pool named `name` (error not_found), or serving `type` when name is empty.
   Result<std::shared_ptr<Pool>> pool_named(const std::string& name) const;
   Result<std::shared_ptr<Pool>> route(const std::string& pool, const std::string& type) const;
   std::vector<std::pair<std::string, std::shared_ptr<Pool>>> pools() const;
   std::optional<Ticket> find_task(std::uint64_t id) const;
-  // Drains `pool` and shuts it down on a thread of its own (removed or replaced pools).
+  // Drains `pool` and shuts it down on a thread of its own (removed or replaced pools);
+  // what is left after shutdown_timeout is dead-lettered `pool_removed`.
   void retire(std::string name, std::shared_ptr<Pool> pool);
 
   // service_tasks.cpp

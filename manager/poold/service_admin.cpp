@@ -67,6 +67,7 @@ void Service::op_status(const Request&, const Responder& res) {
     const PoolStats s = pool->stats();
     pools.push_back({{"name", name},
                      {"state", s.state},
+                     {"dispatch", std::string(to_string(s.dispatch))},
                      {"task_types", pool->task_types()},
                      {"workers", s.workers},
                      {"target_workers", s.target_workers},
@@ -109,7 +110,6 @@ void Service::op_workers(const Request& req, const Responder& res) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [name, slot] : slots_) {
     if (!only.empty() && name != only) continue;
-    const std::uint64_t restarts = slot.pool->stats().restarts;
     const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                     std::chrono::system_clock::now().time_since_epoch())
                                     .count();
@@ -119,6 +119,7 @@ void Service::op_workers(const Request& req, const Responder& res) {
         "rlimits+seccomp:" + std::string(sandbox::profile_name(slot.config.sandbox.profile));
     for (const WorkerInfo& w : slot.pool->workers()) {
       out.push_back({{"pool", name},
+                     {"slot", w.slot},
                      {"pid", w.pid},
                      {"state", w.state},
                      {"in_flight", w.in_flight},
@@ -128,7 +129,7 @@ void Service::op_workers(const Request& req, const Responder& res) {
                      {"cpu_ms", supervision::cpu_ns(w.pid) / 1000000},
                      {"last_beat_ms",
                       w.last_beat_ago_ms < 0 ? json(nullptr) : json(now_ms - w.last_beat_ago_ms)},
-                     {"restarts", restarts},
+                     {"restarts", w.restarts},
                      {"isolation", isolation}});
     }
   }

@@ -1,6 +1,7 @@
 // Service: reload (re-read the config and apply the differences) and shutdown.
 #include <spdlog/logger.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "poold/service.hpp"
@@ -10,11 +11,11 @@ namespace {
 
 using nlohmann::json;
 
-// True iff only workers and dispatch differ (those apply to the running pool).
-bool same_but_workers_and_dispatch(PoolConfig a, const PoolConfig& b) {
-  a.workers = b.workers;
-  a.dispatch = b.dispatch;
-  return a == b;
+// The worker count a reload gives a running pool: the new `initial` when it changed,
+// otherwise the pool's current target (it may have been scaled) clamped into min..max.
+std::uint32_t reload_target(const PoolConfig& old, const PoolConfig& next, std::uint32_t current) {
+  if (old.workers.initial != next.workers.initial) return next.workers.initial;
+  return std::clamp(current, next.workers.min, next.workers.max);
 }
 
 }  // namespace
@@ -30,7 +31,8 @@ Result<json> Service::reload() {
   Config next = std::move(loaded).value();
   make_paths_absolute(next);
   json added = json::array(), removed = json::array(), scaled = json::array(),
-       restrategied = json::array(), replaced = json::array(), failed = json::array();
+       restrategied = json::array(), replaced = json::array(), reconfigured = json::array(),
+       failed = json::array();
 
   std::map<std::string, const PoolConfig*> wanted;
   for (const PoolConfig& pc : next.pools) wanted[pc.name] = &pc;
@@ -60,9 +62,10 @@ Result<json> Service::reload() {
       if (auto it = slots_.find(pc.name); it != slots_.end()) current = it->second;
     }
     if (current && current->config == pc) continue;
-    if (!current || !same_but_workers_and_dispatch(current->config, pc)) {
-      // New, or changed beyond workers/dispatch: a new pool takes over routing; the old one
-      // drains what it accepted.
+    // The served task types are a pool's for life, and a failed pool stays failed: those
+    // get a new pool, which takes over routing while the old one drains what it accepted.
+    if (!current || current->config.task_types != pc.task_types ||
+        current->pool->stats().state == "failed") {
       auto pool = make_pool(pc);
       if (!pool) {
         log_->error("reload: pool {} could not start: {}", pc.name, pool.status().message());
@@ -77,25 +80,21 @@ Result<json> Service::reload() {
       if (current) retire(pc.name, current->pool);
       continue;
     }
+    // Everything else applies to the running pool: its queued tasks, ids, records and
+    // metrics stay; a new launch spec (plugin, limits, sandbox, ...) rolls its workers.
     const PoolConfig& old = current->config;
-    if (!(old.workers == pc.workers)) {
-      const std::uint32_t target =
-          old.workers.initial != pc.workers.initial
-              ? pc.workers.initial
-              : std::clamp(current->pool->stats().target_workers, pc.workers.min, pc.workers.max);
-      if (Status s = current->pool->scale(target); !s) {
-        failed.push_back({{"pool", pc.name}, {"error", s.message()}});
-      } else {
-        scaled.push_back({{"pool", pc.name}, {"workers", target}});
-      }
+    const std::uint32_t target = reload_target(old, pc, current->pool->stats().target_workers);
+    PoolOptions options = pool_options(pc);
+    options.workers = target;
+    auto applied = current->pool->reconfigure(std::move(options));
+    if (!applied) {
+      log_->error("reload: pool {} not reconfigured: {}", pc.name, applied.status().message());
+      failed.push_back({{"pool", pc.name}, {"error", applied.status().message()}});
+      continue;
     }
-    if (old.dispatch != pc.dispatch) {
-      if (Status s = current->pool->set_strategy(pc.dispatch); !s) {
-        failed.push_back({{"pool", pc.name}, {"error", s.message()}});
-      } else {
-        restrategied.push_back(pc.name);
-      }
-    }
+    reconfigured.push_back({{"pool", pc.name}, {"rolling_restart", applied->rolling_restart}});
+    if (!(old.workers == pc.workers)) scaled.push_back({{"pool", pc.name}, {"workers", target}});
+    if (old.dispatch != pc.dispatch) restrategied.push_back(pc.name);
     std::lock_guard<std::mutex> lock(mu_);
     slots_[pc.name].config = pc;
   }
@@ -103,13 +102,10 @@ Result<json> Service::reload() {
   // The service section (socket, access, metrics, state dir, logging) needs a restart.
   const bool service_changed = !(config_.service == next.service);
   config_.pools = next.pools;
-  json out{{"added", added},
-           {"removed", removed},
-           {"replaced", replaced},
-           {"scaled", scaled},
-           {"strategy_changed", restrategied},
-           {"failed", failed},
-           {"service_section_needs_restart", service_changed}};
+  json out{{"added", added},       {"removed", removed},
+           {"replaced", replaced}, {"reconfigured", reconfigured},
+           {"scaled", scaled},     {"strategy_changed", restrategied},
+           {"failed", failed},     {"service_section_needs_restart", service_changed}};
   log_->info("reload applied: {}", out.dump());
   return out;
 }

@@ -21,6 +21,15 @@ namespace sandpool {
 struct ClientOptions {
   std::string name = "sandpool-client";  // sent in the hello
   std::size_t max_frame = (16u << 20) + 65536;
+  // How long connect() waits for the server to answer the hello (a hung or overloaded
+  // service); then Code::kTimeout. Zero: no limit.
+  std::chrono::milliseconds hello_timeout{10000};
+  // How long call() and the operations built on it (every typed call except submit_wait and
+  // events, which wait for a task or a stream) wait for the final reply; then
+  // Code::kTimeout, the request is cancelled on the server and its late reply dropped. The
+  // connection stays usable. Zero: no limit (the default: reload and dead-letter
+  // operations may take long).
+  std::chrono::milliseconds call_timeout{0};
 };
 
 struct Reply {
@@ -61,8 +70,9 @@ using EventFn = std::function<void(const Reply& event)>;
 using ReplyFn = std::function<void(Result<Reply>)>;
 
 // Error mapping: connect failures and a lost connection are Code::kUnavailable (poolctl
-// exits 3); a server error reply maps its code (docs/protocol.md) to the nearest Code and
-// keeps the server's message; error_code_of() recovers the wire code.
+// exits 3); no answer within hello_timeout / call_timeout is Code::kTimeout; a server error
+// reply maps its code (docs/protocol.md) to the nearest Code and keeps the server's
+// message; error_code_of() recovers the wire code.
 class Client {
  public:
   static Result<Client> connect(const std::string& socket_path, ClientOptions options = {});
@@ -73,10 +83,11 @@ class Client {
   const nlohmann::json& server_hello() const;  // {"version","server","rights",...}
   std::string rights() const;                  // "read" or "admin"
 
-  // Any operation: sends op/args/blob, waits for the final reply; events are dropped.
+  // Any operation: sends op/args/blob, waits for the final reply (at most call_timeout);
+  // events are dropped.
   Result<Reply> call(const std::string& op, nlohmann::json args = nlohmann::json::object(),
                      std::string blob = {});
-  // Like call(), with on_event for each event frame before the final reply.
+  // Like call(), with on_event for each event frame before the final reply; no time limit.
   Result<Reply> call_streaming(const std::string& op, nlohmann::json args, std::string blob,
                                EventFn on_event);
   // Async and streaming: on_event for each event frame, then on_done once. Returns the

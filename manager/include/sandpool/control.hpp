@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -49,6 +50,9 @@ struct ControlServerOptions {
   std::size_t max_outstanding = 4096;           // per connection; over it: `busy`
   std::size_t max_output_bytes = 64u << 20;     // per connection; over it: disconnect
   std::size_t max_frame = (16u << 20) + 65536;  // body bytes after the length field
+  // A connection that has not sent its hello this long after it was accepted gets a
+  // `timeout` error and is closed (it would hold a connection slot forever). Zero: no limit.
+  std::chrono::milliseconds hello_timeout{10000};
 };
 
 // One request as the handler sees it. The server already checked `rights` against

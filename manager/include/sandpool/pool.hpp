@@ -73,7 +73,12 @@ struct SubmitOptions {
 
 struct WorkerInfo {
   std::int32_t pid = 0;
-  std::string state;  // starting, ready, draining, stopping
+  std::string state;  // starting, idle, busy, draining, stopping
+  // The worker's slot (0..workers-1: a replacement takes the slot of the worker it
+  // replaces) and how many workers ran in that slot before this one (crash or kill
+  // replacements, recycling, restarts). A draining worker and its replacement share a slot.
+  std::uint32_t slot = 0;
+  std::uint64_t restarts = 0;
   std::uint32_t in_flight = 0;
   std::uint64_t tasks_done = 0;
   std::int64_t uptime_ms = 0;
@@ -107,6 +112,12 @@ struct ReplayReport {
   std::string first_error;      // why the first of them stayed
 };
 
+// What Pool::reconfigure did.
+struct ReconfigureReport {
+  // The workers' launch spec changed: they are being replaced one at a time.
+  bool rolling_restart = false;
+};
+
 struct PoolStats {
   std::uint64_t submitted = 0, completed = 0, dead_lettered = 0, cancelled = 0;
   std::uint64_t retried = 0, lost = 0, restarts = 0, recycled = 0, expired = 0;
@@ -114,6 +125,7 @@ struct PoolStats {
   bool crash_loop = false;
   std::uint64_t queued = 0, in_flight = 0, retry_wait = 0;
   std::uint32_t workers = 0, target_workers = 0;
+  DispatchStrategy dispatch = DispatchStrategy::kRoundRobin;  // the one in use
   std::string state;  // running, draining, crash_loop, failed, closing, closed
 };
 
@@ -140,10 +152,24 @@ class Pool {
   // Sends `signal` to one of this pool's workers (fault injection). Returns kNotFound when
   // no live worker has that pid.
   Status kill_worker(std::int32_t pid, int signal);
+  // Applies `next` to the running pool, keeping its task ids, queued and running tasks,
+  // finished records, dead letters and metrics; returns once the loop thread applied it.
+  // When the workers' launch spec changes (plugin_path, plugin_config_json, sandbox,
+  // max_payload, max_result, ring_bytes, heartbeat_interval, init_timeout), every worker is
+  // replaced by one started with the new spec, one at a time (a rolling restart: no task
+  // fails for it). The rest applies at once: workers (scale), concurrency, dispatch,
+  // queue_capacity, health, restart intensity, recycling, cancel_grace, the dead-letter and
+  // record bounds; the per-task defaults (timeout, retries, retry, queue_ttl) apply to tasks
+  // accepted afterwards. The pool's identity is fixed for its life: `next`'s worker_path,
+  // task_ids, dead_letter_store, logger, on_event, spawner and seed are ignored.
+  // Errors: kInvalidArgument (another name or task_types: that needs a new pool; workers or
+  // concurrency 0), kPlugin (plugin not found), kClosed (closing or failed pool).
+  Result<ReconfigureReport> reconfigure(PoolOptions next);
   // Stops accepting, lets what was accepted run for up to `timeout`, then dead-letters what
-  // is left with reason `shutdown` (replayable later) and closes. Returns how many tasks
-  // were dead-lettered that way.
-  std::size_t shutdown(std::chrono::milliseconds timeout);
+  // is left with `reason` (shutdown, or pool_removed when a reload removed the pool;
+  // replayable later) and closes. Returns how many tasks were dead-lettered that way.
+  std::size_t shutdown(std::chrono::milliseconds timeout,
+                       DeadReason reason = DeadReason::kShutdown);
   // Blocks until nothing is queued, in flight or waiting for a retry.
   void wait_idle();
   bool wait_idle_for(std::chrono::milliseconds timeout);

@@ -1,0 +1,158 @@
+// Pool::reconfigure on both sides: PoolLoop validates the new options on the caller's
+// thread, swaps the submit-side limits and the workers' launch spec on the loop thread;
+// PoolCore applies the rest and rolls the workers (docs/operations.md, "Reload").
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <sandpool/sandbox/worker_args.hpp>
+
+#include "core/pool_core.hpp"
+#include "core/pool_core_internal.hpp"
+#include "core/pool_loop.hpp"
+
+namespace sandpool::core {
+
+void copy_live_options(PoolOptions& to, const PoolOptions& from) {
+  to.plugin_path = from.plugin_path;
+  to.plugin_config_json = from.plugin_config_json;
+  to.workers = from.workers;
+  to.concurrency = from.concurrency;
+  to.dispatch = from.dispatch;
+  to.queue_capacity = from.queue_capacity;
+  to.timeout = from.timeout;
+  to.retries = from.retries;
+  to.retry = from.retry;
+  to.max_payload = from.max_payload;
+  to.max_result = from.max_result;
+  to.ring_bytes = from.ring_bytes;
+  to.heartbeat_interval = from.heartbeat_interval;
+  to.missed_heartbeats = from.missed_heartbeats;
+  to.cpu_time = from.cpu_time;
+  to.backtrace_grace = from.backtrace_grace;
+  to.max_restarts = from.max_restarts;
+  to.restart_window = from.restart_window;
+  to.crash_backoff_base = from.crash_backoff_base;
+  to.crash_backoff_max = from.crash_backoff_max;
+  to.stable_after = from.stable_after;
+  to.recycle_max_tasks = from.recycle_max_tasks;
+  to.recycle_max_rss = from.recycle_max_rss;
+  to.queue_ttl = from.queue_ttl;
+  to.init_timeout = from.init_timeout;
+  to.cancel_grace = from.cancel_grace;
+  to.max_init_failures = from.max_init_failures;
+  to.dead_letter_capacity = from.dead_letter_capacity;
+  to.task_records_max = from.task_records_max;
+  to.task_records_max_age = from.task_records_max_age;
+  to.task_records_max_bytes = from.task_records_max_bytes;
+  to.sandbox = from.sandbox;
+}
+
+// ---- PoolCore -------------------------------------------------------------------------
+
+void PoolCore::reconfigure(const PoolOptions& next, bool replace_workers, std::int64_t now) {
+  clock_ns_ = now;
+  copy_live_options(opts_, next);
+  dispatcher_.set_strategy(opts_.dispatch);
+  finished_.set_bounds({opts_.task_records_max, detail::to_ns(opts_.task_records_max_age),
+                        static_cast<std::size_t>(opts_.task_records_max_bytes)});
+  finished_.expire(now);
+  while (dead_letters_.size() > opts_.dead_letter_capacity) dead_letters_.pop_front();
+  // A shorter heartbeat interval takes effect at the next sweep, not a long one away.
+  next_sweep_ns_ = std::min(next_sweep_ns_, now + detail::to_ns(opts_.heartbeat_interval));
+  if (replace_workers && !closing_ && !failed_) {
+    ++generation_;
+    std::size_t old = 0;
+    for (auto& [wid, w] : workers_) {
+      if (w.retiring || w.kill_reason || w.generation == generation_) continue;
+      w.restart_pending = true;
+      ++old;
+    }
+    if (old > 0) {
+      rolling_restart_ = true;
+      log(1, "reconfigured: replacing " + std::to_string(old) +
+                 " worker(s) with the new launch spec, one at a time");
+    }
+  }
+  if (opts_.workers != target_workers_) {
+    scale(opts_.workers, now);
+  } else {
+    adjust_worker_count(now);
+  }
+  advance_rolling_restart(now);
+  settle(now);
+}
+
+// ---- PoolLoop -------------------------------------------------------------------------
+
+Result<ReconfigureReport> PoolLoop::reconfigure(PoolOptions next) {
+  if (next.name != opts_.name) {
+    return Status::invalid("pool '" + opts_.name + "' cannot be renamed to '" + next.name +
+                           "' in place: that needs a new pool");
+  }
+  if (next.task_types != opts_.task_types) {
+    return Status::invalid("pool '" + opts_.name +
+                           "': task_types cannot change in place: that needs a new pool");
+  }
+  if (next.workers == 0) return Status::invalid("a pool needs at least 1 worker");
+  if (next.concurrency == 0) return Status::invalid("concurrency must be at least 1");
+  std::error_code ec;
+  if (!std::filesystem::exists(next.plugin_path, ec)) {
+    return Status::error(Code::kPlugin, "plugin not found: " + next.plugin_path);
+  }
+  if (failed_.load()) return Status::error(Code::kClosed, "pool failed: " + failure_);
+  if (!accepting_.load()) return Status::error(Code::kClosed, "pool is closing");
+  return query<Result<ReconfigureReport>>(
+      [this, next = std::move(next)](PoolCore& core,
+                                     std::int64_t now) -> Result<ReconfigureReport> {
+        if (loop_ended_.load()) return Status::error(Code::kClosed, "pool is closed");
+        ReconfigureReport report;
+        report.rolling_restart = apply_options(next);
+        core.reconfigure(next, report.rolling_restart, now);
+        return report;
+      });
+}
+
+bool PoolLoop::apply_options(const PoolOptions& next) {
+  const std::vector<std::string> old_argv = sandbox::to_argv(launch_.args);
+  const ipc::RegionConfig old_region = launch_.region;
+  copy_live_options(opts_, next);
+  fill_launch_spec();
+  const bool changed = sandbox::to_argv(launch_.args) != old_argv ||
+                       launch_.region.task_ring_bytes != old_region.task_ring_bytes ||
+                       launch_.region.result_ring_bytes != old_region.result_ring_bytes ||
+                       launch_.region.max_message != old_region.max_message;
+  queue_capacity_.store(opts_.queue_capacity, std::memory_order_relaxed);
+  // A smaller max_payload applies at once. A larger one waits until no worker started with
+  // the old, smaller max_message is left (the rolling restart is over): such a worker
+  // refuses a larger task frame as a protocol error.
+  if (opts_.max_payload <= max_payload_.load(std::memory_order_relaxed) || !changed) {
+    max_payload_.store(opts_.max_payload, std::memory_order_relaxed);
+    pending_max_payload_ = 0;
+  } else {
+    pending_max_payload_ = opts_.max_payload;
+  }
+  log_->info("[{}] reconfigured{}", opts_.name,
+             changed ? ": new launch spec, rolling restart" : " in place");
+  return changed;
+}
+
+void PoolLoop::check_declared_types(const std::vector<std::string>& declared) {
+  if (declared.empty()) return;
+  for (const std::string& t : task_types_) {
+    if (std::find(declared.begin(), declared.end(), t) == declared.end()) {
+      log_->error(
+          "[{}] plugin {} does not declare task type '{}' that this pool serves; such "
+          "tasks fail on its workers",
+          opts_.name, opts_.plugin_path, t);
+    }
+  }
+}
+
+void PoolLoop::release_pending_max_payload() {
+  if (pending_max_payload_ == 0 || core_->rolling_restart()) return;
+  max_payload_.store(pending_max_payload_, std::memory_order_relaxed);
+  pending_max_payload_ = 0;
+}
+
+}  // namespace sandpool::core

@@ -1,0 +1,145 @@
+// Pool::reconfigure on a live pool with real workers: a new launch spec rolls the workers
+// while another thread keeps submitting (none lost; a larger max_payload only once no old
+// worker is left); identity changes are refused and change nothing.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <sandpool/pool.hpp>
+
+#include "test_support.hpp"
+
+using namespace sandpool;
+using namespace std::chrono_literals;
+using sandpool::testing::kPatience;
+using sandpool::testing::make_pool;
+using sandpool::testing::pool_options;
+using sandpool::testing::run;
+
+namespace {
+
+// Records the pids of workers that became ready, from the pool's events.
+struct ReadyWorkers {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::set<std::int32_t> pids;
+  std::set<std::int32_t> exited;
+
+  void hook(PoolOptions& o) {
+    o.on_event = [this](const PoolEvent& e) {
+      std::lock_guard lock(mu);
+      if (e.kind == PoolEvent::Kind::kWorkerReady) pids.insert(e.pid);
+      if (e.kind == PoolEvent::Kind::kWorkerExited) exited.insert(e.pid);
+      cv.notify_all();
+    };
+  }
+  // Waits until `n` workers outside `old` are ready and every one in `old` has exited.
+  bool wait_fresh(const std::set<std::int32_t>& old, std::size_t n) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, kPatience, [&] {
+      std::size_t fresh = 0;
+      for (auto pid : pids) fresh += old.count(pid) == 0;
+      bool gone = true;
+      for (auto pid : old) gone = gone && exited.count(pid) == 1;
+      return fresh >= n && gone;
+    });
+  }
+};
+
+std::set<std::int32_t> pids_of(Pool& pool) {
+  std::set<std::int32_t> out;
+  for (const WorkerInfo& w : pool.workers()) out.insert(w.pid);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("reconfigure with a new launch spec rolls the workers while submits go on") {
+  ReadyWorkers ready;
+  PoolOptions o = pool_options("echo", 2);
+  o.max_payload = 1024;
+  ready.hook(o);
+  auto pool = make_pool(o);
+  REQUIRE(ready.wait_fresh({}, 2));
+  const std::set<std::int32_t> old = pids_of(*pool);
+  REQUIRE(old.size() == 2);
+  auto big = pool->submit("echo", std::string(2000, 'b'));
+  REQUIRE_FALSE(big);
+  CHECK(big.status().code() == Code::kTooLarge);
+
+  std::atomic<bool> stop{false};
+  std::vector<Ticket> tickets;
+  std::string refusal;  // Catch2's assertions are for the test's thread only
+  std::thread submitter([&] {
+    while (!stop.load() || tickets.size() < 200) {
+      auto t = pool->submit("echo", std::string(100, 'x'));
+      if (!t) {  // 100 bytes stay under every max_payload this test sets
+        refusal = t.status().to_string();
+        return;
+      }
+      tickets.push_back(std::move(t).value());
+    }
+  });
+  PoolOptions next = o;
+  next.max_payload = 4096;  // part of the launch spec: the workers' region size
+  auto report = pool->reconfigure(next);
+  stop.store(true);
+  submitter.join();
+  CHECK(refusal.empty());
+  REQUIRE(report);
+  CHECK(report->rolling_restart);
+  REQUIRE(ready.wait_fresh(old, 2));
+  for (const Ticket& t : tickets) CHECK(t.wait().state == TaskState::kCompleted);
+
+  // Every old worker is gone: now the larger payload is accepted and served.
+  auto served = run(*pool, "echo", std::string(2000, 'b'));
+  CHECK(served.state == TaskState::kCompleted);
+  CHECK(served.result.size() == 2000);
+  const PoolStats s = pool->stats();
+  CHECK(s.restarts == 0);
+  CHECK(s.dead_lettered == 0);
+  CHECK(s.submitted == tickets.size() + 1);
+  for (const WorkerInfo& w : pool->workers()) CHECK(w.restarts == 1);
+}
+
+TEST_CASE("reconfigure applies a new worker count and strategy without replacing anybody") {
+  ReadyWorkers ready;
+  PoolOptions o = pool_options("echo", 1);
+  ready.hook(o);
+  auto pool = make_pool(o);
+  const std::set<std::int32_t> old = pids_of(*pool);
+  PoolOptions next = o;
+  next.workers = 2;
+  next.dispatch = DispatchStrategy::kLeastLoaded;
+  next.queue_capacity = 10;
+  auto report = pool->reconfigure(next);
+  REQUIRE(report);
+  CHECK_FALSE(report->rolling_restart);
+  CHECK(pool->stats().target_workers == 2);
+  CHECK(pool->stats().dispatch == DispatchStrategy::kLeastLoaded);
+  REQUIRE(ready.wait_fresh({}, 2));
+  for (auto pid : old) CHECK(pids_of(*pool).count(pid) == 1);
+  CHECK(run(*pool, "echo", "still").result == "still");
+}
+
+TEST_CASE(
+    "reconfigure refuses another name or task_types, and a missing plugin, changing nothing") {
+  auto pool = make_pool(pool_options("echo", 1));
+  PoolOptions renamed = pool_options("echo", 3);
+  renamed.name = "other";
+  auto r1 = pool->reconfigure(renamed);
+  REQUIRE_FALSE(r1);
+  CHECK(r1.status().code() == Code::kInvalidArgument);
+  PoolOptions retyped = pool_options("echo", 3);
+  retyped.task_types = {"echo", "more"};
+  CHECK(pool->reconfigure(retyped).status().code() == Code::kInvalidArgument);
+  PoolOptions missing = pool_options("echo", 3);
+  missing.plugin_path = "/nonexistent/libnothing.so";
+  CHECK(pool->reconfigure(missing).status().code() == Code::kPlugin);
+  CHECK(pool->stats().target_workers == 1);
+  CHECK(run(*pool, "echo", "same").result == "same");
+}
