@@ -3,7 +3,7 @@
 // <sandpool/config.hpp>: worker bounds ordered, plugin_config valid JSON within its bounds,
 // unique pool names, and a mapping to PoolOptions.
 //
-// Seeds: fuzz/corpus/config/ (the shipped configs and a few edge cases), read-only.
+// Seeds: tests/fuzz/config/ (the shipped configs and a few edge cases), read-only.
 #include <cstddef>
 #include <cstdint>
 #include <set>

@@ -117,6 +117,8 @@ class PoolCore {
   // A worker logged an error-level line: kept as the explanation of an init failure.
   void on_worker_error(WorkerId w, std::string text);
   void on_protocol_error(WorkerId w, std::string what);
+  // Lines of a worker's output or log the loop dropped over the pool's output limit.
+  void on_output_dropped(std::uint64_t lines) { stats_.output_dropped += lines; }
   void on_exit(WorkerId w, const supervision::ExitReport& report, std::int64_t now);
   // Timeouts, cancellation grace, init timeouts, due retries and respawns.
   void on_tick(std::int64_t now);

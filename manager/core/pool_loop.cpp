@@ -24,6 +24,10 @@ namespace {
 constexpr std::int64_t kMsNs = 1000000;
 constexpr std::size_t kResultBudget = 4096;  // messages per worker per iteration
 constexpr std::int64_t kRunningPollMs = 10;
+// Worker-writable sizes the manager keeps, whatever a frame claims: the worker host's own
+// caps (host_api.hpp), enforced again here for a worker that forges its frames.
+constexpr std::size_t kMaxTaskError = 4096;
+constexpr std::size_t kMaxProgressData = 64 * 1024;
 enum EventKind : std::uint64_t { kPidfd = 0, kDoorbell = 1, kOutput = 2, kInbox = 3 };
 
 std::uint64_t event_tag(WorkerId id, EventKind k) { return id * 4 + k; }
@@ -307,6 +311,7 @@ void PoolLoop::handle_message(WorkerId id, Link& link, std::uint16_t kind, std::
         m.status = ipc::TaskStatus::kResultTooLarge;
         m.data.clear();
       }
+      if (m.error.size() > kMaxTaskError) m.error = supervision::capped_log_line(m.error);
       if (!core_->on_result(id, m, now)) {
         protocol_error(id, link, "result for task " + std::to_string(m.id) + " not in flight");
       }
@@ -315,6 +320,7 @@ void PoolLoop::handle_message(WorkerId id, Link& link, std::uint16_t kind, std::
     case ipc::MsgKind::kProgress: {
       ipc::ProgressMsg m;
       if (Status s = ipc::decode(message_, &m); !s) return protocol_error(id, link, s.message());
+      if (m.data.size() > kMaxProgressData) m.data.resize(kMaxProgressData);
       if (!core_->on_progress(id, m)) {
         protocol_error(id, link, "progress for task " + std::to_string(m.id) + " not in flight");
       }
@@ -324,7 +330,7 @@ void PoolLoop::handle_message(WorkerId id, Link& link, std::uint16_t kind, std::
       ipc::LogMsg m;
       if (Status s = ipc::decode(message_, &m); !s) return protocol_error(id, link, s.message());
       log_line(id, m.level, m.text);
-      if (m.level >= 3) core_->on_worker_error(id, m.text);
+      if (m.level >= 3) core_->on_worker_error(id, supervision::capped_log_line(m.text));
       return;
     }
     case ipc::MsgKind::kReady: {
@@ -386,6 +392,7 @@ void PoolLoop::reap(WorkerId id, std::int64_t now) {
   if (link.output_open) {
     link.proc->read_output([&](std::string_view line) { log_line(id, -1, line); });
   }
+  report_dropped_output(link);
   const ExitStatus st = *link.proc->child().try_reap();
   supervision::ExitReport report{st, link.proc->header()->violation_syscall.load(),
                                  link.proc->pid(),
@@ -441,9 +448,17 @@ void PoolLoop::after_iteration() {
   }
 }
 
-void PoolLoop::log_line(WorkerId id, int level, std::string_view text) {
+void PoolLoop::log_line(WorkerId id, int level, std::string_view raw) {
   auto it = links_.find(id);
   const int pid = it != links_.end() && it->second.proc ? it->second.proc->pid() : 0;
+  if (it != links_.end() && it->second.output_limit) {
+    if (!it->second.output_limit->admit(ipc::monotonic_ns())) {
+      core_->on_output_dropped(1);
+      return;
+    }
+    report_dropped_output(it->second);
+  }
+  const std::string text = supervision::capped_log_line(raw);
   switch (level) {
     case -1:
       log_->info("[{}] worker {} output: {}", opts_.name, pid, text);
@@ -463,6 +478,14 @@ void PoolLoop::log_line(WorkerId id, int level, std::string_view text) {
   }
 }
 
+void PoolLoop::report_dropped_output(Link& link) {
+  if (!link.output_limit) return;
+  const std::uint64_t dropped = link.output_limit->take_unreported();
+  if (dropped == 0) return;
+  log_->warn("[{}] worker {}: {}", opts_.name, link.proc ? link.proc->pid() : 0,
+             link.output_limit->report_text(dropped));
+}
+
 // ---- WorkerControl --------------------------------------------------------------------
 
 WorkerId PoolLoop::spawn() {
@@ -478,6 +501,7 @@ WorkerId PoolLoop::spawn() {
   }
   link.proc = std::move(proc).value();
   link.proc->header()->spin_us.store(spin_us_);
+  link.output_limit.emplace(opts_.output_lines_per_second, opts_.output_burst);
   const std::pair<int, EventKind> fds[] = {{link.proc->pidfd(), kPidfd},
                                            {link.proc->doorbell_fd(), kDoorbell},
                                            {link.proc->output_fd(), kOutput}};

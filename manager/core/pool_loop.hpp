@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +21,7 @@
 #include <sandpool/pool.hpp>
 
 #include "core/pool_core.hpp"
+#include "supervision/output_limiter.hpp"
 #include "supervision/worker_process.hpp"
 
 namespace spdlog {
@@ -71,6 +73,8 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
     bool killed = false;
     bool dirty = false;  // task frames written but not yet published
     bool output_open = true;
+    // Bounds the lines this worker puts into the log (its output and its LogMsgs).
+    std::optional<supervision::OutputLimiter> output_limit;
   };
 
   explicit PoolLoop(PoolOptions options);
@@ -94,7 +98,11 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   bool spin_for_work(std::int64_t until_ns);
   void wait_for_events(std::int64_t timeout_ms, std::int64_t now);
   void after_iteration();
+  // Logs one line of worker `id`'s output (level -1) or plugin log (0..3), within the
+  // worker's output limit.
   void log_line(WorkerId id, int level, std::string_view text);
+  // Logs "N output line(s) dropped ..." if the worker's limiter dropped any unreported.
+  void report_dropped_output(Link& link);
   void ring_inbox_bell();  // any thread: wakes the loop iff it sleeps
 
   // WorkerControl

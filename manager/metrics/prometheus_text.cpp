@@ -213,6 +213,9 @@ std::string render_prometheus(const std::vector<PoolMetrics>& pools, const Servi
   e.per_pool("sandpool_heartbeat_kills_total", "counter",
              "Workers killed for missing their heartbeats.",
              [](const PoolMetrics& p) { return p.stats.heartbeat_kills; });
+  e.per_pool("sandpool_worker_output_dropped_total", "counter",
+             "Worker output and plugin log lines dropped over the pool's output limit.",
+             [](const PoolMetrics& p) { return p.stats.output_dropped; });
 
   // Histograms.
   e.histogram("sandpool_queue_wait_seconds", "From submit to a task's first dispatch.",

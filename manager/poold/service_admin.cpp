@@ -27,6 +27,7 @@ json stats_json(const PoolStats& s) {
           {"recycled", s.recycled},
           {"expired", s.expired},
           {"heartbeat_kills", s.heartbeat_kills},
+          {"output_dropped", s.output_dropped},
           {"crash_loop", s.crash_loop},
           {"queued", s.queued},
           {"in_flight", s.in_flight},

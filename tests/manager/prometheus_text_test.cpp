@@ -29,6 +29,7 @@ PoolMetrics small_pool() {
   m.stats.restarts = 2;
   m.stats.recycled = 1;
   m.stats.heartbeat_kills = 0;
+  m.stats.output_dropped = 12;
   m.stats.queued = 5;
   m.stats.in_flight = 2;
   m.stats.retry_wait = 1;
@@ -240,6 +241,9 @@ sandpool_workers_recycled_total{pool="images"} 1
 # HELP sandpool_heartbeat_kills_total Workers killed for missing their heartbeats.
 # TYPE sandpool_heartbeat_kills_total counter
 sandpool_heartbeat_kills_total{pool="images"} 0
+# HELP sandpool_worker_output_dropped_total Worker output and plugin log lines dropped over the pool's output limit.
+# TYPE sandpool_worker_output_dropped_total counter
+sandpool_worker_output_dropped_total{pool="images"} 12
 # HELP sandpool_queue_wait_seconds From submit to a task's first dispatch.
 # TYPE sandpool_queue_wait_seconds histogram
 sandpool_queue_wait_seconds_bucket{pool="images",le="0.00001"} 0
@@ -273,9 +277,9 @@ TEST_CASE("every sample of the exposition sits under its family's TYPE line") {
   PoolMetrics other = small_pool();
   other.pool = "video";
   const std::string text = render_prometheus({small_pool(), other}, service());
-  // 2 service samples; per pool: 7 gauges + 5 worker states, 8 counters + 6 dead-letter
+  // 2 service samples; per pool: 7 gauges + 5 worker states, 9 counters + 6 dead-letter
   // reasons + 9 outcomes, 3 histograms of 22 buckets, a sum and a count.
-  CHECK(check_well_formed(text) == 2 + 2 * (7 + 5 + 8 + 6 + 9 + 3 * 24));
+  CHECK(check_well_formed(text) == 2 + 2 * (7 + 5 + 9 + 6 + 9 + 3 * 24));
 }
 
 TEST_CASE("label values are escaped: backslash, double quote and newline") {

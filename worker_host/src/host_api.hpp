@@ -29,8 +29,8 @@
 
 #include <sandpool/plugin.h>
 #include <sandpool/ipc/messages.hpp>
+#include <sandpool/token_bucket.hpp>
 
-#include "token_bucket.hpp"
 #include "worker_channel.hpp"
 
 namespace sandpool::worker {

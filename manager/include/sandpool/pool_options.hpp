@@ -88,6 +88,12 @@ struct PoolOptions {
   // A task still queued (never dispatched) this long after submit is dead-lettered `expired`.
   std::optional<std::chrono::milliseconds> queue_ttl;
 
+  // What one worker may put into the manager's log: its stdout/stderr lines and its
+  // plugin's log lines together, as a token bucket (lines per second, burst). Lines over it
+  // are dropped, counted in PoolStats::output_dropped and reported in one line.
+  double output_lines_per_second = 200;
+  double output_burst = 400;
+
   std::chrono::milliseconds init_timeout{10000};
   std::chrono::milliseconds cancel_grace{1000};
   std::uint32_t max_init_failures = 3;       // consecutive; then the pool is `failed`

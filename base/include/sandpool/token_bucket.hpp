@@ -1,12 +1,12 @@
 // TokenBucket: admits up to `burst` events at once and `per_second` on average; what the
-// host API uses to bound a plugin's log and progress traffic. Not thread-safe (HostApi
-// holds its lock around it).
+// worker host's API uses to bound a plugin's log and progress traffic, and the manager to
+// bound what one worker may put into its log. Not thread-safe (its owner serialises calls).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 
-namespace sandpool::worker {
+namespace sandpool {
 
 class TokenBucket {
  public:
@@ -31,4 +31,4 @@ class TokenBucket {
   std::int64_t last_ns_ = 0;
 };
 
-}  // namespace sandpool::worker
+}  // namespace sandpool

@@ -1,0 +1,218 @@
+#include "hostile_world.hpp"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace sandpool::hostile {
+namespace {
+
+using sandpool::testing::kPatience;
+
+constexpr int kOrdinaryTasks = 4;  // per pool that serves "echo", alongside each attack
+
+std::set<std::string> shm_entries() {
+  std::set<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    names.insert(e.path().filename().string());
+  }
+  return names;
+}
+
+// Every process's parent, from /proc/<pid>/stat ("pid (comm) state ppid ...": comm may hold
+// spaces and parentheses, so the fields are read after the last ')').
+std::map<int, int> parent_of_every_process() {
+  std::map<int, int> parent;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    std::ifstream in(e.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 1));
+    char state = 0;
+    int ppid = 0;
+    if (rest >> state >> ppid) parent[std::stoi(name)] = ppid;
+  }
+  return parent;
+}
+
+// Submits an ordinary echo task whose payload names it; the test fails if it cannot.
+Ticket submit_echo(Pool& pool, const std::string& payload) {
+  auto t = pool.submit("echo", payload);
+  if (!t) FAIL("submit echo: " << t.status().to_string());
+  return std::move(t).value();
+}
+
+void require_completed_echo(Ticket& t, const std::string& payload) {
+  REQUIRE(t.wait_for(kPatience));
+  const TaskResult r = t.wait();
+  INFO("ordinary task " << payload << ": " << to_string(r.state) << " " << r.error);
+  CHECK(r.state == TaskState::kCompleted);
+  CHECK(r.result == payload);
+}
+
+}  // namespace
+
+std::string hostile_plugin(const std::string& name) {
+  return std::string(SANDPOOL_HOSTILE_PLUGIN_DIR) + "/lib" + name + ".so";
+}
+
+std::string integration_plugin(const std::string& name) {
+  return std::string(SANDPOOL_TEST_PLUGIN_DIR) + "/lib" + name + ".so";
+}
+
+std::string worker_host_plugin(const std::string& name) {
+  return std::string(SANDPOOL_WH_TEST_PLUGIN_DIR) + "/lib" + name + ".so";
+}
+
+void skip_test(const std::string& reason) {
+  std::fprintf(stderr, "SKIPPED: %s\n", reason.c_str());
+  std::fflush(stderr);
+  std::_Exit(kSkipExitCode);
+}
+
+void CapturedLog::sink_it_(const spdlog::details::log_msg& msg) {
+  std::lock_guard lock(lines_mu_);
+  lines_.emplace_back(msg.payload.data(), msg.payload.size());
+}
+
+std::vector<std::string> CapturedLog::lines() {
+  std::lock_guard lock(lines_mu_);
+  return lines_;
+}
+
+std::size_t CapturedLog::count(std::string_view needle) {
+  std::lock_guard lock(lines_mu_);
+  return static_cast<std::size_t>(std::count_if(lines_.begin(), lines_.end(), [&](const auto& l) {
+    return l.find(needle) != std::string::npos;
+  }));
+}
+
+PoolOptions hostile_options(const std::string& plugin_path) {
+  PoolOptions o = sandpool::testing::pool_options("echo", 2);
+  o.name = "hostile";
+  o.plugin_path = plugin_path;
+  o.concurrency = 1;
+  o.retries = 0;
+  o.sandbox.limits.address_space = 512ull << 20;
+  return o;
+}
+
+HostileWorld::HostileWorld()
+    : log_(std::make_shared<CapturedLog>()),
+      logger_(std::make_shared<spdlog::logger>("hostile", log_)),
+      shm_before_(shm_entries()) {
+  logger_->set_level(spdlog::level::debug);
+  // Orphans (a worker's forked children, once the worker is gone) are re-parented to us,
+  // not to init, so close_and_check_clean() sees them.
+  REQUIRE(::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0);
+  PoolOptions o = sandpool::testing::pool_options("echo", 1);
+  o.name = "sibling";
+  o.logger = logger_;
+  sibling_ = sandpool::testing::make_pool(std::move(o));
+}
+
+HostileWorld::~HostileWorld() = default;
+
+Result<std::unique_ptr<Pool>> HostileWorld::try_start(PoolOptions hostile) {
+  hostile.logger = logger_;
+  return Pool::create(std::move(hostile));
+}
+
+Pool& HostileWorld::start(PoolOptions hostile) {
+  auto p = try_start(std::move(hostile));
+  if (!p) FAIL("Pool::create (hostile): " << p.status().to_string());
+  hostile_ = std::move(p).value();
+  const auto& types = hostile_->task_types();
+  serves_echo_ = std::find(types.begin(), types.end(), "echo") != types.end();
+  return *hostile_;
+}
+
+TaskResult HostileWorld::attack(const std::string& type, std::string payload, SubmitOptions so) {
+  REQUIRE(hostile_);
+  auto attack = hostile_->submit(type, std::move(payload), std::move(so));
+  if (!attack) FAIL("submit " << type << ": " << attack.status().to_string());
+  std::vector<std::pair<Ticket, std::string>> ordinary;
+  for (int i = 0; i < kOrdinaryTasks; ++i) {
+    const std::string beside = "beside " + type + " " + std::to_string(i);
+    ordinary.emplace_back(submit_echo(*sibling_, "sibling " + beside), "sibling " + beside);
+    if (serves_echo_) {
+      ordinary.emplace_back(submit_echo(*hostile_, "same pool " + beside), "same pool " + beside);
+    }
+  }
+  REQUIRE(attack->wait_for(kPatience));
+  TaskResult r = attack->wait();
+  for (auto& [ticket, expected] : ordinary) require_completed_echo(ticket, expected);
+  require_pools_serve();
+  return r;
+}
+
+void HostileWorld::require_pools_serve() {
+  Ticket t = submit_echo(*sibling_, "sibling still serves");
+  require_completed_echo(t, "sibling still serves");
+  if (hostile_ && serves_echo_) {
+    Ticket h = submit_echo(*hostile_, "hostile pool still serves");
+    require_completed_echo(h, "hostile pool still serves");
+  }
+}
+
+void HostileWorld::close_and_check_clean() {
+  if (hostile_) {
+    hostile_->close();
+    final_stats_ = hostile_->stats();
+  }
+  sibling_->close();
+  hostile_.reset();
+  sibling_.reset();
+  // The pools have reaped their workers; anything still below us is a stray.
+  const std::vector<int> left = descendants_of(::getpid());
+  INFO(left.size() << " stray process(es) below the test");
+  CHECK(left.empty());
+  // Clear them away, so one failing case does not fail the next in the same run: killed,
+  // they come to us (the subreaper) and are reaped here, until no child is left.
+  for (int pid : left) ::kill(pid, SIGKILL);
+  if (!left.empty()) {
+    while (::waitpid(-1, nullptr, 0) > 0 || errno == EINTR) {
+    }
+  }
+  std::set<std::string> new_shm;
+  for (const std::string& name : shm_entries()) {
+    if (!shm_before_.count(name)) new_shm.insert(name);
+  }
+  INFO("new /dev/shm entries: " << new_shm.size());
+  CHECK(new_shm.empty());
+}
+
+std::vector<int> descendants_of(int root) {
+  const std::map<int, int> parent = parent_of_every_process();
+  std::vector<int> found;
+  std::vector<int> frontier{root};
+  while (!frontier.empty()) {
+    const int p = frontier.back();
+    frontier.pop_back();
+    for (const auto& [pid, ppid] : parent) {
+      if (ppid == p) {
+        found.push_back(pid);
+        frontier.push_back(pid);
+      }
+    }
+  }
+  return found;
+}
+
+}  // namespace sandpool::hostile

@@ -1,0 +1,208 @@
+// Hostile plugins that go after resources: memory, processes, threads, CPU, time, the stack,
+// the file-size limit, or simply die mid-task. Each case: the attack's outcome, ordinary
+// tasks beside it complete, both pools still serve, nothing is left behind.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "hostile_world.hpp"
+
+using namespace sandpool;
+using namespace std::chrono_literals;
+using sandpool::hostile::hostile_options;
+using sandpool::hostile::HostileWorld;
+using sandpool::hostile::integration_plugin;
+
+namespace {
+
+// The number at the end of "<words> after N".
+int count_after(const std::string& error) {
+  const auto at = error.rfind(' ');
+  return at == std::string::npos ? -1 : std::atoi(error.c_str() + at + 1);
+}
+
+bool has_worker(Pool& pool, std::int32_t pid) {
+  const auto ws = pool.workers();
+  return std::any_of(ws.begin(), ws.end(), [&](const WorkerInfo& w) { return w.pid == pid; });
+}
+
+}  // namespace
+
+TEST_CASE("allocating until stopped ends as resource_limit: memory") {
+  HostileWorld world;
+  PoolOptions o = hostile_options();
+  o.sandbox.limits.address_space = 256ull << 20;  // less to touch on a loaded machine
+  world.start(o);
+  const TaskResult r = world.attack("alloc_forever", "");
+  REQUIRE(r.attempts() == 1);
+  INFO(r.history[0].error);
+  CHECK(r.history[0].outcome == Outcome::kResourceLimit);
+  CHECK(r.history[0].error.rfind("resource_limit: memory", 0) == 0);
+  world.close_and_check_clean();
+}
+
+TEST_CASE("reserving 64 GiB without touching it harms nobody") {
+  HostileWorld world;
+  world.start(hostile_options());
+  const TaskResult r = world.attack("reserve_64g", "");
+  INFO(r.error);
+  REQUIRE(r.state == TaskState::kCompleted);
+  // Under the address-space limit the reservation is refused; under a cgroup memory limit
+  // alone it would succeed and cost nothing, since nothing is touched.
+  CHECK((r.result == "refused" || r.result == "reserved"));
+  CHECK(r.result == "refused");  // the rlimit layer is on in hostile_options()
+  CHECK(has_worker(world.pool(), r.history[0].worker_pid));  // the worker lives on
+  world.close_and_check_clean();
+}
+
+TEST_CASE("a fork bomb is stopped at its first fork, as a sandbox_violation") {
+  HostileWorld world;
+  PoolOptions o = hostile_options();
+  o.sandbox.profile = sandbox::SeccompProfile::kRelaxed;  // threads yes, processes no
+  world.start(o);
+  const TaskResult r = world.attack("fork_bomb", "");
+  REQUIRE(r.attempts() == 1);
+  CHECK(r.history[0].outcome == Outcome::kSandboxViolation);
+  CHECK(r.history[0].error == "sandbox_violation: clone");
+  world.close_and_check_clean();
+}
+
+// A pool that allows fork (allow_syscalls: [clone]) relies on pids.max, and on the pid
+// namespace or cgroup.kill to take the children down with the worker. As root RLIMIT_NPROC
+// does not bind, so without those layers this is a real fork bomb (the plugin stops at 4096
+// children): hidden ([.]) and not registered with ctest until the cgroup layer lands
+// (tests/hostile/CMakeLists.txt).
+TEST_CASE("a fork bomb in a pool that allows fork is held by pids.max", "[.][needs-cgroup]") {
+  HostileWorld world;
+  PoolOptions o = hostile_options();
+  o.sandbox.profile = sandbox::SeccompProfile::kRelaxed;
+  o.sandbox.allow_syscalls = {"clone"};
+  o.sandbox.limits.processes = 32;
+  world.start(o);
+  const TaskResult r = world.attack("fork_bomb", "");
+  REQUIRE(r.attempts() == 1);
+  INFO(r.history[0].error);
+  CHECK(r.history[0].outcome == Outcome::kFailed);
+  CHECK(r.history[0].error.rfind("fork refused after ", 0) == 0);
+  CHECK(count_after(r.history[0].error) < 32);
+  world.close_and_check_clean();  // the children went with their worker
+}
+
+TEST_CASE("a thread bomb is refused more threads long before it hurts") {
+  HostileWorld world;
+  PoolOptions o = hostile_options();
+  o.sandbox.profile = sandbox::SeccompProfile::kRelaxed;
+  o.sandbox.limits.processes = 64;  // pids.max with cgroups; RLIMIT_NPROC (not for root)
+  world.start(o);
+  const TaskResult r = world.attack("thread_bomb", "");
+  REQUIRE(r.attempts() == 1);
+  const Attempt& a = r.history[0];
+  INFO(a.error);
+  if (a.outcome == Outcome::kResourceLimit) {
+    // The address space stopped it (8 MiB stacks under 512 MiB): the host sees the limit
+    // reached after the failed handle and reports memory, not the plugin's SP_FAIL.
+    CHECK(a.error.rfind("resource_limit: memory", 0) == 0);
+  } else {
+    // pids.max stopped it first, at 64 tasks: the plugin gave up and said how far it got.
+    CHECK(a.outcome == Outcome::kFailed);
+    REQUIRE(a.error.rfind("threads refused after ", 0) == 0);
+    CHECK(count_after(a.error) < 64);
+  }
+  world.close_and_check_clean();
+}
+
+TEST_CASE("a busy loop without heartbeats past the CPU limit is resource_limit: cpu") {
+  HostileWorld world;
+  PoolOptions o = hostile_options(integration_plugin("hang"));
+  o.cpu_time = 300ms;
+  o.timeout = 60s;  // the CPU limit must be what stops it
+  world.start(o);
+  const TaskResult r = world.attack("hang", "");
+  REQUIRE(r.attempts() == 1);
+  INFO(r.history[0].error);
+  CHECK(r.history[0].outcome == Outcome::kResourceLimit);
+  CHECK(r.history[0].error.rfind("resource_limit: cpu", 0) == 0);
+  world.close_and_check_clean();
+}
+
+TEST_CASE("an infinite sleep that ignores cancellation times out") {
+  HostileWorld world;
+  PoolOptions o = hostile_options();
+  o.timeout = 300ms;
+  world.start(o);
+  SubmitOptions so;
+  so.timeout = 300ms;
+  const TaskResult r = world.attack("sleep_forever", "", so);
+  REQUIRE(r.attempts() == 1);
+  CHECK(r.history[0].outcome == Outcome::kTimedOut);
+  CHECK(r.state == TaskState::kDeadLettered);
+  world.close_and_check_clean();
+}
+
+TEST_CASE("a stack overflow loses the attempt to SIGSEGV") {
+  HostileWorld world;
+  world.start(hostile_options());
+  const TaskResult r = world.attack("stack_overflow", "");
+  REQUIRE(r.attempts() == 1);
+  INFO(r.history[0].error);
+  CHECK(r.history[0].outcome == Outcome::kLost);
+  CHECK(r.history[0].error.find("SIGSEGV") != std::string::npos);
+  world.close_and_check_clean();
+}
+
+TEST_CASE("abort() loses the attempt to SIGABRT") {
+  HostileWorld world;
+  world.start(hostile_options());
+  const TaskResult r = world.attack("abort", "");
+  REQUIRE(r.attempts() == 1);
+  INFO(r.history[0].error);
+  CHECK(r.history[0].outcome == Outcome::kLost);
+  CHECK(r.history[0].error.find("SIGABRT") != std::string::npos);
+  world.close_and_check_clean();
+}
+
+TEST_CASE("exit(0) in the middle of a task is lost, not a success") {
+  HostileWorld world;
+  world.start(hostile_options());
+  const TaskResult r = world.attack("exit_mid_task", "");
+  REQUIRE(r.attempts() == 1);
+  INFO(r.history[0].error);
+  CHECK(r.state == TaskState::kDeadLettered);
+  CHECK(r.history[0].outcome == Outcome::kLost);
+  CHECK(r.history[0].error.find("exited with code 0") != std::string::npos);
+  world.close_and_check_clean();
+}
+
+TEST_CASE("writing past the file-size limit is resource_limit: file_size") {
+  // The file is the test's, opened by the plugin's init (before seccomp); handle appends
+  // to it for ever. World-writable, for a worker that runs as another user.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("sandpool-hostile-fsize-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path file = dir / "grows";
+  { std::ofstream(file).flush(); }
+  ::chmod(dir.c_str(), 0755);
+  ::chmod(file.c_str(), 0666);
+  {
+    HostileWorld world;
+    PoolOptions o = hostile_options();
+    o.sandbox.limits.file_size = 1u << 20;
+    o.plugin_config_json = "{\"write_path\": \"" + file.string() + "\"}";
+    world.start(o);
+    const TaskResult r = world.attack("write_file", "");
+    REQUIRE(r.attempts() == 1);
+    INFO(r.history[0].error);
+    CHECK(r.history[0].outcome == Outcome::kResourceLimit);
+    CHECK(r.history[0].error.rfind("resource_limit: file_size", 0) == 0);
+    CHECK(std::filesystem::file_size(file) <= (1u << 20));
+    world.close_and_check_clean();
+  }
+  std::filesystem::remove_all(dir);
+}
