@@ -29,6 +29,8 @@ PoolOptions to_pool_options(const PoolConfig& pool) {
   o.sandbox.profile = pool.sandbox.profile;
   o.sandbox.allow_syscalls = pool.sandbox.allow_syscalls;
   o.sandbox.keep_env = pool.sandbox.keep_env;
+  o.sandbox.cgroup = pool.sandbox.cgroup;
+  o.sandbox.cpu_quota = pool.limits.cpu_quota;
   o.sandbox.limits.address_space = pool.limits.memory;
   o.sandbox.limits.open_files = pool.limits.open_files;
   o.sandbox.limits.processes = pool.limits.processes;

@@ -59,6 +59,10 @@ void read_limits(MapReader r, PoolConfig::Limits* l) {
                describe(*r.value("memory")));
   }
   r.duration("cpu_time", &l->cpu_time);
+  if (r.real("cpu_quota", &l->cpu_quota, 0.0) && l->cpu_quota != 0 && l->cpu_quota < 0.01) {
+    r.fail("cpu_quota",
+           "expected 0 (no quota) or at least 0.01 (CPUs), got " + describe(*r.value("cpu_quota")));
+  }
   r.count("open_files", &l->open_files, 0, UINT64_MAX);
   r.count("processes", &l->processes, 0, UINT64_MAX);
   r.size("file_size", &l->file_size);
@@ -79,6 +83,10 @@ void read_sandbox(MapReader r, PoolConfig::Sandbox* s) {
                             {"off", SeccompProfile::kOff}});
   r.string_list("allow_syscalls", &s->allow_syscalls);
   r.string_list("keep_env", &s->keep_env);
+  r.choice<sandbox::CgroupMode>("cgroup", &s->cgroup,
+                                {{"off", sandbox::CgroupMode::kOff},
+                                 {"auto", sandbox::CgroupMode::kAuto},
+                                 {"required", sandbox::CgroupMode::kRequired}});
   r.finish();
 }
 

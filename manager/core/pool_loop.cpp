@@ -73,6 +73,7 @@ Status PoolLoop::launch() {
   }
   launch_.worker_path = *worker;
   fill_launch_spec();
+  SP_RETURN_IF_ERROR(set_up_cgroups());
 
   int ep = ::epoll_create1(EPOLL_CLOEXEC);
   if (ep < 0) return Status::from_errno(errno, "epoll_create1");
@@ -135,6 +136,47 @@ void PoolLoop::fill_launch_spec() {
   launch_.region.task_ring_bytes = opts_.ring_bytes;
   launch_.region.result_ring_bytes = opts_.ring_bytes;
   launch_.region.max_message = std::max(opts_.max_payload, opts_.max_result) + 4096;
+  if (launch_.cgroups) {
+    launch_.cgroup_limits.memory_bytes = opts_.sandbox.limits.address_space;
+    launch_.cgroup_limits.pids = opts_.sandbox.limits.processes;
+    launch_.cgroup_limits.cpus = opts_.sandbox.cpu_quota;
+    // The cgroup's memory limit replaces RLIMIT_AS, which breaks runtimes that reserve large
+    // address ranges (JITs, Go, ASan) without using them.
+    launch_.args.policy.limits.address_space = 0;
+  }
+}
+
+Status PoolLoop::set_up_cgroups() {
+  using sandbox::CgroupMode;
+  isolation_ = "rlimits+seccomp:" + std::string(sandbox::profile_name(opts_.sandbox.profile));
+  if (opts_.sandbox.cgroup == CgroupMode::kOff) {
+    if (opts_.sandbox.cpu_quota > 0) {
+      return Status::invalid("limits.cpu_quota needs per-worker cgroups (sandbox.cgroup)");
+    }
+    return Status::ok();
+  }
+  auto tree = supervision::CgroupTree::system();
+  if (!tree) {
+    const std::string why = "per-worker cgroups unavailable: " + tree.status().message();
+    if (opts_.sandbox.cgroup == CgroupMode::kRequired) {
+      return tree.status().with_context(
+          "sandbox.cgroup is required, but per-worker cgroups are unavailable");
+    }
+    log_->warn("[{}] {}; workers are limited by rlimits only (sandbox.cgroup: auto)", opts_.name,
+               why);
+    if (opts_.sandbox.cpu_quota > 0) {
+      log_->warn("[{}] limits.cpu_quota is not enforced without a cgroup", opts_.name);
+    }
+    return Status::ok();
+  }
+  launch_.cgroups = std::move(tree).value();
+  launch_.pool_name = opts_.name;
+  fill_launch_spec();  // the cgroup's limits
+  const std::string version(supervision::to_string(launch_.cgroups->version()));
+  isolation_ += "+cgroup:" + version;
+  log_->debug("[{}] per-worker cgroups ({}) under {}", opts_.name, version,
+              launch_.cgroups->parents().front());
+  return Status::ok();
 }
 
 // ---- the loop -------------------------------------------------------------------------
@@ -397,6 +439,9 @@ void PoolLoop::reap(WorkerId id, std::int64_t now) {
   supervision::ExitReport report{st, link.proc->header()->violation_syscall.load(),
                                  link.proc->pid(),
                                  link.proc->header()->diagnostics.fatal_report.load()};
+  // Read before the cgroup goes with the WorkerProcess; only a SIGKILL can be an OOM kill.
+  report.cgroup_oom = !st.exited && st.signal == SIGKILL && link.proc->cgroup() != nullptr &&
+                      link.proc->cgroup()->oom_killed();
   const bool clean = st.exited && st.code == 0;
   if (clean) {
     log_->debug("[{}] worker {} stopped", opts_.name, report.pid);

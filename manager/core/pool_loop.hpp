@@ -61,6 +61,9 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   bool wait_idle_for(std::int64_t timeout_ms);  // negative: forever
   void close();
   const std::vector<std::string>& task_types() const { return task_types_; }
+  // The effective isolation of the workers ("rlimits+seccomp:strict+cgroup:v1"); fixed at
+  // start.
+  const std::string& isolation() const { return isolation_; }
   // Wake-up syscalls the manager side has made (futex wakes, eventfd signals): the
   // benchmark reports them per task.
   std::uint64_t wake_syscalls() const { return wakes_.load(std::memory_order_relaxed); }
@@ -79,7 +82,8 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
 
   explicit PoolLoop(PoolOptions options);
   Status launch();
-  // The workers' command line and region sizes from opts_ (loop thread, or before it runs).
+  // The workers' command line, region sizes and cgroup limits from opts_ (loop thread, or
+  // before it runs).
   void fill_launch_spec();
   // Loop thread: takes `next`'s changeable fields; returns true iff the launch spec changed.
   bool apply_options(const PoolOptions& next);
@@ -88,6 +92,9 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   // Loop thread: raises max_payload_ to a reconfigured, larger value once no worker started
   // with the old launch spec takes tasks any more.
   void release_pending_max_payload();
+  // Opens the process's cgroup tree when the policy asks for cgroups (sandbox.cgroup); sets
+  // launch_ and isolation_.
+  Status set_up_cgroups();
   void run();
   bool drain_inbox(std::int64_t now);
   bool poll_worker(WorkerId id, Link& link, std::int64_t now, std::size_t budget);
@@ -131,6 +138,7 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   std::atomic<std::size_t> queue_capacity_{0};
   std::unique_ptr<PoolCore> core_;
   std::vector<std::string> task_types_;
+  std::string isolation_;
 
   // Loop-thread state.
   UniqueFd epoll_;

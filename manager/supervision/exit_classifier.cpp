@@ -31,6 +31,10 @@ Classified classify_exit(const ExitReport& r) {
     return {Outcome::kResourceLimit, "resource_limit: memory (address space exhausted; " + who +
                                          " " + describe(r.status) + ")"};
   }
+  if (!r.status.exited && r.status.signal == SIGKILL && r.cgroup_oom) {
+    return {Outcome::kResourceLimit,
+            "resource_limit: memory (cgroup memory limit; " + who + " killed by the OOM killer)"};
+  }
   if (!r.status.exited) {
     if (r.status.signal == SIGXCPU) return {Outcome::kResourceLimit, "resource_limit: cpu"};
     if (r.status.signal == SIGXFSZ) return {Outcome::kResourceLimit, "resource_limit: file_size"};

@@ -1,6 +1,7 @@
 #include "supervision/worker_process.hpp"
 
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <sandpool/posix_call.hpp>
@@ -25,21 +26,62 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::start(Spawner& spawner,
   args.doorbell_fd = 4;
   SpawnRequest req;
   req.executable = spec.worker_path;
-  req.args = sandbox::to_argv(args);
   req.fds = {{1, write_end.get()}, {2, write_end.get()}, {3, region->fd()}, {4, doorbell->fd()}};
+
+  // The cgroup comes first; then either the spawner starts the child inside it (v2), or the
+  // child waits at the gate until it has been moved there.
+  std::unique_ptr<WorkerCgroup> cgroup;
+  UniqueFd cgroup_fd, gate_read, gate_write;
+  if (spec.cgroups) {
+    auto made = spec.cgroups->create(spec.pool_name, spec.cgroup_limits);
+    if (!made) return made.status();
+    cgroup = std::move(made).value();
+    if (spawner.places_into_cgroup() && cgroup->version() == CgroupVersion::kV2) {
+      auto fd = cgroup->open_for_clone();
+      if (!fd) return fd.status();
+      cgroup_fd = std::move(fd).value();
+      req.into_cgroup_fd = cgroup_fd.get();
+    } else {
+      // A socket pair rather than a pipe: send(MSG_NOSIGNAL) to a worker that died at the
+      // gate is EPIPE, not a SIGPIPE for the whole manager.
+      int gate[2];
+      auto made_gate = posix_call("socketpair(gate)", [&] {
+        return ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, gate);
+      });
+      if (!made_gate) return made_gate.status();
+      gate_read.reset(gate[0]);
+      gate_write.reset(gate[1]);
+      args.gate_fd = 5;
+      req.fds.emplace_back(5, gate_read.get());
+    }
+  }
+  req.args = sandbox::to_argv(args);
   auto child = spawner.spawn(req);
   if (!child) return child.status();
+  if (gate_write) {
+    gate_read.reset();
+    // A worker that cannot be placed never runs plugin code: it is killed (the
+    // ChildProcess's destructor) and the start fails, naming the call.
+    if (Status placed = cgroup->place(child->pid()); !placed) {
+      return placed.with_context("placing worker " + std::to_string(child->pid()) +
+                                 " in its cgroup");
+    }
+    auto opened =
+        posix_call("send(gate)", [&] { return ::send(gate_write.get(), "1", 1, MSG_NOSIGNAL); });
+    if (!opened) return opened.status();
+  }
 
   return std::unique_ptr<WorkerProcess>(
       new WorkerProcess(std::move(region).value(), std::move(doorbell).value(), std::move(read_end),
-                        std::move(child).value()));
+                        std::move(cgroup), std::move(child).value()));
 }
 
 WorkerProcess::WorkerProcess(ipc::SharedRegion region, ipc::EventFd doorbell, UniqueFd output,
-                             ChildProcess child)
+                             std::unique_ptr<WorkerCgroup> cgroup, ChildProcess child)
     : region_(std::move(region)),
       doorbell_(std::move(doorbell)),
       output_(std::move(output)),
+      cgroup_(std::move(cgroup)),
       child_(std::move(child)),
       tasks_(region_.task_producer()),
       results_(region_.result_consumer(), region_.max_message()) {}

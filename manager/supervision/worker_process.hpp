@@ -1,6 +1,7 @@
 // The manager's end of one live worker: the child process, its shared region, the
-// doorbell it rings, and the pipe its stdout/stderr go to. Owns all of them; destroying it
-// kills and reaps the worker. Loop-thread only.
+// doorbell it rings, the pipe its stdout/stderr go to, and its cgroup when the pool has
+// them. Owns all of them; destroying it kills and reaps the worker, then kills whatever is
+// left in its cgroup and removes it. Loop-thread only.
 #pragma once
 
 #include <cstdint>
@@ -15,12 +16,20 @@
 #include <sandpool/sandbox/worker_args.hpp>
 #include <sandpool/spawner.hpp>
 
+#include "supervision/worker_cgroups.hpp"
+
 namespace sandpool::supervision {
 
 struct LaunchSpec {
   std::string worker_path;
   sandbox::WorkerArgs args;  // fds are filled in by start()
   ipc::RegionConfig region;
+  // Per-worker cgroups: null for none. The worker is in its cgroup before it runs plugin
+  // code (CLONE_INTO_CGROUP, or the placement gate); one that cannot be placed is killed and
+  // start() fails.
+  std::shared_ptr<CgroupTree> cgroups;
+  CgroupLimits cgroup_limits;
+  std::string pool_name;  // names the worker's cgroup
 };
 
 class WorkerProcess {
@@ -33,6 +42,8 @@ class WorkerProcess {
   int doorbell_fd() const { return doorbell_.fd(); }
   int output_fd() const { return output_.get(); }
   const ipc::EventFd& doorbell() const { return doorbell_; }
+  // The worker's cgroup; null when it has none.
+  const WorkerCgroup* cgroup() const { return cgroup_.get(); }
 
   // Worker-writable; read each field defensively.
   ipc::RegionHeader* header() const { return region_.header(); }
@@ -53,10 +64,11 @@ class WorkerProcess {
 
  private:
   WorkerProcess(ipc::SharedRegion region, ipc::EventFd doorbell, UniqueFd output,
-                ChildProcess child);
+                std::unique_ptr<WorkerCgroup> cgroup, ChildProcess child);
   ipc::SharedRegion region_;
   ipc::EventFd doorbell_;
   UniqueFd output_;
+  std::unique_ptr<WorkerCgroup> cgroup_;  // before child_: torn down after it is reaped
   ChildProcess child_;
   ipc::MessageSender tasks_;
   ipc::MessageReceiver results_;

@@ -17,6 +17,19 @@
 
 namespace sandpool::sandbox {
 
+Status wait_for_placement(int gate_fd) {
+  char byte = 0;
+  auto n = posix_call("read(gate)", [&] { return ::read(gate_fd, &byte, 1); });
+  ::close(gate_fd);
+  if (!n) return n.status();
+  if (*n != 1) {
+    return Status::error(Code::kClosed,
+                         "read(gate): end of file: the manager could not place this worker in "
+                         "its cgroups");
+  }
+  return Status::ok();
+}
+
 Status set_parent_death_signal(pid_t expected_parent) {
   auto r = posix_call("prctl(PR_SET_PDEATHSIG, SIGKILL)",
                       [] { return ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0); });
@@ -132,6 +145,17 @@ Status apply_rlimits(const ResourceLimits& limits) {
         set_limit(RLIMIT_CPU, "RLIMIT_CPU", limits.cpu_seconds, limits.cpu_seconds + 1));
   }
   return set_limit(RLIMIT_CORE, "RLIMIT_CORE", 0, 0);
+}
+
+Status raise_oom_score_adj() {
+  auto fd = posix_call("open(\"/proc/self/oom_score_adj\")",
+                       [] { return ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); });
+  if (!fd) return fd.status();
+  static constexpr char kMost[] = "1000";
+  auto n = posix_call("write(/proc/self/oom_score_adj, 1000)",
+                      [&] { return ::write(*fd, kMost, sizeof kMost - 1); });
+  ::close(*fd);
+  return n ? Status::ok() : n.status();
 }
 
 Status set_no_new_privs() {

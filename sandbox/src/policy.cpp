@@ -14,6 +14,18 @@ std::string_view profile_name(SeccompProfile p) {
   return "unknown";
 }
 
+std::string_view cgroup_mode_name(CgroupMode m) {
+  switch (m) {
+    case CgroupMode::kOff:
+      return "off";
+    case CgroupMode::kAuto:
+      return "auto";
+    case CgroupMode::kRequired:
+      return "required";
+  }
+  return "unknown";
+}
+
 std::optional<SeccompProfile> parse_profile(std::string_view name) {
   for (SeccompProfile p :
        {SeccompProfile::kStrict, SeccompProfile::kRelaxed, SeccompProfile::kOff}) {

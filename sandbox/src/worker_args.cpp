@@ -85,6 +85,10 @@ constexpr FlagSpec kFlags[] = {
      [](WorkerArgs& a, std::string_view f, std::string_view v) {
        return set_number(&a.parent_pid, f, v, 1, INT_MAX);
      }},
+    {"--gate-fd", false,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       return set_number(&a.gate_fd, f, v, 3, INT_MAX);
+     }},
     {"--config-json", false,
      [](WorkerArgs& a, std::string_view f, std::string_view v) {
        SP_RETURN_IF_ERROR(require_nonempty(f, v));
@@ -161,6 +165,7 @@ std::vector<std::string> to_argv(const WorkerArgs& args) {
   add("--max-result", std::to_string(args.max_result));
   add("--init-timeout-ms", std::to_string(args.init_timeout_ms));
   if (args.parent_pid != 0) add("--parent-pid", std::to_string(args.parent_pid));
+  if (args.gate_fd >= 0) add("--gate-fd", std::to_string(args.gate_fd));
   add("--config-json", args.plugin_config_json);
   add("--seccomp", std::string(profile_name(args.policy.profile)));
   for (const std::string& s : args.policy.allow_syscalls) add("--allow-syscall", s);
@@ -199,6 +204,10 @@ Result<WorkerArgs> parse_worker_argv(int argc, const char* const* argv) {
     SP_RETURN_IF_ERROR(flag->apply(args, flag->name, value));
   }
   if (args.plugin_path.empty()) return Status::invalid("missing --plugin");
+  if (args.gate_fd == args.channel_fd || args.gate_fd == args.doorbell_fd) {
+    return Status::invalid("--gate-fd " + std::to_string(args.gate_fd) +
+                           " is also the channel or doorbell fd");
+  }
   if (args.channel_fd == args.doorbell_fd) {
     return Status::invalid("--channel-fd and --doorbell-fd are both " +
                            std::to_string(args.channel_fd));

@@ -131,6 +131,8 @@ TEST_CASE("a pool's defaults are the PoolOptions defaults") {
   CHECK(o.sandbox.limits.open_files == d.sandbox.limits.open_files);
   CHECK(o.sandbox.limits.processes == d.sandbox.limits.processes);
   CHECK(o.sandbox.limits.file_size == d.sandbox.limits.file_size);
+  CHECK(o.sandbox.cgroup == d.sandbox.cgroup);
+  CHECK(o.sandbox.cpu_quota == d.sandbox.cpu_quota);
 }
 
 TEST_CASE("every pool key maps onto its PoolOptions field") {
@@ -145,8 +147,8 @@ pools:
     queue: {capacity: 77, ttl: 90s}
     dispatch: affinity
     limits: {memory: 64MiB, cpu_time: 1500ms, open_files: 32, processes: 4, file_size: 1MiB,
-             max_payload: 2MiB, max_result: 3MiB}
-    sandbox: {profile: relaxed, allow_syscalls: [getrandom], keep_env: [TZ]}
+             max_payload: 2MiB, max_result: 3MiB, cpu_quota: 1.5}
+    sandbox: {profile: relaxed, allow_syscalls: [getrandom], keep_env: [TZ], cgroup: required}
     health: {heartbeat_interval: 100ms, missed_heartbeats: 5, init_timeout: 2s}
     task_defaults: {timeout: 7s, retries: 6, cancel_grace: 300ms}
     retry: {base: 20ms, multiplier: 1.5, max: 4s, retry_sandbox_violation: true}
@@ -177,6 +179,8 @@ pools:
   CHECK(o.sandbox.profile == sandpool::sandbox::SeccompProfile::kRelaxed);
   CHECK(o.sandbox.allow_syscalls == std::vector<std::string>{"getrandom"});
   CHECK(o.sandbox.keep_env == std::vector<std::string>{"TZ"});
+  CHECK(o.sandbox.cgroup == sandpool::sandbox::CgroupMode::kRequired);
+  CHECK(o.sandbox.cpu_quota == 1.5);
   CHECK(o.heartbeat_interval == 100ms);
   CHECK(o.missed_heartbeats == 5);
   CHECK(o.init_timeout == 2s);
@@ -243,7 +247,12 @@ TEST_CASE("each kind of mistake names the key path and its line and column") {
        "metrics, log, shutdown_timeout, connections, journal, task_records)"},
       {std::string(kMinimalPool) + "    limits: {memroy: 1GiB}\n",
        "t.yaml:4:14: pools[0].limits.memroy: unknown key (expected one of: memory, cpu_time, "
-       "open_files, processes, file_size, max_payload, max_result)"},
+       "cpu_quota, open_files, processes, file_size, max_payload, max_result)"},
+      {std::string(kMinimalPool) + "    sandbox: {cgroup: yes}\n",
+       "t.yaml:4:23: pools[0].sandbox.cgroup: expected one of off, auto, required, got \"yes\""},
+      {std::string(kMinimalPool) + "    limits: {cpu_quota: 0.001}\n",
+       "t.yaml:4:25: pools[0].limits.cpu_quota: expected 0 (no quota) or at least 0.01 (CPUs), "
+       "got \"0.001\""},
       {"service:\n  state_dir: a\n  state_dir: b\n",
        "t.yaml:3:3: service.state_dir: duplicate key"},
       // wrong types

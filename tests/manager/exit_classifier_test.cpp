@@ -65,3 +65,15 @@ TEST_CASE("a worker that ran out of address space is resource_limit: memory") {
     CHECK(c.error.find("worker 42") != std::string::npos);
   }
 }
+
+TEST_CASE("a worker SIGKILLed while its cgroup counts an OOM kill is resource_limit: memory") {
+  ExitReport r = killed(SIGKILL);
+  r.cgroup_oom = true;
+  auto c = classify_exit(r);
+  CHECK(c.outcome == Outcome::kResourceLimit);
+  CHECK(c.error.rfind("resource_limit: memory (cgroup memory limit", 0) == 0);
+  // The counter explains a SIGKILL only: another death in the same cgroup stays what it is.
+  r = killed(SIGSEGV);
+  r.cgroup_oom = true;
+  CHECK(classify_exit(r).outcome == Outcome::kLost);
+}

@@ -14,9 +14,9 @@ namespace {
 auto fields(const WorkerArgs& a) {
   const ResourceLimits& l = a.policy.limits;
   return std::tie(a.plugin_path, a.channel_fd, a.doorbell_fd, a.heartbeat_ms, a.max_result,
-                  a.init_timeout_ms, a.plugin_config_json, a.parent_pid, a.policy.profile,
-                  a.policy.allow_syscalls, l.address_space, l.cpu_seconds, l.open_files,
-                  l.processes, l.file_size, a.policy.keep_env);
+                  a.init_timeout_ms, a.plugin_config_json, a.parent_pid, a.gate_fd,
+                  a.policy.profile, a.policy.allow_syscalls, l.address_space, l.cpu_seconds,
+                  l.open_files, l.processes, l.file_size, a.policy.keep_env);
 }
 
 sandpool::Result<WorkerArgs> parse(const std::vector<std::string>& args) {
@@ -45,6 +45,7 @@ TEST_CASE("every field of WorkerArgs survives to_argv and parse_worker_argv") {
       Change([](WorkerArgs& a) { a.max_result = UINT64_MAX; }),
       Change([](WorkerArgs& a) { a.init_timeout_ms = 1; }),
       Change([](WorkerArgs& a) { a.parent_pid = 4242; }),
+      Change([](WorkerArgs& a) { a.gate_fd = 5; }),
       Change([](WorkerArgs& a) { a.plugin_config_json = R"({"k": "--seccomp off", "n": [1,2]})"; }),
       Change([](WorkerArgs& a) { a.plugin_config_json = "-"; }),
       Change([](WorkerArgs& a) { a.policy.profile = SeccompProfile::kRelaxed; }),
@@ -106,6 +107,8 @@ TEST_CASE("a malformed command line is refused with an error naming the flag") {
       Case{{"--plugin", "/x.so", "--doorbell-fd", "4294967296"},
            "--doorbell-fd: 4294967296 is outside"},
       Case{{"--plugin", "/x.so", "--channel-fd", "4"}, "both 4"},
+      Case{{"--plugin", "/x.so", "--gate-fd", "3"}, "--gate-fd 3 is also the channel"},
+      Case{{"--plugin", "/x.so", "--gate-fd", "1"}, "--gate-fd: 1 is outside"},
       Case{{"--plugin", "/x.so", "--plugin", "/y.so"}, "--plugin: given more than once"},
       Case{{"--plugin", ""}, "--plugin: empty value"},
       Case{{"--heartbeat-ms", "10"}, "missing --plugin"},

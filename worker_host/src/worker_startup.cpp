@@ -72,6 +72,12 @@ void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
   StartupReport report;
   const std::string plugin_path = absolute_path(args.plugin_path);
 
+  // 0. In its cgroups before anything else (the manager places it, then opens the gate).
+  if (args.gate_fd >= 0) {
+    report.check(sandbox::wait_for_placement(args.gate_fd), sandbox::kExitLockdown,
+                 "lock-down step 0 (cgroup placement)");
+  }
+
   // 1. Die with the manager.
   report.check(sandbox::set_parent_death_signal(spawner), sandbox::kExitLockdown,
                "lock-down step 1 (parent death signal)");
@@ -91,6 +97,8 @@ void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
   // 3. Resource limits.
   report.check(sandbox::apply_rlimits(args.policy.limits), sandbox::kExitLockdown,
                "lock-down step 3 (rlimits)");
+  report.check(sandbox::raise_oom_score_adj(), sandbox::kExitLockdown,
+               "lock-down step 3 (oom_score_adj)");
 
   // 4. Privilege drop: NOT YET IMPLEMENTED (a later issue). When running as root:
   //    setgroups, setresgid, setresuid to the configured user, drop capabilities,

@@ -63,8 +63,11 @@ struct PoolConfig {
     bool operator==(const Queue&) const = default;
   };
   struct Limits {
-    std::uint64_t memory = 0;  // bytes of address space; 0 here and below: no limit
-    Duration cpu_time{0};      // CPU per task attempt
+    // bytes: the cgroup's memory limit when the worker has one, else address space
+    // (RLIMIT_AS); 0 here and below: no limit
+    std::uint64_t memory = 0;
+    Duration cpu_time{0};  // CPU per task attempt
+    double cpu_quota = 0;  // CPUs a worker may use at once (needs sandbox.cgroup)
     std::uint64_t open_files = 64, processes = 0, file_size = 0;
     std::uint64_t max_payload = 8u << 20, max_result = 8u << 20;
     bool operator==(const Limits&) const = default;
@@ -72,6 +75,7 @@ struct PoolConfig {
   struct Sandbox {
     sandbox::SeccompProfile profile = sandbox::SeccompProfile::kStrict;
     std::vector<std::string> allow_syscalls, keep_env;
+    sandbox::CgroupMode cgroup = sandbox::CgroupMode::kOff;
     bool operator==(const Sandbox&) const = default;
   };
   struct Health {

@@ -56,12 +56,18 @@ struct SpawnRequest {
   // (child fd, parent fd): the parent fd appears as the child fd; every other fd is
   // close-on-exec. stdin is /dev/null unless mapped.
   std::vector<std::pair<int, int>> fds;
+  // A cgroup v2 directory fd: the child starts inside that cgroup (clone3
+  // CLONE_INTO_CGROUP). Honoured only by a spawner whose places_into_cgroup() is true.
+  int into_cgroup_fd = -1;
 };
 
 class Spawner {
  public:
   virtual ~Spawner() = default;
   virtual Result<ChildProcess> spawn(const SpawnRequest& request) = 0;
+  // Returns true iff spawn() starts the child inside SpawnRequest::into_cgroup_fd, so no
+  // placement gate is needed.
+  virtual bool places_into_cgroup() const { return false; }
 };
 
 // The plain spawner: Boost.Process with posix::use_vfork (a fork from a large manager costs

@@ -20,6 +20,11 @@
 
 namespace sandpool::sandbox {
 
+// Before step 1, when the manager gated the start: blocks until one byte arrives on
+// `gate_fd` (the manager has put this process into its cgroups), then closes it. End of file
+// means the manager gave up on it (placement failed, or the manager died): an error.
+Status wait_for_placement(int gate_fd);
+
 // Step 1. Asks for SIGKILL when the parent dies, then checks that getppid() is still
 // `expected_parent` (the parent may have died before the request; the kernel does not
 // deliver the signal retroactively). Kernel quirk for the spawner: the signal follows the
@@ -40,6 +45,11 @@ Status reset_process_state(const std::vector<std::string>& keep_env);
 // second above the soft one so SIGXCPU comes before SIGKILL) and always sets RLIMIT_CORE
 // to 0. A limit above the inherited hard limit is clamped to it: this step only tightens.
 Status apply_rlimits(const ResourceLimits& limits);
+
+// Step 3, with the rlimits: oom_score_adj 1000, so that under memory pressure the kernel
+// picks a worker before the manager or anything else on the host (raising it needs no
+// privilege; it is inherited by the worker's forks).
+Status raise_oom_score_adj();
 
 // Step 6. prctl(PR_SET_NO_NEW_PRIVS): exec can no longer grant privileges, and an
 // unprivileged process may install a seccomp filter.

@@ -26,11 +26,21 @@ struct ResourceLimits {
   std::uint64_t file_size = 0;      // RLIMIT_FSIZE (SIGXFSZ past it)
 };
 
+// Per-worker cgroups (docs/security.md, "cgroups"). off: none (rlimits only). auto: when the
+// host lets the manager make them, else a warning and rlimits only. required: a pool whose
+// workers cannot get their cgroups does not start.
+enum class CgroupMode { kOff, kAuto, kRequired };
+std::string_view cgroup_mode_name(CgroupMode m);
+
 struct SandboxPolicy {
   SeccompProfile profile = SeccompProfile::kStrict;
   std::vector<std::string> allow_syscalls;  // per-pool additions, by name
   ResourceLimits limits;
   std::vector<std::string> keep_env;  // environment variables kept by clearenv
+  // Manager-side only (not on the worker's command line): with a cgroup, its memory limit is
+  // limits.address_space (RLIMIT_AS is then not set), its pids.max limits.processes.
+  CgroupMode cgroup = CgroupMode::kOff;
+  double cpu_quota = 0;  // CPUs a worker may use (cpu.max / cfs quota; 0.5 = half a CPU); 0: none
 };
 
 }  // namespace sandpool::sandbox

@@ -24,6 +24,10 @@ struct WorkerArgs {
   // which closes the gap where the manager dies between spawn and that prctl. 0: trust the
   // parent seen when the worker host started.
   std::int32_t parent_pid = 0;
+  // The read end of the placement gate, or -1: the worker host reads one byte from it before
+  // anything else, so the manager can put it into its cgroups before any plugin code runs
+  // (end of file instead of the byte: placement failed, the worker exits).
+  int gate_fd = -1;
   SandboxPolicy policy;
 };
 
