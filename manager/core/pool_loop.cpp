@@ -38,6 +38,21 @@ std::uint32_t default_spin_us(std::uint32_t workers) {
   return cores >= 2 && workers < static_cast<std::uint32_t>(cores) * 4 ? 50 : 0;
 }
 
+// As root: refuses a plugin other users could replace, and resolves who the workers
+// become (step 4 of design.md) once, here, since the worker's view of /etc may be restricted.
+Status prepare_privilege_drop(sandbox::WorkerArgs& args, const std::string& user) {
+  if (::geteuid() != 0) return Status::ok();
+  if (Status s = sandbox::check_plugin_permissions(args.plugin_path); !s) {
+    return Status::error(s.code() == Code::kPermissionDenied ? Code::kPlugin : s.code(),
+                         s.message());
+  }
+  if (args.policy.run_as || user.empty()) return Status::ok();
+  Result<sandbox::RunAs> who = sandbox::resolve_run_as(user);
+  if (!who) return who.status();
+  args.policy.run_as = std::move(who).value();
+  return Status::ok();
+}
+
 }  // namespace
 
 PoolLoop::PoolLoop(PoolOptions options) : opts_(std::move(options)) {
@@ -73,6 +88,7 @@ Status PoolLoop::launch() {
   launch_.args.plugin_config_json = opts_.plugin_config_json;
   launch_.args.parent_pid = ::getpid();
   launch_.args.policy = opts_.sandbox;
+  SP_RETURN_IF_ERROR(prepare_privilege_drop(launch_.args, opts_.user));
   launch_.region.task_ring_bytes = opts_.ring_bytes;
   launch_.region.result_ring_bytes = opts_.ring_bytes;
   launch_.region.max_message = std::max(opts_.max_payload, opts_.max_result) + 4096;
@@ -340,8 +356,12 @@ void PoolLoop::handle_message(WorkerId id, Link& link, std::uint16_t kind, std::
           task_types_ = declared.empty() ? std::vector<std::string>{"default"} : declared;
         }
       }
-      log_->debug("[{}] worker {} ready", opts_.name, link.proc->pid());
-      core_->on_ready(id, now);
+      // Worker-written: keep it short and printable.
+      constexpr std::size_t kMaxIsolation = 256;
+      std::string isolation = m.isolation.substr(0, kMaxIsolation);
+      std::erase_if(isolation, [](char c) { return c < 0x20 || c > 0x7e; });
+      log_->debug("[{}] worker {} ready, isolation {}", opts_.name, link.proc->pid(), isolation);
+      core_->on_ready(id, now, std::move(isolation));
       return;
     }
     default:

@@ -113,9 +113,9 @@ void Service::op_workers(const Request& req, const Responder& res) {
     const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                     std::chrono::system_clock::now().time_since_epoch())
                                     .count();
-    // Namespaces and cgroups come with issue 5; today a worker is confined by rlimits and
-    // its seccomp profile.
-    const std::string isolation =
+    // What the worker reported once ready (it knows what the kernel granted); while it
+    // starts, only what is configured.
+    const std::string configured =
         "rlimits+seccomp:" + std::string(sandbox::profile_name(slot.config.sandbox.profile));
     for (const WorkerInfo& w : slot.pool->workers()) {
       out.push_back({{"pool", name},
@@ -129,7 +129,7 @@ void Service::op_workers(const Request& req, const Responder& res) {
                      {"last_beat_ms",
                       w.last_beat_ago_ms < 0 ? json(nullptr) : json(now_ms - w.last_beat_ago_ms)},
                      {"restarts", restarts},
-                     {"isolation", isolation}});
+                     {"isolation", w.isolation.empty() ? configured : w.isolation}});
     }
   }
   res.ok({{"workers", std::move(out)}});
