@@ -191,7 +191,7 @@ int write_seeds(const std::string& dir) {
   seeds.emplace_back("task", bytes);
   encode(CancelMsg{7}, &bytes);
   seeds.emplace_back("cancel", bytes);
-  encode(ReadyMsg{42, {"echo", "upper", ""}}, &bytes);
+  encode(ReadyMsg{42, {"echo", "upper", ""}, "rlimits+seccomp:strict"}, &bytes);
   seeds.emplace_back("ready", bytes);
   encode(ResultMsg{3, TaskStatus::kFail, "partial", "handler failed"}, &bytes);
   seeds.emplace_back("result", bytes);
@@ -208,7 +208,7 @@ int write_seeds(const std::string& dir) {
   seeds.emplace_back("ring-results", ring_seed(4, small, 17));  // 1 KiB ring
   encode(ProgressMsg{9, std::string(300, 'p')}, &bytes);
   seeds.emplace_back("ring-fragmented", ring_seed(3, {bytes}, 18));  // 512 B ring: 3 records
-  encode(ReadyMsg{1, {"a", "b"}}, &bytes);
+  encode(ReadyMsg{1, {"a", "b"}, ""}, &bytes);
   seeds.emplace_back("ring-ready", ring_seed(0, {bytes, bytes}, 16));
 
   for (const auto& [name, content] : seeds) {

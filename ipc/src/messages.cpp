@@ -38,7 +38,7 @@ void serialize(Ar&, StopMsg&) {}
 
 template <class Ar>
 void serialize(Ar& ar, ReadyMsg& m) {
-  ar(field("pid", m.pid), field("task_types", m.task_types));
+  ar(field("pid", m.pid), field("task_types", m.task_types), field("isolation", m.isolation));
 }
 
 template <class Ar>

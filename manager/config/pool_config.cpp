@@ -31,6 +31,9 @@ PoolOptions to_pool_options(const PoolConfig& pool) {
   o.sandbox.keep_env = pool.sandbox.keep_env;
   o.sandbox.cgroup = pool.sandbox.cgroup;
   o.sandbox.cpu_quota = pool.limits.cpu_quota;
+  o.sandbox.readonly_paths = pool.sandbox.readonly_paths;
+  o.sandbox.require = pool.sandbox.require;
+  o.user = pool.sandbox.user;
   o.sandbox.limits.address_space = pool.limits.memory;
   o.sandbox.limits.open_files = pool.limits.open_files;
   o.sandbox.limits.processes = pool.limits.processes;

@@ -87,6 +87,18 @@ void read_sandbox(MapReader r, PoolConfig::Sandbox* s) {
                                 {{"off", sandbox::CgroupMode::kOff},
                                  {"auto", sandbox::CgroupMode::kAuto},
                                  {"required", sandbox::CgroupMode::kRequired}});
+  r.string("user", &s->user);
+  if (r.string_list("readonly_paths", &s->readonly_paths)) {
+    for (const std::string& p : s->readonly_paths) {
+      if (p.empty() || p.front() != '/') {
+        r.fail("readonly_paths", "expected absolute paths, got \"" + p + "\"");
+        break;
+      }
+    }
+  }
+  // Names are checked by whoever acts on them (the worker: landlock; the spawner: the
+  // namespaces), so a name this version does not know yet is not an error here.
+  r.string_list("require", &s->require);
   r.finish();
 }
 

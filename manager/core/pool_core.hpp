@@ -109,7 +109,8 @@ class PoolCore {
   // every worker.
   void close(std::int64_t now);
 
-  void on_ready(WorkerId w, std::int64_t now);
+  // `isolation`: the layers the worker reports in effect (ReadyMsg), for workers().
+  void on_ready(WorkerId w, std::int64_t now, std::string isolation = {});
   // Returns false iff the message breaks the protocol (the id is not in flight on w); the
   // caller then reports on_protocol_error.
   bool on_result(WorkerId w, ipc::ResultMsg& msg, std::int64_t now);
@@ -172,6 +173,7 @@ class PoolCore {
     std::string last_error;           // the worker's last error-level log line
     bool retiring = false;            // we stopped wanting it (scale down, close, recycle)
     std::int64_t ready_ns = 0;        // when it became ready
+    std::string isolation;            // as the worker reported it when ready
     std::uint64_t cpu_task = 0;       // the running task whose CPU is being metered
     std::int64_t cpu_base_ns = -1;    // the worker's CPU time when cpu_task was first seen
     bool restart_pending = false;     // a rolling restart will replace it

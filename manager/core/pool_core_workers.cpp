@@ -119,12 +119,13 @@ void PoolCore::collect_backtrace(Worker& w) {
   }
 }
 
-void PoolCore::on_ready(WorkerId wid, std::int64_t now) {
+void PoolCore::on_ready(WorkerId wid, std::int64_t now, std::string isolation) {
   clock_ns_ = now;
   Worker* w = find(wid);
   if (w == nullptr || w->phase != Phase::kStarting) return;
   w->phase = Phase::kReady;
   w->ready_ns = now;
+  w->isolation = std::move(isolation);
   init_failures_ = 0;
   next_sweep_ns_ = std::min(next_sweep_ns_, now + to_ns(opts_.heartbeat_interval));
   // A worker that became ready while the pool shrinks or closes is not needed.
@@ -465,6 +466,7 @@ std::vector<WorkerInfo> PoolCore::workers(std::int64_t now) const {
     i.restarts = w.slot_restarts;
     i.in_flight = static_cast<std::uint32_t>(w.in_flight.size());
     i.tasks_done = w.tasks_done;
+    i.isolation = w.isolation;
     i.uptime_ms = (now - w.spawned_ns) / kMsNs;
     if (w.phase != Phase::kStarting) {
       i.last_beat_ago_ms = std::max<std::int64_t>(0, now / kMsNs - ctl_.heartbeat_ms(id));

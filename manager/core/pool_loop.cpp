@@ -44,6 +44,21 @@ std::uint32_t default_spin_us(std::uint32_t workers) {
 
 }  // namespace
 
+// As root: refuses a plugin other users could replace, and resolves who the workers
+// become (step 4 of design.md) once, here, since the worker's view of /etc may be restricted.
+Status prepare_privilege_drop(sandbox::WorkerArgs& args, const std::string& user) {
+  if (::geteuid() != 0) return Status::ok();
+  if (Status s = sandbox::check_plugin_permissions(args.plugin_path); !s) {
+    return Status::error(s.code() == Code::kPermissionDenied ? Code::kPlugin : s.code(),
+                         s.message());
+  }
+  if (args.policy.run_as || user.empty()) return Status::ok();
+  Result<sandbox::RunAs> who = sandbox::resolve_run_as(user);
+  if (!who) return who.status();
+  args.policy.run_as = std::move(who).value();
+  return Status::ok();
+}
+
 PoolLoop::PoolLoop(PoolOptions options) : opts_(std::move(options)) {
   log_ = opts_.logger ? opts_.logger : spdlog::default_logger();
   spawner_ = opts_.spawner ? opts_.spawner : make_process_spawner();
@@ -72,7 +87,7 @@ Status PoolLoop::launch() {
     return Status::error(Code::kPlugin, "plugin not found: " + opts_.plugin_path);
   }
   launch_.worker_path = *worker;
-  fill_launch_spec();
+  SP_RETURN_IF_ERROR(fill_launch_spec());
   SP_RETURN_IF_ERROR(set_up_cgroups());
 
   int ep = ::epoll_create1(EPOLL_CLOEXEC);
@@ -125,7 +140,7 @@ Status PoolLoop::launch() {
   return Status::ok();
 }
 
-void PoolLoop::fill_launch_spec() {
+Status PoolLoop::fill_launch_spec() {
   launch_.args.plugin_path = std::filesystem::absolute(opts_.plugin_path).string();
   launch_.args.heartbeat_ms = static_cast<std::uint32_t>(opts_.heartbeat_interval.count());
   launch_.args.max_result = opts_.max_result;
@@ -133,6 +148,7 @@ void PoolLoop::fill_launch_spec() {
   launch_.args.plugin_config_json = opts_.plugin_config_json;
   launch_.args.parent_pid = ::getpid();
   launch_.args.policy = opts_.sandbox;
+  SP_RETURN_IF_ERROR(prepare_privilege_drop(launch_.args, opts_.user));
   launch_.region.task_ring_bytes = opts_.ring_bytes;
   launch_.region.result_ring_bytes = opts_.ring_bytes;
   launch_.region.max_message = std::max(opts_.max_payload, opts_.max_result) + 4096;
@@ -144,6 +160,7 @@ void PoolLoop::fill_launch_spec() {
     // address ranges (JITs, Go, ASan) without using them.
     launch_.args.policy.limits.address_space = 0;
   }
+  return Status::ok();
 }
 
 Status PoolLoop::set_up_cgroups() {
@@ -171,9 +188,10 @@ Status PoolLoop::set_up_cgroups() {
   }
   launch_.cgroups = std::move(tree).value();
   launch_.pool_name = opts_.name;
-  fill_launch_spec();  // the cgroup's limits
+  SP_RETURN_IF_ERROR(fill_launch_spec());  // the cgroup's limits
   const std::string version(supervision::to_string(launch_.cgroups->version()));
-  isolation_ += "+cgroup:" + version;
+  manager_layers_ = "+cgroup:" + version;
+  isolation_ += manager_layers_;
   log_->debug("[{}] per-worker cgroups ({}) under {}", opts_.name, version,
               launch_.cgroups->parents().front());
   return Status::ok();
@@ -396,8 +414,12 @@ void PoolLoop::handle_message(WorkerId id, Link& link, std::uint16_t kind, std::
       } else {
         check_declared_types(m.task_types);
       }
-      log_->debug("[{}] worker {} ready", opts_.name, link.proc->pid());
-      core_->on_ready(id, now);
+      // Worker-written: keep it short and printable.
+      constexpr std::size_t kMaxIsolation = 256;
+      std::string isolation = m.isolation.substr(0, kMaxIsolation);
+      std::erase_if(isolation, [](char c) { return c < 0x20 || c > 0x7e; });
+      log_->debug("[{}] worker {} ready, isolation {}", opts_.name, link.proc->pid(), isolation);
+      core_->on_ready(id, now, isolation + manager_layers_);
       return;
     }
     default:

@@ -30,6 +30,11 @@ class logger;
 
 namespace sandpool::core {
 
+// As root: refuses a plugin other users could replace (sandbox::check_plugin_permissions)
+// and resolves who the workers become (args.policy.run_as, from `user`) once, in the manager,
+// since the worker's view of /etc may be restricted. Does nothing when not root.
+Status prepare_privilege_drop(sandbox::WorkerArgs& args, const std::string& user);
+
 class PoolLoop final : public WorkerControl, public std::enable_shared_from_this<PoolLoop> {
  public:
   // Starts the loop thread and the workers; returns once the first worker is ready, or
@@ -84,7 +89,7 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   Status launch();
   // The workers' command line, region sizes and cgroup limits from opts_ (loop thread, or
   // before it runs).
-  void fill_launch_spec();
+  Status fill_launch_spec();
   // Loop thread: takes `next`'s changeable fields; returns true iff the launch spec changed.
   bool apply_options(const PoolOptions& next);
   // A worker's plugin declared `declared` (empty: nothing); the pool serves task_types_.
@@ -139,6 +144,9 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   std::unique_ptr<PoolCore> core_;
   std::vector<std::string> task_types_;
   std::string isolation_;
+  // The layers the manager sets up around each worker ("+cgroup:v1"), appended to what the
+  // worker reports of its own (ReadyMsg::isolation).
+  std::string manager_layers_;
 
   // Loop-thread state.
   UniqueFd epoll_;

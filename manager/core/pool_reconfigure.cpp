@@ -46,6 +46,7 @@ void copy_live_options(PoolOptions& to, const PoolOptions& from) {
   to.task_records_max_age = from.task_records_max_age;
   to.task_records_max_bytes = from.task_records_max_bytes;
   to.sandbox = from.sandbox;
+  to.user = from.user;
 }
 
 // ---- PoolCore -------------------------------------------------------------------------
@@ -102,6 +103,14 @@ Result<ReconfigureReport> PoolLoop::reconfigure(PoolOptions next) {
   }
   if (failed_.load()) return Status::error(Code::kClosed, "pool failed: " + failure_);
   if (!accepting_.load()) return Status::error(Code::kClosed, "pool is closing");
+  {
+    // What fill_launch_spec() will do on the loop thread, checked here where a refusal can
+    // still be returned: as root, the plugin's permissions and the workers' user.
+    sandbox::WorkerArgs probe;
+    probe.plugin_path = std::filesystem::absolute(next.plugin_path).string();
+    probe.policy = next.sandbox;
+    SP_RETURN_IF_ERROR(prepare_privilege_drop(probe, next.user));
+  }
   return query<Result<ReconfigureReport>>(
       [this, next = std::move(next)](PoolCore& core,
                                      std::int64_t now) -> Result<ReconfigureReport> {
@@ -117,7 +126,9 @@ bool PoolLoop::apply_options(const PoolOptions& next) {
   const std::vector<std::string> old_argv = sandbox::to_argv(launch_.args);
   const ipc::RegionConfig old_region = launch_.region;
   copy_live_options(opts_, next);
-  fill_launch_spec();
+  if (Status s = fill_launch_spec(); !s) {  // reconfigure() checked it: not expected
+    log_->error("[{}] reconfigure: {}", opts_.name, s.message());
+  }
   const bool changed = sandbox::to_argv(launch_.args) != old_argv ||
                        launch_.region.task_ring_bytes != old_region.task_ring_bytes ||
                        launch_.region.result_ring_bytes != old_region.result_ring_bytes ||

@@ -114,7 +114,9 @@ void Service::op_workers(const Request& req, const Responder& res) {
     const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                     std::chrono::system_clock::now().time_since_epoch())
                                     .count();
-    const std::string& isolation = slot.pool->isolation();
+    // What the worker reported once ready (it knows what the kernel granted), with what the
+    // manager set up around it; while it starts, what the pool is configured for.
+    const std::string& configured = slot.pool->isolation();
     for (const WorkerInfo& w : slot.pool->workers()) {
       out.push_back({{"pool", name},
                      {"slot", w.slot},
@@ -128,7 +130,7 @@ void Service::op_workers(const Request& req, const Responder& res) {
                      {"last_beat_ms",
                       w.last_beat_ago_ms < 0 ? json(nullptr) : json(now_ms - w.last_beat_ago_ms)},
                      {"restarts", w.restarts},
-                     {"isolation", isolation}});
+                     {"isolation", w.isolation.empty() ? configured : w.isolation}});
     }
   }
   res.ok({{"workers", std::move(out)}});

@@ -1,5 +1,7 @@
 #include <sandpool/sandbox/policy.hpp>
 
+#include <algorithm>
+
 namespace sandpool::sandbox {
 
 std::string_view profile_name(SeccompProfile p) {
@@ -32,6 +34,10 @@ std::optional<SeccompProfile> parse_profile(std::string_view name) {
     if (profile_name(p) == name) return p;
   }
   return std::nullopt;
+}
+
+bool requires_layer(const SandboxPolicy& policy, std::string_view layer) {
+  return std::find(policy.require.begin(), policy.require.end(), layer) != policy.require.end();
 }
 
 }  // namespace sandpool::sandbox

@@ -45,6 +45,7 @@ Status require_nonempty(std::string_view flag, std::string_view value) {
 
 constexpr std::uint64_t kU64Max = UINT64_MAX;
 constexpr std::uint64_t kHourMs = 3600u * 1000u;
+constexpr std::uint64_t kMaxId = UINT32_MAX - 1;  // (uid_t)-1 means "unchanged" to setresuid
 
 // One row per flag: its name, whether it may repeat, and how its value lands in WorkerArgs.
 struct FlagSpec {
@@ -141,6 +142,37 @@ constexpr FlagSpec kFlags[] = {
        a.policy.keep_env.emplace_back(v);
        return Status::ok();
      }},
+    // Step 4's identity: --run-as-uid and --run-as-gid together, groups repeated.
+    {"--run-as-uid", false,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       if (!a.policy.run_as) a.policy.run_as.emplace();
+       return set_number(&a.policy.run_as->uid, f, v, 0, kMaxId);
+     }},
+    {"--run-as-gid", false,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       if (!a.policy.run_as) a.policy.run_as.emplace();
+       return set_number(&a.policy.run_as->gid, f, v, 0, kMaxId);
+     }},
+    {"--run-as-group", true,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       if (!a.policy.run_as) a.policy.run_as.emplace();
+       std::uint32_t g = 0;
+       SP_RETURN_IF_ERROR(set_number(&g, f, v, 0, kMaxId));
+       a.policy.run_as->groups.push_back(g);
+       return Status::ok();
+     }},
+    {"--readonly-path", true,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       SP_RETURN_IF_ERROR(require_nonempty(f, v));
+       a.policy.readonly_paths.emplace_back(v);
+       return Status::ok();
+     }},
+    {"--require", true,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       SP_RETURN_IF_ERROR(require_nonempty(f, v));
+       a.policy.require.emplace_back(v);
+       return Status::ok();
+     }},
 };
 
 const FlagSpec* find_flag(std::string_view name) {
@@ -176,6 +208,13 @@ std::vector<std::string> to_argv(const WorkerArgs& args) {
   add("--rlimit-nproc", std::to_string(l.processes));
   add("--rlimit-fsize", std::to_string(l.file_size));
   for (const std::string& e : args.policy.keep_env) add("--keep-env", e);
+  if (const std::optional<RunAs>& r = args.policy.run_as) {
+    add("--run-as-uid", std::to_string(r->uid));
+    add("--run-as-gid", std::to_string(r->gid));
+    for (std::uint32_t g : r->groups) add("--run-as-group", std::to_string(g));
+  }
+  for (const std::string& p : args.policy.readonly_paths) add("--readonly-path", p);
+  for (const std::string& r : args.policy.require) add("--require", r);
   return out;
 }
 
@@ -207,6 +246,9 @@ Result<WorkerArgs> parse_worker_argv(int argc, const char* const* argv) {
   if (args.gate_fd == args.channel_fd || args.gate_fd == args.doorbell_fd) {
     return Status::invalid("--gate-fd " + std::to_string(args.gate_fd) +
                            " is also the channel or doorbell fd");
+  }
+  if (args.policy.run_as && (!seen.contains("--run-as-uid") || !seen.contains("--run-as-gid"))) {
+    return Status::invalid("--run-as-uid and --run-as-gid go together");
   }
   if (args.channel_fd == args.doorbell_fd) {
     return Status::invalid("--channel-fd and --doorbell-fd are both " +

@@ -20,7 +20,7 @@ auto fields(const TaskMsg& m) {
 }
 auto fields(const CancelMsg& m) { return std::tie(m.id); }
 auto fields(const StopMsg&) { return std::tuple<>(); }
-auto fields(const ReadyMsg& m) { return std::tie(m.pid, m.task_types); }
+auto fields(const ReadyMsg& m) { return std::tie(m.pid, m.task_types, m.isolation); }
 auto fields(const ResultMsg& m) { return std::tie(m.id, m.status, m.data, m.error); }
 auto fields(const ProgressMsg& m) { return std::tie(m.id, m.data); }
 auto fields(const LogMsg& m) { return std::tie(m.id, m.level, m.text); }
@@ -41,7 +41,8 @@ std::vector<StopMsg> stop_samples() { return {StopMsg{}}; }
 std::vector<ReadyMsg> ready_samples() {
   std::vector<std::string> many;
   for (std::uint32_t i = 0; i < kMaxListItems; ++i) many.push_back("type" + std::to_string(i));
-  return {ReadyMsg{}, ReadyMsg{77, {"echo", "", "upper"}}, ReadyMsg{1, many}};
+  return {ReadyMsg{}, ReadyMsg{77, {"echo", "", "upper"}, "rlimits+uid:65534+caps:none"},
+          ReadyMsg{1, many, ""}};
 }
 std::vector<ResultMsg> result_samples() {
   return {ResultMsg{}, ResultMsg{9, TaskStatus::kResultTooLarge, "", "too big"},

@@ -133,6 +133,10 @@ TEST_CASE("a pool's defaults are the PoolOptions defaults") {
   CHECK(o.sandbox.limits.file_size == d.sandbox.limits.file_size);
   CHECK(o.sandbox.cgroup == d.sandbox.cgroup);
   CHECK(o.sandbox.cpu_quota == d.sandbox.cpu_quota);
+  CHECK(o.user == d.user);
+  CHECK(o.user == "nobody");
+  CHECK(o.sandbox.readonly_paths.empty());
+  CHECK(o.sandbox.require.empty());
 }
 
 TEST_CASE("every pool key maps onto its PoolOptions field") {
@@ -148,7 +152,8 @@ pools:
     dispatch: affinity
     limits: {memory: 64MiB, cpu_time: 1500ms, open_files: 32, processes: 4, file_size: 1MiB,
              max_payload: 2MiB, max_result: 3MiB, cpu_quota: 1.5}
-    sandbox: {profile: relaxed, allow_syscalls: [getrandom], keep_env: [TZ], cgroup: required}
+    sandbox: {profile: relaxed, allow_syscalls: [getrandom], keep_env: [TZ], cgroup: required,
+              user: 4001, readonly_paths: [/srv/models], require: [landlock, a-later-layer]}
     health: {heartbeat_interval: 100ms, missed_heartbeats: 5, init_timeout: 2s}
     task_defaults: {timeout: 7s, retries: 6, cancel_grace: 300ms}
     retry: {base: 20ms, multiplier: 1.5, max: 4s, retry_sandbox_violation: true}
@@ -181,6 +186,9 @@ pools:
   CHECK(o.sandbox.keep_env == std::vector<std::string>{"TZ"});
   CHECK(o.sandbox.cgroup == sandpool::sandbox::CgroupMode::kRequired);
   CHECK(o.sandbox.cpu_quota == 1.5);
+  CHECK(o.user == "4001");
+  CHECK(o.sandbox.readonly_paths == std::vector<std::string>{"/srv/models"});
+  CHECK(o.sandbox.require == std::vector<std::string>{"landlock", "a-later-layer"});
   CHECK(o.heartbeat_interval == 100ms);
   CHECK(o.missed_heartbeats == 5);
   CHECK(o.init_timeout == 2s);
@@ -282,6 +290,8 @@ TEST_CASE("each kind of mistake names the key path and its line and column") {
       {std::string(kMinimalPool) + "    limits: {memory: 1MiB}\n",
        "t.yaml:4:22: pools[0].limits.memory: expected 0 (no limit) or at least 16MiB (the worker "
        "host needs that much address space to start), got \"1MiB\""},
+      {std::string(kMinimalPool) + "    sandbox: {readonly_paths: [rel/x]}\n",
+       "t.yaml:4:31: pools[0].sandbox.readonly_paths: expected absolute paths, got \"rel/x\""},
       // impossible combinations
       {std::string(kMinimalPool) + "    workers: {min: 5, max: 2}\n",
        "t.yaml:4:20: pools[0].workers.min: min (5) is greater than max (2)"},

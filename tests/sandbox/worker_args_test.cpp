@@ -16,7 +16,8 @@ auto fields(const WorkerArgs& a) {
   return std::tie(a.plugin_path, a.channel_fd, a.doorbell_fd, a.heartbeat_ms, a.max_result,
                   a.init_timeout_ms, a.plugin_config_json, a.parent_pid, a.gate_fd,
                   a.policy.profile, a.policy.allow_syscalls, l.address_space, l.cpu_seconds,
-                  l.open_files, l.processes, l.file_size, a.policy.keep_env);
+                  l.open_files, l.processes, l.file_size, a.policy.keep_env, a.policy.run_as,
+                  a.policy.readonly_paths, a.policy.require);
 }
 
 sandpool::Result<WorkerArgs> parse(const std::vector<std::string>& args) {
@@ -60,6 +61,21 @@ TEST_CASE("every field of WorkerArgs survives to_argv and parse_worker_argv") {
       Change([](WorkerArgs& a) { a.policy.limits.processes = 7; }),
       Change([](WorkerArgs& a) { a.policy.limits.file_size = 1; }), Change([](WorkerArgs& a) {
         a.policy.keep_env = {"LANG", "TZ"};
+      }),
+      Change([](WorkerArgs& a) {
+        a.policy.run_as = RunAs{65534, 65534, {}};
+      }),
+      Change([](WorkerArgs& a) {
+        a.policy.run_as = RunAs{0, 0, {}};
+      }),
+      Change([](WorkerArgs& a) {
+        a.policy.run_as = RunAs{1000, 100, {100, 27, 4294967294u}};
+      }),
+      Change([](WorkerArgs& a) {
+        a.policy.readonly_paths = {"/srv/models", "/etc/ssl/certs"};
+      }),
+      Change([](WorkerArgs& a) {
+        a.policy.require = {"landlock", "net"};
       }));
   WorkerArgs in = base_args();
   change(in);
@@ -115,7 +131,13 @@ TEST_CASE("a malformed command line is refused with an error naming the flag") {
       Case{{"--plugin", "/x.so", "--seccomp", "loose"}, "--seccomp: unknown profile 'loose'"},
       Case{{"--plugin", "/x.so", "--config-json", ""}, "--config-json: empty value"},
       Case{{"--plugin", "/x.so", "--keep-env", "A=B"}, "--keep-env: 'A=B' is not a variable name"},
-      Case{{"--plugin", "/x.so", "--allow-syscall", ""}, "--allow-syscall: empty value"});
+      Case{{"--plugin", "/x.so", "--allow-syscall", ""}, "--allow-syscall: empty value"},
+      Case{{"--plugin", "/x.so", "--run-as-uid", "65534"}, "--run-as-uid and --run-as-gid go"},
+      Case{{"--plugin", "/x.so", "--run-as-group", "5"}, "--run-as-uid and --run-as-gid go"},
+      Case{{"--plugin", "/x.so", "--run-as-uid", "4294967295"},
+           "--run-as-uid: 4294967295 is outside"},
+      Case{{"--plugin", "/x.so", "--readonly-path", ""}, "--readonly-path: empty value"},
+      Case{{"--plugin", "/x.so", "--require", ""}, "--require: empty value"});
   auto out = parse(c.argv);
   REQUIRE_FALSE(out.is_ok());
   INFO(out.status().to_string());

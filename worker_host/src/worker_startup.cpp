@@ -5,12 +5,15 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <sandpool/ipc/layout.hpp>
 #include <sandpool/ipc/messages.hpp>
 #include <sandpool/sandbox/lockdown.hpp>
+#include <sandpool/sandbox/privileges.hpp>
 
 #include "backtrace_reporter.hpp"
 #include "host_api.hpp"
@@ -48,6 +51,16 @@ class StartupReport {
     (void)channel_->send(msg);  // send publishes and rings the doorbell
   }
 
+  // A debug line for the manager's log only (nothing on stderr, whose lines the manager
+  // logs at info): what each lock-down step did, once per worker start.
+  void debug(const std::string& text) const {
+    if (channel_ == nullptr) return;
+    ipc::LogMsg msg;
+    msg.level = 0;
+    msg.text = text;
+    (void)channel_->send(msg);
+  }
+
   // Exits with `code` when `s` is an error, after saying "<what>: <reason>".
   void check(const Status& s, int code, std::string_view what) const {
     if (s) return;
@@ -58,6 +71,81 @@ class StartupReport {
  private:
   WorkerChannel* channel_ = nullptr;
 };
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+std::string describe_limits(const sandbox::ResourceLimits& l) {
+  std::string out;
+  auto add = [&](const char* name, std::uint64_t v) {
+    if (v != 0) out += std::string(" ") + name + "=" + std::to_string(v);
+  };
+  add("as", l.address_space);
+  add("cpu", l.cpu_seconds);
+  add("nofile", l.open_files);
+  add("nproc", l.processes);
+  add("fsize", l.file_size);
+  return out + " core=0";
+}
+
+std::string describe_drop(const sandbox::PrivilegeDrop& d,
+                          const std::optional<sandbox::RunAs>& run_as) {
+  std::string out = "lock-down step 4: ";
+  if (d.was_root && run_as) {
+    out += "uid " + std::to_string(d.uid) + ", gid " + std::to_string(d.gid) + ", " +
+           std::to_string(run_as->groups.size()) + " supplementary groups";
+  } else if (d.was_root) {
+    out += "stays uid 0 (no sandbox.user)";
+  } else {
+    out += "not root, uid " + std::to_string(d.uid) + " kept";
+  }
+  return out + ", no capabilities (bounding, ambient, permitted, effective), not dumpable";
+}
+
+// The layers a worker has in effect, for the manager's `poolctl workers` (ReadyMsg).
+class Isolation {
+ public:
+  Isolation() : text_("rlimits") {}
+  void add(const std::string& layer) { text_ += "+" + layer; }
+  void add_privileges(const sandbox::PrivilegeDrop& d) {
+    if (d.uid != 0) add("uid:" + std::to_string(d.uid));
+    add("caps:none");
+  }
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+};
+
+// Step 6b: Landlock over the plugin's directory, its libraries' and the configured paths.
+void restrict_filesystem(const StartupReport& report, const sandbox::SandboxPolicy& policy,
+                         const std::string& plugin_path, Isolation& isolation) {
+  std::vector<std::string> readable = {std::filesystem::path(plugin_path).parent_path().string()};
+  for (std::string& dir : sandbox::loaded_library_dirs()) readable.push_back(std::move(dir));
+  readable.insert(readable.end(), policy.readonly_paths.begin(), policy.readonly_paths.end());
+  // Landlock restricts the calling thread and its future children only.
+  const int threads = sandbox::count_threads();
+  Result<sandbox::LandlockProbe> landlock =
+      sandbox::restrict_filesystem(readable, sandbox::requires_layer(policy, "landlock"));
+  report.check(landlock.status(), sandbox::kExitLockdown, "lock-down step 6 (Landlock)");
+  if (landlock->abi == 0) {
+    report.say(2, "Landlock unavailable, the plugin's filesystem view is not restricted: " +
+                      landlock->unavailable);
+    report.debug("lock-down step 6: no_new_privs; no Landlock");
+    return;
+  }
+  isolation.add("landlock:v" + std::to_string(landlock->abi));
+  report.debug("lock-down step 6: no_new_privs; Landlock ABI " + std::to_string(landlock->abi) +
+               ", read-only: " + join(readable));
+  if (threads > 1) {
+    report.say(2, std::to_string(threads - 1) +
+                      " thread(s) started by the plugin's init are not under Landlock (it "
+                      "restricts the calling thread only); seccomp still covers them");
+  }
+}
 
 // Step 2 moves to "/", so a relative plugin path is resolved against the spawner's cwd first.
 std::string absolute_path(const std::string& path) {
@@ -93,6 +181,9 @@ void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
   WorkerChannel& channel = **attached;
   report.attach(&channel);
   channel.beat();
+  report.debug("lock-down step 1: PR_SET_PDEATHSIG(SIGKILL), parent " + std::to_string(spawner));
+  report.debug("lock-down step 2: inherited fds closed, environment cleared (kept: " +
+               join(args.policy.keep_env) + "), cwd /, umask 077");
 
   // 3. Resource limits.
   report.check(sandbox::apply_rlimits(args.policy.limits), sandbox::kExitLockdown,
@@ -100,10 +191,24 @@ void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
   report.check(sandbox::raise_oom_score_adj(), sandbox::kExitLockdown,
                "lock-down step 3 (oom_score_adj)");
 
-  // 4. Privilege drop: NOT YET IMPLEMENTED (a later issue). When running as root:
-  //    setgroups, setresgid, setresuid to the configured user, drop capabilities,
-  //    PR_SET_DUMPABLE 0. Changing credentials clears PR_SET_PDEATHSIG, so step 1's
-  //    set_parent_death_signal must run again right after.
+  report.debug("lock-down step 3: rlimits" + describe_limits(args.policy.limits));
+  Isolation isolation;
+
+  // 4. Privileges, before any plugin code runs: plugin init never runs as root.
+  Result<sandbox::PrivilegeDrop> dropped = sandbox::drop_privileges(args.policy.run_as);
+  report.check(dropped.status(), sandbox::kExitLockdown, "lock-down step 4 (privileges)");
+  // Changing credentials cleared the parent-death signal; the manager may be gone by now.
+  report.check(sandbox::set_parent_death_signal(spawner), sandbox::kExitLockdown,
+               "lock-down step 4 (parent death signal again)");
+  isolation.add_privileges(*dropped);
+  report.debug(describe_drop(*dropped, args.policy.run_as));
+  std::error_code ec;
+  const bool missing = !std::filesystem::exists(plugin_path, ec) && !ec;
+  if (dropped->was_root && !missing) {
+    // The manager vetted it at pool start; the file may have changed since. (A missing
+    // file is the loader's to report.)
+    report.check(sandbox::check_plugin_permissions(plugin_path), sandbox::kExitLoad, "plugin load");
+  }
 
   // Hung-task diagnostics and the memory report, before any plugin code runs (the first
   // backtrace() loads libgcc_s, which only works before seccomp; RLIMIT_AS is known now).
@@ -137,10 +242,13 @@ void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
   Result<std::vector<std::string>> task_types = plugin->task_types();
   report.check(task_types.status(), sandbox::kExitLoad, "plugin task types");
   deadline.disarm();
+  report.debug("lock-down step 5: plugin " + plugin_path + " loaded and initialised");
 
-  // 6. No new privileges. Landlock: NOT YET IMPLEMENTED (a later issue; kernel permitting,
-  //    restrict the file system view here, after init and before seccomp).
-  report.check(sandbox::set_no_new_privs(), sandbox::kExitLockdown, "lock-down step 6");
+  // 6. No new privileges, then Landlock: from here on the plugin's directory, its
+  //    libraries' directories and the configured paths are readable, nothing is writable.
+  report.check(sandbox::set_no_new_privs(), sandbox::kExitLockdown,
+               "lock-down step 6 (no_new_privs)");
+  restrict_filesystem(report, args.policy, plugin_path, isolation);
 
   // 7. Seccomp, last; its SIGSYS reporter writes into the shared header.
   ipc::RegionHeader& header = channel.header();
@@ -157,7 +265,13 @@ void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
     report.say(2,
                "SECCOMP IS OFF for this worker (profile 'off'): the plugin runs without a "
                "syscall filter; use it for debugging only");
+  } else {
+    report.debug("lock-down step 7: seccomp profile " +
+                 std::string(sandbox::profile_name(args.policy.profile)) +
+                 (args.policy.allow_syscalls.empty() ? std::string()
+                                                     : " + " + join(args.policy.allow_syscalls)));
   }
+  isolation.add("seccomp:" + std::string(sandbox::profile_name(args.policy.profile)));
 
   // Ready: from here on only the task loop's syscalls.
   header.phase.store(static_cast<std::uint32_t>(ipc::WorkerPhase::kReady),
@@ -165,6 +279,7 @@ void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
   ipc::ReadyMsg ready;
   ready.pid = static_cast<std::uint32_t>(::getpid());
   ready.task_types = std::move(task_types).value();
+  ready.isolation = isolation.text();
   channel.beat();
   report.check(channel.send(ready), sandbox::kExitProtocol, "ready");
 

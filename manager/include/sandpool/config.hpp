@@ -76,6 +76,9 @@ struct PoolConfig {
     sandbox::SeccompProfile profile = sandbox::SeccompProfile::kStrict;
     std::vector<std::string> allow_syscalls, keep_env;
     sandbox::CgroupMode cgroup = sandbox::CgroupMode::kOff;
+    std::string user{sandbox::kDefaultSandboxUser};  // as root: who the workers become
+    std::vector<std::string> readonly_paths;         // Landlock: readable after init
+    std::vector<std::string> require;                // layers whose absence is fatal
     bool operator==(const Sandbox&) const = default;
   };
   struct Health {

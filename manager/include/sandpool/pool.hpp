@@ -83,6 +83,9 @@ struct WorkerInfo {
   std::uint64_t tasks_done = 0;
   std::int64_t uptime_ms = 0;
   std::int64_t last_beat_ago_ms = -1;  // since its last heartbeat; -1: none yet (starting)
+  // The lock-down the worker reported in effect once ready, "+"-joined
+  // ("rlimits+uid:65534+caps:none+landlock:v7+seccomp:strict"); empty while starting.
+  std::string isolation;
 };
 
 // A lifecycle event, delivered to PoolOptions::on_event on the pool's loop thread.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <sandpool/sandbox/policy.hpp>
+#include <sandpool/sandbox/privileges.hpp>
 
 namespace spdlog {
 class logger;
@@ -110,6 +111,12 @@ struct PoolOptions {
   std::shared_ptr<DeadLetterStore> dead_letter_store;
 
   sandbox::SandboxPolicy sandbox;
+  // Who the workers become when this process runs as root (`sandbox.user`): a user name
+  // or a numeric uid, resolved once when the pool starts (<sandpool/sandbox/privileges.hpp>)
+  // unless sandbox.run_as is set already. Empty: workers stay uid 0, without capabilities.
+  // Not root: ignored (there is nobody to drop from). As root the pool also refuses a
+  // plugin that is group- or world-writable, or sits in such a directory.
+  std::string user{sandbox::kDefaultSandboxUser};
   std::shared_ptr<spdlog::logger> logger;  // null: spdlog's default logger
   // Lifecycle events (workers started, ready, exited; attempts and tasks ended), called on
   // the pool's loop thread: keep it short and non-blocking. Null: none.

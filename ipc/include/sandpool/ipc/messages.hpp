@@ -62,6 +62,9 @@ struct ReadyMsg {
   static constexpr MsgKind kKind = MsgKind::kReady;
   std::uint32_t pid = 0;
   std::vector<std::string> task_types;  // from sp_plugin_task_types; empty when undeclared
+  // The lock-down in effect, as the worker applied it: "+"-joined layers, e.g.
+  // "rlimits+uid:65534+caps:none+landlock:v7+seccomp:strict" (docs/security.md).
+  std::string isolation;
 };
 
 // What handle() came to. kCancelled: the task was cancelled before it started.

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,9 +52,49 @@ Status apply_rlimits(const ResourceLimits& limits);
 // privilege; it is inherited by the worker's forks).
 Status raise_oom_score_adj();
 
-// Step 6. prctl(PR_SET_NO_NEW_PRIVS): exec can no longer grant privileges, and an
+// What step 4 did.
+struct PrivilegeDrop {
+  bool was_root = false;  // the worker host started with euid 0
+  std::uint32_t uid = 0;  // the effective uid and gid afterwards
+  std::uint32_t gid = 0;
+};
+
+// Step 4. When the process runs as root (euid 0) and `run_as` is set: setgroups to its
+// supplementary groups, setresgid, then (while CAP_SETPCAP is still there) empties the
+// capability bounding set with PR_CAPBSET_DROP, then setresuid. In every case: clears the
+// ambient set, capset(2)s the permitted, effective and inheritable sets to empty (the raw
+// syscall: no libcap) and sets PR_SET_DUMPABLE 0 (no ptrace, no core, /proc/<pid> owned by
+// root). When root without `run_as` the uid stays 0 but without a single capability.
+// Changing credentials clears PR_SET_PDEATHSIG: call set_parent_death_signal again after.
+Result<PrivilegeDrop> drop_privileges(const std::optional<RunAs>& run_as);
+
+// Step 6a. prctl(PR_SET_NO_NEW_PRIVS): exec can no longer grant privileges, and an
 // unprivileged process may install a seccomp filter.
 Status set_no_new_privs();
+
+// Landlock's availability: the kernel's ABI version (>= 1), or 0 and why not.
+struct LandlockProbe {
+  int abi = 0;
+  std::string unavailable;  // when abi == 0: "the kernel has no Landlock (...)"
+};
+LandlockProbe probe_landlock();
+
+// Step 6b. Restricts the filesystem with Landlock to read-only access beneath each path of
+// `readable` (directories or single files; each must exist), at the newest ABI both the
+// kernel and this code know: no writing, creating, removing, linking or truncating
+// anywhere, no reading elsewhere; from ABI 6 on, no signals and no abstract UNIX sockets
+// beyond the sandbox either. Needs no_new_privs (step 6a) or CAP_SYS_ADMIN. Returns the
+// ABI enforced. Without Landlock in the kernel it returns abi 0 and the reason, or
+// kUnavailable when `required`. Kernel quirk: it restricts the calling thread only (and
+// threads it starts later); threads that already exist stay unrestricted.
+Result<LandlockProbe> restrict_filesystem(const std::vector<std::string>& readable, bool required);
+
+// Returns the directories of every shared object loaded in this process (dl_iterate_phdr),
+// canonical and without duplicates: what the plugin's libraries need to stay readable.
+std::vector<std::string> loaded_library_dirs();
+
+// Returns how many threads this process has (/proc/self/task), -1 when unknown.
+int count_threads();
 
 // Installs the SIGSYS handler that the seccomp filter's default action (SCMP_ACT_TRAP)
 // reaches: it stores the syscall number + 1 into *word (the shared header's

@@ -31,6 +31,14 @@ struct ResourceLimits {
 // workers cannot get their cgroups does not start.
 enum class CgroupMode { kOff, kAuto, kRequired };
 std::string_view cgroup_mode_name(CgroupMode m);
+// Step 4's target identity, as numbers: the manager resolves `sandbox.user` once
+// (run_as.hpp), because the worker's view of /etc may be restricted.
+struct RunAs {
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
+  std::vector<std::uint32_t> groups;  // supplementary groups; empty: none
+  bool operator==(const RunAs&) const = default;
+};
 
 struct SandboxPolicy {
   SeccompProfile profile = SeccompProfile::kStrict;
@@ -41,6 +49,19 @@ struct SandboxPolicy {
   // limits.address_space (RLIMIT_AS is then not set), its pids.max limits.processes.
   CgroupMode cgroup = CgroupMode::kOff;
   double cpu_quota = 0;  // CPUs a worker may use (cpu.max / cfs quota; 0.5 = half a CPU); 0: none
+  // Step 4: when set and the worker host runs as root (euid 0), it drops to this identity
+  // and every capability. Unset: no identity change (capabilities still go when root).
+  std::optional<RunAs> run_as;
+  // Step 6: what Landlock leaves readable after init, besides the plugin's directory and
+  // the directories of every loaded library. Everything else is neither readable nor
+  // writable.
+  std::vector<std::string> readonly_paths;
+  // Isolation layers whose absence is fatal instead of a warning (`sandbox.require`). The
+  // worker acts on "landlock"; other names (namespaces) belong to the spawner.
+  std::vector<std::string> require;
 };
+
+// Returns true iff `layer` is named in policy.require.
+bool requires_layer(const SandboxPolicy& policy, std::string_view layer);
 
 }  // namespace sandpool::sandbox

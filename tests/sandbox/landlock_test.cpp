@@ -1,0 +1,101 @@
+// Landlock: the access rights requested per ABI (pure), and restrict_filesystem for real in
+// forked children (sandboxed_child.hpp runs no seccomp filter for the `off` profile).
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+
+#include <sandpool/sandbox/lockdown.hpp>
+
+#include "../../sandbox/src/landlock_access.hpp"
+#include "public_dir.hpp"
+#include "sandbox/sandboxed_child.hpp"
+
+using namespace sandpool::sandbox;
+using namespace sandpool::sandbox::detail;
+using sandpool::sandbox::testing::ChildResult;
+using sandpool::sandbox::testing::run_sandboxed;
+using sandpool::testing::PublicDir;
+
+TEST_CASE("each Landlock ABI handles exactly the rights it defines") {
+  struct Case {
+    int kernel_abi;
+    int used_abi;
+    std::uint64_t handled_fs;
+    std::uint64_t scoped;
+    std::size_t attr_size;
+  };
+  constexpr std::uint64_t kAbi1 = 0x1fff;  // EXECUTE .. MAKE_SYM
+  const Case c = GENERATE(
+      Case{1, 1, kAbi1, 0, 8},  // Linux 5.13
+      Case{2, 2, kAbi1 | kFsRefer, 0, 8}, Case{3, 3, kAbi1 | kFsRefer | kFsTruncate, 0, 8},
+      Case{4, 4, kAbi1 | kFsRefer | kFsTruncate, 0, 16},  // + net, unused
+      Case{5, 5, kAbi1 | kFsRefer | kFsTruncate | kFsIoctlDev, 0, 16},
+      Case{6, 6, 0xffff, kScopeAbstractUnixSocket | kScopeSignal, 24}, Case{7, 7, 0xffff, 3, 24},
+      Case{12, 7, 0xffff, 3, 24});  // a newer kernel, used at ABI 7
+  INFO("kernel ABI " << c.kernel_abi);
+  const LandlockAccess a = landlock_access_for_abi(c.kernel_abi);
+  CHECK(a.abi == c.used_abi);
+  CHECK(a.handled_fs == c.handled_fs);
+  CHECK(a.scoped == c.scoped);
+  CHECK(a.ruleset_attr_size == c.attr_size);
+  // Read-only: files may be read, directories read and listed; nothing else.
+  CHECK(a.read_file == kFsReadFile);
+  CHECK(a.read_dir == (kFsReadFile | kFsReadDir));
+  CHECK((a.read_dir & ~a.handled_fs) == 0);
+}
+
+TEST_CASE("without Landlock in the kernel no right is requested") {
+  const LandlockAccess a = landlock_access_for_abi(0);
+  CHECK(a.abi == 0);
+  CHECK(a.handled_fs == 0);
+}
+
+TEST_CASE("restrict_filesystem leaves the listed paths readable and nothing else") {
+  const LandlockProbe probe = probe_landlock();
+  if (probe.abi == 0) {
+    WARN("skipped: " + probe.unavailable);
+    return;
+  }
+  PublicDir allowed, other;
+  const std::string inside = allowed.write("in.txt", "inside");
+  const std::string single = other.write("single.txt", "a file allowed on its own");
+  const std::string outside = other.write("out.txt", "outside");
+  SandboxPolicy off;
+  off.profile = SeccompProfile::kOff;
+  ChildResult r = run_sandboxed(off, [&] {
+    auto restricted = restrict_filesystem({allowed.path(), single}, false);
+    if (!restricted.is_ok() || restricted->abi < 1) return 10;
+    if (::open(inside.c_str(), O_RDONLY) < 0) return 1;
+    if (::open(single.c_str(), O_RDONLY) < 0) return 2;
+    if (::open(outside.c_str(), O_RDONLY) >= 0 || errno != EACCES) return 3;
+    if (::open(inside.c_str(), O_WRONLY) >= 0 || errno != EACCES) return 4;
+    if (::open((allowed.path() + "/new").c_str(), O_WRONLY | O_CREAT, 0600) >= 0) return 5;
+    if (::unlink(inside.c_str()) == 0 || errno != EACCES) return 6;
+    if (::open(allowed.path().c_str(), O_RDONLY | O_DIRECTORY) < 0) return 7;  // listing
+    return 0;
+  });
+  INFO(r.describe());
+  CHECK(r.exited_with(0));
+}
+
+TEST_CASE("a path to allow that does not exist fails, naming it") {
+  if (probe_landlock().abi == 0) {
+    WARN("skipped: no Landlock");
+    return;
+  }
+  SandboxPolicy off;
+  off.profile = SeccompProfile::kOff;
+  ChildResult r = run_sandboxed(off, [] {
+    auto restricted = restrict_filesystem({"/nonexistent/x"}, false);
+    return !restricted.is_ok() && restricted.status().message() ==
+                                      "open(/nonexistent/x, O_PATH): No such file or directory"
+               ? 0
+               : 1;
+  });
+  INFO(r.describe());
+  CHECK(r.exited_with(0));
+}

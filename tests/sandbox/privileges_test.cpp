@@ -1,0 +1,89 @@
+// The manager's half of step 4: resolving sandbox.user against the real user database, and
+// vetting plugin file modes.
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+
+#include <algorithm>
+
+#include <sandpool/sandbox/privileges.hpp>
+
+#include "public_dir.hpp"
+
+using namespace sandpool::sandbox;
+using sandpool::Code;
+using sandpool::testing::PublicDir;
+
+TEST_CASE("a user name resolves to its uid, primary gid and groups") {
+  auto root = resolve_run_as("root");
+  REQUIRE(root.is_ok());
+  CHECK(root->uid == 0);
+  CHECK(root->gid == 0);
+  CHECK(std::find(root->groups.begin(), root->groups.end(), 0u) != root->groups.end());
+
+  // Debian's nobody: 65534, primary group nogroup (65534).
+  auto nobody = resolve_run_as(kDefaultSandboxUser);
+  REQUIRE(nobody.is_ok());
+  CHECK(nobody->uid == 65534);
+  CHECK(nobody->gid == 65534);
+}
+
+TEST_CASE("a numeric uid resolves through the database when known, else to itself") {
+  auto known = resolve_run_as("65534");
+  REQUIRE(known.is_ok());
+  CHECK(*known == *resolve_run_as("nobody"));
+
+  auto unknown = resolve_run_as("3999999");
+  REQUIRE(unknown.is_ok());
+  CHECK(unknown->uid == 3999999);
+  CHECK(unknown->gid == 3999999);
+  CHECK(unknown->groups.empty());
+}
+
+TEST_CASE("an unknown name, an empty name or an invalid uid is refused, naming it") {
+  struct Case {
+    const char* user;
+    Code code;
+    const char* needle;
+  };
+  const Case c = GENERATE(
+      Case{"no-such-user-sandpool", Code::kNotFound, "no user named 'no-such-user-sandpool'"},
+      Case{"", Code::kInvalidArgument, "empty user name"},
+      Case{"4294967295", Code::kInvalidArgument, "4294967295 is not a valid uid"},
+      Case{"99999999999", Code::kInvalidArgument, "99999999999 is not a valid uid"});
+  auto r = resolve_run_as(c.user);
+  REQUIRE_FALSE(r.is_ok());
+  INFO(r.status().to_string());
+  CHECK(r.status().code() == c.code);
+  CHECK(r.status().message().find(c.needle) != std::string::npos);
+}
+
+TEST_CASE("a plugin writable by group or others, or in such a directory, is refused") {
+  PublicDir dir;
+  const std::string plugin = dir.write("libp.so", "ELF", 0644);
+  CHECK(check_plugin_permissions(plugin).is_ok());
+  CHECK(check_plugin_permissions(dir.write("libro.so", "ELF", 0444)).is_ok());
+
+  REQUIRE(::chmod(plugin.c_str(), 0664) == 0);
+  sandpool::Status s = check_plugin_permissions(plugin);
+  CHECK(s.code() == Code::kPermissionDenied);
+  CHECK(s.message() == "plugin " + plugin +
+                           " is group-writable (mode 0664): refused when running as root "
+                           "(chmod go-w it)");
+  REQUIRE(::chmod(plugin.c_str(), 0602) == 0);
+  CHECK(check_plugin_permissions(plugin).message().find("is world-writable (mode 0602)") !=
+        std::string::npos);
+
+  REQUIRE(::chmod(plugin.c_str(), 0644) == 0);
+  REQUIRE(::chmod(dir.path().c_str(), 0775) == 0);
+  s = check_plugin_permissions(plugin);
+  CHECK(s.code() == Code::kPermissionDenied);
+  CHECK(s.message().find("plugin directory " + dir.path() + " is group-writable") !=
+        std::string::npos);
+}
+
+TEST_CASE("a plugin that is not there is an error naming it") {
+  sandpool::Status s = check_plugin_permissions("/nonexistent/libnothing.so");
+  CHECK(s.code() == Code::kSystem);
+  CHECK(s.message() == "stat(/nonexistent/libnothing.so): No such file or directory");
+}
