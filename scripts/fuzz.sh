@@ -9,9 +9,11 @@ cd "$(dirname "$0")/.."
 seconds="${FUZZ_SECONDS:-40}"
 jobs="${JOBS:-$(nproc)}"
 
-# The default linker: gold links clang's sanitizer runtime with a warning per ASan symbol.
+# CMAKE_ARGS as for the other build dirs (Makefile). The default linker: gold links clang's
+# sanitizer runtime with a warning per ASan symbol.
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DSANDPOOL_FUZZ=ON \
-  -DBUILD_TESTING=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSANDPOOL_LINKER=default >/dev/null
+  -DBUILD_TESTING=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSANDPOOL_LINKER=default \
+  ${CMAKE_ARGS:-} >/dev/null
 # Only the fuzz targets: the rest of the tree is not needed here.
 cmake --build build-fuzz --target fuzz_messages fuzz_config fuzz_control_frames -j "$jobs"
 
