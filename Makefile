@@ -2,6 +2,8 @@
 BUILD     ?= build
 JOBS      ?= $(shell nproc)
 CMAKE_GEN ?= -G Ninja
+# Extra cmake arguments for every build dir (.ci/run: -DSANDPOOL_LINE_TABLES_ONLY=ON).
+CMAKE_ARGS ?=
 
 .PHONY: all deps build test check check-asan check-tsan fuzz bench demo demo-run run install clean
 
@@ -11,7 +13,7 @@ deps:
 	@scripts/deps.sh
 
 $(BUILD)/build.ninja: | deps
-	@cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS) >/dev/null
 
 build: deps $(BUILD)/build.ninja
 	@cmake --build $(BUILD) -j $(JOBS)
@@ -24,7 +26,8 @@ check: check-asan check-tsan fuzz
 
 check-asan: build
 	@cmake -S . -B build-asan $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug \
-	  -DSANDPOOL_SANITIZE=address,undefined -DSANDPOOL_PREBUILT_DIR=$(abspath $(BUILD)) >/dev/null
+	  -DSANDPOOL_SANITIZE=address,undefined -DSANDPOOL_PREBUILT_DIR=$(abspath $(BUILD)) \
+	  $(CMAKE_ARGS) >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir build-asan --output-on-failure -j $(JOBS)
@@ -33,7 +36,8 @@ check-asan: build
 # -L threaded runs; the rest of the tree is not built here.
 check-tsan: build
 	@cmake -S . -B build-tsan $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug \
-	  -DSANDPOOL_SANITIZE=thread -DSANDPOOL_PREBUILT_DIR=$(abspath $(BUILD)) >/dev/null
+	  -DSANDPOOL_SANITIZE=thread -DSANDPOOL_PREBUILT_DIR=$(abspath $(BUILD)) $(CMAKE_ARGS) \
+	  >/dev/null
 	@cmake --build build-tsan -j $(JOBS) --target threaded_tests
 	@TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -L threaded

@@ -11,8 +11,11 @@ seconds="${FUZZ_SECONDS:-30}"
 jobs="${JOBS:-$(nproc)}"
 targets=(messages result_ring config control_frames)
 
+# CMAKE_ARGS as for the other build dirs (Makefile). The default linker: gold links clang's
+# sanitizer runtime with a warning per ASan symbol.
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DSANDPOOL_FUZZ=ON \
-  -DBUILD_TESTING=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  -DBUILD_TESTING=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSANDPOOL_LINKER=default \
+  ${CMAKE_ARGS:-} >/dev/null
 # Only the fuzz targets: the rest of the tree is not needed here.
 cmake --build build-fuzz --target "${targets[@]/#/fuzz_}" -j "$jobs"
 
