@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <fstream>
 
 #include "command_runner.hpp"
 #include "poold_process.hpp"
@@ -71,6 +72,24 @@ TEST_CASE("poold: submit, wait, look the task up, a batch, an idempotent resubmi
   REQUIRE((*stats)["pools"].size() == 1);
   CHECK((*stats)["pools"][0]["name"] == "upper");
   CHECK((*stats)["pools"][0]["submitted"] == 3);  // hello, b and once: no rerun
+}
+
+TEST_CASE("poold: a pool with sandbox.cgroup names the cgroup in its workers' isolation") {
+  PooldFixture f("pools:\n" + pool_yaml("echo", "echo", "    sandbox: {cgroup: auto}\n"));
+  Client c = f.connect();
+  auto w = c.workers("echo");
+  REQUIRE(w);
+  REQUIRE((*w)["workers"].size() == 1);
+  const std::string isolation = (*w)["workers"][0]["isolation"];
+  const int pid = (*w)["workers"][0]["pid"];
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cgroup");
+  const std::string cgroups((std::istreambuf_iterator<char>(in)), {});
+  INFO(isolation << "\n" << cgroups);
+  CHECK(isolation.rfind("rlimits+seccomp:strict", 0) == 0);
+  // auto: the cgroup is named exactly when the worker is in one of poold's.
+  const bool named = isolation.find("+cgroup:v") != std::string::npos;
+  CHECK(named == (cgroups.find("/sandpool-") != std::string::npos));
+  if (!named) WARN("this host gave the worker no cgroup (not root, or no controllers)");
 }
 
 TEST_CASE("poold: kill_worker, and its replacement shows in workers and events") {
