@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "command_runner.hpp"
 #include "poold_process.hpp"
@@ -71,6 +73,45 @@ TEST_CASE("poold: submit, wait, look the task up, a batch, an idempotent resubmi
   REQUIRE((*stats)["pools"].size() == 1);
   CHECK((*stats)["pools"][0]["name"] == "upper");
   CHECK((*stats)["pools"][0]["submitted"] == 3);  // hello, b and once: no rerun
+}
+
+TEST_CASE("poold: a pool with sandbox.cgroup names the cgroup in its workers' isolation") {
+  PooldFixture f("pools:\n" + pool_yaml("echo", "echo", "    sandbox: {cgroup: auto}\n"));
+  Client c = f.connect();
+  auto w = c.workers("echo");
+  REQUIRE(w);
+  REQUIRE((*w)["workers"].size() == 1);
+  const std::string isolation = (*w)["workers"][0]["isolation"];
+  const int pid = (*w)["workers"][0]["pid"];
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cgroup");
+  const std::string cgroups((std::istreambuf_iterator<char>(in)), {});
+  INFO(isolation << "\n" << cgroups);
+  CHECK(isolation.rfind("rlimits+seccomp:strict", 0) == 0);
+  // auto: the cgroup is named exactly when the worker is in one of poold's.
+  const bool named = isolation.find("+cgroup:v") != std::string::npos;
+  CHECK(named == (cgroups.find("/sandpool-") != std::string::npos));
+  if (!named) {
+    WARN("this host gave the worker no cgroup (not root, or no controllers)");
+    return;
+  }
+  // Its parents, as mounted on v1 (/sys/fs/cgroup/<controller>) and v2 (/sys/fs/cgroup) hosts.
+  std::vector<std::filesystem::path> parents;
+  std::istringstream lines(cgroups);
+  for (std::string line; std::getline(lines, line);) {
+    const std::size_t at = line.find("/sandpool-");
+    if (at == std::string::npos) continue;
+    const std::size_t c1 = line.find(':'), c2 = line.find(':', c1 + 1);
+    const std::string controllers = line.substr(c1 + 1, c2 - c1 - 1);
+    const std::string first = controllers.substr(0, controllers.find(','));
+    const std::string rel = line.substr(c2 + 1, line.find('/', at + 1) - c2 - 1);
+    parents.push_back(std::filesystem::path("/sys/fs/cgroup") / first / rel.substr(1));
+  }
+  REQUIRE_FALSE(parents.empty());
+  for (const auto& p : parents) CHECK(std::filesystem::exists(p));
+  // A graceful stop leaves no cgroup behind (a SIGKILLed poold's are removed by the next).
+  f.poold->signal(SIGTERM);
+  CHECK(f.poold->wait_exit() == 0);
+  for (const auto& p : parents) CHECK_FALSE(std::filesystem::exists(p));
 }
 
 TEST_CASE("poold: kill_worker, and its replacement shows in workers and events") {
