@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <seccomp.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -95,6 +96,38 @@ TEST_CASE("a path to allow that does not exist fails, naming it") {
                                       "open(/nonexistent/x, O_PATH): No such file or directory"
                ? 0
                : 1;
+  });
+  INFO(r.describe());
+  CHECK(r.exited_with(0));
+}
+
+TEST_CASE("a kernel without Landlock is reported, and fatal only when required") {
+  // The child makes landlock_create_ruleset answer ENOSYS, as a kernel before 5.13 does.
+  SandboxPolicy off;
+  off.profile = SeccompProfile::kOff;
+  const bool required = GENERATE(false, true);
+  ChildResult r = run_sandboxed(off, [required] {
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+    if (ctx == nullptr ||
+        seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(landlock_create_ruleset), 0) != 0 ||
+        seccomp_load(ctx) != 0) {
+      return 20;
+    }
+    seccomp_release(ctx);
+    if (probe_landlock().abi != 0) return 1;
+    auto restricted = restrict_filesystem({"/"}, required);
+    if (required) {
+      return restricted.status().code() == sandpool::Code::kUnavailable &&
+                     restricted.status().message().starts_with(
+                         "Landlock is required (sandbox.require) but unavailable: the kernel "
+                         "has no Landlock")
+                 ? 0
+                 : 2;
+    }
+    return restricted.is_ok() && restricted->abi == 0 &&
+                   restricted->unavailable.find("ENOSYS") != std::string::npos
+               ? 0
+               : 3;
   });
   INFO(r.describe());
   CHECK(r.exited_with(0));
