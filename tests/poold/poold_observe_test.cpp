@@ -168,7 +168,7 @@ class SilentSubscriber {
   control::FrameDecoder decoder_{1 << 20};
 };
 
-TEST_CASE("poold: a subscriber that never reads is cut off; the service goes on") {
+TEST_CASE("poold: a subscriber that never reads is cut off while the service goes on") {
   // A small buffer for a slow reader, so the events of a few thousand tasks overflow it
   // (while a client that reads, like `c`, never comes near it).
   PooldFixture f("pools:\n" + pool_yaml("echo", "echo"), "  connections: {max_buffered: 256KiB}\n");
