@@ -62,6 +62,7 @@ TEST_CASE("reconfigure with a new launch spec rolls the workers while submits go
   ReadyWorkers ready;
   PoolOptions o = pool_options("echo", 2);
   o.max_payload = 1024;
+  o.max_result = 1024;  // so the workers' region is sized by these two
   ready.hook(o);
   auto pool = make_pool(o);
   REQUIRE(ready.wait_fresh({}, 2));
@@ -85,7 +86,8 @@ TEST_CASE("reconfigure with a new launch spec rolls the workers while submits go
     }
   });
   PoolOptions next = o;
-  next.max_payload = 4096;  // part of the launch spec: the workers' region size
+  next.max_payload = 8192;  // the workers' region size and command line: a new launch spec
+  next.max_result = 8192;
   auto report = pool->reconfigure(next);
   stop.store(true);
   submitter.join();

@@ -112,6 +112,9 @@ TEST_CASE(
   PooldFixture f("pools:\n" + yaml("64"));
   Client c = f.connect();
   EventWatcher watch(f.socket, "sleep");
+  // Both started workers are ready, so past their lock-down (rlimits) steps.
+  REQUIRE(watch.wait(
+      [](const std::vector<json>& es) { return named(es, "worker_ready").size() == 2; }));
   auto old_workers = c.workers("sleep");
   REQUIRE(old_workers);
   const std::set<int> old_pids = pids_of(*old_workers);
