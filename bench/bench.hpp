@@ -29,7 +29,9 @@ struct BenchOptions {
   std::uint32_t spawns = 50;      // per sandbox profile
   std::string w1_await =
       "on_done";  // on_done: count in SubmitOptions::on_done; idle, tickets: keep Tickets
-  std::string w2_wait = "ticket";  // ticket: Ticket::wait(); poll: spin on Ticket::done()
+  std::string w2_wait = "ticket";         // ticket: Ticket::wait(); poll: spin on Ticket::done()
+  std::uint64_t service_tasks = 1000000;  // service: tasks in the poolctl batch
+  std::uint32_t status_calls = 200;       // service: status calls timed while it runs
   std::string log_level = "error";
   bool json = false;
 };
@@ -72,5 +74,11 @@ bool run_w2(const BenchOptions& o, Report& r);
 bool run_w3(const BenchOptions& o, Report& r);
 bool run_w4(const BenchOptions& o, Report& r);
 bool run_spawn(const BenchOptions& o, Report& r);
+// The issue-4 targets: the in-process W1 figure, then a real poold from the build tree
+// driven by the real poolctl through its socket (service.cpp).
+bool run_service(const BenchOptions& o, Report& r);
+
+// One W1 run of o.tasks at `concurrency` (the service group's in-process baseline).
+bool w1_throughput(const BenchOptions& o, std::uint32_t concurrency, double* tasks_per_s);
 
 }  // namespace sandpool::bench

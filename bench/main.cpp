@@ -1,4 +1,5 @@
-// sandpool-bench: the raw IPC baselines, W1-W4 and spawn-to-ready, one figure per line
+// sandpool-bench: the raw IPC baselines, W1-W4, spawn-to-ready and the service (poold and
+// poolctl through the socket), one figure per line
 // (`GROUP METRIC VALUE UNIT`) or as JSON. docs/performance.md explains every figure.
 #include <algorithm>
 #include <cctype>
@@ -17,7 +18,7 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 
-const char* const kGroups[] = {"raw", "W1", "W2", "W3", "W4", "spawn", "sandbox"};
+const char* const kGroups[] = {"raw", "W1", "W2", "W3", "W4", "spawn", "sandbox", "service"};
 
 // Parses "W1,w2,raw" into canonical group names; an unknown name is an error.
 bool parse_only(const std::string& list, std::set<std::string>* out, std::string* bad) {
@@ -45,9 +46,10 @@ int main(int argc, char** argv) {
   using namespace sandpool::bench;
   BenchOptions o;
   std::string only;
-  CLI::App app{"sandpool benchmarks: raw ring baselines, W1-W4, spawn-to-ready.", "sandpool-bench"};
+  CLI::App app{"sandpool benchmarks: raw ring baselines, W1-W4, spawn-to-ready, sandbox, service.",
+               "sandpool-bench"};
   app.add_option("--only", only,
-                 "comma-separated groups: raw,W1,W2,W3,W4,spawn,sandbox (default: all)");
+                 "comma-separated groups: raw,W1,W2,W3,W4,spawn,sandbox,service (default: all)");
   app.add_option("--plugin", o.plugin, "W1/W2 plugin: a name in the plugin dir or a .so path")
       ->capture_default_str();
   app.add_option("--plugin-dir", o.plugin_dir, "where plugins are (default: ../plugins)");
@@ -80,6 +82,13 @@ int main(int argc, char** argv) {
   app.add_option("--w2-wait", o.w2_wait, "W2: ticket (Ticket::wait) or poll (spin on done())")
       ->check(CLI::IsMember({"ticket", "poll"}))
       ->capture_default_str();
+  app.add_option("--service-tasks", o.service_tasks, "service: tasks in the poolctl batch")
+      ->check(CLI::Range(1, 100000000))
+      ->capture_default_str();
+  app.add_option("--status-calls", o.status_calls,
+                 "service: status round trips timed while the batch runs (at most)")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
   app.add_option("--log-level", o.log_level, "pool log level on stderr")->capture_default_str();
   app.add_flag("--json", o.json, "print the figures as one JSON document");
   try {
@@ -92,7 +101,7 @@ int main(int argc, char** argv) {
   std::string bad;
   if (!parse_only(only, &groups, &bad)) {
     std::cerr << "sandpool-bench: --only: unknown group '" << bad
-              << "' (raw, W1, W2, W3, W4, spawn, sandbox)\n";
+              << "' (raw, W1, W2, W3, W4, spawn, sandbox, service)\n";
     return kExitUsage;
   }
   if (groups.empty()) groups.insert(std::begin(kGroups), std::end(kGroups));
@@ -109,6 +118,7 @@ int main(int argc, char** argv) {
   if (ok && groups.count("W4")) ok = run_w4(o, report);
   if (ok && groups.count("spawn")) ok = run_spawn(o, report);
   if (ok && groups.count("sandbox")) ok = run_sandbox_cost(o, report);
+  if (ok && groups.count("service")) ok = run_service(o, report);
   report.finish(std::cout);
   return ok ? kExitOk : kExitFailed;
 }

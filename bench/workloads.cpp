@@ -222,6 +222,13 @@ bool w1_once(const BenchOptions& o, std::uint32_t concurrency, std::uint64_t tas
 
 }  // namespace
 
+bool w1_throughput(const BenchOptions& o, std::uint32_t concurrency, double* tasks_per_s) {
+  W1Run run;
+  if (!w1_once(o, concurrency, o.tasks, std::chrono::milliseconds(0), &run)) return false;
+  *tasks_per_s = run.throughput;
+  return true;
+}
+
 bool run_w1(const BenchOptions& o, Report& r) {
   std::vector<std::uint32_t> settings;
   if (o.concurrency != 0) {

@@ -29,16 +29,33 @@ struct BatchArgs {
   double rate = 0;  // tasks/s, 0: as fast as the service takes them
   std::size_t chunk = 2000;
   std::size_t window = 8;
+  std::chrono::milliseconds retry_for{30000};
 };
+
+// While the queue is full (docs/poolctl.md, "Backpressure"): one request at a time, kPause
+// after the previous reply (doubling up to kMaxPause while nothing gets in), of as many
+// tasks as the previous reply accepted (at least kMinRoom), a quarter more while all get in
+// (doubling would overshoot what the pool drains per round by as much as it grew).
+constexpr Clock::duration kPause = std::chrono::milliseconds(2);
+constexpr Clock::duration kMaxPause = std::chrono::milliseconds(50);
+constexpr std::size_t kMinRoom = 16;
 
 // What the replies said so far; shared with the client's reader thread.
 struct Tally {
   std::mutex mu;
   std::condition_variable cv;
-  std::size_t outstanding = 0;
-  std::uint64_t accepted = 0, refused = 0;
+  std::size_t outstanding = 0;  // requests sent, not answered
+  std::uint64_t unsent = 0;     // tasks not sent yet, or refused with queue_full
+  std::uint64_t accepted = 0, refused = 0, resubmitted = 0;
+  std::size_t chunk = 0;        // tasks per request when the queue has room
+  bool full = false;            // a reply refused tasks with queue_full; reset by `room`
+  std::size_t room = 0;         // while full: tasks in the next request
+  Clock::duration pause{0};     // while full: from a reply to the next request
+  Clock::time_point resume_at;  // while full: no request before this
+  Clock::time_point last_accept;
   std::vector<double> latency_ms;  // per request, send to reply
-  Status first_error;
+  Status first_error;              // the first refusal that is not retried
+  Status last_full;                // the last queue_full refusal
 };
 
 double percentile(std::vector<double>& v, double p) {
@@ -58,25 +75,93 @@ void draw_bar(std::uint64_t done, std::uint64_t total, double seconds) {
             << " tasks/s" << std::flush;
 }
 
+// queue_full (a task) and busy (a whole request over the connection's limit) mean "not
+// now": the tasks go back to be sent again. Any other refusal is final.
+bool retried_code(const std::string& code) { return code == "queue_full" || code == "busy"; }
+
 void record_reply(Tally& tally, std::size_t n, Clock::time_point sent, Result<Reply> r) {
-  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - sent).count();
+  const auto now = Clock::now();
+  const double ms = std::chrono::duration<double, std::milli>(now - sent).count();
   std::lock_guard lock(tally.mu);
   tally.latency_ms.push_back(ms);
   --tally.outstanding;
+  std::uint64_t full = 0, final_refusals = 0;
   if (!r) {
-    tally.refused += n;
-    if (tally.first_error.is_ok()) tally.first_error = r.status();
-  } else {
-    const json& errors = r->body.contains("errors") ? r->body["errors"] : json::array();
-    tally.refused += errors.size();
-    tally.accepted += n - std::min(n, errors.size());
-    if (!errors.empty() && tally.first_error.is_ok()) {
-      tally.first_error =
-          Status::error(Code::kQueueFull, errors[0].value("code", std::string()) + ": " +
-                                              errors[0].value("message", std::string()));
+    if (retried_code(error_code_of(r.status()))) {
+      full = n;
+      tally.last_full = r.status();
+    } else {
+      final_refusals = n;
+      if (tally.first_error.is_ok()) tally.first_error = r.status();
+    }
+  } else if (auto errors = r->body.find("errors"); errors != r->body.end()) {
+    for (const json& e : *errors) {
+      const std::string code = e.value("code", std::string());
+      const bool retry = retried_code(code);
+      const Status why = Status::error(retry ? Code::kQueueFull : Code::kInvalidArgument,
+                                       code + ": " + e.value("message", std::string()));
+      if (retry) {
+        ++full;
+        tally.last_full = why;
+      } else {
+        ++final_refusals;
+        if (tally.first_error.is_ok()) tally.first_error = why;
+      }
     }
   }
+  full = std::min<std::uint64_t>(full, n);
+  final_refusals = std::min<std::uint64_t>(final_refusals, n - full);
+  const std::uint64_t in = n - full - final_refusals;
+  tally.accepted += in;
+  tally.refused += final_refusals;
+  if (in > 0) tally.last_accept = now;
+  if (full > 0) {
+    tally.unsent += full;
+    tally.resubmitted += full;
+    tally.room = std::max<std::size_t>(kMinRoom, in);
+    tally.pause = in > 0 || !tally.full ? kPause : std::min(kMaxPause, 2 * tally.pause);
+    tally.full = true;
+    tally.resume_at = now + tally.pause;
+  } else if (tally.full) {
+    tally.room += std::max(kMinRoom, tally.room / 4);
+    tally.full = tally.room < tally.chunk;
+    tally.pause = kPause;
+    tally.resume_at = now + kPause;
+  }
   tally.cv.notify_all();
+}
+
+// Waits until a request may go out (a free slot in the window, tasks to send, any pause
+// over) and returns how many tasks it carries, counted as outstanding; 0 when every task
+// was answered. Sets *gave_up when the queue stayed full with nothing accepted for
+// a.retry_for.
+std::size_t next_request(Tally& tally, const BatchArgs& a, bool* gave_up) {
+  std::unique_lock lock(tally.mu);
+  for (;;) {
+    if (tally.unsent == 0) {
+      if (tally.outstanding == 0) return 0;
+      tally.cv.wait(lock);
+      continue;
+    }
+    if (tally.outstanding >= (tally.full ? 1 : a.window)) {
+      tally.cv.wait(lock);
+      continue;
+    }
+    const auto now = Clock::now();
+    if (tally.full && now - tally.last_accept > a.retry_for) {
+      *gave_up = true;
+      return 0;
+    }
+    if (tally.full && now < tally.resume_at) {
+      tally.cv.wait_until(lock, tally.resume_at);
+      continue;
+    }
+    const auto n = static_cast<std::size_t>(
+        std::min<std::uint64_t>(tally.full ? tally.room : tally.chunk, tally.unsent));
+    tally.unsent -= n;
+    ++tally.outstanding;
+    return n;
+  }
 }
 
 int run_batch(const Cli& cli, const BatchArgs& a, std::uint64_t payload_size) {
@@ -91,22 +176,22 @@ int run_batch(const Cli& cli, const BatchArgs& a, std::uint64_t payload_size) {
   const bool bar = !cli.json && ::isatty(STDOUT_FILENO) == 1;
   Tally tally;
   const auto start = Clock::now();
+  tally.unsent = a.count;
+  tally.chunk = chunk;
+  tally.last_accept = start;
   auto last_draw = start;
-  std::uint64_t sent = 0;
+  std::uint64_t sent = 0;  // task submissions, resubmissions included (--rate paces these)
   Status send_error;
-  while (sent < a.count) {
-    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, a.count - sent));
+  bool gave_up = false;
+  for (;;) {
     if (a.rate > 0) {  // pace: the tasks sent so far may not exceed rate * elapsed
       const auto due =
           start + std::chrono::duration_cast<Clock::duration>(
                       std::chrono::duration<double>(static_cast<double>(sent) / a.rate));
       std::this_thread::sleep_until(due);
     }
-    {
-      std::unique_lock lock(tally.mu);
-      tally.cv.wait(lock, [&] { return tally.outstanding < a.window; });
-      ++tally.outstanding;
-    }
+    const std::size_t n = next_request(tally, a, &gave_up);
+    if (n == 0) break;
     json args{{"defaults", defaults},
               {"payload_lens", json(std::vector<std::uint64_t>(n, payload_size))}};
     const auto sent_at = Clock::now();
@@ -139,6 +224,7 @@ int run_batch(const Cli& cli, const BatchArgs& a, std::uint64_t payload_size) {
   json summary{{"tasks", a.count},
                {"accepted", tally.accepted},
                {"refused", a.count - tally.accepted},
+               {"resubmitted", tally.resubmitted},
                {"requests", lat.size()},
                {"batch", chunk},
                {"elapsed_ms", seconds * 1000},
@@ -158,9 +244,19 @@ int run_batch(const Cli& cli, const BatchArgs& a, std::uint64_t payload_size) {
               << "submit latency per request of up to " << chunk << " tasks: p50 "
               << human_duration_ms(l["p50"]) << "  p90 " << human_duration_ms(l["p90"]) << "  p99 "
               << human_duration_ms(l["p99"]) << "  max " << human_duration_ms(l["max"]) << "\n";
+    if (tally.resubmitted > 0) {
+      std::cout << tally.resubmitted << " submissions found the queue full and were sent again\n";
+    }
   }
   if (!send_error.is_ok()) return fail("batch", send_error);
   if (!tally.first_error.is_ok()) return fail("batch", tally.first_error);
+  if (gave_up) {
+    return fail("batch",
+                Status::error(Code::kQueueFull,
+                              tally.last_full.message() + " (nothing accepted for " +
+                                  human_duration_ms(static_cast<double>(a.retry_for.count())) +
+                                  ", gave up)"));
+  }
   return tally.accepted == a.count ? kExitOk : kExitFailed;
 }
 
@@ -179,7 +275,12 @@ void add_batch_command(CLI::App& app, Cli& cli) {
       ->check(CLI::Range(1, 100000));
   sub->add_option("--window", a->window, "submit_batch requests in flight (default 8)")
       ->check(CLI::Range(1, 1024));
-  sub->callback([&cli, a] {
+  auto retry_for = std::make_shared<std::string>("30s");
+  sub->add_option("--retry-for", *retry_for,
+                  "give up when the queue stays full with nothing accepted this long "
+                  "(default 30s)");
+  sub->callback([&cli, a, retry_for] {
+    a->retry_for = duration_arg("--retry-for", *retry_for);
     auto size = parse_size(a->payload_size);
     if (!size) throw CLI::ValidationError("--payload-size", size.status().message());
     cli.action = [&cli, a, s = *size] { return run_batch(cli, *a, s); };

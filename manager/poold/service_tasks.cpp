@@ -156,6 +156,27 @@ void Service::op_submit_batch(const Request& req, const Responder& res) {
   if (total != req.blob.size()) {
     return (void)res.error("bad_request", "payload_lens do not add up to the payload");
   }
+  // Shared options without an idempotency key (poolctl batch): read them and route the pool
+  // once per request instead of once per task, since every task would get the same answer.
+  const bool shared = !per_task && !defaults.contains("idempotency_key");
+  std::string shared_type;
+  SubmitOptions shared_options;
+  std::shared_ptr<Pool> shared_pool;
+  Status shared_refusal;
+  if (shared) {
+    shared_type = string_arg(defaults, "type");
+    if (stopping_.load()) {
+      shared_refusal = Status::error(Code::kClosed, "poold is shutting down");
+    } else if (shared_type.empty()) {
+      shared_refusal = Status::invalid("type: required, a non-empty string");
+    } else if (Status s = submit_options(defaults, &shared_options); !s) {
+      shared_refusal = s;
+    } else if (auto pool = route(string_arg(defaults, "pool"), shared_type); !pool) {
+      shared_refusal = pool.status();
+    } else {
+      shared_pool = std::move(pool).value();
+    }
+  }
   json ids = json::array();
   json existing_at = json::array();
   json errors = json::array();
@@ -167,8 +188,17 @@ void Service::op_submit_batch(const Request& req, const Responder& res) {
       return (void)res.error("bad_request", "tasks: objects of submit arguments");
     }
     bool existing = false;
-    auto r = submit_one(args, req.blob.substr(at, len), false, false, nullptr, &existing);
+    Result<Ticket> r =
+        !shared       ? submit_one(args, req.blob.substr(at, len), false, false, nullptr, &existing)
+        : shared_pool ? shared_pool->submit(shared_type, req.blob.substr(at, len), shared_options)
+                      : Result<Ticket>(shared_refusal);
     at += len;
+    if (shared && !r && r.status().code() == Code::kQueueFull) {
+      // No room now: the rest of the request is refused the same way without trying, so
+      // a task never overtakes an earlier one of its request that was refused.
+      shared_pool.reset();
+      shared_refusal = r.status();
+    }
     if (r) {
       ids.push_back(r->id());
       if (existing) existing_at.push_back(i);

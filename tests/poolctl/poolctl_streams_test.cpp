@@ -101,13 +101,38 @@ TEST_CASE("batch submits N tasks in pipelined batches and prints throughput and 
   CHECK(summary["latency_ms"]["max"].get<double>() >= summary["latency_ms"]["p50"].get<double>());
 }
 
-TEST_CASE("batch exits 1 when the service refuses tasks, and says how many got in") {
+TEST_CASE("batch sends the tasks refused with queue_full again until all are in") {
   TempDir dir;
   ScriptedService service(dir.path());
-  auto r = poolctl(service.socket(), {"batch", "full", "100"});
+  auto r = poolctl(service.socket(), {"--json", "batch", "full", "1000", "--batch", "100"});
+  REQUIRE(r.exit_code == 0);
+  const json summary = json::parse(r.out);
+  CHECK(summary["accepted"] == 1000);
+  CHECK(summary["refused"] == 0);
+  // Each request lets half its tasks in: 500 refused on the first round, 250 on the next...
+  CHECK(summary["resubmitted"].get<std::uint64_t>() >= 500);
+  CHECK(service.batch_tasks() == 1000 + summary["resubmitted"].get<std::uint64_t>());
+}
+
+TEST_CASE("batch exits 1 when the service refuses tasks for good, and says how many got in") {
+  TempDir dir;
+  ScriptedService service(dir.path());
+  auto r = poolctl(service.socket(), {"batch", "closed", "100"});
   CHECK(r.exit_code == 1);
   CHECK(contains(r.out, "50 of 100 tasks accepted"));
-  CHECK(contains(r.err, "queue is full"));
+  CHECK(contains(r.err, "closed: pool is closed"));
+  CHECK(service.batch_tasks() == 100);  // not sent again
+}
+
+TEST_CASE("batch gives up when the queue stays full with nothing accepted for --retry-for") {
+  TempDir dir;
+  ScriptedService service(dir.path());
+  auto r = poolctl(service.socket(), {"batch", "stuck", "100", "--retry-for", "200ms"});
+  CHECK(r.exit_code == 1);
+  CHECK(contains(r.out, "0 of 100 tasks accepted"));
+  CHECK(contains(r.err, "queue_full: queue is full"));
+  CHECK(contains(r.err, "gave up"));
+  CHECK(service.batch_tasks() > 100);  // it did try again before giving up
 }
 
 TEST_CASE("events prints the recent events, one line or one JSON object each") {

@@ -183,13 +183,17 @@ void ScriptedService::answer_submit(const Request& r, const Responder& out) {
   out.ok(account, result);
 }
 
-// The compact form: payload_lens + defaults; type "full" refuses every other task.
+// The compact form: payload_lens + defaults. Type "full" refuses every other task of a
+// request with queue_full, "stuck" every task with queue_full, "closed" every other task
+// with closed.
 void ScriptedService::answer_batch(const Request& r, const Responder& out) {
   const json& lens = r.args.at("payload_lens");
   std::uint64_t total = 0;
   for (const json& l : lens) total += l.get<std::uint64_t>();
   if (total != r.blob.size()) return void(out.error("bad_request", "payload_lens != blob size"));
-  const bool refuse_some = r.args.at("defaults").value("type", std::string()) == "full";
+  const std::string type = r.args.at("defaults").value("type", std::string());
+  const std::string code = type == "closed" ? "closed" : "queue_full";
+  const std::string message = type == "closed" ? "pool is closed" : "queue is full";
   json ids = json::array(), errors = json::array();
   std::uint64_t base;
   {
@@ -199,9 +203,9 @@ void ScriptedService::answer_batch(const Request& r, const Responder& out) {
     batch_tasks_ += lens.size();
   }
   for (std::size_t i = 0; i < lens.size(); ++i) {
-    if (refuse_some && i % 2 == 1) {
+    if (type == "stuck" || ((type == "full" || type == "closed") && i % 2 == 1)) {
       ids.push_back(0);
-      errors.push_back({{"index", i}, {"code", "queue_full"}, {"message", "queue is full"}});
+      errors.push_back({{"index", i}, {"code", code}, {"message", message}});
     } else {
       ids.push_back(base + i + 1);
     }

@@ -80,6 +80,18 @@ TEST_CASE("poolctl drives a real poold: status, submit, task, batch, stats, work
   CHECK(ctl({"frobnicate"}).exit_code == 2);
 }
 
+TEST_CASE("poolctl batch larger than the queue waits for room and gets every task in") {
+  // 20,000 tasks into a queue of 500: one request of 2,000 already overflows it, so poolctl
+  // must pause and resend the refused part (docs/poolctl.md, "batch").
+  PooldFixture f("pools:\n" + pool_yaml("echo", "echo", "    queue: {capacity: 500}\n",
+                                        "{min: 1, max: 2, initial: 2}"));
+  Ctl ctl{f.socket};
+  const json summary = ctl.json_of({"batch", "echo", "20000", "--payload-size", "8"});
+  CHECK(summary["accepted"] == 20000);
+  CHECK(summary["refused"] == 0);
+  CHECK(summary["resubmitted"].get<std::uint64_t>() > 0);
+}
+
 TEST_CASE("poolctl drives a real poold: controls, kill-worker, cancel, events, dlq, shutdown") {
   PooldFixture f(pools());
   Ctl ctl{f.socket};
