@@ -152,6 +152,8 @@ std::vector<TaskResult> Pool::dead_letters() const {
 
 const std::vector<std::string>& Pool::task_types() const { return loop_->task_types(); }
 
+const std::string& Pool::isolation() const { return loop_->isolation(); }
+
 Result<Ticket> Pool::replay(std::uint64_t letter_id) {
   const auto& store = loop_->options().dead_letter_store;
   if (!store) return Status::invalid("this pool has no dead_letter_store");

@@ -67,6 +67,19 @@ Status PoolLoop::launch() {
   }
   launch_.worker_path = *worker;
   launch_.args.plugin_path = std::filesystem::absolute(opts_.plugin_path).string();
+  sandbox::NamespaceSet namespaces;
+  if (!opts_.spawner && !opts_.sandbox.namespaces.wanted.empty()) {
+    // Namespaces need the clone3 spawner; without them the vfork one is faster.
+    Clone3SpawnerOptions so;
+    so.namespaces = opts_.sandbox.namespaces;
+    so.view_paths = {std::filesystem::path(launch_.args.plugin_path).parent_path().string()};
+    so.logger = log_;
+    so.log_name = opts_.name;
+    auto clone3 = make_clone3_spawner(std::move(so));
+    namespaces = clone3->in_effect();
+    spawner_ = std::move(clone3);
+  }
+  isolation_ = sandbox::describe_isolation(opts_.sandbox, namespaces);
   launch_.args.heartbeat_ms = static_cast<std::uint32_t>(opts_.heartbeat_interval.count());
   launch_.args.max_result = opts_.max_result;
   launch_.args.init_timeout_ms = static_cast<std::uint32_t>(opts_.init_timeout.count());

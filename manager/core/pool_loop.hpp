@@ -54,6 +54,9 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   bool wait_idle_for(std::int64_t timeout_ms);  // negative: forever
   void close();
   const std::vector<std::string>& task_types() const { return task_types_; }
+  // The isolation workers run under (sandbox::describe_isolation); set before the loop
+  // thread starts, immutable after.
+  const std::string& isolation() const { return isolation_; }
   // Wake-up syscalls the manager side has made (futex wakes, eventfd signals): the
   // benchmark reports them per task.
   std::uint64_t wake_syscalls() const { return wakes_.load(std::memory_order_relaxed); }
@@ -106,6 +109,7 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   std::atomic<std::size_t> admitted_{0};
   std::unique_ptr<PoolCore> core_;
   std::vector<std::string> task_types_;
+  std::string isolation_;
 
   // Loop-thread state.
   UniqueFd epoll_;

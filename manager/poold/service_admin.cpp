@@ -113,10 +113,7 @@ void Service::op_workers(const Request& req, const Responder& res) {
     const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                     std::chrono::system_clock::now().time_since_epoch())
                                     .count();
-    // Namespaces and cgroups come with issue 5; today a worker is confined by rlimits and
-    // its seccomp profile.
-    const std::string isolation =
-        "rlimits+seccomp:" + std::string(sandbox::profile_name(slot.config.sandbox.profile));
+    const std::string& isolation = slot.pool->isolation();
     for (const WorkerInfo& w : slot.pool->workers()) {
       out.push_back({{"pool", name},
                      {"pid", w.pid},

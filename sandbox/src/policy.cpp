@@ -22,4 +22,10 @@ std::optional<SeccompProfile> parse_profile(std::string_view name) {
   return std::nullopt;
 }
 
+std::string describe_isolation(const SandboxPolicy& policy, NamespaceSet namespaces) {
+  std::string out;
+  if (!namespaces.empty()) out = "ns:" + namespaces.describe() + "+";
+  return out + "rlimits+seccomp:" + std::string(profile_name(policy.profile));
+}
+
 }  // namespace sandpool::sandbox

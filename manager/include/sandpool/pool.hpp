@@ -173,6 +173,10 @@ class Pool {
   std::optional<Ticket> find(std::uint64_t task_id) const;
   // The task types this pool serves.
   const std::vector<std::string>& task_types() const;
+  // The isolation its workers run under, as `poolctl workers` shows it:
+  // "ns:user,pid,net,ipc,uts,mnt+rlimits+seccomp:strict" (the namespaces actually in effect,
+  // which the kernel may have narrowed; see docs/security.md).
+  const std::string& isolation() const;
   // Wake-up syscalls the manager side has paid so far (benchmarks report them per task).
   std::uint64_t wake_syscalls() const;
 

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include <sandpool/sandbox/namespaces.hpp>
+
 namespace sandpool::sandbox {
 
 // strict: the task loop's syscalls only. relaxed: adds reading files and threads.
@@ -31,6 +33,13 @@ struct SandboxPolicy {
   std::vector<std::string> allow_syscalls;  // per-pool additions, by name
   ResourceLimits limits;
   std::vector<std::string> keep_env;  // environment variables kept by clearenv
+  // Applied by the spawner (clone3), not by the worker host: not on its command line.
+  NamespacePolicy namespaces;
 };
+
+// The isolation a worker runs under, as `poolctl workers` shows it:
+// "ns:user,pid,net,ipc,uts,mnt+rlimits+seccomp:strict" ("rlimits+seccomp:strict" without
+// namespaces). `namespaces` is the set actually in effect, not the one asked for.
+std::string describe_isolation(const SandboxPolicy& policy, NamespaceSet namespaces);
 
 }  // namespace sandpool::sandbox
