@@ -29,6 +29,10 @@ PoolOptions to_pool_options(const PoolConfig& pool) {
   o.sandbox.profile = pool.sandbox.profile;
   o.sandbox.allow_syscalls = pool.sandbox.allow_syscalls;
   o.sandbox.keep_env = pool.sandbox.keep_env;
+  o.sandbox.namespaces.wanted = pool.sandbox.namespaces;
+  o.sandbox.namespaces.required = pool.sandbox.require;
+  o.sandbox.namespaces.readonly_paths = pool.sandbox.readonly_paths;
+  o.sandbox.namespaces.tmpfs_size = pool.sandbox.tmpfs_size;
   o.sandbox.limits.address_space = pool.limits.memory;
   o.sandbox.limits.open_files = pool.limits.open_files;
   o.sandbox.limits.processes = pool.limits.processes;

@@ -71,6 +71,22 @@ void read_limits(MapReader r, PoolConfig::Limits* l) {
   r.finish();
 }
 
+// A list of namespace names ("user", "pid", "net", "ipc", "uts", "mount" or "mnt").
+void read_namespaces(MapReader& r, std::string_view key, sandbox::NamespaceSet* out) {
+  std::vector<std::string> names;
+  if (!r.string_list(key, &names)) return;
+  sandbox::NamespaceSet set;
+  for (const std::string& name : names) {
+    std::optional<sandbox::Namespace> ns = sandbox::parse_namespace(name);
+    if (!ns) {
+      r.fail(key, "unknown namespace '" + name + "' (expected user, pid, net, ipc, uts, mount)");
+      return;
+    }
+    set.add(*ns);
+  }
+  *out = set;
+}
+
 void read_sandbox(MapReader r, PoolConfig::Sandbox* s) {
   using sandbox::SeccompProfile;
   r.choice<SeccompProfile>("profile", &s->profile,
@@ -79,6 +95,19 @@ void read_sandbox(MapReader r, PoolConfig::Sandbox* s) {
                             {"off", SeccompProfile::kOff}});
   r.string_list("allow_syscalls", &s->allow_syscalls);
   r.string_list("keep_env", &s->keep_env);
+  read_namespaces(r, "namespaces", &s->namespaces);
+  read_namespaces(r, "require", &s->require);
+  if (const sandbox::NamespaceSet extra = s->require - s->namespaces; !extra.empty()) {
+    r.fail("require", "requires " + extra.describe(", ") + " but sandbox.namespaces leaves " +
+                          (extra.describe(",").find(',') == std::string::npos ? "it" : "them") +
+                          " out");
+  }
+  if (r.string_list("readonly_paths", &s->readonly_paths)) {
+    for (const std::string& p : s->readonly_paths) {
+      if (!p.starts_with('/')) r.fail("readonly_paths", "'" + p + "' is not an absolute path");
+    }
+  }
+  r.size("tmpfs_size", &s->tmpfs_size);
   r.finish();
 }
 

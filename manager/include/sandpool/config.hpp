@@ -72,6 +72,12 @@ struct PoolConfig {
   struct Sandbox {
     sandbox::SeccompProfile profile = sandbox::SeccompProfile::kStrict;
     std::vector<std::string> allow_syscalls, keep_env;
+    // Namespaces (docs/security.md, "Namespaces"): all of them unless the file says
+    // otherwise; those the kernel refuses are left out with a warning unless required.
+    sandbox::NamespaceSet namespaces = sandbox::NamespaceSet::all();
+    sandbox::NamespaceSet require;
+    std::vector<std::string> readonly_paths;
+    std::uint64_t tmpfs_size = 0;  // bytes; 0: no /tmp in the mount namespace's view
     bool operator==(const Sandbox&) const = default;
   };
   struct Health {
