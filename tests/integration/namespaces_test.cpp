@@ -204,6 +204,13 @@ TEST_CASE("tasks flow through the ring of a namespaced worker, and kills still w
   CHECK(hung.history[0].outcome == Outcome::kTimedOut);
   CHECK_FALSE(hung.history[0].backtrace.empty());
   CHECK(probe(*pool, "echo after") == "after");
+  // A crash is still a crash. pid 1 cannot die by a signal it sends itself (abort's SIGABRT
+  // is ignored), so abort() ends on its fallback, a faulting instruction: SIGSEGV.
+  TaskResult crashed = run(*pool, "probe", "abort");
+  REQUIRE(crashed.attempts() == 1);
+  CHECK(crashed.history[0].outcome == Outcome::kLost);
+  CHECK_THAT(crashed.history[0].error, Catch::Contains("SIGSEGV") || Catch::Contains("SIGABRT"));
+  CHECK(probe(*pool, "echo after crash") == "after crash");
 }
 
 TEST_CASE("a namespaced worker's own children die with it: no stray process") {

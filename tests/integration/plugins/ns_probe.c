@@ -12,7 +12,8 @@
  *   hostname      gethostname()
  *   ids           "<uid> <gid>"
  *   fork          forks a child that sleeps forever; answers "forked"
- *   hang          never returns */
+ *   hang          never returns
+ *   abort         abort() */
 #define _GNU_SOURCE
 #include <sandpool/plugin.h>
 
@@ -162,6 +163,8 @@ SP_EXPORT int sp_plugin_handle(void* state, const sp_task* task, sp_call* call) 
       for (;;) pause();
     }
     snprintf(out, sizeof out, child > 0 ? "forked" : "error:%d", errno);
+  } else if (strcmp(cmd, "abort") == 0) {
+    abort();
   } else if (strcmp(cmd, "hang") == 0) {
     for (;;) pause();
   } else {
