@@ -1,7 +1,7 @@
 // spawn: from starting a worker process to its ReadyMsg (plugin loaded and initialised,
-// sandbox applied), per seccomp profile. Uses the manager's own WorkerProcess, so the
-// figure includes exactly what the pool pays: memfd region, doorbell, vfork+exec, the
-// worker's lock-down steps, dlopen and sp_plugin_init.
+// sandbox applied), per seccomp profile, and with full isolation (namespaces). Uses the manager's
+// own WorkerProcess, so the figure includes exactly what the pool pays: memfd region, doorbell,
+// vfork+exec, the worker's lock-down steps, dlopen and sp_plugin_init.
 #include <poll.h>
 
 #include <filesystem>
@@ -65,34 +65,59 @@ bool wait_ready(supervision::WorkerProcess& w, std::string* why) {
 bool run_spawn(const BenchOptions& o, Report& r) {
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  auto spawner = make_process_spawner();
   supervision::LaunchSpec spec;
   spec.worker_path = (self.parent_path() / "sandpool-worker").string();
   spec.args.plugin_path = plugin_path(o, "echo");
   const PoolOptions defaults;
   spec.region.task_ring_bytes = defaults.ring_bytes;
   spec.region.result_ring_bytes = defaults.ring_bytes;
-  const sandbox::SeccompProfile profiles[] = {sandbox::SeccompProfile::kStrict,
-                                              sandbox::SeccompProfile::kRelaxed,
-                                              sandbox::SeccompProfile::kOff};
+  // One row per seccomp profile with the plain vfork spawner, and "full": every namespace
+  // the kernel allows (the clone3 spawner) with the strict profile. `off` is the
+  // rlimits-only profile that full isolation is measured against (full_added_p50).
+  // "full_no_net" and "full_no_mnt" leave out the two namespaces that cost the most to
+  // create, to show where full isolation's time goes.
+  struct Row {
+    std::string name;
+    sandbox::SeccompProfile profile;
+    bool namespaces;
+    sandbox::Namespace left_out = sandbox::Namespace::kUser;  // ignored unless namespaces
+    bool leave_out = false;
+  };
+  const Row rows[] = {
+      {"strict", sandbox::SeccompProfile::kStrict, false},
+      {"relaxed", sandbox::SeccompProfile::kRelaxed, false},
+      {"off", sandbox::SeccompProfile::kOff, false},
+      {"full", sandbox::SeccompProfile::kStrict, true},
+      {"full_no_net", sandbox::SeccompProfile::kStrict, true, sandbox::Namespace::kNet, true},
+      {"full_no_mnt", sandbox::SeccompProfile::kStrict, true, sandbox::Namespace::kMount, true}};
+  auto plain = make_process_spawner();
+  auto clone3_for = [&](const Row& row) {
+    Clone3SpawnerOptions iso;
+    iso.namespaces.wanted = sandbox::NamespaceSet::all();
+    if (row.leave_out) iso.namespaces.wanted.remove(row.left_out);
+    iso.view_paths = {std::filesystem::path(spec.args.plugin_path).parent_path().string()};
+    return make_clone3_spawner(iso);
+  };
   constexpr std::uint32_t kWarmup = 3;
-  for (sandbox::SeccompProfile profile : profiles) {
-    spec.args.policy.profile = profile;
-    // The whole spawn, the part inside start() (region, doorbell, vfork until the child has
-    // exec'd), and the CPU time the worker itself used until it was ready.
+  double off_p50 = 0;
+  for (const Row& row : rows) {
+    spec.args.policy.profile = row.profile;
+    std::shared_ptr<Clone3Spawner> clone3 = row.namespaces ? clone3_for(row) : nullptr;
+    Spawner& spawner = row.namespaces ? static_cast<Spawner&>(*clone3) : *plain;
+    // The whole spawn, the part inside start() (region, doorbell, vfork or clone3 until the
+    // child has exec'd), and the CPU time the worker itself used until it was ready.
     std::vector<double> samples, start_call, worker_cpu;
     for (std::uint32_t i = 0; i < kWarmup + o.spawns; ++i) {
       const std::int64_t t0 = monotonic_ns();
-      auto w = supervision::WorkerProcess::start(*spawner, spec);
+      auto w = supervision::WorkerProcess::start(spawner, spec);
       const std::int64_t t_started = monotonic_ns();
       if (!w) {
-        std::cerr << "sandpool-bench: spawn: " << w.status().message() << "\n";
+        std::cerr << "sandpool-bench: spawn (" << row.name << "): " << w.status().message() << "\n";
         return false;
       }
       std::string why;
       if (!wait_ready(**w, &why)) {
-        std::cerr << "sandpool-bench: spawn (" << sandbox::profile_name(profile) << "): " << why
-                  << "\n";
+        std::cerr << "sandpool-bench: spawn (" << row.name << "): " << why << "\n";
         return false;
       }
       const std::int64_t t1 = monotonic_ns();
@@ -105,11 +130,15 @@ bool run_spawn(const BenchOptions& o, Report& r) {
       // Destroying the WorkerProcess kills and reaps the worker (not timed).
     }
     const Summary s = summarize(samples);
-    const std::string name(sandbox::profile_name(profile));
-    r.add("spawn", name + "_p50", s.p50, "ms");
-    r.add("spawn", name + "_p99", s.p99, "ms");
-    r.add("spawn", name + "_start_call_p50", summarize(start_call).p50, "ms");
-    r.add("spawn", name + "_worker_cpu_p50", summarize(worker_cpu).p50, "ms");
+    r.add("spawn", row.name + "_p50", s.p50, "ms");
+    r.add("spawn", row.name + "_p99", s.p99, "ms");
+    r.add("spawn", row.name + "_start_call_p50", summarize(start_call).p50, "ms");
+    r.add("spawn", row.name + "_worker_cpu_p50", summarize(worker_cpu).p50, "ms");
+    if (row.name == "off") off_p50 = s.p50;
+    if (row.name == "full") {
+      r.note("spawn full: namespaces in effect: " + clone3->in_effect().describe());
+      r.add("spawn", "full_added_p50", s.p50 - off_p50, "ms");
+    }
   }
   return true;
 }

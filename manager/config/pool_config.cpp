@@ -34,6 +34,10 @@ PoolOptions to_pool_options(const PoolConfig& pool) {
   o.sandbox.readonly_paths = pool.sandbox.readonly_paths;
   o.sandbox.require = pool.sandbox.require;
   o.user = pool.sandbox.user;
+  o.sandbox.namespaces.wanted = pool.sandbox.namespaces;
+  o.sandbox.namespaces.required = pool.sandbox.require_namespaces;
+  o.sandbox.namespaces.readonly_paths = pool.sandbox.readonly_paths;
+  o.sandbox.namespaces.tmpfs_size = pool.sandbox.tmpfs_size;
   o.sandbox.limits.address_space = pool.limits.memory;
   o.sandbox.limits.open_files = pool.limits.open_files;
   o.sandbox.limits.processes = pool.limits.processes;

@@ -75,6 +75,22 @@ void read_limits(MapReader r, PoolConfig::Limits* l) {
   r.finish();
 }
 
+// A list of namespace names ("user", "pid", "net", "ipc", "uts", "mount" or "mnt").
+void read_namespaces(MapReader& r, std::string_view key, sandbox::NamespaceSet* out) {
+  std::vector<std::string> names;
+  if (!r.string_list(key, &names)) return;
+  sandbox::NamespaceSet set;
+  for (const std::string& name : names) {
+    std::optional<sandbox::Namespace> ns = sandbox::parse_namespace(name);
+    if (!ns) {
+      r.fail(key, "unknown namespace '" + name + "' (expected user, pid, net, ipc, uts, mount)");
+      return;
+    }
+    set.add(*ns);
+  }
+  *out = set;
+}
+
 void read_sandbox(MapReader r, PoolConfig::Sandbox* s) {
   using sandbox::SeccompProfile;
   r.choice<SeccompProfile>("profile", &s->profile,
@@ -88,17 +104,35 @@ void read_sandbox(MapReader r, PoolConfig::Sandbox* s) {
                                  {"auto", sandbox::CgroupMode::kAuto},
                                  {"required", sandbox::CgroupMode::kRequired}});
   r.string("user", &s->user);
+  read_namespaces(r, "namespaces", &s->namespaces);
+  // Layers whose absence is fatal: namespaces (the spawner acts on them) and landlock (the
+  // worker host does).
+  if (r.string_list("require", &s->require)) {
+    for (const std::string& name : s->require) {
+      if (name == "landlock") continue;
+      if (std::optional<sandbox::Namespace> ns = sandbox::parse_namespace(name)) {
+        s->require_namespaces.add(*ns);
+        continue;
+      }
+      r.fail("require", "unknown layer '" + name +
+                            "' (expected user, pid, net, ipc, uts, mount or landlock)");
+      break;
+    }
+  }
+  if (const sandbox::NamespaceSet extra = s->require_namespaces - s->namespaces; !extra.empty()) {
+    r.fail("require", "requires " + extra.describe(", ") + " but sandbox.namespaces leaves " +
+                          (extra.describe(",").find(',') == std::string::npos ? "it" : "them") +
+                          " out");
+  }
   if (r.string_list("readonly_paths", &s->readonly_paths)) {
     for (const std::string& p : s->readonly_paths) {
-      if (p.empty() || p.front() != '/') {
-        r.fail("readonly_paths", "expected absolute paths, got \"" + p + "\"");
+      if (!p.starts_with('/')) {
+        r.fail("readonly_paths", "'" + p + "' is not an absolute path");
         break;
       }
     }
   }
-  // Names are checked by whoever acts on them (the worker: landlock; the spawner: the
-  // namespaces), so a name this version does not know yet is not an error here.
-  r.string_list("require", &s->require);
+  r.size("tmpfs_size", &s->tmpfs_size);
   r.finish();
 }
 

@@ -88,6 +88,24 @@ Status PoolLoop::launch() {
   }
   launch_.worker_path = *worker;
   SP_RETURN_IF_ERROR(fill_launch_spec());
+  sandbox::NamespaceSet namespaces;
+  if (!opts_.spawner && !opts_.sandbox.namespaces.wanted.empty()) {
+    // Namespaces need the clone3 spawner; without them the vfork one is faster.
+    Clone3SpawnerOptions so;
+    so.namespaces = opts_.sandbox.namespaces;
+    if (const auto& who = launch_.args.policy.run_as) {  // resolved by fill_launch_spec()
+      so.namespaces.run_as_uid = who->uid;
+      so.namespaces.run_as_gid = who->gid;
+    }
+    so.view_paths = {std::filesystem::path(launch_.args.plugin_path).parent_path().string()};
+    so.logger = log_;
+    so.log_name = opts_.name;
+    auto clone3 = make_clone3_spawner(std::move(so));
+    namespaces = clone3->in_effect();
+    spawner_ = std::move(clone3);
+  }
+  isolation_ = sandbox::describe_isolation(opts_.sandbox, namespaces);
+  if (!namespaces.empty()) manager_prefix_ = "ns:" + namespaces.describe() + "+";
   SP_RETURN_IF_ERROR(set_up_cgroups());
 
   int ep = ::epoll_create1(EPOLL_CLOEXEC);
@@ -165,7 +183,6 @@ Status PoolLoop::fill_launch_spec() {
 
 Status PoolLoop::set_up_cgroups() {
   using sandbox::CgroupMode;
-  isolation_ = "rlimits+seccomp:" + std::string(sandbox::profile_name(opts_.sandbox.profile));
   if (opts_.sandbox.cgroup == CgroupMode::kOff) {
     if (opts_.sandbox.cpu_quota > 0) {
       return Status::invalid("limits.cpu_quota needs per-worker cgroups (sandbox.cgroup)");
@@ -419,7 +436,7 @@ void PoolLoop::handle_message(WorkerId id, Link& link, std::uint16_t kind, std::
       std::string isolation = m.isolation.substr(0, kMaxIsolation);
       std::erase_if(isolation, [](char c) { return c < 0x20 || c > 0x7e; });
       log_->debug("[{}] worker {} ready, isolation {}", opts_.name, link.proc->pid(), isolation);
-      core_->on_ready(id, now, isolation + manager_layers_);
+      core_->on_ready(id, now, manager_prefix_ + isolation + manager_layers_);
       return;
     }
     default:

@@ -66,8 +66,8 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   bool wait_idle_for(std::int64_t timeout_ms);  // negative: forever
   void close();
   const std::vector<std::string>& task_types() const { return task_types_; }
-  // The effective isolation of the workers ("rlimits+seccomp:strict+cgroup:v1"); fixed at
-  // start.
+  // The isolation workers run under as configured (sandbox::describe_isolation, plus the
+  // cgroup); set before the loop thread starts, immutable after.
   const std::string& isolation() const { return isolation_; }
   // Wake-up syscalls the manager side has made (futex wakes, eventfd signals): the
   // benchmark reports them per task.
@@ -144,8 +144,10 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   std::unique_ptr<PoolCore> core_;
   std::vector<std::string> task_types_;
   std::string isolation_;
-  // The layers the manager sets up around each worker ("+cgroup:v1"), appended to what the
-  // worker reports of its own (ReadyMsg::isolation).
+  // The layers the manager sets up around each worker, around what the worker reports of its
+  // own (ReadyMsg::isolation): the namespaces before ("ns:user,pid+"), the cgroup after
+  // ("+cgroup:v1").
+  std::string manager_prefix_;
   std::string manager_layers_;
 
   // Loop-thread state.

@@ -34,6 +34,9 @@ class ProcessSpawner final : public Spawner {
  public:
   Result<ChildProcess> spawn(const SpawnRequest& req) override {
     if (req.fds.size() > kMaxMappedFds) return Status::invalid("too many fds to map into a worker");
+    if (req.into_cgroup_fd >= 0) {
+      return Status::invalid("into_cgroup_fd needs the clone3 spawner (make_clone3_spawner)");
+    }
     // The child side runs between vfork and exec, sharing our memory: it may only make
     // async-signal-safe calls and must not allocate, so the mapping is a plain array.
     std::array<std::pair<int, int>, kMaxMappedFds> map{};

@@ -37,6 +37,10 @@ Status set_parent_death_signal(pid_t expected_parent) {
   // The request only covers a parent death that happens from now on: if the manager died
   // before it, we have already been re-parented and would outlive it.
   const pid_t parent = ::getppid();
+  // 0: the parent lives in an ancestor pid namespace (a worker that is pid 1 of its own),
+  // where its pid means nothing here. The clone3 spawner closed the gap instead: its child
+  // set PR_SET_PDEATHSIG before waiting on a pipe the parent writes (EOF if it died first).
+  if (parent == 0) return Status::ok();
   if (parent != expected_parent) {
     return Status::error(Code::kClosed,
                          "getppid() is " + std::to_string(parent) + ", not the spawning manager " +

@@ -40,4 +40,10 @@ bool requires_layer(const SandboxPolicy& policy, std::string_view layer) {
   return std::find(policy.require.begin(), policy.require.end(), layer) != policy.require.end();
 }
 
+std::string describe_isolation(const SandboxPolicy& policy, NamespaceSet namespaces) {
+  std::string out;
+  if (!namespaces.empty()) out = "ns:" + namespaces.describe() + "+";
+  return out + "rlimits+seccomp:" + std::string(profile_name(policy.profile));
+}
+
 }  // namespace sandpool::sandbox

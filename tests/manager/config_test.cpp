@@ -371,3 +371,43 @@ TEST_CASE("a file that cannot be read is not_found and named") {
   CHECK(c.status().code() == sandpool::Code::kNotFound);
   CHECK(c.status().message().find("/nonexistent/poold.yaml") != std::string::npos);
 }
+
+TEST_CASE("sandbox namespaces: all by default, narrowed, required, extra paths and /tmp") {
+  using sandpool::sandbox::NamespaceSet;
+  const sandpool::PoolOptions d = sandpool::to_pool_options(parse_ok(kMinimalPool).pools[0]);
+  CHECK(d.sandbox.namespaces.wanted == NamespaceSet::all());
+  CHECK(d.sandbox.namespaces.required.empty());
+  CHECK(d.sandbox.namespaces.tmpfs_size == 0);
+
+  const sandpool::PoolOptions o = sandpool::to_pool_options(parse_ok(std::string(kMinimalPool) + R"(
+    sandbox:
+      namespaces: [user, pid, net, mnt]
+      require: [net, pid]
+      readonly_paths: [/opt/models]
+      tmpfs_size: 16MiB
+)")
+                                                                .pools[0]);
+  CHECK(o.sandbox.namespaces.wanted.describe() == "user,pid,net,mnt");
+  CHECK(o.sandbox.namespaces.required.describe() == "pid,net");
+  CHECK(o.sandbox.namespaces.readonly_paths == std::vector<std::string>{"/opt/models"});
+  CHECK(o.sandbox.namespaces.tmpfs_size == (16u << 20));
+
+  const sandpool::PoolOptions none = sandpool::to_pool_options(
+      parse_ok(std::string(kMinimalPool) + "    sandbox: {namespaces: []}\n").pools[0]);
+  CHECK(none.sandbox.namespaces.wanted.empty());
+}
+
+TEST_CASE("bad sandbox namespace keys are named with their line") {
+  auto [yaml, error] = GENERATE(table<std::string, std::string>({
+      {std::string(kMinimalPool) + "    sandbox: {namespaces: [net, cgroup]}\n",
+       "t.yaml:4:27: pools[0].sandbox.namespaces: unknown namespace 'cgroup' (expected user, "
+       "pid, net, ipc, uts, mount)"},
+      {std::string(kMinimalPool) + "    sandbox: {namespaces: [user], require: [net, pid]}\n",
+       "t.yaml:4:44: pools[0].sandbox.require: requires pid, net but sandbox.namespaces leaves "
+       "them out"},
+      {std::string(kMinimalPool) + "    sandbox: {readonly_paths: [opt/models]}\n",
+       "t.yaml:4:31: pools[0].sandbox.readonly_paths: 'opt/models' is not an absolute path"},
+  }));
+  INFO(yaml);
+  CHECK(errors_of(yaml) == error);
+}

@@ -203,8 +203,10 @@ class Pool {
   std::optional<Ticket> find(std::uint64_t task_id) const;
   // The task types this pool serves.
   const std::vector<std::string>& task_types() const;
-  // How the workers are confined, as `poolctl workers` shows it: "rlimits+seccomp:<profile>",
-  // plus "+cgroup:v1" or "+cgroup:v2" when each worker has its own cgroup. Fixed at create.
+  // How the workers are confined, as `poolctl workers` shows it for a worker still starting:
+  // "ns:user,pid,net,ipc,uts,mnt+rlimits+seccomp:strict+cgroup:v1" (the namespaces actually in
+  // effect, which the kernel may have narrowed; "+cgroup:v1" or "+cgroup:v2" when each worker
+  // has its own cgroup; see docs/security.md). Fixed at create.
   const std::string& isolation() const;
   // Wake-up syscalls the manager side has paid so far (benchmarks report them per task).
   std::uint64_t wake_syscalls() const;

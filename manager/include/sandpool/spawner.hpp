@@ -11,8 +11,13 @@
 #include <utility>
 #include <vector>
 
+#include <sandpool/sandbox/namespaces.hpp>
 #include <sandpool/status.hpp>
 #include <sandpool/unique_fd.hpp>
+
+namespace spdlog {
+class logger;
+}
 
 namespace sandpool {
 
@@ -56,8 +61,9 @@ struct SpawnRequest {
   // (child fd, parent fd): the parent fd appears as the child fd; every other fd is
   // close-on-exec. stdin is /dev/null unless mapped.
   std::vector<std::pair<int, int>> fds;
-  // A cgroup v2 directory fd: the child starts inside that cgroup (clone3
-  // CLONE_INTO_CGROUP). Honoured only by a spawner whose places_into_cgroup() is true.
+  // A cgroup v2 directory fd: the child starts inside that cgroup (clone3's
+  // CLONE_INTO_CGROUP), before it runs any code. Honoured only by a spawner whose
+  // places_into_cgroup() is true; the plain spawner refuses a request that sets it.
   int into_cgroup_fd = -1;
 };
 
@@ -73,5 +79,37 @@ class Spawner {
 // The plain spawner: Boost.Process with posix::use_vfork (a fork from a large manager costs
 // ten times more), then pidfd_open.
 std::shared_ptr<Spawner> make_process_spawner();
+
+struct Clone3SpawnerOptions {
+  sandbox::NamespacePolicy namespaces;
+  // Shown read-only in the mount namespace's view besides the worker host's directory and
+  // namespaces.readonly_paths: the plugin's directory.
+  std::vector<std::string> view_paths;
+  std::shared_ptr<spdlog::logger> logger;  // null: spdlog's default logger
+  std::string log_name;                    // "[name]" prefix of its log lines (the pool)
+};
+
+// The clone3 spawner (design.md, "Spawning and the sandbox"): clone3 with CLONE_PIDFD, the
+// CLONE_NEW* flags of the namespaces the kernel allows out of those asked for, and
+// CLONE_INTO_CGROUP when a request carries a cgroup fd. The child sets up its namespaces
+// (the parent writes its uid/gid maps meanwhile), then execs with the same fd mapping as the
+// plain spawner. docs/security.md ("Namespaces") describes each step.
+//
+// Construction probes which namespaces the kernel lets this process create (a throwaway
+// clone3 per namespace). A wanted namespace it refuses is logged once as a warning and left
+// out; a required one makes every spawn() fail naming it. Thread-safety: spawn() from one
+// thread at a time (the pool's loop thread); in_effect() from any thread.
+class Clone3Spawner : public Spawner {
+ public:
+  // The namespaces each worker gets: those asked for that the kernel allows.
+  virtual sandbox::NamespaceSet in_effect() const = 0;
+};
+std::shared_ptr<Clone3Spawner> make_clone3_spawner(Clone3SpawnerOptions options);
+
+// Returns the namespaces out of `wanted` that this process can create, and in *why (when
+// not null) one "net: clone3(CLONE_NEWNET): Operation not permitted" line per refused one.
+// Each namespace is tried in a throwaway child, together with a user namespace when `wanted`
+// has one and the kernel allows it (an unprivileged process needs it for the others).
+sandbox::NamespaceSet probe_namespaces(sandbox::NamespaceSet wanted, std::string* why);
 
 }  // namespace sandpool

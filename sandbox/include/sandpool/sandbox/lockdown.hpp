@@ -31,6 +31,8 @@ Status wait_for_placement(int gate_fd);
 // deliver the signal retroactively). Kernel quirk for the spawner: the signal follows the
 // parent *thread*, so the manager must spawn from a thread that lives as long as it does.
 // Changing credentials (step 4) clears the setting; that step must call this again.
+// In a pid namespace getppid() is 0 (the parent is outside it): accepted, the clone3 spawner
+// set the signal before exec and checked its parent by other means.
 Status set_parent_death_signal(pid_t expected_parent);
 
 // Step 2a. Closes every fd except stdin/stdout/stderr and those in `keep` (close_range), so

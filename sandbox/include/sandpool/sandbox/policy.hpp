@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include <sandpool/sandbox/namespaces.hpp>
+
 namespace sandpool::sandbox {
 
 // strict: the task loop's syscalls only. relaxed: adds reading files and threads.
@@ -59,9 +61,16 @@ struct SandboxPolicy {
   // Isolation layers whose absence is fatal instead of a warning (`sandbox.require`). The
   // worker acts on "landlock"; other names (namespaces) belong to the spawner.
   std::vector<std::string> require;
+  // Applied by the spawner (clone3), not by the worker host: not on its command line.
+  NamespacePolicy namespaces;
 };
 
 // Returns true iff `layer` is named in policy.require.
 bool requires_layer(const SandboxPolicy& policy, std::string_view layer);
+
+// The isolation a worker runs under as the manager configures it:
+// "ns:user,pid,net,ipc,uts,mnt+rlimits+seccomp:strict" ("rlimits+seccomp:strict" without
+// namespaces). `namespaces` is the set actually in effect, not the one asked for.
+std::string describe_isolation(const SandboxPolicy& policy, NamespaceSet namespaces);
 
 }  // namespace sandpool::sandbox

@@ -1,0 +1,286 @@
+// The clone3 child (namespace_child.hpp). Raw system calls only, from here to execve.
+#include "supervision/namespace_child.hpp"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace sandpool::supervision {
+namespace {
+
+constexpr std::size_t kMaxFds = 16;
+
+[[noreturn]] void fail(int error_fd, ChildStep step, int index, int error) {
+  ChildFailure f;
+  f.step = step;
+  f.index = index;
+  f.error = error;
+  ssize_t n;
+  do {
+    n = ::write(error_fd, &f, sizeof f);
+  } while (n < 0 && errno == EINTR);
+  ::_exit(127);
+}
+
+// In a mount namespace owned by a user namespace, the flags of the host's mounts are locked:
+// a read-only remount of a bind mount must keep nosuid/nodev/noexec/atime flags that were
+// already set, or the kernel refuses it (EPERM). statfs reports them.
+unsigned long locked_flags(const char* path) {
+  struct statfs st {};
+  if (::statfs(path, &st) != 0) return 0;
+  unsigned long flags = 0;
+  const auto f = static_cast<unsigned long>(st.f_flags);
+  if ((f & ST_NOSUID) != 0) flags |= MS_NOSUID;
+  if ((f & ST_NODEV) != 0) flags |= MS_NODEV;
+  if ((f & ST_NOEXEC) != 0) flags |= MS_NOEXEC;
+  if ((f & ST_NOATIME) != 0) flags |= MS_NOATIME;
+  if ((f & ST_NODIRATIME) != 0) flags |= MS_NODIRATIME;
+  if ((f & ST_RELATIME) != 0) flags |= MS_RELATIME;
+  return flags;
+}
+
+// Returns 0 or the errno of the failing call.
+int apply_mount_op(const MountOp& op, const char* bind_source) {
+  const char* target = op.target.c_str();
+  switch (op.kind) {
+    case MountOp::Kind::kMkdir:
+      return ::mkdir(target, 0755) == 0 || errno == EEXIST ? 0 : errno;
+    case MountOp::Kind::kTouch: {
+      const int fd = ::open(target, O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
+      if (fd < 0) return errno;
+      ::close(fd);
+      return 0;
+    }
+    case MountOp::Kind::kBind: {
+      if (::mount(bind_source, target, nullptr, MS_BIND | MS_REC, nullptr) != 0) return errno;
+      unsigned long flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | locked_flags(target);
+      if (!op.device) flags |= MS_NODEV;
+      return ::mount(nullptr, target, nullptr, flags, nullptr) == 0 ? 0 : errno;
+    }
+    case MountOp::Kind::kSymlink:
+      return ::symlink(op.source.c_str(), target) == 0 ? 0 : errno;
+    case MountOp::Kind::kTmpfs: {
+      // "mode=1777,size=" + decimal, built on the stack.
+      char data[64] = "mode=1777,size=";
+      char digits[24];
+      std::size_t n = 0;
+      std::uint64_t v = op.size;
+      do {
+        digits[n++] = static_cast<char>('0' + v % 10);
+        v /= 10;
+      } while (v != 0 && n < sizeof digits);
+      std::size_t len = std::strlen(data);
+      while (n > 0) data[len++] = digits[--n];
+      data[len] = '\0';
+      return ::mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, data) == 0 ? 0 : errno;
+    }
+    case MountOp::Kind::kProc:
+      return ::mount("proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) == 0
+                 ? 0
+                 : errno;
+  }
+  return EINVAL;
+}
+
+// The host's root moves to kOldRoot under a fresh tmpfs root; the view is built from it,
+// then it is detached and the new root made read-only. The staging mount point is /tmp: the
+// tmpfs over it moves away with pivot_root, so the host's /tmp stays reachable through the
+// old root (bubblewrap does the same).
+void build_view(const ChildSetup& s, int error_fd) {
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    fail(error_fd, ChildStep::kMountPrivate, -1, errno);
+  }
+  if (::mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") != 0) {
+    fail(error_fd, ChildStep::kMountRoot, -1, errno);
+  }
+  if (::chdir("/tmp") != 0 || ::mkdir(kOldRoot + 1, 0755) != 0 ||
+      ::syscall(SYS_pivot_root, ".", kOldRoot + 1) != 0 || ::chdir("/") != 0) {
+    fail(error_fd, ChildStep::kPivotRoot, -1, errno);
+  }
+  for (std::size_t i = 0; i < s.mount_count; ++i) {
+    if (int err = apply_mount_op(s.mounts[i], s.bind_sources[i].c_str()); err != 0) {
+      fail(error_fd, ChildStep::kMountOp, static_cast<int>(i), err);
+    }
+  }
+  if (::umount2(kOldRoot, MNT_DETACH) != 0 || ::rmdir(kOldRoot) != 0) {
+    fail(error_fd, ChildStep::kDetachOldRoot, -1, errno);
+  }
+  if (::mount(nullptr, "/", nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) != 0 ||
+      ::chdir("/") != 0) {
+    fail(error_fd, ChildStep::kRootReadOnly, -1, errno);
+  }
+}
+
+void loopback_up(int error_fd) {
+  const int sock = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (sock < 0) fail(error_fd, ChildStep::kLoopback, -1, errno);
+  struct ifreq ifr {};
+  std::memcpy(ifr.ifr_name, "lo", 3);
+  if (::ioctl(sock, SIOCGIFFLAGS, &ifr) != 0) fail(error_fd, ChildStep::kLoopback, -1, errno);
+  ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP | IFF_RUNNING);
+  if (::ioctl(sock, SIOCSIFFLAGS, &ifr) != 0) fail(error_fd, ChildStep::kLoopback, -1, errno);
+  ::close(sock);
+}
+
+}  // namespace
+
+void run_namespace_child(const ChildSetup& s) {
+  // Above the fds being mapped, so that mapping cannot clobber it.
+  int error_fd = ::fcntl(s.error_fd, F_DUPFD_CLOEXEC, 64);
+  if (error_fd < 0) ::_exit(127);
+  // Before waiting for the parent: if it dies from here on, so do we; if it died before,
+  // its end of the sync pipe is closed and the read below sees EOF.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
+    fail(error_fd, ChildStep::kDeathSignal, -1, errno);
+  }
+  if (s.wait_for_parent) {
+    char go = 0;
+    ssize_t n;
+    do {
+      n = ::read(s.sync_fd, &go, 1);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1) fail(error_fd, ChildStep::kWaitParent, -1, n == 0 ? EPIPE : errno);
+  }
+  // The ids first: files can only be created in the new tmpfs by ids mapped in the user
+  // namespace (EOVERFLOW otherwise), so the view is built as the namespace's root (or the
+  // worker's user), and bind sources are looked up with its permissions.
+  // Raw system calls: glibc's setresuid & co. signal every thread it knows of, and the
+  // threads it knows of are the parent's.
+  if (s.drop_groups && ::syscall(SYS_setgroups, 0, nullptr) != 0) {
+    fail(error_fd, ChildStep::kSetGroups, -1, errno);
+  }
+  if (s.become_gid >= 0 &&
+      ::syscall(SYS_setresgid, s.become_gid, s.become_gid, s.become_gid) != 0) {
+    fail(error_fd, ChildStep::kSetGid, -1, errno);
+  }
+  if (s.become_uid >= 0 &&
+      ::syscall(SYS_setresuid, s.become_uid, s.become_uid, s.become_uid) != 0) {
+    fail(error_fd, ChildStep::kSetUid, -1, errno);
+  }
+  if (s.hostname != nullptr && ::sethostname(s.hostname, std::strlen(s.hostname)) != 0) {
+    fail(error_fd, ChildStep::kHostname, -1, errno);
+  }
+  if (s.loopback_up) loopback_up(error_fd);
+  if (s.mounts != nullptr) build_view(s, error_fd);
+  // The same fd mapping as the plain spawner: every source moves above the target range
+  // first, so that binding fd 3 cannot clobber a source that happens to be fd 3 or 4.
+  int moved[kMaxFds];
+  const std::size_t n = s.fd_count < kMaxFds ? s.fd_count : kMaxFds;
+  for (std::size_t i = 0; i < n; ++i) {
+    moved[i] = ::fcntl(s.fds[i].second, F_DUPFD_CLOEXEC, 64);
+    if (moved[i] < 0) fail(error_fd, ChildStep::kMapFds, static_cast<int>(i), errno);
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (::dup2(moved[i], s.fds[i].first) < 0) {
+      fail(error_fd, ChildStep::kMapFds, static_cast<int>(i), errno);
+    }
+  }
+  // stdin is /dev/null unless mapped, as with the plain spawner.
+  bool stdin_mapped = false;
+  for (std::size_t i = 0; i < n; ++i) stdin_mapped = stdin_mapped || s.fds[i].first == 0;
+  if (!stdin_mapped) {
+    const int null_fd = ::open("/dev/null", O_RDONLY);
+    if (null_fd < 0 || (null_fd != 0 && ::dup2(null_fd, 0) < 0)) {
+      fail(error_fd, ChildStep::kMapFds, -1, errno);
+    }
+    if (null_fd != 0) ::close(null_fd);
+  }
+  // poold blocks SIGTERM/SIGINT/SIGHUP for its signalfd (and the parent blocked everything
+  // around clone3); the mask survives exec, and a worker must see the defaults.
+  sigset_t none;
+  ::sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::execve(s.path, s.argv, s.envp);
+  fail(error_fd, ChildStep::kExec, -1, errno);
+}
+
+std::string describe_child_failure(const ChildFailure& f, const ChildSetup& s) {
+  std::string what;
+  switch (f.step) {
+    case ChildStep::kDeathSignal:
+      what = "prctl(PR_SET_PDEATHSIG, SIGKILL)";
+      break;
+    case ChildStep::kWaitParent:
+      what = "waiting for the id maps";
+      break;
+    case ChildStep::kSetGroups:
+      what = "setgroups(0)";
+      break;
+    case ChildStep::kSetGid:
+      what = "setresgid(" + std::to_string(s.become_gid) + ")";
+      break;
+    case ChildStep::kSetUid:
+      what = "setresuid(" + std::to_string(s.become_uid) + ")";
+      break;
+    case ChildStep::kHostname:
+      what = std::string("sethostname(") + (s.hostname ? s.hostname : "") + ")";
+      break;
+    case ChildStep::kLoopback:
+      what = "ioctl(SIOCSIFFLAGS, lo up)";
+      break;
+    case ChildStep::kMountPrivate:
+      what = "mount(/, MS_REC|MS_PRIVATE)";
+      break;
+    case ChildStep::kMountRoot:
+      what = "mount(tmpfs, /tmp) for the new root";
+      break;
+    case ChildStep::kPivotRoot:
+      what = std::string("pivot_root(/tmp, ") + kOldRoot + ")";
+      break;
+    case ChildStep::kMountOp: {
+      if (f.index < 0 || static_cast<std::size_t>(f.index) >= s.mount_count) {
+        what = "mount";
+        break;
+      }
+      const MountOp& op = s.mounts[f.index];
+      switch (op.kind) {
+        case MountOp::Kind::kMkdir:
+          what = "mkdir(" + op.target + ")";
+          break;
+        case MountOp::Kind::kTouch:
+          what = "open(" + op.target + ", O_CREAT)";
+          break;
+        case MountOp::Kind::kBind:
+          what = "mount(" + op.target + ", MS_BIND|MS_RDONLY)";
+          break;
+        case MountOp::Kind::kSymlink:
+          what = "symlink(" + op.source + ", " + op.target + ")";
+          break;
+        case MountOp::Kind::kTmpfs:
+          what = "mount(tmpfs, " + op.target + ")";
+          break;
+        case MountOp::Kind::kProc:
+          what = "mount(proc, " + op.target + ")";
+          break;
+      }
+      break;
+    }
+    case ChildStep::kDetachOldRoot:
+      what = std::string("umount2(") + kOldRoot + ", MNT_DETACH)";
+      break;
+    case ChildStep::kRootReadOnly:
+      what = "mount(/, MS_REMOUNT|MS_RDONLY)";
+      break;
+    case ChildStep::kMapFds:
+      what = "dup2 (fd mapping)";
+      break;
+    case ChildStep::kExec:
+      what = std::string("execve(") + (s.path ? s.path : "") + ")";
+      break;
+  }
+  return what + ": " + std::strerror(f.error);
+}
+
+}  // namespace sandpool::supervision

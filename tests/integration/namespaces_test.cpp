@@ -1,0 +1,252 @@
+// Workers in namespaces, with real processes: a pool whose sandbox asks for every namespace
+// spawns through clone3, and the ns_probe plugin reports what the worker sees from inside.
+// The kernel here (6.18, root, user namespaces allowed) supports them all; a test skips,
+// with the reason, only where the kernel refuses one.
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <sandpool/spawner.hpp>
+
+#include "supervision/proc_stats.hpp"
+#include "test_support.hpp"
+
+using namespace sandpool;
+using namespace std::chrono_literals;
+using sandpool::testing::kPatience;
+using sandpool::testing::make_pool;
+using sandpool::testing::run;
+
+namespace {
+
+const std::string kProbe = std::string(SANDPOOL_TEST_PLUGIN_DIR) + "/libns_probe.so";
+
+// True iff this process may create every namespace; otherwise WARNs the kernel's reason.
+bool kernel_allows_all() {
+  std::string why;
+  const sandbox::NamespaceSet all = sandbox::NamespaceSet::all();
+  if (probe_namespaces(all, &why) == all) return true;
+  WARN("SKIPPED: the kernel refuses namespaces here: " << why);
+  return false;
+}
+
+PoolOptions isolated_pool(std::uint32_t workers = 1) {
+  PoolOptions o;
+  o.name = "test-ns";
+  o.plugin_path = kProbe;
+  o.worker_path = SANDPOOL_WORKER_PATH;
+  o.workers = workers;
+  o.missed_heartbeats = 40;
+  o.retry.base = 1ms;
+  o.retry.max = 20ms;
+  // The probe makes syscalls no profile allows (socket, connect, fork): seccomp is another
+  // layer, tested on its own.
+  o.sandbox.profile = sandbox::SeccompProfile::kOff;
+  o.sandbox.namespaces.wanted = sandbox::NamespaceSet::all();
+  return o;
+}
+
+std::string probe(Pool& pool, const std::string& cmd) {
+  TaskResult r = run(pool, "probe", cmd);
+  REQUIRE(r.state == TaskState::kCompleted);
+  return r.result;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
+
+// A TCP listener on 127.0.0.1 in the test's (the host's) network namespace.
+struct Listener {
+  int fd = -1;
+  int port = 0;
+  Listener() {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(fd, 8) == 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+  }
+  ~Listener() { ::close(fd); }
+  bool accepted_anything() const {
+    const int c = ::accept(fd, nullptr, nullptr);
+    if (c >= 0) ::close(c);
+    return c >= 0;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a namespaced worker is pid 1 of its own pid namespace and sees no other process") {
+  if (!kernel_allows_all()) return;
+  auto pool = make_pool(isolated_pool());
+  CHECK(probe(*pool, "pid") == "1");
+  CHECK(probe(*pool, "procs") == "1");
+  // The manager still sees it by its outer pid: /proc reads for RSS and CPU work.
+  const pid_t outer = pool->workers().at(0).pid;
+  CHECK(outer != 1);
+  CHECK(supervision::rss_bytes(outer) > 0);
+  CHECK(supervision::cpu_ns(outer) > 0);
+}
+
+TEST_CASE("a namespaced worker has only lo, up, and cannot reach a listener on the host") {
+  if (!kernel_allows_all()) return;
+  auto pool = make_pool(isolated_pool());
+  CHECK(probe(*pool, "ifaces") == "lo");
+  Listener host;
+  const std::string answer = probe(*pool, "connect " + std::to_string(host.port));
+  // lo is up (not ENETUNREACH) but nobody listens on its own 127.0.0.1.
+  CHECK(answer == "error:" + std::to_string(ECONNREFUSED));
+  CHECK_FALSE(host.accepted_anything());
+}
+
+TEST_CASE("a namespaced worker sees a read-only minimal view: no /home, no secret, its own /tmp") {
+  if (!kernel_allows_all()) return;
+  // A world-readable secret outside the view.
+  char dir_template[] = "/var/tmp/sp-ns-secret-XXXXXX";
+  REQUIRE(::mkdtemp(dir_template) != nullptr);
+  const std::filesystem::path dir(dir_template);
+  ::chmod(dir.c_str(), 0755);
+  const std::string secret = (dir / "secret").string();
+  std::ofstream(secret) << "hunter2";
+  ::chmod(secret.c_str(), 0644);
+  // And one in the host's /tmp, which the worker's /tmp must not show.
+  const std::string host_tmp_file = "/tmp/sp-ns-host-file-" + std::to_string(::getpid());
+  std::ofstream(host_tmp_file) << "host";
+
+  PoolOptions o = isolated_pool();
+  o.sandbox.namespaces.tmpfs_size = 1u << 20;
+  auto pool = make_pool(o);
+  CHECK(probe(*pool, "read " + secret) == "error:" + std::to_string(ENOENT));
+  CHECK(probe(*pool, "ls /home") == "error:" + std::to_string(ENOENT));
+  CHECK(probe(*pool, "ls /tmp") == "");
+  CHECK(probe(*pool, "fstype /tmp") == "tmpfs");
+  CHECK(probe(*pool, "write /tmp/scratch") == "wrote");
+  // What is shown is read-only, and glibc's files are there.
+  CHECK(probe(*pool, "write " + std::string(SANDPOOL_TEST_PLUGIN_DIR) + "/x") ==
+        "error:" + std::to_string(EROFS));
+  CHECK(probe(*pool, "read /etc/passwd").rfind("read:root:", 0) == 0);
+  CHECK(probe(*pool, "hostname") == "sandpool");
+  CHECK(pool->isolation() == "ns:user,pid,net,ipc,uts,mnt+rlimits+seccomp:off");
+
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove(host_tmp_file);
+}
+
+TEST_CASE("with a root manager the worker is the overflow user, or the ns root over a 1:1 user") {
+  if (!kernel_allows_all()) return;
+  if (::geteuid() != 0) {
+    WARN("SKIPPED: the id maps of a root manager need root");
+    return;
+  }
+  SECTION("no worker user configured: nobody, inside and out") {
+    auto pool = make_pool(isolated_pool());
+    CHECK(probe(*pool, "ids") == "65534 65534");
+    const pid_t outer = pool->workers().at(0).pid;
+    CHECK(read_file("/proc/" + std::to_string(outer) + "/uid_map").find("65534") !=
+          std::string::npos);
+  }
+  SECTION("a worker user: root of the namespace (nobody outside) until step 4 drops to it") {
+    PoolOptions o = isolated_pool();
+    o.sandbox.namespaces.run_as_uid = 4321;
+    o.sandbox.namespaces.run_as_gid = 4322;
+    auto pool = make_pool(o);
+    CHECK(probe(*pool, "ids") == "0 0");
+    const std::string status =
+        read_file("/proc/" + std::to_string(pool->workers().at(0).pid) + "/status");
+    CHECK(status.find("Uid:\t65534\t65534\t65534\t65534") != std::string::npos);
+    std::istringstream maps(
+        read_file("/proc/" + std::to_string(pool->workers().at(0).pid) + "/uid_map"));
+    std::uint32_t inside = 0, outside = 0, count = 0;
+    std::vector<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>> rows;
+    while (maps >> inside >> outside >> count) rows.emplace_back(inside, outside, count);
+    CHECK(rows == std::vector<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>>{
+                      {0, 65534, 1}, {4321, 4321, 1}});
+  }
+}
+
+TEST_CASE("tasks flow through the ring of a namespaced worker, and kills still work") {
+  if (!kernel_allows_all()) return;
+  PoolOptions o = isolated_pool(2);
+  o.timeout = 300ms;
+  o.retries = 0;
+  auto pool = make_pool(o);
+  std::vector<Ticket> ts;
+  for (int i = 0; i < 200; ++i) ts.push_back(*pool->submit("probe", "echo " + std::to_string(i)));
+  for (int i = 0; i < 200; ++i) {
+    REQUIRE(ts[i].wait_for(kPatience));
+    CHECK(ts[i].wait().result == std::to_string(i));
+  }
+  // pid 1 ignores signals it has no handler for, but not SIGKILL from outside: a hung task
+  // is still killed at its timeout (with a backtrace: that signal has a handler).
+  TaskResult hung = run(*pool, "probe", "hang");
+  REQUIRE(hung.attempts() == 1);
+  CHECK(hung.history[0].outcome == Outcome::kTimedOut);
+  CHECK_FALSE(hung.history[0].backtrace.empty());
+  CHECK(probe(*pool, "echo after") == "after");
+  // A crash is still a crash. pid 1 cannot die by a signal it sends itself (abort's SIGABRT
+  // is ignored), so abort() ends on its fallback, a faulting instruction: SIGSEGV.
+  TaskResult crashed = run(*pool, "probe", "abort");
+  REQUIRE(crashed.attempts() == 1);
+  CHECK(crashed.history[0].outcome == Outcome::kLost);
+  CHECK_THAT(crashed.history[0].error, Catch::Contains("SIGSEGV") || Catch::Contains("SIGABRT"));
+  CHECK(probe(*pool, "echo after crash") == "after crash");
+}
+
+TEST_CASE("a namespaced worker's own children die with it: no stray process") {
+  if (!kernel_allows_all()) return;
+  std::vector<pid_t> outer_pids;
+  {
+    auto pool = make_pool(isolated_pool());
+    const pid_t worker = pool->workers().at(0).pid;
+    CHECK(probe(*pool, "fork") == "forked");
+    std::istringstream kids(read_file("/proc/" + std::to_string(worker) + "/task/" +
+                                      std::to_string(worker) + "/children"));
+    pid_t kid = 0;
+    while (kids >> kid) outer_pids.push_back(kid);
+    REQUIRE(outer_pids.size() == 1);
+    outer_pids.push_back(worker);
+    pool->close();
+  }
+  // Reaped by the kernel's namespace teardown: the grandchild was reparented to the
+  // subreaper above us (if any) or init, which reap it asynchronously.
+  const auto until = std::chrono::steady_clock::now() + kPatience;
+  for (pid_t p : outer_pids) {
+    while (alive(p) && std::chrono::steady_clock::now() < until) {
+      const std::string stat = read_file("/proc/" + std::to_string(p) + "/stat");
+      if (stat.find(") Z ") != std::string::npos) break;  // dead, waiting for its reaper
+      std::this_thread::sleep_for(5ms);
+    }
+    const std::string stat = read_file("/proc/" + std::to_string(p) + "/stat");
+    CHECK((!alive(p) || stat.find(") Z ") != std::string::npos));
+  }
+}
+
+TEST_CASE("a spawn request with a cgroup fd is refused by the plain spawner") {
+  SpawnRequest req;
+  req.executable = "/bin/true";
+  req.into_cgroup_fd = 0;
+  auto r = make_process_spawner()->spawn(req);
+  REQUIRE_FALSE(r);
+  CHECK(r.status().message().find("clone3") != std::string::npos);
+}
