@@ -114,8 +114,8 @@ void read_sandbox(MapReader r, PoolConfig::Sandbox* s) {
         s->require_namespaces.add(*ns);
         continue;
       }
-      r.fail("require", "unknown layer '" + name +
-                            "' (expected user, pid, net, ipc, uts, mount or landlock)");
+      r.fail("require",
+             "unknown layer '" + name + "' (expected user, pid, net, ipc, uts, mount or landlock)");
       break;
     }
   }
@@ -127,7 +127,7 @@ void read_sandbox(MapReader r, PoolConfig::Sandbox* s) {
   if (r.string_list("readonly_paths", &s->readonly_paths)) {
     for (const std::string& p : s->readonly_paths) {
       if (!p.starts_with('/')) {
-        r.fail("readonly_paths", "'" + p + "' is not an absolute path");
+        r.fail("readonly_paths", "expected absolute paths, got \"" + p + "\"");
         break;
       }
     }

@@ -93,7 +93,8 @@ Status PoolLoop::launch() {
     // Namespaces need the clone3 spawner; without them the vfork one is faster.
     Clone3SpawnerOptions so;
     so.namespaces = opts_.sandbox.namespaces;
-    if (const auto& who = launch_.args.policy.run_as) {  // resolved by fill_launch_spec()
+    const auto& who = launch_.args.policy.run_as;  // resolved by fill_launch_spec()
+    if (who && !so.namespaces.run_as_uid) {
       so.namespaces.run_as_uid = who->uid;
       so.namespaces.run_as_gid = who->gid;
     }
@@ -105,6 +106,8 @@ Status PoolLoop::launch() {
     spawner_ = std::move(clone3);
   }
   isolation_ = sandbox::describe_isolation(opts_.sandbox, namespaces);
+  namespaces_ = namespaces;
+  SP_RETURN_IF_ERROR(fill_launch_spec());  // again, for the paths the namespaces open
   if (!namespaces.empty()) manager_prefix_ = "ns:" + namespaces.describe() + "+";
   SP_RETURN_IF_ERROR(set_up_cgroups());
 
@@ -167,6 +170,22 @@ Status PoolLoop::fill_launch_spec() {
   launch_.args.parent_pid = ::getpid();
   launch_.args.policy = opts_.sandbox;
   SP_RETURN_IF_ERROR(prepare_privilege_drop(launch_.args, opts_.user));
+  // What the namespaces made the worker's own stays open under Landlock (step 6): the /proc
+  // of its pid namespace shows only itself, the view's tmpfs /tmp is private and empty.
+  if (namespaces_.has(sandbox::Namespace::kPid) && namespaces_.has(sandbox::Namespace::kMount)) {
+    launch_.args.policy.readonly_paths.push_back("/proc");
+  }
+  if (namespaces_.has(sandbox::Namespace::kMount)) {
+    // The glibc files the view shows of /etc (the mount plan binds those that exist).
+    for (const char* f : {"/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/hosts",
+                          "/etc/localtime", "/etc/ld.so.cache"}) {
+      std::error_code ec;
+      if (std::filesystem::exists(f, ec)) launch_.args.policy.readonly_paths.emplace_back(f);
+    }
+  }
+  if (namespaces_.has(sandbox::Namespace::kMount) && opts_.sandbox.namespaces.tmpfs_size > 0) {
+    launch_.args.policy.writable_paths.push_back("/tmp");
+  }
   launch_.region.task_ring_bytes = opts_.ring_bytes;
   launch_.region.result_ring_bytes = opts_.ring_bytes;
   launch_.region.max_message = std::max(opts_.max_payload, opts_.max_result) + 4096;

@@ -148,6 +148,7 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   // own (ReadyMsg::isolation): the namespaces before ("ns:user,pid+"), the cgroup after
   // ("+cgroup:v1").
   std::string manager_prefix_;
+  sandbox::NamespaceSet namespaces_;  // in effect for every worker (the clone3 spawner's)
   std::string manager_layers_;
 
   // Loop-thread state.

@@ -95,8 +95,9 @@ std::vector<std::string> loaded_library_dirs() {
 
 namespace {
 
-// Grants read-only access beneath `path` (a directory, or a single file).
-Status allow_read(int ruleset, const std::string& path, const LandlockAccess& access) {
+// Grants read-only access beneath `path` (a directory, or a single file), or every right the
+// ruleset handles when `writable`.
+Status allow(int ruleset, const std::string& path, const LandlockAccess& access, bool writable) {
   auto opened = posix_call("open(" + path + ", O_PATH)",
                            [&] { return ::open(path.c_str(), O_PATH | O_CLOEXEC); });
   if (!opened) return opened.status();
@@ -105,7 +106,8 @@ Status allow_read(int ruleset, const std::string& path, const LandlockAccess& ac
   auto stated = posix_call("fstat(" + path + ")", [&] { return ::fstat(fd.get(), &st); });
   if (!stated) return stated.status();
   PathBeneathAttr rule{};
-  rule.allowed_access = S_ISDIR(st.st_mode) ? access.read_dir : access.read_file;
+  rule.allowed_access =
+      S_ISDIR(st.st_mode) ? (writable ? access.handled_fs : access.read_dir) : access.read_file;
   rule.parent_fd = fd.get();
   auto added = posix_call("landlock_add_rule(" + path + ")", [&] {
     return static_cast<int>(::syscall(SYS_landlock_add_rule, ruleset, kRulePathBeneath, &rule, 0));
@@ -115,7 +117,8 @@ Status allow_read(int ruleset, const std::string& path, const LandlockAccess& ac
 
 }  // namespace
 
-Result<LandlockProbe> restrict_filesystem(const std::vector<std::string>& readable, bool required) {
+Result<LandlockProbe> restrict_filesystem(const std::vector<std::string>& readable, bool required,
+                                          const std::vector<std::string>& writable) {
   LandlockProbe probe = probe_landlock();
   if (probe.abi == 0) {
     if (required) {
@@ -135,7 +138,10 @@ Result<LandlockProbe> restrict_filesystem(const std::vector<std::string>& readab
   if (!created) return created.status();
   UniqueFd ruleset(*created);
   for (const std::string& path : readable) {
-    SP_RETURN_IF_ERROR(allow_read(ruleset.get(), path, access));
+    SP_RETURN_IF_ERROR(allow(ruleset.get(), path, access, false));
+  }
+  for (const std::string& path : writable) {
+    SP_RETURN_IF_ERROR(allow(ruleset.get(), path, access, true));
   }
   auto restricted = posix_call("landlock_restrict_self", [&] {
     return static_cast<int>(::syscall(SYS_landlock_restrict_self, ruleset.get(), 0));

@@ -167,6 +167,12 @@ constexpr FlagSpec kFlags[] = {
        a.policy.readonly_paths.emplace_back(v);
        return Status::ok();
      }},
+    {"--writable-path", true,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       SP_RETURN_IF_ERROR(require_nonempty(f, v));
+       a.policy.writable_paths.emplace_back(v);
+       return Status::ok();
+     }},
     {"--require", true,
      [](WorkerArgs& a, std::string_view f, std::string_view v) {
        SP_RETURN_IF_ERROR(require_nonempty(f, v));
@@ -214,6 +220,7 @@ std::vector<std::string> to_argv(const WorkerArgs& args) {
     for (std::uint32_t g : r->groups) add("--run-as-group", std::to_string(g));
   }
   for (const std::string& p : args.policy.readonly_paths) add("--readonly-path", p);
+  for (const std::string& p : args.policy.writable_paths) add("--writable-path", p);
   for (const std::string& r : args.policy.require) add("--require", r);
   return out;
 }

@@ -103,8 +103,7 @@ TEST_CASE("opening a file under the strict profile is a sandbox_violation") {
 
 // relaxed allows reading files; what keeps the secret out of reach is the worker's view
 // (Landlock, or the mount namespace). Not registered until those land.
-TEST_CASE("a relaxed worker cannot read a world-readable file outside its view",
-          "[.][needs-privs]") {
+TEST_CASE("a relaxed worker cannot read a world-readable file outside its view", "[needs-privs]") {
   Secret secret;
   HostileWorld world;
   PoolOptions o = hostile_options();
@@ -149,12 +148,13 @@ TEST_CASE("connecting to a listener on 127.0.0.1 is stopped at socket()") {
 }
 
 // A pool that allows sockets still has no route out: its own network namespace has
-// nothing but a loopback of its own. Not registered until the namespace layer lands.
-TEST_CASE("a worker allowed sockets reaches no listener of the host", "[.][needs-ns]") {
+// nothing but a loopback of its own. The network namespace is what stops it.
+TEST_CASE("a worker allowed sockets reaches no listener of the host", "[needs-ns]") {
   Listener listener;
   HostileWorld world;
   PoolOptions o = hostile_options();
   o.sandbox.allow_syscalls = {"socket", "connect", "close"};
+  o.sandbox.namespaces.wanted = sandbox::NamespaceSet::all();  // the layer that stops it
   world.start(o);
   const TaskResult r = world.attack("connect", std::to_string(listener.port()));
   REQUIRE(r.attempts() == 1);

@@ -85,6 +85,7 @@ TEST_CASE("a fork bomb in a pool that allows fork is held by pids.max", "[.][nee
   o.sandbox.profile = sandbox::SeccompProfile::kRelaxed;
   o.sandbox.allow_syscalls = {"clone"};
   o.sandbox.limits.processes = 32;
+  o.sandbox.cgroup = sandbox::CgroupMode::kRequired;  // the layer that stops it: pids.max
   world.start(o);
   const TaskResult r = world.attack("fork_bomb", "");
   REQUIRE(r.attempts() == 1);

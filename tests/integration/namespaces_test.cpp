@@ -168,13 +168,12 @@ TEST_CASE("with a root manager the worker is the overflow user, or the ns root o
   }
   SECTION("a worker user: root of the namespace (nobody outside) until step 4 drops to it") {
     PoolOptions o = isolated_pool();
-    o.sandbox.namespaces.run_as_uid = 4321;
-    o.sandbox.namespaces.run_as_gid = 4322;
+    o.user = "4321";  // an id no user has: uid = gid = 4321
     auto pool = make_pool(o);
-    CHECK(probe(*pool, "ids") == "0 0");
+    CHECK(probe(*pool, "ids") == "4321 4321");
     const std::string status =
         read_file("/proc/" + std::to_string(pool->workers().at(0).pid) + "/status");
-    CHECK(status.find("Uid:\t65534\t65534\t65534\t65534") != std::string::npos);
+    CHECK(status.find("Uid:\t4321\t4321\t4321\t4321") != std::string::npos);
     std::istringstream maps(
         read_file("/proc/" + std::to_string(pool->workers().at(0).pid) + "/uid_map"));
     std::uint32_t inside = 0, outside = 0, count = 0;

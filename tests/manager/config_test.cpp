@@ -153,7 +153,7 @@ pools:
     limits: {memory: 64MiB, cpu_time: 1500ms, open_files: 32, processes: 4, file_size: 1MiB,
              max_payload: 2MiB, max_result: 3MiB, cpu_quota: 1.5}
     sandbox: {profile: relaxed, allow_syscalls: [getrandom], keep_env: [TZ], cgroup: required,
-              user: 4001, readonly_paths: [/srv/models], require: [landlock, a-later-layer]}
+              user: 4001, readonly_paths: [/srv/models], require: [landlock, net]}
     health: {heartbeat_interval: 100ms, missed_heartbeats: 5, init_timeout: 2s}
     task_defaults: {timeout: 7s, retries: 6, cancel_grace: 300ms}
     retry: {base: 20ms, multiplier: 1.5, max: 4s, retry_sandbox_violation: true}
@@ -188,7 +188,8 @@ pools:
   CHECK(o.sandbox.cpu_quota == 1.5);
   CHECK(o.user == "4001");
   CHECK(o.sandbox.readonly_paths == std::vector<std::string>{"/srv/models"});
-  CHECK(o.sandbox.require == std::vector<std::string>{"landlock", "a-later-layer"});
+  CHECK(o.sandbox.require == std::vector<std::string>{"landlock", "net"});
+  CHECK(o.sandbox.namespaces.required.describe() == "net");
   CHECK(o.heartbeat_interval == 100ms);
   CHECK(o.missed_heartbeats == 5);
   CHECK(o.init_timeout == 2s);
@@ -406,7 +407,7 @@ TEST_CASE("bad sandbox namespace keys are named with their line") {
        "t.yaml:4:44: pools[0].sandbox.require: requires pid, net but sandbox.namespaces leaves "
        "them out"},
       {std::string(kMinimalPool) + "    sandbox: {readonly_paths: [opt/models]}\n",
-       "t.yaml:4:31: pools[0].sandbox.readonly_paths: 'opt/models' is not an absolute path"},
+       "t.yaml:4:31: pools[0].sandbox.readonly_paths: expected absolute paths, got \"opt/models\""},
   }));
   INFO(yaml);
   CHECK(errors_of(yaml) == error);

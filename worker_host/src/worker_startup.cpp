@@ -126,10 +126,12 @@ void restrict_filesystem(const StartupReport& report, const sandbox::SandboxPoli
   std::vector<std::string> readable = {std::filesystem::path(plugin_path).parent_path().string()};
   for (std::string& dir : sandbox::loaded_library_dirs()) readable.push_back(std::move(dir));
   readable.insert(readable.end(), policy.readonly_paths.begin(), policy.readonly_paths.end());
+  // Its own /proc/<pid> (glibc reads /proc/self/maps, a plugin its fds): no other process's.
+  if (::access("/proc/self", F_OK) == 0) readable.emplace_back("/proc/self");
   // Landlock restricts the calling thread and its future children only.
   const int threads = sandbox::count_threads();
-  Result<sandbox::LandlockProbe> landlock =
-      sandbox::restrict_filesystem(readable, sandbox::requires_layer(policy, "landlock"));
+  Result<sandbox::LandlockProbe> landlock = sandbox::restrict_filesystem(
+      readable, sandbox::requires_layer(policy, "landlock"), policy.writable_paths);
   report.check(landlock.status(), sandbox::kExitLockdown, "lock-down step 6 (Landlock)");
   if (landlock->abi == 0) {
     report.say(2, "Landlock unavailable, the plugin's filesystem view is not restricted: " +

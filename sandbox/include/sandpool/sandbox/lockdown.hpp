@@ -89,7 +89,9 @@ LandlockProbe probe_landlock();
 // ABI enforced. Without Landlock in the kernel it returns abi 0 and the reason, or
 // kUnavailable when `required`. Kernel quirk: it restricts the calling thread only (and
 // threads it starts later); threads that already exist stay unrestricted.
-Result<LandlockProbe> restrict_filesystem(const std::vector<std::string>& readable, bool required);
+// `writable` paths are readable and writable beneath.
+Result<LandlockProbe> restrict_filesystem(const std::vector<std::string>& readable, bool required,
+                                          const std::vector<std::string>& writable = {});
 
 // Returns the directories of every shared object loaded in this process (dl_iterate_phdr),
 // canonical and without duplicates: what the plugin's libraries need to stay readable.

@@ -58,6 +58,9 @@ struct SandboxPolicy {
   // the directories of every loaded library. Everything else is neither readable nor
   // writable.
   std::vector<std::string> readonly_paths;
+  // Step 6: readable and writable under Landlock. The manager fills it, not the config: the
+  // private /tmp of a mount namespace.
+  std::vector<std::string> writable_paths;
   // Isolation layers whose absence is fatal instead of a warning (`sandbox.require`). The
   // worker acts on "landlock"; other names (namespaces) belong to the spawner.
   std::vector<std::string> require;
