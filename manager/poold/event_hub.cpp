@@ -142,8 +142,12 @@ void EventHub::run() {
     }
     lock.lock();
   }
-  for (auto& [id, sub] : subscribers_) sub.responder.ok();
+  // The streams end outside the lock, like every delivery: a responder takes its
+  // connection's lock, which must never nest inside the hub's.
+  auto left = std::move(subscribers_);
   subscribers_.clear();
+  lock.unlock();
+  for (auto& [id, sub] : left) sub.responder.ok();
 }
 
 }  // namespace sandpool::poold
