@@ -8,8 +8,8 @@
 
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <regex>
+#include <sstream>
 
 #include "command_runner.hpp"
 #include "poold_process.hpp"

@@ -80,10 +80,10 @@ struct PoolConfig {
     // Namespaces (docs/security.md, "Namespaces"): all of them unless the file says
     // otherwise; those the kernel refuses are left out with a warning unless required.
     sandbox::NamespaceSet namespaces = sandbox::NamespaceSet::all();
-    std::vector<std::string> require;         // layers whose absence is fatal, by name
+    std::vector<std::string> require;          // layers whose absence is fatal, by name
     sandbox::NamespaceSet require_namespaces;  // the namespaces among them
-    std::vector<std::string> readonly_paths;  // in the mount view, and readable under Landlock
-    std::uint64_t tmpfs_size = 0;  // bytes; 0: no /tmp in the mount namespace's view
+    std::vector<std::string> readonly_paths;   // in the mount view, and readable under Landlock
+    std::uint64_t tmpfs_size = 0;              // bytes; 0: no /tmp in the mount namespace's view
     bool operator==(const Sandbox&) const = default;
   };
   struct Health {
