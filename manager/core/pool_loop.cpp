@@ -107,9 +107,11 @@ Status PoolLoop::launch() {
   }
   isolation_ = sandbox::describe_isolation(opts_.sandbox, namespaces);
   namespaces_ = namespaces;
-  SP_RETURN_IF_ERROR(fill_launch_spec());  // again, for the paths the namespaces open
   if (!namespaces.empty()) manager_prefix_ = "ns:" + namespaces.describe() + "+";
   SP_RETURN_IF_ERROR(set_up_cgroups());
+  // Again, now that the namespaces and the cgroup are known: the paths the namespaces open
+  // to Landlock (step 6) and the cgroup's limits.
+  SP_RETURN_IF_ERROR(fill_launch_spec());
 
   int ep = ::epoll_create1(EPOLL_CLOEXEC);
   if (ep < 0) return Status::from_errno(errno, "epoll_create1");
@@ -224,7 +226,6 @@ Status PoolLoop::set_up_cgroups() {
   }
   launch_.cgroups = std::move(tree).value();
   launch_.pool_name = opts_.name;
-  SP_RETURN_IF_ERROR(fill_launch_spec());  // the cgroup's limits
   const std::string version(supervision::to_string(launch_.cgroups->version()));
   manager_layers_ = "+cgroup:" + version;
   isolation_ += manager_layers_;
