@@ -138,6 +138,12 @@ PoolStats Pool::stats() const {
   return s;
 }
 
+PoolStats Pool::stats_snapshot() const {
+  PoolStats s = loop_->published_stats();
+  if (s.state == "running" && loop_->draining()) s.state = "draining";
+  return s;
+}
+
 PoolMetrics Pool::metrics() const {
   return loop_->query<PoolMetrics>(
       [](core::PoolCore& core, std::int64_t) { return core.metrics(); });

@@ -24,6 +24,7 @@ namespace {
 constexpr std::int64_t kMsNs = 1000000;
 constexpr std::size_t kResultBudget = 4096;  // messages per worker per iteration
 constexpr std::int64_t kRunningPollMs = 10;
+constexpr std::int64_t kStatsPublishNs = 1'000'000;  // published_stats() is at most 1 ms old
 // Worker-writable sizes the manager keeps, whatever a frame claims: the worker host's own
 // caps (host_api.hpp), enforced again here for a worker that forges its frames.
 constexpr std::size_t kMaxTaskError = 4096;
@@ -238,6 +239,7 @@ Status PoolLoop::set_up_cgroups() {
 
 void PoolLoop::run() {
   core_->start(ipc::monotonic_ns());
+  publish_stats(ipc::monotonic_ns(), true);
   std::int64_t busy_rounds = 0;
   for (;;) {
     std::int64_t now = ipc::monotonic_ns();
@@ -255,6 +257,9 @@ void PoolLoop::run() {
       work = true;
     }
     flush_links();
+    // Before after_iteration() wakes idle waiters, and before a possible sleep: current
+    // whenever somebody could have waited for the loop.
+    publish_stats(now, !work);
     after_iteration();
     if (core_->finished() && inbox_count_.load() == 0) break;
 
@@ -293,6 +298,23 @@ void PoolLoop::run() {
   std::lock_guard idle(idle_mu_);
   idle_ = true;
   idle_cv_.notify_all();
+}
+
+void PoolLoop::publish_stats(std::int64_t now, bool force) {
+  if (!force && now - published_at_ns_ < kStatsPublishNs) return;
+  published_at_ns_ = now;
+  PoolStats s = core_->stats();
+  std::lock_guard lock(published_mu_);
+  published_ = std::move(s);
+}
+
+PoolStats PoolLoop::published_stats() {
+  {
+    std::lock_guard lock(ended_mu_);
+    if (loop_ended_.load()) return core_->stats();
+  }
+  std::lock_guard lock(published_mu_);
+  return published_;
 }
 
 bool PoolLoop::drain_inbox(std::int64_t now) {

@@ -63,6 +63,10 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   template <typename R>
   R query(std::function<R(PoolCore&, std::int64_t now)> fn);
   void post(std::function<void(PoolCore&, std::int64_t now)> fn);
+  // PoolCore::stats() as the loop last published it: at most 1 ms old while the
+  // loop is busy, current while it sleeps, exact once it has ended. Never waits for the loop
+  // thread, so a monitor is answered at once however much work is queued ahead of it.
+  PoolStats published_stats();
   bool wait_idle_for(std::int64_t timeout_ms);  // negative: forever
   void close();
   const std::vector<std::string>& task_types() const { return task_types_; }
@@ -110,6 +114,9 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   bool spin_for_work(std::int64_t until_ns);
   void wait_for_events(std::int64_t timeout_ms, std::int64_t now);
   void after_iteration();
+  // Loop thread: copies core_->stats() for published_stats() when `force` or when the last
+  // copy is 1 ms old.
+  void publish_stats(std::int64_t now, bool force);
   // Logs one line of worker `id`'s output (level -1) or plugin log (0..3), within the
   // worker's output limit.
   void log_line(WorkerId id, int level, std::string_view text);
@@ -171,6 +178,11 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   std::atomic<bool> sleeping_{false};
   ipc::EventFd inbox_bell_;
   std::atomic<std::uint64_t> wakes_{0};
+
+  // Stats for other threads (published_stats); published_at_ns_ is the loop thread's.
+  std::mutex published_mu_;
+  PoolStats published_;
+  std::int64_t published_at_ns_ = 0;
 
   std::atomic<std::uint64_t> next_task_id_{1};
   std::atomic<bool> accepting_{true};

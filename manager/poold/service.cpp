@@ -161,7 +161,7 @@ std::vector<PoolMetrics> Service::metrics() const {
 std::optional<std::string> Service::health() const {
   if (stopping_.load()) return "shutting down";
   for (const auto& [name, pool] : pools()) {
-    const std::string state = pool->stats().state;
+    const std::string state = pool->stats_snapshot().state;
     if (state == "failed") return "pool " + name + " failed";
   }
   return std::nullopt;

@@ -65,7 +65,7 @@ json pool_stats_json(const std::string& name, const PoolMetrics& m) {
 void Service::op_status(const Request&, const Responder& res) {
   json pools = json::array();
   for (const auto& [name, pool] : this->pools()) {
-    const PoolStats s = pool->stats();
+    const PoolStats s = pool->stats_snapshot();  // never waits behind a batch
     pools.push_back({{"name", name},
                      {"state", s.state},
                      {"dispatch", std::string(to_string(s.dispatch))},

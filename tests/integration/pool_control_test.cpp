@@ -2,7 +2,9 @@
 // kill a worker on purpose, and a shutdown that runs out of time.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <csignal>
+#include <future>
 #include <mutex>
 #include <set>
 
@@ -123,4 +125,41 @@ TEST_CASE("a shutdown that runs out of time dead-letters what is left with reaso
   CHECK_FALSE(pool->submit("sleep", "1"));
   std::lock_guard lock(mu);
   CHECK(std::count(events.begin(), events.end(), "task_ended") == 3);
+}
+
+TEST_CASE("stats_snapshot answers while the loop thread is held, and is exact once idle") {
+  // on_event runs on the loop thread: holding it there holds the loop, as a long batch
+  // would. stats() would wait for the loop; stats_snapshot() must not.
+  PoolOptions o = pool_options("sleep", 1);
+  std::promise<void> held, release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> hold{true};
+  o.on_event = [&](const PoolEvent& e) {
+    if (e.kind != PoolEvent::Kind::kTaskEnded || !hold.exchange(false)) return;
+    held.set_value();
+    released.wait();
+  };
+  auto pool = make_pool(o);
+  auto t = pool->submit("sleep", "1");
+  REQUIRE(t);
+  REQUIRE(held.get_future().wait_for(kPatience) == std::future_status::ready);
+  auto snapshot = std::async(std::launch::async, [&] { return pool->stats_snapshot(); });
+  const bool answered = snapshot.wait_for(kPatience) == std::future_status::ready;
+  release.set_value();
+  REQUIRE(answered);
+  const PoolStats during = snapshot.get();
+  CHECK(during.state == "running");
+  CHECK(during.workers == 1);
+  CHECK(during.submitted == 1);
+
+  CHECK(t->wait().state == TaskState::kCompleted);
+  pool->wait_idle();
+  const PoolStats exact = pool->stats();
+  const PoolStats published = pool->stats_snapshot();
+  CHECK(published.completed == 1);
+  CHECK(published.completed == exact.completed);
+  CHECK(published.queued == exact.queued);
+  CHECK(published.in_flight == exact.in_flight);
+  pool->drain();
+  CHECK(pool->stats_snapshot().state == "draining");
 }

@@ -180,7 +180,12 @@ class Pool {
   // Stops accepting tasks, finishes every accepted one, stops the workers. Idempotent.
   void close();
 
+  // Exact: answered by the pool's loop thread, after whatever is queued for it.
   PoolStats stats() const;
+  // stats() as the loop thread last published it (at most 1 ms old while the pool is busy,
+  // current while it is idle): answered at once without waiting for the loop thread, for
+  // monitors that poll during heavy load (poold's `status`, /healthz).
+  PoolStats stats_snapshot() const;
   // A monitoring snapshot: stats() plus attempts by outcome, dead letters by reason, workers
   // by state, worker RSS and latency histograms. Include <sandpool/pool_metrics.hpp> to use it.
   PoolMetrics metrics() const;
