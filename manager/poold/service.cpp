@@ -116,8 +116,15 @@ std::vector<std::pair<std::string, std::shared_ptr<Pool>>> Service::pools() cons
 
 void Service::handle(Request req, Responder res) {
   const std::string& op = req.op;
-  if (op == "submit") return op_submit(req, res);
-  if (op == "submit_batch") return op_submit_batch(req, res);
+  if (op == "submit" || op == "submit_batch") {
+    // Off the control server's thread: a batch of thousands of tasks must not hold up a
+    // `status` on another connection. One thread, so submits keep their arrival order.
+    submits_.post([this, req = std::move(req), res] {
+      if (req.op == "submit") return op_submit(req, res);
+      op_submit_batch(req, res);
+    });
+    return;
+  }
   if (op == "task") return op_task(req, res);
   if (op == "cancel") return op_cancel(req, res);
   if (op == "status") return op_status(req, res);

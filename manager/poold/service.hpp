@@ -125,7 +125,8 @@ class Service final : public ControlHandler {
   std::multimap<std::uint64_t, Responder> waiters_;
   std::mutex reload_mu_;  // one reload (or shutdown) at a time
 
-  JobThread jobs_;  // last: destroyed (joined) first
+  JobThread submits_;  // submit and submit_batch, in arrival order
+  JobThread jobs_;     // dlq and reload; last: destroyed (joined) first
 };
 
 // The JSON account of a task (the `task` reply and a waited submit's final reply).
