@@ -94,19 +94,29 @@ void record_reply(Tally& tally, std::size_t n, Clock::time_point sent, Result<Re
       final_refusals = n;
       if (tally.first_error.is_ok()) tally.first_error = r.status();
     }
-  } else if (auto errors = r->body.find("errors"); errors != r->body.end()) {
-    for (const json& e : *errors) {
+  } else {
+    // Refusals one by one (`errors`), then the tail refused as one (`refused_from`).
+    auto count = [&](const json& e, std::uint64_t tasks) {
       const std::string code = e.value("code", std::string());
       const bool retry = retried_code(code);
       const Status why = Status::error(retry ? Code::kQueueFull : Code::kInvalidArgument,
                                        code + ": " + e.value("message", std::string()));
       if (retry) {
-        ++full;
+        full += tasks;
         tally.last_full = why;
       } else {
-        ++final_refusals;
+        final_refusals += tasks;
         if (tally.first_error.is_ok()) tally.first_error = why;
       }
+    };
+    if (auto errors = r->body.find("errors"); errors != r->body.end() && errors->is_array()) {
+      for (const json& e : *errors) {
+        if (e.is_object()) count(e, 1);
+      }
+    }
+    if (auto tail = r->body.find("refused_from"); tail != r->body.end() && tail->is_object()) {
+      const auto from = tail->value("index", std::uint64_t{n});
+      count(*tail, n - std::min<std::uint64_t>(from, n));
     }
   }
   full = std::min<std::uint64_t>(full, n);

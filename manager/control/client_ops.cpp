@@ -127,14 +127,27 @@ Result<std::vector<Submitted>> Client::submit_batch(const std::vector<SubmitRequ
   if (!shared) args["tasks"] = std::move(per_task);
   auto r = body_of(call("submit_batch", std::move(args), std::move(blob)));
   if (!r) return r.status();
+  // Tasks from `refused_from.index` on were refused together and have no `ids` entry.
+  std::size_t tried = tasks.size();
+  Status tail_refusal;
+  if (auto rf = r->find("refused_from"); rf != r->end()) {
+    if (!rf->is_object() || !rf->contains("index") || !(*rf)["index"].is_number_unsigned() ||
+        (*rf)["index"].get<std::size_t>() > tasks.size()) {
+      return Status::protocol("submit_batch reply: refused_from needs an index within the batch");
+    }
+    tried = (*rf)["index"].get<std::size_t>();
+    tail_refusal =
+        control::status_from_wire(string_field(*rf, "code"), string_field(*rf, "message"));
+  }
   auto ids = r->find("ids");
-  if (ids == r->end() || !ids->is_array() || ids->size() != tasks.size()) {
-    return Status::protocol("submit_batch reply does not list one id per task");
+  if (ids == r->end() || !ids->is_array() || ids->size() != tried) {
+    return Status::protocol("submit_batch reply does not list one id per task tried");
   }
   std::vector<Submitted> out(tasks.size());
-  for (std::size_t i = 0; i < out.size(); ++i) {
+  for (std::size_t i = 0; i < tried; ++i) {
     if ((*ids)[i].is_number_unsigned()) out[i].id = (*ids)[i].get<std::uint64_t>();
   }
+  for (std::size_t i = tried; i < out.size(); ++i) out[i].status = tail_refusal;
   auto in_range = [&](const json& index) {
     return index.is_number_unsigned() && index.get<std::size_t>() < out.size();
   };

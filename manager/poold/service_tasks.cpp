@@ -1,6 +1,7 @@
 // Service: submit (waited, with progress), submit_batch, task lookup and cancel.
 #include <spdlog/logger.h>
 
+#include <optional>
 #include <utility>
 
 #include "control/wire_errors.hpp"
@@ -180,8 +181,13 @@ void Service::op_submit_batch(const Request& req, const Responder& res) {
   json ids = json::array();
   json existing_at = json::array();
   json errors = json::array();
+  // Shared options: from the first refusal that would refuse every later task the same way
+  // (queue_full, a closing service, an unroutable type), the rest of the request is not
+  // tried, and the reply says so once (`refused_from`) instead of once per task.
+  std::optional<std::size_t> refused_from;
+  if (shared && !shared_pool) refused_from = 0;
   std::size_t at = 0;
-  for (std::size_t i = 0; i < lens->size(); ++i) {
+  for (std::size_t i = 0; i < lens->size() && !refused_from; ++i) {
     const std::size_t len = (*lens)[i].get<std::size_t>();
     const json& args = per_task ? (*tasks)[i] : defaults;
     if (!args.is_object()) {
@@ -189,17 +195,14 @@ void Service::op_submit_batch(const Request& req, const Responder& res) {
     }
     bool existing = false;
     Result<Ticket> r =
-        !shared       ? submit_one(args, req.blob.substr(at, len), false, false, nullptr, &existing)
-        : shared_pool ? shared_pool->submit(shared_type, req.blob.substr(at, len), shared_options)
-                      : Result<Ticket>(shared_refusal);
+        shared ? shared_pool->submit(shared_type, req.blob.substr(at, len), shared_options)
+               : submit_one(args, req.blob.substr(at, len), false, false, nullptr, &existing);
     at += len;
     if (shared && !r && r.status().code() == Code::kQueueFull) {
-      // No room now: the rest of the request is refused the same way without trying, so
-      // a task never overtakes an earlier one of its request that was refused.
-      shared_pool.reset();
+      // No room now: a task never overtakes an earlier one of its request that was refused.
       shared_refusal = r.status();
-    }
-    if (r) {
+      refused_from = i;
+    } else if (r) {
       ids.push_back(r->id());
       if (existing) existing_at.push_back(i);
     } else {
@@ -212,6 +215,11 @@ void Service::op_submit_batch(const Request& req, const Responder& res) {
   json out{{"ids", std::move(ids)}};
   if (!existing_at.empty()) out["existing"] = std::move(existing_at);
   if (!errors.empty()) out["errors"] = std::move(errors);
+  if (refused_from) {
+    out["refused_from"] = {{"index", *refused_from},
+                           {"code", std::string(control::wire_code(shared_refusal.code()))},
+                           {"message", shared_refusal.message()}};
+  }
   res.ok(std::move(out));
 }
 

@@ -114,6 +114,18 @@ TEST_CASE("batch sends the tasks refused with queue_full again until all are in"
   CHECK(service.batch_tasks() == 1000 + summary["resubmitted"].get<std::uint64_t>());
 }
 
+TEST_CASE("batch resends the tail a reply refuses as one (refused_from)") {
+  TempDir dir;
+  ScriptedService service(dir.path());
+  auto r = poolctl(service.socket(), {"--json", "batch", "tail", "1000", "--batch", "100"});
+  REQUIRE(r.exit_code == 0);
+  const json summary = json::parse(r.out);
+  CHECK(summary["accepted"] == 1000);
+  CHECK(summary["refused"] == 0);
+  CHECK(summary["resubmitted"].get<std::uint64_t>() >= 500);
+  CHECK(service.batch_tasks() == 1000 + summary["resubmitted"].get<std::uint64_t>());
+}
+
 TEST_CASE("batch exits 1 when the service refuses tasks for good, and says how many got in") {
   TempDir dir;
   ScriptedService service(dir.path());

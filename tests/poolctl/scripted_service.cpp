@@ -185,7 +185,8 @@ void ScriptedService::answer_submit(const Request& r, const Responder& out) {
 
 // The compact form: payload_lens + defaults. Type "full" refuses every other task of a
 // request with queue_full, "stuck" every task with queue_full, "closed" every other task
-// with closed.
+// with closed (each refusal in `errors`); "tail" takes the first half of a request and
+// refuses the rest with queue_full as one `refused_from`, as poold does.
 void ScriptedService::answer_batch(const Request& r, const Responder& out) {
   const json& lens = r.args.at("payload_lens");
   std::uint64_t total = 0;
@@ -202,7 +203,8 @@ void ScriptedService::answer_batch(const Request& r, const Responder& out) {
     next_id_ += lens.size();
     batch_tasks_ += lens.size();
   }
-  for (std::size_t i = 0; i < lens.size(); ++i) {
+  const std::size_t tried = type == "tail" ? (lens.size() + 1) / 2 : lens.size();
+  for (std::size_t i = 0; i < tried; ++i) {
     if (type == "stuck" || ((type == "full" || type == "closed") && i % 2 == 1)) {
       ids.push_back(0);
       errors.push_back({{"index", i}, {"code", code}, {"message", message}});
@@ -212,6 +214,9 @@ void ScriptedService::answer_batch(const Request& r, const Responder& out) {
   }
   json reply{{"ids", std::move(ids)}};
   if (!errors.empty()) reply["errors"] = std::move(errors);
+  if (tried < lens.size()) {
+    reply["refused_from"] = {{"index", tried}, {"code", code}, {"message", message}};
+  }
   out.ok(reply);
 }
 
