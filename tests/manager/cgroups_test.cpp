@@ -295,7 +295,7 @@ TEST_CASE("v1: teardown kills every pid listed, including forks that appear mean
   CHECK((*cg)->destroy());  // idempotent
 }
 
-TEST_CASE("a process that never leaves its cgroup is retried with back-off, then reported") {
+TEST_CASE("a process that outlives the wait for its exit is reported at once, by pid") {
   V1Host host;
   auto tree = CgroupTree::open(host.kernel, host.layout(), "sandpool-1");
   REQUIRE(tree);
@@ -306,9 +306,25 @@ TEST_CASE("a process that never leaves its cgroup is retried with back-off, then
   Status s = (*cg)->destroy();
   REQUIRE_FALSE(s);
   CHECK(s.message().find("still populated") != std::string::npos);
-  CHECK(host.kernel->back_offs > 3);
+  CHECK(s.message().find("200 still alive") != std::string::npos);
+  CHECK(host.kernel->back_offs == 0);  // the wait was for the process, not a timer
+  for (const std::string& d : (*cg)->dirs()) CHECK(fs::exists(d));
   host.kernel->immortal.clear();
   CHECK((*cg)->destroy());  // a later attempt finishes the job
+  for (const std::string& d : (*cg)->dirs()) CHECK_FALSE(fs::exists(d));
+}
+
+TEST_CASE("a cgroup that lists no process but is still busy is retried with back-off") {
+  V1Host host;
+  auto tree = CgroupTree::open(host.kernel, host.layout(), "sandpool-1");
+  REQUIRE(tree);
+  auto cg = (*tree)->create("p", {});
+  REQUIRE(cg);
+  host.kernel->busy_removals = 3;  // the kernel has not let go of the exited yet
+  REQUIRE((*cg)->destroy());
+  CHECK(host.kernel->back_offs == 3);
+  CHECK(host.kernel->killed.empty());
+  for (const std::string& d : (*cg)->dirs()) CHECK_FALSE(fs::exists(d));
 }
 
 TEST_CASE("a tree, when it goes, removes the workers' cgroups left behind and its parents") {
