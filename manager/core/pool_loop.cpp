@@ -198,6 +198,10 @@ Status PoolLoop::fill_launch_spec() {
     // The cgroup's memory limit replaces RLIMIT_AS, which breaks runtimes that reserve large
     // address ranges (JITs, Go, ASan) without using them.
     launch_.args.policy.limits.address_space = 0;
+    // pids.max replaces RLIMIT_NPROC, which counts every task of the worker's user on the
+    // host: every worker of every pool running as sandbox.user would share one budget, and a
+    // fork bomb in one would stop the others' threads.
+    launch_.args.policy.limits.processes = 0;
   }
   return Status::ok();
 }
