@@ -2,8 +2,11 @@
 // like this machine's hybrid v1 host and like a systemd v2 host with Delegate=yes.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -312,6 +315,37 @@ TEST_CASE("a process that outlives the wait for its exit is reported at once, by
   host.kernel->immortal.clear();
   CHECK((*cg)->destroy());  // a later attempt finishes the job
   for (const std::string& d : (*cg)->dirs()) CHECK_FALSE(fs::exists(d));
+}
+
+TEST_CASE("the cgroup teardown's kill_and_wait returns once each real process has exited") {
+  std::vector<pid_t> children;
+  for (int i = 0; i < 3; ++i) {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      for (;;) ::pause();
+    }
+    children.push_back(pid);
+  }
+  PosixCgroupFs posix;
+  const Status killed = posix.kill_and_wait(children, std::chrono::seconds(60));
+  if (!killed) {
+    for (pid_t pid : children) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+  REQUIRE(killed);
+  for (pid_t pid : children) {
+    // Exited already: a wait that does not block finds each one, killed by SIGKILL.
+    siginfo_t info{};
+    REQUIRE(::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG) == 0);
+    CHECK(info.si_pid == pid);
+    CHECK(info.si_code == CLD_KILLED);
+    CHECK(info.si_status == SIGKILL);
+  }
+  // Reaped now: nothing to signal, nothing to wait for.
+  CHECK(posix.kill_and_wait(children, std::chrono::milliseconds(0)));
 }
 
 TEST_CASE("a cgroup that lists no process but is still busy is retried with back-off") {
