@@ -199,6 +199,10 @@ Status PoolLoop::fill_launch_spec() {
     // The cgroup's memory limit replaces RLIMIT_AS, which breaks runtimes that reserve large
     // address ranges (JITs, Go, ASan) without using them.
     launch_.args.policy.limits.address_space = 0;
+    // pids.max replaces RLIMIT_NPROC, which counts every task of the worker's user on the
+    // host: every worker of every pool running as sandbox.user would share one budget, and a
+    // fork bomb in one would stop the others' threads.
+    launch_.args.policy.limits.processes = 0;
   }
   return Status::ok();
 }
@@ -523,6 +527,11 @@ void PoolLoop::reap(WorkerId id, std::int64_t now) {
   // Read before the cgroup goes with the WorkerProcess; only a SIGKILL can be an OOM kill.
   report.cgroup_oom = !st.exited && st.signal == SIGKILL && link.proc->cgroup() != nullptr &&
                       link.proc->cgroup()->oom_killed();
+  // What the worker forked goes before the pool says the worker went: a submitter that learns
+  // the attempt's outcome finds nothing of it still running.
+  if (Status s = link.proc->destroy_cgroup(); !s) {
+    log_->warn("[{}] worker {}: its cgroup stays for now: {}", opts_.name, report.pid, s.message());
+  }
   const bool clean = st.exited && st.code == 0;
   if (clean) {
     log_->debug("[{}] worker {} stopped", opts_.name, report.pid);

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <charconv>
 #include <ctime>
 
+#include <sandpool/pidfd.hpp>
 #include <sandpool/posix_call.hpp>
 #include <sandpool/unique_fd.hpp>
 
@@ -77,10 +79,49 @@ std::vector<std::string> PosixCgroupFs::sub_dirs(const std::string& dir) const {
   return out;
 }
 
-Status PosixCgroupFs::kill(pid_t pid) {
-  if (pid <= 0) return Status::invalid("kill: bad pid " + std::to_string(pid));
-  if (::kill(pid, SIGKILL) == 0 || errno == ESRCH) return Status::ok();
-  return Status::from_errno(errno, "kill(" + std::to_string(pid) + ", SIGKILL)");
+Status PosixCgroupFs::kill_and_wait(const std::vector<pid_t>& pids,
+                                    std::chrono::milliseconds bound) {
+  std::vector<UniqueFd> waiting;
+  std::vector<pid_t> waiting_pids;
+  for (pid_t pid : pids) {
+    if (pid <= 0) return Status::invalid("kill: bad pid " + std::to_string(pid));
+    UniqueFd fd(sandpool::pidfd_open(pid));
+    if (!fd) {
+      if (errno == ESRCH) continue;  // gone, and reaped
+      if (::kill(pid, SIGKILL) != 0 && errno != ESRCH) {
+        return Status::from_errno(errno, "kill(" + std::to_string(pid) + ", SIGKILL)");
+      }
+      continue;
+    }
+    if (sandpool::pidfd_send_signal(fd.get(), SIGKILL) != 0 && errno != ESRCH) {
+      return Status::from_errno(errno, "pidfd_send_signal(" + std::to_string(pid) + ", SIGKILL)");
+    }
+    waiting.push_back(std::move(fd));
+    waiting_pids.push_back(pid);
+  }
+  // A pidfd polls readable once its process has exited (all its threads).
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  while (!waiting.empty()) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      std::string alive;
+      for (pid_t p : waiting_pids) alive += (alive.empty() ? "" : " ") + std::to_string(p);
+      return Status::error(Code::kTimeout, "SIGKILLed process(es) " + alive +
+                                               " still alive after " +
+                                               std::to_string(bound.count()) + " ms");
+    }
+    std::vector<pollfd> fds;
+    for (const UniqueFd& fd : waiting) fds.push_back(pollfd{fd.get(), POLLIN, 0});
+    const int n = ::poll(fds.data(), fds.size(), static_cast<int>(left.count()));
+    if (n < 0 && errno != EINTR) return Status::from_errno(errno, "poll(pidfds)");
+    for (std::size_t i = fds.size(); i-- > 0;) {
+      if (fds[i].revents == 0) continue;
+      waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(i));
+      waiting_pids.erase(waiting_pids.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+  }
+  return Status::ok();
 }
 
 bool PosixCgroupFs::alive(pid_t pid) const {
@@ -88,7 +129,7 @@ bool PosixCgroupFs::alive(pid_t pid) const {
 }
 
 void PosixCgroupFs::back_off(int round) {
-  // 1, 2, 4 ... 32 ms: a SIGKILLed process leaves its cgroup within a scheduler tick or two.
+  // 1, 2, 4 ... 32 ms: what the kernel still holds of exited processes goes within a tick or two.
   const long ms = 1L << std::min(round, 5);
   timespec ts{0, ms * 1000000L};
   while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {

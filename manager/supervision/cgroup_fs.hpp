@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,11 +34,14 @@ class CgroupFs {
   virtual bool writable(const std::string& dir) const = 0;
   // Names of the sub-directories of `dir` (empty when it cannot be read).
   virtual std::vector<std::string> sub_dirs(const std::string& dir) const = 0;
-  // SIGKILL to `pid`; ESRCH (already gone) is success.
-  virtual Status kill(pid_t pid) = 0;
+  // SIGKILLs each of `pids`, then returns once every one of them has exited (a zombie has),
+  // or with kTimeout, naming those still alive, when `bound` has passed. A pid already gone
+  // is success. Waiting is what lets a cgroup be removed at once: a process leaves its
+  // cgroup on its way out, before it exits.
+  virtual Status kill_and_wait(const std::vector<pid_t>& pids, std::chrono::milliseconds bound) = 0;
   // Returns true iff a process with this pid exists.
   virtual bool alive(pid_t pid) const = 0;
-  // Waits a little before a retry (killed processes take a moment to leave a cgroup).
+  // Waits a little before a retry: for a cgroup that lists no process yet refuses to go.
   virtual void back_off(int round) = 0;
 };
 
@@ -50,7 +54,10 @@ class PosixCgroupFs : public CgroupFs {
   bool exists(const std::string& path) const override;
   bool writable(const std::string& dir) const override;
   std::vector<std::string> sub_dirs(const std::string& dir) const override;
-  Status kill(pid_t pid) override;
+  // Signals and waits through pidfds, so the wait follows the process that was signalled,
+  // never one that reused its pid; a pid it cannot open a pidfd for (EMFILE) is kill(2)ed
+  // and not waited for (the caller's next round finds it, if it is still there).
+  Status kill_and_wait(const std::vector<pid_t>& pids, std::chrono::milliseconds bound) override;
   bool alive(pid_t pid) const override;
   void back_off(int round) override;
 };

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <mutex>
 
@@ -13,7 +14,12 @@
 namespace sandpool::supervision {
 namespace {
 
-constexpr int kRemoveRounds = 12;  // back_off doubles to 32 ms: about a quarter second in all
+// A round kills what a cgroup lists and waits for it, then tries rmdir; another round is
+// needed only for a fork that raced the kill (v1), or a cgroup the kernel still holds.
+constexpr int kRemoveRounds = 12;
+// How long SIGKILLed processes get to exit: generous, for a loaded machine; one that takes
+// longer is stuck in the kernel, and its cgroup is left to the tree (see CgroupTree).
+constexpr std::chrono::milliseconds kExitBound{10000};
 constexpr std::uint64_t kCpuPeriodUs = 100000;
 constexpr std::string_view kParentPrefix = "sandpool-";
 constexpr std::string_view kManagerLeaf = "sandpool-manager";
@@ -34,15 +40,6 @@ std::string dir_name(std::string_view pool) {
 }
 
 bool is_errno(const Status& s, int err) { return !s && s.sys_errno() == err; }
-
-// Kills every pid listed in `dir`'s cgroup.procs. Returns how many were listed.
-std::size_t kill_listed(CgroupFs& fs, const std::string& dir) {
-  auto procs = fs.read(join(dir, "cgroup.procs"));
-  if (!procs) return 0;
-  const std::vector<pid_t> pids = parse_pids(*procs);
-  for (pid_t p : pids) (void)fs.kill(p);
-  return pids.size();
-}
 
 // The manager's own parents in `base` named sandpool-<pid> whose pid is dead: what a
 // SIGKILLed manager left behind.
@@ -69,18 +66,29 @@ std::mutex& system_mutex() {
 Status remove_cgroup(CgroupFs& fs, const std::string& dir, CgroupVersion version) {
   Status last;
   for (int round = 0; round < kRemoveRounds; ++round) {
-    for (const std::string& sub : fs.sub_dirs(dir))
-      (void)remove_cgroup(fs, join(dir, sub), version);
-    // v2 (5.14+): one write kills the whole sub-tree, forks in flight included. v1, or an
-    // older v2: kill what is listed; a process forked meanwhile is killed next round (a
-    // SIGKILLed process forks no more, so the rounds converge).
-    if (version != CgroupVersion::kV2 || !fs.write(join(dir, "cgroup.kill"), "1")) {
-      kill_listed(fs, dir);
+    // A sub-cgroup that cannot go (a process stuck in the kernel) keeps this one too; the
+    // others are removed all the same.
+    Status subs;
+    for (const std::string& sub : fs.sub_dirs(dir)) {
+      if (Status s = remove_cgroup(fs, join(dir, sub), version); !s && subs) subs = s;
+    }
+    if (!subs) return subs;
+    // v2 (5.14+): one write kills the whole cgroup, forks in flight included. v1, or an older
+    // v2: the kill below is the only one; a process forked meanwhile is killed next round (a
+    // SIGKILLed process forks no more, so the rounds converge). Either way, the processes
+    // listed are waited for: rmdir fails (EBUSY) until each has left on its way out.
+    if (version == CgroupVersion::kV2) (void)fs.write(join(dir, "cgroup.kill"), "1");
+    auto procs = fs.read(join(dir, "cgroup.procs"));
+    const std::vector<pid_t> pids = procs ? parse_pids(*procs) : std::vector<pid_t>{};
+    if (!pids.empty()) {
+      if (Status s = fs.kill_and_wait(pids, kExitBound); !s) {
+        return s.with_context("cgroup " + dir + " still populated");
+      }
     }
     last = fs.remove_dir(dir);
     if (last || is_errno(last, ENOENT)) return Status::ok();
     if (!is_errno(last, EBUSY)) return last;
-    fs.back_off(round);
+    if (pids.empty()) fs.back_off(round);  // nothing listed, yet busy: give the kernel a moment
   }
   return last.with_context("still populated after " + std::to_string(kRemoveRounds) + " rounds");
 }

@@ -100,7 +100,9 @@ class WorkerCgroup {
   // without that counter, when a memory limit is set).
   bool oom_killed() const;
   // Kills everything inside (v2 cgroup.kill; v1 SIGKILL to every pid in cgroup.procs, again
-  // until none is left) and removes the directories. Idempotent.
+  // until none is left), waits until each of those processes has exited, and removes the
+  // directories. On success nothing of the worker runs any more (what it forked may remain as
+  // zombies, for whoever adopted them to reap). Idempotent.
   Status destroy();
 
  private:
@@ -115,8 +117,10 @@ class WorkerCgroup {
   bool destroyed_ = false;
 };
 
-// Kills every process in the cgroup at `dir` and below, and removes them all, retrying while
-// the kernel still counts dying processes (EBUSY). ENOENT (already gone) is success.
+// Kills every process in the cgroup at `dir` and below, waits (bounded) until each has
+// exited, and removes the cgroups, again while a fork that raced the kill keeps one populated
+// (EBUSY). ENOENT (already gone) is success; a process that outlives the bound is an error
+// naming it.
 Status remove_cgroup(CgroupFs& fs, const std::string& dir, CgroupVersion version);
 
 }  // namespace sandpool::supervision

@@ -44,6 +44,10 @@ class WorkerProcess {
   const ipc::EventFd& doorbell() const { return doorbell_; }
   // The worker's cgroup; null when it has none.
   const WorkerCgroup* cgroup() const { return cgroup_.get(); }
+  // Once the worker is reaped: kills what is left in its cgroup, waits until it has exited,
+  // and removes the cgroup (WorkerCgroup::destroy). OK when there is none. On failure the
+  // cgroup is left to the tree.
+  Status destroy_cgroup() { return cgroup_ ? cgroup_->destroy() : Status::ok(); }
 
   // Worker-writable; read each field defensively.
   ipc::RegionHeader* header() const { return region_.header(); }

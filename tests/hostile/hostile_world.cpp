@@ -15,6 +15,8 @@
 #include <map>
 #include <sstream>
 
+#include "host_cgroups.hpp"
+
 namespace sandpool::hostile {
 namespace {
 
@@ -49,6 +51,33 @@ std::map<int, int> parent_of_every_process() {
     if (rest >> state >> ppid) parent[std::stoi(name)] = ppid;
   }
   return parent;
+}
+
+// "pid (comm) state S, parent P": what a stray-process failure shows.
+std::string describe_process(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(in, stat);
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos) return std::to_string(pid) + " (gone)";
+  std::istringstream rest(stat.substr(close + 1));
+  char state = '?';
+  int ppid = 0;
+  rest >> state >> ppid;
+  return stat.substr(0, close + 1) + " state " + state + ", parent " + std::to_string(ppid);
+}
+
+// Reaps every child of ours that has exited, and no other (WNOHANG): after the pools
+// closed, those are orphans of workers, killed with their cgroups, that came to us.
+void reap_dead_children() {
+  for (;;) {
+    siginfo_t info{};
+    if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG) != 0) {
+      if (errno == EINTR) continue;
+      return;  // ECHILD: no child at all
+    }
+    if (info.si_pid == 0) return;  // children, but none exited
+  }
 }
 
 // Submits an ordinary echo task whose payload names it; the test fails if it cannot.
@@ -137,7 +166,24 @@ Result<std::unique_ptr<Pool>> HostileWorld::try_start(PoolOptions hostile) {
 Pool& HostileWorld::start(PoolOptions hostile) {
   auto p = try_start(std::move(hostile));
   if (!p) FAIL("Pool::create (hostile): " << p.status().to_string());
-  hostile_ = std::move(p).value();
+  return adopt(std::move(p).value());
+}
+
+Pool& HostileWorld::start_with_cgroups(PoolOptions hostile) {
+  hostile.sandbox.cgroup = sandbox::CgroupMode::kRequired;
+  auto p = try_start(std::move(hostile));
+  if (!p) {
+    // The pool's own words: "sandbox.cgroup is required, but per-worker cgroups are
+    // unavailable: <the directory and why>" (not root, no controllers, no delegation).
+    const std::string why = p.status().to_string();
+    if (why.find("per-worker cgroups are unavailable") != std::string::npos) skip_test(why);
+    FAIL("Pool::create (hostile, with cgroups): " << why);
+  }
+  return adopt(std::move(p).value());
+}
+
+Pool& HostileWorld::adopt(std::unique_ptr<Pool> hostile) {
+  hostile_ = std::move(hostile);
   const auto& types = hostile_->task_types();
   serves_echo_ = std::find(types.begin(), types.end(), "echo") != types.end();
   return *hostile_;
@@ -179,9 +225,14 @@ void HostileWorld::close_and_check_clean() {
   sibling_->close();
   hostile_.reset();
   sibling_.reset();
-  // The pools have reaped their workers; anything still below us is a stray.
+  // The pools have reaped their workers, and killed what those left in their cgroups and
+  // waited for it to exit. An orphan of a worker came to us (the subreaper): a dead one is
+  // ours to reap, a living one is a stray.
+  reap_dead_children();
   const std::vector<int> left = descendants_of(::getpid());
-  INFO(left.size() << " stray process(es) below the test");
+  std::string seen;
+  for (int pid : left) seen += "\n  " + describe_process(pid);
+  INFO(left.size() << " stray process(es) below the test:" << seen);
   CHECK(left.empty());
   // Clear them away, so one failing case does not fail the next in the same run: killed,
   // they come to us (the subreaper) and are reaped here, until no child is left.
@@ -190,6 +241,13 @@ void HostileWorld::close_and_check_clean() {
     while (::waitpid(-1, nullptr, 0) > 0 || errno == EINTR) {
     }
   }
+  // Every worker's cgroup went with its worker, and the pools' parent with the last pool.
+  const std::vector<std::string> cgroups = worker_cgroup_roots_left();
+  std::string found;
+  for (const std::string& dir : cgroups) found += describe_cgroups(dir);
+  INFO(cgroups.size() << " stray worker cgroup root(s):\n" << found);
+  CHECK(cgroups.empty());
+  for (const std::string& dir : cgroups) remove_cgroups(dir);
   std::set<std::string> new_shm;
   for (const std::string& name : shm_entries()) {
     if (!shm_before_.count(name)) new_shm.insert(name);

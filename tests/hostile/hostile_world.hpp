@@ -5,9 +5,10 @@
 // pool, and on the hostile pool too when its plugin serves "echo"), waits for all of them,
 // requires every ordinary task to complete with its payload, and afterwards requires both
 // pools to still serve. close_and_check_clean() closes the pools and requires that nothing
-// is left behind: no process descended from the test (the test is a child subreaper, so
-// an orphaned grandchild of a worker comes back to it and is seen) and no new /dev/shm
-// entry.
+// is left behind: no living process descended from the test (the test is a child
+// subreaper, so an orphaned grandchild of a worker comes back to it and is seen; one that is
+// dead, killed with its worker's cgroup, is the test's to reap, as init would for poold), no
+// worker cgroup in any cgroup hierarchy (host_cgroups.hpp), and no new /dev/shm entry.
 //
 // Not thread-safe: one test thread drives it. The captured log is written by the pools'
 // loop threads under its own lock.
@@ -73,6 +74,9 @@ class HostileWorld {
 
   // Starts the hostile pool (the test fails if it cannot).
   Pool& start(PoolOptions hostile);
+  // Starts it with per-worker cgroups (sandbox.cgroup: required); ends the test as skipped
+  // (kSkipExitCode), saying why, when this host cannot give workers cgroups.
+  Pool& start_with_cgroups(PoolOptions hostile);
   // Tries to start it: for the cases whose plugin must be refused at start.
   Result<std::unique_ptr<Pool>> try_start(PoolOptions hostile);
 
@@ -84,12 +88,15 @@ class HostileWorld {
   TaskResult attack(const std::string& type, std::string payload, SubmitOptions so = {});
   // Both pools (the hostile one if started) still complete an ordinary task.
   void require_pools_serve();
-  // Closes the pools; requires no descendant process and no new /dev/shm entry.
+  // Closes the pools; reaps the test's dead children; requires no descendant process, no
+  // worker cgroup and no new /dev/shm entry.
   void close_and_check_clean();
   // The hostile pool's stats as it closed (close_and_check_clean).
   const PoolStats& final_stats() const { return final_stats_; }
 
  private:
+  Pool& adopt(std::unique_ptr<Pool> hostile);
+
   std::shared_ptr<CapturedLog> log_;
   std::shared_ptr<spdlog::logger> logger_;
   std::set<std::string> shm_before_;

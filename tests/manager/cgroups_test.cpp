@@ -2,8 +2,11 @@
 // like this machine's hybrid v1 host and like a systemd v2 host with Delegate=yes.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -295,7 +298,7 @@ TEST_CASE("v1: teardown kills every pid listed, including forks that appear mean
   CHECK((*cg)->destroy());  // idempotent
 }
 
-TEST_CASE("a process that never leaves its cgroup is retried with back-off, then reported") {
+TEST_CASE("a process that outlives the wait for its exit is reported at once, by pid") {
   V1Host host;
   auto tree = CgroupTree::open(host.kernel, host.layout(), "sandpool-1");
   REQUIRE(tree);
@@ -306,9 +309,56 @@ TEST_CASE("a process that never leaves its cgroup is retried with back-off, then
   Status s = (*cg)->destroy();
   REQUIRE_FALSE(s);
   CHECK(s.message().find("still populated") != std::string::npos);
-  CHECK(host.kernel->back_offs > 3);
+  CHECK(s.message().find("200 still alive") != std::string::npos);
+  CHECK(host.kernel->back_offs == 0);  // the wait was for the process, not a timer
+  for (const std::string& d : (*cg)->dirs()) CHECK(fs::exists(d));
   host.kernel->immortal.clear();
   CHECK((*cg)->destroy());  // a later attempt finishes the job
+  for (const std::string& d : (*cg)->dirs()) CHECK_FALSE(fs::exists(d));
+}
+
+TEST_CASE("the cgroup teardown's kill_and_wait returns once each real process has exited") {
+  std::vector<pid_t> children;
+  for (int i = 0; i < 3; ++i) {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      for (;;) ::pause();
+    }
+    children.push_back(pid);
+  }
+  PosixCgroupFs posix;
+  const Status killed = posix.kill_and_wait(children, std::chrono::seconds(60));
+  if (!killed) {
+    for (pid_t pid : children) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+  REQUIRE(killed);
+  for (pid_t pid : children) {
+    // Exited already: a wait that does not block finds each one, killed by SIGKILL.
+    siginfo_t info{};
+    REQUIRE(::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG) == 0);
+    CHECK(info.si_pid == pid);
+    CHECK(info.si_code == CLD_KILLED);
+    CHECK(info.si_status == SIGKILL);
+  }
+  // Reaped now: nothing to signal, nothing to wait for.
+  CHECK(posix.kill_and_wait(children, std::chrono::milliseconds(0)));
+}
+
+TEST_CASE("a cgroup that lists no process but is still busy is retried with back-off") {
+  V1Host host;
+  auto tree = CgroupTree::open(host.kernel, host.layout(), "sandpool-1");
+  REQUIRE(tree);
+  auto cg = (*tree)->create("p", {});
+  REQUIRE(cg);
+  host.kernel->busy_removals = 3;  // the kernel has not let go of the exited yet
+  REQUIRE((*cg)->destroy());
+  CHECK(host.kernel->back_offs == 3);
+  CHECK(host.kernel->killed.empty());
+  for (const std::string& d : (*cg)->dirs()) CHECK_FALSE(fs::exists(d));
 }
 
 TEST_CASE("a tree, when it goes, removes the workers' cgroups left behind and its parents") {

@@ -1,12 +1,13 @@
 // A cgroup tree in a temporary directory, and a CgroupFs that plays the kernel's part on it:
 // a new cgroup gets the files this version's kernel would make, a populated cgroup cannot be
-// removed, cgroup.kill and kill() empty cgroup.procs. Everything else is the real
+// removed, cgroup.kill and kill_and_wait() empty cgroup.procs. Everything else is the real
 // PosixCgroupFs doing real file I/O.
 #pragma once
 
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -33,7 +34,8 @@ class FakeCgroupKernel final : public supervision::PosixCgroupFs {
   Status remove_dir(const std::string& path) override {
     if (!std::filesystem::exists(path)) return Status::from_errno(ENOENT, "rmdir(" + path + ")");
     auto procs = read(path + "/cgroup.procs");
-    if (procs && !supervision::parse_pids(*procs).empty()) {
+    if ((procs && !supervision::parse_pids(*procs).empty()) || busy_removals > 0) {
+      if (busy_removals > 0) --busy_removals;
       return Status::from_errno(EBUSY, "rmdir(" + path + ")");
     }
     std::filesystem::remove_all(path);
@@ -60,9 +62,19 @@ class FakeCgroupKernel final : public supervision::PosixCgroupFs {
     }
     return Status::ok();
   }
-  Status kill(pid_t pid) override {
+  // Kills each pid; an immortal one is "still alive" when the wait ends.
+  Status kill_and_wait(const std::vector<pid_t>& pids, std::chrono::milliseconds) override {
+    std::string alive;
+    for (pid_t pid : pids) {
+      if (!kill_one(pid)) alive += " " + std::to_string(pid);
+    }
+    if (alive.empty()) return Status::ok();
+    return Status::error(Code::kTimeout, "SIGKILLed process(es)" + alive + " still alive");
+  }
+  // Returns false iff the pid is immortal.
+  bool kill_one(pid_t pid) {
     killed.push_back(pid);
-    if (immortal.count(pid) != 0) return Status::ok();
+    if (immortal.count(pid) != 0) return false;
     auto child = fork_on_kill.find(pid);
     for (auto& e : std::filesystem::recursive_directory_iterator(root)) {
       if (e.path().filename() != "cgroup.procs") continue;
@@ -72,7 +84,7 @@ class FakeCgroupKernel final : public supervision::PosixCgroupFs {
       touch(e.path(), text_of(kept));
     }
     if (child != fork_on_kill.end()) fork_on_kill.erase(child);
-    return Status::ok();
+    return true;
   }
   bool writable(const std::string& dir) const override { return read_only.count(dir) == 0; }
   bool alive(pid_t pid) const override { return live.count(pid) != 0; }
@@ -106,17 +118,18 @@ class FakeCgroupKernel final : public supervision::PosixCgroupFs {
     std::ofstream(path, std::ios::trunc) << text;
   }
 
-  std::string root;                     // the tree's top directory, for kill()'s sweep
+  std::string root;                     // the tree's top directory, for kill_one()'s sweep
   std::string hierarchy_root;           // v2: the root cgroup, exempt from "no internal processes"
   std::set<std::string> read_only;      // directories writable() denies
   std::set<std::string> missing;        // files this kernel does not make in a new cgroup
-  std::set<pid_t> immortal;             // pids that kill() does not remove
+  std::set<pid_t> immortal;             // pids that kill_one() does not remove
   std::map<pid_t, pid_t> fork_on_kill;  // killing the key leaves the value (a fork) behind
   std::set<std::string> refuse;         // writes to these paths fail with refuse_errno
   int refuse_errno = EACCES;
   std::set<pid_t> live;  // pids alive() reports
   std::vector<pid_t> killed;
   int back_offs = 0;
+  int busy_removals = 0;  // rmdirs refused (EBUSY) though nothing is listed, before one works
 
  private:
   std::vector<std::string> files_for(const std::string&) const {
