@@ -10,9 +10,10 @@
 namespace sandpool::core::detail {
 
 inline constexpr std::int64_t kMsNs = 1000000;
-// A task put back unstarted from this many dead workers' rings is charged a `lost` attempt
-// anyway: the "started" word is worker-writable, so a hostile worker could otherwise keep a
-// task from ever running out of attempts.
+// A task put back unstarted from this many dead workers' rings, each death charged to no
+// task, is charged a `lost` attempt anyway: the "started" word is worker-writable, so a
+// hostile worker claiming to be idle could otherwise keep a task from ever running out of
+// attempts. (A death charged to some task is bounded by that task's attempts.)
 inline constexpr std::uint32_t kMaxFreeRequeues = 20;
 
 inline PoolEvent worker_event(PoolEvent::Kind kind, std::int32_t pid) {

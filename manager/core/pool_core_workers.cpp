@@ -168,6 +168,12 @@ void PoolCore::on_exit(WorkerId wid, const supervision::ExitReport& report, std:
   } else {
     c = supervision::classify_exit(report);
   }
+  // A death charged to a task in the ring costs the others nothing: each such death uses up
+  // one of a finite number of attempts, so they cannot loop. Only a death nobody is charged
+  // for (the worker claimed to be idle) counts against the tasks it puts back.
+  const bool charged = std::any_of(w.in_flight.begin(), w.in_flight.end(), [&](const InFlight& f) {
+    return !f.abandoned && f.task->id == running;
+  });
   std::vector<TaskPtr> never_started;
   for (InFlight& f : w.in_flight) {
     --in_flight_total_;
@@ -183,7 +189,7 @@ void PoolCore::on_exit(WorkerId wid, const supervision::ExitReport& report, std:
     } else if (f.task->cancel_requested) {
       finish(f.task, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled before it started",
              CancelReason::kUser);
-    } else if (++f.task->free_requeues > kMaxFreeRequeues) {
+    } else if (!charged && ++f.task->free_requeues > kMaxFreeRequeues) {
       end_attempt(
           f, Outcome::kLost,
           "its worker died " + std::to_string(f.task->free_requeues) + " times before it started",
