@@ -95,6 +95,10 @@ class NamespaceSpawner final : public Clone3Spawner {
 
   NamespaceSet in_effect() const override { return in_effect_; }
 
+  // clone3 takes CLONE_INTO_CGROUP: on a v2 host the worker starts inside its cgroup, with
+  // no placement gate.
+  bool places_into_cgroup() const override { return true; }
+
   Result<ChildProcess> spawn(const SpawnRequest& req) override {
     if (!refusal_.empty()) return Status::error(Code::kSystem, refusal_);
     if (req.fds.size() > kMaxMappedFds) return Status::invalid("too many fds to map into a worker");
