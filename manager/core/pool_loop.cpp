@@ -60,7 +60,7 @@ Status prepare_privilege_drop(sandbox::WorkerArgs& args, const std::string& user
   return Status::ok();
 }
 
-PoolLoop::PoolLoop(PoolOptions options) : opts_(std::move(options)) {
+PoolLoop::PoolLoop(PoolOptions options) : opts_(options), as_started_(std::move(options)) {
   log_ = opts_.logger ? opts_.logger : spdlog::default_logger();
   spawner_ = opts_.spawner ? opts_.spawner : make_process_spawner();
   if (opts_.seed == 0) opts_.seed = std::random_device{}();

@@ -141,6 +141,7 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   void send_message(WorkerId w, std::uint16_t kind);
 
   PoolOptions opts_;
+  const PoolOptions as_started_;  // opts_ as given at start: reconfigure() checks against it
   std::shared_ptr<spdlog::logger> log_;
   std::shared_ptr<Spawner> spawner_;
   supervision::LaunchSpec launch_;

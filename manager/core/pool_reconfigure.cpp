@@ -84,16 +84,41 @@ void PoolCore::reconfigure(const PoolOptions& next, bool replace_workers, std::i
   settle(now);
 }
 
+}  // namespace sandpool::core
+
+namespace sandpool {
+
+std::optional<std::string> needs_new_pool(const PoolOptions& started, const PoolOptions& next) {
+  const std::string in_place = " cannot change in place: that needs a new pool";
+  if (next.name != started.name) {
+    return "cannot be renamed to '" + next.name + "' in place: that needs a new pool";
+  }
+  if (next.task_types != started.task_types) return "task_types" + in_place;
+  const sandbox::NamespacePolicy& ns = started.sandbox.namespaces;
+  if (!(next.sandbox.namespaces == ns)) return "sandbox.namespaces" + in_place;
+  if (next.sandbox.cgroup != started.sandbox.cgroup) return "sandbox.cgroup" + in_place;
+  if (!ns.wanted.empty() && next.user != started.user) {
+    return "sandbox.user (named in the namespaces' id maps)" + in_place;
+  }
+  auto dir = [](const std::string& plugin) {
+    return std::filesystem::absolute(plugin).parent_path().lexically_normal();
+  };
+  if (ns.wanted.has(sandbox::Namespace::kMount) &&
+      dir(next.plugin_path) != dir(started.plugin_path)) {
+    return "the plugin's directory (in the mount namespace's view)" + in_place;
+  }
+  return std::nullopt;
+}
+
+}  // namespace sandpool
+
+namespace sandpool::core {
+
 // ---- PoolLoop -------------------------------------------------------------------------
 
 Result<ReconfigureReport> PoolLoop::reconfigure(PoolOptions next) {
-  if (next.name != opts_.name) {
-    return Status::invalid("pool '" + opts_.name + "' cannot be renamed to '" + next.name +
-                           "' in place: that needs a new pool");
-  }
-  if (next.task_types != opts_.task_types) {
-    return Status::invalid("pool '" + opts_.name +
-                           "': task_types cannot change in place: that needs a new pool");
+  if (auto why = needs_new_pool(as_started_, next)) {
+    return Status::invalid("pool '" + as_started_.name + "': " + *why);
   }
   if (next.workers == 0) return Status::invalid("a pool needs at least 1 worker");
   if (next.concurrency == 0) return Status::invalid("concurrency must be at least 1");

@@ -62,9 +62,10 @@ Result<json> Service::reload() {
       if (auto it = slots_.find(pc.name); it != slots_.end()) current = it->second;
     }
     if (current && current->config == pc) continue;
-    // The served task types are a pool's for life, and a failed pool stays failed: those
-    // get a new pool, which takes over routing while the old one drains what it accepted.
-    if (!current || current->config.task_types != pc.task_types ||
+    // What a pool keeps for life (needs_new_pool: its task types, what its spawner and
+    // cgroups were built from), and a failed pool, which stays failed: those get a new pool,
+    // which takes over routing while the old one drains what it accepted.
+    if (!current || needs_new_pool(pool_options(current->config), pool_options(pc)) ||
         current->pool->stats().state == "failed") {
       auto pool = make_pool(pc);
       if (!pool) {

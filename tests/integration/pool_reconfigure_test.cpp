@@ -145,3 +145,54 @@ TEST_CASE(
   CHECK(pool->stats().target_workers == 1);
   CHECK(run(*pool, "echo", "same").result == "same");
 }
+
+TEST_CASE("needs_new_pool names what a pool keeps for life, and nothing else") {
+  PoolOptions started = pool_options("echo", 1);
+  started.sandbox.namespaces.wanted = sandbox::NamespaceSet::all();
+  CHECK_FALSE(needs_new_pool(started, started));
+
+  PoolOptions more = started;  // what a rolling restart or a scale applies
+  more.workers = 3;
+  more.sandbox.profile = sandbox::SeccompProfile::kRelaxed;
+  more.plugin_config_json = R"({"x": 1})";
+  CHECK_FALSE(needs_new_pool(started, more));
+
+  auto why = [&](auto change) {
+    PoolOptions next = started;
+    change(next);
+    return needs_new_pool(started, next).value_or("");
+  };
+  CHECK(why([](PoolOptions& o) { o.task_types = {"echo", "more"}; }).find("task_types") == 0);
+  CHECK(why([](PoolOptions& o) {
+          o.sandbox.namespaces.wanted.remove(sandbox::Namespace::kNet);
+        }).find("sandbox.namespaces") == 0);
+  CHECK(why([](PoolOptions& o) {
+          o.sandbox.namespaces.tmpfs_size = 1 << 20;
+        }).find("sandbox.namespaces") == 0);
+  CHECK(why([](PoolOptions& o) {
+          o.sandbox.cgroup = sandbox::CgroupMode::kAuto;
+        }).find("sandbox.cgroup") == 0);
+  CHECK(why([](PoolOptions& o) { o.user = "daemon"; }).find("sandbox.user") == 0);
+  CHECK(why([](PoolOptions& o) {
+          o.plugin_path = "/elsewhere/libecho.so";
+        }).find("the plugin's directory") == 0);
+
+  // Without namespaces, the user and the plugin's directory are launch spec like the rest.
+  PoolOptions plain = pool_options("echo", 1);
+  PoolOptions moved = plain;
+  moved.user = "daemon";
+  moved.plugin_path = "/elsewhere/libecho.so";
+  CHECK_FALSE(needs_new_pool(plain, moved));
+}
+
+TEST_CASE("reconfigure refuses a change of namespaces, naming it, and the pool runs on") {
+  auto pool = make_pool(pool_options("echo", 1));
+  PoolOptions next = pool_options("echo", 1);
+  next.sandbox.namespaces.wanted.add(sandbox::Namespace::kPid);
+  auto r = pool->reconfigure(next);
+  REQUIRE_FALSE(r);
+  CHECK(r.status().code() == Code::kInvalidArgument);
+  CHECK(r.status().message().find("sandbox.namespaces cannot change in place") !=
+        std::string::npos);
+  CHECK(run(*pool, "echo", "same").result == "same");
+}

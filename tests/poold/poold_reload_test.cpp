@@ -102,6 +102,29 @@ TEST_CASE("poold: a reload of workers and dispatch applies to the running pool, 
   CHECK((*stats)["pools"][0]["completed"] == 4);
 }
 
+TEST_CASE("poold: a reload that changes sandbox.namespaces starts a new pool, tasks kept") {
+  PooldFixture f("pools:\n" + pool_yaml("sleep", "sleep", "    concurrency: 1\n"));
+  Client c = f.connect();
+  auto waits = submit_waited(c, task("sleep", "300"), 3);
+  write_file(f.config, service_yaml(f.dir.path) + "pools:\n" +
+                           pool_yaml("sleep", "sleep",
+                                     "    concurrency: 1\n"
+                                     "    sandbox: {namespaces: [user, pid]}\n"));
+  auto applied = c.reload();
+  REQUIRE(applied);
+  // Namespaces are what the pool's spawner was built from: a new pool, not a rolling restart
+  // that would have kept the old namespaces while reporting the new ones.
+  CHECK((*applied)["replaced"] == json::array({"sleep"}));
+  CHECK((*applied)["reconfigured"].empty());
+  require_all_completed(waits);  // the old pool ran what it had accepted
+  auto w = c.workers("sleep");
+  REQUIRE(w);
+  REQUIRE_FALSE((*w)["workers"].empty());
+  for (const auto& worker : (*w)["workers"]) {
+    CHECK(worker["isolation"].get<std::string>().rfind("ns:user,pid+", 0) == 0);
+  }
+}
+
 TEST_CASE(
     "poold: a reload of limits rolls the workers: new pids with the new limit, no task lost") {
   const auto yaml = [](const std::string& open_files) {

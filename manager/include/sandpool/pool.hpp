@@ -133,6 +133,14 @@ struct PoolStats {
   std::string state;  // running, draining, crash_loop, failed, closing, closed
 };
 
+// Why `next` cannot be applied in place (Pool::reconfigure) to a pool started with
+// `started`, or nullopt when it can. A pool's name and task_types are its for life, and so
+// is what its spawner and cgroup tree were built from at start: sandbox.namespaces,
+// sandbox.cgroup, and with namespaces the user the id maps name and (with a mount
+// namespace) the plugin's directory, which is in the workers' view. poold's reload starts a
+// new pool for such a change and retires the old one.
+std::optional<std::string> needs_new_pool(const PoolOptions& started, const PoolOptions& next);
+
 class Pool {
  public:
   // Starts the workers and waits until the first one is ready, so a plugin that cannot
@@ -166,8 +174,8 @@ class Pool {
   // record bounds; the per-task defaults (timeout, retries, retry, queue_ttl) apply to tasks
   // accepted afterwards. The pool's identity is fixed for its life: `next`'s worker_path,
   // task_ids, dead_letter_store, logger, on_event, spawner and seed are ignored.
-  // Errors: kInvalidArgument (another name or task_types: that needs a new pool; workers or
-  // concurrency 0), kPlugin (plugin not found), kClosed (closing or failed pool).
+  // Errors: kInvalidArgument (what needs_new_pool() names; workers or concurrency 0),
+  // kPlugin (plugin not found), kClosed (closing or failed pool).
   Result<ReconfigureReport> reconfigure(PoolOptions next);
   // Stops accepting, lets what was accepted run for up to `timeout`, then dead-letters what
   // is left with `reason` (shutdown, or pool_removed when a reload removed the pool;
