@@ -310,15 +310,18 @@ void PoolLoop::publish_stats(std::int64_t now, bool force) {
   PoolStats s = core_->stats();
   std::lock_guard lock(published_mu_);
   published_ = std::move(s);
+  published_cmds_ = cmds_done_;
 }
 
 PoolStats PoolLoop::published_stats() {
+  const std::uint64_t posted = cmds_posted_.load(std::memory_order_acquire);
   {
-    std::lock_guard lock(ended_mu_);
-    if (loop_ended_.load()) return core_->stats();
+    std::lock_guard lock(published_mu_);
+    // Read-your-writes: a copy taken after every command posted so far (a scale, a
+    // reconfigure) is good enough; submitted tasks may be up to a millisecond behind.
+    if (published_cmds_ >= posted && !loop_ended_.load()) return published_;
   }
-  std::lock_guard lock(published_mu_);
-  return published_;
+  return query<PoolStats>([](PoolCore& core, std::int64_t) { return core.stats(); });
 }
 
 bool PoolLoop::drain_inbox(std::int64_t now) {
@@ -333,6 +336,10 @@ bool PoolLoop::drain_inbox(std::int64_t now) {
   }
   for (TaskPtr& t : tasks) core_->submit(std::move(t), now);
   for (auto& c : cmds) c(*core_, now);
+  if (!cmds.empty()) {
+    cmds_done_ += cmds.size();
+    publish_stats(now, true);  // what the commands changed, for published_stats()
+  }
   return true;
 }
 
@@ -788,6 +795,7 @@ void PoolLoop::post(std::function<void(PoolCore&, std::int64_t)> fn) {
     std::lock_guard lock(inbox_mu_);
     inbox_cmds_.push_back(std::move(fn));
     inbox_count_.fetch_add(1);
+    cmds_posted_.fetch_add(1, std::memory_order_release);
   }
   ring_inbox_bell();
 }

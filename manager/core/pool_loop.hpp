@@ -63,9 +63,10 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   template <typename R>
   R query(std::function<R(PoolCore&, std::int64_t now)> fn);
   void post(std::function<void(PoolCore&, std::int64_t now)> fn);
-  // PoolCore::stats() as the loop last published it: at most 1 ms old while the
-  // loop is busy, current while it sleeps, exact once it has ended. Never waits for the loop
-  // thread, so a monitor is answered at once however much work is queued ahead of it.
+  // PoolCore::stats() as the loop last published it: at most 1 ms old while the loop is
+  // busy, current while it sleeps, and taken after every command posted before the call (a
+  // scale, a reconfigure); otherwise (a command still queued, or the loop ended) exact, by
+  // query. So a monitor is answered at once however many tasks are queued ahead of it.
   PoolStats published_stats();
   bool wait_idle_for(std::int64_t timeout_ms);  // negative: forever
   void close();
@@ -180,10 +181,14 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   ipc::EventFd inbox_bell_;
   std::atomic<std::uint64_t> wakes_{0};
 
-  // Stats for other threads (published_stats); published_at_ns_ is the loop thread's.
+  // Stats for other threads (published_stats). published_cmds_: how many posted commands
+  // had run when published_ was taken (cmds_done_, the loop thread's count, at that time).
   std::mutex published_mu_;
   PoolStats published_;
-  std::int64_t published_at_ns_ = 0;
+  std::uint64_t published_cmds_ = 0;
+  std::int64_t published_at_ns_ = 0;           // loop thread
+  std::uint64_t cmds_done_ = 0;                // loop thread
+  std::atomic<std::uint64_t> cmds_posted_{0};  // any thread (post)
 
   std::atomic<std::uint64_t> next_task_id_{1};
   std::atomic<bool> accepting_{true};

@@ -12,14 +12,14 @@ std::int64_t wall_ms() {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
-bool matches(const std::string& want, const nlohmann::json& e) {
-  return want.empty() || e.value("pool", std::string()) == want;
+bool matches(const std::string& want, const RecordedEvent& e) {
+  return want.empty() || e.pool == want;
 }
 
 }  // namespace
 
-nlohmann::json event_json(const std::string& pool, const PoolEvent& e) {
-  nlohmann::json j{{"event", to_string(e.kind)}, {"pool", pool}, {"time_ms", wall_ms()}};
+nlohmann::json event_json(const RecordedEvent& e) {
+  nlohmann::json j{{"event", to_string(e.kind)}, {"pool", e.pool}, {"time_ms", e.time_ms}};
   switch (e.kind) {
     case PoolEvent::Kind::kWorkerStarted:
     case PoolEvent::Kind::kWorkerReady:
@@ -28,7 +28,7 @@ nlohmann::json event_json(const std::string& pool, const PoolEvent& e) {
     case PoolEvent::Kind::kWorkerExited:
       j["pid"] = e.pid;
       j["outcome"] = to_string(e.outcome);
-      j["detail"] = std::string(e.detail);
+      j["detail"] = e.detail;
       if (e.task_id != 0) j["task_id"] = e.task_id;
       break;
     case PoolEvent::Kind::kAttemptEnded:
@@ -36,16 +36,18 @@ nlohmann::json event_json(const std::string& pool, const PoolEvent& e) {
       j["pid"] = e.pid;
       j["attempt"] = e.attempt;
       j["outcome"] = to_string(e.outcome);
-      j["detail"] = std::string(e.detail);
+      j["detail"] = e.detail;
       break;
     case PoolEvent::Kind::kTaskEnded:
       j["task_id"] = e.task_id;
       j["state"] = to_string(e.state);
       j["reason"] = to_string(e.reason);
       j["attempts"] = e.attempt;
-      j["detail"] = std::string(e.detail);
+      j["detail"] = e.detail;
       break;
   }
+  // The first event after a gap says how long the gap was.
+  if (e.dropped_before != 0) j["dropped"] = e.dropped_before;
   return j;
 }
 
@@ -61,35 +63,38 @@ EventHub::~EventHub() {
 }
 
 void EventHub::publish(const std::string& pool, const PoolEvent& e) {
-  nlohmann::json j = event_json(pool, e);
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [id, sub] : subscribers_) {
-    if (!matches(sub.pool, j)) continue;
-    if (sub.queue.size() >= kQueueCapacity) {
-      ++sub.dropped;
-      ++dropped_;
-      continue;
+  RecordedEvent r{pool,      e.kind,    e.task_id,
+                  e.pid,     e.state,   e.reason,
+                  e.outcome, e.attempt, std::string(e.detail),
+                  wall_ms(), 0};
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, sub] : subscribers_) {
+      if (!matches(sub.pool, r)) continue;
+      if (sub.queue.size() >= kQueueCapacity) {
+        ++sub.dropped;
+        ++dropped_;
+        continue;
+      }
+      wake = wake || sub.queue.empty();  // a non-empty queue already woke the thread
+      sub.queue.push_back(r);
+      sub.queue.back().dropped_before = std::exchange(sub.dropped, 0);
     }
-    sub.queue.push_back(j);
-    if (sub.dropped != 0) {  // the first event after a gap says how long the gap was
-      sub.queue.back()["dropped"] = sub.dropped;
-      sub.dropped = 0;
-    }
+    recent_.push_back(std::move(r));
+    if (recent_.size() > kRecent) recent_.pop_front();
   }
-  recent_.push_back(std::move(j));
-  if (recent_.size() > kRecent) recent_.pop_front();
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
 }
 
 void EventHub::subscribe(const std::string& pool, bool follow, Responder responder) {
   std::uint64_t id = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Subscriber sub{pool, responder, {}, 0};
+    Subscriber sub{pool, responder, {}, !follow, 0};
     for (const auto& e : recent_) {
       if (matches(pool, e)) sub.queue.push_back(e);
     }
-    if (!follow) sub.queue.push_back(nullptr);  // the end marker: ok after the backlog
     id = next_id_++;
     subscribers_.emplace(id, std::move(sub));
   }
@@ -116,12 +121,17 @@ void EventHub::run() {
   while (true) {
     // Take one batch per subscriber, then deliver without the lock (a Responder call takes
     // the server's locks).
-    std::vector<std::pair<Responder, std::deque<nlohmann::json>>> batches;
+    struct Batch {
+      Responder responder;
+      std::deque<RecordedEvent> events;
+      bool end;
+    };
+    std::vector<Batch> batches;
     std::vector<std::uint64_t> finished;
     for (auto& [id, sub] : subscribers_) {
-      if (sub.queue.empty()) continue;
-      if (sub.queue.back() == nullptr) finished.push_back(id);
-      batches.emplace_back(sub.responder, std::move(sub.queue));
+      if (sub.queue.empty() && !sub.end) continue;
+      if (sub.end) finished.push_back(id);
+      batches.push_back({sub.responder, std::move(sub.queue), sub.end});
       sub.queue.clear();
     }
     for (std::uint64_t id : finished) subscribers_.erase(id);
@@ -131,14 +141,9 @@ void EventHub::run() {
       continue;
     }
     lock.unlock();
-    for (auto& [responder, events] : batches) {
-      for (auto& e : events) {
-        if (e == nullptr) {
-          responder.ok();
-        } else {
-          responder.event(std::move(e));
-        }
-      }
+    for (Batch& b : batches) {
+      for (const RecordedEvent& e : b.events) b.responder.event(event_json(e));
+      if (b.end) b.responder.ok();
     }
     lock.lock();
   }

@@ -20,12 +20,30 @@
 
 namespace sandpool::poold {
 
-// Returns the JSON form of a pool event: {"event":"worker_started",...,"pool":P,"ts_ms":T}.
-nlohmann::json event_json(const std::string& pool, const PoolEvent& e);
+// A pool event as the hub keeps it: PoolEvent's fields with its own copy of the detail.
+struct RecordedEvent {
+  std::string pool;
+  PoolEvent::Kind kind = PoolEvent::Kind::kTaskEnded;
+  std::uint64_t task_id = 0;
+  std::int32_t pid = 0;
+  TaskState state = TaskState::kQueued;
+  DeadReason reason = DeadReason::kNone;
+  Outcome outcome = Outcome::kOk;
+  std::uint32_t attempt = 0;
+  std::string detail;
+  std::int64_t time_ms = 0;
+  std::uint64_t dropped_before = 0;  // events this subscriber lost just before this one
+};
 
-// Thread-safety: every member may be called from any thread. publish() takes one mutex for
-// a few pushes and never waits on a subscriber. A thread of its own delivers to the
-// subscribers' Responders. Lifetime: ~EventHub ends every stream (ok) and joins the thread.
+// Returns the JSON form of a pool event: {"event":"worker_started",...,"pool":P,"time_ms":T}.
+nlohmann::json event_json(const RecordedEvent& e);
+
+// Thread-safety: every member may be called from any thread. publish() copies the event's
+// fields and takes one mutex for a few pushes; it never waits on a subscriber, builds no
+// JSON and wakes the delivery thread only when a subscriber has something new, so a pool's
+// loop pays little per event with nobody listening. A thread of its own turns events into
+// JSON and delivers them to the subscribers' Responders. Lifetime: ~EventHub ends every
+// stream (ok) and joins the thread.
 class EventHub {
  public:
   static constexpr std::size_t kQueueCapacity = 1024;  // per subscriber
@@ -47,14 +65,15 @@ class EventHub {
   struct Subscriber {
     std::string pool;
     Responder responder;
-    std::deque<nlohmann::json> queue;
+    std::deque<RecordedEvent> queue;
+    bool end = false;  // follow=false: ok once the queue is delivered
     std::uint64_t dropped = 0;
   };
   void run();
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<nlohmann::json> recent_;
+  std::deque<RecordedEvent> recent_;
   std::map<std::uint64_t, Subscriber> subscribers_;
   std::uint64_t next_id_ = 1, dropped_ = 0;
   bool stopping_ = false;

@@ -115,35 +115,13 @@ std::vector<std::pair<std::string, std::shared_ptr<Pool>>> Service::pools() cons
 }
 
 void Service::handle(Request req, Responder res) {
+  // On the control server's thread: what answers at once without waiting on anything.
+  // `status` reads the figures the pools publish, so a monitor is answered during a batch
+  // (and may overtake requests its connection sent before it).
   const std::string& op = req.op;
-  if (op == "submit" || op == "submit_batch") {
-    // Off the control server's thread: a batch of thousands of tasks must not hold up a
-    // `status` on another connection. One thread, so submits keep their arrival order.
-    submits_.post([this, req = std::move(req), res] {
-      if (req.op == "submit") return op_submit(req, res);
-      op_submit_batch(req, res);
-    });
-    return;
-  }
-  if (op == "task") return op_task(req, res);
-  if (op == "cancel") return op_cancel(req, res);
   if (op == "status") return op_status(req, res);
-  if (op == "stats") return op_stats(req, res);
-  if (op == "workers") return op_workers(req, res);
   if (op == "events") {
     hub_->subscribe(req.args.value("pool", std::string()), req.args.value("follow", false), res);
-    return;
-  }
-  if (op.rfind("dlq_", 0) == 0) {
-    jobs_.post([this, req = std::move(req), res] { op_dlq(req, res); });
-    return;
-  }
-  if (op == "reload") {
-    jobs_.post([this, res] {
-      auto r = reload();
-      if (!r) return (void)res.error(r.status());
-      res.ok(std::move(r).value());
-    });
     return;
   }
   if (op == "shutdown") {
@@ -156,6 +134,32 @@ void Service::handle(Request req, Responder res) {
     if (on_shutdown_) on_shutdown_(timeout);
     return;
   }
+  // Slow ones (the store, a reload's rolling restart) on the job thread.
+  if (op.rfind("dlq_", 0) == 0) {
+    jobs_.post([this, req = std::move(req), res] { op_dlq(req, res); });
+    return;
+  }
+  if (op == "reload") {
+    jobs_.post([this, res] {
+      auto r = reload();
+      if (!r) return (void)res.error(r.status());
+      res.ok(std::move(r).value());
+    });
+    return;
+  }
+  // The rest, submits and batches of thousands of tasks included, on the request thread, one
+  // at a time in arrival order: a connection's requests take effect in the order it sent them.
+  requests_.post([this, req = std::move(req), res] { handle_in_order(req, res); });
+}
+
+void Service::handle_in_order(const Request& req, const Responder& res) {
+  const std::string& op = req.op;
+  if (op == "submit") return op_submit(req, res);
+  if (op == "submit_batch") return op_submit_batch(req, res);
+  if (op == "task") return op_task(req, res);
+  if (op == "cancel") return op_cancel(req, res);
+  if (op == "stats") return op_stats(req, res);
+  if (op == "workers") return op_workers(req, res);
   op_pool_control(req, res);
 }
 

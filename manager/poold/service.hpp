@@ -90,6 +90,8 @@ class Service final : public ControlHandler {
   void retire(std::string name, std::shared_ptr<Pool> pool);
 
   // service_tasks.cpp
+  // The request thread's share of handle(), one request at a time.
+  void handle_in_order(const Request& req, const Responder& res);
   void op_submit(const Request& req, const Responder& res);
   void op_submit_batch(const Request& req, const Responder& res);
   void op_task(const Request& req, const Responder& res);
@@ -125,8 +127,8 @@ class Service final : public ControlHandler {
   std::multimap<std::uint64_t, Responder> waiters_;
   std::mutex reload_mu_;  // one reload (or shutdown) at a time
 
-  JobThread submits_;  // submit and submit_batch, in arrival order
-  JobThread jobs_;     // dlq and reload; last: destroyed (joined) first
+  JobThread requests_;  // handle_in_order: submits, tasks, pool control, in arrival order
+  JobThread jobs_;      // dlq and reload; last: destroyed (joined) first
 };
 
 // The JSON account of a task (the `task` reply and a waited submit's final reply).

@@ -160,6 +160,9 @@ TEST_CASE("stats_snapshot answers while the loop thread is held, and is exact on
   CHECK(published.completed == exact.completed);
   CHECK(published.queued == exact.queued);
   CHECK(published.in_flight == exact.in_flight);
+  // Read-your-writes: a command the caller made is in the next snapshot.
+  REQUIRE(pool->scale(2));
+  CHECK(pool->stats_snapshot().target_workers == 2);
   pool->drain();
   CHECK(pool->stats_snapshot().state == "draining");
 }
