@@ -64,10 +64,14 @@ constexpr SyscallRule kStrict[] = {
     {.name = "mremap"},
     {.name = "madvise"},
     {.name = "mprotect"},
-    // Identity and libc housekeeping (rseq is registered per thread by glibc 2.35+).
+    // Identity and libc housekeeping. Each thread glibc starts registers rseq (2.35+) and
+    // its robust-futex list first thing: a thread the plugin's init created can still be
+    // starting when the filter arrives (TSYNC), so both are allowed even where new threads
+    // are not.
     {.name = "getpid"},
     {.name = "gettid"},
     {.name = "rseq"},
+    {.name = "set_robust_list"},
     {.name = "getrandom"},
     // stdio's first write fstat()s the stream.
     {.name = "fstat"},
@@ -111,7 +115,6 @@ constexpr SyscallRule kRelaxedExtra[] = {
      .index = 0,
      .mask = kInt,
      .value = kGlibcSigsetxid},
-    {.name = "set_robust_list"},
     {.name = "sigaltstack"},
     {.name = "sched_getaffinity"},
 };

@@ -261,6 +261,39 @@ TEST_CASE("the filter also covers threads that existed before it (TSYNC)") {
   CHECK(trapped(r, SYS_socket));
 }
 
+TEST_CASE("strict lets a thread still starting at TSYNC register its robust list and rseq") {
+  // glibc's start_thread calls set_robust_list (and rseq) before the thread's own code: a
+  // thread the plugin's init created may be that far behind when the filter arrives. This
+  // thread makes the same calls only after the go, as such a late starter would.
+  static std::atomic<bool> go{false};
+  static std::atomic<bool> running{false};
+  static std::atomic<long> robust{-2};
+  pthread_t late{};
+  auto start_thread = [&] {
+    ::pthread_create(
+        &late, nullptr,
+        [](void*) -> void* {
+          running.store(true);
+          while (!go.load()) ::sched_yield();
+          // A wrong size: EINVAL from the kernel, which proves the filter let it through.
+          robust.store(::syscall(SYS_set_robust_list, nullptr, 0) == -1 ? errno : 0);
+          return nullptr;
+        },
+        nullptr);
+    while (!running.load()) ::sched_yield();
+  };
+  ChildResult r = run_sandboxed(
+      policy(SeccompProfile::kStrict),
+      [&] {
+        go.store(true);
+        ::pthread_join(late, nullptr);
+        return robust.load() == EINVAL ? 0 : 1;
+      },
+      start_thread);
+  INFO(r.describe());
+  CHECK(r.exited_with(0));
+}
+
 TEST_CASE("strict does not allow threads") {
   ChildResult r = run_sandboxed(policy(SeccompProfile::kStrict), run_thread);
   INFO(r.describe());
