@@ -1,9 +1,14 @@
-// The clone3 child's side of a namespaced spawn: what it does between clone3 and execve.
+// The child's side of a namespaced spawn: what it does between clone and execve.
 //
-// The child is a copy of a multi-threaded manager (clone3 without CLONE_VM is a fork), so
-// until exec it may only make raw system calls: no allocation, no locks, no stdio, and no
-// glibc id setters (setresuid & co. broadcast to threads that only exist in the parent).
-// Everything it needs is prepared by the parent in a ChildSetup that the child only reads.
+// The child shares the memory of a multi-threaded manager (clone with CLONE_VM, on a stack
+// of its own), or is a copy of it (clone3 with CLONE_INTO_CGROUP, a fork), so until exec it
+// may only make raw system calls: no allocation, no locks, no stdio, no writes to memory
+// but its own stack, and no glibc id setters (setresuid & co. broadcast to the manager's
+// threads). Everything it needs is prepared by the parent in a ChildSetup that the child
+// only reads, and that outlives it (the parent waits until it execs or fails). One shared
+// word remains: with CLONE_VM the child's failed calls set the spawning thread's errno (the
+// same TLS); that thread only writes its id maps and blocks on a pipe meanwhile, and what
+// the child reports travels through the error pipe, not errno.
 #pragma once
 
 #include <sys/types.h>

@@ -2,14 +2,17 @@
 // may only make raw system calls, is namespace_child.cpp.
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <sched.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include <sandpool/posix_call.hpp>
 #include <sandpool/spawner.hpp>
@@ -47,6 +50,43 @@ pid_t clone3_fork(std::uint64_t flags, int* pidfd, int cgroup_fd) {
   // SIGCHLD: an ordinary child as far as waitid is concerned (no __WCLONE needed).
   args.exit_signal = SIGCHLD;
   return static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
+}
+
+// The CLONE_VM child's stack: the child shares the manager's memory until it execs (as
+// posix_spawn's does), so no page table is copied and the manager takes no copy-on-write
+// faults while the child builds its namespaces. Unmapped by the destructor, which runs only
+// once the child has exec'd, exited or been reaped.
+class ChildStack {
+ public:
+  static constexpr std::size_t kSize = 256 * 1024;
+  ChildStack() {
+    void* p = ::mmap(nullptr, kSize, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    base_ = p == MAP_FAILED ? nullptr : p;
+  }
+  ~ChildStack() {
+    if (base_ != nullptr) ::munmap(base_, kSize);
+  }
+  ChildStack(const ChildStack&) = delete;
+  ChildStack& operator=(const ChildStack&) = delete;
+  bool ok() const { return base_ != nullptr; }
+  void* top() const { return static_cast<char*>(base_) + kSize; }  // stacks grow down
+
+ private:
+  void* base_ = nullptr;
+};
+
+int namespace_child_main(void* setup) {
+  supervision::run_namespace_child(*static_cast<const ChildSetup*>(setup));
+}
+
+// clone with CLONE_VM on `stack`: the child runs run_namespace_child(setup) until it execs.
+// Returns the child's pid, -1 with errno. The legacy clone takes CLONE_PIDFD (the pidfd
+// lands in *pidfd) but not CLONE_INTO_CGROUP: that one needs clone3_fork.
+pid_t clone_vm_child(std::uint64_t flags, int* pidfd, const ChildStack& stack,
+                     const ChildSetup& setup) {
+  const int all = static_cast<int>(flags | CLONE_VM | CLONE_PIDFD | SIGCHLD);
+  return ::clone(namespace_child_main, stack.top(), all, const_cast<ChildSetup*>(&setup), pidfd);
 }
 
 std::string clone_flags_text(NamespaceSet set) {
@@ -153,18 +193,32 @@ class NamespaceSpawner final : public Clone3Spawner {
 
     // No handler of ours may run in the child before exec: block everything around clone3
     // (the child clears the mask right before execve).
+    // Declared before the child: unmapped only after the child has exec'd or been reaped.
+    // CLONE_INTO_CGROUP needs clone3, which here is a fork; everything else shares memory.
+    const bool into_cgroup = req.into_cgroup_fd >= 0;
+    std::optional<ChildStack> stack;
+    if (!into_cgroup) {
+      stack.emplace();
+      if (!stack->ok()) return Status::from_errno(errno, "mmap(worker spawn stack)");
+    }
     sigset_t all, old;
     ::sigfillset(&all);
     ::pthread_sigmask(SIG_SETMASK, &all, &old);
     int pidfd = -1;
-    const pid_t pid = clone3_fork(in_effect_.clone_flags(), &pidfd, req.into_cgroup_fd);
-    if (pid == 0) supervision::run_namespace_child(setup);
+    const std::uint64_t flags = in_effect_.clone_flags();
+    pid_t pid;
+    if (into_cgroup) {
+      pid = clone3_fork(flags, &pidfd, req.into_cgroup_fd);
+      if (pid == 0) supervision::run_namespace_child(setup);
+    } else {
+      pid = clone_vm_child(flags, &pidfd, *stack, setup);
+    }
     const int clone_errno = errno;
     ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
     if (pid < 0) {
-      return Status::from_errno(clone_errno,
-                                "clone3(" + clone_flags_text(in_effect_) +
-                                    (req.into_cgroup_fd >= 0 ? "|CLONE_INTO_CGROUP" : "") + ")");
+      return Status::from_errno(clone_errno, (into_cgroup ? "clone3(" : "clone(CLONE_VM|") +
+                                                 clone_flags_text(in_effect_) +
+                                                 (into_cgroup ? "|CLONE_INTO_CGROUP" : "") + ")");
     }
     ChildProcess child(pid, UniqueFd(pidfd));  // kills and reaps it if we return an error
     sync_read.reset();
@@ -191,7 +245,7 @@ class NamespaceSpawner final : public Clone3Spawner {
       return Status::error(Code::kSystem, "spawn " + req.executable + " in namespaces (" +
                                               in_effect_.describe() + "): " + why);
     }
-    log_steps(pid, maps);
+    log_steps(pid, maps, into_cgroup);
     return child;
   }
 
@@ -217,10 +271,11 @@ class NamespaceSpawner final : public Clone3Spawner {
   }
 
   // Design.md: each step logged once per worker start, at debug level.
-  void log_steps(pid_t pid, const sandbox::UserNamespaceMaps& maps) const {
+  void log_steps(pid_t pid, const sandbox::UserNamespaceMaps& maps, bool into_cgroup) const {
     if (!log_->should_log(spdlog::level::debug)) return;
     const std::string& name = opts_.log_name;
-    log_->debug("[{}] worker {}: clone3({}|CLONE_PIDFD)", name, pid, clone_flags_text(in_effect_));
+    log_->debug("[{}] worker {}: {}({}|CLONE_PIDFD{})", name, pid, into_cgroup ? "clone3" : "clone",
+                clone_flags_text(in_effect_), into_cgroup ? "|CLONE_INTO_CGROUP" : "|CLONE_VM");
     if (in_effect_.has(Namespace::kUser)) {
       auto one_line = [](std::string s) {
         for (char& c : s) c = c == '\n' ? ';' : c;

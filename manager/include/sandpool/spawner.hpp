@@ -89,11 +89,13 @@ struct Clone3SpawnerOptions {
   std::string log_name;                    // "[name]" prefix of its log lines (the pool)
 };
 
-// The clone3 spawner (design.md, "Spawning and the sandbox"): clone3 with CLONE_PIDFD, the
-// CLONE_NEW* flags of the namespaces the kernel allows out of those asked for, and
-// CLONE_INTO_CGROUP when a request carries a cgroup fd. The child sets up its namespaces
-// (the parent writes its uid/gid maps meanwhile), then execs with the same fd mapping as the
-// plain spawner. docs/security.md ("Namespaces") describes each step.
+// The clone3 spawner (design.md, "Spawning and the sandbox"): a child with CLONE_PIDFD and
+// the CLONE_NEW* flags of the namespaces the kernel allows out of those asked for. It shares
+// the manager's memory until it execs (clone with CLONE_VM on its own stack, as posix_spawn
+// does), except when a request carries a cgroup fd: then clone3 with CLONE_INTO_CGROUP, a
+// fork. The child sets up its namespaces (the parent writes its uid/gid maps meanwhile),
+// then execs with the same fd mapping as the plain spawner. docs/security.md ("Namespaces")
+// describes each step.
 //
 // Construction probes which namespaces the kernel lets this process create (a throwaway
 // clone3 per namespace). A wanted namespace it refuses is logged once as a warning and left
