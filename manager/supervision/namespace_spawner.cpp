@@ -33,6 +33,15 @@ using supervision::MountOp;
 
 constexpr std::size_t kMaxMappedFds = 16;
 
+// ASan and TSan keep per-thread state in TLS and intercept the libc calls the child makes:
+// a child sharing the spawning thread's memory and TLS would corrupt that state. Their
+// builds fork the child instead (clone3 without CLONE_VM), which is slower, not different.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kShareMemory = false;
+#else
+constexpr bool kShareMemory = true;
+#endif
+
 // clone3 without CLONE_VM: a fork that also creates the namespaces and, with CLONE_PIDFD,
 // hands back a pidfd. Returns the child's pid (0 in the child), -1 with errno.
 pid_t clone3_fork(std::uint64_t flags, int* pidfd, int cgroup_fd) {
@@ -196,8 +205,9 @@ class NamespaceSpawner final : public Clone3Spawner {
     // Declared before the child: unmapped only after the child has exec'd or been reaped.
     // CLONE_INTO_CGROUP needs clone3, which here is a fork; everything else shares memory.
     const bool into_cgroup = req.into_cgroup_fd >= 0;
+    const bool share_memory = kShareMemory && !into_cgroup;
     std::optional<ChildStack> stack;
-    if (!into_cgroup) {
+    if (share_memory) {
       stack.emplace();
       if (!stack->ok()) return Status::from_errno(errno, "mmap(worker spawn stack)");
     }
@@ -207,16 +217,16 @@ class NamespaceSpawner final : public Clone3Spawner {
     int pidfd = -1;
     const std::uint64_t flags = in_effect_.clone_flags();
     pid_t pid;
-    if (into_cgroup) {
+    if (share_memory) {
+      pid = clone_vm_child(flags, &pidfd, *stack, setup);
+    } else {
       pid = clone3_fork(flags, &pidfd, req.into_cgroup_fd);
       if (pid == 0) supervision::run_namespace_child(setup);
-    } else {
-      pid = clone_vm_child(flags, &pidfd, *stack, setup);
     }
     const int clone_errno = errno;
     ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
     if (pid < 0) {
-      return Status::from_errno(clone_errno, (into_cgroup ? "clone3(" : "clone(CLONE_VM|") +
+      return Status::from_errno(clone_errno, (share_memory ? "clone(CLONE_VM|" : "clone3(") +
                                                  clone_flags_text(in_effect_) +
                                                  (into_cgroup ? "|CLONE_INTO_CGROUP" : "") + ")");
     }
@@ -245,7 +255,7 @@ class NamespaceSpawner final : public Clone3Spawner {
       return Status::error(Code::kSystem, "spawn " + req.executable + " in namespaces (" +
                                               in_effect_.describe() + "): " + why);
     }
-    log_steps(pid, maps, into_cgroup);
+    log_steps(pid, maps, share_memory, into_cgroup);
     return child;
   }
 
@@ -271,11 +281,13 @@ class NamespaceSpawner final : public Clone3Spawner {
   }
 
   // Design.md: each step logged once per worker start, at debug level.
-  void log_steps(pid_t pid, const sandbox::UserNamespaceMaps& maps, bool into_cgroup) const {
+  void log_steps(pid_t pid, const sandbox::UserNamespaceMaps& maps, bool shared,
+                 bool into_cgroup) const {
     if (!log_->should_log(spdlog::level::debug)) return;
     const std::string& name = opts_.log_name;
-    log_->debug("[{}] worker {}: {}({}|CLONE_PIDFD{})", name, pid, into_cgroup ? "clone3" : "clone",
-                clone_flags_text(in_effect_), into_cgroup ? "|CLONE_INTO_CGROUP" : "|CLONE_VM");
+    log_->debug("[{}] worker {}: {}({}|CLONE_PIDFD{}{})", name, pid, shared ? "clone" : "clone3",
+                clone_flags_text(in_effect_), shared ? "|CLONE_VM" : "",
+                into_cgroup ? "|CLONE_INTO_CGROUP" : "");
     if (in_effect_.has(Namespace::kUser)) {
       auto one_line = [](std::string s) {
         for (char& c : s) c = c == '\n' ? ';' : c;
