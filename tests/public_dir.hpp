@@ -37,7 +37,12 @@ class PublicDir {
 
   // Copies `file` in with `mode`; returns the copy's path.
   std::string copy(const std::string& file, mode_t mode = 0644) const {
-    const std::string to = path_ + "/" + std::filesystem::path(file).filename().string();
+    return copy_to(path_, file, mode);
+  }
+
+  // Copies `file` into the directory `dir` with `mode`; returns the copy's path.
+  static std::string copy_to(const std::string& dir, const std::string& file, mode_t mode) {
+    const std::string to = dir + "/" + std::filesystem::path(file).filename().string();
     std::filesystem::copy_file(file, to, std::filesystem::copy_options::overwrite_existing);
     REQUIRE(::chmod(to.c_str(), mode) == 0);
     return to;

@@ -56,6 +56,12 @@ Status prepare_privilege_drop(sandbox::WorkerArgs& args, const std::string& user
   if (args.policy.run_as || user.empty()) return Status::ok();
   Result<sandbox::RunAs> who = sandbox::resolve_run_as(user);
   if (!who) return who.status();
+  // The worker loads its plugin as that user (and, with a mount namespace, binds its
+  // directory with that user's rights): say so here rather than fail in every worker.
+  if (Status s = sandbox::check_readable_by(args.plugin_path, *who, user); !s) {
+    return Status::error(s.code() == Code::kPermissionDenied ? Code::kPlugin : s.code(),
+                         "plugin " + args.plugin_path + ": " + s.message());
+  }
   args.policy.run_as = std::move(who).value();
   return Status::ok();
 }

@@ -87,3 +87,34 @@ TEST_CASE("a plugin that is not there is an error naming it") {
   CHECK(s.code() == Code::kSystem);
   CHECK(s.message() == "stat(/nonexistent/libnothing.so): No such file or directory");
 }
+
+TEST_CASE("a plugin the sandbox user cannot reach is refused, naming what stops it") {
+  PublicDir dir;
+  const RunAs nobody{65534, 65534, {}};
+  const std::string open = dir.copy("/bin/true", 0644);  // any file stands for a plugin
+  CHECK(check_readable_by(open, nobody, "nobody").is_ok());
+
+  // A closed directory above it (a build tree under /root, mode 0700).
+  const std::string closed = dir.path() + "/home";
+  REQUIRE(::mkdir(closed.c_str(), 0700) == 0);
+  const std::string inside = PublicDir::copy_to(closed, "/bin/true", 0644);
+  const sandpool::Status s = check_readable_by(inside, nobody, "nobody");
+  REQUIRE_FALSE(s);
+  CHECK(s.code() == Code::kPermissionDenied);
+  CHECK(s.message().find("cannot search " + closed + " (mode 0700") != std::string::npos);
+  CHECK(s.message().find("sandbox.user") != std::string::npos);
+  // Its owner, or a member of a group the directory lets in, gets through.
+  struct stat st {};
+  REQUIRE(::stat(closed.c_str(), &st) == 0);
+  CHECK(check_readable_by(inside, RunAs{st.st_uid, 65534, {}}, "owner").is_ok());
+  REQUIRE(::chmod(closed.c_str(), 0710) == 0);
+  CHECK(check_readable_by(inside, RunAs{65534, 65534, {st.st_gid}}, "member").is_ok());
+  CHECK_FALSE(check_readable_by(inside, nobody, "nobody"));
+
+  // The file itself unreadable.
+  REQUIRE(::chmod(closed.c_str(), 0755) == 0);
+  REQUIRE(::chmod(inside.c_str(), 0600) == 0);
+  const sandpool::Status unreadable = check_readable_by(inside, nobody, "nobody");
+  REQUIRE_FALSE(unreadable);
+  CHECK(unreadable.message().find("cannot read " + inside) != std::string::npos);
+}

@@ -30,4 +30,12 @@ Result<RunAs> resolve_run_as(std::string_view user);
 // the path when stat fails.
 Status check_plugin_permissions(const std::string& path);
 
+// Returns ok iff `who` may read the file at `path`: every directory above it searchable and
+// the file readable by the mode bits that apply to who's uid, gid and groups (ACLs are not
+// read). kPermissionDenied naming the first path that stops it, its mode and owner, and
+// what to do; kSystem naming the path when stat fails. A worker that drops to `who` loads
+// its plugin with who's rights: a build tree under /root fails here, in the manager's
+// words, instead of in the worker's dlopen.
+Status check_readable_by(const std::string& path, const RunAs& who, std::string_view who_name);
+
 }  // namespace sandpool::sandbox
