@@ -18,8 +18,9 @@ bool matches(const std::string& want, const RecordedEvent& e) {
 
 }  // namespace
 
-nlohmann::json event_json(const RecordedEvent& e) {
-  nlohmann::json j{{"event", to_string(e.kind)}, {"pool", e.pool}, {"time_ms", e.time_ms}};
+nlohmann::json event_json(const RecordedEvent& r) {
+  const PoolEvent& e = r.event;
+  nlohmann::json j{{"event", to_string(e.kind)}, {"pool", r.pool}, {"time_ms", r.time_ms}};
   switch (e.kind) {
     case PoolEvent::Kind::kWorkerStarted:
     case PoolEvent::Kind::kWorkerReady:
@@ -28,7 +29,7 @@ nlohmann::json event_json(const RecordedEvent& e) {
     case PoolEvent::Kind::kWorkerExited:
       j["pid"] = e.pid;
       j["outcome"] = to_string(e.outcome);
-      j["detail"] = e.detail;
+      j["detail"] = r.detail;
       if (e.task_id != 0) j["task_id"] = e.task_id;
       break;
     case PoolEvent::Kind::kAttemptEnded:
@@ -36,18 +37,18 @@ nlohmann::json event_json(const RecordedEvent& e) {
       j["pid"] = e.pid;
       j["attempt"] = e.attempt;
       j["outcome"] = to_string(e.outcome);
-      j["detail"] = e.detail;
+      j["detail"] = r.detail;
       break;
     case PoolEvent::Kind::kTaskEnded:
       j["task_id"] = e.task_id;
       j["state"] = to_string(e.state);
       j["reason"] = to_string(e.reason);
       j["attempts"] = e.attempt;
-      j["detail"] = e.detail;
+      j["detail"] = r.detail;
       break;
   }
   // The first event after a gap says how long the gap was.
-  if (e.dropped_before != 0) j["dropped"] = e.dropped_before;
+  if (r.dropped_before != 0) j["dropped"] = r.dropped_before;
   return j;
 }
 
@@ -63,10 +64,8 @@ EventHub::~EventHub() {
 }
 
 void EventHub::publish(const std::string& pool, const PoolEvent& e) {
-  RecordedEvent r{pool,      e.kind,    e.task_id,
-                  e.pid,     e.state,   e.reason,
-                  e.outcome, e.attempt, std::string(e.detail),
-                  wall_ms(), 0};
+  RecordedEvent r{pool, e, std::string(e.detail), wall_ms(), 0};
+  r.event.detail = {};
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);

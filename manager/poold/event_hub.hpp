@@ -20,16 +20,11 @@
 
 namespace sandpool::poold {
 
-// A pool event as the hub keeps it: PoolEvent's fields with its own copy of the detail.
+// A pool event as the hub keeps it: the event with its detail moved into a string of its
+// own (event.detail is left empty: PoolEvent's view is valid during publish() only).
 struct RecordedEvent {
   std::string pool;
-  PoolEvent::Kind kind = PoolEvent::Kind::kTaskEnded;
-  std::uint64_t task_id = 0;
-  std::int32_t pid = 0;
-  TaskState state = TaskState::kQueued;
-  DeadReason reason = DeadReason::kNone;
-  Outcome outcome = Outcome::kOk;
-  std::uint32_t attempt = 0;
+  PoolEvent event;
   std::string detail;
   std::int64_t time_ms = 0;
   std::uint64_t dropped_before = 0;  // events this subscriber lost just before this one

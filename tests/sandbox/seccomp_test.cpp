@@ -83,6 +83,41 @@ int run_thread() {
   return value == 42 ? 0 : 4;
 }
 
+// Runs `body` on a thread started before the filter, once the filter is on; the child exits
+// with body's result (reached only if the thread survived). The thread waits for the go
+// spinning on sched_yield, which every profile allows. The filter goes on only once the
+// thread runs its own code: glibc starts a thread with every signal blocked and makes
+// syscalls (set_robust_list) before unblocking them, and a trap while SIGSYS is blocked is
+// a plain kill with nothing reported.
+ChildResult run_on_early_thread(SeccompProfile profile, int (*body)()) {
+  static std::atomic<bool> go{false};
+  static std::atomic<bool> running{false};
+  static std::atomic<int (*)()> task{nullptr};
+  static std::atomic<int> result{-1};
+  task.store(body);
+  pthread_t early{};
+  auto start_thread = [&] {
+    ::pthread_create(
+        &early, nullptr,
+        [](void*) -> void* {
+          running.store(true);
+          while (!go.load()) ::sched_yield();
+          result.store(task.load()());
+          return nullptr;
+        },
+        nullptr);
+    while (!running.load()) ::sched_yield();
+  };
+  return run_sandboxed(
+      policy(profile),
+      [&] {
+        go.store(true);
+        ::pthread_join(early, nullptr);
+        return result.load();
+      },
+      start_thread);
+}
+
 }  // namespace
 
 TEST_CASE("strict traps sockets, opening files, fork and exec, and reports the syscall") {
@@ -229,34 +264,7 @@ TEST_CASE("relaxed traps writing, creating and truncating files, sockets and for
 }
 
 TEST_CASE("the filter also covers threads that existed before it (TSYNC)") {
-  // A thread started before the filter waits for the go (spinning on sched_yield, which
-  // every profile allows), then tries a socket.
-  // The filter goes on only once the thread runs its own code: glibc starts a thread with
-  // every signal blocked and makes syscalls (set_robust_list) before unblocking them, and a
-  // trap while SIGSYS is blocked is a plain kill with nothing reported.
-  static std::atomic<bool> go{false};
-  static std::atomic<bool> running{false};
-  pthread_t early{};
-  auto start_thread = [&] {
-    ::pthread_create(
-        &early, nullptr,
-        [](void*) -> void* {
-          running.store(true);
-          while (!go.load()) ::sched_yield();
-          make_socket();
-          return nullptr;
-        },
-        nullptr);
-    while (!running.load()) ::sched_yield();
-  };
-  ChildResult r = run_sandboxed(
-      policy(SeccompProfile::kStrict),
-      [&] {
-        go.store(true);
-        ::pthread_join(early, nullptr);
-        return 0;  // reached only if the thread's socket() was allowed
-      },
-      start_thread);
+  ChildResult r = run_on_early_thread(SeccompProfile::kStrict, make_socket);
   INFO(r.describe());
   CHECK(trapped(r, SYS_socket));
 }
@@ -264,32 +272,11 @@ TEST_CASE("the filter also covers threads that existed before it (TSYNC)") {
 TEST_CASE("strict lets a thread still starting at TSYNC register its robust list and rseq") {
   // glibc's start_thread calls set_robust_list (and rseq) before the thread's own code: a
   // thread the plugin's init created may be that far behind when the filter arrives. This
-  // thread makes the same calls only after the go, as such a late starter would.
-  static std::atomic<bool> go{false};
-  static std::atomic<bool> running{false};
-  static std::atomic<long> robust{-2};
-  pthread_t late{};
-  auto start_thread = [&] {
-    ::pthread_create(
-        &late, nullptr,
-        [](void*) -> void* {
-          running.store(true);
-          while (!go.load()) ::sched_yield();
-          // A wrong size: EINVAL from the kernel, which proves the filter let it through.
-          robust.store(::syscall(SYS_set_robust_list, nullptr, 0) == -1 ? errno : 0);
-          return nullptr;
-        },
-        nullptr);
-    while (!running.load()) ::sched_yield();
-  };
-  ChildResult r = run_sandboxed(
-      policy(SeccompProfile::kStrict),
-      [&] {
-        go.store(true);
-        ::pthread_join(late, nullptr);
-        return robust.load() == EINVAL ? 0 : 1;
-      },
-      start_thread);
+  // thread makes the call only after the filter, as such a late starter would.
+  ChildResult r = run_on_early_thread(SeccompProfile::kStrict, [] {
+    // A wrong size: EINVAL from the kernel, which proves the filter let it through.
+    return ::syscall(SYS_set_robust_list, nullptr, 0) == -1 && errno == EINVAL ? 0 : 1;
+  });
   INFO(r.describe());
   CHECK(r.exited_with(0));
 }
