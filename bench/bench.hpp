@@ -31,7 +31,7 @@ struct BenchOptions {
       "on_done";  // on_done: count in SubmitOptions::on_done; idle, tickets: keep Tickets
   std::string w2_wait = "ticket";         // ticket: Ticket::wait(); poll: spin on Ticket::done()
   std::uint64_t service_tasks = 1000000;  // service: tasks in the poolctl batch
-  std::uint32_t status_calls = 200;       // service: status calls timed while it runs
+  std::uint32_t status_calls = 2000;      // service: status calls timed while it runs (at most)
   std::string log_level = "error";
   bool json = false;
 };

@@ -35,6 +35,7 @@ using ipc::monotonic_ns;
 using nlohmann::json;
 
 constexpr std::uint32_t kServiceConcurrency = 256;  // W1's best setting (docs/performance.md)
+constexpr std::uint32_t kIdleStatusCalls = 100;     // the status baseline, before the batch
 
 fs::path bin_dir() {
   std::error_code ec;
@@ -208,8 +209,13 @@ class StatusProbe {
   StatusProbe(const std::string& socket, std::uint32_t max_calls)
       : thread_([this, socket, max_calls] { run(socket, max_calls); }) {}
   ~StatusProbe() { finish(); }
+  // Stops the probe now (or once its current call returns) and returns its samples.
   std::vector<double> finish() {
     stop_ = true;
+    return join();
+  }
+  // Waits until the probe made its max_calls calls.
+  std::vector<double> join() {
     if (thread_.joinable()) thread_.join();
     return samples_ms_;
   }
@@ -262,6 +268,9 @@ bool run_service(const BenchOptions& o, Report& r) {
   if (!poold.ready(o.workers)) return false;
   if (!run_batch(o, poold, 20000, dir.path()).ok) return false;  // warm-up
 
+  // The baseline: status round trips on an idle poold, same client, same pacing.
+  std::vector<double> idle_ms = StatusProbe(poold.socket(), kIdleStatusCalls).join();
+
   StatusProbe probe(poold.socket(), o.status_calls);
   const BatchRun batch = run_batch(o, poold, o.service_tasks, dir.path());
   std::vector<double> status_ms = probe.finish();
@@ -287,6 +296,10 @@ bool run_service(const BenchOptions& o, Report& r) {
   r.add("service", "status_p99", s.p99, "ms");
   r.add("service", "status_max", s.max, "ms");
   r.add("service", "status_calls", static_cast<double>(s.count), "calls");
+  const Summary idle = summarize(idle_ms);
+  r.add("service", "status_idle_p50", idle.p50, "ms");
+  r.add("service", "status_idle_p99", idle.p99, "ms");
+  if (idle.p99 > 0) r.add("service", "status_p99_vs_idle", s.p99 / idle.p99, "ratio");
   return true;
 }
 
