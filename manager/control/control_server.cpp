@@ -1,8 +1,10 @@
 // ControlServer: one epoll thread owning the listening socket and every connection.
 // Replies from other threads arrive through each connection's Outbox and the Waker's
 // eventfd; only this thread touches sockets.
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -47,6 +49,12 @@ class ControlServer::Impl {
     SP_RETURN_IF_ERROR(watch(waker_->eventfd.get(), kWakeKey, EPOLLIN));
     thread_ = std::thread([this] {
       server_thread_id_.store(std::this_thread::get_id());
+      ::pthread_setname_np(::pthread_self(), "sp-control");
+      if (options_.thread_nice != 0 &&
+          ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), options_.thread_nice) != 0) {
+        spdlog::debug("control: setpriority({}) on the server thread: {}", options_.thread_nice,
+                      std::strerror(errno));
+      }
       run();
     });
     return Status::ok();

@@ -28,6 +28,10 @@ Result<uid_t> user_id(const std::string& name) {
   return p.pw_uid;
 }
 
+// What `status` needs while a batch saturates the CPUs: the server thread woken ahead of
+// the loop, the workers and the submits (measured in performance.md, session 4).
+constexpr int kControlThreadNice = -10;
+
 }  // namespace
 
 Result<ControlServerOptions> control_options(const ServiceConfig& service) {
@@ -59,6 +63,8 @@ Result<ControlServerOptions> control_options(const ServiceConfig& service) {
   o.max_connections = service.max_connections;
   o.max_outstanding = service.max_outstanding_requests;
   o.max_output_bytes = service.max_buffered_bytes;
+  // The control plane ahead of the data path (operations.md, "Control responsiveness").
+  o.thread_nice = kControlThreadNice;
   return o;
 }
 

@@ -2,7 +2,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <future>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -480,4 +483,34 @@ TEST_CASE("every typed operation sends its documented op and arguments") {
   auto task = client.task(5);
   REQUIRE(task);
   CHECK(task->body["args"]["id"] == 5);
+}
+
+TEST_CASE("the server thread is named sp-control and runs at the nice value asked for") {
+  // A positive value: any user may lower a thread's priority (a negative one needs root).
+  TempDir dir;
+  FakeHandler handler;
+  ControlServerOptions o = options_for(dir);
+  o.thread_nice = 7;
+  auto server = start_server(o, handler);
+  // Once a request was answered, the thread is past its set-up.
+  Client client = connect_client(server->path(), "poolctl");
+  REQUIRE(client.status());
+  int found = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name != "sp-control") continue;
+    ++found;
+    // /proc/<tid>/stat: the nice value is field 19, counted after the ")" that ends comm.
+    std::ifstream stat(task.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    std::istringstream rest(line.substr(line.rfind(')') + 2));
+    std::string field;
+    for (int i = 3; i <= 19 && rest >> field; ++i) {
+    }
+    CHECK(field == "7");
+  }
+  CHECK(found == 1);
 }

@@ -53,6 +53,11 @@ struct ControlServerOptions {
   // A connection that has not sent its hello this long after it was accepted gets a
   // `timeout` error and is closed (it would hold a connection slot forever). Zero: no limit.
   std::chrono::milliseconds hello_timeout{10000};
+  // The server thread's nice value (setpriority on the thread alone; 0: left as is). Below
+  // zero, it gets the CPU ahead of the data path when both want it, so `status` answers in
+  // milliseconds while batches saturate the host. Needs root or CAP_SYS_NICE; without it the
+  // thread keeps the process's value (logged at debug level).
+  int thread_nice = 0;
 };
 
 // One request as the handler sees it. The server already checked `rights` against
