@@ -4,13 +4,17 @@
 // vfork+exec, the worker's lock-down steps, dlopen and sp_plugin_init.
 #include <poll.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <sandpool/ipc/messages.hpp>
 #include <sandpool/ipc/wake.hpp>
+#include <sandpool/sandbox/privileges.hpp>
 #include <sandpool/spawner.hpp>
 
 #include "bench.hpp"
@@ -72,8 +76,10 @@ bool run_spawn(const BenchOptions& o, Report& r) {
   spec.region.task_ring_bytes = defaults.ring_bytes;
   spec.region.result_ring_bytes = defaults.ring_bytes;
   // One row per seccomp profile with the plain vfork spawner, and "full": every namespace
-  // the kernel allows (the clone3 spawner) with the strict profile. `off` is the
-  // rlimits-only profile that full isolation is measured against (full_added_p50).
+  // the kernel allows (the clone3 spawner), a cgroup per worker (memory and pids limits),
+  // the drop to `nobody` when root, and the strict profile. `off` is the rlimits-only
+  // profile that full isolation is measured against (full_added_p50). Landlock is in every
+  // row: the worker host applies it whenever the kernel has it.
   // "full_no_net" and "full_no_mnt" leave out the two namespaces that cost the most to
   // create, to show where full isolation's time goes.
   struct Row {
@@ -91,9 +97,28 @@ bool run_spawn(const BenchOptions& o, Report& r) {
       {"full_no_net", sandbox::SeccompProfile::kStrict, true, sandbox::Namespace::kNet, true},
       {"full_no_mnt", sandbox::SeccompProfile::kStrict, true, sandbox::Namespace::kMount, true}};
   auto plain = make_process_spawner();
+  // What a root poold gives its workers besides namespaces; each missing piece is noted.
+  std::shared_ptr<supervision::CgroupTree> cgroups;
+  if (auto tree = supervision::CgroupTree::system(); tree) {
+    cgroups = std::move(tree).value();
+  } else {
+    r.note("spawn full: without cgroups: " + tree.status().message());
+  }
+  std::optional<sandbox::RunAs> nobody;
+  if (::geteuid() == 0) {
+    if (auto who = sandbox::resolve_run_as(sandbox::kDefaultSandboxUser); who) {
+      nobody = *who;
+    } else {
+      r.note("spawn full: without the privilege drop: " + who.status().message());
+    }
+  }
   auto clone3_for = [&](const Row& row) {
     Clone3SpawnerOptions iso;
     iso.namespaces.wanted = sandbox::NamespaceSet::all();
+    if (nobody) {
+      iso.namespaces.run_as_uid = nobody->uid;
+      iso.namespaces.run_as_gid = nobody->gid;
+    }
     if (row.leave_out) iso.namespaces.wanted.remove(row.left_out);
     iso.view_paths = {std::filesystem::path(spec.args.plugin_path).parent_path().string()};
     return make_clone3_spawner(iso);
@@ -102,6 +127,9 @@ bool run_spawn(const BenchOptions& o, Report& r) {
   double off_p50 = 0;
   for (const Row& row : rows) {
     spec.args.policy.profile = row.profile;
+    spec.args.policy.run_as = row.namespaces ? nobody : std::nullopt;
+    spec.cgroups = row.namespaces ? cgroups : nullptr;
+    spec.cgroup_limits = {256ull << 20, 64, 0};
     std::shared_ptr<Clone3Spawner> clone3 = row.namespaces ? clone3_for(row) : nullptr;
     Spawner& spawner = row.namespaces ? static_cast<Spawner&>(*clone3) : *plain;
     // The whole spawn, the part inside start() (region, doorbell, vfork or clone3 until the
@@ -136,7 +164,8 @@ bool run_spawn(const BenchOptions& o, Report& r) {
     r.add("spawn", row.name + "_worker_cpu_p50", summarize(worker_cpu).p50, "ms");
     if (row.name == "off") off_p50 = s.p50;
     if (row.name == "full") {
-      r.note("spawn full: namespaces in effect: " + clone3->in_effect().describe());
+      r.note("spawn full: namespaces in effect: " + clone3->in_effect().describe() +
+             (cgroups ? ", cgroups" : "") + (nobody ? ", uid nobody" : ""));
       r.add("spawn", "full_added_p50", s.p50 - off_p50, "ms");
     }
   }
