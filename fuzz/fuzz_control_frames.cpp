@@ -95,18 +95,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
 #else  // the seed generator
 
+#include "seed_corpus.hpp"
+
 #include <cstdio>
 #include <utility>
 
 namespace sandpool::control {
 namespace {
-
-bool write_file(const std::string& path, std::string_view bytes) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return false;
-  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  return std::fclose(f) == 0 && ok;
-}
 
 // The 3-byte prefix (chunk selector, max_body / 64) and then `frames`.
 std::string seed(std::uint8_t chunk_selector, std::uint16_t max_body_64,
@@ -122,13 +117,10 @@ std::string seed(std::uint8_t chunk_selector, std::uint16_t max_body_64,
 }  // namespace
 }  // namespace sandpool::control
 
-int main(int argc, char** argv) {
-  using namespace sandpool::control;
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
-    return 2;
-  }
-  const std::string dir = argv[1];
+namespace sandpool::control {
+namespace {
+
+int write_seeds(const std::string& dir) {
   const Frame hello{FrameKind::kHello, 1, "", R"({"version":1,"client":"poolctl"})", ""};
   const Frame status{FrameKind::kRequest, 2, "status", "{}", ""};
   const Frame submit{FrameKind::kRequest, 3, "submit",
@@ -149,9 +141,17 @@ int main(int argc, char** argv) {
   bool ok = true;
   for (const auto& [name, bytes] : seeds) {
     run(bytes);  // the seeds themselves must keep every property
-    ok = ok && write_file(dir + "/" + name, bytes);
+    ok = ok && fuzz::write_seed(dir + "/" + name, bytes);
   }
   return ok ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace sandpool::control
+
+int main(int argc, char** argv) {
+  return sandpool::fuzz::seed_main(argc, argv, "fuzz_control_frames",
+                                   sandpool::control::write_seeds);
 }
 
 #endif

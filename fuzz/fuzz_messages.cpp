@@ -143,17 +143,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
 #else  // the seed generator
 
+#include "seed_corpus.hpp"
+
 #include <cstdio>
 
 namespace sandpool::ipc {
 namespace {
-
-bool write_file(const std::string& path, std::string_view bytes) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return false;
-  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  return std::fclose(f) == 0 && ok;
-}
 
 // A ring input (layout above) holding `messages` as a MessageSender writes them, each
 // published as one plausible advance of the head.
@@ -221,7 +216,7 @@ int write_seeds(const std::string& dir) {
       std::fprintf(stderr, "seed %s delivers no message\n", name.c_str());
       return 1;
     }
-    if (!write_file(dir + "/" + name, content)) {
+    if (!fuzz::write_seed(dir + "/" + name, content)) {
       std::perror(name.c_str());
       return 1;
     }
@@ -235,11 +230,7 @@ int write_seeds(const std::string& dir) {
 }  // namespace sandpool::ipc
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s DIR  (writes the fuzz_messages seed corpus)\n", argv[0]);
-    return 2;
-  }
-  return sandpool::ipc::write_seeds(argv[1]);
+  return sandpool::fuzz::seed_main(argc, argv, "fuzz_messages", sandpool::ipc::write_seeds);
 }
 
 #endif

@@ -215,18 +215,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
 #else  // the seed generator
 
+#include "seed_corpus.hpp"
+
 #include <cstdio>
 #include <functional>
 
 namespace sandpool::ipc {
 namespace {
-
-bool write_file(const std::string& path, std::string_view bytes) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return false;
-  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  return std::fclose(f) == 0 && ok;
-}
 
 // Write ops (op 0) that turn `before` into `after`, in runs of at most 255 bytes.
 void append_diff(const std::vector<std::byte>& before, const std::byte* after, std::string* out) {
@@ -271,7 +266,7 @@ int write_seeds(const std::string& dir) {
   std::vector<std::pair<std::string, std::string> > seeds;
   seeds.emplace_back("ready-result", traffic_seed([](MessageSender& tx, RegionHeader& h) {
                        std::string b;
-                       encode(ReadyMsg{42, {"echo"}}, &b);
+                       encode(ReadyMsg{42, {"echo"}, "rlimits+seccomp:strict"}, &b);
                        send(tx, MsgKind::kReady, b);
                        encode(ResultMsg{1, TaskStatus::kOk, "done", ""}, &b);
                        send(tx, MsgKind::kResult, b);
@@ -291,13 +286,15 @@ int write_seeds(const std::string& dir) {
                        encode(ResultMsg{2, TaskStatus::kOk, std::string(2500, 'r'), ""}, &b);
                        send(tx, MsgKind::kResult, b);
                      }));
-  seeds.emplace_back(
-      "backtrace", traffic_seed([](MessageSender&, RegionHeader& h) {
-        const char text[] = "#0 spin+0x10 (libhang.so)\n#1 sp_plugin_handle+0x2";
-        std::memcpy(h.diagnostics.backtrace, text, sizeof text - 1);
-        h.diagnostics.backtrace_len.store(sizeof text - 1);
-        h.diagnostics.backtrace_state.store(static_cast<std::uint32_t>(BacktraceState::kDone));
-      }));
+  seeds.emplace_back("backtrace", traffic_seed([](MessageSender&, RegionHeader& h) {
+                       const char text[] = "#0 spin+0x10 (libhang.so)\n#1 sp_plugin_handle+0x2";
+                       std::memcpy(h.diagnostics.backtrace, text, sizeof text - 1);
+                       // Region v3: request 1 asked of one thread, which answered its section.
+                       h.diagnostics.backtrace_used.store(sizeof text - 1);
+                       h.diagnostics.backtrace_expected.store(1);
+                       h.diagnostics.backtrace_answered.store(1);
+                       h.diagnostics.backtrace_request.store(1);
+                     }));
   // The manager sends tasks, then the worker's tail moves.
   std::string tasks;
   for (int i = 0; i < 3; ++i) {
@@ -308,7 +305,7 @@ int write_seeds(const std::string& dir) {
 
   for (const auto& [name, content] : seeds) {
     run_script(content);  // each seed passes the harness
-    if (!write_file(dir + "/" + name, content)) {
+    if (!fuzz::write_seed(dir + "/" + name, content)) {
       std::perror(name.c_str());
       return 1;
     }
@@ -321,11 +318,7 @@ int write_seeds(const std::string& dir) {
 }  // namespace sandpool::ipc
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s DIR  (writes the fuzz_result_ring seed corpus)\n", argv[0]);
-    return 2;
-  }
-  return sandpool::ipc::write_seeds(argv[1]);
+  return sandpool::fuzz::seed_main(argc, argv, "fuzz_result_ring", sandpool::ipc::write_seeds);
 }
 
 #endif
