@@ -46,6 +46,7 @@ PoolOptions to_pool_options(const PoolConfig& pool) {
   o.heartbeat_interval = pool.health.heartbeat_interval;
   o.missed_heartbeats = pool.health.missed_heartbeats;
   o.init_timeout = pool.health.init_timeout;
+  o.stop_timeout = pool.health.stop_timeout;
 
   o.max_restarts = pool.restart.max_restarts;
   o.restart_window = pool.restart.within;

@@ -209,6 +209,7 @@ void read_pool(ConfigErrors& errors, const YAML::Node& node, const std::string& 
   health.duration("heartbeat_interval", &out->health.heartbeat_interval, milliseconds(1));
   health.count("missed_heartbeats", &out->health.missed_heartbeats, 1);
   health.duration("init_timeout", &out->health.init_timeout, milliseconds(1));
+  health.duration("stop_timeout", &out->health.stop_timeout, milliseconds(1));
   health.finish();
 
   MapReader defaults = r.section("task_defaults");

@@ -1,20 +1,28 @@
-// PoolCore, the task side: submit, dispatch, results, attempts, retries, cancellation,
-// timeouts and the queries. The worker side (lifecycle, health, restarts, scaling) is in
-// pool_core_workers.cpp; metrics recording in pool_core_metrics.cpp.
+// PoolCore, the task side: submit, admission, dispatch, the queue funnel, ending tasks
+// (letters included), cancellation and the queries. Results and attempts are in
+// pool_core_tasks.cpp; the worker side (lifecycle, exits, restarts, scaling) in
+// pool_core_workers.cpp; deadlines and health sweeps in pool_core_health.cpp; metrics
+// recording in pool_core_metrics.cpp.
 #include "core/pool_core.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <climits>
 
 #include "core/pool_core_internal.hpp"
 
 namespace sandpool::core {
 
-using detail::kMsNs;
-using detail::retryable;
 using detail::to_ns;
 using detail::wall_ms;
+
+namespace {
+
+supervision::RestartIntensity::Limits intensity_limits(const PoolOptions& o) {
+  return {o.max_restarts, o.restart_window, o.crash_backoff_base, o.crash_backoff_max,
+          o.stable_after};
+}
+
+}  // namespace
 
 PoolCore::PoolCore(const PoolOptions& options, WorkerControl& control,
                    std::atomic<std::size_t>& admitted)
@@ -23,6 +31,7 @@ PoolCore::PoolCore(const PoolOptions& options, WorkerControl& control,
       admitted_(admitted),
       dispatcher_(options.dispatch, options.seed),
       rng_(options.seed ^ 0x5a5a5a5a5a5a5a5aull),
+      intensity_(intensity_limits(options)),
       finished_({options.task_records_max, to_ns(options.task_records_max_age),
                  static_cast<std::size_t>(options.task_records_max_bytes)}),
       target_workers_(options.workers) {}
@@ -44,26 +53,52 @@ void PoolCore::submit(TaskPtr task, std::int64_t now) {
   ++stats_.submitted;
   ++open_tasks_;
   if (failed_) {
-    release_admission(*task);
     finish(task, TaskState::kDeadLettered, DeadReason::kCrashLoop, {}, failure_);
     return;
   }
-  if (crash_loop_ && task->opts.fail_fast) {
-    release_admission(*task);
+  if (intensity_.crash_loop() && task->opts.fail_fast) {
     finish(task, TaskState::kDeadLettered, DeadReason::kCrashLoop, {},
            "the pool is in crash_loop and the task asked to fail fast");
     return;
   }
-  queue_.push(std::move(task));
+  queue_.push(std::move(task));  // admitted by the Pool at submit
   dispatch(now);
+}
+
+void PoolCore::admit(TaskRecord& t) {
+  if (t.admitted) return;
+  t.admitted = true;
+  admitted_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void PoolCore::release_admission(TaskRecord& t) {
+  if (!t.admitted) return;
+  t.admitted = false;
+  admitted_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void PoolCore::to_queue(TaskPtr task, bool front, std::int64_t now) {
+  if (task->decided) return;
+  if (failed_) {
+    // Nothing will ever run it: no worker is started in a failed pool.
+    finish(task, TaskState::kDeadLettered, DeadReason::kCrashLoop, {}, failure_);
+    return;
+  }
+  clock_ns_ = now;
+  task->state.store(TaskState::kQueued, std::memory_order_release);
+  admit(*task);
+  if (front) {
+    queue_.push_front(std::move(task));
+  } else {
+    queue_.push(std::move(task));
+  }
 }
 
 void PoolCore::dispatch(std::int64_t now) {
   // Affinity backlogs first: those tasks were already waiting for their worker.
   for (auto& [id, w] : workers_) {
     if (backlogged_ == 0) break;
-    while (!w.backlog.empty() && w.phase == Phase::kReady &&
-           w.in_flight.size() < opts_.concurrency) {
+    while (!w.backlog.empty() && w.is<Ready>() && w.ring.size() < opts_.concurrency) {
       TaskPtr t = std::move(w.backlog.front());
       w.backlog.pop_front();
       --backlogged_;
@@ -78,9 +113,8 @@ void PoolCore::dispatch(std::int64_t now) {
   for (auto& [id, w] : workers_) {
     // A starting worker is a candidate with no room: affinity keeps its keys for it (they
     // must not move when it becomes ready), the other strategies pass it by.
-    // A worker we decided to kill (waiting for its backtrace) gets nothing new.
-    if ((w.phase != Phase::kReady && w.phase != Phase::kStarting) || w.kill_reason) continue;
-    const bool ready = w.phase == Phase::kReady;
+    if (!w.live()) continue;
+    const bool ready = w.is<Ready>();
     any_ready |= ready;
     // A worker due for recycling after max_tasks gets no more than it has left to serve.
     std::uint32_t capacity = opts_.concurrency;
@@ -90,18 +124,27 @@ void PoolCore::dispatch(std::int64_t now) {
       capacity = static_cast<std::uint32_t>(std::min<std::uint64_t>(capacity, left));
     }
     candidates_.push_back(
-        {id, ready ? static_cast<std::uint32_t>(w.in_flight.size()) : capacity, capacity});
+        {id, ready ? static_cast<std::uint32_t>(w.ring.size()) : capacity, capacity});
     by_index.push_back(&w);
   }
   if (!any_ready) return;
   while (!queue_.empty()) {
     const TaskPtr& head = *queue_.peek();
-    Choice c = dispatcher_.choose(candidates_, head->opts.key);
+    if (head->payload.size() > opts_.max_payload) {
+      // Accepted under a larger max_payload that a reconfigure lowered since: the workers
+      // started with the new one would read its frame as ring corruption.
+      TaskPtr t = queue_.pop();
+      finish(t, TaskState::kDeadLettered, DeadReason::kPermanent, {},
+             "payload of " + std::to_string(t->payload.size()) + " bytes exceeds max_payload (" +
+                 std::to_string(opts_.max_payload) + " bytes), lowered after it was accepted");
+      continue;
+    }
+    Choice c = choose_for(*head);
     if (c.index < 0) break;
     Worker& w = *by_index[c.index];
     TaskPtr t = queue_.pop();
     if (c.must_wait) {
-      w.backlog.push_back(std::move(t));
+      w.backlog.push_back(std::move(t));  // still waiting: keeps its admission
       ++backlogged_;
       continue;
     }
@@ -110,100 +153,46 @@ void PoolCore::dispatch(std::int64_t now) {
   }
 }
 
+Choice PoolCore::choose_for(const TaskRecord& t) {
+  bool all_fit = true;
+  for (const Worker* w : candidate_workers_) all_fit &= t.payload.size() <= w->frame_cap;
+  if (all_fit) return dispatcher_.choose(candidates_, t.opts.key);
+  // Some workers' regions were sized for a smaller max_payload (a reconfigure raised it while
+  // they still run): they must not get this task, whose frame they would read as corruption.
+  std::vector<Candidate> fit;
+  std::vector<int> index;
+  for (std::size_t i = 0; i < candidates_.size(); ++i) {
+    if (t.payload.size() > candidate_workers_[i]->frame_cap) continue;
+    fit.push_back(candidates_[i]);
+    index.push_back(static_cast<int>(i));
+  }
+  Choice c = dispatcher_.choose(fit, t.opts.key);
+  if (c.index >= 0) c.index = index[static_cast<std::size_t>(c.index)];
+  return c;
+}
+
 void PoolCore::assign(Worker& w, TaskPtr task, std::int64_t now) {
   note_dispatch(*task, now);
   release_admission(*task);
-  InFlight f{task, task->attempts_ended + 1, now, wall_ms(), now + task->timeout_ns};
+  InFlight f;
+  f.task = task;
+  f.attempt = task->attempts_ended + 1;
+  f.dispatched_ns = now;
+  f.started_wall_ms = wall_ms();
+  f.deadline_ns = now + task->timeout_ns;
   task->state.store(TaskState::kDispatched, std::memory_order_release);
   ctl_.send_task(w.id, *task, f.attempt, f.deadline_ns);
   next_check_ns_ = std::min(next_check_ns_, f.deadline_ns);
-  w.in_flight.push_back(std::move(f));
+  const bool was_empty = w.ring.empty();
+  w.ring.push_back(std::move(f));
   ++in_flight_total_;
-}
-
-void PoolCore::release_admission(TaskRecord& t) {
-  if (!t.admitted) return;
-  t.admitted = false;
-  admitted_.fetch_sub(1, std::memory_order_relaxed);
+  if (was_empty) front_changed(w, now);
 }
 
 void PoolCore::settle(std::int64_t now) {
   dispatch(now);
   if (!closing_) return;
-  for (auto& [id, w] : workers_) maybe_stop(w);
-}
-
-void PoolCore::requeue(TaskPtr task) {
-  task->state.store(TaskState::kQueued, std::memory_order_release);
-  queue_.push_front(std::move(task));
-}
-
-bool PoolCore::on_result(WorkerId wid, ipc::ResultMsg& msg, std::int64_t now) {
-  clock_ns_ = now;
-  Worker* w = find(wid);
-  if (w == nullptr) return true;  // already gone; nothing to match against
-  auto it = std::find_if(w->in_flight.begin(), w->in_flight.end(),
-                         [&](const InFlight& f) { return f.task->id == msg.id; });
-  if (it == w->in_flight.end()) return false;
-  InFlight f = std::move(*it);
-  w->in_flight.erase(it);
-  --in_flight_total_;
-  if (w->cancel_task == msg.id) w->cancel_task = 0;
-  if (!f.abandoned) {
-    ++w->tasks_done;
-    const TaskPtr& t = f.task;
-    const std::int32_t pid = ctl_.pid(wid);
-    switch (msg.status) {
-      case ipc::TaskStatus::kOk: {
-        std::lock_guard lock(t->mu);
-        t->account.history.push_back(
-            {f.attempt, Outcome::kOk, {}, pid, f.started_wall_ms, wall_ms()});
-        t->attempts_ended++;
-      }
-        note_attempt_end(f, Outcome::kOk, now);
-        finish(t, TaskState::kCompleted, DeadReason::kNone, std::move(msg.data), {});
-        break;
-      case ipc::TaskStatus::kCancelled:
-        finish(t, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled before it started",
-               CancelReason::kUser);
-        break;
-      case ipc::TaskStatus::kRetry:
-        end_attempt(f, Outcome::kError, msg.error.empty() ? "handler asked for a retry" : msg.error,
-                    pid, now);
-        break;
-      case ipc::TaskStatus::kFail:
-        end_attempt(f, Outcome::kFailed, msg.error.empty() ? "handler failed" : msg.error, pid,
-                    now);
-        break;
-      case ipc::TaskStatus::kResultTooLarge:
-        end_attempt(f, Outcome::kFailed,
-                    "result exceeds max_result (" + std::to_string(opts_.max_result) + " bytes)",
-                    pid, now);
-        break;
-    }
-  }
-  if (opts_.recycle_max_tasks != 0 && w->tasks_done >= opts_.recycle_max_tasks) {
-    recycle(*w, "served " + std::to_string(w->tasks_done) + " tasks (recycle.max_tasks)", now);
-  }
-  maybe_stop(*w);  // a draining worker stops once its ring is empty
-  settle(now);
-  return true;
-}
-
-bool PoolCore::on_progress(WorkerId wid, const ipc::ProgressMsg& msg) {
-  Worker* w = find(wid);
-  if (w == nullptr) return true;
-  for (const InFlight& f : w->in_flight) {
-    if (f.task->id != msg.id) continue;
-    if (!f.abandoned && f.task->state.load(std::memory_order_relaxed) == TaskState::kDispatched) {
-      f.task->state.store(TaskState::kRunning, std::memory_order_release);
-    }
-    if (!f.abandoned && f.task->opts.on_progress) f.task->opts.on_progress(msg.id, msg.data);
-    return true;
-  }
-  // Progress for a task that just ended can race with nothing (results come after progress
-  // in the same ring), so an unknown id is a protocol error.
-  return false;
+  for (auto& [id, w] : workers_) maybe_stop(w, now);
 }
 
 std::deque<TaskPtr> PoolCore::take_waiting() {
@@ -220,22 +209,26 @@ std::deque<TaskPtr> PoolCore::take_waiting() {
   return left;
 }
 
+std::size_t PoolCore::dead_letter_waiting(DeadReason reason, const std::string& why) {
+  std::size_t n = 0;
+  for (const TaskPtr& t : take_waiting()) {
+    if (t->decided) continue;
+    finish(t, TaskState::kDeadLettered, reason, {}, why);
+    ++n;
+  }
+  return n;
+}
+
 std::size_t PoolCore::abandon_all(DeadReason reason, const std::string& why, std::int64_t now) {
   clock_ns_ = now;
-  std::size_t abandoned = 0;
-  for (const TaskPtr& t : take_waiting()) {
-    if (is_terminal(t->state.load(std::memory_order_relaxed))) continue;
-    release_admission(*t);
-    finish(t, TaskState::kDeadLettered, reason, {}, why);
-    ++abandoned;
-  }
+  std::size_t abandoned = dead_letter_waiting(reason, why);
   for (auto& [wid, w] : workers_) {
-    const std::uint64_t started = ctl_.started_task(wid);
     bool any = false;
-    for (InFlight& f : w.in_flight) {
-      if (f.abandoned || is_terminal(f.task->state.load(std::memory_order_relaxed))) continue;
-      f.abandoned = true;  // its worker's exit must not end it a second time
-      if (f.task->id == started) {
+    for (std::size_t i = 0; i < w.ring.size(); ++i) {
+      InFlight& f = w.ring[i];
+      if (f.ended || f.task->decided) continue;
+      f.ended = true;  // its worker's exit must not end it a second time
+      if (i == 0) {    // the front: running (or about to), so it had an attempt
         std::lock_guard lock(f.task->mu);
         f.task->account.history.push_back(
             {f.attempt, Outcome::kLost, why, ctl_.pid(wid), f.started_wall_ms, wall_ms()});
@@ -245,58 +238,17 @@ std::size_t PoolCore::abandon_all(DeadReason reason, const std::string& why, std
       ++abandoned;
       any = true;
     }
-    if (any) {
-      w.retiring = true;  // not a crash: no restart is counted
-      kill_worker(w, Outcome::kLost, why, 0);
-    }
+    if (any) kill_worker(w, KillReason::kShutdown, Outcome::kLost, why, 0, now);
   }
   settle(now);
   return abandoned;
 }
 
-void PoolCore::end_attempt(const InFlight& f, Outcome outcome, std::string error, std::int32_t pid,
-                           std::int64_t now, std::string backtrace) {
-  const TaskPtr& t = f.task;
-  {
-    std::lock_guard lock(t->mu);
-    t->account.history.push_back(
-        {f.attempt, outcome, error, pid, f.started_wall_ms, wall_ms(), std::move(backtrace)});
-    t->account.error = error;
-  }
-  t->attempts_ended++;
-  emit({PoolEvent::Kind::kAttemptEnded, t->id, pid, TaskState::kQueued, DeadReason::kNone, outcome,
-        f.attempt, error});
-  note_attempt_end(f, outcome, now);
-  if (t->cancel_requested) {
-    finish(t, TaskState::kCancelled, DeadReason::kNone, {}, std::move(error), CancelReason::kUser);
-    return;
-  }
-  if (!retryable(outcome, opts_.retry.retry_sandbox_violation)) {
-    finish(t, TaskState::kDeadLettered, DeadReason::kPermanent, {}, std::move(error));
-    return;
-  }
-  if (t->attempts_ended >= t->max_attempts) {
-    finish(t, TaskState::kDeadLettered, DeadReason::kRetriesExhausted, {}, std::move(error));
-    return;
-  }
-  ++stats_.retried;
-  t->state.store(TaskState::kRetryWait, std::memory_order_release);
-  const std::int64_t due = now + retry_delay_ns(*t);
-  retries_.push({due, t});
-  next_check_ns_ = std::min(next_check_ns_, due);
-}
-
-std::int64_t PoolCore::retry_delay_ns(const TaskRecord& t) {
-  // Full jitter: uniform in [0, ceiling].
-  const std::int64_t ceiling = opts_.retry.ceiling_for(t.attempts_ended).count() * kMsNs;
-  if (ceiling <= 0) return 0;
-  std::uniform_int_distribution<std::int64_t> jitter(0, ceiling);
-  return jitter(rng_);
-}
-
 void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason, std::string result,
                       std::string error, CancelReason cancel) {
-  if (is_terminal(task->state.load(std::memory_order_relaxed))) return;
+  if (task->decided) return;
+  task->decided = true;
+  release_admission(*task);
   {
     std::lock_guard lock(task->mu);
     task->account.state = state;
@@ -304,10 +256,39 @@ void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason, s
     task->account.cancel_reason = cancel;
     task->account.result = std::move(result);
     if (!error.empty() || state == TaskState::kCompleted) task->account.error = std::move(error);
-    if (state == TaskState::kDeadLettered) {
-      dead_letters_.push_back(task->account);
-      if (dead_letters_.size() > opts_.dead_letter_capacity) dead_letters_.pop_front();
+    if (state == TaskState::kDeadLettered && dead_letter_sink_) {
+      task->account.dead_letter_pending = true;
     }
+  }
+  if (state == TaskState::kDeadLettered && dead_letter_sink_) {
+    letters_pending_.emplace(task->id, std::make_pair(task, reason));
+    if (dead_letter_sink_(task)) return;  // on_letter_written() ends it
+    letters_pending_.erase(task->id);
+    std::lock_guard lock(task->mu);
+    task->account.dead_letter_pending = false;
+  }
+  complete(task, state, reason);
+}
+
+void PoolCore::on_letter_written(std::uint64_t id, std::int64_t now) {
+  clock_ns_ = now;
+  auto it = letters_pending_.find(id);
+  if (it == letters_pending_.end()) return;
+  auto [task, reason] = std::move(it->second);
+  letters_pending_.erase(it);
+  {
+    std::lock_guard lock(task->mu);
+    task->account.dead_letter_pending = false;
+  }
+  complete(task, TaskState::kDeadLettered, reason);
+  settle(now);
+}
+
+void PoolCore::complete(const TaskPtr& task, TaskState state, DeadReason reason) {
+  if (state == TaskState::kDeadLettered) {
+    std::lock_guard lock(task->mu);
+    dead_letters_.push_back(task->account);
+    if (dead_letters_.size() > opts_.dead_letter_capacity) dead_letters_.pop_front();
   }
   switch (state) {
     case TaskState::kCompleted:
@@ -329,7 +310,6 @@ void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason, s
   task->done.notify_all();
   --open_tasks_;
   finished_.add(task, clock_ns_);
-  if (state == TaskState::kDeadLettered && dead_letter_sink_) dead_letter_sink_(*task);
   emit({PoolEvent::Kind::kTaskEnded, task->id, 0, state, reason, Outcome::kOk, task->attempts_ended,
         task->account.error});
   // The account is final once done is set: nothing writes it again, so the callback reads
@@ -337,14 +317,22 @@ void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason, s
   if (task->opts.on_done) task->opts.on_done(task->account);
 }
 
+std::pair<Worker*, InFlight*> PoolCore::find_in_ring(const TaskPtr& t) {
+  for (auto& [wid, w] : workers_) {
+    for (InFlight& f : w.ring) {
+      if (f.task == t && !f.ended) return {&w, &f};
+    }
+  }
+  return {nullptr, nullptr};
+}
+
 bool PoolCore::cancel(const TaskPtr& t, std::int64_t now) {
   clock_ns_ = now;
-  const std::uint64_t id = t->id;
-  const TaskState s = t->state.load(std::memory_order_relaxed);
-  if (is_terminal(s)) return false;
+  if (t->decided) return false;
   t->cancel_requested = true;
+  const TaskState s = t->state.load(std::memory_order_relaxed);
   if (s == TaskState::kQueued) {
-    if (TaskPtr q = queue_.remove(id)) release_admission(*q);
+    queue_.remove(t->id);
     for (auto& [wid, w] : workers_) {
       auto b = std::find(w.backlog.begin(), w.backlog.end(), t);
       if (b != w.backlog.end()) {
@@ -362,112 +350,16 @@ bool PoolCore::cancel(const TaskPtr& t, std::int64_t now) {
            CancelReason::kUser);
     return true;
   }
-  for (auto& [wid, w] : workers_) {
-    for (const InFlight& f : w.in_flight) {
-      if (f.task != t) continue;
-      ctl_.send_cancel(wid, id);
-      w.cancel_task = id;
-      w.cancel_deadline_ns = now + to_ns(opts_.cancel_grace);
-      next_check_ns_ = std::min(next_check_ns_, w.cancel_deadline_ns);
-      return true;
-    }
+  auto [w, f] = find_in_ring(t);
+  if (f == nullptr || f->ask != InFlight::Ask::kNone) return true;
+  f->ask = InFlight::Ask::kCancel;
+  f->asked_ns = now;
+  ctl_.send_cancel(w->id, t->id);  // drops it if the worker has not started it
+  if (f == &w->ring.front()) {
+    ctl_.raise_cancel_flag(w->id, t->id);
+    next_check_ns_ = std::min(next_check_ns_, now + to_ns(opts_.cancel_grace));
   }
   return true;
-}
-
-void PoolCore::observe_running() {
-  for (auto& [wid, w] : workers_) {
-    if (w.in_flight.empty()) continue;
-    const std::uint64_t started = ctl_.started_task(wid);
-    if (started == 0) continue;
-    if (opts_.cpu_time.count() > 0 && started != w.cpu_task) {
-      w.cpu_task = started;  // a new task is running: meter its CPU from here
-      w.cpu_base_ns = ctl_.cpu_ns(wid);
-    }
-    for (const InFlight& f : w.in_flight) {
-      if (f.task->id != started) continue;
-      if (f.task->state.load(std::memory_order_relaxed) == TaskState::kDispatched) {
-        f.task->state.store(TaskState::kRunning, std::memory_order_release);
-      }
-      break;
-    }
-  }
-}
-
-void PoolCore::on_tick(std::int64_t now) {
-  clock_ns_ = now;
-  while (!retries_.empty() && retries_.top().due_ns <= now) {
-    TaskPtr t = retries_.top().task;
-    retries_.pop();
-    if (is_terminal(t->state.load(std::memory_order_relaxed))) continue;
-    t->state.store(TaskState::kQueued, std::memory_order_release);
-    queue_.push(std::move(t));
-  }
-  if (respawn_due_ns_ != 0 && now >= respawn_due_ns_) {
-    respawn_due_ns_ = 0;
-    adjust_worker_count(now);
-  }
-  if (now >= next_check_ns_) check_deadlines(now);
-  if (now >= next_sweep_ns_) sweep(now);
-  settle(now);
-}
-
-void PoolCore::check_deadlines(std::int64_t now) {
-  std::int64_t next = INT64_MAX;
-  for (auto& [wid, w] : workers_) {
-    if (w.kill_reason) continue;
-    if (w.phase == Phase::kStarting) {
-      const std::int64_t due = w.spawned_ns + to_ns(opts_.init_timeout);
-      if (now >= due) {
-        kill_worker(
-            w, Outcome::kLost,
-            "plugin init timed out after " + std::to_string(opts_.init_timeout.count()) + " ms", 0);
-        continue;
-      }
-      next = std::min(next, due);
-    }
-    const std::uint64_t started = w.in_flight.empty() ? 0 : ctl_.started_task(wid);
-    if (w.cancel_task != 0) {
-      if (now >= w.cancel_deadline_ns && started == w.cancel_task) {
-        kill_worker(w, Outcome::kCancelled, "cancelled: did not stop within the grace period",
-                    w.cancel_task);
-        continue;
-      }
-      if (now < w.cancel_deadline_ns) next = std::min(next, w.cancel_deadline_ns);
-    }
-    for (InFlight& f : w.in_flight) {
-      if (f.abandoned) continue;
-      if (now < f.deadline_ns) {
-        next = std::min(next, f.deadline_ns);
-        continue;
-      }
-      const std::string error =
-          "timed out after " + std::to_string(f.task->timeout_ns / kMsNs) + " ms";
-      if (f.task->id == started) {
-        kill_hung_worker(w, Outcome::kTimedOut, error, f.task->id, now);
-        break;
-      }
-      // Timed out waiting in the ring behind a slower task: withdraw it, keep the worker.
-      f.abandoned = true;
-      ctl_.send_cancel(wid, f.task->id);
-      end_attempt(f, Outcome::kTimedOut, error + " waiting in the worker's ring", ctl_.pid(wid),
-                  now);
-    }
-  }
-  if (!retries_.empty()) next = std::min(next, retries_.top().due_ns);
-  next_check_ns_ = next;
-}
-
-std::int64_t PoolCore::next_deadline() const {
-  std::int64_t next = std::min(next_check_ns_, workers_.empty() ? INT64_MAX : next_sweep_ns_);
-  if (!retries_.empty()) next = std::min(next, retries_.top().due_ns);
-  if (respawn_due_ns_ != 0) next = std::min(next, respawn_due_ns_);
-  if (backtraces_awaited_ > 0) {
-    for (const auto& [wid, w] : workers_) {
-      if (w.backtrace_due_ns != 0) next = std::min(next, w.backtrace_due_ns);
-    }
-  }
-  return next;
 }
 
 void PoolCore::close(std::int64_t now) {
@@ -479,23 +371,28 @@ void PoolCore::close(std::int64_t now) {
 
 bool PoolCore::idle() const { return open_tasks_ == 0; }
 
+bool PoolCore::finished() const {
+  // Letters still being written do not hold the loop: the store owns them now, and
+  // on_letter_written() still ends their tasks once they are written.
+  return closing_ && workers_.empty() && open_tasks_ == letters_pending_.size();
+}
+
 TaskPtr PoolCore::find_task(std::uint64_t id) const {
   if (TaskPtr t = queue_.find(id)) return t;
   for (const RetryEntry& e : retries_.entries()) {
-    if (e.task->id == id) return e.task;
+    if (e.task->id == id && !e.task->decided) return e.task;
   }
   for (const auto& [wid, w] : workers_) {
-    for (const InFlight& f : w.in_flight) {
-      if (f.task->id == id && !f.abandoned) return f.task;
+    for (const InFlight& f : w.ring) {
+      if (f.task->id == id && !f.ended) return f.task;
     }
     for (const TaskPtr& t : w.backlog) {
       if (t->id == id) return t;
     }
   }
+  if (auto it = letters_pending_.find(id); it != letters_pending_.end()) return it->second.first;
   return finished_.find(id);
 }
-
-bool PoolCore::finished() const { return closing_ && workers_.empty() && idle(); }
 
 PoolStats PoolCore::stats() const {
   PoolStats s = stats_;
@@ -503,14 +400,15 @@ PoolStats PoolCore::stats() const {
   s.queued += backlogged_;
   s.in_flight = in_flight_total_;
   s.retry_wait = retries_.size();
+  s.letters_pending = letters_pending_.size();
   s.workers = static_cast<std::uint32_t>(workers_.size());
   s.target_workers = target_workers_;
   s.dispatch = dispatcher_.strategy();
-  s.crash_loop = crash_loop_;
-  s.state = failed_       ? "failed"
-            : closing_    ? (workers_.empty() ? "closed" : "closing")
-            : crash_loop_ ? "crash_loop"
-                          : "running";
+  s.crash_loop = intensity_.crash_loop();
+  s.state = failed_                   ? "failed"
+            : closing_                ? (workers_.empty() ? "closed" : "closing")
+            : intensity_.crash_loop() ? "crash_loop"
+                                      : "running";
   return s;
 }
 

@@ -26,11 +26,11 @@
 #include "core/finished_tasks.hpp"
 #include "core/task_queue.hpp"
 #include "core/task_record.hpp"
+#include "core/worker_state.hpp"
 #include "supervision/exit_classifier.hpp"
+#include "supervision/restart_intensity.hpp"
 
 namespace sandpool::core {
-
-using WorkerId = std::uint64_t;
 
 // Copies the fields Pool::reconfigure applies to a running pool from `from` into `to`;
 // the pool's identity (name, task_types, worker_path, task_ids, store, logger, on_event,
@@ -47,13 +47,19 @@ class WorkerControl {
   // Puts a task into the worker's ring.
   virtual void send_task(WorkerId w, const TaskRecord& task, std::uint32_t attempt,
                          std::int64_t deadline_ns) = 0;
-  // Asks the worker to drop a task it has not started, and raises its cancel flag for it.
+  // Puts a Cancel into the worker's ring: a task it has not started is dropped (the worker
+  // answers kCancelled); one it runs already is unaffected.
   virtual void send_cancel(WorkerId w, std::uint64_t task_id) = 0;
+  // Raises the cancel flag the running handler sees through cancelled(), for the task at the
+  // front of the worker's ring. One flag per worker: only the front's cancel is ever raised.
+  virtual void raise_cancel_flag(WorkerId w, std::uint64_t task_id) = 0;
   // Asks the worker to finish its ring and exit.
   virtual void send_stop(WorkerId w) = 0;
   // SIGKILL. on_exit follows.
   virtual void kill(WorkerId w) = 0;
-  // The task id the worker says is inside handle() (untrusted; 0 when idle).
+  // The task id the worker says is inside handle() (untrusted; 0 when idle). Only shown to
+  // operators (`running`) and used to decide whether the worker must be beating: which task a
+  // death or a deadline is charged to never depends on it.
   virtual std::uint64_t started_task(WorkerId w) = 0;
   virtual std::int32_t pid(WorkerId w) = 0;
   // The worker's last heartbeat, CLOCK_MONOTONIC ms (untrusted: it only protects itself).
@@ -72,8 +78,9 @@ class WorkerControl {
 
 class PoolCore {
  public:
-  // `admitted` counts tasks accepted but never dispatched; the Pool increments it at
-  // submit (to refuse past capacity) and the core decrements it at first dispatch.
+  // `admitted` counts the tasks waiting for a worker (queued or in an affinity backlog):
+  // the Pool increments it at submit, to refuse past queue_capacity; the core keeps it equal
+  // to the tasks it holds waiting (a task going back to the queue counts again).
   PoolCore(const PoolOptions& options, WorkerControl& control, std::atomic<std::size_t>& admitted);
 
   // Where the core reports what an operator should see (worker killed for missed
@@ -81,14 +88,17 @@ class PoolCore {
   void set_log(std::function<void(int level, const std::string& text)> log) {
     log_ = std::move(log);
   }
-  // Called for every task that ends dead-lettered, with its final account.
-  void set_dead_letter_sink(std::function<void(const TaskRecord&)> sink) {
+  // Where a task that is to end dead-lettered goes, with its final account. Returns true iff
+  // the sink writes the letter durably and on_letter_written(id) follows once it is written:
+  // until then the task is not terminal (its ticket keeps waiting, it is counted as a letter
+  // pending). False (or no sink): the task ends at once.
+  void set_dead_letter_sink(std::function<bool(const TaskPtr&)> sink) {
     dead_letter_sink_ = std::move(sink);
   }
 
   void start(std::int64_t now);
   void submit(TaskPtr task, std::int64_t now);
-  // Returns false iff the task is already terminal.
+  // Returns false iff the task has ended (or is ending) already.
   bool cancel(const TaskPtr& task, std::int64_t now);
   void scale(std::uint32_t workers, std::int64_t now);
   void set_strategy(DispatchStrategy s) { dispatcher_.set_strategy(s); }
@@ -97,8 +107,8 @@ class PoolCore {
   // restart pauses while replacements fail their init.
   void restart_workers(bool rolling, std::int64_t now);
   // Takes `next`'s changeable fields (copy_live_options) and applies them: strategy, record
-  // and dead-letter bounds, worker count. replace_workers: the launch spec changed, so every
-  // worker started before this call is replaced, one at a time (rolling restart).
+  // and dead-letter bounds, limits, worker count. replace_workers: the launch spec changed,
+  // so every worker started before this call is replaced, one at a time (rolling restart).
   void reconfigure(const PoolOptions& next, bool replace_workers, std::int64_t now);
   bool rolling_restart() const { return rolling_restart_; }
   // Dead-letters every open task with `reason` (a shutdown past its timeout): queued and
@@ -110,7 +120,8 @@ class PoolCore {
   void close(std::int64_t now);
 
   // `isolation`: the layers the worker reports in effect (ReadyMsg), for workers().
-  void on_ready(WorkerId w, std::int64_t now, std::string isolation = {});
+  // Returns false iff the worker was not starting (a repeated Ready breaks the protocol).
+  bool on_ready(WorkerId w, std::int64_t now, std::string isolation = {});
   // Returns false iff the message breaks the protocol (the id is not in flight on w); the
   // caller then reports on_protocol_error.
   bool on_result(WorkerId w, ipc::ResultMsg& msg, std::int64_t now);
@@ -121,9 +132,12 @@ class PoolCore {
   // Lines of a worker's output or log the loop dropped over the pool's output limit.
   void on_output_dropped(std::uint64_t lines) { stats_.output_dropped += lines; }
   void on_exit(WorkerId w, const supervision::ExitReport& report, std::int64_t now);
-  // Timeouts, cancellation grace, init timeouts, due retries and respawns.
+  // The dead letter of task `id` is written (see set_dead_letter_sink): the task ends.
+  void on_letter_written(std::uint64_t id, std::int64_t now);
+  // Deadlines (timeouts, cancel grace, init and stop timeouts), due retries and respawns.
   void on_tick(std::int64_t now);
-  // Marks tasks the workers report as started `running`.
+  // Marks the tasks the workers report as started `running` (for display only), and takes
+  // the CPU base of a new front task when cpu_time is set.
   void observe_running();
   // Kills the workers whose backtrace has arrived or whose backtrace_grace has passed.
   // Cheap when no backtrace is awaited; the loop calls it every iteration.
@@ -131,13 +145,14 @@ class PoolCore {
 
   // The earliest time on_tick has something to do (INT64_MAX: nothing).
   std::int64_t next_deadline() const;
-  bool idle() const;      // nothing queued, in flight or waiting for a retry
-  bool finished() const;  // closed and every worker gone
+  bool idle() const;      // nothing queued, in flight, waiting for a retry or for its letter
+  bool finished() const;  // closed, every worker gone, nothing left but letters being written
   bool failed() const { return failed_; }
   const std::string& failure() const { return failure_; }
   std::uint32_t init_failures() const { return init_failures_; }
   std::size_t ready_workers() const;
   bool has_in_flight() const { return in_flight_total_ > 0; }
+  std::size_t letters_pending() const { return letters_pending_.size(); }
 
   PoolStats stats() const;
   // Counters, workers by state, worker RSS and latency histograms (pool_core_metrics.cpp).
@@ -149,43 +164,6 @@ class PoolCore {
   TaskPtr find_task(std::uint64_t id) const;
 
  private:
-  enum class Phase { kStarting, kReady, kDraining, kStopping };
-  struct InFlight {
-    TaskPtr task;
-    std::uint32_t attempt;
-    std::int64_t dispatched_ns;
-    std::int64_t started_wall_ms;
-    std::int64_t deadline_ns;
-    bool abandoned = false;  // given up on (timed out in the ring); its ack is dropped
-  };
-  struct Worker {
-    WorkerId id;
-    Phase phase = Phase::kStarting;
-    std::int64_t spawned_ns = 0;
-    std::uint64_t tasks_done = 0;
-    std::deque<InFlight> in_flight;      // ring order
-    std::deque<TaskPtr> backlog;         // affinity tasks waiting for this worker
-    std::optional<Outcome> kill_reason;  // set when we killed it on purpose
-    std::string kill_error;
-    std::uint64_t kill_task = 0;
-    std::uint64_t cancel_task = 0;  // a running task asked to stop
-    std::int64_t cancel_deadline_ns = 0;
-    std::string last_error;           // the worker's last error-level log line
-    bool retiring = false;            // we stopped wanting it (scale down, close, recycle)
-    std::int64_t ready_ns = 0;        // when it became ready
-    std::string isolation;            // as the worker reported it when ready
-    std::uint64_t cpu_task = 0;       // the running task whose CPU is being metered
-    std::int64_t cpu_base_ns = -1;    // the worker's CPU time when cpu_task was first seen
-    bool restart_pending = false;     // a rolling restart will replace it
-    std::uint64_t generation = 0;     // the launch spec it was started with (reconfigure)
-    std::uint32_t slot = 0;           // see WorkerInfo::slot
-    std::uint64_t slot_restarts = 0;  // workers started in its slot before it
-
-    // Hung-task diagnostics: a backtrace is awaited until backtrace_due_ns (0: none);
-    // `backtrace` is the answer, for the attempt of kill_task.
-    std::int64_t backtrace_due_ns = 0;
-    std::string backtrace;
-  };
   struct RetryEntry {
     std::int64_t due_ns;
     TaskPtr task;
@@ -196,68 +174,110 @@ class PoolCore {
     const std::vector<RetryEntry>& entries() const { return c; }
   };
 
-  void spawn_worker(std::int64_t now);
-  // The lowest slot no starting or ready worker holds.
-  std::uint32_t free_slot() const;
+  // ---- tasks (pool_core.cpp, pool_core_tasks.cpp) ----
   void dispatch(std::int64_t now);
   // dispatch(), then, when closing, stops every worker that has nothing left to do.
   void settle(std::int64_t now);
+  void admit(TaskRecord& t);
   void release_admission(TaskRecord& t);
+  // The dispatcher's choice among candidates_ for `t`, leaving out the workers whose region
+  // is too small for its payload.
+  Choice choose_for(const TaskRecord& t);
   void assign(Worker& w, TaskPtr task, std::int64_t now);
-  void requeue(TaskPtr task);
+  // Where every task that waits for a worker again goes (a retry come due, a dead worker's
+  // unstarted ring, a backlog given up): back into the queue (front: at the head of its
+  // level), or, in a failed pool that will never run it, dead-lettered crash_loop.
+  void to_queue(TaskPtr task, bool front, std::int64_t now);
   // Ends the current attempt of a task and decides: retry, dead-letter or cancel.
   void end_attempt(const InFlight& f, Outcome outcome, std::string error, std::int32_t pid,
                    std::int64_t now, std::string backtrace = {});
+  // Ends a task: completed and cancelled at once; dead_lettered through the sink, ending
+  // once the letter is written.
   void finish(const TaskPtr& task, TaskState state, DeadReason reason, std::string result,
               std::string error, CancelReason cancel = CancelReason::kNone);
-  void kill_worker(Worker& w, Outcome why, std::string error, std::uint64_t task_id);
-  // kill_worker for a hung worker, after asking it for a backtrace: the kill itself happens
-  // in observe_backtraces (answer seen or backtrace_grace over) or at once when disabled.
-  void kill_hung_worker(Worker& w, Outcome why, std::string error, std::uint64_t task_id,
-                        std::int64_t now);
-  // Takes the worker's backtrace (or notes that none came), logs it once.
-  void collect_backtrace(Worker& w);
-  void drain_worker(Worker& w);
-  void maybe_stop(Worker& w);
-  void enter_failed(std::string why);
-  void check_deadlines(std::int64_t now);
-  // Heartbeats, per-task CPU, RSS, queue TTL, leaving crash_loop: once per heartbeat interval.
-  void sweep(std::int64_t now);
-  void recycle(Worker& w, const std::string& why, std::int64_t now);
-  void advance_rolling_restart(std::int64_t now);
+  void complete(const TaskPtr& task, TaskState state, DeadReason reason);
   // Takes every task that waits outside a ring: queued, waiting to retry, in backlogs.
   std::deque<TaskPtr> take_waiting();
+  // Dead-letters what take_waiting() returns, with `reason` and `why`; returns how many.
+  std::size_t dead_letter_waiting(DeadReason reason, const std::string& why);
+  std::int64_t retry_delay_ns(const TaskRecord& t);
+  // The ring entry of an open attempt of `t` (not ended), and its worker; null when none.
+  std::pair<Worker*, InFlight*> find_in_ring(const TaskPtr& t);
+
+  // ---- workers (pool_core_workers.cpp) ----
+  void spawn_worker(std::int64_t now);
+  // The lowest slot no starting or ready worker holds.
+  std::uint32_t free_slot() const;
+  // Kills the worker for `why` (SIGKILL now), charging `task_id` (0: the front, see
+  // death_charge.hpp) with `outcome`/`error`. A worker being killed already is left alone.
+  void kill_worker(Worker& w, KillReason why, Outcome outcome, std::string error,
+                   std::uint64_t task_id, std::int64_t now);
+  // kill_worker for a hung worker, after asking it for a backtrace: the kill itself happens
+  // in observe_backtraces (answer seen or backtrace_grace over) or at once when disabled.
+  void kill_hung_worker(Worker& w, KillReason why, Outcome outcome, std::string error,
+                        std::uint64_t task_id, std::int64_t now);
+  // Takes the worker's backtrace (or notes that none came), logs it once.
+  void collect_backtrace(Worker& w, Killing& k);
+  void drain_worker(Worker& w, std::int64_t now);
+  // A draining worker (or, when closing, a ready one with nothing left) whose ring is empty
+  // is sent Stop and waits stop_timeout for its exit.
+  void maybe_stop(Worker& w, std::int64_t now);
+  // The ring's front changed (a result, a dispatch to an empty ring): its cancel flag and
+  // CPU base follow the new front.
+  void front_changed(Worker& w, std::int64_t now);
+  void enter_failed(std::string why);
+  void recycle(Worker& w, const std::string& why, std::int64_t now);
+  // Recycles `w` if it has served recycle_max_tasks (a reconfigure may lower the limit under
+  // a worker that is idle, which no result would then recycle).
+  void recycle_if_due(Worker& w, std::int64_t now);
+  void advance_rolling_restart(std::int64_t now);
+  void adjust_worker_count(std::int64_t now);
+  std::size_t live_workers() const;  // starting or ready
+  Worker* find(WorkerId w);
+  // Settles the ring of a worker that exited (death_charge.hpp decides who pays); returns
+  // the id of the task charged, 0 when none.
+  std::uint64_t settle_dead_ring(Worker& w, const supervision::Classified& c, std::int32_t pid,
+                                 std::int64_t now);
+  // Counts an exit in the restart intensity (crash_loop entry, backoff).
+  void note_restart(std::int64_t now);
+
+  // ---- health (pool_core_health.cpp) ----
+  void check_deadlines(std::int64_t now);
+  // Returns true iff the worker was killed for a deadline of its ring.
+  bool check_ring_deadlines(Worker& w, std::int64_t now, std::int64_t* next);
+  // Heartbeats, per-task CPU, RSS, queue TTL, leaving crash_loop: once per heartbeat interval.
+  void sweep(std::int64_t now);
+  void expire_queued(std::int64_t now);
+
   void emit(PoolEvent e) const {
     if (opts_.on_event) opts_.on_event(e);
   }
-  void note_restart(std::int64_t now);
   // Metrics recording (pool_core_metrics.cpp): a task's first dispatch, an attempt's end
   // (history entry), a task's terminal state at clock_ns_.
-  void note_dispatch(const TaskRecord& t, std::int64_t now);
+  void note_dispatch(TaskRecord& t, std::int64_t now);
   void note_attempt_end(const InFlight& f, Outcome outcome, std::int64_t now);
   void note_terminal(const TaskRecord& t, TaskState state, DeadReason reason);
   void log(int level, const std::string& text) const {
     if (log_) log_(level, text);
   }
-  void adjust_worker_count(std::int64_t now);
-  std::size_t live_workers() const;  // not stopping or draining
-  Worker* find(WorkerId w);
-  std::int64_t retry_delay_ns(const TaskRecord& t);
 
   PoolOptions opts_;
   WorkerControl& ctl_;
   std::atomic<std::size_t>& admitted_;
   Dispatcher dispatcher_;
   std::mt19937_64 rng_;
+  supervision::RestartIntensity intensity_;
 
   TaskQueue queue_;
-  std::size_t open_tasks_ = 0;  // submitted and not yet terminal
+  std::size_t open_tasks_ = 0;  // submitted and not yet terminal (letters pending included)
   RetryHeap retries_;
   FinishedTasks finished_;
   std::map<WorkerId, Worker> workers_;      // ascending id: round-robin order
   std::vector<Candidate> candidates_;       // scratch for dispatch
   std::vector<Worker*> candidate_workers_;  // parallel to candidates_
   std::deque<TaskResult> dead_letters_;
+  // Tasks decided dead-lettered whose letter the sink is writing, by id.
+  std::map<std::uint64_t, std::pair<TaskPtr, DeadReason>> letters_pending_;
 
   std::uint32_t target_workers_ = 0;
   std::uint64_t generation_ = 0;            // bumped when the launch spec changes
@@ -272,18 +292,15 @@ class PoolCore {
   std::string failure_;
   PoolStats stats_;
   std::function<void(int, const std::string&)> log_;
-  std::function<void(const TaskRecord&)> dead_letter_sink_;
-  std::deque<std::int64_t> restart_times_;  // unexpected exits within restart_window
-  bool crash_loop_ = false;
+  std::function<bool(const TaskPtr&)> dead_letter_sink_;
   bool rolling_restart_ = false;
-  std::uint32_t crash_restarts_ = 0;  // restarts since entering crash_loop (the backoff)
   std::int64_t next_sweep_ns_ = 0;
   std::size_t ttl_tasks_ = 0;  // open tasks that carry a queue TTL
   // The latest `now` an entry point was given (each one taking `now` sets it first):
   // finish() records end-to-end latency and stamps finished_ with it.
   std::int64_t clock_ns_ = 0;
   PoolMetrics recorded_;  // attempts, dead letters by reason, histograms
-  // Workers whose backtrace_due_ns is set.
+  // Workers whose Killing state awaits a backtrace.
   std::size_t backtraces_awaited_ = 0;
 };
 

@@ -4,10 +4,12 @@
 
 namespace sandpool::core {
 
-void PoolCore::note_dispatch(const TaskRecord& t, std::int64_t now) {
-  // A task holds its admission until its first dispatch: later dispatches (retries, requeues
-  // from a dead worker's ring) do not count as queue wait again.
-  if (t.admitted) recorded_.queue_wait.record(now - t.queued_ns);
+void PoolCore::note_dispatch(TaskRecord& t, std::int64_t now) {
+  // Only the first dispatch counts as queue wait: later ones (retries, requeues from a dead
+  // worker's ring) do not.
+  if (t.dispatched_once) return;
+  t.dispatched_once = true;
+  recorded_.queue_wait.record(now - t.queued_ns);
 }
 
 void PoolCore::note_attempt_end(const InFlight& f, Outcome outcome, std::int64_t now) {
@@ -27,19 +29,14 @@ PoolMetrics PoolCore::metrics() const {
   m.stats = stats();
   m.failed = failed_;
   for (const auto& [id, w] : workers_) {
-    switch (w.phase) {
-      case Phase::kStarting:
-        ++m.workers.starting;
-        break;
-      case Phase::kReady:
-        ++(w.in_flight.empty() ? m.workers.idle : m.workers.busy);
-        break;
-      case Phase::kDraining:
-        ++m.workers.draining;
-        break;
-      case Phase::kStopping:
-        ++m.workers.stopping;
-        break;
+    if (w.is<Starting>()) {
+      ++m.workers.starting;
+    } else if (w.is<Ready>()) {
+      ++(w.ring.empty() ? m.workers.idle : m.workers.busy);
+    } else if (w.is<Draining>()) {
+      ++m.workers.draining;
+    } else {
+      ++m.workers.stopping;  // stopping, or being killed
     }
     m.worker_rss_bytes += ctl_.rss_bytes(id);
   }

@@ -1,9 +1,10 @@
-// PoolCore, the worker side: spawning, readiness, exits and their classification, kills
-// (with hung-task backtraces), health sweeps, restart intensity and crash_loop, recycling,
-// restarts, scaling and the per-worker view. The task side is in pool_core.cpp.
+// PoolCore, the worker side: spawning, readiness, kills (with hung-task backtraces), exits
+// and who pays for them, restart intensity and crash_loop, draining and stopping,
+// recycling, restarts, scaling and the per-worker view.
 #include <algorithm>
 #include <string>
 
+#include "core/death_charge.hpp"
 #include "core/pool_core.hpp"
 #include "core/pool_core_internal.hpp"
 
@@ -14,24 +15,56 @@ using detail::kMsNs;
 using detail::to_ns;
 using detail::worker_event;
 
+std::string_view to_string(KillReason r) {
+  switch (r) {
+    case KillReason::kInitTimeout:
+      return "init_timeout";
+    case KillReason::kTaskTimeout:
+      return "task_timeout";
+    case KillReason::kCpuLimit:
+      return "cpu_limit";
+    case KillReason::kCancelIgnored:
+      return "cancel_ignored";
+    case KillReason::kWithdrawalIgnored:
+      return "withdrawal_ignored";
+    case KillReason::kMissedHeartbeats:
+      return "missed_heartbeats";
+    case KillReason::kProtocolError:
+      return "protocol_error";
+    case KillReason::kStopTimeout:
+      return "stop_timeout";
+    case KillReason::kUnwanted:
+      return "unwanted";
+    case KillReason::kShutdown:
+      return "shutdown";
+  }
+  return "unknown";
+}
+
+bool counts_as_restart(KillReason r) {
+  return r == KillReason::kMissedHeartbeats || r == KillReason::kProtocolError;
+}
+
 void PoolCore::spawn_worker(std::int64_t now) {
   const WorkerId id = ctl_.spawn();
   Worker w;
   w.id = id;
+  w.state = Starting{now + to_ns(opts_.init_timeout)};
   w.spawned_ns = now;
   w.generation = generation_;
+  w.frame_cap = opts_.max_payload;
   w.slot = free_slot();
   if (w.slot >= slot_starts_.size()) slot_starts_.resize(w.slot + 1, 0);
   w.slot_restarts = slot_starts_[w.slot]++;
+  next_check_ns_ = std::min(next_check_ns_, std::get<Starting>(w.state).deadline_ns);
   workers_.emplace(id, std::move(w));
   if (opts_.on_event) emit(worker_event(PoolEvent::Kind::kWorkerStarted, ctl_.pid(id)));
-  next_check_ns_ = std::min(next_check_ns_, now + to_ns(opts_.init_timeout));
 }
 
 std::uint32_t PoolCore::free_slot() const {
   std::vector<bool> taken;
   for (const auto& [id, w] : workers_) {
-    if (w.phase != Phase::kStarting && w.phase != Phase::kReady) continue;
+    if (!w.live()) continue;
     if (w.slot >= taken.size()) taken.resize(w.slot + 1, false);
     taken[w.slot] = true;
   }
@@ -40,23 +73,20 @@ std::uint32_t PoolCore::free_slot() const {
   return slot;
 }
 
-PoolCore::Worker* PoolCore::find(WorkerId w) {
+Worker* PoolCore::find(WorkerId w) {
   auto it = workers_.find(w);
   return it == workers_.end() ? nullptr : &it->second;
 }
 
 std::size_t PoolCore::live_workers() const {
-  std::size_t n = 0;
-  for (const auto& [id, w] : workers_) {
-    if (w.phase == Phase::kStarting || w.phase == Phase::kReady) ++n;
-  }
-  return n;
+  return static_cast<std::size_t>(std::count_if(workers_.begin(), workers_.end(),
+                                                [](const auto& kv) { return kv.second.live(); }));
 }
 
 std::size_t PoolCore::ready_workers() const {
-  std::size_t n = 0;
-  for (const auto& [id, w] : workers_) n += w.phase == Phase::kReady ? 1 : 0;
-  return n;
+  return static_cast<std::size_t>(std::count_if(
+      workers_.begin(), workers_.end(),
+      [](const std::pair<const WorkerId, Worker>& kv) { return kv.second.is<Ready>(); }));
 }
 
 void PoolCore::on_worker_error(WorkerId wid, std::string text) {
@@ -65,76 +95,136 @@ void PoolCore::on_worker_error(WorkerId wid, std::string text) {
 
 void PoolCore::on_protocol_error(WorkerId wid, std::string what) {
   if (Worker* w = find(wid)) {
-    kill_worker(*w, Outcome::kProtocolError, "protocol_error: " + what, 0);
+    kill_worker(*w, KillReason::kProtocolError, Outcome::kProtocolError, "protocol_error: " + what,
+                0, clock_ns_);
   }
 }
 
-void PoolCore::kill_worker(Worker& w, Outcome why, std::string error, std::uint64_t task_id) {
-  if (w.kill_reason) return;  // already on its way out
-  w.kill_reason = why;
-  w.kill_error = std::move(error);
-  w.kill_task = task_id;
+void PoolCore::kill_worker(Worker& w, KillReason why, Outcome outcome, std::string error,
+                           std::uint64_t task_id, std::int64_t) {
+  if (w.is<Killing>()) return;  // already on its way out
+  w.state = Killing{why, outcome, std::move(error), task_id, 0};
   ctl_.kill(w.id);
 }
 
-void PoolCore::kill_hung_worker(Worker& w, Outcome why, std::string error, std::uint64_t task_id,
-                                std::int64_t now) {
-  if (w.kill_reason) return;
+void PoolCore::kill_hung_worker(Worker& w, KillReason why, Outcome outcome, std::string error,
+                                std::uint64_t task_id, std::int64_t now) {
+  if (w.is<Killing>()) return;
   if (opts_.backtrace_grace.count() <= 0 || !ctl_.request_backtrace(w.id)) {
-    kill_worker(w, why, std::move(error), task_id);
+    kill_worker(w, why, outcome, std::move(error), task_id, now);
     return;
   }
-  // Decided now, carried out when the answer is in or the grace is over: the sweeps skip
-  // a worker with a kill_reason, and the loop keeps serving the others meanwhile.
-  w.kill_reason = why;
-  w.kill_error = std::move(error);
-  w.kill_task = task_id;
-  w.backtrace_due_ns = now + to_ns(opts_.backtrace_grace);
+  // Decided now, carried out when the answer is in or the grace is over (the loop keeps
+  // serving the other workers meanwhile): observe_backtraces() sends the SIGKILL.
+  w.state = Killing{why, outcome, std::move(error), task_id, now + to_ns(opts_.backtrace_grace)};
   ++backtraces_awaited_;
 }
 
 void PoolCore::observe_backtraces(std::int64_t now) {
   if (backtraces_awaited_ == 0) return;
   for (auto& [wid, w] : workers_) {
-    if (w.backtrace_due_ns == 0) continue;
-    if (now < w.backtrace_due_ns && !ctl_.backtrace(wid, ipc::BacktraceRead::kComplete)) continue;
-    collect_backtrace(w);
+    Killing* k = w.killing();
+    if (k == nullptr || k->backtrace_due_ns == 0) continue;
+    if (now < k->backtrace_due_ns && !ctl_.backtrace(wid, ipc::BacktraceRead::kComplete)) continue;
+    collect_backtrace(w, *k);
     ctl_.kill(wid);
   }
 }
 
-void PoolCore::collect_backtrace(Worker& w) {
+void PoolCore::collect_backtrace(Worker& w, Killing& k) {
   const std::int32_t pid = ctl_.pid(w.id);
   const std::string whose =
       "worker " + std::to_string(pid) +
-      (w.kill_task != 0 ? " (task " + std::to_string(w.kill_task) + ")" : std::string(" (idle)"));
-  w.backtrace_due_ns = 0;
+      (k.task != 0 ? " (task " + std::to_string(k.task) + ")" : std::string(" (idle)"));
+  k.backtrace_due_ns = 0;
   --backtraces_awaited_;
   if (std::optional<std::string> bt = ctl_.backtrace(w.id, ipc::BacktraceRead::kWhatArrived)) {
     w.backtrace = std::move(*bt);
-    log(2, whose + " backtrace before the kill (" + w.kill_error + "):\n" + w.backtrace);
+    log(2, whose + " backtrace before the kill (" + k.error + "):\n" + w.backtrace);
   } else {
     log(2, whose + " gave no backtrace within " + std::to_string(opts_.backtrace_grace.count()) +
-               " ms (" + w.kill_error + ")");
+               " ms (" + k.error + ")");
   }
 }
 
-void PoolCore::on_ready(WorkerId wid, std::int64_t now, std::string isolation) {
+bool PoolCore::on_ready(WorkerId wid, std::int64_t now, std::string isolation) {
   clock_ns_ = now;
   Worker* w = find(wid);
-  if (w == nullptr || w->phase != Phase::kStarting) return;
-  w->phase = Phase::kReady;
+  if (w == nullptr || w->is<Killing>()) return true;  // killed meanwhile: its Ready is late
+  if (!w->is<Starting>()) return false;               // a second Ready
+  // Started before a reconfigure changed the launch spec: it is replaced in its turn.
+  const bool stale = w->generation != generation_ && !failed_;
+  w->state = Ready{stale};
+  if (stale) rolling_restart_ = true;
   w->ready_ns = now;
   w->isolation = std::move(isolation);
   init_failures_ = 0;
   next_sweep_ns_ = std::min(next_sweep_ns_, now + to_ns(opts_.heartbeat_interval));
-  // A worker that became ready while the pool shrinks or closes is not needed.
-  if (live_workers() > target_workers_) {
-    drain_worker(*w);
-  }
+  // A worker that became ready while the pool shrinks is not needed.
+  if (live_workers() > target_workers_) drain_worker(*w, now);
   if (opts_.on_event) emit(worker_event(PoolEvent::Kind::kWorkerReady, ctl_.pid(wid)));
   settle(now);
   advance_rolling_restart(now);
+  return true;
+}
+
+void PoolCore::front_changed(Worker& w, std::int64_t now) {
+  w.front_since_ns = now;
+  w.cpu_base_ns = -1;  // observe_running() takes the new front's base
+  if (w.ring.empty()) return;
+  const InFlight& front = w.ring.front();
+  if (front.ask != InFlight::Ask::kNone) {
+    // Asked to stop or drop before it reached the front: the worker may be running it now
+    // (it started it before our Cancel arrived), so its handler must see the flag too.
+    ctl_.raise_cancel_flag(w.id, front.task->id);
+    next_check_ns_ =
+        std::min(next_check_ns_, std::max(front.asked_ns, now) + to_ns(opts_.cancel_grace));
+  }
+}
+
+std::uint64_t PoolCore::settle_dead_ring(Worker& w, const supervision::Classified& c,
+                                         std::int32_t pid, std::int64_t now) {
+  const Killing* k = w.killing();
+  std::vector<RingEntry> view;
+  view.reserve(w.ring.size());
+  for (const InFlight& f : w.ring) view.push_back({f.task->id, f.ended || f.task->decided});
+  const std::optional<std::size_t> charged = charged_entry(view, k != nullptr ? k->task : 0);
+  const std::uint64_t charged_id = charged ? w.ring[*charged].task->id : 0;
+  std::vector<TaskPtr> never_started;
+  for (std::size_t i = 0; i < w.ring.size(); ++i) {
+    InFlight& f = w.ring[i];
+    --in_flight_total_;
+    if (view[i].ended) continue;
+    if (charged && i == *charged) {
+      if (f.task->cancel_requested) {
+        finish(f.task, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled while running",
+               CancelReason::kUser);
+      } else {
+        const bool killed_for_it = k != nullptr && k->task == f.task->id;
+        end_attempt(f, c.outcome, c.error, pid, now,
+                    killed_for_it ? std::move(w.backtrace) : std::string());
+      }
+    } else if (f.task->cancel_requested) {
+      finish(f.task, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled before it started",
+             CancelReason::kUser);
+    } else if (!charged && ++f.task->free_requeues > kMaxFreeRequeues) {
+      // A death charged to nobody (its front had ended already) puts the ring back for free;
+      // bounded, so no worker can keep a task from ever running out of attempts.
+      end_attempt(
+          f, Outcome::kLost,
+          "its worker died " + std::to_string(f.task->free_requeues) + " times before it started",
+          pid, now);
+    } else {
+      never_started.push_back(f.task);  // no attempt counted
+    }
+  }
+  w.ring.clear();
+  // Back at the front of the queue, in their original order: the backlog behind the ring.
+  backlogged_ -= w.backlog.size();
+  for (auto it = w.backlog.rbegin(); it != w.backlog.rend(); ++it) to_queue(*it, true, now);
+  w.backlog.clear();
+  for (auto it = never_started.rbegin(); it != never_started.rend(); ++it) to_queue(*it, true, now);
+  return charged_id;
 }
 
 void PoolCore::on_exit(WorkerId wid, const supervision::ExitReport& report, std::int64_t now) {
@@ -142,90 +232,47 @@ void PoolCore::on_exit(WorkerId wid, const supervision::ExitReport& report, std:
   auto node = workers_.extract(wid);
   if (node.empty()) return;
   Worker& w = node.mapped();
-  const bool was_starting = w.phase == Phase::kStarting;
-  const bool asked_to_stop = w.retiring;
-  if (w.backtrace_due_ns != 0) collect_backtrace(w);  // it died before we killed it
+  Killing* k = w.killing();
+  if (k != nullptr && k->backtrace_due_ns != 0) collect_backtrace(w, *k);  // died first
+  const supervision::Classified c = k != nullptr ? supervision::Classified{k->outcome, k->error}
+                                                 : supervision::classify_exit(report);
+  const std::uint64_t charged = settle_dead_ring(w, c, report.pid, now);
 
-  // The task inside handle(): the worker's word, believed only for an id in its ring and
-  // only from a worker that kept the protocol. Otherwise the oldest task in its ring (the
-  // one it runs next, since it runs them in order) is charged.
-  std::uint64_t running = w.kill_task != 0 ? w.kill_task : ctl_.started_task(wid);
-  const auto oldest = std::find_if(w.in_flight.begin(), w.in_flight.end(),
-                                   [](const InFlight& f) { return !f.abandoned; });
-  const bool in_ring = std::any_of(w.in_flight.begin(), w.in_flight.end(), [&](const InFlight& f) {
-    return !f.abandoned && f.task->id == running;
-  });
-  // A task we killed it for that is no longer in the ring finished meanwhile (during the
-  // backtrace grace): nobody else is charged for it.
-  if ((w.kill_reason == Outcome::kProtocolError ||
-       (running != 0 && !in_ring && w.kill_task == 0)) &&
-      oldest != w.in_flight.end()) {
-    running = oldest->task->id;
-  }
-  supervision::Classified c;
-  if (w.kill_reason) {
-    c = {*w.kill_reason, w.kill_error};
-  } else {
-    c = supervision::classify_exit(report);
-  }
-  // A death charged to a task in the ring costs the others nothing: each such death uses up
-  // one of a finite number of attempts, so they cannot loop. Only a death nobody is charged
-  // for (the worker claimed to be idle) counts against the tasks it puts back.
-  const bool charged = std::any_of(w.in_flight.begin(), w.in_flight.end(), [&](const InFlight& f) {
-    return !f.abandoned && f.task->id == running;
-  });
-  std::vector<TaskPtr> never_started;
-  for (InFlight& f : w.in_flight) {
-    --in_flight_total_;
-    if (f.abandoned) continue;
-    if (f.task->id == running) {
-      if (f.task->cancel_requested) {
-        finish(f.task, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled while running",
-               CancelReason::kUser);
-      } else {
-        end_attempt(f, c.outcome, c.error, report.pid, now,
-                    f.task->id == w.kill_task ? std::move(w.backtrace) : std::string());
-      }
-    } else if (f.task->cancel_requested) {
-      finish(f.task, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled before it started",
-             CancelReason::kUser);
-    } else if (!charged && ++f.task->free_requeues > kMaxFreeRequeues) {
-      end_attempt(
-          f, Outcome::kLost,
-          "its worker died " + std::to_string(f.task->free_requeues) + " times before it started",
-          report.pid, now);
-    } else {
-      never_started.push_back(f.task);  // no attempt counted
-    }
-  }
-  // Back at the front of the queue, in their original order.
-  backlogged_ -= w.backlog.size();
-  for (auto it = w.backlog.rbegin(); it != w.backlog.rend(); ++it) requeue(std::move(*it));
-  for (auto it = never_started.rbegin(); it != never_started.rend(); ++it) requeue(*it);
-
-  if (was_starting) {
+  const bool unwanted = k != nullptr && k->why == KillReason::kUnwanted;
+  if (w.ready_ns == 0 && !unwanted) {
     ++init_failures_;
-    std::string why = w.kill_reason ? w.kill_error
-                      : !w.last_error.empty()
-                          ? w.last_error
-                          : "worker exited during init: " + describe(report.status);
-    failure_ = why;
+    failure_ = k != nullptr            ? k->error
+               : !w.last_error.empty() ? w.last_error
+                                       : "worker exited during init: " + describe(report.status);
     if (init_failures_ >= opts_.max_init_failures) {
       enter_failed("plugin init failed " + std::to_string(init_failures_) +
-                   " times in a row: " + why);
+                   " times in a row: " + failure_);
     } else if (live_workers() < target_workers_) {
       const std::int64_t backoff =
           std::min<std::int64_t>(5000, 100ll << std::min<std::uint32_t>(init_failures_ - 1, 6));
       respawn_due_ns_ = now + backoff * kMsNs;
     }
-  } else if (!asked_to_stop) {
-    ++stats_.restarts;
-    if (c.outcome == Outcome::kLost) ++stats_.lost;
-    note_restart(now);
+  } else if (w.ready_ns != 0) {
+    // Replaced because something went wrong (not asked to stop, not no longer wanted), and
+    // whether it counts toward crash_loop (KillReason; an unasked exit always does).
+    bool replaced = true;
+    bool counted = true;
+    if (k != nullptr) {
+      replaced = k->why != KillReason::kStopTimeout && k->why != KillReason::kShutdown;
+      counted = counts_as_restart(k->why);
+      if (k->why == KillReason::kStopTimeout) log(2, k->error);
+    } else if (w.is<Stopping>()) {
+      replaced = counted = false;
+    }
+    if (replaced) {
+      ++stats_.restarts;
+      if (c.outcome == Outcome::kLost) ++stats_.lost;
+    }
+    if (counted) note_restart(now);
   }
   if (opts_.on_event) {
     const std::string what = c.error.empty() ? describe(report.status) : c.error;
-    emit({PoolEvent::Kind::kWorkerExited, running, report.pid, TaskState::kQueued,
+    emit({PoolEvent::Kind::kWorkerExited, charged, report.pid, TaskState::kQueued,
           DeadReason::kNone, c.outcome, 0, what});
   }
   adjust_worker_count(now);
@@ -233,28 +280,41 @@ void PoolCore::on_exit(WorkerId wid, const supervision::ExitReport& report, std:
   advance_rolling_restart(now);
 }
 
+void PoolCore::note_restart(std::int64_t now) {
+  if (intensity_.note_restart(now)) {
+    log(3, "entered crash_loop: " + std::to_string(intensity_.recent()) +
+               " worker restarts within " + std::to_string(opts_.restart_window.count()) +
+               " ms; replacements now back off");
+    // Tasks that asked to fail fast do not wait the crash loop out.
+    for (const TaskPtr& t :
+         queue_.remove_if([](const TaskRecord& r) { return r.opts.fail_fast; })) {
+      finish(t, TaskState::kDeadLettered, DeadReason::kCrashLoop, {},
+             "the pool entered crash_loop and the task asked to fail fast");
+    }
+  }
+  if (intensity_.crash_loop()) {
+    respawn_due_ns_ = std::max(respawn_due_ns_, intensity_.respawn_not_before());
+  }
+}
+
 void PoolCore::enter_failed(std::string why) {
   failed_ = true;
   failure_ = std::move(why);
   respawn_due_ns_ = 0;
-  for (const TaskPtr& t : take_waiting()) {
-    if (is_terminal(t->state.load(std::memory_order_relaxed))) continue;
-    release_admission(*t);
-    finish(t, TaskState::kDeadLettered, DeadReason::kCrashLoop, {}, failure_);
-  }
+  dead_letter_waiting(DeadReason::kCrashLoop, failure_);
 }
 
 void PoolCore::restart_workers(bool rolling, std::int64_t now) {
   clock_ns_ = now;
   if (closing_ || failed_) return;
   for (auto& [wid, w] : workers_) {
-    if (w.retiring || w.kill_reason) continue;
+    if (!w.is<Ready>()) continue;
     if (rolling) {
-      w.restart_pending = true;
+      std::get<Ready>(w.state).replace_pending = true;
       continue;
     }
     log(1, "restarting worker " + std::to_string(ctl_.pid(wid)));
-    drain_worker(w);
+    drain_worker(w, now);
   }
   rolling_restart_ = rolling;
   adjust_worker_count(now);
@@ -264,14 +324,14 @@ void PoolCore::restart_workers(bool rolling, std::int64_t now) {
 void PoolCore::advance_rolling_restart(std::int64_t now) {
   if (!rolling_restart_ || init_failures_ > 0) return;
   for (const auto& [wid, w] : workers_) {
-    if (w.phase == Phase::kStarting) return;  // one replacement at a time
+    if (w.is<Starting>()) return;  // one replacement at a time
   }
   for (auto& [wid, w] : workers_) {
-    if (!w.restart_pending) continue;
-    w.restart_pending = false;
-    if (w.retiring || w.kill_reason) continue;
+    Ready* r = std::get_if<Ready>(&w.state);
+    if (r == nullptr || !r->replace_pending) continue;
+    r->replace_pending = false;
     log(1, "rolling restart: replacing worker " + std::to_string(ctl_.pid(wid)));
-    drain_worker(w);
+    drain_worker(w, now);
     adjust_worker_count(now);
     return;
   }
@@ -281,7 +341,8 @@ void PoolCore::advance_rolling_restart(std::int64_t now) {
 
 void PoolCore::adjust_worker_count(std::int64_t now) {
   if (failed_ || respawn_due_ns_ != 0) return;
-  const bool work_left = !queue_.empty() || !retries_.empty() || in_flight_total_ > 0;
+  const bool work_left =
+      !queue_.empty() || !retries_.empty() || in_flight_total_ > 0 || backlogged_ > 0;
   if (closing_ && !work_left) return;
   std::size_t live = live_workers();
   std::uint32_t want = target_workers_;
@@ -292,127 +353,38 @@ void PoolCore::adjust_worker_count(std::int64_t now) {
   }
 }
 
-void PoolCore::sweep(std::int64_t now) {
-  next_sweep_ns_ = now + to_ns(opts_.heartbeat_interval);
-  finished_.expire(now);
-  const std::int64_t now_ms = now / kMsNs;
-  const std::int64_t silent_limit_ms =
-      static_cast<std::int64_t>(opts_.missed_heartbeats) * opts_.heartbeat_interval.count();
-  for (auto& [wid, w] : workers_) {
-    if (w.kill_reason || (w.phase != Phase::kReady && w.phase != Phase::kDraining)) continue;
-    const std::uint64_t started = ctl_.started_task(wid);
-    // Idle (or between tasks): the task loop must beat. A running handler is bounded by its
-    // timeout and cpu_time instead; it beats through progress/heartbeat when it can.
-    if (started == 0) {
-      const std::int64_t silent_ms = now_ms - ctl_.heartbeat_ms(wid);
-      if (silent_ms > silent_limit_ms) {
-        ++stats_.heartbeat_kills;
-        const std::string why = "worker " + std::to_string(ctl_.pid(wid)) + " missed " +
-                                std::to_string(opts_.missed_heartbeats) +
-                                " heartbeats (silent for " + std::to_string(silent_ms) +
-                                " ms): killed and replaced";
-        log(2, why);
-        kill_hung_worker(w, Outcome::kLost, why, 0, now);
-        continue;
-      }
-    } else if (opts_.cpu_time.count() > 0 && started == w.cpu_task && w.cpu_base_ns >= 0) {
-      const std::int64_t used = ctl_.cpu_ns(wid) - w.cpu_base_ns;
-      if (used > to_ns(opts_.cpu_time)) {
-        kill_hung_worker(w, Outcome::kResourceLimit,
-                         "resource_limit: cpu (" + std::to_string(used / kMsNs) +
-                             " ms of CPU, limit " + std::to_string(opts_.cpu_time.count()) + " ms)",
-                         started, now);
-        continue;
-      }
-    }
-    if (opts_.recycle_max_rss != 0 && !w.retiring) {
-      const std::uint64_t rss = ctl_.rss_bytes(wid);
-      if (rss > opts_.recycle_max_rss) {
-        recycle(w, "RSS " + std::to_string(rss >> 20) + " MiB above recycle.max_rss", now);
-      }
-    }
-  }
-  if (ttl_tasks_ > 0) {
-    for (const TaskPtr& t : queue_.remove_if([&](const TaskRecord& r) {
-           return r.expires_ns != 0 && r.expires_ns <= now && r.attempts_ended == 0;
-         })) {
-      release_admission(*t);
-      ++stats_.expired;
-      finish(t, TaskState::kDeadLettered, DeadReason::kExpired, {},
-             "expired: queued for " + std::to_string((now - t->queued_ns) / kMsNs) +
-                 " ms, past its queue_ttl");
-    }
-  }
-  if (crash_loop_) {
-    for (const auto& [wid, w] : workers_) {
-      if (w.phase == Phase::kReady && now - w.ready_ns >= to_ns(opts_.stable_after)) {
-        crash_loop_ = false;
-        crash_restarts_ = 0;
-        restart_times_.clear();
-        log(1, "left crash_loop: worker " + std::to_string(ctl_.pid(wid)) + " stayed up for " +
-                   std::to_string(opts_.stable_after.count()) + " ms");
-        break;
-      }
-    }
-  }
-}
-
 void PoolCore::recycle(Worker& w, const std::string& why, std::int64_t now) {
-  if (w.retiring || w.kill_reason) return;
+  if (!w.is<Ready>()) return;
   ++stats_.recycled;
   log(1, "recycling worker " + std::to_string(ctl_.pid(w.id)) + ": " + why);
-  drain_worker(w);
+  drain_worker(w, now);
   adjust_worker_count(now);  // its replacement starts now; it stops once its ring is empty
 }
 
-void PoolCore::note_restart(std::int64_t now) {
-  restart_times_.push_back(now);
-  while (!restart_times_.empty() && restart_times_.front() < now - to_ns(opts_.restart_window)) {
-    restart_times_.pop_front();
-  }
-  if (crash_loop_) {
-    ++crash_restarts_;
-  } else if (restart_times_.size() > opts_.max_restarts) {
-    crash_loop_ = true;
-    crash_restarts_ = 1;
-    log(3, "entered crash_loop: " + std::to_string(restart_times_.size()) +
-               " worker restarts within " + std::to_string(opts_.restart_window.count()) +
-               " ms; replacements now back off");
-    // Tasks that asked to fail fast do not wait the crash loop out.
-    for (const TaskPtr& t :
-         queue_.remove_if([](const TaskRecord& r) { return r.opts.fail_fast; })) {
-      release_admission(*t);
-      finish(t, TaskState::kDeadLettered, DeadReason::kCrashLoop, {},
-             "the pool entered crash_loop and the task asked to fail fast");
-    }
-  }
-  if (crash_loop_) {
-    const std::int64_t backoff_ms = std::min<std::int64_t>(
-        opts_.crash_backoff_max.count(), opts_.crash_backoff_base.count()
-                                             << std::min<std::uint32_t>(crash_restarts_ - 1, 20));
-    respawn_due_ns_ = std::max(respawn_due_ns_, now + backoff_ms * kMsNs);
-  }
+void PoolCore::recycle_if_due(Worker& w, std::int64_t now) {
+  if (opts_.recycle_max_tasks == 0 || w.tasks_done < opts_.recycle_max_tasks) return;
+  recycle(w, "served " + std::to_string(w.tasks_done) + " tasks (recycle.max_tasks)", now);
 }
 
-void PoolCore::drain_worker(Worker& w) {
-  if (w.phase == Phase::kDraining || w.phase == Phase::kStopping) return;
-  w.phase = Phase::kDraining;
-  w.retiring = true;
+void PoolCore::drain_worker(Worker& w, std::int64_t now) {
+  if (!w.is<Ready>()) return;
+  w.state = Draining{};
   backlogged_ -= w.backlog.size();
-  for (TaskPtr& t : w.backlog) requeue(std::move(t));
+  for (auto it = w.backlog.rbegin(); it != w.backlog.rend(); ++it) to_queue(*it, true, now);
   w.backlog.clear();
-  maybe_stop(w);
+  maybe_stop(w, now);
 }
 
-void PoolCore::maybe_stop(Worker& w) {
-  if (w.phase == Phase::kReady && closing_ && queue_.empty() && retries_.empty() &&
-      w.in_flight.empty()) {
-    w.phase = Phase::kDraining;
-    w.retiring = true;
+void PoolCore::maybe_stop(Worker& w, std::int64_t now) {
+  if (w.is<Ready>() && closing_ && queue_.empty() && retries_.empty() && w.ring.empty() &&
+      w.backlog.empty()) {
+    w.state = Draining{};
   }
-  if (w.phase == Phase::kDraining && w.in_flight.empty()) {
-    w.phase = Phase::kStopping;
+  if (w.is<Draining>() && w.ring.empty()) {
+    const std::int64_t deadline = now + to_ns(opts_.stop_timeout);
+    w.state = Stopping{deadline};
     ctl_.send_stop(w.id);
+    next_check_ns_ = std::min(next_check_ns_, deadline);
   }
 }
 
@@ -424,25 +396,20 @@ void PoolCore::scale(std::uint32_t n, std::int64_t now) {
     adjust_worker_count(now);
     return;
   }
-  // Shrink: drain starting workers first, then idle ones, then the least loaded.
+  // Shrink: starting workers first, then idle ones, then the least loaded.
   while (live > n) {
     Worker* pick = nullptr;
+    auto rank = [](const Worker& x) { return x.is<Starting>() ? 0 : 1 + x.ring.size(); };
     for (auto& [id, w] : workers_) {
-      if (w.phase != Phase::kStarting && w.phase != Phase::kReady) continue;
-      auto rank = [](const Worker& x) {
-        return x.phase == Phase::kStarting ? 0 : 1 + x.in_flight.size();
-      };
+      if (!w.live()) continue;
       if (pick == nullptr || rank(w) < rank(*pick)) pick = &w;
     }
     if (pick == nullptr) break;
-    if (pick->phase == Phase::kStarting) {
-      pick->phase = Phase::kStopping;
-      pick->retiring = true;
-      pick->kill_reason = Outcome::kLost;  // not an init failure: we no longer want it
-      pick->kill_error = "stopped while starting (scaled down)";
-      ctl_.kill(pick->id);
+    if (pick->is<Starting>()) {
+      kill_worker(*pick, KillReason::kUnwanted, Outcome::kLost,
+                  "stopped while starting (scaled down)", 0, now);
     } else {
-      drain_worker(*pick);
+      drain_worker(*pick, now);
     }
     --live;
   }
@@ -454,27 +421,24 @@ std::vector<WorkerInfo> PoolCore::workers(std::int64_t now) const {
   for (const auto& [id, w] : workers_) {
     WorkerInfo i;
     i.pid = ctl_.pid(id);
-    switch (w.phase) {
-      case Phase::kStarting:
-        i.state = "starting";
-        break;
-      case Phase::kReady:
-        i.state = w.in_flight.empty() ? "idle" : "busy";
-        break;
-      case Phase::kDraining:
-        i.state = "draining";
-        break;
-      case Phase::kStopping:
-        i.state = "stopping";
-        break;
+    if (w.is<Starting>()) {
+      i.state = "starting";
+    } else if (w.is<Ready>()) {
+      i.state = w.ring.empty() ? "idle" : "busy";
+    } else if (w.is<Draining>()) {
+      i.state = "draining";
+    } else if (w.is<Stopping>()) {
+      i.state = "stopping";
+    } else {
+      i.state = "killing";
     }
     i.slot = w.slot;
     i.restarts = w.slot_restarts;
-    i.in_flight = static_cast<std::uint32_t>(w.in_flight.size());
+    i.in_flight = static_cast<std::uint32_t>(w.ring.size());
     i.tasks_done = w.tasks_done;
     i.isolation = w.isolation;
     i.uptime_ms = (now - w.spawned_ns) / kMsNs;
-    if (w.phase != Phase::kStarting) {
+    if (w.ready_ns != 0) {
       i.last_beat_ago_ms = std::max<std::int64_t>(0, now / kMsNs - ctl_.heartbeat_ms(id));
     }
     out.push_back(std::move(i));

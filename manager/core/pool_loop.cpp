@@ -135,7 +135,8 @@ Status PoolLoop::launch() {
   if (opts_.dead_letter_store) {
     // Never blocks: the store batches writes on its own thread. A refusal (store full or
     // closed) leaves the letter in the pool's in-memory list, and says so.
-    core_->set_dead_letter_sink([this](const TaskRecord& t) {
+    core_->set_dead_letter_sink([this](const TaskPtr& task) {
+      const TaskRecord& t = *task;
       DeadLetter letter;
       letter.task = t.account;
       letter.pool = opts_.name;
@@ -145,6 +146,7 @@ Status PoolLoop::launch() {
         log_->error("[{}] dead letter for task {} kept in memory only: {}", opts_.name, t.id,
                     s.to_string());
       }
+      return false;
     });
   }
   core_->set_log([this](int level, const std::string& text) {
@@ -479,8 +481,7 @@ void PoolLoop::handle_message(WorkerId id, Link& link, std::uint16_t kind, std::
           for (const auto& t : opts_.task_types) {
             if (!declared.empty() &&
                 std::find(declared.begin(), declared.end(), t) == declared.end()) {
-              failure_ = "task type '" + t + "' is not served by plugin " + opts_.plugin_path;
-              failed_.store(true);
+              set_failure("task type '" + t + "' is not served by plugin " + opts_.plugin_path);
             }
           }
           task_types_ = opts_.task_types;
@@ -495,7 +496,9 @@ void PoolLoop::handle_message(WorkerId id, Link& link, std::uint16_t kind, std::
       std::string isolation = m.isolation.substr(0, kMaxIsolation);
       std::erase_if(isolation, [](char c) { return c < 0x20 || c > 0x7e; });
       log_->debug("[{}] worker {} ready, isolation {}", opts_.name, link.proc->pid(), isolation);
-      core_->on_ready(id, now, manager_prefix_ + isolation + manager_layers_);
+      if (!core_->on_ready(id, now, manager_prefix_ + isolation + manager_layers_)) {
+        protocol_error(id, link, "a second Ready");
+      }
       return;
     }
     default:
@@ -568,24 +571,20 @@ void PoolLoop::after_iteration() {
   if (!started_reported_) {
     if (failed_.load()) {
       started_reported_ = true;
-      started_.set_value(Status::error(Code::kPlugin, failure_));
+      started_.set_value(Status::error(Code::kPlugin, failure()));
     } else if (core_->ready_workers() > 0) {
       started_reported_ = true;
       started_.set_value(Status::ok());
     } else if (core_->init_failures() > 0 || core_->failed()) {
       // The first worker could not load or init: report its own words instead of
       // retrying a plugin that is broken the same way every time.
-      failure_ = core_->failure();
-      failed_.store(true);
+      set_failure(core_->failure());
       started_reported_ = true;
-      started_.set_value(Status::error(Code::kPlugin, failure_));
+      started_.set_value(Status::error(Code::kPlugin, failure()));
     }
   }
   release_pending_max_payload();
-  if (core_->failed() && !failed_.load()) {
-    failure_ = core_->failure();
-    failed_.store(true);
-  }
+  if (core_->failed() && !failed_.load()) set_failure(core_->failure());
   if (idle_waiters_.load() > 0) {
     const bool idle = core_->idle() && inbox_count_.load() == 0;
     std::lock_guard lock(idle_mu_);
@@ -683,12 +682,15 @@ void PoolLoop::send_task(WorkerId w, const TaskRecord& task, std::uint32_t attem
 }
 
 void PoolLoop::send_cancel(WorkerId w, std::uint64_t task_id) {
+  ipc::encode(ipc::CancelMsg{task_id}, &scratch_);
+  send_message(w, static_cast<std::uint16_t>(ipc::MsgKind::kCancel));
+}
+
+void PoolLoop::raise_cancel_flag(WorkerId w, std::uint64_t task_id) {
   auto it = links_.find(w);
   if (it != links_.end() && it->second.proc) {
     it->second.proc->header()->cancel_task.store(task_id, std::memory_order_release);
   }
-  ipc::encode(ipc::CancelMsg{task_id}, &scratch_);
-  send_message(w, static_cast<std::uint16_t>(ipc::MsgKind::kCancel));
 }
 
 void PoolLoop::send_stop(WorkerId w) {
@@ -761,8 +763,7 @@ std::optional<std::string> PoolLoop::backtrace(WorkerId w, ipc::BacktraceRead re
 
 Result<Ticket> PoolLoop::submit(std::string type, std::string payload, SubmitOptions options,
                                 std::uint64_t id) {
-  if (failed_.load()) return Status::error(Code::kClosed, "pool failed: " + failure_);
-  if (!accepting_.load()) return Status::error(Code::kClosed, "pool is closing");
+  if (failed_.load()) return Status::error(Code::kClosed, "pool failed: " + failure());
   if (draining_.load()) {
     return Status::error(Code::kClosed, "pool '" + opts_.name + "' is draining (resume it)");
   }
@@ -788,7 +789,13 @@ Result<Ticket> PoolLoop::submit(std::string type, std::string payload, SubmitOpt
       std::make_shared<TaskRecord>(id, std::move(type), std::move(payload), std::move(options));
   Ticket ticket(rec, weak_from_this());
   {
+    // accepting_ is read under the inbox's lock, which close() takes to clear it: a task is
+    // either in the inbox before close()'s command (the loop runs it), or refused here.
     std::lock_guard lock(inbox_mu_);
+    if (!accepting_.load()) {
+      admitted_.fetch_sub(1, std::memory_order_relaxed);
+      return Status::error(Code::kClosed, "pool is closing");
+    }
     inbox_tasks_.push_back(std::move(rec));
     inbox_count_.fetch_add(1);
   }
@@ -850,8 +857,26 @@ bool PoolLoop::signal_worker(std::int32_t pid, int sig) {
   });
 }
 
-void PoolLoop::close() {
+void PoolLoop::stop_accepting() {
+  std::lock_guard lock(inbox_mu_);
   accepting_.store(false);
+}
+
+void PoolLoop::set_failure(std::string why) {
+  {
+    std::lock_guard lock(failure_mu_);
+    failure_ = std::move(why);
+  }
+  failed_.store(true, std::memory_order_release);
+}
+
+std::string PoolLoop::failure() const {
+  std::lock_guard lock(failure_mu_);
+  return failure_;
+}
+
+void PoolLoop::close() {
+  stop_accepting();
   if (!thread_.joinable()) return;
   if (thread_.get_id() == std::this_thread::get_id()) return;  // from a callback: cannot join
   post([](PoolCore& core, std::int64_t now) { core.close(now); });

@@ -55,8 +55,8 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   bool cancel(const TaskPtr& task);
   void set_draining(bool on) { draining_.store(on); }
   bool draining() const { return draining_.load(); }
-  // Stops taking new submits (close() follows).
-  void stop_accepting() { accepting_.store(false); }
+  // Stops taking new submits (close() follows). After it returns no submit is accepted.
+  void stop_accepting();
   // Sends a signal to the live worker with this pid; false when there is none.
   bool signal_worker(std::int32_t pid, int sig);
   // Runs fn on the loop thread (or inline once the loop has ended) and returns its value.
@@ -130,6 +130,7 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   void send_task(WorkerId w, const TaskRecord& task, std::uint32_t attempt,
                  std::int64_t deadline_ns) override;
   void send_cancel(WorkerId w, std::uint64_t task_id) override;
+  void raise_cancel_flag(WorkerId w, std::uint64_t task_id) override;
   void send_stop(WorkerId w) override;
   void kill(WorkerId w) override;
   std::uint64_t started_task(WorkerId w) override;
@@ -193,8 +194,13 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   std::atomic<std::uint64_t> next_task_id_{1};
   std::atomic<bool> accepting_{true};
   std::atomic<bool> draining_{false};
+  // failed_ is set after failure_ is written; both through set_failure(), failure_ under
+  // failure_mu_ (read by submit() and reconfigure() on other threads).
+  void set_failure(std::string why);
+  std::string failure() const;
   std::atomic<bool> failed_{false};
-  std::string failure_;  // written before failed_ is set
+  mutable std::mutex failure_mu_;
+  std::string failure_;
 
   // Start-up hand-shake and idle waiters.
   std::promise<Status> started_;

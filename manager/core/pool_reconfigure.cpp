@@ -40,6 +40,7 @@ void copy_live_options(PoolOptions& to, const PoolOptions& from) {
   to.queue_ttl = from.queue_ttl;
   to.init_timeout = from.init_timeout;
   to.cancel_grace = from.cancel_grace;
+  to.stop_timeout = from.stop_timeout;
   to.max_init_failures = from.max_init_failures;
   to.dead_letter_capacity = from.dead_letter_capacity;
   to.task_records_max = from.task_records_max;
@@ -55,6 +56,8 @@ void PoolCore::reconfigure(const PoolOptions& next, bool replace_workers, std::i
   clock_ns_ = now;
   copy_live_options(opts_, next);
   dispatcher_.set_strategy(opts_.dispatch);
+  intensity_.set_limits({opts_.max_restarts, opts_.restart_window, opts_.crash_backoff_base,
+                         opts_.crash_backoff_max, opts_.stable_after});
   finished_.set_bounds({opts_.task_records_max, detail::to_ns(opts_.task_records_max_age),
                         static_cast<std::size_t>(opts_.task_records_max_bytes)});
   finished_.expire(now);
@@ -65,8 +68,9 @@ void PoolCore::reconfigure(const PoolOptions& next, bool replace_workers, std::i
     ++generation_;
     std::size_t old = 0;
     for (auto& [wid, w] : workers_) {
-      if (w.retiring || w.kill_reason || w.generation == generation_) continue;
-      w.restart_pending = true;
+      Ready* r = std::get_if<Ready>(&w.state);
+      if (r == nullptr || w.generation == generation_) continue;
+      r->replace_pending = true;
       ++old;
     }
     if (old > 0) {
@@ -80,6 +84,8 @@ void PoolCore::reconfigure(const PoolOptions& next, bool replace_workers, std::i
   } else {
     adjust_worker_count(now);
   }
+  // A lower recycle.max_tasks applies to idle workers too: no result would recycle them.
+  for (auto& [wid, w] : workers_) recycle_if_due(w, now);
   advance_rolling_restart(now);
   settle(now);
 }
@@ -126,7 +132,7 @@ Result<ReconfigureReport> PoolLoop::reconfigure(PoolOptions next) {
   if (!std::filesystem::exists(next.plugin_path, ec)) {
     return Status::error(Code::kPlugin, "plugin not found: " + next.plugin_path);
   }
-  if (failed_.load()) return Status::error(Code::kClosed, "pool failed: " + failure_);
+  if (failed_.load()) return Status::error(Code::kClosed, "pool failed: " + failure());
   if (!accepting_.load()) return Status::error(Code::kClosed, "pool is closing");
   {
     // What fill_launch_spec() will do on the loop thread, checked here where a refusal can

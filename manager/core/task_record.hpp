@@ -38,7 +38,11 @@ struct TaskRecord {
   std::uint32_t free_requeues = 0;  // times put back unstarted from a dead worker's ring
   std::int64_t queued_ns = 0;       // when submitted (queue_ttl counts from here)
   std::int64_t expires_ns = 0;      // queued_ns + queue_ttl; 0: never
-  bool admitted = true;  // still counted in the pool's admission count (never dispatched)
+  bool admitted = true;             // counted in the pool's admission count (waiting for a worker)
+  bool dispatched_once = false;     // its queue wait is recorded at the first dispatch only
+  // Its end is decided: terminal, or dead-lettered with the letter being written. Nothing
+  // dispatches, cancels or ends it again.
+  bool decided = false;
 
   // Shared: state is read lock-free; done flips 0 -> 1 once, after account is final.
   std::atomic<TaskState> state{TaskState::kQueued};

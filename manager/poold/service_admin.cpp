@@ -28,6 +28,7 @@ json stats_json(const PoolStats& s) {
           {"expired", s.expired},
           {"heartbeat_kills", s.heartbeat_kills},
           {"output_dropped", s.output_dropped},
+          {"letters_pending", s.letters_pending},
           {"crash_loop", s.crash_loop},
           {"queued", s.queued},
           {"in_flight", s.in_flight},

@@ -52,6 +52,8 @@ json task_json(const TaskResult& r) {
   json j{{"id", r.id},       {"type", r.type},           {"state", to_string(r.state)},
          {"error", r.error}, {"attempts", r.attempts()}, {"history", std::move(history)}};
   if (r.state == TaskState::kDeadLettered) j["reason"] = to_string(r.reason);
+  // Decided dead-lettered, the letter not yet written: not terminal until it is.
+  if (r.dead_letter_pending) j["dead_letter_pending"] = true;
   if (r.state == TaskState::kCancelled) j["reason"] = to_string(r.cancel_reason);
   return j;
 }

@@ -14,7 +14,8 @@ namespace sandpool::testing {
 struct FakeWorker {
   std::vector<std::uint64_t> ring;      // task ids sent, in order
   std::vector<std::uint32_t> attempts;  // attempt numbers sent
-  std::vector<std::uint64_t> cancels;
+  std::vector<std::uint64_t> cancels;   // Cancel messages put into its ring
+  std::uint64_t cancel_flag = 0;        // the header's cancel word (raise_cancel_flag)
   bool stop_sent = false;
   bool killed = false;
   bool gone = false;          // on_exit was reported for it
@@ -44,6 +45,9 @@ class FakeWorkerControl : public core::WorkerControl {
   }
   void send_cancel(core::WorkerId w, std::uint64_t id) override {
     workers[w].cancels.push_back(id);
+  }
+  void raise_cancel_flag(core::WorkerId w, std::uint64_t id) override {
+    workers[w].cancel_flag = id;
   }
   void send_stop(core::WorkerId w) override { workers[w].stop_sent = true; }
   void kill(core::WorkerId w) override { workers[w].killed = true; }

@@ -334,24 +334,47 @@ PoolOptions one_worker_ring_of_two() {
 }
 }  // namespace
 
-TEST_CASE("a task whose workers keep dying before it starts is charged an attempt after twenty") {
-  // Twenty, not fewer: a worker claiming to be idle is not always lying (it died between
-  // tasks), and the tasks it puts back must not run out of attempts for it too soon.
+TEST_CASE("a worker that claims to run nothing is charged for the front of its ring") {
+  // The started word is worker-writable: a worker claiming to be idle when it dies cannot
+  // pass its death on to nobody.
   Harness h(one_worker_ring_of_two());
   h.ready_all();
   auto first = h.submit();
   auto second = h.submit();
+  h.ctl.workers[1].started = 0;
+  h.exit(1, ExitStatus{false, 0, SIGKILL});
+  CHECK(account(first).history.size() == 1);
+  CHECK(account(second).history.empty());
+}
+
+TEST_CASE("a task put back free by deaths charged to nobody is charged an attempt after twenty") {
+  // A death whose front had ended already (withdrawn after a ring timeout) charges nobody, and
+  // the ring goes back for free; bounded, so no worker can keep a task from ever running out of
+  // attempts.
+  PoolOptions o = one_worker_ring_of_two();
+  o.concurrency = 3;
+  o.timeout = 60s;
+  Harness h(o);
+  auto victim = h.submit();  // priority 0: always dispatched behind the two below
   for (int i = 0; i < 21; ++i) {
-    CHECK_FALSE(is_terminal(second->state));
-    const auto w = h.holder(second->id);
-    REQUIRE(w != 0);
-    h.ctl.workers[w].started = 0;  // claims to be idle every time
-    h.exit(w, ExitStatus{false, 0, SIGKILL});
+    REQUIRE_FALSE(is_terminal(victim->state));
+    SubmitOptions first;
+    first.priority = 1;
+    SubmitOptions withdrawn = first;
+    withdrawn.timeout = 10ms;
+    auto head = h.submit(first);
+    auto quick = h.submit(withdrawn);
     h.core->on_ready(h.ctl.spawned.back(), h.now);
+    const auto w = h.holder(victim->id);
+    REQUIRE(w != 0);
+    REQUIRE(h.holder(head->id) == w);
+    REQUIRE(h.holder(quick->id) == w);
+    h.advance(20ms);                                       // quick times out behind head: withdrawn
+    REQUIRE(h.result(w, head->id, ipc::TaskStatus::kOk));  // quick is the front now, ended
+    h.exit(w, ExitStatus{false, 0, SIGSEGV});
   }
-  CHECK(second->state == TaskState::kDeadLettered);
-  CHECK(account(second).history.at(0).error.find("before it started") != std::string::npos);
-  (void)first;
+  CHECK(victim->state == TaskState::kDeadLettered);
+  CHECK(account(victim).history.at(0).error.find("before it started") != std::string::npos);
 }
 
 TEST_CASE("a task put back by deaths charged to another task of its ring is never charged") {
@@ -359,17 +382,18 @@ TEST_CASE("a task put back by deaths charged to another task of its ring is neve
   // deep in a ring went back unstarted more than twenty times and ran out of attempts.
   Harness h(one_worker_ring_of_two());
   h.ready_all();
-  auto crasher = h.submit();
+  SubmitOptions first;
+  first.priority = 1;  // each crasher is dispatched ahead of the innocent: its ring's front
+  auto crasher = h.submit(first);
   auto innocent = h.submit();
   std::vector<core::TaskPtr> crashed;
   for (int i = 0; i < 30; ++i) {
     const auto w = h.holder(innocent->id);
     REQUIRE(w != 0);
     REQUIRE(h.holder(crasher->id) == w);
-    h.ctl.workers[w].started = crasher->id;  // it crashes its worker
-    h.exit(w, ExitStatus{false, 0, SIGSEGV});
+    h.exit(w, ExitStatus{false, 0, SIGSEGV});  // the crasher, at the front, crashes it
     crashed.push_back(crasher);
-    crasher = h.submit();  // queued behind the innocent, which goes back to the front
+    crasher = h.submit(first);
     h.core->on_ready(h.ctl.spawned.back(), h.now);
   }
   for (const auto& c : crashed) CHECK(c->state == TaskState::kDeadLettered);
@@ -477,18 +501,27 @@ TEST_CASE("more restarts than max_restarts within the window is a crash loop wit
   o.crash_backoff_base = 100ms;
   o.crash_backoff_max = 1000ms;
   o.stable_after = 2000ms;
+  o.concurrency = 1;
   Harness h(o);
   SubmitOptions ff;
   ff.fail_fast = true;
+  ff.timeout = 60s;
+  SubmitOptions blocking;  // always dispatched first, and charged with every crash
+  blocking.priority = 1;
+  blocking.retries = 100;
+  blocking.timeout = 60s;
+  SubmitOptions slow;
+  slow.timeout = 60s;
   h.core->on_ready(h.ctl.spawned.back(), h.now);
-  auto patient = h.submit();
+  h.submit(blocking);
+  auto patient = h.submit(slow);
   auto hasty = h.submit(ff);
   for (int i = 0; i < 4; ++i) {
     const auto w = h.ctl.spawned.back();
-    h.ctl.workers[w].started = 0;
     h.exit(w, ExitStatus{false, 0, SIGSEGV});
     if (i < 3) {
       CHECK(h.ctl.spawned.size() == static_cast<std::size_t>(i + 2));  // replaced at once
+      h.advance(0ms);  // the blocking task's retry comes due
       h.core->on_ready(h.ctl.spawned.back(), h.now);
     }
   }
@@ -662,7 +695,9 @@ TEST_CASE("abandoning at shutdown dead-letters every open task and kills the bus
   auto a = account(running);
   REQUIRE(a.history.size() == 1);  // the running one ends its attempt
   CHECK(a.history[0].outcome == Outcome::kLost);
-  CHECK(account(tasks[1]).history.size() + account(tasks[5]).history.size() == 0);
+  // The front of each ring is the one running (or about to), by the pool's own account.
+  CHECK(account(tasks[1]).history.size() == 1);
+  for (int i : {2, 3, 4, 5}) CHECK(account(tasks[static_cast<std::size_t>(i)]).history.empty());
   CHECK(h.ctl.workers[w].killed);
   h.exit(w, ExitStatus{false, 0, SIGKILL});
   CHECK(account(running).history.size() == 1);  // the exit does not end it twice

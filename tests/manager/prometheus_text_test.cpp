@@ -30,6 +30,7 @@ PoolMetrics small_pool() {
   m.stats.recycled = 1;
   m.stats.heartbeat_kills = 0;
   m.stats.output_dropped = 12;
+  m.stats.letters_pending = 4;
   m.stats.queued = 5;
   m.stats.in_flight = 2;
   m.stats.retry_wait = 1;
@@ -244,6 +245,9 @@ sandpool_heartbeat_kills_total{pool="images"} 0
 # HELP sandpool_worker_output_dropped_total Worker output and plugin log lines dropped over the pool's output limit.
 # TYPE sandpool_worker_output_dropped_total counter
 sandpool_worker_output_dropped_total{pool="images"} 12
+# HELP sandpool_tasks_awaiting_dead_letter Tasks decided dead-lettered whose letter is not written yet (not terminal until it is).
+# TYPE sandpool_tasks_awaiting_dead_letter gauge
+sandpool_tasks_awaiting_dead_letter{pool="images"} 4
 # HELP sandpool_queue_wait_seconds From submit to a task's first dispatch.
 # TYPE sandpool_queue_wait_seconds histogram
 sandpool_queue_wait_seconds_bucket{pool="images",le="0.00001"} 0
@@ -277,9 +281,9 @@ TEST_CASE("every sample of the exposition sits under its family's TYPE line") {
   PoolMetrics other = small_pool();
   other.pool = "video";
   const std::string text = render_prometheus({small_pool(), other}, service());
-  // 2 service samples; per pool: 7 gauges + 5 worker states, 9 counters + 6 dead-letter
+  // 2 service samples; per pool: 8 gauges + 5 worker states, 9 counters + 6 dead-letter
   // reasons + 9 outcomes, 3 histograms of 22 buckets, a sum and a count.
-  CHECK(check_well_formed(text) == 2 + 2 * (7 + 5 + 9 + 6 + 9 + 3 * 24));
+  CHECK(check_well_formed(text) == 2 + 2 * (8 + 5 + 9 + 6 + 9 + 3 * 24));
 }
 
 TEST_CASE("label values are escaped: backslash, double quote and newline") {

@@ -90,6 +90,7 @@ struct PoolConfig {
     Duration heartbeat_interval{250};
     std::uint32_t missed_heartbeats = 3;
     Duration init_timeout{10000};
+    Duration stop_timeout{5000};
     bool operator==(const Health&) const = default;
   };
   struct TaskDefaults {

@@ -97,6 +97,9 @@ struct PoolOptions {
 
   std::chrono::milliseconds init_timeout{10000};
   std::chrono::milliseconds cancel_grace{1000};
+  // A worker asked to stop (close, scale down, recycling, a restart) that has not exited this
+  // long after Stop, its plugin's shutdown hook included, is killed.
+  std::chrono::milliseconds stop_timeout{5000};
   std::uint32_t max_init_failures = 3;       // consecutive; then the pool is `failed`
   std::size_t dead_letter_capacity = 10000;  // in-memory dead letters kept
   // Records of ended tasks kept for lookup by id (Pool::find), oldest evicted first.

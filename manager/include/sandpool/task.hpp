@@ -73,6 +73,9 @@ struct TaskResult {
   std::string result;                                // the handler's output, for kCompleted
   std::string error;  // the last attempt's error, or why it never ran
   std::vector<Attempt> history;
+  // Decided dead-lettered, its letter not yet written to the dead-letter store: `state` is
+  // still the last intermediate one, and turns kDeadLettered once the letter is durable.
+  bool dead_letter_pending = false;
   std::uint32_t attempts() const { return static_cast<std::uint32_t>(history.size()); }
 };
 

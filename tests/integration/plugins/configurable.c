@@ -1,13 +1,18 @@
 /* A test plugin whose behaviour comes from its plugin_config: with {"fail": true} every task
  * fails permanently, otherwise it echoes. Lets a test dead-letter a task in one pool and
- * replay it successfully in another. A payload starting with "crash" segfaults the worker. */
+ * replay it successfully in another. A payload starting with "crash" segfaults the worker.
+ * {"hang_shutdown": true}: sp_plugin_shutdown never returns (a worker that ignores Stop).
+ * {"fail_init_if": "/path"}: init fails while that file exists (replacements that cannot
+ * start, after a first worker that could). */
 #include <sandpool/plugin.h>
 
 #include <string.h>
+#include <unistd.h>
 
 static const char* const kTypes[] = {"configurable", NULL};
 static const sp_host_api* host;
 static int fail_all;
+static int hang_shutdown;
 
 SP_EXPORT uint32_t sp_plugin_abi_version(void) { return SP_PLUGIN_ABI_VERSION; }
 SP_EXPORT const char* const* sp_plugin_task_types(void) { return kTypes; }
@@ -18,6 +23,22 @@ SP_EXPORT int sp_plugin_init(const sp_host_api* h, const char* config_json, size
   host = h;
   *state = NULL;
   fail_all = strstr(config_json, "\"fail\": true") != NULL;
+  hang_shutdown = strstr(config_json, "\"hang_shutdown\": true") != NULL;
+  {
+    static const char key[] = "\"fail_init_if\": \"";
+    const char* at = strstr(config_json, key);
+    if (at != NULL) {
+      char path[256];
+      size_t n = 0;
+      at += sizeof key - 1;
+      while (at[n] != '\0' && at[n] != '"' && n < sizeof path - 1) {
+        path[n] = at[n];
+        ++n;
+      }
+      path[n] = '\0';
+      if (access(path, F_OK) == 0) return 7;
+    }
+  }
   return 0;
 }
 
