@@ -322,7 +322,9 @@ void PoolCore::restart_workers(bool rolling, std::int64_t now) {
 }
 
 void PoolCore::advance_rolling_restart(std::int64_t now) {
-  if (!rolling_restart_ || init_failures_ > 0) return;
+  // Paused while a replacement waits out an init-failure backoff (a broken new plugin does
+  // not take the old workers down with it); a past failure alone does not hold it.
+  if (!rolling_restart_ || respawn_due_ns_ != 0) return;
   for (const auto& [wid, w] : workers_) {
     if (w.is<Starting>()) return;  // one replacement at a time
   }
