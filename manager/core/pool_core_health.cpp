@@ -22,6 +22,7 @@ void PoolCore::on_tick(std::int64_t now) {
   if (respawn_due_ns_ != 0 && now >= respawn_due_ns_) {
     respawn_due_ns_ = 0;
     adjust_worker_count(now);
+    advance_rolling_restart(now);  // it paused for this backoff
   }
   if (now >= next_check_ns_) check_deadlines(now);
   if (now >= next_sweep_ns_) sweep(now);
