@@ -119,6 +119,11 @@ Status PoolLoop::launch() {
   // Again, now that the namespaces and the cgroup are known: the paths the namespaces open
   // to Landlock (step 6) and the cgroup's limits.
   SP_RETURN_IF_ERROR(fill_launch_spec());
+  if (const auto off = sandbox::unlimited_resources(opts_.sandbox.limits); !off.empty()) {
+    std::string names;
+    for (const std::string& n : off) names += (names.empty() ? "limits." : ", limits.") + n;
+    log_->warn("[{}] limits set to 0, none applied: {}", opts_.name, names);
+  }
 
   int ep = ::epoll_create1(EPOLL_CLOEXEC);
   if (ep < 0) return Status::from_errno(errno, "epoll_create1");
