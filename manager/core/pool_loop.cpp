@@ -183,6 +183,7 @@ Status PoolLoop::fill_launch_spec() {
   launch_.args.plugin_config_json = opts_.plugin_config_json;
   launch_.args.parent_pid = ::getpid();
   launch_.args.policy = opts_.sandbox;
+  launch_.args.policy.limits.cpu_seconds = worker_cpu_seconds(opts_);
   SP_RETURN_IF_ERROR(prepare_privilege_drop(launch_.args, opts_.user));
   // What the namespaces made the worker's own stays open under Landlock (step 6): the /proc
   // of its pid namespace shows only itself, the view's tmpfs /tmp is private and empty.

@@ -38,7 +38,7 @@ PoolOptions default_limits(SeccompProfile profile) {
 
 }  // namespace
 
-TEST_CASE("a worker under the default limits has memory, file and process limits") {
+TEST_CASE("a worker under the default limits has memory, file, process and CPU limits") {
   HostileWorld world;
   world.start(default_limits(SeccompProfile::kStrict));
   const TaskResult echo = world.attack("echo", "which worker");
@@ -48,6 +48,7 @@ TEST_CASE("a worker under the default limits has memory, file and process limits
   CHECK(soft_limit(pid, "Max file size") == (1ll << 30));
   CHECK(soft_limit(pid, "Max processes") == 256);
   CHECK(soft_limit(pid, "Max open files") == 64);
+  CHECK(soft_limit(pid, "Max cpu time") == 300);  // worker_cpu_seconds: 10 x the 30 s timeout
   CHECK(world.log().count("limits set to 0") == 0);
   world.close_and_check_clean();
 }
@@ -83,5 +84,20 @@ TEST_CASE("a limit set to 0 means none, and the pool warns about it at start") {
   CHECK(soft_limit(pid, "Max address space") == -1);
   CHECK(soft_limit(pid, "Max file size") == -1);
   CHECK(soft_limit(pid, "Max processes") == 256);
+  world.close_and_check_clean();
+}
+
+// The backstop itself, set low: no per-task cpu_time, a timeout far away, and a busy loop.
+TEST_CASE("a worker that reaches its lifetime CPU limit ends resource_limit: cpu") {
+  HostileWorld world;
+  PoolOptions o = hostile_options(hostile::integration_plugin("hang"));
+  o.sandbox.limits.cpu_seconds = 1;
+  o.timeout = std::chrono::seconds(60);
+  world.start(o);
+  const TaskResult r = world.attack("hang", "");
+  REQUIRE(r.attempts() == 1);
+  INFO(r.history[0].error);
+  CHECK(r.history[0].outcome == Outcome::kResourceLimit);
+  CHECK(r.history[0].error == "resource_limit: cpu");
   world.close_and_check_clean();
 }

@@ -28,6 +28,7 @@ TEST_CASE("the default limits bound memory, files and processes") {
   CHECK(d.file_size == (1ull << 30));
   CHECK(d.processes == 256);
   CHECK(d.open_files == 64);
+  CHECK(d.cpu_seconds == 0);  // derived by the pool from its timeouts
   CHECK(unlimited_resources(d).empty());
 }
 
