@@ -80,22 +80,14 @@ std::string join_pids(const std::vector<pid_t>& pids) {
   return out;
 }
 
-}  // namespace
-
-Status become_child_subreaper() {
-  auto r = posix_call("prctl(PR_SET_CHILD_SUBREAPER, 1)",
-                      [] { return ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); });
-  return r ? Status::ok() : r.status();
-}
-
-Status end_init_children() {
+// Kills and reaps every child, round after round: reaping one lets its own children come to
+// us (we are their subreaper). Returns the pids killed.
+Result<std::vector<pid_t>> kill_children_round_by_round() {
   std::vector<pid_t> seen;
   for (int round = 0; round < kKillRounds; ++round) {
-    Result<bool> left = reap_exited_children();
-    if (!left) return left.status();
-    if (!*left) break;
     const std::vector<pid_t> children = list_children();
     if (children.empty()) {
+      if (!seen.empty()) break;
       return Status::error(Code::kPlugin,
                            "init left a process running that /proc does not show; it was not "
                            "killed");
@@ -105,18 +97,56 @@ Status end_init_children() {
       if (std::find(seen.begin(), seen.end(), pid) == seen.end()) seen.push_back(pid);
       ::kill(pid, SIGKILL);
     }
-    // Reaping one lets its own children come to us (we are their subreaper): the next round.
     for (pid_t pid : children) {
       siginfo_t info{};
       while (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED) != 0 && errno == EINTR) {
       }
     }
+    Result<bool> left = reap_exited_children();
+    if (!left) return left.status();
+    if (!*left) break;
   }
-  if (seen.empty()) return Status::ok();
+  return seen;
+}
+
+// As pid 1 of a pid namespace: kill(-1) reaches every other process of the namespace at once
+// (a fork cannot slip past it), and each comes to us to be reaped. Returns their pids.
+Result<std::vector<pid_t>> kill_the_namespace() {
+  auto killed = posix_call("kill(-1, SIGKILL)", [] { return ::kill(-1, SIGKILL); });
+  if (!killed && killed.status().sys_errno() != ESRCH) return killed.status();
+  std::vector<pid_t> seen;
+  for (;;) {
+    siginfo_t info{};
+    if (::waitid(P_ALL, 0, &info, WEXITED) != 0) {
+      if (errno == EINTR) continue;
+      break;  // ECHILD: all reaped
+    }
+    seen.push_back(info.si_pid);
+  }
+  return seen;
+}
+
+}  // namespace
+
+Status become_child_subreaper() {
+  auto r = posix_call("prctl(PR_SET_CHILD_SUBREAPER, 1)",
+                      [] { return ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); });
+  return r ? Status::ok() : r.status();
+}
+
+Status end_init_children() {
+  Result<bool> left = reap_exited_children();
+  if (!left) return left.status();
+  if (!*left) return Status::ok();
+  // The init of a pid namespace (the clone3 spawner's workers) has every other process of
+  // the namespace below it, and its /proc may be the host's, whose pids are not its own.
+  Result<std::vector<pid_t>> killed =
+      ::getpid() == 1 ? kill_the_namespace() : kill_children_round_by_round();
+  if (!killed) return killed.status();
   Result<bool> still = reap_exited_children();
   const bool gone = still && !*still;
-  return Status::error(Code::kPlugin, "init left " + std::to_string(seen.size()) +
-                                          " process(es) running (pid " + join_pids(seen) +
+  return Status::error(Code::kPlugin, "init left " + std::to_string(killed->size()) +
+                                          " process(es) running (pid " + join_pids(*killed) +
                                           (gone ? "), now killed" : "), not all of them killed"));
 }
 

@@ -132,7 +132,7 @@ constexpr std::chrono::milliseconds kSweepPatience{2000};
 // caller. With `required`, and without TSYNC, other threads are refused instead: only the
 // kernel's own restriction is beyond the plugin's reach.
 Status restrict_every_thread(int ruleset, int kernel_abi, bool required, LandlockProbe* probe) {
-  const std::optional<std::vector<pid_t>> others = detail::other_threads();
+  const std::optional<std::vector<detail::ThreadId>> others = detail::other_threads();
   probe->other_threads = others ? static_cast<int>(others->size()) : -1;
   if (kernel_abi >= detail::kLandlockTsyncAbi) {
     probe->kernel_tsync = true;

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -36,8 +37,9 @@ enum SlotState : int { kPending = 0, kRestricted = 1, kGone = 2 };
 // What the handler reads and writes. Set up before any signal is sent; a signal handler has
 // no other way to reach its context. Lock-free atomics only.
 struct Slot {
-  std::atomic<pid_t> tid{0};
+  std::atomic<pid_t> tid{0};  // as gettid() says: what the handler matches
   std::atomic<int> state{kPending};
+  pid_t proc_id = 0;  // its name under /proc/self/task; the main thread's only
 };
 Slot g_slots[kMaxThreads];
 std::atomic<std::size_t> g_used{0};
@@ -78,9 +80,44 @@ Slot* find_slot(pid_t tid) {
   return nullptr;
 }
 
-bool thread_exists(pid_t tid) {
-  const std::string path = "/proc/self/task/" + std::to_string(tid);
+bool thread_exists(pid_t proc_id) {
+  const std::string path = "/proc/self/task/" + std::to_string(proc_id);
   return ::access(path.c_str(), F_OK) == 0;
+}
+
+// The calling thread's name under /proc/self/task (/proc/thread-self links to
+// "<pid>/task/<tid>" in /proc's own pid namespace); gettid() where that link is missing.
+pid_t own_proc_id() {
+  char link[64];
+  const ssize_t n = ::readlink("/proc/thread-self", link, sizeof link - 1);
+  if (n > 0) {
+    link[n] = '\0';
+    if (const char* task = std::strstr(link, "/task/")) return std::atoi(task + 6);
+  }
+  return static_cast<pid_t>(::syscall(SYS_gettid));
+}
+
+// The id tgkill takes for the thread /proc/self/task names `proc_id`: the last NSpid field
+// of its status (the innermost pid namespace, this process's); `proc_id` itself on a kernel
+// without NSpid (before 4.1) or when the thread is gone.
+pid_t local_tid(pid_t proc_id) {
+  const std::string path = "/proc/self/task/" + std::to_string(proc_id) + "/status";
+  std::FILE* f = std::fopen(path.c_str(), "re");
+  if (f == nullptr) return proc_id;
+  pid_t local = proc_id;
+  char line[256];
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::strncmp(line, "NSpid:", 6) != 0) continue;
+    const char* at = line + 6;
+    char* end = nullptr;
+    for (long v = std::strtol(at, &end, 10); end != at; v = std::strtol(at, &end, 10)) {
+      local = static_cast<pid_t>(v);
+      at = end;
+    }
+    break;
+  }
+  std::fclose(f);
+  return local;
 }
 
 std::string describe_threads(const std::vector<pid_t>& tids) {
@@ -97,9 +134,8 @@ Status await_answers(const std::vector<Slot*>& asked, milliseconds patience) {
     std::vector<pid_t> silent;
     for (Slot* slot : asked) {
       if (slot->state.load(std::memory_order_acquire) != kPending) continue;
-      const pid_t tid = slot->tid.load(std::memory_order_relaxed);
-      if (thread_exists(tid)) {
-        silent.push_back(tid);
+      if (thread_exists(slot->proc_id)) {
+        silent.push_back(slot->tid.load(std::memory_order_relaxed));
       } else {
         slot->state.store(kGone, std::memory_order_relaxed);
       }
@@ -122,13 +158,15 @@ Status await_answers(const std::vector<Slot*>& asked, milliseconds patience) {
 
 // Takes a slot for each thread not restricted yet: new ones, and a slot whose thread left
 // (its tid may be a new thread's now). Returns them, or an error when there are too many.
-Result<std::vector<Slot*>> slots_to_ask(const std::vector<pid_t>& tids) {
+Result<std::vector<Slot*>> slots_to_ask(const std::vector<ThreadId>& threads) {
   std::vector<Slot*> asked;
-  for (pid_t tid : tids) {
+  for (const ThreadId& thread : threads) {
+    const pid_t tid = thread.tid;
     Slot* slot = find_slot(tid);
     if (slot != nullptr) {
       const int state = slot->state.load(std::memory_order_acquire);
       if (state == kRestricted || state == kPending) continue;
+      slot->proc_id = thread.proc_id;
       slot->state.store(kPending, std::memory_order_release);
     } else {
       const std::size_t used = g_used.load(std::memory_order_relaxed);
@@ -137,6 +175,7 @@ Result<std::vector<Slot*>> slots_to_ask(const std::vector<pid_t>& tids) {
                                                 std::to_string(kMaxThreads) + " threads");
       }
       slot = &g_slots[used];
+      slot->proc_id = thread.proc_id;
       slot->tid.store(tid, std::memory_order_relaxed);
       slot->state.store(kPending, std::memory_order_relaxed);
       g_used.store(used + 1, std::memory_order_release);  // the handler sees the slot whole
@@ -151,9 +190,11 @@ Result<int> sweep(milliseconds patience) {
   const int sig = landlock_sweep_signal();
   int restricted = 0;
   for (int round = 0; round < kRounds; ++round) {
-    const std::optional<std::vector<pid_t>> tids = other_threads();
-    if (!tids) return Status::error(Code::kSystem, "opendir(/proc/self/task): cannot list threads");
-    Result<std::vector<Slot*>> asked = slots_to_ask(*tids);
+    const std::optional<std::vector<ThreadId>> threads = other_threads();
+    if (!threads) {
+      return Status::error(Code::kSystem, "opendir(/proc/self/task): cannot list threads");
+    }
+    Result<std::vector<Slot*>> asked = slots_to_ask(*threads);
     if (!asked) return asked.status();
     if (asked->empty()) return restricted;
     for (Slot* slot : *asked) {
@@ -181,24 +222,25 @@ Result<int> sweep(milliseconds patience) {
 
 int landlock_sweep_signal() { return SIGRTMIN + 5; }
 
-std::optional<std::vector<pid_t>> other_threads() {
+std::optional<std::vector<ThreadId>> other_threads() {
   DIR* dir = ::opendir("/proc/self/task");
   if (dir == nullptr) return std::nullopt;
-  std::vector<pid_t> tids;
-  const auto self = static_cast<pid_t>(::syscall(SYS_gettid));
+  std::vector<ThreadId> threads;
+  const pid_t self = own_proc_id();
   while (dirent* e = ::readdir(dir)) {
     if (e->d_name[0] == '.') continue;
-    const auto tid = static_cast<pid_t>(std::atoi(e->d_name));
-    if (tid != self) tids.push_back(tid);
+    const auto proc_id = static_cast<pid_t>(std::atoi(e->d_name));
+    if (proc_id != self) threads.push_back({local_tid(proc_id), proc_id});
   }
   ::closedir(dir);
-  return tids;
+  return threads;
 }
 
 Result<int> restrict_sibling_threads(int ruleset_fd, milliseconds patience) {
   for (Slot& slot : g_slots) {
     slot.tid.store(0, std::memory_order_relaxed);
     slot.state.store(kPending, std::memory_order_relaxed);
+    slot.proc_id = 0;
   }
   g_used.store(0, std::memory_order_relaxed);
   g_answers.store(0, std::memory_order_relaxed);

@@ -21,9 +21,18 @@ inline constexpr unsigned kLandlockRestrictSelfTsync = 1u << 3;
 // The signal the sweep sends: SIGRTMIN + 5 (the backtrace request is SIGRTMIN + 4).
 int landlock_sweep_signal();
 
-// Returns the thread ids of this process but the caller's (/proc/self/task), or nullopt
-// when /proc/self/task cannot be read.
-std::optional<std::vector<pid_t>> other_threads();
+// A thread of this process, by the id gettid() and tgkill know (this process's pid
+// namespace), and by its name under /proc/self/task. The two differ when /proc belongs to an
+// ancestor pid namespace: a worker in a pid namespace without a mount namespace sees the
+// host's /proc.
+struct ThreadId {
+  pid_t tid = 0;
+  pid_t proc_id = 0;
+};
+
+// Returns every thread of this process but the caller (/proc/self/task, the local ids from
+// each thread's NSpid), or nullopt when /proc/self/task cannot be read.
+std::optional<std::vector<ThreadId>> other_threads();
 
 // Brings every thread of this process but the caller under `ruleset_fd`: each is sent
 // landlock_sweep_signal(), whose handler (installed for the sweep, the previous disposition

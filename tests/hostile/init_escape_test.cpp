@@ -100,6 +100,18 @@ int landlock_abi_or_skip() {
   return probe.abi;
 }
 
+// The namespaces a case's pool asks for: none (the vfork spawner), or a user and a pid
+// namespace (the clone3 spawner; the worker is pid 1 of its namespace but, without a mount
+// namespace, sees the host's /proc, whose pids are not its own).
+sandbox::NamespaceSet namespaces_for(bool clone3) {
+  sandbox::NamespaceSet ns;
+  if (clone3) {
+    ns.add(sandbox::Namespace::kUser);
+    ns.add(sandbox::Namespace::kPid);
+  }
+  return ns;
+}
+
 void require_refused(const Result<std::unique_ptr<Pool>>& p, const std::string& words) {
   REQUIRE_FALSE(p);
   INFO(p.status().to_string());
@@ -155,10 +167,13 @@ TEST_CASE("an exec in init is refused: the worker host stays the worker host") {
 // A pool that allows fork (allow_syscalls: [clone]) lets init fork too: the init layer would
 // forbid it for good. The check after init is what stops the helper then.
 TEST_CASE("a worker whose init left a process running is refused, naming the plugin") {
+  const bool clone3 = GENERATE(false, true);
+  INFO((clone3 ? "clone3 spawner, pid namespace" : "vfork spawner"));
   Target target;
   HostileWorld world;
   PoolOptions o = init_options(SeccompProfile::kRelaxed, config_string("init_fork", target.path()));
   o.sandbox.allow_syscalls = {"clone"};
+  o.sandbox.namespaces.wanted = namespaces_for(clone3);
   o.max_init_failures = 1;
   require_refused(world.try_start(o), "init left 1 process(es) running (pid ");
   world.require_pools_serve();
@@ -169,9 +184,13 @@ TEST_CASE("a worker whose init left a process running is refused, naming the plu
 TEST_CASE("a thread started in init cannot read outside the view once the worker is ready",
           "[needs-privs]") {
   landlock_abi_or_skip();
+  const bool clone3 = GENERATE(false, true);
+  INFO((clone3 ? "clone3 spawner, pid namespace" : "vfork spawner"));
   Secret secret;
   HostileWorld world;
-  world.start(init_options(SeccompProfile::kRelaxed, "{\"init_thread\": true}"));
+  PoolOptions o = init_options(SeccompProfile::kRelaxed, "{\"init_thread\": true}");
+  o.sandbox.namespaces.wanted = namespaces_for(clone3);
+  world.start(o);
   const TaskResult r = world.attack("thread_open", "read:" + secret.path());
   INFO(r.error);
   REQUIRE(r.state == TaskState::kCompleted);
