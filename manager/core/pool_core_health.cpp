@@ -174,6 +174,17 @@ void PoolCore::sweep(std::int64_t now) {
         continue;
       }
     }
+    if (w.is<Ready>() && w.cpu_limit_ns > 0) {
+      // Recycled before its RLIMIT_CPU (the kernel's lifetime backstop) would end it mid-task.
+      const std::int64_t used = ctl_.cpu_ns(wid);
+      if (used > w.cpu_limit_ns / 10 * 8) {
+        recycle(w,
+                "used " + std::to_string(used / 1'000'000'000) + " s of CPU, 80% of its RLIMIT_CPU (" +
+                    std::to_string(w.cpu_limit_ns / 1'000'000'000) + " s)",
+                now);
+        continue;
+      }
+    }
     if (opts_.recycle_max_rss != 0 && w.is<Ready>()) {
       const std::uint64_t rss = ctl_.rss_bytes(wid);
       if (rss > opts_.recycle_max_rss) {

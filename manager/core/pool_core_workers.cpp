@@ -53,6 +53,7 @@ void PoolCore::spawn_worker(std::int64_t now) {
   w.spawned_ns = now;
   w.generation = generation_;
   w.frame_cap = opts_.max_payload;
+  w.cpu_limit_ns = static_cast<std::int64_t>(worker_cpu_seconds(opts_)) * 1'000'000'000;
   w.slot = free_slot();
   if (w.slot >= slot_starts_.size()) slot_starts_.resize(w.slot + 1, 0);
   w.slot_restarts = slot_starts_[w.slot]++;

@@ -119,6 +119,11 @@ Status PoolLoop::launch() {
   // Again, now that the namespaces and the cgroup are known: the paths the namespaces open
   // to Landlock (step 6) and the cgroup's limits.
   SP_RETURN_IF_ERROR(fill_launch_spec());
+  if (const auto off = sandbox::unlimited_resources(opts_.sandbox.limits); !off.empty()) {
+    std::string names;
+    for (const std::string& n : off) names += (names.empty() ? "limits." : ", limits.") + n;
+    log_->warn("[{}] limits set to 0, none applied: {}", opts_.name, names);
+  }
 
   int ep = ::epoll_create1(EPOLL_CLOEXEC);
   if (ep < 0) return Status::from_errno(errno, "epoll_create1");
@@ -180,6 +185,7 @@ Status PoolLoop::fill_launch_spec() {
   launch_.args.plugin_config_json = opts_.plugin_config_json;
   launch_.args.parent_pid = ::getpid();
   launch_.args.policy = opts_.sandbox;
+  launch_.args.policy.limits.cpu_seconds = worker_cpu_seconds(opts_);
   SP_RETURN_IF_ERROR(prepare_privilege_drop(launch_.args, opts_.user));
   // What the namespaces made the worker's own stays open under Landlock (step 6): the /proc
   // of its pid namespace shows only itself, the view's tmpfs /tmp is private and empty.

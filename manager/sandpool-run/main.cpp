@@ -3,8 +3,10 @@
 // order. Exit: 0 all completed, 1 any did not, 2 bad usage or a plugin that cannot load.
 #include <unistd.h>
 
+#include <cstdint>
 #include <deque>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -37,7 +39,42 @@ struct Args {
   std::string log_level = "warn";
   std::string seccomp = "strict";
   std::string state_dir;
+  // Limits: empty keeps the pool's default (docs/configuration.md, `limits`); 0 is none.
+  std::string memory;
+  std::string cpu_time;
+  std::string file_size;
+  std::optional<std::uint64_t> processes;
+  std::optional<std::uint64_t> open_files;
 };
+
+// Applies the limit flags to `o`; false (after saying why on stderr) when one is malformed.
+bool apply_limits(const Args& a, sandpool::PoolOptions& o) {
+  auto size = [](const char* flag, const std::string& text, std::uint64_t* out) {
+    if (text.empty()) return true;
+    auto v = sandpool::parse_size(text);
+    if (!v) {
+      std::cerr << "sandpool-run: " << flag << ": " << v.status().message() << "\n";
+      return false;
+    }
+    *out = *v;
+    return true;
+  };
+  if (!size("--memory", a.memory, &o.sandbox.limits.address_space) ||
+      !size("--file-size", a.file_size, &o.sandbox.limits.file_size)) {
+    return false;
+  }
+  if (!a.cpu_time.empty()) {
+    auto v = sandpool::parse_duration(a.cpu_time);
+    if (!v) {
+      std::cerr << "sandpool-run: --cpu-time: " << v.status().message() << "\n";
+      return false;
+    }
+    o.cpu_time = *v;
+  }
+  if (a.processes) o.sandbox.limits.processes = *a.processes;
+  if (a.open_files) o.sandbox.limits.open_files = *a.open_files;
+  return true;
+}
 
 struct Pending {
   std::uint64_t line;
@@ -63,6 +100,22 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", a.log_level, "debug, info, warn, error, off");
   app.add_option("--state-dir", a.state_dir,
                  "keep dead letters in DIR/dead_letters.db (SQLite) for inspection and replay");
+  const sandpool::sandbox::ResourceLimits defaults;
+  app.add_option("--memory", a.memory,
+                 "memory per worker (RLIMIT_AS): 512MiB, 2GiB; 0: none (default " +
+                     std::to_string(defaults.address_space >> 20) + "MiB)");
+  app.add_option("--cpu-time", a.cpu_time,
+                 "CPU time per task attempt: 500ms, 2s; 0: none (the default); the timeout "
+                 "still applies");
+  app.add_option("--file-size", a.file_size,
+                 "largest file a worker may write (RLIMIT_FSIZE); 0: none (default " +
+                     std::to_string(defaults.file_size >> 20) + "MiB)");
+  app.add_option("--processes", a.processes,
+                 "processes and threads of the workers' user (RLIMIT_NPROC); 0: none (default " +
+                     std::to_string(defaults.processes) + ")");
+  app.add_option("--open-files", a.open_files,
+                 "open files per worker (RLIMIT_NOFILE); 0: none (default " +
+                     std::to_string(defaults.open_files) + ")");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -94,6 +147,7 @@ int main(int argc, char** argv) {
   opts.retries = a.retries;
   opts.worker_path = a.worker;
   opts.sandbox.profile = *profile;
+  if (!apply_limits(a, opts)) return kExitUsage;
   opts.logger = logger;
   if (!a.state_dir.empty()) {
     sandpool::DeadLetterStoreOptions so;

@@ -2,7 +2,6 @@
 // wrappers). The ABI is probed at run time and only the rights it knows are requested.
 #include <sandpool/sandbox/lockdown.hpp>
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <link.h>
 #include <sys/stat.h>
@@ -11,14 +10,17 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string_view>
 
 #include <sandpool/posix_call.hpp>
 #include <sandpool/unique_fd.hpp>
 
 #include "landlock_access.hpp"
+#include "landlock_threads.hpp"
 
 namespace sandpool::sandbox {
 namespace detail {
@@ -115,6 +117,51 @@ Status allow(int ruleset, const std::string& path, const LandlockAccess& access,
   return added ? Status::ok() : added.status();
 }
 
+Status restrict_self(int ruleset, unsigned flags) {
+  auto restricted = posix_call(
+      flags == 0 ? "landlock_restrict_self" : "landlock_restrict_self(TSYNC)",
+      [&] { return static_cast<int>(::syscall(SYS_landlock_restrict_self, ruleset, flags)); });
+  return restricted ? Status::ok() : restricted.status();
+}
+
+// How long a thread of the plugin's init has to answer the sweep's signal.
+constexpr std::chrono::milliseconds kSweepPatience{2000};
+
+// Restricts the calling thread and every other thread of the process: at once through the
+// kernel when it can (TSYNC), else each other thread by itself (the sweep) and then the
+// caller. With `required`, and without TSYNC, other threads are refused instead: only the
+// kernel's own restriction is beyond the plugin's reach.
+Status restrict_every_thread(int ruleset, int kernel_abi, bool required, LandlockProbe* probe) {
+  const std::optional<std::vector<detail::ThreadId>> others = detail::other_threads();
+  probe->other_threads = others ? static_cast<int>(others->size()) : -1;
+  if (kernel_abi >= detail::kLandlockTsyncAbi) {
+    probe->kernel_tsync = true;
+    return restrict_self(ruleset, detail::kLandlockRestrictSelfTsync);
+  }
+  if (others && !others->empty() && required) {
+    return Status::error(
+        Code::kPlugin,
+        std::to_string(others->size()) +
+            " thread(s) started by the plugin's init are running, and this kernel (Landlock "
+            "ABI " +
+            std::to_string(kernel_abi) +
+            ") cannot restrict other threads itself (LANDLOCK_RESTRICT_SELF_TSYNC needs ABI " +
+            std::to_string(detail::kLandlockTsyncAbi) +
+            "): with sandbox.require: [landlock] init may not leave threads running");
+  }
+  if (!others && required) {
+    return Status::error(Code::kUnavailable,
+                         "cannot list the worker's threads (/proc/self/task) to restrict them "
+                         "all, and Landlock is required (sandbox.require)");
+  }
+  if (others && !others->empty()) {
+    Result<int> swept = detail::restrict_sibling_threads(ruleset, kSweepPatience);
+    if (!swept) return swept.status();
+    probe->other_threads = *swept;
+  }
+  return restrict_self(ruleset, 0);
+}
+
 }  // namespace
 
 Result<LandlockProbe> restrict_filesystem(const std::vector<std::string>& readable, bool required,
@@ -128,6 +175,7 @@ Result<LandlockProbe> restrict_filesystem(const std::vector<std::string>& readab
     }
     return probe;
   }
+  const int kernel_abi = probe.abi;
   const LandlockAccess access = detail::landlock_access_for_abi(probe.abi);
   probe.abi = access.abi;
   RulesetAttr attr{access.handled_fs, 0, access.scoped};
@@ -143,22 +191,8 @@ Result<LandlockProbe> restrict_filesystem(const std::vector<std::string>& readab
   for (const std::string& path : writable) {
     SP_RETURN_IF_ERROR(allow(ruleset.get(), path, access, true));
   }
-  auto restricted = posix_call("landlock_restrict_self", [&] {
-    return static_cast<int>(::syscall(SYS_landlock_restrict_self, ruleset.get(), 0));
-  });
-  if (!restricted) return restricted.status();
+  SP_RETURN_IF_ERROR(restrict_every_thread(ruleset.get(), kernel_abi, required, &probe));
   return probe;
-}
-
-int count_threads() {
-  DIR* dir = ::opendir("/proc/self/task");
-  if (dir == nullptr) return -1;
-  int n = 0;
-  while (dirent* e = ::readdir(dir)) {
-    if (e->d_name[0] != '.') ++n;
-  }
-  ::closedir(dir);
-  return n;
 }
 
 }  // namespace sandpool::sandbox

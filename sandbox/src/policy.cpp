@@ -36,6 +36,15 @@ std::optional<SeccompProfile> parse_profile(std::string_view name) {
   return std::nullopt;
 }
 
+std::vector<std::string> unlimited_resources(const ResourceLimits& limits) {
+  std::vector<std::string> off;
+  if (limits.address_space == 0) off.emplace_back("memory");
+  if (limits.processes == 0) off.emplace_back("processes");
+  if (limits.file_size == 0) off.emplace_back("file_size");
+  if (limits.open_files == 0) off.emplace_back("open_files");
+  return off;
+}
+
 bool requires_layer(const SandboxPolicy& policy, std::string_view layer) {
   return std::find(policy.require.begin(), policy.require.end(), layer) != policy.require.end();
 }

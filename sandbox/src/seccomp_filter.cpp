@@ -1,5 +1,6 @@
-// Step 7: builds the libseccomp filter from the allow-list tables (seccomp_profiles.cpp)
-// and the pool's additions, and loads it. Also syscall_name() for the manager's reports.
+// Steps 5 and 7: build the libseccomp filters from the tables (seccomp_profiles.cpp) and the
+// pool's additions, and load them: the init layer before the plugin, the allow-list last.
+// Also syscall_name() for the manager's reports.
 #include <sandpool/sandbox/lockdown.hpp>
 #include <sandpool/sandbox/worker_args.hpp>
 
@@ -7,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <memory>
@@ -82,6 +84,8 @@ std::uint32_t action_of(RuleAction a) {
       return SCMP_ACT_ALLOW;
     case RuleAction::kFailEnosys:
       return SCMP_ACT_ERRNO(ENOSYS);
+    case RuleAction::kFailEperm:
+      return SCMP_ACT_ERRNO(EPERM);
     case RuleAction::kKillProcess:
       return SCMP_ACT_KILL_PROCESS;
   }
@@ -118,7 +122,39 @@ Status add_rule(void* ctx, const SyscallRule& rule) {
   return rc < 0 ? seccomp_error(rc, call) : Status::ok();
 }
 
+bool allowed_by_pool(const SandboxPolicy& policy, std::string_view name) {
+  return std::find(policy.allow_syscalls.begin(), policy.allow_syscalls.end(), name) !=
+         policy.allow_syscalls.end();
+}
+
 }  // namespace
+
+std::vector<std::string> init_layer_exemptions(const SandboxPolicy& policy) {
+  std::vector<std::string> names;
+  if (policy.profile == SeccompProfile::kOff) return names;
+  for (const SyscallRule& rule : detail::init_layer_rules()) {
+    if (allowed_by_pool(policy, rule.name)) names.emplace_back(rule.name);
+  }
+  return names;
+}
+
+Status install_init_seccomp(const SandboxPolicy& policy) {
+  if (policy.profile == SeccompProfile::kOff) return Status::ok();
+  FilterContext ctx(seccomp_init(SCMP_ACT_ALLOW));
+  if (!ctx) return Status::error(Code::kSystem, "seccomp_init: failed");
+  int rc = seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+  if (rc < 0) return seccomp_error(rc, "seccomp_attr_set(SCMP_FLTATR_ACT_BADARCH)");
+  // One thread now (no plugin code has run); TSYNC makes that an assertion, not a hope.
+  rc = seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_TSYNC, 1);
+  if (rc < 0) return seccomp_error(rc, "seccomp_attr_set(SCMP_FLTATR_CTL_TSYNC)");
+  for (const SyscallRule& rule : detail::init_layer_rules()) {
+    if (allowed_by_pool(policy, rule.name)) continue;  // the pool allows it after init too
+    SP_RETURN_IF_ERROR(add_rule(ctx.get(), rule));
+  }
+  rc = seccomp_load(ctx.get());
+  if (rc < 0) return seccomp_error(rc, "seccomp_load(init layer)");
+  return Status::ok();
+}
 
 Status install_seccomp(const SandboxPolicy& policy) {
   SP_RETURN_IF_ERROR(check_allow_list(policy.allow_syscalls));

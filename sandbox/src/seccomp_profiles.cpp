@@ -119,10 +119,37 @@ constexpr SyscallRule kRelaxedExtra[] = {
     {.name = "sched_getaffinity"},
 };
 
+// Loaded before the plugin, so they bind sp_plugin_init and every thread it starts. A
+// refusal is an ordinary error to the plugin (EPERM), not a kill: a library that probes
+// with fork() in its constructor still loads. They stay in force under the final filter,
+// whose traps take precedence over these errors (a fork in handle is still reported as
+// sandbox_violation: clone).
+constexpr SyscallRule kInitLayer[] = {
+    // New processes: fork()/vfork() and clone without CLONE_THREAD (glibc's fork, vfork,
+    // posix_spawn, system). Threads (clone with CLONE_THREAD) stay allowed.
+    {.name = "fork", .action = RuleAction::kFailEperm},
+    {.name = "vfork", .action = RuleAction::kFailEperm},
+    {.name = "clone",
+     .action = RuleAction::kFailEperm,
+     .match = ArgMatch::kMaskedEq,
+     .index = 0,
+     .mask = CLONE_THREAD,
+     .value = 0},
+    // clone3's flags sit behind a pointer: ENOSYS, so glibc falls back to clone for threads.
+    {.name = "clone3", .action = RuleAction::kFailEnosys},
+    // Replacing the worker host's image, or reaching into another process.
+    {.name = "execve", .action = RuleAction::kFailEperm},
+    {.name = "execveat", .action = RuleAction::kFailEperm},
+    {.name = "ptrace", .action = RuleAction::kFailEperm},
+    {.name = "process_vm_readv", .action = RuleAction::kFailEperm},
+    {.name = "process_vm_writev", .action = RuleAction::kFailEperm},
+};
+
 }  // namespace
 
 std::span<const SyscallRule> guard_rules() { return kGuard; }
 std::span<const SyscallRule> strict_rules() { return kStrict; }
 std::span<const SyscallRule> relaxed_extra_rules() { return kRelaxedExtra; }
+std::span<const SyscallRule> init_layer_rules() { return kInitLayer; }
 
 }  // namespace sandpool::sandbox::detail

@@ -10,6 +10,7 @@ namespace sandpool::sandbox::detail {
 enum class RuleAction : std::uint8_t {
   kAllow,
   kFailEnosys,   // the call fails with ENOSYS, so libc falls back to an older call
+  kFailEperm,    // the call fails with EPERM (the init layer: refused, not reported)
   kKillProcess,  // no report, no handler: the process dies of SIGSYS at once
 };
 
@@ -38,5 +39,8 @@ std::span<const SyscallRule> guard_rules();
 std::span<const SyscallRule> strict_rules();
 // What the relaxed profile adds to strict: read-only file access and threads.
 std::span<const SyscallRule> relaxed_extra_rules();
+// The init layer (install_init_seccomp): everything is allowed but creating processes,
+// exec and ptrace. Its rules are the refusals; the default action is to allow.
+std::span<const SyscallRule> init_layer_rules();
 
 }  // namespace sandpool::sandbox::detail

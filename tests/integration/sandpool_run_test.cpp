@@ -143,6 +143,52 @@ TEST_CASE("sandpool-run exits 2 for bad usage") {
   CHECK_FALSE(r.err.empty());
 }
 
+TEST_CASE("sandpool-run limits each worker's memory to 1 GiB by default") {
+  // 1100 MiB touched: past the default limit, so the attempt ends at it, not by the timeout.
+  auto r = sandpool_run({"--plugin", plugin("alloc"), "--retries", "0", "--json"}, "1100\n");
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 1);
+  auto lines = json_lines(r.out);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0]["error"].get<std::string>().rfind("resource_limit: memory", 0) == 0);
+}
+
+TEST_CASE("sandpool-run takes --memory, and 0 lifts the limit") {
+  auto small = sandpool_run(
+      {"--plugin", plugin("alloc"), "--memory", "64MiB", "--retries", "0", "--json"}, "128\n");
+  INFO(small.out << small.err);
+  REQUIRE(json_lines(small.out).size() == 1);
+  CHECK(json_lines(small.out)[0]["error"].get<std::string>().rfind("resource_limit: memory", 0) ==
+        0);
+  auto none =
+      sandpool_run({"--plugin", plugin("alloc"), "--memory", "0", "--retries", "0"}, "1100\n");
+  INFO(none.out << none.err);
+  CHECK(none.exit_code == 0);
+  CHECK(none.out == "1\tcompleted\tallocated 1100 MiB, holding 1100 MiB\n");
+}
+
+TEST_CASE("sandpool-run takes --cpu-time, --file-size, --processes and --open-files") {
+  auto r = sandpool_run({"--plugin", plugin("cpu"), "--cpu-time", "100ms", "--file-size", "1MiB",
+                         "--processes", "64", "--open-files", "32", "--retries", "0", "--json"},
+                        "60000\n");  // 60 s of CPU asked, 100 ms allowed
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 1);
+  auto lines = json_lines(r.out);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0]["error"].get<std::string>().rfind("resource_limit: cpu", 0) == 0);
+}
+
+TEST_CASE("sandpool-run exits 2 for a malformed limit, naming the flag") {
+  auto [flag, value] = GENERATE(table<std::string, std::string>({{"--memory", "lots"},
+                                                                 {"--file-size", "-1"},
+                                                                 {"--cpu-time", "soon"},
+                                                                 {"--processes", "many"}}));
+  auto r = sandpool_run({"--plugin", plugin("echo"), flag, value}, "a\n");
+  INFO(r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find(flag) != std::string::npos);
+}
+
 TEST_CASE("sandpool-run refuses an unknown task type with exit 2") {
   auto r = sandpool_run({"--plugin", plugin("echo"), "--type", "nope"}, "a\n");
   CHECK(r.exit_code == 2);

@@ -213,7 +213,7 @@ pools:
 TEST_CASE("configs compare equal until a key changes") {
   const std::string base = std::string(kMinimalPool) + "    retry: {base: 1s}\n";
   CHECK(parse_ok(base) == parse_ok(base));
-  CHECK_FALSE(parse_ok(base) == parse_ok(base + "    limits: {memory: 1GiB}\n"));
+  CHECK_FALSE(parse_ok(base) == parse_ok(base + "    limits: {memory: 2GiB}\n"));
   CHECK_FALSE(parse_ok(base).pools[0] ==
               parse_ok(std::string(kMinimalPool) + "    retry: {base: 2s}\n").pools[0]);
   CHECK_FALSE(parse_ok(base).service ==

@@ -113,6 +113,22 @@ TEST_CASE(
   CHECK(h.admitted == 0);
 }
 
+TEST_CASE("a worker is recycled before it reaches its lifetime RLIMIT_CPU") {
+  PoolOptions o = one_worker();
+  o.timeout = 1000ms;  // worker_cpu_seconds: the 60 s floor
+  REQUIRE(worker_cpu_seconds(o) == 60);
+  Harness h(o);
+  h.ready_all();
+  h.ctl.workers[1].cpu_ns = 47'000'000'000;
+  h.run_for(300ms);
+  CHECK_FALSE(h.ctl.workers[1].stop_sent);
+  h.ctl.workers[1].cpu_ns = 49'000'000'000;  // past 80% of 60 s
+  h.run_for(300ms);
+  CHECK(h.ctl.workers[1].stop_sent);
+  CHECK(h.ctl.spawned.size() == 2);
+  CHECK(h.core->stats().recycled == 1);
+}
+
 // ---- a failed pool -----------------------------------------------------------------------
 
 

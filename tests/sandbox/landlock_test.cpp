@@ -4,14 +4,20 @@
 
 #include <fcntl.h>
 #include <seccomp.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <thread>
 
 #include <sandpool/sandbox/lockdown.hpp>
 
 #include "../../sandbox/src/landlock_access.hpp"
+#include "../../sandbox/src/landlock_threads.hpp"
 #include "public_dir.hpp"
 #include "sandbox/sandboxed_child.hpp"
 
@@ -128,6 +134,122 @@ TEST_CASE("a kernel without Landlock is reported, and fatal only when required")
                    restricted->unavailable.find("ENOSYS") != std::string::npos
                ? 0
                : 3;
+  });
+  INFO(r.describe());
+  CHECK(r.exited_with(0));
+}
+
+namespace {
+
+SandboxPolicy no_filter() {
+  SandboxPolicy off;
+  off.profile = SeccompProfile::kOff;
+  return off;
+}
+
+// ctest reports a case that exits with this code as skipped (SKIP_RETURN_CODE).
+void skip_without_landlock() {
+  const LandlockProbe probe = probe_landlock();
+  if (probe.abi != 0) return;
+  std::fprintf(stderr, "SKIPPED: %s\n", probe.unavailable.c_str());
+  std::_Exit(77);
+}
+
+bool kernel_restricts_every_thread() {
+  return probe_landlock().abi >= kLandlockTsyncAbi;  // the kernel's ABI, not the one used
+}
+
+// A thread standing in for one the plugin's init started: it waits for an order, then tries
+// to open `path` and reports errno (0: opened). With `deaf`, it blocks every signal first.
+class WaitingThread {
+ public:
+  explicit WaitingThread(bool deaf = false)
+      : thread_([this, deaf] {
+          if (deaf) {
+            sigset_t all;
+            sigfillset(&all);
+            ::pthread_sigmask(SIG_BLOCK, &all, nullptr);
+          }
+          started_ = true;
+          started_.notify_all();
+          go_.wait(false);
+          const int fd = ::open(path_.c_str(), O_RDONLY);
+          result_ = fd >= 0 ? 0 : errno;
+          done_ = true;
+          done_.notify_all();
+        }) {
+    started_.wait(false);
+  }
+  ~WaitingThread() { thread_.detach(); }  // the forked child exits with it
+  // Returns 0 if the thread opened `path`, else its errno.
+  int try_open(const std::string& path) {
+    path_ = path;
+    go_ = true;
+    go_.notify_all();
+    done_.wait(false);
+    return result_;
+  }
+
+ private:
+  std::atomic<bool> started_{false}, go_{false}, done_{false};
+  std::string path_;
+  int result_ = -1;
+  std::thread thread_;
+};
+
+}  // namespace
+
+TEST_CASE("a thread started before restrict_filesystem is restricted with the caller") {
+  skip_without_landlock();
+  PublicDir allowed, other;
+  const std::string outside = other.write("out.txt", "outside");
+  ChildResult r = run_sandboxed(no_filter(), [&] {
+    WaitingThread thread;
+    auto restricted = restrict_filesystem({allowed.path()}, false);
+    if (!restricted.is_ok()) {
+      std::fprintf(stderr, "%s\n", restricted.status().to_string().c_str());
+      return 10;
+    }
+    if (restricted->other_threads != 1) return 1;
+    if (restricted->kernel_tsync != kernel_restricts_every_thread()) return 2;
+    return thread.try_open(outside) == EACCES ? 0 : 3;
+  });
+  INFO(r.describe());
+  CHECK(r.exited_with(0));
+}
+
+TEST_CASE("a thread that blocks the sweep's signal is refused, by its id") {
+  skip_without_landlock();
+  PublicDir allowed;
+  ChildResult r = run_sandboxed(no_filter(), [&] {
+    WaitingThread deaf(true);
+    auto restricted = restrict_filesystem({allowed.path()}, false);
+    if (kernel_restricts_every_thread()) return restricted.is_ok() ? 0 : 1;  // no signal then
+    if (restricted.is_ok() || restricted.status().code() != sandpool::Code::kPlugin) return 2;
+    std::fprintf(stderr, "%s\n", restricted.status().message().c_str());
+    const std::string& why = restricted.status().message();
+    return why.find("did not restrict itself within 2000 ms (blocking signal " +
+                    std::to_string(landlock_sweep_signal())) != std::string::npos
+               ? 0
+               : 3;
+  });
+  INFO(r.describe());
+  CHECK(r.exited_with(0));
+}
+
+TEST_CASE("with Landlock required, a thread init left is refused unless the kernel syncs") {
+  skip_without_landlock();
+  PublicDir allowed, other;
+  const std::string outside = other.write("out.txt", "outside");
+  ChildResult r = run_sandboxed(no_filter(), [&] {
+    WaitingThread thread;
+    auto restricted = restrict_filesystem({allowed.path()}, true);
+    if (kernel_restricts_every_thread()) {
+      return restricted.is_ok() && thread.try_open(outside) == EACCES ? 0 : 1;
+    }
+    if (restricted.is_ok() || restricted.status().code() != sandpool::Code::kPlugin) return 2;
+    return restricted.status().message().find("1 thread(s) started by the plugin's init") == 0 ? 0
+                                                                                               : 3;
   });
   INFO(r.describe());
   CHECK(r.exited_with(0));

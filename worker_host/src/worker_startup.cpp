@@ -120,7 +120,31 @@ class Isolation {
   std::string text_;
 };
 
-// Step 6b: Landlock over the plugin's directory, its libraries' and the configured paths.
+// A refusal of the plugin for what its init did: the error names the plugin.
+Status refused(const std::string& plugin_path, const Status& why) {
+  return Status::error(Code::kPlugin, "plugin '" + plugin_path + "' refused: " + why.message() +
+                                          " (what init may do: docs/plugin-guide.md)");
+}
+
+// Step 5a: what binds the plugin's init from its first line on (docs/security.md, "Init").
+// Returns what it did, for step 5's debug line.
+std::string confine_init(const StartupReport& report, const sandbox::SandboxPolicy& policy) {
+  report.check(sandbox::set_no_new_privs(), sandbox::kExitLockdown,
+               "lock-down step 5 (no_new_privs)");
+  report.check(sandbox::become_child_subreaper(), sandbox::kExitLockdown,
+               "lock-down step 5 (child subreaper)");
+  report.check(sandbox::install_init_seccomp(policy), sandbox::kExitLockdown,
+               "lock-down step 5 (init seccomp layer)");
+  const std::vector<std::string> exempt = sandbox::init_layer_exemptions(policy);
+  return std::string("no_new_privs, child subreaper, ") +
+         (policy.profile == sandbox::SeccompProfile::kOff
+              ? "no init layer (seccomp off)"
+              : "init layer (no processes, exec or ptrace" +
+                    (exempt.empty() ? std::string() : " but " + join(exempt)) + ")");
+}
+
+// Step 6: Landlock over the plugin's directory, its libraries' and the configured paths,
+// for every thread of the process.
 void restrict_filesystem(const StartupReport& report, const sandbox::SandboxPolicy& policy,
                          const std::string& plugin_path, Isolation& isolation) {
   std::vector<std::string> readable = {std::filesystem::path(plugin_path).parent_path().string()};
@@ -128,24 +152,31 @@ void restrict_filesystem(const StartupReport& report, const sandbox::SandboxPoli
   readable.insert(readable.end(), policy.readonly_paths.begin(), policy.readonly_paths.end());
   // Its own /proc/<pid> (glibc reads /proc/self/maps, a plugin its fds): no other process's.
   if (::access("/proc/self", F_OK) == 0) readable.emplace_back("/proc/self");
-  // Landlock restricts the calling thread and its future children only.
-  const int threads = sandbox::count_threads();
   Result<sandbox::LandlockProbe> landlock = sandbox::restrict_filesystem(
       readable, sandbox::requires_layer(policy, "landlock"), policy.writable_paths);
+  if (!landlock && landlock.status().code() == Code::kPlugin) {
+    report.check(refused(plugin_path, landlock.status()), sandbox::kExitInit, "plugin init");
+  }
   report.check(landlock.status(), sandbox::kExitLockdown, "lock-down step 6 (Landlock)");
   if (landlock->abi == 0) {
     report.say(2, "Landlock unavailable, the plugin's filesystem view is not restricted: " +
                       landlock->unavailable);
-    report.debug("lock-down step 6: no_new_privs; no Landlock");
+    report.debug("lock-down step 6: no Landlock");
     return;
   }
   isolation.add("landlock:v" + std::to_string(landlock->abi));
-  report.debug("lock-down step 6: no_new_privs; Landlock ABI " + std::to_string(landlock->abi) +
-               ", read-only: " + join(readable));
-  if (threads > 1) {
-    report.say(2, std::to_string(threads - 1) +
-                      " thread(s) started by the plugin's init are not under Landlock (it "
-                      "restricts the calling thread only); seccomp still covers them");
+  const int others = landlock->other_threads;
+  report.debug("lock-down step 6: Landlock ABI " + std::to_string(landlock->abi) +
+               ", read-only: " + join(readable) + "; " +
+               (others < 0    ? std::string("the other threads are unknown (no /proc/self/task)")
+                : others == 0 ? std::string("no other thread")
+                              : std::to_string(others) + " thread(s) of the plugin's init too, " +
+                                    (landlock->kernel_tsync ? "by the kernel (TSYNC)"
+                                                            : "each by itself (signalled)")));
+  if (others < 0) {
+    report.say(2,
+               "cannot list the worker's threads (/proc/self/task): threads the plugin's "
+               "init started may not be under Landlock; seccomp still covers them");
   }
 }
 
@@ -219,7 +250,9 @@ void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
   report.check(install_memory_reporter(&channel.header().diagnostics), sandbox::kExitLockdown,
                "memory reporter");
 
-  // 5. The plugin: dlopen and sp_plugin_init, bounded by init_timeout.
+  // 5. The plugin: dlopen and sp_plugin_init, bounded by init_timeout, under the init
+  //    layer: no new process, no exec, no ptrace from here on, in any thread.
+  const std::string confined = confine_init(report, args.policy);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // plugin printf lines reach the log whole
   InitDeadline deadline;
   report.check(deadline.arm(args.init_timeout_ms), sandbox::kExitLockdown, "init deadline");
@@ -244,12 +277,16 @@ void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
   Result<std::vector<std::string>> task_types = plugin->task_types();
   report.check(task_types.status(), sandbox::kExitLoad, "plugin task types");
   deadline.disarm();
-  report.debug("lock-down step 5: plugin " + plugin_path + " loaded and initialised");
+  // Init may not leave a process behind (only a pool that allows fork lets it start one).
+  if (Status left = sandbox::end_init_children(); !left) {
+    report.check(left.code() == Code::kPlugin ? refused(plugin_path, left) : left,
+                 sandbox::kExitInit, "plugin init");
+  }
+  report.debug("lock-down step 5: " + confined + "; plugin " + plugin_path +
+               " loaded and initialised, no process left");
 
-  // 6. No new privileges, then Landlock: from here on the plugin's directory, its
-  //    libraries' directories and the configured paths are readable, nothing is writable.
-  report.check(sandbox::set_no_new_privs(), sandbox::kExitLockdown,
-               "lock-down step 6 (no_new_privs)");
+  // 6. Landlock, on every thread: from here on the plugin's directory, its libraries'
+  //    directories and the configured paths are readable, nothing is writable.
   restrict_filesystem(report, args.policy, plugin_path, isolation);
 
   // 7. Seccomp, last; its SIGSYS reporter writes into the shared header.

@@ -65,10 +65,12 @@ struct PoolConfig {
   struct Limits {
     // bytes: the cgroup's memory limit when the worker has one, else address space
     // (RLIMIT_AS); 0 here and below: no limit
-    std::uint64_t memory = 0;
+    std::uint64_t memory = sandbox::ResourceLimits{}.address_space;
     Duration cpu_time{0};  // CPU per task attempt
     double cpu_quota = 0;  // CPUs a worker may use at once (needs sandbox.cgroup)
-    std::uint64_t open_files = 64, processes = 0, file_size = 0;
+    std::uint64_t open_files = sandbox::ResourceLimits{}.open_files;
+    std::uint64_t processes = sandbox::ResourceLimits{}.processes;
+    std::uint64_t file_size = sandbox::ResourceLimits{}.file_size;
     std::uint64_t max_payload = 8u << 20, max_result = 8u << 20;
     bool operator==(const Limits&) const = default;
   };

@@ -128,4 +128,15 @@ struct PoolOptions {
   std::uint64_t seed = 0;            // jitter/random dispatch seed; 0: random
 };
 
+// RLIMIT_CPU, the lifetime backstop of every worker of a pool (design.md, step 3): the
+// kernel sends SIGXCPU when a worker's CPU time, all its tasks and threads together, reaches
+// it (resource_limit: cpu), SIGKILL a second later. The pool recycles a worker before then.
+inline constexpr std::uint64_t kWorkerCpuFactor = 10;        // attempts' worth of CPU
+inline constexpr std::uint64_t kWorkerCpuFloorSeconds = 60;  // never less than this
+// Returns the RLIMIT_CPU (seconds) each worker of a pool with `opts` gets:
+// opts.sandbox.limits.cpu_seconds when it is set (non-zero), else
+// max(kWorkerCpuFloorSeconds, kWorkerCpuFactor * ceil(max(timeout, cpu_time) in seconds)),
+// 300 s with the defaults (timeout 30 s, no cpu_time). The one place that number comes from.
+std::uint64_t worker_cpu_seconds(const PoolOptions& opts);
+
 }  // namespace sandpool

@@ -5,7 +5,8 @@
 // failure (kExitLockdown). None of them logs or exits by itself.
 //
 // Thread-safety: run them from the process's only thread, before the plugin can start
-// threads; install_seccomp is the exception (it synchronises the filter onto every thread).
+// threads; the exceptions, run after init on the thread that ran it, are end_init_children,
+// restrict_filesystem and install_seccomp (the last two reach every thread).
 #pragma once
 
 #include <sys/types.h>
@@ -70,35 +71,64 @@ struct PrivilegeDrop {
 // Changing credentials clears PR_SET_PDEATHSIG: call set_parent_death_signal again after.
 Result<PrivilegeDrop> drop_privileges(const std::optional<RunAs>& run_as);
 
-// Step 6a. prctl(PR_SET_NO_NEW_PRIVS): exec can no longer grant privileges, and an
-// unprivileged process may install a seccomp filter.
+// Step 5a. prctl(PR_SET_NO_NEW_PRIVS): exec can no longer grant privileges, and an
+// unprivileged process may install a seccomp filter (the init layer, then step 7's) and
+// restrict itself with Landlock (step 6). Kernel quirk: the flag is per thread, inherited
+// by threads started later; set before the plugin is loaded, every thread of the plugin's
+// init has it (Landlock needs it on each thread that restricts itself).
 Status set_no_new_privs();
+
+// Step 5a, after no_new_privs and before the plugin is loaded: the init layer, a first
+// seccomp filter under which sp_plugin_init and every thread it starts run. Everything is
+// allowed but creating processes (fork, vfork, clone without CLONE_THREAD: EPERM; clone3:
+// ENOSYS, so glibc falls back to clone for threads), exec (execve, execveat: EPERM) and
+// reaching into other processes (ptrace, process_vm_readv/writev: EPERM). A call the
+// pool's allow_syscalls names is left out (init_layer_exemptions): filters only tighten,
+// so the layer would forbid it after init too. Nothing for SeccompProfile::kOff. The
+// filter stays under step 7's, which comes last and whose traps win over these errors.
+Status install_init_seccomp(const SandboxPolicy& policy);
+// Returns the init layer's calls that the pool's allow_syscalls lets through, in init too.
+std::vector<std::string> init_layer_exemptions(const SandboxPolicy& policy);
+
+// Step 5a. prctl(PR_SET_CHILD_SUBREAPER): a process init starts and orphans (a double fork)
+// comes back to the worker instead of to init(1), where end_init_children() finds it.
+Status become_child_subreaper();
+
+// Step 5c, after sp_plugin_init returned: reaps the children that exited, then kills
+// (SIGKILL) and reaps every child still there, round after round as their own orphans come
+// to the worker (the subreaper). Returns ok when init left no process; otherwise a kPlugin
+// error naming the pids ("init left 1 process(es) running (pid 4242), now killed"). Only a
+// pool whose allow_syscalls lets init create processes can get here (install_init_seccomp).
+Status end_init_children();
 
 // Landlock's availability: the kernel's ABI version (>= 1), or 0 and why not.
 struct LandlockProbe {
   int abi = 0;
   std::string unavailable;  // when abi == 0: "the kernel has no Landlock (...)"
+  // Threads other than the caller brought under the restriction too (threads the plugin's
+  // init started); -1: /proc/self/task could not be read, only the caller is known to be.
+  int other_threads = 0;
+  bool kernel_tsync = false;  // the kernel restricted them all at once (Landlock ABI 8)
 };
 LandlockProbe probe_landlock();
 
-// Step 6b. Restricts the filesystem with Landlock to read-only access beneath each path of
+// Step 6. Restricts the filesystem with Landlock to read-only access beneath each path of
 // `readable` (directories or single files; each must exist), at the newest ABI both the
 // kernel and this code know: no writing, creating, removing, linking or truncating
 // anywhere, no reading elsewhere; from ABI 6 on, no signals and no abstract UNIX sockets
-// beyond the sandbox either. Needs no_new_privs (step 6a) or CAP_SYS_ADMIN. Returns the
-// ABI enforced. Without Landlock in the kernel it returns abi 0 and the reason, or
-// kUnavailable when `required`. Kernel quirk: it restricts the calling thread only (and
-// threads it starts later); threads that already exist stay unrestricted.
-// `writable` paths are readable and writable beneath.
+// beyond the sandbox either. `writable` paths are readable and writable beneath. Needs
+// no_new_privs (step 5a) or CAP_SYS_ADMIN. Returns the ABI enforced. Without Landlock in
+// the kernel it returns abi 0 and the reason, or kUnavailable when `required`.
+// Every thread of the process is restricted, not only the caller: from Landlock ABI 8 by
+// the kernel (LANDLOCK_RESTRICT_SELF_TSYNC); before, each other thread restricts itself
+// from a signal handler (landlock_threads.hpp), and one that does not answer within 2 s is
+// a kPlugin error. With `required` and no TSYNC, other threads are a kPlugin error instead.
 Result<LandlockProbe> restrict_filesystem(const std::vector<std::string>& readable, bool required,
                                           const std::vector<std::string>& writable = {});
 
 // Returns the directories of every shared object loaded in this process (dl_iterate_phdr),
 // canonical and without duplicates: what the plugin's libraries need to stay readable.
 std::vector<std::string> loaded_library_dirs();
-
-// Returns how many threads this process has (/proc/self/task), -1 when unknown.
-int count_threads();
 
 // Installs the SIGSYS handler that the seccomp filter's default action (SCMP_ACT_TRAP)
 // reaches: it stores the syscall number + 1 into *word (the shared header's

@@ -19,14 +19,22 @@ enum class SeccompProfile { kStrict, kRelaxed, kOff };
 std::string_view profile_name(SeccompProfile p);
 std::optional<SeccompProfile> parse_profile(std::string_view name);
 
-// rlimits applied in step 3. 0 means "leave as inherited".
+// rlimits applied in step 3. 0 means "no limit" (left as inherited). The defaults are the
+// safe ones every pool starts from (docs/configuration.md, `limits`).
 struct ResourceLimits {
-  std::uint64_t address_space = 0;  // bytes (RLIMIT_AS)
-  std::uint64_t cpu_seconds = 0;    // RLIMIT_CPU: a lifetime backstop, not the per-task limit
-  std::uint64_t open_files = 64;    // RLIMIT_NOFILE
-  std::uint64_t processes = 0;      // RLIMIT_NPROC (not enforced for root: see docs/security.md)
-  std::uint64_t file_size = 0;      // RLIMIT_FSIZE (SIGXFSZ past it)
+  std::uint64_t address_space = 1ull << 30;  // bytes (RLIMIT_AS); 1 GiB
+  // RLIMIT_CPU, seconds: a lifetime backstop, not the per-task limit. A pool derives it from
+  // its timeouts when it is 0 here (worker_cpu_seconds, <sandpool/pool_options.hpp>).
+  std::uint64_t cpu_seconds = 0;
+  std::uint64_t open_files = 64;  // RLIMIT_NOFILE
+  // RLIMIT_NPROC: per user, and not enforced for root (see docs/security.md)
+  std::uint64_t processes = 256;
+  std::uint64_t file_size = 1ull << 30;  // bytes (RLIMIT_FSIZE, SIGXFSZ past it); 1 GiB
 };
+
+// Returns the names of the limits `limits` leaves off (0), in the config's words
+// ("memory", "processes", "file_size", "open_files"): what a pool warns about at start.
+std::vector<std::string> unlimited_resources(const ResourceLimits& limits);
 
 // Per-worker cgroups (docs/security.md, "cgroups"). off: none (rlimits only). auto: when the
 // host lets the manager make them, else a warning and rlimits only. required: a pool whose
