@@ -65,6 +65,7 @@ class Service final : public ControlHandler {
   void shutdown(std::chrono::milliseconds timeout);
 
   std::vector<PoolMetrics> metrics() const;
+  DeadLetterStoreStats dead_letter_stats() const;  // any thread
   std::optional<std::string> health() const;        // nullopt: healthy
   const Config& config() const { return config_; }  // the running one; job/main thread only
 
