@@ -17,6 +17,10 @@ void add_dlq_commands(CLI::App& app, Cli& cli);
 void add_events_command(CLI::App& app, Cli& cli);
 void add_top_command(CLI::App& app, Cli& cli);
 
+// dlq import FILE (dlq_import_command.cpp): through the service, or into the store in
+// state_dir when it is not empty. Returns the exit code.
+int run_dlq_import(const Cli& cli, const std::string& file, const std::string& state_dir);
+
 // A task account as JSON: the service's reply body plus "result" (the result bytes).
 nlohmann::json task_json(const TaskReply& task);
 

@@ -1,4 +1,4 @@
-// dlq list|show|replay|purge: the dead-letter store, through the service or, with
+// dlq list|show|replay|purge|import: the dead-letter store, through the service or, with
 // --state-dir, read directly (offline_dead_letters.hpp).
 #include <iostream>
 #include <memory>
@@ -15,6 +15,7 @@ using nlohmann::json;
 struct DlqArgs {
   std::string state_dir;
   std::string pool, type, reason, since, until, cursor, older_than;
+  std::string file;  // import
   std::uint64_t limit = 0;
   std::uint64_t id = 0;
   bool all = false;
@@ -147,7 +148,7 @@ int replay_with(const Cli& cli, DlqBackend& backend, const json& selector) {
 
 void add_dlq_commands(CLI::App& app, Cli& cli) {
   auto a = std::make_shared<DlqArgs>();
-  auto* dlq = app.add_subcommand("dlq", "dead letters: list, show, replay, purge");
+  auto* dlq = app.add_subcommand("dlq", "dead letters: list, show, replay, purge, import");
   dlq->require_subcommand(1);
   dlq->add_option("--state-dir", a->state_dir,
                   "read the store in this state dir directly, without the service");
@@ -170,6 +171,13 @@ void add_dlq_commands(CLI::App& app, Cli& cli) {
       return with_backend(cli, *a, [&](DlqBackend& b) { return run_show(cli, b, a->id); });
     };
   });
+
+  auto* load = dlq->add_subcommand(
+      "import", "load a spill file (unwritten-dead-letters-*.jsonl) into the store");
+  load->add_option("FILE", a->file, "the spill file; renamed FILE.imported once loaded")
+      ->required();
+  load->callback(
+      [&cli, a] { cli.action = [&cli, a] { return run_dlq_import(cli, a->file, a->state_dir); }; });
 
   for (const bool purge : {false, true}) {
     auto* sub = dlq->add_subcommand(purge ? "purge" : "replay",

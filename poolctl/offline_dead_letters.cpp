@@ -120,4 +120,10 @@ Result<json> OfflineDeadLetters::purge(const json& selector) {
   return json{{"purged", *n}};
 }
 
+Result<json> OfflineDeadLetters::import_letters(const std::vector<DeadLetter>& letters) {
+  auto r = store_->import_letters(letters);
+  if (!r) return r.status();
+  return json{{"imported", r->imported}, {"already_present", r->already_present}};
+}
+
 }  // namespace sandpool::poolctl

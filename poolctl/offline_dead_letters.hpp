@@ -1,6 +1,6 @@
-// `dlq --state-dir DIR`: the dead-letter store read and purged directly, without the
-// service. Takes the same JSON arguments as the protocol's dlq_* operations and answers
-// with the same reply shapes, so the commands print both alike (docs/poolctl.md).
+// `dlq --state-dir DIR`: the dead-letter store read, purged and imported into directly,
+// without the service. Takes the same JSON arguments as the protocol's dlq_* operations and
+// answers with the same reply shapes, so the commands print both alike (docs/poolctl.md).
 //
 // Owns an open DeadLetterStore (no retention bounds: opening it never deletes anything).
 // Not thread-safe; one per command.
@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <sandpool/client.hpp>
@@ -15,6 +16,7 @@
 
 namespace sandpool {
 class DeadLetterStore;
+struct DeadLetter;
 
 namespace poolctl {
 
@@ -27,6 +29,8 @@ class OfflineDeadLetters {
   Result<nlohmann::json> list(const nlohmann::json& filter);     // dlq_list's filter and reply
   Result<Reply> show(std::uint64_t id);                          // body: the letter, blob: payload
   Result<nlohmann::json> purge(const nlohmann::json& selector);  // {"purged": n}
+  // {"imported": n, "already_present": m}: all in one transaction, or nothing.
+  Result<nlohmann::json> import_letters(const std::vector<DeadLetter>& letters);
 
  private:
   explicit OfflineDeadLetters(std::unique_ptr<DeadLetterStore> store);

@@ -14,7 +14,7 @@ struct OpRights {
   Rights rights;
 };
 
-constexpr std::array<OpRights, 20> kOps{{
+constexpr std::array<OpRights, 21> kOps{{
     {"status", Rights::kRead},        {"workers", Rights::kRead},
     {"stats", Rights::kRead},         {"events", Rights::kRead},
     {"task", Rights::kRead},          {"submit", Rights::kAdmin},
@@ -25,6 +25,7 @@ constexpr std::array<OpRights, 20> kOps{{
     {"dlq_list", Rights::kAdmin},     {"dlq_show", Rights::kAdmin},
     {"dlq_replay", Rights::kAdmin},   {"dlq_purge", Rights::kAdmin},
     {"reload", Rights::kAdmin},       {"shutdown", Rights::kAdmin},
+    {"dlq_import", Rights::kAdmin},
 }};
 
 }  // namespace

@@ -220,6 +220,12 @@ Result<json> Client::dlq_purge(json selector) {
   return body_of(call("dlq_purge", std::move(selector)));
 }
 
+Result<json> Client::dlq_import(std::string lines, const std::string& source,
+                                std::uint64_t first_line) {
+  return body_of(
+      call("dlq_import", {{"source", source}, {"first_line", first_line}}, std::move(lines)));
+}
+
 Status Client::events(bool follow, const std::string& pool,
                       std::function<bool(const json&)> on_event) {
   json args{{"follow", follow}};

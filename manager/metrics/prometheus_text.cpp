@@ -147,6 +147,44 @@ std::string escape_label_value(std::string_view value) {
   return out;
 }
 
+namespace {
+
+// The store's series: one sample each, no labels.
+void render_dead_letter_store(Exposition& e, const DeadLetterStoreStats& d) {
+  const auto one = [&](std::string_view name, std::string_view type, std::string_view help,
+                       const std::string& value) {
+    e.family(name, type, help);
+    e.sample(name, "", value);
+  };
+  one("sandpool_dead_letters_pending", "gauge",
+      "Dead letters waiting to be written to the store; their tasks are not terminal yet.",
+      std::to_string(d.pending));
+  one("sandpool_dead_letters_oldest_pending_seconds", "gauge",
+      "How long the oldest pending dead letter has waited; 0 when none waits.",
+      decimal(d.oldest_pending_ms, 3));
+  one("sandpool_dead_letter_writes_failing", "gauge",
+      "1 while the store's last write failed (the status reply says why); letters wait.",
+      d.writes_failing ? "1" : "0");
+  one("sandpool_dead_letters_written_total", "counter", "Dead letters committed to the store.",
+      std::to_string(d.written));
+  one("sandpool_dead_letter_write_errors_total", "counter",
+      "Failed write transactions of the dead-letter store (each retried).",
+      std::to_string(d.write_errors));
+  one("sandpool_dead_letters_spilled_total", "counter",
+      "Dead letters written to a spill file instead (refused by the database, or unwritten "
+      "at stop); load them with poolctl dlq import.",
+      std::to_string(d.spilled));
+  one("sandpool_dead_letter_spill_files_total", "counter", "Spill files written.",
+      std::to_string(d.spill_files));
+  one("sandpool_dead_letters_lost_total", "counter",
+      "Dead letters neither committed nor spilled (the spill failed too).", std::to_string(d.lost));
+  one("sandpool_dead_letters_evicted_total", "counter",
+      "Dead letters deleted by the store's retention bound (max_count, max_age).",
+      std::to_string(d.evicted));
+}
+
+}  // namespace
+
 std::string render_prometheus(const std::vector<PoolMetrics>& pools, const ServiceInfo& service) {
   Exposition e(pools);
   e.family("sandpool_info", "gauge", "The running sandpool service; always 1.");
@@ -154,6 +192,7 @@ std::string render_prometheus(const std::vector<PoolMetrics>& pools, const Servi
   e.family("sandpool_start_time_seconds", "gauge",
            "When the service started, seconds since the Unix epoch.");
   e.sample("sandpool_start_time_seconds", "", decimal(service.start_time_ms, 3));
+  if (service.dead_letter_store) render_dead_letter_store(e, *service.dead_letter_store);
 
   // Gauges.
   e.per_pool("sandpool_queue_depth", "gauge",

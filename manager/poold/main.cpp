@@ -93,7 +93,11 @@ int run(sp::Config config, const std::string& config_path, pd::SignalWatcher& si
   pd::Service* svc = service->get();
   auto metrics = sp::MetricsServer::start(
       metrics_listen(config.service),
-      [svc, info] { return sp::render_prometheus(svc->metrics(), info); },
+      [svc, info] {
+        sp::ServiceInfo now = info;
+        now.dead_letter_store = svc->dead_letter_stats();
+        return sp::render_prometheus(svc->metrics(), now);
+      },
       [svc] { return svc->health(); });
   if (!metrics) {
     log->critical("metrics endpoint: {}", metrics.status().message());

@@ -163,6 +163,8 @@ void Service::handle_in_order(const Request& req, const Responder& res) {
   op_pool_control(req, res);
 }
 
+DeadLetterStoreStats Service::dead_letter_stats() const { return store_->stats(); }
+
 std::vector<PoolMetrics> Service::metrics() const {
   std::vector<PoolMetrics> out;
   for (const auto& [name, pool] : pools()) out.push_back(pool->metrics());

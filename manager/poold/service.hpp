@@ -65,6 +65,7 @@ class Service final : public ControlHandler {
   void shutdown(std::chrono::milliseconds timeout);
 
   std::vector<PoolMetrics> metrics() const;
+  DeadLetterStoreStats dead_letter_stats() const;   // any thread
   std::optional<std::string> health() const;        // nullopt: healthy
   const Config& config() const { return config_; }  // the running one; job/main thread only
 
@@ -107,6 +108,8 @@ class Service final : public ControlHandler {
   // service_dlq.cpp (job thread)
   void op_dlq(const Request& req, const Responder& res);
   nlohmann::json dlq_replay(const nlohmann::json& args);
+  // service_dlq_import.cpp (job thread): letters from a spill file into the store.
+  void op_dlq_import(const Request& req, const Responder& res);
 
   Config config_;  // the running config; changed by reload (job or main thread, reload_mu_)
   const std::string config_path_;

@@ -84,8 +84,14 @@ void Service::op_status(const Request&, const Responder& res) {
           {"dead_letter_store",
            {{"written", d.written},
             {"pending", d.pending},
+            {"oldest_pending_ms", d.oldest_pending_ms},
+            {"writes_failing", d.writes_failing},
+            {"last_write_error", d.last_write_error},
             {"write_errors", d.write_errors},
-            {"dropped", d.dropped}}},
+            {"spilled", d.spilled},
+            {"spill_files", d.spill_files},
+            {"recent_spill_files", d.recent_spill_files},
+            {"lost", d.lost}}},
           {"events_dropped", hub_->dropped()},
           {"idempotency_keys", idempotency_.size()}});
 }

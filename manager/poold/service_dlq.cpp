@@ -77,6 +77,7 @@ std::optional<std::uint64_t> id_arg(const json& a) {
 }  // namespace
 
 void Service::op_dlq(const Request& req, const Responder& res) {
+  if (req.op == "dlq_import") return op_dlq_import(req, res);
   const json& a = req.args;
   // Reads see committed letters only: commit what the pools enqueued so far first.
   (void)store_->flush(std::chrono::seconds(5));

@@ -10,6 +10,7 @@
 #include <sandpool/posix_call.hpp>
 #include <sandpool/unique_fd.hpp>
 
+#include "retry/dead_letter_rows.hpp"
 #include "retry/dead_letter_schema.hpp"
 #include "retry/sqlite_db.hpp"
 
@@ -30,13 +31,6 @@ using sqlite::StmtRef;
   "letter_id, task_id, pool, type, reason, error, payload, timeout_ms, retries, priority," \
   " affinity_key, dead_lettered_ms"
 
-constexpr const char* kInsertLetter =
-    "INSERT INTO dead_letters (task_id, pool, type, reason, error, payload, timeout_ms,"
-    " retries, priority, affinity_key, dead_lettered_ms)"
-    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
-constexpr const char* kInsertAttempt =
-    "INSERT INTO attempts (letter_id, seq, number, outcome, error, worker_pid, started_ms,"
-    " ended_ms, backtrace) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
 constexpr const char* kList = "SELECT " SP_DL_COLUMNS " FROM dead_letters WHERE " SP_DL_WHERE
                               " AND (?7 IS NULL OR (dead_lettered_ms, letter_id) > (?7, ?8))"
                               " ORDER BY dead_lettered_ms, letter_id LIMIT ?9";
@@ -46,15 +40,6 @@ constexpr const char* kAttempts =
     " WHERE letter_id = ?1 ORDER BY seq";
 constexpr const char* kDeleteId = "DELETE FROM dead_letters WHERE letter_id = ?1";
 constexpr const char* kDeleteFilter = "DELETE FROM dead_letters WHERE " SP_DL_WHERE;
-constexpr const char* kDeleteOlder = "DELETE FROM dead_letters WHERE dead_lettered_ms < ?1";
-constexpr const char* kDeleteBeyondCount =
-    "DELETE FROM dead_letters WHERE letter_id IN (SELECT letter_id FROM dead_letters"
-    " ORDER BY dead_lettered_ms DESC, letter_id DESC LIMIT -1 OFFSET ?1)";
-
-// Worth retrying later: busy/locked (kTimeout), disk full or I/O (kSystem).
-bool is_transient(const Status& s) {
-  return s.code() == Code::kTimeout || s.code() == Code::kSystem;
-}
 
 std::int64_t system_now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -126,12 +111,6 @@ Status ensure_file(const std::string& path) {
 
 }  // namespace
 
-struct DeadLetterStore::WriteOutcome {
-  std::size_t resolved = 0;  // the prefix of the batch that was written or dropped
-  std::uint64_t written = 0, dropped = 0, transactions = 0, evicted = 0, errors = 0;
-  Status last_error;
-};
-
 Result<std::unique_ptr<DeadLetterStore>> DeadLetterStore::open(DeadLetterStoreOptions options) {
   if (options.state_dir.empty()) return Status::invalid("dead-letter store: empty state_dir");
   if (options.max_batch == 0) options.max_batch = 1;
@@ -172,228 +151,148 @@ std::int64_t DeadLetterStore::now_ms() const {
   return opts_.now_ms ? opts_.now_ms() : system_now_ms();
 }
 
-Status DeadLetterStore::enqueue(DeadLetter letter) {
+Status DeadLetterStore::enqueue(DeadLetter letter, LetterWritten on_written) {
   if (letter.dead_lettered_ms == 0) letter.dead_lettered_ms = now_ms();
+  PendingLetter p{std::move(letter), std::move(on_written), std::chrono::steady_clock::now(), 0};
   {
     std::lock_guard lk(mu_);
-    if (closing_) {
-      ++stats_.refused;
-      return Status::error(Code::kClosed, "dead-letter store is closed");
+    if (!spill_on_enqueue_) {
+      p.seq = next_seq_++;
+      pending_.push_back(std::move(p));
+      work_cv_.notify_one();
+      return Status::ok();
     }
-    if (pending_.size() + in_batch_ >= opts_.max_pending) {
-      ++stats_.refused;
-      return Status::error(Code::kQueueFull,
-                           "dead-letter store: " + std::to_string(opts_.max_pending) +
-                               " letters already wait to be written");
-    }
-    pending_.push_back(std::move(letter));
-    ++enqueued_;
   }
-  work_cv_.notify_one();
+  // Closed: the letter goes to a spill file of its own, now.
+  std::vector<PendingLetter> one;
+  one.push_back(std::move(p));
+  auto deliveries = spill_or_lose(std::move(one), "enqueued after the store closed");
+  const std::string lost = deliveries.front().receipt.lost;
+  deliver(deliveries);
+  if (!lost.empty()) return Status::error(Code::kSystem, "dead letter lost: " + lost);
   return Status::ok();
+}
+
+void DeadLetterStore::hold(const std::vector<PendingLetter>& letters) {
+  held_ = letters.size();
+  if (!letters.empty()) {
+    held_seq_ = letters.front().seq;
+    held_since_ = letters.front().since;
+  }
+}
+
+std::uint64_t DeadLetterStore::oldest_unresolved() const {
+  if (held_ > 0) return held_seq_;
+  return pending_.empty() ? next_seq_ : pending_.front().seq;
 }
 
 Status DeadLetterStore::flush(std::chrono::milliseconds timeout) {
   std::unique_lock lk(mu_);
-  const std::uint64_t target = enqueued_;
-  done_cv_.wait_for(lk, timeout, [&] { return resolved_ >= target || writer_done_; });
-  if (resolved_ >= target) return Status::ok();
+  const std::uint64_t target = next_seq_;
+  const auto done = [&] { return oldest_unresolved() >= target; };
+  done_cv_.wait_for(lk, timeout, [&] { return done() || writer_done_; });
+  if (done()) return Status::ok();
   if (writer_done_) return Status::error(Code::kClosed, "dead-letter store closed before flush");
-  return Status::error(Code::kTimeout, "dead-letter store: " + std::to_string(target - resolved_) +
-                                           " letters still unwritten after flush timeout");
+  return Status::error(Code::kTimeout,
+                       "dead-letter store: letters still unwritten after flush timeout (" +
+                           std::to_string(pending_.size() + held_) + " pending)");
 }
 
 Status DeadLetterStore::close() {
   std::lock_guard close_lk(close_mu_);
   if (closed_) return close_status_;
   closed_ = true;
-  std::uint64_t dropped_before = 0;
   {
     std::unique_lock lk(mu_);
     closing_ = true;
-    dropped_before = stats_.dropped;
     work_cv_.notify_all();
     if (!done_cv_.wait_for(lk, opts_.close_timeout, [&] { return writer_done_; })) {
-      abort_ = true;  // the writer drops what is left after its current attempt
+      abort_ = true;  // the writer stops after its current attempt
       work_cv_.notify_all();
     }
   }
   writer_.join();
   writer_db_ = SqliteDb();
-  std::lock_guard lk(mu_);
-  if (stats_.dropped > dropped_before) {
-    close_status_ = Status::error(
-        Code::kTimeout, "dead-letter store: " + std::to_string(stats_.dropped - dropped_before) +
-                            " letters could not be written before close");
+  std::vector<PendingLetter> left;
+  std::string last_error;
+  {
+    std::lock_guard lk(mu_);
+    spill_on_enqueue_ = true;  // from now on enqueue() spills by itself
+    left.assign(std::make_move_iterator(pending_.begin()), std::make_move_iterator(pending_.end()));
+    pending_.clear();
+    hold(left);
+    last_error = stats_.last_write_error;
   }
+  if (left.empty()) return close_status_;
+  const std::size_t n = left.size();
+  auto deliveries = spill_or_lose(
+      std::move(left), "still unwritten " + std::to_string(opts_.close_timeout.count()) +
+                           " ms after close began (last write error: " + last_error + ")");
+  const LetterReceipt& r = deliveries.front().receipt;
+  if (!r.spill_file.empty()) {
+    close_status_ = Status::error(Code::kTimeout,
+                                  "dead-letter store: " + std::to_string(n) +
+                                      " letters could not be written before close; spilled to " +
+                                      r.spill_file + " (load it with `poolctl dlq import`)");
+  } else {
+    close_status_ = Status::error(
+        Code::kSystem, "dead-letter store: " + std::to_string(n) + " letters lost: " + r.lost);
+  }
+  deliver(deliveries);
+  {
+    std::lock_guard lk(mu_);
+    held_ = 0;
+  }
+  done_cv_.notify_all();
   return close_status_;
 }
 
 DeadLetterStoreStats DeadLetterStore::stats() const {
   std::lock_guard lk(mu_);
   DeadLetterStoreStats s = stats_;
-  s.pending = pending_.size() + in_batch_;
+  s.pending = pending_.size() + held_;
+  std::optional<std::chrono::steady_clock::time_point> oldest;
+  if (held_ > 0) {
+    oldest = held_since_;
+  } else if (!pending_.empty()) {
+    oldest = pending_.front().since;
+  }
+  if (oldest) {
+    s.oldest_pending_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::steady_clock::now() - *oldest)
+                              .count();
+  }
   return s;
 }
 
-void DeadLetterStore::run_writer() {
-  std::vector<DeadLetter> batch;  // taken from pending_, kept until written or dropped
-  std::uint32_t failures = 0;
-  std::unique_lock lk(mu_);
-  for (;;) {
-    if (abort_) {
-      const std::size_t left = batch.size() + pending_.size();
-      stats_.dropped += left;
-      resolved_ += left;
-      pending_.clear();
-      in_batch_ = 0;
-      if (left > 0) log_->error("dead-letter store {}: {} letters dropped at close", path_, left);
+Result<DeadLetterImport> DeadLetterStore::import_letters(const std::vector<DeadLetter>& letters) {
+  std::lock_guard lk(query_mu_);
+  SP_RETURN_IF_ERROR(query_db_.exec("BEGIN IMMEDIATE", "dead-letter import: begin"));
+  DeadLetterImport out;
+  Status s;
+  for (const DeadLetter& l : letters) {
+    auto present = dead_letter_rows::exists(query_db_, l);
+    if (!present) {
+      s = present.status();
       break;
     }
-    if (batch.empty()) {
-      work_cv_.wait(lk, [&] { return closing_ || !pending_.empty(); });
-      if (pending_.empty()) break;  // closing, and everything is written
-    }
-    // Group commit: whatever waits joins the batch, up to max_batch.
-    while (batch.size() < opts_.max_batch && !pending_.empty()) {
-      batch.push_back(std::move(pending_.front()));
-      pending_.pop_front();
-    }
-    in_batch_ = batch.size();
-    lk.unlock();
-    WriteOutcome out = write(batch);
-    lk.lock();
-    stats_.written += out.written;
-    stats_.dropped += out.dropped;
-    stats_.transactions += out.transactions;
-    stats_.evicted += out.evicted;
-    stats_.write_errors += out.errors;
-    resolved_ += out.resolved;
-    in_batch_ = batch.size();
-    if (out.resolved > 0) done_cv_.notify_all();
-    if (batch.empty()) {
-      failures = 0;
+    if (*present) {
+      ++out.already_present;
       continue;
     }
-    ++failures;
-    const auto shift = std::min<std::uint32_t>(failures - 1, 20);
-    const std::chrono::milliseconds delay =
-        std::min(opts_.retry_max, opts_.retry_base * (std::int64_t{1} << shift));
-    log_->warn(
-        "dead-letter store {}: writing {} letters failed ({} in a row), retrying in {} ms: {}",
-        path_, batch.size(), failures, delay.count(), out.last_error.to_string());
-    work_cv_.wait_for(lk, delay, [&] { return abort_; });
-  }
-  writer_done_ = true;
-  done_cv_.notify_all();
-}
-
-DeadLetterStore::WriteOutcome DeadLetterStore::write(std::vector<DeadLetter>& batch) {
-  WriteOutcome out;
-  Status s = write_one_transaction(batch, 0, batch.size(), &out.evicted);
-  if (s.is_ok()) {
-    out.resolved = out.written = batch.size();
-    out.transactions = 1;
-  } else if (is_transient(s)) {
-    out.errors = 1;
-    out.last_error = s;
-  } else {
-    // Something in the batch is refused for good (SQLite says it is not a passing
-    // condition): write one letter per transaction so only the bad one is dropped.
-    out.errors = 1;
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      Status one = write_one_transaction(batch, i, i + 1, &out.evicted);
-      if (!one.is_ok()) {
-        ++out.errors;
-        out.last_error = one;
-        if (is_transient(one)) break;
-        log_->error("dead-letter store {}: task {} of pool {} dropped: {}", path_, batch[i].task.id,
-                    batch[i].pool, one.to_string());
-        ++out.dropped;
-      } else {
-        ++out.written;
-        ++out.transactions;
-      }
-      out.resolved = i + 1;
+    auto id = dead_letter_rows::insert(query_db_, l);
+    if (!id) {
+      s = id.status().with_context("task " + std::to_string(l.task.id) + " of pool " + l.pool);
+      break;
     }
+    ++out.imported;
   }
-  batch.erase(batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(out.resolved));
+  if (s) s = query_db_.exec("COMMIT", "dead-letter import: commit");
+  if (!s) {
+    (void)query_db_.exec("ROLLBACK", "dead-letter import: rollback");
+    return s.with_context("import dead letters (nothing imported)");
+  }
   return out;
-}
-
-Status DeadLetterStore::write_one_transaction(const std::vector<DeadLetter>& batch,
-                                              std::size_t begin, std::size_t end,
-                                              std::uint64_t* evicted) {
-  SP_RETURN_IF_ERROR(writer_db_.exec("BEGIN IMMEDIATE", "dead-letter write: begin"));
-  Status s;
-  for (std::size_t i = begin; i < end && s.is_ok(); ++i) s = insert_letter(batch[i]);
-  std::uint64_t evicted_here = 0;
-  if (s.is_ok()) s = apply_retention(&evicted_here);
-  if (s.is_ok()) s = writer_db_.exec("COMMIT", "dead-letter write: commit");
-  if (!s.is_ok()) {
-    (void)writer_db_.exec("ROLLBACK", "dead-letter write: rollback");
-    return s;
-  }
-  *evicted += evicted_here;
-  return Status::ok();
-}
-
-Status DeadLetterStore::insert_letter(const DeadLetter& l) {
-  auto stmt = writer_db_.prepare(kInsertLetter, "insert dead letter");
-  if (!stmt) return stmt.status();
-  {
-    StmtRef s(*stmt);
-    s->bind(1, static_cast<std::int64_t>(l.task.id));
-    s->bind_text(2, l.pool);
-    s->bind_text(3, l.task.type);
-    s->bind_text(4, to_string(l.task.reason));
-    s->bind_text(5, l.task.error);
-    s->bind_blob(6, l.payload);
-    if (l.options.timeout) s->bind(7, l.options.timeout->count());
-    if (l.options.retries) s->bind(8, *l.options.retries);
-    s->bind(9, l.options.priority);
-    s->bind_text(10, l.options.key);
-    s->bind(11, l.dead_lettered_ms);
-    SP_RETURN_IF_ERROR(run(writer_db_, **stmt, "insert dead letter"));
-  }
-  const std::int64_t letter_id = writer_db_.last_insert_rowid();
-  auto att = writer_db_.prepare(kInsertAttempt, "insert attempt");
-  if (!att) return att.status();
-  for (std::size_t seq = 0; seq < l.task.history.size(); ++seq) {
-    const Attempt& a = l.task.history[seq];
-    StmtRef s(*att);
-    s->bind(1, letter_id);
-    s->bind(2, static_cast<std::int64_t>(seq));
-    s->bind(3, a.number);
-    s->bind_text(4, to_string(a.outcome));
-    s->bind_text(5, a.error);
-    s->bind(6, a.worker_pid);
-    s->bind(7, a.started_ms);
-    s->bind(8, a.ended_ms);
-    s->bind_text(9, a.backtrace);
-    SP_RETURN_IF_ERROR(run(writer_db_, **att, "insert attempt"));
-  }
-  return Status::ok();
-}
-
-Status DeadLetterStore::apply_retention(std::uint64_t* evicted) {
-  if (opts_.max_age.count() > 0) {
-    auto stmt = writer_db_.prepare(kDeleteOlder, "retention by age");
-    if (!stmt) return stmt.status();
-    StmtRef s(*stmt);
-    s->bind(1, now_ms() - opts_.max_age.count());
-    SP_RETURN_IF_ERROR(run(writer_db_, **stmt, "retention by age"));
-    *evicted += static_cast<std::uint64_t>(writer_db_.changes());
-  }
-  if (opts_.max_count > 0) {
-    auto stmt = writer_db_.prepare(kDeleteBeyondCount, "retention by count");
-    if (!stmt) return stmt.status();
-    StmtRef s(*stmt);
-    s->bind(1, static_cast<std::int64_t>(opts_.max_count));
-    SP_RETURN_IF_ERROR(run(writer_db_, **stmt, "retention by count"));
-    *evicted += static_cast<std::uint64_t>(writer_db_.changes());
-  }
-  return Status::ok();
 }
 
 Result<DeadLetter> DeadLetterStore::read_letter(SqliteStmt& row) {

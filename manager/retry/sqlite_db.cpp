@@ -151,6 +151,8 @@ Status SqliteDb::error(int rc, std::string_view op) const {
   }
 }
 
+int SqliteDb::errcode() const { return db_ ? sqlite3_extended_errcode(db_) : SQLITE_NOMEM; }
+
 std::int64_t SqliteDb::changes() const { return sqlite3_changes64(db_); }
 
 std::int64_t SqliteDb::last_insert_rowid() const { return sqlite3_last_insert_rowid(db_); }

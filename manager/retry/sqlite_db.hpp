@@ -93,6 +93,9 @@ class SqliteDb {
   // IOERR, CANTOPEN, NOMEM, PROTOCOL; the OS errno appended when there is one); the rest,
   // such as a constraint or a corrupt file, to kInternal.
   Status error(int rc, std::string_view op) const;
+  // The extended result code of the connection's last failed call (SQLITE_FULL,
+  // SQLITE_READONLY_DBMOVED, ...); read it before the next call resets it.
+  int errcode() const;
   // Rows changed by the last INSERT/UPDATE/DELETE.
   std::int64_t changes() const;
   std::int64_t last_insert_rowid() const;

@@ -45,9 +45,9 @@ TEST_CASE("read rights cover the observing operations, admin everything else") {
     CHECK(ControlServer::required_rights(op) == Rights::kRead);
     CHECK(ControlServer::known_op(op));
   }
-  for (const char* op :
-       {"submit", "submit_batch", "cancel", "scale", "strategy", "drain", "resume", "restart",
-        "kill_worker", "dlq_list", "dlq_show", "dlq_replay", "dlq_purge", "reload", "shutdown"}) {
+  for (const char* op : {"submit", "submit_batch", "cancel", "scale", "strategy", "drain", "resume",
+                         "restart", "kill_worker", "dlq_list", "dlq_show", "dlq_replay",
+                         "dlq_purge", "dlq_import", "reload", "shutdown"}) {
     CHECK(ControlServer::required_rights(op) == Rights::kAdmin);
     CHECK(ControlServer::known_op(op));
   }

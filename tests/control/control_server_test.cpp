@@ -477,6 +477,11 @@ TEST_CASE("every typed operation sends its documented op and arguments") {
         R"(dlq_purge {"older_than_ms":1000})");
   CHECK(args_of(client.shutdown(std::chrono::milliseconds(2500))) ==
         R"(shutdown {"timeout_ms":2500})");
+  auto loaded = client.dlq_import("{}\n", "spill.jsonl", 7);
+  REQUIRE(loaded);
+  CHECK((*loaded)["op"] == "dlq_import");
+  CHECK((*loaded)["args"] == json{{"source", "spill.jsonl"}, {"first_line", 7}});
+  CHECK((*loaded)["blob"] == "{}\n");  // the lines travel raw in the blob
   auto show = client.dlq_show(3);
   REQUIRE(show);
   CHECK(show->body["args"]["id"] == 3);

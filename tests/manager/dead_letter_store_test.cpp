@@ -10,6 +10,7 @@
 #include <thread>
 
 #include <sandpool/dead_letters.hpp>
+#include "dead_letter_test_support.hpp"
 #include "retry/dead_letter_schema.hpp"
 #include "retry/sqlite_db.hpp"
 
@@ -23,95 +24,8 @@ using sandpool::DeadLetterStoreOptions;
 using sandpool::DeadReason;
 using sandpool::Outcome;
 using sandpool::sqlite::SqliteDb;
+using namespace sandpool::testing;
 namespace fs = std::filesystem;
-
-namespace {
-
-// A fresh directory per test, removed with everything in it.
-struct TempDir {
-  TempDir() {
-    char tmpl[] = "/tmp/sp-dead-letters-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string state_dir() const { return path + "/state"; }
-  std::string path;
-};
-
-DeadLetterStoreOptions options_for(const TempDir& dir) {
-  DeadLetterStoreOptions o;
-  o.state_dir = dir.state_dir();
-  o.retry_base = 5ms;
-  o.retry_max = 50ms;
-  o.max_age = 0ms;  // the letters carry fixed old timestamps; the age test sets its own
-  return o;
-}
-
-std::unique_ptr<DeadLetterStore> open_store(DeadLetterStoreOptions o) {
-  auto store = DeadLetterStore::open(std::move(o));
-  INFO(store.status().to_string());
-  REQUIRE(store.is_ok());
-  return std::move(store).value();
-}
-
-DeadLetter letter(std::uint64_t task_id, std::string pool = "images", std::string type = "resize",
-                  DeadReason reason = DeadReason::kRetriesExhausted, std::int64_t at_ms = 1000) {
-  DeadLetter l;
-  l.task.id = task_id;
-  l.task.type = std::move(type);
-  l.task.reason = reason;
-  l.task.error = "boom " + std::to_string(task_id);
-  l.pool = std::move(pool);
-  l.payload = "payload " + std::to_string(task_id);
-  l.dead_lettered_ms = at_ms;
-  return l;
-}
-
-void write_all(DeadLetterStore& store, std::vector<DeadLetter> letters) {
-  for (auto& l : letters) REQUIRE(store.enqueue(std::move(l)).is_ok());
-  const auto flushed = store.flush(30s);
-  INFO(flushed.to_string());
-  REQUIRE(flushed.is_ok());
-}
-
-std::vector<std::uint64_t> task_ids(const std::vector<DeadLetter>& letters) {
-  std::vector<std::uint64_t> ids;
-  for (const auto& l : letters) ids.push_back(l.task.id);
-  return ids;
-}
-
-std::vector<DeadLetter> list_all(DeadLetterStore& store, const DeadLetterFilter& f = {}) {
-  auto page = store.list(f, DeadLetterPage{100000, std::nullopt});
-  REQUIRE(page.is_ok());
-  return page->letters;
-}
-
-std::string pragma_text(SqliteDb& db, const char* sql) {
-  auto stmt = db.prepare(sql, "test pragma");
-  REQUIRE(stmt.is_ok());
-  sandpool::sqlite::StmtRef s(*stmt);
-  REQUIRE(s->step() == SQLITE_ROW);
-  return s->text(0);
-}
-
-SqliteDb raw_connection(const std::string& path) {
-  auto db = SqliteDb::open(path, 0);
-  REQUIRE(db.is_ok());
-  return std::move(db).value();
-}
-
-// Polls `done` until it holds or the (generous) deadline passes; returns whether it held.
-bool eventually(const std::function<bool()>& done, std::chrono::seconds deadline = 30s) {
-  const auto until = std::chrono::steady_clock::now() + deadline;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
-
-}  // namespace
 
 TEST_CASE(
     "a dead letter with three attempts, a backtrace and a binary payload reads back as written",
@@ -229,8 +143,9 @@ TEST_CASE("letters written before close are there after reopening", "[dead_lette
     auto store = open_store(options_for(dir));
     REQUIRE(store->enqueue(letter(1)).is_ok());
     REQUIRE(store->enqueue(letter(2)).is_ok());
-    REQUIRE(store->close().is_ok());  // close writes what is pending
-    CHECK(store->enqueue(letter(3)).code() == Code::kClosed);
+    REQUIRE(store->close().is_ok());           // close writes what is pending
+    CHECK(store->enqueue(letter(3)).is_ok());  // to a spill file, not the database
+    CHECK(store->stats().spilled == 1);
   }
   auto store = open_store(options_for(dir));
   CHECK(task_ids(list_all(*store)) == std::vector<std::uint64_t>{1, 2});
@@ -407,25 +322,30 @@ TEST_CASE(
   auto after = store->stats();
   CHECK(after.pending == 0);
   CHECK(after.written == 3);
-  CHECK(after.dropped == 0);
+  CHECK(after.spilled == 0);
+  CHECK_FALSE(after.writes_failing);
   CHECK(task_ids(list_all(*store)) == std::vector<std::uint64_t>{1, 2, 3});
 }
 
-TEST_CASE("a store that cannot write refuses letters beyond max_pending instead of growing",
+TEST_CASE("a store that cannot write keeps every letter it is given, with no bound refusing one",
           "[dead_letters]") {
   TempDir dir;
   auto o = options_for(dir);
   o.busy_timeout = 10ms;
-  o.max_pending = 4;
   auto store = open_store(o);
   auto locker = raw_connection(store->path());
   REQUIRE(locker.exec("BEGIN EXCLUSIVE", "test lock").is_ok());
-  for (std::uint64_t i = 1; i <= 4; ++i) REQUIRE(store->enqueue(letter(i)).is_ok());
-  CHECK(store->enqueue(letter(5)).code() == Code::kQueueFull);
-  CHECK(store->stats().refused == 1);
+  // Beyond the 100,000 letters the store used to refuse past.
+  constexpr std::uint64_t kLetters = 100'500;
+  for (std::uint64_t i = 1; i <= kLetters; ++i) {
+    DeadLetter l = letter(i);
+    l.payload.clear();
+    REQUIRE(store->enqueue(std::move(l)).is_ok());
+  }
+  CHECK(store->stats().pending == kLetters);
   REQUIRE(locker.exec("COMMIT", "test unlock").is_ok());
-  REQUIRE(store->flush(30s).is_ok());
-  CHECK(store->enqueue(letter(5)).is_ok());
+  REQUIRE(store->flush(300s).is_ok());
+  CHECK(store->stats().written == kLetters);
 }
 
 TEST_CASE("a burst of 10,000 letters is written in far fewer transactions, all readable",
@@ -454,8 +374,10 @@ TEST_CASE("a burst of 10,000 letters is written in far fewer transactions, all r
   CHECK(*ids.rbegin() == kBurst);
 }
 
-TEST_CASE("close gives up after close_timeout when the database stays locked, and says so",
-          "[dead_letters]") {
+TEST_CASE(
+    "close stops retrying after close_timeout when the database stays locked, spills the "
+    "letter and says where",
+    "[dead_letters]") {
   TempDir dir;
   auto o = options_for(dir);
   o.busy_timeout = 10ms;
@@ -466,8 +388,12 @@ TEST_CASE("close gives up after close_timeout when the database stays locked, an
   REQUIRE(store->enqueue(letter(1)).is_ok());
   const auto closed = store->close();
   CHECK(closed.code() == Code::kTimeout);
-  CHECK_THAT(closed.message(), Catch::Contains("1 letters could not be written"));
-  CHECK(store->stats().dropped == 1);
-  CHECK(store->stats().pending == 0);
+  const auto s = store->stats();
+  REQUIRE(s.recent_spill_files.size() == 1);
+  CHECK_THAT(closed.message(), Catch::Contains("1 letters could not be written") &&
+                                   Catch::Contains(s.recent_spill_files[0]));
+  CHECK(s.spilled == 1);
+  CHECK(s.lost == 0);
+  CHECK(s.pending == 0);
   CHECK(store->close().code() == Code::kTimeout);  // idempotent
 }

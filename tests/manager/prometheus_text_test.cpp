@@ -308,3 +308,58 @@ TEST_CASE("an empty pool list still renders the service and every family's TYPE"
   CHECK(check_well_formed(text) == 2);
   CHECK(text.find("# TYPE sandpool_end_to_end_seconds histogram\n") != std::string::npos);
 }
+
+TEST_CASE("the dead-letter store's series say how many letters wait, since when, and why not") {
+  ServiceInfo info = service();
+  DeadLetterStoreStats d;
+  d.pending = 40;
+  d.oldest_pending_ms = 12345;
+  d.writes_failing = true;
+  d.last_write_error = "system: database or disk is full";  // in `status`, not a label
+  d.written = 7;
+  d.write_errors = 9;
+  d.spilled = 3;
+  d.spill_files = 2;
+  d.lost = 1;
+  d.evicted = 4;
+  info.dead_letter_store = d;
+  const std::string text = render_prometheus({small_pool()}, info);
+  const std::size_t from = text.find("# HELP sandpool_dead_letters_pending");
+  const std::size_t to = text.find("# HELP sandpool_queue_depth");
+  REQUIRE(from != std::string::npos);
+  REQUIRE(to > from);
+  CHECK(
+      text.substr(from, to - from) ==
+      R"(# HELP sandpool_dead_letters_pending Dead letters waiting to be written to the store; their tasks are not terminal yet.
+# TYPE sandpool_dead_letters_pending gauge
+sandpool_dead_letters_pending 40
+# HELP sandpool_dead_letters_oldest_pending_seconds How long the oldest pending dead letter has waited; 0 when none waits.
+# TYPE sandpool_dead_letters_oldest_pending_seconds gauge
+sandpool_dead_letters_oldest_pending_seconds 12.345
+# HELP sandpool_dead_letter_writes_failing 1 while the store's last write failed (the status reply says why); letters wait.
+# TYPE sandpool_dead_letter_writes_failing gauge
+sandpool_dead_letter_writes_failing 1
+# HELP sandpool_dead_letters_written_total Dead letters committed to the store.
+# TYPE sandpool_dead_letters_written_total counter
+sandpool_dead_letters_written_total 7
+# HELP sandpool_dead_letter_write_errors_total Failed write transactions of the dead-letter store (each retried).
+# TYPE sandpool_dead_letter_write_errors_total counter
+sandpool_dead_letter_write_errors_total 9
+# HELP sandpool_dead_letters_spilled_total Dead letters written to a spill file instead (refused by the database, or unwritten at stop); load them with poolctl dlq import.
+# TYPE sandpool_dead_letters_spilled_total counter
+sandpool_dead_letters_spilled_total 3
+# HELP sandpool_dead_letter_spill_files_total Spill files written.
+# TYPE sandpool_dead_letter_spill_files_total counter
+sandpool_dead_letter_spill_files_total 2
+# HELP sandpool_dead_letters_lost_total Dead letters neither committed nor spilled (the spill failed too).
+# TYPE sandpool_dead_letters_lost_total counter
+sandpool_dead_letters_lost_total 1
+# HELP sandpool_dead_letters_evicted_total Dead letters deleted by the store's retention bound (max_count, max_age).
+# TYPE sandpool_dead_letters_evicted_total counter
+sandpool_dead_letters_evicted_total 4
+)");
+  CHECK(check_well_formed(text) > 0);
+  // Without the store's figures (the library's own use), none of its series.
+  CHECK(render_prometheus({small_pool()}, service()).find("sandpool_dead_letter") ==
+        std::string::npos);
+}

@@ -1,10 +1,15 @@
-// dlq --state-dir: poolctl reads and purges a real dead-letter store without the service.
+// dlq --state-dir: poolctl reads, purges and imports into a real dead-letter store without
+// the service.
 #include <catch2/catch.hpp>
 
+#include <spdlog/spdlog.h>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sandpool/dead_letter_file.hpp>
 #include <sandpool/dead_letters.hpp>
 
 #include "poolctl_runner.hpp"
+#include "retry/sqlite_db.hpp"
 
 using namespace sandpool;
 using namespace sandpool::testing;
@@ -35,6 +40,40 @@ void write_letters(const std::string& dir, std::uint64_t n) {
     REQUIRE((*store)->enqueue(std::move(l)).is_ok());
   }
   REQUIRE((*store)->close().is_ok());
+}
+
+// Makes the store in `dir` spill three letters (tasks 11..13 of pool "mail") at close: its
+// database stays locked by another connection until close_timeout. Returns the spill file.
+std::string spill_three(const std::string& dir) {
+  DeadLetterStoreOptions o;
+  o.state_dir = dir;
+  o.busy_timeout = std::chrono::milliseconds(10);
+  o.retry_max = std::chrono::milliseconds(20);
+  o.close_timeout = std::chrono::milliseconds(200);
+  o.logger = std::make_shared<spdlog::logger>("test", spdlog::sinks_init_list{});
+  auto store = DeadLetterStore::open(o);
+  REQUIRE(store);
+  auto locker = sqlite::SqliteDb::open((*store)->path(), 0);
+  REQUIRE(locker);
+  REQUIRE(locker->exec("BEGIN IMMEDIATE", "test lock").is_ok());
+  std::string file;
+  for (std::uint64_t i = 11; i <= 13; ++i) {
+    DeadLetter l;
+    l.pool = "mail";
+    l.payload = std::string("binary\0payload ", 15) + std::to_string(i);
+    l.task.id = i;
+    l.task.type = "send";
+    l.task.reason = DeadReason::kRetriesExhausted;
+    l.task.error = "smtp down";
+    l.task.history.push_back({1, Outcome::kError, "smtp down", 4242, 1000, 2000});
+    REQUIRE((*store)
+                ->enqueue(std::move(l), [&](const LetterReceipt& r) { file = r.spill_file; })
+                .is_ok());
+  }
+  CHECK((*store)->close().code() == Code::kTimeout);
+  REQUIRE_FALSE(file.empty());
+  REQUIRE(locker->exec("COMMIT", "test unlock").is_ok());
+  return file;
 }
 
 }  // namespace
@@ -79,4 +118,54 @@ TEST_CASE("dlq --state-dir refuses replay and a directory without a store") {
   CHECK(missing.exit_code == 1);
   CHECK(missing.err.find("no dead-letter store") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(dir.path() + "/dead_letters.db"));
+}
+
+TEST_CASE("dlq import loads a spill file offline, renames it, and a second import adds nothing") {
+  TempDir dir;
+  const std::string file = spill_three(dir.path());
+  const std::string absent = dir.path() + "/no.sock";
+  auto imported = poolctl(absent, {"dlq", "--state-dir", dir.path(), "import", file});
+  INFO(imported.err);
+  REQUIRE(imported.exit_code == 0);
+  CHECK(imported.out == "3 dead letters imported, 0 already present; " + file + " renamed to " +
+                            file + ".imported\n");
+  CHECK_FALSE(std::filesystem::exists(file));
+  REQUIRE(std::filesystem::exists(file + ".imported"));
+
+  auto list = poolctl(absent, {"--json", "dlq", "list", "--state-dir", dir.path()});
+  REQUIRE(list.exit_code == 0);
+  const json entries = json::parse(list.out)["entries"];
+  REQUIRE(entries.size() == 3);
+  CHECK(entries[0]["task_id"] == 11);
+  CHECK(entries[2]["pool"] == "mail");
+  auto show = poolctl(absent, {"--json", "dlq", "show", std::to_string(entries[1]["id"].get<int>()),
+                               "--state-dir", dir.path()});
+  REQUIRE(show.exit_code == 0);
+  CHECK(json::parse(show.out)["payload"] == std::string("binary\0payload 12", 17));
+
+  auto again =
+      poolctl(absent, {"--json", "dlq", "--state-dir", dir.path(), "import", file + ".imported"});
+  REQUIRE(again.exit_code == 0);
+  const json counts = json::parse(again.out);
+  CHECK(counts["imported"] == 0);
+  CHECK(counts["already_present"] == 3);
+  CHECK(counts["file"] == file + ".imported");  // already named so: left as it is
+  auto after = poolctl(absent, {"--json", "dlq", "list", "--state-dir", dir.path()});
+  CHECK(json::parse(after.out)["entries"].size() == 3);
+}
+
+TEST_CASE("dlq import of a file with a malformed line names the line and imports nothing") {
+  TempDir dir;
+  const std::string file = spill_three(dir.path());
+  std::string text = *dead_letter_file::read_file(file);
+  const auto second_line = text.find('\n') + 1;
+  text.insert(second_line, "{\"version\": 1, \"pool\": \"mail\"}\n");  // line 2 of 4
+  std::ofstream(file, std::ios::trunc) << text;
+  const std::string absent = dir.path() + "/no.sock";
+  auto r = poolctl(absent, {"dlq", "--state-dir", dir.path(), "import", file});
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find(file + " line 2: missing \"task_id\"") != std::string::npos);
+  CHECK(std::filesystem::exists(file));  // not renamed
+  auto list = poolctl(absent, {"--json", "dlq", "list", "--state-dir", dir.path()});
+  CHECK(json::parse(list.out)["entries"].empty());
 }

@@ -72,6 +72,9 @@ TEST_CASE("poold: /metrics has every per-pool series of the issue, /healthz says
       "sandpool_run_time_seconds_count{pool=\"echo\"} 1",
       "sandpool_end_to_end_seconds_count{pool=\"echo\"} 1",
       "sandpool_end_to_end_seconds_bucket{pool=\"echo\",le=\"+Inf\"} 1",
+      "sandpool_dead_letter_writes_failing 0",
+      "sandpool_dead_letters_spilled_total 0",
+      "sandpool_dead_letters_lost_total 0",
   };
   for (const std::string& line : expected) {
     INFO(line);

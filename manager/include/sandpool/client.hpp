@@ -119,6 +119,10 @@ class Client {
   // selector: {"id"} | {"filter":{...}} | {"all":true}; purge also {"older_than_ms"}
   Result<nlohmann::json> dlq_replay(nlohmann::json selector);
   Result<nlohmann::json> dlq_purge(nlohmann::json selector);
+  // Loads spill-file lines (JSON lines, whole ones) into the store: {"imported",
+  // "already_present"}. source and first_line name the lines in a parse error.
+  Result<nlohmann::json> dlq_import(std::string lines, const std::string& source,
+                                    std::uint64_t first_line = 1);
   // Blocks: on_event per event until the stream ends or on_event returns false (then the
   // stream is cancelled and this returns ok). follow=false: the recent events, then ends.
   Status events(bool follow, const std::string& pool,

@@ -1,14 +1,18 @@
 // DeadLetterStore: the durable record of dead-lettered tasks (design.md, "Supervision,
-// timeouts, retry"; schema and inspection in docs/dead-letters.md). One SQLite database,
-// `<state_dir>/dead_letters.db`, WAL journal, mode 0600.
+// timeouts, retry"; schema, durability and spill files in docs/dead-letters.md). One SQLite
+// database, `<state_dir>/dead_letters.db`, WAL journal, mode 0600.
 //
 // Writes are asynchronous and batched: enqueue() only appends to an in-memory list; a
 // background writer thread owned by the store commits everything pending in one
-// transaction per batch (group commit) and then applies the retention bound. A failed
-// write (SQLITE_BUSY, disk full, I/O error) keeps the batch in memory, is logged and
-// counted, and is retried with exponential backoff; nothing is dropped while the store is
-// open. Reads and purges run on a second connection and see committed letters only; call
-// flush() first to read your own enqueues.
+// transaction per batch (group commit) and then applies the retention bound. A letter counts
+// as written once its transaction committed: only then is its on_written callback called,
+// with the letter's id. While the store is open it never refuses or drops a letter: a failed
+// write (busy, disk full, I/O error, read-only or corrupt file, ...) keeps the letters in
+// memory and is retried with exponential backoff until it succeeds or the store closes (the
+// memory is bounded by the callers: each pending letter belongs to a task its pool still
+// holds). A letter the database refuses for good on its own (too big, a constraint) is
+// written alone to a spill file instead. close() spills whatever is still unwritten after
+// close_timeout; `poolctl dlq import` loads a spill file back (import_letters()).
 //
 // Thread-safety: every member may be called from any thread, concurrently.
 // Lifetime: ~DeadLetterStore() calls close(). The store owns its thread and connections.
@@ -106,12 +110,11 @@ struct DeadLetterStoreOptions {
   std::string state_dir;                                           // created 0700 when missing
   std::uint64_t max_count = 100000;                                // letters kept; 0: no bound
   std::chrono::milliseconds max_age{std::chrono::hours(24 * 30)};  // 0: no bound
-  std::size_t max_pending = 100000;  // enqueue() refuses beyond this (kQueueFull)
-  std::size_t max_batch = 1000;      // letters per transaction
+  std::size_t max_batch = 1000;                                    // letters per transaction
   std::chrono::milliseconds busy_timeout{1000};
   std::chrono::milliseconds retry_base{50};       // write retry backoff: base * 2^(n-1) ...
   std::chrono::milliseconds retry_max{5000};      // ... up to this
-  std::chrono::milliseconds close_timeout{5000};  // close() gives up writing after this
+  std::chrono::milliseconds close_timeout{5000};  // close() spills what is unwritten after this
   std::shared_ptr<spdlog::logger> logger;         // null: spdlog's default logger
   // Wall clock in ms; null: the system clock. Called from the writer thread and from
   // enqueue() callers, so it must be thread-safe.
@@ -119,13 +122,35 @@ struct DeadLetterStoreOptions {
 };
 
 struct DeadLetterStoreStats {
-  std::uint64_t written = 0;       // letters committed
-  std::uint64_t pending = 0;       // enqueued, not yet committed (including a failing batch)
-  std::uint64_t write_errors = 0;  // failed write transactions
-  std::uint64_t transactions = 0;  // committed write transactions
-  std::uint64_t evicted = 0;       // letters deleted by the retention bound
-  std::uint64_t refused = 0;       // enqueues refused (full or closed)
-  std::uint64_t dropped = 0;       // letters SQLite rejected for good, or left at close
+  std::uint64_t written = 0;           // letters committed
+  std::uint64_t pending = 0;           // enqueued, neither committed nor spilled yet
+  std::int64_t oldest_pending_ms = 0;  // how long the oldest pending letter has waited; 0: none
+  bool writes_failing = false;         // the last write failed: pending letters wait for a retry
+  std::string last_write_error;        // why the last failed write failed ("" if none ever did)
+  std::uint64_t write_errors = 0;      // failed write transactions
+  std::uint64_t transactions = 0;      // committed write transactions
+  std::uint64_t evicted = 0;           // letters deleted by the retention bound
+  std::uint64_t spilled = 0;           // letters written to spill files instead
+  std::uint64_t spill_files = 0;       // spill files written
+  std::vector<std::string> recent_spill_files;  // their paths, the newest last (at most 16)
+  std::uint64_t lost = 0;  // letters neither committed nor spilled (the spill failed too)
+};
+
+// What became of one letter handed to enqueue(): committed to the database (letter_id > 0),
+// or appended whole to spill_file (letter_id == 0) because the store closed before it could
+// be written or the database refused it for good. Both empty: the letter is lost (even its
+// spill failed); `lost` says why, and the store logged it as an error.
+struct LetterReceipt {
+  std::uint64_t letter_id = 0;
+  std::string spill_file;
+  std::string lost;
+};
+using LetterWritten = std::function<void(const LetterReceipt&)>;
+
+// What import_letters() did.
+struct DeadLetterImport {
+  std::uint64_t imported = 0;         // letters committed
+  std::uint64_t already_present = 0;  // letters skipped: the store already holds them
 };
 
 class DeadLetterStore {
@@ -138,18 +163,32 @@ class DeadLetterStore {
   DeadLetterStore(const DeadLetterStore&) = delete;
   DeadLetterStore& operator=(const DeadLetterStore&) = delete;
 
-  // Queues a letter for writing; never touches SQLite. Returns kQueueFull when max_pending
-  // letters are already waiting (the writer is failing) and kClosed after close(); the
-  // letter is then not stored and the caller keeps it.
-  Status enqueue(DeadLetter letter);
-  // Blocks until every letter enqueued before the call is committed (or dropped). Returns
+  // Takes responsibility for `letter`; never touches SQLite. While the store is open it never
+  // refuses one (no queue bound: the memory is the callers' task records, bounded by them).
+  // on_written (may be empty) is called exactly once per letter: on the store's writer thread
+  // after the commit (or after a refused letter's spill file was fsync'd), or in close() after
+  // the spill; with no store lock held. It must not block, throw, or call flush() or close()
+  // (on the writer thread they would wait for themselves). After close(), enqueue() appends
+  // the letter to a spill file itself and calls on_written before returning; it returns an
+  // error only if even that fails (logged; the receipt says `lost` too).
+  Status enqueue(DeadLetter letter, LetterWritten on_written = {});
+  // Blocks until every letter enqueued before the call is committed (or spilled). Returns
   // kTimeout if that takes longer than `timeout`, kClosed if the store closed first.
   Status flush(std::chrono::milliseconds timeout);
-  // Stops accepting letters and writes what is pending, retrying failed writes for up to
-  // close_timeout; then stops the writer and closes its connection. Returns ok iff nothing
-  // was left unwritten. Idempotent (later calls return the first call's result). list(), get()
-  // and the purges keep working after close(), until destruction.
+  // Stops the writer once nothing is pending, retrying failed writes for up to close_timeout;
+  // then writes every letter still pending to a new spill file in state_dir (docs/
+  // dead-letters.md, "Spill files"), logs its name, calls their on_written with it, and closes
+  // the writer's connection. Returns ok iff every letter was committed; otherwise kTimeout
+  // naming the spill file, or kSystem when the spill failed too (the letters are lost, logged
+  // as an error). Idempotent (later calls return the first call's result). list(), get(), the
+  // purges and import_letters() keep working after close(), until destruction.
   Status close();
+
+  // Commits `letters` in one transaction, all or none, skipping each letter the store already
+  // holds (the same pool, task id, type and dead_lettered_ms), so importing a spill file twice
+  // stores its letters once. Synchronous (on the query connection, beside the writer); no
+  // retention is applied. Works after close(). Errors: the SQLite error; nothing imported.
+  Result<DeadLetterImport> import_letters(const std::vector<DeadLetter>& letters);
 
   // Returns committed letters matching `filter`, with their attempts, one page at a time.
   Result<DeadLetterList> list(const DeadLetterFilter& filter, const DeadLetterPage& page);
@@ -169,16 +208,48 @@ class DeadLetterStore {
   const std::string& path() const { return path_; }
 
  private:
+  // A letter in memory until it is committed or spilled.
+  struct PendingLetter {
+    DeadLetter letter;
+    LetterWritten on_written;
+    std::chrono::steady_clock::time_point since;  // when enqueue() took it
+    std::uint64_t seq = 0;                        // enqueue order, from 1
+  };
+  // A receipt to hand to a letter's on_written, with no lock held.
+  struct Delivery {
+    LetterWritten on_written;
+    LetterReceipt receipt;
+  };
+  struct WriteRound;   // dead_letter_writer.cpp
+  struct Transaction;  // dead_letter_writer.cpp
+
   DeadLetterStore(DeadLetterStoreOptions options, std::string path,
                   std::unique_ptr<sqlite::SqliteDb> writer_db,
                   std::unique_ptr<sqlite::SqliteDb> query_db);
-  struct WriteOutcome;
+
+  // dead_letter_writer.cpp: the writer thread.
   void run_writer();
-  WriteOutcome write(std::vector<DeadLetter>& batch);
-  Status write_one_transaction(const std::vector<DeadLetter>& batch, std::size_t begin,
-                               std::size_t end, std::uint64_t* evicted);
-  Status insert_letter(const DeadLetter& letter);
+  // Tries to write `batch`; leaves in it, in order, the letters that stay pending.
+  WriteRound write_round(std::vector<PendingLetter>& batch);
+  // Commits batch[begin, end) and the retention bound in one transaction.
+  Transaction write_transaction(const std::vector<PendingLetter>& batch, std::size_t begin,
+                                std::size_t end);
   Status apply_retention(std::uint64_t* evicted);
+  // Under mu_: counts a finished round, logs when writes start failing or recover.
+  void account_round(const WriteRound& round, std::size_t still_pending);
+
+  // dead_letter_spill.cpp: letters that do not go to the database.
+  // Writes `letters` to a new spill file; returns its path (counted and logged) or the error.
+  Result<std::string> spill(const std::vector<PendingLetter>& letters, const std::string& why);
+  // spill(), and when even that fails counts the letters lost and logs it as an error.
+  std::vector<Delivery> spill_or_lose(std::vector<PendingLetter> letters, const std::string& why);
+  // Calls each on_written; no lock may be held.
+  void deliver(std::vector<Delivery>& deliveries);
+
+  // Under mu_: the letters held outside pending_ (the writer's batch, close()'s spill).
+  void hold(const std::vector<PendingLetter>& letters);
+  // Under mu_: the seq of the oldest letter not yet committed or spilled.
+  std::uint64_t oldest_unresolved() const;
   Result<DeadLetter> read_letter(sqlite::SqliteStmt& row);
   std::int64_t now_ms() const;
 
@@ -191,18 +262,22 @@ class DeadLetterStore {
   std::unique_ptr<sqlite::SqliteDb> writer_owner_, query_owner_;
   sqlite::SqliteDb& writer_db_;  // used only by the writer thread (and open/close)
   std::mutex query_mu_;          // guards query_db_
-  sqlite::SqliteDb& query_db_;   // list/get/purge
+  sqlite::SqliteDb& query_db_;   // list/get/purge/import
 
-  mutable std::mutex mu_;            // guards everything below
-  std::condition_variable work_cv_;  // the writer waits for letters or close
-  std::condition_variable done_cv_;  // flush() waits for progress
-  std::deque<DeadLetter> pending_;   // enqueued, not yet taken by the writer
-  std::size_t in_batch_ = 0;         // taken by the writer, not yet resolved
-  std::uint64_t enqueued_ = 0;       // letters ever accepted
-  std::uint64_t resolved_ = 0;       // written + dropped, in FIFO order
-  bool closing_ = false;             // no more enqueues; the writer drains and exits
-  bool abort_ = false;               // close() ran out of time: give up pending letters
-  bool writer_done_ = false;
+  mutable std::mutex mu_;              // guards everything below
+  std::condition_variable work_cv_;    // the writer waits for letters or close
+  std::condition_variable done_cv_;    // flush() waits for progress
+  std::deque<PendingLetter> pending_;  // enqueued, not yet taken by the writer
+  std::size_t held_ = 0;               // taken by the writer (or close()), not yet resolved
+  std::uint64_t held_seq_ = 0;         // the oldest held letter's seq
+  std::chrono::steady_clock::time_point held_since_;  // and when it was enqueued
+  std::uint64_t next_seq_ = 1;
+  bool closing_ = false;           // the writer exits once nothing is pending
+  bool abort_ = false;             // close() ran out of time: the writer stops retrying
+  bool writer_done_ = false;       // the writer exited; what it held is back in pending_
+  bool spill_on_enqueue_ = false;  // close() took the last pending letters
+  std::chrono::steady_clock::time_point failing_since_;  // while stats_.writes_failing
+  std::uint64_t failed_rounds_ = 0;                      // in a row, while stats_.writes_failing
   DeadLetterStoreStats stats_;
   std::mutex close_mu_;  // serialises close()
   bool closed_ = false;  // guarded by close_mu_

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include <sandpool/dead_letters.hpp>
 #include <sandpool/pool_metrics.hpp>
 #include <sandpool/status.hpp>
 
@@ -19,6 +20,8 @@ namespace sandpool {
 struct ServiceInfo {
   std::string version;             // sandpool_info{version="..."}
   std::int64_t start_time_ms = 0;  // wall clock, ms since the epoch
+  // The dead-letter store's sandpool_dead_letter* series; none when empty.
+  std::optional<DeadLetterStoreStats> dead_letter_store{};
 };
 
 // Returns the Prometheus text exposition (format 0.0.4) of `pools`, in the order given, every

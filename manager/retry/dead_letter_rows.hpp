@@ -1,0 +1,24 @@
+// The rows of one dead letter: inserting a letter with its attempts, and finding whether the
+// store already holds a letter (for imports). Shared by the writer thread and
+// import_letters(); each runs inside a transaction its caller opened on `db`.
+//
+// Thread-safety: none; `db` is used by one thread at a time (sqlite_db.hpp).
+#pragma once
+
+#include <cstdint>
+
+#include <sandpool/dead_letters.hpp>
+#include <sandpool/status.hpp>
+
+#include "retry/sqlite_db.hpp"
+
+namespace sandpool::dead_letter_rows {
+
+// Inserts the letter and its attempts; returns the new letter id.
+Result<std::uint64_t> insert(sqlite::SqliteDb& db, const DeadLetter& letter);
+
+// Returns true iff a letter of the same pool, task id, type and dead_lettered_ms is stored:
+// the identity of one dead-lettering of one task, kept by a spill file and its import.
+Result<bool> exists(sqlite::SqliteDb& db, const DeadLetter& letter);
+
+}  // namespace sandpool::dead_letter_rows
