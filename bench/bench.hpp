@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include <sandpool/pool.hpp>
 #include <sandpool/pool_options.hpp>
 
 #include "report.hpp"
@@ -32,6 +33,9 @@ struct BenchOptions {
   std::string w2_wait = "ticket";         // ticket: Ticket::wait(); poll: spin on Ticket::done()
   std::uint64_t service_tasks = 1000000;  // service: tasks in the poolctl batch
   std::uint32_t status_calls = 2000;      // service: status calls timed while it runs (at most)
+  std::uint64_t soak_tasks = 1000000;     // soak: tasks through the chaos pool
+  std::uint32_t soak_deadline_s = 1800;   // soak: the whole soak's bound; past it, open = lost
+  std::uint64_t soak_seed = 0;            // soak: the plan's generator; 0: a random seed
   std::string log_level = "error";
   bool json = false;
 };
@@ -46,6 +50,9 @@ std::string plugin_path(const BenchOptions& o, const std::string& name_or_path);
 PoolOptions pool_options(const BenchOptions& o, const std::string& plugin, std::uint32_t workers,
                          std::uint32_t concurrency);
 std::shared_ptr<spdlog::logger> bench_logger(const BenchOptions& o);
+// Pool::create, then waits (up to 10 s) until all its workers are ready; null on failure
+// (reported on stderr).
+std::unique_ptr<Pool> start_pool(const PoolOptions& opts);
 // A payload of `size` bytes that differs per task (the echo is checked).
 std::string make_payload(std::uint64_t seq, std::uint32_t size);
 
@@ -77,6 +84,11 @@ bool run_spawn(const BenchOptions& o, Report& r);
 // The issue-4 targets: the in-process W1 figure, then a real poold from the build tree
 // driven by the real poolctl through its socket (service.cpp).
 bool run_service(const BenchOptions& o, Report& r);
+
+// The soak (issue 11): o.soak_tasks tasks through a pool of the chaos plugin where 1% crash
+// their worker, some time out and some are cancelled; every accepted task must end exactly
+// once (soak.cpp). Its throughput is compared with W1's from the same run.
+bool run_soak(const BenchOptions& o, Report& r);
 
 // One W1 run of o.tasks at `concurrency` (the service group's in-process baseline).
 bool w1_throughput(const BenchOptions& o, std::uint32_t concurrency, double* tasks_per_s);

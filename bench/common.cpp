@@ -1,11 +1,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <thread>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+
+#include <sandpool/ipc/wake.hpp>
 
 #include "bench.hpp"
 
@@ -43,6 +48,29 @@ PoolOptions pool_options(const BenchOptions& o, const std::string& plugin, std::
   p.concurrency = concurrency;
   p.logger = bench_logger(o);
   return p;
+}
+
+std::unique_ptr<Pool> start_pool(const PoolOptions& opts) {
+  auto pool = Pool::create(opts);
+  if (!pool) {
+    std::cerr << "sandpool-bench: cannot start a pool on " << opts.plugin_path << ": "
+              << pool.status().message() << "\n";
+    return nullptr;
+  }
+  // create() returns once the first worker is ready; a benchmark wants all of them.
+  const std::int64_t until = ipc::monotonic_ns() + 10'000'000'000;
+  for (;;) {
+    std::uint32_t ready = 0;
+    for (const WorkerInfo& w : (*pool)->workers()) ready += w.state == "idle" || w.state == "busy";
+    if (ready >= opts.workers) break;
+    if (ipc::monotonic_ns() > until) {
+      std::cerr << "sandpool-bench: only " << ready << " of " << opts.workers
+                << " workers became ready\n";
+      return nullptr;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return std::move(pool).value();
 }
 
 std::string make_payload(std::uint64_t seq, std::uint32_t size) {

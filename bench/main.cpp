@@ -1,5 +1,5 @@
-// sandpool-bench: the raw IPC baselines, W1-W4, spawn-to-ready and the service (poold and
-// poolctl through the socket), one figure per line
+// sandpool-bench: the raw IPC baselines, W1-W4, spawn-to-ready, the service (poold and
+// poolctl through the socket) and the soak, one figure per line
 // (`GROUP METRIC VALUE UNIT`) or as JSON. docs/performance.md explains every figure.
 #include <algorithm>
 #include <cctype>
@@ -18,7 +18,8 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 
-const char* const kGroups[] = {"raw", "W1", "W2", "W3", "W4", "spawn", "sandbox", "service"};
+const char* const kGroups[] = {"raw",   "W1",      "W2",      "W3",  "W4",
+                               "spawn", "sandbox", "service", "soak"};
 
 // Parses "W1,w2,raw" into canonical group names; an unknown name is an error.
 bool parse_only(const std::string& list, std::set<std::string>* out, std::string* bad) {
@@ -46,10 +47,12 @@ int main(int argc, char** argv) {
   using namespace sandpool::bench;
   BenchOptions o;
   std::string only;
-  CLI::App app{"sandpool benchmarks: raw ring baselines, W1-W4, spawn-to-ready, sandbox, service.",
-               "sandpool-bench"};
-  app.add_option("--only", only,
-                 "comma-separated groups: raw,W1,W2,W3,W4,spawn,sandbox,service (default: all)");
+  CLI::App app{
+      "sandpool benchmarks: raw ring baselines, W1-W4, spawn-to-ready, sandbox, service, soak.",
+      "sandpool-bench"};
+  app.add_option(
+      "--only", only,
+      "comma-separated groups: raw,W1,W2,W3,W4,spawn,sandbox,service,soak (default: all)");
   app.add_option("--plugin", o.plugin, "W1/W2 plugin: a name in the plugin dir or a .so path")
       ->capture_default_str();
   app.add_option("--plugin-dir", o.plugin_dir, "where plugins are (default: ../plugins)");
@@ -89,6 +92,16 @@ int main(int argc, char** argv) {
                  "service: status round trips timed while the batch runs (at most)")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
+  app.add_option("--soak-tasks", o.soak_tasks, "soak: tasks through the chaos pool")
+      ->check(CLI::Range(1, 100000000))
+      ->capture_default_str();
+  app.add_option("--soak-deadline", o.soak_deadline_s,
+                 "soak: seconds the whole soak may take; past it, open tasks count as lost and "
+                 "the run fails")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  app.add_option("--soak-seed", o.soak_seed,
+                 "soak: seed of the task mix (default: random, printed)");
   app.add_option("--log-level", o.log_level, "pool log level on stderr")->capture_default_str();
   app.add_flag("--json", o.json, "print the figures as one JSON document");
   try {
@@ -101,7 +114,7 @@ int main(int argc, char** argv) {
   std::string bad;
   if (!parse_only(only, &groups, &bad)) {
     std::cerr << "sandpool-bench: --only: unknown group '" << bad
-              << "' (raw, W1, W2, W3, W4, spawn, sandbox, service)\n";
+              << "' (raw, W1, W2, W3, W4, spawn, sandbox, service, soak)\n";
     return kExitUsage;
   }
   if (groups.empty()) groups.insert(std::begin(kGroups), std::end(kGroups));
@@ -119,6 +132,7 @@ int main(int argc, char** argv) {
   if (ok && groups.count("spawn")) ok = run_spawn(o, report);
   if (ok && groups.count("sandbox")) ok = run_sandbox_cost(o, report);
   if (ok && groups.count("service")) ok = run_service(o, report);
+  if (ok && groups.count("soak")) ok = run_soak(o, report);
   report.finish(std::cout);
   return ok ? kExitOk : kExitFailed;
 }

@@ -22,29 +22,6 @@ namespace {
 
 using ipc::monotonic_ns;
 
-std::unique_ptr<Pool> make_pool(const PoolOptions& opts) {
-  auto pool = Pool::create(opts);
-  if (!pool) {
-    std::cerr << "sandpool-bench: cannot start a pool on " << opts.plugin_path << ": "
-              << pool.status().message() << "\n";
-    return nullptr;
-  }
-  // create() returns once the first worker is ready; a benchmark wants all of them.
-  const std::int64_t until = monotonic_ns() + 10'000'000'000;
-  for (;;) {
-    std::uint32_t ready = 0;
-    for (const WorkerInfo& w : (*pool)->workers()) ready += w.state == "idle" || w.state == "busy";
-    if (ready >= opts.workers) break;
-    if (monotonic_ns() > until) {
-      std::cerr << "sandpool-bench: only " << ready << " of " << opts.workers
-                << " workers became ready\n";
-      return nullptr;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return std::move(pool).value();
-}
-
 // Payloads prepared up front, as a client would have them; task i carries payloads[i % n].
 std::vector<std::string> payload_set(std::uint32_t size) {
   std::vector<std::string> p;
@@ -140,7 +117,7 @@ bool w1_once(const BenchOptions& o, std::uint32_t concurrency, std::uint64_t tas
   opts.sandbox.profile = profile;
   opts.queue_capacity = std::max<std::size_t>(opts.queue_capacity, tasks + 1024);
   if (crash_every.count() > 0) opts.max_restarts = 1000000;  // crashes are the point here
-  auto pool = make_pool(opts);
+  auto pool = start_pool(opts);
   if (!pool) return false;
   const std::string type = pool->task_types().front();
   const auto payloads = payload_set(o.payload_size);
@@ -334,7 +311,7 @@ bool run_sandbox_cost(const BenchOptions& o, Report& r) {
 }
 
 bool run_w2(const BenchOptions& o, Report& r) {
-  auto pool = make_pool(pool_options(o, o.plugin, o.workers, PoolOptions{}.concurrency));
+  auto pool = start_pool(pool_options(o, o.plugin, o.workers, PoolOptions{}.concurrency));
   if (!pool) return false;
   const std::string type = pool->task_types().front();
   const auto payloads = payload_set(o.payload_size);
@@ -380,7 +357,7 @@ bool run_w3(const BenchOptions& o, Report& r) {
   constexpr std::uint32_t kTasks = 2000;
   constexpr double kTaskMs = 1.0;
   const std::uint32_t workers = 2;
-  auto pool = make_pool(pool_options(o, "cpu", workers, PoolOptions{}.concurrency));
+  auto pool = start_pool(pool_options(o, "cpu", workers, PoolOptions{}.concurrency));
   if (!pool) return false;
   const std::string type = pool->task_types().front();
   std::vector<Ticket> tickets;

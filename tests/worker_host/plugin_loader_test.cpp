@@ -68,8 +68,8 @@ TEST_CASE("a plugin without sp_plugin_task_types declares no types") {
 }
 
 TEST_CASE("every example plugin loads and declares the task type it is named after") {
-  const std::string name =
-      GENERATE("echo", "upper", "sleep", "cpu", "alloc", "fail", "flaky", "crash", "progress");
+  const std::string name = GENERATE("echo", "upper", "sleep", "cpu", "alloc", "fail", "flaky",
+                                    "crash", "progress", "chaos");
   auto plugin = LoadedPlugin::load(plugin_path(name));
   INFO(plugin.status().to_string());
   REQUIRE(plugin.is_ok());

@@ -1,0 +1,49 @@
+// `sandpool-bench --only soak` at a small size: the real bench binary, its chaos pool and
+// its report, so the soak's wiring is checked on every test run (the 1,000,000-task run is
+// `make bench`, docs/performance.md).
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "command_runner.hpp"
+
+namespace {
+
+// The report's `GROUP METRIC VALUE UNIT` lines of one group, by metric.
+std::map<std::string, double> figures_of(const std::string& out, const std::string& group) {
+  std::map<std::string, double> figures;
+  std::istringstream lines(out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    std::string g, metric, unit;
+    double value = 0;
+    if (words >> g >> metric >> value >> unit && g == group) figures[metric] = value;
+  }
+  return figures;
+}
+
+}  // namespace
+
+TEST_CASE("a 20,000-task soak ends every accepted task exactly once and loses none") {
+  const auto r = sandpool::testing::run_command(
+      SANDPOOL_BIN_DIR "/sandpool-bench",
+      {"--only", "soak", "--soak-tasks", "20000", "--tasks", "20000", "--soak-deadline", "240"});
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  REQUIRE(r.exit_code == 0);
+  auto f = figures_of(r.out, "soak");
+  CHECK(f["tasks"] == 20000);
+  CHECK(f["lost"] == 0);
+  CHECK(f["duplicated"] == 0);
+  CHECK(f["unexpected"] == 0);
+  CHECK(f["completed"] + f["dead_lettered"] + f["cancelled"] == 20000);
+  // The chaos happened: workers crashed, tasks were dead-lettered and cancelled.
+  CHECK(f["worker_restarts"] > 0);
+  CHECK(f["dead_lettered"] > 0);
+  CHECK(f["cancelled"] > 0);
+  CHECK(f.count("throughput_vs_w1") == 1);
+  CHECK(r.out.find("soak lost 0 tasks\n") != std::string::npos);
+  CHECK(r.out.find("soak duplicated 0 tasks\n") != std::string::npos);
+}
