@@ -187,6 +187,9 @@ void run_namespace_child(const ChildSetup& s) {
     fail(error_fd, ChildStep::kDeathSignal, -1, errno);
   }
   if (s.wait_for_parent) {
+    // The child has its own copy of the parent's fds (no CLONE_FILES): drop the write end,
+    // so that the parent's death is end of file here.
+    if (s.sync_write_fd >= 0) ::close(s.sync_write_fd);
     char go = 0;
     ssize_t n;
     do {

@@ -180,6 +180,7 @@ class NamespaceSpawner final : public Clone3Spawner {
 
     ChildSetup setup;
     setup.sync_fd = sync_read.get();
+    setup.sync_write_fd = sync_write.get();
     setup.error_fd = error_write.get();
     setup.wait_for_parent = user_ns;
     if (user_ns) {
