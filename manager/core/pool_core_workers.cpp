@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <string>
 
+#include <sandpool/ipc/layout.hpp>
+#include <sandpool/log_text.hpp>
+
 #include "core/pool_core.hpp"
 #include "core/pool_core_internal.hpp"
 
@@ -112,7 +115,9 @@ void PoolCore::collect_backtrace(Worker& w) {
   --backtraces_awaited_;
   if (std::optional<std::string> bt = ctl_.backtrace(w.id, ipc::BacktraceRead::kWhatArrived)) {
     w.backtrace = std::move(*bt);
-    log(2, whose + " backtrace before the kill (" + w.kill_error + "):\n" + w.backtrace);
+    // Worker-written: one escaped line in the log (the account keeps the frames as sent).
+    log(2, whose + " backtrace before the kill (" + w.kill_error +
+               "): " + log_text(w.backtrace, 2 * ipc::kBacktraceBytes));
   } else {
     log(2, whose + " gave no backtrace within " + std::to_string(opts_.backtrace_grace.count()) +
                " ms (" + w.kill_error + ")");
