@@ -30,8 +30,10 @@ TEST_CASE("a plugin's escape sequences and forged lines reach the log escaped, o
   const TaskResult r = world.attack("forge_log", "");
   REQUIRE(r.state == TaskState::kCompleted);
   CHECK(r.result == "forged");
-  const std::vector<std::string> lines = world.log().lines();
-  for (const std::string& line : lines) {
+  // Closed first: a worker's stdout is read beside its ring, and all of it by the time the
+  // worker has been reaped.
+  world.close_and_check_clean();
+  for (const std::string& line : world.log().lines()) {
     INFO(line);
     CHECK_FALSE(has_control(line));
   }
@@ -41,11 +43,10 @@ TEST_CASE("a plugin's escape sequences and forged lines reach the log escaped, o
       "[critical] poold: forged line";
   CHECK(world.log().count("plugin: " + shown) == 2);
   CHECK(world.log().count("output: stdout with a \\x00 NUL and \\x1b[31mcolour\\x1b[0m") == 1);
-  world.close_and_check_clean();
 }
 
 TEST_CASE(
-    "a plugin whose init logs a forged error and fails is refused; the log shows it escaped") {
+    "a plugin whose init logs a forged error and fails is refused, and the log shows it escaped") {
   HostileWorld world;
   PoolOptions o = hostile_options(hostile_plugin("log_forge"));
   o.plugin_config_json = R"({"init_forge": true})";

@@ -382,7 +382,7 @@ TEST_CASE("v1: a pid reused between reading cgroup.procs and opening it is never
   for (const std::string& d : (*cg)->dirs()) CHECK_FALSE(fs::exists(d));
 }
 
-TEST_CASE("v1: a member that cannot be opened is not signalled; the teardown says so") {
+TEST_CASE("v1: a member that cannot be opened is not signalled, and the teardown says so") {
   V1Host host;
   auto tree = CgroupTree::open(host.kernel, host.layout(), "sandpool-1");
   REQUIRE(tree);
@@ -401,7 +401,7 @@ TEST_CASE("v1: a member that cannot be opened is not signalled; the teardown say
   CHECK(host.kernel->killed == std::vector<pid_t>{300});
 }
 
-TEST_CASE("v2: cgroup.kill does the killing; the teardown signals nobody, it only waits") {
+TEST_CASE("v2: cgroup.kill does the killing, and the teardown signals nobody: it only waits") {
   V2Host host;
   auto tree = CgroupTree::open(host.kernel, host.layout(), "sandpool-1");
   REQUIRE(tree);

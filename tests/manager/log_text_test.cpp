@@ -21,7 +21,7 @@ TEST_CASE("a terminal escape sequence is shown, not sent: ESC becomes \\x1b") {
   CHECK(log_text("del\x7f") == "del\\x7f");
 }
 
-TEST_CASE("a newline cannot forge the next log line; tabs and returns are spelled out") {
+TEST_CASE("a newline cannot forge the next log line, and tabs and returns are spelled out") {
   const std::string forged = "ok\n2030-01-01 00:00:00 [critical] poold: fake\r\tx";
   const std::string out = log_text(forged);
   CHECK(out == "ok\\n2030-01-01 00:00:00 [critical] poold: fake\\r\\tx");
@@ -50,7 +50,7 @@ TEST_CASE("C1 controls and bytes that are not UTF-8 are escaped byte by byte") {
   CHECK(log_text("\xc2\xa0") == "\xc2\xa0");  // U+00A0, just past the C1 range, passes
 }
 
-TEST_CASE("a long text is cut to the cap and marked; a text at the cap is not") {
+TEST_CASE("a long text is cut to the cap and marked, and a text at the cap is not") {
   const std::string at_cap(kMaxLogText, 'a');
   CHECK(log_text(at_cap) == at_cap);
   const std::string out = log_text(std::string(10 * kMaxLogText, 'y'));

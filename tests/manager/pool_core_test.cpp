@@ -764,7 +764,7 @@ TEST_CASE("a backtrace that arrives within the grace period ends the wait and jo
   CHECK(logs[0].find("#0 spin_forever+0x11") != std::string::npos);
 }
 
-TEST_CASE("a worker's backtrace reaches the log as one escaped line; its account keeps it") {
+TEST_CASE("a worker's backtrace reaches the log as one escaped line, and its account keeps it") {
   Harness h(with_backtraces());
   std::vector<std::string> logs;
   h.core->set_log([&](int, const std::string& text) { logs.push_back(text); });
