@@ -63,9 +63,8 @@ struct Members {
 // Reads cgroup.procs, opens each pid, and keeps the processes that the file still lists
 // after they were opened. A pid read from the file may have been freed and reused by another
 // process before the open; a process opened that still has its pid when the file is read
-// again is the member, and one that has exited since can no longer be signalled at all.
-// (A member cannot leave the cgroup on its own: moving needs write access to another
-// cgroup's procs file.)
+// again is the member, and one that has exited since can no longer be signalled at all. (A
+// member that moved itself out after the second read is still the worker's own process.)
 Members open_members(CgroupFs& fs, const std::string& dir) {
   const std::string procs_file = join(dir, "cgroup.procs");
   Members out;
