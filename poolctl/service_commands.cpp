@@ -83,6 +83,9 @@ void print_task(const TaskReply& t) {
     }
   }
   if (!t.result.empty()) std::cout << "\nresult:\n" << t.result << "\n";
+  if (t.body.value("result_withheld", false)) {
+    std::cout << "\nresult: withheld (needs admin rights)\n";
+  }
 }
 
 }  // namespace

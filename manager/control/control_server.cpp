@@ -19,6 +19,7 @@
 
 #include <spdlog/spdlog.h>
 #include <sandpool/control.hpp>
+#include <sandpool/log_text.hpp>
 #include <sandpool/posix_call.hpp>
 
 #include "control/connection.hpp"
@@ -27,6 +28,9 @@
 namespace sandpool {
 
 using control::Connection;
+
+// A client names itself in its hello; the log shows at most this much of the name.
+constexpr std::size_t kMaxClientNameInLog = 256;
 
 class ControlServer::Impl {
  public:
@@ -232,7 +236,7 @@ class ControlServer::Impl {
     count_.store(conns_.size());
     if (why && conn->log_close) {
       spdlog::warn("control: closed connection of pid {} uid {} ({}): {}", conn->peer.pid,
-                   conn->peer.uid, conn->client_name, why);
+                   conn->peer.uid, log_text(conn->client_name, kMaxClientNameInLog), why);
     }
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, conn->fd.get(), nullptr);
     conn->fd.reset();

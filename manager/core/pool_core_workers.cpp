@@ -5,6 +5,9 @@
 #include <string>
 
 #include "core/death_charge.hpp"
+#include <sandpool/ipc/layout.hpp>
+#include <sandpool/log_text.hpp>
+
 #include "core/pool_core.hpp"
 #include "core/pool_core_internal.hpp"
 
@@ -141,7 +144,9 @@ void PoolCore::collect_backtrace(Worker& w, Killing& k) {
   --backtraces_awaited_;
   if (std::optional<std::string> bt = ctl_.backtrace(w.id, ipc::BacktraceRead::kWhatArrived)) {
     w.backtrace = std::move(*bt);
-    log(2, whose + " backtrace before the kill (" + k.error + "):\n" + w.backtrace);
+    // Worker-written: one escaped line in the log (the account keeps the frames as sent).
+    log(2, whose + " backtrace before the kill (" + k.error +
+               "): " + log_text(w.backtrace, 2 * ipc::kBacktraceBytes));
   } else {
     log(2, whose + " gave no backtrace within " + std::to_string(opts_.backtrace_grace.count()) +
                " ms (" + k.error + ")");

@@ -14,6 +14,7 @@
 
 #include <sandpool/dead_letters.hpp>
 #include <sandpool/ipc/diagnostics.hpp>
+#include <sandpool/log_text.hpp>
 
 #include "core/worker_locator.hpp"
 #include "supervision/proc_stats.hpp"
@@ -474,7 +475,7 @@ void PoolLoop::handle_message(WorkerId id, Link& link, std::uint16_t kind, std::
       ipc::LogMsg m;
       if (Status s = ipc::decode(message_, &m); !s) return protocol_error(id, link, s.message());
       log_line(id, m.level, m.text);
-      if (m.level >= 3) core_->on_worker_error(id, supervision::capped_log_line(m.text));
+      if (m.level >= 3) core_->on_worker_error(id, log_text(m.text));
       return;
     }
     case ipc::MsgKind::kReady: {
@@ -499,8 +500,7 @@ void PoolLoop::handle_message(WorkerId id, Link& link, std::uint16_t kind, std::
       }
       // Worker-written: keep it short and printable.
       constexpr std::size_t kMaxIsolation = 256;
-      std::string isolation = m.isolation.substr(0, kMaxIsolation);
-      std::erase_if(isolation, [](char c) { return c < 0x20 || c > 0x7e; });
+      const std::string isolation = log_text(m.isolation, kMaxIsolation);
       log_->debug("[{}] worker {} ready, isolation {}", opts_.name, link.proc->pid(), isolation);
       if (!core_->on_ready(id, now, manager_prefix_ + isolation + manager_layers_)) {
         protocol_error(id, link, "a second Ready");
@@ -515,9 +515,10 @@ void PoolLoop::handle_message(WorkerId id, Link& link, std::uint16_t kind, std::
 void PoolLoop::protocol_error(WorkerId id, Link& link, const std::string& what) {
   if (link.broken) return;
   link.broken = true;
+  const std::string safe = log_text(what);  // may quote what the worker wrote
   log_->warn("[{}] worker {} protocol_error: {}; killing it", opts_.name,
-             link.proc ? link.proc->pid() : 0, what);
-  core_->on_protocol_error(id, what);
+             link.proc ? link.proc->pid() : 0, safe);
+  core_->on_protocol_error(id, safe);
 }
 
 void PoolLoop::flush_links() {
@@ -611,7 +612,7 @@ void PoolLoop::log_line(WorkerId id, int level, std::string_view raw) {
     }
     report_dropped_output(it->second);
   }
-  const std::string text = supervision::capped_log_line(raw);
+  const std::string text = log_text(raw, supervision::kMaxWorkerLogLine);
   switch (level) {
     case -1:
       log_->info("[{}] worker {} output: {}", opts_.name, pid, text);

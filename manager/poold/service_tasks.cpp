@@ -234,6 +234,13 @@ void Service::op_task(const Request& req, const Responder& res) {
   if (!t)
     return (void)res.error("not_found", "no task " + std::to_string(id->get<std::uint64_t>()));
   TaskResult r = t->snapshot();
+  // Payload and result bytes are admin-only, as in `dlq_show` (docs/protocol.md): a read
+  // peer sees the account (state, attempts, errors) and that a result was withheld.
+  if (req.rights < Rights::kAdmin) {
+    json account = task_json(r);
+    if (!r.result.empty()) account["result_withheld"] = true;
+    return (void)res.ok(std::move(account));
+  }
   res.ok(task_json(r), r.result);
 }
 

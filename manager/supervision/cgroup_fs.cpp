@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <ctime>
 
 #include <sandpool/pidfd.hpp>
@@ -79,49 +80,48 @@ std::vector<std::string> PosixCgroupFs::sub_dirs(const std::string& dir) const {
   return out;
 }
 
-Status PosixCgroupFs::kill_and_wait(const std::vector<pid_t>& pids,
-                                    std::chrono::milliseconds bound) {
-  std::vector<UniqueFd> waiting;
-  std::vector<pid_t> waiting_pids;
-  for (pid_t pid : pids) {
-    if (pid <= 0) return Status::invalid("kill: bad pid " + std::to_string(pid));
-    UniqueFd fd(sandpool::pidfd_open(pid));
-    if (!fd) {
-      if (errno == ESRCH) continue;  // gone, and reaped
-      if (::kill(pid, SIGKILL) != 0 && errno != ESRCH) {
-        return Status::from_errno(errno, "kill(" + std::to_string(pid) + ", SIGKILL)");
-      }
-      continue;
+namespace {
+
+// A pidfd: signals and polls reach the process that had the pid when it was opened, also
+// after that process has been reaped and its pid given to another (they fail with ESRCH).
+class PidfdProcess final : public OpenedProcess {
+ public:
+  PidfdProcess(pid_t pid, UniqueFd fd) : pid_(pid), fd_(std::move(fd)) {}
+  pid_t pid() const override { return pid_; }
+  Status kill() override {
+    if (sandpool::pidfd_send_signal(fd_.get(), SIGKILL) == 0 || errno == ESRCH) {
+      return Status::ok();
     }
-    if (sandpool::pidfd_send_signal(fd.get(), SIGKILL) != 0 && errno != ESRCH) {
-      return Status::from_errno(errno, "pidfd_send_signal(" + std::to_string(pid) + ", SIGKILL)");
-    }
-    waiting.push_back(std::move(fd));
-    waiting_pids.push_back(pid);
+    return Status::from_errno(errno, "pidfd_send_signal(" + std::to_string(pid_) + ", SIGKILL)");
   }
-  // A pidfd polls readable once its process has exited (all its threads).
-  const auto deadline = std::chrono::steady_clock::now() + bound;
-  while (!waiting.empty()) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      std::string alive;
-      for (pid_t p : waiting_pids) alive += (alive.empty() ? "" : " ") + std::to_string(p);
-      return Status::error(Code::kTimeout, "SIGKILLed process(es) " + alive +
-                                               " still alive after " +
-                                               std::to_string(bound.count()) + " ms");
-    }
-    std::vector<pollfd> fds;
-    for (const UniqueFd& fd : waiting) fds.push_back(pollfd{fd.get(), POLLIN, 0});
-    const int n = ::poll(fds.data(), fds.size(), static_cast<int>(left.count()));
-    if (n < 0 && errno != EINTR) return Status::from_errno(errno, "poll(pidfds)");
-    for (std::size_t i = fds.size(); i-- > 0;) {
-      if (fds[i].revents == 0) continue;
-      waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(i));
-      waiting_pids.erase(waiting_pids.begin() + static_cast<std::ptrdiff_t>(i));
+  bool wait_exited(std::chrono::steady_clock::time_point deadline) override {
+    // A pidfd polls readable once its process has exited (all its threads).
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      pollfd p{fd_.get(), POLLIN, 0};
+      const int n = ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
+      if (n > 0) return true;
+      if (n == 0) return false;
+      if (errno != EINTR) return false;
     }
   }
-  return Status::ok();
+
+ private:
+  pid_t pid_;
+  UniqueFd fd_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<OpenedProcess>> PosixCgroupFs::open_process(pid_t pid) {
+  if (pid <= 0) return Status::invalid("open_process: bad pid " + std::to_string(pid));
+  UniqueFd fd(sandpool::pidfd_open(pid));
+  if (!fd) {
+    if (errno == ESRCH) return std::unique_ptr<OpenedProcess>();  // gone, and reaped
+    return Status::from_errno(errno, "pidfd_open(" + std::to_string(pid) + ")");
+  }
+  return std::unique_ptr<OpenedProcess>(new PidfdProcess(pid, std::move(fd)));
 }
 
 bool PosixCgroupFs::alive(pid_t pid) const {

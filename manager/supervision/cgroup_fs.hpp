@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +18,17 @@
 #include <sandpool/status.hpp>
 
 namespace sandpool::supervision {
+
+// One process opened by its pid (CgroupFs::open_process). Used by one thread at a time.
+class OpenedProcess {
+ public:
+  virtual ~OpenedProcess() = default;
+  virtual pid_t pid() const = 0;
+  // Sends SIGKILL to this process. A process that has already exited is success.
+  virtual Status kill() = 0;
+  // Returns true iff the process has exited (a zombie has) by `deadline`; waits until then.
+  virtual bool wait_exited(std::chrono::steady_clock::time_point deadline) = 0;
+};
 
 class CgroupFs {
  public:
@@ -34,11 +46,11 @@ class CgroupFs {
   virtual bool writable(const std::string& dir) const = 0;
   // Names of the sub-directories of `dir` (empty when it cannot be read).
   virtual std::vector<std::string> sub_dirs(const std::string& dir) const = 0;
-  // SIGKILLs each of `pids`, then returns once every one of them has exited (a zombie has),
-  // or with kTimeout, naming those still alive, when `bound` has passed. A pid already gone
-  // is success. Waiting is what lets a cgroup be removed at once: a process leaves its
-  // cgroup on its way out, before it exits.
-  virtual Status kill_and_wait(const std::vector<pid_t>& pids, std::chrono::milliseconds bound) = 0;
+  // Opens the process that has `pid` at this moment: the handle follows that process, never
+  // one that takes the pid over after it has gone. Returns nullptr when no process has the
+  // pid (ESRCH); an error when the process cannot be opened (EMFILE, ENOSYS), which leaves it
+  // unsignalled: a bare pid is never signalled, since it may have been reused.
+  virtual Result<std::unique_ptr<OpenedProcess>> open_process(pid_t pid) = 0;
   // Returns true iff a process with this pid exists.
   virtual bool alive(pid_t pid) const = 0;
   // Waits a little before a retry: for a cgroup that lists no process yet refuses to go.
@@ -54,10 +66,8 @@ class PosixCgroupFs : public CgroupFs {
   bool exists(const std::string& path) const override;
   bool writable(const std::string& dir) const override;
   std::vector<std::string> sub_dirs(const std::string& dir) const override;
-  // Signals and waits through pidfds, so the wait follows the process that was signalled,
-  // never one that reused its pid; a pid it cannot open a pidfd for (EMFILE) is kill(2)ed
-  // and not waited for (the caller's next round finds it, if it is still there).
-  Status kill_and_wait(const std::vector<pid_t>& pids, std::chrono::milliseconds bound) override;
+  // A pidfd (pidfd_open(2)).
+  Result<std::unique_ptr<OpenedProcess>> open_process(pid_t pid) override;
   bool alive(pid_t pid) const override;
   void back_off(int round) override;
 };

@@ -63,7 +63,7 @@ MountOp op(MountOp::Kind kind, std::string target, std::string source = {}, bool
 }
 
 // What ends up at one path of the view.
-enum class EntryKind { kBindDir, kBindFile, kBindDevice, kSymlink, kTmpfs, kProc };
+enum class EntryKind { kBindDir, kBindFile, kBindDevice, kSymlink, kTmpfs, kProc, kOwnProc };
 struct Entry {
   EntryKind kind;
   std::string link;
@@ -173,7 +173,8 @@ Result<std::vector<MountOp>> plan_mount_view(const MountViewRequest& request, co
                           (request.tmpfs_size != 0 && it->first == "/tmp");
     it = shadowed ? entries.erase(it) : std::next(it);
   }
-  entries.insert_or_assign("/proc", Entry{EntryKind::kProc, {}});
+  entries.insert_or_assign(
+      "/proc", Entry{request.pid_namespace ? EntryKind::kProc : EntryKind::kOwnProc, {}});
   if (request.tmpfs_size != 0) entries.insert_or_assign("/tmp", Entry{EntryKind::kTmpfs, {}});
 
   std::vector<MountOp> ops;
@@ -209,6 +210,10 @@ Result<std::vector<MountOp>> plan_mount_view(const MountViewRequest& request, co
       case EntryKind::kProc:
         mkdirs(path);
         ops.push_back(op(MountOp::Kind::kProc, path));
+        break;
+      case EntryKind::kOwnProc:
+        mkdirs(path);
+        ops.push_back(op(MountOp::Kind::kOwnProc, path));
         break;
     }
   }

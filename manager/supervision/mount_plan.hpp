@@ -40,6 +40,9 @@ struct MountOp {
     kSymlink,  // symlink(source, target)
     kTmpfs,    // a fresh tmpfs of `size` bytes (mode 1777)
     kProc,     // a fresh procfs for the worker's pid namespace
+    kOwnProc,  // no pid namespace: a directory holding only the worker's own /proc/<pid>,
+               // bound from the manager's /proc (writable, nosuid, nodev, noexec), and the
+               // symlink self -> <pid>; the child fills in its pid
   };
   Kind kind = Kind::kMkdir;
   std::string target;
@@ -56,6 +59,10 @@ struct MountViewRequest {
   // Shown when they exist (library directories, /etc files, /dev nodes): default_view_paths().
   std::vector<std::string> optional;
   std::uint64_t tmpfs_size = 0;  // 0: no /tmp
+  // The worker has a pid namespace of its own: /proc is a fresh procfs of that namespace.
+  // Without one a fresh procfs would show every process of the host, so /proc holds only
+  // the worker's own /proc/<pid> (kOwnProc).
+  bool pid_namespace = false;
 };
 
 // The system paths a dynamically linked worker host, its plugin and glibc need: library
@@ -65,8 +72,9 @@ std::vector<std::string> default_view_paths();
 
 // Plans the view: every path resolved component by component so that symlinks on the way
 // are reproduced as symlinks (/lib -> usr/lib stays a symlink, its target is bound), a path
-// already under a bound directory is not bound again, parents are created first, /proc is
-// always mounted fresh and /tmp is a tmpfs when tmpfs_size is non-zero. Fails when a
+// already under a bound directory is not bound again, parents are created first, /proc is a
+// fresh procfs with a pid namespace and the worker's own /proc/<pid> without (never the
+// host's /proc), and /tmp is a tmpfs when tmpfs_size is non-zero. Fails when a
 // required path is missing, is the root, or loops through symlinks.
 Result<std::vector<MountOp>> plan_mount_view(const MountViewRequest& request, const ViewFs& fs);
 

@@ -51,6 +51,54 @@ unsigned long locked_flags(const char* path) {
   return flags;
 }
 
+// Appends the decimal digits of v to the NUL-terminated text in buf (of size cap); returns
+// false when it does not fit.
+bool append_decimal(char* buf, std::size_t cap, std::uint64_t v) {
+  char digits[24];
+  std::size_t n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0 && n < sizeof digits);
+  std::size_t len = std::strlen(buf);
+  if (len + n + 1 > cap) return false;
+  while (n > 0) buf[len++] = digits[--n];
+  buf[len] = '\0';
+  return true;
+}
+
+// Appends `text` to the NUL-terminated text in buf (of size cap); false when it does not fit.
+bool append_text(char* buf, std::size_t cap, const char* text) {
+  const std::size_t len = std::strlen(buf);
+  const std::size_t add = std::strlen(text);
+  if (len + add + 1 > cap) return false;
+  std::memcpy(buf + len, text, add + 1);
+  return true;
+}
+
+// kOwnProc: <target>/<pid> bound from <host proc>/<pid>, and <target>/self -> <pid>. Without
+// a pid namespace the worker keeps this process's pid, so the directory is its own.
+int own_proc(const char* target, const char* host_proc) {
+  char pid[24] = "";
+  char from[512] = "";
+  char to[512] = "";
+  char self[512] = "";
+  if (!append_decimal(pid, sizeof pid, static_cast<std::uint64_t>(::getpid())) ||
+      !append_text(from, sizeof from, host_proc) || !append_text(from, sizeof from, "/") ||
+      !append_text(from, sizeof from, pid) || !append_text(to, sizeof to, target) ||
+      !append_text(to, sizeof to, "/") || !append_text(to, sizeof to, pid) ||
+      !append_text(self, sizeof self, target) || !append_text(self, sizeof self, "/self")) {
+    return ENAMETOOLONG;
+  }
+  if (::mkdir(to, 0555) != 0) return errno;
+  if (::mount(from, to, nullptr, MS_BIND | MS_REC, nullptr) != 0) return errno;
+  // Writable, as a fresh procfs is (lock-down step 3 writes oom_score_adj), but no more.
+  const unsigned long flags =
+      MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | MS_NOEXEC | locked_flags(to);
+  if (::mount(nullptr, to, nullptr, flags, nullptr) != 0) return errno;
+  return ::symlink(pid, self) == 0 ? 0 : errno;
+}
+
 // Returns 0 or the errno of the failing call.
 int apply_mount_op(const MountOp& op, const char* bind_source) {
   const char* target = op.target.c_str();
@@ -74,22 +122,15 @@ int apply_mount_op(const MountOp& op, const char* bind_source) {
     case MountOp::Kind::kTmpfs: {
       // "mode=1777,size=" + decimal, built on the stack.
       char data[64] = "mode=1777,size=";
-      char digits[24];
-      std::size_t n = 0;
-      std::uint64_t v = op.size;
-      do {
-        digits[n++] = static_cast<char>('0' + v % 10);
-        v /= 10;
-      } while (v != 0 && n < sizeof digits);
-      std::size_t len = std::strlen(data);
-      while (n > 0) data[len++] = digits[--n];
-      data[len] = '\0';
+      if (!append_decimal(data, sizeof data, op.size)) return EINVAL;
       return ::mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, data) == 0 ? 0 : errno;
     }
     case MountOp::Kind::kProc:
       return ::mount("proc", target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) == 0
                  ? 0
                  : errno;
+    case MountOp::Kind::kOwnProc:
+      return own_proc(target, bind_source);
   }
   return EINVAL;
 }
@@ -146,6 +187,9 @@ void run_namespace_child(const ChildSetup& s) {
     fail(error_fd, ChildStep::kDeathSignal, -1, errno);
   }
   if (s.wait_for_parent) {
+    // The child has its own copy of the parent's fds (no CLONE_FILES): drop the write end,
+    // so that the parent's death is end of file here.
+    if (s.sync_write_fd >= 0) ::close(s.sync_write_fd);
     char go = 0;
     ssize_t n;
     do {
@@ -263,6 +307,10 @@ std::string describe_child_failure(const ChildFailure& f, const ChildSetup& s) {
           break;
         case MountOp::Kind::kProc:
           what = "mount(proc, " + op.target + ")";
+          break;
+        case MountOp::Kind::kOwnProc:
+          what = "mount(" + std::string(kOldRoot) + op.target + "/<pid>, " + op.target +
+                 "/<pid>, MS_BIND)";
           break;
       }
       break;

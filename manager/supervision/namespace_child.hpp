@@ -27,7 +27,10 @@ namespace sandpool::supervision {
 inline constexpr const char* kOldRoot = "/oldroot";
 
 struct ChildSetup {
-  int sync_fd = -1;   // read end: one byte once the parent has written the id maps
+  int sync_fd = -1;  // read end: one byte once the parent has written the id maps
+  // The write end, which the child closes first: a child holding its own copy of it would
+  // never see end of file on sync_fd when the parent dies before writing.
+  int sync_write_fd = -1;
   int error_fd = -1;  // write end, close-on-exec: a ChildFailure when a step fails
   bool wait_for_parent = false;
   // Ids to switch to (namespace view) after the maps are written; -1: keep.

@@ -180,6 +180,7 @@ class NamespaceSpawner final : public Clone3Spawner {
 
     ChildSetup setup;
     setup.sync_fd = sync_read.get();
+    setup.sync_write_fd = sync_write.get();
     setup.error_fd = error_write.get();
     setup.wait_for_parent = user_ns;
     if (user_ns) {
@@ -271,6 +272,7 @@ class NamespaceSpawner final : public Clone3Spawner {
                             opts_.namespaces.readonly_paths.end());
     request.optional = supervision::default_view_paths();
     request.tmpfs_size = opts_.namespaces.tmpfs_size;
+    request.pid_namespace = in_effect_.has(Namespace::kPid);
     auto ops = supervision::plan_mount_view(request, supervision::posix_view_fs());
     if (!ops) return ops.status().with_context("mount namespace view");
     ops_ = std::move(ops).value();
@@ -313,8 +315,9 @@ class NamespaceSpawner final : public Clone3Spawner {
       for (const MountOp& op : ops_) binds += op.kind == MountOp::Kind::kBind ? 1 : 0;
       log_->debug(
           "[{}] worker {}: mount namespace: private, pivot_root into a read-only tmpfs with {} "
-          "read-only binds, fresh /proc{}",
+          "read-only binds, {}{}",
           name, pid, binds,
+          in_effect_.has(Namespace::kPid) ? "fresh /proc" : "/proc with only the worker's own",
           opts_.namespaces.tmpfs_size != 0
               ? ", tmpfs /tmp of " + std::to_string(opts_.namespaces.tmpfs_size) + " bytes"
               : std::string());

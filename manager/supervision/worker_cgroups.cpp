@@ -54,6 +54,52 @@ void remove_stale_parents(CgroupFs& fs, const std::string& base, CgroupVersion v
   }
 }
 
+// The processes of a cgroup, each opened (a pidfd) and confirmed a member after the open.
+struct Members {
+  std::vector<std::unique_ptr<OpenedProcess>> opened;
+  Status unopened;  // the first member that could not be opened (EMFILE ...), if any
+};
+
+// Reads cgroup.procs, opens each pid, and keeps the processes that the file still lists
+// after they were opened. A pid read from the file may have been freed and reused by another
+// process before the open; a process opened that still has its pid when the file is read
+// again is the member, and one that has exited since can no longer be signalled at all. (A
+// member that moved itself out after the second read is still the worker's own process.)
+Members open_members(CgroupFs& fs, const std::string& dir) {
+  const std::string procs_file = join(dir, "cgroup.procs");
+  Members out;
+  auto listed = fs.read(procs_file);
+  if (!listed) return out;  // gone, or unreadable: rmdir says which
+  for (pid_t pid : parse_pids(*listed)) {
+    auto p = fs.open_process(pid);
+    if (!p) {
+      if (out.unopened) out.unopened = p.status();
+      continue;
+    }
+    if (*p) out.opened.push_back(std::move(p).value());
+  }
+  if (out.opened.empty()) return out;
+  auto again = fs.read(procs_file);
+  const std::vector<pid_t> still = again ? parse_pids(*again) : std::vector<pid_t>{};
+  std::erase_if(out.opened, [&](const std::unique_ptr<OpenedProcess>& p) {
+    return std::find(still.begin(), still.end(), p->pid()) == still.end();
+  });
+  return out;
+}
+
+// Waits until each of `processes` has exited, kExitBound at most; kTimeout names those left.
+Status wait_exited(const std::vector<std::unique_ptr<OpenedProcess>>& processes) {
+  const auto deadline = std::chrono::steady_clock::now() + kExitBound;
+  std::string alive;
+  for (const auto& p : processes) {
+    // Past the deadline, each of the rest is only looked at.
+    if (!p->wait_exited(deadline)) alive += (alive.empty() ? "" : " ") + std::to_string(p->pid());
+  }
+  if (alive.empty()) return Status::ok();
+  return Status::error(Code::kTimeout, "SIGKILLed process(es) " + alive + " still alive after " +
+                                           std::to_string(kExitBound.count()) + " ms");
+}
+
 // Serialises system() with the end of the tree it hands out: a tree going away removes
 // "sandpool-<pid>", which a new one for the same process may be creating at that moment.
 std::mutex& system_mutex() {
@@ -73,22 +119,31 @@ Status remove_cgroup(CgroupFs& fs, const std::string& dir, CgroupVersion version
       if (Status s = remove_cgroup(fs, join(dir, sub), version); !s && subs) subs = s;
     }
     if (!subs) return subs;
-    // v2 (5.14+): one write kills the whole cgroup, forks in flight included. v1, or an older
-    // v2: the kill below is the only one; a process forked meanwhile is killed next round (a
-    // SIGKILLed process forks no more, so the rounds converge). Either way, the processes
-    // listed are waited for: rmdir fails (EBUSY) until each has left on its way out.
-    if (version == CgroupVersion::kV2) (void)fs.write(join(dir, "cgroup.kill"), "1");
-    auto procs = fs.read(join(dir, "cgroup.procs"));
-    const std::vector<pid_t> pids = procs ? parse_pids(*procs) : std::vector<pid_t>{};
-    if (!pids.empty()) {
-      if (Status s = fs.kill_and_wait(pids, kExitBound); !s) {
-        return s.with_context("cgroup " + dir + " still populated");
+    // v2 (5.14+): one write kills the whole cgroup, forks in flight included, and the
+    // processes are only waited for. v1, or an older v2: the members are SIGKILLed one by one
+    // through their pidfds; a process forked meanwhile is killed next round (a SIGKILLed
+    // process forks no more, so the rounds converge). Either way rmdir fails (EBUSY) until
+    // each has left on its way out.
+    const bool kernel_kills =
+        version == CgroupVersion::kV2 && fs.write(join(dir, "cgroup.kill"), "1").is_ok();
+    const Members members = open_members(fs, dir);
+    if (!kernel_kills) {
+      // Without cgroup.kill, a member that cannot be opened cannot be killed safely.
+      if (!members.unopened.is_ok()) {
+        return members.unopened.with_context("cgroup " + dir + " still populated (not signalled)");
       }
+      for (const auto& m : members.opened) {
+        if (Status s = m->kill(); !s) return s.with_context("cgroup " + dir);
+      }
+    }
+    if (Status s = wait_exited(members.opened); !s) {
+      return s.with_context("cgroup " + dir + " still populated");
     }
     last = fs.remove_dir(dir);
     if (last || is_errno(last, ENOENT)) return Status::ok();
     if (!is_errno(last, EBUSY)) return last;
-    if (pids.empty()) fs.back_off(round);  // nothing listed, yet busy: give the kernel a moment
+    // Nothing to wait for, yet busy: give the kernel a moment.
+    if (members.opened.empty()) fs.back_off(round);
   }
   return last.with_context("still populated after " + std::to_string(kRemoveRounds) + " rounds");
 }

@@ -7,7 +7,7 @@
 //                                              pids.max; memory.events; cgroup.kill
 //   v1: <hierarchy>/<own>/sandpool-<pid>/<pool>-<n> for memory, pids (and cpu when a quota
 //       is set): memory.limit_in_bytes (+ memsw), pids.max, cpu.cfs_quota_us/period_us;
-//       memory.oom_control; killing every pid in cgroup.procs
+//       memory.oom_control; killing each process of cgroup.procs through a pidfd
 //
 // Ownership and lifetime: every WorkerCgroup holds its tree; the tree, once the last
 // WorkerCgroup and pool let go of it, kills and removes whatever is left under its parents
@@ -99,10 +99,11 @@ class WorkerCgroup {
   // memory.events oom_kill; v1 memory.oom_control oom_kill, or memory.failcnt on kernels
   // without that counter, when a memory limit is set).
   bool oom_killed() const;
-  // Kills everything inside (v2 cgroup.kill; v1 SIGKILL to every pid in cgroup.procs, again
-  // until none is left), waits until each of those processes has exited, and removes the
-  // directories. On success nothing of the worker runs any more (what it forked may remain as
-  // zombies, for whoever adopted them to reap). Idempotent.
+  // Kills everything inside (v2 cgroup.kill; v1 SIGKILL through a pidfd to each process of
+  // cgroup.procs still listed once opened, again until none is left; never a bare pid),
+  // waits until each of those processes has exited, and removes the directories. On success nothing
+  // of the worker runs any more (what it forked may remain as zombies, for whoever adopted them to
+  // reap). Idempotent.
   Status destroy();
 
  private:

@@ -4,6 +4,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+
+#include <sandpool/pidfd.hpp>
 #include <sandpool/posix_call.hpp>
 
 namespace sandpool::supervision {
@@ -54,6 +57,16 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::start(Spawner& spawner,
       args.gate_fd = 5;
       req.fds.emplace_back(5, gate_read.get());
     }
+  }
+  // The worker's check that this process is still there (lock-down steps 1 and 4), which
+  // unlike getppid() also works from a pid namespace. Without pidfds (before 5.3) the worker
+  // has getppid() alone.
+  UniqueFd manager_pidfd(sandpool::pidfd_open(::getpid()));
+  if (manager_pidfd) {
+    int next = 0;
+    for (const auto& mapped : req.fds) next = std::max(next, mapped.first + 1);
+    args.manager_pidfd = next;
+    req.fds.emplace_back(next, manager_pidfd.get());
   }
   req.args = sandbox::to_argv(args);
   auto child = spawner.spawn(req);

@@ -3,6 +3,7 @@
 #include <sandpool/sandbox/lockdown.hpp>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -30,16 +31,25 @@ Status wait_for_placement(int gate_fd) {
   return Status::ok();
 }
 
-Status set_parent_death_signal(pid_t expected_parent) {
+Status set_parent_death_signal(pid_t expected_parent, int manager_pidfd) {
   auto r = posix_call("prctl(PR_SET_PDEATHSIG, SIGKILL)",
                       [] { return ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0); });
   if (!r) return r.status();
   // The request only covers a parent death that happens from now on: if the manager died
   // before it, we have already been re-parented and would outlive it.
+  if (manager_pidfd >= 0) {
+    // A pidfd polls readable once its process has exited, whatever namespace we are in.
+    pollfd p{manager_pidfd, POLLIN, 0};
+    auto ready = posix_call("poll(manager pidfd)", [&] { return ::poll(&p, 1, 0); });
+    if (!ready) return ready.status();
+    if (*ready > 0) {
+      return Status::error(Code::kClosed,
+                           "the manager's pidfd reports it exited: the manager is gone");
+    }
+  }
   const pid_t parent = ::getppid();
   // 0: the parent lives in an ancestor pid namespace (a worker that is pid 1 of its own),
-  // where its pid means nothing here. The clone3 spawner closed the gap instead: its child
-  // set PR_SET_PDEATHSIG before waiting on a pipe the parent writes (EOF if it died first).
+  // where its pid means nothing here: only the pidfd above could tell.
   if (parent == 0) return Status::ok();
   if (parent != expected_parent) {
     return Status::error(Code::kClosed,

@@ -90,6 +90,10 @@ constexpr FlagSpec kFlags[] = {
      [](WorkerArgs& a, std::string_view f, std::string_view v) {
        return set_number(&a.gate_fd, f, v, 3, INT_MAX);
      }},
+    {"--manager-pidfd", false,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       return set_number(&a.manager_pidfd, f, v, 3, INT_MAX);
+     }},
     {"--config-json", false,
      [](WorkerArgs& a, std::string_view f, std::string_view v) {
        SP_RETURN_IF_ERROR(require_nonempty(f, v));
@@ -204,6 +208,7 @@ std::vector<std::string> to_argv(const WorkerArgs& args) {
   add("--init-timeout-ms", std::to_string(args.init_timeout_ms));
   if (args.parent_pid != 0) add("--parent-pid", std::to_string(args.parent_pid));
   if (args.gate_fd >= 0) add("--gate-fd", std::to_string(args.gate_fd));
+  if (args.manager_pidfd >= 0) add("--manager-pidfd", std::to_string(args.manager_pidfd));
   add("--config-json", args.plugin_config_json);
   add("--seccomp", std::string(profile_name(args.policy.profile)));
   for (const std::string& s : args.policy.allow_syscalls) add("--allow-syscall", s);

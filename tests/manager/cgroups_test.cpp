@@ -317,7 +317,7 @@ TEST_CASE("a process that outlives the wait for its exit is reported at once, by
   for (const std::string& d : (*cg)->dirs()) CHECK_FALSE(fs::exists(d));
 }
 
-TEST_CASE("the cgroup teardown's kill_and_wait returns once each real process has exited") {
+TEST_CASE("a real process opened by pid is SIGKILLed through its pidfd and waited for") {
   std::vector<pid_t> children;
   for (int i = 0; i < 3; ++i) {
     const pid_t pid = ::fork();
@@ -328,14 +328,26 @@ TEST_CASE("the cgroup teardown's kill_and_wait returns once each real process ha
     children.push_back(pid);
   }
   PosixCgroupFs posix;
-  const Status killed = posix.kill_and_wait(children, std::chrono::seconds(60));
-  if (!killed) {
-    for (pid_t pid : children) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-    }
+  std::vector<std::unique_ptr<OpenedProcess>> opened;
+  for (pid_t pid : children) {
+    auto p = posix.open_process(pid);
+    REQUIRE(p);
+    REQUIRE(*p);
+    CHECK((*p)->pid() == pid);
+    opened.push_back(std::move(p).value());
   }
-  REQUIRE(killed);
+  const auto not_yet = std::chrono::steady_clock::now();
+  CHECK_FALSE(opened[0]->wait_exited(not_yet));  // alive: a look, no wait
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  bool all_exited = true;
+  for (auto& p : opened) {
+    REQUIRE(p->kill());
+    all_exited = p->wait_exited(deadline) && all_exited;
+  }
+  if (!all_exited) {
+    for (pid_t pid : children) ::kill(pid, SIGKILL);
+  }
+  REQUIRE(all_exited);
   for (pid_t pid : children) {
     // Exited already: a wait that does not block finds each one, killed by SIGKILL.
     siginfo_t info{};
@@ -344,8 +356,81 @@ TEST_CASE("the cgroup teardown's kill_and_wait returns once each real process ha
     CHECK(info.si_code == CLD_KILLED);
     CHECK(info.si_status == SIGKILL);
   }
-  // Reaped now: nothing to signal, nothing to wait for.
-  CHECK(posix.kill_and_wait(children, std::chrono::milliseconds(0)));
+  // Reaped now: the handles signal nothing (their processes are gone, whoever has the pid
+  // next), and the pids open as nothing.
+  for (auto& p : opened) CHECK(p->kill());
+  for (pid_t pid : children) {
+    auto p = posix.open_process(pid);
+    REQUIRE(p);
+    CHECK_FALSE(*p);
+  }
+}
+
+TEST_CASE("v1: a pid reused between reading cgroup.procs and opening it is never signalled") {
+  V1Host host;
+  auto tree = CgroupTree::open(host.kernel, host.layout(), "sandpool-1");
+  REQUIRE(tree);
+  auto cg = (*tree)->create("p", {0, 8, 0});
+  REQUIRE(cg);
+  const std::string pids = (*cg)->dirs()[1];
+  FakeCgroupKernel::touch(pids + "/cgroup.procs", "100\n101\n102\n");
+  // 101 exits after the read; an unrelated process has its pid by the time it is opened.
+  host.kernel->reused = {101};
+  REQUIRE((*cg)->destroy());
+  CHECK(host.kernel->outsiders_signalled.empty());
+  CHECK(host.kernel->signalled == std::vector<pid_t>{100, 102});
+  for (const std::string& d : (*cg)->dirs()) CHECK_FALSE(fs::exists(d));
+}
+
+TEST_CASE("v1: a member that cannot be opened is not signalled, and the teardown says so") {
+  V1Host host;
+  auto tree = CgroupTree::open(host.kernel, host.layout(), "sandpool-1");
+  REQUIRE(tree);
+  auto cg = (*tree)->create("p", {});
+  REQUIRE(cg);
+  REQUIRE((*cg)->place(300));
+  host.kernel->unopenable = {300};  // out of fds: no pidfd, and a bare pid is never signalled
+  Status s = (*cg)->destroy();
+  REQUIRE_FALSE(s);
+  CHECK(s.message().find("pidfd_open(300)") != std::string::npos);
+  CHECK(s.message().find("not signalled") != std::string::npos);
+  CHECK(host.kernel->killed.empty());
+  for (const std::string& d : (*cg)->dirs()) CHECK(fs::exists(d));
+  host.kernel->unopenable.clear();
+  CHECK((*cg)->destroy());  // a later attempt finishes the job
+  CHECK(host.kernel->killed == std::vector<pid_t>{300});
+}
+
+TEST_CASE("v2: cgroup.kill does the killing, and the teardown signals nobody: it only waits") {
+  V2Host host;
+  auto tree = CgroupTree::open(host.kernel, host.layout(), "sandpool-1");
+  REQUIRE(tree);
+  auto cg = (*tree)->create("images", {});
+  REQUIRE(cg);
+  const std::string dir = (*cg)->dirs().front();
+  FakeCgroupKernel::touch(dir + "/cgroup.procs", "400\n401\n");
+  host.kernel->kill_takes_time = true;  // listed until they have exited
+  host.kernel->reused = {401};          // and 401's pid is another process's by the open
+  REQUIRE((*cg)->destroy());
+  CHECK(host.kernel->killed == std::vector<pid_t>{400, 401});  // by cgroup.kill
+  CHECK(host.kernel->signalled.empty());
+  CHECK_FALSE(fs::exists(dir));
+}
+
+TEST_CASE("v2 without cgroup.kill (before 5.14): members are killed through their pidfds") {
+  V2Host host;
+  host.kernel->missing = {"cgroup.kill"};
+  auto tree = CgroupTree::open(host.kernel, host.layout(), "sandpool-1");
+  REQUIRE(tree);
+  auto cg = (*tree)->create("images", {});
+  REQUIRE(cg);
+  const std::string dir = (*cg)->dirs().front();
+  FakeCgroupKernel::touch(dir + "/cgroup.procs", "500\n501\n");
+  host.kernel->reused = {501};
+  REQUIRE((*cg)->destroy());
+  CHECK(host.kernel->signalled == std::vector<pid_t>{500});
+  CHECK(host.kernel->outsiders_signalled.empty());
+  CHECK_FALSE(fs::exists(dir));
 }
 
 TEST_CASE("a cgroup that lists no process but is still busy is retried with back-off") {

@@ -1,12 +1,13 @@
 // A cgroup tree in a temporary directory, and a CgroupFs that plays the kernel's part on it:
 // a new cgroup gets the files this version's kernel would make, a populated cgroup cannot be
-// removed, cgroup.kill and kill_and_wait() empty cgroup.procs. Everything else is the real
-// PosixCgroupFs doing real file I/O.
+// removed, cgroup.kill and killing an opened process empty cgroup.procs. Everything else is the
+// real PosixCgroupFs doing real file I/O.
 #pragma once
 
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -58,22 +59,28 @@ class FakeCgroupKernel final : public supervision::PosixCgroupFs {
     SP_RETURN_IF_ERROR(PosixCgroupFs::write(path, value));
     if (name == "cgroup.kill" && value == "1") {
       for (pid_t p : pids_in(dir)) killed.push_back(p);
-      touch(dir + "/cgroup.procs", "");
+      // A real kill takes a moment: the dying stay listed until they have exited.
+      if (!kill_takes_time) touch(dir + "/cgroup.procs", "");
     }
     return Status::ok();
   }
-  // Kills each pid; an immortal one is "still alive" when the wait ends.
-  Status kill_and_wait(const std::vector<pid_t>& pids, std::chrono::milliseconds) override {
-    std::string alive;
-    for (pid_t pid : pids) {
-      if (!kill_one(pid)) alive += " " + std::to_string(pid);
+  // The process that has `pid` now: a member of the tree, an outsider that took over the
+  // pid of a member that exited (`reused`), or none.
+  Result<std::unique_ptr<supervision::OpenedProcess>> open_process(pid_t pid) override {
+    if (unopenable.count(pid) != 0) {
+      return Status::from_errno(EMFILE, "pidfd_open(" + std::to_string(pid) + ")");
     }
-    if (alive.empty()) return Status::ok();
-    return Status::error(Code::kTimeout, "SIGKILLed process(es)" + alive + " still alive");
+    const bool outsider = reused.count(pid) != 0;
+    if (outsider) {
+      leave(pid, "");  // the member that had it exited before the open
+    } else if (!listed_anywhere(pid)) {
+      return std::unique_ptr<supervision::OpenedProcess>();
+    }
+    return std::unique_ptr<supervision::OpenedProcess>(new Process(*this, pid, outsider));
   }
   // Returns false iff the pid is immortal.
-  bool kill_one(pid_t pid) {
-    killed.push_back(pid);
+  bool kill_one(pid_t pid, bool record = true) {
+    if (record) killed.push_back(pid);
     if (immortal.count(pid) != 0) return false;
     auto child = fork_on_kill.find(pid);
     for (auto& e : std::filesystem::recursive_directory_iterator(root)) {
@@ -90,6 +97,15 @@ class FakeCgroupKernel final : public supervision::PosixCgroupFs {
   bool alive(pid_t pid) const override { return live.count(pid) != 0; }
   void back_off(int) override { ++back_offs; }
 
+  bool listed_anywhere(pid_t pid) const {
+    for (auto& e : std::filesystem::recursive_directory_iterator(root)) {
+      if (e.path().filename() != "cgroup.procs") continue;
+      for (pid_t p : pids_in(e.path().parent_path())) {
+        if (p == pid) return true;
+      }
+    }
+    return false;
+  }
   std::vector<pid_t> pids_in(const std::string& dir) const {
     auto text = read(dir + "/cgroup.procs");
     return text ? supervision::parse_pids(*text) : std::vector<pid_t>{};
@@ -99,7 +115,8 @@ class FakeCgroupKernel final : public supervision::PosixCgroupFs {
   void leave(pid_t pid, const std::string& except) {
     std::string scope = root;
     const std::string top = root + "/sys/fs/cgroup/";
-    if (version_ == supervision::CgroupVersion::kV1 && except.rfind(top, 0) == 0) {
+    if (version_ == supervision::CgroupVersion::kV1 && !except.empty() &&
+        except.rfind(top, 0) == 0) {
       scope = top + except.substr(top.size(), except.find('/', top.size()) - top.size());
     }
     for (auto& e : std::filesystem::recursive_directory_iterator(scope)) {
@@ -126,12 +143,48 @@ class FakeCgroupKernel final : public supervision::PosixCgroupFs {
   std::map<pid_t, pid_t> fork_on_kill;  // killing the key leaves the value (a fork) behind
   std::set<std::string> refuse;         // writes to these paths fail with refuse_errno
   int refuse_errno = EACCES;
-  std::set<pid_t> live;  // pids alive() reports
-  std::vector<pid_t> killed;
+  std::set<pid_t> live;          // pids alive() reports
+  std::set<pid_t> reused;        // pids a member had, and an outsider has by the time of the open
+  std::set<pid_t> unopenable;    // pids open_process() fails for (EMFILE)
+  bool kill_takes_time = false;  // cgroup.kill leaves the processes listed until waited for
+  std::vector<pid_t> killed;     // by cgroup.kill or through an opened process
+  std::vector<pid_t> signalled;  // through an opened process, members and outsiders
+  std::vector<pid_t> outsiders_signalled;
   int back_offs = 0;
   int busy_removals = 0;  // rmdirs refused (EBUSY) though nothing is listed, before one works
 
  private:
+  class Process final : public supervision::OpenedProcess {
+   public:
+    Process(FakeCgroupKernel& k, pid_t pid, bool outsider)
+        : k_(k), pid_(pid), outsider_(outsider) {}
+    pid_t pid() const override { return pid_; }
+    Status kill() override {
+      k_.signalled.push_back(pid_);
+      if (outsider_) {
+        k_.outsiders_signalled.push_back(pid_);
+      } else {
+        dead_ = k_.kill_one(pid_);
+      }
+      return Status::ok();
+    }
+    // A member killed (by cgroup.kill or kill()) exits at once unless immortal; an outsider
+    // lives on.
+    bool wait_exited(std::chrono::steady_clock::time_point) override {
+      if (outsider_ || k_.immortal.count(pid_) != 0) return false;
+      const bool by_cgroup_kill =
+          std::find(k_.killed.begin(), k_.killed.end(), pid_) != k_.killed.end();
+      if (!dead_ && by_cgroup_kill) dead_ = k_.kill_one(pid_, /*record=*/false);
+      return dead_;
+    }
+
+   private:
+    FakeCgroupKernel& k_;
+    pid_t pid_;
+    bool outsider_;
+    bool dead_ = false;
+  };
+
   std::vector<std::string> files_for(const std::string&) const {
     if (version_ == supervision::CgroupVersion::kV2) {
       return {"cgroup.procs", "cgroup.kill",     "cgroup.controllers", "cgroup.subtree_control",

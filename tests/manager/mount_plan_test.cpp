@@ -53,6 +53,9 @@ std::vector<std::string> render(const std::vector<MountOp>& ops) {
       case MountOp::Kind::kProc:
         out.push_back("proc " + op.target);
         break;
+      case MountOp::Kind::kOwnProc:
+        out.push_back("own-proc " + op.target);
+        break;
     }
   }
   return out;
@@ -75,6 +78,7 @@ FakeFs debian_like() {
 TEST_CASE("the view reproduces symlinks, binds their targets once, parents first") {
   const FakeFs fs = debian_like();
   MountViewRequest req;
+  req.pid_namespace = true;
   req.required = {"/opt/sp/bin", "/opt/sp/plugins"};
   req.optional = {"/lib",           "/usr/lib",  "/usr/lib/x86_64-linux-gnu",
                   "/etc/localtime", "/dev/null", "/lib64"};
@@ -112,6 +116,7 @@ TEST_CASE("the view reproduces symlinks, binds their targets once, parents first
 TEST_CASE("a path under a bound directory is not bound again") {
   const FakeFs fs = debian_like();
   MountViewRequest req;
+  req.pid_namespace = true;
   req.required = {"/opt/sp/plugins", "/opt"};
   auto ops = plan_mount_view(req, fs);
   REQUIRE(ops);
@@ -123,6 +128,7 @@ TEST_CASE("a plugin directory under /tmp is bound inside the fresh tmpfs") {
   FakeFs fs = debian_like();
   fs.dir("/tmp/plugins");
   MountViewRequest req;
+  req.pid_namespace = true;
   req.required = {"/tmp/plugins"};
   SECTION("with a tmpfs: mounted first, the directory made inside it") {
     req.tmpfs_size = 4096;
@@ -144,6 +150,7 @@ TEST_CASE("a path through a symlinked directory resolves like the kernel does") 
   FakeFs fs = debian_like();
   fs.link("/opt/current", "sp").link("/srv", "/opt/current/plugins");
   MountViewRequest req;
+  req.pid_namespace = true;
   req.required = {"/srv"};
   auto ops = plan_mount_view(req, fs);
   REQUIRE(ops);
@@ -153,14 +160,22 @@ TEST_CASE("a path through a symlinked directory resolves like the kernel does") 
                                  "proc /proc", "symlink /srv -> /opt/current/plugins"});
 }
 
-TEST_CASE("the host's /proc is never bound: the view gets a fresh one") {
+TEST_CASE("the host's /proc is never bound: a fresh one with a pid namespace, else its own") {
   FakeFs fs = debian_like();
   fs.dir("/proc").dir("/proc/sys");
   MountViewRequest req;
   req.required = {"/proc/sys"};
-  auto ops = plan_mount_view(req, fs);
-  REQUIRE(ops);
-  CHECK(render(*ops) == std::vector<std::string>{"mkdir /proc", "proc /proc"});
+  SECTION("a pid namespace: a fresh procfs shows the worker's namespace only") {
+    req.pid_namespace = true;
+    auto ops = plan_mount_view(req, fs);
+    REQUIRE(ops);
+    CHECK(render(*ops) == std::vector<std::string>{"mkdir /proc", "proc /proc"});
+  }
+  SECTION("none: a fresh procfs would show the host's processes; the worker gets its own") {
+    auto ops = plan_mount_view(req, fs);
+    REQUIRE(ops);
+    CHECK(render(*ops) == std::vector<std::string>{"mkdir /proc", "own-proc /proc"});
+  }
 }
 
 TEST_CASE("a view that cannot be planned names the path") {
@@ -182,6 +197,7 @@ TEST_CASE("a view that cannot be planned names the path") {
 TEST_CASE("a missing optional path is left out") {
   const FakeFs fs = debian_like();
   MountViewRequest req;
+  req.pid_namespace = true;
   req.optional = {"/lib64", "/etc/ld.so.cache"};
   auto ops = plan_mount_view(req, fs);
   REQUIRE(ops);

@@ -799,6 +799,30 @@ TEST_CASE("a backtrace that arrives within the grace period ends the wait and jo
   CHECK(logs[0].find("#0 spin_forever+0x11") != std::string::npos);
 }
 
+TEST_CASE("a worker's backtrace reaches the log as one escaped line, and its account keeps it") {
+  Harness h(with_backtraces());
+  std::vector<std::string> logs;
+  h.core->set_log([&](int, const std::string& text) { logs.push_back(text); });
+  h.ready_all();
+  auto t = h.submit();
+  const auto w = h.holder(t->id);
+  h.ctl.workers[w].started = t->id;
+  h.advance(1001ms);
+  REQUIRE(h.ctl.workers[w].backtrace_requests == 1);
+  // Worker-written: a terminal escape, and a newline before a forged log line.
+  const std::string forged = "#0 f\x1b[2J\n2030-01-01 [critical] forged";
+  h.ctl.workers[w].backtrace = forged;
+  h.core->observe_backtraces(h.now);
+  h.exit(w, ExitStatus{false, 0, SIGKILL});
+  REQUIRE(logs.size() == 1);
+  CHECK(logs[0].find('\n') == std::string::npos);
+  CHECK(logs[0].find('\x1b') == std::string::npos);
+  CHECK(logs[0].find("#0 f\\x1b[2J\\n2030-01-01 [critical] forged") != std::string::npos);
+  auto a = account(t);
+  REQUIRE(a.history.size() == 1);
+  CHECK(a.history[0].backtrace == forged);
+}
+
 TEST_CASE("a task that finishes during the backtrace grace charges nobody else") {
   Harness h(with_backtraces());
   h.ready_all();

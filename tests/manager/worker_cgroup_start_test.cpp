@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <map>
 
 #include "fake_cgroup_tree.hpp"
 #include "supervision/worker_process.hpp"
@@ -22,8 +24,9 @@ namespace {
 
 constexpr pid_t kChildPid = 4321;
 
-// Records the request and keeps a copy of the fd mapped to 5 (the gate) so the test can read
-// what the manager sends the "child". Returns a ChildProcess with no pidfd (nothing to kill).
+// Records the request and keeps a copy of every fd mapped (the one mapped to 5 is the gate) so
+// the test can look at them, and read what the manager sends the "child". Returns a ChildProcess
+// with no pidfd (nothing to kill).
 class RecordingSpawner final : public Spawner {
  public:
   explicit RecordingSpawner(bool into_cgroup) : into_cgroup_(into_cgroup) {}
@@ -31,6 +34,7 @@ class RecordingSpawner final : public Spawner {
     request = req;
     for (auto [child_fd, parent_fd] : req.fds) {
       if (child_fd == 5) gate.reset(::fcntl(parent_fd, F_DUPFD_CLOEXEC, 0));
+      copies[child_fd] = UniqueFd(::fcntl(parent_fd, F_DUPFD_CLOEXEC, 0));
     }
     if (req.into_cgroup_fd >= 0) {
       char buf[4096];
@@ -44,6 +48,7 @@ class RecordingSpawner final : public Spawner {
 
   SpawnRequest request;
   UniqueFd gate;
+  std::map<int, UniqueFd> copies;  // by child fd: what the child would have had
   std::string into_cgroup_path;
 
  private:
@@ -151,5 +156,25 @@ TEST_CASE("without cgroups there is no gate") {
   REQUIRE(proc);
   CHECK((*proc)->cgroup() == nullptr);
   CHECK_FALSE(has_arg(spawner.request, "--gate-fd"));
-  CHECK(spawner.request.fds.size() == 4);
+  CHECK(spawner.request.fds.size() == 5);  // stdout, stderr, region, doorbell, manager pidfd
+}
+
+TEST_CASE("a worker is handed a pidfd of its manager, above its other fds") {
+  RecordingSpawner spawner(false);
+  auto proc = WorkerProcess::start(spawner, spec_with(nullptr));
+  REQUIRE(proc);
+  const auto& args = spawner.request.args;
+  auto flag = std::find(args.begin(), args.end(), "--manager-pidfd");
+  REQUIRE(flag != args.end());
+  REQUIRE(std::next(flag) != args.end());
+  const int child_fd = std::stoi(*std::next(flag));
+  for (auto [c, p] : spawner.request.fds) CHECK(c <= child_fd);
+  REQUIRE(spawner.copies.count(child_fd) == 1);
+  // The kernel says which process a pidfd stands for: this one.
+  std::ifstream info("/proc/self/fdinfo/" + std::to_string(spawner.copies[child_fd].get()));
+  std::string line, pid;
+  while (std::getline(info, line)) {
+    if (line.rfind("Pid:", 0) == 0) pid = line.substr(line.find_first_not_of(" \t", 4));
+  }
+  CHECK(pid == std::to_string(::getpid()));
 }

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
 #include <future>
 
 #include "poold_process.hpp"
@@ -140,6 +142,50 @@ class NobodyChild {
   int go_[2] = {-1, -1};
   pid_t pid_ = -1;
 };
+
+TEST_CASE("poold: a read-only uid sees a task's account, and only an admin its result bytes") {
+  if (::geteuid() != 0) {
+    std::fprintf(stderr, "skipped: needs root (to connect as uid 65534 from a child)\n");
+    std::exit(77);
+  }
+  TempDir dir;
+  ::chmod(dir.path.c_str(), 0755);
+  const auto config = dir.path / "poold.yaml";
+  const std::string socket = (dir.path / "poold.sock").string();
+  int id_pipe[2];
+  REQUIRE(::pipe(id_pipe) == 0);
+  NobodyChild read_only([&] {
+    std::uint64_t id = 0;
+    if (::read(id_pipe[0], &id, sizeof id) != sizeof id) return 10;
+    auto c = Client::connect(socket);
+    if (!c || c->rights() != "read") return 11;
+    auto t = c->task(id);
+    if (!t) return 12;
+    if (t->state != "completed" || t->body["attempts"] != 1) return 13;  // the account: yes
+    if (!t->result.empty()) return 14;                                   // its bytes: no
+    if (t->body.value("result_withheld", false) != true) return 15;
+    return 0;
+  });
+  ::close(id_pipe[0]);
+
+  write_file(config, service_yaml(dir.path, "  allow:\n    - {user: 65534, rights: read}\n") +
+                         "pools:\n" + pool_yaml("echo", "echo"));
+  PooldProcess poold(config);
+  REQUIRE(poold.wait_ready());
+  auto admin = Client::connect(socket);
+  REQUIRE(admin);
+  auto done = admin->submit_wait(task("echo", "the secret result"));
+  REQUIRE(done);
+  REQUIRE(done->state == "completed");
+  auto seen = admin->task(done->id);
+  REQUIRE(seen);
+  CHECK(seen->result == "the secret result");
+  CHECK_FALSE(seen->body.contains("result_withheld"));
+  const std::uint64_t id = done->id;
+  REQUIRE(::write(id_pipe[1], &id, sizeof id) == sizeof id);
+  ::close(id_pipe[1]);
+  CHECK(read_only.run() == 0);
+}
 
 TEST_CASE("poold: a read-only uid is refused an admin op, an unlisted uid is refused") {
   if (::geteuid() != 0) {

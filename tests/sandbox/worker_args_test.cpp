@@ -14,7 +14,7 @@ namespace {
 auto fields(const WorkerArgs& a) {
   const ResourceLimits& l = a.policy.limits;
   return std::tie(a.plugin_path, a.channel_fd, a.doorbell_fd, a.heartbeat_ms, a.max_result,
-                  a.init_timeout_ms, a.plugin_config_json, a.parent_pid, a.gate_fd,
+                  a.init_timeout_ms, a.plugin_config_json, a.parent_pid, a.gate_fd, a.manager_pidfd,
                   a.policy.profile, a.policy.allow_syscalls, l.address_space, l.cpu_seconds,
                   l.open_files, l.processes, l.file_size, a.policy.keep_env, a.policy.run_as,
                   a.policy.readonly_paths, a.policy.require);
@@ -47,6 +47,7 @@ TEST_CASE("every field of WorkerArgs survives to_argv and parse_worker_argv") {
       Change([](WorkerArgs& a) { a.init_timeout_ms = 1; }),
       Change([](WorkerArgs& a) { a.parent_pid = 4242; }),
       Change([](WorkerArgs& a) { a.gate_fd = 5; }),
+      Change([](WorkerArgs& a) { a.manager_pidfd = 6; }),
       Change([](WorkerArgs& a) { a.plugin_config_json = R"({"k": "--seccomp off", "n": [1,2]})"; }),
       Change([](WorkerArgs& a) { a.plugin_config_json = "-"; }),
       Change([](WorkerArgs& a) { a.policy.profile = SeccompProfile::kRelaxed; }),

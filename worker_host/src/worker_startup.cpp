@@ -200,12 +200,13 @@ void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
   }
 
   // 1. Die with the manager.
-  report.check(sandbox::set_parent_death_signal(spawner), sandbox::kExitLockdown,
-               "lock-down step 1 (parent death signal)");
+  report.check(sandbox::set_parent_death_signal(spawner, args.manager_pidfd),
+               sandbox::kExitLockdown, "lock-down step 1 (parent death signal)");
 
   // 2. Nothing inherited but stdio and the channel; a clean, predictable process.
-  report.check(sandbox::close_inherited_fds({args.channel_fd, args.doorbell_fd}),
-               sandbox::kExitLockdown, "lock-down step 2 (inherited fds)");
+  report.check(
+      sandbox::close_inherited_fds({args.channel_fd, args.doorbell_fd, args.manager_pidfd}),
+      sandbox::kExitLockdown, "lock-down step 2 (inherited fds)");
   report.check(sandbox::reset_process_state(args.policy.keep_env), sandbox::kExitLockdown,
                "lock-down step 2 (environment, cwd, umask, stdio)");
   Result<std::unique_ptr<WorkerChannel>> attached =
@@ -231,8 +232,10 @@ void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
   Result<sandbox::PrivilegeDrop> dropped = sandbox::drop_privileges(args.policy.run_as);
   report.check(dropped.status(), sandbox::kExitLockdown, "lock-down step 4 (privileges)");
   // Changing credentials cleared the parent-death signal; the manager may be gone by now.
-  report.check(sandbox::set_parent_death_signal(spawner), sandbox::kExitLockdown,
-               "lock-down step 4 (parent death signal again)");
+  report.check(sandbox::set_parent_death_signal(spawner, args.manager_pidfd),
+               sandbox::kExitLockdown, "lock-down step 4 (parent death signal again)");
+  // From here PR_SET_PDEATHSIG stays set: the manager's pidfd is not the plugin's to keep.
+  if (args.manager_pidfd >= 0) ::close(args.manager_pidfd);
   isolation.add_privileges(*dropped);
   report.debug(describe_drop(*dropped, args.policy.run_as));
   std::error_code ec;

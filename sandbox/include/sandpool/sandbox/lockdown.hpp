@@ -27,14 +27,15 @@ namespace sandpool::sandbox {
 // means the manager gave up on it (placement failed, or the manager died): an error.
 Status wait_for_placement(int gate_fd);
 
-// Step 1. Asks for SIGKILL when the parent dies, then checks that getppid() is still
-// `expected_parent` (the parent may have died before the request; the kernel does not
-// deliver the signal retroactively). Kernel quirk for the spawner: the signal follows the
-// parent *thread*, so the manager must spawn from a thread that lives as long as it does.
-// Changing credentials (step 4) clears the setting; that step must call this again.
-// In a pid namespace getppid() is 0 (the parent is outside it): accepted, the clone3 spawner
-// set the signal before exec and checked its parent by other means.
-Status set_parent_death_signal(pid_t expected_parent);
+// Step 1. Asks for SIGKILL when the parent dies, then checks that the manager is still there
+// (it may have died before the request; the kernel does not deliver the signal
+// retroactively): `manager_pidfd` (a pidfd of the manager, -1 for none) must not be readable
+// yet, and getppid() must still be `expected_parent`. In a pid namespace getppid() is 0 (the
+// parent is outside it) and tells nothing: there the pidfd is the only check. Kernel quirk
+// for the spawner: the signal follows the parent *thread*, so the manager must spawn from a
+// thread that lives as long as it does. Changing credentials (step 4) clears the setting;
+// that step must call this again.
+Status set_parent_death_signal(pid_t expected_parent, int manager_pidfd = -1);
 
 // Step 2a. Closes every fd except stdin/stdout/stderr and those in `keep` (close_range), so
 // nothing the manager leaked (sockets, other workers' regions) is reachable from the plugin.

@@ -28,6 +28,10 @@ struct WorkerArgs {
   // anything else, so the manager can put it into its cgroups before any plugin code runs
   // (end of file instead of the byte: placement failed, the worker exits).
   int gate_fd = -1;
+  // A pidfd of the manager, or -1. Steps 1 and 4 check it after PR_SET_PDEATHSIG: readable
+  // means the manager has exited. Unlike getppid(), it also tells in a pid namespace, where
+  // the parent is outside and getppid() is 0. Closed before any plugin code runs.
+  int manager_pidfd = -1;
   SandboxPolicy policy;
 };
 
