@@ -4,9 +4,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
+#include <vector>
 
 #include "control_fixture.hpp"
+#include "host_probe.hpp"
 
 using namespace sandpool;
 using namespace sandpool::testing;
@@ -25,17 +28,32 @@ TEST_CASE("the socket gets the configured mode before anyone connects") {
   CHECK((st.st_mode & 07777) == mode);
 }
 
+// A group the socket would not get by itself (it is created with this process's group, in a
+// directory of that group): root may chown to any gid; another user only to one of its
+// supplementary groups, and the test skips for a user that has none.
+gid_t group_other_than_own() {
+  const gid_t own = ::getegid();
+  if (::geteuid() == 0) return own == 4242 ? 4243 : 4242;
+  std::vector<gid_t> groups(static_cast<std::size_t>(std::max(::getgroups(0, nullptr), 0)));
+  const int n = ::getgroups(static_cast<int>(groups.size()), groups.data());
+  for (int i = 0; i < n; ++i) {
+    if (groups[static_cast<std::size_t>(i)] != own) return groups[static_cast<std::size_t>(i)];
+  }
+  skip_test("this user has no group but its own to give the socket");
+}
+
 TEST_CASE("the socket gets the configured group") {
   TempDir dir;
   FakeHandler handler;
   ControlServerOptions o;
   o.path = dir.file("poold.sock");
-  // A group the test may always chown to: its own (root could pick any, others cannot).
-  o.group = ::getgid();
-  auto server = start_server(o, handler);
+  o.group = group_other_than_own();
   struct stat st {};
+  REQUIRE(::stat(dir.file(".").c_str(), &st) == 0);
+  REQUIRE(st.st_gid != o.group);
+  auto server = start_server(o, handler);
   REQUIRE(::stat(o.path.c_str(), &st) == 0);
-  CHECK(st.st_gid == ::getgid());
+  CHECK(st.st_gid == o.group);
 }
 
 TEST_CASE("a stale socket left by a dead server is replaced") {

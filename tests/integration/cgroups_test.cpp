@@ -1,6 +1,8 @@
 // Per-worker cgroups on this machine's real controllers (cgroup v1 here and in CI; v2 is
 // covered by the fake trees in tests/manager/cgroups_test.cpp), with real workers, as root.
-// A case skips, saying why, only when the host lacks the controllers or the rights.
+// A case skips (ctest's SKIP_RETURN_CODE), saying why, only when the host lacks the
+// controllers or the rights as a probe of its own finds (host_probe.hpp); where that probe
+// finds them, sandpool must find them too.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -8,8 +10,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <optional>
 
+#include "host_probe.hpp"
 #include "supervision/cgroup_layout.hpp"
 #include "supervision/worker_cgroups.hpp"
 #include "test_support.hpp"
@@ -25,14 +27,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The layout this process sees, or nullopt (and a warning naming why) when per-worker
-// cgroups cannot be made here.
-std::optional<supervision::CgroupLayout> usable_layout() {
+// The layout this process sees. Skips the test when the host cannot give workers cgroups;
+// fails it when it can but sandpool finds otherwise.
+supervision::CgroupLayout usable_layout() {
+  sandpool::testing::require_worker_cgroups();
   auto tree = supervision::CgroupTree::system();
-  if (!tree) {
-    WARN("skipped: this host cannot give workers cgroups: " << tree.status().message());
-    return std::nullopt;
-  }
+  INFO("CgroupTree::system(): " << tree.status().to_string());
+  REQUIRE(tree);
   supervision::PosixCgroupFs posix;
   auto sources = supervision::read_cgroup_sources(posix);
   REQUIRE(sources);
@@ -73,14 +74,13 @@ bool dead(pid_t pid) {
 }  // namespace
 
 TEST_CASE("a worker is in its memory and pids cgroups before its plugin's init runs") {
-  auto layout = usable_layout();
-  if (!layout) return;
+  const supervision::CgroupLayout layout = usable_layout();
   PoolOptions o = cgroup_pool(SANDPOOL_TEST_PLUGIN_DIR "/libcgroup_probe.so", "probe");
   const bool v1_cpu =
-      layout->version == supervision::CgroupVersion::kV1 && layout->v1_dirs.count("cpu") != 0;
+      layout.version == supervision::CgroupVersion::kV1 && layout.v1_dirs.count("cpu") != 0;
   if (v1_cpu) o.sandbox.cpu_quota = 0.5;
   auto pool = make_pool(o);
-  const std::string expected = "+cgroup:" + std::string(supervision::to_string(layout->version));
+  const std::string expected = "+cgroup:" + std::string(supervision::to_string(layout.version));
   CHECK(pool->isolation() == "rlimits+seccomp:strict" + expected);
 
   auto r = run(*pool, "cgroup_probe", "");
@@ -88,7 +88,7 @@ TEST_CASE("a worker is in its memory and pids cgroups before its plugin's init r
   const std::string seen = r.result;
   INFO(seen);
   const std::string mine = "/sandpool-" + std::to_string(::getpid()) + "/probe-";
-  if (layout->version == supervision::CgroupVersion::kV1) {
+  if (layout.version == supervision::CgroupVersion::kV1) {
     std::vector<std::string> controllers = {":memory:", ":pids:"};
     if (v1_cpu) controllers.push_back(":cpu:");
     for (const std::string& controller : controllers) {
@@ -98,7 +98,7 @@ TEST_CASE("a worker is in its memory and pids cgroups before its plugin's init r
     }
     if (v1_cpu) {
       const std::string cpu_parent =
-          layout->v1_dirs.at("cpu") + "/sandpool-" + std::to_string(::getpid());
+          layout.v1_dirs.at("cpu") + "/sandpool-" + std::to_string(::getpid());
       for (const fs::directory_entry& e : fs::directory_iterator(cpu_parent)) {
         if (e.is_directory()) CHECK(slurp(e.path().string() + "/cpu.cfs_quota_us") == "50000\n");
       }
@@ -112,7 +112,7 @@ TEST_CASE("a worker is in its memory and pids cgroups before its plugin's init r
   // The cgroup holds the worker while it lives, and goes with the pool.
   const std::vector<WorkerInfo> workers = pool->workers();
   REQUIRE(workers.size() == 1);
-  const std::vector<std::string> dirs = parents(*layout);
+  const std::vector<std::string> dirs = parents(layout);
   for (const std::string& d : dirs) CHECK(fs::exists(d));
   pool->close();
   pool.reset();
@@ -120,8 +120,7 @@ TEST_CASE("a worker is in its memory and pids cgroups before its plugin's init r
 }
 
 TEST_CASE("a memory hog under a cgroup memory limit is OOM-killed: resource_limit: memory") {
-  auto layout = usable_layout();
-  if (!layout) return;
+  const supervision::CgroupLayout layout = usable_layout();
   PoolOptions o = cgroup_pool(sandpool::testing::plugin("alloc"), "hog");
   o.sandbox.limits.address_space = 64ull << 20;
   auto pool = make_pool(o);
@@ -134,14 +133,13 @@ TEST_CASE("a memory hog under a cgroup memory limit is OOM-killed: resource_limi
   CHECK(r.history[0].error.rfind("resource_limit: memory (cgroup memory limit", 0) == 0);
   // What fits still runs, on the replacement, in a cgroup of its own.
   CHECK(run(*pool, "alloc", "8").state == TaskState::kCompleted);
-  const std::vector<std::string> dirs = parents(*layout);
+  const std::vector<std::string> dirs = parents(layout);
   pool.reset();
   for (const std::string& d : dirs) CHECK_FALSE(fs::exists(d));
 }
 
 TEST_CASE("a fork bomb is contained by pids.max, and its processes die with the pool") {
-  auto layout = usable_layout();
-  if (!layout) return;
+  const supervision::CgroupLayout layout = usable_layout();
   PoolOptions o = cgroup_pool(SANDPOOL_TEST_PLUGIN_DIR "/libfork_bomb.so", "bomb");
   o.sandbox.limits.processes = 16;
   o.sandbox.allow_syscalls = {"fork"};
@@ -156,7 +154,7 @@ TEST_CASE("a fork bomb is contained by pids.max, and its processes die with the 
   CHECK(r.result.find("EAGAIN") != std::string::npos);
 
   // Every fork is still there, in the worker's cgroup, until the pool goes.
-  const std::vector<std::string> dirs = parents(*layout);
+  const std::vector<std::string> dirs = parents(layout);
   std::vector<pid_t> inside;
   for (const fs::directory_entry& e : fs::directory_iterator(dirs.back())) {
     if (!e.is_directory()) continue;

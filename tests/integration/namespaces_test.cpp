@@ -1,7 +1,8 @@
 // Workers in namespaces, with real processes: a pool whose sandbox asks for every namespace
 // spawns through clone3, and the ns_probe plugin reports what the worker sees from inside.
-// The kernel here (6.18, root, user namespaces allowed) supports them all; a test skips,
-// with the reason, only where the kernel refuses one.
+// The kernel here (6.18, root, user namespaces allowed) supports them all; a test skips
+// (ctest's SKIP_RETURN_CODE), with the reason, only where the kernel refuses one, as a probe
+// of its own finds (host_probe.hpp), and fails where sandpool's probe disagrees with it.
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
@@ -20,6 +21,7 @@
 
 #include <sandpool/spawner.hpp>
 
+#include "host_probe.hpp"
 #include "supervision/proc_stats.hpp"
 #include "test_support.hpp"
 
@@ -33,13 +35,15 @@ namespace {
 
 const std::string kProbe = std::string(SANDPOOL_TEST_PLUGIN_DIR) + "/libns_probe.so";
 
-// True iff this process may create every namespace; otherwise WARNs the kernel's reason.
-bool kernel_allows_all() {
+// Skips the test unless the kernel lets a child of this process create every namespace;
+// then sandpool's own probe must agree (or the pools below would quietly run without them).
+void require_all_namespaces() {
+  sandpool::testing::require_namespaces();
   std::string why;
   const sandbox::NamespaceSet all = sandbox::NamespaceSet::all();
-  if (probe_namespaces(all, &why) == all) return true;
-  WARN("SKIPPED: the kernel refuses namespaces here: " << why);
-  return false;
+  const sandbox::NamespaceSet found = probe_namespaces(all, &why);
+  INFO("sandpool's probe_namespaces: " << why);
+  REQUIRE(found == all);
 }
 
 PoolOptions isolated_pool(std::uint32_t workers = 1) {
@@ -99,7 +103,7 @@ struct Listener {
 }  // namespace
 
 TEST_CASE("a namespaced worker is pid 1 of its own pid namespace and sees no other process") {
-  if (!kernel_allows_all()) return;
+  require_all_namespaces();
   auto pool = make_pool(isolated_pool());
   CHECK(probe(*pool, "pid") == "1");
   CHECK(probe(*pool, "procs") == "1");
@@ -111,7 +115,7 @@ TEST_CASE("a namespaced worker is pid 1 of its own pid namespace and sees no oth
 }
 
 TEST_CASE("a namespaced worker has only lo, up, and cannot reach a listener on the host") {
-  if (!kernel_allows_all()) return;
+  require_all_namespaces();
   auto pool = make_pool(isolated_pool());
   CHECK(probe(*pool, "ifaces") == "lo");
   Listener host;
@@ -122,7 +126,7 @@ TEST_CASE("a namespaced worker has only lo, up, and cannot reach a listener on t
 }
 
 TEST_CASE("a namespaced worker sees a read-only minimal view: no /home, no secret, its own /tmp") {
-  if (!kernel_allows_all()) return;
+  require_all_namespaces();
   // A world-readable secret outside the view.
   char dir_template[] = "/var/tmp/sp-ns-secret-XXXXXX";
   REQUIRE(::mkdtemp(dir_template) != nullptr);
@@ -160,11 +164,8 @@ TEST_CASE("a namespaced worker sees a read-only minimal view: no /home, no secre
 }
 
 TEST_CASE("with a root manager the worker is the overflow user, or the ns root over a 1:1 user") {
-  if (!kernel_allows_all()) return;
-  if (::geteuid() != 0) {
-    WARN("SKIPPED: the id maps of a root manager need root");
-    return;
-  }
+  require_all_namespaces();
+  sandpool::testing::require_root("the id maps of a root manager");
   SECTION("no worker user configured: nobody, inside and out") {
     auto pool = make_pool(isolated_pool());
     CHECK(probe(*pool, "ids") == "65534 65534");
@@ -191,7 +192,7 @@ TEST_CASE("with a root manager the worker is the overflow user, or the ns root o
 }
 
 TEST_CASE("tasks flow through the ring of a namespaced worker, and kills still work") {
-  if (!kernel_allows_all()) return;
+  require_all_namespaces();
   PoolOptions o = isolated_pool(2);
   o.timeout = 300ms;
   o.retries = 0;
@@ -219,7 +220,7 @@ TEST_CASE("tasks flow through the ring of a namespaced worker, and kills still w
 }
 
 TEST_CASE("a namespaced worker's own children die with it: no stray process") {
-  if (!kernel_allows_all()) return;
+  require_all_namespaces();
   std::vector<pid_t> outer_pids;
   {
     auto pool = make_pool(isolated_pool());
@@ -274,16 +275,14 @@ TEST_CASE("the clone3 spawner starts a child inside a cgroup v2 directory (CLONE
       if (line.rfind("0::", 0) == 0) own = line.substr(3);
     }
   }
-  if (mount.empty() || own.empty()) {
-    WARN("SKIPPED: no cgroup2 hierarchy mounted here");
-    return;
-  }
+  if (mount.empty() || own.empty())
+    sandpool::testing::skip_test("no cgroup2 hierarchy mounted here");
   const std::string rel =
       (own == "/" ? "" : own) + "/sandpool-clone-test-" + std::to_string(::getpid());
   const std::string dir = mount + rel;
   if (::mkdir(dir.c_str(), 0755) != 0) {
-    WARN("SKIPPED: cannot make a cgroup in " << mount << own << ": " << std::strerror(errno));
-    return;
+    sandpool::testing::skip_test("cannot make a cgroup in " + mount + own + ": " +
+                                 std::strerror(errno));
   }
   const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   REQUIRE(dir_fd >= 0);

@@ -18,6 +18,7 @@ using sandpool::testing::kPatience;
 using sandpool::testing::make_pool;
 using sandpool::testing::pool_options;
 using sandpool::testing::run;
+using sandpool::testing::wait_running;
 
 TEST_CASE("an echo task goes through a worker process and comes back") {
   auto pool = make_pool(pool_options("echo"));
@@ -118,9 +119,10 @@ TEST_CASE("higher priority tasks are served first, FIFO within a level") {
   auto pool = make_pool(o);
   std::mutex mu;
   std::vector<std::string> order;
-  // Hold the only worker so that the rest queue up behind it.
-  auto block = pool->submit("sleep", "300");
+  // Hold the only worker until every task below is queued behind it.
+  auto block = pool->submit("sleep", "600000");
   REQUIRE(block);
+  wait_running(*block);
   for (auto [label, prio] : {std::pair{"low", 0}, {"high", 10}, {"mid", 5}, {"high2", 10}}) {
     SubmitOptions so;
     so.priority = prio;
@@ -130,7 +132,10 @@ TEST_CASE("higher priority tasks are served first, FIFO within a level") {
     };
     REQUIRE(pool->submit("sleep", "1", so));
   }
+  REQUIRE(pool->stats().queued == 4);
+  REQUIRE(block->cancel());
   pool->wait_idle();
+  CHECK(block->wait().state == TaskState::kCancelled);
   std::lock_guard lock(mu);
   CHECK(order == std::vector<std::string>{"high", "high2", "mid", "low"});
 }
@@ -169,10 +174,16 @@ TEST_CASE("every dispatch strategy serves tasks, and the strategy can change at 
     so.key = "k" + std::to_string(i % 7);
     ts.push_back(*pool->submit("echo", std::to_string(i), so));
   }
-  REQUIRE(pool->set_strategy(DispatchStrategy::kLeastLoaded));
+  CHECK(pool->stats().dispatch == s);
+  const DispatchStrategy next = s == DispatchStrategy::kLeastLoaded
+                                    ? DispatchStrategy::kRoundRobin
+                                    : DispatchStrategy::kLeastLoaded;
+  REQUIRE(pool->set_strategy(next));
+  CHECK(pool->stats().dispatch == next);
   for (int i = 0; i < 50; ++i) ts.push_back(*pool->submit("echo", "after"));
   pool->wait_idle();
   for (auto& t : ts) CHECK(t.wait().state == TaskState::kCompleted);
+  CHECK(pool->stats().dispatch == next);
 }
 
 TEST_CASE("affinity sends every task with one key to the same worker process") {
@@ -190,12 +201,27 @@ TEST_CASE("affinity sends every task with one key to the same worker process") {
 }
 
 TEST_CASE("scale changes the number of workers at run time without failing a task") {
-  auto pool = make_pool(pool_options("sleep", 2));
+  PoolOptions o = pool_options("sleep", 2);
+  o.concurrency = 1;  // one task per worker: four held tasks need four workers
+  auto pool = make_pool(o);
+  CHECK(pool->stats().target_workers == 2);
   std::vector<Ticket> ts;
   for (int i = 0; i < 20; ++i) ts.push_back(*pool->submit("sleep", "5"));
   REQUIRE(pool->scale(4));
+  CHECK(pool->stats().target_workers == 4);
+  // Four workers serve at once: four tasks that each wait for a cancel all run together.
+  std::vector<Ticket> held;
+  for (int i = 0; i < 4; ++i) held.push_back(*pool->submit("sleep", "600000"));
+  for (const Ticket& t : held) wait_running(t);
+  std::set<std::int32_t> busy;
+  for (const WorkerInfo& w : pool->workers()) {
+    if (w.in_flight > 0) busy.insert(w.pid);
+  }
+  CHECK(busy.size() == 4);
+  for (const Ticket& t : held) REQUIRE(t.cancel());
   for (int i = 0; i < 20; ++i) ts.push_back(*pool->submit("sleep", "5"));
   REQUIRE(pool->scale(1));
+  CHECK(pool->stats().target_workers == 1);
   for (int i = 0; i < 20; ++i) ts.push_back(*pool->submit("sleep", "1"));
   pool->wait_idle();
   for (auto& t : ts) {
@@ -212,7 +238,9 @@ TEST_CASE("scale changes the number of workers at run time without failing a tas
   for (const auto& w : left)
     UNSCOPED_INFO("worker " << w.pid << " " << w.state << " in flight " << w.in_flight);
   CHECK(left.size() == 1);
+  CHECK(pool->stats().workers == 1);
   CHECK(pool->stats().restarts == 0);
+  for (const Ticket& t : held) CHECK(t.wait().state == TaskState::kCancelled);
 }
 
 TEST_CASE("close finishes the work it accepted and refuses more") {

@@ -98,14 +98,18 @@ TEST_CASE("a task queued past its TTL is dead-lettered as expired") {
   PoolOptions o = pool_options("sleep", 1);
   o.concurrency = 1;
   auto pool = make_pool(o);
-  auto busy = pool->submit("sleep", "1000");
+  // The only worker holds a task until the test cancels it: the next one can only wait.
+  auto busy = pool->submit("sleep", "600000");
+  wait_running(*busy);
   SubmitOptions so;
   so.queue_ttl = 100ms;
   auto r = run(*pool, "sleep", "1", so);
   CHECK(r.state == TaskState::kDeadLettered);
   CHECK(r.reason == DeadReason::kExpired);
   CHECK(r.attempts() == 0);
-  CHECK(busy->wait().state == TaskState::kCompleted);
+  CHECK(pool->stats().expired == 1);
+  REQUIRE(busy->cancel());
+  CHECK(busy->wait().state == TaskState::kCancelled);
 }
 
 TEST_CASE("a pool whose workers keep crashing enters crash_loop, then leaves it") {
@@ -114,14 +118,18 @@ TEST_CASE("a pool whose workers keep crashing enters crash_loop, then leaves it"
   o.restart_window = 60s;
   o.crash_backoff_base = 10ms;
   o.crash_backoff_max = 50ms;
-  o.stable_after = 300ms;
+  o.stable_after = 1h;  // it cannot leave crash_loop before the test has looked
   o.retries = 5;
   auto pool = make_pool(o);
   auto r = run(*pool, pool->task_types().front(), "boom");
   CHECK(r.state == TaskState::kDeadLettered);
   CHECK(r.attempts() == 6);
   CHECK(pool->stats().crash_loop);
-  // Nothing crashes it any more: the replacement stays up and the pool recovers.
+  CHECK(pool->stats().state == "crash_loop");
+  // Nothing crashes it any more: once a replacement has stayed up stable_after (now short),
+  // the pool recovers.
+  o.stable_after = 300ms;
+  REQUIRE(pool->reconfigure(o));
   REQUIRE(eventually([&] { return !pool->stats().crash_loop; }));
   CHECK(pool->stats().state == "running");
 }

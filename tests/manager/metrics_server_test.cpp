@@ -94,9 +94,24 @@ TEST_CASE("a stopped metrics server no longer answers") {
 }
 
 TEST_CASE("a metrics server stopped at once after starting stops cleanly") {
-  // stop() may come before the serving thread has begun to listen.
+  // stop() may come before the serving thread has begun to listen. Either way it returns with
+  // the listening socket closed: nothing answers on the port, and a new server takes the
+  // same port at once (a socket still listening there would make that bind fail).
   Source src;
-  for (int i = 0; i < 20; ++i) start(src)->stop();
+  for (int i = 0; i < 20; ++i) {
+    auto server = start(src);
+    const int port = server->port();
+    server->stop();
+    httplib::Client client("127.0.0.1", port);
+    client.set_connection_timeout(2);
+    CHECK_FALSE(client.Get("/metrics"));
+    auto again =
+        MetricsServer::start("127.0.0.1:" + std::to_string(port), src.metrics(), src.health());
+    INFO("port " << port << ": " << again.status().to_string());
+    REQUIRE(again.is_ok());
+    (*again)->stop();
+  }
+  CHECK(src.scrapes.load() == 0);
 }
 
 TEST_CASE("a callback that throws becomes a 500 for /metrics and a 503 for /healthz") {

@@ -3,11 +3,14 @@
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "command_runner.hpp"
 #include "poold_process.hpp"
+#include "task_waits.hpp"
 
 namespace sandpool::testing {
 namespace {
@@ -30,6 +33,15 @@ struct Ctl {
     return json::parse(r.out);
   }
 };
+
+// The entry of pool `name` in a `status --json` reply.
+json pool_of(const json& status, const std::string& name) {
+  for (const auto& p : status["pools"]) {
+    if (p["name"] == name) return p;
+  }
+  FAIL("no pool " << name << " in " << status.dump());
+  return {};
+}
 
 std::string pools() {
   return "pools:\n" + pool_yaml("echo", "echo", "", "{min: 1, max: 4, initial: 2}") +
@@ -95,39 +107,85 @@ TEST_CASE("poolctl batch larger than the queue waits for room and gets every tas
 TEST_CASE("poolctl drives a real poold: controls, kill-worker, cancel, events, dlq, shutdown") {
   PooldFixture f(pools());
   Ctl ctl{f.socket};
+  // Each command's effect, as `status`, `workers`, `task` and `dlq list` show it afterwards.
   CHECK(ctl({"scale", "echo", "3"}).exit_code == 0);
+  CHECK(pool_of(ctl.json_of({"status"}), "echo")["target_workers"] == 3);
+  CHECK(poll_until([&] { return ctl.json_of({"workers", "echo"})["workers"].size() == 3; }));
   CHECK(ctl({"scale", "echo", "99"}).exit_code == 1);  // past workers.max
+  CHECK(pool_of(ctl.json_of({"status"}), "echo")["target_workers"] == 3);
+  CHECK(pool_of(ctl.json_of({"status"}), "echo")["dispatch"] == "round-robin");
   CHECK(ctl({"strategy", "echo", "least-loaded"}).exit_code == 0);
+  CHECK(pool_of(ctl.json_of({"status"}), "echo")["dispatch"] == "least-loaded");
+
   CHECK(ctl({"drain", "upper"}).exit_code == 0);
+  CHECK(pool_of(ctl.json_of({"status"}), "upper")["state"] == "draining");
   CHECK(ctl({"submit", "upper", "x"}).exit_code == 1);
   CHECK(ctl({"resume", "upper"}).exit_code == 0);
+  CHECK(pool_of(ctl.json_of({"status"}), "upper")["state"] == "running");
   CHECK(ctl({"submit", "upper", "x", "--wait"}).exit_code == 0);
+
+  const std::set<int> upper_before = worker_pids(ctl.json_of({"workers", "upper"}));
+  REQUIRE(upper_before.size() == 1);
   CHECK(ctl({"restart", "upper", "--rolling"}).exit_code == 0);
+  CHECK(poll_until([&] {  // every worker replaced, the new one serving
+    const json w = ctl.json_of({"workers", "upper"});
+    if (w["workers"].size() != 1 || w["workers"][0]["state"] != "idle") return false;
+    return upper_before.count(w["workers"][0]["pid"].get<int>()) == 0;
+  }));
+  CHECK(ctl({"submit", "upper", "y", "--wait"}).exit_code == 0);
 
   const json w = ctl.json_of({"workers", "sleep"});
   REQUIRE(w["workers"].size() == 1);
   const std::int64_t pid = w["workers"][0]["pid"];
   CHECK(ctl({"kill-worker", "sleep", std::to_string(pid), "--signal", "KILL"}).exit_code == 0);
+  CHECK(poll_until([&] {
+    const json now = ctl.json_of({"workers", "sleep"});
+    return now["workers"].size() == 1 && now["workers"][0]["pid"] != pid;
+  }));
   CHECK(ctl({"kill-worker", "sleep", "1", "--signal", "KILL"}).exit_code == 1);
 
   const json slow = ctl.json_of({"submit", "sleep", "60000"});
-  CHECK(ctl({"cancel", std::to_string(slow["id"].get<std::uint64_t>())}).exit_code == 0);
+  const std::string slow_id = std::to_string(slow["id"].get<std::uint64_t>());
+  CHECK(ctl({"cancel", slow_id}).exit_code == 0);
+  CHECK(poll_until([&] { return ctl.json_of({"task", slow_id})["state"] == "cancelled"; }));
 
   auto events = ctl({"events", "--pool", "sleep", "--json"});
   CHECK(events.exit_code == 0);
-  CHECK(events.out.find("worker_exited") != std::string::npos);
+  bool killed_seen = false;
+  std::istringstream lines(events.out);
+  for (std::string line; std::getline(lines, line);) {
+    const json e = json::parse(line);
+    killed_seen = killed_seen || (e["event"] == "worker_exited" && e["pid"] == pid);
+  }
+  CHECK(killed_seen);
 
   CHECK(ctl({"submit", "fail", "letter", "--wait"}).exit_code == 1);
   const json letters = ctl.json_of({"dlq", "list"});
   REQUIRE(letters["entries"].size() == 1);
   const std::uint64_t letter = letters["entries"][0]["letter_id"];
+  const std::uint64_t dead_task = letters["entries"][0]["task_id"];
   auto shown = ctl({"dlq", "show", std::to_string(letter)});
   CHECK(shown.exit_code == 0);
   CHECK(shown.out.find("letter") != std::string::npos);
   CHECK(ctl({"dlq", "replay", std::to_string(letter)}).exit_code == 0);
+  CHECK(ctl({"dlq", "show", std::to_string(letter)}).exit_code == 1);  // it left the store
+  // The replayed task ran again (and failed again): a new letter for the same task.
+  CHECK(poll_until([&] {
+    const json now = ctl.json_of({"dlq", "list"});
+    return now["entries"].size() == 1 && now["entries"][0]["task_id"] == dead_task &&
+           now["entries"][0]["letter_id"] != letter;
+  }));
   CHECK(ctl({"dlq", "purge", "--older-than", "0ms"}).exit_code == 0);
+  CHECK(ctl.json_of({"dlq", "list"})["entries"].empty());
 
+  // reload re-reads the file: a dispatch written there replaces the one set at run time.
+  write_file(f.config, service_yaml(f.dir.path) + "pools:\n" +
+                           pool_yaml("echo", "echo", "    dispatch: random\n",
+                                     "{min: 1, max: 4, initial: 2}") +
+                           pool_yaml("upper", "upper") + pool_yaml("fail", "fail") +
+                           pool_yaml("sleep", "sleep", "    task_defaults: {timeout: 30s}\n"));
   CHECK(ctl({"reload"}).exit_code == 0);
+  CHECK(pool_of(ctl.json_of({"status"}), "echo")["dispatch"] == "random");
   auto top = ctl({"top", "--iterations", "1"});
   CHECK(top.exit_code == 0);
   CHECK(top.out.find("echo") != std::string::npos);

@@ -9,6 +9,7 @@
 
 #include "event_watcher.hpp"
 #include "poold_process.hpp"
+#include "task_waits.hpp"
 
 namespace sandpool::testing {
 namespace {
@@ -74,7 +75,13 @@ TEST_CASE("poold: a reload of workers and dispatch applies to the running pool, 
   REQUIRE(old_workers);
   const std::set<int> old_pids = pids_of(*old_workers);
   REQUIRE(old_pids.size() == 1);
-  auto waits = submit_waited(c, task("sleep", "300"), 4);
+  // The only worker holds a task until the test cancels it: three more wait in the queue
+  // through the reload.
+  auto holder = c.submit(task("sleep", "600000"));
+  REQUIRE(holder);
+  REQUIRE(wait_task_state(c, holder->id, "running"));
+  auto waits = submit_waited(c, task("sleep", "1"), 3);
+  REQUIRE(poll_until([&] { return pool_status(c, "sleep")["queued"].get<int>() >= 2; }));
   CHECK(pool_status(c, "sleep")["dispatch"] == "round-robin");
 
   write_file(f.config,
@@ -95,17 +102,25 @@ TEST_CASE("poold: a reload of workers and dispatch applies to the running pool, 
   auto now_workers = c.workers("sleep");
   REQUIRE(now_workers);
   for (int pid : old_pids) CHECK(pids_of(*now_workers).count(pid) == 1);  // not replaced
-  require_all_completed(waits);
+  CHECK(c.task(holder->id)->state == "running");  // on the same worker, untouched
+  require_all_completed(waits);                   // on the worker the reload added
+  REQUIRE(c.cancel(holder->id));
+  REQUIRE(wait_task_state(c, holder->id, "cancelled"));
   auto stats = c.stats("sleep");
   REQUIRE(stats);
   CHECK((*stats)["pools"][0]["submitted"] == 4);  // the same pool: its counters go on
-  CHECK((*stats)["pools"][0]["completed"] == 4);
+  CHECK((*stats)["pools"][0]["completed"] == 3);
+  CHECK((*stats)["pools"][0]["cancelled"] == 1);
 }
 
 TEST_CASE("poold: a reload that changes sandbox.namespaces starts a new pool, tasks kept") {
   PooldFixture f("pools:\n" + pool_yaml("sleep", "sleep", "    concurrency: 1\n"));
   Client c = f.connect();
-  auto waits = submit_waited(c, task("sleep", "300"), 3);
+  auto holder = c.submit(task("sleep", "600000"));
+  REQUIRE(holder);
+  REQUIRE(wait_task_state(c, holder->id, "running"));
+  auto waits = submit_waited(c, task("sleep", "1"), 2);
+  REQUIRE(poll_until([&] { return pool_status(c, "sleep")["queued"].get<int>() >= 1; }));
   write_file(f.config, service_yaml(f.dir.path) + "pools:\n" +
                            pool_yaml("sleep", "sleep",
                                      "    concurrency: 1\n"
@@ -116,6 +131,11 @@ TEST_CASE("poold: a reload that changes sandbox.namespaces starts a new pool, ta
   // that would have kept the old namespaces while reporting the new ones.
   CHECK((*applied)["replaced"] == json::array({"sleep"}));
   CHECK((*applied)["reconfigured"].empty());
+  // The old pool keeps what it accepted, found by id while it drains. (Nothing is looked up
+  // in it while it delivers results: poold's find_task holds its lock across the old pool's
+  // loop, which a result delivery in that loop waits for.)
+  CHECK(c.task(holder->id)->state == "running");
+  REQUIRE(c.cancel(holder->id));
   require_all_completed(waits);  // the old pool ran what it had accepted
   auto w = c.workers("sleep");
   REQUIRE(w);

@@ -1,5 +1,7 @@
 // Landlock: the access rights requested per ABI (pure), and restrict_filesystem for real in
-// forked children (sandboxed_child.hpp runs no seccomp filter for the `off` profile).
+// forked children (sandboxed_child.hpp runs no seccomp filter for the `off` profile). The
+// real-kernel cases skip (ctest's SKIP_RETURN_CODE) only when the kernel itself answers that it
+// has no Landlock (host_probe.hpp), and require sandpool's probe to see the same ABI.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -18,6 +20,7 @@
 
 #include "../../sandbox/src/landlock_access.hpp"
 #include "../../sandbox/src/landlock_threads.hpp"
+#include "host_probe.hpp"
 #include "public_dir.hpp"
 #include "sandbox/sandboxed_child.hpp"
 
@@ -62,11 +65,10 @@ TEST_CASE("without Landlock in the kernel no right is requested") {
 }
 
 TEST_CASE("restrict_filesystem leaves the listed paths readable and nothing else") {
+  sandpool::testing::require_landlock();
   const LandlockProbe probe = probe_landlock();
-  if (probe.abi == 0) {
-    WARN("skipped: " + probe.unavailable);
-    return;
-  }
+  INFO(probe.unavailable);
+  REQUIRE(probe.abi == sandpool::testing::landlock_abi());
   PublicDir allowed, other;
   const std::string inside = allowed.write("in.txt", "inside");
   const std::string single = other.write("single.txt", "a file allowed on its own");
@@ -90,10 +92,8 @@ TEST_CASE("restrict_filesystem leaves the listed paths readable and nothing else
 }
 
 TEST_CASE("a path to allow that does not exist fails, naming it") {
-  if (probe_landlock().abi == 0) {
-    WARN("skipped: no Landlock");
-    return;
-  }
+  sandpool::testing::require_landlock();
+  REQUIRE(probe_landlock().abi == sandpool::testing::landlock_abi());
   SandboxPolicy off;
   off.profile = SeccompProfile::kOff;
   ChildResult r = run_sandboxed(off, [] {
@@ -147,16 +147,8 @@ SandboxPolicy no_filter() {
   return off;
 }
 
-// ctest reports a case that exits with this code as skipped (SKIP_RETURN_CODE).
-void skip_without_landlock() {
-  const LandlockProbe probe = probe_landlock();
-  if (probe.abi != 0) return;
-  std::fprintf(stderr, "SKIPPED: %s\n", probe.unavailable.c_str());
-  std::_Exit(77);
-}
-
 bool kernel_restricts_every_thread() {
-  return probe_landlock().abi >= kLandlockTsyncAbi;  // the kernel's ABI, not the one used
+  return sandpool::testing::landlock_abi() >= kLandlockTsyncAbi;  // the kernel's, probed directly
 }
 
 // A thread standing in for one the plugin's init started: it waits for an order, then tries
@@ -200,7 +192,7 @@ class WaitingThread {
 }  // namespace
 
 TEST_CASE("a thread started before restrict_filesystem is restricted with the caller") {
-  skip_without_landlock();
+  sandpool::testing::require_landlock();
   PublicDir allowed, other;
   const std::string outside = other.write("out.txt", "outside");
   ChildResult r = run_sandboxed(no_filter(), [&] {
@@ -219,7 +211,7 @@ TEST_CASE("a thread started before restrict_filesystem is restricted with the ca
 }
 
 TEST_CASE("a thread that blocks the sweep's signal is refused, by its id") {
-  skip_without_landlock();
+  sandpool::testing::require_landlock();
   PublicDir allowed;
   ChildResult r = run_sandboxed(no_filter(), [&] {
     WaitingThread deaf(true);
@@ -238,7 +230,7 @@ TEST_CASE("a thread that blocks the sweep's signal is refused, by its id") {
 }
 
 TEST_CASE("with Landlock required, a thread init left is refused unless the kernel syncs") {
-  skip_without_landlock();
+  sandpool::testing::require_landlock();
   PublicDir allowed, other;
   const std::string outside = other.write("out.txt", "outside");
   ChildResult r = run_sandboxed(no_filter(), [&] {

@@ -1,5 +1,7 @@
 // The real sandpool-worker's steps 4 and 6: the privilege drop (as root, which CI is) and
 // Landlock, observed from outside (/proc/<pid>/status) and from the plugin (file_access).
+// A case that needs root or Landlock skips (ctest's SKIP_RETURN_CODE) only when the kernel
+// says so itself (host_probe.hpp).
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
@@ -15,6 +17,7 @@
 #include <sandpool/sandbox/lockdown.hpp>
 #include <sandpool/sandbox/privileges.hpp>
 
+#include "host_probe.hpp"
 #include "public_dir.hpp"
 #include "worker_host/worker_harness.hpp"
 
@@ -68,10 +71,7 @@ std::string errno_text(int err) { return "open: errno " + std::to_string(err); }
 }  // namespace
 
 TEST_CASE("as root, a worker runs its plugin as sandbox.user with no capabilities at all") {
-  if (!running_as_root()) {
-    WARN("skipped: the privilege drop needs root");
-    return;
-  }
+  sandpool::testing::require_root("the privilege drop");
   PublicDir dir;
   sandbox::WorkerArgs args = worker_args(dir.copy(test_plugin_path("file_access")));
   args.policy.run_as = nobody();
@@ -103,10 +103,7 @@ TEST_CASE("as root, a worker runs its plugin as sandbox.user with no capabilitie
 }
 
 TEST_CASE("as root without sandbox.user, the worker stays uid 0 but loses every capability") {
-  if (!running_as_root()) {
-    WARN("skipped: the privilege drop needs root");
-    return;
-  }
+  sandpool::testing::require_root("the privilege drop");
   auto w = WorkerHarness::spawn(worker_args(test_plugin_path("file_access")));
   REQUIRE(w->expect_ready().has_value());
   const auto status = proc_status(w->pid());
@@ -116,10 +113,7 @@ TEST_CASE("as root without sandbox.user, the worker stays uid 0 but loses every 
 }
 
 TEST_CASE("as root, a plugin that other users could replace is refused before dlopen") {
-  if (!running_as_root()) {
-    WARN("skipped: the check applies to root only");
-    return;
-  }
+  sandpool::testing::require_root("the check of a plugin others could replace");
   PublicDir dir;
   struct Case {
     const char* what;
@@ -145,11 +139,8 @@ TEST_CASE("as root, a plugin that other users could replace is refused before dl
 }
 
 TEST_CASE("after init, Landlock leaves only the plugin's, the libraries' and configured paths") {
-  const sandbox::LandlockProbe probe = sandbox::probe_landlock();
-  if (probe.abi == 0) {
-    WARN("skipped: " + probe.unavailable);
-    return;
-  }
+  sandpool::testing::require_landlock();
+  const int abi = sandpool::testing::landlock_abi();
   PublicDir plugin_dir, secrets, allowed;
   const std::string secret = secrets.write("secret", "do not read me");
   const std::string beside = plugin_dir.write("beside.txt", "data next to the plugin");
@@ -164,7 +155,7 @@ TEST_CASE("after init, Landlock leaves only the plugin's, the libraries' and con
   auto ready = w->expect_ready();
   INFO(w->output());
   REQUIRE(ready.has_value());
-  CHECK(ready->isolation.find("+landlock:v" + std::to_string(std::min(probe.abi, 7)) + "+") !=
+  CHECK(ready->isolation.find("+landlock:v" + std::to_string(std::min(abi, 7)) + "+") !=
         std::string::npos);
 
   CHECK(run_task(*w, "read", secret) == std::pair{TaskStatus::kFail, errno_text(EACCES)});
@@ -177,10 +168,7 @@ TEST_CASE("after init, Landlock leaves only the plugin's, the libraries' and con
 }
 
 TEST_CASE("a configured read-only path that does not exist fails step 6, naming it") {
-  if (sandbox::probe_landlock().abi == 0) {
-    WARN("skipped: no Landlock");
-    return;
-  }
+  sandpool::testing::require_landlock();
   sandbox::WorkerArgs args = worker_args(test_plugin_path("file_access"));
   args.policy.readonly_paths = {"/nonexistent/sandpool-data"};
   auto w = WorkerHarness::spawn(args);
