@@ -134,6 +134,13 @@ void Service::handle(Request req, Responder res) {
     if (on_shutdown_) on_shutdown_(timeout);
     return;
   }
+  // Reads (snapshots, which may overtake admin requests sent before them) on a thread of
+  // their own: a read-only client's flood never delays an admin's submits, and a batch,
+  // replay or reload never delays a read.
+  if (op == "stats" || op == "workers" || op == "task" || op == "dlq_list" || op == "dlq_show") {
+    reads_.post([this, req = std::move(req), res] { handle_read(req, res); });
+    return;
+  }
   // Slow ones (the store, a reload's rolling restart) on the job thread.
   if (op.rfind("dlq_", 0) == 0) {
     jobs_.post([this, req = std::move(req), res] { op_dlq(req, res); });
@@ -156,11 +163,16 @@ void Service::handle_in_order(const Request& req, const Responder& res) {
   const std::string& op = req.op;
   if (op == "submit") return op_submit(req, res);
   if (op == "submit_batch") return op_submit_batch(req, res);
-  if (op == "task") return op_task(req, res);
   if (op == "cancel") return op_cancel(req, res);
+  op_pool_control(req, res);
+}
+
+void Service::handle_read(const Request& req, const Responder& res) {
+  const std::string& op = req.op;
   if (op == "stats") return op_stats(req, res);
   if (op == "workers") return op_workers(req, res);
-  op_pool_control(req, res);
+  if (op == "task") return op_task(req, res);
+  op_dlq(req, res);  // dlq_list, dlq_show
 }
 
 std::vector<PoolMetrics> Service::metrics() const {
