@@ -84,9 +84,31 @@ PoolOptions Service::pool_options(const PoolConfig& pc) const {
 }
 
 Result<std::shared_ptr<Pool>> Service::make_pool(const PoolConfig& pc) {
-  auto pool = Pool::create(pool_options(pc));
-  if (!pool) return pool.status();
-  return std::shared_ptr<Pool>(std::move(pool).value());
+  auto created = Pool::create(pool_options(pc));
+  if (!created) return created.status();
+  std::shared_ptr<Pool> pool(std::move(created).value());
+  // Routing is by type: a type served by two pools would go to whichever sorts first, so a
+  // plugin could capture another pool's tasks by declaring its type. The other pool keeps
+  // it; this one does not start (a replacement of the same name may share its types).
+  std::string clash;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [name, slot] : slots_) {
+      if (name == pc.name || !clash.empty()) continue;
+      const auto& theirs = slot.pool->task_types();
+      for (const std::string& t : pool->task_types()) {
+        if (std::find(theirs.begin(), theirs.end(), t) == theirs.end()) continue;
+        clash = "task type '" + t + "' of pool '" + pc.name + "' is already served by pool '" +
+                name + "'" + (pc.task_types.empty() ? " (the plugin declares it)" : "");
+        break;
+      }
+    }
+  }
+  if (!clash.empty()) {
+    (void)pool->shutdown(std::chrono::milliseconds(0));
+    return Status::error(Code::kPlugin, clash);
+  }
+  return pool;
 }
 
 Result<std::shared_ptr<Pool>> Service::pool_named(const std::string& name) const {
