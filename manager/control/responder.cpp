@@ -155,6 +155,13 @@ bool Responder::is_open() const {
   return !box->closed;
 }
 
+std::size_t Responder::queued_output() const {
+  auto box = state_->outbox.lock();
+  if (!box) return 0;
+  std::lock_guard<std::mutex> lock(box->mu);
+  return box->closed ? 0 : box->bytes.size() + box->sending_bytes;
+}
+
 void Responder::on_cancel(std::function<void()> fn) const {
   {
     std::lock_guard<std::mutex> lock(state_->mu);

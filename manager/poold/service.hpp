@@ -32,6 +32,7 @@
 #include "poold/event_hub.hpp"
 #include "poold/idempotency.hpp"
 #include "poold/job_thread.hpp"
+#include "poold/progress_coalescer.hpp"
 
 namespace spdlog {
 class logger;
@@ -118,6 +119,7 @@ class Service final : public ControlHandler {
   std::shared_ptr<std::atomic<std::uint64_t>> task_ids_;
   std::shared_ptr<DeadLetterStore> store_;
   std::shared_ptr<EventHub> hub_;
+  std::shared_ptr<ProgressCoalescer> progress_ = ProgressCoalescer::create();
   IdempotencyKeys idempotency_;
   std::atomic<bool> stopping_{false};
 

@@ -101,6 +101,10 @@ class Responder {
   bool error(const Status& status) const;                        // maps Code to the wire vocabulary
   // True until the final reply was sent, the client cancelled or the connection closed.
   bool is_open() const;
+  // Bytes queued for this request's connection that the socket has not taken yet (every
+  // request's replies and events); 0 once the connection is gone. For a producer that
+  // would rather coalesce than queue behind a slow reader.
+  std::size_t queued_output() const;
   // Runs `fn` once when the client cancels this stream or the connection closes (on the
   // server thread, or right away on the caller's if that already happened). Not after a
   // final reply. Use it to stop a follow stream.
