@@ -121,6 +121,22 @@ void read_service(MapReader service, ServiceConfig* out) {
   connections.size("max_buffered", &out->max_buffered_bytes, 64 * 1024);
   connections.finish();
 
+  MapReader control = service.section("control");
+  // Unless given: an eighth of connections.max (8 of the default 64).
+  out->admin_reserved_connections = out->max_connections / 8;
+  if (control.count("admin_reserved_connections", &out->admin_reserved_connections) &&
+      out->admin_reserved_connections >= out->max_connections) {
+    control.fail("admin_reserved_connections",
+                 "expected fewer than connections.max (" + std::to_string(out->max_connections) +
+                     "), got " + std::to_string(out->admin_reserved_connections) +
+                     ": peers without admin rights would get no connection");
+  }
+  control.count("connections_per_uid", &out->connections_per_uid, 1);
+  control.count("streams_per_connection", &out->streams_per_connection, 1);
+  control.count("streams_per_uid", &out->streams_per_uid, 1);
+  control.duration("idle_timeout", &out->idle_timeout);
+  control.finish();
+
   if (const YAML::Node* journal = service.value("journal")) {
     const std::string text = journal->IsScalar() ? journal->Scalar() : std::string();
     if (text == "on" || text == "true") {

@@ -49,6 +49,8 @@ bool ControlServer::known_op(std::string_view op) {
   return std::any_of(kOps.begin(), kOps.end(), [&](const OpRights& o) { return o.op == op; });
 }
 
+bool ControlServer::is_stream(std::string_view op) { return op == "events"; }
+
 Rights ControlServer::required_rights(std::string_view op) {
   for (const OpRights& o : kOps) {
     if (o.op == op) return o.rights;

@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <exception>
 #include <unordered_map>
@@ -36,17 +37,28 @@ void refuse(int fd, std::string_view code, std::string message) {
 
 Connection::Connection(std::uint64_t key, UniqueFd socket, PeerCredentials peer, Rights rights,
                        const ControlServerOptions& options, std::shared_ptr<Waker> waker,
-                       ControlHandler& handler)
+                       ControlHandler& handler, std::shared_ptr<ConnectionBudget> budget)
     : fd(std::move(socket)),
       peer(peer),
+      key_(key),
       rights_(rights),
       options_(options),
       handler_(handler),
       decoder_(options.max_frame),
-      outbox_(std::make_shared<Outbox>(key, options.max_output_bytes, std::move(waker))) {}
+      outbox_(std::make_shared<Outbox>(key, options.max_output_bytes, std::move(waker))),
+      budget_(std::move(budget)) {}
+
+std::chrono::steady_clock::duration Connection::idle_for(
+    std::chrono::steady_clock::time_point now) const {
+  if (wants_output()) return {};
+  std::lock_guard<std::mutex> lock(outbox_->mu);
+  if (!outbox_->open.empty() || !outbox_->bytes.empty()) return {};
+  return now - std::max(last_input_, outbox_->open_emptied);
+}
 
 const char* Connection::read_input() {
   char buf[kReadChunk];
+  last_input_ = std::chrono::steady_clock::now();
   for (int i = 0; i < kReadsPerWake && !closing_; ++i) {
     const ssize_t n = ::read(fd.get(), buf, sizeof buf);
     if (n == 0) {
@@ -208,6 +220,12 @@ void Connection::handle_request(Frame&& f) {
                        f.name + " needs " + std::string(to_string(need)) + " rights; uid " +
                            std::to_string(peer.uid) + " has " + std::string(to_string(rights_)));
   }
+  StreamSlot stream;
+  if (ControlServer::is_stream(f.name)) {
+    if (auto refusal = budget_->open_stream(peer.uid, key_, &stream)) {
+      return reply_error(f.id, "busy", f.name + ": " + *refusal);
+    }
+  }
   enum class Admission { kOk, kDuplicate, kBusy } admission = Admission::kOk;
   std::shared_ptr<Responder::State> state;
   {
@@ -218,6 +236,7 @@ void Connection::handle_request(Frame&& f) {
       admission = Admission::kBusy;
     } else {
       state = std::make_shared<Responder::State>(outbox_, f.id);
+      state->stream = std::move(stream);
       outbox_->open.emplace(f.id, state);
     }
   }

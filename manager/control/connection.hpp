@@ -3,6 +3,7 @@
 // what other threads touch lives in `outbox`.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -10,6 +11,7 @@
 #include <sandpool/control.hpp>
 #include <sandpool/unique_fd.hpp>
 
+#include "control/connection_budget.hpp"
 #include "control/frame_codec.hpp"
 #include "control/outbox.hpp"
 
@@ -20,9 +22,10 @@ void refuse(int fd, std::string_view code, std::string message);
 
 class Connection {
  public:
+  // `budget` already admitted this peer; the server gives the slot back when it closes.
   Connection(std::uint64_t key, UniqueFd fd, PeerCredentials peer, Rights rights,
              const ControlServerOptions& options, std::shared_ptr<Waker> waker,
-             ControlHandler& handler);
+             ControlHandler& handler, std::shared_ptr<ConnectionBudget> budget);
 
   // Reads what the socket has (bounded per call) and handles complete frames. Returns
   // null, or why the connection must close now.
@@ -32,6 +35,10 @@ class Connection {
   const char* write_output();
   bool wants_output() const { return sent_ < sending_.size(); }
   bool hello_done() const { return hello_done_; }
+  bool admin() const { return rights_ == Rights::kAdmin; }
+  // How long the connection has been idle at `now`: zero while a request is open or
+  // output waits, else since the later of its last input and its last request's end.
+  std::chrono::steady_clock::duration idle_for(std::chrono::steady_clock::time_point now) const;
   // The socket is gone: open requests are cancelled, later replies dropped.
   void abandon();
 
@@ -48,11 +55,14 @@ class Connection {
   void handle_cancel(const Frame& f);
   void reply_error(std::uint64_t id, std::string_view code, std::string message);
 
+  const std::uint64_t key_;
   const Rights rights_;
   const ControlServerOptions& options_;
   ControlHandler& handler_;
   FrameDecoder decoder_;
   std::shared_ptr<Outbox> outbox_;
+  std::shared_ptr<ConnectionBudget> budget_;
+  std::chrono::steady_clock::time_point last_input_ = std::chrono::steady_clock::now();
   std::string sending_;  // taken from the outbox, being written
   std::size_t sent_ = 0;
   bool hello_done_ = false;

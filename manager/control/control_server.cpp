@@ -16,6 +16,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 #include <sandpool/control.hpp>
@@ -23,6 +24,7 @@
 #include <sandpool/posix_call.hpp>
 
 #include "control/connection.hpp"
+#include "control/connection_budget.hpp"
 #include "control/listen_socket.hpp"
 
 namespace sandpool {
@@ -41,6 +43,10 @@ class ControlServer::Impl {
         listener_(std::move(listener)),
         epoll_(std::move(epoll)),
         waker_(std::move(waker)),
+        budget_(std::make_shared<control::ConnectionBudget>(control::BudgetLimits{
+            options_.max_connections, options_.admin_reserved_connections,
+            options_.max_connections_per_uid, options_.max_streams_per_connection,
+            options_.max_streams_per_uid})),
         server_uid_(::geteuid()) {}
 
   ~Impl() {
@@ -94,13 +100,14 @@ class ControlServer::Impl {
   void run() {
     epoll_event events[64];
     while (!stopping_.load()) {
-      const int n = ::epoll_wait(epoll_.get(), events, 64, hello_wait_ms());
+      const int n = ::epoll_wait(epoll_.get(), events, 64, wait_ms());
       if (n < 0) {
         if (errno == EINTR) continue;
         spdlog::error("control: epoll_wait: {}", std::strerror(errno));
         break;
       }
       close_silent_connections();
+      close_idle_connections();
       for (int i = 0; i < n && !stopping_.load(); ++i) {
         const std::uint64_t key = events[i].data.u64;
         if (key == kListenKey) {
@@ -134,6 +141,39 @@ class ControlServer::Impl {
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(
         awaiting_hello_.front().first - std::chrono::steady_clock::now());
     return static_cast<int>(std::max<std::int64_t>(0, left.count()));
+  }
+
+  // epoll_wait's timeout: the earlier of the next hello deadline and the next idle sweep.
+  int wait_ms() {
+    int ms = hello_wait_ms();
+    if (options_.idle_timeout.count() > 0 && !conns_.empty()) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+          next_idle_sweep_ - std::chrono::steady_clock::now());
+      const int sweep = static_cast<int>(std::max<std::int64_t>(0, left.count()));
+      ms = ms < 0 ? sweep : std::min(ms, sweep);
+    }
+    return ms;
+  }
+
+  // Sweeps the connections past their hello every idle_timeout / 8 (10 ms .. 1 s), so one
+  // is closed at most that much after its idle_timeout ran out.
+  void close_idle_connections() {
+    if (options_.idle_timeout.count() <= 0) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next_idle_sweep_) return;
+    next_idle_sweep_ = now + std::clamp<std::chrono::milliseconds>(options_.idle_timeout / 8,
+                                                                   std::chrono::milliseconds(10),
+                                                                   std::chrono::milliseconds(1000));
+    std::vector<std::uint64_t> idle;
+    for (const auto& [key, conn] : conns_) {
+      if (conn->hello_done() && conn->idle_for(now) >= options_.idle_timeout) idle.push_back(key);
+    }
+    for (std::uint64_t key : idle) {
+      const std::string why = "idle for " + std::to_string(options_.idle_timeout.count()) +
+                              " ms (no request open); closing the connection";
+      control::refuse(conns_.at(key)->fd.get(), "timeout", why);
+      close_connection(key, "idle");
+    }
   }
 
   // Connections are admitted in deadline order, so the due ones are at the front.
@@ -173,14 +213,6 @@ class ControlServer::Impl {
       return;
     }
     PeerCredentials peer{cred.pid, cred.uid, cred.gid};
-    if (conns_.size() >= options_.max_connections) {
-      spdlog::warn("control: refused pid {} uid {}: {} connections is the limit", peer.pid,
-                   peer.uid, options_.max_connections);
-      control::refuse(
-          fd.get(), "busy",
-          "too many connections (limit " + std::to_string(options_.max_connections) + ")");
-      return;
-    }
     const Rights rights = rights_for(peer, options_.access, server_uid_);
     if (rights == Rights::kNone) {
       spdlog::warn("control: refused pid {} uid {} gid {}: not in the allow-list", peer.pid,
@@ -189,10 +221,19 @@ class ControlServer::Impl {
                       "uid " + std::to_string(peer.uid) + " may not use this service");
       return;
     }
+    const bool admin = rights == Rights::kAdmin;
+    if (auto refusal = budget_->admit(peer.uid, admin)) {
+      spdlog::warn("control: refused pid {} uid {}: {}", peer.pid, peer.uid, *refusal);
+      control::refuse(fd.get(), "busy", *refusal);
+      return;
+    }
     const std::uint64_t key = next_key_++;
-    auto conn =
-        std::make_unique<Connection>(key, std::move(fd), peer, rights, options_, waker_, handler_);
-    if (!watch(conn->fd.get(), key, EPOLLIN).is_ok()) return;
+    auto conn = std::make_unique<Connection>(key, std::move(fd), peer, rights, options_, waker_,
+                                             handler_, budget_);
+    if (!watch(conn->fd.get(), key, EPOLLIN).is_ok()) {
+      budget_->leave(peer.uid, admin);
+      return;
+    }
     conn->epoll_mask = EPOLLIN;
     conns_.emplace(key, std::move(conn));
     if (options_.hello_timeout.count() > 0) {
@@ -241,6 +282,7 @@ class ControlServer::Impl {
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, conn->fd.get(), nullptr);
     conn->fd.reset();
     conn->abandon();
+    budget_->leave(conn->peer.uid, conn->admin());
   }
 
   const ControlServerOptions options_;
@@ -248,10 +290,12 @@ class ControlServer::Impl {
   control::ListeningSocket listener_;
   UniqueFd epoll_;
   std::shared_ptr<control::Waker> waker_;
+  const std::shared_ptr<control::ConnectionBudget> budget_;
   const uid_t server_uid_;
   std::unordered_map<std::uint64_t, std::unique_ptr<Connection>> conns_;
   // (deadline, key) of connections admitted without a hello yet, oldest first.
   std::deque<std::pair<std::chrono::steady_clock::time_point, std::uint64_t>> awaiting_hello_;
+  std::chrono::steady_clock::time_point next_idle_sweep_{};
   std::uint64_t next_key_ = 2;
   std::atomic<std::size_t> count_{0};
   std::atomic<bool> stopping_{false};

@@ -3,6 +3,7 @@
 // flush. Lock order: Responder::State::mu before Outbox::mu; Waker::mu is taken last.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -15,6 +16,7 @@
 #include <sandpool/control.hpp>
 #include <sandpool/unique_fd.hpp>
 
+#include "control/connection_budget.hpp"
 #include "control/frame_codec.hpp"
 
 namespace sandpool::control {
@@ -43,10 +45,14 @@ struct Outbox {
   bool overflowed = false;       // output went over max_output: the server disconnects
   bool flush_requested = false;  // the waker was rung since the server last took `bytes`
   std::unordered_map<std::uint64_t, std::weak_ptr<Responder::State>> open;
+  // When `open` last became empty (the idle timeout counts from here or the last input).
+  std::chrono::steady_clock::time_point open_emptied{};
 
   // Appends `encoded` unless closed; `final` also forgets request `id`. Returns false when
   // the bytes were dropped (closed or overflowed). Rings the waker.
   bool append(std::string&& encoded, std::uint64_t id, bool final);
+  // Forgets open request `id`; mu held.
+  void forget_locked(std::uint64_t id);
 };
 
 }  // namespace sandpool::control
@@ -64,6 +70,8 @@ struct Responder::State {
   bool send(control::Frame f, bool final);
   // The client cancelled (reply_cancelled: answer `cancelled`) or the connection closed.
   void cancel(bool reply_cancelled);
+  // Marks the request done and gives back its stream slot, if any; mu held.
+  void finish_locked();
 
   const std::weak_ptr<control::Outbox> outbox;
   const std::uint64_t id;
@@ -71,6 +79,7 @@ struct Responder::State {
   bool done = false;
   bool cancelled = false;
   std::function<void()> on_cancel;
+  control::StreamSlot stream;  // a stream's share of the connection budget, until done
 };
 
 }  // namespace sandpool

@@ -31,7 +31,7 @@ bool Outbox::append(std::string&& encoded, std::uint64_t id, bool final) {
   bool ring = false;
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (final) open.erase(id);
+    if (final) forget_locked(id);
     if (closed || overflowed) return false;
     ring = !flush_requested;  // one doorbell until the server thread takes the bytes
     flush_requested = true;
@@ -51,6 +51,10 @@ bool Outbox::append(std::string&& encoded, std::uint64_t id, bool final) {
   return queued;
 }
 
+void Outbox::forget_locked(std::uint64_t id) {
+  if (open.erase(id) != 0 && open.empty()) open_emptied = std::chrono::steady_clock::now();
+}
+
 }  // namespace control
 
 namespace {
@@ -67,9 +71,14 @@ control::Frame error_frame(std::string_view code, std::string message) {
 
 Responder::State::~State() {
   if (!done) {
-    done = true;
+    finish_locked();
     send(error_frame("internal", "the service dropped the request without answering"), true);
   }
+}
+
+void Responder::State::finish_locked() {
+  done = true;
+  stream.release();
 }
 
 bool Responder::State::send(control::Frame f, bool final) {
@@ -87,14 +96,14 @@ void Responder::State::cancel(bool reply_cancelled) {
   {
     std::lock_guard<std::mutex> lock(mu);
     if (done) return;
-    done = true;
+    finish_locked();
     cancelled = true;
     fn = std::move(on_cancel);
     if (reply_cancelled) {
       send(error_frame("cancelled", "the client cancelled the request"), true);
     } else if (auto box = outbox.lock()) {
       std::lock_guard<std::mutex> box_lock(box->mu);
-      box->open.erase(id);
+      box->forget_locked(id);
     }
   }
   if (fn) fn();
@@ -119,7 +128,7 @@ bool Responder::ok(nlohmann::json body, std::string blob) const {
   f.blob = std::move(blob);
   std::lock_guard<std::mutex> lock(state_->mu);
   if (state_->done) return false;
-  state_->done = true;
+  state_->finish_locked();
   state_->on_cancel = nullptr;
   return state_->send(std::move(f), true);
 }
@@ -128,7 +137,7 @@ bool Responder::error(std::string_view code, std::string message) const {
   control::Frame f = error_frame(code, std::move(message));
   std::lock_guard<std::mutex> lock(state_->mu);
   if (state_->done) return false;
-  state_->done = true;
+  state_->finish_locked();
   state_->on_cancel = nullptr;
   return state_->send(std::move(f), true);
 }
@@ -144,6 +153,13 @@ bool Responder::is_open() const {
   if (!box) return false;
   std::lock_guard<std::mutex> box_lock(box->mu);
   return !box->closed;
+}
+
+std::size_t Responder::queued_output() const {
+  auto box = state_->outbox.lock();
+  if (!box) return 0;
+  std::lock_guard<std::mutex> lock(box->mu);
+  return box->closed ? 0 : box->bytes.size() + box->sending_bytes;
 }
 
 void Responder::on_cancel(std::function<void()> fn) const {

@@ -16,6 +16,7 @@
 #include <sandpool/ipc/diagnostics.hpp>
 #include <sandpool/log_text.hpp>
 
+#include "core/declared_types.hpp"
 #include "core/worker_locator.hpp"
 #include "supervision/proc_stats.hpp"
 
@@ -481,10 +482,15 @@ void PoolLoop::handle_message(WorkerId id, Link& link, std::uint16_t kind, std::
     case ipc::MsgKind::kReady: {
       ipc::ReadyMsg m;
       if (Status s = ipc::decode(message_, &m); !s) return protocol_error(id, link, s.message());
+      if (link.ready) return protocol_error(id, link, "a second Ready message");
+      link.ready = true;
       if (!first_ready_seen_) {
         first_ready_seen_ = true;
         std::vector<std::string> declared = m.task_types;
-        if (!opts_.task_types.empty()) {
+        if (Status s = core::validate_declared_types(declared, opts_.plugin_path); !s) {
+          failure_ = s.message();
+          failed_.store(true);
+        } else if (!opts_.task_types.empty()) {
           for (const auto& t : opts_.task_types) {
             if (!declared.empty() &&
                 std::find(declared.begin(), declared.end(), t) == declared.end()) {

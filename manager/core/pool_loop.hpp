@@ -86,6 +86,7 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
     bool killed = false;
     bool dirty = false;  // task frames written but not yet published
     bool output_open = true;
+    bool ready = false;  // its Ready arrived (a second one is a protocol error)
     // Bounds the lines this worker puts into the log (its output and its LogMsgs).
     std::optional<supervision::OutputLimiter> output_limit;
   };

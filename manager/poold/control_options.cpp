@@ -63,6 +63,11 @@ Result<ControlServerOptions> control_options(const ServiceConfig& service) {
   o.max_connections = service.max_connections;
   o.max_outstanding = service.max_outstanding_requests;
   o.max_output_bytes = service.max_buffered_bytes;
+  o.admin_reserved_connections = service.admin_reserved_connections;
+  o.max_connections_per_uid = service.connections_per_uid;
+  o.max_streams_per_connection = service.streams_per_connection;
+  o.max_streams_per_uid = service.streams_per_uid;
+  o.idle_timeout = service.idle_timeout;
   // The control plane ahead of the data path (operations.md, "Control responsiveness").
   o.thread_nice = kControlThreadNice;
   return o;

@@ -1,8 +1,9 @@
 #include "poold/event_hub.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
 #include <utility>
-#include <vector>
 
 namespace sandpool::poold {
 namespace {
@@ -47,12 +48,10 @@ nlohmann::json event_json(const RecordedEvent& r) {
       j["detail"] = r.detail;
       break;
   }
-  // The first event after a gap says how long the gap was.
-  if (r.dropped_before != 0) j["dropped"] = r.dropped_before;
   return j;
 }
 
-EventHub::EventHub() : thread_([this] { run(); }) {}
+EventHub::EventHub() : log_(kCapacity), thread_([this] { run(); }) {}
 
 EventHub::~EventHub() {
   {
@@ -64,24 +63,20 @@ EventHub::~EventHub() {
 }
 
 void EventHub::publish(const std::string& pool, const PoolEvent& e) {
-  RecordedEvent r{pool, e, std::string(e.detail), wall_ms(), 0};
+  RecordedEvent r{pool, e, std::string(e.detail), wall_ms()};
   r.event.detail = {};
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [id, sub] : subscribers_) {
-      if (!matches(sub.pool, r)) continue;
-      if (sub.queue.size() >= kQueueCapacity) {
-        ++sub.dropped;
-        ++dropped_;
-        continue;
-      }
-      wake = wake || sub.queue.empty();  // a non-empty queue already woke the thread
-      sub.queue.push_back(r);
-      sub.queue.back().dropped_before = std::exchange(sub.dropped, 0);
+    // The slot taken holds position head_ - kCapacity: lost if a subscriber still waits
+    // for it (the delivery thread had not copied it out).
+    if (active_ > 0 && head_ >= kCapacity && head_ - kCapacity >= low_water_) ++dropped_;
+    log_[head_ % kCapacity] = std::move(r);
+    ++head_;
+    if (active_ > 0 && idle_) {
+      idle_ = false;  // one wake-up until the thread has caught up again
+      wake = true;
     }
-    recent_.push_back(std::move(r));
-    if (recent_.size() > kRecent) recent_.pop_front();
   }
   if (wake) cv_.notify_one();
 }
@@ -90,18 +85,27 @@ void EventHub::subscribe(const std::string& pool, bool follow, Responder respond
   std::uint64_t id = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Subscriber sub{pool, responder, {}, !follow, 0};
-    for (const auto& e : recent_) {
-      if (matches(pool, e)) sub.queue.push_back(e);
-    }
     id = next_id_++;
-    subscribers_.emplace(id, std::move(sub));
+    Subscriber sub{pool, responder};
+    sub.next = std::max(head_ > kRecent ? head_ - kRecent : 0, oldest_locked());
+    if (!follow) sub.end = head_;
+    low_water_ = active_ == 0 ? sub.next : std::min(low_water_, sub.next);
+    ++active_;
+    joining_.emplace_back(id, std::move(sub));
+    idle_ = false;
   }
   cv_.notify_one();
   // A cancelled stream (or a closed connection) leaves; on_cancel may run right here.
   responder.on_cancel([this, id] {
     std::lock_guard<std::mutex> lock(mu_);
-    subscribers_.erase(id);
+    auto it = std::find_if(joining_.begin(), joining_.end(),
+                           [id](const auto& j) { return j.first == id; });
+    if (it != joining_.end()) {
+      joining_.erase(it);
+    } else {
+      leaving_.insert(id);
+    }
+    --active_;
   });
 }
 
@@ -112,46 +116,90 @@ std::uint64_t EventHub::dropped() const {
 
 std::size_t EventHub::subscribers() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return subscribers_.size();
+  return active_;
+}
+
+bool EventHub::prepare_locked() {
+  for (auto& [id, sub] : joining_) subscribers_.emplace(id, std::move(sub));
+  joining_.clear();
+  for (std::uint64_t id : leaving_) subscribers_.erase(id);
+  leaving_.clear();
+  const std::uint64_t oldest = oldest_locked();
+  bool work = false;
+  for (auto& [id, sub] : subscribers_) {
+    if (sub.next < oldest) {  // overwritten before this thread took them
+      sub.missed += oldest - sub.next;
+      sub.next = oldest;
+    }
+    work = work || sub.next < head_ || sub.next >= sub.end;
+  }
+  if (!work) low_water_ = head_;
+  return work;
+}
+
+std::vector<std::uint64_t> EventHub::deliver(std::uint64_t from,
+                                             const std::vector<RecordedEvent>& chunk) {
+  // Each event's JSON is built once, for the first subscriber that wants it.
+  std::vector<std::optional<nlohmann::json>> built(chunk.size());
+  const std::uint64_t to = from + chunk.size();
+  std::vector<std::uint64_t> finished;
+  for (auto& [id, sub] : subscribers_) {
+    const std::uint64_t stop = std::min(to, sub.end);
+    for (std::uint64_t p = std::max(sub.next, from); p < stop; ++p) {
+      const RecordedEvent& e = chunk[p - from];
+      if (!matches(sub.pool, e)) continue;
+      auto& j = built[p - from];
+      if (!j) j = event_json(e);
+      nlohmann::json body = *j;
+      // The first event after a gap says how long the gap was.
+      if (sub.missed != 0) body["dropped"] = std::exchange(sub.missed, 0);
+      sub.responder.event(std::move(body));
+    }
+    sub.next = std::max(sub.next, stop);
+    if (sub.next >= sub.end) {
+      sub.responder.ok();
+      finished.push_back(id);
+    }
+  }
+  return finished;
 }
 
 void EventHub::run() {
+  std::vector<RecordedEvent> chunk;
   std::unique_lock<std::mutex> lock(mu_);
-  while (true) {
-    // Take one batch per subscriber, then deliver without the lock (a Responder call takes
-    // the server's locks).
-    struct Batch {
-      Responder responder;
-      std::deque<RecordedEvent> events;
-      bool end;
-    };
-    std::vector<Batch> batches;
-    std::vector<std::uint64_t> finished;
-    for (auto& [id, sub] : subscribers_) {
-      if (sub.queue.empty() && !sub.end) continue;
-      if (sub.end) finished.push_back(id);
-      batches.push_back({sub.responder, std::move(sub.queue), sub.end});
-      sub.queue.clear();
-    }
-    for (std::uint64_t id : finished) subscribers_.erase(id);
-    if (batches.empty()) {
-      if (stopping_) break;
+  while (!stopping_) {
+    if (!prepare_locked()) {
+      idle_ = true;
       cv_.wait(lock);
+      idle_ = false;
       continue;
     }
+    std::uint64_t from = head_;
+    for (const auto& [id, sub] : subscribers_) from = std::min(from, sub.next);
+    const std::uint64_t to = std::min(head_, from + kChunk);
+    chunk.resize(to - from);  // assigning into kept strings mostly reuses their buffers
+    for (std::uint64_t p = from; p < to; ++p) chunk[p - from] = log_[p % kCapacity];
+    low_water_ = to;  // every subscriber is past `to` once this chunk is delivered
+    // Delivered without the lock: a Responder takes its connection's locks, which must
+    // never nest inside the hub's.
     lock.unlock();
-    for (Batch& b : batches) {
-      for (const RecordedEvent& e : b.events) b.responder.event(event_json(e));
-      if (b.end) b.responder.ok();
-    }
+    const std::vector<std::uint64_t> finished = deliver(from, chunk);
     lock.lock();
+    for (std::uint64_t id : finished) {
+      subscribers_.erase(id);
+      if (leaving_.erase(id) == 0) --active_;  // a cancelled one was counted out already
+    }
   }
-  // The streams end outside the lock, like every delivery: a responder takes its
-  // connection's lock, which must never nest inside the hub's.
-  auto left = std::move(subscribers_);
+  // Every stream ends, outside the lock like every delivery.
+  std::vector<Responder> left;
+  for (auto& [id, sub] : subscribers_) {
+    if (leaving_.count(id) == 0) left.push_back(sub.responder);
+  }
+  for (auto& [id, sub] : joining_) left.push_back(sub.responder);
   subscribers_.clear();
+  joining_.clear();
   lock.unlock();
-  for (auto& [id, sub] : left) sub.responder.ok();
+  for (const Responder& r : left) r.ok();
 }
 
 }  // namespace sandpool::poold

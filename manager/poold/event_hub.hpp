@@ -1,18 +1,21 @@
 // EventHub: the `events` stream. Pools publish their lifecycle events (on their loop
-// threads); subscribers (open `events` requests) receive them as JSON objects. Publishing
-// never blocks: each subscriber has a bounded queue, and an event that finds it full is
-// dropped and counted (the count rides on the first event queued after the gap, as
-// "dropped").
+// threads) into one bounded log; a delivery thread of the hub's own fans each event out to
+// the subscribers (open `events` requests) as JSON. Publishing costs a pool's loop the same
+// whatever the number of subscribers: a copy of the event into the log under one mutex, and
+// a wake-up of the delivery thread only when it sleeps while somebody follows. A follower
+// the delivery thread cannot keep up with (the log wrapped past events it had not taken)
+// loses them, counted (the first event after the gap carries "dropped").
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <sandpool/control.hpp>
@@ -27,22 +30,22 @@ struct RecordedEvent {
   PoolEvent event;
   std::string detail;
   std::int64_t time_ms = 0;
-  std::uint64_t dropped_before = 0;  // events this subscriber lost just before this one
 };
 
 // Returns the JSON form of a pool event: {"event":"worker_started",...,"pool":P,"time_ms":T}.
 nlohmann::json event_json(const RecordedEvent& e);
 
 // Thread-safety: every member may be called from any thread. publish() copies the event's
-// fields and takes one mutex for a few pushes; it never waits on a subscriber, builds no
-// JSON and wakes the delivery thread only when a subscriber has something new, so a pool's
-// loop pays little per event with nobody listening. A thread of its own turns events into
-// JSON and delivers them to the subscribers' Responders. Lifetime: ~EventHub ends every
-// stream (ok) and joins the thread.
+// fields, then, under the hub's mutex, moves them into the log's next slot: O(1) whatever
+// the number of subscribers, no JSON, no allocation of the hub's. The delivery thread
+// holds that mutex only to copy at most kChunk events out of the log (or to take new and
+// cancelled subscribers), never while it builds JSON or calls a Responder.
+// Lifetime: ~EventHub ends every stream (ok) and joins the thread.
 class EventHub {
  public:
-  static constexpr std::size_t kQueueCapacity = 1024;  // per subscriber
-  static constexpr std::size_t kRecent = 256;          // kept for `events` without follow
+  static constexpr std::size_t kCapacity = 4096;  // events in the log
+  static constexpr std::size_t kRecent = 256;     // sent first to every new subscriber
+  static constexpr std::size_t kChunk = 128;      // copied out of the log per lock hold
 
   EventHub();
   ~EventHub();
@@ -53,25 +56,43 @@ class EventHub {
   // follow=false: sends the recent events (of `pool`, or all when empty), then ok.
   // follow=true: the recent ones, then every new one, until the client cancels.
   void subscribe(const std::string& pool, bool follow, Responder responder);
-  std::uint64_t dropped() const;    // events dropped for full subscriber queues, in total
+  // Events published while somebody followed and overwritten in the log before the
+  // delivery thread took them, in total.
+  std::uint64_t dropped() const;
   std::size_t subscribers() const;  // open streams (a cancelled one leaves at once)
 
  private:
+  // Owned by the delivery thread once adopted.
   struct Subscriber {
     std::string pool;
     Responder responder;
-    std::deque<RecordedEvent> queue;
-    bool end = false;  // follow=false: ok once the queue is delivered
-    std::uint64_t dropped = 0;
+    std::uint64_t next = 0;          // the next log position it is due
+    std::uint64_t end = UINT64_MAX;  // follow=false: ok once `next` reaches it
+    std::uint64_t missed = 0;        // lost before `next`, not reported yet
   };
   void run();
+  // Delivery thread, mu_ held: adopts new subscribers, forgets cancelled ones, moves every
+  // cursor past what the log no longer holds. Returns true iff there is work.
+  bool prepare_locked();
+  // Delivery thread, without mu_: sends events [from, from + chunk.size()) to each
+  // subscriber due them; returns the ids of the finished (follow=false) ones.
+  std::vector<std::uint64_t> deliver(std::uint64_t from, const std::vector<RecordedEvent>& chunk);
+  std::uint64_t oldest_locked() const { return head_ > kCapacity ? head_ - kCapacity : 0; }
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<RecordedEvent> recent_;
-  std::map<std::uint64_t, Subscriber> subscribers_;
-  std::uint64_t next_id_ = 1, dropped_ = 0;
+  std::vector<RecordedEvent> log_;  // position p lives at log_[p % kCapacity]
+  std::uint64_t head_ = 0;          // the next position published
+  std::uint64_t low_water_ = 0;     // the lowest position a subscriber still waits for
+  std::uint64_t dropped_ = 0;
+  std::size_t active_ = 0;  // subscribers not cancelled and not finished
+  bool idle_ = false;       // the delivery thread waits for publish() to wake it
   bool stopping_ = false;
+  std::vector<std::pair<std::uint64_t, Subscriber>> joining_;
+  std::set<std::uint64_t> leaving_;  // cancelled, still in subscribers_
+  std::uint64_t next_id_ = 1;
+
+  std::map<std::uint64_t, Subscriber> subscribers_;  // the delivery thread's
   std::thread thread_;
 };
 

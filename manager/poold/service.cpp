@@ -84,9 +84,31 @@ PoolOptions Service::pool_options(const PoolConfig& pc) const {
 }
 
 Result<std::shared_ptr<Pool>> Service::make_pool(const PoolConfig& pc) {
-  auto pool = Pool::create(pool_options(pc));
-  if (!pool) return pool.status();
-  return std::shared_ptr<Pool>(std::move(pool).value());
+  auto created = Pool::create(pool_options(pc));
+  if (!created) return created.status();
+  std::shared_ptr<Pool> pool(std::move(created).value());
+  // Routing is by type: a type served by two pools would go to whichever sorts first, so a
+  // plugin could capture another pool's tasks by declaring its type. The other pool keeps
+  // it; this one does not start (a replacement of the same name may share its types).
+  std::string clash;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [name, slot] : slots_) {
+      if (name == pc.name || !clash.empty()) continue;
+      const auto& theirs = slot.pool->task_types();
+      for (const std::string& t : pool->task_types()) {
+        if (std::find(theirs.begin(), theirs.end(), t) == theirs.end()) continue;
+        clash = "task type '" + t + "' of pool '" + pc.name + "' is already served by pool '" +
+                name + "'" + (pc.task_types.empty() ? " (the plugin declares it)" : "");
+        break;
+      }
+    }
+  }
+  if (!clash.empty()) {
+    (void)pool->shutdown(std::chrono::milliseconds(0));
+    return Status::error(Code::kPlugin, clash);
+  }
+  return pool;
 }
 
 Result<std::shared_ptr<Pool>> Service::pool_named(const std::string& name) const {
@@ -134,6 +156,13 @@ void Service::handle(Request req, Responder res) {
     if (on_shutdown_) on_shutdown_(timeout);
     return;
   }
+  // Reads (snapshots, which may overtake admin requests sent before them) on a thread of
+  // their own: a read-only client's flood never delays an admin's submits, and a batch,
+  // replay or reload never delays a read.
+  if (op == "stats" || op == "workers" || op == "task" || op == "dlq_list" || op == "dlq_show") {
+    reads_.post([this, req = std::move(req), res] { handle_read(req, res); });
+    return;
+  }
   // Slow ones (the store, a reload's rolling restart) on the job thread.
   if (op.rfind("dlq_", 0) == 0) {
     jobs_.post([this, req = std::move(req), res] { op_dlq(req, res); });
@@ -156,11 +185,16 @@ void Service::handle_in_order(const Request& req, const Responder& res) {
   const std::string& op = req.op;
   if (op == "submit") return op_submit(req, res);
   if (op == "submit_batch") return op_submit_batch(req, res);
-  if (op == "task") return op_task(req, res);
   if (op == "cancel") return op_cancel(req, res);
+  op_pool_control(req, res);
+}
+
+void Service::handle_read(const Request& req, const Responder& res) {
+  const std::string& op = req.op;
   if (op == "stats") return op_stats(req, res);
   if (op == "workers") return op_workers(req, res);
-  op_pool_control(req, res);
+  if (op == "task") return op_task(req, res);
+  op_dlq(req, res);  // dlq_list, dlq_show
 }
 
 DeadLetterStoreStats Service::dead_letter_stats() const { return store_->stats(); }

@@ -32,6 +32,7 @@
 #include "poold/event_hub.hpp"
 #include "poold/idempotency.hpp"
 #include "poold/job_thread.hpp"
+#include "poold/progress_coalescer.hpp"
 
 namespace spdlog {
 class logger;
@@ -93,6 +94,8 @@ class Service final : public ControlHandler {
   // service_tasks.cpp
   // The request thread's share of handle(), one request at a time.
   void handle_in_order(const Request& req, const Responder& res);
+  // The reads thread's share: stats, workers, task, dlq_list, dlq_show.
+  void handle_read(const Request& req, const Responder& res);
   void op_submit(const Request& req, const Responder& res);
   void op_submit_batch(const Request& req, const Responder& res);
   void op_task(const Request& req, const Responder& res);
@@ -119,6 +122,7 @@ class Service final : public ControlHandler {
   std::shared_ptr<std::atomic<std::uint64_t>> task_ids_;
   std::shared_ptr<DeadLetterStore> store_;
   std::shared_ptr<EventHub> hub_;
+  std::shared_ptr<ProgressCoalescer> progress_ = ProgressCoalescer::create();
   IdempotencyKeys idempotency_;
   std::atomic<bool> stopping_{false};
 
@@ -130,8 +134,9 @@ class Service final : public ControlHandler {
   std::multimap<std::uint64_t, Responder> waiters_;
   std::mutex reload_mu_;  // one reload (or shutdown) at a time
 
-  JobThread requests_;  // handle_in_order: submits, tasks, pool control, in arrival order
-  JobThread jobs_;      // dlq and reload; last: destroyed (joined) first
+  JobThread requests_;  // handle_in_order: submits, cancels, pool control, in arrival order
+  JobThread reads_;     // handle_read: never queued behind submits, batches or reloads
+  JobThread jobs_;      // dlq replay/purge and reload; last: destroyed (joined) first
 };
 
 // The JSON account of a task (the `task` reply and a waited submit's final reply).

@@ -94,12 +94,17 @@ Result<Ticket> Service::submit_one(const json& args, std::string payload, bool w
   auto pool = route(string_arg(args, "pool"), type);
   if (!pool) return pool.status();
   if (wait && res != nullptr) {
+    // Coalesced per task, latest wins: a worker's flood of progress frames neither grows
+    // the submitter's output without bound nor gets its connection dropped.
+    std::shared_ptr<ProgressCoalescer::Stream> stream;
     if (progress) {
-      o.on_progress = [r = *res](std::uint64_t id, std::string_view data) {
-        r.event({{"event", "progress"}, {"id", id}}, std::string(data));
+      stream = progress_->open(*res);
+      o.on_progress = [stream](std::uint64_t id, std::string_view data) {
+        stream->update(id, data);
       };
     }
-    o.on_done = [this, r = *res](const TaskResult& result) {
+    o.on_done = [this, r = *res, stream](const TaskResult& result) {
+      if (stream) stream->finish();
       r.ok(task_json(result), result.result);
       reply_when_done(result.id, result);
     };

@@ -137,6 +137,8 @@ class RawConnection {
     std::memcpy(addr.sun_path, path.data(), path.size());
     REQUIRE(::connect(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
   }
+  // One already connected (connect_as: a connection made as another uid).
+  explicit RawConnection(UniqueFd fd) : fd_(std::move(fd)) {}
   void send_bytes(const std::string& bytes) {
     REQUIRE(::send(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
             static_cast<ssize_t>(bytes.size()));

@@ -97,6 +97,27 @@ TEST_CASE("a config that sets nothing gets the documented defaults") {
   CHECK_FALSE(p.queue.ttl);
 }
 
+TEST_CASE("the control plane's limits default as documented and each is a service.control key") {
+  const Config defaults = parse_ok(kMinimalPool);
+  CHECK(defaults.service.max_connections == 64);
+  CHECK(defaults.service.admin_reserved_connections == 8);
+  CHECK(defaults.service.connections_per_uid == 16);
+  CHECK(defaults.service.streams_per_connection == 4);
+  CHECK(defaults.service.streams_per_uid == 16);
+  CHECK(defaults.service.idle_timeout == 60s);
+  // Unless given, an eighth of connections.max is kept for admins.
+  CHECK(parse_ok("service: {connections: {max: 16}}\n").service.admin_reserved_connections == 2);
+  const Config set = parse_ok(
+      "service:\n  control:\n    admin_reserved_connections: 3\n    connections_per_uid: 5\n"
+      "    streams_per_connection: 2\n    streams_per_uid: 7\n    idle_timeout: 90s\n");
+  CHECK(set.service.admin_reserved_connections == 3);
+  CHECK(set.service.connections_per_uid == 5);
+  CHECK(set.service.streams_per_connection == 2);
+  CHECK(set.service.streams_per_uid == 7);
+  CHECK(set.service.idle_timeout == 90s);
+  CHECK(parse_ok("service: {control: {idle_timeout: 0}}\n").service.idle_timeout == 0s);
+}
+
 TEST_CASE("a pool's defaults are the PoolOptions defaults") {
   const sandpool::PoolOptions o = sandpool::to_pool_options(parse_ok(kMinimalPool).pools[0]);
   const sandpool::PoolOptions d;
@@ -253,7 +274,7 @@ TEST_CASE("each kind of mistake names the key path and its line and column") {
        "t.yaml:2:1: pool: unknown key (expected one of: service, pools)"},
       {"service:\n  sockett: {}\n",
        "t.yaml:2:3: service.sockett: unknown key (expected one of: socket, allow, state_dir, "
-       "metrics, log, shutdown_timeout, connections, journal, task_records)"},
+       "metrics, log, shutdown_timeout, connections, control, journal, task_records)"},
       {std::string(kMinimalPool) + "    limits: {memroy: 1GiB}\n",
        "t.yaml:4:14: pools[0].limits.memroy: unknown key (expected one of: memory, cpu_time, "
        "cpu_quota, open_files, processes, file_size, max_payload, max_result)"},
@@ -331,6 +352,19 @@ TEST_CASE("each kind of mistake names the key path and its line and column") {
        "number)"},
       {"service:\n  allow:\n    - {user: a, rights: root}\n",
        "t.yaml:3:25: service.allow[0].rights: expected one of read, admin, got \"root\""},
+      {"service:\n  control: {streams_per_uid: 0}\n",
+       "t.yaml:2:30: service.control.streams_per_uid: expected an integer from 1 to 4294967295, "
+       "got \"0\""},
+      {"service:\n  control: {idle_timeout: 60}\n",
+       "t.yaml:2:27: service.control.idle_timeout: expected a duration like 250ms or 30s, got "
+       "\"60\""},
+      {"service:\n  connections: {max: 4}\n  control: {admin_reserved_connections: 4}\n",
+       "t.yaml:3:41: service.control.admin_reserved_connections: expected fewer than "
+       "connections.max (4), got 4: peers without admin rights would get no connection"},
+      {"service:\n  control: {stream_per_uid: 3}\n",
+       "t.yaml:2:13: service.control.stream_per_uid: unknown key (expected one of: "
+       "admin_reserved_connections, connections_per_uid, streams_per_connection, "
+       "streams_per_uid, idle_timeout)"},
       // the document itself
       {"", "t.yaml:1:1: expected a mapping with service: and pools:, got an empty document"},
       {std::string(kMinimalPool) + "    plugin_config: &loop {a: *loop}\n",

@@ -1,18 +1,15 @@
 // EventHub with real Responders over a connection's Outbox (what the control server's
 // thread would write to the socket is decoded here instead): the pool filter, the recent
-// backlog, a follow stream cancelled, and a subscriber that cannot keep up (its events are
-// dropped and counted, publish never waits, its queue stays bounded).
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
-
+// backlog, a follow stream cancelled, a subscriber that cannot keep up (its events are
+// dropped and counted, publish never waits, the log stays bounded), and publish's cost,
+// which must not grow with the number of subscribers.
 #include <catch2/catch.hpp>
-#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "control/outbox.hpp"
+#include "allocation_counter.hpp"
+#include "outbox_stream.hpp"
 #include "poold/event_hub.hpp"
 
 namespace sandpool::testing {
@@ -22,64 +19,6 @@ using control::Frame;
 using control::FrameKind;
 using nlohmann::json;
 using poold::EventHub;
-
-constexpr auto kPatience = std::chrono::seconds(60);
-
-// One request's stream as a client would read it: the Responder the hub writes to, and the
-// frames taken from its Outbox. The Waker's eventfd tells the test that frames arrived.
-class Stream {
- public:
-  Stream() : waker_(std::make_shared<control::Waker>()) {
-    waker_->eventfd.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    REQUIRE(waker_->eventfd);
-    outbox_ = std::make_shared<control::Outbox>(1, 1u << 30, waker_);
-    state_ = std::make_shared<Responder::State>(outbox_, 7);
-  }
-  Responder responder() const { return Responder(state_); }
-  Responder::State& state() { return *state_; }
-
-  // Waits (kPatience at most) until `n` frames in all have arrived; returns them all.
-  const std::vector<Frame>& wait_frames(std::size_t n) {
-    const auto until = std::chrono::steady_clock::now() + kPatience;
-    while (take(), frames_.size() < n && std::chrono::steady_clock::now() < until) {
-      pollfd p{waker_->eventfd.get(), POLLIN, 0};
-      ::poll(&p, 1, 1000);
-      std::uint64_t count = 0;
-      [[maybe_unused]] ssize_t r = ::read(waker_->eventfd.get(), &count, sizeof count);
-    }
-    return frames_;
-  }
-  // The JSON bodies of the event frames so far.
-  std::vector<json> events() const {
-    std::vector<json> out;
-    for (const Frame& f : frames_) {
-      if (f.kind == FrameKind::kEvent) out.push_back(json::parse(f.json));
-    }
-    return out;
-  }
-
- private:
-  void take() {
-    std::string bytes;
-    {
-      std::lock_guard<std::mutex> lock(outbox_->mu);
-      bytes.swap(outbox_->bytes);
-      outbox_->flush_requested = false;  // as the server thread does when it takes them
-    }
-    decoder_.feed(bytes);
-    Frame f;
-    control::FrameDecoder::Error err;
-    while (decoder_.next(&f, &err) == control::FrameDecoder::Status::kFrame) {
-      frames_.push_back(std::move(f));
-    }
-  }
-
-  std::shared_ptr<control::Waker> waker_;
-  std::shared_ptr<control::Outbox> outbox_;
-  std::shared_ptr<Responder::State> state_;
-  control::FrameDecoder decoder_{1u << 30};
-  std::vector<Frame> frames_;
-};
 
 PoolEvent task_ended(std::uint64_t id) {
   PoolEvent e;
@@ -122,7 +61,8 @@ TEST_CASE("a follow stream gets new events of its pool until it is cancelled, th
   CHECK(hub.dropped() == 0);  // a stream that left is not counted as slow
 }
 
-TEST_CASE("a subscriber that cannot keep up loses events, counted, and never holds publish up") {
+TEST_CASE(
+    "a follower the hub cannot keep up with loses events, counted, and never holds publish up") {
   EventHub hub;
   Stream slow;
   hub.subscribe("a", true, slow.responder());
@@ -131,20 +71,21 @@ TEST_CASE("a subscriber that cannot keep up loses events, counted, and never hol
     // Holding the stream's lock stalls the hub's delivery to it (the first event the hub
     // tries to send waits on it), as a responder stuck behind a slow connection would.
     std::lock_guard<std::mutex> stalled(slow.state().mu);
-    // Publish goes on regardless, and past the queue's capacity events are dropped.
+    // Publish goes on regardless, and once the log wraps past what the hub took, events are
+    // dropped (overwritten, the oldest first).
     while (hub.dropped() == 0) {
       hub.publish("a", task_ended(++published));
       REQUIRE(published < 100000);
     }
-    // The queue is bounded: at most one batch in the hub's hands plus a full queue.
+    // The log is bounded: at most one chunk in the hub's hands plus a full log.
     for (int i = 0; i < 5000; ++i) hub.publish("a", task_ended(++published));
-    CHECK(hub.dropped() >= 5000 - EventHub::kQueueCapacity);
+    CHECK(hub.dropped() >= 5000);
   }
   // Once it moves again it gets what was kept, in order; the first event after a gap says
-  // how many it missed (a full queue drops the newcomers): kept + dropped = published.
+  // how many it missed: kept + dropped = published.
   const std::uint64_t dropped = hub.dropped();
   const std::size_t kept = published - dropped;
-  CHECK(kept <= 2 * EventHub::kQueueCapacity);
+  CHECK(kept <= EventHub::kChunk + EventHub::kCapacity);
   REQUIRE(slow.wait_frames(kept).size() == kept);
   std::uint64_t reported = 0;
   std::uint64_t last_id = 0;
@@ -155,7 +96,43 @@ TEST_CASE("a subscriber that cannot keep up loses events, counted, and never hol
     reported += missed;
     last_id = id;
   }
-  CHECK(reported + (published - last_id) == dropped);  // the tail dropped is not reported yet
+  CHECK(reported == dropped);
+  CHECK(last_id == published);  // the newest events are the ones kept
+}
+
+TEST_CASE("publishing costs a pool's loop the same whatever the number of followers") {
+  EventHub hub;
+  // Strings past the small-string buffer, so a copy per subscriber would show as allocations.
+  const std::string pool(40, 'p');
+  PoolEvent e;
+  e.kind = PoolEvent::Kind::kAttemptEnded;
+  e.task_id = 1;
+  e.outcome = Outcome::kError;
+  const std::string detail(100, 'd');
+  e.detail = detail;
+  auto allocations_per_100 = [&] {
+    const std::uint64_t before = allocations_on_this_thread();
+    for (int i = 0; i < 100; ++i) hub.publish(pool, e);
+    return allocations_on_this_thread() - before;
+  };
+  std::vector<std::unique_ptr<Stream>> followers;
+  auto follow = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      followers.push_back(std::make_unique<Stream>());
+      hub.subscribe("", true, followers.back()->responder());
+    }
+  };
+  follow(1);
+  const std::uint64_t one = allocations_per_100();
+  follow(199);
+  const std::uint64_t many = allocations_per_100();
+  CHECK(hub.subscribers() == 200);
+  CHECK(one <= 2 * 100);  // the event's own two strings
+  CHECK(many == one);
+  // And every follower still gets every event: the last one, the 100 published before it
+  // came (from the recent backlog) and the 100 after.
+  REQUIRE(followers.back()->wait_frames(200).size() == 200);
+  REQUIRE(followers.front()->wait_frames(200).size() == 200);
 }
 
 }  // namespace

@@ -45,7 +45,14 @@ struct ServiceConfig {
   std::uint32_t max_connections = 64;
   std::uint32_t max_outstanding_requests = 4096;  // per connection
   std::uint64_t max_buffered_bytes = 16u << 20;   // per connection, replies to a slow reader
-  std::uint64_t task_records_max = 100000;        // finished tasks kept for `poolctl task`
+  // service.control: what one peer may hold of the control plane (docs/protocol.md).
+  // Of max_connections, for admins only; the parser's default is max_connections / 8.
+  std::uint32_t admin_reserved_connections = 8;
+  std::uint32_t connections_per_uid = 16;    // peers without admin rights
+  std::uint32_t streams_per_connection = 4;  // open `events` requests
+  std::uint32_t streams_per_uid = 16;
+  Duration idle_timeout{60000};             // after hello, with no request open; 0: none
+  std::uint64_t task_records_max = 100000;  // finished tasks kept for `poolctl task`
   Duration task_records_max_age{3600000};
   // `journal: on` is planned; the parser accepts only `off`.
   bool operator==(const ServiceConfig&) const = default;

@@ -47,12 +47,26 @@ struct ControlServerOptions {
   AccessPolicy access;
   std::string server_name = "poold";
   std::size_t max_connections = 64;
+  // Of max_connections, this many are kept for peers with admin rights: the others may
+  // hold at most max_connections - admin_reserved_connections together, and each of their
+  // uids at most max_connections_per_uid. Admins are bounded by max_connections only.
+  std::size_t admin_reserved_connections = 8;
+  std::size_t max_connections_per_uid = 16;  // peers without admin rights
+  // Streams (requests ControlServer::is_stream names: `events`) open at once, per
+  // connection and per uid, whatever the peer's rights; over either: that request gets
+  // `busy`. They bound the events hub's subscribers whoever connects.
+  std::size_t max_streams_per_connection = 4;
+  std::size_t max_streams_per_uid = 16;
   std::size_t max_outstanding = 4096;           // per connection; over it: `busy`
   std::size_t max_output_bytes = 64u << 20;     // per connection; over it: disconnect
   std::size_t max_frame = (16u << 20) + 65536;  // body bytes after the length field
   // A connection that has not sent its hello this long after it was accepted gets a
   // `timeout` error and is closed (it would hold a connection slot forever). Zero: no limit.
   std::chrono::milliseconds hello_timeout{10000};
+  // A connection past its hello with no open request, no reply left to write and nothing
+  // received for this long gets a `timeout` error and is closed (an open stream is not
+  // idle). Zero: no limit.
+  std::chrono::milliseconds idle_timeout{60000};
   // The server thread's nice value (setpriority on the thread alone; 0: left as is). Below
   // zero, it gets the CPU ahead of the data path when both want it, so `status` answers in
   // milliseconds while batches saturate the host. Needs root or CAP_SYS_NICE; without it the
@@ -87,6 +101,10 @@ class Responder {
   bool error(const Status& status) const;                        // maps Code to the wire vocabulary
   // True until the final reply was sent, the client cancelled or the connection closed.
   bool is_open() const;
+  // Bytes queued for this request's connection that the socket has not taken yet (every
+  // request's replies and events); 0 once the connection is gone. For a producer that
+  // would rather coalesce than queue behind a slow reader.
+  std::size_t queued_output() const;
   // Runs `fn` once when the client cancels this stream or the connection closes (on the
   // server thread, or right away on the caller's if that already happened). Not after a
   // final reply. Use it to stop a follow stream.
@@ -127,6 +145,9 @@ class ControlServer {
   static bool known_op(std::string_view op);
   // The rights an op needs: kRead for status/workers/stats/events/task, kAdmin otherwise.
   static Rights required_rights(std::string_view op);
+  // True iff `op` opens a stream that counts against max_streams_per_connection and
+  // max_streams_per_uid while open: `events`.
+  static bool is_stream(std::string_view op);
 
   class Impl;
 
