@@ -126,8 +126,8 @@ int run(sp::Config config, const std::string& config_path, pd::SignalWatcher& si
     if (**sig == SIGHUP) {
       log->info("SIGHUP: reloading {}", config_path);
       (void)notifier.reloading();
-      (void)(*service)->reload();
-      (void)notifier.ready("reloaded");
+      // On the job thread, like a `reload` request; the main loop keeps watching meanwhile.
+      svc->reload_async([&notifier](const auto&) { (void)notifier.ready("reloaded"); });
       continue;
     }
     log->info("signal {}: shutting down", **sig);

@@ -70,6 +70,8 @@ Service::~Service() {
     retiring.swap(retiring_);
   }
   for (auto& t : retiring) t.join();
+  // Closed here, while everything their tasks' callbacks reach (waiters_, the keys) exists.
+  for (const auto& [name, pool] : pools()) pool->close();
 }
 
 PoolOptions Service::pool_options(const PoolConfig& pc) const {
@@ -99,10 +101,9 @@ Result<std::shared_ptr<Pool>> Service::pool_named(const std::string& name) const
 Result<std::shared_ptr<Pool>> Service::route(const std::string& pool,
                                              const std::string& type) const {
   if (!pool.empty()) return pool_named(pool);
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [name, slot] : slots_) {
-    const auto& types = slot.pool->task_types();
-    if (std::find(types.begin(), types.end(), type) != types.end()) return slot.pool;
+  for (const auto& [name, p] : pools()) {
+    const auto& types = p->task_types();
+    if (std::find(types.begin(), types.end(), type) != types.end()) return p;
   }
   return Status::error(Code::kNotFound, "no pool serves task type '" + type + "'");
 }
@@ -111,6 +112,15 @@ std::vector<std::pair<std::string, std::shared_ptr<Pool>>> Service::pools() cons
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::pair<std::string, std::shared_ptr<Pool>>> out;
   for (const auto& [name, slot] : slots_) out.emplace_back(name, slot.pool);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Pool>>> Service::retired_pools() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<std::string, std::shared_ptr<Pool>>> out;
+  for (const auto& [name, weak] : retired_) {
+    if (auto pool = weak.lock()) out.emplace_back(name, std::move(pool));
+  }
   return out;
 }
 
@@ -140,10 +150,9 @@ void Service::handle(Request req, Responder res) {
     return;
   }
   if (op == "reload") {
-    jobs_.post([this, res] {
-      auto r = reload();
+    reload_async([res](const Result<nlohmann::json>& r) {
       if (!r) return (void)res.error(r.status());
-      res.ok(std::move(r).value());
+      res.ok(*r);
     });
     return;
   }
@@ -181,12 +190,15 @@ std::optional<std::string> Service::health() const {
 void Service::retire(std::string name, std::shared_ptr<Pool> pool) {
   pool->drain();
   const auto timeout = config_.service.shutdown_timeout;
-  std::lock_guard<std::mutex> lock(mu_);
-  retired_.push_back(pool);
-  retiring_.emplace_back([log = log_, name = std::move(name), pool = std::move(pool), timeout] {
+  std::weak_ptr<Pool> weak = pool;
+  std::thread t([log = log_, name, pool = std::move(pool), timeout] {
     const std::size_t left = pool->shutdown(timeout, DeadReason::kPoolRemoved);
     log->info("pool retired pool={} dead_lettered={}", name, left);
   });
+  std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(retired_, [](const auto& r) { return r.second.expired(); });
+  retired_.emplace_back(std::move(name), std::move(weak));
+  retiring_.push_back(std::move(t));
 }
 
 }  // namespace sandpool::poold

@@ -4,10 +4,24 @@
 // ("Control protocol"). main.cpp owns the process-level pieces around it (signals, lock,
 // control and metrics servers, systemd).
 //
-// Thread-safety: handle() runs on the control server's thread and never blocks: slow
-// operations (reload, dead letters, replays) run on the service's job thread and reply
-// from there; waited submits reply from the pool's loop thread. reload(), shutdown(),
-// metrics() and health() may be called from any thread.
+// Threads: handle() runs on the control server's thread and never blocks: it answers
+// status, events and shutdown itself, hands submits, task lookups, cancels, stats, workers
+// and pool controls to the request thread (in arrival order), and dead letters, reload and
+// shutdown to the job thread. Each pool's loop thread runs the callbacks the service gives
+// its tasks (on_done, on_progress) and events. A retired pool shuts down on a thread of its
+// own. shutdown(), metrics() and health() may be called from any thread.
+//
+// The lock rule: the service never holds a lock across a call into a Pool (nor into a
+// Responder, the store or the hub). It copies what it needs under the lock, releases it, then
+// calls. A Pool call may wait for that pool's loop thread (workers(), find(), stats(),
+// metrics(), reconfigure(), shutdown() do), and the loop thread takes mu_ when a task ends
+// (reply_when_done): a pool call under mu_ is a deadlock (issue 11: op_workers and
+// find_task did it). The locks, all leaves (nothing else is taken while one is held):
+// - mu_: slots_, retiring_, retired_, waiters_.
+// - IdempotencyKeys, EventHub, each JobThread: their own, internal.
+// No lock serialises reload and shutdown: both run on the job thread, the only thread that
+// changes config_ and the set of pools once the service has started.
+//
 // Lifetime: destroy the ControlServer and MetricsServer before the Service (they call it).
 #pragma once
 
@@ -57,16 +71,17 @@ class Service final : public ControlHandler {
 
   void handle(Request request, Responder responder) override;
 
-  // Re-reads the config file; invalid: the error, and the running config stays. Otherwise
-  // applies the differences (docs/operations.md, "Reload") and returns what changed.
-  Result<nlohmann::json> reload();
-  // Stops accepting tasks, shuts every pool down in parallel (each waits up to `timeout`,
-  // then dead-letters what is left with reason shutdown), then flushes and closes the store.
+  // Queues a reload on the job thread (SIGHUP): it re-reads the config file; invalid: the
+  // error, and the running config stays. Otherwise it applies the differences
+  // (docs/operations.md, "Reload"). `done` gets what changed, on the job thread.
+  void reload_async(std::function<void(const Result<nlohmann::json>&)> done);
+  // Stops accepting tasks; then, on the job thread after whatever job runs there, shuts
+  // every pool down in parallel (each waits up to `timeout`, then dead-letters what is left
+  // with reason shutdown), then flushes and closes the store. Returns when that is done.
   void shutdown(std::chrono::milliseconds timeout);
 
   std::vector<PoolMetrics> metrics() const;
-  std::optional<std::string> health() const;        // nullopt: healthy
-  const Config& config() const { return config_; }  // the running one; job/main thread only
+  std::optional<std::string> health() const;  // nullopt: healthy
 
  private:
   struct Slot {
@@ -84,7 +99,12 @@ class Service final : public ControlHandler {
   Result<std::shared_ptr<Pool>> pool_named(const std::string& name) const;
   Result<std::shared_ptr<Pool>> route(const std::string& pool, const std::string& type) const;
   std::vector<std::pair<std::string, std::shared_ptr<Pool>>> pools() const;
+  // The pools being retired that still exist, by name.
+  std::vector<std::pair<std::string, std::shared_ptr<Pool>>> retired_pools() const;
   std::optional<Ticket> find_task(std::uint64_t id) const;
+  // Job thread: see reload_async().
+  Result<nlohmann::json> reload();
+  void shut_down_pools(std::chrono::milliseconds timeout);
   // Drains `pool` and shuts it down on a thread of its own (removed or replaced pools);
   // what is left after shutdown_timeout is dead-lettered `pool_removed`.
   void retire(std::string name, std::shared_ptr<Pool> pool);
@@ -108,7 +128,7 @@ class Service final : public ControlHandler {
   void op_dlq(const Request& req, const Responder& res);
   nlohmann::json dlq_replay(const nlohmann::json& args);
 
-  Config config_;  // the running config; changed by reload (job or main thread, reload_mu_)
+  Config config_;  // the running config; changed by reload, on the job thread only
   const std::string config_path_;
   std::shared_ptr<spdlog::logger> log_;
   ShutdownRequest on_shutdown_;
@@ -119,16 +139,16 @@ class Service final : public ControlHandler {
   IdempotencyKeys idempotency_;
   std::atomic<bool> stopping_{false};
 
-  mutable std::mutex mu_;                     // guards slots_, retiring_, waiters_
-  std::map<std::string, Slot> slots_;         // the configured pools, by name
-  std::vector<std::thread> retiring_;         // one per pool being drained away
-  std::vector<std::weak_ptr<Pool>> retired_;  // still found by task id while they drain
+  mutable std::mutex mu_;              // guards slots_, retiring_, retired_, waiters_
+  std::map<std::string, Slot> slots_;  // the configured pools, by name
+  std::vector<std::thread> retiring_;  // one per pool being drained away
+  // Still found by task id while they drain, by name.
+  std::vector<std::pair<std::string, std::weak_ptr<Pool>>> retired_;
   // Waited resubmits of a still-open task (idempotency): answered when it ends.
   std::multimap<std::uint64_t, Responder> waiters_;
-  std::mutex reload_mu_;  // one reload (or shutdown) at a time
 
   JobThread requests_;  // handle_in_order: submits, tasks, pool control, in arrival order
-  JobThread jobs_;      // dlq and reload; last: destroyed (joined) first
+  JobThread jobs_;      // dlq, reload and shutdown; last: destroyed (joined) first
 };
 
 // The JSON account of a task (the `task` reply and a waited submit's final reply).

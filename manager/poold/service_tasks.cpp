@@ -57,14 +57,13 @@ json task_json(const TaskResult& r) {
 }
 
 std::optional<Ticket> Service::find_task(std::uint64_t id) const {
+  // The pools are copied under mu_ and asked without it: Pool::find() waits for the pool's
+  // loop thread, which takes mu_ when a task ends.
   for (const auto& [name, pool] : pools()) {
     if (auto t = pool->find(id)) return t;
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& weak : retired_) {
-    if (auto pool = weak.lock()) {
-      if (auto t = pool->find(id)) return t;
-    }
+  for (const auto& [name, pool] : retired_pools()) {
+    if (auto t = pool->find(id)) return t;
   }
   return std::nullopt;
 }
