@@ -235,4 +235,6 @@ std::optional<Ticket> Pool::find(std::uint64_t task_id) const {
 
 std::uint64_t Pool::wake_syscalls() const { return loop_->wake_syscalls(); }
 
+std::int64_t Pool::busy_for_ns() const { return loop_->busy_for_ns(); }
+
 }  // namespace sandpool

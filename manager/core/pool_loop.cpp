@@ -1,5 +1,6 @@
 #include "core/pool_loop.hpp"
 
+#include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
@@ -248,11 +249,13 @@ Status PoolLoop::set_up_cgroups() {
 // ---- the loop -------------------------------------------------------------------------
 
 void PoolLoop::run() {
+  ::pthread_setname_np(::pthread_self(), ("sp-loop:" + opts_.name).substr(0, 15).c_str());
   core_->start(ipc::monotonic_ns());
   publish_stats(ipc::monotonic_ns(), true);
   std::int64_t busy_rounds = 0;
   for (;;) {
     std::int64_t now = ipc::monotonic_ns();
+    busy_.begin(now);  // poold's watchdog: an iteration is one item of work
     bool work = drain_inbox(now);
     for (auto& [id, link] : links_) work |= poll_worker(id, link, now, kResultBudget);
     core_->observe_running();
@@ -378,7 +381,9 @@ void PoolLoop::wait_for_events(std::int64_t timeout_ms, std::int64_t now) {
     }
   }
   epoll_event events[64];
+  if (may_sleep) busy_.end();  // poold's watchdog: idle, however long the sleep
   int n = ::epoll_wait(epoll_.get(), events, 64, may_sleep ? static_cast<int>(timeout_ms) : 0);
+  if (may_sleep) busy_.begin(ipc::monotonic_ns());  // handling what woke it is work
   if (timeout_ms != 0) {
     sleeping_.store(false);
     for (auto& [id, link] : links_) {

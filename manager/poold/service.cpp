@@ -60,6 +60,7 @@ Result<std::unique_ptr<Service>> Service::start(Config config, std::string confi
     s->slots_.emplace(pc.name, Slot{pc, std::move(pool).value()});
     log->info("pool started pool={} plugin={} workers={}", pc.name, pc.plugin, pc.workers.initial);
   }
+  s->refresh_watch_list();
   return s;
 }
 
@@ -185,6 +186,34 @@ std::optional<std::string> Service::health() const {
     if (state == "failed") return "pool " + name + " failed";
   }
   return std::nullopt;
+}
+
+void Service::refresh_watch_list() {
+  std::vector<std::pair<std::string, std::weak_ptr<Pool>>> list;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [name, slot] : slots_) list.emplace_back("sp-loop:" + name, slot.pool);
+    for (const auto& [name, weak] : retired_) {
+      list.emplace_back("sp-loop:" + name + " (retiring)", weak);
+    }
+  }
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  watched_ = std::move(list);
+}
+
+std::vector<ThreadBusy> Service::busy_threads() const {
+  std::vector<std::pair<std::string, std::weak_ptr<Pool>>> watched;
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);  // not mu_: see the lock rule
+    watched = watched_;
+  }
+  std::vector<ThreadBusy> out;
+  for (const auto& [name, weak] : watched) {
+    if (auto pool = weak.lock()) out.push_back({name, pool->busy_for_ns()});
+  }
+  const std::int64_t now = BusyClock::now_ns();
+  for (const JobThread* t : {&requests_, &jobs_}) out.push_back({t->name(), t->busy_for_ns(now)});
+  return out;
 }
 
 void Service::retire(std::string name, std::shared_ptr<Pool> pool) {

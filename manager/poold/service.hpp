@@ -4,12 +4,13 @@
 // ("Control protocol"). main.cpp owns the process-level pieces around it (signals, lock,
 // control and metrics servers, systemd).
 //
-// Threads: handle() runs on the control server's thread and never blocks: it answers
-// status, events and shutdown itself, hands submits, task lookups, cancels, stats, workers
-// and pool controls to the request thread (in arrival order), and dead letters, reload and
-// shutdown to the job thread. Each pool's loop thread runs the callbacks the service gives
-// its tasks (on_done, on_progress) and events. A retired pool shuts down on a thread of its
-// own. shutdown(), metrics() and health() may be called from any thread.
+// Threads: handle() runs on the control server's thread (sp-control) and never blocks: it
+// answers status, events and shutdown itself, hands submits, task lookups, cancels, stats,
+// workers and pool controls to the request thread (sp-request, in arrival order), and dead
+// letters, reload and shutdown to the job thread (sp-jobs). Each pool's loop thread
+// (sp-loop:<pool>) runs the callbacks the service gives its tasks (on_done, on_progress) and
+// events. A retired pool shuts down on a thread of its own. metrics(), health() and
+// busy_threads() may be called from any thread (the metrics server's, main's).
 //
 // The lock rule: the service never holds a lock across a call into a Pool (nor into a
 // Responder, the store or the hub). It copies what it needs under the lock, releases it, then
@@ -18,6 +19,9 @@
 // (reply_when_done): a pool call under mu_ is a deadlock (issue 11: op_workers and
 // find_task did it). The locks, all leaves (nothing else is taken while one is held):
 // - mu_: slots_, retiring_, retired_, waiters_.
+// - watch_mu_: watched_, the pools busy_threads() samples, copied from slots_ and retired_
+//   (never while mu_ is held), so the watchdog and /healthz never wait for mu_: a thread
+//   stuck while holding it is exactly what they must report.
 // - IdempotencyKeys, EventHub, each JobThread: their own, internal.
 // No lock serialises reload and shutdown: both run on the job thread, the only thread that
 // changes config_ and the set of pools once the service has started.
@@ -46,6 +50,7 @@
 #include "poold/event_hub.hpp"
 #include "poold/idempotency.hpp"
 #include "poold/job_thread.hpp"
+#include "poold/watchdog_gate.hpp"
 
 namespace spdlog {
 class logger;
@@ -79,9 +84,14 @@ class Service final : public ControlHandler {
   // every pool down in parallel (each waits up to `timeout`, then dead-letters what is left
   // with reason shutdown), then flushes and closes the store. Returns when that is done.
   void shutdown(std::chrono::milliseconds timeout);
+  bool stopping() const { return stopping_.load(); }
 
   std::vector<PoolMetrics> metrics() const;
   std::optional<std::string> health() const;  // nullopt: healthy
+  // The service's threads that take items of work, each with how long it has been inside
+  // its current one: every pool's loop (sp-loop:<pool>, retiring ones included), sp-request
+  // and sp-jobs (main adds the control server's). For the WatchdogGate.
+  std::vector<ThreadBusy> busy_threads() const;
 
  private:
   struct Slot {
@@ -105,6 +115,9 @@ class Service final : public ControlHandler {
   // Job thread: see reload_async().
   Result<nlohmann::json> reload();
   void shut_down_pools(std::chrono::milliseconds timeout);
+  // Copies the pool table and the retired pools into watched_ (after either changed: start,
+  // job thread).
+  void refresh_watch_list();
   // Drains `pool` and shuts it down on a thread of its own (removed or replaced pools);
   // what is left after shutdown_timeout is dead-lettered `pool_removed`.
   void retire(std::string name, std::shared_ptr<Pool> pool);
@@ -142,13 +155,17 @@ class Service final : public ControlHandler {
   mutable std::mutex mu_;              // guards slots_, retiring_, retired_, waiters_
   std::map<std::string, Slot> slots_;  // the configured pools, by name
   std::vector<std::thread> retiring_;  // one per pool being drained away
-  // Still found by task id while they drain, by name.
+  // Still found by task id while they drain (and watched by busy_threads()), by name.
   std::vector<std::pair<std::string, std::weak_ptr<Pool>>> retired_;
   // Waited resubmits of a still-open task (idempotency): answered when it ends.
   std::multimap<std::uint64_t, Responder> waiters_;
+  mutable std::mutex watch_mu_;                                       // guards watched_
+  std::vector<std::pair<std::string, std::weak_ptr<Pool>>> watched_;  // by thread name
 
-  JobThread requests_;  // handle_in_order: submits, tasks, pool control, in arrival order
-  JobThread jobs_;      // dlq, reload and shutdown; last: destroyed (joined) first
+  // handle_in_order: submits, tasks, pool control, in arrival order.
+  JobThread requests_{"sp-request"};
+  // dlq, reload and shutdown; last: destroyed (joined) first.
+  JobThread jobs_{"sp-jobs"};
 };
 
 // The JSON account of a task (the `task` reply and a waited submit's final reply).

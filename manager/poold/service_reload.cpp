@@ -107,6 +107,7 @@ Result<json> Service::reload() {
     slots_[pc.name].config = pc;
   }
 
+  refresh_watch_list();
   // The service section (socket, access, metrics, state dir, logging) needs a restart.
   const bool service_changed = !(config_.service == next.service);
   config_.pools = next.pools;

@@ -223,6 +223,9 @@ class Pool {
   const std::string& isolation() const;
   // Wake-up syscalls the manager side has paid so far (benchmarks report them per task).
   std::uint64_t wake_syscalls() const;
+  // How long the pool's loop thread has been inside its current iteration (ns); 0 while it
+  // sleeps or once it ended. A watchdog's view (poold's WatchdogGate); any thread.
+  std::int64_t busy_for_ns() const;
 
  private:
   explicit Pool(std::shared_ptr<core::PoolLoop> loop);
