@@ -237,4 +237,6 @@ std::uint64_t Pool::wake_syscalls() const { return loop_->wake_syscalls(); }
 
 std::int64_t Pool::busy_for_ns() const { return loop_->busy_for_ns(); }
 
+std::chrono::milliseconds Pool::max_timeout() const { return loop_->max_timeout(); }
+
 }  // namespace sandpool

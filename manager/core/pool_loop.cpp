@@ -74,6 +74,7 @@ PoolLoop::PoolLoop(PoolOptions options) : opts_(options), as_started_(std::move(
   spin_us_ = default_spin_us(opts_.workers);
   max_payload_.store(opts_.max_payload);
   queue_capacity_.store(opts_.queue_capacity);
+  max_timeout_ms_.store(opts_.max_timeout.count());
 }
 
 PoolLoop::~PoolLoop() { close(); }
@@ -770,6 +771,13 @@ Result<Ticket> PoolLoop::submit(std::string type, std::string payload, SubmitOpt
   if (!accepting_.load()) return Status::error(Code::kClosed, "pool is closing");
   if (draining_.load()) {
     return Status::error(Code::kClosed, "pool '" + opts_.name + "' is draining (resume it)");
+  }
+  if (options.timeout) {  // issue 11 item 9: a deadline must be reachable and must not overflow
+    const std::int64_t ms = options.timeout->count(), max = max_timeout_ms_.load();
+    if (ms < 1 || ms > max) {
+      return Status::invalid("timeout: " + std::to_string(ms) + " ms is outside 1 ms .. " +
+                             std::to_string(max) + " ms (max_timeout)");
+    }
   }
   if (std::find(task_types_.begin(), task_types_.end(), type) == task_types_.end()) {
     std::string served;

@@ -83,6 +83,9 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   std::int64_t busy_for_ns() const {
     return loop_ended_.load() ? 0 : busy_.busy_for_ns(ipc::monotonic_ns());
   }
+  std::chrono::milliseconds max_timeout() const {
+    return std::chrono::milliseconds(max_timeout_ms_.load(std::memory_order_relaxed));
+  }
 
  private:
   struct Link {
@@ -156,6 +159,7 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   // Submit-side limits, read by any thread, changed by reconfigure().
   std::atomic<std::uint64_t> max_payload_{0};
   std::atomic<std::size_t> queue_capacity_{0};
+  std::atomic<std::int64_t> max_timeout_ms_{0};
   BusyClock busy_;  // the loop thread's (busy_for_ns)
   std::unique_ptr<PoolCore> core_;
   std::vector<std::string> task_types_;

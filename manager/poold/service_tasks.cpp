@@ -12,19 +12,42 @@ namespace {
 
 using nlohmann::json;
 
-// Reads the optional typed arguments of one task into SubmitOptions.
-Status submit_options(const json& a, SubmitOptions* o) {
+bool fits_int32(const json& v) {
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>() <= INT32_MAX;
+  if (!v.is_number_integer()) return false;
+  const auto n = v.get<std::int64_t>();
+  return n >= INT32_MIN && n <= INT32_MAX;
+}
+
+// Reads the optional typed arguments of one task into SubmitOptions, each checked against
+// its range (nothing truncated): timeout_ms 1..`max_timeout` (the pool's
+// task_defaults.max_timeout), retries 0..4294967295 (the config's range for the pool's own).
+Status submit_options(const json& a, std::chrono::milliseconds max_timeout, SubmitOptions* o) {
   if (auto it = a.find("priority"); it != a.end()) {
-    if (!it->is_number_integer()) return Status::invalid("priority: an integer");
+    if (!fits_int32(*it)) {
+      return Status::invalid("priority: an integer from " + std::to_string(INT32_MIN) + " to " +
+                             std::to_string(INT32_MAX));
+    }
     o->priority = it->get<std::int32_t>();
   }
   if (auto it = a.find("timeout_ms"); it != a.end()) {
-    if (!it->is_number_unsigned()) return Status::invalid("timeout_ms: milliseconds >= 0");
-    o->timeout = std::chrono::milliseconds(it->get<std::int64_t>());
+    const std::string bounds = "1 to " + std::to_string(max_timeout.count()) +
+                               " (1 ms to the pool's task_defaults.max_timeout)";
+    if (!it->is_number_unsigned()) return Status::invalid("timeout_ms: an integer from " + bounds);
+    const auto ms = it->get<std::uint64_t>();
+    if (ms < 1 || ms > static_cast<std::uint64_t>(max_timeout.count())) {
+      return Status::invalid("timeout_ms: " + std::to_string(ms) + " is outside " + bounds);
+    }
+    o->timeout = std::chrono::milliseconds(static_cast<std::int64_t>(ms));
   }
   if (auto it = a.find("retries"); it != a.end()) {
-    if (!it->is_number_unsigned()) return Status::invalid("retries: an integer >= 0");
-    o->retries = it->get<std::uint32_t>();
+    const std::string bounds = "0 to " + std::to_string(UINT32_MAX);
+    if (!it->is_number_unsigned()) return Status::invalid("retries: an integer from " + bounds);
+    const auto n = it->get<std::uint64_t>();
+    if (n > UINT32_MAX) {
+      return Status::invalid("retries: " + std::to_string(n) + " is outside " + bounds);
+    }
+    o->retries = static_cast<std::uint32_t>(n);
   }
   if (auto it = a.find("key"); it != a.end()) {
     if (!it->is_string()) return Status::invalid("key: a string");
@@ -86,10 +109,10 @@ Result<Ticket> Service::submit_one(const json& args, std::string payload, bool w
       }
     }
   }
-  SubmitOptions o;
-  if (Status s = submit_options(args, &o); !s) return s;
   auto pool = route(string_arg(args, "pool"), type);
   if (!pool) return pool.status();
+  SubmitOptions o;
+  if (Status s = submit_options(args, (*pool)->max_timeout(), &o); !s) return s;
   if (wait && res != nullptr) {
     if (progress) {
       o.on_progress = [r = *res](std::uint64_t id, std::string_view data) {
@@ -169,10 +192,10 @@ void Service::op_submit_batch(const Request& req, const Responder& res) {
       shared_refusal = Status::error(Code::kClosed, "poold is shutting down");
     } else if (shared_type.empty()) {
       shared_refusal = Status::invalid("type: required, a non-empty string");
-    } else if (Status s = submit_options(defaults, &shared_options); !s) {
-      shared_refusal = s;
     } else if (auto pool = route(string_arg(defaults, "pool"), shared_type); !pool) {
       shared_refusal = pool.status();
+    } else if (Status s = submit_options(defaults, (*pool)->max_timeout(), &shared_options); !s) {
+      shared_refusal = s;
     } else {
       shared_pool = std::move(pool).value();
     }

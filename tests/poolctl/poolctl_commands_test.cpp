@@ -174,6 +174,9 @@ TEST_CASE("a bad command line exits 2 without contacting the service") {
       {"batch", "noop", "10", "--payload-size", "huge"},
       {"submit", "echo", "text", "--file", "/etc/hostname"},
       {"submit", "echo", "--file", dir.path() + "/missing"},
+      {"submit", "echo", "x", "--timeout", "0ms"},
+      {"submit", "echo", "x", "--timeout", "0.4ms"},  // rounds to 0
+      {"submit", "echo", "x", "--retries", "4294967296"},
       {"dlq"},
       {"status", "--no-such-flag"}};
   for (const auto& args : bad) {
@@ -181,6 +184,7 @@ TEST_CASE("a bad command line exits 2 without contacting the service") {
     CHECK(poolctl(service.socket(), args).exit_code == 2);
   }
   CHECK(service.requests("status").empty());
+  CHECK(service.requests("submit").empty());
   CHECK(poolctl(service.socket(), {"--help"}).exit_code == 0);
 }
 

@@ -150,8 +150,9 @@ class Pool {
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
 
-  // Accepts a task. Errors: kInvalidArgument (unknown type), kTooLarge (payload over
-  // max_payload), kQueueFull, kClosed (closing or failed pool).
+  // Accepts a task. Errors: kInvalidArgument (unknown type; a timeout outside 1 ms ..
+  // max_timeout), kTooLarge (payload over max_payload), kQueueFull, kClosed (closing or
+  // failed pool). A refused task is not queued.
   Result<Ticket> submit(std::string type, std::string payload, SubmitOptions options = {});
   Status scale(std::uint32_t workers);
   Status set_strategy(DispatchStrategy strategy);
@@ -226,6 +227,9 @@ class Pool {
   // How long the pool's loop thread has been inside its current iteration (ns); 0 while it
   // sleeps or once it ended. A watchdog's view (poold's WatchdogGate); any thread.
   std::int64_t busy_for_ns() const;
+  // The longest per-attempt timeout submit() accepts (PoolOptions::max_timeout, as last
+  // reconfigured).
+  std::chrono::milliseconds max_timeout() const;
 
  private:
   explicit Pool(std::shared_ptr<core::PoolLoop> loop);

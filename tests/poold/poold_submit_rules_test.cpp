@@ -1,0 +1,93 @@
+// What poold promises a submitter, through a real poold: timeout_ms and retries are
+// checked against their ranges at the wire, with nothing queued on refusal (issue 11
+// item 9).
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "command_runner.hpp"
+#include "poold_process.hpp"
+
+namespace sandpool::testing {
+namespace {
+
+using nlohmann::json;
+
+std::uint64_t submitted(Client& c, const std::string& pool) {
+  auto s = c.stats(pool);
+  REQUIRE(s);
+  return (*s)["pools"][0]["submitted"].get<std::uint64_t>();
+}
+
+}  // namespace
+
+TEST_CASE(
+    "poold: timeout_ms and retries outside their ranges are refused, naming the bounds, "
+    "and nothing is queued") {
+  PooldFixture f("pools:\n" +
+                 pool_yaml("echo", "echo", "    task_defaults: {timeout: 5s, max_timeout: 10s}\n"));
+  Client c = f.connect();
+  auto refused = [&](json extra) {
+    json args{{"type", "echo"}};
+    args.update(extra);
+    auto r = c.call("submit", args, "x");
+    REQUIRE_FALSE(r);
+    return r.status().message();
+  };
+  const std::string bounds = "1 to 10000 (1 ms to the pool's task_defaults.max_timeout)";
+  CHECK(refused({{"timeout_ms", 0}}) == "bad_request: timeout_ms: 0 is outside " + bounds);
+  CHECK(refused({{"timeout_ms", 10001}}) == "bad_request: timeout_ms: 10001 is outside " + bounds);
+  CHECK(refused({{"timeout_ms", 360000000000000}}) ==
+        "bad_request: timeout_ms: 360000000000000 is outside " + bounds);
+  CHECK(refused({{"timeout_ms", -5}}) == "bad_request: timeout_ms: an integer from " + bounds);
+  CHECK(refused({{"timeout_ms", 1.5}}) == "bad_request: timeout_ms: an integer from " + bounds);
+  CHECK(refused({{"retries", 4294967296}}) ==
+        "bad_request: retries: 4294967296 is outside 0 to 4294967295");
+  CHECK(refused({{"retries", -1}}) == "bad_request: retries: an integer from 0 to 4294967295");
+  CHECK(refused({{"priority", 2147483648}}).find("priority: an integer from") != std::string::npos);
+  CHECK(submitted(c, "echo") == 0);
+
+  // A batch: per task, each refusal listed; shared, refused from index 0.
+  auto per_task = c.call(
+      "submit_batch",
+      {{"payload_lens", {1, 1}},
+       {"tasks",
+        {{{"type", "echo"}, {"timeout_ms", 0}}, {{"type", "echo"}, {"retries", 4294967296}}}}},
+      "ab");
+  REQUIRE(per_task);
+  CHECK(per_task->body["ids"] == json({0, 0}));
+  REQUIRE(per_task->body["errors"].size() == 2);
+  CHECK(per_task->body["errors"][0]["message"] == "timeout_ms: 0 is outside " + bounds);
+  auto shared =
+      c.call("submit_batch",
+             {{"payload_lens", {1}}, {"defaults", {{"type", "echo"}, {"timeout_ms", 0}}}}, "a");
+  REQUIRE(shared);
+  CHECK(shared->body["refused_from"]["index"] == 0);
+  CHECK(shared->body["refused_from"]["message"] == "timeout_ms: 0 is outside " + bounds);
+  CHECK(submitted(c, "echo") == 0);
+
+  // The bounds themselves are accepted.
+  for (json ok : {json{{"timeout_ms", 1}}, json{{"timeout_ms", 10000}},
+                  json{{"retries", 4294967295u}}, json{{"retries", 0}}}) {
+    json args{{"type", "echo"}};
+    args.update(ok);
+    INFO(args.dump());
+    CHECK(c.call("submit", args, "x"));
+  }
+  CHECK(submitted(c, "echo") == 4);
+
+  // poolctl: the lower bound on its command line, the upper one from poold.
+  const std::string poolctl = std::string(SANDPOOL_BIN_DIR) + "/poolctl";
+  auto zero = run_command(
+      poolctl, {"--socket", f.socket, "submit", "echo", "x", "--timeout", "0ms", "--wait"});
+  CHECK(zero.exit_code == 2);
+  CHECK(zero.err.find("at least 1ms") != std::string::npos);
+  auto huge = run_command(
+      poolctl, {"--socket", f.socket, "submit", "echo", "x", "--timeout", "100000000h", "--wait"});
+  CHECK(huge.exit_code == 1);
+  CHECK(huge.err.find("timeout_ms: 360000000000000 is outside 1 to 10000") != std::string::npos);
+  CHECK(submitted(c, "echo") == 4);
+}
+
+}  // namespace sandpool::testing
