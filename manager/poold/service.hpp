@@ -132,6 +132,8 @@ class Service final : public ControlHandler {
   Result<Ticket> submit_one(const nlohmann::json& args, std::string payload, bool wait,
                             bool progress, const Responder* res, bool* existing);
   void reply_when_done(std::uint64_t task_id, const TaskResult& result);
+  // The callbacks poold gives a replayed task (reply_when_done when it ends).
+  TaskCallbacks replay_callbacks();
   // service_admin.cpp
   void op_status(const Request& req, const Responder& res);
   void op_stats(const Request& req, const Responder& res);

@@ -142,6 +142,12 @@ void Service::reply_when_done(std::uint64_t task_id, const TaskResult& result) {
   for (const Responder& r : ready) r.ok(task_json(result), result.result);
 }
 
+TaskCallbacks Service::replay_callbacks() {
+  TaskCallbacks cb;
+  cb.on_done = [this](const TaskResult& result) { reply_when_done(result.id, result); };
+  return cb;
+}
+
 void Service::op_submit(const Request& req, const Responder& res) {
   const bool wait = req.args.value("wait", false);
   const bool progress = req.args.value("progress", false);

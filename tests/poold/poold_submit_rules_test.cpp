@@ -1,8 +1,9 @@
-// What poold promises a submitter, through a real poold: timeout_ms and retries are
-// checked against their ranges at the wire, with nothing queued on refusal (issue 11
-// item 9).
+// What poold promises a submitter, through a real poold: a waited resubmit that resolves
+// to a replayed task is answered (issue 11 item 11), and timeout_ms and retries are checked
+// against their ranges at the wire, with nothing queued on refusal (item 9).
 #include <catch2/catch.hpp>
 
+#include <future>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -21,6 +22,40 @@ std::uint64_t submitted(Client& c, const std::string& pool) {
 }
 
 }  // namespace
+
+TEST_CASE("poold: a waited resubmit whose key names a replayed task is answered when it ends") {
+  // One worker taking one task at a time: the replay waits behind a blocker, still open when
+  // the resubmit arrives.
+  PooldFixture f("pools:\n" + pool_yaml("sleep", "sleep", "    concurrency: 1\n",
+                                        "{min: 1, max: 1, initial: 1}"));
+  Client c = f.connect();
+  SubmitRequest slow = task("sleep", "60000");
+  slow.idempotency_key = "K";
+  slow.timeout = std::chrono::milliseconds(50);
+  slow.retries = 0;
+  auto dead = c.submit_wait(slow);
+  REQUIRE(dead);
+  REQUIRE(dead->state == "dead_lettered");
+  auto letters = c.dlq_list({{"pool", "sleep"}});
+  REQUIRE(letters);
+  REQUIRE((*letters)["entries"].size() == 1);
+  const std::uint64_t letter = (*letters)["entries"][0]["letter_id"];
+
+  REQUIRE(c.submit(task("sleep", "3000")));  // the blocker
+  auto replayed = c.dlq_replay({{"id", letter}});
+  REQUIRE(replayed);
+  REQUIRE((*replayed)["ids"][0] == dead->id);
+
+  std::promise<Result<TaskReply>> answer;
+  REQUIRE(c.submit_async(slow, [&answer](Result<TaskReply> r) { answer.set_value(std::move(r)); }));
+  auto reply = answer.get_future();
+  REQUIRE(reply.wait_for(kPatience) == std::future_status::ready);
+  auto r = reply.get();
+  REQUIRE(r);
+  CHECK(r->id == dead->id);
+  CHECK(r->state == "dead_lettered");  // timed out again, after 50 ms this time too
+  CHECK(r->body["attempts"] == 1);
+}
 
 TEST_CASE(
     "poold: timeout_ms and retries outside their ranges are refused, naming the bounds, "
