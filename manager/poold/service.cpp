@@ -41,7 +41,7 @@ Service::Service(Config config, std::string config_path, std::shared_ptr<spdlog:
       task_ids_(std::make_shared<std::atomic<std::uint64_t>>(
           static_cast<std::uint64_t>(started_ms_) * 1000)),
       hub_(std::make_shared<EventHub>()),
-      idempotency_(100000, config_.service.task_records_max_age) {}
+      idempotency_({100000, config_.service.task_records_max_age, 64u << 20}) {}
 
 Result<std::unique_ptr<Service>> Service::start(Config config, std::string config_path,
                                                 std::shared_ptr<spdlog::logger> log,

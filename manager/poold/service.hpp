@@ -129,10 +129,26 @@ class Service final : public ControlHandler {
   void op_submit_batch(const Request& req, const Responder& res);
   void op_task(const Request& req, const Responder& res);
   void op_cancel(const Request& req, const Responder& res);
-  Result<Ticket> submit_one(const nlohmann::json& args, std::string payload, bool wait,
-                            bool progress, const Responder* res, bool* existing);
+  // What submit_one found or made: a new task, or the one an idempotency key names (with
+  // the pool's record of it, or else the final account the key kept).
+  struct Submission {
+    std::uint64_t id = 0;
+    bool existing = false;
+    std::optional<Ticket> ticket;  // empty: the pool forgot the task; `kept` has it
+    std::optional<KeptTask> kept;
+  };
+  // `res` (a waited submit's responder) is answered when the task ends; a resubmit of an
+  // open task with a known key is answered when that task ends.
+  Result<Submission> submit_one(const nlohmann::json& args, std::string payload, bool wait,
+                                bool progress, const Responder* res);
+  // The task a known key names, registering `waiter` if it is still open; nullopt when
+  // neither a pool nor the key knows it any more.
+  std::optional<Submission> existing_task(const KeptTask& kept, const Responder* waiter);
+  // A task of the service ended (on its pool's loop thread): the key it was submitted with
+  // (empty: whichever key names its id) keeps its account, and its waiters are answered.
+  void task_ended(const std::string& key, const TaskResult& result);
   void reply_when_done(std::uint64_t task_id, const TaskResult& result);
-  // The callbacks poold gives a replayed task (reply_when_done when it ends).
+  // The callbacks poold gives a replayed task (task_ended when it ends).
   TaskCallbacks replay_callbacks();
   // service_admin.cpp
   void op_status(const Request& req, const Responder& res);

@@ -86,7 +86,8 @@ void Service::op_status(const Request&, const Responder& res) {
             {"write_errors", d.write_errors},
             {"dropped", d.dropped}}},
           {"events_dropped", hub_->dropped()},
-          {"idempotency_keys", idempotency_.size()}});
+          {"idempotency_keys", idempotency_.size()},
+          {"idempotency_kept_bytes", idempotency_.kept_bytes()}});
 }
 
 void Service::op_stats(const Request& req, const Responder& res) {

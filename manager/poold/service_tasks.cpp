@@ -91,22 +91,33 @@ std::optional<Ticket> Service::find_task(std::uint64_t id) const {
   return std::nullopt;
 }
 
-Result<Ticket> Service::submit_one(const json& args, std::string payload, bool wait, bool progress,
-                                   const Responder* res, bool* existing) {
+std::optional<Service::Submission> Service::existing_task(const KeptTask& kept,
+                                                          const Responder* waiter) {
+  // A live record first: a replay may be running the task again.
+  if (auto t = find_task(kept.task_id)) {
+    if (waiter != nullptr) {
+      std::lock_guard<std::mutex> lock(mu_);
+      // Under mu_, so the task cannot end between the check and the emplace unanswered:
+      // its state is terminal before its on_done takes mu_ in reply_when_done.
+      if (!t->done()) waiters_.emplace(kept.task_id, *waiter);
+    }
+    return Submission{kept.task_id, true, *t, std::nullopt};
+  }
+  if (kept.final) return Submission{kept.task_id, true, std::nullopt, kept};
+  return std::nullopt;
+}
+
+Result<Service::Submission> Service::submit_one(const json& args, std::string payload, bool wait,
+                                                bool progress, const Responder* res) {
   if (stopping_.load()) return Status::error(Code::kClosed, "poold is shutting down");
   const std::string type = string_arg(args, "type");
   if (type.empty()) return Status::invalid("type: required, a non-empty string");
   const std::string key = string_arg(args, "idempotency_key");
   if (!key.empty()) {
-    if (auto id = idempotency_.find(key)) {
-      if (auto t = find_task(*id)) {
-        *existing = true;
-        if (wait && res != nullptr) {
-          std::lock_guard<std::mutex> lock(mu_);
-          if (!t->done()) waiters_.emplace(*id, *res);
-        }
-        return *t;
-      }
+    if (auto kept = idempotency_.find(key)) {
+      if (auto existing = existing_task(*kept, wait ? res : nullptr)) return *existing;
+      log_->warn("idempotency key {}: task {} is neither in a pool nor kept; submitting anew", key,
+                 kept->task_id);
     }
   }
   auto pool = route(string_arg(args, "pool"), type);
@@ -119,16 +130,26 @@ Result<Ticket> Service::submit_one(const json& args, std::string payload, bool w
         r.event({{"event", "progress"}, {"id", id}}, std::string(data));
       };
     }
-    o.on_done = [this, r = *res](const TaskResult& result) {
+    o.on_done = [this, r = *res, key](const TaskResult& result) {
       r.ok(task_json(result), result.result);
-      reply_when_done(result.id, result);
+      task_ended(key, result);
     };
   } else if (!key.empty()) {
-    o.on_done = [this](const TaskResult& result) { reply_when_done(result.id, result); };
+    o.on_done = [this, key](const TaskResult& result) { task_ended(key, result); };
   }
   auto ticket = (*pool)->submit(type, std::move(payload), std::move(o));
-  if (ticket && !key.empty()) idempotency_.remember(key, ticket->id());
-  return ticket;
+  if (!ticket) return ticket.status();
+  if (!key.empty()) idempotency_.remember(key, ticket->id());
+  return Submission{ticket->id(), false, std::move(ticket).value(), std::nullopt};
+}
+
+void Service::task_ended(const std::string& key, const TaskResult& result) {
+  if (!key.empty()) {
+    idempotency_.task_ended(key, result);
+  } else {
+    idempotency_.task_ended(result);  // a replay: the key of its id, if any
+  }
+  reply_when_done(result.id, result);
 }
 
 void Service::reply_when_done(std::uint64_t task_id, const TaskResult& result) {
@@ -144,20 +165,28 @@ void Service::reply_when_done(std::uint64_t task_id, const TaskResult& result) {
 
 TaskCallbacks Service::replay_callbacks() {
   TaskCallbacks cb;
-  cb.on_done = [this](const TaskResult& result) { reply_when_done(result.id, result); };
+  cb.on_done = [this](const TaskResult& result) { task_ended({}, result); };
   return cb;
 }
 
 void Service::op_submit(const Request& req, const Responder& res) {
   const bool wait = req.args.value("wait", false);
   const bool progress = req.args.value("progress", false);
-  bool existing = false;
-  auto t = submit_one(req.args, req.blob, wait, progress, &res, &existing);
-  if (!t) return (void)res.error(t.status());
-  if (!wait) return (void)res.ok({{"id", t->id()}, {"existing", existing}});
-  res.event({{"event", "accepted"}, {"id", t->id()}, {"existing", existing}});
-  // An existing task that already ended: its account now (open ones answer when they end).
-  if (existing && t->done()) res.ok(task_json(t->snapshot()), t->snapshot().result);
+  auto s = submit_one(req.args, req.blob, wait, progress, &res);
+  if (!s) return (void)res.error(s.status());
+  if (!wait) return (void)res.ok({{"id", s->id}, {"existing", s->existing}});
+  res.event({{"event", "accepted"}, {"id", s->id}, {"existing", s->existing}});
+  if (!s->existing) return;  // its on_done answers
+  // An existing task that ended: its account now (open ones answer when they end). The
+  // pool's record when it has one, else what the key kept.
+  if (s->ticket) {
+    if (!s->ticket->done()) return;
+    const TaskResult r = s->ticket->snapshot();
+    return (void)res.ok(task_json(r), r.result);
+  }
+  json j = task_json(*s->kept->final);
+  if (s->kept->result_dropped) j["result_dropped"] = true;
+  res.ok(std::move(j), s->kept->final->result);
 }
 
 void Service::op_submit_batch(const Request& req, const Responder& res) {
@@ -222,16 +251,22 @@ void Service::op_submit_batch(const Request& req, const Responder& res) {
       return (void)res.error("bad_request", "tasks: objects of submit arguments");
     }
     bool existing = false;
-    Result<Ticket> r =
-        shared ? shared_pool->submit(shared_type, req.blob.substr(at, len), shared_options)
-               : submit_one(args, req.blob.substr(at, len), false, false, nullptr, &existing);
+    Result<std::uint64_t> r = std::uint64_t{0};
+    if (shared) {
+      auto t = shared_pool->submit(shared_type, req.blob.substr(at, len), shared_options);
+      r = t ? Result<std::uint64_t>(t->id()) : Result<std::uint64_t>(t.status());
+    } else {
+      auto s = submit_one(args, req.blob.substr(at, len), false, false, nullptr);
+      r = s ? Result<std::uint64_t>(s->id) : Result<std::uint64_t>(s.status());
+      existing = s && s->existing;
+    }
     at += len;
     if (shared && !r && r.status().code() == Code::kQueueFull) {
       // No room now: a task never overtakes an earlier one of its request that was refused.
       shared_refusal = r.status();
       refused_from = i;
     } else if (r) {
-      ids.push_back(r->id());
+      ids.push_back(*r);
       if (existing) existing_at.push_back(i);
     } else {
       ids.push_back(0);

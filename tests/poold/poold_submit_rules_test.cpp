@@ -1,6 +1,7 @@
-// What poold promises a submitter, through a real poold: a waited resubmit that resolves
-// to a replayed task is answered (issue 11 item 11), and timeout_ms and retries are checked
-// against their ranges at the wire, with nothing queued on refusal (item 9).
+// What poold promises a submitter, through a real poold: an idempotency key outlives its
+// task's record (issue 11 item 3), a waited resubmit that resolves to a replayed task is
+// answered (item 11), and timeout_ms and retries are checked against their ranges at the
+// wire, with nothing queued on refusal (item 9).
 #include <catch2/catch.hpp>
 
 #include <future>
@@ -15,6 +16,12 @@ namespace {
 
 using nlohmann::json;
 
+SubmitRequest keyed(const std::string& key, std::string payload) {
+  SubmitRequest r = task("echo", std::move(payload));
+  r.idempotency_key = key;
+  return r;
+}
+
 std::uint64_t submitted(Client& c, const std::string& pool) {
   auto s = c.stats(pool);
   REQUIRE(s);
@@ -22,6 +29,46 @@ std::uint64_t submitted(Client& c, const std::string& pool) {
 }
 
 }  // namespace
+
+TEST_CASE(
+    "poold: an idempotency key still answers once its task's record is evicted, and says "
+    "when its result is no longer kept") {
+  // The pool keeps 64 MiB of payloads and results: 81 tasks of 1 MB push the first out.
+  PooldFixture f("pools:\n" + pool_yaml("echo", "echo"));
+  Client c = f.connect();
+  const std::string mb(1 << 20, 'x');
+  auto first = c.submit_wait(keyed("K1", mb));
+  REQUIRE(first);
+  REQUIRE(first->state == "completed");
+  for (int i = 2; i <= 81; ++i) {
+    auto r = c.submit_wait(keyed("K" + std::to_string(i), mb));
+    REQUIRE(r);
+    REQUIRE(r->state == "completed");
+  }
+  REQUIRE(error_code_of(c.task(first->id).status()) == "not_found");  // the record is gone
+
+  auto again = c.submit(keyed("K1", mb));
+  REQUIRE(again);
+  CHECK(again->existing);
+  CHECK(again->id == first->id);
+  // With wait: its final account; 81 MB of results is over the keys' 64 MiB, so the oldest
+  // results went, and the reply says so.
+  auto waited = c.submit_wait(keyed("K1", mb));
+  REQUIRE(waited);
+  CHECK(waited->id == first->id);
+  CHECK(waited->state == "completed");
+  CHECK(waited->body.value("result_dropped", false));
+  CHECK(waited->result.empty());
+  auto last = c.submit_wait(keyed("K81", mb));
+  REQUIRE(last);
+  CHECK_FALSE(last->body.value("result_dropped", false));
+  CHECK(last->result == mb);
+  CHECK(submitted(c, "echo") == 81);  // nothing ran twice
+  auto status = c.status();
+  REQUIRE(status);
+  CHECK((*status)["idempotency_keys"] == 81);
+  CHECK((*status)["idempotency_kept_bytes"].get<std::uint64_t>() <= 64u << 20);
+}
 
 TEST_CASE("poold: a waited resubmit whose key names a replayed task is answered when it ends") {
   // One worker taking one task at a time: the replay waits behind a blocker, still open when
