@@ -62,6 +62,10 @@ int run_submit(const Cli& cli, const SubmitArgs& a) {
   };
   auto t = client->submit_wait(a.request, progress);
   if (!t) return fail("submit", t.status());
+  if (t->body.value("result_dropped", false)) {
+    std::cerr << "poolctl: task " << t->id
+              << " ran earlier under this idempotency key; its result is no longer kept\n";
+  }
   if (cli.json) {
     print_json(std::cout, task_json(*t));
   } else if (t->state == "completed") {
@@ -93,7 +97,14 @@ void add_submit_command(CLI::App& app, Cli& cli) {
                   "a resubmit with the same key returns the existing task");
   sub->callback([&cli, a] {
     a->request.payload = read_payload(*a);
-    if (!a->timeout.empty()) a->request.timeout = duration_arg("--timeout", a->timeout);
+    if (!a->timeout.empty()) {
+      // The lower bound here; poold checks the upper one (the pool's task_defaults.max_timeout).
+      a->request.timeout = duration_arg("--timeout", a->timeout);
+      if (a->request.timeout->count() < 1) {
+        throw CLI::ValidationError("--timeout",
+                                   "a task's timeout is at least 1ms, got " + a->timeout);
+      }
+    }
     a->request.retries = a->retries;
     cli.action = [&cli, a] { return run_submit(cli, *a); };
   });

@@ -16,6 +16,7 @@ PoolOptions to_pool_options(const PoolConfig& pool) {
   o.queue_ttl = pool.queue.ttl;
 
   o.timeout = pool.task_defaults.timeout;
+  o.max_timeout = pool.task_defaults.max_timeout;
   o.retries = pool.task_defaults.retries;
   o.cancel_grace = pool.task_defaults.cancel_grace;
   o.retry.base = pool.retry.base;

@@ -150,6 +150,20 @@ void read_retry(MapReader r, PoolConfig::Retry* p) {
   }
 }
 
+void read_task_defaults(MapReader r, PoolConfig::TaskDefaults* p) {
+  const std::size_t errors_before = r.errors().count();
+  const bool timeout = r.duration("timeout", &p->timeout, milliseconds(1));
+  const bool max = r.duration("max_timeout", &p->max_timeout, milliseconds(1));
+  r.count("retries", &p->retries);
+  r.duration("cancel_grace", &p->cancel_grace);
+  r.finish();
+  if ((timeout || max) && r.errors().count() == errors_before && p->max_timeout < p->timeout) {
+    r.fail(max ? "max_timeout" : "timeout",
+           "max_timeout (" + std::to_string(p->max_timeout.count()) + "ms) is less than timeout (" +
+               std::to_string(p->timeout.count()) + "ms)");
+  }
+}
+
 void read_restart(MapReader r, PoolConfig::Restart* p) {
   const std::size_t errors_before = r.errors().count();
   r.count("max_restarts", &p->max_restarts);
@@ -212,11 +226,7 @@ void read_pool(ConfigErrors& errors, const YAML::Node& node, const std::string& 
   health.duration("stop_timeout", &out->health.stop_timeout, milliseconds(1));
   health.finish();
 
-  MapReader defaults = r.section("task_defaults");
-  defaults.duration("timeout", &out->task_defaults.timeout, milliseconds(1));
-  defaults.count("retries", &out->task_defaults.retries);
-  defaults.duration("cancel_grace", &out->task_defaults.cancel_grace);
-  defaults.finish();
+  read_task_defaults(r.section("task_defaults"), &out->task_defaults);
 
   read_retry(r.section("retry"), &out->retry);
   read_restart(r.section("restart"), &out->restart);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include <spdlog/spdlog.h>
+#include <sandpool/busy_clock.hpp>
 #include <sandpool/control.hpp>
 #include <sandpool/log_text.hpp>
 #include <sandpool/posix_call.hpp>
@@ -83,6 +84,7 @@ class ControlServer::Impl {
 
   const std::string& path() const { return options_.path; }
   std::size_t connection_count() const { return count_.load(); }
+  std::int64_t busy_for_ns() const { return busy_.busy_for_ns(BusyClock::now_ns()); }
 
  private:
   static constexpr std::uint64_t kListenKey = 0;
@@ -100,7 +102,9 @@ class ControlServer::Impl {
   void run() {
     epoll_event events[64];
     while (!stopping_.load()) {
+      busy_.end();  // poold's watchdog: waiting is idle
       const int n = ::epoll_wait(epoll_.get(), events, 64, wait_ms());
+      busy_.begin(BusyClock::now_ns());  // what this wake-up brought is one item of work
       if (n < 0) {
         if (errno == EINTR) continue;
         spdlog::error("control: epoll_wait: {}", std::strerror(errno));
@@ -127,6 +131,7 @@ class ControlServer::Impl {
     while (!conns_.empty()) close_connection(conns_.begin()->first, nullptr);
     control::unlink_if_ours(options_.path, listener_);
     listener_.fd.reset();
+    busy_.end();
   }
 
   // epoll_wait's timeout: until the oldest connection still owing its hello is due; -1
@@ -299,6 +304,7 @@ class ControlServer::Impl {
   std::uint64_t next_key_ = 2;
   std::atomic<std::size_t> count_{0};
   std::atomic<bool> stopping_{false};
+  BusyClock busy_;  // the server thread's, for poold's watchdog
   std::atomic<std::thread::id> server_thread_id_{};
   std::mutex stop_mu_;
   std::thread thread_;
@@ -325,5 +331,6 @@ ControlServer::~ControlServer() { stop(); }
 void ControlServer::stop() { impl_->stop(); }
 const std::string& ControlServer::path() const { return impl_->path(); }
 std::size_t ControlServer::connection_count() const { return impl_->connection_count(); }
+std::int64_t ControlServer::busy_for_ns() const { return impl_->busy_for_ns(); }
 
 }  // namespace sandpool

@@ -164,29 +164,37 @@ const std::vector<std::string>& Pool::task_types() const { return loop_->task_ty
 
 const std::string& Pool::isolation() const { return loop_->isolation(); }
 
-Result<Ticket> Pool::replay(std::uint64_t letter_id) {
+Result<Ticket> Pool::replay(std::uint64_t letter_id, TaskCallbacks callbacks) {
   const auto& store = loop_->options().dead_letter_store;
   if (!store) return Status::invalid("this pool has no dead_letter_store");
-  auto letter = store->get(letter_id);
+  // Claimed (taken out of the store in one transaction) before the submit: a concurrent
+  // replay of the same letter finds it gone.
+  auto letter = store->claim(letter_id);
   if (!letter) return letter.status();
+  auto log = loop_->options().logger ? loop_->options().logger : spdlog::default_logger();
+  auto put_back = [&] {
+    if (Status s = store->restore(*letter); !s) {
+      log->error(
+          "[{}] dead letter {} (task {}) was taken for a replay that did not happen and "
+          "could not be put back: {}",
+          loop_->options().name, letter_id, letter->task.id, s.to_string());
+    }
+  };
   if (letter->pool != loop_->options().name) {
+    put_back();
     return Status::invalid("dead letter " + std::to_string(letter_id) + " belongs to pool '" +
                            letter->pool + "', not '" + loop_->options().name + "'");
   }
-  auto ticket = loop_->submit(letter->task.type, std::move(letter->payload),
-                              letter->options.to_submit_options(), letter->task.id);
-  if (!ticket) return ticket.status();
-  // Accepted: only now does the letter leave the store. If somebody else replayed it in the
-  // meantime, the task runs twice, which at-least-once allows; the log says so.
-  if (Status s = store->remove_replayed(letter_id); !s) {
-    auto log = loop_->options().logger ? loop_->options().logger : spdlog::default_logger();
-    log->warn("[{}] replayed task {} from dead letter {}, but removing the letter failed: {}",
-              loop_->options().name, letter->task.id, letter_id, s.to_string());
-  }
+  SubmitOptions options = letter->options.to_submit_options();
+  options.on_progress = std::move(callbacks.on_progress);
+  options.on_done = std::move(callbacks.on_done);
+  auto ticket =
+      loop_->submit(letter->task.type, letter->payload, std::move(options), letter->task.id);
+  if (!ticket) put_back();
   return ticket;
 }
 
-Result<ReplayReport> Pool::replay_matching(DeadLetterFilter filter) {
+Result<ReplayReport> Pool::replay_matching(DeadLetterFilter filter, TaskCallbacks callbacks) {
   const PoolOptions& opts = loop_->options();
   if (!opts.dead_letter_store) return Status::invalid("this pool has no dead_letter_store");
   if (filter.pool && *filter.pool != opts.name) {
@@ -209,7 +217,7 @@ Result<ReplayReport> Pool::replay_matching(DeadLetterFilter filter) {
     auto batch = store.list(filter, page);
     if (!batch) return batch.status();
     for (DeadLetter& letter : batch->letters) {
-      auto ticket = replay(letter.letter_id);
+      auto ticket = replay(letter.letter_id, callbacks);
       if (ticket) {
         report.tickets.push_back(std::move(ticket).value());
         continue;
@@ -234,5 +242,9 @@ std::optional<Ticket> Pool::find(std::uint64_t task_id) const {
 }
 
 std::uint64_t Pool::wake_syscalls() const { return loop_->wake_syscalls(); }
+
+std::int64_t Pool::busy_for_ns() const { return loop_->busy_for_ns(); }
+
+std::chrono::milliseconds Pool::max_timeout() const { return loop_->max_timeout(); }
 
 }  // namespace sandpool

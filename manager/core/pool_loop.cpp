@@ -1,5 +1,6 @@
 #include "core/pool_loop.hpp"
 
+#include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
@@ -75,6 +76,7 @@ PoolLoop::PoolLoop(PoolOptions options) : opts_(options), as_started_(std::move(
   spin_us_ = default_spin_us(opts_.workers);
   max_payload_.store(opts_.max_payload);
   queue_capacity_.store(opts_.queue_capacity);
+  max_timeout_ms_.store(opts_.max_timeout.count());
 }
 
 PoolLoop::~PoolLoop() { close(); }
@@ -258,11 +260,13 @@ Status PoolLoop::set_up_cgroups() {
 // ---- the loop -------------------------------------------------------------------------
 
 void PoolLoop::run() {
+  ::pthread_setname_np(::pthread_self(), ("sp-loop:" + opts_.name).substr(0, 15).c_str());
   core_->start(ipc::monotonic_ns());
   publish_stats(ipc::monotonic_ns(), true);
   std::int64_t busy_rounds = 0;
   for (;;) {
     std::int64_t now = ipc::monotonic_ns();
+    busy_.begin(now);  // poold's watchdog: an iteration is one item of work
     bool work = drain_inbox(now);
     for (auto& [id, link] : links_) work |= poll_worker(id, link, now, kResultBudget);
     core_->observe_running();
@@ -388,7 +392,9 @@ void PoolLoop::wait_for_events(std::int64_t timeout_ms, std::int64_t now) {
     }
   }
   epoll_event events[64];
+  if (may_sleep) busy_.end();  // poold's watchdog: idle, however long the sleep
   int n = ::epoll_wait(epoll_.get(), events, 64, may_sleep ? static_cast<int>(timeout_ms) : 0);
+  if (may_sleep) busy_.begin(ipc::monotonic_ns());  // handling what woke it is work
   if (timeout_ms != 0) {
     sleeping_.store(false);
     for (auto& [id, link] : links_) {
@@ -779,6 +785,13 @@ Result<Ticket> PoolLoop::submit(std::string type, std::string payload, SubmitOpt
   if (failed_.load()) return Status::error(Code::kClosed, "pool failed: " + failure());
   if (draining_.load()) {
     return Status::error(Code::kClosed, "pool '" + opts_.name + "' is draining (resume it)");
+  }
+  if (options.timeout) {  // issue 11 item 9: a deadline must be reachable and must not overflow
+    const std::int64_t ms = options.timeout->count(), max = max_timeout_ms_.load();
+    if (ms < 1 || ms > max) {
+      return Status::invalid("timeout: " + std::to_string(ms) + " ms is outside 1 ms .. " +
+                             std::to_string(max) + " ms (max_timeout)");
+    }
   }
   if (std::find(task_types_.begin(), task_types_.end(), type) == task_types_.end()) {
     std::string served;

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include <sandpool/busy_clock.hpp>
 #include <sandpool/ipc/wake.hpp>
 #include <sandpool/pool.hpp>
 
@@ -77,6 +78,14 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   // Wake-up syscalls the manager side has made (futex wakes, eventfd signals): the
   // benchmark reports them per task.
   std::uint64_t wake_syscalls() const { return wakes_.load(std::memory_order_relaxed); }
+  // poold's watchdog (issue 11): how long the loop thread has been inside its current
+  // iteration; 0 while it sleeps or once it ended. Any thread.
+  std::int64_t busy_for_ns() const {
+    return loop_ended_.load() ? 0 : busy_.busy_for_ns(ipc::monotonic_ns());
+  }
+  std::chrono::milliseconds max_timeout() const {
+    return std::chrono::milliseconds(max_timeout_ms_.load(std::memory_order_relaxed));
+  }
 
  private:
   struct Link {
@@ -152,6 +161,8 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   // Submit-side limits, read by any thread, changed by reconfigure().
   std::atomic<std::uint64_t> max_payload_{0};
   std::atomic<std::size_t> queue_capacity_{0};
+  std::atomic<std::int64_t> max_timeout_ms_{0};
+  BusyClock busy_;  // the loop thread's (busy_for_ns)
   std::unique_ptr<PoolCore> core_;
   std::vector<std::string> task_types_;
   std::string isolation_;

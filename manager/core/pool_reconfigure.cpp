@@ -21,6 +21,7 @@ void copy_live_options(PoolOptions& to, const PoolOptions& from) {
   to.dispatch = from.dispatch;
   to.queue_capacity = from.queue_capacity;
   to.timeout = from.timeout;
+  to.max_timeout = from.max_timeout;
   to.retries = from.retries;
   to.retry = from.retry;
   to.max_payload = from.max_payload;
@@ -165,6 +166,7 @@ bool PoolLoop::apply_options(const PoolOptions& next) {
                        launch_.region.result_ring_bytes != old_region.result_ring_bytes ||
                        launch_.region.max_message != old_region.max_message;
   queue_capacity_.store(opts_.queue_capacity, std::memory_order_relaxed);
+  max_timeout_ms_.store(opts_.max_timeout.count(), std::memory_order_relaxed);
   // A smaller max_payload applies at once. A larger one waits until no worker started with
   // the old, smaller max_message is left (the rolling restart is over): such a worker
   // refuses a larger task frame as a protocol error.

@@ -1,20 +1,27 @@
-// JobThread: one thread running queued jobs in order. poold's control handler must not
-// block the server thread, so the slow operations (reload, SQLite, replays) run here.
+// JobThread: one named thread running queued jobs in order. poold's control handler must not
+// block the server thread, so the slow operations (reload, SQLite, replays) and the requests
+// that take effect in order (submits, task lookups, pool controls) run on threads of this kind.
 #pragma once
+
+#include <pthread.h>
 
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
+
+#include <sandpool/busy_clock.hpp>
 
 namespace sandpool::poold {
 
-// Thread-safety: post() from any thread. Lifetime: ~JobThread runs what is queued, then
-// joins.
+// Thread-safety: post() and busy_for_ns() from any thread. Lifetime: ~JobThread runs what
+// is queued, then joins. mu_ is a leaf: a job runs with it released.
 class JobThread {
  public:
-  JobThread() : thread_([this] { run(); }) {}
+  // `name` (at most 15 characters) is the thread's name in `top -H` and in /healthz.
+  explicit JobThread(std::string name) : name_(std::move(name)), thread_([this] { run(); }) {}
   ~JobThread() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -34,8 +41,14 @@ class JobThread {
     cv_.notify_one();
   }
 
+  const std::string& name() const { return name_; }
+  // How long the thread has been inside its current job at `now_ns` (BusyClock::now_ns());
+  // 0 while it waits for one.
+  std::int64_t busy_for_ns(std::int64_t now_ns) const { return busy_.busy_for_ns(now_ns); }
+
  private:
   void run() {
+    ::pthread_setname_np(::pthread_self(), name_.substr(0, 15).c_str());
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
       cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
@@ -43,15 +56,19 @@ class JobThread {
       auto job = std::move(jobs_.front());
       jobs_.pop_front();
       lock.unlock();
+      busy_.begin(BusyClock::now_ns());
       job();
+      busy_.end();
       lock.lock();
     }
   }
 
+  const std::string name_;  // before thread_: run() reads it
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> jobs_;
   bool stopping_ = false;
+  BusyClock busy_;
   std::thread thread_;
 };
 

@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <iostream>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <sandpool/config.hpp>
 #include <sandpool/control.hpp>
@@ -25,6 +27,7 @@
 #include "poold/service_logger.hpp"
 #include "poold/signal_watcher.hpp"
 #include "poold/systemd_notifier.hpp"
+#include "poold/watchdog_gate.hpp"
 
 #ifndef SANDPOOL_VERSION
 #define SANDPOOL_VERSION "dev"
@@ -51,6 +54,29 @@ struct Wakeup {
 std::string metrics_listen(const sp::ServiceConfig& s) {
   const bool v6 = s.metrics_host.find(':') != std::string::npos;
   return (v6 ? "[" + s.metrics_host + "]" : s.metrics_host) + ":" + std::to_string(s.metrics_port);
+}
+
+// Pings systemd's watchdog iff no thread is stuck; says in the log (and in STATUS=) when
+// pings stop and when they resume.
+void feed_watchdog(pd::SystemdNotifier& notifier, const pd::WatchdogGate& gate,
+                   const std::vector<pd::ThreadBusy>& threads, std::string* withheld,
+                   spdlog::logger& log) {
+  auto stuck = gate.stuck(threads);
+  if (!stuck) {
+    if (!withheld->empty()) {
+      log.info("watchdog: resumed, {} finished its item of work", *withheld);
+      (void)notifier.status("serving");
+      withheld->clear();
+    }
+    (void)notifier.watchdog();
+    return;
+  }
+  if (*withheld != stuck->name) {
+    const std::string why = gate.describe(*stuck);
+    log.error("watchdog: withheld: {}", why);
+    (void)notifier.status("stuck: " + why);
+    *withheld = stuck->name;
+  }
 }
 
 int run(sp::Config config, const std::string& config_path, pd::SignalWatcher& signals) {
@@ -86,11 +112,21 @@ int run(sp::Config config, const std::string& config_path, pd::SignalWatcher& si
     log->critical("control socket {}: {}", control_opts->path, control.status().message());
     return 1;
   }
+  // The watchdog tells the truth (issue 11): WATCHDOG=1 only while no thread that takes
+  // items of work has been inside one for longer than half of WatchdogSec; /healthz names
+  // the stuck thread.
+  const pd::WatchdogGate gate = pd::WatchdogGate::for_watchdog(notifier.watchdog_interval());
+  pd::Service* svc = service->get();
+  sp::ControlServer* ctl = control->get();
+  auto threads = [svc, ctl] {
+    auto t = svc->busy_threads();
+    t.push_back({"sp-control", ctl->busy_for_ns()});
+    return t;
+  };
   sp::ServiceInfo info{SANDPOOL_VERSION, 0};
   info.start_time_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                            std::chrono::system_clock::now().time_since_epoch())
                            .count();
-  pd::Service* svc = service->get();
   auto metrics = sp::MetricsServer::start(
       metrics_listen(config.service),
       [svc, info] {
@@ -98,7 +134,12 @@ int run(sp::Config config, const std::string& config_path, pd::SignalWatcher& si
         now.dead_letter_store = svc->dead_letter_stats();
         return sp::render_prometheus(svc->metrics(), now);
       },
-      [svc] { return svc->health(); });
+      [svc, gate, threads]() -> std::optional<std::string> {
+        if (svc->stopping()) return "shutting down";
+        // Before the pools' states: a stuck loop may not answer a query.
+        if (auto stuck = gate.stuck(threads())) return gate.describe(*stuck);
+        return svc->health();
+      });
   if (!metrics) {
     log->critical("metrics endpoint: {}", metrics.status().message());
     return 1;
@@ -107,13 +148,16 @@ int run(sp::Config config, const std::string& config_path, pd::SignalWatcher& si
             (*metrics)->address(), config.pools.size());
   (void)notifier.ready("serving " + std::to_string(config.pools.size()) + " pools");
 
+  // Checked every quarter of WatchdogSec: a thread that recovers is pinged for well before
+  // systemd's deadline, a stuck one is caught within a quarter past the gate's bound.
   const auto watchdog = notifier.watchdog_interval();
   const int poll_ms = watchdog.count() > 0
-                          ? static_cast<int>(std::max<std::int64_t>(1, watchdog.count() / 2000))
+                          ? static_cast<int>(std::max<std::int64_t>(1, watchdog.count() / 4000))
                           : -1;
+  std::string withheld;  // the stuck thread while pings are withheld
   std::optional<std::chrono::milliseconds> timeout;
   while (true) {
-    if (watchdog.count() > 0) (void)notifier.watchdog();
+    if (watchdog.count() > 0) feed_watchdog(notifier, gate, threads(), &withheld, *log);
     pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {wakeup.fd.get(), POLLIN, 0}};
     if (::poll(fds, 2, poll_ms) < 0 && errno != EINTR) {
       log->critical("poll: {}", std::strerror(errno));
@@ -130,8 +174,8 @@ int run(sp::Config config, const std::string& config_path, pd::SignalWatcher& si
     if (**sig == SIGHUP) {
       log->info("SIGHUP: reloading {}", config_path);
       (void)notifier.reloading();
-      (void)(*service)->reload();
-      (void)notifier.ready("reloaded");
+      // On the job thread, like a `reload` request; the main loop keeps watching meanwhile.
+      svc->reload_async([&notifier](const auto&) { (void)notifier.ready("reloaded"); });
       continue;
     }
     log->info("signal {}: shutting down", **sig);

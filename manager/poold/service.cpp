@@ -41,7 +41,7 @@ Service::Service(Config config, std::string config_path, std::shared_ptr<spdlog:
       task_ids_(std::make_shared<std::atomic<std::uint64_t>>(
           static_cast<std::uint64_t>(started_ms_) * 1000)),
       hub_(std::make_shared<EventHub>()),
-      idempotency_(100000, config_.service.task_records_max_age) {}
+      idempotency_({100000, config_.service.task_records_max_age, 64u << 20}) {}
 
 Result<std::unique_ptr<Service>> Service::start(Config config, std::string config_path,
                                                 std::shared_ptr<spdlog::logger> log,
@@ -60,6 +60,7 @@ Result<std::unique_ptr<Service>> Service::start(Config config, std::string confi
     s->slots_.emplace(pc.name, Slot{pc, std::move(pool).value()});
     log->info("pool started pool={} plugin={} workers={}", pc.name, pc.plugin, pc.workers.initial);
   }
+  s->refresh_watch_list();
   return s;
 }
 
@@ -70,6 +71,8 @@ Service::~Service() {
     retiring.swap(retiring_);
   }
   for (auto& t : retiring) t.join();
+  // Closed here, while everything their tasks' callbacks reach (waiters_, the keys) exists.
+  for (const auto& [name, pool] : pools()) pool->close();
 }
 
 PoolOptions Service::pool_options(const PoolConfig& pc) const {
@@ -121,10 +124,9 @@ Result<std::shared_ptr<Pool>> Service::pool_named(const std::string& name) const
 Result<std::shared_ptr<Pool>> Service::route(const std::string& pool,
                                              const std::string& type) const {
   if (!pool.empty()) return pool_named(pool);
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [name, slot] : slots_) {
-    const auto& types = slot.pool->task_types();
-    if (std::find(types.begin(), types.end(), type) != types.end()) return slot.pool;
+  for (const auto& [name, p] : pools()) {
+    const auto& types = p->task_types();
+    if (std::find(types.begin(), types.end(), type) != types.end()) return p;
   }
   return Status::error(Code::kNotFound, "no pool serves task type '" + type + "'");
 }
@@ -133,6 +135,15 @@ std::vector<std::pair<std::string, std::shared_ptr<Pool>>> Service::pools() cons
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::pair<std::string, std::shared_ptr<Pool>>> out;
   for (const auto& [name, slot] : slots_) out.emplace_back(name, slot.pool);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Pool>>> Service::retired_pools() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<std::string, std::shared_ptr<Pool>>> out;
+  for (const auto& [name, weak] : retired_) {
+    if (auto pool = weak.lock()) out.emplace_back(name, std::move(pool));
+  }
   return out;
 }
 
@@ -169,10 +180,9 @@ void Service::handle(Request req, Responder res) {
     return;
   }
   if (op == "reload") {
-    jobs_.post([this, res] {
-      auto r = reload();
+    reload_async([res](const Result<nlohmann::json>& r) {
       if (!r) return (void)res.error(r.status());
-      res.ok(std::move(r).value());
+      res.ok(*r);
     });
     return;
   }
@@ -214,15 +224,48 @@ std::optional<std::string> Service::health() const {
   return std::nullopt;
 }
 
+void Service::refresh_watch_list() {
+  std::vector<std::pair<std::string, std::weak_ptr<Pool>>> list;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [name, slot] : slots_) list.emplace_back("sp-loop:" + name, slot.pool);
+    for (const auto& [name, weak] : retired_) {
+      list.emplace_back("sp-loop:" + name + " (retiring)", weak);
+    }
+  }
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  watched_ = std::move(list);
+}
+
+std::vector<ThreadBusy> Service::busy_threads() const {
+  std::vector<std::pair<std::string, std::weak_ptr<Pool>>> watched;
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);  // not mu_: see the lock rule
+    watched = watched_;
+  }
+  std::vector<ThreadBusy> out;
+  for (const auto& [name, weak] : watched) {
+    if (auto pool = weak.lock()) out.push_back({name, pool->busy_for_ns()});
+  }
+  const std::int64_t now = BusyClock::now_ns();
+  for (const JobThread* t : {&requests_, &reads_, &jobs_}) {
+    out.push_back({t->name(), t->busy_for_ns(now)});
+  }
+  return out;
+}
+
 void Service::retire(std::string name, std::shared_ptr<Pool> pool) {
   pool->drain();
   const auto timeout = config_.service.shutdown_timeout;
-  std::lock_guard<std::mutex> lock(mu_);
-  retired_.push_back(pool);
-  retiring_.emplace_back([log = log_, name = std::move(name), pool = std::move(pool), timeout] {
+  std::weak_ptr<Pool> weak = pool;
+  std::thread t([log = log_, name, pool = std::move(pool), timeout] {
     const std::size_t left = pool->shutdown(timeout, DeadReason::kPoolRemoved);
     log->info("pool retired pool={} dead_lettered={}", name, left);
   });
+  std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(retired_, [](const auto& r) { return r.second.expired(); });
+  retired_.emplace_back(std::move(name), std::move(weak));
+  retiring_.push_back(std::move(t));
 }
 
 }  // namespace sandpool::poold

@@ -4,10 +4,29 @@
 // ("Control protocol"). main.cpp owns the process-level pieces around it (signals, lock,
 // control and metrics servers, systemd).
 //
-// Thread-safety: handle() runs on the control server's thread and never blocks: slow
-// operations (reload, dead letters, replays) run on the service's job thread and reply
-// from there; waited submits reply from the pool's loop thread. reload(), shutdown(),
-// metrics() and health() may be called from any thread.
+// Threads: handle() runs on the control server's thread (sp-control) and never blocks: it
+// answers status, events and shutdown itself, hands submits, batches, cancels and pool
+// controls to the request thread (sp-request, in arrival order), the reads (stats, workers,
+// task, dlq_list, dlq_show) to the reads thread (sp-reads), and dlq replay/purge/import,
+// reload and shutdown to the job thread (sp-jobs). Each pool's loop thread
+// (sp-loop:<pool>) runs the callbacks the service gives its tasks (on_done, on_progress) and
+// events. A retired pool shuts down on a thread of its own. metrics(), health() and
+// busy_threads() may be called from any thread (the metrics server's, main's).
+//
+// The lock rule: the service never holds a lock across a call into a Pool (nor into a
+// Responder, the store or the hub). It copies what it needs under the lock, releases it, then
+// calls. A Pool call may wait for that pool's loop thread (workers(), find(), stats(),
+// metrics(), reconfigure(), shutdown() do), and the loop thread takes mu_ when a task ends
+// (reply_when_done): a pool call under mu_ is a deadlock (issue 11: op_workers and
+// find_task did it). The locks, all leaves (nothing else is taken while one is held):
+// - mu_: slots_, retiring_, retired_, waiters_.
+// - watch_mu_: watched_, the pools busy_threads() samples, copied from slots_ and retired_
+//   (never while mu_ is held), so the watchdog and /healthz never wait for mu_: a thread
+//   stuck while holding it is exactly what they must report.
+// - IdempotencyKeys, EventHub, each JobThread: their own, internal.
+// No lock serialises reload and shutdown: both run on the job thread, the only thread that
+// changes config_ and the set of pools once the service has started.
+//
 // Lifetime: destroy the ControlServer and MetricsServer before the Service (they call it).
 #pragma once
 
@@ -33,6 +52,7 @@
 #include "poold/idempotency.hpp"
 #include "poold/job_thread.hpp"
 #include "poold/progress_coalescer.hpp"
+#include "poold/watchdog_gate.hpp"
 
 namespace spdlog {
 class logger;
@@ -58,17 +78,24 @@ class Service final : public ControlHandler {
 
   void handle(Request request, Responder responder) override;
 
-  // Re-reads the config file; invalid: the error, and the running config stays. Otherwise
-  // applies the differences (docs/operations.md, "Reload") and returns what changed.
-  Result<nlohmann::json> reload();
-  // Stops accepting tasks, shuts every pool down in parallel (each waits up to `timeout`,
-  // then dead-letters what is left with reason shutdown), then flushes and closes the store.
+  // Queues a reload on the job thread (SIGHUP): it re-reads the config file; invalid: the
+  // error, and the running config stays. Otherwise it applies the differences
+  // (docs/operations.md, "Reload"). `done` gets what changed, on the job thread.
+  void reload_async(std::function<void(const Result<nlohmann::json>&)> done);
+  // Stops accepting tasks; then, on the job thread after whatever job runs there, shuts
+  // every pool down in parallel (each waits up to `timeout`, then dead-letters what is left
+  // with reason shutdown), then flushes and closes the store. Returns when that is done.
   void shutdown(std::chrono::milliseconds timeout);
+  bool stopping() const { return stopping_.load(); }
 
   std::vector<PoolMetrics> metrics() const;
   DeadLetterStoreStats dead_letter_stats() const;   // any thread
   std::optional<std::string> health() const;        // nullopt: healthy
-  const Config& config() const { return config_; }  // the running one; job/main thread only
+  const Config& config() const { return config_; }  // the running one; job thread only
+  // The service's threads that take items of work, each with how long it has been inside
+  // its current one: every pool's loop (sp-loop:<pool>, retiring ones included), sp-request,
+  // sp-reads and sp-jobs (main adds the control server's). For the WatchdogGate.
+  std::vector<ThreadBusy> busy_threads() const;
 
  private:
   struct Slot {
@@ -86,7 +113,15 @@ class Service final : public ControlHandler {
   Result<std::shared_ptr<Pool>> pool_named(const std::string& name) const;
   Result<std::shared_ptr<Pool>> route(const std::string& pool, const std::string& type) const;
   std::vector<std::pair<std::string, std::shared_ptr<Pool>>> pools() const;
+  // The pools being retired that still exist, by name.
+  std::vector<std::pair<std::string, std::shared_ptr<Pool>>> retired_pools() const;
   std::optional<Ticket> find_task(std::uint64_t id) const;
+  // Job thread: see reload_async().
+  Result<nlohmann::json> reload();
+  void shut_down_pools(std::chrono::milliseconds timeout);
+  // Copies the pool table and the retired pools into watched_ (after either changed: start,
+  // job thread).
+  void refresh_watch_list();
   // Drains `pool` and shuts it down on a thread of its own (removed or replaced pools);
   // what is left after shutdown_timeout is dead-lettered `pool_removed`.
   void retire(std::string name, std::shared_ptr<Pool> pool);
@@ -100,9 +135,27 @@ class Service final : public ControlHandler {
   void op_submit_batch(const Request& req, const Responder& res);
   void op_task(const Request& req, const Responder& res);
   void op_cancel(const Request& req, const Responder& res);
-  Result<Ticket> submit_one(const nlohmann::json& args, std::string payload, bool wait,
-                            bool progress, const Responder* res, bool* existing);
+  // What submit_one found or made: a new task, or the one an idempotency key names (with
+  // the pool's record of it, or else the final account the key kept).
+  struct Submission {
+    std::uint64_t id = 0;
+    bool existing = false;
+    std::optional<Ticket> ticket;  // empty: the pool forgot the task; `kept` has it
+    std::optional<KeptTask> kept;
+  };
+  // `res` (a waited submit's responder) is answered when the task ends; a resubmit of an
+  // open task with a known key is answered when that task ends.
+  Result<Submission> submit_one(const nlohmann::json& args, std::string payload, bool wait,
+                                bool progress, const Responder* res);
+  // The task a known key names, registering `waiter` if it is still open; nullopt when
+  // neither a pool nor the key knows it any more.
+  std::optional<Submission> existing_task(const KeptTask& kept, const Responder* waiter);
+  // A task of the service ended (on its pool's loop thread): the key it was submitted with
+  // (empty: whichever key names its id) keeps its account, and its waiters are answered.
+  void task_ended(const std::string& key, const TaskResult& result);
   void reply_when_done(std::uint64_t task_id, const TaskResult& result);
+  // The callbacks poold gives a replayed task (task_ended when it ends).
+  TaskCallbacks replay_callbacks();
   // service_admin.cpp
   void op_status(const Request& req, const Responder& res);
   void op_stats(const Request& req, const Responder& res);
@@ -114,7 +167,7 @@ class Service final : public ControlHandler {
   // service_dlq_import.cpp (job thread): letters from a spill file into the store.
   void op_dlq_import(const Request& req, const Responder& res);
 
-  Config config_;  // the running config; changed by reload (job or main thread, reload_mu_)
+  Config config_;  // the running config; changed by reload, on the job thread only
   const std::string config_path_;
   std::shared_ptr<spdlog::logger> log_;
   ShutdownRequest on_shutdown_;
@@ -126,17 +179,23 @@ class Service final : public ControlHandler {
   IdempotencyKeys idempotency_;
   std::atomic<bool> stopping_{false};
 
-  mutable std::mutex mu_;                     // guards slots_, retiring_, waiters_
-  std::map<std::string, Slot> slots_;         // the configured pools, by name
-  std::vector<std::thread> retiring_;         // one per pool being drained away
-  std::vector<std::weak_ptr<Pool>> retired_;  // still found by task id while they drain
+  mutable std::mutex mu_;              // guards slots_, retiring_, retired_, waiters_
+  std::map<std::string, Slot> slots_;  // the configured pools, by name
+  std::vector<std::thread> retiring_;  // one per pool being drained away
+  // Still found by task id while they drain (and watched by busy_threads()), by name.
+  std::vector<std::pair<std::string, std::weak_ptr<Pool>>> retired_;
   // Waited resubmits of a still-open task (idempotency): answered when it ends.
   std::multimap<std::uint64_t, Responder> waiters_;
-  std::mutex reload_mu_;  // one reload (or shutdown) at a time
+  mutable std::mutex watch_mu_;                                       // guards watched_
+  std::vector<std::pair<std::string, std::weak_ptr<Pool>>> watched_;  // by thread name
 
-  JobThread requests_;  // handle_in_order: submits, cancels, pool control, in arrival order
-  JobThread reads_;     // handle_read: never queued behind submits, batches or reloads
-  JobThread jobs_;      // dlq replay/purge and reload; last: destroyed (joined) first
+  // handle_in_order: submits, batches, cancels, pool control, in arrival order.
+  JobThread requests_{"sp-request"};
+  // handle_read: stats, workers, task, dlq_list, dlq_show; never queued behind submits,
+  // batches or reloads.
+  JobThread reads_{"sp-reads"};
+  // dlq replay/purge/import, reload and shutdown; last: destroyed (joined) first.
+  JobThread jobs_{"sp-jobs"};
 };
 
 // The JSON account of a task (the `task` reply and a waited submit's final reply).

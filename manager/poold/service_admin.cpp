@@ -93,7 +93,8 @@ void Service::op_status(const Request&, const Responder& res) {
             {"recent_spill_files", d.recent_spill_files},
             {"lost", d.lost}}},
           {"events_dropped", hub_->dropped()},
-          {"idempotency_keys", idempotency_.size()}});
+          {"idempotency_keys", idempotency_.size()},
+          {"idempotency_kept_bytes", idempotency_.kept_bytes()}});
 }
 
 void Service::op_stats(const Request& req, const Responder& res) {
@@ -115,16 +116,17 @@ void Service::op_workers(const Request& req, const Responder& res) {
     if (auto p = pool_named(only); !p) return (void)res.error(p.status());
   }
   json out = json::array();
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [name, slot] : slots_) {
+  // Not under mu_: Pool::workers() waits for the pool's loop thread, which takes mu_ when a
+  // task ends (the deadlock of issue 11).
+  for (const auto& [name, pool] : pools()) {
     if (!only.empty() && name != only) continue;
     const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                     std::chrono::system_clock::now().time_since_epoch())
                                     .count();
     // What the worker reported once ready (it knows what the kernel granted), with what the
     // manager set up around it; while it starts, what the pool is configured for.
-    const std::string& configured = slot.pool->isolation();
-    for (const WorkerInfo& w : slot.pool->workers()) {
+    const std::string& configured = pool->isolation();
+    for (const WorkerInfo& w : pool->workers()) {
       out.push_back({{"pool", name},
                      {"slot", w.slot},
                      {"pid", w.pid},

@@ -151,7 +151,7 @@ json Service::dlq_replay(const json& a) {
       return {{"error", {{"code", "not_found"}, {"message", letter.status().message()}}}};
     auto pool = pool_named(letter->pool);
     if (!pool) return {{"error", {{"code", "not_found"}, {"message", pool.status().message()}}}};
-    auto t = (*pool)->replay(*id);
+    auto t = (*pool)->replay(*id, replay_callbacks());
     if (!t) {
       return {{"error",
                {{"code", std::string(code_name(t.status().code()))},
@@ -172,7 +172,7 @@ json Service::dlq_replay(const json& a) {
       if (filter.pool && *filter.pool != name) continue;
       DeadLetterFilter mine = filter;
       mine.pool = name;
-      auto report = pool->replay_matching(mine);
+      auto report = pool->replay_matching(mine, replay_callbacks());
       if (!report) {
         ++failed;
         if (first_error.empty()) first_error = report.status().message();

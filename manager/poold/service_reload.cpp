@@ -2,6 +2,7 @@
 #include <spdlog/logger.h>
 
 #include <algorithm>
+#include <future>
 #include <utility>
 
 #include "poold/service.hpp"
@@ -20,8 +21,14 @@ std::uint32_t reload_target(const PoolConfig& old, const PoolConfig& next, std::
 
 }  // namespace
 
+void Service::reload_async(std::function<void(const Result<json>&)> done) {
+  jobs_.post([this, done = std::move(done)] {
+    const Result<json> r = reload();
+    if (done) done(r);
+  });
+}
+
 Result<json> Service::reload() {
-  std::lock_guard<std::mutex> reload_lock(reload_mu_);
   if (stopping_.load()) return Status::error(Code::kClosed, "poold is shutting down");
   auto loaded = load_config(config_path_);
   if (!loaded) {
@@ -100,6 +107,7 @@ Result<json> Service::reload() {
     slots_[pc.name].config = pc;
   }
 
+  refresh_watch_list();
   // The service section (socket, access, metrics, state dir, logging) needs a restart.
   const bool service_changed = !(config_.service == next.service);
   config_.pools = next.pools;
@@ -112,9 +120,18 @@ Result<json> Service::reload() {
 }
 
 void Service::shutdown(std::chrono::milliseconds timeout) {
-  std::lock_guard<std::mutex> reload_lock(reload_mu_);
-  if (stopping_.exchange(true)) return;
+  if (stopping_.exchange(true)) return;  // from now on submits and reloads are refused
   log_->info("shutting down timeout_ms={}", timeout.count());
+  // On the job thread, after a reload that may be running there: no lock serialises them.
+  std::promise<void> done;
+  jobs_.post([this, timeout, &done] {
+    shut_down_pools(timeout);
+    done.set_value();
+  });
+  done.get_future().wait();
+}
+
+void Service::shut_down_pools(std::chrono::milliseconds timeout) {
   std::vector<std::thread> threads;
   for (auto& [name, pool] : pools()) {
     threads.emplace_back([this, name = name, pool = pool, timeout] {

@@ -12,19 +12,42 @@ namespace {
 
 using nlohmann::json;
 
-// Reads the optional typed arguments of one task into SubmitOptions.
-Status submit_options(const json& a, SubmitOptions* o) {
+bool fits_int32(const json& v) {
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>() <= INT32_MAX;
+  if (!v.is_number_integer()) return false;
+  const auto n = v.get<std::int64_t>();
+  return n >= INT32_MIN && n <= INT32_MAX;
+}
+
+// Reads the optional typed arguments of one task into SubmitOptions, each checked against
+// its range (nothing truncated): timeout_ms 1..`max_timeout` (the pool's
+// task_defaults.max_timeout), retries 0..4294967295 (the config's range for the pool's own).
+Status submit_options(const json& a, std::chrono::milliseconds max_timeout, SubmitOptions* o) {
   if (auto it = a.find("priority"); it != a.end()) {
-    if (!it->is_number_integer()) return Status::invalid("priority: an integer");
+    if (!fits_int32(*it)) {
+      return Status::invalid("priority: an integer from " + std::to_string(INT32_MIN) + " to " +
+                             std::to_string(INT32_MAX));
+    }
     o->priority = it->get<std::int32_t>();
   }
   if (auto it = a.find("timeout_ms"); it != a.end()) {
-    if (!it->is_number_unsigned()) return Status::invalid("timeout_ms: milliseconds >= 0");
-    o->timeout = std::chrono::milliseconds(it->get<std::int64_t>());
+    const std::string bounds = "1 to " + std::to_string(max_timeout.count()) +
+                               " (1 ms to the pool's task_defaults.max_timeout)";
+    if (!it->is_number_unsigned()) return Status::invalid("timeout_ms: an integer from " + bounds);
+    const auto ms = it->get<std::uint64_t>();
+    if (ms < 1 || ms > static_cast<std::uint64_t>(max_timeout.count())) {
+      return Status::invalid("timeout_ms: " + std::to_string(ms) + " is outside " + bounds);
+    }
+    o->timeout = std::chrono::milliseconds(static_cast<std::int64_t>(ms));
   }
   if (auto it = a.find("retries"); it != a.end()) {
-    if (!it->is_number_unsigned()) return Status::invalid("retries: an integer >= 0");
-    o->retries = it->get<std::uint32_t>();
+    const std::string bounds = "0 to " + std::to_string(UINT32_MAX);
+    if (!it->is_number_unsigned()) return Status::invalid("retries: an integer from " + bounds);
+    const auto n = it->get<std::uint64_t>();
+    if (n > UINT32_MAX) {
+      return Status::invalid("retries: " + std::to_string(n) + " is outside " + bounds);
+    }
+    o->retries = static_cast<std::uint32_t>(n);
   }
   if (auto it = a.find("key"); it != a.end()) {
     if (!it->is_string()) return Status::invalid("key: a string");
@@ -59,40 +82,50 @@ json task_json(const TaskResult& r) {
 }
 
 std::optional<Ticket> Service::find_task(std::uint64_t id) const {
+  // The pools are copied under mu_ and asked without it: Pool::find() waits for the pool's
+  // loop thread, which takes mu_ when a task ends.
   for (const auto& [name, pool] : pools()) {
     if (auto t = pool->find(id)) return t;
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& weak : retired_) {
-    if (auto pool = weak.lock()) {
-      if (auto t = pool->find(id)) return t;
-    }
+  for (const auto& [name, pool] : retired_pools()) {
+    if (auto t = pool->find(id)) return t;
   }
   return std::nullopt;
 }
 
-Result<Ticket> Service::submit_one(const json& args, std::string payload, bool wait, bool progress,
-                                   const Responder* res, bool* existing) {
+std::optional<Service::Submission> Service::existing_task(const KeptTask& kept,
+                                                          const Responder* waiter) {
+  // A live record first: a replay may be running the task again.
+  if (auto t = find_task(kept.task_id)) {
+    if (waiter != nullptr) {
+      std::lock_guard<std::mutex> lock(mu_);
+      // Under mu_, so the task cannot end between the check and the emplace unanswered:
+      // its state is terminal before its on_done takes mu_ in reply_when_done.
+      if (!t->done()) waiters_.emplace(kept.task_id, *waiter);
+    }
+    return Submission{kept.task_id, true, *t, std::nullopt};
+  }
+  if (kept.final) return Submission{kept.task_id, true, std::nullopt, kept};
+  return std::nullopt;
+}
+
+Result<Service::Submission> Service::submit_one(const json& args, std::string payload, bool wait,
+                                                bool progress, const Responder* res) {
   if (stopping_.load()) return Status::error(Code::kClosed, "poold is shutting down");
   const std::string type = string_arg(args, "type");
   if (type.empty()) return Status::invalid("type: required, a non-empty string");
   const std::string key = string_arg(args, "idempotency_key");
   if (!key.empty()) {
-    if (auto id = idempotency_.find(key)) {
-      if (auto t = find_task(*id)) {
-        *existing = true;
-        if (wait && res != nullptr) {
-          std::lock_guard<std::mutex> lock(mu_);
-          if (!t->done()) waiters_.emplace(*id, *res);
-        }
-        return *t;
-      }
+    if (auto kept = idempotency_.find(key)) {
+      if (auto existing = existing_task(*kept, wait ? res : nullptr)) return *existing;
+      log_->warn("idempotency key {}: task {} is neither in a pool nor kept; submitting anew", key,
+                 kept->task_id);
     }
   }
-  SubmitOptions o;
-  if (Status s = submit_options(args, &o); !s) return s;
   auto pool = route(string_arg(args, "pool"), type);
   if (!pool) return pool.status();
+  SubmitOptions o;
+  if (Status s = submit_options(args, (*pool)->max_timeout(), &o); !s) return s;
   if (wait && res != nullptr) {
     // Coalesced per task, latest wins: a worker's flood of progress frames neither grows
     // the submitter's output without bound nor gets its connection dropped.
@@ -103,17 +136,27 @@ Result<Ticket> Service::submit_one(const json& args, std::string payload, bool w
         stream->update(id, data);
       };
     }
-    o.on_done = [this, r = *res, stream](const TaskResult& result) {
+    o.on_done = [this, r = *res, stream, key](const TaskResult& result) {
       if (stream) stream->finish();
       r.ok(task_json(result), result.result);
-      reply_when_done(result.id, result);
+      task_ended(key, result);
     };
   } else if (!key.empty()) {
-    o.on_done = [this](const TaskResult& result) { reply_when_done(result.id, result); };
+    o.on_done = [this, key](const TaskResult& result) { task_ended(key, result); };
   }
   auto ticket = (*pool)->submit(type, std::move(payload), std::move(o));
-  if (ticket && !key.empty()) idempotency_.remember(key, ticket->id());
-  return ticket;
+  if (!ticket) return ticket.status();
+  if (!key.empty()) idempotency_.remember(key, ticket->id());
+  return Submission{ticket->id(), false, std::move(ticket).value(), std::nullopt};
+}
+
+void Service::task_ended(const std::string& key, const TaskResult& result) {
+  if (!key.empty()) {
+    idempotency_.task_ended(key, result);
+  } else {
+    idempotency_.task_ended(result);  // a replay: the key of its id, if any
+  }
+  reply_when_done(result.id, result);
 }
 
 void Service::reply_when_done(std::uint64_t task_id, const TaskResult& result) {
@@ -127,16 +170,30 @@ void Service::reply_when_done(std::uint64_t task_id, const TaskResult& result) {
   for (const Responder& r : ready) r.ok(task_json(result), result.result);
 }
 
+TaskCallbacks Service::replay_callbacks() {
+  TaskCallbacks cb;
+  cb.on_done = [this](const TaskResult& result) { task_ended({}, result); };
+  return cb;
+}
+
 void Service::op_submit(const Request& req, const Responder& res) {
   const bool wait = req.args.value("wait", false);
   const bool progress = req.args.value("progress", false);
-  bool existing = false;
-  auto t = submit_one(req.args, req.blob, wait, progress, &res, &existing);
-  if (!t) return (void)res.error(t.status());
-  if (!wait) return (void)res.ok({{"id", t->id()}, {"existing", existing}});
-  res.event({{"event", "accepted"}, {"id", t->id()}, {"existing", existing}});
-  // An existing task that already ended: its account now (open ones answer when they end).
-  if (existing && t->done()) res.ok(task_json(t->snapshot()), t->snapshot().result);
+  auto s = submit_one(req.args, req.blob, wait, progress, &res);
+  if (!s) return (void)res.error(s.status());
+  if (!wait) return (void)res.ok({{"id", s->id}, {"existing", s->existing}});
+  res.event({{"event", "accepted"}, {"id", s->id}, {"existing", s->existing}});
+  if (!s->existing) return;  // its on_done answers
+  // An existing task that ended: its account now (open ones answer when they end). The
+  // pool's record when it has one, else what the key kept.
+  if (s->ticket) {
+    if (!s->ticket->done()) return;
+    const TaskResult r = s->ticket->snapshot();
+    return (void)res.ok(task_json(r), r.result);
+  }
+  json j = task_json(*s->kept->final);
+  if (s->kept->result_dropped) j["result_dropped"] = true;
+  res.ok(std::move(j), s->kept->final->result);
 }
 
 void Service::op_submit_batch(const Request& req, const Responder& res) {
@@ -177,10 +234,10 @@ void Service::op_submit_batch(const Request& req, const Responder& res) {
       shared_refusal = Status::error(Code::kClosed, "poold is shutting down");
     } else if (shared_type.empty()) {
       shared_refusal = Status::invalid("type: required, a non-empty string");
-    } else if (Status s = submit_options(defaults, &shared_options); !s) {
-      shared_refusal = s;
     } else if (auto pool = route(string_arg(defaults, "pool"), shared_type); !pool) {
       shared_refusal = pool.status();
+    } else if (Status s = submit_options(defaults, (*pool)->max_timeout(), &shared_options); !s) {
+      shared_refusal = s;
     } else {
       shared_pool = std::move(pool).value();
     }
@@ -201,16 +258,22 @@ void Service::op_submit_batch(const Request& req, const Responder& res) {
       return (void)res.error("bad_request", "tasks: objects of submit arguments");
     }
     bool existing = false;
-    Result<Ticket> r =
-        shared ? shared_pool->submit(shared_type, req.blob.substr(at, len), shared_options)
-               : submit_one(args, req.blob.substr(at, len), false, false, nullptr, &existing);
+    Result<std::uint64_t> r = std::uint64_t{0};
+    if (shared) {
+      auto t = shared_pool->submit(shared_type, req.blob.substr(at, len), shared_options);
+      r = t ? Result<std::uint64_t>(t->id()) : Result<std::uint64_t>(t.status());
+    } else {
+      auto s = submit_one(args, req.blob.substr(at, len), false, false, nullptr);
+      r = s ? Result<std::uint64_t>(s->id) : Result<std::uint64_t>(s.status());
+      existing = s && s->existing;
+    }
     at += len;
     if (shared && !r && r.status().code() == Code::kQueueFull) {
       // No room now: a task never overtakes an earlier one of its request that was refused.
       shared_refusal = r.status();
       refused_from = i;
     } else if (r) {
-      ids.push_back(r->id());
+      ids.push_back(*r);
       if (existing) existing_at.push_back(i);
     } else {
       ids.push_back(0);

@@ -127,6 +127,8 @@ TEST_CASE("a pool's defaults are the PoolOptions defaults") {
   CHECK(o.queue_capacity == d.queue_capacity);
   CHECK(o.queue_ttl == d.queue_ttl);
   CHECK(o.timeout == d.timeout);
+  CHECK(o.max_timeout == d.max_timeout);
+  CHECK(o.max_timeout == 24h);
   CHECK(o.retries == d.retries);
   CHECK(o.cancel_grace == d.cancel_grace);
   CHECK(o.retry.base == d.retry.base);
@@ -176,7 +178,7 @@ pools:
     sandbox: {profile: relaxed, allow_syscalls: [getrandom], keep_env: [TZ], cgroup: required,
               user: 4001, readonly_paths: [/srv/models], require: [landlock, net]}
     health: {heartbeat_interval: 100ms, missed_heartbeats: 5, init_timeout: 2s}
-    task_defaults: {timeout: 7s, retries: 6, cancel_grace: 300ms}
+    task_defaults: {timeout: 7s, max_timeout: 1h, retries: 6, cancel_grace: 300ms}
     retry: {base: 20ms, multiplier: 1.5, max: 4s, retry_sandbox_violation: true}
     restart: {max_restarts: 4, within: 2m, backoff_base: 50ms, backoff_max: 5s,
               stable_after: 3s, max_init_failures: 7}
@@ -194,6 +196,7 @@ pools:
   CHECK(o.concurrency == 5);
   CHECK(o.queue_capacity == 77);
   CHECK(o.queue_ttl == 90s);
+  CHECK(o.max_timeout == 1h);
   CHECK(o.dispatch == sandpool::DispatchStrategy::kAffinity);
   CHECK(o.sandbox.limits.address_space == (64u << 20));
   CHECK(o.cpu_time == 1500ms);
@@ -317,6 +320,9 @@ TEST_CASE("each kind of mistake names the key path and its line and column") {
       // impossible combinations
       {std::string(kMinimalPool) + "    workers: {min: 5, max: 2}\n",
        "t.yaml:4:20: pools[0].workers.min: min (5) is greater than max (2)"},
+      {std::string(kMinimalPool) + "    task_defaults: {timeout: 2m, max_timeout: 1m}\n",
+       "t.yaml:4:47: pools[0].task_defaults.max_timeout: max_timeout (60000ms) is less than "
+       "timeout (120000ms)"},
       {std::string(kMinimalPool) + "    workers: {max: 4, initial: 9}\n",
        "t.yaml:4:32: pools[0].workers.initial: 9 is outside [min, max] = [1, 4]"},
       {std::string(kMinimalPool) + "    retry: {base: 2s, max: 1s}\n",

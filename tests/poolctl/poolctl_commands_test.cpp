@@ -211,6 +211,9 @@ TEST_CASE("a bad command line exits 2 without contacting the service") {
       {"batch", "noop", "10", "--payload-size", "huge"},
       {"submit", "echo", "text", "--file", "/etc/hostname"},
       {"submit", "echo", "--file", dir.path() + "/missing"},
+      {"submit", "echo", "x", "--timeout", "0ms"},
+      {"submit", "echo", "x", "--timeout", "0.4ms"},  // rounds to 0
+      {"submit", "echo", "x", "--retries", "4294967296"},
       {"dlq"},
       {"status", "--no-such-flag"}};
   for (const auto& args : bad) {

@@ -61,12 +61,19 @@ inline void write_file(const std::filesystem::path& p, const std::string& text) 
 
 class PooldProcess {
  public:
-  PooldProcess(const std::filesystem::path& config, std::vector<std::string> extra_args = {}) {
+  // `env`: NAME=value entries added to (or replacing those of) this process's environment
+  // for poold; "NAME" alone removes NAME.
+  PooldProcess(const std::filesystem::path& config, std::vector<std::string> extra_args = {},
+               const std::vector<std::string>& env = {}) {
     std::vector<std::string> args{poold_path(), "--config", config.string()};
     for (auto& a : extra_args) args.push_back(a);
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
+    std::vector<std::string> environment = merged_environment(env);
+    std::vector<char*> envp;
+    for (auto& e : environment) envp.push_back(e.data());
+    envp.push_back(nullptr);
     int fds[2];
     REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
     pid_ = ::fork();  // the child only makes async-signal-safe calls before exec
@@ -74,7 +81,7 @@ class PooldProcess {
     if (pid_ == 0) {
       ::dup2(fds[1], 2);
       ::dup2(fds[1], 1);
-      ::execv(argv[0], argv.data());
+      ::execve(argv[0], argv.data(), envp.data());
       ::_exit(127);
     }
     ::close(fds[1]);
@@ -121,10 +128,64 @@ class PooldProcess {
   }
   void signal(int sig) { ::kill(pid_, sig); }
 
+  // Stops reading poold's output and fills its stderr pipe, so the next thread of poold
+  // that logs blocks in write(2) until resume_output(). Returns once the pipe is full.
+  void block_output() {
+    // A description of the pipe's write end of our own, non-blocking (poold's stays blocking).
+    const int w = ::open(("/proc/" + std::to_string(pid_) + "/fd/2").c_str(),
+                         O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    REQUIRE(w >= 0);
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      paused_ = true;
+      const char line[] = "(the test fills this pipe)\n";
+      REQUIRE(::write(w, line, sizeof line - 1) > 0);  // wakes the reader if it sleeps in read
+      cv_.wait(lock, [&] { return parked_ || eof_; });
+    }
+    // Pages first, then byte by byte: a write no larger than PIPE_BUF fails whole when it does
+    // not fit, and a log line must not find even a few bytes of room.
+    const std::string page(4096, '.');
+    for (std::size_t chunk : {page.size(), std::size_t{1}}) {
+      while (::write(w, page.data(), chunk) > 0) {
+      }
+      REQUIRE(errno == EAGAIN);
+    }
+    ::close(w);
+  }
+  void resume_output() {
+    std::lock_guard<std::mutex> lock(mu_);
+    paused_ = false;
+    cv_.notify_all();
+  }
+
  private:
+  static std::vector<std::string> merged_environment(const std::vector<std::string>& changes) {
+    std::vector<std::string> out;
+    auto name_of = [](const std::string& e) { return e.substr(0, e.find('=')); };
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry(*e);
+      bool changed = false;
+      for (const auto& c : changes) changed |= name_of(c) == name_of(entry);
+      if (!changed) out.push_back(entry);
+    }
+    for (const auto& c : changes) {
+      if (c.find('=') != std::string::npos) out.push_back(c);
+    }
+    return out;
+  }
+
   void drain(int fd) {
     char buf[4096];
     while (true) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (paused_) {
+          parked_ = true;
+          cv_.notify_all();
+          cv_.wait(lock, [&] { return !paused_; });
+          parked_ = false;
+        }
+      }
       const ssize_t n = ::read(fd, buf, sizeof buf);
       if (n < 0 && errno == EINTR) continue;
       std::lock_guard<std::mutex> lock(mu_);
@@ -146,6 +207,8 @@ class PooldProcess {
   std::condition_variable cv_;
   std::string output_;
   bool eof_ = false;
+  bool paused_ = false;  // pause_output() asked the reader to stop
+  bool parked_ = false;  // the reader stopped and reads nothing until resume_output()
   std::thread reader_;
 };
 

@@ -104,6 +104,7 @@ struct PoolConfig {
   };
   struct TaskDefaults {
     Duration timeout{30000};
+    Duration max_timeout{86400000};  // the longest timeout a submit may ask for
     std::uint32_t retries = 3;
     Duration cancel_grace{1000};
     bool operator==(const TaskDefaults&) const = default;

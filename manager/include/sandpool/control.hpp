@@ -139,6 +139,9 @@ class ControlServer {
   void stop();
   const std::string& path() const;
   std::size_t connection_count() const;  // thread-safe
+  // How long the server thread has been handling what its last wake-up brought (ns); 0
+  // while it waits. Thread-safe: for a watchdog (poold's WatchdogGate).
+  std::int64_t busy_for_ns() const;
 
   // True iff `op` is one of the protocol's operations (docs/protocol.md); the server itself
   // answers any other op with `unknown_op`, so the handler only sees these.

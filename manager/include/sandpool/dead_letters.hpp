@@ -202,6 +202,13 @@ class DeadLetterStore {
   // kNotFound when it is already gone (purged, or replayed by someone else), so a double
   // replay is visible to the caller. Read letters with list()/get() to replay them.
   Status remove_replayed(std::uint64_t letter_id);
+  // A replay's claim: returns the letter and deletes it from the store in one transaction,
+  // or kNotFound when it is already gone. Of concurrent claims of one letter (threads or
+  // processes) exactly one gets it.
+  Result<DeadLetter> claim(std::uint64_t letter_id);
+  // Puts a claimed letter back unchanged (its letter_id, times, attempts), for a replay
+  // that did not happen (its submit was refused).
+  Status restore(const DeadLetter& letter);
 
   DeadLetterStoreStats stats() const;
   // The database file: <state_dir>/dead_letters.db.

@@ -71,6 +71,13 @@ struct SubmitOptions {
   std::function<void(const TaskResult&)> on_done;
 };
 
+// The callbacks of a replayed task (Pool::replay): a dead letter keeps the task's options
+// but not its callbacks, which belong to whoever replays it.
+struct TaskCallbacks {
+  std::function<void(std::uint64_t id, std::string_view data)> on_progress;
+  std::function<void(const TaskResult&)> on_done;
+};
+
 struct WorkerInfo {
   std::int32_t pid = 0;
   std::string state;  // starting, idle, busy, draining, stopping
@@ -151,8 +158,9 @@ class Pool {
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
 
-  // Accepts a task. Errors: kInvalidArgument (unknown type), kTooLarge (payload over
-  // max_payload), kQueueFull, kClosed (closing or failed pool).
+  // Accepts a task. Errors: kInvalidArgument (unknown type; a timeout outside 1 ms ..
+  // max_timeout), kTooLarge (payload over max_payload), kQueueFull, kClosed (closing or
+  // failed pool). A refused task is not queued.
   Result<Ticket> submit(std::string type, std::string payload, SubmitOptions options = {});
   Status scale(std::uint32_t workers);
   Status set_strategy(DispatchStrategy strategy);
@@ -202,16 +210,18 @@ class Pool {
   // Dead letters held in memory (the most recent dead_letter_capacity of them).
   std::vector<TaskResult> dead_letters() const;
   // Replays a stored dead letter (PoolOptions::dead_letter_store): the task re-enters this
-  // pool with its id, payload and options and fresh attempts; the letter leaves the store
-  // only once the pool accepted it. Errors: kNotFound, kInvalidArgument (no store, or a
-  // letter of another pool), and submit()'s.
-  Result<Ticket> replay(std::uint64_t letter_id);
+  // pool with its id, payload and options, fresh attempts and `callbacks`. The letter is
+  // claimed from the store (DeadLetterStore::claim) before the task is submitted, so of two
+  // replays of one letter at once exactly one runs it and the other gets kNotFound; a
+  // submit that is refused puts the letter back unchanged. Errors: kNotFound,
+  // kInvalidArgument (no store, or a letter of another pool), and submit()'s.
+  Result<Ticket> replay(std::uint64_t letter_id, TaskCallbacks callbacks = {});
   // Replays every stored letter of this pool that matches `filter` (its `pool` must be
   // empty or this pool's name) and was dead-lettered before the call, so a replay that
-  // dies again is not picked up twice. Stops early at queue_full or a closed pool; what was
-  // not accepted stays in the store. Errors: kInvalidArgument (no store, another pool), and
-  // the store's read errors.
-  Result<ReplayReport> replay_matching(DeadLetterFilter filter);
+  // dies again is not picked up twice; each task gets `callbacks`. Stops early at
+  // queue_full or a closed pool; what was not accepted stays in the store. Errors:
+  // kInvalidArgument (no store, another pool), and the store's read errors.
+  Result<ReplayReport> replay_matching(DeadLetterFilter filter, TaskCallbacks callbacks = {});
   // Returns a handle on an open task, or on an ended one still kept (task_records_*);
   // empty when this pool does not know the id.
   std::optional<Ticket> find(std::uint64_t task_id) const;
@@ -224,6 +234,12 @@ class Pool {
   const std::string& isolation() const;
   // Wake-up syscalls the manager side has paid so far (benchmarks report them per task).
   std::uint64_t wake_syscalls() const;
+  // How long the pool's loop thread has been inside its current iteration (ns); 0 while it
+  // sleeps or once it ended. A watchdog's view (poold's WatchdogGate); any thread.
+  std::int64_t busy_for_ns() const;
+  // The longest per-attempt timeout submit() accepts (PoolOptions::max_timeout, as last
+  // reconfigured).
+  std::chrono::milliseconds max_timeout() const;
 
  private:
   explicit Pool(std::shared_ptr<core::PoolLoop> loop);

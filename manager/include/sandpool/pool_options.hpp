@@ -55,6 +55,8 @@ struct PoolOptions {
   std::size_t queue_capacity = 100000;
 
   std::chrono::milliseconds timeout{30000};  // per attempt, from dispatch
+  // The longest timeout a task may ask for (SubmitOptions::timeout); at least `timeout`.
+  std::chrono::milliseconds max_timeout{std::chrono::hours(24)};
   std::uint32_t retries = 3;
   RetryPolicy retry;
 

@@ -1,0 +1,155 @@
+// Replays racing each other, replays refused by their pool, and the callbacks a replayer
+// gives the replayed task: through real Pools and a real SQLite store.
+#include <catch2/catch.hpp>
+
+#include <stdlib.h>
+
+#include <atomic>
+#include <filesystem>
+#include <future>
+#include <latch>
+#include <thread>
+
+#include <sandpool/dead_letters.hpp>
+#include "test_support.hpp"
+
+using namespace sandpool;
+using namespace std::chrono_literals;
+using sandpool::testing::kPatience;
+using sandpool::testing::make_pool;
+using sandpool::testing::pool_options;
+using sandpool::testing::run;
+
+namespace {
+
+struct TempDir {
+  TempDir() {
+    char tmpl[] = "/tmp/sandpool-replay-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string path;
+};
+
+std::shared_ptr<DeadLetterStore> open_store(const std::string& dir) {
+  DeadLetterStoreOptions o;
+  o.state_dir = dir;
+  auto s = DeadLetterStore::open(o);
+  if (!s) FAIL("DeadLetterStore::open: " << s.status().to_string());
+  return std::shared_ptr<DeadLetterStore>(std::move(s).value());
+}
+
+PoolOptions configurable(bool fail, std::shared_ptr<DeadLetterStore> store) {
+  PoolOptions o = pool_options("echo", 1);
+  o.name = "images";
+  o.plugin_path = SANDPOOL_TEST_PLUGIN_DIR "/libconfigurable.so";
+  o.plugin_config_json = fail ? R"({"fail": true})" : "{}";
+  o.dead_letter_store = std::move(store);
+  return o;
+}
+
+// Dead-letters `n` tasks through a failing pool; returns their letters, as stored.
+std::vector<DeadLetter> dead_letter(const std::shared_ptr<DeadLetterStore>& store, int n) {
+  {
+    auto failing = make_pool(configurable(true, store));
+    for (int i = 0; i < n; ++i) {
+      SubmitOptions so;
+      so.priority = i;
+      REQUIRE(run(*failing, "configurable", "payload " + std::to_string(i), so).state ==
+              TaskState::kDeadLettered);
+    }
+  }
+  REQUIRE(store->flush(kPatience));
+  auto listed = store->list({}, DeadLetterPage{1000, std::nullopt});
+  REQUIRE(listed);
+  REQUIRE(listed->letters.size() == static_cast<std::size_t>(n));
+  return listed->letters;
+}
+
+}  // namespace
+
+TEST_CASE("two replays of one letter at once: one task, one success, the other not_found") {
+  TempDir dir;
+  auto store = open_store(dir.path);
+  const int kLetters = 20;  // each a fresh race: before the claim, most raced into two tasks
+  const std::vector<DeadLetter> letters = dead_letter(store, kLetters);
+  auto pool = make_pool(configurable(false, store));
+  int ok = 0, not_found = 0;
+  for (const DeadLetter& letter : letters) {
+    std::latch start(2);
+    auto replay = [&] {
+      start.arrive_and_wait();
+      return pool->replay(letter.letter_id);
+    };
+    auto a = std::async(std::launch::async, replay);
+    auto b = std::async(std::launch::async, replay);
+    for (Result<Ticket> r : {a.get(), b.get()}) {
+      if (r) {
+        ++ok;
+        REQUIRE(r->wait_for(kPatience));
+        CHECK(r->wait().id == letter.task.id);
+      } else {
+        CHECK(r.status().code() == Code::kNotFound);
+        ++not_found;
+      }
+    }
+  }
+  CHECK(ok == kLetters);
+  CHECK(not_found == kLetters);
+  REQUIRE(pool->wait_idle_for(kPatience));
+  CHECK(pool->stats().completed == static_cast<std::uint64_t>(kLetters));
+  CHECK(store->list({}, {})->letters.empty());
+}
+
+TEST_CASE("a replay its pool refuses leaves the letter in the store as it was") {
+  TempDir dir;
+  auto store = open_store(dir.path);
+  const DeadLetter before = dead_letter(store, 1).front();
+  auto pool = make_pool(configurable(false, store));
+  pool->drain();
+  auto refused = pool->replay(before.letter_id);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.status().code() == Code::kClosed);
+  auto after = store->get(before.letter_id);
+  REQUIRE(after);
+  CHECK(after->letter_id == before.letter_id);
+  CHECK(after->task.id == before.task.id);
+  CHECK(after->payload == before.payload);
+  CHECK(after->options.priority == before.options.priority);
+  CHECK(after->dead_lettered_ms == before.dead_lettered_ms);
+  CHECK(after->task.error == before.task.error);
+  REQUIRE(after->task.history.size() == before.task.history.size());
+  CHECK(after->task.history[0].error == before.task.history[0].error);
+
+  pool->resume();  // and it replays later
+  auto t = pool->replay(before.letter_id);
+  REQUIRE(t);
+  REQUIRE(t->wait_for(kPatience));
+  CHECK(t->wait().state == TaskState::kCompleted);
+}
+
+TEST_CASE("a replay runs the callbacks its replayer gives the task") {
+  TempDir dir;
+  auto store = open_store(dir.path);
+  const std::vector<DeadLetter> letters = dead_letter(store, 3);
+  auto pool = make_pool(configurable(false, store));
+  std::promise<TaskResult> one;
+  TaskCallbacks cb;
+  cb.on_done = [&one](const TaskResult& r) { one.set_value(r); };
+  auto t = pool->replay(letters[0].letter_id, cb);
+  REQUIRE(t);
+  auto ended = one.get_future();
+  REQUIRE(ended.wait_for(kPatience) == std::future_status::ready);
+  const TaskResult r = ended.get();
+  CHECK(r.id == letters[0].task.id);
+  CHECK(r.state == TaskState::kCompleted);
+
+  std::atomic<int> done{0};
+  TaskCallbacks each;
+  each.on_done = [&done](const TaskResult&) { ++done; };
+  auto report = pool->replay_matching({}, each);
+  REQUIRE(report);
+  CHECK(report->tickets.size() == 2);
+  REQUIRE(pool->wait_idle_for(kPatience));
+  CHECK(done.load() == 2);
+}
