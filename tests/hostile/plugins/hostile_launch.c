@@ -16,8 +16,10 @@
  *
  * Types:
  *   echo       result = payload
- *   doorbell   waits 30 ms (the manager is asleep by then), rings fd 4 with an eventfd's
- *              8-byte increment, waits 100 ms (whatever stole the ring has), then "rang"
+ *   doorbell   <payload> times (1 when empty): waits 2 ms (the manager is asleep by then)
+ *              and rings fd 4 with an eventfd's 8-byte increment; then waits 20 ms
+ *              (whatever stole the last ring has, and the manager no longer sleeps, so the
+ *              result rings nothing) and answers "rang"
  *   secrets    the payload is space-separated needles; for each place the worker could read
  *              (its initial stack's argv and environment strings, read in place; the files
  *              read in init; with "reread", the same files read again now) one line
@@ -32,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -67,9 +70,14 @@ static void sleep_ms(long ms) {
   }
 }
 
+/* Each thief's tid, published before it blocks in read(); init waits until every one of
+ * them sleeps there, so none calls read() for the first time after the seccomp filter. */
+static volatile pid_t thief_tids[MAX_THIEVES];
+
 static void* thief(void* arg) {
   unsigned char buf[8];
-  (void)arg;
+  const long slot = (long)arg;
+  __atomic_store_n(&thief_tids[slot], (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
   for (;;) {
     const ssize_t n = read(DOORBELL_FD, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
@@ -86,6 +94,38 @@ static int thieves_wanted(const char* config) {
   if (at == NULL) return 0;
   n = atoi(at + strlen("\"doorbell_thieves\":"));
   return n < 0 ? 0 : (n > MAX_THIEVES ? MAX_THIEVES : n);
+}
+
+/* True once /proc/self/task/<tid>/stat says the thread sleeps ('S'): after publishing its
+ * tid a thief makes no other call that can sleep but read(). */
+static int sleeping(pid_t tid) {
+  char path[64], stat[512];
+  const char* close_paren;
+  ssize_t n;
+  int fd;
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  n = read(fd, stat, sizeof stat - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  stat[n] = '\0';
+  close_paren = strrchr(stat, ')');
+  return close_paren != NULL && close_paren[1] == ' ' && close_paren[2] == 'S';
+}
+
+/* Waits (at most 10 s) until every thief is asleep in read(). Returns 0 on success. */
+static int wait_for_thieves(int thieves) {
+  int i, rounds;
+  for (i = 0; i < thieves; ++i) {
+    for (rounds = 0; rounds < 10000; ++rounds) {
+      const pid_t tid = __atomic_load_n(&thief_tids[i], __ATOMIC_ACQUIRE);
+      if (tid != 0 && sleeping(tid)) break;
+      sleep_ms(1);
+    }
+    if (rounds == 10000) return 1;
+  }
+  return 0;
 }
 
 static void read_capture(capture* c) {
@@ -126,13 +166,14 @@ SP_EXPORT int sp_plugin_init(const sp_host_api* h, const char* config_json, size
   thieves = thieves_wanted(config_json);
   if (thieves > 0) {
     const int flags = fcntl(DOORBELL_FD, F_GETFL);
-    strict_thieves = strstr(config_json, "\"strict\"") != NULL;
     if (flags < 0 || fcntl(DOORBELL_FD, F_SETFL, flags & ~O_NONBLOCK) != 0) return 1;
+    strict_thieves = strstr(config_json, "\"strict\"") != NULL;
     for (i = 0; i < thieves; ++i) {
       pthread_t t;
-      if (pthread_create(&t, NULL, thief, NULL) != 0) return 2;
+      if (pthread_create(&t, NULL, thief, (void*)(long)i) != 0) return 2;
       pthread_detach(t);
     }
+    if (wait_for_thieves(thieves) != 0) return 3;
   }
   return 0;
 }
@@ -198,11 +239,17 @@ static int secrets(const sp_task* task, sp_call* call) {
   return host->write_result(call, out, strlen(out)) == 0 ? SP_OK : SP_FAIL;
 }
 
-static int doorbell(sp_call* call) {
+static int doorbell(const sp_task* task, sp_call* call) {
   const unsigned long long one = 1;
-  sleep_ms(30);
-  if (write(DOORBELL_FD, &one, sizeof one) < 0) return SP_FAIL;
-  sleep_ms(100);
+  char count[16] = {0};
+  int rings, i;
+  memcpy(count, task->payload, task->payload_len < sizeof count - 1 ? task->payload_len : 15);
+  rings = atoi(count) > 0 ? atoi(count) : 1;
+  for (i = 0; i < rings; ++i) {
+    sleep_ms(2);
+    if (write(DOORBELL_FD, &one, sizeof one) < 0) return SP_FAIL;
+  }
+  sleep_ms(20);
   return host->write_result(call, "rang", 4) == 0 ? SP_OK : SP_FAIL;
 }
 
@@ -211,7 +258,7 @@ SP_EXPORT int sp_plugin_handle(void* state, const sp_task* task, sp_call* call) 
   if (is_type(task, "echo")) {
     return host->write_result(call, task->payload, task->payload_len) == 0 ? SP_OK : SP_FAIL;
   }
-  if (is_type(task, "doorbell")) return doorbell(call);
+  if (is_type(task, "doorbell")) return doorbell(task, call);
   if (is_type(task, "secrets")) return secrets(task, call);
   host->set_error(call, "unknown task type", 17);
   return SP_FAIL;
