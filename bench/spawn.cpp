@@ -120,7 +120,6 @@ bool run_spawn(const BenchOptions& o, Report& r) {
       iso.namespaces.run_as_gid = nobody->gid;
     }
     if (row.leave_out) iso.namespaces.wanted.remove(row.left_out);
-    iso.view_paths = {std::filesystem::path(spec.args.plugin_path).parent_path().string()};
     return make_clone3_spawner(iso);
   };
   constexpr std::uint32_t kWarmup = 3;

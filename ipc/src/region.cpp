@@ -6,7 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
+#include <cstring>
 #include <new>
 #include <string>
 #include <tuple>
@@ -65,7 +67,8 @@ MappedRegion::~MappedRegion() {
   if (addr_ != nullptr) ::munmap(addr_, size_);
 }
 
-Result<SharedRegion> SharedRegion::create(const RegionConfig& config) {
+Result<SharedRegion> SharedRegion::create(const RegionConfig& config,
+                                          std::string_view plugin_config) {
   Result<std::uint64_t> task_bytes = ring_size(config.task_ring_bytes, "task ring");
   if (!task_bytes) return task_bytes.status();
   Result<std::uint64_t> result_bytes = ring_size(config.result_ring_bytes, "result ring");
@@ -74,6 +77,10 @@ Result<SharedRegion> SharedRegion::create(const RegionConfig& config) {
     return Status::invalid("max_message of " + std::to_string(config.max_message) +
                            " bytes exceeds " + std::to_string(kMaxMessage));
   }
+  if (plugin_config.size() > kMaxPluginConfig) {
+    return Status::invalid("plugin config of " + std::to_string(plugin_config.size()) +
+                           " bytes exceeds " + std::to_string(kMaxPluginConfig));
+  }
 
   SharedRegion r;
   r.task_off_ = kRingsStart;
@@ -81,7 +88,9 @@ Result<SharedRegion> SharedRegion::create(const RegionConfig& config) {
   r.result_off_ = r.task_off_ + r.task_bytes_;  // a power of two >= 4096: still aligned
   r.result_bytes_ = *result_bytes;
   r.max_message_ = config.max_message;
-  const std::uint64_t size = r.result_off_ + r.result_bytes_;
+  r.config_off_ = r.result_off_ + r.result_bytes_;
+  r.config_bytes_ = plugin_config.size();
+  const std::uint64_t size = r.config_off_ + r.config_bytes_;
 
   Result<int> fd = posix_call("memfd_create", [] {
     return ::memfd_create("sandpool-region", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -112,6 +121,11 @@ Result<SharedRegion> SharedRegion::create(const RegionConfig& config) {
   h->result_ring_offset = r.result_off_;
   h->result_ring_bytes = r.result_bytes_;
   h->max_message = r.max_message_;
+  h->config_offset = r.config_off_;
+  h->config_bytes = r.config_bytes_;
+  if (!plugin_config.empty()) {
+    std::memcpy(r.map_.data() + r.config_off_, plugin_config.data(), plugin_config.size());
+  }
   return r;
 }
 
@@ -123,7 +137,7 @@ Result<SharedRegion> SharedRegion::attach(int fd) {
   if (!stat_ok) return stat_ok.status();
   const auto size = static_cast<std::uint64_t>(st.st_size);
   if (st.st_size < static_cast<off_t>(kRingsStart + 2 * kMinRingBytes) ||
-      size > kRingsStart + 2 * kMaxRingBytes) {
+      size > kRingsStart + 2 * kMaxRingBytes + kMaxPluginConfig) {
     return Status::protocol("region: file size " + std::to_string(st.st_size) +
                             " is outside the possible region sizes");
   }
@@ -141,6 +155,8 @@ Result<SharedRegion> SharedRegion::attach(int fd) {
   r.result_off_ = h->result_ring_offset;
   r.result_bytes_ = h->result_ring_bytes;
   r.max_message_ = h->max_message;
+  r.config_off_ = h->config_offset;
+  r.config_bytes_ = h->config_bytes;
 
   auto bad = [](std::string what) { return Status::protocol("region: " + std::move(what)); };
   if (magic != kRegionMagic) return bad("bad magic " + std::to_string(magic));
@@ -168,7 +184,20 @@ Result<SharedRegion> SharedRegion::attach(int fd) {
   if (r.max_message_ > kMaxMessage) {
     return bad("max_message " + std::to_string(r.max_message_) + " exceeds 1 GiB");
   }
+  // The config comes after both rings and runs to the end of the region.
+  const std::uint64_t rings_end =
+      std::max(r.task_off_ + r.task_bytes_, r.result_off_ + r.result_bytes_);
+  if (r.config_bytes_ > kMaxPluginConfig || r.config_off_ < rings_end || r.config_off_ > size ||
+      r.config_bytes_ != size - r.config_off_) {
+    return bad("plugin config of " + std::to_string(r.config_bytes_) + " bytes at offset " +
+               std::to_string(r.config_off_) + " is not what follows the rings");
+  }
   return r;
+}
+
+std::string_view SharedRegion::plugin_config() const {
+  return {reinterpret_cast<const char*>(map_.data() + config_off_),
+          static_cast<std::size_t>(config_bytes_)};
 }
 
 RingProducer SharedRegion::task_producer() const {

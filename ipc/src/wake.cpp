@@ -1,8 +1,9 @@
-// Futex and eventfd doorbells, and the shared monotonic clock.
+// Futexes, the eventfd and socket-pair doorbells, and the shared monotonic clock.
 #include <sandpool/ipc/wake.hpp>
 
 #include <linux/futex.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -81,6 +82,39 @@ std::uint64_t EventFd::drain() const {
       posix_call("read(eventfd)", [&] { return ::read(fd_.get(), &value, sizeof value); });
   // EAGAIN: nothing was signalled since the last drain.
   return n.is_ok() && *n == static_cast<ssize_t>(sizeof value) ? value : 0;
+}
+
+Result<Doorbell> Doorbell::create() {
+  int ends[2];
+  // SOCK_NONBLOCK sets O_NONBLOCK on both ends' descriptions; the manager does not rely on
+  // it (drain passes MSG_DONTWAIT), the worker's ring() does until the worker clears it.
+  Result<int> made = posix_call("socketpair(doorbell)", [&] {
+    return ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, ends);
+  });
+  if (!made) return made.status();
+  return Doorbell(UniqueFd(ends[0]), UniqueFd(ends[1]));
+}
+
+bool Doorbell::drain() const {
+  // A stream socket hands over every pending byte in one recv, however many writes
+  // queued them; only a full buffer can mean more is left.
+  char rings[256];
+  for (int rounds = 0; rounds < 64; ++rounds) {  // bounded: a worker that rings without
+                                                 // pause cannot keep the loop here
+    Result<ssize_t> n = posix_call(
+        "recv(doorbell)", [&] { return ::recv(fd_.get(), rings, sizeof rings, MSG_DONTWAIT); });
+    if (!n) return n.status().sys_errno() == EAGAIN;  // EAGAIN: all drained
+    if (*n == 0) return false;                        // end of file: the worker's end is gone
+    if (static_cast<std::size_t>(*n) < sizeof rings) return true;
+  }
+  return true;
+}
+
+void DoorbellRinger::ring() const {
+  const char bell = 1;
+  // EAGAIN: the socket buffer is full of rings the manager has not read yet, which keeps
+  // its end readable; any other error means the manager's end is gone.
+  (void)posix_call("write(doorbell)", [&] { return ::write(fd_.get(), &bell, 1); });
 }
 
 std::int64_t monotonic_ns() {

@@ -59,8 +59,8 @@ Status prepare_privilege_drop(sandbox::WorkerArgs& args, const std::string& user
   if (args.policy.run_as || user.empty()) return Status::ok();
   Result<sandbox::RunAs> who = sandbox::resolve_run_as(user);
   if (!who) return who.status();
-  // The worker loads its plugin as that user (and, with a mount namespace, binds its
-  // directory with that user's rights): say so here rather than fail in every worker.
+  // The worker reopens the plugin file the manager hands it as that user: say so here
+  // rather than fail in every worker.
   if (Status s = sandbox::check_readable_by(args.plugin_path, *who, user); !s) {
     return Status::error(s.code() == Code::kPermissionDenied ? Code::kPlugin : s.code(),
                          "plugin " + args.plugin_path + ": " + s.message());
@@ -109,7 +109,6 @@ Status PoolLoop::launch() {
       so.namespaces.run_as_uid = who->uid;
       so.namespaces.run_as_gid = who->gid;
     }
-    so.view_paths = {std::filesystem::path(launch_.args.plugin_path).parent_path().string()};
     so.logger = log_;
     so.log_name = opts_.name;
     auto clone3 = make_clone3_spawner(std::move(so));
@@ -417,7 +416,9 @@ void PoolLoop::wait_for_events(std::int64_t timeout_ms, std::int64_t now) {
     Link& link = it->second;
     switch (kind) {
       case kDoorbell:
-        link.proc->doorbell().drain();
+        if (!link.proc->doorbell().drain()) {  // the worker closed its end: rings no more
+          ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, link.proc->doorbell_fd(), nullptr);
+        }
         break;
       case kOutput:
         if (!link.proc->read_output([&](std::string_view line) { log_line(id, -1, line); })) {

@@ -107,13 +107,6 @@ std::optional<std::string> needs_new_pool(const PoolOptions& started, const Pool
   if (!ns.wanted.empty() && next.user != started.user) {
     return "sandbox.user (named in the namespaces' id maps)" + in_place;
   }
-  auto dir = [](const std::string& plugin) {
-    return std::filesystem::absolute(plugin).parent_path().lexically_normal();
-  };
-  if (ns.wanted.has(sandbox::Namespace::kMount) &&
-      dir(next.plugin_path) != dir(started.plugin_path)) {
-    return "the plugin's directory (in the mount namespace's view)" + in_place;
-  }
   return std::nullopt;
 }
 
@@ -155,13 +148,13 @@ Result<ReconfigureReport> PoolLoop::reconfigure(PoolOptions next) {
 }
 
 bool PoolLoop::apply_options(const PoolOptions& next) {
-  const std::vector<std::string> old_argv = sandbox::to_argv(launch_.args);
+  const sandbox::WorkerArgs old_args = launch_.args;
   const ipc::RegionConfig old_region = launch_.region;
   copy_live_options(opts_, next);
   if (Status s = fill_launch_spec(); !s) {  // reconfigure() checked it: not expected
     log_->error("[{}] reconfigure: {}", opts_.name, s.message());
   }
-  const bool changed = sandbox::to_argv(launch_.args) != old_argv ||
+  const bool changed = !sandbox::same_launch(launch_.args, old_args) ||
                        launch_.region.task_ring_bytes != old_region.task_ring_bytes ||
                        launch_.region.result_ring_bytes != old_region.result_ring_bytes ||
                        launch_.region.max_message != old_region.max_message;

@@ -181,6 +181,9 @@ void run_namespace_child(const ChildSetup& s) {
   // Above the fds being mapped, so that mapping cannot clobber it.
   int error_fd = ::fcntl(s.error_fd, F_DUPFD_CLOEXEC, 64);
   if (error_fd < 0) ::_exit(127);
+  // The program's fd too: it is executed after the mapping, and exec closes it.
+  const int exec_fd = s.exec_fd >= 0 ? ::fcntl(s.exec_fd, F_DUPFD_CLOEXEC, 64) : -1;
+  if (s.exec_fd >= 0 && exec_fd < 0) fail(error_fd, ChildStep::kMapFds, -1, errno);
   // Before waiting for the parent: if it dies from here on, so do we; if it died before,
   // its end of the sync pipe is closed and the read below sees EOF.
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
@@ -246,7 +249,13 @@ void run_namespace_child(const ChildSetup& s) {
   sigset_t none;
   ::sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  ::execve(s.path, s.argv, s.envp);
+  // From the fd the manager opened: the view need not contain the worker host, and the
+  // worker's user need not reach its path.
+  if (exec_fd >= 0) {
+    ::syscall(SYS_execveat, exec_fd, "", s.argv, s.envp, AT_EMPTY_PATH);
+  } else {
+    ::execve(s.path, s.argv, s.envp);
+  }
   fail(error_fd, ChildStep::kExec, -1, errno);
 }
 
@@ -325,7 +334,7 @@ std::string describe_child_failure(const ChildFailure& f, const ChildSetup& s) {
       what = "dup2 (fd mapping)";
       break;
     case ChildStep::kExec:
-      what = std::string("execve(") + (s.path ? s.path : "") + ")";
+      what = std::string(s.exec_fd >= 0 ? "execveat(" : "execve(") + (s.path ? s.path : "") + ")";
       break;
   }
   return what + ": " + std::strerror(f.error);

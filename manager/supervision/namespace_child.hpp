@@ -44,7 +44,8 @@ struct ChildSetup {
   const std::string* bind_sources = nullptr;  // per mount op: kOldRoot + target
   const std::pair<int, int>* fds = nullptr;   // (child fd, parent fd), as SpawnRequest
   std::size_t fd_count = 0;
-  const char* path = nullptr;
+  const char* path = nullptr;  // argv[0]; exec'd by path only when exec_fd is -1
+  int exec_fd = -1;            // the program's open file: execveat(AT_EMPTY_PATH)
   char* const* argv = nullptr;
   char* const* envp = nullptr;
 };

@@ -20,8 +20,6 @@
 #include "supervision/mount_plan.hpp"
 #include "supervision/namespace_child.hpp"
 
-extern char** environ;
-
 namespace sandpool {
 namespace {
 
@@ -155,7 +153,9 @@ class NamespaceSpawner final : public Clone3Spawner {
       log_->warn("[{}] {}", opts_.log_name, missing_warning_);
       missing_warning_.clear();  // once per pool
     }
-    if (in_effect_.has(Namespace::kMount)) SP_RETURN_IF_ERROR(plan_view(req.executable));
+    if (in_effect_.has(Namespace::kMount)) {
+      SP_RETURN_IF_ERROR(plan_view(req.executable_fd >= 0 ? std::string() : req.executable));
+    }
 
     // Everything the child reads is built here: after clone3 it may not allocate.
     std::vector<std::string> arg_storage;
@@ -164,6 +164,10 @@ class NamespaceSpawner final : public Clone3Spawner {
     std::vector<char*> argv;
     for (std::string& a : arg_storage) argv.push_back(a.data());
     argv.push_back(nullptr);
+    std::vector<std::string> env_storage = req.env;
+    std::vector<char*> envp;
+    for (std::string& e : env_storage) envp.push_back(e.data());
+    envp.push_back(nullptr);
 
     const bool user_ns = in_effect_.has(Namespace::kUser);
     sandbox::UserNamespaceMaps maps;
@@ -198,8 +202,9 @@ class NamespaceSpawner final : public Clone3Spawner {
     setup.fds = req.fds.data();
     setup.fd_count = req.fds.size();
     setup.path = arg_storage[0].c_str();
+    setup.exec_fd = req.executable_fd;
     setup.argv = argv.data();
-    setup.envp = environ;
+    setup.envp = envp.data();
 
     // No handler of ours may run in the child before exec: block everything around clone3
     // (the child clears the mask right before execve).
@@ -261,11 +266,14 @@ class NamespaceSpawner final : public Clone3Spawner {
   }
 
  private:
-  // The mount plan depends on the worker host's path only: planned on first use.
+  // The mount plan depends on the worker host's path only: planned on first use. A worker
+  // host exec'd from its fd (`executable` empty) needs no place in the view.
   Status plan_view(const std::string& executable) {
-    if (planned_for_ == executable) return Status::ok();
+    if (planned_ && planned_for_ == executable) return Status::ok();
     supervision::MountViewRequest request;
-    request.required.push_back(std::filesystem::absolute(executable).parent_path().string());
+    if (!executable.empty()) {
+      request.required.push_back(std::filesystem::absolute(executable).parent_path().string());
+    }
     request.required.insert(request.required.end(), opts_.view_paths.begin(),
                             opts_.view_paths.end());
     request.required.insert(request.required.end(), opts_.namespaces.readonly_paths.begin(),
@@ -279,6 +287,7 @@ class NamespaceSpawner final : public Clone3Spawner {
     bind_sources_.clear();
     for (const MountOp& op : ops_) bind_sources_.push_back(supervision::kOldRoot + op.target);
     planned_for_ = executable;
+    planned_ = true;
     return Status::ok();
   }
 
@@ -329,6 +338,7 @@ class NamespaceSpawner final : public Clone3Spawner {
   NamespaceSet in_effect_;
   std::string refusal_;          // non-empty: a required namespace is missing
   std::string missing_warning_;  // logged at the first spawn
+  bool planned_ = false;
   std::string planned_for_;
   std::vector<MountOp> ops_;
   std::vector<std::string> bind_sources_;

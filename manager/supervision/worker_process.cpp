@@ -2,21 +2,85 @@
 
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include <sandpool/pidfd.hpp>
 #include <sandpool/posix_call.hpp>
+#include <sandpool/sandbox/privileges.hpp>
 
 namespace sandpool::supervision {
 
+namespace {
+
+// The plugin as the worker gets it: the file, opened read-only, and the directory it was
+// found in (O_PATH), where $ORIGIN points for the libraries beside it.
+struct PluginFiles {
+  UniqueFd file;
+  UniqueFd dir;
+};
+
+// Opens the plugin at `path` (absolute). The directory first, then the file inside it, so
+// the file is one that was in that directory. O_NONBLOCK: a FIFO planted at the path must
+// not block the pool's loop in open(); anything but a regular file is refused. As root,
+// the two fds are what check_plugin_permissions inspects: what is checked is what runs.
+Result<PluginFiles> open_plugin(const std::string& path) {
+  const std::filesystem::path p(path);
+  const std::string dir = p.parent_path().empty() ? "/" : p.parent_path().string();
+  const std::string name = p.filename().string();
+  PluginFiles f;
+  auto d = posix_call("open(" + dir + ", O_PATH)",
+                      [&] { return ::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC); });
+  if (!d) {
+    if (d.status().sys_errno() == ENOENT) {
+      return Status::error(Code::kPlugin, "plugin directory '" + dir + "' does not exist");
+    }
+    return d.status().with_context("plugin");
+  }
+  f.dir.reset(*d);
+  auto fd = posix_call("open(" + path + ")", [&] {
+    return ::openat(f.dir.get(), name.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  });
+  if (!fd) {
+    if (fd.status().sys_errno() == ENOENT) {
+      return Status::error(Code::kPlugin, "plugin file '" + path + "' does not exist");
+    }
+    return Status::error(Code::kPlugin,
+                         "plugin file '" + path + "' cannot be opened: " + fd.status().message());
+  }
+  f.file.reset(*fd);
+  struct stat st {};
+  auto stated = posix_call("fstat(" + path + ")", [&] { return ::fstat(f.file.get(), &st); });
+  if (!stated) return stated.status();
+  if (!S_ISREG(st.st_mode)) {
+    return Status::error(Code::kPlugin, "plugin '" + path + "' is not a regular file");
+  }
+  if (::geteuid() == 0) {
+    Status s = sandbox::check_plugin_permissions(f.file.get(), f.dir.get(), path);
+    if (!s) return Status::error(Code::kPlugin, s.message());
+  }
+  return f;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<WorkerProcess>> WorkerProcess::start(Spawner& spawner,
                                                             const LaunchSpec& spec) {
-  auto region = ipc::SharedRegion::create(spec.region);
+  // The config travels in the region: not on the command line (/proc/<pid>/cmdline is
+  // world-readable), not in the environment.
+  auto region = ipc::SharedRegion::create(spec.region, spec.args.plugin_config_json);
   if (!region) return region.status().with_context("shared region");
-  auto doorbell = ipc::EventFd::create();
+  auto doorbell = ipc::Doorbell::create();
   if (!doorbell) return doorbell.status().with_context("doorbell");
+  auto host = posix_call("open(" + spec.worker_path + ")",
+                         [&] { return ::open(spec.worker_path.c_str(), O_PATH | O_CLOEXEC); });
+  if (!host) return host.status().with_context("worker host");
+  const UniqueFd host_fd(*host);
+  auto plugin = open_plugin(spec.args.plugin_path);
+  if (!plugin) return plugin.status();
   int pipefd[2];
   auto piped = posix_call("pipe2", [&] { return ::pipe2(pipefd, O_CLOEXEC); });
   if (!piped) return piped.status();
@@ -27,9 +91,14 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::start(Spawner& spawner,
   sandbox::WorkerArgs args = spec.args;
   args.channel_fd = 3;
   args.doorbell_fd = 4;
+  args.plugin_fd = 6;
+  args.plugin_dir_fd = 7;
   SpawnRequest req;
   req.executable = spec.worker_path;
-  req.fds = {{1, write_end.get()}, {2, write_end.get()}, {3, region->fd()}, {4, doorbell->fd()}};
+  req.executable_fd = host_fd.get();
+  req.env = sandbox::worker_environment(args.policy);
+  req.fds = {{1, write_end.get()},       {2, write_end.get()},    {3, region->fd()},
+             {4, doorbell->worker_fd()}, {6, plugin->file.get()}, {7, plugin->dir.get()}};
 
   // The cgroup comes first; then either the spawner starts the child inside it (v2), or the
   // child waits at the gate until it has been moved there.
@@ -71,6 +140,7 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::start(Spawner& spawner,
   req.args = sandbox::to_argv(args);
   auto child = spawner.spawn(req);
   if (!child) return child.status();
+  doorbell->release_worker_end();  // the worker holds the only copy now
   if (gate_write) {
     gate_read.reset();
     // A worker that cannot be placed never runs plugin code: it is killed (the
@@ -89,7 +159,7 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::start(Spawner& spawner,
                         std::move(cgroup), std::move(child).value()));
 }
 
-WorkerProcess::WorkerProcess(ipc::SharedRegion region, ipc::EventFd doorbell, UniqueFd output,
+WorkerProcess::WorkerProcess(ipc::SharedRegion region, ipc::Doorbell doorbell, UniqueFd output,
                              std::unique_ptr<WorkerCgroup> cgroup, ChildProcess child)
     : region_(std::move(region)),
       doorbell_(std::move(doorbell)),

@@ -2,6 +2,10 @@
 // doorbell it rings, the pipe its stdout/stderr go to, and its cgroup when the pool has
 // them. Owns all of them; destroying it kills and reaps the worker, then kills whatever is
 // left in its cgroup and removes it. Loop-thread only.
+//
+// start() opens the worker host and the plugin itself and hands the child their fds (the
+// launch contract, <sandpool/sandbox/worker_args.hpp>): the worker needs no path, and the
+// plugin file it loads is the one checked here.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +26,7 @@ namespace sandpool::supervision {
 
 struct LaunchSpec {
   std::string worker_path;
-  sandbox::WorkerArgs args;  // fds are filled in by start()
+  sandbox::WorkerArgs args;  // fds are filled in by start(); the config goes in the region
   ipc::RegionConfig region;
   // Per-worker cgroups: null for none. The worker is in its cgroup before it runs plugin
   // code (CLONE_INTO_CGROUP, or the placement gate); one that cannot be placed is killed and
@@ -41,7 +45,7 @@ class WorkerProcess {
   int pidfd() const { return child_.pidfd(); }
   int doorbell_fd() const { return doorbell_.fd(); }
   int output_fd() const { return output_.get(); }
-  const ipc::EventFd& doorbell() const { return doorbell_; }
+  const ipc::Doorbell& doorbell() const { return doorbell_; }
   // The worker's cgroup; null when it has none.
   const WorkerCgroup* cgroup() const { return cgroup_.get(); }
   // Once the worker is reaped: kills what is left in its cgroup, waits until it has exited,
@@ -67,10 +71,10 @@ class WorkerProcess {
                    std::size_t max_line = 4096);
 
  private:
-  WorkerProcess(ipc::SharedRegion region, ipc::EventFd doorbell, UniqueFd output,
+  WorkerProcess(ipc::SharedRegion region, ipc::Doorbell doorbell, UniqueFd output,
                 std::unique_ptr<WorkerCgroup> cgroup, ChildProcess child);
   ipc::SharedRegion region_;
-  ipc::EventFd doorbell_;
+  ipc::Doorbell doorbell_;
   UniqueFd output_;
   std::unique_ptr<WorkerCgroup> cgroup_;  // before child_: torn down after it is reaped
   ChildProcess child_;

@@ -83,6 +83,9 @@ std::vector<std::string> loaded_library_dirs() {
       [](dl_phdr_info* info, std::size_t, void* out) {
         // The main program is "", the vDSO has no path: only absolute names are files.
         if (info->dlpi_name == nullptr || info->dlpi_name[0] != '/') return 0;
+        // Loaded through an fd (the plugin, the libraries beside it): the caller grants
+        // their directory by its fd; its path may not even be reachable.
+        if (std::strncmp(info->dlpi_name, "/proc/self/fd/", 14) == 0) return 0;
         std::error_code ec;
         std::filesystem::path p = std::filesystem::canonical(info->dlpi_name, ec);
         if (ec) p = info->dlpi_name;

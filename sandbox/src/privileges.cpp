@@ -106,10 +106,7 @@ Result<RunAs> resolve_run_as(std::string_view user) {
 
 namespace {
 
-Status check_not_writable(const std::string& path, std::string_view what) {
-  struct stat st {};
-  auto r = posix_call("stat(" + path + ")", [&] { return ::stat(path.c_str(), &st); });
-  if (!r) return r.status();
+Status refuse_writable(const struct stat& st, const std::string& path, std::string_view what) {
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) == 0) return Status::ok();
   char mode[8];
   std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
@@ -119,52 +116,57 @@ Status check_not_writable(const std::string& path, std::string_view what) {
                            "): refused when running as root (chmod go-w it)");
 }
 
+Status check_not_writable(const std::string& path, std::string_view what) {
+  struct stat st {};
+  auto r = posix_call("stat(" + path + ")", [&] { return ::stat(path.c_str(), &st); });
+  if (!r) return r.status();
+  return refuse_writable(st, path, what);
+}
+
+Status check_fd_not_writable(int fd, const std::string& path, std::string_view what) {
+  struct stat st {};
+  auto r = posix_call("fstat(" + path + ")", [&] { return ::fstat(fd, &st); });
+  if (!r) return r.status();
+  return refuse_writable(st, path, what);
+}
+
+std::string directory_of(const std::string& path) {
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  return dir.empty() ? "." : dir.string();
+}
+
 }  // namespace
 
 Status check_plugin_permissions(const std::string& path) {
   SP_RETURN_IF_ERROR(check_not_writable(path, "plugin"));
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  return check_not_writable(dir.string(), "plugin directory");
+  return check_not_writable(directory_of(path), "plugin directory");
+}
+
+Status check_plugin_permissions(int file_fd, int dir_fd, const std::string& path) {
+  SP_RETURN_IF_ERROR(check_fd_not_writable(file_fd, path, "plugin"));
+  return check_fd_not_writable(dir_fd, directory_of(path), "plugin directory");
 }
 
 Status check_readable_by(const std::string& path, const RunAs& who, std::string_view who_name) {
-  const std::filesystem::path full = std::filesystem::absolute(path).lexically_normal();
-  auto allowed = [&](const struct stat& st, mode_t user_bit, mode_t group_bit, mode_t other_bit) {
-    if (who.uid == 0) return true;  // root reads and searches regardless of the mode
-    if (st.st_uid == who.uid) return (st.st_mode & user_bit) != 0;
-    const bool in_group = st.st_gid == who.gid || std::find(who.groups.begin(), who.groups.end(),
-                                                            st.st_gid) != who.groups.end();
-    if (in_group) return (st.st_mode & group_bit) != 0;
-    return (st.st_mode & other_bit) != 0;
-  };
-  auto refuse = [&](const std::string& what, const struct stat& st, const char* needs) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    return Status::error(Code::kPermissionDenied,
-                         std::string(who_name) + " (uid " + std::to_string(who.uid) +
-                             "), whom the workers become, cannot " + needs + " " + what +
-                             " (mode " + mode + ", owner uid " + std::to_string(st.st_uid) +
-                             ", gid " + std::to_string(st.st_gid) +
-                             "): make it accessible (chmod o+x for a directory, o+r for the "
-                             "plugin), move the plugin, or set sandbox.user");
-  };
-  std::filesystem::path at = full.root_path();
-  for (auto it = full.begin(); it != full.end(); ++it) {
-    if (it == full.begin()) continue;  // the root itself
-    const bool last = std::next(it) == full.end();
-    struct stat st {};
-    if (::stat(at.c_str(), &st) != 0) return Status::from_errno(errno, "stat(" + at.string() + ")");
-    if (!allowed(st, S_IXUSR, S_IXGRP, S_IXOTH)) return refuse(at.string(), st, "search");
-    at /= *it;
-    if (last) {
-      if (::stat(at.c_str(), &st) != 0) {
-        return Status::from_errno(errno, "stat(" + at.string() + ")");
-      }
-      if (!allowed(st, S_IRUSR, S_IRGRP, S_IROTH)) return refuse(at.string(), st, "read");
-    }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return Status::from_errno(errno, "stat(" + path + ")");
+  if (who.uid == 0) return Status::ok();  // root reads regardless of the mode
+  mode_t bit = S_IROTH;
+  if (st.st_uid == who.uid) {
+    bit = S_IRUSR;
+  } else if (st.st_gid == who.gid ||
+             std::find(who.groups.begin(), who.groups.end(), st.st_gid) != who.groups.end()) {
+    bit = S_IRGRP;
   }
-  return Status::ok();
+  if ((st.st_mode & bit) != 0) return Status::ok();
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  return Status::error(Code::kPermissionDenied,
+                       std::string(who_name) + " (uid " + std::to_string(who.uid) +
+                           "), whom the workers become, cannot read " + path + " (mode " + mode +
+                           ", owner uid " + std::to_string(st.st_uid) + ", gid " +
+                           std::to_string(st.st_gid) +
+                           "): make it readable (chmod o+r) or set sandbox.user");
 }
 
 // ---- step 4, inside the worker ---------------------------------------------------------

@@ -1,12 +1,15 @@
-// The worker host's command line. A private launch contract between the spawner and the
-// worker host, so it is hand-parsed: every flag takes exactly one value, given either as the
-// next argument ("--plugin /x.so", what to_argv emits) or inline ("--plugin=/x.so").
+// The worker host's command line and environment. A private launch contract between the
+// spawner and the worker host, so it is hand-parsed: every flag takes exactly one value, given
+// either as the next argument ("--plugin /x.so", what to_argv emits) or inline ("--plugin=/x.so").
 #include <sandpool/sandbox/worker_args.hpp>
 
 #include <charconv>
 #include <climits>
+#include <cstdlib>
+#include <iterator>
 #include <set>
 #include <string_view>
+#include <utility>
 
 namespace sandpool::sandbox {
 namespace {
@@ -70,6 +73,14 @@ constexpr FlagSpec kFlags[] = {
      [](WorkerArgs& a, std::string_view f, std::string_view v) {
        return set_number(&a.doorbell_fd, f, v, 3, INT_MAX);
      }},
+    {"--plugin-fd", false,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       return set_number(&a.plugin_fd, f, v, 3, INT_MAX);
+     }},
+    {"--plugin-dir-fd", false,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       return set_number(&a.plugin_dir_fd, f, v, 3, INT_MAX);
+     }},
     {"--heartbeat-ms", false,
      [](WorkerArgs& a, std::string_view f, std::string_view v) {
        return set_number(&a.heartbeat_ms, f, v, 1, kHourMs);
@@ -93,12 +104,6 @@ constexpr FlagSpec kFlags[] = {
     {"--manager-pidfd", false,
      [](WorkerArgs& a, std::string_view f, std::string_view v) {
        return set_number(&a.manager_pidfd, f, v, 3, INT_MAX);
-     }},
-    {"--config-json", false,
-     [](WorkerArgs& a, std::string_view f, std::string_view v) {
-       SP_RETURN_IF_ERROR(require_nonempty(f, v));
-       a.plugin_config_json = v;
-       return Status::ok();
      }},
     {"--seccomp", false,
      [](WorkerArgs& a, std::string_view f, std::string_view v) {
@@ -203,13 +208,14 @@ std::vector<std::string> to_argv(const WorkerArgs& args) {
   add("--plugin", args.plugin_path);
   add("--channel-fd", std::to_string(args.channel_fd));
   add("--doorbell-fd", std::to_string(args.doorbell_fd));
+  add("--plugin-fd", std::to_string(args.plugin_fd));
+  add("--plugin-dir-fd", std::to_string(args.plugin_dir_fd));
   add("--heartbeat-ms", std::to_string(args.heartbeat_ms));
   add("--max-result", std::to_string(args.max_result));
   add("--init-timeout-ms", std::to_string(args.init_timeout_ms));
   if (args.parent_pid != 0) add("--parent-pid", std::to_string(args.parent_pid));
   if (args.gate_fd >= 0) add("--gate-fd", std::to_string(args.gate_fd));
   if (args.manager_pidfd >= 0) add("--manager-pidfd", std::to_string(args.manager_pidfd));
-  add("--config-json", args.plugin_config_json);
   add("--seccomp", std::string(profile_name(args.policy.profile)));
   for (const std::string& s : args.policy.allow_syscalls) add("--allow-syscall", s);
   const ResourceLimits& l = args.policy.limits;
@@ -255,18 +261,36 @@ Result<WorkerArgs> parse_worker_argv(int argc, const char* const* argv) {
     SP_RETURN_IF_ERROR(flag->apply(args, flag->name, value));
   }
   if (args.plugin_path.empty()) return Status::invalid("missing --plugin");
-  if (args.gate_fd == args.channel_fd || args.gate_fd == args.doorbell_fd) {
-    return Status::invalid("--gate-fd " + std::to_string(args.gate_fd) +
-                           " is also the channel or doorbell fd");
-  }
   if (args.policy.run_as && (!seen.contains("--run-as-uid") || !seen.contains("--run-as-gid"))) {
     return Status::invalid("--run-as-uid and --run-as-gid go together");
   }
-  if (args.channel_fd == args.doorbell_fd) {
-    return Status::invalid("--channel-fd and --doorbell-fd are both " +
-                           std::to_string(args.channel_fd));
+  const std::pair<const char*, int> fds[] = {{"--channel-fd", args.channel_fd},
+                                             {"--doorbell-fd", args.doorbell_fd},
+                                             {"--plugin-fd", args.plugin_fd},
+                                             {"--plugin-dir-fd", args.plugin_dir_fd},
+                                             {"--gate-fd", args.gate_fd},
+                                             {"--manager-pidfd", args.manager_pidfd}};
+  for (std::size_t i = 0; i < std::size(fds); ++i) {
+    for (std::size_t j = i + 1; j < std::size(fds); ++j) {
+      if (fds[i].second >= 0 && fds[i].second == fds[j].second) {
+        return Status::invalid(std::string(fds[i].first) + " and " + fds[j].first + " are both " +
+                               std::to_string(fds[i].second));
+      }
+    }
   }
   return args;
+}
+
+bool same_launch(const WorkerArgs& a, const WorkerArgs& b) {
+  return a.plugin_config_json == b.plugin_config_json && to_argv(a) == to_argv(b);
+}
+
+std::vector<std::string> worker_environment(const SandboxPolicy& policy) {
+  std::vector<std::string> env;
+  for (const std::string& name : policy.keep_env) {
+    if (const char* value = std::getenv(name.c_str())) env.push_back(name + "=" + value);
+  }
+  return env;
 }
 
 }  // namespace sandpool::sandbox

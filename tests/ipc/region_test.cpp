@@ -57,6 +57,27 @@ TEST_CASE("a region attached through its fd shares the creator's rings and geome
   CHECK(h.kind == 17);
 }
 
+TEST_CASE("the plugin config rides behind the rings and reads back whole on attach") {
+  const std::string config = GENERATE(std::string(), std::string(R"({"api_key": "s3cr3t"})"),
+                                      std::string(100000, 'x') + std::string(1, '\0') + "tail");
+  Result<SharedRegion> created = SharedRegion::create(RegionConfig{8192, 8192, 4096}, config);
+  REQUIRE(created.is_ok());
+  SharedRegion& manager = created.value();
+  CHECK(manager.header()->region_size == manager.header()->config_offset + config.size());
+  Result<SharedRegion> attached = SharedRegion::attach(dup_fd(manager.fd()));
+  INFO(attached.status().to_string());
+  REQUIRE(attached.is_ok());
+  CHECK(attached->plugin_config() == config);
+}
+
+TEST_CASE("create refuses a plugin config over kMaxPluginConfig") {
+  const std::string config(kMaxPluginConfig + 1, 'x');
+  Result<SharedRegion> r = SharedRegion::create(RegionConfig{}, config);
+  REQUIRE_FALSE(r.is_ok());
+  CHECK(r.status().code() == Code::kInvalidArgument);
+  CHECK(r.status().message().find("plugin config") != std::string::npos);
+}
+
 TEST_CASE("ring sizes are rounded up to powers of two of at least 4 KiB") {
   struct Case {
     std::uint64_t asked, got;
@@ -115,9 +136,14 @@ TEST_CASE("attach refuses a header that does not describe a sane region") {
       Case{"ring inside the header", [](RegionHeader& h) { h.task_ring_offset = 0; }},
       Case{"ring misaligned", [](RegionHeader& h) { h.task_ring_offset += 8; }},
       Case{"rings overlapping", [](RegionHeader& h) { h.result_ring_offset = h.task_ring_offset; }},
-      Case{"max_message over 1 GiB", [](RegionHeader& h) { h.max_message = (1ull << 30) + 1; }});
+      Case{"max_message over 1 GiB", [](RegionHeader& h) { h.max_message = (1ull << 30) + 1; }},
+      Case{"config inside the rings", [](RegionHeader& h) { h.config_offset -= 64; }},
+      Case{"config past the end", [](RegionHeader& h) { h.config_bytes += 1; }},
+      Case{"config bytes overflowing", [](RegionHeader& h) { h.config_bytes = ~0ull; }});
   INFO(k.what);
-  SharedRegion r = make_region(RegionConfig{8192, 8192, 4096});
+  Result<SharedRegion> made = SharedRegion::create(RegionConfig{8192, 8192, 4096}, "{}");
+  REQUIRE(made.is_ok());
+  SharedRegion& r = made.value();
   k.scribble(*r.header());
   Result<SharedRegion> attached = SharedRegion::attach(dup_fd(r.fd()));
   INFO(attached.status().to_string());

@@ -1,9 +1,10 @@
-// Futex doorbells, the eventfd, and the monotonic clock.
+// Futex doorbells, the eventfd, the manager's socket-pair doorbell, and the monotonic clock.
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -115,13 +116,91 @@ TEST_CASE("an eventfd counts signals until drained and is non-blocking and close
   pollfd p{ev.fd(), POLLIN, 0};
   CHECK(::poll(&p, 1, 0) == 0);
   ev.signal();
-  // The worker's end: an adopted copy of the same eventfd.
-  const EventFd worker_end = EventFd::adopt(::dup(ev.fd()));
-  worker_end.signal();
+  ev.signal();
   CHECK(::poll(&p, 1, 0) == 1);
   CHECK(ev.drain() == 2);
   CHECK(ev.drain() == 0);
   CHECK(::poll(&p, 1, 0) == 0);
+}
+
+bool readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1;
+}
+
+// The worker's end, as the worker host holds it once the spawn is done.
+DoorbellRinger take_worker_end(Doorbell& bell) {
+  DoorbellRinger ringer = DoorbellRinger::adopt(::fcntl(bell.worker_fd(), F_DUPFD_CLOEXEC, 3));
+  bell.release_worker_end();
+  return ringer;
+}
+
+TEST_CASE("a doorbell's rings wake the manager's end, which drains them all at once") {
+  Result<Doorbell> created = Doorbell::create();
+  REQUIRE(created.is_ok());
+  Doorbell& bell = created.value();
+  CHECK((::fcntl(bell.fd(), F_GETFD) & FD_CLOEXEC) != 0);
+  CHECK((::fcntl(bell.worker_fd(), F_GETFD) & FD_CLOEXEC) != 0);
+  const DoorbellRinger ringer = take_worker_end(bell);
+  CHECK(bell.worker_fd() == -1);
+  CHECK_FALSE(readable(bell.fd()));
+  CHECK(bell.drain());                     // nothing pending is not the end
+  const int rings = GENERATE(1, 3, 1000);  // 1000: more than one drain buffer
+  for (int i = 0; i < rings; ++i) ringer.ring();
+  CHECK(readable(bell.fd()));
+  CHECK(bell.drain());
+  CHECK_FALSE(readable(bell.fd()));
+}
+
+TEST_CASE("nothing the worker does to its end makes the manager's drain block or miss a ring",
+          "[threaded]") {
+  // The attack on a shared eventfd: clear O_NONBLOCK on the worker's description and park a
+  // reader on it to steal the count between the manager's poll and its read. Here the
+  // worker's end is a description of its own, and it can only read what the manager sends.
+  Result<Doorbell> created = Doorbell::create();
+  REQUIRE(created.is_ok());
+  Doorbell& bell = created.value();
+  const DoorbellRinger ringer = take_worker_end(bell);
+  REQUIRE(::fcntl(ringer.fd(), F_SETFL, 0) == 0);
+  CHECK((::fcntl(bell.fd(), F_GETFL) & O_NONBLOCK) != 0);  // the manager's flag is its own
+  std::atomic<ssize_t> stolen{-2};
+  std::thread thief([&] {
+    char byte = 0;
+    stolen = ::read(ringer.fd(), &byte, 1);  // blocks: nothing ever comes this way
+  });
+  for (int round = 0; round < 100; ++round) {
+    ringer.ring();
+    REQUIRE(readable(bell.fd()));
+    CHECK(bell.drain());  // returns: MSG_DONTWAIT, whatever the flags say
+    CHECK_FALSE(readable(bell.fd()));
+  }
+  CHECK(bell.drain());  // and again with nothing pending: still no block
+  CHECK(stolen.load() == -2);
+  const char release = 0;  // the test (not the manager) lets the thief go
+  REQUIRE(::send(bell.fd(), &release, 1, MSG_DONTWAIT) == 1);
+  thief.join();
+  CHECK(stolen.load() == 1);
+}
+
+TEST_CASE("a worker that closes or shuts down its end leaves a doorbell that drains as ended") {
+  Result<Doorbell> created = Doorbell::create();
+  REQUIRE(created.is_ok());
+  Doorbell& bell = created.value();
+  DoorbellRinger ringer = take_worker_end(bell);
+  ringer.ring();
+  const bool shut_down = GENERATE(false, true);
+  if (shut_down) {
+    REQUIRE(::shutdown(ringer.fd(), SHUT_WR) == 0);
+  } else {
+    ringer = DoorbellRinger();  // closes it
+  }
+  CHECK(bell.drain());  // the ring it left first
+  // Then the end: the manager's end stays readable from now on, which is why the caller
+  // must stop polling it.
+  CHECK(readable(bell.fd()));
+  CHECK_FALSE(bell.drain());
+  CHECK(readable(bell.fd()));
+  CHECK_FALSE(bell.drain());
 }
 
 TEST_CASE("monotonic time moves forward and agrees with CLOCK_MONOTONIC") {

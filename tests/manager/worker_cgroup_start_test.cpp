@@ -82,8 +82,9 @@ struct V1Tree {
 
 LaunchSpec spec_with(std::shared_ptr<CgroupTree> tree) {
   LaunchSpec spec;
-  spec.worker_path = "/nonexistent/sandpool-worker";
-  spec.args.plugin_path = "/nonexistent/plugin.so";
+  // start() opens both (the spawner is a recorder: nothing runs): any file stands for them.
+  spec.worker_path = "/bin/true";
+  spec.args.plugin_path = "/bin/true";
   spec.cgroups = std::move(tree);
   spec.cgroup_limits.memory_bytes = 64u << 20;
   spec.pool_name = "p";
@@ -156,7 +157,11 @@ TEST_CASE("without cgroups there is no gate") {
   REQUIRE(proc);
   CHECK((*proc)->cgroup() == nullptr);
   CHECK_FALSE(has_arg(spawner.request, "--gate-fd"));
-  CHECK(spawner.request.fds.size() == 5);  // stdout, stderr, region, doorbell, manager pidfd
+  // stdout, stderr, the region, the doorbell, the plugin, its directory and the manager's
+  // pidfd: nothing on 5.
+  CHECK(spawner.request.fds.size() == 7);
+  CHECK(std::none_of(spawner.request.fds.begin(), spawner.request.fds.end(),
+                     [](auto m) { return m.first == 5; }));
 }
 
 TEST_CASE("a worker is handed a pidfd of its manager, above its other fds") {

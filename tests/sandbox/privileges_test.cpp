@@ -2,16 +2,19 @@
 // vetting plugin file modes.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 
 #include <sandpool/sandbox/privileges.hpp>
+#include <sandpool/unique_fd.hpp>
 
 #include "public_dir.hpp"
 
 using namespace sandpool::sandbox;
 using sandpool::Code;
+using sandpool::UniqueFd;
 using sandpool::testing::PublicDir;
 
 TEST_CASE("a user name resolves to its uid, primary gid and groups") {
@@ -88,33 +91,48 @@ TEST_CASE("a plugin that is not there is an error naming it") {
   CHECK(s.message() == "stat(/nonexistent/libnothing.so): No such file or directory");
 }
 
-TEST_CASE("a plugin the sandbox user cannot reach is refused, naming what stops it") {
+TEST_CASE("a plugin the sandbox user cannot read is refused; a closed directory above is fine") {
   PublicDir dir;
   const RunAs nobody{65534, 65534, {}};
-  const std::string open = dir.copy("/bin/true", 0644);  // any file stands for a plugin
-  CHECK(check_readable_by(open, nobody, "nobody").is_ok());
-
-  // A closed directory above it (a build tree under /root, mode 0700).
+  // A closed directory above it (a build tree under /root, mode 0700): the worker gets the
+  // file as an fd, so nothing above it needs to be searchable.
   const std::string closed = dir.path() + "/home";
   REQUIRE(::mkdir(closed.c_str(), 0700) == 0);
   const std::string inside = PublicDir::copy_to(closed, "/bin/true", 0644);
+  CHECK(check_readable_by(inside, nobody, "nobody").is_ok());
+
+  // The file itself unreadable by nobody, whom the mode's "other" bits govern.
+  REQUIRE(::chmod(inside.c_str(), 0640) == 0);
   const sandpool::Status s = check_readable_by(inside, nobody, "nobody");
   REQUIRE_FALSE(s);
   CHECK(s.code() == Code::kPermissionDenied);
-  CHECK(s.message().find("cannot search " + closed + " (mode 0700") != std::string::npos);
+  CHECK(s.message().find("cannot read " + inside + " (mode 0640") != std::string::npos);
   CHECK(s.message().find("sandbox.user") != std::string::npos);
-  // Its owner, or a member of a group the directory lets in, gets through.
+  // Its owner, or a member of its group, gets through.
   struct stat st {};
-  REQUIRE(::stat(closed.c_str(), &st) == 0);
+  REQUIRE(::stat(inside.c_str(), &st) == 0);
   CHECK(check_readable_by(inside, RunAs{st.st_uid, 65534, {}}, "owner").is_ok());
-  REQUIRE(::chmod(closed.c_str(), 0710) == 0);
   CHECK(check_readable_by(inside, RunAs{65534, 65534, {st.st_gid}}, "member").is_ok());
-  CHECK_FALSE(check_readable_by(inside, nobody, "nobody"));
-
-  // The file itself unreadable.
-  REQUIRE(::chmod(closed.c_str(), 0755) == 0);
   REQUIRE(::chmod(inside.c_str(), 0600) == 0);
-  const sandpool::Status unreadable = check_readable_by(inside, nobody, "nobody");
-  REQUIRE_FALSE(unreadable);
-  CHECK(unreadable.message().find("cannot read " + inside) != std::string::npos);
+  CHECK_FALSE(check_readable_by(inside, RunAs{65534, 65534, {st.st_gid}}, "member"));
+}
+
+TEST_CASE("the permission check on opened fds names the file and directory as the path does") {
+  PublicDir dir;
+  const std::string plugin = dir.copy("/bin/true", 0644);
+  UniqueFd dir_fd(::open(dir.path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd file_fd(::open(plugin.c_str(), O_RDONLY | O_CLOEXEC));
+  REQUIRE(dir_fd);
+  REQUIRE(file_fd);
+  CHECK(check_plugin_permissions(file_fd.get(), dir_fd.get(), plugin).is_ok());
+  REQUIRE(::chmod(plugin.c_str(), 0664) == 0);
+  sandpool::Status s = check_plugin_permissions(file_fd.get(), dir_fd.get(), plugin);
+  CHECK(s.message().find("plugin " + plugin + " is group-writable (mode 0664)") !=
+        std::string::npos);
+  REQUIRE(::chmod(plugin.c_str(), 0644) == 0);
+  REQUIRE(::chmod(dir.path().c_str(), 0777) == 0);
+  s = check_plugin_permissions(file_fd.get(), dir_fd.get(), plugin);
+  CHECK(s.message().find("plugin directory " + dir.path() + " is world-writable") !=
+        std::string::npos);
+  REQUIRE(::chmod(dir.path().c_str(), 0755) == 0);
 }

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <stdlib.h>
+
 #include <functional>
 #include <string>
 #include <tuple>
@@ -13,8 +15,9 @@ namespace {
 
 auto fields(const WorkerArgs& a) {
   const ResourceLimits& l = a.policy.limits;
-  return std::tie(a.plugin_path, a.channel_fd, a.doorbell_fd, a.heartbeat_ms, a.max_result,
-                  a.init_timeout_ms, a.plugin_config_json, a.parent_pid, a.gate_fd, a.manager_pidfd,
+  return std::tie(a.plugin_path, a.channel_fd, a.doorbell_fd, a.plugin_fd, a.plugin_dir_fd,
+                  a.heartbeat_ms, a.max_result, a.init_timeout_ms, a.parent_pid, a.gate_fd,
+                  a.manager_pidfd,
                   a.policy.profile, a.policy.allow_syscalls, l.address_space, l.cpu_seconds,
                   l.open_files, l.processes, l.file_size, a.policy.keep_env, a.policy.run_as,
                   a.policy.readonly_paths, a.policy.require);
@@ -41,15 +44,15 @@ TEST_CASE("every field of WorkerArgs survives to_argv and parse_worker_argv") {
       Change([](WorkerArgs& a) { a.plugin_path = "/path with spaces/-lib.so"; }),
       Change([](WorkerArgs& a) { a.channel_fd = 17; }),
       Change([](WorkerArgs& a) { a.doorbell_fd = 1000; }),
+      Change([](WorkerArgs& a) { a.plugin_fd = 12; }),
+      Change([](WorkerArgs& a) { a.plugin_dir_fd = 13; }),
       Change([](WorkerArgs& a) { a.heartbeat_ms = 1; }),
       Change([](WorkerArgs& a) { a.max_result = 0; }),
       Change([](WorkerArgs& a) { a.max_result = UINT64_MAX; }),
       Change([](WorkerArgs& a) { a.init_timeout_ms = 1; }),
       Change([](WorkerArgs& a) { a.parent_pid = 4242; }),
       Change([](WorkerArgs& a) { a.gate_fd = 5; }),
-      Change([](WorkerArgs& a) { a.manager_pidfd = 6; }),
-      Change([](WorkerArgs& a) { a.plugin_config_json = R"({"k": "--seccomp off", "n": [1,2]})"; }),
-      Change([](WorkerArgs& a) { a.plugin_config_json = "-"; }),
+      Change([](WorkerArgs& a) { a.manager_pidfd = 8; }),
       Change([](WorkerArgs& a) { a.policy.profile = SeccompProfile::kRelaxed; }),
       Change([](WorkerArgs& a) { a.policy.profile = SeccompProfile::kOff; }),
       Change([](WorkerArgs& a) { a.policy.allow_syscalls = {"socket"}; }),
@@ -88,11 +91,44 @@ TEST_CASE("every field of WorkerArgs survives to_argv and parse_worker_argv") {
 }
 
 TEST_CASE("a flag's value may also be given inline after '='") {
-  auto out = parse({"--plugin=/x.so", "--heartbeat-ms=40", "--config-json={\"a\":\"b=c\"}"});
+  auto out = parse({"--plugin=/x=y.so", "--heartbeat-ms=40"});
   REQUIRE(out.is_ok());
-  CHECK(out->plugin_path == "/x.so");
+  CHECK(out->plugin_path == "/x=y.so");
   CHECK(out->heartbeat_ms == 40u);
-  CHECK(out->plugin_config_json == R"({"a":"b=c"})");
+}
+
+TEST_CASE("the plugin config never reaches the command line, which anyone can read") {
+  WorkerArgs in = base_args();
+  in.plugin_config_json = R"({"api_key": "s3cr3t-in-config"})";
+  for (const std::string& arg : to_argv(in)) CHECK(arg.find("s3cr3t") == std::string::npos);
+  // It travels in the shared region instead, so a parsed command line has the default.
+  auto out = parse(to_argv(in));
+  REQUIRE(out.is_ok());
+  CHECK(out->plugin_config_json == "{}");
+  CHECK_FALSE(parse({"--plugin", "/x.so", "--config-json", "{}"}).is_ok());
+}
+
+TEST_CASE("two launches differ when their plugin configs do, though their command lines match") {
+  WorkerArgs a = base_args(), b = base_args();
+  CHECK(same_launch(a, b));
+  b.plugin_config_json = R"({"model": "v2"})";
+  CHECK(to_argv(a) == to_argv(b));
+  CHECK_FALSE(same_launch(a, b));
+  b = base_args();
+  b.heartbeat_ms = a.heartbeat_ms + 1;
+  CHECK_FALSE(same_launch(a, b));
+}
+
+TEST_CASE("the worker's environment is keep_env's variables of the manager's, and nothing else") {
+  ::setenv("SP_TEST_KEPT", "kept value", 1);
+  ::setenv("SP_TEST_SECRET", "manager secret", 1);
+  ::unsetenv("SP_TEST_UNSET");
+  SandboxPolicy policy;
+  CHECK(worker_environment(policy).empty());  // keep_env empty: an empty environment
+  policy.keep_env = {"SP_TEST_UNSET", "SP_TEST_KEPT"};
+  CHECK(worker_environment(policy) == std::vector<std::string>{"SP_TEST_KEPT=kept value"});
+  ::unsetenv("SP_TEST_KEPT");
+  ::unsetenv("SP_TEST_SECRET");
 }
 
 TEST_CASE("only --plugin is required; the rest keeps the contract's defaults") {
@@ -124,13 +160,17 @@ TEST_CASE("a malformed command line is refused with an error naming the flag") {
       Case{{"--plugin", "/x.so", "--doorbell-fd", "4294967296"},
            "--doorbell-fd: 4294967296 is outside"},
       Case{{"--plugin", "/x.so", "--channel-fd", "4"}, "both 4"},
-      Case{{"--plugin", "/x.so", "--gate-fd", "3"}, "--gate-fd 3 is also the channel"},
+      Case{{"--plugin", "/x.so", "--gate-fd", "3"}, "--channel-fd and --gate-fd are both 3"},
+      Case{{"--plugin", "/x.so", "--plugin-fd", "4"}, "--doorbell-fd and --plugin-fd are both 4"},
+      Case{{"--plugin", "/x.so", "--plugin-dir-fd", "6"},
+           "--plugin-fd and --plugin-dir-fd are both 6"},
+      Case{{"--plugin", "/x.so", "--plugin-fd", "2"}, "--plugin-fd: 2 is outside"},
       Case{{"--plugin", "/x.so", "--gate-fd", "1"}, "--gate-fd: 1 is outside"},
       Case{{"--plugin", "/x.so", "--plugin", "/y.so"}, "--plugin: given more than once"},
       Case{{"--plugin", ""}, "--plugin: empty value"},
       Case{{"--heartbeat-ms", "10"}, "missing --plugin"},
       Case{{"--plugin", "/x.so", "--seccomp", "loose"}, "--seccomp: unknown profile 'loose'"},
-      Case{{"--plugin", "/x.so", "--config-json", ""}, "--config-json: empty value"},
+      Case{{"--plugin", "/x.so", "--config-json", "{}"}, "unknown flag '--config-json'"},
       Case{{"--plugin", "/x.so", "--keep-env", "A=B"}, "--keep-env: 'A=B' is not a variable name"},
       Case{{"--plugin", "/x.so", "--allow-syscall", ""}, "--allow-syscall: empty value"},
       Case{{"--plugin", "/x.so", "--run-as-uid", "65534"}, "--run-as-uid and --run-as-gid go"},

@@ -20,8 +20,9 @@ class LocalChannel {
  public:
   explicit LocalChannel(const ipc::RegionConfig& config = {})
       : region_(must(ipc::SharedRegion::create(config))),
-        doorbell_(must(ipc::EventFd::create())),
-        worker_(must(worker::WorkerChannel::attach(::dup(region_.fd()), ::dup(doorbell_.fd())))),
+        doorbell_(must(ipc::Doorbell::create())),
+        worker_(
+            must(worker::WorkerChannel::attach(::dup(region_.fd()), ::dup(doorbell_.worker_fd())))),
         results_(region_.result_consumer(), region_.max_message()) {}
 
   worker::WorkerChannel& worker() { return *worker_; }
@@ -58,7 +59,7 @@ class LocalChannel {
   }
 
   ipc::SharedRegion region_;
-  ipc::EventFd doorbell_;
+  ipc::Doorbell doorbell_;
   std::unique_ptr<worker::WorkerChannel> worker_;
   ipc::MessageReceiver results_;
 };

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <iterator>
 #include <stdexcept>
 
 namespace sandpool::testing {
@@ -62,7 +64,7 @@ sandbox::WorkerArgs worker_args(const std::string& plugin) {
   return args;
 }
 
-WorkerHarness::WorkerHarness(ipc::SharedRegion region, ipc::EventFd doorbell)
+WorkerHarness::WorkerHarness(ipc::SharedRegion region, ipc::Doorbell doorbell)
     : region_(std::move(region)),
       doorbell_(std::move(doorbell)),
       sender_(region_.task_producer()),
@@ -70,8 +72,9 @@ WorkerHarness::WorkerHarness(ipc::SharedRegion region, ipc::EventFd doorbell)
 
 std::unique_ptr<WorkerHarness> WorkerHarness::spawn(const sandbox::WorkerArgs& in,
                                                     const ipc::RegionConfig& config) {
-  ipc::SharedRegion region = value_or_fail(ipc::SharedRegion::create(config), "region");
-  ipc::EventFd doorbell = value_or_fail(ipc::EventFd::create(), "eventfd");
+  ipc::SharedRegion region =
+      value_or_fail(ipc::SharedRegion::create(config, in.plugin_config_json), "region");
+  ipc::Doorbell doorbell = value_or_fail(ipc::Doorbell::create(), "doorbell");
   std::unique_ptr<WorkerHarness> h(new WorkerHarness(std::move(region), std::move(doorbell)));
 
   int out[2];
@@ -79,32 +82,46 @@ std::unique_ptr<WorkerHarness> WorkerHarness::spawn(const sandbox::WorkerArgs& i
   h->out_.reset(out[0]);
   ::fcntl(out[0], F_SETFL, O_NONBLOCK);  // read_output drains what is there, never blocks
   UniqueFd out_write(out[1]);
+  // The plugin as the manager hands it over: its directory, and the file opened in it.
+  const std::string dir = std::filesystem::path(in.plugin_path).parent_path().string();
+  const std::string name = std::filesystem::path(in.plugin_path).filename().string();
+  UniqueFd plugin_dir(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!plugin_dir) fail("open(" + dir + ")");
+  UniqueFd plugin(::openat(plugin_dir.get(), name.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!plugin) fail("open(" + in.plugin_path + ")");
 
   sandbox::WorkerArgs args = in;
   args.channel_fd = 3;
   args.doorbell_fd = 4;
+  args.plugin_fd = 6;
+  args.plugin_dir_fd = 7;
   std::vector<std::string> strings = sandbox::to_argv(args);
   strings.insert(strings.begin(), SANDPOOL_WORKER_PATH);
   std::vector<char*> argv;
   for (std::string& s : strings) argv.push_back(s.data());
   argv.push_back(nullptr);
-  const int region_fd = h->region_.fd();
-  const int doorbell_fd = h->doorbell_.fd();
+  // (from, to): every source moves above the targets first, so placing one cannot clobber
+  // another; dup2 clears close-on-exec on the copies.
+  const int from[] = {h->region_.fd(),  h->doorbell_.worker_fd(), plugin.get(),
+                      plugin_dir.get(), out_write.get(),          out_write.get()};
+  const int to[] = {3, 4, 6, 7, STDOUT_FILENO, STDERR_FILENO};
 
   const pid_t pid = ::fork();
   if (pid < 0) fail("fork");
   if (pid == 0) {
-    // Only async-signal-safe calls until exec. Move both fds above 4 first, so placing one
-    // on 3 or 4 cannot clobber the other; dup2 clears close-on-exec on the copies.
-    const int r = ::fcntl(region_fd, F_DUPFD_CLOEXEC, 10);
-    const int d = ::fcntl(doorbell_fd, F_DUPFD_CLOEXEC, 10);
-    if (r < 0 || d < 0 || ::dup2(r, 3) != 3 || ::dup2(d, 4) != 4 ||
-        ::dup2(out_write.get(), STDOUT_FILENO) < 0 || ::dup2(out_write.get(), STDERR_FILENO) < 0) {
-      ::_exit(126);
+    // Only async-signal-safe calls until exec.
+    int moved[std::size(from)];
+    for (std::size_t i = 0; i < std::size(from); ++i) {
+      moved[i] = ::fcntl(from[i], F_DUPFD_CLOEXEC, 10);
+      if (moved[i] < 0) ::_exit(126);
+    }
+    for (std::size_t i = 0; i < std::size(from); ++i) {
+      if (::dup2(moved[i], to[i]) != to[i]) ::_exit(126);
     }
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }
+  h->doorbell_.release_worker_end();
   h->pid_ = pid;
   h->pidfd_.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
   if (!h->pidfd_) fail("pidfd_open");

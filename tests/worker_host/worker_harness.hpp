@@ -1,8 +1,9 @@
 // WorkerHarness: a small stand-in for the manager, enough to drive the real
-// sandpool-worker binary in process-level tests. It creates the shared region and the
-// doorbell, forks and execs the worker with them on fds 3 and 4 and its stdout/stderr on a
-// pipe, sends manager messages and waits for the worker's by polling the doorbell, the pipe
-// and the worker's pidfd (never by sleeping).
+// sandpool-worker binary in process-level tests. It creates the shared region (with the
+// plugin config in it) and the doorbell, opens the plugin and its directory, forks and
+// execs the worker with them on fds 3, 4, 6 and 7 and its stdout/stderr on a pipe, sends
+// manager messages and waits for the worker's by polling the doorbell, the pipe and the
+// worker's pidfd (never by sleeping).
 //
 // Ownership: owns the region, the doorbell, the pipe and the child; the destructor kills
 // and reaps a worker that is still running. One thread.
@@ -93,14 +94,14 @@ class WorkerHarness {
   bool logged(const std::string& text) const;
 
  private:
-  WorkerHarness(ipc::SharedRegion region, ipc::EventFd doorbell);
+  WorkerHarness(ipc::SharedRegion region, ipc::Doorbell doorbell);
   // Blocks until the doorbell, the output pipe or the pidfd is ready, or `until`.
   void wait_events(std::chrono::steady_clock::time_point until);
   void read_output();
   bool reap(int options);
 
   ipc::SharedRegion region_;
-  ipc::EventFd doorbell_;
+  ipc::Doorbell doorbell_;
   UniqueFd out_;  // read end of the worker's stdout/stderr
   UniqueFd pidfd_;
   pid_t pid_ = -1;

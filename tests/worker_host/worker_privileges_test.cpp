@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -193,4 +194,38 @@ TEST_CASE("each lock-down step is logged once per worker start, at debug level")
     INFO(prefix);
     CHECK(seen == 1);
   }
+}
+
+TEST_CASE("as root, a plugin under a directory sandbox.user cannot search loads and serves") {
+  if (!running_as_root()) {
+    WARN("skipped: the privilege drop needs root");
+    return;
+  }
+  // A checkout under /root: a 0700 directory above a 0755 plugin directory, which holds the
+  // plugin and the library it finds through $ORIGIN. Only the harness (root) opens them.
+  char closed_template[] = "/tmp/sp-closed-XXXXXX";
+  REQUIRE(::mkdtemp(closed_template) != nullptr);  // mode 0700
+  const std::string closed = closed_template;
+  const std::string plugins = closed + "/build/plugins";
+  std::filesystem::create_directories(plugins);
+  for (const std::string& d : {closed + "/build", plugins}) REQUIRE(::chmod(d.c_str(), 0755) == 0);
+  const std::string built = test_plugin_path("with_library");
+  const std::string plugin = PublicDir::copy_to(plugins, built, 0644);
+  PublicDir::copy_to(
+      plugins, (std::filesystem::path(built).parent_path() / "libsp_beside.so").string(), 0644);
+  REQUIRE(::access(closed.c_str(), F_OK) == 0);
+
+  sandbox::WorkerArgs args = worker_args(plugin);
+  args.policy.run_as = nobody();
+  auto w = WorkerHarness::spawn(args);
+  auto ready = w->expect_ready();
+  INFO(w->output());
+  REQUIRE(ready.has_value());
+  CHECK(ready->task_types == std::vector<std::string>{"shout"});
+  CHECK(run_task(*w, "shout", "hello") ==
+        std::pair{TaskStatus::kOk, std::string("HELLO (from beside)")});
+  // Landlock granted the plugin's directory through its fd, and said which one.
+  if (sandbox::probe_landlock().abi > 0) CHECK(w->logged(plugins + " (by fd)"));
+  w.reset();
+  std::filesystem::remove_all(closed);
 }

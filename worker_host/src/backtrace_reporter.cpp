@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 
 #include <sandpool/ipc/diagnostics.hpp>
@@ -25,6 +26,10 @@ constexpr std::size_t kSectionBytes = 4096;
 // Set before the handler is installed; a signal handler has no other way to its context.
 ipc::DiagnosticArea* g_area = nullptr;
 int g_doorbell_fd = -1;
+// name_loaded_object's pair, in fixed buffers the handler only reads; g_named is set last.
+char g_loaded_as[64];
+char g_shown_as[256];
+std::atomic<bool> g_named{false};
 
 // Appends to a bounded buffer, dropping what does not fit (no snprintf: not signal-safe).
 class LineWriter {
@@ -64,6 +69,9 @@ class LineWriter {
 };
 
 const char* base_name(const char* path) {
+  if (g_named.load(std::memory_order_acquire) && std::strcmp(path, g_loaded_as) == 0) {
+    path = g_shown_as;
+  }
   const char* slash = std::strrchr(path, '/');
   return slash != nullptr ? slash + 1 : path;
 }
@@ -124,8 +132,8 @@ void on_backtrace_request(int, siginfo_t*, void* context) {
   char section[kSectionBytes];
   const std::size_t n = write_thread_backtrace(section, sizeof section, interrupted_pc(context));
   ipc::answer_backtrace(*area, section, n);
-  const std::uint64_t one = 1;
-  [[maybe_unused]] ssize_t ignored = ::write(g_doorbell_fd, &one, sizeof one);
+  const char bell = 1;  // one byte, as ipc::DoorbellRinger::ring writes
+  [[maybe_unused]] ssize_t ignored = ::write(g_doorbell_fd, &bell, 1);
   errno = saved_errno;
 }
 
@@ -153,6 +161,13 @@ std::size_t write_thread_backtrace(char* out, std::size_t capacity, const void* 
   text.put('\n');
   for (int i = first; i < n; ++i) write_frame(text, static_cast<unsigned>(i - first), frames[i]);
   return text.size();
+}
+
+void name_loaded_object(const char* loaded_as, const char* shown_as) {
+  g_named.store(false, std::memory_order_release);
+  std::snprintf(g_loaded_as, sizeof g_loaded_as, "%s", loaded_as);
+  std::snprintf(g_shown_as, sizeof g_shown_as, "%s", shown_as);
+  g_named.store(true, std::memory_order_release);
 }
 
 Status install_backtrace_reporter(ipc::DiagnosticArea* area, int doorbell_fd) {

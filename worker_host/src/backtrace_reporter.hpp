@@ -28,6 +28,12 @@ namespace sandpool::worker {
 // it, and after seccomp a plugin can no longer change the disposition.
 Status install_backtrace_reporter(ipc::DiagnosticArea* area, int doorbell_fd);
 
+// Frames in the object loaded under the name `loaded_as` are shown under the file name of
+// `shown_as` instead: the plugin is loaded through "/proc/self/fd/N", whose last part says
+// nothing. Copies both (truncated to fit fixed buffers); call it once, after the plugin is
+// loaded and before the second install_backtrace_reporter.
+void name_loaded_object(const char* loaded_as, const char* shown_as);
+
 // Writes the calling thread's section the way the handler does into `out` (at most
 // `capacity` bytes), skipping the frames up to and including `interrupted_pc` when
 // non-null. Returns the bytes written. Async-signal-safe once install_backtrace_reporter

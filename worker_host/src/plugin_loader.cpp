@@ -1,11 +1,15 @@
 #include "plugin_loader.hpp"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 
 #include <sandpool/ipc/messages.hpp>
+
+#include "origin_libraries.hpp"
 
 namespace sandpool::worker {
 namespace {
@@ -25,23 +29,41 @@ void* find_symbol(void* lib, const char* name) {
 
 void LoadedPlugin::DlCloser::operator()(void* handle) const { ::dlclose(handle); }
 
-Result<LoadedPlugin> LoadedPlugin::load(const std::string& path) {
-  if (path.find('/') == std::string::npos) {
-    return Status::invalid("plugin path '" + path +
-                           "' is a bare name; give a path (dlopen would search the library path)");
-  }
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    const int err = errno;
-    if (err == ENOENT) {
-      return Status::error(Code::kNotFound, "plugin file '" + path + "' does not exist");
+Status LoadedPlugin::load_libraries_beside(const PluginFile& file) {
+  Result<DynamicNeeds> needs = read_dynamic_needs(file.fd);
+  if (!needs) return plugin_error(file.name, "cannot be read: " + needs.status().message());
+  const std::string dir = "/proc/self/fd/" + std::to_string(file.dir_fd) + "/";
+  auto exists = [&](const std::string& relative) {
+    struct stat st {};
+    return ::fstatat(file.dir_fd, relative.c_str(), &st, 0) == 0 && S_ISREG(st.st_mode);
+  };
+  auto exists_abs = [](const std::string& path) { return ::access(path.c_str(), F_OK) == 0; };
+  for (const std::string& relative : libraries_beside(*needs, exists, exists_abs)) {
+    const std::string name = dir + relative;
+    std::unique_ptr<void, DlCloser> lib(::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL));
+    if (!lib) {
+      const char* why = ::dlerror();
+      return plugin_error(file.name, "needs " + relative + " beside it, which cannot be loaded: " +
+                                         (why ? why : "dlopen failed"));
     }
-    return plugin_error(path, std::string("cannot be read: ") + std::strerror(err));
+    beside_.push_back(std::move(lib));
+    beside_names_.push_back(name);
   }
+  return Status::ok();
+}
 
+Result<LoadedPlugin> LoadedPlugin::load(const PluginFile& file) {
+  const std::string& path = file.name;
+  if (::fcntl(file.fd, F_GETFD) < 0 || ::fcntl(file.dir_fd, F_GETFD) < 0) {
+    return Status::invalid("plugin '" + path + "': its file or directory fd is not open");
+  }
   LoadedPlugin p;
   p.path_ = path;
-  p.lib_.reset(::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL));
+  SP_RETURN_IF_ERROR(p.load_libraries_beside(file));
+  // The magic link reopens the very file behind the fd: no path lookup, no permission on
+  // the directories above it, no chance to swap it.
+  p.loaded_as_ = "/proc/self/fd/" + std::to_string(file.fd);
+  p.lib_.reset(::dlopen(p.loaded_as_.c_str(), RTLD_NOW | RTLD_LOCAL));
   if (!p.lib_) {
     const char* why = ::dlerror();
     return plugin_error(path, std::string("cannot be loaded: ") + (why ? why : "dlopen failed"));

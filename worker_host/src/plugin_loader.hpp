@@ -1,5 +1,5 @@
-// LoadedPlugin: a plugin .so opened with dlopen and checked against the ABI of
-// <sandpool/plugin.h>: the required symbols, the ABI version, and the optional ones.
+// LoadedPlugin: a plugin .so loaded from the fd the manager opened, and checked against the
+// ABI of <sandpool/plugin.h>: the required symbols, the ABI version, and the optional ones.
 // Errors name the file and what is wrong ("... lacks required symbol 'sp_plugin_handle'").
 //
 // Ownership: owns the dlopen handle (dlclose on destruction; the worker itself never gets
@@ -16,14 +16,24 @@
 
 namespace sandpool::worker {
 
+// The plugin as the manager hands it over (worker_args.hpp): the file it opened and checked,
+// and the directory it found it in. Not owned here.
+struct PluginFile {
+  std::string name;  // its path, for messages only: never opened
+  int fd = -1;       // the file, open for reading
+  int dir_fd = -1;   // its directory (O_PATH is enough)
+};
+
 class LoadedPlugin {
  public:
-  // Opens `path` (which must contain a '/': a bare name would be searched for in the
-  // library path) with RTLD_NOW | RTLD_LOCAL, so a missing dependency fails here and not
-  // in the middle of a task. Errors: kNotFound for a missing file; kPlugin for a file
-  // dlopen refuses, a missing required symbol, or an ABI version other than
-  // SP_PLUGIN_ABI_VERSION; kInvalidArgument for a bare name.
-  static Result<LoadedPlugin> load(const std::string& path);
+  // Loads the plugin from `file.fd` through /proc/self/fd/N, with RTLD_NOW | RTLD_LOCAL, so
+  // a missing dependency fails here and not in the middle of a task, and the code loaded is
+  // the file the manager checked whatever happens to its path meanwhile. The libraries it
+  // expects under $ORIGIN are loaded first through `file.dir_fd` (origin_libraries.hpp).
+  // Errors: kPlugin for a file dlopen refuses (naming the file and dlopen's reason), a
+  // library beside it that does not load, a missing required symbol, or an ABI version other
+  // than SP_PLUGIN_ABI_VERSION; kInvalidArgument when an fd is not open.
+  static Result<LoadedPlugin> load(const PluginFile& file);
 
   // Calls sp_plugin_init once with the NUL-terminated JSON config. Returns a kPlugin error
   // "sp_plugin_init returned N" when it does not return 0.
@@ -37,6 +47,12 @@ class LoadedPlugin {
   Result<std::vector<std::string>> task_types() const;
 
   const std::string& path() const { return path_; }
+  // The name the plugin was loaded under ("/proc/self/fd/6"): what dladdr and
+  // dl_iterate_phdr report for it.
+  const std::string& loaded_as() const { return loaded_as_; }
+  // The names the libraries loaded from beside the plugin were loaded under
+  // ("/proc/self/fd/7/libhelper.so"), in load order.
+  const std::vector<std::string>& libraries_loaded_beside() const { return beside_names_; }
 
  private:
   struct DlCloser {
@@ -49,8 +65,13 @@ class LoadedPlugin {
   using TaskTypesFn = const char* const* (*)();
 
   LoadedPlugin() = default;
+  Status load_libraries_beside(const PluginFile& file);
 
   std::string path_;
+  std::string loaded_as_;
+  // Declared before lib_: closed after it (the plugin depends on them).
+  std::vector<std::unique_ptr<void, DlCloser>> beside_;
+  std::vector<std::string> beside_names_;
   std::unique_ptr<void, DlCloser> lib_;
   InitFn init_fn_ = nullptr;
   HandleFn handle_fn_ = nullptr;

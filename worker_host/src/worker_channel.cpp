@@ -16,14 +16,14 @@ Status corrupt_ring(const char* which) {
 }  // namespace
 
 Result<std::unique_ptr<WorkerChannel>> WorkerChannel::attach(int region_fd, int doorbell_fd) {
-  ipc::EventFd doorbell = ipc::EventFd::adopt(doorbell_fd);
+  ipc::DoorbellRinger doorbell = ipc::DoorbellRinger::adopt(doorbell_fd);
   Result<ipc::SharedRegion> region = ipc::SharedRegion::attach(region_fd);
   if (!region) return region.status().with_context("attaching the shared region");
   return std::unique_ptr<WorkerChannel>(
       new WorkerChannel(std::move(region).value(), std::move(doorbell)));
 }
 
-WorkerChannel::WorkerChannel(ipc::SharedRegion region, ipc::EventFd doorbell)
+WorkerChannel::WorkerChannel(ipc::SharedRegion region, ipc::DoorbellRinger doorbell)
     : region_(std::move(region)),
       doorbell_(std::move(doorbell)),
       receiver_(region_.task_consumer(), region_.max_message()),
@@ -33,7 +33,7 @@ Status WorkerChannel::send_scratch_locked(ipc::MsgKind kind) {
   if (sender_.send(static_cast<std::uint16_t>(kind), scratch_) == ipc::RingStatus::kCorrupt) {
     return corrupt_ring("result");
   }
-  if (sender_.publish()) doorbell_.signal();
+  if (sender_.publish()) doorbell_.ring();
   return Status::ok();
 }
 
@@ -61,7 +61,7 @@ Status WorkerChannel::flush(std::int64_t wait_ns) {
       std::lock_guard lock(mu_);
       const ipc::RingStatus s = sender_.pump();
       if (s == ipc::RingStatus::kCorrupt) return corrupt_ring("result");
-      if (sender_.publish()) doorbell_.signal();
+      if (sender_.publish()) doorbell_.ring();
       if (s == ipc::RingStatus::kOk) return Status::ok();
       // Waiting for room for one whole record (or what is left) cannot stall: once the
       // manager has consumed everything the ring is empty and any record fits.
@@ -81,7 +81,7 @@ Status WorkerChannel::flush(std::int64_t wait_ns) {
 }
 
 void WorkerChannel::release_tasks() {
-  if (receiver_.release()) doorbell_.signal();
+  if (receiver_.release()) doorbell_.ring();
 }
 
 void WorkerChannel::wait_for_tasks(std::int64_t wait_ns) {

@@ -24,7 +24,7 @@ namespace sandpool::worker {
 
 class WorkerChannel {
  public:
-  // Maps the inherited region fd (validating its header) and adopts the doorbell eventfd;
+  // Maps the inherited region fd (validating its header) and adopts the doorbell's end;
   // both fds are owned from then on, also on failure.
   static Result<std::unique_ptr<WorkerChannel>> attach(int region_fd, int doorbell_fd);
   WorkerChannel(const WorkerChannel&) = delete;
@@ -32,8 +32,11 @@ class WorkerChannel {
 
   ipc::RegionHeader& header() const { return *region_.header(); }
   std::uint64_t max_message() const { return region_.max_message(); }
-  // The manager's doorbell (an eventfd): writing 8 bytes to it is async-signal-safe.
+  // The worker's end of the manager's doorbell: writing a byte to it is async-signal-safe.
   int doorbell_fd() const { return doorbell_.fd(); }
+  // The pool's plugin config as the manager put it in the region (read it once, before
+  // the plugin's init).
+  std::string plugin_config() const { return std::string(region_.plugin_config()); }
   // Stores the monotonic clock (vDSO, no syscall) into the header's heartbeat word.
   void beat() const {
     header().heartbeat_ms.store(static_cast<std::uint64_t>(ipc::monotonic_ms()),
@@ -74,12 +77,12 @@ class WorkerChannel {
   void wait_for_tasks(std::int64_t wait_ns);
 
  private:
-  WorkerChannel(ipc::SharedRegion region, ipc::EventFd doorbell);
+  WorkerChannel(ipc::SharedRegion region, ipc::DoorbellRinger doorbell);
   Status send_scratch_locked(ipc::MsgKind kind);
   bool has_room_locked(std::uint64_t bytes);
 
   ipc::SharedRegion region_;
-  ipc::EventFd doorbell_;
+  ipc::DoorbellRinger doorbell_;
   ipc::MessageReceiver receiver_;
   std::mutex mu_;  // guards sender_ and scratch_
   ipc::MessageSender sender_;

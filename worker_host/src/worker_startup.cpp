@@ -144,10 +144,14 @@ std::string confine_init(const StartupReport& report, const sandbox::SandboxPoli
 }
 
 // Step 6: Landlock over the plugin's directory, its libraries' and the configured paths,
-// for every thread of the process.
-void restrict_filesystem(const StartupReport& report, const sandbox::SandboxPolicy& policy,
-                         const std::string& plugin_path, Isolation& isolation) {
-  std::vector<std::string> readable = {std::filesystem::path(plugin_path).parent_path().string()};
+// for every thread of the process. The plugin's directory is granted through its fd (the
+// magic link): the worker's user may not be able to reach its path (a checkout under /root),
+// and Landlock's rules hold on the directory itself, not on a name.
+void restrict_filesystem(const StartupReport& report, const sandbox::WorkerArgs& args,
+                         Isolation& isolation) {
+  const sandbox::SandboxPolicy& policy = args.policy;
+  const std::string& plugin_path = args.plugin_path;
+  std::vector<std::string> readable = {"/proc/self/fd/" + std::to_string(args.plugin_dir_fd)};
   for (std::string& dir : sandbox::loaded_library_dirs()) readable.push_back(std::move(dir));
   readable.insert(readable.end(), policy.readonly_paths.begin(), policy.readonly_paths.end());
   // Its own /proc/<pid> (glibc reads /proc/self/maps, a plugin its fds): no other process's.
@@ -165,6 +169,7 @@ void restrict_filesystem(const StartupReport& report, const sandbox::SandboxPoli
     return;
   }
   isolation.add("landlock:v" + std::to_string(landlock->abi));
+  readable.front() = std::filesystem::path(plugin_path).parent_path().string() + " (by fd)";
   const int others = landlock->other_threads;
   report.debug("lock-down step 6: Landlock ABI " + std::to_string(landlock->abi) +
                ", read-only: " + join(readable) + "; " +
@@ -180,18 +185,11 @@ void restrict_filesystem(const StartupReport& report, const sandbox::SandboxPoli
   }
 }
 
-// Step 2 moves to "/", so a relative plugin path is resolved against the spawner's cwd first.
-std::string absolute_path(const std::string& path) {
-  std::error_code ec;
-  std::filesystem::path p = std::filesystem::absolute(path, ec);
-  return ec ? path : p.string();
-}
-
 }  // namespace
 
 void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
   StartupReport report;
-  const std::string plugin_path = absolute_path(args.plugin_path);
+  const std::string& plugin_path = args.plugin_path;  // a name: the plugin comes as fds
 
   // 0. In its cgroups before anything else (the manager places it, then opens the gate).
   if (args.gate_fd >= 0) {
@@ -204,9 +202,9 @@ void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
                sandbox::kExitLockdown, "lock-down step 1 (parent death signal)");
 
   // 2. Nothing inherited but stdio and the channel; a clean, predictable process.
-  report.check(
-      sandbox::close_inherited_fds({args.channel_fd, args.doorbell_fd, args.manager_pidfd}),
-      sandbox::kExitLockdown, "lock-down step 2 (inherited fds)");
+  report.check(sandbox::close_inherited_fds({args.channel_fd, args.doorbell_fd, args.manager_pidfd,
+                                             args.plugin_fd, args.plugin_dir_fd}),
+               sandbox::kExitLockdown, "lock-down step 2 (inherited fds)");
   report.check(sandbox::reset_process_state(args.policy.keep_env), sandbox::kExitLockdown,
                "lock-down step 2 (environment, cwd, umask, stdio)");
   Result<std::unique_ptr<WorkerChannel>> attached =
@@ -238,12 +236,10 @@ void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
   if (args.manager_pidfd >= 0) ::close(args.manager_pidfd);
   isolation.add_privileges(*dropped);
   report.debug(describe_drop(*dropped, args.policy.run_as));
-  std::error_code ec;
-  const bool missing = !std::filesystem::exists(plugin_path, ec) && !ec;
-  if (dropped->was_root && !missing) {
-    // The manager vetted it at pool start; the file may have changed since. (A missing
-    // file is the loader's to report.)
-    report.check(sandbox::check_plugin_permissions(plugin_path), sandbox::kExitLoad, "plugin load");
+  if (dropped->was_root) {
+    // The manager checked these fds when it opened them; their modes may have changed since.
+    report.check(sandbox::check_plugin_permissions(args.plugin_fd, args.plugin_dir_fd, plugin_path),
+                 sandbox::kExitLoad, "plugin load");
   }
 
   // Hung-task diagnostics and the memory report, before any plugin code runs (the first
@@ -259,8 +255,10 @@ void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // plugin printf lines reach the log whole
   InitDeadline deadline;
   report.check(deadline.arm(args.init_timeout_ms), sandbox::kExitLockdown, "init deadline");
-  Result<LoadedPlugin> plugin = LoadedPlugin::load(plugin_path);
+  Result<LoadedPlugin> plugin =
+      LoadedPlugin::load(PluginFile{plugin_path, args.plugin_fd, args.plugin_dir_fd});
   report.check(plugin.status(), sandbox::kExitLoad, "plugin load");
+  name_loaded_object(plugin->loaded_as().c_str(), plugin_path.c_str());  // for backtraces
 
   HostLimits limits;
   limits.max_result = args.max_result;
@@ -275,7 +273,8 @@ void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
                       std::to_string(limits.max_result));
   }
   HostApi host(channel, limits);
-  report.check(plugin->init(host.table(), args.plugin_config_json), sandbox::kExitInit,
+  // From the region, where the manager put it (never on the command line).
+  report.check(plugin->init(host.table(), channel.plugin_config()), sandbox::kExitInit,
                "plugin init");
   Result<std::vector<std::string>> task_types = plugin->task_types();
   report.check(task_types.status(), sandbox::kExitLoad, "plugin task types");
@@ -290,7 +289,10 @@ void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
 
   // 6. Landlock, on every thread: from here on the plugin's directory, its libraries'
   //    directories and the configured paths are readable, nothing is writable.
-  restrict_filesystem(report, args.policy, plugin_path, isolation);
+  restrict_filesystem(report, args, isolation);
+  // Loaded and granted: the plugin's fds have served (and a task could list them).
+  ::close(args.plugin_fd);
+  ::close(args.plugin_dir_fd);
 
   // 7. Seccomp, last; its SIGSYS reporter writes into the shared header.
   ipc::RegionHeader& header = channel.header();

@@ -144,8 +144,7 @@ struct PoolStats {
 // Why `next` cannot be applied in place (Pool::reconfigure) to a pool started with
 // `started`, or nullopt when it can. A pool's name and task_types are its for life, and so
 // is what its spawner and cgroup tree were built from at start: sandbox.namespaces,
-// sandbox.cgroup, and with namespaces the user the id maps name and (with a mount
-// namespace) the plugin's directory, which is in the workers' view. poold's reload starts a
+// sandbox.cgroup, and with namespaces the user the id maps name. poold's reload starts a
 // new pool for such a change and retires the old one.
 std::optional<std::string> needs_new_pool(const PoolOptions& started, const PoolOptions& next);
 

@@ -56,8 +56,15 @@ class ChildProcess {
 };
 
 struct SpawnRequest {
+  // The program: its path, which is also argv[0] and its name in messages. When
+  // executable_fd is set, that open file is executed instead (execveat(AT_EMPTY_PATH)) and
+  // the path is never looked up: the child needs no access to it, and the file executed is
+  // the one the caller opened.
   std::string executable;
+  int executable_fd = -1;
   std::vector<std::string> args;  // argv[1..]
+  // The child's whole environment ("NAME=value" each); nothing of the parent's is passed.
+  std::vector<std::string> env;
   // (child fd, parent fd): the parent fd appears as the child fd; every other fd is
   // close-on-exec. stdin is /dev/null unless mapped.
   std::vector<std::pair<int, int>> fds;
@@ -82,8 +89,9 @@ std::shared_ptr<Spawner> make_process_spawner();
 
 struct Clone3SpawnerOptions {
   sandbox::NamespacePolicy namespaces;
-  // Shown read-only in the mount namespace's view besides the worker host's directory and
-  // namespaces.readonly_paths: the plugin's directory.
+  // Shown read-only in the mount namespace's view besides namespaces.readonly_paths (and
+  // the program's directory, for a request that names it by path only). The pool passes
+  // none: its workers get the worker host and the plugin as fds.
   std::vector<std::string> view_paths;
   std::shared_ptr<spdlog::logger> logger;  // null: spdlog's default logger
   std::string log_name;                    // "[name]" prefix of its log lines (the pool)

@@ -1,5 +1,5 @@
 // The shared region's fixed layout: plain data at fixed offsets, no pointers.
-// One region per worker: [RegionHeader][task ring bytes][result ring bytes].
+// One region per worker: [RegionHeader][task ring bytes][result ring bytes][plugin config].
 // Every field below may be scribbled on by a hostile worker; the manager reads each one
 // defensively (see ring.hpp and manager/).
 #pragma once
@@ -13,7 +13,7 @@ namespace sandpool::ipc {
 
 inline constexpr std::size_t kCacheLine = 64;
 inline constexpr std::uint32_t kRegionMagic = 0x4c4f5053;  // "SPOL" little-endian
-inline constexpr std::uint32_t kRegionVersion = 3;         // 3: backtraces of every thread
+inline constexpr std::uint32_t kRegionVersion = 4;         // 4: the plugin config after the rings
 
 // Control words of one single-producer single-consumer byte ring. Positions are
 // free-running 64-bit byte counters (never wrap in practice); the slot is pos % capacity.
@@ -63,6 +63,11 @@ struct RegionHeader {
   std::uint64_t result_ring_offset;
   std::uint64_t result_ring_bytes;  // power of two
   std::uint64_t max_message;        // largest reassembled message either side accepts
+  // The pool's plugin_config (JSON, not NUL-terminated), which the worker reads once before
+  // sp_plugin_init: it travels here rather than on the command line or in the environment,
+  // which other processes can read (/proc/<pid>/cmdline is world-readable).
+  std::uint64_t config_offset;
+  std::uint64_t config_bytes;
 
   // Worker -> manager status words.
   alignas(kCacheLine) std::atomic<std::uint64_t> heartbeat_ms;  // CLOCK_MONOTONIC ms of last beat

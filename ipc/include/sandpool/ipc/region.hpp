@@ -1,7 +1,9 @@
-// The per-worker shared region: a sealed memfd holding RegionHeader and the two rings.
+// The per-worker shared region: a sealed memfd holding RegionHeader, the two rings and the
+// plugin's config.
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include <sandpool/ipc/layout.hpp>
 #include <sandpool/ipc/ring.hpp>
@@ -9,6 +11,9 @@
 #include <sandpool/unique_fd.hpp>
 
 namespace sandpool::ipc {
+
+// The largest plugin config a region carries.
+inline constexpr std::uint64_t kMaxPluginConfig = std::uint64_t{16} << 20;
 
 struct RegionConfig {
   std::uint64_t task_ring_bytes = 256 * 1024;     // rounded up to a power of two, >= 4 KiB
@@ -41,13 +46,15 @@ class SharedRegion {
  public:
   // Manager side: memfd_create(MFD_CLOEXEC | MFD_ALLOW_SEALING), ftruncate, writes the
   // header, seals F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL (so the worker cannot truncate
-  // it and make the manager take SIGBUS), maps it MAP_SHARED. Rings or max_message over
-  // 1 GiB are kInvalidArgument.
-  static Result<SharedRegion> create(const RegionConfig& config);
+  // it and make the manager take SIGBUS), maps it MAP_SHARED, and copies `plugin_config`
+  // behind the rings. Rings or max_message over 1 GiB, or a config over kMaxPluginConfig
+  // bytes, are kInvalidArgument.
+  static Result<SharedRegion> create(const RegionConfig& config,
+                                     std::string_view plugin_config = {});
   // Worker side: takes ownership of an inherited fd (also on failure), maps it and
   // validates the header (magic, version, size equal to the file size, rings of powers of
-  // two >= 4 KiB, cache-line aligned, inside the region and apart, max_message <= 1 GiB);
-  // a header that fails is kProtocol.
+  // two >= 4 KiB, cache-line aligned, inside the region and apart, max_message <= 1 GiB,
+  // the config inside the region behind the rings); a header that fails is kProtocol.
   static Result<SharedRegion> attach(int fd);
 
   RegionHeader* header() const { return reinterpret_cast<RegionHeader*>(map_.data()); }
@@ -55,6 +62,9 @@ class SharedRegion {
   std::uint64_t max_message() const { return max_message_; }
   std::uint64_t task_ring_bytes() const { return task_bytes_; }
   std::uint64_t result_ring_bytes() const { return result_bytes_; }
+  // The plugin config as create() wrote it: the worker side reads it once, before the
+  // plugin's init (the manager never reads it back).
+  std::string_view plugin_config() const;
 
   // Role views. Each call returns a fresh view at position 0: take each one once.
   RingProducer task_producer() const;
@@ -68,6 +78,7 @@ class SharedRegion {
   MappedRegion map_;
   std::uint64_t task_off_ = 0, task_bytes_ = 0, result_off_ = 0, result_bytes_ = 0;
   std::uint64_t max_message_ = 0;
+  std::uint64_t config_off_ = 0, config_bytes_ = 0;
 };
 
 }  // namespace sandpool::ipc

@@ -22,13 +22,13 @@ bool futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected, std::i
 // Wakes up to `count` waiters blocked on word.
 void futex_wake(std::atomic<std::uint32_t>* word, int count = 1);
 
-// A non-blocking, close-on-exec eventfd: the manager polls it; a worker writes it to ring
-// the manager's doorbell. Owns its fd.
+// A non-blocking, close-on-exec eventfd for wake-ups inside one process (the pool loop's
+// inbox). Never share it with a worker: its counter and its O_NONBLOCK flag belong to one
+// open file description, so whoever else holds it can take the count or clear the flag
+// (Doorbell below is the worker's). Owns its fd.
 class EventFd {
  public:
   static Result<EventFd> create();
-  // Adopts an inherited fd (the worker's end).
-  static EventFd adopt(int fd) { return EventFd(UniqueFd(fd)); }
   EventFd() = default;
 
   // Adds one to the counter (wakes a poller). Never blocks; errors are ignored (a full
@@ -40,6 +40,56 @@ class EventFd {
 
  private:
   explicit EventFd(UniqueFd fd) : fd_(std::move(fd)) {}
+  UniqueFd fd_;
+};
+
+// The manager's doorbell for one worker: a connected pair of Unix stream sockets. The
+// manager keeps one end, polls it and drains it with recv(MSG_DONTWAIT); the worker gets
+// the other end and rings by writing a byte to it. Unlike a shared eventfd, nothing the
+// worker does with its end reaches the manager's: file status flags (O_NONBLOCK) belong to
+// the worker's own open file description, bytes the worker writes go to the manager's end
+// only (the worker cannot read them back), and MSG_DONTWAIT does not depend on any flag.
+// The worker can at most stop ringing (close or shut down its end), which drain() reports.
+// Owns both ends until release_worker_end(). Move-only.
+class Doorbell {
+ public:
+  static Result<Doorbell> create();
+  Doorbell() = default;
+
+  // The manager's end: poll it for readability.
+  int fd() const { return fd_.get(); }
+  // The worker's end, to map into the child; -1 once released.
+  int worker_fd() const { return worker_fd_.get(); }
+  // Closes the manager's copy of the worker's end (after the spawn): from then on only the
+  // worker holds it, and its exit or close() shows as end of file here.
+  void release_worker_end() { worker_fd_.reset(); }
+  // Reads whatever rings are pending, without ever blocking. Returns false iff the
+  // worker's end is closed or shut down: it will ring no more and the manager's end stays
+  // readable (end of file), so the caller must stop polling it.
+  bool drain() const;
+
+ private:
+  Doorbell(UniqueFd fd, UniqueFd worker_fd)
+      : fd_(std::move(fd)), worker_fd_(std::move(worker_fd)) {}
+  UniqueFd fd_;
+  UniqueFd worker_fd_;
+};
+
+// The worker's side of a Doorbell. ring() is one write(2) of one byte: async-signal-safe,
+// allowed by every seccomp profile. Owns its fd.
+class DoorbellRinger {
+ public:
+  // Adopts an inherited end (the worker host's --doorbell-fd).
+  static DoorbellRinger adopt(int fd) { return DoorbellRinger(UniqueFd(fd)); }
+  DoorbellRinger() = default;
+
+  // Wakes the manager. Never blocks while the end is non-blocking (as the manager creates
+  // it); errors are ignored: a full socket buffer is already readable on the manager's side.
+  void ring() const;
+  int fd() const { return fd_.get(); }
+
+ private:
+  explicit DoorbellRinger(UniqueFd fd) : fd_(std::move(fd)) {}
   UniqueFd fd_;
 };
 

@@ -129,6 +129,8 @@ Result<LandlockProbe> restrict_filesystem(const std::vector<std::string>& readab
 
 // Returns the directories of every shared object loaded in this process (dl_iterate_phdr),
 // canonical and without duplicates: what the plugin's libraries need to stay readable.
+// Objects loaded through /proc/self/fd/ are left out: their directory is the caller's to
+// grant, by its fd.
 std::vector<std::string> loaded_library_dirs();
 
 // Installs the SIGSYS handler that the seccomp filter's default action (SCMP_ACT_TRAP)

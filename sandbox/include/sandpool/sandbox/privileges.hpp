@@ -29,13 +29,16 @@ Result<RunAs> resolve_run_as(std::string_view user);
 // kPermissionDenied naming the file or directory and its mode otherwise; kSystem naming
 // the path when stat fails.
 Status check_plugin_permissions(const std::string& path);
+// The same check on the plugin as opened: `file_fd` and its directory `dir_fd` (O_PATH is
+// enough), `path` naming them in messages. What the manager checks at each spawn and the
+// worker again after dropping root, on the very file it loads.
+Status check_plugin_permissions(int file_fd, int dir_fd, const std::string& path);
 
-// Returns ok iff `who` may read the file at `path`: every directory above it searchable and
-// the file readable by the mode bits that apply to who's uid, gid and groups (ACLs are not
-// read). kPermissionDenied naming the first path that stops it, its mode and owner, and
-// what to do; kSystem naming the path when stat fails. A worker that drops to `who` loads
-// its plugin with who's rights: a build tree under /root fails here, in the manager's
-// words, instead of in the worker's dlopen.
+// Returns ok iff `who` may read the file at `path` by the mode bits that apply to who's
+// uid, gid and groups (ACLs are not read). The directories above it need not be searchable:
+// the worker gets the file opened by the manager (worker_args.hpp), and reopens it through
+// /proc/self/fd, which checks the file's own permissions only. kPermissionDenied naming
+// the file, its mode and owner, and what to do; kSystem naming the path when stat fails.
 Status check_readable_by(const std::string& path, const RunAs& who, std::string_view who_name);
 
 }  // namespace sandpool::sandbox
