@@ -140,23 +140,7 @@ Status PoolLoop::launch() {
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, inbox_bell_.fd(), &ev);
 
   core_ = std::make_unique<PoolCore>(opts_, *this, admitted_);
-  if (opts_.dead_letter_store) {
-    // Never blocks: the store batches writes on its own thread. A refusal (store full or
-    // closed) leaves the letter in the pool's in-memory list, and says so.
-    core_->set_dead_letter_sink([this](const TaskPtr& task) {
-      const TaskRecord& t = *task;
-      DeadLetter letter;
-      letter.task = t.account;
-      letter.pool = opts_.name;
-      letter.payload = t.payload;
-      letter.options = DeadLetterOptions::from(t.opts);
-      if (Status s = opts_.dead_letter_store->enqueue(std::move(letter)); !s) {
-        log_->error("[{}] dead letter for task {} kept in memory only: {}", opts_.name, t.id,
-                    s.to_string());
-      }
-      return false;
-    });
-  }
+  install_dead_letter_sink();
   core_->set_log([this](int level, const std::string& text) {
     switch (level) {
       case 1:

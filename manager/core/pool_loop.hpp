@@ -152,6 +152,13 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   std::optional<std::string> backtrace(WorkerId w, ipc::BacktraceRead read) override;
   void send_message(WorkerId w, std::uint16_t kind);
 
+  // pool_loop_letters.cpp: dead letters through opts_.dead_letter_store. The sink hands each
+  // letter to the store and keeps its task open until the store's receipt; the receipt ends
+  // the task on the loop thread (letter_written), or inline once the loop has ended.
+  void install_dead_letter_sink();
+  void letter_written(std::uint64_t task_id);
+  bool receipt_inline_ = false;  // loop thread: the store answered within enqueue() itself
+
   PoolOptions opts_;
   const PoolOptions as_started_;  // opts_ as given at start: reconfigure() checks against it
   std::shared_ptr<spdlog::logger> log_;

@@ -9,6 +9,10 @@
  *                and size are the header's u64 words at offsets R and B, its head word is
  *                at offset H; the record claims L payload bytes of kind K and is followed
  *                by N garbage bytes (head += 8 + N rounded up to 8)
+ *   forge S H T  for T seconds burns CPU while it writes 0 into the header word at offset S
+ *                (started_task: "nothing is running") and the current CLOCK_MONOTONIC ms
+ *                into the one at offset H (heartbeat_ms) every loop: the words a worker
+ *                writes, forged to look idle and alive; then returns
  *   noop         behaves
  * After a poke or a forged record the plugin waits (up to 30 s) instead of returning, so the
  * host's own result frame cannot overwrite the garbage before the manager has read it: the
@@ -112,6 +116,18 @@ SP_EXPORT int sp_plugin_handle(void* state, const sp_task* task, sp_call* call) 
   if (strncmp(text, "record ", 7) == 0) {
     if (forge_record(text + 7) != 0) return SP_FAIL;
     wait_to_be_killed();
+  }
+  if (strncmp(text, "forge ", 6) == 0) {
+    unsigned long started_at, beat_at, seconds;
+    double until;
+    if (sscanf(text + 6, "%lu %lu %lu", &started_at, &beat_at, &seconds) != 3) return SP_FAIL;
+    until = now_s() + (double)seconds;
+    while (now_s() < until) {
+      __atomic_store_n((uint64_t*)(region + started_at), (uint64_t)0, __ATOMIC_RELEASE);
+      __atomic_store_n((uint64_t*)(region + beat_at), (uint64_t)(now_s() * 1000.0),
+                       __ATOMIC_RELEASE);
+    }
+    return SP_OK;
   }
   if (task->payload_len == 5 && memcmp(task->payload, "storm", 5) == 0) {
     const double until = now_s() + 2.0;

@@ -1,0 +1,82 @@
+// PoolLoop's dead letters: a task that ends dead-lettered stays open until the store says
+// what became of its letter (docs/dead-letters.md, "When a write fails"). Its submitter learns
+// the end only then, so a dead-lettered task is never reported before its letter is durable
+// (committed, or appended to a spill file).
+//
+// Threads: the sink runs on the loop thread; the store's receipt arrives on the store's
+// writer thread (or inline, within enqueue(), when the store has closed). A receipt is
+// posted to the loop; once the loop has ended it is applied under ended_mu_, like a late
+// query; once the PoolLoop is gone it ends the task record itself.
+#include <spdlog/spdlog.h>
+
+#include <sandpool/dead_letters.hpp>
+
+#include "core/pool_loop.hpp"
+
+namespace sandpool::core {
+
+namespace {
+
+// Ends a task whose pool is gone: the account is final (the core wrote it when it decided
+// the end), only the receipt was missing. The pool's counters went with the pool.
+void end_orphaned_letter(TaskRecord& task) {
+  {
+    std::lock_guard lock(task.mu);
+    task.account.dead_letter_pending = false;
+  }
+  task.state.store(TaskState::kDeadLettered, std::memory_order_release);
+  task.done.store(1, std::memory_order_release);
+  task.done.notify_all();
+  if (task.opts.on_done) task.opts.on_done(task.account);
+}
+
+}  // namespace
+
+void PoolLoop::install_dead_letter_sink() {
+  if (!opts_.dead_letter_store) return;
+  core_->set_dead_letter_sink([this](const TaskPtr& task) {
+    DeadLetter letter;
+    {
+      std::lock_guard lock(task->mu);
+      letter.task = task->account;  // final: state dead_lettered, reason, attempts
+    }
+    letter.task.dead_letter_pending = false;  // as stored: the letter is the record
+    letter.pool = opts_.name;
+    letter.payload = task->payload;
+    letter.options = DeadLetterOptions::from(task->opts);
+    receipt_inline_ = false;
+    const std::thread::id loop_thread = std::this_thread::get_id();
+    std::weak_ptr<PoolLoop> self = weak_from_this();
+    Status s = opts_.dead_letter_store->enqueue(
+        std::move(letter), [self, task, loop_thread, log = log_,
+                            pool = opts_.name](const LetterReceipt& receipt) {
+          if (!receipt.lost.empty()) {
+            log->error("[{}] dead letter for task {} is lost: {}", pool, task->id, receipt.lost);
+          } else if (receipt.letter_id == 0) {
+            log->warn("[{}] dead letter for task {} went to the spill file {}", pool, task->id,
+                      receipt.spill_file);
+          }
+          std::shared_ptr<PoolLoop> loop = self.lock();
+          if (!loop) return end_orphaned_letter(*task);
+          if (std::this_thread::get_id() == loop_thread) {
+            loop->receipt_inline_ = true;  // within enqueue(): the sink ends the task itself
+            return;
+          }
+          loop->letter_written(task->id);
+        });
+    if (!s) {
+      log_->error("[{}] dead letter for task {} not stored: {}", opts_.name, task->id,
+                  s.to_string());
+    }
+    // Answered already (closed store: spilled or lost) or refused: the task ends now.
+    return s.is_ok() && !receipt_inline_;
+  });
+}
+
+void PoolLoop::letter_written(std::uint64_t task_id) {
+  std::lock_guard lock(ended_mu_);
+  if (loop_ended_.load()) return core_->on_letter_written(task_id, ipc::monotonic_ns());
+  post([task_id](PoolCore& core, std::int64_t now) { core.on_letter_written(task_id, now); });
+}
+
+}  // namespace sandpool::core
