@@ -93,6 +93,21 @@ int finish(const Cli& cli, const std::string& what, const Result<json>& r,
   return kExitOk;
 }
 
+// The service's letters carry the task's fields (its `id` is the task id) plus `letter_id`;
+// the offline store's carry the letter id as `id`. The table shows the id that show, replay
+// and purge take first, as `id`, in both.
+json letter_rows(const json& entries) {
+  json rows = json::array();
+  for (json e : entries) {
+    if (e.contains("letter_id")) {
+      e["id"] = json(e["letter_id"]);
+      e.erase("letter_id");
+    }
+    rows.push_back(std::move(e));
+  }
+  return rows;
+}
+
 int run_list(const Cli& cli, DlqBackend& backend, const DlqArgs& a) {
   json f = filter_of(a);
   if (!a.cursor.empty()) f["cursor"] = a.cursor;
@@ -103,7 +118,7 @@ int run_list(const Cli& cli, DlqBackend& backend, const DlqArgs& a) {
       std::cout << "no dead letters\n";
     } else {
       print_object_table(
-          std::cout, entries,
+          std::cout, letter_rows(entries),
           {"id", "task_id", "pool", "type", "reason", "dead_lettered_ms", "attempts", "error"},
           wall_now_ms());
     }

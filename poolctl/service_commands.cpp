@@ -97,7 +97,7 @@ json task_json(const TaskReply& t) {
 }
 
 void add_service_commands(CLI::App& app, Cli& cli) {
-  app.add_subcommand("status", "the service: version, uptime, pools")->callback([&cli] {
+  app.add_subcommand("status", "the service: pid, start time, pools")->callback([&cli] {
     cli.action = [&cli] {
       return run_call(
           cli, "status", [](Client& c) { return c.status(); },

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <iterator>
+#include <string>
 #include <utility>
 
 #include <sandpool/pool_metrics.hpp>
@@ -14,6 +16,19 @@ namespace sandpool::poold {
 namespace {
 
 using nlohmann::json;
+
+// "round-robin, least-loaded, random or affinity": the names parse_strategy takes, spelt by
+// the to_string it compares with, so the error cannot suggest a name that is refused.
+std::string strategy_names() {
+  const DispatchStrategy all[] = {DispatchStrategy::kRoundRobin, DispatchStrategy::kLeastLoaded,
+                                  DispatchStrategy::kRandom, DispatchStrategy::kAffinity};
+  std::string names;
+  for (std::size_t i = 0; i < std::size(all); ++i) {
+    if (i > 0) names += i + 1 == std::size(all) ? " or " : ", ";
+    names += to_string(all[i]);
+  }
+  return names;
+}
 
 json stats_json(const PoolStats& s) {
   return {{"state", s.state},
@@ -175,8 +190,7 @@ void Service::op_pool_control(const Request& req, const Responder& res) {
   } else if (op == "strategy") {
     auto s = parse_strategy(req.args.value("strategy", std::string()));
     if (!s) {
-      return (void)res.error("bad_request",
-                             "strategy: round_robin, least_loaded, random or affinity");
+      return (void)res.error("bad_request", "strategy: " + strategy_names());
     }
     st = pool->set_strategy(*s);
   } else if (op == "drain") {

@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <sstream>
 
 #include "poolctl_runner.hpp"
 #include "scripted_service.hpp"
@@ -182,6 +183,23 @@ TEST_CASE("dlq list, show, replay and purge go through the service") {
   CHECK(service.requests("dlq_purge").back().args["older_than_ms"] == 168 * 3600000LL);
   CHECK(poolctl(service.socket(), {"dlq", "replay"}).exit_code == 2);
   CHECK(poolctl(service.socket(), {"dlq", "purge", "1", "--all"}).exit_code == 2);
+}
+
+TEST_CASE("dlq list through the service shows first the letter id that show takes") {
+  TempDir dir;
+  ScriptedService service(dir.path());
+  auto list = poolctl(service.socket(), {"dlq", "list"});
+  REQUIRE(list.exit_code == 0);
+  std::istringstream lines(list.out);
+  std::string header, row, first_header, first_cell;
+  REQUIRE(std::getline(lines, header));
+  REQUIRE(std::getline(lines, row));
+  std::istringstream(header) >> first_header;
+  std::istringstream(row) >> first_cell;
+  CHECK(first_header == "ID");
+  CHECK(first_cell == "1");  // the letter id (the scripted letter's task is 7)
+  CHECK_FALSE(contains(header, "LETTER ID"));
+  CHECK(poolctl(service.socket(), {"dlq", "show", first_cell}).exit_code == 0);
 }
 
 TEST_CASE("reload prints what changed and shutdown sends its timeout") {

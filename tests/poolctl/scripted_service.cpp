@@ -221,14 +221,11 @@ void ScriptedService::answer_batch(const Request& r, const Responder& out) {
 }
 
 void ScriptedService::answer_dlq(const Request& r, const Responder& out) {
-  const json letter{{"id", 1},
-                    {"task_id", 7},
-                    {"pool", "default"},
-                    {"type", "echo"},
-                    {"reason", "retries_exhausted"},
-                    {"attempts", 2},
-                    {"error", "timed out"},
-                    {"dead_lettered_ms", now_ms() - 60000}};
+  // As poold's letters: the task's fields (`id` is the task id) plus `letter_id`.
+  const json letter{
+      {"id", 7},           {"letter_id", 1},       {"task_id", 7},
+      {"pool", "default"}, {"type", "echo"},       {"reason", "retries_exhausted"},
+      {"attempts", 2},     {"error", "timed out"}, {"dead_lettered_ms", now_ms() - 60000}};
   if (r.op == "dlq_list") {
     json reply{{"entries", json::array({letter})}};
     if (r.args.contains("limit")) reply["next_cursor"] = "1";

@@ -114,6 +114,22 @@ TEST_CASE("poolctl drives a real poold: controls, kill-worker, cancel, events, d
   CHECK(ctl({"scale", "echo", "99"}).exit_code == 1);  // past workers.max
   CHECK(pool_of(ctl.json_of({"status"}), "echo")["target_workers"] == 3);
   CHECK(pool_of(ctl.json_of({"status"}), "echo")["dispatch"] == "round-robin");
+  // An unknown name is refused with the names to use, each of which is taken.
+  auto unknown = ctl({"strategy", "echo", "fastest"});
+  CHECK(unknown.exit_code == 1);
+  REQUIRE(unknown.err.rfind("strategy: ") != std::string::npos);
+  const std::string suggested = unknown.err.substr(unknown.err.rfind("strategy: ") + 10);
+  std::istringstream words(suggested);
+  int taken = 0;
+  for (std::string w; words >> w;) {
+    if (w == "or") continue;
+    if (w.back() == ',') w.pop_back();
+    INFO("suggested: " << suggested);
+    CHECK(ctl({"strategy", "echo", w}).exit_code == 0);
+    CHECK(pool_of(ctl.json_of({"status"}), "echo")["dispatch"] == w);
+    ++taken;
+  }
+  CHECK(taken == 4);
   CHECK(ctl({"strategy", "echo", "least-loaded"}).exit_code == 0);
   CHECK(pool_of(ctl.json_of({"status"}), "echo")["dispatch"] == "least-loaded");
 

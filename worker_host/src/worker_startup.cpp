@@ -288,7 +288,8 @@ void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
                " loaded and initialised, no process left");
 
   // 6. Landlock, on every thread: from here on the plugin's directory, its libraries'
-  //    directories and the configured paths are readable, nothing is writable.
+  //    directories, the configured paths and the worker's own /proc are readable, and only
+  //    the view's private /tmp (when the pool has one) is writable.
   restrict_filesystem(report, args, isolation);
   // Loaded and granted: the plugin's fds have served (and a task could list them).
   ::close(args.plugin_fd);
