@@ -7,7 +7,7 @@
 //
 // Each schedule comes from a seed, printed when it fails, so a failure reproduces with
 // SANDPOOL_MODEL_SEED=<seed> SANDPOOL_MODEL_SCHEDULES=1. `make test` runs 2,000 schedules;
-// SANDPOOL_MODEL_SCHEDULES raises it for a long run (make model).
+// SANDPOOL_MODEL_SCHEDULES raises it for a long run (`make model`: 300,000).
 #include <catch2/catch.hpp>
 
 #include <algorithm>

@@ -160,7 +160,7 @@ TEST_CASE("poold: a thread stuck in one item of work stops the pings and /health
   INFO("/healthz: " << health);
   REQUIRE(c->shutdown());
   CHECK(poold.wait_exit() == 0);
-  CHECK(poold.output().find("watchdog: withheld") != std::string::npos);
+  CHECK(poold.wait_for_output("watchdog: withheld"));
 }
 
 }  // namespace sandpool::testing
