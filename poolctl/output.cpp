@@ -147,7 +147,8 @@ void Table::print(std::ostream& out) const {
 }
 
 void print_object_table(std::ostream& out, const json& rows,
-                        const std::vector<std::string>& preferred, std::int64_t now_ms) {
+                        const std::vector<std::string>& preferred, std::int64_t now_ms,
+                        Columns columns) {
   json flat = json::array();
   for (const json& r : rows) flat.push_back(flatten_row(r));
   std::vector<std::string> keys;
@@ -160,6 +161,7 @@ void print_object_table(std::ostream& out, const json& rows,
     }
   }
   for (const json& r : flat) {
+    if (columns == Columns::kOnlyPreferred) break;
     for (const auto& [k, v] : r.items()) {
       if (!seen(k)) keys.push_back(k);
     }

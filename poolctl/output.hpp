@@ -37,10 +37,16 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-// An array of objects as a table: `preferred` columns first (those present), then any
-// other keys in first-seen order; nested objects and arrays are left out.
+// Which columns a table shows: every field, or only the chosen ones (the default of
+// `stats` and `workers`; `--wide` shows every field).
+enum class Columns { kAll, kOnlyPreferred };
+
+// An array of objects as a table: `preferred` columns first (those present), then, with
+// Columns::kAll, any other keys in first-seen order; nested objects are spread into columns
+// (latency_ms.p50 -> latency_p50_ms), deeper ones and arrays are left out.
 void print_object_table(std::ostream& out, const nlohmann::json& rows,
-                        const std::vector<std::string>& preferred, std::int64_t now_ms);
+                        const std::vector<std::string>& preferred, std::int64_t now_ms,
+                        Columns columns = Columns::kAll);
 // An object for people: scalars as aligned "key  value" lines, arrays of objects as tables
 // under their name, nested objects as indented sections.
 void print_human(std::ostream& out, const nlohmann::json& object, std::int64_t now_ms,

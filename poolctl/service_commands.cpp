@@ -55,6 +55,43 @@ int parse_signal(const std::string& text) {
   throw CLI::ValidationError("--signal", "no signal named " + text);
 }
 
+// What `workers` and `stats` show without --wide: the columns a person reads at a glance,
+// about 100 characters a row. --wide shows every field the service sends: these first, then
+// the others in name order (the worker's `slot` just after `pool`, its long `isolation`
+// string after the default columns).
+const std::vector<std::string> kWorkerColumns = {"pool",      "pid",         "state",  "tasks_done",
+                                                 "in_flight", "rss_bytes",   "cpu_ms", "uptime_ms",
+                                                 "restarts",  "last_beat_ms"};
+const std::vector<std::string> kStatsColumns = {
+    "name",      "state",         "workers",        "queued",        "in_flight",
+    "completed", "dead_lettered", "latency_p50_ms", "latency_p99_ms"};
+
+void print_workers(const json& reply, bool wide) {
+  const json rows = reply.value("workers", json::array());
+  if (rows.empty()) {
+    std::cout << "no workers\n";
+    return;
+  }
+  if (!wide) {
+    print_object_table(std::cout, rows, kWorkerColumns, wall_now_ms(), Columns::kOnlyPreferred);
+    return;
+  }
+  std::vector<std::string> columns = kWorkerColumns;
+  columns.insert(columns.begin() + 1, "slot");
+  columns.push_back("isolation");
+  print_object_table(std::cout, rows, columns, wall_now_ms());
+}
+
+void print_stats(const json& reply, bool wide) {
+  const json rows = reply.value("pools", json::array());
+  if (rows.empty()) {
+    std::cout << "no pools\n";
+    return;
+  }
+  print_object_table(std::cout, rows, kStatsColumns, wall_now_ms(),
+                     wide ? Columns::kAll : Columns::kOnlyPreferred);
+}
+
 void print_task(const TaskReply& t) {
   const std::int64_t now = wall_now_ms();
   json head = json::object();
@@ -106,33 +143,26 @@ void add_service_commands(CLI::App& app, Cli& cli) {
   });
 
   auto pool = std::make_shared<std::string>();
+  auto wide = std::make_shared<bool>(false);
   auto* workers = app.add_subcommand("workers", "the workers of every pool, or of POOL");
   workers->add_option("POOL", *pool, "pool name");
-  workers->callback([&cli, pool] {
-    cli.action = [&cli, pool] {
+  workers->add_flag("--wide,-w", *wide, "every column, the whole isolation string included");
+  workers->callback([&cli, pool, wide] {
+    cli.action = [&cli, pool, wide] {
       return run_call(
           cli, "workers", [pool](Client& c) { return c.workers(*pool); },
-          [](const json& b) {
-            const json rows = b.value("workers", json::array());
-            if (rows.empty()) {
-              std::cout << "no workers\n";
-              return;
-            }
-            print_object_table(std::cout, rows,
-                               {"pool", "pid", "state", "tasks_done", "in_flight", "rss_bytes",
-                                "cpu_ms", "uptime_ms", "restarts", "last_beat_ms", "isolation"},
-                               wall_now_ms());
-          });
+          [wide](const json& b) { print_workers(b, *wide); });
     };
   });
 
-  auto* stats = app.add_subcommand("stats", "counters, rates and latencies per pool");
+  auto* stats = app.add_subcommand("stats", "counters and latencies per pool");
   stats->add_option("POOL", *pool, "pool name");
-  stats->callback([&cli, pool] {
-    cli.action = [&cli, pool] {
+  stats->add_flag("--wide,-w", *wide, "every counter and latency, not only the main ones");
+  stats->callback([&cli, pool, wide] {
+    cli.action = [&cli, pool, wide] {
       return run_call(
           cli, "stats", [pool](Client& c) { return c.stats(*pool); },
-          [](const json& b) { print_human(std::cout, b, wall_now_ms()); });
+          [wide](const json& b) { print_stats(b, *wide); });
     };
   });
 

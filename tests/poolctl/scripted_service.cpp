@@ -14,9 +14,11 @@ std::int64_t now_ms() {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
+// A worker as poold's `workers` sends it (protocol.md), isolation string and all.
 json worker(int pid, const std::string& state) {
   return {{"pid", pid},
           {"pool", "default"},
+          {"slot", pid - 4101},
           {"state", state},
           {"tasks_done", 1234},
           {"in_flight", 1},
@@ -25,7 +27,36 @@ json worker(int pid, const std::string& state) {
           {"uptime_ms", 3723000},
           {"restarts", 2},
           {"last_beat_ms", now_ms() - 300},
-          {"isolation", "seccomp+rlimits"}};
+          {"isolation",
+           "ns:user,pid,net,ipc,uts,mnt+rlimits+uid:65534+caps:none+landlock:v7+"
+           "seccomp:strict+cgroup:v1"}};
+}
+
+// A pool as poold's `stats` sends it (protocol.md): 25 columns once the latency
+// objects are spread. `n` counts the stats calls, so the counters move between calls.
+json pool_stats(std::uint64_t n) {
+  return {{"name", "default"},
+          {"state", "running"},
+          {"submitted", 1010 * n},
+          {"completed", 1000 * n},
+          {"dead_lettered", n},
+          {"cancelled", 3},
+          {"retried", 4},
+          {"lost", 0},
+          {"restarts", 5},
+          {"recycled", 6},
+          {"expired", 7},
+          {"heartbeat_kills", 8},
+          {"output_dropped", 9},
+          {"letters_pending", 0},
+          {"crash_loop", false},
+          {"queued", 0},
+          {"in_flight", 1},
+          {"retry_wait", 2},
+          {"workers", 2},
+          {"target_workers", 2},
+          {"latency_ms", {{"p50", 1.5}, {"p90", 4}, {"p99", 12}}},
+          {"queue_wait_ms", {{"p50", 0.25}, {"p99", 3}}}};
 }
 
 json task_account() {
@@ -126,14 +157,7 @@ void ScriptedService::answer(const Request& r, const Responder& out) {
       std::lock_guard lock(mu_);
       n = ++stats_calls_;
     }
-    out.ok({{"pools", json::array({{{"name", "default"},
-                                    {"state", "running"},
-                                    {"workers", 2},
-                                    {"queued", 0},
-                                    {"in_flight", 1},
-                                    {"completed", 1000 * n},
-                                    {"dead_lettered", n},
-                                    {"latency_ms", {{"p50", 1.5}, {"p90", 4}, {"p99", 12}}}}})}});
+    out.ok({{"pools", json::array({pool_stats(n)})}});
   } else if (r.op == "task") {
     if (a.value("id", 0) != 7) return void(out.error("not_found", "no task " + a["id"].dump()));
     out.ok(task_account());
