@@ -16,6 +16,7 @@
 #include <sandpool/dead_letters.hpp>
 #include <sandpool/ipc/diagnostics.hpp>
 #include <sandpool/log_text.hpp>
+#include <sandpool/posix_call.hpp>
 
 #include "core/declared_types.hpp"
 #include "core/worker_locator.hpp"
@@ -35,6 +36,16 @@ constexpr std::size_t kMaxProgressData = 64 * 1024;
 enum EventKind : std::uint64_t { kPidfd = 0, kDoorbell = 1, kOutput = 2, kInbox = 3 };
 
 std::uint64_t event_tag(WorkerId id, EventKind k) { return id * 4 + k; }
+
+// Adds fd to the epoll set for EPOLLIN, tagged. Returns the failure, naming the call.
+Status watch(int epoll_fd, int fd, std::uint64_t tag) {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = tag;
+  return posix_call("epoll_ctl(EPOLL_CTL_ADD)",
+                    [&] { return ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev); })
+      .status();
+}
 
 std::uint32_t default_spin_us(std::uint32_t workers) {
   if (const char* env = std::getenv("SANDPOOL_SPIN_US"))
@@ -134,10 +145,7 @@ Status PoolLoop::launch() {
   auto bell = ipc::EventFd::create();
   if (!bell) return bell.status();
   inbox_bell_ = std::move(bell).value();
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.u64 = event_tag(0, kInbox);
-  ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, inbox_bell_.fd(), &ev);
+  SP_RETURN_IF_ERROR(watch(epoll_.get(), inbox_bell_.fd(), event_tag(0, kInbox)));
 
   core_ = std::make_unique<PoolCore>(opts_, *this, admitted_);
   install_dead_letter_sink();
@@ -657,10 +665,18 @@ WorkerId PoolLoop::spawn() {
                                            {link.proc->doorbell_fd(), kDoorbell},
                                            {link.proc->output_fd(), kOutput}};
   for (auto [fd, kind] : fds) {
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.u64 = event_tag(id, kind);
-    ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev);
+    if (Status s = watch(epoll_.get(), fd, event_tag(id, kind)); !s) {
+      // A worker whose exit or messages the loop cannot see must not run: it is killed and
+      // counts as a spawn that failed.
+      for (auto [added, unused] : fds) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, added, nullptr);
+      link.spawn_error =
+          "cannot watch worker " + std::to_string(link.proc->pid()) + ": " + s.message();
+      log_->error("[{}] {}", opts_.name, link.spawn_error);
+      link.proc.reset();  // SIGKILLs and reaps it
+      links_.emplace(id, std::move(link));
+      spawn_failures_.push_back(id);
+      return id;
+    }
   }
   log_->debug("[{}] spawned worker {}", opts_.name, link.proc->pid());
   links_.emplace(id, std::move(link));
