@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include <sandpool/posix_call.hpp>
+#include <sandpool/thread_name.hpp>
 #include <sandpool/unique_fd.hpp>
 
 #include "control/frame_codec.hpp"
@@ -101,6 +102,7 @@ class Client::Impl {
       server_max_frame_ = hello_["max_frame"].get<std::size_t>();
     }
     reader_ = std::thread([this] { read_loop(); });
+    name_thread(reader_.native_handle(), "sp-client");
     return Status::ok();
   }
 

@@ -23,6 +23,7 @@
 #include <sandpool/control.hpp>
 #include <sandpool/log_text.hpp>
 #include <sandpool/posix_call.hpp>
+#include <sandpool/thread_name.hpp>
 
 #include "control/connection.hpp"
 #include "control/connection_budget.hpp"
@@ -60,7 +61,7 @@ class ControlServer::Impl {
     SP_RETURN_IF_ERROR(watch(waker_->eventfd.get(), kWakeKey, EPOLLIN));
     thread_ = std::thread([this] {
       server_thread_id_.store(std::this_thread::get_id());
-      ::pthread_setname_np(::pthread_self(), "sp-control");
+      name_thread(::pthread_self(), "sp-control");
       if (options_.thread_nice != 0 &&
           ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), options_.thread_nice) != 0) {
         spdlog::debug("control: setpriority({}) on the server thread: {}", options_.thread_nice,

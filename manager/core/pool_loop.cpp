@@ -17,6 +17,7 @@
 #include <sandpool/ipc/diagnostics.hpp>
 #include <sandpool/log_text.hpp>
 #include <sandpool/posix_call.hpp>
+#include <sandpool/thread_name.hpp>
 
 #include "core/declared_types.hpp"
 #include "core/worker_locator.hpp"
@@ -251,7 +252,7 @@ Status PoolLoop::set_up_cgroups() {
 // ---- the loop -------------------------------------------------------------------------
 
 void PoolLoop::run() {
-  ::pthread_setname_np(::pthread_self(), ("sp-loop:" + opts_.name).substr(0, 15).c_str());
+  name_thread(::pthread_self(), "sp-loop:" + opts_.name);
   core_->start(ipc::monotonic_ns());
   publish_stats(ipc::monotonic_ns(), true);
   std::int64_t busy_rounds = 0;

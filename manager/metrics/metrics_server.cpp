@@ -10,6 +10,7 @@
 
 #include <httplib.h>
 #include <sandpool/metrics.hpp>
+#include <sandpool/thread_name.hpp>
 
 namespace sandpool {
 namespace {
@@ -112,6 +113,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(std::string_view lis
     raw->listen_returned = true;
     raw->cv.notify_all();
   });
+  name_thread(impl->thread.native_handle(), "sp-metrics");
   return std::unique_ptr<MetricsServer>(
       new MetricsServer(std::move(impl), where->host, static_cast<std::uint16_t>(port)));
 }

@@ -5,6 +5,8 @@
 #include <optional>
 #include <utility>
 
+#include <sandpool/thread_name.hpp>
+
 namespace sandpool::poold {
 namespace {
 
@@ -51,7 +53,9 @@ nlohmann::json event_json(const RecordedEvent& r) {
   return j;
 }
 
-EventHub::EventHub() : log_(kCapacity), thread_([this] { run(); }) {}
+EventHub::EventHub() : log_(kCapacity), thread_([this] { run(); }) {
+  name_thread(thread_.native_handle(), "sp-hub");
+}
 
 EventHub::~EventHub() {
   {

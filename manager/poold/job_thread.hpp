@@ -13,6 +13,7 @@
 #include <thread>
 
 #include <sandpool/busy_clock.hpp>
+#include <sandpool/thread_name.hpp>
 
 namespace sandpool::poold {
 
@@ -48,7 +49,7 @@ class JobThread {
 
  private:
   void run() {
-    ::pthread_setname_np(::pthread_self(), name_.substr(0, 15).c_str());
+    name_thread(::pthread_self(), name_);
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
       cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sandpool/thread_name.hpp>
+
 namespace sandpool::poold {
 
 void ProgressCoalescer::Stream::send_locked(std::uint64_t task_id, std::string_view data) {
@@ -63,6 +65,7 @@ std::uint64_t ProgressCoalescer::Stream::coalesced() const {
 std::shared_ptr<ProgressCoalescer> ProgressCoalescer::create() {
   std::shared_ptr<ProgressCoalescer> c(new ProgressCoalescer());
   c->thread_ = std::thread([raw = c.get()] { raw->run(); });
+  name_thread(c->thread_.native_handle(), "sp-progress");
   return c;
 }
 

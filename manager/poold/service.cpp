@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <utility>
 
+#include <sandpool/thread_name.hpp>
+
 namespace sandpool::poold {
 namespace {
 
@@ -262,6 +264,7 @@ void Service::retire(std::string name, std::shared_ptr<Pool> pool) {
     const std::size_t left = pool->shutdown(timeout, DeadReason::kPoolRemoved);
     log->info("pool retired pool={} dead_lettered={}", name, left);
   });
+  name_thread(t.native_handle(), "sp-retire:" + name);
   std::lock_guard<std::mutex> lock(mu_);
   std::erase_if(retired_, [](const auto& r) { return r.second.expired(); });
   retired_.emplace_back(std::move(name), std::move(weak));

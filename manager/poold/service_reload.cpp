@@ -7,6 +7,8 @@
 
 #include "poold/service.hpp"
 
+#include <sandpool/thread_name.hpp>
+
 namespace sandpool::poold {
 namespace {
 
@@ -138,6 +140,7 @@ void Service::shut_down_pools(std::chrono::milliseconds timeout) {
       const std::size_t left = pool->shutdown(timeout);
       log_->info("pool stopped pool={} dead_lettered={}", name, left);
     });
+    name_thread(threads.back().native_handle(), "sp-stop:" + name);
   }
   for (auto& t : threads) t.join();
   std::vector<std::thread> retiring;

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include <sandpool/posix_call.hpp>
+#include <sandpool/thread_name.hpp>
 #include <sandpool/unique_fd.hpp>
 
 #include "retry/dead_letter_rows.hpp"
@@ -143,6 +144,7 @@ DeadLetterStore::DeadLetterStore(DeadLetterStoreOptions options, std::string pat
       writer_db_(*writer_owner_),
       query_db_(*query_owner_) {
   writer_ = std::thread([this] { run_writer(); });
+  name_thread(writer_.native_handle(), "sp-dlq");
 }
 
 DeadLetterStore::~DeadLetterStore() { (void)close(); }
