@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <string>
 
-#include "core/death_charge.hpp"
 #include <sandpool/ipc/layout.hpp>
 #include <sandpool/log_text.hpp>
 
+#include "core/death_charge.hpp"
 #include "core/pool_core.hpp"
 #include "core/pool_core_internal.hpp"
 
@@ -259,7 +259,7 @@ void PoolCore::on_exit(WorkerId wid, const supervision::ExitReport& report, std:
       respawn_due_ns_ = now + backoff * kMsNs;
     }
   } else if (w.ready_ns != 0) {
-    // Replaced because something went wrong (not asked to stop, not no longer wanted), and
+    // Replaced because something went wrong (neither asked to stop nor unwanted), and
     // whether it counts toward crash_loop (KillReason; an unasked exit always does).
     bool replaced = true;
     bool counted = true;

@@ -788,7 +788,7 @@ Result<Ticket> PoolLoop::submit(std::string type, std::string payload, SubmitOpt
   if (draining_.load()) {
     return Status::error(Code::kClosed, "pool '" + opts_.name + "' is draining (resume it)");
   }
-  if (options.timeout) {  // issue 11 item 9: a deadline must be reachable and must not overflow
+  if (options.timeout) {  // a deadline must be reachable and must not overflow
     const std::int64_t ms = options.timeout->count(), max = max_timeout_ms_.load();
     if (ms < 1 || ms > max) {
       return Status::invalid("timeout: " + std::to_string(ms) + " ms is outside 1 ms .. " +

@@ -78,7 +78,7 @@ class PoolLoop final : public WorkerControl, public std::enable_shared_from_this
   // Wake-up syscalls the manager side has made (futex wakes, eventfd signals): the
   // benchmark reports them per task.
   std::uint64_t wake_syscalls() const { return wakes_.load(std::memory_order_relaxed); }
-  // poold's watchdog (issue 11): how long the loop thread has been inside its current
+  // For poold's watchdog: how long the loop thread has been inside its current
   // iteration; 0 while it sleeps or once it ended. Any thread.
   std::int64_t busy_for_ns() const {
     return loop_ended_.load() ? 0 : busy_.busy_for_ns(ipc::monotonic_ns());
