@@ -9,7 +9,7 @@
 
 #include <cstring>
 
-#include <sandpool/posix_call.hpp>
+#include <sandpool/signal_handler.hpp>
 
 namespace sandpool::sandbox {
 namespace {
@@ -63,19 +63,10 @@ void on_sigsys(int, siginfo_t* info, void*) {
 
 Status install_sigsys_reporter(std::atomic<std::uint32_t>* word) {
   g_violation_word = word;
-  struct sigaction sa {};
-  sa.sa_sigaction = on_sigsys;
-  sa.sa_flags = SA_SIGINFO;
-  sigfillset(&sa.sa_mask);  // nothing else runs while we report
-  auto r = posix_call("sigaction(SIGSYS)", [&] { return ::sigaction(SIGSYS, &sa, nullptr); });
-  if (!r) return r.status();
-  // A plugin that blocked SIGSYS during init would turn every trap into a plain kill by
-  // SIGSYS (the kernel forces a blocked trap signal to its default action), losing the report.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGSYS);
-  return posix_call_rc("pthread_sigmask(SIG_UNBLOCK, SIGSYS)",
-                       [&] { return ::pthread_sigmask(SIG_UNBLOCK, &set, nullptr); });
+  // Nothing else runs while we report. Unblocked: a plugin that blocked SIGSYS during init
+  // would turn every trap into a plain kill by SIGSYS (the kernel forces a blocked trap
+  // signal to its default action), losing the report.
+  return install_unblocked_handler(SIGSYS, on_sigsys, 0, "SIGSYS");
 }
 
 }  // namespace sandpool::sandbox

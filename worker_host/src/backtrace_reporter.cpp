@@ -14,7 +14,7 @@
 #include <cstring>
 
 #include <sandpool/ipc/diagnostics.hpp>
-#include <sandpool/posix_call.hpp>
+#include <sandpool/signal_handler.hpp>
 
 namespace sandpool::worker {
 namespace {
@@ -178,19 +178,8 @@ Status install_backtrace_reporter(ipc::DiagnosticArea* area, int doorbell_fd) {
     return Status::error(Code::kInternal, "backtrace() found no frames");
   g_area = area;
   g_doorbell_fd = doorbell_fd;
-  const int sig = ipc::backtrace_signal();
-  struct sigaction sa {};
-  sa.sa_sigaction = on_backtrace_request;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigfillset(&sa.sa_mask);
-  auto r =
-      posix_call("sigaction(backtrace signal)", [&] { return ::sigaction(sig, &sa, nullptr); });
-  if (!r) return r.status();
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, sig);
-  return posix_call_rc("pthread_sigmask(SIG_UNBLOCK, backtrace signal)",
-                       [&] { return ::pthread_sigmask(SIG_UNBLOCK, &set, nullptr); });
+  return install_unblocked_handler(ipc::backtrace_signal(), on_backtrace_request, SA_RESTART,
+                                   "backtrace signal");
 }
 
 }  // namespace sandpool::worker
