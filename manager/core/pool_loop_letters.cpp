@@ -48,8 +48,8 @@ void PoolLoop::install_dead_letter_sink() {
     const std::thread::id loop_thread = std::this_thread::get_id();
     std::weak_ptr<PoolLoop> self = weak_from_this();
     Status s = opts_.dead_letter_store->enqueue(
-        std::move(letter), [self, task, loop_thread, log = log_,
-                            pool = opts_.name](const LetterReceipt& receipt) {
+        std::move(letter),
+        [self, task, loop_thread, log = log_, pool = opts_.name](const LetterReceipt& receipt) {
           if (!receipt.lost.empty()) {
             log->error("[{}] dead letter for task {} is lost: {}", pool, task->id, receipt.lost);
           } else if (receipt.letter_id == 0) {

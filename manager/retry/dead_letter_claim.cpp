@@ -5,6 +5,7 @@
 
 #include <sqlite3.h>
 
+#include "retry/dead_letter_rows.hpp"
 #include "retry/sqlite_db.hpp"
 
 namespace sandpool {
@@ -18,15 +19,6 @@ constexpr const char* kClaimGet =
     "SELECT letter_id, task_id, pool, type, reason, error, payload, timeout_ms, retries,"
     " priority, affinity_key, dead_lettered_ms FROM dead_letters WHERE letter_id = ?1";
 constexpr const char* kClaimDelete = "DELETE FROM dead_letters WHERE letter_id = ?1";
-// The letter under its own letter_id (AUTOINCREMENT never hands that id out again).
-constexpr const char* kRestoreLetter =
-    "INSERT INTO dead_letters (letter_id, task_id, pool, type, reason, error, payload,"
-    " timeout_ms, retries, priority, affinity_key, dead_lettered_ms)"
-    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
-constexpr const char* kRestoreAttempt =
-    "INSERT INTO attempts (letter_id, seq, number, outcome, error, worker_pid, started_ms,"
-    " ended_ms, backtrace) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
-
 Status step_done(SqliteDb& db, SqliteStmt& s, std::string_view op) {
   const int rc = s.step();
   return rc == SQLITE_DONE ? Status::ok() : db.error(rc, op);
@@ -78,42 +70,9 @@ Result<DeadLetter> DeadLetterStore::claim(std::uint64_t letter_id) {
 
 Status DeadLetterStore::restore(const DeadLetter& l) {
   std::lock_guard lk(query_mu_);
-  auto done = in_transaction(query_db_, "restore dead letter", [&]() -> Result<bool> {
-    auto ins = query_db_.prepare(kRestoreLetter, "restore dead letter");
-    if (!ins) return ins.status();
-    {
-      StmtRef s(*ins);
-      s->bind(1, static_cast<std::int64_t>(l.letter_id));
-      s->bind(2, static_cast<std::int64_t>(l.task.id));
-      s->bind_text(3, l.pool);
-      s->bind_text(4, l.task.type);
-      s->bind_text(5, to_string(l.task.reason));
-      s->bind_text(6, l.task.error);
-      s->bind_blob(7, l.payload);
-      if (l.options.timeout) s->bind(8, l.options.timeout->count());
-      if (l.options.retries) s->bind(9, *l.options.retries);
-      s->bind(10, l.options.priority);
-      s->bind_text(11, l.options.key);
-      s->bind(12, l.dead_lettered_ms);
-      SP_RETURN_IF_ERROR(step_done(query_db_, **ins, "restore dead letter"));
-    }
-    auto att = query_db_.prepare(kRestoreAttempt, "restore attempt");
-    if (!att) return att.status();
-    for (std::size_t seq = 0; seq < l.task.history.size(); ++seq) {
-      const Attempt& a = l.task.history[seq];
-      StmtRef s(*att);
-      s->bind(1, static_cast<std::int64_t>(l.letter_id));
-      s->bind(2, static_cast<std::int64_t>(seq));
-      s->bind(3, a.number);
-      s->bind_text(4, to_string(a.outcome));
-      s->bind_text(5, a.error);
-      s->bind(6, a.worker_pid);
-      s->bind(7, a.started_ms);
-      s->bind(8, a.ended_ms);
-      s->bind_text(9, a.backtrace);
-      SP_RETURN_IF_ERROR(step_done(query_db_, **att, "restore attempt"));
-    }
-    return true;
+  // Under its own letter_id: AUTOINCREMENT never handed that id to another letter.
+  auto done = in_transaction(query_db_, "restore dead letter", [&]() -> Result<std::uint64_t> {
+    return dead_letter_rows::insert(query_db_, l, dead_letter_rows::LetterId::kKeep);
   });
   return done.status();
 }

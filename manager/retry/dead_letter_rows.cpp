@@ -9,10 +9,11 @@ using sqlite::SqliteDb;
 using sqlite::SqliteStmt;
 using sqlite::StmtRef;
 
+// ?1 left NULL: AUTOINCREMENT picks a letter id never used before.
 constexpr const char* kInsertLetter =
-    "INSERT INTO dead_letters (task_id, pool, type, reason, error, payload, timeout_ms,"
-    " retries, priority, affinity_key, dead_lettered_ms)"
-    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+    "INSERT INTO dead_letters (letter_id, task_id, pool, type, reason, error, payload,"
+    " timeout_ms, retries, priority, affinity_key, dead_lettered_ms)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
 constexpr const char* kInsertAttempt =
     "INSERT INTO attempts (letter_id, seq, number, outcome, error, worker_pid, started_ms,"
     " ended_ms, backtrace) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
@@ -28,22 +29,23 @@ Status step_done(SqliteDb& db, SqliteStmt& s, std::string_view op) {
 
 }  // namespace
 
-Result<std::uint64_t> insert(SqliteDb& db, const DeadLetter& l) {
+Result<std::uint64_t> insert(SqliteDb& db, const DeadLetter& l, LetterId id) {
   auto stmt = db.prepare(kInsertLetter, "insert dead letter");
   if (!stmt) return stmt.status();
   {
     StmtRef s(*stmt);
-    s->bind(1, static_cast<std::int64_t>(l.task.id));
-    s->bind_text(2, l.pool);
-    s->bind_text(3, l.task.type);
-    s->bind_text(4, to_string(l.task.reason));
-    s->bind_text(5, l.task.error);
-    s->bind_blob(6, l.payload);
-    if (l.options.timeout) s->bind(7, l.options.timeout->count());
-    if (l.options.retries) s->bind(8, *l.options.retries);
-    s->bind(9, l.options.priority);
-    s->bind_text(10, l.options.key);
-    s->bind(11, l.dead_lettered_ms);
+    if (id == LetterId::kKeep) s->bind(1, static_cast<std::int64_t>(l.letter_id));
+    s->bind(2, static_cast<std::int64_t>(l.task.id));
+    s->bind_text(3, l.pool);
+    s->bind_text(4, l.task.type);
+    s->bind_text(5, to_string(l.task.reason));
+    s->bind_text(6, l.task.error);
+    s->bind_blob(7, l.payload);
+    if (l.options.timeout) s->bind(8, l.options.timeout->count());
+    if (l.options.retries) s->bind(9, *l.options.retries);
+    s->bind(10, l.options.priority);
+    s->bind_text(11, l.options.key);
+    s->bind(12, l.dead_lettered_ms);
     SP_RETURN_IF_ERROR(step_done(db, **stmt, "insert dead letter"));
   }
   const std::int64_t letter_id = db.last_insert_rowid();

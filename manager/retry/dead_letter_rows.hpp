@@ -1,6 +1,7 @@
 // The rows of one dead letter: inserting a letter with its attempts, and finding whether the
-// store already holds a letter (for imports). Shared by the writer thread and
-// import_letters(); each runs inside a transaction its caller opened on `db`.
+// store already holds a letter (for imports). Shared by the writer thread, import_letters()
+// and restore() (a refused replay puts its letter back); each runs inside a transaction its
+// caller opened on `db`.
 //
 // Thread-safety: none; `db` is used by one thread at a time (sqlite_db.hpp).
 #pragma once
@@ -14,8 +15,15 @@
 
 namespace sandpool::dead_letter_rows {
 
-// Inserts the letter and its attempts; returns the new letter id.
-Result<std::uint64_t> insert(sqlite::SqliteDb& db, const DeadLetter& letter);
+// Which letter id an inserted letter gets.
+enum class LetterId : std::uint8_t {
+  kNew,   // a new one (AUTOINCREMENT: never one used before)
+  kKeep,  // letter.letter_id, which must be free (a restored letter's own)
+};
+
+// Inserts the letter and its attempts; returns its letter id.
+Result<std::uint64_t> insert(sqlite::SqliteDb& db, const DeadLetter& letter,
+                             LetterId id = LetterId::kNew);
 
 // Returns true iff a letter of the same pool, task id, type and dead_lettered_ms is stored:
 // the identity of one dead-lettering of one task, kept by a spill file and its import.

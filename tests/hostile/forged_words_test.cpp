@@ -24,8 +24,7 @@ constexpr std::chrono::seconds kPatience{60};  // generous: a loaded 2-core VM
 // scribble's "forge" order for `seconds` (see scribble.c).
 std::string forge(int seconds) {
   return "forge " + std::to_string(offsetof(ipc::RegionHeader, started_task)) + " " +
-         std::to_string(offsetof(ipc::RegionHeader, heartbeat_ms)) + " " +
-         std::to_string(seconds);
+         std::to_string(offsetof(ipc::RegionHeader, heartbeat_ms)) + " " + std::to_string(seconds);
 }
 
 PoolOptions forging_pool(sandbox::SeccompProfile profile) {
@@ -42,7 +41,8 @@ TEST_CASE("a forged idle started_task does not escape the task's timeout or cpu_
       GENERATE(table<std::string, std::chrono::milliseconds, std::chrono::milliseconds, Outcome>(
           {{"timeout", 500ms, 0ms, Outcome::kTimedOut},
            {"cpu_time", 60000ms, 300ms, Outcome::kResourceLimit}}));
-  const auto profile = GENERATE(sandbox::SeccompProfile::kStrict, sandbox::SeccompProfile::kRelaxed);
+  const auto profile =
+      GENERATE(sandbox::SeccompProfile::kStrict, sandbox::SeccompProfile::kRelaxed);
   INFO(limit << ", profile " << sandbox::profile_name(profile));
   HostileWorld world;
   PoolOptions o = forging_pool(profile);
@@ -53,14 +53,16 @@ TEST_CASE("a forged idle started_task does not escape the task's timeout or cpu_
   REQUIRE(r.attempts() == 1);
   INFO(r.history[0].error);
   CHECK(r.history[0].outcome == outcome);
-  if (outcome == Outcome::kResourceLimit) CHECK(r.history[0].error.find("cpu") != std::string::npos);
+  if (outcome == Outcome::kResourceLimit)
+    CHECK(r.history[0].error.find("cpu") != std::string::npos);
   CHECK(r.state == TaskState::kDeadLettered);
   world.close_and_check_clean();
   CHECK(world.final_stats().restarts >= 1);  // its worker was killed and replaced
 }
 
 TEST_CASE("a forged idle started_task does not escape a cancel") {
-  const auto profile = GENERATE(sandbox::SeccompProfile::kStrict, sandbox::SeccompProfile::kRelaxed);
+  const auto profile =
+      GENERATE(sandbox::SeccompProfile::kStrict, sandbox::SeccompProfile::kRelaxed);
   INFO("profile " << sandbox::profile_name(profile));
   HostileWorld world;
   PoolOptions o = forging_pool(profile);

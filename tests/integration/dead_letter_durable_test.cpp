@@ -9,13 +9,15 @@
 #include <sandpool/dead_letters.hpp>
 
 #include "../manager/private_tmpfs.hpp"
+#include "dead_letter_support.hpp"
 #include "test_support.hpp"
 
 using namespace sandpool;
 using namespace std::chrono_literals;
+using sandpool::testing::configurable;
 using sandpool::testing::kPatience;
 using sandpool::testing::make_pool;
-using sandpool::testing::pool_options;
+using sandpool::testing::open_store;
 using sandpool::testing::PrivateTmpfs;
 
 namespace {
@@ -36,23 +38,15 @@ bool eventually(Pred pred) {
 std::shared_ptr<DeadLetterStore> store_on_full_disk(PrivateTmpfs& fs,
                                                     std::chrono::milliseconds close_timeout) {
   DeadLetterStoreOptions so;
-  so.state_dir = fs.path() + "/state";
   so.close_timeout = close_timeout;
-  auto opened = DeadLetterStore::open(so);
-  if (!opened) FAIL("DeadLetterStore::open: " << opened.status().to_string());
-  std::shared_ptr<DeadLetterStore> store(std::move(opened).value());
+  std::shared_ptr<DeadLetterStore> store = open_store(fs.path() + "/state", so);
   fs.fill();
   return store;
 }
 
 // A pool whose every task fails for good, dead-lettered into `store`.
 std::unique_ptr<Pool> failing_pool(std::uint32_t workers, std::shared_ptr<DeadLetterStore> store) {
-  PoolOptions o = pool_options("echo", workers);
-  o.name = "fail";
-  o.plugin_path = SANDPOOL_TEST_PLUGIN_DIR "/libconfigurable.so";
-  o.plugin_config_json = R"({"fail": true})";
-  o.dead_letter_store = std::move(store);
-  return make_pool(o);
+  return make_pool(configurable("fail", true, std::move(store), workers));
 }
 
 }  // namespace

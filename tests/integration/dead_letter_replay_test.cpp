@@ -11,41 +11,22 @@
 #include <thread>
 
 #include <sandpool/dead_letters.hpp>
+#include "dead_letter_support.hpp"
 #include "test_support.hpp"
 
 using namespace sandpool;
 using namespace std::chrono_literals;
 using sandpool::testing::kPatience;
 using sandpool::testing::make_pool;
-using sandpool::testing::pool_options;
 using sandpool::testing::run;
 
 namespace {
 
-struct TempDir {
-  TempDir() {
-    char tmpl[] = "/tmp/sandpool-replay-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string path;
-};
-
-std::shared_ptr<DeadLetterStore> open_store(const std::string& dir) {
-  DeadLetterStoreOptions o;
-  o.state_dir = dir;
-  auto s = DeadLetterStore::open(o);
-  if (!s) FAIL("DeadLetterStore::open: " << s.status().to_string());
-  return std::shared_ptr<DeadLetterStore>(std::move(s).value());
-}
+using TempDir = sandpool::testing::StateDir;
+using sandpool::testing::open_store;
 
 PoolOptions configurable(bool fail, std::shared_ptr<DeadLetterStore> store) {
-  PoolOptions o = pool_options("echo", 1);
-  o.name = "images";
-  o.plugin_path = SANDPOOL_TEST_PLUGIN_DIR "/libconfigurable.so";
-  o.plugin_config_json = fail ? R"({"fail": true})" : "{}";
-  o.dead_letter_store = std::move(store);
-  return o;
+  return sandpool::testing::configurable("images", fail, std::move(store));
 }
 
 // Dead-letters `n` tasks through a failing pool; returns their letters, as stored.

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include <sandpool/dead_letters.hpp>
+#include "dead_letter_support.hpp"
 #include "test_support.hpp"
 
 using namespace sandpool;
@@ -17,36 +18,9 @@ using sandpool::testing::make_pool;
 using sandpool::testing::pool_options;
 using sandpool::testing::run;
 
-namespace {
-
-struct TempDir {
-  TempDir() {
-    char tmpl[] = "/tmp/sandpool-dlq-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string path;
-};
-
-std::shared_ptr<DeadLetterStore> open_store(const std::string& dir) {
-  DeadLetterStoreOptions o;
-  o.state_dir = dir;
-  auto s = DeadLetterStore::open(o);
-  if (!s) FAIL("DeadLetterStore::open: " << s.status().to_string());
-  return std::shared_ptr<DeadLetterStore>(std::move(s).value());
-}
-
-PoolOptions configurable(const std::string& name, bool fail,
-                         std::shared_ptr<DeadLetterStore> store) {
-  PoolOptions o = pool_options("echo", 1);
-  o.name = name;
-  o.plugin_path = SANDPOOL_TEST_PLUGIN_DIR "/libconfigurable.so";
-  o.plugin_config_json = fail ? R"({"fail": true})" : "{}";
-  o.dead_letter_store = std::move(store);
-  return o;
-}
-
-}  // namespace
+using sandpool::testing::configurable;
+using sandpool::testing::open_store;
+using TempDir = sandpool::testing::StateDir;
 
 TEST_CASE("a dead-lettered task lands in the store and a replay completes it with its id") {
   TempDir dir;
