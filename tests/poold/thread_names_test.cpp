@@ -19,10 +19,10 @@
 #include <sandpool/metrics.hpp>
 #include <sandpool/thread_name.hpp>
 
-#include "../manager/dead_letter_test_support.hpp"
 #include "poold/event_hub.hpp"
 #include "poold/job_thread.hpp"
 #include "poold/progress_coalescer.hpp"
+#include "poold_test_support.hpp"
 
 using namespace sandpool;
 
@@ -66,8 +66,12 @@ TEST_CASE("the event hub, progress, dead-letter, metrics and job threads are nam
   auto coalescer = poold::ProgressCoalescer::create();
   CHECK(has_thread("sp-progress"));
 
+  // poold_tests' own TempDir (poold_test_support.hpp): one TempDir per test executable.
   sandpool::testing::TempDir dir;
-  auto store = sandpool::testing::open_store(sandpool::testing::options_for(dir));
+  DeadLetterStoreOptions so;
+  so.state_dir = (dir.path / "state").string();
+  auto store = DeadLetterStore::open(so);
+  REQUIRE(store);
   CHECK(has_thread("sp-dlq"));
 
   auto metrics = MetricsServer::start(
