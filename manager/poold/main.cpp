@@ -22,6 +22,7 @@
 #include <sandpool/unique_fd.hpp>
 
 #include "poold/control_options.hpp"
+#include "poold/host_check.hpp"
 #include "poold/instance_lock.hpp"
 #include "poold/service.hpp"
 #include "poold/service_logger.hpp"
@@ -214,6 +215,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (check) {
+    // The file is valid; now what it names on this host (users, groups, plugins).
+    const std::vector<std::string> problems = pd::check_host(*config);
+    for (const std::string& p : problems)
+      std::fprintf(stderr, "%s: %s\n", config_path.c_str(), p.c_str());
+    if (!problems.empty()) return 1;
     std::printf("%s: ok (%zu pools)\n", config_path.c_str(), config->pools.size());
     return 0;
   }

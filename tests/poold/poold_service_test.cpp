@@ -39,6 +39,38 @@ TEST_CASE("poold --check: 0 on a good file, 1 naming line and column on a bad on
   CHECK(refused.err.find(bad.string() + ":2:21: service.shutdown_timeout") != std::string::npos);
 }
 
+TEST_CASE("poold --check: 1 naming each user, group and plugin this host does not have") {
+  TempDir dir;
+  const auto missing = dir.path / "missing.yaml";
+  write_file(missing,
+             service_yaml(dir.path, "  allow: [{group: sp-no-such-group, rights: read}]\n") +
+                 "pools:\n" +
+                 "  - name: ghost\n    plugin: " + (dir.path / "no-such-plugin.so").string() +
+                 "\n    workers: {min: 1, max: 1, initial: 1}\n" +
+                 pool_yaml("echo", "echo", "    sandbox: {user: sp-no-such-user}\n"));
+  auto r = run_command(poold_path(), {"--check", "--config", missing.string()});
+  INFO(r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("service.allow: no group named 'sp-no-such-group'") != std::string::npos);
+  CHECK(r.err.find("pools[0] (ghost): plugin " + (dir.path / "no-such-plugin.so").string() +
+                   ": No such file or directory") != std::string::npos);
+  if (::geteuid() == 0) {  // the sandbox user is only looked up where poold would drop to it
+    CHECK(r.err.find("pools[1] (echo): sandbox.user: no user named 'sp-no-such-user'") !=
+          std::string::npos);
+  }
+  CHECK(r.out.find("ok") == std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir.path / "state"));  // --check starts nothing
+
+  // A directory is not a plugin either.
+  const auto dir_plugin = dir.path / "dir.yaml";
+  write_file(dir_plugin, service_yaml(dir.path) +
+                             "pools:\n  - name: d\n    plugin: " + dir.path.string() + "\n");
+  auto d = run_command(poold_path(), {"--check", "--config", dir_plugin.string()});
+  CHECK(d.exit_code == 1);
+  CHECK(d.err.find("pools[0] (d): plugin " + dir.path.string() + ": not a regular file") !=
+        std::string::npos);
+}
+
 TEST_CASE("poold: submit, wait, look the task up, a batch, an idempotent resubmit") {
   PooldFixture f("pools:\n" + pool_yaml("echo", "echo") + pool_yaml("upper", "upper"));
   Client c = f.connect();
