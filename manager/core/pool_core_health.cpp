@@ -179,7 +179,8 @@ void PoolCore::sweep(std::int64_t now) {
       const std::int64_t used = ctl_.cpu_ns(wid);
       if (used > w.cpu_limit_ns / 10 * 8) {
         recycle(w,
-                "used " + std::to_string(used / 1'000'000'000) + " s of CPU, 80% of its RLIMIT_CPU (" +
+                "used " + std::to_string(used / 1'000'000'000) +
+                    " s of CPU, 80% of its RLIMIT_CPU (" +
                     std::to_string(w.cpu_limit_ns / 1'000'000'000) + " s)",
                 now);
         continue;

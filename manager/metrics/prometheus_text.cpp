@@ -255,9 +255,10 @@ std::string render_prometheus(const std::vector<PoolMetrics>& pools, const Servi
   e.per_pool("sandpool_worker_output_dropped_total", "counter",
              "Worker output and plugin log lines dropped over the pool's output limit.",
              [](const PoolMetrics& p) { return p.stats.output_dropped; });
-  e.per_pool("sandpool_tasks_awaiting_dead_letter", "gauge",
-             "Tasks decided dead-lettered whose letter is not written yet (not terminal until it is).",
-             [](const PoolMetrics& p) { return p.stats.letters_pending; });
+  e.per_pool(
+      "sandpool_tasks_awaiting_dead_letter", "gauge",
+      "Tasks decided dead-lettered whose letter is not written yet (not terminal until it is).",
+      [](const PoolMetrics& p) { return p.stats.letters_pending; });
 
   // Histograms.
   e.histogram("sandpool_queue_wait_seconds", "From submit to a task's first dispatch.",

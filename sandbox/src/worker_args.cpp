@@ -264,12 +264,10 @@ Result<WorkerArgs> parse_worker_argv(int argc, const char* const* argv) {
   if (args.policy.run_as && (!seen.contains("--run-as-uid") || !seen.contains("--run-as-gid"))) {
     return Status::invalid("--run-as-uid and --run-as-gid go together");
   }
-  const std::pair<const char*, int> fds[] = {{"--channel-fd", args.channel_fd},
-                                             {"--doorbell-fd", args.doorbell_fd},
-                                             {"--plugin-fd", args.plugin_fd},
-                                             {"--plugin-dir-fd", args.plugin_dir_fd},
-                                             {"--gate-fd", args.gate_fd},
-                                             {"--manager-pidfd", args.manager_pidfd}};
+  const std::pair<const char*, int> fds[] = {
+      {"--channel-fd", args.channel_fd}, {"--doorbell-fd", args.doorbell_fd},
+      {"--plugin-fd", args.plugin_fd},   {"--plugin-dir-fd", args.plugin_dir_fd},
+      {"--gate-fd", args.gate_fd},       {"--manager-pidfd", args.manager_pidfd}};
   for (std::size_t i = 0; i < std::size(fds); ++i) {
     for (std::size_t j = i + 1; j < std::size(fds); ++j) {
       if (fds[i].second >= 0 && fds[i].second == fds[j].second) {

@@ -131,7 +131,6 @@ TEST_CASE("a worker is recycled before it reaches its lifetime RLIMIT_CPU") {
 
 // ---- a failed pool -----------------------------------------------------------------------
 
-
 TEST_CASE("a task that asks for a retry after its pool failed is dead-lettered, not stranded") {
   PoolOptions o = Harness::defaults();
   o.max_restarts = 100;

@@ -17,10 +17,9 @@ auto fields(const WorkerArgs& a) {
   const ResourceLimits& l = a.policy.limits;
   return std::tie(a.plugin_path, a.channel_fd, a.doorbell_fd, a.plugin_fd, a.plugin_dir_fd,
                   a.heartbeat_ms, a.max_result, a.init_timeout_ms, a.parent_pid, a.gate_fd,
-                  a.manager_pidfd,
-                  a.policy.profile, a.policy.allow_syscalls, l.address_space, l.cpu_seconds,
-                  l.open_files, l.processes, l.file_size, a.policy.keep_env, a.policy.run_as,
-                  a.policy.readonly_paths, a.policy.require);
+                  a.manager_pidfd, a.policy.profile, a.policy.allow_syscalls, l.address_space,
+                  l.cpu_seconds, l.open_files, l.processes, l.file_size, a.policy.keep_env,
+                  a.policy.run_as, a.policy.readonly_paths, a.policy.require);
 }
 
 sandpool::Result<WorkerArgs> parse(const std::vector<std::string>& args) {

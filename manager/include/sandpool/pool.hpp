@@ -132,7 +132,7 @@ struct PoolStats {
   std::uint64_t submitted = 0, completed = 0, dead_lettered = 0, cancelled = 0;
   std::uint64_t retried = 0, lost = 0, restarts = 0, recycled = 0, expired = 0;
   std::uint64_t heartbeat_kills = 0;
-  std::uint64_t output_dropped = 0;  // worker log/output lines over output_lines_per_second
+  std::uint64_t output_dropped = 0;   // worker log/output lines over output_lines_per_second
   std::uint64_t letters_pending = 0;  // decided dead-lettered, letter not yet written
   bool crash_loop = false;
   std::uint64_t queued = 0, in_flight = 0, retry_wait = 0;
