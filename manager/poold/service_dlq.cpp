@@ -79,8 +79,9 @@ std::optional<std::uint64_t> id_arg(const json& a) {
 void Service::op_dlq(const Request& req, const Responder& res) {
   if (req.op == "dlq_import") return op_dlq_import(req, res);
   const json& a = req.args;
-  // Reads see committed letters only: commit what the pools enqueued so far first.
-  (void)store_->flush(std::chrono::seconds(5));
+  // No flush first: a pool reports a task dead_lettered only once its letter is committed
+  // (pool_loop_letters.cpp), so every letter a client was told about is already readable, and
+  // a read never waits on a store whose writes fail.
   if (req.op == "dlq_list") {
     auto filter = filter_of(a);
     if (!filter) return (void)res.error(filter.status());
