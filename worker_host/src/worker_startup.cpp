@@ -185,12 +185,10 @@ void restrict_filesystem(const StartupReport& report, const sandbox::WorkerArgs&
   }
 }
 
-}  // namespace
-
-void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
-  StartupReport report;
-  const std::string& plugin_path = args.plugin_path;  // a name: the plugin comes as fds
-
+// Steps 0-2: placed in its cgroups, tied to the manager, nothing inherited; then the
+// channel, through which every later step reports.
+std::unique_ptr<WorkerChannel> prepare_process(StartupReport& report,
+                                               const sandbox::WorkerArgs& args, pid_t spawner) {
   // 0. In its cgroups before anything else (the manager places it, then opens the gate).
   if (args.gate_fd >= 0) {
     report.check(sandbox::wait_for_placement(args.gate_fd), sandbox::kExitLockdown,
@@ -210,23 +208,27 @@ void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
   Result<std::unique_ptr<WorkerChannel>> attached =
       WorkerChannel::attach(args.channel_fd, args.doorbell_fd);
   report.check(attached.status(), sandbox::kExitChannel, "channel");
-  WorkerChannel& channel = **attached;
-  report.attach(&channel);
-  channel.beat();
+  std::unique_ptr<WorkerChannel> channel = std::move(attached).value();
+  report.attach(channel.get());
+  channel->beat();
   report.debug("lock-down step 1: PR_SET_PDEATHSIG(SIGKILL), parent " + std::to_string(spawner));
   report.debug("lock-down step 2: inherited fds closed, environment cleared (kept: " +
                join(args.policy.keep_env) + "), cwd /, umask 077");
+  return channel;
+}
 
+// Steps 3-4: resource limits, then privileges, before any plugin code runs: plugin init
+// never runs as root.
+void limit_and_drop(const StartupReport& report, const sandbox::WorkerArgs& args, pid_t spawner,
+                    Isolation& isolation) {
   // 3. Resource limits.
   report.check(sandbox::apply_rlimits(args.policy.limits), sandbox::kExitLockdown,
                "lock-down step 3 (rlimits)");
   report.check(sandbox::raise_oom_score_adj(), sandbox::kExitLockdown,
                "lock-down step 3 (oom_score_adj)");
-
   report.debug("lock-down step 3: rlimits" + describe_limits(args.policy.limits));
-  Isolation isolation;
 
-  // 4. Privileges, before any plugin code runs: plugin init never runs as root.
+  // 4. Privileges.
   Result<sandbox::PrivilegeDrop> dropped = sandbox::drop_privileges(args.policy.run_as);
   report.check(dropped.status(), sandbox::kExitLockdown, "lock-down step 4 (privileges)");
   // Changing credentials cleared the parent-death signal; the manager may be gone by now.
@@ -238,28 +240,29 @@ void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
   report.debug(describe_drop(*dropped, args.policy.run_as));
   if (dropped->was_root) {
     // The manager checked these fds when it opened them; their modes may have changed since.
-    report.check(sandbox::check_plugin_permissions(args.plugin_fd, args.plugin_dir_fd, plugin_path),
-                 sandbox::kExitLoad, "plugin load");
+    report.check(
+        sandbox::check_plugin_permissions(args.plugin_fd, args.plugin_dir_fd, args.plugin_path),
+        sandbox::kExitLoad, "plugin load");
   }
+}
 
-  // Hung-task diagnostics and the memory report, before any plugin code runs (the first
-  // backtrace() loads libgcc_s, which only works before seccomp; RLIMIT_AS is known now).
+// Hung-task diagnostics and the memory report. Installed before any plugin code runs (the
+// first backtrace() loads libgcc_s, which only works before seccomp; RLIMIT_AS is known
+// then), and again just before seccomp: init may have replaced or blocked them; after
+// seccomp nobody can.
+void install_reporters(const StartupReport& report, WorkerChannel& channel, std::string_view step) {
+  const std::string prefix = step.empty() ? std::string() : std::string(step) + " (";
+  const std::string suffix = step.empty() ? std::string() : ")";
   report.check(install_backtrace_reporter(&channel.header().diagnostics, channel.doorbell_fd()),
-               sandbox::kExitLockdown, "backtrace reporter");
+               sandbox::kExitLockdown, prefix + "backtrace reporter" + suffix);
   report.check(install_memory_reporter(&channel.header().diagnostics), sandbox::kExitLockdown,
-               "memory reporter");
+               prefix + "memory reporter" + suffix);
+}
 
-  // 5. The plugin: dlopen and sp_plugin_init, bounded by init_timeout, under the init
-  //    layer: no new process, no exec, no ptrace from here on, in any thread.
-  const std::string confined = confine_init(report, args.policy);
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // plugin printf lines reach the log whole
-  InitDeadline deadline;
-  report.check(deadline.arm(args.init_timeout_ms), sandbox::kExitLockdown, "init deadline");
-  Result<LoadedPlugin> plugin =
-      LoadedPlugin::load(PluginFile{plugin_path, args.plugin_fd, args.plugin_dir_fd});
-  report.check(plugin.status(), sandbox::kExitLoad, "plugin load");
-  name_loaded_object(plugin->loaded_as().c_str(), plugin_path.c_str());  // for backtraces
-
+// The largest result a task may return: the configured max_result, shrunk to what one
+// message of the channel can carry with its envelope.
+HostLimits host_limits(const StartupReport& report, const sandbox::WorkerArgs& args,
+                       const WorkerChannel& channel) {
   HostLimits limits;
   limits.max_result = args.max_result;
   if (channel.max_message() < kResultEnvelope * 2 ||
@@ -272,12 +275,30 @@ void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
                       std::to_string(channel.max_message()) + "; using " +
                       std::to_string(limits.max_result));
   }
-  HostApi host(channel, limits);
+  return limits;
+}
+
+// 5. The plugin: dlopen and sp_plugin_init, bounded by init_timeout, under the init layer:
+//    no new process, no exec, no ptrace from here on, in any thread. Returns the plugin and
+//    fills `task_types` with the types it serves.
+LoadedPlugin load_plugin(const StartupReport& report, const sandbox::WorkerArgs& args,
+                         WorkerChannel& channel, HostApi& host,
+                         std::vector<std::string>& task_types) {
+  const std::string& plugin_path = args.plugin_path;  // a name: the plugin comes as fds
+  const std::string confined = confine_init(report, args.policy);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // plugin printf lines reach the log whole
+  InitDeadline deadline;
+  report.check(deadline.arm(args.init_timeout_ms), sandbox::kExitLockdown, "init deadline");
+  Result<LoadedPlugin> plugin =
+      LoadedPlugin::load(PluginFile{plugin_path, args.plugin_fd, args.plugin_dir_fd});
+  report.check(plugin.status(), sandbox::kExitLoad, "plugin load");
+  name_loaded_object(plugin->loaded_as().c_str(), plugin_path.c_str());  // for backtraces
   // From the region, where the manager put it (never on the command line).
   report.check(plugin->init(host.table(), channel.plugin_config()), sandbox::kExitInit,
                "plugin init");
-  Result<std::vector<std::string>> task_types = plugin->task_types();
-  report.check(task_types.status(), sandbox::kExitLoad, "plugin task types");
+  Result<std::vector<std::string>> types = plugin->task_types();
+  report.check(types.status(), sandbox::kExitLoad, "plugin task types");
+  task_types = std::move(types).value();
   deadline.disarm();
   // Init may not leave a process behind (only a pool that allows fork lets it start one).
   if (Status left = sandbox::end_init_children(); !left) {
@@ -286,7 +307,41 @@ void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
   }
   report.debug("lock-down step 5: " + confined + "; plugin " + plugin_path +
                " loaded and initialised, no process left");
+  return std::move(plugin).value();
+}
 
+// 7. Seccomp, last; its SIGSYS reporter writes into the shared header.
+void install_filter(const StartupReport& report, const sandbox::SandboxPolicy& policy,
+                    WorkerChannel& channel, Isolation& isolation) {
+  report.check(sandbox::install_sigsys_reporter(&channel.header().violation_syscall),
+               sandbox::kExitLockdown, "lock-down step 7 (SIGSYS reporter)");
+  install_reporters(report, channel, "lock-down step 7");
+  report.check(sandbox::install_seccomp(policy), sandbox::kExitLockdown,
+               "lock-down step 7 (seccomp)");
+  if (policy.profile == sandbox::SeccompProfile::kOff) {
+    report.say(2,
+               "SECCOMP IS OFF for this worker (profile 'off'): the plugin runs without a "
+               "syscall filter; use it for debugging only");
+  } else {
+    report.debug(
+        "lock-down step 7: seccomp profile " + std::string(sandbox::profile_name(policy.profile)) +
+        (policy.allow_syscalls.empty() ? std::string() : " + " + join(policy.allow_syscalls)));
+  }
+  isolation.add("seccomp:" + std::string(sandbox::profile_name(policy.profile)));
+}
+
+}  // namespace
+
+// The lock-down, in order (docs/security.md): each step assumes the ones before it.
+void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
+  StartupReport report;
+  std::unique_ptr<WorkerChannel> channel = prepare_process(report, args, spawner);  // 0-2
+  Isolation isolation;
+  limit_and_drop(report, args, spawner, isolation);  // 3-4
+  install_reporters(report, *channel, "");
+  HostApi host(*channel, host_limits(report, args, *channel));
+  std::vector<std::string> task_types;
+  LoadedPlugin plugin = load_plugin(report, args, *channel, host, task_types);  // 5
   // 6. Landlock, on every thread: from here on the plugin's directory, its libraries'
   //    directories, the configured paths and the worker's own /proc are readable, and only
   //    the view's private /tmp (when the pool has one) is writable.
@@ -294,41 +349,19 @@ void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
   // Loaded and granted: the plugin's fds have served (and a task could list them).
   ::close(args.plugin_fd);
   ::close(args.plugin_dir_fd);
-
-  // 7. Seccomp, last; its SIGSYS reporter writes into the shared header.
-  ipc::RegionHeader& header = channel.header();
-  report.check(sandbox::install_sigsys_reporter(&header.violation_syscall), sandbox::kExitLockdown,
-               "lock-down step 7 (SIGSYS reporter)");
-  // Again: init may have replaced or blocked it; after seccomp nobody can.
-  report.check(install_backtrace_reporter(&header.diagnostics, channel.doorbell_fd()),
-               sandbox::kExitLockdown, "lock-down step 7 (backtrace reporter)");
-  report.check(install_memory_reporter(&header.diagnostics), sandbox::kExitLockdown,
-               "lock-down step 7 (memory reporter)");
-  report.check(sandbox::install_seccomp(args.policy), sandbox::kExitLockdown,
-               "lock-down step 7 (seccomp)");
-  if (args.policy.profile == sandbox::SeccompProfile::kOff) {
-    report.say(2,
-               "SECCOMP IS OFF for this worker (profile 'off'): the plugin runs without a "
-               "syscall filter; use it for debugging only");
-  } else {
-    report.debug("lock-down step 7: seccomp profile " +
-                 std::string(sandbox::profile_name(args.policy.profile)) +
-                 (args.policy.allow_syscalls.empty() ? std::string()
-                                                     : " + " + join(args.policy.allow_syscalls)));
-  }
-  isolation.add("seccomp:" + std::string(sandbox::profile_name(args.policy.profile)));
+  install_filter(report, args.policy, *channel, isolation);  // 7
 
   // Ready: from here on only the task loop's syscalls.
-  header.phase.store(static_cast<std::uint32_t>(ipc::WorkerPhase::kReady),
-                     std::memory_order_release);
+  channel->header().phase.store(static_cast<std::uint32_t>(ipc::WorkerPhase::kReady),
+                                std::memory_order_release);
   ipc::ReadyMsg ready;
   ready.pid = static_cast<std::uint32_t>(::getpid());
-  ready.task_types = std::move(task_types).value();
+  ready.task_types = std::move(task_types);
   ready.isolation = isolation.text();
-  channel.beat();
-  report.check(channel.send(ready), sandbox::kExitProtocol, "ready");
+  channel->beat();
+  report.check(channel->send(ready), sandbox::kExitProtocol, "ready");
 
-  TaskLoop loop(channel, *plugin, host, args.heartbeat_ms);
+  TaskLoop loop(*channel, plugin, host, args.heartbeat_ms);
   leave(loop.run());
 }
 
