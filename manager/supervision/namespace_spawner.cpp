@@ -108,6 +108,43 @@ std::string clone_flags_text(NamespaceSet set) {
 }
 
 // Writes `text` to /proc/<pid>/<file> in one write(2), as the kernel requires for id maps.
+// A NULL-terminated char* array over strings it owns, for execve. Neither copied nor moved:
+// the pointers point into its own strings.
+class ExecVector {
+ public:
+  explicit ExecVector(std::vector<std::string> items) : items_(std::move(items)) {
+    for (std::string& item : items_) pointers_.push_back(item.data());
+    pointers_.push_back(nullptr);
+  }
+  ExecVector(const ExecVector&) = delete;
+  ExecVector& operator=(const ExecVector&) = delete;
+  char* const* data() const { return pointers_.data(); }
+  const char* first() const { return items_.empty() ? nullptr : items_.front().c_str(); }
+
+ private:
+  std::vector<std::string> items_;
+  std::vector<char*> pointers_;
+};
+
+// The two pipes of a spawn: `sync` lets a child in a user namespace go on once its id maps
+// are written; `error` carries a ChildFailure, or EOF at execve (both close-on-exec).
+struct SpawnPipes {
+  UniqueFd sync_read, sync_write, error_read, error_write;
+  Status open() {
+    int sync_pipe[2] = {-1, -1};
+    int error_pipe[2] = {-1, -1};
+    auto p1 = posix_call("pipe2", [&] { return ::pipe2(sync_pipe, O_CLOEXEC); });
+    if (!p1) return p1.status();
+    sync_read = UniqueFd(sync_pipe[0]);
+    sync_write = UniqueFd(sync_pipe[1]);
+    auto p2 = posix_call("pipe2", [&] { return ::pipe2(error_pipe, O_CLOEXEC); });
+    if (!p2) return p2.status();
+    error_read = UniqueFd(error_pipe[0]);
+    error_write = UniqueFd(error_pipe[1]);
+    return Status::ok();
+  }
+};
+
 Status write_proc(pid_t pid, const char* file, const std::string& text) {
   const std::string path = "/proc/" + std::to_string(pid) + "/" + file;
   auto fd = posix_call("open(" + path + ")", [&] { return ::open(path.c_str(), O_WRONLY); });
@@ -158,34 +195,49 @@ class NamespaceSpawner final : public Clone3Spawner {
     }
 
     // Everything the child reads is built here: after clone3 it may not allocate.
-    std::vector<std::string> arg_storage;
-    arg_storage.push_back(req.executable);
-    arg_storage.insert(arg_storage.end(), req.args.begin(), req.args.end());
-    std::vector<char*> argv;
-    for (std::string& a : arg_storage) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    std::vector<std::string> env_storage = req.env;
-    std::vector<char*> envp;
-    for (std::string& e : env_storage) envp.push_back(e.data());
-    envp.push_back(nullptr);
-
+    std::vector<std::string> program = {req.executable};
+    program.insert(program.end(), req.args.begin(), req.args.end());
+    const ExecVector argv(std::move(program));
+    const ExecVector envp(req.env);
     const bool user_ns = in_effect_.has(Namespace::kUser);
     sandbox::UserNamespaceMaps maps;
     if (user_ns) maps = sandbox::plan_user_namespace(opts_.namespaces, ::geteuid(), ::getegid());
+    SpawnPipes pipes;
+    SP_RETURN_IF_ERROR(pipes.open());
+    const ChildSetup setup = child_setup(req, pipes, maps, argv, envp);
 
-    int sync_pipe[2] = {-1, -1};
-    int error_pipe[2] = {-1, -1};
-    auto p1 = posix_call("pipe2", [&] { return ::pipe2(sync_pipe, O_CLOEXEC); });
-    if (!p1) return p1.status();
-    UniqueFd sync_read(sync_pipe[0]), sync_write(sync_pipe[1]);
-    auto p2 = posix_call("pipe2", [&] { return ::pipe2(error_pipe, O_CLOEXEC); });
-    if (!p2) return p2.status();
-    UniqueFd error_read(error_pipe[0]), error_write(error_pipe[1]);
+    // Declared before the child: unmapped only after the child has exec'd or been reaped.
+    // CLONE_INTO_CGROUP needs clone3, which here is a fork; everything else shares memory.
+    const bool into_cgroup = req.into_cgroup_fd >= 0;
+    const bool share_memory = kShareMemory && !into_cgroup;
+    std::optional<ChildStack> stack;
+    if (share_memory) {
+      stack.emplace();
+      if (!stack->ok()) return Status::from_errno(errno, "mmap(worker spawn stack)");
+    }
+    Result<ChildProcess> child = clone_child(setup, stack, req.into_cgroup_fd);
+    if (!child) return child.status();  // ChildProcess kills and reaps it if we return an error
+    const pid_t pid = child->pid();
+    pipes.sync_read.reset();
+    pipes.error_write.reset();
 
+    if (user_ns) SP_RETURN_IF_ERROR(map_ids(pid, maps, pipes.sync_write));
+    pipes.sync_write.reset();
+    SP_RETURN_IF_ERROR(await_exec(req, setup, pipes.error_read));
+    log_steps(pid, maps, share_memory, into_cgroup);
+    return child;
+  }
+
+ private:
+  // What the child reads: filled in before clone, never touched by the child but to read.
+  ChildSetup child_setup(const SpawnRequest& req, const SpawnPipes& pipes,
+                         const sandbox::UserNamespaceMaps& maps, const ExecVector& argv,
+                         const ExecVector& envp) const {
+    const bool user_ns = in_effect_.has(Namespace::kUser);
     ChildSetup setup;
-    setup.sync_fd = sync_read.get();
-    setup.sync_write_fd = sync_write.get();
-    setup.error_fd = error_write.get();
+    setup.sync_fd = pipes.sync_read.get();
+    setup.sync_write_fd = pipes.sync_write.get();
+    setup.error_fd = pipes.error_write.get();
     setup.wait_for_parent = user_ns;
     if (user_ns) {
       setup.become_uid = maps.become_uid ? static_cast<std::int64_t>(*maps.become_uid) : -1;
@@ -201,71 +253,65 @@ class NamespaceSpawner final : public Clone3Spawner {
     }
     setup.fds = req.fds.data();
     setup.fd_count = req.fds.size();
-    setup.path = arg_storage[0].c_str();
+    setup.path = argv.first();
     setup.exec_fd = req.executable_fd;
     setup.argv = argv.data();
     setup.envp = envp.data();
+    return setup;
+  }
 
-    // No handler of ours may run in the child before exec: block everything around clone3
-    // (the child clears the mask right before execve).
-    // Declared before the child: unmapped only after the child has exec'd or been reaped.
-    // CLONE_INTO_CGROUP needs clone3, which here is a fork; everything else shares memory.
-    const bool into_cgroup = req.into_cgroup_fd >= 0;
-    const bool share_memory = kShareMemory && !into_cgroup;
-    std::optional<ChildStack> stack;
-    if (share_memory) {
-      stack.emplace();
-      if (!stack->ok()) return Status::from_errno(errno, "mmap(worker spawn stack)");
-    }
+  // Starts the child in this spawner's namespaces (on `stack` when it shares our memory).
+  // No handler of ours may run in the child before exec: everything is blocked around the
+  // clone (the child clears the mask right before execve).
+  Result<ChildProcess> clone_child(const ChildSetup& setup, const std::optional<ChildStack>& stack,
+                                   int into_cgroup_fd) const {
     sigset_t all, old;
     ::sigfillset(&all);
     ::pthread_sigmask(SIG_SETMASK, &all, &old);
     int pidfd = -1;
     const std::uint64_t flags = in_effect_.clone_flags();
     pid_t pid;
-    if (share_memory) {
+    if (stack) {
       pid = clone_vm_child(flags, &pidfd, *stack, setup);
     } else {
-      pid = clone3_fork(flags, &pidfd, req.into_cgroup_fd);
+      pid = clone3_fork(flags, &pidfd, into_cgroup_fd);
       if (pid == 0) supervision::run_namespace_child(setup);
     }
     const int clone_errno = errno;
     ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
     if (pid < 0) {
-      return Status::from_errno(clone_errno, (share_memory ? "clone(CLONE_VM|" : "clone3(") +
-                                                 clone_flags_text(in_effect_) +
-                                                 (into_cgroup ? "|CLONE_INTO_CGROUP" : "") + ")");
+      return Status::from_errno(
+          clone_errno, (stack ? "clone(CLONE_VM|" : "clone3(") + clone_flags_text(in_effect_) +
+                           (into_cgroup_fd >= 0 ? "|CLONE_INTO_CGROUP" : "") + ")");
     }
-    ChildProcess child(pid, UniqueFd(pidfd));  // kills and reaps it if we return an error
-    sync_read.reset();
-    error_write.reset();
+    return ChildProcess(pid, UniqueFd(pidfd));
+  }
 
-    if (user_ns) {
-      if (maps.deny_setgroups) SP_RETURN_IF_ERROR(write_proc(pid, "setgroups", "deny"));
-      SP_RETURN_IF_ERROR(write_proc(pid, "uid_map", sandbox::id_map_text(maps.uids)));
-      SP_RETURN_IF_ERROR(write_proc(pid, "gid_map", sandbox::id_map_text(maps.gids)));
-      auto go = posix_call("write(sync pipe)", [&] { return ::write(sync_write.get(), "g", 1); });
-      if (!go) return go.status();
-    }
-    sync_write.reset();
+  // Writes the child's id maps, then lets it go on (it waits on the sync pipe).
+  static Status map_ids(pid_t pid, const sandbox::UserNamespaceMaps& maps,
+                        const UniqueFd& sync_write) {
+    if (maps.deny_setgroups) SP_RETURN_IF_ERROR(write_proc(pid, "setgroups", "deny"));
+    SP_RETURN_IF_ERROR(write_proc(pid, "uid_map", sandbox::id_map_text(maps.uids)));
+    SP_RETURN_IF_ERROR(write_proc(pid, "gid_map", sandbox::id_map_text(maps.gids)));
+    auto go = posix_call("write(sync pipe)", [&] { return ::write(sync_write.get(), "g", 1); });
+    return go.status();
+  }
 
-    // EOF: the child reached execve (the pipe is close-on-exec); otherwise it says why not.
+  // EOF: the child reached execve (the pipe is close-on-exec); otherwise it says why not.
+  Status await_exec(const SpawnRequest& req, const ChildSetup& setup,
+                    const UniqueFd& error_read) const {
     ChildFailure failure;
     auto n = posix_call("read(child status)",
                         [&] { return ::read(error_read.get(), &failure, sizeof failure); });
     if (!n) return n.status();
-    if (*n != 0) {
-      const std::string why = *n == static_cast<ssize_t>(sizeof failure)
-                                  ? supervision::describe_child_failure(failure, setup)
-                                  : "the child failed before exec";
-      return Status::error(Code::kSystem, "spawn " + req.executable + " in namespaces (" +
-                                              in_effect_.describe() + "): " + why);
-    }
-    log_steps(pid, maps, share_memory, into_cgroup);
-    return child;
+    if (*n == 0) return Status::ok();
+    const std::string why = *n == static_cast<ssize_t>(sizeof failure)
+                                ? supervision::describe_child_failure(failure, setup)
+                                : "the child failed before exec";
+    return Status::error(Code::kSystem, "spawn " + req.executable + " in namespaces (" +
+                                            in_effect_.describe() + "): " + why);
   }
 
- private:
   // The mount plan depends on the worker host's path only: planned on first use. A worker
   // host exec'd from its fd (`executable` empty) needs no place in the view.
   Status plan_view(const std::string& executable) {
