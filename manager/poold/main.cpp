@@ -11,6 +11,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -52,6 +54,9 @@ struct Wakeup {
   }
 };
 
+// Samples the threads that take items of work, for the watchdog gate and /healthz.
+using BusyThreads = std::function<std::vector<pd::ThreadBusy>()>;
+
 std::string metrics_listen(const sp::ServiceConfig& s) {
   const bool v6 = s.metrics_host.find(':') != std::string::npos;
   return (v6 ? "[" + s.metrics_host + "]" : s.metrics_host) + ":" + std::to_string(s.metrics_port);
@@ -80,6 +85,71 @@ void feed_watchdog(pd::SystemdNotifier& notifier, const pd::WatchdogGate& gate,
   }
 }
 
+// /metrics and /healthz. /healthz answers 503 while poold stops, while a thread that takes
+// items of work is stuck in one (named), or while a pool is unhealthy.
+sp::Result<std::unique_ptr<sp::MetricsServer>> start_metrics(const sp::Config& config,
+                                                             pd::Service* svc,
+                                                             const pd::WatchdogGate& gate,
+                                                             BusyThreads threads) {
+  sp::ServiceInfo info{SANDPOOL_VERSION, 0};
+  info.start_time_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+  return sp::MetricsServer::start(
+      metrics_listen(config.service),
+      [svc, info] {
+        sp::ServiceInfo now = info;
+        now.dead_letter_store = svc->dead_letter_stats();
+        return sp::render_prometheus(svc->metrics(), now);
+      },
+      [svc, gate, threads]() -> std::optional<std::string> {
+        if (svc->stopping()) return "shutting down";
+        // Before the pools' states: a stuck loop may not answer a query.
+        if (auto stuck = gate.stuck(threads())) return gate.describe(*stuck);
+        return svc->health();
+      });
+}
+
+// The main thread's loop: signals, a shutdown request over the socket, watchdog pings.
+// Returns when poold should stop, with the shutdown timeout the request asked for, if any.
+std::optional<std::chrono::milliseconds> serve(const std::string& config_path,
+                                               pd::SignalWatcher& signals, Wakeup& wakeup,
+                                               pd::SystemdNotifier& notifier, pd::Service* svc,
+                                               const pd::WatchdogGate& gate,
+                                               const BusyThreads& threads, spdlog::logger& log) {
+  // Checked every quarter of WatchdogSec: a thread that recovers is pinged for well before
+  // systemd's deadline, a stuck one is caught within a quarter past the gate's bound.
+  const auto watchdog = notifier.watchdog_interval();
+  const int poll_ms = watchdog.count() > 0
+                          ? static_cast<int>(std::max<std::int64_t>(1, watchdog.count() / 4000))
+                          : -1;
+  std::string withheld;  // the stuck thread while pings are withheld
+  while (true) {
+    if (watchdog.count() > 0) feed_watchdog(notifier, gate, threads(), &withheld, log);
+    pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {wakeup.fd.get(), POLLIN, 0}};
+    if (::poll(fds, 2, poll_ms) < 0 && errno != EINTR) {
+      log.critical("poll: {}", std::strerror(errno));
+      return std::nullopt;
+    }
+    if (wakeup.shutdown.load()) {
+      log.info("shutdown requested over the control socket");
+      if (wakeup.timeout_ms.load() < 0) return std::nullopt;
+      return std::chrono::milliseconds(wakeup.timeout_ms.load());
+    }
+    auto sig = signals.wait(std::chrono::milliseconds(0));
+    if (!sig || !*sig) continue;
+    if (**sig == SIGHUP) {
+      log.info("SIGHUP: reloading {}", config_path);
+      (void)notifier.reloading();
+      // On the job thread, like a `reload` request; the main loop keeps watching meanwhile.
+      svc->reload_async([&notifier](const auto&) { (void)notifier.ready("reloaded"); });
+      continue;
+    }
+    log.info("signal {}: shutting down", **sig);
+    return std::nullopt;
+  }
+}
+
 int run(sp::Config config, const std::string& config_path, pd::SignalWatcher& signals) {
   auto log = pd::make_service_logger(pd::to_spdlog_level(config.service.log_level),
                                      config.service.log_format);
@@ -101,7 +171,6 @@ int run(sp::Config config, const std::string& config_path, pd::SignalWatcher& si
   }
   pd::SystemdNotifier notifier;
   Wakeup wakeup;
-  const auto shutdown_timeout = config.service.shutdown_timeout;
   auto service = pd::Service::start(config, config_path, log,
                                     [&wakeup](auto timeout) { wakeup.request(timeout); });
   if (!service) {
@@ -113,34 +182,17 @@ int run(sp::Config config, const std::string& config_path, pd::SignalWatcher& si
     log->critical("control socket {}: {}", control_opts->path, control.status().message());
     return 1;
   }
-  // The watchdog tells the truth (issue 11): WATCHDOG=1 only while no thread that takes
-  // items of work has been inside one for longer than half of WatchdogSec; /healthz names
-  // the stuck thread.
+  // WATCHDOG=1 only while no thread that takes items of work has been inside one for
+  // longer than half of WatchdogSec; /healthz names the stuck thread.
   const pd::WatchdogGate gate = pd::WatchdogGate::for_watchdog(notifier.watchdog_interval());
   pd::Service* svc = service->get();
   sp::ControlServer* ctl = control->get();
-  auto threads = [svc, ctl] {
+  const BusyThreads threads = [svc, ctl] {
     auto t = svc->busy_threads();
     t.push_back({"sp-control", ctl->busy_for_ns()});
     return t;
   };
-  sp::ServiceInfo info{SANDPOOL_VERSION, 0};
-  info.start_time_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                           std::chrono::system_clock::now().time_since_epoch())
-                           .count();
-  auto metrics = sp::MetricsServer::start(
-      metrics_listen(config.service),
-      [svc, info] {
-        sp::ServiceInfo now = info;
-        now.dead_letter_store = svc->dead_letter_stats();
-        return sp::render_prometheus(svc->metrics(), now);
-      },
-      [svc, gate, threads]() -> std::optional<std::string> {
-        if (svc->stopping()) return "shutting down";
-        // Before the pools' states: a stuck loop may not answer a query.
-        if (auto stuck = gate.stuck(threads())) return gate.describe(*stuck);
-        return svc->health();
-      });
+  auto metrics = start_metrics(config, svc, gate, threads);
   if (!metrics) {
     log->critical("metrics endpoint: {}", metrics.status().message());
     return 1;
@@ -149,41 +201,9 @@ int run(sp::Config config, const std::string& config_path, pd::SignalWatcher& si
             (*metrics)->address(), config.pools.size());
   (void)notifier.ready("serving " + std::to_string(config.pools.size()) + " pools");
 
-  // Checked every quarter of WatchdogSec: a thread that recovers is pinged for well before
-  // systemd's deadline, a stuck one is caught within a quarter past the gate's bound.
-  const auto watchdog = notifier.watchdog_interval();
-  const int poll_ms = watchdog.count() > 0
-                          ? static_cast<int>(std::max<std::int64_t>(1, watchdog.count() / 4000))
-                          : -1;
-  std::string withheld;  // the stuck thread while pings are withheld
-  std::optional<std::chrono::milliseconds> timeout;
-  while (true) {
-    if (watchdog.count() > 0) feed_watchdog(notifier, gate, threads(), &withheld, *log);
-    pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {wakeup.fd.get(), POLLIN, 0}};
-    if (::poll(fds, 2, poll_ms) < 0 && errno != EINTR) {
-      log->critical("poll: {}", std::strerror(errno));
-      break;
-    }
-    if (wakeup.shutdown.load()) {
-      if (wakeup.timeout_ms.load() >= 0)
-        timeout = std::chrono::milliseconds(wakeup.timeout_ms.load());
-      log->info("shutdown requested over the control socket");
-      break;
-    }
-    auto sig = signals.wait(std::chrono::milliseconds(0));
-    if (!sig || !*sig) continue;
-    if (**sig == SIGHUP) {
-      log->info("SIGHUP: reloading {}", config_path);
-      (void)notifier.reloading();
-      // On the job thread, like a `reload` request; the main loop keeps watching meanwhile.
-      svc->reload_async([&notifier](const auto&) { (void)notifier.ready("reloaded"); });
-      continue;
-    }
-    log->info("signal {}: shutting down", **sig);
-    break;
-  }
+  const auto timeout = serve(config_path, signals, wakeup, notifier, svc, gate, threads, *log);
   (void)notifier.stopping("shutting down");
-  (*service)->shutdown(timeout.value_or(shutdown_timeout));
+  (*service)->shutdown(timeout.value_or(config.service.shutdown_timeout));
   (*metrics)->stop();
   (*control)->stop();
   control->reset();
