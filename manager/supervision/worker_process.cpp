@@ -65,6 +65,57 @@ Result<PluginFiles> open_plugin(const std::string& path) {
   return f;
 }
 
+// The cgroup comes first; then either the spawner starts the child inside it (v2), or the
+// child waits at the gate until it has been moved there.
+struct CgroupEntry {
+  std::unique_ptr<WorkerCgroup> cgroup;  // null: the pool has no cgroups
+  UniqueFd clone_fd;                     // CLONE_INTO_CGROUP's directory fd
+  UniqueFd gate_read, gate_write;        // the placement gate (fd 5 in the worker)
+
+  // Creates the worker's cgroup and adds to `req` and `args` how the child gets into it.
+  static Result<CgroupEntry> prepare(const LaunchSpec& spec, const Spawner& spawner,
+                                     SpawnRequest& req, sandbox::WorkerArgs& args) {
+    CgroupEntry entry;
+    if (!spec.cgroups) return entry;
+    auto made = spec.cgroups->create(spec.pool_name, spec.cgroup_limits);
+    if (!made) return made.status();
+    entry.cgroup = std::move(made).value();
+    if (spawner.places_into_cgroup() && entry.cgroup->version() == CgroupVersion::kV2) {
+      auto fd = entry.cgroup->open_for_clone();
+      if (!fd) return fd.status();
+      entry.clone_fd = std::move(fd).value();
+      req.into_cgroup_fd = entry.clone_fd.get();
+      return entry;
+    }
+    // A socket pair rather than a pipe: send(MSG_NOSIGNAL) to a worker that died at the
+    // gate is EPIPE, not a SIGPIPE for the whole manager.
+    int gate[2];
+    auto made_gate = posix_call("socketpair(gate)", [&] {
+      return ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, gate);
+    });
+    if (!made_gate) return made_gate.status();
+    entry.gate_read.reset(gate[0]);
+    entry.gate_write.reset(gate[1]);
+    args.gate_fd = 5;
+    req.fds.emplace_back(5, entry.gate_read.get());
+    return entry;
+  }
+
+  // Places the started child and opens its gate; nothing to do when it started inside its
+  // cgroup. A worker that cannot be placed never runs plugin code: it is killed (the
+  // ChildProcess's destructor) and the start fails, naming the call.
+  Status open_gate(pid_t pid) {
+    if (!gate_write) return Status::ok();
+    gate_read.reset();
+    if (Status placed = cgroup->place(pid); !placed) {
+      return placed.with_context("placing worker " + std::to_string(pid) + " in its cgroup");
+    }
+    auto opened =
+        posix_call("send(gate)", [&] { return ::send(gate_write.get(), "1", 1, MSG_NOSIGNAL); });
+    return opened.status();
+  }
+};
+
 }  // namespace
 
 Result<std::unique_ptr<WorkerProcess>> WorkerProcess::start(Spawner& spawner,
@@ -100,33 +151,8 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::start(Spawner& spawner,
   req.fds = {{1, write_end.get()},       {2, write_end.get()},    {3, region->fd()},
              {4, doorbell->worker_fd()}, {6, plugin->file.get()}, {7, plugin->dir.get()}};
 
-  // The cgroup comes first; then either the spawner starts the child inside it (v2), or the
-  // child waits at the gate until it has been moved there.
-  std::unique_ptr<WorkerCgroup> cgroup;
-  UniqueFd cgroup_fd, gate_read, gate_write;
-  if (spec.cgroups) {
-    auto made = spec.cgroups->create(spec.pool_name, spec.cgroup_limits);
-    if (!made) return made.status();
-    cgroup = std::move(made).value();
-    if (spawner.places_into_cgroup() && cgroup->version() == CgroupVersion::kV2) {
-      auto fd = cgroup->open_for_clone();
-      if (!fd) return fd.status();
-      cgroup_fd = std::move(fd).value();
-      req.into_cgroup_fd = cgroup_fd.get();
-    } else {
-      // A socket pair rather than a pipe: send(MSG_NOSIGNAL) to a worker that died at the
-      // gate is EPIPE, not a SIGPIPE for the whole manager.
-      int gate[2];
-      auto made_gate = posix_call("socketpair(gate)", [&] {
-        return ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, gate);
-      });
-      if (!made_gate) return made_gate.status();
-      gate_read.reset(gate[0]);
-      gate_write.reset(gate[1]);
-      args.gate_fd = 5;
-      req.fds.emplace_back(5, gate_read.get());
-    }
-  }
+  auto entry = CgroupEntry::prepare(spec, spawner, req, args);
+  if (!entry) return entry.status();
   // The worker's check that this process is still there (lock-down steps 1 and 4), which
   // unlike getppid() also works from a pid namespace. Without pidfds (before 5.3) the worker
   // has getppid() alone.
@@ -141,22 +167,11 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::start(Spawner& spawner,
   auto child = spawner.spawn(req);
   if (!child) return child.status();
   doorbell->release_worker_end();  // the worker holds the only copy now
-  if (gate_write) {
-    gate_read.reset();
-    // A worker that cannot be placed never runs plugin code: it is killed (the
-    // ChildProcess's destructor) and the start fails, naming the call.
-    if (Status placed = cgroup->place(child->pid()); !placed) {
-      return placed.with_context("placing worker " + std::to_string(child->pid()) +
-                                 " in its cgroup");
-    }
-    auto opened =
-        posix_call("send(gate)", [&] { return ::send(gate_write.get(), "1", 1, MSG_NOSIGNAL); });
-    if (!opened) return opened.status();
-  }
+  SP_RETURN_IF_ERROR(entry->open_gate(child->pid()));
 
   return std::unique_ptr<WorkerProcess>(
       new WorkerProcess(std::move(region).value(), std::move(doorbell).value(), std::move(read_end),
-                        std::move(cgroup), std::move(child).value()));
+                        std::move(entry->cgroup), std::move(child).value()));
 }
 
 WorkerProcess::WorkerProcess(ipc::SharedRegion region, ipc::Doorbell doorbell, UniqueFd output,
