@@ -183,18 +183,7 @@ void render_dead_letter_store(Exposition& e, const DeadLetterStoreStats& d) {
       std::to_string(d.evicted));
 }
 
-}  // namespace
-
-std::string render_prometheus(const std::vector<PoolMetrics>& pools, const ServiceInfo& service) {
-  Exposition e(pools);
-  e.family("sandpool_info", "gauge", "The running sandpool service; always 1.");
-  e.sample("sandpool_info", "version=\"" + escape_label_value(service.version) + "\"", "1");
-  e.family("sandpool_start_time_seconds", "gauge",
-           "When the service started, seconds since the Unix epoch.");
-  e.sample("sandpool_start_time_seconds", "", decimal(service.start_time_ms, 3));
-  if (service.dead_letter_store) render_dead_letter_store(e, *service.dead_letter_store);
-
-  // Gauges.
+void render_pool_gauges(Exposition& e) {
   e.per_pool("sandpool_queue_depth", "gauge",
              "Tasks waiting for a worker (the queue and the affinity backlogs).",
              [](const PoolMetrics& p) { return p.stats.queued; });
@@ -222,8 +211,9 @@ std::string render_prometheus(const std::vector<PoolMetrics>& pools, const Servi
   e.per_pool("sandpool_pool_failed", "gauge",
              "1 once the pool has failed (its plugin cannot init); it accepts no tasks.",
              [](const PoolMetrics& p) { return p.failed ? 1 : 0; });
+}
 
-  // Counters.
+void render_pool_counters(Exposition& e) {
   e.per_pool("sandpool_tasks_submitted_total", "counter", "Tasks accepted.",
              [](const PoolMetrics& p) { return p.stats.submitted; });
   e.per_pool("sandpool_tasks_completed_total", "counter", "Tasks that ended completed.",
@@ -255,12 +245,14 @@ std::string render_prometheus(const std::vector<PoolMetrics>& pools, const Servi
   e.per_pool("sandpool_worker_output_dropped_total", "counter",
              "Worker output and plugin log lines dropped over the pool's output limit.",
              [](const PoolMetrics& p) { return p.stats.output_dropped; });
+  // A gauge, kept after the counters where it was first exposed (the order is documented).
   e.per_pool(
       "sandpool_tasks_awaiting_dead_letter", "gauge",
       "Tasks decided dead-lettered whose letter is not written yet (not terminal until it is).",
       [](const PoolMetrics& p) { return p.stats.letters_pending; });
+}
 
-  // Histograms.
+void render_pool_histograms(Exposition& e) {
   e.histogram("sandpool_queue_wait_seconds", "From submit to a task's first dispatch.",
               &PoolMetrics::queue_wait);
   e.histogram("sandpool_run_time_seconds", "From dispatch to the end of an attempt.",
@@ -268,6 +260,21 @@ std::string render_prometheus(const std::vector<PoolMetrics>& pools, const Servi
   e.histogram("sandpool_end_to_end_seconds",
               "From submit to the task's end (completed, dead-lettered or cancelled).",
               &PoolMetrics::end_to_end);
+}
+
+}  // namespace
+
+std::string render_prometheus(const std::vector<PoolMetrics>& pools, const ServiceInfo& service) {
+  Exposition e(pools);
+  e.family("sandpool_info", "gauge", "The running sandpool service; always 1.");
+  e.sample("sandpool_info", "version=\"" + escape_label_value(service.version) + "\"", "1");
+  e.family("sandpool_start_time_seconds", "gauge",
+           "When the service started, seconds since the Unix epoch.");
+  e.sample("sandpool_start_time_seconds", "", decimal(service.start_time_ms, 3));
+  if (service.dead_letter_store) render_dead_letter_store(e, *service.dead_letter_store);
+  render_pool_gauges(e);
+  render_pool_counters(e);
+  render_pool_histograms(e);
   return e.take();
 }
 
