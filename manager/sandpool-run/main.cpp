@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <deque>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -81,11 +82,7 @@ struct Pending {
   sandpool::Ticket ticket;
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Args a;
-  CLI::App app{"Run tasks through a sandpool plugin without a service.", "sandpool-run"};
+void add_options(CLI::App& app, Args& a) {
   app.add_option("--plugin", a.plugin, "plugin shared object (.so)")->required();
   app.add_option("--type", a.type, "task type (default: the plugin's first declared type)");
   app.add_option("--workers", a.workers, "worker processes")->check(CLI::Range(1, 1024));
@@ -94,7 +91,7 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", a.timeout, "per-attempt timeout: 500ms, 2s, 1m (bare: seconds)");
   app.add_option("--retries", a.retries, "retries after the first attempt");
   app.add_flag("--json", a.json, "one JSON object per task");
-  auto* payload_opt = app.add_option("--payload", a.payload, "run one task with this payload");
+  app.add_option("--payload", a.payload, "run one task with this payload");
   app.add_option("--worker", a.worker, "worker host executable (default: beside this program)");
   app.add_option("--seccomp", a.seccomp, "seccomp profile: strict, relaxed, off");
   app.add_option("--log-level", a.log_level, "debug, info, warn, error, off");
@@ -116,28 +113,22 @@ int main(int argc, char** argv) {
   app.add_option("--open-files", a.open_files,
                  "open files per worker (RLIMIT_NOFILE); 0: none (default " +
                      std::to_string(defaults.open_files) + ")");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return e.get_exit_code() == 0 ? rc : kExitUsage;
-  }
-  a.payload_given = payload_opt->count() > 0;
+}
 
-  auto logger = spdlog::stderr_color_mt("sandpool-run");
-  logger->set_level(spdlog::level::from_str(a.log_level));
+// The pool the flags describe; nullopt after saying on stderr what is wrong with them.
+std::optional<sandpool::PoolOptions> pool_options(const Args& a,
+                                                  std::shared_ptr<spdlog::logger> logger) {
   auto timeout = sandpool::parse_duration(a.timeout);
   if (!timeout) {
     std::cerr << "sandpool-run: --timeout: " << timeout.status().message() << "\n";
-    return kExitUsage;
+    return std::nullopt;
   }
   auto profile = sandpool::sandbox::parse_profile(a.seccomp);
   if (!profile) {
     std::cerr << "sandpool-run: --seccomp: unknown profile '" << a.seccomp
               << "' (strict, relaxed, off)\n";
-    return kExitUsage;
+    return std::nullopt;
   }
-
   sandpool::PoolOptions opts;
   opts.name = "run";
   opts.plugin_path = a.plugin;
@@ -147,76 +138,121 @@ int main(int argc, char** argv) {
   opts.retries = a.retries;
   opts.worker_path = a.worker;
   opts.sandbox.profile = *profile;
-  if (!apply_limits(a, opts)) return kExitUsage;
+  if (!apply_limits(a, opts)) return std::nullopt;
   opts.logger = logger;
   if (!a.state_dir.empty()) {
     sandpool::DeadLetterStoreOptions so;
     so.state_dir = a.state_dir;
-    so.logger = logger;
+    so.logger = std::move(logger);
     auto store = sandpool::DeadLetterStore::open(so);
     if (!store) {
       std::cerr << "sandpool-run: --state-dir: " << store.status().message() << "\n";
-      return kExitUsage;
+      return std::nullopt;
     }
     opts.dead_letter_store = std::move(store).value();
   }
-  auto pool = sandpool::Pool::create(opts);
+  return opts;
+}
+
+// Submits payloads and prints their results in input order, as they end.
+class OrderedRun {
+ public:
+  OrderedRun(sandpool::Pool& pool, std::string type, bool json)
+      : pool_(pool), type_(std::move(type)), json_(json) {}
+
+  // Submits one payload; false (after saying why on stderr) when the pool refuses it for
+  // another reason than a full queue (which only waits for the oldest result).
+  bool submit(std::string payload) {
+    ++line_no_;
+    for (;;) {
+      auto t = pool_.submit(type_, payload);
+      if (t) {
+        pending_.push_back({line_no_, std::move(t).value()});
+        return true;
+      }
+      // A full queue is back-pressure: print the oldest result, then try again.
+      if (t.status().code() == sandpool::Code::kQueueFull && !pending_.empty()) {
+        print_oldest();
+        continue;
+      }
+      std::cerr << "sandpool-run: line " << line_no_ << ": " << t.status().message() << "\n";
+      return false;
+    }
+  }
+
+  // Prints what is already done, so a long stream shows progress in order.
+  void print_done() {
+    while (!pending_.empty() && pending_.front().ticket.done()) print_oldest();
+  }
+
+  // Waits for and prints every result left; true when every task completed.
+  bool finish() {
+    while (!pending_.empty()) print_oldest();
+    std::cout.flush();
+    return all_completed_;
+  }
+
+ private:
+  void print_oldest() {
+    Pending p = std::move(pending_.front());
+    pending_.pop_front();
+    const sandpool::TaskResult r = p.ticket.wait();
+    all_completed_ &= r.state == sandpool::TaskState::kCompleted;
+    std::cout << (json_ ? sandpool::run::json_line(p.line, r) : sandpool::run::text_line(p.line, r))
+              << '\n';
+  }
+
+  sandpool::Pool& pool_;
+  const std::string type_;
+  const bool json_;
+  std::deque<Pending> pending_;
+  std::uint64_t line_no_ = 0;
+  bool all_completed_ = true;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  CLI::App app{"Run tasks through a sandpool plugin without a service.", "sandpool-run"};
+  add_options(app, a);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return e.get_exit_code() == 0 ? rc : kExitUsage;
+  }
+  a.payload_given = app.get_option("--payload")->count() > 0;
+
+  auto logger = spdlog::stderr_color_mt("sandpool-run");
+  logger->set_level(spdlog::level::from_str(a.log_level));
+  std::optional<sandpool::PoolOptions> opts = pool_options(a, logger);
+  if (!opts) return kExitUsage;
+  auto pool = sandpool::Pool::create(*opts);
   if (!pool) {
     std::cerr << "sandpool-run: " << pool.status().message() << "\n";
     return kExitUsage;
   }
-  const std::string type = a.type.empty() ? (*pool)->task_types().front() : a.type;
 
-  bool all_completed = true;
-  std::deque<Pending> pending;
-  auto print_oldest = [&] {
-    Pending p = std::move(pending.front());
-    pending.pop_front();
-    const sandpool::TaskResult r = p.ticket.wait();
-    all_completed &= r.state == sandpool::TaskState::kCompleted;
-    std::cout << (a.json ? sandpool::run::json_line(p.line, r)
-                         : sandpool::run::text_line(p.line, r))
-              << '\n';
-  };
-  std::uint64_t line_no = 0;
-  auto run_one = [&](std::string payload) -> bool {
-    ++line_no;
-    for (;;) {
-      auto t = (*pool)->submit(type, payload);
-      if (t) {
-        pending.push_back({line_no, std::move(t).value()});
-        return true;
-      }
-      // A full queue is back-pressure: print the oldest result, then try again.
-      if (t.status().code() == sandpool::Code::kQueueFull && !pending.empty()) {
-        print_oldest();
-        continue;
-      }
-      std::cerr << "sandpool-run: line " << line_no << ": " << t.status().message() << "\n";
-      return false;
-    }
-  };
-
+  OrderedRun run(**pool, a.type.empty() ? (*pool)->task_types().front() : a.type, a.json);
   bool usage_error = false;
   if (a.payload_given) {
-    usage_error = !run_one(a.payload);
+    usage_error = !run.submit(a.payload);
   } else {
     std::string line;
     while (std::getline(std::cin, line)) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (!run_one(std::move(line))) {
+      if (!run.submit(std::move(line))) {
         usage_error = true;
         break;
       }
-      // Print what is already done, so a long stream shows progress in order.
-      while (!pending.empty() && pending.front().ticket.done()) print_oldest();
+      run.print_done();
     }
   }
-  while (!pending.empty()) print_oldest();
-  std::cout.flush();
+  const bool all_completed = run.finish();
   (*pool)->close();
-  if (opts.dead_letter_store) {
-    if (sandpool::Status s = opts.dead_letter_store->close(); !s) {
+  if (opts->dead_letter_store) {
+    if (sandpool::Status s = opts->dead_letter_store->close(); !s) {
       std::cerr << "sandpool-run: dead letters not all written: " << s.message() << "\n";
       return kExitSomeFailed;
     }
