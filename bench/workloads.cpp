@@ -76,7 +76,7 @@ struct DoneCounter {
 };
 
 // SIGKILLs one of the pool's workers every `every`, from its own thread, until stopped:
-// the crashes W1's crash run measures (design.md: a crash costs a respawn and a retry).
+// the crashes W1's crash run measures (docs/performance.md: a crash costs a respawn and a retry).
 class WorkerKiller {
  public:
   WorkerKiller(Pool& pool, std::chrono::milliseconds every)

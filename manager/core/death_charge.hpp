@@ -1,5 +1,5 @@
 // Which task a worker's death is charged to: one pure function, decided from the manager's
-// own records (design.md, "IPC": worker-writable memory is never trusted for it).
+// own records (docs/security.md: worker-writable memory is never trusted for it).
 //
 // A worker runs the tasks of its ring one at a time, in the order they were sent, so the
 // oldest entry it has not answered yet is the one it is running or about to run: the front.

@@ -31,7 +31,7 @@ inline std::int64_t wall_ms() {
 
 inline std::int64_t to_ns(std::chrono::milliseconds ms) { return ms.count() * kMsNs; }
 
-// Returns true iff an attempt that ended this way is retried (design.md).
+// Returns true iff an attempt that ended this way is retried (docs/architecture.md, "Task states, outcomes and reasons").
 inline bool retryable(Outcome o, bool sandbox_violation_too) {
   switch (o) {
     case Outcome::kError:

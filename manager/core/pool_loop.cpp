@@ -61,7 +61,7 @@ std::uint32_t default_spin_us(std::uint32_t workers) {
 }  // namespace
 
 // As root: refuses a plugin other users could replace, and resolves who the workers
-// become (step 4 of design.md) once, here, since the worker's view of /etc may be restricted.
+// become (lock-down step 4, docs/security.md) once, here, since the worker's view of /etc may be restricted.
 Status prepare_privilege_drop(sandbox::WorkerArgs& args, const std::string& user) {
   if (::geteuid() != 0) return Status::ok();
   if (Status s = sandbox::check_plugin_permissions(args.plugin_path); !s) {

@@ -1,5 +1,5 @@
 // ProgressCoalescer: a waited submit's progress on its way to the submitter, latest wins
-// (design.md: progress "may be coalesced"). A worker may send progress frames as fast as
+// (docs/protocol.md: progress "may be coalesced"). A worker may send progress frames as fast as
 // its ring allows (the worker host rate-limits the plugin's calls, a forged frame is not
 // limited); each would become an event on the submitter's connection until the server
 // disconnected it as a slow reader. Instead an update is queued only while the connection

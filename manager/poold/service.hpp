@@ -17,8 +17,8 @@
 // Responder, the store or the hub). It copies what it needs under the lock, releases it, then
 // calls. A Pool call may wait for that pool's loop thread (workers(), find(), stats(),
 // metrics(), reconfigure(), shutdown() do), and the loop thread takes mu_ when a task ends
-// (reply_when_done): a pool call under mu_ is a deadlock (issue 11: op_workers and
-// find_task did it). The locks, all leaves (nothing else is taken while one is held):
+// (reply_when_done): a pool call under mu_ is a deadlock. The locks, all leaves (nothing else is
+// taken while one is held):
 // - mu_: slots_, retiring_, retired_, waiters_.
 // - watch_mu_: watched_, the pools busy_threads() samples, copied from slots_ and retired_
 //   (never while mu_ is held), so the watchdog and /healthz never wait for mu_: a thread

@@ -132,7 +132,7 @@ void Service::op_workers(const Request& req, const Responder& res) {
   }
   json out = json::array();
   // Not under mu_: Pool::workers() waits for the pool's loop thread, which takes mu_ when a
-  // task ends (the deadlock of issue 11).
+  // task ends (a deadlock: the lock rule in service.hpp).
   for (const auto& [name, pool] : pools()) {
     if (!only.empty() && name != only) continue;
     const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -1,6 +1,6 @@
 // Hostile plugins that attack from sp_plugin_init, before the sandbox closes: a process or
 // a thread started there would run on, outside the sandbox, once the worker is ready
-// (design.md, Guarantee 4).
+// (docs/architecture.md, "Guarantees").
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-// WorkerChannel: the worker's end of its shared region (design.md, "IPC"). It owns the
+// WorkerChannel: the worker's end of its shared region (docs/architecture.md, "Components and dependency direction"). It owns the
 // mapping, the result sender, the task receiver and the manager's doorbell, and knows how
 // the worker waits: spin briefly, then futex-sleep, bounded by the heartbeat interval.
 //

@@ -1,5 +1,5 @@
-// The worker host's whole life in one function: the steps of design.md ("Spawning and the
-// sandbox") in their documented order, then the task loop.
+// The worker host's whole life in one function: the lock-down steps of docs/security.md
+// ("The lock-down steps, in order") in their documented order, then the task loop.
 #pragma once
 
 #include <sys/types.h>

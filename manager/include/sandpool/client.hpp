@@ -54,7 +54,7 @@ struct Submitted {
   Status status;          // submit_batch only: why this task was refused (ok: accepted)
 };
 
-// A task's final (or current) account; strings use design.md's vocabulary.
+// A task's final (or current) account; strings use the task vocabulary of <sandpool/task.hpp>.
 struct TaskReply {
   std::uint64_t id = 0;
   std::string state;   // "completed", "dead_lettered", "cancelled", ...

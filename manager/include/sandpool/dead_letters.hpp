@@ -1,5 +1,5 @@
-// DeadLetterStore: the durable record of dead-lettered tasks (design.md, "Supervision,
-// timeouts, retry"; schema, durability and spill files in docs/dead-letters.md). One SQLite
+// DeadLetterStore: the durable record of dead-lettered tasks (docs/architecture.md,
+// "Life of a task"; schema, durability and spill files in docs/dead-letters.md). One SQLite
 // database, `<state_dir>/dead_letters.db`, WAL journal, mode 0600.
 //
 // Writes are asynchronous and batched: enqueue() only appends to an in-memory list; a

@@ -44,7 +44,7 @@ class Ticket {
   bool wait_for(std::chrono::milliseconds timeout) const;
   // A snapshot of the account so far (history grows as attempts end).
   TaskResult snapshot() const;
-  // Asks for cancellation (design.md: a queued task is cancelled at once; a running one is
+  // Asks for cancellation (docs/architecture.md: a queued task is cancelled at once; a running one is
   // asked to stop, then killed after the grace period). Returns false iff already terminal
   // or the pool is gone.
   bool cancel() const;

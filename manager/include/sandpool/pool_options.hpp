@@ -130,7 +130,7 @@ struct PoolOptions {
   std::uint64_t seed = 0;            // jitter/random dispatch seed; 0: random
 };
 
-// RLIMIT_CPU, the lifetime backstop of every worker of a pool (design.md, step 3): the
+// RLIMIT_CPU, the lifetime backstop of every worker of a pool (docs/security.md, lock-down step 3): the
 // kernel sends SIGXCPU when a worker's CPU time, all its tasks and threads together, reaches
 // it (resource_limit: cpu), SIGKILL a second later. The pool recycles a worker before then.
 inline constexpr std::uint64_t kWorkerCpuFactor = 10;        // attempts' worth of CPU

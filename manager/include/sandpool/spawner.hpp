@@ -97,7 +97,7 @@ struct Clone3SpawnerOptions {
   std::string log_name;                    // "[name]" prefix of its log lines (the pool)
 };
 
-// The clone3 spawner (design.md, "Spawning and the sandbox"): a child with CLONE_PIDFD and
+// The clone3 spawner (docs/security.md, "Namespaces"): a child with CLONE_PIDFD and
 // the CLONE_NEW* flags of the namespaces the kernel allows out of those asked for. It shares
 // the manager's memory until it execs (clone with CLONE_VM on its own stack, as posix_spawn
 // does), except when a request carries a cgroup fd: then clone3 with CLONE_INTO_CGROUP, a

@@ -1,5 +1,5 @@
-// The task vocabulary shared by the API, the CLI, logs, metrics and docs (design.md,
-// "Task states and attempt outcomes").
+// The task vocabulary shared by the API, the CLI, logs, metrics and docs (docs/architecture.md,
+// "Task states, outcomes and reasons").
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The manager's half of step 4 (design.md, "Spawning and the sandbox"): who the workers
+// The manager's half of step 4 (docs/security.md, "Privileges"): who the workers
 // become when poold runs as root, and which plugin files root may hand to them. The
 // worker's half, the drop itself, is drop_privileges in lockdown.hpp.
 //
