@@ -41,15 +41,7 @@ bool parse_only(const std::string& list, std::set<std::string>* out, std::string
   return true;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  using namespace sandpool::bench;
-  BenchOptions o;
-  std::string only;
-  CLI::App app{
-      "sandpool benchmarks: raw ring baselines, W1-W4, spawn-to-ready, sandbox, service, soak.",
-      "sandpool-bench"};
+void add_options(CLI::App& app, sandpool::bench::BenchOptions& o, std::string& only) {
   app.add_option(
       "--only", only,
       "comma-separated groups: raw,W1,W2,W3,W4,spawn,sandbox,service,soak (default: all)");
@@ -104,6 +96,18 @@ int main(int argc, char** argv) {
                  "soak: seed of the task mix (default: random, printed)");
   app.add_option("--log-level", o.log_level, "pool log level on stderr")->capture_default_str();
   app.add_flag("--json", o.json, "print the figures as one JSON document");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace sandpool::bench;
+  BenchOptions o;
+  std::string only;
+  CLI::App app{
+      "sandpool benchmarks: raw ring baselines, W1-W4, spawn-to-ready, sandbox, service, soak.",
+      "sandpool-bench"};
+  add_options(app, o, only);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -217,38 +217,40 @@ bool run_raw_pingpong(const BenchOptions& o, Report& r) {
   return true;
 }
 
+// The echoer: pop a batch (only as much as the reply ring can take), push the replies,
+// publish once, release once. Both sides spin: a throughput baseline.
+int echo_peer(const ipc::SharedRegion& region, std::uint32_t payload_size) {
+  End e = child_end(region);
+  RecordHeader h{};
+  std::string buf;
+  std::uint32_t idle = 0;
+  for (;;) {
+    bool any = false, stop = false;
+    while (!stop && e.out.fits(payload_size)) {
+      const RingStatus s = e.in.try_pop(&h, &buf, e.max_payload);
+      if (s == RingStatus::kEmpty) break;
+      if (s != RingStatus::kOk || e.out.try_push(h.kind, 0, buf) != RingStatus::kOk) return 2;
+      any = true;
+      stop = h.kind == kStop;
+    }
+    if (any) {
+      e.out.publish();
+      e.in.release();
+      idle = 0;
+    } else {
+      relax(&idle);
+    }
+    if (stop) return 0;
+  }
+}
+
 bool run_raw_echo(const BenchOptions& o, Report& r) {
   auto region = make_region();
   if (!region) {
     std::cerr << "sandpool-bench: raw: " << region.status().to_string() << "\n";
     return false;
   }
-  // The echoer: pop a batch (only as much as the reply ring can take), push the replies,
-  // publish once, release once. Both sides spin: a throughput baseline.
-  const pid_t child = fork_peer([&]() -> int {
-    End e = child_end(*region);
-    RecordHeader h{};
-    std::string buf;
-    std::uint32_t idle = 0;
-    for (;;) {
-      bool any = false, stop = false;
-      while (!stop && e.out.fits(o.payload_size)) {
-        const RingStatus s = e.in.try_pop(&h, &buf, e.max_payload);
-        if (s == RingStatus::kEmpty) break;
-        if (s != RingStatus::kOk || e.out.try_push(h.kind, 0, buf) != RingStatus::kOk) return 2;
-        any = true;
-        stop = h.kind == kStop;
-      }
-      if (any) {
-        e.out.publish();
-        e.in.release();
-        idle = 0;
-      } else {
-        relax(&idle);
-      }
-      if (stop) return 0;
-    }
-  });
+  const pid_t child = fork_peer([&]() -> int { return echo_peer(*region, o.payload_size); });
   End e = parent_end(*region);
   RecordHeader h{};
   std::string buf;

@@ -110,6 +110,26 @@ class WorkerKiller {
   std::thread thread_;
 };
 
+// Tasks that did not come back completed with their own payload echoed: the counter's bad
+// ones, plus (on_done runs, `counted` tasks) the ones it never saw, plus the tickets' bad
+// or unfinished ones.
+std::uint64_t count_bad(const DoneCounter& counter, const std::vector<Ticket>& tickets,
+                        std::uint64_t counted) {
+  std::uint64_t bad = counter.bad.load();
+  if (counted != 0) bad += counted - counter.completed.load() - counter.bad.load();
+  const std::vector<std::string>& payloads = *counter.payloads;
+  for (std::uint64_t i = 0; i < tickets.size(); ++i) {
+    if (!tickets[i].done()) {
+      ++bad;
+      continue;
+    }
+    const TaskResult r = tickets[i].snapshot();
+    bad += r.state != TaskState::kCompleted ||
+           (counter.check_echo && r.result != payloads[i % payloads.size()]);
+  }
+  return bad;
+}
+
 bool w1_once(const BenchOptions& o, std::uint32_t concurrency, std::uint64_t tasks,
              std::chrono::milliseconds crash_every, W1Run* out,
              sandbox::SeccompProfile profile = sandbox::SeccompProfile::kStrict) {
@@ -169,18 +189,7 @@ bool w1_once(const BenchOptions& o, std::uint32_t concurrency, std::uint64_t tas
   const std::int64_t process_cpu = process_cpu_ns() - process0;
   const std::int64_t workers_cpu = workers_cpu_ns(*pool) - workers0;
   const std::uint64_t wakes = pool->wake_syscalls() - wakes0;
-  // Every task must have come back completed with its own payload echoed.
-  std::uint64_t bad = counter.bad.load();
-  if (!keep_tickets) bad += tasks - counter.completed.load() - counter.bad.load();
-  for (std::uint64_t i = 0; i < tickets.size(); ++i) {
-    if (!tickets[i].done()) {
-      ++bad;
-      continue;
-    }
-    const TaskResult r = tickets[i].snapshot();
-    bad += r.state != TaskState::kCompleted ||
-           (check_echo && r.result != payloads[i % payloads.size()]);
-  }
+  const std::uint64_t bad = count_bad(counter, tickets, keep_tickets ? 0 : tasks);
   if (bad != 0) {
     std::cerr << "sandpool-bench: W1: " << bad << " of " << tasks
               << " tasks did not complete with their payload echoed\n";
