@@ -13,7 +13,6 @@
 namespace sandpool::core {
 
 using detail::to_ns;
-using detail::wall_ms;
 
 namespace {
 
@@ -178,7 +177,7 @@ void PoolCore::assign(Worker& w, TaskPtr task, std::int64_t now) {
   f.task = task;
   f.attempt = task->attempts_ended + 1;
   f.dispatched_ns = now;
-  f.started_wall_ms = wall_ms();
+  f.started_wall_ms = ctl_.wall_ms();
   f.deadline_ns = now + task->timeout_ns;
   task->state.store(TaskState::kDispatched, std::memory_order_release);
   ctl_.send_task(w.id, *task, f.attempt, f.deadline_ns);
@@ -231,7 +230,7 @@ std::size_t PoolCore::abandon_all(DeadReason reason, const std::string& why, std
       if (i == 0) {    // the front: running (or about to), so it had an attempt
         std::lock_guard lock(f.task->mu);
         f.task->account.history.push_back(
-            {f.attempt, Outcome::kLost, why, ctl_.pid(wid), f.started_wall_ms, wall_ms()});
+            {f.attempt, Outcome::kLost, why, ctl_.pid(wid), f.started_wall_ms, ctl_.wall_ms()});
         f.task->attempts_ended++;
       }
       finish(f.task, TaskState::kDeadLettered, reason, {}, why);

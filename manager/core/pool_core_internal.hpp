@@ -23,12 +23,6 @@ inline PoolEvent worker_event(PoolEvent::Kind kind, std::int32_t pid) {
   return e;
 }
 
-inline std::int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 inline std::int64_t to_ns(std::chrono::milliseconds ms) { return ms.count() * kMsNs; }
 
 // Returns true iff an attempt that ended this way is retried (design.md).

@@ -9,7 +9,6 @@ namespace sandpool::core {
 
 using detail::kMsNs;
 using detail::retryable;
-using detail::wall_ms;
 
 bool PoolCore::on_result(WorkerId wid, ipc::ResultMsg& msg, std::int64_t now) {
   clock_ns_ = now;
@@ -34,7 +33,7 @@ bool PoolCore::on_result(WorkerId wid, ipc::ResultMsg& msg, std::int64_t now) {
         {
           std::lock_guard lock(t->mu);
           t->account.history.push_back(
-              {f.attempt, Outcome::kOk, {}, pid, f.started_wall_ms, wall_ms()});
+              {f.attempt, Outcome::kOk, {}, pid, f.started_wall_ms, ctl_.wall_ms()});
         }
         t->attempts_ended++;
         note_attempt_end(f, Outcome::kOk, now);
@@ -90,7 +89,7 @@ void PoolCore::end_attempt(const InFlight& f, Outcome outcome, std::string error
   {
     std::lock_guard lock(t->mu);
     t->account.history.push_back(
-        {f.attempt, outcome, error, pid, f.started_wall_ms, wall_ms(), std::move(backtrace)});
+        {f.attempt, outcome, error, pid, f.started_wall_ms, ctl_.wall_ms(), std::move(backtrace)});
     t->account.error = error;
   }
   t->attempts_ended++;
