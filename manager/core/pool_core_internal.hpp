@@ -1,4 +1,4 @@
-// What pool_core.cpp and pool_core_workers.cpp share: units, limits and small helpers.
+// What the PoolCore sources share: units, limits and small helpers.
 // Private to PoolCore's implementation.
 #pragma once
 
