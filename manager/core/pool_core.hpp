@@ -1,9 +1,12 @@
 // The pool's decision logic, without I/O: the queue, dispatch, attempts, retries, timeouts,
 // cancellation, worker replacement and scaling. The event loop (pool_loop.hpp) feeds it
-// events and carries out its commands through WorkerControl, so unit tests drive it with
-// a fake WorkerControl and a hand-moved clock, without a single process.
+// events and carries out its commands through WorkerControl (worker_control.hpp), so unit
+// tests drive it with a fake WorkerControl and a hand-moved clock, without a single process.
+// Its members are split by concern, one source file each (pool_core.cpp lists them): tasks
+// in and out, worker lifecycle and deaths, health, metrics.
 //
-// Thread-safety: none; the loop thread owns it. Times are CLOCK_MONOTONIC nanoseconds.
+// Thread-safety: none; the loop thread owns it. Times are CLOCK_MONOTONIC nanoseconds; it
+// reads no clock itself (WorkerControl::wall_ms() stamps what operators read).
 #pragma once
 
 #include <atomic>
@@ -11,13 +14,11 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <optional>
 #include <queue>
 #include <random>
 #include <string>
 #include <vector>
 
-#include <sandpool/ipc/diagnostics.hpp>
 #include <sandpool/ipc/messages.hpp>
 #include <sandpool/pool.hpp>
 #include <sandpool/pool_metrics.hpp>
@@ -26,6 +27,7 @@
 #include "core/finished_tasks.hpp"
 #include "core/task_queue.hpp"
 #include "core/task_record.hpp"
+#include "core/worker_control.hpp"
 #include "core/worker_state.hpp"
 #include "supervision/exit_classifier.hpp"
 #include "supervision/restart_intensity.hpp"
@@ -36,45 +38,6 @@ namespace sandpool::core {
 // the pool's identity (name, task_types, worker_path, task_ids, store, logger, on_event,
 // spawner, seed) stays `to`'s.
 void copy_live_options(PoolOptions& to, const PoolOptions& from);
-
-// What the core asks of the outside world. Every call is a command; its consequences come
-// back as events (on_ready, on_result, on_exit).
-class WorkerControl {
- public:
-  virtual ~WorkerControl() = default;
-  // Starts a worker; returns its id. on_ready or on_exit follows for it.
-  virtual WorkerId spawn() = 0;
-  // Puts a task into the worker's ring.
-  virtual void send_task(WorkerId w, const TaskRecord& task, std::uint32_t attempt,
-                         std::int64_t deadline_ns) = 0;
-  // Puts a Cancel into the worker's ring: a task it has not started is dropped (the worker
-  // answers kCancelled); one it runs already is unaffected.
-  virtual void send_cancel(WorkerId w, std::uint64_t task_id) = 0;
-  // Raises the cancel flag the running handler sees through cancelled(), for the task at the
-  // front of the worker's ring. One flag per worker: only the front's cancel is ever raised.
-  virtual void raise_cancel_flag(WorkerId w, std::uint64_t task_id) = 0;
-  // Asks the worker to finish its ring and exit.
-  virtual void send_stop(WorkerId w) = 0;
-  // SIGKILL. on_exit follows.
-  virtual void kill(WorkerId w) = 0;
-  // The task id the worker says is inside handle() (untrusted; 0 when idle). Only shown to
-  // operators (`running`) and used to decide whether the worker must be beating: which task a
-  // death or a deadline is charged to never depends on it.
-  virtual std::uint64_t started_task(WorkerId w) = 0;
-  virtual std::int32_t pid(WorkerId w) = 0;
-  // The worker's last heartbeat, CLOCK_MONOTONIC ms (untrusted: it only protects itself).
-  virtual std::int64_t heartbeat_ms(WorkerId w) = 0;
-  // Resident set size in bytes; 0 when unknown.
-  virtual std::uint64_t rss_bytes(WorkerId w) = 0;
-  // CPU time the worker has used so far, ns; -1 when unknown.
-  virtual std::int64_t cpu_ns(WorkerId w) = 0;
-  // Asks each of the worker's threads where it is (ipc/diagnostics.hpp). Returns false iff
-  // it cannot be asked (no process). Never waits for the answer.
-  virtual bool request_backtrace(WorkerId w) = 0;
-  // The worker's answer: bounded, printable text; with kComplete only once every thread
-  // asked has answered, with kWhatArrived whatever did. nullopt while there is none.
-  virtual std::optional<std::string> backtrace(WorkerId w, ipc::BacktraceRead read) = 0;
-};
 
 class PoolCore {
  public:
@@ -174,23 +137,26 @@ class PoolCore {
     const std::vector<RetryEntry>& entries() const { return c; }
   };
 
-  // ---- tasks (pool_core.cpp, pool_core_tasks.cpp) ----
-  void dispatch(std::int64_t now);
-  // dispatch(), then, when closing, stops every worker that has nothing left to do.
-  void settle(std::int64_t now);
+  // ---- tasks in (pool_core_dispatch.cpp) ----
   void admit(TaskRecord& t);
   void release_admission(TaskRecord& t);
-  // The dispatcher's choice among candidates_ for `t`, leaving out the workers whose region
-  // is too small for its payload.
-  Choice choose_for(const TaskRecord& t);
-  void assign(Worker& w, TaskPtr task, std::int64_t now);
   // Where every task that waits for a worker again goes (a retry come due, a dead worker's
   // unstarted ring, a backlog given up): back into the queue (front: at the head of its
   // level), or, in a failed pool that will never run it, dead-lettered crash_loop.
   void to_queue(TaskPtr task, bool front, std::int64_t now);
+  void dispatch(std::int64_t now);
+  // The dispatcher's choice among candidates_ for `t`, leaving out the workers whose region
+  // is too small for its payload.
+  Choice choose_for(const TaskRecord& t);
+  void assign(Worker& w, TaskPtr task, std::int64_t now);
+  // The ring entry of an open attempt of `t` (not ended), and its worker; null when none.
+  std::pair<Worker*, InFlight*> find_in_ring(const TaskPtr& t);
+
+  // ---- tasks out (pool_core_attempts.cpp) ----
   // Ends the current attempt of a task and decides: retry, dead-letter or cancel.
   void end_attempt(const InFlight& f, Outcome outcome, std::string error, std::int32_t pid,
                    std::int64_t now, std::string backtrace = {});
+  std::int64_t retry_delay_ns(const TaskRecord& t);
   // Ends a task: completed and cancelled at once; dead_lettered through the sink, ending
   // once the letter is written.
   void finish(const TaskPtr& task, TaskState state, DeadReason reason, std::string result,
@@ -200,14 +166,28 @@ class PoolCore {
   std::deque<TaskPtr> take_waiting();
   // Dead-letters what take_waiting() returns, with `reason` and `why`; returns how many.
   std::size_t dead_letter_waiting(DeadReason reason, const std::string& why);
-  std::int64_t retry_delay_ns(const TaskRecord& t);
-  // The ring entry of an open attempt of `t` (not ended), and its worker; null when none.
-  std::pair<Worker*, InFlight*> find_in_ring(const TaskPtr& t);
 
-  // ---- workers (pool_core_workers.cpp) ----
+  // ---- worker lifecycle (pool_core_workers.cpp) ----
   void spawn_worker(std::int64_t now);
   // The lowest slot no starting or ready worker holds.
   std::uint32_t free_slot() const;
+  Worker* find(WorkerId w);
+  std::size_t live_workers() const;  // starting or ready
+  // The ring's front changed (a result, a dispatch to an empty ring): its cancel flag and
+  // CPU base follow the new front.
+  void front_changed(Worker& w, std::int64_t now);
+  void drain_worker(Worker& w, std::int64_t now);
+  // A draining worker (or, when closing, a ready one with nothing left) whose ring is empty
+  // is sent Stop and waits stop_timeout for its exit.
+  void maybe_stop(Worker& w, std::int64_t now);
+  void recycle(Worker& w, const std::string& why, std::int64_t now);
+  // Recycles `w` if it has served recycle_max_tasks (a reconfigure may lower the limit under
+  // a worker that is idle, which no result would then recycle).
+  void recycle_if_due(Worker& w, std::int64_t now);
+  void advance_rolling_restart(std::int64_t now);
+  void adjust_worker_count(std::int64_t now);
+
+  // ---- worker deaths (pool_core_exits.cpp) ----
   // Kills the worker for `why` (SIGKILL now), charging `task_id` (0: the front, see
   // death_charge.hpp) with `outcome`/`error`. A worker being killed already is left alone.
   void kill_worker(Worker& w, KillReason why, Outcome outcome, std::string error,
@@ -218,28 +198,13 @@ class PoolCore {
                         std::uint64_t task_id, std::int64_t now);
   // Takes the worker's backtrace (or notes that none came), logs it once.
   void collect_backtrace(Worker& w, Killing& k);
-  void drain_worker(Worker& w, std::int64_t now);
-  // A draining worker (or, when closing, a ready one with nothing left) whose ring is empty
-  // is sent Stop and waits stop_timeout for its exit.
-  void maybe_stop(Worker& w, std::int64_t now);
-  // The ring's front changed (a result, a dispatch to an empty ring): its cancel flag and
-  // CPU base follow the new front.
-  void front_changed(Worker& w, std::int64_t now);
-  void enter_failed(std::string why);
-  void recycle(Worker& w, const std::string& why, std::int64_t now);
-  // Recycles `w` if it has served recycle_max_tasks (a reconfigure may lower the limit under
-  // a worker that is idle, which no result would then recycle).
-  void recycle_if_due(Worker& w, std::int64_t now);
-  void advance_rolling_restart(std::int64_t now);
-  void adjust_worker_count(std::int64_t now);
-  std::size_t live_workers() const;  // starting or ready
-  Worker* find(WorkerId w);
   // Settles the ring of a worker that exited (death_charge.hpp decides who pays); returns
   // the id of the task charged, 0 when none.
   std::uint64_t settle_dead_ring(Worker& w, const supervision::Classified& c, std::int32_t pid,
                                  std::int64_t now);
   // Counts an exit in the restart intensity (crash_loop entry, backoff).
   void note_restart(std::int64_t now);
+  void enter_failed(std::string why);
 
   // ---- health (pool_core_health.cpp) ----
   void check_deadlines(std::int64_t now);
@@ -249,59 +214,72 @@ class PoolCore {
   void sweep(std::int64_t now);
   void expire_queued(std::int64_t now);
 
-  void emit(PoolEvent e) const {
-    if (opts_.on_event) opts_.on_event(e);
-  }
-  // Metrics recording (pool_core_metrics.cpp): a task's first dispatch, an attempt's end
-  // (history entry), a task's terminal state at clock_ns_.
+  // ---- metrics (pool_core_metrics.cpp) ----
+  // A task's first dispatch, an attempt's end (history entry), a task's terminal state at
+  // clock_ns_.
   void note_dispatch(TaskRecord& t, std::int64_t now);
   void note_attempt_end(const InFlight& f, Outcome outcome, std::int64_t now);
   void note_terminal(const TaskRecord& t, TaskState state, DeadReason reason);
+
+  // ---- both (pool_core.cpp) ----
+  // dispatch(), then, when closing, stops every worker that has nothing left to do.
+  void settle(std::int64_t now);
+  void emit(PoolEvent e) const {
+    if (opts_.on_event) opts_.on_event(e);
+  }
   void log(int level, const std::string& text) const {
     if (log_) log_(level, text);
   }
 
+  // ---- state ----
   PoolOptions opts_;
   WorkerControl& ctl_;
   std::atomic<std::size_t>& admitted_;
-  Dispatcher dispatcher_;
-  std::mt19937_64 rng_;
-  supervision::RestartIntensity intensity_;
 
+  // Tasks. An open task waits in queue_, in a worker's backlog, in a worker's ring (an
+  // entry not ended), in retries_ or in letters_pending_; finished_ keeps it once it ended.
+  Dispatcher dispatcher_;
   TaskQueue queue_;
   std::size_t open_tasks_ = 0;  // submitted and not yet terminal (letters pending included)
   RetryHeap retries_;
+  std::mt19937_64 rng_;  // retry jitter
   FinishedTasks finished_;
-  std::map<WorkerId, Worker> workers_;      // ascending id: round-robin order
   std::vector<Candidate> candidates_;       // scratch for dispatch
   std::vector<Worker*> candidate_workers_;  // parallel to candidates_
+  std::size_t in_flight_total_ = 0;         // ring entries, over every worker
+  std::size_t backlogged_ = 0;              // tasks in the workers' affinity backlogs
+  std::size_t ttl_tasks_ = 0;               // open tasks that carry a queue TTL
   std::deque<TaskResult> dead_letters_;
   // Tasks decided dead-lettered whose letter the sink is writing, by id.
   std::map<std::uint64_t, std::pair<TaskPtr, DeadReason>> letters_pending_;
+  std::function<bool(const TaskPtr&)> dead_letter_sink_;
 
+  // Workers, each with its ring and backlog.
+  std::map<WorkerId, Worker> workers_;  // ascending id: round-robin order
   std::uint32_t target_workers_ = 0;
   std::uint64_t generation_ = 0;            // bumped when the launch spec changes
   std::vector<std::uint64_t> slot_starts_;  // workers started per slot so far
   std::uint32_t init_failures_ = 0;         // consecutive
   std::int64_t respawn_due_ns_ = 0;         // 0: none pending
-  std::size_t in_flight_total_ = 0;
-  std::size_t backlogged_ = 0;  // tasks in the workers' affinity backlogs
-  std::int64_t next_check_ns_ = INT64_MAX;
-  bool closing_ = false;
+  bool rolling_restart_ = false;
+  supervision::RestartIntensity intensity_;
   bool failed_ = false;
   std::string failure_;
-  PoolStats stats_;
-  std::function<void(int, const std::string&)> log_;
-  std::function<bool(const TaskPtr&)> dead_letter_sink_;
-  bool rolling_restart_ = false;
+  // Workers whose Killing state awaits a backtrace.
+  std::size_t backtraces_awaited_ = 0;
+
+  // Health: when on_tick next has deadlines to check, and the next sweep.
+  std::int64_t next_check_ns_ = INT64_MAX;
   std::int64_t next_sweep_ns_ = 0;
-  std::size_t ttl_tasks_ = 0;  // open tasks that carry a queue TTL
+
+  // Both.
+  bool closing_ = false;
   // The latest `now` an entry point was given (each one taking `now` sets it first):
   // finish() records end-to-end latency and stamps finished_ with it.
   std::int64_t clock_ns_ = 0;
+  PoolStats stats_;
   PoolMetrics recorded_;  // attempts, dead letters by reason, histograms
-  // Workers whose Killing state awaits a backtrace.
-  std::size_t backtraces_awaited_ = 0;
+  std::function<void(int, const std::string&)> log_;
 };
 
 }  // namespace sandpool::core

@@ -1,4 +1,4 @@
-// What pool_core.cpp and pool_core_workers.cpp share: units, limits and small helpers.
+// What the PoolCore sources share: units, limits and small helpers.
 // Private to PoolCore's implementation.
 #pragma once
 
@@ -21,12 +21,6 @@ inline PoolEvent worker_event(PoolEvent::Kind kind, std::int32_t pid) {
   e.kind = kind;
   e.pid = pid;
   return e;
-}
-
-inline std::int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 inline std::int64_t to_ns(std::chrono::milliseconds ms) { return ms.count() * kMsNs; }

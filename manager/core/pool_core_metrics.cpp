@@ -1,5 +1,5 @@
 // PoolCore's metrics: what the loop thread records as tasks move, and the snapshot it
-// hands out. Kept apart from pool_core.cpp, which only calls the note_* hooks.
+// hands out. Kept apart from the task and worker files, which only call the note_* hooks.
 #include "core/pool_core.hpp"
 
 namespace sandpool::core {

@@ -63,10 +63,14 @@ class FakeWorkerControl : public core::WorkerControl {
   std::optional<std::string> backtrace(core::WorkerId w, ipc::BacktraceRead) override {
     return workers[w].backtrace;
   }
+  std::int64_t wall_ms() override { return wall_clock_ms; }
 
   std::map<core::WorkerId, FakeWorker> workers;
   std::vector<core::WorkerId> spawned;
   std::vector<std::pair<core::WorkerId, std::uint64_t>> sends;  // every send_task, in order
+  // The wall clock the core stamps attempts with: far from today's, so that a stamp taken
+  // from the system clock instead shows. The harness moves it with the monotonic clock.
+  std::int64_t wall_clock_ms = 86'400'000;
 
  private:
   core::WorkerId next_ = 1;

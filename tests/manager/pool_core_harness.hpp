@@ -53,9 +53,10 @@ struct Harness {
     ctl.workers[w].gone = true;
     core->on_exit(w, {st, 0, ctl.pid(w)}, now);
   }
-  // Moves the clock; every worker that is not silent beats on the way.
+  // Moves the clock (both of them); every worker that is not silent beats on the way.
   void advance(std::chrono::milliseconds d) {
     now += d.count() * kMs;
+    ctl.wall_clock_ms += d.count();
     for (auto& [w, fw] : ctl.workers) {
       if (!fw.silent) fw.heartbeat_ms = now / kMs;
     }

@@ -1,5 +1,6 @@
-// PoolCore, attempts: a worker's results and progress, the end of an attempt and what
-// follows it (completion, retry with backoff, dead letter, cancellation).
+// PoolCore, tasks out: a worker's results and progress, the end of an attempt and what
+// follows it (completion, retry with backoff, dead letter, cancellation), ending a task
+// (its letter included) and dead-lettering what waits when the pool fails or gives up.
 #include <algorithm>
 
 #include "core/pool_core.hpp"
@@ -9,7 +10,6 @@ namespace sandpool::core {
 
 using detail::kMsNs;
 using detail::retryable;
-using detail::wall_ms;
 
 bool PoolCore::on_result(WorkerId wid, ipc::ResultMsg& msg, std::int64_t now) {
   clock_ns_ = now;
@@ -34,7 +34,7 @@ bool PoolCore::on_result(WorkerId wid, ipc::ResultMsg& msg, std::int64_t now) {
         {
           std::lock_guard lock(t->mu);
           t->account.history.push_back(
-              {f.attempt, Outcome::kOk, {}, pid, f.started_wall_ms, wall_ms()});
+              {f.attempt, Outcome::kOk, {}, pid, f.started_wall_ms, ctl_.wall_ms()});
         }
         t->attempts_ended++;
         note_attempt_end(f, Outcome::kOk, now);
@@ -90,7 +90,7 @@ void PoolCore::end_attempt(const InFlight& f, Outcome outcome, std::string error
   {
     std::lock_guard lock(t->mu);
     t->account.history.push_back(
-        {f.attempt, outcome, error, pid, f.started_wall_ms, wall_ms(), std::move(backtrace)});
+        {f.attempt, outcome, error, pid, f.started_wall_ms, ctl_.wall_ms(), std::move(backtrace)});
     t->account.error = error;
   }
   t->attempts_ended++;
@@ -126,6 +126,128 @@ std::int64_t PoolCore::retry_delay_ns(const TaskRecord& t) {
   if (ceiling <= 0) return 0;
   std::uniform_int_distribution<std::int64_t> jitter(0, ceiling);
   return jitter(rng_);
+}
+
+void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason, std::string result,
+                      std::string error, CancelReason cancel) {
+  if (task->decided) return;
+  task->decided = true;
+  release_admission(*task);
+  {
+    std::lock_guard lock(task->mu);
+    task->account.state = state;
+    task->account.reason = reason;
+    task->account.cancel_reason = cancel;
+    task->account.result = std::move(result);
+    if (!error.empty() || state == TaskState::kCompleted) task->account.error = std::move(error);
+    if (state == TaskState::kDeadLettered && dead_letter_sink_) {
+      task->account.dead_letter_pending = true;
+    }
+  }
+  if (state == TaskState::kDeadLettered && dead_letter_sink_) {
+    letters_pending_.emplace(task->id, std::make_pair(task, reason));
+    if (dead_letter_sink_(task)) return;  // on_letter_written() ends it
+    letters_pending_.erase(task->id);
+    std::lock_guard lock(task->mu);
+    task->account.dead_letter_pending = false;
+  }
+  complete(task, state, reason);
+}
+
+void PoolCore::on_letter_written(std::uint64_t id, std::int64_t now) {
+  clock_ns_ = now;
+  auto it = letters_pending_.find(id);
+  if (it == letters_pending_.end()) return;
+  auto [task, reason] = std::move(it->second);
+  letters_pending_.erase(it);
+  {
+    std::lock_guard lock(task->mu);
+    task->account.dead_letter_pending = false;
+  }
+  complete(task, TaskState::kDeadLettered, reason);
+  settle(now);
+}
+
+void PoolCore::complete(const TaskPtr& task, TaskState state, DeadReason reason) {
+  if (state == TaskState::kDeadLettered) {
+    std::lock_guard lock(task->mu);
+    dead_letters_.push_back(task->account);
+    if (dead_letters_.size() > opts_.dead_letter_capacity) dead_letters_.pop_front();
+  }
+  switch (state) {
+    case TaskState::kCompleted:
+      ++stats_.completed;
+      break;
+    case TaskState::kDeadLettered:
+      ++stats_.dead_lettered;
+      break;
+    case TaskState::kCancelled:
+      ++stats_.cancelled;
+      break;
+    default:
+      break;
+  }
+  note_terminal(*task, state, reason);
+  if (task->expires_ns != 0) --ttl_tasks_;
+  task->state.store(state, std::memory_order_release);
+  task->done.store(1, std::memory_order_release);
+  task->done.notify_all();
+  --open_tasks_;
+  finished_.add(task, clock_ns_);
+  emit({PoolEvent::Kind::kTaskEnded, task->id, 0, state, reason, Outcome::kOk, task->attempts_ended,
+        task->account.error});
+  // The account is final once done is set: nothing writes it again, so the callback reads
+  // it in place instead of a copy (readers elsewhere only ever copy it under the lock).
+  if (task->opts.on_done) task->opts.on_done(task->account);
+}
+
+std::deque<TaskPtr> PoolCore::take_waiting() {
+  std::deque<TaskPtr> left = queue_.take_all();
+  while (!retries_.empty()) {
+    left.push_back(retries_.top().task);
+    retries_.pop();
+  }
+  for (auto& [id, w] : workers_) {
+    for (TaskPtr& t : w.backlog) left.push_back(std::move(t));
+    backlogged_ -= w.backlog.size();
+    w.backlog.clear();
+  }
+  return left;
+}
+
+std::size_t PoolCore::dead_letter_waiting(DeadReason reason, const std::string& why) {
+  std::size_t n = 0;
+  for (const TaskPtr& t : take_waiting()) {
+    if (t->decided) continue;
+    finish(t, TaskState::kDeadLettered, reason, {}, why);
+    ++n;
+  }
+  return n;
+}
+
+std::size_t PoolCore::abandon_all(DeadReason reason, const std::string& why, std::int64_t now) {
+  clock_ns_ = now;
+  std::size_t abandoned = dead_letter_waiting(reason, why);
+  for (auto& [wid, w] : workers_) {
+    bool any = false;
+    for (std::size_t i = 0; i < w.ring.size(); ++i) {
+      InFlight& f = w.ring[i];
+      if (f.ended || f.task->decided) continue;
+      f.ended = true;  // its worker's exit must not end it a second time
+      if (i == 0) {    // the front: running (or about to), so it had an attempt
+        std::lock_guard lock(f.task->mu);
+        f.task->account.history.push_back(
+            {f.attempt, Outcome::kLost, why, ctl_.pid(wid), f.started_wall_ms, ctl_.wall_ms()});
+        f.task->attempts_ended++;
+      }
+      finish(f.task, TaskState::kDeadLettered, reason, {}, why);
+      ++abandoned;
+      any = true;
+    }
+    if (any) kill_worker(w, KillReason::kShutdown, Outcome::kLost, why, 0, now);
+  }
+  settle(now);
+  return abandoned;
 }
 
 }  // namespace sandpool::core

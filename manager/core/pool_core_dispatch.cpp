@@ -1,0 +1,205 @@
+// PoolCore, tasks in: submit, admission, the funnel every task waiting for a worker goes
+// through (to_queue), dispatch to the workers' rings and cancellation.
+#include <algorithm>
+
+#include "core/pool_core.hpp"
+#include "core/pool_core_internal.hpp"
+
+namespace sandpool::core {
+
+using detail::to_ns;
+
+void PoolCore::submit(TaskPtr task, std::int64_t now) {
+  clock_ns_ = now;
+  task->max_attempts = 1 + task->opts.retries.value_or(opts_.retries);
+  task->timeout_ns = to_ns(task->opts.timeout.value_or(opts_.timeout));
+  task->queued_ns = now;
+  if (auto ttl = task->opts.queue_ttl ? task->opts.queue_ttl : opts_.queue_ttl) {
+    task->expires_ns = now + to_ns(*ttl);
+    ++ttl_tasks_;
+  }
+  ++stats_.submitted;
+  ++open_tasks_;
+  if (failed_) {
+    finish(task, TaskState::kDeadLettered, DeadReason::kCrashLoop, {}, failure_);
+    return;
+  }
+  if (intensity_.crash_loop() && task->opts.fail_fast) {
+    finish(task, TaskState::kDeadLettered, DeadReason::kCrashLoop, {},
+           "the pool is in crash_loop and the task asked to fail fast");
+    return;
+  }
+  queue_.push(std::move(task));  // admitted by the Pool at submit
+  dispatch(now);
+}
+
+void PoolCore::admit(TaskRecord& t) {
+  if (t.admitted) return;
+  t.admitted = true;
+  admitted_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void PoolCore::release_admission(TaskRecord& t) {
+  if (!t.admitted) return;
+  t.admitted = false;
+  admitted_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void PoolCore::to_queue(TaskPtr task, bool front, std::int64_t now) {
+  if (task->decided) return;
+  if (failed_) {
+    // Nothing will ever run it: no worker is started in a failed pool.
+    finish(task, TaskState::kDeadLettered, DeadReason::kCrashLoop, {}, failure_);
+    return;
+  }
+  clock_ns_ = now;
+  task->state.store(TaskState::kQueued, std::memory_order_release);
+  admit(*task);
+  if (front) {
+    queue_.push_front(std::move(task));
+  } else {
+    queue_.push(std::move(task));
+  }
+}
+
+void PoolCore::dispatch(std::int64_t now) {
+  // Affinity backlogs first: those tasks were already waiting for their worker.
+  for (auto& [id, w] : workers_) {
+    if (backlogged_ == 0) break;
+    while (!w.backlog.empty() && w.is<Ready>() && w.ring.size() < opts_.concurrency) {
+      TaskPtr t = std::move(w.backlog.front());
+      w.backlog.pop_front();
+      --backlogged_;
+      assign(w, std::move(t), now);
+    }
+  }
+  if (queue_.empty()) return;
+  candidates_.clear();
+  std::vector<Worker*>& by_index = candidate_workers_;
+  by_index.clear();
+  bool any_ready = false;
+  for (auto& [id, w] : workers_) {
+    // A starting worker is a candidate with no room: affinity keeps its keys for it (they
+    // must not move when it becomes ready), the other strategies pass it by.
+    if (!w.live()) continue;
+    const bool ready = w.is<Ready>();
+    any_ready |= ready;
+    // A worker due for recycling after max_tasks gets no more than it has left to serve.
+    std::uint32_t capacity = opts_.concurrency;
+    if (opts_.recycle_max_tasks != 0) {
+      const std::uint64_t left =
+          opts_.recycle_max_tasks > w.tasks_done ? opts_.recycle_max_tasks - w.tasks_done : 0;
+      capacity = static_cast<std::uint32_t>(std::min<std::uint64_t>(capacity, left));
+    }
+    candidates_.push_back(
+        {id, ready ? static_cast<std::uint32_t>(w.ring.size()) : capacity, capacity});
+    by_index.push_back(&w);
+  }
+  if (!any_ready) return;
+  while (!queue_.empty()) {
+    const TaskPtr& head = *queue_.peek();
+    if (head->payload.size() > opts_.max_payload) {
+      // Accepted under a larger max_payload that a reconfigure lowered since: the workers
+      // started with the new one would read its frame as ring corruption.
+      TaskPtr t = queue_.pop();
+      finish(t, TaskState::kDeadLettered, DeadReason::kPermanent, {},
+             "payload of " + std::to_string(t->payload.size()) + " bytes exceeds max_payload (" +
+                 std::to_string(opts_.max_payload) + " bytes), lowered after it was accepted");
+      continue;
+    }
+    Choice c = choose_for(*head);
+    if (c.index < 0) break;
+    Worker& w = *by_index[c.index];
+    TaskPtr t = queue_.pop();
+    if (c.must_wait) {
+      w.backlog.push_back(std::move(t));  // still waiting: keeps its admission
+      ++backlogged_;
+      continue;
+    }
+    assign(w, std::move(t), now);
+    candidates_[c.index].in_flight++;
+  }
+}
+
+Choice PoolCore::choose_for(const TaskRecord& t) {
+  bool all_fit = true;
+  for (const Worker* w : candidate_workers_) all_fit &= t.payload.size() <= w->frame_cap;
+  if (all_fit) return dispatcher_.choose(candidates_, t.opts.key);
+  // Some workers' regions were sized for a smaller max_payload (a reconfigure raised it while
+  // they still run): they must not get this task, whose frame they would read as corruption.
+  std::vector<Candidate> fit;
+  std::vector<int> index;
+  for (std::size_t i = 0; i < candidates_.size(); ++i) {
+    if (t.payload.size() > candidate_workers_[i]->frame_cap) continue;
+    fit.push_back(candidates_[i]);
+    index.push_back(static_cast<int>(i));
+  }
+  Choice c = dispatcher_.choose(fit, t.opts.key);
+  if (c.index >= 0) c.index = index[static_cast<std::size_t>(c.index)];
+  return c;
+}
+
+void PoolCore::assign(Worker& w, TaskPtr task, std::int64_t now) {
+  note_dispatch(*task, now);
+  release_admission(*task);
+  InFlight f;
+  f.task = task;
+  f.attempt = task->attempts_ended + 1;
+  f.dispatched_ns = now;
+  f.started_wall_ms = ctl_.wall_ms();
+  f.deadline_ns = now + task->timeout_ns;
+  task->state.store(TaskState::kDispatched, std::memory_order_release);
+  ctl_.send_task(w.id, *task, f.attempt, f.deadline_ns);
+  next_check_ns_ = std::min(next_check_ns_, f.deadline_ns);
+  const bool was_empty = w.ring.empty();
+  w.ring.push_back(std::move(f));
+  ++in_flight_total_;
+  if (was_empty) front_changed(w, now);
+}
+
+std::pair<Worker*, InFlight*> PoolCore::find_in_ring(const TaskPtr& t) {
+  for (auto& [wid, w] : workers_) {
+    for (InFlight& f : w.ring) {
+      if (f.task == t && !f.ended) return {&w, &f};
+    }
+  }
+  return {nullptr, nullptr};
+}
+
+bool PoolCore::cancel(const TaskPtr& t, std::int64_t now) {
+  clock_ns_ = now;
+  if (t->decided) return false;
+  t->cancel_requested = true;
+  const TaskState s = t->state.load(std::memory_order_relaxed);
+  if (s == TaskState::kQueued) {
+    queue_.remove(t->id);
+    for (auto& [wid, w] : workers_) {
+      auto b = std::find(w.backlog.begin(), w.backlog.end(), t);
+      if (b != w.backlog.end()) {
+        w.backlog.erase(b);
+        --backlogged_;
+      }
+    }
+    finish(t, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled while queued",
+           CancelReason::kUser);
+    return true;
+  }
+  if (s == TaskState::kRetryWait) {
+    // Its heap entry is skipped when it comes due.
+    finish(t, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled while waiting to retry",
+           CancelReason::kUser);
+    return true;
+  }
+  auto [w, f] = find_in_ring(t);
+  if (f == nullptr || f->ask != InFlight::Ask::kNone) return true;
+  f->ask = InFlight::Ask::kCancel;
+  f->asked_ns = now;
+  ctl_.send_cancel(w->id, t->id);  // drops it if the worker has not started it
+  if (f == &w->ring.front()) {
+    ctl_.raise_cancel_flag(w->id, t->id);
+    next_check_ns_ = std::min(next_check_ns_, now + to_ns(opts_.cancel_grace));
+  }
+  return true;
+}
+
+}  // namespace sandpool::core
