@@ -69,8 +69,8 @@ class LoopMailbox {
   // ---- loop thread
   // Returns true iff anything is posted (the loop's check while busy or spinning).
   bool has_mail() const { return count_.load(std::memory_order_acquire) != 0; }
-  // Swaps what was posted into *tasks and *cmds (both empty on entry; their capacity is
-  // reused). Returns false, taking nothing, when nothing was posted.
+  // Swaps what was posted into *tasks and *cmds (both empty on entry; what they hold, the
+  // mailbox uses next). Returns false, taking nothing, when nothing was posted.
   bool take(std::vector<TaskPtr>* tasks, std::vector<LoopCommand>* cmds);
   // Counts commands the loop ran (after take()), for published_stats().
   void commands_done(std::size_t n) { cmds_done_ += n; }
