@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstdlib>
 #include <filesystem>
 #include <random>
 
@@ -24,8 +23,6 @@ constexpr std::int64_t kMsNs = 1000000;
 constexpr std::int64_t kRunningPollMs = 10;
 
 std::uint32_t default_spin_us(std::uint32_t workers) {
-  if (const char* env = std::getenv("SANDPOOL_SPIN_US"))
-    return static_cast<std::uint32_t>(std::atoi(env));
   // Spinners yield their core after a few rounds (ipc::spin_until), so a modest
   // oversubscription costs little; only a single core, or far more workers than cores, turns
   // spinning off. On 2 vCPUs this spin is what took W2 from ~90 to ~22 us (performance.md).
@@ -39,7 +36,7 @@ PoolLoop::PoolLoop(PoolOptions options) : opts_(options), as_started_(std::move(
   log_ = opts_.logger ? opts_.logger : spdlog::default_logger();
   spawner_ = opts_.spawner ? opts_.spawner : make_process_spawner();
   if (opts_.seed == 0) opts_.seed = std::random_device{}();
-  spin_us_ = default_spin_us(opts_.workers);
+  spin_us_ = opts_.spin_us ? *opts_.spin_us : default_spin_us(opts_.workers);
   max_payload_.store(opts_.max_payload);
   queue_capacity_.store(opts_.queue_capacity);
   max_timeout_ms_.store(opts_.max_timeout.count());
