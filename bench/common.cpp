@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -47,6 +48,10 @@ PoolOptions pool_options(const BenchOptions& o, const std::string& plugin, std::
   p.workers = workers;
   p.concurrency = concurrency;
   p.logger = bench_logger(o);
+  // The spin experiments of docs/performance.md set it from the environment.
+  if (const char* spin = std::getenv("SANDPOOL_SPIN_US")) {
+    p.spin_us = static_cast<std::uint32_t>(std::atoi(spin));
+  }
   return p;
 }
 

@@ -5,8 +5,8 @@
 //
 // Threads: the sink runs on the loop thread; the store's receipt arrives on the store's
 // writer thread (or inline, within enqueue(), when the store has closed). A receipt is
-// posted to the loop; once the loop has ended it is applied under ended_mu_, like a late
-// query; once the PoolLoop is gone it ends the task record itself.
+// posted to the loop; once the loop has ended it is applied inline (LoopMailbox::post_or_run),
+// like a late query; once the PoolLoop is gone it ends the task record itself.
 #include <spdlog/spdlog.h>
 
 #include <sandpool/dead_letters.hpp>
@@ -74,9 +74,9 @@ void PoolLoop::install_dead_letter_sink() {
 }
 
 void PoolLoop::letter_written(std::uint64_t task_id) {
-  std::lock_guard lock(ended_mu_);
-  if (loop_ended_.load()) return core_->on_letter_written(task_id, ipc::monotonic_ns());
-  post([task_id](PoolCore& core, std::int64_t now) { core.on_letter_written(task_id, now); });
+  mailbox_.post_or_run(
+      [task_id](PoolCore& core, std::int64_t now) { core.on_letter_written(task_id, now); },
+      *core_);
 }
 
 }  // namespace sandpool::core

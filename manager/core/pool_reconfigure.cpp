@@ -1,5 +1,6 @@
 // Pool::reconfigure on both sides: PoolLoop validates the new options on the caller's
-// thread, swaps the submit-side limits and the workers' launch spec on the loop thread;
+// thread and plans the workers' launch (plan_launch), swaps the submit-side limits and the
+// launch spec on the loop thread;
 // PoolCore applies the rest and rolls the workers (docs/operations.md, "Reload").
 #include <spdlog/spdlog.h>
 
@@ -7,6 +8,8 @@
 #include <filesystem>
 #include <sandpool/sandbox/worker_args.hpp>
 
+#include "core/host_facts.hpp"
+#include "core/plan_launch.hpp"
 #include "core/pool_core.hpp"
 #include "core/pool_core_internal.hpp"
 #include "core/pool_loop.hpp"
@@ -127,37 +130,37 @@ Result<ReconfigureReport> PoolLoop::reconfigure(PoolOptions next) {
     return Status::error(Code::kPlugin, "plugin not found: " + next.plugin_path);
   }
   if (failed_.load()) return Status::error(Code::kClosed, "pool failed: " + failure());
-  if (!accepting_.load()) return Status::error(Code::kClosed, "pool is closing");
-  {
-    // What fill_launch_spec() will do on the loop thread, checked here where a refusal can
-    // still be returned: as root, the plugin's permissions and the workers' user.
-    sandbox::WorkerArgs probe;
-    probe.plugin_path = std::filesystem::absolute(next.plugin_path).string();
-    probe.policy = next.sandbox;
-    SP_RETURN_IF_ERROR(prepare_privilege_drop(probe, next.user));
-  }
+  if (!mailbox_.accepting()) return Status::error(Code::kClosed, "pool is closing");
+  // The launch plan for `next`, made here where a refusal can still be returned: from the
+  // host as probed at start (namespaces and cgroups cannot change in place) and the
+  // privileges probed again, since the plugin and the user may have changed.
+  PoolOptions planned = as_started_;
+  copy_live_options(planned, next);
+  HostFacts facts = host_;
+  facts.plugin_path = std::filesystem::absolute(planned.plugin_path).string();
+  facts.privileges = probe_privileges(facts.plugin_path, planned.sandbox, planned.user);
+  auto plan = plan_launch(planned, facts);
+  if (!plan) return plan.status();
   return query<Result<ReconfigureReport>>(
-      [this, next = std::move(next)](PoolCore& core,
-                                     std::int64_t now) -> Result<ReconfigureReport> {
-        if (loop_ended_.load()) return Status::error(Code::kClosed, "pool is closed");
+      [this, next = std::move(next), spec = std::move(plan->spec)](
+          PoolCore& core, std::int64_t now) -> Result<ReconfigureReport> {
+        if (mailbox_.ended()) return Status::error(Code::kClosed, "pool is closed");
         ReconfigureReport report;
-        report.rolling_restart = apply_options(next);
+        report.rolling_restart = apply_options(next, spec);
         core.reconfigure(next, report.rolling_restart, now);
         return report;
       });
 }
 
-bool PoolLoop::apply_options(const PoolOptions& next) {
-  const sandbox::WorkerArgs old_args = launch_.args;
-  const ipc::RegionConfig old_region = launch_.region;
+bool PoolLoop::apply_options(const PoolOptions& next, const supervision::LaunchSpec& spec) {
+  const supervision::LaunchSpec& old = links_->launch();
+  const bool changed = !sandbox::same_launch(spec.args, old.args) ||
+                       spec.region.task_ring_bytes != old.region.task_ring_bytes ||
+                       spec.region.result_ring_bytes != old.region.result_ring_bytes ||
+                       spec.region.max_message != old.region.max_message;
   copy_live_options(opts_, next);
-  if (Status s = fill_launch_spec(); !s) {  // reconfigure() checked it: not expected
-    log_->error("[{}] reconfigure: {}", opts_.name, s.message());
-  }
-  const bool changed = !sandbox::same_launch(launch_.args, old_args) ||
-                       launch_.region.task_ring_bytes != old_region.task_ring_bytes ||
-                       launch_.region.result_ring_bytes != old_region.result_ring_bytes ||
-                       launch_.region.max_message != old_region.max_message;
+  links_->set_launch(spec);
+  links_->set_max_result(opts_.max_result);
   queue_capacity_.store(opts_.queue_capacity, std::memory_order_relaxed);
   max_timeout_ms_.store(opts_.max_timeout.count(), std::memory_order_relaxed);
   // A smaller max_payload applies at once. A larger one waits until no worker started with

@@ -196,3 +196,16 @@ TEST_CASE("reconfigure refuses a change of namespaces, naming it, and the pool r
         std::string::npos);
   CHECK(run(*pool, "echo", "same").result == "same");
 }
+
+TEST_CASE("reconfigure refuses a CPU quota without per-worker cgroups, as a start does") {
+  PoolOptions o = pool_options("echo", 1);
+  o.sandbox.cgroup = sandbox::CgroupMode::kOff;
+  auto pool = make_pool(o);
+  PoolOptions next = o;
+  next.sandbox.cpu_quota = 0.5;
+  auto r = pool->reconfigure(next);
+  REQUIRE_FALSE(r);
+  CHECK(r.status().code() == Code::kInvalidArgument);
+  CHECK(r.status().message().find("cpu_quota needs per-worker cgroups") != std::string::npos);
+  CHECK(run(*pool, "echo", "same").result == "same");
+}

@@ -128,6 +128,10 @@ struct PoolOptions {
   std::function<void(const PoolEvent&)> on_event;
   std::shared_ptr<Spawner> spawner;  // the OS seam; null: the Boost.Process spawner
   std::uint64_t seed = 0;            // jitter/random dispatch seed; 0: random
+  // How long the pool's loop and each of its workers spin on their rings before they sleep,
+  // in microseconds, taken at start (docs/performance.md). Unset: 50 with 2 or more cores
+  // and fewer than 4 workers per core, else 0; 0: never spin.
+  std::optional<std::uint32_t> spin_us;
 };
 
 // RLIMIT_CPU, the lifetime backstop of every worker of a pool (docs/security.md, lock-down step 3): the
