@@ -32,11 +32,6 @@
 
 namespace sandpool::core {
 
-// Copies the fields Pool::reconfigure applies to a running pool from `from` into `to`;
-// the pool's identity (name, task_types, worker_path, task_ids, store, logger, on_event,
-// spawner, seed) stays `to`'s.
-void copy_live_options(PoolOptions& to, const PoolOptions& from);
-
 // What the core asks of the outside world. Every call is a command; its consequences come
 // back as events (on_ready, on_result, on_exit).
 class WorkerControl {
@@ -106,7 +101,7 @@ class PoolCore {
   // rolling: one at a time, the next once no replacement is still starting. A rolling
   // restart pauses while replacements fail their init.
   void restart_workers(bool rolling, std::int64_t now);
-  // Takes `next`'s changeable fields (copy_live_options) and applies them: strategy, record
+  // Takes `next`'s worker spec and live values (whole) and applies them: strategy, record
   // and dead-letter bounds, limits, worker count. replace_workers: the launch spec changed,
   // so every worker started before this call is replaced, one at a time (rolling restart).
   void reconfigure(const PoolOptions& next, bool replace_workers, std::int64_t now);
