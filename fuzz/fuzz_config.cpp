@@ -32,14 +32,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   std::set<std::string> names;
   for (const sandpool::PoolConfig& pool : config->pools) {
-    require(!pool.name.empty() && !pool.plugin.empty());
+    require(!pool.name.empty() && !pool.plugin_path.empty());
     require(names.insert(pool.name).second);
-    require(pool.workers.min <= pool.workers.initial);
-    require(pool.workers.initial <= pool.workers.max);
+    require(pool.worker_bounds.min <= pool.workers);
+    require(pool.workers <= pool.worker_bounds.max);
     require(pool.plugin_config_json.size() <= 64 * 1024);
     require(nlohmann::json::accept(pool.plugin_config_json));
     const sandpool::PoolOptions options = sandpool::to_pool_options(pool);
-    require(options.workers == pool.workers.initial);
+    require(options.workers == pool.workers);
   }
   return 0;
 }

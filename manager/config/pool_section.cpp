@@ -18,56 +18,62 @@ bool valid_pool_name(std::string_view name) {
   });
 }
 
-void read_workers(MapReader r, PoolConfig::Workers* w) {
-  const bool has_min = r.count("min", &w->min, 1);
-  const bool has_max = r.count("max", &w->max, 1);
-  const bool has_initial = r.count("initial", &w->initial);
+// `workers`: min and max into *bounds, initial into *initial (LiveOptions::workers).
+void read_workers(MapReader r, PoolConfig::WorkerBounds* bounds, std::uint32_t* initial) {
+  const bool has_min = r.count("min", &bounds->min, 1);
+  const bool has_max = r.count("max", &bounds->max, 1);
+  const bool has_initial = r.count("initial", initial);
   r.finish();
   const bool min_ok = has_min || !r.has("min");
   const bool max_ok = has_max || !r.has("max");
   if (!min_ok || !max_ok || (r.has("initial") && !has_initial)) return;
-  if (w->min > w->max) {
-    r.fail(has_min ? "min" : "max", "min (" + std::to_string(w->min) + ") is greater than max (" +
-                                        std::to_string(w->max) + ")");
+  if (bounds->min > bounds->max) {
+    r.fail(has_min ? "min" : "max", "min (" + std::to_string(bounds->min) +
+                                        ") is greater than max (" + std::to_string(bounds->max) +
+                                        ")");
     return;
   }
   if (!has_initial) {
-    w->initial = std::clamp(w->initial, w->min, w->max);
-  } else if (w->initial < w->min || w->initial > w->max) {
-    r.fail("initial", std::to_string(w->initial) + " is outside [min, max] = [" +
-                          std::to_string(w->min) + ", " + std::to_string(w->max) + "]");
+    *initial = std::clamp(*initial, bounds->min, bounds->max);
+  } else if (*initial < bounds->min || *initial > bounds->max) {
+    r.fail("initial", std::to_string(*initial) + " is outside [min, max] = [" +
+                          std::to_string(bounds->min) + ", " + std::to_string(bounds->max) + "]");
   }
 }
 
-void read_queue(MapReader r, PoolConfig::Queue* q) {
-  r.count("capacity", &q->capacity, 1, UINT64_MAX);
+void read_queue(MapReader r, PoolConfig* p) {
+  r.count("capacity", &p->queue_capacity, 1, UINT64_MAX);
   if (const YAML::Node* ttl = r.value("ttl");
       ttl != nullptr && ttl->IsScalar() && ttl->Scalar() == "none") {
-    q->ttl.reset();
+    p->queue_ttl.reset();
   } else {
     milliseconds v{0};
-    if (r.duration("ttl", &v, milliseconds(1))) q->ttl = v;
+    if (r.duration("ttl", &v, milliseconds(1))) p->queue_ttl = v;
   }
   r.finish();
 }
 
-void read_limits(MapReader r, PoolConfig::Limits* l) {
-  if (r.size("memory", &l->memory) && l->memory != 0 && l->memory < kMinMemory) {
+// `limits`: the rlimits and the cgroup's CPU quota go into the sandbox policy, the per-task
+// CPU time and the message bounds are the pool's own.
+void read_limits(MapReader r, PoolConfig* p) {
+  sandbox::ResourceLimits& l = p->sandbox.limits;
+  if (r.size("memory", &l.address_space) && l.address_space != 0 && l.address_space < kMinMemory) {
     r.fail("memory",
            "expected 0 (no limit) or at least 16MiB (the worker host needs that much "
            "address space to start), got " +
                describe(*r.value("memory")));
   }
-  r.duration("cpu_time", &l->cpu_time);
-  if (r.real("cpu_quota", &l->cpu_quota, 0.0) && l->cpu_quota != 0 && l->cpu_quota < 0.01) {
+  r.duration("cpu_time", &p->cpu_time);
+  double& quota = p->sandbox.cpu_quota;
+  if (r.real("cpu_quota", &quota, 0.0) && quota != 0 && quota < 0.01) {
     r.fail("cpu_quota",
            "expected 0 (no quota) or at least 0.01 (CPUs), got " + describe(*r.value("cpu_quota")));
   }
-  r.count("open_files", &l->open_files, 0, UINT64_MAX);
-  r.count("processes", &l->processes, 0, UINT64_MAX);
-  r.size("file_size", &l->file_size);
+  r.count("open_files", &l.open_files, 0, UINT64_MAX);
+  r.count("processes", &l.processes, 0, UINT64_MAX);
+  r.size("file_size", &l.file_size);
   for (auto [key, field] :
-       {std::pair{"max_payload", &l->max_payload}, std::pair{"max_result", &l->max_result}}) {
+       {std::pair{"max_payload", &p->max_payload}, std::pair{"max_result", &p->max_result}}) {
     if (r.size(key, field, 1) && *field > kMaxMessage) {
       r.fail(key, "expected at most 1GiB, got " + describe(*r.value(key)));
     }
@@ -91,8 +97,11 @@ void read_namespaces(MapReader& r, std::string_view key, sandbox::NamespaceSet* 
   *out = set;
 }
 
-void read_sandbox(MapReader r, PoolConfig::Sandbox* s) {
+// `sandbox`: the policy, and `user` beside it (WorkerSpec::user).
+void read_sandbox(MapReader r, PoolConfig* p) {
   using sandbox::SeccompProfile;
+  sandbox::SandboxPolicy* s = &p->sandbox;
+  sandbox::NamespacePolicy& ns = s->namespaces;
   r.choice<SeccompProfile>("profile", &s->profile,
                            {{"strict", SeccompProfile::kStrict},
                             {"relaxed", SeccompProfile::kRelaxed},
@@ -103,15 +112,15 @@ void read_sandbox(MapReader r, PoolConfig::Sandbox* s) {
                                 {{"off", sandbox::CgroupMode::kOff},
                                  {"auto", sandbox::CgroupMode::kAuto},
                                  {"required", sandbox::CgroupMode::kRequired}});
-  r.string("user", &s->user);
-  read_namespaces(r, "namespaces", &s->namespaces);
+  r.string("user", &p->user);
+  read_namespaces(r, "namespaces", &ns.wanted);
   // Layers whose absence is fatal: namespaces (the spawner acts on them) and landlock (the
   // worker host does).
   if (r.string_list("require", &s->require)) {
     for (const std::string& name : s->require) {
       if (name == "landlock") continue;
-      if (std::optional<sandbox::Namespace> ns = sandbox::parse_namespace(name)) {
-        s->require_namespaces.add(*ns);
+      if (std::optional<sandbox::Namespace> layer = sandbox::parse_namespace(name)) {
+        ns.required.add(*layer);
         continue;
       }
       r.fail("require",
@@ -119,24 +128,25 @@ void read_sandbox(MapReader r, PoolConfig::Sandbox* s) {
       break;
     }
   }
-  if (const sandbox::NamespaceSet extra = s->require_namespaces - s->namespaces; !extra.empty()) {
+  if (const sandbox::NamespaceSet extra = ns.required - ns.wanted; !extra.empty()) {
     r.fail("require", "requires " + extra.describe(", ") + " but sandbox.namespaces leaves " +
                           (extra.describe(",").find(',') == std::string::npos ? "it" : "them") +
                           " out");
   }
   if (r.string_list("readonly_paths", &s->readonly_paths)) {
-    for (const std::string& p : s->readonly_paths) {
-      if (!p.starts_with('/')) {
-        r.fail("readonly_paths", "expected absolute paths, got \"" + p + "\"");
+    for (const std::string& path : s->readonly_paths) {
+      if (!path.starts_with('/')) {
+        r.fail("readonly_paths", "expected absolute paths, got \"" + path + "\"");
         break;
       }
     }
+    ns.readonly_paths = s->readonly_paths;  // shown in the mount view too
   }
-  r.size("tmpfs_size", &s->tmpfs_size);
+  r.size("tmpfs_size", &ns.tmpfs_size);
   r.finish();
 }
 
-void read_retry(MapReader r, PoolConfig::Retry* p) {
+void read_retry(MapReader r, RetryPolicy* p) {
   const std::size_t errors_before = r.errors().count();
   const bool base = r.duration("base", &p->base);
   r.real("multiplier", &p->multiplier, 1.0);
@@ -150,7 +160,7 @@ void read_retry(MapReader r, PoolConfig::Retry* p) {
   }
 }
 
-void read_task_defaults(MapReader r, PoolConfig::TaskDefaults* p) {
+void read_task_defaults(MapReader r, PoolConfig* p) {
   const std::size_t errors_before = r.errors().count();
   const bool timeout = r.duration("timeout", &p->timeout, milliseconds(1));
   const bool max = r.duration("max_timeout", &p->max_timeout, milliseconds(1));
@@ -164,19 +174,21 @@ void read_task_defaults(MapReader r, PoolConfig::TaskDefaults* p) {
   }
 }
 
-void read_restart(MapReader r, PoolConfig::Restart* p) {
+void read_restart(MapReader r, PoolConfig* p) {
   const std::size_t errors_before = r.errors().count();
   r.count("max_restarts", &p->max_restarts);
-  r.duration("within", &p->within, milliseconds(1));
-  const bool base = r.duration("backoff_base", &p->backoff_base, milliseconds(1));
-  const bool max = r.duration("backoff_max", &p->backoff_max, milliseconds(1));
+  r.duration("within", &p->restart_window, milliseconds(1));
+  const bool base = r.duration("backoff_base", &p->crash_backoff_base, milliseconds(1));
+  const bool max = r.duration("backoff_max", &p->crash_backoff_max, milliseconds(1));
   r.duration("stable_after", &p->stable_after);
   r.count("max_init_failures", &p->max_init_failures, 1);
   r.finish();
-  if ((base || max) && r.errors().count() == errors_before && p->backoff_max < p->backoff_base) {
+  if ((base || max) && r.errors().count() == errors_before &&
+      p->crash_backoff_max < p->crash_backoff_base) {
     r.fail(max ? "backoff_max" : "backoff_base",
-           "backoff_max (" + std::to_string(p->backoff_max.count()) +
-               "ms) is less than backoff_base (" + std::to_string(p->backoff_base.count()) + "ms)");
+           "backoff_max (" + std::to_string(p->crash_backoff_max.count()) +
+               "ms) is less than backoff_base (" + std::to_string(p->crash_backoff_base.count()) +
+               "ms)");
   }
 }
 
@@ -197,7 +209,7 @@ void read_pool(ConfigErrors& errors, const YAML::Node& node, const std::string& 
   } else if (!r.has("name")) {
     r.fail("name", "required: the pool's name");
   }
-  if (!r.string("plugin", &out->plugin) && !r.has("plugin")) {
+  if (!r.string("plugin", &out->plugin_path) && !r.has("plugin")) {
     r.fail("plugin", "required: the path of the plugin .so");
   }
   if (const YAML::Node* config = r.value("plugin_config")) {
@@ -208,32 +220,32 @@ void read_pool(ConfigErrors& errors, const YAML::Node& node, const std::string& 
       marks->task_types.push_back((*r.value("task_types"))[i].Mark());
     }
   }
-  read_workers(r.section("workers"), &out->workers);
+  read_workers(r.section("workers"), &out->worker_bounds, &out->workers);
   r.count("concurrency", &out->concurrency, 1);
-  read_queue(r.section("queue"), &out->queue);
+  read_queue(r.section("queue"), out);
   r.choice<DispatchStrategy>("dispatch", &out->dispatch,
                              {{"round-robin", DispatchStrategy::kRoundRobin},
                               {"least-loaded", DispatchStrategy::kLeastLoaded},
                               {"random", DispatchStrategy::kRandom},
                               {"affinity", DispatchStrategy::kAffinity}});
-  read_limits(r.section("limits"), &out->limits);
-  read_sandbox(r.section("sandbox"), &out->sandbox);
+  read_limits(r.section("limits"), out);
+  read_sandbox(r.section("sandbox"), out);
 
   MapReader health = r.section("health");
-  health.duration("heartbeat_interval", &out->health.heartbeat_interval, milliseconds(1));
-  health.count("missed_heartbeats", &out->health.missed_heartbeats, 1);
-  health.duration("init_timeout", &out->health.init_timeout, milliseconds(1));
-  health.duration("stop_timeout", &out->health.stop_timeout, milliseconds(1));
+  health.duration("heartbeat_interval", &out->heartbeat_interval, milliseconds(1));
+  health.count("missed_heartbeats", &out->missed_heartbeats, 1);
+  health.duration("init_timeout", &out->init_timeout, milliseconds(1));
+  health.duration("stop_timeout", &out->stop_timeout, milliseconds(1));
   health.finish();
 
-  read_task_defaults(r.section("task_defaults"), &out->task_defaults);
+  read_task_defaults(r.section("task_defaults"), out);
 
   read_retry(r.section("retry"), &out->retry);
-  read_restart(r.section("restart"), &out->restart);
+  read_restart(r.section("restart"), out);
 
   MapReader recycle = r.section("recycle");
-  recycle.count("max_tasks", &out->recycle.max_tasks, 0, UINT64_MAX);
-  recycle.size("max_rss", &out->recycle.max_rss);
+  recycle.count("max_tasks", &out->recycle_max_tasks, 0, UINT64_MAX);
+  recycle.size("max_rss", &out->recycle_max_rss);
   recycle.finish();
   r.finish();
 }

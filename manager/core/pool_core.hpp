@@ -34,11 +34,6 @@
 
 namespace sandpool::core {
 
-// Copies the fields Pool::reconfigure applies to a running pool from `from` into `to`;
-// the pool's identity (name, task_types, worker_path, task_ids, store, logger, on_event,
-// spawner, seed) stays `to`'s.
-void copy_live_options(PoolOptions& to, const PoolOptions& from);
-
 class PoolCore {
  public:
   // `admitted` counts the tasks waiting for a worker (queued or in an affinity backlog):
@@ -69,7 +64,7 @@ class PoolCore {
   // rolling: one at a time, the next once no replacement is still starting. A rolling
   // restart pauses while replacements fail their init.
   void restart_workers(bool rolling, std::int64_t now);
-  // Takes `next`'s changeable fields (copy_live_options) and applies them: strategy, record
+  // Takes `next`'s worker spec and live values (whole) and applies them: strategy, record
   // and dead-letter bounds, limits, worker count. replace_workers: the launch spec changed,
   // so every worker started before this call is replaced, one at a time (rolling restart).
   void reconfigure(const PoolOptions& next, bool replace_workers, std::int64_t now);

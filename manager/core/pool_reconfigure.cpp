@@ -16,49 +16,13 @@
 
 namespace sandpool::core {
 
-void copy_live_options(PoolOptions& to, const PoolOptions& from) {
-  to.plugin_path = from.plugin_path;
-  to.plugin_config_json = from.plugin_config_json;
-  to.workers = from.workers;
-  to.concurrency = from.concurrency;
-  to.dispatch = from.dispatch;
-  to.queue_capacity = from.queue_capacity;
-  to.timeout = from.timeout;
-  to.max_timeout = from.max_timeout;
-  to.retries = from.retries;
-  to.retry = from.retry;
-  to.max_payload = from.max_payload;
-  to.max_result = from.max_result;
-  to.ring_bytes = from.ring_bytes;
-  to.heartbeat_interval = from.heartbeat_interval;
-  to.missed_heartbeats = from.missed_heartbeats;
-  to.cpu_time = from.cpu_time;
-  to.backtrace_grace = from.backtrace_grace;
-  to.max_restarts = from.max_restarts;
-  to.restart_window = from.restart_window;
-  to.crash_backoff_base = from.crash_backoff_base;
-  to.crash_backoff_max = from.crash_backoff_max;
-  to.stable_after = from.stable_after;
-  to.recycle_max_tasks = from.recycle_max_tasks;
-  to.recycle_max_rss = from.recycle_max_rss;
-  to.queue_ttl = from.queue_ttl;
-  to.init_timeout = from.init_timeout;
-  to.cancel_grace = from.cancel_grace;
-  to.stop_timeout = from.stop_timeout;
-  to.max_init_failures = from.max_init_failures;
-  to.dead_letter_capacity = from.dead_letter_capacity;
-  to.task_records_max = from.task_records_max;
-  to.task_records_max_age = from.task_records_max_age;
-  to.task_records_max_bytes = from.task_records_max_bytes;
-  to.sandbox = from.sandbox;
-  to.user = from.user;
-}
-
 // ---- PoolCore -------------------------------------------------------------------------
 
 void PoolCore::reconfigure(const PoolOptions& next, bool replace_workers, std::int64_t now) {
   clock_ns_ = now;
-  copy_live_options(opts_, next);
+  // Both parts a reconfigure applies, whole (pool_options.hpp); identity and wiring stay.
+  opts_.worker_spec() = next.worker_spec();
+  opts_.live() = next.live();
   dispatcher_.set_strategy(opts_.dispatch);
   intensity_.set_limits({opts_.max_restarts, opts_.restart_window, opts_.crash_backoff_base,
                          opts_.crash_backoff_max, opts_.stable_after});
@@ -104,6 +68,9 @@ std::optional<std::string> needs_new_pool(const PoolOptions& started, const Pool
     return "cannot be renamed to '" + next.name + "' in place: that needs a new pool";
   }
   if (next.task_types != started.task_types) return "task_types" + in_place;
+  // An identity field added later is refused too, by name once it has a line above.
+  if (next.identity() != started.identity()) return "the pool's identity" + in_place;
+  // What the spawner and the cgroup tree were built from: worker spec, but fixed at start.
   const sandbox::NamespacePolicy& ns = started.sandbox.namespaces;
   if (!(next.sandbox.namespaces == ns)) return "sandbox.namespaces" + in_place;
   if (next.sandbox.cgroup != started.sandbox.cgroup) return "sandbox.cgroup" + in_place;
@@ -135,7 +102,8 @@ Result<ReconfigureReport> PoolLoop::reconfigure(PoolOptions next) {
   // host as probed at start (namespaces and cgroups cannot change in place) and the
   // privileges probed again, since the plugin and the user may have changed.
   PoolOptions planned = as_started_;
-  copy_live_options(planned, next);
+  planned.worker_spec() = next.worker_spec();
+  planned.live() = next.live();
   HostFacts facts = host_;
   facts.plugin_path = std::filesystem::absolute(planned.plugin_path).string();
   facts.privileges = probe_privileges(facts.plugin_path, planned.sandbox, planned.user);
@@ -158,7 +126,10 @@ bool PoolLoop::apply_options(const PoolOptions& next, const supervision::LaunchS
                        spec.region.task_ring_bytes != old.region.task_ring_bytes ||
                        spec.region.result_ring_bytes != old.region.result_ring_bytes ||
                        spec.region.max_message != old.region.max_message;
-  copy_live_options(opts_, next);
+  // The worker spec and the live values, whole (pool_options.hpp). The identity and the
+  // wiring stay as started: other threads read those without a lock (options()).
+  opts_.worker_spec() = next.worker_spec();
+  opts_.live() = next.live();
   links_->set_launch(spec);
   links_->set_max_result(opts_.max_result);
   queue_capacity_.store(opts_.queue_capacity, std::memory_order_relaxed);

@@ -38,11 +38,11 @@ std::vector<std::string> check_host(Config config) {
   for (std::size_t i = 0; i < config.pools.size(); ++i) {
     const PoolConfig& pc = config.pools[i];
     const std::string where = "pools[" + std::to_string(i) + "] (" + pc.name + ")";
-    if (std::string why = plugin_problem(pc.plugin); !why.empty()) {
-      problems.push_back(where + ": plugin " + pc.plugin + ": " + why);
+    if (std::string why = plugin_problem(pc.plugin_path); !why.empty()) {
+      problems.push_back(where + ": plugin " + pc.plugin_path + ": " + why);
     }
     if (root) {
-      if (auto user = sandbox::resolve_run_as(pc.sandbox.user); !user) {
+      if (auto user = sandbox::resolve_run_as(pc.user); !user) {
         problems.push_back(where + ": " + user.status().message());  // names sandbox.user
       }
     }

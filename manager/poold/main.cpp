@@ -167,7 +167,7 @@ int run(sp::Config config, const std::string& config_path, pd::SignalWatcher& si
   }
   for (const sp::PoolConfig& pc : config.pools) {
     control_opts->max_frame =
-        std::max<std::size_t>(control_opts->max_frame, pc.limits.max_payload + 65536);
+        std::max<std::size_t>(control_opts->max_frame, pc.max_payload + 65536);
   }
   pd::SystemdNotifier notifier;
   Wakeup wakeup;

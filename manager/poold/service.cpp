@@ -27,7 +27,7 @@ std::string absolute(const std::string& path) {
 void make_paths_absolute(Config& config) {
   config.service.socket_path = absolute(config.service.socket_path);
   config.service.state_dir = absolute(config.service.state_dir);
-  for (PoolConfig& pc : config.pools) pc.plugin = absolute(pc.plugin);
+  for (PoolConfig& pc : config.pools) pc.plugin_path = absolute(pc.plugin_path);
 }
 
 Service::Service(Config config, std::string config_path, std::shared_ptr<spdlog::logger> log,
@@ -60,7 +60,7 @@ Result<std::unique_ptr<Service>> Service::start(Config config, std::string confi
     auto pool = s->make_pool(pc);
     if (!pool) return pool.status().with_context("pool '" + pc.name + "'");
     s->slots_.emplace(pc.name, Slot{pc, std::move(pool).value()});
-    log->info("pool started pool={} plugin={} workers={}", pc.name, pc.plugin, pc.workers.initial);
+    log->info("pool started pool={} plugin={} workers={}", pc.name, pc.plugin_path, pc.workers);
   }
   s->refresh_watch_list();
   return s;

@@ -180,11 +180,11 @@ void Service::op_pool_control(const Request& req, const Responder& res) {
       return (void)res.error("bad_request", "workers: a count");
     }
     const auto want = n->get<std::uint32_t>();
-    if (want < pc.workers.min || want > pc.workers.max) {
+    if (want < pc.worker_bounds.min || want > pc.worker_bounds.max) {
       return (void)res.error("bad_request", "workers: " + std::to_string(want) +
                                                 " is outside the pool's workers.min..max (" +
-                                                std::to_string(pc.workers.min) + ".." +
-                                                std::to_string(pc.workers.max) + ")");
+                                                std::to_string(pc.worker_bounds.min) + ".." +
+                                                std::to_string(pc.worker_bounds.max) + ")");
     }
     st = pool->scale(want);
   } else if (op == "strategy") {

@@ -17,8 +17,8 @@ using nlohmann::json;
 // The worker count a reload gives a running pool: the new `initial` when it changed,
 // otherwise the pool's current target (it may have been scaled) clamped into min..max.
 std::uint32_t reload_target(const PoolConfig& old, const PoolConfig& next, std::uint32_t current) {
-  if (old.workers.initial != next.workers.initial) return next.workers.initial;
-  return std::clamp(current, next.workers.min, next.workers.max);
+  if (old.workers != next.workers) return next.workers;
+  return std::clamp(current, next.worker_bounds.min, next.worker_bounds.max);
 }
 
 }  // namespace
@@ -103,7 +103,9 @@ Result<json> Service::reload() {
       continue;
     }
     reconfigured.push_back({{"pool", pc.name}, {"rolling_restart", applied->rolling_restart}});
-    if (!(old.workers == pc.workers)) scaled.push_back({{"pool", pc.name}, {"workers", target}});
+    if (old.workers != pc.workers || !(old.worker_bounds == pc.worker_bounds)) {
+      scaled.push_back({{"pool", pc.name}, {"workers", target}});
+    }
     if (old.dispatch != pc.dispatch) restrategied.push_back(pc.name);
     std::lock_guard<std::mutex> lock(mu_);
     slots_[pc.name].config = pc;

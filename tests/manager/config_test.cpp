@@ -49,7 +49,7 @@ TEST_CASE("the development config keeps everything under ./var and uses the exam
   for (const PoolConfig& pool : c->pools) {
     INFO(pool.name);
     // build/plugins/lib<name>.so, built from plugins/<name>.c
-    CHECK(pool.plugin == "build/plugins/lib" + pool.name + ".so");
+    CHECK(pool.plugin_path == "build/plugins/lib" + pool.name + ".so");
     CHECK(
         std::filesystem::exists(std::string(SANDPOOL_SOURCE_DIR) + "/plugins/" + pool.name + ".c"));
   }
@@ -72,8 +72,8 @@ TEST_CASE("the production example sets the service up for a system install") {
   CHECK((!s.allow[2].is_group && s.allow[2].id == 1001u && s.allow[2].name.empty()));
   const PoolConfig& p = c->pools.at(0);
   CHECK(p.plugin_config_json == R"({"cache":"/tmp","formats":["webp","jpeg"],"quality":85})");
-  CHECK(p.limits.memory == (1ull << 30));
-  CHECK(p.queue.ttl == 10min);
+  CHECK(p.sandbox.limits.address_space == (1ull << 30));
+  CHECK(p.queue_ttl == 10min);
 }
 
 TEST_CASE("a config that sets nothing gets the documented defaults") {
@@ -91,10 +91,10 @@ TEST_CASE("a config that sets nothing gets the documented defaults") {
   const PoolConfig& p = c.pools[0];
   CHECK(p.plugin_config_json == "{}");
   CHECK(p.task_types.empty());
-  CHECK(p.workers.min == 1);
-  CHECK(p.workers.max == 64);
-  CHECK(p.workers.initial == 2);
-  CHECK_FALSE(p.queue.ttl);
+  CHECK(p.worker_bounds.min == 1);
+  CHECK(p.worker_bounds.max == 64);
+  CHECK(p.workers == 2);
+  CHECK_FALSE(p.queue_ttl);
 }
 
 TEST_CASE("the control plane's limits default as documented and each is a service.control key") {
@@ -185,8 +185,8 @@ pools:
     recycle: {max_tasks: 1000, max_rss: 256MiB}
 )");
   const PoolConfig& p = c.pools.at(0);
-  CHECK(p.workers.min == 2);
-  CHECK(p.workers.max == 9);
+  CHECK(p.worker_bounds.min == 2);
+  CHECK(p.worker_bounds.max == 9);
   const sandpool::PoolOptions o = sandpool::to_pool_options(p);
   CHECK(o.name == "full");
   CHECK(o.plugin_path == "lib/full.so");  // relative paths stay as written
@@ -249,9 +249,9 @@ TEST_CASE("sizes and durations take human units") {
       {{"0", 0}, {"16MiB", 16u << 20}, {"1.5GiB", 3ull << 29}, {"100MB", 100000000}}));
   const Config c = parse_ok(std::string(kMinimalPool) + "    limits: {memory: " + text +
                             "}\n    task_defaults: {timeout: 2m}\n    queue: {ttl: 250ms}\n");
-  CHECK(c.pools[0].limits.memory == bytes);
-  CHECK(c.pools[0].task_defaults.timeout == 2min);
-  CHECK(c.pools[0].queue.ttl == 250ms);
+  CHECK(c.pools[0].sandbox.limits.address_space == bytes);
+  CHECK(c.pools[0].timeout == 2min);
+  CHECK(c.pools[0].queue_ttl == 250ms);
 }
 
 TEST_CASE("plugin_config reaches the plugin as JSON typed as YAML 1.2 reads it") {

@@ -58,90 +58,22 @@ struct ServiceConfig {
   bool operator==(const ServiceConfig&) const = default;
 };
 
-struct PoolConfig {
-  using Duration = std::chrono::milliseconds;
-  struct Workers {
-    std::uint32_t min = 1, max = 64, initial = 2;
-    bool operator==(const Workers&) const = default;
+// One entry of `pools:`. The YAML reader (manager/config/pool_section.cpp) writes straight
+// into the value parts of PoolOptions (pool_options.hpp): a pool option is declared once,
+// there, and reaches the pool whole through to_pool_options(). Only what no Pool is
+// configured with lives here on its own.
+struct PoolConfig : PoolIdentity, WorkerSpec, LiveOptions {
+  // `workers.min` / `workers.max`: the range `scale` and a reload keep the pool in
+  // (`workers.initial` is LiveOptions::workers).
+  struct WorkerBounds {
+    std::uint32_t min = 1, max = 64;
+    bool operator==(const WorkerBounds&) const = default;
   };
-  struct Queue {
-    std::uint64_t capacity = 100000;
-    std::optional<Duration> ttl;
-    bool operator==(const Queue&) const = default;
-  };
-  struct Limits {
-    // bytes: the cgroup's memory limit when the worker has one, else address space
-    // (RLIMIT_AS); 0 here and below: no limit
-    std::uint64_t memory = sandbox::ResourceLimits{}.address_space;
-    Duration cpu_time{0};  // CPU per task attempt
-    double cpu_quota = 0;  // CPUs a worker may use at once (needs sandbox.cgroup)
-    std::uint64_t open_files = sandbox::ResourceLimits{}.open_files;
-    std::uint64_t processes = sandbox::ResourceLimits{}.processes;
-    std::uint64_t file_size = sandbox::ResourceLimits{}.file_size;
-    std::uint64_t max_payload = 8u << 20, max_result = 8u << 20;
-    bool operator==(const Limits&) const = default;
-  };
-  struct Sandbox {
-    sandbox::SeccompProfile profile = sandbox::SeccompProfile::kStrict;
-    std::vector<std::string> allow_syscalls, keep_env;
-    sandbox::CgroupMode cgroup = sandbox::CgroupMode::kOff;
-    std::string user{sandbox::kDefaultSandboxUser};  // as root: who the workers become
-    // Namespaces (docs/security.md, "Namespaces"): all of them unless the file says
-    // otherwise; those the kernel refuses are left out with a warning unless required.
-    sandbox::NamespaceSet namespaces = sandbox::NamespaceSet::all();
-    std::vector<std::string> require;          // layers whose absence is fatal, by name
-    sandbox::NamespaceSet require_namespaces;  // the namespaces among them
-    std::vector<std::string> readonly_paths;   // in the mount view, and readable under Landlock
-    std::uint64_t tmpfs_size = 0;              // bytes; 0: no /tmp in the mount namespace's view
-    bool operator==(const Sandbox&) const = default;
-  };
-  struct Health {
-    Duration heartbeat_interval{250};
-    std::uint32_t missed_heartbeats = 3;
-    Duration init_timeout{10000};
-    Duration stop_timeout{5000};
-    bool operator==(const Health&) const = default;
-  };
-  struct TaskDefaults {
-    Duration timeout{30000};
-    Duration max_timeout{86400000};  // the longest timeout a submit may ask for
-    std::uint32_t retries = 3;
-    Duration cancel_grace{1000};
-    bool operator==(const TaskDefaults&) const = default;
-  };
-  struct Retry {  // delay before retry n: min(max, base * multiplier^(n-1)), full jitter
-    Duration base{100};
-    double multiplier = 2.0;
-    Duration max{30000};
-    bool retry_sandbox_violation = false;
-    bool operator==(const Retry&) const = default;
-  };
-  struct Restart {
-    std::uint32_t max_restarts = 10;
-    Duration within{60000}, backoff_base{100}, backoff_max{10000}, stable_after{5000};
-    std::uint32_t max_init_failures = 3;
-    bool operator==(const Restart&) const = default;
-  };
-  struct Recycle {
-    std::uint64_t max_tasks = 0, max_rss = 0;  // 0: never
-    bool operator==(const Recycle&) const = default;
-  };
+  // The YAML's defaults: PoolOptions' own, except that a configured pool wants every
+  // namespace (sandbox.namespaces) and has no name until the file gives it one.
+  PoolConfig();
 
-  std::string name;    // required, [a-z0-9_-]+, unique
-  std::string plugin;  // required, the plugin .so
-  std::string plugin_config_json = "{}";
-  std::vector<std::string> task_types;  // empty: the plugin's declared types
-  Workers workers;
-  std::uint32_t concurrency = 8;
-  Queue queue;
-  DispatchStrategy dispatch = DispatchStrategy::kRoundRobin;
-  Limits limits;
-  Sandbox sandbox;
-  Health health;
-  TaskDefaults task_defaults;
-  Retry retry;
-  Restart restart;
-  Recycle recycle;
+  WorkerBounds worker_bounds;
   bool operator==(const PoolConfig&) const = default;
 };
 
@@ -159,8 +91,9 @@ Result<Config> parse_config(std::string_view yaml_text, std::string_view source_
 // file cannot be read.
 Result<Config> load_config(const std::string& path);
 
-// The Pool options of one configured pool (workers.initial workers; min/max bound scaling).
-// The caller sets the dead-letter store, logger and spawner.
+// The Pool options of one configured pool: its identity, worker spec and live values as
+// read (workers.initial workers; worker_bounds bound scaling). The caller sets the wiring
+// (dead-letter store, logger, spawner, ...).
 PoolOptions to_pool_options(const PoolConfig& pool);
 
 std::string_view to_string(LogLevel l);

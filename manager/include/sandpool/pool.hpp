@@ -174,14 +174,16 @@ class Pool {
   Status kill_worker(std::int32_t pid, int signal);
   // Applies `next` to the running pool, keeping its task ids, queued and running tasks,
   // finished records, dead letters and metrics; returns once the loop thread applied it.
-  // When the workers' launch spec changes (plugin_path, plugin_config_json, sandbox,
-  // max_payload, max_result, ring_bytes, heartbeat_interval, init_timeout), every worker is
+  // It takes `next`'s worker_spec() and live() whole (pool_options.hpp). When the launch
+  // they build changes (the workers' command line, plugin config or region sizes: from the
+  // worker spec, and from timeout and cpu_time through RLIMIT_CPU), every worker is
   // replaced by one started with the new spec, one at a time (a rolling restart: no task
   // fails for it). The rest applies at once: workers (scale), concurrency, dispatch,
   // queue_capacity, health, restart intensity, recycling, cancel_grace, the dead-letter and
   // record bounds; the per-task defaults (timeout, retries, retry, queue_ttl) apply to tasks
-  // accepted afterwards. The pool's identity is fixed for its life: `next`'s worker_path,
-  // task_ids, dead_letter_store, logger, on_event, spawner and seed are ignored.
+  // accepted afterwards. `next`'s identity() must be the pool's (needs_new_pool); its
+  // wiring() (worker_path, output limits, task_ids, dead_letter_store, logger, on_event,
+  // spawner, seed) is ignored: the pool keeps what it started with.
   // Errors: kInvalidArgument (what needs_new_pool() names; workers or concurrency 0),
   // kPlugin (plugin not found), kClosed (closing or failed pool).
   Result<ReconfigureReport> reconfigure(PoolOptions next);

@@ -1,4 +1,4 @@
-// Everything a Pool is configured with. Plain values; the service's YAML maps onto it.
+// Everything a Pool is configured with, in parts by what a reconfigure does with each.
 #pragma once
 
 #include <atomic>
@@ -39,16 +39,49 @@ struct RetryPolicy {
   bool operator==(const RetryPolicy&) const = default;
 };
 
-struct PoolOptions {
+// A pool's options in four parts, by what Pool::reconfigure does with a change
+// (docs/architecture.md, "How a pool option flows, and how to add one"):
+// - PoolIdentity: what the pool is for life; a change needs a new pool (needs_new_pool).
+// - WorkerSpec: what the workers are launched with; a reconfigure takes it whole, and when
+//   the launch it builds differs (command line, plugin config, region sizes) the workers are
+//   rolled. What the spawner and the cgroup tree were built from at start (sandbox.namespaces,
+//   sandbox.cgroup, with namespaces the user) needs a new pool instead.
+// - LiveOptions: applied to the running pool in place; a reconfigure takes it whole.
+// - PoolWiring: how the pool is wired into its process, read once at start: hooks and
+//   start-time settings. Never compared, and a reconfigure ignores it.
+// poold's YAML fills the first three (PoolConfig derives from them); the service adds the
+// wiring. PoolOptions is these four and nothing else: tests/manager/pool_options_test.cpp
+// fails to compile when a field is added outside them. Fields are reached directly
+// (`opts.timeout`); identity(), worker_spec(), live() and wiring() name a part whole.
+
+struct PoolIdentity {
   std::string name = "default";
-  std::string plugin_path;
-  std::string plugin_config_json = "{}";
   // Types this pool serves; empty: the plugin's declared types, or "default".
   std::vector<std::string> task_types;
-  // The worker host executable; empty: sandpool-worker next to this program, then
-  // $SANDPOOL_WORKER, then the installed libexec path.
-  std::string worker_path;
+  bool operator==(const PoolIdentity&) const = default;
+};
 
+struct WorkerSpec {
+  std::string plugin_path;
+  std::string plugin_config_json = "{}";
+  std::uint64_t max_payload = 8u << 20;
+  std::uint64_t max_result = 8u << 20;
+  std::uint64_t ring_bytes = 256 * 1024;  // each of the two rings per worker
+  // How often an idle worker beats (it is on the worker's command line) and the pool sweeps.
+  std::chrono::milliseconds heartbeat_interval{250};
+  // Plugin load and init: the worker's own alarm, and the pool's deadline for its Ready.
+  std::chrono::milliseconds init_timeout{10000};
+  sandbox::SandboxPolicy sandbox;
+  // Who the workers become when this process runs as root (`sandbox.user`): a user name
+  // or a numeric uid, resolved once when the pool starts (<sandpool/sandbox/privileges.hpp>)
+  // unless sandbox.run_as is set already. Empty: workers stay uid 0, without capabilities.
+  // Not root: ignored (there is nobody to drop from). As root the pool also refuses a
+  // plugin that is group- or world-writable, or sits in such a directory.
+  std::string user{sandbox::kDefaultSandboxUser};
+  bool operator==(const WorkerSpec&) const = default;
+};
+
+struct LiveOptions {
   std::uint32_t workers = 2;
   std::uint32_t concurrency = 8;  // tasks that may wait in one worker's ring
   DispatchStrategy dispatch = DispatchStrategy::kRoundRobin;
@@ -60,13 +93,8 @@ struct PoolOptions {
   std::uint32_t retries = 3;
   RetryPolicy retry;
 
-  std::uint64_t max_payload = 8u << 20;
-  std::uint64_t max_result = 8u << 20;
-  std::uint64_t ring_bytes = 256 * 1024;  // each of the two rings per worker
-
-  // Health. An idle worker silent for missed_heartbeats intervals (stopped, deadlocked) is
-  // killed and replaced; a running task is bounded by its timeout and cpu_time.
-  std::chrono::milliseconds heartbeat_interval{250};
+  // Health. An idle worker silent for missed_heartbeats heartbeat_intervals (stopped,
+  // deadlocked) is killed and replaced; a running task is bounded by its timeout and cpu_time.
   std::uint32_t missed_heartbeats = 3;
   std::chrono::milliseconds cpu_time{0};  // CPU per task attempt (resource_limit: cpu); 0: none
   // Hung-task diagnostics: before killing a worker for a timeout, cpu_time or missed
@@ -91,13 +119,6 @@ struct PoolOptions {
   // A task still queued (never dispatched) this long after submit is dead-lettered `expired`.
   std::optional<std::chrono::milliseconds> queue_ttl;
 
-  // What one worker may put into the manager's log: its stdout/stderr lines and its
-  // plugin's log lines together, as a token bucket (lines per second, burst). Lines over it
-  // are dropped, counted in PoolStats::output_dropped and reported in one line.
-  double output_lines_per_second = 200;
-  double output_burst = 400;
-
-  std::chrono::milliseconds init_timeout{10000};
   std::chrono::milliseconds cancel_grace{1000};
   // A worker asked to stop (close, scale down, recycling, a restart) that has not exited this
   // long after Stop, its plugin's shutdown hook included, is killed.
@@ -108,20 +129,24 @@ struct PoolOptions {
   std::size_t task_records_max = 10000;                                   // 0: none kept
   std::chrono::milliseconds task_records_max_age{std::chrono::hours(1)};  // 0: no age bound
   std::uint64_t task_records_max_bytes = 64u << 20;  // payload + result bytes; 0: no bound
+  bool operator==(const LiveOptions&) const = default;
+};
+
+struct PoolWiring {
+  // The worker host executable; empty: sandpool-worker next to this program, then
+  // $SANDPOOL_WORKER, then the installed libexec path. Located once, at start.
+  std::string worker_path;
+  // What one worker may put into the manager's log: its stdout/stderr lines and its
+  // plugin's log lines together, as a token bucket (lines per second, burst). Lines over it
+  // are dropped, counted in PoolStats::output_dropped and reported in one line.
+  double output_lines_per_second = 200;
+  double output_burst = 400;
   // Where task ids come from. Share one counter between pools (the service does) so ids
   // are unique across them; null: this pool's own counter, from 1.
   std::shared_ptr<std::atomic<std::uint64_t>> task_ids;
   // Durable dead letters (<sandpool/dead_letters.hpp>); null: memory only. Shared so that
   // several pools (and a controller) can use one store.
   std::shared_ptr<DeadLetterStore> dead_letter_store;
-
-  sandbox::SandboxPolicy sandbox;
-  // Who the workers become when this process runs as root (`sandbox.user`): a user name
-  // or a numeric uid, resolved once when the pool starts (<sandpool/sandbox/privileges.hpp>)
-  // unless sandbox.run_as is set already. Empty: workers stay uid 0, without capabilities.
-  // Not root: ignored (there is nobody to drop from). As root the pool also refuses a
-  // plugin that is group- or world-writable, or sits in such a directory.
-  std::string user{sandbox::kDefaultSandboxUser};
   std::shared_ptr<spdlog::logger> logger;  // null: spdlog's default logger
   // Lifecycle events (workers started, ready, exited; attempts and tasks ended), called on
   // the pool's loop thread: keep it short and non-blocking. Null: none.
@@ -134,9 +159,22 @@ struct PoolOptions {
   std::optional<std::uint32_t> spin_us;
 };
 
-// RLIMIT_CPU, the lifetime backstop of every worker of a pool (docs/security.md, lock-down step 3): the
-// kernel sends SIGXCPU when a worker's CPU time, all its tasks and threads together, reaches
-// it (resource_limit: cpu), SIGKILL a second later. The pool recycles a worker before then.
+// Everything a Pool is configured with: the four parts above as bases, so each field is
+// reached by its own name (`opts.timeout`) and each part is taken or compared whole.
+struct PoolOptions : PoolIdentity, WorkerSpec, LiveOptions, PoolWiring {
+  PoolIdentity& identity() { return *this; }
+  const PoolIdentity& identity() const { return *this; }
+  WorkerSpec& worker_spec() { return *this; }
+  const WorkerSpec& worker_spec() const { return *this; }
+  LiveOptions& live() { return *this; }
+  const LiveOptions& live() const { return *this; }
+  PoolWiring& wiring() { return *this; }
+  const PoolWiring& wiring() const { return *this; }
+};
+
+// RLIMIT_CPU, the lifetime backstop of every worker of a pool (docs/security.md, lock-down step 3):
+// the kernel sends SIGXCPU when a worker's CPU time, all its tasks and threads together, reaches it
+// (resource_limit: cpu), SIGKILL a second later. The pool recycles a worker before then.
 inline constexpr std::uint64_t kWorkerCpuFactor = 10;        // attempts' worth of CPU
 inline constexpr std::uint64_t kWorkerCpuFloorSeconds = 60;  // never less than this
 // Returns the RLIMIT_CPU (seconds) each worker of a pool with `opts` gets:

@@ -30,6 +30,7 @@ struct ResourceLimits {
   // RLIMIT_NPROC: per user, and not enforced for root (see docs/security.md)
   std::uint64_t processes = 256;
   std::uint64_t file_size = 1ull << 30;  // bytes (RLIMIT_FSIZE, SIGXFSZ past it); 1 GiB
+  bool operator==(const ResourceLimits&) const = default;
 };
 
 // Returns the names of the limits `limits` leaves off (0), in the config's words
@@ -74,6 +75,7 @@ struct SandboxPolicy {
   std::vector<std::string> require;
   // Applied by the spawner (clone3), not by the worker host: not on its command line.
   NamespacePolicy namespaces;
+  bool operator==(const SandboxPolicy&) const = default;
 };
 
 // Returns true iff `layer` is named in policy.require.
