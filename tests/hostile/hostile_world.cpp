@@ -41,8 +41,12 @@ std::map<int, int> parent_of_every_process() {
   for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
     const std::string name = e.path().filename().string();
     if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    // The whole file (a comm may hold a newline), through getline, not istreambuf_iterator:
+    // a process that exits while its stat is read fails the read with ESRCH, which the
+    // iterator throws and getline reports as a failed stream.
     std::ifstream in(e.path() / "stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string stat;
+    std::getline(in, stat, '\0');
     const auto close = stat.rfind(')');
     if (close == std::string::npos) continue;
     std::istringstream rest(stat.substr(close + 1));

@@ -218,7 +218,14 @@ TEST_CASE("poold: a pool removed by reload dead-letters what it could not finish
   CHECK((*applied)["removed"][0] == "sleep");
   REQUIRE(f.poold->wait_for_output("pool retired pool=sleep dead_lettered=2"));
 
-  auto list = c.dlq_list({{"reason", "pool_removed"}});
+  // The pool decided both letters when it retired; the store commits them on its own
+  // thread, and a dlq read does not wait for that: wait until both are there.
+  std::optional<nlohmann::json> list;
+  CHECK(poll_until([&] {
+    auto l = c.dlq_list({{"reason", "pool_removed"}});
+    if (l) list = *l;
+    return l && (*l)["entries"].size() >= 2;
+  }));
   REQUIRE(list);
   REQUIRE((*list)["entries"].size() == 2);
   std::set<std::uint64_t> ids;
