@@ -21,6 +21,11 @@ std::uint32_t reload_target(const PoolConfig& old, const PoolConfig& next, std::
   return std::clamp(current, next.worker_bounds.min, next.worker_bounds.max);
 }
 
+// Returns true iff the reload changed the pool's `workers` keys (initial, min or max).
+bool workers_changed(const PoolConfig& old, const PoolConfig& next) {
+  return old.workers != next.workers || !(old.worker_bounds == next.worker_bounds);
+}
+
 }  // namespace
 
 void Service::reload_async(std::function<void(const Result<json>&)> done) {
@@ -103,9 +108,7 @@ Result<json> Service::reload() {
       continue;
     }
     reconfigured.push_back({{"pool", pc.name}, {"rolling_restart", applied->rolling_restart}});
-    if (old.workers != pc.workers || !(old.worker_bounds == pc.worker_bounds)) {
-      scaled.push_back({{"pool", pc.name}, {"workers", target}});
-    }
+    if (workers_changed(old, pc)) scaled.push_back({{"pool", pc.name}, {"workers", target}});
     if (old.dispatch != pc.dispatch) restrategied.push_back(pc.name);
     std::lock_guard<std::mutex> lock(mu_);
     slots_[pc.name].config = pc;
