@@ -150,6 +150,24 @@ void DeadLetterStore::run_writer() {
   done_cv_.notify_all();
 }
 
+DeadLetterStore::Transaction DeadLetterStore::write_whole(const std::vector<PendingLetter>& batch) {
+  const bool with_journal = journal_ && !journal_->taken_.empty();
+  const auto began = std::chrono::steady_clock::now();
+  Transaction whole = write_transaction(batch, 0, batch.size(), with_journal);
+  if (with_journal) {
+    if (whole.status) {
+      journal_->round_committed(std::chrono::steady_clock::now() - began);
+    } else {
+      journal_->round_failed(writer_db_, whole.status, whole.rc);
+    }
+  }
+  // The journal's writes failed before the letters were tried: now the letters alone.
+  if (!whole.status && whole.journal_failed && !batch.empty()) {
+    whole = write_transaction(batch, 0, batch.size());
+  }
+  return whole;
+}
+
 DeadLetterStore::WriteRound DeadLetterStore::write_round(std::vector<PendingLetter>& batch) {
   WriteRound round;
   std::vector<bool> done(batch.size(), false);
@@ -162,24 +180,8 @@ DeadLetterStore::WriteRound DeadLetterStore::write_round(std::vector<PendingLett
       round.deliveries.push_back({std::move(batch[begin + k].on_written), {t.ids[k], "", ""}});
     }
   };
-  const bool with_journal = journal_ && !journal_->taken_.empty();
-  const auto began = std::chrono::steady_clock::now();
-  Transaction whole = write_transaction(batch, 0, batch.size(), with_journal);
-  if (with_journal) {
-    if (whole.status) {
-      journal_->round_committed(std::chrono::steady_clock::now() - began);
-    } else {
-      journal_->round_failed(writer_db_, whole.status, whole.rc);
-    }
-  }
-  if (whole.status) {
-    committed(whole, 0);
-    batch.clear();
-    return round;
-  }
+  Transaction whole = write_whole(batch);
   if (batch.empty()) return round;  // a journal-only round: the journal accounted for it
-  // The journal's writes failed: the letters have not been tried yet.
-  if (whole.journal_failed) whole = write_transaction(batch, 0, batch.size());
   if (whole.status) {
     committed(whole, 0);
     batch.clear();

@@ -292,3 +292,29 @@ TEST_CASE("retention deletes finished tasks older than the age bound, unfinished
   CHECK(j.stats().evicted == 10);
   CHECK(j.unfinished()->size() == 10);
 }
+
+TEST_CASE("retention keeps the finished tasks' kept bytes under the byte bound, newest kept",
+          "[journal]") {
+  TempDir dir;
+  auto o = journal_options_in(dir.state_dir());
+  auto clock = std::make_shared<std::atomic<std::int64_t>>(1000);
+  o.now_ms = [clock] { return clock->fetch_add(1); };
+  o.journal->max_finished_bytes = 10 * 1024;  // ten results of 1 KiB
+  o.journal->retention_chunk = 3;
+  auto store = open_store(o);
+  TaskJournal& j = journal_of(*store);
+  accept_all(j, tasks(1, 40));
+  for (std::uint64_t id = 1; id <= 40; ++id) {
+    TaskResult r = account(id, TaskState::kCompleted);
+    r.result = std::string(1024, 'x');
+    j.finish(r, {});
+  }
+  REQUIRE(j.flush(60s).is_ok());
+  REQUIRE(eventually([&] { return j.stats().finished_bytes <= 10 * 1024; }));
+  const auto st = j.stats();
+  CHECK(st.finished_kept == 10);
+  CHECK(st.evicted == 30);
+  CHECK(st.retention_chunks >= 10);  // 30 / 3
+  CHECK(committed_rows(store->path(), "tasks", "id <= 30") == 0);
+  CHECK(committed_rows(store->path(), "tasks", "id > 30") == 10);
+}

@@ -262,6 +262,9 @@ class DeadLetterStore {
   // Tries to write `batch`; leaves in it, in order, the letters that stay pending.
   WriteRound write_round(std::vector<PendingLetter>& batch);
   // Commits batch[begin, end) and the retention bound in one transaction.
+  // The round's first transaction: the journal's taken writes, then batch; the journal
+  // learns how it went.
+  Transaction write_whole(const std::vector<PendingLetter>& batch);
   // With `with_journal`, the journal's taken writes go first in the same transaction.
   Transaction write_transaction(const std::vector<PendingLetter>& batch, std::size_t begin,
                                 std::size_t end, bool with_journal = false);
