@@ -8,7 +8,8 @@
 // the writer commits everything waiting (journal writes and dead letters alike) in one
 // transaction per round (group commit), then calls each write's callback. A callback runs on
 // the writer thread, after the commit, with no lock held; it must not block, throw, or call
-// flush() or the store's close().
+// flush() or the store's close(). Two exceptions run it in the caller's thread before the
+// call returns: an empty accept() batch (ok), and any write after the store closed (kClosed).
 //
 // What a caller may rely on:
 // - accept(batch, cb): cb(ok) only once every task of the batch is committed, all or none;
