@@ -41,6 +41,55 @@ CREATE TABLE attempts (
   PRIMARY KEY (letter_id, seq)
 ) WITHOUT ROWID;
 )sql",
+    // 1 -> 2: the task journal (docs/journal.md). Task ids are uint64 bit-cast to int64, as in
+    // dead_letters. finished_ms is NULL while the task is unfinished.
+    R"sql(
+CREATE TABLE tasks (
+  id              INTEGER PRIMARY KEY,
+  pool            TEXT    NOT NULL,
+  type            TEXT    NOT NULL,
+  payload         BLOB    NOT NULL,
+  timeout_ms      INTEGER,
+  retries         INTEGER,
+  priority        INTEGER NOT NULL,
+  affinity_key    TEXT    NOT NULL,
+  queue_ttl_ms    INTEGER,
+  fail_fast       INTEGER NOT NULL,
+  idempotency_key TEXT,
+  state           TEXT    NOT NULL,
+  retry_due_ms    INTEGER,
+  running_attempt INTEGER,
+  running_pid     INTEGER,
+  running_since_ms INTEGER,
+  reason          TEXT    NOT NULL DEFAULT '',
+  result          BLOB,
+  error           TEXT    NOT NULL DEFAULT '',
+  letter_id       INTEGER,
+  submitted_ms    INTEGER NOT NULL,
+  updated_ms      INTEGER NOT NULL,
+  finished_ms     INTEGER,
+  kept_bytes      INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX tasks_unfinished ON tasks (id) WHERE finished_ms IS NULL;
+CREATE INDEX tasks_by_finish ON tasks (finished_ms, id) WHERE finished_ms IS NOT NULL;
+CREATE INDEX tasks_by_key ON tasks (idempotency_key) WHERE idempotency_key IS NOT NULL;
+CREATE TABLE task_attempts (
+  task_id    INTEGER NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+  number     INTEGER NOT NULL,
+  outcome    TEXT    NOT NULL,
+  error      TEXT    NOT NULL,
+  worker_pid INTEGER NOT NULL,
+  started_ms INTEGER NOT NULL,
+  ended_ms   INTEGER NOT NULL,
+  backtrace  TEXT    NOT NULL DEFAULT '',
+  PRIMARY KEY (task_id, number)
+) WITHOUT ROWID;
+CREATE TABLE journal_meta (
+  name  TEXT PRIMARY KEY,
+  value INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT INTO journal_meta (name, value) VALUES ('highest_task_id', 0);
+)sql",
 };
 constexpr int kStepCount = static_cast<int>(sizeof(kSteps) / sizeof(kSteps[0]));
 static_assert(kStepCount == kVersion, "one migration step per schema version");
@@ -56,7 +105,7 @@ Result<int> read_version(sqlite::SqliteDb& db) {
 
 }  // namespace
 
-Status migrate(sqlite::SqliteDb& db, const std::string& path) {
+Status migrate(sqlite::SqliteDb& db, const std::string& path, int target) {
   // BEGIN IMMEDIATE before reading the version, so two processes opening the same fresh
   // file cannot both run step 0.
   for (;;) {
@@ -74,7 +123,7 @@ Status migrate(sqlite::SqliteDb& db, const std::string& path) {
                              std::to_string(kVersion) +
                              "; run a newer sandpool or move the file away");
     }
-    if (v == kVersion) return db.exec("COMMIT", "migrate: commit");
+    if (v >= target) return db.exec("COMMIT", "migrate: commit");
     Status s = db.exec(kSteps[v], "migrate to schema version " + std::to_string(v + 1));
     if (s.is_ok()) {
       const std::string set = "PRAGMA user_version = " + std::to_string(v + 1);

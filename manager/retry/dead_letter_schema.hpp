@@ -9,11 +9,12 @@
 namespace sandpool::dead_letter_schema {
 
 // The version this build writes and understands.
-inline constexpr int kVersion = 1;
+inline constexpr int kVersion = 2;
 
 // Brings the database to kVersion: creates it from nothing (user_version 0) or applies each
 // migration step in order, each in its own transaction. Returns kInvalidArgument naming
 // both versions when the file is newer than this build, so nothing is written to it.
-Status migrate(sqlite::SqliteDb& db, const std::string& path);
+// `target` below kVersion stops there (tests build files of an older version with it).
+Status migrate(sqlite::SqliteDb& db, const std::string& path, int target = kVersion);
 
 }  // namespace sandpool::dead_letter_schema

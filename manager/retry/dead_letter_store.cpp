@@ -11,8 +11,10 @@
 #include <sandpool/thread_name.hpp>
 #include <sandpool/unique_fd.hpp>
 
+#include <sandpool/task_journal.hpp>
 #include "retry/dead_letter_rows.hpp"
 #include "retry/dead_letter_schema.hpp"
+#include "retry/enum_names.hpp"
 #include "retry/sqlite_db.hpp"
 
 namespace sandpool {
@@ -48,15 +50,6 @@ std::int64_t system_now_ms() {
       .count();
 }
 
-// Returns the enumerator whose to_string() is `name`; enumerators run from 0 to `last`.
-template <typename E>
-std::optional<E> parse_enum(std::string_view name, E last) {
-  for (int i = 0; i <= static_cast<int>(last); ++i) {
-    if (to_string(static_cast<E>(i)) == name) return static_cast<E>(i);
-  }
-  return std::nullopt;
-}
-
 void bind_filter(SqliteStmt& s, const DeadLetterFilter& f) {
   s.bind_optional_text(1, f.pool);
   s.bind_optional_text(2, f.type);
@@ -73,8 +66,10 @@ Status run(SqliteDb& db, SqliteStmt& s, std::string_view op) {
 }
 
 // Applies the per-connection settings; the journal mode is stored in the file.
-Status configure(SqliteDb& db) {
-  return db.exec("PRAGMA foreign_keys = ON; PRAGMA synchronous = FULL", "configure connection");
+Status configure(SqliteDb& db, StoreSync sync) {
+  return db.exec(sync == StoreSync::kFull ? "PRAGMA foreign_keys = ON; PRAGMA synchronous = FULL"
+                                          : "PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL",
+                 "configure connection");
 }
 
 Status enable_wal(SqliteDb& db) {
@@ -123,14 +118,29 @@ Result<std::unique_ptr<DeadLetterStore>> DeadLetterStore::open(DeadLetterStoreOp
   auto writer = SqliteDb::open(path, busy_ms);
   if (!writer) return writer.status();
   SP_RETURN_IF_ERROR(enable_wal(*writer).with_context(ctx));
-  SP_RETURN_IF_ERROR(configure(*writer).with_context(ctx));
+  SP_RETURN_IF_ERROR(configure(*writer, options.sync).with_context(ctx));
   SP_RETURN_IF_ERROR(dead_letter_schema::migrate(*writer, path));
   auto query = SqliteDb::open(path, busy_ms);
   if (!query) return query.status();
-  SP_RETURN_IF_ERROR(configure(*query).with_context(ctx));
-  return std::unique_ptr<DeadLetterStore>(new DeadLetterStore(
+  SP_RETURN_IF_ERROR(configure(*query, options.sync).with_context(ctx));
+  std::unique_ptr<DeadLetterStore> store(new DeadLetterStore(
       std::move(options), path, std::make_unique<SqliteDb>(std::move(writer).value()),
       std::make_unique<SqliteDb>(std::move(query).value())));
+  if (store->opts_.journal) {
+    auto journal = TaskJournal::open(*store, *store->opts_.journal);
+    if (!journal) return journal.status().with_context(ctx);
+    store->journal_ = std::move(journal).value();
+  }
+  store->start_writer();
+  return store;
+}
+
+Result<SqliteDb> DeadLetterStore::open_connection(const std::string& path,
+                                                  const DeadLetterStoreOptions& o) {
+  auto db = SqliteDb::open(path, static_cast<int>(o.busy_timeout.count()));
+  if (!db) return db.status();
+  SP_RETURN_IF_ERROR(configure(*db, o.sync).with_context(path));
+  return db;
 }
 
 DeadLetterStore::DeadLetterStore(DeadLetterStoreOptions options, std::string path,
@@ -142,7 +152,9 @@ DeadLetterStore::DeadLetterStore(DeadLetterStoreOptions options, std::string pat
       writer_owner_(std::move(writer_db)),
       query_owner_(std::move(query_db)),
       writer_db_(*writer_owner_),
-      query_db_(*query_owner_) {
+      query_db_(*query_owner_) {}
+
+void DeadLetterStore::start_writer() {
   writer_ = std::thread([this] { run_writer(); });
   name_thread(writer_.native_handle(), "sp-dlq");
 }
@@ -154,8 +166,14 @@ std::int64_t DeadLetterStore::now_ms() const {
 }
 
 Status DeadLetterStore::enqueue(DeadLetter letter, LetterWritten on_written) {
+  return enqueue_letter(std::move(letter), std::move(on_written), false);
+}
+
+Status DeadLetterStore::enqueue_letter(DeadLetter letter, LetterWritten on_written,
+                                       bool journaled) {
   if (letter.dead_lettered_ms == 0) letter.dead_lettered_ms = now_ms();
-  PendingLetter p{std::move(letter), std::move(on_written), std::chrono::steady_clock::now(), 0};
+  PendingLetter p{std::move(letter), std::move(on_written), std::chrono::steady_clock::now(), 0,
+                  journaled};
   {
     std::lock_guard lk(mu_);
     if (!spill_on_enqueue_) {
@@ -204,6 +222,7 @@ Status DeadLetterStore::close() {
   std::lock_guard close_lk(close_mu_);
   if (closed_) return close_status_;
   closed_ = true;
+  if (!writer_.joinable()) return close_status_;  // open() failed before the writer started
   {
     std::unique_lock lk(mu_);
     closing_ = true;
@@ -215,6 +234,7 @@ Status DeadLetterStore::close() {
   }
   writer_.join();
   writer_db_ = SqliteDb();
+  if (journal_) journal_->abandon("the store closed before it was written");
   std::vector<PendingLetter> left;
   std::string last_error;
   {

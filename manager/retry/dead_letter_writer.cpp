@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include <sandpool/dead_letters.hpp>
+#include <sandpool/task_journal.hpp>
 
 #include "retry/dead_letter_rows.hpp"
 #include "retry/sqlite_db.hpp"
@@ -64,6 +65,8 @@ struct DeadLetterStore::Transaction {
   int rc = SQLITE_OK;
   std::vector<std::uint64_t> ids;
   std::uint64_t evicted = 0;
+  bool journal_failed = false;  // the journal's writes failed, before any letter was tried
+  TaskJournal::FinishedDelta journal_finished;  // journaled tasks its letters ended
 };
 
 // What one round of the writer did with its batch.
@@ -73,21 +76,48 @@ struct DeadLetterStore::WriteRound {
   Status last_error;  // of the round's last failed transaction
 };
 
+bool DeadLetterStore::has_work_locked() const {
+  return !pending_.empty() || (journal_ && journal_->has_writes_locked());
+}
+
+bool DeadLetterStore::wait_for_work(std::unique_lock<std::mutex>& lk) {
+  if (!journal_) {
+    work_cv_.wait(lk, [&] { return closing_ || !pending_.empty(); });
+    return !pending_.empty();  // else closing, and everything is written
+  }
+  for (;;) {
+    const auto now = std::chrono::steady_clock::now();
+    if (has_work_locked()) break;
+    if (closing_) return false;
+    if (journal_->upkeep_due_locked(now)) {
+      lk.unlock();
+      journal_->run_retention_chunk(writer_db_);  // one short transaction
+      lk.lock();
+      continue;
+    }
+    work_cv_.wait_for(lk, journal_->opts_.retention_interval,
+                      [&] { return closing_ || has_work_locked(); });
+  }
+  // Group commit: journal writes wait up to group_commit for others to join them.
+  work_cv_.wait_until(lk, journal_->group_deadline_locked(),
+                      [&] { return closing_ || abort_ || journal_->group_full_locked(); });
+  return true;
+}
+
 void DeadLetterStore::run_writer() {
   std::vector<PendingLetter> batch;  // taken from pending_, kept until committed or spilled
   std::uint32_t failures = 0;
   std::unique_lock lk(mu_);
   for (;;) {
     if (abort_) break;
-    if (batch.empty()) {
-      work_cv_.wait(lk, [&] { return closing_ || !pending_.empty(); });
-      if (pending_.empty()) break;  // closing, and everything is written
-    }
+    const bool journal_kept = journal_ && !journal_->taken_.empty();
+    if (batch.empty() && !journal_kept && !wait_for_work(lk)) break;
     // Group commit: whatever waits joins the batch, up to max_batch.
     while (batch.size() < opts_.max_batch && !pending_.empty()) {
       batch.push_back(std::move(pending_.front()));
       pending_.pop_front();
     }
+    if (journal_) journal_->take_locked();
     hold(batch);
     lk.unlock();
     WriteRound round = write_round(batch);
@@ -96,9 +126,10 @@ void DeadLetterStore::run_writer() {
     account_round(round, batch.size());
     lk.unlock();
     deliver(round.deliveries);
+    if (journal_) journal_->deliver();
     lk.lock();
     done_cv_.notify_all();
-    if (batch.empty()) {
+    if (batch.empty() && !(journal_ && !journal_->taken_.empty())) {
       failures = 0;
       continue;
     }
@@ -109,6 +140,7 @@ void DeadLetterStore::run_writer() {
     work_cv_.wait_for(lk, delay, [&] { return abort_; });
   }
   // Hand what is unwritten back to close(), oldest first.
+  if (journal_) journal_->untake_locked();
   while (!batch.empty()) {
     pending_.push_front(std::move(batch.back()));
     batch.pop_back();
@@ -116,6 +148,24 @@ void DeadLetterStore::run_writer() {
   held_ = 0;
   writer_done_ = true;
   done_cv_.notify_all();
+}
+
+DeadLetterStore::Transaction DeadLetterStore::write_whole(const std::vector<PendingLetter>& batch) {
+  const bool with_journal = journal_ && !journal_->taken_.empty();
+  const auto began = std::chrono::steady_clock::now();
+  Transaction whole = write_transaction(batch, 0, batch.size(), with_journal);
+  if (with_journal) {
+    if (whole.status) {
+      journal_->round_committed(std::chrono::steady_clock::now() - began);
+    } else {
+      journal_->round_failed(writer_db_, whole.status, whole.rc);
+    }
+  }
+  // The journal's writes failed before the letters were tried: now the letters alone.
+  if (!whole.status && whole.journal_failed && !batch.empty()) {
+    whole = write_transaction(batch, 0, batch.size());
+  }
+  return whole;
 }
 
 DeadLetterStore::WriteRound DeadLetterStore::write_round(std::vector<PendingLetter>& batch) {
@@ -130,7 +180,8 @@ DeadLetterStore::WriteRound DeadLetterStore::write_round(std::vector<PendingLett
       round.deliveries.push_back({std::move(batch[begin + k].on_written), {t.ids[k], "", ""}});
     }
   };
-  Transaction whole = write_transaction(batch, 0, batch.size());
+  Transaction whole = write_whole(batch);
+  if (batch.empty()) return round;  // a journal-only round: the journal accounted for it
   if (whole.status) {
     committed(whole, 0);
     batch.clear();
@@ -199,21 +250,33 @@ DeadLetterStore::WriteRound DeadLetterStore::write_round(std::vector<PendingLett
 }
 
 DeadLetterStore::Transaction DeadLetterStore::write_transaction(
-    const std::vector<PendingLetter>& batch, std::size_t begin, std::size_t end) {
+    const std::vector<PendingLetter>& batch, std::size_t begin, std::size_t end,
+    bool with_journal) {
   Transaction t;
   t.status = writer_db_.exec("BEGIN IMMEDIATE", "dead-letter write: begin");
+  int journal_rc = SQLITE_OK;
+  if (t.status && with_journal) {
+    t.status = journal_->write_taken(writer_db_, &journal_rc);
+    t.journal_failed = !t.status;
+  }
   for (std::size_t i = begin; i < end && t.status; ++i) {
     auto id = dead_letter_rows::insert(writer_db_, batch[i].letter);
+    if (id && batch[i].journaled && journal_) {
+      const Status ended =
+          journal_->write_dead_lettered(writer_db_, batch[i].letter, *id, &t.journal_finished);
+      if (!ended) id = ended;
+    }
     if (id) {
       t.ids.push_back(*id);
     } else {
       t.status = id.status();
     }
   }
-  if (t.status) t.status = apply_retention(&t.evicted);
+  if (t.status && end > begin) t.status = apply_retention(&t.evicted);
   if (t.status) t.status = writer_db_.exec("COMMIT", "dead-letter write: commit");
+  if (t.status && t.journal_finished.tasks > 0) journal_->count_finished(t.journal_finished);
   if (!t.status) {
-    t.rc = writer_db_.errcode();  // before the rollback resets it
+    t.rc = journal_rc != SQLITE_OK ? journal_rc : writer_db_.errcode();  // before the rollback
     (void)writer_db_.exec("ROLLBACK", "dead-letter write: rollback");
     t.ids.clear();
     t.evicted = 0;

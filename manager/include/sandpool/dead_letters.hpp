@@ -33,6 +33,7 @@
 #include <sandpool/pool.hpp>
 #include <sandpool/status.hpp>
 #include <sandpool/task.hpp>
+#include <sandpool/task_journal_options.hpp>
 
 namespace spdlog {
 class logger;
@@ -43,6 +44,8 @@ class SqliteStmt;
 }  // namespace sandpool::sqlite
 
 namespace sandpool {
+
+class TaskJournal;
 
 // The plain-data part of SubmitOptions, as stored with a dead letter for its replay.
 struct DeadLetterOptions {
@@ -119,6 +122,11 @@ struct DeadLetterStoreOptions {
   // Wall clock in ms; null: the system clock. Called from the writer thread and from
   // enqueue() callers, so it must be thread-safe.
   std::function<std::int64_t()> now_ms;
+  // PRAGMA synchronous on the store's connections (task_journal_options.hpp).
+  StoreSync sync = StoreSync::kFull;
+  // The task journal (task_journal.hpp) in the same file, written by the same writer thread
+  // in the same transactions as the letters; empty: none (journal() returns null).
+  std::optional<TaskJournalOptions> journal;
 };
 
 struct DeadLetterStoreStats {
@@ -211,6 +219,9 @@ class DeadLetterStore {
   Status restore(const DeadLetter& letter);
 
   DeadLetterStoreStats stats() const;
+  // The task journal opened with the store (DeadLetterStoreOptions::journal), or null. It
+  // lives as long as the store.
+  TaskJournal* journal() const { return journal_.get(); }
   // The database file: <state_dir>/dead_letters.db.
   const std::string& path() const { return path_; }
 
@@ -221,26 +232,42 @@ class DeadLetterStore {
     LetterWritten on_written;
     std::chrono::steady_clock::time_point since;  // when enqueue() took it
     std::uint64_t seq = 0;                        // enqueue order, from 1
+    bool journaled = false;  // TaskJournal::dead_letter(): also ends the journaled task
   };
   // A receipt to hand to a letter's on_written, with no lock held.
   struct Delivery {
     LetterWritten on_written;
     LetterReceipt receipt;
   };
-  struct WriteRound;   // dead_letter_writer.cpp
-  struct Transaction;  // dead_letter_writer.cpp
+  struct WriteRound;         // dead_letter_writer.cpp
+  struct Transaction;        // dead_letter_writer.cpp
+  friend class TaskJournal;  // queues its writes for the writer, under mu_
 
   DeadLetterStore(DeadLetterStoreOptions options, std::string path,
                   std::unique_ptr<sqlite::SqliteDb> writer_db,
                   std::unique_ptr<sqlite::SqliteDb> query_db);
+  void start_writer();
+  // A connection to `path` configured as the store's (busy timeout, sync, foreign keys).
+  static Result<sqlite::SqliteDb> open_connection(const std::string& path,
+                                                  const DeadLetterStoreOptions& options);
+
+  Status enqueue_letter(DeadLetter letter, LetterWritten on_written, bool journaled);
 
   // dead_letter_writer.cpp: the writer thread.
   void run_writer();
+  // Under mu_ (held by `lk`): waits until letters or journal writes wait, or close; runs the
+  // journal's retention chunks while idle. Returns false when the writer should exit.
+  bool wait_for_work(std::unique_lock<std::mutex>& lk);
+  bool has_work_locked() const;
   // Tries to write `batch`; leaves in it, in order, the letters that stay pending.
   WriteRound write_round(std::vector<PendingLetter>& batch);
   // Commits batch[begin, end) and the retention bound in one transaction.
+  // The round's first transaction: the journal's taken writes, then batch; the journal
+  // learns how it went.
+  Transaction write_whole(const std::vector<PendingLetter>& batch);
+  // With `with_journal`, the journal's taken writes go first in the same transaction.
   Transaction write_transaction(const std::vector<PendingLetter>& batch, std::size_t begin,
-                                std::size_t end);
+                                std::size_t end, bool with_journal = false);
   Status apply_retention(std::uint64_t* evicted);
   // Under mu_: counts a finished round, logs when writes start failing or recover.
   void account_round(const WriteRound& round, std::size_t still_pending);
@@ -286,9 +313,10 @@ class DeadLetterStore {
   std::chrono::steady_clock::time_point failing_since_;  // while stats_.writes_failing
   std::uint64_t failed_rounds_ = 0;                      // in a row, while stats_.writes_failing
   DeadLetterStoreStats stats_;
-  std::mutex close_mu_;  // serialises close()
-  bool closed_ = false;  // guarded by close_mu_
-  Status close_status_;  // guarded by close_mu_
+  std::mutex close_mu_;                   // serialises close()
+  bool closed_ = false;                   // guarded by close_mu_
+  Status close_status_;                   // guarded by close_mu_
+  std::unique_ptr<TaskJournal> journal_;  // set by open() before the writer starts
   std::thread writer_;
 };
 

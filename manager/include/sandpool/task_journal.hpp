@@ -1,0 +1,233 @@
+// TaskJournal: accepted tasks, their attempts and their ends, kept durably in the dead-letter
+// store's database and written by its one writer thread (docs/journal.md). poold and Pool do
+// not use it yet: this is the storage layer only.
+//
+// A journal is opened with its store (DeadLetterStoreOptions::journal) and lives as long as
+// it; DeadLetterStore::journal() returns it. Every write goes through the store's writer
+// thread: accept(), the records, finish() and dead_letter() only queue the write and return;
+// the writer commits everything waiting (journal writes and dead letters alike) in one
+// transaction per round (group commit), then calls each write's callback. A callback runs on
+// the writer thread, after the commit, with no lock held; it must not block, throw, or call
+// flush() or the store's close(). Two exceptions run it in the caller's thread before the
+// call returns: an empty accept() batch (ok), and any write after the store closed (kClosed).
+//
+// What a caller may rely on:
+// - accept(batch, cb): cb(ok) only once every task of the batch is committed, all or none;
+//   cb(error) when the journal refuses the batch (the database cannot take it now: a full
+//   disk, an I/O error, a lock held too long; a duplicate id; closed). An error's message
+//   starts with "storage: ". A refused batch is not retried.
+// - finish(task, cb): cb(ok) once the end is committed. While the database cannot take it,
+//   the write waits in memory and is retried (like a dead letter) until it commits or the
+//   store closes (then cb gets kClosed); cb(error) only for an end refused on its own (a
+//   result too big for SQLite).
+// - record_start() and record_attempt() have no callback: they are retried like finish(), and
+//   a pool never waits for them. What a crash between a record and its commit means for the
+//   attempt count is in docs/journal.md.
+// - dead_letter(letter, cb): the letter and the end of its journaled task in one transaction;
+//   the receipt is the store's (dead_letters.hpp).
+//
+// Thread-safety: every member may be called from any thread, concurrently.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <sandpool/dead_letters.hpp>
+#include <sandpool/status.hpp>
+#include <sandpool/task.hpp>
+#include <sandpool/task_journal_options.hpp>
+
+namespace sandpool {
+
+// Every submit option a task keeps across a restart (SubmitOptions without its callbacks),
+// and the idempotency key it was submitted under.
+struct JournalTaskOptions {
+  std::optional<std::chrono::milliseconds> timeout;  // empty: the pool's default
+  std::optional<std::uint32_t> retries;              // empty: the pool's default
+  std::int32_t priority = 0;
+  std::string key;                                     // affinity key
+  std::optional<std::chrono::milliseconds> queue_ttl;  // empty: the pool's default
+  bool fail_fast = false;
+  std::string idempotency_key;  // empty: none
+
+  static JournalTaskOptions from(const SubmitOptions& o, std::string idempotency_key = {}) {
+    return {o.timeout,
+            o.retries,
+            o.priority,
+            o.key,
+            o.queue_ttl,
+            o.fail_fast,
+            std::move(idempotency_key)};
+  }
+  // Returns options for queueing the task again; the callbacks are the caller's to set.
+  SubmitOptions to_submit_options() const {
+    SubmitOptions o;
+    o.timeout = timeout;
+    o.retries = retries;
+    o.priority = priority;
+    o.key = key;
+    o.queue_ttl = queue_ttl;
+    o.fail_fast = fail_fast;
+    return o;
+  }
+};
+
+// One journaled task. accept() reads id, pool, task.type, payload, options and submitted_ms;
+// the reads fill the rest.
+struct JournalTask {
+  // id, type, state, reason / cancel_reason, result and error once finished, and every ended
+  // attempt in order. state is kQueued, kRunning (a start was journaled and no end),
+  // kRetryWait, or terminal.
+  TaskResult task;
+  std::string pool;
+  std::string payload;  // binary-safe; emptied once the task finished (kept bytes)
+  JournalTaskOptions options;
+  std::int64_t submitted_ms = 0;  // wall clock; 0 at accept: now
+  // kRunning: the journaled start (number, worker_pid, started_ms). Recovery turns it into an
+  // attempt with outcome `lost` ("poold restarted").
+  std::optional<Attempt> running;
+  std::int64_t retry_due_ms = 0;  // kRetryWait: wall clock ms when the retry is due
+  std::int64_t finished_ms = 0;   // terminal: wall clock ms of the end; 0 while unfinished
+  std::uint64_t letter_id = 0;    // kDeadLettered through dead_letter(): the letter
+};
+
+using JournalCommitted = std::function<void(const Status&)>;
+
+struct TaskJournalStats {
+  std::uint64_t pending = 0;          // writes queued or being written, not yet committed
+  std::uint64_t pending_tasks = 0;    // tasks in accept() batches among them
+  std::uint64_t tasks_accepted = 0;   // tasks committed by accept()
+  std::uint64_t batches_refused = 0;  // accept() batches answered with an error
+  std::uint64_t records_written = 0;  // starts, attempt ends and finishes committed
+  std::uint64_t commits = 0;          // transactions that carried journal writes
+  std::uint64_t last_commit_us = 0;   // the last such transaction, BEGIN to COMMIT
+  std::uint64_t max_commit_us = 0;
+  std::uint64_t total_commit_us = 0;   // / commits: the mean
+  bool writes_failing = false;         // records wait for a retry
+  std::string last_error;              // why the last failed journal write failed
+  std::uint64_t finished_kept = 0;     // finished tasks in the journal
+  std::uint64_t finished_bytes = 0;    // their kept bytes (result, errors, attempts)
+  std::uint64_t evicted = 0;           // finished tasks deleted by retention
+  std::uint64_t retention_chunks = 0;  // retention transactions
+  std::uint64_t file_bytes = 0;        // the database file and its -wal
+};
+
+class TaskJournal {
+ public:
+  ~TaskJournal();
+  TaskJournal(const TaskJournal&) = delete;
+  TaskJournal& operator=(const TaskJournal&) = delete;
+
+  // Queues the batch's tasks (ids unique in the journal) for one all-or-none commit shared
+  // with whatever else waits; on_committed as above. Never blocks on the disk.
+  void accept(std::vector<JournalTask> tasks, JournalCommitted on_committed);
+  // The task started an attempt: `start` carries number, worker_pid and started_ms.
+  void record_start(std::uint64_t task_id, const Attempt& start);
+  // An attempt ended and the task goes on: `next` is kQueued or kRetryWait (due then).
+  void record_attempt(std::uint64_t task_id, const Attempt& ended, TaskState next,
+                      std::int64_t retry_due_ms = 0);
+  // The task ended (completed, cancelled, or dead-lettered without a letter): its final
+  // account, history included.
+  void finish(const TaskResult& final_account, JournalCommitted on_committed);
+  // Dead-letters a journaled task: the letter and the task's end in one transaction.
+  Status dead_letter(DeadLetter letter, LetterWritten on_written);
+  // Blocks until every journal write queued before the call is committed or answered.
+  // kTimeout after `timeout`; kClosed when the store closed first.
+  Status flush(std::chrono::milliseconds timeout);
+
+  // Recovery: every unfinished task with its history, state, start and due time, by id.
+  Result<std::vector<JournalTask>> unfinished();
+  // The highest task id ever accepted (0: none); new ids must start above it.
+  Result<std::uint64_t> highest_task_id();
+  // A task by id, finished or not (kNotFound: never journaled, or evicted by retention).
+  Result<JournalTask> find(std::uint64_t task_id);
+  // The newest task submitted under this idempotency key, or kNotFound.
+  Result<JournalTask> find_by_key(const std::string& idempotency_key);
+
+  TaskJournalStats stats() const;
+
+ private:
+  friend class DeadLetterStore;
+  struct Write;        // task_journal.cpp
+  struct RoundResult;  // task_journal_writes.cpp
+
+  TaskJournal(DeadLetterStore& store, TaskJournalOptions options,
+              std::unique_ptr<sqlite::SqliteDb> query_db);
+  static Result<std::unique_ptr<TaskJournal>> open(DeadLetterStore& store,
+                                                   TaskJournalOptions options);
+  void enqueue(Write w);
+
+  // Called by the store's writer thread (task_journal_writes.cpp). *_locked under the store's
+  // mu_; the others with no lock.
+  bool has_writes_locked() const;
+  // When the writer should stop waiting for a group commit (now, if nothing waits).
+  std::chrono::steady_clock::time_point group_deadline_locked() const;
+  bool group_full_locked() const;
+  void take_locked();
+  // Writes the taken writes inside the writer's open transaction; on failure sets *rc to
+  // SQLite's code.
+  Status write_taken(sqlite::SqliteDb& db, int* rc);
+  Status write_one(sqlite::SqliteDb& db, Write& w);
+  // Commits taken_[i, j) in a transaction of its own.
+  Status commit_alone(sqlite::SqliteDb& db, std::size_t i, std::size_t j, int* rc);
+  // The whole round committed (or failed with SQLite code `rc`: then the writes are tried in
+  // transactions of their own, accepts refused, and what the database cannot take now stays
+  // taken for a retry).
+  void round_committed(std::chrono::steady_clock::duration took);
+  void round_failed(sqlite::SqliteDb& db, const Status& why, int rc);
+  // Counts taken_[i] as committed (s ok) or refused, and queues its callback.
+  void resolve(std::size_t i, const Status& s);
+  // Finished tasks written by a transaction, counted once it commits.
+  struct FinishedDelta {
+    std::uint64_t tasks = 0, bytes = 0;
+  };
+  // Ends a journaled task in the open transaction, beside its letter; adds it to *delta.
+  Status write_dead_lettered(sqlite::SqliteDb& db, const DeadLetter& letter,
+                             std::uint64_t letter_id, FinishedDelta* delta);
+  void count_finished(const FinishedDelta& delta);
+  // Delivers the callbacks of the last round; no lock held.
+  void deliver();
+  // Under mu_: puts what is still taken back at the front of the queue (the writer stops).
+  void untake_locked();
+  // After the writer stopped: answers every write still queued with kClosed.
+  void abandon(const std::string& why);
+
+  // Retention (task_journal_retention.cpp), on the writer thread.
+  bool upkeep_due_locked(std::chrono::steady_clock::time_point now) const;
+  void run_retention_chunk(sqlite::SqliteDb& db);
+  void finish_retention_chunk(const Status& s, std::size_t deleted, std::uint64_t bytes);
+  // Reads the finished tasks' count and bytes into stats_ (exact; kept up by deltas after).
+  Status load_totals();
+
+  DeadLetterStore& store_;
+  const TaskJournalOptions opts_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::unique_ptr<sqlite::SqliteDb> query_owner_;
+  std::mutex query_mu_;  // guards the query connection (reads)
+
+  // Guarded by store_.mu_ (the writer's lock), so the writer waits on one condition.
+  std::vector<Write> queue_;        // oldest first
+  std::uint64_t queued_tasks_ = 0;  // tasks in accept() writes of queue_
+  std::uint64_t next_seq_ = 1;
+  std::uint64_t taken_seq_ = 0;  // the oldest taken write's seq while taken_count_ > 0
+  std::size_t taken_count_ = 0;
+  std::uint64_t taken_tasks_ = 0;
+  std::chrono::steady_clock::time_point next_age_check_{};
+  std::chrono::steady_clock::time_point retention_paused_until_{};  // after a failed chunk
+  TaskJournalStats stats_;
+
+  // The writer thread's own (no lock): the writes of the current round, and the callbacks
+  // to deliver after it.
+  std::vector<Write> taken_;
+  std::vector<std::pair<JournalCommitted, Status>> deliveries_;
+  std::unique_ptr<RoundResult> round_;
+};
+
+}  // namespace sandpool

@@ -1,0 +1,31 @@
+// The task journal's settings (task_journal.hpp; docs/journal.md), apart from the journal so
+// that DeadLetterStoreOptions, which opens it, can hold them.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace sandpool {
+
+// PRAGMA synchronous of the store's connections (WAL): kNormal survives any crash of the
+// process (a commit is in the OS's page cache before it returns); kFull survives a power
+// loss too (one fsync of the WAL per commit).
+enum class StoreSync : std::uint8_t { kNormal, kFull };
+
+struct TaskJournalOptions {
+  // The longest an accept() waits for others to share its commit (from the oldest pending
+  // one); the writer commits sooner once max_batch tasks wait. 0: commit as soon as possible.
+  std::chrono::microseconds group_commit{2000};
+  std::size_t max_batch = 4096;  // tasks per group commit (one accept() batch is never split)
+  // Finished tasks kept for lookups: the oldest (by finish time) are deleted beyond any bound.
+  std::uint64_t max_finished = 100000;                                 // 0: no bound
+  std::chrono::milliseconds max_finished_age{std::chrono::hours(24)};  // 0: no bound
+  std::uint64_t max_finished_bytes = 256ull << 20;                     // 0: no bound
+  // Retention deletes at most this many tasks per transaction, so it holds the write lock for
+  // a few ms at a time and journal writes go between its chunks.
+  std::size_t retention_chunk = 256;
+  // How often the writer checks the age bound while it has nothing else to do.
+  std::chrono::milliseconds retention_interval{1000};
+};
+
+}  // namespace sandpool

@@ -1,0 +1,197 @@
+// TaskJournal's callers' side: queueing writes for the store's writer thread, flush, stats,
+// and close (docs/journal.md).
+#include <sandpool/task_journal.hpp>
+
+#include <sys/stat.h>
+
+#include <spdlog/spdlog.h>
+
+#include "retry/sqlite_db.hpp"
+#include "retry/task_journal_write.hpp"
+
+namespace sandpool {
+
+std::uint64_t kept_bytes(const TaskResult& t) {
+  std::uint64_t n = t.result.size() + t.error.size();
+  for (const Attempt& a : t.history) n += 48 + a.error.size() + a.backtrace.size();
+  return n;
+}
+
+Result<std::unique_ptr<TaskJournal>> TaskJournal::open(DeadLetterStore& store,
+                                                       TaskJournalOptions options) {
+  if (options.max_batch == 0) options.max_batch = 1;
+  if (options.retention_chunk == 0) options.retention_chunk = 1;
+  auto db = DeadLetterStore::open_connection(store.path(), store.opts_);
+  if (!db) return db.status();
+  std::unique_ptr<TaskJournal> journal(
+      new TaskJournal(store, options, std::make_unique<sqlite::SqliteDb>(std::move(db).value())));
+  SP_RETURN_IF_ERROR(journal->load_totals().with_context("task journal"));
+  return journal;
+}
+
+TaskJournal::TaskJournal(DeadLetterStore& store, TaskJournalOptions options,
+                         std::unique_ptr<sqlite::SqliteDb> query_db)
+    : store_(store),
+      opts_(options),
+      log_(store.log_),
+      query_owner_(std::move(query_db)),
+      round_(std::make_unique<RoundResult>()) {}
+
+TaskJournal::~TaskJournal() = default;
+
+void TaskJournal::enqueue(Write w) {
+  w.at_ms = store_.now_ms();
+  w.since = std::chrono::steady_clock::now();
+  {
+    std::unique_lock lk(store_.mu_);
+    if (!store_.writer_done_) {
+      w.seq = next_seq_++;
+      queued_tasks_ += w.tasks.size();
+      queue_.push_back(std::move(w));
+      store_.work_cv_.notify_one();
+      return;
+    }
+  }
+  // The store closed: nothing more is written.
+  if (w.on_committed) {
+    w.on_committed(Status::error(Code::kClosed, "storage: the task journal is closed"));
+  }
+}
+
+void TaskJournal::accept(std::vector<JournalTask> tasks, JournalCommitted on_committed) {
+  Write w;
+  w.kind = Write::Kind::kAccept;
+  w.tasks = std::move(tasks);
+  w.on_committed = std::move(on_committed);
+  if (w.tasks.empty()) {
+    if (w.on_committed) w.on_committed(Status::ok());
+    return;
+  }
+  enqueue(std::move(w));
+}
+
+void TaskJournal::record_start(std::uint64_t task_id, const Attempt& start) {
+  Write w;
+  w.kind = Write::Kind::kStart;
+  w.task_id = task_id;
+  w.attempt = start;
+  enqueue(std::move(w));
+}
+
+void TaskJournal::record_attempt(std::uint64_t task_id, const Attempt& ended, TaskState next,
+                                 std::int64_t retry_due_ms) {
+  Write w;
+  w.kind = Write::Kind::kAttempt;
+  w.task_id = task_id;
+  w.attempt = ended;
+  w.next = next;
+  w.retry_due_ms = retry_due_ms;
+  enqueue(std::move(w));
+}
+
+void TaskJournal::finish(const TaskResult& final_account, JournalCommitted on_committed) {
+  Write w;
+  w.kind = Write::Kind::kFinish;
+  w.task_id = final_account.id;
+  w.final_account = final_account;
+  w.on_committed = std::move(on_committed);
+  enqueue(std::move(w));
+}
+
+Status TaskJournal::dead_letter(DeadLetter letter, LetterWritten on_written) {
+  return store_.enqueue_letter(std::move(letter), std::move(on_written), true);
+}
+
+Status TaskJournal::flush(std::chrono::milliseconds timeout) {
+  std::unique_lock lk(store_.mu_);
+  const std::uint64_t target = next_seq_;
+  const auto done = [&] {
+    const std::uint64_t oldest =
+        taken_count_ > 0 ? taken_seq_ : (queue_.empty() ? next_seq_ : queue_.front().seq);
+    return oldest >= target;
+  };
+  store_.done_cv_.wait_for(lk, timeout, [&] { return done() || store_.writer_done_; });
+  if (done()) return Status::ok();
+  if (store_.writer_done_) return Status::error(Code::kClosed, "task journal closed before flush");
+  return Status::error(Code::kTimeout, "task journal: writes still pending after flush timeout (" +
+                                           std::to_string(queue_.size() + taken_count_) + ")");
+}
+
+TaskJournalStats TaskJournal::stats() const {
+  TaskJournalStats s;
+  {
+    std::lock_guard lk(store_.mu_);
+    s = stats_;
+    s.pending = queue_.size() + taken_count_;
+    s.pending_tasks = queued_tasks_ + taken_tasks_;
+  }
+  for (const std::string& f : {store_.path(), store_.path() + "-wal"}) {
+    struct stat st {};
+    if (::stat(f.c_str(), &st) == 0) s.file_bytes += static_cast<std::uint64_t>(st.st_size);
+  }
+  return s;
+}
+
+bool TaskJournal::has_writes_locked() const { return !queue_.empty(); }
+
+std::chrono::steady_clock::time_point TaskJournal::group_deadline_locked() const {
+  if (queued_tasks_ == 0) return std::chrono::steady_clock::now();
+  for (const Write& w : queue_) {
+    if (w.kind == Write::Kind::kAccept) return w.since + opts_.group_commit;
+  }
+  return std::chrono::steady_clock::now();
+}
+
+bool TaskJournal::group_full_locked() const { return queued_tasks_ >= opts_.max_batch; }
+
+void TaskJournal::take_locked() {
+  std::size_t n = 0;
+  std::uint64_t tasks = taken_tasks_;
+  while (n < queue_.size()) {
+    const std::size_t more = queue_[n].tasks.size();
+    if (more > 0 && tasks > 0 && tasks + more > opts_.max_batch) break;
+    tasks += more;
+    ++n;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    queued_tasks_ -= queue_[i].tasks.size();
+    taken_.push_back(std::move(queue_[i]));
+  }
+  queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
+  taken_tasks_ = tasks;
+  taken_count_ = taken_.size();
+  if (!taken_.empty()) taken_seq_ = taken_.front().seq;
+}
+
+void TaskJournal::untake_locked() {
+  for (Write& w : taken_) queued_tasks_ += w.tasks.size();
+  queue_.insert(queue_.begin(), std::make_move_iterator(taken_.begin()),
+                std::make_move_iterator(taken_.end()));
+  taken_.clear();
+  taken_count_ = 0;
+  taken_tasks_ = 0;
+}
+
+void TaskJournal::abandon(const std::string& why) {
+  std::vector<Write> left;
+  {
+    std::lock_guard lk(store_.mu_);
+    left.swap(queue_);
+    queued_tasks_ = 0;
+  }
+  std::size_t records = 0;
+  for (Write& w : left) {
+    if (w.on_committed) {
+      w.on_committed(Status::error(Code::kClosed, "storage: task journal: " + why));
+    } else {
+      ++records;
+    }
+  }
+  if (!left.empty()) {
+    log_->warn("task journal {}: {} writes never committed ({} of them attempt records): {}",
+               store_.path(), left.size(), records, why);
+  }
+  store_.done_cv_.notify_all();
+}
+
+}  // namespace sandpool

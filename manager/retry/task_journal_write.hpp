@@ -1,0 +1,44 @@
+// One queued journal write (task_journal.hpp): what the writer thread commits for accept(),
+// the records, and finish(). Private to the journal's sources.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include <sandpool/task_journal.hpp>
+
+namespace sandpool {
+
+struct TaskJournal::Write {
+  enum class Kind : std::uint8_t { kAccept, kStart, kAttempt, kFinish };
+  Kind kind = Kind::kAccept;
+  std::vector<JournalTask> tasks;       // kAccept
+  std::uint64_t task_id = 0;            // the others
+  Attempt attempt;                      // kStart: the start; kAttempt: the ended attempt
+  TaskState next = TaskState::kQueued;  // kAttempt
+  std::int64_t retry_due_ms = 0;        // kAttempt into kRetryWait
+  TaskResult final_account;             // kFinish
+  JournalCommitted on_committed;        // kAccept, kFinish (may be empty)
+  std::int64_t at_ms = 0;               // wall clock when queued
+  std::uint64_t seq = 0;                // queue order, from 1
+  std::chrono::steady_clock::time_point since;
+  // Set while written in a transaction; counted only once it commits.
+  bool applied = false;     // kFinish: the task was unfinished and is now finished
+  std::uint64_t bytes = 0;  // kFinish: the finished task's kept bytes
+};
+
+// What the writer's last round did with the journal's writes, published to the stats (under
+// the store's lock) before the callbacks run.
+struct TaskJournal::RoundResult {
+  std::uint64_t accepted_tasks = 0, refused_batches = 0, refused_tasks = 0, records = 0;
+  std::uint64_t commits = 0, commit_us = 0, finished = 0, finished_bytes = 0;
+  bool failed = false;  // some writes stay taken for a retry
+  std::string error;    // the last failure's text
+};
+
+// The kept bytes of a finished task: its result, error and attempts (their fixed columns
+// counted as 48 bytes each).
+std::uint64_t kept_bytes(const TaskResult& t);
+
+}  // namespace sandpool

@@ -1,0 +1,104 @@
+// What the task journal tests share, beside dead_letter_test_support.hpp: a store with a
+// journal, tasks with every option set, and the callbacks' results by batch.
+#pragma once
+
+#include <atomic>
+#include <mutex>
+#include <vector>
+
+#include <sandpool/task_journal.hpp>
+
+#include "dead_letter_test_support.hpp"
+
+namespace sandpool::testing {
+
+inline DeadLetterStoreOptions journal_options_in(const std::string& state_dir) {
+  DeadLetterStoreOptions o = options_in(state_dir);
+  o.journal = TaskJournalOptions{};
+  o.journal->max_finished_age = std::chrono::milliseconds(0);
+  return o;
+}
+
+inline TaskJournal& journal_of(DeadLetterStore& store) {
+  REQUIRE(store.journal() != nullptr);
+  return *store.journal();
+}
+
+// A task with every submit option set (odd bytes in the payload and the key).
+inline JournalTask task(std::uint64_t id, std::string pool = "images") {
+  JournalTask t;
+  t.task.id = id;
+  t.task.type = "resize";
+  t.pool = std::move(pool);
+  t.payload = std::string("pay\0load ", 9) + std::to_string(id);
+  t.options.timeout = std::chrono::milliseconds(1000 + id);
+  t.options.retries = static_cast<std::uint32_t>(id % 5);
+  t.options.priority = -static_cast<std::int32_t>(id % 7);
+  t.options.key = "user-" + std::to_string(id % 3);
+  t.options.queue_ttl = std::chrono::milliseconds(60000 + id);
+  t.options.fail_fast = id % 2 == 1;
+  t.options.idempotency_key = "key-" + std::to_string(id);
+  t.submitted_ms = 1700000000000 + static_cast<std::int64_t>(id);
+  return t;
+}
+
+// A task's final account with no attempts.
+inline TaskResult account(std::uint64_t id, TaskState state) {
+  TaskResult r;
+  r.id = id;
+  r.type = "resize";
+  r.state = state;
+  return r;
+}
+
+inline std::vector<JournalTask> tasks(std::uint64_t first, std::uint64_t count) {
+  std::vector<JournalTask> out;
+  for (std::uint64_t id = first; id < first + count; ++id) out.push_back(task(id));
+  return out;
+}
+
+// The statuses handed to commit callbacks, in arrival order; thread-safe.
+class Commits {
+ public:
+  JournalCommitted callback() {
+    return [this](const Status& s) {
+      std::lock_guard lock(mu_);
+      got_.push_back(s);
+    };
+  }
+  std::size_t size() {
+    std::lock_guard lock(mu_);
+    return got_.size();
+  }
+  std::vector<Status> all() {
+    std::lock_guard lock(mu_);
+    return got_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<Status> got_;
+};
+
+inline void accept_all(TaskJournal& journal, std::vector<JournalTask> batch) {
+  Commits commits;
+  journal.accept(std::move(batch), commits.callback());
+  REQUIRE(journal.flush(std::chrono::seconds(60)).is_ok());
+  REQUIRE(commits.size() == 1);
+  INFO(commits.all().front().to_string());
+  REQUIRE(commits.all().front().is_ok());
+}
+
+// Rows of `table` (matching `where`) seen on a connection of its own: committed ones only.
+inline std::int64_t committed_rows(const std::string& db_path, const std::string& table,
+                                   const std::string& where = "1") {
+  auto db = raw_connection(db_path);
+  const std::string sql = "SELECT count(*) FROM " + table + " WHERE " + where;
+  sqlite3_stmt* raw = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db.handle(), sql.c_str(), -1, &raw, nullptr) == SQLITE_OK);
+  sqlite::SqliteStmt s(raw);
+  REQUIRE(s.step() == SQLITE_ROW);
+  return s.int64(0);
+}
+
+}  // namespace sandpool::testing

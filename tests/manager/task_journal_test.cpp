@@ -1,0 +1,320 @@
+// The task journal on real SQLite files (docs/journal.md): what accept() commits and when its
+// callback runs, group commit across threads, records and finishes read back at recovery,
+// dead-lettering in one transaction with the letter, the migration from schema version 1,
+// and retention in chunks.
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+#include <thread>
+
+#include <sandpool/task_journal.hpp>
+
+#include "retry/dead_letter_rows.hpp"
+#include "retry/dead_letter_schema.hpp"
+#include "task_journal_support.hpp"
+
+using namespace sandpool;
+using namespace sandpool::testing;
+
+namespace {
+
+void check_same_task(const JournalTask& got, const JournalTask& want) {
+  INFO("task " << want.task.id);
+  CHECK(got.task.id == want.task.id);
+  CHECK(got.pool == want.pool);
+  CHECK(got.task.type == want.task.type);
+  CHECK(got.payload == want.payload);
+  CHECK(got.options.timeout == want.options.timeout);
+  CHECK(got.options.retries == want.options.retries);
+  CHECK(got.options.priority == want.options.priority);
+  CHECK(got.options.key == want.options.key);
+  CHECK(got.options.queue_ttl == want.options.queue_ttl);
+  CHECK(got.options.fail_fast == want.options.fail_fast);
+  CHECK(got.options.idempotency_key == want.options.idempotency_key);
+  CHECK(got.submitted_ms == want.submitted_ms);
+}
+
+Attempt attempt(std::uint32_t number, Outcome outcome, std::string error) {
+  return {
+      number,       outcome,           std::move(error), 4000 + static_cast<std::int32_t>(number),
+      100 * number, 100 * number + 50, "#0 frame"};
+}
+
+}  // namespace
+
+TEST_CASE("accepted tasks come back at recovery with every option, state, attempt and due time",
+          "[journal]") {
+  TempDir dir;
+  {
+    auto store = open_store(journal_options_in(dir.state_dir()));
+    TaskJournal& j = journal_of(*store);
+    accept_all(j, tasks(1, 4));
+    j.record_start(2, {1, Outcome::kOk, "", 4001, 100, 0});
+    j.record_start(3, {1, Outcome::kOk, "", 4001, 100, 0});
+    j.record_attempt(3, attempt(1, Outcome::kTimedOut, "timed out"), TaskState::kRetryWait,
+                     1700000009999);
+    TaskResult done = account(4, TaskState::kCompleted);
+    done.result = std::string("res\0ult", 7);
+    done.history = {attempt(1, Outcome::kOk, "")};
+    Commits finished;
+    j.finish(done, finished.callback());
+    REQUIRE(j.flush(60s).is_ok());
+    REQUIRE(finished.size() == 1);
+    CHECK(finished.all().front().is_ok());
+    REQUIRE(store->close().is_ok());
+  }
+  auto store = open_store(journal_options_in(dir.state_dir()));
+  TaskJournal& j = journal_of(*store);
+  auto open = j.unfinished();
+  REQUIRE(open.is_ok());
+  REQUIRE(open->size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) check_same_task((*open)[i], task(i + 1));
+  CHECK((*open)[0].task.state == TaskState::kQueued);
+  CHECK((*open)[0].task.history.empty());
+  CHECK_FALSE((*open)[0].running);
+  CHECK((*open)[1].task.state == TaskState::kRunning);
+  REQUIRE((*open)[1].running);
+  CHECK((*open)[1].running->number == 1);
+  CHECK((*open)[1].running->worker_pid == 4001);
+  CHECK((*open)[1].running->started_ms == 100);
+  CHECK((*open)[2].task.state == TaskState::kRetryWait);
+  CHECK((*open)[2].retry_due_ms == 1700000009999);
+  CHECK_FALSE((*open)[2].running);
+  REQUIRE((*open)[2].task.history.size() == 1);
+  CHECK((*open)[2].task.history[0].outcome == Outcome::kTimedOut);
+  CHECK((*open)[2].task.history[0].error == "timed out");
+  CHECK((*open)[2].task.history[0].backtrace == "#0 frame");
+
+  auto four = j.find(4);
+  REQUIRE(four.is_ok());
+  CHECK(four->task.state == TaskState::kCompleted);
+  CHECK(four->task.result == std::string("res\0ult", 7));
+  CHECK(four->payload.empty());  // a finished task keeps its account, not its input
+  CHECK(four->finished_ms > 0);
+  REQUIRE(four->task.history.size() == 1);
+  auto by_key = j.find_by_key("key-3");
+  REQUIRE(by_key.is_ok());
+  CHECK(by_key->task.id == 3);
+  CHECK(j.find(99).status().code() == Code::kNotFound);
+  auto highest = j.highest_task_id();
+  REQUIRE(highest.is_ok());
+  CHECK(*highest == 4);
+}
+
+TEST_CASE("an accept's callback runs only after its rows are committed", "[journal]") {
+  TempDir dir;
+  auto o = journal_options_in(dir.state_dir());
+  o.busy_timeout = 60s;  // the writer waits for the lock instead of refusing the batch
+  auto store = open_store(o);
+  TaskJournal& j = journal_of(*store);
+  auto locker = raw_connection(store->path());
+  REQUIRE(locker.exec("BEGIN IMMEDIATE", "test lock").is_ok());
+
+  std::atomic<int> calls{0};
+  std::atomic<std::int64_t> rows_seen{-1};
+  j.accept(tasks(1, 10), [&](const Status& s) {
+    CHECK(s.is_ok());
+    rows_seen = committed_rows(store->path(), "tasks");  // another connection sees them
+    ++calls;
+  });
+  REQUIRE(eventually([&] { return j.stats().pending == 1; }));
+  CHECK(calls == 0);
+  CHECK(committed_rows(store->path(), "tasks") == 0);
+  REQUIRE(locker.exec("COMMIT", "test unlock").is_ok());
+  REQUIRE(j.flush(60s).is_ok());
+  CHECK(calls == 1);
+  CHECK(rows_seen == 10);
+}
+
+TEST_CASE("accepts from eight threads while the database is locked share two commits",
+          "[journal]") {
+  TempDir dir;
+  auto o = journal_options_in(dir.state_dir());
+  o.busy_timeout = 60s;
+  auto store = open_store(o);
+  TaskJournal& j = journal_of(*store);
+  auto locker = raw_connection(store->path());
+  REQUIRE(locker.exec("BEGIN IMMEDIATE", "test lock").is_ok());
+
+  Commits commits;
+  std::vector<std::thread> threads;
+  for (std::uint64_t t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (std::uint64_t b = 0; b < 10; ++b)
+        j.accept(tasks(t * 1000 + b * 10, 5), commits.callback());
+    });
+  }
+  for (auto& t : threads) t.join();
+  // Every batch waits: the writer took what was there and waits for the lock.
+  CHECK(j.stats().pending == 80);
+  CHECK(commits.size() == 0);
+  REQUIRE(locker.exec("COMMIT", "test unlock").is_ok());
+  REQUIRE(j.flush(60s).is_ok());
+  REQUIRE(commits.size() == 80);
+  for (const Status& s : commits.all()) CHECK(s.is_ok());
+  const auto st = j.stats();
+  CHECK(st.tasks_accepted == 400);
+  CHECK(st.commits <= 2);  // the first taken before the lock was seen, the rest in one
+  CHECK(st.pending == 0);
+  CHECK(committed_rows(store->path(), "tasks") == 400);
+}
+
+TEST_CASE("a batch with an id the journal holds is refused whole while the others commit",
+          "[journal]") {
+  TempDir dir;
+  auto store = open_store(journal_options_in(dir.state_dir()));
+  TaskJournal& j = journal_of(*store);
+  accept_all(j, tasks(1, 1));
+  auto locker = raw_connection(store->path());
+  REQUIRE(locker.exec("BEGIN IMMEDIATE", "test lock").is_ok());
+  Commits good1, bad, good2;
+  j.accept(tasks(10, 3), good1.callback());
+  j.accept({task(20), task(1)}, bad.callback());  // 1 is taken
+  j.accept(tasks(30, 3), good2.callback());
+  REQUIRE(locker.exec("COMMIT", "test unlock").is_ok());
+  REQUIRE(j.flush(60s).is_ok());
+  REQUIRE(bad.size() == 1);
+  CHECK_FALSE(bad.all().front().is_ok());
+  CHECK_THAT(bad.all().front().message(),
+             Catch::StartsWith("storage: ") && Catch::Contains("UNIQUE"));
+  CHECK(good1.all().front().is_ok());
+  CHECK(good2.all().front().is_ok());
+  CHECK(committed_rows(store->path(), "tasks", "id = 20") == 0);  // all or none
+  CHECK(committed_rows(store->path(), "tasks") == 7);
+  CHECK(j.stats().batches_refused == 1);
+}
+
+TEST_CASE("dead-lettering a journaled task writes its letter and its end in one transaction",
+          "[journal]") {
+  TempDir dir;
+  auto o = journal_options_in(dir.state_dir());
+  o.busy_timeout = 10ms;
+  auto store = open_store(o);
+  TaskJournal& j = journal_of(*store);
+  accept_all(j, tasks(7, 1));
+  auto locker = raw_connection(store->path());
+  REQUIRE(locker.exec("BEGIN IMMEDIATE", "test lock").is_ok());
+
+  DeadLetter l = letter(7);
+  l.task.history = {attempt(1, Outcome::kFailed, "no")};
+  Receipts receipts;
+  REQUIRE(j.dead_letter(l, receipts.for_task(7)).is_ok());
+  REQUIRE(eventually([&] { return store->stats().write_errors >= 2; }));
+  CHECK(receipts.size() == 0);
+  CHECK(j.find(7)->task.state == TaskState::kQueued);  // neither is written
+  REQUIRE(locker.exec("COMMIT", "test unlock").is_ok());
+  REQUIRE(store->flush(60s).is_ok());
+  REQUIRE(receipts.size() == 1);
+  const std::uint64_t letter_id = receipts.all().front().second.letter_id;
+  REQUIRE(letter_id > 0);
+  auto seven = j.find(7);
+  REQUIRE(seven.is_ok());
+  CHECK(seven->task.state == TaskState::kDeadLettered);
+  CHECK(seven->task.reason == DeadReason::kRetriesExhausted);
+  CHECK(seven->letter_id == letter_id);
+  CHECK(seven->task.history.size() == 1);
+  CHECK(store->get(letter_id).is_ok());
+  CHECK(j.unfinished()->empty());
+}
+
+TEST_CASE("a database of schema version 1 is migrated in place and keeps its letters",
+          "[journal]") {
+  TempDir dir;
+  REQUIRE(::mkdir(dir.state_dir().c_str(), 0700) == 0);
+  const std::string path = dir.state_dir() + "/dead_letters.db";
+  {
+    auto db = raw_connection(path);
+    REQUIRE(dead_letter_schema::migrate(db, path, 1).is_ok());
+    REQUIRE(db.exec("BEGIN", "test").is_ok());
+    REQUIRE(dead_letter_rows::insert(db, letter(41)).is_ok());
+    REQUIRE(db.exec("COMMIT", "test").is_ok());
+    CHECK(pragma_text(db, "PRAGMA user_version") == "1");
+  }
+  CHECK(committed_rows(path, "sqlite_master", "name = 'tasks'") == 0);
+  auto store = open_store(journal_options_in(dir.state_dir()));
+  auto db = raw_connection(path);
+  CHECK(pragma_text(db, "PRAGMA user_version") == "2");
+  auto letters = list_all(*store);
+  REQUIRE(letters.size() == 1);
+  CHECK(letters.front().task.id == 41);
+  CHECK(letters.front().payload == "payload 41");
+  // The journal works on the migrated file, and its ids start above the letters'.
+  TaskJournal& j = journal_of(*store);
+  CHECK(*j.highest_task_id() == 41);
+  accept_all(j, tasks(42, 2));
+  CHECK(j.unfinished()->size() == 2);
+}
+
+TEST_CASE("retention deletes the oldest finished tasks beyond the count bound, in chunks",
+          "[journal]") {
+  TempDir dir;
+  auto o = journal_options_in(dir.state_dir());
+  auto clock = std::make_shared<std::atomic<std::int64_t>>(1000);
+  o.now_ms = [clock] { return clock->fetch_add(1); };  // every finish a later ms
+  o.journal->max_finished = 100;
+  o.journal->retention_chunk = 64;
+  auto store = open_store(o);
+  TaskJournal& j = journal_of(*store);
+  accept_all(j, tasks(1, 1000));
+  for (std::uint64_t id = 1; id <= 1000; ++id) {
+    TaskResult r = account(id, TaskState::kCompleted);
+    r.result = "r" + std::to_string(id);
+    j.finish(r, {});
+  }
+  REQUIRE(j.flush(60s).is_ok());
+  REQUIRE(eventually([&] { return j.stats().finished_kept == 100; }));
+  const auto st = j.stats();
+  CHECK(st.evicted == 900);
+  CHECK(st.retention_chunks >= 15);  // 900 / 64 rounded up: never more than 64 per transaction
+  CHECK(committed_rows(store->path(), "tasks") == 100);
+  CHECK(committed_rows(store->path(), "tasks", "id <= 900") == 0);
+  CHECK(committed_rows(store->path(), "task_attempts", "task_id <= 900") == 0);
+  CHECK(j.find(901)->task.result == "r901");
+}
+
+TEST_CASE("retention deletes finished tasks older than the age bound, unfinished ones never",
+          "[journal]") {
+  TempDir dir;
+  auto o = journal_options_in(dir.state_dir());
+  auto clock = std::make_shared<std::atomic<std::int64_t>>(1000000);
+  o.now_ms = [clock] { return clock->load(); };
+  o.journal->max_finished_age = 60s;
+  o.journal->retention_interval = 5ms;
+  auto store = open_store(o);
+  TaskJournal& j = journal_of(*store);
+  accept_all(j, tasks(1, 20));
+  for (std::uint64_t id = 1; id <= 10; ++id) j.finish(account(id, TaskState::kCancelled), {});
+  REQUIRE(j.flush(60s).is_ok());
+  CHECK(j.stats().finished_kept == 10);
+  *clock += 61000;
+  REQUIRE(eventually([&] { return j.stats().finished_kept == 0; }));
+  CHECK(j.stats().evicted == 10);
+  CHECK(j.unfinished()->size() == 10);
+}
+
+TEST_CASE("retention keeps the finished tasks' kept bytes under the byte bound, newest kept",
+          "[journal]") {
+  TempDir dir;
+  auto o = journal_options_in(dir.state_dir());
+  auto clock = std::make_shared<std::atomic<std::int64_t>>(1000);
+  o.now_ms = [clock] { return clock->fetch_add(1); };
+  o.journal->max_finished_bytes = 10 * 1024;  // ten results of 1 KiB
+  o.journal->retention_chunk = 3;
+  auto store = open_store(o);
+  TaskJournal& j = journal_of(*store);
+  accept_all(j, tasks(1, 40));
+  for (std::uint64_t id = 1; id <= 40; ++id) {
+    TaskResult r = account(id, TaskState::kCompleted);
+    r.result = std::string(1024, 'x');
+    j.finish(r, {});
+  }
+  REQUIRE(j.flush(60s).is_ok());
+  REQUIRE(eventually([&] { return j.stats().finished_bytes <= 10 * 1024; }));
+  const auto st = j.stats();
+  CHECK(st.finished_kept == 10);
+  CHECK(st.evicted == 30);
+  CHECK(st.retention_chunks >= 10);  // 30 / 3
+  CHECK(committed_rows(store->path(), "tasks", "id <= 30") == 0);
+  CHECK(committed_rows(store->path(), "tasks", "id > 30") == 10);
+}
