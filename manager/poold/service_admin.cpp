@@ -54,6 +54,14 @@ json stats_json(const PoolStats& s) {
 
 std::string pool_arg(const Request& req) { return req.args.value("pool", std::string()); }
 
+// The reply of a pool control that did `st` to `pool`: its error, or the pool's state.
+template <class Op>
+void answer_pool_control(const Status& st, const std::string& name, Pool& pool,
+                         const OpResponder<Op>& res) {
+  if (!st) return (void)res.error(st);
+  res.ok({name, pool.stats().state});
+}
+
 // The q-quantile of a histogram in ms, as the upper bound of the bucket that reaches it
 // (Prometheus' histogram_quantile without the interpolation); null when empty.
 json quantile_ms(const Histogram& h, double q) {
@@ -160,56 +168,64 @@ void Service::op_workers(const Request& req, const Responder& res) {
   res.ok({{"workers", std::move(out)}});
 }
 
-void Service::op_pool_control(const Request& req, const Responder& res) {
-  const std::string name = pool_arg(req);
-  if (name.empty()) return (void)res.error("bad_request", "pool: required");
-  PoolConfig pc;
-  std::shared_ptr<Pool> pool;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = slots_.find(name);
-    if (it == slots_.end()) return (void)res.error("not_found", "no pool named '" + name + "'");
-    pc = it->second.config;
-    pool = it->second.pool;
+Result<std::pair<PoolConfig, std::shared_ptr<Pool>>> Service::controlled_pool(
+    const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = slots_.find(name);
+  if (it == slots_.end()) return Status::error(Code::kNotFound, "no pool named '" + name + "'");
+  return std::make_pair(it->second.config, it->second.pool);
+}
+
+void Service::op_scale(const Request&, const ops::ScaleArgs& a,
+                       const OpResponder<ops::Scale>& res) {
+  auto p = controlled_pool(a.pool);
+  if (!p) return (void)res.error(p.status());
+  const PoolConfig& pc = p->first;
+  if (a.workers < pc.workers.min || a.workers > pc.workers.max) {
+    return (void)res.error(Status::invalid(
+        "workers: " + std::to_string(a.workers) + " is outside the pool's workers.min..max (" +
+        std::to_string(pc.workers.min) + ".." + std::to_string(pc.workers.max) + ")"));
   }
-  const std::string& op = req.op;
-  Status st;
-  if (op == "scale") {
-    auto n = req.args.find("workers");
-    if (n == req.args.end() || !n->is_number_unsigned()) {
-      return (void)res.error("bad_request", "workers: a count");
-    }
-    const auto want = n->get<std::uint32_t>();
-    if (want < pc.workers.min || want > pc.workers.max) {
-      return (void)res.error("bad_request", "workers: " + std::to_string(want) +
-                                                " is outside the pool's workers.min..max (" +
-                                                std::to_string(pc.workers.min) + ".." +
-                                                std::to_string(pc.workers.max) + ")");
-    }
-    st = pool->scale(want);
-  } else if (op == "strategy") {
-    auto s = parse_strategy(req.args.value("strategy", std::string()));
-    if (!s) {
-      return (void)res.error("bad_request", "strategy: " + strategy_names());
-    }
-    st = pool->set_strategy(*s);
-  } else if (op == "drain") {
-    pool->drain();
-  } else if (op == "resume") {
-    pool->resume();
-  } else if (op == "restart") {
-    pool->restart(req.args.value("rolling", false));
-  } else if (op == "kill_worker") {
-    auto pid = req.args.find("pid");
-    if (pid == req.args.end() || !pid->is_number_integer()) {
-      return (void)res.error("bad_request", "pid: a worker's pid");
-    }
-    st = pool->kill_worker(pid->get<std::int32_t>(), req.args.value("signal", 9));
-  } else {
-    return (void)res.error("internal", "unhandled op " + op);
-  }
-  if (!st) return (void)res.error(st);
-  res.ok({{"pool", name}, {"state", pool->stats().state}});
+  answer_pool_control(p->second->scale(a.workers), a.pool, *p->second, res);
+}
+
+void Service::op_strategy(const Request&, const ops::StrategyArgs& a,
+                          const OpResponder<ops::Strategy>& res) {
+  auto p = controlled_pool(a.pool);
+  if (!p) return (void)res.error(p.status());
+  auto s = parse_strategy(a.strategy);
+  if (!s) return (void)res.error(Status::invalid("strategy: " + strategy_names()));
+  answer_pool_control(p->second->set_strategy(*s), a.pool, *p->second, res);
+}
+
+void Service::op_drain(const Request&, const ops::PoolArgs& a, const OpResponder<ops::Drain>& res) {
+  auto p = controlled_pool(a.pool);
+  if (!p) return (void)res.error(p.status());
+  p->second->drain();
+  answer_pool_control(Status::ok(), a.pool, *p->second, res);
+}
+
+void Service::op_resume(const Request&, const ops::PoolArgs& a,
+                        const OpResponder<ops::Resume>& res) {
+  auto p = controlled_pool(a.pool);
+  if (!p) return (void)res.error(p.status());
+  p->second->resume();
+  answer_pool_control(Status::ok(), a.pool, *p->second, res);
+}
+
+void Service::op_restart(const Request&, const ops::RestartArgs& a,
+                         const OpResponder<ops::Restart>& res) {
+  auto p = controlled_pool(a.pool);
+  if (!p) return (void)res.error(p.status());
+  p->second->restart(a.rolling);
+  answer_pool_control(Status::ok(), a.pool, *p->second, res);
+}
+
+void Service::op_kill_worker(const Request&, const ops::KillWorkerArgs& a,
+                             const OpResponder<ops::KillWorker>& res) {
+  auto p = controlled_pool(a.pool);
+  if (!p) return (void)res.error(p.status());
+  answer_pool_control(p->second->kill_worker(a.pid, a.signal), a.pool, *p->second, res);
 }
 
 }  // namespace sandpool::poold

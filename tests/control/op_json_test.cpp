@@ -1,0 +1,130 @@
+// The operations' table and their JSON mapping (<sandpool/control_ops.hpp>,
+// control/op_json.hpp): what the server decodes is what the client encodes, and a malformed
+// argument is refused naming the field.
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <sandpool/control.hpp>
+#include <sandpool/control_ops.hpp>
+
+#include "control/op_json.hpp"
+
+using namespace sandpool;
+using nlohmann::json;
+
+TEST_CASE("every operation is named once, and the server knows exactly the table's") {
+  std::set<std::string_view> names;
+  for (const ops::OpInfo& op : ops::kOps) {
+    CHECK(names.insert(op.name).second);
+    CHECK(ControlServer::known_op(op.name));
+    CHECK(ControlServer::required_rights(op.name) == op.rights);
+    CHECK(ControlServer::is_stream(op.name) == op.stream);
+  }
+  CHECK(ops::find_op("wait") != nullptr);
+  CHECK(ops::find_op("wait")->rights == Rights::kRead);
+  CHECK(ops::find_op("no_such_op") == nullptr);
+}
+
+TEST_CASE("the argument reader names the field and what it expected") {
+  auto message = [](const json& args) {
+    ops::ScaleArgs a;
+    const Status st = ops::decode(args, &a);
+    return st.is_ok() ? std::string("ok") : st.to_string();
+  };
+  CHECK(message({{"pool", "p"}, {"workers", 3}}) == "ok");
+  CHECK(message({{"pool", "p"}, {"workers", "three"}}) ==
+        "invalid_argument: field \"workers\": expected an integer from 0 to 4294967295");
+  CHECK(message({{"pool", "p"}, {"workers", 4294967296}}) ==
+        "invalid_argument: field \"workers\": expected an integer from 0 to 4294967295");
+  CHECK(message({{"pool", "p"}, {"workers", -1}}) ==
+        "invalid_argument: field \"workers\": expected an integer from 0 to 4294967295");
+  CHECK(message({{"workers", 3}}) ==
+        "invalid_argument: field \"pool\": missing, expected a string");
+  CHECK(message({{"pool", ""}, {"workers", 3}}) ==
+        "invalid_argument: field \"pool\": expected a non-empty string");
+  // The first error wins.
+  CHECK(message({{"pool", 7}, {"workers", "x"}}) ==
+        "invalid_argument: field \"pool\": expected a string");
+  CHECK(message(json::array()) == "invalid_argument: arguments: expected an object");
+}
+
+TEST_CASE("an optional argument keeps its default when absent and is checked when present") {
+  ops::KillWorkerArgs k;
+  REQUIRE(ops::decode({{"pool", "p"}, {"pid", 12}}, &k).is_ok());
+  CHECK(k.signal == 9);
+  CHECK(ops::decode({{"pool", "p"}, {"pid", 12}, {"signal", "TERM"}}, &k).to_string() ==
+        "invalid_argument: field \"signal\": expected an integer from -2147483648 to 2147483647");
+  CHECK(ops::decode({{"pool", "p"}, {"pid", 2147483648LL}}, &k).to_string() ==
+        "invalid_argument: field \"pid\": expected an integer from -2147483648 to 2147483647");
+
+  ops::WaitArgs w;
+  REQUIRE(ops::decode({{"id", 5}}, &w).is_ok());
+  CHECK(w.id == 5);
+  CHECK_FALSE(w.timeout);
+  REQUIRE(ops::decode({{"id", 5}, {"timeout_ms", 250}}, &w).is_ok());
+  REQUIRE(w.timeout);
+  CHECK(w.timeout->count() == 250);
+  CHECK(ops::decode({{"id", 5}, {"timeout_ms", 2.5}}, &w).to_string() ==
+        "invalid_argument: field \"timeout_ms\": expected a duration in ms (an unsigned integer)");
+}
+
+TEST_CASE("what the client encodes, the server decodes to the same arguments") {
+  ops::WaitArgs w{7, std::chrono::milliseconds(30)};
+  CHECK(ops::encode(w) == json{{"id", 7}, {"timeout_ms", 30}});
+  CHECK(ops::encode(ops::WaitArgs{7, std::nullopt}) == json{{"id", 7}});
+  ops::WaitArgs back;
+  REQUIRE(ops::decode(ops::encode(w), &back).is_ok());
+  CHECK(back.id == 7);
+  CHECK(back.timeout == w.timeout);
+
+  ops::KillWorkerArgs k{"p", 123, 15};
+  ops::KillWorkerArgs k2;
+  REQUIRE(ops::decode(ops::encode(k), &k2).is_ok());
+  CHECK(k2.pool == "p");
+  CHECK(k2.pid == 123);
+  CHECK(k2.signal == 15);
+
+  ops::RestartArgs r{"p", true};
+  ops::RestartArgs r2;
+  REQUIRE(ops::decode(ops::encode(r), &r2).is_ok());
+  CHECK(r2.rolling);
+}
+
+TEST_CASE("a task account travels with its optional fields only when they apply") {
+  ops::TaskAccount a;
+  a.id = 9;
+  a.type = "echo";
+  a.state = "completed";
+  a.attempts = 1;
+  a.history.push_back({1, "ok", "", 4242, 1000, 1005, ""});
+  const json j = ops::encode(a);
+  CHECK(j == json{{"id", 9},
+                  {"type", "echo"},
+                  {"state", "completed"},
+                  {"error", ""},
+                  {"attempts", 1},
+                  {"history",
+                   {{{"number", 1},
+                     {"outcome", "ok"},
+                     {"error", ""},
+                     {"worker_pid", 4242},
+                     {"started_ms", 1000},
+                     {"ended_ms", 1005}}}}});
+  a.state = "dead_lettered";
+  a.reason = "permanent";
+  a.dead_letter_pending = true;
+  a.result_withheld = true;
+  a.history[0].backtrace = "#0 f";
+  ops::TaskAccount back;
+  REQUIRE(ops::decode(ops::encode(a), &back).is_ok());
+  CHECK(back.reason == std::optional<std::string>("permanent"));
+  CHECK(back.dead_letter_pending);
+  CHECK(back.result_withheld);
+  CHECK_FALSE(back.result_dropped);
+  REQUIRE(back.history.size() == 1);
+  CHECK(back.history[0].backtrace == "#0 f");
+  CHECK(back.history[0].worker_pid == 4242);
+}
