@@ -75,6 +75,23 @@ bool read_value(const json& v, std::chrono::milliseconds* out) {
   return true;
 }
 
+bool read_value(const json& v, double* out) {
+  if (!v.is_number()) return false;
+  *out = v.get<double>();
+  return true;
+}
+
+bool read_value(const json& v, std::vector<std::string>* out) {
+  if (!v.is_array()) return false;
+  std::vector<std::string> values;
+  for (const json& e : v) {
+    if (!e.is_string()) return false;
+    values.push_back(e.get<std::string>());
+  }
+  *out = std::move(values);
+  return true;
+}
+
 std::string_view expected(const bool*) { return "a boolean"; }
 std::string_view expected(const std::string*) { return "a string"; }
 std::string_view expected(const std::uint64_t*) { return "an unsigned integer"; }
@@ -86,6 +103,8 @@ std::string_view expected(const std::int64_t*) { return "an integer"; }
 std::string_view expected(const std::chrono::milliseconds*) {
   return "a duration in ms (an unsigned integer)";
 }
+std::string_view expected(const double*) { return "a number"; }
+std::string_view expected(const std::vector<std::string>*) { return "an array of strings"; }
 
 // --- Tasks ------------------------------------------------------------------------------------
 

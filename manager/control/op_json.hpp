@@ -11,6 +11,7 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <sandpool/control_ops.hpp>
@@ -58,6 +59,8 @@ bool read_value(const nlohmann::json& v, std::uint32_t* out);
 bool read_value(const nlohmann::json& v, std::int32_t* out);
 bool read_value(const nlohmann::json& v, std::int64_t* out);
 bool read_value(const nlohmann::json& v, std::chrono::milliseconds* out);  // unsigned ms
+bool read_value(const nlohmann::json& v, double* out);
+bool read_value(const nlohmann::json& v, std::vector<std::string>* out);
 // What a reader of `out`'s type expected: "an unsigned integer", "a string", ...
 std::string_view expected(const bool*);
 std::string_view expected(const std::string*);
@@ -66,6 +69,28 @@ std::string_view expected(const std::uint32_t*);
 std::string_view expected(const std::int32_t*);
 std::string_view expected(const std::int64_t*);
 std::string_view expected(const std::chrono::milliseconds*);
+std::string_view expected(const double*);
+std::string_view expected(const std::vector<std::string>*);
+
+// The array member `name` of `j`, each element decoded by decode(); absent: *out stays empty.
+// An element's error names the array and the element's index.
+template <class T>
+Status decode_array(const nlohmann::json& j, std::string_view name, std::vector<T>* out) {
+  if (!j.is_object()) return Status::invalid("expected an object");
+  const auto it = j.find(name);
+  if (it == j.end()) return Status::ok();
+  if (!it->is_array()) {
+    return Status::invalid("field \"" + std::string(name) + "\": expected an array");
+  }
+  for (std::size_t i = 0; i < it->size(); ++i) {
+    T value;
+    if (Status st = decode((*it)[i], &value); !st) {
+      return st.with_context(std::string(name) + "[" + std::to_string(i) + "]");
+    }
+    out->push_back(std::move(value));
+  }
+  return Status::ok();
+}
 
 template <class T>
 ArgReader& ArgReader::read(std::string_view name, T* out, bool required) {
@@ -98,6 +123,10 @@ template <class T>
 ArgReader& ArgReader::read(std::string_view name, std::optional<T>* out, bool required) {
   if (!status_.is_ok()) return *this;
   if (!required && object_.is_object() && !object_.contains(name)) return *this;
+  if (object_.is_object() && object_.contains(name) && object_[std::string(name)].is_null()) {
+    out->reset();  // null: the optional's "none"
+    return *this;
+  }
   T value{};
   read(name, &value, required);
   if (status_.is_ok()) *out = std::move(value);
@@ -130,5 +159,25 @@ nlohmann::json encode(const KillWorkerArgs& a);
 Status decode(const nlohmann::json& j, KillWorkerArgs* out);
 nlohmann::json encode(const PoolStateReply& r);
 Status decode(const nlohmann::json& j, PoolStateReply* out);
+
+// Reads (op_json_reads.cpp).
+nlohmann::json encode(const NoArgs& a);
+Status decode(const nlohmann::json& j, NoArgs* out);
+nlohmann::json encode(const PoolFilterArgs& a);
+Status decode(const nlohmann::json& j, PoolFilterArgs* out);
+nlohmann::json encode(const PoolStatus& p);
+Status decode(const nlohmann::json& j, PoolStatus* out);
+nlohmann::json encode(const DeadLetterStoreStatus& d);
+Status decode(const nlohmann::json& j, DeadLetterStoreStatus* out);
+nlohmann::json encode(const StatusReply& r);
+Status decode(const nlohmann::json& j, StatusReply* out);
+nlohmann::json encode(const WorkerStatus& w);
+Status decode(const nlohmann::json& j, WorkerStatus* out);
+nlohmann::json encode(const WorkersReply& r);
+Status decode(const nlohmann::json& j, WorkersReply* out);
+nlohmann::json encode(const PoolCounters& p);
+Status decode(const nlohmann::json& j, PoolCounters* out);
+nlohmann::json encode(const StatsReply& r);
+Status decode(const nlohmann::json& j, StatsReply* out);
 
 }  // namespace sandpool::ops

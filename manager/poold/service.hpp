@@ -172,9 +172,12 @@ class Service final : public ControlHandler {
   // A wait's timeout passed (sp-waits): answers it with the task as it is now.
   void wait_expired(std::uint64_t task_id, std::uint64_t token);
   // service_admin.cpp
-  void op_status(const Request& req, const Responder& res);
-  void op_stats(const Request& req, const Responder& res);
-  void op_workers(const Request& req, const Responder& res);
+  void op_status(const Request& req, const ops::NoArgs& a,
+                 const OpResponder<ops::ServerStatus>& res);
+  void op_stats(const Request& req, const ops::PoolFilterArgs& a,
+                const OpResponder<ops::Stats>& res);
+  void op_workers(const Request& req, const ops::PoolFilterArgs& a,
+                  const OpResponder<ops::Workers>& res);
   // The pool a pool control names (not_found), with its config.
   Result<std::pair<PoolConfig, std::shared_ptr<Pool>>> controlled_pool(const std::string& name);
   void op_scale(const Request& req, const ops::ScaleArgs& a, const OpResponder<ops::Scale>& res);

@@ -56,9 +56,9 @@ void Service::handle(Request req, Responder res) {
 
 const std::map<std::string_view, Service::Handler>& Service::handlers() {
   static const std::map<std::string_view, Handler> kHandlers = {
-      {"status", &untyped<&Service::op_status>},
-      {"workers", &untyped<&Service::op_workers>},
-      {"stats", &untyped<&Service::op_stats>},
+      {ops::ServerStatus::kName, &typed<ops::ServerStatus, &Service::op_status>},
+      {ops::Workers::kName, &typed<ops::Workers, &Service::op_workers>},
+      {ops::Stats::kName, &typed<ops::Stats, &Service::op_stats>},
       {"events", &untyped<&Service::op_events>},
       {ops::Task::kName, &typed<ops::Task, &Service::op_task>},
       {ops::Wait::kName, &typed<ops::Wait, &Service::op_wait>},

@@ -128,3 +128,63 @@ TEST_CASE("a task account travels with its optional fields only when they apply"
   CHECK(back.history[0].backtrace == "#0 f");
   CHECK(back.history[0].worker_pid == 4242);
 }
+
+TEST_CASE("a status reply travels with its pools and the dead-letter store's figures") {
+  ops::StatusReply r;
+  r.pid = 42;
+  r.started_ms = 1700000000000;
+  r.pools.push_back({"p", "running", "round-robin", {"echo", "sleep"}, 2, 3, 5, 1});
+  r.dead_letter_store.recent_spill_files = {"/var/spill/1.jsonl"};
+  r.dead_letter_store.oldest_pending_ms = 7;
+  r.idempotency_kept_bytes = 9;
+  const json j = ops::encode(r);
+  CHECK(j["pools"][0]["task_types"] == json({"echo", "sleep"}));
+  CHECK(j["pools"][0]["target_workers"] == 3);
+  CHECK(j["dead_letter_store"]["recent_spill_files"][0] == "/var/spill/1.jsonl");
+  CHECK(j["stopping"] == false);
+  ops::StatusReply back;
+  REQUIRE(ops::decode(j, &back).is_ok());
+  CHECK(back.pid == 42);
+  CHECK(back.started_ms == 1700000000000);
+  REQUIRE(back.pools.size() == 1);
+  CHECK(back.pools[0].task_types == std::vector<std::string>{"echo", "sleep"});
+  CHECK(back.pools[0].queued == 5);
+  CHECK(back.dead_letter_store.oldest_pending_ms == 7);
+  CHECK(back.idempotency_kept_bytes == 9);
+  CHECK(ops::encode(back) == j);
+}
+
+TEST_CASE("a worker that has not beaten yet travels with last_beat_ms null") {
+  ops::WorkersReply r;
+  r.workers.push_back({});
+  r.workers[0].pid = 7;
+  r.workers.push_back(r.workers[0]);
+  r.workers[1].last_beat_ms = 1234;
+  const json j = ops::encode(r);
+  CHECK(j["workers"][0]["last_beat_ms"].is_null());
+  CHECK(j["workers"][1]["last_beat_ms"] == 1234);
+  ops::WorkersReply back;
+  REQUIRE(ops::decode(j, &back).is_ok());
+  CHECK_FALSE(back.workers[0].last_beat_ms.has_value());
+  CHECK(back.workers[1].last_beat_ms == 1234);
+  json bad = j;
+  bad["workers"][1]["pid"] = "seven";
+  CHECK(ops::decode(bad, &back).to_string() ==
+        "invalid_argument: workers[1]: field \"pid\": expected an integer from -2147483648 to "
+        "2147483647");
+}
+
+TEST_CASE("stats' quantiles are null when nothing was measured, and queue_wait has no p90") {
+  ops::StatsReply r;
+  r.pools.push_back({});
+  r.pools[0].name = "p";
+  r.pools[0].latency_ms = {1.5, 2.0, 8.0};
+  const json j = ops::encode(r);
+  CHECK(j["pools"][0]["latency_ms"] == json({{"p50", 1.5}, {"p90", 2.0}, {"p99", 8.0}}));
+  CHECK(j["pools"][0]["queue_wait_ms"] == json({{"p50", nullptr}, {"p99", nullptr}}));
+  ops::StatsReply back;
+  REQUIRE(ops::decode(j, &back).is_ok());
+  CHECK(back.pools[0].latency_ms.p99 == 8.0);
+  CHECK_FALSE(back.pools[0].queue_wait_ms.p50.has_value());
+  CHECK(ops::encode(back) == j);
+}
