@@ -163,6 +163,10 @@ Status decode(const nlohmann::json& j, PoolStateReply* out);
 // Reads (op_json_reads.cpp).
 nlohmann::json encode(const NoArgs& a);
 Status decode(const nlohmann::json& j, NoArgs* out);
+nlohmann::json encode(const EventsArgs& a);
+Status decode(const nlohmann::json& j, EventsArgs* out);
+nlohmann::json encode(const EmptyReply& r);
+Status decode(const nlohmann::json& j, EmptyReply* out);
 nlohmann::json encode(const PoolFilterArgs& a);
 Status decode(const nlohmann::json& j, PoolFilterArgs* out);
 nlohmann::json encode(const PoolStatus& p);
@@ -179,5 +183,23 @@ nlohmann::json encode(const PoolCounters& p);
 Status decode(const nlohmann::json& j, PoolCounters* out);
 nlohmann::json encode(const StatsReply& r);
 Status decode(const nlohmann::json& j, StatsReply* out);
+
+// Dead letters and admin (op_json_admin.cpp).
+nlohmann::json encode(const DlqImportArgs& a);
+Status decode(const nlohmann::json& j, DlqImportArgs* out);
+nlohmann::json encode(const DlqImportReply& r);
+Status decode(const nlohmann::json& j, DlqImportReply* out);
+nlohmann::json encode(const ReloadReconfigured& r);
+Status decode(const nlohmann::json& j, ReloadReconfigured* out);
+nlohmann::json encode(const ReloadScaled& r);
+Status decode(const nlohmann::json& j, ReloadScaled* out);
+nlohmann::json encode(const ReloadFailure& r);
+Status decode(const nlohmann::json& j, ReloadFailure* out);
+nlohmann::json encode(const ReloadReply& r);
+Status decode(const nlohmann::json& j, ReloadReply* out);
+nlohmann::json encode(const ShutdownArgs& a);
+Status decode(const nlohmann::json& j, ShutdownArgs* out);
+nlohmann::json encode(const ShutdownReply& r);
+Status decode(const nlohmann::json& j, ShutdownReply* out);
 
 }  // namespace sandpool::ops

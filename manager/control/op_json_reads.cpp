@@ -1,4 +1,5 @@
-// The JSON mapping of the read operations' types: status, workers, stats (op_json.hpp).
+// The JSON mapping of the read operations' types: status, workers, stats, events' arguments
+// (op_json.hpp).
 #include <utility>
 
 #include "control/op_json.hpp"
@@ -27,6 +28,23 @@ json encode(const NoArgs&) { return json::object(); }
 
 Status decode(const json& j, NoArgs*) {
   if (!j.is_object()) return Status::invalid("arguments: expected an object");
+  return Status::ok();
+}
+
+json encode(const EventsArgs& a) {
+  json j{{"follow", a.follow}};
+  if (!a.pool.empty()) j["pool"] = a.pool;
+  return j;
+}
+
+Status decode(const json& j, EventsArgs* out) {
+  return ArgReader(j).optional("pool", &out->pool).optional("follow", &out->follow).status();
+}
+
+json encode(const EmptyReply&) { return json::object(); }
+
+Status decode(const json& j, EmptyReply*) {
+  if (!j.is_object()) return Status::invalid("expected an object");
   return Status::ok();
 }
 

@@ -86,7 +86,7 @@ class Service final : public ControlHandler {
   // Queues a reload on the job thread (SIGHUP): it re-reads the config file; invalid: the
   // error, and the running config stays. Otherwise it applies the differences
   // (docs/operations.md, "Reload"). `done` gets what changed, on the job thread.
-  void reload_async(std::function<void(const Result<nlohmann::json>&)> done);
+  void reload_async(std::function<void(const Result<ops::ReloadReply>&)> done);
   // Stops accepting tasks; then, on the job thread after whatever job runs there, shuts
   // every pool down in parallel (each waits up to `timeout`, then dead-letters what is left
   // with reason shutdown), then flushes and closes the store. Returns when that is done.
@@ -126,7 +126,7 @@ class Service final : public ControlHandler {
   std::vector<std::pair<std::string, std::shared_ptr<Pool>>> retired_pools() const;
   std::optional<Ticket> find_task(std::uint64_t id) const;
   // Job thread: see reload_async().
-  Result<nlohmann::json> reload();
+  Result<ops::ReloadReply> reload();
   void shut_down_pools(std::chrono::milliseconds timeout);
   // Copies the pool table and the retired pools into watched_ (after either changed: start,
   // job thread).
@@ -196,11 +196,13 @@ class Service final : public ControlHandler {
   void op_dlq_purge(const Request& req, const Responder& res);
   Result<nlohmann::json> dlq_replay(const nlohmann::json& args);
   // service_dlq_import.cpp (job thread): letters from a spill file into the store.
-  void op_dlq_import(const Request& req, const Responder& res);
+  void op_dlq_import(const Request& req, const ops::DlqImportArgs& a,
+                     const OpResponder<ops::DlqImport>& res);
   // service_dispatch.cpp: events, reload and shutdown.
-  void op_events(const Request& req, const Responder& res);
-  void op_reload(const Request& req, const Responder& res);
-  void op_shutdown(const Request& req, const Responder& res);
+  void op_events(const Request& req, const ops::EventsArgs& a, const OpResponder<ops::Events>& res);
+  void op_reload(const Request& req, const ops::NoArgs& a, const OpResponder<ops::Reload>& res);
+  void op_shutdown(const Request& req, const ops::ShutdownArgs& a,
+                   const OpResponder<ops::Shutdown>& res);
 
   Config config_;  // the running config; changed by reload, on the job thread only
   const std::string config_path_;

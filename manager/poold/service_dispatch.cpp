@@ -59,7 +59,7 @@ const std::map<std::string_view, Service::Handler>& Service::handlers() {
       {ops::ServerStatus::kName, &typed<ops::ServerStatus, &Service::op_status>},
       {ops::Workers::kName, &typed<ops::Workers, &Service::op_workers>},
       {ops::Stats::kName, &typed<ops::Stats, &Service::op_stats>},
-      {"events", &untyped<&Service::op_events>},
+      {ops::Events::kName, &typed<ops::Events, &Service::op_events>},
       {ops::Task::kName, &typed<ops::Task, &Service::op_task>},
       {ops::Wait::kName, &typed<ops::Wait, &Service::op_wait>},
       {"submit", &untyped<&Service::op_submit>},
@@ -75,9 +75,9 @@ const std::map<std::string_view, Service::Handler>& Service::handlers() {
       {"dlq_show", &untyped<&Service::op_dlq_show>},
       {"dlq_replay", &untyped<&Service::op_dlq_replay>},
       {"dlq_purge", &untyped<&Service::op_dlq_purge>},
-      {"dlq_import", &untyped<&Service::op_dlq_import>},
-      {"reload", &untyped<&Service::op_reload>},
-      {"shutdown", &untyped<&Service::op_shutdown>},
+      {ops::DlqImport::kName, &typed<ops::DlqImport, &Service::op_dlq_import>},
+      {ops::Reload::kName, &typed<ops::Reload, &Service::op_reload>},
+      {ops::Shutdown::kName, &typed<ops::Shutdown, &Service::op_shutdown>},
   };
   return kHandlers;
 }
@@ -105,24 +105,23 @@ void Service::run(const Request& req, const Responder& res) {
   it->second(*this, req, res);
 }
 
-void Service::op_events(const Request& req, const Responder& res) {
-  hub_->subscribe(req.args.value("pool", std::string()), req.args.value("follow", false), res);
+void Service::op_events(const Request&, const ops::EventsArgs& a,
+                        const OpResponder<ops::Events>& res) {
+  // The hub sends the event frames, then the final reply ({}, ops::EmptyReply) once the
+  // stream ends.
+  hub_->subscribe(a.pool, a.follow, res.responder());
 }
 
-void Service::op_reload(const Request&, const Responder& res) {
-  const Result<nlohmann::json> r = reload();  // on the job thread (Lane::kJobs)
+void Service::op_reload(const Request&, const ops::NoArgs&, const OpResponder<ops::Reload>& res) {
+  const Result<ops::ReloadReply> r = reload();  // on the job thread (Lane::kJobs)
   if (!r) return (void)res.error(r.status());
   res.ok(*r);
 }
 
-void Service::op_shutdown(const Request& req, const Responder& res) {
-  std::optional<std::chrono::milliseconds> timeout;
-  if (auto t = req.args.find("timeout_ms"); t != req.args.end()) {
-    if (!t->is_number_unsigned()) return (void)res.error(Status::invalid("timeout_ms: ms >= 0"));
-    timeout = std::chrono::milliseconds(t->get<std::int64_t>());
-  }
-  res.ok({{"stopping", true}});
-  if (on_shutdown_) on_shutdown_(timeout);
+void Service::op_shutdown(const Request&, const ops::ShutdownArgs& a,
+                          const OpResponder<ops::Shutdown>& res) {
+  res.ok(ops::ShutdownReply{true});
+  if (on_shutdown_) on_shutdown_(a.timeout);
 }
 
 }  // namespace sandpool::poold

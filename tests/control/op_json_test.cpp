@@ -188,3 +188,40 @@ TEST_CASE("stats' quantiles are null when nothing was measured, and queue_wait h
   CHECK_FALSE(back.pools[0].queue_wait_ms.p50.has_value());
   CHECK(ops::encode(back) == j);
 }
+
+TEST_CASE("a reload reply lists each kind of change, and shutdown's timeout is checked") {
+  ops::ReloadReply r;
+  r.added = {"new"};
+  r.reconfigured.push_back({"p", true});
+  r.scaled.push_back({"p", 4});
+  r.failed.push_back({"bad", "no plugin"});
+  r.service_section_needs_restart = true;
+  const json j = ops::encode(r);
+  CHECK(j["reconfigured"] == json::array({{{"pool", "p"}, {"rolling_restart", true}}}));
+  CHECK(j["scaled"] == json::array({{{"pool", "p"}, {"workers", 4}}}));
+  CHECK(j["removed"] == json::array());
+  ops::ReloadReply back;
+  REQUIRE(ops::decode(j, &back).is_ok());
+  CHECK(ops::encode(back) == j);
+
+  ops::ShutdownArgs a;
+  REQUIRE(ops::decode(json::object(), &a).is_ok());
+  CHECK_FALSE(a.timeout);
+  CHECK(ops::decode({{"timeout_ms", -1}}, &a).to_string() ==
+        "invalid_argument: field \"timeout_ms\": expected a duration in ms (an unsigned integer)");
+}
+
+TEST_CASE("dlq_import's arguments default to source `request` from line 1, and line 0 is refused") {
+  ops::DlqImportArgs a;
+  REQUIRE(ops::decode(json::object(), &a).is_ok());
+  CHECK(a.source == "request");
+  CHECK(a.first_line == 1);
+  CHECK(ops::decode({{"first_line", 0}}, &a).to_string() ==
+        "invalid_argument: field \"first_line\": expected a line number from 1");
+  CHECK(ops::decode({{"source", 3}}, &a).to_string() ==
+        "invalid_argument: field \"source\": expected a string");
+  ops::DlqImportArgs back;
+  REQUIRE(ops::decode(ops::encode(ops::DlqImportArgs{"spill-1.jsonl", 40}), &back).is_ok());
+  CHECK(back.source == "spill-1.jsonl");
+  CHECK(back.first_line == 40);
+}

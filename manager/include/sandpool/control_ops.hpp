@@ -239,6 +239,70 @@ struct StatsReply {
 // No arguments.
 struct NoArgs {};
 
+// `events`: the stream's filter; follow=false: the recent events, then the final reply.
+// The event frames carry poold's event records (docs/protocol.md, "events"), not typed here.
+struct EventsArgs {
+  std::string pool;  // empty: every pool
+  bool follow = false;
+};
+
+// A final reply with no member (`events` once its stream ends).
+struct EmptyReply {};
+
+// --- Dead letters -----------------------------------------------------------------------------
+
+// `dlq_import`: the spill-file lines travel in the request's blob; source and first_line
+// name them in a parse error.
+struct DlqImportArgs {
+  std::string source = "request";
+  std::uint64_t first_line = 1;  // from 1
+};
+
+struct DlqImportReply {
+  std::uint64_t imported = 0;
+  std::uint64_t already_present = 0;
+};
+
+// --- Admin: reload, shutdown ------------------------------------------------------------------
+
+// `reload`: a pool the reload reconfigured in place.
+struct ReloadReconfigured {
+  std::string pool;
+  bool rolling_restart = false;  // its workers are replaced one by one
+};
+
+// `reload`: a pool whose worker target the reload changed.
+struct ReloadScaled {
+  std::string pool;
+  std::uint32_t workers = 0;
+};
+
+// `reload`: a pool the reload could not start or reconfigure (it keeps running as it was).
+struct ReloadFailure {
+  std::string pool;
+  std::string error;
+};
+
+struct ReloadReply {
+  std::vector<std::string> added;
+  std::vector<std::string> removed;
+  std::vector<std::string> replaced;
+  std::vector<ReloadReconfigured> reconfigured;
+  std::vector<ReloadScaled> scaled;
+  std::vector<std::string> strategy_changed;
+  std::vector<ReloadFailure> failed;
+  bool service_section_needs_restart = false;
+};
+
+// `shutdown`: how long the pools may take to finish (none: the configured default).
+struct ShutdownArgs {
+  std::optional<std::chrono::milliseconds> timeout;  // wire: timeout_ms
+};
+
+struct ShutdownReply {
+  bool stopping = true;
+};
+
 // --- Operations ----------------------------------------------------------------------------
 
 // (not `Status`: that would hide sandpool::Status in this namespace)
@@ -246,6 +310,11 @@ struct ServerStatus {
   static constexpr std::string_view kName = "status";
   using Args = NoArgs;
   using Reply = StatusReply;
+};
+struct Events {
+  static constexpr std::string_view kName = "events";
+  using Args = EventsArgs;
+  using Reply = EmptyReply;
 };
 struct Workers {
   static constexpr std::string_view kName = "workers";
@@ -301,6 +370,22 @@ struct KillWorker {
   static constexpr std::string_view kName = "kill_worker";
   using Args = KillWorkerArgs;
   using Reply = PoolStateReply;
+};
+
+struct DlqImport {
+  static constexpr std::string_view kName = "dlq_import";
+  using Args = DlqImportArgs;
+  using Reply = DlqImportReply;
+};
+struct Reload {
+  static constexpr std::string_view kName = "reload";
+  using Args = NoArgs;
+  using Reply = ReloadReply;
+};
+struct Shutdown {
+  static constexpr std::string_view kName = "shutdown";
+  using Args = ShutdownArgs;
+  using Reply = ShutdownReply;
 };
 
 }  // namespace sandpool::ops
