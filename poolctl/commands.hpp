@@ -12,6 +12,7 @@ namespace sandpool::poolctl {
 // kill-worker, reload, shutdown.
 void add_service_commands(CLI::App& app, Cli& cli);
 void add_submit_command(CLI::App& app, Cli& cli);
+void add_wait_command(CLI::App& app, Cli& cli);  // wait_command.cpp
 void add_batch_command(CLI::App& app, Cli& cli);
 void add_dlq_commands(CLI::App& app, Cli& cli);
 void add_events_command(CLI::App& app, Cli& cli);
@@ -23,5 +24,8 @@ int run_dlq_import(const Cli& cli, const std::string& file, const std::string& s
 
 // A task account as JSON: the service's reply body plus "result" (the result bytes).
 nlohmann::json task_json(const TaskReply& task);
+// A waited task's outcome (submit --wait, wait): with --json its account, else a completed
+// task's result bytes or `task ID STATE (REASON): ERROR`. Returns kExitOk iff completed.
+int print_outcome(const Cli& cli, const TaskReply& task);
 
 }  // namespace sandpool::poolctl

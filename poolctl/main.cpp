@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   add_service_commands(app, cli);
   add_submit_command(app, cli);
+  add_wait_command(app, cli);
   add_batch_command(app, cli);
   add_dlq_commands(app, cli);
   add_events_command(app, cli);

@@ -66,17 +66,7 @@ int run_submit(const Cli& cli, const SubmitArgs& a) {
     std::cerr << "poolctl: task " << t->id
               << " ran earlier under this idempotency key; its result is no longer kept\n";
   }
-  if (cli.json) {
-    print_json(std::cout, task_json(*t));
-  } else if (t->state == "completed") {
-    std::cout << t->result;
-    if (!t->result.empty() && t->result.back() != '\n') std::cout << "\n";
-  } else {
-    std::cout << "task " << t->id << " " << t->state
-              << (t->reason.empty() ? "" : " (" + t->reason + ")")
-              << (t->error.empty() ? "" : ": " + t->error) << "\n";
-  }
-  return t->state == "completed" ? kExitOk : kExitFailed;
+  return print_outcome(cli, *t);
 }
 
 }  // namespace

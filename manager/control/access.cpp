@@ -1,34 +1,13 @@
-// Rights: who may connect (the allow-list) and what each operation needs.
+// Rights: who may connect (the allow-list) and what each operation needs (the table of
+// operations in <sandpool/control_ops.hpp>).
 #include <algorithm>
-#include <array>
 #include <optional>
 #include <string_view>
 
 #include <sandpool/control.hpp>
+#include <sandpool/control_ops.hpp>
 
 namespace sandpool {
-namespace {
-
-struct OpRights {
-  std::string_view op;
-  Rights rights;
-};
-
-constexpr std::array<OpRights, 21> kOps{{
-    {"status", Rights::kRead},        {"workers", Rights::kRead},
-    {"stats", Rights::kRead},         {"events", Rights::kRead},
-    {"task", Rights::kRead},          {"submit", Rights::kAdmin},
-    {"submit_batch", Rights::kAdmin}, {"cancel", Rights::kAdmin},
-    {"scale", Rights::kAdmin},        {"strategy", Rights::kAdmin},
-    {"drain", Rights::kAdmin},        {"resume", Rights::kAdmin},
-    {"restart", Rights::kAdmin},      {"kill_worker", Rights::kAdmin},
-    {"dlq_list", Rights::kAdmin},     {"dlq_show", Rights::kAdmin},
-    {"dlq_replay", Rights::kAdmin},   {"dlq_purge", Rights::kAdmin},
-    {"reload", Rights::kAdmin},       {"shutdown", Rights::kAdmin},
-    {"dlq_import", Rights::kAdmin},
-}};
-
-}  // namespace
 
 Rights rights_for(const PeerCredentials& peer, const AccessPolicy& policy, uid_t server_uid) {
   if (policy.root_is_admin && peer.uid == 0) return Rights::kAdmin;
@@ -45,17 +24,16 @@ Rights rights_for(const PeerCredentials& peer, const AccessPolicy& policy, uid_t
   return by_uid.value_or(by_gid);
 }
 
-bool ControlServer::known_op(std::string_view op) {
-  return std::any_of(kOps.begin(), kOps.end(), [&](const OpRights& o) { return o.op == op; });
+bool ControlServer::known_op(std::string_view op) { return ops::find_op(op) != nullptr; }
+
+bool ControlServer::is_stream(std::string_view op) {
+  const ops::OpInfo* info = ops::find_op(op);
+  return info != nullptr && info->stream;
 }
 
-bool ControlServer::is_stream(std::string_view op) { return op == "events"; }
-
 Rights ControlServer::required_rights(std::string_view op) {
-  for (const OpRights& o : kOps) {
-    if (o.op == op) return o.rights;
-  }
-  return Rights::kAdmin;
+  const ops::OpInfo* info = ops::find_op(op);
+  return info != nullptr ? info->rights : Rights::kAdmin;
 }
 
 }  // namespace sandpool

@@ -9,6 +9,7 @@
 
 #include <sandpool/client.hpp>
 
+#include "control/op_json.hpp"
 #include "control/wire_errors.hpp"
 
 namespace sandpool {
@@ -177,35 +178,48 @@ Result<json> Client::stats(const std::string& pool) {
 }
 
 Result<TaskReply> Client::task(std::uint64_t id) {
-  auto r = call("task", json{{"id", id}});
+  auto r = call(std::string(ops::Task::kName), ops::encode(ops::TaskIdArgs{id}));
   if (!r) return r.status();
   return task_reply_of(std::move(r).value());
 }
 
-Result<json> Client::cancel(std::uint64_t id) { return body_of(call("cancel", {{"id", id}})); }
+Result<TaskReply> Client::wait(std::uint64_t id, std::optional<std::chrono::milliseconds> timeout) {
+  // Not bounded by call_timeout: the wait's own timeout bounds it, on the server.
+  auto r = call_streaming(std::string(ops::Wait::kName), ops::encode(ops::WaitArgs{id, timeout}),
+                          {}, {});
+  if (!r) return r.status();
+  return task_reply_of(std::move(r).value());
+}
+
+Result<json> Client::cancel(std::uint64_t id) {
+  return body_of(call(std::string(ops::Cancel::kName), ops::encode(ops::TaskIdArgs{id})));
+}
 
 Result<json> Client::scale(const std::string& pool, std::uint32_t workers) {
-  return body_of(call("scale", {{"pool", pool}, {"workers", workers}}));
+  return body_of(call(std::string(ops::Scale::kName), ops::encode(ops::ScaleArgs{pool, workers})));
 }
 
 Result<json> Client::strategy(const std::string& pool, const std::string& name) {
-  return body_of(call("strategy", {{"pool", pool}, {"strategy", name}}));
+  return body_of(
+      call(std::string(ops::Strategy::kName), ops::encode(ops::StrategyArgs{pool, name})));
 }
 
 Result<json> Client::drain(const std::string& pool) {
-  return body_of(call("drain", {{"pool", pool}}));
+  return body_of(call(std::string(ops::Drain::kName), ops::encode(ops::PoolArgs{pool})));
 }
 
 Result<json> Client::resume(const std::string& pool) {
-  return body_of(call("resume", {{"pool", pool}}));
+  return body_of(call(std::string(ops::Resume::kName), ops::encode(ops::PoolArgs{pool})));
 }
 
 Result<json> Client::restart(const std::string& pool, bool rolling) {
-  return body_of(call("restart", {{"pool", pool}, {"rolling", rolling}}));
+  return body_of(
+      call(std::string(ops::Restart::kName), ops::encode(ops::RestartArgs{pool, rolling})));
 }
 
 Result<json> Client::kill_worker(const std::string& pool, std::int32_t pid, int signal) {
-  return body_of(call("kill_worker", {{"pool", pool}, {"pid", pid}, {"signal", signal}}));
+  return body_of(call(std::string(ops::KillWorker::kName),
+                      ops::encode(ops::KillWorkerArgs{pool, pid, signal})));
 }
 
 Result<json> Client::dlq_list(json filter) { return body_of(call("dlq_list", std::move(filter))); }

@@ -1,4 +1,5 @@
-// Service: construction, the pools and routing, and the dispatch of control requests.
+// Service: construction, the pools and routing (the dispatch of control requests:
+// service_dispatch.cpp).
 #include "poold/service.hpp"
 
 #include <spdlog/logger.h>
@@ -48,6 +49,7 @@ Service::Service(Config config, std::string config_path, std::shared_ptr<spdlog:
 Result<std::unique_ptr<Service>> Service::start(Config config, std::string config_path,
                                                 std::shared_ptr<spdlog::logger> log,
                                                 ShutdownRequest on_shutdown) {
+  if (Status st = check_handlers(); !st) return st;
   std::unique_ptr<Service> s(
       new Service(std::move(config), std::move(config_path), log, std::move(on_shutdown)));
   DeadLetterStoreOptions so;
@@ -147,66 +149,6 @@ std::vector<std::pair<std::string, std::shared_ptr<Pool>>> Service::retired_pool
     if (auto pool = weak.lock()) out.emplace_back(name, std::move(pool));
   }
   return out;
-}
-
-void Service::handle(Request req, Responder res) {
-  // On the control server's thread: what answers at once without waiting on anything.
-  // `status` reads the figures the pools publish, so a monitor is answered during a batch
-  // (and may overtake requests its connection sent before it).
-  const std::string& op = req.op;
-  if (op == "status") return op_status(req, res);
-  if (op == "events") {
-    hub_->subscribe(req.args.value("pool", std::string()), req.args.value("follow", false), res);
-    return;
-  }
-  if (op == "shutdown") {
-    std::optional<std::chrono::milliseconds> timeout;
-    if (auto t = req.args.find("timeout_ms"); t != req.args.end()) {
-      if (!t->is_number_unsigned()) return (void)res.error("bad_request", "timeout_ms: ms >= 0");
-      timeout = std::chrono::milliseconds(t->get<std::int64_t>());
-    }
-    res.ok({{"stopping", true}});
-    if (on_shutdown_) on_shutdown_(timeout);
-    return;
-  }
-  // Reads (snapshots, which may overtake admin requests sent before them) on a thread of
-  // their own: a read-only client's flood never delays an admin's submits, and a batch,
-  // replay or reload never delays a read.
-  if (op == "stats" || op == "workers" || op == "task" || op == "dlq_list" || op == "dlq_show") {
-    reads_.post([this, req = std::move(req), res] { handle_read(req, res); });
-    return;
-  }
-  // Slow ones (the store, a reload's rolling restart) on the job thread.
-  if (op.rfind("dlq_", 0) == 0) {
-    jobs_.post([this, req = std::move(req), res] { op_dlq(req, res); });
-    return;
-  }
-  if (op == "reload") {
-    reload_async([res](const Result<nlohmann::json>& r) {
-      if (!r) return (void)res.error(r.status());
-      res.ok(*r);
-    });
-    return;
-  }
-  // The rest, submits and batches of thousands of tasks included, on the request thread, one
-  // at a time in arrival order: a connection's requests take effect in the order it sent them.
-  requests_.post([this, req = std::move(req), res] { handle_in_order(req, res); });
-}
-
-void Service::handle_in_order(const Request& req, const Responder& res) {
-  const std::string& op = req.op;
-  if (op == "submit") return op_submit(req, res);
-  if (op == "submit_batch") return op_submit_batch(req, res);
-  if (op == "cancel") return op_cancel(req, res);
-  op_pool_control(req, res);
-}
-
-void Service::handle_read(const Request& req, const Responder& res) {
-  const std::string& op = req.op;
-  if (op == "stats") return op_stats(req, res);
-  if (op == "workers") return op_workers(req, res);
-  if (op == "task") return op_task(req, res);
-  op_dlq(req, res);  // dlq_list, dlq_show
 }
 
 DeadLetterStoreStats Service::dead_letter_stats() const { return store_->stats(); }

@@ -7,11 +7,12 @@
 // Threads: handle() runs on the control server's thread (sp-control) and never blocks: it
 // answers status, events and shutdown itself, hands submits, batches, cancels and pool
 // controls to the request thread (sp-request, in arrival order), the reads (stats, workers,
-// task, dlq_list, dlq_show) to the reads thread (sp-reads), and dlq replay/purge/import,
-// reload and shutdown to the job thread (sp-jobs). Each pool's loop thread
-// (sp-loop:<pool>) runs the callbacks the service gives its tasks (on_done, on_progress) and
-// events. A retired pool shuts down on a thread of its own. metrics(), health() and
-// busy_threads() may be called from any thread (the metrics server's, main's).
+// task, wait, dlq_list, dlq_show) to the reads thread (sp-reads), and dlq replay/purge/import,
+// reload and shutdown to the job thread (sp-jobs): each operation's Lane
+// (<sandpool/control_ops.hpp>). `wait` timeouts run on their own thread (sp-waits). Each pool's
+// loop thread (sp-loop:<pool>) runs the callbacks the service gives its tasks (on_done,
+// on_progress) and events. A retired pool shuts down on a thread of its own. metrics(), health()
+// and busy_threads() may be called from any thread (the metrics server's, main's).
 //
 // The lock rule: the service never holds a lock across a call into a Pool (nor into a
 // Responder, the store or the hub). It copies what it needs under the lock, releases it, then
@@ -19,7 +20,7 @@
 // metrics(), reconfigure(), shutdown() do), and the loop thread takes mu_ when a task ends
 // (reply_when_done): a pool call under mu_ is a deadlock. The locks, all leaves (nothing else is
 // taken while one is held):
-// - mu_: slots_, retiring_, retired_, waiters_.
+// - mu_: slots_, retiring_, retired_, waiters_, wait_tokens_.
 // - watch_mu_: watched_, the pools busy_threads() samples, copied from slots_ and retired_
 //   (never while mu_ is held), so the watchdog and /healthz never wait for mu_: a thread
 //   stuck while holding it is exactly what they must report.
@@ -38,20 +39,24 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 #include <sandpool/config.hpp>
 #include <sandpool/control.hpp>
+#include <sandpool/control_ops.hpp>
 #include <sandpool/dead_letters.hpp>
 #include <sandpool/pool.hpp>
 #include <sandpool/pool_metrics.hpp>
 
+#include "control/op_responder.hpp"
 #include "poold/event_hub.hpp"
 #include "poold/idempotency.hpp"
 #include "poold/job_thread.hpp"
 #include "poold/progress_coalescer.hpp"
+#include "poold/wait_deadlines.hpp"
 #include "poold/watchdog_gate.hpp"
 
 namespace spdlog {
@@ -81,7 +86,7 @@ class Service final : public ControlHandler {
   // Queues a reload on the job thread (SIGHUP): it re-reads the config file; invalid: the
   // error, and the running config stays. Otherwise it applies the differences
   // (docs/operations.md, "Reload"). `done` gets what changed, on the job thread.
-  void reload_async(std::function<void(const Result<nlohmann::json>&)> done);
+  void reload_async(std::function<void(const Result<ops::ReloadReply>&)> done);
   // Stops accepting tasks; then, on the job thread after whatever job runs there, shuts
   // every pool down in parallel (each waits up to `timeout`, then dead-letters what is left
   // with reason shutdown), then flushes and closes the store. Returns when that is done.
@@ -96,6 +101,10 @@ class Service final : public ControlHandler {
   // its current one: every pool's loop (sp-loop:<pool>, retiring ones included), sp-request,
   // sp-reads and sp-jobs (main adds the control server's). For the WatchdogGate.
   std::vector<ThreadBusy> busy_threads() const;
+
+  // Ok iff every operation of the protocol's table (<sandpool/control_ops.hpp>) has a
+  // handler here and every handler an operation; start() refuses to run otherwise.
+  static Status check_handlers();
 
  private:
   struct Slot {
@@ -117,7 +126,7 @@ class Service final : public ControlHandler {
   std::vector<std::pair<std::string, std::shared_ptr<Pool>>> retired_pools() const;
   std::optional<Ticket> find_task(std::uint64_t id) const;
   // Job thread: see reload_async().
-  Result<nlohmann::json> reload();
+  Result<ops::ReloadReply> reload();
   void shut_down_pools(std::chrono::milliseconds timeout);
   // Copies the pool table and the retired pools into watched_ (after either changed: start,
   // job thread).
@@ -126,15 +135,16 @@ class Service final : public ControlHandler {
   // what is left after shutdown_timeout is dead-lettered `pool_removed`.
   void retire(std::string name, std::shared_ptr<Pool> pool);
 
+  // service_dispatch.cpp: runs the handler of req.op (on the thread of its lane).
+  void run(const Request& req, const Responder& res);
+  using Handler = void (*)(Service&, const Request&, const Responder&);
+  static const std::map<std::string_view, Handler>& handlers();
+
   // service_tasks.cpp
-  // The request thread's share of handle(), one request at a time.
-  void handle_in_order(const Request& req, const Responder& res);
-  // The reads thread's share: stats, workers, task, dlq_list, dlq_show.
-  void handle_read(const Request& req, const Responder& res);
   void op_submit(const Request& req, const Responder& res);
   void op_submit_batch(const Request& req, const Responder& res);
-  void op_task(const Request& req, const Responder& res);
-  void op_cancel(const Request& req, const Responder& res);
+  void op_task(const Request& req, const ops::TaskIdArgs& a, const OpResponder<ops::Task>& res);
+  void op_cancel(const Request& req, const ops::TaskIdArgs& a, const OpResponder<ops::Cancel>& res);
   // What submit_one found or made: a new task, or the one an idempotency key names (with
   // the pool's record of it, or else the final account the key kept).
   struct Submission {
@@ -153,19 +163,46 @@ class Service final : public ControlHandler {
   // A task of the service ended (on its pool's loop thread): the key it was submitted with
   // (empty: whichever key names its id) keeps its account, and its waiters are answered.
   void task_ended(const std::string& key, const TaskResult& result);
+  // Answers the waiters of `task_id` (every task the service runs calls this as it ends).
   void reply_when_done(std::uint64_t task_id, const TaskResult& result);
   // The callbacks poold gives a replayed task (task_ended when it ends).
   TaskCallbacks replay_callbacks();
+  // service_wait.cpp (reads thread): answers when the task ends or the wait's timeout passes.
+  void op_wait(const Request& req, const ops::WaitArgs& a, const OpResponder<ops::Wait>& res);
+  // A wait's timeout passed (sp-waits): answers it with the task as it is now.
+  void wait_expired(std::uint64_t task_id, std::uint64_t token);
   // service_admin.cpp
-  void op_status(const Request& req, const Responder& res);
-  void op_stats(const Request& req, const Responder& res);
-  void op_workers(const Request& req, const Responder& res);
-  void op_pool_control(const Request& req, const Responder& res);
-  // service_dlq.cpp (job thread)
-  void op_dlq(const Request& req, const Responder& res);
-  nlohmann::json dlq_replay(const nlohmann::json& args);
+  void op_status(const Request& req, const ops::NoArgs& a,
+                 const OpResponder<ops::ServerStatus>& res);
+  void op_stats(const Request& req, const ops::PoolFilterArgs& a,
+                const OpResponder<ops::Stats>& res);
+  void op_workers(const Request& req, const ops::PoolFilterArgs& a,
+                  const OpResponder<ops::Workers>& res);
+  // The pool a pool control names (not_found), with its config.
+  Result<std::pair<PoolConfig, std::shared_ptr<Pool>>> controlled_pool(const std::string& name);
+  void op_scale(const Request& req, const ops::ScaleArgs& a, const OpResponder<ops::Scale>& res);
+  void op_strategy(const Request& req, const ops::StrategyArgs& a,
+                   const OpResponder<ops::Strategy>& res);
+  void op_drain(const Request& req, const ops::PoolArgs& a, const OpResponder<ops::Drain>& res);
+  void op_resume(const Request& req, const ops::PoolArgs& a, const OpResponder<ops::Resume>& res);
+  void op_restart(const Request& req, const ops::RestartArgs& a,
+                  const OpResponder<ops::Restart>& res);
+  void op_kill_worker(const Request& req, const ops::KillWorkerArgs& a,
+                      const OpResponder<ops::KillWorker>& res);
+  // service_dlq.cpp (job thread; list and show on the reads thread)
+  void op_dlq_list(const Request& req, const Responder& res);
+  void op_dlq_show(const Request& req, const Responder& res);
+  void op_dlq_replay(const Request& req, const Responder& res);
+  void op_dlq_purge(const Request& req, const Responder& res);
+  Result<nlohmann::json> dlq_replay(const nlohmann::json& args);
   // service_dlq_import.cpp (job thread): letters from a spill file into the store.
-  void op_dlq_import(const Request& req, const Responder& res);
+  void op_dlq_import(const Request& req, const ops::DlqImportArgs& a,
+                     const OpResponder<ops::DlqImport>& res);
+  // service_dispatch.cpp: events, reload and shutdown.
+  void op_events(const Request& req, const ops::EventsArgs& a, const OpResponder<ops::Events>& res);
+  void op_reload(const Request& req, const ops::NoArgs& a, const OpResponder<ops::Reload>& res);
+  void op_shutdown(const Request& req, const ops::ShutdownArgs& a,
+                   const OpResponder<ops::Shutdown>& res);
 
   Config config_;  // the running config; changed by reload, on the job thread only
   const std::string config_path_;
@@ -179,26 +216,40 @@ class Service final : public ControlHandler {
   IdempotencyKeys idempotency_;
   std::atomic<bool> stopping_{false};
 
-  mutable std::mutex mu_;              // guards slots_, retiring_, retired_, waiters_
+  mutable std::mutex mu_;              // guards slots_, retiring_, retired_, waiters_, wait_tokens_
   std::map<std::string, Slot> slots_;  // the configured pools, by name
   std::vector<std::thread> retiring_;  // one per pool being drained away
   // Still found by task id while they drain (and watched by busy_threads()), by name.
   std::vector<std::pair<std::string, std::weak_ptr<Pool>>> retired_;
-  // Waited resubmits of a still-open task (idempotency): answered when it ends.
-  std::multimap<std::uint64_t, Responder> waiters_;
+  // Who waits for a still-open task: waited resubmits (idempotency) and `wait` requests.
+  // Answered when it ends (reply_when_done), a `wait` also when its timeout passes (token).
+  struct Waiter {
+    Responder res;
+    std::uint64_t token = 0;  // 0: no timeout
+    bool with_result = true;  // false: a read peer, the result withheld
+  };
+  std::multimap<std::uint64_t, Waiter> waiters_;
+  std::uint64_t wait_tokens_ = 0;
   mutable std::mutex watch_mu_;                                       // guards watched_
   std::vector<std::pair<std::string, std::weak_ptr<Pool>>> watched_;  // by thread name
 
-  // handle_in_order: submits, batches, cancels, pool control, in arrival order.
+  // The timeouts of `wait` requests (sp-waits); before the maps it reaches: destroyed first.
+  WaitDeadlines deadlines_{
+      [this](std::uint64_t task_id, std::uint64_t token) { wait_expired(task_id, token); }};
+  // Lane::kRequests: submits, batches, cancels, pool control, in arrival order.
   JobThread requests_{"sp-request"};
-  // handle_read: stats, workers, task, dlq_list, dlq_show; never queued behind submits,
-  // batches or reloads.
+  // Lane::kReads: stats, workers, task, wait, dlq_list, dlq_show; never queued behind
+  // submits, batches or reloads.
   JobThread reads_{"sp-reads"};
   // dlq replay/purge/import, reload and shutdown; last: destroyed (joined) first.
   JobThread jobs_{"sp-jobs"};
 };
 
-// The JSON account of a task (the `task` reply and a waited submit's final reply).
-nlohmann::json task_json(const TaskResult& r);
+// The account of a task (the `task` and `wait` replies and a waited submit's final reply).
+ops::TaskAccount account_of(const TaskResult& r);
+nlohmann::json task_json(const TaskResult& r);  // account_of, encoded
+// Answers `res` with the account of `r`, the result in the blob when `with_result` (an
+// admin peer), else withheld (`result_withheld` when there is one).
+void answer_with_account(const Responder& res, const TaskResult& r, bool with_result);
 
 }  // namespace sandpool::poold

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -14,8 +15,6 @@
 
 namespace sandpool::poold {
 namespace {
-
-using nlohmann::json;
 
 // "round-robin, least-loaded, random or affinity": the names parse_strategy takes, spelt by
 // the to_string it compares with, so the error cannot suggest a name that is refused.
@@ -30,34 +29,18 @@ std::string strategy_names() {
   return names;
 }
 
-json stats_json(const PoolStats& s) {
-  return {{"state", s.state},
-          {"submitted", s.submitted},
-          {"completed", s.completed},
-          {"dead_lettered", s.dead_lettered},
-          {"cancelled", s.cancelled},
-          {"retried", s.retried},
-          {"lost", s.lost},
-          {"restarts", s.restarts},
-          {"recycled", s.recycled},
-          {"expired", s.expired},
-          {"heartbeat_kills", s.heartbeat_kills},
-          {"output_dropped", s.output_dropped},
-          {"letters_pending", s.letters_pending},
-          {"crash_loop", s.crash_loop},
-          {"queued", s.queued},
-          {"in_flight", s.in_flight},
-          {"retry_wait", s.retry_wait},
-          {"workers", s.workers},
-          {"target_workers", s.target_workers}};
+// The reply of a pool control that did `st` to `pool`: its error, or the pool's state.
+template <class Op>
+void answer_pool_control(const Status& st, const std::string& name, Pool& pool,
+                         const OpResponder<Op>& res) {
+  if (!st) return (void)res.error(st);
+  res.ok({name, pool.stats().state});
 }
 
-std::string pool_arg(const Request& req) { return req.args.value("pool", std::string()); }
-
 // The q-quantile of a histogram in ms, as the upper bound of the bucket that reaches it
-// (Prometheus' histogram_quantile without the interpolation); null when empty.
-json quantile_ms(const Histogram& h, double q) {
-  if (h.count() == 0) return nullptr;
+// (Prometheus' histogram_quantile without the interpolation); none when empty.
+std::optional<double> quantile_ms(const Histogram& h, double q) {
+  if (h.count() == 0) return std::nullopt;
   const auto want = static_cast<std::uint64_t>(q * static_cast<double>(h.count()) + 0.5);
   for (std::size_t i = 0; i < Histogram::kBoundsNs.size(); ++i) {
     if (h.cumulative(i) >= want) return static_cast<double>(Histogram::kBoundsNs[i]) / 1e6;
@@ -65,72 +48,92 @@ json quantile_ms(const Histogram& h, double q) {
   return static_cast<double>(Histogram::kBoundsNs.back()) / 1e6;  // beyond the last bound
 }
 
-json pool_stats_json(const std::string& name, const PoolMetrics& m) {
-  json j = stats_json(m.stats);
-  j["name"] = name;
-  j["latency_ms"] = {{"p50", quantile_ms(m.end_to_end, 0.50)},
-                     {"p90", quantile_ms(m.end_to_end, 0.90)},
-                     {"p99", quantile_ms(m.end_to_end, 0.99)}};
-  j["queue_wait_ms"] = {{"p50", quantile_ms(m.queue_wait, 0.50)},
-                        {"p99", quantile_ms(m.queue_wait, 0.99)}};
-  return j;
+ops::PoolCounters pool_counters(const std::string& name, const PoolMetrics& m) {
+  const PoolStats& s = m.stats;
+  ops::PoolCounters c;
+  c.name = name;
+  c.state = s.state;
+  c.submitted = s.submitted;
+  c.completed = s.completed;
+  c.dead_lettered = s.dead_lettered;
+  c.cancelled = s.cancelled;
+  c.retried = s.retried;
+  c.lost = s.lost;
+  c.restarts = s.restarts;
+  c.recycled = s.recycled;
+  c.expired = s.expired;
+  c.heartbeat_kills = s.heartbeat_kills;
+  c.output_dropped = s.output_dropped;
+  c.letters_pending = s.letters_pending;
+  c.crash_loop = s.crash_loop;
+  c.queued = s.queued;
+  c.in_flight = s.in_flight;
+  c.retry_wait = s.retry_wait;
+  c.workers = s.workers;
+  c.target_workers = s.target_workers;
+  c.latency_ms = {quantile_ms(m.end_to_end, 0.50), quantile_ms(m.end_to_end, 0.90),
+                  quantile_ms(m.end_to_end, 0.99)};
+  c.queue_wait_ms = {quantile_ms(m.queue_wait, 0.50), std::nullopt,
+                     quantile_ms(m.queue_wait, 0.99)};
+  return c;
+}
+
+ops::DeadLetterStoreStatus store_status(const DeadLetterStoreStats& d) {
+  ops::DeadLetterStoreStatus s;
+  s.written = d.written;
+  s.pending = d.pending;
+  s.oldest_pending_ms = d.oldest_pending_ms;
+  s.writes_failing = d.writes_failing;
+  s.last_write_error = d.last_write_error;
+  s.write_errors = d.write_errors;
+  s.spilled = d.spilled;
+  s.spill_files = d.spill_files;
+  s.recent_spill_files = d.recent_spill_files;
+  s.lost = d.lost;
+  return s;
 }
 
 }  // namespace
 
-void Service::op_status(const Request&, const Responder& res) {
-  json pools = json::array();
+void Service::op_status(const Request&, const ops::NoArgs&,
+                        const OpResponder<ops::ServerStatus>& res) {
+  ops::StatusReply r;
   for (const auto& [name, pool] : this->pools()) {
     const PoolStats s = pool->stats_snapshot();  // never waits behind a batch
-    pools.push_back({{"name", name},
-                     {"state", s.state},
-                     {"dispatch", std::string(to_string(s.dispatch))},
-                     {"task_types", pool->task_types()},
-                     {"workers", s.workers},
-                     {"target_workers", s.target_workers},
-                     {"queued", s.queued},
-                     {"in_flight", s.in_flight}});
+    r.pools.push_back({name, s.state, std::string(to_string(s.dispatch)), pool->task_types(),
+                       s.workers, s.target_workers, s.queued, s.in_flight});
   }
-  const DeadLetterStoreStats d = store_->stats();
-  res.ok({{"pid", ::getpid()},
-          {"started_ms", started_ms_},
-          {"stopping", stopping_.load()},
-          {"pools", std::move(pools)},
-          {"dead_letter_store",
-           {{"written", d.written},
-            {"pending", d.pending},
-            {"oldest_pending_ms", d.oldest_pending_ms},
-            {"writes_failing", d.writes_failing},
-            {"last_write_error", d.last_write_error},
-            {"write_errors", d.write_errors},
-            {"spilled", d.spilled},
-            {"spill_files", d.spill_files},
-            {"recent_spill_files", d.recent_spill_files},
-            {"lost", d.lost}}},
-          {"events_dropped", hub_->dropped()},
-          {"idempotency_keys", idempotency_.size()},
-          {"idempotency_kept_bytes", idempotency_.kept_bytes()}});
+  r.pid = ::getpid();
+  r.started_ms = started_ms_;
+  r.stopping = stopping_.load();
+  r.dead_letter_store = store_status(store_->stats());
+  r.events_dropped = hub_->dropped();
+  r.idempotency_keys = idempotency_.size();
+  r.idempotency_kept_bytes = idempotency_.kept_bytes();
+  res.ok(r);
 }
 
-void Service::op_stats(const Request& req, const Responder& res) {
-  json out = json::array();
-  const std::string only = pool_arg(req);
-  if (!only.empty()) {
-    auto pool = pool_named(only);
+void Service::op_stats(const Request&, const ops::PoolFilterArgs& a,
+                       const OpResponder<ops::Stats>& res) {
+  ops::StatsReply r;
+  if (!a.pool.empty()) {
+    auto pool = pool_named(a.pool);
     if (!pool) return (void)res.error(pool.status());
-    out.push_back(pool_stats_json(only, (*pool)->metrics()));
+    r.pools.push_back(pool_counters(a.pool, (*pool)->metrics()));
   } else {
-    for (const auto& [name, pool] : pools()) out.push_back(pool_stats_json(name, pool->metrics()));
+    for (const auto& [name, pool] : pools())
+      r.pools.push_back(pool_counters(name, pool->metrics()));
   }
-  res.ok({{"pools", std::move(out)}});
+  res.ok(r);
 }
 
-void Service::op_workers(const Request& req, const Responder& res) {
-  const std::string only = pool_arg(req);
+void Service::op_workers(const Request&, const ops::PoolFilterArgs& a,
+                         const OpResponder<ops::Workers>& res) {
+  const std::string& only = a.pool;
   if (!only.empty()) {
     if (auto p = pool_named(only); !p) return (void)res.error(p.status());
   }
-  json out = json::array();
+  ops::WorkersReply r;
   // Not under mu_: Pool::workers() waits for the pool's loop thread, which takes mu_ when a
   // task ends (a deadlock: the lock rule in service.hpp).
   for (const auto& [name, pool] : pools()) {
@@ -142,74 +145,83 @@ void Service::op_workers(const Request& req, const Responder& res) {
     // manager set up around it; while it starts, what the pool is configured for.
     const std::string& configured = pool->isolation();
     for (const WorkerInfo& w : pool->workers()) {
-      out.push_back({{"pool", name},
-                     {"slot", w.slot},
-                     {"pid", w.pid},
-                     {"state", w.state},
-                     {"in_flight", w.in_flight},
-                     {"tasks_done", w.tasks_done},
-                     {"uptime_ms", w.uptime_ms},
-                     {"rss_bytes", supervision::rss_bytes(w.pid)},
-                     {"cpu_ms", supervision::cpu_ns(w.pid) / 1000000},
-                     {"last_beat_ms",
-                      w.last_beat_ago_ms < 0 ? json(nullptr) : json(now_ms - w.last_beat_ago_ms)},
-                     {"restarts", w.restarts},
-                     {"isolation", w.isolation.empty() ? configured : w.isolation}});
+      ops::WorkerStatus ws;
+      ws.pool = name;
+      ws.slot = w.slot;
+      ws.pid = w.pid;
+      ws.state = w.state;
+      ws.in_flight = w.in_flight;
+      ws.tasks_done = w.tasks_done;
+      ws.uptime_ms = w.uptime_ms;
+      ws.rss_bytes = supervision::rss_bytes(w.pid);
+      ws.cpu_ms = supervision::cpu_ns(w.pid) / 1000000;
+      if (w.last_beat_ago_ms >= 0) ws.last_beat_ms = now_ms - w.last_beat_ago_ms;
+      ws.restarts = w.restarts;
+      ws.isolation = w.isolation.empty() ? configured : w.isolation;
+      r.workers.push_back(std::move(ws));
     }
   }
-  res.ok({{"workers", std::move(out)}});
+  res.ok(r);
 }
 
-void Service::op_pool_control(const Request& req, const Responder& res) {
-  const std::string name = pool_arg(req);
-  if (name.empty()) return (void)res.error("bad_request", "pool: required");
-  PoolConfig pc;
-  std::shared_ptr<Pool> pool;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = slots_.find(name);
-    if (it == slots_.end()) return (void)res.error("not_found", "no pool named '" + name + "'");
-    pc = it->second.config;
-    pool = it->second.pool;
+Result<std::pair<PoolConfig, std::shared_ptr<Pool>>> Service::controlled_pool(
+    const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = slots_.find(name);
+  if (it == slots_.end()) return Status::error(Code::kNotFound, "no pool named '" + name + "'");
+  return std::make_pair(it->second.config, it->second.pool);
+}
+
+void Service::op_scale(const Request&, const ops::ScaleArgs& a,
+                       const OpResponder<ops::Scale>& res) {
+  auto p = controlled_pool(a.pool);
+  if (!p) return (void)res.error(p.status());
+  const PoolConfig& pc = p->first;
+  if (a.workers < pc.worker_bounds.min || a.workers > pc.worker_bounds.max) {
+    return (void)res.error(Status::invalid(
+        "workers: " + std::to_string(a.workers) + " is outside the pool's workers.min..max (" +
+        std::to_string(pc.worker_bounds.min) + ".." + std::to_string(pc.worker_bounds.max) + ")"));
   }
-  const std::string& op = req.op;
-  Status st;
-  if (op == "scale") {
-    auto n = req.args.find("workers");
-    if (n == req.args.end() || !n->is_number_unsigned()) {
-      return (void)res.error("bad_request", "workers: a count");
-    }
-    const auto want = n->get<std::uint32_t>();
-    if (want < pc.worker_bounds.min || want > pc.worker_bounds.max) {
-      return (void)res.error("bad_request", "workers: " + std::to_string(want) +
-                                                " is outside the pool's workers.min..max (" +
-                                                std::to_string(pc.worker_bounds.min) + ".." +
-                                                std::to_string(pc.worker_bounds.max) + ")");
-    }
-    st = pool->scale(want);
-  } else if (op == "strategy") {
-    auto s = parse_strategy(req.args.value("strategy", std::string()));
-    if (!s) {
-      return (void)res.error("bad_request", "strategy: " + strategy_names());
-    }
-    st = pool->set_strategy(*s);
-  } else if (op == "drain") {
-    pool->drain();
-  } else if (op == "resume") {
-    pool->resume();
-  } else if (op == "restart") {
-    pool->restart(req.args.value("rolling", false));
-  } else if (op == "kill_worker") {
-    auto pid = req.args.find("pid");
-    if (pid == req.args.end() || !pid->is_number_integer()) {
-      return (void)res.error("bad_request", "pid: a worker's pid");
-    }
-    st = pool->kill_worker(pid->get<std::int32_t>(), req.args.value("signal", 9));
-  } else {
-    return (void)res.error("internal", "unhandled op " + op);
-  }
-  if (!st) return (void)res.error(st);
-  res.ok({{"pool", name}, {"state", pool->stats().state}});
+  answer_pool_control(p->second->scale(a.workers), a.pool, *p->second, res);
+}
+
+void Service::op_strategy(const Request&, const ops::StrategyArgs& a,
+                          const OpResponder<ops::Strategy>& res) {
+  auto p = controlled_pool(a.pool);
+  if (!p) return (void)res.error(p.status());
+  auto s = parse_strategy(a.strategy);
+  if (!s) return (void)res.error(Status::invalid("strategy: " + strategy_names()));
+  answer_pool_control(p->second->set_strategy(*s), a.pool, *p->second, res);
+}
+
+void Service::op_drain(const Request&, const ops::PoolArgs& a, const OpResponder<ops::Drain>& res) {
+  auto p = controlled_pool(a.pool);
+  if (!p) return (void)res.error(p.status());
+  p->second->drain();
+  answer_pool_control(Status::ok(), a.pool, *p->second, res);
+}
+
+void Service::op_resume(const Request&, const ops::PoolArgs& a,
+                        const OpResponder<ops::Resume>& res) {
+  auto p = controlled_pool(a.pool);
+  if (!p) return (void)res.error(p.status());
+  p->second->resume();
+  answer_pool_control(Status::ok(), a.pool, *p->second, res);
+}
+
+void Service::op_restart(const Request&, const ops::RestartArgs& a,
+                         const OpResponder<ops::Restart>& res) {
+  auto p = controlled_pool(a.pool);
+  if (!p) return (void)res.error(p.status());
+  p->second->restart(a.rolling);
+  answer_pool_control(Status::ok(), a.pool, *p->second, res);
+}
+
+void Service::op_kill_worker(const Request&, const ops::KillWorkerArgs& a,
+                             const OpResponder<ops::KillWorker>& res) {
+  auto p = controlled_pool(a.pool);
+  if (!p) return (void)res.error(p.status());
+  answer_pool_control(p->second->kill_worker(a.pid, a.signal), a.pool, *p->second, res);
 }
 
 }  // namespace sandpool::poold

@@ -1,5 +1,5 @@
-// Service: the dead-letter operations (job thread): list, show, replay (one, a filter,
-// all; each letter to its own pool), purge (one, a filter, older than).
+// Service: the dead-letter operations: list and show (reads thread), replay (one, a filter,
+// all; each letter to its own pool) and purge (one, a filter, older than) on the job thread.
 #include <charconv>
 #include <utility>
 
@@ -76,98 +76,90 @@ std::optional<std::uint64_t> id_arg(const json& a) {
 
 }  // namespace
 
-void Service::op_dlq(const Request& req, const Responder& res) {
-  if (req.op == "dlq_import") return op_dlq_import(req, res);
+// No flush before a read: a pool reports a task dead_lettered only once its letter is
+// committed (pool_loop_letters.cpp), so every letter a client was told about is already
+// readable, and a read never waits on a store whose writes fail.
+void Service::op_dlq_list(const Request& req, const Responder& res) {
   const json& a = req.args;
-  // No flush first: a pool reports a task dead_lettered only once its letter is committed
-  // (pool_loop_letters.cpp), so every letter a client was told about is already readable, and
-  // a read never waits on a store whose writes fail.
-  if (req.op == "dlq_list") {
-    auto filter = filter_of(a);
-    if (!filter) return (void)res.error(filter.status());
-    DeadLetterPage page;
-    page.limit = std::max<std::size_t>(1, std::min<std::size_t>(a.value("limit", 100), 10000));
-    if (auto c = a.find("cursor"); c != a.end() && c->is_string()) {
-      page.after = parse_cursor(c->get<std::string>());
-      if (!page.after)
-        return (void)res.error("bad_request", "cursor: as returned in `next_cursor`");
+  auto filter = filter_of(a);
+  if (!filter) return (void)res.error(filter.status());
+  DeadLetterPage page;
+  page.limit = std::max<std::size_t>(1, std::min<std::size_t>(a.value("limit", 100), 10000));
+  if (auto c = a.find("cursor"); c != a.end() && c->is_string()) {
+    page.after = parse_cursor(c->get<std::string>());
+    if (!page.after) {
+      return (void)res.error(Status::invalid("cursor: as returned in `next_cursor`"));
     }
-    auto list = store_->list(*filter, page);
-    if (!list) return (void)res.error(list.status());
-    json letters = json::array();
-    for (const DeadLetter& l : list->letters) letters.push_back(letter_json(l));
-    json out{{"entries", std::move(letters)}};
-    if (list->next) out["next_cursor"] = cursor_text(*list->next);
-    return (void)res.ok(std::move(out));
   }
-  if (req.op == "dlq_show") {
-    auto id = id_arg(a);
-    if (!id) return (void)res.error("bad_request", "id: a letter id");
-    auto l = store_->get(*id);
-    if (!l) return (void)res.error(l.status());
-    json j = letter_json(*l);
-    j["options"] = {{"priority", l->options.priority}, {"key", l->options.key}};
-    if (l->options.timeout) j["options"]["timeout_ms"] = l->options.timeout->count();
-    if (l->options.retries) j["options"]["retries"] = *l->options.retries;
-    return (void)res.ok(std::move(j), l->payload);
-  }
-  if (req.op == "dlq_replay") {
-    json out = dlq_replay(a);
-    if (out.contains("error")) {
-      return (void)res.error(out["error"]["code"].get<std::string>(),
-                             out["error"]["message"].get<std::string>());
-    }
-    return (void)res.ok(std::move(out));
-  }
-  if (req.op == "dlq_purge") {
-    Result<std::uint64_t> n = std::uint64_t{0};
-    if (auto id = id_arg(a)) {
-      n = store_->purge(*id);
-    } else if (auto f = a.find("filter"); f != a.end()) {
-      auto filter = filter_of(*f);
-      if (!filter) return (void)res.error(filter.status());
-      n = store_->purge(*filter);
-    } else if (auto age = a.find("older_than_ms"); age != a.end() && age->is_number_unsigned()) {
-      using namespace std::chrono;
-      const auto now = duration_cast<milliseconds>(system_clock::now().time_since_epoch());
-      n = store_->purge_older_than(now.count() - age->get<std::int64_t>());
-    } else if (a.value("all", false)) {
-      n = store_->purge(DeadLetterFilter{});
-    } else {
-      return (void)res.error("bad_request", "dlq_purge: id, filter, older_than_ms or all");
-    }
-    if (!n) return (void)res.error(n.status());
-    return (void)res.ok({{"purged", *n}});
-  }
-  res.error("internal", "unhandled op " + req.op);
+  auto list = store_->list(*filter, page);
+  if (!list) return (void)res.error(list.status());
+  json letters = json::array();
+  for (const DeadLetter& l : list->letters) letters.push_back(letter_json(l));
+  json out{{"entries", std::move(letters)}};
+  if (list->next) out["next_cursor"] = cursor_text(*list->next);
+  res.ok(std::move(out));
 }
 
-json Service::dlq_replay(const json& a) {
+void Service::op_dlq_show(const Request& req, const Responder& res) {
+  auto id = id_arg(req.args);
+  if (!id) return (void)res.error(Status::invalid("id: a letter id"));
+  auto l = store_->get(*id);
+  if (!l) return (void)res.error(l.status());
+  json j = letter_json(*l);
+  j["options"] = {{"priority", l->options.priority}, {"key", l->options.key}};
+  if (l->options.timeout) j["options"]["timeout_ms"] = l->options.timeout->count();
+  if (l->options.retries) j["options"]["retries"] = *l->options.retries;
+  res.ok(std::move(j), l->payload);
+}
+
+void Service::op_dlq_replay(const Request& req, const Responder& res) {
+  auto out = dlq_replay(req.args);
+  if (!out) return (void)res.error(out.status());
+  res.ok(std::move(out).value());
+}
+
+void Service::op_dlq_purge(const Request& req, const Responder& res) {
+  const json& a = req.args;
+  Result<std::uint64_t> n = std::uint64_t{0};
+  if (auto id = id_arg(a)) {
+    n = store_->purge(*id);
+  } else if (auto f = a.find("filter"); f != a.end()) {
+    auto filter = filter_of(*f);
+    if (!filter) return (void)res.error(filter.status());
+    n = store_->purge(*filter);
+  } else if (auto age = a.find("older_than_ms"); age != a.end() && age->is_number_unsigned()) {
+    using namespace std::chrono;
+    const auto now = duration_cast<milliseconds>(system_clock::now().time_since_epoch());
+    n = store_->purge_older_than(now.count() - age->get<std::int64_t>());
+  } else if (a.value("all", false)) {
+    n = store_->purge(DeadLetterFilter{});
+  } else {
+    return (void)res.error(Status::invalid("dlq_purge: id, filter, older_than_ms or all"));
+  }
+  if (!n) return (void)res.error(n.status());
+  res.ok({{"purged", *n}});
+}
+
+Result<json> Service::dlq_replay(const json& a) {
   json task_ids = json::array();
   std::uint64_t failed = 0;
   std::string first_error;
   if (auto id = id_arg(a)) {
     auto letter = store_->get(*id);
-    if (!letter)
-      return {{"error", {{"code", "not_found"}, {"message", letter.status().message()}}}};
+    if (!letter) return Status::error(Code::kNotFound, letter.status().message());
     auto pool = pool_named(letter->pool);
-    if (!pool) return {{"error", {{"code", "not_found"}, {"message", pool.status().message()}}}};
+    if (!pool) return pool.status();
     auto t = (*pool)->replay(*id, replay_callbacks());
-    if (!t) {
-      return {{"error",
-               {{"code", std::string(code_name(t.status().code()))},
-                {"message", t.status().message()}}}};
-    }
+    if (!t) return t.status();
     task_ids.push_back(t->id());
   } else {
     DeadLetterFilter filter;
     if (auto f = a.find("filter"); f != a.end()) {
       auto parsed = filter_of(*f);
-      if (!parsed)
-        return {{"error", {{"code", "bad_request"}, {"message", parsed.status().message()}}}};
+      if (!parsed) return Status::invalid(parsed.status().message());
       filter = *parsed;
     } else if (!a.value("all", false)) {
-      return {{"error", {{"code", "bad_request"}, {"message", "dlq_replay: id, filter or all"}}}};
+      return Status::invalid("dlq_replay: id, filter or all");
     }
     for (const auto& [name, pool] : pools()) {
       if (filter.pool && *filter.pool != name) continue;

@@ -12,8 +12,6 @@
 namespace sandpool::poold {
 namespace {
 
-using nlohmann::json;
-
 // The worker count a reload gives a running pool: the new `initial` when it changed,
 // otherwise the pool's current target (it may have been scaled) clamped into min..max.
 std::uint32_t reload_target(const PoolConfig& old, const PoolConfig& next, std::uint32_t current) {
@@ -28,14 +26,14 @@ bool workers_changed(const PoolConfig& old, const PoolConfig& next) {
 
 }  // namespace
 
-void Service::reload_async(std::function<void(const Result<json>&)> done) {
+void Service::reload_async(std::function<void(const Result<ops::ReloadReply>&)> done) {
   jobs_.post([this, done = std::move(done)] {
-    const Result<json> r = reload();
+    const Result<ops::ReloadReply> r = reload();
     if (done) done(r);
   });
 }
 
-Result<json> Service::reload() {
+Result<ops::ReloadReply> Service::reload() {
   if (stopping_.load()) return Status::error(Code::kClosed, "poold is shutting down");
   auto loaded = load_config(config_path_);
   if (!loaded) {
@@ -44,9 +42,7 @@ Result<json> Service::reload() {
   }
   Config next = std::move(loaded).value();
   make_paths_absolute(next);
-  json added = json::array(), removed = json::array(), scaled = json::array(),
-       restrategied = json::array(), replaced = json::array(), reconfigured = json::array(),
-       failed = json::array();
+  ops::ReloadReply out;
 
   std::map<std::string, const PoolConfig*> wanted;
   for (const PoolConfig& pc : next.pools) wanted[pc.name] = &pc;
@@ -65,7 +61,7 @@ Result<json> Service::reload() {
     }
   }
   for (auto& [name, pool] : gone) {
-    removed.push_back(name);
+    out.removed.push_back(name);
     retire(name, std::move(pool));
   }
 
@@ -84,14 +80,14 @@ Result<json> Service::reload() {
       auto pool = make_pool(pc);
       if (!pool) {
         log_->error("reload: pool {} could not start: {}", pc.name, pool.status().message());
-        failed.push_back({{"pool", pc.name}, {"error", pool.status().message()}});
+        out.failed.push_back({pc.name, pool.status().message()});
         continue;
       }
       {
         std::lock_guard<std::mutex> lock(mu_);
         slots_[pc.name] = Slot{pc, *pool};
       }
-      (current ? replaced : added).push_back(pc.name);
+      (current ? out.replaced : out.added).push_back(pc.name);
       if (current) retire(pc.name, current->pool);
       continue;
     }
@@ -104,25 +100,21 @@ Result<json> Service::reload() {
     auto applied = current->pool->reconfigure(std::move(options));
     if (!applied) {
       log_->error("reload: pool {} not reconfigured: {}", pc.name, applied.status().message());
-      failed.push_back({{"pool", pc.name}, {"error", applied.status().message()}});
+      out.failed.push_back({pc.name, applied.status().message()});
       continue;
     }
-    reconfigured.push_back({{"pool", pc.name}, {"rolling_restart", applied->rolling_restart}});
-    if (workers_changed(old, pc)) scaled.push_back({{"pool", pc.name}, {"workers", target}});
-    if (old.dispatch != pc.dispatch) restrategied.push_back(pc.name);
+    out.reconfigured.push_back({pc.name, applied->rolling_restart});
+    if (workers_changed(old, pc)) out.scaled.push_back({pc.name, target});
+    if (old.dispatch != pc.dispatch) out.strategy_changed.push_back(pc.name);
     std::lock_guard<std::mutex> lock(mu_);
     slots_[pc.name].config = pc;
   }
 
   refresh_watch_list();
   // The service section (socket, access, metrics, state dir, logging) needs a restart.
-  const bool service_changed = !(config_.service == next.service);
+  out.service_section_needs_restart = !(config_.service == next.service);
   config_.pools = next.pools;
-  json out{{"added", added},       {"removed", removed},
-           {"replaced", replaced}, {"reconfigured", reconfigured},
-           {"scaled", scaled},     {"strategy_changed", restrategied},
-           {"failed", failed},     {"service_section_needs_restart", service_changed}};
-  log_->info("reload applied: {}", out.dump());
+  log_->info("reload applied: {}", ops::encode(out).dump());
   return out;
 }
 

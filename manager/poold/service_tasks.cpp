@@ -61,25 +61,65 @@ std::string string_arg(const json& a, const char* name) {
   return it != a.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+// Ok iff `lens` (a batch's payload_lens) are unsigned and add up to `blob_size`.
+Status check_payload_lens(const json& lens, std::size_t blob_size) {
+  std::size_t total = 0;
+  for (const json& len : lens) {
+    if (!len.is_number_unsigned()) return Status::invalid("payload_lens: unsigned lengths");
+    total += len.get<std::size_t>();
+  }
+  if (total != blob_size) return Status::invalid("payload_lens do not add up to the payload");
+  return Status::ok();
+}
+
+// What every task of a batch with shared `defaults` gets, read and routed once: its type,
+// options and pool; or (pool empty) why the whole request is refused.
+struct SharedBatch {
+  std::string type;
+  SubmitOptions options;
+  std::shared_ptr<Pool> pool;
+  Status refusal;
+};
+
+template <class Route>
+SharedBatch shared_batch(const json& defaults, bool stopping, const Route& route) {
+  SharedBatch b;
+  b.type = string_arg(defaults, "type");
+  if (stopping) {
+    b.refusal = Status::error(Code::kClosed, "poold is shutting down");
+  } else if (b.type.empty()) {
+    b.refusal = Status::invalid("type: required, a non-empty string");
+  } else if (auto pool = route(string_arg(defaults, "pool"), b.type); !pool) {
+    b.refusal = pool.status();
+  } else if (Status s = submit_options(defaults, (*pool)->max_timeout(), &b.options); !s) {
+    b.refusal = s;
+  } else {
+    b.pool = std::move(pool).value();
+  }
+  return b;
+}
+
 }  // namespace
 
-json task_json(const TaskResult& r) {
-  json history = json::array();
+ops::TaskAccount account_of(const TaskResult& r) {
+  ops::TaskAccount a;
+  a.id = r.id;
+  a.type = r.type;
+  a.state = std::string(to_string(r.state));
+  a.error = r.error;
+  a.attempts = r.attempts();
   for (const Attempt& at : r.history) {
-    json h{{"number", at.number},         {"outcome", to_string(at.outcome)},
-           {"error", at.error},           {"worker_pid", at.worker_pid},
-           {"started_ms", at.started_ms}, {"ended_ms", at.ended_ms}};
-    if (!at.backtrace.empty()) h["backtrace"] = at.backtrace;
-    history.push_back(std::move(h));
+    a.history.push_back({at.number, std::string(to_string(at.outcome)), at.error, at.worker_pid,
+                         at.started_ms, at.ended_ms, at.backtrace});
   }
-  json j{{"id", r.id},       {"type", r.type},           {"state", to_string(r.state)},
-         {"error", r.error}, {"attempts", r.attempts()}, {"history", std::move(history)}};
-  if (r.state == TaskState::kDeadLettered) j["reason"] = to_string(r.reason);
+  if (r.state == TaskState::kDeadLettered) a.reason = std::string(to_string(r.reason));
+  if (r.state == TaskState::kCancelled) a.reason = std::string(to_string(r.cancel_reason));
   // Decided dead-lettered, the letter not yet written: not terminal until it is.
-  if (r.dead_letter_pending) j["dead_letter_pending"] = true;
-  if (r.state == TaskState::kCancelled) j["reason"] = to_string(r.cancel_reason);
-  return j;
+  a.dead_letter_pending = r.dead_letter_pending;
+  return a;
 }
+
+json task_json(const TaskResult& r) { return ops::encode(account_of(r)); }
 
 std::optional<Ticket> Service::find_task(std::uint64_t id) const {
   // The pools are copied under mu_ and asked without it: Pool::find() waits for the pool's
@@ -101,7 +141,7 @@ std::optional<Service::Submission> Service::existing_task(const KeptTask& kept,
       std::lock_guard<std::mutex> lock(mu_);
       // Under mu_, so the task cannot end between the check and the emplace unanswered:
       // its state is terminal before its on_done takes mu_ in reply_when_done.
-      if (!t->done()) waiters_.emplace(kept.task_id, *waiter);
+      if (!t->done()) waiters_.emplace(kept.task_id, Waiter{*waiter, 0, true});
     }
     return Submission{kept.task_id, true, *t, std::nullopt};
   }
@@ -143,6 +183,9 @@ Result<Service::Submission> Service::submit_one(const json& args, std::string pa
     };
   } else if (!key.empty()) {
     o.on_done = [this, key](const TaskResult& result) { task_ended(key, result); };
+  } else {
+    // No key to keep: only the task's waiters (`wait`) to answer.
+    o.on_done = [this](const TaskResult& result) { reply_when_done(result.id, result); };
   }
   auto ticket = (*pool)->submit(type, std::move(payload), std::move(o));
   if (!ticket) return ticket.status();
@@ -160,14 +203,14 @@ void Service::task_ended(const std::string& key, const TaskResult& result) {
 }
 
 void Service::reply_when_done(std::uint64_t task_id, const TaskResult& result) {
-  std::vector<Responder> ready;
+  std::vector<Waiter> ready;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto [b, e] = waiters_.equal_range(task_id);
     for (auto it = b; it != e; ++it) ready.push_back(it->second);
     waiters_.erase(b, e);
   }
-  for (const Responder& r : ready) r.ok(task_json(result), result.result);
+  for (const Waiter& w : ready) answer_with_account(w.res, result, w.with_result);
 }
 
 TaskCallbacks Service::replay_callbacks() {
@@ -201,46 +244,28 @@ void Service::op_submit_batch(const Request& req, const Responder& res) {
   // `defaults`, or each has its own object in `tasks`.
   auto lens = req.args.find("payload_lens");
   if (lens == req.args.end() || !lens->is_array()) {
-    return (void)res.error("bad_request", "payload_lens: one payload length per task");
+    return (void)res.error(Status::invalid("payload_lens: one payload length per task"));
   }
   const auto tasks = req.args.find("tasks");
   const bool per_task = tasks != req.args.end();
   if (per_task && (!tasks->is_array() || tasks->size() != lens->size())) {
-    return (void)res.error("bad_request", "tasks: one object per payload_lens entry");
+    return (void)res.error(Status::invalid("tasks: one object per payload_lens entry"));
   }
   const json defaults = req.args.value("defaults", json::object());
-  if (!defaults.is_object()) return (void)res.error("bad_request", "defaults: an object");
+  if (!defaults.is_object()) return (void)res.error(Status::invalid("defaults: an object"));
   // Check the payload slices first, so a malformed batch submits nothing.
-  std::size_t total = 0;
-  for (const json& len : *lens) {
-    if (!len.is_number_unsigned()) {
-      return (void)res.error("bad_request", "payload_lens: unsigned lengths");
-    }
-    total += len.get<std::size_t>();
-  }
-  if (total != req.blob.size()) {
-    return (void)res.error("bad_request", "payload_lens do not add up to the payload");
-  }
+  if (Status st = check_payload_lens(*lens, req.blob.size()); !st) return (void)res.error(st);
   // Shared options without an idempotency key (poolctl batch): read them and route the pool
   // once per request instead of once per task, since every task would get the same answer.
   const bool shared = !per_task && !defaults.contains("idempotency_key");
-  std::string shared_type;
-  SubmitOptions shared_options;
-  std::shared_ptr<Pool> shared_pool;
-  Status shared_refusal;
+  SharedBatch batch;
   if (shared) {
-    shared_type = string_arg(defaults, "type");
-    if (stopping_.load()) {
-      shared_refusal = Status::error(Code::kClosed, "poold is shutting down");
-    } else if (shared_type.empty()) {
-      shared_refusal = Status::invalid("type: required, a non-empty string");
-    } else if (auto pool = route(string_arg(defaults, "pool"), shared_type); !pool) {
-      shared_refusal = pool.status();
-    } else if (Status s = submit_options(defaults, (*pool)->max_timeout(), &shared_options); !s) {
-      shared_refusal = s;
-    } else {
-      shared_pool = std::move(pool).value();
-    }
+    batch = shared_batch(
+        defaults, stopping_.load(),
+        [this](const std::string& pool, const std::string& type) { return route(pool, type); });
+    batch.options.on_done = [this](const TaskResult& result) {
+      reply_when_done(result.id, result);
+    };
   }
   json ids = json::array();
   json existing_at = json::array();
@@ -249,18 +274,18 @@ void Service::op_submit_batch(const Request& req, const Responder& res) {
   // (queue_full, a closing service, an unroutable type), the rest of the request is not
   // tried, and the reply says so once (`refused_from`) instead of once per task.
   std::optional<std::size_t> refused_from;
-  if (shared && !shared_pool) refused_from = 0;
+  if (shared && !batch.pool) refused_from = 0;
   std::size_t at = 0;
   for (std::size_t i = 0; i < lens->size() && !refused_from; ++i) {
     const std::size_t len = (*lens)[i].get<std::size_t>();
     const json& args = per_task ? (*tasks)[i] : defaults;
     if (!args.is_object()) {
-      return (void)res.error("bad_request", "tasks: objects of submit arguments");
+      return (void)res.error(Status::invalid("tasks: objects of submit arguments"));
     }
     bool existing = false;
     Result<std::uint64_t> r = std::uint64_t{0};
     if (shared) {
-      auto t = shared_pool->submit(shared_type, req.blob.substr(at, len), shared_options);
+      auto t = batch.pool->submit(batch.type, req.blob.substr(at, len), batch.options);
       r = t ? Result<std::uint64_t>(t->id()) : Result<std::uint64_t>(t.status());
     } else {
       auto s = submit_one(args, req.blob.substr(at, len), false, false, nullptr);
@@ -270,7 +295,7 @@ void Service::op_submit_batch(const Request& req, const Responder& res) {
     at += len;
     if (shared && !r && r.status().code() == Code::kQueueFull) {
       // No room now: a task never overtakes an earlier one of its request that was refused.
-      shared_refusal = r.status();
+      batch.refusal = r.status();
       refused_from = i;
     } else if (r) {
       ids.push_back(*r);
@@ -287,41 +312,34 @@ void Service::op_submit_batch(const Request& req, const Responder& res) {
   if (!errors.empty()) out["errors"] = std::move(errors);
   if (refused_from) {
     out["refused_from"] = {{"index", *refused_from},
-                           {"code", std::string(control::wire_code(shared_refusal.code()))},
-                           {"message", shared_refusal.message()}};
+                           {"code", std::string(control::wire_code(batch.refusal.code()))},
+                           {"message", batch.refusal.message()}};
   }
   res.ok(std::move(out));
 }
 
-void Service::op_task(const Request& req, const Responder& res) {
-  auto id = req.args.find("id");
-  if (id == req.args.end() || !id->is_number_unsigned()) {
-    return (void)res.error("bad_request", "id: a task id");
-  }
-  auto t = find_task(id->get<std::uint64_t>());
-  if (!t)
-    return (void)res.error("not_found", "no task " + std::to_string(id->get<std::uint64_t>()));
-  TaskResult r = t->snapshot();
+void answer_with_account(const Responder& res, const TaskResult& r, bool with_result) {
   // Payload and result bytes are admin-only, as in `dlq_show` (docs/protocol.md): a read
   // peer sees the account (state, attempts, errors) and that a result was withheld.
-  if (req.rights < Rights::kAdmin) {
-    json account = task_json(r);
-    if (!r.result.empty()) account["result_withheld"] = true;
-    return (void)res.ok(std::move(account));
-  }
-  res.ok(task_json(r), r.result);
+  ops::TaskAccount account = account_of(r);
+  if (with_result) return (void)res.ok(ops::encode(account), r.result);
+  account.result_withheld = !r.result.empty();
+  res.ok(ops::encode(account));
 }
 
-void Service::op_cancel(const Request& req, const Responder& res) {
-  auto id = req.args.find("id");
-  if (id == req.args.end() || !id->is_number_unsigned()) {
-    return (void)res.error("bad_request", "id: a task id");
-  }
-  auto t = find_task(id->get<std::uint64_t>());
-  if (!t)
-    return (void)res.error("not_found", "no task " + std::to_string(id->get<std::uint64_t>()));
+void Service::op_task(const Request& req, const ops::TaskIdArgs& a,
+                      const OpResponder<ops::Task>& res) {
+  auto t = find_task(a.id);
+  if (!t) return (void)res.error(Status::error(Code::kNotFound, "no task " + std::to_string(a.id)));
+  answer_with_account(res.responder(), t->snapshot(), req.rights >= Rights::kAdmin);
+}
+
+void Service::op_cancel(const Request&, const ops::TaskIdArgs& a,
+                        const OpResponder<ops::Cancel>& res) {
+  auto t = find_task(a.id);
+  if (!t) return (void)res.error(Status::error(Code::kNotFound, "no task " + std::to_string(a.id)));
   const bool asked = t->cancel();
-  res.ok({{"id", t->id()}, {"cancelled", asked}, {"state", to_string(t->state())}});
+  res.ok({t->id(), asked, std::string(to_string(t->state()))});
 }
 
 }  // namespace sandpool::poold

@@ -7,12 +7,13 @@
 #     lists the keys of each mapping; a key whose value, given a mapping (or a list of one),
 #     draws that error again is a section and is walked in turn;
 #   - poolctl commands: the real `poolctl --help` and `poolctl dlq --help`;
-#   - control operations: the server's table of operations and rights
-#     (manager/control/access.cpp, what ControlServer::known_op answers from).
+#   - control operations and the rights each needs: the table the server and poold dispatch
+#     by (<sandpool/control_ops.hpp>), printed by the control_op_names program.
 # Documented means: a row of the key tables under "## service" / "## pools" of
 # docs/configuration.md (`socket.path`, `allow[].user`, `limits.memory`), a command row or
 # synopsis under "## Commands" of docs/poolctl.md, a row of the table under "### Operations"
-# of docs/protocol.md. Prints every difference and exits 1 if there is one.
+# of docs/protocol.md with its rights column. Prints every difference and exits 1 if there
+# is one.
 set -u
 src=$1
 bin=$2
@@ -42,11 +43,15 @@ section() {
 }
 
 # --- Control operations -------------------------------------------------------------------
-grep -o '{"[a-z_]*", Rights::k' "$src/manager/control/access.cpp" |
-  sed 's/{"\([a-z_]*\)".*/\1/' | sort -u >"$tmp/ops.code"
+# "NAME RIGHTS" lines on both sides: a row names one op or several (`drain` / `resume`).
+"$bin/control_op_names" | sort -u >"$tmp/ops.code"
 section "$src/docs/protocol.md" "### Operations" |
   grep -E '^\| `[a-z_]+`.*\| (admin|read) \|$' |
-  awk -F'|' '{ print $2 }' | grep -o '`[a-z_]*`' | tr -d '`' | sort -u >"$tmp/ops.doc"
+  awk -F'|' '{
+    rights = $(NF - 1); gsub(/ /, "", rights)
+    n = split($2, w, "`")
+    for (i = 2; i <= n; i += 2) print w[i] " " rights
+  }' | sort -u >"$tmp/ops.doc"
 compare "control operation" "$tmp/ops.code" "$tmp/ops.doc"
 
 # --- poolctl commands ---------------------------------------------------------------------

@@ -24,8 +24,8 @@ struct ClientOptions {
   // How long connect() waits for the server to answer the hello (a hung or overloaded
   // service); then Code::kTimeout. Zero: no limit.
   std::chrono::milliseconds hello_timeout{10000};
-  // How long call() and the operations built on it (every typed call except submit_wait and
-  // events, which wait for a task or a stream) wait for the final reply; then
+  // How long call() and the operations built on it (every typed call except submit_wait,
+  // wait and events, which wait for a task or a stream) wait for the final reply; then
   // Code::kTimeout, the request is cancelled on the server and its late reply dropped. The
   // connection stays usable. Zero: no limit (the default: reload and dead-letter
   // operations may take long).
@@ -106,6 +106,10 @@ class Client {
   Result<nlohmann::json> workers(const std::string& pool = {});
   Result<nlohmann::json> stats(const std::string& pool = {});
   Result<TaskReply> task(std::uint64_t id);
+  // The task's account once it ends, or as it is (state not terminal) when `timeout` passes
+  // first (none: until it ends). Not bounded by call_timeout. Like task(), a `read` peer
+  // gets no result bytes. A lost connection: kUnavailable (wait again on a new one).
+  Result<TaskReply> wait(std::uint64_t id, std::optional<std::chrono::milliseconds> timeout = {});
   Result<nlohmann::json> cancel(std::uint64_t id);
   Result<nlohmann::json> scale(const std::string& pool, std::uint32_t workers);
   Result<nlohmann::json> strategy(const std::string& pool, const std::string& name);

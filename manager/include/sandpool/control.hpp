@@ -143,13 +143,15 @@ class ControlServer {
   // while it waits. Thread-safe: for a watchdog (poold's WatchdogGate).
   std::int64_t busy_for_ns() const;
 
-  // True iff `op` is one of the protocol's operations (docs/protocol.md); the server itself
-  // answers any other op with `unknown_op`, so the handler only sees these.
+  // True iff `op` is one of the protocol's operations (ops::kOps in
+  // <sandpool/control_ops.hpp>); the server itself answers any other op with `unknown_op`,
+  // so the handler only sees these.
   static bool known_op(std::string_view op);
-  // The rights an op needs: kRead for status/workers/stats/events/task, kAdmin otherwise.
+  // The rights an op needs (its row of ops::kOps): kRead for status, workers, stats, events,
+  // task and wait; kAdmin otherwise (unknown ops too).
   static Rights required_rights(std::string_view op);
   // True iff `op` opens a stream that counts against max_streams_per_connection and
-  // max_streams_per_uid while open: `events`.
+  // max_streams_per_uid while open (its row of ops::kOps): `events`.
   static bool is_stream(std::string_view op);
 
   class Impl;

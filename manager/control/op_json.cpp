@@ -1,0 +1,238 @@
+#include "control/op_json.hpp"
+
+#include <cstdint>
+#include <limits>
+
+namespace sandpool::ops {
+
+using nlohmann::json;
+
+void ArgReader::fail(std::string_view name, std::string_view what) {
+  std::string message = "field \"";
+  message += name;
+  message += "\": ";
+  message += what;
+  status_ = Status::invalid(std::move(message));
+}
+
+bool read_value(const json& v, bool* out) {
+  if (!v.is_boolean()) return false;
+  *out = v.get<bool>();
+  return true;
+}
+
+bool read_value(const json& v, std::string* out) {
+  if (!v.is_string()) return false;
+  *out = v.get<std::string>();
+  return true;
+}
+
+// Parsed JSON holds a non-negative integer as unsigned; one built in C++ from an int literal
+// holds it as signed: both are unsigned integers here.
+bool read_value(const json& v, std::uint64_t* out) {
+  if (v.is_number_unsigned()) {
+    *out = v.get<std::uint64_t>();
+    return true;
+  }
+  if (!v.is_number_integer() || v.get<std::int64_t>() < 0) return false;
+  *out = static_cast<std::uint64_t>(v.get<std::int64_t>());
+  return true;
+}
+
+bool read_value(const json& v, std::uint32_t* out) {
+  std::uint64_t n = 0;
+  if (!read_value(v, &n) || n > std::numeric_limits<std::uint32_t>::max()) return false;
+  *out = static_cast<std::uint32_t>(n);
+  return true;
+}
+
+bool read_value(const json& v, std::int64_t* out) {
+  if (v.is_number_unsigned()) {
+    const auto n = v.get<std::uint64_t>();
+    if (n > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return false;
+    *out = static_cast<std::int64_t>(n);
+    return true;
+  }
+  if (!v.is_number_integer()) return false;
+  *out = v.get<std::int64_t>();
+  return true;
+}
+
+bool read_value(const json& v, std::int32_t* out) {
+  std::int64_t n = 0;
+  if (!read_value(v, &n) || n < std::numeric_limits<std::int32_t>::min() ||
+      n > std::numeric_limits<std::int32_t>::max()) {
+    return false;
+  }
+  *out = static_cast<std::int32_t>(n);
+  return true;
+}
+
+bool read_value(const json& v, std::chrono::milliseconds* out) {
+  std::int64_t ms = 0;
+  if (!read_value(v, &ms) || ms < 0) return false;
+  *out = std::chrono::milliseconds(ms);
+  return true;
+}
+
+bool read_value(const json& v, double* out) {
+  if (!v.is_number()) return false;
+  *out = v.get<double>();
+  return true;
+}
+
+bool read_value(const json& v, std::vector<std::string>* out) {
+  if (!v.is_array()) return false;
+  std::vector<std::string> values;
+  for (const json& e : v) {
+    if (!e.is_string()) return false;
+    values.push_back(e.get<std::string>());
+  }
+  *out = std::move(values);
+  return true;
+}
+
+std::string_view expected(const bool*) { return "a boolean"; }
+std::string_view expected(const std::string*) { return "a string"; }
+std::string_view expected(const std::uint64_t*) { return "an unsigned integer"; }
+std::string_view expected(const std::uint32_t*) { return "an integer from 0 to 4294967295"; }
+std::string_view expected(const std::int32_t*) {
+  return "an integer from -2147483648 to 2147483647";
+}
+std::string_view expected(const std::int64_t*) { return "an integer"; }
+std::string_view expected(const std::chrono::milliseconds*) {
+  return "a duration in ms (an unsigned integer)";
+}
+std::string_view expected(const double*) { return "a number"; }
+std::string_view expected(const std::vector<std::string>*) { return "an array of strings"; }
+
+// --- Tasks ------------------------------------------------------------------------------------
+
+json encode(const TaskIdArgs& a) { return {{"id", a.id}}; }
+
+Status decode(const json& j, TaskIdArgs* out) {
+  return ArgReader(j).required("id", &out->id).status();
+}
+
+json encode(const WaitArgs& a) {
+  json j{{"id", a.id}};
+  if (a.timeout) j["timeout_ms"] = a.timeout->count();
+  return j;
+}
+
+Status decode(const json& j, WaitArgs* out) {
+  return ArgReader(j).required("id", &out->id).optional("timeout_ms", &out->timeout).status();
+}
+
+json encode(const AttemptAccount& a) {
+  json j{{"number", a.number},         {"outcome", a.outcome},       {"error", a.error},
+         {"worker_pid", a.worker_pid}, {"started_ms", a.started_ms}, {"ended_ms", a.ended_ms}};
+  if (!a.backtrace.empty()) j["backtrace"] = a.backtrace;
+  return j;
+}
+
+Status decode(const json& j, AttemptAccount* out) {
+  return ArgReader(j)
+      .required("number", &out->number)
+      .required("outcome", &out->outcome)
+      .optional("error", &out->error)
+      .optional("worker_pid", &out->worker_pid)
+      .optional("started_ms", &out->started_ms)
+      .optional("ended_ms", &out->ended_ms)
+      .optional("backtrace", &out->backtrace)
+      .status();
+}
+
+json encode(const TaskAccount& a) {
+  json history = json::array();
+  for (const AttemptAccount& at : a.history) history.push_back(encode(at));
+  json j{{"id", a.id},       {"type", a.type},         {"state", a.state},
+         {"error", a.error}, {"attempts", a.attempts}, {"history", std::move(history)}};
+  if (a.reason) j["reason"] = *a.reason;
+  if (a.dead_letter_pending) j["dead_letter_pending"] = true;
+  if (a.result_withheld) j["result_withheld"] = true;
+  if (a.result_dropped) j["result_dropped"] = true;
+  return j;
+}
+
+Status decode(const json& j, TaskAccount* out) {
+  Status st = ArgReader(j)
+                  .required("id", &out->id)
+                  .optional("type", &out->type)
+                  .required("state", &out->state)
+                  .optional("reason", &out->reason)
+                  .optional("error", &out->error)
+                  .optional("attempts", &out->attempts)
+                  .optional("dead_letter_pending", &out->dead_letter_pending)
+                  .optional("result_withheld", &out->result_withheld)
+                  .optional("result_dropped", &out->result_dropped)
+                  .status();
+  if (!st) return st;
+  const auto history = j.find("history");
+  if (history == j.end()) return st;
+  if (!history->is_array()) return Status::invalid("field \"history\": expected an array");
+  for (const json& h : *history) {
+    AttemptAccount at;
+    if (Status s = decode(h, &at); !s) return s.with_context("history");
+    out->history.push_back(std::move(at));
+  }
+  return st;
+}
+
+json encode(const CancelReply& r) {
+  return {{"id", r.id}, {"cancelled", r.cancelled}, {"state", r.state}};
+}
+
+Status decode(const json& j, CancelReply* out) {
+  return ArgReader(j)
+      .required("id", &out->id)
+      .required("cancelled", &out->cancelled)
+      .required("state", &out->state)
+      .status();
+}
+
+// --- Pool controls ----------------------------------------------------------------------------
+
+json encode(const PoolArgs& a) { return {{"pool", a.pool}}; }
+
+Status decode(const json& j, PoolArgs* out) {
+  return ArgReader(j).required("pool", &out->pool).status();
+}
+
+json encode(const ScaleArgs& a) { return {{"pool", a.pool}, {"workers", a.workers}}; }
+
+Status decode(const json& j, ScaleArgs* out) {
+  return ArgReader(j).required("pool", &out->pool).required("workers", &out->workers).status();
+}
+
+json encode(const StrategyArgs& a) { return {{"pool", a.pool}, {"strategy", a.strategy}}; }
+
+Status decode(const json& j, StrategyArgs* out) {
+  return ArgReader(j).required("pool", &out->pool).required("strategy", &out->strategy).status();
+}
+
+json encode(const RestartArgs& a) { return {{"pool", a.pool}, {"rolling", a.rolling}}; }
+
+Status decode(const json& j, RestartArgs* out) {
+  return ArgReader(j).required("pool", &out->pool).optional("rolling", &out->rolling).status();
+}
+
+json encode(const KillWorkerArgs& a) {
+  return {{"pool", a.pool}, {"pid", a.pid}, {"signal", a.signal}};
+}
+
+Status decode(const json& j, KillWorkerArgs* out) {
+  return ArgReader(j)
+      .required("pool", &out->pool)
+      .required("pid", &out->pid)
+      .optional("signal", &out->signal)
+      .status();
+}
+
+json encode(const PoolStateReply& r) { return {{"pool", r.pool}, {"state", r.state}}; }
+
+Status decode(const json& j, PoolStateReply* out) {
+  return ArgReader(j).required("pool", &out->pool).required("state", &out->state).status();
+}
+
+}  // namespace sandpool::ops

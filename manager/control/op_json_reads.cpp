@@ -1,0 +1,245 @@
+// The JSON mapping of the read operations' types: status, workers, stats, events' arguments
+// (op_json.hpp).
+#include <utility>
+
+#include "control/op_json.hpp"
+
+namespace sandpool::ops {
+namespace {
+
+using nlohmann::json;
+
+json quantile(const std::optional<double>& q) { return q ? json(*q) : json(nullptr); }
+
+Status decode_quantiles(const json& j, std::string_view name, Quantiles* out) {
+  const auto it = j.find(name);
+  if (it == j.end()) return Status::ok();
+  return ArgReader(*it)
+      .optional("p50", &out->p50)
+      .optional("p90", &out->p90)
+      .optional("p99", &out->p99)
+      .status()
+      .with_context(name);
+}
+
+}  // namespace
+
+json encode(const NoArgs&) { return json::object(); }
+
+Status decode(const json& j, NoArgs*) {
+  if (!j.is_object()) return Status::invalid("arguments: expected an object");
+  return Status::ok();
+}
+
+json encode(const EventsArgs& a) {
+  json j{{"follow", a.follow}};
+  if (!a.pool.empty()) j["pool"] = a.pool;
+  return j;
+}
+
+Status decode(const json& j, EventsArgs* out) {
+  return ArgReader(j).optional("pool", &out->pool).optional("follow", &out->follow).status();
+}
+
+json encode(const EmptyReply&) { return json::object(); }
+
+Status decode(const json& j, EmptyReply*) {
+  if (!j.is_object()) return Status::invalid("expected an object");
+  return Status::ok();
+}
+
+json encode(const PoolFilterArgs& a) {
+  json j = json::object();
+  if (!a.pool.empty()) j["pool"] = a.pool;
+  return j;
+}
+
+Status decode(const json& j, PoolFilterArgs* out) {
+  return ArgReader(j).optional("pool", &out->pool).status();
+}
+
+json encode(const PoolStatus& p) {
+  return {{"name", p.name},         {"state", p.state},
+          {"dispatch", p.dispatch}, {"task_types", p.task_types},
+          {"workers", p.workers},   {"target_workers", p.target_workers},
+          {"queued", p.queued},     {"in_flight", p.in_flight}};
+}
+
+Status decode(const json& j, PoolStatus* out) {
+  return ArgReader(j)
+      .required("name", &out->name)
+      .optional("state", &out->state)
+      .optional("dispatch", &out->dispatch)
+      .optional("task_types", &out->task_types)
+      .optional("workers", &out->workers)
+      .optional("target_workers", &out->target_workers)
+      .optional("queued", &out->queued)
+      .optional("in_flight", &out->in_flight)
+      .status();
+}
+
+json encode(const DeadLetterStoreStatus& d) {
+  return {{"written", d.written},
+          {"pending", d.pending},
+          {"oldest_pending_ms", d.oldest_pending_ms},
+          {"writes_failing", d.writes_failing},
+          {"last_write_error", d.last_write_error},
+          {"write_errors", d.write_errors},
+          {"spilled", d.spilled},
+          {"spill_files", d.spill_files},
+          {"recent_spill_files", d.recent_spill_files},
+          {"lost", d.lost}};
+}
+
+Status decode(const json& j, DeadLetterStoreStatus* out) {
+  return ArgReader(j)
+      .optional("written", &out->written)
+      .optional("pending", &out->pending)
+      .optional("oldest_pending_ms", &out->oldest_pending_ms)
+      .optional("writes_failing", &out->writes_failing)
+      .optional("last_write_error", &out->last_write_error)
+      .optional("write_errors", &out->write_errors)
+      .optional("spilled", &out->spilled)
+      .optional("spill_files", &out->spill_files)
+      .optional("recent_spill_files", &out->recent_spill_files)
+      .optional("lost", &out->lost)
+      .status();
+}
+
+json encode(const StatusReply& r) {
+  json pools = json::array();
+  for (const PoolStatus& p : r.pools) pools.push_back(encode(p));
+  return {{"pid", r.pid},
+          {"started_ms", r.started_ms},
+          {"stopping", r.stopping},
+          {"pools", std::move(pools)},
+          {"dead_letter_store", encode(r.dead_letter_store)},
+          {"events_dropped", r.events_dropped},
+          {"idempotency_keys", r.idempotency_keys},
+          {"idempotency_kept_bytes", r.idempotency_kept_bytes}};
+}
+
+Status decode(const json& j, StatusReply* out) {
+  Status st = ArgReader(j)
+                  .optional("pid", &out->pid)
+                  .optional("started_ms", &out->started_ms)
+                  .optional("stopping", &out->stopping)
+                  .optional("events_dropped", &out->events_dropped)
+                  .optional("idempotency_keys", &out->idempotency_keys)
+                  .optional("idempotency_kept_bytes", &out->idempotency_kept_bytes)
+                  .status();
+  if (!st) return st;
+  if (st = decode_array(j, "pools", &out->pools); !st) return st;
+  const auto store = j.find("dead_letter_store");
+  if (store == j.end()) return Status::ok();
+  return decode(*store, &out->dead_letter_store).with_context("dead_letter_store");
+}
+
+json encode(const WorkerStatus& w) {
+  return {{"pool", w.pool},
+          {"slot", w.slot},
+          {"pid", w.pid},
+          {"state", w.state},
+          {"in_flight", w.in_flight},
+          {"tasks_done", w.tasks_done},
+          {"uptime_ms", w.uptime_ms},
+          {"rss_bytes", w.rss_bytes},
+          {"cpu_ms", w.cpu_ms},
+          {"last_beat_ms", w.last_beat_ms ? json(*w.last_beat_ms) : json(nullptr)},
+          {"restarts", w.restarts},
+          {"isolation", w.isolation}};
+}
+
+Status decode(const json& j, WorkerStatus* out) {
+  return ArgReader(j)
+      .optional("pool", &out->pool)
+      .optional("slot", &out->slot)
+      .required("pid", &out->pid)
+      .optional("state", &out->state)
+      .optional("in_flight", &out->in_flight)
+      .optional("tasks_done", &out->tasks_done)
+      .optional("uptime_ms", &out->uptime_ms)
+      .optional("rss_bytes", &out->rss_bytes)
+      .optional("cpu_ms", &out->cpu_ms)
+      .optional("last_beat_ms", &out->last_beat_ms)
+      .optional("restarts", &out->restarts)
+      .optional("isolation", &out->isolation)
+      .status();
+}
+
+json encode(const WorkersReply& r) {
+  json workers = json::array();
+  for (const WorkerStatus& w : r.workers) workers.push_back(encode(w));
+  return {{"workers", std::move(workers)}};
+}
+
+Status decode(const json& j, WorkersReply* out) {
+  return decode_array(j, "workers", &out->workers);
+}
+
+json encode(const PoolCounters& p) {
+  return {{"name", p.name},
+          {"state", p.state},
+          {"submitted", p.submitted},
+          {"completed", p.completed},
+          {"dead_lettered", p.dead_lettered},
+          {"cancelled", p.cancelled},
+          {"retried", p.retried},
+          {"lost", p.lost},
+          {"restarts", p.restarts},
+          {"recycled", p.recycled},
+          {"expired", p.expired},
+          {"heartbeat_kills", p.heartbeat_kills},
+          {"output_dropped", p.output_dropped},
+          {"letters_pending", p.letters_pending},
+          {"crash_loop", p.crash_loop},
+          {"queued", p.queued},
+          {"in_flight", p.in_flight},
+          {"retry_wait", p.retry_wait},
+          {"workers", p.workers},
+          {"target_workers", p.target_workers},
+          {"latency_ms",
+           {{"p50", quantile(p.latency_ms.p50)},
+            {"p90", quantile(p.latency_ms.p90)},
+            {"p99", quantile(p.latency_ms.p99)}}},
+          {"queue_wait_ms",
+           {{"p50", quantile(p.queue_wait_ms.p50)}, {"p99", quantile(p.queue_wait_ms.p99)}}}};
+}
+
+Status decode(const json& j, PoolCounters* out) {
+  Status st = ArgReader(j)
+                  .required("name", &out->name)
+                  .optional("state", &out->state)
+                  .optional("submitted", &out->submitted)
+                  .optional("completed", &out->completed)
+                  .optional("dead_lettered", &out->dead_lettered)
+                  .optional("cancelled", &out->cancelled)
+                  .optional("retried", &out->retried)
+                  .optional("lost", &out->lost)
+                  .optional("restarts", &out->restarts)
+                  .optional("recycled", &out->recycled)
+                  .optional("expired", &out->expired)
+                  .optional("heartbeat_kills", &out->heartbeat_kills)
+                  .optional("output_dropped", &out->output_dropped)
+                  .optional("letters_pending", &out->letters_pending)
+                  .optional("crash_loop", &out->crash_loop)
+                  .optional("queued", &out->queued)
+                  .optional("in_flight", &out->in_flight)
+                  .optional("retry_wait", &out->retry_wait)
+                  .optional("workers", &out->workers)
+                  .optional("target_workers", &out->target_workers)
+                  .status();
+  if (!st) return st;
+  if (st = decode_quantiles(j, "latency_ms", &out->latency_ms); !st) return st;
+  return decode_quantiles(j, "queue_wait_ms", &out->queue_wait_ms);
+}
+
+json encode(const StatsReply& r) {
+  json pools = json::array();
+  for (const PoolCounters& p : r.pools) pools.push_back(encode(p));
+  return {{"pools", std::move(pools)}};
+}
+
+Status decode(const json& j, StatsReply* out) { return decode_array(j, "pools", &out->pools); }
+
+}  // namespace sandpool::ops

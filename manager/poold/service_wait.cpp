@@ -1,0 +1,54 @@
+// Service: `wait` (reads thread): the account of a task once it ends, or as it is when the
+// wait's own timeout passes first (docs/protocol.md, "Operations").
+#include <utility>
+
+#include "poold/service.hpp"
+
+namespace sandpool::poold {
+
+void Service::op_wait(const Request& req, const ops::WaitArgs& a,
+                      const OpResponder<ops::Wait>& res) {
+  auto t = find_task(a.id);
+  if (!t) return (void)res.error(Status::error(Code::kNotFound, "no task " + std::to_string(a.id)));
+  const bool with_result = req.rights >= Rights::kAdmin;
+  const bool may_wait = !a.timeout || a.timeout->count() > 0;
+  std::uint64_t token = 0;
+  if (may_wait && !t->done()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Under mu_, so the task cannot end between the check and the emplace unanswered: its
+    // state is terminal before its on_done takes mu_ in reply_when_done.
+    if (!t->done()) {
+      token = a.timeout ? ++wait_tokens_ : 0;
+      waiters_.emplace(a.id, Waiter{res.responder(), token, with_result});
+      if (!a.timeout) return;
+    }
+  }
+  if (token == 0) return answer_with_account(res.responder(), t->snapshot(), with_result);
+  // Added once mu_ is released (its lock is a leaf): a task that ends first leaves no
+  // waiter with this token, and the deadline then finds none.
+  deadlines_.add(WaitDeadlines::Clock::now() + *a.timeout, a.id, token);
+}
+
+void Service::wait_expired(std::uint64_t task_id, std::uint64_t token) {
+  std::optional<Waiter> waiter;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto [b, e] = waiters_.equal_range(task_id);
+    for (auto it = b; it != e; ++it) {
+      if (it->second.token != token) continue;
+      waiter = std::move(it->second);
+      waiters_.erase(it);
+      break;
+    }
+  }
+  if (!waiter) return;  // the task ended first and answered it
+  // Not under mu_: Pool::find() waits for the pool's loop thread (the lock rule).
+  auto t = find_task(task_id);
+  if (!t) {
+    return (void)waiter->res.error(
+        Status::error(Code::kNotFound, "no task " + std::to_string(task_id)));
+  }
+  answer_with_account(waiter->res, t->snapshot(), waiter->with_result);
+}
+
+}  // namespace sandpool::poold
