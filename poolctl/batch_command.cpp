@@ -174,6 +174,40 @@ std::size_t next_request(Tally& tally, const BatchArgs& a, bool* gave_up) {
   }
 }
 
+// The run's figures: one JSON object, or two or three lines for a person.
+void print_summary(const Cli& cli, const BatchArgs& a, Tally& tally, std::size_t chunk,
+                   double seconds) {
+  auto& lat = tally.latency_ms;
+  const double rate = seconds > 0 ? static_cast<double>(tally.accepted) / seconds : 0;
+  json summary{{"tasks", a.count},
+               {"accepted", tally.accepted},
+               {"refused", a.count - tally.accepted},
+               {"resubmitted", tally.resubmitted},
+               {"requests", lat.size()},
+               {"batch", chunk},
+               {"elapsed_ms", seconds * 1000},
+               {"tasks_per_s", rate},
+               {"latency_ms",
+                {{"p50", percentile(lat, 0.50)},
+                 {"p90", percentile(lat, 0.90)},
+                 {"p99", percentile(lat, 0.99)},
+                 {"max", lat.empty() ? 0.0 : *std::max_element(lat.begin(), lat.end())}}}};
+  if (cli.json) {
+    print_json(std::cout, summary);
+  } else {
+    const json& l = summary["latency_ms"];
+    std::cout << tally.accepted << " of " << a.count << " tasks accepted in "
+              << human_duration_ms(seconds * 1000) << ": " << static_cast<std::uint64_t>(rate)
+              << " tasks/s\n"
+              << "submit latency per request of up to " << chunk << " tasks: p50 "
+              << human_duration_ms(l["p50"]) << "  p90 " << human_duration_ms(l["p90"]) << "  p99 "
+              << human_duration_ms(l["p99"]) << "  max " << human_duration_ms(l["max"]) << "\n";
+    if (tally.resubmitted > 0) {
+      std::cout << tally.resubmitted << " submissions found the queue full and were sent again\n";
+    }
+  }
+}
+
 int run_batch(const Cli& cli, const BatchArgs& a, std::uint64_t payload_size) {
   auto client = connect(cli);
   if (!client) return kExitUnreachable;
@@ -229,35 +263,7 @@ int run_batch(const Cli& cli, const BatchArgs& a, std::uint64_t payload_size) {
     draw_bar(tally.accepted + tally.refused, a.count, seconds);
     std::cout << "\n";
   }
-  auto& lat = tally.latency_ms;
-  const double rate = seconds > 0 ? static_cast<double>(tally.accepted) / seconds : 0;
-  json summary{{"tasks", a.count},
-               {"accepted", tally.accepted},
-               {"refused", a.count - tally.accepted},
-               {"resubmitted", tally.resubmitted},
-               {"requests", lat.size()},
-               {"batch", chunk},
-               {"elapsed_ms", seconds * 1000},
-               {"tasks_per_s", rate},
-               {"latency_ms",
-                {{"p50", percentile(lat, 0.50)},
-                 {"p90", percentile(lat, 0.90)},
-                 {"p99", percentile(lat, 0.99)},
-                 {"max", lat.empty() ? 0.0 : *std::max_element(lat.begin(), lat.end())}}}};
-  if (cli.json) {
-    print_json(std::cout, summary);
-  } else {
-    const json& l = summary["latency_ms"];
-    std::cout << tally.accepted << " of " << a.count << " tasks accepted in "
-              << human_duration_ms(seconds * 1000) << ": " << static_cast<std::uint64_t>(rate)
-              << " tasks/s\n"
-              << "submit latency per request of up to " << chunk << " tasks: p50 "
-              << human_duration_ms(l["p50"]) << "  p90 " << human_duration_ms(l["p90"]) << "  p99 "
-              << human_duration_ms(l["p99"]) << "  max " << human_duration_ms(l["max"]) << "\n";
-    if (tally.resubmitted > 0) {
-      std::cout << tally.resubmitted << " submissions found the queue full and were sent again\n";
-    }
-  }
+  print_summary(cli, a, tally, chunk, seconds);
   if (!send_error.is_ok()) return fail("batch", send_error);
   if (!tally.first_error.is_ok()) return fail("batch", tally.first_error);
   if (gave_up) {

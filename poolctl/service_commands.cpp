@@ -133,7 +133,10 @@ json task_json(const TaskReply& t) {
   return j;
 }
 
-void add_service_commands(CLI::App& app, Cli& cli) {
+namespace {
+
+// status, workers, stats, task, cancel.
+void add_task_and_read_commands(CLI::App& app, Cli& cli) {
   app.add_subcommand("status", "the service: pid, start time, pools")->callback([&cli] {
     cli.action = [&cli] {
       return run_call(
@@ -189,7 +192,11 @@ void add_service_commands(CLI::App& app, Cli& cli) {
           done_line("task " + std::to_string(*id) + ": cancel requested"));
     };
   });
+}
 
+// scale, strategy, drain, resume, restart, kill-worker.
+void add_pool_commands(CLI::App& app, Cli& cli) {
+  auto pool = std::make_shared<std::string>();
   auto count = std::make_shared<std::uint32_t>(0);
   auto* scale = app.add_subcommand("scale", "set a pool's worker count");
   scale->add_option("POOL", *pool, "pool name")->required();
@@ -256,7 +263,10 @@ void add_service_commands(CLI::App& app, Cli& cli) {
                     std::to_string(*pid)));
     };
   });
+}
 
+// reload, shutdown.
+void add_admin_commands(CLI::App& app, Cli& cli) {
   app.add_subcommand("reload", "re-read the configuration file")->callback([&cli] {
     cli.action = [&cli] {
       return run_call(
@@ -275,6 +285,14 @@ void add_service_commands(CLI::App& app, Cli& cli) {
           cli, "shutdown", [t](Client& c) { return c.shutdown(t); }, done_line("shutdown begun"));
     };
   });
+}
+
+}  // namespace
+
+void add_service_commands(CLI::App& app, Cli& cli) {
+  add_task_and_read_commands(app, cli);
+  add_pool_commands(app, cli);
+  add_admin_commands(app, cli);
 }
 
 }  // namespace sandpool::poolctl
