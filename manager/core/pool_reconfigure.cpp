@@ -125,7 +125,10 @@ bool PoolLoop::apply_options(const PoolOptions& next, const supervision::LaunchS
   const bool changed = !sandbox::same_launch(spec.args, old.args) ||
                        spec.region.task_ring_bytes != old.region.task_ring_bytes ||
                        spec.region.result_ring_bytes != old.region.result_ring_bytes ||
-                       spec.region.max_message != old.region.max_message;
+                       spec.region.max_message != old.region.max_message ||
+                       // Limits a worker's cgroup holds are set when it is made: a worker
+                       // made with the old ones is replaced, like one launched with old args.
+                       (spec.cgroups != nullptr && !(spec.cgroup_limits == old.cgroup_limits));
   // The worker spec and the live values, whole (pool_options.hpp). The identity and the
   // wiring stay as started: other threads read those without a lock (options()).
   opts_.worker_spec() = next.worker_spec();

@@ -39,6 +39,7 @@ struct CgroupLimits {
   std::uint64_t memory_bytes = 0;  // memory.max / memory.limit_in_bytes; 0: none
   std::uint64_t pids = 0;          // pids.max; 0: none
   double cpus = 0;                 // cpu.max / cfs quota, in CPUs (0.5: half a CPU); 0: none
+  bool operator==(const CgroupLimits&) const = default;
 };
 
 class WorkerCgroup;

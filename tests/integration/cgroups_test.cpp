@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "host_probe.hpp"
 #include "supervision/cgroup_layout.hpp"
@@ -175,4 +176,41 @@ TEST_CASE("a CPU quota without per-worker cgroups refuses to start instead of be
   auto p = Pool::create(o);
   REQUIRE_FALSE(p);
   CHECK(p.status().message().find("cpu_quota needs per-worker cgroups") != std::string::npos);
+}
+
+TEST_CASE("a reconfigure that changes a cgroup limit replaces the workers made with the old one") {
+  const supervision::CgroupLayout layout = usable_layout();
+  PoolOptions o = cgroup_pool(sandpool::testing::plugin("echo"), "relimit");
+  o.sandbox.limits.address_space = 256ull << 20;
+  auto pool = make_pool(o);
+  const std::vector<WorkerInfo> before = pool->workers();
+  REQUIRE(before.size() == 1);
+
+  PoolOptions next = o;
+  next.sandbox.limits.address_space = 300ull << 20;  // a multiple of the page size
+  auto applied = pool->reconfigure(next);
+  REQUIRE(applied);
+  CHECK(applied->rolling_restart);
+
+  // The replacement is ready and serving, in a cgroup made with the new limit.
+  REQUIRE(run(*pool, "echo", "hi").state == TaskState::kCompleted);
+  pid_t fresh = 0;
+  const auto until = std::chrono::steady_clock::now() + kPatience;
+  while (fresh == 0 && std::chrono::steady_clock::now() < until) {
+    for (const WorkerInfo& w : pool->workers()) {
+      if (w.pid != before[0].pid && w.state == "idle") fresh = w.pid;
+    }
+    if (fresh == 0) std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(fresh != 0);
+  const std::string limit_file =
+      layout.version == supervision::CgroupVersion::kV2 ? "/memory.max" : "/memory.limit_in_bytes";
+  std::string limit;
+  for (const fs::directory_entry& e : fs::directory_iterator(parents(layout).front())) {
+    if (!e.is_directory()) continue;
+    for (pid_t p : supervision::parse_pids(slurp(e.path().string() + "/cgroup.procs"))) {
+      if (p == fresh) limit = slurp(e.path().string() + limit_file);
+    }
+  }
+  CHECK(limit == std::to_string(300ull << 20) + "\n");
 }
