@@ -25,7 +25,8 @@ inline PoolEvent worker_event(PoolEvent::Kind kind, std::int32_t pid) {
 
 inline std::int64_t to_ns(std::chrono::milliseconds ms) { return ms.count() * kMsNs; }
 
-// Returns true iff an attempt that ended this way is retried (docs/architecture.md, "Task states, outcomes and reasons").
+// Returns true iff an attempt that ended this way is retried (docs/architecture.md, "Task states,
+// outcomes and reasons").
 inline bool retryable(Outcome o, bool sandbox_violation_too) {
   switch (o) {
     case Outcome::kError:

@@ -1,7 +1,7 @@
-// RestartIntensity: OTP-style restart intensity for one pool (docs/architecture.md, "Supervision (decisions)").
-// More than max_restarts unexpected worker exits within `window` put the pool in crash_loop,
-// where each replacement waits an exponentially growing backoff (base doubling up to max)
-// until a worker has stayed ready for stable_after. Pure: times are CLOCK_MONOTONIC ns given
+// RestartIntensity: OTP-style restart intensity for one pool (docs/architecture.md, "Supervision
+// (decisions)"). More than max_restarts unexpected worker exits within `window` put the pool in
+// crash_loop, where each replacement waits an exponentially growing backoff (base doubling up to
+// max) until a worker has stayed ready for stable_after. Pure: times are CLOCK_MONOTONIC ns given
 // by the caller, so it is unit-tested with a hand-moved clock.
 //
 // Which exits count is the caller's decision (pool_core: crashes, missed heartbeats and

@@ -1,6 +1,7 @@
-// WorkerChannel: the worker's end of its shared region (docs/architecture.md, "Components and dependency direction"). It owns the
-// mapping, the result sender, the task receiver and the manager's doorbell, and knows how
-// the worker waits: spin briefly, then futex-sleep, bounded by the heartbeat interval.
+// WorkerChannel: the worker's end of its shared region (docs/architecture.md, "Components and
+// dependency direction"). It owns the mapping, the result sender, the task receiver and the
+// manager's doorbell, and knows how the worker waits: spin briefly, then futex-sleep, bounded by
+// the heartbeat interval.
 //
 // Thread-safety: the send side (send, send_if_room, flush, queued_bytes) may be called from
 // any thread (the host API runs on plugin threads) and is serialised by an internal mutex,

@@ -44,9 +44,9 @@ class Ticket {
   bool wait_for(std::chrono::milliseconds timeout) const;
   // A snapshot of the account so far (history grows as attempts end).
   TaskResult snapshot() const;
-  // Asks for cancellation (docs/architecture.md: a queued task is cancelled at once; a running one is
-  // asked to stop, then killed after the grace period). Returns false iff already terminal
-  // or the pool is gone.
+  // Asks for cancellation (docs/architecture.md: a queued task is cancelled at once; a running one
+  // is asked to stop, then killed after the grace period). Returns false iff already terminal or
+  // the pool is gone.
   bool cancel() const;
 
  private:

@@ -1,7 +1,7 @@
 // The lock-down steps the worker host applies to itself after exec (docs/security.md,
-// "The lock-down steps, in order"). Each step is one small function returning a Status whose message names
-// the call that failed ("prctl(PR_SET_PDEATHSIG, SIGKILL): Operation not permitted"); the
-// worker host runs them in the documented order from one function and exits on the first
+// "The lock-down steps, in order"). Each step is one small function returning a Status whose
+// message names the call that failed ("prctl(PR_SET_PDEATHSIG, SIGKILL): Operation not permitted");
+// the worker host runs them in the documented order from one function and exits on the first
 // failure (kExitLockdown). None of them logs or exits by itself.
 //
 // Thread-safety: run them from the process's only thread, before the plugin can start
