@@ -263,6 +263,8 @@ TEST_CASE("dead-letter arguments and replies read back as they were written") {
 
   ops::DlqShowReply shown;
   shown.letter.task.id = 3;
+  shown.letter.task.type = "t";
+  shown.letter.task.state = "dead_lettered";
   shown.letter.letter_id = 8;
   shown.letter.pool = "p";
   shown.options.retries = 2;
