@@ -184,7 +184,29 @@ Status decode(const nlohmann::json& j, PoolCounters* out);
 nlohmann::json encode(const StatsReply& r);
 Status decode(const nlohmann::json& j, StatsReply* out);
 
-// Dead letters and admin (op_json_admin.cpp).
+// Dead letters (op_json_dlq.cpp).
+nlohmann::json encode(const DlqFilter& f);
+Status decode(const nlohmann::json& j, DlqFilter* out);
+nlohmann::json encode(const DlqListArgs& a);
+Status decode(const nlohmann::json& j, DlqListArgs* out);
+nlohmann::json encode(const DeadLetterEntry& e);
+Status decode(const nlohmann::json& j, DeadLetterEntry* out);
+nlohmann::json encode(const DlqListReply& r);
+Status decode(const nlohmann::json& j, DlqListReply* out);
+nlohmann::json encode(const DlqShowArgs& a);
+Status decode(const nlohmann::json& j, DlqShowArgs* out);
+nlohmann::json encode(const LetterOptions& o);
+Status decode(const nlohmann::json& j, LetterOptions* out);
+nlohmann::json encode(const DlqShowReply& r);
+Status decode(const nlohmann::json& j, DlqShowReply* out);
+nlohmann::json encode(const DlqSelector& s);
+Status decode(const nlohmann::json& j, DlqSelector* out);
+nlohmann::json encode(const DlqReplayReply& r);
+Status decode(const nlohmann::json& j, DlqReplayReply* out);
+nlohmann::json encode(const DlqPurgeReply& r);
+Status decode(const nlohmann::json& j, DlqPurgeReply* out);
+
+// Dead-letter import and admin (op_json_admin.cpp).
 nlohmann::json encode(const DlqImportArgs& a);
 Status decode(const nlohmann::json& j, DlqImportArgs* out);
 nlohmann::json encode(const DlqImportReply& r);

@@ -190,11 +190,15 @@ class Service final : public ControlHandler {
   void op_kill_worker(const Request& req, const ops::KillWorkerArgs& a,
                       const OpResponder<ops::KillWorker>& res);
   // service_dlq.cpp (job thread; list and show on the reads thread)
-  void op_dlq_list(const Request& req, const Responder& res);
-  void op_dlq_show(const Request& req, const Responder& res);
-  void op_dlq_replay(const Request& req, const Responder& res);
-  void op_dlq_purge(const Request& req, const Responder& res);
-  Result<nlohmann::json> dlq_replay(const nlohmann::json& args);
+  void op_dlq_list(const Request& req, const ops::DlqListArgs& a,
+                   const OpResponder<ops::DlqList>& res);
+  void op_dlq_show(const Request& req, const ops::DlqShowArgs& a,
+                   const OpResponder<ops::DlqShow>& res);
+  void op_dlq_replay(const Request& req, const ops::DlqSelector& a,
+                     const OpResponder<ops::DlqReplay>& res);
+  void op_dlq_purge(const Request& req, const ops::DlqSelector& a,
+                    const OpResponder<ops::DlqPurge>& res);
+  Result<ops::DlqReplayReply> dlq_replay(const ops::DlqSelector& a);
   // service_dlq_import.cpp (job thread): letters from a spill file into the store.
   void op_dlq_import(const Request& req, const ops::DlqImportArgs& a,
                      const OpResponder<ops::DlqImport>& res);

@@ -1,5 +1,6 @@
 // Service: the dead-letter operations: list and show (reads thread), replay (one, a filter,
 // all; each letter to its own pool) and purge (one, a filter, older than) on the job thread.
+#include <algorithm>
 #include <charconv>
 #include <utility>
 
@@ -7,8 +8,6 @@
 
 namespace sandpool::poold {
 namespace {
-
-using nlohmann::json;
 
 std::optional<DeadReason> parse_reason(const std::string& name) {
   for (auto r : {DeadReason::kPermanent, DeadReason::kRetriesExhausted, DeadReason::kCrashLoop,
@@ -18,26 +17,18 @@ std::optional<DeadReason> parse_reason(const std::string& name) {
   return std::nullopt;
 }
 
-// {"pool","type","reason","task_id","since_ms","until_ms"} -> DeadLetterFilter.
-Result<DeadLetterFilter> filter_of(const json& f) {
+// The typed filter -> DeadLetterFilter; the reason must name one.
+Result<DeadLetterFilter> filter_of(const ops::DlqFilter& f) {
   DeadLetterFilter out;
-  if (!f.is_object()) return Status::invalid("filter: an object");
-  if (auto it = f.find("pool"); it != f.end() && it->is_string()) out.pool = it->get<std::string>();
-  if (auto it = f.find("type"); it != f.end() && it->is_string()) out.type = it->get<std::string>();
-  if (auto it = f.find("reason"); it != f.end()) {
-    auto r = it->is_string() ? parse_reason(it->get<std::string>()) : std::nullopt;
-    if (!r) return Status::invalid("reason: a dead-letter reason (docs/dead-letters.md)");
-    out.reason = r;
+  out.pool = f.pool;
+  out.type = f.type;
+  if (f.reason) {
+    out.reason = parse_reason(*f.reason);
+    if (!out.reason) return Status::invalid("reason: a dead-letter reason (docs/dead-letters.md)");
   }
-  if (auto it = f.find("task_id"); it != f.end() && it->is_number_unsigned()) {
-    out.task_id = it->get<std::uint64_t>();
-  }
-  if (auto it = f.find("since_ms"); it != f.end() && it->is_number_integer()) {
-    out.from_ms = it->get<std::int64_t>();
-  }
-  if (auto it = f.find("until_ms"); it != f.end() && it->is_number_integer()) {
-    out.until_ms = it->get<std::int64_t>();
-  }
+  out.task_id = f.task_id;
+  out.from_ms = f.since_ms;
+  out.until_ms = f.until_ms;
   return out;
 }
 
@@ -58,20 +49,14 @@ std::optional<DeadLetterCursor> parse_cursor(const std::string& s) {
   return c;
 }
 
-json letter_json(const DeadLetter& l) {
-  json j = task_json(l.task);
-  j["letter_id"] = l.letter_id;
-  j["task_id"] = l.task.id;
-  j["pool"] = l.pool;
-  j["dead_lettered_ms"] = l.dead_lettered_ms;
-  j["payload_bytes"] = l.payload.size();
-  return j;
-}
-
-std::optional<std::uint64_t> id_arg(const json& a) {
-  auto it = a.find("id");
-  if (it == a.end() || !it->is_number_unsigned()) return std::nullopt;
-  return it->get<std::uint64_t>();
+ops::DeadLetterEntry entry_of(const DeadLetter& l) {
+  ops::DeadLetterEntry e;
+  e.task = account_of(l.task);
+  e.letter_id = l.letter_id;
+  e.pool = l.pool;
+  e.dead_lettered_ms = l.dead_lettered_ms;
+  e.payload_bytes = l.payload.size();
+  return e;
 }
 
 }  // namespace
@@ -79,105 +64,98 @@ std::optional<std::uint64_t> id_arg(const json& a) {
 // No flush before a read: a pool reports a task dead_lettered only once its letter is
 // committed (pool_loop_letters.cpp), so every letter a client was told about is already
 // readable, and a read never waits on a store whose writes fail.
-void Service::op_dlq_list(const Request& req, const Responder& res) {
-  const json& a = req.args;
-  auto filter = filter_of(a);
+void Service::op_dlq_list(const Request&, const ops::DlqListArgs& a,
+                          const OpResponder<ops::DlqList>& res) {
+  auto filter = filter_of(a.filter);
   if (!filter) return (void)res.error(filter.status());
   DeadLetterPage page;
-  page.limit = std::max<std::size_t>(1, std::min<std::size_t>(a.value("limit", 100), 10000));
-  if (auto c = a.find("cursor"); c != a.end() && c->is_string()) {
-    page.after = parse_cursor(c->get<std::string>());
+  page.limit = static_cast<std::size_t>(std::clamp<std::uint64_t>(a.limit, 1, 10000));
+  if (a.cursor) {
+    page.after = parse_cursor(*a.cursor);
     if (!page.after) {
       return (void)res.error(Status::invalid("cursor: as returned in `next_cursor`"));
     }
   }
   auto list = store_->list(*filter, page);
   if (!list) return (void)res.error(list.status());
-  json letters = json::array();
-  for (const DeadLetter& l : list->letters) letters.push_back(letter_json(l));
-  json out{{"entries", std::move(letters)}};
-  if (list->next) out["next_cursor"] = cursor_text(*list->next);
-  res.ok(std::move(out));
+  ops::DlqListReply out;
+  for (const DeadLetter& l : list->letters) out.entries.push_back(entry_of(l));
+  if (list->next) out.next_cursor = cursor_text(*list->next);
+  res.ok(out);
 }
 
-void Service::op_dlq_show(const Request& req, const Responder& res) {
-  auto id = id_arg(req.args);
-  if (!id) return (void)res.error(Status::invalid("id: a letter id"));
-  auto l = store_->get(*id);
+void Service::op_dlq_show(const Request&, const ops::DlqShowArgs& a,
+                          const OpResponder<ops::DlqShow>& res) {
+  auto l = store_->get(a.id);
   if (!l) return (void)res.error(l.status());
-  json j = letter_json(*l);
-  j["options"] = {{"priority", l->options.priority}, {"key", l->options.key}};
-  if (l->options.timeout) j["options"]["timeout_ms"] = l->options.timeout->count();
-  if (l->options.retries) j["options"]["retries"] = *l->options.retries;
-  res.ok(std::move(j), l->payload);
+  ops::DlqShowReply out{
+      entry_of(*l), {l->options.priority, l->options.key, l->options.timeout, l->options.retries}};
+  res.ok(out, l->payload);
 }
 
-void Service::op_dlq_replay(const Request& req, const Responder& res) {
-  auto out = dlq_replay(req.args);
+void Service::op_dlq_replay(const Request&, const ops::DlqSelector& a,
+                            const OpResponder<ops::DlqReplay>& res) {
+  auto out = dlq_replay(a);
   if (!out) return (void)res.error(out.status());
-  res.ok(std::move(out).value());
+  res.ok(*out);
 }
 
-void Service::op_dlq_purge(const Request& req, const Responder& res) {
-  const json& a = req.args;
+void Service::op_dlq_purge(const Request&, const ops::DlqSelector& a,
+                           const OpResponder<ops::DlqPurge>& res) {
   Result<std::uint64_t> n = std::uint64_t{0};
-  if (auto id = id_arg(a)) {
-    n = store_->purge(*id);
-  } else if (auto f = a.find("filter"); f != a.end()) {
-    auto filter = filter_of(*f);
+  if (a.id) {
+    n = store_->purge(*a.id);
+  } else if (a.filter) {
+    auto filter = filter_of(*a.filter);
     if (!filter) return (void)res.error(filter.status());
     n = store_->purge(*filter);
-  } else if (auto age = a.find("older_than_ms"); age != a.end() && age->is_number_unsigned()) {
+  } else if (a.older_than_ms) {
     using namespace std::chrono;
     const auto now = duration_cast<milliseconds>(system_clock::now().time_since_epoch());
-    n = store_->purge_older_than(now.count() - age->get<std::int64_t>());
-  } else if (a.value("all", false)) {
+    n = store_->purge_older_than((now - *a.older_than_ms).count());
+  } else if (a.all) {
     n = store_->purge(DeadLetterFilter{});
   } else {
     return (void)res.error(Status::invalid("dlq_purge: id, filter, older_than_ms or all"));
   }
   if (!n) return (void)res.error(n.status());
-  res.ok({{"purged", *n}});
+  res.ok(ops::DlqPurgeReply{*n});
 }
 
-Result<json> Service::dlq_replay(const json& a) {
-  json task_ids = json::array();
-  std::uint64_t failed = 0;
-  std::string first_error;
-  if (auto id = id_arg(a)) {
-    auto letter = store_->get(*id);
+Result<ops::DlqReplayReply> Service::dlq_replay(const ops::DlqSelector& a) {
+  ops::DlqReplayReply out;
+  if (a.id) {
+    auto letter = store_->get(*a.id);
     if (!letter) return Status::error(Code::kNotFound, letter.status().message());
     auto pool = pool_named(letter->pool);
     if (!pool) return pool.status();
-    auto t = (*pool)->replay(*id, replay_callbacks());
+    auto t = (*pool)->replay(*a.id, replay_callbacks());
     if (!t) return t.status();
-    task_ids.push_back(t->id());
-  } else {
-    DeadLetterFilter filter;
-    if (auto f = a.find("filter"); f != a.end()) {
-      auto parsed = filter_of(*f);
-      if (!parsed) return Status::invalid(parsed.status().message());
-      filter = *parsed;
-    } else if (!a.value("all", false)) {
-      return Status::invalid("dlq_replay: id, filter or all");
-    }
-    for (const auto& [name, pool] : pools()) {
-      if (filter.pool && *filter.pool != name) continue;
-      DeadLetterFilter mine = filter;
-      mine.pool = name;
-      auto report = pool->replay_matching(mine, replay_callbacks());
-      if (!report) {
-        ++failed;
-        if (first_error.empty()) first_error = report.status().message();
-        continue;
-      }
-      for (const Ticket& t : report->tickets) task_ids.push_back(t.id());
-      failed += report->failed;
-      if (first_error.empty()) first_error = report->first_error;
-    }
+    out.ids.push_back(t->id());
+    return out;
   }
-  json out{{"replayed", task_ids.size()}, {"ids", std::move(task_ids)}, {"failed", failed}};
-  if (!first_error.empty()) out["first_error"] = first_error;
+  DeadLetterFilter filter;
+  if (a.filter) {
+    auto parsed = filter_of(*a.filter);
+    if (!parsed) return Status::invalid(parsed.status().message());
+    filter = *parsed;
+  } else if (!a.all) {
+    return Status::invalid("dlq_replay: id, filter or all");
+  }
+  for (const auto& [name, pool] : pools()) {
+    if (filter.pool && *filter.pool != name) continue;
+    DeadLetterFilter mine = filter;
+    mine.pool = name;
+    auto report = pool->replay_matching(mine, replay_callbacks());
+    if (!report) {
+      ++out.failed;
+      if (out.first_error.empty()) out.first_error = report.status().message();
+      continue;
+    }
+    for (const Ticket& t : report->tickets) out.ids.push_back(t.id());
+    out.failed += report->failed;
+    if (out.first_error.empty()) out.first_error = report->first_error;
+  }
   return out;
 }
 

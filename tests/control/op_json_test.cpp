@@ -225,3 +225,54 @@ TEST_CASE("dlq_import's arguments default to source `request` from line 1, and l
   CHECK(back.source == "spill-1.jsonl");
   CHECK(back.first_line == 40);
 }
+
+TEST_CASE("a dead-letter filter's member of the wrong type is refused naming it") {
+  ops::DlqListArgs list;
+  CHECK(ops::decode(json{{"task_id", "7"}}, &list).to_string() ==
+        "invalid_argument: field \"task_id\": expected an unsigned integer");
+  ops::DlqSelector sel;
+  CHECK(ops::decode(json{{"filter", {{"pool", 3}}}}, &sel).to_string() ==
+        "invalid_argument: filter: field \"pool\": expected a string");
+  ops::DlqSelector age;
+  CHECK(!ops::decode(json{{"older_than_ms", -1}}, &age));
+}
+
+TEST_CASE("dead-letter arguments and replies read back as they were written") {
+  ops::DlqListArgs a;
+  a.filter.pool = "p";
+  a.filter.reason = "permanent";
+  a.filter.since_ms = 5;
+  a.limit = 7;
+  a.cursor = "1:2";
+  ops::DlqListArgs back;
+  REQUIRE(ops::decode(ops::encode(a), &back));
+  CHECK(back.filter.pool == "p");
+  CHECK(back.filter.reason == "permanent");
+  CHECK(back.filter.since_ms == 5);
+  CHECK(!back.filter.task_id);
+  CHECK(back.limit == 7);
+  CHECK(back.cursor == "1:2");
+
+  ops::DlqReplayReply r{{4, 9}, 1, "refused"};
+  const json wire = ops::encode(r);
+  CHECK(wire == json{{"replayed", 2}, {"ids", {4, 9}}, {"failed", 1}, {"first_error", "refused"}});
+  ops::DlqReplayReply r2;
+  REQUIRE(ops::decode(wire, &r2));
+  CHECK(r2.ids == std::vector<std::uint64_t>{4, 9});
+  CHECK(r2.first_error == "refused");
+
+  ops::DlqShowReply shown;
+  shown.letter.task.id = 3;
+  shown.letter.task.type = "t";
+  shown.letter.task.state = "dead_lettered";
+  shown.letter.letter_id = 8;
+  shown.letter.pool = "p";
+  shown.options.retries = 2;
+  const json sj = ops::encode(shown);
+  CHECK(sj["task_id"] == 3);
+  CHECK(sj["options"] == json{{"priority", 0}, {"key", ""}, {"retries", 2}});
+  ops::DlqShowReply shown2;
+  REQUIRE(ops::decode(sj, &shown2));
+  CHECK(shown2.letter.letter_id == 8);
+  CHECK(shown2.options.retries == 2u);
+}

@@ -272,6 +272,13 @@ TEST_CASE("poold: dead letters listed, shown, replayed and purged through the se
   CHECK(letters.size() == 3);
   CHECK(std::count(letters.begin(), letters.end(), letter) == 0);
   CHECK(std::count(tasks.begin(), tasks.end(), dead->id) == 1);  // dead again, once
+  // A filter member of the wrong type is refused naming it, never ignored: a purge by
+  // `"task_id": "7"` must not become a purge of every letter.
+  auto mistyped = c.dlq_purge({{"filter", {{"task_id", "7"}}}});
+  CHECK(error_code_of(mistyped.status()) == "bad_request");
+  CHECK_THAT(mistyped.status().message(), Catch::Contains("\"task_id\""));
+  auto mistyped_list = c.dlq_list({{"pool", 7}});
+  CHECK(error_code_of(mistyped_list.status()) == "bad_request");
   auto purged = c.dlq_purge({{"filter", {{"pool", "fail"}}}});
   REQUIRE(purged);
   CHECK((*purged)["purged"] == 3);
