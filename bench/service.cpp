@@ -120,10 +120,7 @@ class Poold {
       auto w = client_->workers("echo");
       std::uint32_t up = 0;
       if (w) {
-        for (const json& x : (*w)["workers"]) {
-          const std::string state = x.value("state", std::string());
-          up += state == "idle" || state == "busy";
-        }
+        for (const ops::WorkerStatus& x : w->workers) up += x.state == "idle" || x.state == "busy";
       }
       if (up >= workers) return true;
       if (monotonic_ns() > until) return fail("the echo workers did not become ready");
@@ -133,9 +130,8 @@ class Poold {
   // Tasks of the echo pool that ended (completed or dead-lettered); nullopt on an error.
   std::optional<std::uint64_t> ended() {
     auto s = client_->stats("echo");
-    if (!s || (*s)["pools"].empty()) return std::nullopt;
-    const json& p = (*s)["pools"][0];
-    return p.value("completed", std::uint64_t{0}) + p.value("dead_lettered", std::uint64_t{0});
+    if (!s || s->pools.empty()) return std::nullopt;
+    return s->pools[0].completed + s->pools[0].dead_lettered;
   }
   const std::string& socket() const { return socket_; }
 

@@ -79,7 +79,8 @@ void draw_bar(std::uint64_t done, std::uint64_t total, double seconds) {
 // now": the tasks go back to be sent again. Any other refusal is final.
 bool retried_code(const std::string& code) { return code == "queue_full" || code == "busy"; }
 
-void record_reply(Tally& tally, std::size_t n, Clock::time_point sent, Result<Reply> r) {
+void record_reply(Tally& tally, std::size_t n, Clock::time_point sent,
+                  Result<WithBlob<ops::SubmitBatchReply>> r) {
   const auto now = Clock::now();
   const double ms = std::chrono::duration<double, std::milli>(now - sent).count();
   std::lock_guard lock(tally.mu);
@@ -96,11 +97,10 @@ void record_reply(Tally& tally, std::size_t n, Clock::time_point sent, Result<Re
     }
   } else {
     // Refusals one by one (`errors`), then the tail refused as one (`refused_from`).
-    auto count = [&](const json& e, std::uint64_t tasks) {
-      const std::string code = e.value("code", std::string());
-      const bool retry = retried_code(code);
+    auto count = [&](const ops::BatchRefusal& e, std::uint64_t tasks) {
+      const bool retry = retried_code(e.code);
       const Status why = Status::error(retry ? Code::kQueueFull : Code::kInvalidArgument,
-                                       code + ": " + e.value("message", std::string()));
+                                       e.code + ": " + e.message);
       if (retry) {
         full += tasks;
         tally.last_full = why;
@@ -109,14 +109,9 @@ void record_reply(Tally& tally, std::size_t n, Clock::time_point sent, Result<Re
         if (tally.first_error.is_ok()) tally.first_error = why;
       }
     };
-    if (auto errors = r->body.find("errors"); errors != r->body.end() && errors->is_array()) {
-      for (const json& e : *errors) {
-        if (e.is_object()) count(e, 1);
-      }
-    }
-    if (auto tail = r->body.find("refused_from"); tail != r->body.end() && tail->is_object()) {
-      const auto from = tail->value("index", std::uint64_t{n});
-      count(*tail, n - std::min<std::uint64_t>(from, n));
+    for (const ops::BatchRefusal& e : r->reply.errors) count(e, 1);
+    if (const auto& tail = r->reply.refused_from) {
+      count(*tail, n - std::min<std::uint64_t>(tail->index, n));
     }
   }
   full = std::min<std::uint64_t>(full, n);
@@ -211,8 +206,9 @@ void print_summary(const Cli& cli, const BatchArgs& a, Tally& tally, std::size_t
 int run_batch(const Cli& cli, const BatchArgs& a, std::uint64_t payload_size) {
   auto client = connect(cli);
   if (!client) return kExitUnreachable;
-  json defaults{{"type", a.type}};
-  if (!a.pool.empty()) defaults["pool"] = a.pool;
+  ops::SubmitArgs defaults;
+  defaults.type = a.type;
+  defaults.pool = a.pool;
   // A request stays well under the frame limit (16 MiB) whatever the payload size.
   const std::size_t chunk = std::max<std::size_t>(
       1, std::min<std::size_t>(a.chunk, (15u << 20) / std::max<std::uint64_t>(1, payload_size)));
@@ -236,12 +232,13 @@ int run_batch(const Cli& cli, const BatchArgs& a, std::uint64_t payload_size) {
     }
     const std::size_t n = next_request(tally, a, &gave_up);
     if (n == 0) break;
-    json args{{"defaults", defaults},
-              {"payload_lens", json(std::vector<std::uint64_t>(n, payload_size))}};
+    ops::SubmitBatchArgs args{std::vector<std::uint64_t>(n, payload_size), defaults, {}};
     const auto sent_at = Clock::now();
-    auto id = client->start(
-        "submit_batch", std::move(args), full_blob.substr(0, n * payload_size), {},
-        [&tally, n, sent_at](Result<Reply> r) { record_reply(tally, n, sent_at, std::move(r)); });
+    auto id = client->call_async<ops::SubmitBatch>(
+        args, full_blob.substr(0, n * payload_size),
+        [&tally, n, sent_at](Result<WithBlob<ops::SubmitBatchReply>> r) {
+          record_reply(tally, n, sent_at, std::move(r));
+        });
     if (!id) {
       send_error = id.status();
       std::lock_guard lock(tally.mu);

@@ -5,6 +5,7 @@
 
 #include "commands.hpp"
 #include "offline_dead_letters.hpp"
+#include "op_call.hpp"
 #include "output.hpp"
 
 namespace sandpool::poolctl {
@@ -58,7 +59,7 @@ json selector_of(const DlqArgs& a, bool purge) {
 // Where the letters are: the service's dlq_* operations, or the store in --state-dir.
 struct DlqBackend {
   std::function<Result<json>(const json&)> list, replay, purge;
-  std::function<Result<Reply>(std::uint64_t)> show;
+  std::function<Result<Letter>(std::uint64_t)> show;
   std::shared_ptr<void> owner;  // the Client or the OfflineDeadLetters the functions use
 };
 
@@ -78,10 +79,14 @@ int with_backend(const Cli& cli, const DlqArgs& a, const std::function<int(DlqBa
   auto client = connect(cli);
   if (!client) return kExitUnreachable;
   auto c = std::make_shared<Client>(std::move(client).value());
-  b.list = [c](const json& f) { return c->dlq_list(f); };
-  b.show = [c](std::uint64_t id) { return c->dlq_show(id); };
-  b.replay = [c](const json& sel) { return c->dlq_replay(sel); };
-  b.purge = [c](const json& sel) { return c->dlq_purge(sel); };
+  b.list = [c](const json& f) { return json_call_from<ops::DlqList>(*c, f); };
+  b.show = [c](std::uint64_t id) -> Result<Letter> {
+    auto r = c->dlq_show(id);
+    if (!r) return r.status();
+    return Letter{ops::encode(r->reply), std::move(r->blob)};
+  };
+  b.replay = [c](const json& sel) { return json_call_from<ops::DlqReplay>(*c, sel); };
+  b.purge = [c](const json& sel) { return json_call_from<ops::DlqPurge>(*c, sel); };
   b.owner = c;
   return fn(b);
 }
@@ -132,16 +137,16 @@ int run_list(const Cli& cli, DlqBackend& backend, const DlqArgs& a) {
 int run_show(const Cli& cli, DlqBackend& backend, std::uint64_t id) {
   auto r = backend.show(id);
   if (!r) return fail("dlq show " + std::to_string(id), r.status());
-  json letter = r->body;
-  letter["payload"] = r->blob;
+  json letter = r->letter;
+  letter["payload"] = r->payload;
   if (cli.json) {
     print_json(std::cout, letter);
     return kExitOk;
   }
   letter.erase("payload");
   print_human(std::cout, letter, wall_now_ms());
-  std::cout << "\npayload (" << human_bytes(static_cast<double>(r->blob.size())) << "):\n"
-            << r->blob << "\n";
+  std::cout << "\npayload (" << human_bytes(static_cast<double>(r->payload.size())) << "):\n"
+            << r->payload << "\n";
   return kExitOk;
 }
 

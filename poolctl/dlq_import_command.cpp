@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "offline_dead_letters.hpp"
+#include "op_call.hpp"
 #include "output.hpp"
 
 namespace sandpool::poolctl {
@@ -72,7 +73,8 @@ Status import_through_service(const Cli& cli, std::string_view text, const std::
     return Status::ok();
   }
   for (const Chunk& c : *chunks) {
-    auto r = client->dlq_import(std::string(c.lines), file, c.first_line);
+    auto r =
+        json_call_with_blob<ops::DlqImport>(*client, {file, c.first_line}, std::string(c.lines));
     if (!r) {
       return r.status().with_context(std::to_string(total["imported"].get<std::uint64_t>()) +
                                      " letters imported before lines from " +

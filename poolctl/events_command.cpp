@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "op_call.hpp"
 #include "output.hpp"
 
 namespace sandpool::poolctl {
@@ -52,7 +53,8 @@ void add_events_command(CLI::App& app, Cli& cli) {
     cli.action = [&cli, follow, pool] {
       auto client = connect(cli);
       if (!client) return static_cast<int>(kExitUnreachable);
-      const Status s = client->events(*follow, *pool, [&cli](const json& e) {
+      const Status s = client->events(*follow, *pool, [&cli](const ops::PoolEventRecord& r) {
+        const json e = ops::encode(r);
         cli.json ? print_json(std::cout, e) : void(std::cout << event_line(e) << "\n");
         std::cout.flush();
         return static_cast<bool>(std::cout);

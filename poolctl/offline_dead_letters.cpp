@@ -96,10 +96,10 @@ Result<json> OfflineDeadLetters::list(const json& f) {
   return reply;
 }
 
-Result<Reply> OfflineDeadLetters::show(std::uint64_t id) {
+Result<Letter> OfflineDeadLetters::show(std::uint64_t id) {
   auto l = store_->get(id);
   if (!l) return l.status();
-  return Reply{letter_json(*l), l->payload};
+  return Letter{letter_json(*l), l->payload};
 }
 
 Result<json> OfflineDeadLetters::purge(const json& selector) {

@@ -20,14 +20,20 @@ struct DeadLetter;
 
 namespace poolctl {
 
+// One letter as `dlq show` prints it: the reply's JSON and the payload bytes.
+struct Letter {
+  nlohmann::json letter;
+  std::string payload;
+};
+
 class OfflineDeadLetters {
  public:
   // Fails with kNotFound when DIR holds no dead_letters.db (it is never created here).
   static Result<std::unique_ptr<OfflineDeadLetters>> open(const std::string& state_dir);
   ~OfflineDeadLetters();
 
-  Result<nlohmann::json> list(const nlohmann::json& filter);     // dlq_list's filter and reply
-  Result<Reply> show(std::uint64_t id);                          // body: the letter, blob: payload
+  Result<nlohmann::json> list(const nlohmann::json& filter);  // dlq_list's filter and reply
+  Result<Letter> show(std::uint64_t id);
   Result<nlohmann::json> purge(const nlohmann::json& selector);  // {"purged": n}
   // {"imported": n, "already_present": m}: all in one transaction, or nothing.
   Result<nlohmann::json> import_letters(const std::vector<DeadLetter>& letters);

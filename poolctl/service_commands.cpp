@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "op_call.hpp"
 #include "output.hpp"
 
 namespace sandpool::poolctl {
@@ -94,13 +95,14 @@ void print_stats(const json& reply, bool wide) {
 
 void print_task(const TaskReply& t) {
   const std::int64_t now = wall_now_ms();
+  const json body = ops::encode(t.account);
   json head = json::object();
   for (const char* k : {"id", "type", "pool", "state", "reason", "error", "attempts"}) {
-    if (t.body.contains(k) && !(t.body[k].is_string() && t.body[k].get<std::string>().empty()))
-      head[k] = t.body[k];
+    if (body.contains(k) && !(body[k].is_string() && body[k].get<std::string>().empty()))
+      head[k] = body[k];
   }
   print_human(std::cout, head, now);
-  const json history = t.body.value("history", json::array());
+  const json history = body.value("history", json::array());
   if (history.is_array() && !history.empty()) {
     std::cout << "\nhistory:\n";
     print_object_table(std::cout, history,
@@ -120,7 +122,7 @@ void print_task(const TaskReply& t) {
     }
   }
   if (!t.result.empty()) std::cout << "\nresult:\n" << t.result << "\n";
-  if (t.body.value("result_withheld", false)) {
+  if (t.account.result_withheld) {
     std::cout << "\nresult: withheld (needs admin rights)\n";
   }
 }
@@ -128,7 +130,7 @@ void print_task(const TaskReply& t) {
 }  // namespace
 
 json task_json(const TaskReply& t) {
-  json j = t.body;
+  json j = ops::encode(t.account);
   if (!t.result.empty()) j["result"] = t.result;
   return j;
 }
@@ -140,7 +142,7 @@ void add_task_and_read_commands(CLI::App& app, Cli& cli) {
   app.add_subcommand("status", "the service: pid, start time, pools")->callback([&cli] {
     cli.action = [&cli] {
       return run_call(
-          cli, "status", [](Client& c) { return c.status(); },
+          cli, "status", [](Client& c) { return json_call<ops::ServerStatus>(c, {}); },
           [](const json& b) { print_human(std::cout, b, wall_now_ms()); });
     };
   });
@@ -153,7 +155,7 @@ void add_task_and_read_commands(CLI::App& app, Cli& cli) {
   workers->callback([&cli, pool, wide] {
     cli.action = [&cli, pool, wide] {
       return run_call(
-          cli, "workers", [pool](Client& c) { return c.workers(*pool); },
+          cli, "workers", [pool](Client& c) { return json_call<ops::Workers>(c, {*pool}); },
           [wide](const json& b) { print_workers(b, *wide); });
     };
   });
@@ -164,7 +166,7 @@ void add_task_and_read_commands(CLI::App& app, Cli& cli) {
   stats->callback([&cli, pool, wide] {
     cli.action = [&cli, pool, wide] {
       return run_call(
-          cli, "stats", [pool](Client& c) { return c.stats(*pool); },
+          cli, "stats", [pool](Client& c) { return json_call<ops::Stats>(c, {*pool}); },
           [wide](const json& b) { print_stats(b, *wide); });
     };
   });
@@ -188,7 +190,7 @@ void add_task_and_read_commands(CLI::App& app, Cli& cli) {
   cancel->callback([&cli, id] {
     cli.action = [&cli, id] {
       return run_call(
-          cli, "cancel", [id](Client& c) { return c.cancel(*id); },
+          cli, "cancel", [id](Client& c) { return json_call<ops::Cancel>(c, {*id}); },
           done_line("task " + std::to_string(*id) + ": cancel requested"));
     };
   });
@@ -204,7 +206,10 @@ void add_pool_commands(CLI::App& app, Cli& cli) {
   scale->callback([&cli, pool, count] {
     cli.action = [&cli, pool, count] {
       return run_call(
-          cli, "scale", [&](Client& c) { return c.scale(*pool, *count); },
+          cli, "scale",
+          [&](Client& c) {
+            return json_call<ops::Scale>(c, {*pool, *count});
+          },
           done_line(*pool + ": scaling to " + std::to_string(*count) + " workers"));
     };
   });
@@ -216,7 +221,10 @@ void add_pool_commands(CLI::App& app, Cli& cli) {
   strategy->callback([&cli, pool, name] {
     cli.action = [&cli, pool, name] {
       return run_call(
-          cli, "strategy", [&](Client& c) { return c.strategy(*pool, *name); },
+          cli, "strategy",
+          [&](Client& c) {
+            return json_call<ops::Strategy>(c, {*pool, *name});
+          },
           done_line(*pool + ": dispatch strategy " + *name));
     };
   });
@@ -230,7 +238,10 @@ void add_pool_commands(CLI::App& app, Cli& cli) {
       cli.action = [&cli, pool, is_drain] {
         return run_call(
             cli, is_drain ? "drain" : "resume",
-            [&](Client& c) { return is_drain ? c.drain(*pool) : c.resume(*pool); },
+            [&](Client& c) {
+              return is_drain ? json_call<ops::Drain>(c, {*pool})
+                              : json_call<ops::Resume>(c, {*pool});
+            },
             done_line(*pool + (is_drain ? ": draining" : ": resumed")));
       };
     });
@@ -243,7 +254,10 @@ void add_pool_commands(CLI::App& app, Cli& cli) {
   restart->callback([&cli, pool, rolling] {
     cli.action = [&cli, pool, rolling] {
       return run_call(
-          cli, "restart", [&](Client& c) { return c.restart(*pool, *rolling); },
+          cli, "restart",
+          [&](Client& c) {
+            return json_call<ops::Restart>(c, {*pool, *rolling});
+          },
           done_line(*pool + (*rolling ? ": rolling restart" : ": restart") + " begun"));
     };
   });
@@ -258,7 +272,10 @@ void add_pool_commands(CLI::App& app, Cli& cli) {
     const int signo = parse_signal(*signal);
     cli.action = [&cli, pool, pid, signo] {
       return run_call(
-          cli, "kill-worker", [&](Client& c) { return c.kill_worker(*pool, *pid, signo); },
+          cli, "kill-worker",
+          [&](Client& c) {
+            return json_call<ops::KillWorker>(c, {*pool, *pid, signo});
+          },
           done_line(*pool + ": sent SIG" + sigabbrev_np(signo) + " to worker " +
                     std::to_string(*pid)));
     };
@@ -270,7 +287,8 @@ void add_admin_commands(CLI::App& app, Cli& cli) {
   app.add_subcommand("reload", "re-read the configuration file")->callback([&cli] {
     cli.action = [&cli] {
       return run_call(
-          cli, "reload", [](Client& c) { return c.reload(); }, done_line("configuration reloaded"));
+          cli, "reload", [](Client& c) { return json_call<ops::Reload>(c, {}); },
+          done_line("configuration reloaded"));
     };
   });
 
@@ -282,7 +300,8 @@ void add_admin_commands(CLI::App& app, Cli& cli) {
     if (!timeout->empty()) t = duration_arg("--timeout", *timeout);
     cli.action = [&cli, t] {
       return run_call(
-          cli, "shutdown", [t](Client& c) { return c.shutdown(t); }, done_line("shutdown begun"));
+          cli, "shutdown", [t](Client& c) { return json_call<ops::Shutdown>(c, {t}); },
+          done_line("shutdown begun"));
     };
   });
 }

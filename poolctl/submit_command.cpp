@@ -62,7 +62,7 @@ int run_submit(const Cli& cli, const SubmitArgs& a) {
   };
   auto t = client->submit_wait(a.request, progress);
   if (!t) return fail("submit", t.status());
-  if (t->body.value("result_dropped", false)) {
+  if (t->account.result_dropped) {
     std::cerr << "poolctl: task " << t->id
               << " ran earlier under this idempotency key; its result is no longer kept\n";
   }

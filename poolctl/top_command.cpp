@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "commands.hpp"
+#include "op_call.hpp"
 #include "output.hpp"
 
 namespace sandpool::poolctl {
@@ -76,9 +77,9 @@ int run_top(const Cli& cli, const TopArgs& a, std::chrono::milliseconds interval
   auto last = Clock::now();
   for (std::uint64_t i = 0; iterations == 0 || i < iterations; ++i) {
     if (i > 0) std::this_thread::sleep_for(interval);
-    auto stats = client->stats(a.pool);
+    auto stats = json_call<ops::Stats>(*client, {a.pool});
     if (!stats) return fail("stats", stats.status());
-    auto workers = client->workers(a.pool);
+    auto workers = json_call<ops::Workers>(*client, {a.pool});
     if (!workers) return fail("workers", workers.status());
     const auto now = Clock::now();
     const double seconds = i == 0 ? 0 : std::chrono::duration<double>(now - last).count();

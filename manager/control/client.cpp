@@ -21,6 +21,7 @@
 
 #include "control/frame_codec.hpp"
 #include "control/listen_socket.hpp"
+#include "control/raw_client.hpp"
 #include "control/wire_errors.hpp"
 
 namespace sandpool {
@@ -301,30 +302,34 @@ Client::Client(Client&&) noexcept = default;
 Client& Client::operator=(Client&&) noexcept = default;
 Client::~Client() = default;
 
-const nlohmann::json& Client::server_hello() const { return impl_->hello(); }
-
 std::string Client::rights() const {
   const auto& h = impl_->hello();
   return h.contains("rights") && h["rights"].is_string() ? h["rights"].get<std::string>() : "";
 }
 
-Result<Reply> Client::call(const std::string& op, nlohmann::json args, std::string blob) {
-  return impl_->call(op, std::move(args), std::move(blob), {}, impl_->call_timeout());
-}
-
-Result<Reply> Client::call_streaming(const std::string& op, nlohmann::json args, std::string blob,
-                                     EventFn on_event) {
-  return impl_->call(op, std::move(args), std::move(blob), std::move(on_event),
-                     std::chrono::milliseconds(0));
-}
-
-Result<std::uint64_t> Client::start(const std::string& op, nlohmann::json args, std::string blob,
-                                    EventFn on_event, ReplyFn on_done) {
-  return impl_->start(op, std::move(args), std::move(blob), std::move(on_event),
-                      std::move(on_done));
-}
-
 void Client::cancel_stream(std::uint64_t request_id) { impl_->cancel(request_id); }
+
+const nlohmann::json& server_hello(const Client& client) {
+  return control::RawAccess::impl(client).hello();
+}
+
+Result<Reply> raw_call(Client& client, const std::string& op, nlohmann::json args,
+                       std::string blob) {
+  Client::Impl& impl = control::RawAccess::impl(client);
+  return impl.call(op, std::move(args), std::move(blob), {}, impl.call_timeout());
+}
+
+Result<Reply> raw_call_streaming(Client& client, const std::string& op, nlohmann::json args,
+                                 std::string blob, EventFn on_event) {
+  return control::RawAccess::impl(client).call(op, std::move(args), std::move(blob),
+                                               std::move(on_event), std::chrono::milliseconds(0));
+}
+
+Result<std::uint64_t> raw_start(Client& client, const std::string& op, nlohmann::json args,
+                                std::string blob, EventFn on_event, ReplyFn on_done) {
+  return control::RawAccess::impl(client).start(op, std::move(args), std::move(blob),
+                                                std::move(on_event), std::move(on_done));
+}
 
 std::string error_code_of(const Status& status) {
   if (status.is_ok()) return "";

@@ -1,45 +1,37 @@
-// The typed operations of sandpool::Client: argument building and reply parsing over
-// Client::call / Client::start (docs/protocol.md, "Operations").
+// The typed operations of sandpool::Client: call<Op>() encodes Op's arguments and decodes its
+// reply by the one mapping (op_json.hpp), over the wire-level calls of raw_client.hpp
+// (docs/protocol.md, "Operations"). call<Op> is instantiated here for every operation of
+// ops::AllOps.
 #include <algorithm>
 #include <atomic>
 #include <future>
 #include <memory>
 #include <mutex>
+#include <tuple>
 #include <utility>
 
 #include <sandpool/client.hpp>
 
 #include "control/op_json.hpp"
+#include "control/raw_client.hpp"
 #include "control/wire_errors.hpp"
 
 namespace sandpool {
 namespace {
 
-using nlohmann::json;
-
-Result<json> body_of(Result<Reply> r) {
-  if (!r) return r.status();
-  return std::move(r->body);
+// The reply of `op` decoded into T; a reply that does not decode is the server's fault.
+template <class T>
+Result<T> decoded(std::string_view op, const nlohmann::json& body) {
+  T out;
+  if (Status st = ops::decode(body, &out); !st) {
+    return Status::protocol(std::string(op) + " reply: " + st.message());
+  }
+  return out;
 }
 
-std::string string_field(const json& j, const char* name) {
-  auto it = j.find(name);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-std::uint64_t id_field(const json& j) {
-  auto it = j.find("id");
-  return it != j.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;
-}
-
-json submit_args(const SubmitRequest& t) {
-  json a{{"type", t.type}, {"priority", t.priority}};
-  if (!t.pool.empty()) a["pool"] = t.pool;
-  if (t.timeout) a["timeout_ms"] = t.timeout->count();
-  if (t.retries) a["retries"] = *t.retries;
-  if (!t.key.empty()) a["key"] = t.key;
-  if (!t.idempotency_key.empty()) a["idempotency_key"] = t.idempotency_key;
-  return a;
+ops::SubmitArgs submit_args(const SubmitRequest& t, bool wait = false, bool progress = false) {
+  return {t.type, t.pool,  t.priority, t.timeout, t.retries, t.key, t.idempotency_key,
+          wait,   progress};
 }
 
 bool same_options(const SubmitRequest& a, const SubmitRequest& b) {
@@ -48,61 +40,103 @@ bool same_options(const SubmitRequest& a, const SubmitRequest& b) {
          a.idempotency_key == b.idempotency_key;
 }
 
-Submitted submitted_of(const json& j) {
-  Submitted s;
-  s.id = id_field(j);
-  auto it = j.find("existing");
-  s.existing = it != j.end() && it->is_boolean() && it->get<bool>();
-  return s;
+TaskReply task_reply_of(ops::TaskAccount account, std::string result) {
+  TaskReply t;
+  t.id = account.id;
+  t.state = account.state;
+  t.reason = account.reason.value_or("");
+  t.error = account.error;
+  t.result = std::move(result);
+  t.account = std::move(account);
+  return t;
 }
 
-TaskReply task_reply_of(Reply&& r) {
-  TaskReply t;
-  t.id = id_field(r.body);
-  t.state = string_field(r.body, "state");
-  t.reason = string_field(r.body, "reason");
-  t.error = string_field(r.body, "error");
-  t.result = std::move(r.blob);
-  t.body = std::move(r.body);
-  return t;
+Result<TaskReply> task_reply_of(std::string_view op, Result<Reply> r) {
+  if (!r) return r.status();
+  auto account = decoded<ops::TaskAccount>(op, r->body);
+  if (!account) return account.status();
+  return task_reply_of(std::move(account).value(), std::move(r->blob));
 }
 
 // The progress events of a waited submit call on_progress; the rest are ignored.
 EventFn progress_events(ProgressFn on_progress) {
   if (!on_progress) return {};
   return [fn = std::move(on_progress)](const Reply& e) {
-    if (string_field(e.body, "event") == "progress") fn(id_field(e.body), e.blob);
+    ops::SubmitEvent event;
+    if (ops::decode(e.body, &event) && event.event == "progress") fn(event.id, e.blob);
   };
 }
 
 }  // namespace
 
-Result<Submitted> Client::submit(const SubmitRequest& task) {
-  auto r = body_of(call("submit", submit_args(task), task.payload));
+template <class Op>
+Result<typename Op::Reply> Client::call(const typename Op::Args& args) {
+  auto r = raw_call(*this, std::string(Op::kName), ops::encode(args));
   if (!r) return r.status();
-  return submitted_of(*r);
+  return decoded<typename Op::Reply>(Op::kName, r->body);
+}
+
+template <class Op>
+Result<WithBlob<typename Op::Reply>> Client::call_with_blob(const typename Op::Args& args,
+                                                            std::string blob) {
+  auto r = raw_call(*this, std::string(Op::kName), ops::encode(args), std::move(blob));
+  if (!r) return r.status();
+  auto reply = decoded<typename Op::Reply>(Op::kName, r->body);
+  if (!reply) return reply.status();
+  return WithBlob<typename Op::Reply>{std::move(reply).value(), std::move(r->blob)};
+}
+
+template <class Op>
+Result<std::uint64_t> Client::call_async(
+    const typename Op::Args& args, std::string blob,
+    std::function<void(Result<WithBlob<typename Op::Reply>>)> on_done) {
+  using Answer = WithBlob<typename Op::Reply>;
+  return raw_start(*this, std::string(Op::kName), ops::encode(args), std::move(blob), {},
+                   [done = std::move(on_done)](Result<Reply> r) {
+                     if (!r) return done(r.status());
+                     auto reply = decoded<typename Op::Reply>(Op::kName, r->body);
+                     if (!reply) return done(reply.status());
+                     done(Answer{std::move(reply).value(), std::move(r->blob)});
+                   });
+}
+
+namespace {
+
+// Instantiates call<Op>, call_with_blob<Op> and call_async<Op> for every operation, so that the
+// header needs neither the mapping nor JSON.
+template <class... Ops>
+constexpr auto instantiate_calls(ops::OpList<Ops...>) {
+  return std::make_tuple(&Client::call<Ops>..., &Client::call_with_blob<Ops>...,
+                         &Client::call_async<Ops>...);
+}
+// `used`: emitted although nothing reads it, so the functions it points to are emitted too.
+[[gnu::used]] const auto kTypedCalls = instantiate_calls(ops::AllOps{});
+
+}  // namespace
+
+Result<Submitted> Client::submit(const SubmitRequest& task) {
+  auto r = call_with_blob<ops::Submit>(submit_args(task), task.payload);
+  if (!r) return r.status();
+  return Submitted{r->reply.id, r->reply.existing, Status::ok()};
 }
 
 Result<TaskReply> Client::submit_wait(const SubmitRequest& task, ProgressFn on_progress) {
-  json args = submit_args(task);
-  args["wait"] = true;
-  args["progress"] = static_cast<bool>(on_progress);
-  auto r = call_streaming("submit", std::move(args), task.payload,
-                          progress_events(std::move(on_progress)));
-  if (!r) return r.status();
-  return task_reply_of(std::move(r).value());
+  const bool progress = static_cast<bool>(on_progress);
+  auto r = raw_call_streaming(*this, std::string(ops::Submit::kName),
+                              ops::encode(submit_args(task, true, progress)), task.payload,
+                              progress_events(std::move(on_progress)));
+  return task_reply_of(ops::Submit::kName, std::move(r));
 }
 
 Status Client::submit_async(const SubmitRequest& task, SubmitDoneFn on_done,
                             ProgressFn on_progress) {
-  json args = submit_args(task);
-  args["wait"] = true;
-  args["progress"] = static_cast<bool>(on_progress);
-  auto id = start("submit", std::move(args), task.payload, progress_events(std::move(on_progress)),
-                  [done = std::move(on_done)](Result<Reply> r) {
-                    if (!r) return done(r.status());
-                    done(task_reply_of(std::move(r).value()));
-                  });
+  const bool progress = static_cast<bool>(on_progress);
+  auto id = raw_start(*this, std::string(ops::Submit::kName),
+                      ops::encode(submit_args(task, true, progress)), task.payload,
+                      progress_events(std::move(on_progress)),
+                      [done = std::move(on_done)](Result<Reply> r) {
+                        done(task_reply_of(ops::Submit::kName, std::move(r)));
+                      });
   return id.status();
 }
 
@@ -112,156 +146,145 @@ Result<std::vector<Submitted>> Client::submit_batch(const std::vector<SubmitRequ
   const bool shared = std::all_of(tasks.begin(), tasks.end(), [&](const SubmitRequest& t) {
     return same_options(t, tasks.front());
   });
-  json lens = json::array();
-  json per_task = json::array();
+  ops::SubmitBatchArgs args;
   std::size_t total = 0;
   for (const SubmitRequest& t : tasks) total += t.payload.size();
   std::string blob;
   blob.reserve(total);
+  if (!shared) args.tasks.emplace();
   for (const SubmitRequest& t : tasks) {
-    lens.push_back(t.payload.size());
-    if (!shared) per_task.push_back(submit_args(t));
+    args.payload_lens.push_back(t.payload.size());
+    if (!shared) args.tasks->push_back(submit_args(t));
     blob += t.payload;
   }
-  json args{{"payload_lens", std::move(lens)}};
-  if (shared && !tasks.empty()) args["defaults"] = submit_args(tasks.front());
-  if (!shared) args["tasks"] = std::move(per_task);
-  auto r = body_of(call("submit_batch", std::move(args), std::move(blob)));
+  if (shared && !tasks.empty()) args.defaults = submit_args(tasks.front());
+  auto r = call_with_blob<ops::SubmitBatch>(args, std::move(blob));
   if (!r) return r.status();
+  const ops::SubmitBatchReply& reply = r->reply;
   // Tasks from `refused_from.index` on were refused together and have no `ids` entry.
   std::size_t tried = tasks.size();
   Status tail_refusal;
-  if (auto rf = r->find("refused_from"); rf != r->end()) {
-    if (!rf->is_object() || !rf->contains("index") || !(*rf)["index"].is_number_unsigned() ||
-        (*rf)["index"].get<std::size_t>() > tasks.size()) {
+  if (reply.refused_from) {
+    if (reply.refused_from->index > tasks.size()) {
       return Status::protocol("submit_batch reply: refused_from needs an index within the batch");
     }
-    tried = (*rf)["index"].get<std::size_t>();
-    tail_refusal =
-        control::status_from_wire(string_field(*rf, "code"), string_field(*rf, "message"));
+    tried = reply.refused_from->index;
+    tail_refusal = control::status_from_wire(reply.refused_from->code, reply.refused_from->message);
   }
-  auto ids = r->find("ids");
-  if (ids == r->end() || !ids->is_array() || ids->size() != tried) {
+  if (reply.ids.size() != tried) {
     return Status::protocol("submit_batch reply does not list one id per task tried");
   }
   std::vector<Submitted> out(tasks.size());
-  for (std::size_t i = 0; i < tried; ++i) {
-    if ((*ids)[i].is_number_unsigned()) out[i].id = (*ids)[i].get<std::uint64_t>();
-  }
+  for (std::size_t i = 0; i < tried; ++i) out[i].id = reply.ids[i];
   for (std::size_t i = tried; i < out.size(); ++i) out[i].status = tail_refusal;
-  auto in_range = [&](const json& index) {
-    return index.is_number_unsigned() && index.get<std::size_t>() < out.size();
-  };
-  if (auto ex = r->find("existing"); ex != r->end() && ex->is_array()) {
-    for (const json& index : *ex) {
-      if (in_range(index)) out[index.get<std::size_t>()].existing = true;
-    }
+  for (const std::uint64_t index : reply.existing) {
+    if (index < out.size()) out[index].existing = true;
   }
-  if (auto errs = r->find("errors"); errs != r->end() && errs->is_array()) {
-    for (const json& e : *errs) {
-      if (!e.is_object() || !e.contains("index") || !in_range(e["index"])) continue;
-      out[e["index"].get<std::size_t>()].status =
-          control::status_from_wire(string_field(e, "code"), string_field(e, "message"));
-    }
+  for (const ops::BatchRefusal& e : reply.errors) {
+    if (e.index < out.size()) out[e.index].status = control::status_from_wire(e.code, e.message);
   }
   return out;
 }
 
-Result<json> Client::status() { return body_of(call("status")); }
+Result<ops::StatusReply> Client::status() { return call<ops::ServerStatus>(); }
 
-Result<json> Client::workers(const std::string& pool) {
-  return body_of(call("workers", pool.empty() ? json::object() : json{{"pool", pool}}));
+Result<ops::WorkersReply> Client::workers(const std::string& pool) {
+  return call<ops::Workers>({pool});
 }
 
-Result<json> Client::stats(const std::string& pool) {
-  return body_of(call("stats", pool.empty() ? json::object() : json{{"pool", pool}}));
-}
+Result<ops::StatsReply> Client::stats(const std::string& pool) { return call<ops::Stats>({pool}); }
 
 Result<TaskReply> Client::task(std::uint64_t id) {
-  auto r = call(std::string(ops::Task::kName), ops::encode(ops::TaskIdArgs{id}));
+  auto r = call_with_blob<ops::Task>({id});
   if (!r) return r.status();
-  return task_reply_of(std::move(r).value());
+  return task_reply_of(std::move(r->reply), std::move(r->blob));
 }
 
 Result<TaskReply> Client::wait(std::uint64_t id, std::optional<std::chrono::milliseconds> timeout) {
   // Not bounded by call_timeout: the wait's own timeout bounds it, on the server.
-  auto r = call_streaming(std::string(ops::Wait::kName), ops::encode(ops::WaitArgs{id, timeout}),
-                          {}, {});
+  auto r = raw_call_streaming(*this, std::string(ops::Wait::kName),
+                              ops::encode(ops::WaitArgs{id, timeout}), {}, {});
+  return task_reply_of(ops::Wait::kName, std::move(r));
+}
+
+Result<ops::CancelReply> Client::cancel(std::uint64_t id) { return call<ops::Cancel>({id}); }
+
+Result<ops::PoolStateReply> Client::scale(const std::string& pool, std::uint32_t workers) {
+  return call<ops::Scale>({pool, workers});
+}
+
+Result<ops::PoolStateReply> Client::strategy(const std::string& pool, const std::string& name) {
+  return call<ops::Strategy>({pool, name});
+}
+
+Result<ops::PoolStateReply> Client::drain(const std::string& pool) {
+  return call<ops::Drain>({pool});
+}
+
+Result<ops::PoolStateReply> Client::resume(const std::string& pool) {
+  return call<ops::Resume>({pool});
+}
+
+Result<ops::PoolStateReply> Client::restart(const std::string& pool, bool rolling) {
+  return call<ops::Restart>({pool, rolling});
+}
+
+Result<ops::PoolStateReply> Client::kill_worker(const std::string& pool, std::int32_t pid,
+                                                int signal) {
+  return call<ops::KillWorker>({pool, pid, signal});
+}
+
+Result<ops::DlqListReply> Client::dlq_list(const ops::DlqListArgs& args) {
+  return call<ops::DlqList>(args);
+}
+
+Result<WithBlob<ops::DlqShowReply>> Client::dlq_show(std::uint64_t id) {
+  return call_with_blob<ops::DlqShow>({id});
+}
+
+Result<ops::DlqReplayReply> Client::dlq_replay(const ops::DlqSelector& selector) {
+  return call<ops::DlqReplay>(selector);
+}
+
+Result<ops::DlqPurgeReply> Client::dlq_purge(const ops::DlqSelector& selector) {
+  return call<ops::DlqPurge>(selector);
+}
+
+Result<ops::DlqImportReply> Client::dlq_import(std::string lines, const std::string& source,
+                                               std::uint64_t first_line) {
+  auto r = call_with_blob<ops::DlqImport>({source, first_line}, std::move(lines));
   if (!r) return r.status();
-  return task_reply_of(std::move(r).value());
+  return std::move(r->reply);
 }
 
-Result<json> Client::cancel(std::uint64_t id) {
-  return body_of(call(std::string(ops::Cancel::kName), ops::encode(ops::TaskIdArgs{id})));
-}
-
-Result<json> Client::scale(const std::string& pool, std::uint32_t workers) {
-  return body_of(call(std::string(ops::Scale::kName), ops::encode(ops::ScaleArgs{pool, workers})));
-}
-
-Result<json> Client::strategy(const std::string& pool, const std::string& name) {
-  return body_of(
-      call(std::string(ops::Strategy::kName), ops::encode(ops::StrategyArgs{pool, name})));
-}
-
-Result<json> Client::drain(const std::string& pool) {
-  return body_of(call(std::string(ops::Drain::kName), ops::encode(ops::PoolArgs{pool})));
-}
-
-Result<json> Client::resume(const std::string& pool) {
-  return body_of(call(std::string(ops::Resume::kName), ops::encode(ops::PoolArgs{pool})));
-}
-
-Result<json> Client::restart(const std::string& pool, bool rolling) {
-  return body_of(
-      call(std::string(ops::Restart::kName), ops::encode(ops::RestartArgs{pool, rolling})));
-}
-
-Result<json> Client::kill_worker(const std::string& pool, std::int32_t pid, int signal) {
-  return body_of(call(std::string(ops::KillWorker::kName),
-                      ops::encode(ops::KillWorkerArgs{pool, pid, signal})));
-}
-
-Result<json> Client::dlq_list(json filter) { return body_of(call("dlq_list", std::move(filter))); }
-
-Result<Reply> Client::dlq_show(std::uint64_t id) { return call("dlq_show", {{"id", id}}); }
-
-Result<json> Client::dlq_replay(json selector) {
-  return body_of(call("dlq_replay", std::move(selector)));
-}
-
-Result<json> Client::dlq_purge(json selector) {
-  return body_of(call("dlq_purge", std::move(selector)));
-}
-
-Result<json> Client::dlq_import(std::string lines, const std::string& source,
-                                std::uint64_t first_line) {
-  return body_of(
-      call("dlq_import", {{"source", source}, {"first_line", first_line}}, std::move(lines)));
-}
-
-Status Client::events(bool follow, const std::string& pool,
-                      std::function<bool(const json&)> on_event) {
-  json args{{"follow", follow}};
-  if (!pool.empty()) args["pool"] = pool;
+Status Client::events(bool follow, const std::string& pool, PoolEventFn on_event) {
   std::promise<Status> done;
   auto fut = done.get_future();
-  // stopped: on_event asked to stop, so the `cancelled` reply that follows is the expected end.
+  // stopped: on_event asked to stop (or the stream sent a record that does not decode:
+  // `broken` says why), so the `cancelled` reply that follows is the expected end.
   auto stopped = std::make_shared<std::atomic<bool>>(false);
-  // The stream's id is needed to cancel it; the first event may arrive before start()
+  auto broken = std::make_shared<Status>();
+  // The stream's id is needed to cancel it; the first event may arrive before raw_start()
   // returns, so the event callback waits on id_mu until the id is known.
   std::uint64_t id = 0;
   std::mutex id_mu;
   std::unique_lock<std::mutex> id_lock(id_mu);
-  auto started = start(
-      "events", std::move(args), {},
-      [&, stopped](const Reply& e) {
-        if (stopped->load() || on_event(e.body)) return;
+  auto started = raw_start(
+      *this, std::string(ops::Events::kName), ops::encode(ops::EventsArgs{pool, follow}), {},
+      [&, stopped, broken](const Reply& e) {
+        if (stopped->load()) return;
+        ops::PoolEventRecord event;
+        if (Status st = ops::decode(e.body, &event); !st) {
+          *broken = Status::protocol("events: " + st.message());
+        } else if (on_event(event)) {
+          return;
+        }
         stopped->store(true);
         std::lock_guard<std::mutex> lock(id_mu);
         cancel_stream(id);
       },
-      [&done, stopped](Result<Reply> r) {
+      [&done, stopped, broken](Result<Reply> r) {
+        if (!broken->is_ok()) return done.set_value(*broken);
         if (!r && !(stopped->load() && r.status().code() == Code::kCancelled)) {
           return done.set_value(r.status());
         }
@@ -273,12 +296,10 @@ Status Client::events(bool follow, const std::string& pool,
   return fut.get();
 }
 
-Result<json> Client::reload() { return body_of(call("reload")); }
+Result<ops::ReloadReply> Client::reload() { return call<ops::Reload>(); }
 
-Result<json> Client::shutdown(std::optional<std::chrono::milliseconds> timeout) {
-  json args = json::object();
-  if (timeout) args["timeout_ms"] = timeout->count();
-  return body_of(call("shutdown", std::move(args)));
+Result<ops::ShutdownReply> Client::shutdown(std::optional<std::chrono::milliseconds> timeout) {
+  return call<ops::Shutdown>({timeout});
 }
 
 }  // namespace sandpool

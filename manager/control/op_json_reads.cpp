@@ -48,6 +48,41 @@ Status decode(const json& j, EmptyReply*) {
   return Status::ok();
 }
 
+json encode(const PoolEventRecord& e) {
+  json j{{"event", e.event}, {"pool", e.pool}, {"time_ms", e.time_ms}};
+  if (e.pid) j["pid"] = *e.pid;
+  if (e.task_id) j["task_id"] = *e.task_id;
+  if (e.attempt) j["attempt"] = *e.attempt;
+  if (e.attempts) j["attempts"] = *e.attempts;
+  if (e.outcome) j["outcome"] = *e.outcome;
+  if (e.state) j["state"] = *e.state;
+  if (e.reason) j["reason"] = *e.reason;
+  if (e.detail) j["detail"] = *e.detail;
+  if (e.dropped) j["dropped"] = *e.dropped;
+  return j;
+}
+
+Status decode(const json& j, PoolEventRecord* out) {
+  return ArgReader(j)
+      .required("event", &out->event)
+      .optional("pool", &out->pool)
+      .optional("time_ms", &out->time_ms)
+      .optional("pid", &out->pid)
+      .optional("task_id", &out->task_id)
+      .optional("attempt", &out->attempt)
+      .optional("attempts", &out->attempts)
+      .optional("outcome", &out->outcome)
+      .optional("state", &out->state)
+      .optional("reason", &out->reason)
+      .optional("detail", &out->detail)
+      .optional("dropped", &out->dropped)
+      .status();
+}
+
+json encode(const NoEvent&) { return json::object(); }
+
+Status decode(const json&, NoEvent*) { return Status::ok(); }
+
 json encode(const PoolFilterArgs& a) {
   json j = json::object();
   if (!a.pool.empty()) j["pool"] = a.pool;

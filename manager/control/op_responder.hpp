@@ -1,7 +1,7 @@
 // OpResponder: the Responder of one typed operation (<sandpool/control_ops.hpp>): its final
-// reply is the operation's Reply type, encoded by the one mapping (op_json.hpp), and its
-// errors are Statuses, sent under their wire code (wire_errors.hpp). Thread-safe and
-// copyable like the Responder it wraps.
+// reply is the operation's Reply type and its event frames its Event type, encoded by the one
+// mapping (op_json.hpp), and its errors are Statuses, sent under their wire code (wire_errors.hpp).
+// Thread-safe and copyable like the Responder it wraps.
 #pragma once
 
 #include <string>
@@ -19,6 +19,10 @@ class OpResponder {
   explicit OpResponder(Responder res) : res_(std::move(res)) {}
   bool ok(const typename Op::Reply& reply, std::string blob = {}) const {
     return res_.ok(ops::encode(reply), std::move(blob));
+  }
+  // An event frame before the final reply (operations with an Event type only).
+  bool event(const typename ops::EventOf<Op>::type& event, std::string blob = {}) const {
+    return res_.event(ops::encode(event), std::move(blob));
   }
   bool error(const Status& status) const { return res_.error(status); }
   const Responder& responder() const { return res_; }

@@ -7,6 +7,8 @@
 
 #include <sandpool/thread_name.hpp>
 
+#include "control/op_json.hpp"
+
 namespace sandpool::poold {
 namespace {
 
@@ -21,37 +23,42 @@ bool matches(const std::string& want, const RecordedEvent& e) {
 
 }  // namespace
 
-nlohmann::json event_json(const RecordedEvent& r) {
+ops::PoolEventRecord event_record(const RecordedEvent& r) {
   const PoolEvent& e = r.event;
-  nlohmann::json j{{"event", to_string(e.kind)}, {"pool", r.pool}, {"time_ms", r.time_ms}};
+  ops::PoolEventRecord out;
+  out.event = std::string(to_string(e.kind));
+  out.pool = r.pool;
+  out.time_ms = r.time_ms;
   switch (e.kind) {
     case PoolEvent::Kind::kWorkerStarted:
     case PoolEvent::Kind::kWorkerReady:
-      j["pid"] = e.pid;
+      out.pid = e.pid;
       break;
     case PoolEvent::Kind::kWorkerExited:
-      j["pid"] = e.pid;
-      j["outcome"] = to_string(e.outcome);
-      j["detail"] = r.detail;
-      if (e.task_id != 0) j["task_id"] = e.task_id;
+      out.pid = e.pid;
+      out.outcome = std::string(to_string(e.outcome));
+      out.detail = r.detail;
+      if (e.task_id != 0) out.task_id = e.task_id;
       break;
     case PoolEvent::Kind::kAttemptEnded:
-      j["task_id"] = e.task_id;
-      j["pid"] = e.pid;
-      j["attempt"] = e.attempt;
-      j["outcome"] = to_string(e.outcome);
-      j["detail"] = r.detail;
+      out.task_id = e.task_id;
+      out.pid = e.pid;
+      out.attempt = e.attempt;
+      out.outcome = std::string(to_string(e.outcome));
+      out.detail = r.detail;
       break;
     case PoolEvent::Kind::kTaskEnded:
-      j["task_id"] = e.task_id;
-      j["state"] = to_string(e.state);
-      j["reason"] = to_string(e.reason);
-      j["attempts"] = e.attempt;
-      j["detail"] = r.detail;
+      out.task_id = e.task_id;
+      out.state = std::string(to_string(e.state));
+      out.reason = std::string(to_string(e.reason));
+      out.attempts = e.attempt;
+      out.detail = r.detail;
       break;
   }
-  return j;
+  return out;
 }
+
+nlohmann::json event_json(const RecordedEvent& r) { return ops::encode(event_record(r)); }
 
 EventHub::EventHub() : log_(kCapacity), thread_([this] { run(); }) {
   name_thread(thread_.native_handle(), "sp-hub");

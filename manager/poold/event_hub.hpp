@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 #include <sandpool/control.hpp>
+#include <sandpool/control_ops.hpp>
 #include <sandpool/pool.hpp>
 
 namespace sandpool::poold {
@@ -32,7 +33,9 @@ struct RecordedEvent {
   std::int64_t time_ms = 0;
 };
 
-// Returns the JSON form of a pool event: {"event":"worker_started",...,"pool":P,"time_ms":T}.
+// A pool event as the `events` stream sends it (ops::Events' Event), and its JSON form:
+// {"event":"worker_started",...,"pool":P,"time_ms":T}.
+ops::PoolEventRecord event_record(const RecordedEvent& e);
 nlohmann::json event_json(const RecordedEvent& e);
 
 // Thread-safety: every member may be called from any thread. publish() copies the event's

@@ -2,14 +2,16 @@
 
 #include <utility>
 
-#include <nlohmann/json.hpp>
-
 #include <sandpool/thread_name.hpp>
+
+#include "control/op_json.hpp"
 
 namespace sandpool::poold {
 
 void ProgressCoalescer::Stream::send_locked(std::uint64_t task_id, std::string_view data) {
-  if (responder_.event({{"event", "progress"}, {"id", task_id}}, std::string(data))) ++sent_;
+  // A waited submit's event frame (ops::Submit's Event).
+  const ops::SubmitEvent progress{"progress", task_id, false};
+  if (responder_.event(ops::encode(progress), std::string(data))) ++sent_;
 }
 
 void ProgressCoalescer::Stream::update(std::uint64_t task_id, std::string_view data) {

@@ -49,7 +49,6 @@ Service::Service(Config config, std::string config_path, std::shared_ptr<spdlog:
 Result<std::unique_ptr<Service>> Service::start(Config config, std::string config_path,
                                                 std::shared_ptr<spdlog::logger> log,
                                                 ShutdownRequest on_shutdown) {
-  if (Status st = check_handlers(); !st) return st;
   std::unique_ptr<Service> s(
       new Service(std::move(config), std::move(config_path), log, std::move(on_shutdown)));
   DeadLetterStoreOptions so;

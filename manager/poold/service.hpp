@@ -102,10 +102,6 @@ class Service final : public ControlHandler {
   // sp-reads and sp-jobs (main adds the control server's). For the WatchdogGate.
   std::vector<ThreadBusy> busy_threads() const;
 
-  // Ok iff every operation of the protocol's table (<sandpool/control_ops.hpp>) has a
-  // handler here and every handler an operation; start() refuses to run otherwise.
-  static Status check_handlers();
-
  private:
   struct Slot {
     PoolConfig config;
@@ -135,16 +131,24 @@ class Service final : public ControlHandler {
   // what is left after shutdown_timeout is dead-lettered `pool_removed`.
   void retire(std::string name, std::shared_ptr<Pool> pool);
 
-  // service_dispatch.cpp: runs the handler of req.op (on the thread of its lane).
+  // service_dispatch.cpp: runs the handler of req.op (on the thread of its lane). Every
+  // operation of ops::AllOps has one, generated: Op's arguments decoded (a malformed one is
+  // refused `bad_request` naming the field), then serve(req, args, OpResponder<Op>) below,
+  // the overload for Op (a missing one does not compile).
   void run(const Request& req, const Responder& res);
   using Handler = void (*)(Service&, const Request&, const Responder&);
+  template <class Op>
+  static void run_typed(Service& s, const Request& req, const Responder& res);
   static const std::map<std::string_view, Handler>& handlers();
 
+  // The handlers, one serve() per operation, by the file that has them.
+
   // service_tasks.cpp
-  void op_submit(const Request& req, const Responder& res);
-  void op_submit_batch(const Request& req, const Responder& res);
-  void op_task(const Request& req, const ops::TaskIdArgs& a, const OpResponder<ops::Task>& res);
-  void op_cancel(const Request& req, const ops::TaskIdArgs& a, const OpResponder<ops::Cancel>& res);
+  void serve(const Request& req, const ops::SubmitArgs& a, const OpResponder<ops::Submit>& res);
+  void serve(const Request& req, const ops::SubmitBatchArgs& a,
+             const OpResponder<ops::SubmitBatch>& res);
+  void serve(const Request& req, const ops::TaskIdArgs& a, const OpResponder<ops::Task>& res);
+  void serve(const Request& req, const ops::TaskIdArgs& a, const OpResponder<ops::Cancel>& res);
   // What submit_one found or made: a new task, or the one an idempotency key names (with
   // the pool's record of it, or else the final account the key kept).
   struct Submission {
@@ -155,7 +159,7 @@ class Service final : public ControlHandler {
   };
   // `res` (a waited submit's responder) is answered when the task ends; a resubmit of an
   // open task with a known key is answered when that task ends.
-  Result<Submission> submit_one(const nlohmann::json& args, std::string payload, bool wait,
+  Result<Submission> submit_one(const ops::SubmitArgs& args, std::string payload, bool wait,
                                 bool progress, const Responder* res);
   // The task a known key names, registering `waiter` if it is still open; nullopt when
   // neither a pool nor the key knows it any more.
@@ -168,45 +172,36 @@ class Service final : public ControlHandler {
   // The callbacks poold gives a replayed task (task_ended when it ends).
   TaskCallbacks replay_callbacks();
   // service_wait.cpp (reads thread): answers when the task ends or the wait's timeout passes.
-  void op_wait(const Request& req, const ops::WaitArgs& a, const OpResponder<ops::Wait>& res);
+  void serve(const Request& req, const ops::WaitArgs& a, const OpResponder<ops::Wait>& res);
   // A wait's timeout passed (sp-waits): answers it with the task as it is now.
   void wait_expired(std::uint64_t task_id, std::uint64_t token);
   // service_admin.cpp
-  void op_status(const Request& req, const ops::NoArgs& a,
-                 const OpResponder<ops::ServerStatus>& res);
-  void op_stats(const Request& req, const ops::PoolFilterArgs& a,
-                const OpResponder<ops::Stats>& res);
-  void op_workers(const Request& req, const ops::PoolFilterArgs& a,
-                  const OpResponder<ops::Workers>& res);
+  void serve(const Request& req, const ops::NoArgs& a, const OpResponder<ops::ServerStatus>& res);
+  void serve(const Request& req, const ops::PoolFilterArgs& a, const OpResponder<ops::Stats>& res);
+  void serve(const Request& req, const ops::PoolFilterArgs& a,
+             const OpResponder<ops::Workers>& res);
   // The pool a pool control names (not_found), with its config.
   Result<std::pair<PoolConfig, std::shared_ptr<Pool>>> controlled_pool(const std::string& name);
-  void op_scale(const Request& req, const ops::ScaleArgs& a, const OpResponder<ops::Scale>& res);
-  void op_strategy(const Request& req, const ops::StrategyArgs& a,
-                   const OpResponder<ops::Strategy>& res);
-  void op_drain(const Request& req, const ops::PoolArgs& a, const OpResponder<ops::Drain>& res);
-  void op_resume(const Request& req, const ops::PoolArgs& a, const OpResponder<ops::Resume>& res);
-  void op_restart(const Request& req, const ops::RestartArgs& a,
-                  const OpResponder<ops::Restart>& res);
-  void op_kill_worker(const Request& req, const ops::KillWorkerArgs& a,
-                      const OpResponder<ops::KillWorker>& res);
+  void serve(const Request& req, const ops::ScaleArgs& a, const OpResponder<ops::Scale>& res);
+  void serve(const Request& req, const ops::StrategyArgs& a, const OpResponder<ops::Strategy>& res);
+  void serve(const Request& req, const ops::PoolArgs& a, const OpResponder<ops::Drain>& res);
+  void serve(const Request& req, const ops::PoolArgs& a, const OpResponder<ops::Resume>& res);
+  void serve(const Request& req, const ops::RestartArgs& a, const OpResponder<ops::Restart>& res);
+  void serve(const Request& req, const ops::KillWorkerArgs& a,
+             const OpResponder<ops::KillWorker>& res);
   // service_dlq.cpp (job thread; list and show on the reads thread)
-  void op_dlq_list(const Request& req, const ops::DlqListArgs& a,
-                   const OpResponder<ops::DlqList>& res);
-  void op_dlq_show(const Request& req, const ops::DlqShowArgs& a,
-                   const OpResponder<ops::DlqShow>& res);
-  void op_dlq_replay(const Request& req, const ops::DlqSelector& a,
-                     const OpResponder<ops::DlqReplay>& res);
-  void op_dlq_purge(const Request& req, const ops::DlqSelector& a,
-                    const OpResponder<ops::DlqPurge>& res);
+  void serve(const Request& req, const ops::DlqListArgs& a, const OpResponder<ops::DlqList>& res);
+  void serve(const Request& req, const ops::DlqShowArgs& a, const OpResponder<ops::DlqShow>& res);
+  void serve(const Request& req, const ops::DlqSelector& a, const OpResponder<ops::DlqReplay>& res);
+  void serve(const Request& req, const ops::DlqSelector& a, const OpResponder<ops::DlqPurge>& res);
   Result<ops::DlqReplayReply> dlq_replay(const ops::DlqSelector& a);
   // service_dlq_import.cpp (job thread): letters from a spill file into the store.
-  void op_dlq_import(const Request& req, const ops::DlqImportArgs& a,
-                     const OpResponder<ops::DlqImport>& res);
+  void serve(const Request& req, const ops::DlqImportArgs& a,
+             const OpResponder<ops::DlqImport>& res);
   // service_dispatch.cpp: events, reload and shutdown.
-  void op_events(const Request& req, const ops::EventsArgs& a, const OpResponder<ops::Events>& res);
-  void op_reload(const Request& req, const ops::NoArgs& a, const OpResponder<ops::Reload>& res);
-  void op_shutdown(const Request& req, const ops::ShutdownArgs& a,
-                   const OpResponder<ops::Shutdown>& res);
+  void serve(const Request& req, const ops::EventsArgs& a, const OpResponder<ops::Events>& res);
+  void serve(const Request& req, const ops::NoArgs& a, const OpResponder<ops::Reload>& res);
+  void serve(const Request& req, const ops::ShutdownArgs& a, const OpResponder<ops::Shutdown>& res);
 
   Config config_;  // the running config; changed by reload, on the job thread only
   const std::string config_path_;

@@ -95,8 +95,7 @@ ops::DeadLetterStoreStatus store_status(const DeadLetterStoreStats& d) {
 
 }  // namespace
 
-void Service::op_status(const Request&, const ops::NoArgs&,
-                        const OpResponder<ops::ServerStatus>& res) {
+void Service::serve(const Request&, const ops::NoArgs&, const OpResponder<ops::ServerStatus>& res) {
   ops::StatusReply r;
   for (const auto& [name, pool] : this->pools()) {
     const PoolStats s = pool->stats_snapshot();  // never waits behind a batch
@@ -113,8 +112,8 @@ void Service::op_status(const Request&, const ops::NoArgs&,
   res.ok(r);
 }
 
-void Service::op_stats(const Request&, const ops::PoolFilterArgs& a,
-                       const OpResponder<ops::Stats>& res) {
+void Service::serve(const Request&, const ops::PoolFilterArgs& a,
+                    const OpResponder<ops::Stats>& res) {
   ops::StatsReply r;
   if (!a.pool.empty()) {
     auto pool = pool_named(a.pool);
@@ -127,8 +126,8 @@ void Service::op_stats(const Request&, const ops::PoolFilterArgs& a,
   res.ok(r);
 }
 
-void Service::op_workers(const Request&, const ops::PoolFilterArgs& a,
-                         const OpResponder<ops::Workers>& res) {
+void Service::serve(const Request&, const ops::PoolFilterArgs& a,
+                    const OpResponder<ops::Workers>& res) {
   const std::string& only = a.pool;
   if (!only.empty()) {
     if (auto p = pool_named(only); !p) return (void)res.error(p.status());
@@ -172,8 +171,7 @@ Result<std::pair<PoolConfig, std::shared_ptr<Pool>>> Service::controlled_pool(
   return std::make_pair(it->second.config, it->second.pool);
 }
 
-void Service::op_scale(const Request&, const ops::ScaleArgs& a,
-                       const OpResponder<ops::Scale>& res) {
+void Service::serve(const Request&, const ops::ScaleArgs& a, const OpResponder<ops::Scale>& res) {
   auto p = controlled_pool(a.pool);
   if (!p) return (void)res.error(p.status());
   const PoolConfig& pc = p->first;
@@ -185,8 +183,8 @@ void Service::op_scale(const Request&, const ops::ScaleArgs& a,
   answer_pool_control(p->second->scale(a.workers), a.pool, *p->second, res);
 }
 
-void Service::op_strategy(const Request&, const ops::StrategyArgs& a,
-                          const OpResponder<ops::Strategy>& res) {
+void Service::serve(const Request&, const ops::StrategyArgs& a,
+                    const OpResponder<ops::Strategy>& res) {
   auto p = controlled_pool(a.pool);
   if (!p) return (void)res.error(p.status());
   auto s = parse_strategy(a.strategy);
@@ -194,31 +192,30 @@ void Service::op_strategy(const Request&, const ops::StrategyArgs& a,
   answer_pool_control(p->second->set_strategy(*s), a.pool, *p->second, res);
 }
 
-void Service::op_drain(const Request&, const ops::PoolArgs& a, const OpResponder<ops::Drain>& res) {
+void Service::serve(const Request&, const ops::PoolArgs& a, const OpResponder<ops::Drain>& res) {
   auto p = controlled_pool(a.pool);
   if (!p) return (void)res.error(p.status());
   p->second->drain();
   answer_pool_control(Status::ok(), a.pool, *p->second, res);
 }
 
-void Service::op_resume(const Request&, const ops::PoolArgs& a,
-                        const OpResponder<ops::Resume>& res) {
+void Service::serve(const Request&, const ops::PoolArgs& a, const OpResponder<ops::Resume>& res) {
   auto p = controlled_pool(a.pool);
   if (!p) return (void)res.error(p.status());
   p->second->resume();
   answer_pool_control(Status::ok(), a.pool, *p->second, res);
 }
 
-void Service::op_restart(const Request&, const ops::RestartArgs& a,
-                         const OpResponder<ops::Restart>& res) {
+void Service::serve(const Request&, const ops::RestartArgs& a,
+                    const OpResponder<ops::Restart>& res) {
   auto p = controlled_pool(a.pool);
   if (!p) return (void)res.error(p.status());
   p->second->restart(a.rolling);
   answer_pool_control(Status::ok(), a.pool, *p->second, res);
 }
 
-void Service::op_kill_worker(const Request&, const ops::KillWorkerArgs& a,
-                             const OpResponder<ops::KillWorker>& res) {
+void Service::serve(const Request&, const ops::KillWorkerArgs& a,
+                    const OpResponder<ops::KillWorker>& res) {
   auto p = controlled_pool(a.pool);
   if (!p) return (void)res.error(p.status());
   answer_pool_control(p->second->kill_worker(a.pid, a.signal), a.pool, *p->second, res);

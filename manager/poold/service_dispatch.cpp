@@ -1,7 +1,8 @@
 // Service: the dispatch of control requests. handle() (the control server's thread) runs
 // each operation on the thread its Lane names (<sandpool/control_ops.hpp>); run() finds its
-// handler. A typed handler gets its arguments decoded by the one mapping (op_json.hpp): a
-// malformed argument is refused `bad_request` naming the field before the handler runs.
+// handler, generated for every operation of ops::AllOps: the arguments decoded by the one
+// mapping (op_json.hpp), a malformed one refused `bad_request` naming the field before the
+// handler runs.
 // Also the operations answered on the server's thread: events and shutdown; and reload.
 #include <string_view>
 #include <utility>
@@ -9,23 +10,13 @@
 #include "poold/service.hpp"
 
 namespace sandpool::poold {
-namespace {
 
-// A handler taking the request as it came (operations not yet given types of their own).
-template <auto Method>
-void untyped(Service& s, const Request& req, const Responder& res) {
-  (s.*Method)(req, res);
-}
-
-// A handler taking Op's arguments, decoded, and answering Op's reply.
-template <class Op, auto Method>
-void typed(Service& s, const Request& req, const Responder& res) {
+template <class Op>
+void Service::run_typed(Service& s, const Request& req, const Responder& res) {
   typename Op::Args args;
   if (Status st = ops::decode(req.args, &args); !st) return (void)res.error(st);
-  (s.*Method)(req, args, OpResponder<Op>(res));
+  s.serve(req, args, OpResponder<Op>(res));
 }
-
-}  // namespace
 
 void Service::handle(Request req, Responder res) {
   // The server only passes on operations of the table (ControlServer::known_op).
@@ -55,46 +46,12 @@ void Service::handle(Request req, Responder res) {
 }
 
 const std::map<std::string_view, Service::Handler>& Service::handlers() {
-  static const std::map<std::string_view, Handler> kHandlers = {
-      {ops::ServerStatus::kName, &typed<ops::ServerStatus, &Service::op_status>},
-      {ops::Workers::kName, &typed<ops::Workers, &Service::op_workers>},
-      {ops::Stats::kName, &typed<ops::Stats, &Service::op_stats>},
-      {ops::Events::kName, &typed<ops::Events, &Service::op_events>},
-      {ops::Task::kName, &typed<ops::Task, &Service::op_task>},
-      {ops::Wait::kName, &typed<ops::Wait, &Service::op_wait>},
-      {"submit", &untyped<&Service::op_submit>},
-      {"submit_batch", &untyped<&Service::op_submit_batch>},
-      {ops::Cancel::kName, &typed<ops::Cancel, &Service::op_cancel>},
-      {ops::Scale::kName, &typed<ops::Scale, &Service::op_scale>},
-      {ops::Strategy::kName, &typed<ops::Strategy, &Service::op_strategy>},
-      {ops::Drain::kName, &typed<ops::Drain, &Service::op_drain>},
-      {ops::Resume::kName, &typed<ops::Resume, &Service::op_resume>},
-      {ops::Restart::kName, &typed<ops::Restart, &Service::op_restart>},
-      {ops::KillWorker::kName, &typed<ops::KillWorker, &Service::op_kill_worker>},
-      {ops::DlqList::kName, &typed<ops::DlqList, &Service::op_dlq_list>},
-      {ops::DlqShow::kName, &typed<ops::DlqShow, &Service::op_dlq_show>},
-      {ops::DlqReplay::kName, &typed<ops::DlqReplay, &Service::op_dlq_replay>},
-      {ops::DlqPurge::kName, &typed<ops::DlqPurge, &Service::op_dlq_purge>},
-      {ops::DlqImport::kName, &typed<ops::DlqImport, &Service::op_dlq_import>},
-      {ops::Reload::kName, &typed<ops::Reload, &Service::op_reload>},
-      {ops::Shutdown::kName, &typed<ops::Shutdown, &Service::op_shutdown>},
-  };
+  static const std::map<std::string_view, Handler> kHandlers = [] {
+    std::map<std::string_view, Handler> m;
+    ops::for_each_op(ops::AllOps{}, [&m]<class Op>() { m.emplace(Op::kName, &run_typed<Op>); });
+    return m;
+  }();
   return kHandlers;
-}
-
-Status Service::check_handlers() {
-  for (const ops::OpInfo& op : ops::kOps) {
-    if (handlers().count(op.name) == 0) {
-      return Status::error(Code::kInternal, "no handler for operation " + std::string(op.name));
-    }
-  }
-  for (const auto& [name, handler] : handlers()) {
-    if (ops::find_op(name) == nullptr) {
-      return Status::error(Code::kInternal,
-                           "a handler for " + std::string(name) + ", which is no operation");
-    }
-  }
-  return Status::ok();
 }
 
 void Service::run(const Request& req, const Responder& res) {
@@ -105,21 +62,20 @@ void Service::run(const Request& req, const Responder& res) {
   it->second(*this, req, res);
 }
 
-void Service::op_events(const Request&, const ops::EventsArgs& a,
-                        const OpResponder<ops::Events>& res) {
+void Service::serve(const Request&, const ops::EventsArgs& a, const OpResponder<ops::Events>& res) {
   // The hub sends the event frames, then the final reply ({}, ops::EmptyReply) once the
   // stream ends.
   hub_->subscribe(a.pool, a.follow, res.responder());
 }
 
-void Service::op_reload(const Request&, const ops::NoArgs&, const OpResponder<ops::Reload>& res) {
+void Service::serve(const Request&, const ops::NoArgs&, const OpResponder<ops::Reload>& res) {
   const Result<ops::ReloadReply> r = reload();  // on the job thread (Lane::kJobs)
   if (!r) return (void)res.error(r.status());
   res.ok(*r);
 }
 
-void Service::op_shutdown(const Request&, const ops::ShutdownArgs& a,
-                          const OpResponder<ops::Shutdown>& res) {
+void Service::serve(const Request&, const ops::ShutdownArgs& a,
+                    const OpResponder<ops::Shutdown>& res) {
   res.ok(ops::ShutdownReply{true});
   if (on_shutdown_) on_shutdown_(a.timeout);
 }

@@ -64,8 +64,8 @@ ops::DeadLetterEntry entry_of(const DeadLetter& l) {
 // No flush before a read: a pool reports a task dead_lettered only once its letter is
 // committed (pool_loop_letters.cpp), so every letter a client was told about is already
 // readable, and a read never waits on a store whose writes fail.
-void Service::op_dlq_list(const Request&, const ops::DlqListArgs& a,
-                          const OpResponder<ops::DlqList>& res) {
+void Service::serve(const Request&, const ops::DlqListArgs& a,
+                    const OpResponder<ops::DlqList>& res) {
   auto filter = filter_of(a.filter);
   if (!filter) return (void)res.error(filter.status());
   DeadLetterPage page;
@@ -84,8 +84,8 @@ void Service::op_dlq_list(const Request&, const ops::DlqListArgs& a,
   res.ok(out);
 }
 
-void Service::op_dlq_show(const Request&, const ops::DlqShowArgs& a,
-                          const OpResponder<ops::DlqShow>& res) {
+void Service::serve(const Request&, const ops::DlqShowArgs& a,
+                    const OpResponder<ops::DlqShow>& res) {
   auto l = store_->get(a.id);
   if (!l) return (void)res.error(l.status());
   ops::DlqShowReply out{
@@ -93,15 +93,15 @@ void Service::op_dlq_show(const Request&, const ops::DlqShowArgs& a,
   res.ok(out, l->payload);
 }
 
-void Service::op_dlq_replay(const Request&, const ops::DlqSelector& a,
-                            const OpResponder<ops::DlqReplay>& res) {
+void Service::serve(const Request&, const ops::DlqSelector& a,
+                    const OpResponder<ops::DlqReplay>& res) {
   auto out = dlq_replay(a);
   if (!out) return (void)res.error(out.status());
   res.ok(*out);
 }
 
-void Service::op_dlq_purge(const Request&, const ops::DlqSelector& a,
-                           const OpResponder<ops::DlqPurge>& res) {
+void Service::serve(const Request&, const ops::DlqSelector& a,
+                    const OpResponder<ops::DlqPurge>& res) {
   Result<std::uint64_t> n = std::uint64_t{0};
   if (a.id) {
     n = store_->purge(*a.id);

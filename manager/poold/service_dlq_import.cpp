@@ -9,8 +9,8 @@
 
 namespace sandpool::poold {
 
-void Service::op_dlq_import(const Request& req, const ops::DlqImportArgs& a,
-                            const OpResponder<ops::DlqImport>& res) {
+void Service::serve(const Request& req, const ops::DlqImportArgs& a,
+                    const OpResponder<ops::DlqImport>& res) {
   auto letters = dead_letter_file::parse(req.blob, a.source, a.first_line);
   if (!letters) return (void)res.error(Status::invalid(letters.status().message()));
   auto done = store_->import_letters(*letters);

@@ -12,61 +12,33 @@ namespace {
 
 using nlohmann::json;
 
-bool fits_int32(const json& v) {
-  if (v.is_number_unsigned()) return v.get<std::uint64_t>() <= INT32_MAX;
-  if (!v.is_number_integer()) return false;
-  const auto n = v.get<std::int64_t>();
-  return n >= INT32_MIN && n <= INT32_MAX;
-}
-
-// Reads the optional typed arguments of one task into SubmitOptions, each checked against
-// its range (nothing truncated): timeout_ms 1..`max_timeout` (the pool's
-// task_defaults.max_timeout), retries 0..4294967295 (the config's range for the pool's own).
-Status submit_options(const json& a, std::chrono::milliseconds max_timeout, SubmitOptions* o) {
-  if (auto it = a.find("priority"); it != a.end()) {
-    if (!fits_int32(*it)) {
-      return Status::invalid("priority: an integer from " + std::to_string(INT32_MIN) + " to " +
-                             std::to_string(INT32_MAX));
+// The submit options of one task, each checked against the range its type does not give
+// (the decode checked the types): timeout_ms 1..`max_timeout` (the pool's
+// task_defaults.max_timeout).
+Status submit_options(const ops::SubmitArgs& a, std::chrono::milliseconds max_timeout,
+                      SubmitOptions* o) {
+  o->priority = a.priority;
+  if (a.timeout) {
+    const std::int64_t ms = a.timeout->count();
+    if (ms < 1 || ms > max_timeout.count()) {
+      return Status::invalid("timeout_ms: " + std::to_string(ms) + " is outside 1 to " +
+                             std::to_string(max_timeout.count()) +
+                             " (1 ms to the pool's task_defaults.max_timeout)");
     }
-    o->priority = it->get<std::int32_t>();
+    o->timeout = *a.timeout;
   }
-  if (auto it = a.find("timeout_ms"); it != a.end()) {
-    const std::string bounds = "1 to " + std::to_string(max_timeout.count()) +
-                               " (1 ms to the pool's task_defaults.max_timeout)";
-    if (!it->is_number_unsigned()) return Status::invalid("timeout_ms: an integer from " + bounds);
-    const auto ms = it->get<std::uint64_t>();
-    if (ms < 1 || ms > static_cast<std::uint64_t>(max_timeout.count())) {
-      return Status::invalid("timeout_ms: " + std::to_string(ms) + " is outside " + bounds);
-    }
-    o->timeout = std::chrono::milliseconds(static_cast<std::int64_t>(ms));
-  }
-  if (auto it = a.find("retries"); it != a.end()) {
-    const std::string bounds = "0 to " + std::to_string(UINT32_MAX);
-    if (!it->is_number_unsigned()) return Status::invalid("retries: an integer from " + bounds);
-    const auto n = it->get<std::uint64_t>();
-    if (n > UINT32_MAX) {
-      return Status::invalid("retries: " + std::to_string(n) + " is outside " + bounds);
-    }
-    o->retries = static_cast<std::uint32_t>(n);
-  }
-  if (auto it = a.find("key"); it != a.end()) {
-    if (!it->is_string()) return Status::invalid("key: a string");
-    o->key = it->get<std::string>();
-  }
+  o->retries = a.retries;
+  o->key = a.key;
   return Status::ok();
 }
 
-std::string string_arg(const json& a, const char* name) {
-  auto it = a.find(name);
-  return it != a.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-// Ok iff `lens` (a batch's payload_lens) are unsigned and add up to `blob_size`.
-Status check_payload_lens(const json& lens, std::size_t blob_size) {
-  std::size_t total = 0;
-  for (const json& len : lens) {
-    if (!len.is_number_unsigned()) return Status::invalid("payload_lens: unsigned lengths");
-    total += len.get<std::size_t>();
+// Ok iff the payload lengths add up to `blob_size`.
+Status check_payload_lens(const std::vector<std::uint64_t>& lens, std::size_t blob_size) {
+  std::uint64_t total = 0;  // never above blob_size
+  for (const std::uint64_t len : lens) {
+    if (len > blob_size - total)
+      return Status::invalid("payload_lens do not add up to the payload");
+    total += len;
   }
   if (total != blob_size) return Status::invalid("payload_lens do not add up to the payload");
   return Status::ok();
@@ -82,14 +54,14 @@ struct SharedBatch {
 };
 
 template <class Route>
-SharedBatch shared_batch(const json& defaults, bool stopping, const Route& route) {
+SharedBatch shared_batch(const ops::SubmitArgs& defaults, bool stopping, const Route& route) {
   SharedBatch b;
-  b.type = string_arg(defaults, "type");
+  b.type = defaults.type;
   if (stopping) {
     b.refusal = Status::error(Code::kClosed, "poold is shutting down");
   } else if (b.type.empty()) {
     b.refusal = Status::invalid("type: required, a non-empty string");
-  } else if (auto pool = route(string_arg(defaults, "pool"), b.type); !pool) {
+  } else if (auto pool = route(defaults.pool, b.type); !pool) {
     b.refusal = pool.status();
   } else if (Status s = submit_options(defaults, (*pool)->max_timeout(), &b.options); !s) {
     b.refusal = s;
@@ -149,12 +121,12 @@ std::optional<Service::Submission> Service::existing_task(const KeptTask& kept,
   return std::nullopt;
 }
 
-Result<Service::Submission> Service::submit_one(const json& args, std::string payload, bool wait,
-                                                bool progress, const Responder* res) {
+Result<Service::Submission> Service::submit_one(const ops::SubmitArgs& args, std::string payload,
+                                                bool wait, bool progress, const Responder* res) {
   if (stopping_.load()) return Status::error(Code::kClosed, "poold is shutting down");
-  const std::string type = string_arg(args, "type");
+  const std::string& type = args.type;
   if (type.empty()) return Status::invalid("type: required, a non-empty string");
-  const std::string key = string_arg(args, "idempotency_key");
+  const std::string& key = args.idempotency_key;
   if (!key.empty()) {
     if (auto kept = idempotency_.find(key)) {
       if (auto existing = existing_task(*kept, wait ? res : nullptr)) return *existing;
@@ -162,7 +134,7 @@ Result<Service::Submission> Service::submit_one(const json& args, std::string pa
                  kept->task_id);
     }
   }
-  auto pool = route(string_arg(args, "pool"), type);
+  auto pool = route(args.pool, type);
   if (!pool) return pool.status();
   SubmitOptions o;
   if (Status s = submit_options(args, (*pool)->max_timeout(), &o); !s) return s;
@@ -219,45 +191,46 @@ TaskCallbacks Service::replay_callbacks() {
   return cb;
 }
 
-void Service::op_submit(const Request& req, const Responder& res) {
-  const bool wait = req.args.value("wait", false);
-  const bool progress = req.args.value("progress", false);
-  auto s = submit_one(req.args, req.blob, wait, progress, &res);
+void Service::serve(const Request& req, const ops::SubmitArgs& a,
+                    const OpResponder<ops::Submit>& res) {
+  auto s = submit_one(a, req.blob, a.wait, a.progress, &res.responder());
   if (!s) return (void)res.error(s.status());
-  if (!wait) return (void)res.ok({{"id", s->id}, {"existing", s->existing}});
-  res.event({{"event", "accepted"}, {"id", s->id}, {"existing", s->existing}});
+  if (!a.wait) return (void)res.ok(ops::SubmitReply{s->id, s->existing, std::nullopt});
+  res.event(ops::SubmitEvent{"accepted", s->id, s->existing});
   if (!s->existing) return;  // its on_done answers
   // An existing task that ended: its account now (open ones answer when they end). The
   // pool's record when it has one, else what the key kept.
   if (s->ticket) {
     if (!s->ticket->done()) return;
     const TaskResult r = s->ticket->snapshot();
-    return (void)res.ok(task_json(r), r.result);
+    return (void)res.ok(ops::SubmitReply{r.id, true, account_of(r)}, r.result);
   }
-  json j = task_json(*s->kept->final);
-  if (s->kept->result_dropped) j["result_dropped"] = true;
-  res.ok(std::move(j), s->kept->final->result);
+  ops::TaskAccount account = account_of(*s->kept->final);
+  account.result_dropped = s->kept->result_dropped;
+  res.ok(ops::SubmitReply{account.id, true, std::move(account)}, s->kept->final->result);
 }
 
-void Service::op_submit_batch(const Request& req, const Responder& res) {
+namespace {
+
+// A batch's refusal of the task at `index` (or, as refused_from, of every task from it on).
+ops::BatchRefusal refusal_at(std::size_t index, const Status& why) {
+  return {index, std::string(control::wire_code(why.code())), why.message()};
+}
+
+}  // namespace
+
+void Service::serve(const Request& req, const ops::SubmitBatchArgs& a,
+                    const OpResponder<ops::SubmitBatch>& res) {
   // docs/protocol.md: `payload_lens` (one per task) slices the blob; the tasks share
-  // `defaults`, or each has its own object in `tasks`.
-  auto lens = req.args.find("payload_lens");
-  if (lens == req.args.end() || !lens->is_array()) {
-    return (void)res.error(Status::invalid("payload_lens: one payload length per task"));
+  // `defaults`, or each has its own entry in `tasks` (the decode checked there is one per
+  // length). Check the payload slices first, so a malformed batch submits nothing.
+  if (Status st = check_payload_lens(a.payload_lens, req.blob.size()); !st) {
+    return (void)res.error(st);
   }
-  const auto tasks = req.args.find("tasks");
-  const bool per_task = tasks != req.args.end();
-  if (per_task && (!tasks->is_array() || tasks->size() != lens->size())) {
-    return (void)res.error(Status::invalid("tasks: one object per payload_lens entry"));
-  }
-  const json defaults = req.args.value("defaults", json::object());
-  if (!defaults.is_object()) return (void)res.error(Status::invalid("defaults: an object"));
-  // Check the payload slices first, so a malformed batch submits nothing.
-  if (Status st = check_payload_lens(*lens, req.blob.size()); !st) return (void)res.error(st);
+  const ops::SubmitArgs defaults = a.defaults.value_or(ops::SubmitArgs{});
   // Shared options without an idempotency key (poolctl batch): read them and route the pool
   // once per request instead of once per task, since every task would get the same answer.
-  const bool shared = !per_task && !defaults.contains("idempotency_key");
+  const bool shared = !a.tasks && defaults.idempotency_key.empty();
   SharedBatch batch;
   if (shared) {
     batch = shared_batch(
@@ -267,27 +240,22 @@ void Service::op_submit_batch(const Request& req, const Responder& res) {
       reply_when_done(result.id, result);
     };
   }
-  json ids = json::array();
-  json existing_at = json::array();
-  json errors = json::array();
+  ops::SubmitBatchReply out;
+  out.ids.reserve(a.payload_lens.size());
   // Shared options: from the first refusal that would refuse every later task the same way
   // (queue_full, a closing service, an unroutable type), the rest of the request is not
   // tried, and the reply says so once (`refused_from`) instead of once per task.
-  std::optional<std::size_t> refused_from;
-  if (shared && !batch.pool) refused_from = 0;
+  if (shared && !batch.pool) out.refused_from = refusal_at(0, batch.refusal);
   std::size_t at = 0;
-  for (std::size_t i = 0; i < lens->size() && !refused_from; ++i) {
-    const std::size_t len = (*lens)[i].get<std::size_t>();
-    const json& args = per_task ? (*tasks)[i] : defaults;
-    if (!args.is_object()) {
-      return (void)res.error(Status::invalid("tasks: objects of submit arguments"));
-    }
+  for (std::size_t i = 0; i < a.payload_lens.size() && !out.refused_from; ++i) {
+    const std::size_t len = a.payload_lens[i];
     bool existing = false;
     Result<std::uint64_t> r = std::uint64_t{0};
     if (shared) {
       auto t = batch.pool->submit(batch.type, req.blob.substr(at, len), batch.options);
       r = t ? Result<std::uint64_t>(t->id()) : Result<std::uint64_t>(t.status());
     } else {
+      const ops::SubmitArgs& args = a.tasks ? (*a.tasks)[i] : defaults;
       auto s = submit_one(args, req.blob.substr(at, len), false, false, nullptr);
       r = s ? Result<std::uint64_t>(s->id) : Result<std::uint64_t>(s.status());
       existing = s && s->existing;
@@ -295,27 +263,16 @@ void Service::op_submit_batch(const Request& req, const Responder& res) {
     at += len;
     if (shared && !r && r.status().code() == Code::kQueueFull) {
       // No room now: a task never overtakes an earlier one of its request that was refused.
-      batch.refusal = r.status();
-      refused_from = i;
+      out.refused_from = refusal_at(i, r.status());
     } else if (r) {
-      ids.push_back(*r);
-      if (existing) existing_at.push_back(i);
+      out.ids.push_back(*r);
+      if (existing) out.existing.push_back(i);
     } else {
-      ids.push_back(0);
-      errors.push_back({{"index", i},
-                        {"code", std::string(control::wire_code(r.status().code()))},
-                        {"message", r.status().message()}});
+      out.ids.push_back(0);
+      out.errors.push_back(refusal_at(i, r.status()));
     }
   }
-  json out{{"ids", std::move(ids)}};
-  if (!existing_at.empty()) out["existing"] = std::move(existing_at);
-  if (!errors.empty()) out["errors"] = std::move(errors);
-  if (refused_from) {
-    out["refused_from"] = {{"index", *refused_from},
-                           {"code", std::string(control::wire_code(batch.refusal.code()))},
-                           {"message", batch.refusal.message()}};
-  }
-  res.ok(std::move(out));
+  res.ok(out);
 }
 
 void answer_with_account(const Responder& res, const TaskResult& r, bool with_result) {
@@ -327,15 +284,14 @@ void answer_with_account(const Responder& res, const TaskResult& r, bool with_re
   res.ok(ops::encode(account));
 }
 
-void Service::op_task(const Request& req, const ops::TaskIdArgs& a,
-                      const OpResponder<ops::Task>& res) {
+void Service::serve(const Request& req, const ops::TaskIdArgs& a,
+                    const OpResponder<ops::Task>& res) {
   auto t = find_task(a.id);
   if (!t) return (void)res.error(Status::error(Code::kNotFound, "no task " + std::to_string(a.id)));
   answer_with_account(res.responder(), t->snapshot(), req.rights >= Rights::kAdmin);
 }
 
-void Service::op_cancel(const Request&, const ops::TaskIdArgs& a,
-                        const OpResponder<ops::Cancel>& res) {
+void Service::serve(const Request&, const ops::TaskIdArgs& a, const OpResponder<ops::Cancel>& res) {
   auto t = find_task(a.id);
   if (!t) return (void)res.error(Status::error(Code::kNotFound, "no task " + std::to_string(a.id)));
   const bool asked = t->cancel();

@@ -6,8 +6,7 @@
 
 namespace sandpool::poold {
 
-void Service::op_wait(const Request& req, const ops::WaitArgs& a,
-                      const OpResponder<ops::Wait>& res) {
+void Service::serve(const Request& req, const ops::WaitArgs& a, const OpResponder<ops::Wait>& res) {
   auto t = find_task(a.id);
   if (!t) return (void)res.error(Status::error(Code::kNotFound, "no task " + std::to_string(a.id)));
   const bool with_result = req.rights >= Rights::kAdmin;

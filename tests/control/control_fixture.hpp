@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include <sandpool/client.hpp>
 #include <sandpool/control.hpp>
 #include <sandpool/unique_fd.hpp>
+#include "wire_json.hpp"
 
 #include "control/frame_codec.hpp"
 
@@ -52,6 +52,7 @@ class FakeHandler : public ControlHandler {
   void handle(Request request, Responder responder) override {
     std::unique_lock<std::mutex> lock(mu_);
     ops_.push_back(request.op);
+    last_request_ = request.op + " " + request.args.dump();
     if (parked_ops_.count(request.op) != 0) {
       parked_.push_back({std::move(request), responder});
       cv_.notify_all();
@@ -78,6 +79,12 @@ class FakeHandler : public ControlHandler {
     } else {
       r.ok({{"op", request.op}, {"args", request.args}, {"blob", request.blob}});
     }
+  }
+
+  // "<op> <args as JSON>" of the last request that came.
+  std::string last_request() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_request_;
   }
 
   // Ops whose requests the test answers itself (through take_parked).
@@ -109,6 +116,7 @@ class FakeHandler : public ControlHandler {
   std::function<void(Request, const Responder&)> on_request;
 
  private:
+  std::string last_request_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, bool> parked_ops_;

@@ -9,8 +9,8 @@
 #include <mutex>
 #include <set>
 
-#include <sandpool/client.hpp>
 #include <sandpool/ipc/messages.hpp>
+#include "wire_json.hpp"
 
 #include "hostile_protocol.hpp"
 #include "poold/poold_process.hpp"
@@ -60,7 +60,7 @@ TEST_CASE("a reload adding a pool that declares another pool's type reports it, 
   Client c = f.connect();
   write_file(f.config, service_yaml(f.dir.path) + "pools:\n" + pool_yaml("victim", "echo") +
                            hostile_pool_yaml("thief", kThiefConfig));
-  auto report = c.reload();
+  auto report = as_json(c.reload());
   REQUIRE(report);
   INFO(report->dump());
   REQUIRE((*report)["failed"].size() == 1);
@@ -74,7 +74,7 @@ TEST_CASE("a reload adding a pool that declares another pool's type reports it, 
   REQUIRE(r);
   CHECK(r->state == "completed");
   CHECK(r->result == "secret");
-  auto status = c.status();
+  auto status = as_json(c.status());
   REQUIRE(status);
   CHECK((*status)["pools"].size() == 1);
 }
@@ -90,8 +90,8 @@ TEST_CASE("a worker's flood of progress frames is coalesced and its submitter st
   std::condition_variable cv;
   std::set<std::uint64_t> ended;
   Client watch = f.connect();
-  REQUIRE(watch.start(
-      "events", {{"follow", true}}, {},
+  REQUIRE(raw_start(
+      watch, "events", {{"follow", true}}, {},
       [&](const Reply& e) {
         if (e.body.value("event", "") != "task_ended") return;
         std::lock_guard<std::mutex> lock(mu);
@@ -140,10 +140,10 @@ TEST_CASE("a worker's flood of progress frames is coalesced and its submitter st
   REQUIRE(r);  // the connection was not dropped: the final account arrived
   CHECK(r->id == id);
   CHECK(r->state == "dead_lettered");  // the worker exited after the flood: lost, no retries
-  CHECK(r->body["history"][0]["outcome"] == "lost");
+  CHECK(account_json(*r)["history"][0]["outcome"] == "lost");
   UNSCOPED_INFO("progress events that reached the submitter: " << seen.load());
   // The flood reached the submitter coalesced: far fewer events than frames.
   CHECK(seen.load() < 500);
   CHECK(whole.load() == seen.load());
-  REQUIRE(c.status());
+  REQUIRE(as_json(c.status()));
 }

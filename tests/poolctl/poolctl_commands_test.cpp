@@ -82,8 +82,8 @@ TEST_CASE("status prints the service and its pools, or one JSON object") {
   ScriptedService service(dir.path());
   auto r = poolctl(service.socket(), {"status"});
   REQUIRE(r.exit_code == 0);
-  CHECK(contains(r.out, "version:"));
-  CHECK(contains(r.out, "1d01h"));  // uptime_ms 90061000 in human units
+  CHECK(contains(r.out, "pid:"));
+  CHECK(contains(r.out, "4242"));
   CHECK(contains(r.out, "default"));
   auto j = poolctl(service.socket(), {"--json", "status"});
   REQUIRE(j.exit_code == 0);

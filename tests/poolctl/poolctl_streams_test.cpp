@@ -150,7 +150,7 @@ TEST_CASE("events prints the recent events, one line or one JSON object each") {
   CHECK(service.requests("events").back().args["pool"] == "default");
   auto j = poolctl(service.socket(), {"events", "--json"});
   REQUIRE(lines_of(j.out).size() == 2);
-  CHECK(json::parse(lines_of(j.out)[1])["id"] == 7);
+  CHECK(json::parse(lines_of(j.out)[1])["task_id"] == 7);
 }
 
 TEST_CASE("events --follow streams each event as it happens until the service ends the stream") {

@@ -141,8 +141,10 @@ void ScriptedService::answer(const Request& r, const Responder& out) {
   const std::string pool = a.value("pool", std::string());
   const bool known_pool = pool.empty() || pool == "default";
   if (r.op == "status") {
-    out.ok({{"version", "0.1.0"},
-            {"uptime_ms", 90061000},
+    // What poold's `status` sends (ops::StatusReply); poolctl decodes it by that type.
+    out.ok({{"pid", 4242},
+            {"started_ms", 1700000000000},
+            {"stopping", false},
             {"pools", json::array({{{"name", "default"},
                                     {"state", "running"},
                                     {"workers", 2},
@@ -162,7 +164,7 @@ void ScriptedService::answer(const Request& r, const Responder& out) {
     if (a.value("id", 0) != 7) return void(out.error("not_found", "no task " + a["id"].dump()));
     out.ok(task_account());
   } else if (r.op == "cancel") {
-    out.ok({{"id", a["id"]}, {"state", "cancelled"}});
+    out.ok({{"id", a["id"]}, {"cancelled", true}, {"state", "cancelled"}});
   } else if (r.op == "submit") {
     answer_submit(r, out);
   } else if (r.op == "submit_batch") {
@@ -178,7 +180,9 @@ void ScriptedService::answer(const Request& r, const Responder& out) {
   } else if (r.op == "kill_worker" && a.value("pid", 0) != 4101) {
     out.error("not_found", "no worker " + a["pid"].dump() + " in pool default");
   } else {
-    out.ok(r.op == "scale" ? json{{"pool", pool}, {"workers", a["workers"]}} : json::object());
+    // What poold sends for every pool control (ops::PoolStateReply).
+    out.ok(r.op == "shutdown" ? json{{"stopping", true}}
+                              : json{{"pool", "default"}, {"state", "running"}});
   }
 }
 
@@ -245,11 +249,18 @@ void ScriptedService::answer_batch(const Request& r, const Responder& out) {
 }
 
 void ScriptedService::answer_dlq(const Request& r, const Responder& out) {
-  // As poold's letters: the task's fields (`id` is the task id) plus `letter_id`.
-  const json letter{
-      {"id", 7},           {"letter_id", 1},       {"task_id", 7},
-      {"pool", "default"}, {"type", "echo"},       {"reason", "retries_exhausted"},
-      {"attempts", 2},     {"error", "timed out"}, {"dead_lettered_ms", now_ms() - 60000}};
+  // As poold's letters (ops::DeadLetterEntry): the task's fields (`id` is the task id) plus
+  // `letter_id`.
+  const json letter{{"id", 7},
+                    {"letter_id", 1},
+                    {"pool", "default"},
+                    {"type", "echo"},
+                    {"state", "dead_lettered"},
+                    {"reason", "retries_exhausted"},
+                    {"attempts", 2},
+                    {"history", json::array()},
+                    {"error", "timed out"},
+                    {"dead_lettered_ms", now_ms() - 60000}};
   if (r.op == "dlq_list") {
     json reply{{"entries", json::array({letter})}};
     if (r.args.contains("limit")) reply["next_cursor"] = "1";
@@ -258,7 +269,8 @@ void ScriptedService::answer_dlq(const Request& r, const Responder& out) {
     if (r.args.value("id", 0) != 1) return void(out.error("not_found", "no dead letter"));
     out.ok(letter, "the payload");
   } else if (r.op == "dlq_replay") {
-    out.ok({{"replayed", r.args.contains("id") ? 1 : 2}, {"ids", json::array({201, 202})}});
+    const json ids = r.args.contains("id") ? json::array({201}) : json::array({201, 202});
+    out.ok({{"replayed", ids.size()}, {"ids", ids}});
   } else {
     out.ok({{"purged", r.args.contains("id") ? 1 : 2}});
   }
@@ -271,7 +283,7 @@ void ScriptedService::answer_events(const Request& r, const Responder& out) {
         {{"event", "worker_started"}, {"pool", "default"}, {"pid", 4101}, {"time_ms", now_ms()}});
     out.event({{"event", "task_ended"},
                {"pool", "default"},
-               {"id", 7},
+               {"task_id", 7},
                {"state", "completed"},
                {"time_ms", now_ms()}});
     return void(out.ok());

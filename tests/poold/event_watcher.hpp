@@ -7,9 +7,9 @@
 #include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <sandpool/client.hpp>
 #include <string>
 #include <vector>
+#include "wire_json.hpp"
 
 #include "poold_process.hpp"
 
@@ -25,8 +25,8 @@ class EventWatcher {
     client_.emplace(std::move(c).value());
     nlohmann::json args{{"follow", true}};
     if (!pool.empty()) args["pool"] = pool;
-    auto id = client_->start(
-        "events", std::move(args), {},
+    auto id = raw_start(
+        *client_, "events", std::move(args), {},
         [this](const Reply& e) {
           std::lock_guard<std::mutex> lock(mu_);
           events_.push_back(e.body);

@@ -32,7 +32,7 @@ TEST_CASE("poold: a read-only uid holding every connection it may leaves root's 
   // never say hello, and those let in stay open until the end of the test.
   std::vector<UniqueFd> held = connect_as(65534, f.socket, 70);
   Client root = f.connect();
-  auto status = root.status();
+  auto status = as_json(root.status());
   INFO(status.status().to_string());
   REQUIRE(status);
   CHECK((*status)["pools"].size() == 1);
@@ -47,8 +47,8 @@ TEST_CASE("poold: reads are answered while a reload waits for a new pool's first
   Client watch = f.connect();
   std::promise<void> slow_started;
   std::atomic<bool> seen{false};
-  REQUIRE(watch.start(
-      "events", {{"follow", true}, {"pool", "slow"}}, {},
+  REQUIRE(raw_start(
+      watch, "events", {{"follow", true}, {"pool", "slow"}}, {},
       [&](const Reply& e) {
         if (e.body.value("event", "") == "worker_started" && !seen.exchange(true))
           slow_started.set_value();
@@ -59,22 +59,23 @@ TEST_CASE("poold: reads are answered while a reload waits for a new pool's first
                            "/libhostile.so\n    plugin_config: {init_hang: true}\n"
                            "    health: {init_timeout: 60s}\n");
   std::promise<void> reloaded;
-  REQUIRE(c.start("reload", json::object(), {}, {}, [&](Result<Reply>) { reloaded.set_value(); }));
+  REQUIRE(
+      raw_start(c, "reload", json::object(), {}, {}, [&](Result<Reply>) { reloaded.set_value(); }));
   REQUIRE(slow_started.get_future().wait_for(kPatience) == std::future_status::ready);
 
   ClientOptions bounded;
   bounded.call_timeout = std::chrono::seconds(30);  // half the reload's wait
   auto reader = Client::connect(f.socket, bounded);
   REQUIRE(reader);
-  auto list = reader->dlq_list();
+  auto list = raw_body(*reader, "dlq_list", nlohmann::json::object());
   INFO(list.status().to_string());
   REQUIRE(list);
   CHECK((*list)["entries"].empty());
-  auto shown = reader->dlq_show(1);
+  auto shown = raw_call(*reader, "dlq_show", {{"id", 1}});
   REQUIRE_FALSE(shown);
   CHECK(error_code_of(shown.status()) == "not_found");
-  REQUIRE(reader->stats());
-  REQUIRE(reader->workers());
+  REQUIRE(as_json(reader->stats()));
+  REQUIRE(as_json(reader->workers()));
   CHECK(reloaded.get_future().wait_for(std::chrono::seconds(0)) == std::future_status::timeout);
 }
 
@@ -85,7 +86,7 @@ TEST_CASE("poold: an admin's submit does not queue behind another client's flood
   std::atomic<int> answered{0};
   std::promise<void> first;
   for (int i = 0; i < kReads; ++i) {
-    REQUIRE(flood.start("stats", json::object(), {}, {}, [&](Result<Reply>) {
+    REQUIRE(raw_start(flood, "stats", json::object(), {}, {}, [&](Result<Reply>) {
       if (answered.fetch_add(1) == 0) first.set_value();
     }));
   }

@@ -34,7 +34,7 @@ int metrics_port(PooldProcess& poold) {
 json store_status_when(Client& c, const std::function<bool(const json&)>& done) {
   const auto until = std::chrono::steady_clock::now() + kPatience;
   for (;;) {
-    auto s = c.status();
+    auto s = as_json(c.status());
     REQUIRE(s);
     const json d = (*s)["dead_letter_store"];
     if (done(d)) return d;
@@ -91,13 +91,13 @@ TEST_CASE(
   REQUIRE(imported.exit_code == 0);
   CHECK(imported.out.find("1 dead letters imported, 0 already present") != std::string::npos);
   Client c2 = f.connect();
-  auto list = c2.dlq_list({{"pool", "fail"}});
+  auto list = raw_body(c2, "dlq_list", {{"pool", "fail"}});
   REQUIRE(list);
   REQUIRE((*list)["entries"].size() == 1);
   const json letter = (*list)["entries"][0];
   CHECK(letter["task_id"] == id);
   CHECK(letter["reason"] == "permanent");
-  auto shown = c2.dlq_show(letter["letter_id"].get<std::uint64_t>());
+  auto shown = raw_call(c2, "dlq_show", {{"id", letter["letter_id"].get<std::uint64_t>()}});
   REQUIRE(shown);
   CHECK(shown->blob == "payload of a task that fails");
 
@@ -105,7 +105,7 @@ TEST_CASE(
   REQUIRE(again.exit_code == 0);
   CHECK(json::parse(again.out)["imported"] == 0);
   CHECK(json::parse(again.out)["already_present"] == 1);
-  auto still = c2.dlq_list({{"pool", "fail"}});
+  auto still = raw_body(c2, "dlq_list", {{"pool", "fail"}});
   REQUIRE(still);
   CHECK((*still)["entries"].size() == 1);
 }
@@ -119,14 +119,15 @@ TEST_CASE("poold: dlq_import refuses a malformed line by its number and imports 
   l.task.type = "fail";
   l.task.reason = DeadReason::kPermanent;
   const std::string good = dead_letter_file::to_line(l);
-  auto r = c.dlq_import(good + "{\"version\": 1}\n", "spill.jsonl", 40);
+  auto r = raw_body(c, "dlq_import", {{"source", "spill.jsonl"}, {"first_line", 40}},
+                    good + "{\"version\": 1}\n");
   REQUIRE_FALSE(r);
   CHECK_THAT(r.status().message(),
              Catch::Contains("bad_request") && Catch::Contains("spill.jsonl line 41: missing"));
-  auto list = c.dlq_list();
+  auto list = raw_body(c, "dlq_list", nlohmann::json::object());
   REQUIRE(list);
   CHECK((*list)["entries"].empty());
-  auto ok = c.dlq_import(good, "spill.jsonl");
+  auto ok = raw_body(c, "dlq_import", {{"source", "spill.jsonl"}, {"first_line", 1}}, good);
   REQUIRE(ok);
   CHECK((*ok)["imported"] == 1);
 }

@@ -41,14 +41,14 @@ TEST_CASE("poold: SIGTERM dead-letters a long task as shutdown, which replays af
                            pool_yaml("sleep", "sleep"));
   f.start();
   Client c2 = f.connect();
-  auto list = c2.dlq_list({{"reason", "shutdown"}});
+  auto list = raw_body(c2, "dlq_list", {{"reason", "shutdown"}});
   REQUIRE(list);
   REQUIRE((*list)["entries"].size() == 1);
   const auto& letter = (*list)["entries"][0];
   CHECK(letter["task_id"] == id);
   CHECK(letter["pool"] == "sleep");
   CHECK(letter["payload_bytes"] == 6);
-  auto replayed = c2.dlq_replay({{"filter", {{"reason", "shutdown"}}}});
+  auto replayed = raw_body(c2, "dlq_replay", {{"filter", {{"reason", "shutdown"}}}});
   REQUIRE(replayed);
   CHECK((*replayed)["replayed"] == 1);
   CHECK((*replayed)["ids"][0] == id);
@@ -59,7 +59,7 @@ TEST_CASE("poold: SIGTERM dead-letters a long task as shutdown, which replays af
   auto fresh = c2.submit(task("sleep", "0"));
   REQUIRE(fresh);
   CHECK(fresh->id > id);
-  auto cancelled = c2.cancel(id);
+  auto cancelled = as_json(c2.cancel(id));
   REQUIRE(cancelled);
 }
 
@@ -82,7 +82,7 @@ TEST_CASE("poold: SIGHUP adds a pool and keeps queued tasks, an invalid reload i
              }).is_ok());
   }
   REQUIRE(poll_until([&] { return status_of(c, "sleep")["queued"].get<int>() >= 3; }));
-  auto before = c.stats("sleep");
+  auto before = as_json(c.stats("sleep"));
   REQUIRE(before);
   CHECK((*before)["pools"][0]["submitted"] == 5);
 
@@ -96,7 +96,7 @@ TEST_CASE("poold: SIGHUP adds a pool and keeps queued tasks, an invalid reload i
   CHECK(echoed->result == "new pool");
   CHECK(status_of(c, "sleep")["queued"].get<int>() >= 3);
   for (auto& w : waits) CHECK(w.wait_for(std::chrono::seconds(0)) == std::future_status::timeout);
-  REQUIRE(c.cancel(holder->id));
+  REQUIRE(as_json(c.cancel(holder->id)));
   for (auto& w : waits) {
     REQUIRE(w.wait_for(kPatience) == std::future_status::ready);
     auto r = w.get();
@@ -107,7 +107,7 @@ TEST_CASE("poold: SIGHUP adds a pool and keeps queued tasks, an invalid reload i
 
   // Invalid: refused with the error, over the socket and on SIGHUP; the pools stay.
   write_file(f.config, service_yaml(f.dir.path) + "pools:\n  - name: BAD NAME\n");
-  auto refused = c.reload();
+  auto refused = as_json(c.reload());
   REQUIRE_FALSE(refused);
   CHECK(refused.status().message().find("poold.yaml:") != std::string::npos);
   f.poold->signal(SIGHUP);
@@ -115,7 +115,7 @@ TEST_CASE("poold: SIGHUP adds a pool and keeps queued tasks, an invalid reload i
   auto still = c.submit_wait(task("echo", "kept"));
   REQUIRE(still);
   CHECK(still->result == "kept");
-  auto status = c.status();
+  auto status = as_json(c.status());
   REQUIRE(status);
   CHECK((*status)["pools"].size() == 2);
 }
@@ -172,9 +172,10 @@ TEST_CASE("poold: a read-only uid sees a task's account, and only an admin its r
     if (!c || c->rights() != "read") return 11;
     auto t = c->task(id);
     if (!t) return 12;
-    if (t->state != "completed" || t->body["attempts"] != 1) return 13;  // the account: yes
-    if (!t->result.empty()) return 14;                                   // its bytes: no
-    if (t->body.value("result_withheld", false) != true) return 15;
+    if (t->state != "completed" || account_json(*t)["attempts"] != 1)
+      return 13;                        // the account: yes
+    if (!t->result.empty()) return 14;  // its bytes: no
+    if (account_json(*t).value("result_withheld", false) != true) return 15;
     return 0;
   });
   ::close(id_pipe[0]);
@@ -191,7 +192,7 @@ TEST_CASE("poold: a read-only uid sees a task's account, and only an admin its r
   auto seen = admin->task(done->id);
   REQUIRE(seen);
   CHECK(seen->result == "the secret result");
-  CHECK_FALSE(seen->body.contains("result_withheld"));
+  CHECK_FALSE(account_json(*seen).contains("result_withheld"));
   const std::uint64_t id = done->id;
   REQUIRE(::write(id_pipe[1], &id, sizeof id) == sizeof id);
   ::close(id_pipe[1]);
@@ -208,14 +209,14 @@ TEST_CASE("poold: a read-only uid is refused an admin op, an unlisted uid is ref
     auto c = Client::connect(socket);
     if (!c) return 10;
     if (c->rights() != "read") return 11;
-    if (!c->status()) return 12;
+    if (!as_json(c->status())) return 12;
     auto s = c->submit(task("echo", "x"));
     return !s && error_code_of(s.status()) == "forbidden" ? 0 : 13;
   });
   // Refused at accept with a connection-level `forbidden`, not merely unable to connect.
   NobodyChild unlisted([&] {
     auto c = Client::connect(socket);
-    if (c) return c->status() ? 20 : 21;  // let in: wrong
+    if (c) return as_json(c->status()) ? 20 : 21;  // let in: wrong
     if (error_code_of(c.status()) != "forbidden") {
       std::fprintf(stderr, "unlisted peer: %s\n", c.status().to_string().c_str());
       return 22;

@@ -105,7 +105,8 @@ TEST_CASE("poold: events of one pool only, for a follower and for the recent bac
 
   // Without follow: the recent events of that pool, then the end.
   std::vector<json> recent;
-  Status s = c.events(false, "upper", [&](const json& e) {
+  Status s = c.events(false, "upper", [&](const ops::PoolEventRecord& record) {
+    const json e = ops::encode(record);
     recent.push_back(e);
     return true;
   });
@@ -184,13 +185,13 @@ TEST_CASE("poold: a subscriber that never reads is cut off while the service goe
     REQUIRE(r);
     CHECK(std::count_if(r->begin(), r->end(),
                         [](const Submitted& s) { return !s.status.is_ok(); }) == 0);
-    CHECK(c.status());  // the service answers while the silent one's output piles up
+    CHECK(as_json(c.status()));  // the service answers while the silent one's output piles up
   }
   // One worker serves in order: once this one is done, the whole batch is.
   auto last = c.submit_wait(task("echo", "last"));
   REQUIRE(last);
   CHECK(last->result == "last");
-  auto stats = c.stats("echo");
+  auto stats = as_json(c.stats("echo"));
   REQUIRE(stats);
   CHECK((*stats)["pools"][0]["completed"] == kBatches * kPerBatch + 1);
 
@@ -202,7 +203,8 @@ TEST_CASE("poold: a subscriber that never reads is cut off while the service goe
   CHECK(f.poold->wait_for_output("a slow reader: unread output went over max_output_bytes"));
   // The events hub still serves: the recent events end with our last task.
   std::vector<json> recent;
-  REQUIRE(c.events(false, "echo", [&](const json& e) {
+  REQUIRE(c.events(false, "echo", [&](const ops::PoolEventRecord& record) {
+             const json e = ops::encode(record);
              recent.push_back(e);
              return true;
            }).is_ok());

@@ -16,10 +16,10 @@
 #include <fstream>
 #include <mutex>
 #include <optional>
-#include <sandpool/client.hpp>
 #include <sandpool/pidfd.hpp>
 #include <string>
 #include <thread>
+#include "wire_json.hpp"
 
 #include "poold_test_support.hpp"
 

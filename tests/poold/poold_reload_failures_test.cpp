@@ -35,7 +35,7 @@ std::string submit_refusal(Client& c, const std::string& type) {
 }
 
 bool status_lists(Client& c, const std::string& name) {
-  auto s = c.status();
+  auto s = as_json(c.status());
   REQUIRE(s);
   for (const auto& p : (*s)["pools"]) {
     if (p["name"] == name) return true;
@@ -49,7 +49,7 @@ TEST_CASE("poold: a reload whose new pool cannot start lists it as failed and ap
   write_file(f.config, service_yaml(f.dir.path) + "pools:\n" +
                            pool_yaml("echo", "echo", "    dispatch: least-loaded\n") +
                            two_types_pool("broken", "    plugin_config: {init: fail}\n"));
-  auto applied = c.reload();
+  auto applied = as_json(c.reload());
   REQUIRE(applied);
   INFO(applied->dump());
   CHECK((*applied)["added"].empty());
@@ -66,7 +66,7 @@ TEST_CASE("poold: a reload whose new pool cannot start lists it as failed and ap
   write_file(f.config, service_yaml(f.dir.path) + "pools:\n" +
                            pool_yaml("echo", "echo", "    dispatch: least-loaded\n") +
                            two_types_pool("broken"));
-  auto fixed = c.reload();
+  auto fixed = as_json(c.reload());
   REQUIRE(fixed);
   CHECK((*fixed)["added"] == json::array({"broken"}));
   CHECK((*fixed)["failed"].empty());
@@ -87,7 +87,7 @@ TEST_CASE("poold: a pool a reload made failed is replaced by the reload that fix
   // and after max_init_failures of them in a row the pool is failed.
   write_file(f.config, service_yaml(f.dir.path) + "pools:\n" +
                            two_types_pool("two", restart + "    plugin_config: {init: fail}\n"));
-  auto broke = c.reload();
+  auto broke = as_json(c.reload());
   REQUIRE(broke);
   REQUIRE((*broke)["reconfigured"].size() == 1);
   CHECK((*broke)["reconfigured"][0]["rolling_restart"] == true);
@@ -95,7 +95,7 @@ TEST_CASE("poold: a pool a reload made failed is replaced by the reload that fix
   CHECK_FALSE(submit_refusal(c, "alpha").empty());
 
   write_file(f.config, service_yaml(f.dir.path) + "pools:\n" + two_types_pool("two", restart));
-  auto fixed = c.reload();
+  auto fixed = as_json(c.reload());
   REQUIRE(fixed);
   CHECK((*fixed)["replaced"] == json::array({"two"}));
   CHECK((*fixed)["failed"].empty());
@@ -124,7 +124,7 @@ TEST_CASE("poold: a pool removed by reload leaves routing at once, still running
   REQUIRE(poll_until([&] { return status_of(c, "sleep")["queued"] == 1; }));
 
   write_file(f.config, service_yaml(f.dir.path, service) + "pools:\n" + pool_yaml("echo", "echo"));
-  auto applied = c.reload();
+  auto applied = as_json(c.reload());
   REQUIRE(applied);
   CHECK((*applied)["removed"] == json::array({"sleep"}));
   // Gone from routing and from status while its tasks still run in it.
@@ -133,7 +133,7 @@ TEST_CASE("poold: a pool removed by reload leaves routing at once, still running
   CHECK(c.task(holder->id)->state == "running");
   CHECK(queued_done.wait_for(std::chrono::seconds(0)) == std::future_status::timeout);
 
-  REQUIRE(c.cancel(holder->id));
+  REQUIRE(as_json(c.cancel(holder->id)));
   REQUIRE(queued_done.wait_for(kPatience) == std::future_status::ready);
   auto r = queued_done.get();
   REQUIRE(r);
@@ -153,7 +153,7 @@ TEST_CASE("poold: a reload that changes task_types hands them to a new pool") {
 
   write_file(f.config, service_yaml(f.dir.path) + "pools:\n" +
                            two_types_pool("two", "    task_types: [beta]\n"));
-  auto applied = c.reload();
+  auto applied = as_json(c.reload());
   REQUIRE(applied);
   // A pool's types are its for life: a new pool serves the new ones.
   CHECK((*applied)["replaced"] == json::array({"two"}));

@@ -58,7 +58,7 @@ std::string open_files_limit(int pid) {
 }
 
 json pool_status(Client& c, const std::string& name) {
-  auto s = c.status();
+  auto s = as_json(c.status());
   REQUIRE(s);
   for (const auto& p : (*s)["pools"]) {
     if (p["name"] == name) return p;
@@ -71,7 +71,7 @@ TEST_CASE("poold: a reload of workers and dispatch applies to the running pool, 
   const std::string before = pool_yaml("sleep", "sleep", "    concurrency: 1\n");
   PooldFixture f("pools:\n" + before);
   Client c = f.connect();
-  auto old_workers = c.workers("sleep");
+  auto old_workers = as_json(c.workers("sleep"));
   REQUIRE(old_workers);
   const std::set<int> old_pids = pids_of(*old_workers);
   REQUIRE(old_pids.size() == 1);
@@ -88,7 +88,7 @@ TEST_CASE("poold: a reload of workers and dispatch applies to the running pool, 
              service_yaml(f.dir.path) + "pools:\n" +
                  pool_yaml("sleep", "sleep", "    concurrency: 1\n    dispatch: least-loaded\n",
                            "{min: 1, max: 4, initial: 2}"));
-  auto applied = c.reload();
+  auto applied = as_json(c.reload());
   REQUIRE(applied);
   CHECK((*applied)["replaced"].empty());
   REQUIRE((*applied)["reconfigured"].size() == 1);
@@ -99,14 +99,14 @@ TEST_CASE("poold: a reload of workers and dispatch applies to the running pool, 
   const json status = pool_status(c, "sleep");
   CHECK(status["target_workers"] == 2);
   CHECK(status["dispatch"] == "least-loaded");
-  auto now_workers = c.workers("sleep");
+  auto now_workers = as_json(c.workers("sleep"));
   REQUIRE(now_workers);
   for (int pid : old_pids) CHECK(pids_of(*now_workers).count(pid) == 1);  // not replaced
   CHECK(c.task(holder->id)->state == "running");  // on the same worker, untouched
   require_all_completed(waits);                   // on the worker the reload added
-  REQUIRE(c.cancel(holder->id));
+  REQUIRE(as_json(c.cancel(holder->id)));
   REQUIRE(wait_task_state(c, holder->id, "cancelled"));
-  auto stats = c.stats("sleep");
+  auto stats = as_json(c.stats("sleep"));
   REQUIRE(stats);
   CHECK((*stats)["pools"][0]["submitted"] == 4);  // the same pool: its counters go on
   CHECK((*stats)["pools"][0]["completed"] == 3);
@@ -125,7 +125,7 @@ TEST_CASE("poold: a reload that changes sandbox.namespaces starts a new pool, ta
                            pool_yaml("sleep", "sleep",
                                      "    concurrency: 1\n"
                                      "    sandbox: {namespaces: [user, pid]}\n"));
-  auto applied = c.reload();
+  auto applied = as_json(c.reload());
   REQUIRE(applied);
   // Namespaces are what the pool's spawner was built from: a new pool, not a rolling restart
   // that would have kept the old namespaces while reporting the new ones.
@@ -135,9 +135,9 @@ TEST_CASE("poold: a reload that changes sandbox.namespaces starts a new pool, ta
   // in it while it delivers results: poold's find_task holds its lock across the old pool's
   // loop, which a result delivery in that loop waits for.)
   CHECK(c.task(holder->id)->state == "running");
-  REQUIRE(c.cancel(holder->id));
+  REQUIRE(as_json(c.cancel(holder->id)));
   require_all_completed(waits);  // the old pool ran what it had accepted
-  auto w = c.workers("sleep");
+  auto w = as_json(c.workers("sleep"));
   REQUIRE(w);
   REQUIRE_FALSE((*w)["workers"].empty());
   for (const auto& worker : (*w)["workers"]) {
@@ -158,7 +158,7 @@ TEST_CASE(
   // Both started workers are ready, so past their lock-down (rlimits) steps.
   REQUIRE(watch.wait(
       [](const std::vector<json>& es) { return named(es, "worker_ready").size() == 2; }));
-  auto old_workers = c.workers("sleep");
+  auto old_workers = as_json(c.workers("sleep"));
   REQUIRE(old_workers);
   const std::set<int> old_pids = pids_of(*old_workers);
   REQUIRE(old_pids.size() == 2);
@@ -166,7 +166,7 @@ TEST_CASE(
   auto waits = submit_waited(c, task("sleep", "150"), 8);
 
   write_file(f.config, service_yaml(f.dir.path) + "pools:\n" + yaml("96"));
-  auto applied = c.reload();
+  auto applied = as_json(c.reload());
   REQUIRE(applied);
   CHECK((*applied)["replaced"].empty());
   REQUIRE((*applied)["reconfigured"].size() == 1);
@@ -184,12 +184,12 @@ TEST_CASE(
     return fresh.size() == 2 && exited == old_pids;
   }));
   require_all_completed(waits);
-  auto now_workers = c.workers("sleep");
+  auto now_workers = as_json(c.workers("sleep"));
   REQUIRE(now_workers);
   CHECK(pids_of(*now_workers) == fresh);
   for (int pid : fresh) CHECK(open_files_limit(pid) == "96");
   for (const auto& w : (*now_workers)["workers"]) CHECK(w["restarts"] == 1);  // one per slot
-  auto stats = c.stats("sleep");
+  auto stats = as_json(c.stats("sleep"));
   REQUIRE(stats);
   const json& s = (*stats)["pools"][0];
   CHECK(s["submitted"] == 8);
@@ -213,7 +213,7 @@ TEST_CASE("poold: a pool removed by reload dead-letters what it could not finish
 
   write_file(f.config, service_yaml(f.dir.path, "  shutdown_timeout: 200ms\n") + "pools:\n" +
                            pool_yaml("echo", "echo"));
-  auto applied = c.reload();
+  auto applied = as_json(c.reload());
   REQUIRE(applied);
   CHECK((*applied)["removed"][0] == "sleep");
   REQUIRE(f.poold->wait_for_output("pool retired pool=sleep dead_lettered=2"));
@@ -222,7 +222,7 @@ TEST_CASE("poold: a pool removed by reload dead-letters what it could not finish
   // thread, and a dlq read does not wait for that: wait until both are there.
   std::optional<nlohmann::json> list;
   CHECK(poll_until([&] {
-    auto l = c.dlq_list({{"reason", "pool_removed"}});
+    auto l = raw_body(c, "dlq_list", {{"reason", "pool_removed"}});
     if (l) list = *l;
     return l && (*l)["entries"].size() >= 2;
   }));

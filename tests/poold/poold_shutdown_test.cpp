@@ -32,7 +32,7 @@ TEST_CASE("poold: submits during shutdown get closed while an in-flight task rea
   // has seen poold refuse work.
   int pid = 0;
   REQUIRE(poll_until([&] {
-    auto w = c.workers("sleep");
+    auto w = as_json(c.workers("sleep"));
     REQUIRE(w);
     if ((*w)["workers"].size() != 1 || (*w)["workers"][0]["in_flight"] != 1) return false;
     pid = (*w)["workers"][0]["pid"];

@@ -108,9 +108,9 @@ TEST_CASE("poold under systemd: READY=1 once the control socket listens, then WA
   // READY=1 came after the socket listens: a client connects at once.
   auto c = Client::connect((dir.path / "poold.sock").string());
   REQUIRE(c);
-  REQUIRE(c->status());
+  REQUIRE(as_json(c->status()));
   for (int i = 0; i < 3; ++i) REQUIRE(manager.wait_for("WATCHDOG=1"));
-  REQUIRE(c->shutdown());
+  REQUIRE(as_json(c->shutdown()));
   CHECK(manager.wait_for("STOPPING=1"));
   CHECK(poold.wait_exit() == 0);
 }
@@ -126,7 +126,7 @@ TEST_CASE("poold: a thread stuck in one item of work stops the pings and /health
   const int port = metrics_port(poold);
   auto c = Client::connect((dir.path / "poold.sock").string());
   REQUIRE(c);
-  auto workers = c->workers("echo");
+  auto workers = as_json(c->workers("echo"));
   REQUIRE(workers);
   const std::int32_t pid = (*workers)["workers"][0]["pid"];
 
@@ -158,7 +158,7 @@ TEST_CASE("poold: a thread stuck in one item of work stops the pings and /health
   CHECK(healthz_until(
       port, [](int status, const std::string&) { return status == 200; }, &health));
   INFO("/healthz: " << health);
-  REQUIRE(c->shutdown());
+  REQUIRE(as_json(c->shutdown()));
   CHECK(poold.wait_exit() == 0);
   CHECK(poold.wait_for_output("watchdog: withheld"));
 }

@@ -7,10 +7,10 @@
 #include <chrono>
 #include <functional>
 #include <nlohmann/json.hpp>
-#include <sandpool/client.hpp>
 #include <set>
 #include <string>
 #include <thread>
+#include "wire_json.hpp"
 
 #include "poold_process.hpp"
 
@@ -36,7 +36,7 @@ inline bool wait_task_state(Client& c, std::uint64_t id, const std::string& stat
 
 // The `status` entry of pool `name`; fails the test when there is none.
 inline nlohmann::json status_of(Client& c, const std::string& name) {
-  auto s = c.status();
+  auto s = as_json(c.status());
   REQUIRE(s);
   for (const auto& p : (*s)["pools"]) {
     if (p["name"] == name) return p;

@@ -13,10 +13,14 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <sandpool/control_ops.hpp>
 #include <sandpool/status.hpp>
 
 namespace sandpool {
+
+namespace control {
+struct RawAccess;  // the wire-level calls (manager/control/raw_client.hpp, not public)
+}
 
 struct ClientOptions {
   std::string name = "sandpool-client";  // sent in the hello
@@ -32,9 +36,11 @@ struct ClientOptions {
   std::chrono::milliseconds call_timeout{0};
 };
 
-struct Reply {
-  nlohmann::json body;  // an object
-  std::string blob;     // raw bytes (a task's result), may be empty
+// A typed reply and the bytes that travelled with it (a task's result, a letter's payload).
+template <class R>
+struct WithBlob {
+  R reply;
+  std::string blob;
 };
 
 struct SubmitRequest {
@@ -60,14 +66,13 @@ struct TaskReply {
   std::string state;   // "completed", "dead_lettered", "cancelled", ...
   std::string reason;  // dead-letter or cancel reason, "" when none
   std::string error;
-  std::string result;   // raw bytes, for completed
-  nlohmann::json body;  // the whole reply (attempts, history, ...)
+  std::string result;        // raw bytes, for completed
+  ops::TaskAccount account;  // the whole account (attempts, history, ...)
 };
 
 using ProgressFn = std::function<void(std::uint64_t task_id, const std::string& progress)>;
 using SubmitDoneFn = std::function<void(Result<TaskReply>)>;
-using EventFn = std::function<void(const Reply& event)>;
-using ReplyFn = std::function<void(Result<Reply>)>;
+using PoolEventFn = std::function<bool(const ops::PoolEventRecord& event)>;
 
 // Error mapping: connect failures and a lost connection are Code::kUnavailable (poolctl
 // exits 3); no answer within hello_timeout / call_timeout is Code::kTimeout; a server error
@@ -80,63 +85,67 @@ class Client {
   Client& operator=(Client&&) noexcept;
   ~Client();  // closes the connection; pending callbacks get kUnavailable
 
-  const nlohmann::json& server_hello() const;  // {"version","server","rights",...}
-  std::string rights() const;                  // "read" or "admin"
+  std::string rights() const;  // "read" or "admin", as the server's hello said
 
-  // Any operation: sends op/args/blob, waits for the final reply (at most call_timeout);
-  // events are dropped.
-  Result<Reply> call(const std::string& op, nlohmann::json args = nlohmann::json::object(),
-                     std::string blob = {});
-  // Like call(), with on_event for each event frame before the final reply; no time limit.
-  Result<Reply> call_streaming(const std::string& op, nlohmann::json args, std::string blob,
-                               EventFn on_event);
-  // Async and streaming: on_event for each event frame, then on_done once. Returns the
-  // request id (for cancel_stream) or the error that kept it from being sent.
-  Result<std::uint64_t> start(const std::string& op, nlohmann::json args, std::string blob,
-                              EventFn on_event, ReplyFn on_done);
-  void cancel_stream(std::uint64_t request_id);  // on_done then gets `cancelled`
+  // Any operation of <sandpool/control_ops.hpp>, typed: sends Op's arguments, waits for its
+  // final reply (at most call_timeout; event frames are dropped) and decodes it, e.g.
+  // `client.call<ops::Scale>({"images", 4})`. A reply that does not decode: kProtocol.
+  template <class Op>
+  Result<typename Op::Reply> call(const typename Op::Args& args = {});
+  // The same, with a request blob (dlq_import's lines) and the reply's (a result, a payload).
+  template <class Op>
+  Result<WithBlob<typename Op::Reply>> call_with_blob(const typename Op::Args& args,
+                                                      std::string blob = {});
+  // Async: sends the request and returns its id (or the error that kept it from being sent);
+  // on_done gets the decoded reply and its blob once, on the reader thread.
+  template <class Op>
+  Result<std::uint64_t> call_async(
+      const typename Op::Args& args, std::string blob,
+      std::function<void(Result<WithBlob<typename Op::Reply>>)> on_done);
+  // Ends a streaming request started at the wire's level (raw_client.hpp); its on_done then
+  // gets `cancelled`.
+  void cancel_stream(std::uint64_t request_id);
 
+  // The operations by name, each a call<Op> (or, for the waits, a stream of events first).
   Result<Submitted> submit(const SubmitRequest& task);
   Result<TaskReply> submit_wait(const SubmitRequest& task, ProgressFn on_progress = {});
   Status submit_async(const SubmitRequest& task, SubmitDoneFn on_done,
                       ProgressFn on_progress = {});  // on_done gets the final account
   Result<std::vector<Submitted>> submit_batch(const std::vector<SubmitRequest>& tasks);
 
-  Result<nlohmann::json> status();
-  Result<nlohmann::json> workers(const std::string& pool = {});
-  Result<nlohmann::json> stats(const std::string& pool = {});
+  Result<ops::StatusReply> status();
+  Result<ops::WorkersReply> workers(const std::string& pool = {});
+  Result<ops::StatsReply> stats(const std::string& pool = {});
   Result<TaskReply> task(std::uint64_t id);
   // The task's account once it ends, or as it is (state not terminal) when `timeout` passes
   // first (none: until it ends). Not bounded by call_timeout. Like task(), a `read` peer
   // gets no result bytes. A lost connection: kUnavailable (wait again on a new one).
   Result<TaskReply> wait(std::uint64_t id, std::optional<std::chrono::milliseconds> timeout = {});
-  Result<nlohmann::json> cancel(std::uint64_t id);
-  Result<nlohmann::json> scale(const std::string& pool, std::uint32_t workers);
-  Result<nlohmann::json> strategy(const std::string& pool, const std::string& name);
-  Result<nlohmann::json> drain(const std::string& pool);
-  Result<nlohmann::json> resume(const std::string& pool);
-  Result<nlohmann::json> restart(const std::string& pool, bool rolling);
-  Result<nlohmann::json> kill_worker(const std::string& pool, std::int32_t pid, int signal);
-  // filter: {"pool","type","reason","since_ms","until_ms","cursor","limit"} (all optional)
-  Result<nlohmann::json> dlq_list(nlohmann::json filter = nlohmann::json::object());
-  Result<Reply> dlq_show(std::uint64_t id);  // blob: the payload
-  // selector: {"id"} | {"filter":{...}} | {"all":true}; purge also {"older_than_ms"}
-  Result<nlohmann::json> dlq_replay(nlohmann::json selector);
-  Result<nlohmann::json> dlq_purge(nlohmann::json selector);
-  // Loads spill-file lines (JSON lines, whole ones) into the store: {"imported",
-  // "already_present"}. source and first_line name the lines in a parse error.
-  Result<nlohmann::json> dlq_import(std::string lines, const std::string& source,
-                                    std::uint64_t first_line = 1);
+  Result<ops::CancelReply> cancel(std::uint64_t id);
+  Result<ops::PoolStateReply> scale(const std::string& pool, std::uint32_t workers);
+  Result<ops::PoolStateReply> strategy(const std::string& pool, const std::string& name);
+  Result<ops::PoolStateReply> drain(const std::string& pool);
+  Result<ops::PoolStateReply> resume(const std::string& pool);
+  Result<ops::PoolStateReply> restart(const std::string& pool, bool rolling);
+  Result<ops::PoolStateReply> kill_worker(const std::string& pool, std::int32_t pid, int signal);
+  Result<ops::DlqListReply> dlq_list(const ops::DlqListArgs& args = {});
+  Result<WithBlob<ops::DlqShowReply>> dlq_show(std::uint64_t id);  // blob: the payload
+  Result<ops::DlqReplayReply> dlq_replay(const ops::DlqSelector& selector);
+  Result<ops::DlqPurgeReply> dlq_purge(const ops::DlqSelector& selector);
+  // Loads spill-file lines (JSON lines, whole ones) into the store. source and first_line
+  // name the lines in a parse error.
+  Result<ops::DlqImportReply> dlq_import(std::string lines, const std::string& source,
+                                         std::uint64_t first_line = 1);
   // Blocks: on_event per event until the stream ends or on_event returns false (then the
   // stream is cancelled and this returns ok). follow=false: the recent events, then ends.
-  Status events(bool follow, const std::string& pool,
-                std::function<bool(const nlohmann::json&)> on_event);
-  Result<nlohmann::json> reload();
-  Result<nlohmann::json> shutdown(std::optional<std::chrono::milliseconds> timeout = {});
+  Status events(bool follow, const std::string& pool, PoolEventFn on_event);
+  Result<ops::ReloadReply> reload();
+  Result<ops::ShutdownReply> shutdown(std::optional<std::chrono::milliseconds> timeout = {});
 
   class Impl;
 
  private:
+  friend struct control::RawAccess;
   explicit Client(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

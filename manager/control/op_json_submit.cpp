@@ -1,0 +1,163 @@
+// The JSON mapping of submit and submit_batch (docs/protocol.md, "submit", "submit_batch").
+#include <utility>
+
+#include "control/op_json.hpp"
+
+namespace sandpool::ops {
+
+using nlohmann::json;
+
+json encode(const SubmitArgs& a) {
+  json j{{"type", a.type}, {"priority", a.priority}};
+  if (!a.pool.empty()) j["pool"] = a.pool;
+  if (a.timeout) j["timeout_ms"] = a.timeout->count();
+  if (a.retries) j["retries"] = *a.retries;
+  if (!a.key.empty()) j["key"] = a.key;
+  if (!a.idempotency_key.empty()) j["idempotency_key"] = a.idempotency_key;
+  if (a.wait) j["wait"] = true;
+  if (a.progress) j["progress"] = true;
+  return j;
+}
+
+// `type` may be missing here: a batch's task without one is refused on its own (an entry of
+// the reply's errors), not the whole request; the handler checks it.
+Status decode(const json& j, SubmitArgs* out) {
+  return ArgReader(j)
+      .optional("type", &out->type)
+      .optional("pool", &out->pool)
+      .optional("priority", &out->priority)
+      .optional("timeout_ms", &out->timeout)
+      .optional("retries", &out->retries)
+      .optional("key", &out->key)
+      .optional("idempotency_key", &out->idempotency_key)
+      .optional("wait", &out->wait)
+      .optional("progress", &out->progress)
+      .status();
+}
+
+json encode(const SubmitReply& r) {
+  if (r.task) return encode(*r.task);
+  return {{"id", r.id}, {"existing", r.existing}};
+}
+
+Status decode(const json& j, SubmitReply* out) {
+  if (j.is_object() && j.contains("state")) {
+    TaskAccount task;
+    if (Status st = decode(j, &task); !st) return st;
+    out->id = task.id;
+    out->task = std::move(task);
+    return Status::ok();
+  }
+  return ArgReader(j).required("id", &out->id).optional("existing", &out->existing).status();
+}
+
+json encode(const SubmitEvent& e) {
+  json j{{"event", e.event}, {"id", e.id}};
+  if (e.event == "accepted") j["existing"] = e.existing;
+  return j;
+}
+
+Status decode(const json& j, SubmitEvent* out) {
+  return ArgReader(j)
+      .required("event", &out->event)
+      .required("id", &out->id)
+      .optional("existing", &out->existing)
+      .status();
+}
+
+json encode(const SubmitBatchArgs& a) {
+  json j{{"payload_lens", a.payload_lens}};
+  if (a.defaults) j["defaults"] = encode(*a.defaults);
+  if (a.tasks) {
+    json tasks = json::array();
+    for (const SubmitArgs& t : *a.tasks) tasks.push_back(encode(t));
+    j["tasks"] = std::move(tasks);
+  }
+  return j;
+}
+
+namespace {
+
+// The unsigned integers of the array member `name` (absent: *out stays empty).
+Status decode_numbers(const json& j, std::string_view name, std::vector<std::uint64_t>* out) {
+  const auto it = j.find(name);
+  if (it == j.end()) return Status::ok();
+  if (!it->is_array()) {
+    return Status::invalid("field \"" + std::string(name) + "\": expected an array");
+  }
+  out->reserve(it->size());
+  for (const json& v : *it) {
+    if (!v.is_number_unsigned()) {
+      return Status::invalid("field \"" + std::string(name) +
+                             "\": expected an array of unsigned integers");
+    }
+    out->push_back(v.get<std::uint64_t>());
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status decode(const json& j, SubmitBatchArgs* out) {
+  if (!j.is_object()) return Status::invalid("arguments: expected an object");
+  if (!j.contains("payload_lens")) {
+    return Status::invalid("field \"payload_lens\": missing, expected one length per task");
+  }
+  if (Status st = decode_numbers(j, "payload_lens", &out->payload_lens); !st) return st;
+  if (const auto d = j.find("defaults"); d != j.end()) {
+    if (!d->is_object()) return Status::invalid("field \"defaults\": expected an object");
+    SubmitArgs defaults;
+    if (Status st = decode(*d, &defaults); !st) return st.with_context("defaults");
+    out->defaults = std::move(defaults);
+  }
+  if (j.contains("tasks")) {
+    std::vector<SubmitArgs> tasks;
+    if (Status st = decode_array(j, "tasks", &tasks); !st) return st;
+    if (tasks.size() != out->payload_lens.size()) {
+      return Status::invalid("field \"tasks\": expected one object per payload_lens entry");
+    }
+    out->tasks = std::move(tasks);
+  }
+  return Status::ok();
+}
+
+json encode(const BatchRefusal& r) {
+  return {{"index", r.index}, {"code", r.code}, {"message", r.message}};
+}
+
+Status decode(const json& j, BatchRefusal* out) {
+  return ArgReader(j)
+      .required("index", &out->index)
+      .required("code", &out->code)
+      .optional("message", &out->message)
+      .status();
+}
+
+json encode(const SubmitBatchReply& r) {
+  json j{{"ids", r.ids}};
+  if (!r.existing.empty()) j["existing"] = r.existing;
+  if (!r.errors.empty()) {
+    json errors = json::array();
+    for (const BatchRefusal& e : r.errors) errors.push_back(encode(e));
+    j["errors"] = std::move(errors);
+  }
+  if (r.refused_from) j["refused_from"] = encode(*r.refused_from);
+  return j;
+}
+
+Status decode(const json& j, SubmitBatchReply* out) {
+  if (!j.is_object() || !j.contains("ids")) {
+    return Status::invalid("field \"ids\": missing, expected an array");
+  }
+  if (Status st = decode_numbers(j, "ids", &out->ids); !st) return st;
+  if (Status st = decode_numbers(j, "existing", &out->existing); !st) return st;
+  if (Status st = decode_array(j, "errors", &out->errors); !st) return st;
+  if (const auto rf = j.find("refused_from"); rf != j.end()) {
+    BatchRefusal refusal;
+    if (Status st = decode(*rf, &refusal); !st) return st.with_context("refused_from");
+    out->refused_from = std::move(refusal);
+  }
+  return Status::ok();
+}
+
+}  // namespace sandpool::ops

@@ -1,0 +1,157 @@
+// The reads: status, workers, stats, events (docs/protocol.md).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <sandpool/ops/op_info.hpp>
+
+namespace sandpool::ops {
+
+// `workers`, `stats`: one pool, or every pool when empty (then absent on the wire).
+struct PoolFilterArgs {
+  std::string pool;
+};
+
+// `status`: one pool's line.
+struct PoolStatus {
+  std::string name;
+  std::string state;
+  std::string dispatch;
+  std::vector<std::string> task_types;
+  std::uint32_t workers = 0;
+  std::uint32_t target_workers = 0;
+  std::uint64_t queued = 0;
+  std::uint64_t in_flight = 0;
+};
+
+// `status`: the dead-letter store's figures (DeadLetterStoreStats, a subset).
+struct DeadLetterStoreStatus {
+  std::uint64_t written = 0;
+  std::uint64_t pending = 0;
+  std::int64_t oldest_pending_ms = 0;
+  bool writes_failing = false;
+  std::string last_write_error;
+  std::uint64_t write_errors = 0;
+  std::uint64_t spilled = 0;
+  std::uint64_t spill_files = 0;
+  std::vector<std::string> recent_spill_files;
+  std::uint64_t lost = 0;
+};
+
+struct StatusReply {
+  std::int32_t pid = 0;
+  std::int64_t started_ms = 0;
+  bool stopping = false;
+  std::vector<PoolStatus> pools;
+  DeadLetterStoreStatus dead_letter_store;
+  std::uint64_t events_dropped = 0;
+  std::uint64_t idempotency_keys = 0;
+  std::uint64_t idempotency_kept_bytes = 0;
+};
+
+// `workers`: one worker (WorkerInfo with the figures poold reads from /proc).
+struct WorkerStatus {
+  std::string pool;
+  std::uint32_t slot = 0;
+  std::int32_t pid = 0;
+  std::string state;
+  std::uint32_t in_flight = 0;
+  std::uint64_t tasks_done = 0;
+  std::int64_t uptime_ms = 0;
+  std::uint64_t rss_bytes = 0;
+  std::int64_t cpu_ms = 0;
+  std::optional<std::int64_t> last_beat_ms;  // wall clock; null before the first heartbeat
+  std::uint64_t restarts = 0;
+  std::string isolation;
+};
+
+struct WorkersReply {
+  std::vector<WorkerStatus> workers;
+};
+
+// Latency quantiles in ms; null when no task was measured.
+struct Quantiles {
+  std::optional<double> p50;
+  std::optional<double> p90;  // absent from queue_wait_ms
+  std::optional<double> p99;
+};
+
+// `stats`: one pool's counters (PoolStats) and latencies.
+struct PoolCounters {
+  std::string name;
+  std::string state;
+  std::uint64_t submitted = 0, completed = 0, dead_lettered = 0, cancelled = 0;
+  std::uint64_t retried = 0, lost = 0, restarts = 0, recycled = 0, expired = 0;
+  std::uint64_t heartbeat_kills = 0, output_dropped = 0, letters_pending = 0;
+  bool crash_loop = false;
+  std::uint64_t queued = 0, in_flight = 0, retry_wait = 0;
+  std::uint32_t workers = 0, target_workers = 0;
+  Quantiles latency_ms;     // p50, p90, p99
+  Quantiles queue_wait_ms;  // p50, p99
+};
+
+struct StatsReply {
+  std::vector<PoolCounters> pools;
+};
+
+// `events`: the stream's filter; follow=false: the recent events, then the final reply.
+struct EventsArgs {
+  std::string pool;  // empty: every pool
+  bool follow = false;
+};
+
+// `events`: one event frame, a pool's lifecycle event (docs/protocol.md, "events"). The
+// members an event does not have are empty (then absent on the wire).
+struct PoolEventRecord {
+  std::string event;  // worker_started, worker_ready, worker_exited, attempt_ended, task_ended
+  std::string pool;
+  std::int64_t time_ms = 0;  // wall clock
+  std::optional<std::int32_t> pid;
+  std::optional<std::uint64_t> task_id;
+  std::optional<std::uint32_t> attempt;   // attempt_ended: its number
+  std::optional<std::uint32_t> attempts;  // task_ended: how many the task had
+  std::optional<std::string> outcome;     // worker_exited, attempt_ended
+  std::optional<std::string> state;       // task_ended
+  std::optional<std::string> reason;      // task_ended
+  std::optional<std::string> detail;
+  std::optional<std::uint64_t> dropped;  // events this stream missed just before this one
+};
+
+// (not `Status`: that would hide sandpool::Status in this namespace)
+struct ServerStatus {
+  static constexpr std::string_view kName = "status";
+  static constexpr Rights kRights = Rights::kRead;
+  static constexpr Lane kLane = Lane::kServer;
+  using Args = NoArgs;
+  using Reply = StatusReply;
+};
+struct Workers {
+  static constexpr std::string_view kName = "workers";
+  static constexpr Rights kRights = Rights::kRead;
+  static constexpr Lane kLane = Lane::kReads;
+  using Args = PoolFilterArgs;
+  using Reply = WorkersReply;
+};
+struct Stats {
+  static constexpr std::string_view kName = "stats";
+  static constexpr Rights kRights = Rights::kRead;
+  static constexpr Lane kLane = Lane::kReads;
+  using Args = PoolFilterArgs;
+  using Reply = StatsReply;
+};
+struct Events {
+  static constexpr std::string_view kName = "events";
+  static constexpr Rights kRights = Rights::kRead;
+  static constexpr Lane kLane = Lane::kServer;
+  static constexpr bool kStream = true;
+  using Args = EventsArgs;
+  using Reply = EmptyReply;
+  using Event = PoolEventRecord;
+};
+
+}  // namespace sandpool::ops

@@ -1,0 +1,150 @@
+// The task operations: submit, submit_batch, task, wait, cancel (docs/protocol.md).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <sandpool/ops/op_info.hpp>
+
+namespace sandpool::ops {
+
+// `submit`: one task; its payload travels in the request's blob. Also one task of a batch
+// (`defaults`, `tasks`), where `wait` and `progress` are not read. The ranges the server
+// checks (timeout within the pool's max_timeout) are in docs/protocol.md.
+struct SubmitArgs {
+  std::string type;  // required (a batch task may take it from nowhere else)
+  std::string pool;  // empty: route by type
+  std::int32_t priority = 0;
+  std::optional<std::chrono::milliseconds> timeout;  // wire: timeout_ms
+  std::optional<std::uint32_t> retries;
+  std::string key;              // affinity key
+  std::string idempotency_key;  // a resubmit with the same key gets the existing task
+  bool wait = false;            // answer when the task ends, with its account
+  bool progress = false;        // wait only: the task's progress as event frames
+};
+
+// `task`, `cancel`: the task's id.
+struct TaskIdArgs {
+  std::uint64_t id = 0;
+};
+
+// `wait`: the task's id, and how long the wait may take (none: until the task ends).
+struct WaitArgs {
+  std::uint64_t id = 0;
+  std::optional<std::chrono::milliseconds> timeout;  // wire: timeout_ms
+};
+
+// One attempt of a task (architecture.md, "Task states, outcomes and reasons").
+struct AttemptAccount {
+  std::uint32_t number = 0;
+  std::string outcome;
+  std::string error;
+  std::int32_t worker_pid = 0;
+  std::int64_t started_ms = 0;
+  std::int64_t ended_ms = 0;
+  std::string backtrace;  // "" when none (then absent on the wire)
+};
+
+// A task's account (the reply of `task`, `wait` and a waited `submit`); the result bytes
+// travel in the reply's blob.
+struct TaskAccount {
+  std::uint64_t id = 0;
+  std::string type;
+  std::string state;
+  std::optional<std::string> reason;  // dead-letter or cancel reason, for those states
+  std::string error;
+  std::uint32_t attempts = 0;
+  std::vector<AttemptAccount> history;
+  bool dead_letter_pending = false;  // decided dead-lettered, the letter not yet written
+  bool result_withheld = false;      // a result exists; the peer lacks the rights to read it
+  bool result_dropped = false;       // an idempotency key's kept result had to go
+};
+
+// `submit`: without wait, the task's id; with wait, its final account (the result bytes in
+// the reply's blob), which on the wire takes the place of id and existing.
+struct SubmitReply {
+  std::uint64_t id = 0;
+  bool existing = false;  // the idempotency key named an earlier task
+  std::optional<TaskAccount> task;
+};
+
+// A waited submit's event frames: `accepted` (id, existing) once the task is queued, then
+// `progress` (id; the progress bytes in the frame's blob).
+struct SubmitEvent {
+  std::string event;  // "accepted" or "progress"
+  std::uint64_t id = 0;
+  bool existing = false;  // accepted only
+};
+
+// `submit_batch`: one payload length per task (the payloads, concatenated, are the blob);
+// the tasks share `defaults` or each has its own entry of `tasks` (then as long as
+// payload_lens).
+struct SubmitBatchArgs {
+  std::vector<std::uint64_t> payload_lens;
+  std::optional<SubmitArgs> defaults;
+  std::optional<std::vector<SubmitArgs>> tasks;
+};
+
+// Why the task at `index` of a batch (or, in refused_from, every task from it on) was
+// refused, under its wire code (docs/protocol.md, "Errors").
+struct BatchRefusal {
+  std::uint64_t index = 0;
+  std::string code;
+  std::string message;
+};
+
+struct SubmitBatchReply {
+  std::vector<std::uint64_t> ids;       // one per task tried; 0 for a refused one
+  std::vector<std::uint64_t> existing;  // indexes whose idempotency key named an earlier task
+  std::vector<BatchRefusal> errors;
+  std::optional<BatchRefusal> refused_from;  // the tasks from its index on were not tried
+};
+
+struct CancelReply {
+  std::uint64_t id = 0;
+  bool cancelled = false;  // false: the task was already terminal
+  std::string state;
+};
+
+struct Submit {
+  static constexpr std::string_view kName = "submit";
+  static constexpr Rights kRights = Rights::kAdmin;
+  static constexpr Lane kLane = Lane::kRequests;
+  using Args = SubmitArgs;
+  using Reply = SubmitReply;
+  using Event = SubmitEvent;
+};
+struct SubmitBatch {
+  static constexpr std::string_view kName = "submit_batch";
+  static constexpr Rights kRights = Rights::kAdmin;
+  static constexpr Lane kLane = Lane::kRequests;
+  using Args = SubmitBatchArgs;
+  using Reply = SubmitBatchReply;
+};
+struct Task {
+  static constexpr std::string_view kName = "task";
+  static constexpr Rights kRights = Rights::kRead;
+  static constexpr Lane kLane = Lane::kReads;
+  using Args = TaskIdArgs;
+  using Reply = TaskAccount;
+};
+struct Wait {
+  static constexpr std::string_view kName = "wait";
+  static constexpr Rights kRights = Rights::kRead;
+  static constexpr Lane kLane = Lane::kReads;
+  using Args = WaitArgs;
+  using Reply = TaskAccount;
+};
+struct Cancel {
+  static constexpr std::string_view kName = "cancel";
+  static constexpr Rights kRights = Rights::kAdmin;
+  static constexpr Lane kLane = Lane::kRequests;
+  using Args = TaskIdArgs;
+  using Reply = CancelReply;
+};
+
+}  // namespace sandpool::ops
