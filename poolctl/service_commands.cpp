@@ -147,6 +147,17 @@ void add_task_and_read_commands(CLI::App& app, Cli& cli) {
     };
   });
 
+  app.add_subcommand("version", "poold's release and protocol version")->callback([&cli] {
+    cli.action = [&cli] {
+      return run_call(
+          cli, "version", [](Client& c) { return json_call<ops::Version>(c, {}); },
+          [](const json& b) {
+            std::cout << "poold " << b.value("version", std::string()) << " (protocol "
+                      << b.value("protocol", 0) << ")\n";
+          });
+    };
+  });
+
   auto pool = std::make_shared<std::string>();
   auto wide = std::make_shared<bool>(false);
   auto* workers = app.add_subcommand("workers", "the workers of every pool, or of POOL");

@@ -181,6 +181,8 @@ nlohmann::json encode(const EventsArgs& a);
 Status decode(const nlohmann::json& j, EventsArgs* out);
 nlohmann::json encode(const EmptyReply& r);
 Status decode(const nlohmann::json& j, EmptyReply* out);
+nlohmann::json encode(const VersionReply& r);
+Status decode(const nlohmann::json& j, VersionReply* out);
 nlohmann::json encode(const PoolEventRecord& e);
 Status decode(const nlohmann::json& j, PoolEventRecord* out);
 nlohmann::json encode(const NoEvent& e);

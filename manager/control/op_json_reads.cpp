@@ -48,6 +48,15 @@ Status decode(const json& j, EmptyReply*) {
   return Status::ok();
 }
 
+json encode(const VersionReply& r) { return {{"version", r.version}, {"protocol", r.protocol}}; }
+
+Status decode(const json& j, VersionReply* out) {
+  return ArgReader(j)
+      .required("version", &out->version)
+      .required("protocol", &out->protocol)
+      .status();
+}
+
 json encode(const PoolEventRecord& e) {
   json j{{"event", e.event}, {"pool", e.pool}, {"time_ms", e.time_ms}};
   if (e.pid) j["pid"] = *e.pid;

@@ -177,6 +177,7 @@ class Service final : public ControlHandler {
   void wait_expired(std::uint64_t task_id, std::uint64_t token);
   // service_admin.cpp
   void serve(const Request& req, const ops::NoArgs& a, const OpResponder<ops::ServerStatus>& res);
+  void serve(const Request& req, const ops::NoArgs& a, const OpResponder<ops::Version>& res);
   void serve(const Request& req, const ops::PoolFilterArgs& a, const OpResponder<ops::Stats>& res);
   void serve(const Request& req, const ops::PoolFilterArgs& a,
              const OpResponder<ops::Workers>& res);

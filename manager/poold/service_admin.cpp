@@ -10,6 +10,7 @@
 
 #include <sandpool/pool_metrics.hpp>
 
+#include "control/frame_codec.hpp"
 #include "poold/service.hpp"
 #include "supervision/proc_stats.hpp"
 
@@ -110,6 +111,10 @@ void Service::serve(const Request&, const ops::NoArgs&, const OpResponder<ops::S
   r.idempotency_keys = idempotency_.size();
   r.idempotency_kept_bytes = idempotency_.kept_bytes();
   res.ok(r);
+}
+
+void Service::serve(const Request&, const ops::NoArgs&, const OpResponder<ops::Version>& res) {
+  res.ok(ops::VersionReply{SANDPOOL_VERSION, control::kProtocolVersion});
 }
 
 void Service::serve(const Request&, const ops::PoolFilterArgs& a,

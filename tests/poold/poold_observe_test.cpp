@@ -12,6 +12,7 @@
 #include <cstring>
 #include <regex>
 
+#include "command_runner.hpp"
 #include "control/frame_codec.hpp"
 #include "event_watcher.hpp"
 #include "poold_process.hpp"
@@ -85,6 +86,25 @@ TEST_CASE("poold: /metrics has every per-pool series of the issue, /healthz says
   REQUIRE(std::regex_search(text, rss,
                             std::regex(R"(sandpool_workers_rss_bytes\{pool="echo"\} (\d+))")));
   CHECK(std::stoull(rss[1]) > 0);
+}
+
+TEST_CASE("poold: version answers the release /metrics names and the protocol of the hello") {
+  PooldFixture f("pools:\n" + pool_yaml("echo", "echo"));
+  Client c = f.connect();
+  auto v = c.call<ops::Version>();
+  REQUIRE(v);
+  CHECK(v->protocol == server_hello(c)["version"].get<std::uint32_t>());
+  REQUIRE_FALSE(v->version.empty());
+  httplib::Client http("127.0.0.1", metrics_port(*f.poold));
+  http.set_read_timeout(30, 0);
+  auto scraped = http.Get("/metrics");
+  REQUIRE(scraped);
+  CHECK(scraped->body.find("sandpool_info{version=\"" + v->version + "\"} 1") != std::string::npos);
+
+  auto printed =
+      run_command(std::string(SANDPOOL_BIN_DIR) + "/poolctl", {"--socket", f.socket, "version"});
+  CHECK(printed.exit_code == 0);
+  CHECK(printed.out == "poold " + v->version + " (protocol " + std::to_string(v->protocol) + ")\n");
 }
 
 TEST_CASE("poold: events of one pool only, for a follower and for the recent backlog") {

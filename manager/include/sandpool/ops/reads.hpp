@@ -1,4 +1,4 @@
-// The reads: status, workers, stats, events (docs/protocol.md).
+// The reads: status, version, workers, stats, events (docs/protocol.md).
 #pragma once
 
 #include <chrono>
@@ -122,6 +122,12 @@ struct PoolEventRecord {
   std::optional<std::uint64_t> dropped;  // events this stream missed just before this one
 };
 
+// `version`: what poold is (its release and the protocol it speaks).
+struct VersionReply {
+  std::string version;         // poold's release, as in sandpool_info{version} of /metrics
+  std::uint32_t protocol = 0;  // the control protocol's version (also in the hello)
+};
+
 // (not `Status`: that would hide sandpool::Status in this namespace)
 struct ServerStatus {
   static constexpr std::string_view kName = "status";
@@ -143,6 +149,13 @@ struct Stats {
   static constexpr Lane kLane = Lane::kReads;
   using Args = PoolFilterArgs;
   using Reply = StatsReply;
+};
+struct Version {
+  static constexpr std::string_view kName = "version";
+  static constexpr Rights kRights = Rights::kRead;
+  static constexpr Lane kLane = Lane::kServer;
+  using Args = NoArgs;
+  using Reply = VersionReply;
 };
 struct Events {
   static constexpr std::string_view kName = "events";
