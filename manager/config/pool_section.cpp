@@ -246,6 +246,7 @@ void read_pool(ConfigErrors& errors, const YAML::Node& node, const std::string& 
   MapReader recycle = r.section("recycle");
   recycle.count("max_tasks", &out->recycle_max_tasks, 0, UINT64_MAX);
   recycle.size("max_rss", &out->recycle_max_rss);
+  recycle.duration("max_age", &out->recycle_max_age);
   recycle.finish();
   r.finish();
 }

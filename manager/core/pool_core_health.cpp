@@ -1,6 +1,6 @@
 // PoolCore, health: the clock's work. Due retries and respawns, every deadline a waiting
 // state carries (init, task timeouts, cancel and withdrawal grace, stop), and the periodic
-// sweep (heartbeats, per-task CPU, RSS recycling, queue TTL, leaving crash_loop).
+// sweep (heartbeats, per-task CPU, RSS and age recycling, queue TTL, leaving crash_loop).
 #include <algorithm>
 #include <climits>
 
@@ -146,6 +146,9 @@ void PoolCore::sweep(std::int64_t now) {
   const std::int64_t now_ms = now / kMsNs;
   const std::int64_t silent_limit_ms =
       static_cast<std::int64_t>(opts_.missed_heartbeats) * opts_.heartbeat_interval.count();
+  // Workers started together age together: one is recycled for its age per sweep (one
+  // heartbeat interval apart), so the pool never replaces them all at once.
+  bool aged_one = false;
   for (auto& [wid, w] : workers_) {
     if (!w.is<Ready>() && !w.is<Draining>()) continue;
     // The task loop must beat whenever the worker is not inside a handler: with an empty
@@ -185,6 +188,13 @@ void PoolCore::sweep(std::int64_t now) {
                 now);
         continue;
       }
+    }
+    if (!aged_one && opts_.recycle_max_age.count() > 0 && w.is<Ready>() && w.ready_ns > 0 &&
+        now - w.ready_ns >= to_ns(opts_.recycle_max_age)) {
+      aged_one = true;
+      recycle(w, "up for " + std::to_string((now - w.ready_ns) / kMsNs) + " ms (recycle.max_age)",
+              now);
+      continue;
     }
     if (opts_.recycle_max_rss != 0 && w.is<Ready>()) {
       const std::uint64_t rss = ctl_.rss_bytes(wid);

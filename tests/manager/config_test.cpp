@@ -149,6 +149,7 @@ TEST_CASE("a pool's defaults are the PoolOptions defaults") {
   CHECK(o.max_init_failures == d.max_init_failures);
   CHECK(o.recycle_max_tasks == d.recycle_max_tasks);
   CHECK(o.recycle_max_rss == d.recycle_max_rss);
+  CHECK(o.recycle_max_age == d.recycle_max_age);
   CHECK(o.sandbox.profile == d.sandbox.profile);
   CHECK(o.sandbox.limits.address_space == d.sandbox.limits.address_space);
   CHECK(o.sandbox.limits.open_files == d.sandbox.limits.open_files);
@@ -182,7 +183,7 @@ pools:
     retry: {base: 20ms, multiplier: 1.5, max: 4s, retry_sandbox_violation: true}
     restart: {max_restarts: 4, within: 2m, backoff_base: 50ms, backoff_max: 5s,
               stable_after: 3s, max_init_failures: 7}
-    recycle: {max_tasks: 1000, max_rss: 256MiB}
+    recycle: {max_tasks: 1000, max_rss: 256MiB, max_age: 6h}
 )");
   const PoolConfig& p = c.pools.at(0);
   CHECK(p.worker_bounds.min == 2);
@@ -232,6 +233,7 @@ pools:
   CHECK(o.max_init_failures == 7);
   CHECK(o.recycle_max_tasks == 1000);
   CHECK(o.recycle_max_rss == (256u << 20));
+  CHECK(o.recycle_max_age == std::chrono::hours(6));
 }
 
 TEST_CASE("configs compare equal until a key changes") {

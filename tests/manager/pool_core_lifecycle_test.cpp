@@ -129,6 +129,25 @@ TEST_CASE("a worker is recycled before it reaches its lifetime RLIMIT_CPU") {
   CHECK(h.core->stats().recycled == 1);
 }
 
+TEST_CASE("a worker up for recycle.max_age is recycled, one worker per heartbeat interval") {
+  PoolOptions o = Harness::defaults();  // two workers, started together
+  o.heartbeat_interval = 500ms;
+  o.recycle_max_age = 2000ms;
+  Harness h(o);
+  h.ready_all();
+  h.run_for(1900ms);
+  CHECK_FALSE(h.ctl.workers[1].stop_sent);
+  CHECK_FALSE(h.ctl.workers[2].stop_sent);
+  h.run_for(300ms);  // the sweep at 2 s
+  CHECK(h.ctl.workers[1].stop_sent + h.ctl.workers[2].stop_sent == 1);
+  CHECK(h.core->stats().recycled == 1);
+  CHECK(h.ctl.spawned.size() == 3);  // its replacement
+  h.run_for(400ms);                  // the next sweep, one interval later
+  CHECK(h.ctl.workers[1].stop_sent);
+  CHECK(h.ctl.workers[2].stop_sent);
+  CHECK(h.core->stats().recycled == 2);
+}
+
 // ---- a failed pool -----------------------------------------------------------------------
 
 TEST_CASE("a task that asks for a retry after its pool failed is dead-lettered, not stranded") {

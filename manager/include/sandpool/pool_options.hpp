@@ -112,9 +112,11 @@ struct LiveOptions {
   std::chrono::milliseconds crash_backoff_max{10000};
   std::chrono::milliseconds stable_after{5000};
 
-  // Recycling: a worker is drained and replaced after this many tasks / above this RSS.
-  std::uint64_t recycle_max_tasks = 0;  // 0: never
-  std::uint64_t recycle_max_rss = 0;    // bytes; 0: never
+  // Recycling: a worker is drained and replaced after this many tasks / above this RSS /
+  // once it has been up this long.
+  std::uint64_t recycle_max_tasks = 0;           // 0: never
+  std::uint64_t recycle_max_rss = 0;             // bytes; 0: never
+  std::chrono::milliseconds recycle_max_age{0};  // since it became ready; 0: never
 
   // A task still queued (never dispatched) this long after submit is dead-lettered `expired`.
   std::optional<std::chrono::milliseconds> queue_ttl;
