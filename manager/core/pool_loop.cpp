@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include <sandpool/dead_letters.hpp>
+#include <sandpool/task_journal.hpp>
 #include <sandpool/thread_name.hpp>
 
 #include "core/declared_types.hpp"
@@ -40,6 +41,7 @@ PoolLoop::PoolLoop(PoolOptions options) : opts_(options), as_started_(std::move(
   max_payload_.store(opts_.max_payload);
   queue_capacity_.store(opts_.queue_capacity);
   max_timeout_ms_.store(opts_.max_timeout.count());
+  if (opts_.dead_letter_store) journal_ = opts_.dead_letter_store->journal();
 }
 
 PoolLoop::~PoolLoop() { close(); }
@@ -50,6 +52,10 @@ Result<std::shared_ptr<PoolLoop>> PoolLoop::start(PoolOptions options) {
   if (options.workers == 0) return Status::invalid("a pool needs at least 1 worker");
   std::shared_ptr<PoolLoop> loop(new PoolLoop(std::move(options)));
   SP_RETURN_IF_ERROR(loop->launch());
+  if (Status s = loop->recover_journal(); !s) {
+    loop->close();
+    return s;
+  }
   return loop;
 }
 
@@ -121,6 +127,7 @@ Status PoolLoop::wire(LaunchPlan plan) {
   core_ = std::make_unique<PoolCore>(opts_, *links_, admitted_);
   links_->attach(*core_);
   install_dead_letter_sink();
+  install_journal();
   core_->set_log([this](int level, const std::string& text) {
     switch (level) {
       case 1:
@@ -307,15 +314,34 @@ Result<Ticket> PoolLoop::submit(std::string type, std::string payload, SubmitOpt
     return Status::error(Code::kQueueFull, "queue_full: " + std::to_string(capacity) +
                                                " tasks are waiting in pool '" + opts_.name + "'");
   }
+  // A replayed dead letter keeps its id, which the journal holds (finished) already: it is
+  // not journaled again (docs/journal.md).
+  const bool journaled = journal_ != nullptr && id == 0;
   if (id == 0)
     id = (opts_.task_ids ? *opts_.task_ids : next_task_id_).fetch_add(1, std::memory_order_relaxed);
   auto rec =
       std::make_shared<TaskRecord>(id, std::move(type), std::move(payload), std::move(options));
   Ticket ticket(rec, weak_from_this());
-  if (!mailbox_.post_task(std::move(rec))) {
+  if (journaled) {
+    journal_accept(rec);  // before the post: its start is recorded after it
+  } else {
+    rec->ack_status = Status::ok();
+    rec->ack.store(1, std::memory_order_release);
+  }
+  if (!mailbox_.post_task(rec)) {
     admitted_.fetch_sub(1, std::memory_order_relaxed);
+    if (journaled) {  // accepted in the journal, never run: ended there, never acknowledged
+      TaskResult end;
+      end.id = id;
+      end.type = rec->type;
+      end.state = TaskState::kCancelled;
+      end.cancel_reason = CancelReason::kShutdown;
+      end.error = "pool is closing";
+      journal_->finish(end, {});
+    }
     return Status::error(Code::kClosed, "pool is closing");
   }
+  release_ack(rec);
   return ticket;
 }
 
