@@ -90,6 +90,11 @@ Result<Ticket> Pool::submit(std::string type, std::string payload, SubmitOptions
   return loop_->submit(std::move(type), std::move(payload), std::move(options));
 }
 
+std::vector<Result<Ticket>> Pool::submit_batch(std::vector<BatchTask> tasks,
+                                               std::function<void(const Status&)> on_accepted) {
+  return loop_->submit_batch(std::move(tasks), std::move(on_accepted));
+}
+
 Status Pool::scale(std::uint32_t workers) {
   if (workers == 0) return Status::invalid("a pool needs at least 1 worker");
   loop_->post([workers](core::PoolCore& core, std::int64_t now) { core.scale(workers, now); });

@@ -285,8 +285,8 @@ void PoolLoop::on_declared(const std::vector<std::string>& declared) {
 
 // ---- any thread -----------------------------------------------------------------------
 
-Result<Ticket> PoolLoop::submit(std::string type, std::string payload, SubmitOptions options,
-                                std::uint64_t id) {
+Result<TaskPtr> PoolLoop::admit_task(std::string type, std::string payload, SubmitOptions options,
+                                     std::uint64_t id) {
   if (failed_.load()) return Status::error(Code::kClosed, "pool failed: " + failure());
   if (draining_.load()) {
     return Status::error(Code::kClosed, "pool '" + opts_.name + "' is draining (resume it)");
@@ -321,28 +321,79 @@ Result<Ticket> PoolLoop::submit(std::string type, std::string payload, SubmitOpt
     id = (opts_.task_ids ? *opts_.task_ids : next_task_id_).fetch_add(1, std::memory_order_relaxed);
   auto rec =
       std::make_shared<TaskRecord>(id, std::move(type), std::move(payload), std::move(options));
-  Ticket ticket(rec, weak_from_this());
-  if (journaled) {
-    journal_accept(rec);  // before the post: its start is recorded after it
-  } else {
+  rec->journaled = journaled;
+  if (!journaled) {
     rec->ack_status = Status::ok();
     rec->ack.store(1, std::memory_order_release);
   }
-  if (!mailbox_.post_task(rec)) {
-    admitted_.fetch_sub(1, std::memory_order_relaxed);
-    if (journaled) {  // accepted in the journal, never run: ended there, never acknowledged
-      TaskResult end;
-      end.id = id;
-      end.type = rec->type;
-      end.state = TaskState::kCancelled;
-      end.cancel_reason = CancelReason::kShutdown;
-      end.error = "pool is closing";
-      journal_->finish(end, {});
-    }
-    return Status::error(Code::kClosed, "pool is closing");
+  return rec;
+}
+
+bool PoolLoop::post_admitted(const TaskPtr& rec) {
+  if (mailbox_.post_task(rec)) return true;
+  admitted_.fetch_sub(1, std::memory_order_relaxed);
+  if (rec->journaled) {  // accepted in the journal, never run: ended there, never acknowledged
+    TaskResult end;
+    end.id = rec->id;
+    end.type = rec->type;
+    end.state = TaskState::kCancelled;
+    end.cancel_reason = CancelReason::kShutdown;
+    end.error = "pool is closing";
+    journal_->finish(end, {});
   }
-  release_ack(rec);
-  return ticket;
+  return false;
+}
+
+Result<Ticket> PoolLoop::submit(std::string type, std::string payload, SubmitOptions options,
+                                std::uint64_t id) {
+  auto rec = admit_task(std::move(type), std::move(payload), std::move(options), id);
+  if (!rec) return rec.status();
+  // The accept before the post: the task's start is recorded after it.
+  if ((*rec)->journaled) journal_accept({*rec}, nullptr);
+  if (!post_admitted(*rec)) return Status::error(Code::kClosed, "pool is closing");
+  release_ack(*rec);
+  return Ticket(*rec, weak_from_this());
+}
+
+std::vector<Result<Ticket>> PoolLoop::submit_batch(std::vector<BatchTask> tasks,
+                                                   std::function<void(const Status&)> on_accepted) {
+  std::vector<Result<Ticket>> out;
+  out.reserve(tasks.size());
+  std::vector<TaskPtr> admitted;  // in order; out[at[i]] is admitted[i]'s ticket
+  std::vector<std::size_t> at;
+  std::optional<Status> refuse_rest;
+  for (BatchTask& t : tasks) {
+    if (refuse_rest) {
+      out.emplace_back(*refuse_rest);
+      continue;
+    }
+    auto rec = admit_task(std::move(t.type), std::move(t.payload), std::move(t.options), 0);
+    if (!rec) {
+      const Code c = rec.status().code();
+      if (c == Code::kQueueFull || c == Code::kClosed) refuse_rest = rec.status();
+      out.emplace_back(rec.status());
+      continue;
+    }
+    at.push_back(out.size());
+    out.emplace_back(Ticket(*rec, weak_from_this()));
+    admitted.push_back(std::move(rec).value());
+  }
+  auto batch = std::make_shared<BatchAck>();
+  batch->callback = std::move(on_accepted);
+  if (journal_ != nullptr && !admitted.empty()) {
+    journal_accept(admitted, batch);
+  } else {
+    batch->settle(Status::ok());
+  }
+  for (std::size_t i = 0; i < admitted.size(); ++i) {
+    if (!post_admitted(admitted[i])) {  // the pool closes: its on_accepted is never called
+      out[at[i]] = Status::error(Code::kClosed, "pool is closing");
+      continue;
+    }
+    release_ack(admitted[i]);
+  }
+  batch->release();
+  return out;
 }
 
 bool PoolLoop::cancel(const TaskPtr& task) {

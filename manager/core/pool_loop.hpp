@@ -52,6 +52,9 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   // id 0: a fresh id; otherwise the task keeps that id (a dead letter's replay).
   Result<Ticket> submit(std::string type, std::string payload, SubmitOptions options,
                         std::uint64_t id = 0);
+  // See Pool::submit_batch.
+  std::vector<Result<Ticket>> submit_batch(std::vector<BatchTask> tasks,
+                                           std::function<void(const Status&)> on_accepted);
   // Any thread may read the pool's identity here (name, task_types, task_ids,
   // dead_letter_store, logger, worker_path): reconfigure() never writes those. The other
   // fields belong to the loop thread.
@@ -140,11 +143,31 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   void letter_written(std::uint64_t task_id);
   bool receipt_inline_ = false;  // loop thread: the store answered within enqueue() itself
 
+  // submit()'s checks, admission and id; the record's ack is settled unless it is to be
+  // journaled (id 0 in a pool with a journal).
+  Result<TaskPtr> admit_task(std::string type, std::string payload, SubmitOptions options,
+                             std::uint64_t id);
+  // Hands an admitted task to the loop; false when the pool closes (its admission and its
+  // journal row are undone).
+  bool post_admitted(const TaskPtr& task);
+
+  // A batch's acknowledgement (Pool::submit_batch): the journal's answer and the end of
+  // submit_batch(), whichever comes second, call `callback`.
+  struct BatchAck {
+    std::function<void(const Status&)> callback;
+    std::mutex mu;
+    bool released = false;
+    std::optional<Status> answer;
+    void settle(const Status& s);
+    void release();
+  };
+
   // pool_loop_journal.cpp: the task journal (the store's, when it has one; docs/journal.md).
   // Before the loop runs: the core's TaskJournalHooks.
   void install_journal();
-  // submit(), with a journal: queues the task's accept(); the answer settles its ack.
-  void journal_accept(const TaskPtr& task);
+  // submit(), with a journal: queues one accept() of `tasks` (all or none); the answer
+  // settles each task's ack, then `batch` (may be null).
+  void journal_accept(const std::vector<TaskPtr>& tasks, std::shared_ptr<BatchAck> batch);
   // After submit() posted the task: the ack may now reach on_accepted (and a refusal cancel
   // the task), whichever of this and the journal's answer comes second.
   void release_ack(const TaskPtr& task);

@@ -88,23 +88,50 @@ void PoolLoop::install_journal() {
   core_->set_journal(std::move(hooks));
 }
 
-void PoolLoop::journal_accept(const TaskPtr& task) {
-  task->journaled = true;
-  JournalTask j;
-  j.task.id = task->id;
-  j.task.type = task->type;
-  j.pool = opts_.name;
-  j.payload = task->payload;
-  j.options = JournalTaskOptions::from(task->opts);
-  std::vector<JournalTask> batch;
-  batch.push_back(std::move(j));
+void PoolLoop::journal_accept(const std::vector<TaskPtr>& tasks, std::shared_ptr<BatchAck> batch) {
+  std::vector<JournalTask> rows;
+  rows.reserve(tasks.size());
+  for (const TaskPtr& task : tasks) {
+    JournalTask j;
+    j.task.id = task->id;
+    j.task.type = task->type;
+    j.pool = opts_.name;
+    j.payload = task->payload;
+    j.options = JournalTaskOptions::from(task->opts);
+    rows.push_back(std::move(j));
+  }
   std::weak_ptr<PoolLoop> self = weak_from_this();
-  journal_->accept(std::move(batch), [self, task](const Status& s) {
-    if (!settle_ack(*task, s)) return;  // submit() has not returned: release_ack() acts
-    if (task->opts.on_accepted) task->opts.on_accepted(task->id, s);
-    if (s) return;
-    if (std::shared_ptr<PoolLoop> loop = self.lock()) loop->cancel_refused(task, s);
+  journal_->accept(std::move(rows), [self, tasks, batch](const Status& s) {
+    std::shared_ptr<PoolLoop> loop;
+    for (const TaskPtr& task : tasks) {
+      if (!settle_ack(*task, s)) continue;  // submit() has not returned: release_ack() acts
+      if (task->opts.on_accepted) task->opts.on_accepted(task->id, s);
+      if (s) continue;
+      if (!loop) loop = self.lock();
+      if (loop) loop->cancel_refused(task, s);
+    }
+    if (batch) batch->settle(s);
   });
+}
+
+void PoolLoop::BatchAck::settle(const Status& s) {
+  {
+    std::lock_guard lock(mu);
+    answer = s;
+    if (!released) return;
+  }
+  if (callback) callback(s);
+}
+
+void PoolLoop::BatchAck::release() {
+  Status s;
+  {
+    std::lock_guard lock(mu);
+    released = true;
+    if (!answer) return;
+    s = *answer;
+  }
+  if (callback) callback(s);
 }
 
 void PoolLoop::release_ack(const TaskPtr& task) {

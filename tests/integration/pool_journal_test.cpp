@@ -238,3 +238,69 @@ TEST_CASE("a task waiting to retry keeps its journaled due time across pools") {
   CHECK(after->task.state == TaskState::kRetryWait);
   CHECK(after->retry_due_ms == before->retry_due_ms);
 }
+
+TEST_CASE("a batch shares one accept: its tasks are committed or refused together") {
+  TempDir dir;
+  auto store = journaled_store(dir, 10ms);
+  auto pool = make_pool(sleep_pool(store));
+  TaskJournal& journal = journal_of(*store);
+  auto batch_of = [](int n, const std::string& payload) {
+    std::vector<BatchTask> tasks;
+    for (int i = 0; i < n; ++i) tasks.push_back({"sleep", payload, {}});
+    return tasks;
+  };
+  std::mutex mu;
+  std::vector<Status> answers;
+  auto on_batch = [&](const Status& s) {
+    std::lock_guard lock(mu);
+    answers.push_back(s);
+  };
+  auto answered = [&] {
+    std::lock_guard lock(mu);
+    return answers;
+  };
+
+  SECTION("refused while the database is locked: every task cancelled, one answer") {
+    auto locker = raw_connection(store->path());
+    REQUIRE(locker.exec("BEGIN IMMEDIATE", "test lock").is_ok());
+    auto results = pool->submit_batch(batch_of(5, "60000"), on_batch);
+    REQUIRE(results.size() == 5);
+    for (auto& r : results) {
+      REQUIRE(r);
+      CHECK_THAT(r->wait_accepted().message(), Catch::StartsWith("storage: "));
+      REQUIRE(r->wait_for(kPatience));
+      CHECK(r->wait().state == TaskState::kCancelled);
+    }
+    REQUIRE(eventually([&] { return answered().size() == 1; }));
+    CHECK_FALSE(answered()[0].is_ok());
+    CHECK(journal.stats().batches_refused == 1);  // one accept for the five
+    REQUIRE(locker.exec("COMMIT", "test unlock").is_ok());
+  }
+  SECTION("committed: one answer, every task runs") {
+    auto results = pool->submit_batch(batch_of(5, "1"), on_batch);
+    REQUIRE(results.size() == 5);
+    for (auto& r : results) {
+      REQUIRE(r);
+      CHECK(r->wait_accepted().is_ok());
+      REQUIRE(r->wait_for(kPatience));
+      CHECK(r->wait().state == TaskState::kCompleted);
+    }
+    REQUIRE(eventually([&] { return answered().size() == 1; }));
+    CHECK(answered()[0].is_ok());
+    CHECK(journal.stats().tasks_accepted == 5);
+  }
+  SECTION("a refusal by the pool refuses the rest without trying them") {
+    std::vector<BatchTask> tasks = batch_of(2, "1");
+    tasks.insert(tasks.begin() + 1, BatchTask{"sleep", std::string(9u << 20, 'x'), {}});
+    auto results = pool->submit_batch(std::move(tasks), on_batch);
+    REQUIRE(results.size() == 3);
+    CHECK(results[0]);
+    CHECK(results[1].status().code() == Code::kTooLarge);  // its own fault: the rest go on
+    CHECK(results[2]);
+    REQUIRE(results[2]->wait_for(kPatience));
+    pool->close();
+    auto closed = pool->submit_batch(batch_of(2, "1"), on_batch);
+    CHECK(closed[0].status().code() == Code::kClosed);
+    CHECK(closed[1].status().code() == Code::kClosed);
+  }
+}

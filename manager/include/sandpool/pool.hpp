@@ -84,6 +84,13 @@ struct SubmitOptions {
   std::function<void(std::uint64_t id, const Status&)> on_accepted;
 };
 
+// One task of Pool::submit_batch.
+struct BatchTask {
+  std::string type;
+  std::string payload;
+  SubmitOptions options;
+};
+
 // The callbacks of a replayed task (Pool::replay): a dead letter keeps the task's options
 // but not its callbacks, which belong to whoever replays it.
 struct TaskCallbacks {
@@ -174,6 +181,15 @@ class Pool {
   // max_timeout), kTooLarge (payload over max_payload), kQueueFull, kClosed (closing or
   // failed pool). A refused task is not queued.
   Result<Ticket> submit(std::string type, std::string payload, SubmitOptions options = {});
+  // Submits the tasks in order, each checked as submit() checks it; one result per task. The
+  // first queue_full or closed refusal refuses the rest the same way without trying them (no
+  // task overtakes an earlier refused one). In a pool that journals, the accepted tasks share
+  // one accept() (one transaction: all committed or all refused); `on_accepted` is called
+  // once with its answer, on the journal's writer thread or, when the answer came first, by
+  // submit_batch() before it returns; each task's SubmitOptions::on_accepted is called too.
+  // Without a journal (or with no task accepted) `on_accepted` gets ok before it returns.
+  std::vector<Result<Ticket>> submit_batch(std::vector<BatchTask> tasks,
+                                           std::function<void(const Status&)> on_accepted = {});
   Status scale(std::uint32_t workers);
   Status set_strategy(DispatchStrategy strategy);
   // Drain: refuse new tasks (kClosed, "draining") while the accepted ones keep running;
