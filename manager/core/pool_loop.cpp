@@ -288,6 +288,8 @@ void PoolLoop::on_declared(const std::vector<std::string>& declared) {
 Result<TaskPtr> PoolLoop::admit_task(std::string type, std::string payload, SubmitOptions options,
                                      std::uint64_t id) {
   if (failed_.load()) return Status::error(Code::kClosed, "pool failed: " + failure());
+  // Checked again by post_admitted(); here so that a closed pool journals nothing.
+  if (!mailbox_.accepting()) return Status::error(Code::kClosed, "pool is closing");
   if (draining_.load()) {
     return Status::error(Code::kClosed, "pool '" + opts_.name + "' is draining (resume it)");
   }

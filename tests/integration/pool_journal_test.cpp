@@ -240,6 +240,8 @@ TEST_CASE("a task waiting to retry keeps its journaled due time across pools") {
 }
 
 TEST_CASE("a batch shares one accept: its tasks are committed or refused together") {
+  std::mutex mu;
+  std::vector<Status> answers;  // outlives the store, whose writer thread delivers to it
   TempDir dir;
   auto store = journaled_store(dir, 10ms);
   auto pool = make_pool(sleep_pool(store));
@@ -249,8 +251,6 @@ TEST_CASE("a batch shares one accept: its tasks are committed or refused togethe
     for (int i = 0; i < n; ++i) tasks.push_back({"sleep", payload, {}});
     return tasks;
   };
-  std::mutex mu;
-  std::vector<Status> answers;
   auto on_batch = [&](const Status& s) {
     std::lock_guard lock(mu);
     answers.push_back(s);
@@ -299,8 +299,11 @@ TEST_CASE("a batch shares one accept: its tasks are committed or refused togethe
     CHECK(results[2]);
     REQUIRE(results[2]->wait_for(kPatience));
     pool->close();
+    const std::uint64_t accepted = journal.stats().tasks_accepted;
     auto closed = pool->submit_batch(batch_of(2, "1"), on_batch);
     CHECK(closed[0].status().code() == Code::kClosed);
     CHECK(closed[1].status().code() == Code::kClosed);
+    REQUIRE(journal.flush(60s).is_ok());
+    CHECK(journal.stats().tasks_accepted == accepted);  // nothing journaled for a closed pool
   }
 }
