@@ -54,6 +54,20 @@ TaskResult Ticket::snapshot() const {
   return r;
 }
 
+Status Ticket::wait_accepted() const {
+  if (!rec_) return Status::ok();
+  rec_->ack.wait(0, std::memory_order_acquire);
+  std::lock_guard lock(rec_->mu);
+  return rec_->ack_status;
+}
+
+std::optional<Status> Ticket::acceptance() const {
+  if (!rec_) return Status::ok();
+  if (rec_->ack.load(std::memory_order_acquire) == 0) return std::nullopt;
+  std::lock_guard lock(rec_->mu);
+  return rec_->ack_status;
+}
+
 bool Ticket::cancel() const {
   if (!rec_ || done()) return false;
   auto loop = loop_.lock();
@@ -74,6 +88,11 @@ Result<std::unique_ptr<Pool>> Pool::create(PoolOptions options) {
 
 Result<Ticket> Pool::submit(std::string type, std::string payload, SubmitOptions options) {
   return loop_->submit(std::move(type), std::move(payload), std::move(options));
+}
+
+std::vector<Result<Ticket>> Pool::submit_batch(std::vector<BatchTask> tasks,
+                                               std::function<void(const Status&)> on_accepted) {
+  return loop_->submit_batch(std::move(tasks), std::move(on_accepted));
 }
 
 Status Pool::scale(std::uint32_t workers) {
@@ -115,9 +134,11 @@ std::size_t Pool::shutdown(std::chrono::milliseconds timeout, DeadReason reason)
   if (!loop_->wait_idle_for(timeout.count())) {
     const std::string why = std::string(to_string(reason)) + ": still open after " +
                             std::to_string(timeout.count()) + " ms of draining";
-    abandoned = loop_->query<std::size_t>([&why, reason](core::PoolCore& core, std::int64_t now) {
-      return core.abandon_all(reason, why, now);
-    });
+    const bool keep = loop_->keeps_unfinished(reason);
+    abandoned =
+        loop_->query<std::size_t>([&why, reason, keep](core::PoolCore& core, std::int64_t now) {
+          return keep ? core.release_all(why, now) : core.abandon_all(reason, why, now);
+        });
   }
   loop_->close();
   return abandoned;

@@ -56,9 +56,10 @@ void PoolCore::settle(std::int64_t now) {
 bool PoolCore::idle() const { return open_tasks_ == 0; }
 
 bool PoolCore::finished() const {
-  // Letters still being written do not hold the loop: the store owns them now, and
-  // on_letter_written() still ends their tasks once they are written.
-  return closing_ && workers_.empty() && open_tasks_ == letters_pending_.size();
+  // Letters and journaled ends still being written do not hold the loop: the store owns them now,
+  // and on_letter_written() still ends their tasks once they are written.
+  return closing_ && workers_.empty() &&
+         open_tasks_ == letters_pending_.size() + ends_pending_.size();
 }
 
 TaskPtr PoolCore::find_task(std::uint64_t id) const {
@@ -75,6 +76,7 @@ TaskPtr PoolCore::find_task(std::uint64_t id) const {
     }
   }
   if (auto it = letters_pending_.find(id); it != letters_pending_.end()) return it->second.first;
+  if (auto it = ends_pending_.find(id); it != ends_pending_.end()) return it->second;
   return finished_.find(id);
 }
 

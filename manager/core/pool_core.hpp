@@ -14,6 +14,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <queue>
 #include <random>
 #include <string>
@@ -33,6 +34,18 @@
 #include "supervision/restart_intensity.hpp"
 
 namespace sandpool::core {
+
+// Where a pool that journals its tasks writes what happens to them (pool_loop_journal.cpp;
+// docs/journal.md). Each call only queues a write: none waits on the disk.
+struct TaskJournalHooks {
+  // An attempt was dispatched to a worker (number, worker pid, started wall ms).
+  std::function<void(const TaskRecord&, const Attempt& start)> started;
+  // An attempt ended and the task waits to retry until retry_due_ms (wall clock).
+  std::function<void(const TaskRecord&, const Attempt& ended, std::int64_t retry_due_ms)> retrying;
+  // The task ends completed or cancelled (its account is final). Returns true iff
+  // on_end_written(id) follows once the end is written: until then the task is not terminal.
+  std::function<bool(const TaskPtr&)> end;
+};
 
 class PoolCore {
  public:
@@ -54,8 +67,17 @@ class PoolCore {
     dead_letter_sink_ = std::move(sink);
   }
 
+  // Journal writes (see TaskJournalHooks); none by default.
+  void set_journal(TaskJournalHooks hooks) { journal_ = std::move(hooks); }
+
   void start(std::int64_t now);
   void submit(TaskPtr task, std::int64_t now);
+  // A task read back from the journal at start (its history in account and attempts_ended):
+  // `running` (the journaled start of an attempt that never ended) becomes an attempt
+  // ended `lost` ("poold restarted") and the task follows its retry policy; retry_wait waits
+  // retry_in_ns from now; otherwise it is queued.
+  void recover(TaskPtr task, std::optional<Attempt> running, bool retry_wait,
+               std::int64_t retry_in_ns, std::int64_t now);
   // Returns false iff the task has ended (or is ending) already.
   bool cancel(const TaskPtr& task, std::int64_t now);
   void scale(std::uint32_t workers, std::int64_t now);
@@ -73,6 +95,10 @@ class PoolCore {
   // retry-waiting ones at once, and those in the workers' rings, whose workers are killed;
   // the running one gets its attempt ended `lost` with `why`. Returns how many.
   std::size_t abandon_all(DeadReason reason, const std::string& why, std::int64_t now);
+  // Ends every open task `cancelled` (cancel reason shutdown, error `why`) without writing
+  // its end to the journal, where it stays unfinished for the next start; kills the workers
+  // that hold some. Returns how many.
+  std::size_t release_all(const std::string& why, std::int64_t now);
   // Stops accepting work (the Pool refuses submits); finishes what was accepted, then stops
   // every worker.
   void close(std::int64_t now);
@@ -92,6 +118,8 @@ class PoolCore {
   void on_exit(WorkerId w, const supervision::ExitReport& report, std::int64_t now);
   // The dead letter of task `id` is written (see set_dead_letter_sink): the task ends.
   void on_letter_written(std::uint64_t id, std::int64_t now);
+  // The journaled end of task `id` is written (TaskJournalHooks::end): the task ends.
+  void on_end_written(std::uint64_t id, std::int64_t now);
   // Deadlines (timeouts, cancel grace, init and stop timeouts), due retries and respawns.
   void on_tick(std::int64_t now);
   // Marks the tasks the workers report as started `running` (for display only), and takes
@@ -133,6 +161,8 @@ class PoolCore {
   };
 
   // ---- tasks in (pool_core_dispatch.cpp) ----
+  // What submit() and recover() set on a task they take in: attempts, timeout, TTL, counts.
+  void take_in(TaskRecord& t, std::int64_t now);
   void admit(TaskRecord& t);
   void release_admission(TaskRecord& t);
   // Where every task that waits for a worker again goes (a retry come due, a dead worker's
@@ -248,6 +278,9 @@ class PoolCore {
   // Tasks decided dead-lettered whose letter the sink is writing, by id.
   std::map<std::uint64_t, std::pair<TaskPtr, DeadReason>> letters_pending_;
   std::function<bool(const TaskPtr&)> dead_letter_sink_;
+  // Tasks ended completed or cancelled whose journaled end is being written, by id.
+  std::map<std::uint64_t, TaskPtr> ends_pending_;
+  TaskJournalHooks journal_;
 
   // Workers, each with its ring and backlog.
   std::map<WorkerId, Worker> workers_;  // ascending id: round-robin order

@@ -116,6 +116,14 @@ void PoolCore::end_attempt(const InFlight& f, Outcome outcome, std::string error
   ++stats_.retried;
   t->state.store(TaskState::kRetryWait, std::memory_order_release);
   const std::int64_t due = now + retry_delay_ns(*t);
+  if (journal_.retrying) {
+    Attempt ended;
+    {
+      std::lock_guard lock(t->mu);
+      ended = t->account.history.back();
+    }
+    journal_.retrying(*t, ended, ctl_.wall_ms() + (due - now) / kMsNs);
+  }
   retries_.push({due, t});
   next_check_ns_ = std::min(next_check_ns_, due);
 }
@@ -133,6 +141,7 @@ void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason, s
   if (task->decided) return;
   task->decided = true;
   release_admission(*task);
+  if (state == TaskState::kCancelled && !task->cancel_why.empty()) error = task->cancel_why;
   {
     std::lock_guard lock(task->mu);
     task->account.state = state;
@@ -150,8 +159,22 @@ void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason, s
     letters_pending_.erase(task->id);
     std::lock_guard lock(task->mu);
     task->account.dead_letter_pending = false;
+  } else if (state != TaskState::kDeadLettered && journal_.end) {
+    ends_pending_.emplace(task->id, task);
+    if (journal_.end(task)) return;  // on_end_written() ends it
+    ends_pending_.erase(task->id);
   }
   complete(task, state, reason);
+}
+
+void PoolCore::on_end_written(std::uint64_t id, std::int64_t now) {
+  clock_ns_ = now;
+  auto it = ends_pending_.find(id);
+  if (it == ends_pending_.end()) return;
+  TaskPtr task = std::move(it->second);
+  ends_pending_.erase(it);
+  complete(task, task->account.state, DeadReason::kNone);  // final: only the loop writes it
+  settle(now);
 }
 
 void PoolCore::on_letter_written(std::uint64_t id, std::int64_t now) {
@@ -248,6 +271,38 @@ std::size_t PoolCore::abandon_all(DeadReason reason, const std::string& why, std
   }
   settle(now);
   return abandoned;
+}
+
+std::size_t PoolCore::release_all(const std::string& why, std::int64_t now) {
+  clock_ns_ = now;
+  std::vector<TaskPtr> left;
+  for (TaskPtr& t : take_waiting()) left.push_back(std::move(t));
+  for (auto& [wid, w] : workers_) {
+    bool any = false;
+    for (InFlight& f : w.ring) {
+      if (f.ended || f.task->decided) continue;
+      f.ended = true;  // its worker's exit must not end it a second time
+      left.push_back(f.task);
+      any = true;
+    }
+    if (any) kill_worker(w, KillReason::kShutdown, Outcome::kLost, why, 0, now);
+  }
+  std::size_t released = 0;
+  for (const TaskPtr& t : left) {
+    if (t->decided) continue;
+    t->decided = true;
+    release_admission(*t);
+    {
+      std::lock_guard lock(t->mu);
+      t->account.state = TaskState::kCancelled;
+      t->account.cancel_reason = CancelReason::kShutdown;
+      t->account.error = why;
+    }
+    complete(t, TaskState::kCancelled, DeadReason::kNone);  // not journaled: it stays open there
+    ++released;
+  }
+  settle(now);
+  return released;
 }
 
 }  // namespace sandpool::core

@@ -9,17 +9,21 @@ namespace sandpool::core {
 
 using detail::to_ns;
 
-void PoolCore::submit(TaskPtr task, std::int64_t now) {
+void PoolCore::take_in(TaskRecord& t, std::int64_t now) {
   clock_ns_ = now;
-  task->max_attempts = 1 + task->opts.retries.value_or(opts_.retries);
-  task->timeout_ns = to_ns(task->opts.timeout.value_or(opts_.timeout));
-  task->queued_ns = now;
-  if (auto ttl = task->opts.queue_ttl ? task->opts.queue_ttl : opts_.queue_ttl) {
-    task->expires_ns = now + to_ns(*ttl);
+  t.max_attempts = 1 + t.opts.retries.value_or(opts_.retries);
+  t.timeout_ns = to_ns(t.opts.timeout.value_or(opts_.timeout));
+  t.queued_ns = now;
+  if (auto ttl = t.opts.queue_ttl ? t.opts.queue_ttl : opts_.queue_ttl) {
+    t.expires_ns = now + to_ns(*ttl);
     ++ttl_tasks_;
   }
   ++stats_.submitted;
   ++open_tasks_;
+}
+
+void PoolCore::submit(TaskPtr task, std::int64_t now) {
+  take_in(*task, now);
   if (failed_) {
     finish(task, TaskState::kDeadLettered, DeadReason::kCrashLoop, {}, failure_);
     return;
@@ -148,6 +152,9 @@ void PoolCore::assign(Worker& w, TaskPtr task, std::int64_t now) {
   f.dispatched_ns = now;
   f.started_wall_ms = ctl_.wall_ms();
   f.deadline_ns = now + task->timeout_ns;
+  if (journal_.started) {
+    journal_.started(*task, {f.attempt, Outcome::kOk, {}, ctl_.pid(w.id), f.started_wall_ms, 0});
+  }
   task->state.store(TaskState::kDispatched, std::memory_order_release);
   ctl_.send_task(w.id, *task, f.attempt, f.deadline_ns);
   next_check_ns_ = std::min(next_check_ns_, f.deadline_ns);
@@ -164,6 +171,29 @@ std::pair<Worker*, InFlight*> PoolCore::find_in_ring(const TaskPtr& t) {
     }
   }
   return {nullptr, nullptr};
+}
+
+void PoolCore::recover(TaskPtr task, std::optional<Attempt> running, bool retry_wait,
+                       std::int64_t retry_in_ns, std::int64_t now) {
+  take_in(*task, now);
+  task->admitted = false;  // to_queue() admits it; a retry waits unadmitted
+  if (running) {
+    InFlight f;
+    f.task = task;
+    f.attempt = running->number;
+    f.dispatched_ns = now;
+    f.started_wall_ms = running->started_ms;
+    end_attempt(f, Outcome::kLost, "poold restarted", running->worker_pid, now);
+    return;
+  }
+  if (retry_wait) {
+    task->state.store(TaskState::kRetryWait, std::memory_order_release);
+    const std::int64_t due = now + std::max<std::int64_t>(0, retry_in_ns);
+    retries_.push({due, std::move(task)});
+    next_check_ns_ = std::min(next_check_ns_, due);
+    return;
+  }
+  to_queue(std::move(task), false, now);
 }
 
 bool PoolCore::cancel(const TaskPtr& t, std::int64_t now) {

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include <sandpool/dead_letters.hpp>
+#include <sandpool/task_journal.hpp>
 #include <sandpool/thread_name.hpp>
 
 #include "core/declared_types.hpp"
@@ -40,6 +41,7 @@ PoolLoop::PoolLoop(PoolOptions options) : opts_(options), as_started_(std::move(
   max_payload_.store(opts_.max_payload);
   queue_capacity_.store(opts_.queue_capacity);
   max_timeout_ms_.store(opts_.max_timeout.count());
+  if (opts_.dead_letter_store) journal_ = opts_.dead_letter_store->journal();
 }
 
 PoolLoop::~PoolLoop() { close(); }
@@ -50,6 +52,10 @@ Result<std::shared_ptr<PoolLoop>> PoolLoop::start(PoolOptions options) {
   if (options.workers == 0) return Status::invalid("a pool needs at least 1 worker");
   std::shared_ptr<PoolLoop> loop(new PoolLoop(std::move(options)));
   SP_RETURN_IF_ERROR(loop->launch());
+  if (Status s = loop->recover_journal(); !s) {
+    loop->close();
+    return s;
+  }
   return loop;
 }
 
@@ -121,6 +127,7 @@ Status PoolLoop::wire(LaunchPlan plan) {
   core_ = std::make_unique<PoolCore>(opts_, *links_, admitted_);
   links_->attach(*core_);
   install_dead_letter_sink();
+  install_journal();
   core_->set_log([this](int level, const std::string& text) {
     switch (level) {
       case 1:
@@ -278,9 +285,11 @@ void PoolLoop::on_declared(const std::vector<std::string>& declared) {
 
 // ---- any thread -----------------------------------------------------------------------
 
-Result<Ticket> PoolLoop::submit(std::string type, std::string payload, SubmitOptions options,
-                                std::uint64_t id) {
+Result<TaskPtr> PoolLoop::admit_task(std::string type, std::string payload, SubmitOptions options,
+                                     std::uint64_t id) {
   if (failed_.load()) return Status::error(Code::kClosed, "pool failed: " + failure());
+  // Checked again by post_admitted(); here so that a closed pool journals nothing.
+  if (!mailbox_.accepting()) return Status::error(Code::kClosed, "pool is closing");
   if (draining_.load()) {
     return Status::error(Code::kClosed, "pool '" + opts_.name + "' is draining (resume it)");
   }
@@ -307,16 +316,86 @@ Result<Ticket> PoolLoop::submit(std::string type, std::string payload, SubmitOpt
     return Status::error(Code::kQueueFull, "queue_full: " + std::to_string(capacity) +
                                                " tasks are waiting in pool '" + opts_.name + "'");
   }
+  // A replayed dead letter keeps its id, which the journal holds (finished) already: it is
+  // not journaled again (docs/journal.md).
+  const bool journaled = journal_ != nullptr && id == 0;
   if (id == 0)
     id = (opts_.task_ids ? *opts_.task_ids : next_task_id_).fetch_add(1, std::memory_order_relaxed);
   auto rec =
       std::make_shared<TaskRecord>(id, std::move(type), std::move(payload), std::move(options));
-  Ticket ticket(rec, weak_from_this());
-  if (!mailbox_.post_task(std::move(rec))) {
-    admitted_.fetch_sub(1, std::memory_order_relaxed);
-    return Status::error(Code::kClosed, "pool is closing");
+  rec->journaled = journaled;
+  if (!journaled) {
+    rec->ack_status = Status::ok();
+    rec->ack.store(1, std::memory_order_release);
   }
-  return ticket;
+  return rec;
+}
+
+bool PoolLoop::post_admitted(const TaskPtr& rec) {
+  if (mailbox_.post_task(rec)) return true;
+  admitted_.fetch_sub(1, std::memory_order_relaxed);
+  if (rec->journaled) {  // accepted in the journal, never run: ended there, never acknowledged
+    TaskResult end;
+    end.id = rec->id;
+    end.type = rec->type;
+    end.state = TaskState::kCancelled;
+    end.cancel_reason = CancelReason::kShutdown;
+    end.error = "pool is closing";
+    journal_->finish(end, {});
+  }
+  return false;
+}
+
+Result<Ticket> PoolLoop::submit(std::string type, std::string payload, SubmitOptions options,
+                                std::uint64_t id) {
+  auto rec = admit_task(std::move(type), std::move(payload), std::move(options), id);
+  if (!rec) return rec.status();
+  // The accept before the post: the task's start is recorded after it.
+  if ((*rec)->journaled) journal_accept({*rec}, nullptr);
+  if (!post_admitted(*rec)) return Status::error(Code::kClosed, "pool is closing");
+  release_ack(*rec);
+  return Ticket(*rec, weak_from_this());
+}
+
+std::vector<Result<Ticket>> PoolLoop::submit_batch(std::vector<BatchTask> tasks,
+                                                   std::function<void(const Status&)> on_accepted) {
+  std::vector<Result<Ticket>> out;
+  out.reserve(tasks.size());
+  std::vector<TaskPtr> admitted;  // in order; out[at[i]] is admitted[i]'s ticket
+  std::vector<std::size_t> at;
+  std::optional<Status> refuse_rest;
+  for (BatchTask& t : tasks) {
+    if (refuse_rest) {
+      out.emplace_back(*refuse_rest);
+      continue;
+    }
+    auto rec = admit_task(std::move(t.type), std::move(t.payload), std::move(t.options), 0);
+    if (!rec) {
+      const Code c = rec.status().code();
+      if (c == Code::kQueueFull || c == Code::kClosed) refuse_rest = rec.status();
+      out.emplace_back(rec.status());
+      continue;
+    }
+    at.push_back(out.size());
+    out.emplace_back(Ticket(*rec, weak_from_this()));
+    admitted.push_back(std::move(rec).value());
+  }
+  auto batch = std::make_shared<BatchAck>();
+  batch->callback = std::move(on_accepted);
+  if (journal_ != nullptr && !admitted.empty()) {
+    journal_accept(admitted, batch);
+  } else {
+    batch->settle(Status::ok());
+  }
+  for (std::size_t i = 0; i < admitted.size(); ++i) {
+    if (!post_admitted(admitted[i])) {  // the pool closes: its on_accepted is never called
+      out[at[i]] = Status::error(Code::kClosed, "pool is closing");
+      continue;
+    }
+    release_ack(admitted[i]);
+  }
+  batch->release();
+  return out;
 }
 
 bool PoolLoop::cancel(const TaskPtr& task) {

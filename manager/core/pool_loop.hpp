@@ -30,7 +30,16 @@ namespace spdlog {
 class logger;
 }
 
+namespace sandpool {
+class TaskJournal;
+}
+
 namespace sandpool::core {
+
+// Ends a task whose pool is gone when its letter or journaled end is written: its account is
+// final (the core wrote it when it decided the end), only the write was missing. The pool's
+// counters went with the pool.
+void end_orphaned(TaskRecord& task, TaskState state);
 
 class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
  public:
@@ -43,6 +52,9 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   // id 0: a fresh id; otherwise the task keeps that id (a dead letter's replay).
   Result<Ticket> submit(std::string type, std::string payload, SubmitOptions options,
                         std::uint64_t id = 0);
+  // See Pool::submit_batch.
+  std::vector<Result<Ticket>> submit_batch(std::vector<BatchTask> tasks,
+                                           std::function<void(const Status&)> on_accepted);
   // Any thread may read the pool's identity here (name, task_types, task_ids,
   // dead_letter_store, logger, worker_path): reconfigure() never writes those. The other
   // fields belong to the loop thread.
@@ -55,6 +67,9 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   bool draining() const { return draining_.load(); }
   // Stops taking new submits (close() follows). After it returns no submit is accepted.
   void stop_accepting() { mailbox_.stop_accepting(); }
+  // Whether Pool::shutdown(reason) leaves what is still open in the journal
+  // (PoolOptions::shutdown_unfinished) instead of dead-lettering it.
+  bool keeps_unfinished(DeadReason reason) const;
   // Sends a signal to the live worker with this pid; false when there is none.
   bool signal_worker(std::int32_t pid, int sig);
   // Runs fn on the loop thread (or inline once the loop has ended) and returns its value.
@@ -127,6 +142,43 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   void install_dead_letter_sink();
   void letter_written(std::uint64_t task_id);
   bool receipt_inline_ = false;  // loop thread: the store answered within enqueue() itself
+
+  // submit()'s checks, admission and id; the record's ack is settled unless it is to be
+  // journaled (id 0 in a pool with a journal).
+  Result<TaskPtr> admit_task(std::string type, std::string payload, SubmitOptions options,
+                             std::uint64_t id);
+  // Hands an admitted task to the loop; false when the pool closes (its admission and its
+  // journal row are undone).
+  bool post_admitted(const TaskPtr& task);
+
+  // A batch's acknowledgement (Pool::submit_batch): the journal's answer and the end of
+  // submit_batch(), whichever comes second, call `callback`.
+  struct BatchAck {
+    std::function<void(const Status&)> callback;
+    std::mutex mu;
+    bool released = false;
+    std::optional<Status> answer;
+    void settle(const Status& s);
+    void release();
+  };
+
+  // pool_loop_journal.cpp: the task journal (the store's, when it has one; docs/journal.md).
+  // Before the loop runs: the core's TaskJournalHooks.
+  void install_journal();
+  // submit(), with a journal: queues one accept() of `tasks` (all or none); the answer
+  // settles each task's ack, then `batch` (may be null).
+  void journal_accept(const std::vector<TaskPtr>& tasks, std::shared_ptr<BatchAck> batch);
+  // After submit() posted the task: the ack may now reach on_accepted (and a refusal cancel
+  // the task), whichever of this and the journal's answer comes second.
+  void release_ack(const TaskPtr& task);
+  // A refused accept: cancels the task (its end reports `why`).
+  void cancel_refused(const TaskPtr& task, const Status& why);
+  void end_written(std::uint64_t task_id);
+  // After launch, with a journal: ids above the journal's highest, and this pool's
+  // unfinished tasks queued again (PoolCore::recover).
+  Status recover_journal();
+  TaskJournal* journal_ = nullptr;  // set at construction, immutable after
+  bool end_inline_ = false;         // loop thread: the journal answered within finish() itself
 
   PoolOptions opts_;
   const PoolOptions as_started_;  // opts_ as given at start: reconfigure() checks against it

@@ -10,27 +10,22 @@
 #include <spdlog/spdlog.h>
 
 #include <sandpool/dead_letters.hpp>
+#include <sandpool/task_journal.hpp>
 
 #include "core/pool_loop.hpp"
 
 namespace sandpool::core {
 
-namespace {
-
-// Ends a task whose pool is gone: the account is final (the core wrote it when it decided
-// the end), only the receipt was missing. The pool's counters went with the pool.
-void end_orphaned_letter(TaskRecord& task) {
+void end_orphaned(TaskRecord& task, TaskState state) {
   {
     std::lock_guard lock(task.mu);
     task.account.dead_letter_pending = false;
   }
-  task.state.store(TaskState::kDeadLettered, std::memory_order_release);
+  task.state.store(state, std::memory_order_release);
   task.done.store(1, std::memory_order_release);
   task.done.notify_all();
   if (task.opts.on_done) task.opts.on_done(task.account);
 }
-
-}  // namespace
 
 void PoolLoop::install_dead_letter_sink() {
   if (!opts_.dead_letter_store) return;
@@ -47,23 +42,26 @@ void PoolLoop::install_dead_letter_sink() {
     receipt_inline_ = false;
     const std::thread::id loop_thread = std::this_thread::get_id();
     std::weak_ptr<PoolLoop> self = weak_from_this();
-    Status s = opts_.dead_letter_store->enqueue(
-        std::move(letter),
-        [self, task, loop_thread, log = log_, pool = opts_.name](const LetterReceipt& receipt) {
-          if (!receipt.lost.empty()) {
-            log->error("[{}] dead letter for task {} is lost: {}", pool, task->id, receipt.lost);
-          } else if (receipt.letter_id == 0) {
-            log->warn("[{}] dead letter for task {} went to the spill file {}", pool, task->id,
-                      receipt.spill_file);
-          }
-          std::shared_ptr<PoolLoop> loop = self.lock();
-          if (!loop) return end_orphaned_letter(*task);
-          if (std::this_thread::get_id() == loop_thread) {
-            loop->receipt_inline_ = true;  // within enqueue(): the sink ends the task itself
-            return;
-          }
-          loop->letter_written(task->id);
-        });
+    // A journaled task's letter and its journaled end are one transaction.
+    auto receipt = [self, task, loop_thread, log = log_,
+                    pool = opts_.name](const LetterReceipt& receipt) {
+      if (!receipt.lost.empty()) {
+        log->error("[{}] dead letter for task {} is lost: {}", pool, task->id, receipt.lost);
+      } else if (receipt.letter_id == 0) {
+        log->warn("[{}] dead letter for task {} went to the spill file {}", pool, task->id,
+                  receipt.spill_file);
+      }
+      std::shared_ptr<PoolLoop> loop = self.lock();
+      if (!loop) return end_orphaned(*task, TaskState::kDeadLettered);
+      if (std::this_thread::get_id() == loop_thread) {
+        loop->receipt_inline_ = true;  // within enqueue(): the sink ends the task itself
+        return;
+      }
+      loop->letter_written(task->id);
+    };
+    Status s = task->journaled
+                   ? journal_->dead_letter(std::move(letter), std::move(receipt))
+                   : opts_.dead_letter_store->enqueue(std::move(letter), std::move(receipt));
     if (!s) {
       log_->error("[{}] dead letter for task {} not stored: {}", opts_.name, task->id,
                   s.to_string());

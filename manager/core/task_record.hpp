@@ -9,6 +9,7 @@
 #include <string>
 
 #include <sandpool/pool.hpp>
+#include <sandpool/status.hpp>
 #include <sandpool/task.hpp>
 
 namespace sandpool::core {
@@ -43,12 +44,25 @@ struct TaskRecord {
   // Its end is decided: terminal, or dead-lettered with the letter being written. Nothing
   // dispatches, cancels or ends it again.
   bool decided = false;
+  // Set before a cancel for a refused journal accept: the error its end reports.
+  std::string cancel_why;
+  // In a pool with a journal: the journal holds (or is committing) the task, so its end is
+  // written there before it is reported. Set before the loop sees the task (false for a
+  // replay), cleared on the loop thread when the journal refuses it.
+  bool journaled = false;
 
   // Shared: state is read lock-free; done flips 0 -> 1 once, after account is final.
   std::atomic<TaskState> state{TaskState::kQueued};
   std::atomic<std::uint32_t> done{0};
-  mutable std::mutex mu;  // guards account
+  mutable std::mutex mu;  // guards account and the acknowledgement below
   TaskResult account;
+
+  // The acknowledgement (Ticket::wait_accepted). ack flips 0 -> 1 once ack_status is set;
+  // released: submit() returned the ticket, so opts.on_accepted may be called (by whichever
+  // of the journal's callback and submit() comes second).
+  std::atomic<std::uint32_t> ack{0};
+  Status ack_status;
+  bool ack_released = false;
 };
 
 using TaskPtr = std::shared_ptr<TaskRecord>;

@@ -44,6 +44,13 @@ class Ticket {
   bool wait_for(std::chrono::milliseconds timeout) const;
   // A snapshot of the account so far (history grows as attempts end).
   TaskResult snapshot() const;
+  // In a pool that journals (PoolOptions::dead_letter_store with a journal): blocks until
+  // the task is committed to the journal (ok) or refused (an error whose message starts with
+  // "storage: "; the task is then cancelled, see docs/journal.md). Without a journal, and
+  // for a replayed dead letter: ok at once. Non-blocking: SubmitOptions::on_accepted.
+  Status wait_accepted() const;
+  // The same answer when it is in, nullopt while the commit is pending.
+  std::optional<Status> acceptance() const;
   // Asks for cancellation (docs/architecture.md: a queued task is cancelled at once; a running one
   // is asked to stop, then killed after the grace period). Returns false iff already terminal or
   // the pool is gone.
@@ -67,8 +74,21 @@ struct SubmitOptions {
   bool fail_fast = false;  // dead-letter (crash_loop) instead of waiting out a crash loop
   // Called on the loop thread for each progress update (coalesced when it lags).
   std::function<void(std::uint64_t id, std::string_view data)> on_progress;
-  // Called on the loop thread once, when the task is terminal.
+  // Called on the loop thread once, when the task is terminal. In a pool that journals,
+  // once its end is committed.
   std::function<void(const TaskResult&)> on_done;
+  // Called once the task is acknowledged (ok) or refused (Ticket::wait_accepted): in a pool
+  // that journals, on the journal's writer thread after the commit (or on the submitting
+  // thread when the commit was over before submit() returned); otherwise within submit().
+  // Never called for a submit that returned an error. Keep it short; it must not block.
+  std::function<void(std::uint64_t id, const Status&)> on_accepted;
+};
+
+// One task of Pool::submit_batch.
+struct BatchTask {
+  std::string type;
+  std::string payload;
+  SubmitOptions options;
 };
 
 // The callbacks of a replayed task (Pool::replay): a dead letter keeps the task's options
@@ -161,6 +181,15 @@ class Pool {
   // max_timeout), kTooLarge (payload over max_payload), kQueueFull, kClosed (closing or
   // failed pool). A refused task is not queued.
   Result<Ticket> submit(std::string type, std::string payload, SubmitOptions options = {});
+  // Submits the tasks in order, each checked as submit() checks it; one result per task. The
+  // first queue_full or closed refusal refuses the rest the same way without trying them (no
+  // task overtakes an earlier refused one). In a pool that journals, the accepted tasks share
+  // one accept() (one transaction: all committed or all refused); `on_accepted` is called
+  // once with its answer, on the journal's writer thread or, when the answer came first, by
+  // submit_batch() before it returns; each task's SubmitOptions::on_accepted is called too.
+  // Without a journal (or with no task accepted) `on_accepted` gets ok before it returns.
+  std::vector<Result<Ticket>> submit_batch(std::vector<BatchTask> tasks,
+                                           std::function<void(const Status&)> on_accepted = {});
   Status scale(std::uint32_t workers);
   Status set_strategy(DispatchStrategy strategy);
   // Drain: refuse new tasks (kClosed, "draining") while the accepted ones keep running;
@@ -189,7 +218,11 @@ class Pool {
   Result<ReconfigureReport> reconfigure(PoolOptions next);
   // Stops accepting, lets what was accepted run for up to `timeout`, then dead-letters what
   // is left with `reason` (shutdown, or pool_removed when a reload removed the pool;
-  // replayable later) and closes. Returns how many tasks were dead-lettered that way.
+  // replayable later) and closes. Returns how many tasks were dead-lettered that way. In a
+  // pool that journals, with reason shutdown and PoolOptions::shutdown_unfinished kKeep, what
+  // is left stays unfinished in the journal instead (the next Pool::create runs it; its
+  // tickets here end cancelled, cancel reason shutdown, not written), and the count is of
+  // those tasks.
   std::size_t shutdown(std::chrono::milliseconds timeout,
                        DeadReason reason = DeadReason::kShutdown);
   // Blocks until nothing is queued, in flight or waiting for a retry.

@@ -24,6 +24,13 @@ class Spawner;
 class DeadLetterStore;
 struct PoolEvent;  // <sandpool/pool.hpp>
 
+// What Pool::shutdown() does with the tasks still open at its timeout when the pool journals
+// (PoolWiring::dead_letter_store opened with a journal; docs/journal.md).
+enum class ShutdownUnfinished : std::uint8_t {
+  kKeep,        // leave them unfinished in the journal: the next Pool::create runs them
+  kDeadLetter,  // dead-letter them `shutdown`, as a pool without a journal does
+};
+
 enum class DispatchStrategy : std::uint8_t { kRoundRobin, kLeastLoaded, kRandom, kAffinity };
 std::string_view to_string(DispatchStrategy s);
 std::optional<DispatchStrategy> parse_strategy(std::string_view name);
@@ -147,8 +154,16 @@ struct PoolWiring {
   // are unique across them; null: this pool's own counter, from 1.
   std::shared_ptr<std::atomic<std::uint64_t>> task_ids;
   // Durable dead letters (<sandpool/dead_letters.hpp>); null: memory only. Shared so that
-  // several pools (and a controller) can use one store.
+  // several pools (and a controller) can use one store. When the store was opened with a
+  // journal (DeadLetterStoreOptions::journal), the pool journals its tasks there
+  // (docs/journal.md): a submit is acknowledged (SubmitOptions::on_accepted,
+  // Ticket::wait_accepted) once committed, a terminal state is reported once written, new ids
+  // start above the journal's highest, and Pool::create queues this pool's unfinished tasks
+  // again.
   std::shared_ptr<DeadLetterStore> dead_letter_store;
+  // With a journal: what shutdown(timeout, kShutdown) does with what is still open at its
+  // timeout. Without one, they are always dead-lettered.
+  ShutdownUnfinished shutdown_unfinished = ShutdownUnfinished::kKeep;
   std::shared_ptr<spdlog::logger> logger;  // null: spdlog's default logger
   // Lifecycle events (workers started, ready, exited; attempts and tasks ended), called on
   // the pool's loop thread: keep it short and non-blocking. Null: none.

@@ -1,6 +1,7 @@
 // TaskJournal: accepted tasks, their attempts and their ends, kept durably in the dead-letter
-// store's database and written by its one writer thread (docs/journal.md). poold and Pool do
-// not use it yet: this is the storage layer only.
+// store's database and written by its one writer thread (docs/journal.md). A Pool whose
+// dead_letter_store has one journals its tasks (manager/core/pool_loop_journal.cpp); poold
+// does not use it yet.
 //
 // A journal is opened with its store (DeadLetterStoreOptions::journal) and lives as long as
 // it; DeadLetterStore::journal() returns it. Every write goes through the store's writer

@@ -1,0 +1,218 @@
+// PoolLoop's task journal (docs/journal.md): a pool whose dead_letter_store was opened with a
+// journal writes every task it accepts there, and what becomes of it.
+//
+// - Acknowledged means written: submit() queues the task for the loop at once (it may start
+//   before its commit) and queues its accept(); the journal's answer, on its writer thread,
+//   settles the ticket's ack (Ticket::wait_accepted, SubmitOptions::on_accepted). A refused
+//   accept cancels the task.
+// - Reported means written: a task that ends completed or cancelled stays open until the
+//   journal's finish() is committed (TaskJournalHooks::end), a dead-lettered one until its
+//   letter and journaled end are (pool_loop_letters.cpp): only then do its ticket and on_done
+//   learn the end. The answer is posted to the loop like a letter's receipt.
+// - Starts and attempt ends (with the retry's wall-clock due time) are recorded without a
+//   callback: the loop never waits on the disk.
+// - Recovery: Pool::create queues this pool's unfinished tasks again (recover_journal()).
+#include <chrono>
+
+#include <spdlog/spdlog.h>
+
+#include <sandpool/dead_letters.hpp>
+#include <sandpool/task_journal.hpp>
+
+#include "core/pool_loop.hpp"
+
+namespace sandpool::core {
+
+namespace {
+
+// Sets the task's ack; returns true iff submit() has released it already (then the caller
+// acts on it: on_accepted, a cancel).
+bool settle_ack(TaskRecord& task, const Status& s) {
+  bool released = false;
+  {
+    std::lock_guard lock(task.mu);
+    task.ack_status = s;
+    released = task.ack_released;
+    task.ack.store(1, std::memory_order_release);
+  }
+  task.ack.notify_all();
+  return released;
+}
+
+std::int64_t wall_now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+bool PoolLoop::keeps_unfinished(DeadReason reason) const {
+  return journal_ != nullptr && reason == DeadReason::kShutdown &&
+         opts_.shutdown_unfinished == ShutdownUnfinished::kKeep;
+}
+
+void PoolLoop::install_journal() {
+  if (journal_ == nullptr) return;
+  TaskJournalHooks hooks;
+  hooks.started = [this](const TaskRecord& task, const Attempt& start) {
+    journal_->record_start(task.id, start);
+  };
+  hooks.retrying = [this](const TaskRecord& task, const Attempt& ended, std::int64_t due_ms) {
+    journal_->record_attempt(task.id, ended, TaskState::kRetryWait, due_ms);
+  };
+  hooks.end = [this](const TaskPtr& task) {
+    if (!task->journaled) return false;  // refused or replayed: nothing to end there
+    TaskResult account;
+    {
+      std::lock_guard lock(task->mu);
+      account = task->account;  // final: state, reason, result, attempts
+    }
+    end_inline_ = false;
+    const std::thread::id loop_thread = std::this_thread::get_id();
+    std::weak_ptr<PoolLoop> self = weak_from_this();
+    journal_->finish(account, [self, task, loop_thread, log = log_,
+                               pool = opts_.name](const Status& s) {
+      if (!s)
+        log->error("[{}] the end of task {} is not journaled: {}", pool, task->id, s.to_string());
+      std::shared_ptr<PoolLoop> loop = self.lock();
+      if (!loop) return end_orphaned(*task, task->account.state);
+      if (std::this_thread::get_id() == loop_thread) {
+        loop->end_inline_ = true;  // within finish(): the core ends the task itself
+        return;
+      }
+      loop->end_written(task->id);
+    });
+    return !end_inline_;
+  };
+  core_->set_journal(std::move(hooks));
+}
+
+void PoolLoop::journal_accept(const std::vector<TaskPtr>& tasks, std::shared_ptr<BatchAck> batch) {
+  std::vector<JournalTask> rows;
+  rows.reserve(tasks.size());
+  for (const TaskPtr& task : tasks) {
+    JournalTask j;
+    j.task.id = task->id;
+    j.task.type = task->type;
+    j.pool = opts_.name;
+    j.payload = task->payload;
+    j.options = JournalTaskOptions::from(task->opts);
+    rows.push_back(std::move(j));
+  }
+  std::weak_ptr<PoolLoop> self = weak_from_this();
+  journal_->accept(std::move(rows), [self, tasks, batch](const Status& s) {
+    std::shared_ptr<PoolLoop> loop;
+    for (const TaskPtr& task : tasks) {
+      if (!settle_ack(*task, s)) continue;  // submit() has not returned: release_ack() acts
+      if (task->opts.on_accepted) task->opts.on_accepted(task->id, s);
+      if (s) continue;
+      if (!loop) loop = self.lock();
+      if (loop) loop->cancel_refused(task, s);
+    }
+    if (batch) batch->settle(s);
+  });
+}
+
+void PoolLoop::BatchAck::settle(const Status& s) {
+  {
+    std::lock_guard lock(mu);
+    answer = s;
+    if (!released) return;
+  }
+  if (callback) callback(s);
+}
+
+void PoolLoop::BatchAck::release() {
+  Status s;
+  {
+    std::lock_guard lock(mu);
+    released = true;
+    if (!answer) return;
+    s = *answer;
+  }
+  if (callback) callback(s);
+}
+
+void PoolLoop::release_ack(const TaskPtr& task) {
+  Status s;
+  {
+    std::lock_guard lock(task->mu);
+    task->ack_released = true;
+    if (task->ack.load(std::memory_order_acquire) == 0) return;  // the journal's answer acts
+    s = task->ack_status;
+  }
+  if (task->opts.on_accepted) task->opts.on_accepted(task->id, s);
+  if (!s) cancel_refused(task, s);
+}
+
+void PoolLoop::cancel_refused(const TaskPtr& task, const Status& why) {
+  log_->warn("[{}] task {} is cancelled: the journal refused it ({})", opts_.name, task->id,
+             why.to_string());
+  mailbox_.post_or_run(
+      [task, text = why.message()](PoolCore& core, std::int64_t now) {
+        task->journaled = false;    // its end is not written: the journal has no row of it
+        if (task->decided) return;  // it ended before the refusal arrived: its end stands
+        task->cancel_why = text;
+        core.cancel(task, now);
+      },
+      *core_);
+}
+
+void PoolLoop::end_written(std::uint64_t task_id) {
+  mailbox_.post_or_run(
+      [task_id](PoolCore& core, std::int64_t now) { core.on_end_written(task_id, now); }, *core_);
+}
+
+Status PoolLoop::recover_journal() {
+  if (journal_ == nullptr) return Status::ok();
+  auto highest = journal_->highest_task_id();
+  if (!highest) return highest.status();
+  std::atomic<std::uint64_t>& ids = opts_.task_ids ? *opts_.task_ids : next_task_id_;
+  std::uint64_t next = ids.load();
+  while (next <= *highest && !ids.compare_exchange_weak(next, *highest + 1)) {
+  }
+  auto open = journal_->unfinished();
+  if (!open) return open.status();
+
+  struct Recovered {
+    TaskPtr task;
+    std::optional<Attempt> running;
+    bool retry_wait = false;
+    std::int64_t retry_in_ns = 0;
+  };
+  std::vector<Recovered> mine;
+  std::size_t running = 0, waiting = 0;
+  const std::int64_t wall_ms = wall_now_ms();
+  for (JournalTask& j : *open) {
+    if (j.pool != opts_.name) continue;
+    auto task = std::make_shared<TaskRecord>(j.task.id, j.task.type, std::move(j.payload),
+                                             j.options.to_submit_options());
+    task->account.history = std::move(j.task.history);
+    task->account.error = std::move(j.task.error);
+    task->attempts_ended = static_cast<std::uint32_t>(task->account.history.size());
+    task->ack_status = Status::ok();  // accepted by the run that journaled it
+    task->ack_released = true;
+    task->ack.store(1);
+    task->journaled = true;
+    Recovered r{std::move(task), std::move(j.running), j.task.state == TaskState::kRetryWait, 0};
+    if (r.retry_wait) r.retry_in_ns = (j.retry_due_ms - wall_ms) * 1000000;
+    running += r.running ? 1 : 0;
+    waiting += r.retry_wait ? 1 : 0;
+    mine.push_back(std::move(r));
+  }
+  if (mine.empty()) return Status::ok();
+  query<int>([&mine](PoolCore& core, std::int64_t now) {
+    for (Recovered& r : mine) {
+      core.recover(std::move(r.task), std::move(r.running), r.retry_wait, r.retry_in_ns, now);
+    }
+    return 0;
+  });
+  log_->info(
+      "[{}] recovered {} unfinished tasks from the journal ({} were running, {} wait to "
+      "retry)",
+      opts_.name, mine.size(), running, waiting);
+  return Status::ok();
+}
+
+}  // namespace sandpool::core

@@ -1,0 +1,309 @@
+// A real Pool on a store opened with a task journal (docs/journal.md): acknowledged means
+// committed, reported means committed, a refused accept cancels its task, and a Pool created
+// on the journal a previous Pool left behind runs that pool's unfinished tasks again.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <sandpool/task_journal.hpp>
+
+#include "../manager/task_journal_support.hpp"
+#include "test_support.hpp"
+
+using namespace sandpool;
+using namespace std::chrono_literals;
+using sandpool::testing::committed_rows;
+using sandpool::testing::eventually;
+using sandpool::testing::journal_of;
+using sandpool::testing::journal_options_in;
+using sandpool::testing::kPatience;
+using sandpool::testing::list_all;
+using sandpool::testing::make_pool;
+using sandpool::testing::pool_options;
+using sandpool::testing::raw_connection;
+using sandpool::testing::TempDir;
+using sandpool::testing::wait_running;
+
+namespace {
+
+std::shared_ptr<DeadLetterStore> journaled_store(const TempDir& dir,
+                                                 std::chrono::milliseconds busy_timeout = 1000ms) {
+  auto o = journal_options_in(dir.state_dir());
+  o.busy_timeout = busy_timeout;
+  return sandpool::testing::open_store(std::move(o));
+}
+
+PoolOptions sleep_pool(std::shared_ptr<DeadLetterStore> store) {
+  PoolOptions o = pool_options("sleep", 1);
+  o.name = "jobs";
+  o.concurrency = 1;
+  o.dead_letter_store = std::move(store);
+  return o;
+}
+
+// What on_accepted was told, by task id; thread-safe.
+class Acks {
+ public:
+  void into(SubmitOptions& so) {
+    so.on_accepted = [this](std::uint64_t id, const Status& s) {
+      std::lock_guard lock(mu_);
+      got_.emplace_back(id, s);
+    };
+  }
+  std::vector<std::pair<std::uint64_t, Status>> all() {
+    std::lock_guard lock(mu_);
+    return got_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::pair<std::uint64_t, Status>> got_;
+};
+
+}  // namespace
+
+TEST_CASE("a journaled task is acknowledged and reported only once its rows are committed") {
+  TempDir dir;
+  auto store = journaled_store(dir, 60s);  // the writer waits for the test's lock
+  auto pool = make_pool(sleep_pool(store));
+  TaskJournal& journal = journal_of(*store);
+  auto locker = raw_connection(store->path());
+  REQUIRE(locker.exec("BEGIN IMMEDIATE", "test lock").is_ok());
+
+  Acks acks;
+  SubmitOptions so;
+  acks.into(so);
+  auto t = pool->submit("sleep", "1", so);
+  REQUIRE(t);
+  // It runs before its commit: its start and its end queue up behind the accept.
+  REQUIRE(eventually([&] { return journal.stats().pending == 3; }));
+  CHECK(acks.all().empty());
+  CHECK_FALSE(t->acceptance().has_value());
+  CHECK_FALSE(t->done());
+  CHECK(committed_rows(store->path(), "tasks") == 0);
+
+  REQUIRE(locker.exec("COMMIT", "test unlock").is_ok());
+  CHECK(t->wait_accepted().is_ok());
+  REQUIRE(t->wait_for(kPatience));
+  CHECK(t->wait().state == TaskState::kCompleted);
+  CHECK(t->wait().result == "slept 1 ms");
+  auto row = journal.find(t->id());  // reported means written
+  REQUIRE(row.is_ok());
+  CHECK(row->task.state == TaskState::kCompleted);
+  CHECK(row->task.result == "slept 1 ms");
+  REQUIRE(acks.all().size() == 1);
+  CHECK(acks.all()[0].first == t->id());
+  CHECK(acks.all()[0].second.is_ok());
+}
+
+TEST_CASE("a task whose accept the journal refuses is cancelled with the storage error") {
+  TempDir dir;
+  auto store = journaled_store(dir, 10ms);  // a lock held longer refuses the batch
+  auto pool = make_pool(sleep_pool(store));
+  auto locker = raw_connection(store->path());
+  REQUIRE(locker.exec("BEGIN IMMEDIATE", "test lock").is_ok());
+
+  Acks acks;
+  SubmitOptions so;
+  acks.into(so);
+  auto t = pool->submit("sleep", "60000", so);
+  REQUIRE(t);
+  const Status refused = t->wait_accepted();
+  CHECK_FALSE(refused.is_ok());
+  CHECK_THAT(refused.message(), Catch::StartsWith("storage: "));
+  REQUIRE(t->wait_for(kPatience));
+  const TaskResult r = t->wait();
+  CHECK(r.state == TaskState::kCancelled);
+  CHECK(r.error == refused.message());
+  REQUIRE(acks.all().size() == 1);
+  CHECK_FALSE(acks.all()[0].second.is_ok());
+
+  // Once the lock is gone the pool accepts again, and the refused task is not in the journal.
+  REQUIRE(locker.exec("COMMIT", "test unlock").is_ok());
+  auto next = pool->submit("sleep", "1");
+  REQUIRE(next);
+  CHECK(next->wait_accepted().is_ok());
+  REQUIRE(next->wait_for(kPatience));
+  CHECK(next->wait().state == TaskState::kCompleted);
+  CHECK(journal_of(*store).find(t->id()).status().code() == Code::kNotFound);
+}
+
+TEST_CASE("a pool created on a journal runs the queued and running tasks a shutdown kept") {
+  TempDir dir;
+  auto store = journaled_store(dir);
+  std::uint64_t running_id = 0;
+  std::vector<std::uint64_t> queued_ids;
+  {
+    auto first = make_pool(sleep_pool(store));
+    auto running = first->submit("sleep", "60000");
+    REQUIRE(running);
+    running_id = running->id();
+    for (int i = 0; i < 2; ++i) {
+      auto q = first->submit("sleep", "1");
+      REQUIRE(q);
+      REQUIRE(q->wait_accepted().is_ok());
+      queued_ids.push_back(q->id());
+    }
+    REQUIRE(running->wait_accepted().is_ok());
+    wait_running(*running);
+    CHECK(first->shutdown(0ms) == 3);  // kept in the journal, not dead-lettered
+    const TaskResult r = running->wait();
+    CHECK(r.state == TaskState::kCancelled);
+    CHECK(r.cancel_reason == CancelReason::kShutdown);
+  }
+  REQUIRE(journal_of(*store).flush(60s).is_ok());
+  auto open = journal_of(*store).unfinished();
+  REQUIRE(open.is_ok());
+  REQUIRE(open->size() == 3);
+  CHECK(open->at(0).task.state == TaskState::kRunning);
+  CHECK(list_all(*store).empty());
+
+  PoolOptions o = sleep_pool(store);
+  o.retries = 0;  // the lost attempt is its last: it is dead-lettered by its retry policy
+  auto second = make_pool(o);
+  auto lost = second->find(running_id);
+  REQUIRE(lost);
+  REQUIRE(lost->wait_for(kPatience));
+  const TaskResult l = lost->wait();
+  CHECK(l.state == TaskState::kDeadLettered);
+  CHECK(l.reason == DeadReason::kRetriesExhausted);
+  REQUIRE(l.history.size() == 1);
+  CHECK(l.history[0].outcome == Outcome::kLost);
+  CHECK(l.history[0].error == "poold restarted");
+  for (std::uint64_t id : queued_ids) {
+    auto q = second->find(id);
+    REQUIRE(q);
+    REQUIRE(q->wait_for(kPatience));
+    CHECK(q->wait().state == TaskState::kCompleted);
+    CHECK(q->wait().result == "slept 1 ms");
+  }
+  // New ids start above every journaled one.
+  auto fresh = second->submit("sleep", "1");
+  REQUIRE(fresh);
+  CHECK(fresh->id() > std::max(running_id, queued_ids.back()));
+  REQUIRE(fresh->wait_for(kPatience));
+  second->close();
+  REQUIRE(store->flush(60s).is_ok());
+  CHECK(journal_of(*store).unfinished()->empty());
+  auto row = journal_of(*store).find(running_id);
+  REQUIRE(row.is_ok());
+  CHECK(row->task.state == TaskState::kDeadLettered);
+  REQUIRE(list_all(*store).size() == 1);
+  CHECK(list_all(*store)[0].task.id == running_id);
+}
+
+TEST_CASE("a task waiting to retry keeps its journaled due time across pools") {
+  TempDir dir;
+  auto store = journaled_store(dir);
+  auto flaky = [&] {
+    PoolOptions o = pool_options("flaky", 1);
+    o.name = "jobs";
+    o.retry.base = std::chrono::hours(10);  // full jitter below 10 h: due long after the test
+    o.retry.max = std::chrono::hours(10);
+    o.dead_letter_store = store;
+    return o;
+  };
+  std::uint64_t id = 0;
+  {
+    auto first = make_pool(flaky());
+    auto t = first->submit("flaky", "x");
+    REQUIRE(t);
+    id = t->id();
+    REQUIRE(eventually([&] { return t->state() == TaskState::kRetryWait; }));
+    CHECK(first->shutdown(0ms) == 1);
+  }
+  REQUIRE(journal_of(*store).flush(60s).is_ok());
+  auto before = journal_of(*store).find(id);
+  REQUIRE(before.is_ok());
+  REQUIRE(before->task.state == TaskState::kRetryWait);
+  REQUIRE(before->task.history.size() == 1);
+  CHECK(before->task.history[0].outcome == Outcome::kError);
+  CHECK(before->retry_due_ms > 0);
+
+  auto second = make_pool(flaky());
+  auto t = second->find(id);
+  REQUIRE(t);
+  CHECK(t->state() == TaskState::kRetryWait);
+  CHECK(t->snapshot().history.size() == 1);
+  CHECK(second->stats().retry_wait == 1);
+  CHECK(second->shutdown(0ms) == 1);
+  REQUIRE(journal_of(*store).flush(60s).is_ok());
+  auto after = journal_of(*store).find(id);
+  REQUIRE(after.is_ok());
+  CHECK(after->task.state == TaskState::kRetryWait);
+  CHECK(after->retry_due_ms == before->retry_due_ms);
+}
+
+TEST_CASE("a batch shares one accept: its tasks are committed or refused together") {
+  std::mutex mu;
+  std::vector<Status> answers;  // outlives the store, whose writer thread delivers to it
+  TempDir dir;
+  auto store = journaled_store(dir, 10ms);
+  auto pool = make_pool(sleep_pool(store));
+  TaskJournal& journal = journal_of(*store);
+  auto batch_of = [](int n, const std::string& payload) {
+    std::vector<BatchTask> tasks;
+    for (int i = 0; i < n; ++i) tasks.push_back({"sleep", payload, {}});
+    return tasks;
+  };
+  auto on_batch = [&](const Status& s) {
+    std::lock_guard lock(mu);
+    answers.push_back(s);
+  };
+  auto answered = [&] {
+    std::lock_guard lock(mu);
+    return answers;
+  };
+
+  SECTION("refused while the database is locked: every task cancelled, one answer") {
+    auto locker = raw_connection(store->path());
+    REQUIRE(locker.exec("BEGIN IMMEDIATE", "test lock").is_ok());
+    auto results = pool->submit_batch(batch_of(5, "60000"), on_batch);
+    REQUIRE(results.size() == 5);
+    for (auto& r : results) {
+      REQUIRE(r);
+      CHECK_THAT(r->wait_accepted().message(), Catch::StartsWith("storage: "));
+      REQUIRE(r->wait_for(kPatience));
+      CHECK(r->wait().state == TaskState::kCancelled);
+    }
+    REQUIRE(eventually([&] { return answered().size() == 1; }));
+    CHECK_FALSE(answered()[0].is_ok());
+    CHECK(journal.stats().batches_refused == 1);  // one accept for the five
+    REQUIRE(locker.exec("COMMIT", "test unlock").is_ok());
+  }
+  SECTION("committed: one answer, every task runs") {
+    auto results = pool->submit_batch(batch_of(5, "1"), on_batch);
+    REQUIRE(results.size() == 5);
+    for (auto& r : results) {
+      REQUIRE(r);
+      CHECK(r->wait_accepted().is_ok());
+      REQUIRE(r->wait_for(kPatience));
+      CHECK(r->wait().state == TaskState::kCompleted);
+    }
+    REQUIRE(eventually([&] { return answered().size() == 1; }));
+    CHECK(answered()[0].is_ok());
+    CHECK(journal.stats().tasks_accepted == 5);
+  }
+  SECTION("a refusal by the pool refuses the rest without trying them") {
+    std::vector<BatchTask> tasks = batch_of(2, "1");
+    tasks.insert(tasks.begin() + 1, BatchTask{"sleep", std::string(9u << 20, 'x'), {}});
+    auto results = pool->submit_batch(std::move(tasks), on_batch);
+    REQUIRE(results.size() == 3);
+    CHECK(results[0]);
+    CHECK(results[1].status().code() == Code::kTooLarge);  // its own fault: the rest go on
+    CHECK(results[2]);
+    REQUIRE(results[2]->wait_for(kPatience));
+    pool->close();
+    const std::uint64_t accepted = journal.stats().tasks_accepted;
+    auto closed = pool->submit_batch(batch_of(2, "1"), on_batch);
+    CHECK(closed[0].status().code() == Code::kClosed);
+    CHECK(closed[1].status().code() == Code::kClosed);
+    REQUIRE(journal.flush(60s).is_ok());
+    CHECK(journal.stats().tasks_accepted == accepted);  // nothing journaled for a closed pool
+  }
+}
