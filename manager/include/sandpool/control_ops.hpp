@@ -33,9 +33,9 @@ struct OpList {
 };
 
 // Every operation the protocol has; the server answers any other name `unknown_op`.
-using AllOps = OpList<ServerStatus, Version, Workers, Stats, Events, Task, Wait, Submit, SubmitBatch, Cancel,
-                      Scale, Strategy, Drain, Resume, Restart, KillWorker, DlqList, DlqShow,
-                      DlqReplay, DlqPurge, DlqImport, Reload, Shutdown>;
+using AllOps = OpList<ServerStatus, Version, Workers, Stats, Events, Task, Wait, Submit,
+                      SubmitBatch, Cancel, Scale, Strategy, Drain, Resume, Restart, KillWorker,
+                      DlqList, DlqShow, DlqReplay, DlqPurge, DlqImport, Reload, Shutdown>;
 
 // Whether Op sends event frames before its final reply, and their type (NoEvent if none).
 template <class Op, class = void>
