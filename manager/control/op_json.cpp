@@ -106,6 +106,24 @@ std::string_view expected(const std::chrono::milliseconds*) {
 std::string_view expected(const double*) { return "a number"; }
 std::string_view expected(const std::vector<std::string>*) { return "an array of strings"; }
 
+// The unsigned integers of the array member `name` (absent: *out stays empty).
+Status decode_numbers(const json& j, std::string_view name, std::vector<std::uint64_t>* out) {
+  const auto it = j.find(name);
+  if (it == j.end()) return Status::ok();
+  if (!it->is_array()) {
+    return Status::invalid("field \"" + std::string(name) + "\": expected an array");
+  }
+  out->reserve(it->size());
+  for (const json& v : *it) {
+    if (!v.is_number_unsigned()) {
+      return Status::invalid("field \"" + std::string(name) +
+                             "\": expected an array of unsigned integers");
+    }
+    out->push_back(v.get<std::uint64_t>());
+  }
+  return Status::ok();
+}
+
 // --- Tasks ------------------------------------------------------------------------------------
 
 json encode(const TaskIdArgs& a) { return {{"id", a.id}}; }

@@ -72,6 +72,10 @@ std::string_view expected(const std::chrono::milliseconds*);
 std::string_view expected(const double*);
 std::string_view expected(const std::vector<std::string>*);
 
+// The unsigned integers of the array member `name` of `j` (absent: *out stays empty).
+Status decode_numbers(const nlohmann::json& j, std::string_view name,
+                      std::vector<std::uint64_t>* out);
+
 // The array member `name` of `j`, each element decoded by decode(); absent: *out stays empty.
 // An element's error names the array and the element's index.
 template <class T>

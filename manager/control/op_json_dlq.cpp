@@ -155,15 +155,7 @@ Status decode(const json& j, DlqReplayReply* out) {
                   .optional("first_error", &out->first_error)
                   .status();
   if (!st) return st;
-  const auto it = j.find("ids");
-  if (it == j.end()) return Status::ok();
-  if (!it->is_array()) return Status::invalid("field \"ids\": expected an array");
-  for (const json& id : *it) {
-    std::uint64_t n = 0;
-    if (!read_value(id, &n)) return Status::invalid("field \"ids\": expected unsigned integers");
-    out->ids.push_back(n);
-  }
-  return Status::ok();
+  return decode_numbers(j, "ids", &out->ids);
 }
 
 json encode(const DlqPurgeReply& r) { return {{"purged", r.purged}}; }

@@ -76,28 +76,6 @@ json encode(const SubmitBatchArgs& a) {
   return j;
 }
 
-namespace {
-
-// The unsigned integers of the array member `name` (absent: *out stays empty).
-Status decode_numbers(const json& j, std::string_view name, std::vector<std::uint64_t>* out) {
-  const auto it = j.find(name);
-  if (it == j.end()) return Status::ok();
-  if (!it->is_array()) {
-    return Status::invalid("field \"" + std::string(name) + "\": expected an array");
-  }
-  out->reserve(it->size());
-  for (const json& v : *it) {
-    if (!v.is_number_unsigned()) {
-      return Status::invalid("field \"" + std::string(name) +
-                             "\": expected an array of unsigned integers");
-    }
-    out->push_back(v.get<std::uint64_t>());
-  }
-  return Status::ok();
-}
-
-}  // namespace
-
 Status decode(const json& j, SubmitBatchArgs* out) {
   if (!j.is_object()) return Status::invalid("arguments: expected an object");
   if (!j.contains("payload_lens")) {
