@@ -261,6 +261,20 @@ TEST_CASE("purge by id, by filter and by age deletes what it says and counts it"
   CHECK(*old > 0);
 }
 
+TEST_CASE("a purge of more letters than one chunk deletes them all, chunk by chunk",
+          "[dead_letters]") {
+  TempDir dir;
+  auto store = open_store(options_for(dir));
+  std::vector<DeadLetter> many;
+  for (std::uint64_t id = 1; id <= 600; ++id) many.push_back(letter(id));  // 256 per chunk
+  many.push_back(letter(601, "mail"));
+  write_all(*store, many);
+  auto purged = store->purge(DeadLetterFilter{"images", {}, {}, {}, {}, {}});
+  REQUIRE(purged.is_ok());
+  CHECK(*purged == 600);
+  CHECK(task_ids(list_all(*store)) == std::vector<std::uint64_t>{601});
+}
+
 TEST_CASE("a replayed letter is removed once; a second removal reports it gone", "[dead_letters]") {
   TempDir dir;
   auto store = open_store(options_for(dir));
