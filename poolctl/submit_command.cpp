@@ -18,6 +18,7 @@ struct SubmitArgs {
   std::string payload_arg;  // PAYLOAD, or "-" for stdin
   std::string file;
   bool wait = false;
+  std::string wait_timeout;
   std::string timeout;
   std::optional<std::uint32_t> retries;
 };
@@ -60,7 +61,10 @@ int run_submit(const Cli& cli, const SubmitArgs& a) {
     }
     std::cout.flush();
   };
-  auto t = client->submit_wait(a.request, progress);
+  // Survives a restart of poold: reconnects and waits on the task's id (docs/journal.md).
+  Client::WaitPolicy policy;
+  if (!a.wait_timeout.empty()) policy.wait_timeout = duration_arg("--wait-timeout", a.wait_timeout);
+  auto t = client->submit_wait(a.request, progress, policy);
   if (!t) return fail("submit", t.status());
   if (t->account.result_dropped) {
     std::cerr << "poolctl: task " << t->id
@@ -78,7 +82,12 @@ void add_submit_command(CLI::App& app, Cli& cli) {
   sub->add_option("PAYLOAD", a->payload_arg, "the payload text, or - to read stdin");
   sub->add_option("--file", a->file, "read the payload from this file");
   sub->add_option("--pool", a->request.pool, "pool (default: routed by type)");
-  sub->add_flag("--wait", a->wait, "print progress, then the result; exit 1 unless completed");
+  sub->add_flag("--wait", a->wait,
+                "print progress, then the result; exit 1 unless completed; survives a restart "
+                "of poold (reconnects and waits on the task's id)");
+  sub->add_option("--wait-timeout", a->wait_timeout,
+                  "with --wait: give up waiting after this long (30s, 500ms), restarts "
+                  "included; the task keeps running");
   sub->add_option("--priority", a->request.priority, "higher runs first (default 0)");
   sub->add_option("--timeout", a->timeout, "per-attempt timeout (30s, 500ms)");
   sub->add_option("--retries", a->retries, "retries after the first attempt");

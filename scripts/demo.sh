@@ -22,17 +22,23 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Starts poold in the background (its log appended to $log) and waits until it answers.
+start_poold() {
+  show "poold --config configs/poold.yaml &"
+  "$poold" --config configs/poold.yaml >>"$log" 2>&1 &
+  poold_pid=$!
+  for _ in $(seq 1 200); do
+    "$ctl" status >/dev/null 2>&1 && return 0
+    kill -0 "$poold_pid" 2>/dev/null || { echo "poold exited; its log:"; cat "$log"; exit 1; }
+    sleep 0.05
+  done
+}
+
 say "1. Start poold on configs/poold.yaml (log: $log)"
 show "poold --check --config configs/poold.yaml"
 "$poold" --check --config configs/poold.yaml
-show "poold --config configs/poold.yaml &"
-"$poold" --config configs/poold.yaml >"$log" 2>&1 &
-poold_pid=$!
-for _ in $(seq 1 200); do
-  "$ctl" status >/dev/null 2>&1 && break
-  kill -0 "$poold_pid" 2>/dev/null || { echo "poold exited; its log:"; cat "$log"; exit 1; }
-  sleep 0.05
-done
+: >"$log"
+start_poold
 run status
 
 say "2. Submit one task and wait for its result"
@@ -66,7 +72,25 @@ run dlq replay "$letter" || true
 say "7. A crash: 'crash' segfaults its worker on every attempt; retried, then dead-lettered"
 run submit crash 'boom' --wait || true
 
-say "8. Stats, then a clean shutdown"
+say "8. The journal: kill -9 poold while a waited task runs; the restart runs it again"
+show "poolctl submit sleep 1500 --wait --json &    # a client waiting on its own connection"
+"$ctl" submit sleep 1500 --wait --json >var/waited.json 2>&1 &
+waiter=$!
+for _ in $(seq 1 200); do
+  "$ctl" workers sleep --json | grep -q '"in_flight": *1' && break
+  sleep 0.05
+done
+show "kill -9 $poold_pid    # accepted tasks are in ./var/dead_letters.db"
+kill -9 "$poold_pid"
+wait "$poold_pid" 2>/dev/null || true
+start_poold
+grep -h "recovered" "$log" | tail -1
+show "wait    # the waiting poolctl reconnected and waited on the task's id"
+wait "$waiter" && echo "the waiting client got its result:"
+id=$(grep -o '"id": *[0-9]*' var/waited.json | head -1 | grep -o '[0-9]*$')
+run task "$id"
+
+say "9. Stats, then a clean shutdown"
 run stats
 run shutdown
 wait "$poold_pid" && echo "poold exited 0"

@@ -74,6 +74,35 @@ void read_allow_rule(ConfigErrors& errors, const YAML::Node& node, const std::st
   out->push_back(std::move(rule));
 }
 
+// `journal: on|off` (or true/false), or a mapping {enabled, sync, group_commit}.
+void read_journal(MapReader& service, JournalConfig* out) {
+  const YAML::Node* node = service.value("journal");
+  if (node == nullptr) return;
+  if (node->IsScalar()) {
+    const std::string text = node->Scalar();
+    if (text == "on" || text == "true") {
+      out->enabled = true;
+    } else if (text == "off" || text == "false") {
+      out->enabled = false;
+    } else {
+      service.fail("journal", "expected on, off or a mapping {enabled, sync, group_commit}, got " +
+                                  describe(*node));
+    }
+    return;
+  }
+  MapReader journal = service.section("journal");
+  journal.boolean("enabled", &out->enabled);
+  journal.choice<StoreSync>("sync", &out->sync,
+                            {{"normal", StoreSync::kNormal}, {"full", StoreSync::kFull}});
+  journal.duration("group_commit", &out->group_commit);
+  if (out->group_commit > std::chrono::milliseconds(1000)) {
+    journal.fail("group_commit",
+                 "expected at most 1s (every submit may wait this long for its commit), got " +
+                     describe(*journal.value("group_commit")));
+  }
+  journal.finish();
+}
+
 }  // namespace
 
 void read_service(MapReader service, ServiceConfig* out) {
@@ -137,15 +166,16 @@ void read_service(MapReader service, ServiceConfig* out) {
   control.duration("idle_timeout", &out->idle_timeout);
   control.finish();
 
-  if (const YAML::Node* journal = service.value("journal")) {
-    const std::string text = journal->IsScalar() ? journal->Scalar() : std::string();
-    if (text == "on" || text == "true") {
-      service.fail("journal",
-                   "the journal is planned but not available yet (accepted tasks are not "
-                   "written to disk); use off");
-    } else if (text != "off" && text != "false") {
-      service.fail("journal", "expected off (on is planned), got " + describe(*journal));
-    }
+  read_journal(service, &out->journal);
+  const bool keep_given = service.has("shutdown_unfinished");
+  service.choice<ShutdownUnfinished>(
+      "shutdown_unfinished", &out->shutdown_unfinished,
+      {{"keep", ShutdownUnfinished::kKeep}, {"dead_letter", ShutdownUnfinished::kDeadLetter}});
+  if (keep_given && !out->journal.enabled &&
+      out->shutdown_unfinished == ShutdownUnfinished::kKeep) {
+    service.fail("shutdown_unfinished",
+                 "keep needs the journal (service.journal is off): without it what is left at a "
+                 "shutdown can only be dead-lettered; use dead_letter");
   }
 
   MapReader records = service.section("task_records");

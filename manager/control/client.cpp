@@ -158,6 +158,7 @@ class Client::Impl {
   }
 
   std::chrono::milliseconds call_timeout() const { return options_.call_timeout; }
+  const ClientOptions& options() const { return options_; }
 
   void cancel(std::uint64_t id) {
     Frame f;
@@ -294,7 +295,16 @@ Result<Client> Client::connect(const std::string& socket_path, ClientOptions opt
   auto impl = std::make_unique<Impl>(std::move(fd), std::move(options));
   Status st = impl->handshake();
   if (!st.is_ok()) return st;
-  return Client(std::move(impl));
+  Client client(std::move(impl));
+  client.socket_path_ = socket_path;
+  return client;
+}
+
+Status Client::reconnect() {
+  auto fresh = connect(socket_path_, impl_->options());
+  if (!fresh) return fresh.status();
+  *this = std::move(fresh).value();
+  return Status::ok();
 }
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

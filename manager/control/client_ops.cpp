@@ -7,6 +7,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <tuple>
 #include <utility>
 
@@ -126,6 +127,67 @@ Result<TaskReply> Client::submit_wait(const SubmitRequest& task, ProgressFn on_p
                               ops::encode(submit_args(task, true, progress)), task.payload,
                               progress_events(std::move(on_progress)));
   return task_reply_of(ops::Submit::kName, std::move(r));
+}
+
+Result<TaskReply> Client::submit_wait(const SubmitRequest& task, ProgressFn on_progress,
+                                      const WaitPolicy& policy) {
+  using Clock = std::chrono::steady_clock;
+  std::optional<Clock::time_point> deadline;
+  if (policy.wait_timeout) deadline = Clock::now() + *policy.wait_timeout;
+  const bool progress = static_cast<bool>(on_progress);
+  auto accepted = std::make_shared<std::atomic<std::uint64_t>>(0);  // the id, once accepted
+  EventFn on_event = [accepted, fn = std::move(on_progress)](const Reply& e) {
+    ops::SubmitEvent event;
+    if (!ops::decode(e.body, &event)) return;
+    if (event.event == "accepted") accepted->store(event.id);
+    if (event.event == "progress" && fn) fn(event.id, e.blob);
+  };
+  auto done = std::make_shared<std::promise<Result<Reply>>>();
+  std::future<Result<Reply>> reply = done->get_future();
+  auto request =
+      raw_start(*this, std::string(ops::Submit::kName),
+                ops::encode(submit_args(task, true, progress)), task.payload, std::move(on_event),
+                [done](Result<Reply> r) { done->set_value(std::move(r)); });
+  if (!request) return request.status();
+  if (deadline && reply.wait_until(*deadline) == std::future_status::timeout) {
+    cancel_stream(*request);  // the task keeps running; only this wait ends
+    if (accepted->load() == 0) {
+      return Status::error(Code::kTimeout, "the submit was not answered within " +
+                                               std::to_string(policy.wait_timeout->count()) +
+                                               " ms");
+    }
+    return wait(accepted->load(), std::chrono::milliseconds(0));
+  }
+  Result<Reply> r = reply.get();
+  if (r || r.status().code() != Code::kUnavailable || accepted->load() == 0) {
+    return task_reply_of(ops::Submit::kName, std::move(r));
+  }
+  // Accepted, then the connection was lost (poold restarting): wait on the id.
+  const std::uint64_t id = accepted->load();
+  for (;;) {
+    const Clock::time_point give_up = Clock::now() + policy.reconnect_for;
+    std::chrono::milliseconds pause(100);
+    Status st;
+    while (!(st = reconnect())) {
+      const Clock::time_point now = Clock::now();
+      if (st.code() != Code::kUnavailable) return st;
+      if (now >= give_up || (deadline && now >= *deadline)) {
+        return Status::error(Code::kUnavailable,
+                             "lost the connection while waiting for task " + std::to_string(id) +
+                                 " and could not connect again: " + st.message());
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(1000));
+    }
+    std::optional<std::chrono::milliseconds> left;
+    if (deadline) {
+      left =
+          std::max(std::chrono::milliseconds(0),
+                   std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now()));
+    }
+    auto t = wait(id, left);
+    if (t || t.status().code() != Code::kUnavailable) return t;
+  }
 }
 
 Status Client::submit_async(const SubmitRequest& task, SubmitDoneFn on_done,

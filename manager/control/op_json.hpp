@@ -197,6 +197,8 @@ nlohmann::json encode(const PoolStatus& p);
 Status decode(const nlohmann::json& j, PoolStatus* out);
 nlohmann::json encode(const DeadLetterStoreStatus& d);
 Status decode(const nlohmann::json& j, DeadLetterStoreStatus* out);
+nlohmann::json encode(const JournalStatus& d);
+Status decode(const nlohmann::json& j, JournalStatus* out);
 nlohmann::json encode(const StatusReply& r);
 Status decode(const nlohmann::json& j, StatusReply* out);
 nlohmann::json encode(const WorkerStatus& w);

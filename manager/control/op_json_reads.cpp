@@ -150,17 +150,55 @@ Status decode(const json& j, DeadLetterStoreStatus* out) {
       .status();
 }
 
+json encode(const JournalStatus& d) {
+  return {{"sync", d.sync},
+          {"pending", d.pending},
+          {"pending_tasks", d.pending_tasks},
+          {"tasks_accepted", d.tasks_accepted},
+          {"batches_refused", d.batches_refused},
+          {"commits", d.commits},
+          {"last_commit_us", d.last_commit_us},
+          {"max_commit_us", d.max_commit_us},
+          {"mean_commit_us", d.mean_commit_us},
+          {"writes_failing", d.writes_failing},
+          {"last_error", d.last_error},
+          {"storage_error", d.storage_error},
+          {"finished_kept", d.finished_kept},
+          {"file_bytes", d.file_bytes}};
+}
+
+Status decode(const json& j, JournalStatus* out) {
+  return ArgReader(j)
+      .optional("sync", &out->sync)
+      .optional("pending", &out->pending)
+      .optional("pending_tasks", &out->pending_tasks)
+      .optional("tasks_accepted", &out->tasks_accepted)
+      .optional("batches_refused", &out->batches_refused)
+      .optional("commits", &out->commits)
+      .optional("last_commit_us", &out->last_commit_us)
+      .optional("max_commit_us", &out->max_commit_us)
+      .optional("mean_commit_us", &out->mean_commit_us)
+      .optional("writes_failing", &out->writes_failing)
+      .optional("last_error", &out->last_error)
+      .optional("storage_error", &out->storage_error)
+      .optional("finished_kept", &out->finished_kept)
+      .optional("file_bytes", &out->file_bytes)
+      .status();
+}
+
 json encode(const StatusReply& r) {
   json pools = json::array();
   for (const PoolStatus& p : r.pools) pools.push_back(encode(p));
-  return {{"pid", r.pid},
-          {"started_ms", r.started_ms},
-          {"stopping", r.stopping},
-          {"pools", std::move(pools)},
-          {"dead_letter_store", encode(r.dead_letter_store)},
-          {"events_dropped", r.events_dropped},
-          {"idempotency_keys", r.idempotency_keys},
-          {"idempotency_kept_bytes", r.idempotency_kept_bytes}};
+  json out = {{"pid", r.pid},
+              {"started_ms", r.started_ms},
+              {"stopping", r.stopping},
+              {"pools", std::move(pools)},
+              {"dead_letter_store", encode(r.dead_letter_store)},
+              {"journal", r.journal ? encode(*r.journal) : json()},
+              {"events_dropped", r.events_dropped},
+              {"idempotency_keys", r.idempotency_keys},
+              {"idempotency_kept_bytes", r.idempotency_kept_bytes}};
+  return out;
 }
 
 Status decode(const json& j, StatusReply* out) {
@@ -174,6 +212,10 @@ Status decode(const json& j, StatusReply* out) {
                   .status();
   if (!st) return st;
   if (st = decode_array(j, "pools", &out->pools); !st) return st;
+  if (const auto journal = j.find("journal"); journal != j.end() && !journal->is_null()) {
+    out->journal.emplace();
+    if (st = decode(*journal, &*out->journal); !st) return st.with_context("journal");
+  }
   const auto store = j.find("dead_letter_store");
   if (store == j.end()) return Status::ok();
   return decode(*store, &out->dead_letter_store).with_context("dead_letter_store");

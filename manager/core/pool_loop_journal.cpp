@@ -172,6 +172,7 @@ Status PoolLoop::recover_journal() {
   std::uint64_t next = ids.load();
   while (next <= *highest && !ids.compare_exchange_weak(next, *highest + 1)) {
   }
+  if (!opts_.recover_unfinished) return Status::ok();
   auto open = journal_->unfinished();
   if (!open) return open.status();
 
@@ -186,8 +187,12 @@ Status PoolLoop::recover_journal() {
   const std::int64_t wall_ms = wall_now_ms();
   for (JournalTask& j : *open) {
     if (j.pool != opts_.name) continue;
+    SubmitOptions options = j.options.to_submit_options();
+    if (opts_.recovered_on_done) {
+      options.on_done = opts_.recovered_on_done(j.task.id, j.options.idempotency_key);
+    }
     auto task = std::make_shared<TaskRecord>(j.task.id, j.task.type, std::move(j.payload),
-                                             j.options.to_submit_options());
+                                             std::move(options));
     task->account.history = std::move(j.task.history);
     task->account.error = std::move(j.task.error);
     task->attempts_ended = static_cast<std::uint32_t>(task->account.history.size());

@@ -183,6 +183,47 @@ void render_dead_letter_store(Exposition& e, const DeadLetterStoreStats& d) {
       std::to_string(d.evicted));
 }
 
+// The task journal's series (docs/journal.md): one sample each, no labels.
+void render_journal(Exposition& e, const TaskJournalStats& j) {
+  const auto one = [&](std::string_view name, std::string_view type, std::string_view help,
+                       const std::string& value) {
+    e.family(name, type, help);
+    e.sample(name, "", value);
+  };
+  const auto us = [](std::uint64_t v) { return decimal(static_cast<std::int64_t>(v), 6); };
+  one("sandpool_journal_file_bytes", "gauge",
+      "Size of the journal's database (dead_letters.db) and its write-ahead log.",
+      std::to_string(j.file_bytes));
+  one("sandpool_journal_pending_writes", "gauge",
+      "Journal writes queued or being written (accepts, starts, attempt ends, finishes).",
+      std::to_string(j.pending));
+  one("sandpool_journal_pending_tasks", "gauge",
+      "Submitted tasks waiting for their commit; their submitters wait for the answer.",
+      std::to_string(j.pending_tasks));
+  one("sandpool_journal_writes_failing", "gauge",
+      "1 while journal writes fail and wait in memory for a retry (status says why).",
+      j.writes_failing ? "1" : "0");
+  one("sandpool_journal_tasks_accepted_total", "counter", "Tasks committed to the journal.",
+      std::to_string(j.tasks_accepted));
+  one("sandpool_journal_batches_refused_total", "counter",
+      "Submits refused because the journal could not commit them (storage: ...).",
+      std::to_string(j.batches_refused));
+  one("sandpool_journal_commits_total", "counter", "Transactions that carried journal writes.",
+      std::to_string(j.commits));
+  one("sandpool_journal_commit_seconds_total", "counter",
+      "Time spent in those transactions, BEGIN to COMMIT (divide by the commits for the mean).",
+      us(j.total_commit_us));
+  one("sandpool_journal_commit_seconds_last", "gauge", "The last such transaction's time.",
+      us(j.last_commit_us));
+  one("sandpool_journal_commit_seconds_max", "gauge", "The longest such transaction.",
+      us(j.max_commit_us));
+  one("sandpool_journal_finished_tasks", "gauge",
+      "Finished tasks kept in the journal for lookups (task, wait).",
+      std::to_string(j.finished_kept));
+  one("sandpool_journal_evicted_total", "counter",
+      "Finished tasks deleted by the journal's retention bounds.", std::to_string(j.evicted));
+}
+
 void render_pool_gauges(Exposition& e) {
   e.per_pool("sandpool_queue_depth", "gauge",
              "Tasks waiting for a worker (the queue and the affinity backlogs).",
@@ -272,6 +313,7 @@ std::string render_prometheus(const std::vector<PoolMetrics>& pools, const Servi
            "When the service started, seconds since the Unix epoch.");
   e.sample("sandpool_start_time_seconds", "", decimal(service.start_time_ms, 3));
   if (service.dead_letter_store) render_dead_letter_store(e, *service.dead_letter_store);
+  if (service.journal) render_journal(e, *service.journal);
   render_pool_gauges(e);
   render_pool_counters(e);
   render_pool_histograms(e);

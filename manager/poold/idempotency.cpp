@@ -38,6 +38,12 @@ void IdempotencyKeys::remember(const std::string& key, std::uint64_t task_id,
   evict(now);
 }
 
+void IdempotencyKeys::forget(const std::string& key, std::uint64_t task_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = keys_.find(key);
+  if (it != keys_.end() && it->second.kept.task_id == task_id) erase(it);
+}
+
 void IdempotencyKeys::task_ended(const std::string& key, const TaskResult& result,
                                  Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mu_);

@@ -47,6 +47,9 @@ class IdempotencyKeys {
   // same task (which may have ended, and been recorded, first) it keeps the final account.
   void remember(const std::string& key, std::uint64_t task_id,
                 Clock::time_point now = Clock::now());
+  // Forgets `key` if it still names `task_id` (a submit refused after remember(): the
+  // journal did not take its task).
+  void forget(const std::string& key, std::uint64_t task_id);
   // The task submitted with `key` ended: the key keeps its final account (and is
   // remembered now if the task ended before remember() ran).
   void task_ended(const std::string& key, const TaskResult& result,

@@ -100,6 +100,7 @@ sp::Result<std::unique_ptr<sp::MetricsServer>> start_metrics(const sp::Config& c
       [svc, info] {
         sp::ServiceInfo now = info;
         now.dead_letter_store = svc->dead_letter_stats();
+        now.journal = svc->journal_stats();
         return sp::render_prometheus(svc->metrics(), now);
       },
       [svc, gate, threads]() -> std::optional<std::string> {

@@ -51,14 +51,12 @@ Result<std::unique_ptr<Service>> Service::start(Config config, std::string confi
                                                 ShutdownRequest on_shutdown) {
   std::unique_ptr<Service> s(
       new Service(std::move(config), std::move(config_path), log, std::move(on_shutdown)));
-  DeadLetterStoreOptions so;
-  so.state_dir = s->config_.service.state_dir;
-  so.logger = log;
-  auto store = DeadLetterStore::open(std::move(so));
+  auto store = DeadLetterStore::open(store_options(s->config_, log));
   if (!store) return store.status().with_context("dead-letter store");
   s->store_ = std::shared_ptr<DeadLetterStore>(std::move(store).value());
+  if (Status st = s->dead_letter_removed_pools(); !st) return st.with_context("task journal");
   for (const PoolConfig& pc : s->config_.pools) {
-    auto pool = s->make_pool(pc);
+    auto pool = s->make_pool(pc, true);
     if (!pool) return pool.status().with_context("pool '" + pc.name + "'");
     s->slots_.emplace(pc.name, Slot{pc, std::move(pool).value()});
     log->info("pool started pool={} plugin={} workers={}", pc.name, pc.plugin_path, pc.workers);
@@ -86,11 +84,17 @@ PoolOptions Service::pool_options(const PoolConfig& pc) const {
   o.task_records_max = config_.service.task_records_max;
   o.task_records_max_age = config_.service.task_records_max_age;
   o.on_event = [hub = hub_, name = pc.name](const PoolEvent& e) { hub->publish(name, e); };
+  o.shutdown_unfinished = config_.service.shutdown_unfinished;
   return o;
 }
 
-Result<std::shared_ptr<Pool>> Service::make_pool(const PoolConfig& pc) {
-  auto created = Pool::create(pool_options(pc));
+Result<std::shared_ptr<Pool>> Service::make_pool(const PoolConfig& pc, bool recover) {
+  PoolOptions o = pool_options(pc);
+  o.recover_unfinished = recover;
+  o.recovered_on_done = [this](std::uint64_t id, const std::string& key) {
+    return recovered_on_done(id, key);
+  };
+  auto created = Pool::create(std::move(o));
   if (!created) return created.status();
   std::shared_ptr<Pool> pool(std::move(created).value());
   // Routing is by type: a type served by two pools would go to whichever sorts first, so a
@@ -160,6 +164,7 @@ std::vector<PoolMetrics> Service::metrics() const {
 
 std::optional<std::string> Service::health() const {
   if (stopping_.load()) return "shutting down";
+  if (auto problem = storage_problem()) return problem;
   for (const auto& [name, pool] : pools()) {
     const std::string state = pool->stats_snapshot().state;
     if (state == "failed") return "pool " + name + " failed";

@@ -50,8 +50,10 @@
 #include <sandpool/dead_letters.hpp>
 #include <sandpool/pool.hpp>
 #include <sandpool/pool_metrics.hpp>
+#include <sandpool/task_journal.hpp>
 
 #include "control/op_responder.hpp"
+#include "poold/ack_gate.hpp"
 #include "poold/event_hub.hpp"
 #include "poold/idempotency.hpp"
 #include "poold/job_thread.hpp"
@@ -94,9 +96,10 @@ class Service final : public ControlHandler {
   bool stopping() const { return stopping_.load(); }
 
   std::vector<PoolMetrics> metrics() const;
-  DeadLetterStoreStats dead_letter_stats() const;   // any thread
-  std::optional<std::string> health() const;        // nullopt: healthy
-  const Config& config() const { return config_; }  // the running one; job thread only
+  DeadLetterStoreStats dead_letter_stats() const;         // any thread
+  std::optional<TaskJournalStats> journal_stats() const;  // any thread; empty: no journal
+  std::optional<std::string> health() const;              // nullopt: healthy
+  const Config& config() const { return config_; }        // the running one; job thread only
   // The service's threads that take items of work, each with how long it has been inside
   // its current one: every pool's loop (sp-loop:<pool>, retiring ones included), sp-request,
   // sp-reads and sp-jobs (main adds the control server's). For the WatchdogGate.
@@ -113,7 +116,32 @@ class Service final : public ControlHandler {
   // The options of a configured pool: the config's, plus the service's ids, store, logger
   // and events hub.
   PoolOptions pool_options(const PoolConfig& pc) const;
-  Result<std::shared_ptr<Pool>> make_pool(const PoolConfig& pc);
+  // `recover`: with the journal, the pool queues its unfinished tasks again (at start only:
+  // a pool a reload makes may replace one whose tasks are still running).
+  Result<std::shared_ptr<Pool>> make_pool(const PoolConfig& pc, bool recover);
+
+  // service_journal.cpp: the task journal (docs/journal.md, "In poold").
+  static DeadLetterStoreOptions store_options(const Config& config,
+                                              std::shared_ptr<spdlog::logger> log);
+  TaskJournal* journal() const;  // null: service.journal is off
+  // At start, before the pools: the unfinished tasks of pools the config no longer has are
+  // dead-lettered `pool_removed`.
+  Status dead_letter_removed_pools();
+  // PoolOptions::recovered_on_done: the key is remembered again; the end is kept as a
+  // submitted task's is.
+  std::function<void(const TaskResult&)> recovered_on_done(std::uint64_t id,
+                                                           const std::string& key);
+  // A task no pool holds (finished in an earlier run, or forgotten by its pool), from the
+  // journal; nullopt without one or when it does not know the id.
+  std::optional<TaskResult> journaled_task(std::uint64_t id) const;
+  // What an idempotency key names: the keys kept in memory, else the journal's.
+  std::optional<KeptTask> known_key(const std::string& key);
+  // Every submit's answer from the journal: the last refusal for the storage's sake, newer
+  // than the last commit, makes the service unhealthy.
+  void note_acceptance(const Status& s);
+  // Why the storage cannot take submits or writes now; nullopt: it can.
+  std::optional<std::string> storage_problem() const;
+  std::optional<ops::JournalStatus> journal_status() const;  // `status`; empty: no journal
   // The pool named `name` (error not_found), or serving `type` when name is empty.
   Result<std::shared_ptr<Pool>> pool_named(const std::string& name) const;
   Result<std::shared_ptr<Pool>> route(const std::string& pool, const std::string& type) const;
@@ -159,8 +187,17 @@ class Service final : public ControlHandler {
   };
   // `res` (a waited submit's responder) is answered when the task ends; a resubmit of an
   // open task with a known key is answered when that task ends.
+  // The task's on_accepted answers `gate` as task `index` of the request.
   Result<Submission> submit_one(const ops::SubmitArgs& args, std::string payload, bool wait,
-                                bool progress, const Responder* res);
+                                bool progress, const Responder* res,
+                                const std::shared_ptr<AckGate>& gate, std::size_t index);
+  // A submit whose idempotency key named a task that exists: its id, or its account (wait).
+  void answer_existing(const ops::SubmitArgs& a, const Submission& s,
+                       const OpResponder<ops::Submit>& res);
+  // A batch whose tasks share `defaults` (no key): routed once, one Pool::submit_batch.
+  void submit_shared_batch(const std::string& blob, const std::vector<std::uint64_t>& lens,
+                           const ops::SubmitArgs& defaults, const std::shared_ptr<AckGate>& gate,
+                           ops::SubmitBatchReply* out);
   // The task a known key names, registering `waiter` if it is still open; nullopt when
   // neither a pool nor the key knows it any more.
   std::optional<Submission> existing_task(const KeptTask& kept, const Responder* waiter);
@@ -215,6 +252,11 @@ class Service final : public ControlHandler {
   std::shared_ptr<ProgressCoalescer> progress_ = ProgressCoalescer::create();
   IdempotencyKeys idempotency_;
   std::atomic<bool> stopping_{false};
+  // note_acceptance(): wall ms of the last commit and the last storage refusal, and why.
+  std::atomic<std::int64_t> last_accepted_ms_{0};
+  std::atomic<std::int64_t> last_refused_ms_{0};
+  mutable std::mutex storage_mu_;  // guards storage_error_; a leaf
+  std::string storage_error_;
 
   mutable std::mutex mu_;              // guards slots_, retiring_, retired_, waiters_, wait_tokens_
   std::map<std::string, Slot> slots_;  // the configured pools, by name

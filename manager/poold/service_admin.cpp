@@ -107,6 +107,7 @@ void Service::serve(const Request&, const ops::NoArgs&, const OpResponder<ops::S
   r.started_ms = started_ms_;
   r.stopping = stopping_.load();
   r.dead_letter_store = store_status(store_->stats());
+  r.journal = journal_status();
   r.events_dropped = hub_->dropped();
   r.idempotency_keys = idempotency_.size();
   r.idempotency_kept_bytes = idempotency_.kept_bytes();

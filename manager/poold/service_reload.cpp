@@ -77,7 +77,7 @@ Result<ops::ReloadReply> Service::reload() {
     // which takes over routing while the old one drains what it accepted.
     if (!current || needs_new_pool(pool_options(current->config), pool_options(pc)) ||
         current->pool->stats().state == "failed") {
-      auto pool = make_pool(pc);
+      auto pool = make_pool(pc, false);
       if (!pool) {
         log_->error("reload: pool {} could not start: {}", pc.name, pool.status().message());
         out.failed.push_back({pc.name, pool.status().message()});
@@ -135,7 +135,11 @@ void Service::shut_down_pools(std::chrono::milliseconds timeout) {
   for (auto& [name, pool] : pools()) {
     threads.emplace_back([this, name = name, pool = pool, timeout] {
       const std::size_t left = pool->shutdown(timeout);
-      log_->info("pool stopped pool={} dead_lettered={}", name, left);
+      // With the journal and shutdown_unfinished keep, what is left stays for the next start.
+      const bool kept =
+          journal() != nullptr && config_.service.shutdown_unfinished == ShutdownUnfinished::kKeep;
+      log_->info("pool stopped pool={} {}={}", name, kept ? "kept_unfinished" : "dead_lettered",
+                 left);
     });
     name_thread(threads.back().native_handle(), "sp-stop:" + name);
   }

@@ -1,6 +1,7 @@
 // Service: submit (waited, with progress), submit_batch, task lookup and cancel.
 #include <spdlog/logger.h>
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -122,13 +123,15 @@ std::optional<Service::Submission> Service::existing_task(const KeptTask& kept,
 }
 
 Result<Service::Submission> Service::submit_one(const ops::SubmitArgs& args, std::string payload,
-                                                bool wait, bool progress, const Responder* res) {
+                                                bool wait, bool progress, const Responder* res,
+                                                const std::shared_ptr<AckGate>& gate,
+                                                std::size_t index) {
   if (stopping_.load()) return Status::error(Code::kClosed, "poold is shutting down");
   const std::string& type = args.type;
   if (type.empty()) return Status::invalid("type: required, a non-empty string");
   const std::string& key = args.idempotency_key;
   if (!key.empty()) {
-    if (auto kept = idempotency_.find(key)) {
+    if (auto kept = known_key(key)) {
       if (auto existing = existing_task(*kept, wait ? res : nullptr)) return *existing;
       log_->warn("idempotency key {}: task {} is neither in a pool nor kept; submitting anew", key,
                  kept->task_id);
@@ -138,6 +141,17 @@ Result<Service::Submission> Service::submit_one(const ops::SubmitArgs& args, std
   if (!pool) return pool.status();
   SubmitOptions o;
   if (Status s = submit_options(args, (*pool)->max_timeout(), &o); !s) return s;
+  o.idempotency_key = key;
+  o.on_accepted = [this, ack = AckGate::on_accepted(gate, index)](std::uint64_t id,
+                                                                  const Status& s) {
+    note_acceptance(s);
+    ack(id, s);
+  };
+  // A task the journal refused ends cancelled; its key is forgotten (the client was told
+  // "not accepted" and may resubmit under it), so its end must not keep it again.
+  auto keep = [this, gate, index, key](const TaskResult& result) {
+    task_ended(gate->refused(index) ? std::string() : key, result);
+  };
   if (wait && res != nullptr) {
     // Coalesced per task, latest wins: a worker's flood of progress frames neither grows
     // the submitter's output without bound nor gets its connection dropped.
@@ -148,13 +162,16 @@ Result<Service::Submission> Service::submit_one(const ops::SubmitArgs& args, std
         stream->update(id, data);
       };
     }
-    o.on_done = [this, r = *res, stream, key](const TaskResult& result) {
-      if (stream) stream->finish();
-      r.ok(task_json(result), result.result);
-      task_ended(key, result);
+    // The final reply goes after the accepted event (the task may end before its commit).
+    o.on_done = [r = *res, stream, gate, index, keep](const TaskResult& result) {
+      gate->after_reply(index, [r, stream, result] {
+        if (stream) stream->finish();
+        r.ok(task_json(result), result.result);
+      });
+      keep(result);
     };
   } else if (!key.empty()) {
-    o.on_done = [this, key](const TaskResult& result) { task_ended(key, result); };
+    o.on_done = keep;
   } else {
     // No key to keep: only the task's waiters (`wait`) to answer.
     o.on_done = [this](const TaskResult& result) { reply_when_done(result.id, result); };
@@ -193,21 +210,34 @@ TaskCallbacks Service::replay_callbacks() {
 
 void Service::serve(const Request& req, const ops::SubmitArgs& a,
                     const OpResponder<ops::Submit>& res) {
-  auto s = submit_one(a, req.blob, a.wait, a.progress, &res.responder());
+  auto gate = std::make_shared<AckGate>();
+  auto s = submit_one(a, req.blob, a.wait, a.progress, &res.responder(), gate, 0);
   if (!s) return (void)res.error(s.status());
-  if (!a.wait) return (void)res.ok(ops::SubmitReply{s->id, s->existing, std::nullopt});
-  res.event(ops::SubmitEvent{"accepted", s->id, s->existing});
-  if (!s->existing) return;  // its on_done answers
+  if (s->existing) return answer_existing(a, *s, res);
+  gate->release(1, [this, a, id = s->id, res](const AckGate::Refusals& refused) {
+    if (!refused.empty()) {
+      if (!a.idempotency_key.empty()) idempotency_.forget(a.idempotency_key, id);
+      return (void)res.error(refused.front().second);
+    }
+    if (!a.wait) return (void)res.ok(ops::SubmitReply{id, false, std::nullopt});
+    res.event(ops::SubmitEvent{"accepted", id, false});  // its on_done answers
+  });
+}
+
+void Service::answer_existing(const ops::SubmitArgs& a, const Submission& s,
+                              const OpResponder<ops::Submit>& res) {
+  if (!a.wait) return (void)res.ok(ops::SubmitReply{s.id, true, std::nullopt});
+  res.event(ops::SubmitEvent{"accepted", s.id, true});
   // An existing task that ended: its account now (open ones answer when they end). The
   // pool's record when it has one, else what the key kept.
-  if (s->ticket) {
-    if (!s->ticket->done()) return;
-    const TaskResult r = s->ticket->snapshot();
+  if (s.ticket) {
+    if (!s.ticket->done()) return;
+    const TaskResult r = s.ticket->snapshot();
     return (void)res.ok(ops::SubmitReply{r.id, true, account_of(r)}, r.result);
   }
-  ops::TaskAccount account = account_of(*s->kept->final);
-  account.result_dropped = s->kept->result_dropped;
-  res.ok(ops::SubmitReply{account.id, true, std::move(account)}, s->kept->final->result);
+  ops::TaskAccount account = account_of(*s.kept->final);
+  account.result_dropped = s.kept->result_dropped;
+  res.ok(ops::SubmitReply{account.id, true, std::move(account)}, s.kept->final->result);
 }
 
 namespace {
@@ -227,52 +257,81 @@ void Service::serve(const Request& req, const ops::SubmitBatchArgs& a,
   if (Status st = check_payload_lens(a.payload_lens, req.blob.size()); !st) {
     return (void)res.error(st);
   }
-  const ops::SubmitArgs defaults = a.defaults.value_or(ops::SubmitArgs{});
-  // Shared options without an idempotency key (poolctl batch): read them and route the pool
-  // once per request instead of once per task, since every task would get the same answer.
-  const bool shared = !a.tasks && defaults.idempotency_key.empty();
-  SharedBatch batch;
-  if (shared) {
-    batch = shared_batch(
-        defaults, stopping_.load(),
-        [this](const std::string& pool, const std::string& type) { return route(pool, type); });
-    batch.options.on_done = [this](const TaskResult& result) {
-      reply_when_done(result.id, result);
-    };
-  }
+  auto gate = std::make_shared<AckGate>();
   ops::SubmitBatchReply out;
-  out.ids.reserve(a.payload_lens.size());
-  // Shared options: from the first refusal that would refuse every later task the same way
-  // (queue_full, a closing service, an unroutable type), the rest of the request is not
-  // tried, and the reply says so once (`refused_from`) instead of once per task.
-  if (shared && !batch.pool) out.refused_from = refusal_at(0, batch.refusal);
-  std::size_t at = 0;
-  for (std::size_t i = 0; i < a.payload_lens.size() && !out.refused_from; ++i) {
-    const std::size_t len = a.payload_lens[i];
-    bool existing = false;
-    Result<std::uint64_t> r = std::uint64_t{0};
-    if (shared) {
-      auto t = batch.pool->submit(batch.type, req.blob.substr(at, len), batch.options);
-      r = t ? Result<std::uint64_t>(t->id()) : Result<std::uint64_t>(t.status());
-    } else {
+  // Shared options without an idempotency key (poolctl batch): read them and route the pool
+  // once per request, and hand the pool every task at once (one journal transaction).
+  const ops::SubmitArgs defaults = a.defaults.value_or(ops::SubmitArgs{});
+  if (!a.tasks && defaults.idempotency_key.empty()) {
+    submit_shared_batch(req.blob, a.payload_lens, defaults, gate, &out);
+  } else {
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < a.payload_lens.size(); ++i) {
+      const std::size_t len = a.payload_lens[i];
       const ops::SubmitArgs& args = a.tasks ? (*a.tasks)[i] : defaults;
-      auto s = submit_one(args, req.blob.substr(at, len), false, false, nullptr);
-      r = s ? Result<std::uint64_t>(s->id) : Result<std::uint64_t>(s.status());
-      existing = s && s->existing;
-    }
-    at += len;
-    if (shared && !r && r.status().code() == Code::kQueueFull) {
-      // No room now: a task never overtakes an earlier one of its request that was refused.
-      out.refused_from = refusal_at(i, r.status());
-    } else if (r) {
-      out.ids.push_back(*r);
-      if (existing) out.existing.push_back(i);
-    } else {
-      out.ids.push_back(0);
-      out.errors.push_back(refusal_at(i, r.status()));
+      auto s = submit_one(args, req.blob.substr(at, len), false, false, nullptr, gate, i);
+      at += len;
+      out.ids.push_back(s ? s->id : 0);
+      if (!s) out.errors.push_back(refusal_at(i, s.status()));
+      if (s && s->existing) out.existing.push_back(i);
     }
   }
-  res.ok(out);
+  const std::size_t acks =
+      std::count_if(out.ids.begin(), out.ids.end(), [](std::uint64_t id) { return id != 0; }) -
+      out.existing.size();
+  // Answered once every new task is committed; a refused one becomes an error of its own.
+  gate->release(acks, [this, a, out = std::move(out), res](const AckGate::Refusals& refused) {
+    ops::SubmitBatchReply reply = out;
+    for (const auto& [index, why] : refused) {
+      const std::string& key = a.tasks ? (*a.tasks)[index].idempotency_key
+                                       : a.defaults.value_or(ops::SubmitArgs{}).idempotency_key;
+      if (!key.empty()) idempotency_.forget(key, reply.ids[index]);
+      reply.ids[index] = 0;
+      reply.errors.push_back(refusal_at(index, why));
+    }
+    std::sort(reply.errors.begin(), reply.errors.end(),
+              [](const auto& x, const auto& y) { return x.index < y.index; });
+    res.ok(reply);
+  });
+}
+
+void Service::submit_shared_batch(const std::string& blob, const std::vector<std::uint64_t>& lens,
+                                  const ops::SubmitArgs& defaults,
+                                  const std::shared_ptr<AckGate>& gate,
+                                  ops::SubmitBatchReply* out) {
+  SharedBatch batch = shared_batch(
+      defaults, stopping_.load(),
+      [this](const std::string& pool, const std::string& type) { return route(pool, type); });
+  // From the first refusal that would refuse every later task the same way (queue_full, a
+  // closing service, an unroutable type), the rest of the request is not tried, and the reply
+  // says so once (`refused_from`) instead of once per task.
+  if (!batch.pool) return (void)(out->refused_from = refusal_at(0, batch.refusal));
+  batch.options.on_done = [this](const TaskResult& result) { reply_when_done(result.id, result); };
+  std::vector<BatchTask> tasks(lens.size());
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < lens.size(); ++i) {
+    tasks[i].type = batch.type;
+    tasks[i].payload = blob.substr(at, lens[i]);
+    tasks[i].options = batch.options;
+    tasks[i].options.on_accepted = [this, ack = AckGate::on_accepted(gate, i)](std::uint64_t id,
+                                                                               const Status& s) {
+      note_acceptance(s);
+      ack(id, s);
+    };
+    at += lens[i];
+  }
+  std::vector<Result<Ticket>> submitted = batch.pool->submit_batch(std::move(tasks));
+  out->ids.reserve(submitted.size());
+  for (std::size_t i = 0; i < submitted.size(); ++i) {
+    const Result<Ticket>& t = submitted[i];
+    if (!t && t.status().code() == Code::kQueueFull) {
+      // No room now: a task never overtakes an earlier one of its request that was refused.
+      out->refused_from = refusal_at(i, t.status());
+      return;
+    }
+    out->ids.push_back(t ? t->id() : 0);
+    if (!t) out->errors.push_back(refusal_at(i, t.status()));
+  }
 }
 
 void answer_with_account(const Responder& res, const TaskResult& r, bool with_result) {
@@ -287,8 +346,9 @@ void answer_with_account(const Responder& res, const TaskResult& r, bool with_re
 void Service::serve(const Request& req, const ops::TaskIdArgs& a,
                     const OpResponder<ops::Task>& res) {
   auto t = find_task(a.id);
-  if (!t) return (void)res.error(Status::error(Code::kNotFound, "no task " + std::to_string(a.id)));
-  answer_with_account(res.responder(), t->snapshot(), req.rights >= Rights::kAdmin);
+  std::optional<TaskResult> r = t ? std::optional<TaskResult>(t->snapshot()) : journaled_task(a.id);
+  if (!r) return (void)res.error(Status::error(Code::kNotFound, "no task " + std::to_string(a.id)));
+  answer_with_account(res.responder(), *r, req.rights >= Rights::kAdmin);
 }
 
 void Service::serve(const Request&, const ops::TaskIdArgs& a, const OpResponder<ops::Cancel>& res) {

@@ -8,8 +8,14 @@ namespace sandpool::poold {
 
 void Service::serve(const Request& req, const ops::WaitArgs& a, const OpResponder<ops::Wait>& res) {
   auto t = find_task(a.id);
-  if (!t) return (void)res.error(Status::error(Code::kNotFound, "no task " + std::to_string(a.id)));
   const bool with_result = req.rights >= Rights::kAdmin;
+  if (!t) {
+    // Not in a pool: ended in an earlier run of poold (the journal), or unknown.
+    auto r = journaled_task(a.id);
+    if (!r)
+      return (void)res.error(Status::error(Code::kNotFound, "no task " + std::to_string(a.id)));
+    return answer_with_account(res.responder(), *r, with_result);
+  }
   const bool may_wait = !a.timeout || a.timeout->count() > 0;
   std::uint64_t token = 0;
   if (may_wait && !t->done()) {
@@ -43,11 +49,13 @@ void Service::wait_expired(std::uint64_t task_id, std::uint64_t token) {
   if (!waiter) return;  // the task ended first and answered it
   // Not under mu_: Pool::find() waits for the pool's loop thread (the lock rule).
   auto t = find_task(task_id);
-  if (!t) {
+  std::optional<TaskResult> r =
+      t ? std::optional<TaskResult>(t->snapshot()) : journaled_task(task_id);
+  if (!r) {
     return (void)waiter->res.error(
         Status::error(Code::kNotFound, "no task " + std::to_string(task_id)));
   }
-  answer_with_account(waiter->res, t->snapshot(), waiter->with_result);
+  answer_with_account(waiter->res, *r, waiter->with_result);
 }
 
 }  // namespace sandpool::poold

@@ -9,6 +9,9 @@ namespace {
 
 using sandpool::Config;
 using sandpool::PoolConfig;
+using sandpool::ServiceConfig;
+using sandpool::ShutdownUnfinished;
+using sandpool::StoreSync;
 using namespace std::chrono_literals;
 
 constexpr const char* kMinimalPool = "pools:\n  - name: a\n    plugin: a.so\n";
@@ -246,6 +249,29 @@ TEST_CASE("configs compare equal until a key changes") {
               parse_ok(base + "service: {journal: off, log: {format: json}}\n").service);
 }
 
+TEST_CASE("service.journal is on by default, a scalar on|off, or a mapping") {
+  const std::string base(kMinimalPool);
+  const ServiceConfig d = parse_ok(base).service;
+  CHECK(d.journal.enabled);
+  CHECK(d.journal.sync == StoreSync::kFull);
+  CHECK(d.journal.group_commit == 2ms);
+  CHECK(d.shutdown_unfinished == ShutdownUnfinished::kKeep);
+  CHECK_FALSE(parse_ok(base + "service: {journal: off}\n").service.journal.enabled);
+  CHECK(parse_ok(base + "service: {journal: on}\n").service.journal.enabled);
+  const ServiceConfig m =
+      parse_ok(base +
+               "service:\n  journal: {enabled: true, sync: normal, group_commit: 0s}\n"
+               "  shutdown_unfinished: dead_letter\n")
+          .service;
+  CHECK(m.journal.enabled);
+  CHECK(m.journal.sync == StoreSync::kNormal);
+  CHECK(m.journal.group_commit == 0ms);
+  CHECK(m.shutdown_unfinished == ShutdownUnfinished::kDeadLetter);
+  // Off, nothing to keep: dead_letter is what happens anyway and may be said.
+  CHECK(parse_ok(base + "service: {journal: {enabled: false}, shutdown_unfinished: dead_letter}\n")
+            .service.shutdown_unfinished == ShutdownUnfinished::kDeadLetter);
+}
+
 TEST_CASE("sizes and durations take human units") {
   auto [text, bytes] = GENERATE(table<const char*, std::uint64_t>(
       {{"0", 0}, {"16MiB", 16u << 20}, {"1.5GiB", 3ull << 29}, {"100MB", 100000000}}));
@@ -347,9 +373,17 @@ TEST_CASE("each kind of mistake names the key path and its line and column") {
        "t.yaml:7:18: pools[1].task_types[0]: task type \"y\" is already served by pool \"a\" "
        "(pools[0])"},
       // service
-      {"service:\n  journal: on\n",
-       "t.yaml:2:12: service.journal: the journal is planned but not available yet (accepted "
-       "tasks are not written to disk); use off"},
+      {"service:\n  journal: maybe\n",
+       "t.yaml:2:12: service.journal: expected on, off or a mapping {enabled, sync, "
+       "group_commit}, got \"maybe\""},
+      {"service:\n  journal: {sync: always}\n",
+       "t.yaml:2:19: service.journal.sync: expected one of normal, full, got \"always\""},
+      {"service:\n  journal: {group_commit: 2s}\n",
+       "t.yaml:2:27: service.journal.group_commit: expected at most 1s (every submit may wait "
+       "this long for its commit), got \"2s\""},
+      {"service:\n  journal: off\n  shutdown_unfinished: keep\n",
+       "t.yaml:3:24: service.shutdown_unfinished: keep needs the journal (service.journal is "
+       "off): without it what is left at a shutdown can only be dead-lettered; use dead_letter"},
       {"service: {socket: {mode: \"0999\"}}\n",
        "t.yaml:1:26: service.socket.mode: expected an octal mode like \"0660\", got \"0999\""},
       {"service:\n  metrics:\n    listen: localhost\n",

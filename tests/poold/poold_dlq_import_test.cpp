@@ -23,13 +23,6 @@ CommandResult poolctl(const std::string& socket, std::vector<std::string> args) 
   return run_command(std::string(SANDPOOL_BIN_DIR) + "/poolctl", args, "");
 }
 
-int metrics_port(PooldProcess& poold) {
-  std::smatch m;
-  const std::string out = poold.output();
-  REQUIRE(std::regex_search(out, m, std::regex(R"(poold ready .*metrics=127\.0\.0\.1:(\d+))")));
-  return std::stoi(m[1]);
-}
-
 // Polls `status` until `done(dead_letter_store)` holds (a generous bound); returns the object.
 json store_status_when(Client& c, const std::function<bool(const json&)>& done) {
   const auto until = std::chrono::steady_clock::now() + kPatience;

@@ -22,8 +22,10 @@ namespace {
 using nlohmann::json;
 
 TEST_CASE("poold: SIGTERM dead-letters a long task as shutdown, which replays after a restart") {
+  // Without the journal (with it, shutdown_unfinished: dead_letter does the same:
+  // poold_journal_test.cpp).
   PooldFixture f("pools:\n" + pool_yaml("sleep", "sleep", "    task_defaults: {timeout: 10m}\n"),
-                 "  shutdown_timeout: 200ms\n");
+                 "  shutdown_timeout: 200ms\n  journal: off\n");
   Client c = f.connect();
   auto long_task = c.submit(task("sleep", "600000"));
   REQUIRE(long_task);
@@ -37,8 +39,8 @@ TEST_CASE("poold: SIGTERM dead-letters a long task as shutdown, which replays af
   CHECK(f.poold->wait_for_output("poold stopped"));  // the reader may still be behind the exit
 
   // Same state dir: the letter is there, replayable.
-  write_file(f.config, service_yaml(f.dir.path, "  shutdown_timeout: 200ms\n") + "pools:\n" +
-                           pool_yaml("sleep", "sleep"));
+  write_file(f.config, service_yaml(f.dir.path, "  shutdown_timeout: 200ms\n  journal: off\n") +
+                           "pools:\n" + pool_yaml("sleep", "sleep"));
   f.start();
   Client c2 = f.connect();
   auto list = raw_body(c2, "dlq_list", {{"reason", "shutdown"}});

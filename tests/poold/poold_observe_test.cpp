@@ -22,15 +22,6 @@ namespace {
 
 using nlohmann::json;
 
-// The metrics port poold picked for `listen: 127.0.0.1:0`, from its ready line.
-int metrics_port(PooldProcess& poold) {
-  REQUIRE(poold.wait_ready());
-  std::smatch m;
-  const std::string out = poold.output();
-  REQUIRE(std::regex_search(out, m, std::regex(R"(poold ready .*metrics=127\.0\.0\.1:(\d+))")));
-  return std::stoi(m[1]);
-}
-
 TEST_CASE("poold: /metrics has every per-pool series of the issue, /healthz says ok") {
   PooldFixture f("pools:\n" + pool_yaml("echo", "echo") + pool_yaml("fail", "fail"));
   Client c = f.connect();

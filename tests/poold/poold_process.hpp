@@ -16,6 +16,7 @@
 #include <fstream>
 #include <mutex>
 #include <optional>
+#include <regex>
 #include <sandpool/pidfd.hpp>
 #include <string>
 #include <thread>
@@ -218,6 +219,15 @@ inline SubmitRequest task(std::string type, std::string payload) {
   r.type = std::move(type);
   r.payload = std::move(payload);
   return r;
+}
+
+// The metrics port poold picked for `listen: 127.0.0.1:0`, from its ready line.
+inline int metrics_port(PooldProcess& poold) {
+  REQUIRE(poold.wait_ready());
+  std::smatch m;
+  const std::string out = poold.output();
+  REQUIRE(std::regex_search(out, m, std::regex(R"(poold ready .*metrics=127\.0\.0\.1:(\d+))")));
+  return std::stoi(m[1]);
 }
 
 // A scratch dir with a config file and a running poold serving it.

@@ -65,7 +65,7 @@ TEST_CASE("poold: submits during shutdown get closed while an in-flight task rea
   CHECK(r->state == "completed");
   CHECK(r->result == "slept 200 ms");
   CHECK(f.poold->wait_exit() == 0);
-  CHECK(f.poold->wait_for_output("pool stopped pool=sleep dead_lettered=0"));
+  CHECK(f.poold->wait_for_output("pool stopped pool=sleep kept_unfinished=0"));
 }
 
 }  // namespace

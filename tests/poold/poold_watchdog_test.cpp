@@ -72,13 +72,6 @@ std::vector<std::string> notify_env(const NotifySocket& n) {
   return {"NOTIFY_SOCKET=" + n.path, "WATCHDOG_USEC=" + kWatchdogUsec, "WATCHDOG_PID"};
 }
 
-int metrics_port(PooldProcess& poold) {
-  std::smatch m;
-  const std::string out = poold.output();
-  REQUIRE(std::regex_search(out, m, std::regex(R"(poold ready .*metrics=127\.0\.0\.1:(\d+))")));
-  return std::stoi(m[1]);
-}
-
 // Asks /healthz until `pred(status, body)` holds; false after kPatience.
 template <typename Pred>
 bool healthz_until(int port, Pred pred, std::string* last) {

@@ -117,6 +117,23 @@ class Client {
   Result<ops::WorkersReply> workers(const std::string& pool = {});
   Result<ops::StatsReply> stats(const std::string& pool = {});
   Result<TaskReply> task(std::uint64_t id);
+  // submit_wait that survives a restart of poold (docs/journal.md, "Clients reconnect"):
+  // once the task was accepted (its id known), a lost connection is followed by new
+  // connections to the same socket (reconnect(), every 100 ms to 1 s, for up to
+  // `policy.reconnect_for` each time) and a `wait` on the id, until the task ends.
+  // `policy.wait_timeout` bounds the whole wait: when it passes first, the task's account as
+  // it is (state not terminal; the task keeps running). A lost connection before the task
+  // was accepted is kUnavailable (it was not acknowledged: submit it again, with an
+  // idempotency key to make that safe). Progress reaches on_progress until a reconnect.
+  struct WaitPolicy {
+    std::optional<std::chrono::milliseconds> wait_timeout;  // none: until the task ends
+    std::chrono::milliseconds reconnect_for{60000};
+  };
+  Result<TaskReply> submit_wait(const SubmitRequest& task, ProgressFn on_progress,
+                                const WaitPolicy& policy);
+  // Replaces the connection by a new one to the same socket, with the same options; calls
+  // still pending on the old one get kUnavailable.
+  Status reconnect();
   // The task's account once it ends, or as it is (state not terminal) when `timeout` passes
   // first (none: until it ends). Not bounded by call_timeout. Like task(), a `read` peer
   // gets no result bytes. A lost connection: kUnavailable (wait again on a new one).
@@ -148,6 +165,7 @@ class Client {
   friend struct control::RawAccess;
   explicit Client(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+  std::string socket_path_;  // what connect() was given: reconnect() uses it again
 };
 
 // The wire error code a failed call carried ("forbidden", "busy", ...): the message of a

@@ -15,6 +15,7 @@
 #include <sandpool/pool_options.hpp>
 #include <sandpool/rights.hpp>
 #include <sandpool/status.hpp>
+#include <sandpool/task_journal_options.hpp>
 
 namespace sandpool {
 
@@ -28,6 +29,18 @@ struct AllowRule {
   std::optional<std::uint32_t> id;  // set when given by number
   Rights rights = Rights::kRead;
   bool operator==(const AllowRule&) const = default;
+};
+
+// `service.journal` (docs/journal.md): accepted tasks written to the state directory's
+// database before they are acknowledged. `journal: on|off` is the short form of `enabled`.
+struct JournalConfig {
+  bool enabled = true;
+  // The database's PRAGMA synchronous, for the journal and the dead letters alike: kFull
+  // survives a power loss (one fsync per group commit), kNormal any crash of poold.
+  StoreSync sync = StoreSync::kFull;
+  // The longest a submit waits for others to share its commit; 0: commit at once.
+  std::chrono::milliseconds group_commit{2};
+  bool operator==(const JournalConfig&) const = default;
 };
 
 struct ServiceConfig {
@@ -54,7 +67,10 @@ struct ServiceConfig {
   Duration idle_timeout{60000};             // after hello, with no request open; 0: none
   std::uint64_t task_records_max = 100000;  // finished tasks kept for `poolctl task`
   Duration task_records_max_age{3600000};
-  // `journal: on` is planned; the parser accepts only `off`.
+  JournalConfig journal;
+  // With the journal: what a shutdown does with the tasks still open at shutdown_timeout
+  // (kept for the next start, or dead-lettered `shutdown`). Without it: always dead-lettered.
+  ShutdownUnfinished shutdown_unfinished = ShutdownUnfinished::kKeep;
   bool operator==(const ServiceConfig&) const = default;
 };
 

@@ -13,6 +13,7 @@
 #include <sandpool/dead_letters.hpp>
 #include <sandpool/pool_metrics.hpp>
 #include <sandpool/status.hpp>
+#include <sandpool/task_journal.hpp>
 
 namespace sandpool {
 
@@ -22,6 +23,8 @@ struct ServiceInfo {
   std::int64_t start_time_ms = 0;  // wall clock, ms since the epoch
   // The dead-letter store's sandpool_dead_letter* series; none when empty.
   std::optional<DeadLetterStoreStats> dead_letter_store{};
+  // The task journal's sandpool_journal_* series; none when empty (no journal).
+  std::optional<TaskJournalStats> journal{};
 };
 
 // Returns the Prometheus text exposition (format 0.0.4) of `pools`, in the order given, every

@@ -72,6 +72,10 @@ struct SubmitOptions {
   std::string key;                                     // affinity key (dispatch `affinity`)
   std::optional<std::chrono::milliseconds> queue_ttl;  // default: the pool's queue_ttl
   bool fail_fast = false;  // dead-letter (crash_loop) instead of waiting out a crash loop
+  // The key a service deduplicates submits by (poold's idempotency keys): in a pool that
+  // journals, written with the task, so that it outlives a restart. The pool itself does not
+  // deduplicate.
+  std::string idempotency_key;
   // Called on the loop thread for each progress update (coalesced when it lags).
   std::function<void(std::uint64_t id, std::string_view data)> on_progress;
   // Called on the loop thread once, when the task is terminal. In a pool that journals,

@@ -13,6 +13,7 @@
 
 #include <sandpool/sandbox/policy.hpp>
 #include <sandpool/sandbox/privileges.hpp>
+#include <sandpool/task.hpp>
 
 namespace spdlog {
 class logger;
@@ -164,6 +165,16 @@ struct PoolWiring {
   // With a journal: what shutdown(timeout, kShutdown) does with what is still open at its
   // timeout. Without one, they are always dead-lettered.
   ShutdownUnfinished shutdown_unfinished = ShutdownUnfinished::kKeep;
+  // With a journal: whether Pool::create queues this pool's unfinished tasks again. False for
+  // a pool that replaces a running one of the same name (a reload), whose tasks are still
+  // the running pool's.
+  bool recover_unfinished = true;
+  // With a journal: the on_done of each task Pool::create recovers (a recovered task has no
+  // callbacks of its own), given its id and idempotency key; null: none. Called on the
+  // creating thread; the function it returns runs on the loop thread like SubmitOptions'.
+  std::function<std::function<void(const TaskResult&)>(std::uint64_t id,
+                                                       const std::string& idempotency_key)>
+      recovered_on_done;
   std::shared_ptr<spdlog::logger> logger;  // null: spdlog's default logger
   // Lifecycle events (workers started, ready, exited; attempts and tasks ended), called on
   // the pool's loop thread: keep it short and non-blocking. Null: none.

@@ -58,14 +58,8 @@ struct JournalTaskOptions {
   bool fail_fast = false;
   std::string idempotency_key;  // empty: none
 
-  static JournalTaskOptions from(const SubmitOptions& o, std::string idempotency_key = {}) {
-    return {o.timeout,
-            o.retries,
-            o.priority,
-            o.key,
-            o.queue_ttl,
-            o.fail_fast,
-            std::move(idempotency_key)};
+  static JournalTaskOptions from(const SubmitOptions& o) {
+    return {o.timeout, o.retries, o.priority, o.key, o.queue_ttl, o.fail_fast, o.idempotency_key};
   }
   // Returns options for queueing the task again; the callbacks are the caller's to set.
   SubmitOptions to_submit_options() const {
@@ -76,6 +70,7 @@ struct JournalTaskOptions {
     o.key = key;
     o.queue_ttl = queue_ttl;
     o.fail_fast = fail_fast;
+    o.idempotency_key = idempotency_key;
     return o;
   }
 };

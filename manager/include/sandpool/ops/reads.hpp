@@ -43,12 +43,32 @@ struct DeadLetterStoreStatus {
   std::uint64_t lost = 0;
 };
 
+// `status`: the task journal (TaskJournalStats, a subset, and the service's view of it).
+struct JournalStatus {
+  std::string sync;                   // normal, full
+  std::uint64_t pending = 0;          // journal writes queued or being written
+  std::uint64_t pending_tasks = 0;    // tasks in accepts among them
+  std::uint64_t tasks_accepted = 0;   // tasks committed
+  std::uint64_t batches_refused = 0;  // submits answered `storage: ...`
+  std::uint64_t commits = 0;
+  std::uint64_t last_commit_us = 0;
+  std::uint64_t max_commit_us = 0;
+  std::uint64_t mean_commit_us = 0;
+  bool writes_failing = false;  // records and ends wait in memory for a retry
+  std::string last_error;
+  // Why submits are refused now (the last refusal is newer than the last commit); empty: none.
+  std::string storage_error;
+  std::uint64_t finished_kept = 0;  // finished tasks kept for lookups
+  std::uint64_t file_bytes = 0;     // dead_letters.db and its -wal
+};
+
 struct StatusReply {
   std::int32_t pid = 0;
   std::int64_t started_ms = 0;
   bool stopping = false;
   std::vector<PoolStatus> pools;
   DeadLetterStoreStatus dead_letter_store;
+  std::optional<JournalStatus> journal;  // empty: service.journal is off
   std::uint64_t events_dropped = 0;
   std::uint64_t idempotency_keys = 0;
   std::uint64_t idempotency_kept_bytes = 0;

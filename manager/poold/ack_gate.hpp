@@ -1,0 +1,62 @@
+// AckGate: holds a submit's reply until the tasks it acknowledges are committed to the
+// journal (docs/journal.md, "In poold": acknowledged means written).
+//
+// A reply covers one task (submit) or many (submit_batch). Two things must happen before it
+// goes out: the handler has built it (release(), after the last Pool::submit returned, the
+// idempotency keys remembered), and every new task's SubmitOptions::on_accepted has answered
+// (on the journal's writer thread after the commit; within Pool::submit without a journal).
+// Whichever comes last sends it, once, with the refusals (`storage: ...`) by task index.
+//
+// A waited submit's end may come before its accepted event went out (the task is dispatched
+// before its commit): after_reply() holds it until then, and drops it when the submit was
+// refused (the client was told "not accepted"; the refused task ends cancelled).
+//
+// Thread-safety: every member may be called from any thread; mu_ is a leaf (the callbacks run
+// without it).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <sandpool/status.hpp>
+
+namespace sandpool::poold {
+
+class AckGate {
+ public:
+  using Refusals = std::vector<std::pair<std::size_t, Status>>;  // by task index, ascending
+  using Reply = std::function<void(const Refusals&)>;
+  using Accepted = std::function<void(std::uint64_t id, const Status&)>;
+
+  // The on_accepted of the task at `index` of the request.
+  static Accepted on_accepted(std::shared_ptr<AckGate> gate, std::size_t index);
+  // The reply is built: `acks` new tasks were submitted (each calls its on_accepted once);
+  // `reply` runs once they all answered (now, if they have).
+  void release(std::size_t acks, Reply reply);
+  // Runs `end` once the reply went out and did not refuse the task at `index`; drops it
+  // when it did.
+  void after_reply(std::size_t index, std::function<void()> end);
+  // Whether the task at `index` was refused (known once its on_accepted answered).
+  bool refused(std::size_t index) const;
+
+ private:
+  void accepted(std::size_t index, const Status& s);
+  // mu_ held by `lock`: sends the reply when everything is in, then what waited for it.
+  void maybe_send(std::unique_lock<std::mutex> lock);
+
+  mutable std::mutex mu_;
+  std::size_t answered_ = 0;
+  std::optional<std::size_t> expected_;  // set by release()
+  Reply reply_;
+  bool sent_ = false;
+  Refusals refusals_;
+  std::vector<std::pair<std::size_t, std::function<void()>>> held_;  // ends waiting for it
+};
+
+}  // namespace sandpool::poold

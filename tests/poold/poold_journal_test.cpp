@@ -1,0 +1,180 @@
+// poold with its task journal (docs/journal.md, "In poold"): a kill -9 loses no acknowledged
+// task, a waited submit survives the restart, SIGTERM keeps what is left for the next start,
+// a removed pool's tasks are dead-lettered, and finished tasks are found after a restart.
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <future>
+#include <thread>
+
+#include "poold_process.hpp"
+#include "task_waits.hpp"
+
+namespace sandpool::testing {
+namespace {
+
+// One `sleep` pool of two workers, one task each at a time.
+std::string sleep_pool(const std::string& name = "sleep") {
+  return pool_yaml(name, "sleep",
+                   "    concurrency: 1\n"
+                   "    task_defaults: {timeout: 1m}\n",
+                   "{min: 1, max: 4, initial: 2}");
+}
+
+// How many of the task's attempts ended ok.
+int ok_attempts(const TaskReply& t) {
+  int n = 0;
+  for (const auto& a : t.account.history) n += a.outcome == "ok" ? 1 : 0;
+  return n;
+}
+
+std::uint64_t completed_count(Client& c, const std::string& pool) {
+  auto s = c.stats(pool);
+  REQUIRE(s);
+  REQUIRE(s->pools.size() == 1);
+  return s->pools[0].completed;
+}
+
+TEST_CASE("poold: a kill -9 during a batch and a waited submit loses no acknowledged task") {
+  PooldFixture f("pools:\n" + sleep_pool(), "  journal: {enabled: true, sync: normal}\n");
+  Client c = f.connect();
+  std::vector<SubmitRequest> batch;
+  for (int i = 0; i < 300; ++i) batch.push_back(task("sleep", "5"));
+  auto ids = c.submit_batch(batch);
+  REQUIRE(ids);
+  for (const Submitted& s : *ids) REQUIRE(s.status.is_ok());
+
+  // A waited submit on a connection of its own, which poold's death cuts.
+  auto waited = std::async(std::launch::async, [&f] {
+    Client w = f.connect();
+    Client::WaitPolicy policy;
+    policy.wait_timeout = std::chrono::minutes(5);
+    return w.submit_wait(task("sleep", "300"), {}, policy);
+  });
+  // Some of the batch done, some not, the waited task accepted: then SIGKILL.
+  REQUIRE(poll_until([&] { return completed_count(c, "sleep") >= 20; }));
+  REQUIRE(poll_until([&] {
+    auto s = c.status();
+    REQUIRE(s);
+    REQUIRE(s->journal);
+    return s->journal->tasks_accepted >= 301;
+  }));
+  REQUIRE(completed_count(c, "sleep") < 300);
+  f.poold->signal(SIGKILL);
+  REQUIRE(f.poold->wait_exit() == 128 + SIGKILL);
+
+  f.start();
+  CHECK(f.poold->wait_for_output("recovered "));
+  auto result = waited.get();
+  REQUIRE(result);
+  CHECK(result->state == "completed");
+  CHECK(result->result == "slept 300 ms");
+
+  Client again = f.connect();
+  for (const Submitted& s : *ids) {
+    auto t = again.wait(s.id);
+    REQUIRE(t);
+    INFO("task " << s.id);
+    CHECK(t->state == "completed");
+    CHECK(ok_attempts(*t) == 1);  // completed exactly once in its record
+  }
+}
+
+TEST_CASE("poold: SIGTERM keeps what is left in the journal and the next start runs it") {
+  PooldFixture f("pools:\n" + sleep_pool(), "  shutdown_timeout: 0s\n");
+  Client c = f.connect();
+  std::vector<SubmitRequest> batch;
+  for (int i = 0; i < 20; ++i) batch.push_back(task("sleep", "200"));
+  auto ids = c.submit_batch(batch);
+  REQUIRE(ids);
+  REQUIRE(wait_task_state(c, (*ids)[0].id, "running"));
+  f.poold->signal(SIGTERM);
+  REQUIRE(f.poold->wait_exit() == 0);
+  CHECK(f.poold->output().find("kept_unfinished=") != std::string::npos);
+
+  f.start();
+  Client again = f.connect();
+  for (const Submitted& s : *ids) {
+    auto t = again.wait(s.id);
+    REQUIRE(t);
+    INFO("task " << s.id);
+    CHECK(t->state == "completed");
+  }
+  auto letters = again.dlq_list();
+  REQUIRE(letters);
+  CHECK(letters->entries.empty());
+}
+
+TEST_CASE("poold: with shutdown_unfinished dead_letter, SIGTERM dead-letters what is left") {
+  PooldFixture f("pools:\n" + sleep_pool(),
+                 "  shutdown_timeout: 0s\n  shutdown_unfinished: dead_letter\n");
+  Client c = f.connect();
+  auto id = c.submit(task("sleep", "60000"));
+  REQUIRE(id);
+  REQUIRE(wait_task_state(c, id->id, "running"));
+  f.poold->signal(SIGTERM);
+  REQUIRE(f.poold->wait_exit() == 0);
+
+  f.start();
+  Client again = f.connect();
+  auto t = again.task(id->id);
+  REQUIRE(t);
+  CHECK(t->state == "dead_lettered");
+  CHECK(t->reason == "shutdown");
+}
+
+TEST_CASE("poold: the tasks of a pool removed from the config are dead-lettered pool_removed") {
+  PooldFixture f("pools:\n" + sleep_pool("doomed"), "  shutdown_timeout: 0s\n");
+  Client c = f.connect();
+  auto id = c.submit(task("sleep", "60000"));
+  REQUIRE(id);
+  REQUIRE(wait_task_state(c, id->id, "running"));
+  f.poold->signal(SIGKILL);
+  REQUIRE(f.poold->wait_exit() == 128 + SIGKILL);
+
+  write_file(f.config, service_yaml(f.dir.path) + "pools:\n" + pool_yaml("echo", "echo"));
+  f.start();
+  CHECK(f.poold->wait_for_output("pool doomed, which is not in the config any more"));
+  Client again = f.connect();
+  ops::DlqListArgs all;
+  REQUIRE(poll_until([&] {
+    auto letters = again.dlq_list(all);
+    REQUIRE(letters);
+    return letters->entries.size() == 1;
+  }));
+  auto letters = again.dlq_list(all);
+  REQUIRE(letters);
+  CHECK(letters->entries[0].task.id == id->id);
+  CHECK(letters->entries[0].task.reason == "pool_removed");
+}
+
+TEST_CASE("poold: a task finished before a restart is found by id, by wait and by its key") {
+  PooldFixture f("pools:\n" + pool_yaml("echo", "echo"));
+  Client c = f.connect();
+  SubmitRequest keyed = task("echo", "kept");
+  keyed.idempotency_key = "order-17";
+  auto done = c.submit_wait(keyed);
+  REQUIRE(done);
+  REQUIRE(done->state == "completed");
+  f.poold->signal(SIGTERM);
+  REQUIRE(f.poold->wait_exit() == 0);
+
+  f.start();
+  Client again = f.connect();
+  auto t = again.task(done->id);
+  REQUIRE(t);
+  CHECK(t->state == "completed");
+  CHECK(t->result == "kept");
+  auto w = again.wait(done->id);
+  REQUIRE(w);
+  CHECK(w->result == "kept");
+  // The key outlives the restart: a resubmit gets the task that ran, not a second one.
+  auto resubmitted = again.submit_wait(keyed);
+  REQUIRE(resubmitted);
+  CHECK(resubmitted->id == done->id);
+  CHECK(resubmitted->result == "kept");
+  CHECK(completed_count(again, "echo") == 0);
+}
+
+}  // namespace
+}  // namespace sandpool::testing
