@@ -40,6 +40,9 @@ namespace sandpool::core {
 struct TaskJournalHooks {
   // An attempt was dispatched to a worker (number, worker pid, started wall ms).
   std::function<void(const TaskRecord&, const Attempt& start)> started;
+  // A dispatched task goes back to waiting without an attempt (its worker died before it
+  // started, or a shutdown that keeps it stopped it): its journaled start is undone.
+  std::function<void(const TaskRecord&)> requeued;
   // An attempt ended and the task waits to retry until retry_due_ms (wall clock).
   std::function<void(const TaskRecord&, const Attempt& ended, std::int64_t retry_due_ms)> retrying;
   // The task ends completed or cancelled (its account is final). Returns true iff
@@ -97,7 +100,8 @@ class PoolCore {
   std::size_t abandon_all(DeadReason reason, const std::string& why, std::int64_t now);
   // Ends every open task `cancelled` (cancel reason shutdown, error `why`) without writing
   // its end to the journal, where it stays unfinished for the next start; kills the workers
-  // that hold some. Returns how many.
+  // that hold some. Those in a ring are put back to waiting there (TaskJournalHooks::
+  // requeued): stopped by the shutdown, they use up no attempt. Returns how many.
   std::size_t release_all(const std::string& why, std::int64_t now);
   // Stops accepting work (the Pool refuses submits); finishes what was accepted, then stops
   // every worker.

@@ -9,8 +9,9 @@
 //   journal's finish() is committed (TaskJournalHooks::end), a dead-lettered one until its
 //   letter and journaled end are (pool_loop_letters.cpp): only then do its ticket and on_done
 //   learn the end. The answer is posted to the loop like a letter's receipt.
-// - Starts and attempt ends (with the retry's wall-clock due time) are recorded without a
-//   callback: the loop never waits on the disk.
+// - Starts, requeues (a start that never became an attempt) and attempt ends (with the
+//   retry's wall-clock due time) are recorded without a callback: the loop never waits on
+//   the disk.
 // - Recovery: Pool::create queues this pool's unfinished tasks again (recover_journal()).
 #include <chrono>
 
@@ -58,6 +59,7 @@ void PoolLoop::install_journal() {
   hooks.started = [this](const TaskRecord& task, const Attempt& start) {
     journal_->record_start(task.id, start);
   };
+  hooks.requeued = [this](const TaskRecord& task) { journal_->record_requeue(task.id); };
   hooks.retrying = [this](const TaskRecord& task, const Attempt& ended, std::int64_t due_ms) {
     journal_->record_attempt(task.id, ended, TaskState::kRetryWait, due_ms);
   };
