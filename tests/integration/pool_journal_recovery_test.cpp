@@ -1,5 +1,6 @@
 // What a Pool created on a journal makes of the rows a previous run left (docs/journal.md,
-// "Recovery"): a start that never ended is a lost attempt.
+// "Recovery"): a start that never ended is a lost attempt, a start undone by a dead worker's
+// ring is none.
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -89,4 +90,77 @@ TEST_CASE("a task journaled running when its pool died gets a lost attempt: pool
     REQUIRE(list_all(*store).size() == 1);
     CHECK(list_all(*store)[0].task.id == 41);
   }
+}
+
+TEST_CASE("a task its dead worker never started is journaled queued again, without a start") {
+  char marker[] = "/tmp/sp-journal-init-XXXXXX";
+  const int fd = ::mkstemp(marker);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  ::unlink(marker);  // absent: the first worker starts
+  TempDir dir;
+  auto store = journaled_store(dir);
+  TaskJournal& journal = journal_of(*store);
+  auto configurable = [&] {
+    PoolOptions o = pool_options("echo", 1);
+    o.name = "jobs";
+    o.plugin_path = SANDPOOL_TEST_PLUGIN_DIR "/libconfigurable.so";
+    o.plugin_config_json = std::string(R"({"fail_init_if": ")") + marker + "\"}";
+    o.concurrency = 2;           // both tasks wait in the one worker's ring
+    o.max_init_failures = 1000;  // replacements fail their init without failing the pool
+    o.dead_letter_store = store;
+    return o;
+  };
+  std::uint64_t front_id = 0, behind_id = 0;
+  {
+    auto first = make_pool(configurable());
+    std::FILE* f = std::fopen(marker, "w");  // from now on no replacement can start
+    REQUIRE(f != nullptr);
+    std::fclose(f);
+    const std::int32_t pid = first->workers().at(0).pid;
+    REQUIRE(::kill(pid, SIGSTOP) == 0);  // it takes nothing from its ring
+    auto front = first->submit("configurable", "a");
+    auto behind = first->submit("configurable", "b");
+    REQUIRE(front);
+    REQUIRE(behind);
+    front_id = front->id();
+    behind_id = behind->id();
+    REQUIRE(eventually([&] {
+      return front->state() == TaskState::kDispatched && behind->state() == TaskState::kDispatched;
+    }));
+    REQUIRE(journal.flush(60s).is_ok());
+    REQUIRE(journal.find(behind_id)->task.state == TaskState::kRunning);  // its start
+    REQUIRE(first->kill_worker(pid, SIGKILL).is_ok());
+    // The front is charged with the death; the one behind it goes back to the queue, where
+    // it stays: no worker can start.
+    REQUIRE(eventually([&] {
+      return front->snapshot().history.size() == 1 && behind->state() == TaskState::kQueued;
+    }));
+    REQUIRE(journal.flush(60s).is_ok());
+    auto row = journal.find(behind_id);
+    REQUIRE(row.is_ok());
+    CHECK(row->task.state == TaskState::kQueued);
+    CHECK_FALSE(row->running);
+    CHECK(row->task.history.empty());
+    CHECK(first->shutdown(0ms) == 2);  // kept
+  }
+  ::unlink(marker);  // the next pool's workers start
+
+  auto second = make_pool(configurable());
+  auto behind = second->find(behind_id);
+  REQUIRE(behind);
+  REQUIRE(behind->wait_for(kPatience));
+  const TaskResult b = behind->wait();
+  CHECK(b.state == TaskState::kCompleted);
+  CHECK(b.result == "b");
+  REQUIRE(b.history.size() == 1);  // no lost attempt for the death it was not charged with
+  CHECK(b.history[0].number == 1);
+  auto front = second->find(front_id);
+  REQUIRE(front);
+  REQUIRE(front->wait_for(kPatience));
+  const TaskResult a = front->wait();
+  CHECK(a.state == TaskState::kCompleted);
+  REQUIRE(a.history.size() == 2);
+  CHECK(a.history[0].outcome == Outcome::kLost);
+  CHECK(a.history[1].number == 2);
 }
