@@ -50,6 +50,17 @@ struct TaskJournalHooks {
   std::function<bool(const TaskPtr&)> end;
 };
 
+// A task read back from the journal at start (PoolCore::recover; docs/journal.md).
+struct RecoveredTask {
+  TaskPtr task;                    // its history in account and attempts_ended
+  std::optional<Attempt> running;  // the journaled start of an attempt that never ended
+  bool retry_wait = false;         // waits retry_in_ns from now (at once when <= 0)
+  std::int64_t retry_in_ns = 0;
+  // Not empty: the pool cannot run it (its type is no longer served), so it is dead-lettered
+  // `permanent` with this error.
+  std::string refused;
+};
+
 class PoolCore {
  public:
   // `admitted` counts the tasks waiting for a worker (queued or in an affinity backlog):
@@ -75,12 +86,11 @@ class PoolCore {
 
   void start(std::int64_t now);
   void submit(TaskPtr task, std::int64_t now);
-  // A task read back from the journal at start (its history in account and attempts_ended):
-  // `running` (the journaled start of an attempt that never ended) becomes an attempt
-  // ended `lost` ("poold restarted") and the task follows its retry policy; retry_wait waits
-  // retry_in_ns from now; otherwise it is queued.
-  void recover(TaskPtr task, std::optional<Attempt> running, bool retry_wait,
-               std::int64_t retry_in_ns, std::int64_t now);
+  // A task read back from the journal at start: `running` becomes an attempt ended `lost`
+  // ("poold restarted") and the task follows its retry policy; a retry_wait one waits;
+  // otherwise it is queued. A refused one is dead-lettered `permanent` (after its lost
+  // attempt, if it was running).
+  void recover(RecoveredTask r, std::int64_t now);
   // Returns false iff the task has ended (or is ending) already.
   bool cancel(const TaskPtr& task, std::int64_t now);
   void scale(std::uint32_t workers, std::int64_t now);

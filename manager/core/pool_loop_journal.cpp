@@ -12,7 +12,8 @@
 // - Starts, requeues (a start that never became an attempt) and attempt ends (with the
 //   retry's wall-clock due time) are recorded without a callback: the loop never waits on
 //   the disk.
-// - Recovery: Pool::create queues this pool's unfinished tasks again (recover_journal()).
+// - Recovery: Pool::create queues this pool's unfinished tasks again (recover_journal()), and
+//   dead-letters those of a type it no longer serves.
 #include <chrono>
 
 #include <spdlog/spdlog.h>
@@ -177,14 +178,8 @@ Status PoolLoop::recover_journal() {
   auto open = journal_->unfinished();
   if (!open) return open.status();
 
-  struct Recovered {
-    TaskPtr task;
-    std::optional<Attempt> running;
-    bool retry_wait = false;
-    std::int64_t retry_in_ns = 0;
-  };
-  std::vector<Recovered> mine;
-  std::size_t running = 0, waiting = 0;
+  std::vector<RecoveredTask> mine;
+  std::size_t running = 0, waiting = 0, refused = 0;
   const std::int64_t wall_ms = wall_now_ms();
   for (JournalTask& j : *open) {
     if (j.pool != opts_.name) continue;
@@ -197,23 +192,28 @@ Status PoolLoop::recover_journal() {
     task->ack_released = true;
     task->ack.store(1);
     task->journaled = true;
-    Recovered r{std::move(task), std::move(j.running), j.task.state == TaskState::kRetryWait, 0};
+    RecoveredTask r{
+        std::move(task), std::move(j.running), j.task.state == TaskState::kRetryWait, 0, {}};
     if (r.retry_wait) r.retry_in_ns = (j.retry_due_ms - wall_ms) * 1000000;
+    // The pool's task types changed since it was accepted: a submit of it would be refused
+    // now, and no worker is meant to run it.
+    if (Status s = check_type(j.task.type); !s) {
+      r.refused = s.message() + "; it was accepted before the pool's task types changed";
+    }
     running += r.running ? 1 : 0;
-    waiting += r.retry_wait ? 1 : 0;
+    waiting += r.retry_wait && r.refused.empty() ? 1 : 0;
+    refused += r.refused.empty() ? 0 : 1;
     mine.push_back(std::move(r));
   }
   if (mine.empty()) return Status::ok();
   query<int>([&mine](PoolCore& core, std::int64_t now) {
-    for (Recovered& r : mine) {
-      core.recover(std::move(r.task), std::move(r.running), r.retry_wait, r.retry_in_ns, now);
-    }
+    for (RecoveredTask& r : mine) core.recover(std::move(r), now);
     return 0;
   });
   log_->info(
       "[{}] recovered {} unfinished tasks from the journal ({} were running, {} wait to "
-      "retry)",
-      opts_.name, mine.size(), running, waiting);
+      "retry, {} dead-lettered: type no longer served)",
+      opts_.name, mine.size(), running, waiting, refused);
   return Status::ok();
 }
 

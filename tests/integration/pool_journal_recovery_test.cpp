@@ -1,6 +1,6 @@
 // What a Pool created on a journal makes of the rows a previous run left (docs/journal.md,
 // "Recovery"): a start that never ended is a lost attempt, a start undone by a dead worker's
-// ring is none.
+// ring is none, and a task of a type the pool no longer serves is dead-lettered.
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -163,4 +163,52 @@ TEST_CASE("a task its dead worker never started is journaled queued again, witho
   REQUIRE(a.history.size() == 2);
   CHECK(a.history[0].outcome == Outcome::kLost);
   CHECK(a.history[1].number == 2);
+}
+
+TEST_CASE("a recovered task whose type the pool no longer serves is dead-lettered permanent") {
+  TempDir dir;
+  auto store = journaled_store(dir);
+  TaskJournal& journal = journal_of(*store);
+  // Accepted while the pool "jobs" served "resize" too.
+  plant(journal, 7, "resize", std::nullopt);
+  plant(journal, 8, "resize", Attempt{1, Outcome::kOk, {}, 4242, 1700000000000, 0});
+  plant(journal, 9, "sleep", std::nullopt);
+
+  auto pool = make_pool(sleep_pool(store));
+  const std::string why =
+      "unknown task type 'resize' (this pool serves: sleep); it was accepted before the pool's "
+      "task types changed";
+  auto queued = pool->find(7);
+  REQUIRE(queued);
+  REQUIRE(queued->wait_for(kPatience));
+  const TaskResult q = queued->wait();
+  CHECK(q.state == TaskState::kDeadLettered);
+  CHECK(q.reason == DeadReason::kPermanent);
+  CHECK(q.error == why);
+  CHECK(q.history.empty());  // never sent to a worker
+  auto running = pool->find(8);
+  REQUIRE(running);
+  REQUIRE(running->wait_for(kPatience));
+  const TaskResult r = running->wait();
+  CHECK(r.state == TaskState::kDeadLettered);
+  CHECK(r.reason == DeadReason::kPermanent);
+  CHECK(r.error == why);
+  REQUIRE(r.history.size() == 1);  // the run the last pool lost, not retried
+  CHECK(r.history[0].outcome == Outcome::kLost);
+  CHECK(r.history[0].error == "poold restarted");
+  auto served = pool->find(9);
+  REQUIRE(served);
+  REQUIRE(served->wait_for(kPatience));
+  CHECK(served->wait().state == TaskState::kCompleted);
+
+  pool->close();
+  REQUIRE(store->flush(60s).is_ok());
+  CHECK(journal.unfinished()->empty());
+  auto letters = list_all(*store);
+  REQUIRE(letters.size() == 2);
+  for (const DeadLetter& l : letters) {
+    CHECK(l.task.reason == DeadReason::kPermanent);
+    CHECK(l.task.error == why);
+    CHECK(journal.find(l.task.id)->task.state == TaskState::kDeadLettered);
+  }
 }
