@@ -40,11 +40,25 @@ namespace sandpool::core {
 struct TaskJournalHooks {
   // An attempt was dispatched to a worker (number, worker pid, started wall ms).
   std::function<void(const TaskRecord&, const Attempt& start)> started;
+  // A dispatched task goes back to waiting without an attempt (its worker died before it
+  // started, or a shutdown that keeps it stopped it): its journaled start is undone.
+  std::function<void(const TaskRecord&)> requeued;
   // An attempt ended and the task waits to retry until retry_due_ms (wall clock).
   std::function<void(const TaskRecord&, const Attempt& ended, std::int64_t retry_due_ms)> retrying;
   // The task ends completed or cancelled (its account is final). Returns true iff
   // on_end_written(id) follows once the end is written: until then the task is not terminal.
   std::function<bool(const TaskPtr&)> end;
+};
+
+// A task read back from the journal at start (PoolCore::recover; docs/journal.md).
+struct RecoveredTask {
+  TaskPtr task;                    // its history in account and attempts_ended
+  std::optional<Attempt> running;  // the journaled start of an attempt that never ended
+  bool retry_wait = false;         // waits retry_in_ns from now (at once when <= 0)
+  std::int64_t retry_in_ns = 0;
+  // Not empty: the pool cannot run it (its type is no longer served), so it is dead-lettered
+  // `permanent` with this error.
+  std::string refused;
 };
 
 class PoolCore {
@@ -72,12 +86,11 @@ class PoolCore {
 
   void start(std::int64_t now);
   void submit(TaskPtr task, std::int64_t now);
-  // A task read back from the journal at start (its history in account and attempts_ended):
-  // `running` (the journaled start of an attempt that never ended) becomes an attempt
-  // ended `lost` ("poold restarted") and the task follows its retry policy; retry_wait waits
-  // retry_in_ns from now; otherwise it is queued.
-  void recover(TaskPtr task, std::optional<Attempt> running, bool retry_wait,
-               std::int64_t retry_in_ns, std::int64_t now);
+  // A task read back from the journal at start: `running` becomes an attempt ended `lost`
+  // ("poold restarted") and the task follows its retry policy; a retry_wait one waits;
+  // otherwise it is queued. A refused one is dead-lettered `permanent` (after its lost
+  // attempt, if it was running).
+  void recover(RecoveredTask r, std::int64_t now);
   // Returns false iff the task has ended (or is ending) already.
   bool cancel(const TaskPtr& task, std::int64_t now);
   void scale(std::uint32_t workers, std::int64_t now);
@@ -97,7 +110,8 @@ class PoolCore {
   std::size_t abandon_all(DeadReason reason, const std::string& why, std::int64_t now);
   // Ends every open task `cancelled` (cancel reason shutdown, error `why`) without writing
   // its end to the journal, where it stays unfinished for the next start; kills the workers
-  // that hold some. Returns how many.
+  // that hold some. Those in a ring are put back to waiting there (TaskJournalHooks::
+  // requeued): stopped by the shutdown, they use up no attempt. Returns how many.
   std::size_t release_all(const std::string& why, std::int64_t now);
   // Stops accepting work (the Pool refuses submits); finishes what was accepted, then stops
   // every worker.

@@ -173,22 +173,32 @@ std::pair<Worker*, InFlight*> PoolCore::find_in_ring(const TaskPtr& t) {
   return {nullptr, nullptr};
 }
 
-void PoolCore::recover(TaskPtr task, std::optional<Attempt> running, bool retry_wait,
-                       std::int64_t retry_in_ns, std::int64_t now) {
+void PoolCore::recover(RecoveredTask r, std::int64_t now) {
+  TaskPtr task = std::move(r.task);
   take_in(*task, now);
   task->admitted = false;  // to_queue() admits it; a retry waits unadmitted
-  if (running) {
+  if (r.running) {
     InFlight f;
     f.task = task;
-    f.attempt = running->number;
+    f.attempt = r.running->number;
     f.dispatched_ns = now;
-    f.started_wall_ms = running->started_ms;
-    end_attempt(f, Outcome::kLost, "poold restarted", running->worker_pid, now);
+    f.started_wall_ms = r.running->started_ms;
+    if (r.refused.empty()) {
+      end_attempt(f, Outcome::kLost, "poold restarted", r.running->worker_pid, now);
+      return;
+    }
+    std::lock_guard lock(task->mu);  // its history says it ran; its retry policy is moot
+    task->account.history.push_back({f.attempt, Outcome::kLost, "poold restarted",
+                                     r.running->worker_pid, f.started_wall_ms, ctl_.wall_ms()});
+    task->attempts_ended++;
+  }
+  if (!r.refused.empty()) {
+    finish(task, TaskState::kDeadLettered, DeadReason::kPermanent, {}, std::move(r.refused));
     return;
   }
-  if (retry_wait) {
+  if (r.retry_wait) {
     task->state.store(TaskState::kRetryWait, std::memory_order_release);
-    const std::int64_t due = now + std::max<std::int64_t>(0, retry_in_ns);
+    const std::int64_t due = now + std::max<std::int64_t>(0, r.retry_in_ns);
     retries_.push({due, std::move(task)});
     next_check_ns_ = std::min(next_check_ns_, due);
     return;

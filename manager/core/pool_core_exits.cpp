@@ -163,7 +163,8 @@ std::uint64_t PoolCore::settle_dead_ring(Worker& w, const supervision::Classifie
           "its worker died " + std::to_string(f.task->free_requeues) + " times before it started",
           pid, now);
     } else {
-      never_started.push_back(f.task);  // no attempt counted
+      never_started.push_back(f.task);                    // no attempt counted
+      if (journal_.requeued) journal_.requeued(*f.task);  // nor a journaled start
     }
   }
   w.ring.clear();

@@ -285,6 +285,15 @@ void PoolLoop::on_declared(const std::vector<std::string>& declared) {
 
 // ---- any thread -----------------------------------------------------------------------
 
+Status PoolLoop::check_type(const std::string& type) const {
+  if (std::find(task_types_.begin(), task_types_.end(), type) != task_types_.end()) {
+    return Status::ok();
+  }
+  std::string served;
+  for (const auto& t : task_types_) served += (served.empty() ? "" : ", ") + t;
+  return Status::invalid("unknown task type '" + type + "' (this pool serves: " + served + ")");
+}
+
 Result<TaskPtr> PoolLoop::admit_task(std::string type, std::string payload, SubmitOptions options,
                                      std::uint64_t id) {
   if (failed_.load()) return Status::error(Code::kClosed, "pool failed: " + failure());
@@ -300,11 +309,7 @@ Result<TaskPtr> PoolLoop::admit_task(std::string type, std::string payload, Subm
                              std::to_string(max) + " ms (max_timeout)");
     }
   }
-  if (std::find(task_types_.begin(), task_types_.end(), type) == task_types_.end()) {
-    std::string served;
-    for (const auto& t : task_types_) served += (served.empty() ? "" : ", ") + t;
-    return Status::invalid("unknown task type '" + type + "' (this pool serves: " + served + ")");
-  }
+  SP_RETURN_IF_ERROR(check_type(type));
   if (const std::uint64_t max = max_payload_.load(std::memory_order_relaxed);
       payload.size() > max) {
     return Status::too_large("payload of " + std::to_string(payload.size()) +

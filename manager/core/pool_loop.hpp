@@ -143,6 +143,8 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   void letter_written(std::uint64_t task_id);
   bool receipt_inline_ = false;  // loop thread: the store answered within enqueue() itself
 
+  // Returns ok iff the pool serves task type `type`; else the error a submit of it gets.
+  Status check_type(const std::string& type) const;
   // submit()'s checks, admission and id; the record's ack is settled unless it is to be
   // journaled (id 0 in a pool with a journal).
   Result<TaskPtr> admit_task(std::string type, std::string payload, SubmitOptions options,

@@ -9,9 +9,11 @@
 //   journal's finish() is committed (TaskJournalHooks::end), a dead-lettered one until its
 //   letter and journaled end are (pool_loop_letters.cpp): only then do its ticket and on_done
 //   learn the end. The answer is posted to the loop like a letter's receipt.
-// - Starts and attempt ends (with the retry's wall-clock due time) are recorded without a
-//   callback: the loop never waits on the disk.
-// - Recovery: Pool::create queues this pool's unfinished tasks again (recover_journal()).
+// - Starts, requeues (a start that never became an attempt) and attempt ends (with the
+//   retry's wall-clock due time) are recorded without a callback: the loop never waits on
+//   the disk.
+// - Recovery: Pool::create queues this pool's unfinished tasks again (recover_journal()), and
+//   dead-letters those of a type it no longer serves.
 #include <chrono>
 
 #include <spdlog/spdlog.h>
@@ -58,6 +60,7 @@ void PoolLoop::install_journal() {
   hooks.started = [this](const TaskRecord& task, const Attempt& start) {
     journal_->record_start(task.id, start);
   };
+  hooks.requeued = [this](const TaskRecord& task) { journal_->record_requeue(task.id); };
   hooks.retrying = [this](const TaskRecord& task, const Attempt& ended, std::int64_t due_ms) {
     journal_->record_attempt(task.id, ended, TaskState::kRetryWait, due_ms);
   };
@@ -176,14 +179,8 @@ Status PoolLoop::recover_journal() {
   auto open = journal_->unfinished();
   if (!open) return open.status();
 
-  struct Recovered {
-    TaskPtr task;
-    std::optional<Attempt> running;
-    bool retry_wait = false;
-    std::int64_t retry_in_ns = 0;
-  };
-  std::vector<Recovered> mine;
-  std::size_t running = 0, waiting = 0;
+  std::vector<RecoveredTask> mine;
+  std::size_t running = 0, waiting = 0, refused = 0;
   const std::int64_t wall_ms = wall_now_ms();
   for (JournalTask& j : *open) {
     if (j.pool != opts_.name) continue;
@@ -200,23 +197,28 @@ Status PoolLoop::recover_journal() {
     task->ack_released = true;
     task->ack.store(1);
     task->journaled = true;
-    Recovered r{std::move(task), std::move(j.running), j.task.state == TaskState::kRetryWait, 0};
+    RecoveredTask r{
+        std::move(task), std::move(j.running), j.task.state == TaskState::kRetryWait, 0, {}};
     if (r.retry_wait) r.retry_in_ns = (j.retry_due_ms - wall_ms) * 1000000;
+    // The pool's task types changed since it was accepted: a submit of it would be refused
+    // now, and no worker is meant to run it.
+    if (Status s = check_type(j.task.type); !s) {
+      r.refused = s.message() + "; it was accepted before the pool's task types changed";
+    }
     running += r.running ? 1 : 0;
-    waiting += r.retry_wait ? 1 : 0;
+    waiting += r.retry_wait && r.refused.empty() ? 1 : 0;
+    refused += r.refused.empty() ? 0 : 1;
     mine.push_back(std::move(r));
   }
   if (mine.empty()) return Status::ok();
   query<int>([&mine](PoolCore& core, std::int64_t now) {
-    for (Recovered& r : mine) {
-      core.recover(std::move(r.task), std::move(r.running), r.retry_wait, r.retry_in_ns, now);
-    }
+    for (RecoveredTask& r : mine) core.recover(std::move(r), now);
     return 0;
   });
   log_->info(
       "[{}] recovered {} unfinished tasks from the journal ({} were running, {} wait to "
-      "retry)",
-      opts_.name, mine.size(), running, waiting);
+      "retry, {} dead-lettered: type no longer served)",
+      opts_.name, mine.size(), running, waiting, refused);
   return Status::ok();
 }
 

@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include "retry/enum_names.hpp"
+
 namespace sandpool::dead_letter_rows {
 namespace {
 
@@ -80,6 +82,26 @@ Result<bool> exists(SqliteDb& db, const DeadLetter& l) {
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
   return db.error(rc, "find dead letter");
+}
+
+Status read_attempts(SqliteDb& db, SqliteStmt& stmt, const std::string& owner, std::string_view op,
+                     std::vector<Attempt>* history) {
+  int rc;
+  while ((rc = stmt.step()) == SQLITE_ROW) {
+    Attempt a;
+    a.number = static_cast<std::uint32_t>(stmt.int64(0));
+    const std::string outcome = stmt.text(1);
+    const auto o = parse_enum(outcome, Outcome::kCancelled);
+    if (!o) return Status::error(Code::kInternal, owner + ": unknown outcome '" + outcome + "'");
+    a.outcome = *o;
+    a.error = stmt.text(2);
+    a.worker_pid = static_cast<std::int32_t>(stmt.int64(3));
+    a.started_ms = stmt.int64(4);
+    a.ended_ms = stmt.int64(5);
+    a.backtrace = stmt.text(6);
+    history->push_back(std::move(a));
+  }
+  return rc == SQLITE_DONE ? Status::ok() : db.error(rc, op);
 }
 
 }  // namespace sandpool::dead_letter_rows

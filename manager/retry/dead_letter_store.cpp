@@ -39,8 +39,7 @@ constexpr const char* kList = "SELECT " SP_DL_COLUMNS " FROM dead_letters WHERE 
                               " ORDER BY dead_lettered_ms, letter_id LIMIT ?9";
 constexpr const char* kGet = "SELECT " SP_DL_COLUMNS " FROM dead_letters WHERE letter_id = ?1";
 constexpr const char* kAttempts =
-    "SELECT number, outcome, error, worker_pid, started_ms, ended_ms, backtrace FROM attempts"
-    " WHERE letter_id = ?1 ORDER BY seq";
+    "SELECT " SP_ATTEMPT_COLUMNS " FROM attempts WHERE letter_id = ?1 ORDER BY seq";
 constexpr const char* kDeleteId = "DELETE FROM dead_letters WHERE letter_id = ?1";
 // One chunk of a purge: its own short transaction, so the writer's commits (accepted tasks
 // waiting for their answer) go between the chunks instead of behind one long delete.
@@ -348,25 +347,9 @@ Result<DeadLetter> DeadLetterStore::read_letter(SqliteStmt& row) {
   if (!stmt) return stmt.status();
   StmtRef s(*stmt);
   s->bind(1, static_cast<std::int64_t>(l.letter_id));
-  int rc;
-  while ((rc = s->step()) == SQLITE_ROW) {
-    Attempt a;
-    a.number = static_cast<std::uint32_t>(s->int64(0));
-    const std::string outcome = s->text(1);
-    const auto o = parse_enum(outcome, Outcome::kCancelled);
-    if (!o) {
-      return Status::error(Code::kInternal, "dead letter " + std::to_string(l.letter_id) +
-                                                ": unknown outcome '" + outcome + "'");
-    }
-    a.outcome = *o;
-    a.error = s->text(2);
-    a.worker_pid = static_cast<std::int32_t>(s->int64(3));
-    a.started_ms = s->int64(4);
-    a.ended_ms = s->int64(5);
-    a.backtrace = s->text(6);
-    l.task.history.push_back(std::move(a));
-  }
-  if (rc != SQLITE_DONE) return query_db_.error(rc, "read attempts");
+  SP_RETURN_IF_ERROR(dead_letter_rows::read_attempts(query_db_, **stmt,
+                                                     "dead letter " + std::to_string(l.letter_id),
+                                                     "read attempts", &l.task.history));
   return l;
 }
 

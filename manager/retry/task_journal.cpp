@@ -78,6 +78,13 @@ void TaskJournal::record_start(std::uint64_t task_id, const Attempt& start) {
   enqueue(std::move(w));
 }
 
+void TaskJournal::record_requeue(std::uint64_t task_id) {
+  Write w;
+  w.kind = Write::Kind::kRequeue;
+  w.task_id = task_id;
+  enqueue(std::move(w));
+}
+
 void TaskJournal::record_attempt(std::uint64_t task_id, const Attempt& ended, TaskState next,
                                  std::int64_t retry_due_ms) {
   Write w;

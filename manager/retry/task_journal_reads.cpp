@@ -5,6 +5,7 @@
 
 #include <sandpool/task_journal.hpp>
 
+#include "retry/dead_letter_rows.hpp"
 #include "retry/enum_names.hpp"
 #include "retry/sqlite_db.hpp"
 
@@ -27,8 +28,7 @@ constexpr const char* kByKey = "SELECT " SP_JOURNAL_COLUMNS
                                " WHERE idempotency_key = ?1 ORDER BY submitted_ms DESC, id DESC"
                                " LIMIT 1";
 constexpr const char* kAttempts =
-    "SELECT number, outcome, error, worker_pid, started_ms, ended_ms, backtrace"
-    " FROM task_attempts WHERE task_id = ?1 ORDER BY number";
+    "SELECT " SP_ATTEMPT_COLUMNS " FROM task_attempts WHERE task_id = ?1 ORDER BY number";
 // Above every id accepted (journal_meta), journaled or dead-lettered.
 constexpr const char* kHighest =
     "SELECT max((SELECT value FROM journal_meta WHERE name = 'highest_task_id'),"
@@ -99,22 +99,8 @@ Status read_attempts(SqliteDb& db, JournalTask& t) {
   if (!stmt) return stmt.status();
   StmtRef s(*stmt);
   s->bind(1, static_cast<std::int64_t>(t.task.id));
-  int rc;
-  while ((rc = s->step()) == SQLITE_ROW) {
-    Attempt a;
-    a.number = static_cast<std::uint32_t>(s->int64(0));
-    const std::string outcome = s->text(1);
-    const auto o = parse_enum(outcome, Outcome::kCancelled);
-    if (!o) return bad(t, "outcome", outcome);
-    a.outcome = *o;
-    a.error = s->text(2);
-    a.worker_pid = static_cast<std::int32_t>(s->int64(3));
-    a.started_ms = s->int64(4);
-    a.ended_ms = s->int64(5);
-    a.backtrace = s->text(6);
-    t.task.history.push_back(std::move(a));
-  }
-  return rc == SQLITE_DONE ? Status::ok() : db.error(rc, "journal: read attempts");
+  return dead_letter_rows::read_attempts(db, **stmt, "journaled task " + std::to_string(t.task.id),
+                                         "journal: read attempts", &t.task.history);
 }
 
 // Runs `sql` (bound by `bind`) and returns every task it yields, with their attempts.

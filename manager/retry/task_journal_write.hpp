@@ -1,5 +1,5 @@
 // One queued journal write (task_journal.hpp): what the writer thread commits for accept(),
-// the records, and finish(). Private to the journal's sources.
+// the records (starts, requeues, attempt ends), and finish(). Private to the journal's sources.
 #pragma once
 
 #include <chrono>
@@ -11,7 +11,7 @@
 namespace sandpool {
 
 struct TaskJournal::Write {
-  enum class Kind : std::uint8_t { kAccept, kStart, kAttempt, kFinish };
+  enum class Kind : std::uint8_t { kAccept, kStart, kRequeue, kAttempt, kFinish };
   Kind kind = Kind::kAccept;
   std::vector<JournalTask> tasks;       // kAccept
   std::uint64_t task_id = 0;            // the others

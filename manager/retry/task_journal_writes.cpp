@@ -26,6 +26,12 @@ constexpr const char* kRaiseHighest =
 constexpr const char* kStart =
     "UPDATE tasks SET state = 'running', running_attempt = ?2, running_pid = ?3,"
     " running_since_ms = ?4, updated_ms = ?5 WHERE id = ?1 AND finished_ms IS NULL";
+// A start that never became an attempt: back to queued, its start cleared. Only a running
+// row: a task that ended or waits to retry meanwhile keeps what it has.
+constexpr const char* kRequeue =
+    "UPDATE tasks SET state = 'queued', running_attempt = NULL, running_pid = NULL,"
+    " running_since_ms = NULL, updated_ms = ?2 WHERE id = ?1 AND state = 'running'"
+    " AND finished_ms IS NULL";
 // Records of a task the journal does not hold unfinished (refused, finished, evicted) are
 // no-ops, never errors.
 constexpr const char* kInsertAttempt =
@@ -101,6 +107,15 @@ Status write_start(SqliteDb& db, std::uint64_t task_id, const Attempt& a, std::i
   return step_done(db, **stmt, "journal: attempt start");
 }
 
+Status write_requeue(SqliteDb& db, std::uint64_t task_id, std::int64_t now_ms) {
+  auto stmt = db.prepare(kRequeue, "journal: requeue");
+  if (!stmt) return stmt.status();
+  StmtRef s(*stmt);
+  s->bind(1, as_int(task_id));
+  s->bind(2, now_ms);
+  return step_done(db, **stmt, "journal: requeue");
+}
+
 Status write_attempt_end(SqliteDb& db, std::uint64_t task_id, const Attempt& a, TaskState next,
                          std::int64_t due_ms, std::int64_t now_ms) {
   SP_RETURN_IF_ERROR(insert_attempt(db, task_id, a));
@@ -158,6 +173,8 @@ Status TaskJournal::write_one(SqliteDb& db, Write& w) {
       return Status::ok();
     case Write::Kind::kStart:
       return write_start(db, w.task_id, w.attempt, w.at_ms);
+    case Write::Kind::kRequeue:
+      return write_requeue(db, w.task_id, w.at_ms);
     case Write::Kind::kAttempt:
       return write_attempt_end(db, w.task_id, w.attempt, w.next, w.retry_due_ms, w.at_ms);
     case Write::Kind::kFinish:

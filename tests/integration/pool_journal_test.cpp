@@ -12,39 +12,24 @@
 
 #include <sandpool/task_journal.hpp>
 
-#include "../manager/task_journal_support.hpp"
-#include "test_support.hpp"
+#include "pool_journal_support.hpp"
 
 using namespace sandpool;
 using namespace std::chrono_literals;
 using sandpool::testing::committed_rows;
 using sandpool::testing::eventually;
 using sandpool::testing::journal_of;
-using sandpool::testing::journal_options_in;
+using sandpool::testing::journaled_store;
 using sandpool::testing::kPatience;
 using sandpool::testing::list_all;
 using sandpool::testing::make_pool;
 using sandpool::testing::pool_options;
 using sandpool::testing::raw_connection;
+using sandpool::testing::sleep_pool;
 using sandpool::testing::TempDir;
 using sandpool::testing::wait_running;
 
 namespace {
-
-std::shared_ptr<DeadLetterStore> journaled_store(const TempDir& dir,
-                                                 std::chrono::milliseconds busy_timeout = 1000ms) {
-  auto o = journal_options_in(dir.state_dir());
-  o.busy_timeout = busy_timeout;
-  return sandpool::testing::open_store(std::move(o));
-}
-
-PoolOptions sleep_pool(std::shared_ptr<DeadLetterStore> store) {
-  PoolOptions o = pool_options("sleep", 1);
-  o.name = "jobs";
-  o.concurrency = 1;
-  o.dead_letter_store = std::move(store);
-  return o;
-}
 
 // What on_accepted was told, by task id; thread-safe.
 class Acks {
@@ -133,12 +118,12 @@ TEST_CASE("a task whose accept the journal refuses is cancelled with the storage
   CHECK(journal_of(*store).find(t->id()).status().code() == Code::kNotFound);
 }
 
-TEST_CASE("a pool created on a journal runs the queued and running tasks a shutdown kept") {
+TEST_CASE("a task a shutdown stopped while it ran runs again without using up an attempt") {
   TempDir dir;
-  auto store = journaled_store(dir);
   std::uint64_t running_id = 0;
   std::vector<std::uint64_t> queued_ids;
   {
+    auto store = journaled_store(dir);
     auto first = make_pool(sleep_pool(store));
     auto running = first->submit("sleep", "60000");
     REQUIRE(running);
@@ -155,32 +140,43 @@ TEST_CASE("a pool created on a journal runs the queued and running tasks a shutd
     const TaskResult r = running->wait();
     CHECK(r.state == TaskState::kCancelled);
     CHECK(r.cancel_reason == CancelReason::kShutdown);
+    first.reset();
+    REQUIRE(store->close().is_ok());  // commits what the shutdown queued
   }
-  REQUIRE(journal_of(*store).flush(60s).is_ok());
+  auto store = journaled_store(dir);  // what the closed store left on disk
   auto open = journal_of(*store).unfinished();
   REQUIRE(open.is_ok());
   REQUIRE(open->size() == 3);
-  CHECK(open->at(0).task.state == TaskState::kRunning);
+  for (const JournalTask& t : *open) {
+    INFO("task " << t.task.id);
+    CHECK(t.task.state == TaskState::kQueued);
+    CHECK_FALSE(t.running);
+    CHECK(t.task.history.empty());
+  }
   CHECK(list_all(*store).empty());
 
   PoolOptions o = sleep_pool(store);
-  o.retries = 0;  // the lost attempt is its last: it is dead-lettered by its retry policy
+  o.retries = 0;  // an attempt charged for the shutdown would have been its last
   auto second = make_pool(o);
-  auto lost = second->find(running_id);
-  REQUIRE(lost);
-  REQUIRE(lost->wait_for(kPatience));
-  const TaskResult l = lost->wait();
-  CHECK(l.state == TaskState::kDeadLettered);
-  CHECK(l.reason == DeadReason::kRetriesExhausted);
-  REQUIRE(l.history.size() == 1);
-  CHECK(l.history[0].outcome == Outcome::kLost);
-  CHECK(l.history[0].error == "poold restarted");
+  auto again = second->find(running_id);
+  REQUIRE(again);
+  wait_running(*again);  // the lowest id: first on the only worker
+  CHECK(again->snapshot().history.empty());
+  REQUIRE(again->cancel());
+  REQUIRE(again->wait_for(kPatience));
+  const TaskResult a = again->wait();
+  CHECK(a.state == TaskState::kCancelled);
+  REQUIRE(a.history.size() == 1);  // the run of this pool, numbered as its first
+  CHECK(a.history[0].number == 1);
+  CHECK(a.history[0].outcome != Outcome::kLost);
   for (std::uint64_t id : queued_ids) {
     auto q = second->find(id);
     REQUIRE(q);
     REQUIRE(q->wait_for(kPatience));
     CHECK(q->wait().state == TaskState::kCompleted);
     CHECK(q->wait().result == "slept 1 ms");
+    REQUIRE(q->wait().history.size() == 1);
+    CHECK(q->wait().history[0].number == 1);
   }
   // New ids start above every journaled one.
   auto fresh = second->submit("sleep", "1");
@@ -190,11 +186,7 @@ TEST_CASE("a pool created on a journal runs the queued and running tasks a shutd
   second->close();
   REQUIRE(store->flush(60s).is_ok());
   CHECK(journal_of(*store).unfinished()->empty());
-  auto row = journal_of(*store).find(running_id);
-  REQUIRE(row.is_ok());
-  CHECK(row->task.state == TaskState::kDeadLettered);
-  REQUIRE(list_all(*store).size() == 1);
-  CHECK(list_all(*store)[0].task.id == running_id);
+  CHECK(list_all(*store).empty());
 }
 
 TEST_CASE("a task waiting to retry keeps its journaled due time across pools") {

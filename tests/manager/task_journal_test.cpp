@@ -102,6 +102,43 @@ TEST_CASE("accepted tasks come back at recovery with every option, state, attemp
   CHECK(*highest == 4);
 }
 
+TEST_CASE("a requeue puts a started task back to queued and leaves every other row alone",
+          "[journal]") {
+  TempDir dir;
+  {
+    auto store = open_store(journal_options_in(dir.state_dir()));
+    TaskJournal& j = journal_of(*store);
+    accept_all(j, tasks(1, 4));
+    j.record_start(1, {1, Outcome::kOk, "", 4001, 100, 0});
+    j.record_requeue(1);  // stopped before it became an attempt
+    j.record_start(2, {1, Outcome::kOk, "", 4001, 100, 0});
+    j.record_attempt(2, attempt(1, Outcome::kError, "again"), TaskState::kRetryWait, 1700000009999);
+    j.record_requeue(2);  // waits to retry: its due time stands
+    j.record_requeue(3);  // queued, never started
+    Commits finished;
+    j.finish(account(4, TaskState::kCompleted), finished.callback());
+    j.record_requeue(4);   // ended: stays ended
+    j.record_requeue(99);  // not journaled
+    REQUIRE(j.flush(60s).is_ok());
+    CHECK(j.stats().records_written == 9);
+    REQUIRE(store->close().is_ok());
+  }
+  auto store = open_store(journal_options_in(dir.state_dir()));
+  TaskJournal& j = journal_of(*store);
+  auto open = j.unfinished();
+  REQUIRE(open.is_ok());
+  REQUIRE(open->size() == 3);
+  CHECK((*open)[0].task.state == TaskState::kQueued);
+  CHECK_FALSE((*open)[0].running);
+  CHECK((*open)[0].task.history.empty());
+  CHECK((*open)[1].task.state == TaskState::kRetryWait);
+  CHECK((*open)[1].retry_due_ms == 1700000009999);
+  CHECK((*open)[1].task.history.size() == 1);
+  CHECK((*open)[2].task.state == TaskState::kQueued);
+  CHECK(j.find(4)->task.state == TaskState::kCompleted);
+  CHECK(j.find(99).status().code() == Code::kNotFound);
+}
+
 TEST_CASE("an accept's callback runs only after its rows are committed", "[journal]") {
   TempDir dir;
   auto o = journal_options_in(dir.state_dir());

@@ -21,7 +21,8 @@
 //   the write waits in memory and is retried (like a dead letter) until it commits or the
 //   store closes (then cb gets kClosed); cb(error) only for an end refused on its own (a
 //   result too big for SQLite).
-// - record_start() and record_attempt() have no callback: they are retried like finish(), and
+// - record_start(), record_requeue() and record_attempt() have no callback: they are retried like
+// finish(), and
 //   a pool never waits for them. What a crash between a record and its commit means for the
 //   attempt count is in docs/journal.md.
 // - dead_letter(letter, cb): the letter and the end of its journaled task in one transaction;
@@ -101,7 +102,7 @@ struct TaskJournalStats {
   std::uint64_t pending_tasks = 0;    // tasks in accept() batches among them
   std::uint64_t tasks_accepted = 0;   // tasks committed by accept()
   std::uint64_t batches_refused = 0;  // accept() batches answered with an error
-  std::uint64_t records_written = 0;  // starts, attempt ends and finishes committed
+  std::uint64_t records_written = 0;  // starts, requeues, attempt ends, finishes committed
   std::uint64_t commits = 0;          // transactions that carried journal writes
   std::uint64_t last_commit_us = 0;   // the last such transaction, BEGIN to COMMIT
   std::uint64_t max_commit_us = 0;
@@ -126,6 +127,10 @@ class TaskJournal {
   void accept(std::vector<JournalTask> tasks, JournalCommitted on_committed);
   // The task started an attempt: `start` carries number, worker_pid and started_ms.
   void record_start(std::uint64_t task_id, const Attempt& start);
+  // A started task goes back to waiting without an attempt (its start never became one: a
+  // shutdown that keeps it stopped it, or its worker died before it began): a `running` row
+  // becomes `queued`, its start cleared. Any other row is left as it is.
+  void record_requeue(std::uint64_t task_id);
   // An attempt ended and the task goes on: `next` is kQueued or kRetryWait (due then).
   void record_attempt(std::uint64_t task_id, const Attempt& ended, TaskState next,
                       std::int64_t retry_due_ms = 0);
