@@ -99,6 +99,8 @@ TEST_CASE("poold: SIGTERM keeps what is left in the journal and the next start r
     REQUIRE(t);
     INFO("task " << s.id);
     CHECK(t->state == "completed");
+    // Stopped by the shutdown, not lost: the interrupted run uses up no attempt.
+    for (const auto& a : t->account.history) CHECK(a.outcome != "lost");
   }
   auto letters = again.dlq_list();
   REQUIRE(letters);
