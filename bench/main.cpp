@@ -18,8 +18,8 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 
-const char* const kGroups[] = {"raw",   "W1",      "W2",      "W3",  "W4",
-                               "spawn", "sandbox", "service", "soak"};
+const char* const kGroups[] = {"raw",   "W1",      "W2",      "W3",      "W4",
+                               "spawn", "sandbox", "service", "journal", "soak"};
 
 // Parses "W1,w2,raw" into canonical group names; an unknown name is an error.
 bool parse_only(const std::string& list, std::set<std::string>* out, std::string* bad) {
@@ -44,7 +44,8 @@ bool parse_only(const std::string& list, std::set<std::string>* out, std::string
 void add_options(CLI::App& app, sandpool::bench::BenchOptions& o, std::string& only) {
   app.add_option(
       "--only", only,
-      "comma-separated groups: raw,W1,W2,W3,W4,spawn,sandbox,service,soak (default: all)");
+      "comma-separated groups: raw,W1,W2,W3,W4,spawn,sandbox,service,journal,soak (default: "
+      "all)");
   app.add_option("--plugin", o.plugin, "W1/W2 plugin: a name in the plugin dir or a .so path")
       ->capture_default_str();
   app.add_option("--plugin-dir", o.plugin_dir, "where plugins are (default: ../plugins)");
@@ -84,6 +85,10 @@ void add_options(CLI::App& app, sandpool::bench::BenchOptions& o, std::string& o
                  "service: status round trips timed while the batch runs (at most)")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
+  app.add_option("--journal-crash-runs", o.journal_crash_runs,
+                 "journal: kill -9 runs, each on a fresh state dir; fails if any loses a task")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   app.add_option("--soak-tasks", o.soak_tasks, "soak: tasks through the chaos pool")
       ->check(CLI::Range(1, 100000000))
       ->capture_default_str();
@@ -118,7 +123,7 @@ int main(int argc, char** argv) {
   std::string bad;
   if (!parse_only(only, &groups, &bad)) {
     std::cerr << "sandpool-bench: --only: unknown group '" << bad
-              << "' (raw, W1, W2, W3, W4, spawn, sandbox, service, soak)\n";
+              << "' (raw, W1, W2, W3, W4, spawn, sandbox, service, journal, soak)\n";
     return kExitUsage;
   }
   if (groups.empty()) groups.insert(std::begin(kGroups), std::end(kGroups));
@@ -136,6 +141,7 @@ int main(int argc, char** argv) {
   if (ok && groups.count("spawn")) ok = run_spawn(o, report);
   if (ok && groups.count("sandbox")) ok = run_sandbox_cost(o, report);
   if (ok && groups.count("service")) ok = run_service(o, report);
+  if (ok && groups.count("journal")) ok = run_journal(o, report);
   if (ok && groups.count("soak")) ok = run_soak(o, report);
   report.finish(std::cout);
   return ok ? kExitOk : kExitFailed;

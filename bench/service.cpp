@@ -3,201 +3,26 @@
 // workers, W1's ring concurrency), driven by the real poolctl binary through the socket:
 // `poolctl --json batch` end to end (from starting poolctl until poold counts every task
 // completed), and the status round trip while that batch runs.
-#include <stdlib.h>
-#include <unistd.h>
-
-#include <algorithm>
 #include <atomic>
-#include <boost/process/args.hpp>
-#include <boost/process/child.hpp>
-#include <boost/process/io.hpp>
 #include <chrono>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <optional>
-#include <sstream>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <sandpool/client.hpp>
 #include <sandpool/ipc/wake.hpp>
 
 #include "bench.hpp"
+#include "poold_child.hpp"
 
 namespace sandpool::bench {
 namespace {
 
-namespace bp = boost::process;
-namespace fs = std::filesystem;
 using ipc::monotonic_ns;
-using nlohmann::json;
 
 constexpr std::uint32_t kServiceConcurrency = 256;  // W1's best setting (docs/performance.md)
 constexpr std::uint32_t kIdleStatusCalls = 100;     // the status baseline, before the batch
-
-fs::path bin_dir() {
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? fs::path(".") : self.parent_path();
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-// A scratch directory, removed with everything in it.
-class ScratchDir {
- public:
-  ScratchDir() {
-    char tmpl[] = "/tmp/sandpool-bench-XXXXXX";
-    if (::mkdtemp(tmpl) != nullptr) path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-std::string config_yaml(const BenchOptions& o, const fs::path& dir) {
-  const std::string w = std::to_string(o.workers);
-  const std::uint32_t concurrency = o.concurrency != 0 ? o.concurrency : kServiceConcurrency;
-  return "service:\n"
-         "  socket: {path: " +
-         (dir / "poold.sock").string() +
-         ", mode: \"0600\"}\n"
-         "  state_dir: " +
-         (dir / "state").string() +
-         "\n"
-         "  metrics: {listen: 127.0.0.1:0}\n"
-         "  log: {level: warn}\n"
-         "pools:\n"
-         "  - name: echo\n"
-         "    plugin: " +
-         plugin_path(o, "echo") + "\n    workers: {min: " + w + ", max: " + w + ", initial: " + w +
-         "}\n    concurrency: " + std::to_string(concurrency) + "\n";
-}
-
-// poold as a child process; its output goes to <dir>/poold.log. The destructor asks it to
-// shut down and, if it has not gone within 10 s, kills it.
-class Poold {
- public:
-  Poold(const fs::path& dir, const fs::path& config)
-      : socket_((dir / "poold.sock").string()),
-        log_(dir / "poold.log"),
-        child_((bin_dir() / "poold").string(), bp::args({"--config", config.string()}),
-               bp::std_out > log_.string(), bp::std_err > log_.string()) {}
-  ~Poold() {
-    if (client_) (void)client_->shutdown(std::chrono::milliseconds(5000));
-    client_.reset();
-    std::error_code ec;
-    if (!child_.wait_for(std::chrono::seconds(10), ec)) child_.terminate(ec);
-  }
-  Poold(const Poold&) = delete;
-  Poold& operator=(const Poold&) = delete;
-
-  // Connects (retrying while poold starts) and waits until the pool has all its workers.
-  bool ready(std::uint32_t workers) {
-    const std::int64_t until = monotonic_ns() + 30'000'000'000;
-    while (!client_) {
-      if (!child_.running()) return fail("poold exited");
-      auto c = Client::connect(socket_);
-      if (c) client_.emplace(std::move(c).value());
-      if (monotonic_ns() > until) return fail("poold did not answer on " + socket_);
-      if (!client_) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    for (;;) {
-      auto w = client_->workers("echo");
-      std::uint32_t up = 0;
-      if (w) {
-        for (const ops::WorkerStatus& x : w->workers) up += x.state == "idle" || x.state == "busy";
-      }
-      if (up >= workers) return true;
-      if (monotonic_ns() > until) return fail("the echo workers did not become ready");
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
-  // Tasks of the echo pool that ended (completed or dead-lettered); nullopt on an error.
-  std::optional<std::uint64_t> ended() {
-    auto s = client_->stats("echo");
-    if (!s || s->pools.empty()) return std::nullopt;
-    return s->pools[0].completed + s->pools[0].dead_lettered;
-  }
-  const std::string& socket() const { return socket_; }
-
- private:
-  bool fail(const std::string& why) {
-    std::cerr << "sandpool-bench: service: " << why << "; poold's log:\n" << slurp(log_);
-    return false;
-  }
-  std::string socket_;
-  fs::path log_;
-  bp::child child_;
-  std::optional<Client> client_;
-};
-
-struct BatchRun {
-  bool ok = false;
-  double wall_s = 0;  // from starting poolctl until poold counted every task ended
-  json summary;       // poolctl's --json output
-};
-
-// Runs `poolctl --json batch echo N` and waits until the pool has ended every accepted task.
-BatchRun run_batch(const BenchOptions& o, Poold& poold, std::uint64_t tasks, const fs::path& dir) {
-  BatchRun run;
-  const auto ended0 = poold.ended();
-  if (!ended0) {
-    std::cerr << "sandpool-bench: service: stats failed before the batch\n";
-    return run;
-  }
-  const fs::path out = dir / "batch.json", err = dir / "batch.err";
-  const std::int64_t t0 = monotonic_ns();
-  bp::child c((bin_dir() / "poolctl").string(),
-              bp::args({"--socket", poold.socket(), "--json", "batch", "echo",
-                        std::to_string(tasks), "--payload-size", std::to_string(o.payload_size)}),
-              bp::std_out > out.string(), bp::std_err > err.string());
-  c.wait();
-  if (c.exit_code() != 0) {
-    std::cerr << "sandpool-bench: service: poolctl batch exited " << c.exit_code() << ": "
-              << slurp(err);
-    return run;
-  }
-  run.summary = json::parse(slurp(out), nullptr, false);
-  if (run.summary.is_discarded()) {
-    std::cerr << "sandpool-bench: service: poolctl printed no JSON: " << slurp(out) << "\n";
-    return run;
-  }
-  const std::uint64_t accepted = run.summary.value("accepted", std::uint64_t{0});
-  const std::int64_t until = monotonic_ns() + 120'000'000'000;
-  for (;;) {
-    const auto ended = poold.ended();
-    if (!ended) {
-      std::cerr << "sandpool-bench: service: stats failed during the batch\n";
-      return run;
-    }
-    if (*ended - *ended0 >= accepted) break;
-    if (monotonic_ns() > until) {
-      std::cerr << "sandpool-bench: service: the batch's tasks did not all end\n";
-      return run;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // stats is not free
-  }
-  run.wall_s = static_cast<double>(monotonic_ns() - t0) / 1e9;
-  run.ok = accepted == tasks;
-  if (!run.ok)
-    std::cerr << "sandpool-bench: service: " << accepted << " of " << tasks << " accepted\n";
-  return run;
-}
 
 // Times `status` round trips on a connection of its own, one every 5 ms, until `stop`.
 class StatusProbe {
@@ -259,8 +84,11 @@ bool run_service(const BenchOptions& o, Report& r) {
     return false;
   }
   const fs::path config = dir.path() / "poold.yaml";
-  std::ofstream(config) << config_yaml(o, dir.path());
-  Poold poold(dir.path(), config);
+  // Without the journal: the figures of issue 4, kept comparable (the journal group measures
+  // what the journal costs, journal.cpp).
+  std::ofstream(config) << bench_config(dir.path(), "  journal: off\n", "echo",
+                                        plugin_path(o, "echo"), o.workers, concurrency);
+  Poold poold(dir.path(), config, "echo");
   if (!poold.ready(o.workers)) return false;
   if (!run_batch(o, poold, 20000, dir.path()).ok) return false;  // warm-up
 

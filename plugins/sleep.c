@@ -1,5 +1,6 @@
-/* sleep: payload = decimal milliseconds. Sleeps in steps of at most 10 ms, beating the
- * heartbeat and stopping early (SP_FAIL, "cancelled") when the task is cancelled. */
+/* sleep: payload = decimal milliseconds ("250"), or microseconds with a "us" suffix ("200us",
+ * for short tasks in benchmarks). Sleeps in steps of at most 10 ms, beating the heartbeat and
+ * stopping early (SP_FAIL, "cancelled") when the task is cancelled. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdio.h>
@@ -29,13 +30,19 @@ SP_EXPORT int sp_plugin_init(const sp_host_api* host, const char* config_json, s
 
 SP_EXPORT int sp_plugin_handle(void* state, const sp_task* task, sp_call* call) {
   const sp_host_api* host = example_host(state);
-  unsigned long long ms;
+  unsigned long long ms, us = 0;
   long long end, now;
   char text[64];
-  if (example_parse_decimal(task, MAX_MS, &ms) != 0) {
-    return example_fail(state, call, SP_FAIL, "sleep: payload must be decimal milliseconds");
+  sp_task digits = *task;
+  const int micro = task->payload_len > 2 && task->payload[task->payload_len - 2] == 'u' &&
+                    task->payload[task->payload_len - 1] == 's';
+  if (micro) digits.payload_len -= 2;
+  if (example_parse_decimal(&digits, micro ? MAX_MS * 1000ULL : MAX_MS, micro ? &us : &ms) != 0) {
+    return example_fail(state, call, SP_FAIL,
+                        "sleep: payload must be decimal milliseconds, or microseconds with us");
   }
-  end = now_ns() + (long long)ms * 1000000LL;
+  if (micro) ms = us / 1000ULL;
+  end = now_ns() + (micro ? (long long)us * 1000LL : (long long)ms * 1000000LL);
   while ((now = now_ns()) < end) {
     long long next = now + STEP_NS < end ? now + STEP_NS : end;
     struct timespec ts;
@@ -46,7 +53,11 @@ SP_EXPORT int sp_plugin_handle(void* state, const sp_task* task, sp_call* call) 
     /* An absolute deadline: a signal (EINTR) just means another turn of the loop. */
     clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
   }
-  snprintf(text, sizeof text, "slept %llu ms", ms);
+  if (micro) {
+    snprintf(text, sizeof text, "slept %llu us", us);
+  } else {
+    snprintf(text, sizeof text, "slept %llu ms", ms);
+  }
   return example_result(state, call, text);
 }
 

@@ -90,8 +90,9 @@ class Service final : public ControlHandler {
   // (docs/operations.md, "Reload"). `done` gets what changed, on the job thread.
   void reload_async(std::function<void(const Result<ops::ReloadReply>&)> done);
   // Stops accepting tasks; then, on the job thread after whatever job runs there, shuts
-  // every pool down in parallel (each waits up to `timeout`, then dead-letters what is left
-  // with reason shutdown), then flushes and closes the store. Returns when that is done.
+  // every pool down in parallel (each waits up to `timeout`, then keeps what is left in the
+  // journal or dead-letters it with reason shutdown: service.shutdown_unfinished), then
+  // flushes and closes the store. Returns when that is done.
   void shutdown(std::chrono::milliseconds timeout);
   bool stopping() const { return stopping_.load(); }
 
