@@ -28,6 +28,22 @@ int ok_attempts(const TaskReply& t) {
   return n;
 }
 
+// Stops poold with `sig` (SIGTERM: a clean exit, or SIGKILL) and starts it again on the same
+// config and state dir.
+void restart_after(PooldFixture& f, int sig) {
+  f.poold->signal(sig);
+  REQUIRE(f.poold->wait_exit() == (sig == SIGKILL ? 128 + SIGKILL : 0));
+  f.start();
+}
+
+// A task that sleeps a minute, once it runs.
+std::uint64_t running_task(Client& c) {
+  auto id = c.submit(task("sleep", "60000"));
+  REQUIRE(id);
+  REQUIRE(wait_task_state(c, id->id, "running"));
+  return id->id;
+}
+
 std::uint64_t completed_count(Client& c, const std::string& pool) {
   auto s = c.stats(pool);
   REQUIRE(s);
@@ -91,7 +107,6 @@ TEST_CASE("poold: SIGTERM keeps what is left in the journal and the next start r
   f.poold->signal(SIGTERM);
   REQUIRE(f.poold->wait_exit() == 0);
   CHECK(f.poold->output().find("kept_unfinished=") != std::string::npos);
-
   f.start();
   Client again = f.connect();
   for (const Submitted& s : *ids) {
@@ -111,15 +126,10 @@ TEST_CASE("poold: with shutdown_unfinished dead_letter, SIGTERM dead-letters wha
   PooldFixture f("pools:\n" + sleep_pool(),
                  "  shutdown_timeout: 0s\n  shutdown_unfinished: dead_letter\n");
   Client c = f.connect();
-  auto id = c.submit(task("sleep", "60000"));
-  REQUIRE(id);
-  REQUIRE(wait_task_state(c, id->id, "running"));
-  f.poold->signal(SIGTERM);
-  REQUIRE(f.poold->wait_exit() == 0);
-
-  f.start();
+  const std::uint64_t id = running_task(c);
+  restart_after(f, SIGTERM);
   Client again = f.connect();
-  auto t = again.task(id->id);
+  auto t = again.task(id);
   REQUIRE(t);
   CHECK(t->state == "dead_lettered");
   CHECK(t->reason == "shutdown");
@@ -128,9 +138,7 @@ TEST_CASE("poold: with shutdown_unfinished dead_letter, SIGTERM dead-letters wha
 TEST_CASE("poold: the tasks of a pool removed from the config are dead-lettered pool_removed") {
   PooldFixture f("pools:\n" + sleep_pool("doomed"), "  shutdown_timeout: 0s\n");
   Client c = f.connect();
-  auto id = c.submit(task("sleep", "60000"));
-  REQUIRE(id);
-  REQUIRE(wait_task_state(c, id->id, "running"));
+  const std::uint64_t id = running_task(c);
   f.poold->signal(SIGKILL);
   REQUIRE(f.poold->wait_exit() == 128 + SIGKILL);
 
@@ -146,7 +154,7 @@ TEST_CASE("poold: the tasks of a pool removed from the config are dead-lettered 
   }));
   auto letters = again.dlq_list(all);
   REQUIRE(letters);
-  CHECK(letters->entries[0].task.id == id->id);
+  CHECK(letters->entries[0].task.id == id);
   CHECK(letters->entries[0].task.reason == "pool_removed");
 }
 
@@ -158,10 +166,7 @@ TEST_CASE("poold: a task finished before a restart is found by id, by wait and b
   auto done = c.submit_wait(keyed);
   REQUIRE(done);
   REQUIRE(done->state == "completed");
-  f.poold->signal(SIGTERM);
-  REQUIRE(f.poold->wait_exit() == 0);
-
-  f.start();
+  restart_after(f, SIGTERM);
   Client again = f.connect();
   auto t = again.task(done->id);
   REQUIRE(t);
