@@ -44,6 +44,18 @@ std::uint64_t running_task(Client& c) {
   return id->id;
 }
 
+// `n` sleep tasks of `ms` submitted as one batch: their ids, every one accepted.
+std::vector<std::uint64_t> sleep_batch(Client& c, int n, const std::string& ms) {
+  auto ids = c.submit_batch(std::vector<SubmitRequest>(n, task("sleep", ms)));
+  REQUIRE(ids);
+  std::vector<std::uint64_t> out;
+  for (const Submitted& s : *ids) {
+    REQUIRE(s.status.is_ok());
+    out.push_back(s.id);
+  }
+  return out;
+}
+
 std::uint64_t completed_count(Client& c, const std::string& pool) {
   auto s = c.stats(pool);
   REQUIRE(s);
@@ -54,11 +66,7 @@ std::uint64_t completed_count(Client& c, const std::string& pool) {
 TEST_CASE("poold: a kill -9 during a batch and a waited submit loses no acknowledged task") {
   PooldFixture f("pools:\n" + sleep_pool(), "  journal: {enabled: true, sync: normal}\n");
   Client c = f.connect();
-  std::vector<SubmitRequest> batch;
-  for (int i = 0; i < 300; ++i) batch.push_back(task("sleep", "5"));
-  auto ids = c.submit_batch(batch);
-  REQUIRE(ids);
-  for (const Submitted& s : *ids) REQUIRE(s.status.is_ok());
+  const std::vector<std::uint64_t> ids = sleep_batch(c, 300, "5");
 
   // A waited submit on a connection of its own, which poold's death cuts.
   auto waited = std::async(std::launch::async, [&f] {
@@ -87,32 +95,42 @@ TEST_CASE("poold: a kill -9 during a batch and a waited submit loses no acknowle
   CHECK(result->result == "slept 300 ms");
 
   Client again = f.connect();
-  for (const Submitted& s : *ids) {
-    auto t = again.wait(s.id);
+  for (const std::uint64_t id : ids) {
+    auto t = again.wait(id);
     REQUIRE(t);
-    INFO("task " << s.id);
+    INFO("task " << id);
     CHECK(t->state == "completed");
     CHECK(ok_attempts(*t) == 1);  // completed exactly once in its record
   }
 }
 
+TEST_CASE("poold: a waited submit's wait_timeout ends the wait, not the task") {
+  PooldFixture f("pools:\n" + sleep_pool());
+  Client c = f.connect();
+  Client::WaitPolicy policy;
+  policy.wait_timeout = std::chrono::milliseconds(300);
+  auto t = c.submit_wait(task("sleep", "60000"), {}, policy);
+  REQUIRE(t);
+  CHECK_FALSE(t->state == "completed");  // the account as it was when the wait ended
+  auto now = c.task(t->id);
+  REQUIRE(now);
+  CHECK((now->state == "running" || now->state == "queued"));
+}
+
 TEST_CASE("poold: SIGTERM keeps what is left in the journal and the next start runs it") {
   PooldFixture f("pools:\n" + sleep_pool(), "  shutdown_timeout: 0s\n");
   Client c = f.connect();
-  std::vector<SubmitRequest> batch;
-  for (int i = 0; i < 20; ++i) batch.push_back(task("sleep", "200"));
-  auto ids = c.submit_batch(batch);
-  REQUIRE(ids);
-  REQUIRE(wait_task_state(c, (*ids)[0].id, "running"));
+  const std::vector<std::uint64_t> ids = sleep_batch(c, 20, "200");
+  REQUIRE(wait_task_state(c, ids[0], "running"));
   f.poold->signal(SIGTERM);
   REQUIRE(f.poold->wait_exit() == 0);
   CHECK(f.poold->output().find("kept_unfinished=") != std::string::npos);
   f.start();
   Client again = f.connect();
-  for (const Submitted& s : *ids) {
-    auto t = again.wait(s.id);
+  for (const std::uint64_t id : ids) {
+    auto t = again.wait(id);
     REQUIRE(t);
-    INFO("task " << s.id);
+    INFO("task " << id);
     CHECK(t->state == "completed");
     // Stopped by the shutdown, not lost: the interrupted run uses up no attempt.
     for (const auto& a : t->account.history) CHECK(a.outcome != "lost");
