@@ -175,12 +175,17 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   void release_ack(const TaskPtr& task);
   // A refused accept: cancels the task (its end reports `why`).
   void cancel_refused(const TaskPtr& task, const Status& why);
+  // The journal committed the task's end (any thread): the loop ends it. Ends that arrive
+  // while one message is on its way join it: one mailbox message per writer round, not per
+  // task.
   void end_written(std::uint64_t task_id);
   // After launch, with a journal: ids above the journal's highest, and this pool's
   // unfinished tasks queued again (PoolCore::recover).
   Status recover_journal();
   TaskJournal* journal_ = nullptr;  // set at construction, immutable after
   bool end_inline_ = false;         // loop thread: the journal answered within finish() itself
+  std::mutex ends_mu_;
+  std::vector<std::uint64_t> ends_written_;  // guarded by ends_mu_: end_written() ids not yet taken
 
   PoolOptions opts_;
   const PoolOptions as_started_;  // opts_ as given at start: reconfigure() checks against it

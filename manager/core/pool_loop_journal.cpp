@@ -74,11 +74,13 @@ void PoolLoop::install_journal() {
     end_inline_ = false;
     const std::thread::id loop_thread = std::this_thread::get_id();
     std::weak_ptr<PoolLoop> self = weak_from_this();
-    journal_->finish(account, [self, task, loop_thread, log = log_,
-                               pool = opts_.name](const Status& s) {
-      if (!s)
-        log->error("[{}] the end of task {} is not journaled: {}", pool, task->id, s.to_string());
+    journal_->finish(std::move(account), [self, task, loop_thread](const Status& s) {
       std::shared_ptr<PoolLoop> loop = self.lock();
+      if (!s) {
+        const auto& log = loop ? loop->log_ : spdlog::default_logger();
+        log->error("[{}] the end of task {} is not journaled: {}",
+                   loop ? loop->opts_.name : std::string("?"), task->id, s.to_string());
+      }
       if (!loop) return end_orphaned(*task, task->account.state);
       if (std::this_thread::get_id() == loop_thread) {
         loop->end_inline_ = true;  // within finish(): the core ends the task itself
@@ -163,8 +165,21 @@ void PoolLoop::cancel_refused(const TaskPtr& task, const Status& why) {
 }
 
 void PoolLoop::end_written(std::uint64_t task_id) {
+  {
+    std::lock_guard lock(ends_mu_);
+    ends_written_.push_back(task_id);
+    if (ends_written_.size() > 1) return;  // a message is on its way and takes this one too
+  }
   mailbox_.post_or_run(
-      [task_id](PoolCore& core, std::int64_t now) { core.on_end_written(task_id, now); }, *core_);
+      [this](PoolCore& core, std::int64_t now) {
+        std::vector<std::uint64_t> ids;
+        {
+          std::lock_guard lock(ends_mu_);
+          ids.swap(ends_written_);
+        }
+        for (const std::uint64_t id : ids) core.on_end_written(id, now);
+      },
+      *core_);
 }
 
 Status PoolLoop::recover_journal() {

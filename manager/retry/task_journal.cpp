@@ -8,6 +8,7 @@
 
 #include "retry/sqlite_db.hpp"
 #include "retry/task_journal_write.hpp"
+#include "retry/wal_checkpointer.hpp"
 
 namespace sandpool {
 
@@ -26,6 +27,11 @@ Result<std::unique_ptr<TaskJournal>> TaskJournal::open(DeadLetterStore& store,
   std::unique_ptr<TaskJournal> journal(
       new TaskJournal(store, options, std::make_unique<sqlite::SqliteDb>(std::move(db).value())));
   SP_RETURN_IF_ERROR(journal->load_totals().with_context("task journal"));
+  auto own = DeadLetterStore::open_connection(store.path(), store.opts_);
+  if (!own) return own.status();
+  auto checkpointer = sqlite::WalCheckpointer::start(store.writer_db_, std::move(own).value());
+  if (!checkpointer) return checkpointer.status();
+  journal->checkpointer_ = std::move(checkpointer).value();
   return journal;
 }
 
@@ -35,7 +41,8 @@ TaskJournal::TaskJournal(DeadLetterStore& store, TaskJournalOptions options,
       opts_(options),
       log_(store.log_),
       query_owner_(std::move(query_db)),
-      round_(std::make_unique<RoundResult>()) {}
+      round_(std::make_unique<RoundResult>()),
+      plan_(std::make_unique<RoundPlan>()) {}
 
 TaskJournal::~TaskJournal() = default;
 
@@ -96,11 +103,11 @@ void TaskJournal::record_attempt(std::uint64_t task_id, const Attempt& ended, Ta
   enqueue(std::move(w));
 }
 
-void TaskJournal::finish(const TaskResult& final_account, JournalCommitted on_committed) {
+void TaskJournal::finish(TaskResult final_account, JournalCommitted on_committed) {
   Write w;
   w.kind = Write::Kind::kFinish;
   w.task_id = final_account.id;
-  w.final_account = final_account;
+  w.final_account = std::move(final_account);
   w.on_committed = std::move(on_committed);
   enqueue(std::move(w));
 }
@@ -132,6 +139,11 @@ TaskJournalStats TaskJournal::stats() const {
     s.pending = queue_.size() + taken_count_;
     s.pending_tasks = queued_tasks_ + taken_tasks_;
   }
+  if (checkpointer_) {
+    const sqlite::WalCheckpointStats c = checkpointer_->stats();
+    s.wal_checkpoints = c.checkpoints;
+    s.wal_checkpoint_us = c.total_us;
+  }
   for (const std::string& f : {store_.path(), store_.path() + "-wal"}) {
     struct stat st {};
     if (::stat(f.c_str(), &st) == 0) s.file_bytes += static_cast<std::uint64_t>(st.st_size);
@@ -160,11 +172,16 @@ void TaskJournal::take_locked() {
     tasks += more;
     ++n;
   }
-  for (std::size_t i = 0; i < n; ++i) {
-    queued_tasks_ -= queue_[i].tasks.size();
-    taken_.push_back(std::move(queue_[i]));
+  if (n == queue_.size() && taken_.empty()) {
+    taken_.swap(queue_);  // the usual round: everything, without moving a write
+    queued_tasks_ = 0;
+  } else {
+    for (std::size_t i = 0; i < n; ++i) {
+      queued_tasks_ -= queue_[i].tasks.size();
+      taken_.push_back(std::move(queue_[i]));
+    }
+    queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
   }
-  queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
   taken_tasks_ = tasks;
   taken_count_ = taken_.size();
   if (!taken_.empty()) taken_seq_ = taken_.front().seq;

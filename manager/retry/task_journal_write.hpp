@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <sandpool/task_journal.hpp>
@@ -26,6 +28,22 @@ struct TaskJournal::Write {
   // Set while written in a transaction; counted only once it commits.
   bool applied = false;     // kFinish: the task was unfinished and is now finished
   std::uint64_t bytes = 0;  // kFinish: the finished task's kept bytes
+  // The round's plan (TaskJournal::plan_round), followed only when the whole round is
+  // written in one transaction; a write tried alone after a failed round ignores it.
+  bool covered = false;  // a later write of the round supersedes this one: not written
+  // kAccept: per task, 1 + the index in the round of its kFinish, which this accept writes
+  // as a finished row (0: none; empty: none for the whole batch).
+  std::vector<std::size_t> ends;
+};
+
+// plan_round()'s scratch space, kept between rounds so that its tables keep their buckets.
+struct TaskJournal::RoundPlan {
+  struct At {
+    std::size_t write = 0, task = 0;
+  };
+  std::unordered_map<std::uint64_t, At> accepted;  // task id: its accept in the round
+  std::unordered_set<std::uint64_t> finished;      // tasks whose accept writes their end
+  std::unordered_set<std::uint64_t> later;  // tasks with a requeue, attempt end or finish after
 };
 
 // What the writer's last round did with the journal's writes, published to the stats (under

@@ -2,6 +2,8 @@
 // when that transaction fails, and the callbacks after it (docs/journal.md, "Writes").
 #include <sqlite3.h>
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include <sandpool/task_journal.hpp>
@@ -17,10 +19,14 @@ using sqlite::SqliteDb;
 using sqlite::SqliteStmt;
 using sqlite::StmtRef;
 
+// A new row: queued, or already finished when its end is in the same round (then without
+// its payload, like kFinish below).
 constexpr const char* kInsertTask =
     "INSERT INTO tasks (id, pool, type, payload, timeout_ms, retries, priority, affinity_key,"
-    " queue_ttl_ms, fail_fast, idempotency_key, state, submitted_ms, updated_ms)"
-    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'queued', ?12, ?13)";
+    " queue_ttl_ms, fail_fast, idempotency_key, submitted_ms, updated_ms, state, reason, result,"
+    " error, finished_ms, kept_bytes)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,"
+    " ?19)";
 constexpr const char* kRaiseHighest =
     "UPDATE journal_meta SET value = max(value, ?1) WHERE name = 'highest_task_id'";
 constexpr const char* kStart =
@@ -34,10 +40,14 @@ constexpr const char* kRequeue =
     " AND finished_ms IS NULL";
 // Records of a task the journal does not hold unfinished (refused, finished, evicted) are
 // no-ops, never errors.
-constexpr const char* kInsertAttempt =
+constexpr const char* kRecordAttempt =
     "INSERT OR REPLACE INTO task_attempts (task_id, number, outcome, error, worker_pid,"
     " started_ms, ended_ms, backtrace) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8"
     " WHERE EXISTS (SELECT 1 FROM tasks WHERE id = ?1)";
+// An attempt of a task whose row this transaction just wrote.
+constexpr const char* kInsertAttempt =
+    "INSERT OR REPLACE INTO task_attempts (task_id, number, outcome, error, worker_pid,"
+    " started_ms, ended_ms, backtrace) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
 constexpr const char* kAttemptEnded =
     "UPDATE tasks SET state = ?2, retry_due_ms = ?3, running_attempt = NULL, running_pid = NULL,"
     " running_since_ms = NULL, updated_ms = ?4 WHERE id = ?1 AND finished_ms IS NULL";
@@ -55,33 +65,22 @@ Status step_done(SqliteDb& db, SqliteStmt& s, std::string_view op) {
   return rc == SQLITE_DONE ? Status::ok() : db.error(rc, op);
 }
 
-Status insert_task(SqliteDb& db, const JournalTask& t, std::int64_t now_ms) {
-  auto stmt = db.prepare(kInsertTask, "journal: insert task");
-  if (!stmt) return stmt.status();
-  StmtRef s(*stmt);
-  s->bind(1, as_int(t.task.id));
-  s->bind_text(2, t.pool);
-  s->bind_text(3, t.task.type);
-  s->bind_blob(4, t.payload);
-  if (t.options.timeout) s->bind(5, t.options.timeout->count());
-  if (t.options.retries) s->bind(6, *t.options.retries);
-  s->bind(7, t.options.priority);
-  s->bind_text(8, t.options.key);
-  if (t.options.queue_ttl) s->bind(9, t.options.queue_ttl->count());
-  s->bind(10, t.options.fail_fast ? 1 : 0);
-  if (!t.options.idempotency_key.empty()) s->bind_text(11, t.options.idempotency_key);
-  s->bind(12, t.submitted_ms != 0 ? t.submitted_ms : now_ms);
-  s->bind(13, now_ms);
-  SP_RETURN_IF_ERROR(step_done(db, **stmt, "journal: insert task " + std::to_string(t.task.id)));
-  auto high = db.prepare(kRaiseHighest, "journal: highest id");
-  if (!high) return high.status();
-  StmtRef h(*high);
-  h->bind(1, as_int(t.task.id));
-  return step_done(db, **high, "journal: highest id");
+// The reason column: a dead letter's or a cancel's reason, else empty.
+std::string_view reason_name(const TaskResult& t) {
+  if (t.state == TaskState::kDeadLettered) return to_string(t.reason);
+  if (t.state == TaskState::kCancelled) return to_string(t.cancel_reason);
+  return "";
 }
 
-Status insert_attempt(SqliteDb& db, std::uint64_t task_id, const Attempt& a) {
-  auto stmt = db.prepare(kInsertAttempt, "journal: insert attempt");
+// What an end sets on its row.
+struct End {
+  const TaskResult& account;
+  std::int64_t at_ms;
+  std::uint64_t bytes;
+};
+
+Status insert_attempt(SqliteDb& db, const char* sql, std::uint64_t task_id, const Attempt& a) {
+  auto stmt = db.prepare(sql, "journal: insert attempt");
   if (!stmt) return stmt.status();
   StmtRef s(*stmt);
   s->bind(1, as_int(task_id));
@@ -93,6 +92,59 @@ Status insert_attempt(SqliteDb& db, std::uint64_t task_id, const Attempt& a) {
   s->bind(7, a.ended_ms);
   s->bind_text(8, a.backtrace);
   return step_done(db, **stmt, "journal: insert attempt");
+}
+
+Status insert_attempts(SqliteDb& db, const TaskResult& t) {
+  for (const Attempt& a : t.history)
+    SP_RETURN_IF_ERROR(insert_attempt(db, kInsertAttempt, t.id, a));
+  return Status::ok();
+}
+
+// A task's row: queued, or finished by `end` (with its attempts).
+Status insert_task(SqliteDb& db, const JournalTask& t, std::int64_t now_ms, const End* end) {
+  auto stmt = db.prepare(kInsertTask, "journal: insert task");
+  if (!stmt) return stmt.status();
+  {
+    StmtRef s(*stmt);
+    s->bind(1, as_int(t.task.id));
+    s->bind_text(2, t.pool);
+    s->bind_text(3, t.task.type);
+    s->bind_blob(4, end != nullptr ? std::string_view() : std::string_view(t.payload));
+    if (t.options.timeout) s->bind(5, t.options.timeout->count());
+    if (t.options.retries) s->bind(6, *t.options.retries);
+    s->bind(7, t.options.priority);
+    s->bind_text(8, t.options.key);
+    if (t.options.queue_ttl) s->bind(9, t.options.queue_ttl->count());
+    s->bind(10, t.options.fail_fast ? 1 : 0);
+    if (!t.options.idempotency_key.empty()) s->bind_text(11, t.options.idempotency_key);
+    s->bind(12, t.submitted_ms != 0 ? t.submitted_ms : now_ms);
+    if (end == nullptr) {
+      s->bind(13, now_ms);
+      s->bind_text(14, to_string(TaskState::kQueued));
+      s->bind_text(15, "");
+      s->bind_text(17, "");
+      s->bind(19, 0);
+    } else {
+      const TaskResult& a = end->account;
+      s->bind(13, end->at_ms);
+      s->bind_text(14, to_string(a.state));
+      s->bind_text(15, reason_name(a));
+      if (a.state == TaskState::kCompleted) s->bind_blob(16, a.result);
+      s->bind_text(17, a.error);
+      s->bind(18, end->at_ms);
+      s->bind(19, as_int(end->bytes));
+    }
+    SP_RETURN_IF_ERROR(step_done(db, **stmt, "journal: insert task " + std::to_string(t.task.id)));
+  }
+  return end != nullptr ? insert_attempts(db, end->account) : Status::ok();
+}
+
+Status raise_highest(SqliteDb& db, std::uint64_t id) {
+  auto high = db.prepare(kRaiseHighest, "journal: highest id");
+  if (!high) return high.status();
+  StmtRef h(*high);
+  h->bind(1, as_int(id));
+  return step_done(db, **high, "journal: highest id");
 }
 
 Status write_start(SqliteDb& db, std::uint64_t task_id, const Attempt& a, std::int64_t now_ms) {
@@ -118,7 +170,7 @@ Status write_requeue(SqliteDb& db, std::uint64_t task_id, std::int64_t now_ms) {
 
 Status write_attempt_end(SqliteDb& db, std::uint64_t task_id, const Attempt& a, TaskState next,
                          std::int64_t due_ms, std::int64_t now_ms) {
-  SP_RETURN_IF_ERROR(insert_attempt(db, task_id, a));
+  SP_RETURN_IF_ERROR(insert_attempt(db, kRecordAttempt, task_id, a));
   auto stmt = db.prepare(kAttemptEnded, "journal: attempt end");
   if (!stmt) return stmt.status();
   StmtRef s(*stmt);
@@ -127,13 +179,6 @@ Status write_attempt_end(SqliteDb& db, std::uint64_t task_id, const Attempt& a, 
   if (next == TaskState::kRetryWait) s->bind(3, due_ms);
   s->bind(4, now_ms);
   return step_done(db, **stmt, "journal: attempt end");
-}
-
-// The reason column: a dead letter's or a cancel's reason, else empty.
-std::string_view reason_name(const TaskResult& t) {
-  if (t.state == TaskState::kDeadLettered) return to_string(t.reason);
-  if (t.state == TaskState::kCancelled) return to_string(t.cancel_reason);
-  return "";
 }
 
 // Ends the task unless it already ended; sets *applied when it did.
@@ -154,9 +199,7 @@ Status write_finish(SqliteDb& db, const TaskResult& t, std::uint64_t letter_id, 
     SP_RETURN_IF_ERROR(step_done(db, **stmt, "journal: finish task " + std::to_string(t.id)));
   }
   *applied = db.changes() == 1;
-  if (!*applied) return Status::ok();
-  for (const Attempt& a : t.history) SP_RETURN_IF_ERROR(insert_attempt(db, t.id, a));
-  return Status::ok();
+  return *applied ? insert_attempts(db, t) : Status::ok();
 }
 
 // "storage: <what SQLite said>", keeping the code (kSystem for a full disk, kTimeout for a
@@ -165,12 +208,68 @@ Status storage_error(const Status& s) { return Status::error(s.code(), "storage:
 
 }  // namespace
 
-Status TaskJournal::write_one(SqliteDb& db, Write& w) {
+// One round's writes often hold several of a task's: its accept, start and end when it ran
+// within the round, its start and end when it ran between two rounds. Only the last one
+// counts, so the others are left out: an accept whose task ends in the round writes the
+// finished row at once, and a start followed by the task's requeue, attempt end or finish is
+// not written (the later write clears what it would set).
+void TaskJournal::plan_round() {
+  RoundPlan& p = *plan_;
+  p.accepted.clear();
+  p.finished.clear();
+  p.later.clear();
+  for (std::size_t i = 0; i < taken_.size(); ++i) {
+    Write& w = taken_[i];
+    w.covered = false;
+    w.ends.clear();
+    if (w.kind == Write::Kind::kAccept) {
+      for (std::size_t k = 0; k < w.tasks.size(); ++k) {
+        p.accepted.try_emplace(w.tasks[k].task.id, RoundPlan::At{i, k});
+      }
+    } else if (w.kind == Write::Kind::kFinish) {
+      const auto at = p.accepted.find(w.task_id);
+      if (at == p.accepted.end()) continue;
+      Write& accept = taken_[at->second.write];
+      if (accept.ends.empty()) accept.ends.assign(accept.tasks.size(), 0);
+      accept.ends[at->second.task] = i + 1;
+      w.covered = true;
+      p.finished.insert(w.task_id);
+    }
+  }
+  for (std::size_t i = taken_.size(); i-- > 0;) {
+    Write& w = taken_[i];
+    if (w.kind == Write::Kind::kAccept) continue;
+    const bool ends_in_accept = p.finished.count(w.task_id) > 0;
+    if (w.kind == Write::Kind::kStart) {
+      w.covered = ends_in_accept || p.later.count(w.task_id) > 0;
+    } else {
+      w.covered = w.covered || ends_in_accept;
+      p.later.insert(w.task_id);
+    }
+  }
+}
+
+Status TaskJournal::write_one(SqliteDb& db, Write& w, bool planned) {
   w.applied = false;
   switch (w.kind) {
-    case Write::Kind::kAccept:
-      for (const JournalTask& t : w.tasks) SP_RETURN_IF_ERROR(insert_task(db, t, w.at_ms));
-      return Status::ok();
+    case Write::Kind::kAccept: {
+      std::uint64_t highest = 0;
+      for (std::size_t k = 0; k < w.tasks.size(); ++k) {
+        const JournalTask& t = w.tasks[k];
+        highest = std::max(highest, t.task.id);
+        const std::size_t end_at = planned && !w.ends.empty() ? w.ends[k] : 0;
+        if (end_at == 0) {
+          SP_RETURN_IF_ERROR(insert_task(db, t, w.at_ms, nullptr));
+          continue;
+        }
+        Write& f = taken_[end_at - 1];
+        f.bytes = kept_bytes(f.final_account);
+        const End end{f.final_account, f.at_ms, f.bytes};
+        SP_RETURN_IF_ERROR(insert_task(db, t, w.at_ms, &end));
+        f.applied = true;
+      }
+      return raise_highest(db, highest);
+    }
     case Write::Kind::kStart:
       return write_start(db, w.task_id, w.attempt, w.at_ms);
     case Write::Kind::kRequeue:
@@ -185,8 +284,10 @@ Status TaskJournal::write_one(SqliteDb& db, Write& w) {
 }
 
 Status TaskJournal::write_taken(SqliteDb& db, int* rc) {
+  plan_round();
   for (Write& w : taken_) {
-    Status s = write_one(db, w);
+    if (w.covered) continue;  // a finish's `applied` was set by its accept
+    Status s = write_one(db, w, true);
     if (!s) {
       *rc = db.errcode();
       return s;
@@ -219,7 +320,7 @@ void TaskJournal::count_finished(const FinishedDelta& delta) {
 // sets *rc on failure.
 Status TaskJournal::commit_alone(SqliteDb& db, std::size_t i, std::size_t j, int* rc) {
   Status s = db.exec("BEGIN IMMEDIATE", "journal write: begin");
-  for (std::size_t k = i; k < j && s; ++k) s = write_one(db, taken_[k]);
+  for (std::size_t k = i; k < j && s; ++k) s = write_one(db, taken_[k], false);
   if (s) s = db.exec("COMMIT", "journal write: commit");
   if (!s) {
     *rc = db.errcode();

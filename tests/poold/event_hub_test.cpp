@@ -78,8 +78,10 @@ TEST_CASE(
       REQUIRE(published < 100000);
     }
     // The log is bounded: at most one chunk in the hub's hands plus a full log.
+    // The hub's thread may take its one chunk only now (a loaded machine starts it late),
+    // freeing up to kChunk places in the log: all but those publishes drop one event each.
     for (int i = 0; i < 5000; ++i) hub.publish("a", task_ended(++published));
-    CHECK(hub.dropped() >= 5000);
+    CHECK(hub.dropped() >= 5000 - EventHub::kChunk);
   }
   // Once it moves again it gets what was kept, in order; the first event after a gap says
   // how many it missed: kept + dropped = published.

@@ -47,6 +47,9 @@
 #include <sandpool/task_journal_options.hpp>
 
 namespace sandpool {
+namespace sqlite {
+class WalCheckpointer;
+}
 
 // Every submit option a task keeps across a restart (SubmitOptions without its callbacks),
 // and the idempotency key it was submitted under.
@@ -106,14 +109,16 @@ struct TaskJournalStats {
   std::uint64_t commits = 0;          // transactions that carried journal writes
   std::uint64_t last_commit_us = 0;   // the last such transaction, BEGIN to COMMIT
   std::uint64_t max_commit_us = 0;
-  std::uint64_t total_commit_us = 0;   // / commits: the mean
-  bool writes_failing = false;         // records wait for a retry
-  std::string last_error;              // why the last failed journal write failed
-  std::uint64_t finished_kept = 0;     // finished tasks in the journal
-  std::uint64_t finished_bytes = 0;    // their kept bytes (result, errors, attempts)
-  std::uint64_t evicted = 0;           // finished tasks deleted by retention
-  std::uint64_t retention_chunks = 0;  // retention transactions
-  std::uint64_t file_bytes = 0;        // the database file and its -wal
+  std::uint64_t total_commit_us = 0;    // / commits: the mean
+  bool writes_failing = false;          // records wait for a retry
+  std::string last_error;               // why the last failed journal write failed
+  std::uint64_t finished_kept = 0;      // finished tasks in the journal
+  std::uint64_t finished_bytes = 0;     // their kept bytes (result, errors, attempts)
+  std::uint64_t evicted = 0;            // finished tasks deleted by retention
+  std::uint64_t retention_chunks = 0;   // retention transactions
+  std::uint64_t file_bytes = 0;         // the database file and its -wal
+  std::uint64_t wal_checkpoints = 0;    // WAL checkpoints run off the writer's thread
+  std::uint64_t wal_checkpoint_us = 0;  // their total time
 };
 
 class TaskJournal {
@@ -136,7 +141,7 @@ class TaskJournal {
                       std::int64_t retry_due_ms = 0);
   // The task ended (completed, cancelled, or dead-lettered without a letter): its final
   // account, history included.
-  void finish(const TaskResult& final_account, JournalCommitted on_committed);
+  void finish(TaskResult final_account, JournalCommitted on_committed);
   // Dead-letters a journaled task: the letter and the task's end in one transaction.
   Status dead_letter(DeadLetter letter, LetterWritten on_written);
   // Blocks until every journal write queued before the call is committed or answered.
@@ -158,6 +163,7 @@ class TaskJournal {
   friend class DeadLetterStore;
   struct Write;        // task_journal.cpp
   struct RoundResult;  // task_journal_writes.cpp
+  struct RoundPlan;    // task_journal_writes.cpp
 
   TaskJournal(DeadLetterStore& store, TaskJournalOptions options,
               std::unique_ptr<sqlite::SqliteDb> query_db);
@@ -172,10 +178,14 @@ class TaskJournal {
   std::chrono::steady_clock::time_point group_deadline_locked() const;
   bool group_full_locked() const;
   void take_locked();
-  // Writes the taken writes inside the writer's open transaction; on failure sets *rc to
-  // SQLite's code.
+  // Writes the taken writes inside the writer's open transaction, as planned by plan_round();
+  // on failure sets *rc to SQLite's code.
   Status write_taken(sqlite::SqliteDb& db, int* rc);
-  Status write_one(sqlite::SqliteDb& db, Write& w);
+  // Marks the taken writes that others of the same round make unneeded (docs/journal.md,
+  // "One row per task and round").
+  void plan_round();
+  // One write; `planned`: as plan_round() marked it (else whole, as a write tried alone).
+  Status write_one(sqlite::SqliteDb& db, Write& w, bool planned);
   // Commits taken_[i, j) in a transaction of its own.
   Status commit_alone(sqlite::SqliteDb& db, std::size_t i, std::size_t j, int* rc);
   // The whole round committed (or failed with SQLite code `rc`: then the writes are tried in
@@ -212,6 +222,8 @@ class TaskJournal {
   std::shared_ptr<spdlog::logger> log_;
   std::unique_ptr<sqlite::SqliteDb> query_owner_;
   std::mutex query_mu_;  // guards the query connection (reads)
+  // The WAL's checkpoints, off the writer's thread (wal_checkpointer.hpp).
+  std::unique_ptr<sqlite::WalCheckpointer> checkpointer_;
 
   // Guarded by store_.mu_ (the writer's lock), so the writer waits on one condition.
   std::vector<Write> queue_;        // oldest first
@@ -229,6 +241,7 @@ class TaskJournal {
   std::vector<Write> taken_;
   std::vector<std::pair<JournalCommitted, Status>> deliveries_;
   std::unique_ptr<RoundResult> round_;
+  std::unique_ptr<RoundPlan> plan_;
 };
 
 }  // namespace sandpool

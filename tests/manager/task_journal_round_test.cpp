@@ -1,0 +1,149 @@
+// One writer round that holds several writes of a task (docs/journal.md, "One row per task
+// and round"): the writes left out because a later one supersedes them must leave the journal
+// exactly as writing each would have.
+#include <catch2/catch.hpp>
+#include <thread>
+
+#include <sandpool/task_journal.hpp>
+
+#include "task_journal_support.hpp"
+
+using namespace sandpool;
+using namespace sandpool::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+Attempt started(std::uint32_t number) { return {number, Outcome::kOk, "", 4000, 100, 0}; }
+
+Attempt ended(std::uint32_t number, Outcome outcome, std::string error) {
+  return {number, outcome, std::move(error), 4000, 100 * number, 100 * number + 50, ""};
+}
+
+TaskResult completed(std::uint64_t id, std::vector<Attempt> history) {
+  TaskResult r = account(id, TaskState::kCompleted);
+  r.result = std::string("res\0ult ", 8) + std::to_string(id);
+  r.history = std::move(history);
+  return r;
+}
+
+void check_completed(TaskJournal& j, std::uint64_t id, std::size_t attempts) {
+  INFO("task " << id);
+  auto t = j.find(id);
+  REQUIRE(t.is_ok());
+  CHECK(t->task.state == TaskState::kCompleted);
+  CHECK(t->task.result == std::string("res\0ult ", 8) + std::to_string(id));
+  CHECK(t->payload.empty());
+  CHECK(t->finished_ms != 0);
+  CHECK(t->pool == "images");
+  CHECK(t->options.idempotency_key == "key-" + std::to_string(id));
+  REQUIRE(t->task.history.size() == attempts);
+  CHECK(t->task.history.back().outcome == Outcome::kOk);
+  CHECK(t->task.history.back().ended_ms == static_cast<std::int64_t>(100 * attempts + 50));
+}
+
+}  // namespace
+
+TEST_CASE("writes that a later write of the same task supersedes within a round change nothing",
+          "[journal]") {
+  TempDir dir;
+  DeadLetterStoreOptions o = journal_options_in(dir.state_dir());
+  o.journal->group_commit = 1s;  // long enough for every write below to join one round
+  {
+    auto store = open_store(o);
+    TaskJournal& j = journal_of(*store);
+    accept_all(j, tasks(10, 1));  // accepted in an earlier round
+    const std::uint64_t commits_before = j.stats().commits;
+
+    Commits accepted, finished;
+    j.accept(tasks(1, 6), accepted.callback());
+    j.record_start(1, started(1));  // accepted, started and completed in the round
+    j.finish(completed(1, {ended(1, Outcome::kOk, "")}), finished.callback());
+    j.record_start(2, started(1));  // still running
+    j.record_start(3, started(1));  // stopped before it became an attempt
+    j.record_requeue(3);
+    j.record_start(4, started(1));  // failed, waits to retry
+    j.record_attempt(4, ended(1, Outcome::kError, "again"), TaskState::kRetryWait, 1700000009999);
+    j.record_start(5, started(1));  // failed, queued again and started again
+    j.record_attempt(5, ended(1, Outcome::kLost, "worker died"), TaskState::kQueued);
+    j.record_start(5, started(2));
+    j.record_start(6, started(1));  // failed, then completed: both in the round
+    j.record_attempt(6, ended(1, Outcome::kTimedOut, "slow"), TaskState::kQueued);
+    j.record_start(6, started(2));
+    j.finish(completed(6, {ended(1, Outcome::kTimedOut, "slow"), ended(2, Outcome::kOk, "")}),
+             finished.callback());
+    j.record_start(10, started(1));  // accepted before the round, completed in it
+    j.finish(completed(10, {ended(1, Outcome::kOk, "")}), finished.callback());
+    REQUIRE(j.flush(60s).is_ok());
+
+    // The test is about one round: it says nothing if the writes were split.
+    REQUIRE(j.stats().commits == commits_before + 1);
+    REQUIRE(accepted.size() == 1);
+    CHECK(accepted.all().front().is_ok());
+    REQUIRE(finished.size() == 3);
+    for (const Status& s : finished.all()) CHECK(s.is_ok());
+    CHECK(j.stats().finished_kept == 3);
+    REQUIRE(store->close().is_ok());
+  }
+  auto store = open_store(o);
+  TaskJournal& j = journal_of(*store);
+  check_completed(j, 1, 1);
+  check_completed(j, 6, 2);
+  check_completed(j, 10, 1);
+  CHECK(j.stats().finished_kept == 3);
+  CHECK(*j.highest_task_id() == 10);
+
+  auto open = j.unfinished();
+  REQUIRE(open.is_ok());
+  REQUIRE(open->size() == 4);
+  const JournalTask& running = (*open)[0];
+  CHECK(running.task.id == 2);
+  CHECK(running.task.state == TaskState::kRunning);
+  REQUIRE(running.running);
+  CHECK(running.running->number == 1);
+  CHECK(running.payload == task(2).payload);
+
+  const JournalTask& requeued = (*open)[1];
+  CHECK(requeued.task.id == 3);
+  CHECK(requeued.task.state == TaskState::kQueued);
+  CHECK_FALSE(requeued.running);
+  CHECK(requeued.task.history.empty());
+
+  const JournalTask& waiting = (*open)[2];
+  CHECK(waiting.task.id == 4);
+  CHECK(waiting.task.state == TaskState::kRetryWait);
+  CHECK(waiting.retry_due_ms == 1700000009999);
+  CHECK_FALSE(waiting.running);
+  REQUIRE(waiting.task.history.size() == 1);
+  CHECK(waiting.task.history[0].error == "again");
+
+  const JournalTask& again = (*open)[3];
+  CHECK(again.task.id == 5);
+  CHECK(again.task.state == TaskState::kRunning);
+  REQUIRE(again.running);
+  CHECK(again.running->number == 2);
+  REQUIRE(again.task.history.size() == 1);
+  CHECK(again.task.history[0].outcome == Outcome::kLost);
+}
+
+TEST_CASE("the WAL is checkpointed by a thread of its own, not by the writer", "[journal]") {
+  TempDir dir;
+  auto store = open_store(journal_options_in(dir.state_dir()));
+  TaskJournal& j = journal_of(*store);
+  // About 6 MB of payloads: past the 1000 pages (4 MB) at which a checkpoint is due.
+  std::uint64_t next = 1;
+  for (int batch = 0; batch < 6; ++batch) {
+    std::vector<JournalTask> b = tasks(next, 100);
+    for (JournalTask& t : b) t.payload.assign(10000, 'p');
+    next += 100;
+    accept_all(j, std::move(b));
+  }
+  const auto until = std::chrono::steady_clock::now() + 60s;
+  while (j.stats().wal_checkpoints == 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(10ms);  // the checkpoint has no event a test could wait on
+  }
+  CHECK(j.stats().wal_checkpoints >= 1);
+  auto open = j.unfinished();
+  REQUIRE(open.is_ok());
+  CHECK(open->size() == 600);
+}
