@@ -197,3 +197,18 @@ TEST_CASE("a lua pool's limits come from plugin_config") {
   auto unlimited = make_pool(lua_pool(R"j({"max_instructions": 0, "max_memory": 0})j"));
   CHECK(run_once(*unlimited, loop).result == "500000500000");
 }
+
+TEST_CASE(
+    "a lua script without an instruction limit stops when cancelled, and its worker survives") {
+  auto pool = make_pool(lua_pool(R"({"max_instructions": 0})"));
+  auto t = pool->submit("lua", "while true do end");
+  REQUIRE(t);
+  sandpool::testing::wait_running(*t);
+  const auto pid = pool->workers().at(0).pid;
+  REQUIRE(t->cancel());
+  REQUIRE(t->wait_for(sandpool::testing::kPatience));
+  const TaskResult r = t->wait();
+  CHECK(r.state == TaskState::kCancelled);
+  CHECK(r.error == "cancelled");  // the plugin's own answer, not a kill
+  CHECK(run_once(*pool, "return 1").history.at(0).worker_pid == pid);
+}
