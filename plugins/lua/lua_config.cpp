@@ -10,39 +10,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_config.hpp"
+
 namespace {
 
 using nlohmann::json;
-
-struct ConfigError {
-  std::string message;
-};
-
-// "64MiB", "512KiB", "1GiB", "100B" or a plain integer of bytes.
-std::uint64_t parse_size(const json& v, const char* key) {
-  if (v.is_number_unsigned()) return v.get<std::uint64_t>();
-  if (!v.is_string()) {
-    throw ConfigError{std::string(key) + ": expected a size like 64MiB or a number of bytes"};
-  }
-  const std::string s = v.get<std::string>();
-  std::size_t digits = 0;
-  while (digits < s.size() && s[digits] >= '0' && s[digits] <= '9') ++digits;
-  const std::string_view unit = std::string_view(s).substr(digits);
-  std::uint64_t shift = 0;
-  if (unit == "KiB") {
-    shift = 10;
-  } else if (unit == "MiB") {
-    shift = 20;
-  } else if (unit == "GiB") {
-    shift = 30;
-  } else if (!unit.empty() && unit != "B") {
-    digits = 0;  // an unknown unit: refused below
-  }
-  if (digits == 0 || digits > 12) {
-    throw ConfigError{std::string(key) + ": expected a size like 64MiB, got \"" + s + "\""};
-  }
-  return std::strtoull(s.c_str(), nullptr, 10) << shift;
-}
+using sandpool::plugins::ConfigError;
+using sandpool::plugins::parse_count;
+using sandpool::plugins::parse_size;
 
 char* copy_string(std::string_view s) {
   char* p = static_cast<char*>(std::malloc(s.size() + 1));
@@ -72,10 +47,7 @@ void parse_into(const json& j, lua_plugin_config* out) {
   if (!j.is_object()) throw ConfigError{"expected a mapping"};
   for (const auto& [key, value] : j.items()) {
     if (key == "max_instructions") {
-      if (!value.is_number_unsigned()) {
-        throw ConfigError{"max_instructions: expected a count (0: no limit)"};
-      }
-      out->max_instructions = value.get<std::uint64_t>();
+      out->max_instructions = parse_count(value, "max_instructions");
     } else if (key == "max_memory") {
       out->max_memory = parse_size(value, "max_memory");
     } else if (key == "allow_payload_scripts") {
