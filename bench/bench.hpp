@@ -94,7 +94,7 @@ bool run_journal(const BenchOptions& o, Report& r);
 // once (soak.cpp). Its throughput is compared with W1's from the same run.
 bool run_soak(const BenchOptions& o, Report& r);
 
-// The plugins on real libraries (lua): tasks/s through a one-worker pool against the same
+// The plugins on real libraries (lua, regex): tasks/s through a one-worker pool against the same
 // .so called in this process (library_plugins.cpp).
 bool run_library_plugins(const BenchOptions& o, Report& r);
 

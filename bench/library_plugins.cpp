@@ -1,7 +1,7 @@
-// The `plugins` group: the plugins on real libraries (plugins/lua/), each on a typical input,
-// through a pool of one sandboxed worker and, in the same run, through the same .so loaded
-// into this process and called directly (sp_plugin_handle in a loop, no IPC, no sandbox): what
-// isolation costs per task on one core. Figures: `plugins <name>_pool`, `<name>_in_process`
+// The `plugins` group: the plugins on real libraries (plugins/lua/, plugins/regex/), each on a
+// typical input, through a pool of one sandboxed worker and, in the same run, through the same
+// .so loaded into this process and called directly (sp_plugin_handle in a loop, no IPC, no
+// sandbox): what isolation costs per task. Figures: `plugins <name>_pool`, `<name>_in_process`
 // (tasks/s) and `<name>_fraction_of_in_process` (ratio).
 #include <dlfcn.h>
 
@@ -43,7 +43,22 @@ std::vector<LibraryCase> library_cases() {
                   R"({"scripts": {"wc": "local n = 0 for _ in input:gmatch('%S+') do n = n + 1 )"
                   R"(end return n"}})",
                   "@wc" + std::string(1, '\0') + text, std::to_string((text.size() / 44) * 9)};
-  return {lua};
+  // regex: every e-mail address in the same text with two planted, JIT on.
+  const std::string subject = text + " write to bob@example.org or ann@example.net ";
+  const std::string pattern = R"(\b([\w.]+)@([\w.]+)\.(\w+)\b)";
+  std::string expected;
+  for (const std::string address : {"bob@example.org", "ann@example.net"}) {
+    const std::size_t at = subject.find(address);
+    const std::size_t a = subject.find('@', at), dot = subject.find('.', a);
+    expected += std::to_string(at) + " " + std::to_string(at + address.size()) + " " +
+                std::to_string(at) + " " + std::to_string(a) + " " + std::to_string(a + 1) + " " +
+                std::to_string(dot) + " " + std::to_string(dot + 1) + " " +
+                std::to_string(at + address.size()) + "\n";
+  }
+  LibraryCase regex{"regex", "regex", "{}",
+                    "match-all" + std::string(1, '\0') + pattern + std::string(1, '\0') + subject,
+                    expected};
+  return {lua, regex};
 }
 
 constexpr std::uint64_t kPoolTasks = 20000;
@@ -94,8 +109,9 @@ void progress(sp_call*, const void*, size_t) {}
 void heartbeat(sp_call*) {}
 void set_error(sp_call* call, const char* msg, size_t len) { call->error.assign(msg, len); }
 int cancelled(sp_call*) { return 0; }
-void log(sp_call*, int, const char* msg, size_t len) {
-  std::cerr << "plugins: plugin says: " << std::string(msg, len) << "\n";
+// Warnings and errors only: the figures stay readable.
+void log(sp_call*, int level, const char* msg, size_t len) {
+  if (level >= 2) std::cerr << "plugins: plugin says: " << std::string(msg, len) << "\n";
 }
 
 // Tasks/s of the same .so's sp_plugin_handle called in a loop on this thread.
