@@ -212,3 +212,21 @@ TEST_CASE(
   CHECK(r.error == "cancelled");  // the plugin's own answer, not a kill
   CHECK(run_once(*pool, "return 1").history.at(0).worker_pid == pid);
 }
+
+TEST_CASE("a lua script's print writes one line to the manager's log, not to stdout") {
+  std::ostringstream log;
+  PoolOptions o = lua_pool();
+  o.logger = std::make_shared<spdlog::logger>(
+      "lua", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
+  o.logger->set_level(spdlog::level::info);
+  auto pool = make_pool(o);
+  CHECK(run_once(*pool,
+                 "print('hello', 1, nil, setmetatable({}, {__tostring = function() "
+                 "return 'obj' end})) return 'ok'")
+            .result == "ok");
+  pool->close();
+  INFO(log.str());
+  // The host escapes the tabs; the line is the plugin's log, not the worker's stdout.
+  CHECK(log.str().find("plugin: hello\\t1\\tnil\\tobj") != std::string::npos);
+  CHECK(log.str().find("output: hello") == std::string::npos);
+}
