@@ -74,7 +74,10 @@ TEST_CASE("a lua script that catches the instruction limit's error cannot go on"
       "while true do local co = coroutine.create(function() while true do end end) "
       "coroutine.resume(co) end",
       "while true do xpcall(function() while true do end end, function() while true do end "
-      "end) end");
+      "end) end",
+      // Not caught, but spread over two threads: the coroutine counts too.
+      "local co = coroutine.wrap(function() while true do coroutine.yield() end end) "
+      "while true do co() end");
   INFO(script);
   const TaskResult r = world.attack("lua", script);
   require_stopped_by_the_plugin(world, r, "lua: instruction limit reached (20000000 instructions)");
@@ -91,7 +94,9 @@ TEST_CASE("a lua script that allocates without end stops at the memory cap") {
       "local function f() return 1 + f() end return f()",
       // Caught, and tried again: the first refusal after a collection is final.
       "local t = {} while true do pcall(function() t[#t + 1] = ('y'):rep(65536) .. #t end) end",
-      "local s = 'z' while true do s = s .. s end");
+      "local s = 'z' while true do s = s .. s end",
+      // Inside a C function that calls back into Lua.
+      "return ('a'):rep(100):gsub('a', function(c) return c:rep(1e6) end)");
   INFO(script);
   const TaskResult r = world.attack("lua", script);
   require_stopped_by_the_plugin(world, r, "lua: memory limit reached (33554432 bytes)");
@@ -116,6 +121,8 @@ TEST_CASE("a lua script that reaches for files, the process or bytecode gets a p
        "loaded (mode \"t\"), not \"b\""},
       {"return assert(load('\\27Lua\\x54\\0'))()",
        "script:1: attempt to load a binary chunk (mode is 't')"},
+      // The parser's nesting is bounded by Lua's C-call limit (200), not by the C stack.
+      {"return " + std::string(10000, '(') + "1" + std::string(10000, ')'), "C stack overflow"},
       {"setmetatable({}, {__gc = function() while true do end end})",
        "script:1: setmetatable: __gc metamethods are not allowed"},
   }));
