@@ -94,6 +94,10 @@ bool run_journal(const BenchOptions& o, Report& r);
 // once (soak.cpp). Its throughput is compared with W1's from the same run.
 bool run_soak(const BenchOptions& o, Report& r);
 
+// The plugins on real libraries (lua, regex): tasks/s through a one-worker pool against the same
+// .so called in this process (library_plugins.cpp).
+bool run_library_plugins(const BenchOptions& o, Report& r);
+
 // One W1 run of o.tasks at `concurrency` (the service group's in-process baseline).
 bool w1_throughput(const BenchOptions& o, std::uint32_t concurrency, double* tasks_per_s);
 

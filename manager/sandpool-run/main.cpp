@@ -1,11 +1,14 @@
 // sandpool-run: try a plugin with no service. Reads one payload per line from stdin (or
-// takes --payload once), runs them through a real Pool, prints one line per task in input
-// order. Exit: 0 all completed, 1 any did not, 2 bad usage or a plugin that cannot load.
+// takes --payload or --payload-file once), runs them through a real Pool, prints one line
+// per task in input order. Exit: 0 all completed, 1 any did not, 2 bad usage or a plugin
+// that cannot load.
 #include <unistd.h>
 
 #include <cstdint>
 #include <deque>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,6 +16,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <sandpool/pool.hpp>
 #include <sandpool/units.hpp>
@@ -36,6 +40,9 @@ struct Args {
   bool json = false;
   std::string payload;
   bool payload_given = false;
+  std::string payload_file;
+  // JSON text, or @PATH to read it from a file; empty: `{}`.
+  std::string plugin_config;
   std::string worker;
   std::string log_level = "warn";
   std::string seccomp = "strict";
@@ -91,7 +98,13 @@ void add_options(CLI::App& app, Args& a) {
   app.add_option("--timeout", a.timeout, "per-attempt timeout: 500ms, 2s, 1m (bare: seconds)");
   app.add_option("--retries", a.retries, "retries after the first attempt");
   app.add_flag("--json", a.json, "one JSON object per task");
-  app.add_option("--payload", a.payload, "run one task with this payload");
+  auto* payload = app.add_option("--payload", a.payload, "run one task with this payload");
+  app.add_option("--payload-file", a.payload_file,
+                 "run one task whose payload is this file's bytes, unchanged (binary-safe)")
+      ->excludes(payload);
+  app.add_option("--plugin-config", a.plugin_config,
+                 "the plugin's configuration as a JSON object (a pool's plugin_config), or "
+                 "@PATH to read it from a file (default {})");
   app.add_option("--worker", a.worker, "worker host executable (default: beside this program)");
   app.add_option("--seccomp", a.seccomp, "seccomp profile: strict, relaxed, off");
   app.add_option("--log-level", a.log_level, "debug, info, warn, error, off");
@@ -113,6 +126,48 @@ void add_options(CLI::App& app, Args& a) {
   app.add_option("--open-files", a.open_files,
                  "open files per worker (RLIMIT_NOFILE); 0: none (default " +
                      std::to_string(defaults.open_files) + ")");
+}
+
+// Reads the whole file at `path` into *out, bytes unchanged; false (after saying why on
+// stderr, naming `flag`) when it cannot be read.
+bool read_file(const char* flag, const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::cerr << "sandpool-run: " << flag << ": cannot open '" << path << "'\n";
+    return false;
+  }
+  out->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  if (in.bad()) {
+    std::cerr << "sandpool-run: " << flag << ": cannot read '" << path << "'\n";
+    return false;
+  }
+  return true;
+}
+
+// --plugin-config as the compact JSON text the plugin's init receives; false (after saying
+// why on stderr) when it cannot be read or is not a JSON object, as poold's plugin_config
+// must be a mapping.
+bool plugin_config_json(const std::string& flag_value, std::string* out) {
+  if (flag_value.empty()) {
+    *out = "{}";
+    return true;
+  }
+  std::string text = flag_value;
+  if (flag_value.front() == '@' && !read_file("--plugin-config", flag_value.substr(1), &text)) {
+    return false;
+  }
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    std::cerr << "sandpool-run: --plugin-config: not valid JSON\n";
+    return false;
+  }
+  if (!j.is_object()) {
+    std::cerr << "sandpool-run: --plugin-config: expected a JSON object, got " << j.type_name()
+              << "\n";
+    return false;
+  }
+  *out = j.dump();
+  return true;
 }
 
 // The pool the flags describe; nullopt after saying on stderr what is wrong with them.
@@ -139,6 +194,7 @@ std::optional<sandpool::PoolOptions> pool_options(const Args& a,
   opts.worker_path = a.worker;
   opts.sandbox.profile = *profile;
   if (!apply_limits(a, opts)) return std::nullopt;
+  if (!plugin_config_json(a.plugin_config, &opts.plugin_config_json)) return std::nullopt;
   opts.logger = logger;
   if (!a.state_dir.empty()) {
     sandpool::DeadLetterStoreOptions so;
@@ -223,6 +279,10 @@ int main(int argc, char** argv) {
     return e.get_exit_code() == 0 ? rc : kExitUsage;
   }
   a.payload_given = app.get_option("--payload")->count() > 0;
+  if (app.get_option("--payload-file")->count() > 0) {
+    if (!read_file("--payload-file", a.payload_file, &a.payload)) return kExitUsage;
+    a.payload_given = true;
+  }
 
   auto logger = spdlog::stderr_color_mt("sandpool-run");
   logger->set_level(spdlog::level::from_str(a.log_level));

@@ -1,8 +1,12 @@
 // sandpool-run driven as a user would: stdin in, lines out, exit codes.
 #include <catch2/catch.hpp>
 
-#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <filesystem>
 #include <set>
+
+#include <nlohmann/json.hpp>
 
 #include <sandpool/dead_letters.hpp>
 #include "command_runner.hpp"
@@ -193,4 +197,89 @@ TEST_CASE("sandpool-run refuses an unknown task type with exit 2") {
   auto r = sandpool_run({"--plugin", plugin("echo"), "--type", "nope"}, "a\n");
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("nope") != std::string::npos);
+}
+
+namespace {
+
+// A file under /tmp holding `bytes`, removed when the test ends.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& bytes) {
+    char tmpl[] = "/tmp/sandpool-run-file-XXXXXX";
+    const int fd = ::mkstemp(tmpl);
+    REQUIRE(fd >= 0);
+    path_ = tmpl;
+    REQUIRE(::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
+    ::close(fd);
+  }
+  ~TempFile() { std::filesystem::remove(path_); }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string test_plugin(const std::string& name) {
+  return std::string(SANDPOOL_TEST_PLUGIN_DIR) + "/lib" + name + ".so";
+}
+
+}  // namespace
+
+TEST_CASE("sandpool-run --payload-file sends the file's bytes unchanged, NULs and newlines too") {
+  const std::string bytes("a\0b\nc\r\n\xff", 8);
+  TempFile file(bytes);
+  auto r = sandpool_run({"--plugin", plugin("echo"), "--payload-file", file.path(), "--json"});
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  auto lines = json_lines(r.out);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0]["result_base64"] == "YQBiCmMNCv8=");
+}
+
+TEST_CASE("sandpool-run --payload-file takes an empty file as an empty payload") {
+  TempFile file("");
+  auto r = sandpool_run({"--plugin", plugin("echo"), "--payload-file", file.path()});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "1\tcompleted\t\n");
+}
+
+TEST_CASE("sandpool-run exits 2 for a missing --payload-file, or one given with --payload") {
+  auto missing =
+      sandpool_run({"--plugin", plugin("echo"), "--payload-file", "/nonexistent/payload"});
+  CHECK(missing.exit_code == 2);
+  CHECK(missing.err.find("--payload-file: cannot open '/nonexistent/payload'") !=
+        std::string::npos);
+  TempFile file("x");
+  auto both =
+      sandpool_run({"--plugin", plugin("echo"), "--payload-file", file.path(), "--payload", "y"});
+  CHECK(both.exit_code == 2);
+  CHECK(both.out.empty());
+}
+
+TEST_CASE("sandpool-run hands --plugin-config to the plugin's init, as text or @file") {
+  // two_types' init fails when its config says {"init": "fail"}.
+  auto fine = sandpool_run({"--plugin", test_plugin("two_types"), "--plugin-config",
+                            R"({"init": "ok"})", "--payload", "x"});
+  CHECK(fine.exit_code == 0);
+  CHECK(fine.out == "1\tcompleted\talpha:x\n");
+  auto failing = sandpool_run({"--plugin", test_plugin("two_types"), "--plugin-config",
+                               R"({"init": "fail"})", "--payload", "x"});
+  CHECK(failing.exit_code != 0);
+  CHECK(failing.out.find("completed") == std::string::npos);
+  TempFile config(R"({ "init" : "fail" })");
+  auto from_file = sandpool_run({"--plugin", test_plugin("two_types"), "--plugin-config",
+                                 "@" + config.path(), "--payload", "x"});
+  CHECK(from_file.exit_code != 0);
+  CHECK(from_file.out.find("completed") == std::string::npos);
+}
+
+TEST_CASE("sandpool-run exits 2 for a --plugin-config that is not a JSON object") {
+  auto text = GENERATE(as<std::string>{}, "{", "[1, 2]", "\"a string\"", "@/nonexistent/config");
+  auto r = sandpool_run({"--plugin", plugin("echo"), "--plugin-config", text, "--payload", "x"});
+  INFO(r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--plugin-config") != std::string::npos);
+  CHECK(r.out.empty());
 }

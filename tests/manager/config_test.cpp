@@ -51,10 +51,11 @@ TEST_CASE("the development config keeps everything under ./var and uses the exam
   CHECK(c->service.log_format == sandpool::LogFormat::kText);
   for (const PoolConfig& pool : c->pools) {
     INFO(pool.name);
-    // build/plugins/lib<name>.so, built from plugins/<name>.c
+    // build/plugins/lib<name>.so, built from plugins/<name>.c or plugins/<name>/
     CHECK(pool.plugin_path == "build/plugins/lib" + pool.name + ".so");
-    CHECK(
-        std::filesystem::exists(std::string(SANDPOOL_SOURCE_DIR) + "/plugins/" + pool.name + ".c"));
+    const std::string source = std::string(SANDPOOL_SOURCE_DIR) + "/plugins/" + pool.name;
+    CHECK((std::filesystem::exists(source + ".c") ||
+           std::filesystem::exists(source + "/CMakeLists.txt")));
   }
 }
 
