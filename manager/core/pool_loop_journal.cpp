@@ -191,14 +191,13 @@ Status PoolLoop::recover_journal() {
   while (next <= *highest && !ids.compare_exchange_weak(next, *highest + 1)) {
   }
   if (!opts_.recover_unfinished) return Status::ok();
-  auto open = journal_->unfinished();
+  auto open = journal_->unfinished(opts_.name);
   if (!open) return open.status();
 
   std::vector<RecoveredTask> mine;
   std::size_t running = 0, waiting = 0, refused = 0;
   const std::int64_t wall_ms = wall_now_ms();
   for (JournalTask& j : *open) {
-    if (j.pool != opts_.name) continue;
     SubmitOptions options = j.options.to_submit_options();
     if (opts_.recovered_on_done) {
       options.on_done = opts_.recovered_on_done(j.task.id, j.options.idempotency_key);

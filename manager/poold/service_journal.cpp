@@ -63,20 +63,26 @@ TaskJournal* Service::journal() const { return store_ ? store_->journal() : null
 Status Service::dead_letter_removed_pools() {
   TaskJournal* j = journal();
   if (j == nullptr) return Status::ok();
-  auto open = j->unfinished();
-  if (!open) return open.status();
+  auto pools = j->unfinished_pools();
+  if (!pools) return pools.status();
   std::set<std::string> configured;
   for (const PoolConfig& pc : config_.pools) configured.insert(pc.name);
   std::map<std::string, std::size_t> removed;
-  for (JournalTask& t : *open) {
-    if (configured.count(t.pool) != 0) continue;
-    ++removed[t.pool];
-    const std::uint64_t id = t.task.id;
-    Status s =
-        j->dead_letter(removed_pool_letter(std::move(t)), [log = log_, id](const LetterReceipt& r) {
-          if (r.letter_id == 0) log->error("task {} of a removed pool: letter not written", id);
-        });
-    if (!s) return s;
+  for (const std::string& pool : *pools) {
+    if (configured.count(pool) != 0) continue;
+    auto open = j->unfinished(pool);
+    if (!open) return open.status();
+    for (JournalTask& t : *open) {
+      ++removed[t.pool];
+      const std::uint64_t id = t.task.id;
+      Status s = j->dead_letter(removed_pool_letter(std::move(t)),
+                                [log = log_, id](const LetterReceipt& r) {
+                                  if (r.letter_id == 0) {
+                                    log->error("task {} of a removed pool: letter not written", id);
+                                  }
+                                });
+      if (!s) return s;
+    }
   }
   for (const auto& [pool, n] : removed) {
     log_->warn(

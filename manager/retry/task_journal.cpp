@@ -4,6 +4,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "retry/sqlite_db.hpp"
@@ -155,6 +157,9 @@ bool TaskJournal::has_writes_locked() const { return !queue_.empty(); }
 
 std::chrono::steady_clock::time_point TaskJournal::group_deadline_locked() const {
   if (queued_tasks_ == 0) return std::chrono::steady_clock::now();
+  if (opts_.group_siblings > 0 && last_round_batches_ < opts_.group_siblings) {
+    return std::chrono::steady_clock::now();  // nothing suggests others are on their way
+  }
   for (const Write& w : queue_) {
     if (w.kind == Write::Kind::kAccept) return w.since + opts_.group_commit;
   }
@@ -184,6 +189,9 @@ void TaskJournal::take_locked() {
   }
   taken_tasks_ = tasks;
   taken_count_ = taken_.size();
+  const auto batches = static_cast<std::size_t>(std::count_if(
+      taken_.begin(), taken_.end(), [](const Write& w) { return w.kind == Write::Kind::kAccept; }));
+  if (batches > 0) last_round_batches_ = batches;  // a round of records alone says nothing
   if (!taken_.empty()) taken_seq_ = taken_.front().seq;
 }
 

@@ -23,6 +23,10 @@ using sqlite::StmtRef;
 
 constexpr const char* kUnfinished =
     "SELECT " SP_JOURNAL_COLUMNS " WHERE finished_ms IS NULL ORDER BY id";
+constexpr const char* kUnfinishedOf =
+    "SELECT " SP_JOURNAL_COLUMNS " WHERE finished_ms IS NULL AND pool = ?1 ORDER BY id";
+constexpr const char* kUnfinishedPools =
+    "SELECT DISTINCT pool FROM tasks WHERE finished_ms IS NULL ORDER BY pool";
 constexpr const char* kById = "SELECT " SP_JOURNAL_COLUMNS " WHERE id = ?1";
 constexpr const char* kByKey = "SELECT " SP_JOURNAL_COLUMNS
                                " WHERE idempotency_key = ?1 ORDER BY submitted_ms DESC, id DESC"
@@ -126,14 +130,28 @@ Result<std::vector<JournalTask>> read_tasks(SqliteDb& db, const char* sql, Bind 
 
 }  // namespace
 
-Result<std::vector<JournalTask>> TaskJournal::unfinished() {
+Result<std::vector<JournalTask>> TaskJournal::unfinished(const std::optional<std::string>& pool) {
   std::lock_guard lk(query_mu_);
   SqliteDb& db = *query_owner_;
   // One read transaction: the tasks and their attempts come from one snapshot.
   SP_RETURN_IF_ERROR(db.exec("BEGIN", "journal: recovery read"));
-  auto out = read_tasks(db, kUnfinished, [](SqliteStmt&) {});
+  auto out = pool ? read_tasks(db, kUnfinishedOf, [&](SqliteStmt& s) { s.bind_text(1, *pool); })
+                  : read_tasks(db, kUnfinished, [](SqliteStmt&) {});
   (void)db.exec("COMMIT", "journal: recovery read");
   return out;
+}
+
+Result<std::vector<std::string>> TaskJournal::unfinished_pools() {
+  std::lock_guard lk(query_mu_);
+  SqliteDb& db = *query_owner_;
+  auto stmt = db.prepare(kUnfinishedPools, "journal: unfinished pools");
+  if (!stmt) return stmt.status();
+  StmtRef s(*stmt);
+  std::vector<std::string> pools;
+  int rc;
+  while ((rc = s->step()) == SQLITE_ROW) pools.push_back(s->text(0));
+  if (rc != SQLITE_DONE) return db.error(rc, "journal: unfinished pools");
+  return pools;
 }
 
 Result<std::uint64_t> TaskJournal::highest_task_id() {

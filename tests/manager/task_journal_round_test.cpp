@@ -48,7 +48,8 @@ TEST_CASE("writes that a later write of the same task supersedes within a round 
           "[journal]") {
   TempDir dir;
   DeadLetterStoreOptions o = journal_options_in(dir.state_dir());
-  o.journal->group_commit = 1s;  // long enough for every write below to join one round
+  o.journal->group_commit = 1s;   // long enough for every write below to join one round
+  o.journal->group_siblings = 0;  // and waited for even after a round of one batch
   {
     auto store = open_store(o);
     TaskJournal& j = journal_of(*store);
@@ -146,4 +147,46 @@ TEST_CASE("the WAL is checkpointed by a thread of its own, not by the writer", "
   auto open = j.unfinished();
   REQUIRE(open.is_ok());
   CHECK(open->size() == 600);
+}
+
+TEST_CASE("a lone accept commits at once, and accepts wait for a group once rounds carry several",
+          "[journal]") {
+  TempDir dir;
+  DeadLetterStoreOptions o = journal_options_in(dir.state_dir());
+  o.journal->group_commit = 120s;  // a wait for the group would outlast every flush below
+  o.busy_timeout = 60s;
+  auto store = open_store(o);
+  TaskJournal& j = journal_of(*store);
+
+  // Quiet so far: one batch does not wait for company.
+  Commits first;
+  j.accept(tasks(1, 3), first.callback());
+  REQUIRE(j.flush(30s).is_ok());
+  REQUIRE(first.size() == 1);
+
+  // Two batches share a round (the writer may wake between the two accept() calls and take
+  // the first alone: then it tries again)...
+  auto locker = raw_connection(store->path());
+  std::uint64_t id = 10;
+  for (int tries = 0;; ++tries) {
+    REQUIRE(tries < 50);
+    const std::uint64_t commits = j.stats().commits;
+    REQUIRE(locker.exec("BEGIN IMMEDIATE", "test lock").is_ok());
+    Commits pair;
+    j.accept(tasks(id, 3), pair.callback());
+    j.accept(tasks(id + 3, 3), pair.callback());
+    id += 6;
+    REQUIRE(locker.exec("COMMIT", "test unlock").is_ok());
+    REQUIRE(j.flush(30s).is_ok());
+    REQUIRE(pair.size() == 2);
+    if (j.stats().commits == commits + 1) break;
+  }
+
+  // ... and from then on a batch waits up to group_commit for others.
+  Commits waits;
+  j.accept(tasks(30, 3), waits.callback());
+  CHECK(j.flush(std::chrono::milliseconds(500)).code() == Code::kTimeout);
+  CHECK(waits.size() == 0);
+  REQUIRE(store->close().is_ok());  // closing commits what waits
+  CHECK(waits.size() == 1);
 }

@@ -355,3 +355,25 @@ TEST_CASE("retention keeps the finished tasks' kept bytes under the byte bound, 
   CHECK(committed_rows(store->path(), "tasks", "id <= 30") == 0);
   CHECK(committed_rows(store->path(), "tasks", "id > 30") == 10);
 }
+
+TEST_CASE("recovery reads one pool's unfinished tasks, and names the pools that have any",
+          "[journal]") {
+  TempDir dir;
+  auto store = open_store(journal_options_in(dir.state_dir()));
+  TaskJournal& j = journal_of(*store);
+  accept_all(j, {task(1, "images"), task(2, "mail"), task(3, "images"), task(4, "reports")});
+  Commits finished;
+  j.finish(account(4, TaskState::kCompleted), finished.callback());
+  REQUIRE(j.flush(60s).is_ok());
+
+  auto pools = j.unfinished_pools();
+  REQUIRE(pools.is_ok());
+  CHECK(*pools == std::vector<std::string>{"images", "mail"});  // reports has none left
+  auto images = j.unfinished("images");
+  REQUIRE(images.is_ok());
+  REQUIRE(images->size() == 2);
+  check_same_task((*images)[0], task(1, "images"));
+  check_same_task((*images)[1], task(3, "images"));
+  CHECK(j.unfinished("reports")->empty());
+  CHECK(j.unfinished()->size() == 3);
+}

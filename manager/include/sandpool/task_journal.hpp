@@ -148,8 +148,11 @@ class TaskJournal {
   // kTimeout after `timeout`; kClosed when the store closed first.
   Status flush(std::chrono::milliseconds timeout);
 
-  // Recovery: every unfinished task with its history, state, start and due time, by id.
-  Result<std::vector<JournalTask>> unfinished();
+  // Recovery: every unfinished task (of `pool` only, when given) with its history, state,
+  // start and due time, by id.
+  Result<std::vector<JournalTask>> unfinished(const std::optional<std::string>& pool = {});
+  // The pools that unfinished tasks belong to, by name.
+  Result<std::vector<std::string>> unfinished_pools();
   // The highest task id ever accepted (0: none); new ids must start above it.
   Result<std::uint64_t> highest_task_id();
   // A task by id, finished or not (kNotFound: never journaled, or evicted by retention).
@@ -232,6 +235,7 @@ class TaskJournal {
   std::uint64_t taken_seq_ = 0;  // the oldest taken write's seq while taken_count_ > 0
   std::size_t taken_count_ = 0;
   std::uint64_t taken_tasks_ = 0;
+  std::size_t last_round_batches_ = 0;  // accept() batches of the last round that had any
   std::chrono::steady_clock::time_point next_age_check_{};
   std::chrono::steady_clock::time_point retention_paused_until_{};  // after a failed chunk
   TaskJournalStats stats_;

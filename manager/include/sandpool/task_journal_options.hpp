@@ -16,6 +16,11 @@ struct TaskJournalOptions {
   // The longest an accept() waits for others to share its commit (from the oldest pending
   // one); the writer commits sooner once max_batch tasks wait. 0: commit as soon as possible.
   std::chrono::microseconds group_commit{2000};
+  // The writer waits for a group only when the last round with accept() batches carried at
+  // least this many (PostgreSQL's commit_siblings): a lone submit after a quiet spell commits
+  // at once, and under concurrent load, once commits start to carry several batches, they
+  // wait. 0: always wait up to group_commit.
+  std::size_t group_siblings = 2;
   std::size_t max_batch = 4096;  // tasks per group commit (one accept() batch is never split)
   // Finished tasks kept for lookups: the oldest (by finish time) are deleted beyond any bound.
   std::uint64_t max_finished = 100000;                                 // 0: no bound
