@@ -190,6 +190,8 @@ int write_seeds(const std::string& dir) {
   seeds.emplace_back("ready", bytes);
   encode(ResultMsg{3, TaskStatus::kFail, "partial", "handler failed"}, &bytes);
   seeds.emplace_back("result", bytes);
+  encode(ResultMsg{4, TaskStatus::kLimit, "", "lua: instruction limit reached"}, &bytes);
+  seeds.emplace_back("result-limit", bytes);
   encode(ProgressMsg{3, "50%"}, &bytes);
   seeds.emplace_back("progress", bytes);
   encode(LogMsg{0, 3, "init failed"}, &bytes);

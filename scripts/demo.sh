@@ -90,7 +90,19 @@ wait "$waiter" && echo "the waiting client got its result:"
 id=$(grep -o '"id": *[0-9]*' var/waited.json | head -1 | grep -o '[0-9]*$')
 run task "$id"
 
-say "9. Stats, then a clean shutdown"
+say "9. Real plugins: a Lua script, a regex replace, and a script stopped at its instruction limit"
+# The payload is the script (or the regex command and pattern), NUL bytes between the fields,
+# read from stdin (-); configs/poold.yaml sets the limits (docs/plugin-guide.md, "lua", "regex").
+show "printf 'return input:reverse()\\0hello sandpool' | poolctl submit lua - --wait"
+printf 'return input:reverse()\0hello sandpool' | "$ctl" submit lua - --wait
+show "printf 'replace-all\\0(\\\\w+)@(\\\\w+)\\0\$2 at \$1\\0mail bob@example or ann@host' | poolctl submit regex - --wait"
+printf 'replace-all\0(\\w+)@(\\w+)\0$2 at $1\0mail bob@example or ann@host' | "$ctl" submit regex - --wait
+show "printf 'while true do end' | poolctl submit lua - --wait    # max_instructions: 100000000"
+printf 'while true do end' | "$ctl" submit lua - --wait 2>&1 | tee var/limit.txt || true
+id=$(grep -o 'task [0-9]*' var/limit.txt | head -1 | grep -o '[0-9]*$')
+run task "$id"    # outcome resource_limit: the plugin stopped the script, its worker lives on
+
+say "10. Stats, then a clean shutdown"
 run stats
 run shutdown
 wait "$poold_pid" && echo "poold exited 0"

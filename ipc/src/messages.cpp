@@ -43,7 +43,7 @@ void serialize(Ar& ar, ReadyMsg& m) {
 
 template <class Ar>
 void serialize(Ar& ar, ResultMsg& m) {
-  ar(field("id", m.id), ranged_byte("status", m.status, static_cast<std::uint8_t>(4)),
+  ar(field("id", m.id), ranged_byte("status", m.status, static_cast<std::uint8_t>(5)),
      field("data", m.data), field("error", m.error));
 }
 
@@ -60,8 +60,8 @@ void serialize(Ar& ar, LogMsg& m) {
 
 namespace {
 
-static_assert(static_cast<std::uint8_t>(TaskStatus::kResultTooLarge) == 4,
-              "ResultMsg's status range check assumes kResultTooLarge is the last value");
+static_assert(static_cast<std::uint8_t>(TaskStatus::kLimit) == 5,
+              "ResultMsg's status range check assumes kLimit is the last value");
 
 // The message's name for error messages, e.g. "TaskMsg".
 constexpr const char* message_name(MsgKind kind) {

@@ -53,6 +53,12 @@ bool PoolCore::on_result(WorkerId wid, ipc::ResultMsg& msg, std::int64_t now) {
         end_attempt(f, Outcome::kFailed, msg.error.empty() ? "handler failed" : msg.error, pid,
                     now);
         break;
+      case ipc::TaskStatus::kLimit:  // SP_LIMIT: the handler's own limit, retried like rlimits'
+        end_attempt(
+            f, Outcome::kResourceLimit,
+            msg.error.empty() ? "resource_limit: the handler stopped at its own limit" : msg.error,
+            pid, now);
+        break;
       case ipc::TaskStatus::kResultTooLarge:
         end_attempt(f, Outcome::kFailed,
                     "result exceeds max_result (" + std::to_string(opts_.max_result) + " bytes)",

@@ -13,12 +13,6 @@
 
 static const char* const kTypes[] = {"lua", NULL};
 
-/* SP_LIMIT (3) of design.md's plugin ABI: the handler stopped itself at a limit it enforces,
- * outcome resource_limit. <sandpool/plugin.h> does not declare it yet, and until the worker
- * host maps it, the host counts 3 like SP_FAIL ("handle returned 3: <error>"). A name of our
- * own, so that the header's enum, once it has SP_LIMIT, does not clash with a macro. */
-#define LUA_PLUGIN_SP_LIMIT 3
-
 typedef struct lua_plugin {
   const sp_host_api* host;
   lua_plugin_config config;
@@ -141,7 +135,7 @@ SP_EXPORT int sp_plugin_handle(void* state, const sp_task* task, sp_call* call) 
       return written == 0 ? SP_OK : SP_FAIL; /* the host already named a result too large */
     case LUA_RUN_INSTRUCTIONS:
     case LUA_RUN_MEMORY:
-      return fail(s, call, LUA_PLUGIN_SP_LIMIT, message);
+      return fail(s, call, SP_LIMIT, message);
     case LUA_RUN_ERROR:
     case LUA_RUN_CANCELLED:
       break;

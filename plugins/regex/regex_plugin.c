@@ -17,10 +17,6 @@
 
 static const char* const kTypes[] = {"regex", NULL};
 
-/* SP_LIMIT (3) of design.md's plugin ABI, which <sandpool/plugin.h> does not declare yet:
- * see plugins/lua/lua_plugin.c. */
-#define REGEX_SP_LIMIT 3
-
 /* The largest result a replacement may build before write_result sees it. */
 #define MAX_REPLACED_BYTES ((PCRE2_SIZE)256 << 20)
 
@@ -53,19 +49,19 @@ static int match_error(const regex_call* c, int rc) {
     case PCRE2_ERROR_MATCHLIMIT:
       snprintf(msg, sizeof msg, "regex: %s (match_limit %" PRIu32 ")", (const char*)text,
                k->match_limit);
-      return fail(c, REGEX_SP_LIMIT, msg);
+      return fail(c, SP_LIMIT, msg);
     case PCRE2_ERROR_DEPTHLIMIT:
       snprintf(msg, sizeof msg, "regex: %s (depth_limit %" PRIu32 ")", (const char*)text,
                k->depth_limit);
-      return fail(c, REGEX_SP_LIMIT, msg);
+      return fail(c, SP_LIMIT, msg);
     case PCRE2_ERROR_HEAPLIMIT:
       snprintf(msg, sizeof msg, "regex: %s (heap_limit %" PRIu32 " KiB)", (const char*)text,
                k->heap_limit_kib);
-      return fail(c, REGEX_SP_LIMIT, msg);
+      return fail(c, SP_LIMIT, msg);
     case PCRE2_ERROR_JIT_STACKLIMIT:
       snprintf(msg, sizeof msg, "regex: %s (jit_stack %" PRIu64 " bytes)", (const char*)text,
                k->jit_stack);
-      return fail(c, REGEX_SP_LIMIT, msg);
+      return fail(c, SP_LIMIT, msg);
     default:
       snprintf(msg, sizeof msg, "regex: %s", (const char*)text);
       return fail(c, SP_FAIL, msg);

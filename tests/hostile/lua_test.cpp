@@ -18,12 +18,6 @@ using sandpool::hostile::HostileWorld;
 
 namespace {
 
-// SP_LIMIT is not in <sandpool/plugin.h> yet: the worker host counts the plugin's 3 as
-// SP_FAIL, "handle returned 3: <error>" (see tests/integration/lua_plugin_test.cpp). Once the
-// host maps SP_LIMIT these become Outcome::kResourceLimit and "".
-constexpr Outcome kLimitOutcome = Outcome::kFailed;
-const std::string kLimitPrefix = "handle returned 3: ";
-
 std::string lua_plugin() { return std::string(SANDPOOL_PLUGIN_DIR) + "/liblua.so"; }
 
 // The hostile pool on the lua plugin; 20M instructions (~0.15 s of a busy loop) keeps the
@@ -46,8 +40,8 @@ void require_stopped_by_the_plugin(HostileWorld& world, const TaskResult& r,
   REQUIRE(r.attempts() == 1);
   INFO(r.history[0].error);
   CHECK(r.state == TaskState::kDeadLettered);
-  CHECK(r.history[0].outcome == kLimitOutcome);
-  CHECK(r.history[0].error == kLimitPrefix + error);
+  CHECK(r.history[0].outcome == Outcome::kResourceLimit);
+  CHECK(r.history[0].error == error);
   CHECK(has_worker(world.pool(), r.history[0].worker_pid));
   CHECK(world.pool().stats().restarts == 0);
 }

@@ -20,13 +20,6 @@ using sandpool::testing::run;
 
 namespace {
 
-// SP_LIMIT (design.md's ABI: outcome resource_limit) is not in <sandpool/plugin.h> yet, and
-// the worker host counts any return value it does not know, 3 included, as SP_FAIL with
-// "handle returned 3: " before the error. Once the host maps SP_LIMIT these two become
-// Outcome::kResourceLimit and "".
-constexpr Outcome kLimitOutcome = Outcome::kFailed;
-const std::string kLimitPrefix = "handle returned 3: ";
-
 // A payload: the script, a NUL, the input.
 std::string with_input(const std::string& script, const std::string& input) {
   return script + std::string(1, '\0') + input;
@@ -178,6 +171,22 @@ TEST_CASE("a lua pool whose plugin_config is wrong does not start, and says why"
   CHECK(log.str().find("lua: plugin_config: " + says) != std::string::npos);
 }
 
+TEST_CASE("a script stopped at its instruction limit is resource_limit, retried in its worker") {
+  auto pool = make_pool(lua_pool(R"j({"max_instructions": 100000})j"));
+  SubmitOptions so;
+  so.retries = 1;
+  const auto r = run(*pool, "lua", "while true do end", so);
+  REQUIRE(r.attempts() == 2);
+  CHECK(r.state == TaskState::kDeadLettered);
+  CHECK(r.reason == DeadReason::kRetriesExhausted);
+  for (const auto& a : r.history) {
+    CHECK(a.outcome == Outcome::kResourceLimit);
+    CHECK(a.error == "lua: instruction limit reached (100000 instructions)");
+  }
+  CHECK(r.history[1].worker_pid == r.history[0].worker_pid);  // the plugin stopped, not a kill
+  CHECK(pool->stats().restarts == 0);
+}
+
 TEST_CASE("a lua pool's limits come from plugin_config") {
   const std::string loop = "local n = 0 for i = 1, 1000000 do n = n + i end return n";
   const std::string grow =
@@ -188,12 +197,12 @@ TEST_CASE("a lua pool's limits come from plugin_config") {
   auto tight = make_pool(lua_pool(R"j({"max_instructions": 100000, "max_memory": "1MiB"})j"));
   const auto slow = run_once(*tight, loop);
   REQUIRE(slow.attempts() == 1);
-  CHECK(slow.history[0].outcome == kLimitOutcome);
-  CHECK(slow.error == kLimitPrefix + "lua: instruction limit reached (100000 instructions)");
+  CHECK(slow.history[0].outcome == Outcome::kResourceLimit);
+  CHECK(slow.error == "lua: instruction limit reached (100000 instructions)");
   const auto big = run_once(*tight, grow);
   REQUIRE(big.attempts() == 1);
-  CHECK(big.history[0].outcome == kLimitOutcome);
-  CHECK(big.error == kLimitPrefix + "lua: memory limit reached (1048576 bytes)");
+  CHECK(big.history[0].outcome == Outcome::kResourceLimit);
+  CHECK(big.error == "lua: memory limit reached (1048576 bytes)");
   auto unlimited = make_pool(lua_pool(R"j({"max_instructions": 0, "max_memory": 0})j"));
   CHECK(run_once(*unlimited, loop).result == "500000500000");
 }

@@ -46,7 +46,8 @@ std::vector<ReadyMsg> ready_samples() {
 }
 std::vector<ResultMsg> result_samples() {
   return {ResultMsg{}, ResultMsg{9, TaskStatus::kResultTooLarge, "", "too big"},
-          ResultMsg{10, TaskStatus::kFail, binary_blob(5000), "boom"}};
+          ResultMsg{10, TaskStatus::kFail, binary_blob(5000), "boom"},
+          ResultMsg{11, TaskStatus::kLimit, "", "lua: instruction limit reached"}};
 }
 std::vector<ProgressMsg> progress_samples() {
   return {ProgressMsg{}, ProgressMsg{5, binary_blob(64)}};
@@ -168,7 +169,7 @@ TEST_CASE("a list item whose length runs past the end is refused") {
 
 TEST_CASE("enum and level bytes beyond their last value are refused, naming the field") {
   SECTION("ResultMsg.status") {
-    const std::uint8_t status = GENERATE(5, 17, 255);
+    const std::uint8_t status = GENERATE(6, 17, 255);
     Wire w;
     w.num<std::uint64_t>(1).num(status).str("").str("");
     ResultMsg m;

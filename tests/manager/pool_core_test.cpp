@@ -124,6 +124,23 @@ TEST_CASE("SP_RETRY waits out the backoff before the next attempt") {
   CHECK(account(t).history[0].outcome == Outcome::kError);
 }
 
+TEST_CASE("SP_LIMIT ends the attempt as resource_limit with the handler's text, and retries it") {
+  PoolOptions o = Harness::defaults();
+  o.retry.base = 100ms;
+  Harness h(o);
+  h.ready_all();
+  auto t = h.submit();
+  const auto w = h.holder(t->id);
+  REQUIRE(h.result(w, t->id, ipc::TaskStatus::kLimit));
+  CHECK(t->state == TaskState::kRetryWait);
+  CHECK_FALSE(h.ctl.workers[w].killed);  // the worker stopped the handler itself: it stays
+  REQUIRE(account(t).history.size() == 1);
+  CHECK(account(t).history[0].outcome == Outcome::kResourceLimit);
+  CHECK(account(t).history[0].error == "handler said no");
+  h.advance(101ms);
+  CHECK(t->state == TaskState::kDispatched);
+}
+
 TEST_CASE("a running task past its timeout kills its worker and is retried as timed_out") {
   Harness h;
   h.ready_all();

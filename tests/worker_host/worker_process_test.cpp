@@ -170,6 +170,7 @@ TEST_CASE("handle's return value and errors map to the result's status") {
   };
   const Case c = GENERATE(Case{"error", "disk full", TaskStatus::kFail, "disk full"},
                           Case{"retry", "try later", TaskStatus::kRetry, "try later"},
+                          Case{"limit", "fuel spent", TaskStatus::kLimit, "fuel spent"},
                           Case{"return", "7", TaskStatus::kFail, "handle returned 7"},
                           Case{"return", "-1", TaskStatus::kFail, "handle returned -1"});
   w->send(w->task(1, c.type, c.payload));

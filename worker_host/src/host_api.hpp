@@ -9,7 +9,7 @@
 //   the plugin beyond a short lock.
 // - log (call may be NULL) sends a LogMsg, lines capped at kMaxLogLine bytes, rate-limited
 //   by a token bucket; dropped lines are counted and reported in one later log line.
-// - set_error keeps the last reason (capped at kMaxError bytes) for SP_RETRY / SP_FAIL.
+// - set_error keeps the last reason (capped at kMaxError bytes) for SP_RETRY, SP_FAIL, SP_LIMIT.
 // - cancelled is non-zero iff the header's cancel_task is this task's id.
 //
 // Thread-safety: every entry point may be called from any plugin thread; one mutex guards

@@ -40,6 +40,10 @@ ipc::ResultMsg make_result(const ipc::TaskMsg& msg, int rc, CallOutcome outcome,
       r.status = ipc::TaskStatus::kFail;
       r.error = std::move(outcome.error);
       break;
+    case SP_LIMIT:  // the handler stopped itself at a limit it enforces
+      r.status = ipc::TaskStatus::kLimit;
+      r.error = std::move(outcome.error);
+      break;
     default:
       r.status = ipc::TaskStatus::kFail;
       r.error = "handle returned " + std::to_string(rc);

@@ -4,6 +4,7 @@
  *   echo         result = payload
  *   return       returns the payload's decimal value (e.g. 7: not an SP_* code)
  *   error/retry  set_error(payload), then SP_FAIL / SP_RETRY
+ *   limit        set_error(payload), then SP_LIMIT
  *   deadline     result = deadline_ms in decimal
  *   task         result = "id=<id> attempt=<n> type=<type> size=<sizeof sp_task>"
  *   log          host->log(call, 1, payload); log-null: host->log(NULL, 2, payload)
@@ -67,6 +68,10 @@ SP_EXPORT int sp_plugin_handle(void* state, const sp_task* task, sp_call* call) 
   if (is_type(task, "error") || is_type(task, "retry")) {
     p->host->set_error(call, (const char*)task->payload, task->payload_len);
     return is_type(task, "error") ? SP_FAIL : SP_RETRY;
+  }
+  if (is_type(task, "limit")) {
+    p->host->set_error(call, (const char*)task->payload, task->payload_len);
+    return SP_LIMIT;
   }
   if (is_type(task, "deadline")) {
     snprintf(text, sizeof text, "%lld", (long long)task->deadline_ms);

@@ -11,7 +11,7 @@ extern "C" {
 #endif
 #define SP_PLUGIN_ABI_VERSION 1u
 #define SP_EXPORT __attribute__((visibility("default")))
-enum { SP_OK = 0, SP_RETRY = 1, SP_FAIL = 2 };   /* handle's return values */
+enum { SP_OK = 0, SP_RETRY = 1, SP_FAIL = 2, SP_LIMIT = 3 };   /* handle's return values */
 
 typedef struct sp_task {
   uint32_t size;            /* sizeof(sp_task) as built by the host; fields are only appended */
@@ -30,7 +30,7 @@ typedef struct sp_host_api {
   int  (*write_result)(sp_call *, const void *data, size_t len); /* appends; -1 past max_result */
   void (*progress)(sp_call *, const void *data, size_t len);     /* may be coalesced; a heartbeat too */
   void (*heartbeat)(sp_call *);
-  void (*set_error)(sp_call *, const char *msg, size_t len);     /* reason for SP_RETRY / SP_FAIL */
+  void (*set_error)(sp_call *, const char *msg, size_t len);     /* reason for SP_RETRY/FAIL/LIMIT */
   int  (*cancelled)(sp_call *);                                  /* non-zero: stop soon */
   void (*log)(sp_call *, int level, const char *msg, size_t len);/* call may be NULL; 0 debug..3 error */
 } sp_host_api;

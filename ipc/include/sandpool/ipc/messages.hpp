@@ -68,13 +68,15 @@ struct ReadyMsg {
 };
 
 // What handle() came to. kCancelled: the task was cancelled before it started.
-// kResultTooLarge: write_result went past max_result (a permanent failure).
+// kResultTooLarge: write_result went past max_result (a permanent failure). kLimit: handle
+// returned SP_LIMIT, it stopped at a limit of its own (outcome resource_limit, retried).
 enum class TaskStatus : std::uint8_t {
   kOk = 0,
   kRetry = 1,
   kFail = 2,
   kCancelled = 3,
-  kResultTooLarge = 4
+  kResultTooLarge = 4,
+  kLimit = 5
 };
 
 struct ResultMsg {
@@ -82,7 +84,7 @@ struct ResultMsg {
   std::uint64_t id = 0;
   TaskStatus status = TaskStatus::kOk;
   std::string data;   // the result (kept only for kOk)
-  std::string error;  // set_error's text, for kRetry / kFail
+  std::string error;  // set_error's text, for kRetry / kFail / kLimit
 };
 
 struct ProgressMsg {
