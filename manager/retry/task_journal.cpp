@@ -31,9 +31,7 @@ Result<std::unique_ptr<TaskJournal>> TaskJournal::open(DeadLetterStore& store,
   SP_RETURN_IF_ERROR(journal->load_totals().with_context("task journal"));
   auto own = DeadLetterStore::open_connection(store.path(), store.opts_);
   if (!own) return own.status();
-  auto checkpointer = sqlite::WalCheckpointer::start(store.writer_db_, std::move(own).value());
-  if (!checkpointer) return checkpointer.status();
-  journal->checkpointer_ = std::move(checkpointer).value();
+  journal->checkpointer_ = sqlite::WalCheckpointer::start(store.writer_db_, std::move(own).value());
   return journal;
 }
 

@@ -9,8 +9,8 @@
 
 namespace sandpool::sqlite {
 
-Result<std::unique_ptr<WalCheckpointer>> WalCheckpointer::start(SqliteDb& writer, SqliteDb own,
-                                                                int pages, int fallback_pages) {
+std::unique_ptr<WalCheckpointer> WalCheckpointer::start(SqliteDb& writer, SqliteDb own, int pages,
+                                                        int fallback_pages) {
   std::unique_ptr<WalCheckpointer> c(
       new WalCheckpointer(writer, std::move(own), pages, fallback_pages));
   // Replaces the autocheckpoint, which is a WAL hook too.

@@ -19,8 +19,6 @@
 #include <string>
 #include <thread>
 
-#include <sandpool/status.hpp>
-
 #include "retry/sqlite_db.hpp"
 
 namespace sandpool::sqlite {
@@ -39,9 +37,8 @@ class WalCheckpointer {
 
   // `own` is a connection to the same file for the thread's use (synchronous set as the
   // writer's: the checkpoint's fsyncs follow it).
-  static Result<std::unique_ptr<WalCheckpointer>> start(SqliteDb& writer, SqliteDb own,
-                                                        int pages = kPages,
-                                                        int fallback_pages = kFallbackPages);
+  static std::unique_ptr<WalCheckpointer> start(SqliteDb& writer, SqliteDb own, int pages = kPages,
+                                                int fallback_pages = kFallbackPages);
   ~WalCheckpointer();  // stops the thread; the writer's connection checkpoints by itself again
   WalCheckpointer(const WalCheckpointer&) = delete;
   WalCheckpointer& operator=(const WalCheckpointer&) = delete;
