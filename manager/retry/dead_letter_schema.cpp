@@ -90,6 +90,15 @@ CREATE TABLE journal_meta (
 ) WITHOUT ROWID;
 INSERT INTO journal_meta (name, value) VALUES ('highest_task_id', 0);
 )sql",
+    // 2 -> 3: the task journal as a log of rounds (docs/journal.md, "The round log"). The
+    // rows of version 2's tasks and task_attempts are carried into it, and those tables
+    // dropped, by the journal when it next opens (task_journal_reads.cpp): that takes C++.
+    R"sql(
+CREATE TABLE journal_rounds (
+  seq  INTEGER PRIMARY KEY,
+  body BLOB    NOT NULL
+);
+)sql",
 };
 constexpr int kStepCount = static_cast<int>(sizeof(kSteps) / sizeof(kSteps[0]));
 static_assert(kStepCount == kVersion, "one migration step per schema version");

@@ -66,7 +66,6 @@ struct DeadLetterStore::Transaction {
   std::vector<std::uint64_t> ids;
   std::uint64_t evicted = 0;
   bool journal_failed = false;  // the journal's writes failed, before any letter was tried
-  TaskJournal::FinishedDelta journal_finished;  // journaled tasks its letters ended
 };
 
 // What one round of the writer did with its batch.
@@ -262,8 +261,7 @@ DeadLetterStore::Transaction DeadLetterStore::write_transaction(
   for (std::size_t i = begin; i < end && t.status; ++i) {
     auto id = dead_letter_rows::insert(writer_db_, batch[i].letter);
     if (id && batch[i].journaled && journal_) {
-      const Status ended =
-          journal_->write_dead_lettered(writer_db_, batch[i].letter, *id, &t.journal_finished);
+      const Status ended = journal_->write_dead_lettered(writer_db_, batch[i].letter, *id);
       if (!ended) id = ended;
     }
     if (id) {
@@ -273,8 +271,9 @@ DeadLetterStore::Transaction DeadLetterStore::write_transaction(
     }
   }
   if (t.status && end > begin) t.status = apply_retention(&t.evicted);
+  if (t.status && journal_) t.status = journal_->flush_body(writer_db_);
   if (t.status) t.status = writer_db_.exec("COMMIT", "dead-letter write: commit");
-  if (t.status && t.journal_finished.tasks > 0) journal_->count_finished(t.journal_finished);
+  if (journal_) journal_->transaction_ended(t.status.is_ok());
   if (!t.status) {
     t.rc = journal_rc != SQLITE_OK ? journal_rc : writer_db_.errcode();  // before the rollback
     (void)writer_db_.exec("ROLLBACK", "dead-letter write: rollback");

@@ -8,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "retry/journal_state.hpp"
 #include "retry/sqlite_db.hpp"
 #include "retry/task_journal_write.hpp"
 #include "retry/wal_checkpointer.hpp"
@@ -23,12 +24,12 @@ std::uint64_t kept_bytes(const TaskResult& t) {
 Result<std::unique_ptr<TaskJournal>> TaskJournal::open(DeadLetterStore& store,
                                                        TaskJournalOptions options) {
   if (options.max_batch == 0) options.max_batch = 1;
-  if (options.retention_chunk == 0) options.retention_chunk = 1;
   auto db = DeadLetterStore::open_connection(store.path(), store.opts_);
   if (!db) return db.status();
   std::unique_ptr<TaskJournal> journal(
       new TaskJournal(store, options, std::make_unique<sqlite::SqliteDb>(std::move(db).value())));
-  SP_RETURN_IF_ERROR(journal->load_totals().with_context("task journal"));
+  SP_RETURN_IF_ERROR(journal->load().with_context("task journal"));
+  journal->evict_finished();  // the log may hold finished tasks retention had dropped
   auto own = DeadLetterStore::open_connection(store.path(), store.opts_);
   if (!own) return own.status();
   journal->checkpointer_ = sqlite::WalCheckpointer::start(store.writer_db_, std::move(own).value());
@@ -41,8 +42,10 @@ TaskJournal::TaskJournal(DeadLetterStore& store, TaskJournalOptions options,
       opts_(options),
       log_(store.log_),
       query_owner_(std::move(query_db)),
+      state_(std::make_unique<JournalState>()),
       round_(std::make_unique<RoundResult>()),
-      plan_(std::make_unique<RoundPlan>()) {}
+      plan_(std::make_unique<RoundPlan>()),
+      tx_(std::make_unique<Tx>()) {}
 
 TaskJournal::~TaskJournal() = default;
 
@@ -139,6 +142,14 @@ TaskJournalStats TaskJournal::stats() const {
     s.pending = queue_.size() + taken_count_;
     s.pending_tasks = queued_tasks_ + taken_tasks_;
   }
+  {
+    std::lock_guard lk(state_mu_);
+    s.finished_kept = state_->finished_count();
+    s.finished_bytes = state_->finished_bytes();
+    s.log_rounds = state_->rounds().size();
+    s.log_bytes = state_->log_bytes();
+    s.log_live_bytes = state_->live_bytes();
+  }
   if (checkpointer_) {
     const sqlite::WalCheckpointStats c = checkpointer_->stats();
     s.wal_checkpoints = c.checkpoints;
@@ -203,7 +214,7 @@ void TaskJournal::untake_locked() {
 }
 
 void TaskJournal::abandon(const std::string& why) {
-  std::vector<Write> left;
+  std::deque<Write> left;
   {
     std::lock_guard lk(store_.mu_);
     left.swap(queue_);

@@ -1,13 +1,18 @@
-// TaskJournal's reads: recovery (every unfinished task), the highest id, and lookups by id or
-// idempotency key. On the journal's own connection, beside the writer (WAL readers do not
-// block it).
+// TaskJournal's reads and its loading at open. Every read answers from the state in memory
+// (journal_state.hpp). Loading turns the rows of the journal's first layout (schema version
+// 2: a row per task, a row per attempt) into the log's first round, then replays the log.
 #include <sqlite3.h>
+
+#include <spdlog/spdlog.h>
 
 #include <sandpool/task_journal.hpp>
 
 #include "retry/dead_letter_rows.hpp"
 #include "retry/enum_names.hpp"
+#include "retry/journal_records.hpp"
+#include "retry/journal_state.hpp"
 #include "retry/sqlite_db.hpp"
+#include "retry/task_journal_write.hpp"
 
 namespace sandpool {
 namespace {
@@ -21,23 +26,20 @@ using sqlite::StmtRef;
   " fail_fast, idempotency_key, state, retry_due_ms, running_attempt, running_pid,"     \
   " running_since_ms, reason, result, error, letter_id, submitted_ms, finished_ms FROM tasks"
 
-constexpr const char* kUnfinished =
-    "SELECT " SP_JOURNAL_COLUMNS " WHERE finished_ms IS NULL ORDER BY id";
-constexpr const char* kUnfinishedOf =
-    "SELECT " SP_JOURNAL_COLUMNS " WHERE finished_ms IS NULL AND pool = ?1 ORDER BY id";
-constexpr const char* kUnfinishedPools =
-    "SELECT DISTINCT pool FROM tasks WHERE finished_ms IS NULL ORDER BY pool";
-constexpr const char* kById = "SELECT " SP_JOURNAL_COLUMNS " WHERE id = ?1";
-constexpr const char* kByKey = "SELECT " SP_JOURNAL_COLUMNS
-                               " WHERE idempotency_key = ?1 ORDER BY submitted_ms DESC, id DESC"
-                               " LIMIT 1";
+// The first layout's tables, read once to carry them into the log.
+constexpr const char* kLegacyTable =
+    "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'tasks'";
+constexpr const char* kLegacyTasks = "SELECT " SP_JOURNAL_COLUMNS " ORDER BY id";
 constexpr const char* kAttempts =
     "SELECT " SP_ATTEMPT_COLUMNS " FROM task_attempts WHERE task_id = ?1 ORDER BY number";
-// Above every id accepted (journal_meta), journaled or dead-lettered.
+constexpr const char* kDropLegacy = "DROP TABLE task_attempts; DROP TABLE tasks;";
+constexpr const char* kRounds = "SELECT seq, body FROM journal_rounds ORDER BY seq";
+constexpr const char* kInsertRound = "INSERT INTO journal_rounds (seq, body) VALUES (?1, ?2)";
+// Above every id accepted: journal_meta holds what compaction deleted; dead letters may
+// hold ids of pools without a journal.
 constexpr const char* kHighest =
     "SELECT max((SELECT value FROM journal_meta WHERE name = 'highest_task_id'),"
-    " coalesce((SELECT max(id) FROM tasks), 0), coalesce((SELECT max(task_id) FROM dead_letters),"
-    " 0))";
+    " coalesce((SELECT max(task_id) FROM dead_letters), 0))";
 
 std::optional<std::chrono::milliseconds> optional_ms(const SqliteStmt& row, int column) {
   if (row.is_null(column)) return std::nullopt;
@@ -128,63 +130,145 @@ Result<std::vector<JournalTask>> read_tasks(SqliteDb& db, const char* sql, Bind 
   return out;
 }
 
-}  // namespace
-
-Result<std::vector<JournalTask>> TaskJournal::unfinished(const std::optional<std::string>& pool) {
-  std::lock_guard lk(query_mu_);
-  SqliteDb& db = *query_owner_;
-  // One read transaction: the tasks and their attempts come from one snapshot.
-  SP_RETURN_IF_ERROR(db.exec("BEGIN", "journal: recovery read"));
-  auto out = pool ? read_tasks(db, kUnfinishedOf, [&](SqliteStmt& s) { s.bind_text(1, *pool); })
-                  : read_tasks(db, kUnfinished, [](SqliteStmt&) {});
-  (void)db.exec("COMMIT", "journal: recovery read");
-  return out;
-}
-
-Result<std::vector<std::string>> TaskJournal::unfinished_pools() {
-  std::lock_guard lk(query_mu_);
-  SqliteDb& db = *query_owner_;
-  auto stmt = db.prepare(kUnfinishedPools, "journal: unfinished pools");
-  if (!stmt) return stmt.status();
-  StmtRef s(*stmt);
-  std::vector<std::string> pools;
-  int rc;
-  while ((rc = s->step()) == SQLITE_ROW) pools.push_back(s->text(0));
-  if (rc != SQLITE_DONE) return db.error(rc, "journal: unfinished pools");
-  return pools;
-}
-
-Result<std::uint64_t> TaskJournal::highest_task_id() {
-  std::lock_guard lk(query_mu_);
-  SqliteDb& db = *query_owner_;
-  auto stmt = db.prepare(kHighest, "journal: highest task id");
+Result<bool> has_legacy_rows(SqliteDb& db) {
+  auto stmt = db.prepare(kLegacyTable, "journal: first layout");
   if (!stmt) return stmt.status();
   StmtRef s(*stmt);
   const int rc = s->step();
-  if (rc != SQLITE_ROW) return db.error(rc, "journal: highest task id");
-  return static_cast<std::uint64_t>(s->int64(0));
+  if (rc != SQLITE_ROW) return db.error(rc, "journal: first layout");
+  return s->int64(0) > 0;
+}
+
+Status insert_round(SqliteDb& db, std::uint64_t seq, const std::string& body) {
+  auto stmt = db.prepare(kInsertRound, "journal: carry first layout");
+  if (!stmt) return stmt.status();
+  StmtRef s(*stmt);
+  s->bind(1, static_cast<std::int64_t>(seq));
+  s->bind_blob(2, body);
+  const int rc = s->step();
+  return rc == SQLITE_DONE ? Status::ok() : db.error(rc, "journal: carry first layout");
+}
+
+// Moves the first layout's rows into the log (round 1 on), in one transaction with dropping
+// its tables, so that a crash leaves either layout whole. Returns how many tasks it moved.
+Result<std::size_t> carry_legacy(SqliteDb& db) {
+  SP_RETURN_IF_ERROR(db.exec("BEGIN IMMEDIATE", "journal: carry first layout"));
+  std::size_t moved = 0;
+  auto run = [&]() -> Status {
+    auto legacy = has_legacy_rows(db);
+    if (!legacy) return legacy.status();
+    if (!*legacy) return Status::ok();
+    auto tasks = read_tasks(db, kLegacyTasks, [](SqliteStmt&) {});
+    if (!tasks) return tasks.status();
+    std::string body;
+    journal_log::BodyWriter writer;
+    writer.reset(&body);
+    std::uint64_t seq = 1;
+    for (const JournalTask& t : *tasks) {
+      writer.task(t);
+      if (body.size() >= (std::size_t{32} << 20)) {
+        SP_RETURN_IF_ERROR(insert_round(db, seq++, body));
+        writer.reset(&body);
+      }
+    }
+    if (body.size() > 1) SP_RETURN_IF_ERROR(insert_round(db, seq, body));
+    moved = tasks->size();
+    return db.exec(kDropLegacy, "journal: drop first layout");
+  };
+  Status s = run();
+  if (s) s = db.exec("COMMIT", "journal: carry first layout");
+  if (!s) (void)db.exec("ROLLBACK", "journal: carry first layout");
+  if (!s) return s;
+  return moved;
+}
+
+}  // namespace
+
+Status TaskJournal::load() {
+  std::lock_guard qlk(query_mu_);
+  SqliteDb& db = *query_owner_;
+  auto moved = carry_legacy(db);
+  if (!moved) return moved.status();
+  if (*moved > 0) {
+    log_->info("task journal {}: {} tasks moved from the first layout into the round log",
+               store_.path(), *moved);
+  }
+  std::lock_guard lk(state_mu_);
+  JournalState& st = *state_;
+  std::uint64_t last = 0;
+  {
+    auto stmt = db.prepare(kRounds, "journal: replay");
+    if (!stmt) return stmt.status();
+    StmtRef s(*stmt);
+    int rc;
+    while ((rc = s->step()) == SQLITE_ROW) {
+      const auto seq = static_cast<std::uint64_t>(s->int64(0));
+      const std::string body = s->blob(1);
+      st.add_round(seq, body.size());
+      const Status read =
+          journal_log::decode(body, [&](journal_log::Record& r) { st.apply(seq, r); });
+      if (!read) {
+        return Status::error(read.code(), "round " + std::to_string(seq) + " of " + store_.path() +
+                                              " is unreadable (" + read.message() +
+                                              "); move the file away");
+      }
+      last = seq;
+    }
+    if (rc != SQLITE_DONE) return db.error(rc, "journal: replay");
+  }
+  st.replayed();
+  auto stmt = db.prepare(kHighest, "journal: highest task id");
+  if (!stmt) return stmt.status();
+  StmtRef h(*stmt);
+  if (const int rc = h->step(); rc != SQLITE_ROW) return db.error(rc, "journal: highest task id");
+  st.raise_highest(static_cast<std::uint64_t>(h->int64(0)));
+  tx_->next_seq = last + 1;
+  tx_->first_seq = last + 1;
+  return Status::ok();
+}
+
+Result<std::vector<JournalTask>> TaskJournal::unfinished(const std::optional<std::string>& pool) {
+  std::lock_guard lk(state_mu_);
+  return state_->unfinished(pool);
+}
+
+Result<std::vector<std::string>> TaskJournal::unfinished_pools() {
+  std::lock_guard lk(state_mu_);
+  return state_->unfinished_pools();
+}
+
+Result<std::uint64_t> TaskJournal::highest_task_id() {
+  std::uint64_t letters = 0;
+  {
+    std::lock_guard qlk(query_mu_);
+    SqliteDb& db = *query_owner_;
+    auto stmt = db.prepare(kHighest, "journal: highest task id");
+    if (!stmt) return stmt.status();
+    StmtRef s(*stmt);
+    const int rc = s->step();
+    if (rc != SQLITE_ROW) return db.error(rc, "journal: highest task id");
+    letters = static_cast<std::uint64_t>(s->int64(0));
+  }
+  std::lock_guard lk(state_mu_);
+  return std::max(letters, state_->highest());
 }
 
 Result<JournalTask> TaskJournal::find(std::uint64_t task_id) {
-  std::lock_guard lk(query_mu_);
-  auto found = read_tasks(*query_owner_, kById,
-                          [&](SqliteStmt& s) { s.bind(1, static_cast<std::int64_t>(task_id)); });
-  if (!found) return found.status();
-  if (found->empty()) {
+  std::lock_guard lk(state_mu_);
+  const JournalTask* t = state_->find(task_id);
+  if (t == nullptr) {
     return Status::error(Code::kNotFound, "task " + std::to_string(task_id) + " is not journaled");
   }
-  return std::move(found->front());
+  return *t;
 }
 
 Result<JournalTask> TaskJournal::find_by_key(const std::string& idempotency_key) {
-  std::lock_guard lk(query_mu_);
-  auto found =
-      read_tasks(*query_owner_, kByKey, [&](SqliteStmt& s) { s.bind_text(1, idempotency_key); });
-  if (!found) return found.status();
-  if (found->empty()) {
+  std::lock_guard lk(state_mu_);
+  const JournalTask* t = state_->find_by_key(idempotency_key);
+  if (t == nullptr) {
     return Status::error(Code::kNotFound, "no journaled task has key '" + idempotency_key + "'");
   }
-  return std::move(found->front());
+  return *t;
 }
 
 }  // namespace sandpool

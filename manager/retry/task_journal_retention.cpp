@@ -1,13 +1,18 @@
-// TaskJournal's retention: finished tasks beyond the count, age or byte bound are deleted,
-// oldest first, in chunks of retention_chunk tasks, each its own short transaction on the
-// writer thread, so journal writes and letters go between them (docs/journal.md).
+// TaskJournal's upkeep (docs/journal.md, "Retention and compaction"): retention drops
+// finished tasks beyond the count, age or byte bound from the state (the oldest end first);
+// compaction then deletes the log's head rounds that hold no live record, and copies the live
+// tasks of a head round forward (carry) when the log holds much more than the journal needs.
+// Both run inside the writer's transactions, and while the writer is idle in short
+// transactions of their own.
 #include <sqlite3.h>
 
 #include <spdlog/spdlog.h>
 
 #include <sandpool/task_journal.hpp>
 
+#include "retry/journal_state.hpp"
 #include "retry/sqlite_db.hpp"
+#include "retry/task_journal_write.hpp"
 
 namespace sandpool {
 namespace {
@@ -15,122 +20,120 @@ namespace {
 using sqlite::SqliteDb;
 using sqlite::StmtRef;
 
-constexpr const char* kTotals =
-    "SELECT count(*), coalesce(sum(kept_bytes), 0) FROM tasks WHERE finished_ms IS NOT NULL";
-constexpr const char* kOldest =
-    "SELECT id, finished_ms, kept_bytes FROM tasks WHERE finished_ms IS NOT NULL"
-    " ORDER BY finished_ms, id LIMIT ?1";
-constexpr const char* kDelete = "DELETE FROM tasks WHERE id = ?1";
+constexpr const char* kDeleteRound = "DELETE FROM journal_rounds WHERE seq = ?1";
+constexpr const char* kRaiseHighest =
+    "UPDATE journal_meta SET value = max(value, ?1) WHERE name = 'highest_task_id'";
 
-struct Victim {
-  std::int64_t id = 0;
-  std::uint64_t bytes = 0;
-};
+// Rounds deleted per transaction at most, and finished tasks evicted per commit at most.
+constexpr std::size_t kDeletesPerTransaction = 256;
+constexpr std::size_t kEvictionsPerCommit = 4096;
+// The head round is carried forward while the log holds more than twice what the journal
+// needs plus the slack, but never more than kMaxCarry bytes of live records at once, so that
+// a transaction stays short (a bigger head waits for its tasks to end).
+constexpr std::uint64_t kMaxCarry = std::uint64_t{16} << 20;
+
+// The round compaction would carry after deleting `dead` head rounds, if any.
+std::optional<std::uint64_t> carry_candidate(const JournalState& st, std::size_t dead,
+                                             std::uint64_t slack) {
+  if (st.rounds().size() <= dead) return std::nullopt;
+  if (st.log_bytes() <= 2 * st.live_bytes() + slack) return std::nullopt;
+  auto it = st.rounds().begin();
+  std::advance(it, static_cast<std::ptrdiff_t>(dead));
+  if (it->second.live_bytes > kMaxCarry) return std::nullopt;
+  return it->first;
+}
+
+bool compaction_needed(const JournalState& st, std::uint64_t slack) {
+  return !st.dead_head(1).empty() || carry_candidate(st, 0, slack).has_value();
+}
+
+Status step_done(SqliteDb& db, sqlite::SqliteStmt& s, std::string_view op) {
+  const int rc = s.step();
+  return rc == SQLITE_DONE ? Status::ok() : db.error(rc, op);
+}
 
 }  // namespace
 
-Status TaskJournal::load_totals() {
-  std::lock_guard qlk(query_mu_);
-  SqliteDb& db = *query_owner_;
-  auto stmt = db.prepare(kTotals, "journal: finished totals");
-  if (!stmt) return stmt.status();
-  StmtRef s(*stmt);
-  const int rc = s->step();
-  if (rc != SQLITE_ROW) return db.error(rc, "journal: finished totals");
-  std::lock_guard lk(store_.mu_);
-  stats_.finished_kept = static_cast<std::uint64_t>(s->int64(0));
-  stats_.finished_bytes = static_cast<std::uint64_t>(s->int64(1));
-  return Status::ok();
-}
-
 bool TaskJournal::upkeep_due_locked(std::chrono::steady_clock::time_point now) const {
   if (now < retention_paused_until_) return false;
-  if (opts_.max_finished > 0 && stats_.finished_kept > opts_.max_finished) return true;
-  if (opts_.max_finished_bytes > 0 && stats_.finished_bytes > opts_.max_finished_bytes) {
-    return true;
-  }
+  if (compaction_due_) return true;
   return opts_.max_finished_age.count() > 0 && now >= next_age_check_;
 }
 
-void TaskJournal::run_retention_chunk(SqliteDb& db) {
-  std::uint64_t count = 0, bytes = 0;
+void TaskJournal::evict_finished() {
+  JournalState::Bounds b;
+  b.max_finished = opts_.max_finished;
+  b.max_finished_bytes = opts_.max_finished_bytes;
+  b.max_finished_age_ms = opts_.max_finished_age.count();
+  std::size_t evicted = 0;
   {
+    std::lock_guard lk(state_mu_);
+    evicted = state_->evict(b, store_.now_ms(), kEvictionsPerCommit);
+    compaction_due_ = compaction_needed(*state_, opts_.compaction_slack);
+  }
+  if (evicted > 0) {
     std::lock_guard lk(store_.mu_);
-    count = stats_.finished_kept;
-    bytes = stats_.finished_bytes;
+    stats_.evicted += evicted;
   }
-  const std::int64_t cutoff = opts_.max_finished_age.count() > 0
-                                  ? store_.now_ms() - opts_.max_finished_age.count()
-                                  : INT64_MIN;
-  std::vector<Victim> victims;
-  Status s = db.exec("BEGIN IMMEDIATE", "journal retention: begin");
-  if (s) {
-    auto stmt = db.prepare(kOldest, "journal retention: oldest");
-    if (!stmt) {
-      s = stmt.status();
-    } else {
-      StmtRef q(*stmt);
-      q->bind(1, static_cast<std::int64_t>(opts_.retention_chunk));
-      int rc;
-      while ((rc = q->step()) == SQLITE_ROW) {
-        const auto kept = static_cast<std::uint64_t>(q->int64(2));
-        const bool over_count = opts_.max_finished > 0 && count > opts_.max_finished;
-        const bool over_bytes = opts_.max_finished_bytes > 0 && bytes > opts_.max_finished_bytes;
-        if (!over_count && !over_bytes && q->int64(1) >= cutoff) break;
-        victims.push_back({q->int64(0), kept});
-        --count;
-        bytes -= std::min(bytes, kept);
-      }
-      if (rc != SQLITE_ROW && rc != SQLITE_DONE) s = db.error(rc, "journal retention: oldest");
-    }
-  }
-  for (std::size_t i = 0; i < victims.size() && s; ++i) {
-    auto del = db.prepare(kDelete, "journal retention: delete");
-    if (!del) {
-      s = del.status();
-      break;
-    }
-    StmtRef d(*del);
-    d->bind(1, victims[i].id);
-    const int rc = d->step();
-    if (rc != SQLITE_DONE) s = db.error(rc, "journal retention: delete");
-  }
-  if (s) s = db.exec("COMMIT", "journal retention: commit");
-  if (!s) (void)db.exec("ROLLBACK", "journal retention: rollback");
-  finish_retention_chunk(s, victims.size(), [&] {
-    std::uint64_t b = 0;
-    for (const Victim& v : victims) b += v.bytes;
-    return b;
-  }());
 }
 
-void TaskJournal::finish_retention_chunk(const Status& s, std::size_t deleted,
-                                         std::uint64_t bytes) {
+Status TaskJournal::compact(SqliteDb& db) {
+  Tx& tx = *tx_;
+  const JournalState& st = *state_;
+  std::vector<std::uint64_t> gone = st.dead_head(kDeletesPerTransaction);
+  if (const auto carry = carry_candidate(st, gone.size(), opts_.compaction_slack)) {
+    for (std::uint64_t id : st.live_in(*carry)) {
+      const JournalTask* t = st.find(id);
+      const std::size_t bytes = tx.append([&](journal_log::BodyWriter& b) { b.task(*t); });
+      tx.items.push_back({Tx::Item::Kind::kCarried, tx.next_seq, bytes, 0, 0, 0, id});
+      ++tx.carried;
+    }
+    gone.push_back(*carry);
+  }
+  if (gone.empty()) return Status::ok();
+  for (std::uint64_t seq : gone) {
+    auto stmt = db.prepare(kDeleteRound, "journal compaction: delete round");
+    if (!stmt) return stmt.status();
+    StmtRef s(*stmt);
+    s->bind(1, static_cast<std::int64_t>(seq));
+    SP_RETURN_IF_ERROR(step_done(db, **stmt, "journal compaction: delete round"));
+    tx.deleted.push_back(seq);
+  }
+  // The deleted rounds may hold the highest id ever accepted: it outlives them here.
+  auto high = db.prepare(kRaiseHighest, "journal compaction: highest id");
+  if (!high) return high.status();
+  StmtRef h(*high);
+  h->bind(1, static_cast<std::int64_t>(st.highest()));
+  return step_done(db, **high, "journal compaction: highest id");
+}
+
+void TaskJournal::run_retention_chunk(SqliteDb& db) {
   const auto now = std::chrono::steady_clock::now();
-  bool reload = false;
+  evict_finished();  // the age bound, while nothing is written
   {
     std::lock_guard lk(store_.mu_);
-    if (!s) {
+    next_age_check_ = now + opts_.retention_interval;
+  }
+  if (!compaction_due_) return;
+  Status s = db.exec("BEGIN IMMEDIATE", "journal compaction: begin");
+  if (s) s = compact(db);
+  if (s) s = flush_body(db);
+  if (s) s = db.exec("COMMIT", "journal compaction: commit");
+  transaction_ended(s.is_ok());
+  if (!s) (void)db.exec("ROLLBACK", "journal compaction: rollback");
+  {
+    std::lock_guard lk(store_.mu_);
+    if (s) {
+      ++stats_.retention_chunks;
+    } else {
       stats_.last_error = s.to_string();
       retention_paused_until_ = now + opts_.retention_interval;
-    } else {
-      ++stats_.retention_chunks;
-      stats_.evicted += deleted;
-      stats_.finished_kept -= std::min<std::uint64_t>(stats_.finished_kept, deleted);
-      stats_.finished_bytes -= std::min(stats_.finished_bytes, bytes);
-      // A chunk that found less than it could: the age bound is met until the next check.
-      if (deleted < opts_.retention_chunk) next_age_check_ = now + opts_.retention_interval;
-      // Nothing to delete although the totals said so (a task finished by hand in the file,
-      // say): read them again.
-      reload = deleted == 0;
-      if (reload) retention_paused_until_ = now + opts_.retention_interval;
     }
   }
   if (!s) {
-    log_->warn("task journal {}: retention failed, retried in {} ms: {}", store_.path(),
+    log_->warn("task journal {}: compaction failed, retried in {} ms: {}", store_.path(),
                opts_.retention_interval.count(), s.to_string());
   }
-  if (reload) (void)load_totals();
 }
 
 }  // namespace sandpool

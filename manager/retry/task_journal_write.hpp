@@ -10,7 +10,11 @@
 
 #include <sandpool/task_journal.hpp>
 
+#include "retry/journal_records.hpp"
+
 namespace sandpool {
+
+class JournalState;
 
 struct TaskJournal::Write {
   enum class Kind : std::uint8_t { kAccept, kStart, kRequeue, kAttempt, kFinish };
@@ -25,9 +29,8 @@ struct TaskJournal::Write {
   std::int64_t at_ms = 0;               // wall clock when queued
   std::uint64_t seq = 0;                // queue order, from 1
   std::chrono::steady_clock::time_point since;
-  // Set while written in a transaction; counted only once it commits.
-  bool applied = false;     // kFinish: the task was unfinished and is now finished
-  std::uint64_t bytes = 0;  // kFinish: the finished task's kept bytes
+  // kAccept: refused, an id of the batch is journaled already (set while written).
+  bool duplicate = false;
   // The round's plan (TaskJournal::plan_round), followed only when the whole round is
   // written in one transaction; a write tried alone after a failed round ignores it.
   bool covered = false;  // a later write of the round supersedes this one: not written
@@ -50,9 +53,55 @@ struct TaskJournal::RoundPlan {
 // the store's lock) before the callbacks run.
 struct TaskJournal::RoundResult {
   std::uint64_t accepted_tasks = 0, refused_batches = 0, refused_tasks = 0, records = 0;
-  std::uint64_t commits = 0, commit_us = 0, finished = 0, finished_bytes = 0;
+  std::uint64_t commits = 0, commit_us = 0;
   bool failed = false;  // some writes stay taken for a retry
   std::string error;    // the last failure's text
+};
+
+// What the open transaction wrote to the log, applied to the state in this order once it
+// commits (TaskJournal::transaction_ended), so that the state always equals a replay.
+struct TaskJournal::Tx {
+  struct Item {
+    enum class Kind : std::uint8_t {
+      kAccepted,  // taken_[write].tasks[task], moved into the state
+      kWhole,     // wholes[whole]: a task's end (or an accept with its end)
+      kStep,      // taken_[write]: a start, requeue or attempt end
+      kCarried,   // task `id`'s live records are now this copy
+    };
+    Kind kind = Kind::kAccepted;
+    std::uint64_t seq = 0;  // the round it is in
+    std::size_t bytes = 0;
+    std::size_t write = 0, task = 0, whole = 0;
+    std::uint64_t id = 0;
+  };
+  std::vector<Item> items;
+  std::vector<JournalTask> wholes;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> rounds;  // (seq, bytes) appended
+  std::vector<std::uint64_t> deleted;                           // rounds deleted
+  std::uint64_t first_seq = 0;  // next round seq when the transaction began writing
+  std::uint64_t next_seq = 0;   // the seq the body being written will get
+  std::string body;             // being written
+  journal_log::BodyWriter writer;
+  bool open = false;  // a body was begun
+  // Tasks this transaction accepts (their accept, in taken_) and ends, for the records after.
+  std::unordered_map<std::uint64_t, const JournalTask*> accepted;
+  std::unordered_set<std::uint64_t> ended;
+  std::uint64_t carried = 0;  // tasks carried forward
+
+  // The task as this transaction sees it if unfinished (accepted by it, or unfinished in the
+  // state and not ended by it), else null.
+  const JournalTask* open_task(const JournalState& st, std::uint64_t id) const;
+  // Appends one record through append(BodyWriter&) and returns its size.
+  template <typename Append>
+  std::size_t append(Append fill) {
+    if (!open) {
+      writer.reset(&body);
+      open = true;
+    }
+    const std::size_t before = body.size();
+    fill(writer);
+    return body.size() - before;
+  }
 };
 
 // The kept bytes of a finished task: its result, error and attempts (their fixed columns

@@ -1,5 +1,6 @@
-// TaskJournal's writer side: its writes inside the store writer's transaction, what happens
-// when that transaction fails, and the callbacks after it (docs/journal.md, "Writes").
+// TaskJournal's writer side: its records inside the store writer's transaction, appended to
+// the round log, what happens when that transaction fails, and the callbacks after it
+// (docs/journal.md, "Writes" and "The round log").
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 
 #include <sandpool/task_journal.hpp>
 
+#include "retry/journal_state.hpp"
 #include "retry/sqlite_db.hpp"
 #include "retry/task_journal_write.hpp"
 #include "retry/write_failure.hpp"
@@ -16,195 +18,51 @@ namespace sandpool {
 namespace {
 
 using sqlite::SqliteDb;
-using sqlite::SqliteStmt;
 using sqlite::StmtRef;
 
-// A new row: queued, or already finished when its end is in the same round (then without
-// its payload, like kFinish below).
-constexpr const char* kInsertTask =
-    "INSERT INTO tasks (id, pool, type, payload, timeout_ms, retries, priority, affinity_key,"
-    " queue_ttl_ms, fail_fast, idempotency_key, submitted_ms, updated_ms, state, reason, result,"
-    " error, finished_ms, kept_bytes)"
-    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,"
-    " ?19)";
-constexpr const char* kRaiseHighest =
-    "UPDATE journal_meta SET value = max(value, ?1) WHERE name = 'highest_task_id'";
-constexpr const char* kStart =
-    "UPDATE tasks SET state = 'running', running_attempt = ?2, running_pid = ?3,"
-    " running_since_ms = ?4, updated_ms = ?5 WHERE id = ?1 AND finished_ms IS NULL";
-// A start that never became an attempt: back to queued, its start cleared. Only a running
-// row: a task that ended or waits to retry meanwhile keeps what it has.
-constexpr const char* kRequeue =
-    "UPDATE tasks SET state = 'queued', running_attempt = NULL, running_pid = NULL,"
-    " running_since_ms = NULL, updated_ms = ?2 WHERE id = ?1 AND state = 'running'"
-    " AND finished_ms IS NULL";
-// Records of a task the journal does not hold unfinished (refused, finished, evicted) are
-// no-ops, never errors.
-constexpr const char* kRecordAttempt =
-    "INSERT OR REPLACE INTO task_attempts (task_id, number, outcome, error, worker_pid,"
-    " started_ms, ended_ms, backtrace) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8"
-    " WHERE EXISTS (SELECT 1 FROM tasks WHERE id = ?1)";
-// An attempt of a task whose row this transaction just wrote.
-constexpr const char* kInsertAttempt =
-    "INSERT OR REPLACE INTO task_attempts (task_id, number, outcome, error, worker_pid,"
-    " started_ms, ended_ms, backtrace) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
-constexpr const char* kAttemptEnded =
-    "UPDATE tasks SET state = ?2, retry_due_ms = ?3, running_attempt = NULL, running_pid = NULL,"
-    " running_since_ms = NULL, updated_ms = ?4 WHERE id = ?1 AND finished_ms IS NULL";
-// The payload goes once the task finished: lookups need its account, not its input.
-constexpr const char* kFinish =
-    "UPDATE tasks SET state = ?2, reason = ?3, result = ?4, error = ?5, payload = x'',"
-    " retry_due_ms = NULL, running_attempt = NULL, running_pid = NULL, running_since_ms = NULL,"
-    " letter_id = ?6, updated_ms = ?7, finished_ms = ?7, kept_bytes = ?8"
-    " WHERE id = ?1 AND finished_ms IS NULL";
+// A body past this size is closed and the transaction's records go on in the next round, so
+// that no row nears SQLite's length limit (1e9 bytes).
+constexpr std::size_t kMaxBody = std::size_t{32} << 20;
 
-std::int64_t as_int(std::uint64_t v) { return static_cast<std::int64_t>(v); }
-
-Status step_done(SqliteDb& db, SqliteStmt& s, std::string_view op) {
-  const int rc = s.step();
-  return rc == SQLITE_DONE ? Status::ok() : db.error(rc, op);
-}
-
-// The reason column: a dead letter's or a cancel's reason, else empty.
-std::string_view reason_name(const TaskResult& t) {
-  if (t.state == TaskState::kDeadLettered) return to_string(t.reason);
-  if (t.state == TaskState::kCancelled) return to_string(t.cancel_reason);
-  return "";
-}
-
-// What an end sets on its row.
-struct End {
-  const TaskResult& account;
-  std::int64_t at_ms;
-  std::uint64_t bytes;
-};
-
-Status insert_attempt(SqliteDb& db, const char* sql, std::uint64_t task_id, const Attempt& a) {
-  auto stmt = db.prepare(sql, "journal: insert attempt");
-  if (!stmt) return stmt.status();
-  StmtRef s(*stmt);
-  s->bind(1, as_int(task_id));
-  s->bind(2, a.number);
-  s->bind_text(3, to_string(a.outcome));
-  s->bind_text(4, a.error);
-  s->bind(5, a.worker_pid);
-  s->bind(6, a.started_ms);
-  s->bind(7, a.ended_ms);
-  s->bind_text(8, a.backtrace);
-  return step_done(db, **stmt, "journal: insert attempt");
-}
-
-Status insert_attempts(SqliteDb& db, const TaskResult& t) {
-  for (const Attempt& a : t.history)
-    SP_RETURN_IF_ERROR(insert_attempt(db, kInsertAttempt, t.id, a));
-  return Status::ok();
-}
-
-// A task's row: queued, or finished by `end` (with its attempts).
-Status insert_task(SqliteDb& db, const JournalTask& t, std::int64_t now_ms, const End* end) {
-  auto stmt = db.prepare(kInsertTask, "journal: insert task");
-  if (!stmt) return stmt.status();
-  {
-    StmtRef s(*stmt);
-    s->bind(1, as_int(t.task.id));
-    s->bind_text(2, t.pool);
-    s->bind_text(3, t.task.type);
-    s->bind_blob(4, end != nullptr ? std::string_view() : std::string_view(t.payload));
-    if (t.options.timeout) s->bind(5, t.options.timeout->count());
-    if (t.options.retries) s->bind(6, *t.options.retries);
-    s->bind(7, t.options.priority);
-    s->bind_text(8, t.options.key);
-    if (t.options.queue_ttl) s->bind(9, t.options.queue_ttl->count());
-    s->bind(10, t.options.fail_fast ? 1 : 0);
-    if (!t.options.idempotency_key.empty()) s->bind_text(11, t.options.idempotency_key);
-    s->bind(12, t.submitted_ms != 0 ? t.submitted_ms : now_ms);
-    if (end == nullptr) {
-      s->bind(13, now_ms);
-      s->bind_text(14, to_string(TaskState::kQueued));
-      s->bind_text(15, "");
-      s->bind_text(17, "");
-      s->bind(19, 0);
-    } else {
-      const TaskResult& a = end->account;
-      s->bind(13, end->at_ms);
-      s->bind_text(14, to_string(a.state));
-      s->bind_text(15, reason_name(a));
-      if (a.state == TaskState::kCompleted) s->bind_blob(16, a.result);
-      s->bind_text(17, a.error);
-      s->bind(18, end->at_ms);
-      s->bind(19, as_int(end->bytes));
-    }
-    SP_RETURN_IF_ERROR(step_done(db, **stmt, "journal: insert task " + std::to_string(t.task.id)));
-  }
-  return end != nullptr ? insert_attempts(db, end->account) : Status::ok();
-}
-
-Status raise_highest(SqliteDb& db, std::uint64_t id) {
-  auto high = db.prepare(kRaiseHighest, "journal: highest id");
-  if (!high) return high.status();
-  StmtRef h(*high);
-  h->bind(1, as_int(id));
-  return step_done(db, **high, "journal: highest id");
-}
-
-Status write_start(SqliteDb& db, std::uint64_t task_id, const Attempt& a, std::int64_t now_ms) {
-  auto stmt = db.prepare(kStart, "journal: attempt start");
-  if (!stmt) return stmt.status();
-  StmtRef s(*stmt);
-  s->bind(1, as_int(task_id));
-  s->bind(2, a.number);
-  s->bind(3, a.worker_pid);
-  s->bind(4, a.started_ms);
-  s->bind(5, now_ms);
-  return step_done(db, **stmt, "journal: attempt start");
-}
-
-Status write_requeue(SqliteDb& db, std::uint64_t task_id, std::int64_t now_ms) {
-  auto stmt = db.prepare(kRequeue, "journal: requeue");
-  if (!stmt) return stmt.status();
-  StmtRef s(*stmt);
-  s->bind(1, as_int(task_id));
-  s->bind(2, now_ms);
-  return step_done(db, **stmt, "journal: requeue");
-}
-
-Status write_attempt_end(SqliteDb& db, std::uint64_t task_id, const Attempt& a, TaskState next,
-                         std::int64_t due_ms, std::int64_t now_ms) {
-  SP_RETURN_IF_ERROR(insert_attempt(db, kRecordAttempt, task_id, a));
-  auto stmt = db.prepare(kAttemptEnded, "journal: attempt end");
-  if (!stmt) return stmt.status();
-  StmtRef s(*stmt);
-  s->bind(1, as_int(task_id));
-  s->bind_text(2, to_string(next));
-  if (next == TaskState::kRetryWait) s->bind(3, due_ms);
-  s->bind(4, now_ms);
-  return step_done(db, **stmt, "journal: attempt end");
-}
-
-// Ends the task unless it already ended; sets *applied when it did.
-Status write_finish(SqliteDb& db, const TaskResult& t, std::uint64_t letter_id, std::int64_t now_ms,
-                    std::uint64_t bytes, bool* applied) {
-  auto stmt = db.prepare(kFinish, "journal: finish");
-  if (!stmt) return stmt.status();
-  {
-    StmtRef s(*stmt);
-    s->bind(1, as_int(t.id));
-    s->bind_text(2, to_string(t.state));
-    s->bind_text(3, reason_name(t));
-    if (t.state == TaskState::kCompleted) s->bind_blob(4, t.result);
-    s->bind_text(5, t.error);
-    if (letter_id != 0) s->bind(6, as_int(letter_id));
-    s->bind(7, now_ms);
-    s->bind(8, as_int(bytes));
-    SP_RETURN_IF_ERROR(step_done(db, **stmt, "journal: finish task " + std::to_string(t.id)));
-  }
-  *applied = db.changes() == 1;
-  return *applied ? insert_attempts(db, t) : Status::ok();
-}
+constexpr const char* kInsertRound = "INSERT INTO journal_rounds (seq, body) VALUES (?1, ?2)";
 
 // "storage: <what SQLite said>", keeping the code (kSystem for a full disk, kTimeout for a
 // lock held too long, ...).
 Status storage_error(const Status& s) { return Status::error(s.code(), "storage: " + s.message()); }
+
+// A task's end as a whole-task record: what the journal keeps of a finished task (its
+// account and options, not its payload).
+JournalTask ended(const JournalTask& meta, const TaskResult& account, std::int64_t at_ms,
+                  std::uint64_t letter_id) {
+  JournalTask t;
+  t.task = account;
+  t.task.dead_letter_pending = false;
+  if (t.task.type.empty()) t.task.type = meta.task.type;
+  if (t.task.state != TaskState::kCompleted) t.task.result.clear();
+  if (t.task.state != TaskState::kDeadLettered) t.task.reason = DeadReason::kNone;
+  if (t.task.state != TaskState::kCancelled) t.task.cancel_reason = CancelReason::kNone;
+  t.pool = meta.pool;
+  t.options = meta.options;
+  t.submitted_ms = meta.submitted_ms;
+  t.finished_ms = at_ms;
+  t.letter_id = letter_id;
+  return t;
+}
+
+// An accept writes the task as submitted: queued, with no history.
+void as_accepted(JournalTask& t, std::int64_t now_ms) {
+  if (t.submitted_ms == 0) t.submitted_ms = now_ms;
+  t.task.state = TaskState::kQueued;
+  t.task.reason = DeadReason::kNone;
+  t.task.cancel_reason = CancelReason::kNone;
+  t.task.result.clear();
+  t.task.error.clear();
+  t.task.history.clear();
+  t.running.reset();
+  t.retry_due_ms = 0;
+  t.finished_ms = 0;
+  t.letter_id = 0;
+}
 
 }  // namespace
 
@@ -249,79 +107,182 @@ void TaskJournal::plan_round() {
   }
 }
 
-Status TaskJournal::write_one(SqliteDb& db, Write& w, bool planned) {
-  w.applied = false;
-  switch (w.kind) {
-    case Write::Kind::kAccept: {
-      std::uint64_t highest = 0;
-      for (std::size_t k = 0; k < w.tasks.size(); ++k) {
-        const JournalTask& t = w.tasks[k];
-        highest = std::max(highest, t.task.id);
-        const std::size_t end_at = planned && !w.ends.empty() ? w.ends[k] : 0;
-        if (end_at == 0) {
-          SP_RETURN_IF_ERROR(insert_task(db, t, w.at_ms, nullptr));
-          continue;
+const JournalTask* TaskJournal::Tx::open_task(const JournalState& st, std::uint64_t id) const {
+  if (ended.count(id) > 0) return nullptr;
+  if (const auto it = accepted.find(id); it != accepted.end()) return it->second;
+  return st.unfinished_task(id);
+}
+
+Status TaskJournal::flush_body(SqliteDb& db) {
+  Tx& tx = *tx_;
+  if (!tx.open) return Status::ok();
+  tx.open = false;
+  if (tx.body.size() <= 1) return Status::ok();  // the format byte alone
+  auto stmt = db.prepare(kInsertRound, "journal: append round");
+  if (!stmt) return stmt.status();
+  StmtRef s(*stmt);
+  s->bind(1, static_cast<std::int64_t>(tx.next_seq));
+  s->bind_blob(2, tx.body);
+  const int rc = s->step();
+  if (rc != SQLITE_DONE) return db.error(rc, "journal: append round");
+  tx.rounds.emplace_back(tx.next_seq, tx.body.size());
+  ++tx.next_seq;
+  return Status::ok();
+}
+
+Status TaskJournal::write_range(SqliteDb& db, std::size_t i, std::size_t j, bool planned) {
+  Tx& tx = *tx_;
+  const JournalState& st = *state_;
+  using Item = Tx::Item;
+  auto whole = [&](JournalTask t, std::size_t write) {
+    const std::uint64_t id = t.task.id;
+    const std::size_t bytes = tx.append([&](journal_log::BodyWriter& b) { b.task(t); });
+    tx.items.push_back({Item::Kind::kWhole, tx.next_seq, bytes, write, 0, tx.wholes.size(), id});
+    tx.wholes.push_back(std::move(t));
+    tx.ended.insert(id);
+  };
+  for (std::size_t k = i; k < j; ++k) {
+    Write& w = taken_[k];
+    if (planned && w.covered) continue;  // a finish's end went with its accept
+    switch (w.kind) {
+      case Write::Kind::kAccept: {
+        // Ids are new to the journal, to this transaction and within the batch.
+        w.duplicate = false;
+        std::unordered_set<std::uint64_t> batch;
+        for (const JournalTask& t : w.tasks) {
+          const std::uint64_t id = t.task.id;
+          if (st.find(id) != nullptr || tx.accepted.count(id) > 0 || tx.ended.count(id) > 0 ||
+              !batch.insert(id).second) {
+            w.duplicate = true;
+            break;
+          }
         }
-        Write& f = taken_[end_at - 1];
-        f.bytes = kept_bytes(f.final_account);
-        const End end{f.final_account, f.at_ms, f.bytes};
-        SP_RETURN_IF_ERROR(insert_task(db, t, w.at_ms, &end));
-        f.applied = true;
+        if (w.duplicate) break;
+        for (std::size_t n = 0; n < w.tasks.size(); ++n) {
+          JournalTask& t = w.tasks[n];
+          as_accepted(t, w.at_ms);
+          const std::size_t end_at = planned && !w.ends.empty() ? w.ends[n] : 0;
+          if (end_at != 0) {
+            const Write& f = taken_[end_at - 1];
+            whole(ended(t, f.final_account, f.at_ms, 0), k);
+            continue;
+          }
+          const std::size_t bytes = tx.append([&](journal_log::BodyWriter& b) { b.task(t); });
+          tx.items.push_back({Item::Kind::kAccepted, tx.next_seq, bytes, k, n, 0, t.task.id});
+          tx.accepted.emplace(t.task.id, &t);
+        }
+        break;
       }
-      return raise_highest(db, highest);
+      case Write::Kind::kStart:
+      case Write::Kind::kRequeue:
+      case Write::Kind::kAttempt: {
+        if (tx.open_task(st, w.task_id) == nullptr) break;  // a no-op, as in a replay
+        const std::size_t bytes = tx.append([&](journal_log::BodyWriter& b) {
+          if (w.kind == Write::Kind::kStart) {
+            b.start(w.task_id, w.attempt, w.at_ms);
+          } else if (w.kind == Write::Kind::kRequeue) {
+            b.requeue(w.task_id, w.at_ms);
+          } else {
+            b.attempt(w.task_id, w.attempt, w.next, w.retry_due_ms, w.at_ms);
+          }
+        });
+        tx.items.push_back({Item::Kind::kStep, tx.next_seq, bytes, k, 0, 0, w.task_id});
+        break;
+      }
+      case Write::Kind::kFinish: {
+        const JournalTask* meta = tx.open_task(st, w.task_id);
+        if (meta != nullptr) whole(ended(*meta, w.final_account, w.at_ms, 0), k);
+        break;
+      }
     }
-    case Write::Kind::kStart:
-      return write_start(db, w.task_id, w.attempt, w.at_ms);
-    case Write::Kind::kRequeue:
-      return write_requeue(db, w.task_id, w.at_ms);
-    case Write::Kind::kAttempt:
-      return write_attempt_end(db, w.task_id, w.attempt, w.next, w.retry_due_ms, w.at_ms);
-    case Write::Kind::kFinish:
-      w.bytes = kept_bytes(w.final_account);
-      return write_finish(db, w.final_account, 0, w.at_ms, w.bytes, &w.applied);
+    if (tx.body.size() >= kMaxBody) SP_RETURN_IF_ERROR(flush_body(db));
   }
   return Status::ok();
 }
 
 Status TaskJournal::write_taken(SqliteDb& db, int* rc) {
   plan_round();
-  for (Write& w : taken_) {
-    if (w.covered) continue;  // a finish's `applied` was set by its accept
-    Status s = write_one(db, w, true);
-    if (!s) {
-      *rc = db.errcode();
-      return s;
-    }
-  }
-  return Status::ok();
+  Status s = compact(db);
+  if (s) s = write_range(db, 0, taken_.size(), true);
+  if (!s) *rc = db.errcode();
+  return s;
 }
 
 Status TaskJournal::write_dead_lettered(SqliteDb& db, const DeadLetter& letter,
-                                        std::uint64_t letter_id, FinishedDelta* delta) {
-  TaskResult t = letter.task;
-  t.state = TaskState::kDeadLettered;
-  const std::uint64_t bytes = kept_bytes(t);
-  bool applied = false;
-  SP_RETURN_IF_ERROR(write_finish(db, t, letter_id, letter.dead_lettered_ms, bytes, &applied));
-  if (applied) {
-    ++delta->tasks;
-    delta->bytes += bytes;
-  }
+                                        std::uint64_t letter_id) {
+  (void)db;
+  Tx& tx = *tx_;
+  const JournalTask* meta = tx.open_task(*state_, letter.task.id);
+  if (meta == nullptr) return Status::ok();  // not journaled, or ended already
+  TaskResult account = letter.task;
+  account.state = TaskState::kDeadLettered;
+  JournalTask t = ended(*meta, account, letter.dead_lettered_ms, letter_id);
+  const std::size_t bytes = tx.append([&](journal_log::BodyWriter& b) { b.task(t); });
+  tx.items.push_back(
+      {Tx::Item::Kind::kWhole, tx.next_seq, bytes, 0, 0, tx.wholes.size(), letter.task.id});
+  tx.wholes.push_back(std::move(t));
+  tx.ended.insert(letter.task.id);
+  if (tx.body.size() >= kMaxBody) return flush_body(db);
   return Status::ok();
 }
 
-void TaskJournal::count_finished(const FinishedDelta& delta) {
-  std::lock_guard lk(store_.mu_);
-  stats_.finished_kept += delta.tasks;
-  stats_.finished_bytes += delta.bytes;
+void TaskJournal::transaction_ended(bool committed) {
+  Tx& tx = *tx_;
+  tx.open = false;
+  if (!committed) {
+    tx.next_seq = tx.first_seq;
+  } else if (!tx.items.empty() || !tx.rounds.empty() || !tx.deleted.empty()) {
+    std::lock_guard lk(state_mu_);
+    JournalState& st = *state_;
+    for (const auto& [seq, bytes] : tx.rounds) st.add_round(seq, bytes);
+    for (Tx::Item& it : tx.items) {
+      switch (it.kind) {
+        case Tx::Item::Kind::kAccepted:
+          st.apply_task(it.seq, std::move(taken_[it.write].tasks[it.task]), it.bytes);
+          break;
+        case Tx::Item::Kind::kWhole:
+          st.apply_task(it.seq, std::move(tx.wholes[it.whole]), it.bytes);
+          break;
+        case Tx::Item::Kind::kCarried:
+          st.carried(it.seq, it.id, it.bytes);
+          break;
+        case Tx::Item::Kind::kStep: {
+          const Write& w = taken_[it.write];
+          if (w.kind == Write::Kind::kStart) {
+            st.apply_start(it.seq, w.task_id, w.attempt, it.bytes);
+          } else if (w.kind == Write::Kind::kRequeue) {
+            st.apply_requeue(it.seq, w.task_id, it.bytes);
+          } else {
+            st.apply_attempt(it.seq, w.task_id, w.attempt, w.next, w.retry_due_ms, it.bytes);
+          }
+          break;
+        }
+      }
+    }
+    for (std::uint64_t seq : tx.deleted) st.remove_round(seq);
+    std::lock_guard slk(store_.mu_);
+    stats_.rounds_deleted += tx.deleted.size();
+    stats_.tasks_carried += tx.carried;
+  }
+  if (committed) evict_finished();
+  tx.first_seq = tx.next_seq;
+  tx.items.clear();
+  tx.wholes.clear();
+  tx.rounds.clear();
+  tx.deleted.clear();
+  tx.accepted.clear();
+  tx.ended.clear();
+  tx.carried = 0;
 }
 
 // Commits the writes [i, j) of taken_ in a transaction of their own; returns the error and
 // sets *rc on failure.
 Status TaskJournal::commit_alone(SqliteDb& db, std::size_t i, std::size_t j, int* rc) {
   Status s = db.exec("BEGIN IMMEDIATE", "journal write: begin");
-  for (std::size_t k = i; k < j && s; ++k) s = write_one(db, taken_[k], false);
+  if (s) s = write_range(db, i, j, false);
+  if (s) s = flush_body(db);
   if (s) s = db.exec("COMMIT", "journal write: commit");
+  transaction_ended(s.is_ok());
   if (!s) {
     *rc = db.errcode();
     (void)db.exec("ROLLBACK", "journal write: rollback");
@@ -329,18 +290,20 @@ Status TaskJournal::commit_alone(SqliteDb& db, std::size_t i, std::size_t j, int
   return s;
 }
 
-void TaskJournal::resolve(std::size_t i, const Status& s) {
+void TaskJournal::resolve(std::size_t i, const Status& committed) {
   Write& w = taken_[i];
+  const Status s =
+      committed && w.duplicate
+          ? Status::error(Code::kInvalidArgument,
+                          "task journal: an id of the batch is journaled already (ids are unique)")
+          : committed;
   if (s) {
     round_->accepted_tasks += w.tasks.size();
     if (w.kind != Write::Kind::kAccept) ++round_->records;
-    if (w.applied) {
-      ++round_->finished;
-      round_->finished_bytes += w.bytes;
-    }
   } else if (w.kind == Write::Kind::kAccept) {
     ++round_->refused_batches;
     round_->refused_tasks += w.tasks.size();
+    if (round_->error.empty()) round_->error = s.to_string();
   } else {
     log_->error("task journal {}: the database refuses a write for task {}: {}", store_.path(),
                 w.task_id, s.to_string());
@@ -366,7 +329,7 @@ void TaskJournal::round_failed(SqliteDb& db, const Status& why, int rc) {
     int one_rc = SQLITE_OK;
     resolve(i, condition ? why : commit_alone(db, i, i + 1, &one_rc));
   }
-  std::vector<Write> records;
+  std::deque<Write> records;
   for (Write& w : taken_) {
     if (w.kind != Write::Kind::kAccept) records.push_back(std::move(w));
   }
@@ -406,8 +369,6 @@ void TaskJournal::deliver() {
       stats_.max_commit_us = std::max(stats_.max_commit_us, r.commit_us);
       stats_.total_commit_us += r.commit_us;
     }
-    stats_.finished_kept += r.finished;
-    stats_.finished_bytes += r.finished_bytes;
     if (!r.error.empty()) stats_.last_error = r.error;
     taken_count_ = taken_.size();
     taken_tasks_ = 0;

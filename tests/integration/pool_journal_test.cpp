@@ -16,7 +16,8 @@
 
 using namespace sandpool;
 using namespace std::chrono_literals;
-using sandpool::testing::committed_rows;
+using sandpool::testing::committed_log;
+using sandpool::testing::committed_tasks;
 using sandpool::testing::eventually;
 using sandpool::testing::journal_of;
 using sandpool::testing::journaled_store;
@@ -70,7 +71,7 @@ TEST_CASE("a journaled task is acknowledged and reported only once its rows are 
   CHECK(acks.all().empty());
   CHECK_FALSE(t->acceptance().has_value());
   CHECK_FALSE(t->done());
-  CHECK(committed_rows(store->path(), "tasks") == 0);
+  CHECK(committed_tasks(store->path()) == 0);
 
   REQUIRE(locker.exec("COMMIT", "test unlock").is_ok());
   CHECK(t->wait_accepted().is_ok());
@@ -80,6 +81,9 @@ TEST_CASE("a journaled task is acknowledged and reported only once its rows are 
   auto row = journal.find(t->id());  // reported means written
   REQUIRE(row.is_ok());
   CHECK(row->task.state == TaskState::kCompleted);
+  const auto log = committed_log(store->path());  // in the file, for another connection too
+  REQUIRE(log->find(t->id()) != nullptr);
+  CHECK(log->find(t->id())->task.state == TaskState::kCompleted);
   CHECK(row->task.result == "slept 1 ms");
   REQUIRE(acks.all().size() == 1);
   CHECK(acks.all()[0].first == t->id());

@@ -9,6 +9,8 @@
 #include <sandpool/task_journal.hpp>
 
 #include "dead_letter_test_support.hpp"
+#include "retry/journal_records.hpp"
+#include "retry/journal_state.hpp"
 
 namespace sandpool::testing {
 
@@ -99,6 +101,43 @@ inline std::int64_t committed_rows(const std::string& db_path, const std::string
   sqlite::SqliteStmt s(raw);
   REQUIRE(s.step() == SQLITE_ROW);
   return s.int64(0);
+}
+
+// What a replay of the log as committed (read on a connection of its own) holds: the tasks by
+// id, and the log's rounds.
+struct CommittedLog {
+  JournalState state;
+  std::size_t rounds = 0;
+  std::vector<std::uint64_t> ids() const { return state.ids(); }
+  const JournalTask* find(std::uint64_t id) const { return state.find(id); }
+};
+
+inline std::unique_ptr<CommittedLog> committed_log(const std::string& db_path) {
+  auto db = raw_connection(db_path);
+  auto log = std::make_unique<CommittedLog>();
+  sqlite3_stmt* raw = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db.handle(), "SELECT seq, body FROM journal_rounds ORDER BY seq", -1,
+                             &raw, nullptr) == SQLITE_OK);
+  sqlite::SqliteStmt s(raw);
+  int rc;
+  while ((rc = s.step()) == SQLITE_ROW) {
+    const auto seq = static_cast<std::uint64_t>(s.int64(0));
+    const std::string body = s.blob(1);
+    log->state.add_round(seq, body.size());
+    const Status read =
+        journal_log::decode(body, [&](journal_log::Record& r) { log->state.apply(seq, r); });
+    INFO(read.to_string());
+    REQUIRE(read.is_ok());
+    ++log->rounds;
+  }
+  REQUIRE(rc == SQLITE_DONE);
+  log->state.replayed();
+  return log;
+}
+
+// How many tasks a replay of the committed log holds.
+inline std::size_t committed_tasks(const std::string& db_path) {
+  return committed_log(db_path)->ids().size();
 }
 
 }  // namespace sandpool::testing

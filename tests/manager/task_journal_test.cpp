@@ -152,12 +152,13 @@ TEST_CASE("an accept's callback runs only after its rows are committed", "[journ
   std::atomic<std::int64_t> rows_seen{-1};
   j.accept(tasks(1, 10), [&](const Status& s) {
     CHECK(s.is_ok());
-    rows_seen = committed_rows(store->path(), "tasks");  // another connection sees them
+    rows_seen =
+        static_cast<std::int64_t>(committed_tasks(store->path()));  // another connection sees them
     ++calls;
   });
   REQUIRE(eventually([&] { return j.stats().pending == 1; }));
   CHECK(calls == 0);
-  CHECK(committed_rows(store->path(), "tasks") == 0);
+  CHECK(committed_tasks(store->path()) == 0);
   REQUIRE(locker.exec("COMMIT", "test unlock").is_ok());
   REQUIRE(j.flush(60s).is_ok());
   CHECK(calls == 1);
@@ -194,7 +195,7 @@ TEST_CASE("accepts from eight threads while the database is locked share two com
   CHECK(st.tasks_accepted == 400);
   CHECK(st.commits <= 2);  // the first taken before the lock was seen, the rest in one
   CHECK(st.pending == 0);
-  CHECK(committed_rows(store->path(), "tasks") == 400);
+  CHECK(committed_tasks(store->path()) == 400);
 }
 
 TEST_CASE("a batch with an id the journal holds is refused whole while the others commit",
@@ -214,11 +215,12 @@ TEST_CASE("a batch with an id the journal holds is refused whole while the other
   REQUIRE(bad.size() == 1);
   CHECK_FALSE(bad.all().front().is_ok());
   CHECK_THAT(bad.all().front().message(),
-             Catch::StartsWith("storage: ") && Catch::Contains("UNIQUE"));
+             Catch::StartsWith("storage: ") && Catch::Contains("journaled already"));
   CHECK(good1.all().front().is_ok());
   CHECK(good2.all().front().is_ok());
-  CHECK(committed_rows(store->path(), "tasks", "id = 20") == 0);  // all or none
-  CHECK(committed_rows(store->path(), "tasks") == 7);
+  const auto log = committed_log(store->path());
+  CHECK(log->find(20) == nullptr);  // all or none
+  CHECK(log->ids() == std::vector<std::uint64_t>{1, 10, 11, 12, 30, 31, 32});
   CHECK(j.stats().batches_refused == 1);
 }
 
@@ -271,7 +273,7 @@ TEST_CASE("a database of schema version 1 is migrated in place and keeps its let
   CHECK(committed_rows(path, "sqlite_master", "name = 'tasks'") == 0);
   auto store = open_store(journal_options_in(dir.state_dir()));
   auto db = raw_connection(path);
-  CHECK(pragma_text(db, "PRAGMA user_version") == "2");
+  CHECK(pragma_text(db, "PRAGMA user_version") == "3");
   auto letters = list_all(*store);
   REQUIRE(letters.size() == 1);
   CHECK(letters.front().task.id == 41);
@@ -283,14 +285,67 @@ TEST_CASE("a database of schema version 1 is migrated in place and keeps its let
   CHECK(j.unfinished()->size() == 2);
 }
 
-TEST_CASE("retention deletes the oldest finished tasks beyond the count bound, in chunks",
+TEST_CASE("a journal of schema version 2 moves its rows into the round log when it opens",
+          "[journal]") {
+  TempDir dir;
+  REQUIRE(::mkdir(dir.state_dir().c_str(), 0700) == 0);
+  const std::string path = dir.state_dir() + "/dead_letters.db";
+  {
+    auto db = raw_connection(path);
+    REQUIRE(dead_letter_schema::migrate(db, path, 2).is_ok());
+    REQUIRE(db.exec(R"sql(
+INSERT INTO tasks (id, pool, type, payload, timeout_ms, retries, priority, affinity_key,
+  queue_ttl_ms, fail_fast, idempotency_key, state, retry_due_ms, running_attempt, running_pid,
+  running_since_ms, submitted_ms, updated_ms)
+VALUES (5, 'images', 'resize', x'00ff', 1500, 3, -2, 'user-1', NULL, 1, 'key-5', 'retry_wait',
+  1700000009999, NULL, NULL, NULL, 1700000000005, 1700000000006),
+       (6, 'images', 'resize', x'', NULL, NULL, 0, '', NULL, 0, NULL, 'running', NULL, 2, 4321,
+  1700000000100, 1700000000006, 1700000000007);
+INSERT INTO tasks (id, pool, type, payload, priority, affinity_key, fail_fast, state, reason,
+  result, error, submitted_ms, updated_ms, finished_ms, kept_bytes)
+VALUES (7, 'mail', 'send', x'', 0, '', 0, 'completed', '', x'6f6b', '', 1, 2, 1700000000200, 2);
+INSERT INTO task_attempts (task_id, number, outcome, error, worker_pid, started_ms, ended_ms)
+VALUES (5, 1, 'error', 'again', 4000, 10, 20), (6, 1, 'lost', 'worker died', 4001, 30, 40),
+       (7, 1, 'ok', '', 4002, 50, 60);
+UPDATE journal_meta SET value = 12 WHERE name = 'highest_task_id';
+)sql",
+                    "test: version 2 rows")
+                .is_ok());
+  }
+  auto store = open_store(journal_options_in(dir.state_dir()));
+  TaskJournal& j = journal_of(*store);
+  auto db = raw_connection(path);
+  CHECK(pragma_text(db, "PRAGMA user_version") == "3");
+  CHECK(committed_rows(path, "sqlite_master", "name IN ('tasks', 'task_attempts')") == 0);
+  auto open = j.unfinished();
+  REQUIRE(open.is_ok());
+  REQUIRE(open->size() == 2);
+  const JournalTask& five = (*open)[0];
+  CHECK(five.payload == std::string("\0\xff", 2));
+  CHECK(five.options.timeout == std::chrono::milliseconds(1500));
+  CHECK(five.options.retries == 3u);
+  CHECK(five.options.fail_fast);
+  CHECK(five.task.state == TaskState::kRetryWait);
+  CHECK(five.retry_due_ms == 1700000009999);
+  REQUIRE(five.task.history.size() == 1);
+  CHECK(five.task.history[0].error == "again");
+  const JournalTask& six = (*open)[1];
+  CHECK(six.task.state == TaskState::kRunning);
+  REQUIRE(six.running);
+  CHECK(six.running->worker_pid == 4321);
+  CHECK(j.find(7)->task.result == "ok");
+  CHECK(j.find_by_key("key-5")->task.id == 5);
+  CHECK(*j.highest_task_id() == 12);
+  CHECK(committed_tasks(path) == 3);
+}
+
+TEST_CASE("retention drops the oldest finished tasks beyond the count bound, and the log follows",
           "[journal]") {
   TempDir dir;
   auto o = journal_options_in(dir.state_dir());
   auto clock = std::make_shared<std::atomic<std::int64_t>>(1000);
   o.now_ms = [clock] { return clock->fetch_add(1); };  // every finish a later ms
   o.journal->max_finished = 100;
-  o.journal->retention_chunk = 64;
   auto store = open_store(o);
   TaskJournal& j = journal_of(*store);
   accept_all(j, tasks(1, 1000));
@@ -301,13 +356,18 @@ TEST_CASE("retention deletes the oldest finished tasks beyond the count bound, i
   }
   REQUIRE(j.flush(60s).is_ok());
   REQUIRE(eventually([&] { return j.stats().finished_kept == 100; }));
-  const auto st = j.stats();
-  CHECK(st.evicted == 900);
-  CHECK(st.retention_chunks >= 15);  // 900 / 64 rounded up: never more than 64 per transaction
-  CHECK(committed_rows(store->path(), "tasks") == 100);
-  CHECK(committed_rows(store->path(), "tasks", "id <= 900") == 0);
-  CHECK(committed_rows(store->path(), "task_attempts", "task_id <= 900") == 0);
+  CHECK(j.stats().evicted == 900);
+  CHECK(j.find(900).status().code() == Code::kNotFound);
   CHECK(j.find(901)->task.result == "r901");
+  // The accepts' round is dead and deleted from the file; a reopened journal keeps the
+  // hundred newest ends, whatever the log still held.
+  REQUIRE(eventually([&] { return j.stats().rounds_deleted >= 1; }));
+  REQUIRE(store->close().is_ok());
+  auto again = open_store(o);
+  TaskJournal& reopened = journal_of(*again);
+  CHECK(reopened.stats().finished_kept == 100);
+  CHECK(reopened.find(900).status().code() == Code::kNotFound);
+  CHECK(reopened.find(901)->task.result == "r901");
 }
 
 TEST_CASE("retention deletes finished tasks older than the age bound, unfinished ones never",
@@ -337,7 +397,6 @@ TEST_CASE("retention keeps the finished tasks' kept bytes under the byte bound, 
   auto clock = std::make_shared<std::atomic<std::int64_t>>(1000);
   o.now_ms = [clock] { return clock->fetch_add(1); };
   o.journal->max_finished_bytes = 10 * 1024;  // ten results of 1 KiB
-  o.journal->retention_chunk = 3;
   auto store = open_store(o);
   TaskJournal& j = journal_of(*store);
   accept_all(j, tasks(1, 40));
@@ -351,9 +410,51 @@ TEST_CASE("retention keeps the finished tasks' kept bytes under the byte bound, 
   const auto st = j.stats();
   CHECK(st.finished_kept == 10);
   CHECK(st.evicted == 30);
-  CHECK(st.retention_chunks >= 10);  // 30 / 3
-  CHECK(committed_rows(store->path(), "tasks", "id <= 30") == 0);
-  CHECK(committed_rows(store->path(), "tasks", "id > 30") == 10);
+  CHECK(j.find(30).status().code() == Code::kNotFound);
+  CHECK(j.find(31).is_ok());
+}
+
+TEST_CASE("compaction carries a task that stays unfinished forward, so the log shrinks behind it",
+          "[journal]") {
+  TempDir dir;
+  auto o = journal_options_in(dir.state_dir());
+  o.journal->max_finished = 10;
+  o.journal->compaction_slack = 0;  // the log may hold no more than twice what is live
+  {
+    auto store = open_store(o);
+    TaskJournal& j = journal_of(*store);
+    accept_all(j, tasks(1, 1));  // the oldest round: this task never ends
+    j.record_start(1, {1, Outcome::kOk, "", 4001, 100, 0});
+    for (std::uint64_t batch = 0; batch < 20; ++batch) {
+      const std::uint64_t first = 100 + batch * 50;
+      accept_all(j, tasks(first, 50));
+      for (std::uint64_t id = first; id < first + 50; ++id) {
+        j.finish(account(id, TaskState::kCompleted), {});
+      }
+      REQUIRE(j.flush(60s).is_ok());
+    }
+    // Without compaction the file would hold 1,001 tasks' records in 21 rounds or more.
+    REQUIRE(eventually([&] {
+      const auto st = j.stats();
+      return st.log_bytes <= 2 * st.log_live_bytes && st.tasks_carried >= 1;
+    }));
+    const auto log = committed_log(store->path());
+    CHECK(log->ids().size() < 100);
+    REQUIRE(log->find(1) != nullptr);
+    check_same_task(*log->find(1), task(1));
+    CHECK(log->find(1)->task.state == TaskState::kRunning);
+    REQUIRE(store->close().is_ok());
+  }
+  auto store = open_store(o);
+  TaskJournal& j = journal_of(*store);
+  auto open = j.unfinished();
+  REQUIRE(open.is_ok());
+  REQUIRE(open->size() == 1);
+  check_same_task(open->front(), task(1));
+  REQUIRE(open->front().running);
+  CHECK(open->front().running->worker_pid == 4001);
+  CHECK(j.stats().finished_kept == 10);
+  CHECK(*j.highest_task_id() == 100 + 20 * 50 - 1);
 }
 
 TEST_CASE("recovery reads one pool's unfinished tasks, and names the pools that have any",

@@ -50,6 +50,7 @@ namespace sandpool {
 namespace sqlite {
 class WalCheckpointer;
 }
+class JournalState;
 
 // Every submit option a task keeps across a restart (SubmitOptions without its callbacks),
 // and the idempotency key it was submitted under.
@@ -114,8 +115,13 @@ struct TaskJournalStats {
   std::string last_error;               // why the last failed journal write failed
   std::uint64_t finished_kept = 0;      // finished tasks in the journal
   std::uint64_t finished_bytes = 0;     // their kept bytes (result, errors, attempts)
-  std::uint64_t evicted = 0;            // finished tasks deleted by retention
-  std::uint64_t retention_chunks = 0;   // retention transactions
+  std::uint64_t evicted = 0;            // finished tasks dropped by retention
+  std::uint64_t retention_chunks = 0;   // upkeep transactions (compaction while idle)
+  std::uint64_t log_rounds = 0;         // rounds in the log (docs/journal.md, "The round log")
+  std::uint64_t log_bytes = 0;          // their bodies
+  std::uint64_t log_live_bytes = 0;     // of those, the records the journal still needs
+  std::uint64_t rounds_deleted = 0;     // by compaction
+  std::uint64_t tasks_carried = 0;      // live tasks compaction copied forward
   std::uint64_t file_bytes = 0;         // the database file and its -wal
   std::uint64_t wal_checkpoints = 0;    // WAL checkpoints run off the writer's thread
   std::uint64_t wal_checkpoint_us = 0;  // their total time
@@ -164,15 +170,19 @@ class TaskJournal {
 
  private:
   friend class DeadLetterStore;
-  struct Write;        // task_journal.cpp
-  struct RoundResult;  // task_journal_writes.cpp
-  struct RoundPlan;    // task_journal_writes.cpp
+  struct Write;        // task_journal_write.hpp
+  struct RoundResult;  // the same
+  struct RoundPlan;    // the same
+  struct Tx;           // the same
 
   TaskJournal(DeadLetterStore& store, TaskJournalOptions options,
               std::unique_ptr<sqlite::SqliteDb> query_db);
   static Result<std::unique_ptr<TaskJournal>> open(DeadLetterStore& store,
                                                    TaskJournalOptions options);
   void enqueue(Write w);
+  // Opening (task_journal_load.cpp): rows of the journal's first layout become the log's
+  // first round, then the log is replayed into state_.
+  Status load();
 
   // Called by the store's writer thread (task_journal_writes.cpp). *_locked under the store's
   // mu_; the others with no lock.
@@ -181,14 +191,15 @@ class TaskJournal {
   std::chrono::steady_clock::time_point group_deadline_locked() const;
   bool group_full_locked() const;
   void take_locked();
-  // Writes the taken writes inside the writer's open transaction, as planned by plan_round();
-  // on failure sets *rc to SQLite's code.
+  // Writes the taken writes inside the writer's open transaction, as planned by plan_round(),
+  // with one step of compaction; on failure sets *rc to SQLite's code.
   Status write_taken(sqlite::SqliteDb& db, int* rc);
   // Marks the taken writes that others of the same round make unneeded (docs/journal.md,
-  // "One row per task and round").
+  // "One record per task and round").
   void plan_round();
-  // One write; `planned`: as plan_round() marked it (else whole, as a write tried alone).
-  Status write_one(sqlite::SqliteDb& db, Write& w, bool planned);
+  // Appends the records of taken_[i, j) to the open transaction's log; `planned`: as
+  // plan_round() marked them (else whole, as writes tried alone).
+  Status write_range(sqlite::SqliteDb& db, std::size_t i, std::size_t j, bool planned);
   // Commits taken_[i, j) in a transaction of its own.
   Status commit_alone(sqlite::SqliteDb& db, std::size_t i, std::size_t j, int* rc);
   // The whole round committed (or failed with SQLite code `rc`: then the writes are tried in
@@ -198,14 +209,12 @@ class TaskJournal {
   void round_failed(sqlite::SqliteDb& db, const Status& why, int rc);
   // Counts taken_[i] as committed (s ok) or refused, and queues its callback.
   void resolve(std::size_t i, const Status& s);
-  // Finished tasks written by a transaction, counted once it commits.
-  struct FinishedDelta {
-    std::uint64_t tasks = 0, bytes = 0;
-  };
-  // Ends a journaled task in the open transaction, beside its letter; adds it to *delta.
+  // Ends a journaled task in the open transaction, beside its letter.
   Status write_dead_lettered(sqlite::SqliteDb& db, const DeadLetter& letter,
-                             std::uint64_t letter_id, FinishedDelta* delta);
-  void count_finished(const FinishedDelta& delta);
+                             std::uint64_t letter_id);
+  // The store's transaction that carried journal records ended: they are applied to the
+  // state in the order written (committed), or forgotten (rolled back).
+  void transaction_ended(bool committed);
   // Delivers the callbacks of the last round; no lock held.
   void deliver();
   // Under mu_: puts what is still taken back at the front of the queue (the writer stops).
@@ -213,12 +222,19 @@ class TaskJournal {
   // After the writer stopped: answers every write still queued with kClosed.
   void abandon(const std::string& why);
 
-  // Retention (task_journal_retention.cpp), on the writer thread.
+  // Upkeep (task_journal_retention.cpp), on the writer thread: retention evicts finished
+  // tasks from the state; compaction deletes the log's dead head rounds and carries live
+  // tasks forward.
   bool upkeep_due_locked(std::chrono::steady_clock::time_point now) const;
+  // One upkeep step while the writer has nothing else to do: a short transaction.
   void run_retention_chunk(sqlite::SqliteDb& db);
-  void finish_retention_chunk(const Status& s, std::size_t deleted, std::uint64_t bytes);
-  // Reads the finished tasks' count and bytes into stats_ (exact; kept up by deltas after).
-  Status load_totals();
+  // Evicts what retention's bounds do not keep (in memory; the log follows by compaction).
+  void evict_finished();
+  // Compaction inside the open transaction: deletes dead rounds at the head, and carries the
+  // head's live tasks into the body being written when the log holds much more than it needs.
+  Status compact(sqlite::SqliteDb& db);
+  // Appends the open transaction's body as round(s) of the log.
+  Status flush_body(sqlite::SqliteDb& db);
 
   DeadLetterStore& store_;
   const TaskJournalOptions opts_;
@@ -227,9 +243,13 @@ class TaskJournal {
   std::mutex query_mu_;  // guards the query connection (reads)
   // The WAL's checkpoints, off the writer's thread (wal_checkpointer.hpp).
   std::unique_ptr<sqlite::WalCheckpointer> checkpointer_;
+  // The journal's state (journal_state.hpp): written by the writer thread under state_mu_,
+  // read by every reader under it.
+  mutable std::mutex state_mu_;
+  std::unique_ptr<JournalState> state_;
 
   // Guarded by store_.mu_ (the writer's lock), so the writer waits on one condition.
-  std::vector<Write> queue_;        // oldest first
+  std::deque<Write> queue_;         // oldest first (a round often takes only its front)
   std::uint64_t queued_tasks_ = 0;  // tasks in accept() writes of queue_
   std::uint64_t next_seq_ = 1;
   std::uint64_t taken_seq_ = 0;  // the oldest taken write's seq while taken_count_ > 0
@@ -238,14 +258,16 @@ class TaskJournal {
   std::size_t last_round_batches_ = 0;  // accept() batches of the last round that had any
   std::chrono::steady_clock::time_point next_age_check_{};
   std::chrono::steady_clock::time_point retention_paused_until_{};  // after a failed chunk
+  bool compaction_due_ = false;  // the log has rounds compaction can delete
   TaskJournalStats stats_;
 
-  // The writer thread's own (no lock): the writes of the current round, and the callbacks
-  // to deliver after it.
-  std::vector<Write> taken_;
+  // The writer thread's own (no lock): the writes of the current round, the callbacks to
+  // deliver after it, and what the open transaction wrote to the log.
+  std::deque<Write> taken_;
   std::vector<std::pair<JournalCommitted, Status>> deliveries_;
   std::unique_ptr<RoundResult> round_;
   std::unique_ptr<RoundPlan> plan_;
+  std::unique_ptr<Tx> tx_;
 };
 
 }  // namespace sandpool

@@ -26,9 +26,10 @@ struct TaskJournalOptions {
   std::uint64_t max_finished = 100000;                                 // 0: no bound
   std::chrono::milliseconds max_finished_age{std::chrono::hours(24)};  // 0: no bound
   std::uint64_t max_finished_bytes = 256ull << 20;                     // 0: no bound
-  // Retention deletes at most this many tasks per transaction, so it holds the write lock for
-  // a few ms at a time and journal writes go between its chunks.
-  std::size_t retention_chunk = 256;
+  // Compaction (docs/journal.md, "Retention and compaction") copies the live tasks of the
+  // log's oldest round forward, and deletes it, while the log holds more than twice the bytes
+  // the journal needs plus this much: the most a long-unfinished task lets the log grow by.
+  std::uint64_t compaction_slack = 16ull << 20;
   // How often the writer checks the age bound while it has nothing else to do.
   std::chrono::milliseconds retention_interval{1000};
 };
