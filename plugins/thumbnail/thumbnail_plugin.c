@@ -66,7 +66,8 @@ static thumb_status scale(const thumbnail_call* c, const thumbnail_request* q, t
   thumb_image small;
   thumb_status status;
   thumb_fit(image->source_width, image->source_height, q->width, q->height, &w, &h);
-  if (w > image->width) w = image->width; /* JPEG's ceil in scaled decoding, at most a pixel */
+  /* A JPEG decoder picked a scale that covers w x h; should it ever not, no enlarging. */
+  if (w > image->width) w = image->width;
   if (h > image->height) h = image->height;
   if (w == image->width && h == image->height) return THUMB_OK;
   status = thumb_resize(image, w, h, poll_call, (void*)c, &small, err);
