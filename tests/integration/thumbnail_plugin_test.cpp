@@ -110,6 +110,14 @@ TEST_CASE("a thumbnail can be a JPEG, of the quality asked for") {
   const DecodedImage t = sandpool::testing::decode(high.result);
   CHECK(t.width() == 128);
   check_near(t, 127, 127, 0, 254, 6);
+  // A pool whose default format is jpeg takes quality without format=jpeg in the options.
+  auto jpeg_pool = make_pool(thumbnail_pool(R"({"format": "jpeg", "quality": 95})"));
+  const TaskResult by_default = run_once(*jpeg_pool, thumbnail_payload("width=128", png));
+  const TaskResult asked = run_once(*jpeg_pool, thumbnail_payload("width=128 quality=20", png));
+  REQUIRE(by_default.state == TaskState::kCompleted);
+  REQUIRE(asked.state == TaskState::kCompleted);
+  CHECK(by_default.result == high.result);
+  CHECK(asked.result == low.result);
 }
 
 TEST_CASE("transparency stays in a PNG thumbnail and turns white in a JPEG one") {
