@@ -131,6 +131,104 @@ int sample_encode_webp(const sample_image* image, int lossless, uint8_t** data, 
   return 0;
 }
 
+typedef struct sample_png_out {
+  png_structp png;
+  png_infop info;
+  uint8_t* data;
+  size_t len;
+  size_t cap;
+  uint8_t* row;
+} sample_png_out;
+
+static void png_fail(png_structp png, png_const_charp msg) {
+  (void)msg;
+  png_longjmp(png, 1);
+}
+
+static void png_put(png_structp png, png_bytep bytes, size_t n) {
+  sample_png_out* c = (sample_png_out*)png_get_io_ptr(png);
+  if (c->len + n > c->cap) {
+    uint8_t* grown;
+    c->cap = (c->len + n) * 2;
+    grown = (uint8_t*)realloc(c->data, c->cap);
+    if (grown == NULL) png_error(png, "out of memory");
+    c->data = grown;
+  }
+  memcpy(c->data + c->len, bytes, n);
+  c->len += n;
+}
+
+static void png_flush_nothing(png_structp png) { (void)png; }
+
+/* Row y of the image in the PNG's layout: samples of 1 or 2 bytes (big-endian), gray or RGB. */
+static void png_row(const sample_image* image, uint32_t y, int color_type, int bit_depth,
+                    uint8_t* row) {
+  const uint8_t* src = image->pixels + (size_t)y * image->width * 3;
+  const int samples = color_type == PNG_COLOR_TYPE_RGB ? 3 : 1;
+  uint32_t x;
+  int k;
+  for (x = 0; x < image->width; ++x) {
+    for (k = 0; k < samples; ++k) {
+      const uint8_t v = samples == 1 ? src[3 * x + 1] : src[3 * x + k];
+      if (bit_depth == 16) {
+        row[(x * samples + k) * 2] = v;
+        row[(x * samples + k) * 2 + 1] = v;
+      } else {
+        row[x * samples + k] = v;
+      }
+    }
+  }
+}
+
+static int png_write_as(sample_png_out* c, const sample_image* image, int color_type, int bit_depth,
+                        int interlace) {
+  int pass, passes;
+  uint32_t y;
+  if (setjmp(png_jmpbuf(c->png)) != 0) return -1;
+  png_set_write_fn(c->png, c, png_put, png_flush_nothing);
+  png_set_IHDR(c->png, c->info, image->width, image->height, bit_depth, color_type, interlace,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  if (color_type == PNG_COLOR_TYPE_PALETTE) {
+    png_color ramp[256];
+    int i;
+    for (i = 0; i < 256; ++i) ramp[i].red = ramp[i].green = ramp[i].blue = (png_byte)i;
+    png_set_PLTE(c->png, c->info, ramp, 256);
+  }
+  png_write_info(c->png, c->info);
+  passes = png_set_interlace_handling(c->png);
+  for (pass = 0; pass < passes; ++pass) {
+    for (y = 0; y < image->height; ++y) {
+      png_row(image, y, color_type, bit_depth, c->row);
+      png_write_row(c->png, c->row);
+    }
+  }
+  png_write_end(c->png, NULL);
+  return 0;
+}
+
+int sample_encode_png_as(const sample_image* image, int color_type, int bit_depth, int interlace,
+                         uint8_t** data, size_t* len) {
+  sample_png_out* c = (sample_png_out*)calloc(1, sizeof *c);
+  int rc = -1;
+  if (c == NULL || image->channels != 3) {
+    free(c);
+    return -1;
+  }
+  c->row = (uint8_t*)malloc((size_t)image->width * 6);
+  c->png = png_create_write_struct(PNG_LIBPNG_VER_STRING, c, png_fail, NULL);
+  if (c->png != NULL) c->info = png_create_info_struct(c->png);
+  if (c->row != NULL && c->info != NULL) {
+    rc = png_write_as(c, image, color_type, bit_depth, interlace);
+  }
+  png_destroy_write_struct(c->png != NULL ? &c->png : NULL, c->info != NULL ? &c->info : NULL);
+  *data = rc == 0 ? c->data : NULL;
+  *len = rc == 0 ? c->len : 0;
+  if (rc != 0) free(c->data);
+  free(c->row);
+  free(c);
+  return rc;
+}
+
 /* PNG chunks by hand: length, type, data, CRC of type and data. */
 static void put32(uint8_t* p, uint32_t v) {
   p[0] = (uint8_t)(v >> 24);

@@ -29,6 +29,13 @@ int sample_encode_jpeg(const sample_image* image, int quality, int progressive, 
 int sample_encode_png(const sample_image* image, uint8_t** data, size_t* len);
 int sample_encode_webp(const sample_image* image, int lossless, uint8_t** data, size_t* len);
 
+/* The 3-channel `image` as a PNG of another kind, through libpng's full write API: color_type
+ * PNG_COLOR_TYPE_GRAY (the green channel), PNG_COLOR_TYPE_PALETTE (a gray ramp of 256 entries
+ * indexed by green) or PNG_COLOR_TYPE_RGB; bit_depth 8 or 16 (not for a palette); interlace
+ * PNG_INTERLACE_NONE or PNG_INTERLACE_ADAM7. */
+int sample_encode_png_as(const sample_image* image, int color_type, int bit_depth, int interlace,
+                         uint8_t** data, size_t* len);
+
 /* A PNG of width x height black RGB pixels: a few hundred bytes per megapixel, the
  * decompression bomb. */
 int sample_png_bomb(uint32_t width, uint32_t height, uint8_t** data, size_t* len);

@@ -75,6 +75,31 @@ TEST_CASE("a thumbnail of a JPEG, PNG or WebP fits the box and keeps the picture
   check_near(t, 63, 47, 2, 64, tolerance);
 }
 
+TEST_CASE("gray, palette, 16-bit and interlaced PNGs are read as 8-bit RGB") {
+  auto pool = make_pool(thumbnail_pool());
+  const auto source = sandpool::testing::gradient(320, 240);
+  const auto [color_type, bit_depth, interlace] = GENERATE(table<int, int, int>({
+      {0 /* gray */, 8, 0},
+      {0 /* gray */, 16, 1 /* Adam7 */},
+      {3 /* palette */, 8, 0},
+      {2 /* RGB */, 16, 0},
+      {2 /* RGB */, 8, 1 /* Adam7 */},
+  }));
+  INFO("color type " << color_type << ", " << bit_depth << " bits, interlace " << interlace);
+  std::uint8_t* data = nullptr;
+  std::size_t len = 0;
+  REQUIRE(sample_encode_png_as(&source.raw(), color_type, bit_depth, interlace, &data, &len) == 0);
+  const DecodedImage t = thumbnail_of(*pool, "width=64", sandpool::testing::take(data, len));
+  REQUIRE(t.width() == 64);
+  REQUIRE(t.height() == 48);
+  REQUIRE(t.channels() == 3);
+  // Green (the gray of the gray and palette kinds) grows down; red across, in RGB only.
+  const bool gray = color_type != 2;
+  check_near(t, 32, 47, 1, 253, 1);
+  check_near(t, 63, 24, 0, gray ? 130 : 253, 1);
+  check_near(t, 63, 24, 2, gray ? 130 : 64, 1);
+}
+
 TEST_CASE("a thumbnail fits the box it is given, the pool's default box, and is never enlarged") {
   auto pool = make_pool(thumbnail_pool(R"({"width": 40, "height": 40})"));
   const std::string png =
