@@ -83,6 +83,7 @@ std::map<std::string, Expected> corpus_expectations() {
        {limit,
         "thumbnail: jpeg: the image is 65000x65000 = 4225000000 pixels, more than max_pixels "
         "50000000"}},
+      {"cmyk.jpg", {failed, "thumbnail: jpeg: Unsupported color conversion request"}},
       {"bad_crc.png", {failed, "thumbnail: png: IDAT: CRC error"}},
       {"truncated.png", {failed, "thumbnail: png: the file ends early (truncated)"}},
       {"signature_only.png", {failed, "thumbnail: png: the file ends early (truncated)"}},
@@ -91,6 +92,7 @@ std::map<std::string, Expected> corpus_expectations() {
         "thumbnail: png: the image is 100000x100000 = 10000000000 pixels, more than "
         "max_pixels 50000000"}},
       {"truncated.webp", {failed, "thumbnail: webp: the file ends early (truncated)"}},
+      {"animated.webp", {failed, "thumbnail: webp: animated WebP is not supported"}},
       {"bomb_16384x16384.webp",
        {limit,
         "thumbnail: webp: the image is 16384x16384 = 268435456 pixels, more than max_pixels "
