@@ -1,13 +1,15 @@
-// The `plugins` group: the plugins on real libraries (plugins/lua/, plugins/regex/), each on a
-// typical input, through a pool of one sandboxed worker and, in the same run, through the same
-// .so loaded into this process and called directly (sp_plugin_handle in a loop, no IPC, no
-// sandbox): what isolation costs per task. Figures: `plugins <name>_pool`, `<name>_in_process`
-// (tasks/s, the best of 3 alternated rounds) and `<name>_fraction_of_in_process` (ratio).
+// The `plugins` group: the plugins on real libraries (plugins/lua/, plugins/regex/,
+// plugins/thumbnail/), each on a typical input, through a pool of one sandboxed worker and, in the
+// same run, through the same .so loaded into this process and called directly (sp_plugin_handle in
+// a loop, no IPC, no sandbox): what isolation costs per task. Figures: `plugins <name>_pool`,
+// `<name>_in_process` (tasks/s, the best of 3 alternated rounds) and
+// `<name>_fraction_of_in_process` (ratio).
 #include <dlfcn.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -15,6 +17,7 @@
 #include <sandpool/plugin.h>
 
 #include "bench.hpp"
+#include "sample_jpeg.h"
 
 // The host's per-call context, as this in-process caller defines it: the result so far.
 struct sp_call {
@@ -33,7 +36,8 @@ struct LibraryCase {
   const char* type;
   std::string config_json;
   std::string payload;
-  std::string expected;  // the result, checked on every task
+  std::string expected;  // the result, checked on every task; empty: the first in-process one
+  std::uint64_t tasks = 20000;  // per round and way
 };
 
 std::vector<LibraryCase> library_cases() {
@@ -59,14 +63,21 @@ std::vector<LibraryCase> library_cases() {
   LibraryCase regex{"regex", "regex", "{}",
                     "match-all" + std::string(1, '\0') + pattern + std::string(1, '\0') + subject,
                     expected};
-  return {lua, regex};
+  // thumbnail: a 1024x768 photo-like JPEG (quality 85) to a PNG 128 pixels wide.
+  std::uint8_t* jpeg = nullptr;
+  std::size_t jpeg_len = 0;
+  LibraryCase thumbnail{"thumbnail", "thumbnail", "{}", "", "", 600};
+  if (bench_sample_jpeg(1024, 768, 85, &jpeg, &jpeg_len) == 0) {
+    thumbnail.payload = "width=128 format=png" + std::string(1, '\0') +
+                        std::string(reinterpret_cast<const char*>(jpeg), jpeg_len);
+    std::free(jpeg);
+  }
+  return {lua, regex, thumbnail};
 }
-
-constexpr std::uint64_t kPoolTasks = 20000;
-constexpr std::uint64_t kInProcessTasks = 20000;
 
 // Tasks/s through a pool of one worker (strict seccomp), all submitted, then all awaited.
 bool pool_rate(const BenchOptions& o, const LibraryCase& c, double* rate) {
+  const std::uint64_t kPoolTasks = c.tasks;
   PoolOptions opts = pool_options(o, plugin_path(o, c.name), 1, 64);
   opts.plugin_config_json = c.config_json;
   auto pool = start_pool(opts);
@@ -92,7 +103,8 @@ bool pool_rate(const BenchOptions& o, const LibraryCase& c, double* rate) {
     const TaskResult r = t.wait();
     if (r.state != TaskState::kCompleted || r.result != c.expected) {
       std::cerr << "plugins: " << c.name << ": task ended " << to_string(r.state) << ": " << r.error
-                << r.result << "\n";
+                << (r.result.size() > 200 ? std::to_string(r.result.size()) + " bytes" : r.result)
+                << "\n";
       return false;
     }
   }
@@ -115,8 +127,10 @@ void log(sp_call*, int level, const char* msg, size_t len) {
   if (level >= 2) std::cerr << "plugins: plugin says: " << std::string(msg, len) << "\n";
 }
 
-// Tasks/s of the same .so's sp_plugin_handle called in a loop on this thread.
-bool in_process_rate(const BenchOptions& o, const LibraryCase& c, double* rate) {
+// Tasks/s of the same .so's sp_plugin_handle called in a loop on this thread. A case without
+// an expected result takes the first one's (the pool's are then checked against it).
+bool in_process_rate(const BenchOptions& o, LibraryCase& c, double* rate) {
+  const std::uint64_t kInProcessTasks = c.tasks;
   const std::string path = plugin_path(o, c.name);
   void* so = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (so == nullptr) {
@@ -157,7 +171,9 @@ bool in_process_rate(const BenchOptions& o, const LibraryCase& c, double* rate) 
     sp_call call;
     task.id = i + 1;
     task.attempt = 1;
-    ok = handle(state, &task, &call) == SP_OK && call.result == c.expected;
+    ok = handle(state, &task, &call) == SP_OK;
+    if (ok && c.expected.empty()) c.expected = call.result;
+    ok = ok && call.result == c.expected;
     if (!ok) std::cerr << "plugins: " << c.name << ": in process: " << call.error << "\n";
   }
   *rate = kInProcessTasks / std::chrono::duration<double>(Clock::now() - start).count();
@@ -173,7 +189,11 @@ bool in_process_rate(const BenchOptions& o, const LibraryCase& c, double* rate) 
 constexpr int kRounds = 3;
 
 bool run_library_plugins(const BenchOptions& o, Report& r) {
-  for (const LibraryCase& c : library_cases()) {
+  for (LibraryCase& c : library_cases()) {
+    if (c.payload.empty()) {
+      std::cerr << "plugins: " << c.name << ": could not make its input\n";
+      return false;
+    }
     double in_process = 0, pooled = 0;
     for (int round = 0; round < kRounds; ++round) {
       double a = 0, b = 0;

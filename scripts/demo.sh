@@ -90,9 +90,10 @@ wait "$waiter" && echo "the waiting client got its result:"
 id=$(grep -o '"id": *[0-9]*' var/waited.json | head -1 | grep -o '[0-9]*$')
 run task "$id"
 
-say "9. Real plugins: a Lua script, a regex replace, and a script stopped at its instruction limit"
+say "9. Real plugins: a Lua script, a regex replace, a script stopped at its instruction limit, a thumbnail"
 # The payload is the script (or the regex command and pattern), NUL bytes between the fields,
-# read from stdin (-); configs/poold.yaml sets the limits (docs/plugin-guide.md, "lua", "regex").
+# read from stdin (-); configs/poold.yaml sets the limits (docs/plugin-guide.md, "lua", "regex",
+# "thumbnail").
 show "printf 'return input:reverse()\\0hello sandpool' | poolctl submit lua - --wait"
 printf 'return input:reverse()\0hello sandpool' | "$ctl" submit lua - --wait
 show "printf 'replace-all\\0(\\\\w+)@(\\\\w+)\\0\$2 at \$1\\0mail bob@example or ann@host' | poolctl submit regex - --wait"
@@ -101,6 +102,18 @@ show "printf 'while true do end' | poolctl submit lua - --wait    # max_instruct
 printf 'while true do end' | "$ctl" submit lua - --wait 2>&1 | tee var/limit.txt || true
 id=$(grep -o 'task [0-9]*' var/limit.txt | head -1 | grep -o '[0-9]*$')
 run task "$id"    # outcome resource_limit: the plugin stopped the script, its worker lives on
+# A thumbnail: options text, a NUL, then the image (docs/plugin-guide.md, "thumbnail"); here a
+# 640x480 PNG that python3 draws, made 128 pixels wide.
+python3 -c 'import struct, sys, zlib
+rows = b"".join(b"\0" + bytes(v for x in range(640) for v in (x * 255 // 639, y * 255 // 479, 96))
+                for y in range(480))
+chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+sys.stdout.buffer.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 640, 480, 8, 2, 0, 0, 0))
+                        + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))' >var/gradient.png
+show "{ printf 'width=128\\0'; cat var/gradient.png; } | poolctl submit thumbnail - --wait >var/thumb.png"
+{ printf 'width=128\0'; cat var/gradient.png; } | "$ctl" submit thumbnail - --wait >var/thumb.png
+python3 -c 'import struct, sys; d = open(sys.argv[1], "rb").read(16 + 8)
+print("%s: a PNG of %dx%d pixels" % (sys.argv[1], *struct.unpack(">II", d[16:24])))' var/thumb.png
 
 say "10. Stats, then a clean shutdown"
 run stats

@@ -7,7 +7,8 @@ packages=(
   build-essential cmake ninja-build pkg-config clang-14 libclang-rt-14-dev clang-format
   libboost-dev libcereal-dev libseccomp-dev libspdlog-dev catch2 libyaml-cpp-dev
   libcli11-dev libsqlite3-dev sqlite3 nlohmann-json3-dev libcpp-httplib-dev libsystemd-dev
-  libhiredis-dev redis-server liblua5.4-dev libpcre2-dev libjemalloc-dev
+  libhiredis-dev redis-server liblua5.4-dev libpcre2-dev libjpeg62-turbo-dev libpng-dev
+  libwebp-dev libjemalloc-dev
 )
 
 missing=()

@@ -1,6 +1,7 @@
 // sandpool-run: try a plugin with no service. Reads one payload per line from stdin (or
-// takes --payload or --payload-file once), runs them through a real Pool, prints one line
-// per task in input order. Exit: 0 all completed, 1 any did not, 2 bad usage or a plugin
+// takes --payload or --payload-file once, and then may write the result to --result-file),
+// runs them through a real Pool, prints one line per task in input order. Exit: 0 all
+// completed, 1 any did not (or its result could not be written), 2 bad usage or a plugin
 // that cannot load.
 #include <unistd.h>
 
@@ -41,6 +42,7 @@ struct Args {
   std::string payload;
   bool payload_given = false;
   std::string payload_file;
+  std::string result_file;  // with one payload: where a completed task's result goes
   // JSON text, or @PATH to read it from a file; empty: `{}`.
   std::string plugin_config;
   std::string worker;
@@ -102,6 +104,9 @@ void add_options(CLI::App& app, Args& a) {
   app.add_option("--payload-file", a.payload_file,
                  "run one task whose payload is this file's bytes, unchanged (binary-safe)")
       ->excludes(payload);
+  app.add_option("--result-file", a.result_file,
+                 "with --payload or --payload-file: write the completed task's result to this "
+                 "file, bytes unchanged (an image), instead of printing it");
   app.add_option("--plugin-config", a.plugin_config,
                  "the plugin's configuration as a JSON object (a pool's plugin_config), or "
                  "@PATH to read it from a file (default {})");
@@ -213,8 +218,8 @@ std::optional<sandpool::PoolOptions> pool_options(const Args& a,
 // Submits payloads and prints their results in input order, as they end.
 class OrderedRun {
  public:
-  OrderedRun(sandpool::Pool& pool, std::string type, bool json)
-      : pool_(pool), type_(std::move(type)), json_(json) {}
+  OrderedRun(sandpool::Pool& pool, std::string type, bool json, std::string result_file)
+      : pool_(pool), type_(std::move(type)), json_(json), result_file_(std::move(result_file)) {}
 
   // Submits one payload; false (after saying why on stderr) when the pool refuses it for
   // another reason than a full queue (which only waits for the oldest result).
@@ -254,13 +259,35 @@ class OrderedRun {
     pending_.pop_front();
     const sandpool::TaskResult r = p.ticket.wait();
     all_completed_ &= r.state == sandpool::TaskState::kCompleted;
-    std::cout << (json_ ? sandpool::run::json_line(p.line, r) : sandpool::run::text_line(p.line, r))
+    std::string_view written;
+    if (!result_file_.empty() && r.state == sandpool::TaskState::kCompleted) {
+      if (write_result(r.result)) {
+        written = result_file_;
+      } else {
+        all_completed_ = false;
+      }
+    }
+    std::cout << (json_ ? sandpool::run::json_line(p.line, r, written)
+                        : sandpool::run::text_line(p.line, r, written))
               << '\n';
+  }
+
+  // Writes the result to result_file_; false (after saying why on stderr) when it cannot.
+  bool write_result(const std::string& result) {
+    std::ofstream out(result_file_, std::ios::binary | std::ios::trunc);
+    out.write(result.data(), static_cast<std::streamsize>(result.size()));
+    out.close();
+    if (!out) {
+      std::cerr << "sandpool-run: --result-file: cannot write '" << result_file_ << "'\n";
+      return false;
+    }
+    return true;
   }
 
   sandpool::Pool& pool_;
   const std::string type_;
   const bool json_;
+  const std::string result_file_;
   std::deque<Pending> pending_;
   std::uint64_t line_no_ = 0;
   bool all_completed_ = true;
@@ -283,6 +310,10 @@ int main(int argc, char** argv) {
     if (!read_file("--payload-file", a.payload_file, &a.payload)) return kExitUsage;
     a.payload_given = true;
   }
+  if (!a.result_file.empty() && !a.payload_given) {
+    std::cerr << "sandpool-run: --result-file needs one task: --payload or --payload-file\n";
+    return kExitUsage;
+  }
 
   auto logger = spdlog::stderr_color_mt("sandpool-run");
   logger->set_level(spdlog::level::from_str(a.log_level));
@@ -294,7 +325,8 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
 
-  OrderedRun run(**pool, a.type.empty() ? (*pool)->task_types().front() : a.type, a.json);
+  OrderedRun run(**pool, a.type.empty() ? (*pool)->task_types().front() : a.type, a.json,
+                 a.result_file);
   bool usage_error = false;
   if (a.payload_given) {
     usage_error = !run.submit(a.payload);

@@ -79,14 +79,17 @@ bool is_utf8(std::string_view s) {
   return true;
 }
 
-std::string json_line(std::uint64_t line, const TaskResult& r) {
+std::string json_line(std::uint64_t line, const TaskResult& r, std::string_view result_file) {
   nlohmann::ordered_json j;
   j["line"] = line;
   j["id"] = r.id;
   j["state"] = std::string(to_string(r.state));
   if (r.state == TaskState::kDeadLettered) j["reason"] = std::string(to_string(r.reason));
   j["attempts"] = r.attempts();
-  if (r.state == TaskState::kCompleted) {
+  if (r.state == TaskState::kCompleted && !result_file.empty()) {
+    j["result_file"] = std::string(result_file);
+    j["result_bytes"] = r.result.size();
+  } else if (r.state == TaskState::kCompleted) {
     if (is_utf8(r.result)) {
       j["result"] = r.result;
     } else {
@@ -119,12 +122,17 @@ std::string json_line(std::uint64_t line, const TaskResult& r) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-std::string text_line(std::uint64_t line, const TaskResult& r) {
+std::string text_line(std::uint64_t line, const TaskResult& r, std::string_view result_file) {
   std::string out = std::to_string(line);
   out += '\t';
   out += to_string(r.state);
   out += '\t';
-  out += escape(r.state == TaskState::kCompleted ? r.result : r.error);
+  if (r.state == TaskState::kCompleted && !result_file.empty()) {
+    out += escape("wrote " + std::to_string(r.result.size()) + " bytes to " +
+                  std::string(result_file));
+  } else {
+    out += escape(r.state == TaskState::kCompleted ? r.result : r.error);
+  }
   return out;
 }
 

@@ -16,10 +16,13 @@ bool is_utf8(std::string_view s);
 //  [,"history":[{"number","outcome","error","worker_pid","started_ms","ended_ms"[,"backtrace"]}..]]}
 // "history" is there unless the task completed on its first attempt; "backtrace" only for an
 // attempt that has one.
-std::string json_line(std::uint64_t line, const TaskResult& r);
+// With `result_file` (the completed result was written there, --result-file), "result_file"
+// and "result_bytes" stand in place of "result"/"result_base64".
+std::string json_line(std::uint64_t line, const TaskResult& r, std::string_view result_file = {});
 
 // LINE<TAB>STATE<TAB>RESULT-or-ERROR, with \n, \t, \r, \\ and other control bytes escaped
-// so that one task is always one line.
-std::string text_line(std::uint64_t line, const TaskResult& r);
+// so that one task is always one line. With `result_file`, a completed task's third field is
+// "wrote N bytes to PATH".
+std::string text_line(std::uint64_t line, const TaskResult& r, std::string_view result_file = {});
 
 }  // namespace sandpool::run

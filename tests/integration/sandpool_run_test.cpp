@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -243,6 +245,45 @@ TEST_CASE("sandpool-run --payload-file takes an empty file as an empty payload")
   auto r = sandpool_run({"--plugin", plugin("echo"), "--payload-file", file.path()});
   CHECK(r.exit_code == 0);
   CHECK(r.out == "1\tcompleted\t\n");
+}
+
+TEST_CASE("sandpool-run --result-file writes a completed task's result there, bytes unchanged") {
+  const std::string bytes("\x89PNG\0\r\n\xff", 8);
+  TempFile payload(bytes);
+  TempFile result("stale, to be replaced");
+  auto text = sandpool_run({"--plugin", plugin("echo"), "--payload-file", payload.path(),
+                            "--result-file", result.path()});
+  INFO(text.err);
+  CHECK(text.exit_code == 0);
+  CHECK(text.out == "1\tcompleted\twrote 8 bytes to " + result.path() + "\n");
+  std::ifstream in(result.path(), std::ios::binary);
+  CHECK(std::string(std::istreambuf_iterator<char>(in), {}) == bytes);
+  auto json = sandpool_run(
+      {"--plugin", plugin("echo"), "--payload", "hi", "--result-file", result.path(), "--json"});
+  auto lines = json_lines(json.out);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0]["result_file"] == result.path());
+  CHECK(lines[0]["result_bytes"] == 2);
+  CHECK_FALSE(lines[0].contains("result"));
+}
+
+TEST_CASE("sandpool-run --result-file is left alone by a task that fails, and needs one payload") {
+  TempFile result("untouched");
+  auto failed =
+      sandpool_run({"--plugin", plugin("fail"), "--payload", "x", "--result-file", result.path()});
+  CHECK(failed.exit_code == 1);
+  std::ifstream in(result.path(), std::ios::binary);
+  CHECK(std::string(std::istreambuf_iterator<char>(in), {}) == "untouched");
+  auto from_stdin =
+      sandpool_run({"--plugin", plugin("echo"), "--result-file", result.path()}, "a\n");
+  CHECK(from_stdin.exit_code == 2);
+  CHECK(from_stdin.err ==
+        "sandpool-run: --result-file needs one task: --payload or --payload-file\n");
+  auto unwritable = sandpool_run(
+      {"--plugin", plugin("echo"), "--payload", "x", "--result-file", "/nonexistent/dir/out"});
+  CHECK(unwritable.exit_code == 1);
+  CHECK(unwritable.err.find("--result-file: cannot write '/nonexistent/dir/out'") !=
+        std::string::npos);
 }
 
 TEST_CASE("sandpool-run exits 2 for a missing --payload-file, or one given with --payload") {

@@ -75,7 +75,11 @@ TEST_CASE("the production example sets the service up for a system install") {
   CHECK(s.allow[1].rights == sandpool::Rights::kRead);
   CHECK((!s.allow[2].is_group && s.allow[2].id == 1001u && s.allow[2].name.empty()));
   const PoolConfig& p = c->pools.at(0);
-  CHECK(p.plugin_config_json == R"({"cache":"/tmp","formats":["webp","jpeg"],"quality":85})");
+  CHECK(p.name == "thumbnail");
+  CHECK(p.plugin_path == "/usr/local/lib/sandpool/plugins/libthumbnail.so");
+  CHECK(p.plugin_config_json ==
+        R"({"format":"jpeg","height":256,"max_height":16384,"max_pixels":40000000,)"
+        R"("max_width":16384,"quality":85,"width":256})");
   CHECK(p.sandbox.limits.address_space == (1ull << 30));
   CHECK(p.queue_ttl == 10min);
 }
