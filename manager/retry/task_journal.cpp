@@ -51,7 +51,9 @@ TaskJournal::~TaskJournal() = default;
 
 void TaskJournal::enqueue(Write w) {
   w.at_ms = store_.now_ms();
-  w.since = std::chrono::steady_clock::now();
+  // Only a batch waits for a group commit; a record's clock read would be wasted (a pool
+  // loop queues two records per task).
+  if (w.kind == Write::Kind::kAccept) w.since = std::chrono::steady_clock::now();
   {
     std::unique_lock lk(store_.mu_);
     if (!store_.writer_done_) {
