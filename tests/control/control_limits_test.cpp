@@ -13,7 +13,7 @@ using nlohmann::json;
 
 namespace {
 
-ControlServerOptions options_for(const TempDir& dir) {
+ControlServerOptions limits_options_for(const TempDir& dir) {
   ControlServerOptions o;
   o.path = dir.file("poold.sock");
   return o;
@@ -35,7 +35,7 @@ TEST_CASE(
     "malformed, oversized and unknown requests get errors and the next good one is answered") {
   TempDir dir;
   FakeHandler handler;
-  auto o = options_for(dir);
+  auto o = limits_options_for(dir);
   o.max_frame = 4096;
   auto server = start_server(o, handler);
   RawConnection raw(server->path());
@@ -71,7 +71,7 @@ TEST_CASE(
 TEST_CASE("an unframeable stream is answered with an error and closed, and the server carries on") {
   TempDir dir;
   FakeHandler handler;
-  auto server = start_server(options_for(dir), handler);
+  auto server = start_server(limits_options_for(dir), handler);
   RawConnection raw(server->path());
   raw.hello();
   expect_reply(raw, 1, FrameKind::kOk);
@@ -87,7 +87,7 @@ TEST_CASE("a request over the outstanding limit gets busy, and the connection st
   TempDir dir;
   FakeHandler handler;
   handler.park("task");
-  auto o = options_for(dir);
+  auto o = limits_options_for(dir);
   o.max_outstanding = 2;
   auto server = start_server(o, handler);
   Client client = connect_client(server->path());
@@ -113,7 +113,7 @@ TEST_CASE("a request over the outstanding limit gets busy, and the connection st
 TEST_CASE("a connection over the limit is refused with busy while existing ones keep working") {
   TempDir dir;
   FakeHandler handler;
-  auto o = options_for(dir);
+  auto o = limits_options_for(dir);
   o.max_connections = 1;
   auto server = start_server(o, handler);
   Client first = connect_client(server->path());
@@ -127,7 +127,7 @@ TEST_CASE("a slow reader over the output limit is disconnected and its streams a
   TempDir dir;
   FakeHandler handler;
   handler.park("events");
-  auto o = options_for(dir);
+  auto o = limits_options_for(dir);
   o.max_output_bytes = 256 * 1024;
   auto server = start_server(o, handler);
 

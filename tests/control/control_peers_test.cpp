@@ -38,8 +38,8 @@ ControlServerOptions peer_options(const TempDir& dir) {
 }
 
 // The next frame is a reply of `kind` to `id` (error `code`); returns its message.
-std::string expect_reply(RawConnection& raw, std::uint64_t id, FrameKind kind,
-                         const std::string& code = {}) {
+std::string expect_peer_reply(RawConnection& raw, std::uint64_t id, FrameKind kind,
+                              const std::string& code = {}) {
   auto f = raw.read();
   REQUIRE(f);
   CHECK(f->id == id);
@@ -61,7 +61,7 @@ void hello_ok(RawConnection& raw, const std::string& rights) {
 // Requires the server to have refused `raw` at accept: a connection-level `busy` whose
 // message contains `why`, then the close.
 void refused_busy(RawConnection& raw, const std::string& why) {
-  const std::string message = expect_reply(raw, 0, FrameKind::kError, "busy");
+  const std::string message = expect_peer_reply(raw, 0, FrameKind::kError, "busy");
   INFO(message);
   CHECK(message.find(why) != std::string::npos);
   CHECK_FALSE(raw.read());
@@ -107,7 +107,7 @@ TEST_CASE(
   CHECK(third.status().message().find("limit 8") != std::string::npos);
   // The readers' connections still work.
   reader[0].send(FrameKind::kRequest, 2, "status", "{}");
-  expect_reply(reader[0], 2, FrameKind::kOk);
+  expect_peer_reply(reader[0], 2, FrameKind::kOk);
 }
 
 TEST_CASE("streams are capped per connection and per uid, and a cancelled one frees its slot") {
@@ -130,16 +130,16 @@ TEST_CASE("streams are capped per connection and per uid, and a cancelled one fr
   first.send(FrameKind::kRequest, 3, "events", follow);
   auto parked = handler.take_parked(2);
   first.send(FrameKind::kRequest, 4, "events", follow);
-  CHECK(expect_reply(first, 4, FrameKind::kError, "busy").find("limit 2 per connection") !=
+  CHECK(expect_peer_reply(first, 4, FrameKind::kError, "busy").find("limit 2 per connection") !=
         std::string::npos);
   // A request that is not a stream is not counted.
   first.send(FrameKind::kRequest, 5, "status", "{}");
-  expect_reply(first, 5, FrameKind::kOk);
+  expect_peer_reply(first, 5, FrameKind::kOk);
 
   second.send(FrameKind::kRequest, 2, "events", follow);
   auto third = handler.take_parked(1);
   second.send(FrameKind::kRequest, 3, "events", follow);
-  CHECK(expect_reply(second, 3, FrameKind::kError, "busy").find("limit 3 per uid") !=
+  CHECK(expect_peer_reply(second, 3, FrameKind::kError, "busy").find("limit 3 per uid") !=
         std::string::npos);
 
   // Another uid (root) is not held back by this one's streams.
@@ -150,12 +150,12 @@ TEST_CASE("streams are capped per connection and per uid, and a cancelled one fr
 
   // Cancelling one gives its slot back at once: the reply says it is gone.
   first.send(FrameKind::kCancel, 2, "", "");
-  expect_reply(first, 2, FrameKind::kError, "cancelled");
+  expect_peer_reply(first, 2, FrameKind::kError, "cancelled");
   second.send(FrameKind::kRequest, 4, "events", follow);
   auto again = handler.take_parked(1);
   // So does a final reply.
   third[0].responder.ok();
-  expect_reply(second, 2, FrameKind::kOk);
+  expect_peer_reply(second, 2, FrameKind::kOk);
   second.send(FrameKind::kRequest, 5, "events", follow);
   auto more = handler.take_parked(1);
   CHECK(more[0].request.peer.uid == kReader);
@@ -179,18 +179,18 @@ TEST_CASE("a connection idle past idle_timeout is closed with timeout, one with 
   RawConnection idle(server->path());
   hello_ok(idle, "admin");
 
-  const std::string why = expect_reply(idle, 0, FrameKind::kError, "timeout");
+  const std::string why = expect_peer_reply(idle, 0, FrameKind::kError, "timeout");
   CHECK(why.find("idle for 2000 ms") != std::string::npos);
   CHECK_FALSE(idle.read());
 
   // Still served, its stream open.
   streaming.send(FrameKind::kRequest, 3, "status", "{}");
-  expect_reply(streaming, 3, FrameKind::kOk);
+  expect_peer_reply(streaming, 3, FrameKind::kOk);
   REQUIRE(parked[0].responder.event({{"event", "still"}}));
-  expect_reply(streaming, 2, FrameKind::kEvent);
+  expect_peer_reply(streaming, 2, FrameKind::kEvent);
   // Once its stream ends it is idle like any other.
   parked[0].responder.ok();
-  expect_reply(streaming, 2, FrameKind::kOk);
-  expect_reply(streaming, 0, FrameKind::kError, "timeout");
+  expect_peer_reply(streaming, 2, FrameKind::kOk);
+  expect_peer_reply(streaming, 0, FrameKind::kError, "timeout");
   CHECK_FALSE(streaming.read());
 }

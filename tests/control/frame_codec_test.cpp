@@ -9,7 +9,7 @@ using sandpool::control::encode_frame;
 using sandpool::control::Frame;
 using sandpool::control::FrameDecoder;
 using sandpool::control::FrameKind;
-using Status = FrameDecoder::Status;
+using DecodeStatus = FrameDecoder::Status;
 
 namespace {
 
@@ -73,15 +73,15 @@ TEST_CASE("every kind of frame survives a round trip, fed whole or byte by byte"
   if (bytewise) {
     for (std::size_t i = 0; i + 1 < bytes.size(); ++i) {
       d.feed(bytes.substr(i, 1));
-      REQUIRE(d.next(&out, &err) == Status::kNeedMore);
+      REQUIRE(d.next(&out, &err) == DecodeStatus::kNeedMore);
     }
     d.feed(bytes.substr(bytes.size() - 1));
   } else {
     d.feed(bytes);
   }
-  REQUIRE(d.next(&out, &err) == Status::kFrame);
+  REQUIRE(d.next(&out, &err) == DecodeStatus::kFrame);
   require_same(out, f);
-  CHECK(d.next(&out, &err) == Status::kNeedMore);
+  CHECK(d.next(&out, &err) == DecodeStatus::kNeedMore);
   CHECK(d.buffered() == 0);
 }
 
@@ -98,7 +98,7 @@ TEST_CASE("frames arriving together are decoded one after the other, empty parts
   for (const Frame& f : sent) {
     Frame out;
     FrameDecoder::Error err;
-    REQUIRE(d.next(&out, &err) == Status::kFrame);
+    REQUIRE(d.next(&out, &err) == DecodeStatus::kFrame);
     require_same(out, f);
   }
 }
@@ -122,11 +122,11 @@ TEST_CASE("a malformed frame is reported with its id and skipped, and the next o
   d.feed(encoded(request(8, "status", "", "")));
   Frame out;
   FrameDecoder::Error err;
-  REQUIRE(d.next(&out, &err) == Status::kBadFrame);
+  REQUIRE(d.next(&out, &err) == DecodeStatus::kBadFrame);
   CHECK(err.id == 7);
   CHECK(err.code == "bad_request");
   CHECK_FALSE(err.message.empty());
-  REQUIRE(d.next(&out, &err) == Status::kFrame);
+  REQUIRE(d.next(&out, &err) == DecodeStatus::kFrame);
   CHECK(out.id == 8);
   CHECK(out.name == "status");
 }
@@ -144,12 +144,12 @@ TEST_CASE("an oversized frame is too_large, its body discarded unbuffered as it 
       Frame out;
       FrameDecoder::Error err;
       const auto st = d.next(&out, &err);
-      if (st == Status::kNeedMore) break;
-      if (st == Status::kBadFrame) {
+      if (st == DecodeStatus::kNeedMore) break;
+      if (st == DecodeStatus::kBadFrame) {
         CHECK(err.code == "too_large");
         bad.push_back(err.id);
       } else {
-        REQUIRE(st == Status::kFrame);
+        REQUIRE(st == DecodeStatus::kFrame);
         good.push_back(out.id);
       }
     }
@@ -164,9 +164,9 @@ TEST_CASE("a length below the fixed header cannot be framed: the stream is dead"
   d.feed(raw_header(len, 2, 0, 0, 1, 0));
   Frame out;
   FrameDecoder::Error err;
-  CHECK(d.next(&out, &err) == Status::kFatal);
+  CHECK(d.next(&out, &err) == DecodeStatus::kFatal);
   d.feed(encoded(request(2, "status", "", "")));
-  CHECK(d.next(&out, &err) == Status::kFatal);
+  CHECK(d.next(&out, &err) == DecodeStatus::kFatal);
 }
 
 TEST_CASE("JSON nesting is measured outside strings, before anything parses it") {

@@ -19,7 +19,7 @@ using sandpool::hostile::integration_plugin;
 
 namespace {
 
-constexpr std::chrono::seconds kPatience{60};  // generous: a loaded 2-core VM
+constexpr std::chrono::seconds kForgePatience{60};  // generous: a loaded 2-core VM
 
 // scribble's "forge" order for `seconds` (see scribble.c).
 std::string forge(int seconds) {
@@ -72,7 +72,7 @@ TEST_CASE("a forged idle started_task does not escape a cancel") {
   auto ticket = world.pool().submit("scribble", forge(30), {});
   REQUIRE(ticket);
   // In its worker's ring (the manager's own count, not the worker's word), then cancelled.
-  const auto until = std::chrono::steady_clock::now() + kPatience;
+  const auto until = std::chrono::steady_clock::now() + kForgePatience;
   auto in_a_ring = [&] {
     for (const WorkerInfo& w : world.pool().workers()) {
       if (w.in_flight > 0) return true;
@@ -84,7 +84,7 @@ TEST_CASE("a forged idle started_task does not escape a cancel") {
   }
   REQUIRE(in_a_ring());
   REQUIRE(ticket->cancel());
-  REQUIRE(ticket->wait_for(kPatience));
+  REQUIRE(ticket->wait_for(kForgePatience));
   const TaskResult r = ticket->wait();
   INFO(r.error);
   CHECK(r.state == TaskState::kCancelled);

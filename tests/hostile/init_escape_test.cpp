@@ -53,9 +53,9 @@ class Target {
 };
 
 // A world-readable secret in a world-readable directory of its own, removed at the end.
-class Secret {
+class InitSecret {
  public:
-  Secret()
+  InitSecret()
       : dir_(std::filesystem::temp_directory_path() /
              ("sandpool-hostile-init-secret-" + std::to_string(::getpid()))) {
     std::filesystem::create_directories(dir_);
@@ -63,7 +63,7 @@ class Secret {
     ::chmod(dir_.c_str(), 0755);
     ::chmod(path().c_str(), 0644);
   }
-  ~Secret() {
+  ~InitSecret() {
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
   }
@@ -186,7 +186,7 @@ TEST_CASE("a thread started in init cannot read outside the view once the worker
   landlock_abi_or_skip();
   const bool clone3 = GENERATE(false, true);
   INFO((clone3 ? "clone3 spawner, pid namespace" : "vfork spawner"));
-  Secret secret;
+  InitSecret secret;
   HostileWorld world;
   PoolOptions o = init_options(SeccompProfile::kRelaxed, "{\"init_thread\": true}");
   o.sandbox.namespaces.wanted = namespaces_for(clone3);
@@ -195,7 +195,7 @@ TEST_CASE("a thread started in init cannot read outside the view once the worker
   INFO(r.error);
   REQUIRE(r.state == TaskState::kCompleted);
   CHECK(r.result == "refused: Permission denied");
-  CHECK(r.result.find(Secret::text()) == std::string::npos);
+  CHECK(r.result.find(InitSecret::text()) == std::string::npos);
   world.close_and_check_clean();
 }
 
@@ -217,7 +217,7 @@ TEST_CASE("a thread started in init cannot create a file once the worker is read
 }
 
 TEST_CASE("under strict a thread started in init that opens a file is a sandbox_violation") {
-  Secret secret;
+  InitSecret secret;
   HostileWorld world;
   world.start(init_options(SeccompProfile::kStrict, "{\"init_thread\": true}"));
   const TaskResult r = world.attack("thread_open", "read:" + secret.path());
@@ -247,7 +247,7 @@ TEST_CASE("a thread of init that will not take Landlock is refused, naming the p
 TEST_CASE("with Landlock required, init may not leave threads the kernel cannot restrict",
           "[needs-privs]") {
   const int abi = landlock_abi_or_skip();
-  Secret secret;
+  InitSecret secret;
   HostileWorld world;
   PoolOptions o = init_options(SeccompProfile::kRelaxed, "{\"init_thread\": true}");
   o.sandbox.require = {"landlock"};

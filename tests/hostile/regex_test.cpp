@@ -23,7 +23,7 @@ PoolOptions regex_options(const std::string& config = "{}") {
   return o;
 }
 
-bool has_worker(Pool& pool, std::int32_t pid) {
+bool regex_pool_has_worker(Pool& pool, std::int32_t pid) {
   const auto ws = pool.workers();
   return std::any_of(ws.begin(), ws.end(), [&](const WorkerInfo& w) { return w.pid == pid; });
 }
@@ -43,7 +43,7 @@ TEST_CASE("a catastrophically backtracking pattern stops at the match limit, wor
   INFO(r.history[0].error);
   CHECK(r.history[0].outcome == Outcome::kResourceLimit);
   CHECK(r.error == "regex: match limit exceeded (match_limit 10000000)");
-  CHECK(has_worker(world.pool(), r.history[0].worker_pid));
+  CHECK(regex_pool_has_worker(world.pool(), r.history[0].worker_pid));
   CHECK(world.pool().stats().restarts == 0);
   world.close_and_check_clean();
 }
@@ -80,6 +80,6 @@ TEST_CASE("patterns that go after the compiler fail the task with PCRE2's error"
     CHECK(r.history[0].outcome == Outcome::kFailed);
     CHECK(r.error == error);
   }
-  CHECK(has_worker(world.pool(), r.history[0].worker_pid));
+  CHECK(regex_pool_has_worker(world.pool(), r.history[0].worker_pid));
   world.close_and_check_clean();
 }

@@ -24,7 +24,7 @@ namespace {
 
 // Polls `pred` (a state the loop publishes) until it holds or kPatience passes.
 template <typename Pred>
-bool eventually(Pred pred) {
+bool durable_eventually(Pred pred) {
   const auto until = std::chrono::steady_clock::now() + kPatience;
   while (!pred()) {
     if (std::chrono::steady_clock::now() > until) return false;
@@ -65,7 +65,7 @@ TEST_CASE("on a full disk dead-lettered tasks wait for their letters, and every 
     tickets.push_back(*t);
   }
   // Decided, not reported: each task waits for its letter while the disk is full.
-  REQUIRE(eventually([&] { return pool->stats().letters_pending == kTasks; }));
+  REQUIRE(durable_eventually([&] { return pool->stats().letters_pending == kTasks; }));
   CHECK(store->stats().writes_failing);
   CHECK(store->stats().pending == kTasks);
   for (const Ticket& t : tickets) CHECK_FALSE(t.done());
@@ -105,7 +105,7 @@ TEST_CASE("a letter still unwritten when the store closes is spilled, and its ta
   auto pool = failing_pool(1, store);
   auto t = pool->submit("configurable", "x", {});
   REQUIRE(t);
-  REQUIRE(eventually([&] { return pool->stats().letters_pending == 1; }));
+  REQUIRE(durable_eventually([&] { return pool->stats().letters_pending == 1; }));
   // The pool goes first (its loop ends with the letter pending), as in poold's shutdown.
   pool->close();
   pool.reset();

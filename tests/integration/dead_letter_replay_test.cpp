@@ -25,14 +25,14 @@ namespace {
 using TempDir = sandpool::testing::StateDir;
 using sandpool::testing::open_store;
 
-PoolOptions configurable(bool fail, std::shared_ptr<DeadLetterStore> store) {
+PoolOptions replay_options(bool fail, std::shared_ptr<DeadLetterStore> store) {
   return sandpool::testing::configurable("images", fail, std::move(store));
 }
 
 // Dead-letters `n` tasks through a failing pool; returns their letters, as stored.
 std::vector<DeadLetter> dead_letter(const std::shared_ptr<DeadLetterStore>& store, int n) {
   {
-    auto failing = make_pool(configurable(true, store));
+    auto failing = make_pool(replay_options(true, store));
     for (int i = 0; i < n; ++i) {
       SubmitOptions so;
       so.priority = i;
@@ -54,7 +54,7 @@ TEST_CASE("two replays of one letter at once: one task, one success, the other n
   auto store = open_store(dir.path);
   const int kLetters = 20;  // each a fresh race: before the claim, most raced into two tasks
   const std::vector<DeadLetter> letters = dead_letter(store, kLetters);
-  auto pool = make_pool(configurable(false, store));
+  auto pool = make_pool(replay_options(false, store));
   int ok = 0, not_found = 0;
   for (const DeadLetter& letter : letters) {
     std::latch start(2);
@@ -86,7 +86,7 @@ TEST_CASE("a replay its pool refuses leaves the letter in the store as it was") 
   TempDir dir;
   auto store = open_store(dir.path);
   const DeadLetter before = dead_letter(store, 1).front();
-  auto pool = make_pool(configurable(false, store));
+  auto pool = make_pool(replay_options(false, store));
   pool->drain();
   auto refused = pool->replay(before.letter_id);
   REQUIRE_FALSE(refused);
@@ -113,7 +113,7 @@ TEST_CASE("a replay runs the callbacks its replayer gives the task") {
   TempDir dir;
   auto store = open_store(dir.path);
   const std::vector<DeadLetter> letters = dead_letter(store, 3);
-  auto pool = make_pool(configurable(false, store));
+  auto pool = make_pool(replay_options(false, store));
   std::promise<TaskResult> one;
   TaskCallbacks cb;
   cb.on_done = [&one](const TaskResult& r) { one.set_value(r); };

@@ -30,7 +30,7 @@ using sandpool::testing::kPatience;
 
 namespace {
 
-const std::string kProbe = std::string(SANDPOOL_TEST_PLUGIN_DIR) + "/libns_probe.so";
+const std::string kGapProbePlugin = std::string(SANDPOOL_TEST_PLUGIN_DIR) + "/libns_probe.so";
 
 NamespaceSet set_of(std::initializer_list<Namespace> list) {
   NamespaceSet s;
@@ -46,7 +46,7 @@ void require_namespaces(NamespaceSet wanted) {
   std::exit(77);
 }
 
-std::string probe(Pool& pool, const std::string& cmd) {
+std::string gap_probe(Pool& pool, const std::string& cmd) {
   TaskResult r = sandpool::testing::run(pool, "probe", cmd);
   REQUIRE(r.state == TaskState::kCompleted);
   return r.result;
@@ -103,7 +103,7 @@ class GatedSpawner final : public Spawner {
   GatedSpawner gated(spawner, gate_fd, report_fd);
   supervision::LaunchSpec spec;
   spec.worker_path = SANDPOOL_WORKER_PATH;
-  spec.args.plugin_path = kProbe;
+  spec.args.plugin_path = kGapProbePlugin;
   spec.args.parent_pid = ::getpid();
   auto worker = supervision::WorkerProcess::start(gated, spec);
   if (!worker) {
@@ -123,22 +123,22 @@ TEST_CASE("without a pid namespace the worker's /proc shows its own process, not
   require_namespaces(wanted);
   PoolOptions o;
   o.name = "test-proc";
-  o.plugin_path = kProbe;
+  o.plugin_path = kGapProbePlugin;
   o.worker_path = SANDPOOL_WORKER_PATH;
   o.workers = 1;
   o.sandbox.profile = sandbox::SeccompProfile::kOff;  // the probe opens files
   o.sandbox.namespaces.wanted = wanted;
   auto pool = sandpool::testing::make_pool(o);
-  const std::string pid = probe(*pool, "pid");
+  const std::string pid = gap_probe(*pool, "pid");
   CHECK(pid == std::to_string(pool->workers().at(0).pid));  // the host's pid: no pid namespace
   // Its own entry, through /proc/self; no other process's: not the host's init, not the
   // manager (absent, not merely refused: Landlock alone would answer EACCES).
-  CHECK(probe(*pool, "read /proc/self/comm").rfind("read:sandpool-work", 0) == 0);
-  CHECK(probe(*pool, "read /proc/" + pid + "/comm").rfind("read:sandpool-work", 0) == 0);
+  CHECK(gap_probe(*pool, "read /proc/self/comm").rfind("read:sandpool-work", 0) == 0);
+  CHECK(gap_probe(*pool, "read /proc/" + pid + "/comm").rfind("read:sandpool-work", 0) == 0);
   const std::string absent = "error:" + std::to_string(ENOENT);
-  CHECK(probe(*pool, "read /proc/1/comm") == absent);
-  CHECK(probe(*pool, "read /proc/" + std::to_string(::getpid()) + "/status") == absent);
-  CHECK(probe(*pool, "read /proc/meminfo") == absent);
+  CHECK(gap_probe(*pool, "read /proc/1/comm") == absent);
+  CHECK(gap_probe(*pool, "read /proc/" + std::to_string(::getpid()) + "/status") == absent);
+  CHECK(gap_probe(*pool, "read /proc/meminfo") == absent);
 }
 
 TEST_CASE("a worker whose manager died before its lock-down step 1 never runs, in any namespaces") {

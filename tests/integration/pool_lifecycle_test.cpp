@@ -23,7 +23,7 @@ using sandpool::testing::pool_options;
 
 namespace {
 
-PoolOptions configurable(const std::string& config_json, std::uint32_t workers = 2) {
+PoolOptions configurable_options(const std::string& config_json, std::uint32_t workers = 2) {
   PoolOptions o = pool_options("echo", workers);
   o.name = "configurable";
   o.plugin_path = std::string(SANDPOOL_TEST_PLUGIN_DIR) + "/libconfigurable.so";
@@ -72,7 +72,7 @@ TEST_CASE("a task accepted while the pool closes is run; one refused is told so"
 }
 
 TEST_CASE("a worker whose shutdown hook never returns is killed after stop_timeout") {
-  PoolOptions o = configurable(R"({"hang_shutdown": true})");
+  PoolOptions o = configurable_options(R"({"hang_shutdown": true})");
   o.stop_timeout = 300ms;
   auto pool = make_pool(o);
   REQUIRE(testing::run(*pool, "configurable", "hi").state == TaskState::kCompleted);
@@ -99,7 +99,7 @@ TEST_CASE("a pool that fails while other threads submit ends every task it accep
   REQUIRE(fd >= 0);
   ::close(fd);
   ::unlink(marker);  // absent: the first workers start
-  PoolOptions o = configurable(std::string(R"({"fail_init_if": ")") + marker + "\"}", 1);
+  PoolOptions o = configurable_options(std::string(R"({"fail_init_if": ")") + marker + "\"}", 1);
   o.max_init_failures = 2;
   auto pool = make_pool(o);
   std::FILE* f = std::fopen(marker, "w");  // from now on no worker can start

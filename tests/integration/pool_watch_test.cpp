@@ -47,7 +47,7 @@ class UnwatchableSpawner : public Spawner {
   std::optional<ChildProcess> hidden_;
 };
 
-struct CapturedLog {
+struct WatchLog {
   std::shared_ptr<std::ostringstream> out = std::make_shared<std::ostringstream>();
   std::shared_ptr<spdlog::logger> logger = std::make_shared<spdlog::logger>(
       "watch-test", std::make_shared<spdlog::sinks::ostream_sink_mt>(*out));
@@ -60,7 +60,7 @@ struct CapturedLog {
 }  // namespace
 
 TEST_CASE("a pool whose first worker epoll cannot watch fails to start, naming epoll_ctl") {
-  CapturedLog log;
+  WatchLog log;
   auto spawner = std::make_shared<UnwatchableSpawner>(1);
   PoolOptions o = pool_options("echo", 1);
   o.spawner = spawner;
@@ -77,7 +77,7 @@ TEST_CASE("a pool whose first worker epoll cannot watch fails to start, naming e
 }
 
 TEST_CASE("a replacement worker epoll cannot watch is refused like a failed spawn") {
-  CapturedLog log;
+  WatchLog log;
   auto spawner = std::make_shared<UnwatchableSpawner>(2);
   PoolOptions o = pool_options("echo", 1);
   o.spawner = spawner;

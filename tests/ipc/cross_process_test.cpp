@@ -28,7 +28,7 @@ using testing::NumberedMessages;
 
 constexpr std::int64_t kSecond = 1'000'000'000;
 
-SharedRegion make_region(RegionConfig config) {
+SharedRegion make_cross_process_region(RegionConfig config) {
   Result<SharedRegion> r = SharedRegion::create(config);
   INFO(r.status().to_string());
   REQUIRE(r.is_ok());
@@ -67,7 +67,7 @@ void manager_release(MessageReceiver& rx) {
 
 TEST_CASE("every message a worker process sends arrives once and in order") {
   constexpr std::uint64_t kMessages = 200'000;
-  SharedRegion region = make_region(RegionConfig{4096, 8192, 1 << 20});
+  SharedRegion region = make_cross_process_region(RegionConfig{4096, 8192, 1 << 20});
   const EventFd doorbell = make_eventfd();
   const NumberedMessages stream(5 * region.result_ring_bytes() + 3);
 
@@ -200,7 +200,7 @@ TEST_CASE(
   const std::uint64_t seed = GENERATE(take(4, random(1ull, ~0ull)));
   INFO("seed " << seed);
   constexpr std::uint64_t kMaxMessage = std::uint64_t{64} << 10;
-  SharedRegion region = make_region(RegionConfig{4096, 4096, kMaxMessage});
+  SharedRegion region = make_cross_process_region(RegionConfig{4096, 4096, kMaxMessage});
   const std::uint64_t cap = region.result_ring_bytes();
 
   ForkedChild child([&]() -> int {
@@ -240,7 +240,7 @@ TEST_CASE(
 }
 
 TEST_CASE("a worker killed in the middle of a fragmented message never yields a partial one") {
-  SharedRegion region = make_region(RegionConfig{4096, 4096, 1 << 20});
+  SharedRegion region = make_cross_process_region(RegionConfig{4096, 4096, 1 << 20});
   const std::uint64_t cap = region.result_ring_bytes();
   const EventFd doorbell = make_eventfd();
   const std::string whole = std::string(64 * cap, 'w');  // 256 fragments: cannot finish

@@ -13,7 +13,7 @@ namespace {
 using testing::LocalRing;
 
 // A payload whose bytes depend on its length and a seed, so a misplaced copy shows.
-std::string pattern(std::size_t n, std::size_t seed) {
+std::string ring_pattern(std::size_t n, std::size_t seed) {
   std::string s(n, '\0');
   for (std::size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 31 + seed * 7) & 0xff);
   return s;
@@ -21,7 +21,7 @@ std::string pattern(std::size_t n, std::size_t seed) {
 
 // Pushes, publishes, pops and releases one record of n bytes; returns its payload.
 std::string round_trip(RingProducer& p, RingConsumer& c, std::size_t n, unsigned seed) {
-  REQUIRE(p.try_push(3, 0, pattern(n, seed)) == RingStatus::kOk);
+  REQUIRE(p.try_push(3, 0, ring_pattern(n, seed)) == RingStatus::kOk);
   p.publish();
   RecordHeader h{};
   std::string out;
@@ -44,7 +44,7 @@ TEST_CASE("a record that wraps the end of the ring comes out whole") {
     round_trip(p, c, gap >= 16 ? 8 : 0, 0);
   }
   REQUIRE(p.position() == start);
-  CHECK(round_trip(p, c, len, 9) == pattern(len, 9));
+  CHECK(round_trip(p, c, len, 9) == ring_pattern(len, 9));
   CHECK(p.position() == start + record_span(len));
   CHECK(c.position() == p.position());
 }
@@ -67,7 +67,7 @@ TEST_CASE("a full ring refuses a record without writing it, then takes it once s
   LocalRing ring(256);
   RingProducer p = ring.producer();
   RingConsumer c = ring.consumer();
-  const std::string rec = pattern(56, 1);  // spans 64: four fill the ring
+  const std::string rec = ring_pattern(56, 1);  // spans 64: four fill the ring
   for (int i = 0; i < 4; ++i) REQUIRE(p.try_push(1, 0, rec) == RingStatus::kOk);
   const std::uint64_t full_at = p.position();
   CHECK(p.try_push(1, 0, "") == RingStatus::kFull);
@@ -91,7 +91,7 @@ TEST_CASE("records pushed in a batch stay invisible until one publish, then all 
   RingProducer p = ring.producer();
   RingConsumer c = ring.consumer();
   for (std::size_t i = 0; i < 10; ++i)
-    REQUIRE(p.try_push(7, 0, pattern(i * 5, i)) == RingStatus::kOk);
+    REQUIRE(p.try_push(7, 0, ring_pattern(i * 5, i)) == RingStatus::kOk);
   RecordHeader h{};
   std::string out;
   CHECK(c.try_pop(&h, &out, 1000) == RingStatus::kEmpty);
@@ -100,7 +100,7 @@ TEST_CASE("records pushed in a batch stay invisible until one publish, then all 
   CHECK(c.has_data());
   for (std::size_t i = 0; i < 10; ++i) {
     REQUIRE(c.try_pop(&h, &out, 1000) == RingStatus::kOk);
-    CHECK(out == pattern(i * 5, i));
+    CHECK(out == ring_pattern(i * 5, i));
   }
   CHECK(c.try_pop(&h, &out, 1000) == RingStatus::kEmpty);
   // Nothing is freed for the producer until the consumer publishes its tail once.
@@ -181,7 +181,7 @@ TEST_CASE("the producer reports an impossible tail as corrupt") {
   INFO(k.what);
   LocalRing ring(256);
   RingProducer p = ring.producer();
-  const std::string rec = pattern(56, 2);
+  const std::string rec = ring_pattern(56, 2);
   for (int i = 0; i < 4; ++i) REQUIRE(p.try_push(1, 0, rec) == RingStatus::kOk);
   p.publish();
   ring.control().tail.store(64);
@@ -212,7 +212,7 @@ TEST_CASE("release asks for a wake iff the producer had announced its wait") {
   LocalRing ring(256);
   RingProducer p = ring.producer();
   RingConsumer c = ring.consumer();
-  const std::string rec = pattern(56, 3);
+  const std::string rec = ring_pattern(56, 3);
   for (int i = 0; i < 4; ++i) REQUIRE(p.try_push(1, 0, rec) == RingStatus::kOk);
   p.publish();
   if (waiting) REQUIRE(p.prepare_wait(56));

@@ -19,7 +19,7 @@ std::string frame_of(const Msg& m) {
   return out;
 }
 
-MessageLimits limits() {
+MessageLimits message_limits() {
   MessageLimits l;
   l.max_result = 100;
   return l;
@@ -48,7 +48,7 @@ TEST_CASE("a frame that does not decode as its kind is a protocol error") {
   }));
   SECTION(row.what) {
     WorkerMessage m;
-    const Status s = check_message(row.kind, row.frame, limits(), &m);
+    const Status s = check_message(row.kind, row.frame, message_limits(), &m);
     CHECK(s.code() == Code::kProtocol);
     CHECK_FALSE(s.message().empty());
   }
@@ -58,7 +58,7 @@ TEST_CASE("a kind the manager does not read is a protocol error naming the kind"
   const std::uint16_t kind = GENERATE(std::uint16_t{0}, std::uint16_t{1}, std::uint16_t{3},
                                       std::uint16_t{20}, std::uint16_t{65535});
   WorkerMessage m;
-  const Status s = check_message(kind, frame_of(ipc::LogMsg{0, 1, "x"}), limits(), &m);
+  const Status s = check_message(kind, frame_of(ipc::LogMsg{0, 1, "x"}), message_limits(), &m);
   CHECK(s.code() == Code::kProtocol);
   CHECK(s.message() == "unknown message kind " + std::to_string(kind));
 }
@@ -66,21 +66,22 @@ TEST_CASE("a kind the manager does not read is a protocol error naming the kind"
 TEST_CASE("messages within the limits pass unchanged") {
   WorkerMessage m;
   REQUIRE(check_message(kResult, frame_of(ipc::ResultMsg{7, ipc::TaskStatus::kFail, "d", "bad"}),
-                        limits(), &m));
+                        message_limits(), &m));
   const auto& r = std::get<ipc::ResultMsg>(m);
   CHECK(r.id == 7);
   CHECK(r.status == ipc::TaskStatus::kFail);
   CHECK(r.data == "d");
   CHECK(r.error == "bad");
 
-  REQUIRE(check_message(kProgress, frame_of(ipc::ProgressMsg{8, "half"}), limits(), &m));
+  REQUIRE(check_message(kProgress, frame_of(ipc::ProgressMsg{8, "half"}), message_limits(), &m));
   CHECK(std::get<ipc::ProgressMsg>(m).data == "half");
 
-  REQUIRE(check_message(kLog, frame_of(ipc::LogMsg{9, 3, "boom"}), limits(), &m));
+  REQUIRE(check_message(kLog, frame_of(ipc::LogMsg{9, 3, "boom"}), message_limits(), &m));
   CHECK(std::get<ipc::LogMsg>(m).level == 3);
   CHECK(std::get<ipc::LogMsg>(m).text == "boom");
 
-  REQUIRE(check_message(kReady, frame_of(ipc::ReadyMsg{42, {"a", "b"}, "rlimits"}), limits(), &m));
+  REQUIRE(check_message(kReady, frame_of(ipc::ReadyMsg{42, {"a", "b"}, "rlimits"}),
+                        message_limits(), &m));
   CHECK(std::get<ipc::ReadyMsg>(m).task_types == std::vector<std::string>{"a", "b"});
   CHECK(std::get<ipc::ReadyMsg>(m).isolation == "rlimits");
 }
@@ -89,13 +90,13 @@ TEST_CASE("a result larger than max_result arrives as result_too_large without i
   WorkerMessage m;
   REQUIRE(check_message(
       kResult, frame_of(ipc::ResultMsg{7, ipc::TaskStatus::kOk, std::string(101, 'r'), ""}),
-      limits(), &m));
+      message_limits(), &m));
   const auto& r = std::get<ipc::ResultMsg>(m);
   CHECK(r.status == ipc::TaskStatus::kResultTooLarge);
   CHECK(r.data.empty());
   REQUIRE(check_message(
       kResult, frame_of(ipc::ResultMsg{7, ipc::TaskStatus::kOk, std::string(100, 'r'), ""}),
-      limits(), &m));
+      message_limits(), &m));
   CHECK(std::get<ipc::ResultMsg>(m).status == ipc::TaskStatus::kOk);  // at the limit: kept
 }
 
@@ -103,7 +104,7 @@ TEST_CASE("a result's error text is cut at 4 KiB, marked as cut") {
   WorkerMessage m;
   REQUIRE(check_message(
       kResult, frame_of(ipc::ResultMsg{7, ipc::TaskStatus::kFail, "", std::string(5000, 'e')}),
-      limits(), &m));
+      message_limits(), &m));
   const std::string& e = std::get<ipc::ResultMsg>(m).error;
   CHECK(e.size() == 4096);
   CHECK(e.ends_with(" [truncated]"));
@@ -111,8 +112,8 @@ TEST_CASE("a result's error text is cut at 4 KiB, marked as cut") {
 
 TEST_CASE("progress data is cut at 64 KiB") {
   WorkerMessage m;
-  REQUIRE(check_message(kProgress, frame_of(ipc::ProgressMsg{8, std::string(70000, 'p')}), limits(),
-                        &m));
+  REQUIRE(check_message(kProgress, frame_of(ipc::ProgressMsg{8, std::string(70000, 'p')}),
+                        message_limits(), &m));
   CHECK(std::get<ipc::ProgressMsg>(m).data.size() == 64 * 1024);
 }
 
@@ -120,7 +121,7 @@ TEST_CASE("a Ready's isolation string is made printable and short") {
   WorkerMessage m;
   REQUIRE(check_message(kReady,
                         frame_of(ipc::ReadyMsg{42, {}, "seccomp\x1b[2J\n" + std::string(400, 'x')}),
-                        limits(), &m));
+                        message_limits(), &m));
   const std::string& iso = std::get<ipc::ReadyMsg>(m).isolation;
   CHECK(iso.size() <= 256);
   CHECK(iso.starts_with("seccomp\\x1b[2J\\n"));

@@ -23,18 +23,18 @@ using sandpool::Outcome;
 
 namespace {
 
-struct TempDir {
-  TempDir() {
+struct StorageDir {
+  StorageDir() {
     char tmpl[] = "/tmp/sp-dead-letter-storage-XXXXXX";
     REQUIRE(::mkdtemp(tmpl) != nullptr);
     path = tmpl;
   }
-  ~TempDir() { std::filesystem::remove_all(path); }
+  ~StorageDir() { std::filesystem::remove_all(path); }
   std::string state_dir() const { return path + "/state"; }
   std::string path;
 };
 
-std::unique_ptr<DeadLetterStore> open_store(const TempDir& dir, std::uint64_t max_count = 0) {
+std::unique_ptr<DeadLetterStore> open_storage(const StorageDir& dir, std::uint64_t max_count = 0) {
   DeadLetterStoreOptions o;
   o.state_dir = dir.state_dir();
   o.max_count = max_count;
@@ -46,7 +46,8 @@ std::unique_ptr<DeadLetterStore> open_store(const TempDir& dir, std::uint64_t ma
 }
 
 // A letter with `attempts` attempts, dead-lettered at `at_ms`.
-DeadLetter letter(std::uint64_t task_id, std::string pool, int attempts, std::int64_t at_ms) {
+DeadLetter attempted_letter(std::uint64_t task_id, std::string pool, int attempts,
+                            std::int64_t at_ms) {
   DeadLetter l;
   l.task.id = task_id;
   l.task.type = "resize";
@@ -62,7 +63,7 @@ DeadLetter letter(std::uint64_t task_id, std::string pool, int attempts, std::in
   return l;
 }
 
-void write_all(DeadLetterStore& store, std::vector<DeadLetter> letters) {
+void write_letters(DeadLetterStore& store, std::vector<DeadLetter> letters) {
   for (auto& l : letters) REQUIRE(store.enqueue(std::move(l)).is_ok());
   const auto flushed = store.flush(30s);
   INFO(flushed.to_string());
@@ -202,13 +203,13 @@ WalSyncCounter::~WalSyncCounter() {
 
 TEST_CASE("each committed batch of letters is synced to disk before flush returns",
           "[dead_letters]") {
-  TempDir dir;
+  StorageDir dir;
   WalSyncCounter counter;
-  auto store = open_store(dir);
+  auto store = open_storage(dir);
   REQUIRE(counter.wal_opens() >= 1);  // the store's connections do go through the counter
   for (std::uint64_t i = 1; i <= 3; ++i) {
     const int before = counter.wal_syncs();
-    write_all(*store, {letter(i, "images", 1, 1000)});
+    write_letters(*store, {attempted_letter(i, "images", 1, 1000)});
     // synchronous = FULL: the WAL is synced at every commit. (NORMAL syncs it only at a
     // checkpoint, which one small letter never triggers: a power cut would lose it.)
     CHECK(counter.wal_syncs() > before);
@@ -218,10 +219,10 @@ TEST_CASE("each committed batch of letters is synced to disk before flush return
 
 TEST_CASE("the WAL and its index (-shm) are 0600 like the database, whatever the umask",
           "[dead_letters]") {
-  TempDir dir;
+  StorageDir dir;
   const mode_t old_umask = ::umask(0);
-  auto store = open_store(dir);
-  write_all(*store, {letter(1, "images", 1, 1000)});
+  auto store = open_storage(dir);
+  write_letters(*store, {attempted_letter(1, "images", 1, 1000)});
   ::umask(old_umask);
   CHECK(mode_of(store->path()) == 0600);
   CHECK(mode_of(store->path() + "-wal") == 0600);
@@ -230,15 +231,16 @@ TEST_CASE("the WAL and its index (-shm) are 0600 like the database, whatever the
 
 TEST_CASE("a letter's attempts leave with it: purged by id, by filter, by age or by retention",
           "[dead_letters]") {
-  TempDir dir;
-  auto store = open_store(dir, /*max_count=*/4);
+  StorageDir dir;
+  auto store = open_storage(dir, /*max_count=*/4);
   const std::string db = store->path();
   const auto attempts_of = [&](std::uint64_t letter_id) {
     return count(db,
                  "SELECT count(*) FROM attempts WHERE letter_id = " + std::to_string(letter_id));
   };
-  write_all(*store, {letter(1, "images", 3, 1000), letter(2, "mail", 2, 1001),
-                     letter(3, "images", 1, 1002), letter(4, "images", 2, 5000)});
+  write_letters(*store,
+                {attempted_letter(1, "images", 3, 1000), attempted_letter(2, "mail", 2, 1001),
+                 attempted_letter(3, "images", 1, 1002), attempted_letter(4, "images", 2, 5000)});
   REQUIRE(count(db, "SELECT count(*) FROM attempts") == 8);
   const auto all = store->list({}, {100, std::nullopt});
   REQUIRE(all.is_ok());
@@ -262,8 +264,9 @@ TEST_CASE("a letter's attempts leave with it: purged by id, by filter, by age or
   CHECK(count(db, "SELECT count(*) FROM attempts") == 2);
 
   // Retention: beyond max_count (4) the oldest letter goes at the next write, attempts too.
-  write_all(*store, {letter(5, "images", 1, 5001), letter(6, "images", 1, 5002),
-                     letter(7, "images", 1, 5003), letter(8, "images", 1, 5004)});
+  write_letters(*store,
+                {attempted_letter(5, "images", 1, 5001), attempted_letter(6, "images", 1, 5002),
+                 attempted_letter(7, "images", 1, 5003), attempted_letter(8, "images", 1, 5004)});
   CHECK(attempts_of(fourth) == 0);
   CHECK(count(db, "SELECT count(*) FROM dead_letters") == 4);
   CHECK(count(db, "SELECT count(*) FROM attempts") == 4);

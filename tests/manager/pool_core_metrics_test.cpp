@@ -31,8 +31,8 @@ std::size_t bucket_of_bound(std::int64_t ns) {
 }
 
 // The shared harness, with a pool name and a result() that requires acceptance.
-struct Harness : sandpool::testing::Harness {
-  explicit Harness(PoolOptions o = defaults()) : sandpool::testing::Harness(std::move(o)) {}
+struct MetricsHarness : sandpool::testing::Harness {
+  explicit MetricsHarness(PoolOptions o = defaults()) : sandpool::testing::Harness(std::move(o)) {}
   static PoolOptions defaults() {
     PoolOptions o = sandpool::testing::Harness::defaults();
     o.name = "images";
@@ -70,7 +70,7 @@ TEST_CASE("a histogram counts a value at a bound in that bound's bucket, above a
 }
 
 TEST_CASE("a completed task records one ok attempt, its queue wait, run time and end-to-end") {
-  Harness h;
+  MetricsHarness h;
   auto t = h.submit();  // no worker ready yet: it waits
   h.advance(5ms);
   h.ready_all();
@@ -93,7 +93,7 @@ TEST_CASE("a completed task records one ok attempt, its queue wait, run time and
 }
 
 TEST_CASE("a retried task records every attempt by outcome but its queue wait once") {
-  Harness h;
+  MetricsHarness h;
   h.ready_all();
   auto t = h.submit();
   h.advance(10ms);
@@ -118,7 +118,7 @@ TEST_CASE("a retried task records every attempt by outcome but its queue wait on
 }
 
 TEST_CASE("dead-lettered tasks are counted by reason, crashes as lost attempts") {
-  Harness h;
+  MetricsHarness h;
   h.ready_all();
   auto permanent = h.submit();
   h.result(permanent->id, ipc::TaskStatus::kFail);
@@ -144,9 +144,9 @@ TEST_CASE("dead-lettered tasks are counted by reason, crashes as lost attempts")
 }
 
 TEST_CASE("a task that expires in the queue ends without an attempt or a queue wait") {
-  PoolOptions o = Harness::defaults();
+  PoolOptions o = MetricsHarness::defaults();
   o.queue_ttl = 500ms;
-  Harness h(o);  // no worker ready: it waits until it expires
+  MetricsHarness h(o);  // no worker ready: it waits until it expires
   auto t = h.submit();
   for (int i = 0; i < 60; ++i) h.advance(10ms);
   REQUIRE(t->state == TaskState::kDeadLettered);
@@ -160,9 +160,9 @@ TEST_CASE("a task that expires in the queue ends without an attempt or a queue w
 }
 
 TEST_CASE("workers are counted by state and their RSS summed") {
-  PoolOptions o = Harness::defaults();
+  PoolOptions o = MetricsHarness::defaults();
   o.concurrency = 1;
-  Harness h(o);
+  MetricsHarness h(o);
   CHECK(h.core->metrics().workers.starting == 2);
   h.ready_all();
   h.ctl.workers[1].rss = 30 << 20;
@@ -183,10 +183,10 @@ TEST_CASE("workers are counted by state and their RSS summed") {
 }
 
 TEST_CASE("a pool whose plugin cannot init reports failed") {
-  PoolOptions o = Harness::defaults();
+  PoolOptions o = MetricsHarness::defaults();
   o.workers = 1;
   o.max_init_failures = 2;
-  Harness h(o);
+  MetricsHarness h(o);
   for (int i = 0; i < 2; ++i) {
     const auto w = h.ctl.spawned.back();
     h.ctl.workers[w].gone = true;
@@ -199,7 +199,7 @@ TEST_CASE("a pool whose plugin cannot init reports failed") {
 }
 
 TEST_CASE("a task cancelled while queued records its end-to-end time but no attempt") {
-  Harness h;  // no worker ready: it waits
+  MetricsHarness h;  // no worker ready: it waits
   auto t = h.submit();
   h.advance(100ms);
   REQUIRE(h.core->cancel(t, h.now));

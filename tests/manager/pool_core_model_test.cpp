@@ -30,7 +30,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr std::int64_t kMs = 1000000;
+constexpr std::int64_t kOneMs = 1000000;
 
 struct Broken : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -75,7 +75,7 @@ class World : public core::WorkerControl {
     const core::WorkerId id = next_++;
     spawned_log.push_back(id);
     workers[id].pid = static_cast<std::int32_t>(10000 + id);
-    workers[id].heartbeat_ms = now / kMs;
+    workers[id].heartbeat_ms = now / kOneMs;
     workers[id].ignores_stop = chance(10);
     return id;
   }
@@ -114,7 +114,7 @@ class World : public core::WorkerControl {
   std::map<core::WorkerId, SimWorker> workers;
   std::map<core::WorkerId, std::uint64_t> payload_limit_at_spawn;
   std::vector<core::WorkerId> spawned_log;
-  std::int64_t now = 1000 * kMs;
+  std::int64_t now = 1000 * kOneMs;
 
  private:
   core::WorkerId next_ = 1;
@@ -314,10 +314,10 @@ class Model {
   }
 
   void advance(std::int64_t ms) {
-    world_.now += ms * kMs;
+    world_.now += ms * kOneMs;
     for (auto& [id, w] : world_.workers) {
-      if (w.alive && !w.silent) w.heartbeat_ms = world_.now / kMs;
-      if (w.alive && w.started != 0) w.cpu_ns += ms * kMs / 2;
+      if (w.alive && !w.silent) w.heartbeat_ms = world_.now / kOneMs;
+      if (w.alive && w.started != 0) w.cpu_ns += ms * kOneMs / 2;
     }
     core_->observe_running();
     core_->observe_backtraces(world_.now);
@@ -479,7 +479,7 @@ class Model {
 
   void trace(const std::string& what) {
     if (trace_.size() >= 80) trace_.pop_front();
-    trace_.push_back(std::to_string((world_.now / kMs) % 100000) + " " + what);
+    trace_.push_back(std::to_string((world_.now / kOneMs) % 100000) + " " + what);
   }
 
   World world_;

@@ -27,9 +27,9 @@ constexpr pid_t kChildPid = 4321;
 // Records the request and keeps a copy of every fd mapped (the one mapped to 5 is the gate) so
 // the test can look at them, and read what the manager sends the "child". Returns a ChildProcess
 // with no pidfd (nothing to kill).
-class RecordingSpawner final : public Spawner {
+class GateRecordingSpawner final : public Spawner {
  public:
-  explicit RecordingSpawner(bool into_cgroup) : into_cgroup_(into_cgroup) {}
+  explicit GateRecordingSpawner(bool into_cgroup) : into_cgroup_(into_cgroup) {}
   Result<ChildProcess> spawn(const SpawnRequest& req) override {
     request = req;
     for (auto [child_fd, parent_fd] : req.fds) {
@@ -55,7 +55,7 @@ class RecordingSpawner final : public Spawner {
   bool into_cgroup_;
 };
 
-bool has_arg(const SpawnRequest& r, const std::string& a) {
+bool request_has_arg(const SpawnRequest& r, const std::string& a) {
   return std::find(r.args.begin(), r.args.end(), a) != r.args.end();
 }
 
@@ -95,11 +95,11 @@ LaunchSpec spec_with(std::shared_ptr<CgroupTree> tree) {
 
 TEST_CASE("v1: the worker waits at the gate until its pid is in every cgroup") {
   V1Tree t;
-  RecordingSpawner spawner(/*into_cgroup=*/true);  // no use on v1: the gate it is
+  GateRecordingSpawner spawner(/*into_cgroup=*/true);  // no use on v1: the gate it is
   auto proc = WorkerProcess::start(spawner, spec_with(t.tree));
   REQUIRE(proc);
   REQUIRE((*proc)->cgroup() != nullptr);
-  CHECK(has_arg(spawner.request, "--gate-fd"));
+  CHECK(request_has_arg(spawner.request, "--gate-fd"));
   CHECK(spawner.request.into_cgroup_fd == -1);
   for (const std::string& d : (*proc)->cgroup()->dirs()) {
     CHECK(t.kernel->pids_in(d) == std::vector<pid_t>{kChildPid});
@@ -114,7 +114,7 @@ TEST_CASE("v1: the worker waits at the gate until its pid is in every cgroup") {
 
 TEST_CASE("a worker that cannot be placed gets end of file at its gate and the start fails") {
   V1Tree t;
-  RecordingSpawner spawner(false);
+  GateRecordingSpawner spawner(false);
   t.kernel->refuse = {t.dir.path + "/sys/fs/cgroup/pids/sandpool-1/p-1/cgroup.procs"};
   auto proc = WorkerProcess::start(spawner, spec_with(t.tree));
   REQUIRE_FALSE(proc);
@@ -137,26 +137,26 @@ TEST_CASE("v2 with a spawner that clones into the cgroup: no gate, the cgroup's 
   auto tree = CgroupTree::open(kernel, l, "sandpool-1");
   REQUIRE(tree);
 
-  RecordingSpawner spawner(true);
+  GateRecordingSpawner spawner(true);
   auto proc = WorkerProcess::start(spawner, spec_with(*tree));
   REQUIRE(proc);
-  CHECK_FALSE(has_arg(spawner.request, "--gate-fd"));
+  CHECK_FALSE(request_has_arg(spawner.request, "--gate-fd"));
   CHECK(spawner.into_cgroup_path == dir.path + "/sandpool-1/p-1");
 
-  RecordingSpawner plain(false);  // the vfork spawner: the gate, as on v1
+  GateRecordingSpawner plain(false);  // the vfork spawner: the gate, as on v1
   auto gated = WorkerProcess::start(plain, spec_with(*tree));
   REQUIRE(gated);
-  CHECK(has_arg(plain.request, "--gate-fd"));
+  CHECK(request_has_arg(plain.request, "--gate-fd"));
   CHECK(kernel->pids_in(dir.path + "/sandpool-1/p-2") == std::vector<pid_t>{kChildPid});
 }
 
 TEST_CASE("without cgroups there is no gate") {
-  RecordingSpawner spawner(false);
+  GateRecordingSpawner spawner(false);
   LaunchSpec spec = spec_with(nullptr);
   auto proc = WorkerProcess::start(spawner, spec);
   REQUIRE(proc);
   CHECK((*proc)->cgroup() == nullptr);
-  CHECK_FALSE(has_arg(spawner.request, "--gate-fd"));
+  CHECK_FALSE(request_has_arg(spawner.request, "--gate-fd"));
   // stdout, stderr, the region, the doorbell, the plugin, its directory and the manager's
   // pidfd: nothing on 5.
   CHECK(spawner.request.fds.size() == 7);
@@ -165,7 +165,7 @@ TEST_CASE("without cgroups there is no gate") {
 }
 
 TEST_CASE("a worker is handed a pidfd of its manager, above its other fds") {
-  RecordingSpawner spawner(false);
+  GateRecordingSpawner spawner(false);
   auto proc = WorkerProcess::start(spawner, spec_with(nullptr));
   REQUIRE(proc);
   const auto& args = spawner.request.args;

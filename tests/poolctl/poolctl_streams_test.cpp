@@ -14,7 +14,7 @@ using nlohmann::json;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) {
+bool text_contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
@@ -61,8 +61,8 @@ TEST_CASE("submit --wait prints progress lines, then the result") {
   REQUIRE(r.exit_code == 0);
   const auto lines = lines_of(r.out);
   REQUIRE(lines.size() == 3);
-  CHECK(contains(lines[0], "50%"));
-  CHECK(contains(lines[1], "100%"));
+  CHECK(text_contains(lines[0], "50%"));
+  CHECK(text_contains(lines[1], "100%"));
   CHECK(lines[2] == "ABC");
 
   auto j = poolctl(service.socket(), {"--json", "submit", "echo", "abc", "--wait"});
@@ -79,7 +79,7 @@ TEST_CASE("submit --wait exits 1 when the task does not complete") {
   ScriptedService service(dir.path());
   auto r = poolctl(service.socket(), {"submit", "fail", "x", "--wait"});
   CHECK(r.exit_code == 1);
-  CHECK(contains(r.out, "dead_lettered (retries_exhausted): boom"));
+  CHECK(text_contains(r.out, "dead_lettered (retries_exhausted): boom"));
 }
 
 TEST_CASE("batch submits N tasks in pipelined batches and prints throughput and latencies") {
@@ -88,10 +88,10 @@ TEST_CASE("batch submits N tasks in pipelined batches and prints throughput and 
   auto r = poolctl(service.socket(), {"batch", "noop", "10000", "--payload-size", "16"});
   REQUIRE(r.exit_code == 0);
   CHECK(service.batch_tasks() == 10000);
-  CHECK(contains(r.out, "10000 of 10000 tasks accepted"));
-  CHECK(contains(r.out, "tasks/s"));
-  CHECK(contains(r.out, "p99"));
-  CHECK_FALSE(contains(r.out, "\r"));  // no progress bar when stdout is not a terminal
+  CHECK(text_contains(r.out, "10000 of 10000 tasks accepted"));
+  CHECK(text_contains(r.out, "tasks/s"));
+  CHECK(text_contains(r.out, "p99"));
+  CHECK_FALSE(text_contains(r.out, "\r"));  // no progress bar when stdout is not a terminal
 
   auto j = poolctl(service.socket(), {"--json", "batch", "noop", "2500", "--batch", "1000"});
   REQUIRE(j.exit_code == 0);
@@ -122,8 +122,8 @@ TEST_CASE("batch exits 1 when the service refuses tasks for good, and says how m
   ScriptedService service(dir.path());
   auto r = poolctl(service.socket(), {"batch", "closed", "100"});
   CHECK(r.exit_code == 1);
-  CHECK(contains(r.out, "50 of 100 tasks accepted"));
-  CHECK(contains(r.err, "closed: pool is closed"));
+  CHECK(text_contains(r.out, "50 of 100 tasks accepted"));
+  CHECK(text_contains(r.err, "closed: pool is closed"));
   CHECK(service.batch_tasks() == 100);  // not sent again
 }
 
@@ -132,9 +132,9 @@ TEST_CASE("batch gives up when the queue stays full with nothing accepted for --
   ScriptedService service(dir.path());
   auto r = poolctl(service.socket(), {"batch", "stuck", "100", "--retry-for", "200ms"});
   CHECK(r.exit_code == 1);
-  CHECK(contains(r.out, "0 of 100 tasks accepted"));
-  CHECK(contains(r.err, "queue_full: queue is full"));
-  CHECK(contains(r.err, "gave up"));
+  CHECK(text_contains(r.out, "0 of 100 tasks accepted"));
+  CHECK(text_contains(r.err, "queue_full: queue is full"));
+  CHECK(text_contains(r.err, "gave up"));
   CHECK(service.batch_tasks() > 100);  // it did try again before giving up
 }
 
@@ -145,8 +145,8 @@ TEST_CASE("events prints the recent events, one line or one JSON object each") {
   REQUIRE(r.exit_code == 0);
   const auto lines = lines_of(r.out);
   REQUIRE(lines.size() == 2);
-  CHECK(contains(lines[0], "default worker_started pid=4101"));
-  CHECK(contains(lines[1], "task_ended"));
+  CHECK(text_contains(lines[0], "default worker_started pid=4101"));
+  CHECK(text_contains(lines[1], "task_ended"));
   CHECK(service.requests("events").back().args["pool"] == "default");
   auto j = poolctl(service.socket(), {"events", "--json"});
   REQUIRE(lines_of(j.out).size() == 2);
@@ -203,14 +203,14 @@ TEST_CASE("top prints plain snapshots with per-pool rates when stdout is not a t
 
   auto r = poolctl(service.socket(), {"top", "-n", "2", "-d", "10ms"});
   REQUIRE(r.exit_code == 0);
-  CHECK_FALSE(contains(r.out, "\x1b["));  // no ANSI redraw off a terminal
+  CHECK_FALSE(text_contains(r.out, "\x1b["));  // no ANSI redraw off a terminal
   std::size_t headers = 0;
   for (const auto& line : lines_of(r.out)) headers += line.rfind("POOL  ", 0) == 0;
   CHECK(headers == 4);  // a pool table and a worker table per snapshot
-  CHECK(contains(r.out, "COMPLETED PER S"));
+  CHECK(text_contains(r.out, "COMPLETED PER S"));
   auto once = poolctl(service.socket(), {"top"});
   CHECK(once.exit_code == 0);
-  CHECK(contains(once.out, "poolctl top"));
+  CHECK(text_contains(once.out, "poolctl top"));
 }
 
 // Not run by default: `build/bin/poolctl_tests "[perf]" -s` prints what batch reaches

@@ -17,14 +17,14 @@ namespace {
 
 using nlohmann::json;
 
-void require_root() {
+void require_root_to_switch_uid() {
   if (::geteuid() == 0) return;
   std::fprintf(stderr, "skipped: connecting as uid 65534 needs root\n");
   std::exit(77);
 }
 
 TEST_CASE("poold: a read-only uid holding every connection it may leaves root's status answered") {
-  require_root();
+  require_root_to_switch_uid();
   PooldFixture f("pools:\n" + pool_yaml("echo", "echo"),
                  "  allow:\n    - {user: 65534, rights: read}\n");
   REQUIRE(::chmod(f.dir.path.c_str(), 0755) == 0);  // uid 65534 reaches the socket

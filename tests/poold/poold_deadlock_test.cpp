@@ -35,7 +35,7 @@ constexpr auto kStatusBound = std::chrono::seconds(20);
 constexpr auto kLoopCallBound = std::chrono::seconds(60);
 constexpr auto kRunFor = std::chrono::seconds(60);
 
-std::string poolctl_path() { return std::string(SANDPOOL_BIN_DIR) + "/poolctl"; }
+std::string deadlock_poolctl_path() { return std::string(SANDPOOL_BIN_DIR) + "/poolctl"; }
 
 // configs/poold.yaml as shipped, with its state (./var) in `dir` and its plugins
 // (build/plugins) from this build.
@@ -57,7 +57,7 @@ enum class Ran { kOk, kFailed, kNoAnswer, kStopped };
 // threads, so it reports through `err`, never through Catch's (single-threaded) macros.
 Ran run_poolctl(const std::string& socket, std::vector<std::string> args, Clock::duration bound,
                 const std::atomic<bool>& stop, std::string* err) {
-  args.insert(args.begin(), {poolctl_path(), "--socket", socket});
+  args.insert(args.begin(), {deadlock_poolctl_path(), "--socket", socket});
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -16,7 +16,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string pools() {
+std::string wait_pools() {
   return "pools:\n" + pool_yaml("sleep", "sleep", "    task_defaults: {timeout: 120s}\n") +
          pool_yaml("fail", "fail");
 }
@@ -29,7 +29,7 @@ CommandResult poolctl(const PooldFixture& f, std::vector<std::string> args) {
 }  // namespace
 
 TEST_CASE("poold: wait answers once the task ends, with its result, every waiter of it") {
-  PooldFixture f(pools());
+  PooldFixture f(wait_pools());
   Client submitter = f.connect();
   // Submitted without waiting, on another connection: the waiters only know its id. It runs
   // 1.5 s, so a wait answered at once would see it queued or running, not completed.
@@ -55,7 +55,7 @@ TEST_CASE("poold: wait answers once the task ends, with its result, every waiter
 }
 
 TEST_CASE("poold: wait answers the tasks of a batch and a failed task's account too") {
-  PooldFixture f(pools());
+  PooldFixture f(wait_pools());
   Client c = f.connect();
   auto batch = c.submit_batch({task("sleep", "1200"), task("sleep", "1")});
   REQUIRE(batch);
@@ -74,7 +74,7 @@ TEST_CASE("poold: wait answers the tasks of a batch and a failed task's account 
 }
 
 TEST_CASE("poold: a wait whose own timeout passes first answers the task as it is, still open") {
-  PooldFixture f(pools());
+  PooldFixture f(wait_pools());
   Client c = f.connect();
   auto s = c.submit(task("sleep", "600000"));
   REQUIRE(s);
@@ -99,7 +99,7 @@ TEST_CASE("poold: a wait whose own timeout passes first answers the task as it i
 }
 
 TEST_CASE("poold: wait refuses an unknown task and a malformed id, naming the field") {
-  PooldFixture f(pools());
+  PooldFixture f(wait_pools());
   Client c = f.connect();
   auto unknown = c.wait(42);
   REQUIRE_FALSE(unknown);
@@ -125,7 +125,7 @@ TEST_CASE("poold: wait refuses an unknown task and a malformed id, naming the fi
 }
 
 TEST_CASE("poolctl wait prints the result, or the state when --wait-timeout passes first") {
-  PooldFixture f(pools());
+  PooldFixture f(wait_pools());
   Client c = f.connect();
   auto quick = c.submit(task("sleep", "300"));
   REQUIRE(quick);

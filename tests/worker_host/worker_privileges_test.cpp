@@ -47,7 +47,7 @@ std::map<std::string, std::string> proc_status(pid_t pid) {
   return out;
 }
 
-bool exited_with(const std::optional<int>& status, int code) {
+bool privileged_exited_with(const std::optional<int>& status, int code) {
   return status && WIFEXITED(*status) && WEXITSTATUS(*status) == code;
 }
 
@@ -134,7 +134,7 @@ TEST_CASE("as root, a plugin that other users could replace is refused before dl
   auto w = WorkerHarness::spawn(args);
   auto status = w->wait_exit();
   INFO(w->output());
-  CHECK(exited_with(status, sandbox::kExitLoad));
+  CHECK(privileged_exited_with(status, sandbox::kExitLoad));
   CHECK(w->logged(c.needle));
   CHECK(w->logged("refused when running as root"));
 }
@@ -175,7 +175,7 @@ TEST_CASE("a configured read-only path that does not exist fails step 6, naming 
   auto w = WorkerHarness::spawn(args);
   auto status = w->wait_exit();
   INFO(w->output());
-  CHECK(exited_with(status, sandbox::kExitLockdown));
+  CHECK(privileged_exited_with(status, sandbox::kExitLockdown));
   CHECK(w->logged("lock-down step 6 (Landlock): open(/nonexistent/sandpool-data, O_PATH)"));
 }
 

@@ -22,7 +22,7 @@ using sandpool::testing::WorkerHarness;
 
 namespace {
 
-bool exited_with(const std::optional<int>& status, int code) {
+bool sandboxed_exited_with(const std::optional<int>& status, int code) {
   return status && WIFEXITED(*status) && WEXITSTATUS(*status) == code;
 }
 
@@ -53,7 +53,7 @@ TEST_CASE("a plugin the loader refuses exits with the right code and an error Lo
   auto w = WorkerHarness::spawn(args);
   auto status = w->wait_exit();
   INFO(describe(status) + "; output: " + w->output());
-  CHECK(exited_with(status, c.exit_code));
+  CHECK(sandboxed_exited_with(status, c.exit_code));
   CHECK(w->late_messages().empty());  // no ReadyMsg
   CHECK(w->header().phase.load() == static_cast<std::uint32_t>(ipc::WorkerPhase::kStarting));
   REQUIRE_FALSE(w->logs().empty());
@@ -66,7 +66,7 @@ TEST_CASE("a plugin the loader refuses exits with the right code and an error Lo
 TEST_CASE("a failing init's own explanation reaches the manager before the failure") {
   auto w = WorkerHarness::spawn(worker_args(test_plugin_path("init_fails")));
   auto status = w->wait_exit();
-  CHECK(exited_with(status, sandbox::kExitInit));
+  CHECK(sandboxed_exited_with(status, sandbox::kExitInit));
   CHECK(w->logged("init_fails: refusing to start: no model configured"));
 }
 
@@ -77,7 +77,7 @@ TEST_CASE("a plugin that hangs in init is stopped by the worker's own deadline")
   auto w = WorkerHarness::spawn(args);
   auto status = w->wait_exit();
   INFO(w->output());
-  CHECK(exited_with(status, sandbox::kExitInit));
+  CHECK(sandboxed_exited_with(status, sandbox::kExitInit));
   CHECK(w->output().find("did not finish within 300 ms") != std::string::npos);
 }
 
@@ -91,7 +91,7 @@ TEST_CASE("a forbidden syscall in handle ends the worker with kExitViolation, na
   w->send(w->task(1, "socket", ""));
   auto status = w->wait_exit();
   INFO(w->output());
-  CHECK(exited_with(status, sandbox::kExitViolation));
+  CHECK(sandboxed_exited_with(status, sandbox::kExitViolation));
   CHECK(w->header().violation_syscall.load() == SYS_socket + 1);
   CHECK(w->header().started_task.load() == 1);
   CHECK(sandbox::syscall_name(static_cast<int>(w->header().violation_syscall.load()) - 1) ==
@@ -118,7 +118,7 @@ TEST_CASE("an unknown syscall in allow_syscalls fails the lock-down, naming it")
   auto w = WorkerHarness::spawn(args);
   auto status = w->wait_exit();
   INFO(w->output());
-  CHECK(exited_with(status, sandbox::kExitLockdown));
+  CHECK(sandboxed_exited_with(status, sandbox::kExitLockdown));
   CHECK(w->logged("lock-down step 7 (seccomp): allow_syscalls: unknown syscall 'no_such_syscall'"));
 }
 
@@ -218,6 +218,6 @@ TEST_CASE("a bad command line exits with kExitUsage and says what was wrong") {
   int status = 0;
   REQUIRE(::waitpid(pid, &status, 0) == pid);
   INFO(text);
-  CHECK(exited_with(status, sandbox::kExitUsage));
+  CHECK(sandboxed_exited_with(status, sandbox::kExitUsage));
   CHECK(text.find("unknown flag '--bogus'") != std::string::npos);
 }
