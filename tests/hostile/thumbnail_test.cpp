@@ -30,21 +30,21 @@ PoolOptions thumbnail_options(const std::string& config = "{}") {
   return o;
 }
 
-bool has_worker(Pool& pool, std::int32_t pid) {
+bool thumbnail_worker_alive(Pool& pool, std::int32_t pid) {
   const auto ws = pool.workers();
   return std::any_of(ws.begin(), ws.end(), [&](const WorkerInfo& w) { return w.pid == pid; });
 }
 
-const std::filesystem::path kCorpus =
+const std::filesystem::path kThumbnailCorpus =
     std::filesystem::path(SANDPOOL_SOURCE_DIR) / "tests/hostile/thumbnail_corpus";
 
-std::string slurp(const std::filesystem::path& path) {
+std::string read_corpus_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   REQUIRE(in);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-std::string png_bomb(std::uint32_t width, std::uint32_t height) {
+std::string png_bomb_file(std::uint32_t width, std::uint32_t height) {
   std::uint8_t* data = nullptr;
   std::size_t len = 0;
   REQUIRE(sample_png_bomb(width, height, &data, &len) == 0);
@@ -52,21 +52,21 @@ std::string png_bomb(std::uint32_t width, std::uint32_t height) {
 }
 
 // The attempt ended in the plugin, with `outcome` and `error`; its worker lives on.
-void require_refused(HostileWorld& world, const TaskResult& r, Outcome outcome,
-                     const std::string& error) {
+void require_thumbnail_refused(HostileWorld& world, const TaskResult& r, Outcome outcome,
+                               const std::string& error) {
   REQUIRE(r.attempts() == 1);
   CHECK(r.history[0].outcome == outcome);
   CHECK(r.history[0].error == error);
-  CHECK(has_worker(world.pool(), r.history[0].worker_pid));
+  CHECK(thumbnail_worker_alive(world.pool(), r.history[0].worker_pid));
 }
 
-struct Expected {
+struct CorpusExpectation {
   Outcome outcome;
   std::string error;
 };
 
 // Every file of the corpus and what its task must end with.
-std::map<std::string, Expected> corpus_expectations() {
+std::map<std::string, CorpusExpectation> corpus_expectations() {
   const Outcome failed = Outcome::kFailed, limit = Outcome::kResourceLimit;
   return {
       {"empty", {failed, "thumbnail: the image is empty"}},
@@ -107,14 +107,15 @@ TEST_CASE("every file of the malformed thumbnail corpus ends its own task, never
   HostileWorld world;
   world.start(thumbnail_options());
   std::size_t seen = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(kCorpus)) {
+  for (const auto& entry : std::filesystem::directory_iterator(kThumbnailCorpus)) {
     const std::string name = entry.path().filename().string();
     if (name == "README.md") continue;
     INFO(name);
     const auto it = expected.find(name);
     REQUIRE(it != expected.end());  // a new corpus file needs its expected outcome here
-    const TaskResult r = world.attack("thumbnail", thumbnail_payload("width=32", slurp(entry)));
-    require_refused(world, r, it->second.outcome, it->second.error);
+    const TaskResult r =
+        world.attack("thumbnail", thumbnail_payload("width=32", read_corpus_file(entry)));
+    require_thumbnail_refused(world, r, it->second.outcome, it->second.error);
     ++seen;
   }
   CHECK(seen == expected.size());
@@ -127,10 +128,10 @@ TEST_CASE("a decompression bomb is refused from its header before a pixel is dec
   // The cap low enough that a small bomb (quick to make) is over it; the check reads IHDR,
   // so the pixel buffer is never allocated.
   world.start(thumbnail_options(R"({"max_pixels": 1000000})"));
-  const std::string bomb = png_bomb(2000, 2000);
+  const std::string bomb = png_bomb_file(2000, 2000);
   CHECK(bomb.size() < 50000);  // 12 MB of pixels in a few KB
   const TaskResult r = world.attack("thumbnail", thumbnail_payload("width=32", bomb));
-  require_refused(
+  require_thumbnail_refused(
       world, r, Outcome::kResourceLimit,
       "thumbnail: png: the image is 2000x2000 = 4000000 pixels, more than max_pixels 1000000");
   world.close_and_check_clean();
@@ -142,10 +143,12 @@ TEST_CASE("a bomb let through by a cap set too high meets the worker's address-s
   // pool's 512 MiB RLIMIT_AS (hostile_options) refuses to malloc; the worker lives on.
   world.start(thumbnail_options(R"({"max_pixels": 0, "max_width": 0, "max_height": 0})"));
   const TaskResult r = world.attack(
-      "thumbnail", thumbnail_payload("width=32", slurp(kCorpus / "bomb_100000x100000.png")));
-  require_refused(world, r, Outcome::kResourceLimit,
-                  "thumbnail: out of memory: the decoded 100000x100000 image needs 30000000000 "
-                  "bytes");
+      "thumbnail",
+      thumbnail_payload("width=32", read_corpus_file(kThumbnailCorpus / "bomb_100000x100000.png")));
+  require_thumbnail_refused(
+      world, r, Outcome::kResourceLimit,
+      "thumbnail: out of memory: the decoded 100000x100000 image needs 30000000000 "
+      "bytes");
   CHECK(world.pool().stats().restarts == 0);
   world.close_and_check_clean();
 }
@@ -161,13 +164,14 @@ TEST_CASE("a real bomb let through by a cap set too high is killed at the cgroup
   o.workers = 1;
   world.start_with_cgroups(o);
   const TaskResult r =
-      world.attack("thumbnail", thumbnail_payload("width=32", png_bomb(6000, 6000)));
+      world.attack("thumbnail", thumbnail_payload("width=32", png_bomb_file(6000, 6000)));
   REQUIRE(r.attempts() == 1);
   const Attempt& a = r.history[0];
   INFO(a.error);
   CHECK(a.outcome == Outcome::kResourceLimit);
   CHECK(a.error.rfind("resource_limit: memory", 0) == 0);
-  CHECK_FALSE(has_worker(world.pool(), a.worker_pid));  // replaced; attack() saw it serve
+  CHECK_FALSE(
+      thumbnail_worker_alive(world.pool(), a.worker_pid));  // replaced; attack() saw it serve
   world.close_and_check_clean();
 }
 
@@ -185,6 +189,6 @@ TEST_CASE("a progressive JPEG of endless scans is stopped at the 100th") {
   for (int i = 0; i < 200; ++i) endless += scan;
   endless += "\xff\xd9";
   const TaskResult r = world.attack("thumbnail", thumbnail_payload("width=32", endless));
-  require_refused(world, r, Outcome::kFailed, "thumbnail: jpeg: more than 100 scans");
+  require_thumbnail_refused(world, r, Outcome::kFailed, "thumbnail: jpeg: more than 100 scans");
   world.close_and_check_clean();
 }

@@ -26,7 +26,7 @@ PoolOptions thumbnail_pool(const std::string& plugin_config = "{}") {
   return o;
 }
 
-TaskResult run_once(Pool& pool, std::string payload) {
+TaskResult run_thumbnail(Pool& pool, std::string payload) {
   SubmitOptions so;
   so.retries = 0;
   return run(pool, "thumbnail", std::move(payload), so);
@@ -34,7 +34,7 @@ TaskResult run_once(Pool& pool, std::string payload) {
 
 // The thumbnail a completed task answered, decoded.
 DecodedImage thumbnail_of(Pool& pool, const std::string& options, const std::string& image) {
-  const TaskResult r = run_once(pool, thumbnail_payload(options, image));
+  const TaskResult r = run_thumbnail(pool, thumbnail_payload(options, image));
   INFO(r.error);
   REQUIRE(r.state == TaskState::kCompleted);
   return sandpool::testing::decode(r.result);
@@ -125,9 +125,9 @@ TEST_CASE("a thumbnail can be a JPEG, of the quality asked for") {
   const std::string png =
       sandpool::testing::encode(sandpool::testing::gradient(256, 256), ImageFormat::kPng);
   const TaskResult low =
-      run_once(*pool, thumbnail_payload("width=128 format=jpeg quality=20", png));
+      run_thumbnail(*pool, thumbnail_payload("width=128 format=jpeg quality=20", png));
   const TaskResult high =
-      run_once(*pool, thumbnail_payload("width=128 format=jpeg quality=95", png));
+      run_thumbnail(*pool, thumbnail_payload("width=128 format=jpeg quality=95", png));
   REQUIRE(low.state == TaskState::kCompleted);
   REQUIRE(high.state == TaskState::kCompleted);
   CHECK(low.result.substr(0, 3) == "\xff\xd8\xff");
@@ -137,8 +137,9 @@ TEST_CASE("a thumbnail can be a JPEG, of the quality asked for") {
   check_near(t, 127, 127, 0, 254, 6);
   // A pool whose default format is jpeg takes quality without format=jpeg in the options.
   auto jpeg_pool = make_pool(thumbnail_pool(R"({"format": "jpeg", "quality": 95})"));
-  const TaskResult by_default = run_once(*jpeg_pool, thumbnail_payload("width=128", png));
-  const TaskResult asked = run_once(*jpeg_pool, thumbnail_payload("width=128 quality=20", png));
+  const TaskResult by_default = run_thumbnail(*jpeg_pool, thumbnail_payload("width=128", png));
+  const TaskResult asked =
+      run_thumbnail(*jpeg_pool, thumbnail_payload("width=128 quality=20", png));
   REQUIRE(by_default.state == TaskState::kCompleted);
   REQUIRE(asked.state == TaskState::kCompleted);
   CHECK(by_default.result == high.result);
@@ -196,7 +197,7 @@ TEST_CASE("a thumbnail task whose payload is not <options> NUL <image> fails per
        "thumbnail: not a JPEG, PNG or WebP image (its first bytes are none of their "
        "signatures)"},
   }));
-  const TaskResult r = run_once(*pool, payload);
+  const TaskResult r = run_thumbnail(*pool, payload);
   REQUIRE(r.attempts() == 1);
   CHECK(r.history[0].outcome == Outcome::kFailed);
   CHECK(r.error == error);
@@ -214,13 +215,13 @@ TEST_CASE("an image over max_pixels, max_width or max_height is refused as resou
        "thumbnail: jpeg: the image is 240 pixels high, more than max_height 200"},
   }));
   auto pool = make_pool(thumbnail_pool(config));
-  const TaskResult r = run_once(*pool, thumbnail_payload("width=32", jpeg));
+  const TaskResult r = run_thumbnail(*pool, thumbnail_payload("width=32", jpeg));
   REQUIRE(r.attempts() == 1);
   CHECK(r.history[0].outcome == Outcome::kResourceLimit);
   CHECK(r.error == error);
   // At the limit it passes.
   auto exact = make_pool(thumbnail_pool(R"({"max_pixels": 76800, "max_width": 320})"));
-  CHECK(run_once(*exact, thumbnail_payload("width=32", jpeg)).state == TaskState::kCompleted);
+  CHECK(run_thumbnail(*exact, thumbnail_payload("width=32", jpeg)).state == TaskState::kCompleted);
 }
 
 TEST_CASE("a thumbnail pool whose plugin_config is wrong does not start") {
