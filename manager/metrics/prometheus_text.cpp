@@ -221,7 +221,24 @@ void render_journal(Exposition& e, const TaskJournalStats& j) {
       "Finished tasks kept in the journal for lookups (task, wait).",
       std::to_string(j.finished_kept));
   one("sandpool_journal_evicted_total", "counter",
-      "Finished tasks deleted by the journal's retention bounds.", std::to_string(j.evicted));
+      "Finished tasks dropped by the journal's retention bounds.", std::to_string(j.evicted));
+  one("sandpool_journal_log_rounds", "gauge",
+      "Rounds (rows) in the journal's log; each group commit appends one.",
+      std::to_string(j.log_rounds));
+  one("sandpool_journal_log_bytes", "gauge", "Bytes of the journal log's rounds.",
+      std::to_string(j.log_bytes));
+  one("sandpool_journal_log_live_bytes", "gauge",
+      "Of those, the bytes of records the journal still needs; compaction keeps the log near "
+      "twice this.",
+      std::to_string(j.log_live_bytes));
+  one("sandpool_journal_rounds_deleted_total", "counter", "Log rounds deleted by compaction.",
+      std::to_string(j.rounds_deleted));
+  one("sandpool_journal_tasks_carried_total", "counter",
+      "Live tasks compaction copied forward out of an old round.", std::to_string(j.tasks_carried));
+  one("sandpool_journal_wal_checkpoints_total", "counter",
+      "WAL checkpoints run by the journal's checkpoint thread.", std::to_string(j.wal_checkpoints));
+  one("sandpool_journal_wal_checkpoint_seconds_total", "counter", "Their time.",
+      us(j.wal_checkpoint_us));
 }
 
 void render_pool_gauges(Exposition& e) {

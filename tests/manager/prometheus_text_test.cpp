@@ -363,3 +363,48 @@ sandpool_dead_letters_evicted_total 4
   CHECK(render_prometheus({small_pool()}, service()).find("sandpool_dead_letter") ==
         std::string::npos);
 }
+
+TEST_CASE("the journal's series show the round log's size, compaction and checkpoints") {
+  ServiceInfo info = service();
+  TaskJournalStats j;
+  j.finished_kept = 100;
+  j.evicted = 900;
+  j.log_rounds = 12;
+  j.log_bytes = 480000;
+  j.log_live_bytes = 200000;
+  j.rounds_deleted = 31;
+  j.tasks_carried = 5;
+  j.wal_checkpoints = 7;
+  j.wal_checkpoint_us = 2500;
+  info.journal = j;
+  const std::string text = render_prometheus({small_pool()}, info);
+  const std::size_t from = text.find("# HELP sandpool_journal_log_rounds");
+  const std::size_t to = text.find("# HELP sandpool_queue_depth");
+  REQUIRE(from != std::string::npos);
+  REQUIRE(to > from);
+  CHECK(text.find("sandpool_journal_evicted_total 900\n") != std::string::npos);
+  CHECK(
+      text.substr(from, to - from) ==
+      R"(# HELP sandpool_journal_log_rounds Rounds (rows) in the journal's log; each group commit appends one.
+# TYPE sandpool_journal_log_rounds gauge
+sandpool_journal_log_rounds 12
+# HELP sandpool_journal_log_bytes Bytes of the journal log's rounds.
+# TYPE sandpool_journal_log_bytes gauge
+sandpool_journal_log_bytes 480000
+# HELP sandpool_journal_log_live_bytes Of those, the bytes of records the journal still needs; compaction keeps the log near twice this.
+# TYPE sandpool_journal_log_live_bytes gauge
+sandpool_journal_log_live_bytes 200000
+# HELP sandpool_journal_rounds_deleted_total Log rounds deleted by compaction.
+# TYPE sandpool_journal_rounds_deleted_total counter
+sandpool_journal_rounds_deleted_total 31
+# HELP sandpool_journal_tasks_carried_total Live tasks compaction copied forward out of an old round.
+# TYPE sandpool_journal_tasks_carried_total counter
+sandpool_journal_tasks_carried_total 5
+# HELP sandpool_journal_wal_checkpoints_total WAL checkpoints run by the journal's checkpoint thread.
+# TYPE sandpool_journal_wal_checkpoints_total counter
+sandpool_journal_wal_checkpoints_total 7
+# HELP sandpool_journal_wal_checkpoint_seconds_total Their time.
+# TYPE sandpool_journal_wal_checkpoint_seconds_total counter
+sandpool_journal_wal_checkpoint_seconds_total 0.0025
+)");
+}
