@@ -190,3 +190,48 @@ TEST_CASE("a lone accept commits at once, and accepts wait for a group once roun
   REQUIRE(store->close().is_ok());  // closing commits what waits
   CHECK(waits.size() == 1);
 }
+
+TEST_CASE("a task accepted and dead-lettered in one transaction reads back dead-lettered",
+          "[journal]") {
+  TempDir dir;
+  DeadLetterStoreOptions o = journal_options_in(dir.state_dir());
+  o.journal->group_commit = 1s;   // the letter joins the accept's round
+  o.journal->group_siblings = 0;  // and the writer waits for it even after a quiet spell
+  std::uint64_t letter_id = 0;
+  {
+    auto store = open_store(o);
+    TaskJournal& j = journal_of(*store);
+    const std::uint64_t commits_before = j.stats().commits;
+    Commits accepted;
+    j.accept(tasks(7, 1), accepted.callback());
+    DeadLetter l = letter(7);
+    l.task.history = {ended(1, Outcome::kFailed, "no")};
+    Receipts receipts;
+    REQUIRE(j.dead_letter(l, receipts.for_task(7)).is_ok());
+    REQUIRE(j.flush(60s).is_ok());
+    REQUIRE(store->flush(60s).is_ok());
+    // The test is about one transaction: it says nothing if the two were split.
+    REQUIRE(j.stats().commits == commits_before + 1);
+    REQUIRE(accepted.size() == 1);
+    CHECK(accepted.all().front().is_ok());
+    REQUIRE(receipts.size() == 1);
+    letter_id = receipts.all().front().second.letter_id;
+    REQUIRE(letter_id > 0);
+    auto seven = j.find(7);
+    REQUIRE(seven.is_ok());
+    CHECK(seven->task.state == TaskState::kDeadLettered);
+    CHECK(seven->letter_id == letter_id);
+    CHECK(j.unfinished()->empty());
+    REQUIRE(store->close().is_ok());
+  }
+  auto store = open_store(o);
+  TaskJournal& j = journal_of(*store);
+  CHECK(j.unfinished()->empty());  // a replay does not bring it back to run again
+  auto seven = j.find(7);
+  REQUIRE(seven.is_ok());
+  CHECK(seven->task.state == TaskState::kDeadLettered);
+  CHECK(seven->task.reason == DeadReason::kRetriesExhausted);
+  CHECK(seven->letter_id == letter_id);
+  REQUIRE(seven->task.history.size() == 1);
+  CHECK(seven->task.history[0].error == "no");
+}
