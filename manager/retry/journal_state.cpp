@@ -219,18 +219,6 @@ std::vector<std::uint64_t> JournalState::ids() const {
   return out;
 }
 
-bool JournalState::over_bounds(const Bounds& b, std::int64_t now_ms) const {
-  if (b.max_finished > 0 && finished_count_ > b.max_finished) return true;
-  if (b.max_finished_bytes > 0 && finished_bytes_ > b.max_finished_bytes) return true;
-  if (b.max_finished_age_ms <= 0) return false;
-  for (const auto& [ms, id] : finished_order_) {
-    const JournalTask* t = find(id);
-    if (t == nullptr || !finished(*t) || t->finished_ms != ms) continue;  // stale
-    return ms < now_ms - b.max_finished_age_ms;
-  }
-  return false;
-}
-
 std::size_t JournalState::evict(const Bounds& b, std::int64_t now_ms, std::size_t max) {
   std::size_t n = 0;
   while (n < max && !finished_order_.empty()) {

@@ -75,13 +75,10 @@ class JournalState {
   void raise_highest(std::uint64_t id) { highest_ = std::max(highest_, id); }
   std::uint64_t finished_count() const { return finished_count_; }
   std::uint64_t finished_bytes() const { return finished_bytes_; }
-  std::uint64_t unfinished_count() const { return tasks_.size() - finished_count_; }
 
   // Retention: evicts finished tasks beyond any bound, the oldest end first, at most `max`;
   // returns how many.
   std::size_t evict(const Bounds& b, std::int64_t now_ms, std::size_t max);
-  // True when a finished task is beyond a bound.
-  bool over_bounds(const Bounds& b, std::int64_t now_ms) const;
 
   // Compaction.
   const std::map<std::uint64_t, Round>& rounds() const { return rounds_; }
