@@ -210,7 +210,6 @@ Status TaskJournal::write_taken(SqliteDb& db, int* rc) {
 
 Status TaskJournal::write_dead_lettered(SqliteDb& db, const DeadLetter& letter,
                                         std::uint64_t letter_id) {
-  (void)db;
   Tx& tx = *tx_;
   const JournalTask* meta = tx.open_task(*state_, letter.task.id);
   if (meta == nullptr) return Status::ok();  // not journaled, or ended already
