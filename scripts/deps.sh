@@ -8,7 +8,7 @@ packages=(
   libboost-dev libcereal-dev libseccomp-dev libspdlog-dev catch2 libyaml-cpp-dev
   libcli11-dev libsqlite3-dev sqlite3 nlohmann-json3-dev libcpp-httplib-dev libsystemd-dev
   libhiredis-dev redis-server liblua5.4-dev libpcre2-dev libjpeg62-turbo-dev libpng-dev
-  libwebp-dev libjemalloc-dev
+  libwebp-dev libjemalloc-dev libpython3.11-dev python3-pytest python3-setuptools python3-venv
 )
 
 missing=()
@@ -25,5 +25,5 @@ sudo_cmd=()
 export DEBIAN_FRONTEND=noninteractive
 # A fresh machine may have no package lists yet.
 "${sudo_cmd[@]}" apt-get update -q >/dev/null || echo "deps: apt-get update failed; trying the cached lists" >&2
-"${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+"${sudo_cmd[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 echo "deps: done"
