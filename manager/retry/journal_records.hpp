@@ -10,6 +10,8 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <sandpool/ipc/byte_archive.hpp>
 #include <sandpool/status.hpp>
@@ -18,7 +20,9 @@
 namespace sandpool::journal_log {
 
 // The first byte of every body: the format of the records after it.
-inline constexpr std::uint8_t kFormat = 1;
+// Format 2 is written; format 1 (fixed-width fields, before 2026-11-27) is still read.
+inline constexpr std::uint8_t kFormat = 2;
+inline constexpr std::size_t kHeaderBytes = 9;  // format 2: the format byte, an i64 base time
 
 enum class RecordKind : std::uint8_t { kTask = 1, kStart = 2, kRequeue = 3, kAttempt = 4 };
 
@@ -34,10 +38,11 @@ struct Record {
   std::size_t bytes = 0;                // its size in the body
 };
 
-// Appends records to a body; the caller owns the string and inserts it.
+// Appends records to a body, in format 2; the caller owns the string and inserts it.
 class BodyWriter {
  public:
-  // Empties `out` (keeping its capacity) and writes the format byte.
+  // Empties `out` (keeping its capacity) and writes the header: the format byte and the
+  // base time (set by the first time a record holds).
   void reset(std::string* out);
   void task(const JournalTask& t);
   void start(std::uint64_t id, const Attempt& start, std::int64_t at_ms);
@@ -45,10 +50,20 @@ class BodyWriter {
   void attempt(std::uint64_t id, const Attempt& ended, TaskState next, std::int64_t retry_due_ms,
                std::int64_t at_ms);
   std::size_t size() const { return out_ == nullptr ? 0 : out_->size(); }
+  bool has_records() const { return size() > kHeaderBytes; }
 
  private:
-  ipc::wire::StringOutputArchive ar_;
+  void varint(std::uint64_t v);
+  void signed_varint(std::int64_t v);
+  void time(std::int64_t ms);
+  void str(std::string_view s);
+  void ref(std::string_view s);  // a string of the body's table
+  void attempt_fields(const Attempt& a);
+
   std::string* out_ = nullptr;
+  std::int64_t base_ = 0;
+  bool has_base_ = false;
+  std::vector<std::pair<std::size_t, std::size_t>> table_;  // (offset, length) in *out_
 };
 
 // Calls on_record for each record of `body`, in order. A malformed body (a short record, an

@@ -171,7 +171,7 @@ Result<std::size_t> carry_legacy(SqliteDb& db) {
         writer.reset(&body);
       }
     }
-    if (body.size() > 1) SP_RETURN_IF_ERROR(insert_round(db, seq, body));
+    if (writer.has_records()) SP_RETURN_IF_ERROR(insert_round(db, seq, body));
     moved = tasks->size();
     return db.exec(kDropLegacy, "journal: drop first layout");
   };

@@ -117,7 +117,7 @@ Status TaskJournal::flush_body(SqliteDb& db) {
   Tx& tx = *tx_;
   if (!tx.open) return Status::ok();
   tx.open = false;
-  if (tx.body.size() <= 1) return Status::ok();  // the format byte alone
+  if (!tx.writer.has_records()) return Status::ok();
   auto stmt = db.prepare(kInsertRound, "journal: append round");
   if (!stmt) return stmt.status();
   StmtRef s(*stmt);
@@ -328,7 +328,7 @@ void TaskJournal::round_failed(SqliteDb& db, const Status& why, int rc) {
     int one_rc = SQLITE_OK;
     resolve(i, condition ? why : commit_alone(db, i, i + 1, &one_rc));
   }
-  std::deque<Write> records;
+  std::vector<Write> records;
   for (Write& w : taken_) {
     if (w.kind != Write::Kind::kAccept) records.push_back(std::move(w));
   }
