@@ -148,6 +148,7 @@ Status PoolLoop::wire(LaunchPlan plan) {
 
 void PoolLoop::run() {
   name_thread(::pthread_self(), "sp-loop:" + opts_.name);
+  journal_batching_ = journal_ != nullptr;
   core_->start(ipc::monotonic_ns());
   publish_stats(ipc::monotonic_ns(), true);
   std::int64_t busy_rounds = 0;
@@ -175,7 +176,10 @@ void PoolLoop::run() {
     }
     wait_for_events(timeout_ms, now);
   }
-  // The end: kill what is left (nothing, after a clean close), then serve late queries.
+  // The end: kill what is left (nothing, after a clean close), then serve late queries. Their
+  // records go to the journal at once: late queries may run on other threads.
+  if (journal_batching_) journal_->hand_over(journal_records_);
+  journal_batching_ = false;
   links_->clear();
   mailbox_.end(*core_);
 }
@@ -188,6 +192,7 @@ bool PoolLoop::iterate(std::int64_t now) {
   if (now >= core_->next_deadline()) core_->on_tick(now);
   work |= links_->report_failed_spawns(now);
   links_->flush();
+  if (journal_batching_) journal_->hand_over(journal_records_);
   // Before after_iteration() wakes idle waiters, and before a possible sleep: current
   // whenever somebody could have waited for the loop.
   publish_stats(now, !work);

@@ -18,6 +18,7 @@
 #include <sandpool/busy_clock.hpp>
 #include <sandpool/ipc/wake.hpp>
 #include <sandpool/pool.hpp>
+#include <sandpool/task_journal.hpp>
 
 #include "core/host_facts.hpp"
 #include "core/loop_mailbox.hpp"
@@ -182,8 +183,20 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   // After launch, with a journal: ids above the journal's highest, and this pool's
   // unfinished tasks queued again (PoolCore::recover).
   Status recover_journal();
+  // Records through the turn's batch while run() turns (journal_batching_), else at once.
+  template <typename Add>
+  void journal_record(Add add) {
+    if (journal_batching_) return add(journal_records_);
+    TaskJournal::Records now;
+    add(now);
+    journal_->hand_over(now);
+  }
   TaskJournal* journal_ = nullptr;  // set at construction, immutable after
-  bool end_inline_ = false;         // loop thread: the journal answered within finish() itself
+  // The loop thread's, while run() turns: the records of this turn, handed over at its end.
+  TaskJournal::Records journal_records_;
+  bool journal_batching_ = false;
+  bool in_end_hook_ = false;  // the thread in the `end` hook: within its finish()
+  bool end_inline_ = false;   // the same: the journal answered within finish() itself
   std::mutex ends_mu_;
   std::vector<std::uint64_t> ends_written_;  // guarded by ends_mu_: end_written() ids not yet taken
 

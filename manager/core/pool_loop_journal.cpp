@@ -11,7 +11,8 @@
 //   learn the end. The answer is posted to the loop like a letter's receipt.
 // - Starts, requeues (a start that never became an attempt) and attempt ends (with the
 //   retry's wall-clock due time) are recorded without a callback: the loop never waits on
-//   the disk.
+//   the disk. While the loop turns, these records and the ends gather in a batch that each
+//   turn hands to the journal at once (PoolLoop::iterate): one lock and one clock read a turn.
 // - Recovery: Pool::create queues this pool's unfinished tasks again (recover_journal()), and
 //   dead-letters those of a type it no longer serves.
 #include <chrono>
@@ -58,11 +59,14 @@ void PoolLoop::install_journal() {
   if (journal_ == nullptr) return;
   TaskJournalHooks hooks;
   hooks.started = [this](const TaskRecord& task, const Attempt& start) {
-    journal_->record_start(task.id, start);
+    journal_record([&](TaskJournal::Records& r) { r.start(task.id, start); });
   };
-  hooks.requeued = [this](const TaskRecord& task) { journal_->record_requeue(task.id); };
+  hooks.requeued = [this](const TaskRecord& task) {
+    journal_record([&](TaskJournal::Records& r) { r.requeue(task.id); });
+  };
   hooks.retrying = [this](const TaskRecord& task, const Attempt& ended, std::int64_t due_ms) {
-    journal_->record_attempt(task.id, ended, TaskState::kRetryWait, due_ms);
+    journal_record(
+        [&](TaskJournal::Records& r) { r.attempt(task.id, ended, TaskState::kRetryWait, due_ms); });
   };
   hooks.end = [this](const TaskPtr& task) {
     if (!task->journaled) return false;  // refused or replayed: nothing to end there
@@ -71,10 +75,9 @@ void PoolLoop::install_journal() {
       std::lock_guard lock(task->mu);
       account = task->account;  // final: state, reason, result, attempts
     }
-    end_inline_ = false;
-    const std::thread::id loop_thread = std::this_thread::get_id();
+    const std::thread::id hook_thread = std::this_thread::get_id();
     std::weak_ptr<PoolLoop> self = weak_from_this();
-    journal_->finish(std::move(account), [self, task, loop_thread](const Status& s) {
+    JournalCommitted written = [self, task, hook_thread](const Status& s) {
       std::shared_ptr<PoolLoop> loop = self.lock();
       if (!s) {
         const auto& log = loop ? loop->log_ : spdlog::default_logger();
@@ -82,12 +85,17 @@ void PoolLoop::install_journal() {
                    loop ? loop->opts_.name : std::string("?"), task->id, s.to_string());
       }
       if (!loop) return end_orphaned(*task, task->account.state);
-      if (std::this_thread::get_id() == loop_thread) {
+      if (std::this_thread::get_id() == hook_thread && loop->in_end_hook_) {
         loop->end_inline_ = true;  // within finish(): the core ends the task itself
         return;
       }
       loop->end_written(task->id);
-    });
+    };
+    end_inline_ = false;
+    in_end_hook_ = true;
+    journal_record(
+        [&](TaskJournal::Records& r) { r.finish(std::move(account), std::move(written)); });
+    in_end_hook_ = false;
     return !end_inline_;
   };
   core_->set_journal(std::move(hooks));

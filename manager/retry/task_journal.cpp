@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
@@ -49,72 +50,122 @@ TaskJournal::TaskJournal(DeadLetterStore& store, TaskJournalOptions options,
 
 TaskJournal::~TaskJournal() = default;
 
-void TaskJournal::enqueue(Write w) {
-  w.at_ms = store_.now_ms();
-  // Only a batch waits for a group commit; a record's clock read would be wasted (a pool
-  // loop queues two records per task).
-  if (w.kind == Write::Kind::kAccept) w.since = std::chrono::steady_clock::now();
-  {
-    std::unique_lock lk(store_.mu_);
-    if (!store_.writer_done_) {
-      w.seq = next_seq_++;
-      queued_tasks_ += w.tasks.size();
-      queue_.push_back(std::move(w));
-      store_.work_cv_.notify_one();
-      return;
-    }
-  }
-  // The store closed: nothing more is written.
-  if (w.on_committed) {
-    w.on_committed(Status::error(Code::kClosed, "storage: the task journal is closed"));
-  }
-}
+TaskJournal::Records::Records() = default;
+TaskJournal::Records::~Records() = default;
+TaskJournal::Records::Records(Records&&) noexcept = default;
+TaskJournal::Records& TaskJournal::Records::operator=(Records&&) noexcept = default;
 
-void TaskJournal::accept(std::vector<JournalTask> tasks, JournalCommitted on_committed) {
-  Write w;
-  w.kind = Write::Kind::kAccept;
-  w.tasks = std::move(tasks);
-  w.on_committed = std::move(on_committed);
-  if (w.tasks.empty()) {
-    if (w.on_committed) w.on_committed(Status::ok());
-    return;
-  }
-  enqueue(std::move(w));
-}
+bool TaskJournal::Records::empty() const { return writes_.empty(); }
 
-void TaskJournal::record_start(std::uint64_t task_id, const Attempt& start) {
-  Write w;
+void TaskJournal::Records::start(std::uint64_t task_id, const Attempt& start) {
+  Write& w = writes_.emplace_back();
   w.kind = Write::Kind::kStart;
   w.task_id = task_id;
   w.attempt = start;
-  enqueue(std::move(w));
 }
 
-void TaskJournal::record_requeue(std::uint64_t task_id) {
-  Write w;
+void TaskJournal::Records::requeue(std::uint64_t task_id) {
+  Write& w = writes_.emplace_back();
   w.kind = Write::Kind::kRequeue;
   w.task_id = task_id;
-  enqueue(std::move(w));
 }
 
-void TaskJournal::record_attempt(std::uint64_t task_id, const Attempt& ended, TaskState next,
-                                 std::int64_t retry_due_ms) {
-  Write w;
+void TaskJournal::Records::attempt(std::uint64_t task_id, const Attempt& ended, TaskState next,
+                                   std::int64_t retry_due_ms) {
+  Write& w = writes_.emplace_back();
   w.kind = Write::Kind::kAttempt;
   w.task_id = task_id;
   w.attempt = ended;
   w.next = next;
   w.retry_due_ms = retry_due_ms;
-  enqueue(std::move(w));
 }
 
-void TaskJournal::finish(TaskResult final_account, JournalCommitted on_committed) {
-  Write w;
+void TaskJournal::Records::finish(TaskResult final_account, JournalCommitted on_committed) {
+  Write& w = writes_.emplace_back();
   w.kind = Write::Kind::kFinish;
   w.task_id = final_account.id;
   w.final_account = std::move(final_account);
   w.on_committed = std::move(on_committed);
-  enqueue(std::move(w));
+}
+
+void TaskJournal::hand_over(Records& records) {
+  std::vector<Write>& writes = records.writes_;
+  if (writes.empty()) return;
+  const std::int64_t now_ms = store_.now_ms();
+  std::optional<std::chrono::steady_clock::time_point> since;  // read for a batch only
+  for (Write& w : writes) {
+    w.at_ms = now_ms;
+    if (w.kind != Write::Kind::kAccept) continue;
+    if (!since) since = std::chrono::steady_clock::now();
+    w.since = *since;
+  }
+  {
+    std::unique_lock lk(store_.mu_);
+    if (!store_.writer_done_) {
+      // The writer waits for the queue to fill or for a group's deadline: it needs waking
+      // only when the queue was empty or becomes full.
+      const bool was_empty = queue_.empty();
+      for (Write& w : writes) {
+        w.seq = next_seq_++;
+        queued_tasks_ += w.tasks.size();
+      }
+      if (was_empty) {
+        queue_.swap(writes);  // the usual hand-over: no write moves
+      } else {
+        queue_.insert(queue_.end(), std::make_move_iterator(writes.begin()),
+                      std::make_move_iterator(writes.end()));
+      }
+      if (was_empty || group_full_locked()) store_.work_cv_.notify_one();
+      writes.clear();
+      return;
+    }
+  }
+  // The store closed: nothing more is written.
+  std::vector<Write> closed;
+  closed.swap(writes);
+  for (Write& w : closed) {
+    if (w.on_committed) {
+      w.on_committed(Status::error(Code::kClosed, "storage: the task journal is closed"));
+    }
+  }
+}
+
+void TaskJournal::accept(std::vector<JournalTask> tasks, JournalCommitted on_committed) {
+  if (tasks.empty()) {
+    if (on_committed) on_committed(Status::ok());
+    return;
+  }
+  Records one;
+  Write& w = one.writes_.emplace_back();
+  w.kind = Write::Kind::kAccept;
+  w.tasks = std::move(tasks);
+  w.on_committed = std::move(on_committed);
+  hand_over(one);
+}
+
+void TaskJournal::record_start(std::uint64_t task_id, const Attempt& start) {
+  Records one;
+  one.start(task_id, start);
+  hand_over(one);
+}
+
+void TaskJournal::record_requeue(std::uint64_t task_id) {
+  Records one;
+  one.requeue(task_id);
+  hand_over(one);
+}
+
+void TaskJournal::record_attempt(std::uint64_t task_id, const Attempt& ended, TaskState next,
+                                 std::int64_t retry_due_ms) {
+  Records one;
+  one.attempt(task_id, ended, next, retry_due_ms);
+  hand_over(one);
+}
+
+void TaskJournal::finish(TaskResult final_account, JournalCommitted on_committed) {
+  Records one;
+  one.finish(std::move(final_account), std::move(on_committed));
+  hand_over(one);
 }
 
 Status TaskJournal::dead_letter(DeadLetter letter, LetterWritten on_written) {
@@ -216,7 +267,7 @@ void TaskJournal::untake_locked() {
 }
 
 void TaskJournal::abandon(const std::string& why) {
-  std::deque<Write> left;
+  std::vector<Write> left;
   {
     std::lock_guard lk(store_.mu_);
     left.swap(queue_);

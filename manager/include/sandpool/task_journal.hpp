@@ -33,7 +33,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -133,9 +132,37 @@ class TaskJournal {
   TaskJournal(const TaskJournal&) = delete;
   TaskJournal& operator=(const TaskJournal&) = delete;
 
+  struct Write;  // one queued write (task_journal_write.hpp)
+
+  // The records (starts, requeues, attempt ends, finishes) a pool loop gathers during one
+  // turn and queues at once with hand_over(): one lock, one clock read and at most one wake
+  // of the writer for all of them, where the single calls below pay each per record. Their
+  // times are the hand-over's. Not thread-safe: one owner.
+  class Records {
+   public:
+    Records();
+    ~Records();
+    Records(Records&&) noexcept;
+    Records& operator=(Records&&) noexcept;
+    // As record_start(), record_requeue(), record_attempt() and finish() below.
+    void start(std::uint64_t task_id, const Attempt& start);
+    void requeue(std::uint64_t task_id);
+    void attempt(std::uint64_t task_id, const Attempt& ended, TaskState next,
+                 std::int64_t retry_due_ms = 0);
+    void finish(TaskResult final_account, JournalCommitted on_committed);
+    bool empty() const;
+
+   private:
+    friend class TaskJournal;
+    std::vector<Write> writes_;
+  };
+
   // Queues the batch's tasks (ids unique in the journal) for one all-or-none commit shared
   // with whatever else waits; on_committed as above. Never blocks on the disk.
   void accept(std::vector<JournalTask> tasks, JournalCommitted on_committed);
+  // Queues what `records` holds, in order, and empties it. When the store has closed, each
+  // finish's on_committed is called at once with kClosed.
+  void hand_over(Records& records);
   // The task started an attempt: `start` carries number, worker_pid and started_ms.
   void record_start(std::uint64_t task_id, const Attempt& start);
   // A started task goes back to waiting without an attempt (its start never became one: a
@@ -170,7 +197,6 @@ class TaskJournal {
 
  private:
   friend class DeadLetterStore;
-  struct Write;        // task_journal_write.hpp
   struct RoundResult;  // the same
   struct RoundPlan;    // the same
   struct Tx;           // the same
@@ -179,7 +205,6 @@ class TaskJournal {
               std::unique_ptr<sqlite::SqliteDb> query_db);
   static Result<std::unique_ptr<TaskJournal>> open(DeadLetterStore& store,
                                                    TaskJournalOptions options);
-  void enqueue(Write w);
   // Opening (task_journal_load.cpp): rows of the journal's first layout become the log's
   // first round, then the log is replayed into state_.
   Status load();
@@ -249,7 +274,9 @@ class TaskJournal {
   std::unique_ptr<JournalState> state_;
 
   // Guarded by store_.mu_ (the writer's lock), so the writer waits on one condition.
-  std::deque<Write> queue_;         // oldest first (a round often takes only its front)
+  // Oldest first. A round that takes only the front (max_batch) moves the rest forward: rare
+  // (batches beyond max_batch), and cheaper than a deque, which allocates per write.
+  std::vector<Write> queue_;
   std::uint64_t queued_tasks_ = 0;  // tasks in accept() writes of queue_
   std::uint64_t next_seq_ = 1;
   std::uint64_t taken_seq_ = 0;  // the oldest taken write's seq while taken_count_ > 0
@@ -263,7 +290,7 @@ class TaskJournal {
 
   // The writer thread's own (no lock): the writes of the current round, the callbacks to
   // deliver after it, and what the open transaction wrote to the log.
-  std::deque<Write> taken_;
+  std::vector<Write> taken_;
   std::vector<std::pair<JournalCommitted, Status>> deliveries_;
   std::unique_ptr<RoundResult> round_;
   std::unique_ptr<RoundPlan> plan_;
