@@ -162,6 +162,11 @@ static int guard_imports(char* err, size_t err_len) {
 
 PyObject* python_interp_start(const python_plugin_config* c, char* err, size_t err_len) {
   PyObject* handler;
+  if (Py_IsInitialized()) {
+    snprintf(err, err_len,
+             "python: an interpreter already runs in this process (one init per process)");
+    return NULL;
+  }
   if (make_libpython_global(err, err_len) != 0) return NULL;
   if (start_runtime(c, err, err_len) != 0) return NULL;
   /* From here the GIL is held; every path out releases it. */

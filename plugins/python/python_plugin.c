@@ -101,7 +101,7 @@ SP_EXPORT int sp_plugin_init(const sp_host_api* host, const char* config_json, s
     free(s);
     return 3;
   }
-  if (python_module_register(host) != 0) {
+  if (!Py_IsInitialized() && python_module_register(host) != 0) {
     static const char kMsg[] = "python: cannot register the sandpool module";
     host->log(NULL, 3, kMsg, sizeof kMsg - 1);
     python_plugin_config_free(&s->config);

@@ -21,5 +21,4 @@ def handle(payload: bytes) -> bytes:
     if not items:
         raise ValueError(f"order {order['id']} has no items")
     total = sum(item["price"] * item["qty"] for item in items)
-    sandpool.log(f"order {order['id']}: {len(items)} item(s)")
     return json.dumps({"id": order["id"], "items": len(items), "total": round(total, 2)}).encode()
