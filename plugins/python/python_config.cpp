@@ -90,6 +90,24 @@ char** parse_strings(const json& v, const char* key, std::size_t* count, bool na
   return items;
 }
 
+void parse_modules(const json& v, python_plugin_config* out) {
+  if (!v.is_object()) throw ConfigError{"modules: expected a mapping of module name to source"};
+  const std::size_t n = v.size() == 0 ? 1 : v.size();
+  out->module_names = static_cast<char**>(std::calloc(n, sizeof(char*)));
+  out->module_sources = static_cast<char**>(std::calloc(n, sizeof(char*)));
+  if (out->module_names == nullptr || out->module_sources == nullptr) {
+    throw ConfigError{"out of memory"};
+  }
+  for (const auto& [name, source] : v.items()) {
+    if (!is_dotted_name(name) || name.find('.') != std::string::npos) {
+      throw ConfigError{"modules: \"" + name + "\" is not a module name (no dots)"};
+    }
+    if (!source.is_string()) throw ConfigError{"modules." + name + ": expected the Python source"};
+    out->module_names[out->module_count] = copy_string(name);
+    out->module_sources[out->module_count++] = copy_string(source.get_ref<const std::string&>());
+  }
+}
+
 bool parse_bool(const json& v, const char* key) {
   if (!v.is_boolean()) throw ConfigError{std::string(key) + ": expected true or false"};
   return v.get<bool>();
@@ -104,14 +122,16 @@ void parse_into(const json& j, python_plugin_config* out) {
       out->path = parse_strings(value, "path", &out->path_count, false);
     } else if (key == "preload") {
       out->preload = parse_strings(value, "preload", &out->preload_count, true);
+    } else if (key == "modules") {
+      parse_modules(value, out);
     } else if (key == "late_imports") {
       out->late_imports = parse_bool(value, "late_imports") ? 1 : 0;
     } else if (key == "site") {
       out->site = parse_bool(value, "site") ? 1 : 0;
     } else {
       throw ConfigError{key +
-                        ": unknown key (expected one of: handler, path, preload, late_imports, "
-                        "site)"};
+                        ": unknown key (expected one of: handler, path, modules, preload, "
+                        "late_imports, site)"};
     }
   }
   if (out->module == nullptr) {
@@ -142,6 +162,12 @@ extern "C" int python_plugin_config_parse(const char* text, std::size_t len,
 extern "C" void python_plugin_config_free(python_plugin_config* config) {
   for (std::size_t i = 0; i < config->path_count; ++i) std::free(config->path[i]);
   for (std::size_t i = 0; i < config->preload_count; ++i) std::free(config->preload[i]);
+  for (std::size_t i = 0; i < config->module_count; ++i) {
+    std::free(config->module_names[i]);
+    std::free(config->module_sources[i]);
+  }
+  std::free(config->module_names);
+  std::free(config->module_sources);
   std::free(config->path);
   std::free(config->preload);
   std::free(config->module);

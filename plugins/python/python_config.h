@@ -15,6 +15,9 @@ typedef struct python_plugin_config {
   size_t path_count;
   char** preload;       /* modules imported at init besides the handler's */
   size_t preload_count;
+  char** module_names;   /* modules given as source in plugin_config.modules, */
+  char** module_sources; /* importable at init and after */
+  size_t module_count;
   int late_imports;     /* 1: imports after init go to the path finder (relaxed only) */
   int site;             /* 1: import site (Debian's dist-packages on sys.path) */
 } python_plugin_config;

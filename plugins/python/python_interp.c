@@ -8,8 +8,9 @@
 #include "python_error.h"
 #include "python_module.h"
 
-/* Refuses every import the built-in and frozen importers cannot serve (they need no file),
- * with an error that says what to do, in place of the path finders. */
+/* Refuses every import that the built-in and frozen importers and plugin_config.modules
+ * cannot serve (they need no file), with an error that says what to do, in place of the
+ * path finders. */
 static const char kImportGuard[] =
     "import sys\n"
     "class _SandpoolImportGuard:\n"
@@ -21,7 +22,7 @@ static const char kImportGuard[] =
     "            'under the strict profile)', name=name)\n"
     "sys.meta_path[:] = [f for f in sys.meta_path\n"
     "                    if getattr(f, '__name__', '') in ('BuiltinImporter', "
-    "'FrozenImporter')]\n"
+    "'FrozenImporter', '_SandpoolConfigModules')]\n"
     "sys.meta_path.append(_SandpoolImportGuard)\n"
     "sys.path_importer_cache.clear()\n";
 
@@ -111,11 +112,58 @@ static int import_named(const char* name, const char* what, char* err, size_t er
   return -1;
 }
 
+/* Serves the modules of plugin_config.modules (the dict `_sources`, name to source) to
+ * `import`, first on sys.meta_path, under the file name "plugin_config.modules.NAME" that a
+ * traceback shows. They import each other in any order, and need no file after init. */
+static const char kConfigModules[] =
+    "import sys, importlib.util\n"
+    "class _SandpoolConfigModules:\n"
+    "    sources = _sources\n"
+    "    @classmethod\n"
+    "    def find_spec(cls, name, path=None, target=None):\n"
+    "        if name not in cls.sources:\n"
+    "            return None\n"
+    "        return importlib.util.spec_from_loader(name, cls,\n"
+    "                                               origin='plugin_config.modules.' + name)\n"
+    "    @classmethod\n"
+    "    def create_module(cls, spec):\n"
+    "        return None\n"
+    "    @classmethod\n"
+    "    def exec_module(cls, module):\n"
+    "        name = module.__name__\n"
+    "        module.__file__ = 'plugin_config.modules.' + name\n"
+    "        exec(compile(cls.sources[name], module.__file__, 'exec'), module.__dict__)\n"
+    "sys.meta_path.insert(0, _SandpoolConfigModules)\n";
+
+static int serve_config_modules(const python_plugin_config* c, char* err, size_t err_len) {
+  PyObject* globals = PyDict_New();
+  PyObject* sources = PyDict_New();
+  PyObject* done = NULL;
+  size_t i;
+  int ok = globals != NULL && sources != NULL &&
+           PyDict_SetItemString(globals, "_sources", sources) == 0;
+  for (i = 0; ok && i < c->module_count; ++i) {
+    PyObject* text = PyUnicode_FromString(c->module_sources[i]);
+    ok = text != NULL && PyDict_SetItemString(sources, c->module_names[i], text) == 0;
+    Py_XDECREF(text);
+  }
+  if (ok) done = PyRun_String(kConfigModules, Py_file_input, globals, globals);
+  Py_XDECREF(globals);
+  Py_XDECREF(sources);
+  if (done == NULL) {
+    take_error("plugin_config.modules", err, err_len);
+    return -1;
+  }
+  Py_DECREF(done);
+  return 0;
+}
+
 static PyObject* find_handler(const python_plugin_config* c, char* err, size_t err_len) {
   PyObject* module;
   PyObject* fn;
   size_t i;
   if (import_named("sandpool", "the sandpool module", err, err_len) != 0) return NULL;
+  if (c->module_count > 0 && serve_config_modules(c, err, err_len) != 0) return NULL;
   for (i = 0; i < c->preload_count; ++i) {
     if (import_named(c->preload[i], "plugin_config.preload", err, err_len) != 0) return NULL;
   }

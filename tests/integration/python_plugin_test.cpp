@@ -337,3 +337,113 @@ TEST_CASE("a python pool whose plugin_config or module is wrong does not start, 
   INFO(log.str());
   CHECK(log.str().find(says) != std::string::npos);
 }
+
+// The table of docs/plugin-guide.md ("python", "The standard library under strict"): each
+// module imported at init (preload), then used in handle under the default strict profile.
+TEST_CASE("the standard library under strict: computing works, the outside world does not") {
+  PublicDir dir;
+  dir.write("stdlib_probe.py",
+            "import sys\n"
+            "def handle(payload):\n"
+            "    m = sys.modules\n"
+            "    return str(eval(payload.decode(), {'m': m}))\n");
+  auto pool = make_pool(py_pool(py_config(
+      dir.path(), "stdlib_probe:handle",
+      R"("preload": ["json", "re", "hashlib", "hmac", "zlib", "bz2", "lzma", "gzip", "base64",
+                     "struct", "datetime", "_strptime", "random", "secrets", "uuid", "decimal",
+                     "fractions", "statistics", "csv", "pickle", "xml.etree.ElementTree",
+                     "unicodedata", "sqlite3", "encodings.idna", "zoneinfo", "threading",
+                     "socket", "subprocess", "asyncio", "ssl", "tempfile", "ctypes",
+                     "urllib.parse", "email.message", "email.parser", "multiprocessing",
+                     "concurrent.futures", "mmap"])")));
+  const auto [code, result] = GENERATE(table<std::string, std::string>({
+      {"m['json'].dumps(m['json'].loads('[1, 2.5]'))", "[1, 2.5]"},
+      {"m['re'].sub(r'(\\w+)@', r'\\1 at ', 'bob@x')", "bob at x"},
+      {"m['hashlib'].sha256(b'abc').hexdigest()[:16]", "ba7816bf8f01cfea"},
+      {"m['hashlib'].md5(b'abc').hexdigest()[:8] + m['hashlib'].sha3_256(b'').hexdigest()[:8]",
+       "90015098a7ffc6f8"},
+      {"m['hmac'].new(b'k', b'm', 'sha256').hexdigest()[:8]", "b60090e3"},
+      {"len(m['zlib'].decompress(m['zlib'].compress(b'x' * 999)))", "999"},
+      {"len(m['bz2'].decompress(m['bz2'].compress(b'x' * 999)))", "999"},
+      {"len(m['lzma'].decompress(m['lzma'].compress(b'x' * 999)))", "999"},
+      {"len(m['gzip'].decompress(m['gzip'].compress(b'x' * 999)))", "999"},
+      {"m['base64'].b64encode(b'abc')", "b'YWJj'"},
+      {"m['struct'].unpack('<I', b'\\x07\\0\\0\\0')[0]", "7"},
+      {"m['datetime'].datetime(2020, 1, 1).strftime('%A %B')", "Wednesday January"},
+      {"m['datetime'].datetime.strptime('2020-01-02', '%Y-%m-%d').day", "2"},
+      {"0 <= m['random'].random() < 1", "True"},
+      {"len(m['secrets'].token_hex(8)) + len(str(m['uuid'].uuid4()))", "52"},
+      {"m['decimal'].Decimal('1.1') + m['decimal'].Decimal('2.2')", "3.3"},
+      {"m['fractions'].Fraction(1, 3) * 3 + m['statistics'].mean([1, 2, 3])", "3"},
+      {"list(m['csv'].reader(['a,b']))", "[['a', 'b']]"},
+      {"m['pickle'].loads(m['pickle'].dumps({'a': 1}))", "{'a': 1}"},
+      {"m['xml.etree.ElementTree'].fromstring('<a><b>x</b></a>').find('b').text", "x"},
+      {"m['unicodedata'].name('\\u00e9')", "LATIN SMALL LETTER E WITH ACUTE"},
+      {"m['sqlite3'].connect(':memory:').execute('select 1 + 1').fetchone()", "(2,)"},
+      {"'b\\u00fccher.de'.encode('idna')", "b'xn--bcher-kva.de'"},
+      {"m['urllib.parse'].urlparse('http://x/y?z=1').query", "z=1"},
+      {"m['email.parser'].Parser().parsestr('Subject: hi\\n\\nbody')['Subject']", "hi"},
+      {"m['ctypes'].c_int(5).value", "5"},
+      {"len(m['mmap'].mmap(-1, 4096))", "4096"},
+  }));
+  INFO(code);
+  const TaskResult r = py_run(*pool, code);
+  INFO(r.error);
+  CHECK(r.state == TaskState::kCompleted);
+  CHECK(r.result == result);
+}
+
+TEST_CASE("the standard library under strict: files, threads, processes and sockets stop") {
+  PublicDir dir;
+  dir.write("stdlib_probe.py",
+            "import sys\n"
+            "def handle(payload):\n"
+            "    m = sys.modules\n"
+            "    return str(eval(payload.decode(), {'m': m}))\n");
+  auto pool = make_pool(py_pool(py_config(
+      dir.path(), "stdlib_probe:handle",
+      R"("preload": ["zoneinfo", "threading", "concurrent.futures", "socket", "subprocess",
+                     "asyncio", "ssl", "tempfile", "multiprocessing"])")));
+  const auto [code, syscall] = GENERATE(table<std::string, std::string>({
+      {"m['zoneinfo'].ZoneInfo('Europe/Paris')", "openat"},  // tzdata files
+      {"m['threading'].Thread(target=print).start()", "clone"},
+      {"m['concurrent.futures'].ThreadPoolExecutor(1).submit(int).result()", "clone"},
+      {"m['socket'].socket()", "socket"},
+      {"m['subprocess'].run(['true'])", "pipe2"},
+      {"m['asyncio'].run(m['asyncio'].sleep(0))", "epoll_create1"},
+      {"m['ssl'].create_default_context()", "openat"},  // the CA certificates
+      {"m['tempfile'].TemporaryFile()", "getcwd"},
+      {"open('/etc/hostname').read()", "openat"},
+  }));
+  INFO(code);
+  const TaskResult r = py_run(*pool, code);
+  REQUIRE(r.attempts() == 1);
+  CHECK(r.history[0].outcome == Outcome::kSandboxViolation);
+  CHECK(r.history[0].error == "sandbox_violation: " + syscall);
+}
+
+TEST_CASE("under relaxed, threads run, and files in readonly_paths can be read and imported") {
+  PublicDir dir;
+  dir.write("relaxed_probe.py",
+            "import sys, threading, zoneinfo\n"
+            "def handle(payload):\n"
+            "    m = sys.modules\n"
+            "    return str(eval(payload.decode(), {'m': m, 'threading': threading, "
+            "'zoneinfo': zoneinfo}))\n");
+  PoolOptions o = py_pool(py_config(dir.path(), "relaxed_probe:handle", R"("late_imports": true)"));
+  o.sandbox.profile = sandbox::SeccompProfile::kRelaxed;
+  o.sandbox.readonly_paths = {"/usr/lib/python3.11", "/usr/share/zoneinfo"};
+  auto pool = make_pool(o);
+  const auto [code, result] = GENERATE(table<std::string, std::string>({
+      {"(lambda t: (t.start(), t.join(), 'joined')[2])(threading.Thread(target=int))", "joined"},
+      {"zoneinfo.ZoneInfo('Europe/Paris').key", "Europe/Paris"},
+      // late_imports: the path finder reads /usr/lib/python3.11 after init.
+      {"__import__('decimal').Decimal('0.1') * 3", "0.3"},
+      {"__import__('fractions').Fraction(6, 4)", "3/2"},
+  }));
+  INFO(code);
+  const TaskResult r = py_run(*pool, code);
+  INFO(r.error);
+  CHECK(r.state == TaskState::kCompleted);
+  CHECK(r.result == result);
+}
