@@ -68,7 +68,12 @@ static int start_runtime(const python_plugin_config* c, char* err, size_t err_le
   config.user_site_directory = 0;
   config.pathconfig_warnings = 0;
   config.parse_argv = 0;
+  /* Debian's prefix, as pkg-config names it: without it the prefix is searched for from the
+   * worker's path, and on a merged-/usr system lands on "/" (sys.path "/lib/python3.11"). */
   status = PyConfig_SetString(&config, &config.program_name, L"python3");
+  if (!PyStatus_Exception(status)) {
+    status = PyConfig_SetBytesString(&config, &config.home, SANDPOOL_PYTHON_HOME);
+  }
   if (!PyStatus_Exception(status)) status = Py_InitializeFromConfig(&config);
   PyConfig_Clear(&config);
   return status_failed(status, "start", err, err_len);
