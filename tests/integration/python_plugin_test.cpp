@@ -348,7 +348,8 @@ TEST_CASE("a python pool whose plugin_config or module is wrong does not start, 
 TEST_CASE("the standard library under strict: computing works, the outside world does not") {
   PublicDir dir;
   dir.write("stdlib_probe.py",
-            "import sys\n"
+            "import sys, zoneinfo\n"
+            "zoneinfo.ZoneInfo('Europe/Paris')  # read at init, cached\n"
             "def handle(payload):\n"
             "    m = sys.modules\n"
             "    return str(eval(payload.decode(), {'m': m}))\n");
@@ -390,6 +391,8 @@ TEST_CASE("the standard library under strict: computing works, the outside world
       {"m['email.parser'].Parser().parsestr('Subject: hi\\n\\nbody')['Subject']", "hi"},
       {"m['ctypes'].c_int(5).value", "5"},
       {"len(m['mmap'].mmap(-1, 4096))", "4096"},
+      {"m['zoneinfo'].ZoneInfo('Europe/Paris').utcoffset(m['datetime'].datetime(2020, 7, 1))",
+       "2:00:00"},
   }));
   INFO(code);
   const TaskResult r = py_run(*pool, code);
