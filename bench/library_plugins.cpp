@@ -1,7 +1,8 @@
 // The `plugins` group: the plugins on real libraries (plugins/lua/, plugins/regex/,
-// plugins/thumbnail/, plugins/python/), each on a typical input, through a pool of one sandboxed worker and, in the
-// same run, through the same .so loaded into this process and called directly (sp_plugin_handle in
-// a loop, no IPC, no sandbox): what isolation costs per task. Figures: `plugins <name>_pool`,
+// plugins/thumbnail/, plugins/python/), each on a typical input, through a pool of one sandboxed
+// worker and, in the same run, through the same .so loaded into this process and called directly
+// (sp_plugin_handle in a loop, no IPC, no sandbox): what isolation costs per task. Figures:
+// `plugins <name>_pool`,
 // `<name>_in_process` (tasks/s, the best of 3 alternated rounds) and
 // `<name>_fraction_of_in_process` (ratio).
 #include <dlfcn.h>
@@ -101,9 +102,9 @@ std::vector<LibraryCase> library_cases() {
   }
   order += "]}";
   const std::string examples = python_examples_copy();
-  LibraryCase python{"python", "python",
-                     R"({"handler": "orders:handle", "path": [")" + examples + R"("]})",
-                     examples.empty() ? "" : order, R"({"id": "A17", "items": 10, "total": 137.5})"};
+  LibraryCase python{
+      "python", "python", R"({"handler": "orders:handle", "path": [")" + examples + R"("]})",
+      examples.empty() ? "" : order, R"({"id": "A17", "items": 10, "total": 137.5})"};
   return {lua, regex, thumbnail, python};
 }
 

@@ -60,7 +60,7 @@ void parse_handler(const json& v, python_plugin_config* out) {
   out->function = copy_string(function);
 }
 
-// A list of strings into a malloc'ed array; `check` says what each must be.
+// A list of strings into a malloc'ed array: module names when `names`, else absolute paths.
 char** parse_strings(const json& v, const char* key, std::size_t* count, bool names) {
   if (!v.is_array()) throw ConfigError{std::string(key) + ": expected a list of strings"};
   char** items = static_cast<char**>(std::calloc(v.size() == 0 ? 1 : v.size(), sizeof(char*)));

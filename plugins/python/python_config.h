@@ -9,17 +9,17 @@ extern "C" {
 #endif
 
 typedef struct python_plugin_config {
-  char* module;         /* the handler's module, "pkg.mod" (NUL-terminated) */
-  char* function;       /* the handler's name in it: a callable taking bytes */
-  char** path;          /* directories put in front of sys.path, in order */
+  char* module;   /* the handler's module, "pkg.mod" (NUL-terminated) */
+  char* function; /* the handler's name in it: a callable taking bytes */
+  char** path;    /* directories put in front of sys.path, in order */
   size_t path_count;
-  char** preload;       /* modules imported at init besides the handler's */
+  char** preload; /* modules imported at init besides the handler's */
   size_t preload_count;
   char** module_names;   /* modules given as source in plugin_config.modules, */
   char** module_sources; /* importable at init and after */
   size_t module_count;
-  int late_imports;     /* 1: imports after init go to the path finder (relaxed only) */
-  int site;             /* 1: import site (Debian's dist-packages on sys.path) */
+  int late_imports; /* 1: imports after init go to the path finder (relaxed only) */
+  int site;         /* 1: import site (Debian's dist-packages on sys.path) */
 } python_plugin_config;
 
 /* Parses the JSON object `json` (len bytes) into *out, defaults first. Returns 0, or -1

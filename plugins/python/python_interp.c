@@ -145,8 +145,8 @@ static int serve_config_modules(const python_plugin_config* c, char* err, size_t
   PyObject* sources = PyDict_New();
   PyObject* done = NULL;
   size_t i;
-  int ok = globals != NULL && sources != NULL &&
-           PyDict_SetItemString(globals, "_sources", sources) == 0;
+  int ok =
+      globals != NULL && sources != NULL && PyDict_SetItemString(globals, "_sources", sources) == 0;
   for (i = 0; ok && i < c->module_count; ++i) {
     PyObject* text = PyUnicode_FromString(c->module_sources[i]);
     ok = text != NULL && PyDict_SetItemString(sources, c->module_names[i], text) == 0;

@@ -115,8 +115,8 @@ TEST_CASE("a python handler that allocates without end is resource_limit, its wo
   REQUIRE(r.attempts() == 1);
   INFO(r.history[0].error);
   CHECK(r.history[0].outcome == Outcome::kResourceLimit);
-  CHECK(r.error.rfind("python: out of memory, the worker's limits.memory reached: MemoryError", 0) ==
-        0);
+  CHECK(r.error.rfind("python: out of memory, the worker's limits.memory reached: MemoryError",
+                      0) == 0);
   CHECK(python_pool_has_worker(world.pool(), r.history[0].worker_pid));
   CHECK(world.pool().stats().restarts == 0);
   // One that catches its MemoryError has what it kept freed when it returns, and the worker

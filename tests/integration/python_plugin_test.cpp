@@ -105,8 +105,9 @@ TEST_CASE("a python handler's exception is the task's permanent error, with its 
       {"exit", "SystemExit: 3 (at FILE:10, in handle)"},
       {"interrupt", "KeyboardInterrupt (at FILE:12, in handle)"},
       // Raised inside the standard library: the innermost frame of a real file is json's.
-      {"{", "JSONDecodeError: Expecting property name enclosed in double quotes: line 1 column 2 "
-            "(char 1) (at /usr/lib/python3.11/json/decoder.py:353, in raw_decode)"},
+      {"{",
+       "JSONDecodeError: Expecting property name enclosed in double quotes: line 1 column 2 "
+       "(char 1) (at /usr/lib/python3.11/json/decoder.py:353, in raw_decode)"},
   }));
   std::string error = error_template;
   if (const std::size_t at = error.find("FILE"); at != std::string::npos) {
@@ -163,9 +164,10 @@ TEST_CASE("a python handler out of memory is resource_limit, and its worker serv
   const TaskResult r = py_run(*pool, payload);
   REQUIRE(r.attempts() == 1);
   CHECK(r.history[0].outcome == Outcome::kResourceLimit);
-  CHECK(r.error.rfind("python: out of memory, the worker's limits.memory reached: MemoryError (at " +
-                          dir.path() + "/tasks.py:",
-                      0) == 0);
+  CHECK(
+      r.error.rfind("python: out of memory, the worker's limits.memory reached: MemoryError (at " +
+                        dir.path() + "/tasks.py:",
+                    0) == 0);
   CHECK(py_run(*pool, "small").result == "ok");
 }
 
@@ -214,20 +216,21 @@ TEST_CASE("under strict, a module not imported at init is refused with a clear e
 
 TEST_CASE("a python handler's files, processes, threads and sockets are sandbox violations") {
   PublicDir dir;
-  dir.write("tasks.py",
-            "import os, socket, subprocess, threading\n"
-            "def handle(payload):\n"
-            "    what = payload.decode()\n"
-            "    if what == 'open': return open('/etc/hostname', 'rb').read()\n"
-            "    if what == 'fork': return str(os.fork())\n"
-            "    if what == 'subprocess': return subprocess.run(['id'], capture_output=True).stdout\n"
-            "    if what == 'thread':\n"
-            "        t = threading.Thread(target=print)\n"
-            "        t.start()\n"
-            "        t.join()\n"
-            "        return b'joined'\n"
-            "    if what == 'socket': return str(socket.socket())\n"
-            "    if what == 'listdir': return str(os.listdir('/'))\n");
+  dir.write(
+      "tasks.py",
+      "import os, socket, subprocess, threading\n"
+      "def handle(payload):\n"
+      "    what = payload.decode()\n"
+      "    if what == 'open': return open('/etc/hostname', 'rb').read()\n"
+      "    if what == 'fork': return str(os.fork())\n"
+      "    if what == 'subprocess': return subprocess.run(['id'], capture_output=True).stdout\n"
+      "    if what == 'thread':\n"
+      "        t = threading.Thread(target=print)\n"
+      "        t.start()\n"
+      "        t.join()\n"
+      "        return b'joined'\n"
+      "    if what == 'socket': return str(socket.socket())\n"
+      "    if what == 'listdir': return str(os.listdir('/'))\n");
   auto pool = make_pool(py_pool(py_config(dir.path())));
   const auto [what, syscall] = GENERATE(table<std::string, std::string>({
       {"open", "openat"},
@@ -295,8 +298,8 @@ TEST_CASE("the python examples run under strict: a JSON task body, and OpenSSL a
                         R"( {"sku": "y", "price": 0.1, "qty": 3}]})")
               .result == R"({"id": "A17", "items": 2, "total": 5.3})");
     const TaskResult empty = py_run(*pool, R"({"id": "B2", "items": []})");
-    CHECK(empty.error == "ValueError: order B2 has no items (at " + py_examples() +
-                             "/orders.py:22, in handle)");
+    CHECK(empty.error ==
+          "ValueError: order B2 has no items (at " + py_examples() + "/orders.py:22, in handle)");
     const TaskResult flaky =
         py_run(*pool, R"({"id": "C3", "flaky": 1, "items": [{"price": 1, "qty": 1}]})", 2);
     CHECK(flaky.result == R"({"id": "C3", "items": 1, "total": 1})");
@@ -432,7 +435,8 @@ TEST_CASE("the standard library under strict: files, threads, processes and sock
   CHECK(r.history[0].error == "sandbox_violation: " + syscall);
 }
 
-TEST_CASE("under relaxed with ioctl, threads run, and files in readonly_paths are read and imported") {
+TEST_CASE(
+    "under relaxed with ioctl, threads run, and files in readonly_paths are read and imported") {
   PublicDir dir;
   dir.write("relaxed_probe.py",
             "import sys, threading, zoneinfo\n"
