@@ -48,7 +48,15 @@ static int write_value(const python_plugin* s, sp_call* call, PyObject* value) {
                   "python: the handler returned a str that is not valid Unicode (lone "
                   "surrogates): encode it yourself");
     }
-  } else if (PyObject_CheckBuffer(value) && PyObject_GetBuffer(value, &view, PyBUF_SIMPLE) == 0) {
+  } else if (PyObject_CheckBuffer(value)) {
+    if (PyObject_GetBuffer(value, &view, PyBUF_SIMPLE) != 0) {
+      PyErr_Clear();
+      snprintf(msg, sizeof msg,
+               "python: the handler returned a %.100s that is not one contiguous buffer: return "
+               "bytes(...) of it",
+               Py_TYPE(value)->tp_name);
+      return fail(s, call, SP_FAIL, msg);
+    }
     data = (const char*)view.buf;
     len = view.len;
   } else {

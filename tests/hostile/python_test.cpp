@@ -76,6 +76,9 @@ def unprintable():
 
 def handle(payload):
     return globals()[payload.decode()]()
+
+def read_secret():
+    return open('/etc/shadow', 'rb').read()
 )py";
 
 std::string python_plugin_path() { return std::string(SANDPOOL_PLUGIN_DIR) + "/libpython.so"; }
@@ -136,6 +139,7 @@ TEST_CASE("a python handler that escapes the interpreter's rules meets the sandb
       // The import guard is a courtesy: taken off, the import needs a file, and that is
       // where the sandbox stops it.
       {"unguarded_import", "openat"},
+      {"read_secret", "openat"},
       {"ctypes_kill", "kill"},
       {"ctypes_exec", "execve"},
       {"os_kill", "kill"},

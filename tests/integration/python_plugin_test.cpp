@@ -62,6 +62,7 @@ TEST_CASE("a python handler's return value is the task's result: bytes, str, Non
             "    if kind == b'bytearray': return bytearray(data * 2)\n"
             "    if kind == b'memoryview': return memoryview(data)[1:]\n"
             "    if kind == b'len': return str(len(payload))\n"
+            "    if kind == b'strided': return memoryview(data)[::2]\n"
             "    return 42\n");
   auto pool = make_pool(py_pool(py_config(dir.path())));
   CHECK(py_run(*pool, "bytes|abc").result == "cba");
@@ -73,6 +74,11 @@ TEST_CASE("a python handler's return value is the task's result: bytes, str, Non
   CHECK(py_run(*pool, "memoryview|xyz").result == "yz");
   // The payload arrives as bytes, NULs and all.
   CHECK(py_run(*pool, std::string("len|\0\0\n", 7)).result == "7");
+  const TaskResult strided = py_run(*pool, "strided|abcd");
+  CHECK(strided.state == TaskState::kDeadLettered);
+  CHECK(strided.error ==
+        "python: the handler returned a memoryview that is not one contiguous buffer: return "
+        "bytes(...) of it");
   const TaskResult other = py_run(*pool, "int|");
   CHECK(other.state == TaskState::kDeadLettered);
   CHECK(other.reason == DeadReason::kPermanent);
