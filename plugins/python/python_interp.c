@@ -188,7 +188,8 @@ static PyObject* find_handler(const python_plugin_config* c, char* err, size_t e
     return NULL;
   }
   if (!PyCallable_Check(fn)) {
-    snprintf(err, err_len, "python: plugin_config.handler: %s.%s is a %s, not a function",
+    snprintf(err, err_len,
+             "python: plugin_config.handler: %s.%s is an object of type %s, not callable",
              c->module, c->function, Py_TYPE(fn)->tp_name);
     Py_DECREF(fn);
     return NULL;

@@ -62,8 +62,8 @@ static int write_value(const python_plugin* s, sp_call* call, PyObject* value) {
   } else {
     PyErr_Clear();
     snprintf(msg, sizeof msg,
-             "python: the handler returned a %.100s (expected bytes, bytearray, memoryview, str "
-             "or None)",
+             "python: the handler returned an object of type %.100s (expected bytes, bytearray, "
+             "memoryview, str or None)",
              Py_TYPE(value)->tp_name);
     return fail(s, call, SP_FAIL, msg);
   }

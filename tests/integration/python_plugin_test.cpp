@@ -83,7 +83,8 @@ TEST_CASE("a python handler's return value is the task's result: bytes, str, Non
   CHECK(other.state == TaskState::kDeadLettered);
   CHECK(other.reason == DeadReason::kPermanent);
   CHECK(other.error ==
-        "python: the handler returned a int (expected bytes, bytearray, memoryview, str or None)");
+        "python: the handler returned an object of type int (expected bytes, bytearray, "
+        "memoryview, str or None)");
 }
 
 TEST_CASE("a python handler's exception is the task's permanent error, with its file and line") {
@@ -338,7 +339,8 @@ TEST_CASE("a python pool whose plugin_config or module is wrong does not start, 
        "python: plugin_config.handler: cannot import 'broken': SyntaxError: '(' was never closed"},
       {"raises:handle", "",
        "python: plugin_config.handler: cannot import 'raises': RuntimeError: no database (at "},
-      {"notfn:handle", "", "python: plugin_config.handler: notfn.handle is a int, not a function"},
+      {"notfn:handle", "",
+       "python: plugin_config.handler: notfn.handle is an object of type int, not callable"},
       {"notfn:other", "", "python: plugin_config.handler: module 'notfn' has no 'other'"},
   }));
   std::ostringstream log;
