@@ -471,3 +471,23 @@ TEST_CASE(
   CHECK(r.state == TaskState::kCompleted);
   CHECK(r.result == result);
 }
+
+TEST_CASE("python modules given in plugin_config import each other, and name their lines") {
+  const std::string config =
+      R"({"handler": "a_tasks:handle", "modules": {)"
+      R"("a_tasks": "import b_helpers\ndef handle(payload):\n    return b_helpers.shout(payload)\n",)"
+      R"("b_helpers": "def shout(p):\n    if not p:\n        raise ValueError('nothing to shout')\n)"
+      R"(    return p.upper() + b'!'\n"}})";
+  auto pool = make_pool(py_pool(config));
+  CHECK(py_run(*pool, "hey").result == "HEY!");
+  const TaskResult r = py_run(*pool, "");
+  CHECK(r.error == "ValueError: nothing to shout (at plugin_config.modules.b_helpers:3, in shout)");
+  // Not imported at init, yet importable after it: no file is read.
+  PublicDir dir;
+  dir.write("late_tasks.py",
+            "def handle(payload):\n"
+            "    return __import__(payload.decode()).VALUE\n");
+  auto late = make_pool(py_pool(R"({"handler": "late_tasks:handle", "path": [")" + dir.path() +
+                                R"("], "modules": {"c_late": "VALUE = 'made after init'\n"}})"));
+  CHECK(py_run(*late, "c_late").result == "made after init");
+}
