@@ -90,7 +90,7 @@ wait "$waiter" && echo "the waiting client got its result:"
 id=$(grep -o '"id": *[0-9]*' var/waited.json | head -1 | grep -o '[0-9]*$')
 run task "$id"
 
-say "9. Real plugins: a Lua script, a regex replace, a script stopped at its instruction limit, a thumbnail"
+say "9. Real plugins: a Lua script, a regex replace, a script stopped at its instruction limit, a thumbnail, a Python function"
 # The payload is the script (or the regex command and pattern), NUL bytes between the fields,
 # read from stdin (-); configs/poold.yaml sets the limits (docs/plugin-guide.md, "lua", "regex",
 # "thumbnail").
@@ -114,6 +114,15 @@ show "{ printf 'width=128\\0'; cat var/gradient.png; } | poolctl submit thumbnai
 { printf 'width=128\0'; cat var/gradient.png; } | "$ctl" submit thumbnail - --wait >var/thumb.png
 python3 -c 'import struct, sys; d = open(sys.argv[1], "rb").read(16 + 8)
 print("%s: a PNG of %dx%d pixels" % (sys.argv[1], *struct.unpack(">II", d[16:24])))' var/thumb.png
+
+# A Python task function (docs/plugin-guide.md, "python"): configs/poold.yaml's python pool
+# runs orders:handle, a Celery-style task body in its plugin_config: a JSON order in, its
+# total out; a bad order raises, and the exception, with its line, is the task's error.
+show "echo '{\"id\": \"A17\", \"items\": [{\"price\": 2.5, \"qty\": 2}, {\"price\": 0.1, \"qty\": 3}]}' | poolctl submit python - --wait"
+echo '{"id": "A17", "items": [{"price": 2.5, "qty": 2}, {"price": 0.1, "qty": 3}]}' |
+  "$ctl" submit python - --wait
+show "echo '{\"id\": \"B2\"}' | poolctl submit python - --wait    # raises ValueError"
+echo '{"id": "B2"}' | "$ctl" submit python - --wait 2>&1 || true
 
 say "10. Stats, then a clean shutdown"
 run stats
