@@ -104,12 +104,14 @@ void TaskJournal::hand_over(Records& records) {
     if (!store_.writer_done_) {
       // The writer waits for the queue to fill or for a group's deadline: it needs waking
       // only when the queue was empty or becomes full.
-      const bool was_empty = queue_.empty();
+      const bool was_empty = queue_head_ == queue_.size();
       for (Write& w : writes) {
         w.seq = next_seq_++;
         queued_tasks_ += w.tasks.size();
       }
       if (was_empty) {
+        queue_.clear();
+        queue_head_ = 0;
         queue_.swap(writes);  // the usual hand-over: no write moves
       } else {
         queue_.insert(queue_.end(), std::make_move_iterator(writes.begin()),
@@ -177,14 +179,16 @@ Status TaskJournal::flush(std::chrono::milliseconds timeout) {
   const std::uint64_t target = next_seq_;
   const auto done = [&] {
     const std::uint64_t oldest =
-        taken_count_ > 0 ? taken_seq_ : (queue_.empty() ? next_seq_ : queue_.front().seq);
+        taken_count_ > 0 ? taken_seq_
+                         : (queue_head_ == queue_.size() ? next_seq_ : queue_[queue_head_].seq);
     return oldest >= target;
   };
   store_.done_cv_.wait_for(lk, timeout, [&] { return done() || store_.writer_done_; });
   if (done()) return Status::ok();
   if (store_.writer_done_) return Status::error(Code::kClosed, "task journal closed before flush");
-  return Status::error(Code::kTimeout, "task journal: writes still pending after flush timeout (" +
-                                           std::to_string(queue_.size() + taken_count_) + ")");
+  return Status::error(Code::kTimeout,
+                       "task journal: writes still pending after flush timeout (" +
+                           std::to_string(queue_.size() - queue_head_ + taken_count_) + ")");
 }
 
 TaskJournalStats TaskJournal::stats() const {
@@ -192,7 +196,7 @@ TaskJournalStats TaskJournal::stats() const {
   {
     std::lock_guard lk(store_.mu_);
     s = stats_;
-    s.pending = queue_.size() + taken_count_;
+    s.pending = queue_.size() - queue_head_ + taken_count_;
     s.pending_tasks = queued_tasks_ + taken_tasks_;
   }
   {
@@ -215,14 +219,15 @@ TaskJournalStats TaskJournal::stats() const {
   return s;
 }
 
-bool TaskJournal::has_writes_locked() const { return !queue_.empty(); }
+bool TaskJournal::has_writes_locked() const { return queue_head_ < queue_.size(); }
 
 std::chrono::steady_clock::time_point TaskJournal::group_deadline_locked() const {
   if (queued_tasks_ == 0) return std::chrono::steady_clock::now();
   if (opts_.group_siblings > 0 && last_round_batches_ < opts_.group_siblings) {
     return std::chrono::steady_clock::now();  // nothing suggests others are on their way
   }
-  for (const Write& w : queue_) {
+  for (std::size_t i = queue_head_; i < queue_.size(); ++i) {
+    const Write& w = queue_[i];
     if (w.kind == Write::Kind::kAccept) return w.since + opts_.group_commit;
   }
   return std::chrono::steady_clock::now();
@@ -231,23 +236,29 @@ std::chrono::steady_clock::time_point TaskJournal::group_deadline_locked() const
 bool TaskJournal::group_full_locked() const { return queued_tasks_ >= opts_.max_batch; }
 
 void TaskJournal::take_locked() {
-  std::size_t n = 0;
+  std::size_t end = queue_head_;
   std::uint64_t tasks = taken_tasks_;
-  while (n < queue_.size()) {
-    const std::size_t more = queue_[n].tasks.size();
+  while (end < queue_.size()) {
+    const std::size_t more = queue_[end].tasks.size();
     if (more > 0 && tasks > 0 && tasks + more > opts_.max_batch) break;
     tasks += more;
-    ++n;
+    ++end;
   }
-  if (n == queue_.size() && taken_.empty()) {
+  if (queue_head_ == 0 && end == queue_.size() && taken_.empty()) {
     taken_.swap(queue_);  // the usual round: everything, without moving a write
     queued_tasks_ = 0;
   } else {
-    for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t i = queue_head_; i < end; ++i) {
       queued_tasks_ -= queue_[i].tasks.size();
       taken_.push_back(std::move(queue_[i]));
     }
-    queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
+    queue_head_ = end;
+    if (queue_head_ == queue_.size()) {
+      queue_.clear();
+      queue_head_ = 0;
+    } else if (queue_head_ >= 64 && queue_head_ * 2 >= queue_.size()) {
+      drop_queue_head_locked();  // moves each write at most once more on average
+    }
   }
   taken_tasks_ = tasks;
   taken_count_ = taken_.size();
@@ -257,8 +268,14 @@ void TaskJournal::take_locked() {
   if (!taken_.empty()) taken_seq_ = taken_.front().seq;
 }
 
+void TaskJournal::drop_queue_head_locked() {
+  queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(queue_head_));
+  queue_head_ = 0;
+}
+
 void TaskJournal::untake_locked() {
   for (Write& w : taken_) queued_tasks_ += w.tasks.size();
+  drop_queue_head_locked();
   queue_.insert(queue_.begin(), std::make_move_iterator(taken_.begin()),
                 std::make_move_iterator(taken_.end()));
   taken_.clear();
@@ -270,6 +287,7 @@ void TaskJournal::abandon(const std::string& why) {
   std::vector<Write> left;
   {
     std::lock_guard lk(store_.mu_);
+    drop_queue_head_locked();
     left.swap(queue_);
     queued_tasks_ = 0;
   }

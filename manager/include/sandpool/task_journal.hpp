@@ -244,6 +244,8 @@ class TaskJournal {
   void deliver();
   // Under mu_: puts what is still taken back at the front of the queue (the writer stops).
   void untake_locked();
+  // Erases the taken writes before queue_head_.
+  void drop_queue_head_locked();
   // After the writer stopped: answers every write still queued with kClosed.
   void abandon(const std::string& why);
 
@@ -274,9 +276,10 @@ class TaskJournal {
   std::unique_ptr<JournalState> state_;
 
   // Guarded by store_.mu_ (the writer's lock), so the writer waits on one condition.
-  // Oldest first. A round that takes only the front (max_batch) moves the rest forward: rare
-  // (batches beyond max_batch), and cheaper than a deque, which allocates per write.
+  // Oldest first from queue_head_ (the writes before it were taken: a round may take only the
+  // front, up to max_batch tasks). A vector, not a deque: a deque allocates per write.
   std::vector<Write> queue_;
+  std::size_t queue_head_ = 0;
   std::uint64_t queued_tasks_ = 0;  // tasks in accept() writes of queue_
   std::uint64_t next_seq_ = 1;
   std::uint64_t taken_seq_ = 0;  // the oldest taken write's seq while taken_count_ > 0
