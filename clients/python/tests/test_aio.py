@@ -1,0 +1,95 @@
+"""sandpool.aio: the same operations as coroutines on one asyncio connection."""
+
+import asyncio
+
+import pytest
+
+import sandpool
+import sandpool.aio
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+def test_gathered_submits_complete_on_one_connection(poold):
+    async def main():
+        async with await sandpool.aio.Client.connect(poold.socket) as c:
+            assert c.rights == "admin"
+            payloads = [f"a{i}".encode() for i in range(32)]
+            tasks = await asyncio.gather(*(c.submit("echo", p) for p in payloads))
+            assert [t.result for t in tasks] == payloads
+            submitted = await c.submit("echo", b"later", wait=False)
+            assert (await c.wait(submitted.id)).result == b"later"
+            assert (await c.task(submitted.id)).state == "completed"
+            batch = await c.submit_many("echo", [b"x", b"y"])
+            assert [(await c.wait(s.id)).result for s in batch] == [b"x", b"y"]
+
+    run(main())
+
+
+def test_errors_cancel_and_bounded_waits(poold):
+    async def main():
+        async with await sandpool.aio.Client.connect(poold.socket) as c:
+            with pytest.raises(sandpool.NotFound):
+                await c.task(10**15)
+            with pytest.raises(sandpool.BadRequest, match="retries"):
+                await c.submit("echo", b"x", retries=-1)
+            sleeping = await c.submit("sleep", b"600000", wait=False)
+            assert (await c.wait(sleeping.id, timeout=0)).done is False
+            unfinished = await c.submit("sleep", b"600000", wait_timeout=0.05)
+            assert unfinished.done is False
+            assert (await c.cancel(unfinished.id)).cancelled
+            assert (await c.cancel(sleeping.id)).cancelled
+            assert (await c.wait(sleeping.id)).state == "cancelled"
+
+    run(main())
+
+
+def test_cancelling_a_waiting_coroutine_leaves_the_connection_usable(poold):
+    async def main():
+        async with await sandpool.aio.Client.connect(poold.socket) as c:
+            sleeping = await c.submit("sleep", b"600000", wait=False)
+            waiter = asyncio.ensure_future(c.wait(sleeping.id))
+            await asyncio.sleep(0)  # let it send its request
+            waiter.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiter
+            assert (await c.cancel(sleeping.id)).cancelled
+            assert (await c.submit("echo", b"after")).result == b"after"
+
+    run(main())
+
+
+def test_async_events_follow_a_task(poold):
+    async def main():
+        async with await sandpool.aio.Client.connect(poold.socket) as c:
+            async with await c.events(pool="echo") as stream:
+                task = await c.submit("echo", b"watched")
+                async for event in stream:
+                    if event.event == "task_ended" and event.task_id == task.id:
+                        assert event.state == "completed"
+                        break
+            recent = [e async for e in await c.events(follow=False)]
+            assert recent
+
+    run(main())
+
+
+def test_async_dead_letters(poold):
+    async def main():
+        async with await sandpool.aio.Client.connect(poold.socket) as c:
+            task = await c.submit("fail", b"aio letter")
+            page = await c.dlq_list(task_id=task.id)
+            letter = await c.dlq_show(page.letters[0].letter_id)
+            assert letter.payload == b"aio letter"
+            assert (await c.dlq_replay(task_id=task.id)).ids == [task.id]
+            assert (await c.wait(task.id)).state == "dead_lettered"
+            assert await c.dlq_purge(task_id=task.id) == 1
+
+    run(main())
+
+
+def test_no_service_raises_unavailable(poold):
+    with pytest.raises(sandpool.Unavailable):
+        run(sandpool.aio.Client.connect(poold.socket + ".missing"))
