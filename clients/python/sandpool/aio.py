@@ -19,7 +19,7 @@ from typing import AsyncIterator, Callable, Iterable, Optional, Union
 from . import _ops, _wire
 from ._ops import (CancelResult, DeadLetter, DeadLetterPage, Duration, Event, Job, Payload,
                    ReplayResult, Submitted, Task)
-from .client import _unusable, default_socket_path
+from .client import _guarded, _unusable, default_socket_path
 from .errors import (Cancelled, ProtocolError, SandpoolError, Timeout, TooLarge, Unavailable,
                      error_for)
 
@@ -106,7 +106,7 @@ class Client:
                     continue  # a request we gave up on
                 if frame.kind == _wire.EVENT:
                     if pending.on_event is not None:
-                        pending.on_event(frame.json, frame.blob)
+                        _guarded(pending.on_event, frame.json, frame.blob)
                     continue
                 del self._pending[frame.id]
                 if pending.future.done():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import itertools
+import logging
 import os
 import queue
 import socket
@@ -27,6 +28,7 @@ from .errors import (Cancelled, ProtocolError, SandpoolError, Timeout, TooLarge,
 
 ProgressFn = Callable[[int, bytes], None]
 _Reply = tuple  # (body: dict, blob: bytes)
+_log = logging.getLogger("sandpool")
 
 
 def default_socket_path() -> str:
@@ -172,7 +174,7 @@ class Client:
                 continue  # a request we gave up on (timed out, cancelled)
             if frame.kind == _wire.EVENT:
                 if pending.on_event is not None:
-                    pending.on_event(frame.json, frame.blob)
+                    _guarded(pending.on_event, frame.json, frame.blob)
             elif frame.kind == _wire.ERROR:
                 pending.on_done(error_for(frame.name, frame.json.get("message", "")))
             else:
@@ -532,3 +534,12 @@ def _unusable(why: SandpoolError) -> Unavailable:
     if isinstance(why, Unavailable):
         return Unavailable(str(why))
     return Unavailable(f"the connection ended: {why}")
+
+
+def _guarded(callback, *args) -> None:
+    """Runs a user's callback (progress) on the reader thread; an exception it raises is
+    logged, and the reader carries on delivering everyone else's replies."""
+    try:
+        callback(*args)
+    except Exception:
+        _log.exception("sandpool: a callback raised")
