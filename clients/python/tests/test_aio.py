@@ -72,6 +72,12 @@ def test_async_events_follow_a_task(poold):
                         break
             recent = [e async for e in await c.events(follow=False)]
             assert recent
+            # aclose() ends the stream on poold: six in a row stay within its 4 per connection.
+            for _ in range(6):
+                stream = await c.events()
+                assert isinstance(await stream.__anext__(), sandpool.Event)
+                await stream.aclose()
+            assert (await c.submit("echo", b"after")).ok
 
     run(main())
 

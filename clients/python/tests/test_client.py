@@ -107,6 +107,19 @@ def test_events_stream_follows_a_task_until_closed(client):
     assert client.submit("echo", b"still usable").ok
 
 
+def test_closing_a_stream_cancels_it_on_the_service(client):
+    # poold allows 4 open streams per connection (control.streams_per_connection): a fifth
+    # opened after closing the others is refused `busy` unless close() ended them there.
+    for _ in range(6):
+        stream = client.events()
+        assert isinstance(next(stream), sandpool.Event)  # open: the recent events arrive
+        stream.close()
+    with client.events() as a, client.events() as b, client.events() as c, client.events() as d:
+        with pytest.raises(sandpool.Busy):
+            next(client.events())
+        assert {next(s).event for s in (a, b, c, d)}
+
+
 def test_events_without_follow_end_after_the_recent_ones(client):
     client.submit("echo", b"recent")
     events = list(client.events(follow=False))

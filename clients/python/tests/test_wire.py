@@ -7,7 +7,7 @@ import struct
 import pytest
 
 import sandpool
-from sandpool import _wire
+from sandpool import _ops, _wire
 from sandpool.errors import error_for
 
 PROTOCOL_MD = pathlib.Path(__file__).resolve().parents[3] / "docs" / "protocol.md"
@@ -75,3 +75,13 @@ def test_every_error_code_of_the_protocol_has_its_exception():
     assert isinstance(error_for("conflict", ""), sandpool.BadRequest)
     unknown = error_for("brand_new", "m")
     assert isinstance(unknown, sandpool.Internal) and unknown.code == "brand_new"
+
+
+def test_submit_options_map_to_the_protocols_arguments():
+    args = _ops.submit_args("echo", pool="p", priority=2, timeout=1.5, retries=0, key="k",
+                            idempotency_key="i", tenant="acme", wait=True, progress=True)
+    assert args == {"type": "echo", "pool": "p", "priority": 2, "timeout_ms": 1500,
+                    "retries": 0, "key": "k", "idempotency_key": "i", "tenant": "acme",
+                    "wait": True, "progress": True}
+    assert _ops.submit_args("echo") == {"type": "echo"}  # the pool's defaults for the rest
+    assert _ops.duration_ms(0.0001, "t") == 1  # rounded up, never to 0
