@@ -116,15 +116,15 @@ python3 -c 'import struct, sys; d = open(sys.argv[1], "rb").read(16 + 8)
 print("%s: a PNG of %dx%d pixels" % (sys.argv[1], *struct.unpack(">II", d[16:24])))' var/thumb.png
 
 say "10. The Python client (clients/python, standard library only): futures over one connection"
-show "PYTHONPATH=clients/python /usr/bin/python3 -    # the script below, on stdin"
-PYTHONPATH=clients/python /usr/bin/python3 - <<'PY'
-import sandpool
-with sandpool.Client() as client:       # finds ./var/poold.sock as poolctl does
-    futures = [client.submit_async("upper", word) for word in ("from", "python", "too")]
+py_demo='import sandpool
+with sandpool.Client() as client:         # finds ./var/poold.sock as poolctl does
+    futures = [client.submit_async("upper", w) for w in ("from", "python", "too")]
     print([f.result().check().decode() for f in futures])
-    task = client.submit("fail", b"x")   # waits; a dead-lettered task is not an exception
-    print(task.id, task.state, task.reason, repr(task.error))
-PY
+    task = client.submit("fail", b"bad input")   # waits; dead-lettered is not an exception
+    print(task.id, task.state, task.reason, repr(task.error))'
+show "PYTHONPATH=clients/python /usr/bin/python3 -c \"\$py_demo\"    # py_demo:"
+printf '%s\n' "$py_demo" | sed 's/^/    /'
+PYTHONPATH=clients/python /usr/bin/python3 -c "$py_demo"
 
 say "11. Stats, then a clean shutdown"
 run stats
