@@ -34,31 +34,26 @@ class _Pending:
         self.on_event = on_event  # (body, blob) -> None, on the loop; or None
 
 
-class Client:
-    """A connection to poold for asyncio. Make one with `await Client.connect(path)`; close it
-    with `await client.close()` or `async with`. Options as sandpool.Client."""
+class _Connection:
+    """One socket to poold after its hello, with the reader task that routes replies and
+    events to the open requests by id. Once it ends (`broken` set) it stays ended; requests
+    still open get the reason."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str,
-                 hello: dict, decoder: _wire.Decoder, call_timeout: Optional[float]):
-        self.path = path
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 hello: dict, decoder: _wire.Decoder):
         self.hello = hello
-        self.rights: str = hello.get("rights", "")
         self.server_max_frame: int = hello.get("max_frame", _wire.DEFAULT_MAX_FRAME)
-        self.call_timeout = call_timeout
         self._reader = reader
         self._writer = writer
         self._decoder = decoder
         self._pending: dict[int, _Pending] = {}
         self._ids = itertools.count(2)
-        self._broken: Optional[SandpoolError] = None
-        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
+        self.broken: Optional[SandpoolError] = None
+        self.read_task = asyncio.get_running_loop().create_task(self._read_loop())
 
     @classmethod
-    async def connect(cls, path: Optional[str] = None, *, name: str = "sandpool-python",
-                      hello_timeout: Optional[float] = 10.0,
-                      call_timeout: Optional[float] = None,
-                      max_frame: int = _wire.DEFAULT_MAX_FRAME) -> "Client":
-        path = path if path is not None else default_socket_path()
+    async def open(cls, path: str, name: str, hello_timeout: Optional[float],
+                   max_frame: int) -> "_Connection":
         try:
             reader, writer = await asyncio.open_unix_connection(path)
         except OSError as e:
@@ -69,16 +64,15 @@ class Client:
         except BaseException:
             writer.close()
             raise
-        return cls(reader, writer, path, hello, decoder, call_timeout)
+        return cls(reader, writer, hello, decoder)
 
     async def close(self) -> None:
-        """Closes the connection; requests still open fail with Unavailable."""
-        if self._broken is None:
-            self._broken = Unavailable("the client was closed")
+        if self.broken is None:
+            self.broken = Unavailable("the client was closed")
         self._writer.close()
-        self._read_task.cancel()
+        self.read_task.cancel()
         try:
-            await self._read_task
+            await self.read_task
         except asyncio.CancelledError:
             pass
         try:
@@ -86,14 +80,6 @@ class Client:
         except OSError:
             pass
         self._fail_all(Unavailable("the client was closed"))
-
-    async def __aenter__(self) -> "Client":
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.close()
-
-    # --- the connection -----------------------------------------------------------------------
 
     async def _read_loop(self) -> None:
         try:
@@ -120,21 +106,21 @@ class Client:
             self._fail_all(e)
 
     def _fail_all(self, why: SandpoolError) -> None:
-        if self._broken is None:
-            self._broken = why
+        if self.broken is None:
+            self.broken = why
         pending, self._pending = self._pending, {}
         for p in pending.values():
             if not p.future.done():
                 p.future.set_exception(why)
 
-    async def _start(self, op: str, args: Optional[dict], blob: bytes,
-                     on_event=None) -> tuple[int, asyncio.Future]:
+    async def start(self, op: str, args: Optional[dict], blob: bytes,
+                    on_event=None) -> tuple[int, asyncio.Future]:
         size = _wire.body_size(op, args, len(blob))
         if size > self.server_max_frame:
             raise TooLarge(f"request of {size} bytes is over the server's limit of "
                            f"{self.server_max_frame}")
-        if self._broken is not None:
-            raise _unusable(self._broken)
+        if self.broken is not None:
+            raise _unusable(self.broken)
         request_id = next(self._ids)
         future = asyncio.get_running_loop().create_future()
         self._pending[request_id] = _Pending(future, on_event)
@@ -146,22 +132,102 @@ class Client:
                 raise Unavailable(f"connection to the service lost: {e}") from None
         return request_id, future
 
-    def _cancel_request(self, request_id: int) -> None:
+    def cancel(self, request_id: int) -> None:
+        """Drops an open request and sends its cancel frame (the server answers `cancelled`,
+        which nobody reads)."""
         self._pending.pop(request_id, None)
         try:
             self._writer.write(_wire.encode(_wire.CANCEL, request_id))
         except (OSError, RuntimeError):
             pass  # a lost connection ends the request anyway
 
-    async def _await_reply(self, op: str, request_id: int, future: asyncio.Future,
-                           timeout: Optional[float]) -> tuple:
+
+class Client:
+    """A client of poold for asyncio. Make one with `await Client.connect(path)`; close it
+    with `await client.close()` or `async with`. Options as sandpool.Client, `reconnect`
+    included: a call made after the connection ended opens a new one first."""
+
+    def __init__(self, conn: _Connection, connect_args: tuple, call_timeout: Optional[float],
+                 reconnect: bool):
+        self.path = connect_args[0]
+        self.call_timeout = call_timeout
+        self.auto_reconnect = reconnect
+        self._connect_args = connect_args
+        self._conn = conn
+        self._closed = False
+        self._reconnecting = asyncio.Lock()
+
+    @classmethod
+    async def connect(cls, path: Optional[str] = None, *, name: str = "sandpool-python",
+                      hello_timeout: Optional[float] = 10.0,
+                      call_timeout: Optional[float] = None,
+                      max_frame: int = _wire.DEFAULT_MAX_FRAME,
+                      reconnect: bool = True) -> "Client":
+        path = path if path is not None else default_socket_path()
+        connect_args = (path, name, hello_timeout, max_frame)
+        return cls(await _Connection.open(*connect_args), connect_args, call_timeout,
+                   reconnect)
+
+    @property
+    def hello(self) -> dict:
+        return self._conn.hello
+
+    @property
+    def rights(self) -> str:
+        return self._conn.hello.get("rights", "")
+
+    @property
+    def server_max_frame(self) -> int:
+        return self._conn.server_max_frame
+
+    async def reconnect(self) -> None:
+        """Replaces the connection by a new one; requests open on the old one fail with
+        Unavailable."""
+        async with self._reconnecting:
+            if self._closed:
+                raise Unavailable("the client was closed")
+            old, self._conn = self._conn, await _Connection.open(*self._connect_args)
+        await old.close()
+
+    async def _connection(self) -> _Connection:
+        if self._closed:
+            raise Unavailable("the client was closed")
+        if self._conn.broken is not None and self.auto_reconnect:
+            async with self._reconnecting:
+                if self._conn.broken is not None and not self._closed:
+                    old, self._conn = self._conn, await _Connection.open(*self._connect_args)
+                    await old.close()
+        return self._conn
+
+    async def close(self) -> None:
+        """Closes the connection; requests still open fail with Unavailable."""
+        self._closed = True
+        await self._conn.close()
+
+    async def __aenter__(self) -> "Client":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    # --- requests -----------------------------------------------------------------------------
+
+    async def _start(self, op: str, args: Optional[dict], blob: bytes,
+                     on_event=None) -> tuple[_Connection, int, asyncio.Future]:
+        conn = await self._connection()
+        request_id, future = await conn.start(op, args, blob, on_event)
+        return conn, request_id, future
+
+    @staticmethod
+    async def _await_reply(op: str, conn: _Connection, request_id: int,
+                           future: asyncio.Future, timeout: Optional[float]) -> tuple:
         try:
             done, _ = await asyncio.wait({future}, timeout=timeout)
         except asyncio.CancelledError:
-            self._cancel_request(request_id)
+            conn.cancel(request_id)
             raise
         if not done:
-            self._cancel_request(request_id)
+            conn.cancel(request_id)
             raise Timeout(f"no reply to '{op}' within {timeout} s")
         return future.result()
 
@@ -169,8 +235,8 @@ class Client:
                     timeout: Union[float, None, str] = "call", on_event=None) -> tuple:
         if timeout == "call":
             timeout = self.call_timeout
-        request_id, future = await self._start(op, args, blob, on_event)
-        return await self._await_reply(op, request_id, future, timeout)
+        conn, request_id, future = await self._start(op, args, blob, on_event)
+        return await self._await_reply(op, conn, request_id, future, timeout)
 
     async def call(self, op: str, args: Optional[dict] = None, blob: bytes = b"") -> tuple:
         """Any operation by name: its JSON reply and blob (as sandpool.Client.call)."""
@@ -201,9 +267,10 @@ class Client:
 
         args = _ops.submit_args(type, **options, wait=True, progress=progress is not None)
         limit = None if wait_timeout is None else _ops.duration_ms(wait_timeout, "wait") / 1000
-        request_id, future = await self._start("submit", args, data, on_event)
+        conn, request_id, future = await self._start("submit", args, data, on_event)
         try:
-            return _ops.task_of(*await self._await_reply("submit", request_id, future, limit))
+            return _ops.task_of(*await self._await_reply("submit", conn, request_id, future,
+                                                         limit))
         except Timeout:
             if not accepted or future.done():
                 raise
@@ -307,11 +374,12 @@ class EventStream:
         self._client = client
         self._queue: asyncio.Queue = asyncio.Queue()
         self._closed = False
+        self._connection: Optional[_Connection] = None
         self._id = 0
         self._future: Optional[asyncio.Future] = None
 
     async def _open(self, follow: bool, pool: Optional[str]) -> None:
-        self._id, self._future = await self._client._start(
+        self._connection, self._id, self._future = await self._client._start(
             "events", _ops.events_args(follow, pool), b"",
             lambda body, _blob: self._queue.put_nowait(body))
 
@@ -340,7 +408,7 @@ class EventStream:
             return
         self._closed = True
         if not self._future.done():
-            self._client._cancel_request(self._id)
+            self._connection.cancel(self._id)
 
     async def __aenter__(self) -> "EventStream":
         return self

@@ -1,7 +1,8 @@
 """The threaded client of poold's control protocol (docs/protocol.md, "Control protocol").
 
-One Unix-socket connection, pipelined: any number of requests may be outstanding and their
-replies come back in any order, routed by request id by one reader thread.
+One Unix-socket connection at a time, pipelined: any number of requests may be outstanding
+and their replies come back in any order, routed by request id by the connection's reader
+thread. A call made after the connection ended opens a new one (Client's `reconnect`).
 
 Thread-safety: every method may be called from any thread. Future callbacks
 (`add_done_callback`) and progress callbacks run on the reader thread: they must not call the
@@ -51,7 +52,8 @@ class TaskFuture(concurrent.futures.Future):
     def __init__(self):
         super().__init__()
         self.task_id: Optional[int] = None
-        self.request_id = 0  # the submit's request on the connection
+        self.request_id = 0  # the submit's request on its connection
+        self._connection: Optional[_Connection] = None
         self._accepted = threading.Event()  # set once task_id is known or the future is done
         self.add_done_callback(lambda _: self._accepted.set())
         self.set_running_or_notify_cancel()
@@ -75,45 +77,38 @@ class _Pending:
         self.on_done = on_done  # (reply tuple or exception) -> None, exactly once
 
 
-class Client:
-    """A connection to poold. `Client(path)` connects and says hello; `rights` is what the
-    server granted ("read" or "admin"). Use as a context manager, or call close().
+# Which connection's reader thread the current thread is (None on other threads).
+_reader_of = threading.local()
 
-    hello_timeout: seconds to wait for the server's answer to the hello (then Timeout).
-    call_timeout: seconds each synchronous call waits for its reply (then Timeout, and the
-    request is cancelled on the server); None: no limit. Waits for tasks (submit with wait,
-    wait(), events()) are not bounded by it: they take their own timeouts."""
 
-    def __init__(self, path: Optional[str] = None, *, name: str = "sandpool-python",
-                 hello_timeout: Optional[float] = 10.0, call_timeout: Optional[float] = None,
-                 max_frame: int = _wire.DEFAULT_MAX_FRAME):
-        self.path = path if path is not None else default_socket_path()
-        self.call_timeout = call_timeout
+class _Connection:
+    """One socket to poold after its hello, with the reader thread that routes replies and
+    events to the open requests by id. Once it ends (`broken` set: lost, closed by poold or
+    by us) it stays ended; requests still open get the reason. Thread-safe."""
+
+    def __init__(self, path: str, name: str, hello_timeout: Optional[float], max_frame: int):
         self._decoder = _wire.Decoder(max_frame)
         self._write_lock = threading.Lock()
-        self._lock = threading.Lock()  # guards _pending, _broken
+        self._lock = threading.Lock()  # guards _pending, broken
         self._pending: dict[int, _Pending] = {}
         self._ids = itertools.count(2)  # the hello is 1, as the C++ client's
-        self._broken: Optional[SandpoolError] = None
-        self._reader: Optional[threading.Thread] = None
+        self.broken: Optional[SandpoolError] = None
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            self._sock.connect(self.path)
+            self._sock.connect(path)
         except OSError as e:
             self._sock.close()
-            raise Unavailable(f"cannot connect to {self.path}: {e.strerror or e}") from None
+            raise Unavailable(f"cannot connect to {path}: {e.strerror or e}") from None
         try:
             self.hello = self._handshake(name, hello_timeout)
         except BaseException:
             self._sock.close()
             raise
-        self.rights: str = self.hello.get("rights", "")
         self.server_max_frame: int = self.hello.get("max_frame", _wire.DEFAULT_MAX_FRAME)
+        self.ended = threading.Event()  # set when the reader has stopped
         self._reader = threading.Thread(target=self._read_loop, name="sandpool-client",
                                         daemon=True)
         self._reader.start()
-
-    # --- connection ---------------------------------------------------------------------------
 
     def _handshake(self, name: str, timeout: Optional[float]) -> dict:
         hello = _wire.encode(_wire.HELLO, 1, body={"version": _wire.PROTOCOL_VERSION,
@@ -158,6 +153,13 @@ class Client:
             self._decoder.feed(data)
 
     def _read_loop(self) -> None:
+        _reader_of.connection = self
+        try:
+            self._route_frames()
+        finally:
+            self.ended.set()
+
+    def _route_frames(self) -> None:
         while True:
             try:
                 frame = self._read_frame()
@@ -182,45 +184,35 @@ class Client:
 
     def _fail_all(self, why: SandpoolError) -> None:
         with self._lock:
-            if self._broken is None:
-                self._broken = why
+            if self.broken is None:
+                self.broken = why
             pending, self._pending = self._pending, {}
         for p in pending.values():
             p.on_done(why)
 
     def close(self) -> None:
-        """Closes the connection; requests still open fail with Unavailable (the server
-        cancels them; tasks already accepted keep running)."""
         with self._lock:
-            if self._broken is None:
-                self._broken = Unavailable("the client was closed")
+            if self.broken is None:
+                self.broken = Unavailable("the client was closed")
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
-        if self._reader is not None and self._reader is not threading.current_thread():
+        if self._reader is not threading.current_thread():
             self._reader.join()
         self._sock.close()
         self._fail_all(Unavailable("the client was closed"))
 
-    def __enter__(self) -> "Client":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    # --- requests -----------------------------------------------------------------------------
-
-    def _start(self, op: str, args: Optional[dict], blob: bytes, on_event, on_done) -> int:
+    def start(self, op: str, args: Optional[dict], blob: bytes, on_event, on_done) -> int:
         """Sends one request; returns its id. on_done gets the final reply or exception once,
-        on the reader thread (or here, when the send fails)."""
+        on the reader thread (or, if the connection ends first, from whoever ends it)."""
         size = _wire.body_size(op, args, len(blob))
         if size > self.server_max_frame:
             raise TooLarge(f"request of {size} bytes is over the server's limit of "
                            f"{self.server_max_frame}")
         with self._lock:
-            if self._broken is not None:
-                raise _unusable(self._broken)
+            if self.broken is not None:
+                raise _unusable(self.broken)
             request_id = next(self._ids)
             self._pending[request_id] = _Pending(on_event, on_done)
         data = _wire.encode(_wire.REQUEST, request_id, op, args, blob)
@@ -234,7 +226,13 @@ class Client:
                 raise Unavailable(f"connection to the service lost: {e}") from None
         return request_id
 
-    def _cancel_request(self, request_id: int) -> None:
+    def forget(self, request_id: int) -> bool:
+        """Drops an open request (its late reply will be ignored); returns true iff it was
+        still open."""
+        with self._lock:
+            return self._pending.pop(request_id, None) is not None
+
+    def cancel(self, request_id: int) -> None:
         """Sends a cancel frame: the server ends that open request with `cancelled`."""
         try:
             with self._write_lock:
@@ -242,8 +240,86 @@ class Client:
         except OSError:
             pass  # a lost connection ends the request anyway
 
+
+class Client:
+    """A client of poold. `Client(path)` connects and says hello; `rights` is what the
+    server granted ("read" or "admin"). Use as a context manager, or call close().
+
+    hello_timeout: seconds to wait for the server's answer to the hello (then Timeout).
+    call_timeout: seconds each synchronous call waits for its reply (then Timeout, and the
+    request is cancelled on the server); None: no limit. Waits for tasks (submit with wait,
+    wait(), events()) are not bounded by it: they take their own timeouts.
+    reconnect: a call made after the connection ended (poold's idle timeout, a restart, a
+    lost socket) first opens a new one. Requests that were open on the old connection are
+    never resent: they fail with Unavailable (a task already accepted goes on)."""
+
+    def __init__(self, path: Optional[str] = None, *, name: str = "sandpool-python",
+                 hello_timeout: Optional[float] = 10.0, call_timeout: Optional[float] = None,
+                 max_frame: int = _wire.DEFAULT_MAX_FRAME, reconnect: bool = True):
+        self.path = path if path is not None else default_socket_path()
+        self.call_timeout = call_timeout
+        self.auto_reconnect = reconnect
+        self._connect_args = (self.path, name, hello_timeout, max_frame)
+        self._conn_lock = threading.Lock()  # guards _conn, _closed
+        self._closed = False
+        self._conn = _Connection(*self._connect_args)
+
+    @property
+    def hello(self) -> dict:
+        """The server's answer to the hello (version, server, rights, uid, gid, max_frame)."""
+        return self._conn.hello
+
+    @property
+    def rights(self) -> str:
+        return self._conn.hello.get("rights", "")
+
+    @property
+    def server_max_frame(self) -> int:
+        return self._conn.server_max_frame
+
+    def reconnect(self) -> None:
+        """Replaces the connection by a new one; requests open on the old one fail with
+        Unavailable."""
+        with self._conn_lock:
+            if self._closed:
+                raise Unavailable("the client was closed")
+            old, self._conn = self._conn, _Connection(*self._connect_args)
+        old.close()
+
+    def _connection(self) -> _Connection:
+        """The connection to send on: a new one when the last has ended and reconnect is on."""
+        with self._conn_lock:
+            if self._closed:
+                raise Unavailable("the client was closed")
+            if self._conn.broken is not None and self.auto_reconnect:
+                old, self._conn = self._conn, _Connection(*self._connect_args)
+                old.close()
+            return self._conn
+
+    def close(self) -> None:
+        """Closes the connection; requests still open fail with Unavailable (the server
+        cancels them; tasks already accepted keep running)."""
+        with self._conn_lock:
+            self._closed = True
+            conn = self._conn
+        conn.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- requests -----------------------------------------------------------------------------
+
+    def _start(self, op: str, args: Optional[dict], blob: bytes, on_event,
+               on_done) -> tuple[_Connection, int]:
+        conn = self._connection()
+        return conn, conn.start(op, args, blob, on_event, on_done)
+
     def _check_not_reader(self) -> None:
-        if threading.current_thread() is self._reader:
+        conn = getattr(_reader_of, "connection", None)
+        if conn is not None and conn is self._conn:
             raise RuntimeError("a synchronous sandpool call from a callback on the client's "
                                "reader thread would wait on itself; use submit_async")
 
@@ -255,13 +331,10 @@ class Client:
         if timeout == "call":
             timeout = self.call_timeout
         done: concurrent.futures.Future = concurrent.futures.Future()
-        request_id = self._start(op, args, blob, on_event, _settle(done))
-        if not _finished_within(done, timeout):
-            with self._lock:
-                gone = self._pending.pop(request_id, None) is None
-            if not gone:  # else it was answered just now
-                self._cancel_request(request_id)
-                raise Timeout(f"no reply to '{op}' within {timeout} s")
+        conn, request_id = self._start(op, args, blob, on_event, _settle(done))
+        if not _finished_within(done, timeout) and conn.forget(request_id):
+            conn.cancel(request_id)
+            raise Timeout(f"no reply to '{op}' within {timeout} s")
         return done.result()
 
     def call(self, op: str, args: Optional[dict] = None, blob: bytes = b"") -> _Reply:
@@ -303,7 +376,7 @@ class Client:
         limit = None if wait_timeout is None else _ops.duration_ms(wait_timeout, "wait") / 1000
         self._check_not_reader()
         if not _finished_within(future, limit):
-            self._cancel_request(future.request_id)  # ends this wait; the task goes on
+            future._connection.cancel(future.request_id)  # ends this wait; the task goes on
             if future.task_id is None:
                 raise Timeout(f"the submit was not answered within {limit} s")
             return self.wait(future.task_id, 0)
@@ -344,7 +417,8 @@ class Client:
                 future.set_exception(e)
 
         args = _ops.submit_args(type, **options, wait=True, progress=progress is not None)
-        future.request_id = self._start("submit", args, data, on_event, on_done)
+        future._connection, future.request_id = self._start("submit", args, data, on_event,
+                                                             on_done)
         return future
 
     def submit_many(self, type: Optional[str], payloads: Iterable[Union[Payload, Job]], *,
@@ -454,13 +528,12 @@ class EventStream:
     _END = object()
 
     def __init__(self, client: Client, follow: bool, pool: Optional[str]):
-        self._client = client
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._closed = False
         self._finished = False
         client._check_not_reader()
-        self._id = client._start("events", _ops.events_args(follow, pool), b"",
-                                 self._on_event, self._on_done)
+        self._connection, self._id = client._start("events", _ops.events_args(follow, pool),
+                                                   b"", self._on_event, self._on_done)
 
     def _on_event(self, body: dict, _blob: bytes) -> None:
         self._queue.put(body)
@@ -502,7 +575,7 @@ class EventStream:
             return
         self._closed = True
         if not self._finished:
-            self._client._cancel_request(self._id)
+            self._connection.cancel(self._id)
             self._finished = True
 
     def __enter__(self) -> "EventStream":

@@ -34,8 +34,9 @@ def plugin(name: str) -> str:
     return os.path.join(plugin_dir, f"lib{name}.so")
 
 
-def config_yaml(scratch: pathlib.Path) -> str:
-    """The service section and the pools every test uses: one per example plugin."""
+def config_yaml(scratch: pathlib.Path, service_extra: str = "") -> str:
+    """The service section (plus `service_extra`, YAML lines indented by two) and the pools
+    every test uses: one per example plugin."""
     return f"""\
 service:
   socket: {{path: {scratch / "poold.sock"}, mode: "0666"}}
@@ -46,7 +47,7 @@ service:
   shutdown_timeout: 0s
   allow:
     - {{user: {READ_UID}, rights: read}}
-pools:
+{service_extra}pools:
   - name: echo
     plugin: {plugin("echo")}
     workers: {{min: 1, max: 4, initial: 2}}
@@ -71,13 +72,13 @@ class PooldServer:
     """poold on a scratch directory; stop() (or the context manager) ends it with SIGTERM,
     then SIGKILL if it does not exit in PATIENCE seconds."""
 
-    def __init__(self):
+    def __init__(self, service_extra: str = ""):
         self.dir = pathlib.Path(tempfile.mkdtemp(prefix="sandpool-py-"))
         # Searchable by the uids of the rights tests (mkdtemp makes it 0700).
         os.chmod(self.dir, 0o755)
         self.socket = str(self.dir / "poold.sock")
         config = self.dir / "poold.yaml"
-        config.write_text(config_yaml(self.dir))
+        config.write_text(config_yaml(self.dir, service_extra))
         self._lines: list[str] = []
         self._changed = threading.Condition()
         self._eof = False

@@ -6,6 +6,7 @@ import pytest
 
 import sandpool
 import sandpool.aio
+from poold_server import PooldServer
 
 
 def run(coro):
@@ -99,3 +100,20 @@ def test_async_dead_letters(poold):
 def test_no_service_raises_unavailable(poold):
     with pytest.raises(sandpool.Unavailable):
         run(sandpool.aio.Client.connect(poold.socket + ".missing"))
+
+
+def test_a_call_after_poolds_idle_timeout_reconnects():
+    async def main(socket):
+        async with await sandpool.aio.Client.connect(socket) as c:
+            first = c._conn
+            await first.read_task  # ends when poold closes the idle connection
+            assert isinstance(first.broken, sandpool.Timeout)
+            assert (await c.submit("echo", b"again")).result == b"again"
+            assert c._conn is not first
+        async with await sandpool.aio.Client.connect(socket, reconnect=False) as c:
+            await c._conn.read_task
+            with pytest.raises(sandpool.Unavailable, match="idle"):
+                await c.status()
+
+    with PooldServer(service_extra="  control: {idle_timeout: 100ms}\n") as idle:
+        run(main(idle.socket))

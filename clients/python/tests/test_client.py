@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 import sandpool
-from poold_server import READ_UID, STRANGER_UID
+from poold_server import READ_UID, STRANGER_UID, PooldServer
 
 
 def test_a_waited_submit_returns_the_completed_task_with_its_result(client):
@@ -230,3 +230,26 @@ def test_a_peer_without_rights_is_refused_at_connect(poold):
     """)
     assert child.returncode == 0, child.stderr
     assert "forbidden:" in child.stdout
+
+
+def test_a_call_after_poolds_idle_timeout_reconnects_unless_told_not_to():
+    with PooldServer(service_extra="  control: {idle_timeout: 100ms}\n") as idle:
+        with sandpool.Client(idle.socket) as c, \
+                sandpool.Client(idle.socket, reconnect=False) as stays:
+            first = c._conn
+            assert first.ended.wait(60) and stays._conn.ended.wait(60)  # poold closed both
+            assert isinstance(first.broken, sandpool.Timeout)
+            assert c.submit("echo", b"again").result == b"again"
+            assert c._conn is not first
+            with pytest.raises(sandpool.Unavailable, match="idle"):
+                stays.status()
+
+
+def test_a_lost_connection_fails_a_waited_submit_naming_the_accepted_task():
+    with PooldServer() as doomed, sandpool.Client(doomed.socket) as c:
+        future = c.submit_async("sleep", b"600000")
+        task_id = future.accepted_id(60)
+        assert task_id is not None
+        doomed.process.kill()
+        error = future.exception(60)
+        assert isinstance(error, sandpool.Unavailable) and error.task_id == task_id
