@@ -38,7 +38,7 @@ def test_errors_cancel_and_bounded_waits(poold):
                 await c.submit("echo", b"x", retries=-1)
             sleeping = await c.submit("sleep", b"600000", wait=False)
             assert (await c.wait(sleeping.id, timeout=0)).done is False
-            unfinished = await c.submit("sleep", b"600000", wait_timeout=0.05)
+            unfinished = await c.submit("sleep", b"600000", wait_timeout=0.5)
             assert unfinished.done is False
             assert (await c.cancel(unfinished.id)).cancelled
             assert (await c.cancel(sleeping.id)).cancelled
@@ -115,5 +115,5 @@ def test_a_call_after_poolds_idle_timeout_reconnects():
             with pytest.raises(sandpool.Unavailable, match="idle"):
                 await c.status()
 
-    with PooldServer(service_extra="  control: {idle_timeout: 100ms}\n") as idle:
+    with PooldServer(service_extra="  control: {idle_timeout: 300ms}\n") as idle:
         run(main(idle.socket))

@@ -80,7 +80,7 @@ def test_a_bounded_wait_returns_the_task_unfinished(client):
     submitted = client.submit("sleep", b"600000", wait=False)
     try:
         assert client.wait(submitted.id, timeout=0).done is False
-        unfinished = client.submit("sleep", b"600000", wait_timeout=0.05)
+        unfinished = client.submit("sleep", b"600000", wait_timeout=0.5)
         assert unfinished.done is False
         client.cancel(unfinished.id)
     finally:
@@ -233,7 +233,7 @@ def test_a_peer_without_rights_is_refused_at_connect(poold):
 
 
 def test_a_call_after_poolds_idle_timeout_reconnects_unless_told_not_to():
-    with PooldServer(service_extra="  control: {idle_timeout: 100ms}\n") as idle:
+    with PooldServer(service_extra="  control: {idle_timeout: 300ms}\n") as idle:
         with sandpool.Client(idle.socket) as c, \
                 sandpool.Client(idle.socket, reconnect=False) as stays:
             first = c._conn
