@@ -372,9 +372,9 @@ class Client:
         if not wait:
             body, _ = self._call("submit", _ops.submit_args(type, **options), data)
             return Submitted(id=body["id"], existing=bool(body.get("existing")))
+        self._check_not_reader()
         future = self._submit_waited(type, data, options, progress)
         limit = None if wait_timeout is None else _ops.duration_ms(wait_timeout, "wait") / 1000
-        self._check_not_reader()
         if not _finished_within(future, limit):
             future._connection.cancel(future.request_id)  # ends this wait; the task goes on
             if future.task_id is None:
