@@ -57,12 +57,6 @@ def encode(kind: int, frame_id: int, name: str = "", body: dict | None = None,
                      name_bytes, text, bytes(blob)))
 
 
-def body_size(name: str, body: dict | None, blob_len: int) -> int:
-    """The body_len encode() would write (to check against the server's max_frame first)."""
-    text = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
-    return FIXED_BODY_BYTES + len(name.encode()) + len(text) + blob_len
-
-
 class Decoder:
     """Frames out of a byte stream: feed() bytes as they arrive, then next() until it returns
     None. A server's frame that breaks the format raises ProtocolError; the connection cannot

@@ -27,11 +27,12 @@ ProgressFn = Callable[[int, bytes], None]
 
 
 class _Pending:
-    __slots__ = ("future", "on_event")
+    __slots__ = ("future", "on_event", "holds_slot")
 
-    def __init__(self, future: asyncio.Future, on_event):
+    def __init__(self, future: asyncio.Future, on_event, holds_slot: bool):
         self.future = future  # result: (body, blob); exception: the request's error
         self.on_event = on_event  # (body, blob) -> None, on the loop; or None
+        self.holds_slot = holds_slot  # took one of the connection's max_outstanding
 
 
 class _Connection:
@@ -40,20 +41,21 @@ class _Connection:
     still open get the reason."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 hello: dict, decoder: _wire.Decoder):
+                 hello: dict, decoder: _wire.Decoder, max_outstanding: int):
         self.hello = hello
         self.server_max_frame: int = hello.get("max_frame", _wire.DEFAULT_MAX_FRAME)
         self._reader = reader
         self._writer = writer
         self._decoder = decoder
         self._pending: dict[int, _Pending] = {}
+        self._slots = asyncio.Semaphore(max_outstanding)  # waited submits open at once
         self._ids = itertools.count(2)
         self.broken: Optional[SandpoolError] = None
         self.read_task = asyncio.get_running_loop().create_task(self._read_loop())
 
     @classmethod
     async def open(cls, path: str, name: str, hello_timeout: Optional[float],
-                   max_frame: int) -> "_Connection":
+                   max_frame: int, max_outstanding: int) -> "_Connection":
         try:
             reader, writer = await asyncio.open_unix_connection(path)
         except OSError as e:
@@ -64,7 +66,7 @@ class _Connection:
         except BaseException:
             writer.close()
             raise
-        return cls(reader, writer, hello, decoder)
+        return cls(reader, writer, hello, decoder, max_outstanding)
 
     async def close(self) -> None:
         if self.broken is None:
@@ -95,6 +97,7 @@ class _Connection:
                         _guarded(pending.on_event, frame.json, frame.blob)
                     continue
                 del self._pending[frame.id]
+                self._release(pending)
                 if pending.future.done():
                     continue
                 if frame.kind == _wire.ERROR:
@@ -110,32 +113,51 @@ class _Connection:
             self.broken = why
         pending, self._pending = self._pending, {}
         for p in pending.values():
+            self._release(p)
             if not p.future.done():
                 p.future.set_exception(why)
 
-    async def start(self, op: str, args: Optional[dict], blob: bytes,
-                    on_event=None) -> tuple[int, asyncio.Future]:
-        size = _wire.body_size(op, args, len(blob))
-        if size > self.server_max_frame:
-            raise TooLarge(f"request of {size} bytes is over the server's limit of "
-                           f"{self.server_max_frame}")
-        if self.broken is not None:
-            raise _unusable(self.broken)
+    def _release(self, pending: _Pending) -> None:
+        if pending.holds_slot:
+            self._slots.release()
+
+    async def start(self, op: str, args: Optional[dict], blob: bytes, on_event=None,
+                    limited: bool = False) -> tuple[int, asyncio.Future]:
+        """Sends one request; returns its id and the future of its final reply. limited: it
+        takes one of the max_outstanding slots, waiting for one."""
         request_id = next(self._ids)
+        data = _wire.encode(_wire.REQUEST, request_id, op, args, blob)
+        if len(data) - _wire.LENGTH_BYTES > self.server_max_frame:
+            raise TooLarge(f"request of {len(data) - _wire.LENGTH_BYTES} bytes is over the "
+                           f"server's limit of {self.server_max_frame}")
+        if limited:
+            await self._slots.acquire()
+        if self.broken is not None:
+            if limited:
+                self._slots.release()
+            raise _unusable(self.broken)
         future = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = _Pending(future, on_event)
+        self._pending[request_id] = _Pending(future, on_event, limited)
         try:
-            self._writer.write(_wire.encode(_wire.REQUEST, request_id, op, args, blob))
+            self._writer.write(data)
             await self._writer.drain()
         except OSError as e:
-            if self._pending.pop(request_id, None) is not None:
+            if self.forget(request_id):
                 raise Unavailable(f"connection to the service lost: {e}") from None
         return request_id, future
+
+    def forget(self, request_id: int) -> bool:
+        """Drops an open request (a late reply is ignored); true iff it was still open."""
+        pending = self._pending.pop(request_id, None)
+        if pending is None:
+            return False
+        self._release(pending)
+        return True
 
     def cancel(self, request_id: int) -> None:
         """Drops an open request and sends its cancel frame (the server answers `cancelled`,
         which nobody reads)."""
-        self._pending.pop(request_id, None)
+        self.forget(request_id)
         try:
             self._writer.write(_wire.encode(_wire.CANCEL, request_id))
         except (OSError, RuntimeError):
@@ -161,10 +183,10 @@ class Client:
     async def connect(cls, path: Optional[str] = None, *, name: str = "sandpool-python",
                       hello_timeout: Optional[float] = 10.0,
                       call_timeout: Optional[float] = None,
-                      max_frame: int = _wire.DEFAULT_MAX_FRAME,
-                      reconnect: bool = True) -> "Client":
+                      max_frame: int = _wire.DEFAULT_MAX_FRAME, reconnect: bool = True,
+                      max_outstanding: int = 1024) -> "Client":
         path = path if path is not None else default_socket_path()
-        connect_args = (path, name, hello_timeout, max_frame)
+        connect_args = (path, name, hello_timeout, max_frame, max_outstanding)
         return cls(await _Connection.open(*connect_args), connect_args, call_timeout,
                    reconnect)
 
@@ -212,10 +234,10 @@ class Client:
 
     # --- requests -----------------------------------------------------------------------------
 
-    async def _start(self, op: str, args: Optional[dict], blob: bytes,
-                     on_event=None) -> tuple[_Connection, int, asyncio.Future]:
+    async def _start(self, op: str, args: Optional[dict], blob: bytes, on_event=None,
+                     limited: bool = False) -> tuple[_Connection, int, asyncio.Future]:
         conn = await self._connection()
-        request_id, future = await conn.start(op, args, blob, on_event)
+        request_id, future = await conn.start(op, args, blob, on_event, limited)
         return conn, request_id, future
 
     @staticmethod
@@ -267,7 +289,8 @@ class Client:
 
         args = _ops.submit_args(type, **options, wait=True, progress=progress is not None)
         limit = None if wait_timeout is None else _ops.duration_ms(wait_timeout, "wait") / 1000
-        conn, request_id, future = await self._start("submit", args, data, on_event)
+        conn, request_id, future = await self._start("submit", args, data, on_event,
+                                                     limited=True)
         try:
             return _ops.task_of(*await self._await_reply("submit", conn, request_id, future,
                                                          limit))

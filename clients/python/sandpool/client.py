@@ -54,27 +54,42 @@ class TaskFuture(concurrent.futures.Future):
         self.task_id: Optional[int] = None
         self.request_id = 0  # the submit's request on its connection
         self._connection: Optional[_Connection] = None
-        self._accepted = threading.Event()  # set once task_id is known or the future is done
-        self.add_done_callback(lambda _: self._accepted.set())
+        self._accepted: Optional[threading.Event] = None  # made by accepted_id()
         self.set_running_or_notify_cancel()
 
     def accepted_id(self, timeout: Optional[float] = None) -> Optional[int]:
         """Waits until the service accepted the task (at most `timeout` seconds; None: no
         limit) and returns its id; None when the submit failed or the time ran out."""
-        self._accepted.wait(timeout)
+        with _accepted_lock:
+            if self.task_id is None and self._accepted is None:
+                self._accepted = threading.Event()
+                self.add_done_callback(lambda _: self._accepted.set())
+            accepted = self._accepted
+        if self.task_id is None:
+            accepted.wait(timeout)
         return self.task_id
 
     def _set_accepted(self, task_id: int) -> None:
-        self.task_id = task_id
-        self._accepted.set()
+        with _accepted_lock:
+            self.task_id = task_id
+            accepted = self._accepted
+        if accepted is not None:
+            accepted.set()
+
+
+# Guards TaskFuture._accepted, an Event made only for a caller of accepted_id(): one per
+# future would cost a tenth of submit_async's rate. (Not the Future's own condition: a
+# notify on it ends a waiting result(timeout) early with TimeoutError.)
+_accepted_lock = threading.Lock()
 
 
 class _Pending:
-    __slots__ = ("on_event", "on_done")
+    __slots__ = ("on_event", "on_done", "holds_slot")
 
-    def __init__(self, on_event, on_done):
+    def __init__(self, on_event, on_done, holds_slot):
         self.on_event = on_event  # (body, blob) -> None, on the reader thread; or None
         self.on_done = on_done  # (reply tuple or exception) -> None, exactly once
+        self.holds_slot = holds_slot  # took one of the connection's max_outstanding
 
 
 # Which connection's reader thread the current thread is (None on other threads).
@@ -86,8 +101,11 @@ class _Connection:
     events to the open requests by id. Once it ends (`broken` set: lost, closed by poold or
     by us) it stays ended; requests still open get the reason. Thread-safe."""
 
-    def __init__(self, path: str, name: str, hello_timeout: Optional[float], max_frame: int):
+    def __init__(self, path: str, name: str, hello_timeout: Optional[float], max_frame: int,
+                 max_outstanding: int):
         self._decoder = _wire.Decoder(max_frame)
+        # Waited submits open at once; start() waits for a slot (Client's max_outstanding).
+        self._slots = threading.Semaphore(max_outstanding)
         self._write_lock = threading.Lock()
         self._lock = threading.Lock()  # guards _pending, broken
         self._pending: dict[int, _Pending] = {}
@@ -174,6 +192,8 @@ class _Connection:
                     del self._pending[frame.id]
             if pending is None:
                 continue  # a request we gave up on (timed out, cancelled)
+            if frame.kind != _wire.EVENT:
+                self._release(pending)
             if frame.kind == _wire.EVENT:
                 if pending.on_event is not None:
                     _guarded(pending.on_event, frame.json, frame.blob)
@@ -188,7 +208,12 @@ class _Connection:
                 self.broken = why
             pending, self._pending = self._pending, {}
         for p in pending.values():
+            self._release(p)
             p.on_done(why)
+
+    def _release(self, pending: _Pending) -> None:
+        if pending.holds_slot:
+            self._slots.release()
 
     def close(self) -> None:
         with self._lock:
@@ -203,26 +228,31 @@ class _Connection:
         self._sock.close()
         self._fail_all(Unavailable("the client was closed"))
 
-    def start(self, op: str, args: Optional[dict], blob: bytes, on_event, on_done) -> int:
+    def start(self, op: str, args: Optional[dict], blob: bytes, on_event, on_done,
+              limited: bool = False) -> int:
         """Sends one request; returns its id. on_done gets the final reply or exception once,
-        on the reader thread (or, if the connection ends first, from whoever ends it)."""
-        size = _wire.body_size(op, args, len(blob))
-        if size > self.server_max_frame:
-            raise TooLarge(f"request of {size} bytes is over the server's limit of "
-                           f"{self.server_max_frame}")
+        on the reader thread (or, if the connection ends first, from whoever ends it).
+        limited: the request takes one of the max_outstanding slots, waiting for one."""
+        request_id = next(self._ids)  # itertools.count: atomic under the GIL
+        data = _wire.encode(_wire.REQUEST, request_id, op, args, blob)
+        if len(data) - _wire.LENGTH_BYTES > self.server_max_frame:
+            raise TooLarge(f"request of {len(data) - _wire.LENGTH_BYTES} bytes is over the "
+                           f"server's limit of {self.server_max_frame}")
+        # The reader thread never waits for a slot: only it frees them.
+        holds_slot = limited and getattr(_reader_of, "connection", None) is not self
+        if holds_slot:
+            self._slots.acquire()
         with self._lock:
             if self.broken is not None:
+                if holds_slot:
+                    self._slots.release()
                 raise _unusable(self.broken)
-            request_id = next(self._ids)
-            self._pending[request_id] = _Pending(on_event, on_done)
-        data = _wire.encode(_wire.REQUEST, request_id, op, args, blob)
+            self._pending[request_id] = _Pending(on_event, on_done, holds_slot)
         try:
             with self._write_lock:
                 self._sock.sendall(data)
         except OSError as e:
-            with self._lock:
-                mine = self._pending.pop(request_id, None) is not None
-            if mine:  # else the reader has failed it already
+            if self.forget(request_id):  # else the reader has failed it already
                 raise Unavailable(f"connection to the service lost: {e}") from None
         return request_id
 
@@ -230,7 +260,11 @@ class _Connection:
         """Drops an open request (its late reply will be ignored); returns true iff it was
         still open."""
         with self._lock:
-            return self._pending.pop(request_id, None) is not None
+            pending = self._pending.pop(request_id, None)
+        if pending is None:
+            return False
+        self._release(pending)
+        return True
 
     def cancel(self, request_id: int) -> None:
         """Sends a cancel frame: the server ends that open request with `cancelled`."""
@@ -249,17 +283,22 @@ class Client:
     call_timeout: seconds each synchronous call waits for its reply (then Timeout, and the
     request is cancelled on the server); None: no limit. Waits for tasks (submit with wait,
     wait(), events()) are not bounded by it: they take their own timeouts.
+    max_outstanding: waited submits (submit with wait, submit_async) open at once on the
+    connection, each until its task ends; one past it waits until one ends, so a loop of
+    submit_async does not run into poold's limit of requests per connection
+    (connections.max_outstanding, 4096), which would refuse the excess `busy`.
     reconnect: a call made after the connection ended (poold's idle timeout, a restart, a
     lost socket) first opens a new one. Requests that were open on the old connection are
     never resent: they fail with Unavailable (a task already accepted goes on)."""
 
     def __init__(self, path: Optional[str] = None, *, name: str = "sandpool-python",
                  hello_timeout: Optional[float] = 10.0, call_timeout: Optional[float] = None,
-                 max_frame: int = _wire.DEFAULT_MAX_FRAME, reconnect: bool = True):
+                 max_frame: int = _wire.DEFAULT_MAX_FRAME, reconnect: bool = True,
+                 max_outstanding: int = 1024):
         self.path = path if path is not None else default_socket_path()
         self.call_timeout = call_timeout
         self.auto_reconnect = reconnect
-        self._connect_args = (self.path, name, hello_timeout, max_frame)
+        self._connect_args = (self.path, name, hello_timeout, max_frame, max_outstanding)
         self._conn_lock = threading.Lock()  # guards _conn, _closed
         self._closed = False
         self._conn = _Connection(*self._connect_args)
@@ -312,10 +351,10 @@ class Client:
 
     # --- requests -----------------------------------------------------------------------------
 
-    def _start(self, op: str, args: Optional[dict], blob: bytes, on_event,
-               on_done) -> tuple[_Connection, int]:
+    def _start(self, op: str, args: Optional[dict], blob: bytes, on_event, on_done,
+               limited: bool = False) -> tuple[_Connection, int]:
         conn = self._connection()
-        return conn, conn.start(op, args, blob, on_event, on_done)
+        return conn, conn.start(op, args, blob, on_event, on_done, limited)
 
     def _check_not_reader(self) -> None:
         conn = getattr(_reader_of, "connection", None)
@@ -387,9 +426,10 @@ class Client:
                      key: Optional[str] = None, idempotency_key: Optional[str] = None,
                      priority: Optional[int] = None, tenant: Optional[str] = None,
                      progress: Optional[ProgressFn] = None) -> TaskFuture:
-        """Submits a task and returns at once a TaskFuture whose result is the task's Task once
-        it ends. Any number may be outstanding on the one connection (pipelined); use
-        concurrent.futures.wait / as_completed on them. Options as submit()."""
+        """Submits a task and returns a TaskFuture whose result is the task's Task once it
+        ends. Many may be outstanding on the one connection (pipelined; past max_outstanding,
+        this waits until one ends); use concurrent.futures.wait / as_completed on them.
+        Options as submit()."""
         options = dict(pool=pool, priority=priority, timeout=timeout, retries=retries, key=key,
                        idempotency_key=idempotency_key, tenant=tenant)
         return self._submit_waited(type, _ops.payload_bytes(payload), options, progress)
@@ -418,7 +458,7 @@ class Client:
 
         args = _ops.submit_args(type, **options, wait=True, progress=progress is not None)
         future._connection, future.request_id = self._start("submit", args, data, on_event,
-                                                             on_done)
+                                                             on_done, limited=True)
         return future
 
     def submit_many(self, type: Optional[str], payloads: Iterable[Union[Payload, Job]], *,

@@ -102,7 +102,16 @@ def test_no_service_raises_unavailable(poold):
         run(sandpool.aio.Client.connect(poold.socket + ".missing"))
 
 
-def test_a_call_after_poolds_idle_timeout_reconnects():
+@pytest.fixture(scope="module")
+def tight_poold():
+    """A poold that closes idle connections after 300 ms and refuses a ninth open request
+    on a connection."""
+    extra = "  control: {idle_timeout: 300ms}\n  connections: {max_outstanding: 8}\n"
+    with PooldServer(service_extra=extra) as server:
+        yield server
+
+
+def test_a_call_after_poolds_idle_timeout_reconnects(tight_poold):
     async def main(socket):
         async with await sandpool.aio.Client.connect(socket) as c:
             first = c._conn
@@ -115,5 +124,24 @@ def test_a_call_after_poolds_idle_timeout_reconnects():
             with pytest.raises(sandpool.Unavailable, match="idle"):
                 await c.status()
 
-    with PooldServer(service_extra="  control: {idle_timeout: 300ms}\n") as idle:
-        run(main(idle.socket))
+    run(main(tight_poold.socket))
+
+
+def test_gathered_submits_wait_for_a_slot_instead_of_running_into_poolds_limit(tight_poold):
+    async def within_limit(socket):
+        async with await sandpool.aio.Client.connect(socket, max_outstanding=8) as c:
+            return await asyncio.gather(*(c.submit("echo", b"%d" % i) for i in range(100)))
+
+    async def past_limit(socket):
+        async with await sandpool.aio.Client.connect(socket, max_outstanding=1000) as c:
+            sleeping = [asyncio.ensure_future(c.submit("sleep", b"600000")) for _ in range(8)]
+            while len(c._conn._pending) < 8:  # until the eight requests are sent
+                await asyncio.sleep(0)
+            with pytest.raises(sandpool.Busy):
+                await c.submit("echo", b"ninth")
+            for task in sleeping:
+                task.cancel()
+
+    tasks = run(within_limit(tight_poold.socket))
+    assert [t.result for t in tasks] == [b"%d" % i for i in range(100)]
+    run(past_limit(tight_poold.socket))

@@ -6,6 +6,7 @@ import threading
 import pytest
 
 import sandpool
+from poold_server import PooldServer
 
 
 def test_many_async_submits_complete_on_one_connection(client):
@@ -54,3 +55,16 @@ def test_the_future_of_a_running_task_cannot_be_cancelled_but_the_task_can(clien
     assert task_id is not None and not future.done()
     client.cancel(task_id)
     assert future.result(60).state == "cancelled"
+
+
+def test_submit_async_waits_for_a_slot_instead_of_running_into_poolds_limit():
+    # poold refuses a request past connections.max_outstanding with `busy`; the client's own
+    # max_outstanding, at or under it, makes submit_async wait for a slot instead.
+    with PooldServer(service_extra="  connections: {max_outstanding: 8}\n") as tight:
+        with sandpool.Client(tight.socket, max_outstanding=8) as c:
+            futures = [c.submit_async("echo", b"%d" % i) for i in range(200)]
+            assert [f.result(60).result for f in futures] == [b"%d" % i for i in range(200)]
+        with sandpool.Client(tight.socket, max_outstanding=1000) as c:
+            futures = [c.submit_async("sleep", b"600000") for _ in range(9)]
+            assert isinstance(futures[-1].exception(60), sandpool.Busy)
+            assert all(f.accepted_id(60) is not None for f in futures[:8])
