@@ -78,7 +78,7 @@ class TaskFuture(concurrent.futures.Future):
 
 
 # Guards TaskFuture._accepted, an Event made only for a caller of accepted_id(): one per
-# future would cost a tenth of submit_async's rate. (Not the Future's own condition: a
+# future was an eighth of submit_async's sending time (docs/performance.md). (Not the Future's own condition: a
 # notify on it ends a waiting result(timeout) early with TimeoutError.)
 _accepted_lock = threading.Lock()
 
