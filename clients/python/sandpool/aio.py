@@ -19,7 +19,8 @@ from typing import AsyncIterator, Callable, Iterable, Optional, Union
 from . import _ops, _wire
 from ._ops import (CancelResult, DeadLetter, DeadLetterPage, Duration, Event, Job, Payload,
                    ReplayResult, Submitted, Task)
-from .client import _guarded, _unusable, default_socket_path
+from ._connection import guarded, unusable
+from .client import default_socket_path
 from .errors import (Cancelled, ProtocolError, SandpoolError, Timeout, TooLarge, Unavailable,
                      error_for)
 
@@ -94,7 +95,7 @@ class _Connection:
                     continue  # a request we gave up on
                 if frame.kind == _wire.EVENT:
                     if pending.on_event is not None:
-                        _guarded(pending.on_event, frame.json, frame.blob)
+                        guarded(pending.on_event, frame.json, frame.blob)
                     continue
                 del self._pending[frame.id]
                 self._release(pending)
@@ -135,7 +136,7 @@ class _Connection:
         if self.broken is not None:
             if limited:
                 self._slots.release()
-            raise _unusable(self.broken)
+            raise unusable(self.broken)
         future = asyncio.get_running_loop().create_future()
         self._pending[request_id] = _Pending(future, on_event, limited)
         try:
