@@ -137,6 +137,38 @@ def batch_request(type: Optional[str], payloads: Iterable[Union[Payload, Job]],
     return args, b"".join(blobs), len(items)
 
 
+def batch_requests(type: Optional[str], payloads: Iterable[Union[Payload, Job]],
+                   options: dict, max_body: int) -> list[tuple[dict, bytes, int]]:
+    """The batch as submit_batch requests that each fit the server's max_frame (halved until
+    they do; a single task too large for it stays alone, for the too_large refusal), in
+    order: (arguments, blob, number of tasks) each."""
+    from ._wire import body_len
+
+    items = list(payloads)
+    args, blob, count = batch_request(type, items, options)
+    if count <= 1 or body_len("submit_batch", args, len(blob)) <= max_body:
+        return [(args, blob, count)]
+    half = count // 2
+    return (batch_requests(type, items[:half], options, max_body) +
+            batch_requests(type, items[half:], options, max_body))
+
+
+def batch_replies(replies: Iterable[tuple[dict, int]], counts: list[int]) -> list[Submitted]:
+    """Joins the replies of a batch's requests (batch_requests) into one Submitted per task.
+    `replies` yields (reply body, tasks in that request), and is not read past a request
+    whose tail was refused (`refused_from`): the tasks of the requests after it are refused
+    for the same reason without being sent, so none overtakes a refused one."""
+    out: list[Submitted] = []
+    for body, count in replies:
+        part = batch_reply(body, count)
+        out.extend(part)
+        if body.get("refused_from") is not None:
+            out.extend(Submitted(id=0, error=part[-1].error)
+                       for _ in range(sum(counts) - len(out)))
+            break
+    return out
+
+
 def batch_reply(body: dict, count: int) -> list[Submitted]:
     """One Submitted per task of a submit_batch reply: `ids` for the tasks tried, `errors`
     for single refusals, `refused_from` for a tail refused without being tried."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import struct
 from dataclasses import dataclass, field
+from typing import Optional
 
 from .errors import ProtocolError, TooLarge
 
@@ -55,6 +56,12 @@ def encode(kind: int, frame_id: int, name: str = "", body: dict | None = None,
         raise TooLarge(f"frame of {body_len} bytes does not fit the protocol's 32-bit length")
     return b"".join((_HEADER.pack(body_len, kind, 0, len(name_bytes), frame_id, len(text)),
                      name_bytes, text, bytes(blob)))
+
+
+def body_len(name: str, body: Optional[dict], blob_len: int) -> int:
+    """The body_len encode() would write for these parts (without encoding the blob)."""
+    text = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
+    return FIXED_BODY_BYTES + len(name.encode()) + len(text) + blob_len
 
 
 class Decoder:

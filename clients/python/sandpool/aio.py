@@ -312,11 +312,16 @@ class Client:
         """As sandpool.Client.submit_many."""
         options = dict(pool=pool, priority=priority, timeout=timeout, retries=retries, key=key,
                        tenant=tenant)
-        args, blob, count = _ops.batch_request(type, payloads, options)
-        if count == 0:
+        requests = _ops.batch_requests(type, payloads, options, self.server_max_frame)
+        if requests[0][2] == 0:
             return []
-        body, _ = await self._call("submit_batch", args, blob)
-        return _ops.batch_reply(body, count)
+        replies = []
+        for args, blob, count in requests:
+            body, _ = await self._call("submit_batch", args, blob)
+            replies.append((body, count))
+            if body.get("refused_from") is not None:
+                break
+        return _ops.batch_replies(replies, [count for _, _, count in requests])
 
     async def task(self, task_id: int) -> Task:
         return _ops.task_of(*await self._call("task", {"id": task_id}))

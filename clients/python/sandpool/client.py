@@ -271,18 +271,20 @@ class Client:
                     retries: Optional[int] = None, key: Optional[str] = None,
                     priority: Optional[int] = None,
                     tenant: Optional[str] = None) -> list[Submitted]:
-        """Submits many tasks in one request (`submit_batch`): one Submitted per payload, in
-        order, with `error` set for a task the service refused (a full queue refuses the rest
-        of the batch: resubmit that tail, in order). Items are payloads sharing every option,
-        or Job values carrying options of their own (then `type` may be None if each Job
-        names its type). Does not wait for the tasks: wait(id) or task(id) for them."""
+        """Submits many tasks in one request (`submit_batch`; several, in order, when the
+        batch is over the server's max_frame): one Submitted per payload, in order, with
+        `error` set for a task the service refused (a full queue refuses the rest of the
+        batch: resubmit that tail, in order). Items are payloads sharing every option, or Job
+        values carrying options of their own (then `type` may be None if each Job names its
+        type). Does not wait for the tasks: wait(id) or task(id) for them."""
         options = dict(pool=pool, priority=priority, timeout=timeout, retries=retries, key=key,
                        tenant=tenant)
-        args, blob, count = _ops.batch_request(type, payloads, options)
-        if count == 0:
+        requests = _ops.batch_requests(type, payloads, options, self.server_max_frame)
+        if requests[0][2] == 0:
             return []
-        body, _ = self._call("submit_batch", args, blob)
-        return _ops.batch_reply(body, count)
+        replies = ((self._call("submit_batch", args, blob)[0], count)
+                   for args, blob, count in requests)
+        return _ops.batch_replies(replies, [count for _, _, count in requests])
 
     def task(self, task_id: int) -> Task:
         """The task's account as it is now (the result bytes once completed, for `admin`)."""

@@ -68,6 +68,14 @@ def test_submit_many_shares_options_and_reports_refusals_per_task(client):
     assert all(isinstance(s.error, sandpool.NotFound) for s in refused)
 
 
+def test_submit_many_splits_a_batch_over_the_servers_frame_limit(client):
+    payloads = [bytes([i % 251]) * 60000 for i in range(300)]  # 18 MB: two requests
+    submitted = client.submit_many("echo", payloads)
+    assert all(s.accepted for s in submitted) and len({s.id for s in submitted}) == 300
+    for i in (0, 150, 299):
+        assert client.wait(submitted[i].id).result == payloads[i]
+
+
 def test_cancel_ends_a_running_task(client):
     submitted = client.submit("sleep", b"600000", wait=False)
     result = client.cancel(submitted.id)

@@ -85,3 +85,23 @@ def test_submit_options_map_to_the_protocols_arguments():
                     "wait": True, "progress": True}
     assert _ops.submit_args("echo") == {"type": "echo"}  # the pool's defaults for the rest
     assert _ops.duration_ms(0.0001, "t") == 1  # rounded up, never to 0
+
+
+def test_a_batch_is_split_to_fit_max_frame_and_a_refused_tail_refuses_the_rest():
+    requests = _ops.batch_requests("echo", [b"x" * 100] * 10, {}, max_body=450)
+    assert [count for _, _, count in requests] == [2, 3, 2, 3]
+    assert b"".join(blob for _, blob, _ in requests) == b"x" * 1000
+    sent = []
+
+    def replies():
+        sent.append(1)
+        yield {"ids": [7, 8]}, 2
+        sent.append(2)
+        yield {"ids": [9], "refused_from": {"index": 1, "code": "queue_full", "message": "m"}}, 3
+        sent.append(3)  # never reached: nothing after a refused tail is sent
+        yield {"ids": [10, 11]}, 2
+
+    out = _ops.batch_replies(replies(), [2, 3, 2, 3])
+    assert [s.id for s in out] == [7, 8, 9] + [0] * 7
+    assert all(isinstance(s.error, sandpool.QueueFull) for s in out[3:])
+    assert sent == [1, 2]
