@@ -280,29 +280,47 @@ class Client:
         if not wait:
             body, _ = await self._call("submit", _ops.submit_args(type, **options), data)
             return Submitted(id=body["id"], existing=bool(body.get("existing")))
-        accepted: list[int] = []
+        future = await self.submit_async(type, data, **options, progress=progress)
+        limit = None if wait_timeout is None else _ops.duration_ms(wait_timeout, "wait") / 1000
+        try:
+            done, _ = await asyncio.wait({future}, timeout=limit)
+        except asyncio.CancelledError:
+            future.cancel()  # ends the wait on poold; the task goes on
+            raise
+        if not done:
+            future.cancel()
+            if future.task_id is None:
+                raise Timeout(f"the submit was not answered within {limit} s")
+            return await self.wait(future.task_id, 0)
+        return future.result()
+
+    async def submit_async(self, type: str, payload: Payload = b"", *,
+                           pool: Optional[str] = None, timeout: Optional[Duration] = None,
+                           retries: Optional[int] = None, key: Optional[str] = None,
+                           idempotency_key: Optional[str] = None, priority: Optional[int] = None,
+                           tenant: Optional[str] = None,
+                           progress: Optional[ProgressFn] = None) -> "TaskFuture":
+        """Sends a waited submit and returns once it is sent (past max_outstanding, once one
+        ends): a TaskFuture, an asyncio future whose result is the task's Task once it ends.
+        Cancelling the future ends the wait on poold, not the task. Options as submit()."""
+        options = dict(pool=pool, priority=priority, timeout=timeout, retries=retries, key=key,
+                       idempotency_key=idempotency_key, tenant=tenant)
+        future = TaskFuture()
 
         def on_event(body: dict, blob: bytes) -> None:
             if body.get("event") == "accepted":
-                accepted.append(body.get("id"))
+                future._set_accepted(body.get("id"))
             elif body.get("event") == "progress" and progress is not None:
                 progress(body.get("id", 0), blob)
 
         args = _ops.submit_args(type, **options, wait=True, progress=progress is not None)
-        limit = None if wait_timeout is None else _ops.duration_ms(wait_timeout, "wait") / 1000
-        conn, request_id, future = await self._start("submit", args, data, on_event,
-                                                     limited=True)
-        try:
-            return _ops.task_of(*await self._await_reply("submit", conn, request_id, future,
-                                                         limit))
-        except Timeout:
-            if not accepted or future.done():
-                raise
-            return await self.wait(accepted[0], 0)
-        except Unavailable as e:
-            if accepted:
-                e.task_id = accepted[0]
-            raise
+        conn, request_id, reply = await self._start("submit", args, _ops.payload_bytes(payload),
+                                                    on_event, limited=True)
+        future.request_id = request_id
+        reply.add_done_callback(future._settle_from)
+        future.add_done_callback(
+            lambda f: conn.cancel(request_id) if f.cancelled() and not reply.done() else None)
+        return future
 
     async def submit_many(self, type: Optional[str], payloads: Iterable[Union[Payload, Job]], *,
                           pool: Optional[str] = None, timeout: Optional[Duration] = None,
@@ -394,6 +412,45 @@ class Client:
                         **filter) -> int:
         selector = _ops.dlq_selector(letter_id, _ops.dlq_filter(**filter), all, older_than)
         return (await self._call("dlq_purge", selector))[0]["purged"]
+
+
+class TaskFuture(asyncio.Future):
+    """The future of a waited submit (Client.submit_async): its result is the task's Task once
+    the task ends; an error of the request is its exception. `task_id` is the task's id once
+    poold accepted it, None before; `await future.accepted_id()` waits for it."""
+
+    def __init__(self):
+        super().__init__()
+        self.task_id: Optional[int] = None
+        self.request_id = 0  # the submit's request on its connection
+        self._accepted = asyncio.Event()  # set once task_id is known or the future is done
+        self.add_done_callback(lambda _: self._accepted.set())
+
+    async def accepted_id(self) -> Optional[int]:
+        """The task's id once poold accepted it; None when the submit failed first."""
+        await self._accepted.wait()
+        return self.task_id
+
+    def _set_accepted(self, task_id: int) -> None:
+        self.task_id = task_id
+        self._accepted.set()
+
+    def _settle_from(self, reply: asyncio.Future) -> None:
+        """Takes the submit request's outcome: its final account, or its error (a lost
+        connection's naming the accepted task)."""
+        if self.done():
+            return
+        error = reply.exception()
+        if error is None:
+            try:
+                self.set_result(_ops.task_of(*reply.result()))
+            except SandpoolError as e:
+                self.set_exception(e)
+            return
+        if isinstance(error, Unavailable) and self.task_id is not None:
+            error = Unavailable(*error.args)
+            error.task_id = self.task_id
+        self.set_exception(error)
 
 
 class EventStream:

@@ -47,6 +47,39 @@ def test_errors_cancel_and_bounded_waits(poold):
     run(main())
 
 
+def test_progress_reaches_the_callback_on_the_loop(poold):
+    async def main():
+        async with await sandpool.aio.Client.connect(poold.socket) as c:
+            loop = asyncio.get_running_loop()
+            seen = []
+
+            def on_progress(task_id, data):
+                assert asyncio.get_running_loop() is loop
+                seen.append(data)
+
+            task = await c.submit("progress", b"3", progress=on_progress)
+            assert task.ok and seen and seen[-1] == b"3/3"
+
+    run(main())
+
+
+def test_submit_async_futures_carry_the_task_id_and_a_lost_connection_names_it():
+    async def main(server):
+        async with await sandpool.aio.Client.connect(server.socket) as c:
+            echoed = await c.submit_async("echo", b"f")
+            sleeping = await c.submit_async("sleep", b"600000")
+            assert (await echoed).result == b"f" and echoed.task_id == (await echoed).id
+            task_id = await sleeping.accepted_id()
+            assert task_id is not None and not sleeping.done()
+            server.process.kill()
+            with pytest.raises(sandpool.Unavailable) as lost:
+                await sleeping
+            assert lost.value.task_id == task_id
+
+    with PooldServer() as doomed:
+        run(main(doomed))
+
+
 def test_cancelling_a_waiting_coroutine_leaves_the_connection_usable(poold):
     async def main():
         async with await sandpool.aio.Client.connect(poold.socket) as c:
