@@ -80,6 +80,17 @@ def test_submit_async_futures_carry_the_task_id_and_a_lost_connection_names_it()
         run(main(doomed))
 
 
+def test_call_timeout_gives_up_on_the_reply_and_keeps_the_connection(poold):
+    async def main():
+        async with await sandpool.aio.Client.connect(poold.socket, call_timeout=0.2) as c:
+            sleeping = await c.submit("sleep", b"600000", wait=False)
+            with pytest.raises(sandpool.Timeout):
+                await c.call("wait", {"id": sleeping.id})
+            assert (await c.cancel(sleeping.id)).cancelled
+
+    run(main())
+
+
 def test_cancelling_a_waiting_coroutine_leaves_the_connection_usable(poold):
     async def main():
         async with await sandpool.aio.Client.connect(poold.socket) as c:
