@@ -124,7 +124,18 @@ echo '{"id": "A17", "items": [{"price": 2.5, "qty": 2}, {"price": 0.1, "qty": 3}
 show "echo '{\"id\": \"B2\"}' | poolctl submit python - --wait    # raises ValueError"
 echo '{"id": "B2"}' | "$ctl" submit python - --wait 2>&1 || true
 
-say "10. Stats, then a clean shutdown"
+say "10. The Python client (clients/python, standard library only): futures over one connection"
+py_demo='import sandpool
+with sandpool.Client() as client:         # finds ./var/poold.sock as poolctl does
+    futures = [client.submit_async("upper", w) for w in ("from", "python", "too")]
+    print([f.result().check().decode() for f in futures])
+    task = client.submit("fail", b"bad input")   # waits; dead-lettered is not an exception
+    print(task.id, task.state, task.reason, repr(task.error))'
+show "PYTHONPATH=clients/python /usr/bin/python3 -c \"\$py_demo\"    # py_demo:"
+printf '%s\n' "$py_demo" | sed 's/^/    /'
+PYTHONPATH=clients/python /usr/bin/python3 -c "$py_demo"
+
+say "11. Stats, then a clean shutdown"
 run stats
 run shutdown
 wait "$poold_pid" && echo "poold exited 0"

@@ -9,6 +9,7 @@ packages=(
   libcli11-dev libsqlite3-dev sqlite3 nlohmann-json3-dev libcpp-httplib-dev libsystemd-dev
   libhiredis-dev redis-server liblua5.4-dev libpcre2-dev libjpeg62-turbo-dev libpng-dev
   libwebp-dev libjemalloc-dev libpython3.11-dev python3-pytest python3-setuptools python3-venv
+  python3-wheel  # setuptools builds the Python client's wheel with it (pip --no-build-isolation)
 )
 
 missing=()

@@ -1,0 +1,28 @@
+"""A Python client for sandpool's poold (docs/protocol.md, "Control protocol").
+
+    import sandpool
+    with sandpool.Client("/run/sandpool/poold.sock") as client:
+        task = client.submit("echo", b"hello")     # waits for the task to end
+        print(task.state, task.result)
+
+The asyncio variant is sandpool.aio.Client. Standard library only.
+"""
+
+from ._ops import (Attempt, CancelResult, DeadLetter, DeadLetterPage, Event, Job, ReplayResult,
+                   Submitted, Task, TERMINAL_STATES)
+from .client import Client, EventStream, TaskFuture, default_socket_path
+from .errors import (BadRequest, Busy, Cancelled, Closed, Forbidden, Internal, NotFound,
+                     PluginError, ProtocolError, QueueFull, SandpoolError, ServerProtocolError,
+                     ServiceError, ServiceSystemError, TaskFailed, Timeout, TooLarge, Unavailable,
+                     UnknownOp, UnsupportedVersion)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Attempt", "BadRequest", "Busy", "CancelResult", "Cancelled", "Client", "Closed",
+    "DeadLetter", "DeadLetterPage", "Event", "EventStream", "Forbidden", "Internal", "Job",
+    "NotFound", "PluginError", "ProtocolError", "QueueFull", "ReplayResult", "SandpoolError",
+    "ServerProtocolError", "ServiceError", "ServiceSystemError", "Submitted", "TERMINAL_STATES",
+    "Task", "TaskFailed", "TaskFuture", "Timeout", "TooLarge", "Unavailable", "UnknownOp",
+    "UnsupportedVersion", "default_socket_path",
+]
