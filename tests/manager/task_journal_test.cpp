@@ -198,6 +198,49 @@ TEST_CASE("accepts from eight threads while the database is locked share two com
   CHECK(committed_tasks(store->path()) == 400);
 }
 
+TEST_CASE("rounds of max_batch tasks take the queue's front in order, records with their tasks",
+          "[journal]") {
+  TempDir dir;
+  auto o = journal_options_in(dir.state_dir());
+  o.busy_timeout = 60s;
+  o.journal->max_batch = 3;
+  auto store = open_store(o);
+  TaskJournal& j = journal_of(*store);
+  auto locker = raw_connection(store->path());
+  REQUIRE(locker.exec("BEGIN IMMEDIATE", "test lock").is_ok());
+
+  // 300 one-task batches, each followed by its task's start, queue while the writer waits
+  // for the lock: the rounds after it take three tasks' worth from the queue's front each.
+  Commits commits;
+  constexpr std::uint64_t kBatches = 300;
+  for (std::uint64_t id = 1; id <= kBatches; ++id) {
+    j.accept(tasks(id, 1), commits.callback());
+    Attempt start;
+    start.number = 1;
+    start.worker_pid = static_cast<std::int32_t>(1000 + id);
+    start.started_ms = 1700000000000 + static_cast<std::int64_t>(id);
+    j.record_start(id, start);
+  }
+  REQUIRE(locker.exec("COMMIT", "test unlock").is_ok());
+  REQUIRE(j.flush(60s).is_ok());
+  REQUIRE(commits.size() == kBatches);
+  for (const Status& s : commits.all()) CHECK(s.is_ok());
+  const auto st = j.stats();
+  CHECK(st.tasks_accepted == kBatches);
+  CHECK(st.commits >= kBatches / 3);  // no round took more than max_batch tasks
+  CHECK(st.pending == 0);
+  // Every start came after its accept: a start taken before it would have been a no-op.
+  auto log = committed_log(store->path());
+  REQUIRE(log->ids().size() == kBatches);
+  for (std::uint64_t id = 1; id <= kBatches; ++id) {
+    const JournalTask* t = log->find(id);
+    REQUIRE(t != nullptr);
+    INFO("task " << id);
+    REQUIRE(t->running.has_value());
+    CHECK(t->running->worker_pid == static_cast<std::int32_t>(1000 + id));
+  }
+}
+
 TEST_CASE("a batch with an id the journal holds is refused whole while the others commit",
           "[journal]") {
   TempDir dir;
