@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <future>
+#include <vector>
 
 #include "peer_connector.hpp"
 #include "poold_process.hpp"
@@ -81,14 +82,21 @@ TEST_CASE("poold: reads are answered while a reload waits for a new pool's first
 
 TEST_CASE("poold: an admin's submit does not queue behind another client's flood of reads") {
   PooldFixture f("pools:\n" + pool_yaml("echo", "echo"));
-  Client flood = f.connect();
-  constexpr int kReads = 4000;  // under the 4096 a connection may have outstanding
-  std::atomic<int> answered{0};
+  // Eight connections of 4,000 reads each (under the 4,096 a connection may have
+  // outstanding): enough that a loaded machine cannot answer them all before the submit, as
+  // one connection's 4,000 once were.
+  constexpr int kConnections = 8, kPerConnection = 4000;
+  constexpr int kReads = kConnections * kPerConnection;
+  std::atomic<int> answered{0};  // before the clients: their late answers may touch it
   std::promise<void> first;
-  for (int i = 0; i < kReads; ++i) {
-    REQUIRE(raw_start(flood, "stats", json::object(), {}, {}, [&](Result<Reply>) {
-      if (answered.fetch_add(1) == 0) first.set_value();
-    }));
+  std::vector<Client> floods;
+  for (int c = 0; c < kConnections; ++c) floods.push_back(f.connect());
+  for (int i = 0; i < kPerConnection; ++i) {
+    for (Client& flood : floods) {
+      REQUIRE(raw_start(flood, "stats", json::object(), {}, {}, [&](Result<Reply>) {
+        if (answered.fetch_add(1) == 0) first.set_value();
+      }));
+    }
   }
   REQUIRE(first.get_future().wait_for(kPatience) == std::future_status::ready);
   Client admin = f.connect();
