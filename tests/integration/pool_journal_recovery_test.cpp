@@ -128,15 +128,22 @@ TEST_CASE("a task its dead worker never started is journaled queued again, witho
     REQUIRE(eventually([&] {
       return front->state() == TaskState::kDispatched && behind->state() == TaskState::kDispatched;
     }));
-    REQUIRE(journal.flush(60s).is_ok());
-    REQUIRE(journal.find(behind_id)->task.state == TaskState::kRunning);  // its start
+    // The loop hands a turn's records to the journal at the turn's end, after the states
+    // the test sees change: the journal catches up.
+    const auto journaled = [&](TaskState want) {
+      return eventually([&] {
+        REQUIRE(journal.flush(60s).is_ok());
+        return journal.find(behind_id)->task.state == want;
+      });
+    };
+    REQUIRE(journaled(TaskState::kRunning));  // its start
     REQUIRE(first->kill_worker(pid, SIGKILL).is_ok());
     // The front is charged with the death; the one behind it goes back to the queue, where
     // it stays: no worker can start.
     REQUIRE(eventually([&] {
       return front->snapshot().history.size() == 1 && behind->state() == TaskState::kQueued;
     }));
-    REQUIRE(journal.flush(60s).is_ok());
+    REQUIRE(journaled(TaskState::kQueued));
     auto row = journal.find(behind_id);
     REQUIRE(row.is_ok());
     CHECK(row->task.state == TaskState::kQueued);
