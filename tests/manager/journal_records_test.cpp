@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "retry/journal_records.hpp"
+#include "task_journal_support.hpp"
 
 using namespace sandpool;
 using sandpool::journal_log::BodyWriter;
@@ -78,18 +79,7 @@ void check_same_attempt(const Attempt& got, const Attempt& want) {
 }
 
 void check_same_whole_task(const JournalTask& got, const JournalTask& want) {
-  CHECK(got.task.id == want.task.id);
-  CHECK(got.pool == want.pool);
-  CHECK(got.task.type == want.task.type);
-  CHECK(got.payload == want.payload);
-  CHECK(got.options.timeout == want.options.timeout);
-  CHECK(got.options.retries == want.options.retries);
-  CHECK(got.options.priority == want.options.priority);
-  CHECK(got.options.key == want.options.key);
-  CHECK(got.options.queue_ttl == want.options.queue_ttl);
-  CHECK(got.options.fail_fast == want.options.fail_fast);
-  CHECK(got.options.idempotency_key == want.options.idempotency_key);
-  CHECK(got.submitted_ms == want.submitted_ms);
+  testing::check_same_task(got, want);
   CHECK(got.task.state == want.task.state);
   CHECK(got.task.reason == want.task.reason);
   CHECK(got.task.cancel_reason == want.task.cancel_reason);

@@ -44,6 +44,23 @@ inline JournalTask task(std::uint64_t id, std::string pool = "images") {
   return t;
 }
 
+// The task as submitted: id, pool, type, payload, every option and the submit time.
+inline void check_same_task(const JournalTask& got, const JournalTask& want) {
+  INFO("task " << want.task.id);
+  CHECK(got.task.id == want.task.id);
+  CHECK(got.pool == want.pool);
+  CHECK(got.task.type == want.task.type);
+  CHECK(got.payload == want.payload);
+  CHECK(got.options.timeout == want.options.timeout);
+  CHECK(got.options.retries == want.options.retries);
+  CHECK(got.options.priority == want.options.priority);
+  CHECK(got.options.key == want.options.key);
+  CHECK(got.options.queue_ttl == want.options.queue_ttl);
+  CHECK(got.options.fail_fast == want.options.fail_fast);
+  CHECK(got.options.idempotency_key == want.options.idempotency_key);
+  CHECK(got.submitted_ms == want.submitted_ms);
+}
+
 // A task's final account with no attempts.
 inline TaskResult account(std::uint64_t id, TaskState state) {
   TaskResult r;

@@ -19,22 +19,6 @@ using namespace sandpool::testing;
 
 namespace {
 
-void check_same_task(const JournalTask& got, const JournalTask& want) {
-  INFO("task " << want.task.id);
-  CHECK(got.task.id == want.task.id);
-  CHECK(got.pool == want.pool);
-  CHECK(got.task.type == want.task.type);
-  CHECK(got.payload == want.payload);
-  CHECK(got.options.timeout == want.options.timeout);
-  CHECK(got.options.retries == want.options.retries);
-  CHECK(got.options.priority == want.options.priority);
-  CHECK(got.options.key == want.options.key);
-  CHECK(got.options.queue_ttl == want.options.queue_ttl);
-  CHECK(got.options.fail_fast == want.options.fail_fast);
-  CHECK(got.options.idempotency_key == want.options.idempotency_key);
-  CHECK(got.submitted_ms == want.submitted_ms);
-}
-
 Attempt attempt(std::uint32_t number, Outcome outcome, std::string error) {
   return {
       number,       outcome,           std::move(error), 4000 + static_cast<std::int32_t>(number),
