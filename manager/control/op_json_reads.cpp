@@ -164,7 +164,10 @@ json encode(const JournalStatus& d) {
           {"last_error", d.last_error},
           {"storage_error", d.storage_error},
           {"finished_kept", d.finished_kept},
-          {"file_bytes", d.file_bytes}};
+          {"file_bytes", d.file_bytes},
+          {"log_rounds", d.log_rounds},
+          {"log_bytes", d.log_bytes},
+          {"log_live_bytes", d.log_live_bytes}};
 }
 
 Status decode(const json& j, JournalStatus* out) {
@@ -183,6 +186,9 @@ Status decode(const json& j, JournalStatus* out) {
       .optional("storage_error", &out->storage_error)
       .optional("finished_kept", &out->finished_kept)
       .optional("file_bytes", &out->file_bytes)
+      .optional("log_rounds", &out->log_rounds)
+      .optional("log_bytes", &out->log_bytes)
+      .optional("log_live_bytes", &out->log_live_bytes)
       .status();
 }
 

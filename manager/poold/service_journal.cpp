@@ -160,6 +160,9 @@ std::optional<ops::JournalStatus> Service::journal_status() const {
   }
   s.finished_kept = t.finished_kept;
   s.file_bytes = t.file_bytes;
+  s.log_rounds = t.log_rounds;
+  s.log_bytes = t.log_bytes;
+  s.log_live_bytes = t.log_live_bytes;
   return s;
 }
 

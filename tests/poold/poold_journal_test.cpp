@@ -95,6 +95,13 @@ TEST_CASE("poold: a kill -9 during a batch and a waited submit loses no acknowle
   CHECK(result->result == "slept 300 ms");
 
   Client again = f.connect();
+  // status shows the round log the restart replayed.
+  auto status = again.status();
+  REQUIRE(status);
+  REQUIRE(status->journal);
+  CHECK(status->journal->log_rounds >= 1);
+  CHECK(status->journal->log_live_bytes > 0);
+  CHECK(status->journal->log_bytes >= status->journal->log_live_bytes);
   for (const std::uint64_t id : ids) {
     auto t = again.wait(id);
     REQUIRE(t);

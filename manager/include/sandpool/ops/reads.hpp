@@ -60,6 +60,11 @@ struct JournalStatus {
   std::string storage_error;
   std::uint64_t finished_kept = 0;  // finished tasks kept for lookups
   std::uint64_t file_bytes = 0;     // dead_letters.db and its -wal
+  // The round log (journal.md, "The round log"): its rows, their bodies' bytes, and of those
+  // the records the journal still needs (compaction keeps log_bytes near twice this).
+  std::uint64_t log_rounds = 0;
+  std::uint64_t log_bytes = 0;
+  std::uint64_t log_live_bytes = 0;
 };
 
 struct StatusReply {
