@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -15,6 +16,22 @@ namespace sandpool::plugins {
 struct ConfigError {
   std::string message;
 };
+
+// Parses `text` as JSON and hands it to fill(const json&). Returns 0; or -1 with
+// "<plugin>: plugin_config: <why>" in err, for bad JSON or what fill throws.
+template <typename Fill>
+int parse_plugin_config(const char* plugin, const char* text, std::size_t len, char* err,
+                        std::size_t err_len, Fill fill) {
+  try {
+    fill(nlohmann::json::parse(std::string_view(text, len)));
+    return 0;
+  } catch (const ConfigError& e) {
+    std::snprintf(err, err_len, "%s: plugin_config: %s", plugin, e.message.c_str());
+  } catch (const std::exception& e) {
+    std::snprintf(err, err_len, "%s: plugin_config: %s", plugin, e.what());
+  }
+  return -1;
+}
 
 // "64MiB", "512KiB", "1GiB", "100B" or a plain integer of bytes; throws ConfigError naming
 // `key` for anything else.

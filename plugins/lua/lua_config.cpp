@@ -17,6 +17,7 @@ namespace {
 using nlohmann::json;
 using sandpool::plugins::ConfigError;
 using sandpool::plugins::parse_count;
+using sandpool::plugins::parse_plugin_config;
 using sandpool::plugins::parse_size;
 
 char* copy_string(std::string_view s) {
@@ -71,17 +72,10 @@ extern "C" int lua_plugin_config_parse(const char* text, std::size_t len, lua_pl
   out->max_instructions = LUA_PLUGIN_DEFAULT_MAX_INSTRUCTIONS;
   out->max_memory = LUA_PLUGIN_DEFAULT_MAX_MEMORY;
   out->allow_payload_scripts = 1;
-  try {
-    const json j = json::parse(std::string_view(text, len));
-    parse_into(j, out);
-    return 0;
-  } catch (const ConfigError& e) {
-    std::snprintf(err, err_len, "lua: plugin_config: %s", e.message.c_str());
-  } catch (const std::exception& e) {
-    std::snprintf(err, err_len, "lua: plugin_config: %s", e.what());
-  }
-  lua_plugin_config_free(out);
-  return -1;
+  const int rc = parse_plugin_config("lua", text, len, err, err_len,
+                                     [&](const json& j) { parse_into(j, out); });
+  if (rc != 0) lua_plugin_config_free(out);
+  return rc;
 }
 
 extern "C" void lua_plugin_config_free(lua_plugin_config* config) {

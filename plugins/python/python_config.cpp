@@ -17,6 +17,7 @@ namespace {
 
 using nlohmann::json;
 using sandpool::plugins::ConfigError;
+using sandpool::plugins::parse_plugin_config;
 
 char* copy_string(std::string_view s) {
   char* p = static_cast<char*>(std::malloc(s.size() + 1));
@@ -146,17 +147,10 @@ extern "C" int python_plugin_config_parse(const char* text, std::size_t len,
                                           std::size_t err_len) {
   *out = python_plugin_config{};
   out->site = 1;
-  try {
-    const json j = json::parse(std::string_view(text, len));
-    parse_into(j, out);
-    return 0;
-  } catch (const ConfigError& e) {
-    std::snprintf(err, err_len, "python: plugin_config: %s", e.message.c_str());
-  } catch (const std::exception& e) {
-    std::snprintf(err, err_len, "python: plugin_config: %s", e.what());
-  }
-  python_plugin_config_free(out);
-  return -1;
+  const int rc = parse_plugin_config("python", text, len, err, err_len,
+                                     [&](const json& j) { parse_into(j, out); });
+  if (rc != 0) python_plugin_config_free(out);
+  return rc;
 }
 
 extern "C" void python_plugin_config_free(python_plugin_config* config) {

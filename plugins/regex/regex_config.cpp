@@ -15,6 +15,7 @@ namespace {
 using nlohmann::json;
 using sandpool::plugins::ConfigError;
 using sandpool::plugins::parse_count;
+using sandpool::plugins::parse_plugin_config;
 using sandpool::plugins::parse_size;
 
 constexpr std::uint64_t kMaxJitStack = 1ull << 30;
@@ -68,13 +69,7 @@ extern "C" int regex_plugin_config_parse(const char* text, std::size_t len,
   out->heap_limit_kib = REGEX_DEFAULT_HEAP_LIMIT_KIB;
   out->jit = 1;
   out->jit_stack = REGEX_DEFAULT_JIT_STACK;
-  try {
-    parse_into(json::parse(std::string_view(text, len)), out);
-    return 0;
-  } catch (const ConfigError& e) {
-    std::snprintf(err, err_len, "regex: plugin_config: %s", e.message.c_str());
-  } catch (const std::exception& e) {
-    std::snprintf(err, err_len, "regex: plugin_config: %s", e.what());
-  }
-  return -1;
+  const int rc = parse_plugin_config("regex", text, len, err, err_len,
+                                     [&](const json& j) { parse_into(j, out); });
+  return rc;
 }

@@ -14,6 +14,7 @@ namespace {
 using nlohmann::json;
 using sandpool::plugins::ConfigError;
 using sandpool::plugins::parse_count;
+using sandpool::plugins::parse_plugin_config;
 
 // A count within [lo, hi], or ConfigError naming `key`.
 std::uint32_t bounded(const json& v, const char* key, std::uint64_t lo, std::uint64_t hi) {
@@ -69,13 +70,7 @@ extern "C" int thumbnail_plugin_config_parse(const char* text, std::size_t len,
   out->height = THUMBNAIL_DEFAULT_BOX;
   out->format = THUMB_OUT_PNG;
   out->quality = THUMBNAIL_DEFAULT_QUALITY;
-  try {
-    parse_into(json::parse(std::string_view(text, len)), out);
-    return 0;
-  } catch (const ConfigError& e) {
-    std::snprintf(err, err_len, "thumbnail: plugin_config: %s", e.message.c_str());
-  } catch (const std::exception& e) {
-    std::snprintf(err, err_len, "thumbnail: plugin_config: %s", e.what());
-  }
-  return -1;
+  const int rc = parse_plugin_config("thumbnail", text, len, err, err_len,
+                                     [&](const json& j) { parse_into(j, out); });
+  return rc;
 }
