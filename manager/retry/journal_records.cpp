@@ -226,9 +226,7 @@ class Reader {
                                      static_cast<std::uint64_t>(signed_varint(field)));
   }
   std::string_view bytes(const char* field) {
-    const std::uint64_t len = varint(field);
-    if (len > ar_.remaining()) ar_.take(ar_.remaining() + 1);  // throws, naming the field
-    return ar_.take(static_cast<std::size_t>(len));
+    return ar_.take(varint(field));  // throws when fewer remain, naming the field
   }
   std::string str(const char* field) { return std::string(bytes(field)); }
   std::string ref(const char* field) {
@@ -244,11 +242,7 @@ class Reader {
   }
   template <typename E>
   E enumerated(const char* field, E last) {
-    const std::uint8_t v = byte(field);
-    if (v > static_cast<std::uint8_t>(last)) {
-      throw DecodeError(field, "unknown value " + std::to_string(v));
-    }
-    return static_cast<E>(v);
+    return get_enum(ar_, field, last);
   }
   void set_base(std::int64_t base) { base_ = base; }
   std::size_t remaining() const { return ar_.remaining(); }
