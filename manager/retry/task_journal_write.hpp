@@ -24,10 +24,10 @@ struct TaskJournal::Write {
   Attempt attempt;                      // kStart: the start; kAttempt: the ended attempt
   TaskState next = TaskState::kQueued;  // kAttempt
   std::int64_t retry_due_ms = 0;        // kAttempt into kRetryWait
-  TaskResult final_account;             // kFinish
-  JournalCommitted on_committed;        // kAccept, kFinish (may be empty)
-  std::int64_t at_ms = 0;               // wall clock when queued
-  std::uint64_t seq = 0;                // queue order, from 1
+  std::shared_ptr<const TaskResult> final_account;  // kFinish (final: nobody writes it)
+  JournalCommitted on_committed;                    // kAccept, kFinish (may be empty)
+  std::int64_t at_ms = 0;                           // wall clock when queued
+  std::uint64_t seq = 0;                            // queue order, from 1
   std::chrono::steady_clock::time_point since;
   // kAccept: refused, an id of the batch is journaled already (set while written).
   bool duplicate = false;
