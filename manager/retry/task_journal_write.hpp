@@ -86,6 +86,7 @@ struct TaskJournal::Tx {
   // Tasks this transaction accepts (their accept, in taken_) and ends, for the records after.
   std::unordered_map<std::uint64_t, const JournalTask*> accepted;
   std::unordered_set<std::uint64_t> ended;
+  std::uint64_t highest = 0;  // the highest id of those, 0 when none
   std::uint64_t carried = 0;  // tasks carried forward
 
   // The task as this transaction sees it if unfinished (accepted by it, or unfinished in the

@@ -49,6 +49,31 @@ JournalTask ended(const JournalTask& meta, const TaskResult& account, std::int64
   return t;
 }
 
+// Whether the batch's ids rise strictly, from above `highest`: then none is journaled or
+// repeated, with no lookup (poold's ids rise).
+bool ids_rise_above(const std::vector<JournalTask>& tasks, std::uint64_t highest) {
+  for (const JournalTask& t : tasks) {
+    if (t.task.id <= highest) return false;
+    highest = t.task.id;
+  }
+  return true;
+}
+
+// Whether no id of the batch is in the state, in the transaction, or twice in the batch.
+template <typename Accepted, typename Ended>
+bool ids_unseen(const std::vector<JournalTask>& tasks, const JournalState& st,
+                const Accepted& accepted, const Ended& ended) {
+  std::unordered_set<std::uint64_t> batch;
+  for (const JournalTask& t : tasks) {
+    const std::uint64_t id = t.task.id;
+    if (st.find(id) != nullptr || accepted.count(id) > 0 || ended.count(id) > 0 ||
+        !batch.insert(id).second) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // An accept writes the task as submitted: queued, with no history.
 void as_accepted(JournalTask& t, std::int64_t now_ms) {
   if (t.submitted_ms == 0) t.submitted_ms = now_ms;
@@ -140,6 +165,7 @@ Status TaskJournal::write_range(SqliteDb& db, std::size_t i, std::size_t j, bool
     tx.items.push_back({Item::Kind::kWhole, tx.next_seq, bytes, write, 0, tx.wholes.size(), id});
     tx.wholes.push_back(std::move(t));
     tx.ended.insert(id);
+    tx.highest = std::max(tx.highest, id);
   };
   for (std::size_t k = i; k < j; ++k) {
     Write& w = *taken_[k];
@@ -147,16 +173,8 @@ Status TaskJournal::write_range(SqliteDb& db, std::size_t i, std::size_t j, bool
     switch (w.kind) {
       case Write::Kind::kAccept: {
         // Ids are new to the journal, to this transaction and within the batch.
-        w.duplicate = false;
-        std::unordered_set<std::uint64_t> batch;
-        for (const JournalTask& t : w.tasks) {
-          const std::uint64_t id = t.task.id;
-          if (st.find(id) != nullptr || tx.accepted.count(id) > 0 || tx.ended.count(id) > 0 ||
-              !batch.insert(id).second) {
-            w.duplicate = true;
-            break;
-          }
-        }
+        w.duplicate = !ids_rise_above(w.tasks, std::max(st.highest(), tx.highest)) &&
+                      !ids_unseen(w.tasks, st, tx.accepted, tx.ended);
         if (w.duplicate) break;
         for (std::size_t n = 0; n < w.tasks.size(); ++n) {
           JournalTask& t = w.tasks[n];
@@ -170,6 +188,7 @@ Status TaskJournal::write_range(SqliteDb& db, std::size_t i, std::size_t j, bool
           const std::size_t bytes = tx.append([&](journal_log::BodyWriter& b) { b.task(t); });
           tx.items.push_back({Item::Kind::kAccepted, tx.next_seq, bytes, k, n, 0, t.task.id});
           tx.accepted.emplace(t.task.id, &t);
+          tx.highest = std::max(tx.highest, t.task.id);
         }
         break;
       }
@@ -221,6 +240,7 @@ Status TaskJournal::write_dead_lettered(SqliteDb& db, const DeadLetter& letter,
       {Tx::Item::Kind::kWhole, tx.next_seq, bytes, 0, 0, tx.wholes.size(), letter.task.id});
   tx.wholes.push_back(std::move(t));
   tx.ended.insert(letter.task.id);
+  tx.highest = std::max(tx.highest, letter.task.id);
   if (tx.body.size() >= kMaxBody) return flush_body(db);
   return Status::ok();
 }
@@ -271,6 +291,7 @@ void TaskJournal::transaction_ended(bool committed) {
   tx.deleted.clear();
   tx.accepted.clear();
   tx.ended.clear();
+  tx.highest = 0;
   tx.carried = 0;
 }
 
