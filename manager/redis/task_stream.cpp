@@ -39,10 +39,20 @@ redis.call('HINCRBY', h, 'attempts', 1)
 return 1
 )"};
 
-// KEYS: stream, done. ARGV: entry, consumer, task id, prefix, state, result, error, reason,
-// now_ms, the most finished tasks kept.
+// KEYS: stream, done, dead letters. ARGV: entry, consumer, task id, prefix, state, result,
+// error, reason, now_ms, the most finished tasks kept, the most letters kept.
 const Script kFinish{"finish", SP_FENCE R"(
 local h = ARGV[4] .. 'task:' .. ARGV[3]
+if ARGV[5] == 'dead_lettered' then
+  local e = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
+  local letter = {'MAXLEN', '~', ARGV[11], '*'}
+  if e[1] then for _, v in ipairs(e[1][2]) do letter[#letter + 1] = v end end
+  for _, v in ipairs({'reason', ARGV[8], 'error', ARGV[7], 'dead_lettered_ms', ARGV[9],
+                      'attempts', redis.call('HGET', h, 'attempts') or '0'}) do
+    letter[#letter + 1] = v
+  end
+  redis.call('XADD', KEYS[3], unpack(letter))
+end
 redis.call('HSET', h, 'state', ARGV[5], 'result', ARGV[6], 'error', ARGV[7], 'reason', ARGV[8],
            'finished_ms', ARGV[9], 'node', ARGV[2])
 redis.call('XACK', KEYS[1], 'sandpool', ARGV[1])
@@ -60,6 +70,19 @@ local ended = ARGV[4] .. 'end:' .. ARGV[3]
 redis.call('RPUSH', ended, ARGV[5])
 redis.call('PEXPIRE', ended, 600000)
 return 1
+)"};
+
+// KEYS: stream. ARGV: consumer, then entry ids. Touches those still pending for it.
+const Script kTouch{"touch", R"(
+local touched = 0
+for i = 2, #ARGV do
+  local p = redis.call('XPENDING', KEYS[1], 'sandpool', ARGV[i], ARGV[i], 1, ARGV[1])
+  if #p == 1 then
+    redis.call('XCLAIM', KEYS[1], 'sandpool', ARGV[1], 0, ARGV[i], 'JUSTID')
+    touched = touched + 1
+  end
+end
+return touched
 )"};
 
 // KEYS: stream, later. ARGV: entry, consumer, task id, prefix, due_ms.
@@ -149,13 +172,16 @@ bool to_entry(const Reply& entry, StreamEntry* out) {
 
 }  // namespace
 
-TaskStream::TaskStream(std::string prefix, std::string pool, std::uint64_t max_finished)
+TaskStream::TaskStream(std::string prefix, std::string pool, std::uint64_t max_finished,
+                       std::uint64_t max_letters)
     : max_finished_(max_finished),
+      max_letters_(max_letters),
       prefix_(std::move(prefix)),
       pool_(std::move(pool)),
       stream_(prefix_ + pool_ + ":q:0"),
       later_(prefix_ + pool_ + ":later"),
-      done_(prefix_ + pool_ + ":done") {}
+      done_(prefix_ + pool_ + ":done"),
+      letters_(prefix_ + pool_ + ":dlq") {}
 
 Status TaskStream::ensure_group(Connection& c) const {
   auto r = c.command({"XGROUP", "CREATE", stream_, kGroup, "0", "MKSTREAM"});
@@ -227,10 +253,10 @@ Result<Fenced> TaskStream::finish(Connection& c, const StreamEntry& e, const std
                                   const std::string& state, const std::string& result,
                                   const std::string& error, const std::string& reason,
                                   std::int64_t now_ms) const {
-  return fenced("finish",
-                c.eval(kFinish, {stream_, done_},
-                       {e.entry_id, consumer, std::to_string(e.task_id), prefix_, state, result,
-                        error, reason, std::to_string(now_ms), std::to_string(max_finished_)}));
+  return fenced("finish", c.eval(kFinish, {stream_, done_, letters_},
+                                 {e.entry_id, consumer, std::to_string(e.task_id), prefix_, state,
+                                  result, error, reason, std::to_string(now_ms),
+                                  std::to_string(max_finished_), std::to_string(max_letters_)}));
 }
 
 Result<Fenced> TaskStream::defer(Connection& c, const StreamEntry& e, const std::string& consumer,
@@ -248,6 +274,66 @@ Result<std::size_t> TaskStream::move_due(Connection& c, std::int64_t now_ms,
   if (r->is_error()) return r->status();
   if (r->type != Reply::Type::kInteger) return unexpected("move_due", *r);
   return static_cast<std::size_t>(r->integer);
+}
+
+Result<std::size_t> TaskStream::touch(Connection& c, const std::string& consumer,
+                                      const std::vector<std::string>& entry_ids) const {
+  if (entry_ids.empty()) return std::size_t{0};
+  std::vector<std::string> args = {consumer};
+  args.insert(args.end(), entry_ids.begin(), entry_ids.end());
+  auto r = c.eval(kTouch, {stream_}, args);
+  if (!r) return r.status();
+  if (r->is_error()) return r->status();
+  if (r->type != Reply::Type::kInteger) return unexpected("touch", *r);
+  return static_cast<std::size_t>(r->integer);
+}
+
+Result<std::vector<StreamEntry>> TaskStream::claim_idle(Connection& c, const std::string& consumer,
+                                                        std::chrono::milliseconds min_idle,
+                                                        std::size_t max) const {
+  std::vector<StreamEntry> out;
+  std::string cursor = "0-0";
+  while (out.size() < max) {
+    auto r = c.command({"XAUTOCLAIM", stream_, kGroup, consumer, std::to_string(min_idle.count()),
+                        cursor, "COUNT", std::to_string(max - out.size())});
+    if (!r) return r.status();
+    if (r->is_error()) return r->status();
+    if (r->elements.size() < 2) return unexpected("XAUTOCLAIM", *r);
+    for (const Reply& entry : r->elements[1].elements) {
+      StreamEntry e;
+      if (!to_entry(entry, &e)) continue;  // read() reports a malformed entry
+      out.push_back(std::move(e));
+    }
+    cursor = r->elements[0].str;
+    if (cursor == "0-0") break;  // the whole pending list was scanned
+  }
+  // Their delivery counts, the claim included.
+  for (const StreamEntry& e : out) {
+    SP_RETURN_IF_ERROR(c.append({"XPENDING", stream_, kGroup, e.entry_id, e.entry_id, "1"}));
+  }
+  for (StreamEntry& e : out) {
+    auto p = c.read();
+    if (!p) return p.status();
+    if (p->elements.size() == 1 && p->elements[0].elements.size() == 4) {
+      e.deliveries = static_cast<std::uint64_t>(p->elements[0].elements[3].integer);
+    }
+  }
+  return out;
+}
+
+Result<std::vector<std::vector<std::pair<std::string, std::string>>>> TaskStream::dead_letters(
+    Connection& c, std::size_t max) const {
+  auto r = c.command({"XREVRANGE", letters_, "+", "-", "COUNT", std::to_string(max)});
+  if (!r) return r.status();
+  if (r->is_error()) return r->status();
+  std::vector<std::vector<std::pair<std::string, std::string>>> out;
+  for (const Reply& entry : r->elements) {
+    if (entry.elements.size() != 2) return unexpected("XREVRANGE", *r);
+    auto& fields = out.emplace_back();
+    const auto& f = entry.elements[1].elements;
+    for (std::size_t i = 0; i + 1 < f.size(); i += 2) fields.emplace_back(f[i].str, f[i + 1].str);
+  }
+  return out;
 }
 
 Result<StoredTask> TaskStream::task(Connection& c, std::uint64_t id) const {

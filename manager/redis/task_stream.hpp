@@ -56,7 +56,8 @@ class TaskStream {
  public:
   // `prefix` is service.redis.prefix ("sandpool:"); the pool's keys hang below it. The
   // finished tasks kept past `max_finished` are evicted, oldest first, by finish().
-  TaskStream(std::string prefix, std::string pool, std::uint64_t max_finished = 100000);
+  TaskStream(std::string prefix, std::string pool, std::uint64_t max_finished = 100000,
+             std::uint64_t max_letters = 10000);
 
   // Creates the consumer group (and the stream) unless they exist.
   Status ensure_group(Connection& c) const;
@@ -71,7 +72,9 @@ class TaskStream {
                                 const std::string& attempt) const;
   // Fenced: the task's end. Writes the final state, result, error and reason, acknowledges
   // and deletes the entry, indexes the task among the finished ones. Exactly once: a second
-  // finish of the same entry is kNotYours.
+  // finish of the same entry is kNotYours. A `dead_lettered` end also adds the letter to the
+  // pool's dead-letter stream (the entry's fields, the reason, the error, the time), which
+  // keeps the newest `max_letters`.
   Result<Fenced> finish(Connection& c, const StreamEntry& e, const std::string& consumer,
                         const std::string& state, const std::string& result,
                         const std::string& error, const std::string& reason,
@@ -86,12 +89,28 @@ class TaskStream {
   // The task's hash, or kNotFound.
   Result<StoredTask> task(Connection& c, std::uint64_t id) const;
 
+  // Liveness. touch() keeps the entries this consumer runs fresh (their idle time 0), so that
+  // claim_idle() on other nodes never takes a live node's task; an entry no longer pending
+  // for this consumer is left alone (it is another's now). Returns how many were touched.
+  Result<std::size_t> touch(Connection& c, const std::string& consumer,
+                            const std::vector<std::string>& entry_ids) const;
+  // Claims for `consumer` the entries idle for `min_idle` or more (those of dead nodes: a live
+  // one touches its own every beat), up to `max`, looping over XAUTOCLAIM's cursor; each
+  // with its delivery count after the claim.
+  Result<std::vector<StreamEntry>> claim_idle(Connection& c, const std::string& consumer,
+                                              std::chrono::milliseconds min_idle,
+                                              std::size_t max) const;
+  // The pool's dead letters, newest first, at most `max`: each as the entry's fields plus
+  // reason, error and dead_lettered_ms, by field name.
+  Result<std::vector<std::vector<std::pair<std::string, std::string>>>> dead_letters(
+      Connection& c, std::size_t max) const;
+
   const std::string& stream_key() const { return stream_; }
   static constexpr const char* kGroup = "sandpool";
 
  private:
-  std::uint64_t max_finished_;
-  std::string prefix_, pool_, stream_, later_, done_;
+  std::uint64_t max_finished_, max_letters_;
+  std::string prefix_, pool_, stream_, later_, done_, letters_;
 };
 
 }  // namespace sandpool::redis

@@ -2,6 +2,7 @@
 // Redis, the fence that keeps a node that lost its entry from writing, exactly one end.
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <set>
 #include <string>
 
@@ -166,4 +167,84 @@ TEST_CASE("finished tasks past the bound are evicted, oldest first") {
   CHECK(w.c.command({"EXISTS", "sp:task:" + std::to_string(ids[0]) + ":attempts"})->integer == 0);
   CHECK(w.stream.task(w.c, ids[2])->state == "completed");
   CHECK(w.stream.task(w.c, ids[4])->state == "completed");
+}
+
+namespace {
+
+// Makes an entry look idle for `ms` (as a dead node's would), without waiting.
+void age(StreamWorld& w, const std::string& owner, const std::string& entry, int ms) {
+  REQUIRE(w.c.command({"XCLAIM", w.stream.stream_key(), "sandpool", owner, "0", entry, "IDLE",
+                       std::to_string(ms), "JUSTID"})
+              .is_ok());
+}
+
+std::string owner_of(StreamWorld& w, const std::string& entry) {
+  auto p = w.c.command({"XPENDING", w.stream.stream_key(), "sandpool", entry, entry, "1"});
+  REQUIRE(p.is_ok());
+  return p->elements.empty() ? "" : p->elements[0].elements[1].str;
+}
+
+}  // namespace
+
+TEST_CASE("a dead node's idle entries are claimed, a live node's touched ones are not") {
+  StreamWorld w;
+  for (int i = 0; i < 30; ++i) w.submit(std::to_string(i));
+  auto held = w.read("node-a", 30);
+  REQUIRE(held.size() == 30);
+  std::vector<std::string> live;
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    age(w, "node-a", held[i].entry_id, 100000);
+    if (i % 2 == 1) live.push_back(held[i].entry_id);
+  }
+  REQUIRE(w.stream.touch(w.c, "node-a", live).value() == live.size());  // node-a runs these
+  auto claimed = w.stream.claim_idle(w.c, "node-b", std::chrono::milliseconds(50000), 100);
+  REQUIRE(claimed.is_ok());
+  CHECK(claimed->size() == 15);
+  for (const StreamEntry& e : *claimed) {
+    CHECK(e.deliveries == 2);  // read by node-a, claimed by node-b
+    CHECK(owner_of(w, e.entry_id) == "node-b");
+  }
+  for (const std::string& e : live) CHECK(owner_of(w, e) == "node-a");
+  // node-a, back from a pause, may not touch or finish what node-b took.
+  CHECK(w.stream.touch(w.c, "node-a", {(*claimed)[0].entry_id}).value() == 0);
+  CHECK(owner_of(w, (*claimed)[0].entry_id) == "node-b");
+  CHECK(w.stream.finish(w.c, (*claimed)[0], "node-a", "completed", "", "", "", 1).value() ==
+        Fenced::kNotYours);
+  CHECK(w.stream.finish(w.c, (*claimed)[0], "node-b", "completed", "", "", "", 1).value() ==
+        Fenced::kDone);
+}
+
+TEST_CASE("claims stop at the number asked for, and go on where they stopped") {
+  StreamWorld w;
+  for (int i = 0; i < 12; ++i) w.submit(std::to_string(i));
+  auto held = w.read("node-a", 12);
+  for (const StreamEntry& e : held) age(w, "node-a", e.entry_id, 100000);
+  auto first = w.stream.claim_idle(w.c, "node-b", std::chrono::milliseconds(50000), 5);
+  REQUIRE(first.is_ok());
+  CHECK(first->size() == 5);
+  auto rest = w.stream.claim_idle(w.c, "node-c", std::chrono::milliseconds(50000), 100);
+  REQUIRE(rest.is_ok());
+  CHECK(rest->size() == 7);  // node-b's five are fresh now: not idle enough
+}
+
+TEST_CASE("a dead-lettered end adds the letter, with the task's payload, to the pool's stream") {
+  StreamWorld w;
+  const std::string payload("dl\0x", 4);
+  const std::uint64_t id = w.submit(payload);
+  auto got = w.read("node-a", 1);
+  REQUIRE(w.stream.record_attempt(w.c, got[0], "node-a", "a1").value() == Fenced::kDone);
+  REQUIRE(
+      w.stream.finish(w.c, got[0], "node-a", "dead_lettered", "", "boom", "retries_exhausted", 777)
+          .value() == Fenced::kDone);
+  auto letters = w.stream.dead_letters(w.c, 10);
+  REQUIRE(letters.is_ok());
+  REQUIRE(letters->size() == 1);
+  std::map<std::string, std::string> f(letters->front().begin(), letters->front().end());
+  CHECK(f["id"] == std::to_string(id));
+  CHECK(f["payload"] == payload);
+  CHECK(f["reason"] == "retries_exhausted");
+  CHECK(f["error"] == "boom");
+  CHECK(f["attempts"] == "1");
+  CHECK(f["dead_lettered_ms"] == "777");
+  CHECK(w.stream.task(w.c, id)->state == "dead_lettered");
 }
