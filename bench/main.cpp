@@ -18,8 +18,8 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 
-const char* const kGroups[] = {"raw",     "W1",      "W2",      "W3",   "W4",     "spawn",
-                               "sandbox", "service", "journal", "soak", "plugins"};
+const char* const kGroups[] = {"raw",     "W1",      "W2",      "W3",   "W4",      "spawn",
+                               "sandbox", "service", "journal", "soak", "plugins", "cluster"};
 
 // Parses "W1,w2,raw" into canonical group names; an unknown name is an error.
 bool parse_only(const std::string& list, std::set<std::string>* out, std::string* bad) {
@@ -44,7 +44,8 @@ bool parse_only(const std::string& list, std::set<std::string>* out, std::string
 void add_options(CLI::App& app, sandpool::bench::BenchOptions& o, std::string& only) {
   app.add_option(
       "--only", only,
-      "comma-separated groups: raw,W1,W2,W3,W4,spawn,sandbox,service,journal,soak,plugins "
+      "comma-separated groups: raw,W1,W2,W3,W4,spawn,sandbox,service,journal,soak,plugins,"
+      "cluster "
       "(default: all)");
   app.add_option("--plugin", o.plugin, "W1/W2 plugin: a name in the plugin dir or a .so path")
       ->capture_default_str();
@@ -89,6 +90,9 @@ void add_options(CLI::App& app, sandpool::bench::BenchOptions& o, std::string& o
                  "journal: kill -9 runs, each on a fresh state dir; fails if any loses a task")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
+  app.add_option("--cluster-tasks", o.cluster_tasks, "cluster: tasks per run")
+      ->check(CLI::Range(100, 100000000))
+      ->capture_default_str();
   app.add_option("--soak-tasks", o.soak_tasks, "soak: tasks through the chaos pool")
       ->check(CLI::Range(1, 100000000))
       ->capture_default_str();
@@ -123,7 +127,8 @@ int main(int argc, char** argv) {
   std::string bad;
   if (!parse_only(only, &groups, &bad)) {
     std::cerr << "sandpool-bench: --only: unknown group '" << bad
-              << "' (raw, W1, W2, W3, W4, spawn, sandbox, service, journal, soak, plugins)\n";
+              << "' (raw, W1, W2, W3, W4, spawn, sandbox, service, journal, soak, plugins, "
+                 "cluster)\n";
     return kExitUsage;
   }
   if (groups.empty()) groups.insert(std::begin(kGroups), std::end(kGroups));
@@ -144,6 +149,7 @@ int main(int argc, char** argv) {
   if (ok && groups.count("journal")) ok = run_journal(o, report);
   if (ok && groups.count("soak")) ok = run_soak(o, report);
   if (ok && groups.count("plugins")) ok = run_library_plugins(o, report);
+  if (ok && groups.count("cluster")) ok = run_cluster(o, report);
   report.finish(std::cout);
   return ok ? kExitOk : kExitFailed;
 }

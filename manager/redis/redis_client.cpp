@@ -221,28 +221,72 @@ Result<Reply> Connection::read() {
   return copy(*static_cast<redisReply*>(r.get()));
 }
 
+Result<std::string> Connection::sha_of(const Script& script) {
+  if (auto known = shas_.find(script.source); known != shas_.end()) return known->second;
+  auto loaded = command({"SCRIPT", "LOAD", script.source});
+  if (!loaded) return loaded.status();
+  if (loaded->is_error()) {
+    return Status::error(Code::kInternal,
+                         "redis: script " + script.name + " does not load: " + loaded->str);
+  }
+  shas_.emplace(script.source, loaded->str);
+  return loaded->str;
+}
+
+namespace {
+
+std::vector<std::string> evalsha(const std::string& sha, const std::vector<std::string>& keys,
+                                 const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {"EVALSHA", sha, std::to_string(keys.size())};
+  argv.insert(argv.end(), keys.begin(), keys.end());
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+bool lost_script(const Reply& r) { return r.is_error() && r.str.rfind("NOSCRIPT", 0) == 0; }
+
+}  // namespace
+
 Result<Reply> Connection::eval(const Script& script, const std::vector<std::string>& keys,
                                const std::vector<std::string>& args) {
   for (int attempt = 0; attempt < 2; ++attempt) {
-    auto known = shas_.find(script.source);
-    if (known == shas_.end()) {
-      auto loaded = command({"SCRIPT", "LOAD", script.source});
-      if (!loaded) return loaded.status();
-      if (loaded->is_error()) {
-        return Status::error(Code::kInternal,
-                             "redis: script " + script.name + " does not load: " + loaded->str);
-      }
-      known = shas_.emplace(script.source, loaded->str).first;
-    }
-    std::vector<std::string> argv = {"EVALSHA", known->second, std::to_string(keys.size())};
-    argv.insert(argv.end(), keys.begin(), keys.end());
-    argv.insert(argv.end(), args.begin(), args.end());
-    auto r = command(argv);
+    auto sha = sha_of(script);
+    if (!sha) return sha.status();
+    auto r = command(evalsha(*sha, keys, args));
     if (!r) return r.status();
-    if (!r->is_error() || r->str.rfind("NOSCRIPT", 0) != 0) return r;
-    shas_.erase(known);  // the server lost it (a restart, SCRIPT FLUSH): load it again
+    if (!lost_script(*r)) return r;
+    shas_.erase(script.source);  // the server lost it (a restart, SCRIPT FLUSH): load it again
   }
   return Status::error(Code::kInternal, "redis: script " + script.name + " keeps vanishing");
+}
+
+Result<std::vector<Reply>> Connection::eval_many(const Script& script,
+                                                 const std::vector<Call>& calls) {
+  std::vector<Reply> out(calls.size());
+  std::vector<std::size_t> todo(calls.size());
+  for (std::size_t i = 0; i < calls.size(); ++i) todo[i] = i;
+  for (int attempt = 0; attempt < 2 && !todo.empty(); ++attempt) {
+    auto sha = sha_of(script);
+    if (!sha) return sha.status();
+    for (std::size_t i : todo)
+      SP_RETURN_IF_ERROR(append(evalsha(*sha, calls[i].keys, calls[i].args)));
+    std::vector<std::size_t> again;
+    for (std::size_t i : todo) {
+      auto r = read();
+      if (!r) return r.status();
+      if (lost_script(*r)) {
+        again.push_back(i);
+      } else {
+        out[i] = std::move(r).value();
+      }
+    }
+    if (!again.empty()) shas_.erase(script.source);
+    todo = std::move(again);
+  }
+  if (!todo.empty()) {
+    return Status::error(Code::kInternal, "redis: script " + script.name + " keeps vanishing");
+  }
+  return out;
 }
 
 }  // namespace sandpool::redis

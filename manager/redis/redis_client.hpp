@@ -81,6 +81,13 @@ class Connection {
   // has not, and again when the server answers NOSCRIPT.
   Result<Reply> eval(const Script& script, const std::vector<std::string>& keys,
                      const std::vector<std::string>& args);
+  // One EVALSHA of `script` per call, pipelined: one round trip for all; the replies in order.
+  // Calls the server answered NOSCRIPT (it lost the script meanwhile: they did not run) are
+  // sent again once it is loaded.
+  struct Call {
+    std::vector<std::string> keys, args;
+  };
+  Result<std::vector<Reply>> eval_many(const Script& script, const std::vector<Call>& calls);
 
   bool broken() const { return broken_; }
   const Endpoint& endpoint() const { return endpoint_; }
@@ -92,7 +99,8 @@ class Connection {
   Connection(Endpoint endpoint, redisContext* c);
   Result<Reply> send(int argc, const char** argv, const std::size_t* lens);
   Status append_argv(int argc, const char** argv, const std::size_t* lens);
-  Status failure(const char* what);  // marks the connection broken
+  Status failure(const char* what);                  // marks the connection broken
+  Result<std::string> sha_of(const Script& script);  // loading it when this connection has not
 
   Endpoint endpoint_;
   std::unique_ptr<redisContext, Free> ctx_;

@@ -197,36 +197,38 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
   }
 }
 
-Status RedisFeeder::write_end(Connection& c, const Ended& e) {
-  bool mine = true;
-  for (const Attempt& a : e.account.history) {
-    auto r = stream_.record_attempt(c, e.entry, opts_.consumer, encode(a));
-    if (!r) return r.status();
-    if (*r == Fenced::kNotYours) {
-      mine = false;
-      break;
+Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
+  std::vector<TaskStream::EndWrite> writes;
+  writes.reserve(batch.size());
+  for (const Ended& e : batch) {
+    TaskStream::EndWrite& w = writes.emplace_back();
+    w.entry = &e.entry;
+    for (const Attempt& a : e.account.history) w.attempts.push_back(encode(a));
+    w.state = std::string(to_string(e.account.state));
+    w.result = e.account.result;
+    w.error = e.account.error;
+    if (e.account.state == TaskState::kDeadLettered) w.reason = to_string(e.account.reason);
+    w.now_ms = wall_ms();
+  }
+  auto answers = stream_.end_all(c, opts_.consumer, writes);
+  if (!answers) return answers.status();
+  std::lock_guard lk(sh_->mu);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    sh_->held.erase(batch[i].entry.entry_id);
+    // A batch sent again after a connection broke mid-way finds its first ends written:
+    // they count as fenced, and the task still has exactly one end.
+    if ((*answers)[i] == Fenced::kDone) {
+      ++sh_->stats.finished;
+    } else {
+      ++sh_->stats.fenced;
     }
   }
-  if (mine) {
-    const std::string reason =
-        e.account.state == TaskState::kDeadLettered ? std::string(to_string(e.account.reason)) : "";
-    auto r = stream_.finish(c, e.entry, opts_.consumer, std::string(to_string(e.account.state)),
-                            e.account.result, e.account.error, reason, wall_ms());
-    if (!r) return r.status();
-    mine = *r == Fenced::kDone;
-  }
-  std::lock_guard lk(sh_->mu);
-  sh_->held.erase(e.entry.entry_id);
-  if (mine) {
-    ++sh_->stats.finished;
-  } else {
-    ++sh_->stats.fenced;
-  }
-  sh_->cv.notify_all();  // a place is free
+  sh_->cv.notify_all();  // places are free
   return Status::ok();
 }
 
 void RedisFeeder::write_loop() {
+  constexpr std::size_t kMaxBatch = 256;  // ends per round trip
   auto stopped = [this] {
     std::lock_guard lk(sh_->mu);
     return sh_->dead || (sh_->stopping && sh_->ends.empty());
@@ -235,30 +237,33 @@ void RedisFeeder::write_loop() {
   std::optional<Connection> c;
   std::chrono::milliseconds wait = kRetryFirst;
   for (;;) {
-    Ended next;
+    std::vector<Ended> batch;
     {
       std::unique_lock lk(sh_->mu);
       sh_->cv.wait(lk, [&] { return sh_->dead || sh_->stopping || !sh_->ends.empty(); });
       if (sh_->dead || sh_->ends.empty()) return;
-      next = sh_->ends.front();
+      const std::size_t n = std::min(kMaxBatch, sh_->ends.size());
+      batch.assign(sh_->ends.begin(), sh_->ends.begin() + static_cast<std::ptrdiff_t>(n));
     }
     if (!c || c->broken()) {
       c = connect(opts_.endpoint, stopped, noter);
       if (!c) return;
     }
-    const Status s = write_end(*c, next);
+    const Status s = write_ends(*c, batch);
     note(s);
     if (s) {
       std::lock_guard lk(sh_->mu);
-      sh_->ends.pop_front();
+      sh_->ends.erase(sh_->ends.begin(),
+                      sh_->ends.begin() + static_cast<std::ptrdiff_t>(batch.size()));
       wait = kRetryFirst;
       continue;
     }
-    // Redis away (or an error of the server): the end waits, in order, and is tried again.
+    // Redis away (or an error of the server): the ends wait, in order, and are tried again.
     {
       std::unique_lock lk(sh_->mu);
-      if (sh_->stopping) {
-        sh_->ends.pop_front();  // stopping: one attempt each; the entry stays pending
+      if (sh_->stopping) {  // stopping: one attempt each; the entries stay pending
+        sh_->ends.erase(sh_->ends.begin(),
+                        sh_->ends.begin() + static_cast<std::ptrdiff_t>(batch.size()));
         continue;
       }
       sh_->cv.wait_for(lk, wait, [&] { return sh_->dead; });

@@ -82,7 +82,8 @@ class RedisFeeder {
   void beat_loop();
   // Runs an entry in the local pool (or, for a claimed one past its retries, ends it).
   void run_locally(Connection& c, StreamEntry entry, bool claimed);
-  Status write_end(Connection& c, const Ended& e);
+  // Writes a batch of ends (their attempts first) in one round trip.
+  Status write_ends(Connection& c, const std::vector<Ended>& batch);
   void note(const Status& s);
   std::size_t free_places();
 

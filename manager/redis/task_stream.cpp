@@ -40,9 +40,14 @@ return 1
 )"};
 
 // KEYS: stream, done, dead letters. ARGV: entry, consumer, task id, prefix, state, result,
-// error, reason, now_ms, the most finished tasks kept, the most letters kept.
+// error, reason, now_ms, the most finished tasks kept, the most letters kept, then the
+// attempts to record first (encoded).
 const Script kFinish{"finish", SP_FENCE R"(
 local h = ARGV[4] .. 'task:' .. ARGV[3]
+if #ARGV > 11 then
+  redis.call('RPUSH', h .. ':attempts', unpack(ARGV, 12))
+  redis.call('HINCRBY', h, 'attempts', #ARGV - 11)
+end
 if ARGV[5] == 'dead_lettered' then
   local e = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
   local letter = {'MAXLEN', '~', ARGV[11], '*'}
@@ -257,6 +262,38 @@ Result<Fenced> TaskStream::finish(Connection& c, const StreamEntry& e, const std
                                  {e.entry_id, consumer, std::to_string(e.task_id), prefix_, state,
                                   result, error, reason, std::to_string(now_ms),
                                   std::to_string(max_finished_), std::to_string(max_letters_)}));
+}
+
+Result<std::vector<Fenced>> TaskStream::end_all(Connection& c, const std::string& consumer,
+                                                const std::vector<EndWrite>& ends) const {
+  std::vector<Connection::Call> calls;
+  calls.reserve(ends.size());
+  for (const EndWrite& e : ends) {
+    Connection::Call& call = calls.emplace_back();
+    call.keys = {stream_, done_, letters_};
+    call.args = {e.entry->entry_id,
+                 consumer,
+                 std::to_string(e.entry->task_id),
+                 prefix_,
+                 e.state,
+                 e.result,
+                 e.error,
+                 e.reason,
+                 std::to_string(e.now_ms),
+                 std::to_string(max_finished_),
+                 std::to_string(max_letters_)};
+    call.args.insert(call.args.end(), e.attempts.begin(), e.attempts.end());
+  }
+  auto replies = c.eval_many(kFinish, calls);
+  if (!replies) return replies.status();
+  std::vector<Fenced> out;
+  out.reserve(replies->size());
+  for (Reply& r : *replies) {
+    auto one = fenced("finish", std::move(r));
+    if (!one) return one.status();
+    out.push_back(*one);
+  }
+  return out;
 }
 
 Result<Fenced> TaskStream::defer(Connection& c, const StreamEntry& e, const std::string& consumer,

@@ -79,6 +79,16 @@ class TaskStream {
                         const std::string& state, const std::string& result,
                         const std::string& error, const std::string& reason,
                         std::int64_t now_ms) const;
+  // finish() for many tasks of this consumer at once, each with the attempts to record first,
+  // pipelined in one round trip; one answer per end, in order.
+  struct EndWrite {
+    const StreamEntry* entry = nullptr;
+    std::vector<std::string> attempts;  // encoded by the caller
+    std::string state, result, error, reason;
+    std::int64_t now_ms = 0;
+  };
+  Result<std::vector<Fenced>> end_all(Connection& c, const std::string& consumer,
+                                      const std::vector<EndWrite>& ends) const;
   // Fenced: the task waits out a backoff: `retry_wait` in its hash, in the pool's sorted set
   // of later tasks at `due_ms`, its entry acknowledged and deleted.
   Result<Fenced> defer(Connection& c, const StreamEntry& e, const std::string& consumer,
