@@ -44,6 +44,20 @@ Reply copy(const redisReply& r) {
   return out;
 }
 
+// A command's arguments as hiredis takes them: pointers and lengths, binary-safe.
+struct Argv {
+  std::vector<const char*> ptrs;
+  std::vector<std::size_t> lens;
+  template <typename Args>
+  explicit Argv(const Args& args) {
+    for (const auto& a : args) {
+      ptrs.push_back(a.data());
+      lens.push_back(a.size());
+    }
+  }
+  int count() const { return static_cast<int>(ptrs.size()); }
+};
+
 struct ReplyFree {
   void operator()(void* r) const { freeReplyObject(r); }
 };
@@ -175,23 +189,13 @@ Result<Reply> Connection::send(int argc, const char** argv, const std::size_t* l
 }
 
 Result<Reply> Connection::command(std::initializer_list<std::string_view> args) {
-  std::vector<const char*> argv;
-  std::vector<std::size_t> lens;
-  for (std::string_view a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  return send(static_cast<int>(argv.size()), argv.data(), lens.data());
+  Argv a(args);
+  return send(a.count(), a.ptrs.data(), a.lens.data());
 }
 
 Result<Reply> Connection::command(const std::vector<std::string>& args) {
-  std::vector<const char*> argv;
-  std::vector<std::size_t> lens;
-  for (const std::string& a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  return send(static_cast<int>(argv.size()), argv.data(), lens.data());
+  Argv a(args);
+  return send(a.count(), a.ptrs.data(), a.lens.data());
 }
 
 Status Connection::append_argv(int argc, const char** argv, const std::size_t* lens) {
@@ -202,13 +206,8 @@ Status Connection::append_argv(int argc, const char** argv, const std::size_t* l
 }
 
 Status Connection::append(const std::vector<std::string>& args) {
-  std::vector<const char*> argv;
-  std::vector<std::size_t> lens;
-  for (const std::string& a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  return append_argv(static_cast<int>(argv.size()), argv.data(), lens.data());
+  Argv a(args);
+  return append_argv(a.count(), a.ptrs.data(), a.lens.data());
 }
 
 Result<Reply> Connection::read() {

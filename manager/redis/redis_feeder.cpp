@@ -84,6 +84,11 @@ void RedisFeeder::note(const Status& s) {
   if (!s) sh_->stats.last_error = s.to_string();
 }
 
+bool RedisFeeder::stopping() const {
+  std::lock_guard lk(sh_->mu);
+  return sh_->stopping;
+}
+
 std::size_t RedisFeeder::free_places() {
   std::lock_guard lk(sh_->mu);
   return opts_.capacity - std::min(opts_.capacity, sh_->held.size());
@@ -107,10 +112,7 @@ std::optional<Connection> connect(const Endpoint& e, Stop stopped,
 }  // namespace
 
 void RedisFeeder::read_loop() {
-  auto stopped = [this] {
-    std::lock_guard lk(sh_->mu);
-    return sh_->stopping;
-  };
+  auto stopped = [this] { return stopping(); };
   auto noter = [this](const Status& s) { note(s); };
   std::optional<Connection> c;
   while (!stopped()) {
@@ -273,10 +275,7 @@ void RedisFeeder::write_loop() {
 }
 
 void RedisFeeder::beat_loop() {
-  auto stopped = [this] {
-    std::lock_guard lk(sh_->mu);
-    return sh_->stopping;
-  };
+  auto stopped = [this] { return stopping(); };
   auto noter = [this](const Status& s) { note(s); };
   std::optional<Connection> c;
   const std::string node_key = opts_.prefix + "node:" + opts_.consumer;

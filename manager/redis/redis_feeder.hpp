@@ -86,6 +86,7 @@ class RedisFeeder {
   Status write_ends(Connection& c, const std::vector<Ended>& batch);
   void note(const Status& s);
   std::size_t free_places();
+  bool stopping() const;
 
   // What the pool's on_done callbacks reach: they may run after the feeder is gone.
   struct Shared {
