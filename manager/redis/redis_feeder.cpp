@@ -144,6 +144,13 @@ void RedisFeeder::read_loop() {
 }
 
 void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
+  if (!entry.malformed.empty()) {  // not a task: nothing to run or end, and nobody waits on it
+    note(stream_.discard(c, entry, opts_.consumer).status());
+    std::lock_guard lk(sh_->mu);
+    ++sh_->stats.malformed;
+    sh_->stats.last_error = "redis pool " + opts_.pool + ": discarded " + entry.malformed;
+    return;
+  }
   {
     std::lock_guard lk(sh_->mu);
     if (sh_->dead) return;

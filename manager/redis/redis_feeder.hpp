@@ -46,12 +46,13 @@ struct FeederOptions {
 };
 
 struct FeederStats {
-  std::uint64_t read = 0;      // entries taken with XREADGROUP
-  std::uint64_t claimed = 0;   // entries taken from dead nodes
-  std::uint64_t finished = 0;  // ends written
-  std::uint64_t fenced = 0;    // writes refused: the entry was no longer this node's
-  std::uint64_t held = 0;      // entries this node holds now
-  bool redis_up = false;       // the last call to Redis succeeded
+  std::uint64_t read = 0;       // entries taken with XREADGROUP
+  std::uint64_t claimed = 0;    // entries taken from dead nodes
+  std::uint64_t finished = 0;   // ends written
+  std::uint64_t fenced = 0;     // writes refused: the entry was no longer this node's
+  std::uint64_t malformed = 0;  // entries that were not tasks, discarded
+  std::uint64_t held = 0;       // entries this node holds now
+  bool redis_up = false;        // the last call to Redis succeeded
   std::string last_error;
 };
 

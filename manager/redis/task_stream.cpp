@@ -77,6 +77,13 @@ redis.call('PEXPIRE', ended, 600000)
 return 1
 )"};
 
+// KEYS: stream. ARGV: entry, consumer.
+const Script kDiscard{"discard", SP_FENCE R"(
+redis.call('XACK', KEYS[1], 'sandpool', ARGV[1])
+redis.call('XDEL', KEYS[1], ARGV[1])
+return 1
+)"};
+
 // KEYS: stream. ARGV: consumer, then entry ids. Touches those still pending for it.
 const Script kTouch{"touch", R"(
 local touched = 0
@@ -231,19 +238,25 @@ Result<std::vector<StreamEntry>> TaskStream::read(Connection& c, const std::stri
   for (const Reply& stream : r->elements) {
     if (stream.elements.size() != 2) return unexpected("XREADGROUP", *r);
     for (const Reply& entry : stream.elements[1].elements) {
-      StreamEntry e;
-      e.deliveries = 1;
-      if (!to_entry(entry, &e)) {
-        return Status::error(
-            Code::kInvalidArgument,
-            "redis pool " + pool_ + ": entry " +
-                (entry.elements.empty() ? std::string("?") : entry.elements[0].str) + " of " +
-                stream_ + " has no valid id or type");
-      }
-      out.push_back(std::move(e));
+      out.push_back(parse_entry(entry));
+      out.back().deliveries = 1;
     }
   }
   return out;
+}
+
+StreamEntry TaskStream::parse_entry(const Reply& entry) const {
+  StreamEntry e;
+  if (!to_entry(entry, &e)) {
+    e.malformed = "entry " + (entry.elements.empty() ? std::string("?") : entry.elements[0].str) +
+                  " of " + stream_ + " has no valid id or type, or a malformed option";
+  }
+  return e;
+}
+
+Result<Fenced> TaskStream::discard(Connection& c, const StreamEntry& e,
+                                   const std::string& consumer) const {
+  return fenced("discard", c.eval(kDiscard, {stream_}, {e.entry_id, consumer}));
 }
 
 Result<Fenced> TaskStream::record_attempt(Connection& c, const StreamEntry& e,
@@ -336,11 +349,7 @@ Result<std::vector<StreamEntry>> TaskStream::claim_idle(Connection& c, const std
     if (!r) return r.status();
     if (r->is_error()) return r->status();
     if (r->elements.size() < 2) return unexpected("XAUTOCLAIM", *r);
-    for (const Reply& entry : r->elements[1].elements) {
-      StreamEntry e;
-      if (!to_entry(entry, &e)) continue;  // read() reports a malformed entry
-      out.push_back(std::move(e));
-    }
+    for (const Reply& entry : r->elements[1].elements) out.push_back(parse_entry(entry));
     cursor = r->elements[0].str;
     if (cursor == "0-0") break;  // the whole pending list was scanned
   }

@@ -37,6 +37,9 @@ struct StreamEntry {
   std::uint64_t task_id = 0;
   StreamTask task;
   std::uint64_t deliveries = 0;  // from XPENDING or the claim: how often the group handed it out
+  // Set when the entry is not a task (no id or type, an option that does not parse): why.
+  // Its other fields are unspecified; the reader discards it.
+  std::string malformed;
 };
 
 // A task's account as its hash holds it.
@@ -65,8 +68,11 @@ class TaskStream {
   // script. An idempotency key already used answers the first task's id and adds nothing.
   Result<std::uint64_t> submit(Connection& c, const StreamTask& t, std::int64_t now_ms) const;
   // XREADGROUP for `consumer`: at most `count` new entries, waiting up to `block` (0: not).
+  // An entry that is not a task comes back with `malformed` set.
   Result<std::vector<StreamEntry>> read(Connection& c, const std::string& consumer,
                                         std::size_t count, std::chrono::milliseconds block) const;
+  // Fenced: acknowledges and deletes an entry that is not a task (malformed).
+  Result<Fenced> discard(Connection& c, const StreamEntry& e, const std::string& consumer) const;
   // Fenced: appends an ended attempt (encoded by the caller) and counts it.
   Result<Fenced> record_attempt(Connection& c, const StreamEntry& e, const std::string& consumer,
                                 const std::string& attempt) const;
@@ -119,6 +125,8 @@ class TaskStream {
   static constexpr const char* kGroup = "sandpool";
 
  private:
+  StreamEntry parse_entry(const Reply& entry) const;
+
   std::uint64_t max_finished_, max_letters_;
   std::string prefix_, pool_, stream_, later_, done_, letters_;
 };

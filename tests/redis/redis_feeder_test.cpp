@@ -75,7 +75,10 @@ TEST_CASE("tasks added to the stream run in the node's pool and end once in Redi
   std::vector<std::string> payloads;
   for (int i = 0; i < 200; ++i) payloads.push_back("p" + std::to_string(i));
   const auto ids = submit_all(c, stream, "echo", payloads);
+  // Not a task (no id): discarded, not run, and it does not hold the others up.
+  REQUIRE(c.command({"XADD", stream.stream_key(), "*", "type", "echo", "payload", "?"}).is_ok());
   REQUIRE(eventually([&] { return feeder->stats().finished == 200; }));
+  REQUIRE(eventually([&] { return feeder->stats().malformed == 1; }));
   for (std::size_t i = 0; i < ids.size(); ++i) {
     const auto t = stream.task(c, ids[i]);
     REQUIRE(t.is_ok());

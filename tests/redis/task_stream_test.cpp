@@ -147,8 +147,16 @@ TEST_CASE("an entry added by a plain XADD, as from any language, is read") {
   REQUIRE(got.size() == 1);
   CHECK(got[0].task_id == static_cast<std::uint64_t>(id));
   CHECK(got[0].task.retries == 2u);
+  // One without an id comes back marked, beside a good one, and is discarded.
   REQUIRE(w.c.command({"XADD", w.stream.stream_key(), "*", "type", "echo"}).is_ok());
-  CHECK_FALSE(w.stream.read(w.c, "node-a", 1, std::chrono::milliseconds(0)).is_ok());  // no id
+  w.submit("good");
+  auto two = w.read("node-a", 10);
+  REQUIRE(two.size() == 2);
+  CHECK_FALSE(two[0].malformed.empty());
+  CHECK(two[1].malformed.empty());
+  CHECK(w.stream.discard(w.c, two[0], "node-b").value() == Fenced::kNotYours);
+  CHECK(w.stream.discard(w.c, two[0], "node-a").value() == Fenced::kDone);
+  CHECK(w.length() == 2);  // the plain one and the good one, pending until they end
 }
 
 TEST_CASE("finished tasks past the bound are evicted, oldest first") {
