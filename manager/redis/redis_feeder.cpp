@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <random>
+
 #include <nlohmann/json.hpp>
 
 namespace sandpool::redis {
@@ -42,6 +44,7 @@ Result<std::unique_ptr<RedisFeeder>> RedisFeeder::start(Pool& pool, FeederOption
   auto c = Connection::open(f->opts_.endpoint);
   if (!c) return c.status();
   SP_RETURN_IF_ERROR(f->stream_.ensure_group(*c));
+  SP_RETURN_IF_ERROR(f->take_name(*c));
   f->reader_ = std::thread([p = f.get()] { p->read_loop(); });
   f->writer_ = std::thread([p = f.get()] { p->write_loop(); });
   f->beater_ = std::thread([p = f.get()] { p->beat_loop(); });
@@ -83,6 +86,32 @@ void RedisFeeder::note(const Status& s) {
   sh_->stats.redis_up = s.is_ok() || s.code() != Code::kUnavailable;
   if (!s) sh_->stats.last_error = s.to_string();
 }
+
+Status RedisFeeder::take_name(Connection& c) {
+  char host[256] = "?";
+  (void)::gethostname(host, sizeof host - 1);
+  std::random_device rd;
+  identity_ =
+      std::string(host) + " pid " + std::to_string(::getpid()) + " #" + std::to_string(rd());
+  // A node started again under its name after a crash finds its old key: it waits for it to
+  // expire (one TTL at most). A key that outlives that is another live node's.
+  const auto until = Clock::now() + name_ttl() + opts_.heartbeat;
+  for (;;) {
+    auto holder = TaskStream::beat(c, opts_.prefix, opts_.consumer, identity_, name_ttl());
+    if (!holder) return holder.status();
+    if (!*holder) return Status::ok();
+    if (Clock::now() > until) {
+      return Status::error(Code::kInvalidArgument,
+                           "redis pool " + opts_.pool + ": the node name '" + opts_.consumer +
+                               "' is in use by " + **holder +
+                               " (two nodes with one name would share a consumer: give each node "
+                               "a name of its own)");
+    }
+    std::this_thread::sleep_for(opts_.heartbeat / 2);
+  }
+}
+
+std::chrono::milliseconds RedisFeeder::name_ttl() const { return 3 * opts_.heartbeat; }
 
 bool RedisFeeder::stopping() const {
   std::lock_guard lk(sh_->mu);
@@ -285,15 +314,21 @@ void RedisFeeder::beat_loop() {
   auto stopped = [this] { return stopping(); };
   auto noter = [this](const Status& s) { note(s); };
   std::optional<Connection> c;
-  const std::string node_key = opts_.prefix + "node:" + opts_.consumer;
-  const auto ttl = std::to_string(3 * opts_.heartbeat.count());
   while (!stopped()) {
     if (!c || c->broken()) {
       c = connect(opts_.endpoint, stopped, noter);
       if (!c) return;
     }
-    auto beat = c->command({"SET", node_key, std::to_string(::getpid()), "PX", ttl});
+    auto beat = TaskStream::beat(*c, opts_.prefix, opts_.consumer, identity_, name_ttl());
     note(beat.status());
+    if (beat && *beat) {  // thought dead, its name taken: it must not read as that consumer
+      std::lock_guard lk(sh_->mu);
+      sh_->stopping = true;
+      sh_->stats.last_error = "redis pool " + opts_.pool + ": the node name '" + opts_.consumer +
+                              "' was taken by " + **beat + " while this node was away; stopped";
+      sh_->cv.notify_all();
+      return;
+    }
     std::vector<std::string> held;
     {
       std::lock_guard lk(sh_->mu);

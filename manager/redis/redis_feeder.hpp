@@ -88,6 +88,9 @@ class RedisFeeder {
   void note(const Status& s);
   std::size_t free_places();
   bool stopping() const;
+  // Holds the node's name (its heartbeat key) for this process, or says whose it is.
+  Status take_name(Connection& c);
+  std::chrono::milliseconds name_ttl() const;
 
   // What the pool's on_done callbacks reach: they may run after the feeder is gone.
   struct Shared {
@@ -104,6 +107,7 @@ class RedisFeeder {
   const FeederOptions opts_;
   const TaskStream stream_;
   std::shared_ptr<Shared> sh_;
+  std::string identity_;  // host, pid and a random number: whose the node's name is
   std::thread reader_, writer_, beater_;
 };
 

@@ -77,6 +77,14 @@ redis.call('PEXPIRE', ended, 600000)
 return 1
 )"};
 
+// KEYS: the node's key. ARGV: identity, ttl in ms.
+const Script kBeat{"beat", R"(
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return holder end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+)"};
+
 // KEYS: stream. ARGV: entry, consumer.
 const Script kDiscard{"discard", SP_FENCE R"(
 redis.call('XACK', KEYS[1], 'sandpool', ARGV[1])
@@ -252,6 +260,17 @@ StreamEntry TaskStream::parse_entry(const Reply& entry) const {
                   " of " + stream_ + " has no valid id or type, or a malformed option";
   }
   return e;
+}
+
+Result<std::optional<std::string>> TaskStream::beat(Connection& c, const std::string& prefix,
+                                                    const std::string& name,
+                                                    const std::string& identity,
+                                                    std::chrono::milliseconds ttl) {
+  auto r = c.eval(kBeat, {prefix + "node:" + name}, {identity, std::to_string(ttl.count())});
+  if (!r) return r.status();
+  if (r->is_error()) return r->status();
+  if (r->type == Reply::Type::kInteger) return std::optional<std::string>();
+  return std::optional<std::string>(r->str);
 }
 
 Result<Fenced> TaskStream::discard(Connection& c, const StreamEntry& e,

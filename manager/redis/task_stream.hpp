@@ -102,6 +102,12 @@ class TaskStream {
   // Moves the later tasks due by `now_ms` (at most `max`) back to the stream, atomically;
   // returns how many moved. Any node may run it.
   Result<std::size_t> move_due(Connection& c, std::int64_t now_ms, std::size_t max) const;
+  // The node's heartbeat key P:node:<name>, set to `identity` for `ttl`, unless another
+  // identity holds it: then that identity (the name is another live node's).
+  static Result<std::optional<std::string>> beat(Connection& c, const std::string& prefix,
+                                                 const std::string& name,
+                                                 const std::string& identity,
+                                                 std::chrono::milliseconds ttl);
   // The task's hash, or kNotFound.
   Result<StoredTask> task(Connection& c, std::uint64_t id) const;
 

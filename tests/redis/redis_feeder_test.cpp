@@ -165,3 +165,16 @@ TEST_CASE("a node that loses Redis keeps running what it holds and writes the en
   }
   CHECK(feeder->stats().redis_up);
 }
+
+TEST_CASE("a second node under a name in use is refused, and the name is free once its node died") {
+  RedisServer server;
+  auto pool = make_pool(pool_options("echo", 1));
+  auto a = start_node(*pool, node(server, "node-a", 2));
+  auto twin = RedisFeeder::start(*pool, node(server, "node-a", 2));
+  REQUIRE_FALSE(twin.is_ok());
+  CHECK_THAT(twin.status().message(), Catch::Contains("the node name 'node-a' is in use by") &&
+                                          Catch::Contains("pid " + std::to_string(::getpid())));
+  a->die();  // its key expires within three beats: a node started again under it waits
+  auto again = RedisFeeder::start(*pool, node(server, "node-a", 2));
+  CHECK(again.is_ok());
+}
