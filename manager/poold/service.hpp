@@ -95,6 +95,11 @@ class Service final : public ControlHandler {
   // flushes and closes the store. Returns when that is done.
   void shutdown(std::chrono::milliseconds timeout);
   bool stopping() const { return stopping_.load(); }
+  // The HTTP listener's address, which `status` reports as `http` (main, once it listens).
+  void set_http_address(std::string address) {
+    std::lock_guard lock(http_mu_);
+    http_address_ = std::move(address);
+  }
 
   std::vector<PoolMetrics> metrics() const;
   DeadLetterStoreStats dead_letter_stats() const;         // any thread
@@ -253,6 +258,8 @@ class Service final : public ControlHandler {
   std::shared_ptr<ProgressCoalescer> progress_ = ProgressCoalescer::create();
   IdempotencyKeys idempotency_;
   std::atomic<bool> stopping_{false};
+  mutable std::mutex http_mu_;  // a leaf, like the others
+  std::string http_address_;    // guarded by http_mu_
   // note_acceptance(): wall ms of the last commit and the last storage refusal, and why.
   std::atomic<std::int64_t> last_accepted_ms_{0};
   std::atomic<std::int64_t> last_refused_ms_{0};
