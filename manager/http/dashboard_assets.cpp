@@ -57,12 +57,15 @@ const char* const kDashboardJs = R"JS(
     ctx.fillStyle = '#66707a';
     ctx.font = '11px sans-serif';
     ctx.fillText(max.toFixed(max < 10 ? 1 : 0), 2, 11);
+    // The first minute fills the width; after it the chart scrolls over the last five.
+    let span = 60;
+    for (const s of series) span = Math.max(span, s.values.length);
     series.forEach((s, i) => {
-      ctx.strokeStyle = COLORS[i % COLORS.length];
+      ctx.strokeStyle = s.color || COLORS[i % COLORS.length];
       ctx.setLineDash(s.dashed ? [4, 3] : []);
       ctx.beginPath();
       s.values.forEach((v, x) => {
-        const px = w - (s.values.length - 1 - x) * (w / (KEEP - 1));
+        const px = w - (s.values.length - 1 - x) * (w / (span - 1));
         const py = h - 2 - (v / max) * (h - 16);
         if (x === 0) ctx.moveTo(px, py); else ctx.lineTo(px, py);
       });
@@ -111,7 +114,8 @@ const char* const kDashboardJs = R"JS(
         const pick = k => names.map(n => ({values: hist[n][k]}));
         draw(document.getElementById('chart-throughput'), pick('throughput'));
         draw(document.getElementById('chart-latency'),
-             names.flatMap(n => [{values: hist[n].p50}, {values: hist[n].p99, dashed: true}]));
+             names.flatMap((n, i) => [{values: hist[n].p50, color: COLORS[i % COLORS.length]},
+                                      {values: hist[n].p99, color: COLORS[i % COLORS.length], dashed: true}]));
         draw(document.getElementById('chart-queue'), pick('queue'));
         draw(document.getElementById('chart-restarts'), pick('restarts'));
         const legend = document.getElementById('legend');
