@@ -343,8 +343,8 @@ TEST_CASE("each kind of mistake names the key path and its line and column") {
        "t.yaml:2:1: pool: unknown key (expected one of: service, pools)"},
       {"service:\n  sockett: {}\n",
        "t.yaml:2:3: service.sockett: unknown key (expected one of: socket, allow, state_dir, "
-       "metrics, log, shutdown_timeout, connections, control, journal, shutdown_unfinished, "
-       "task_records)"},
+       "http, metrics, log, shutdown_timeout, connections, control, journal, "
+       "shutdown_unfinished, task_records)"},
       {std::string(kMinimalPool) + "    limits: {memroy: 1GiB}\n",
        "t.yaml:4:14: pools[0].limits.memroy: unknown key (expected one of: memory, cpu_time, "
        "cpu_quota, open_files, processes, file_size, max_payload, max_result)"},
