@@ -172,6 +172,8 @@ std::size_t Responder::queued_output() const {
   return box->closed ? 0 : box->bytes.size() + box->sending_bytes;
 }
 
+bool Responder::wants_events() const { return !state_->sink || state_->sink->accepting_events(); }
+
 void Responder::on_cancel(std::function<void()> fn) const {
   {
     std::lock_guard<std::mutex> lock(state_->mu);

@@ -34,6 +34,10 @@ struct ApiOptions {
   std::size_t max_streams = 8;
   // A stream with nothing to send writes an SSE comment this often (finds closed clients).
   std::chrono::milliseconds heartbeat{10000};
+  // A stream writes what came every `flush`, at most `stream_batch` events each time (about
+  // 1000 a second); the rest are counted in the next event's `dropped`.
+  std::chrono::milliseconds flush{250};
+  std::size_t stream_batch = 256;
 };
 
 // Who made a request, as authenticate() found it.

@@ -99,6 +99,8 @@ class ReplySink {
   virtual bool take(Kind kind, std::string_view code, std::string body, std::string blob) = 0;
   // Bytes taken and not yet passed on to the requester (Responder::queued_output()).
   virtual std::size_t queued_output() const = 0;
+  // False while the requester can take no more event frames (Responder::wants_events()).
+  virtual bool accepting_events() const { return true; }
 };
 
 // The handle through which one request is answered: any number of events, then exactly one
@@ -120,6 +122,11 @@ class Responder {
   // request's replies and events); 0 once the connection is gone. For a producer that
   // would rather coalesce than queue behind a slow reader.
   std::size_t queued_output() const;
+  // False while an event sent now would be dropped: an in-process requester's queue of event
+  // frames is full (ReplySink::accepting_events(); the HTTP API's streams show a bounded rate).
+  // A producer may then count the event as missed instead of building it. Always true for a
+  // socket request, whose output is bounded by max_output_bytes instead.
+  bool wants_events() const;
   // Runs `fn` once when the client cancels this stream or the connection closes (on the
   // server thread, or right away on the caller's if that already happened). Not after a
   // final reply. Use it to stop a follow stream.
