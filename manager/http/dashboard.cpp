@@ -168,13 +168,26 @@ void Dashboard::install(httplib::Server& server) {
     auto w = viewer(req, res, false);
     if (!w) return;
     auto& [caller, v] = *w;
-    const std::string id = req.get_param_value("id");
-    if (!id.empty() && id.find_first_not_of("0123456789") == std::string::npos && id.size() < 20) {
+    pages::TaskFilter f{req.get_param_value("id"),   req.get_param_value("pool"),
+                        req.get_param_value("type"), req.get_param_value("state"),
+                        req.get_param_value("key"),  req.get_param_value("since")};
+    if (!f.id.empty() && f.id.find_first_not_of("0123456789") == std::string::npos &&
+        f.id.size() < 20) {
       res.status = 303;
-      res.set_header("Location", "/tasks/" + id);
+      res.set_header("Location", "/tasks/" + f.id);
       return;
     }
-    send_page(res, v, "Tasks", pages::tasks_body(v, id));
+    ops::TaskListArgs args;
+    args.pool = f.pool;
+    args.type = f.type;
+    args.state = f.state;
+    args.key = f.key;
+    args.since_ms = since_ms(f.since);
+    args.limit = 200;
+    auto list = call_op<ops::TaskList>(api_, args, caller);
+    send_page(res, v, "Tasks",
+              pages::tasks_body(v, f, list.reply ? &*list.reply : nullptr,
+                                list.code + ": " + list.message));
   });
 
   server.Get(R"(/tasks/(\d{1,19}))", [=, this](const Req& req, Res& res) {

@@ -206,15 +206,45 @@ std::string pool_body(const Viewer& v, const ops::PoolCounters& p,
   return out + "</tbody></table>";
 }
 
-std::string tasks_body(const Viewer&, std::string_view id_text) {
-  return "<h1>Tasks</h1><form method=get action=/tasks class=inline><label>Task id <input "
-         "name=id inputmode=numeric value=\"" +
-         escape(id_text) +
-         "\" required></label><button type=submit>Find</button></form>"
-         "<p class=muted>A task is found by its id while its pool or the journal keeps it "
-         "(service.task_records_max). Failed tasks are searched by pool, type, reason, time and "
-         "text on <a href=/dlq>Dead letters</a>; the live stream is on <a "
-         "href=/events>Events</a>.</p>";
+std::string tasks_body(const Viewer&, const TaskFilter& f, const ops::TaskListReply* list,
+                       std::string_view error) {
+  std::string out =
+      "<h1>Tasks</h1><form method=get action=/tasks class=filters id=task-search>"
+      "<label>id <input name=id inputmode=numeric value=\"" +
+      escape(f.id) + "\"></label><label>pool <input name=pool value=\"" + escape(f.pool) +
+      "\"></label><label>type <input name=type value=\"" + escape(f.type) +
+      "\"></label><label>state <select name=state>";
+  for (const char* s : {"", "queued", "dispatched", "running", "retry_wait", "completed",
+                        "dead_lettered", "cancelled"}) {
+    out += "<option value=\"" + std::string(s) + "\"" + (f.state == s ? " selected" : "") + ">" +
+           (*s ? s : "any state") + "</option>";
+  }
+  out += "</select></label><label>key <input name=key value=\"" + escape(f.key) +
+         "\"></label><label>since <select name=since>";
+  for (const char* s : {"", "15m", "1h", "24h", "7d"}) {
+    out += "<option value=\"" + std::string(s) + "\"" + (f.since == s ? " selected" : "") + ">" +
+           (*s ? s : "any time") + "</option>";
+  }
+  out += "</select></label><button type=submit>Find</button></form>";
+  if (list == nullptr) return out + "<p class=error>" + escape(error) + "</p>";
+  out +=
+      "<table class=grid id=tasks><thead><tr><th>id</th><th>pool</th><th>type</th>"
+      "<th>state</th><th>attempts</th><th>key</th><th>submitted</th><th>error</th></tr>"
+      "</thead><tbody>";
+  for (const ops::TaskSummary& t : list->tasks) {
+    out += "<tr data-task=\"" + num(t.id) + "\"><td><a href=\"/tasks/" + num(t.id) + "\">" +
+           num(t.id) + "</a></td><td>" + escape(t.pool) + "</td><td>" + escape(t.type) +
+           "</td><td>" + escape(t.state) + (t.reason ? " (" + escape(*t.reason) + ")" : "") +
+           "</td><td>" + std::to_string(t.attempts) + "</td><td>" + escape(t.key) + "</td><td>" +
+           format_time(t.submitted_ms) + "</td><td>" + escape(t.error) + "</td></tr>";
+  }
+  out += "</tbody></table>";
+  if (list->tasks.empty()) out += "<p class=muted id=no-tasks>No task matches.</p>";
+  if (list->truncated) out += "<p class=muted>More match: narrow the search.</p>";
+  return out +
+         "<p class=muted>The tasks the pools hold: open ones, and ended ones while kept "
+         "(service.task_records_*). A task of an earlier run is found by its id; failed ones "
+         "are on <a href=/dlq>Dead letters</a>.</p>";
 }
 
 std::string task_body(const Viewer& v, const ops::TaskAccount& t,

@@ -33,7 +33,14 @@ std::string overview_body(const Viewer& v, const ops::StatusReply& status,
                           const ops::StatsReply& stats);
 std::string pool_body(const Viewer& v, const ops::PoolCounters& pool,
                       const ops::WorkersReply& workers);
-std::string tasks_body(const Viewer& v, std::string_view id_text);
+// The task search form as the page has it.
+struct TaskFilter {
+  std::string id, pool, type, state, key;
+  std::string since;  // "15m", "1h", "24h", "7d" or "" (any time)
+};
+// `list`: the tasks found (null when the search failed: `error` says why).
+std::string tasks_body(const Viewer& v, const TaskFilter& f, const ops::TaskListReply* list,
+                       std::string_view error);
 std::string task_body(const Viewer& v, const ops::TaskAccount& task,
                       const std::optional<std::string>& result);
 

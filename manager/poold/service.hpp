@@ -7,7 +7,7 @@
 // Threads: handle() runs on the control server's thread (sp-control) and never blocks: it
 // answers status, events and shutdown itself, hands submits, batches, cancels and pool
 // controls to the request thread (sp-request, in arrival order), the reads (stats, workers,
-// task, wait, dlq_list, dlq_show) to the reads thread (sp-reads), and dlq replay/purge/import,
+// task, tasks, wait, dlq_list, dlq_show) to the reads thread (sp-reads), and dlq replay/purge/import,
 // reload and shutdown to the job thread (sp-jobs): each operation's Lane
 // (<sandpool/control_ops.hpp>). `wait` timeouts run on their own thread (sp-waits). Each pool's
 // loop thread (sp-loop:<pool>) runs the callbacks the service gives its tasks (on_done,
@@ -183,6 +183,7 @@ class Service final : public ControlHandler {
              const OpResponder<ops::SubmitBatch>& res);
   void serve(const Request& req, const ops::TaskIdArgs& a, const OpResponder<ops::Task>& res);
   void serve(const Request& req, const ops::TaskIdArgs& a, const OpResponder<ops::Cancel>& res);
+  void serve(const Request& req, const ops::TaskListArgs& a, const OpResponder<ops::TaskList>& res);
   // What submit_one found or made: a new task, or the one an idempotency key names (with
   // the pool's record of it, or else the final account the key kept).
   struct Submission {

@@ -155,6 +155,8 @@ try {
   check(await page.eval(`document.getElementById('task-state').textContent`) === 'completed', 'its page says completed');
   check(await page.eval(`document.querySelector('pre.preview').textContent`) === 'FOUND <BY> ID', 'and shows its result, escaped');
   writeFileSync(join(shots, 'task.png'), await page.screenshot());
+  await visit('/tasks?pool=upper&state=completed', 'task-search');
+  check(await page.eval(`!!document.querySelector('#tasks tr[data-task="${done.body.id}"]')`), 'the search by pool and state lists it');
   check(page.errors.length === 0, `the task page has no console errors ${page.errors.join('; ')}`);
 
   // A dead letter replayed from the page, then completed.

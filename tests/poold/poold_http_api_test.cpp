@@ -118,6 +118,55 @@ TEST_CASE("http: a waited submit answers with the result; the rights decide what
   }
 }
 
+TEST_CASE("http: tasks are found by pool, type, state and key, newest first") {
+  HttpFixture f(kPools);
+  auto admin = f.client(kAdminToken);
+  const auto submit = [&](const std::string& pool, const std::string& key) {
+    return body_of(admin.Post(
+        "/api/v1/pools/" + pool + "/tasks",
+        post_json({{"type", pool}, {"payload", "p"}, {"key", key}, {"wait", true}}),
+        "application/json"))["id"]
+        .get<std::uint64_t>();
+  };
+  const std::uint64_t first = submit("echo", "k1");
+  const std::uint64_t second = submit("echo", "k2");
+  const std::uint64_t failed = submit("fail", "k1");
+
+  const json echo = body_of(f.client().Get("/api/v1/tasks?pool=echo"));
+  REQUIRE(echo["tasks"].size() == 2);
+  CHECK(echo["tasks"][0]["id"] == second);
+  CHECK(echo["tasks"][1]["id"] == first);
+  CHECK(echo["tasks"][0]["state"] == "completed");
+  CHECK(echo["tasks"][0]["key"] == "k2");
+  CHECK(echo["truncated"] == false);
+
+  const json by_key = body_of(f.client().Get("/api/v1/tasks?key=k1&type=echo"));
+  REQUIRE(by_key["tasks"].size() == 1);
+  CHECK(by_key["tasks"][0]["id"] == first);
+  const json dead = body_of(f.client().Get("/api/v1/tasks?state=dead_lettered"));
+  REQUIRE(dead["tasks"].size() == 1);
+  CHECK(dead["tasks"][0]["id"] == failed);
+  CHECK(dead["tasks"][0]["pool"] == "fail");
+  CHECK(dead["tasks"][0]["reason"] == "permanent");
+  const json one = body_of(f.client().Get("/api/v1/tasks?limit=1"));
+  CHECK(one["tasks"].size() == 1);
+  CHECK(one["truncated"] == true);
+  const json later = body_of(
+      f.client().Get("/api/v1/tasks?since_ms=" +
+                     std::to_string(echo["tasks"][0]["submitted_ms"].get<std::int64_t>() + 60000)));
+  CHECK(later["tasks"].empty());
+
+  auto bad = f.client().Get("/api/v1/tasks?state=finished");
+  REQUIRE(bad);
+  CHECK(bad->status == 400);
+  CHECK(body_of(bad)["message"].get<std::string>().find("no task state") != std::string::npos);
+
+  auto page = f.client().Get("/tasks?pool=echo&key=k2");
+  REQUIRE(page);
+  CHECK(page->body.find("data-task=\"" + std::to_string(second) + "\"") != std::string::npos);
+  CHECK(page->body.find("data-task=\"" + std::to_string(first) + "\"") == std::string::npos);
+}
+
 TEST_CASE("http: dead letters are listed with a token only and replayed with the admin one") {
   HttpFixture f(kPools);
   auto admin = f.client(kAdminToken);
