@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <list>
 #include <memory>
@@ -34,10 +35,8 @@ struct ApiOptions {
   std::size_t max_streams = 8;
   // A stream with nothing to send writes an SSE comment this often (finds closed clients).
   std::chrono::milliseconds heartbeat{10000};
-  // A stream writes what came every `flush`, at most `stream_batch` events each time (about
-  // 1000 a second); the rest are counted in the next event's `dropped`.
+  // A stream writes the events that came every `flush` (of the hub's last 256 each time).
   std::chrono::milliseconds flush{250};
-  std::size_t stream_batch = 256;
 };
 
 // Who made a request, as authenticate() found it.
@@ -77,6 +76,8 @@ class Api {
            nlohmann::json args);
   void stream_events(const httplib::Request& req, httplib::Response& res, const Caller& caller,
                      nlohmann::json args);
+  // Waits `d`; false when stop() came first.
+  bool wait_unless_stopped(std::chrono::milliseconds d);
   // Registers a call so stop() can end it; the returned guard forgets it.
   std::shared_ptr<void> track(const std::shared_ptr<LocalCall>& call);
 
@@ -85,6 +86,7 @@ class Api {
   const ApiOptions options_;
   mutable std::mutex mu_;
   std::list<std::weak_ptr<LocalCall>> calls_;  // open ones
+  std::condition_variable stop_cv_;            // stop() came (streams wait on it between flushes)
   std::size_t streams_ = 0;
   bool stopped_ = false;
 };

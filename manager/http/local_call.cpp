@@ -5,9 +5,8 @@
 namespace sandpool::http {
 
 std::shared_ptr<LocalCall> LocalCall::start(ControlHandler& handler, std::string op,
-                                            nlohmann::json args, std::string blob, Rights rights,
-                                            EventPace pace) {
-  auto call = std::make_shared<LocalCall>(pace);
+                                            nlohmann::json args, std::string blob, Rights rights) {
+  auto call = std::make_shared<LocalCall>();
   LocalRequest local = local_request(call);
   {
     std::lock_guard lock(call->mu_);
@@ -31,10 +30,10 @@ bool LocalCall::take(Kind kind, std::string_view code, std::string body, std::st
   std::lock_guard lock(mu_);
   if (final_) return false;
   if (kind == Kind::kEvent) {
-    if (events_.size() >= pace_.max_queued) return false;
+    if (events_.size() >= max_queued_) return false;
     queued_bytes_ += body.size();
     events_.push_back(std::move(body));
-    if (pace_.wake_per_event) cv_.notify_all();
+    cv_.notify_all();
     return true;
   }
   final_ = CallReply{kind == Kind::kOk, std::string(code), std::move(body), std::move(blob)};
@@ -44,7 +43,7 @@ bool LocalCall::take(Kind kind, std::string_view code, std::string body, std::st
 
 bool LocalCall::accepting_events() const {
   std::lock_guard lock(mu_);
-  return !final_ && events_.size() < pace_.max_queued;
+  return !final_ && events_.size() < max_queued_;
 }
 
 std::size_t LocalCall::queued_output() const {
@@ -66,9 +65,7 @@ std::optional<CallReply> LocalCall::wait_final(Clock::time_point deadline) {
 std::vector<std::string> LocalCall::next_events(Clock::time_point deadline,
                                                 std::optional<CallReply>* final) {
   std::unique_lock lock(mu_);
-  const auto ready = [this] {
-    return (pace_.wake_per_event && !events_.empty()) || final_.has_value();
-  };
+  const auto ready = [this] { return !events_.empty() || final_.has_value(); };
   if (deadline == Clock::time_point::max()) {
     cv_.wait(lock, ready);
   } else {

@@ -32,26 +32,18 @@ struct CallReply {
   std::string blob;  // the reply's raw bytes (a task's result, a letter's payload)
 };
 
-// How a LocalCall's event frames reach its waiter.
-struct EventPace {
-  // Frames queued at most; while the queue is full accepting_events() is false and the
-  // producer counts what it does not send (the hub: the next event's `dropped`).
-  std::size_t max_queued = 1024;
-  // True: every frame wakes the waiter. False: the waiter takes them when its deadline
-  // comes (a stream flushed a few times a second costs no wake-up per event).
-  bool wake_per_event = true;
-};
-
 class LocalCall final : public ReplySink {
  public:
   using Clock = std::chrono::steady_clock;
-  explicit LocalCall(EventPace pace) : pace_(pace) {}
+  // Event frames not yet taken by next_events() are kept up to `max_queued_events`; while
+  // the queue is full accepting_events() is false and the producer counts what it does not
+  // send (the hub: the next event's `dropped`).
+  explicit LocalCall(std::size_t max_queued_events = 1024) : max_queued_(max_queued_events) {}
 
   // Hands `op` to `handler` with `rights` (the HTTP side already checked them) and returns
   // the call to wait on. `handler.handle()` never blocks (ControlHandler's contract).
   static std::shared_ptr<LocalCall> start(ControlHandler& handler, std::string op,
-                                          nlohmann::json args, std::string blob, Rights rights,
-                                          EventPace pace = {});
+                                          nlohmann::json args, std::string blob, Rights rights);
 
   bool take(Kind kind, std::string_view code, std::string body, std::string blob) override;
   std::size_t queued_output() const override;
@@ -67,7 +59,7 @@ class LocalCall final : public ReplySink {
   void abandon();
 
  private:
-  const EventPace pace_;
+  const std::size_t max_queued_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::string> events_;

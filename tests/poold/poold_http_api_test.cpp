@@ -224,6 +224,11 @@ TEST_CASE("http: a worker killed over HTTP is replaced, as the events stream sho
     if (exited && (*e)["event"] == "worker_ready") replacement = (*e)["pid"].get<int>();
   }
   CHECK(*replacement != pid);
+  SseReader recent(f.port, "/api/v1/events?pool=echo&follow=false");
+  REQUIRE(recent.status() == 200);
+  bool started = false;
+  while (auto e = recent.next()) started = started || (*e)["event"] == "worker_started";
+  CHECK(started);  // the stream ended (next() gave nothing) after the recent events
   const json after = body_of(f.client().Get("/api/v1/pools/echo/workers"));
   REQUIRE(after["workers"].size() == 1);
   CHECK(after["workers"][0]["pid"] == *replacement);
