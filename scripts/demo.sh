@@ -136,7 +136,7 @@ printf '%s\n' "$py_demo" | sed 's/^/    /'
 PYTHONPATH=clients/python /usr/bin/python3 -c "$py_demo"
 
 say "11. The dashboard: poold's HTTP listener serves it beside /metrics and the JSON API"
-http=$("$ctl" status --json | grep -o '"http": *"[^"]*"' | grep -o '[0-9.]*:[0-9]*')
+http=$("$ctl" status --json | sed -n 's/.*"http": *"\([^"]*\)".*/\1/p')
 show "poolctl status --json | jq -r .http    # the listener's address (port 0: a free one)"
 echo "$http"
 show "curl -s http://$http/api/v1/pools/echo/stats    # the API without a token: states, counts"
