@@ -253,7 +253,7 @@ void Dashboard::install(httplib::Server& server) {
     send_page(res, v, "Events", pages::events_body(v, pool, recent));
   });
 
-  server.Get("/login", [=, this](const Req& req, Res& res) {
+  server.Get("/login", [=](const Req& req, Res& res) {
     auto w = viewer(req, res, false);
     if (!w) return;
     send_page(res, w->second, "Log in", pages::login_body(w->second, ""));
