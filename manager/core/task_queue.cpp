@@ -53,6 +53,12 @@ TaskPtr TaskQueue::find(std::uint64_t id) const {
   return nullptr;
 }
 
+void TaskQueue::for_each(const std::function<void(const TaskPtr&)>& fn) const {
+  for (const auto& [prio, dq] : levels_) {
+    for (const TaskPtr& t : dq) fn(t);
+  }
+}
+
 std::vector<TaskPtr> TaskQueue::remove_if(const std::function<bool(const TaskRecord&)>& pred) {
   std::vector<TaskPtr> out;
   for (auto it = levels_.begin(); it != levels_.end();) {
