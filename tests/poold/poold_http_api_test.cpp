@@ -19,7 +19,7 @@ const std::string kPools = "pools:\n" + pool_yaml("echo", "echo") + pool_yaml("f
 
 std::string post_json(const json& j) { return j.dump(); }
 
-TEST_CASE("http: one listener serves /metrics, /healthz and the API; status reports it") {
+TEST_CASE("http: one listener serves /metrics, /healthz and the API, and status reports it") {
   HttpFixture f(kPools);
   auto c = f.client();
   auto health = c.Get("/healthz");
@@ -48,7 +48,7 @@ TEST_CASE("http: one listener serves /metrics, /healthz and the API; status repo
   CHECK(body_of(unknown)["error"] == "unknown_op");
 }
 
-TEST_CASE("http: a waited submit answers with the result; the rights decide what reads show") {
+TEST_CASE("http: a waited submit answers with the result, and the rights decide what reads show") {
   HttpFixture f(kPools);
   auto admin = f.client(kAdminToken);
   const json done = body_of(admin.Post(
