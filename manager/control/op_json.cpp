@@ -233,6 +233,17 @@ json encode(const TaskAccount& a) {
   if (a.dead_letter_pending) j["dead_letter_pending"] = true;
   if (a.result_withheld) j["result_withheld"] = true;
   if (a.result_dropped) j["result_dropped"] = true;
+  if (a.submitted) {
+    const TaskSubmission& s = *a.submitted;
+    json sub{{"priority", s.priority},
+             {"key", s.key},
+             {"idempotency_key", s.idempotency_key},
+             {"payload_size", s.payload_size}};
+    if (s.timeout_ms) sub["timeout_ms"] = *s.timeout_ms;
+    if (s.retries) sub["retries"] = *s.retries;
+    if (s.payload_preview) sub["payload_preview"] = *s.payload_preview;
+    j["submitted"] = std::move(sub);
+  }
   return j;
 }
 
@@ -249,6 +260,23 @@ Status decode(const json& j, TaskAccount* out) {
                   .optional("result_dropped", &out->result_dropped)
                   .status();
   if (!st) return st;
+  if (const auto sub = j.find("submitted"); sub != j.end()) {
+    if (!sub->is_object()) return Status::invalid("field \"submitted\": expected an object");
+    TaskSubmission s;
+    if (Status ss = ArgReader(*sub)
+                        .optional("priority", &s.priority)
+                        .optional("timeout_ms", &s.timeout_ms)
+                        .optional("retries", &s.retries)
+                        .optional("key", &s.key)
+                        .optional("idempotency_key", &s.idempotency_key)
+                        .optional("payload_size", &s.payload_size)
+                        .optional("payload_preview", &s.payload_preview)
+                        .status();
+        !ss) {
+      return ss.with_context("submitted");
+    }
+    out->submitted = std::move(s);
+  }
   const auto history = j.find("history");
   if (history == j.end()) return st;
   if (!history->is_array()) return Status::invalid("field \"history\": expected an array");

@@ -46,6 +46,13 @@ bool Ticket::wait_for(std::chrono::milliseconds timeout) const {
   return true;
 }
 
+std::string_view Ticket::payload() const { return rec_ ? std::string_view(rec_->payload) : ""; }
+
+const SubmitOptions& Ticket::options() const {
+  static const SubmitOptions kNone;
+  return rec_ ? rec_->opts : kNone;
+}
+
 TaskResult Ticket::snapshot() const {
   if (!rec_) return {};
   std::lock_guard lock(rec_->mu);

@@ -72,6 +72,27 @@ std::string bytes_preview(const Viewer& v, std::string_view what,
   return out + "<p class=muted>None.</p>";
 }
 
+// What a task was submitted with: its options, and its payload's start (already made text
+// by poold: escaped here for HTML only) when the viewer's rights show payloads.
+std::string submission_facts(const Viewer& v, const ops::TaskSubmission& s) {
+  std::string out = "<h2>Submitted with</h2><dl class=facts id=task-options><dt>priority</dt><dd>" +
+                    std::to_string(s.priority) + "</dd><dt>timeout</dt><dd>" +
+                    (s.timeout_ms ? std::to_string(*s.timeout_ms) + " ms" : "the pool's") +
+                    "</dd><dt>retries</dt><dd>" +
+                    (s.retries ? std::to_string(*s.retries) : "the pool's") + "</dd>";
+  if (!s.key.empty()) out += "<dt>key</dt><dd>" + escape(s.key) + "</dd>";
+  if (!s.idempotency_key.empty()) {
+    out += "<dt>idempotency key</dt><dd>" + escape(s.idempotency_key) + "</dd>";
+  }
+  out += "<dt>payload</dt><dd>" + std::to_string(s.payload_size) + " bytes</dd></dl>";
+  out += "<h3>Payload</h3>";
+  if (s.payload_preview) {
+    return out + "<pre class=preview id=task-payload>" + escape(*s.payload_preview) + "</pre>";
+  }
+  (void)v;
+  return out + "<p class=muted>Shown with the read or admin token (<a href=/login>log in</a>).</p>";
+}
+
 }  // namespace
 
 std::string layout(const Viewer& v, std::string_view title, std::string_view body) {
@@ -263,6 +284,7 @@ std::string task_body(const Viewer& v, const ops::TaskAccount& t,
   }
   out += "<h2>Attempts</h2>" + attempts_table(t.history);
   out += bytes_preview(v, "Result", result, t.result_withheld);
+  if (t.submitted) out += submission_facts(v, *t.submitted);
   return out;
 }
 

@@ -7,8 +7,8 @@
 // Threads: handle() runs on the control server's thread (sp-control) and never blocks: it
 // answers status, events and shutdown itself, hands submits, batches, cancels and pool
 // controls to the request thread (sp-request, in arrival order), the reads (stats, workers,
-// task, tasks, wait, dlq_list, dlq_show) to the reads thread (sp-reads), and dlq replay/purge/import,
-// reload and shutdown to the job thread (sp-jobs): each operation's Lane
+// task, tasks, wait, dlq_list, dlq_show) to the reads thread (sp-reads), and dlq
+// replay/purge/import, reload and shutdown to the job thread (sp-jobs): each operation's Lane
 // (<sandpool/control_ops.hpp>). `wait` timeouts run on their own thread (sp-waits). Each pool's
 // loop thread (sp-loop:<pool>) runs the callbacks the service gives its tasks (on_done,
 // on_progress) and events. A retired pool shuts down on a thread of its own. metrics(), health()
@@ -301,6 +301,8 @@ ops::TaskAccount account_of(const TaskResult& r);
 nlohmann::json task_json(const TaskResult& r);  // account_of, encoded
 // Answers `res` with the account of `r`, the result in the blob when `with_result` (an
 // admin peer), else withheld (`result_withheld` when there is one).
-void answer_with_account(const Responder& res, const TaskResult& r, bool with_result);
+// `submitted`: what the task was submitted with (the `task` reply, for a task held in memory).
+void answer_with_account(const Responder& res, const TaskResult& r, bool with_result,
+                         std::optional<ops::TaskSubmission> submitted = std::nullopt);
 
 }  // namespace sandpool::poold

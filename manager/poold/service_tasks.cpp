@@ -5,6 +5,8 @@
 #include <optional>
 #include <utility>
 
+#include <sandpool/log_text.hpp>
+
 #include "control/wire_errors.hpp"
 #include "poold/service.hpp"
 
@@ -334,10 +336,31 @@ void Service::submit_shared_batch(const std::string& blob, const std::vector<std
   }
 }
 
-void answer_with_account(const Responder& res, const TaskResult& r, bool with_result) {
+namespace {
+
+constexpr std::size_t kPayloadPreviewBytes = 4096;
+
+ops::TaskSubmission submission_of(const Ticket& t, bool with_payload) {
+  const SubmitOptions& o = t.options();
+  ops::TaskSubmission s;
+  s.priority = o.priority;
+  if (o.timeout) s.timeout_ms = o.timeout->count();
+  s.retries = o.retries;
+  s.key = o.key;
+  s.idempotency_key = o.idempotency_key;
+  s.payload_size = t.payload().size();
+  if (with_payload) s.payload_preview = log_text(t.payload(), kPayloadPreviewBytes);
+  return s;
+}
+
+}  // namespace
+
+void answer_with_account(const Responder& res, const TaskResult& r, bool with_result,
+                         std::optional<ops::TaskSubmission> submitted) {
   // Payload and result bytes are admin-only, as in `dlq_show` (docs/protocol.md): a read
   // peer sees the account (state, attempts, errors) and that a result was withheld.
   ops::TaskAccount account = account_of(r);
+  account.submitted = std::move(submitted);
   if (with_result) return (void)res.ok(ops::encode(account), r.result);
   account.result_withheld = !r.result.empty();
   res.ok(ops::encode(account));
@@ -348,7 +371,9 @@ void Service::serve(const Request& req, const ops::TaskIdArgs& a,
   auto t = find_task(a.id);
   std::optional<TaskResult> r = t ? std::optional<TaskResult>(t->snapshot()) : journaled_task(a.id);
   if (!r) return (void)res.error(Status::error(Code::kNotFound, "no task " + std::to_string(a.id)));
-  answer_with_account(res.responder(), *r, req.rights >= Rights::kAdmin);
+  const bool admin = req.rights >= Rights::kAdmin;
+  answer_with_account(res.responder(), *r, admin,
+                      t ? std::optional(submission_of(*t, admin)) : std::nullopt);
 }
 
 namespace {

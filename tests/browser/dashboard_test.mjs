@@ -154,6 +154,7 @@ try {
   check(await page.eval('location.pathname') === `/tasks/${done.body.id}`, 'the find form leads to the task');
   check(await page.eval(`document.getElementById('task-state').textContent`) === 'completed', 'its page says completed');
   check(await page.eval(`document.querySelector('pre.preview').textContent`) === 'FOUND <BY> ID', 'and shows its result, escaped');
+  check(await page.eval(`document.getElementById('task-payload').textContent`) === 'found <by> id', 'and the payload it was submitted with');
   writeFileSync(join(shots, 'task.png'), await page.screenshot());
   await visit('/tasks?pool=upper&state=completed', 'task-search');
   check(await page.eval(`!!document.querySelector('#tasks tr[data-task="${done.body.id}"]')`), 'the search by pool and state lists it');

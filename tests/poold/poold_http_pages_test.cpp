@@ -95,5 +95,48 @@ TEST_CASE("pages: without a token the pages show states and counts, no payload a
   CHECK(body_of(c.Get("/api/v1/pools/echo/stats"))["pools"][0]["state"] == "running");
 }
 
+TEST_CASE("pages: a task's page shows what it was submitted with, its payload to the admin") {
+  HttpFixture f("pools:\n" + pool_yaml("echo", "echo"));
+  auto admin = f.client(kAdminToken);
+  const std::string payload = std::string("<b>pay") + '\x01' + "load</b>";
+  const json done = body_of(admin.Post("/api/v1/pools/echo/tasks",
+                                       json{{"type", "echo"},
+                                            {"payload", payload},
+                                            {"priority", 3},
+                                            {"retries", 2},
+                                            {"timeout_ms", 5000},
+                                            {"key", "k<1>"},
+                                            {"wait", true}}
+                                           .dump(),
+                                       "application/json"));
+  const std::string id = std::to_string(done["id"].get<std::uint64_t>());
+  // The API: options to every reader, the payload's text to the admin only.
+  const json mine = body_of(admin.Get("/api/v1/tasks/" + id));
+  INFO(mine.dump());
+  CHECK(mine["submitted"]["priority"] == 3);
+  CHECK(mine["submitted"]["retries"] == 2);
+  CHECK(mine["submitted"]["timeout_ms"] == 5000);
+  CHECK(mine["submitted"]["key"] == "k<1>");
+  CHECK(mine["submitted"]["payload_size"] == payload.size());
+  CHECK(mine["submitted"]["payload_preview"] == "<b>pay\\x01load</b>");
+  auto anonymous = f.client();
+  const json theirs = body_of(anonymous.Get("/api/v1/tasks/" + id));
+  CHECK(theirs["submitted"]["priority"] == 3);
+  CHECK_FALSE(theirs["submitted"].contains("payload_preview"));
+  // The page: escaped for HTML.
+  const auto [cookie, csrf] = pages_login(f, kAdminToken);
+  auto page = anonymous.Get("/tasks/" + id, cookie);
+  REQUIRE(page);
+  CHECK(page->body.find("Submitted with") != std::string::npos);
+  CHECK(page->body.find("k&lt;1&gt;") != std::string::npos);
+  CHECK(page->body.find("5000 ms") != std::string::npos);
+  CHECK(page->body.find("&lt;b&gt;pay\\x01load&lt;/b&gt;") != std::string::npos);
+  CHECK(page->body.find("<b>pay") == std::string::npos);
+  auto hidden = anonymous.Get("/tasks/" + id);
+  REQUIRE(hidden);
+  CHECK(hidden->body.find("Submitted with") != std::string::npos);
+  CHECK(hidden->body.find("x01load") == std::string::npos);
+}
+
 }  // namespace
 }  // namespace sandpool::testing

@@ -30,6 +30,8 @@ struct TaskRecord;
 class PoolLoop;
 }  // namespace core
 
+struct SubmitOptions;
+
 // A handle on one submitted task: a future-like result plus state, history and cancel.
 // Cheap to copy (shared ownership of the task's record). Thread-safe.
 class Ticket {
@@ -44,6 +46,10 @@ class Ticket {
   bool wait_for(std::chrono::milliseconds timeout) const;
   // A snapshot of the account so far (history grows as attempts end).
   TaskResult snapshot() const;
+  // What the task was submitted with: its payload and options (set once, at submit; valid
+  // while a Ticket of the task lives). Empty for a default-constructed Ticket.
+  std::string_view payload() const;
+  const SubmitOptions& options() const;
   // In a pool that journals (PoolOptions::dead_letter_store with a journal): blocks until
   // the task is committed to the journal (ok) or refused (an error whose message starts with
   // "storage: "; the task is then cancelled, see docs/journal.md). Without a journal, and

@@ -49,6 +49,20 @@ struct AttemptAccount {
   std::string backtrace;  // "" when none (then absent on the wire)
 };
 
+// What a task was submitted with (the `task` reply, while poold holds the task): its options,
+// and the start of its payload, which only the rights that read payloads get.
+struct TaskSubmission {
+  std::int32_t priority = 0;
+  std::optional<std::int64_t> timeout_ms;  // absent: the pool's default
+  std::optional<std::uint32_t> retries;    // absent: the pool's default
+  std::string key;                         // affinity key
+  std::string idempotency_key;
+  std::uint64_t payload_size = 0;
+  // The payload as text (log_text(): a byte that is not printable UTF-8 as \xNN, a
+  // backslash as \\), at most 4 KiB; absent: withheld.
+  std::optional<std::string> payload_preview;
+};
+
 // A task's account (the reply of `task`, `wait` and a waited `submit`); the result bytes
 // travel in the reply's blob.
 struct TaskAccount {
@@ -59,9 +73,10 @@ struct TaskAccount {
   std::string error;
   std::uint32_t attempts = 0;
   std::vector<AttemptAccount> history;
-  bool dead_letter_pending = false;  // decided dead-lettered, the letter not yet written
-  bool result_withheld = false;      // a result exists; the peer lacks the rights to read it
-  bool result_dropped = false;       // an idempotency key's kept result had to go
+  bool dead_letter_pending = false;         // decided dead-lettered, the letter not yet written
+  bool result_withheld = false;             // a result exists; the peer lacks the rights to read it
+  bool result_dropped = false;              // an idempotency key's kept result had to go
+  std::optional<TaskSubmission> submitted;  // `task` only, for a task poold holds in memory
 };
 
 // `submit`: without wait, the task's id; with wait, its final account (the result bytes in
