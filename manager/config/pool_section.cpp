@@ -50,6 +50,29 @@ void read_queue(MapReader r, PoolConfig* p) {
     milliseconds v{0};
     if (r.duration("ttl", &v, milliseconds(1))) p->queue_ttl = v;
   }
+  r.count("max_per_tenant", &p->max_per_tenant, 0, UINT64_MAX);
+  r.duration("aging_interval", &p->aging_interval);
+  r.finish();
+}
+
+// `tenants`: weighted fair queueing between tenants (TenantPolicy). `weights` maps tenant
+// names to weights 1..1000.
+void read_tenants(MapReader r, TenantPolicy* t) {
+  constexpr std::uint64_t kMaxWeight = 1000;
+  std::uint64_t w = 0;
+  if (r.count("default_weight", &w, 1, kMaxWeight))
+    t->default_weight = static_cast<std::uint32_t>(w);
+  r.count("max_tenants", &t->max_tenants, 0, UINT64_MAX);
+  MapReader weights = r.section("weights");
+  if (weights.node().IsMap()) {
+    for (const auto& entry : weights.node()) {
+      const std::string tenant = entry.first.as<std::string>("");
+      if (weights.count(tenant, &w, 1, kMaxWeight)) {
+        t->weights[tenant] = static_cast<std::uint32_t>(w);
+      }
+    }
+  }
+  weights.finish();
   r.finish();
 }
 
@@ -223,6 +246,7 @@ void read_pool(ConfigErrors& errors, const YAML::Node& node, const std::string& 
   read_workers(r.section("workers"), &out->worker_bounds, &out->workers);
   r.count("concurrency", &out->concurrency, 1);
   read_queue(r.section("queue"), out);
+  read_tenants(r.section("tenants"), &out->tenants);
   r.choice<DispatchStrategy>("dispatch", &out->dispatch,
                              {{"round-robin", DispatchStrategy::kRoundRobin},
                               {"least-loaded", DispatchStrategy::kLeastLoaded},

@@ -170,6 +170,8 @@ json encode(const TaskAccount& a) {
   if (a.dead_letter_pending) j["dead_letter_pending"] = true;
   if (a.result_withheld) j["result_withheld"] = true;
   if (a.result_dropped) j["result_dropped"] = true;
+  if (a.not_before_ms != 0) j["not_before_ms"] = a.not_before_ms;
+  if (!a.tenant.empty()) j["tenant"] = a.tenant;
   return j;
 }
 
@@ -184,6 +186,8 @@ Status decode(const json& j, TaskAccount* out) {
                   .optional("dead_letter_pending", &out->dead_letter_pending)
                   .optional("result_withheld", &out->result_withheld)
                   .optional("result_dropped", &out->result_dropped)
+                  .optional("not_before_ms", &out->not_before_ms)
+                  .optional("tenant", &out->tenant)
                   .status();
   if (!st) return st;
   const auto history = j.find("history");

@@ -33,7 +33,9 @@ PoolCore::PoolCore(const PoolOptions& options, WorkerControl& control,
       finished_({options.task_records_max, to_ns(options.task_records_max_age),
                  static_cast<std::size_t>(options.task_records_max_bytes)}),
       target_workers_(options.workers),
-      intensity_(intensity_limits(options)) {}
+      intensity_(intensity_limits(options)) {
+  queue_.set_tenants(options.tenants);
+}
 
 void PoolCore::start(std::int64_t now) {
   clock_ns_ = now;
@@ -67,6 +69,9 @@ TaskPtr PoolCore::find_task(std::uint64_t id) const {
   for (const RetryEntry& e : retries_.entries()) {
     if (e.task->id == id && !e.task->decided) return e.task;
   }
+  for (const RetryEntry& e : scheduled_.entries()) {
+    if (e.task->id == id && !e.task->decided) return e.task;
+  }
   for (const auto& [wid, w] : workers_) {
     for (const InFlight& f : w.ring) {
       if (f.task->id == id && !f.ended) return f.task;
@@ -86,6 +91,7 @@ PoolStats PoolCore::stats() const {
   s.queued += backlogged_;
   s.in_flight = in_flight_total_;
   s.retry_wait = retries_.size();
+  s.scheduled = scheduled_.size();
   s.letters_pending = letters_pending_.size();
   s.workers = static_cast<std::uint32_t>(workers_.size());
   s.target_workers = target_workers_;

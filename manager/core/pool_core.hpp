@@ -9,6 +9,7 @@
 // reads no clock itself (WorkerControl::wall_ms() stamps what operators read).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -28,6 +29,7 @@
 #include "core/finished_tasks.hpp"
 #include "core/task_queue.hpp"
 #include "core/task_record.hpp"
+#include "core/tenant_counts.hpp"
 #include "core/worker_control.hpp"
 #include "core/worker_state.hpp"
 #include "supervision/exit_classifier.hpp"
@@ -80,6 +82,10 @@ class PoolCore {
   void set_dead_letter_sink(std::function<bool(const TaskPtr&)> sink) {
     dead_letter_sink_ = std::move(sink);
   }
+
+  // The pool's per-tenant waiting counts, which the core keeps for the tasks counted there
+  // (TaskRecord::tenant_counted) as it keeps `admitted`; null: none (no task is counted).
+  void set_tenant_counts(TenantCounts* counts) { tenant_counts_ = counts; }
 
   // Journal writes (see TaskJournalHooks); none by default.
   void set_journal(TaskJournalHooks hooks) { journal_ = std::move(hooks); }
@@ -172,6 +178,14 @@ class PoolCore {
   // A min-heap on due time whose entries can also be walked (find_task).
   struct RetryHeap : std::priority_queue<RetryEntry, std::vector<RetryEntry>, std::greater<>> {
     const std::vector<RetryEntry>& entries() const { return c; }
+    // Removes `t`'s entry; returns false iff it has none. O(n).
+    bool remove(const TaskPtr& t) {
+      auto it = std::find_if(c.begin(), c.end(), [&](const RetryEntry& e) { return e.task == t; });
+      if (it == c.end()) return false;
+      c.erase(it);
+      std::make_heap(c.begin(), c.end(), comp);
+      return true;
+    }
   };
 
   // ---- tasks in (pool_core_dispatch.cpp) ----
@@ -179,6 +193,17 @@ class PoolCore {
   void take_in(TaskRecord& t, std::int64_t now);
   void admit(TaskRecord& t);
   void release_admission(TaskRecord& t);
+  // A task whose not_before is ahead: `scheduled` until due_ns, still admitted (it counts in
+  // queue_capacity); on_tick queues it once due.
+  void schedule(TaskPtr task);
+  // Queues the scheduled tasks that are due.
+  void release_scheduled(std::int64_t now);
+  // A task entered the queue at `now`: with aging on, on_tick looks again an interval later.
+  void note_aging(std::int64_t now) {
+    if (opts_.aging_interval.count() > 0) {
+      next_aging_ns_ = std::min(next_aging_ns_, now + opts_.aging_interval.count() * 1000000);
+    }
+  }
   // Where every task that waits for a worker again goes (a retry come due, a dead worker's
   // unstarted ring, a backlog given up): back into the queue (front: at the head of its
   // level), or, in a failed pool that will never run it, dead-lettered crash_loop.
@@ -281,6 +306,9 @@ class PoolCore {
   TaskQueue queue_;
   std::size_t open_tasks_ = 0;  // submitted and not yet terminal (letters pending included)
   RetryHeap retries_;
+  RetryHeap scheduled_;                     // tasks waiting for their not_before, by due time
+  std::int64_t next_aging_ns_ = INT64_MAX;  // when a queued task is next due to age
+  TenantCounts* tenant_counts_ = nullptr;
   std::mt19937_64 rng_;  // retry jitter
   FinishedTasks finished_;
   std::vector<Candidate> candidates_;       // scratch for dispatch

@@ -236,6 +236,10 @@ std::deque<TaskPtr> PoolCore::take_waiting() {
     left.push_back(retries_.top().task);
     retries_.pop();
   }
+  while (!scheduled_.empty()) {
+    left.push_back(scheduled_.top().task);
+    scheduled_.pop();
+  }
   for (auto& [id, w] : workers_) {
     for (TaskPtr& t : w.backlog) left.push_back(std::move(t));
     backlogged_ -= w.backlog.size();

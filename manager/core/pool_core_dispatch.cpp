@@ -13,9 +13,21 @@ void PoolCore::take_in(TaskRecord& t, std::int64_t now) {
   clock_ns_ = now;
   t.max_attempts = 1 + t.opts.retries.value_or(opts_.retries);
   t.timeout_ns = to_ns(t.opts.timeout.value_or(opts_.timeout));
-  t.queued_ns = now;
+  if (t.opts.delay) {
+    t.due_ns = now + to_ns(*t.opts.delay);
+  } else if (t.opts.not_before) {
+    const std::int64_t at_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(t.opts.not_before->time_since_epoch())
+            .count();
+    const std::int64_t ahead_ms = at_ms - ctl_.wall_ms();
+    if (ahead_ms > 0) t.due_ns = now + ahead_ms * detail::kMsNs;
+  }
+  if (t.due_ns <= now) t.due_ns = 0;
+  // A scheduled task waits in the queue from when it is due: queue wait, TTL and end-to-end
+  // latency count from there.
+  t.queued_ns = std::max(now, t.due_ns);
   if (auto ttl = t.opts.queue_ttl ? t.opts.queue_ttl : opts_.queue_ttl) {
-    t.expires_ns = now + to_ns(*ttl);
+    t.expires_ns = t.queued_ns + to_ns(*ttl);
     ++ttl_tasks_;
   }
   ++stats_.submitted;
@@ -33,20 +45,44 @@ void PoolCore::submit(TaskPtr task, std::int64_t now) {
            "the pool is in crash_loop and the task asked to fail fast");
     return;
   }
+  if (task->due_ns != 0) return schedule(std::move(task));  // admitted by the Pool at submit
+  task->level_since_ns = now;
   queue_.push(std::move(task));  // admitted by the Pool at submit
+  note_aging(now);
   dispatch(now);
+}
+
+void PoolCore::schedule(TaskPtr task) {
+  task->state.store(TaskState::kScheduled, std::memory_order_release);
+  const std::int64_t due = task->due_ns;
+  scheduled_.push({due, std::move(task)});
+}
+
+void PoolCore::release_scheduled(std::int64_t now) {
+  while (!scheduled_.empty() && scheduled_.top().due_ns <= now) {
+    TaskPtr t = scheduled_.top().task;
+    scheduled_.pop();
+    if (intensity_.crash_loop() && t->opts.fail_fast) {
+      finish(t, TaskState::kDeadLettered, DeadReason::kCrashLoop, {},
+             "the pool is in crash_loop and the task asked to fail fast");
+      continue;
+    }
+    to_queue(std::move(t), false, now);  // skips a task decided meanwhile
+  }
 }
 
 void PoolCore::admit(TaskRecord& t) {
   if (t.admitted) return;
   t.admitted = true;
   admitted_.fetch_add(1, std::memory_order_relaxed);
+  if (t.tenant_counted && tenant_counts_ != nullptr) tenant_counts_->add(t.opts.tenant);
 }
 
 void PoolCore::release_admission(TaskRecord& t) {
   if (!t.admitted) return;
   t.admitted = false;
   admitted_.fetch_sub(1, std::memory_order_relaxed);
+  if (t.tenant_counted && tenant_counts_ != nullptr) tenant_counts_->release(t.opts.tenant);
 }
 
 void PoolCore::to_queue(TaskPtr task, bool front, std::int64_t now) {
@@ -60,9 +96,12 @@ void PoolCore::to_queue(TaskPtr task, bool front, std::int64_t now) {
   task->state.store(TaskState::kQueued, std::memory_order_release);
   admit(*task);
   if (front) {
-    queue_.push_front(std::move(task));
+    queue_.push_front(std::move(task));  // keeps its level and the time it entered it
   } else {
+    task->level = task->opts.priority;
+    task->level_since_ns = now;
     queue_.push(std::move(task));
+    note_aging(now);
   }
 }
 
@@ -203,6 +242,10 @@ void PoolCore::recover(RecoveredTask r, std::int64_t now) {
     next_check_ns_ = std::min(next_check_ns_, due);
     return;
   }
+  if (task->due_ns != 0 && !failed_) {
+    admit(*task);
+    return schedule(std::move(task));
+  }
   to_queue(std::move(task), false, now);
 }
 
@@ -221,6 +264,12 @@ bool PoolCore::cancel(const TaskPtr& t, std::int64_t now) {
       }
     }
     finish(t, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled while queued",
+           CancelReason::kUser);
+    return true;
+  }
+  if (s == TaskState::kScheduled) {
+    scheduled_.remove(t);
+    finish(t, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled while scheduled",
            CancelReason::kUser);
     return true;
   }
