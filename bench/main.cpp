@@ -18,8 +18,8 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 
-const char* const kGroups[] = {"raw",     "W1",      "W2",      "W3",   "W4",     "spawn",
-                               "sandbox", "service", "journal", "soak", "plugins"};
+const char* const kGroups[] = {"raw",     "W1",      "W2",      "W3",   "W4",      "spawn",
+                               "sandbox", "service", "journal", "soak", "plugins", "fairness"};
 
 // Parses "W1,w2,raw" into canonical group names; an unknown name is an error.
 bool parse_only(const std::string& list, std::set<std::string>* out, std::string* bad) {
@@ -44,7 +44,8 @@ bool parse_only(const std::string& list, std::set<std::string>* out, std::string
 void add_options(CLI::App& app, sandpool::bench::BenchOptions& o, std::string& only) {
   app.add_option(
       "--only", only,
-      "comma-separated groups: raw,W1,W2,W3,W4,spawn,sandbox,service,journal,soak,plugins "
+      "comma-separated groups: raw,W1,W2,W3,W4,spawn,sandbox,service,journal,soak,plugins,"
+      "fairness "
       "(default: all)");
   app.add_option("--plugin", o.plugin, "W1/W2 plugin: a name in the plugin dir or a .so path")
       ->capture_default_str();
@@ -122,8 +123,9 @@ int main(int argc, char** argv) {
   std::set<std::string> groups;
   std::string bad;
   if (!parse_only(only, &groups, &bad)) {
-    std::cerr << "sandpool-bench: --only: unknown group '" << bad
-              << "' (raw, W1, W2, W3, W4, spawn, sandbox, service, journal, soak, plugins)\n";
+    std::cerr
+        << "sandpool-bench: --only: unknown group '" << bad
+        << "' (raw, W1, W2, W3, W4, spawn, sandbox, service, journal, soak, plugins, fairness)\n";
     return kExitUsage;
   }
   if (groups.empty()) groups.insert(std::begin(kGroups), std::end(kGroups));
@@ -144,6 +146,7 @@ int main(int argc, char** argv) {
   if (ok && groups.count("journal")) ok = run_journal(o, report);
   if (ok && groups.count("soak")) ok = run_soak(o, report);
   if (ok && groups.count("plugins")) ok = run_library_plugins(o, report);
+  if (ok && groups.count("fairness")) ok = run_fairness(o, report);
   report.finish(std::cout);
   return ok ? kExitOk : kExitFailed;
 }
