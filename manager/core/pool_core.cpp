@@ -39,6 +39,7 @@ PoolCore::PoolCore(const PoolOptions& options, WorkerControl& control,
 
 void PoolCore::start(std::int64_t now) {
   clock_ns_ = now;
+  gates_.configure(opts_.flow, now, {});
   for (std::uint32_t i = 0; i < target_workers_; ++i) spawn_worker(now);
 }
 
@@ -72,6 +73,7 @@ TaskPtr PoolCore::find_task(std::uint64_t id) const {
   for (const RetryEntry& e : scheduled_.entries()) {
     if (e.task->id == id && !e.task->decided) return e.task;
   }
+  if (const TaskPtr* t = gates_.find(id)) return *t;
   for (const auto& [wid, w] : workers_) {
     for (const InFlight& f : w.ring) {
       if (f.task->id == id && !f.ended) return f.task;
@@ -88,7 +90,8 @@ TaskPtr PoolCore::find_task(std::uint64_t id) const {
 PoolStats PoolCore::stats() const {
   PoolStats s = stats_;
   s.queued = queue_.size();
-  s.queued += backlogged_;
+  s.queued += backlogged_ + gates_.parked();
+  s.throttled = gates_.parked();
   s.in_flight = in_flight_total_;
   s.retry_wait = retries_.size();
   s.scheduled = scheduled_.size();

@@ -27,6 +27,7 @@
 
 #include "core/dispatcher.hpp"
 #include "core/finished_tasks.hpp"
+#include "core/flow_gates.hpp"
 #include "core/task_queue.hpp"
 #include "core/task_record.hpp"
 #include "core/tenant_counts.hpp"
@@ -198,6 +199,11 @@ class PoolCore {
   void schedule(TaskPtr task);
   // Queues the scheduled tasks that are due.
   void release_scheduled(std::int64_t now);
+  // Returns the tasks the flow gates let through now to the front of their lanes; returns
+  // false iff there were none.
+  bool release_gates(std::int64_t now);
+  // Dispatched ring entries by task type (the flow gates' concurrency caps).
+  std::map<std::string, std::uint32_t> ring_entries_by_type() const;
   // A task entered the queue at `now`: with aging on, on_tick looks again an interval later.
   void note_aging(std::int64_t now) {
     if (opts_.aging_interval.count() > 0) {
@@ -209,6 +215,8 @@ class PoolCore {
   // level), or, in a failed pool that will never run it, dead-lettered crash_loop.
   void to_queue(TaskPtr task, bool front, std::int64_t now);
   void dispatch(std::int64_t now);
+  // dispatch()'s part for the queue: its head to the workers while one has room.
+  void dispatch_queue(std::int64_t now);
   // The dispatcher's choice among candidates_ for `t`, leaving out the workers whose region
   // is too small for its payload.
   Choice choose_for(const TaskRecord& t);
@@ -309,7 +317,9 @@ class PoolCore {
   RetryHeap scheduled_;                     // tasks waiting for their not_before, by due time
   std::int64_t next_aging_ns_ = INT64_MAX;  // when a queued task is next due to age
   TenantCounts* tenant_counts_ = nullptr;
-  std::mt19937_64 rng_;  // retry jitter
+  FlowGates gates_;                        // rate limits and caps (FlowLimits)
+  std::int64_t flow_wake_ns_ = INT64_MAX;  // the pool's bucket refills: dispatch again
+  std::mt19937_64 rng_;                    // retry jitter
   FinishedTasks finished_;
   std::vector<Candidate> candidates_;       // scratch for dispatch
   std::vector<Worker*> candidate_workers_;  // parallel to candidates_

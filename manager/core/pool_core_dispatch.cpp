@@ -58,6 +58,21 @@ void PoolCore::schedule(TaskPtr task) {
   scheduled_.push({due, std::move(task)});
 }
 
+bool PoolCore::release_gates(std::int64_t now) {
+  std::vector<TaskPtr> back = gates_.release(now);
+  // Each to the front of its lane: the last first, so that they keep their order.
+  for (auto it = back.rbegin(); it != back.rend(); ++it) to_queue(std::move(*it), true, now);
+  return !back.empty();
+}
+
+std::map<std::string, std::uint32_t> PoolCore::ring_entries_by_type() const {
+  std::map<std::string, std::uint32_t> out;
+  for (const auto& [id, w] : workers_) {
+    for (const InFlight& f : w.ring) ++out[f.task->type];
+  }
+  return out;
+}
+
 void PoolCore::release_scheduled(std::int64_t now) {
   while (!scheduled_.empty() && scheduled_.top().due_ns <= now) {
     TaskPtr t = scheduled_.top().task;
@@ -106,16 +121,38 @@ void PoolCore::to_queue(TaskPtr task, bool front, std::int64_t now) {
 }
 
 void PoolCore::dispatch(std::int64_t now) {
+  if (gates_.on()) {
+    flow_wake_ns_ = INT64_MAX;
+    if (now >= gates_.next_ns()) release_gates(now);
+  }
   // Affinity backlogs first: those tasks were already waiting for their worker.
   for (auto& [id, w] : workers_) {
     if (backlogged_ == 0) break;
     while (!w.backlog.empty() && w.is<Ready>() && w.ring.size() < opts_.concurrency) {
+      if (gates_.on() && (gates_.pool_closed(now) || gates_.closed(*w.backlog.front(), now))) {
+        flow_wake_ns_ = std::min(flow_wake_ns_, now + detail::kMsNs);  // held: look again
+        break;
+      }
       TaskPtr t = std::move(w.backlog.front());
       w.backlog.pop_front();
       --backlogged_;
       assign(w, std::move(t), now);
     }
   }
+  for (int round = 0;; ++round) {
+    dispatch_queue(now);
+    // Tasks a gate let through may not have taken its room (dead-lettered at dispatch, or
+    // held by another gate): while the queue is empty and tasks are held, look again.
+    if (!gates_.on() || !queue_.empty() || gates_.parked() == 0) return;
+    if (round == 16) {
+      gates_.look_again(now + detail::kMsNs);
+      return;
+    }
+    if (!release_gates(now)) return;
+  }
+}
+
+void PoolCore::dispatch_queue(std::int64_t now) {
   if (queue_.empty()) return;
   candidates_.clear();
   std::vector<Worker*>& by_index = candidate_workers_;
@@ -149,6 +186,16 @@ void PoolCore::dispatch(std::int64_t now) {
              "payload of " + std::to_string(t->payload.size()) + " bytes exceeds max_payload (" +
                  std::to_string(opts_.max_payload) + " bytes), lowered after it was accepted");
       continue;
+    }
+    if (gates_.on()) {
+      if (gates_.pool_closed(now)) {  // the pool's rate: nothing goes before a token
+        flow_wake_ns_ = gates_.pool_ready_at(now);
+        break;
+      }
+      if (FlowGates::Gate* g = gates_.closed(*head, now)) {
+        gates_.park(*g, queue_.pop(), now);  // still queued (admitted), held back
+        continue;
+      }
     }
     Choice c = choose_for(*head);
     if (c.index < 0) break;
@@ -184,6 +231,7 @@ Choice PoolCore::choose_for(const TaskRecord& t) {
 
 void PoolCore::assign(Worker& w, TaskPtr task, std::int64_t now) {
   note_dispatch(*task, now);
+  if (gates_.on()) gates_.dispatched(*task, now);
   release_admission(*task);
   InFlight f;
   f.task = task;
@@ -255,7 +303,7 @@ bool PoolCore::cancel(const TaskPtr& t, std::int64_t now) {
   t->cancel_requested = true;
   const TaskState s = t->state.load(std::memory_order_relaxed);
   if (s == TaskState::kQueued) {
-    queue_.remove(t->id);
+    if (!queue_.remove(t->id)) gates_.remove(t);
     for (auto& [wid, w] : workers_) {
       auto b = std::find(w.backlog.begin(), w.backlog.end(), t);
       if (b != w.backlog.end()) {

@@ -136,6 +136,7 @@ std::int64_t PoolCore::next_deadline() const {
   if (!retries_.empty()) next = std::min(next, retries_.top().due_ns);
   if (!scheduled_.empty()) next = std::min(next, scheduled_.top().due_ns);
   next = std::min(next, next_aging_ns_);
+  if (gates_.on()) next = std::min({next, gates_.next_ns(), flow_wake_ns_});
   if (respawn_due_ns_ != 0) next = std::min(next, respawn_due_ns_);
   if (backtraces_awaited_ > 0) {
     for (const auto& [wid, w] : workers_) {

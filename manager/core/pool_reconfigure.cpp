@@ -20,11 +20,16 @@ namespace sandpool::core {
 
 void PoolCore::reconfigure(const PoolOptions& next, bool replace_workers, std::int64_t now) {
   clock_ns_ = now;
+  const FlowLimits flow_before = opts_.flow;
   // Both parts a reconfigure applies, whole (pool_options.hpp); identity and wiring stay.
   opts_.worker_spec() = next.worker_spec();
   opts_.live() = next.live();
   dispatcher_.set_strategy(opts_.dispatch);
   queue_.set_tenants(opts_.tenants);
+  if (!(opts_.flow == flow_before)) {
+    std::vector<TaskPtr> back = gates_.configure(opts_.flow, now, ring_entries_by_type());
+    for (auto it = back.rbegin(); it != back.rend(); ++it) to_queue(std::move(*it), true, now);
+  }
   // Aging on, off or at a new interval: the queue is looked at again now.
   next_aging_ns_ = opts_.aging_interval.count() > 0 && !queue_.empty() ? now : INT64_MAX;
   intensity_.set_limits({opts_.max_restarts, opts_.restart_window, opts_.crash_backoff_base,

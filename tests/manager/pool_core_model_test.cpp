@@ -162,6 +162,7 @@ class Model {
     o.tenants.default_weight = 1 + static_cast<std::uint32_t>(world_.pick(3));
     if (world_.chance(50)) o.tenants.weights = {{"a", 1}, {"b", 4}};
     o.aging_interval = world_.chance(40) ? std::chrono::milliseconds(20 + world_.pick(200)) : 0ms;
+    if (world_.chance(40)) o.flow = random_flow();
     o.task_records_max = 8;
     o.seed = seed;
     opts_ = o;
@@ -176,6 +177,21 @@ class Model {
     }
     core_->start(world_.now);
     note_spawns();
+  }
+
+  // Rate limits and caps, some of each kind (all tasks are of type echo).
+  FlowLimits random_flow() {
+    FlowLimits f;
+    if (world_.chance(30)) f.pool = {static_cast<std::uint32_t>(5 + world_.pick(20)), 100ms, 0};
+    if (world_.chance(50)) {
+      f.task_types["echo"] = {static_cast<std::uint32_t>(1 + world_.pick(10)), 100ms,
+                              static_cast<std::uint32_t>(world_.pick(3))};
+    }
+    if (world_.chance(50))
+      f.tenants["a"] = {static_cast<std::uint32_t>(1 + world_.pick(5)), 200ms, 0};
+    if (world_.chance(50))
+      f.type_concurrency["echo"] = 1 + static_cast<std::uint32_t>(world_.pick(3));
+    return f;
   }
 
   // Runs `steps` random steps, then closes the pool and drives it to the end.
@@ -375,7 +391,11 @@ class Model {
   void reconfigure() {
     trace("reconfigure");
     PoolOptions next = opts_;
-    switch (world_.pick(6)) {
+    switch (world_.pick(7)) {
+      case 6:
+        next.flow = world_.chance(50) ? random_flow() : FlowLimits{};
+        reconfigured_flow_ = true;
+        break;
       case 4:
         next.aging_interval =
             world_.chance(50) ? std::chrono::milliseconds(10 + world_.pick(100)) : 0ms;
@@ -482,7 +502,9 @@ class Model {
     std::ostringstream os;
     os << "state " << st.state << ", workers " << st.workers << "/" << st.target_workers
        << ", queued " << st.queued << ", in flight " << st.in_flight << ", retry_wait "
-       << st.retry_wait << ", letters " << st.letters_pending << "; core workers:";
+       << st.retry_wait << ", letters " << st.letters_pending << ", throttled " << st.throttled
+       << ", scheduled " << st.scheduled << ", next deadline in "
+       << (core_->next_deadline() - world_.now) / kOneMs << " ms; core workers:";
     for (const WorkerInfo& w : core_->workers(world_.now)) {
       os << " [" << w.pid << " " << w.state << " ring " << w.in_flight << "]";
     }
@@ -529,6 +551,12 @@ class Model {
       // heap, a ring, a backlog, or waiting for its letter), never stranded.
       MODEL_CHECK(core_->find_task(id) == t.rec, "open task " << id << " is nowhere");
     }
+    if (auto cap = opts_.flow.type_concurrency.find("echo");
+        cap != opts_.flow.type_concurrency.end()) {
+      // Ring entries: the cap bounds them, except those dispatched before a reconfigure set it.
+      MODEL_CHECK(s.in_flight <= cap->second || reconfigured_flow_,
+                  s.in_flight << " echo tasks in the rings, over the cap of " << cap->second);
+    }
     MODEL_CHECK(scheduled == s.scheduled,
                 scheduled << " tasks scheduled but stats say " << s.scheduled);
     for (const char* tenant : {"", "a", "b", "c"}) {
@@ -552,6 +580,7 @@ class Model {
   PoolOptions opts_;
   std::atomic<std::size_t> admitted_{0};
   core::TenantCounts tenant_counts_;
+  bool reconfigured_flow_ = false;  // entries dispatched before may exceed a new cap
   std::unique_ptr<core::PoolCore> core_;
   std::map<std::uint64_t, Task> tasks_;
   std::vector<std::uint64_t> letters_;

@@ -1,7 +1,8 @@
 // Scheduled tasks and tenants through a real poold with its journal (docs/architecture.md,
 // "The scheduler's order of decisions"): a scheduled task outlives a kill -9 and keeps its
 // not_before and tenant, cancel works on it, one whose time comes while poold is down runs
-// after the restart; poolctl's --delay, --not-before and --tenant; queue.max_per_tenant.
+// after the restart; poolctl's --delay, --not-before and --tenant; queue.max_per_tenant;
+// a type's concurrency cap holding tasks back (`throttled`).
 #include <signal.h>
 
 #include <catch2/catch.hpp>
@@ -133,6 +134,30 @@ TEST_CASE("poold: queue.max_per_tenant refuses a tenant's flood with queue_full 
   auto r = ctl({"submit", "echo", "x", "--tenant", "flood", "--delay", "1h"});
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("flood") != std::string::npos);
+}
+
+TEST_CASE("poold: concurrency_per_type holds a type's tasks, shown as throttled in status") {
+  PooldFixture f("pools:\n" + pool_yaml("sleep", "sleep",
+                                        "    concurrency: 1\n"
+                                        "    concurrency_per_type: {sleep: 1}\n"
+                                        "    rate_limits: {pool: {tasks: 1000, per: 1s}}\n",
+                                        "{min: 1, max: 4, initial: 2}"));
+  Client c = f.connect();
+  std::vector<std::uint64_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    auto id = c.submit(task("sleep", "1500"));
+    REQUIRE(id);
+    ids.push_back(id->id);
+  }
+  // Two workers, but one sleep task at a time: the other two are held, still queued.
+  REQUIRE(poll_until([&] { return status_of(c, "sleep")["throttled"] == 2; }));
+  CHECK(status_of(c, "sleep")["in_flight"] == 1);
+  for (const std::uint64_t id : ids) {
+    auto t = c.wait(id);
+    REQUIRE(t);
+    CHECK(t->state == "completed");
+  }
+  CHECK(status_of(c, "sleep")["throttled"] == 0);
 }
 
 }  // namespace sandpool::testing

@@ -173,6 +173,7 @@ struct PoolStats {
   bool crash_loop = false;
   std::uint64_t queued = 0, in_flight = 0, retry_wait = 0;
   std::uint64_t scheduled = 0;  // waiting for their not_before (counted in queue_capacity)
+  std::uint64_t throttled = 0;  // queued, held back by a rate limit or a type's cap
   std::uint32_t workers = 0, target_workers = 0;
   DispatchStrategy dispatch = DispatchStrategy::kRoundRobin;  // the one in use
   std::string state;  // running, draining, crash_loop, failed, closing, closed

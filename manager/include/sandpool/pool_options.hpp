@@ -64,6 +64,30 @@ struct TenantPolicy {
   bool operator==(const TenantPolicy&) const = default;
 };
 
+// A token bucket: `tasks` dispatches per `per`, up to `burst` at once (0: `tasks`). A task over
+// it waits (it is never refused). tasks 0: no limit.
+struct RateLimit {
+  std::uint32_t tasks = 0;
+  std::chrono::milliseconds per{1000};
+  std::uint32_t burst = 0;
+  bool operator==(const RateLimit&) const = default;
+};
+
+// Flow control at dispatch (docs/architecture.md, "The scheduler's order of decisions"):
+// rate limits per pool, per task type and per tenant, and per task type a cap on the
+// attempts in the workers' rings at once. A task held back waits (`throttled`), then goes
+// back to the front of its lane.
+struct FlowLimits {
+  RateLimit pool;
+  std::map<std::string, RateLimit> task_types;
+  std::map<std::string, RateLimit> tenants;
+  std::map<std::string, std::uint32_t> type_concurrency;  // at most N dispatched at once
+  bool any() const {
+    return pool.tasks != 0 || !task_types.empty() || !tenants.empty() || !type_concurrency.empty();
+  }
+  bool operator==(const FlowLimits&) const = default;
+};
+
 // A pool's options in four parts, by what Pool::reconfigure does with a change
 // (docs/architecture.md, "How a pool option flows, and how to add one"):
 // - PoolIdentity: what the pool is for life; a change needs a new pool (needs_new_pool).
@@ -118,6 +142,7 @@ struct LiveOptions {
   // level holding a task. 0: no aging.
   std::chrono::milliseconds aging_interval{0};
   TenantPolicy tenants;
+  FlowLimits flow;
 
   std::chrono::milliseconds timeout{30000};  // per attempt, from dispatch
   // The longest timeout a task may ask for (SubmitOptions::timeout); at least `timeout`.
