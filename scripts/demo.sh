@@ -135,7 +135,12 @@ show "PYTHONPATH=clients/python /usr/bin/python3 -c \"\$py_demo\"    # py_demo:"
 printf '%s\n' "$py_demo" | sed 's/^/    /'
 PYTHONPATH=clients/python /usr/bin/python3 -c "$py_demo"
 
-say "11. Stats, then a clean shutdown"
+say "11. Scheduling: a task for later is 'scheduled' until then; tenants share a pool fairly"
+id=$("$ctl" submit upper 'later' --delay 2s --tenant acme --json | grep -o '"id": *[0-9]*' | grep -o '[0-9]*$')
+run task "$id"
+run wait "$id"
+
+say "12. Stats, then a clean shutdown"
 run stats
 run shutdown
 wait "$poold_pid" && echo "poold exited 0"
