@@ -234,13 +234,15 @@ class Client:
                      timeout: Optional[Duration] = None, retries: Optional[int] = None,
                      key: Optional[str] = None, idempotency_key: Optional[str] = None,
                      priority: Optional[int] = None, tenant: Optional[str] = None,
-                     progress: Optional[ProgressFn] = None) -> TaskFuture:
+                     progress: Optional[ProgressFn] = None, delay: Optional[Duration] = None,
+                     not_before=None) -> TaskFuture:
         """Submits a task and returns a TaskFuture whose result is the task's Task once it
         ends. Many may be outstanding on the one connection (pipelined; past max_outstanding,
         this waits until one ends); use concurrent.futures.wait / as_completed on them.
         Options as submit()."""
         options = dict(pool=pool, priority=priority, timeout=timeout, retries=retries, key=key,
-                       idempotency_key=idempotency_key, tenant=tenant)
+                       idempotency_key=idempotency_key, tenant=tenant, delay=delay,
+                       not_before=not_before)
         return self._submit_waited(type, _ops.payload_bytes(payload), options, progress)
 
     def _submit_waited(self, type: str, data: bytes, options: dict,
