@@ -34,6 +34,7 @@ struct BenchOptions {
   std::uint64_t service_tasks = 1000000;  // service: tasks in the poolctl batch
   std::uint32_t status_calls = 2000;      // service: status calls timed while it runs (at most)
   std::uint32_t journal_crash_runs = 1;   // journal: kill -9 runs (each on a fresh state dir)
+  std::uint64_t cluster_tasks = 20000;    // cluster: tasks per run
   std::uint64_t soak_tasks = 1000000;     // soak: tasks through the chaos pool
   std::uint32_t soak_deadline_s = 1800;   // soak: the whole soak's bound; past it, open = lost
   std::uint64_t soak_seed = 0;            // soak: the plan's generator; 0: a random seed
@@ -90,6 +91,8 @@ bool run_service(const BenchOptions& o, Report& r);
 // The issue-14 figures: the journal's cost on a poolctl batch and on a single submit with
 // sync: full, and a kill -9 of poold that must lose no acknowledged task (journal.cpp).
 bool run_journal(const BenchOptions& o, Report& r);
+// Redis pools: nodes sharing a stream through a redis-server of the bench's own (issue 15).
+bool run_cluster(const BenchOptions& o, Report& r);
 
 // The soak (issue 11): o.soak_tasks tasks through a pool of the chaos plugin where 1% crash
 // their worker, some time out and some are cancelled; every accepted task must end exactly

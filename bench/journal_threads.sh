@@ -18,7 +18,7 @@ run() {
 service:
   socket: {path: $dir/poold.sock, mode: "0600"}
   state_dir: $dir/state
-  metrics: {listen: 127.0.0.1:0}
+  http: {listen: 127.0.0.1:0}
   log: {level: warn}
   journal: $journal
 pools:

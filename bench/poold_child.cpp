@@ -55,7 +55,7 @@ std::string bench_config(const fs::path& dir, const std::string& service_extra,
          "  state_dir: " +
          (dir / "state").string() +
          "\n"
-         "  metrics: {listen: 127.0.0.1:0}\n"
+         "  http: {listen: 127.0.0.1:0}\n"
          "  log: {level: warn}\n" +
          service_extra + "pools:\n  - name: " + name + "\n    plugin: " + plugin +
          "\n    workers: {min: " + w + ", max: " + w + ", initial: " + w +

@@ -2,11 +2,17 @@
 // from the build tree on a scratch config, state dir and socket (echo plugin, o.workers
 // workers, W1's ring concurrency), driven by the real poolctl binary through the socket:
 // `poolctl --json batch` end to end (from starting poolctl until poold counts every task
-// completed), and the status round trip while that batch runs.
+// completed), the status round trip while that batch runs, and what an open dashboard costs
+// the batch (its overview page polling once a second plus one events stream, over HTTP).
+#include <httplib.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -63,6 +69,98 @@ class StatusProbe {
   std::vector<double> samples_ms_;
   std::thread thread_;
 };
+
+// One open dashboard as a browser holds it (its CPU not counted): the overview page loaded,
+// then its script's poll of /api/v1/stats once a second, and one events stream read as the
+// events come. Runs until destroyed.
+class DashboardLoad {
+ public:
+  explicit DashboardLoad(const std::string& http)
+      : host_(http.substr(0, http.rfind(':'))),
+        port_(std::stoi(http.substr(http.rfind(':') + 1))),
+        events_client_(host_, port_),
+        poller_([this] { poll(); }),
+        events_([this] { follow(); }) {}
+  ~DashboardLoad() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    events_client_.stop();  // ends the stream's read
+    poller_.join();
+    events_.join();
+  }
+  std::uint64_t polls() const { return polls_; }
+  std::uint64_t event_bytes() const { return event_bytes_; }
+  std::uint64_t failures() const { return failures_; }
+
+ private:
+  void poll() {
+    httplib::Client c(host_, port_);
+    if (!c.Get("/")) ++failures_;
+    std::unique_lock lock(mu_);
+    while (!stop_) {
+      lock.unlock();
+      auto r = c.Get("/api/v1/stats");
+      if (!r || r->status != 200) ++failures_;
+      ++polls_;
+      lock.lock();
+      cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; });
+    }
+  }
+  void follow() {
+    (void)events_client_.Get("/api/v1/events", [this](const char*, std::size_t n) {
+      event_bytes_ += n;
+      std::lock_guard lock(mu_);
+      return !stop_;
+    });
+  }
+  const std::string host_;
+  const int port_;
+  httplib::Client events_client_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::atomic<std::uint64_t> polls_{0}, event_bytes_{0}, failures_{0};
+  std::thread poller_, events_;
+};
+
+double median3(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// (d) The dashboard's cost: three pairs of batches, alternated, one without and one with an
+// open dashboard (DashboardLoad); the ratio of the medians of their throughputs.
+bool measure_dashboard_cost(const BenchOptions& o, Poold& poold, const fs::path& dir, Report& r) {
+  auto status = poold.client().status();
+  if (!status || status->http.empty()) {
+    std::cerr << "sandpool-bench: service: poold reports no HTTP listener\n";
+    return false;
+  }
+  std::vector<double> without, with;
+  std::uint64_t polls = 0;
+  for (int round = 0; round < 3; ++round) {
+    const BatchRun plain = run_batch(o, poold, o.service_tasks, dir);
+    if (!plain.ok) return false;
+    without.push_back(static_cast<double>(o.service_tasks) / plain.wall_s);
+    std::optional<DashboardLoad> load(std::in_place, status->http);
+    const BatchRun watched = run_batch(o, poold, o.service_tasks, dir);
+    polls += load->polls();
+    if (load->failures() != 0) {
+      std::cerr << "sandpool-bench: service: the dashboard's requests failed\n";
+      return false;
+    }
+    load.reset();
+    if (!watched.ok) return false;
+    with.push_back(static_cast<double>(o.service_tasks) / watched.wall_s);
+  }
+  r.add("service", "dashboard_batch_throughput", median3(with), "tasks/s");
+  r.add("service", "dashboard_cost", median3(with) / median3(without), "ratio");
+  r.add("service", "dashboard_polls", static_cast<double>(polls), "requests");
+  return true;
+}
 
 }  // namespace
 
@@ -124,7 +222,7 @@ bool run_service(const BenchOptions& o, Report& r) {
   r.add("service", "status_idle_p50", idle.p50, "ms");
   r.add("service", "status_idle_p99", idle.p99, "ms");
   if (idle.p99 > 0) r.add("service", "status_p99_vs_idle", s.p99 / idle.p99, "ratio");
-  return true;
+  return measure_dashboard_cost(o, poold, dir.path(), r);
 }
 
 }  // namespace sandpool::bench

@@ -197,6 +197,31 @@ void add_task_and_read_commands(CLI::App& app, Cli& cli) {
     };
   });
 
+  auto query = std::make_shared<ops::TaskListArgs>();
+  auto* tasks = app.add_subcommand("tasks", "the tasks poold holds, newest first, filtered");
+  tasks->add_option("--pool", query->pool, "only this pool's");
+  tasks->add_option("--type", query->type, "only this type");
+  tasks->add_option("--state", query->state, "only this state (queued, running, completed, ...)");
+  tasks->add_option("--key", query->key, "only this affinity key");
+  tasks->add_option("--limit", query->limit, "at most this many (1..1000)")->capture_default_str();
+  tasks->callback([&cli, query] {
+    cli.action = [&cli, query] {
+      return run_call(
+          cli, "tasks", [query](Client& c) { return json_call<ops::TaskList>(c, *query); },
+          [](const json& b) {
+            if (b["tasks"].empty()) {
+              std::cout << "no tasks\n";
+              return;
+            }
+            print_object_table(std::cout, b["tasks"],
+                               {"id", "pool", "type", "state", "reason", "attempts", "key",
+                                "submitted_ms", "error"},
+                               wall_now_ms());
+            if (b.value("truncated", false)) std::cout << "(more match: raise --limit)\n";
+          });
+    };
+  });
+
   auto* cancel = app.add_subcommand("cancel", "cancel a queued or running task");
   cancel->add_option("ID", *id, "task id")->required();
   cancel->callback([&cli, id] {

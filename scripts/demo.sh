@@ -140,7 +140,25 @@ id=$("$ctl" submit upper 'later' --delay 2s --tenant acme --json | grep -o '"id"
 run task "$id"
 run wait "$id"
 
-say "12. Stats, then a clean shutdown"
+say "12. The dashboard: poold's HTTP listener serves it beside /metrics and the JSON API"
+http=$("$ctl" status --json | sed -n 's/.*"http": *"\([^"]*\)".*/\1/p')
+show "poolctl status --json | jq -r .http    # the listener's address (port 0: a free one)"
+echo "$http"
+show "curl -s http://$http/api/v1/pools/echo/stats    # the API without a token: states, counts"
+python3 -c 'import json, sys, urllib.request
+p = json.load(urllib.request.urlopen("http://" + sys.argv[1] + "/api/v1/pools/echo/stats"))["pools"][0]
+print({k: p[k] for k in ("name", "state", "workers", "completed", "queued")})' "$http"
+printf '\n    Open \033[1mhttp://%s/\033[0m in a browser (read-only: configs/poold.yaml sets no admin token).\n' "$http"
+if [ -t 0 ] && [ -t 1 ]; then
+  # Keep the pools moving while the page is open: a batch every second until Enter.
+  ( while :; do "$ctl" batch echo 2000 >/dev/null 2>&1 || exit 0; "$ctl" submit flaky again >/dev/null 2>&1 || true; sleep 1; done ) &
+  load=$!
+  read -r -p "    poold keeps running (a batch of 2,000 tasks a second) until you press Enter... " _
+  kill "$load" 2>/dev/null || true
+  wait "$load" 2>/dev/null || true
+fi
+
+say "13. Stats, then a clean shutdown"
 run stats
 run shutdown
 wait "$poold_pid" && echo "poold exited 0"

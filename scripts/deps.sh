@@ -10,7 +10,11 @@ packages=(
   libhiredis-dev redis-server liblua5.4-dev libpcre2-dev libjpeg62-turbo-dev libpng-dev
   libwebp-dev libjemalloc-dev libpython3.11-dev python3-pytest python3-setuptools python3-venv
   python3-wheel  # setuptools builds the Python client's wheel with it (pip --no-build-isolation)
+  chromium       # the dashboard's browser test (tests/browser/), headless over the DevTools pipe
 )
+# The browser test's driver runs on Node.js: Debian's, unless a node is installed already
+# (another distribution of it would conflict with Debian's package).
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
 
 missing=()
 for p in "${packages[@]}"; do

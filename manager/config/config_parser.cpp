@@ -47,7 +47,7 @@ void check_across_pools(const std::vector<PoolConfig>& pools, const std::vector<
 // Reads the whole document (a mapping) into *config.
 void read_config(const YAML::Node& root, ConfigErrors& errors, Config* config) {
   MapReader top(errors, root, "");
-  config::read_service(top.section("service"), &config->service);
+  config::read_service(top.section("service"), &config->service, &config->warnings);
   std::vector<PoolMarks> marks;
   if (const YAML::Node* pools = top.value("pools")) {
     if (pools->IsSequence()) {

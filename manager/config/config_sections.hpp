@@ -12,7 +12,8 @@
 namespace sandpool::config {
 
 // Fills *out from the `service:` mapping read by `service` (then finished).
-void read_service(MapReader service, ServiceConfig* out);
+// `warnings`: deprecated keys found (Config::warnings).
+void read_service(MapReader service, ServiceConfig* out, std::vector<std::string>* warnings);
 
 // Where a pool's cross-pool checked values were written, for errors about them.
 struct PoolMarks {

@@ -21,10 +21,11 @@ void read_socket_mode(MapReader& socket, std::uint32_t* mode) {
   *mode = parsed;
 }
 
-// "host:port" or "[v6]:port"; port 0 asks for any free port.
-void read_metrics_listen(MapReader& metrics, ServiceConfig* out) {
+// "host:port" or "[v6]:port"; port 0 asks for any free port. Returns true iff the key was
+// present (valid or not).
+bool read_listen(MapReader& section, HttpConfig* out) {
   std::string text;
-  if (!metrics.string("listen", &text)) return;
+  if (!section.string("listen", &text)) return section.value("listen") != nullptr;
   const std::size_t colon = text.rfind(':');
   if (colon != std::string::npos) {
     std::string host = text.substr(0, colon);
@@ -36,13 +37,40 @@ void read_metrics_listen(MapReader& metrics, ServiceConfig* out) {
     const char* last = text.data() + text.size();
     auto [end, ec] = std::from_chars(first, last, port);
     if (!host.empty() && first != last && ec == std::errc() && end == last) {
-      out->metrics_host = std::move(host);
-      out->metrics_port = port;
-      return;
+      out->host = std::move(host);
+      out->port = port;
+      return true;
     }
   }
-  metrics.fail("listen", "expected HOST:PORT like 127.0.0.1:9464 (port 0: any free port), got " +
-                             describe(*metrics.value("listen")));
+  section.fail("listen", "expected HOST:PORT like 127.0.0.1:9464 (port 0: any free port), got " +
+                             describe(*section.value("listen")));
+  return true;
+}
+
+// `service.http`, and the `service.metrics.listen` it replaced (still read, with a warning;
+// service.http.listen wins when both are given).
+void read_http(MapReader& service, HttpConfig* out, std::vector<std::string>* warnings) {
+  MapReader http = service.section("http");
+  const bool http_listen = read_listen(http, out);
+  http.string("read_token_file", &out->read_token_file);
+  http.string("admin_token_file", &out->admin_token_file);
+  http.finish();
+
+  MapReader metrics = service.section("metrics");
+  if (const YAML::Node* old = metrics.value("listen")) {
+    HttpConfig from_metrics = *out;
+    read_listen(metrics, &from_metrics);
+    if (!http_listen) {
+      out->host = from_metrics.host;
+      out->port = from_metrics.port;
+    }
+    warnings->push_back(metrics.errors().format(
+        old->Mark(), metrics.path_of("listen"),
+        http_listen ? "deprecated and ignored: service.http.listen is set"
+                    : "deprecated: write service.http.listen (the one HTTP listener, which "
+                      "serves /metrics)"));
+  }
+  metrics.finish();
 }
 
 // One `allow` entry: exactly one of user/group (a name, or a numeric id), and rights.
@@ -105,7 +133,7 @@ void read_journal(MapReader& service, JournalConfig* out) {
 
 }  // namespace
 
-void read_service(MapReader service, ServiceConfig* out) {
+void read_service(MapReader service, ServiceConfig* out, std::vector<std::string>* warnings) {
   MapReader socket = service.section("socket");
   socket.string("path", &out->socket_path);
   read_socket_mode(socket, &out->socket_mode);
@@ -125,9 +153,7 @@ void read_service(MapReader service, ServiceConfig* out) {
 
   service.string("state_dir", &out->state_dir);
 
-  MapReader metrics = service.section("metrics");
-  read_metrics_listen(metrics, out);
-  metrics.finish();
+  read_http(service, &out->http, warnings);
 
   MapReader log = service.section("log");
   log.choice<LogLevel>("level", &out->log_level,

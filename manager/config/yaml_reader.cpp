@@ -9,6 +9,11 @@
 namespace sandpool::config {
 
 void ConfigErrors::add(const YAML::Mark& mark, std::string_view path, std::string_view message) {
+  entries_.push_back({mark.line, mark.column, format(mark, path, message)});
+}
+
+std::string ConfigErrors::format(const YAML::Mark& mark, std::string_view path,
+                                 std::string_view message) const {
   std::string text = source_;
   if (!mark.is_null()) {
     text += ':' + std::to_string(mark.line + 1) + ':' + std::to_string(mark.column + 1);
@@ -19,7 +24,7 @@ void ConfigErrors::add(const YAML::Mark& mark, std::string_view path, std::strin
     text += ": ";
   }
   text += message;
-  entries_.push_back({mark.line, mark.column, std::move(text)});
+  return text;
 }
 
 Status ConfigErrors::status() const {

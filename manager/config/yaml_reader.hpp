@@ -22,6 +22,8 @@ class ConfigErrors {
   explicit ConfigErrors(std::string source) : source_(std::move(source)) {}
   // Records `path: message` at `mark` (0-based as yaml-cpp gives it).
   void add(const YAML::Mark& mark, std::string_view path, std::string_view message);
+  // `SOURCE:LINE:COLUMN: path: message`, the form add() records (for warnings).
+  std::string format(const YAML::Mark& mark, std::string_view path, std::string_view message) const;
   std::size_t count() const { return entries_.size(); }
   // Ok when nothing was recorded; else kInvalidArgument listing the problems in file order,
   // one per line, as SOURCE:LINE:COLUMN: PATH: MESSAGE (at most kMaxReported of them).

@@ -132,6 +132,69 @@ Status decode(const json& j, TaskIdArgs* out) {
   return ArgReader(j).required("id", &out->id).status();
 }
 
+json encode(const TaskListArgs& a) {
+  json j = json::object();
+  for (const auto& [name, value] : {std::pair{"pool", &a.pool}, std::pair{"type", &a.type},
+                                    std::pair{"state", &a.state}, std::pair{"key", &a.key}}) {
+    if (!value->empty()) j[name] = *value;
+  }
+  if (a.since_ms) j["since_ms"] = *a.since_ms;
+  if (a.until_ms) j["until_ms"] = *a.until_ms;
+  j["limit"] = a.limit;
+  return j;
+}
+
+Status decode(const json& j, TaskListArgs* out) {
+  Status st = ArgReader(j)
+                  .optional("pool", &out->pool)
+                  .optional("type", &out->type)
+                  .optional("state", &out->state)
+                  .optional("key", &out->key)
+                  .optional("since_ms", &out->since_ms)
+                  .optional("until_ms", &out->until_ms)
+                  .optional("limit", &out->limit)
+                  .status();
+  if (!st) return st;
+  if (out->limit < 1 || out->limit > 1000) {
+    return Status::invalid("limit: " + std::to_string(out->limit) + " is outside 1 to 1000");
+  }
+  return Status::ok();
+}
+
+json encode(const TaskSummary& t) {
+  json j{{"id", t.id},       {"pool", t.pool},
+         {"type", t.type},   {"state", t.state},
+         {"error", t.error}, {"attempts", t.attempts},
+         {"key", t.key},     {"submitted_ms", t.submitted_ms}};
+  if (t.reason) j["reason"] = *t.reason;
+  return j;
+}
+
+Status decode(const json& j, TaskSummary* out) {
+  return ArgReader(j)
+      .required("id", &out->id)
+      .optional("pool", &out->pool)
+      .optional("type", &out->type)
+      .required("state", &out->state)
+      .optional("reason", &out->reason)
+      .optional("error", &out->error)
+      .optional("attempts", &out->attempts)
+      .optional("key", &out->key)
+      .optional("submitted_ms", &out->submitted_ms)
+      .status();
+}
+
+json encode(const TaskListReply& r) {
+  json tasks = json::array();
+  for (const TaskSummary& t : r.tasks) tasks.push_back(encode(t));
+  return {{"tasks", std::move(tasks)}, {"truncated", r.truncated}};
+}
+
+Status decode(const json& j, TaskListReply* out) {
+  if (Status st = ArgReader(j).optional("truncated", &out->truncated).status(); !st) return st;
+  return decode_array(j, "tasks", &out->tasks);
+}
+
 json encode(const WaitArgs& a) {
   json j{{"id", a.id}};
   if (a.timeout) j["timeout_ms"] = a.timeout->count();

@@ -149,6 +149,12 @@ nlohmann::json encode(const AttemptAccount& a);
 Status decode(const nlohmann::json& j, AttemptAccount* out);
 nlohmann::json encode(const TaskAccount& a);
 Status decode(const nlohmann::json& j, TaskAccount* out);
+nlohmann::json encode(const TaskListArgs& a);
+Status decode(const nlohmann::json& j, TaskListArgs* out);
+nlohmann::json encode(const TaskSummary& t);
+Status decode(const nlohmann::json& j, TaskSummary* out);
+nlohmann::json encode(const TaskListReply& r);
+Status decode(const nlohmann::json& j, TaskListReply* out);
 nlohmann::json encode(const CancelReply& r);
 Status decode(const nlohmann::json& j, CancelReply* out);
 

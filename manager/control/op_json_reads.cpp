@@ -206,7 +206,8 @@ json encode(const StatusReply& r) {
               {"journal", r.journal ? encode(*r.journal) : json()},
               {"events_dropped", r.events_dropped},
               {"idempotency_keys", r.idempotency_keys},
-              {"idempotency_kept_bytes", r.idempotency_kept_bytes}};
+              {"idempotency_kept_bytes", r.idempotency_kept_bytes},
+              {"http", r.http}};
   return out;
 }
 
@@ -218,6 +219,7 @@ Status decode(const json& j, StatusReply* out) {
                   .optional("events_dropped", &out->events_dropped)
                   .optional("idempotency_keys", &out->idempotency_keys)
                   .optional("idempotency_kept_bytes", &out->idempotency_kept_bytes)
+                  .optional("http", &out->http)
                   .status();
   if (!st) return st;
   if (st = decode_array(j, "pools", &out->pools); !st) return st;

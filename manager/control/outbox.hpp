@@ -62,6 +62,7 @@ namespace sandpool {
 struct Responder::State {
   State(std::weak_ptr<control::Outbox> outbox, std::uint64_t id)
       : outbox(std::move(outbox)), id(id) {}
+  explicit State(std::shared_ptr<ReplySink> sink) : id(0), sink(std::move(sink)) {}
   ~State();  // an unanswered request gets an `internal` error
   State(const State&) = delete;
   State& operator=(const State&) = delete;
@@ -75,6 +76,8 @@ struct Responder::State {
 
   const std::weak_ptr<control::Outbox> outbox;
   const std::uint64_t id;
+  // Set for a request made in-process (local_request()); then `outbox` is empty.
+  const std::shared_ptr<ReplySink> sink;
   std::mutex mu;
   bool done = false;
   bool cancelled = false;

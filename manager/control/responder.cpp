@@ -83,6 +83,14 @@ void Responder::State::finish_locked() {
 
 bool Responder::State::send(control::Frame f, bool final) {
   // Called with mu held by the public methods, or from the destructor (sole owner).
+  if (sink) {
+    using Kind = ReplySink::Kind;
+    const Kind kind = f.kind == control::FrameKind::kEvent ? Kind::kEvent
+                      : f.kind == control::FrameKind::kOk  ? Kind::kOk
+                                                           : Kind::kError;
+    const std::string code = kind == Kind::kError ? std::move(f.name) : std::string();
+    return sink->take(kind, code, std::move(f.json), std::move(f.blob));
+  }
   f.id = id;
   std::string bytes;
   control::encode_frame(f, &bytes);
@@ -149,6 +157,7 @@ bool Responder::error(const Status& status) const {
 bool Responder::is_open() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   if (state_->done) return false;
+  if (state_->sink) return true;
   auto box = state_->outbox.lock();
   if (!box) return false;
   std::lock_guard<std::mutex> box_lock(box->mu);
@@ -156,11 +165,14 @@ bool Responder::is_open() const {
 }
 
 std::size_t Responder::queued_output() const {
+  if (state_->sink) return state_->sink->queued_output();
   auto box = state_->outbox.lock();
   if (!box) return 0;
   std::lock_guard<std::mutex> lock(box->mu);
   return box->closed ? 0 : box->bytes.size() + box->sending_bytes;
 }
+
+bool Responder::wants_events() const { return !state_->sink || state_->sink->accepting_events(); }
 
 void Responder::on_cancel(std::function<void()> fn) const {
   {
@@ -172,6 +184,14 @@ void Responder::on_cancel(std::function<void()> fn) const {
     if (!state_->cancelled) return;  // ended by a final reply: nobody cancelled
   }
   fn();
+}
+
+LocalRequest local_request(std::shared_ptr<ReplySink> sink) {
+  auto state = std::make_shared<Responder::State>(std::move(sink));
+  std::weak_ptr<Responder::State> weak = state;
+  return LocalRequest{Responder(std::move(state)), [weak] {
+                        if (auto s = weak.lock()) s->cancel(false);
+                      }};
 }
 
 }  // namespace sandpool

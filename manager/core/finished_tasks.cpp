@@ -38,6 +38,12 @@ TaskPtr FinishedTasks::find(std::uint64_t id) const {
   return nullptr;
 }
 
+void FinishedTasks::for_each_newest(const std::function<bool(const TaskPtr&)>& fn) const {
+  for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
+    if (!fn(it->task)) return;
+  }
+}
+
 void FinishedTasks::pop_oldest() {
   bytes_ -= entries_.front().bytes;
   entries_.pop_front();

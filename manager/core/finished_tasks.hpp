@@ -30,6 +30,8 @@ class FinishedTasks {
   void expire(std::int64_t now);
   // Returns the newest record with this id, or null. O(n): for operators, not hot paths.
   TaskPtr find(std::uint64_t id) const;
+  // Calls fn on every record, newest first, until it returns false.
+  void for_each_newest(const std::function<bool(const TaskPtr&)>& fn) const;
   std::size_t size() const { return entries_.size(); }
   std::size_t bytes() const { return bytes_; }
 

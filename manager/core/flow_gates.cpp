@@ -149,6 +149,14 @@ const TaskPtr* FlowGates::find(std::uint64_t id) const {
   return nullptr;
 }
 
+void FlowGates::for_each(const std::function<void(const TaskPtr&)>& fn) const {
+  for (const auto* gates : {&types_, &tenants_}) {
+    for (const auto& [name, g] : *gates) {
+      for (const TaskPtr& t : g.parked) fn(t);
+    }
+  }
+}
+
 std::vector<TaskPtr> FlowGates::take_all() {
   std::vector<TaskPtr> out;
   for (auto* gates : {&types_, &tenants_}) {

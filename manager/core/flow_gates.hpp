@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -73,6 +74,8 @@ class FlowGates {
   // Removes `t` from the gate holding it; false iff none does.
   bool remove(const TaskPtr& t);
   const TaskPtr* find(std::uint64_t id) const;
+  // Calls fn on every parked task.
+  void for_each(const std::function<void(const TaskPtr&)>& fn) const;
   std::vector<TaskPtr> take_all();
 
  private:

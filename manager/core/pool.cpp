@@ -262,6 +262,45 @@ std::optional<Ticket> Pool::find(std::uint64_t task_id) const {
   return Ticket(std::move(rec), loop_);
 }
 
+std::vector<TaskListing> Pool::list(const TaskQuery& q) const {
+  using std::chrono::duration_cast;
+  using std::chrono::milliseconds;
+  const std::int64_t wall_ms =
+      duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  struct Found {
+    core::TaskPtr task;
+    std::int64_t submitted_ms;
+  };
+  auto found =
+      loop_->query<std::vector<Found>>([&q, wall_ms](core::PoolCore& core, std::int64_t now) {
+        // queued_ns is the loop's clock: a submit time is its distance from now, on the wall.
+        const auto submitted = [&](const core::TaskRecord& t) {
+          return wall_ms - (now - t.queued_ns) / 1000000;
+        };
+        std::vector<Found> out;
+        for (core::TaskPtr& t : core.list_tasks(
+                 [&](const core::TaskRecord& t) {
+                   if (!q.type.empty() && t.type != q.type) return false;
+                   if (!q.key.empty() && t.opts.key != q.key) return false;
+                   if (q.state && t.state.load() != *q.state) return false;
+                   if (q.since_ms && submitted(t) < *q.since_ms) return false;
+                   if (q.until_ms && submitted(t) > *q.until_ms) return false;
+                   return true;
+                 },
+                 q.limit)) {
+          const std::int64_t at = submitted(*t);
+          out.push_back({std::move(t), at});
+        }
+        return out;
+      });
+  std::vector<TaskListing> out;
+  for (Found& f : found) {
+    std::string key = f.task->opts.key;
+    out.push_back({Ticket(std::move(f.task), loop_), std::move(key), f.submitted_ms});
+  }
+  return out;
+}
+
 std::uint64_t Pool::wake_syscalls() const { return loop_->wake_syscalls(); }
 
 std::int64_t Pool::busy_for_ns() const { return loop_->busy_for_ns(); }

@@ -87,6 +87,35 @@ TaskPtr PoolCore::find_task(std::uint64_t id) const {
   return finished_.find(id);
 }
 
+std::vector<TaskPtr> PoolCore::list_tasks(const std::function<bool(const TaskRecord&)>& keep,
+                                          std::size_t limit) const {
+  std::vector<TaskPtr> out;
+  const auto take = [&](const TaskPtr& t) {
+    if (out.size() < limit && keep(*t)) out.push_back(t);
+  };
+  queue_.for_each(take);
+  gates_.for_each(take);
+  for (const RetryEntry& e : retries_.entries()) {
+    if (!e.task->decided) take(e.task);
+  }
+  for (const RetryEntry& e : scheduled_.entries()) {
+    if (!e.task->decided) take(e.task);
+  }
+  for (const auto& [wid, w] : workers_) {
+    for (const InFlight& f : w.ring) {
+      if (!f.ended) take(f.task);
+    }
+    for (const TaskPtr& t : w.backlog) take(t);
+  }
+  for (const auto& [id, p] : letters_pending_) take(p.first);
+  for (const auto& [id, t] : ends_pending_) take(t);
+  finished_.for_each_newest([&](const TaskPtr& t) {
+    take(t);
+    return out.size() < limit;
+  });
+  return out;
+}
+
 PoolStats PoolCore::stats() const {
   PoolStats s = stats_;
   s.queued = queue_.size();

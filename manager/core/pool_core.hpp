@@ -169,6 +169,10 @@ class PoolCore {
   // Returns the record of an open task, or of an ended one still kept (task_records_*);
   // null when unknown. O(tasks held): for operators, not hot paths.
   TaskPtr find_task(std::uint64_t id) const;
+  // Every task this pool holds (open, or ended and still kept) for which `keep` is true:
+  // the open ones, then the ended ones newest first, at most `limit`. O(tasks held).
+  std::vector<TaskPtr> list_tasks(const std::function<bool(const TaskRecord&)>& keep,
+                                  std::size_t limit) const;
 
  private:
   struct RetryEntry {

@@ -70,11 +70,9 @@ void PoolLoop::install_journal() {
   };
   hooks.end = [this](const TaskPtr& task) {
     if (!task->journaled) return false;  // refused or replayed: nothing to end there
-    TaskResult account;
-    {
-      std::lock_guard lock(task->mu);
-      account = task->account;  // final: state, reason, result, attempts
-    }
+    // Final once finish() decided it (state, reason, result, attempts): nothing writes it
+    // again, so the journal reads it in place, kept alive with its task.
+    std::shared_ptr<const TaskResult> account(task, &task->account);
     const std::thread::id hook_thread = std::this_thread::get_id();
     std::weak_ptr<PoolLoop> self = weak_from_this();
     JournalCommitted written = [self, task, hook_thread](const Status& s) {

@@ -161,6 +161,14 @@ TaskPtr TaskQueue::find(std::uint64_t id) const {
   return nullptr;
 }
 
+void TaskQueue::for_each(const std::function<void(const TaskPtr&)>& fn) const {
+  for (const auto& [prio, level] : levels_) {
+    for (const Lane* lane : level.active) {
+      for (const TaskPtr& t : lane->tasks) fn(t);
+    }
+  }
+}
+
 std::vector<TaskPtr> TaskQueue::remove_if(const std::function<bool(const TaskRecord&)>& pred) {
   std::vector<TaskPtr> out;
   for (auto it = levels_.begin(); it != levels_.end();) {

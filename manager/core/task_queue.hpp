@@ -60,6 +60,8 @@ class TaskQueue {
   TaskPtr remove(std::uint64_t id);
   // Returns the task with this id, or null. O(n).
   TaskPtr find(std::uint64_t id) const;
+  // Calls fn on every queued task, in order.
+  void for_each(const std::function<void(const TaskPtr&)>& fn) const;
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   // Removes and returns, in order, every task for which pred(task) is true. O(n).

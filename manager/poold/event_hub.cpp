@@ -159,6 +159,10 @@ std::vector<std::uint64_t> EventHub::deliver(std::uint64_t from,
     for (std::uint64_t p = std::max(sub.next, from); p < stop; ++p) {
       const RecordedEvent& e = chunk[p - from];
       if (!matches(sub.pool, e)) continue;
+      if (!sub.responder.wants_events()) {  // its reader is behind: counted, not built
+        ++sub.missed;
+        continue;
+      }
       auto& j = built[p - from];
       if (!j) j = event_json(e);
       nlohmann::json body = *j;

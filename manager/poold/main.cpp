@@ -1,6 +1,7 @@
 // poold: the sandpool service. `poold --config F --check` validates F; `poold --config F`
 // runs in the foreground (docs/operations.md): signals, logger, the state-dir lock, the
-// dead-letter store and pools (Service), the control socket, the metrics endpoint,
+// dead-letter store and pools (Service), the control socket, the HTTP listener (metrics,
+// API, dashboard),
 // sd_notify READY and watchdog pings; SIGHUP reloads; SIGTERM/SIGINT or `shutdown` stop.
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -23,6 +24,7 @@
 #include <sandpool/metrics.hpp>
 #include <sandpool/unique_fd.hpp>
 
+#include "http/http_service.hpp"
 #include "poold/control_options.hpp"
 #include "poold/host_check.hpp"
 #include "poold/instance_lock.hpp"
@@ -57,11 +59,6 @@ struct Wakeup {
 // Samples the threads that take items of work, for the watchdog gate and /healthz.
 using BusyThreads = std::function<std::vector<pd::ThreadBusy>()>;
 
-std::string metrics_listen(const sp::ServiceConfig& s) {
-  const bool v6 = s.metrics_host.find(':') != std::string::npos;
-  return (v6 ? "[" + s.metrics_host + "]" : s.metrics_host) + ":" + std::to_string(s.metrics_port);
-}
-
 // Pings systemd's watchdog iff no thread is stuck; says in the log (and in STATUS=) when
 // pings stop and when they resume.
 void feed_watchdog(pd::SystemdNotifier& notifier, const pd::WatchdogGate& gate,
@@ -85,18 +82,19 @@ void feed_watchdog(pd::SystemdNotifier& notifier, const pd::WatchdogGate& gate,
   }
 }
 
-// /metrics and /healthz. /healthz answers 503 while poold stops, while a thread that takes
-// items of work is stuck in one (named), or while a pool is unhealthy.
-sp::Result<std::unique_ptr<sp::MetricsServer>> start_metrics(const sp::Config& config,
-                                                             pd::Service* svc,
-                                                             const pd::WatchdogGate& gate,
-                                                             BusyThreads threads) {
+// The HTTP listener: /metrics, /healthz, the API and the dashboard. /healthz answers 503
+// while poold stops, while a thread that takes items of work is stuck in one (named), or
+// while a pool is unhealthy.
+sp::Result<std::unique_ptr<sp::http::HttpService>> start_http(const sp::Config& config,
+                                                              pd::Service* svc,
+                                                              const pd::WatchdogGate& gate,
+                                                              BusyThreads threads) {
   sp::ServiceInfo info{SANDPOOL_VERSION, 0};
   info.start_time_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                            std::chrono::system_clock::now().time_since_epoch())
                            .count();
-  return sp::MetricsServer::start(
-      metrics_listen(config.service),
+  return sp::http::HttpService::start(
+      config.service.http, *svc,
       [svc, info] {
         sp::ServiceInfo now = info;
         now.dead_letter_store = svc->dead_letter_stats();
@@ -155,6 +153,7 @@ int run(sp::Config config, const std::string& config_path, pd::SignalWatcher& si
   auto log = pd::make_service_logger(pd::to_spdlog_level(config.service.log_level),
                                      config.service.log_format);
   spdlog::set_default_logger(log);
+  for (const std::string& w : config.warnings) log->warn("{}", w);
   pd::make_paths_absolute(config);
   auto lock = pd::InstanceLock::acquire(config.service.state_dir);
   if (!lock) {
@@ -193,19 +192,21 @@ int run(sp::Config config, const std::string& config_path, pd::SignalWatcher& si
     t.push_back({"sp-control", ctl->busy_for_ns()});
     return t;
   };
-  auto metrics = start_metrics(config, svc, gate, threads);
-  if (!metrics) {
-    log->critical("metrics endpoint: {}", metrics.status().message());
+  auto http = start_http(config, svc, gate, threads);
+  if (!http) {
+    log->critical("http: {}", http.status().message());
     return 1;
   }
-  log->info("poold ready pid={} socket={} metrics={} pools={}", ::getpid(), control_opts->path,
-            (*metrics)->address(), config.pools.size());
+  svc->set_http_address((*http)->address());
+  log->info("poold ready pid={} socket={} http={} pools={}{}", ::getpid(), control_opts->path,
+            (*http)->address(), config.pools.size(),
+            (*http)->read_only() ? " (http read-only: no admin token)" : "");
   (void)notifier.ready("serving " + std::to_string(config.pools.size()) + " pools");
 
   const auto timeout = serve(config_path, signals, wakeup, notifier, svc, gate, threads, *log);
   (void)notifier.stopping("shutting down");
   (*service)->shutdown(timeout.value_or(config.service.shutdown_timeout));
-  (*metrics)->stop();
+  (*http)->stop();
   (*control)->stop();
   control->reset();
   service->reset();

@@ -28,6 +28,8 @@ std::string absolute(const std::string& path) {
 void make_paths_absolute(Config& config) {
   config.service.socket_path = absolute(config.service.socket_path);
   config.service.state_dir = absolute(config.service.state_dir);
+  config.service.http.read_token_file = absolute(config.service.http.read_token_file);
+  config.service.http.admin_token_file = absolute(config.service.http.admin_token_file);
   for (PoolConfig& pc : config.pools) pc.plugin_path = absolute(pc.plugin_path);
 }
 

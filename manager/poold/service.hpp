@@ -7,7 +7,7 @@
 // Threads: handle() runs on the control server's thread (sp-control) and never blocks: it
 // answers status, events and shutdown itself, hands submits, batches, cancels and pool
 // controls to the request thread (sp-request, in arrival order), the reads (stats, workers,
-// task, wait, dlq_list, dlq_show) to the reads thread (sp-reads), and dlq replay/purge/import,
+// task, tasks, wait, dlq_list, dlq_show) to the reads thread (sp-reads), and dlq replay/purge/import,
 // reload and shutdown to the job thread (sp-jobs): each operation's Lane
 // (<sandpool/control_ops.hpp>). `wait` timeouts run on their own thread (sp-waits). Each pool's
 // loop thread (sp-loop:<pool>) runs the callbacks the service gives its tasks (on_done,
@@ -95,6 +95,11 @@ class Service final : public ControlHandler {
   // flushes and closes the store. Returns when that is done.
   void shutdown(std::chrono::milliseconds timeout);
   bool stopping() const { return stopping_.load(); }
+  // The HTTP listener's address, which `status` reports as `http` (main, once it listens).
+  void set_http_address(std::string address) {
+    std::lock_guard lock(http_mu_);
+    http_address_ = std::move(address);
+  }
 
   std::vector<PoolMetrics> metrics() const;
   DeadLetterStoreStats dead_letter_stats() const;         // any thread
@@ -178,6 +183,7 @@ class Service final : public ControlHandler {
              const OpResponder<ops::SubmitBatch>& res);
   void serve(const Request& req, const ops::TaskIdArgs& a, const OpResponder<ops::Task>& res);
   void serve(const Request& req, const ops::TaskIdArgs& a, const OpResponder<ops::Cancel>& res);
+  void serve(const Request& req, const ops::TaskListArgs& a, const OpResponder<ops::TaskList>& res);
   // What submit_one found or made: a new task, or the one an idempotency key names (with
   // the pool's record of it, or else the final account the key kept).
   struct Submission {
@@ -253,6 +259,8 @@ class Service final : public ControlHandler {
   std::shared_ptr<ProgressCoalescer> progress_ = ProgressCoalescer::create();
   IdempotencyKeys idempotency_;
   std::atomic<bool> stopping_{false};
+  mutable std::mutex http_mu_;  // a leaf, like the others
+  std::string http_address_;    // guarded by http_mu_
   // note_acceptance(): wall ms of the last commit and the last storage refusal, and why.
   std::atomic<std::int64_t> last_accepted_ms_{0};
   std::atomic<std::int64_t> last_refused_ms_{0};

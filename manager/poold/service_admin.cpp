@@ -114,6 +114,10 @@ void Service::serve(const Request&, const ops::NoArgs&, const OpResponder<ops::S
   r.events_dropped = hub_->dropped();
   r.idempotency_keys = idempotency_.size();
   r.idempotency_kept_bytes = idempotency_.kept_bytes();
+  {
+    std::lock_guard lock(http_mu_);
+    r.http = http_address_;
+  }
   res.ok(r);
 }
 

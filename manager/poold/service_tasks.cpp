@@ -362,6 +362,62 @@ void Service::serve(const Request& req, const ops::TaskIdArgs& a,
   answer_with_account(res.responder(), *r, req.rights >= Rights::kAdmin);
 }
 
+namespace {
+
+// The state `name` names (its to_string), or nullopt.
+std::optional<TaskState> parse_task_state(std::string_view name) {
+  for (TaskState s : {TaskState::kScheduled, TaskState::kQueued, TaskState::kDispatched,
+                      TaskState::kRunning, TaskState::kRetryWait, TaskState::kCompleted,
+                      TaskState::kDeadLettered, TaskState::kCancelled}) {
+    if (to_string(s) == name) return s;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void Service::serve(const Request&, const ops::TaskListArgs& a,
+                    const OpResponder<ops::TaskList>& res) {
+  TaskQuery q;
+  q.type = a.type;
+  q.key = a.key;
+  if (!a.state.empty()) {
+    q.state = parse_task_state(a.state);
+    if (!q.state) {
+      return (void)res.error(Status::invalid("state: no task state '" + a.state +
+                                             "' (queued, dispatched, running, retry_wait, "
+                                             "completed, dead_lettered, cancelled)"));
+    }
+  }
+  q.since_ms = a.since_ms;
+  q.until_ms = a.until_ms;
+  q.limit = a.limit + 1;  // one more than asked: whether the list was cut
+  std::vector<std::pair<std::string, std::shared_ptr<Pool>>> chosen;
+  if (!a.pool.empty()) {
+    auto pool = pool_named(a.pool);
+    if (!pool) return (void)res.error(pool.status());
+    chosen.emplace_back(a.pool, *pool);
+  } else {
+    chosen = pools();
+  }
+  ops::TaskListReply reply;
+  for (const auto& [name, pool] : chosen) {
+    for (const TaskListing& l : pool->list(q)) {
+      const TaskResult r = l.ticket.snapshot();
+      ops::TaskAccount account = account_of(r);
+      reply.tasks.push_back({r.id, name, r.type, account.state, account.reason, r.error,
+                             r.attempts(), l.key, l.submitted_ms});
+    }
+  }
+  std::sort(reply.tasks.begin(), reply.tasks.end(),
+            [](const auto& x, const auto& y) { return x.id > y.id; });
+  if (reply.tasks.size() > a.limit) {
+    reply.tasks.resize(a.limit);
+    reply.truncated = true;
+  }
+  res.ok(reply);
+}
+
 void Service::serve(const Request&, const ops::TaskIdArgs& a, const OpResponder<ops::Cancel>& res) {
   auto t = find_task(a.id);
   if (!t) return (void)res.error(Status::error(Code::kNotFound, "no task " + std::to_string(a.id)));

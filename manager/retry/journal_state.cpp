@@ -9,6 +9,8 @@
 namespace sandpool {
 namespace {
 
+constexpr std::size_t kSpareNodes = 4096;  // JournalState::spare_nodes_ at most
+
 bool finished(const JournalTask& t) { return is_terminal(t.task.state); }
 
 // Is (submitted_ms, id) of a newer than of b?
@@ -61,7 +63,7 @@ void JournalState::unindex_key(const JournalTask& t) {
   if (it != by_key_.end() && it->second == t.task.id) by_key_.erase(it);
 }
 
-void JournalState::erase(std::unordered_map<std::uint64_t, Entry>::iterator it) {
+void JournalState::erase(Tasks::iterator it) {
   Entry& e = it->second;
   drop_records(e);
   if (finished(e.task)) {
@@ -69,7 +71,17 @@ void JournalState::erase(std::unordered_map<std::uint64_t, Entry>::iterator it) 
     finished_bytes_ -= std::min(finished_bytes_, kept_bytes(e.task.task));
   }
   unindex_key(e.task);
-  tasks_.erase(it);
+  Tasks::node_type node = tasks_.extract(it);
+  if (spare_nodes_.size() < kSpareNodes) spare_nodes_.push_back(std::move(node));
+}
+
+JournalState::Tasks::iterator JournalState::insert_new(std::uint64_t id) {
+  if (spare_nodes_.empty()) return tasks_.try_emplace(id).first;
+  Tasks::node_type node = std::move(spare_nodes_.back());
+  spare_nodes_.pop_back();
+  node.key() = id;
+  node.mapped().records.clear();
+  return tasks_.insert(std::move(node)).position;
 }
 
 JournalState::Entry* JournalState::unfinished_entry(std::uint64_t id) {
@@ -99,7 +111,9 @@ void JournalState::apply(std::uint64_t seq, journal_log::Record& r) {
 void JournalState::apply_task(std::uint64_t seq, JournalTask t, std::size_t bytes) {
   const std::uint64_t id = t.task.id;
   raise_highest(id);
-  auto [it, fresh] = tasks_.try_emplace(id);
+  auto it = tasks_.find(id);
+  const bool fresh = it == tasks_.end();
+  if (fresh) it = insert_new(id);
   Entry& e = it->second;
   bool was_finished = false;
   if (!fresh) {  // replaced in place: its node is kept

@@ -80,16 +80,24 @@ void TaskJournal::Records::attempt(std::uint64_t task_id, const Attempt& ended, 
   w.retry_due_ms = retry_due_ms;
 }
 
-void TaskJournal::Records::finish(TaskResult final_account, JournalCommitted on_committed) {
+void TaskJournal::Records::finish(std::shared_ptr<const TaskResult> final_account,
+                                  JournalCommitted on_committed) {
   Write& w = writes_.emplace_back();
   w.kind = Write::Kind::kFinish;
-  w.task_id = final_account.id;
+  w.task_id = final_account->id;
   w.final_account = std::move(final_account);
   w.on_committed = std::move(on_committed);
 }
 
-void TaskJournal::hand_over(Records& records) {
-  std::vector<Write>& writes = records.writes_;
+void TaskJournal::hand_over(Records& records) { queue_chunk(records.writes_, true); }
+
+namespace {
+// Storage kept for the pool loops' records, in writes: a round of the writer spans many turns
+// of a loop, so its chunks come back together.
+constexpr std::size_t kMaxSpareWrites = 8192;
+}  // namespace
+
+void TaskJournal::queue_chunk(std::vector<Write>& writes, bool reuse) {
   if (writes.empty()) return;
   const std::int64_t now_ms = store_.now_ms();
   std::optional<std::chrono::steady_clock::time_point> since;  // read for a batch only
@@ -109,16 +117,22 @@ void TaskJournal::hand_over(Records& records) {
         w.seq = next_seq_++;
         queued_tasks_ += w.tasks.size();
       }
+      queued_writes_ += writes.size();
       if (was_empty) {
         queue_.clear();
         queue_head_ = 0;
-        queue_.swap(writes);  // the usual hand-over: no write moves
-      } else {
-        queue_.insert(queue_.end(), std::make_move_iterator(writes.begin()),
-                      std::make_move_iterator(writes.end()));
+      }
+      const std::size_t size = writes.size();
+      queue_.push_back(std::move(writes));
+      writes.clear();
+      if (reuse && !spare_.empty()) {
+        writes.swap(spare_.back());
+        spare_.pop_back();
+        spare_writes_ -= writes.capacity();
+      } else if (reuse) {
+        writes.reserve(size);  // the next turn is likely alike: grow it once
       }
       if (was_empty || group_full_locked()) store_.work_cv_.notify_one();
-      writes.clear();
       return;
     }
   }
@@ -142,32 +156,32 @@ void TaskJournal::accept(std::vector<JournalTask> tasks, JournalCommitted on_com
   w.kind = Write::Kind::kAccept;
   w.tasks = std::move(tasks);
   w.on_committed = std::move(on_committed);
-  hand_over(one);
+  queue_chunk(one.writes_, false);
 }
 
 void TaskJournal::record_start(std::uint64_t task_id, const Attempt& start) {
   Records one;
   one.start(task_id, start);
-  hand_over(one);
+  queue_chunk(one.writes_, false);
 }
 
 void TaskJournal::record_requeue(std::uint64_t task_id) {
   Records one;
   one.requeue(task_id);
-  hand_over(one);
+  queue_chunk(one.writes_, false);
 }
 
 void TaskJournal::record_attempt(std::uint64_t task_id, const Attempt& ended, TaskState next,
                                  std::int64_t retry_due_ms) {
   Records one;
   one.attempt(task_id, ended, next, retry_due_ms);
-  hand_over(one);
+  queue_chunk(one.writes_, false);
 }
 
 void TaskJournal::finish(TaskResult final_account, JournalCommitted on_committed) {
   Records one;
-  one.finish(std::move(final_account), std::move(on_committed));
-  hand_over(one);
+  one.finish(std::make_shared<const TaskResult>(std::move(final_account)), std::move(on_committed));
+  queue_chunk(one.writes_, false);
 }
 
 Status TaskJournal::dead_letter(DeadLetter letter, LetterWritten on_written) {
@@ -179,16 +193,16 @@ Status TaskJournal::flush(std::chrono::milliseconds timeout) {
   const std::uint64_t target = next_seq_;
   const auto done = [&] {
     const std::uint64_t oldest =
-        taken_count_ > 0 ? taken_seq_
-                         : (queue_head_ == queue_.size() ? next_seq_ : queue_[queue_head_].seq);
+        taken_count_ > 0
+            ? taken_seq_
+            : (queue_head_ == queue_.size() ? next_seq_ : queue_[queue_head_].front().seq);
     return oldest >= target;
   };
   store_.done_cv_.wait_for(lk, timeout, [&] { return done() || store_.writer_done_; });
   if (done()) return Status::ok();
   if (store_.writer_done_) return Status::error(Code::kClosed, "task journal closed before flush");
-  return Status::error(Code::kTimeout,
-                       "task journal: writes still pending after flush timeout (" +
-                           std::to_string(queue_.size() - queue_head_ + taken_count_) + ")");
+  return Status::error(Code::kTimeout, "task journal: writes still pending after flush timeout (" +
+                                           std::to_string(queued_writes_ + taken_count_) + ")");
 }
 
 TaskJournalStats TaskJournal::stats() const {
@@ -196,7 +210,7 @@ TaskJournalStats TaskJournal::stats() const {
   {
     std::lock_guard lk(store_.mu_);
     s = stats_;
-    s.pending = queue_.size() - queue_head_ + taken_count_;
+    s.pending = queued_writes_ + taken_count_;
     s.pending_tasks = queued_tasks_ + taken_tasks_;
   }
   {
@@ -227,45 +241,75 @@ std::chrono::steady_clock::time_point TaskJournal::group_deadline_locked() const
     return std::chrono::steady_clock::now();  // nothing suggests others are on their way
   }
   for (std::size_t i = queue_head_; i < queue_.size(); ++i) {
-    const Write& w = queue_[i];
-    if (w.kind == Write::Kind::kAccept) return w.since + opts_.group_commit;
+    for (const Write& w : queue_[i]) {
+      if (w.kind == Write::Kind::kAccept) return w.since + opts_.group_commit;
+    }
   }
   return std::chrono::steady_clock::now();
 }
 
 bool TaskJournal::group_full_locked() const { return queued_tasks_ >= opts_.max_batch; }
 
+namespace {
+
+std::uint64_t tasks_in(const std::vector<TaskJournal::Write>& chunk) {
+  std::uint64_t n = 0;
+  for (const TaskJournal::Write& w : chunk) n += w.tasks.size();
+  return n;
+}
+
+}  // namespace
+
 void TaskJournal::take_locked() {
   std::size_t end = queue_head_;
   std::uint64_t tasks = taken_tasks_;
   while (end < queue_.size()) {
-    const std::size_t more = queue_[end].tasks.size();
+    const std::uint64_t more = tasks_in(queue_[end]);
     if (more > 0 && tasks > 0 && tasks + more > opts_.max_batch) break;
     tasks += more;
     ++end;
   }
-  if (queue_head_ == 0 && end == queue_.size() && taken_.empty()) {
-    taken_.swap(queue_);  // the usual round: everything, without moving a write
-    queued_tasks_ = 0;
-  } else {
-    for (std::size_t i = queue_head_; i < end; ++i) {
-      queued_tasks_ -= queue_[i].tasks.size();
-      taken_.push_back(std::move(queue_[i]));
-    }
-    queue_head_ = end;
-    if (queue_head_ == queue_.size()) {
-      queue_.clear();
-      queue_head_ = 0;
-    } else if (queue_head_ >= 64 && queue_head_ * 2 >= queue_.size()) {
-      drop_queue_head_locked();  // moves each write at most once more on average
-    }
+  for (std::size_t i = queue_head_; i < end; ++i) {
+    queued_writes_ -= queue_[i].size();
+    take_chunk(std::move(queue_[i]));
+  }
+  queued_tasks_ -= tasks - taken_tasks_;
+  queue_head_ = end;
+  if (queue_head_ == queue_.size()) {
+    queue_.clear();
+    queue_head_ = 0;
+  } else if (queue_head_ >= 64 && queue_head_ * 2 >= queue_.size()) {
+    drop_queue_head_locked();  // moves each chunk at most once more on average
   }
   taken_tasks_ = tasks;
   taken_count_ = taken_.size();
-  const auto batches = static_cast<std::size_t>(std::count_if(
-      taken_.begin(), taken_.end(), [](const Write& w) { return w.kind == Write::Kind::kAccept; }));
+  const auto batches =
+      static_cast<std::size_t>(std::count_if(taken_.begin(), taken_.end(), [](const Write* w) {
+        return w->kind == Write::Kind::kAccept;
+      }));
   if (batches > 0) last_round_batches_ = batches;  // a round of records alone says nothing
-  if (!taken_.empty()) taken_seq_ = taken_.front().seq;
+  if (!taken_.empty()) taken_seq_ = taken_.front()->seq;
+}
+
+void TaskJournal::take_chunk(std::vector<Write>&& chunk) {
+  std::vector<Write>& c = taken_chunks_.emplace_back(std::move(chunk));
+  for (Write& w : c) taken_.push_back(&w);
+}
+
+void TaskJournal::clear_taken_chunks() {
+  if (!taken_.empty()) return;  // some wait for a retry
+  for (std::vector<Write>& c : taken_chunks_) c.clear();
+}
+
+void TaskJournal::recycle_taken_chunks_locked() {
+  if (!taken_.empty()) return;
+  for (std::vector<Write>& c : taken_chunks_) {
+    if (c.capacity() == 0 || spare_writes_ + c.capacity() > kMaxSpareWrites) continue;
+    c.clear();
+    spare_writes_ += c.capacity();
+    spare_.push_back(std::move(c));
+  }
+  taken_chunks_.clear();
 }
 
 void TaskJournal::drop_queue_head_locked() {
@@ -274,11 +318,19 @@ void TaskJournal::drop_queue_head_locked() {
 }
 
 void TaskJournal::untake_locked() {
-  for (Write& w : taken_) queued_tasks_ += w.tasks.size();
   drop_queue_head_locked();
-  queue_.insert(queue_.begin(), std::make_move_iterator(taken_.begin()),
-                std::make_move_iterator(taken_.end()));
+  if (!taken_.empty()) {
+    std::vector<Write> left;
+    left.reserve(taken_.size());
+    for (Write* w : taken_) {
+      queued_tasks_ += w->tasks.size();
+      left.push_back(std::move(*w));
+    }
+    queued_writes_ += left.size();
+    queue_.insert(queue_.begin(), std::move(left));
+  }
   taken_.clear();
+  taken_chunks_.clear();
   taken_count_ = 0;
   taken_tasks_ = 0;
 }
@@ -288,7 +340,11 @@ void TaskJournal::abandon(const std::string& why) {
   {
     std::lock_guard lk(store_.mu_);
     drop_queue_head_locked();
-    left.swap(queue_);
+    for (std::vector<Write>& chunk : queue_) {
+      for (Write& w : chunk) left.push_back(std::move(w));
+    }
+    queue_.clear();
+    queued_writes_ = 0;
     queued_tasks_ = 0;
   }
   std::size_t records = 0;

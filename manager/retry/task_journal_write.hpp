@@ -24,10 +24,10 @@ struct TaskJournal::Write {
   Attempt attempt;                      // kStart: the start; kAttempt: the ended attempt
   TaskState next = TaskState::kQueued;  // kAttempt
   std::int64_t retry_due_ms = 0;        // kAttempt into kRetryWait
-  TaskResult final_account;             // kFinish
-  JournalCommitted on_committed;        // kAccept, kFinish (may be empty)
-  std::int64_t at_ms = 0;               // wall clock when queued
-  std::uint64_t seq = 0;                // queue order, from 1
+  std::shared_ptr<const TaskResult> final_account;  // kFinish (final: nobody writes it)
+  JournalCommitted on_committed;                    // kAccept, kFinish (may be empty)
+  std::int64_t at_ms = 0;                           // wall clock when queued
+  std::uint64_t seq = 0;                            // queue order, from 1
   std::chrono::steady_clock::time_point since;
   // kAccept: refused, an id of the batch is journaled already (set while written).
   bool duplicate = false;
@@ -86,6 +86,7 @@ struct TaskJournal::Tx {
   // Tasks this transaction accepts (their accept, in taken_) and ends, for the records after.
   std::unordered_map<std::uint64_t, const JournalTask*> accepted;
   std::unordered_set<std::uint64_t> ended;
+  std::uint64_t highest = 0;  // the highest id of those, 0 when none
   std::uint64_t carried = 0;  // tasks carried forward
 
   // The task as this transaction sees it if unfinished (accepted by it, or unfinished in the

@@ -49,6 +49,31 @@ JournalTask ended(const JournalTask& meta, const TaskResult& account, std::int64
   return t;
 }
 
+// Whether the batch's ids rise strictly, from above `highest`: then none is journaled or
+// repeated, with no lookup (poold's ids rise).
+bool ids_rise_above(const std::vector<JournalTask>& tasks, std::uint64_t highest) {
+  for (const JournalTask& t : tasks) {
+    if (t.task.id <= highest) return false;
+    highest = t.task.id;
+  }
+  return true;
+}
+
+// Whether no id of the batch is in the state, in the transaction, or twice in the batch.
+template <typename Accepted, typename Ended>
+bool ids_unseen(const std::vector<JournalTask>& tasks, const JournalState& st,
+                const Accepted& accepted, const Ended& ended) {
+  std::unordered_set<std::uint64_t> batch;
+  for (const JournalTask& t : tasks) {
+    const std::uint64_t id = t.task.id;
+    if (st.find(id) != nullptr || accepted.count(id) > 0 || ended.count(id) > 0 ||
+        !batch.insert(id).second) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // An accept writes the task as submitted: queued, with no history.
 void as_accepted(JournalTask& t, std::int64_t now_ms) {
   if (t.submitted_ms == 0) t.submitted_ms = now_ms;
@@ -77,7 +102,7 @@ void TaskJournal::plan_round() {
   p.finished.clear();
   p.later.clear();
   for (std::size_t i = 0; i < taken_.size(); ++i) {
-    Write& w = taken_[i];
+    Write& w = *taken_[i];
     w.covered = false;
     w.ends.clear();
     if (w.kind == Write::Kind::kAccept) {
@@ -87,7 +112,7 @@ void TaskJournal::plan_round() {
     } else if (w.kind == Write::Kind::kFinish) {
       const auto at = p.accepted.find(w.task_id);
       if (at == p.accepted.end()) continue;
-      Write& accept = taken_[at->second.write];
+      Write& accept = *taken_[at->second.write];
       if (accept.ends.empty()) accept.ends.assign(accept.tasks.size(), 0);
       accept.ends[at->second.task] = i + 1;
       w.covered = true;
@@ -95,7 +120,7 @@ void TaskJournal::plan_round() {
     }
   }
   for (std::size_t i = taken_.size(); i-- > 0;) {
-    Write& w = taken_[i];
+    Write& w = *taken_[i];
     if (w.kind == Write::Kind::kAccept) continue;
     const bool ends_in_accept = p.finished.count(w.task_id) > 0;
     if (w.kind == Write::Kind::kStart) {
@@ -140,36 +165,30 @@ Status TaskJournal::write_range(SqliteDb& db, std::size_t i, std::size_t j, bool
     tx.items.push_back({Item::Kind::kWhole, tx.next_seq, bytes, write, 0, tx.wholes.size(), id});
     tx.wholes.push_back(std::move(t));
     tx.ended.insert(id);
+    tx.highest = std::max(tx.highest, id);
   };
   for (std::size_t k = i; k < j; ++k) {
-    Write& w = taken_[k];
+    Write& w = *taken_[k];
     if (planned && w.covered) continue;  // a finish's end went with its accept
     switch (w.kind) {
       case Write::Kind::kAccept: {
         // Ids are new to the journal, to this transaction and within the batch.
-        w.duplicate = false;
-        std::unordered_set<std::uint64_t> batch;
-        for (const JournalTask& t : w.tasks) {
-          const std::uint64_t id = t.task.id;
-          if (st.find(id) != nullptr || tx.accepted.count(id) > 0 || tx.ended.count(id) > 0 ||
-              !batch.insert(id).second) {
-            w.duplicate = true;
-            break;
-          }
-        }
+        w.duplicate = !ids_rise_above(w.tasks, std::max(st.highest(), tx.highest)) &&
+                      !ids_unseen(w.tasks, st, tx.accepted, tx.ended);
         if (w.duplicate) break;
         for (std::size_t n = 0; n < w.tasks.size(); ++n) {
           JournalTask& t = w.tasks[n];
           as_accepted(t, w.at_ms);
           const std::size_t end_at = planned && !w.ends.empty() ? w.ends[n] : 0;
           if (end_at != 0) {
-            const Write& f = taken_[end_at - 1];
-            whole(ended(t, f.final_account, f.at_ms, 0), k);
+            const Write& f = *taken_[end_at - 1];
+            whole(ended(t, *f.final_account, f.at_ms, 0), k);
             continue;
           }
           const std::size_t bytes = tx.append([&](journal_log::BodyWriter& b) { b.task(t); });
           tx.items.push_back({Item::Kind::kAccepted, tx.next_seq, bytes, k, n, 0, t.task.id});
           tx.accepted.emplace(t.task.id, &t);
+          tx.highest = std::max(tx.highest, t.task.id);
         }
         break;
       }
@@ -191,7 +210,7 @@ Status TaskJournal::write_range(SqliteDb& db, std::size_t i, std::size_t j, bool
       }
       case Write::Kind::kFinish: {
         const JournalTask* meta = tx.open_task(st, w.task_id);
-        if (meta != nullptr) whole(ended(*meta, w.final_account, w.at_ms, 0), k);
+        if (meta != nullptr) whole(ended(*meta, *w.final_account, w.at_ms, 0), k);
         break;
       }
     }
@@ -221,6 +240,7 @@ Status TaskJournal::write_dead_lettered(SqliteDb& db, const DeadLetter& letter,
       {Tx::Item::Kind::kWhole, tx.next_seq, bytes, 0, 0, tx.wholes.size(), letter.task.id});
   tx.wholes.push_back(std::move(t));
   tx.ended.insert(letter.task.id);
+  tx.highest = std::max(tx.highest, letter.task.id);
   if (tx.body.size() >= kMaxBody) return flush_body(db);
   return Status::ok();
 }
@@ -237,7 +257,7 @@ void TaskJournal::transaction_ended(bool committed) {
     for (Tx::Item& it : tx.items) {
       switch (it.kind) {
         case Tx::Item::Kind::kAccepted:
-          st.apply_task(it.seq, std::move(taken_[it.write].tasks[it.task]), it.bytes);
+          st.apply_task(it.seq, std::move(taken_[it.write]->tasks[it.task]), it.bytes);
           break;
         case Tx::Item::Kind::kWhole:
           st.apply_task(it.seq, std::move(tx.wholes[it.whole]), it.bytes);
@@ -246,7 +266,7 @@ void TaskJournal::transaction_ended(bool committed) {
           st.carried(it.seq, it.id, it.bytes);
           break;
         case Tx::Item::Kind::kStep: {
-          const Write& w = taken_[it.write];
+          const Write& w = *taken_[it.write];
           if (w.kind == Write::Kind::kStart) {
             st.apply_start(it.seq, w.task_id, w.attempt, it.bytes);
           } else if (w.kind == Write::Kind::kRequeue) {
@@ -271,6 +291,7 @@ void TaskJournal::transaction_ended(bool committed) {
   tx.deleted.clear();
   tx.accepted.clear();
   tx.ended.clear();
+  tx.highest = 0;
   tx.carried = 0;
 }
 
@@ -290,7 +311,7 @@ Status TaskJournal::commit_alone(SqliteDb& db, std::size_t i, std::size_t j, int
 }
 
 void TaskJournal::resolve(std::size_t i, const Status& committed) {
-  Write& w = taken_[i];
+  Write& w = *taken_[i];
   const Status s =
       committed && w.duplicate
           ? Status::error(Code::kInvalidArgument,
@@ -313,6 +334,7 @@ void TaskJournal::resolve(std::size_t i, const Status& committed) {
 void TaskJournal::round_committed(std::chrono::steady_clock::duration took) {
   for (std::size_t i = 0; i < taken_.size(); ++i) resolve(i, Status::ok());
   taken_.clear();
+  clear_taken_chunks();
   const auto us = std::chrono::duration_cast<std::chrono::microseconds>(took).count();
   round_->commits = 1;
   round_->commit_us = static_cast<std::uint64_t>(us);
@@ -324,15 +346,17 @@ void TaskJournal::round_failed(SqliteDb& db, const Status& why, int rc) {
   // Accepts are never kept for a retry: refused when the database cannot take writes now,
   // else each is tried alone, since the fault may be another write's.
   for (std::size_t i = 0; i < taken_.size(); ++i) {
-    if (taken_[i].kind != Write::Kind::kAccept) continue;
+    if (taken_[i]->kind != Write::Kind::kAccept) continue;
     int one_rc = SQLITE_OK;
     resolve(i, condition ? why : commit_alone(db, i, i + 1, &one_rc));
   }
   std::vector<Write> records;
-  for (Write& w : taken_) {
-    if (w.kind != Write::Kind::kAccept) records.push_back(std::move(w));
+  for (Write* w : taken_) {
+    if (w->kind != Write::Kind::kAccept) records.push_back(std::move(*w));
   }
-  taken_ = std::move(records);
+  taken_.clear();
+  taken_chunks_.clear();
+  take_chunk(std::move(records));
   // Records and finishes: kept while the database cannot take them; else together, then one
   // by one, so that only a write refused on its own is dropped.
   if (!condition && !taken_.empty()) {
@@ -351,6 +375,7 @@ void TaskJournal::round_failed(SqliteDb& db, const Status& why, int rc) {
       taken_.erase(taken_.begin(), taken_.begin() + static_cast<std::ptrdiff_t>(i));
     }
   }
+  clear_taken_chunks();
   round_->failed = !taken_.empty();
 }
 
@@ -371,7 +396,8 @@ void TaskJournal::deliver() {
     if (!r.error.empty()) stats_.last_error = r.error;
     taken_count_ = taken_.size();
     taken_tasks_ = 0;
-    if (!taken_.empty()) taken_seq_ = taken_.front().seq;
+    if (!taken_.empty()) taken_seq_ = taken_.front()->seq;
+    recycle_taken_chunks_locked();
     if (r.refused_batches > 0) {
       log_->warn("task journal {}: refused {} batches ({} tasks): {}", store_.path(),
                  r.refused_batches, r.refused_tasks, r.error);

@@ -3,14 +3,30 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include <sandpool/thread_name.hpp>
 
 namespace sandpool::sqlite {
 
+namespace {
+
+// The database's page size in bytes (4096, SQLite's default, when it cannot be read).
+std::int64_t page_bytes(SqliteDb& db) {
+  auto stmt = db.prepare("PRAGMA page_size", "read page_size");
+  if (!stmt) return 4096;
+  StmtRef s(*stmt);
+  return s->step() == SQLITE_ROW && s->int64(0) > 0 ? s->int64(0) : 4096;
+}
+
+}  // namespace
+
 std::unique_ptr<WalCheckpointer> WalCheckpointer::start(SqliteDb& writer, SqliteDb own, int pages,
                                                         int fallback_pages) {
+  if (fallback_pages <= 0) {
+    fallback_pages = std::max(pages, static_cast<int>(kFallbackBytes / page_bytes(writer)));
+  }
   std::unique_ptr<WalCheckpointer> c(
       new WalCheckpointer(writer, std::move(own), pages, fallback_pages));
   // Replaces the autocheckpoint, which is a WAL hook too.

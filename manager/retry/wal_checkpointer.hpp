@@ -32,13 +32,14 @@ struct WalCheckpointStats {
 
 class WalCheckpointer {
  public:
-  static constexpr int kPages = 1000;                 // SQLite's own autocheckpoint
-  static constexpr int kFallbackPages = 64 * kPages;  // about 256 MB of WAL at 4 KiB pages
+  static constexpr int kPages = 1000;  // SQLite's own autocheckpoint
+  static constexpr std::int64_t kFallbackBytes = std::int64_t{256} << 20;  // of WAL
 
   // `own` is a connection to the same file for the thread's use (synchronous set as the
-  // writer's: the checkpoint's fsyncs follow it).
+  // writer's: the checkpoint's fsyncs follow it). fallback_pages 0: kFallbackBytes' worth of
+  // the database's pages.
   static std::unique_ptr<WalCheckpointer> start(SqliteDb& writer, SqliteDb own, int pages = kPages,
-                                                int fallback_pages = kFallbackPages);
+                                                int fallback_pages = 0);
   ~WalCheckpointer();  // stops the thread; the writer's connection checkpoints by itself again
   WalCheckpointer(const WalCheckpointer&) = delete;
   WalCheckpointer& operator=(const WalCheckpointer&) = delete;

@@ -30,6 +30,7 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t kMaxThreads = 4096;  // more than any sane init leaves; more: refused
 constexpr int kRounds = 8;                 // of threads started by threads during the sweep
 constexpr milliseconds kSlice{50};         // how often a silent thread is checked for exit
+constexpr milliseconds kSettle{250};       // for the swept threads to be asleep again
 
 // A slot's state; negative: -errno of the thread's landlock_restrict_self.
 enum SlotState : int { kPending = 0, kRestricted = 1, kGone = 2 };
@@ -83,6 +84,39 @@ Slot* find_slot(pid_t tid) {
 bool thread_exists(pid_t proc_id) {
   const std::string path = "/proc/self/task/" + std::to_string(proc_id);
   return ::access(path.c_str(), F_OK) == 0;
+}
+
+// Whether the thread is running or runnable ('R' in /proc/self/task/<id>/stat); false once
+// it sleeps, stopped, or is gone.
+bool thread_runs(pid_t proc_id) {
+  const std::string path = "/proc/self/task/" + std::to_string(proc_id) + "/stat";
+  std::FILE* f = std::fopen(path.c_str(), "re");
+  if (f == nullptr) return false;
+  char stat[512];
+  const std::size_t n = std::fread(stat, 1, sizeof stat - 1, f);
+  std::fclose(f);
+  stat[n] = '\0';
+  const char* close_paren = std::strrchr(stat, ')');
+  return close_paren != nullptr && close_paren[1] == ' ' && close_paren[2] == 'R';
+}
+
+// A signal with SA_RESTART makes the kernel restart the call it interrupted once the handler
+// returns, which may be after the answer the sweep waits for: a thread of the plugin that
+// was parked in read() would enter read() again after the seccomp filter went on, which
+// strict refuses (a call entered before the filter is let finish). So the sweep waits, at
+// most kSettle in all, until each thread it signalled sleeps again (or is gone): a thread
+// that computes meanwhile only costs the wait.
+void settle(milliseconds patience) {
+  const Clock::time_point deadline = Clock::now() + patience;
+  const std::size_t used = g_used.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < used; ++i) {
+    const Slot& slot = g_slots[i];
+    if (slot.state.load(std::memory_order_acquire) != kRestricted) continue;
+    while (thread_runs(slot.proc_id) && Clock::now() < deadline) {
+      const timespec ms{0, 1000000};
+      ::nanosleep(&ms, nullptr);
+    }
+  }
 }
 
 // The calling thread's name under /proc/self/task (/proc/thread-self links to
@@ -255,6 +289,7 @@ Result<int> restrict_sibling_threads(int ruleset_fd, milliseconds patience) {
                               [&] { return ::sigaction(sig, &sa, &previous); });
   if (!installed) return installed.status();
   Result<int> swept = sweep(patience);
+  if (swept) settle(kSettle);
   ::sigaction(sig, &previous, nullptr);  // the plugin's own disposition, if it had one
   return swept;
 }

@@ -37,7 +37,9 @@ std::optional<std::vector<ThreadId>> other_threads();
 // Brings every thread of this process but the caller under `ruleset_fd`: each is sent
 // landlock_sweep_signal(), whose handler (installed for the sweep, the previous disposition
 // restored after) calls landlock_restrict_self on that thread. Threads started meanwhile
-// are swept in further rounds. Each thread needs no_new_privs, which it inherited when the
+// are swept in further rounds; then, for at most 250 ms, each is waited for until it sleeps
+// again, so that a call the signal interrupted has restarted before the caller goes on (to
+// the seccomp filter). Each thread needs no_new_privs, which it inherited when the
 // worker set it before the plugin was loaded. Returns how many threads restricted
 // themselves; an error naming the threads when one did not answer within `patience` (it
 // blocks the signal, or is stuck in the kernel), when one's restriction failed, or when

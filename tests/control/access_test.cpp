@@ -30,7 +30,7 @@ TEST_CASE("root and the server's own uid are admin by default, and only when all
   CHECK(rights_for({1, kServer, 5}, p, kServer) == Rights::kNone);
 }
 
-TEST_CASE("a uid grant wins over gid grants; among gid grants the highest applies") {
+TEST_CASE("a uid grant wins over gid grants, among gid grants the highest applies") {
   AccessPolicy p;
   p.grants = {gid_grant(100, Rights::kAdmin), uid_grant(2000, Rights::kRead),
               gid_grant(200, Rights::kRead), gid_grant(200, Rights::kAdmin)};

@@ -199,7 +199,7 @@ TEST_CASE("a hang without heartbeats times out, is retried on a new worker, with
   CHECK(pool->workers().size() == 1);
 }
 
-TEST_CASE("a SIGSTOP'd hung worker never answers; the grace period bounds the wait") {
+TEST_CASE("a SIGSTOP'd hung worker never answers, the grace period bounds the wait") {
   PoolOptions o = pool_options("echo", 1);
   o.plugin_path = SANDPOOL_TEST_PLUGIN_DIR "/libhang.so";
   o.timeout = 200ms;

@@ -40,7 +40,7 @@ bool finishes(Fn fn) {
 
 }  // namespace
 
-TEST_CASE("a task accepted while the pool closes is run; one refused is told so") {
+TEST_CASE("a task accepted while the pool closes is run, one refused is told so") {
   for (int round = 0; round < 20; ++round) {
     auto pool = make_pool(pool_options("echo", 1));
     std::atomic<bool> go{true};

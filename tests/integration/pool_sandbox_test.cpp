@@ -68,7 +68,7 @@ TEST_CASE("under every filtering profile a forbidden syscall is a sandbox_violat
   CHECK(text.find("(sandbox_violation: socket)") != std::string::npos);
 }
 
-TEST_CASE("a pool's allow_syscalls let its plugin make that call; off filters nothing") {
+TEST_CASE("a pool's allow_syscalls let its plugin make that call, off filters nothing") {
   CapturedLog log;
   PoolOptions o = pool_options("echo", 1);
   o.plugin_path = kForbidden;

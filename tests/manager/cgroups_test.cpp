@@ -241,7 +241,7 @@ TEST_CASE("v1: limits go to the memory, pids and cpu hierarchies, memsw included
   }
 }
 
-TEST_CASE("v1: without swap accounting no memsw limit is written; no quota, no cpu cgroup") {
+TEST_CASE("v1: without swap accounting no memsw limit is written, no quota, no cpu cgroup") {
   V1Host host;
   host.kernel->missing = {"memory.memsw.limit_in_bytes"};
   auto tree = CgroupTree::open(host.kernel, host.layout(), "sandpool-1");

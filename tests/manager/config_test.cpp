@@ -46,8 +46,9 @@ TEST_CASE("the development config keeps everything under ./var and uses the exam
   REQUIRE(c);
   CHECK(c->service.state_dir == "./var");
   CHECK(c->service.socket_path == "./var/poold.sock");
-  CHECK(c->service.metrics_host == "127.0.0.1");
-  CHECK(c->service.metrics_port == 0);
+  CHECK(c->service.http.host == "127.0.0.1");
+  CHECK(c->service.http.port == 0);
+  CHECK(c->warnings.empty());
   CHECK(c->service.log_format == sandpool::LogFormat::kText);
   for (const PoolConfig& pool : c->pools) {
     INFO(pool.name);
@@ -84,13 +85,45 @@ TEST_CASE("the production example sets the service up for a system install") {
   CHECK(p.queue_ttl == 10min);
 }
 
+TEST_CASE("service.http takes the listener and its token files") {
+  const Config c = parse_ok(
+      "service:\n  http:\n    listen: \"[::1]:8080\"\n    read_token_file: /etc/r\n"
+      "    admin_token_file: a\n" +
+      std::string(kMinimalPool));
+  CHECK(c.service.http.host == "::1");
+  CHECK(c.service.http.port == 8080);
+  CHECK(c.service.http.read_token_file == "/etc/r");
+  CHECK(c.service.http.admin_token_file == "a");
+  CHECK(c.warnings.empty());
+}
+
+TEST_CASE("service.metrics.listen still sets the listener, with a warning naming its place") {
+  const Config c =
+      parse_ok("service:\n  metrics:\n    listen: 127.0.0.1:7000\n" + std::string(kMinimalPool));
+  CHECK(c.service.http.port == 7000);
+  REQUIRE(c.warnings.size() == 1);
+  CHECK(c.warnings[0].find("t.yaml:3:13: service.metrics.listen: deprecated: write "
+                           "service.http.listen") == 0);
+  SECTION("service.http.listen wins when both are given") {
+    const Config both = parse_ok(
+        "service:\n  metrics:\n    listen: 127.0.0.1:7000\n  http:\n    listen: "
+        "127.0.0.1:7001\n" +
+        std::string(kMinimalPool));
+    CHECK(both.service.http.port == 7001);
+    REQUIRE(both.warnings.size() == 1);
+    CHECK(both.warnings[0].find("ignored") != std::string::npos);
+  }
+}
+
 TEST_CASE("a config that sets nothing gets the documented defaults") {
   const Config c = parse_ok(kMinimalPool);
   const sandpool::ServiceConfig defaults;
   CHECK(c.service.socket_path == "/run/sandpool/poold.sock");
   CHECK(c.service.socket_mode == defaults.socket_mode);
   CHECK(c.service.state_dir == "/var/lib/sandpool");
-  CHECK(c.service.metrics_port == 9464);
+  CHECK(c.service.http.port == 9464);
+  CHECK(c.service.http.read_token_file.empty());
+  CHECK(c.service.http.admin_token_file.empty());
   CHECK(c.service.log_level == sandpool::LogLevel::kInfo);
   CHECK(c.service.shutdown_timeout == 30s);
   CHECK(c.service.task_records_max == 100000);
@@ -310,8 +343,8 @@ TEST_CASE("each kind of mistake names the key path and its line and column") {
        "t.yaml:2:1: pool: unknown key (expected one of: service, pools)"},
       {"service:\n  sockett: {}\n",
        "t.yaml:2:3: service.sockett: unknown key (expected one of: socket, allow, state_dir, "
-       "metrics, log, shutdown_timeout, connections, control, journal, shutdown_unfinished, "
-       "task_records)"},
+       "http, metrics, log, shutdown_timeout, connections, control, journal, "
+       "shutdown_unfinished, task_records)"},
       {std::string(kMinimalPool) + "    limits: {memroy: 1GiB}\n",
        "t.yaml:4:14: pools[0].limits.memroy: unknown key (expected one of: memory, cpu_time, "
        "cpu_quota, open_files, processes, file_size, max_payload, max_result)"},
@@ -392,6 +425,9 @@ TEST_CASE("each kind of mistake names the key path and its line and column") {
        "off): without it what is left at a shutdown can only be dead-lettered; use dead_letter"},
       {"service: {socket: {mode: \"0999\"}}\n",
        "t.yaml:1:26: service.socket.mode: expected an octal mode like \"0660\", got \"0999\""},
+      {"service:\n  http:\n    listen: localhost\n",
+       "t.yaml:3:13: service.http.listen: expected HOST:PORT like 127.0.0.1:9464 (port 0: "
+       "any free port), got \"localhost\""},
       {"service:\n  metrics:\n    listen: localhost\n",
        "t.yaml:3:13: service.metrics.listen: expected HOST:PORT like 127.0.0.1:9464 (port 0: "
        "any free port), got \"localhost\""},

@@ -302,7 +302,7 @@ TEST_CASE("a letter the database refuses for good is spilled alone while the oth
 }
 
 TEST_CASE(
-    "close spills the letters it could not write, whole, to one file its receipts name; "
+    "close spills the letters it could not write, whole, to one file its receipts name, and "
     "importing it twice stores them once",
     "[dead_letters]") {
   TempDir dir;

@@ -203,7 +203,7 @@ TEST_CASE("a spill file is new, 0600, named by its UTC time, and never overwrite
   CHECK(nowhere.status().code() == Code::kSystem);
 }
 
-TEST_CASE("only the letter's own faults spill it; the database's conditions keep it pending",
+TEST_CASE("only the letter's own faults spill it, the database's conditions keep it pending",
           "[dead_letters]") {
   auto [rc, kind] = GENERATE(table<int, WriteFailure>({
       {SQLITE_BUSY, WriteFailure::kCondition},

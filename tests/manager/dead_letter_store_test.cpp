@@ -275,7 +275,7 @@ TEST_CASE("a purge of more letters than one chunk deletes them all, chunk by chu
   CHECK(task_ids(list_all(*store)) == std::vector<std::uint64_t>{601});
 }
 
-TEST_CASE("a replayed letter is removed once; a second removal reports it gone", "[dead_letters]") {
+TEST_CASE("a replayed letter is removed once, a second removal reports it gone", "[dead_letters]") {
   TempDir dir;
   auto store = open_store(options_for(dir));
   write_all(*store, {letter(7), letter(8)});

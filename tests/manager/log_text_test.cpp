@@ -15,7 +15,7 @@ TEST_CASE("printable ASCII and well-formed UTF-8 reach the log unchanged") {
   CHECK(log_text("") == "");
 }
 
-TEST_CASE("a terminal escape sequence is shown, not sent: ESC becomes \\x1b") {
+TEST_CASE("a terminal escape sequence is shown, not sent: ESC becomes backslash x1b") {
   CHECK(log_text("\x1b[2J\x1b]0;owned\x07") == "\\x1b[2J\\x1b]0;owned\\x07");
   CHECK(log_text(std::string("a\0b", 3)) == "a\\x00b");
   CHECK(log_text("del\x7f") == "del\\x7f");

@@ -441,7 +441,7 @@ TEST_CASE("a dead-lettered task ends only once its letter is written") {
   CHECK(done_calls == 1);
 }
 
-TEST_CASE("a pool closes while letters are still being written; they end when written") {
+TEST_CASE("a pool closes while letters are still being written, they end when written") {
   Harness h(one_worker());
   h.core->set_dead_letter_sink([](const TaskPtr&) { return true; });
   h.ready_all();

@@ -423,7 +423,7 @@ TEST_CASE("backtrace_grace 0 kills a hung worker at once without asking") {
 }
 
 TEST_CASE(
-    "a silent idle worker is asked for a backtrace; a stopped one is killed after the grace") {
+    "a silent idle worker is asked for a backtrace, a stopped one is killed after the grace") {
   Harness h(with_backtraces());
   h.ready_all();
   h.advance(0ms);

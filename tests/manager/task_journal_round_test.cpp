@@ -2,6 +2,7 @@
 // and round"): the writes left out because a later one supersedes them must leave the journal
 // exactly as writing each would have.
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <thread>
 
 #include <sandpool/task_journal.hpp>
@@ -131,11 +132,12 @@ TEST_CASE("the WAL is checkpointed by a thread of its own, not by the writer", "
   TempDir dir;
   auto store = open_store(journal_options_in(dir.state_dir()));
   TaskJournal& j = journal_of(*store);
-  // About 6 MB of payloads: past the 1000 pages (4 MB) at which a checkpoint is due.
+  // About 24 MB of payloads: past the 1000 pages (16 MB at a new store's 16 KiB pages) at which
+  // a checkpoint is due.
   std::uint64_t next = 1;
   for (int batch = 0; batch < 6; ++batch) {
     std::vector<JournalTask> b = tasks(next, 100);
-    for (JournalTask& t : b) t.payload.assign(10000, 'p');
+    for (JournalTask& t : b) t.payload.assign(40000, 'p');
     next += 100;
     accept_all(j, std::move(b));
   }
@@ -147,6 +149,36 @@ TEST_CASE("the WAL is checkpointed by a thread of its own, not by the writer", "
   auto open = j.unfinished();
   REQUIRE(open.is_ok());
   CHECK(open->size() == 600);
+}
+
+namespace {
+
+std::string page_size_of(const std::string& db_path) {
+  auto db = raw_connection(db_path);
+  return pragma_text(db, "PRAGMA page_size");
+}
+
+}  // namespace
+
+TEST_CASE("a new store's database has 16 KiB pages, and an existing one keeps its own",
+          "[journal]") {
+  TempDir fresh;
+  {
+    auto store = open_store(journal_options_in(fresh.state_dir()));
+    CHECK(page_size_of(store->path()) == "16384");
+  }
+  // A file an older poold made, with SQLite's default pages and something in it.
+  TempDir old;
+  const std::string path = old.state_dir() + "/dead_letters.db";
+  std::filesystem::create_directories(old.state_dir());
+  {
+    auto db = raw_connection(path);
+    REQUIRE(sqlite3_exec(db.handle(), "PRAGMA page_size = 4096; CREATE TABLE t (x)", nullptr,
+                         nullptr, nullptr) == SQLITE_OK);
+  }
+  auto store = open_store(journal_options_in(old.state_dir()));
+  CHECK(page_size_of(path) == "4096");
+  accept_all(journal_of(*store), tasks(1, 10));
 }
 
 TEST_CASE("a lone accept commits at once, and accepts wait for a group once rounds carry several",

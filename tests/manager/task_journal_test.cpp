@@ -251,6 +251,30 @@ TEST_CASE("a batch with an id the journal holds is refused whole while the other
   CHECK(j.stats().batches_refused == 1);
 }
 
+TEST_CASE("ids are checked whether or not they rise above every id seen", "[journal]") {
+  TempDir dir;
+  auto store = open_store(journal_options_in(dir.state_dir()));
+  TaskJournal& j = journal_of(*store);
+  accept_all(j, tasks(100, 1));
+  auto locker = raw_connection(store->path());
+  REQUIRE(locker.exec("BEGIN IMMEDIATE", "test lock").is_ok());  // one round for all below
+  Commits rising, repeated, same_round, lower_new, lower_taken;
+  j.accept(tasks(200, 2), rising.callback());               // 200, 201: above all
+  j.accept({task(300), task(300)}, repeated.callback());    // twice in the batch
+  j.accept({task(201), task(202)}, same_round.callback());  // 201: this round accepted it
+  j.accept(tasks(5, 2), lower_new.callback());              // 5, 6: below, but new
+  j.accept({task(7), task(100)}, lower_taken.callback());   // 100: journaled before
+  REQUIRE(locker.exec("COMMIT", "test unlock").is_ok());
+  REQUIRE(j.flush(60s).is_ok());
+  CHECK(rising.all().front().is_ok());
+  CHECK_FALSE(repeated.all().front().is_ok());
+  CHECK_FALSE(same_round.all().front().is_ok());
+  CHECK(lower_new.all().front().is_ok());
+  CHECK_FALSE(lower_taken.all().front().is_ok());
+  const auto log = committed_log(store->path());
+  CHECK(log->ids() == std::vector<std::uint64_t>{5, 6, 100, 200, 201});
+}
+
 TEST_CASE("dead-lettering a journaled task writes its letter and its end in one transaction",
           "[journal]") {
   TempDir dir;

@@ -226,7 +226,7 @@ inline int metrics_port(PooldProcess& poold) {
   REQUIRE(poold.wait_ready());
   std::smatch m;
   const std::string out = poold.output();
-  REQUIRE(std::regex_search(out, m, std::regex(R"(poold ready .*metrics=127\.0\.0\.1:(\d+))")));
+  REQUIRE(std::regex_search(out, m, std::regex(R"(poold ready .*http=127\.0\.0\.1:(\d+))")));
   return std::stoi(m[1]);
 }
 

@@ -5,14 +5,18 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <sched.h>
 #include <seccomp.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -245,4 +249,82 @@ TEST_CASE("with Landlock required, a thread init left is refused unless the kern
   });
   INFO(r.describe());
   CHECK(r.exited_with(0));
+}
+
+namespace {
+
+// A thread standing in for one the plugin's init parked in read() on a pipe: it enters read()
+// before the sweep and the seccomp filter, and returns what it read once the body writes.
+class ParkedReader {
+ public:
+  ParkedReader() {
+    if (::pipe2(fds_, O_CLOEXEC) != 0) std::_Exit(kChildSetupFailedHere);
+    thread_ = std::thread([this] {
+      tid_ = static_cast<pid_t>(::syscall(SYS_gettid));
+      char c = 0;
+      const ssize_t n = ::read(fds_[0], &c, 1);
+      got_ = n == 1 ? c : -1;
+      done_ = true;
+      done_.notify_all();
+    });
+    // Parked once /proc says it sleeps: after its tid it makes no call but read().
+    while (tid_ == 0 || !sleeping()) ::usleep(1000);
+  }
+  ~ParkedReader() { thread_.detach(); }  // the forked child exits with it
+  int wake_and_read() {
+    const char c = 'x';
+    if (::write(fds_[1], &c, 1) != 1) return -2;
+    done_.wait(false);
+    return got_;
+  }
+
+ private:
+  static constexpr int kChildSetupFailedHere = 91;
+  bool sleeping() const {
+    char path[64], stat[512];
+    std::snprintf(path, sizeof path, "/proc/self/task/%d/stat", static_cast<int>(tid_.load()));
+    std::FILE* f = std::fopen(path, "re");
+    if (f == nullptr) return false;
+    const std::size_t n = std::fread(stat, 1, sizeof stat - 1, f);
+    std::fclose(f);
+    stat[n] = '\0';
+    const char* paren = std::strrchr(stat, ')');
+    return paren != nullptr && paren[1] == ' ' && paren[2] == 'S';
+  }
+
+  int fds_[2] = {-1, -1};
+  std::atomic<pid_t> tid_{0};
+  std::atomic<bool> done_{false};
+  int got_ = -1;
+  std::thread thread_;
+};
+
+}  // namespace
+
+TEST_CASE("a thread the sweep interrupts in read() enters it again before the strict filter") {
+  sandpool::testing::require_landlock();
+  if (kernel_restricts_every_thread()) return;  // the kernel restricts it: no signal, no restart
+  PublicDir allowed;
+  SandboxPolicy strict;
+  strict.profile = SeccompProfile::kStrict;
+  // On one CPU the sweep's caller, woken by the thread's answer, tends to run before the
+  // thread has left the handler: without the wait for it to sleep again, its restarted read()
+  // met the filter in about one round of 50 here.
+  for (int round = 0; round < 100; ++round) {
+    INFO("round " << round);
+    std::unique_ptr<ParkedReader> reader;
+    ChildResult r = run_sandboxed(
+        strict, [&] { return reader->wake_and_read() == 'x' ? 0 : 1; },
+        [&] {
+          cpu_set_t one;
+          CPU_ZERO(&one);
+          CPU_SET(0, &one);
+          (void)::sched_setaffinity(0, sizeof one, &one);
+          reader = std::make_unique<ParkedReader>();
+          auto restricted = restrict_filesystem({allowed.path()}, false);
+          if (!restricted.is_ok() || restricted->other_threads != 1) std::_Exit(92);
+        });
+    INFO(r.describe());
+    REQUIRE(r.exited_with(0));
+  }
 }

@@ -91,7 +91,7 @@ TEST_CASE("a plugin that is not there is an error naming it") {
   CHECK(s.message() == "stat(/nonexistent/libnothing.so): No such file or directory");
 }
 
-TEST_CASE("a plugin the sandbox user cannot read is refused; a closed directory above is fine") {
+TEST_CASE("a plugin the sandbox user cannot read is refused, a closed directory above is fine") {
   PublicDir dir;
   const RunAs nobody{65534, 65534, {}};
   // A closed directory above it (a build tree under /root, mode 0700): the worker gets the

@@ -130,7 +130,7 @@ TEST_CASE("the worker's environment is keep_env's variables of the manager's, an
   ::unsetenv("SP_TEST_SECRET");
 }
 
-TEST_CASE("only --plugin is required; the rest keeps the contract's defaults") {
+TEST_CASE("only --plugin is required, the rest keeps the contract's defaults") {
   auto out = parse({"--plugin", "/x.so"});
   REQUIRE(out.is_ok());
   WorkerArgs expected;

@@ -148,7 +148,7 @@ TEST_CASE("cancelling a queued task answers kCancelled without running it") {
   CHECK(second->status == TaskStatus::kOk);
 }
 
-TEST_CASE("started_task names the task inside handle; cancelled() stops it") {
+TEST_CASE("started_task names the task inside handle, cancelled() stops it") {
   auto w = ready_worker(worker_args(plugin_path("sleep")));
   w->send(w->task(42, "sleep", "20000"));
   REQUIRE(eventually([&] { return w->header().started_task.load() == 42; }));

@@ -1,5 +1,5 @@
 """A real poold for the client's tests: a config written into a scratch directory (socket and
-state dir inside it, no metrics listener), the process started from the build, and its log
+state dir inside it, the HTTP listener on a free port), the process started from the build, and its log
 read by a thread, so a test waits for the "poold ready" line instead of sleeping.
 
 Where poold and the plugins are: SANDPOOL_POOLD and SANDPOOL_PLUGIN_DIR (ctest sets both),
@@ -41,7 +41,7 @@ def config_yaml(scratch: pathlib.Path, service_extra: str = "") -> str:
 service:
   socket: {{path: {scratch / "poold.sock"}, mode: "0666"}}
   state_dir: {scratch / "state"}
-  metrics: {{listen: 127.0.0.1:0}}
+  http: {{listen: 127.0.0.1:0}}
   log: {{level: info}}
   journal: off
   shutdown_timeout: 0s

@@ -43,6 +43,17 @@ struct JournalConfig {
   bool operator==(const JournalConfig&) const = default;
 };
 
+// `service.http` (docs/configuration.md, docs/protocol.md "HTTP API"): the one HTTP listener
+// (/metrics, /healthz, the dashboard, /api/v1/). The token files hold the bearer tokens of
+// the read and admin rights over HTTP; empty: none (then that right is not granted).
+struct HttpConfig {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 9464;  // 0: pick a free port (poold logs it)
+  std::string read_token_file;
+  std::string admin_token_file;
+  bool operator==(const HttpConfig&) const = default;
+};
+
 struct ServiceConfig {
   using Duration = std::chrono::milliseconds;
   std::string socket_path = "/run/sandpool/poold.sock";
@@ -50,8 +61,7 @@ struct ServiceConfig {
   std::string socket_group;  // empty: poold's primary group
   std::vector<AllowRule> allow;
   std::string state_dir = "/var/lib/sandpool";
-  std::string metrics_host = "127.0.0.1";
-  std::uint16_t metrics_port = 9464;  // 0: pick a free port (poold logs it)
+  HttpConfig http;
   LogLevel log_level = LogLevel::kInfo;
   LogFormat log_format = LogFormat::kText;
   Duration shutdown_timeout{30000};
@@ -96,6 +106,9 @@ struct PoolConfig : PoolIdentity, WorkerSpec, LiveOptions {
 struct Config {
   ServiceConfig service;
   std::vector<PoolConfig> pools;
+  // What the file says that still works but should change (a deprecated key), one line
+  // each as `SOURCE:LINE:COLUMN: key.path: ...`; poold logs them at start.
+  std::vector<std::string> warnings;
   bool operator==(const Config&) const = default;
 };
 

@@ -86,6 +86,23 @@ struct Request {
   std::string client_name;
 };
 
+// Where the frames of a request made in-process go (poold's HTTP API, which dispatches
+// through the same ControlHandler as the socket): a Responder made by local_request() hands
+// each frame to its sink instead of a connection. take() may run on any thread, never twice
+// at once for one request, and is not called again after a final frame.
+class ReplySink {
+ public:
+  enum class Kind : std::uint8_t { kEvent, kOk, kError };
+  virtual ~ReplySink() = default;
+  // One frame. `body` is the frame's JSON text as the socket would carry it: for kError,
+  // {"message": ...} with the wire code in `code` (empty otherwise). Returns true iff taken.
+  virtual bool take(Kind kind, std::string_view code, std::string body, std::string blob) = 0;
+  // Bytes taken and not yet passed on to the requester (Responder::queued_output()).
+  virtual std::size_t queued_output() const = 0;
+  // False while the requester can take no more event frames (Responder::wants_events()).
+  virtual bool accepting_events() const { return true; }
+};
+
 // The handle through which one request is answered: any number of events, then exactly one
 // final ok or error. Thread-safe; copies share one state. Calls after the final reply, after
 // the client cancelled, or after the connection or server went away are no-ops (they
@@ -105,6 +122,11 @@ class Responder {
   // request's replies and events); 0 once the connection is gone. For a producer that
   // would rather coalesce than queue behind a slow reader.
   std::size_t queued_output() const;
+  // False while an event sent now would be dropped: an in-process requester's queue of event
+  // frames is full (ReplySink::accepting_events(); the HTTP API's streams show a bounded rate).
+  // A producer may then count the event as missed instead of building it. Always true for a
+  // socket request, whose output is bounded by max_output_bytes instead.
+  bool wants_events() const;
   // Runs `fn` once when the client cancels this stream or the connection closes (on the
   // server thread, or right away on the caller's if that already happened). Not after a
   // final reply. Use it to stop a follow stream.
@@ -113,6 +135,16 @@ class Responder {
  private:
   std::shared_ptr<State> state_;
 };
+
+// A request made in-process: the Responder to hand the ControlHandler with it, and what
+// the requester calls when it goes away before the final reply (the stream's on_cancel
+// runs; later frames are dropped). If every copy of the Responder is dropped unanswered,
+// the sink gets an `internal` error, as a socket client would.
+struct LocalRequest {
+  Responder responder;
+  std::function<void()> abandon;
+};
+LocalRequest local_request(std::shared_ptr<ReplySink> sink);
 
 // Implemented by poold. handle() runs on the server thread: it must not block; long work
 // replies later through the Responder from any thread. Exceptions it throws become an

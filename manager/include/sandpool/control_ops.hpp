@@ -33,7 +33,7 @@ struct OpList {
 };
 
 // Every operation the protocol has; the server answers any other name `unknown_op`.
-using AllOps = OpList<ServerStatus, Version, Workers, Stats, Events, Task, Wait, Submit,
+using AllOps = OpList<ServerStatus, Version, Workers, Stats, Events, Task, TaskList, Wait, Submit,
                       SubmitBatch, Cancel, Scale, Strategy, Drain, Resume, Restart, KillWorker,
                       DlqList, DlqShow, DlqReplay, DlqPurge, DlqImport, Reload, Shutdown>;
 

@@ -100,6 +100,22 @@ struct SubmitOptions {
   std::function<void(std::uint64_t id, const Status&)> on_accepted;
 };
 
+// Which tasks Pool::list() returns; an empty or absent member matches any task.
+struct TaskQuery {
+  std::string type;
+  std::string key;  // the affinity key (SubmitOptions::key)
+  std::optional<TaskState> state;
+  std::optional<std::int64_t> since_ms, until_ms;  // submitted within (wall clock, ms)
+  std::size_t limit = 100;
+};
+
+// A task as Pool::list() found it.
+struct TaskListing {
+  Ticket ticket;
+  std::string key;
+  std::int64_t submitted_ms = 0;  // wall clock
+};
+
 // One task of Pool::submit_batch.
 struct BatchTask {
   std::string type;
@@ -277,6 +293,10 @@ class Pool {
   // Returns a handle on an open task, or on an ended one still kept (task_records_*);
   // empty when this pool does not know the id.
   std::optional<Ticket> find(std::uint64_t task_id) const;
+  // The tasks this pool holds (open, or ended and still kept: task_records_*) that match
+  // `q`: the open ones first, then the ended ones newest first; at most q.limit. Waits for
+  // the loop thread; O(tasks held): for operators, not hot paths.
+  std::vector<TaskListing> list(const TaskQuery& q) const;
   // The task types this pool serves.
   const std::vector<std::string>& task_types() const;
   // How the workers are confined, as `poolctl workers` shows it for a worker still starting:

@@ -163,7 +163,9 @@ class TaskJournal {
     void requeue(std::uint64_t task_id);
     void attempt(std::uint64_t task_id, const Attempt& ended, TaskState next,
                  std::int64_t retry_due_ms = 0);
-    void finish(TaskResult final_account, JournalCommitted on_committed);
+    // The account is shared, not copied: it must be final (nothing writes it again) and is
+    // read on the writer thread.
+    void finish(std::shared_ptr<const TaskResult> final_account, JournalCommitted on_committed);
     bool empty() const;
 
    private:
@@ -176,6 +178,8 @@ class TaskJournal {
   void accept(std::vector<JournalTask> tasks, JournalCommitted on_committed);
   // Queues what `records` holds, in order, and empties it. When the store has closed, each
   // finish's on_committed is called at once with kClosed.
+  // The records' storage comes back emptied with the capacity of a chunk the writer is done
+  // with, so that a loop's records reuse warm memory turn after turn.
   void hand_over(Records& records);
   // The task started an attempt: `start` carries number, worker_pid and started_ms.
   void record_start(std::uint64_t task_id, const Attempt& start);
@@ -258,8 +262,16 @@ class TaskJournal {
   void deliver();
   // Under mu_: puts what is still taken back at the front of the queue (the writer stops).
   void untake_locked();
-  // Erases the taken writes before queue_head_.
+  // Erases the taken chunks before queue_head_.
   void drop_queue_head_locked();
+  // Queues one chunk of writes (seq numbers given here) and empties `writes`; `reuse`: give
+  // it a spare chunk's storage. Answers the writes with kClosed once the store closed.
+  void queue_chunk(std::vector<Write>& writes, bool reuse);
+  // The writer's: appends a chunk to the taken writes; after a round, empties the chunks
+  // whose writes are all done (no lock), and keeps their storage as spares (under mu_).
+  void take_chunk(std::vector<Write>&& chunk);
+  void clear_taken_chunks();
+  void recycle_taken_chunks_locked();
   // After the writer stopped: answers every write still queued with kClosed.
   void abandon(const std::string& why);
 
@@ -290,11 +302,18 @@ class TaskJournal {
   std::unique_ptr<JournalState> state_;
 
   // Guarded by store_.mu_ (the writer's lock), so the writer waits on one condition.
-  // Oldest first from queue_head_ (the writes before it were taken: a round may take only the
-  // front, up to max_batch tasks). A vector, not a deque: a deque allocates per write.
-  std::vector<Write> queue_;
+  // The writes waiting, in the chunks they were queued in (a loop's turn of records, an
+  // accept() batch, a single record): queueing moves a chunk, never a write. Oldest first
+  // from queue_head_ (the chunks before it were taken: a round may take only the front, whole
+  // chunks up to max_batch tasks).
+  std::vector<std::vector<Write>> queue_;
   std::size_t queue_head_ = 0;
+  std::size_t queued_writes_ = 0;   // in queue_ from queue_head_
   std::uint64_t queued_tasks_ = 0;  // tasks in accept() writes of queue_
+  // Emptied chunks whose storage hand_over() gives back to the pool loops, and their
+  // capacity in writes (bounded).
+  std::vector<std::vector<Write>> spare_;
+  std::size_t spare_writes_ = 0;
   std::uint64_t next_seq_ = 1;
   std::uint64_t taken_seq_ = 0;  // the oldest taken write's seq while taken_count_ > 0
   std::size_t taken_count_ = 0;
@@ -305,9 +324,11 @@ class TaskJournal {
   bool compaction_due_ = false;  // the log has rounds compaction can delete
   TaskJournalStats stats_;
 
-  // The writer thread's own (no lock): the writes of the current round, the callbacks to
-  // deliver after it, and what the open transaction wrote to the log.
-  std::vector<Write> taken_;
+  // The writer thread's own (no lock): the writes of the current round (in order, each in
+  // one of the chunks taken), the callbacks to deliver after it, and what the open
+  // transaction wrote to the log.
+  std::vector<std::vector<Write>> taken_chunks_;
+  std::vector<Write*> taken_;
   std::vector<std::pair<JournalCommitted, Status>> deliveries_;
   std::unique_ptr<RoundResult> round_;
   std::unique_ptr<RoundPlan> plan_;

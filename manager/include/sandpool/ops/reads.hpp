@@ -79,6 +79,8 @@ struct StatusReply {
   std::uint64_t events_dropped = 0;
   std::uint64_t idempotency_keys = 0;
   std::uint64_t idempotency_kept_bytes = 0;
+  // The HTTP listener's address ("host:port", service.http); empty when none (yet).
+  std::string http;
 };
 
 // `workers`: one worker (WorkerInfo with the figures poold reads from /proc).

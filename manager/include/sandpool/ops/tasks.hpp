@@ -111,6 +111,34 @@ struct SubmitBatchReply {
   std::optional<BatchRefusal> refused_from;  // the tasks from its index on were not tried
 };
 
+// `tasks`: which tasks to list; an empty or absent member matches any task.
+struct TaskListArgs {
+  std::string pool;
+  std::string type;
+  std::string state;                               // a task state (queued, running, completed, ...)
+  std::string key;                                 // the affinity key
+  std::optional<std::int64_t> since_ms, until_ms;  // submitted within (wall clock)
+  std::uint64_t limit = 100;                       // 1..1000
+};
+
+// `tasks`: one task found.
+struct TaskSummary {
+  std::uint64_t id = 0;
+  std::string pool;
+  std::string type;
+  std::string state;
+  std::optional<std::string> reason;
+  std::string error;
+  std::uint32_t attempts = 0;
+  std::string key;
+  std::int64_t submitted_ms = 0;
+};
+
+struct TaskListReply {
+  std::vector<TaskSummary> tasks;  // newest first (by id)
+  bool truncated = false;          // more matched than `limit`
+};
+
 struct CancelReply {
   std::uint64_t id = 0;
   bool cancelled = false;  // false: the task was already terminal
@@ -145,6 +173,13 @@ struct Wait {
   static constexpr Lane kLane = Lane::kReads;
   using Args = WaitArgs;
   using Reply = TaskAccount;
+};
+struct TaskList {
+  static constexpr std::string_view kName = "tasks";
+  static constexpr Rights kRights = Rights::kRead;
+  static constexpr Lane kLane = Lane::kReads;
+  using Args = TaskListArgs;
+  using Reply = TaskListReply;
 };
 struct Cancel {
   static constexpr std::string_view kName = "cancel";

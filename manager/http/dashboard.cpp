@@ -1,0 +1,355 @@
+#include "http/dashboard.hpp"
+
+#include <chrono>
+#include <utility>
+
+#include "control/op_json.hpp"
+#include "http/dashboard_pages.hpp"
+#include "http/html.hpp"
+
+namespace sandpool::http {
+namespace {
+
+using nlohmann::json;
+using Req = httplib::Request;
+using Res = httplib::Response;
+constexpr const char* kHtml = "text/html; charset=utf-8";
+
+// The typed reply of Op (and its blob), or the error the call ended with.
+template <class Op>
+struct Typed {
+  std::optional<typename Op::Reply> reply;
+  std::string blob;
+  std::string code, message;  // when !reply
+};
+
+template <class Op>
+Typed<Op> call_op(Api& api, const typename Op::Args& args, const Caller& caller,
+                  std::vector<std::string>* events = nullptr) {
+  json encoded = json::object();
+  if constexpr (!std::is_same_v<typename Op::Args, ops::NoArgs>) encoded = ops::encode(args);
+  CallReply r = api.call(Op::kName, std::move(encoded), {}, caller, events);
+  Typed<Op> out;
+  const json body = json::parse(r.body, nullptr, false);
+  if (!r.ok) {
+    out.code = r.code;
+    out.message = body.is_object() ? body.value("message", "") : "";
+    return out;
+  }
+  typename Op::Reply reply;
+  if (Status st = ops::decode(body, &reply); !st) {
+    out.code = "internal";
+    out.message = st.message();
+    return out;
+  }
+  out.reply = std::move(reply);
+  out.blob = std::move(r.blob);
+  return out;
+}
+
+// A path of this site to come back to after a form (never another site's: "//host").
+std::string local_path(const std::string& path) {
+  if (path.empty() || path[0] != '/' || (path.size() > 1 && (path[1] == '/' || path[1] == '\\')) ||
+      path.find_first_of("\r\n") != std::string::npos) {
+    return "/";
+  }
+  return path;
+}
+
+void redirect_with(Res& res, const std::string& to, const std::string& message) {
+  std::string where = local_path(to);
+  // Drop an earlier flash message from the path.
+  if (auto m = where.find("msg="); m != std::string::npos) {
+    where.erase(m > 0 && (where[m - 1] == '?' || where[m - 1] == '&') ? m - 1 : m);
+  }
+  where += (where.find('?') == std::string::npos ? "?" : "&") + std::string("msg=") +
+           url_encode(message);
+  res.status = 303;
+  res.set_header("Location", where);
+}
+
+std::int64_t wall_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::optional<std::int64_t> since_ms(const std::string& since) {
+  const std::int64_t minute = 60000;
+  std::int64_t back = 0;
+  if (since == "15m") back = 15 * minute;
+  if (since == "1h") back = 60 * minute;
+  if (since == "24h") back = 24 * 60 * minute;
+  if (since == "7d") back = 7 * 24 * 60 * minute;
+  if (back == 0) return std::nullopt;
+  return wall_ms_now() - back;
+}
+
+ops::DlqFilter dlq_filter(const std::string& pool, const std::string& type,
+                          const std::string& reason, const std::string& since) {
+  ops::DlqFilter f;
+  if (!pool.empty()) f.pool = pool;
+  if (!type.empty()) f.type = type;
+  if (!reason.empty()) f.reason = reason;
+  f.since_ms = since_ms(since);
+  return f;
+}
+
+}  // namespace
+
+void Dashboard::install(httplib::Server& server) {
+  // The viewer of a page; nullopt when the request was refused (res says why).
+  auto viewer = [this](const Req& req, Res& res,
+                       bool changes_state) -> std::optional<std::pair<Caller, pages::Viewer>> {
+    auto caller = api_.authenticate(req, res, changes_state);
+    if (!caller) return std::nullopt;
+    pages::Viewer v;
+    v.access = caller->access;
+    if (caller->session) v.csrf = caller->session->csrf;
+    v.read_only = !access_.has_admin_token();
+    v.read_token = access_.has_read_token();
+    if (req.has_param("msg")) v.message = req.get_param_value("msg");
+    v.path = req.path;
+    return std::pair{std::move(*caller), std::move(v)};
+  };
+  auto send_page = [](Res& res, const pages::Viewer& v, std::string_view title,
+                      const std::string& body, int status = 200) {
+    res.status = status;
+    res.set_header("Content-Security-Policy",
+                   "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' "
+                   "data:; frame-ancestors 'none'; form-action 'self'");
+    res.set_header("X-Content-Type-Options", "nosniff");
+    res.set_header("Referrer-Policy", "no-referrer");
+    res.set_header("Cache-Control", "no-store");
+    res.set_content(pages::layout(v, title, body), kHtml);
+  };
+  auto send_error = [send_page](Res& res, const pages::Viewer& v, const std::string& code,
+                                const std::string& message) {
+    send_page(res, v, code, pages::error_body(code, message), Api::http_status(code));
+  };
+
+  server.Get("/static/app.css", [](const Req&, Res& res) {
+    res.set_header("Cache-Control", "max-age=3600");
+    res.set_content(kDashboardCss, "text/css; charset=utf-8");
+  });
+  server.Get("/static/app.js", [](const Req&, Res& res) {
+    res.set_header("Cache-Control", "max-age=3600");
+    res.set_content(kDashboardJs, "text/javascript; charset=utf-8");
+  });
+  server.Get("/favicon.ico", [](const Req&, Res& res) { res.status = 204; });
+
+  server.Get("/", [=, this](const Req& req, Res& res) {
+    auto w = viewer(req, res, false);
+    if (!w) return;
+    auto& [caller, v] = *w;
+    auto status = call_op<ops::ServerStatus>(api_, {}, caller);
+    if (!status.reply) return send_error(res, v, status.code, status.message);
+    auto stats = call_op<ops::Stats>(api_, {}, caller);
+    if (!stats.reply) return send_error(res, v, stats.code, stats.message);
+    send_page(res, v, "Overview", pages::overview_body(v, *status.reply, *stats.reply));
+  });
+
+  server.Get(R"(/pools/([^/]+))", [=, this](const Req& req, Res& res) {
+    auto w = viewer(req, res, false);
+    if (!w) return;
+    auto& [caller, v] = *w;
+    const std::string pool = req.matches[1].str();
+    auto stats = call_op<ops::Stats>(api_, {pool}, caller);
+    if (!stats.reply || stats.reply->pools.empty()) {
+      return send_error(res, v, stats.reply ? "not_found" : stats.code, stats.message);
+    }
+    auto workers = call_op<ops::Workers>(api_, {pool}, caller);
+    if (!workers.reply) return send_error(res, v, workers.code, workers.message);
+    send_page(res, v, "Pool " + pool,
+              pages::pool_body(v, stats.reply->pools.front(), *workers.reply));
+  });
+
+  server.Get("/tasks", [=, this](const Req& req, Res& res) {
+    auto w = viewer(req, res, false);
+    if (!w) return;
+    auto& [caller, v] = *w;
+    pages::TaskFilter f{req.get_param_value("id"),   req.get_param_value("pool"),
+                        req.get_param_value("type"), req.get_param_value("state"),
+                        req.get_param_value("key"),  req.get_param_value("since")};
+    if (!f.id.empty() && f.id.find_first_not_of("0123456789") == std::string::npos &&
+        f.id.size() < 20) {
+      res.status = 303;
+      res.set_header("Location", "/tasks/" + f.id);
+      return;
+    }
+    ops::TaskListArgs args;
+    args.pool = f.pool;
+    args.type = f.type;
+    args.state = f.state;
+    args.key = f.key;
+    args.since_ms = since_ms(f.since);
+    args.limit = 200;
+    auto list = call_op<ops::TaskList>(api_, args, caller);
+    send_page(res, v, "Tasks",
+              pages::tasks_body(v, f, list.reply ? &*list.reply : nullptr,
+                                list.code + ": " + list.message));
+  });
+
+  server.Get(R"(/tasks/(\d{1,19}))", [=, this](const Req& req, Res& res) {
+    auto w = viewer(req, res, false);
+    if (!w) return;
+    auto& [caller, v] = *w;
+    const std::uint64_t id = std::stoull(req.matches[1].str());
+    auto task = call_op<ops::Task>(api_, {id}, caller);
+    if (!task.reply) return send_error(res, v, task.code, task.message);
+    std::optional<std::string> result;
+    if (!task.reply->result_withheld && !task.blob.empty()) result = task.blob;
+    send_page(res, v, "Task " + std::to_string(id), pages::task_body(v, *task.reply, result));
+  });
+
+  server.Get("/dlq", [=, this](const Req& req, Res& res) {
+    auto w = viewer(req, res, false);
+    if (!w) return;
+    auto& [caller, v] = *w;
+    pages::LetterFilter f{req.get_param_value("pool"),   req.get_param_value("type"),
+                          req.get_param_value("reason"), req.get_param_value("text"),
+                          req.get_param_value("since"),  req.get_param_value("cursor")};
+    ops::DlqListArgs args;
+    args.filter = dlq_filter(f.pool, f.type, f.reason, f.since);
+    args.limit = f.text.empty() ? 100 : 1000;
+    if (!f.cursor.empty()) args.cursor = f.cursor;
+    auto list = call_op<ops::DlqList>(api_, args, caller);
+    if (!list.reply) {
+      if (list.code == "unauthorized") {
+        return send_page(res, v, "Dead letters",
+                         "<h1>Dead letters</h1><p class=muted id=need-token>Dead letters hold "
+                         "task payloads: they are shown with the read or admin token (<a "
+                         "href=/login>log in</a>). Their count is on the overview.</p>");
+      }
+      return send_error(res, v, list.code, list.message);
+    }
+    send_page(res, v, "Dead letters", pages::dlq_body(v, f, *list.reply));
+  });
+
+  server.Get(R"(/dlq/(\d{1,19}))", [=, this](const Req& req, Res& res) {
+    auto w = viewer(req, res, false);
+    if (!w) return;
+    auto& [caller, v] = *w;
+    const std::uint64_t id = std::stoull(req.matches[1].str());
+    auto letter = call_op<ops::DlqShow>(api_, {id}, caller);
+    if (!letter.reply) return send_error(res, v, letter.code, letter.message);
+    send_page(res, v, "Dead letter " + std::to_string(id),
+              pages::letter_body(v, *letter.reply, letter.blob));
+  });
+
+  server.Get("/events", [=, this](const Req& req, Res& res) {
+    auto w = viewer(req, res, false);
+    if (!w) return;
+    auto& [caller, v] = *w;
+    const std::string pool = req.get_param_value("pool");
+    std::vector<std::string> frames;
+    auto done = call_op<ops::Events>(api_, {pool, false}, caller, &frames);
+    if (!done.reply) return send_error(res, v, done.code, done.message);
+    std::vector<ops::PoolEventRecord> recent;
+    for (const std::string& f : frames) {
+      ops::PoolEventRecord e;
+      if (ops::decode(json::parse(f, nullptr, false), &e)) recent.push_back(std::move(e));
+    }
+    send_page(res, v, "Events", pages::events_body(v, pool, recent));
+  });
+
+  server.Get("/login", [=](const Req& req, Res& res) {
+    auto w = viewer(req, res, false);
+    if (!w) return;
+    send_page(res, w->second, "Log in", pages::login_body(w->second, ""));
+  });
+  server.Post("/login", [=, this](const Req& req, Res& res) {
+    pages::Viewer v;
+    v.read_only = !access_.has_admin_token();
+    v.read_token = access_.has_read_token();
+    const auto access = access_.check_token(req.get_param_value("token"));
+    if (!access) {
+      return send_page(res, v, "Log in",
+                       pages::login_body(v, "That is not a token of this service."), 401);
+    }
+    const std::string id = access_.open_session(*access);
+    res.set_header("Set-Cookie", "sp_session=" + id + "; Path=/; HttpOnly; SameSite=Strict");
+    redirect_with(res, "/", "logged in with the " + std::string(to_string(*access)) + " token");
+  });
+  server.Post("/logout", [=, this](const Req& req, Res& res) {
+    auto w = viewer(req, res, true);
+    if (!w) return;
+    access_.close_session(w->first.session_id);
+    res.set_header("Set-Cookie", "sp_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
+    redirect_with(res, "/", "logged out");
+  });
+
+  // The dead-letter list's form: replay or purge the selected letters or all matching.
+  server.Post("/ui/dlq", [=, this](const Req& req, Res& res) {
+    auto w = viewer(req, res, true);
+    if (!w) return;
+    auto& [caller, v] = *w;
+    const std::string action = req.get_param_value("action");
+    const bool replay = action.rfind("replay", 0) == 0;
+    const char* op = replay ? "dlq_replay" : "dlq_purge";
+    std::vector<json> selectors;
+    if (action.find("matching") != std::string::npos) {
+      const ops::DlqFilter f =
+          dlq_filter(req.get_param_value("f_pool"), req.get_param_value("f_type"),
+                     req.get_param_value("f_reason"), req.get_param_value("f_since"));
+      ops::DlqSelector sel;
+      const bool empty = !f.pool && !f.type && !f.reason && !f.since_ms;
+      if (empty) {
+        sel.all = true;
+      } else {
+        sel.filter = f;
+      }
+      selectors.push_back(ops::encode(sel));
+    } else {
+      for (std::size_t i = 0; i < req.get_param_value_count("id"); ++i) {
+        const std::string id = req.get_param_value("id", i);
+        if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos) continue;
+        selectors.push_back(json{{"id", std::stoull(id)}});
+      }
+    }
+    if (selectors.empty())
+      return redirect_with(res, req.get_param_value("return"), "nothing selected");
+    std::uint64_t done = 0;
+    std::string error;
+    for (json& sel : selectors) {
+      const CallReply r = api_.call(op, std::move(sel), {}, caller);
+      const json body = json::parse(r.body, nullptr, false);
+      if (!r.ok) {
+        error = r.code + ": " + (body.is_object() ? body.value("message", "") : "");
+        break;
+      }
+      done += replay ? body.value("replayed", std::uint64_t{0})
+                     : body.value("purged", std::uint64_t{0});
+    }
+    redirect_with(res, req.get_param_value("return"),
+                  error.empty() ? std::string(replay ? "replayed " : "purged ") +
+                                      std::to_string(done) + " letter(s)"
+                                : error);
+  });
+
+  // Every other form: one operation, its arguments from the form's fields.
+  server.Post(R"(/ui/([a-z_]+))", [=, this](const Req& req, Res& res) {
+    auto w = viewer(req, res, true);
+    if (!w) return;
+    auto& [caller, v] = *w;
+    const std::string op = req.matches[1].str();
+    const json args = typed_args(op, req.params, {"csrf", "return"});
+    const CallReply r = api_.call(op, args, {}, caller);
+    const json body = json::parse(r.body, nullptr, false);
+    std::string message = r.ok ? op + ": done" : r.code + ": ";
+    if (!r.ok && body.is_object()) message += body.value("message", "");
+    if (r.ok && op == "kill_worker") message = "kill_worker: signal sent";
+    if (r.ok && op == "dlq_replay")
+      message = "replayed; new task " + body.value("ids", json::array()).dump();
+    if (!r.ok && (r.code == "unauthorized" || r.code == "forbidden")) {
+      res.status = Api::http_status(r.code);
+      res.set_content(
+          pages::layout(v, "Refused", pages::error_body(r.code, message.substr(r.code.size() + 2))),
+          kHtml);
+      return;
+    }
+    redirect_with(res, req.get_param_value("return"), message);
+  });
+}
+
+}  // namespace sandpool::http

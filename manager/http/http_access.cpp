@@ -1,0 +1,191 @@
+#include "http/http_access.hpp"
+
+#include <arpa/inet.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <sandpool/posix_call.hpp>
+
+namespace sandpool::http {
+namespace {
+
+constexpr std::size_t kMinTokenLength = 16;
+
+// Compares in time that depends on the lengths only, not on where the texts differ.
+bool same_secret(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+Result<std::string> read_token_file(const std::string& path, std::string_view key) {
+  const std::string what = "service.http." + std::string(key) + " " + path;
+  struct stat st {};
+  if (Status s = posix_call_rc("stat " + path, [&] { return ::stat(path.c_str(), &st); }); !s) {
+    return Status::error(s.code(), what + ": " + s.message());
+  }
+  if (!S_ISREG(st.st_mode)) return Status::invalid(what + ": not a regular file");
+  if ((st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return Status::invalid(what + ": mode " + mode +
+                           " lets others read it; chmod 0600 (owner only)");
+  }
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) return Status::error(Code::kSystem, what + ": cannot be read");
+  std::string token = text.str();
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) {
+    token.pop_back();
+  }
+  const bool printable =
+      std::all_of(token.begin(), token.end(), [](char c) { return c > ' ' && c < 0x7f; });
+  if (token.size() < kMinTokenLength || !printable) {
+    return Status::invalid(what + ": expected one token of at least " +
+                           std::to_string(kMinTokenLength) +
+                           " printable characters without spaces (e.g. openssl rand -hex 16)");
+  }
+  return token;
+}
+
+}  // namespace
+
+std::string_view to_string(Access a) {
+  switch (a) {
+    case Access::kAnonymous:
+      return "anonymous";
+    case Access::kRead:
+      return "read";
+    case Access::kAdmin:
+      return "admin";
+  }
+  return "anonymous";
+}
+
+bool is_read(const ops::OpInfo& op) {
+  return op.rights == Rights::kRead || op.lane == ops::Lane::kReads;
+}
+
+Grant grant_for(const ops::OpInfo& op, Access access) {
+  switch (access) {
+    case Access::kAnonymous:
+      return {op.rights == Rights::kRead, Rights::kRead};
+    case Access::kRead:
+      return {is_read(op), Rights::kAdmin};
+    case Access::kAdmin:
+      return {true, Rights::kAdmin};
+  }
+  return {};
+}
+
+bool is_loopback(std::string_view host) {
+  if (host == "localhost") return true;
+  const std::string h(host);
+  in_addr v4{};
+  if (::inet_pton(AF_INET, h.c_str(), &v4) == 1) {
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  }
+  in6_addr v6{};
+  if (::inet_pton(AF_INET6, h.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
+  return false;
+}
+
+Result<HttpAccess> HttpAccess::load(const HttpConfig& config) {
+  std::string read_token, admin_token;
+  if (!config.read_token_file.empty()) {
+    auto t = read_token_file(config.read_token_file, "read_token_file");
+    if (!t) return t.status();
+    read_token = std::move(*t);
+  }
+  if (!config.admin_token_file.empty()) {
+    auto t = read_token_file(config.admin_token_file, "admin_token_file");
+    if (!t) return t.status();
+    admin_token = std::move(*t);
+  }
+  if (!read_token.empty() && read_token == admin_token) {
+    return Status::invalid(
+        "service.http: the read and admin token files hold the same token; give each its own");
+  }
+  if (!is_loopback(config.host) && read_token.empty() && admin_token.empty()) {
+    return Status::invalid("service.http.listen " + config.host + ":" +
+                           std::to_string(config.port) +
+                           " is not a loopback address and no token is configured: anyone "
+                           "who reaches it could read the pools; set "
+                           "service.http.read_token_file and/or admin_token_file, or listen on "
+                           "127.0.0.1");
+  }
+  return HttpAccess(std::move(read_token), std::move(admin_token));
+}
+
+HttpAccess HttpAccess::with_tokens(std::string read_token, std::string admin_token) {
+  return HttpAccess(std::move(read_token), std::move(admin_token));
+}
+
+HttpAccess::HttpAccess(HttpAccess&& o) noexcept
+    : read_token_(std::move(o.read_token_)), admin_token_(std::move(o.admin_token_)) {
+  std::lock_guard lock(o.mu_);
+  sessions_ = std::move(o.sessions_);
+}
+
+std::optional<Access> HttpAccess::check_token(std::string_view token) const {
+  if (token.empty()) return std::nullopt;
+  if (!admin_token_.empty() && same_secret(token, admin_token_)) return Access::kAdmin;
+  if (!read_token_.empty() && same_secret(token, read_token_)) return Access::kRead;
+  return std::nullopt;
+}
+
+std::string HttpAccess::open_session(Access access) {
+  const auto now = std::chrono::steady_clock::now();
+  std::string id = random_token();
+  std::lock_guard lock(mu_);
+  std::erase_if(sessions_, [now](const auto& kv) { return kv.second.expires <= now; });
+  while (sessions_.size() >= kMaxSessions) {
+    auto oldest = std::min_element(sessions_.begin(), sessions_.end(), [](auto& a, auto& b) {
+      return a.second.expires < b.second.expires;
+    });
+    sessions_.erase(oldest);
+  }
+  sessions_[id] = Session{access, random_token(), now + kSessionLifetime};
+  return id;
+}
+
+std::optional<Session> HttpAccess::session(std::string_view id) {
+  std::lock_guard lock(mu_);
+  const auto it = sessions_.find(id);
+  if (it == sessions_.end()) return std::nullopt;
+  if (it->second.expires <= std::chrono::steady_clock::now()) {
+    sessions_.erase(it);
+    return std::nullopt;
+  }
+  return it->second;
+}
+
+void HttpAccess::close_session(std::string_view id) {
+  std::lock_guard lock(mu_);
+  if (auto it = sessions_.find(id); it != sessions_.end()) sessions_.erase(it);
+}
+
+std::string random_token() {
+  unsigned char bytes[16];
+  std::size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n > 0) got += static_cast<std::size_t>(n);  // EINTR: try again
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char b : bytes) {
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+  }
+  return out;
+}
+
+}  // namespace sandpool::http

@@ -1,0 +1,94 @@
+// Who may do what over HTTP (docs/protocol.md, "HTTP API", "Rights"). TCP carries no peer
+// credentials, so a loopback listener is open to every local user: without a token a
+// request gets the socket's read rights with task results withheld and no dead-letter
+// contents; the read token adds the contents of every read (results, payloads, dead
+// letters); the admin token allows every operation. A token comes in an
+// `Authorization: Bearer` header or in the session cookie the login form sets, never in a
+// URL. Forms posted with the session cookie carry the session's CSRF token.
+//
+// Thread-safety: HttpAccess is immutable after load() but for its session table, which
+// has its own mutex.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <sandpool/config.hpp>
+#include <sandpool/ops/op_info.hpp>
+#include <sandpool/rights.hpp>
+#include <sandpool/status.hpp>
+
+namespace sandpool::http {
+
+// What a request's credentials grant, lowest first.
+enum class Access : std::uint8_t { kAnonymous, kRead, kAdmin };
+std::string_view to_string(Access a);
+
+// Whether `access` may run `op`, and with which Rights the handler sees the request.
+struct Grant {
+  bool allowed = false;
+  Rights rights = Rights::kNone;
+};
+// Anonymous: the operations of read rights (ops::kOps), results withheld. Read: those and
+// every other read (Lane::kReads: dlq_list, dlq_show), with contents. Admin: everything.
+Grant grant_for(const ops::OpInfo& op, Access access);
+// True iff `op` changes nothing (it may be asked with GET): read rights or Lane::kReads.
+bool is_read(const ops::OpInfo& op);
+
+// True iff `host` is a loopback address (127.0.0.0/8, ::1, localhost).
+bool is_loopback(std::string_view host);
+
+// One logged-in browser: what its cookie grants and the token its forms carry.
+struct Session {
+  Access access = Access::kAnonymous;
+  std::string csrf;
+  std::chrono::steady_clock::time_point expires;
+};
+
+class HttpAccess {
+ public:
+  // Reads the token files the config names (each must be a regular file no one but its
+  // owner can read or write: mode 0600 or stricter, and hold a token of 16 or more
+  // printable characters), and refuses a non-loopback listener without a token.
+  static Result<HttpAccess> load(const HttpConfig& config);
+  // For tests: the tokens themselves (empty: none).
+  static HttpAccess with_tokens(std::string read_token, std::string admin_token);
+
+  HttpAccess(HttpAccess&& o) noexcept;
+  HttpAccess& operator=(HttpAccess&&) = delete;
+
+  bool has_admin_token() const { return !admin_token_.empty(); }
+  bool has_read_token() const { return !read_token_.empty(); }
+
+  // The access a bearer token grants; nullopt: it is no token of ours.
+  std::optional<Access> check_token(std::string_view token) const;
+
+  // A new session for `access` (the login form), its cookie value; the oldest sessions
+  // go when there are more than kMaxSessions.
+  std::string open_session(Access access);
+  // The session a cookie value names, if it is open and not expired.
+  std::optional<Session> session(std::string_view id);
+  void close_session(std::string_view id);
+
+  static constexpr std::size_t kMaxSessions = 256;
+  static constexpr std::chrono::hours kSessionLifetime{12};
+
+ private:
+  HttpAccess(std::string read_token, std::string admin_token)
+      : read_token_(std::move(read_token)), admin_token_(std::move(admin_token)) {}
+  std::string read_token_;
+  std::string admin_token_;
+  std::mutex mu_;
+  std::map<std::string, Session, std::less<>> sessions_;
+};
+
+// 32 hex digits from getrandom(2): session ids and CSRF tokens.
+std::string random_token();
+
+}  // namespace sandpool::http

@@ -1,0 +1,54 @@
+// poold's one HTTP listener (`service.http`, docs/configuration.md): /metrics and /healthz
+// (docs/metrics.md), the JSON API under /api/v1/ (api.hpp) and the dashboard at /
+// (dashboard.hpp), each request's rights from its token or session (http_access.hpp).
+//
+// Thread-safety: start() and stop() from one thread (main's); the callbacks and the
+// handler run on the listener's serving threads. Lifetime: stop() (or the destructor)
+// before the handler and the callbacks' captures go.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <sandpool/config.hpp>
+#include <sandpool/control.hpp>
+#include <sandpool/metrics.hpp>
+#include <sandpool/status.hpp>
+
+namespace sandpool::http {
+
+struct HttpServiceOptions {
+  // Serving threads: API calls, page loads and the open event streams (each holds one).
+  std::size_t serving_threads = 24;
+  std::size_t max_streams = 8;  // open `events` streams; the rest of the threads serve calls
+};
+
+class HttpService {
+ public:
+  // Loads the tokens (HttpAccess::load: a non-loopback listen without one is refused),
+  // binds config.host:port and serves.
+  static Result<std::unique_ptr<HttpService>> start(const HttpConfig& config,
+                                                    ControlHandler& handler,
+                                                    MetricsServer::TextSource metrics,
+                                                    MetricsServer::HealthCheck health,
+                                                    HttpServiceOptions options = {});
+  ~HttpService();
+  HttpService(const HttpService&) = delete;
+  HttpService& operator=(const HttpService&) = delete;
+
+  std::string address() const;  // "host:port" as bound
+  std::uint16_t port() const;
+  // True iff no admin token is configured: nothing over HTTP changes the service.
+  bool read_only() const;
+  // Ends the event streams and waiting calls, stops listening. Idempotent.
+  void stop();
+
+  struct Impl;
+
+ private:
+  explicit HttpService(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sandpool::http

@@ -1,0 +1,71 @@
+// A control request made in-process: the HTTP API and the dashboard hand it to the same
+// ControlHandler (poold's Service) the socket server does, with a ReplySink that keeps the
+// final reply and queues a stream's event frames for the HTTP thread that waits on them.
+//
+// Thread-safety: the handler's threads call take(); one HTTP thread waits (wait_final(),
+// next_events()). Lifetime: shared by the Responder and the waiter; abandon() (the HTTP
+// client went away) ends a stream (its on_cancel runs) and drops later frames.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <sandpool/control.hpp>
+#include <sandpool/rights.hpp>
+
+namespace sandpool::http {
+
+// The final reply of a request.
+struct CallReply {
+  bool ok = false;
+  std::string code;  // an error's wire code (docs/protocol.md, "Errors")
+  std::string body;  // the reply's JSON text; an error's is {"message": ...}
+  std::string blob;  // the reply's raw bytes (a task's result, a letter's payload)
+};
+
+class LocalCall final : public ReplySink {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // Event frames not yet taken by next_events() are kept up to `max_queued_events`; while
+  // the queue is full accepting_events() is false and the producer counts what it does not
+  // send (the hub: the next event's `dropped`).
+  explicit LocalCall(std::size_t max_queued_events = 1024) : max_queued_(max_queued_events) {}
+
+  // Hands `op` to `handler` with `rights` (the HTTP side already checked them) and returns
+  // the call to wait on. `handler.handle()` never blocks (ControlHandler's contract).
+  static std::shared_ptr<LocalCall> start(ControlHandler& handler, std::string op,
+                                          nlohmann::json args, std::string blob, Rights rights);
+
+  bool take(Kind kind, std::string_view code, std::string body, std::string blob) override;
+  std::size_t queued_output() const override;
+  bool accepting_events() const override;
+
+  // The final reply, once it came; nullopt when `deadline` passed first.
+  std::optional<CallReply> wait_final(Clock::time_point deadline);
+  // The event frames (JSON text) queued since the last call, waiting up to `deadline` for
+  // one; `final` gets the final reply once it came (then no event follows).
+  std::vector<std::string> next_events(Clock::time_point deadline, std::optional<CallReply>* final);
+  // The requester went away, or the listener stops: ends a stream, drops what comes
+  // later; a waiter gets an `unavailable` error as the final reply. Idempotent.
+  void abandon();
+
+ private:
+  const std::size_t max_queued_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::string> events_;
+  std::size_t queued_bytes_ = 0;
+  std::optional<CallReply> final_;
+  std::function<void()> abandon_;  // set by start()
+};
+
+}  // namespace sandpool::http

@@ -1,0 +1,358 @@
+// RedisFeeder (redis_feeder.hpp): the reader, the writer and the beat of one node.
+#include "redis/redis_feeder.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+namespace sandpool::redis {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::chrono::milliseconds kReadBlock{500};  // a read wakes this often to see places
+constexpr std::chrono::milliseconds kRetryFirst{100}, kRetryMax{2000};
+
+std::int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string encode(const Attempt& a) {
+  nlohmann::json j = {{"number", a.number},         {"outcome", std::string(to_string(a.outcome))},
+                      {"error", a.error},           {"worker_pid", a.worker_pid},
+                      {"started_ms", a.started_ms}, {"ended_ms", a.ended_ms}};
+  if (!a.backtrace.empty()) j["backtrace"] = a.backtrace;
+  return j.dump();
+}
+
+}  // namespace
+
+RedisFeeder::RedisFeeder(Pool& pool, FeederOptions options)
+    : pool_(pool),
+      opts_(std::move(options)),
+      stream_(opts_.prefix, opts_.pool),
+      sh_(std::make_shared<Shared>()) {}
+
+Result<std::unique_ptr<RedisFeeder>> RedisFeeder::start(Pool& pool, FeederOptions options) {
+  if (options.consumer.empty()) return Status::invalid("redis pool: the node needs a name");
+  if (options.capacity == 0) options.capacity = 1;
+  std::unique_ptr<RedisFeeder> f(new RedisFeeder(pool, std::move(options)));
+  auto c = Connection::open(f->opts_.endpoint);
+  if (!c) return c.status();
+  SP_RETURN_IF_ERROR(f->stream_.ensure_group(*c));
+  SP_RETURN_IF_ERROR(f->take_name(*c));
+  f->reader_ = std::thread([p = f.get()] { p->read_loop(); });
+  f->writer_ = std::thread([p = f.get()] { p->write_loop(); });
+  f->beater_ = std::thread([p = f.get()] { p->beat_loop(); });
+  return f;
+}
+
+RedisFeeder::~RedisFeeder() {
+  {
+    std::lock_guard lk(sh_->mu);
+    sh_->stopping = true;
+  }
+  sh_->cv.notify_all();
+  for (std::thread* t : {&reader_, &writer_, &beater_}) {
+    if (t->joinable()) t->join();
+  }
+}
+
+void RedisFeeder::die() {
+  {
+    std::lock_guard lk(sh_->mu);
+    sh_->stopping = true;
+    sh_->dead = true;
+  }
+  sh_->cv.notify_all();
+  for (std::thread* t : {&reader_, &writer_, &beater_}) {
+    if (t->joinable()) t->join();
+  }
+}
+
+FeederStats RedisFeeder::stats() const {
+  std::lock_guard lk(sh_->mu);
+  FeederStats s = sh_->stats;
+  s.held = sh_->held.size();
+  return s;
+}
+
+void RedisFeeder::note(const Status& s) {
+  std::lock_guard lk(sh_->mu);
+  sh_->stats.redis_up = s.is_ok() || s.code() != Code::kUnavailable;
+  if (!s) sh_->stats.last_error = s.to_string();
+}
+
+Status RedisFeeder::take_name(Connection& c) {
+  char host[256] = "?";
+  (void)::gethostname(host, sizeof host - 1);
+  std::random_device rd;
+  identity_ =
+      std::string(host) + " pid " + std::to_string(::getpid()) + " #" + std::to_string(rd());
+  // A node started again under its name after a crash finds its old key: it waits for it to
+  // expire (one TTL at most). A key that outlives that is another live node's.
+  const auto until = Clock::now() + name_ttl() + opts_.heartbeat;
+  for (;;) {
+    auto holder = TaskStream::beat(c, opts_.prefix, opts_.consumer, identity_, name_ttl());
+    if (!holder) return holder.status();
+    if (!*holder) return Status::ok();
+    if (Clock::now() > until) {
+      return Status::error(Code::kInvalidArgument,
+                           "redis pool " + opts_.pool + ": the node name '" + opts_.consumer +
+                               "' is in use by " + **holder +
+                               " (two nodes with one name would share a consumer: give each node "
+                               "a name of its own)");
+    }
+    std::this_thread::sleep_for(opts_.heartbeat / 2);
+  }
+}
+
+std::chrono::milliseconds RedisFeeder::name_ttl() const { return 3 * opts_.heartbeat; }
+
+bool RedisFeeder::stopping() const {
+  std::lock_guard lk(sh_->mu);
+  return sh_->stopping;
+}
+
+std::size_t RedisFeeder::free_places() {
+  std::lock_guard lk(sh_->mu);
+  return opts_.capacity - std::min(opts_.capacity, sh_->held.size());
+}
+
+// Opens a connection, retrying with backoff until it works or the feeder stops.
+namespace {
+template <typename Stop>
+std::optional<Connection> connect(const Endpoint& e, Stop stopped,
+                                  const std::function<void(const Status&)>& note) {
+  std::chrono::milliseconds wait = kRetryFirst;
+  while (!stopped()) {
+    auto c = Connection::open(e);
+    note(c.status());
+    if (c) return std::move(c).value();
+    std::this_thread::sleep_for(wait);
+    wait = std::min(kRetryMax, wait * 2);
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+void RedisFeeder::read_loop() {
+  auto stopped = [this] { return stopping(); };
+  auto noter = [this](const Status& s) { note(s); };
+  std::optional<Connection> c;
+  while (!stopped()) {
+    if (!c || c->broken()) {
+      c = connect(opts_.endpoint, stopped, noter);
+      if (!c) return;
+    }
+    const std::size_t free = free_places();
+    if (free == 0) {
+      std::unique_lock lk(sh_->mu);
+      sh_->cv.wait_for(lk, kReadBlock,
+                       [&] { return sh_->stopping || sh_->held.size() < opts_.capacity; });
+      continue;
+    }
+    auto got = stream_.read(*c, opts_.consumer, free, kReadBlock);
+    note(got.status());
+    if (!got) {
+      if (!c->broken()) std::this_thread::sleep_for(kRetryFirst);  // an entry it cannot parse
+      continue;
+    }
+    for (StreamEntry& e : *got) {
+      {
+        std::lock_guard lk(sh_->mu);
+        ++sh_->stats.read;
+      }
+      run_locally(*c, std::move(e), false);
+    }
+  }
+}
+
+void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
+  if (!entry.malformed.empty()) {  // not a task: nothing to run or end, and nobody waits on it
+    note(stream_.discard(c, entry, opts_.consumer).status());
+    std::lock_guard lk(sh_->mu);
+    ++sh_->stats.malformed;
+    sh_->stats.last_error = "redis pool " + opts_.pool + ": discarded " + entry.malformed;
+    return;
+  }
+  {
+    std::lock_guard lk(sh_->mu);
+    if (sh_->dead) return;
+    sh_->held.insert(entry.entry_id);
+  }
+  const std::uint32_t retries = entry.task.retries.value_or(opts_.default_retries);
+  std::uint32_t before = 0;  // attempts other nodes made
+  if (claimed) {
+    auto t = stream_.task(c, entry.task_id);
+    if (t) before = t->attempts;
+    Attempt lost;
+    lost.number = before + 1;
+    lost.outcome = Outcome::kLost;
+    lost.error = "the node running it died (claimed by " + opts_.consumer + ")";
+    lost.ended_ms = wall_ms();
+    auto r = stream_.record_attempt(c, entry, opts_.consumer, encode(lost));
+    note(r.status());
+    ++before;
+    if (before > retries) {
+      TaskResult account;
+      account.id = entry.task_id;
+      account.type = entry.task.type;
+      account.state = TaskState::kDeadLettered;
+      account.reason = DeadReason::kRetriesExhausted;
+      account.error = lost.error;
+      std::lock_guard lk(sh_->mu);
+      sh_->ends.push_back({std::move(entry), std::move(account)});
+      sh_->cv.notify_all();
+      return;
+    }
+  }
+  SubmitOptions o;
+  if (entry.task.timeout_ms) o.timeout = std::chrono::milliseconds(*entry.task.timeout_ms);
+  o.retries = retries - std::min(retries, before);
+  o.priority = entry.task.priority;
+  o.key = entry.task.key;
+  o.on_done = [sh = sh_, entry](const TaskResult& r) {
+    std::lock_guard lk(sh->mu);
+    if (sh->dead) return;
+    sh->ends.push_back({entry, r});
+    sh->cv.notify_all();
+  };
+  auto ticket = pool_.submit(entry.task.type, entry.task.payload, std::move(o));
+  if (!ticket) {
+    TaskResult account;
+    account.id = entry.task_id;
+    account.type = entry.task.type;
+    account.state = TaskState::kCancelled;
+    account.error = "node " + opts_.consumer + " refused it: " + ticket.status().to_string();
+    std::lock_guard lk(sh_->mu);
+    sh_->ends.push_back({std::move(entry), std::move(account)});
+    sh_->cv.notify_all();
+  }
+}
+
+Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
+  std::vector<TaskStream::EndWrite> writes;
+  writes.reserve(batch.size());
+  for (const Ended& e : batch) {
+    TaskStream::EndWrite& w = writes.emplace_back();
+    w.entry = &e.entry;
+    for (const Attempt& a : e.account.history) w.attempts.push_back(encode(a));
+    w.state = std::string(to_string(e.account.state));
+    w.result = e.account.result;
+    w.error = e.account.error;
+    if (e.account.state == TaskState::kDeadLettered) w.reason = to_string(e.account.reason);
+    w.now_ms = wall_ms();
+  }
+  auto answers = stream_.end_all(c, opts_.consumer, writes);
+  if (!answers) return answers.status();
+  std::lock_guard lk(sh_->mu);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    sh_->held.erase(batch[i].entry.entry_id);
+    // A batch sent again after a connection broke mid-way finds its first ends written:
+    // they count as fenced, and the task still has exactly one end.
+    if ((*answers)[i] == Fenced::kDone) {
+      ++sh_->stats.finished;
+    } else {
+      ++sh_->stats.fenced;
+    }
+  }
+  sh_->cv.notify_all();  // places are free
+  return Status::ok();
+}
+
+void RedisFeeder::write_loop() {
+  constexpr std::size_t kMaxBatch = 256;  // ends per round trip
+  auto stopped = [this] {
+    std::lock_guard lk(sh_->mu);
+    return sh_->dead || (sh_->stopping && sh_->ends.empty());
+  };
+  auto noter = [this](const Status& s) { note(s); };
+  std::optional<Connection> c;
+  std::chrono::milliseconds wait = kRetryFirst;
+  for (;;) {
+    std::vector<Ended> batch;
+    {
+      std::unique_lock lk(sh_->mu);
+      sh_->cv.wait(lk, [&] { return sh_->dead || sh_->stopping || !sh_->ends.empty(); });
+      if (sh_->dead || sh_->ends.empty()) return;
+      const std::size_t n = std::min(kMaxBatch, sh_->ends.size());
+      batch.assign(sh_->ends.begin(), sh_->ends.begin() + static_cast<std::ptrdiff_t>(n));
+    }
+    if (!c || c->broken()) {
+      c = connect(opts_.endpoint, stopped, noter);
+      if (!c) return;
+    }
+    const Status s = write_ends(*c, batch);
+    note(s);
+    if (s) {
+      std::lock_guard lk(sh_->mu);
+      sh_->ends.erase(sh_->ends.begin(),
+                      sh_->ends.begin() + static_cast<std::ptrdiff_t>(batch.size()));
+      wait = kRetryFirst;
+      continue;
+    }
+    // Redis away (or an error of the server): the ends wait, in order, and are tried again.
+    {
+      std::unique_lock lk(sh_->mu);
+      if (sh_->stopping) {  // stopping: one attempt each; the entries stay pending
+        sh_->ends.erase(sh_->ends.begin(),
+                        sh_->ends.begin() + static_cast<std::ptrdiff_t>(batch.size()));
+        continue;
+      }
+      sh_->cv.wait_for(lk, wait, [&] { return sh_->dead; });
+    }
+    wait = std::min(kRetryMax, wait * 2);
+  }
+}
+
+void RedisFeeder::beat_loop() {
+  auto stopped = [this] { return stopping(); };
+  auto noter = [this](const Status& s) { note(s); };
+  std::optional<Connection> c;
+  while (!stopped()) {
+    if (!c || c->broken()) {
+      c = connect(opts_.endpoint, stopped, noter);
+      if (!c) return;
+    }
+    auto beat = TaskStream::beat(*c, opts_.prefix, opts_.consumer, identity_, name_ttl());
+    note(beat.status());
+    if (beat && *beat) {  // thought dead, its name taken: it must not read as that consumer
+      std::lock_guard lk(sh_->mu);
+      sh_->stopping = true;
+      sh_->stats.last_error = "redis pool " + opts_.pool + ": the node name '" + opts_.consumer +
+                              "' was taken by " + **beat + " while this node was away; stopped";
+      sh_->cv.notify_all();
+      return;
+    }
+    std::vector<std::string> held;
+    {
+      std::lock_guard lk(sh_->mu);
+      held.assign(sh_->held.begin(), sh_->held.end());
+    }
+    if (beat) note(stream_.touch(*c, opts_.consumer, held).status());
+    const std::size_t free = free_places();
+    if (beat && free > 0) {
+      auto claimed = stream_.claim_idle(*c, opts_.consumer, opts_.claim_after, free);
+      note(claimed.status());
+      if (claimed) {
+        for (StreamEntry& e : *claimed) {
+          {
+            std::lock_guard lk(sh_->mu);
+            ++sh_->stats.claimed;
+          }
+          run_locally(*c, std::move(e), true);
+        }
+      }
+    }
+    if (beat) note(stream_.move_due(*c, wall_ms(), 100).status());
+    std::unique_lock lk(sh_->mu);
+    sh_->cv.wait_for(lk, opts_.heartbeat, [&] { return sh_->stopping; });
+  }
+}
+
+}  // namespace sandpool::redis

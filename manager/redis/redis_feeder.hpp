@@ -1,0 +1,114 @@
+// RedisFeeder: one node's side of a Redis pool (docs/redis-pools.md): it reads the pool's
+// stream as one consumer of the group, runs each task in a local Pool through its public API,
+// and writes each task's attempts and end back to Redis, fenced. It also beats: the node's
+// heartbeat key, its running entries kept fresh, and the entries of dead nodes claimed.
+//
+// Threads: a reader (XREADGROUP, never more than the free places: `capacity` minus what it
+// holds), a writer (attempts and ends, in order; while Redis is away they wait in memory and
+// are retried), and a beat thread; each with its own connection.
+//
+// What a node that dies leaves: entries pending for its consumer, whose idle time stops being
+// refreshed. Another node claims them once they are idle for `claim_after` and its heartbeat
+// key expired, records a `lost` attempt ("node <name> died") and runs them again, or
+// dead-letters them (`retries_exhausted`) past the task's retries.
+//
+// Thread-safety: stats() from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include <sandpool/pool.hpp>
+#include <sandpool/status.hpp>
+
+#include "redis/redis_client.hpp"
+#include "redis/task_stream.hpp"
+
+namespace sandpool::redis {
+
+struct FeederOptions {
+  Endpoint endpoint;
+  std::string prefix = "sandpool:";
+  std::string pool;          // the pool's name in Redis (its keys)
+  std::string consumer;      // this node's name: unique in the cluster, stable across restarts
+  std::size_t capacity = 1;  // tasks held at once (the local pool's workers x concurrency)
+  std::uint32_t default_retries = 3;            // for tasks that carry none
+  std::chrono::milliseconds heartbeat{1000};    // the beat thread's period
+  std::chrono::milliseconds claim_after{3000};  // idle time that marks a dead node's entry
+};
+
+struct FeederStats {
+  std::uint64_t read = 0;       // entries taken with XREADGROUP
+  std::uint64_t claimed = 0;    // entries taken from dead nodes
+  std::uint64_t finished = 0;   // ends written
+  std::uint64_t fenced = 0;     // writes refused: the entry was no longer this node's
+  std::uint64_t malformed = 0;  // entries that were not tasks, discarded
+  std::uint64_t held = 0;       // entries this node holds now
+  bool redis_up = false;        // the last call to Redis succeeded
+  std::string last_error;
+};
+
+class RedisFeeder {
+ public:
+  // Starts the threads on `pool`, which must outlive the feeder.
+  static Result<std::unique_ptr<RedisFeeder>> start(Pool& pool, FeederOptions options);
+  // Stops reading and beating; ends already queued are written first (bounded by Redis's
+  // reachability: one attempt each when it is away). Tasks still running locally keep their
+  // entries pending for this node: once it is gone, another claims them.
+  ~RedisFeeder();
+  RedisFeeder(const RedisFeeder&) = delete;
+  RedisFeeder& operator=(const RedisFeeder&) = delete;
+
+  FeederStats stats() const;
+  // For tests of a node's death: stops every thread at once, writing nothing more, as a
+  // SIGKILL would.
+  void die();
+
+ private:
+  struct Ended {
+    StreamEntry entry;
+    TaskResult account;
+  };
+  RedisFeeder(Pool& pool, FeederOptions options);
+  void read_loop();
+  void write_loop();
+  void beat_loop();
+  // Runs an entry in the local pool (or, for a claimed one past its retries, ends it).
+  void run_locally(Connection& c, StreamEntry entry, bool claimed);
+  // Writes a batch of ends (their attempts first) in one round trip.
+  Status write_ends(Connection& c, const std::vector<Ended>& batch);
+  void note(const Status& s);
+  std::size_t free_places();
+  bool stopping() const;
+  // Holds the node's name (its heartbeat key) for this process, or says whose it is.
+  Status take_name(Connection& c);
+  std::chrono::milliseconds name_ttl() const;
+
+  // What the pool's on_done callbacks reach: they may run after the feeder is gone.
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;  // ends queued, places freed, stop
+    std::deque<Ended> ends;
+    std::set<std::string> held;  // entry ids this node runs
+    FeederStats stats;
+    bool stopping = false;
+    bool dead = false;
+  };
+
+  Pool& pool_;
+  const FeederOptions opts_;
+  const TaskStream stream_;
+  std::shared_ptr<Shared> sh_;
+  std::string identity_;  // host, pid and a random number: whose the node's name is
+  std::thread reader_, writer_, beater_;
+};
+
+}  // namespace sandpool::redis

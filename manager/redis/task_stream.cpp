@@ -1,0 +1,447 @@
+// TaskStream (task_stream.hpp): the keys of a Redis pool and the scripts that change them.
+#include "redis/task_stream.hpp"
+
+#include <charconv>
+#include <utility>
+
+namespace sandpool::redis {
+namespace {
+
+// The fence every script of a node opens with: the entry is pending for this consumer.
+// KEYS[1] is the stream, ARGV[1] the entry id, ARGV[2] the consumer.
+#define SP_FENCE                                                                      \
+  "local pending = redis.call('XPENDING', KEYS[1], 'sandpool', ARGV[1], ARGV[1], 1, " \
+  "ARGV[2])\n"                                                                        \
+  "if #pending == 0 then return 0 end\n"
+
+// KEYS: ids, stream, idempotency key ('' when none). ARGV: prefix, pool, now_ms, type, then
+// the entry's field/value pairs.
+const Script kSubmit{"submit", R"(
+if KEYS[3] ~= '' then
+  local first = redis.call('GET', KEYS[3])
+  if first then return {tonumber(first), 0} end
+end
+local id = redis.call('INCR', KEYS[1])
+local fields = {'id', tostring(id)}
+for i = 5, #ARGV do fields[#fields + 1] = ARGV[i] end
+local entry = redis.call('XADD', KEYS[2], '*', unpack(fields))
+redis.call('HSET', ARGV[1] .. 'task:' .. id, 'state', 'queued', 'pool', ARGV[2], 'type', ARGV[4],
+           'submitted_ms', ARGV[3], 'entry', entry, 'attempts', 0)
+if KEYS[3] ~= '' then redis.call('SET', KEYS[3], id) end
+return {id, 1}
+)"};
+
+// KEYS: stream. ARGV: entry, consumer, task id, prefix, the encoded attempt.
+const Script kAttempt{"attempt", SP_FENCE R"(
+local h = ARGV[4] .. 'task:' .. ARGV[3]
+redis.call('RPUSH', h .. ':attempts', ARGV[5])
+redis.call('HINCRBY', h, 'attempts', 1)
+return 1
+)"};
+
+// KEYS: stream, done, dead letters. ARGV: entry, consumer, task id, prefix, state, result,
+// error, reason, now_ms, the most finished tasks kept, the most letters kept, then the
+// attempts to record first (encoded).
+const Script kFinish{"finish", SP_FENCE R"(
+local h = ARGV[4] .. 'task:' .. ARGV[3]
+if #ARGV > 11 then
+  redis.call('RPUSH', h .. ':attempts', unpack(ARGV, 12))
+  redis.call('HINCRBY', h, 'attempts', #ARGV - 11)
+end
+if ARGV[5] == 'dead_lettered' then
+  local e = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
+  local letter = {'MAXLEN', '~', ARGV[11], '*'}
+  if e[1] then for _, v in ipairs(e[1][2]) do letter[#letter + 1] = v end end
+  for _, v in ipairs({'reason', ARGV[8], 'error', ARGV[7], 'dead_lettered_ms', ARGV[9],
+                      'attempts', redis.call('HGET', h, 'attempts') or '0'}) do
+    letter[#letter + 1] = v
+  end
+  redis.call('XADD', KEYS[3], unpack(letter))
+end
+redis.call('HSET', h, 'state', ARGV[5], 'result', ARGV[6], 'error', ARGV[7], 'reason', ARGV[8],
+           'finished_ms', ARGV[9], 'node', ARGV[2])
+redis.call('XACK', KEYS[1], 'sandpool', ARGV[1])
+redis.call('XDEL', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[9], ARGV[3])
+local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[10])
+if over > 0 then
+  local popped = redis.call('ZPOPMIN', KEYS[2], over)
+  for i = 1, #popped, 2 do
+    local old = ARGV[4] .. 'task:' .. popped[i]
+    redis.call('DEL', old, old .. ':attempts')
+  end
+end
+local ended = ARGV[4] .. 'end:' .. ARGV[3]
+redis.call('RPUSH', ended, ARGV[5])
+redis.call('PEXPIRE', ended, 600000)
+return 1
+)"};
+
+// KEYS: the node's key. ARGV: identity, ttl in ms.
+const Script kBeat{"beat", R"(
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return holder end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+)"};
+
+// KEYS: stream. ARGV: entry, consumer.
+const Script kDiscard{"discard", SP_FENCE R"(
+redis.call('XACK', KEYS[1], 'sandpool', ARGV[1])
+redis.call('XDEL', KEYS[1], ARGV[1])
+return 1
+)"};
+
+// KEYS: stream. ARGV: consumer, then entry ids. Touches those still pending for it.
+const Script kTouch{"touch", R"(
+local touched = 0
+for i = 2, #ARGV do
+  local p = redis.call('XPENDING', KEYS[1], 'sandpool', ARGV[i], ARGV[i], 1, ARGV[1])
+  if #p == 1 then
+    redis.call('XCLAIM', KEYS[1], 'sandpool', ARGV[1], 0, ARGV[i], 'JUSTID')
+    touched = touched + 1
+  end
+end
+return touched
+)"};
+
+// KEYS: stream, later. ARGV: entry, consumer, task id, prefix, due_ms.
+const Script kDefer{"defer", SP_FENCE R"(
+local h = ARGV[4] .. 'task:' .. ARGV[3]
+local e = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
+redis.call('HSET', h, 'state', 'retry_wait', 'deferred', cmsgpack.pack(e[1][2]))
+redis.call('ZADD', KEYS[2], ARGV[5], ARGV[3])
+redis.call('XACK', KEYS[1], 'sandpool', ARGV[1])
+redis.call('XDEL', KEYS[1], ARGV[1])
+return 1
+)"};
+
+// KEYS: stream, later. ARGV: prefix, now_ms, max.
+const Script kMoveDue{"move_due", R"(
+local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
+for _, id in ipairs(ids) do
+  local h = ARGV[1] .. 'task:' .. id
+  local packed = redis.call('HGET', h, 'deferred')
+  if packed then
+    local entry = redis.call('XADD', KEYS[1], '*', unpack(cmsgpack.unpack(packed)))
+    redis.call('HSET', h, 'state', 'queued', 'entry', entry)
+    redis.call('HDEL', h, 'deferred')
+  end
+  redis.call('ZREM', KEYS[2], id)
+end
+return #ids
+)"};
+
+#undef SP_FENCE
+
+template <typename T>
+bool parse_number(const std::string& s, T* out) {
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && end == s.data() + s.size();
+}
+
+Status unexpected(const char* what, const Reply& r) {
+  return Status::error(Code::kInternal, std::string("redis: unexpected reply to ") + what +
+                                            (r.is_error() ? ": " + r.str : std::string()));
+}
+
+// A fenced script's answer: 1 done, 0 refused.
+Result<Fenced> fenced(const char* what, Result<Reply> r) {
+  if (!r) return r.status();
+  if (r->is_error()) return r->status();
+  if (r->type != Reply::Type::kInteger) return unexpected(what, *r);
+  return r->integer == 1 ? Fenced::kDone : Fenced::kNotYours;
+}
+
+// An entry's fields into a StreamEntry; false when a field is malformed.
+bool to_entry(const Reply& entry, StreamEntry* out) {
+  if (entry.elements.size() != 2) return false;
+  out->entry_id = entry.elements[0].str;
+  const auto& f = entry.elements[1].elements;
+  bool has_id = false;
+  for (std::size_t i = 0; i + 1 < f.size(); i += 2) {
+    const std::string& k = f[i].str;
+    const std::string& v = f[i + 1].str;
+    if (k == "id") {
+      has_id = parse_number(v, &out->task_id);
+      if (!has_id) return false;
+    } else if (k == "type") {
+      out->task.type = v;
+    } else if (k == "payload") {
+      out->task.payload = v;
+    } else if (k == "priority") {
+      if (!parse_number(v, &out->task.priority)) return false;
+    } else if (k == "timeout_ms") {
+      std::int64_t ms = 0;
+      if (!parse_number(v, &ms)) return false;
+      out->task.timeout_ms = ms;
+    } else if (k == "retries") {
+      std::uint32_t n = 0;
+      if (!parse_number(v, &n)) return false;
+      out->task.retries = n;
+    } else if (k == "key") {
+      out->task.key = v;
+    } else if (k == "idem") {
+      out->task.idempotency_key = v;
+    } else if (k == "tenant") {
+      out->task.tenant = v;
+    }  // fields of later versions are left for them
+  }
+  return has_id && !out->task.type.empty();
+}
+
+}  // namespace
+
+TaskStream::TaskStream(std::string prefix, std::string pool, std::uint64_t max_finished,
+                       std::uint64_t max_letters)
+    : max_finished_(max_finished),
+      max_letters_(max_letters),
+      prefix_(std::move(prefix)),
+      pool_(std::move(pool)),
+      stream_(prefix_ + pool_ + ":q:0"),
+      later_(prefix_ + pool_ + ":later"),
+      done_(prefix_ + pool_ + ":done"),
+      letters_(prefix_ + pool_ + ":dlq") {}
+
+Status TaskStream::ensure_group(Connection& c) const {
+  auto r = c.command({"XGROUP", "CREATE", stream_, kGroup, "0", "MKSTREAM"});
+  if (!r) return r.status();
+  if (r->is_error() && r->str.rfind("BUSYGROUP", 0) != 0) return r->status();
+  return Status::ok();
+}
+
+Result<std::uint64_t> TaskStream::submit(Connection& c, const StreamTask& t,
+                                         std::int64_t now_ms) const {
+  std::vector<std::string> args = {
+      prefix_, pool_, std::to_string(now_ms), t.type, "type", t.type, "payload", t.payload};
+  if (t.priority != 0) args.insert(args.end(), {"priority", std::to_string(t.priority)});
+  if (t.timeout_ms) args.insert(args.end(), {"timeout_ms", std::to_string(*t.timeout_ms)});
+  if (t.retries) args.insert(args.end(), {"retries", std::to_string(*t.retries)});
+  if (!t.key.empty()) args.insert(args.end(), {"key", t.key});
+  if (!t.idempotency_key.empty()) args.insert(args.end(), {"idem", t.idempotency_key});
+  if (!t.tenant.empty()) args.insert(args.end(), {"tenant", t.tenant});
+  const std::string idem = t.idempotency_key.empty() ? "" : prefix_ + "idem:" + t.idempotency_key;
+  auto r = c.eval(kSubmit, {prefix_ + "ids", stream_, idem}, args);
+  if (!r) return r.status();
+  if (r->is_error()) return r->status();
+  if (r->elements.size() != 2 || r->elements[0].type != Reply::Type::kInteger) {
+    return unexpected("submit", *r);
+  }
+  return static_cast<std::uint64_t>(r->elements[0].integer);
+}
+
+Result<std::vector<StreamEntry>> TaskStream::read(Connection& c, const std::string& consumer,
+                                                  std::size_t count,
+                                                  std::chrono::milliseconds block) const {
+  std::vector<StreamEntry> out;
+  if (count == 0) return out;
+  std::vector<std::string> args = {"XREADGROUP", "GROUP", kGroup,
+                                   consumer,     "COUNT", std::to_string(count)};
+  if (block.count() > 0) args.insert(args.end(), {"BLOCK", std::to_string(block.count())});
+  args.insert(args.end(), {"STREAMS", stream_, ">"});
+  auto r = c.command(args);
+  if (!r) return r.status();
+  if (r->is_error()) return r->status();
+  if (r->is_nil()) return out;  // nothing within `block`
+  for (const Reply& stream : r->elements) {
+    if (stream.elements.size() != 2) return unexpected("XREADGROUP", *r);
+    for (const Reply& entry : stream.elements[1].elements) {
+      out.push_back(parse_entry(entry));
+      out.back().deliveries = 1;
+    }
+  }
+  return out;
+}
+
+StreamEntry TaskStream::parse_entry(const Reply& entry) const {
+  StreamEntry e;
+  if (!to_entry(entry, &e)) {
+    e.malformed = "entry " + (entry.elements.empty() ? std::string("?") : entry.elements[0].str) +
+                  " of " + stream_ + " has no valid id or type, or a malformed option";
+  }
+  return e;
+}
+
+Result<std::optional<std::string>> TaskStream::beat(Connection& c, const std::string& prefix,
+                                                    const std::string& name,
+                                                    const std::string& identity,
+                                                    std::chrono::milliseconds ttl) {
+  auto r = c.eval(kBeat, {prefix + "node:" + name}, {identity, std::to_string(ttl.count())});
+  if (!r) return r.status();
+  if (r->is_error()) return r->status();
+  if (r->type == Reply::Type::kInteger) return std::optional<std::string>();
+  return std::optional<std::string>(r->str);
+}
+
+Result<Fenced> TaskStream::discard(Connection& c, const StreamEntry& e,
+                                   const std::string& consumer) const {
+  return fenced("discard", c.eval(kDiscard, {stream_}, {e.entry_id, consumer}));
+}
+
+Result<Fenced> TaskStream::record_attempt(Connection& c, const StreamEntry& e,
+                                          const std::string& consumer,
+                                          const std::string& attempt) const {
+  return fenced("attempt",
+                c.eval(kAttempt, {stream_},
+                       {e.entry_id, consumer, std::to_string(e.task_id), prefix_, attempt}));
+}
+
+Result<Fenced> TaskStream::finish(Connection& c, const StreamEntry& e, const std::string& consumer,
+                                  const std::string& state, const std::string& result,
+                                  const std::string& error, const std::string& reason,
+                                  std::int64_t now_ms) const {
+  return fenced("finish", c.eval(kFinish, {stream_, done_, letters_},
+                                 {e.entry_id, consumer, std::to_string(e.task_id), prefix_, state,
+                                  result, error, reason, std::to_string(now_ms),
+                                  std::to_string(max_finished_), std::to_string(max_letters_)}));
+}
+
+Result<std::vector<Fenced>> TaskStream::end_all(Connection& c, const std::string& consumer,
+                                                const std::vector<EndWrite>& ends) const {
+  std::vector<Connection::Call> calls;
+  calls.reserve(ends.size());
+  for (const EndWrite& e : ends) {
+    Connection::Call& call = calls.emplace_back();
+    call.keys = {stream_, done_, letters_};
+    call.args = {e.entry->entry_id,
+                 consumer,
+                 std::to_string(e.entry->task_id),
+                 prefix_,
+                 e.state,
+                 e.result,
+                 e.error,
+                 e.reason,
+                 std::to_string(e.now_ms),
+                 std::to_string(max_finished_),
+                 std::to_string(max_letters_)};
+    call.args.insert(call.args.end(), e.attempts.begin(), e.attempts.end());
+  }
+  auto replies = c.eval_many(kFinish, calls);
+  if (!replies) return replies.status();
+  std::vector<Fenced> out;
+  out.reserve(replies->size());
+  for (Reply& r : *replies) {
+    auto one = fenced("finish", std::move(r));
+    if (!one) return one.status();
+    out.push_back(*one);
+  }
+  return out;
+}
+
+Result<Fenced> TaskStream::defer(Connection& c, const StreamEntry& e, const std::string& consumer,
+                                 std::int64_t due_ms) const {
+  return fenced("defer", c.eval(kDefer, {stream_, later_},
+                                {e.entry_id, consumer, std::to_string(e.task_id), prefix_,
+                                 std::to_string(due_ms)}));
+}
+
+Result<std::size_t> TaskStream::move_due(Connection& c, std::int64_t now_ms,
+                                         std::size_t max) const {
+  auto r =
+      c.eval(kMoveDue, {stream_, later_}, {prefix_, std::to_string(now_ms), std::to_string(max)});
+  if (!r) return r.status();
+  if (r->is_error()) return r->status();
+  if (r->type != Reply::Type::kInteger) return unexpected("move_due", *r);
+  return static_cast<std::size_t>(r->integer);
+}
+
+Result<std::size_t> TaskStream::touch(Connection& c, const std::string& consumer,
+                                      const std::vector<std::string>& entry_ids) const {
+  if (entry_ids.empty()) return std::size_t{0};
+  std::vector<std::string> args = {consumer};
+  args.insert(args.end(), entry_ids.begin(), entry_ids.end());
+  auto r = c.eval(kTouch, {stream_}, args);
+  if (!r) return r.status();
+  if (r->is_error()) return r->status();
+  if (r->type != Reply::Type::kInteger) return unexpected("touch", *r);
+  return static_cast<std::size_t>(r->integer);
+}
+
+Result<std::vector<StreamEntry>> TaskStream::claim_idle(Connection& c, const std::string& consumer,
+                                                        std::chrono::milliseconds min_idle,
+                                                        std::size_t max) const {
+  std::vector<StreamEntry> out;
+  std::string cursor = "0-0";
+  while (out.size() < max) {
+    auto r = c.command({"XAUTOCLAIM", stream_, kGroup, consumer, std::to_string(min_idle.count()),
+                        cursor, "COUNT", std::to_string(max - out.size())});
+    if (!r) return r.status();
+    if (r->is_error()) return r->status();
+    if (r->elements.size() < 2) return unexpected("XAUTOCLAIM", *r);
+    for (const Reply& entry : r->elements[1].elements) out.push_back(parse_entry(entry));
+    cursor = r->elements[0].str;
+    if (cursor == "0-0") break;  // the whole pending list was scanned
+  }
+  // Their delivery counts, the claim included.
+  for (const StreamEntry& e : out) {
+    SP_RETURN_IF_ERROR(c.append({"XPENDING", stream_, kGroup, e.entry_id, e.entry_id, "1"}));
+  }
+  for (StreamEntry& e : out) {
+    auto p = c.read();
+    if (!p) return p.status();
+    if (p->elements.size() == 1 && p->elements[0].elements.size() == 4) {
+      e.deliveries = static_cast<std::uint64_t>(p->elements[0].elements[3].integer);
+    }
+  }
+  return out;
+}
+
+Result<std::vector<std::vector<std::pair<std::string, std::string>>>> TaskStream::dead_letters(
+    Connection& c, std::size_t max) const {
+  auto r = c.command({"XREVRANGE", letters_, "+", "-", "COUNT", std::to_string(max)});
+  if (!r) return r.status();
+  if (r->is_error()) return r->status();
+  std::vector<std::vector<std::pair<std::string, std::string>>> out;
+  for (const Reply& entry : r->elements) {
+    if (entry.elements.size() != 2) return unexpected("XREVRANGE", *r);
+    auto& fields = out.emplace_back();
+    const auto& f = entry.elements[1].elements;
+    for (std::size_t i = 0; i + 1 < f.size(); i += 2) fields.emplace_back(f[i].str, f[i + 1].str);
+  }
+  return out;
+}
+
+Result<StoredTask> TaskStream::task(Connection& c, std::uint64_t id) const {
+  const std::string h = prefix_ + "task:" + std::to_string(id);
+  auto all = c.command({"HGETALL", h});
+  if (!all) return all.status();
+  if (all->is_error()) return all->status();
+  if (all->elements.empty()) {
+    return Status::error(Code::kNotFound, "task " + std::to_string(id) + " is not in redis");
+  }
+  StoredTask t;
+  t.id = id;
+  const auto& f = all->elements;
+  for (std::size_t i = 0; i + 1 < f.size(); i += 2) {
+    const std::string& k = f[i].str;
+    const std::string& v = f[i + 1].str;
+    if (k == "pool")
+      t.pool = v;
+    else if (k == "type")
+      t.type = v;
+    else if (k == "state")
+      t.state = v;
+    else if (k == "result")
+      t.result = v;
+    else if (k == "error")
+      t.error = v;
+    else if (k == "reason")
+      t.reason = v;
+    else if (k == "node")
+      t.node = v;
+    else if (k == "entry")
+      t.entry_id = v;
+    else if (k == "attempts")
+      (void)parse_number(v, &t.attempts);
+    else if (k == "submitted_ms")
+      (void)parse_number(v, &t.submitted_ms);
+    else if (k == "finished_ms")
+      (void)parse_number(v, &t.finished_ms);
+  }
+  auto history = c.command({"LRANGE", h + ":attempts", "0", "-1"});
+  if (!history) return history.status();
+  for (const Reply& a : history->elements) t.history.push_back(a.str);
+  return t;
+}
+
+}  // namespace sandpool::redis

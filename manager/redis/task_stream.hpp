@@ -1,0 +1,140 @@
+// A Redis pool's tasks in Redis (docs/redis-pools.md, "Keys" and "A task's way through
+// Redis"): the pool's stream and consumer group, each task's hash, and the Lua scripts that
+// change them. Every change a node makes to a task it holds is fenced: the script first checks
+// that the task's entry is still pending for the node's consumer, so that a node wrongly
+// thought dead (its entries claimed by another) cannot write a second attempt or end.
+//
+// Thread-safety: none (it uses its caller's Connection).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <sandpool/status.hpp>
+
+#include "redis/redis_client.hpp"
+
+namespace sandpool::redis {
+
+// A task as submitted: what its stream entry carries.
+struct StreamTask {
+  std::string type;
+  std::string payload;  // binary-safe
+  std::int32_t priority = 0;
+  std::optional<std::int64_t> timeout_ms;
+  std::optional<std::uint32_t> retries;
+  std::string key;              // affinity key
+  std::string idempotency_key;  // empty: none
+  std::string tenant;
+};
+
+// An entry a node read (or claimed): the stream entry's id and the task.
+struct StreamEntry {
+  std::string entry_id;  // the stream's id, "1700000000000-0"
+  std::uint64_t task_id = 0;
+  StreamTask task;
+  std::uint64_t deliveries = 0;  // from XPENDING or the claim: how often the group handed it out
+  // Set when the entry is not a task (no id or type, an option that does not parse): why.
+  // Its other fields are unspecified; the reader discards it.
+  std::string malformed;
+};
+
+// A task's account as its hash holds it.
+struct StoredTask {
+  std::uint64_t id = 0;
+  std::string pool, type, state, result, error, reason, node, entry_id;
+  std::uint32_t attempts = 0;
+  std::vector<std::string> history;  // each attempt, as the caller encoded it
+  std::int64_t submitted_ms = 0, finished_ms = 0;
+};
+
+// The answer of a fenced change: done, or refused because the entry is not pending for this
+// consumer any more (another node claimed it, or it ended).
+enum class Fenced : std::uint8_t { kDone, kNotYours };
+
+class TaskStream {
+ public:
+  // `prefix` is service.redis.prefix ("sandpool:"); the pool's keys hang below it. The
+  // finished tasks kept past `max_finished` are evicted, oldest first, by finish().
+  TaskStream(std::string prefix, std::string pool, std::uint64_t max_finished = 100000,
+             std::uint64_t max_letters = 10000);
+
+  // Creates the consumer group (and the stream) unless they exist.
+  Status ensure_group(Connection& c) const;
+  // Takes a cluster-wide id, writes the task's hash (queued) and adds its entry, in one
+  // script. An idempotency key already used answers the first task's id and adds nothing.
+  Result<std::uint64_t> submit(Connection& c, const StreamTask& t, std::int64_t now_ms) const;
+  // XREADGROUP for `consumer`: at most `count` new entries, waiting up to `block` (0: not).
+  // An entry that is not a task comes back with `malformed` set.
+  Result<std::vector<StreamEntry>> read(Connection& c, const std::string& consumer,
+                                        std::size_t count, std::chrono::milliseconds block) const;
+  // Fenced: acknowledges and deletes an entry that is not a task (malformed).
+  Result<Fenced> discard(Connection& c, const StreamEntry& e, const std::string& consumer) const;
+  // Fenced: appends an ended attempt (encoded by the caller) and counts it.
+  Result<Fenced> record_attempt(Connection& c, const StreamEntry& e, const std::string& consumer,
+                                const std::string& attempt) const;
+  // Fenced: the task's end. Writes the final state, result, error and reason, acknowledges
+  // and deletes the entry, indexes the task among the finished ones. Exactly once: a second
+  // finish of the same entry is kNotYours. A `dead_lettered` end also adds the letter to the
+  // pool's dead-letter stream (the entry's fields, the reason, the error, the time), which
+  // keeps the newest `max_letters`.
+  Result<Fenced> finish(Connection& c, const StreamEntry& e, const std::string& consumer,
+                        const std::string& state, const std::string& result,
+                        const std::string& error, const std::string& reason,
+                        std::int64_t now_ms) const;
+  // finish() for many tasks of this consumer at once, each with the attempts to record first,
+  // pipelined in one round trip; one answer per end, in order.
+  struct EndWrite {
+    const StreamEntry* entry = nullptr;
+    std::vector<std::string> attempts;  // encoded by the caller
+    std::string state, result, error, reason;
+    std::int64_t now_ms = 0;
+  };
+  Result<std::vector<Fenced>> end_all(Connection& c, const std::string& consumer,
+                                      const std::vector<EndWrite>& ends) const;
+  // Fenced: the task waits out a backoff: `retry_wait` in its hash, in the pool's sorted set
+  // of later tasks at `due_ms`, its entry acknowledged and deleted.
+  Result<Fenced> defer(Connection& c, const StreamEntry& e, const std::string& consumer,
+                       std::int64_t due_ms) const;
+  // Moves the later tasks due by `now_ms` (at most `max`) back to the stream, atomically;
+  // returns how many moved. Any node may run it.
+  Result<std::size_t> move_due(Connection& c, std::int64_t now_ms, std::size_t max) const;
+  // The node's heartbeat key P:node:<name>, set to `identity` for `ttl`, unless another
+  // identity holds it: then that identity (the name is another live node's).
+  static Result<std::optional<std::string>> beat(Connection& c, const std::string& prefix,
+                                                 const std::string& name,
+                                                 const std::string& identity,
+                                                 std::chrono::milliseconds ttl);
+  // The task's hash, or kNotFound.
+  Result<StoredTask> task(Connection& c, std::uint64_t id) const;
+
+  // Liveness. touch() keeps the entries this consumer runs fresh (their idle time 0), so that
+  // claim_idle() on other nodes never takes a live node's task; an entry no longer pending
+  // for this consumer is left alone (it is another's now). Returns how many were touched.
+  Result<std::size_t> touch(Connection& c, const std::string& consumer,
+                            const std::vector<std::string>& entry_ids) const;
+  // Claims for `consumer` the entries idle for `min_idle` or more (those of dead nodes: a live
+  // one touches its own every beat), up to `max`, looping over XAUTOCLAIM's cursor; each
+  // with its delivery count after the claim.
+  Result<std::vector<StreamEntry>> claim_idle(Connection& c, const std::string& consumer,
+                                              std::chrono::milliseconds min_idle,
+                                              std::size_t max) const;
+  // The pool's dead letters, newest first, at most `max`: each as the entry's fields plus
+  // reason, error and dead_lettered_ms, by field name.
+  Result<std::vector<std::vector<std::pair<std::string, std::string>>>> dead_letters(
+      Connection& c, std::size_t max) const;
+
+  const std::string& stream_key() const { return stream_; }
+  static constexpr const char* kGroup = "sandpool";
+
+ private:
+  StreamEntry parse_entry(const Reply& entry) const;
+
+  std::uint64_t max_finished_, max_letters_;
+  std::string prefix_, pool_, stream_, later_, done_, letters_;
+};
+
+}  // namespace sandpool::redis

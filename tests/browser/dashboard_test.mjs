@@ -1,0 +1,215 @@
+// The dashboard in a real browser: Debian's chromium, headless, driven over the DevTools
+// protocol (cdp.mjs), against a real poold running the example plugins. Each page loads
+// without a console error and shows what poold holds: a submitted task found by id, a dead
+// letter replayed from the page and then completed, a worker killed from the page and
+// replaced. The admin actions fail without the admin token. A screenshot of each page goes
+// to OUT_DIR/screenshots/.
+//
+// Usage: node dashboard_test.mjs BIN_DIR PLUGIN_DIR OUT_DIR   (exit 77: no chromium)
+import { spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Browser } from './cdp.mjs';
+
+const [binDir, pluginDir, outDir] = process.argv.slice(2);
+const CHROMIUM = '/usr/bin/chromium';
+if (!existsSync(CHROMIUM)) {
+  console.log('skipped: no /usr/bin/chromium (scripts/deps.sh installs it)');
+  process.exit(77);
+}
+const ADMIN = 'admin-token-' + Math.random().toString(16).slice(2).padEnd(16, '0');
+const READ = 'read-token-' + Math.random().toString(16).slice(2).padEnd(16, '0');
+const shots = join(outDir, 'screenshots');
+mkdirSync(shots, { recursive: true });
+
+let failures = 0;
+function check(ok, what) {
+  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
+  if (!ok) failures++;
+}
+
+// --- poold on a scratch dir --------------------------------------------------------------
+const dir = mkdtempSync(join(tmpdir(), 'sandpool-browser-'));
+for (const [name, token] of [['admin.token', ADMIN], ['read.token', READ]]) {
+  writeFileSync(join(dir, name), token + '\n');
+  chmodSync(join(dir, name), 0o600);
+}
+const plugin = (n) => join(pluginDir, `lib${n}.so`);
+writeFileSync(join(dir, 'poold.yaml'), `service:
+  socket: {path: ${dir}/poold.sock, mode: "0600"}
+  state_dir: ${dir}/state
+  http: {listen: 127.0.0.1:0, read_token_file: ${dir}/read.token, admin_token_file: ${dir}/admin.token}
+pools:
+  - name: echo
+    plugin: ${plugin('echo')}
+    workers: {min: 1, max: 4, initial: 2}
+  - name: upper
+    plugin: ${plugin('upper')}
+  - name: fail
+    plugin: ${plugin('fail')}
+  # One worker and a queue ttl: a task queued behind a long one expires (dead-lettered
+  # "expired") and completes when replayed.
+  - name: sleep
+    plugin: ${plugin('sleep')}
+    workers: {initial: 1, max: 1}
+    concurrency: 1
+    queue: {ttl: 300ms}
+`);
+const poold = spawn(join(binDir, 'poold'), ['--config', join(dir, 'poold.yaml')], { stdio: ['ignore', 'pipe', 'pipe'] });
+let log = '';
+const addr = await new Promise((resolve, reject) => {
+  const timer = setTimeout(() => reject(new Error('poold did not start:\n' + log)), 60000);
+  const take = (d) => {
+    log += d;
+    const m = log.match(/poold ready .*http=(127\.0\.0\.1:\d+)/);
+    if (m) { clearTimeout(timer); resolve(m[1]); }
+  };
+  poold.stdout.on('data', take);
+  poold.stderr.on('data', take);
+  poold.on('exit', (code) => reject(new Error(`poold exited ${code}:\n${log}`)));
+});
+const base = `http://${addr}`;
+console.log(`poold at ${base}`);
+
+async function api(method, path, body, token = ADMIN) {
+  const r = await fetch(base + path, {
+    method, headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: r.status, body: await r.json() };
+}
+
+// The events of `pool` as they come, for waiting on one (an SSE stream read by node).
+async function eventStream(pool) {
+  const r = await fetch(`${base}/api/v1/events?pool=${pool}`);
+  const reader = r.body.getReader();
+  const decoder = new TextDecoder();
+  let buf = '';
+  return {
+    async until(pred, timeoutMs = 60000) {
+      const end = Date.now() + timeoutMs;
+      while (Date.now() < end) {
+        let nl;
+        while ((nl = buf.indexOf('\n')) >= 0) {
+          const line = buf.slice(0, nl);
+          buf = buf.slice(nl + 1);
+          if (line.startsWith('data: ')) {
+            const e = JSON.parse(line.slice(6));
+            if (pred(e)) return e;
+          }
+        }
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += decoder.decode(value, { stream: true });
+      }
+      throw new Error('no such event');
+    },
+    close() { reader.cancel(); },
+  };
+}
+
+const browser = await Browser.launch(CHROMIUM);
+try {
+  const page = await browser.newPage();
+  const visit = async (path, shot) => {
+    page.errors.length = 0;
+    await page.goto(base + path);
+    if (shot) writeFileSync(join(shots, shot + '.png'), await page.screenshot());
+    check(page.errors.length === 0, `${path} loads without console errors ${page.errors.join('; ')}`);
+  };
+
+  // --- Without a token: states and counts, and no admin action works ----------------------
+  await visit('/', 'overview-anonymous');
+  check(await page.eval(`document.querySelectorAll('#pools tr[data-pool]').length`) === 4, 'the overview lists the four pools');
+  check(await page.eval(`document.getElementById('access').textContent`) === 'anonymous', 'the page says it has no token');
+  await visit('/pools/echo');
+  check(await page.eval(`document.querySelector('[data-op=kill_worker]') === null`), 'no kill button without the admin token');
+  const refusedForm = await page.eval(`fetch('/ui/drain', {method: 'POST', body: new URLSearchParams({pool: 'echo'})}).then(r => r.status)`);
+  check(refusedForm === 401, `a drain form posted without a token is refused (${refusedForm})`);
+  const refusedApi = await page.eval(`fetch('/api/v1/pools/echo/drain', {method: 'POST', body: '{}'}).then(r => r.status)`);
+  check(refusedApi === 401, `the API refuses a drain without a token (${refusedApi})`);
+  await visit('/dlq');
+  check(await page.eval(`!!document.getElementById('need-token')`), 'dead letters need a token');
+
+  // With the read token: still no action.
+  await visit('/login');
+  await page.navigation(() => page.eval(`document.querySelector('input[name=token]').value = ${JSON.stringify(READ)}; document.querySelector('form.stack').submit()`));
+  check(await page.eval(`document.getElementById('access').textContent`) === 'read', 'logged in with the read token');
+  const readDrain = await page.eval(`fetch('/ui/drain', {method: 'POST', body: new URLSearchParams({pool: 'echo', csrf: document.querySelector('meta[name=csrf]').content})}).then(r => r.status)`);
+  check(readDrain === 403, `a drain with the read token is refused (${readDrain})`);
+  check((await api('GET', '/api/v1/pools/echo/stats')).body.pools[0].state === 'running', 'the pool still runs');
+  await page.navigation(() => page.eval(`document.querySelector('form[action="/logout"]').submit()`));
+
+  // --- The admin token, through the login form -----------------------------------------------
+  await visit('/login', 'login');
+  await page.navigation(() => page.eval(`document.querySelector('input[name=token]').value = ${JSON.stringify(ADMIN)}; document.querySelector('form.stack').submit()`));
+  check(await page.eval(`document.getElementById('access').textContent`) === 'admin', 'logged in with the admin token');
+
+  // A submitted task, found by id.
+  const done = await api('POST', '/api/v1/pools/upper/tasks', { type: 'upper', payload: 'found <by> id', wait: true });
+  check(done.body.state === 'completed', 'a task submitted over the API completed');
+  await visit('/tasks', 'tasks');
+  await page.navigation(() => page.eval(`document.querySelector('input[name=id]').value = '${done.body.id}'; document.querySelector('form[action="/tasks"]').submit()`));
+  check(await page.eval('location.pathname') === `/tasks/${done.body.id}`, 'the find form leads to the task');
+  check(await page.eval(`document.getElementById('task-state').textContent`) === 'completed', 'its page says completed');
+  check(await page.eval(`document.querySelector('pre.preview').textContent`) === 'FOUND <BY> ID', 'and shows its result, escaped');
+  writeFileSync(join(shots, 'task.png'), await page.screenshot());
+  await visit('/tasks?pool=upper&state=completed', 'task-search');
+  check(await page.eval(`!!document.querySelector('#tasks tr[data-task="${done.body.id}"]')`), 'the search by pool and state lists it');
+  check(page.errors.length === 0, `the task page has no console errors ${page.errors.join('; ')}`);
+
+  // A dead letter replayed from the page, then completed.
+  const blocker = await api('POST', '/api/v1/pools/sleep/tasks', { type: 'sleep', payload: '1500' });
+  const expired = await api('POST', '/api/v1/pools/sleep/tasks', { type: 'sleep', payload: '1', wait: true });
+  check(expired.body.state === 'dead_lettered' && expired.body.reason === 'expired', `a task queued past the ttl is dead-lettered expired (${expired.body.reason})`);
+  await api('GET', `/api/v1/tasks/${blocker.body.id}/wait`);
+  await visit('/dlq?pool=sleep', 'dead-letters');
+  const letter = await page.eval(`document.querySelector('#letters tr[data-letter]')?.dataset.letter`);
+  check(!!letter, `the letter is listed (${letter})`);
+  await page.navigation(() => page.eval(`document.querySelector('#letters input[value="${letter}"]').checked = true; document.querySelector('button[value=replay_selected]').click()`));
+  check((await page.eval(`document.getElementById('flash')?.textContent`)) === 'replayed 1 letter(s)', 'the page says the letter was replayed');
+  const replayed = await api('GET', `/api/v1/tasks/${expired.body.id}/wait`);
+  check(replayed.body.state === 'completed', `the replayed task completed (${replayed.body.state})`);
+  await visit(`/tasks/${expired.body.id}`);
+  check(await page.eval(`document.getElementById('task-state').textContent`) === 'completed', 'its page says completed');
+
+  // A worker killed from the page, and replaced.
+  await visit('/pools/echo', 'pool');
+  const victim = await page.eval(`document.querySelector('#workers tr[data-pid]').dataset.pid`);
+  const events = await eventStream('echo');
+  await page.navigation(() => page.eval(`document.querySelector('#workers tr[data-pid="${victim}"] [data-op=kill_worker]').click()`));
+  check((await page.eval(`document.getElementById('flash')?.textContent`)) === 'kill_worker: signal sent', 'the page says the signal was sent');
+  await events.until((e) => e.event === 'worker_exited' && String(e.pid) === victim);
+  const ready = await events.until((e) => e.event === 'worker_ready');
+  events.close();
+  await visit('/pools/echo');
+  const pids = await page.eval(`[...document.querySelectorAll('#workers tr[data-pid]')].map(r => r.dataset.pid)`);
+  check(!pids.includes(victim) && pids.includes(String(ready.pid)), `the killed worker ${victim} is replaced by ${ready.pid} (${pids})`);
+
+  // The events page: the recent events without script, live ones with it.
+  await visit('/events', 'events');
+  await page.until(`document.getElementById('live-note').textContent.startsWith('Live')`);
+  const before = await page.eval(`document.querySelectorAll('#events tbody tr').length`);
+  await api('POST', '/api/v1/pools/echo/tasks', { type: 'echo', payload: 'live', wait: true });
+  await page.until(`document.querySelectorAll('#events tbody tr').length > ${before}`);
+  check(true, 'a new event appeared live');
+
+  // The overview with its charts (the README's screenshot).
+  await visit('/');
+  await page.until(`!document.getElementById('charts').hidden`);
+  await api('POST', '/api/v1/pools/echo/tasks', { type: 'echo', payload: 'x', wait: true });
+  await page.until(`document.querySelector('tr[data-pool=echo] [data-k=completed]').textContent !== '0'`);
+  writeFileSync(join(shots, 'overview.png'), await page.screenshot());
+  check(page.errors.length === 0, `the overview stays free of console errors ${page.errors.join('; ')}`);
+} catch (e) {
+  console.log('FAIL ' + e.stack);
+  failures++;
+} finally {
+  await browser.close();
+  poold.kill('SIGTERM');
+  await new Promise((r) => (poold.exitCode !== null ? r() : poold.on('exit', r)));
+  rmSync(dir, { recursive: true, force: true });
+}
+console.log(failures === 0 ? `all checks passed; screenshots in ${shots}` : `${failures} check(s) failed`);
+process.exit(failures === 0 ? 0 : 1);

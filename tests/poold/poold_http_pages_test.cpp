@@ -1,0 +1,99 @@
+// The dashboard's pages from a real poold, read as a browser with JavaScript off would: each
+// page answers 200 and shows what poold holds, a value from a task is escaped, the forms
+// carry the session's CSRF token, and actions are absent without the admin token.
+#include <catch2/catch.hpp>
+#include <regex>
+
+#include "http_test_support.hpp"
+
+namespace sandpool::testing {
+namespace {
+
+using nlohmann::json;
+using namespace http_support;
+
+// The Cookie header of a session logged in with `token`, and the page's CSRF token.
+std::pair<httplib::Headers, std::string> pages_login(HttpFixture& f, const std::string& token) {
+  auto c = f.client();
+  auto login = c.Post("/login", "token=" + token, "application/x-www-form-urlencoded");
+  REQUIRE(login);
+  const std::string cookie = login->get_header_value("Set-Cookie");
+  httplib::Headers h = {{"Cookie", cookie.substr(0, cookie.find(';'))}};
+  auto page = c.Get("/", h);
+  REQUIRE(page);
+  std::smatch m;
+  REQUIRE(
+      std::regex_search(page->body, m, std::regex(R"(<meta name=csrf content="([0-9a-f]+)\")")));
+  return {h, m[1]};
+}
+
+TEST_CASE("pages: every page answers and shows what poold holds, task values escaped") {
+  HttpFixture f("pools:\n" + pool_yaml("echo", "echo") + pool_yaml("fail", "fail"));
+  auto admin = f.client(kAdminToken);
+  const std::string hostile = "<script>alert(1)</script>";
+  const json done = body_of(admin.Post(
+      "/api/v1/pools/echo/tasks",
+      json{{"type", "echo"}, {"payload", hostile}, {"wait", true}}.dump(), "application/json"));
+  const std::string id = std::to_string(done["id"].get<std::uint64_t>());
+  (void)body_of(admin.Post("/api/v1/pools/fail/tasks",
+                           json{{"type", "fail"}, {"payload", hostile}, {"wait", true}}.dump(),
+                           "application/json"));
+  const auto [cookie, csrf] = pages_login(f, kAdminToken);
+  auto c = f.client();
+
+  for (const std::string& path :
+       std::vector<std::string>{"/", "/pools/echo", "/tasks", "/tasks/" + id, "/dlq", "/events",
+                                "/login", "/static/app.js", "/static/app.css"}) {
+    INFO(path);
+    auto page = c.Get(path, cookie);
+    REQUIRE(page);
+    CHECK(page->status == 200);
+    CHECK(page->body.find("<script>alert") == std::string::npos);
+  }
+  auto overview = c.Get("/", cookie);
+  CHECK(overview->body.find("data-pool=\"echo\"") != std::string::npos);
+  auto task = c.Get("/tasks/" + id, cookie);
+  CHECK(task->body.find("&lt;script&gt;alert(1)&lt;/script&gt;") != std::string::npos);
+  CHECK(task->body.find("completed") != std::string::npos);
+  auto letters = c.Get("/dlq?pool=fail", cookie);
+  CHECK(letters->body.find("&lt;script&gt;") != std::string::npos);
+  CHECK(letters->body.find("value=\"" + csrf + "\"") != std::string::npos);
+  auto find = c.Get("/tasks?id=" + id, cookie);
+  REQUIRE(find);
+  CHECK(find->status == 303);
+  CHECK(find->get_header_value("Location") == "/tasks/" + id);
+  auto events = c.Get("/events?pool=echo", cookie);
+  CHECK(events->body.find("task_ended") != std::string::npos);
+  auto missing = c.Get("/tasks/99999", cookie);
+  REQUIRE(missing);
+  CHECK(missing->status == 404);
+}
+
+TEST_CASE("pages: without a token the pages show states and counts, no payload and no action") {
+  HttpFixture f("pools:\n" + pool_yaml("echo", "echo") + pool_yaml("fail", "fail"));
+  auto admin = f.client(kAdminToken);
+  const json done = body_of(
+      admin.Post("/api/v1/pools/echo/tasks",
+                 json{{"type", "echo"}, {"payload", "secret-result"}, {"wait", true}}.dump(),
+                 "application/json"));
+  auto c = f.client();
+  auto task = c.Get("/tasks/" + std::to_string(done["id"].get<std::uint64_t>()));
+  REQUIRE(task);
+  CHECK(task->status == 200);
+  CHECK(task->body.find("secret-result") == std::string::npos);
+  CHECK(task->body.find("log in") != std::string::npos);
+  auto pool = c.Get("/pools/echo");
+  REQUIRE(pool);
+  CHECK(pool->body.find("data-op=kill_worker") == std::string::npos);
+  CHECK(pool->body.find("data-op=\"kill_worker\"") == std::string::npos);
+  auto letters = c.Get("/dlq");
+  REQUIRE(letters);
+  CHECK(letters->body.find("id=need-token") != std::string::npos);
+  auto drain = c.Post("/ui/drain", "pool=echo&return=/", "application/x-www-form-urlencoded");
+  REQUIRE(drain);
+  CHECK(drain->status == 401);
+  CHECK(body_of(c.Get("/api/v1/pools/echo/stats"))["pools"][0]["state"] == "running");
+}
+
+}  // namespace
+}  // namespace sandpool::testing
