@@ -25,6 +25,7 @@ using Clock = std::chrono::steady_clock;
 
 struct BatchArgs {
   std::string type, pool, payload_size = "0";
+  std::string tenant;
   std::uint64_t count = 0;
   double rate = 0;  // tasks/s, 0: as fast as the service takes them
   std::size_t chunk = 2000;
@@ -209,6 +210,7 @@ int run_batch(const Cli& cli, const BatchArgs& a, std::uint64_t payload_size) {
   ops::SubmitArgs defaults;
   defaults.type = a.type;
   defaults.pool = a.pool;
+  defaults.tenant = a.tenant;
   // A request stays well under the frame limit (16 MiB) whatever the payload size.
   const std::size_t chunk = std::max<std::size_t>(
       1, std::min<std::size_t>(a.chunk, (15u << 20) / std::max<std::uint64_t>(1, payload_size)));
@@ -282,6 +284,7 @@ void add_batch_command(CLI::App& app, Cli& cli) {
   sub->add_option("N", a->count, "how many tasks")->required();
   sub->add_option("--pool", a->pool, "pool (default: routed by type)");
   sub->add_option("--payload-size", a->payload_size, "bytes per payload (64, 1KiB; default 0)");
+  sub->add_option("--tenant", a->tenant, "the tenant every task is submitted for");
   sub->add_option("--rate", a->rate, "tasks per second (default: as fast as possible)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--batch", a->chunk, "tasks per submit_batch request (default 2000)")

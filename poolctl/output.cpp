@@ -17,7 +17,8 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 
 bool is_time_point(const std::string& key) {
   return key == "time_ms" || ends_with(key, "_at_ms") || ends_with(key, "_beat_ms") ||
-         key == "started_ms" || key == "ended_ms" || key == "dead_lettered_ms";
+         key == "started_ms" || key == "ended_ms" || key == "dead_lettered_ms" ||
+         key == "not_before_ms";
 }
 
 std::string format(const char* fmt, double a) {
@@ -106,7 +107,11 @@ std::string human_field(const std::string& key, const json& value, std::int64_t 
   if (!value.is_number()) return scalar_text(value);
   const double v = value.get<double>();
   if (ends_with(key, "_bytes")) return human_bytes(v);
-  if (is_time_point(key)) return v <= 0 ? "-" : human_duration_ms(now_ms - v) + " ago";
+  if (is_time_point(key)) {
+    if (v <= 0) return "-";
+    return v > now_ms ? "in " + human_duration_ms(v - now_ms)
+                      : human_duration_ms(now_ms - v) + " ago";
+  }
   if (ends_with(key, "_ms")) return human_duration_ms(v);
   if (value.is_number_float()) return format(v < 100 ? "%.2f" : "%.0f", v);
   return scalar_text(value);

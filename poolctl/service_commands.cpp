@@ -97,7 +97,8 @@ void print_task(const TaskReply& t) {
   const std::int64_t now = wall_now_ms();
   const json body = ops::encode(t.account);
   json head = json::object();
-  for (const char* k : {"id", "type", "pool", "state", "reason", "error", "attempts"}) {
+  for (const char* k :
+       {"id", "type", "pool", "tenant", "state", "not_before_ms", "reason", "error", "attempts"}) {
     if (body.contains(k) && !(body[k].is_string() && body[k].get<std::string>().empty()))
       head[k] = body[k];
   }

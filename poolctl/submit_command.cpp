@@ -1,4 +1,5 @@
 // submit: one task, its id printed, or with --wait its progress and then its outcome.
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -21,7 +22,33 @@ struct SubmitArgs {
   std::string wait_timeout;
   std::string timeout;
   std::optional<std::uint32_t> retries;
+  std::string delay;
+  std::string not_before;
 };
+
+// --not-before: an ISO 8601 UTC time (2026-11-27T18:00:00Z, the Z optional) or @SECONDS
+// since the epoch; returns milliseconds since the epoch.
+std::int64_t time_arg(const std::string& name, const std::string& text) {
+  if (text.size() > 1 && text[0] == '@') {
+    std::size_t used = 0;
+    long long seconds = -1;
+    try {
+      seconds = std::stoll(text.substr(1), &used);
+    } catch (const std::exception&) {
+    }
+    if (used == text.size() - 1 && seconds >= 0) return seconds * 1000;
+  } else {
+    std::tm tm{};
+    const char* end = ::strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+    if (end != nullptr && (*end == '\0' || (end[0] == 'Z' && end[1] == '\0'))) {
+      return static_cast<std::int64_t>(::timegm(&tm)) * 1000;
+    }
+  }
+  throw CLI::ValidationError(name,
+                             "expected a UTC time like 2026-11-27T18:00:00Z or @SECONDS "
+                             "since the epoch, got " +
+                                 text);
+}
 
 // The payload: PAYLOAD, the contents of --file, or stdin for "-".
 std::string read_payload(const SubmitArgs& a) {
@@ -94,6 +121,14 @@ void add_submit_command(CLI::App& app, Cli& cli) {
   sub->add_option("--key", a->request.key, "affinity key");
   sub->add_option("--idempotency-key", a->request.idempotency_key,
                   "a resubmit with the same key returns the existing task");
+  sub->add_option("--tenant", a->request.tenant,
+                  "the tenant it is for: fair queueing between tenants (default: none)");
+  auto* delay =
+      sub->add_option("--delay", a->delay, "scheduled: queue it only after this long (90s, 10m)");
+  sub->add_option("--not-before", a->not_before,
+                  "scheduled: queue it only from this UTC time (2026-11-27T18:00:00Z, or "
+                  "@SECONDS since the epoch)")
+      ->excludes(delay);
   sub->callback([&cli, a] {
     a->request.payload = read_payload(*a);
     if (!a->timeout.empty()) {
@@ -105,6 +140,8 @@ void add_submit_command(CLI::App& app, Cli& cli) {
       }
     }
     a->request.retries = a->retries;
+    if (!a->delay.empty()) a->request.delay = duration_arg("--delay", a->delay);
+    if (!a->not_before.empty()) a->request.not_before_ms = time_arg("--not-before", a->not_before);
     cli.action = [&cli, a] { return run_submit(cli, *a); };
   });
 }

@@ -135,7 +135,12 @@ show "PYTHONPATH=clients/python /usr/bin/python3 -c \"\$py_demo\"    # py_demo:"
 printf '%s\n' "$py_demo" | sed 's/^/    /'
 PYTHONPATH=clients/python /usr/bin/python3 -c "$py_demo"
 
-say "11. The dashboard: poold's HTTP listener serves it beside /metrics and the JSON API"
+say "11. Scheduling: a task for later is 'scheduled' until then; tenants share a pool fairly"
+id=$("$ctl" submit upper 'later' --delay 2s --tenant acme --json | grep -o '"id": *[0-9]*' | grep -o '[0-9]*$')
+run task "$id"
+run wait "$id"
+
+say "12. The dashboard: poold's HTTP listener serves it beside /metrics and the JSON API"
 http=$("$ctl" status --json | sed -n 's/.*"http": *"\([^"]*\)".*/\1/p')
 show "poolctl status --json | jq -r .http    # the listener's address (port 0: a free one)"
 echo "$http"
@@ -153,7 +158,7 @@ if [ -t 0 ] && [ -t 1 ]; then
   wait "$load" 2>/dev/null || true
 fi
 
-say "12. Stats, then a clean shutdown"
+say "13. Stats, then a clean shutdown"
 run stats
 run shutdown
 wait "$poold_pid" && echo "poold exited 0"

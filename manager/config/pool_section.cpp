@@ -50,6 +50,29 @@ void read_queue(MapReader r, PoolConfig* p) {
     milliseconds v{0};
     if (r.duration("ttl", &v, milliseconds(1))) p->queue_ttl = v;
   }
+  r.count("max_per_tenant", &p->max_per_tenant, 0, UINT64_MAX);
+  r.duration("aging_interval", &p->aging_interval);
+  r.finish();
+}
+
+// `tenants`: weighted fair queueing between tenants (TenantPolicy). `weights` maps tenant
+// names to weights 1..1000.
+void read_tenants(MapReader r, TenantPolicy* t) {
+  constexpr std::uint64_t kMaxWeight = 1000;
+  std::uint64_t w = 0;
+  if (r.count("default_weight", &w, 1, kMaxWeight))
+    t->default_weight = static_cast<std::uint32_t>(w);
+  r.count("max_tenants", &t->max_tenants, 0, UINT64_MAX);
+  MapReader weights = r.section("weights");
+  if (weights.node().IsMap()) {
+    for (const auto& entry : weights.node()) {
+      const std::string tenant = entry.first.as<std::string>("");
+      if (weights.count(tenant, &w, 1, kMaxWeight)) {
+        t->weights[tenant] = static_cast<std::uint32_t>(w);
+      }
+    }
+  }
+  weights.finish();
   r.finish();
 }
 
@@ -192,6 +215,52 @@ void read_restart(MapReader r, PoolConfig* p) {
   }
 }
 
+// One token bucket: {tasks, per, burst}.
+void read_rate(MapReader r, RateLimit* out) {
+  r.count("tasks", &out->tasks, 1);
+  r.duration("per", &out->per, milliseconds(1));
+  r.count("burst", &out->burst);
+  r.finish();
+  if (!r.has("tasks")) r.fail("tasks", "required: tasks per `per` (a rate limit)");
+}
+
+// A mapping of names (task types or tenants) to token buckets.
+void read_rates(MapReader r, std::map<std::string, RateLimit>* out) {
+  if (r.node().IsMap()) {
+    for (const auto& entry : r.node()) {
+      const std::string name = entry.first.as<std::string>("");
+      read_rate(r.section(name), &(*out)[name]);
+    }
+  }
+  r.finish();
+}
+
+// `rate_limits`: the pool's, per task type, per tenant (FlowLimits).
+void read_rate_limits(MapReader r, FlowLimits* f) {
+  const bool has_pool = r.has("pool");
+  MapReader pool = r.section("pool");  // asked either way: it is part of the schema
+  if (has_pool) {
+    read_rate(pool, &f->pool);
+  } else {
+    pool.finish();
+  }
+  read_rates(r.section("task_types"), &f->task_types);
+  read_rates(r.section("tenants"), &f->tenants);
+  r.finish();
+}
+
+// `concurrency_per_type`: task type -> at most N dispatched at once.
+void read_type_caps(MapReader r, std::map<std::string, std::uint32_t>* out) {
+  if (r.node().IsMap()) {
+    for (const auto& entry : r.node()) {
+      const std::string type = entry.first.as<std::string>("");
+      std::uint32_t cap = 0;
+      if (r.count(type, &cap, 1)) (*out)[type] = cap;
+    }
+  }
+  r.finish();
+}
+
 }  // namespace
 
 void read_pool(ConfigErrors& errors, const YAML::Node& node, const std::string& path,
@@ -223,6 +292,9 @@ void read_pool(ConfigErrors& errors, const YAML::Node& node, const std::string& 
   read_workers(r.section("workers"), &out->worker_bounds, &out->workers);
   r.count("concurrency", &out->concurrency, 1);
   read_queue(r.section("queue"), out);
+  read_tenants(r.section("tenants"), &out->tenants);
+  read_rate_limits(r.section("rate_limits"), &out->flow);
+  read_type_caps(r.section("concurrency_per_type"), &out->flow.type_concurrency);
   r.choice<DispatchStrategy>("dispatch", &out->dispatch,
                              {{"round-robin", DispatchStrategy::kRoundRobin},
                               {"least-loaded", DispatchStrategy::kLeastLoaded},

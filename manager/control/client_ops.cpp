@@ -31,14 +31,27 @@ Result<T> decoded(std::string_view op, const nlohmann::json& body) {
 }
 
 ops::SubmitArgs submit_args(const SubmitRequest& t, bool wait = false, bool progress = false) {
-  return {t.type, t.pool,  t.priority, t.timeout, t.retries, t.key, t.idempotency_key,
-          wait,   progress};
+  ops::SubmitArgs a;
+  a.type = t.type;
+  a.pool = t.pool;
+  a.priority = t.priority;
+  a.timeout = t.timeout;
+  a.retries = t.retries;
+  a.key = t.key;
+  a.idempotency_key = t.idempotency_key;
+  a.not_before_ms = t.not_before_ms;
+  a.delay = t.delay;
+  a.tenant = t.tenant;
+  a.wait = wait;
+  a.progress = progress;
+  return a;
 }
 
 bool same_options(const SubmitRequest& a, const SubmitRequest& b) {
   return a.type == b.type && a.pool == b.pool && a.priority == b.priority &&
          a.timeout == b.timeout && a.retries == b.retries && a.key == b.key &&
-         a.idempotency_key == b.idempotency_key;
+         a.idempotency_key == b.idempotency_key && a.not_before_ms == b.not_before_ms &&
+         a.delay == b.delay && a.tenant == b.tenant;
 }
 
 TaskReply task_reply_of(ops::TaskAccount account, std::string result) {

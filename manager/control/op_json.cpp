@@ -244,6 +244,8 @@ json encode(const TaskAccount& a) {
     if (s.payload_preview) sub["payload_preview"] = *s.payload_preview;
     j["submitted"] = std::move(sub);
   }
+  if (a.not_before_ms != 0) j["not_before_ms"] = a.not_before_ms;
+  if (!a.tenant.empty()) j["tenant"] = a.tenant;
   return j;
 }
 
@@ -258,6 +260,8 @@ Status decode(const json& j, TaskAccount* out) {
                   .optional("dead_letter_pending", &out->dead_letter_pending)
                   .optional("result_withheld", &out->result_withheld)
                   .optional("result_dropped", &out->result_dropped)
+                  .optional("not_before_ms", &out->not_before_ms)
+                  .optional("tenant", &out->tenant)
                   .status();
   if (!st) return st;
   if (const auto sub = j.find("submitted"); sub != j.end()) {

@@ -103,10 +103,11 @@ Status decode(const json& j, PoolFilterArgs* out) {
 }
 
 json encode(const PoolStatus& p) {
-  return {{"name", p.name},         {"state", p.state},
-          {"dispatch", p.dispatch}, {"task_types", p.task_types},
-          {"workers", p.workers},   {"target_workers", p.target_workers},
-          {"queued", p.queued},     {"in_flight", p.in_flight}};
+  return {{"name", p.name},           {"state", p.state},
+          {"dispatch", p.dispatch},   {"task_types", p.task_types},
+          {"workers", p.workers},     {"target_workers", p.target_workers},
+          {"queued", p.queued},       {"in_flight", p.in_flight},
+          {"scheduled", p.scheduled}, {"throttled", p.throttled}};
 }
 
 Status decode(const json& j, PoolStatus* out) {
@@ -119,6 +120,8 @@ Status decode(const json& j, PoolStatus* out) {
       .optional("target_workers", &out->target_workers)
       .optional("queued", &out->queued)
       .optional("in_flight", &out->in_flight)
+      .optional("scheduled", &out->scheduled)
+      .optional("throttled", &out->throttled)
       .status();
 }
 
@@ -290,6 +293,8 @@ json encode(const PoolCounters& p) {
           {"queued", p.queued},
           {"in_flight", p.in_flight},
           {"retry_wait", p.retry_wait},
+          {"scheduled", p.scheduled},
+          {"throttled", p.throttled},
           {"workers", p.workers},
           {"target_workers", p.target_workers},
           {"latency_ms",
@@ -320,6 +325,8 @@ Status decode(const json& j, PoolCounters* out) {
                   .optional("queued", &out->queued)
                   .optional("in_flight", &out->in_flight)
                   .optional("retry_wait", &out->retry_wait)
+                  .optional("scheduled", &out->scheduled)
+                  .optional("throttled", &out->throttled)
                   .optional("workers", &out->workers)
                   .optional("target_workers", &out->target_workers)
                   .status();

@@ -14,6 +14,9 @@ json encode(const SubmitArgs& a) {
   if (a.retries) j["retries"] = *a.retries;
   if (!a.key.empty()) j["key"] = a.key;
   if (!a.idempotency_key.empty()) j["idempotency_key"] = a.idempotency_key;
+  if (a.not_before_ms) j["not_before_ms"] = *a.not_before_ms;
+  if (a.delay) j["delay_ms"] = a.delay->count();
+  if (!a.tenant.empty()) j["tenant"] = a.tenant;
   if (a.wait) j["wait"] = true;
   if (a.progress) j["progress"] = true;
   return j;
@@ -30,6 +33,9 @@ Status decode(const json& j, SubmitArgs* out) {
       .optional("retries", &out->retries)
       .optional("key", &out->key)
       .optional("idempotency_key", &out->idempotency_key)
+      .optional("not_before_ms", &out->not_before_ms)
+      .optional("delay_ms", &out->delay)
+      .optional("tenant", &out->tenant)
       .optional("wait", &out->wait)
       .optional("progress", &out->progress)
       .status();

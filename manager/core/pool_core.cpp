@@ -33,10 +33,13 @@ PoolCore::PoolCore(const PoolOptions& options, WorkerControl& control,
       finished_({options.task_records_max, to_ns(options.task_records_max_age),
                  static_cast<std::size_t>(options.task_records_max_bytes)}),
       target_workers_(options.workers),
-      intensity_(intensity_limits(options)) {}
+      intensity_(intensity_limits(options)) {
+  queue_.set_tenants(options.tenants);
+}
 
 void PoolCore::start(std::int64_t now) {
   clock_ns_ = now;
+  gates_.configure(opts_.flow, now, {});
   for (std::uint32_t i = 0; i < target_workers_; ++i) spawn_worker(now);
 }
 
@@ -67,6 +70,10 @@ TaskPtr PoolCore::find_task(std::uint64_t id) const {
   for (const RetryEntry& e : retries_.entries()) {
     if (e.task->id == id && !e.task->decided) return e.task;
   }
+  for (const RetryEntry& e : scheduled_.entries()) {
+    if (e.task->id == id && !e.task->decided) return e.task;
+  }
+  if (const TaskPtr* t = gates_.find(id)) return *t;
   for (const auto& [wid, w] : workers_) {
     for (const InFlight& f : w.ring) {
       if (f.task->id == id && !f.ended) return f.task;
@@ -87,7 +94,11 @@ std::vector<TaskPtr> PoolCore::list_tasks(const std::function<bool(const TaskRec
     if (out.size() < limit && keep(*t)) out.push_back(t);
   };
   queue_.for_each(take);
+  gates_.for_each(take);
   for (const RetryEntry& e : retries_.entries()) {
+    if (!e.task->decided) take(e.task);
+  }
+  for (const RetryEntry& e : scheduled_.entries()) {
     if (!e.task->decided) take(e.task);
   }
   for (const auto& [wid, w] : workers_) {
@@ -108,9 +119,11 @@ std::vector<TaskPtr> PoolCore::list_tasks(const std::function<bool(const TaskRec
 PoolStats PoolCore::stats() const {
   PoolStats s = stats_;
   s.queued = queue_.size();
-  s.queued += backlogged_;
+  s.queued += backlogged_ + gates_.parked();
+  s.throttled = gates_.parked();
   s.in_flight = in_flight_total_;
   s.retry_wait = retries_.size();
+  s.scheduled = scheduled_.size();
   s.letters_pending = letters_pending_.size();
   s.workers = static_cast<std::uint32_t>(workers_.size());
   s.target_workers = target_workers_;

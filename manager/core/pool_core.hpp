@@ -9,6 +9,7 @@
 // reads no clock itself (WorkerControl::wall_ms() stamps what operators read).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -26,8 +27,10 @@
 
 #include "core/dispatcher.hpp"
 #include "core/finished_tasks.hpp"
+#include "core/flow_gates.hpp"
 #include "core/task_queue.hpp"
 #include "core/task_record.hpp"
+#include "core/tenant_counts.hpp"
 #include "core/worker_control.hpp"
 #include "core/worker_state.hpp"
 #include "supervision/exit_classifier.hpp"
@@ -80,6 +83,10 @@ class PoolCore {
   void set_dead_letter_sink(std::function<bool(const TaskPtr&)> sink) {
     dead_letter_sink_ = std::move(sink);
   }
+
+  // The pool's per-tenant waiting counts, which the core keeps for the tasks counted there
+  // (TaskRecord::tenant_counted) as it keeps `admitted`; null: none (no task is counted).
+  void set_tenant_counts(TenantCounts* counts) { tenant_counts_ = counts; }
 
   // Journal writes (see TaskJournalHooks); none by default.
   void set_journal(TaskJournalHooks hooks) { journal_ = std::move(hooks); }
@@ -176,6 +183,14 @@ class PoolCore {
   // A min-heap on due time whose entries can also be walked (find_task).
   struct RetryHeap : std::priority_queue<RetryEntry, std::vector<RetryEntry>, std::greater<>> {
     const std::vector<RetryEntry>& entries() const { return c; }
+    // Removes `t`'s entry; returns false iff it has none. O(n).
+    bool remove(const TaskPtr& t) {
+      auto it = std::find_if(c.begin(), c.end(), [&](const RetryEntry& e) { return e.task == t; });
+      if (it == c.end()) return false;
+      c.erase(it);
+      std::make_heap(c.begin(), c.end(), comp);
+      return true;
+    }
   };
 
   // ---- tasks in (pool_core_dispatch.cpp) ----
@@ -183,11 +198,29 @@ class PoolCore {
   void take_in(TaskRecord& t, std::int64_t now);
   void admit(TaskRecord& t);
   void release_admission(TaskRecord& t);
+  // A task whose not_before is ahead: `scheduled` until due_ns, still admitted (it counts in
+  // queue_capacity); on_tick queues it once due.
+  void schedule(TaskPtr task);
+  // Queues the scheduled tasks that are due.
+  void release_scheduled(std::int64_t now);
+  // Returns the tasks the flow gates let through now to the front of their lanes; returns
+  // false iff there were none.
+  bool release_gates(std::int64_t now);
+  // Dispatched ring entries by task type (the flow gates' concurrency caps).
+  std::map<std::string, std::uint32_t> ring_entries_by_type() const;
+  // A task entered the queue at `now`: with aging on, on_tick looks again an interval later.
+  void note_aging(std::int64_t now) {
+    if (opts_.aging_interval.count() > 0) {
+      next_aging_ns_ = std::min(next_aging_ns_, now + opts_.aging_interval.count() * 1000000);
+    }
+  }
   // Where every task that waits for a worker again goes (a retry come due, a dead worker's
   // unstarted ring, a backlog given up): back into the queue (front: at the head of its
   // level), or, in a failed pool that will never run it, dead-lettered crash_loop.
   void to_queue(TaskPtr task, bool front, std::int64_t now);
   void dispatch(std::int64_t now);
+  // dispatch()'s part for the queue: its head to the workers while one has room.
+  void dispatch_queue(std::int64_t now);
   // The dispatcher's choice among candidates_ for `t`, leaving out the workers whose region
   // is too small for its payload.
   Choice choose_for(const TaskRecord& t);
@@ -285,7 +318,12 @@ class PoolCore {
   TaskQueue queue_;
   std::size_t open_tasks_ = 0;  // submitted and not yet terminal (letters pending included)
   RetryHeap retries_;
-  std::mt19937_64 rng_;  // retry jitter
+  RetryHeap scheduled_;                     // tasks waiting for their not_before, by due time
+  std::int64_t next_aging_ns_ = INT64_MAX;  // when a queued task is next due to age
+  TenantCounts* tenant_counts_ = nullptr;
+  FlowGates gates_;                        // rate limits and caps (FlowLimits)
+  std::int64_t flow_wake_ns_ = INT64_MAX;  // the pool's bucket refills: dispatch again
+  std::mt19937_64 rng_;                    // retry jitter
   FinishedTasks finished_;
   std::vector<Candidate> candidates_;       // scratch for dispatch
   std::vector<Worker*> candidate_workers_;  // parallel to candidates_

@@ -25,6 +25,7 @@ bool PoolCore::on_result(WorkerId wid, ipc::ResultMsg& msg, std::int64_t now) {
   InFlight f = std::move(*it);
   w->ring.erase(it);
   --in_flight_total_;
+  if (gates_.on()) gates_.left_ring(*f.task);
   if (!f.ended) {
     ++w->tasks_done;
     const TaskPtr& t = f.task;
@@ -236,6 +237,11 @@ std::deque<TaskPtr> PoolCore::take_waiting() {
     left.push_back(retries_.top().task);
     retries_.pop();
   }
+  while (!scheduled_.empty()) {
+    left.push_back(scheduled_.top().task);
+    scheduled_.pop();
+  }
+  for (TaskPtr& t : gates_.take_all()) left.push_back(std::move(t));
   for (auto& [id, w] : workers_) {
     for (TaskPtr& t : w.backlog) left.push_back(std::move(t));
     backlogged_ -= w.backlog.size();

@@ -13,9 +13,21 @@ void PoolCore::take_in(TaskRecord& t, std::int64_t now) {
   clock_ns_ = now;
   t.max_attempts = 1 + t.opts.retries.value_or(opts_.retries);
   t.timeout_ns = to_ns(t.opts.timeout.value_or(opts_.timeout));
-  t.queued_ns = now;
+  if (t.opts.delay) {
+    t.due_ns = now + to_ns(*t.opts.delay);
+  } else if (t.opts.not_before) {
+    const std::int64_t at_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(t.opts.not_before->time_since_epoch())
+            .count();
+    const std::int64_t ahead_ms = at_ms - ctl_.wall_ms();
+    if (ahead_ms > 0) t.due_ns = now + ahead_ms * detail::kMsNs;
+  }
+  if (t.due_ns <= now) t.due_ns = 0;
+  // A scheduled task waits in the queue from when it is due: queue wait, TTL and end-to-end
+  // latency count from there.
+  t.queued_ns = std::max(now, t.due_ns);
   if (auto ttl = t.opts.queue_ttl ? t.opts.queue_ttl : opts_.queue_ttl) {
-    t.expires_ns = now + to_ns(*ttl);
+    t.expires_ns = t.queued_ns + to_ns(*ttl);
     ++ttl_tasks_;
   }
   ++stats_.submitted;
@@ -33,20 +45,59 @@ void PoolCore::submit(TaskPtr task, std::int64_t now) {
            "the pool is in crash_loop and the task asked to fail fast");
     return;
   }
+  if (task->due_ns != 0) return schedule(std::move(task));  // admitted by the Pool at submit
+  task->level_since_ns = now;
   queue_.push(std::move(task));  // admitted by the Pool at submit
+  note_aging(now);
   dispatch(now);
+}
+
+void PoolCore::schedule(TaskPtr task) {
+  task->state.store(TaskState::kScheduled, std::memory_order_release);
+  const std::int64_t due = task->due_ns;
+  scheduled_.push({due, std::move(task)});
+}
+
+bool PoolCore::release_gates(std::int64_t now) {
+  std::vector<TaskPtr> back = gates_.release(now);
+  // Each to the front of its lane: the last first, so that they keep their order.
+  for (auto it = back.rbegin(); it != back.rend(); ++it) to_queue(std::move(*it), true, now);
+  return !back.empty();
+}
+
+std::map<std::string, std::uint32_t> PoolCore::ring_entries_by_type() const {
+  std::map<std::string, std::uint32_t> out;
+  for (const auto& [id, w] : workers_) {
+    for (const InFlight& f : w.ring) ++out[f.task->type];
+  }
+  return out;
+}
+
+void PoolCore::release_scheduled(std::int64_t now) {
+  while (!scheduled_.empty() && scheduled_.top().due_ns <= now) {
+    TaskPtr t = scheduled_.top().task;
+    scheduled_.pop();
+    if (intensity_.crash_loop() && t->opts.fail_fast) {
+      finish(t, TaskState::kDeadLettered, DeadReason::kCrashLoop, {},
+             "the pool is in crash_loop and the task asked to fail fast");
+      continue;
+    }
+    to_queue(std::move(t), false, now);  // skips a task decided meanwhile
+  }
 }
 
 void PoolCore::admit(TaskRecord& t) {
   if (t.admitted) return;
   t.admitted = true;
   admitted_.fetch_add(1, std::memory_order_relaxed);
+  if (t.tenant_counted && tenant_counts_ != nullptr) tenant_counts_->add(t.opts.tenant);
 }
 
 void PoolCore::release_admission(TaskRecord& t) {
   if (!t.admitted) return;
   t.admitted = false;
   admitted_.fetch_sub(1, std::memory_order_relaxed);
+  if (t.tenant_counted && tenant_counts_ != nullptr) tenant_counts_->release(t.opts.tenant);
 }
 
 void PoolCore::to_queue(TaskPtr task, bool front, std::int64_t now) {
@@ -60,23 +111,48 @@ void PoolCore::to_queue(TaskPtr task, bool front, std::int64_t now) {
   task->state.store(TaskState::kQueued, std::memory_order_release);
   admit(*task);
   if (front) {
-    queue_.push_front(std::move(task));
+    queue_.push_front(std::move(task));  // keeps its level and the time it entered it
   } else {
+    task->level = task->opts.priority;
+    task->level_since_ns = now;
     queue_.push(std::move(task));
+    note_aging(now);
   }
 }
 
 void PoolCore::dispatch(std::int64_t now) {
+  if (gates_.on()) {
+    flow_wake_ns_ = INT64_MAX;
+    if (now >= gates_.next_ns()) release_gates(now);
+  }
   // Affinity backlogs first: those tasks were already waiting for their worker.
   for (auto& [id, w] : workers_) {
     if (backlogged_ == 0) break;
     while (!w.backlog.empty() && w.is<Ready>() && w.ring.size() < opts_.concurrency) {
+      if (gates_.on() && (gates_.pool_closed(now) || gates_.closed(*w.backlog.front(), now))) {
+        flow_wake_ns_ = std::min(flow_wake_ns_, now + detail::kMsNs);  // held: look again
+        break;
+      }
       TaskPtr t = std::move(w.backlog.front());
       w.backlog.pop_front();
       --backlogged_;
       assign(w, std::move(t), now);
     }
   }
+  for (int round = 0;; ++round) {
+    dispatch_queue(now);
+    // Tasks a gate let through may not have taken its room (dead-lettered at dispatch, or
+    // held by another gate): while the queue is empty and tasks are held, look again.
+    if (!gates_.on() || !queue_.empty() || gates_.parked() == 0) return;
+    if (round == 16) {
+      gates_.look_again(now + detail::kMsNs);
+      return;
+    }
+    if (!release_gates(now)) return;
+  }
+}
+
+void PoolCore::dispatch_queue(std::int64_t now) {
   if (queue_.empty()) return;
   candidates_.clear();
   std::vector<Worker*>& by_index = candidate_workers_;
@@ -110,6 +186,16 @@ void PoolCore::dispatch(std::int64_t now) {
              "payload of " + std::to_string(t->payload.size()) + " bytes exceeds max_payload (" +
                  std::to_string(opts_.max_payload) + " bytes), lowered after it was accepted");
       continue;
+    }
+    if (gates_.on()) {
+      if (gates_.pool_closed(now)) {  // the pool's rate: nothing goes before a token
+        flow_wake_ns_ = gates_.pool_ready_at(now);
+        break;
+      }
+      if (FlowGates::Gate* g = gates_.closed(*head, now)) {
+        gates_.park(*g, queue_.pop(), now);  // still queued (admitted), held back
+        continue;
+      }
     }
     Choice c = choose_for(*head);
     if (c.index < 0) break;
@@ -145,6 +231,7 @@ Choice PoolCore::choose_for(const TaskRecord& t) {
 
 void PoolCore::assign(Worker& w, TaskPtr task, std::int64_t now) {
   note_dispatch(*task, now);
+  if (gates_.on()) gates_.dispatched(*task, now);
   release_admission(*task);
   InFlight f;
   f.task = task;
@@ -203,6 +290,10 @@ void PoolCore::recover(RecoveredTask r, std::int64_t now) {
     next_check_ns_ = std::min(next_check_ns_, due);
     return;
   }
+  if (task->due_ns != 0 && !failed_) {
+    admit(*task);
+    return schedule(std::move(task));
+  }
   to_queue(std::move(task), false, now);
 }
 
@@ -212,7 +303,7 @@ bool PoolCore::cancel(const TaskPtr& t, std::int64_t now) {
   t->cancel_requested = true;
   const TaskState s = t->state.load(std::memory_order_relaxed);
   if (s == TaskState::kQueued) {
-    queue_.remove(t->id);
+    if (!queue_.remove(t->id)) gates_.remove(t);
     for (auto& [wid, w] : workers_) {
       auto b = std::find(w.backlog.begin(), w.backlog.end(), t);
       if (b != w.backlog.end()) {
@@ -221,6 +312,12 @@ bool PoolCore::cancel(const TaskPtr& t, std::int64_t now) {
       }
     }
     finish(t, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled while queued",
+           CancelReason::kUser);
+    return true;
+  }
+  if (s == TaskState::kScheduled) {
+    scheduled_.remove(t);
+    finish(t, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled while scheduled",
            CancelReason::kUser);
     return true;
   }

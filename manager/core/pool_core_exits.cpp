@@ -142,6 +142,7 @@ std::uint64_t PoolCore::settle_dead_ring(Worker& w, const supervision::Classifie
   for (std::size_t i = 0; i < w.ring.size(); ++i) {
     InFlight& f = w.ring[i];
     --in_flight_total_;
+    if (gates_.on()) gates_.left_ring(*f.task);
     if (view[i].ended) continue;
     if (charged && i == *charged) {
       if (f.task->cancel_requested) {

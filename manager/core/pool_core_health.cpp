@@ -14,6 +14,10 @@ using detail::to_ns;
 
 void PoolCore::on_tick(std::int64_t now) {
   clock_ns_ = now;
+  release_scheduled(now);
+  if (now >= next_aging_ns_) {
+    next_aging_ns_ = queue_.age(now, to_ns(opts_.aging_interval));
+  }
   while (!retries_.empty() && retries_.top().due_ns <= now) {
     TaskPtr t = retries_.top().task;
     retries_.pop();
@@ -130,6 +134,9 @@ void PoolCore::observe_running() {
 std::int64_t PoolCore::next_deadline() const {
   std::int64_t next = std::min(next_check_ns_, workers_.empty() ? INT64_MAX : next_sweep_ns_);
   if (!retries_.empty()) next = std::min(next, retries_.top().due_ns);
+  if (!scheduled_.empty()) next = std::min(next, scheduled_.top().due_ns);
+  next = std::min(next, next_aging_ns_);
+  if (gates_.on()) next = std::min({next, gates_.next_ns(), flow_wake_ns_});
   if (respawn_due_ns_ != 0) next = std::min(next, respawn_due_ns_);
   if (backtraces_awaited_ > 0) {
     for (const auto& [wid, w] : workers_) {

@@ -103,8 +103,8 @@ void PoolCore::drain_worker(Worker& w, std::int64_t now) {
 }
 
 void PoolCore::maybe_stop(Worker& w, std::int64_t now) {
-  if (w.is<Ready>() && closing_ && queue_.empty() && retries_.empty() && w.ring.empty() &&
-      w.backlog.empty()) {
+  if (w.is<Ready>() && closing_ && queue_.empty() && retries_.empty() && scheduled_.empty() &&
+      gates_.parked() == 0 && w.ring.empty() && w.backlog.empty()) {
     w.state = Draining{};
   }
   if (w.is<Draining>() && w.ring.empty()) {
@@ -167,8 +167,8 @@ void PoolCore::advance_rolling_restart(std::int64_t now) {
 
 void PoolCore::adjust_worker_count(std::int64_t now) {
   if (failed_ || respawn_due_ns_ != 0) return;
-  const bool work_left =
-      !queue_.empty() || !retries_.empty() || in_flight_total_ > 0 || backlogged_ > 0;
+  const bool work_left = !queue_.empty() || !retries_.empty() || !scheduled_.empty() ||
+                         in_flight_total_ > 0 || backlogged_ > 0 || gates_.parked() > 0;
   if (closing_ && !work_left) return;
   std::size_t live = live_workers();
   std::uint32_t want = target_workers_;

@@ -41,6 +41,8 @@ PoolLoop::PoolLoop(PoolOptions options) : opts_(options), as_started_(std::move(
   max_payload_.store(opts_.max_payload);
   queue_capacity_.store(opts_.queue_capacity);
   max_timeout_ms_.store(opts_.max_timeout.count());
+  max_per_tenant_.store(opts_.max_per_tenant);
+  max_tenants_.store(opts_.tenants.max_tenants);
   if (opts_.dead_letter_store) journal_ = opts_.dead_letter_store->journal();
 }
 
@@ -125,6 +127,7 @@ Status PoolLoop::wire(LaunchPlan plan) {
   links_ = std::make_unique<WorkerLinks>(std::move(lc), *poller_);
   links_->set_launch(std::move(plan.spec));
   core_ = std::make_unique<PoolCore>(opts_, *links_, admitted_);
+  core_->set_tenant_counts(&tenant_counts_);
   links_->attach(*core_);
   install_dead_letter_sink();
   install_journal();
@@ -299,6 +302,38 @@ Status PoolLoop::check_type(const std::string& type) const {
   return Status::invalid("unknown task type '" + type + "' (this pool serves: " + served + ")");
 }
 
+Status PoolLoop::check_schedule(SubmitOptions& options) {
+  constexpr std::chrono::milliseconds kMaxDelay = std::chrono::hours(24 * 366);
+  if (options.delay && options.not_before) {
+    return Status::invalid("delay and not_before: give at most one of the two");
+  }
+  if (options.delay) {
+    const auto now = std::chrono::system_clock::now();
+    if (options.delay->count() < 0 || *options.delay > kMaxDelay) {
+      return Status::invalid("delay: " + std::to_string(options.delay->count()) +
+                             " ms is outside 0 .. " + std::to_string(kMaxDelay.count()) +
+                             " ms (366 days)");
+    }
+    options.not_before =
+        std::chrono::time_point_cast<std::chrono::milliseconds>(now) + *options.delay;
+    options.delay.reset();
+  } else if (options.not_before &&
+             *options.not_before > std::chrono::system_clock::now() + kMaxDelay) {
+    return Status::invalid("not_before: more than 366 days ahead");
+  }
+  if (options.tenant.empty()) return Status::ok();
+  if (options.tenant.size() > 128) {
+    return Status::invalid("tenant: longer than 128 bytes");
+  }
+  for (const char c : options.tenant) {
+    if (c < 0x21 || c > 0x7e) {
+      return Status::invalid("tenant: '" + options.tenant +
+                             "' has a character that is not printable ASCII (or is a space)");
+    }
+  }
+  return Status::ok();
+}
+
 Result<TaskPtr> PoolLoop::admit_task(std::string type, std::string payload, SubmitOptions options,
                                      std::uint64_t id) {
   if (failed_.load()) return Status::error(Code::kClosed, "pool failed: " + failure());
@@ -315,6 +350,7 @@ Result<TaskPtr> PoolLoop::admit_task(std::string type, std::string payload, Subm
     }
   }
   SP_RETURN_IF_ERROR(check_type(type));
+  SP_RETURN_IF_ERROR(check_schedule(options));
   if (const std::uint64_t max = max_payload_.load(std::memory_order_relaxed);
       payload.size() > max) {
     return Status::too_large("payload of " + std::to_string(payload.size()) +
@@ -326,6 +362,18 @@ Result<TaskPtr> PoolLoop::admit_task(std::string type, std::string payload, Subm
     return Status::error(Code::kQueueFull, "queue_full: " + std::to_string(capacity) +
                                                " tasks are waiting in pool '" + opts_.name + "'");
   }
+  // Per tenant: only tasks of a named tenant, or every task when max_per_tenant is set (a
+  // pool with neither never takes the counts' lock).
+  const std::size_t max_per_tenant = max_per_tenant_.load(std::memory_order_relaxed);
+  const bool tenant_counted = !options.tenant.empty() || max_per_tenant != 0;
+  if (tenant_counted) {
+    if (Status s = tenant_counts_.admit(options.tenant, max_per_tenant,
+                                        max_tenants_.load(std::memory_order_relaxed), opts_.name);
+        !s) {
+      admitted_.fetch_sub(1, std::memory_order_relaxed);
+      return s;
+    }
+  }
   // A replayed dead letter keeps its id, which the journal holds (finished) already: it is
   // not journaled again (docs/journal.md).
   const bool journaled = journal_ != nullptr && id == 0;
@@ -334,6 +382,7 @@ Result<TaskPtr> PoolLoop::admit_task(std::string type, std::string payload, Subm
   auto rec =
       std::make_shared<TaskRecord>(id, std::move(type), std::move(payload), std::move(options));
   rec->journaled = journaled;
+  rec->tenant_counted = tenant_counted;
   if (!journaled) {
     rec->ack_status = Status::ok();
     rec->ack.store(1, std::memory_order_release);
@@ -344,6 +393,7 @@ Result<TaskPtr> PoolLoop::admit_task(std::string type, std::string payload, Subm
 bool PoolLoop::post_admitted(const TaskPtr& rec) {
   if (mailbox_.post_task(rec)) return true;
   admitted_.fetch_sub(1, std::memory_order_relaxed);
+  if (rec->tenant_counted) tenant_counts_.release(rec->opts.tenant);
   if (rec->journaled) {  // accepted in the journal, never run: ended there, never acknowledged
     TaskResult end;
     end.id = rec->id;

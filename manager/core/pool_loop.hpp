@@ -144,6 +144,9 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   void letter_written(std::uint64_t task_id);
   bool receipt_inline_ = false;  // loop thread: the store answered within enqueue() itself
 
+  // Returns ok iff the submit options' scheduling and tenant are valid; turns a delay into
+  // not_before (the journal keeps the absolute time).
+  static Status check_schedule(SubmitOptions& options);
   // Returns ok iff the pool serves task type `type`; else the error a submit of it gets.
   Status check_type(const std::string& type) const;
   // submit()'s checks, admission and id; the record's ack is settled unless it is to be
@@ -212,7 +215,10 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   std::atomic<std::uint64_t> max_payload_{0};
   std::atomic<std::size_t> queue_capacity_{0};
   std::atomic<std::int64_t> max_timeout_ms_{0};
-  BusyClock busy_;  // the loop thread's (busy_for_ns)
+  std::atomic<std::size_t> max_per_tenant_{0};
+  std::atomic<std::size_t> max_tenants_{0};
+  TenantCounts tenant_counts_;  // the core counts there too (PoolCore::set_tenant_counts)
+  BusyClock busy_;              // the loop thread's (busy_for_ns)
   LoopMailbox mailbox_;
   std::optional<Poller> poller_;
   std::unique_ptr<WorkerLinks> links_;  // before core_: the core commands it

@@ -217,6 +217,7 @@ Status PoolLoop::recover_journal() {
     task->ack_released = true;
     task->ack.store(1);
     task->journaled = true;
+    task->tenant_counted = !task->opts.tenant.empty() || opts_.max_per_tenant != 0;
     RecoveredTask r{
         std::move(task), std::move(j.running), j.task.state == TaskState::kRetryWait, 0, {}};
     if (r.retry_wait) r.retry_in_ns = (j.retry_due_ms - wall_ms) * 1000000;

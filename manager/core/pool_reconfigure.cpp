@@ -20,10 +20,18 @@ namespace sandpool::core {
 
 void PoolCore::reconfigure(const PoolOptions& next, bool replace_workers, std::int64_t now) {
   clock_ns_ = now;
+  const FlowLimits flow_before = opts_.flow;
   // Both parts a reconfigure applies, whole (pool_options.hpp); identity and wiring stay.
   opts_.worker_spec() = next.worker_spec();
   opts_.live() = next.live();
   dispatcher_.set_strategy(opts_.dispatch);
+  queue_.set_tenants(opts_.tenants);
+  if (!(opts_.flow == flow_before)) {
+    std::vector<TaskPtr> back = gates_.configure(opts_.flow, now, ring_entries_by_type());
+    for (auto it = back.rbegin(); it != back.rend(); ++it) to_queue(std::move(*it), true, now);
+  }
+  // Aging on, off or at a new interval: the queue is looked at again now.
+  next_aging_ns_ = opts_.aging_interval.count() > 0 && !queue_.empty() ? now : INT64_MAX;
   intensity_.set_limits({opts_.max_restarts, opts_.restart_window, opts_.crash_backoff_base,
                          opts_.crash_backoff_max, opts_.stable_after});
   finished_.set_bounds({opts_.task_records_max, detail::to_ns(opts_.task_records_max_age),
@@ -136,6 +144,8 @@ bool PoolLoop::apply_options(const PoolOptions& next, const supervision::LaunchS
   links_->set_launch(spec);
   links_->set_max_result(opts_.max_result);
   queue_capacity_.store(opts_.queue_capacity, std::memory_order_relaxed);
+  max_per_tenant_.store(opts_.max_per_tenant, std::memory_order_relaxed);
+  max_tenants_.store(opts_.tenants.max_tenants, std::memory_order_relaxed);
   max_timeout_ms_.store(opts_.max_timeout.count(), std::memory_order_relaxed);
   // A smaller max_payload applies at once. A larger one waits until no worker started with
   // the old, smaller max_message is left (the rolling restart is over): such a worker

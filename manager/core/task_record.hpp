@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -23,6 +24,13 @@ struct TaskRecord {
         opts(std::move(options)) {
     account.id = id;
     account.type = type;
+    if (opts.not_before) {
+      account.not_before_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(opts.not_before->time_since_epoch())
+              .count();
+    }
+    account.tenant = opts.tenant;
+    level = opts.priority;
   }
 
   // Immutable after submit.
@@ -39,8 +47,16 @@ struct TaskRecord {
   std::uint32_t free_requeues = 0;  // times put back unstarted from a dead worker's ring
   std::int64_t queued_ns = 0;       // when submitted (queue_ttl counts from here)
   std::int64_t expires_ns = 0;      // queued_ns + queue_ttl; 0: never
-  bool admitted = true;             // counted in the pool's admission count (waiting for a worker)
-  bool dispatched_once = false;     // its queue wait is recorded at the first dispatch only
+  // Scheduled (SubmitOptions::not_before): when it is due to be queued; 0: not scheduled.
+  std::int64_t due_ns = 0;
+  // Its level in the queue (its priority, raised by aging) and since when it is there.
+  std::int32_t level = 0;
+  std::int64_t level_since_ns = 0;
+  // Counted in the pool's per-tenant waiting counts (TenantCounts) while admitted. Set
+  // before the loop sees the task.
+  bool tenant_counted = false;
+  bool admitted = true;          // counted in the pool's admission count (waiting for a worker)
+  bool dispatched_once = false;  // its queue wait is recorded at the first dispatch only
   // Its end is decided: terminal, or dead-lettered with the letter being written. Nothing
   // dispatches, cancels or ends it again.
   bool decided = false;

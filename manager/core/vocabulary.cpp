@@ -19,6 +19,8 @@ std::string_view to_string(TaskState s) {
       return "dead_lettered";
     case TaskState::kCancelled:
       return "cancelled";
+    case TaskState::kScheduled:
+      return "scheduled";
   }
   return "unknown";
 }

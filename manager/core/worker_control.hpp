@@ -54,8 +54,9 @@ class WorkerControl {
   // asked has answered, with kWhatArrived whatever did. nullopt while there is none.
   virtual std::optional<std::string> backtrace(WorkerId w, ipc::BacktraceRead read) = 0;
   // The wall clock, ms since the epoch. The core reads no clock itself: its decisions run on
-  // the CLOCK_MONOTONIC `now` each entry point is given, and this one only stamps what an
-  // operator reads (an attempt's started_ms and ended_ms). The default reads the system
+  // the CLOCK_MONOTONIC `now` each entry point is given, and this one stamps what an
+  // operator reads (an attempt's started_ms and ended_ms) and places a task's not_before
+  // on that clock once, when the task is taken in. The default reads the system
   // clock; a test's control moves it by hand.
   virtual std::int64_t wall_ms() {
     return std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -235,8 +235,8 @@ std::string tasks_body(const Viewer&, const TaskFilter& f, const ops::TaskListRe
       escape(f.id) + "\"></label><label>pool <input name=pool value=\"" + escape(f.pool) +
       "\"></label><label>type <input name=type value=\"" + escape(f.type) +
       "\"></label><label>state <select name=state>";
-  for (const char* s : {"", "queued", "dispatched", "running", "retry_wait", "completed",
-                        "dead_lettered", "cancelled"}) {
+  for (const char* s : {"", "scheduled", "queued", "dispatched", "running", "retry_wait",
+                        "completed", "dead_lettered", "cancelled"}) {
     out += "<option value=\"" + std::string(s) + "\"" + (f.state == s ? " selected" : "") + ">" +
            (*s ? s : "any state") + "</option>";
   }

@@ -70,6 +70,8 @@ ops::PoolCounters pool_counters(const std::string& name, const PoolMetrics& m) {
   c.queued = s.queued;
   c.in_flight = s.in_flight;
   c.retry_wait = s.retry_wait;
+  c.scheduled = s.scheduled;
+  c.throttled = s.throttled;
   c.workers = s.workers;
   c.target_workers = s.target_workers;
   c.latency_ms = {quantile_ms(m.end_to_end, 0.50), quantile_ms(m.end_to_end, 0.90),
@@ -101,7 +103,8 @@ void Service::serve(const Request&, const ops::NoArgs&, const OpResponder<ops::S
   for (const auto& [name, pool] : this->pools()) {
     const PoolStats s = pool->stats_snapshot();  // never waits behind a batch
     r.pools.push_back({name, s.state, std::string(to_string(s.dispatch)), pool->task_types(),
-                       s.workers, s.target_workers, s.queued, s.in_flight});
+                       s.workers, s.target_workers, s.queued, s.in_flight, s.scheduled,
+                       s.throttled});
   }
   r.pid = ::getpid();
   r.started_ms = started_ms_;

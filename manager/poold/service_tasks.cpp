@@ -32,6 +32,15 @@ Status submit_options(const ops::SubmitArgs& a, std::chrono::milliseconds max_ti
   }
   o->retries = a.retries;
   o->key = a.key;
+  if (a.not_before_ms && a.delay) {
+    return Status::invalid("not_before_ms and delay_ms: give at most one of the two");
+  }
+  if (a.not_before_ms) {
+    o->not_before =
+        std::chrono::system_clock::time_point(std::chrono::milliseconds(*a.not_before_ms));
+  }
+  o->delay = a.delay;
+  o->tenant = a.tenant;
   return Status::ok();
 }
 
@@ -91,6 +100,8 @@ ops::TaskAccount account_of(const TaskResult& r) {
   if (r.state == TaskState::kCancelled) a.reason = std::string(to_string(r.cancel_reason));
   // Decided dead-lettered, the letter not yet written: not terminal until it is.
   a.dead_letter_pending = r.dead_letter_pending;
+  a.not_before_ms = r.not_before_ms;
+  a.tenant = r.tenant;
   return a;
 }
 
@@ -380,9 +391,9 @@ namespace {
 
 // The state `name` names (its to_string), or nullopt.
 std::optional<TaskState> parse_task_state(std::string_view name) {
-  for (TaskState s :
-       {TaskState::kQueued, TaskState::kDispatched, TaskState::kRunning, TaskState::kRetryWait,
-        TaskState::kCompleted, TaskState::kDeadLettered, TaskState::kCancelled}) {
+  for (TaskState s : {TaskState::kScheduled, TaskState::kQueued, TaskState::kDispatched,
+                      TaskState::kRunning, TaskState::kRetryWait, TaskState::kCompleted,
+                      TaskState::kDeadLettered, TaskState::kCancelled}) {
     if (to_string(s) == name) return s;
   }
   return std::nullopt;

@@ -170,7 +170,9 @@ enum TaskField : std::uint32_t {
   kCancelReason = 1u << 15,
   kRetryDue = 1u << 16,
   kLetter = 1u << 17,
-  kAllTaskFields = (1u << 18) - 1,
+  kNotBefore = 1u << 18,  // since 2026-11-27: scheduled tasks (SubmitOptions::not_before)
+  kTenant = 1u << 19,     // since 2026-11-27: SubmitOptions::tenant
+  kAllTaskFields = (1u << 20) - 1,
 };
 
 enum AttemptField : std::uint8_t {
@@ -296,6 +298,8 @@ void read_task(Reader& in, JournalTask& t) {
   if ((has & kRetryDue) != 0) t.retry_due_ms = in.time("retry_due_ms");
   if ((has & kFinished) != 0) t.finished_ms = in.time("finished_ms");
   if ((has & kLetter) != 0) t.letter_id = in.varint("letter_id");
+  if ((has & kNotBefore) != 0) t.options.not_before_ms = in.time("not_before_ms");
+  if ((has & kTenant) != 0) t.options.tenant = in.str("tenant");
   if ((has & kHistory) != 0) {
     const std::uint64_t attempts = in.varint("history");
     // Every attempt takes at least 4 bytes: a count beyond that is a lie, caught before any
@@ -429,6 +433,8 @@ void BodyWriter::task(const JournalTask& t) {
   if (t.retry_due_ms != 0) has |= kRetryDue;
   if (t.finished_ms != 0) has |= kFinished;
   if (t.letter_id != 0) has |= kLetter;
+  if (o.not_before_ms != 0) has |= kNotBefore;
+  if (!o.tenant.empty()) has |= kTenant;
   if (!t.task.history.empty()) has |= kHistory;
 
   out_->push_back(static_cast<char>(RecordKind::kTask));
@@ -453,6 +459,8 @@ void BodyWriter::task(const JournalTask& t) {
   if (t.retry_due_ms != 0) time(t.retry_due_ms);
   if (t.finished_ms != 0) time(t.finished_ms);
   if (t.letter_id != 0) varint(t.letter_id);
+  if (o.not_before_ms != 0) time(o.not_before_ms);
+  if (!o.tenant.empty()) str(o.tenant);
   if (!t.task.history.empty()) {
     varint(t.task.history.size());
     for (const Attempt& a : t.task.history) attempt_fields(a);

@@ -480,7 +480,8 @@ pools:
         "critical, off, got \"loud\"\n"
         "t.yaml:6:20: pools[0].workers.min: expected an integer from 1 to 4294967295, got \"0\"\n"
         "t.yaml:7:5: pools[0].extra: unknown key (expected one of: name, plugin, plugin_config, "
-        "task_types, workers, concurrency, queue, dispatch, limits, sandbox, health, "
+        "task_types, workers, concurrency, queue, tenants, rate_limits, concurrency_per_type, "
+        "dispatch, limits, sandbox, health, "
         "task_defaults, retry, restart, recycle)");
 }
 

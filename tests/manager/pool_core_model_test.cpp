@@ -1,6 +1,7 @@
 // A model test of PoolCore: long random schedules of everything that can happen to a pool
-// (submits, cancels, timeouts, crashes, hangs, failed inits, stops that are ignored,
-// recycling, reconfigures, scaling, restarts, letters written late, close), played by a
+// (submits, scheduled submits, tenants with weights and per-tenant bounds, priority aging,
+// cancels, timeouts, crashes, hangs, failed inits, stops that are ignored, recycling,
+// reconfigures, scaling, restarts, letters written late, close), played by a
 // simulated set of workers against the real core with a hand-moved clock. After every step
 // the invariants are checked; at the end the pool is closed and driven until it finishes,
 // and every task must have ended exactly once.
@@ -87,6 +88,11 @@ class World : public core::WorkerControl {
     MODEL_CHECK(sw.alive, "task sent to worker " << w << " after it exited");
     MODEL_CHECK(t.payload.size() <= payload_limit_at_spawn.at(w),
                 "a payload over the worker's max_payload reached its ring");
+    if (auto due = due_ms.find(t.id); due != due_ms.end()) {
+      MODEL_CHECK(now / kOneMs >= due->second, "scheduled task " << t.id << " dispatched "
+                                                                 << due->second - now / kOneMs
+                                                                 << " ms before its not_before");
+    }
     sw.ring.push_back({t.id, attempt});
   }
   void send_cancel(core::WorkerId w, std::uint64_t id) override {
@@ -103,6 +109,8 @@ class World : public core::WorkerControl {
   std::uint64_t rss_bytes(core::WorkerId) override { return 0; }
   std::int64_t cpu_ns(core::WorkerId w) override { return workers.at(w).cpu_ns; }
   bool request_backtrace(core::WorkerId w) override { return workers.at(w).alive; }
+  // The wall clock moves with the hand-moved one: a not_before lands where the model expects.
+  std::int64_t wall_ms() override { return kWallOffsetMs + now / kOneMs; }
   std::optional<std::string> backtrace(core::WorkerId, ipc::BacktraceRead) override {
     return std::nullopt;
   }
@@ -115,6 +123,8 @@ class World : public core::WorkerControl {
   std::map<core::WorkerId, std::uint64_t> payload_limit_at_spawn;
   std::vector<core::WorkerId> spawned_log;
   std::int64_t now = 1000 * kOneMs;
+  std::map<std::uint64_t, std::int64_t> due_ms;  // scheduled tasks: not before (monotonic ms)
+  static constexpr std::int64_t kWallOffsetMs = 1790000000000;
 
  private:
   core::WorkerId next_ = 1;
@@ -147,10 +157,17 @@ class Model {
     o.cpu_time = world_.chance(30) ? 100ms : 0ms;
     o.max_payload = 64;
     o.queue_capacity = 1000;
+    o.max_per_tenant = world_.chance(30) ? 3 + world_.pick(10) : 0;
+    o.tenants.max_tenants = world_.chance(20) ? 2 : 10000;
+    o.tenants.default_weight = 1 + static_cast<std::uint32_t>(world_.pick(3));
+    if (world_.chance(50)) o.tenants.weights = {{"a", 1}, {"b", 4}};
+    o.aging_interval = world_.chance(40) ? std::chrono::milliseconds(20 + world_.pick(200)) : 0ms;
+    if (world_.chance(40)) o.flow = random_flow();
     o.task_records_max = 8;
     o.seed = seed;
     opts_ = o;
     core_ = std::make_unique<core::PoolCore>(opts_, world_, admitted_);
+    core_->set_tenant_counts(&tenant_counts_);
     durable_letters_ = world_.chance(50);
     if (durable_letters_) {
       core_->set_dead_letter_sink([this](const core::TaskPtr& t) {
@@ -160,6 +177,21 @@ class Model {
     }
     core_->start(world_.now);
     note_spawns();
+  }
+
+  // Rate limits and caps, some of each kind (all tasks are of type echo).
+  FlowLimits random_flow() {
+    FlowLimits f;
+    if (world_.chance(30)) f.pool = {static_cast<std::uint32_t>(5 + world_.pick(20)), 100ms, 0};
+    if (world_.chance(50)) {
+      f.task_types["echo"] = {static_cast<std::uint32_t>(1 + world_.pick(10)), 100ms,
+                              static_cast<std::uint32_t>(world_.pick(3))};
+    }
+    if (world_.chance(50))
+      f.tenants["a"] = {static_cast<std::uint32_t>(1 + world_.pick(5)), 200ms, 0};
+    if (world_.chance(50))
+      f.type_concurrency["echo"] = 1 + static_cast<std::uint32_t>(world_.pick(3));
+    return f;
   }
 
   // Runs `steps` random steps, then closes the pool and drives it to the end.
@@ -201,8 +233,27 @@ class Model {
 
   void submit() {
     if (admitted_.load() >= opts_.queue_capacity) return;
-    admitted_++;
     SubmitOptions so;
+    if (world_.chance(50)) so.tenant = std::string(1, static_cast<char>('a' + world_.pick(3)));
+    // Like PoolLoop::admit_task: the tenant's bound, then the count.
+    const bool counted = !so.tenant.empty() || opts_.max_per_tenant != 0;
+    if (counted && !tenant_counts_.admit(so.tenant, opts_.max_per_tenant, opts_.tenants.max_tenants,
+                                         "model")) {
+      MODEL_CHECK(opts_.max_per_tenant != 0 || opts_.tenants.max_tenants != 0,
+                  "a tenant refused without a bound");
+      return;
+    }
+    admitted_++;
+    const std::int64_t now_ms = world_.now / kOneMs;
+    if (world_.chance(15)) {
+      so.delay = std::chrono::milliseconds(world_.pick(600));
+      if (so.delay->count() > 0) world_.due_ms[next_id_] = now_ms + so.delay->count();
+    } else if (world_.chance(10)) {
+      const std::int64_t ahead = world_.pick(900) - 300;  // some already past
+      so.not_before = std::chrono::system_clock::time_point(
+          std::chrono::milliseconds(World::kWallOffsetMs + now_ms + ahead));
+      if (ahead > 0) world_.due_ms[next_id_] = now_ms + ahead;
+    }
     if (world_.chance(30)) so.priority = world_.pick(3);
     if (world_.chance(30)) so.key = "k" + std::to_string(world_.pick(4));
     if (world_.chance(20)) so.timeout = std::chrono::milliseconds(1 + world_.pick(300));
@@ -224,10 +275,13 @@ class Model {
     }
     if (size > limit) {
       admitted_--;
+      if (counted) tenant_counts_.release(so.tenant);
+      world_.due_ms.erase(id);
       return;
     }
     auto rec =
         std::make_shared<core::TaskRecord>(id, "echo", std::string(size, 'p'), std::move(so));
+    rec->tenant_counted = counted;
     tasks_.emplace(id, Task{rec});
     core_->submit(rec, world_.now);
   }
@@ -337,7 +391,19 @@ class Model {
   void reconfigure() {
     trace("reconfigure");
     PoolOptions next = opts_;
-    switch (world_.pick(4)) {
+    switch (world_.pick(7)) {
+      case 6:
+        next.flow = world_.chance(50) ? random_flow() : FlowLimits{};
+        reconfigured_flow_ = true;
+        break;
+      case 4:
+        next.aging_interval =
+            world_.chance(50) ? std::chrono::milliseconds(10 + world_.pick(100)) : 0ms;
+        break;
+      case 5:
+        next.tenants.weights = {{"a", 1 + static_cast<std::uint32_t>(world_.pick(5))}};
+        next.max_per_tenant = world_.chance(50) ? 2 + world_.pick(5) : 0;
+        break;
       case 0:
         next.recycle_max_tasks = world_.chance(50) ? 1 + world_.pick(4) : 0;
         break;
@@ -436,7 +502,9 @@ class Model {
     std::ostringstream os;
     os << "state " << st.state << ", workers " << st.workers << "/" << st.target_workers
        << ", queued " << st.queued << ", in flight " << st.in_flight << ", retry_wait "
-       << st.retry_wait << ", letters " << st.letters_pending << "; core workers:";
+       << st.retry_wait << ", letters " << st.letters_pending << ", throttled " << st.throttled
+       << ", scheduled " << st.scheduled << ", next deadline in "
+       << (core_->next_deadline() - world_.now) / kOneMs << " ms; core workers:";
     for (const WorkerInfo& w : core_->workers(world_.now)) {
       os << " [" << w.pid << " " << w.state << " ring " << w.in_flight << "]";
     }
@@ -457,9 +525,12 @@ class Model {
 
   void check() {
     const PoolStats s = core_->stats();
-    MODEL_CHECK(admitted_.load() == s.queued,
-                "admission count " << admitted_.load() << " but " << s.queued << " queued");
+    MODEL_CHECK(admitted_.load() == s.queued + s.scheduled,
+                "admission count " << admitted_.load() << " but " << s.queued << " queued and "
+                                   << s.scheduled << " scheduled");
     std::size_t open = 0;
+    std::map<std::string, std::size_t> waiting;  // counted tasks still admitted, by tenant
+    std::size_t scheduled = 0;
     for (const auto& [id, t] : tasks_) {
       const TaskState st = t.rec->state.load();
       const bool done = t.rec->done.load() == 1;
@@ -468,9 +539,30 @@ class Model {
       MODEL_CHECK(done == (t.ended == 1), "task " << id << " done without its on_done");
       if (done) continue;
       ++open;
+      if (t.rec->tenant_counted && t.rec->admitted) ++waiting[t.rec->opts.tenant];
+      if (st == TaskState::kScheduled && !t.rec->decided) {  // not ended, awaiting its letter
+        ++scheduled;
+        // Never late: the core queues a scheduled task at the first tick at or after its due
+        // time, and the model ticks whenever the clock passes next_deadline().
+        MODEL_CHECK(world_.due_ms.count(id) == 1 && world_.now / kOneMs < world_.due_ms.at(id),
+                    "task " << id << " still scheduled past its not_before");
+      }
       // Every open task is somewhere the core will get back to: found by id (queue, retry
       // heap, a ring, a backlog, or waiting for its letter), never stranded.
       MODEL_CHECK(core_->find_task(id) == t.rec, "open task " << id << " is nowhere");
+    }
+    if (auto cap = opts_.flow.type_concurrency.find("echo");
+        cap != opts_.flow.type_concurrency.end()) {
+      // Ring entries: the cap bounds them, except those dispatched before a reconfigure set it.
+      MODEL_CHECK(s.in_flight <= cap->second || reconfigured_flow_,
+                  s.in_flight << " echo tasks in the rings, over the cap of " << cap->second);
+    }
+    MODEL_CHECK(scheduled == s.scheduled,
+                scheduled << " tasks scheduled but stats say " << s.scheduled);
+    for (const char* tenant : {"", "a", "b", "c"}) {
+      MODEL_CHECK(tenant_counts_.waiting(tenant) == waiting[tenant],
+                  "tenant '" << tenant << "' counted " << tenant_counts_.waiting(tenant)
+                             << " waiting, but " << waiting[tenant] << " are");
     }
     MODEL_CHECK(core_->idle() == (open == 0),
                 "idle() says " << core_->idle() << " with " << open << " open tasks");
@@ -487,6 +579,8 @@ class Model {
   std::uint64_t seed_;
   PoolOptions opts_;
   std::atomic<std::size_t> admitted_{0};
+  core::TenantCounts tenant_counts_;
+  bool reconfigured_flow_ = false;  // entries dispatched before may exceed a new cap
   std::unique_ptr<core::PoolCore> core_;
   std::map<std::uint64_t, Task> tasks_;
   std::vector<std::uint64_t> letters_;

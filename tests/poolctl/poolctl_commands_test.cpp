@@ -157,25 +157,45 @@ TEST_CASE("stats --wide shows every field the service sends, and --json is the r
   auto r = poolctl(service.socket(), {"stats", "-w"});
   REQUIRE(r.exit_code == 0);
   const Cells headers = row(r.out, 0);
-  CHECK(
-      headers ==
-      Cells{"NAME",       "STATE",          "WORKERS",         "QUEUED",         "IN FLIGHT",
-            "COMPLETED",  "DEAD LETTERED",  "LATENCY P50",     "LATENCY P99",    "CANCELLED",
-            "CRASH LOOP", "EXPIRED",        "HEARTBEAT KILLS", "LATENCY P90",    "LETTERS PENDING",
-            "LOST",       "OUTPUT DROPPED", "QUEUE WAIT P50",  "QUEUE WAIT P99", "RECYCLED",
-            "RESTARTS",   "RETRIED",        "RETRY WAIT",      "SUBMITTED",      "TARGET WORKERS"});
+  CHECK(headers == Cells{"NAME",
+                         "STATE",
+                         "WORKERS",
+                         "QUEUED",
+                         "IN FLIGHT",
+                         "COMPLETED",
+                         "DEAD LETTERED",
+                         "LATENCY P50",
+                         "LATENCY P99",
+                         "CANCELLED",
+                         "CRASH LOOP",
+                         "EXPIRED",
+                         "HEARTBEAT KILLS",
+                         "LATENCY P90",
+                         "LETTERS PENDING",
+                         "LOST",
+                         "OUTPUT DROPPED",
+                         "QUEUE WAIT P50",
+                         "QUEUE WAIT P99",
+                         "RECYCLED",
+                         "RESTARTS",
+                         "RETRIED",
+                         "RETRY WAIT",
+                         "SCHEDULED",
+                         "SUBMITTED",
+                         "TARGET WORKERS",
+                         "THROTTLED"});
   CHECK(row(r.out, 1).size() == headers.size());
   // --json prints the service's reply as it came, with or without --wide (the second
   // stats call of this service: its counters moved by one call's worth).
   auto j = poolctl(service.socket(), {"stats", "--wide", "--json"});
   REQUIRE(j.exit_code == 0);
   const json pool = json::parse(j.out)["pools"][0];
-  CHECK(pool.size() == 22);
+  CHECK(pool.size() == 24);
   CHECK(pool["completed"] == 2000);
   CHECK(pool["queue_wait_ms"] == json{{"p50", 0.25}, {"p99", 3}});
   auto plain = poolctl(service.socket(), {"--json", "stats"});
   REQUIRE(plain.exit_code == 0);
-  CHECK(json::parse(plain.out)["pools"][0].size() == 22);
+  CHECK(json::parse(plain.out)["pools"][0].size() == 24);
 }
 
 TEST_CASE(

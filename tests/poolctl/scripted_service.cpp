@@ -32,7 +32,7 @@ json worker(int pid, const std::string& state) {
            "seccomp:strict+cgroup:v1"}};
 }
 
-// A pool as poold's `stats` sends it (protocol.md): 25 columns once the latency
+// A pool as poold's `stats` sends it (protocol.md): 27 columns once the latency
 // objects are spread. `n` counts the stats calls, so the counters move between calls.
 json pool_stats(std::uint64_t n) {
   return {{"name", "default"},
@@ -53,6 +53,8 @@ json pool_stats(std::uint64_t n) {
           {"queued", 0},
           {"in_flight", 1},
           {"retry_wait", 2},
+          {"scheduled", 1},
+          {"throttled", 0},
           {"workers", 2},
           {"target_workers", 2},
           {"latency_ms", {{"p50", 1.5}, {"p90", 4}, {"p99", 12}}},

@@ -61,13 +61,14 @@ class Job:
 
 
 def submit_args(type: Optional[str], *, pool=None, priority=None, timeout=None, retries=None,
-                key=None, idempotency_key=None, tenant=None, wait=False,
-                progress=False) -> dict:
+                key=None, idempotency_key=None, tenant=None, delay=None, not_before=None,
+                wait=False, progress=False) -> dict:
     """The JSON arguments of `submit` (and of one task of `submit_batch`). Only what is given
     is sent: the server's defaults (the pool's task_defaults) apply to the rest.
 
-    `tenant` is not a protocol argument yet (issue 17): it is sent only when given, and
-    poold version 1 ignores an argument it does not know."""
+    `tenant`: fair queueing between tenants within a priority level (the pool's `tenants`,
+    `queue.max_per_tenant`). `delay` (a duration) or `not_before` (a datetime, or seconds
+    since the epoch): a scheduled task, queued only from then (docs/protocol.md, submit)."""
     args: dict[str, Any] = {}
     if type is not None:
         args["type"] = type
@@ -85,6 +86,11 @@ def submit_args(type: Optional[str], *, pool=None, priority=None, timeout=None, 
         args["idempotency_key"] = idempotency_key
     if tenant is not None:
         args["tenant"] = tenant
+    if delay is not None:
+        args["delay_ms"] = duration_ms(delay, "delay")
+    if not_before is not None:
+        seconds = not_before.timestamp() if hasattr(not_before, "timestamp") else not_before
+        args["not_before_ms"] = int(seconds * 1000)
     if wait:
         args["wait"] = True
     if progress:

@@ -272,10 +272,12 @@ class Client:
                      retries: Optional[int] = None, key: Optional[str] = None,
                      idempotency_key: Optional[str] = None, priority: Optional[int] = None,
                      tenant: Optional[str] = None, progress: Optional[ProgressFn] = None,
-                     wait_timeout: Optional[Duration] = None) -> Union[Task, Submitted]:
+                     wait_timeout: Optional[Duration] = None, delay: Optional[Duration] = None,
+                     not_before=None) -> Union[Task, Submitted]:
         """As sandpool.Client.submit; `progress` is called on the event loop."""
         options = dict(pool=pool, priority=priority, timeout=timeout, retries=retries, key=key,
-                       idempotency_key=idempotency_key, tenant=tenant)
+                       idempotency_key=idempotency_key, tenant=tenant, delay=delay,
+                       not_before=not_before)
         data = _ops.payload_bytes(payload)
         if not wait:
             body, _ = await self._call("submit", _ops.submit_args(type, **options), data)
@@ -299,12 +301,14 @@ class Client:
                            retries: Optional[int] = None, key: Optional[str] = None,
                            idempotency_key: Optional[str] = None, priority: Optional[int] = None,
                            tenant: Optional[str] = None,
-                           progress: Optional[ProgressFn] = None) -> "TaskFuture":
+                           progress: Optional[ProgressFn] = None,
+                           delay: Optional[Duration] = None, not_before=None) -> "TaskFuture":
         """Sends a waited submit and returns once it is sent (past max_outstanding, once one
         ends): a TaskFuture, an asyncio future whose result is the task's Task once it ends.
         Cancelling the future ends the wait on poold, not the task. Options as submit()."""
         options = dict(pool=pool, priority=priority, timeout=timeout, retries=retries, key=key,
-                       idempotency_key=idempotency_key, tenant=tenant)
+                       idempotency_key=idempotency_key, tenant=tenant, delay=delay,
+                       not_before=not_before)
         future = TaskFuture()
 
         def on_event(body: dict, blob: bytes) -> None:

@@ -193,7 +193,8 @@ class Client:
                retries: Optional[int] = None, key: Optional[str] = None,
                idempotency_key: Optional[str] = None, priority: Optional[int] = None,
                tenant: Optional[str] = None, progress: Optional[ProgressFn] = None,
-               wait_timeout: Optional[Duration] = None) -> Union[Task, Submitted]:
+               wait_timeout: Optional[Duration] = None, delay: Optional[Duration] = None,
+               not_before=None) -> Union[Task, Submitted]:
         """Submits one task of `type` (routed to the pool serving it, or to `pool`).
 
         wait=True (the default): returns the task's Task once it ends (check `state`, or call
@@ -206,12 +207,15 @@ class Client:
         retries: how many retries after a failed attempt. key: the affinity key (the
         `affinity` strategy sends equal keys to one worker). idempotency_key: a resubmit with
         the same key returns the earlier task (`existing`). priority: higher runs first.
-        tenant: not a protocol argument yet; sent only when given, and poold ignores it.
+        tenant: whom the task is for (fair queueing between tenants, the pool's
+        queue.max_per_tenant). delay (seconds or timedelta) or not_before (a datetime, or
+        seconds since the epoch): a scheduled task, `scheduled` until then, then queued.
 
         If the connection is lost after the task was accepted, the Unavailable raised carries
         `task_id`: wait(task_id) on a new Client."""
         options = dict(pool=pool, priority=priority, timeout=timeout, retries=retries, key=key,
-                       idempotency_key=idempotency_key, tenant=tenant)
+                       idempotency_key=idempotency_key, tenant=tenant, delay=delay,
+                       not_before=not_before)
         data = _ops.payload_bytes(payload)
         if not wait:
             body, _ = self._call("submit", _ops.submit_args(type, **options), data)
@@ -230,13 +234,15 @@ class Client:
                      timeout: Optional[Duration] = None, retries: Optional[int] = None,
                      key: Optional[str] = None, idempotency_key: Optional[str] = None,
                      priority: Optional[int] = None, tenant: Optional[str] = None,
-                     progress: Optional[ProgressFn] = None) -> TaskFuture:
+                     progress: Optional[ProgressFn] = None, delay: Optional[Duration] = None,
+                     not_before=None) -> TaskFuture:
         """Submits a task and returns a TaskFuture whose result is the task's Task once it
         ends. Many may be outstanding on the one connection (pipelined; past max_outstanding,
         this waits until one ends); use concurrent.futures.wait / as_completed on them.
         Options as submit()."""
         options = dict(pool=pool, priority=priority, timeout=timeout, retries=retries, key=key,
-                       idempotency_key=idempotency_key, tenant=tenant)
+                       idempotency_key=idempotency_key, tenant=tenant, delay=delay,
+                       not_before=not_before)
         return self._submit_waited(type, _ops.payload_bytes(payload), options, progress)
 
     def _submit_waited(self, type: str, data: bytes, options: dict,

@@ -47,9 +47,13 @@ def test_an_idempotency_key_returns_the_existing_task(client):
     assert (again.id, again.existing, first.existing) == (first.id, True, False)
 
 
-def test_a_tenant_is_accepted_and_currently_ignored_by_poold(client):
-    # Not a protocol argument yet (issue 17): poold ignores an argument it does not know.
+def test_a_tenant_and_a_schedule_reach_poold(client):
     assert client.submit("echo", b"t", tenant="acme").result == b"t"
+    later = client.submit("echo", b"later", wait=False, tenant="acme", delay=3600)
+    task = client.task(later.id)
+    assert task.state == "scheduled"
+    client.cancel(later.id)
+    assert client.wait(later.id).state == "cancelled"
 
 
 def test_submit_many_shares_options_and_reports_refusals_per_task(client):

@@ -87,6 +87,14 @@ def test_submit_options_map_to_the_protocols_arguments():
     assert _ops.duration_ms(0.0001, "t") == 1  # rounded up, never to 0
 
 
+def test_a_schedule_is_sent_as_delay_ms_or_not_before_ms():
+    import datetime
+    assert _ops.submit_args("echo", delay=90)["delay_ms"] == 90000
+    at = datetime.datetime(2026, 11, 27, 18, 0, tzinfo=datetime.timezone.utc)
+    assert _ops.submit_args("echo", not_before=at)["not_before_ms"] == int(at.timestamp()) * 1000
+    assert _ops.submit_args("echo", not_before=1790000000)["not_before_ms"] == 1790000000000
+
+
 def test_a_batch_is_split_to_fit_max_frame_and_a_refused_tail_refuses_the_rest():
     requests = _ops.batch_requests("echo", [b"x" * 100] * 10, {}, max_body=450)
     assert [count for _, _, count in requests] == [2, 3, 2, 3]

@@ -52,6 +52,11 @@ struct SubmitRequest {
   std::optional<std::uint32_t> retries;
   std::string key;              // affinity key
   std::string idempotency_key;  // a resubmit with the same key returns the existing task
+  // Scheduled (docs/protocol.md, submit): not queued before this wall-clock time (ms since
+  // the epoch), or before `delay` has passed since the submit; at most one of the two.
+  std::optional<std::int64_t> not_before_ms;
+  std::optional<std::chrono::milliseconds> delay;
+  std::string tenant;  // fair queueing between tenants within a priority level
 };
 
 struct Submitted {

@@ -82,6 +82,18 @@ struct SubmitOptions {
   // journals, written with the task, so that it outlives a restart. The pool itself does not
   // deduplicate.
   std::string idempotency_key;
+  // A scheduled task (docs/architecture.md, "Scheduled tasks"): it is `scheduled`, outside
+  // the queue though counted in queue_capacity, until this wall-clock time, then queued.
+  // A time already past queues it at once. In a pool that journals it is written with the
+  // task, so it outlives a restart.
+  std::optional<std::chrono::system_clock::time_point> not_before;
+  // The same, relative to submit: not_before = now + delay (0 .. 366 days). At most one of
+  // the two; submit() turns a delay into not_before.
+  std::optional<std::chrono::milliseconds> delay;
+  // Whom the task is for: within a priority level the pool serves tenants by weighted fair
+  // queueing (PoolOptions::tenants), and queue.max_per_tenant bounds each tenant's waiting
+  // tasks. Empty: the default tenant. At most 128 bytes, printable ASCII.
+  std::string tenant;
   // Called on the loop thread for each progress update (coalesced when it lags).
   std::function<void(std::uint64_t id, std::string_view data)> on_progress;
   // Called on the loop thread once, when the task is terminal. In a pool that journals,
@@ -182,6 +194,8 @@ struct PoolStats {
   std::uint64_t letters_pending = 0;  // decided dead-lettered, letter not yet written
   bool crash_loop = false;
   std::uint64_t queued = 0, in_flight = 0, retry_wait = 0;
+  std::uint64_t scheduled = 0;  // waiting for their not_before (counted in queue_capacity)
+  std::uint64_t throttled = 0;  // queued, held back by a rate limit or a type's cap
   std::uint32_t workers = 0, target_workers = 0;
   DispatchStrategy dispatch = DispatchStrategy::kRoundRobin;  // the one in use
   std::string state;  // running, draining, crash_loop, failed, closing, closed

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,6 +46,46 @@ struct RetryPolicy {
   // Returns the un-jittered delay before retry number `attempt` (1 = after the first try).
   std::chrono::milliseconds ceiling_for(std::uint32_t attempt) const;
   bool operator==(const RetryPolicy&) const = default;
+};
+
+// Fair queueing between tenants (SubmitOptions::tenant) within a priority level: each tenant
+// with tasks waiting gets a share of the level's dispatches in proportion to its weight
+// (docs/architecture.md, "The scheduler's order of decisions").
+struct TenantPolicy {
+  std::map<std::string, std::uint32_t> weights;  // by tenant name; 1 .. 1000
+  std::uint32_t default_weight = 1;              // a tenant not in weights, and ""
+  // Distinct named tenants that may have tasks waiting at once: a submit for one more is
+  // refused queue_full. 0: no bound.
+  std::size_t max_tenants = 10000;
+  std::uint32_t weight_of(const std::string& tenant) const {
+    auto it = weights.find(tenant);
+    return it == weights.end() ? default_weight : it->second;
+  }
+  bool operator==(const TenantPolicy&) const = default;
+};
+
+// A token bucket: `tasks` dispatches per `per`, up to `burst` at once (0: `tasks`). A task over
+// it waits (it is never refused). tasks 0: no limit.
+struct RateLimit {
+  std::uint32_t tasks = 0;
+  std::chrono::milliseconds per{1000};
+  std::uint32_t burst = 0;
+  bool operator==(const RateLimit&) const = default;
+};
+
+// Flow control at dispatch (docs/architecture.md, "The scheduler's order of decisions"):
+// rate limits per pool, per task type and per tenant, and per task type a cap on the
+// attempts in the workers' rings at once. A task held back waits (`throttled`), then goes
+// back to the front of its lane.
+struct FlowLimits {
+  RateLimit pool;
+  std::map<std::string, RateLimit> task_types;
+  std::map<std::string, RateLimit> tenants;
+  std::map<std::string, std::uint32_t> type_concurrency;  // at most N dispatched at once
+  bool any() const {
+    return pool.tasks != 0 || !task_types.empty() || !tenants.empty() || !type_concurrency.empty();
+  }
+  bool operator==(const FlowLimits&) const = default;
 };
 
 // A pool's options in four parts, by what Pool::reconfigure does with a change
@@ -94,6 +135,14 @@ struct LiveOptions {
   std::uint32_t concurrency = 8;  // tasks that may wait in one worker's ring
   DispatchStrategy dispatch = DispatchStrategy::kRoundRobin;
   std::size_t queue_capacity = 100000;
+  // Tasks one tenant may have waiting (queued or scheduled): a submit past it is refused
+  // queue_full naming the tenant. 0: no bound but queue_capacity.
+  std::size_t max_per_tenant = 0;
+  // Priority aging: a queued task rises one level per interval waited, up to the highest
+  // level holding a task. 0: no aging.
+  std::chrono::milliseconds aging_interval{0};
+  TenantPolicy tenants;
+  FlowLimits flow;
 
   std::chrono::milliseconds timeout{30000};  // per attempt, from dispatch
   // The longest timeout a task may ask for (SubmitOptions::timeout); at least `timeout`.

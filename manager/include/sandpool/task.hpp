@@ -18,6 +18,9 @@ enum class TaskState : std::uint8_t {
   kCompleted,     // terminal
   kDeadLettered,  // terminal
   kCancelled,     // terminal
+  // Submitted with a not_before (or delay) still ahead: waits outside the queue until due,
+  // then kQueued. Last, so that the values above (which the journal stores) keep theirs.
+  kScheduled,
 };
 
 enum class Outcome : std::uint8_t {
@@ -48,7 +51,9 @@ std::string_view to_string(TaskState s);
 std::string_view to_string(Outcome o);
 std::string_view to_string(DeadReason r);
 std::string_view to_string(CancelReason r);
-inline bool is_terminal(TaskState s) { return s >= TaskState::kCompleted; }
+inline bool is_terminal(TaskState s) {
+  return s >= TaskState::kCompleted && s <= TaskState::kCancelled;
+}
 
 // One try of a task on a worker.
 struct Attempt {
@@ -76,6 +81,10 @@ struct TaskResult {
   // Decided dead-lettered, its letter not yet written to the dead-letter store: `state` is
   // still the last intermediate one, and turns kDeadLettered once the letter is durable.
   bool dead_letter_pending = false;
+  // Scheduled: the wall-clock time (ms since the epoch) before which it was not queued;
+  // 0: none. Its tenant (SubmitOptions::tenant), "" for the default one.
+  std::int64_t not_before_ms = 0;
+  std::string tenant;
   std::uint32_t attempts() const { return static_cast<std::uint32_t>(history.size()); }
 };
 

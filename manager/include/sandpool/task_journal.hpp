@@ -60,10 +60,19 @@ struct JournalTaskOptions {
   std::string key;                                     // affinity key
   std::optional<std::chrono::milliseconds> queue_ttl;  // empty: the pool's default
   bool fail_fast = false;
-  std::string idempotency_key;  // empty: none
+  std::string idempotency_key;     // empty: none
+  std::int64_t not_before_ms = 0;  // wall clock ms; 0: not scheduled
+  std::string tenant;              // empty: the default tenant
 
   static JournalTaskOptions from(const SubmitOptions& o) {
-    return {o.timeout, o.retries, o.priority, o.key, o.queue_ttl, o.fail_fast, o.idempotency_key};
+    std::int64_t not_before_ms = 0;
+    if (o.not_before) {
+      not_before_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(o.not_before->time_since_epoch())
+              .count();
+    }
+    return {o.timeout,   o.retries,         o.priority,    o.key,   o.queue_ttl,
+            o.fail_fast, o.idempotency_key, not_before_ms, o.tenant};
   }
   // Returns options for queueing the task again; the callbacks are the caller's to set.
   SubmitOptions to_submit_options() const {
@@ -75,6 +84,11 @@ struct JournalTaskOptions {
     o.queue_ttl = queue_ttl;
     o.fail_fast = fail_fast;
     o.idempotency_key = idempotency_key;
+    if (not_before_ms != 0) {
+      o.not_before =
+          std::chrono::system_clock::time_point(std::chrono::milliseconds(not_before_ms));
+    }
+    o.tenant = tenant;
     return o;
   }
 };

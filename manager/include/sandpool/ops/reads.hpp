@@ -27,6 +27,8 @@ struct PoolStatus {
   std::uint32_t target_workers = 0;
   std::uint64_t queued = 0;
   std::uint64_t in_flight = 0;
+  std::uint64_t scheduled = 0;  // waiting for their not_before
+  std::uint64_t throttled = 0;  // queued, held back by a rate limit or a type's cap
 };
 
 // `status`: the dead-letter store's figures (DeadLetterStoreStats, a subset).
@@ -116,7 +118,7 @@ struct PoolCounters {
   std::uint64_t retried = 0, lost = 0, restarts = 0, recycled = 0, expired = 0;
   std::uint64_t heartbeat_kills = 0, output_dropped = 0, letters_pending = 0;
   bool crash_loop = false;
-  std::uint64_t queued = 0, in_flight = 0, retry_wait = 0;
+  std::uint64_t queued = 0, in_flight = 0, retry_wait = 0, scheduled = 0, throttled = 0;
   std::uint32_t workers = 0, target_workers = 0;
   Quantiles latency_ms;     // p50, p90, p99
   Quantiles queue_wait_ms;  // p50, p99

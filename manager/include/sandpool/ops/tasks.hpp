@@ -23,8 +23,13 @@ struct SubmitArgs {
   std::optional<std::uint32_t> retries;
   std::string key;              // affinity key
   std::string idempotency_key;  // a resubmit with the same key gets the existing task
-  bool wait = false;            // answer when the task ends, with its account
-  bool progress = false;        // wait only: the task's progress as event frames
+  // Scheduled: queued no earlier than this wall-clock time (ms since the epoch), or this
+  // long after the submit; at most one of the two.
+  std::optional<std::int64_t> not_before_ms;
+  std::optional<std::chrono::milliseconds> delay;  // wire: delay_ms
+  std::string tenant;     // fair queueing between tenants; "" the default one
+  bool wait = false;      // answer when the task ends, with its account
+  bool progress = false;  // wait only: the task's progress as event frames
 };
 
 // `task`, `cancel`: the task's id.
@@ -73,9 +78,11 @@ struct TaskAccount {
   std::string error;
   std::uint32_t attempts = 0;
   std::vector<AttemptAccount> history;
-  bool dead_letter_pending = false;         // decided dead-lettered, the letter not yet written
-  bool result_withheld = false;             // a result exists; the peer lacks the rights to read it
-  bool result_dropped = false;              // an idempotency key's kept result had to go
+  bool dead_letter_pending = false;  // decided dead-lettered, the letter not yet written
+  bool result_withheld = false;      // a result exists; the peer lacks the rights to read it
+  bool result_dropped = false;       // an idempotency key's kept result had to go
+  std::int64_t not_before_ms = 0;    // scheduled: not queued before (wall ms); 0: none
+  std::string tenant;                // "" (absent on the wire): the default tenant
   std::optional<TaskSubmission> submitted;  // `task` only, for a task poold holds in memory
 };
 

@@ -1,0 +1,163 @@
+// Scheduled tasks and tenants through a real poold with its journal (docs/architecture.md,
+// "The scheduler's order of decisions"): a scheduled task outlives a kill -9 and keeps its
+// not_before and tenant, cancel works on it, one whose time comes while poold is down runs
+// after the restart; poolctl's --delay, --not-before and --tenant; queue.max_per_tenant;
+// a type's concurrency cap holding tasks back (`throttled`).
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+
+#include "command_runner.hpp"
+#include "poold_process.hpp"
+#include "task_waits.hpp"
+
+namespace sandpool::testing {
+namespace {
+
+using nlohmann::json;
+
+std::string scheduled_pools(const std::string& queue = "") {
+  return "pools:\n" + pool_yaml("echo", "echo", queue, "{min: 1, max: 2, initial: 1}");
+}
+
+std::int64_t wall_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void kill9_and_restart(PooldFixture& f) {
+  f.poold->signal(SIGKILL);
+  REQUIRE(f.poold->wait_exit() == 128 + SIGKILL);
+  f.start();
+}
+
+struct ScheduleCtl {
+  std::string socket;
+  CommandResult operator()(std::vector<std::string> args) const {
+    args.insert(args.begin(), {"--socket", socket});
+    return run_command(std::string(SANDPOOL_BIN_DIR) + "/poolctl", args, {});
+  }
+};
+
+}  // namespace
+
+TEST_CASE("poold: a scheduled task survives a kill -9 with its not_before and tenant") {
+  PooldFixture f(scheduled_pools(), "  journal: {enabled: true, sync: normal}\n");
+  Client c = f.connect();
+  SubmitRequest later = task("echo", "later");
+  later.delay = std::chrono::hours(1);
+  later.tenant = "acme";
+  auto id = c.submit(later);
+  REQUIRE(id);
+  auto before = c.task(id->id);
+  REQUIRE(before);
+  CHECK(before->state == "scheduled");
+  CHECK(before->account.tenant == "acme");
+  const std::int64_t not_before = before->account.not_before_ms;
+  CHECK(not_before > wall_ms_now() + 50 * 60 * 1000);
+  CHECK(status_of(c, "echo")["scheduled"] == 1);
+
+  kill9_and_restart(f);
+  Client again = f.connect();
+  auto after = again.task(id->id);
+  REQUIRE(after);
+  CHECK(after->state == "scheduled");
+  CHECK(after->account.not_before_ms == not_before);
+  CHECK(after->account.tenant == "acme");
+
+  auto cancelled = again.cancel(id->id);
+  REQUIRE(cancelled);
+  auto ended = again.wait(id->id);
+  REQUIRE(ended);
+  CHECK(ended->state == "cancelled");
+  CHECK(ended->error == "cancelled while scheduled");
+}
+
+TEST_CASE("poold: a task whose not_before passes while poold is down runs after the restart") {
+  PooldFixture f(scheduled_pools(), "  journal: {enabled: true, sync: normal}\n");
+  Client c = f.connect();
+  SubmitRequest soon = task("echo", "soon");
+  soon.not_before_ms = wall_ms_now() + 1500;
+  auto id = c.submit(soon);
+  REQUIRE(id);
+  kill9_and_restart(f);
+  Client again = f.connect();
+  auto t = again.wait(id->id);
+  REQUIRE(t);
+  CHECK(t->state == "completed");
+  CHECK(t->result == "soon");
+  REQUIRE(!t->account.history.empty());
+  // Never run before its time, whatever the restart took.
+  CHECK(t->account.history[0].started_ms >= *soon.not_before_ms);
+}
+
+TEST_CASE("poolctl submit --delay / --not-before / --tenant, task shows them, cancel ends it") {
+  PooldFixture f(scheduled_pools());
+  ScheduleCtl ctl{f.socket};
+  auto submitted = ctl({"submit", "echo", "x", "--delay", "10m", "--tenant", "acme", "--json"});
+  REQUIRE(submitted.exit_code == 0);
+  const std::uint64_t id = json::parse(submitted.out)["id"];
+  auto shown = ctl({"task", std::to_string(id)});
+  CHECK(shown.exit_code == 0);
+  CHECK(shown.out.find("scheduled") != std::string::npos);
+  CHECK(shown.out.find("acme") != std::string::npos);
+  CHECK(shown.out.find("in 9m") != std::string::npos);  // not before: in 9m59s or so
+  CHECK(ctl({"cancel", std::to_string(id)}).exit_code == 0);
+
+  auto at = ctl({"submit", "echo", "y", "--not-before", "2000-01-01T00:00:00Z", "--wait"});
+  CHECK(at.exit_code == 0);  // a time already past: queued at once
+  CHECK(at.out.find("y") != std::string::npos);
+  CHECK(ctl({"submit", "echo", "z", "--delay", "1s", "--not-before", "@1"}).exit_code == 2);
+  CHECK(ctl({"submit", "echo", "z", "--not-before", "tomorrow"}).exit_code == 2);
+  CHECK(ctl({"submit", "echo", "z", "--tenant", "has space"}).exit_code == 1);
+}
+
+TEST_CASE("poold: queue.max_per_tenant refuses a tenant's flood with queue_full naming it") {
+  PooldFixture f(scheduled_pools("    queue: {max_per_tenant: 2}\n"));
+  Client c = f.connect();
+  SubmitRequest flood = task("echo", "f");
+  flood.tenant = "flood";
+  flood.delay = std::chrono::hours(1);  // scheduled tasks count: they stay waiting
+  REQUIRE(c.submit(flood));
+  REQUIRE(c.submit(flood));
+  auto refused = c.submit(flood);
+  REQUIRE(!refused);
+  CHECK(refused.status().code() == Code::kQueueFull);
+  CHECK(refused.status().message().find("tenant 'flood'") != std::string::npos);
+  SubmitRequest other = flood;
+  other.tenant = "other";
+  CHECK(c.submit(other));
+  // The poolctl flag reaches the same bound.
+  ScheduleCtl ctl{f.socket};
+  auto r = ctl({"submit", "echo", "x", "--tenant", "flood", "--delay", "1h"});
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("flood") != std::string::npos);
+}
+
+TEST_CASE("poold: concurrency_per_type holds a type's tasks, shown as throttled in status") {
+  PooldFixture f("pools:\n" + pool_yaml("sleep", "sleep",
+                                        "    concurrency: 1\n"
+                                        "    concurrency_per_type: {sleep: 1}\n"
+                                        "    rate_limits: {pool: {tasks: 1000, per: 1s}}\n",
+                                        "{min: 1, max: 4, initial: 2}"));
+  Client c = f.connect();
+  std::vector<std::uint64_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    auto id = c.submit(task("sleep", "1500"));
+    REQUIRE(id);
+    ids.push_back(id->id);
+  }
+  // Two workers, but one sleep task at a time: the other two are held, still queued.
+  REQUIRE(poll_until([&] { return status_of(c, "sleep")["throttled"] == 2; }));
+  CHECK(status_of(c, "sleep")["in_flight"] == 1);
+  for (const std::uint64_t id : ids) {
+    auto t = c.wait(id);
+    REQUIRE(t);
+    CHECK(t->state == "completed");
+  }
+  CHECK(status_of(c, "sleep")["throttled"] == 0);
+}
+
+}  // namespace sandpool::testing
