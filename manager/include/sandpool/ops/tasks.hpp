@@ -78,11 +78,11 @@ struct TaskAccount {
   std::string error;
   std::uint32_t attempts = 0;
   std::vector<AttemptAccount> history;
-  bool dead_letter_pending = false;  // decided dead-lettered, the letter not yet written
-  bool result_withheld = false;      // a result exists; the peer lacks the rights to read it
-  bool result_dropped = false;       // an idempotency key's kept result had to go
-  std::int64_t not_before_ms = 0;    // scheduled: not queued before (wall ms); 0: none
-  std::string tenant;                // "" (absent on the wire): the default tenant
+  bool dead_letter_pending = false;         // decided dead-lettered, the letter not yet written
+  bool result_withheld = false;             // a result exists; the peer lacks the rights to read it
+  bool result_dropped = false;              // an idempotency key's kept result had to go
+  std::int64_t not_before_ms = 0;           // scheduled: not queued before (wall ms); 0: none
+  std::string tenant;                       // "" (absent on the wire): the default tenant
   std::optional<TaskSubmission> submitted;  // `task` only, for a task poold holds in memory
 };
 
