@@ -199,12 +199,13 @@ bool kill_run(const BenchOptions& o, const RedisChild& redis, std::uint64_t task
     if (settled || monotonic_ns() > until) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  // Every task, by id (ids are 1..tasks: the prefix's counter is this run's).
-  for (std::uint64_t id = 1; id <= tasks; ++id) {
+  // Every task, by id (the prefix's counter is this run's: ids from kFirstId on).
+  const std::uint64_t first = redis::TaskStream::kFirstId, end = first + tasks;
+  for (std::uint64_t id = first; id < end; ++id) {
     if (!c->append({"HMGET", prefix + "task:" + std::to_string(id), "state", "attempts"}))
       return false;
   }
-  for (std::uint64_t id = 1; id <= tasks; ++id) {
+  for (std::uint64_t id = first; id < end; ++id) {
     auto h = c->read();
     if (!h || h->elements.size() != 2) return false;
     const std::string& state = h->elements[0].str;

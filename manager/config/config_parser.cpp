@@ -63,6 +63,12 @@ void read_config(const YAML::Node& root, ConfigErrors& errors, Config* config) {
   }
   top.finish();
   check_across_pools(config->pools, marks, errors);
+  for (std::size_t i = 0; i < config->pools.size(); ++i) {
+    if (marks[i].backend && config->service.redis.address.empty()) {
+      errors.add(*marks[i].backend, "pools[" + std::to_string(i) + "].backend",
+                 "redis needs service.redis.address (the server the cluster's nodes share)");
+    }
+  }
 }
 
 }  // namespace

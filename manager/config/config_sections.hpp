@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <optional>
 #include <vector>
 
 #include <sandpool/config.hpp>
@@ -18,6 +19,7 @@ void read_service(MapReader service, ServiceConfig* out, std::vector<std::string
 // Where a pool's cross-pool checked values were written, for errors about them.
 struct PoolMarks {
   YAML::Mark name;
+  std::optional<YAML::Mark> backend;  // set when `backend: redis`
   std::vector<YAML::Mark> task_types;  // one per entry of PoolConfig::task_types
 };
 

@@ -289,6 +289,12 @@ void read_pool(ConfigErrors& errors, const YAML::Node& node, const std::string& 
       marks->task_types.push_back((*r.value("task_types"))[i].Mark());
     }
   }
+  if (r.choice<PoolConfig::Backend>(
+          "backend", &out->backend,
+          {{"local", PoolConfig::Backend::kLocal}, {"redis", PoolConfig::Backend::kRedis}}) &&
+      out->backend == PoolConfig::Backend::kRedis) {
+    marks->backend = r.value("backend")->Mark();
+  }
   read_workers(r.section("workers"), &out->worker_bounds, &out->workers);
   r.count("concurrency", &out->concurrency, 1);
   read_queue(r.section("queue"), out);

@@ -131,6 +131,30 @@ void read_journal(MapReader& service, JournalConfig* out) {
   journal.finish();
 }
 
+// `service.redis`: the server the Redis pools share (docs/redis-pools.md).
+void read_redis(MapReader redis, RedisConfig* out) {
+  if (redis.string("address", &out->address)) {
+    const bool unix_path = out->address.rfind("unix:/", 0) == 0;
+    const auto colon = out->address.rfind(':');
+    const bool host_port = !unix_path && out->address.rfind("unix:", 0) != 0 && colon != 0 &&
+                           out->address.find('/') == std::string::npos;
+    if (!unix_path && !host_port) {
+      redis.fail("address",
+                 "expected unix:/absolute/path or host:port, got \"" + out->address + "\"");
+    }
+  }
+  redis.string("password_file", &out->password_file);
+  redis.count("db", &out->db, 0);
+  if (redis.string("prefix", &out->prefix) &&
+      out->prefix.find_first_of("{} \t\r\n") != std::string::npos) {
+    redis.fail("prefix", "expected no braces or white space, got \"" + out->prefix + "\"");
+  }
+  redis.count("dead_letters", &out->dead_letters, 1, UINT64_MAX);
+  redis.count("finished", &out->finished, 1, UINT64_MAX);
+  redis.duration("heartbeat", &out->heartbeat, std::chrono::milliseconds(50));
+  redis.finish();
+}
+
 }  // namespace
 
 void read_service(MapReader service, ServiceConfig* out, std::vector<std::string>* warnings) {
@@ -202,6 +226,12 @@ void read_service(MapReader service, ServiceConfig* out, std::vector<std::string
     service.fail("shutdown_unfinished",
                  "keep needs the journal (service.journal is off): without it what is left at a "
                  "shutdown can only be dead-lettered; use dead_letter");
+  }
+
+  read_redis(service.section("redis"), &out->redis);
+  if (service.string("node", &out->node) &&
+      out->node.find_first_of(" \t\r\n") != std::string::npos) {
+    service.fail("node", "expected a name without white space, got \"" + out->node + "\"");
   }
 
   MapReader records = service.section("task_records");

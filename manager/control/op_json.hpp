@@ -204,6 +204,8 @@ Status decode(const nlohmann::json& j, PoolStatus* out);
 nlohmann::json encode(const DeadLetterStoreStatus& d);
 Status decode(const nlohmann::json& j, DeadLetterStoreStatus* out);
 nlohmann::json encode(const JournalStatus& d);
+nlohmann::json encode(const RedisStatus& d);
+Status decode(const nlohmann::json& j, RedisStatus* out);
 Status decode(const nlohmann::json& j, JournalStatus* out);
 nlohmann::json encode(const StatusReply& r);
 Status decode(const nlohmann::json& j, StatusReply* out);

@@ -195,6 +195,76 @@ Status decode(const json& j, JournalStatus* out) {
       .status();
 }
 
+json encode(const RedisStatus& d) {
+  json pools = json::array();
+  for (const RedisPoolStatus& p : d.pools) {
+    json consumers = json::array();
+    for (const RedisConsumerStatus& c : p.consumers) {
+      consumers.push_back(
+          {{"name", c.name}, {"pending", c.pending}, {"idle_ms", c.idle_ms}, {"alive", c.alive}});
+    }
+    pools.push_back({{"name", p.name},
+                     {"stream_length", p.stream_length},
+                     {"pending", p.pending},
+                     {"later", p.later},
+                     {"finished", p.finished},
+                     {"dead_letters", p.dead_letters},
+                     {"consumers", std::move(consumers)},
+                     {"read", p.read},
+                     {"claimed", p.claimed},
+                     {"finished_here", p.finished_here},
+                     {"fenced", p.fenced},
+                     {"released", p.released},
+                     {"malformed", p.malformed},
+                     {"held", p.held}});
+  }
+  return {{"address", d.address},
+          {"node", d.node},
+          {"up", d.up},
+          {"last_error", d.last_error},
+          {"pools", std::move(pools)}};
+}
+
+Status decode(const json& j, RedisConsumerStatus* out) {
+  return ArgReader(j)
+      .optional("name", &out->name)
+      .optional("pending", &out->pending)
+      .optional("idle_ms", &out->idle_ms)
+      .optional("alive", &out->alive)
+      .status();
+}
+
+Status decode(const json& j, RedisPoolStatus* out) {
+  Status st = ArgReader(j)
+                  .optional("name", &out->name)
+                  .optional("stream_length", &out->stream_length)
+                  .optional("pending", &out->pending)
+                  .optional("later", &out->later)
+                  .optional("finished", &out->finished)
+                  .optional("dead_letters", &out->dead_letters)
+                  .optional("read", &out->read)
+                  .optional("claimed", &out->claimed)
+                  .optional("finished_here", &out->finished_here)
+                  .optional("fenced", &out->fenced)
+                  .optional("released", &out->released)
+                  .optional("malformed", &out->malformed)
+                  .optional("held", &out->held)
+                  .status();
+  if (!st) return st;
+  return decode_array(j, "consumers", &out->consumers);
+}
+
+Status decode(const json& j, RedisStatus* out) {
+  Status st = ArgReader(j)
+                  .optional("address", &out->address)
+                  .optional("node", &out->node)
+                  .optional("up", &out->up)
+                  .optional("last_error", &out->last_error)
+                  .status();
+  if (!st) return st;
+  return decode_array(j, "pools", &out->pools);
+}
+
 json encode(const StatusReply& r) {
   json pools = json::array();
   for (const PoolStatus& p : r.pools) pools.push_back(encode(p));
@@ -204,6 +274,7 @@ json encode(const StatusReply& r) {
               {"pools", std::move(pools)},
               {"dead_letter_store", encode(r.dead_letter_store)},
               {"journal", r.journal ? encode(*r.journal) : json()},
+              {"redis", r.redis ? encode(*r.redis) : json()},
               {"events_dropped", r.events_dropped},
               {"idempotency_keys", r.idempotency_keys},
               {"idempotency_kept_bytes", r.idempotency_kept_bytes},
@@ -226,6 +297,10 @@ Status decode(const json& j, StatusReply* out) {
   if (const auto journal = j.find("journal"); journal != j.end() && !journal->is_null()) {
     out->journal.emplace();
     if (st = decode(*journal, &*out->journal); !st) return st.with_context("journal");
+  }
+  if (const auto redis = j.find("redis"); redis != j.end() && !redis->is_null()) {
+    out->redis.emplace();
+    if (st = decode(*redis, &*out->redis); !st) return st.with_context("redis");
   }
   const auto store = j.find("dead_letter_store");
   if (store == j.end()) return Status::ok();

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include <sandpool/posix_call.hpp>
+#include <sandpool/secret_file.hpp>
 
 namespace sandpool::http {
 namespace {
@@ -26,25 +27,9 @@ bool same_secret(std::string_view a, std::string_view b) {
 
 Result<std::string> read_token_file(const std::string& path, std::string_view key) {
   const std::string what = "service.http." + std::string(key) + " " + path;
-  struct stat st {};
-  if (Status s = posix_call_rc("stat " + path, [&] { return ::stat(path.c_str(), &st); }); !s) {
-    return Status::error(s.code(), what + ": " + s.message());
-  }
-  if (!S_ISREG(st.st_mode)) return Status::invalid(what + ": not a regular file");
-  if ((st.st_mode & 077) != 0) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    return Status::invalid(what + ": mode " + mode +
-                           " lets others read it; chmod 0600 (owner only)");
-  }
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) return Status::error(Code::kSystem, what + ": cannot be read");
-  std::string token = text.str();
-  while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) {
-    token.pop_back();
-  }
+  auto read = read_secret_file(path, what);
+  if (!read) return read.status();
+  std::string token = std::move(read).value();
   const bool printable =
       std::all_of(token.begin(), token.end(), [](char c) { return c > ' ' && c < 0x7f; });
   if (token.size() < kMinTokenLength || !printable) {

@@ -183,6 +183,39 @@ void render_dead_letter_store(Exposition& e, const DeadLetterStoreStats& d) {
       std::to_string(d.evicted));
 }
 
+// The Redis pools' series (docs/redis-pools.md): one sample per Redis pool each.
+void render_redis(Exposition& e, const std::vector<RedisPoolFigures>& pools) {
+  const auto each = [&](std::string_view name, std::string_view type, std::string_view help,
+                        auto value) {
+    e.family(name, type, help);
+    for (const RedisPoolFigures& p : pools) {
+      e.sample(name, "pool=\"" + escape_label_value(p.pool) + "\"", std::to_string(value(p)));
+    }
+  };
+  using F = const RedisPoolFigures&;
+  each("sandpool_redis_up", "gauge",
+       "1 while this node's last call to Redis for the pool succeeded; 0: Redis unreachable "
+       "(submits to the pool are refused, ends wait in memory).",
+       [](F p) { return p.up ? 1 : 0; });
+  each("sandpool_redis_held", "gauge", "Entries of the pool's stream this node runs now.",
+       [](F p) { return p.held; });
+  each("sandpool_redis_read_total", "counter", "Entries this node read from the pool's stream.",
+       [](F p) { return p.read; });
+  each("sandpool_redis_claimed_total", "counter",
+       "Entries this node claimed from dead nodes (each with a lost attempt).",
+       [](F p) { return p.claimed; });
+  each("sandpool_redis_finished_total", "counter", "Task ends this node wrote to Redis.",
+       [](F p) { return p.finished; });
+  each("sandpool_redis_fenced_total", "counter",
+       "Writes refused because the entry was no longer this node's (another claimed it).",
+       [](F p) { return p.fenced; });
+  each("sandpool_redis_released_total", "counter",
+       "Entries handed back unrun (refused while draining, or stopped by a shutdown).",
+       [](F p) { return p.released; });
+  each("sandpool_redis_malformed_total", "counter", "Entries that were not tasks, discarded.",
+       [](F p) { return p.malformed; });
+}
+
 // The task journal's series (docs/journal.md): one sample each, no labels.
 void render_journal(Exposition& e, const TaskJournalStats& j) {
   const auto one = [&](std::string_view name, std::string_view type, std::string_view help,
@@ -331,6 +364,7 @@ std::string render_prometheus(const std::vector<PoolMetrics>& pools, const Servi
   e.sample("sandpool_start_time_seconds", "", decimal(service.start_time_ms, 3));
   if (service.dead_letter_store) render_dead_letter_store(e, *service.dead_letter_store);
   if (service.journal) render_journal(e, *service.journal);
+  if (!service.redis.empty()) render_redis(e, service.redis);
   render_pool_gauges(e);
   render_pool_counters(e);
   render_pool_histograms(e);

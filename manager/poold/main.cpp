@@ -99,6 +99,7 @@ sp::Result<std::unique_ptr<sp::http::HttpService>> start_http(const sp::Config& 
         sp::ServiceInfo now = info;
         now.dead_letter_store = svc->dead_letter_stats();
         now.journal = svc->journal_stats();
+        now.redis = svc->redis_figures();
         return sp::render_prometheus(svc->metrics(), now);
       },
       [svc, gate, threads]() -> std::optional<std::string> {

@@ -57,9 +57,25 @@ Result<std::unique_ptr<Service>> Service::start(Config config, std::string confi
   if (!store) return store.status().with_context("dead-letter store");
   s->store_ = std::shared_ptr<DeadLetterStore>(std::move(store).value());
   if (Status st = s->dead_letter_removed_pools(); !st) return st.with_context("task journal");
+  const bool any_redis =
+      std::any_of(s->config_.pools.begin(), s->config_.pools.end(),
+                  [](const PoolConfig& pc) { return pc.backend == PoolConfig::Backend::kRedis; });
+  if (any_redis) {
+    auto o = RedisPools::options_from(s->config_.service, s->config_.service.state_dir);
+    if (!o) return o.status();
+    o->log = log;
+    auto redis = RedisPools::start(std::move(o).value());
+    if (!redis) return redis.status();
+    s->redis_ = std::move(redis).value();
+    log->info("redis at {} node={}", s->config_.service.redis.address, s->redis_->node());
+  }
   for (const PoolConfig& pc : s->config_.pools) {
     auto pool = s->make_pool(pc, true);
     if (!pool) return pool.status().with_context("pool '" + pc.name + "'");
+    if (Status st = s->attach_redis(pc, **pool); !st) {
+      (void)(*pool)->shutdown(std::chrono::milliseconds(0));
+      return st.with_context("pool '" + pc.name + "'");
+    }
     s->slots_.emplace(pc.name, Slot{pc, std::move(pool).value()});
     log->info("pool started pool={} plugin={} workers={}", pc.name, pc.plugin_path, pc.workers);
   }
@@ -74,6 +90,7 @@ Service::~Service() {
     retiring.swap(retiring_);
   }
   for (auto& t : retiring) t.join();
+  redis_.reset();  // its feeders run tasks in the pools
   // Closed here, while everything their tasks' callbacks reach (waiters_, the keys) exists.
   for (const auto& [name, pool] : pools()) pool->close();
 }
@@ -93,6 +110,11 @@ PoolOptions Service::pool_options(const PoolConfig& pc) const {
 Result<std::shared_ptr<Pool>> Service::make_pool(const PoolConfig& pc, bool recover) {
   PoolOptions o = pool_options(pc);
   o.recover_unfinished = recover;
+  if (pc.backend == PoolConfig::Backend::kRedis) {
+    // Redis keeps its tasks and dead letters: nothing of it in the journal or the store.
+    o.dead_letter_store = nullptr;
+    o.recover_unfinished = false;
+  }
   o.recovered_on_done = [this](std::uint64_t id, const std::string& key) {
     return recovered_on_done(id, key);
   };
@@ -121,6 +143,17 @@ Result<std::shared_ptr<Pool>> Service::make_pool(const PoolConfig& pc, bool reco
     return Status::error(Code::kPlugin, clash);
   }
   return pool;
+}
+
+Status Service::attach_redis(const PoolConfig& pc, Pool& pool) {
+  if (pc.backend != PoolConfig::Backend::kRedis) return Status::ok();
+  if (!redis_) {
+    return Status::invalid(
+        "backend redis: service.redis was not configured at start (a restart "
+        "of poold sets it up)");
+  }
+  const std::uint32_t retries = pc.retries;
+  return redis_->attach(pc.name, pool, pc.concurrency, retries);
 }
 
 Result<std::shared_ptr<Pool>> Service::pool_named(const std::string& name) const {
@@ -164,9 +197,22 @@ std::vector<PoolMetrics> Service::metrics() const {
   return out;
 }
 
+std::vector<RedisPoolFigures> Service::redis_figures() const {
+  std::vector<RedisPoolFigures> out;
+  if (!redis_) return out;
+  for (const auto& [name, s] : redis_->feeder_stats()) {
+    out.push_back({name, s.redis_up, s.read, s.claimed, s.finished, s.fenced, s.released,
+                   s.malformed, s.held});
+  }
+  return out;
+}
+
 std::optional<std::string> Service::health() const {
   if (stopping_.load()) return "shutting down";
   if (auto problem = storage_problem()) return problem;
+  if (redis_) {
+    if (auto problem = redis_->problem()) return problem;
+  }
   for (const auto& [name, pool] : pools()) {
     const std::string state = pool->stats_snapshot().state;
     if (state == "failed") return "pool " + name + " failed";

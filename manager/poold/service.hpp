@@ -48,6 +48,7 @@
 #include <sandpool/control.hpp>
 #include <sandpool/control_ops.hpp>
 #include <sandpool/dead_letters.hpp>
+#include <sandpool/metrics.hpp>
 #include <sandpool/pool.hpp>
 #include <sandpool/pool_metrics.hpp>
 #include <sandpool/task_journal.hpp>
@@ -58,6 +59,7 @@
 #include "poold/idempotency.hpp"
 #include "poold/job_thread.hpp"
 #include "poold/progress_coalescer.hpp"
+#include "poold/redis_pools.hpp"
 #include "poold/wait_deadlines.hpp"
 #include "poold/watchdog_gate.hpp"
 
@@ -104,6 +106,7 @@ class Service final : public ControlHandler {
   std::vector<PoolMetrics> metrics() const;
   DeadLetterStoreStats dead_letter_stats() const;         // any thread
   std::optional<TaskJournalStats> journal_stats() const;  // any thread; empty: no journal
+  std::vector<RedisPoolFigures> redis_figures() const;    // any thread; empty: no Redis pool
   std::optional<std::string> health() const;              // nullopt: healthy
   const Config& config() const { return config_; }        // the running one; job thread only
   // The service's threads that take items of work, each with how long it has been inside
@@ -125,6 +128,21 @@ class Service final : public ControlHandler {
   // `recover`: with the journal, the pool queues its unfinished tasks again (at start only:
   // a pool a reload makes may replace one whose tasks are still running).
   Result<std::shared_ptr<Pool>> make_pool(const PoolConfig& pc, bool recover);
+  // A Redis pool's local pool starts reading its stream (redis_pools.hpp).
+  Status attach_redis(const PoolConfig& pc, Pool& pool);
+
+  // service_redis.cpp: the operations on the Redis pools' tasks (docs/redis-pools.md).
+  // The Redis pool a submit routes to (by its pool, else its type); nullopt: a local one, or
+  // none (the local routing answers).
+  std::optional<std::string> redis_route(const std::string& pool, const std::string& type) const;
+  void submit_redis(const std::string& pool, const Request& req, const ops::SubmitArgs& a,
+                    const OpResponder<ops::Submit>& res);
+  // A batch whose tasks all go to Redis pools; false: some go elsewhere (not handled here).
+  bool submit_batch_redis(const Request& req, const ops::SubmitBatchArgs& a,
+                          const OpResponder<ops::SubmitBatch>& res);
+  void serve_redis_task(std::uint64_t id, bool with_result, const Responder& res);
+  void wait_redis(std::uint64_t id, std::optional<std::chrono::milliseconds> timeout,
+                  bool with_result, const Responder& res);
 
   // service_journal.cpp: the task journal (docs/journal.md, "In poold").
   static DeadLetterStoreOptions store_options(const Config& config,
@@ -255,6 +273,9 @@ class Service final : public ControlHandler {
   const std::int64_t started_ms_;
   std::shared_ptr<std::atomic<std::uint64_t>> task_ids_;
   std::shared_ptr<DeadLetterStore> store_;
+  // The Redis pools' feeders and requests; null: no pool has backend redis. Reset before
+  // the pools go (its feeders run tasks in them).
+  std::unique_ptr<RedisPools> redis_;
   std::shared_ptr<EventHub> hub_;
   std::shared_ptr<ProgressCoalescer> progress_ = ProgressCoalescer::create();
   IdempotencyKeys idempotency_;
@@ -295,6 +316,11 @@ class Service final : public ControlHandler {
   // dlq replay/purge/import, reload and shutdown; last: destroyed (joined) first.
   JobThread jobs_{"sp-jobs"};
 };
+
+// The submit options of one task, each checked against the range its type does not give
+// (the decode checked the types): timeout_ms 1..`max_timeout`.
+Status submit_options(const ops::SubmitArgs& a, std::chrono::milliseconds max_timeout,
+                      SubmitOptions* o);
 
 // The account of a task (the `task` and `wait` replies and a waited submit's final reply).
 ops::TaskAccount account_of(const TaskResult& r);

@@ -111,6 +111,7 @@ void Service::serve(const Request&, const ops::NoArgs&, const OpResponder<ops::S
   r.stopping = stopping_.load();
   r.dead_letter_store = store_status(store_->stats());
   r.journal = journal_status();
+  if (redis_) r.redis = redis_->status();
   r.events_dropped = hub_->dropped();
   r.idempotency_keys = idempotency_.size();
   r.idempotency_kept_bytes = idempotency_.kept_bytes();

@@ -62,6 +62,7 @@ Result<ops::ReloadReply> Service::reload() {
   }
   for (auto& [name, pool] : gone) {
     out.removed.push_back(name);
+    if (redis_) redis_->detach(name);
     retire(name, std::move(pool));
   }
 
@@ -72,12 +73,20 @@ Result<ops::ReloadReply> Service::reload() {
       if (auto it = slots_.find(pc.name); it != slots_.end()) current = it->second;
     }
     if (current && current->config == pc) continue;
+    if (current && current->config.backend != pc.backend) {
+      out.failed.push_back({pc.name, "backend: a pool's backend changes at a restart of poold"});
+      continue;
+    }
     // What a pool keeps for life (needs_new_pool: its task types, what its spawner and
     // cgroups were built from), and a failed pool, which stays failed: those get a new pool,
     // which takes over routing while the old one drains what it accepted.
     if (!current || needs_new_pool(pool_options(current->config), pool_options(pc)) ||
         current->pool->stats().state == "failed") {
       auto pool = make_pool(pc, false);
+      if (pool && current && redis_) redis_->detach(pc.name);  // the new pool reads instead
+      if (pool) {
+        if (Status st = attach_redis(pc, **pool); !st) pool = st;
+      }
       if (!pool) {
         log_->error("reload: pool {} could not start: {}", pc.name, pool.status().message());
         out.failed.push_back({pc.name, pool.status().message()});
@@ -131,6 +140,9 @@ void Service::shutdown(std::chrono::milliseconds timeout) {
 }
 
 void Service::shut_down_pools(std::chrono::milliseconds timeout) {
+  // The Redis pools read nothing more; what they run ends here and is written, and what the
+  // shutdown stops goes back to the stream for another node (redis_feeder.hpp).
+  if (redis_) redis_->stop_reading();
   std::vector<std::thread> threads;
   for (auto& [name, pool] : pools()) {
     threads.emplace_back([this, name = name, pool = pool, timeout] {
@@ -144,6 +156,7 @@ void Service::shut_down_pools(std::chrono::milliseconds timeout) {
     name_thread(threads.back().native_handle(), "sp-stop:" + name);
   }
   for (auto& t : threads) t.join();
+  if (redis_) redis_->detach_all();
   std::vector<std::thread> retiring;
   {
     std::lock_guard<std::mutex> lock(mu_);

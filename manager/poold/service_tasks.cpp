@@ -15,35 +15,6 @@ namespace {
 
 using nlohmann::json;
 
-// The submit options of one task, each checked against the range its type does not give
-// (the decode checked the types): timeout_ms 1..`max_timeout` (the pool's
-// task_defaults.max_timeout).
-Status submit_options(const ops::SubmitArgs& a, std::chrono::milliseconds max_timeout,
-                      SubmitOptions* o) {
-  o->priority = a.priority;
-  if (a.timeout) {
-    const std::int64_t ms = a.timeout->count();
-    if (ms < 1 || ms > max_timeout.count()) {
-      return Status::invalid("timeout_ms: " + std::to_string(ms) + " is outside 1 to " +
-                             std::to_string(max_timeout.count()) +
-                             " (1 ms to the pool's task_defaults.max_timeout)");
-    }
-    o->timeout = *a.timeout;
-  }
-  o->retries = a.retries;
-  o->key = a.key;
-  if (a.not_before_ms && a.delay) {
-    return Status::invalid("not_before_ms and delay_ms: give at most one of the two");
-  }
-  if (a.not_before_ms) {
-    o->not_before =
-        std::chrono::system_clock::time_point(std::chrono::milliseconds(*a.not_before_ms));
-  }
-  o->delay = a.delay;
-  o->tenant = a.tenant;
-  return Status::ok();
-}
-
 // Ok iff the payload lengths add up to `blob_size`.
 Status check_payload_lens(const std::vector<std::uint64_t>& lens, std::size_t blob_size) {
   std::uint64_t total = 0;  // never above blob_size
@@ -84,6 +55,35 @@ SharedBatch shared_batch(const ops::SubmitArgs& defaults, bool stopping, const R
 }
 
 }  // namespace
+
+// The submit options of one task, each checked against the range its type does not give
+// (the decode checked the types): timeout_ms 1..`max_timeout` (the pool's
+// task_defaults.max_timeout).
+Status submit_options(const ops::SubmitArgs& a, std::chrono::milliseconds max_timeout,
+                      SubmitOptions* o) {
+  o->priority = a.priority;
+  if (a.timeout) {
+    const std::int64_t ms = a.timeout->count();
+    if (ms < 1 || ms > max_timeout.count()) {
+      return Status::invalid("timeout_ms: " + std::to_string(ms) + " is outside 1 to " +
+                             std::to_string(max_timeout.count()) +
+                             " (1 ms to the pool's task_defaults.max_timeout)");
+    }
+    o->timeout = *a.timeout;
+  }
+  o->retries = a.retries;
+  o->key = a.key;
+  if (a.not_before_ms && a.delay) {
+    return Status::invalid("not_before_ms and delay_ms: give at most one of the two");
+  }
+  if (a.not_before_ms) {
+    o->not_before =
+        std::chrono::system_clock::time_point(std::chrono::milliseconds(*a.not_before_ms));
+  }
+  o->delay = a.delay;
+  o->tenant = a.tenant;
+  return Status::ok();
+}
 
 ops::TaskAccount account_of(const TaskResult& r) {
   ops::TaskAccount a;
@@ -223,6 +223,7 @@ TaskCallbacks Service::replay_callbacks() {
 
 void Service::serve(const Request& req, const ops::SubmitArgs& a,
                     const OpResponder<ops::Submit>& res) {
+  if (auto redis_pool = redis_route(a.pool, a.type)) return submit_redis(*redis_pool, req, a, res);
   auto gate = std::make_shared<AckGate>();
   auto s = submit_one(a, req.blob, a.wait, a.progress, &res.responder(), gate, 0);
   if (!s) return (void)res.error(s.status());
@@ -270,6 +271,7 @@ void Service::serve(const Request& req, const ops::SubmitBatchArgs& a,
   if (Status st = check_payload_lens(a.payload_lens, req.blob.size()); !st) {
     return (void)res.error(st);
   }
+  if (submit_batch_redis(req, a, res)) return;
   auto gate = std::make_shared<AckGate>();
   ops::SubmitBatchReply out;
   // Shared options without an idempotency key (poolctl batch): read them and route the pool
@@ -379,6 +381,9 @@ void answer_with_account(const Responder& res, const TaskResult& r, bool with_re
 
 void Service::serve(const Request& req, const ops::TaskIdArgs& a,
                     const OpResponder<ops::Task>& res) {
+  if (redis_ && RedisPools::is_cluster_id(a.id)) {
+    return serve_redis_task(a.id, req.rights >= Rights::kAdmin, res.responder());
+  }
   auto t = find_task(a.id);
   std::optional<TaskResult> r = t ? std::optional<TaskResult>(t->snapshot()) : journaled_task(a.id);
   if (!r) return (void)res.error(Status::error(Code::kNotFound, "no task " + std::to_string(a.id)));
@@ -444,6 +449,11 @@ void Service::serve(const Request&, const ops::TaskListArgs& a,
 }
 
 void Service::serve(const Request&, const ops::TaskIdArgs& a, const OpResponder<ops::Cancel>& res) {
+  if (redis_ && RedisPools::is_cluster_id(a.id)) {
+    auto c = redis_->cancel(a.id);
+    if (!c) return (void)res.error(c.status());
+    return (void)res.ok({a.id, c->asked, c->state});
+  }
   auto t = find_task(a.id);
   if (!t) return (void)res.error(Status::error(Code::kNotFound, "no task " + std::to_string(a.id)));
   const bool asked = t->cancel();

@@ -7,8 +7,11 @@
 namespace sandpool::poold {
 
 void Service::serve(const Request& req, const ops::WaitArgs& a, const OpResponder<ops::Wait>& res) {
-  auto t = find_task(a.id);
   const bool with_result = req.rights >= Rights::kAdmin;
+  if (redis_ && RedisPools::is_cluster_id(a.id)) {
+    return wait_redis(a.id, a.timeout, with_result, res.responder());
+  }
+  auto t = find_task(a.id);
   if (!t) {
     // Not in a pool: ended in an earlier run of poold (the journal), or unknown.
     auto r = journaled_task(a.id);

@@ -14,6 +14,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kReadBlock{500};  // a read wakes this often to see places
 constexpr std::chrono::milliseconds kRetryFirst{100}, kRetryMax{2000};
+// After the local pool refused a task (draining, shutting down), reading waits this long.
+constexpr std::chrono::milliseconds kRefusedPause{1000};
 
 std::int64_t wall_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -74,6 +76,15 @@ void RedisFeeder::die() {
   }
 }
 
+void RedisFeeder::stop_reading() {
+  {
+    std::lock_guard lk(sh_->mu);
+    sh_->reading = false;
+  }
+  sh_->cv.notify_all();
+  if (reader_.joinable()) reader_.join();
+}
+
 FeederStats RedisFeeder::stats() const {
   std::lock_guard lk(sh_->mu);
   FeederStats s = sh_->stats;
@@ -118,9 +129,16 @@ bool RedisFeeder::stopping() const {
   return sh_->stopping;
 }
 
+std::size_t RedisFeeder::capacity() const {
+  if (opts_.per_worker == 0) return opts_.capacity;
+  const std::size_t workers = pool_.stats_snapshot().target_workers;  // never waits
+  return std::max<std::size_t>(1, workers * opts_.per_worker);
+}
+
 std::size_t RedisFeeder::free_places() {
+  const std::size_t cap = capacity();
   std::lock_guard lk(sh_->mu);
-  return opts_.capacity - std::min(opts_.capacity, sh_->held.size());
+  return cap - std::min(cap, sh_->held.size());
 }
 
 // Opens a connection, retrying with backoff until it works or the feeder stops.
@@ -141,19 +159,30 @@ std::optional<Connection> connect(const Endpoint& e, Stop stopped,
 }  // namespace
 
 void RedisFeeder::read_loop() {
-  auto stopped = [this] { return stopping(); };
   auto noter = [this](const Status& s) { note(s); };
+  auto stopped_reading = [this] {
+    std::lock_guard lk(sh_->mu);
+    return sh_->stopping || !sh_->reading;
+  };
   std::optional<Connection> c;
-  while (!stopped()) {
+  while (!stopped_reading()) {
     if (!c || c->broken()) {
-      c = connect(opts_.endpoint, stopped, noter);
+      c = connect(opts_.endpoint, stopped_reading, noter);
       if (!c) return;
+    }
+    {
+      std::unique_lock lk(sh_->mu);
+      if (Clock::now() < sh_->paused_until) {
+        sh_->cv.wait_until(lk, sh_->paused_until, [&] { return sh_->stopping || !sh_->reading; });
+        continue;
+      }
     }
     const std::size_t free = free_places();
     if (free == 0) {
+      const std::size_t cap = capacity();
       std::unique_lock lk(sh_->mu);
       sh_->cv.wait_for(lk, kReadBlock,
-                       [&] { return sh_->stopping || sh_->held.size() < opts_.capacity; });
+                       [&] { return sh_->stopping || !sh_->reading || sh_->held.size() < cap; });
       continue;
     }
     auto got = stream_.read(*c, opts_.consumer, free, kReadBlock);
@@ -216,21 +245,37 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
   o.retries = retries - std::min(retries, before);
   o.priority = entry.task.priority;
   o.key = entry.task.key;
+  o.tenant = entry.task.tenant;
   o.on_done = [sh = sh_, entry](const TaskResult& r) {
+    // Stopped by this node's shutdown: not the task's end. It goes back to the stream for
+    // another node (or this one once it is back), and no attempt is counted.
+    const bool shutdown =
+        (r.state == TaskState::kDeadLettered && r.reason == DeadReason::kShutdown) ||
+        (r.state == TaskState::kCancelled && r.cancel_reason == CancelReason::kShutdown);
     std::lock_guard lk(sh->mu);
     if (sh->dead) return;
-    sh->ends.push_back({entry, r});
+    sh->ends.push_back({entry, r, shutdown});
     sh->cv.notify_all();
   };
+  const std::string entry_id = entry.entry_id;
+  const std::uint64_t task_id = entry.task_id;
   auto ticket = pool_.submit(entry.task.type, entry.task.payload, std::move(o));
+  if (ticket) {
+    std::lock_guard lk(sh_->mu);
+    // Unless it ended already (its end written and the entry let go).
+    if (sh_->held.count(entry_id) != 0) sh_->running.emplace(entry_id, std::pair(task_id, *ticket));
+  }
   if (!ticket) {
+    // Draining, stopping, its queue full: another node (or this one later) runs it. This
+    // node reads nothing for a while.
     TaskResult account;
     account.id = entry.task_id;
-    account.type = entry.task.type;
-    account.state = TaskState::kCancelled;
-    account.error = "node " + opts_.consumer + " refused it: " + ticket.status().to_string();
+    account.error = ticket.status().to_string();
     std::lock_guard lk(sh_->mu);
-    sh_->ends.push_back({std::move(entry), std::move(account)});
+    sh_->stats.last_error = "redis pool " + opts_.pool + ": handed task " +
+                            std::to_string(entry.task_id) + " back: " + account.error;
+    sh_->paused_until = Clock::now() + kRefusedPause;
+    sh_->ends.push_back({std::move(entry), std::move(account), true});
     sh_->cv.notify_all();
   }
 }
@@ -238,7 +283,15 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
 Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
   std::vector<TaskStream::EndWrite> writes;
   writes.reserve(batch.size());
-  for (const Ended& e : batch) {
+  std::vector<std::optional<Fenced>> released(batch.size());
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const Ended& e = batch[i];
+    if (e.release) {  // rare (a refusal, a shutdown): one round trip each
+      auto r = stream_.release(c, e.entry, opts_.consumer);
+      if (!r) return r.status();
+      released[i] = *r;
+      continue;
+    }
     TaskStream::EndWrite& w = writes.emplace_back();
     w.entry = &e.entry;
     for (const Attempt& a : e.account.history) w.attempts.push_back(encode(a));
@@ -251,14 +304,19 @@ Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
   auto answers = stream_.end_all(c, opts_.consumer, writes);
   if (!answers) return answers.status();
   std::lock_guard lk(sh_->mu);
+  std::size_t next = 0;  // in answers
   for (std::size_t i = 0; i < batch.size(); ++i) {
     sh_->held.erase(batch[i].entry.entry_id);
+    sh_->running.erase(batch[i].entry.entry_id);
     // A batch sent again after a connection broke mid-way finds its first ends written:
     // they count as fenced, and the task still has exactly one end.
-    if ((*answers)[i] == Fenced::kDone) {
-      ++sh_->stats.finished;
-    } else {
+    const Fenced answer = released[i] ? *released[i] : (*answers)[next++];
+    if (answer == Fenced::kNotYours) {
       ++sh_->stats.fenced;
+    } else if (released[i]) {
+      ++sh_->stats.released;
+    } else {
+      ++sh_->stats.finished;
     }
   }
   sh_->cv.notify_all();  // places are free
@@ -310,6 +368,25 @@ void RedisFeeder::write_loop() {
   }
 }
 
+void RedisFeeder::cancel_asked(Connection& c) {
+  std::vector<std::uint64_t> ids;
+  std::vector<Ticket> tickets;
+  {
+    std::lock_guard lk(sh_->mu);
+    for (const auto& [entry, run] : sh_->running) {
+      ids.push_back(run.first);
+      tickets.push_back(run.second);
+    }
+  }
+  if (ids.empty()) return;
+  auto asked = stream_.cancel_asked(c, ids);
+  note(asked.status());
+  if (!asked) return;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if ((*asked)[i]) (void)tickets[i].cancel();  // its end is written as any other
+  }
+}
+
 void RedisFeeder::beat_loop() {
   auto stopped = [this] { return stopping(); };
   auto noter = [this](const Status& s) { note(s); };
@@ -335,6 +412,7 @@ void RedisFeeder::beat_loop() {
       held.assign(sh_->held.begin(), sh_->held.end());
     }
     if (beat) note(stream_.touch(*c, opts_.consumer, held).status());
+    if (beat) cancel_asked(*c);
     const std::size_t free = free_places();
     if (beat && free > 0) {
       auto claimed = stream_.claim_idle(*c, opts_.consumer, opts_.claim_after, free);

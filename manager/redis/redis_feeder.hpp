@@ -20,6 +20,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -40,6 +41,9 @@ struct FeederOptions {
   std::string pool;          // the pool's name in Redis (its keys)
   std::string consumer;      // this node's name: unique in the cluster, stable across restarts
   std::size_t capacity = 1;  // tasks held at once (the local pool's workers x concurrency)
+  // Set: the capacity follows the local pool, its target workers (scale, reload) x this
+  // (its concurrency), at least 1; `capacity` is then unused.
+  std::uint32_t per_worker = 0;
   std::uint32_t default_retries = 3;            // for tasks that carry none
   std::chrono::milliseconds heartbeat{1000};    // the beat thread's period
   std::chrono::milliseconds claim_after{3000};  // idle time that marks a dead node's entry
@@ -51,6 +55,7 @@ struct FeederStats {
   std::uint64_t finished = 0;   // ends written
   std::uint64_t fenced = 0;     // writes refused: the entry was no longer this node's
   std::uint64_t malformed = 0;  // entries that were not tasks, discarded
+  std::uint64_t released = 0;   // entries handed back unrun (refused here, or a shutdown)
   std::uint64_t held = 0;       // entries this node holds now
   bool redis_up = false;        // the last call to Redis succeeded
   std::string last_error;
@@ -68,6 +73,8 @@ class RedisFeeder {
   RedisFeeder& operator=(const RedisFeeder&) = delete;
 
   FeederStats stats() const;
+  // Stops taking entries (a shutdown begins: what runs here may still end and be written).
+  void stop_reading();
   // For tests of a node's death: stops every thread at once, writing nothing more, as a
   // SIGKILL would.
   void die();
@@ -76,17 +83,21 @@ class RedisFeeder {
   struct Ended {
     StreamEntry entry;
     TaskResult account;
+    bool release = false;  // not an end: the entry goes back to the stream, unrun
   };
   RedisFeeder(Pool& pool, FeederOptions options);
   void read_loop();
   void write_loop();
   void beat_loop();
+  // Cancels the local tasks whose hash says a cancel was asked (TaskStream::cancel).
+  void cancel_asked(Connection& c);
   // Runs an entry in the local pool (or, for a claimed one past its retries, ends it).
   void run_locally(Connection& c, StreamEntry entry, bool claimed);
   // Writes a batch of ends (their attempts first) in one round trip.
   Status write_ends(Connection& c, const std::vector<Ended>& batch);
   void note(const Status& s);
   std::size_t free_places();
+  std::size_t capacity() const;
   bool stopping() const;
   // Holds the node's name (its heartbeat key) for this process, or says whose it is.
   Status take_name(Connection& c);
@@ -98,9 +109,14 @@ class RedisFeeder {
     std::condition_variable cv;  // ends queued, places freed, stop
     std::deque<Ended> ends;
     std::set<std::string> held;  // entry ids this node runs
+    // Of those, the ones running in the local pool: task id and ticket (a cancel reaches it).
+    std::map<std::string, std::pair<std::uint64_t, Ticket>> running;
     FeederStats stats;
     bool stopping = false;
     bool dead = false;
+    bool reading = true;
+    // The local pool refused a task (draining, stopping): no reading before this.
+    std::chrono::steady_clock::time_point paused_until{};
   };
 
   Pool& pool_;

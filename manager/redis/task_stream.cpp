@@ -1,6 +1,7 @@
 // TaskStream (task_stream.hpp): the keys of a Redis pool and the scripts that change them.
 #include "redis/task_stream.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <utility>
 
@@ -15,20 +16,26 @@ namespace {
   "if #pending == 0 then return 0 end\n"
 
 // KEYS: ids, stream, idempotency key ('' when none). ARGV: prefix, pool, now_ms, type, then
-// the entry's field/value pairs.
+// the entry's field/value pairs. The ids start at TaskStream::kFirstId (2^52) unless set.
 const Script kSubmit{"submit", R"(
 if KEYS[3] ~= '' then
   local first = redis.call('GET', KEYS[3])
   if first then return {tonumber(first), 0} end
 end
-local id = redis.call('INCR', KEYS[1])
-local fields = {'id', tostring(id)}
+redis.call('SET', KEYS[1], '4503599627370495', 'NX')
+redis.call('INCR', KEYS[1])
+-- As a string: Lua's numbers are doubles, and `..` writes one this large as 4.5e+15.
+local id = redis.call('GET', KEYS[1])
+local fields = {'id', id}
 for i = 5, #ARGV do fields[#fields + 1] = ARGV[i] end
 local entry = redis.call('XADD', KEYS[2], '*', unpack(fields))
 redis.call('HSET', ARGV[1] .. 'task:' .. id, 'state', 'queued', 'pool', ARGV[2], 'type', ARGV[4],
            'submitted_ms', ARGV[3], 'entry', entry, 'attempts', 0)
-if KEYS[3] ~= '' then redis.call('SET', KEYS[3], id) end
-return {id, 1}
+if KEYS[3] ~= '' then
+  redis.call('SET', KEYS[3], id)
+  redis.call('HSET', ARGV[1] .. 'task:' .. id, 'idem_key', KEYS[3])
+end
+return {tonumber(id), 1}
 )"};
 
 // KEYS: stream. ARGV: entry, consumer, task id, prefix, the encoded attempt.
@@ -68,6 +75,8 @@ if over > 0 then
   local popped = redis.call('ZPOPMIN', KEYS[2], over)
   for i = 1, #popped, 2 do
     local old = ARGV[4] .. 'task:' .. popped[i]
+    local idem = redis.call('HGET', old, 'idem_key')
+    if idem then redis.call('DEL', idem) end
     redis.call('DEL', old, old .. ':attempts')
   end
 end
@@ -90,6 +99,50 @@ const Script kDiscard{"discard", SP_FENCE R"(
 redis.call('XACK', KEYS[1], 'sandpool', ARGV[1])
 redis.call('XDEL', KEYS[1], ARGV[1])
 return 1
+)"};
+
+// KEYS: stream. ARGV: entry, consumer, task id, prefix. The entry goes back to the stream as a
+// new one (same fields), for any node to read; the task's hash is queued again.
+const Script kRelease{"release", SP_FENCE R"(
+local e = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
+redis.call('XACK', KEYS[1], 'sandpool', ARGV[1])
+redis.call('XDEL', KEYS[1], ARGV[1])
+if not e[1] then return 1 end
+local entry = redis.call('XADD', KEYS[1], '*', unpack(e[1][2]))
+redis.call('HSET', ARGV[4] .. 'task:' .. ARGV[3], 'state', 'queued', 'entry', entry)
+return 1
+)"};
+
+// KEYS: stream, later, done. ARGV: prefix, task id, now_ms. Answers {code, state}: -1 no such
+// task; 0 already ended; 1 cancelled here (queued and not read, or waiting out a backoff), or
+// flagged for the node that runs it (state as it is).
+const Script kCancel{"cancel", R"(
+local h = ARGV[1] .. 'task:' .. ARGV[2]
+local state = redis.call('HGET', h, 'state')
+if not state then return {-1, ''} end
+if state == 'completed' or state == 'dead_lettered' or state == 'cancelled' then
+  return {0, state}
+end
+local entry = redis.call('HGET', h, 'entry')
+local unread = false
+if state == 'retry_wait' then
+  unread = redis.call('ZREM', KEYS[2], ARGV[2]) == 1
+elseif entry then
+  local pending = redis.call('XPENDING', KEYS[1], 'sandpool', entry, entry, 1)
+  unread = #pending == 0 and redis.call('XDEL', KEYS[1], entry) == 1
+end
+if not unread then
+  redis.call('HSET', h, 'cancel', '1')
+  return {1, state}
+end
+redis.call('HSET', h, 'state', 'cancelled', 'error', 'cancelled before it ran', 'reason', 'user',
+           'finished_ms', ARGV[3])
+redis.call('HDEL', h, 'deferred')
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[2])
+local ended = ARGV[1] .. 'end:' .. ARGV[2]
+redis.call('RPUSH', ended, 'cancelled')
+redis.call('PEXPIRE', ended, 600000)
+return {1, 'cancelled'}
 )"};
 
 // KEYS: stream. ARGV: consumer, then entry ids. Touches those still pending for it.
@@ -207,13 +260,18 @@ Status TaskStream::ensure_group(Connection& c) const {
   auto r = c.command({"XGROUP", "CREATE", stream_, kGroup, "0", "MKSTREAM"});
   if (!r) return r.status();
   if (r->is_error() && r->str.rfind("BUSYGROUP", 0) != 0) return r->status();
-  return Status::ok();
+  auto ids = c.command({"SET", prefix_ + "ids", std::to_string(kFirstId - 1), "NX"});
+  if (!ids) return ids.status();
+  return ids->status();
 }
 
-Result<std::uint64_t> TaskStream::submit(Connection& c, const StreamTask& t,
-                                         std::int64_t now_ms) const {
-  std::vector<std::string> args = {
-      prefix_, pool_, std::to_string(now_ms), t.type, "type", t.type, "payload", t.payload};
+static_assert(TaskStream::kFirstId - 1 == 4503599627370495ULL, "the submit script's id base");
+
+Connection::Call TaskStream::submit_call(const StreamTask& t, std::int64_t now_ms) const {
+  Connection::Call call;
+  call.args = {prefix_,   pool_,    std::to_string(now_ms), t.type, "type", t.type,
+               "payload", t.payload};
+  auto& args = call.args;
   if (t.priority != 0) args.insert(args.end(), {"priority", std::to_string(t.priority)});
   if (t.timeout_ms) args.insert(args.end(), {"timeout_ms", std::to_string(*t.timeout_ms)});
   if (t.retries) args.insert(args.end(), {"retries", std::to_string(*t.retries)});
@@ -221,13 +279,39 @@ Result<std::uint64_t> TaskStream::submit(Connection& c, const StreamTask& t,
   if (!t.idempotency_key.empty()) args.insert(args.end(), {"idem", t.idempotency_key});
   if (!t.tenant.empty()) args.insert(args.end(), {"tenant", t.tenant});
   const std::string idem = t.idempotency_key.empty() ? "" : prefix_ + "idem:" + t.idempotency_key;
-  auto r = c.eval(kSubmit, {prefix_ + "ids", stream_, idem}, args);
-  if (!r) return r.status();
-  if (r->is_error()) return r->status();
-  if (r->elements.size() != 2 || r->elements[0].type != Reply::Type::kInteger) {
-    return unexpected("submit", *r);
+  call.keys = {prefix_ + "ids", stream_, idem};
+  return call;
+}
+
+namespace {
+Result<std::uint64_t> submitted_id(const Reply& r) {
+  if (r.is_error()) return r.status();
+  if (r.elements.size() != 2 || r.elements[0].type != Reply::Type::kInteger) {
+    return unexpected("submit", r);
   }
-  return static_cast<std::uint64_t>(r->elements[0].integer);
+  return static_cast<std::uint64_t>(r.elements[0].integer);
+}
+}  // namespace
+
+Result<std::uint64_t> TaskStream::submit(Connection& c, const StreamTask& t,
+                                         std::int64_t now_ms) const {
+  const Connection::Call call = submit_call(t, now_ms);
+  auto r = c.eval(kSubmit, call.keys, call.args);
+  if (!r) return r.status();
+  return submitted_id(*r);
+}
+
+Result<std::vector<Result<std::uint64_t>>> TaskStream::submit_many(
+    Connection& c, const std::vector<StreamTask>& tasks, std::int64_t now_ms) const {
+  std::vector<Connection::Call> calls;
+  calls.reserve(tasks.size());
+  for (const StreamTask& t : tasks) calls.push_back(submit_call(t, now_ms));
+  auto replies = c.eval_many(kSubmit, calls);
+  if (!replies) return replies.status();
+  std::vector<Result<std::uint64_t>> out;
+  out.reserve(replies->size());
+  for (const Reply& r : *replies) out.push_back(submitted_id(r));
+  return out;
 }
 
 Result<std::vector<StreamEntry>> TaskStream::read(Connection& c, const std::string& consumer,
@@ -333,6 +417,42 @@ Result<Fenced> TaskStream::defer(Connection& c, const StreamEntry& e, const std:
   return fenced("defer", c.eval(kDefer, {stream_, later_},
                                 {e.entry_id, consumer, std::to_string(e.task_id), prefix_,
                                  std::to_string(due_ms)}));
+}
+
+Result<Fenced> TaskStream::release(Connection& c, const StreamEntry& e,
+                                   const std::string& consumer) const {
+  return fenced("release", c.eval(kRelease, {stream_},
+                                  {e.entry_id, consumer, std::to_string(e.task_id), prefix_}));
+}
+
+Result<TaskStream::Cancelled> TaskStream::cancel(Connection& c, std::uint64_t id,
+                                                 std::int64_t now_ms) const {
+  auto r = c.eval(kCancel, {stream_, later_, done_},
+                  {prefix_, std::to_string(id), std::to_string(now_ms)});
+  if (!r) return r.status();
+  if (r->is_error()) return r->status();
+  if (r->elements.size() != 2 || r->elements[0].type != Reply::Type::kInteger) {
+    return unexpected("cancel", *r);
+  }
+  if (r->elements[0].integer < 0) {
+    return Status::error(Code::kNotFound, "task " + std::to_string(id) + " is not in redis");
+  }
+  return Cancelled{r->elements[0].integer == 1, r->elements[1].str};
+}
+
+Result<std::vector<bool>> TaskStream::cancel_asked(Connection& c,
+                                                   const std::vector<std::uint64_t>& ids) const {
+  for (const std::uint64_t id : ids) {
+    SP_RETURN_IF_ERROR(c.append({"HGET", prefix_ + "task:" + std::to_string(id), "cancel"}));
+  }
+  std::vector<bool> out;
+  out.reserve(ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    auto r = c.read();
+    if (!r) return r.status();
+    out.push_back(r->str == "1");
+  }
+  return out;
 }
 
 Result<std::size_t> TaskStream::move_due(Connection& c, std::int64_t now_ms,
@@ -442,6 +562,46 @@ Result<StoredTask> TaskStream::task(Connection& c, std::uint64_t id) const {
   if (!history) return history.status();
   for (const Reply& a : history->elements) t.history.push_back(a.str);
   return t;
+}
+
+Result<TaskStream::Summary> TaskStream::summary(Connection& c) const {
+  const std::vector<std::vector<std::string>> asks = {
+      {"XLEN", stream_},  {"XPENDING", stream_, kGroup},
+      {"ZCARD", later_},  {"ZCARD", done_},
+      {"XLEN", letters_}, {"XINFO", "CONSUMERS", stream_, kGroup}};
+  for (const auto& a : asks) SP_RETURN_IF_ERROR(c.append(a));
+  std::vector<Reply> r;
+  for (std::size_t i = 0; i < asks.size(); ++i) {
+    auto one = c.read();
+    if (!one) return one.status();
+    r.push_back(std::move(one).value());
+  }
+  Summary out;
+  out.length = static_cast<std::uint64_t>(std::max<std::int64_t>(0, r[0].integer));
+  if (!r[1].elements.empty()) {
+    out.pending = static_cast<std::uint64_t>(std::max<std::int64_t>(0, r[1].elements[0].integer));
+  }
+  out.later = static_cast<std::uint64_t>(std::max<std::int64_t>(0, r[2].integer));
+  out.finished = static_cast<std::uint64_t>(std::max<std::int64_t>(0, r[3].integer));
+  out.dead_letters = static_cast<std::uint64_t>(std::max<std::int64_t>(0, r[4].integer));
+  for (const Reply& consumer : r[5].elements) {  // an error (no group yet): none
+    Consumer& one = out.consumers.emplace_back();
+    const auto& f = consumer.elements;
+    for (std::size_t i = 0; i + 1 < f.size(); i += 2) {
+      if (f[i].str == "name") one.name = f[i + 1].str;
+      if (f[i].str == "pending") one.pending = static_cast<std::uint64_t>(f[i + 1].integer);
+      if (f[i].str == "idle") one.idle_ms = f[i + 1].integer;
+    }
+  }
+  for (const Consumer& one : out.consumers) {
+    SP_RETURN_IF_ERROR(c.append({"EXISTS", prefix_ + "node:" + one.name}));
+  }
+  for (Consumer& one : out.consumers) {
+    auto alive = c.read();
+    if (!alive) return alive.status();
+    one.alive = alive->integer == 1;
+  }
+  return out;
 }
 
 }  // namespace sandpool::redis

@@ -62,11 +62,21 @@ class TaskStream {
   TaskStream(std::string prefix, std::string pool, std::uint64_t max_finished = 100000,
              std::uint64_t max_letters = 10000);
 
-  // Creates the consumer group (and the stream) unless they exist.
+  // Cluster task ids start at kFirstId (2^52), above every id a poold gives its local tasks
+  // (those start at the wall clock in ms x 1000, about 1.8e15 in 2026, and reach 2^52 in
+  // 2112), and below 2^53, so that JSON readers that hold numbers as doubles read them whole.
+  // An id is a cluster id iff it is kFirstId or more.
+  static constexpr std::uint64_t kFirstId = std::uint64_t{1} << 52;
+  // Creates the consumer group (and the stream) unless they exist, and sets the id counter
+  // to start at kFirstId unless it is set.
   Status ensure_group(Connection& c) const;
   // Takes a cluster-wide id, writes the task's hash (queued) and adds its entry, in one
   // script. An idempotency key already used answers the first task's id and adds nothing.
   Result<std::uint64_t> submit(Connection& c, const StreamTask& t, std::int64_t now_ms) const;
+  // submit() of each task, pipelined in one round trip; one answer per task, in order.
+  Result<std::vector<Result<std::uint64_t>>> submit_many(Connection& c,
+                                                         const std::vector<StreamTask>& tasks,
+                                                         std::int64_t now_ms) const;
   // XREADGROUP for `consumer`: at most `count` new entries, waiting up to `block` (0: not).
   // An entry that is not a task comes back with `malformed` set.
   Result<std::vector<StreamEntry>> read(Connection& c, const std::string& consumer,
@@ -99,6 +109,21 @@ class TaskStream {
   // of later tasks at `due_ms`, its entry acknowledged and deleted.
   Result<Fenced> defer(Connection& c, const StreamEntry& e, const std::string& consumer,
                        std::int64_t due_ms) const;
+  // Fenced: hands an entry back, unrun (this node stops, or cannot take it now): acknowledged
+  // and deleted, and added again as a new entry that any node may read; no attempt is
+  // counted.
+  Result<Fenced> release(Connection& c, const StreamEntry& e, const std::string& consumer) const;
+  // Cancels task `id` of this pool: at once when no node runs it (queued and not read yet, or
+  // waiting out a backoff: it ends `cancelled`); else the task is flagged and the node that
+  // runs it cancels it at its next beat (cancel_asked). kNotFound: Redis does not know it.
+  struct Cancelled {
+    bool asked = false;  // false: it had ended already
+    std::string state;   // its state after the call
+  };
+  Result<Cancelled> cancel(Connection& c, std::uint64_t id, std::int64_t now_ms) const;
+  // Of `ids` (tasks this node runs), which were asked to cancel; one round trip.
+  Result<std::vector<bool>> cancel_asked(Connection& c,
+                                         const std::vector<std::uint64_t>& ids) const;
   // Moves the later tasks due by `now_ms` (at most `max`) back to the stream, atomically;
   // returns how many moved. Any node may run it.
   Result<std::size_t> move_due(Connection& c, std::int64_t now_ms, std::size_t max) const;
@@ -127,11 +152,27 @@ class TaskStream {
   Result<std::vector<std::vector<std::pair<std::string, std::string>>>> dead_letters(
       Connection& c, std::size_t max) const;
 
+  // What `status` shows of the pool in Redis: the stream, the pending entries, the later and
+  // finished tasks, the dead letters, and each consumer of the group (alive: its node's
+  // heartbeat key exists).
+  struct Consumer {
+    std::string name;
+    std::uint64_t pending = 0;
+    std::int64_t idle_ms = 0;
+    bool alive = false;
+  };
+  struct Summary {
+    std::uint64_t length = 0, pending = 0, later = 0, finished = 0, dead_letters = 0;
+    std::vector<Consumer> consumers;
+  };
+  Result<Summary> summary(Connection& c) const;
+
   const std::string& stream_key() const { return stream_; }
   static constexpr const char* kGroup = "sandpool";
 
  private:
   StreamEntry parse_entry(const Reply& entry) const;
+  Connection::Call submit_call(const StreamTask& t, std::int64_t now_ms) const;
 
   std::uint64_t max_finished_, max_letters_;
   std::string prefix_, pool_, stream_, later_, done_, letters_;

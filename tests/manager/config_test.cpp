@@ -310,6 +310,36 @@ TEST_CASE("service.journal is on by default, a scalar on|off, or a mapping") {
             .service.shutdown_unfinished == ShutdownUnfinished::kDeadLetter);
 }
 
+TEST_CASE("service.redis names the cluster's server and a pool may use it with backend redis") {
+  const std::string pool = "pools:\n  - name: a\n    plugin: a.so\n    backend: redis\n";
+  const Config c = parse_ok(
+      "service:\n  node: n1\n  redis: {address: \"unix:/run/redis/redis.sock\", db: 2, prefix: "
+      "\"sp:\", password_file: /etc/sandpool/redis.pass, dead_letters: 5, finished: 7, "
+      "heartbeat: 250ms}\n" +
+      pool);
+  CHECK(c.service.node == "n1");
+  CHECK(c.service.redis.address == "unix:/run/redis/redis.sock");
+  CHECK(c.service.redis.db == 2);
+  CHECK(c.service.redis.prefix == "sp:");
+  CHECK(c.service.redis.password_file == "/etc/sandpool/redis.pass");
+  CHECK(c.service.redis.dead_letters == 5);
+  CHECK(c.service.redis.finished == 7);
+  CHECK(c.service.redis.heartbeat == 250ms);
+  CHECK(c.pools[0].backend == PoolConfig::Backend::kRedis);
+  CHECK(parse_ok(kMinimalPool).pools[0].backend == PoolConfig::Backend::kLocal);
+  CHECK(parse_ok("service: {redis: {address: \"redis.example:6380\"}}\n" + pool)
+            .service.redis.address == "redis.example:6380");
+  // A Redis pool needs the server; the error points at the pool's backend.
+  CHECK_THAT(errors_of(pool),
+             Catch::Contains("t.yaml:4:14: pools[0].backend: redis needs service.redis.address"));
+  CHECK_THAT(errors_of("service: {redis: {address: \"unix:relative.sock\"}}\n" + pool),
+             Catch::Contains("expected unix:/absolute/path or host:port"));
+  CHECK_THAT(errors_of(std::string(kMinimalPool) + "    backend: memcached\n"),
+             Catch::Contains("one of local, redis"));
+  CHECK_THAT(errors_of("service: {node: \"two words\"}\n" + std::string(kMinimalPool)),
+             Catch::Contains("service.node: expected a name without white space"));
+}
+
 TEST_CASE("sizes and durations take human units") {
   auto [text, bytes] = GENERATE(table<const char*, std::uint64_t>(
       {{"0", 0}, {"16MiB", 16u << 20}, {"1.5GiB", 3ull << 29}, {"100MB", 100000000}}));
@@ -344,7 +374,7 @@ TEST_CASE("each kind of mistake names the key path and its line and column") {
       {"service:\n  sockett: {}\n",
        "t.yaml:2:3: service.sockett: unknown key (expected one of: socket, allow, state_dir, "
        "http, metrics, log, shutdown_timeout, connections, control, journal, "
-       "shutdown_unfinished, task_records)"},
+       "shutdown_unfinished, redis, node, task_records)"},
       {std::string(kMinimalPool) + "    limits: {memroy: 1GiB}\n",
        "t.yaml:4:14: pools[0].limits.memroy: unknown key (expected one of: memory, cpu_time, "
        "cpu_quota, open_files, processes, file_size, max_payload, max_result)"},
@@ -480,7 +510,8 @@ pools:
         "critical, off, got \"loud\"\n"
         "t.yaml:6:20: pools[0].workers.min: expected an integer from 1 to 4294967295, got \"0\"\n"
         "t.yaml:7:5: pools[0].extra: unknown key (expected one of: name, plugin, plugin_config, "
-        "task_types, workers, concurrency, queue, tenants, rate_limits, concurrency_per_type, "
+        "task_types, backend, workers, concurrency, queue, tenants, rate_limits, "
+        "concurrency_per_type, "
         "dispatch, limits, sandbox, health, "
         "task_defaults, retry, restart, recycle)");
 }

@@ -43,6 +43,19 @@ struct JournalConfig {
   bool operator==(const JournalConfig&) const = default;
 };
 
+// `service.redis` (docs/redis-pools.md): the Redis server the pools with `backend: redis`
+// share with the other nodes of the cluster. No address: no Redis (no pool may use it).
+struct RedisConfig {
+  std::string address;        // "unix:/path" or "host:port"; empty: none
+  std::string password_file;  // empty: no AUTH; the file (mode 0600 or stricter) holds it
+  std::uint32_t db = 0;
+  std::string prefix = "sandpool:";           // every key's
+  std::uint64_t dead_letters = 10000;         // kept per pool, newest
+  std::uint64_t finished = 100000;            // finished tasks kept per pool, newest
+  std::chrono::milliseconds heartbeat{1000};  // a node's beat; its key lives 3 beats
+  bool operator==(const RedisConfig&) const = default;
+};
+
 // `service.http` (docs/configuration.md, docs/protocol.md "HTTP API"): the one HTTP listener
 // (/metrics, /healthz, the dashboard, /api/v1/). The token files hold the bearer tokens of
 // the read and admin rights over HTTP; empty: none (then that right is not granted).
@@ -81,6 +94,10 @@ struct ServiceConfig {
   // With the journal: what a shutdown does with the tasks still open at shutdown_timeout
   // (kept for the next start, or dead-lettered `shutdown`). Without it: always dead-lettered.
   ShutdownUnfinished shutdown_unfinished = ShutdownUnfinished::kKeep;
+  RedisConfig redis;
+  // This node's name in the cluster (its consumer in every Redis pool's group); empty: the
+  // host's name and the state directory's id (poold fills it in at start).
+  std::string node;
   bool operator==(const ServiceConfig&) const = default;
 };
 
@@ -100,6 +117,10 @@ struct PoolConfig : PoolIdentity, WorkerSpec, LiveOptions {
   PoolConfig();
 
   WorkerBounds worker_bounds;
+  // `backend`: where the pool's tasks wait. kLocal: in this poold (and its journal); kRedis:
+  // in the Redis streams every node of the cluster reads (docs/redis-pools.md).
+  enum class Backend : std::uint8_t { kLocal, kRedis };
+  Backend backend = Backend::kLocal;
   bool operator==(const PoolConfig&) const = default;
 };
 

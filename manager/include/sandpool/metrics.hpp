@@ -18,6 +18,14 @@
 namespace sandpool {
 
 // About the service as a whole (rendered once, not per pool).
+// One Redis pool as this node sees it (docs/redis-pools.md): the sandpool_redis_* series.
+struct RedisPoolFigures {
+  std::string pool;
+  bool up = false;  // the node's last call to Redis for the pool succeeded
+  std::uint64_t read = 0, claimed = 0, finished = 0, fenced = 0, released = 0, malformed = 0;
+  std::uint64_t held = 0;
+};
+
 struct ServiceInfo {
   std::string version;             // sandpool_info{version="..."}
   std::int64_t start_time_ms = 0;  // wall clock, ms since the epoch
@@ -25,6 +33,8 @@ struct ServiceInfo {
   std::optional<DeadLetterStoreStats> dead_letter_store{};
   // The task journal's sandpool_journal_* series; none when empty (no journal).
   std::optional<TaskJournalStats> journal{};
+  // The Redis pools' series; none when empty (no Redis pool).
+  std::vector<RedisPoolFigures> redis{};
 };
 
 // Returns the Prometheus text exposition (format 0.0.4) of `pools`, in the order given, every

@@ -69,6 +69,35 @@ struct JournalStatus {
   std::uint64_t log_live_bytes = 0;
 };
 
+// `status`: the Redis pools (docs/redis-pools.md): the server, this node, and per pool what
+// Redis holds for the whole cluster beside what this node did.
+struct RedisConsumerStatus {
+  std::string name;  // a node
+  std::uint64_t pending = 0;
+  std::int64_t idle_ms = 0;
+  bool alive = false;  // its heartbeat key exists
+};
+struct RedisPoolStatus {
+  std::string name;
+  // The cluster's, in Redis.
+  std::uint64_t stream_length = 0;  // entries waiting or running
+  std::uint64_t pending = 0;        // of them, read by a node and not ended
+  std::uint64_t later = 0;          // waiting out a backoff
+  std::uint64_t finished = 0;       // kept for lookups
+  std::uint64_t dead_letters = 0;
+  std::vector<RedisConsumerStatus> consumers;
+  // This node's.
+  std::uint64_t read = 0, claimed = 0, finished_here = 0, fenced = 0, released = 0, malformed = 0,
+                held = 0;
+};
+struct RedisStatus {
+  std::string address;
+  std::string node;
+  bool up = false;
+  std::string last_error;
+  std::vector<RedisPoolStatus> pools;
+};
+
 struct StatusReply {
   std::int32_t pid = 0;
   std::int64_t started_ms = 0;
@@ -76,6 +105,7 @@ struct StatusReply {
   std::vector<PoolStatus> pools;
   DeadLetterStoreStatus dead_letter_store;
   std::optional<JournalStatus> journal;  // empty: service.journal is off
+  std::optional<RedisStatus> redis;      // empty: no Redis pool
   std::uint64_t events_dropped = 0;
   std::uint64_t idempotency_keys = 0;
   std::uint64_t idempotency_kept_bytes = 0;

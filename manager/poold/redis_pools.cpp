@@ -1,0 +1,426 @@
+// RedisPools (redis_pools.hpp): the feeders, the request paths and the waits of the Redis pools.
+#include "poold/redis_pools.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include <spdlog/logger.h>
+#include <nlohmann/json.hpp>
+#include <sandpool/secret_file.hpp>
+#include <sandpool/thread_name.hpp>
+
+namespace sandpool::poold {
+namespace {
+
+std::int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The value of E whose name is `name` (E's values run from 0 to `last`); nullopt: none.
+template <class E>
+std::optional<E> named(std::string_view name, E last) {
+  for (int v = 0; v <= static_cast<int>(last); ++v) {
+    if (to_string(static_cast<E>(v)) == name) return static_cast<E>(v);
+  }
+  return std::nullopt;
+}
+
+// An attempt as the feeder encoded it (redis_feeder.cpp); a malformed one keeps its number.
+Attempt decode_attempt(const std::string& text, std::uint32_t number) {
+  Attempt a;
+  a.number = number;
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) {
+    a.outcome = Outcome::kLost;
+    a.error = "(an attempt redis holds that does not parse)";
+    return a;
+  }
+  a.number = j.value("number", number);
+  a.outcome =
+      named(j.value("outcome", std::string()), Outcome::kCancelled).value_or(Outcome::kLost);
+  a.error = j.value("error", std::string());
+  a.worker_pid = j.value("worker_pid", 0);
+  a.started_ms = j.value("started_ms", std::int64_t{0});
+  a.ended_ms = j.value("ended_ms", std::int64_t{0});
+  a.backtrace = j.value("backtrace", std::string());
+  return a;
+}
+
+// A short, stable id of the state directory: FNV-1a of its path, 8 hex digits.
+std::string state_id_of(const std::string& path) {
+  std::uint32_t h = 2166136261u;
+  for (const char c : path) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 16777619u;
+  }
+  char out[9];
+  std::snprintf(out, sizeof out, "%08x", h);
+  return out;
+}
+
+}  // namespace
+
+TaskResult to_task_result(const redis::StoredTask& t) {
+  TaskResult r;
+  r.id = t.id;
+  r.type = t.type;
+  r.state = named(t.state, TaskState::kScheduled).value_or(TaskState::kQueued);
+  r.result = t.result;
+  r.error = t.error;
+  if (r.state == TaskState::kDeadLettered) {
+    r.reason = named(t.reason, DeadReason::kPoolRemoved).value_or(DeadReason::kNone);
+  }
+  if (r.state == TaskState::kCancelled) r.cancel_reason = CancelReason::kUser;
+  r.history.reserve(t.history.size());
+  for (std::size_t i = 0; i < t.history.size(); ++i) {
+    r.history.push_back(decode_attempt(t.history[i], static_cast<std::uint32_t>(i + 1)));
+  }
+  return r;
+}
+
+Result<RedisPools::Options> RedisPools::options_from(const ServiceConfig& service,
+                                                     const std::string& state_dir) {
+  const RedisConfig& rc = service.redis;
+  Options o;
+  o.address = rc.address;
+  auto endpoint = redis::Endpoint::parse(rc.address);
+  if (!endpoint) return endpoint.status().with_context("service.redis.address");
+  o.endpoint = std::move(endpoint).value();
+  if (!rc.password_file.empty()) {
+    auto password =
+        read_secret_file(rc.password_file, "service.redis.password_file " + rc.password_file);
+    if (!password) return password.status();
+    o.endpoint.password = std::move(password).value();
+  }
+  o.endpoint.db = static_cast<int>(rc.db);
+  o.prefix = rc.prefix;
+  o.finished = rc.finished;
+  o.dead_letters = rc.dead_letters;
+  o.heartbeat = rc.heartbeat;
+  o.node = service.node;
+  if (o.node.empty()) {
+    char host[256] = "localhost";
+    (void)::gethostname(host, sizeof host - 1);
+    o.node = std::string(host) + "-" + state_id_of(state_dir);
+  }
+  return o;
+}
+
+RedisPools::RedisPools(Options options)
+    : opts_(std::move(options)), any_(opts_.prefix, "", opts_.finished, opts_.dead_letters) {}
+
+Result<std::unique_ptr<RedisPools>> RedisPools::start(Options options) {
+  std::unique_ptr<RedisPools> p(new RedisPools(std::move(options)));
+  auto ping = p->requests_.with([](redis::Connection& c) { return c.command({"PING"}); });
+  if (!ping) return p->unavailable("", ping.status());
+  if (ping->is_error()) return ping->status().with_context("redis at " + p->opts_.address);
+  p->waiter_ = std::thread([raw = p.get()] { raw->wait_loop(); });
+  name_thread(p->waiter_.native_handle(), "sp-redis-waits");
+  return p;
+}
+
+RedisPools::~RedisPools() {
+  detach_all();
+  {
+    std::lock_guard lk(wait_mu_);
+    stopping_ = true;
+  }
+  wait_cv_.notify_all();
+  if (waiter_.joinable()) waiter_.join();
+  for (const Waiter& w : waiters_) w.done(Status::error(Code::kClosed, "poold is shutting down"));
+}
+
+// Lane --------------------------------------------------------------------------------------
+
+Result<redis::Connection*> RedisPools::Lane::open() {
+  if (c_ && !c_->broken()) return &*c_;
+  c_.reset();
+  const auto now = Clock::now();
+  if (!last_ && now - failed_at_ < kReconnectGap) return last_;
+  auto c = redis::Connection::open(endpoint_);
+  if (!c) {
+    failed_at_ = now;
+    last_ = c.status();
+    return last_;
+  }
+  c_.emplace(std::move(c).value());
+  return &*c_;
+}
+
+template <class F>
+auto RedisPools::Lane::with(F&& f) -> decltype(f(std::declval<redis::Connection&>())) {
+  std::lock_guard lk(mu_);
+  auto c = open();
+  if (!c) return c.status();
+  auto r = f(**c);
+  if ((*c)->broken()) {
+    failed_at_ = Clock::now();
+    last_ = r.status().is_ok() ? Status::error(Code::kUnavailable, "connection lost") : r.status();
+  } else {
+    last_ = Status::ok();
+  }
+  return r;
+}
+
+Status RedisPools::Lane::last() const {
+  std::lock_guard lk(mu_);
+  return last_;
+}
+
+// Pools -------------------------------------------------------------------------------------
+
+Status RedisPools::attach(const std::string& name, Pool& local, std::uint32_t per_worker,
+                          std::uint32_t default_retries) {
+  redis::FeederOptions fo;
+  fo.endpoint = opts_.endpoint;
+  fo.prefix = opts_.prefix;
+  fo.pool = name;
+  fo.consumer = opts_.node;
+  fo.per_worker = std::max<std::uint32_t>(1, per_worker);
+  fo.default_retries = default_retries;
+  fo.heartbeat = opts_.heartbeat;
+  fo.claim_after = 3 * opts_.heartbeat;
+  auto feeder = redis::RedisFeeder::start(local, std::move(fo));
+  if (!feeder) return unavailable(name, feeder.status());
+  auto a = std::make_unique<Attached>(
+      Attached{redis::TaskStream(opts_.prefix, name, opts_.finished, opts_.dead_letters),
+               std::move(feeder).value()});
+  std::lock_guard lk(mu_);
+  pools_[name] = std::move(a);
+  return Status::ok();
+}
+
+void RedisPools::stop_reading() {
+  std::lock_guard lk(mu_);  // joins the readers, which never take mu_
+  for (const auto& [name, a] : pools_) a->feeder->stop_reading();
+}
+
+void RedisPools::detach(const std::string& name) {
+  std::unique_ptr<Attached> a;
+  {
+    std::lock_guard lk(mu_);
+    auto it = pools_.find(name);
+    if (it == pools_.end()) return;
+    a = std::move(it->second);
+    pools_.erase(it);
+  }
+  a.reset();  // outside mu_: its feeder writes what it still holds
+}
+
+void RedisPools::detach_all() {
+  std::map<std::string, std::unique_ptr<Attached>> all;
+  {
+    std::lock_guard lk(mu_);
+    all.swap(pools_);
+  }
+  all.clear();
+}
+
+bool RedisPools::serves(const std::string& pool) const {
+  std::lock_guard lk(mu_);
+  return pools_.count(pool) != 0;
+}
+
+Result<redis::TaskStream> RedisPools::stream_of(const std::string& pool) const {
+  std::lock_guard lk(mu_);
+  auto it = pools_.find(pool);
+  if (it == pools_.end()) {
+    return Status::error(Code::kNotFound, "no redis pool named '" + pool + "'");
+  }
+  return it->second->stream;
+}
+
+Status RedisPools::unavailable(const std::string& pool, const Status& why) const {
+  if (why.code() != Code::kUnavailable) return why;
+  return Status::error(Code::kUnavailable,
+                       (pool.empty() ? std::string("redis") : "redis pool " + pool + ": redis") +
+                           " at " + opts_.address + " unreachable (" + why.message() + ")");
+}
+
+// Requests ----------------------------------------------------------------------------------
+
+Result<std::uint64_t> RedisPools::submit(const std::string& pool, const redis::StreamTask& task) {
+  auto stream = stream_of(pool);
+  if (!stream) return stream.status();
+  auto id =
+      requests_.with([&](redis::Connection& c) { return stream->submit(c, task, wall_ms()); });
+  if (!id) return unavailable(pool, id.status());
+  return id;
+}
+
+Result<std::vector<Result<std::uint64_t>>> RedisPools::submit_many(
+    const std::string& pool, const std::vector<redis::StreamTask>& tasks) {
+  auto stream = stream_of(pool);
+  if (!stream) return stream.status();
+  auto ids = requests_.with(
+      [&](redis::Connection& c) { return stream->submit_many(c, tasks, wall_ms()); });
+  if (!ids) return unavailable(pool, ids.status());
+  return ids;
+}
+
+Result<redis::TaskStream::Cancelled> RedisPools::cancel(std::uint64_t id) {
+  auto r = requests_.with([&](redis::Connection& c) -> Result<redis::TaskStream::Cancelled> {
+    auto pool = c.command({"HGET", opts_.prefix + "task:" + std::to_string(id), "pool"});
+    if (!pool) return pool.status();
+    if (pool->is_nil()) {
+      return Status::error(Code::kNotFound, "task " + std::to_string(id) + " is not in redis");
+    }
+    const redis::TaskStream stream(opts_.prefix, pool->str, opts_.finished, opts_.dead_letters);
+    return stream.cancel(c, id, wall_ms());
+  });
+  if (!r) return unavailable("", r.status());
+  return r;
+}
+
+Result<TaskResult> RedisPools::task(std::uint64_t id) {
+  auto t = reads_.with([&](redis::Connection& c) { return any_.task(c, id); });
+  if (!t) return unavailable("", t.status());
+  return to_task_result(*t);
+}
+
+void RedisPools::wait(std::uint64_t id, std::optional<Clock::time_point> deadline,
+                      std::function<void(const Result<TaskResult>&)> done) {
+  {
+    std::lock_guard lk(wait_mu_);
+    if (!stopping_) {
+      waiters_.push_back({id, deadline, std::move(done)});
+      wait_cv_.notify_all();
+      return;
+    }
+  }
+  done(Status::error(Code::kClosed, "poold is shutting down"));
+}
+
+void RedisPools::refresh_summaries() {
+  std::vector<std::pair<std::string, redis::TaskStream>> all;
+  {
+    std::lock_guard lk(mu_);
+    for (const auto& [name, a] : pools_) all.emplace_back(name, a->stream);
+  }
+  std::map<std::string, Result<redis::TaskStream::Summary>> fresh;
+  for (const auto& [name, stream] : all) {
+    fresh.emplace(name, waits_.with([&](redis::Connection& c) { return stream.summary(c); }));
+  }
+  std::lock_guard lk(summary_mu_);
+  summaries_ = std::move(fresh);
+}
+
+void RedisPools::wait_loop() {
+  std::unique_lock lk(wait_mu_);
+  auto next_summary = Clock::now();
+  while (!stopping_) {
+    if (Clock::now() >= next_summary) {
+      lk.unlock();
+      refresh_summaries();
+      lk.lock();
+      next_summary = Clock::now() + kSummaryEvery;
+      continue;
+    }
+    if (waiters_.empty()) {
+      wait_cv_.wait_until(lk, next_summary, [&] { return stopping_ || !waiters_.empty(); });
+      continue;
+    }
+    std::set<std::uint64_t> ids;
+    for (const Waiter& w : waiters_) ids.insert(w.id);
+    lk.unlock();
+    // One round trip for every awaited task's state.
+    auto states = waits_.with([&](redis::Connection& c) -> Result<std::map<std::uint64_t, bool>> {
+      for (const std::uint64_t id : ids) {
+        SP_RETURN_IF_ERROR(
+            c.append({"HGET", opts_.prefix + "task:" + std::to_string(id), "state"}));
+      }
+      std::map<std::uint64_t, bool> ended;
+      for (const std::uint64_t id : ids) {
+        auto r = c.read();
+        if (!r) return r.status();
+        // No hash: an id Redis never gave, or a task evicted since; answered (not found).
+        const auto state = named(r->str, TaskState::kScheduled);
+        ended[id] = r->is_nil() || (state && is_terminal(*state));
+      }
+      return ended;
+    });
+    const auto now = Clock::now();
+    lk.lock();
+    std::vector<Waiter> ready;
+    std::erase_if(waiters_, [&](Waiter& w) {
+      const bool ended = states && (*states)[w.id];
+      if (!ended && !(w.deadline && now >= *w.deadline)) return false;
+      ready.push_back(std::move(w));
+      return true;
+    });
+    lk.unlock();
+    for (const Waiter& w : ready) {
+      auto t = waits_.with([&](redis::Connection& c) { return any_.task(c, w.id); });
+      if (!t) {
+        w.done(unavailable("", t.status()));
+      } else {
+        w.done(to_task_result(*t));
+      }
+    }
+    lk.lock();
+    wait_cv_.wait_for(lk, kWaitPoll, [&] { return stopping_; });
+  }
+}
+
+// Status ------------------------------------------------------------------------------------
+
+std::vector<std::pair<std::string, redis::FeederStats>> RedisPools::feeder_stats() const {
+  std::vector<std::pair<std::string, redis::FeederStats>> out;
+  std::lock_guard lk(mu_);
+  for (const auto& [name, a] : pools_) out.emplace_back(name, a->feeder->stats());
+  return out;
+}
+
+std::optional<std::string> RedisPools::problem() const {
+  for (const auto& [name, s] : feeder_stats()) {
+    if (!s.redis_up) {
+      return "redis pool " + name + ": redis at " + opts_.address + " unreachable (" +
+             s.last_error + ")";
+    }
+  }
+  return std::nullopt;
+}
+
+ops::RedisStatus RedisPools::status() const {
+  ops::RedisStatus out;
+  out.address = opts_.address;
+  out.node = opts_.node;
+  const auto problem_now = problem();
+  out.up = !problem_now;
+  if (problem_now) out.last_error = *problem_now;
+  std::map<std::string, Result<redis::TaskStream::Summary>> sums;
+  {
+    std::lock_guard lk(summary_mu_);
+    sums = summaries_;
+  }
+  for (const auto& [name, s] : feeder_stats()) {
+    ops::RedisPoolStatus& p = out.pools.emplace_back();
+    p.name = name;
+    p.read = s.read;
+    p.claimed = s.claimed;
+    p.finished_here = s.finished;
+    p.fenced = s.fenced;
+    p.released = s.released;
+    p.malformed = s.malformed;
+    p.held = s.held;
+    auto it = sums.find(name);
+    if (it == sums.end() || !it->second) continue;  // not read yet, or Redis away
+    const redis::TaskStream::Summary& sum = *it->second;
+    p.stream_length = sum.length;
+    p.pending = sum.pending;
+    p.later = sum.later;
+    p.finished = sum.finished;
+    p.dead_letters = sum.dead_letters;
+    for (const auto& c : sum.consumers) {
+      p.consumers.push_back({c.name, c.pending, c.idle_ms, c.alive});
+    }
+  }
+  return out;
+}
+
+}  // namespace sandpool::poold

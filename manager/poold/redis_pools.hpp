@@ -1,0 +1,161 @@
+// RedisPools: poold's side of the Redis pools (docs/redis-pools.md). For each pool with
+// `backend: redis` it runs a RedisFeeder over the pool's local Pool (reading the pool's stream
+// as this node's consumer, running what it reads, writing the ends back), and it answers the
+// cluster-wide operations on the pools' tasks from Redis: submit and batch, task, wait, and
+// the `redis` part of `status`.
+//
+// Threads: submit() and submit_many() run on the service's request thread, task() on its
+// reads thread; each of those two has a connection of its own. Waits are answered by a
+// thread of their own (sp-redis-waits), which polls the awaited tasks' states (one pipelined
+// round trip every kWaitPoll while any is awaited): a task may end on any node, and Redis
+// tells nobody. That thread also reads the pools' summaries for status(), which any thread
+// may call. The feeders have their own threads (redis_feeder.hpp).
+// attach() and detach() run on the thread that starts, reloads or stops the service.
+//
+// Failures: a call that cannot reach Redis answers kUnavailable naming the pool and the
+// server (the submitter was told nothing was accepted: it may submit again); a lane's
+// connection is opened again on its next call, at most once per kReconnectGap.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sandpool/config.hpp>
+#include <sandpool/ops/reads.hpp>
+#include <sandpool/pool.hpp>
+#include <sandpool/status.hpp>
+
+#include "redis/redis_client.hpp"
+#include "redis/redis_feeder.hpp"
+#include "redis/task_stream.hpp"
+
+namespace spdlog {
+class logger;
+}
+
+namespace sandpool::poold {
+
+class RedisPools {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr std::chrono::milliseconds kWaitPoll{20};
+  static constexpr std::chrono::milliseconds kReconnectGap{250};
+  static constexpr std::chrono::milliseconds kSummaryEvery{1000};
+
+  struct Options {
+    std::string address;  // as configured (status, errors)
+    redis::Endpoint endpoint;
+    std::string prefix = "sandpool:";
+    std::string node;  // this node's consumer name
+    std::uint64_t finished = 100000;
+    std::uint64_t dead_letters = 10000;
+    std::chrono::milliseconds heartbeat{1000};
+    std::shared_ptr<spdlog::logger> log;
+  };
+  // The options service.redis and service.node give: the password read from its file (mode
+  // 0600), and the node's name, or else the host's name and `state_id` (the state
+  // directory's id).
+  static Result<Options> options_from(const ServiceConfig& service, const std::string& state_id);
+  // Checks that Redis answers (a node that cannot reach it at start does not start).
+  static Result<std::unique_ptr<RedisPools>> start(Options options);
+  ~RedisPools();  // detaches every pool
+  RedisPools(const RedisPools&) = delete;
+  RedisPools& operator=(const RedisPools&) = delete;
+
+  // Starts reading the Redis pool `name` into `local`: at most its target workers x
+  // `per_worker` (its concurrency) tasks held at once, so a scale changes what the node takes;
+  // `default_retries` for tasks that carry none. `local` must outlive detach(name).
+  Status attach(const std::string& name, Pool& local, std::uint32_t per_worker,
+                std::uint32_t default_retries);
+  // A shutdown begins: no pool takes new entries; what runs may still end and be written.
+  void stop_reading();
+  // Stops the pool's feeder (its queued ends written first; what still runs locally is left
+  // pending for this node: another claims it). detach_all(): every pool's.
+  void detach(const std::string& name);
+  void detach_all();
+  bool serves(const std::string& pool) const;
+  static bool is_cluster_id(std::uint64_t id) { return id >= redis::TaskStream::kFirstId; }
+
+  Result<std::uint64_t> submit(const std::string& pool, const redis::StreamTask& task);
+  Result<std::vector<Result<std::uint64_t>>> submit_many(
+      const std::string& pool, const std::vector<redis::StreamTask>& tasks);
+  // Cancels a cluster task wherever it is (redis::TaskStream::cancel).
+  Result<redis::TaskStream::Cancelled> cancel(std::uint64_t id);
+  // The task's account from its hash (kNotFound: Redis does not know it).
+  Result<TaskResult> task(std::uint64_t id);
+  // Calls `done` once, on the waits thread: with the task's account once it ends, or as it is
+  // when `deadline` passes first (nullopt: no deadline), or with the error that kept it from
+  // being read at that point.
+  void wait(std::uint64_t id, std::optional<Clock::time_point> deadline,
+            std::function<void(const Result<TaskResult>&)> done);
+  // Never waits for Redis: the cluster's figures are those the waits thread read last (every
+  // kSummaryEvery).
+  ops::RedisStatus status() const;
+  // Per pool: this node's figures (the metrics).
+  std::vector<std::pair<std::string, redis::FeederStats>> feeder_stats() const;
+  // nullopt: Redis answers (the last call of every feeder and lane succeeded).
+  std::optional<std::string> problem() const;
+  const std::string& node() const { return opts_.node; }
+
+ private:
+  // A connection owned by one of the service's threads, opened on demand.
+  class Lane {
+   public:
+    explicit Lane(const redis::Endpoint& e) : endpoint_(e) {}
+    // Runs `f` with the connection (opening it first when needed).
+    template <class F>
+    auto with(F&& f) -> decltype(f(std::declval<redis::Connection&>()));
+    Status last() const;
+
+   private:
+    Result<redis::Connection*> open();
+    const redis::Endpoint& endpoint_;
+    mutable std::mutex mu_;
+    std::optional<redis::Connection> c_;
+    Clock::time_point failed_at_{};
+    Status last_ = Status::ok();
+  };
+  struct Attached {
+    redis::TaskStream stream;
+    std::unique_ptr<redis::RedisFeeder> feeder;
+  };
+  struct Waiter {
+    std::uint64_t id = 0;
+    std::optional<Clock::time_point> deadline;
+    std::function<void(const Result<TaskResult>&)> done;
+  };
+
+  explicit RedisPools(Options options);
+  Result<redis::TaskStream> stream_of(const std::string& pool) const;  // a copy
+  Status unavailable(const std::string& pool, const Status& why) const;
+  void wait_loop();
+  void refresh_summaries();  // the waits thread
+
+  const Options opts_;
+  const redis::TaskStream any_;  // for what is not per pool (a task's hash)
+  mutable std::mutex mu_;        // guards pools_
+  std::map<std::string, std::unique_ptr<Attached>> pools_;
+  Lane requests_{opts_.endpoint}, reads_{opts_.endpoint}, waits_{opts_.endpoint};
+
+  mutable std::mutex summary_mu_;  // guards summaries_
+  std::map<std::string, Result<redis::TaskStream::Summary>> summaries_;
+  std::mutex wait_mu_;  // guards waiters_, stopping_
+  std::condition_variable wait_cv_;
+  std::vector<Waiter> waiters_;
+  bool stopping_ = false;
+  std::thread waiter_;  // last: started once the rest exists
+};
+
+// A task's account as Redis keeps it, in the vocabulary of a local one.
+TaskResult to_task_result(const redis::StoredTask& t);
+
+}  // namespace sandpool::poold

@@ -1,0 +1,166 @@
+// Service: the operations on the Redis pools' tasks (docs/redis-pools.md): submit and batch
+// into a pool's stream, task and wait by a cluster id, answered from Redis on any node.
+#include <spdlog/logger.h>
+
+#include <map>
+#include <utility>
+
+#include "control/wire_errors.hpp"
+#include "poold/service.hpp"
+
+namespace sandpool::poold {
+namespace {
+
+// The stream entry of a submit: its type, payload and the options it sets.
+redis::StreamTask stream_task(const ops::SubmitArgs& a, const SubmitOptions& o,
+                              std::string payload) {
+  redis::StreamTask t;
+  t.type = a.type;
+  t.payload = std::move(payload);
+  t.priority = o.priority;
+  if (o.timeout) t.timeout_ms = o.timeout->count();
+  t.retries = o.retries;
+  t.key = o.key;
+  t.idempotency_key = a.idempotency_key;
+  t.tenant = o.tenant;
+  return t;
+}
+
+}  // namespace
+
+std::optional<std::string> Service::redis_route(const std::string& pool,
+                                                const std::string& type) const {
+  if (!redis_) return std::nullopt;
+  if (!pool.empty()) return redis_->serves(pool) ? std::optional(pool) : std::nullopt;
+  for (const auto& [name, p] : pools()) {
+    const auto& types = p->task_types();
+    if (std::find(types.begin(), types.end(), type) != types.end()) {
+      return redis_->serves(name) ? std::optional(name) : std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// The checked stream entry of one task of a Redis pool, or why it is refused.
+Result<redis::StreamTask> checked_task(const ops::SubmitArgs& a, std::string payload,
+                                       std::chrono::milliseconds max_timeout) {
+  if (a.type.empty()) return Status::invalid("type: required, a non-empty string");
+  SubmitOptions o;
+  if (Status s = submit_options(a, max_timeout, &o); !s) return s;
+  if (o.not_before || o.delay) {
+    return Status::invalid("not_before_ms and delay_ms: not taken by redis pools yet");
+  }
+  return stream_task(a, o, std::move(payload));
+}
+
+}  // namespace
+
+void Service::submit_redis(const std::string& pool, const Request& req, const ops::SubmitArgs& a,
+                           const OpResponder<ops::Submit>& res) {
+  if (stopping_.load()) {
+    return (void)res.error(Status::error(Code::kClosed, "poold is shutting down"));
+  }
+  auto local = pool_named(pool);
+  if (!local) return (void)res.error(local.status());
+  auto task = checked_task(a, req.blob, (*local)->max_timeout());
+  if (!task) return (void)res.error(task.status());
+  // Acknowledged once the script ran: the task is in Redis (on disk with appendfsync always).
+  auto id = redis_->submit(pool, *task);
+  if (!id) return (void)res.error(id.status());
+  if (!a.wait) return (void)res.ok(ops::SubmitReply{*id, false, std::nullopt});
+  res.event(ops::SubmitEvent{"accepted", *id, false});
+  redis_->wait(*id, std::nullopt, [r = res.responder()](const Result<TaskResult>& t) {
+    if (!t) return (void)r.error(t.status());
+    r.ok(task_json(*t), t->result);
+  });
+}
+
+bool Service::submit_batch_redis(const Request& req, const ops::SubmitBatchArgs& a,
+                                 const OpResponder<ops::SubmitBatch>& res) {
+  if (!redis_) return false;
+  const ops::SubmitArgs defaults = a.defaults.value_or(ops::SubmitArgs{});
+  const std::size_t n = a.payload_lens.size();
+  // Where each task goes: a Redis pool, or "" (a local pool: the batch is not ours).
+  std::vector<std::string> targets(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const ops::SubmitArgs& args = a.tasks ? (*a.tasks)[i] : defaults;
+    if (i > 0 && !a.tasks) {
+      targets[i] = targets[0];
+      continue;
+    }
+    targets[i] = redis_route(args.pool, args.type).value_or("");
+  }
+  const std::size_t to_redis =
+      std::count_if(targets.begin(), targets.end(), [](const auto& t) { return !t.empty(); });
+  if (to_redis == 0) return false;
+  if (to_redis != n) {
+    res.error(Status::invalid(
+        "a batch goes to redis pools or to local pools, not to both: submit them apart"));
+    return true;
+  }
+  if (stopping_.load()) {
+    res.error(Status::error(Code::kClosed, "poold is shutting down"));
+    return true;
+  }
+  ops::SubmitBatchReply out;
+  out.ids.assign(n, 0);
+  // Checked per task; then one pipelined round trip per pool.
+  std::map<std::string, std::pair<std::vector<std::size_t>, std::vector<redis::StreamTask>>>
+      by_pool;
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const ops::SubmitArgs& args = a.tasks ? (*a.tasks)[i] : defaults;
+    std::string payload = req.blob.substr(at, a.payload_lens[i]);
+    at += a.payload_lens[i];
+    auto local = pool_named(targets[i]);
+    Result<redis::StreamTask> t =
+        local ? checked_task(args, std::move(payload), (*local)->max_timeout())
+              : Result<redis::StreamTask>(local.status());
+    if (!t) {
+      out.errors.push_back(
+          {i, std::string(control::wire_code(t.status().code())), t.status().message()});
+      continue;
+    }
+    auto& [indexes, tasks] = by_pool[targets[i]];
+    indexes.push_back(i);
+    tasks.push_back(std::move(t).value());
+  }
+  for (auto& [pool, batch] : by_pool) {
+    const auto& [indexes, tasks] = batch;
+    auto ids = redis_->submit_many(pool, tasks);
+    for (std::size_t k = 0; k < indexes.size(); ++k) {
+      const Status why = !ids ? ids.status() : (*ids)[k].status();
+      if (why) {
+        out.ids[indexes[k]] = *(*ids)[k];
+      } else {
+        out.errors.push_back(
+            {indexes[k], std::string(control::wire_code(why.code())), why.message()});
+      }
+    }
+  }
+  std::sort(out.errors.begin(), out.errors.end(),
+            [](const auto& x, const auto& y) { return x.index < y.index; });
+  res.ok(out);
+  return true;
+}
+
+void Service::serve_redis_task(std::uint64_t id, bool with_result, const Responder& res) {
+  auto t = redis_->task(id);
+  if (!t) return (void)res.error(t.status());
+  answer_with_account(res, *t, with_result);
+}
+
+void Service::wait_redis(std::uint64_t id, std::optional<std::chrono::milliseconds> timeout,
+                         bool with_result, const Responder& res) {
+  if (timeout && timeout->count() <= 0) return serve_redis_task(id, with_result, res);
+  std::optional<RedisPools::Clock::time_point> deadline;
+  if (timeout) deadline = RedisPools::Clock::now() + *timeout;
+  redis_->wait(id, deadline, [res, with_result](const Result<TaskResult>& t) {
+    if (!t) return (void)res.error(t.status());
+    answer_with_account(res, *t, with_result);
+  });
+}
+
+}  // namespace sandpool::poold

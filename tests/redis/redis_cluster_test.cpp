@@ -1,0 +1,249 @@
+// Redis pools in real poold nodes (docs/redis-pools.md): three nodes share a pool through a
+// redis-server of the test's own; one is SIGKILLed and Redis is restarted during a batch, and
+// every acknowledged task ends in exactly one terminal record. A node refuses submits while
+// Redis is away and says so, and takes them again once it is back.
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "poold_process.hpp"
+#include "redis_server.hpp"
+
+namespace sandpool::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A node of the cluster: its own dir, socket and state, the shared Redis, its own name.
+struct ClusterNode {
+  ClusterNode(const RedisServer& redis, const std::string& name, const std::string& pool_extra) {
+    config = dir.path / "poold.yaml";
+    socket = (dir.path / "poold.sock").string();
+    write_file(config, service_yaml(dir.path, "  node: " + name + "\n  redis: {address: \"unix:" +
+                                                  redis.socket() + "\", heartbeat: 200ms}\n") +
+                           "pools:\n" +
+                           pool_yaml("shared", "sleep",
+                                     "    backend: redis\n"
+                                     "    concurrency: 1\n"
+                                     "    task_defaults: {timeout: 1m, retries: 5}\n" +
+                                         pool_extra,
+                                     "{min: 1, max: 4, initial: 2}"));
+    start();
+  }
+  void start() {
+    poold.emplace(config);
+    if (!poold->wait_ready()) FAIL("poold did not start:\n" << poold->output());
+  }
+  Client connect() const {
+    auto c = Client::connect(socket);
+    if (!c) FAIL("connect: " << c.status().to_string());
+    return std::move(c).value();
+  }
+  TempDir dir;
+  std::filesystem::path config;
+  std::string socket;
+  std::optional<PooldProcess> poold;
+};
+
+// Polls `done` every 20 ms until it holds or kPatience passes.
+template <class F>
+bool eventually(F done) {
+  const auto until = std::chrono::steady_clock::now() + kPatience;
+  while (std::chrono::steady_clock::now() < until) {
+    if (done()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return false;
+}
+
+// A connection to the test's Redis, reopened after a restart.
+redis::Connection open_redis(const RedisServer& server) {
+  std::optional<redis::Connection> c;
+  REQUIRE(eventually([&] {
+    auto opened = redis::Connection::open(server.endpoint());
+    if (opened) c.emplace(std::move(opened).value());
+    return c.has_value();
+  }));
+  return std::move(*c);
+}
+
+std::uint64_t finished_in_redis(const RedisServer& server) {
+  auto c = redis::Connection::open(server.endpoint());
+  if (!c) return 0;
+  auto n = c->command({"ZCARD", "sandpool:shared:done"});
+  return n ? static_cast<std::uint64_t>(n->integer) : 0;
+}
+
+// Submits `n` sleep tasks of `ms` through `node` as one batch; the acknowledged ids.
+std::vector<std::uint64_t> submit_sleeps(const ClusterNode& node, int n, const std::string& ms) {
+  Client c = node.connect();
+  auto ids = c.submit_batch(std::vector<SubmitRequest>(n, task("sleep", ms)));
+  std::vector<std::uint64_t> out;
+  if (!ids) return out;
+  for (const Submitted& s : *ids) {
+    if (s.status.is_ok()) out.push_back(s.id);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("three poold nodes share a redis pool through a SIGKILL of one and a restart of redis",
+          "[redis][cluster]") {
+  RedisServer redis({.password = "", .append_only = true});
+  std::vector<std::unique_ptr<ClusterNode>> nodes;
+  for (const char* name : {"n0", "n1", "n2"}) {
+    nodes.push_back(std::make_unique<ClusterNode>(redis, name, ""));
+  }
+  // Ids are the cluster's: above every local id, and unique across the nodes.
+  std::vector<std::uint64_t> acked = submit_sleeps(*nodes[0], 300, "20");
+  REQUIRE(acked.size() == 300);
+  CHECK(acked.front() >= (std::uint64_t{1} << 52));
+  {
+    const auto more = submit_sleeps(*nodes[2], 300, "20");
+    REQUIRE(more.size() == 300);
+    acked.insert(acked.end(), more.begin(), more.end());
+  }
+  REQUIRE(std::set<std::uint64_t>(acked.begin(), acked.end()).size() == acked.size());
+
+  // Mid-batch: node n1 dies holding entries, then Redis is shut down cleanly and restarted.
+  REQUIRE(eventually([&] { return finished_in_redis(redis) >= 60; }));
+  nodes[1]->poold->signal(SIGKILL);
+  REQUIRE(nodes[1]->poold->wait_exit() == 128 + SIGKILL);
+  redis.shutdown();
+  // While Redis is away a node refuses submits, naming the pool and the server.
+  {
+    Client c = nodes[0]->connect();
+    auto refused = c.submit(task("sleep", "1"));
+    REQUIRE_FALSE(refused);
+    // The wire code `unavailable` (the client keeps kUnavailable for a poold it cannot reach).
+    CHECK_THAT(refused.status().message(), Catch::StartsWith("unavailable: redis pool shared") &&
+                                               Catch::Contains(redis.socket()));
+  }
+  redis.start();
+  // Back: the nodes reconnect by themselves and take submits again.
+  std::vector<std::uint64_t> after;
+  REQUIRE(eventually([&] {
+    after = submit_sleeps(*nodes[2], 100, "5");
+    return after.size() == 100;
+  }));
+  acked.insert(acked.end(), after.begin(), after.end());
+
+  // Every acknowledged task ends, each with exactly one terminal record (one push of its
+  // end list, which only the fenced finish makes), completed (retries cover the lost tries).
+  redis::Connection c = open_redis(redis);
+  const auto all_ended = [&] {
+    for (std::uint64_t id : acked) {
+      auto state = c.command({"HGET", "sandpool:task:" + std::to_string(id), "state"});
+      if (!state || state->str != "completed") return false;
+    }
+    return true;
+  };
+  REQUIRE(eventually(all_ended));
+  std::size_t lost_attempts = 0;
+  for (std::uint64_t id : acked) {
+    auto ends = c.command({"LLEN", "sandpool:end:" + std::to_string(id)});
+    REQUIRE(ends);
+    INFO("task " << id);
+    CHECK(ends->integer == 1);
+    auto attempts =
+        c.command({"LRANGE", "sandpool:task:" + std::to_string(id) + ":attempts", "0", "-1"});
+    REQUIRE(attempts);
+    for (const auto& a : attempts->elements)
+      lost_attempts += a.str.find("\"lost\"") != std::string::npos;
+  }
+  // n1 held two entries when it died: another node claimed them, each with a `lost` attempt.
+  CHECK(lost_attempts >= 1);
+  // Nothing is left pending in the group.
+  auto pending = c.command({"XPENDING", "sandpool:shared:q:0", "sandpool"});
+  REQUIRE(pending);
+  CHECK(pending->elements.at(0).integer == 0);
+
+  // Any node answers for any task: n2 reads one n0 took, with its history.
+  Client n2 = nodes[2]->connect();
+  auto t = n2.task(acked.front());
+  REQUIRE(t);
+  CHECK(t->account.state == "completed");
+  CHECK(t->account.attempts >= 1);
+  // And `status` shows the cluster: both live nodes alive, n1's name gone or not alive.
+  auto st = n2.status();
+  REQUIRE(st);
+  REQUIRE(st->redis);
+  CHECK(st->redis->node == "n2");
+  CHECK(st->redis->up);
+}
+
+TEST_CASE("a cluster task is cancelled from any node, queued or running on another node",
+          "[redis][cluster]") {
+  RedisServer redis;
+  ClusterNode a(redis, "ca", "");
+  ClusterNode b(redis, "cb", "");
+  Client c = a.connect();
+  // Four places in the cluster (two nodes, two workers each): four run, the fifth waits.
+  std::vector<std::uint64_t> ids;
+  for (int i = 0; i < 5; ++i) {
+    auto s = c.submit(task("sleep", "60000"));
+    REQUIRE(s);
+    ids.push_back(s->id);
+  }
+  auto conn = open_redis(redis);
+  REQUIRE(eventually([&] {
+    auto p = conn.command({"XPENDING", "sandpool:shared:q:0", "sandpool"});
+    return p && !p->elements.empty() && p->elements[0].integer == 4;
+  }));
+  // The one no node read: cancelled at once, by the other node.
+  Client d = b.connect();
+  const auto unread = std::find_if(ids.begin(), ids.end(), [&](std::uint64_t id) {
+    auto entry = conn.command({"HGET", "sandpool:task:" + std::to_string(id), "entry"});
+    auto p =
+        conn.command({"XPENDING", "sandpool:shared:q:0", "sandpool", entry->str, entry->str, "1"});
+    return p && p->elements.empty();
+  });
+  REQUIRE(unread != ids.end());
+  auto queued = d.cancel(*unread);
+  REQUIRE(queued);
+  CHECK(queued->cancelled);
+  CHECK(queued->state == "cancelled");
+  // A running one: flagged, and the node running it cancels it at its next beat.
+  const std::uint64_t run = *unread == ids[0] ? ids[1] : ids[0];
+  auto running = d.cancel(run);
+  REQUIRE(running);
+  CHECK(running->cancelled);
+  auto ended = d.wait(run, std::chrono::milliseconds(30000));
+  REQUIRE(ended);
+  CHECK(ended->account.state == "cancelled");
+  // Ended: nothing more to cancel; unknown: not found.
+  auto again = d.cancel(*unread);
+  REQUIRE(again);
+  CHECK_FALSE(again->cancelled);
+  CHECK_FALSE(d.cancel((std::uint64_t{1} << 52) + 999999));
+  for (std::uint64_t id : ids) (void)d.cancel(id);  // the nodes stop without waiting a minute
+}
+
+TEST_CASE(
+    "a waited submit to a redis pool is answered by the node that submitted it, whichever runs it",
+    "[redis][cluster]") {
+  RedisServer redis;
+  ClusterNode a(redis, "wa", "");
+  ClusterNode b(redis, "wb", "");
+  Client c = a.connect();
+  auto r = c.submit_wait(task("sleep", "10"));
+  REQUIRE(r);
+  CHECK(r->account.state == "completed");
+  CHECK(r->account.id >= (std::uint64_t{1} << 52));
+  // `wait` by id from the other node, and on an id Redis never gave: not found.
+  Client d = b.connect();
+  auto w = d.wait(r->account.id, std::chrono::milliseconds(10000));
+  REQUIRE(w);
+  CHECK(w->account.state == "completed");
+  auto unknown = d.wait((std::uint64_t{1} << 52) + 999999, std::chrono::milliseconds(10000));
+  REQUIRE_FALSE(unknown);
+  CHECK(unknown.status().code() == Code::kNotFound);
+}
+
+}  // namespace sandpool::testing
