@@ -216,6 +216,7 @@ json encode(const RedisStatus& d) {
                      {"fenced", p.fenced},
                      {"released", p.released},
                      {"malformed", p.malformed},
+                     {"deferred", p.deferred},
                      {"held", p.held}});
   }
   return {{"address", d.address},
@@ -248,6 +249,7 @@ Status decode(const json& j, RedisPoolStatus* out) {
                   .optional("fenced", &out->fenced)
                   .optional("released", &out->released)
                   .optional("malformed", &out->malformed)
+                  .optional("deferred", &out->deferred)
                   .optional("held", &out->held)
                   .status();
   if (!st) return st;

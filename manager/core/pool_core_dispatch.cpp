@@ -235,7 +235,7 @@ void PoolCore::assign(Worker& w, TaskPtr task, std::int64_t now) {
   release_admission(*task);
   InFlight f;
   f.task = task;
-  f.attempt = task->attempts_ended + 1;
+  f.attempt = task->opts.attempts_before + task->attempts_ended + 1;
   f.dispatched_ns = now;
   f.started_wall_ms = ctl_.wall_ms();
   f.deadline_ns = now + task->timeout_ns;

@@ -214,6 +214,10 @@ void render_redis(Exposition& e, const std::vector<RedisPoolFigures>& pools) {
        [](F p) { return p.released; });
   each("sandpool_redis_malformed_total", "counter", "Entries that were not tasks, discarded.",
        [](F p) { return p.malformed; });
+  each("sandpool_redis_deferred_total", "counter",
+       "Failed attempts whose task was sent to wait out its backoff in Redis (any node runs "
+       "the next attempt).",
+       [](F p) { return p.deferred; });
 }
 
 // The task journal's series (docs/journal.md): one sample each, no labels.

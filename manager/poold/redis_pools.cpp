@@ -40,7 +40,7 @@ Attempt decode_attempt(const std::string& text, std::uint32_t number) {
     a.error = "(an attempt redis holds that does not parse)";
     return a;
   }
-  a.number = j.value("number", number);
+  // By its place in the list: each node numbers the one attempt it runs 1.
   a.outcome =
       named(j.value("outcome", std::string()), Outcome::kCancelled).value_or(Outcome::kLost);
   a.error = j.value("error", std::string());
@@ -175,7 +175,7 @@ Status RedisPools::Lane::last() const {
 // Pools -------------------------------------------------------------------------------------
 
 Status RedisPools::attach(const std::string& name, Pool& local, std::uint32_t per_worker,
-                          std::uint32_t default_retries) {
+                          std::uint32_t default_retries, const RetryPolicy& retry) {
   redis::FeederOptions fo;
   fo.endpoint = opts_.endpoint;
   fo.prefix = opts_.prefix;
@@ -183,6 +183,7 @@ Status RedisPools::attach(const std::string& name, Pool& local, std::uint32_t pe
   fo.consumer = opts_.node;
   fo.per_worker = std::max<std::uint32_t>(1, per_worker);
   fo.default_retries = default_retries;
+  fo.retry = retry;
   fo.heartbeat = opts_.heartbeat;
   fo.claim_after = 3 * opts_.heartbeat;
   auto feeder = redis::RedisFeeder::start(local, std::move(fo));
@@ -407,6 +408,7 @@ ops::RedisStatus RedisPools::status() const {
     p.fenced = s.fenced;
     p.released = s.released;
     p.malformed = s.malformed;
+    p.deferred = s.deferred;
     p.held = s.held;
     auto it = sums.find(name);
     if (it == sums.end() || !it->second) continue;  // not read yet, or Redis away

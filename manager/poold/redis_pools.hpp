@@ -73,9 +73,10 @@ class RedisPools {
 
   // Starts reading the Redis pool `name` into `local`: at most its target workers x
   // `per_worker` (its concurrency) tasks held at once, so a scale changes what the node takes;
-  // `default_retries` for tasks that carry none. `local` must outlive detach(name).
+  // `default_retries` for tasks that carry none, `retry` their backoff (kept in Redis between
+  // attempts). `local` must outlive detach(name).
   Status attach(const std::string& name, Pool& local, std::uint32_t per_worker,
-                std::uint32_t default_retries);
+                std::uint32_t default_retries, const RetryPolicy& retry);
   // A shutdown begins: no pool takes new entries; what runs may still end and be written.
   void stop_reading();
   // Stops the pool's feeder (its queued ends written first; what still runs locally is left

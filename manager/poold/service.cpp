@@ -153,7 +153,7 @@ Status Service::attach_redis(const PoolConfig& pc, Pool& pool) {
         "of poold sets it up)");
   }
   const std::uint32_t retries = pc.retries;
-  return redis_->attach(pc.name, pool, pc.concurrency, retries);
+  return redis_->attach(pc.name, pool, pc.concurrency, retries, pc.retry);
 }
 
 Result<std::shared_ptr<Pool>> Service::pool_named(const std::string& name) const {
@@ -202,7 +202,7 @@ std::vector<RedisPoolFigures> Service::redis_figures() const {
   if (!redis_) return out;
   for (const auto& [name, s] : redis_->feeder_stats()) {
     out.push_back({name, s.redis_up, s.read, s.claimed, s.finished, s.fenced, s.released,
-                   s.malformed, s.held});
+                   s.malformed, s.held, s.deferred});
   }
   return out;
 }

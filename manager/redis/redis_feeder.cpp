@@ -191,6 +191,12 @@ void RedisFeeder::read_loop() {
       if (!c->broken()) std::this_thread::sleep_for(kRetryFirst);  // an entry it cannot parse
       continue;
     }
+    // How many attempts each made before (a retry of another node's, a claimed one): its
+    // attempts here are numbered on from there. Broken off: the entries are claimed later.
+    if (Status s = stream_.attempts_of(*c, *got); !s) {
+      note(s);
+      continue;
+    }
     for (StreamEntry& e : *got) {
       {
         std::lock_guard lk(sh_->mu);
@@ -215,7 +221,7 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
     sh_->held.insert(entry.entry_id);
   }
   const std::uint32_t retries = entry.task.retries.value_or(opts_.default_retries);
-  std::uint32_t before = 0;  // attempts other nodes made
+  std::uint32_t before = entry.attempts;  // attempts other nodes made
   if (claimed) {
     auto t = stream_.task(c, entry.task_id);
     if (t) before = t->attempts;
@@ -242,7 +248,8 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
   }
   SubmitOptions o;
   if (entry.task.timeout_ms) o.timeout = std::chrono::milliseconds(*entry.task.timeout_ms);
-  o.retries = retries - std::min(retries, before);
+  o.retries = 0;  // one attempt here; the next, if any, waits in Redis (write_ends)
+  o.attempts_before = before;
   o.priority = entry.task.priority;
   o.key = entry.task.key;
   o.tenant = entry.task.tenant;
@@ -284,6 +291,8 @@ Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
   std::vector<TaskStream::EndWrite> writes;
   writes.reserve(batch.size());
   std::vector<std::optional<Fenced>> released(batch.size());
+  enum class Written : std::uint8_t { kEnd, kDeferred, kFenced };
+  std::vector<Written> outcome(batch.size(), Written::kEnd);
   for (std::size_t i = 0; i < batch.size(); ++i) {
     const Ended& e = batch[i];
     if (e.release) {  // rare (a refusal, a shutdown): one round trip each
@@ -291,6 +300,29 @@ Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
       if (!r) return r.status();
       released[i] = *r;
       continue;
+    }
+    if (e.account.state == TaskState::kDeadLettered &&
+        e.account.reason == DeadReason::kRetriesExhausted) {
+      // The local attempt failed and may be retried (the local pool has no retries of its
+      // own): the next attempt waits in Redis, unless the task used up its retries there.
+      std::vector<std::string> attempts;
+      for (const Attempt& a : e.account.history) attempts.push_back(encode(a));
+      TaskStream::Backoff b;
+      b.base_ms = opts_.retry.base.count();
+      b.multiplier = opts_.retry.multiplier;
+      b.max_ms = opts_.retry.max.count();
+      b.jitter = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+      auto r = stream_.retry(c, e.entry, opts_.consumer, attempts,
+                             e.entry.task.retries.value_or(opts_.default_retries), b, wall_ms());
+      if (!r) return r.status();
+      if (*r == TaskStream::Retried::kDeferred) {
+        outcome[i] = Written::kDeferred;
+        continue;
+      }
+      if (*r == TaskStream::Retried::kNotYours) {
+        outcome[i] = Written::kFenced;
+        continue;
+      }
     }
     TaskStream::EndWrite& w = writes.emplace_back();
     w.entry = &e.entry;
@@ -310,6 +342,14 @@ Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
     sh_->running.erase(batch[i].entry.entry_id);
     // A batch sent again after a connection broke mid-way finds its first ends written:
     // they count as fenced, and the task still has exactly one end.
+    if (outcome[i] == Written::kDeferred) {
+      ++sh_->stats.deferred;
+      continue;
+    }
+    if (outcome[i] == Written::kFenced) {
+      ++sh_->stats.fenced;
+      continue;
+    }
     const Fenced answer = released[i] ? *released[i] : (*answers)[next++];
     if (answer == Fenced::kNotYours) {
       ++sh_->stats.fenced;

@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -44,7 +45,11 @@ struct FeederOptions {
   // Set: the capacity follows the local pool, its target workers (scale, reload) x this
   // (its concurrency), at least 1; `capacity` is then unused.
   std::uint32_t per_worker = 0;
-  std::uint32_t default_retries = 3;            // for tasks that carry none
+  std::uint32_t default_retries = 3;  // for tasks that carry none
+  // The backoff between attempts. Each attempt runs alone in the local pool (no local
+  // retries): a failed one that may be retried waits in Redis's later set, so any node can
+  // run the next attempt, and a backoff survives the node that began it.
+  RetryPolicy retry;
   std::chrono::milliseconds heartbeat{1000};    // the beat thread's period
   std::chrono::milliseconds claim_after{3000};  // idle time that marks a dead node's entry
 };
@@ -56,6 +61,7 @@ struct FeederStats {
   std::uint64_t fenced = 0;     // writes refused: the entry was no longer this node's
   std::uint64_t malformed = 0;  // entries that were not tasks, discarded
   std::uint64_t released = 0;   // entries handed back unrun (refused here, or a shutdown)
+  std::uint64_t deferred = 0;   // failed attempts whose task waits out a backoff in Redis
   std::uint64_t held = 0;       // entries this node holds now
   bool redis_up = false;        // the last call to Redis succeeded
   std::string last_error;
@@ -124,6 +130,8 @@ class RedisFeeder {
   const TaskStream stream_;
   std::shared_ptr<Shared> sh_;
   std::string identity_;  // host, pid and a random number: whose the node's name is
+  std::mt19937_64 rng_{std::random_device{}()};  // backoff jitter; the writer's
+
   std::thread reader_, writer_, beater_;
 };
 

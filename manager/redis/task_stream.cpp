@@ -169,6 +169,30 @@ redis.call('XDEL', KEYS[1], ARGV[1])
 return 1
 )"};
 
+// KEYS: stream, later. ARGV: entry, consumer, task id, prefix, retries, now_ms, base_ms,
+// multiplier, max_ms, jitter (0..1), then the ended attempts (encoded). While the task has
+// retries left after them (its attempts on every node at most 1 + retries), records them and
+// defers it until its backoff passes (full jitter over base x multiplier^(n-1), at most max,
+// n its attempts so far), as kDefer does, and answers 2. Else it writes nothing and answers 1:
+// the caller ends it, attempts and all (so a call sent again changes nothing twice).
+const Script kRetry{"retry", SP_FENCE R"(
+local h = ARGV[4] .. 'task:' .. ARGV[3]
+local n = tonumber(redis.call('HGET', h, 'attempts') or '0') + (#ARGV - 10)
+if n > tonumber(ARGV[5]) then return 1 end
+if #ARGV > 10 then
+  redis.call('RPUSH', h .. ':attempts', unpack(ARGV, 11))
+  redis.call('HINCRBY', h, 'attempts', #ARGV - 10)
+end
+local ceiling = math.min(tonumber(ARGV[9]), tonumber(ARGV[7]) * tonumber(ARGV[8]) ^ (n - 1))
+local due = tonumber(ARGV[6]) + math.floor(tonumber(ARGV[10]) * ceiling)
+local e = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
+redis.call('HSET', h, 'state', 'retry_wait', 'deferred', cmsgpack.pack(e[1][2]))
+redis.call('ZADD', KEYS[2], due, ARGV[3])
+redis.call('XACK', KEYS[1], 'sandpool', ARGV[1])
+redis.call('XDEL', KEYS[1], ARGV[1])
+return 2
+)"};
+
 // KEYS: stream, later. ARGV: prefix, now_ms, max.
 const Script kMoveDue{"move_due", R"(
 local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
@@ -425,6 +449,22 @@ Result<Fenced> TaskStream::release(Connection& c, const StreamEntry& e,
                                   {e.entry_id, consumer, std::to_string(e.task_id), prefix_}));
 }
 
+Status TaskStream::attempts_of(Connection& c, std::vector<StreamEntry>& entries) const {
+  for (const StreamEntry& e : entries) {
+    if (!e.malformed.empty()) continue;
+    SP_RETURN_IF_ERROR(
+        c.append({"HGET", prefix_ + "task:" + std::to_string(e.task_id), "attempts"}));
+  }
+  for (StreamEntry& e : entries) {
+    if (!e.malformed.empty()) continue;
+    auto r = c.read();
+    if (!r) return r.status();
+    e.attempts = 0;
+    (void)parse_number(r->str, &e.attempts);  // nil (a plain XADD's task): none yet
+  }
+  return Status::ok();
+}
+
 Result<TaskStream::Cancelled> TaskStream::cancel(Connection& c, std::uint64_t id,
                                                  std::int64_t now_ms) const {
   auto r = c.eval(kCancel, {stream_, later_, done_},
@@ -453,6 +493,31 @@ Result<std::vector<bool>> TaskStream::cancel_asked(Connection& c,
     out.push_back(r->str == "1");
   }
   return out;
+}
+
+Result<TaskStream::Retried> TaskStream::retry(Connection& c, const StreamEntry& e,
+                                              const std::string& consumer,
+                                              const std::vector<std::string>& attempts,
+                                              std::uint32_t retries, const Backoff& backoff,
+                                              std::int64_t now_ms) const {
+  std::vector<std::string> args = {e.entry_id,
+                                   consumer,
+                                   std::to_string(e.task_id),
+                                   prefix_,
+                                   std::to_string(retries),
+                                   std::to_string(now_ms),
+                                   std::to_string(backoff.base_ms),
+                                   std::to_string(backoff.multiplier),
+                                   std::to_string(backoff.max_ms),
+                                   std::to_string(backoff.jitter)};
+  args.insert(args.end(), attempts.begin(), attempts.end());
+  auto r = c.eval(kRetry, {stream_, later_}, args);
+  if (!r) return r.status();
+  if (r->is_error()) return r->status();
+  if (r->type != Reply::Type::kInteger) return unexpected("retry", *r);
+  return r->integer == 2   ? Retried::kDeferred
+         : r->integer == 1 ? Retried::kExhausted
+                           : Retried::kNotYours;
 }
 
 Result<std::size_t> TaskStream::move_due(Connection& c, std::int64_t now_ms,

@@ -37,6 +37,7 @@ struct StreamEntry {
   std::uint64_t task_id = 0;
   StreamTask task;
   std::uint64_t deliveries = 0;  // from XPENDING or the claim: how often the group handed it out
+  std::uint32_t attempts = 0;    // attempts made so far, on any node (attempts_of())
   // Set when the entry is not a task (no id or type, an option that does not parse): why.
   // Its other fields are unspecified; the reader discards it.
   std::string malformed;
@@ -81,6 +82,8 @@ class TaskStream {
   // An entry that is not a task comes back with `malformed` set.
   Result<std::vector<StreamEntry>> read(Connection& c, const std::string& consumer,
                                         std::size_t count, std::chrono::milliseconds block) const;
+  // Fills each entry's `attempts` from its task's hash; one round trip.
+  Status attempts_of(Connection& c, std::vector<StreamEntry>& entries) const;
   // Fenced: acknowledges and deletes an entry that is not a task (malformed).
   Result<Fenced> discard(Connection& c, const StreamEntry& e, const std::string& consumer) const;
   // Fenced: appends an ended attempt (encoded by the caller) and counts it.
@@ -113,6 +116,20 @@ class TaskStream {
   // and deleted, and added again as a new entry that any node may read; no attempt is
   // counted.
   Result<Fenced> release(Connection& c, const StreamEntry& e, const std::string& consumer) const;
+  // Fenced: an attempt failed and may be retried. While the task has retries left after
+  // `attempts` (its attempts on every node at most 1 + `retries`), records them and defers
+  // it to the later set for its backoff (kDeferred: any node's move_due() hands it out
+  // again when due); else writes nothing (kExhausted: the caller ends it, with `attempts`).
+  struct Backoff {
+    std::int64_t base_ms = 100;
+    double multiplier = 2.0;
+    std::int64_t max_ms = 30000;
+    double jitter = 1.0;  // in [0, 1]: the fraction of the ceiling waited (full jitter)
+  };
+  enum class Retried : std::uint8_t { kDeferred, kExhausted, kNotYours };
+  Result<Retried> retry(Connection& c, const StreamEntry& e, const std::string& consumer,
+                        const std::vector<std::string>& attempts, std::uint32_t retries,
+                        const Backoff& backoff, std::int64_t now_ms) const;
   // Cancels task `id` of this pool: at once when no node runs it (queued and not read yet, or
   // waiting out a backoff: it ends `cancelled`); else the task is flagged and the node that
   // runs it cancels it at its next beat (cancel_asked). kNotFound: Redis does not know it.

@@ -178,6 +178,65 @@ TEST_CASE("three poold nodes share a redis pool through a SIGKILL of one and a r
   CHECK(st->redis->up);
 }
 
+TEST_CASE("a task waiting out its backoff in redis survives the node that ran its first attempt",
+          "[redis][cluster]") {
+  RedisServer redis;
+  // flaky: attempt 1 asks for a retry, attempt 2 answers "ok on attempt 2".
+  const std::string flaky =
+      "    backend: redis\n"
+      "    task_defaults: {retries: 3}\n"
+      "    retry: {base: 3s, max: 3s}\n";
+  auto node_yaml = [&](const TempDir& dir, const std::string& name) {
+    write_file(dir.path / "poold.yaml",
+               service_yaml(dir.path, "  node: " + name + "\n  redis: {address: \"unix:" +
+                                          redis.socket() + "\", heartbeat: 200ms}\n") +
+                   "pools:\n" + pool_yaml("shared", "flaky", flaky));
+    return dir.path / "poold.yaml";
+  };
+  TempDir dir_a, dir_b;
+  std::optional<PooldProcess> a;
+  a.emplace(node_yaml(dir_a, "ra"));
+  REQUIRE(a->wait_ready());
+  auto ca = Client::connect((dir_a.path / "poold.sock").string());
+  REQUIRE(ca);
+  auto id = ca->submit(task("flaky", "x"));
+  REQUIRE(id);
+  auto conn = open_redis(redis);
+  const std::string h = "sandpool:task:" + std::to_string(id->id);
+  REQUIRE(eventually([&] {
+    auto st = conn.command({"HGET", h, "state"});
+    return st && st->str == "retry_wait";
+  }));
+  // Its next attempt is due in Redis's later set, not in node a's memory: kill -9 node a.
+  auto due = conn.command({"ZSCORE", "sandpool:shared:later", std::to_string(id->id)});
+  auto now = conn.command({"TIME"});
+  REQUIRE(due);
+  REQUIRE(now);
+  const double left_ms = std::stod(due->str) - (std::stod(now->elements.at(0).str) * 1000.0 +
+                                                std::stod(now->elements.at(1).str) / 1000.0);
+  a->signal(SIGKILL);
+  REQUIRE(a->wait_exit() == 128 + SIGKILL);
+  // Node b, started after, runs attempt 2 once it is due: numbered 2, no attempt lost.
+  PooldProcess b(node_yaml(dir_b, "rb"));
+  REQUIRE(b.wait_ready());
+  auto cb = Client::connect((dir_b.path / "poold.sock").string());
+  REQUIRE(cb);
+  auto done = cb->wait(id->id, std::chrono::milliseconds(60000));
+  REQUIRE(done);
+  CHECK(done->account.state == "completed");
+  CHECK(done->result == "ok on attempt 2");
+  REQUIRE(done->account.history.size() == 2);
+  CHECK(done->account.history[0].outcome == "error");
+  CHECK(done->account.history[1].outcome == "ok");
+  CHECK(done->account.history[1].number == 2);
+  // Unless its backoff ran out before the kill (full jitter may draw nearly 0), b ran it.
+  if (left_ms > 150) {
+    auto node = conn.command({"HGET", h, "node"});
+    REQUIRE(node);
+    CHECK(node->str == "rb");
+  }
+}
+
 TEST_CASE("a cluster task is cancelled from any node, queued or running on another node",
           "[redis][cluster]") {
   RedisServer redis;

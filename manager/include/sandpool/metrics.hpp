@@ -24,6 +24,7 @@ struct RedisPoolFigures {
   bool up = false;  // the node's last call to Redis for the pool succeeded
   std::uint64_t read = 0, claimed = 0, finished = 0, fenced = 0, released = 0, malformed = 0;
   std::uint64_t held = 0;
+  std::uint64_t deferred = 0;
 };
 
 struct ServiceInfo {

@@ -72,8 +72,12 @@ class Ticket {
 };
 
 struct SubmitOptions {
-  std::optional<std::chrono::milliseconds> timeout;    // from dispatch; default: the pool's
-  std::optional<std::uint32_t> retries;                // retries after the first attempt
+  std::optional<std::chrono::milliseconds> timeout;  // from dispatch; default: the pool's
+  std::optional<std::uint32_t> retries;              // retries after the first attempt
+  // Attempts the task made before it came here (elsewhere: another node of a Redis pool):
+  // this pool numbers its attempts from attempts_before + 1 (the plugin's `attempt` and the
+  // history say so); `retries` still counts from this pool's first. Not journaled.
+  std::uint32_t attempts_before = 0;
   std::int32_t priority = 0;                           // higher first, FIFO within a level
   std::string key;                                     // affinity key (dispatch `affinity`)
   std::optional<std::chrono::milliseconds> queue_ttl;  // default: the pool's queue_ttl

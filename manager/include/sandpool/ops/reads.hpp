@@ -89,6 +89,7 @@ struct RedisPoolStatus {
   // This node's.
   std::uint64_t read = 0, claimed = 0, finished_here = 0, fenced = 0, released = 0, malformed = 0,
                 held = 0;
+  std::uint64_t deferred = 0;  // failed attempts sent to wait out a backoff in Redis
 };
 struct RedisStatus {
   std::string address;
