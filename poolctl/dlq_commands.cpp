@@ -124,7 +124,8 @@ int run_list(const Cli& cli, DlqBackend& backend, const DlqArgs& a) {
     } else {
       print_object_table(
           std::cout, letter_rows(entries),
-          {"id", "task_id", "pool", "type", "reason", "dead_lettered_ms", "attempts", "error"},
+          {"id", "task_id", "pool", "tenant", "type", "reason", "dead_lettered_ms", "attempts",
+           "error"},
           wall_now_ms());
     }
     if (b.contains("next_cursor") && !b["next_cursor"].is_null()) {

@@ -89,7 +89,8 @@ void Service::serve(const Request&, const ops::DlqShowArgs& a,
   auto l = store_->get(a.id);
   if (!l) return (void)res.error(l.status());
   ops::DlqShowReply out{
-      entry_of(*l), {l->options.priority, l->options.key, l->options.timeout, l->options.retries}};
+      entry_of(*l), {l->options.priority, l->options.key, l->options.timeout, l->options.retries,
+                     l->options.tenant}};
   res.ok(out, l->payload);
 }
 
