@@ -214,8 +214,8 @@ void add_task_and_read_commands(CLI::App& app, Cli& cli) {
               return;
             }
             print_object_table(std::cout, b["tasks"],
-                               {"id", "pool", "type", "state", "reason", "attempts", "key",
-                                "submitted_ms", "error"},
+                               {"id", "pool", "tenant", "type", "state", "reason", "not_before_ms",
+                                "attempts", "key", "submitted_ms", "error"},
                                wall_now_ms());
             if (b.value("truncated", false)) std::cout << "(more match: raise --limit)\n";
           });
