@@ -242,18 +242,21 @@ void PoolCore::expire_queued(std::int64_t now) {
   // worker: still waiting, so its TTL runs there too.
   for (const TaskPtr& t : gates_.remove_if(expired)) expire(t, "throttled");
   if (backlogged_ == 0) return;
+  // Taken out first, ended after: an end's callbacks may submit, which may dispatch from
+  // the backlogs.
+  std::vector<TaskPtr> out;
   for (auto& [wid, w] : workers_) {
     for (auto it = w.backlog.begin(); it != w.backlog.end();) {
       if (!expired(**it)) {
         ++it;
         continue;
       }
-      TaskPtr t = std::move(*it);
+      out.push_back(std::move(*it));
       it = w.backlog.erase(it);
       --backlogged_;
-      expire(t, "queued for its affinity worker");
     }
   }
+  for (const TaskPtr& t : out) expire(t, "queued for its affinity worker");
 }
 
 }  // namespace sandpool::core
