@@ -118,8 +118,9 @@ TEST_CASE("a new database carries the current schema version", "[dead_letters]")
         std::to_string(sandpool::dead_letter_schema::kVersion));
 }
 
-TEST_CASE("a dead letter keeps its tenant, and letters from schema version 3 read as the default tenant",
-          "[dead_letters]") {
+TEST_CASE(
+    "a dead letter keeps its tenant, and letters from schema version 3 read as the default tenant",
+    "[dead_letters]") {
   TempDir dir;
   REQUIRE(::mkdir(dir.state_dir().c_str(), 0700) == 0);
   const std::string path = dir.state_dir() + "/dead_letters.db";

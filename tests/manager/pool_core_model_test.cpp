@@ -217,7 +217,7 @@ class Model {
     for (const WorkerView& v : workers) {
       MODEL_CHECK(world_.workers.count(v.id) == 1 && world_.workers.at(v.id).alive,
                   "a dispatch function shown worker " << v.id << ", not alive");
-        MODEL_CHECK(v.ready || v.in_flight == 0, "a starting worker shown with tasks");
+      MODEL_CHECK(v.ready || v.in_flight == 0, "a starting worker shown with tasks");
       homes += v.key_home ? 1 : 0;
     }
     MODEL_CHECK(homes == (t.key.empty() ? 0 : 1), homes << " affinity homes for one task");

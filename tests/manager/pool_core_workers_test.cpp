@@ -323,7 +323,8 @@ TEST_CASE("a throttled task past its queue TTL is dead-lettered expired while st
   CHECK(first->state == TaskState::kDispatched);  // dispatched in time: no TTL any more
 }
 
-TEST_CASE("a task waiting for its full affinity worker past its queue TTL is dead-lettered expired") {
+TEST_CASE(
+    "a task waiting for its full affinity worker past its queue TTL is dead-lettered expired") {
   PoolOptions o = Harness::defaults();
   o.dispatch = DispatchStrategy::kAffinity;
   o.concurrency = 1;
