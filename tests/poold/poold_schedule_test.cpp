@@ -107,6 +107,14 @@ TEST_CASE("poolctl submit --delay / --not-before / --tenant, task shows them, ca
   CHECK(shown.out.find("scheduled") != std::string::npos);
   CHECK(shown.out.find("acme") != std::string::npos);
   CHECK(shown.out.find("in 9m") != std::string::npos);  // not before: in 9m59s or so
+  auto listed = ctl({"--json", "tasks", "--tenant", "acme", "--state", "scheduled"});
+  REQUIRE(listed.exit_code == 0);
+  const json tasks = json::parse(listed.out)["tasks"];
+  REQUIRE(tasks.size() == 1);
+  CHECK(tasks[0]["id"] == id);
+  CHECK(tasks[0]["tenant"] == "acme");
+  CHECK(tasks[0]["not_before_ms"].is_number());
+  CHECK(json::parse(ctl({"--json", "tasks", "--tenant", "other"}).out)["tasks"].empty());
   CHECK(ctl({"cancel", std::to_string(id)}).exit_code == 0);
 
   auto at = ctl({"submit", "echo", "y", "--not-before", "2000-01-01T00:00:00Z", "--wait"});
