@@ -81,6 +81,9 @@ bool run_w1(const BenchOptions& o, Report& r);
 bool run_fairness(const BenchOptions& o, Report& r);
 // W1 under the strict seccomp profile against `off`, alternated: the filter's per-task cost.
 bool run_sandbox_cost(const BenchOptions& o, Report& r);
+// W1 with the built-in round-robin against a dispatch function, alternated: the function's
+// per-task cost on the loop thread.
+bool run_dispatch_cost(const BenchOptions& o, Report& r);
 bool run_w2(const BenchOptions& o, Report& r);
 bool run_w3(const BenchOptions& o, Report& r);
 bool run_w4(const BenchOptions& o, Report& r);

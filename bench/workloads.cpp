@@ -9,11 +9,13 @@
 #include <iostream>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <thread>
 #include <vector>
 
 #include <sandpool/ipc/wake.hpp>
 #include <sandpool/pool.hpp>
+#include <sandpool/pool_metrics.hpp>
 
 #include "bench.hpp"
 
@@ -52,7 +54,8 @@ struct W1Run {
   // CPU time per task (us): the submitting thread (submit + await), the rest of this
   // process (the pool's loop thread), and the worker processes together.
   double submitter_us = 0, loop_us = 0, workers_us = 0;
-  std::uint64_t kills = 0;  // workers SIGKILLed during the run (the crash run)
+  std::uint64_t kills = 0;    // workers SIGKILLed during the run (the crash run)
+  double fn_ns_per_call = 0;  // a dispatch function's mean call time (PoolMetrics)
 };
 
 SchedTimes workers_sched(Pool& pool) {
@@ -132,9 +135,11 @@ std::uint64_t count_bad(const DoneCounter& counter, const std::vector<Ticket>& t
 
 bool w1_once(const BenchOptions& o, std::uint32_t concurrency, std::uint64_t tasks,
              std::chrono::milliseconds crash_every, W1Run* out,
-             sandbox::SeccompProfile profile = sandbox::SeccompProfile::kStrict) {
+             sandbox::SeccompProfile profile = sandbox::SeccompProfile::kStrict,
+             DispatchFunction dispatch_function = {}) {
   PoolOptions opts = pool_options(o, o.plugin, o.workers, concurrency);
   opts.sandbox.profile = profile;
+  opts.dispatch_function = std::move(dispatch_function);
   opts.queue_capacity = std::max<std::size_t>(opts.queue_capacity, tasks + 1024);
   if (crash_every.count() > 0) opts.max_restarts = 1000000;  // crashes are the point here
   auto pool = start_pool(opts);
@@ -203,7 +208,26 @@ bool w1_once(const BenchOptions& o, std::uint32_t concurrency, std::uint64_t tas
   out->submitter_us = static_cast<double>(thread_cpu) / n / 1000.0;
   out->loop_us = static_cast<double>(process_cpu - thread_cpu) / n / 1000.0;
   out->workers_us = static_cast<double>(workers_cpu) / n / 1000.0;
+  if (opts.dispatch_function) {
+    const PoolMetrics m = pool->metrics();
+    const Histogram& h = m.dispatch_function.time;
+    if (h.count() > 0) {
+      out->fn_ns_per_call = static_cast<double>(h.sum_ns()) / static_cast<double>(h.count());
+    }
+  }
   return true;
+}
+
+// A dispatch function as an embedding program might write one: the least loaded worker with
+// room, ties to the lowest slot (least-loaded's choice, made outside the pool).
+std::optional<std::size_t> least_loaded_function(std::span<const WorkerView> workers,
+                                                 const TaskView&) {
+  std::optional<std::size_t> best;
+  for (std::size_t i = 0; i < workers.size(); ++i) {
+    if (!workers[i].has_room()) continue;
+    if (!best || workers[i].in_flight < workers[*best].in_flight) best = i;
+  }
+  return best;
 }
 
 }  // namespace
@@ -316,6 +340,48 @@ bool run_sandbox_cost(const BenchOptions& o, Report& r) {
   r.add("sandbox", "w1_strict_cpu_per_task", sc, "us");
   r.add("sandbox", "w1_off_cpu_per_task", fc, "us");
   r.add("sandbox", "w1_strict_cpu_overhead", (sc - fc) / fc, "ratio");
+  return true;
+}
+
+bool run_dispatch_cost(const BenchOptions& o, Report& r) {
+  // W1 with the built-in round-robin against the same run with a dispatch function (the
+  // least loaded worker with room), alternated like the sandbox group so that a drift over
+  // the process's life is shared, and the medians compared. The loop's CPU per task is where
+  // the function's cost lands (it runs on the loop thread); its own time per call comes from
+  // the pool's histogram.
+  const std::uint32_t c = o.concurrency != 0 ? o.concurrency : 64;
+  const std::uint64_t tasks = std::max<std::uint64_t>(o.tasks / 2, 1000);
+  W1Run discarded;
+  if (!w1_once(o, c, tasks, std::chrono::milliseconds(0), &discarded)) return false;
+  std::vector<double> builtin, custom, builtin_loop, custom_loop, call_ns;
+  for (std::uint32_t round = 0; round < 3; ++round) {
+    W1Run b, f;
+    if (!w1_once(o, c, tasks, std::chrono::milliseconds(0), &b)) return false;
+    if (!w1_once(o, c, tasks, std::chrono::milliseconds(0), &f, sandbox::SeccompProfile::kStrict,
+                 least_loaded_function)) {
+      return false;
+    }
+    r.note("dispatch round " + std::to_string(round) + ": round-robin " +
+           format_value(b.throughput) + " tasks/s, loop " + format_value(b.loop_us) +
+           " us/task; function " + format_value(f.throughput) + " tasks/s, loop " +
+           format_value(f.loop_us) + " us/task, " + format_value(f.fn_ns_per_call) + " ns/call");
+    builtin.push_back(b.throughput);
+    custom.push_back(f.throughput);
+    builtin_loop.push_back(b.loop_us);
+    custom_loop.push_back(f.loop_us);
+    call_ns.push_back(f.fn_ns_per_call);
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double b = median(builtin), f = median(custom);
+  r.add("dispatch", "w1_round_robin_throughput", b, "tasks/s");
+  r.add("dispatch", "w1_function_throughput", f, "tasks/s");
+  r.add("dispatch", "w1_function_overhead", (b - f) / b, "ratio");
+  r.add("dispatch", "w1_round_robin_loop_cpu_per_task", median(builtin_loop), "us");
+  r.add("dispatch", "w1_function_loop_cpu_per_task", median(custom_loop), "us");
+  r.add("dispatch", "function_call_time", median(call_ns), "ns");
   return true;
 }
 

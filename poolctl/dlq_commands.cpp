@@ -122,10 +122,10 @@ int run_list(const Cli& cli, DlqBackend& backend, const DlqArgs& a) {
     if (entries.empty()) {
       std::cout << "no dead letters\n";
     } else {
-      print_object_table(
-          std::cout, letter_rows(entries),
-          {"id", "task_id", "pool", "type", "reason", "dead_lettered_ms", "attempts", "error"},
-          wall_now_ms());
+      print_object_table(std::cout, letter_rows(entries),
+                         {"id", "task_id", "pool", "tenant", "type", "reason", "dead_lettered_ms",
+                          "attempts", "error"},
+                         wall_now_ms());
     }
     if (b.contains("next_cursor") && !b["next_cursor"].is_null()) {
       const json& c = b["next_cursor"];

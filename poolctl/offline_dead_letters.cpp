@@ -20,15 +20,17 @@ json letter_json(const DeadLetter& l) {
     if (!a.backtrace.empty()) e["backtrace"] = a.backtrace;
     history.push_back(std::move(e));
   }
-  return {{"id", l.letter_id},
-          {"task_id", l.task.id},
-          {"pool", l.pool},
-          {"type", l.task.type},
-          {"reason", to_string(l.task.reason)},
-          {"dead_lettered_ms", l.dead_lettered_ms},
-          {"attempts", l.task.attempts()},
-          {"error", l.task.error},
-          {"history", std::move(history)}};
+  json j{{"id", l.letter_id},
+         {"task_id", l.task.id},
+         {"pool", l.pool},
+         {"type", l.task.type},
+         {"reason", to_string(l.task.reason)},
+         {"dead_lettered_ms", l.dead_lettered_ms},
+         {"attempts", l.task.attempts()},
+         {"error", l.task.error},
+         {"history", std::move(history)}};
+  if (!l.options.tenant.empty()) j["tenant"] = l.options.tenant;  // as the service's letters
+  return j;
 }
 
 Result<DeadLetterFilter> filter_of(const json& f) {

@@ -203,8 +203,12 @@ void add_task_and_read_commands(CLI::App& app, Cli& cli) {
   tasks->add_option("--type", query->type, "only this type");
   tasks->add_option("--state", query->state, "only this state (queued, running, completed, ...)");
   tasks->add_option("--key", query->key, "only this affinity key");
+  auto tenant = std::make_shared<std::string>();
+  auto* tenant_opt =
+      tasks->add_option("--tenant", *tenant, "only this tenant's (\"\": the default tenant's)");
   tasks->add_option("--limit", query->limit, "at most this many (1..1000)")->capture_default_str();
-  tasks->callback([&cli, query] {
+  tasks->callback([&cli, query, tenant, tenant_opt] {
+    if (tenant_opt->count() > 0) query->tenant = *tenant;
     cli.action = [&cli, query] {
       return run_call(
           cli, "tasks", [query](Client& c) { return json_call<ops::TaskList>(c, *query); },
@@ -214,8 +218,8 @@ void add_task_and_read_commands(CLI::App& app, Cli& cli) {
               return;
             }
             print_object_table(std::cout, b["tasks"],
-                               {"id", "pool", "type", "state", "reason", "attempts", "key",
-                                "submitted_ms", "error"},
+                               {"id", "pool", "tenant", "type", "state", "reason", "not_before_ms",
+                                "attempts", "key", "submitted_ms", "error"},
                                wall_now_ms());
             if (b.value("truncated", false)) std::cout << "(more match: raise --limit)\n";
           });

@@ -141,7 +141,9 @@ PYTHONPATH=clients/python /usr/bin/python3 -c "$py_demo"
 say "11. Scheduling: a task for later is 'scheduled' until then; tenants share a pool fairly"
 id=$("$ctl" submit upper 'later' --delay 2s --tenant acme --json | grep -o '"id": *[0-9]*' | grep -o '[0-9]*$')
 run task "$id"
+run tasks --state scheduled    # with its tenant and due time (not_before_ms)
 run wait "$id"
+run strategy upper by_key      # consistent hashing of a task's key over the workers
 
 say "12. The dashboard: poold's HTTP listener serves it beside /metrics and the JSON API"
 http=$("$ctl" status --json | sed -n 's/.*"http": *"\([^"]*\)".*/\1/p')

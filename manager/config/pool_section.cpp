@@ -305,7 +305,11 @@ void read_pool(ConfigErrors& errors, const YAML::Node& node, const std::string& 
                              {{"round-robin", DispatchStrategy::kRoundRobin},
                               {"least-loaded", DispatchStrategy::kLeastLoaded},
                               {"random", DispatchStrategy::kRandom},
-                              {"affinity", DispatchStrategy::kAffinity}});
+                              {"affinity", DispatchStrategy::kAffinity},
+                              {"least-rss", DispatchStrategy::kLeastRss},
+                              {"least_rss", DispatchStrategy::kLeastRss},
+                              {"by-key", DispatchStrategy::kByKey},
+                              {"by_key", DispatchStrategy::kByKey}});
   read_limits(r.section("limits"), out);
   read_sandbox(r.section("sandbox"), out);
 

@@ -138,6 +138,7 @@ json encode(const TaskListArgs& a) {
                                     std::pair{"state", &a.state}, std::pair{"key", &a.key}}) {
     if (!value->empty()) j[name] = *value;
   }
+  if (a.tenant) j["tenant"] = *a.tenant;
   if (a.since_ms) j["since_ms"] = *a.since_ms;
   if (a.until_ms) j["until_ms"] = *a.until_ms;
   j["limit"] = a.limit;
@@ -150,6 +151,7 @@ Status decode(const json& j, TaskListArgs* out) {
                   .optional("type", &out->type)
                   .optional("state", &out->state)
                   .optional("key", &out->key)
+                  .optional("tenant", &out->tenant)
                   .optional("since_ms", &out->since_ms)
                   .optional("until_ms", &out->until_ms)
                   .optional("limit", &out->limit)
@@ -167,6 +169,8 @@ json encode(const TaskSummary& t) {
          {"error", t.error}, {"attempts", t.attempts},
          {"key", t.key},     {"submitted_ms", t.submitted_ms}};
   if (t.reason) j["reason"] = *t.reason;
+  if (!t.tenant.empty()) j["tenant"] = t.tenant;
+  if (t.not_before_ms) j["not_before_ms"] = *t.not_before_ms;
   return j;
 }
 
@@ -181,6 +185,8 @@ Status decode(const json& j, TaskSummary* out) {
       .optional("attempts", &out->attempts)
       .optional("key", &out->key)
       .optional("submitted_ms", &out->submitted_ms)
+      .optional("tenant", &out->tenant)
+      .optional("not_before_ms", &out->not_before_ms)
       .status();
 }
 

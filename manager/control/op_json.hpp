@@ -213,6 +213,8 @@ nlohmann::json encode(const WorkerStatus& w);
 Status decode(const nlohmann::json& j, WorkerStatus* out);
 nlohmann::json encode(const WorkersReply& r);
 Status decode(const nlohmann::json& j, WorkersReply* out);
+nlohmann::json encode(const TenantWaiting& t);
+Status decode(const nlohmann::json& j, TenantWaiting* out);
 nlohmann::json encode(const PoolCounters& p);
 Status decode(const nlohmann::json& j, PoolCounters* out);
 nlohmann::json encode(const StatsReply& r);

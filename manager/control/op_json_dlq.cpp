@@ -97,6 +97,7 @@ json encode(const LetterOptions& o) {
   json j{{"priority", o.priority}, {"key", o.key}};
   if (o.timeout) j["timeout_ms"] = o.timeout->count();
   put_optional(j, "retries", o.retries);
+  if (!o.tenant.empty()) j["tenant"] = o.tenant;
   return j;
 }
 
@@ -106,6 +107,7 @@ Status decode(const json& j, LetterOptions* out) {
       .optional("key", &out->key)
       .optional("timeout_ms", &out->timeout)
       .optional("retries", &out->retries)
+      .optional("tenant", &out->tenant)
       .status();
 }
 

@@ -351,7 +351,15 @@ Status decode(const json& j, WorkersReply* out) {
   return decode_array(j, "workers", &out->workers);
 }
 
+json encode(const TenantWaiting& t) { return {{"tenant", t.tenant}, {"waiting", t.waiting}}; }
+
+Status decode(const json& j, TenantWaiting* out) {
+  return ArgReader(j).optional("tenant", &out->tenant).required("waiting", &out->waiting).status();
+}
+
 json encode(const PoolCounters& p) {
+  json tenants = json::array();
+  for (const TenantWaiting& t : p.tenants) tenants.push_back(encode(t));
   return {{"name", p.name},
           {"state", p.state},
           {"submitted", p.submitted},
@@ -379,7 +387,8 @@ json encode(const PoolCounters& p) {
             {"p90", quantile(p.latency_ms.p90)},
             {"p99", quantile(p.latency_ms.p99)}}},
           {"queue_wait_ms",
-           {{"p50", quantile(p.queue_wait_ms.p50)}, {"p99", quantile(p.queue_wait_ms.p99)}}}};
+           {{"p50", quantile(p.queue_wait_ms.p50)}, {"p99", quantile(p.queue_wait_ms.p99)}}},
+          {"tenants", std::move(tenants)}};
 }
 
 Status decode(const json& j, PoolCounters* out) {
@@ -409,7 +418,8 @@ Status decode(const json& j, PoolCounters* out) {
                   .status();
   if (!st) return st;
   if (st = decode_quantiles(j, "latency_ms", &out->latency_ms); !st) return st;
-  return decode_quantiles(j, "queue_wait_ms", &out->queue_wait_ms);
+  if (st = decode_quantiles(j, "queue_wait_ms", &out->queue_wait_ms); !st) return st;
+  return decode_array(j, "tenants", &out->tenants);
 }
 
 json encode(const StatsReply& r) {

@@ -16,6 +16,17 @@ std::uint64_t mix(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// FNV-1a: a key's hash that does not depend on the standard library's std::hash, so by-key
+// sends a key to the same slot across builds and restarts.
+std::uint64_t fnv1a(std::string_view key) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : key) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
 }  // namespace
 
 Choice Dispatcher::choose(std::span<const Candidate> workers, std::string_view key) {
@@ -29,6 +40,10 @@ Choice Dispatcher::choose(std::span<const Candidate> workers, std::string_view k
       return random(workers);
     case DispatchStrategy::kAffinity:
       return key.empty() ? least_loaded(workers) : affinity(workers, key);
+    case DispatchStrategy::kLeastRss:
+      return least_rss(workers);
+    case DispatchStrategy::kByKey:
+      return key.empty() ? least_loaded(workers) : by_key(workers, key);
   }
   return {};
 }
@@ -80,18 +95,64 @@ Choice Dispatcher::random(std::span<const Candidate> workers) {
   return {};
 }
 
-Choice Dispatcher::affinity(std::span<const Candidate> workers, std::string_view key) {
+int Dispatcher::affinity_home(std::span<const Candidate> workers, std::string_view key) {
   const std::uint64_t h = std::hash<std::string_view>{}(key);
-  int best = 0;
+  int best = -1;
   std::uint64_t best_score = 0;
   for (int i = 0; i < static_cast<int>(workers.size()); ++i) {
     const std::uint64_t score = mix(h ^ mix(workers[i].worker_id));
-    if (i == 0 || score > best_score) {
+    if (best < 0 || score > best_score) {
       best = i;
       best_score = score;
     }
   }
+  return best;
+}
+
+Choice Dispatcher::affinity(std::span<const Candidate> workers, std::string_view key) {
+  const int best = affinity_home(workers, key);
   if (!has_room(workers[best])) return {best, true};
+  return {best, false};
+}
+
+Choice Dispatcher::least_rss(std::span<const Candidate> workers) {
+  const int n = static_cast<int>(workers.size());
+  int start = 0;
+  while (start < n && workers[start].worker_id <= last_id_) ++start;
+  int best = -1;
+  for (int k = 0; k < n; ++k) {
+    const int i = (start + k) % n;
+    const Candidate& c = workers[i];
+    if (!has_room(c)) continue;
+    if (best < 0) {
+      best = i;
+      continue;
+    }
+    const Candidate& b = workers[best];
+    if (c.rss_bytes != b.rss_bytes) {
+      if (c.rss_bytes < b.rss_bytes) best = i;
+    } else if (std::uint64_t{c.in_flight} * b.capacity < std::uint64_t{b.in_flight} * c.capacity) {
+      best = i;
+    }
+  }
+  if (best >= 0) last_id_ = workers[best].worker_id;
+  return {best, false};
+}
+
+Choice Dispatcher::by_key(std::span<const Candidate> workers, std::string_view key) {
+  // Rendezvous hashing over the slots: the key's score for each slot, the highest with room
+  // wins. Only the candidates are scored (one per live slot), so no ring is kept.
+  const std::uint64_t h = fnv1a(key);
+  int best = -1;
+  std::uint64_t best_score = 0;
+  for (int i = 0; i < static_cast<int>(workers.size()); ++i) {
+    if (!has_room(workers[i])) continue;
+    const std::uint64_t score = mix(h ^ mix(0x736c6f74ull + workers[i].slot));
+    if (best < 0 || score > best_score) {
+      best = i;
+      best_score = score;
+    }
+  }
   return {best, false};
 }
 

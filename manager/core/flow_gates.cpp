@@ -138,6 +138,25 @@ bool FlowGates::remove(const TaskPtr& t) {
   return false;
 }
 
+std::vector<TaskPtr> FlowGates::remove_if(const std::function<bool(const TaskRecord&)>& pred) {
+  std::vector<TaskPtr> out;
+  if (parked_ == 0) return out;
+  for (auto* gates : {&types_, &tenants_}) {
+    for (auto& [name, g] : *gates) {
+      for (auto it = g.parked.begin(); it != g.parked.end();) {
+        if (!pred(**it)) {
+          ++it;
+          continue;
+        }
+        out.push_back(std::move(*it));
+        it = g.parked.erase(it);
+        --parked_;
+      }
+    }
+  }
+  return out;
+}
+
 const TaskPtr* FlowGates::find(std::uint64_t id) const {
   for (const auto* gates : {&types_, &tenants_}) {
     for (const auto& [name, g] : *gates) {

@@ -73,6 +73,8 @@ class FlowGates {
   std::size_t parked() const { return parked_; }
   // Removes `t` from the gate holding it; false iff none does.
   bool remove(const TaskPtr& t);
+  // Removes and returns the parked tasks for which `pred` is true (expired ones).
+  std::vector<TaskPtr> remove_if(const std::function<bool(const TaskRecord&)>& pred);
   const TaskPtr* find(std::uint64_t id) const;
   // Calls fn on every parked task.
   void for_each(const std::function<void(const TaskPtr&)>& fn) const;

@@ -289,6 +289,7 @@ std::vector<TaskListing> Pool::list(const TaskQuery& q) const {
                  [&](const core::TaskRecord& t) {
                    if (!q.type.empty() && t.type != q.type) return false;
                    if (!q.key.empty() && t.opts.key != q.key) return false;
+                   if (q.tenant && t.opts.tenant != *q.tenant) return false;
                    if (q.state && t.state.load() != *q.state) return false;
                    if (q.since_ms && submitted(t) < *q.since_ms) return false;
                    if (q.until_ms && submitted(t) > *q.until_ms) return false;

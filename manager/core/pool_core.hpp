@@ -10,6 +10,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -18,6 +19,7 @@
 #include <optional>
 #include <queue>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -221,9 +223,23 @@ class PoolCore {
   void dispatch(std::int64_t now);
   // dispatch()'s part for the queue: its head to the workers while one has room.
   void dispatch_queue(std::int64_t now);
-  // The dispatcher's choice among candidates_ for `t`, leaving out the workers whose region
-  // is too small for its payload.
-  Choice choose_for(const TaskRecord& t);
+  // The dispatcher's choice (or the dispatch function's) among candidates_ for `t`, leaving
+  // out the workers whose region is too small for its payload.
+  Choice choose_for(const TaskRecord& t, std::int64_t now);
+  // PoolOptions::dispatch_function's choice among `workers` (candidate_workers_ through
+  // `index`, or all when empty), measured; the built-in strategy's when it throws or names
+  // a worker that cannot take the task.
+  Choice choose_custom(std::span<const Candidate> workers, std::span<const int> index,
+                       const TaskRecord& t, std::int64_t now);
+  // One log line per kind of dispatch function trouble per 10 s, with how many since.
+  enum class FnTrouble : std::uint8_t { kThrew, kInvalid, kSlow };
+  void note_fn_trouble(FnTrouble kind, const std::string& what, std::int64_t now);
+  // Whether the sweep samples each worker's RSS (least-rss, a dispatch function, recycling
+  // by RSS).
+  bool samples_rss() const {
+    return dispatcher_.strategy() == DispatchStrategy::kLeastRss || opts_.dispatch_function ||
+           opts_.recycle_max_rss != 0;
+  }
   void assign(Worker& w, TaskPtr task, std::int64_t now);
   // The ring entry of an open attempt of `t` (not ended), and its worker; null when none.
   std::pair<Worker*, InFlight*> find_in_ring(const TaskPtr& t);
@@ -327,9 +343,15 @@ class PoolCore {
   FinishedTasks finished_;
   std::vector<Candidate> candidates_;       // scratch for dispatch
   std::vector<Worker*> candidate_workers_;  // parallel to candidates_
-  std::size_t in_flight_total_ = 0;         // ring entries, over every worker
-  std::size_t backlogged_ = 0;              // tasks in the workers' affinity backlogs
-  std::size_t ttl_tasks_ = 0;               // open tasks that carry a queue TTL
+  std::vector<WorkerView> views_;           // scratch for the dispatch function
+  struct FnLogState {
+    std::int64_t last_ns = INT64_MIN;  // the last line logged
+    std::uint64_t since = 0;           // occurrences not logged since
+  };
+  std::array<FnLogState, 3> fn_log_{};  // by FnTrouble
+  std::size_t in_flight_total_ = 0;     // ring entries, over every worker
+  std::size_t backlogged_ = 0;          // tasks in the workers' affinity backlogs
+  std::size_t ttl_tasks_ = 0;           // open tasks that carry a queue TTL
   std::deque<TaskResult> dead_letters_;
   // Tasks decided dead-lettered whose letter the sink is writing, by id.
   std::map<std::uint64_t, std::pair<TaskPtr, DeadReason>> letters_pending_;

@@ -171,8 +171,8 @@ void PoolCore::dispatch_queue(std::int64_t now) {
           opts_.recycle_max_tasks > w.tasks_done ? opts_.recycle_max_tasks - w.tasks_done : 0;
       capacity = static_cast<std::uint32_t>(std::min<std::uint64_t>(capacity, left));
     }
-    candidates_.push_back(
-        {id, ready ? static_cast<std::uint32_t>(w.ring.size()) : capacity, capacity});
+    candidates_.push_back({id, ready ? static_cast<std::uint32_t>(w.ring.size()) : capacity,
+                           capacity, w.slot, w.rss_sampled});
     by_index.push_back(&w);
   }
   if (!any_ready) return;
@@ -197,7 +197,7 @@ void PoolCore::dispatch_queue(std::int64_t now) {
         continue;
       }
     }
-    Choice c = choose_for(*head);
+    Choice c = choose_for(*head, now);
     if (c.index < 0) break;
     Worker& w = *by_index[c.index];
     TaskPtr t = queue_.pop();
@@ -209,24 +209,6 @@ void PoolCore::dispatch_queue(std::int64_t now) {
     assign(w, std::move(t), now);
     candidates_[c.index].in_flight++;
   }
-}
-
-Choice PoolCore::choose_for(const TaskRecord& t) {
-  bool all_fit = true;
-  for (const Worker* w : candidate_workers_) all_fit &= t.payload.size() <= w->frame_cap;
-  if (all_fit) return dispatcher_.choose(candidates_, t.opts.key);
-  // Some workers' regions were sized for a smaller max_payload (a reconfigure raised it while
-  // they still run): they must not get this task, whose frame they would read as corruption.
-  std::vector<Candidate> fit;
-  std::vector<int> index;
-  for (std::size_t i = 0; i < candidates_.size(); ++i) {
-    if (t.payload.size() > candidate_workers_[i]->frame_cap) continue;
-    fit.push_back(candidates_[i]);
-    index.push_back(static_cast<int>(i));
-  }
-  Choice c = dispatcher_.choose(fit, t.opts.key);
-  if (c.index >= 0) c.index = index[static_cast<std::size_t>(c.index)];
-  return c;
 }
 
 void PoolCore::assign(Worker& w, TaskPtr task, std::int64_t now) {

@@ -132,7 +132,9 @@ void PoolCore::observe_running() {
 }
 
 std::int64_t PoolCore::next_deadline() const {
-  std::int64_t next = std::min(next_check_ns_, workers_.empty() ? INT64_MAX : next_sweep_ns_);
+  // Without workers the sweep still has queue TTLs to check (a pool scaled to none).
+  const bool sweeps = !workers_.empty() || ttl_tasks_ > 0;
+  std::int64_t next = std::min(next_check_ns_, sweeps ? next_sweep_ns_ : INT64_MAX);
   if (!retries_.empty()) next = std::min(next, retries_.top().due_ns);
   if (!scheduled_.empty()) next = std::min(next, scheduled_.top().due_ns);
   next = std::min(next, next_aging_ns_);
@@ -156,6 +158,7 @@ void PoolCore::sweep(std::int64_t now) {
   // Workers started together age together: one is recycled for its age per sweep (one
   // heartbeat interval apart), so the pool never replaces them all at once.
   bool aged_one = false;
+  const bool sample_rss = samples_rss();
   for (auto& [wid, w] : workers_) {
     if (!w.is<Ready>() && !w.is<Draining>()) continue;
     // The task loop must beat whenever the worker is not inside a handler: with an empty
@@ -203,8 +206,9 @@ void PoolCore::sweep(std::int64_t now) {
               now);
       continue;
     }
+    if (sample_rss) w.rss_sampled = ctl_.rss_bytes(wid);
     if (opts_.recycle_max_rss != 0 && w.is<Ready>()) {
-      const std::uint64_t rss = ctl_.rss_bytes(wid);
+      const std::uint64_t rss = w.rss_sampled;
       if (rss > opts_.recycle_max_rss) {
         recycle(w, "RSS " + std::to_string(rss >> 20) + " MiB above recycle.max_rss", now);
       }
@@ -224,14 +228,35 @@ void PoolCore::sweep(std::int64_t now) {
 
 void PoolCore::expire_queued(std::int64_t now) {
   if (ttl_tasks_ == 0) return;
-  for (const TaskPtr& t : queue_.remove_if([&](const TaskRecord& r) {
-         return r.expires_ns != 0 && r.expires_ns <= now && r.attempts_ended == 0;
-       })) {
+  const auto expired = [&](const TaskRecord& r) {
+    return r.expires_ns != 0 && r.expires_ns <= now && r.attempts_ended == 0;
+  };
+  const auto expire = [&](const TaskPtr& t, std::string_view where) {
     ++stats_.expired;
     finish(t, TaskState::kDeadLettered, DeadReason::kExpired, {},
-           "expired: queued for " + std::to_string((now - t->queued_ns) / kMsNs) +
-               " ms, past its queue_ttl");
+           "expired: " + std::string(where) + " for " +
+               std::to_string((now - t->queued_ns) / kMsNs) + " ms, past its queue_ttl");
+  };
+  for (const TaskPtr& t : queue_.remove_if(expired)) expire(t, "queued");
+  // Held back by a rate limit or a type's cap (throttled), or waiting for its affinity
+  // worker: still waiting, so its TTL runs there too.
+  for (const TaskPtr& t : gates_.remove_if(expired)) expire(t, "throttled");
+  if (backlogged_ == 0) return;
+  // Taken out first, ended after: an end's callbacks may submit, which may dispatch from
+  // the backlogs.
+  std::vector<TaskPtr> out;
+  for (auto& [wid, w] : workers_) {
+    for (auto it = w.backlog.begin(); it != w.backlog.end();) {
+      if (!expired(**it)) {
+        ++it;
+        continue;
+      }
+      out.push_back(std::move(*it));
+      it = w.backlog.erase(it);
+      --backlogged_;
+    }
   }
+  for (const TaskPtr& t : out) expire(t, "queued for its affinity worker");
 }
 
 }  // namespace sandpool::core

@@ -28,6 +28,7 @@ PoolMetrics PoolCore::metrics() const {
   m.pool = opts_.name;
   m.stats = stats();
   m.failed = failed_;
+  if (tenant_counts_ != nullptr) m.tenants_waiting = tenant_counts_->largest(kMetricsTenants);
   for (const auto& [id, w] : workers_) {
     if (w.is<Starting>()) {
       ++m.workers.starting;

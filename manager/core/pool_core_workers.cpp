@@ -69,6 +69,7 @@ bool PoolCore::on_ready(WorkerId wid, std::int64_t now, std::string isolation) {
   if (stale) rolling_restart_ = true;
   w->ready_ns = now;
   w->isolation = std::move(isolation);
+  if (samples_rss()) w->rss_sampled = ctl_.rss_bytes(wid);  // least-rss: not 0 until the sweep
   init_failures_ = 0;
   next_sweep_ns_ = std::min(next_sweep_ns_, now + to_ns(opts_.heartbeat_interval));
   // A worker that became ready while the pool shrinks is not needed.

@@ -1,5 +1,7 @@
 #include "core/tenant_counts.hpp"
 
+#include <algorithm>
+
 namespace sandpool::core {
 
 namespace {
@@ -57,6 +59,25 @@ std::size_t TenantCounts::waiting(const std::string& tenant) const {
 std::size_t TenantCounts::tenants() const {
   std::lock_guard lock(mu_);
   return named_;
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> TenantCounts::largest(std::size_t limit) const {
+  std::vector<std::pair<std::string, std::uint64_t>> out;
+  {
+    std::lock_guard lock(mu_);
+    out.assign(waiting_.begin(), waiting_.end());
+  }
+  const auto most_first = [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  };
+  if (out.size() > limit) {
+    std::partial_sort(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(limit), out.end(),
+                      most_first);
+    out.resize(limit);
+  } else {
+    std::sort(out.begin(), out.end(), most_first);
+  }
+  return out;
 }
 
 }  // namespace sandpool::core

@@ -9,9 +9,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include <sandpool/status.hpp>
 
@@ -31,6 +34,9 @@ class TenantCounts {
   std::size_t waiting(const std::string& tenant) const;
   // Named tenants with tasks waiting.
   std::size_t tenants() const;
+  // The `limit` tenants with the most tasks waiting, most first (ties: by name); "" is the
+  // default tenant, counted only when max_per_tenant is set. O(tenants) under the lock.
+  std::vector<std::pair<std::string, std::uint64_t>> largest(std::size_t limit) const;
 
  private:
   mutable std::mutex mu_;

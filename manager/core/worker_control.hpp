@@ -58,6 +58,13 @@ class WorkerControl {
   // operator reads (an attempt's started_ms and ended_ms) and places a task's not_before
   // on that clock once, when the task is taken in. The default reads the system
   // clock; a test's control moves it by hand.
+  // CLOCK_MONOTONIC now, ns: only to measure how long a PoolOptions::dispatch_function call
+  // took (its decisions never depend on it). A test's control may move it by hand.
+  virtual std::int64_t elapsed_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
   virtual std::int64_t wall_ms() {
     return std::chrono::duration_cast<std::chrono::milliseconds>(
                std::chrono::system_clock::now().time_since_epoch())

@@ -94,6 +94,7 @@ struct Worker {
   std::int64_t front_since_ns = 0;  // when ring.front() became the front
   std::int64_t cpu_base_ns = -1;    // its CPU time when the front was first seen (cpu_time)
   std::uint64_t frame_cap = 0;      // the largest payload its region was sized for
+  std::uint64_t rss_sampled = 0;    // its RSS at the last sweep (PoolCore::samples_rss); 0: none
   std::int64_t cpu_limit_ns = 0;    // its RLIMIT_CPU (worker_cpu_seconds), the lifetime backstop
   std::string last_error;           // its last error-level log line
   std::string isolation;            // as it reported when ready

@@ -168,9 +168,10 @@ void Dashboard::install(httplib::Server& server) {
     auto w = viewer(req, res, false);
     if (!w) return;
     auto& [caller, v] = *w;
-    pages::TaskFilter f{req.get_param_value("id"),   req.get_param_value("pool"),
-                        req.get_param_value("type"), req.get_param_value("state"),
-                        req.get_param_value("key"),  req.get_param_value("since")};
+    pages::TaskFilter f{req.get_param_value("id"),    req.get_param_value("pool"),
+                        req.get_param_value("type"),  req.get_param_value("state"),
+                        req.get_param_value("key"),   req.get_param_value("since"),
+                        req.get_param_value("tenant")};
     if (!f.id.empty() && f.id.find_first_not_of("0123456789") == std::string::npos &&
         f.id.size() < 20) {
       res.status = 303;
@@ -182,6 +183,7 @@ void Dashboard::install(httplib::Server& server) {
     args.type = f.type;
     args.state = f.state;
     args.key = f.key;
+    if (!f.tenant.empty()) args.tenant = f.tenant;
     args.since_ms = since_ms(f.since);
     args.limit = 200;
     auto list = call_op<ops::TaskList>(api_, args, caller);

@@ -189,9 +189,11 @@ std::string pool_body(const Viewer& v, const ops::PoolCounters& p,
   std::string out =
       "<h1>Pool " + name + "</h1><p>state <b id=pool-state>" + escape(p.state) + "</b>, workers " +
       std::to_string(p.workers) + "/" + std::to_string(p.target_workers) + ", queued " +
-      num(p.queued) + ", in flight " + num(p.in_flight) + ", completed " + num(p.completed) +
-      ", dead-lettered " + num(p.dead_lettered) + ", restarts " + num(p.restarts) +
-      ", latency p50 " + ms(p.latency_ms.p50) + " ms, p99 " + ms(p.latency_ms.p99) + " ms</p>";
+      num(p.queued) + " (throttled <span id=pool-throttled>" + num(p.throttled) +
+      "</span>), scheduled <span id=pool-scheduled>" + num(p.scheduled) + "</span>, in flight " +
+      num(p.in_flight) + ", completed " + num(p.completed) + ", dead-lettered " +
+      num(p.dead_lettered) + ", restarts " + num(p.restarts) + ", latency p50 " +
+      ms(p.latency_ms.p50) + " ms, p99 " + ms(p.latency_ms.p99) + " ms</p>";
   if (v.admin()) {
     out += "<div class=actions><form class=inline method=post action=/ui/scale>" + form_fields(v) +
            "<input type=hidden name=pool value=\"" + name +
@@ -224,7 +226,22 @@ std::string pool_body(const Viewer& v, const ops::PoolCounters& p,
     }
     out += "</tr>";
   }
-  return out + "</tbody></table>";
+  out += "</tbody></table>";
+  if (!p.tenants.empty()) {
+    // The tenants with the most tasks waiting (queued or scheduled), most first.
+    out +=
+        "<h2>Tenants waiting</h2><table class=grid id=tenants><thead><tr><th>tenant</th>"
+        "<th>waiting</th></tr></thead><tbody>";
+    for (const ops::TenantWaiting& t : p.tenants) {
+      const std::string label = t.tenant.empty() ? "(default)" : escape(t.tenant);
+      out += "<tr data-tenant=\"" + escape(t.tenant) +
+             "\"><td><a href=\"/tasks?pool=" + escape(url_encode(p.name)) +
+             "&amp;tenant=" + escape(url_encode(t.tenant)) + "\">" + label + "</a></td><td>" +
+             num(t.waiting) + "</td></tr>";
+    }
+    out += "</tbody></table>";
+  }
+  return out;
 }
 
 std::string tasks_body(const Viewer&, const TaskFilter& f, const ops::TaskListReply* list,
@@ -240,7 +257,8 @@ std::string tasks_body(const Viewer&, const TaskFilter& f, const ops::TaskListRe
     out += "<option value=\"" + std::string(s) + "\"" + (f.state == s ? " selected" : "") + ">" +
            (*s ? s : "any state") + "</option>";
   }
-  out += "</select></label><label>key <input name=key value=\"" + escape(f.key) +
+  out += "</select></label><label>tenant <input name=tenant value=\"" + escape(f.tenant) +
+         "\"></label><label>key <input name=key value=\"" + escape(f.key) +
          "\"></label><label>since <select name=since>";
   for (const char* s : {"", "15m", "1h", "24h", "7d"}) {
     out += "<option value=\"" + std::string(s) + "\"" + (f.since == s ? " selected" : "") + ">" +
@@ -249,14 +267,20 @@ std::string tasks_body(const Viewer&, const TaskFilter& f, const ops::TaskListRe
   out += "</select></label><button type=submit>Find</button></form>";
   if (list == nullptr) return out + "<p class=error>" + escape(error) + "</p>";
   out +=
-      "<table class=grid id=tasks><thead><tr><th>id</th><th>pool</th><th>type</th>"
-      "<th>state</th><th>attempts</th><th>key</th><th>submitted</th><th>error</th></tr>"
-      "</thead><tbody>";
+      "<table class=grid id=tasks><thead><tr><th>id</th><th>pool</th><th>tenant</th>"
+      "<th>type</th><th>state</th><th>attempts</th><th>key</th><th>submitted</th>"
+      "<th>error</th></tr></thead><tbody>";
   for (const ops::TaskSummary& t : list->tasks) {
+    // A scheduled task says when it is due (UTC, as every time here).
+    const std::string due =
+        t.state == "scheduled" && t.not_before_ms
+            ? " <span class=muted data-k=due>due " + format_time(*t.not_before_ms) + "</span>"
+            : "";
     out += "<tr data-task=\"" + num(t.id) + "\"><td><a href=\"/tasks/" + num(t.id) + "\">" +
-           num(t.id) + "</a></td><td>" + escape(t.pool) + "</td><td>" + escape(t.type) +
-           "</td><td>" + escape(t.state) + (t.reason ? " (" + escape(*t.reason) + ")" : "") +
-           "</td><td>" + std::to_string(t.attempts) + "</td><td>" + escape(t.key) + "</td><td>" +
+           num(t.id) + "</a></td><td>" + escape(t.pool) + "</td><td data-k=tenant>" +
+           escape(t.tenant) + "</td><td>" + escape(t.type) + "</td><td data-k=state>" +
+           escape(t.state) + (t.reason ? " (" + escape(*t.reason) + ")" : "") + due + "</td><td>" +
+           std::to_string(t.attempts) + "</td><td>" + escape(t.key) + "</td><td>" +
            format_time(t.submitted_ms) + "</td><td>" + escape(t.error) + "</td></tr>";
   }
   out += "</tbody></table>";

@@ -36,7 +36,8 @@ std::string pool_body(const Viewer& v, const ops::PoolCounters& pool,
 // The task search form as the page has it.
 struct TaskFilter {
   std::string id, pool, type, state, key;
-  std::string since;  // "15m", "1h", "24h", "7d" or "" (any time)
+  std::string since;   // "15m", "1h", "24h", "7d" or "" (any time)
+  std::string tenant;  // "": any tenant
 };
 // `list`: the tasks found (null when the search failed: `error` says why).
 std::string tasks_body(const Viewer& v, const TaskFilter& f, const ops::TaskListReply* list,

@@ -2,6 +2,7 @@
 // samples for every pool), so no family is ever split. Durations are exact decimal seconds
 // made from integer nanoseconds, so bucket bounds read the same in every scrape.
 #include <cstdio>
+#include <functional>
 #include <string>
 
 #include <sandpool/metrics.hpp>
@@ -90,12 +91,33 @@ class Exposition {
       }
     }
   }
-  void histogram(std::string_view name, std::string_view help,
-                 const Histogram PoolMetrics::*member) {
+  // A family with one sample per pool and tenant waiting (PoolMetrics::tenants_waiting).
+  void per_tenant(std::string_view name, std::string_view help) {
+    family(name, "gauge", help);
+    for (const PoolMetrics& p : pools_) {
+      for (const auto& [tenant, n] : p.tenants_waiting) {
+        sample(name, pool_label(p) + ",tenant=\"" + escape_label_value(tenant) + "\"",
+               std::to_string(n));
+      }
+    }
+  }
+  // A family with one sample per pool that has a dispatch function (calls > 0).
+  template <typename F>
+  void per_custom_pool(std::string_view name, std::string_view help, F value) {
+    family(name, "counter", help);
+    for (const PoolMetrics& p : pools_) {
+      if (p.dispatch_function.calls > 0) sample(name, pool_label(p), std::to_string(value(p)));
+    }
+  }
+  // `member` of each pool, or of those with a dispatch function when `custom_only`.
+  template <typename Member>
+  void histogram(std::string_view name, std::string_view help, Member member,
+                 bool custom_only = false) {
     family(name, "histogram", help);
     const std::string bucket = std::string(name) + "_bucket";
     for (const PoolMetrics& p : pools_) {
-      const Histogram& h = p.*member;
+      if (custom_only && p.dispatch_function.calls == 0) continue;
+      const Histogram& h = std::invoke(member, p);
       const std::string pool = pool_label(p);
       std::uint64_t cumulative = 0;
       for (std::size_t i = 0; i < Histogram::kBoundsNs.size(); ++i) {
@@ -286,6 +308,16 @@ void render_pool_gauges(Exposition& e) {
              [](const PoolMetrics& p) { return p.stats.in_flight; });
   e.per_pool("sandpool_tasks_retry_waiting", "gauge", "Tasks waiting out their retry backoff.",
              [](const PoolMetrics& p) { return p.stats.retry_wait; });
+  e.per_pool("sandpool_tasks_scheduled", "gauge",
+             "Tasks waiting for their not_before (state scheduled; counted in queue.capacity).",
+             [](const PoolMetrics& p) { return p.stats.scheduled; });
+  e.per_pool("sandpool_tasks_throttled", "gauge",
+             "Queued tasks held back by a rate limit or a type's concurrency cap (of the queue "
+             "depth).",
+             [](const PoolMetrics& p) { return p.stats.throttled; });
+  e.per_tenant("sandpool_tenant_tasks_waiting",
+               "Tasks a tenant has waiting (queued or scheduled), for the 100 tenants with the "
+               "most per pool.");
   const std::vector<std::pair<std::string, std::size_t>> states = {
       {"starting", 0}, {"idle", 1}, {"busy", 2}, {"draining", 3}, {"stopping", 4}};
   e.per_pool_and(
@@ -355,6 +387,26 @@ void render_pool_histograms(Exposition& e) {
   e.histogram("sandpool_end_to_end_seconds",
               "From submit to the task's end (completed, dead-lettered or cancelled).",
               &PoolMetrics::end_to_end);
+  e.histogram(
+      "sandpool_dispatch_function_seconds",
+      "Time of each call of the pool's dispatch function (embedded pools with one only).",
+      [](const PoolMetrics& p) -> const Histogram& { return p.dispatch_function.time; }, true);
+}
+
+void render_dispatch_function(Exposition& e) {
+  e.per_custom_pool("sandpool_dispatch_function_calls_total",
+                    "Calls of the pool's dispatch function (embedded pools with one only).",
+                    [](const PoolMetrics& p) { return p.dispatch_function.calls; });
+  e.per_custom_pool("sandpool_dispatch_function_errors_total",
+                    "Calls that threw; the built-in strategy chose instead.",
+                    [](const PoolMetrics& p) { return p.dispatch_function.errors; });
+  e.per_custom_pool("sandpool_dispatch_function_invalid_total",
+                    "Calls that named a worker out of range, starting or full; the built-in "
+                    "strategy chose instead.",
+                    [](const PoolMetrics& p) { return p.dispatch_function.invalid; });
+  e.per_custom_pool("sandpool_dispatch_function_slow_total",
+                    "Calls longer than dispatch_function_slow.",
+                    [](const PoolMetrics& p) { return p.dispatch_function.slow; });
 }
 
 }  // namespace
@@ -371,6 +423,7 @@ std::string render_prometheus(const std::vector<PoolMetrics>& pools, const Servi
   if (!service.redis.empty()) render_redis(e, service.redis);
   render_pool_gauges(e);
   render_pool_counters(e);
+  render_dispatch_function(e);
   render_pool_histograms(e);
   return e.take();
 }

@@ -17,11 +17,10 @@
 namespace sandpool::poold {
 namespace {
 
-// "round-robin, least-loaded, random or affinity": the names parse_strategy takes, spelt by
-// the to_string it compares with, so the error cannot suggest a name that is refused.
+// "round-robin, least-loaded, ... or by-key": the names parse_strategy takes, spelt by the
+// to_string it compares with, so the error cannot suggest a name that is refused.
 std::string strategy_names() {
-  const DispatchStrategy all[] = {DispatchStrategy::kRoundRobin, DispatchStrategy::kLeastLoaded,
-                                  DispatchStrategy::kRandom, DispatchStrategy::kAffinity};
+  const auto& all = kDispatchStrategies;
   std::string names;
   for (std::size_t i = 0; i < std::size(all); ++i) {
     if (i > 0) names += i + 1 == std::size(all) ? " or " : ", ";
@@ -78,6 +77,7 @@ ops::PoolCounters pool_counters(const std::string& name, const PoolMetrics& m) {
                   quantile_ms(m.end_to_end, 0.99)};
   c.queue_wait_ms = {quantile_ms(m.queue_wait, 0.50), std::nullopt,
                      quantile_ms(m.queue_wait, 0.99)};
+  for (const auto& [tenant, n] : m.tenants_waiting) c.tenants.push_back({tenant, n});
   return c;
 }
 

@@ -88,8 +88,9 @@ void Service::serve(const Request&, const ops::DlqShowArgs& a,
                     const OpResponder<ops::DlqShow>& res) {
   auto l = store_->get(a.id);
   if (!l) return (void)res.error(l.status());
-  ops::DlqShowReply out{
-      entry_of(*l), {l->options.priority, l->options.key, l->options.timeout, l->options.retries}};
+  ops::DlqShowReply out{entry_of(*l),
+                        {l->options.priority, l->options.key, l->options.timeout,
+                         l->options.retries, l->options.tenant}};
   res.ok(out, l->payload);
 }
 

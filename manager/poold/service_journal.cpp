@@ -35,7 +35,8 @@ DeadLetter removed_pool_letter(JournalTask j) {
   letter.task.error = "pool '" + j.pool + "' is not in the config any more";
   letter.pool = std::move(j.pool);
   letter.payload = std::move(j.payload);
-  letter.options = {j.options.timeout, j.options.retries, j.options.priority, j.options.key};
+  letter.options = {j.options.timeout, j.options.retries, j.options.priority, j.options.key,
+                    j.options.tenant};
   return letter;
 }
 

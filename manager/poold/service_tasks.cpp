@@ -411,6 +411,7 @@ void Service::serve(const Request&, const ops::TaskListArgs& a,
   TaskQuery q;
   q.type = a.type;
   q.key = a.key;
+  q.tenant = a.tenant;
   if (!a.state.empty()) {
     q.state = parse_task_state(a.state);
     if (!q.state) {
@@ -436,7 +437,8 @@ void Service::serve(const Request&, const ops::TaskListArgs& a,
       const TaskResult r = l.ticket.snapshot();
       ops::TaskAccount account = account_of(r);
       reply.tasks.push_back({r.id, name, r.type, account.state, account.reason, r.error,
-                             r.attempts(), l.key, l.submitted_ms});
+                             r.attempts(), l.key, l.submitted_ms, r.tenant,
+                             r.not_before_ms != 0 ? std::optional(r.not_before_ms) : std::nullopt});
     }
   }
   std::sort(reply.tasks.begin(), reply.tasks.end(),

@@ -17,7 +17,7 @@ using sqlite::StmtRef;
 
 constexpr const char* kClaimGet =
     "SELECT letter_id, task_id, pool, type, reason, error, payload, timeout_ms, retries,"
-    " priority, affinity_key, dead_lettered_ms FROM dead_letters WHERE letter_id = ?1";
+    " priority, affinity_key, dead_lettered_ms, tenant FROM dead_letters WHERE letter_id = ?1";
 constexpr const char* kClaimDelete = "DELETE FROM dead_letters WHERE letter_id = ?1";
 Status step_done(SqliteDb& db, SqliteStmt& s, std::string_view op) {
   const int rc = s.step();

@@ -158,6 +158,8 @@ DeadLetter letter_of(const json& j) {
   if (opts->contains("retries")) l.options.retries = int_of<std::uint32_t>(*opts, "retries");
   l.options.priority = int_of<std::int32_t>(*opts, "priority");
   l.options.key = text_of(*opts, "key");
+  if (opts->contains("tenant")) l.options.tenant = text_of(*opts, "tenant");  // since schema 4
+  l.task.tenant = l.options.tenant;
   auto attempts = j.find("attempts");
   if (attempts == j.end() || !attempts->is_array()) {
     throw std::runtime_error("\"attempts\": an array");
@@ -273,6 +275,7 @@ std::string to_line(const DeadLetter& l) {
   if (l.options.retries) opts["retries"] = *l.options.retries;
   opts["priority"] = l.options.priority;
   opts["key"] = text_json(l.options.key);
+  if (!l.options.tenant.empty()) opts["tenant"] = text_json(l.options.tenant);
   j["options"] = std::move(opts);
   ordered_json attempts = ordered_json::array();
   for (const Attempt& a : l.task.history) attempts.push_back(attempt_json(a));

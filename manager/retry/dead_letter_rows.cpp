@@ -14,8 +14,8 @@ using sqlite::StmtRef;
 // ?1 left NULL: AUTOINCREMENT picks a letter id never used before.
 constexpr const char* kInsertLetter =
     "INSERT INTO dead_letters (letter_id, task_id, pool, type, reason, error, payload,"
-    " timeout_ms, retries, priority, affinity_key, dead_lettered_ms)"
-    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+    " timeout_ms, retries, priority, affinity_key, dead_lettered_ms, tenant)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
 constexpr const char* kInsertAttempt =
     "INSERT INTO attempts (letter_id, seq, number, outcome, error, worker_pid, started_ms,"
     " ended_ms, backtrace) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
@@ -48,6 +48,7 @@ Result<std::uint64_t> insert(SqliteDb& db, const DeadLetter& l, LetterId id) {
     s->bind(10, l.options.priority);
     s->bind_text(11, l.options.key);
     s->bind(12, l.dead_lettered_ms);
+    s->bind_text(13, l.options.tenant);
     SP_RETURN_IF_ERROR(step_done(db, **stmt, "insert dead letter"));
   }
   const std::int64_t letter_id = db.last_insert_rowid();

@@ -99,6 +99,11 @@ CREATE TABLE journal_rounds (
   body BLOB    NOT NULL
 );
 )sql",
+    // 3 -> 4: a dead letter keeps its task's tenant (SubmitOptions::tenant; '' the default
+    // one), so a replay runs as that tenant. Letters written before have ''.
+    R"sql(
+ALTER TABLE dead_letters ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+)sql",
 };
 constexpr int kStepCount = static_cast<int>(sizeof(kSteps) / sizeof(kSteps[0]));
 static_assert(kStepCount == kVersion, "one migration step per schema version");

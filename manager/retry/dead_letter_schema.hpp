@@ -9,7 +9,7 @@
 namespace sandpool::dead_letter_schema {
 
 // The version this build writes and understands.
-inline constexpr int kVersion = 3;
+inline constexpr int kVersion = 4;
 
 // Brings the database to kVersion: creates it from nothing (user_version 0) or applies each
 // migration step in order, each in its own transaction. Returns kInvalidArgument naming

@@ -32,7 +32,7 @@ using sqlite::StmtRef;
   " AND (?6 IS NULL OR dead_lettered_ms < ?6)"
 #define SP_DL_COLUMNS                                                                      \
   "letter_id, task_id, pool, type, reason, error, payload, timeout_ms, retries, priority," \
-  " affinity_key, dead_lettered_ms"
+  " affinity_key, dead_lettered_ms, tenant"
 
 constexpr const char* kList = "SELECT " SP_DL_COLUMNS " FROM dead_letters WHERE " SP_DL_WHERE
                               " AND (?7 IS NULL OR (dead_lettered_ms, letter_id) > (?7, ?8))"
@@ -349,6 +349,8 @@ Result<DeadLetter> DeadLetterStore::read_letter(SqliteStmt& row) {
   l.options.priority = static_cast<std::int32_t>(row.int64(9));
   l.options.key = row.text(10);
   l.dead_lettered_ms = row.int64(11);
+  l.options.tenant = row.text(12);
+  l.task.tenant = l.options.tenant;
 
   auto stmt = query_db_.prepare(kAttempts, "read attempts");
   if (!stmt) return stmt.status();

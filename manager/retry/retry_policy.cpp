@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include <sandpool/pool_options.hpp>
 
@@ -24,14 +25,19 @@ std::string_view to_string(DispatchStrategy s) {
       return "random";
     case DispatchStrategy::kAffinity:
       return "affinity";
+    case DispatchStrategy::kLeastRss:
+      return "least-rss";
+    case DispatchStrategy::kByKey:
+      return "by-key";
   }
   return "unknown";
 }
 
 std::optional<DispatchStrategy> parse_strategy(std::string_view name) {
-  for (auto s : {DispatchStrategy::kRoundRobin, DispatchStrategy::kLeastLoaded,
-                 DispatchStrategy::kRandom, DispatchStrategy::kAffinity}) {
-    if (to_string(s) == name) return s;
+  std::string dashed(name);
+  std::replace(dashed.begin(), dashed.end(), '_', '-');
+  for (DispatchStrategy s : kDispatchStrategies) {
+    if (to_string(s) == dashed) return s;
   }
   return std::nullopt;
 }

@@ -160,6 +160,20 @@ try {
   check(await page.eval(`!!document.querySelector('#tasks tr[data-task="${done.body.id}"]')`), 'the search by pool and state lists it');
   check(page.errors.length === 0, `the task page has no console errors ${page.errors.join('; ')}`);
 
+  // A tenant's scheduled task: its tenant and due time in the tasks view, the tenant's
+  // waiting count on its pool's page; then cancelled.
+  const later = await api('POST', '/api/v1/pools/upper/tasks', { type: 'upper', payload: 'later', tenant: 'acme', delay_ms: 3600000 });
+  check(later.status < 300, `a scheduled task with a tenant is accepted (${later.status})`);
+  await visit('/tasks?tenant=acme', 'tasks-tenant');
+  const row = `#tasks tr[data-task="${later.body.id}"]`;
+  check(await page.eval(`document.querySelector('${row} [data-k=tenant]')?.textContent`) === 'acme', 'the tasks view shows its tenant');
+  check((await page.eval(`document.querySelector('${row} [data-k=state]')?.textContent`) ?? '').startsWith('scheduled due '), 'and its state scheduled with its due time');
+  check(await page.eval(`document.querySelectorAll('#tasks tr[data-task]').length`) === 1, 'the tenant filter leaves out the other tenants\' tasks');
+  await visit('/pools/upper', 'pool-tenants');
+  check(await page.eval(`document.querySelector('#tenants tr[data-tenant="acme"] td:last-child')?.textContent`) === '1', 'the pool page counts the tenant\'s waiting task');
+  check(await page.eval(`document.getElementById('pool-scheduled')?.textContent`) === '1', 'and the pool\'s scheduled tasks');
+  await api('POST', `/api/v1/tasks/${later.body.id}/cancel`);
+
   // A dead letter replayed from the page, then completed.
   const blocker = await api('POST', '/api/v1/pools/sleep/tasks', { type: 'sleep', payload: '1500' });
   const expired = await api('POST', '/api/v1/pools/sleep/tasks', { type: 'sleep', payload: '1', wait: true });

@@ -275,4 +275,44 @@ TEST_CASE("dead-letter arguments and replies read back as they were written") {
   REQUIRE(ops::decode(sj, &shown2));
   CHECK(shown2.letter.letter_id == 8);
   CHECK(shown2.options.retries == 2u);
+  CHECK(shown2.options.tenant.empty());
+  shown.options.tenant = "acme";
+  CHECK(ops::encode(shown)["options"]["tenant"] == "acme");
+  REQUIRE(ops::decode(ops::encode(shown), &shown2));
+  CHECK(shown2.options.tenant == "acme");
+}
+
+TEST_CASE("tasks filters by tenant and lists a task's tenant and due time, stats its tenants") {
+  ops::TaskListArgs a;
+  CHECK_FALSE(ops::encode(a).contains("tenant"));  // absent: any tenant
+  a.tenant = "";                                   // the default tenant's
+  CHECK(ops::encode(a)["tenant"] == "");
+  ops::TaskListArgs a2;
+  REQUIRE(ops::decode(ops::encode(a), &a2));
+  CHECK(a2.tenant == std::optional<std::string>(""));
+
+  ops::TaskSummary t;
+  t.id = 5;
+  t.state = "scheduled";
+  CHECK_FALSE(ops::encode(t).contains("tenant"));
+  CHECK_FALSE(ops::encode(t).contains("not_before_ms"));
+  t.tenant = "acme";
+  t.not_before_ms = 1790000000000;
+  ops::TaskSummary t2;
+  REQUIRE(ops::decode(ops::encode(t), &t2));
+  CHECK(t2.tenant == "acme");
+  CHECK(t2.not_before_ms == 1790000000000);
+
+  ops::StatsReply s;
+  s.pools.push_back({});
+  s.pools[0].name = "p";
+  s.pools[0].tenants = {{"acme", 9}, {"", 2}};
+  const json j = ops::encode(s);
+  CHECK(j["pools"][0]["tenants"] ==
+        json::array({{{"tenant", "acme"}, {"waiting", 9}}, {{"tenant", ""}, {"waiting", 2}}}));
+  ops::StatsReply s2;
+  REQUIRE(ops::decode(j, &s2));
+  REQUIRE(s2.pools[0].tenants.size() == 2);
+  CHECK(s2.pools[0].tenants[1].tenant.empty());
+  CHECK(s2.pools[0].tenants[1].waiting == 2);
 }

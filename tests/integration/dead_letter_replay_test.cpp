@@ -134,3 +134,33 @@ TEST_CASE("a replay runs the callbacks its replayer gives the task") {
   REQUIRE(pool->wait_idle_for(kPatience));
   CHECK(done.load() == 2);
 }
+
+TEST_CASE("a dead letter keeps its task's tenant, and its replay runs as that tenant") {
+  TempDir dir;
+  auto store = open_store(dir.path);
+  {
+    auto failing = make_pool(replay_options(true, store));
+    SubmitOptions so;
+    so.tenant = "acme";
+    so.key = "user-7";
+    const TaskResult r = run(*failing, "configurable", "for acme", so);
+    REQUIRE(r.state == TaskState::kDeadLettered);
+    CHECK(r.tenant == "acme");
+  }
+  REQUIRE(store->flush(kPatience));
+  auto listed = store->list({}, DeadLetterPage{10, std::nullopt});
+  REQUIRE(listed);
+  REQUIRE(listed->letters.size() == 1);
+  const DeadLetter& letter = listed->letters.front();
+  CHECK(letter.options.tenant == "acme");
+  CHECK(letter.task.tenant == "acme");
+  CHECK(letter.options.key == "user-7");
+  auto pool = make_pool(replay_options(false, store));
+  auto replayed = pool->replay(letter.letter_id);
+  REQUIRE(replayed);
+  CHECK(replayed->options().tenant == "acme");
+  REQUIRE(replayed->wait_for(kPatience));
+  const TaskResult done = replayed->wait();
+  CHECK(done.state == TaskState::kCompleted);
+  CHECK(done.tenant == "acme");
+}

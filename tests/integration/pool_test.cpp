@@ -164,7 +164,8 @@ TEST_CASE("progress updates reach the submitter before the result") {
 
 TEST_CASE("every dispatch strategy serves tasks, and the strategy can change at run time") {
   auto s = GENERATE(DispatchStrategy::kRoundRobin, DispatchStrategy::kLeastLoaded,
-                    DispatchStrategy::kRandom, DispatchStrategy::kAffinity);
+                    DispatchStrategy::kRandom, DispatchStrategy::kAffinity,
+                    DispatchStrategy::kLeastRss, DispatchStrategy::kByKey);
   PoolOptions o = pool_options("echo", 2);
   o.dispatch = s;
   auto pool = make_pool(o);

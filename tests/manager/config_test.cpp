@@ -277,6 +277,16 @@ pools:
   CHECK(o.recycle_max_age == std::chrono::hours(6));
 }
 
+TEST_CASE("dispatch takes least_rss and by_key, spelt with _ or -") {
+  using sandpool::DispatchStrategy;
+  auto [name, strategy] = GENERATE(std::pair{"least_rss", DispatchStrategy::kLeastRss},
+                                   std::pair{"least-rss", DispatchStrategy::kLeastRss},
+                                   std::pair{"by_key", DispatchStrategy::kByKey},
+                                   std::pair{"by-key", DispatchStrategy::kByKey});
+  const Config c = parse_ok(std::string(kMinimalPool) + "    dispatch: " + name + "\n");
+  CHECK(sandpool::to_pool_options(c.pools.at(0)).dispatch == strategy);
+}
+
 TEST_CASE("configs compare equal until a key changes") {
   const std::string base = std::string(kMinimalPool) + "    retry: {base: 1s}\n";
   CHECK(parse_ok(base) == parse_ok(base));
@@ -394,7 +404,7 @@ TEST_CASE("each kind of mistake names the key path and its line and column") {
        "t.yaml:3:5: pools[0].plugin: expected a non-empty string, got nothing"},
       {std::string(kMinimalPool) + "    dispatch: fastest\n",
        "t.yaml:4:15: pools[0].dispatch: expected one of round-robin, least-loaded, random, "
-       "affinity, got \"fastest\""},
+       "affinity, least-rss, least_rss, by-key, by_key, got \"fastest\""},
       {std::string(kMinimalPool) + "    plugin_config: [1]\n",
        "t.yaml:4:20: pools[0].plugin_config: expected a mapping, got a list"},
       // bad units

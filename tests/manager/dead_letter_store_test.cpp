@@ -118,6 +118,51 @@ TEST_CASE("a new database carries the current schema version", "[dead_letters]")
         std::to_string(sandpool::dead_letter_schema::kVersion));
 }
 
+TEST_CASE(
+    "a dead letter keeps its tenant, and letters from schema version 3 read as the default tenant",
+    "[dead_letters]") {
+  TempDir dir;
+  REQUIRE(::mkdir(dir.state_dir().c_str(), 0700) == 0);
+  const std::string path = dir.state_dir() + "/dead_letters.db";
+  {
+    // A file as the version before wrote it: dead_letters without a tenant column.
+    auto db = raw_connection(path);
+    REQUIRE(sandpool::dead_letter_schema::migrate(db, path, 3).is_ok());
+    REQUIRE(db.exec(R"sql(
+INSERT INTO dead_letters (task_id, pool, type, reason, error, payload, timeout_ms, retries,
+  priority, affinity_key, dead_lettered_ms)
+VALUES (31, 'images', 'resize', 'retries_exhausted', 'boom', x'7031', 1500, 2, 3, 'user-1', 1000);
+)sql",
+                    "test: a version 3 letter")
+                .is_ok());
+    CHECK(pragma_text(db, "PRAGMA user_version") == "3");
+  }
+  auto store = open_store(options_for(dir));
+  {
+    auto db = raw_connection(path);
+    CHECK(pragma_text(db, "PRAGMA user_version") == "4");
+  }
+  DeadLetter acme = letter(32);
+  acme.options.tenant = "acme";
+  acme.task.tenant = "acme";
+  write_all(*store, {acme});
+  auto letters = list_all(*store);
+  REQUIRE(letters.size() == 2);
+  CHECK(letters[0].task.id == 31);
+  CHECK(letters[0].options.tenant.empty());
+  CHECK(letters[0].options.key == "user-1");
+  CHECK(letters[0].options.priority == 3);
+  CHECK(letters[0].payload == "p1");
+  CHECK(letters[1].task.id == 32);
+  CHECK(letters[1].options.tenant == "acme");
+  CHECK(letters[1].task.tenant == "acme");
+  CHECK(letters[1].options.to_submit_options().tenant == "acme");
+  // A claim (a replay's first step) reads it too.
+  auto claimed = store->claim(letters[1].letter_id);
+  REQUIRE(claimed.is_ok());
+  CHECK(claimed->options.tenant == "acme");
+}
+
 TEST_CASE("a database from a newer sandpool is refused with an error naming both versions",
           "[dead_letters]") {
   TempDir dir;

@@ -64,6 +64,8 @@ class FakeWorkerControl : public core::WorkerControl {
     return workers[w].backtrace;
   }
   std::int64_t wall_ms() override { return wall_clock_ms; }
+  // Moves only when a test moves it (a dispatch function that "takes" time bumps it).
+  std::int64_t elapsed_ns() override { return elapsed_clock_ns; }
 
   std::map<core::WorkerId, FakeWorker> workers;
   std::vector<core::WorkerId> spawned;
@@ -71,6 +73,7 @@ class FakeWorkerControl : public core::WorkerControl {
   // The wall clock the core stamps attempts with: far from today's, so that a stamp taken
   // from the system clock instead shows. The harness moves it with the monotonic clock.
   std::int64_t wall_clock_ms = 86'400'000;
+  std::int64_t elapsed_clock_ns = 0;
 
  private:
   core::WorkerId next_ = 1;

@@ -19,6 +19,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -136,7 +137,8 @@ class Model {
     PoolOptions o;
     o.workers = 1 + static_cast<std::uint32_t>(world_.pick(3));
     o.concurrency = 1 + static_cast<std::uint32_t>(world_.pick(3));
-    o.dispatch = static_cast<DispatchStrategy>(world_.pick(4));
+    o.dispatch = static_cast<DispatchStrategy>(world_.pick(6));
+    if (world_.chance(30)) o.dispatch_function = random_dispatch();
     o.retries = static_cast<std::uint32_t>(world_.pick(3));
     o.retry.base = std::chrono::milliseconds(world_.pick(3) * 50);
     o.retry.max = 500ms;
@@ -177,6 +179,48 @@ class Model {
     }
     core_->start(world_.now);
     note_spawns();
+  }
+
+  // A dispatch function that mostly picks a worker with room, and sometimes says queue it,
+  // throws, or names a worker out of range, starting or full. It checks what it is shown.
+  DispatchFunction random_dispatch() {
+    return [this](std::span<const WorkerView> workers,
+                  const TaskView& t) -> std::optional<std::size_t> {
+      // The core contains what the function throws, so a broken invariant is kept for
+      // check() instead.
+      try {
+        check_dispatch_view(workers, t);
+      } catch (const Broken& e) {
+        if (fn_broken_.empty()) fn_broken_ = e.what();
+      }
+      std::vector<std::size_t> room;
+      for (std::size_t i = 0; i < workers.size(); ++i) {
+        if (workers[i].has_room()) room.push_back(i);
+      }
+      const int r = world_.pick(100);
+      if (r < 60) {
+        if (room.empty()) return std::nullopt;
+        return room[static_cast<std::size_t>(world_.pick(static_cast<int>(room.size())))];
+      }
+      if (r < 70) return std::nullopt;
+      if (r < 80) throw std::runtime_error("model dispatch function throws");
+      if (r < 90) return workers.size() + static_cast<std::size_t>(world_.pick(3));
+      return static_cast<std::size_t>(world_.pick(static_cast<int>(workers.size())));
+    };
+  }
+
+  void check_dispatch_view(std::span<const WorkerView> workers, const TaskView& t) {
+    MODEL_CHECK(!workers.empty(), "a dispatch function called without workers");
+    MODEL_CHECK(tasks_.count(t.id) == 1, "a dispatch function shown unknown task " << t.id);
+    MODEL_CHECK(t.type == "echo", "a dispatch function shown type " << t.type);
+    int homes = 0;
+    for (const WorkerView& v : workers) {
+      MODEL_CHECK(world_.workers.count(v.id) == 1 && world_.workers.at(v.id).alive,
+                  "a dispatch function shown worker " << v.id << ", not alive");
+      MODEL_CHECK(v.ready || v.in_flight == 0, "a starting worker shown with tasks");
+      homes += v.key_home ? 1 : 0;
+    }
+    MODEL_CHECK(homes == (t.key.empty() ? 0 : 1), homes << " affinity homes for one task");
   }
 
   // Rate limits and caps, some of each kind (all tasks are of type echo).
@@ -414,7 +458,7 @@ class Model {
         next.workers = 1 + static_cast<std::uint32_t>(world_.pick(3));
         break;
       default:
-        next.dispatch = static_cast<DispatchStrategy>(world_.pick(4));
+        next.dispatch = static_cast<DispatchStrategy>(world_.pick(6));
         break;
     }
     const bool replace = next.max_payload != opts_.max_payload || world_.chance(20);
@@ -564,6 +608,7 @@ class Model {
                   "tenant '" << tenant << "' counted " << tenant_counts_.waiting(tenant)
                              << " waiting, but " << waiting[tenant] << " are");
     }
+    MODEL_CHECK(fn_broken_.empty(), fn_broken_);
     MODEL_CHECK(core_->idle() == (open == 0),
                 "idle() says " << core_->idle() << " with " << open << " open tasks");
     MODEL_CHECK(s.letters_pending == letters_.size(), "letters pending disagree");
@@ -580,7 +625,9 @@ class Model {
   PoolOptions opts_;
   std::atomic<std::size_t> admitted_{0};
   core::TenantCounts tenant_counts_;
-  bool reconfigured_flow_ = false;  // entries dispatched before may exceed a new cap
+  bool reconfigured_flow_ = false;
+  std::string fn_broken_;  // what the dispatch function found broken (it cannot throw it)  //
+                           // entries dispatched before may exceed a new cap
   std::unique_ptr<core::PoolCore> core_;
   std::map<std::uint64_t, Task> tasks_;
   std::vector<std::uint64_t> letters_;

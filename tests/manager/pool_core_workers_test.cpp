@@ -300,6 +300,65 @@ TEST_CASE("a task still queued past its queue TTL is dead-lettered as expired") 
   CHECK(h.core->stats().expired == 1);
 }
 
+TEST_CASE("a throttled task past its queue TTL is dead-lettered expired while still held") {
+  PoolOptions o = Harness::defaults();
+  o.flow.tenants["a"] = {1, 60000ms, 1};  // one task a minute
+  o.queue_ttl = 500ms;
+  Harness h(o);
+  h.ready_all();
+  SubmitOptions so;
+  so.tenant = "a";
+  auto first = h.submit(so);
+  auto held = h.submit(so);
+  CHECK(first->state == TaskState::kDispatched);
+  CHECK(held->state == TaskState::kQueued);
+  REQUIRE(h.core->stats().throttled == 1);
+  h.run_for(600ms);
+  CHECK(held->state == TaskState::kDeadLettered);
+  CHECK(account(held).reason == DeadReason::kExpired);
+  CHECK(account(held).error.find("expired: throttled for") != std::string::npos);
+  CHECK(h.core->stats().throttled == 0);
+  CHECK(h.core->stats().expired == 1);
+  CHECK(h.admitted == 0);
+  CHECK(first->state == TaskState::kDispatched);  // dispatched in time: no TTL any more
+}
+
+TEST_CASE(
+    "a task waiting for its full affinity worker past its queue TTL is dead-lettered expired") {
+  PoolOptions o = Harness::defaults();
+  o.dispatch = DispatchStrategy::kAffinity;
+  o.concurrency = 1;
+  o.queue_ttl = 500ms;
+  Harness h(o);
+  h.ready_all();
+  SubmitOptions so;
+  so.key = "user-7";
+  auto first = h.submit(so);
+  auto waiting = h.submit(so);  // its worker is full: it waits in that worker's backlog
+  CHECK(first->state == TaskState::kDispatched);
+  REQUIRE(waiting->state == TaskState::kQueued);
+  h.run_for(600ms);
+  CHECK(waiting->state == TaskState::kDeadLettered);
+  CHECK(account(waiting).reason == DeadReason::kExpired);
+  CHECK(h.admitted == 0);
+  // The worker's backlog is empty: its result dispatches nothing more.
+  REQUIRE(h.result(h.holder(first->id), first->id, ipc::TaskStatus::kOk));
+  CHECK(h.ctl.sends.size() == 1);
+}
+
+TEST_CASE("a pool without workers still expires its queued tasks") {
+  PoolOptions o = Harness::defaults();
+  o.queue_ttl = 500ms;
+  Harness h(o);
+  h.core->scale(0, h.now);
+  for (auto id : h.ctl.spawned) h.exit(id, ExitStatus{false, 0, SIGKILL});
+  auto t = h.submit();
+  REQUIRE(h.core->next_deadline() <= h.now + 1000 * kMs);  // a sweep is due
+  h.run_for(600ms);
+  CHECK(t->state == TaskState::kDeadLettered);
+  CHECK(account(t).reason == DeadReason::kExpired);
+}
+
 namespace {
 
 PoolOptions with_backtraces() {

@@ -34,6 +34,9 @@ PoolMetrics small_pool() {
   m.stats.queued = 5;
   m.stats.in_flight = 2;
   m.stats.retry_wait = 1;
+  m.stats.scheduled = 6;
+  m.stats.throttled = 2;
+  m.tenants_waiting = {{"acme", 9}, {"tenant \"b\"", 2}};
   m.stats.target_workers = 3;
   m.stats.crash_loop = true;
   m.attempts[static_cast<std::size_t>(Outcome::kOk)] = 4;
@@ -180,6 +183,16 @@ sandpool_tasks_in_flight{pool="images"} 2
 # HELP sandpool_tasks_retry_waiting Tasks waiting out their retry backoff.
 # TYPE sandpool_tasks_retry_waiting gauge
 sandpool_tasks_retry_waiting{pool="images"} 1
+# HELP sandpool_tasks_scheduled Tasks waiting for their not_before (state scheduled; counted in queue.capacity).
+# TYPE sandpool_tasks_scheduled gauge
+sandpool_tasks_scheduled{pool="images"} 6
+# HELP sandpool_tasks_throttled Queued tasks held back by a rate limit or a type's concurrency cap (of the queue depth).
+# TYPE sandpool_tasks_throttled gauge
+sandpool_tasks_throttled{pool="images"} 2
+# HELP sandpool_tenant_tasks_waiting Tasks a tenant has waiting (queued or scheduled), for the 100 tenants with the most per pool.
+# TYPE sandpool_tenant_tasks_waiting gauge
+sandpool_tenant_tasks_waiting{pool="images",tenant="acme"} 9
+sandpool_tenant_tasks_waiting{pool="images",tenant="tenant \"b\""} 2
 # HELP sandpool_workers Worker processes, by state.
 # TYPE sandpool_workers gauge
 sandpool_workers{pool="images",state="starting"} 0
@@ -248,6 +261,14 @@ sandpool_worker_output_dropped_total{pool="images"} 12
 # HELP sandpool_tasks_awaiting_dead_letter Tasks decided dead-lettered whose letter is not written yet (not terminal until it is).
 # TYPE sandpool_tasks_awaiting_dead_letter gauge
 sandpool_tasks_awaiting_dead_letter{pool="images"} 4
+# HELP sandpool_dispatch_function_calls_total Calls of the pool's dispatch function (embedded pools with one only).
+# TYPE sandpool_dispatch_function_calls_total counter
+# HELP sandpool_dispatch_function_errors_total Calls that threw; the built-in strategy chose instead.
+# TYPE sandpool_dispatch_function_errors_total counter
+# HELP sandpool_dispatch_function_invalid_total Calls that named a worker out of range, starting or full; the built-in strategy chose instead.
+# TYPE sandpool_dispatch_function_invalid_total counter
+# HELP sandpool_dispatch_function_slow_total Calls longer than dispatch_function_slow.
+# TYPE sandpool_dispatch_function_slow_total counter
 # HELP sandpool_queue_wait_seconds From submit to a task's first dispatch.
 # TYPE sandpool_queue_wait_seconds histogram
 sandpool_queue_wait_seconds_bucket{pool="images",le="0.00001"} 0
@@ -281,9 +302,33 @@ TEST_CASE("every sample of the exposition sits under its family's TYPE line") {
   PoolMetrics other = small_pool();
   other.pool = "video";
   const std::string text = render_prometheus({small_pool(), other}, service());
-  // 2 service samples; per pool: 8 gauges + 5 worker states, 9 counters + 6 dead-letter
-  // reasons + 9 outcomes, 3 histograms of 22 buckets, a sum and a count.
-  CHECK(check_well_formed(text) == 2 + 2 * (8 + 5 + 9 + 6 + 9 + 3 * 24));
+  // 2 service samples; per pool: 10 gauges + 2 tenants + 5 worker states, 9 counters + 6
+  // dead-letter reasons + 9 outcomes, 3 histograms of 22 buckets, a sum and a count.
+  CHECK(check_well_formed(text) == 2 + 2 * (10 + 2 + 5 + 9 + 6 + 9 + 3 * 24));
+}
+
+TEST_CASE("a pool with a dispatch function has its calls, troubles and call times exposed") {
+  PoolMetrics custom = small_pool();
+  custom.pool = "custom";
+  custom.dispatch_function.calls = 5;
+  custom.dispatch_function.errors = 2;
+  custom.dispatch_function.invalid = 1;
+  custom.dispatch_function.slow = 1;
+  custom.dispatch_function.time.record(3 * kMs);
+  const std::string text = render_prometheus({small_pool(), custom}, service());
+  // The pool without one has none of its series (only the family lines).
+  CHECK(check_well_formed(text) == 2 + 2 * (10 + 2 + 5 + 9 + 6 + 9 + 3 * 24) + 4 + 24);
+  for (const char* line :
+       {"sandpool_dispatch_function_calls_total{pool=\"custom\"} 5",
+        "sandpool_dispatch_function_errors_total{pool=\"custom\"} 2",
+        "sandpool_dispatch_function_invalid_total{pool=\"custom\"} 1",
+        "sandpool_dispatch_function_slow_total{pool=\"custom\"} 1",
+        "sandpool_dispatch_function_seconds_bucket{pool=\"custom\",le=\"0.005\"} 1",
+        "sandpool_dispatch_function_seconds_count{pool=\"custom\"} 1"}) {
+    INFO(line);
+    CHECK(text.find(std::string(line) + "\n") != std::string::npos);
+  }
+  CHECK(text.find("sandpool_dispatch_function_calls_total{pool=\"images\"}") == std::string::npos);
 }
 
 TEST_CASE("label values are escaped: backslash, double quote and newline") {

@@ -24,9 +24,12 @@ TEST_CASE("a multiplier below one never shrinks the delay") {
 }
 
 TEST_CASE("dispatch strategies parse from and print to their names") {
-  for (auto s : {sandpool::DispatchStrategy::kRoundRobin, sandpool::DispatchStrategy::kLeastLoaded,
-                 sandpool::DispatchStrategy::kRandom, sandpool::DispatchStrategy::kAffinity}) {
+  for (auto s : sandpool::kDispatchStrategies) {
     CHECK(sandpool::parse_strategy(sandpool::to_string(s)) == s);
   }
+  CHECK(sandpool::parse_strategy("least_rss") == sandpool::DispatchStrategy::kLeastRss);
+  CHECK(sandpool::parse_strategy("by_key") == sandpool::DispatchStrategy::kByKey);
+  CHECK(sandpool::parse_strategy("least_loaded") == sandpool::DispatchStrategy::kLeastLoaded);
+  CHECK(sandpool::to_string(sandpool::DispatchStrategy::kByKey) == "by-key");
   CHECK_FALSE(sandpool::parse_strategy("fastest").has_value());
 }

@@ -37,6 +37,7 @@ void write_letters(const std::string& dir, std::uint64_t n) {
     l.task.error = "boom";
     l.task.history.push_back({1, Outcome::kTimedOut, "timed out", 4242, 1000, 2000, "#0 f\n"});
     l.dead_lettered_ms = now_ms - 60000 + 1000 * static_cast<std::int64_t>(i);  // kept 30 days
+    if (i == 3) l.options.tenant = "acme";
     REQUIRE((*store)->enqueue(std::move(l)).is_ok());
   }
   REQUIRE((*store)->close().is_ok());
@@ -86,6 +87,8 @@ TEST_CASE("dlq --state-dir lists, shows and purges the store without the service
   REQUIRE(list.exit_code == 0);
   CHECK(list.out.find("retries_exhausted") != std::string::npos);
   CHECK(list.out.find("shutdown") != std::string::npos);
+  CHECK(list.out.find("TENANT") != std::string::npos);  // a column, since one letter has one
+  CHECK(list.out.find("acme") != std::string::npos);
 
   auto page = poolctl(absent, {"--json", "dlq", "list", "--state-dir", dir.path(), "--limit", "2"});
   REQUIRE(page.exit_code == 0);
@@ -95,6 +98,8 @@ TEST_CASE("dlq --state-dir lists, shows and purges the store without the service
                                first["next_cursor"].get<std::string>()});
   REQUIRE(json::parse(next.out)["entries"].size() == 1);
   CHECK(json::parse(next.out)["entries"][0]["task_id"] == 3);
+  CHECK(json::parse(next.out)["entries"][0]["tenant"] == "acme");
+  CHECK_FALSE(first["entries"][0].contains("tenant"));  // the default tenant: absent
 
   auto show = poolctl(absent, {"--json", "dlq", "show", "2", "--state-dir", dir.path()});
   REQUIRE(show.exit_code == 0);

@@ -190,12 +190,13 @@ TEST_CASE("stats --wide shows every field the service sends, and --json is the r
   auto j = poolctl(service.socket(), {"stats", "--wide", "--json"});
   REQUIRE(j.exit_code == 0);
   const json pool = json::parse(j.out)["pools"][0];
-  CHECK(pool.size() == 24);
+  CHECK(pool.size() == 25);
+  CHECK(pool["tenants"].is_array());
   CHECK(pool["completed"] == 2000);
   CHECK(pool["queue_wait_ms"] == json{{"p50", 0.25}, {"p99", 3}});
   auto plain = poolctl(service.socket(), {"--json", "stats"});
   REQUIRE(plain.exit_code == 0);
-  CHECK(json::parse(plain.out)["pools"][0].size() == 24);
+  CHECK(json::parse(plain.out)["pools"][0].size() == 25);
 }
 
 TEST_CASE(

@@ -2,11 +2,14 @@
 // "The scheduler's order of decisions"): a scheduled task outlives a kill -9 and keeps its
 // not_before and tenant, cancel works on it, one whose time comes while poold is down runs
 // after the restart; poolctl's --delay, --not-before and --tenant; queue.max_per_tenant;
-// a type's concurrency cap holding tasks back (`throttled`).
+// a type's concurrency cap holding tasks back (`throttled`), in status, stats and /metrics
+// with the scheduled tasks and the tenants' waiting counts; dispatch by_key and least_rss.
+#include <httplib.h>
 #include <signal.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <set>
 
 #include "command_runner.hpp"
 #include "poold_process.hpp"
@@ -104,6 +107,14 @@ TEST_CASE("poolctl submit --delay / --not-before / --tenant, task shows them, ca
   CHECK(shown.out.find("scheduled") != std::string::npos);
   CHECK(shown.out.find("acme") != std::string::npos);
   CHECK(shown.out.find("in 9m") != std::string::npos);  // not before: in 9m59s or so
+  auto listed = ctl({"--json", "tasks", "--tenant", "acme", "--state", "scheduled"});
+  REQUIRE(listed.exit_code == 0);
+  const json tasks = json::parse(listed.out)["tasks"];
+  REQUIRE(tasks.size() == 1);
+  CHECK(tasks[0]["id"] == id);
+  CHECK(tasks[0]["tenant"] == "acme");
+  CHECK(tasks[0]["not_before_ms"].is_number());
+  CHECK(json::parse(ctl({"--json", "tasks", "--tenant", "other"}).out)["tasks"].empty());
   CHECK(ctl({"cancel", std::to_string(id)}).exit_code == 0);
 
   auto at = ctl({"submit", "echo", "y", "--not-before", "2000-01-01T00:00:00Z", "--wait"});
@@ -145,19 +156,72 @@ TEST_CASE("poold: concurrency_per_type holds a type's tasks, shown as throttled 
   Client c = f.connect();
   std::vector<std::uint64_t> ids;
   for (int i = 0; i < 3; ++i) {
-    auto id = c.submit(task("sleep", "1500"));
+    SubmitRequest r = task("sleep", "1500");
+    r.tenant = "acme";
+    auto id = c.submit(r);
     REQUIRE(id);
     ids.push_back(id->id);
   }
+  SubmitRequest later = task("sleep", "1");
+  later.tenant = "acme";
+  later.delay = std::chrono::hours(1);
+  auto later_id = c.submit(later);
+  REQUIRE(later_id);
   // Two workers, but one sleep task at a time: the other two are held, still queued.
   REQUIRE(poll_until([&] { return status_of(c, "sleep")["throttled"] == 2; }));
   CHECK(status_of(c, "sleep")["in_flight"] == 1);
+  CHECK(status_of(c, "sleep")["scheduled"] == 1);
+  // /metrics and stats say so too, with the tenant's waiting tasks (two held, one scheduled).
+  httplib::Client http("127.0.0.1", metrics_port(*f.poold));
+  http.set_read_timeout(30, 0);
+  auto scraped = http.Get("/metrics");
+  REQUIRE(scraped);
+  for (const char* line :
+       {"sandpool_tasks_throttled{pool=\"sleep\"} 2", "sandpool_tasks_scheduled{pool=\"sleep\"} 1",
+        "sandpool_tenant_tasks_waiting{pool=\"sleep\",tenant=\"acme\"} 3"}) {
+    INFO(line);
+    CHECK(scraped->body.find("\n" + std::string(line) + "\n") != std::string::npos);
+  }
+  auto stats = c.stats("sleep");
+  REQUIRE(stats);
+  REQUIRE(stats->pools.size() == 1);
+  REQUIRE(stats->pools[0].tenants.size() == 1);
+  CHECK(stats->pools[0].tenants[0].tenant == "acme");
+  CHECK(stats->pools[0].tenants[0].waiting == 3);
+  REQUIRE(c.cancel(later_id->id));
   for (const std::uint64_t id : ids) {
     auto t = c.wait(id);
     REQUIRE(t);
     CHECK(t->state == "completed");
   }
   CHECK(status_of(c, "sleep")["throttled"] == 0);
+}
+
+TEST_CASE("poold: dispatch by_key sends a key's tasks to one worker, least_rss serves too") {
+  PooldFixture f(
+      "pools:\n" +
+      pool_yaml("keyed", "echo", "    dispatch: by_key\n", "{min: 1, max: 3, initial: 3}") +
+      pool_yaml("lean", "upper", "    dispatch: least_rss\n", "{min: 1, max: 2, initial: 2}"));
+  Client c = f.connect();
+  CHECK(status_of(c, "keyed")["dispatch"] == "by-key");
+  CHECK(status_of(c, "lean")["dispatch"] == "least-rss");
+  std::set<std::int32_t> pids;
+  for (int i = 0; i < 12; ++i) {
+    SubmitRequest r = task("echo", "k");
+    r.pool = "keyed";
+    r.key = "user-7";
+    auto done = c.submit_wait(r);
+    REQUIRE(done);
+    REQUIRE(done->state == "completed");
+    pids.insert(done->account.history.at(0).worker_pid);
+  }
+  CHECK(pids.size() == 1);
+  for (int i = 0; i < 4; ++i) {
+    SubmitRequest r = task("upper", "lean");
+    auto done = c.submit_wait(r);
+    REQUIRE(done);
+    CHECK(done->state == "completed");
+  }
 }
 
 }  // namespace sandpool::testing

@@ -52,10 +52,11 @@ struct DeadLetterOptions {
   std::optional<std::chrono::milliseconds> timeout;  // empty: the pool's default
   std::optional<std::uint32_t> retries;              // empty: the pool's default
   std::int32_t priority = 0;
-  std::string key;  // affinity key
+  std::string key;     // affinity key
+  std::string tenant;  // SubmitOptions::tenant; "" the default one
 
   static DeadLetterOptions from(const SubmitOptions& o) {
-    return {o.timeout, o.retries, o.priority, o.key};
+    return {o.timeout, o.retries, o.priority, o.key, o.tenant};
   }
   // Returns options for resubmitting the task; the callbacks are the replayer's to set.
   SubmitOptions to_submit_options() const {
@@ -64,6 +65,7 @@ struct DeadLetterOptions {
     o.retries = retries;
     o.priority = priority;
     o.key = key;
+    o.tenant = tenant;
     return o;
   }
 };

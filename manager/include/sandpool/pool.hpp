@@ -113,7 +113,8 @@ struct SubmitOptions {
 // Which tasks Pool::list() returns; an empty or absent member matches any task.
 struct TaskQuery {
   std::string type;
-  std::string key;  // the affinity key (SubmitOptions::key)
+  std::string key;                    // the affinity key (SubmitOptions::key)
+  std::optional<std::string> tenant;  // only this tenant's tasks ("": the default tenant's)
   std::optional<TaskState> state;
   std::optional<std::int64_t> since_ms, until_ms;  // submitted within (wall clock, ms)
   std::size_t limit = 100;

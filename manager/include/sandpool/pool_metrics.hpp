@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <sandpool/pool.hpp>
 #include <sandpool/task.hpp>
@@ -67,6 +69,16 @@ struct WorkerStateCounts {
   std::uint32_t starting = 0, idle = 0, busy = 0, draining = 0, stopping = 0;
 };
 
+// A pool's PoolOptions::dispatch_function: its calls, how long each took, and what went
+// wrong (each of the three made the built-in strategy choose, except a slow call).
+struct DispatchFunctionMetrics {
+  std::uint64_t calls = 0;
+  std::uint64_t errors = 0;   // it threw
+  std::uint64_t invalid = 0;  // it named a worker out of range, starting or full
+  std::uint64_t slow = 0;     // it took longer than dispatch_function_slow
+  Histogram time;             // per call
+};
+
 // One pool's snapshot for monitoring.
 struct PoolMetrics {
   std::string pool;  // PoolOptions::name
@@ -78,10 +90,18 @@ struct PoolMetrics {
   // Tasks dead-lettered, by reason (index: DeadReason; kNone stays 0).
   std::array<std::uint64_t, kDeadReasonCount> dead_lettered{};
   WorkerStateCounts workers;
-  std::uint64_t worker_rss_bytes = 0;  // summed over the live workers; 0 when unknown
-  Histogram queue_wait;                // submit -> first dispatch, once per dispatched task
-  Histogram run_time;                  // dispatch -> end, once per attempt
-  Histogram end_to_end;                // submit -> terminal, once per task
+  std::uint64_t worker_rss_bytes = 0;         // summed over the live workers; 0 when unknown
+  Histogram queue_wait;                       // submit -> first dispatch, once per dispatched task
+  Histogram run_time;                         // dispatch -> end, once per attempt
+  Histogram end_to_end;                       // submit -> terminal, once per task
+  DispatchFunctionMetrics dispatch_function;  // all zero without one
+  // Tasks waiting (queued or scheduled) per tenant, for the kMetricsTenants tenants with the
+  // most, most first. Named tenants; "" (the default tenant) only in a pool with
+  // queue.max_per_tenant, the only one that counts it.
+  std::vector<std::pair<std::string, std::uint64_t>> tenants_waiting;
 };
+
+// The bound on PoolMetrics::tenants_waiting (and so on /metrics' per-tenant series).
+inline constexpr std::size_t kMetricsTenants = 100;
 
 }  // namespace sandpool

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include <sandpool/dispatch_function.hpp>
 #include <sandpool/sandbox/policy.hpp>
 #include <sandpool/sandbox/privileges.hpp>
 #include <sandpool/task.hpp>
@@ -33,8 +34,22 @@ enum class ShutdownUnfinished : std::uint8_t {
   kDeadLetter,  // dead-letter them `shutdown`, as a pool without a journal does
 };
 
-enum class DispatchStrategy : std::uint8_t { kRoundRobin, kLeastLoaded, kRandom, kAffinity };
+// How a pool picks a worker (docs/configuration.md, `dispatch`). kLeastRss: the lowest sampled
+// RSS; kByKey: consistent hashing of the task's key over the worker slots (core/dispatcher.hpp).
+enum class DispatchStrategy : std::uint8_t {
+  kRoundRobin,
+  kLeastLoaded,
+  kRandom,
+  kAffinity,
+  kLeastRss,
+  kByKey,
+};
+inline constexpr DispatchStrategy kDispatchStrategies[] = {
+    DispatchStrategy::kRoundRobin, DispatchStrategy::kLeastLoaded, DispatchStrategy::kRandom,
+    DispatchStrategy::kAffinity,   DispatchStrategy::kLeastRss,    DispatchStrategy::kByKey};
+// "round-robin", "least-loaded", "random", "affinity", "least-rss", "by-key".
 std::string_view to_string(DispatchStrategy s);
+// Takes the names to_string gives, with '_' for '-' as well ("least_rss", "by_key").
 std::optional<DispatchStrategy> parse_strategy(std::string_view name);
 
 // delay(attempt) = min(max, base * multiplier^(attempt-1)), then full jitter.
@@ -228,6 +243,14 @@ struct PoolWiring {
   // Lifecycle events (workers started, ready, exited; attempts and tasks ended), called on
   // the pool's loop thread: keep it short and non-blocking. Null: none.
   std::function<void(const PoolEvent&)> on_event;
+  // The embedding program's own choice of worker (<sandpool/dispatch_function.hpp>); null: the
+  // built-in `dispatch` strategy, which is also the fallback when the function throws or
+  // names a worker that cannot take the task. poold never sets one (no dispatch code is
+  // loaded from a plugin into the manager).
+  DispatchFunction dispatch_function;
+  // A dispatch_function call that takes longer than this is counted slow and logged (at most
+  // one line per 10 s); it cannot be stopped, only measured (docs/architecture.md).
+  std::chrono::microseconds dispatch_function_slow{1000};
   std::shared_ptr<Spawner> spawner;  // the OS seam; null: the Boost.Process spawner
   std::uint64_t seed = 0;            // jitter/random dispatch seed; 0: random
   // How long the pool's loop and each of its workers spin on their rings before they sleep,

@@ -58,6 +58,7 @@ struct LetterOptions {
   std::string key;
   std::optional<std::chrono::milliseconds> timeout;  // wire: timeout_ms
   std::optional<std::uint32_t> retries;
+  std::string tenant;  // "" (absent on the wire): the default tenant
 };
 
 struct DlqShowReply {

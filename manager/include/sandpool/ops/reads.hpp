@@ -141,6 +141,12 @@ struct Quantiles {
   std::optional<double> p99;
 };
 
+// `stats`: a tenant's tasks waiting (queued or scheduled) in one pool.
+struct TenantWaiting {
+  std::string tenant;  // "": the default tenant (counted only with queue.max_per_tenant)
+  std::uint64_t waiting = 0;
+};
+
 // `stats`: one pool's counters (PoolStats) and latencies.
 struct PoolCounters {
   std::string name;
@@ -153,6 +159,8 @@ struct PoolCounters {
   std::uint32_t workers = 0, target_workers = 0;
   Quantiles latency_ms;     // p50, p90, p99
   Quantiles queue_wait_ms;  // p50, p99
+  // The tenants with the most tasks waiting, most first, at most 100 (kMetricsTenants).
+  std::vector<TenantWaiting> tenants;
 };
 
 struct StatsReply {

@@ -132,6 +132,7 @@ struct TaskListArgs {
   std::string type;
   std::string state;                               // a task state (queued, running, completed, ...)
   std::string key;                                 // the affinity key
+  std::optional<std::string> tenant;               // "": the default tenant; absent: any
   std::optional<std::int64_t> since_ms, until_ms;  // submitted within (wall clock)
   std::uint64_t limit = 100;                       // 1..1000
 };
@@ -147,6 +148,8 @@ struct TaskSummary {
   std::uint32_t attempts = 0;
   std::string key;
   std::int64_t submitted_ms = 0;
+  std::string tenant;                         // "" (absent on the wire): the default tenant
+  std::optional<std::int64_t> not_before_ms;  // scheduled with a due time (wall ms)
 };
 
 struct TaskListReply {
