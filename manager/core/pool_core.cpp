@@ -130,6 +130,8 @@ PoolStats PoolCore::stats() const {
   s.workers = static_cast<std::uint32_t>(workers_.size());
   s.target_workers = target_workers_;
   s.target_reason = target_reason_;
+  s.queue_wait_ms =
+      static_cast<std::uint64_t>(std::max<std::int64_t>(0, queue_wait_ns_)) / detail::kMsNs;
   s.dispatch = dispatcher_.strategy();
   s.crash_loop = intensity_.crash_loop();
   s.state = failed_                   ? "failed"

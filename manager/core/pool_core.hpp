@@ -378,6 +378,7 @@ class PoolCore {
   std::int64_t last_step_ns_ = INT64_MIN / 4;
   std::int64_t last_up_ns_ = INT64_MIN / 4;
   std::string target_reason_ = "initial";
+  std::int64_t queue_wait_ns_ = -1;  // longest_wait() at the autoscaler's last look
 
   // Health: when on_tick next has deadlines to check, and the next sweep.
   std::int64_t next_check_ns_ = INT64_MAX;

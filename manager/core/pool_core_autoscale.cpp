@@ -54,28 +54,32 @@ void PoolCore::note_target(std::uint32_t n, std::string why) {
 
 void PoolCore::autoscale(std::int64_t now) {
   next_autoscale_ns_ = INT64_MAX;
+  queue_wait_ns_ = -1;
   const AutoscalePolicy& a = opts_.autoscale;
   if (!a.enabled || closing_ || failed_) return;
   const WorkerBounds& b = opts_.worker_bounds;
   const std::int64_t wait = longest_wait(now);
+  queue_wait_ns_ = wait;
   const std::int64_t cooldown = to_ns(a.cooldown);
 
   if (wait >= 0) {
     // Up. Never in crash_loop (more workers would crash more), never past max, and while a
     // worker starts its capacity is on the way: the step waits for it.
-    const bool starting = std::any_of(workers_.begin(), workers_.end(),
-                                      [](const std::pair<const WorkerId, Worker>& kv) { return kv.second.is<Starting>(); });
+    const bool starting = std::any_of(
+        workers_.begin(), workers_.end(),
+        [](const std::pair<const WorkerId, Worker>& kv) { return kv.second.is<Starting>(); });
     if (target_workers_ == 0 && b.max > 0) {
       // On demand: a task waits and the pool has no worker. Even in crash_loop: without a
       // worker nothing runs at all, and the crash backoff still paces the start.
       last_step_ns_ = last_up_ns_ = now;
+      ++stats_.autoscale_up;
       note_target(1, "autoscale up: a task waits and the pool has no worker (workers.min 0)");
       set_target(1, now);
     } else if (target_workers_ < b.max && !intensity_.crash_loop() && respawn_due_ns_ == 0 &&
-               wait > to_ns(a.target_queue_wait) && !starting &&
-               now >= last_step_ns_ + cooldown) {
+               wait > to_ns(a.target_queue_wait) && !starting && now >= last_step_ns_ + cooldown) {
       const std::uint32_t n = std::min(b.max, target_workers_ + a.scale_up_step);
       last_step_ns_ = last_up_ns_ = now;
+      ++stats_.autoscale_up;
       note_target(n, "autoscale up: queue wait " + std::to_string(wait / kMsNs) +
                          " ms > target_queue_wait " + std::to_string(a.target_queue_wait.count()) +
                          " ms");
@@ -99,6 +103,7 @@ void PoolCore::autoscale(std::int64_t now) {
     if (retire > 0) {
       const std::uint32_t n = target_workers_ - retire;
       last_step_ns_ = now;
+      ++stats_.autoscale_down;
       note_target(n, "autoscale down: " + std::to_string(retire) + " worker(s) idle for " +
                          std::to_string(longest / kMsNs) + " ms >= idle_timeout " +
                          std::to_string(a.idle_timeout.count()) + " ms");

@@ -260,6 +260,16 @@ void render_pool_gauges(Exposition& e) {
       });
   e.per_pool("sandpool_workers_target", "gauge", "Worker processes the pool is scaled to.",
              [](const PoolMetrics& p) { return p.stats.target_workers; });
+  e.per_pool("sandpool_queue_wait_now_seconds", "gauge",
+             "How long the task waiting longest for a worker has waited (the autoscaler's "
+             "signal); 0 when none waits.",
+             [](const PoolMetrics& p) { return static_cast<double>(p.stats.queue_wait_ms) / 1e3; });
+  const std::vector<std::pair<std::string, std::size_t>> directions = {{"up", 0}, {"down", 1}};
+  e.per_pool_and("sandpool_autoscale_steps_total", "counter",
+                 "Steps of the autoscaler, by direction (why: the `scaled` events and the log).",
+                 "direction", directions, [](const PoolMetrics& p, std::size_t d) {
+                   return d == 0 ? p.stats.autoscale_up : p.stats.autoscale_down;
+                 });
   e.per_pool("sandpool_workers_rss_bytes", "gauge",
              "Resident memory of the pool's worker processes, summed.",
              [](const PoolMetrics& p) { return p.worker_rss_bytes; });

@@ -392,10 +392,10 @@ TEST_CASE("each kind of mistake names the key path and its line and column") {
        "t.yaml:4:20: pools[0].workers.min: 0 needs the pool's task_types (a pool learns its "
        "types from its first worker otherwise, and this one may have none)"},
       {std::string(kMinimalPool) + "    workers: {autoscale: {scale_up_step: 0}}\n",
-       "t.yaml:4:43: pools[0].workers.autoscale.scale_up_step: expected an integer from 1 to "
+       "t.yaml:4:42: pools[0].workers.autoscale.scale_up_step: expected an integer from 1 to "
        "4294967295, got \"0\""},
       {std::string(kMinimalPool) + "    workers: {autoscale: {target_wait: 1s}}\n",
-       "t.yaml:4:29: pools[0].workers.autoscale.target_wait: unknown key (expected one of: "
+       "t.yaml:4:27: pools[0].workers.autoscale.target_wait: unknown key (expected one of: "
        "target_queue_wait, scale_up_step, cooldown, idle_timeout)"},
       {std::string(kMinimalPool) + "    task_defaults: {timeout: 2m, max_timeout: 1m}\n",
        "t.yaml:4:47: pools[0].task_defaults.max_timeout: max_timeout (60000ms) is less than "

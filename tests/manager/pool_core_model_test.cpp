@@ -171,6 +171,7 @@ class Model {
       o.worker_bounds = {static_cast<std::uint32_t>(world_.pick(2)),
                          2 + static_cast<std::uint32_t>(world_.pick(3))};
       o.workers = std::clamp(o.workers, o.worker_bounds.min, o.worker_bounds.max);
+      if (o.worker_bounds.min == 0 && world_.chance(50)) o.workers = 0;  // on demand
       o.autoscale.target_queue_wait = std::chrono::milliseconds(10 + world_.pick(100));
       o.autoscale.scale_up_step = 1 + static_cast<std::uint32_t>(world_.pick(2));
       o.autoscale.cooldown = std::chrono::milliseconds(world_.pick(300));

@@ -202,6 +202,11 @@ struct PoolStats {
   // Why the target is what it is: the last change's reason (an autoscale step with the queue
   // wait or idle time that caused it, a scale, a reconfigure); "initial" until one.
   std::string target_reason = "initial";
+  // The autoscaler: its steps so far, and the queue wait it read at its last look (the
+  // longest any task waiting for a worker had waited, ms; 0 when none waited or the pool does
+  // not autoscale).
+  std::uint64_t autoscale_up = 0, autoscale_down = 0;
+  std::uint64_t queue_wait_ms = 0;
   DispatchStrategy dispatch = DispatchStrategy::kRoundRobin;  // the one in use
   std::string state;  // running, draining, crash_loop, failed, closing, closed
 };
