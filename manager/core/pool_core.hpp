@@ -279,8 +279,9 @@ class PoolCore {
   // How often the autoscaler looks while tasks are open: a quarter of target_queue_wait,
   // within [5 ms, 100 ms].
   std::int64_t autoscale_tick_ns() const;
-  // A task started waiting for a worker: the autoscaler looks within a tick (at once when
-  // the target is 0: the first task of an on-demand pool starts its worker).
+  // A task started waiting for a worker: the autoscaler looks within a tick (at the next
+  // on_tick when the target is 0; submit() looks at once, so the first task of an on-demand
+  // pool starts its worker).
   void note_waiting(std::int64_t now);
 
   // ---- worker deaths (pool_core_exits.cpp) ----

@@ -23,7 +23,6 @@ void PoolCore::note_waiting(std::int64_t now) {
   if (!opts_.autoscale.enabled) return;
   next_autoscale_ns_ =
       std::min(next_autoscale_ns_, target_workers_ == 0 ? now : now + autoscale_tick_ns());
-  if (next_autoscale_ns_ <= now) autoscale(now);
 }
 
 std::int64_t PoolCore::longest_wait(std::int64_t now) const {

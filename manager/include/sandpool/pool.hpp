@@ -228,7 +228,9 @@ Status check_worker_count(const PoolOptions& o);
 class Pool {
  public:
   // Starts the workers and waits until the first one is ready, so a plugin that cannot
-  // load or init is reported here (kPlugin, with the worker's own message).
+  // load or init is reported here (kPlugin, with the worker's own message). A pool started
+  // with no worker (workers 0: autoscaled from worker_bounds.min 0) returns at once; its
+  // plugin is first loaded for its first task.
   static Result<std::unique_ptr<Pool>> create(PoolOptions options);
   ~Pool();
   Pool(const Pool&) = delete;
