@@ -18,9 +18,9 @@ bool valid_pool_name(std::string_view name) {
   });
 }
 
-// `workers.autoscale` (AutoscalePolicy): its presence turns autoscaling on.
-void read_autoscale(MapReader r, AutoscalePolicy* a) {
-  a->enabled = true;
+// `workers.autoscale` (AutoscalePolicy): its presence (`present`) turns autoscaling on.
+void read_autoscale(MapReader r, bool present, AutoscalePolicy* a) {
+  a->enabled = present;
   r.duration("target_queue_wait", &a->target_queue_wait, milliseconds(1));
   r.count("scale_up_step", &a->scale_up_step, 1);
   r.duration("cooldown", &a->cooldown);
@@ -36,7 +36,8 @@ void read_workers(MapReader r, PoolConfig* p) {
   const bool has_min = r.count("min", &bounds->min, 0);
   const bool has_max = r.count("max", &bounds->max, 1);
   const bool has_initial = r.count("initial", initial);
-  if (r.has("autoscale")) read_autoscale(r.section("autoscale"), &p->autoscale);
+  const bool autoscale = r.has("autoscale");  // section() is read either way: a known key
+  read_autoscale(r.section("autoscale"), autoscale, &p->autoscale);
   r.finish();
   const bool min_ok = has_min || !r.has("min");
   const bool max_ok = has_max || !r.has("max");
@@ -52,8 +53,9 @@ void read_workers(MapReader r, PoolConfig* p) {
     return;
   }
   if (bounds->min == 0 && p->task_types.empty()) {
-    r.fail("min", "0 needs the pool's task_types (a pool learns its types from its first "
-                  "worker otherwise, and this one may have none)");
+    r.fail("min",
+           "0 needs the pool's task_types (a pool learns its types from its first "
+           "worker otherwise, and this one may have none)");
     return;
   }
   if (!has_initial) {
