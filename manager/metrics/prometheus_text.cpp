@@ -3,6 +3,7 @@
 // made from integer nanoseconds, so bucket bounds read the same in every scrape.
 #include <cstdio>
 #include <string>
+#include <type_traits>
 
 #include <sandpool/metrics.hpp>
 
@@ -68,12 +69,17 @@ class Exposition {
     out_ += value;
     out_ += '\n';
   }
-  // A family with one sample per pool: value(pool) -> integer.
+  // A family with one sample per pool: value(pool) -> integer, or a number rendered already
+  // (std::string).
   template <typename F>
   void per_pool(std::string_view name, std::string_view type, std::string_view help, F value) {
     family(name, type, help);
     for (const PoolMetrics& p : pools_) {
-      sample(name, pool_label(p), std::to_string(value(p)));
+      if constexpr (std::is_same_v<decltype(value(p)), std::string>) {
+        sample(name, pool_label(p), value(p));
+      } else {
+        sample(name, pool_label(p), std::to_string(value(p)));
+      }
     }
   }
   // A family with one sample per pool and per value of a second label.
@@ -261,9 +267,11 @@ void render_pool_gauges(Exposition& e) {
   e.per_pool("sandpool_workers_target", "gauge", "Worker processes the pool is scaled to.",
              [](const PoolMetrics& p) { return p.stats.target_workers; });
   e.per_pool("sandpool_queue_wait_now_seconds", "gauge",
-             "How long the task waiting longest for a worker has waited (the autoscaler's "
-             "signal); 0 when none waits.",
-             [](const PoolMetrics& p) { return static_cast<double>(p.stats.queue_wait_ms) / 1e3; });
+             "How long the task waiting longest for a worker had waited at the autoscaler's "
+             "last look; 0 when none did, or the pool does not autoscale.",
+             [](const PoolMetrics& p) {
+               return seconds_from_ns(static_cast<std::int64_t>(p.stats.queue_wait_ms) * 1000000);
+             });
   const std::vector<std::pair<std::string, std::size_t>> directions = {{"up", 0}, {"down", 1}};
   e.per_pool_and("sandpool_autoscale_steps_total", "counter",
                  "Steps of the autoscaler, by direction (why: the `scaled` events and the log).",
