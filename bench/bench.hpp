@@ -79,6 +79,7 @@ bool run_raw_echo(const BenchOptions& o, Report& r);
 bool run_w1(const BenchOptions& o, Report& r);
 // Tenants sharing a pool: a trickle beside a flood, and two floods (issue 17).
 bool run_fairness(const BenchOptions& o, Report& r);
+bool run_autoscale(const BenchOptions& o, Report& r);
 // W1 under the strict seccomp profile against `off`, alternated: the filter's per-task cost.
 bool run_sandbox_cost(const BenchOptions& o, Report& r);
 // W1 with the built-in round-robin against a dispatch function, alternated: the function's

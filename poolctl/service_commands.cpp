@@ -67,20 +67,30 @@ const std::vector<std::string> kStatsColumns = {
     "name",      "state",         "workers",        "queued",        "in_flight",
     "completed", "dead_lettered", "latency_p50_ms", "latency_p99_ms"};
 
+// One line per pool under the table: its worker target, bounds, and why the target is what it
+// is ("pool img: target 3 (1..8, autoscale): autoscale up: queue wait 240 ms > ...").
+void print_worker_targets(const json& reply) {
+  for (const json& p : reply.value("pools", json::array())) {
+    std::cout << "pool " << p.value("pool", std::string()) << ": target "
+              << p.value("target_workers", 0) << " (" << p.value("min", 0) << ".."
+              << p.value("max", 0) << (p.value("autoscale", false) ? ", autoscale" : "")
+              << "): " << p.value("reason", std::string()) << "\n";
+  }
+}
+
 void print_workers(const json& reply, bool wide) {
   const json rows = reply.value("workers", json::array());
   if (rows.empty()) {
     std::cout << "no workers\n";
-    return;
-  }
-  if (!wide) {
+  } else if (!wide) {
     print_object_table(std::cout, rows, kWorkerColumns, wall_now_ms(), Columns::kOnlyPreferred);
-    return;
+  } else {
+    std::vector<std::string> columns = kWorkerColumns;
+    columns.insert(columns.begin() + 1, "slot");
+    columns.push_back("isolation");
+    print_object_table(std::cout, rows, columns, wall_now_ms());
   }
-  std::vector<std::string> columns = kWorkerColumns;
-  columns.insert(columns.begin() + 1, "slot");
-  columns.push_back("isolation");
-  print_object_table(std::cout, rows, columns, wall_now_ms());
+  print_worker_targets(reply);
 }
 
 void print_stats(const json& reply, bool wide) {

@@ -75,6 +75,21 @@ run dlq replay "$letter" || true
 say "7. A crash: 'crash' segfaults its worker on every attempt; retried, then dead-lettered"
 run submit crash 'boom' --wait || true
 
+say "8a. Autoscaling: 40 tasks of 200 ms wait on the sleep pool (1 worker); it grows to 4"
+show "for i in \$(seq 40); do poolctl submit sleep 200; done >/dev/null"
+for _ in $(seq 40); do "$ctl" submit sleep 200 >/dev/null; done
+for _ in $(seq 1 200); do
+  "$ctl" workers sleep --json | grep -q '"target_workers": *4' && break
+  sleep 0.05
+done
+run workers sleep
+show "grep 'workers target' $log    # every step is a log line (and a 'scaled' event) with its reason"
+grep -h "workers target" "$log" | tail -3
+for _ in $(seq 1 200); do  # until the 40 are done: no worker has one in flight
+  "$ctl" workers sleep --json | grep -q '"in_flight": *1' || break
+  sleep 0.05
+done
+
 say "8. The journal: kill -9 poold while a waited task runs; the restart runs it again"
 show "poolctl submit sleep 1500 --wait --json &    # a client waiting on its own connection"
 "$ctl" submit sleep 1500 --wait --json >var/waited.json 2>&1 &

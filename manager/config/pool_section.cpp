@@ -18,11 +18,26 @@ bool valid_pool_name(std::string_view name) {
   });
 }
 
-// `workers`: min and max into *bounds, initial into *initial (LiveOptions::workers).
-void read_workers(MapReader r, PoolConfig::WorkerBounds* bounds, std::uint32_t* initial) {
-  const bool has_min = r.count("min", &bounds->min, 1);
+// `workers.autoscale` (AutoscalePolicy): its presence (`present`) turns autoscaling on.
+void read_autoscale(MapReader r, bool present, AutoscalePolicy* a) {
+  a->enabled = present;
+  r.duration("target_queue_wait", &a->target_queue_wait, milliseconds(1));
+  r.count("scale_up_step", &a->scale_up_step, 1);
+  r.duration("cooldown", &a->cooldown);
+  r.duration("idle_timeout", &a->idle_timeout, milliseconds(1));
+  r.finish();
+}
+
+// `workers`: min and max into p->worker_bounds, initial into p->workers, the autoscale policy.
+// min 0 (workers on demand) needs autoscale and task_types (read before).
+void read_workers(MapReader r, PoolConfig* p) {
+  PoolConfig::WorkerBounds* bounds = &p->worker_bounds;
+  std::uint32_t* initial = &p->workers;
+  const bool has_min = r.count("min", &bounds->min, 0);
   const bool has_max = r.count("max", &bounds->max, 1);
   const bool has_initial = r.count("initial", initial);
+  const bool autoscale = r.has("autoscale");  // section() is read either way: a known key
+  read_autoscale(r.section("autoscale"), autoscale, &p->autoscale);
   r.finish();
   const bool min_ok = has_min || !r.has("min");
   const bool max_ok = has_max || !r.has("max");
@@ -33,8 +48,19 @@ void read_workers(MapReader r, PoolConfig::WorkerBounds* bounds, std::uint32_t* 
                                         ")");
     return;
   }
+  if (bounds->min == 0 && !p->autoscale.enabled) {
+    r.fail("min", "0 starts workers on demand, which needs workers.autoscale");
+    return;
+  }
+  if (bounds->min == 0 && p->task_types.empty()) {
+    r.fail("min",
+           "0 needs the pool's task_types (a pool learns its types from its first "
+           "worker otherwise, and this one may have none)");
+    return;
+  }
   if (!has_initial) {
-    *initial = std::clamp(*initial, bounds->min, bounds->max);
+    // An autoscaled pool starts at min and grows with its load.
+    *initial = p->autoscale.enabled ? bounds->min : std::clamp(*initial, bounds->min, bounds->max);
   } else if (*initial < bounds->min || *initial > bounds->max) {
     r.fail("initial", std::to_string(*initial) + " is outside [min, max] = [" +
                           std::to_string(bounds->min) + ", " + std::to_string(bounds->max) + "]");
@@ -295,7 +321,7 @@ void read_pool(ConfigErrors& errors, const YAML::Node& node, const std::string& 
       out->backend == PoolConfig::Backend::kRedis) {
     marks->backend = r.value("backend")->Mark();
   }
-  read_workers(r.section("workers"), &out->worker_bounds, &out->workers);
+  read_workers(r.section("workers"), out);
   r.count("concurrency", &out->concurrency, 1);
   read_queue(r.section("queue"), out);
   read_tenants(r.section("tenants"), &out->tenants);

@@ -211,6 +211,8 @@ nlohmann::json encode(const StatusReply& r);
 Status decode(const nlohmann::json& j, StatusReply* out);
 nlohmann::json encode(const WorkerStatus& w);
 Status decode(const nlohmann::json& j, WorkerStatus* out);
+nlohmann::json encode(const PoolTarget& p);
+Status decode(const nlohmann::json& j, PoolTarget* out);
 nlohmann::json encode(const WorkersReply& r);
 Status decode(const nlohmann::json& j, WorkersReply* out);
 nlohmann::json encode(const TenantWaiting& t);

@@ -63,6 +63,7 @@ json encode(const PoolEventRecord& e) {
   if (e.task_id) j["task_id"] = *e.task_id;
   if (e.attempt) j["attempt"] = *e.attempt;
   if (e.attempts) j["attempts"] = *e.attempts;
+  if (e.workers) j["workers"] = *e.workers;
   if (e.outcome) j["outcome"] = *e.outcome;
   if (e.state) j["state"] = *e.state;
   if (e.reason) j["reason"] = *e.reason;
@@ -80,6 +81,7 @@ Status decode(const json& j, PoolEventRecord* out) {
       .optional("task_id", &out->task_id)
       .optional("attempt", &out->attempt)
       .optional("attempts", &out->attempts)
+      .optional("workers", &out->workers)
       .optional("outcome", &out->outcome)
       .optional("state", &out->state)
       .optional("reason", &out->reason)
@@ -341,14 +343,34 @@ Status decode(const json& j, WorkerStatus* out) {
       .status();
 }
 
+json encode(const PoolTarget& p) {
+  return {{"pool", p.pool}, {"target_workers", p.target_workers}, {"min", p.min},
+          {"max", p.max},   {"autoscale", p.autoscale},           {"reason", p.reason}};
+}
+
+Status decode(const json& j, PoolTarget* out) {
+  return ArgReader(j)
+      .required("pool", &out->pool)
+      .optional("target_workers", &out->target_workers)
+      .optional("min", &out->min)
+      .optional("max", &out->max)
+      .optional("autoscale", &out->autoscale)
+      .optional("reason", &out->reason)
+      .status();
+}
+
 json encode(const WorkersReply& r) {
   json workers = json::array();
   for (const WorkerStatus& w : r.workers) workers.push_back(encode(w));
-  return {{"workers", std::move(workers)}};
+  json pools = json::array();
+  for (const PoolTarget& p : r.pools) pools.push_back(encode(p));
+  return {{"workers", std::move(workers)}, {"pools", std::move(pools)}};
 }
 
 Status decode(const json& j, WorkersReply* out) {
-  return decode_array(j, "workers", &out->workers);
+  if (Status st = decode_array(j, "workers", &out->workers); !st) return st;
+  if (!j.contains("pools")) return Status::ok();  // an older poold
+  return decode_array(j, "pools", &out->pools);
 }
 
 json encode(const TenantWaiting& t) { return {{"tenant", t.tenant}, {"waiting", t.waiting}}; }

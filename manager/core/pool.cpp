@@ -103,7 +103,11 @@ std::vector<Result<Ticket>> Pool::submit_batch(std::vector<BatchTask> tasks,
 }
 
 Status Pool::scale(std::uint32_t workers) {
-  if (workers == 0) return Status::invalid("a pool needs at least 1 worker");
+  // 0 only with configured task_types (check_worker_count); the core then keeps the target
+  // within worker_bounds when autoscaling, and at 1 or more when not.
+  if (workers == 0 && loop_->options().task_types.empty()) {
+    return Status::invalid("a pool needs at least 1 worker");
+  }
   loop_->post([workers](core::PoolCore& core, std::int64_t now) { core.scale(workers, now); });
   return Status::ok();
 }

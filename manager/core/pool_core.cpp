@@ -5,6 +5,7 @@
 //   workers: pool_core_workers.cpp (start, ready, drain and stop, recycling, restarts, scale),
 //            pool_core_exits.cpp (kills, backtraces, exits and who pays, crash_loop, failure);
 //   health:  pool_core_health.cpp (ticks, deadlines, the periodic sweep, queue TTL);
+//   scaling: pool_core_autoscale.cpp (the autoscaler: queue wait, idle workers, cooldowns);
 //   metrics: pool_core_metrics.cpp; reconfigure: pool_reconfigure.cpp.
 #include "core/pool_core.hpp"
 
@@ -41,6 +42,7 @@ void PoolCore::start(std::int64_t now) {
   clock_ns_ = now;
   gates_.configure(opts_.flow, now, {});
   for (std::uint32_t i = 0; i < target_workers_; ++i) spawn_worker(now);
+  if (opts_.autoscale.enabled) next_autoscale_ns_ = now;
 }
 
 void PoolCore::close(std::int64_t now) {
@@ -127,6 +129,9 @@ PoolStats PoolCore::stats() const {
   s.letters_pending = letters_pending_.size();
   s.workers = static_cast<std::uint32_t>(workers_.size());
   s.target_workers = target_workers_;
+  s.target_reason = target_reason_;
+  s.queue_wait_ms =
+      static_cast<std::uint64_t>(std::max<std::int64_t>(0, queue_wait_ns_)) / detail::kMsNs;
   s.dispatch = dispatcher_.strategy();
   s.crash_loop = intensity_.crash_loop();
   s.state = failed_                   ? "failed"

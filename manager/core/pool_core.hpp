@@ -102,6 +102,8 @@ class PoolCore {
   void recover(RecoveredTask r, std::int64_t now);
   // Returns false iff the task has ended (or is ending) already.
   bool cancel(const TaskPtr& task, std::int64_t now);
+  // Sets the worker target (within worker_bounds when autoscaling: the autoscaler goes on
+  // from there one cooldown later); a shrink drains idle workers first.
   void scale(std::uint32_t workers, std::int64_t now);
   void set_strategy(DispatchStrategy s) { dispatcher_.set_strategy(s); }
   // Replaces every worker: all at once (each drained while its replacement starts), or
@@ -278,6 +280,25 @@ class PoolCore {
   void recycle_if_due(Worker& w, std::int64_t now);
   void advance_rolling_restart(std::int64_t now);
   void adjust_worker_count(std::int64_t now);
+  // Sets target_workers_ and starts or drains workers to meet it.
+  void set_target(std::uint32_t n, std::int64_t now);
+  // Records a change of the target to `n` and why: the log line, the `scaled` event and
+  // PoolStats::target_reason.
+  void note_target(std::uint32_t n, std::string why);
+
+  // ---- the autoscaler (pool_core_autoscale.cpp) ----
+  // Decides one step up or down (AutoscalePolicy) and when to look again.
+  void autoscale(std::int64_t now);
+  // How long the task that has waited longest for a worker has waited (queued, or behind
+  // another task in a ring); -1: none waits.
+  std::int64_t longest_wait(std::int64_t now) const;
+  // How often the autoscaler looks while tasks are open: a quarter of target_queue_wait,
+  // within [5 ms, 100 ms].
+  std::int64_t autoscale_tick_ns() const;
+  // A task started waiting for a worker: the autoscaler looks within a tick (at the next
+  // on_tick when the target is 0; submit() looks at once, so the first task of an on-demand
+  // pool starts its worker).
+  void note_waiting(std::int64_t now);
 
   // ---- worker deaths (pool_core_exits.cpp) ----
   // Kills the worker for `why` (SIGKILL now), charging `task_id` (0: the front, see
@@ -373,6 +394,14 @@ class PoolCore {
   std::string failure_;
   // Workers whose Killing state awaits a backtrace.
   std::size_t backtraces_awaited_ = 0;
+
+  // Autoscaling: when it looks next, and its last step (either way, or a manual scale) and
+  // last step up, which the cooldowns count from.
+  std::int64_t next_autoscale_ns_ = INT64_MAX;
+  std::int64_t last_step_ns_ = INT64_MIN / 4;
+  std::int64_t last_up_ns_ = INT64_MIN / 4;
+  std::string target_reason_ = "initial";
+  std::int64_t queue_wait_ns_ = -1;  // longest_wait() at the autoscaler's last look
 
   // Health: when on_tick next has deadlines to check, and the next sweep.
   std::int64_t next_check_ns_ = INT64_MAX;

@@ -24,6 +24,7 @@ bool PoolCore::on_result(WorkerId wid, ipc::ResultMsg& msg, std::int64_t now) {
   const bool was_front = it == w->ring.begin();
   InFlight f = std::move(*it);
   w->ring.erase(it);
+  w->last_work_ns = now;
   --in_flight_total_;
   if (gates_.on()) gates_.left_ring(*f.task);
   if (!f.ended) {

@@ -47,9 +47,12 @@ void PoolCore::submit(TaskPtr task, std::int64_t now) {
   }
   if (task->due_ns != 0) return schedule(std::move(task));  // admitted by the Pool at submit
   task->level_since_ns = now;
+  task->waiting_since_ns = now;
   queue_.push(std::move(task));  // admitted by the Pool at submit
   note_aging(now);
   dispatch(now);
+  note_waiting(now);
+  if (next_autoscale_ns_ <= now) autoscale(now);
 }
 
 void PoolCore::schedule(TaskPtr task) {
@@ -60,6 +63,8 @@ void PoolCore::schedule(TaskPtr task) {
 
 bool PoolCore::release_gates(std::int64_t now) {
   std::vector<TaskPtr> back = gates_.release(now);
+  // Held by a rate limit or a cap, it did not wait for a worker: its queue wait starts now.
+  for (const TaskPtr& t : back) t->waiting_since_ns = now;
   // Each to the front of its lane: the last first, so that they keep their order.
   for (auto it = back.rbegin(); it != back.rend(); ++it) to_queue(std::move(*it), true, now);
   return !back.empty();
@@ -115,9 +120,11 @@ void PoolCore::to_queue(TaskPtr task, bool front, std::int64_t now) {
   } else {
     task->level = task->opts.priority;
     task->level_since_ns = now;
+    task->waiting_since_ns = now;
     queue_.push(std::move(task));
     note_aging(now);
   }
+  note_waiting(now);
 }
 
 void PoolCore::dispatch(std::int64_t now) {
@@ -219,6 +226,7 @@ void PoolCore::assign(Worker& w, TaskPtr task, std::int64_t now) {
   f.task = task;
   f.attempt = task->opts.attempts_before + task->attempts_ended + 1;
   f.dispatched_ns = now;
+  w.last_work_ns = now;
   f.started_wall_ms = ctl_.wall_ms();
   f.deadline_ns = now + task->timeout_ns;
   if (journal_.started) {

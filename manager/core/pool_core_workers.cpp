@@ -68,6 +68,7 @@ bool PoolCore::on_ready(WorkerId wid, std::int64_t now, std::string isolation) {
   w->state = Ready{stale};
   if (stale) rolling_restart_ = true;
   w->ready_ns = now;
+  w->last_work_ns = now;
   w->isolation = std::move(isolation);
   if (samples_rss()) w->rss_sampled = ctl_.rss_bytes(wid);  // least-rss: not 0 until the sweep
   init_failures_ = 0;
@@ -182,16 +183,33 @@ void PoolCore::adjust_worker_count(std::int64_t now) {
 
 void PoolCore::scale(std::uint32_t n, std::int64_t now) {
   clock_ns_ = now;
+  if (opts_.autoscale.enabled) {
+    // The autoscaler goes on from the target set here, one cooldown later.
+    n = std::clamp(n, opts_.worker_bounds.min, opts_.worker_bounds.max);
+    last_step_ns_ = now;
+    next_autoscale_ns_ = std::min(next_autoscale_ns_, now + autoscale_tick_ns());
+  } else {
+    n = std::max(n, 1u);  // nothing would ever start a worker again
+  }
+  if (n != target_workers_) note_target(n, "scaled to " + std::to_string(n));
+  set_target(n, now);
+}
+
+void PoolCore::set_target(std::uint32_t n, std::int64_t now) {
   target_workers_ = n;
   std::size_t live = live_workers();
   if (live < n) {
     adjust_worker_count(now);
     return;
   }
-  // Shrink: starting workers first, then idle ones, then the least loaded.
+  // Shrink: starting workers first, then idle ones (the longest idle first), then the least
+  // loaded.
   while (live > n) {
     Worker* pick = nullptr;
-    auto rank = [](const Worker& x) { return x.is<Starting>() ? 0 : 1 + x.ring.size(); };
+    auto rank = [](const Worker& x) {
+      return std::make_pair(x.is<Starting>() ? 0 : 1 + x.ring.size() + x.backlog.size(),
+                            x.last_work_ns);
+    };
     for (auto& [id, w] : workers_) {
       if (!w.live()) continue;
       if (pick == nullptr || rank(w) < rank(*pick)) pick = &w;

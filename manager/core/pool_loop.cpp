@@ -44,6 +44,8 @@ PoolLoop::PoolLoop(PoolOptions options) : opts_(options), as_started_(std::move(
   max_per_tenant_.store(opts_.max_per_tenant);
   max_tenants_.store(opts_.tenants.max_tenants);
   if (opts_.dead_letter_store) journal_ = opts_.dead_letter_store->journal();
+  // No worker to learn them from: the configured types (check_worker_count insists on them).
+  if (opts_.workers == 0) task_types_ = opts_.task_types;
 }
 
 PoolLoop::~PoolLoop() { close(); }
@@ -51,7 +53,7 @@ PoolLoop::~PoolLoop() { close(); }
 Result<std::shared_ptr<PoolLoop>> PoolLoop::start(PoolOptions options) {
   if (options.plugin_path.empty()) return Status::invalid("no plugin given");
   if (options.concurrency == 0) return Status::invalid("concurrency must be at least 1");
-  if (options.workers == 0) return Status::invalid("a pool needs at least 1 worker");
+  SP_RETURN_IF_ERROR(check_worker_count(options));
   std::shared_ptr<PoolLoop> loop(new PoolLoop(std::move(options)));
   SP_RETURN_IF_ERROR(loop->launch());
   if (Status s = loop->recover_journal(); !s) {
@@ -259,7 +261,7 @@ void PoolLoop::after_iteration() {
   if (!mailbox_.start_reported()) {
     if (failed_.load()) {
       mailbox_.report_start(Status::error(Code::kPlugin, failure()));
-    } else if (core_->ready_workers() > 0) {
+    } else if (core_->ready_workers() > 0 || opts_.workers == 0) {
       mailbox_.report_start(Status::ok());
     } else if (core_->init_failures() > 0 || core_->failed()) {
       // The first worker could not load or init: report its own words instead of
@@ -285,7 +287,7 @@ void PoolLoop::on_declared(const std::vector<std::string>& declared) {
         set_failure("task type '" + t + "' is not served by plugin " + opts_.plugin_path);
       }
     }
-    task_types_ = opts_.task_types;
+    if (task_types_.empty()) task_types_ = opts_.task_types;  // set at start without a worker
   } else {
     task_types_ = types.empty() ? std::vector<std::string>{"default"} : types;
   }

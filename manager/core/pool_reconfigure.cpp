@@ -55,8 +55,15 @@ void PoolCore::reconfigure(const PoolOptions& next, bool replace_workers, std::i
                  " worker(s) with the new launch spec, one at a time");
     }
   }
-  if (opts_.workers != target_workers_) {
-    scale(opts_.workers, now);
+  // The autoscaler (on, off, new bounds) looks again now.
+  next_autoscale_ns_ = opts_.autoscale.enabled ? now : INT64_MAX;
+  std::uint32_t want = opts_.workers;
+  if (opts_.autoscale.enabled) {
+    want = std::clamp(want, opts_.worker_bounds.min, opts_.worker_bounds.max);
+  }
+  if (want != target_workers_) {
+    note_target(want, "reconfigured to " + std::to_string(want));
+    set_target(want, now);
   } else {
     adjust_worker_count(now);
   }
@@ -69,6 +76,37 @@ void PoolCore::reconfigure(const PoolOptions& next, bool replace_workers, std::i
 }  // namespace sandpool::core
 
 namespace sandpool {
+
+Status check_worker_count(const PoolOptions& o) {
+  const AutoscalePolicy& a = o.autoscale;
+  if (o.worker_bounds.min > o.worker_bounds.max) {
+    return Status::invalid("worker_bounds: min " + std::to_string(o.worker_bounds.min) +
+                           " is greater than max " + std::to_string(o.worker_bounds.max));
+  }
+  if (a.enabled) {
+    if (a.scale_up_step == 0) return Status::invalid("autoscale.scale_up_step must be at least 1");
+    if (a.target_queue_wait.count() <= 0 || a.idle_timeout.count() <= 0) {
+      return Status::invalid("autoscale: target_queue_wait and idle_timeout must be positive");
+    }
+    if (o.workers < o.worker_bounds.min || o.workers > o.worker_bounds.max) {
+      return Status::invalid("workers " + std::to_string(o.workers) + " is outside worker_bounds " +
+                             std::to_string(o.worker_bounds.min) + ".." +
+                             std::to_string(o.worker_bounds.max));
+    }
+  }
+  if (o.workers == 0 || (a.enabled && o.worker_bounds.min == 0)) {
+    if (!a.enabled || o.worker_bounds.min != 0) {
+      return Status::invalid(
+          "a pool needs at least 1 worker, unless it autoscales from worker_bounds.min 0");
+    }
+    if (o.task_types.empty()) {
+      return Status::invalid(
+          "a pool that may have no worker (worker_bounds.min 0) needs its task_types: they are "
+          "otherwise learned from its first worker");
+    }
+  }
+  return Status::ok();
+}
 
 std::optional<std::string> needs_new_pool(const PoolOptions& started, const PoolOptions& next) {
   const std::string in_place = " cannot change in place: that needs a new pool";
@@ -98,7 +136,7 @@ Result<ReconfigureReport> PoolLoop::reconfigure(PoolOptions next) {
   if (auto why = needs_new_pool(as_started_, next)) {
     return Status::invalid("pool '" + as_started_.name + "': " + *why);
   }
-  if (next.workers == 0) return Status::invalid("a pool needs at least 1 worker");
+  SP_RETURN_IF_ERROR(check_worker_count(next));
   if (next.concurrency == 0) return Status::invalid("concurrency must be at least 1");
   std::error_code ec;
   if (!std::filesystem::exists(next.plugin_path, ec)) {

@@ -244,4 +244,14 @@ std::int64_t TaskQueue::age(std::int64_t now, std::int64_t interval_ns) {
   return next;
 }
 
+std::int64_t TaskQueue::oldest_waiting_since() const {
+  std::int64_t since = INT64_MAX;
+  for (const auto& [prio, level] : levels_) {
+    for (const Lane* lane : level.active) {
+      if (!lane->tasks.empty()) since = std::min(since, lane->tasks.front()->waiting_since_ns);
+    }
+  }
+  return since;
+}
+
 }  // namespace sandpool::core

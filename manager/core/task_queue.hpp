@@ -62,6 +62,9 @@ class TaskQueue {
   TaskPtr find(std::uint64_t id) const;
   // Calls fn on every queued task, in order.
   void for_each(const std::function<void(const TaskPtr&)>& fn) const;
+  // The earliest TaskRecord::waiting_since_ns among the tasks at the front of their lanes
+  // (each lane is FIFO, so about the longest wait); INT64_MAX when empty. O(levels x lanes).
+  std::int64_t oldest_waiting_since() const;
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   // Removes and returns, in order, every task for which pred(task) is true. O(n).

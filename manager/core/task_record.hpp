@@ -46,7 +46,10 @@ struct TaskRecord {
   bool cancel_requested = false;
   std::uint32_t free_requeues = 0;  // times put back unstarted from a dead worker's ring
   std::int64_t queued_ns = 0;       // when submitted (queue_ttl counts from here)
-  std::int64_t expires_ns = 0;      // queued_ns + queue_ttl; 0: never
+  // Since when it waits for a worker (queued at submit, queued again for a retry, let through
+  // a flow gate): the autoscaler's queue wait. Kept while it waits behind another in a ring.
+  std::int64_t waiting_since_ns = 0;
+  std::int64_t expires_ns = 0;  // queued_ns + queue_ttl; 0: never
   // Scheduled (SubmitOptions::not_before): when it is due to be queued; 0: not scheduled.
   std::int64_t due_ns = 0;
   // Its level in the queue (its priority, raised by aging) and since when it is there.

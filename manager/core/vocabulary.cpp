@@ -93,6 +93,8 @@ std::string_view to_string(PoolEvent::Kind k) {
       return "attempt_ended";
     case PoolEvent::Kind::kTaskEnded:
       return "task_ended";
+    case PoolEvent::Kind::kScaled:
+      return "scaled";
   }
   return "unknown";
 }

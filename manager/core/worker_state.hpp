@@ -92,6 +92,7 @@ struct Worker {
   std::deque<InFlight> ring;        // in the order sent: the front is running or runs next
   std::deque<TaskPtr> backlog;      // affinity tasks waiting for this worker
   std::int64_t front_since_ns = 0;  // when ring.front() became the front
+  std::int64_t last_work_ns = 0;    // ready, or last given or done with a task: idle since
   std::int64_t cpu_base_ns = -1;    // its CPU time when the front was first seen (cpu_time)
   std::uint64_t frame_cap = 0;      // the largest payload its region was sized for
   std::uint64_t rss_sampled = 0;    // its RSS at the last sweep (PoolCore::samples_rss); 0: none

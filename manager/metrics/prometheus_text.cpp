@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <type_traits>
 
 #include <sandpool/metrics.hpp>
 
@@ -69,12 +70,17 @@ class Exposition {
     out_ += value;
     out_ += '\n';
   }
-  // A family with one sample per pool: value(pool) -> integer.
+  // A family with one sample per pool: value(pool) -> integer, or a number rendered already
+  // (std::string).
   template <typename F>
   void per_pool(std::string_view name, std::string_view type, std::string_view help, F value) {
     family(name, type, help);
     for (const PoolMetrics& p : pools_) {
-      sample(name, pool_label(p), std::to_string(value(p)));
+      if constexpr (std::is_same_v<decltype(value(p)), std::string>) {
+        sample(name, pool_label(p), value(p));
+      } else {
+        sample(name, pool_label(p), std::to_string(value(p)));
+      }
     }
   }
   // A family with one sample per pool and per value of a second label.
@@ -329,6 +335,18 @@ void render_pool_gauges(Exposition& e) {
       });
   e.per_pool("sandpool_workers_target", "gauge", "Worker processes the pool is scaled to.",
              [](const PoolMetrics& p) { return p.stats.target_workers; });
+  e.per_pool("sandpool_queue_wait_now_seconds", "gauge",
+             "How long the task waiting longest for a worker had waited at the autoscaler's "
+             "last look; 0 when none did, or the pool does not autoscale.",
+             [](const PoolMetrics& p) {
+               return seconds_from_ns(static_cast<std::int64_t>(p.stats.queue_wait_ms) * 1000000);
+             });
+  const std::vector<std::pair<std::string, std::size_t>> directions = {{"up", 0}, {"down", 1}};
+  e.per_pool_and("sandpool_autoscale_steps_total", "counter",
+                 "Steps of the autoscaler, by direction (why: the `scaled` events and the log).",
+                 "direction", directions, [](const PoolMetrics& p, std::size_t d) {
+                   return d == 0 ? p.stats.autoscale_up : p.stats.autoscale_down;
+                 });
   e.per_pool("sandpool_workers_rss_bytes", "gauge",
              "Resident memory of the pool's worker processes, summed.",
              [](const PoolMetrics& p) { return p.worker_rss_bytes; });

@@ -54,6 +54,10 @@ ops::PoolEventRecord event_record(const RecordedEvent& r) {
       out.attempts = e.attempt;
       out.detail = r.detail;
       break;
+    case PoolEvent::Kind::kScaled:
+      out.workers = e.workers;
+      out.detail = r.detail;
+      break;
   }
   return out;
 }

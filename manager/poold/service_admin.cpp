@@ -173,6 +173,12 @@ void Service::serve(const Request&, const ops::PoolFilterArgs& a,
       ws.isolation = w.isolation.empty() ? configured : w.isolation;
       r.workers.push_back(std::move(ws));
     }
+    const PoolStats s = pool->stats();
+    if (auto configured = controlled_pool(name)) {
+      const PoolConfig& pc = configured->first;
+      r.pools.push_back({name, s.target_workers, pc.worker_bounds.min, pc.worker_bounds.max,
+                         pc.autoscale.enabled, s.target_reason});
+    }
   }
   res.ok(r);
 }

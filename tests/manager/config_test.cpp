@@ -4,6 +4,7 @@
 #include <string>
 
 #include <sandpool/config.hpp>
+#include <sandpool/pool.hpp>
 
 namespace {
 
@@ -427,6 +428,15 @@ TEST_CASE("each kind of mistake names the key path and its line and column") {
       // impossible combinations
       {std::string(kMinimalPool) + "    workers: {min: 5, max: 2}\n",
        "t.yaml:4:20: pools[0].workers.min: min (5) is greater than max (2)"},
+      {std::string(kMinimalPool) + "    workers: {min: 0, autoscale: {cooldown: 1s}}\n",
+       "t.yaml:4:20: pools[0].workers.min: 0 needs the pool's task_types (a pool learns its "
+       "types from its first worker otherwise, and this one may have none)"},
+      {std::string(kMinimalPool) + "    workers: {autoscale: {scale_up_step: 0}}\n",
+       "t.yaml:4:42: pools[0].workers.autoscale.scale_up_step: expected an integer from 1 to "
+       "4294967295, got \"0\""},
+      {std::string(kMinimalPool) + "    workers: {autoscale: {target_wait: 1s}}\n",
+       "t.yaml:4:27: pools[0].workers.autoscale.target_wait: unknown key (expected one of: "
+       "target_queue_wait, scale_up_step, cooldown, idle_timeout)"},
       {std::string(kMinimalPool) + "    task_defaults: {timeout: 2m, max_timeout: 1m}\n",
        "t.yaml:4:47: pools[0].task_defaults.max_timeout: max_timeout (60000ms) is less than "
        "timeout (120000ms)"},
@@ -506,6 +516,37 @@ TEST_CASE("a YAML syntax error carries its line and column") {
   CHECK(errors_of("service:\n\tlog: 1\n") == "t.yaml:2:5: YAML syntax error: illegal map value");
 }
 
+TEST_CASE("workers.autoscale: its keys, min 0 with task_types, and initial at min") {
+  Config c = parse_ok(R"(pools:
+  - name: a
+    plugin: a.so
+    task_types: [resize]
+    workers:
+      min: 0
+      max: 6
+      autoscale: {target_queue_wait: 80ms, scale_up_step: 2, cooldown: 3s, idle_timeout: 45s}
+  - name: b
+    plugin: b.so
+    workers: {min: 2, max: 5, autoscale: {}}
+  - name: c
+    plugin: c.so
+)");
+  const sandpool::PoolOptions a = sandpool::to_pool_options(c.pools.at(0));
+  CHECK(a.autoscale.enabled);
+  CHECK(a.autoscale.target_queue_wait == 80ms);
+  CHECK(a.autoscale.scale_up_step == 2);
+  CHECK(a.autoscale.cooldown == 3s);
+  CHECK(a.autoscale.idle_timeout == 45s);
+  CHECK(a.worker_bounds == sandpool::WorkerBounds{0, 6});
+  CHECK(a.workers == 0);  // an autoscaled pool starts at min
+  CHECK(sandpool::check_worker_count(a));
+  const sandpool::PoolOptions b = sandpool::to_pool_options(c.pools.at(1));
+  CHECK(b.autoscale == sandpool::AutoscalePolicy{true, 100ms, 1, 2000ms, 30000ms});
+  CHECK(b.workers == 2);
+  CHECK_FALSE(c.pools.at(2).autoscale.enabled);
+  CHECK(c.pools.at(2).workers == 2);
+}
+
 TEST_CASE("every problem in a file is reported in file order") {
   const std::string e = errors_of(R"(service:
   log: {level: loud}
@@ -518,7 +559,8 @@ pools:
   CHECK(e ==
         "t.yaml:2:16: service.log.level: expected one of trace, debug, info, warn, error, "
         "critical, off, got \"loud\"\n"
-        "t.yaml:6:20: pools[0].workers.min: expected an integer from 1 to 4294967295, got \"0\"\n"
+        "t.yaml:6:20: pools[0].workers.min: 0 starts workers on demand, which needs "
+        "workers.autoscale\n"
         "t.yaml:7:5: pools[0].extra: unknown key (expected one of: name, plugin, plugin_config, "
         "task_types, backend, workers, concurrency, queue, tenants, rate_limits, "
         "concurrency_per_type, "

@@ -1,7 +1,7 @@
 // A model test of PoolCore: long random schedules of everything that can happen to a pool
 // (submits, scheduled submits, tenants with weights and per-tenant bounds, priority aging,
 // cancels, timeouts, crashes, hangs, failed inits, stops that are ignored, recycling,
-// reconfigures, scaling, restarts, letters written late, close), played by a
+// reconfigures, scaling and autoscaling, restarts, letters written late, close), played by a
 // simulated set of workers against the real core with a hand-moved clock. After every step
 // the invariants are checked; at the end the pool is closed and driven until it finishes,
 // and every task must have ended exactly once.
@@ -167,6 +167,21 @@ class Model {
     if (world_.chance(40)) o.flow = random_flow();
     o.task_records_max = 8;
     o.seed = seed;
+    if (world_.chance(30)) {
+      autoscale_ = true;
+      o.autoscale.enabled = true;
+      o.worker_bounds = {static_cast<std::uint32_t>(world_.pick(2)),
+                         2 + static_cast<std::uint32_t>(world_.pick(3))};
+      o.workers = std::clamp(o.workers, o.worker_bounds.min, o.worker_bounds.max);
+      if (o.worker_bounds.min == 0 && world_.chance(50)) o.workers = 0;  // on demand
+      o.autoscale.target_queue_wait = std::chrono::milliseconds(10 + world_.pick(100));
+      o.autoscale.scale_up_step = 1 + static_cast<std::uint32_t>(world_.pick(2));
+      o.autoscale.cooldown = std::chrono::milliseconds(world_.pick(300));
+      o.autoscale.idle_timeout = std::chrono::milliseconds(50 + world_.pick(500));
+      o.on_event = [this](const PoolEvent& e) {
+        if (e.kind == PoolEvent::Kind::kScaled) on_scaled(e);
+      };
+    }
     opts_ = o;
     core_ = std::make_unique<core::PoolCore>(opts_, world_, admitted_);
     core_->set_tenant_counts(&tenant_counts_);
@@ -221,6 +236,26 @@ class Model {
       homes += v.key_home ? 1 : 0;
     }
     MODEL_CHECK(homes == (t.key.empty() ? 0 : 1), homes << " affinity homes for one task");
+  }
+
+  // The autoscaler's steps: within the bounds, never up in crash_loop (but for the first
+  // worker of a pool at 0), never a step up reversed within two cooldowns.
+  void on_scaled(const PoolEvent& e) {
+    const std::string why(e.detail);
+    trace("scaled to " + std::to_string(e.workers) + ": " + why);
+    MODEL_CHECK(e.workers >= opts_.worker_bounds.min && e.workers <= opts_.worker_bounds.max,
+                "target " << e.workers << " outside the bounds");
+    const std::int64_t cooldown_ns = opts_.autoscale.cooldown.count() * kOneMs;
+    if (why.rfind("autoscale up: queue wait", 0) == 0) {
+      MODEL_CHECK(!core_->stats().crash_loop, "scaled up in crash_loop");
+      last_autoscale_up_ns_ = world_.now;
+    } else if (why.rfind("autoscale up", 0) == 0) {
+      last_autoscale_up_ns_ = world_.now;
+    } else if (why.rfind("autoscale down", 0) == 0) {
+      MODEL_CHECK(world_.now - last_autoscale_up_ns_ >= 2 * cooldown_ns,
+                  "a step up reversed " << (world_.now - last_autoscale_up_ns_) / kOneMs
+                                        << " ms later, within two cooldowns");
+    }
   }
 
   // Rate limits and caps, some of each kind (all tasks are of type echo).
@@ -612,6 +647,11 @@ class Model {
     MODEL_CHECK(core_->idle() == (open == 0),
                 "idle() says " << core_->idle() << " with " << open << " open tasks");
     MODEL_CHECK(s.letters_pending == letters_.size(), "letters pending disagree");
+    if (autoscale_) {
+      MODEL_CHECK(s.target_workers >= opts_.worker_bounds.min &&
+                      s.target_workers <= opts_.worker_bounds.max,
+                  "target " << s.target_workers << " outside the bounds");
+    }
   }
 
   void trace(const std::string& what) {
@@ -625,9 +665,10 @@ class Model {
   PoolOptions opts_;
   std::atomic<std::size_t> admitted_{0};
   core::TenantCounts tenant_counts_;
-  bool reconfigured_flow_ = false;
-  std::string fn_broken_;  // what the dispatch function found broken (it cannot throw it)  //
-                           // entries dispatched before may exceed a new cap
+  bool reconfigured_flow_ = false;  // entries dispatched before may exceed a new cap
+  std::string fn_broken_;  // what the dispatch function found broken (it cannot throw it)
+  bool autoscale_ = false;
+  std::int64_t last_autoscale_up_ns_ = INT64_MIN / 4;
   std::unique_ptr<core::PoolCore> core_;
   std::map<std::uint64_t, Task> tasks_;
   std::vector<std::uint64_t> letters_;

@@ -38,6 +38,9 @@ PoolMetrics small_pool() {
   m.stats.throttled = 2;
   m.tenants_waiting = {{"acme", 9}, {"tenant \"b\"", 2}};
   m.stats.target_workers = 3;
+  m.stats.queue_wait_ms = 250;
+  m.stats.autoscale_up = 2;
+  m.stats.autoscale_down = 1;
   m.stats.crash_loop = true;
   m.attempts[static_cast<std::size_t>(Outcome::kOk)] = 4;
   m.attempts[static_cast<std::size_t>(Outcome::kError)] = 3;
@@ -203,6 +206,13 @@ sandpool_workers{pool="images",state="stopping"} 0
 # HELP sandpool_workers_target Worker processes the pool is scaled to.
 # TYPE sandpool_workers_target gauge
 sandpool_workers_target{pool="images"} 3
+# HELP sandpool_queue_wait_now_seconds How long the task waiting longest for a worker had waited at the autoscaler's last look; 0 when none did, or the pool does not autoscale.
+# TYPE sandpool_queue_wait_now_seconds gauge
+sandpool_queue_wait_now_seconds{pool="images"} 0.25
+# HELP sandpool_autoscale_steps_total Steps of the autoscaler, by direction (why: the `scaled` events and the log).
+# TYPE sandpool_autoscale_steps_total counter
+sandpool_autoscale_steps_total{pool="images",direction="up"} 2
+sandpool_autoscale_steps_total{pool="images",direction="down"} 1
 # HELP sandpool_workers_rss_bytes Resident memory of the pool's worker processes, summed.
 # TYPE sandpool_workers_rss_bytes gauge
 sandpool_workers_rss_bytes{pool="images"} 3145728
@@ -302,9 +312,10 @@ TEST_CASE("every sample of the exposition sits under its family's TYPE line") {
   PoolMetrics other = small_pool();
   other.pool = "video";
   const std::string text = render_prometheus({small_pool(), other}, service());
-  // 2 service samples; per pool: 10 gauges + 2 tenants + 5 worker states, 9 counters + 6
-  // dead-letter reasons + 9 outcomes, 3 histograms of 22 buckets, a sum and a count.
-  CHECK(check_well_formed(text) == 2 + 2 * (10 + 2 + 5 + 9 + 6 + 9 + 3 * 24));
+  // 2 service samples; per pool: 11 gauges + 2 tenants + 5 worker states, 9 counters + 2
+  // autoscale directions + 6 dead-letter reasons + 9 outcomes, 3 histograms of 22 buckets, a
+  // sum and a count.
+  CHECK(check_well_formed(text) == 2 + 2 * (11 + 2 + 5 + 9 + 2 + 6 + 9 + 3 * 24));
 }
 
 TEST_CASE("a pool with a dispatch function has its calls, troubles and call times exposed") {
@@ -317,7 +328,7 @@ TEST_CASE("a pool with a dispatch function has its calls, troubles and call time
   custom.dispatch_function.time.record(3 * kMs);
   const std::string text = render_prometheus({small_pool(), custom}, service());
   // The pool without one has none of its series (only the family lines).
-  CHECK(check_well_formed(text) == 2 + 2 * (10 + 2 + 5 + 9 + 6 + 9 + 3 * 24) + 4 + 24);
+  CHECK(check_well_formed(text) == 2 + 2 * (11 + 2 + 5 + 9 + 2 + 6 + 9 + 3 * 24) + 4 + 24);
   for (const char* line :
        {"sandpool_dispatch_function_calls_total{pool=\"custom\"} 5",
         "sandpool_dispatch_function_errors_total{pool=\"custom\"} 2",

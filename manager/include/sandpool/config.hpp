@@ -106,17 +106,11 @@ struct ServiceConfig {
 // there, and reaches the pool whole through to_pool_options(). Only what no Pool is
 // configured with lives here on its own.
 struct PoolConfig : PoolIdentity, WorkerSpec, LiveOptions {
-  // `workers.min` / `workers.max`: the range `scale` and a reload keep the pool in
-  // (`workers.initial` is LiveOptions::workers).
-  struct WorkerBounds {
-    std::uint32_t min = 1, max = 64;
-    bool operator==(const WorkerBounds&) const = default;
-  };
+  using WorkerBounds = sandpool::WorkerBounds;  // `workers.min` / `workers.max` (LiveOptions)
   // The YAML's defaults: PoolOptions' own, except that a configured pool wants every
   // namespace (sandbox.namespaces) and has no name until the file gives it one.
   PoolConfig();
 
-  WorkerBounds worker_bounds;
   // `backend`: where the pool's tasks wait. kLocal: in this poold (and its journal); kRedis:
   // in the Redis streams every node of the cluster reads (docs/redis-pools.md).
   enum class Backend : std::uint8_t { kLocal, kRedis };

@@ -166,6 +166,7 @@ struct PoolEvent {
     kWorkerExited,   // pid, outcome (its classification), detail, task_id (the running one)
     kAttemptEnded,   // task_id, pid, attempt, outcome, detail (the error)
     kTaskEnded,      // task_id, state, reason, attempt (how many), detail (the last error)
+    kScaled,         // workers (the new target), detail (why: the autoscaler's reason, a scale)
   };
   Kind kind = Kind::kTaskEnded;
   std::uint64_t task_id = 0;
@@ -175,6 +176,7 @@ struct PoolEvent {
   Outcome outcome = Outcome::kOk;
   std::uint32_t attempt = 0;
   std::string_view detail;  // valid during the call only
+  std::uint32_t workers = 0;
 };
 std::string_view to_string(PoolEvent::Kind k);
 
@@ -202,6 +204,14 @@ struct PoolStats {
   std::uint64_t scheduled = 0;  // waiting for their not_before (counted in queue_capacity)
   std::uint64_t throttled = 0;  // queued, held back by a rate limit or a type's cap
   std::uint32_t workers = 0, target_workers = 0;
+  // Why the target is what it is: the last change's reason (an autoscale step with the queue
+  // wait or idle time that caused it, a scale, a reconfigure); "initial" until one.
+  std::string target_reason = "initial";
+  // The autoscaler: its steps so far, and the queue wait it read at its last look (the
+  // longest any task waiting for a worker had waited, ms; 0 when none waited or the pool does
+  // not autoscale).
+  std::uint64_t autoscale_up = 0, autoscale_down = 0;
+  std::uint64_t queue_wait_ms = 0;
   DispatchStrategy dispatch = DispatchStrategy::kRoundRobin;  // the one in use
   std::string state;  // running, draining, crash_loop, failed, closing, closed
 };
@@ -213,10 +223,19 @@ struct PoolStats {
 // new pool for such a change and retires the old one.
 std::optional<std::string> needs_new_pool(const PoolOptions& started, const PoolOptions& next);
 
+// Returns an error iff `o`'s worker count, worker_bounds and autoscale policy do not fit
+// together: min > max; with autoscale, a step of 0, a zero target_queue_wait or idle_timeout,
+// or workers outside the bounds; workers or min 0 without autoscale, or without task_types
+// (a pool learns its types from its first worker otherwise). Pool::create and reconfigure
+// check it.
+Status check_worker_count(const PoolOptions& o);
+
 class Pool {
  public:
   // Starts the workers and waits until the first one is ready, so a plugin that cannot
-  // load or init is reported here (kPlugin, with the worker's own message).
+  // load or init is reported here (kPlugin, with the worker's own message). A pool started
+  // with no worker (workers 0: autoscaled from worker_bounds.min 0) returns at once; its
+  // plugin is first loaded for its first task.
   static Result<std::unique_ptr<Pool>> create(PoolOptions options);
   ~Pool();
   Pool(const Pool&) = delete;

@@ -103,6 +103,29 @@ struct FlowLimits {
   bool operator==(const FlowLimits&) const = default;
 };
 
+// The range of a pool's worker count: Pool::scale, poold's `scale` and the autoscaler keep
+// the target within it. min 0 (workers started on demand) needs task_types (a pool learns
+// its types from its first worker otherwise) and an autoscaler (nothing else would start one).
+struct WorkerBounds {
+  std::uint32_t min = 1, max = 64;
+  bool operator==(const WorkerBounds&) const = default;
+};
+
+// Autoscaling (docs/architecture.md, "The autoscaler"): while a task has waited for a worker
+// longer than target_queue_wait (the oldest task queued, or waiting behind another in a
+// worker's ring), the target grows by scale_up_step, at most once per cooldown and not while
+// a worker is still starting; a worker idle (empty ring) for idle_timeout is retired, down
+// to WorkerBounds::min, never within two cooldowns of the last step up. A pool in crash_loop
+// or failed never scales up. With target 0, a task waiting starts one worker at once.
+struct AutoscalePolicy {
+  bool enabled = false;
+  std::chrono::milliseconds target_queue_wait{100};
+  std::uint32_t scale_up_step = 1;
+  std::chrono::milliseconds cooldown{2000};
+  std::chrono::milliseconds idle_timeout{30000};
+  bool operator==(const AutoscalePolicy&) const = default;
+};
+
 // A pool's options in four parts, by what Pool::reconfigure does with a change
 // (docs/architecture.md, "How a pool option flows, and how to add one"):
 // - PoolIdentity: what the pool is for life; a change needs a new pool (needs_new_pool).
@@ -146,7 +169,9 @@ struct WorkerSpec {
 };
 
 struct LiveOptions {
-  std::uint32_t workers = 2;
+  std::uint32_t workers = 2;  // the initial target, within worker_bounds
+  WorkerBounds worker_bounds;
+  AutoscalePolicy autoscale;
   std::uint32_t concurrency = 8;  // tasks that may wait in one worker's ring
   DispatchStrategy dispatch = DispatchStrategy::kRoundRobin;
   std::size_t queue_capacity = 100000;

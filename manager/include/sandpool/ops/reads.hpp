@@ -130,8 +130,18 @@ struct WorkerStatus {
   std::string isolation;
 };
 
+// A pool's worker target and why it is what it is (the autoscaler's last step, a scale).
+struct PoolTarget {
+  std::string pool;
+  std::uint32_t target_workers = 0;
+  std::uint32_t min = 0, max = 0;  // workers.min / workers.max
+  bool autoscale = false;
+  std::string reason;  // PoolStats::target_reason
+};
+
 struct WorkersReply {
   std::vector<WorkerStatus> workers;
+  std::vector<PoolTarget> pools;  // one per pool asked about
 };
 
 // Latency quantiles in ms; null when no task was measured.
@@ -176,13 +186,15 @@ struct EventsArgs {
 // `events`: one event frame, a pool's lifecycle event (docs/protocol.md, "events"). The
 // members an event does not have are empty (then absent on the wire).
 struct PoolEventRecord {
-  std::string event;  // worker_started, worker_ready, worker_exited, attempt_ended, task_ended
+  // worker_started, worker_ready, worker_exited, attempt_ended, task_ended, scaled
+  std::string event;
   std::string pool;
   std::int64_t time_ms = 0;  // wall clock
   std::optional<std::int32_t> pid;
   std::optional<std::uint64_t> task_id;
   std::optional<std::uint32_t> attempt;   // attempt_ended: its number
   std::optional<std::uint32_t> attempts;  // task_ended: how many the task had
+  std::optional<std::uint32_t> workers;   // scaled: the new worker target (detail: why)
   std::optional<std::string> outcome;     // worker_exited, attempt_ended
   std::optional<std::string> state;       // task_ended
   std::optional<std::string> reason;      // task_ended
