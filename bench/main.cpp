@@ -18,9 +18,9 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 
-const char* const kGroups[] = {"raw",     "W1",       "W2",       "W3",      "W4",
-                               "spawn",   "sandbox",  "service",  "journal", "soak",
-                               "plugins", "cluster",  "fairness", "dispatch", "autoscale"};
+const char* const kGroups[] = {"raw",     "W1",      "W2",       "W3",       "W4",
+                               "spawn",   "sandbox", "service",  "journal",  "soak",
+                               "plugins", "cluster", "fairness", "dispatch", "autoscale"};
 
 // Parses "W1,w2,raw" into canonical group names; an unknown name is an error.
 bool parse_only(const std::string& list, std::set<std::string>* out, std::string* bad) {

@@ -75,7 +75,7 @@ run dlq replay "$letter" || true
 say "7. A crash: 'crash' segfaults its worker on every attempt; retried, then dead-lettered"
 run submit crash 'boom' --wait || true
 
-say "8a. Autoscaling: 40 tasks of 200 ms wait on the sleep pool (1 worker); it grows to 4"
+say "8. Autoscaling: 40 tasks of 200 ms wait on the sleep pool (1 worker); it grows to 4"
 show "for i in \$(seq 40); do poolctl submit sleep 200; done >/dev/null"
 for _ in $(seq 40); do "$ctl" submit sleep 200 >/dev/null; done
 for _ in $(seq 1 200); do
@@ -90,7 +90,7 @@ for _ in $(seq 1 200); do  # until the 40 are done: no worker has one in flight
   sleep 0.05
 done
 
-say "8. The journal: kill -9 poold while a waited task runs; the restart runs it again"
+say "9. The journal: kill -9 poold while a waited task runs; the restart runs it again"
 show "poolctl submit sleep 1500 --wait --json &    # a client waiting on its own connection"
 "$ctl" submit sleep 1500 --wait --json >var/waited.json 2>&1 &
 waiter=$!
@@ -108,7 +108,7 @@ wait "$waiter" && echo "the waiting client got its result:"
 id=$(grep -o '"id": *[0-9]*' var/waited.json | head -1 | grep -o '[0-9]*$')
 run task "$id"
 
-say "9. Real plugins: a Lua script, a regex replace, a script stopped at its instruction limit, a thumbnail, a Python function"
+say "10. Real plugins: a Lua script, a regex replace, a script stopped at its instruction limit, a thumbnail, a Python function"
 # The payload is the script (or the regex command and pattern), NUL bytes between the fields,
 # read from stdin (-); configs/poold.yaml sets the limits (docs/plugin-guide.md, "lua", "regex",
 # "thumbnail").
@@ -142,7 +142,7 @@ echo '{"id": "A17", "items": [{"price": 2.5, "qty": 2}, {"price": 0.1, "qty": 3}
 show "echo '{\"id\": \"B2\"}' | poolctl submit python - --wait    # raises ValueError"
 echo '{"id": "B2"}' | "$ctl" submit python - --wait 2>&1 || true
 
-say "10. The Python client (clients/python, standard library only): futures over one connection"
+say "11. The Python client (clients/python, standard library only): futures over one connection"
 py_demo='import sandpool
 with sandpool.Client() as client:         # finds ./var/poold.sock as poolctl does
     futures = [client.submit_async("upper", w) for w in ("from", "python", "too")]
@@ -153,14 +153,14 @@ show "PYTHONPATH=clients/python /usr/bin/python3 -c \"\$py_demo\"    # py_demo:"
 printf '%s\n' "$py_demo" | sed 's/^/    /'
 PYTHONPATH=clients/python /usr/bin/python3 -c "$py_demo"
 
-say "11. Scheduling: a task for later is 'scheduled' until then; tenants share a pool fairly"
+say "12. Scheduling: a task for later is 'scheduled' until then; tenants share a pool fairly"
 id=$("$ctl" submit upper 'later' --delay 2s --tenant acme --json | grep -o '"id": *[0-9]*' | grep -o '[0-9]*$')
 run task "$id"
 run tasks --state scheduled    # with its tenant and due time (not_before_ms)
 run wait "$id"
 run strategy upper by_key      # consistent hashing of a task's key over the workers
 
-say "12. The dashboard: poold's HTTP listener serves it beside /metrics and the JSON API"
+say "13. The dashboard: poold's HTTP listener serves it beside /metrics and the JSON API"
 http=$("$ctl" status --json | sed -n 's/.*"http": *"\([^"]*\)".*/\1/p')
 show "poolctl status --json | jq -r .http    # the listener's address (port 0: a free one)"
 echo "$http"
@@ -178,7 +178,7 @@ if [ -t 0 ] && [ -t 1 ]; then
   wait "$load" 2>/dev/null || true
 fi
 
-say "13. Redis pools: two poold nodes share one pool through Redis; kill -9 one mid-batch, lose nothing"
+say "14. Redis pools: two poold nodes share one pool through Redis; kill -9 one mid-batch, lose nothing"
 # docs/redis-pools.md. A redis-server of the demo's own, on a unix socket under ./var/cluster,
 # append-only with an fsync per write (what docs/operations.md recommends).
 mkdir -p var/cluster
@@ -243,7 +243,7 @@ wait "${node_pids[0]}" 2>/dev/null || true
 kill -TERM "$redis_pid" 2>/dev/null || true
 wait "$redis_pid" 2>/dev/null || true
 
-say "14. Stats, then a clean shutdown"
+say "15. Stats, then a clean shutdown"
 run stats
 run shutdown
 wait "$poold_pid" && echo "poold exited 0"

@@ -2,8 +2,8 @@
 // reader records problems in the ConfigErrors behind its MapReader and never throws.
 #pragma once
 
-#include <string>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <sandpool/config.hpp>
@@ -19,7 +19,7 @@ void read_service(MapReader service, ServiceConfig* out, std::vector<std::string
 // Where a pool's cross-pool checked values were written, for errors about them.
 struct PoolMarks {
   YAML::Mark name;
-  std::optional<YAML::Mark> backend;  // set when `backend: redis`
+  std::optional<YAML::Mark> backend;   // set when `backend: redis`
   std::vector<YAML::Mark> task_types;  // one per entry of PoolConfig::task_types
 };
 

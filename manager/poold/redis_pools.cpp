@@ -174,16 +174,17 @@ Status RedisPools::Lane::last() const {
 
 // Pools -------------------------------------------------------------------------------------
 
-Status RedisPools::attach(const std::string& name, Pool& local, std::uint32_t per_worker,
-                          std::uint32_t default_retries, const RetryPolicy& retry) {
+Status RedisPools::attach(const PoolConfig& pc, Pool& local) {
+  const std::string& name = pc.name;
   redis::FeederOptions fo;
   fo.endpoint = opts_.endpoint;
   fo.prefix = opts_.prefix;
   fo.pool = name;
   fo.consumer = opts_.node;
-  fo.per_worker = std::max<std::uint32_t>(1, per_worker);
-  fo.default_retries = default_retries;
-  fo.retry = retry;
+  fo.per_worker = std::max<std::uint32_t>(1, pc.concurrency);
+  fo.headroom_workers = pc.autoscale.enabled ? pc.autoscale.scale_up_step : 0;
+  fo.default_retries = pc.retries;
+  fo.retry = pc.retry;
   fo.heartbeat = opts_.heartbeat;
   fo.claim_after = 3 * opts_.heartbeat;
   auto feeder = redis::RedisFeeder::start(local, std::move(fo));

@@ -71,12 +71,12 @@ class RedisPools {
   RedisPools(const RedisPools&) = delete;
   RedisPools& operator=(const RedisPools&) = delete;
 
-  // Starts reading the Redis pool `name` into `local`: at most its target workers x
-  // `per_worker` (its concurrency) tasks held at once, so a scale changes what the node takes;
-  // `default_retries` for tasks that carry none, `retry` their backoff (kept in Redis between
-  // attempts). `local` must outlive detach(name).
-  Status attach(const std::string& name, Pool& local, std::uint32_t per_worker,
-                std::uint32_t default_retries, const RetryPolicy& retry);
+  // Starts reading the Redis pool `pc` into `local`: at most its target workers x its
+  // concurrency tasks held at once (plus one scale_up_step's worth when it autoscales, so a
+  // backlog shows in its queue wait), so a scale changes what the node takes; the pool's
+  // retries for tasks that carry none, and its retry policy's backoff (kept in Redis between
+  // attempts). `local` must outlive detach(pc.name).
+  Status attach(const PoolConfig& pc, Pool& local);
   // A shutdown begins: no pool takes new entries; what runs may still end and be written.
   void stop_reading();
   // Stops the pool's feeder (its queued ends written first; what still runs locally is left

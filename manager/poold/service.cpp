@@ -152,8 +152,7 @@ Status Service::attach_redis(const PoolConfig& pc, Pool& pool) {
         "backend redis: service.redis was not configured at start (a restart "
         "of poold sets it up)");
   }
-  const std::uint32_t retries = pc.retries;
-  return redis_->attach(pc.name, pool, pc.concurrency, retries, pc.retry);
+  return redis_->attach(pc, pool);
 }
 
 Result<std::shared_ptr<Pool>> Service::pool_named(const std::string& name) const {

@@ -131,7 +131,8 @@ bool RedisFeeder::stopping() const {
 
 std::size_t RedisFeeder::capacity() const {
   if (opts_.per_worker == 0) return opts_.capacity;
-  const std::size_t workers = pool_.stats_snapshot().target_workers;  // never waits
+  const std::size_t workers =
+      pool_.stats_snapshot().target_workers + opts_.headroom_workers;  // never waits
   return std::max<std::size_t>(1, workers * opts_.per_worker);
 }
 

@@ -45,6 +45,9 @@ struct FeederOptions {
   // Set: the capacity follows the local pool, its target workers (scale, reload) x this
   // (its concurrency), at least 1; `capacity` is then unused.
   std::uint32_t per_worker = 0;
+  // Workers' worth of entries read beyond the target (an autoscaled pool: its scale_up_step),
+  // so that a backlog shows in the local queue's wait and the autoscaler sees it.
+  std::uint32_t headroom_workers = 0;
   std::uint32_t default_retries = 3;  // for tasks that carry none
   // The backoff between attempts. Each attempt runs alone in the local pool (no local
   // retries): a failed one that may be retried waits in Redis's later set, so any node can

@@ -666,7 +666,7 @@ class Model {
   std::atomic<std::size_t> admitted_{0};
   core::TenantCounts tenant_counts_;
   bool reconfigured_flow_ = false;  // entries dispatched before may exceed a new cap
-  std::string fn_broken_;  // what the dispatch function found broken (it cannot throw it)
+  std::string fn_broken_;           // what the dispatch function found broken (it cannot throw it)
   bool autoscale_ = false;
   std::int64_t last_autoscale_up_ns_ = INT64_MIN / 4;
   std::unique_ptr<core::PoolCore> core_;
