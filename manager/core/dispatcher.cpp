@@ -63,23 +63,32 @@ Choice Dispatcher::round_robin(std::span<const Candidate> workers) {
   return {};
 }
 
-Choice Dispatcher::least_loaded(std::span<const Candidate> workers) {
+// Of the workers with room, the one `better(c, best)` ranks first, scanning from just past
+// the last pick so that ties rotate; remembered as the last pick.
+template <class Better>
+Choice Dispatcher::best_with_room(std::span<const Candidate> workers, Better better) {
   const int n = static_cast<int>(workers.size());
   int start = 0;
   while (start < n && workers[start].worker_id <= last_id_) ++start;
   int best = -1;
   for (int k = 0; k < n; ++k) {
     const int i = (start + k) % n;
-    const Candidate& c = workers[i];
-    if (!has_room(c)) continue;
-    // Compare in_flight/capacity without division: a/b < c/d  <=>  a*d < c*b.
-    if (best < 0 || std::uint64_t{c.in_flight} * workers[best].capacity <
-                        std::uint64_t{workers[best].in_flight} * c.capacity) {
-      best = i;
-    }
+    if (!has_room(workers[i])) continue;
+    if (best < 0 || better(workers[i], workers[best])) best = i;
   }
   if (best >= 0) last_id_ = workers[best].worker_id;
   return {best, false};
+}
+
+namespace {
+// in_flight/capacity of `a` below that of `b`, without division: a/b < c/d <=> a*d < c*b.
+bool less_loaded(const Candidate& a, const Candidate& b) {
+  return std::uint64_t{a.in_flight} * b.capacity < std::uint64_t{b.in_flight} * a.capacity;
+}
+}  // namespace
+
+Choice Dispatcher::least_loaded(std::span<const Candidate> workers) {
+  return best_with_room(workers, less_loaded);
 }
 
 Choice Dispatcher::random(std::span<const Candidate> workers) {
@@ -116,27 +125,10 @@ Choice Dispatcher::affinity(std::span<const Candidate> workers, std::string_view
 }
 
 Choice Dispatcher::least_rss(std::span<const Candidate> workers) {
-  const int n = static_cast<int>(workers.size());
-  int start = 0;
-  while (start < n && workers[start].worker_id <= last_id_) ++start;
-  int best = -1;
-  for (int k = 0; k < n; ++k) {
-    const int i = (start + k) % n;
-    const Candidate& c = workers[i];
-    if (!has_room(c)) continue;
-    if (best < 0) {
-      best = i;
-      continue;
-    }
-    const Candidate& b = workers[best];
-    if (c.rss_bytes != b.rss_bytes) {
-      if (c.rss_bytes < b.rss_bytes) best = i;
-    } else if (std::uint64_t{c.in_flight} * b.capacity < std::uint64_t{b.in_flight} * c.capacity) {
-      best = i;
-    }
-  }
-  if (best >= 0) last_id_ = workers[best].worker_id;
-  return {best, false};
+  // The smallest RSS; equal ones (none sampled yet: 0) by load.
+  return best_with_room(workers, [](const Candidate& c, const Candidate& b) {
+    return c.rss_bytes != b.rss_bytes ? c.rss_bytes < b.rss_bytes : less_loaded(c, b);
+  });
 }
 
 Choice Dispatcher::by_key(std::span<const Candidate> workers, std::string_view key) {

@@ -51,6 +51,8 @@ class Dispatcher {
 
  private:
   Choice round_robin(std::span<const Candidate> workers);
+  template <class Better>
+  Choice best_with_room(std::span<const Candidate> workers, Better better);
   Choice least_loaded(std::span<const Candidate> workers);
   Choice random(std::span<const Candidate> workers);
   Choice affinity(std::span<const Candidate> workers, std::string_view key);

@@ -20,34 +20,16 @@ namespace {
 using namespace std::chrono_literals;
 
 // A node of the cluster: its own dir, socket and state, the shared Redis, its own name.
-struct ClusterNode {
-  ClusterNode(const RedisServer& redis, const std::string& name, const std::string& pool_extra) {
-    config = dir.path / "poold.yaml";
-    socket = (dir.path / "poold.sock").string();
-    write_file(config, service_yaml(dir.path, "  node: " + name + "\n  redis: {address: \"unix:" +
-                                                  redis.socket() + "\", heartbeat: 200ms}\n") +
-                           "pools:\n" +
-                           pool_yaml("shared", "sleep",
-                                     "    backend: redis\n"
-                                     "    concurrency: 1\n"
-                                     "    task_defaults: {timeout: 1m, retries: 5}\n" +
-                                         pool_extra,
-                                     "{min: 1, max: 4, initial: 2}"));
-    start();
-  }
-  void start() {
-    poold.emplace(config);
-    if (!poold->wait_ready()) FAIL("poold did not start:\n" << poold->output());
-  }
-  Client connect() const {
-    auto c = Client::connect(socket);
-    if (!c) FAIL("connect: " << c.status().to_string());
-    return std::move(c).value();
-  }
-  TempDir dir;
-  std::filesystem::path config;
-  std::string socket;
-  std::optional<PooldProcess> poold;
+struct ClusterNode : PooldFixture {
+  ClusterNode(const RedisServer& redis, const std::string& name, const std::string& pool_extra)
+      : PooldFixture("pools:\n" + pool_yaml("shared", "sleep",
+                                            "    backend: redis\n"
+                                            "    concurrency: 1\n"
+                                            "    task_defaults: {timeout: 1m, retries: 5}\n" +
+                                                pool_extra,
+                                            "{min: 1, max: 4, initial: 2}"),
+                     "  node: " + name + "\n  redis: {address: \"unix:" + redis.socket() +
+                         "\", heartbeat: 200ms}\n") {}
 };
 
 // Polls `done` every 20 ms until it holds or kPatience passes.
@@ -80,7 +62,7 @@ std::uint64_t finished_in_redis(const RedisServer& server) {
 }
 
 // Submits `n` sleep tasks of `ms` through `node` as one batch; the acknowledged ids.
-std::vector<std::uint64_t> submit_sleeps(const ClusterNode& node, int n, const std::string& ms) {
+std::vector<std::uint64_t> submit_sleeps(ClusterNode& node, int n, const std::string& ms) {
   Client c = node.connect();
   auto ids = c.submit_batch(std::vector<SubmitRequest>(n, task("sleep", ms)));
   std::vector<std::uint64_t> out;
