@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <set>
 #include <utility>
 
@@ -61,6 +62,67 @@ std::string state_id_of(const std::string& path) {
   char out[9];
   std::snprintf(out, sizeof out, "%08x", h);
   return out;
+}
+
+// A letter of a pool's dead-letter stream (its fields by name) as the store's DeadLetter.
+DeadLetter letter_of(const std::string& pool,
+                     const std::vector<std::pair<std::string, std::string>>& fields) {
+  DeadLetter l;
+  l.pool = pool;
+  l.task.state = TaskState::kDeadLettered;
+  std::uint32_t attempts = 0;
+  for (const auto& [k, v] : fields) {
+    const auto number = [&v]<class T>(T* out) {
+      std::from_chars(v.data(), v.data() + v.size(), *out);
+    };
+    if (k == "id") {
+      number(&l.task.id);
+      l.letter_id = l.task.id;
+    } else if (k == "type") {
+      l.task.type = v;
+    } else if (k == "payload") {
+      l.payload = v;
+    } else if (k == "reason") {
+      l.task.reason = named(v, DeadReason::kPoolRemoved).value_or(DeadReason::kNone);
+    } else if (k == "error") {
+      l.task.error = v;
+    } else if (k == "dead_lettered_ms") {
+      number(&l.dead_lettered_ms);
+    } else if (k == "attempts") {
+      number(&attempts);
+    } else if (k == "priority") {
+      number(&l.options.priority);
+    } else if (k == "key") {
+      l.options.key = v;
+    } else if (k == "tenant") {
+      l.options.tenant = v;
+      l.task.tenant = v;
+    } else if (k == "retries") {
+      std::uint32_t r = 0;
+      number(&r);
+      l.options.retries = r;
+    } else if (k == "timeout_ms") {
+      std::int64_t ms = 0;
+      number(&ms);
+      l.options.timeout = std::chrono::milliseconds(ms);
+    }
+  }
+  // The stream keeps the count; the attempts themselves are in the task's hash while it is
+  // kept (`task ID`).
+  for (std::uint32_t i = 1; i <= attempts; ++i) {
+    Attempt a;
+    a.number = i;
+    a.outcome = Outcome::kError;
+    l.task.history.push_back(a);
+  }
+  return l;
+}
+
+bool matches(const DeadLetter& l, const DeadLetterFilter& f) {
+  return (!f.type || l.task.type == *f.type) && (!f.reason || l.task.reason == *f.reason) &&
+         (!f.task_id || l.task.id == *f.task_id) &&
+         (!f.from_ms || l.dead_lettered_ms >= *f.from_ms) &&
+         (!f.until_ms || l.dead_lettered_ms < *f.until_ms);
 }
 
 }  // namespace
@@ -277,6 +339,40 @@ Result<redis::TaskStream::Cancelled> RedisPools::cancel(std::uint64_t id) {
   });
   if (!r) return unavailable("", r.status());
   return r;
+}
+
+Result<std::vector<DeadLetter>> RedisPools::dead_letters(const std::string& pool,
+                                                         const DeadLetterFilter& filter,
+                                                         std::size_t limit) {
+  auto stream = stream_of(pool);
+  if (!stream) return stream.status();
+  auto all = reads_.with(
+      [&](redis::Connection& c) { return stream->dead_letters(c, opts_.dead_letters); });
+  if (!all) return unavailable(pool, all.status());
+  std::vector<DeadLetter> out;
+  for (const auto& fields : *all) {
+    DeadLetter l = letter_of(pool, fields);
+    if (!matches(l, filter)) continue;
+    out.push_back(std::move(l));
+    if (out.size() == limit) break;
+  }
+  return out;
+}
+
+Result<DeadLetter> RedisPools::dead_letter(std::uint64_t id) {
+  std::vector<std::string> names;
+  {
+    std::lock_guard lk(mu_);
+    for (const auto& [name, a] : pools_) names.push_back(name);
+  }
+  DeadLetterFilter f;
+  f.task_id = id;
+  for (const std::string& name : names) {
+    auto found = dead_letters(name, f, 1);
+    if (!found) return found.status();
+    if (!found->empty()) return std::move(found->front());
+  }
+  return Status::error(Code::kNotFound, "no dead letter of task " + std::to_string(id));
 }
 
 Result<TaskResult> RedisPools::task(std::uint64_t id) {

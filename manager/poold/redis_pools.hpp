@@ -30,6 +30,7 @@
 #include <vector>
 
 #include <sandpool/config.hpp>
+#include <sandpool/dead_letters.hpp>
 #include <sandpool/ops/reads.hpp>
 #include <sandpool/pool.hpp>
 #include <sandpool/status.hpp>
@@ -91,6 +92,12 @@ class RedisPools {
       const std::string& pool, const std::vector<redis::StreamTask>& tasks);
   // Cancels a cluster task wherever it is (redis::TaskStream::cancel).
   Result<redis::TaskStream::Cancelled> cancel(std::uint64_t id);
+  // The dead letters of Redis pool `pool` that match `filter` (its pool member aside), newest
+  // first, at most `limit`; each with its task's id as letter id (cluster ids are unique).
+  Result<std::vector<DeadLetter>> dead_letters(const std::string& pool,
+                                               const DeadLetterFilter& filter, std::size_t limit);
+  // The dead letter of cluster task `id`, in whichever Redis pool has it (kNotFound: none).
+  Result<DeadLetter> dead_letter(std::uint64_t id);
   // The task's account from its hash (kNotFound: Redis does not know it).
   Result<TaskResult> task(std::uint64_t id);
   // Calls `done` once, on the waits thread: with the task's account once it ends, or as it is

@@ -76,6 +76,14 @@ void Service::serve(const Request&, const ops::DlqListArgs& a,
       return (void)res.error(Status::invalid("cursor: as returned in `next_cursor`"));
     }
   }
+  if (redis_ && filter->pool && redis_->serves(*filter->pool)) {
+    // A Redis pool's letters are in Redis (docs/redis-pools.md): the newest, one page.
+    auto letters = redis_->dead_letters(*filter->pool, *filter, page.limit);
+    if (!letters) return (void)res.error(letters.status());
+    ops::DlqListReply out;
+    for (const DeadLetter& l : *letters) out.entries.push_back(entry_of(l));
+    return (void)res.ok(out);
+  }
   auto list = store_->list(*filter, page);
   if (!list) return (void)res.error(list.status());
   ops::DlqListReply out;
@@ -86,7 +94,9 @@ void Service::serve(const Request&, const ops::DlqListArgs& a,
 
 void Service::serve(const Request&, const ops::DlqShowArgs& a,
                     const OpResponder<ops::DlqShow>& res) {
-  auto l = store_->get(a.id);
+  // A Redis pool's letter is named by its task's cluster id.
+  auto l =
+      redis_ && RedisPools::is_cluster_id(a.id) ? redis_->dead_letter(a.id) : store_->get(a.id);
   if (!l) return (void)res.error(l.status());
   ops::DlqShowReply out{entry_of(*l),
                         {l->options.priority, l->options.key, l->options.timeout,

@@ -287,4 +287,37 @@ TEST_CASE(
   CHECK(unknown.status().code() == Code::kNotFound);
 }
 
+TEST_CASE("a redis pool's dead letters are listed and shown from redis, by their task's id",
+          "[redis][cluster]") {
+  RedisServer redis;
+  PooldFixture node("pools:\n" + pool_yaml("failing", "fail", "    backend: redis\n"),
+                    "  node: dl\n  redis: {address: \"unix:" + redis.socket() + "\"}\n");
+  Client c = node.connect();
+  auto r = c.submit_wait(task("fail", "bad input"));
+  REQUIRE(r);
+  CHECK(r->account.state == "dead_lettered");
+  CHECK(r->account.reason == "permanent");
+  ops::DlqListArgs args;
+  args.filter.pool = "failing";
+  auto list = c.dlq_list(args);
+  REQUIRE(list);
+  REQUIRE(list->entries.size() == 1);
+  CHECK(list->entries[0].letter_id == r->account.id);
+  CHECK(list->entries[0].pool == "failing");
+  CHECK(list->entries[0].task.reason == "permanent");
+  CHECK(list->entries[0].payload_bytes == 9);
+  args.filter.reason = "retries_exhausted";
+  auto none = c.dlq_list(args);
+  REQUIRE(none);
+  CHECK(none->entries.empty());
+  auto shown = c.dlq_show(r->account.id);
+  REQUIRE(shown);
+  CHECK(shown->blob == "bad input");
+  CHECK(shown->reply.letter.task.type == "fail");
+  // The node's own store has none of it.
+  auto local = c.dlq_list({});
+  REQUIRE(local);
+  CHECK(local->entries.empty());
+}
+
 }  // namespace sandpool::testing
