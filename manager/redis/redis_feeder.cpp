@@ -62,6 +62,9 @@ RedisFeeder::~RedisFeeder() {
   for (std::thread* t : {&reader_, &writer_, &beater_}) {
     if (t->joinable()) t->join();
   }
+  // The tickets' tasks hold on_done callbacks that hold sh_: a cycle while they are kept.
+  std::lock_guard lk(sh_->mu);
+  sh_->running.clear();
 }
 
 void RedisFeeder::die() {
@@ -74,6 +77,9 @@ void RedisFeeder::die() {
   for (std::thread* t : {&reader_, &writer_, &beater_}) {
     if (t->joinable()) t->join();
   }
+  // The tickets' tasks hold on_done callbacks that hold sh_: a cycle while they are kept.
+  std::lock_guard lk(sh_->mu);
+  sh_->running.clear();
 }
 
 void RedisFeeder::stop_reading() {
