@@ -88,7 +88,8 @@ bool less_loaded(const Candidate& a, const Candidate& b) {
 }  // namespace
 
 Choice Dispatcher::least_loaded(std::span<const Candidate> workers) {
-  return best_with_room(workers, less_loaded);
+  return best_with_room(workers,
+                        [](const Candidate& c, const Candidate& b) { return less_loaded(c, b); });
 }
 
 Choice Dispatcher::random(std::span<const Candidate> workers) {

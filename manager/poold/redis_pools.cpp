@@ -260,8 +260,15 @@ Status RedisPools::attach(const PoolConfig& pc, Pool& local) {
 }
 
 void RedisPools::stop_reading() {
-  std::lock_guard lk(mu_);  // joins the readers, which never take mu_
-  for (const auto& [name, a] : pools_) a->feeder->stop_reading();
+  // Joined outside mu_ (a reader may sit in a read for a second), so status, metrics and
+  // /healthz never wait for it. The feeders live on: only the job thread, which calls this,
+  // detaches them.
+  std::vector<redis::RedisFeeder*> feeders;
+  {
+    std::lock_guard lk(mu_);
+    for (const auto& [name, a] : pools_) feeders.push_back(a->feeder.get());
+  }
+  for (redis::RedisFeeder* f : feeders) f->stop_reading();
 }
 
 void RedisPools::detach(const std::string& name) {
