@@ -134,6 +134,8 @@ TaskResult to_task_result(const redis::StoredTask& t) {
   r.state = named(t.state, TaskState::kScheduled).value_or(TaskState::kQueued);
   r.result = t.result;
   r.error = t.error;
+  r.not_before_ms = t.not_before_ms;
+  r.tenant = t.tenant;
   if (r.state == TaskState::kDeadLettered) {
     r.reason = named(t.reason, DeadReason::kPoolRemoved).value_or(DeadReason::kNone);
   }

@@ -200,7 +200,7 @@ void RedisFeeder::read_loop() {
     }
     // How many attempts each made before (a retry of another node's, a claimed one): its
     // attempts here are numbered on from there. Broken off: the entries are claimed later.
-    if (Status s = stream_.attempts_of(*c, *got); !s) {
+    if (Status s = stream_.take(*c, opts_.consumer, *got); !s) {
       note(s);
       continue;
     }
@@ -225,13 +225,11 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
   {
     std::lock_guard lk(sh_->mu);
     if (sh_->dead) return;
-    sh_->held.insert(entry.entry_id);
+    sh_->held.insert(key_of(entry));
   }
   const std::uint32_t retries = entry.task.retries.value_or(opts_.default_retries);
   std::uint32_t before = entry.attempts;  // attempts other nodes made
   if (claimed) {
-    auto t = stream_.task(c, entry.task_id);
-    if (t) before = t->attempts;
     Attempt lost;
     lost.number = before + 1;
     lost.outcome = Outcome::kLost;
@@ -271,13 +269,15 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
     sh->ends.push_back({entry, r, shutdown});
     sh->cv.notify_all();
   };
-  const std::string entry_id = entry.entry_id;
+  const EntryKey entry_key = key_of(entry);
   const std::uint64_t task_id = entry.task_id;
   auto ticket = pool_.submit(entry.task.type, entry.task.payload, std::move(o));
   if (ticket) {
     std::lock_guard lk(sh_->mu);
     // Unless it ended already (its end written and the entry let go).
-    if (sh_->held.count(entry_id) != 0) sh_->running.emplace(entry_id, std::pair(task_id, *ticket));
+    if (sh_->held.count(entry_key) != 0) {
+      sh_->running.emplace(entry_key, std::pair(task_id, *ticket));
+    }
   }
   if (!ticket) {
     // Draining, stopping, its queue full: another node (or this one later) runs it. This
@@ -345,8 +345,8 @@ Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
   std::lock_guard lk(sh_->mu);
   std::size_t next = 0;  // in answers
   for (std::size_t i = 0; i < batch.size(); ++i) {
-    sh_->held.erase(batch[i].entry.entry_id);
-    sh_->running.erase(batch[i].entry.entry_id);
+    sh_->held.erase(key_of(batch[i].entry));
+    sh_->running.erase(key_of(batch[i].entry));
     // A batch sent again after a connection broke mid-way finds its first ends written:
     // they count as fenced, and the task still has exactly one end.
     if (outcome[i] == Written::kDeferred) {
@@ -453,7 +453,7 @@ void RedisFeeder::beat_loop() {
       sh_->cv.notify_all();
       return;
     }
-    std::vector<std::string> held;
+    std::vector<EntryKey> held;
     {
       std::lock_guard lk(sh_->mu);
       held.assign(sh_->held.begin(), sh_->held.end());
@@ -464,7 +464,11 @@ void RedisFeeder::beat_loop() {
     if (beat && free > 0) {
       auto claimed = stream_.claim_idle(*c, opts_.consumer, opts_.claim_after, free);
       note(claimed.status());
-      if (claimed) {
+      // Each claimed task's attempts so far (the lost one is counted on from there). Broken
+      // off: the entries, claimed but not held, go idle again and are claimed later.
+      Status took = claimed ? stream_.take(*c, opts_.consumer, *claimed) : claimed.status();
+      if (claimed) note(took);
+      if (took) {
         for (StreamEntry& e : *claimed) {
           {
             std::lock_guard lk(sh_->mu);

@@ -89,6 +89,9 @@ class RedisFeeder {
   void die();
 
  private:
+  // An entry, by its band and id (an id is unique within its band's stream only).
+  using EntryKey = std::pair<Band, std::string>;
+  static EntryKey key_of(const StreamEntry& e) { return {e.band, e.entry_id}; }
   struct Ended {
     StreamEntry entry;
     TaskResult account;
@@ -117,9 +120,9 @@ class RedisFeeder {
     std::mutex mu;
     std::condition_variable cv;  // ends queued, places freed, stop
     std::deque<Ended> ends;
-    std::set<std::string> held;  // entry ids this node runs
+    std::set<EntryKey> held;  // the entries this node runs
     // Of those, the ones running in the local pool: task id and ticket (a cancel reaches it).
-    std::map<std::string, std::pair<std::uint64_t, Ticket>> running;
+    std::map<EntryKey, std::pair<std::uint64_t, Ticket>> running;
     FeederStats stats;
     bool stopping = false;
     bool dead = false;

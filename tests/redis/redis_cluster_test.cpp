@@ -320,4 +320,54 @@ TEST_CASE("a redis pool's dead letters are listed and shown from redis, by their
   CHECK(local->entries.empty());
 }
 
+TEST_CASE("a redis pool's scheduled task waits in redis, seen from any node, and runs when due",
+          "[redis][cluster]") {
+  RedisServer redis;
+  ClusterNode a(redis, "sa", "");
+  ClusterNode b(redis, "sb", "");
+  Client ca = a.connect();
+  SubmitRequest later = task("sleep", "1");
+  later.delay = 1500ms;
+  later.tenant = "acme";
+  const auto before = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  auto id = ca.submit(later);
+  REQUIRE(id);
+  // From the other node: scheduled, with its due time and tenant.
+  Client cb = b.connect();
+  auto seen = cb.task(id->id);
+  REQUIRE(seen);
+  if (seen->state != "completed") {  // a loaded machine may take 1.5 s to get here
+    CHECK(seen->state == "scheduled");
+    CHECK(seen->account.not_before_ms >= before + 1500);
+  }
+  CHECK(seen->account.tenant == "acme");
+  auto done = cb.wait(id->id, std::chrono::milliseconds(60000));
+  REQUIRE(done);
+  CHECK(done->account.state == "completed");
+  REQUIRE(done->account.history.size() == 1);
+  // It did not start before it was due (the nodes share this machine's clock).
+  CHECK(done->account.history[0].started_ms >= before + 1500);
+}
+
+TEST_CASE("a redis pool's task runs in its priority band, and the hash says where it runs",
+          "[redis][cluster]") {
+  RedisServer redis;
+  ClusterNode a(redis, "pa", "");
+  Client c = a.connect();
+  SubmitRequest urgent = task("sleep", "1");
+  urgent.priority = 9;
+  auto id = c.submit_wait(urgent);
+  REQUIRE(id);
+  CHECK(id->account.state == "completed");
+  auto r = open_redis(redis);
+  // It went through the high band's stream (its hash names the band).
+  CHECK(r.command({"HGET", "sandpool:task:" + std::to_string(id->account.id), "band"})->str ==
+        "1");
+  CHECK(r.command({"HGET", "sandpool:task:" + std::to_string(id->account.id), "node"})->str ==
+        "pa");
+  CHECK(r.command({"EXISTS", "sandpool:shared:q:1"})->integer == 1);
+}
+
 }  // namespace sandpool::testing
