@@ -261,6 +261,15 @@ Status RedisPools::attach(const PoolConfig& pc, Pool& local) {
   return Status::ok();
 }
 
+void RedisPools::reconfigured(const PoolConfig& pc) {
+  std::lock_guard lk(mu_);
+  auto it = pools_.find(pc.name);
+  if (it == pools_.end()) return;
+  it->second->feeder->retune(std::max<std::uint32_t>(1, pc.concurrency),
+                             pc.autoscale.enabled ? pc.autoscale.scale_up_step : 0, pc.retries,
+                             pc.retry);
+}
+
 void RedisPools::stop_reading() {
   // Joined outside mu_ (a reader may sit in a read for a second), so status, metrics and
   // /healthz never wait for it. The feeders live on: only the job thread, which calls this,

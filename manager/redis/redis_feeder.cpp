@@ -37,12 +37,28 @@ RedisFeeder::RedisFeeder(Pool& pool, FeederOptions options)
     : pool_(pool),
       opts_(std::move(options)),
       stream_(opts_.prefix, opts_.pool),
-      sh_(std::make_shared<Shared>()) {}
+      sh_(std::make_shared<Shared>()),
+      per_worker_(opts_.per_worker),
+      headroom_workers_(opts_.headroom_workers) {}
+
+void RedisFeeder::retune(std::uint32_t per_worker, std::uint32_t headroom_workers,
+                         std::uint32_t default_retries, const RetryPolicy& retry) {
+  if (opts_.per_worker != 0) {  // else a fixed capacity
+    per_worker_.store(std::max<std::uint32_t>(1, per_worker));
+    headroom_workers_.store(headroom_workers);
+  }
+  std::lock_guard lk(sh_->mu);
+  sh_->default_retries = default_retries;
+  sh_->retry = retry;
+  sh_->cv.notify_all();  // the reader may have room now
+}
 
 Result<std::unique_ptr<RedisFeeder>> RedisFeeder::start(Pool& pool, FeederOptions options) {
   if (options.consumer.empty()) return Status::invalid("redis pool: the node needs a name");
   if (options.capacity == 0) options.capacity = 1;
   std::unique_ptr<RedisFeeder> f(new RedisFeeder(pool, std::move(options)));
+  f->sh_->default_retries = f->opts_.default_retries;
+  f->sh_->retry = f->opts_.retry;
   auto c = Connection::open(f->opts_.endpoint);
   if (!c) return c.status();
   SP_RETURN_IF_ERROR(f->stream_.ensure_group(*c));
@@ -138,8 +154,8 @@ bool RedisFeeder::stopping() const {
 std::size_t RedisFeeder::capacity() const {
   if (opts_.per_worker == 0) return opts_.capacity;
   const std::size_t workers =
-      pool_.stats_snapshot().target_workers + opts_.headroom_workers;  // never waits
-  return std::max<std::size_t>(1, workers * opts_.per_worker);
+      pool_.stats_snapshot().target_workers + headroom_workers_.load();  // never waits
+  return std::max<std::size_t>(1, workers * per_worker_.load());
 }
 
 std::size_t RedisFeeder::free_places() {
@@ -222,12 +238,13 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
     sh_->stats.last_error = "redis pool " + opts_.pool + ": discarded " + entry.malformed;
     return;
   }
+  std::uint32_t retries = 0;
   {
     std::lock_guard lk(sh_->mu);
     if (sh_->dead) return;
     sh_->held.insert(key_of(entry));
+    retries = entry.task.retries.value_or(sh_->default_retries);
   }
-  const std::uint32_t retries = entry.task.retries.value_or(opts_.default_retries);
   std::uint32_t before = entry.attempts;  // attempts other nodes made
   if (claimed) {
     Attempt lost;
@@ -315,12 +332,16 @@ Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
       std::vector<std::string> attempts;
       for (const Attempt& a : e.account.history) attempts.push_back(encode(a));
       TaskStream::Backoff b;
-      b.base_ms = opts_.retry.base.count();
-      b.multiplier = opts_.retry.multiplier;
-      b.max_ms = opts_.retry.max.count();
+      std::uint32_t retries = 0;
+      {
+        std::lock_guard lk(sh_->mu);
+        b.base_ms = sh_->retry.base.count();
+        b.multiplier = sh_->retry.multiplier;
+        b.max_ms = sh_->retry.max.count();
+        retries = e.entry.task.retries.value_or(sh_->default_retries);
+      }
       b.jitter = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
-      auto r = stream_.retry(c, e.entry, opts_.consumer, attempts,
-                             e.entry.task.retries.value_or(opts_.default_retries), b, wall_ms());
+      auto r = stream_.retry(c, e.entry, opts_.consumer, attempts, retries, b, wall_ms());
       if (!r) return r.status();
       if (*r == TaskStream::Retried::kDeferred) {
         outcome[i] = Written::kDeferred;

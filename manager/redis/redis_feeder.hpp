@@ -84,6 +84,12 @@ class RedisFeeder {
   FeederStats stats() const;
   // Stops taking entries (a shutdown begins: what runs here may still end and be written).
   void stop_reading();
+  // A reload changed the pool: what the node reads follows its concurrency and autoscale
+  // policy (FeederOptions::per_worker, headroom_workers; per_worker 0 is taken as 1; a
+  // fixed `capacity` stays), and the attempts it ends from now on follow its retries and
+  // backoff.
+  void retune(std::uint32_t per_worker, std::uint32_t headroom_workers,
+              std::uint32_t default_retries, const RetryPolicy& retry);
   // For tests of a node's death: stops every thread at once, writing nothing more, as a
   // SIGKILL would.
   void die();
@@ -124,6 +130,9 @@ class RedisFeeder {
     // Of those, the ones running in the local pool: task id and ticket (a cancel reaches it).
     std::map<EntryKey, std::pair<std::uint64_t, Ticket>> running;
     FeederStats stats;
+    // FeederOptions::default_retries and retry as they are now (retune()).
+    std::uint32_t default_retries = 0;
+    RetryPolicy retry;
     bool stopping = false;
     bool dead = false;
     bool reading = true;
@@ -137,6 +146,8 @@ class RedisFeeder {
   std::shared_ptr<Shared> sh_;
   std::string identity_;  // host, pid and a random number: whose the node's name is
   std::mt19937_64 rng_{std::random_device{}()};  // backoff jitter; the writer's
+  // FeederOptions::per_worker and headroom_workers as they are now (set_capacity).
+  std::atomic<std::uint32_t> per_worker_, headroom_workers_;
 
   std::thread reader_, writer_, beater_;
 };

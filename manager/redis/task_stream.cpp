@@ -412,8 +412,7 @@ Result<std::vector<StreamEntry>> TaskStream::read(Connection& c, const std::stri
   if (!r) return r.status();
   if (r->is_error()) return r->status();
   for (const Reply& band : r->elements) {  // {index in kBands + 1, entries}
-    if (band.elements.size() != 2 || band.elements[0].integer < 1 ||
-        band.elements[0].integer > 3) {
+    if (band.elements.size() != 2 || band.elements[0].integer < 1 || band.elements[0].integer > 3) {
       return unexpected("read", *r);
     }
     const Band b = kBands[band.elements[0].integer - 1];
@@ -424,14 +423,15 @@ Result<std::vector<StreamEntry>> TaskStream::read(Connection& c, const std::stri
   }
   if (!out.empty() || block.count() <= 0) return out;
   // Nothing waits: block on every band for the first entry to come (one of each at most).
-  std::vector<std::string> args = {"XREADGROUP", "GROUP", kGroup, consumer, "COUNT", "1",
-                                   "BLOCK",      std::to_string(block.count()), "STREAMS"};
+  std::vector<std::string> args = {"XREADGROUP", "GROUP", kGroup,  consumer,
+                                   "COUNT",      "1",     "BLOCK", std::to_string(block.count()),
+                                   "STREAMS"};
   args.insert(args.end(), keys.begin(), keys.end());
   args.insert(args.end(), keys.size(), ">");
   auto w = c.command(args);
   if (!w) return w.status();
   if (w->is_error()) return w->status();
-  if (w->is_nil()) return out;  // nothing within `block`
+  if (w->is_nil()) return out;   // nothing within `block`
   for (const Band b : kBands) {  // the reply's streams in band order
     for (const Reply& stream : w->elements) {
       if (stream.elements.size() != 2) return unexpected("XREADGROUP", *w);
@@ -646,9 +646,9 @@ Result<std::vector<StreamEntry>> TaskStream::claim_idle(Connection& c, const std
   for (const Band b : kBands) {
     std::string cursor = "0-0";
     while (out.size() < max) {
-      auto r =
-          c.command({"XAUTOCLAIM", stream_key(b), kGroup, consumer,
-                     std::to_string(min_idle.count()), cursor, "COUNT", std::to_string(max - out.size())});
+      auto r = c.command({"XAUTOCLAIM", stream_key(b), kGroup, consumer,
+                          std::to_string(min_idle.count()), cursor, "COUNT",
+                          std::to_string(max - out.size())});
       if (!r) return r.status();
       if (r->is_error()) return r->status();
       if (r->elements.size() < 2) return unexpected("XAUTOCLAIM", *r);
@@ -659,8 +659,7 @@ Result<std::vector<StreamEntry>> TaskStream::claim_idle(Connection& c, const std
   }
   // Their delivery counts, the claim included.
   for (const StreamEntry& e : out) {
-    SP_RETURN_IF_ERROR(
-        c.append({"XPENDING", stream_of(e), kGroup, e.entry_id, e.entry_id, "1"}));
+    SP_RETURN_IF_ERROR(c.append({"XPENDING", stream_of(e), kGroup, e.entry_id, e.entry_id, "1"}));
   }
   for (StreamEntry& e : out) {
     auto p = c.read();

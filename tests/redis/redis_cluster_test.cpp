@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "command_runner.hpp"
 #include "poold_process.hpp"
 #include "redis_server.hpp"
 
@@ -363,11 +364,36 @@ TEST_CASE("a redis pool's task runs in its priority band, and the hash says wher
   CHECK(id->account.state == "completed");
   auto r = open_redis(redis);
   // It went through the high band's stream (its hash names the band).
-  CHECK(r.command({"HGET", "sandpool:task:" + std::to_string(id->account.id), "band"})->str ==
-        "1");
+  CHECK(r.command({"HGET", "sandpool:task:" + std::to_string(id->account.id), "band"})->str == "1");
   CHECK(r.command({"HGET", "sandpool:task:" + std::to_string(id->account.id), "node"})->str ==
         "pa");
   CHECK(r.command({"EXISTS", "sandpool:shared:q:1"})->integer == 1);
+}
+
+TEST_CASE("a reload that changes a redis pool's concurrency changes what its node reads",
+          "[redis][cluster]") {
+  RedisServer redis;
+  ClusterNode a(redis, "ra", "");  // 2 workers x concurrency 1: holds 2
+  const auto held_now = [&] {
+    Client c = a.connect();
+    auto s = c.status();
+    REQUIRE(s);
+    REQUIRE(s->redis);
+    REQUIRE(s->redis->pools.size() == 1);
+    return s->redis->pools[0].held;
+  };
+  REQUIRE(submit_sleeps(a, 60, "300").size() == 60);
+  REQUIRE(eventually([&] { return held_now() == 2; }));
+  // concurrency 1 -> 3 in the file, then reload: the node holds 2 x 3.
+  std::string yaml = slurp(a.config);
+  const auto at = yaml.find("concurrency: 1");
+  REQUIRE(at != std::string::npos);
+  yaml.replace(at, 14, "concurrency: 3");
+  write_file(a.config, yaml);
+  Client c = a.connect();
+  REQUIRE(c.reload());
+  CHECK(eventually([&] { return held_now() == 6; }));
+  CHECK(held_now() <= 6);
 }
 
 }  // namespace sandpool::testing
