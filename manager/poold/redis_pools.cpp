@@ -176,7 +176,9 @@ Result<RedisPools::Options> RedisPools::options_from(const ServiceConfig& servic
 }
 
 RedisPools::RedisPools(Options options)
-    : opts_(std::move(options)), any_(opts_.prefix, "", opts_.finished, opts_.dead_letters) {}
+    : opts_(std::move(options)),
+      identity_(redis::RedisFeeder::new_identity()),
+      any_(opts_.prefix, "", opts_.finished, opts_.dead_letters) {}
 
 Result<std::unique_ptr<RedisPools>> RedisPools::start(Options options) {
   std::unique_ptr<RedisPools> p(new RedisPools(std::move(options)));
@@ -245,6 +247,7 @@ Status RedisPools::attach(const PoolConfig& pc, Pool& local) {
   fo.prefix = opts_.prefix;
   fo.pool = name;
   fo.consumer = opts_.node;
+  fo.identity = identity_;  // every pool of this node holds the one name
   fo.per_worker = std::max<std::uint32_t>(1, pc.concurrency);
   fo.headroom_workers = pc.autoscale.enabled ? pc.autoscale.scale_up_step : 0;
   fo.default_retries = pc.retries;

@@ -152,6 +152,9 @@ class RedisPools {
   void refresh_summaries();  // the waits thread
 
   const Options opts_;
+  // This process's claim to the node's name, shared by every pool's feeder (two pools of one
+  // node beat one heartbeat key).
+  const std::string identity_;
   const redis::TaskStream any_;  // for what is not per pool (a task's hash)
   mutable std::mutex mu_;        // guards pools_
   std::map<std::string, std::unique_ptr<Attached>> pools_;

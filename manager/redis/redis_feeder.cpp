@@ -120,12 +120,15 @@ void RedisFeeder::note(const Status& s) {
   if (!s) sh_->stats.last_error = s.to_string();
 }
 
-Status RedisFeeder::take_name(Connection& c) {
+std::string RedisFeeder::new_identity() {
   char host[256] = "?";
   (void)::gethostname(host, sizeof host - 1);
   std::random_device rd;
-  identity_ =
-      std::string(host) + " pid " + std::to_string(::getpid()) + " #" + std::to_string(rd());
+  return std::string(host) + " pid " + std::to_string(::getpid()) + " #" + std::to_string(rd());
+}
+
+Status RedisFeeder::take_name(Connection& c) {
+  identity_ = opts_.identity.empty() ? new_identity() : opts_.identity;
   // A node started again under its name after a crash finds its old key: it waits for it to
   // expire (one TTL at most). A key that outlives that is another live node's.
   const auto until = Clock::now() + name_ttl() + opts_.heartbeat;

@@ -39,8 +39,11 @@ namespace sandpool::redis {
 struct FeederOptions {
   Endpoint endpoint;
   std::string prefix = "sandpool:";
-  std::string pool;          // the pool's name in Redis (its keys)
-  std::string consumer;      // this node's name: unique in the cluster, stable across restarts
+  std::string pool;      // the pool's name in Redis (its keys)
+  std::string consumer;  // this node's name: unique in the cluster, stable across restarts
+  // Who holds the node's name (its heartbeat key): one per process, shared by the feeders of
+  // all its Redis pools (new_identity()); empty: the feeder makes its own.
+  std::string identity;
   std::size_t capacity = 1;  // tasks held at once (the local pool's workers x concurrency)
   // Set: the capacity follows the local pool, its target workers (scale, reload) x this
   // (its concurrency), at least 1; `capacity` is then unused.
@@ -82,6 +85,8 @@ class RedisFeeder {
   RedisFeeder& operator=(const RedisFeeder&) = delete;
 
   FeederStats stats() const;
+  // The host, the pid and a random number: a process's claim to its node's name.
+  static std::string new_identity();
   // Stops taking entries (a shutdown begins: what runs here may still end and be written).
   void stop_reading();
   // A reload changed the pool: what the node reads follows its concurrency and autoscale

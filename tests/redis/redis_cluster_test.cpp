@@ -396,4 +396,20 @@ TEST_CASE("a reload that changes a redis pool's concurrency changes what its nod
   CHECK(held_now() <= 6);
 }
 
+TEST_CASE("a node serves two redis pools under its one name", "[redis][cluster]") {
+  RedisServer redis;
+  PooldFixture node(
+      "pools:\n" + pool_yaml("first", "sleep", "    backend: redis\n") +
+          pool_yaml("second", "echo", "    backend: redis\n"),
+      "  node: twopools\n  redis: {address: \"unix:" + redis.socket() + "\", heartbeat: 200ms}\n");
+  Client c = node.connect();
+  auto slept = c.submit_wait(task("sleep", "1"));
+  REQUIRE(slept);
+  CHECK(slept->account.state == "completed");
+  auto echoed = c.submit_wait(task("echo", "hi"));
+  REQUIRE(echoed);
+  CHECK(echoed->account.state == "completed");
+  CHECK(echoed->result == "hi");
+}
+
 }  // namespace sandpool::testing
