@@ -1,8 +1,8 @@
 // Redis pools in real poold nodes (docs/redis-pools.md): three nodes share a pool through a
-// redis-server of the test's own; one is SIGKILLed and Redis is restarted (after a clean SHUTDOWN,
-// or a SIGKILL under appendfsync always) during a batch, and every acknowledged task ends in
-// exactly one terminal record. A node refuses submits while Redis is away and says so, and takes
-// them again once it is back.
+// redis-server of the test's own; one is SIGKILLed and Redis is restarted (after a clean
+// SHUTDOWN, or a SIGKILL under appendfsync always) during a batch, and every acknowledged task
+// ends in exactly one terminal record. A node refuses submits while Redis is away and says so,
+// and takes them again once it is back.
 #include <signal.h>
 
 #include <catch2/catch.hpp>
