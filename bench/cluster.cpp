@@ -208,10 +208,14 @@ bool kill_run(const BenchOptions& o, const RedisChild& redis, std::uint64_t task
   const std::uint64_t at = tasks / 5 + rng() % (tasks / 2);  // dies between 20% and 70%
   while (done() < at) std::this_thread::sleep_for(std::chrono::microseconds(500));
   // It dies holding entries (a node between two reads holds none, and its death costs nothing).
-  while (pending_by_node(*c, stream)["n0"] == 0 && done() < tasks) std::this_thread::yield();
+  // What it leaves: its pending entries an instant before the signal (reaping a killed poold
+  // can take longer than claim_after on a loaded machine, and the others claim them meanwhile).
+  std::uint64_t held = 0;
+  while ((held = pending_by_node(*c, stream)["n0"]) == 0 && done() < tasks) {
+    std::this_thread::yield();
+  }
   const std::int64_t died = monotonic_ns();
   nodes[0].poold->kill9();
-  const std::uint64_t held = pending_by_node(*c, stream)["n0"];  // what it left
   std::int64_t failover_ns = -1;
   const std::int64_t until = died + 600'000'000'000;
   for (;;) {
