@@ -6,9 +6,10 @@
 //   fed directly (Pool::submit), in the same run. A node here is a local Pool plus a
 //   RedisFeeder in this process, as poold runs one per Redis pool (no control plane between).
 // - kill_lost / kill_reran / failover_ms: 3 poold processes from the build tree share the
-//   pool; one is SIGKILLed at a random point of the run, holding entries (kill_held); tasks
-//   that never reach a terminal state (must be 0), tasks with more than one attempt, and the
-//   time from the kill to the first of its entries claimed by another node.
+//   pool; one is SIGKILLed at a random point of the run, holding entries (kill_held: those
+//   claimed from it, each with a `lost` attempt); tasks that never reach a terminal state
+//   (must be 0), tasks with more than one attempt, and the time from the kill to the first of
+//   its entries claimed by another node (the first `lost` attempt's end, wall clock).
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <sandpool/ipc/wake.hpp>
 
 #include "bench.hpp"
@@ -208,30 +210,25 @@ bool kill_run(const BenchOptions& o, const RedisChild& redis, std::uint64_t task
   const std::uint64_t at = tasks / 5 + rng() % (tasks / 2);  // dies between 20% and 70%
   while (done() < at) std::this_thread::sleep_for(std::chrono::microseconds(500));
   // It dies holding entries (a node between two reads holds none, and its death costs nothing).
-  // What it leaves: its pending entries an instant before the signal (reaping a killed poold
-  // can take longer than claim_after on a loaded machine, and the others claim them meanwhile).
-  std::uint64_t held = 0;
-  while ((held = pending_by_node(*c, stream)["n0"]) == 0 && done() < tasks) {
-    std::this_thread::yield();
-  }
+  while (pending_by_node(*c, stream)["n0"] == 0 && done() < tasks) std::this_thread::yield();
+  const std::int64_t died_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count();
   const std::int64_t died = monotonic_ns();
   nodes[0].poold->kill9();
-  std::int64_t failover_ns = -1;
   const std::int64_t until = died + 600'000'000'000;
   for (;;) {
-    auto pending = pending_by_node(*c, stream);
-    // Its first entry claimed by another node (a claimed entry leaves its pending list).
-    if (failover_ns < 0 && pending["n0"] < held) failover_ns = monotonic_ns() - died;
     std::uint64_t length = 0, open = 0;
     for (const redis::Band b : redis::kBands) {
       length += static_cast<std::uint64_t>(c->command({"XLEN", stream.stream_key(b)})->integer);
     }
-    for (const auto& [node, n] : pending) open += n;
+    for (const auto& [node, n] : pending_by_node(*c, stream)) open += n;
     if ((length == 0 && open == 0) || monotonic_ns() > until) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   // Every task, by id (the prefix's counter is this run's: ids from kFirstId on).
   std::uint64_t terminal = 0, reran = 0;
+  std::vector<std::uint64_t> rerun_ids;
   const std::uint64_t first = redis::TaskStream::kFirstId, end = first + tasks;
   for (std::uint64_t id = first; id < end; ++id) {
     if (!c->append({"HMGET", prefix + "task:" + std::to_string(id), "state", "attempts"}))
@@ -245,13 +242,34 @@ bool kill_run(const BenchOptions& o, const RedisChild& redis, std::uint64_t task
         state == "dead_lettered") {
       ++terminal;
     }
-    if (h->elements[1].str != "1" && h->elements[1].str != "0") ++reran;
+    if (h->elements[1].str != "1" && h->elements[1].str != "0") {
+      ++reran;
+      rerun_ids.push_back(id);
+    }
   }
+  // What the dead node left: the tasks claimed from it, each with one `lost` attempt, whose
+  // end time is the claim's (failover: the first of them, from the signal).
+  std::uint64_t held = 0;
+  std::int64_t first_claim_ms = -1;
+  for (const std::uint64_t id : rerun_ids) {
+    auto attempts =
+        c->command({"LRANGE", prefix + "task:" + std::to_string(id) + ":attempts", "0", "-1"});
+    if (!attempts) return false;
+    for (const redis::Reply& a : attempts->elements) {
+      const auto j = nlohmann::json::parse(a.str, nullptr, false);
+      if (j.is_discarded() || j.value("outcome", "") != "lost") continue;
+      ++held;
+      const std::int64_t at = j.value("ended_ms", std::int64_t{0});
+      if (first_claim_ms < 0 || at < first_claim_ms) first_claim_ms = at;
+    }
+  }
+  const double failover_ms =
+      first_claim_ms < 0 ? -1.0 : static_cast<double>(first_claim_ms - died_ms);
   r.add("cluster", "kill_lost", static_cast<double>(tasks - terminal), "tasks");
   r.add("cluster", "kill_reran", static_cast<double>(reran), "tasks");
-  r.add("cluster", "failover_ms", static_cast<double>(failover_ns) / 1e6, "ms");
+  r.add("cluster", "failover_ms", failover_ms, "ms");
   r.add("cluster", "kill_tasks", static_cast<double>(tasks), "tasks");
-  r.add("cluster", "kill_held", static_cast<double>(held), "tasks");  // the dead node's
+  r.add("cluster", "kill_held", static_cast<double>(held), "tasks");  // claimed from it
   return terminal == tasks;
 }
 
