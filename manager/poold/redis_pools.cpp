@@ -249,6 +249,8 @@ Status RedisPools::attach(const PoolConfig& pc, Pool& local) {
   fo.retry = pc.retry;
   fo.heartbeat = opts_.heartbeat;
   fo.claim_after = 3 * opts_.heartbeat;
+  fo.limits = pc.flow;
+  fo.limits.type_concurrency.clear();  // per node: the local pool's
   auto feeder = redis::RedisFeeder::start(local, std::move(fo));
   if (!feeder) return unavailable(name, feeder.status());
   auto a = std::make_unique<Attached>(
@@ -257,6 +259,14 @@ Status RedisPools::attach(const PoolConfig& pc, Pool& local) {
   std::lock_guard lk(mu_);
   pools_[name] = std::move(a);
   return Status::ok();
+}
+
+void RedisPools::set_limits(const PoolConfig& pc) {
+  FlowLimits limits = pc.flow;
+  limits.type_concurrency.clear();
+  std::lock_guard lk(mu_);
+  auto it = pools_.find(pc.name);
+  if (it != pools_.end()) it->second->feeder->set_limits(limits);
 }
 
 void RedisPools::stop_reading() {
@@ -514,6 +524,8 @@ ops::RedisStatus RedisPools::status() const {
     p.malformed = s.malformed;
     p.deferred = s.deferred;
     p.held = s.held;
+    p.throttled = s.throttled;
+    p.throttle_waits = s.throttle_waits;
     auto it = sums.find(name);
     if (it == sums.end() || !it->second) continue;  // not read yet, or Redis away
     const redis::TaskStream::Summary& sum = *it->second;

@@ -78,6 +78,9 @@ class RedisPools {
   // retries for tasks that carry none, and its retry policy's backoff (kept in Redis between
   // attempts). `local` must outlive detach(pc.name).
   Status attach(const PoolConfig& pc, Pool& local);
+  // A reload's rate limits of Redis pool `pc` (cluster-wide: the feeder takes their tokens
+  // in Redis; the local pool has none, Service::pool_options()).
+  void set_limits(const PoolConfig& pc);
   // A shutdown begins: no pool takes new entries; what runs may still end and be written.
   void stop_reading();
   // Stops the pool's feeder (its queued ends written first; what still runs locally is left

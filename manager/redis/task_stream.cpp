@@ -125,8 +125,8 @@ if state == 'completed' or state == 'dead_lettered' or state == 'cancelled' then
 end
 local entry = redis.call('HGET', h, 'entry')
 local unread = false
-if state == 'retry_wait' then
-  unread = redis.call('ZREM', KEYS[2], ARGV[2]) == 1
+if redis.call('ZREM', KEYS[2], ARGV[2]) == 1 then  -- a backoff, or over a rate limit
+  unread = true
 elseif entry then
   local pending = redis.call('XPENDING', KEYS[1], 'sandpool', entry, entry, 1)
   unread = #pending == 0 and redis.call('XDEL', KEYS[1], entry) == 1
