@@ -4,6 +4,7 @@
 // Redis is away and says so, and takes them again once it is back.
 #include <signal.h>
 
+#include <httplib.h>
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -318,6 +319,43 @@ TEST_CASE("a redis pool's dead letters are listed and shown from redis, by their
   auto local = c.dlq_list({});
   REQUIRE(local);
   CHECK(local->entries.empty());
+}
+
+// The bound is the bucket's arithmetic: 17 tasks through a burst of 2 at 5 a second cannot all
+// start within 3 s; with the limit per node (twice the rate over two nodes) they would in 1.3 s.
+TEST_CASE(
+    "two poold nodes share a redis pool's rate limit, shown as throttled in status and metrics",
+    "[redis][cluster]") {
+  RedisServer redis;
+  const std::string limits =
+      "    rate_limits: {task_types: {sleep: {tasks: 5, per: 1s, burst: 2}}}\n";
+  ClusterNode a(redis, "ra", limits);
+  ClusterNode b(redis, "rb", limits);
+  Client c = a.connect();
+  const auto began = std::chrono::steady_clock::now();
+  const auto ids = submit_sleeps(a, 17, "1");
+  REQUIRE(ids.size() == 17);
+  for (std::uint64_t id : ids) {
+    auto done = c.wait(id, std::chrono::milliseconds(60000));
+    REQUIRE(done);
+    CHECK(done->account.state == "completed");
+    CHECK(done->account.history.size() == 1);  // held back is not an attempt
+  }
+  CHECK(std::chrono::steady_clock::now() - began >= 2900ms);
+  std::uint64_t throttled = 0;
+  for (ClusterNode* n : {&a, &b}) {
+    auto st = n->connect().status();
+    REQUIRE(st);
+    REQUIRE(st->redis);
+    REQUIRE(st->redis->pools.size() == 1);
+    throttled += st->redis->pools[0].throttled;
+  }
+  CHECK(throttled > 0);
+  httplib::Client http("127.0.0.1", metrics_port(*a.poold));
+  http.set_read_timeout(30, 0);
+  auto scraped = http.Get("/metrics");
+  REQUIRE(scraped);
+  CHECK(scraped->body.find("sandpool_redis_throttled_total{pool=\"shared\"}") != std::string::npos);
 }
 
 }  // namespace sandpool::testing

@@ -269,3 +269,31 @@ TEST_CASE("a tenant over its rate waits in Redis, and holds up no other tenant's
   REQUIRE(eventually([&] { return a->stats().held + b->stats().held == 0; }));
   CHECK(c.command({"ZCARD", "sp:work:later"})->integer == 0);
 }
+
+TEST_CASE(
+    "a reload's rate limits apply to the next task, and a throttled task is cancelled where it "
+    "waits") {
+  RedisServer server;
+  auto c = redis::Connection::open(server.endpoint()).value();
+  const redis::TaskStream stream("sp:", "work");
+  auto pool = make_pool(pool_options("echo", 1));
+  auto feeder = start_node(*pool, node(server, "node-a", 2));
+  (void)submit_tenant(c, stream, "acme", 2);  // no limits yet
+  REQUIRE(eventually([&] { return feeder->stats().finished == 2; }));
+  FlowLimits limits;
+  limits.tenants["acme"] = RateLimit{1, std::chrono::hours(1), 1};  // one now, then none
+  feeder->set_limits(limits);
+  const auto next = submit_tenant(c, stream, "acme", 3);
+  REQUIRE(eventually([&] { return feeder->stats().finished == 3; }));
+  REQUIRE(eventually([&] { return feeder->stats().throttled == 2; }));
+  CHECK(c.command({"ZCARD", "sp:work:later"})->integer == 2);
+  CHECK(feeder->stats().held == 0);  // they wait in Redis, not here
+  for (std::uint64_t id : next) {
+    const auto t = stream.task(c, id);
+    if (t->state == "completed") continue;
+    CHECK(t->state == "queued");
+    CHECK(t->attempts == 0);
+    CHECK(stream.cancel(c, id, 1)->state == "cancelled");
+  }
+  CHECK(c.command({"ZCARD", "sp:work:later"})->integer == 0);
+}
