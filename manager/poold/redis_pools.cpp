@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <random>
 #include <set>
 #include <utility>
 
@@ -173,8 +174,20 @@ Result<RedisPools::Options> RedisPools::options_from(const ServiceConfig& servic
   return o;
 }
 
+namespace {
+// This process's claim on the node's name: host, pid and a random number.
+std::string node_identity() {
+  char host[256] = "?";
+  (void)::gethostname(host, sizeof host - 1);
+  std::random_device rd;
+  return std::string(host) + " pid " + std::to_string(::getpid()) + " #" + std::to_string(rd());
+}
+}  // namespace
+
 RedisPools::RedisPools(Options options)
-    : opts_(std::move(options)), any_(opts_.prefix, "", opts_.finished, opts_.dead_letters) {}
+    : opts_(std::move(options)),
+      identity_(node_identity()),
+      any_(opts_.prefix, "", opts_.finished, opts_.dead_letters) {}
 
 Result<std::unique_ptr<RedisPools>> RedisPools::start(Options options) {
   std::unique_ptr<RedisPools> p(new RedisPools(std::move(options)));
@@ -243,6 +256,7 @@ Status RedisPools::attach(const PoolConfig& pc, Pool& local) {
   fo.prefix = opts_.prefix;
   fo.pool = name;
   fo.consumer = opts_.node;
+  fo.identity = identity_;  // every pool of this node under its one name
   fo.per_worker = std::max<std::uint32_t>(1, pc.concurrency);
   fo.headroom_workers = pc.autoscale.enabled ? pc.autoscale.scale_up_step : 0;
   fo.default_retries = pc.retries;

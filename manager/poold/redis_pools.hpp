@@ -152,6 +152,7 @@ class RedisPools {
   void refresh_summaries();  // the waits thread
 
   const Options opts_;
+  const std::string identity_;   // whose the node's name is: one for all its feeders
   const redis::TaskStream any_;  // for what is not per pool (a task's hash)
   mutable std::mutex mu_;        // guards pools_
   std::map<std::string, std::unique_ptr<Attached>> pools_;

@@ -115,8 +115,9 @@ Status RedisFeeder::take_name(Connection& c) {
   char host[256] = "?";
   (void)::gethostname(host, sizeof host - 1);
   std::random_device rd;
-  identity_ =
-      std::string(host) + " pid " + std::to_string(::getpid()) + " #" + std::to_string(rd());
+  identity_ = !opts_.identity.empty() ? opts_.identity
+                                      : std::string(host) + " pid " + std::to_string(::getpid()) +
+                                            " #" + std::to_string(rd());
   // A node started again under its name after a crash finds its old key: it waits for it to
   // expire (one TTL at most). A key that outlives that is another live node's.
   const auto until = Clock::now() + name_ttl() + opts_.heartbeat;

@@ -39,8 +39,12 @@ namespace sandpool::redis {
 struct FeederOptions {
   Endpoint endpoint;
   std::string prefix = "sandpool:";
-  std::string pool;          // the pool's name in Redis (its keys)
-  std::string consumer;      // this node's name: unique in the cluster, stable across restarts
+  std::string pool;      // the pool's name in Redis (its keys)
+  std::string consumer;  // this node's name: unique in the cluster, stable across restarts
+  // Whose the name is (its heartbeat key's value). Empty: the feeder's own (host, pid, a
+  // random number). A node's feeders share one (poold's RedisPools gives it), so that one
+  // node serves several Redis pools under its one name.
+  std::string identity;
   std::size_t capacity = 1;  // tasks held at once (the local pool's workers x concurrency)
   // Set: the capacity follows the local pool, its target workers (scale, reload) x this
   // (its concurrency), at least 1; `capacity` is then unused.

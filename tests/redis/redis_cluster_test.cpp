@@ -358,4 +358,23 @@ TEST_CASE(
   CHECK(scraped->body.find("sandpool_redis_throttled_total{pool=\"shared\"}") != std::string::npos);
 }
 
+TEST_CASE("one poold node serves two redis pools under its one name", "[redis][cluster]") {
+  RedisServer redis;
+  PooldFixture node(
+      "pools:\n" + pool_yaml("first", "echo", "    backend: redis\n") +
+          pool_yaml("second", "upper", "    backend: redis\n"),
+      "  node: two\n  redis: {address: \"unix:" + redis.socket() + "\", heartbeat: 200ms}\n");
+  Client c = node.connect();
+  auto echoed = c.submit_wait(task("echo", "a"));
+  REQUIRE(echoed);
+  CHECK(echoed->result == "a");
+  auto upper = c.submit_wait(task("upper", "b"));
+  REQUIRE(upper);
+  CHECK(upper->result == "B");
+  auto st = c.status();
+  REQUIRE(st);
+  REQUIRE(st->redis);
+  CHECK(st->redis->pools.size() == 2);
+}
+
 }  // namespace sandpool::testing
