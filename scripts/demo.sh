@@ -178,7 +178,7 @@ if [ -t 0 ] && [ -t 1 ]; then
   wait "$load" 2>/dev/null || true
 fi
 
-say "14. Redis pools: two poold nodes share one pool through Redis; kill -9 one mid-batch, lose nothing"
+say "14. Redis pools: two poold nodes share one pool through Redis; kill -9 one mid-batch, lose nothing; rate limits for the cluster"
 # docs/redis-pools.md. A redis-server of the demo's own, on a unix socket under ./var/cluster,
 # append-only with an fsync per write (what docs/operations.md recommends).
 mkdir -p var/cluster
@@ -204,6 +204,12 @@ pools:
     plugin: build/plugins/libecho.so
     task_types: [echo]
     workers: {initial: 2}
+  - name: paced                    # rate_limits of a redis pool are the cluster's
+    backend: redis
+    plugin: build/plugins/libupper.so
+    task_types: [upper]
+    workers: {initial: 2}
+    rate_limits: {pool: {tasks: 20, per: 1s, burst: 5}}
 YAML
 done
 show "cat var/cluster/a.yaml    # node b's differs only in its name, socket and state dir"
@@ -232,12 +238,39 @@ for _ in $(seq 1 200); do
 done
 show "poolctl --socket var/cluster/a.sock status    # the redis part: the cluster seen from node a"
 "$ctl" --socket var/cluster/a.sock status --json | python3 -c 'import json, sys
-r = json.load(sys.stdin)["redis"]; p = r["pools"][0]
+r = json.load(sys.stdin)["redis"]; p = [p for p in r["pools"] if p["name"] == "shared"][0]
 print("node %s, redis up: %s" % (r["node"], r["up"]))
 print("pool %s: %d finished, %d waiting, %d pending; node a claimed %d from the dead node" %
       (p["name"], p["finished"], p["stream_length"], p["pending"], p["claimed"]))
 for c in p["consumers"]:
     print("  consumer %-7s alive: %-5s pending: %d" % (c["name"], c["alive"], c["pending"]))'
+# Rate limits hold across the nodes: pool 'paced' starts 20 tasks a second (after a burst of
+# 5) on both nodes together, not on each (docs/redis-pools.md, "Rate limits").
+show "poold --config var/cluster/b.yaml &    # node b again (it waits out its old name's beats)"
+"$poold" --config var/cluster/b.yaml >>var/cluster/b.log 2>&1 &
+node_pids[1]=$!
+for _ in $(seq 1 200); do
+  "$ctl" --socket var/cluster/b.sock status >/dev/null 2>&1 && break
+  sleep 0.05
+done
+paced() { # what node $1 shows of pool paced: FIELD...
+  "$ctl" --socket "var/cluster/$1.sock" status --json | python3 -c 'import json, sys
+p = [p for p in json.load(sys.stdin)["redis"]["pools"] if p["name"] == "paced"][0]
+print(" ".join(str(p[f]) for f in sys.argv[1:]))' "${@:2}"
+}
+show "poolctl --socket var/cluster/a.sock batch upper 60    # pool paced: {tasks: 20, per: 1s, burst: 5}"
+began=$(date +%s%N)
+"$ctl" --socket var/cluster/a.sock batch upper 60 >/dev/null
+for _ in $(seq 1 300); do
+  [ "$(paced a finished)" -ge 60 ] && break
+  sleep 0.05
+done
+echo "60 tasks ran in $(( ($(date +%s%N) - began) / 1000000 )) ms on two nodes: (60 - 5) / 20 s = 2.75 s at" \
+  "least, for the cluster (per node, it would be half that)"
+echo "node a read $(paced a read) and waited for the rate $(paced a throttle_waits) times;" \
+  "node b read $(paced b read) and waited $(paced b throttle_waits) times"
+"$ctl" --socket var/cluster/b.sock shutdown >/dev/null
+wait "${node_pids[1]}" 2>/dev/null || true
 "$ctl" --socket var/cluster/a.sock shutdown >/dev/null
 wait "${node_pids[0]}" 2>/dev/null || true
 kill -TERM "$redis_pid" 2>/dev/null || true

@@ -219,6 +219,8 @@ json encode(const RedisStatus& d) {
                      {"released", p.released},
                      {"malformed", p.malformed},
                      {"deferred", p.deferred},
+                     {"throttled", p.throttled},
+                     {"throttle_waits", p.throttle_waits},
                      {"held", p.held}});
   }
   return {{"address", d.address},
@@ -252,6 +254,8 @@ Status decode(const json& j, RedisPoolStatus* out) {
                   .optional("released", &out->released)
                   .optional("malformed", &out->malformed)
                   .optional("deferred", &out->deferred)
+                  .optional("throttled", &out->throttled)
+                  .optional("throttle_waits", &out->throttle_waits)
                   .optional("held", &out->held)
                   .status();
   if (!st) return st;

@@ -246,6 +246,13 @@ void render_redis(Exposition& e, const std::vector<RedisPoolFigures>& pools) {
        "Failed attempts whose task was sent to wait out its backoff in Redis (any node runs "
        "the next attempt).",
        [](F p) { return p.deferred; });
+  each("sandpool_redis_throttled_total", "counter",
+       "Tasks over a task type's or tenant's rate limit (the cluster's), sent to wait in "
+       "Redis's later set, unrun.",
+       [](F p) { return p.throttled; });
+  each("sandpool_redis_throttle_waits_total", "counter",
+       "Times this node's reading waited for the pool's rate limit (the cluster's).",
+       [](F p) { return p.throttle_waits; });
 }
 
 // The task journal's series (docs/journal.md): one sample each, no labels.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <random>
 #include <set>
 #include <utility>
 
@@ -256,7 +257,9 @@ Status RedisPools::attach(const PoolConfig& pc, Pool& local) {
   fo.retry = pc.retry;
   fo.heartbeat = opts_.heartbeat;
   fo.claim_after = 3 * opts_.heartbeat;
-  fo.limits = opts_.limits;
+  fo.stream_limits = opts_.limits;
+  fo.limits = pc.flow;
+  fo.limits.type_concurrency.clear();  // per node: the local pool's
   auto feeder = redis::RedisFeeder::start(local, std::move(fo));
   if (!feeder) return unavailable(name, feeder.status());
   auto a = std::make_unique<Attached>(
@@ -273,6 +276,14 @@ void RedisPools::reconfigured(const PoolConfig& pc) {
   it->second->feeder->retune(std::max<std::uint32_t>(1, pc.concurrency),
                              pc.autoscale.enabled ? pc.autoscale.scale_up_step : 0, pc.retries,
                              pc.retry);
+}
+
+void RedisPools::set_limits(const PoolConfig& pc) {
+  FlowLimits limits = pc.flow;
+  limits.type_concurrency.clear();
+  std::lock_guard lk(mu_);
+  auto it = pools_.find(pc.name);
+  if (it != pools_.end()) it->second->feeder->set_limits(limits);
 }
 
 void RedisPools::stop_reading() {
@@ -530,6 +541,8 @@ ops::RedisStatus RedisPools::status() const {
     p.malformed = s.malformed;
     p.deferred = s.deferred;
     p.held = s.held;
+    p.throttled = s.throttled;
+    p.throttle_waits = s.throttle_waits;
     auto it = sums.find(name);
     if (it == sums.end() || !it->second) continue;  // not read yet, or Redis away
     const redis::TaskStream::Summary& sum = *it->second;

@@ -80,6 +80,9 @@ class RedisPools {
   // A reload reconfigured the Redis pool `pc` in place: its feeder follows (its concurrency
   // and autoscale step in what it reads, its retries and backoff in what it ends).
   void reconfigured(const PoolConfig& pc);
+  // A reload's rate limits of Redis pool `pc` (cluster-wide: the feeder takes their tokens
+  // in Redis; the local pool has none, Service::pool_options()).
+  void set_limits(const PoolConfig& pc);
   // A shutdown begins: no pool takes new entries; what runs may still end and be written.
   void stop_reading();
   // Stops the pool's feeder (its queued ends written first; what still runs locally is left

@@ -104,6 +104,14 @@ PoolOptions Service::pool_options(const PoolConfig& pc) const {
   o.task_records_max_age = config_.service.task_records_max_age;
   o.on_event = [hub = hub_, name = pc.name](const PoolEvent& e) { hub->publish(name, e); };
   o.shutdown_unfinished = config_.service.shutdown_unfinished;
+  if (pc.backend == PoolConfig::Backend::kRedis) {
+    // A Redis pool's rate limits are the cluster's: its feeder takes their tokens in Redis
+    // (RedisPools::attach). Taken here too, each node would apply them again on its own.
+    // Its concurrency_per_type stays here: a cap per node.
+    o.flow.pool = RateLimit{};
+    o.flow.task_types.clear();
+    o.flow.tenants.clear();
+  }
   return o;
 }
 
@@ -201,7 +209,7 @@ std::vector<RedisPoolFigures> Service::redis_figures() const {
   if (!redis_) return out;
   for (const auto& [name, s] : redis_->feeder_stats()) {
     out.push_back({name, s.redis_up, s.read, s.claimed, s.finished, s.fenced, s.released,
-                   s.malformed, s.held, s.deferred});
+                   s.malformed, s.held, s.deferred, s.throttled, s.throttle_waits});
   }
   return out;
 }

@@ -122,7 +122,10 @@ Result<ops::ReloadReply> Service::reload() {
       continue;
     }
     out.reconfigured.push_back({pc.name, applied->rolling_restart});
-    if (redis_) redis_->reconfigured(pc);  // what its feeder reads follows the new pool
+    if (redis_ && pc.backend == PoolConfig::Backend::kRedis) {
+      redis_->reconfigured(pc);  // what its feeder reads follows the new pool
+      redis_->set_limits(pc);
+    }
     if (workers_changed(old, pc)) out.scaled.push_back({pc.name, target});
     if (old.dispatch != pc.dispatch) out.strategy_changed.push_back(pc.name);
     std::lock_guard<std::mutex> lock(mu_);

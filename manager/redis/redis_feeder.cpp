@@ -36,10 +36,12 @@ std::string encode(const Attempt& a) {
 RedisFeeder::RedisFeeder(Pool& pool, FeederOptions options)
     : pool_(pool),
       opts_(std::move(options)),
-      stream_(opts_.prefix, opts_.pool, opts_.limits),
+      stream_(opts_.prefix, opts_.pool, opts_.stream_limits),
       sh_(std::make_shared<Shared>()),
       per_worker_(opts_.per_worker),
-      headroom_workers_(opts_.headroom_workers) {}
+      headroom_workers_(opts_.headroom_workers) {
+  sh_->limits = opts_.limits;
+}
 
 void RedisFeeder::retune(std::uint32_t per_worker, std::uint32_t headroom_workers,
                          std::uint32_t default_retries, const RetryPolicy& retry) {
@@ -105,6 +107,11 @@ void RedisFeeder::stop_reading() {
   }
   sh_->cv.notify_all();
   if (reader_.joinable()) reader_.join();
+}
+
+void RedisFeeder::set_limits(const FlowLimits& limits) {
+  std::lock_guard lk(sh_->mu);
+  sh_->limits = limits;
 }
 
 FeederStats RedisFeeder::stats() const {
@@ -196,8 +203,15 @@ void RedisFeeder::read_loop() {
       c = connect(opts_.endpoint, stopped_reading, noter);
       if (!c) return;
     }
+    move_throttled(*c);
+    // A read wakes by the next due time of what this node throttled, to move it back.
+    std::chrono::milliseconds block = kReadBlock;
     {
       std::unique_lock lk(sh_->mu);
+      if (!sh_->throttle_due.empty()) {
+        block = std::clamp(std::chrono::milliseconds(*sh_->throttle_due.begin() - wall_ms()),
+                           std::chrono::milliseconds(1), kReadBlock);
+      }
       if (Clock::now() < sh_->paused_until) {
         sh_->cv.wait_until(lk, sh_->paused_until, [&] { return sh_->stopping || !sh_->reading; });
         continue;
@@ -207,11 +221,11 @@ void RedisFeeder::read_loop() {
     if (free == 0) {
       const std::size_t cap = capacity();
       std::unique_lock lk(sh_->mu);
-      sh_->cv.wait_for(lk, kReadBlock,
+      sh_->cv.wait_for(lk, block,
                        [&] { return sh_->stopping || !sh_->reading || sh_->held.size() < cap; });
       continue;
     }
-    auto got = stream_.read(*c, opts_.consumer, free, kReadBlock);
+    auto got = stream_.read(*c, opts_.consumer, free, block);
     note(got.status());
     if (!got) {
       if (!c->broken()) std::this_thread::sleep_for(kRetryFirst);  // an entry it cannot parse
@@ -222,6 +236,14 @@ void RedisFeeder::read_loop() {
     if (Status s = stream_.take(*c, opts_.consumer, *got); !s) {
       note(s);
       continue;
+    }
+    {
+      // Held (so the beat keeps them fresh) while the batch goes through: one may wait for
+      // the pool's rate.
+      std::lock_guard lk(sh_->mu);
+      for (const StreamEntry& e : *got) {
+        if (e.malformed.empty() && !sh_->dead) sh_->held.insert(key_of(e));
+      }
     }
     for (StreamEntry& e : *got) {
       {
@@ -271,6 +293,7 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
       return;
     }
   }
+  if (!pass_limits(c, entry, !claimed)) return;
   SubmitOptions o;
   if (entry.task.timeout_ms) o.timeout = std::chrono::milliseconds(*entry.task.timeout_ms);
   o.retries = 0;  // one attempt here; the next, if any, waits in Redis (write_ends)
@@ -312,6 +335,91 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
     sh_->ends.push_back({std::move(entry), std::move(account), true});
     sh_->cv.notify_all();
   }
+}
+
+bool RedisFeeder::pass_limits(Connection& c, const StreamEntry& entry, bool may_wait) {
+  std::vector<TaskStream::Bucket> buckets;
+  {
+    std::lock_guard lk(sh_->mu);
+    const FlowLimits& l = sh_->limits;
+    const auto add = [&](std::string key, const RateLimit& r) {
+      if (r.tasks == 0) return;
+      buckets.push_back({std::move(key), r.tasks, r.per.count(), r.burst != 0 ? r.burst : r.tasks});
+    };
+    add(stream_.rate_key("pool", ""), l.pool);
+    if (auto it = l.task_types.find(entry.task.type); it != l.task_types.end()) {
+      add(stream_.rate_key("type", entry.task.type), it->second);
+    }
+    if (auto it = l.tenants.find(entry.task.tenant); it != l.tenants.end()) {
+      add(stream_.rate_key("tenant", entry.task.tenant), it->second);
+    }
+  }
+  if (buckets.empty()) return true;
+  const bool pool_limited = buckets.front().key == stream_.rate_key("pool", "");
+  for (;;) {
+    auto taken = stream_.take_tokens(c, buckets);
+    note(taken.status());
+    if (!taken) {
+      hand_back(entry, "its rate limits could not be taken: " + taken.status().to_string());
+      return false;
+    }
+    if (taken->taken) return true;
+    if (may_wait && pool_limited && taken->worst == 0) {
+      // The pool's own rate: no task of the pool may start on any node before a token is
+      // back, so this node waits for it, holding the entry, rather than read more.
+      std::unique_lock lk(sh_->mu);
+      ++sh_->stats.throttle_waits;
+      const bool stop = sh_->cv.wait_for(lk, std::chrono::milliseconds(taken->wait_ms),
+                                         [&] { return sh_->stopping || !sh_->reading; });
+      if (!stop) continue;
+      lk.unlock();
+      hand_back(entry, "the node stopped reading while the pool's rate held the task");
+      return false;
+    }
+    auto due = stream_.throttle(c, entry, opts_.consumer, buckets[taken->worst], taken->wait_ms,
+                                wall_ms());
+    note(due.status());
+    if (!due) {
+      hand_back(entry, "it could not be throttled: " + due.status().to_string());
+      return false;
+    }
+    std::lock_guard lk(sh_->mu);
+    sh_->held.erase(key_of(entry));
+    if (*due) {
+      ++sh_->stats.throttled;
+      sh_->throttle_due.insert(**due);
+    } else {
+      ++sh_->stats.fenced;
+    }
+    sh_->cv.notify_all();  // a place is free
+    return false;
+  }
+}
+
+void RedisFeeder::move_throttled(Connection& c) {
+  const std::int64_t now = wall_ms();
+  std::size_t due = 0;
+  {
+    std::lock_guard lk(sh_->mu);
+    const auto end = sh_->throttle_due.upper_bound(now);
+    due = static_cast<std::size_t>(std::distance(sh_->throttle_due.begin(), end));
+    sh_->throttle_due.erase(sh_->throttle_due.begin(), end);
+  }
+  if (due == 0) return;
+  // Those due on other nodes' throttles too, oldest first; the beat moves what is left.
+  note(stream_.move_due(c, now, due + 16).status());
+}
+
+void RedisFeeder::hand_back(StreamEntry entry, const std::string& why) {
+  TaskResult account;
+  account.id = entry.task_id;
+  account.error = why;
+  std::lock_guard lk(sh_->mu);
+  if (sh_->dead) return;
+  sh_->stats.last_error = "redis pool " + opts_.pool + ": handed task " +
+                          std::to_string(entry.task_id) + " back: " + why;
+  sh_->ends.push_back({std::move(entry), std::move(account), true});
+  sh_->cv.notify_all();
 }
 
 Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {

@@ -41,8 +41,9 @@ struct FeederOptions {
   std::string prefix = "sandpool:";
   std::string pool;      // the pool's name in Redis (its keys)
   std::string consumer;  // this node's name: unique in the cluster, stable across restarts
-  // Who holds the node's name (its heartbeat key): one per process, shared by the feeders of
-  // all its Redis pools (new_identity()); empty: the feeder makes its own.
+  // Whose the name is (its heartbeat key's value). Empty: the feeder's own (host, pid, a
+  // random number). A node's feeders share one (poold's RedisPools gives it), so that one
+  // node serves several Redis pools under its one name.
   std::string identity;
   std::size_t capacity = 1;  // tasks held at once (the local pool's workers x concurrency)
   // Set: the capacity follows the local pool, its target workers (scale, reload) x this
@@ -60,7 +61,11 @@ struct FeederOptions {
   std::chrono::milliseconds claim_after{3000};  // idle time that marks a dead node's entry
   // What the pool keeps in Redis (service.redis.finished, dead_letters, ...): the ends this
   // node writes evict past them, and its beat trims the finished tasks by age and bytes.
-  TaskStream::Limits limits;
+  TaskStream::Limits stream_limits;
+  // The pool's rate limits (pool, task_types, tenants), cluster-wide: every node takes from
+  // the same buckets in Redis before it runs a task (docs/redis-pools.md, "Rate limits").
+  // type_concurrency is not the feeder's (the local pool caps its own dispatch).
+  FlowLimits limits;
 };
 
 struct FeederStats {
@@ -72,7 +77,9 @@ struct FeederStats {
   std::uint64_t released = 0;   // entries handed back unrun (refused here, or a shutdown)
   std::uint64_t deferred = 0;   // failed attempts whose task waits out a backoff in Redis
   std::uint64_t held = 0;       // entries this node holds now
-  bool redis_up = false;        // the last call to Redis succeeded
+  std::uint64_t throttled = 0;  // entries over a type's or tenant's rate, sent to the later set
+  std::uint64_t throttle_waits = 0;  // times reading waited for the pool's rate
+  bool redis_up = false;             // the last call to Redis succeeded
   std::string last_error;
 };
 
@@ -98,6 +105,8 @@ class RedisFeeder {
   // backoff.
   void retune(std::uint32_t per_worker, std::uint32_t headroom_workers,
               std::uint32_t default_retries, const RetryPolicy& retry);
+  // A reload's rate limits (FeederOptions::limits), from the next task on.
+  void set_limits(const FlowLimits& limits);
   // For tests of a node's death: stops every thread at once, writing nothing more, as a
   // SIGKILL would.
   void die();
@@ -119,6 +128,17 @@ class RedisFeeder {
   void cancel_asked(Connection& c);
   // Runs an entry in the local pool (or, for a claimed one past its retries, ends it).
   void run_locally(Connection& c, StreamEntry entry, bool claimed);
+  // Takes the tokens of the rate limits that apply to `entry`: true, run it. Over one, the
+  // reader (`may_wait`) waits for the pool's own bucket, holding the entry (nothing of the
+  // pool's may start anywhere then); a type's or tenant's sends it to the later set
+  // (throttle), so it holds up no other task. False: it is not this node's to run now
+  // (throttled, handed back, or the feeder stops).
+  bool pass_limits(Connection& c, const StreamEntry& entry, bool may_wait);
+  // Moves back to the stream the tasks this node throttled once they are due (the beat moves
+  // everyone's, but only once a beat).
+  void move_throttled(Connection& c);
+  // Hands an entry back, unrun (the writer does it, in order with the ends).
+  void hand_back(StreamEntry entry, const std::string& why);
   // Writes a batch of ends (their attempts first) in one round trip.
   Status write_ends(Connection& c, const std::vector<Ended>& batch);
   void note(const Status& s);
@@ -146,6 +166,8 @@ class RedisFeeder {
     bool reading = true;
     // The local pool refused a task (draining, stopping): no reading before this.
     std::chrono::steady_clock::time_point paused_until{};
+    FlowLimits limits;                         // FeederOptions::limits, or a reload's
+    std::multiset<std::int64_t> throttle_due;  // the due times (wall ms) of what it throttled
   };
 
   Pool& pool_;

@@ -165,8 +165,8 @@ if state == 'completed' or state == 'dead_lettered' or state == 'cancelled' then
 end
 local entry = redis.call('HGET', h, 'entry')
 local unread = false
-if state == 'retry_wait' or state == 'scheduled' then
-  unread = redis.call('ZREM', KEYS[1], ARGV[2]) == 1
+if redis.call('ZREM', KEYS[1], ARGV[2]) == 1 then  -- a backoff, scheduled, or over a rate limit
+  unread = true
 elseif entry then
   local stream = KEYS[4 - tonumber(redis.call('HGET', h, 'band') or '0')]
   local pending = redis.call('XPENDING', stream, 'sandpool', entry, entry, 1)

@@ -226,6 +226,38 @@ class TaskStream {
   };
   Result<Summary> summary(Connection& c) const;
 
+  // Rate limits, cluster-wide (task_stream_rate.cpp; docs/redis-pools.md, "Rate limits"): a
+  // token bucket per limit in a hash of its own, which every node takes from.
+  struct Bucket {
+    std::string key;  // rate_key()
+    // As this node's config says (a RateLimit): `tasks` (at least 1) per `per_ms`, up to
+    // `burst` at once.
+    std::uint32_t tasks = 1;
+    std::int64_t per_ms = 1000;
+    std::uint32_t burst = 1;
+  };
+  // The key of the pool's bucket ("pool", ""), a task type's ("type", T) or a tenant's
+  // ("tenant", N).
+  std::string rate_key(const std::string& kind, const std::string& name) const;
+  // Takes one token from each of `buckets`, all or none, on Redis's clock (TIME), so the
+  // nodes' clocks do not matter. Not taken: how long until the bucket that is the furthest
+  // from a whole token has one, and which that is (its index in `buckets`).
+  struct Taken {
+    bool taken = false;
+    std::int64_t wait_ms = 0;
+    std::size_t worst = 0;
+  };
+  Result<Taken> take_tokens(Connection& c, const std::vector<Bucket>& buckets) const;
+  // Fenced: a task over a rate limit waits in the later set, unrun and with no attempt
+  // counted (its hash says `queued`, `throttled` counts these). It is due `wait_ms` after
+  // `now_ms` (the node's clock, as the later set's every score), and no sooner than one
+  // interval of `worst` after the task deferred before it on that bucket, so that a backlog
+  // comes back at the bucket's rate rather than all at once. Answers the due time; nullopt:
+  // not this consumer's entry.
+  Result<std::optional<std::int64_t>> throttle(Connection& c, const StreamEntry& e,
+                                               const std::string& consumer, const Bucket& worst,
+                                               std::int64_t wait_ms, std::int64_t now_ms) const;
+
   const std::string& stream_key(Band band = 0) const { return streams_[index_of(band)]; }
   static constexpr const char* kGroup = "sandpool";
 

@@ -5,6 +5,7 @@
 // and takes them again once it is back.
 #include <signal.h>
 
+#include <httplib.h>
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -405,20 +406,60 @@ TEST_CASE("a reload that changes a redis pool's concurrency changes what its nod
   CHECK(held_now() <= 6);
 }
 
-TEST_CASE("a node serves two redis pools under its one name", "[redis][cluster]") {
+// The bound is the bucket's arithmetic: 17 tasks through a burst of 2 at 5 a second cannot all
+// start within 3 s; with the limit per node (twice the rate over two nodes) they would in 1.3 s.
+TEST_CASE(
+    "two poold nodes share a redis pool's rate limit, shown as throttled in status and metrics",
+    "[redis][cluster]") {
+  RedisServer redis;
+  const std::string limits =
+      "    rate_limits: {task_types: {sleep: {tasks: 5, per: 1s, burst: 2}}}\n";
+  ClusterNode a(redis, "ra", limits);
+  ClusterNode b(redis, "rb", limits);
+  Client c = a.connect();
+  const auto began = std::chrono::steady_clock::now();
+  const auto ids = submit_sleeps(a, 17, "1");
+  REQUIRE(ids.size() == 17);
+  for (std::uint64_t id : ids) {
+    auto done = c.wait(id, std::chrono::milliseconds(60000));
+    REQUIRE(done);
+    CHECK(done->account.state == "completed");
+    CHECK(done->account.history.size() == 1);  // held back is not an attempt
+  }
+  CHECK(std::chrono::steady_clock::now() - began >= 2900ms);
+  std::uint64_t throttled = 0;
+  for (ClusterNode* n : {&a, &b}) {
+    auto st = n->connect().status();
+    REQUIRE(st);
+    REQUIRE(st->redis);
+    REQUIRE(st->redis->pools.size() == 1);
+    throttled += st->redis->pools[0].throttled;
+  }
+  CHECK(throttled > 0);
+  httplib::Client http("127.0.0.1", metrics_port(*a.poold));
+  http.set_read_timeout(30, 0);
+  auto scraped = http.Get("/metrics");
+  REQUIRE(scraped);
+  CHECK(scraped->body.find("sandpool_redis_throttled_total{pool=\"shared\"}") != std::string::npos);
+}
+
+TEST_CASE("one poold node serves two redis pools under its one name", "[redis][cluster]") {
   RedisServer redis;
   PooldFixture node(
-      "pools:\n" + pool_yaml("first", "sleep", "    backend: redis\n") +
-          pool_yaml("second", "echo", "    backend: redis\n"),
-      "  node: twopools\n  redis: {address: \"unix:" + redis.socket() + "\", heartbeat: 200ms}\n");
+      "pools:\n" + pool_yaml("first", "echo", "    backend: redis\n") +
+          pool_yaml("second", "upper", "    backend: redis\n"),
+      "  node: two\n  redis: {address: \"unix:" + redis.socket() + "\", heartbeat: 200ms}\n");
   Client c = node.connect();
-  auto slept = c.submit_wait(task("sleep", "1"));
-  REQUIRE(slept);
-  CHECK(slept->account.state == "completed");
-  auto echoed = c.submit_wait(task("echo", "hi"));
+  auto echoed = c.submit_wait(task("echo", "a"));
   REQUIRE(echoed);
-  CHECK(echoed->account.state == "completed");
-  CHECK(echoed->result == "hi");
+  CHECK(echoed->result == "a");
+  auto upper = c.submit_wait(task("upper", "b"));
+  REQUIRE(upper);
+  CHECK(upper->result == "B");
+  auto st = c.status();
+  REQUIRE(st);
+  REQUIRE(st->redis);
+  CHECK(st->redis->pools.size() == 2);
 }
 
 }  // namespace sandpool::testing

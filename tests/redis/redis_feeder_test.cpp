@@ -178,3 +178,122 @@ TEST_CASE("a second node under a name in use is refused, and the name is free on
   auto again = RedisFeeder::start(*pool, node(server, "node-a", 2));
   CHECK(again.is_ok());
 }
+
+namespace {
+
+std::vector<std::uint64_t> submit_tenant(redis::Connection& c, const redis::TaskStream& s,
+                                         const std::string& tenant, std::size_t n) {
+  std::vector<std::uint64_t> ids;
+  for (std::size_t i = 0; i < n; ++i) {
+    StreamTask t;
+    t.type = "echo";
+    t.payload = tenant + std::to_string(i);
+    t.tenant = tenant;
+    auto id = s.submit(c, t, 1);
+    REQUIRE(id.is_ok());
+    ids.push_back(*id);
+  }
+  return ids;
+}
+
+std::size_t count_completed(redis::Connection& c, const redis::TaskStream& s,
+                            const std::vector<std::uint64_t>& ids) {
+  std::size_t n = 0;
+  for (std::uint64_t id : ids) n += s.task(c, id)->state == "completed" ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+// The bounds below are the buckets' own arithmetic (N tasks through a burst of B at R a second
+// cannot all start within (N - B) / R seconds), so only a limit applied per node (twice the
+// rate over two nodes) breaks them, however slow the machine.
+TEST_CASE(
+    "two nodes share the pool's rate limit, and what it holds back is neither lost nor an "
+    "attempt") {
+  RedisServer server;
+  auto c = redis::Connection::open(server.endpoint()).value();
+  const redis::TaskStream stream("sp:", "work");
+  const auto ids = submit_all(c, stream, "echo", std::vector<std::string>(85, "x"));
+  auto pool_a = make_pool(pool_options("echo", 2));
+  auto pool_b = make_pool(pool_options("echo", 2));
+  FeederOptions oa = node(server, "node-a", 4), ob = node(server, "node-b", 4);
+  oa.limits.pool = ob.limits.pool = RateLimit{20, std::chrono::milliseconds(1000), 5};
+  const auto began = std::chrono::steady_clock::now();
+  auto a = start_node(*pool_a, oa);
+  auto b = start_node(*pool_b, ob);
+  REQUIRE(eventually([&] { return a->stats().finished + b->stats().finished == 85; }));
+  const auto took = std::chrono::steady_clock::now() - began;
+  CHECK(took >= std::chrono::milliseconds(3900));  // (85 - 5) / 20 s; per node: about 1.9 s
+  CHECK(a->stats().throttle_waits + b->stats().throttle_waits > 0);
+  CHECK(a->stats().fenced + b->stats().fenced == 0);
+  for (std::uint64_t id : ids) {
+    const auto t = stream.task(c, id);
+    CHECK(t->state == "completed");
+    CHECK(t->attempts == 1);
+  }
+}
+
+TEST_CASE("a tenant over its rate waits in Redis, and holds up no other tenant's tasks") {
+  RedisServer server;
+  auto c = redis::Connection::open(server.endpoint()).value();
+  const redis::TaskStream stream("sp:", "work");
+  // The slow tenant's tasks first in the stream: a node that held them would make the others
+  // wait behind them.
+  const auto slow = submit_tenant(c, stream, "slow", 17);
+  const auto fast = submit_tenant(c, stream, "fast", 40);
+  auto pool_a = make_pool(pool_options("echo", 1));
+  auto pool_b = make_pool(pool_options("echo", 1));
+  FeederOptions oa = node(server, "node-a", 2), ob = node(server, "node-b", 2);
+  oa.limits.tenants["slow"] = ob.limits.tenants["slow"] =
+      RateLimit{5, std::chrono::milliseconds(1000), 2};
+  const auto began = std::chrono::steady_clock::now();
+  auto a = start_node(*pool_a, oa);
+  auto b = start_node(*pool_b, ob);
+  REQUIRE(eventually([&] { return count_completed(c, stream, fast) == fast.size(); }));
+  CHECK(count_completed(c, stream, slow) < slow.size());  // (17 - 2) / 5 = 3 s at least
+  REQUIRE(eventually([&] { return count_completed(c, stream, slow) == slow.size(); }));
+  const auto took = std::chrono::steady_clock::now() - began;
+  CHECK(took >= std::chrono::milliseconds(2900));  // per node: about 2 s
+  CHECK(a->stats().throttled + b->stats().throttled > 0);
+  std::uint64_t throttled = 0;
+  for (std::uint64_t id : slow) {
+    const auto t = stream.task(c, id);
+    CHECK(t->state == "completed");
+    CHECK(t->attempts == 1);
+    throttled += static_cast<std::uint64_t>(
+        std::atoll(c.command({"HGET", "sp:task:" + std::to_string(id), "throttled"})->str.c_str()));
+  }
+  CHECK(throttled == a->stats().throttled + b->stats().throttled);
+  for (std::uint64_t id : fast) CHECK(stream.task(c, id)->attempts == 1);
+  REQUIRE(eventually([&] { return a->stats().held + b->stats().held == 0; }));
+  CHECK(c.command({"ZCARD", "sp:work:later"})->integer == 0);
+}
+
+TEST_CASE(
+    "a reload's rate limits apply to the next task, and a throttled task is cancelled where it "
+    "waits") {
+  RedisServer server;
+  auto c = redis::Connection::open(server.endpoint()).value();
+  const redis::TaskStream stream("sp:", "work");
+  auto pool = make_pool(pool_options("echo", 1));
+  auto feeder = start_node(*pool, node(server, "node-a", 2));
+  (void)submit_tenant(c, stream, "acme", 2);  // no limits yet
+  REQUIRE(eventually([&] { return feeder->stats().finished == 2; }));
+  FlowLimits limits;
+  limits.tenants["acme"] = RateLimit{1, std::chrono::hours(1), 1};  // one now, then none
+  feeder->set_limits(limits);
+  const auto next = submit_tenant(c, stream, "acme", 3);
+  REQUIRE(eventually([&] { return feeder->stats().finished == 3; }));
+  REQUIRE(eventually([&] { return feeder->stats().throttled == 2; }));
+  CHECK(c.command({"ZCARD", "sp:work:later"})->integer == 2);
+  CHECK(feeder->stats().held == 0);  // they wait in Redis, not here
+  for (std::uint64_t id : next) {
+    const auto t = stream.task(c, id);
+    if (t->state == "completed") continue;
+    CHECK(t->state == "queued");
+    CHECK(t->attempts == 0);
+    CHECK(stream.cancel(c, id, 1)->state == "cancelled");
+  }
+  CHECK(c.command({"ZCARD", "sp:work:later"})->integer == 0);
+}

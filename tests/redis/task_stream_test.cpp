@@ -474,3 +474,68 @@ TEST_CASE("finished tasks are trimmed by age and by the bytes of their results")
   CHECK(c.command({"ZCARD", "sp:echo:done"})->integer == 2);
   CHECK(stream.trim_finished(c, 12500, 1000).value() == 0);
 }
+
+TEST_CASE("rate buckets are taken all or none, and a refusal says the longest wait") {
+  StreamWorld w;
+  using Bucket = redis::TaskStream::Bucket;
+  const std::int64_t hour = 3600000;
+  const Bucket pool{w.stream.rate_key("pool", ""), 2, hour, 2};
+  const Bucket tenant{w.stream.rate_key("tenant", "acme"), 1, hour, 1};
+  auto first = w.stream.take_tokens(w.c, {pool, tenant});
+  REQUIRE(first.is_ok());
+  CHECK(first->taken);
+  auto second = w.stream.take_tokens(w.c, {pool, tenant});
+  REQUIRE(second.is_ok());
+  CHECK_FALSE(second->taken);
+  CHECK(second->worst == 1);  // the tenant's: empty for an hour
+  CHECK(second->wait_ms > 3500000);
+  // The refusal took nothing: the pool's second token is still there, once.
+  CHECK(w.stream.take_tokens(w.c, {pool})->taken);
+  auto third = w.stream.take_tokens(w.c, {pool});
+  REQUIRE(third.is_ok());
+  CHECK_FALSE(third->taken);
+  CHECK(third->worst == 0);
+  CHECK(third->wait_ms > 1700000);  // half an hour to one token at 2 an hour
+  CHECK(third->wait_ms <= 1800000);
+  // A bucket of its own for another tenant, and the keys expire once full again.
+  CHECK(
+      w.stream.take_tokens(w.c, {Bucket{w.stream.rate_key("tenant", "other"), 1, hour, 1}})->taken);
+  CHECK(w.c.command({"PTTL", tenant.key})->integer > 3500000);
+}
+
+TEST_CASE("a task over a rate limit waits in the later set, unrun and with no attempt counted") {
+  StreamWorld w;
+  using Bucket = redis::TaskStream::Bucket;
+  const Bucket tenant{w.stream.rate_key("tenant", "acme"), 10, 1000, 1};
+  const std::uint64_t a = w.submit("a"), b = w.submit("b"), cancelled = w.submit("c");
+  auto got = w.read("node-a", 3);
+  REQUIRE(got.size() == 3);
+  // Not the node's entry: refused, and nothing moves.
+  CHECK_FALSE(w.stream.throttle(w.c, got[0], "node-b", tenant, 50, 10000)->has_value());
+  const auto due_a = w.stream.throttle(w.c, got[0], "node-a", tenant, 50, 10000);
+  REQUIRE(due_a.is_ok());
+  REQUIRE(due_a->has_value());
+  CHECK(**due_a == 10050);
+  // The next one on this bucket comes back one interval (100 ms) after it, not at once.
+  const auto due_b = w.stream.throttle(w.c, got[1], "node-a", tenant, 50, 10000);
+  CHECK(**due_b == 10150);
+  REQUIRE(w.stream.throttle(w.c, got[2], "node-a", tenant, 50, 10000)->has_value());
+  CHECK(w.length() == 0);
+  CHECK(w.c.command({"XPENDING", w.stream.stream_key(), "sandpool"})->elements[0].integer == 0);
+  const auto t = w.stream.task(w.c, a);
+  CHECK(t->state == "queued");
+  CHECK(t->attempts == 0);
+  CHECK(w.c.command({"HGET", "sp:task:" + std::to_string(a), "throttled"})->str == "1");
+  // Cancelled where it waits.
+  CHECK(w.stream.cancel(w.c, cancelled, 10001)->state == "cancelled");
+  CHECK(w.stream.move_due(w.c, 10100, 10).value() == 1);  // a only
+  auto back = w.read("node-b", 10);
+  REQUIRE(back.size() == 1);
+  CHECK(back[0].task_id == a);
+  CHECK(back[0].task.payload == "a");
+  CHECK(w.stream.move_due(w.c, 20000, 10).value() == 1);
+  back = w.read("node-b", 10);
+  REQUIRE(back.size() == 1);
+  CHECK(back[0].task_id == b);
+  CHECK(w.stream.task(w.c, b)->attempts == 0);
+}

@@ -25,6 +25,7 @@ struct RedisPoolFigures {
   std::uint64_t read = 0, claimed = 0, finished = 0, fenced = 0, released = 0, malformed = 0;
   std::uint64_t held = 0;
   std::uint64_t deferred = 0;
+  std::uint64_t throttled = 0, throttle_waits = 0;  // over the cluster's rate limits
 };
 
 struct ServiceInfo {

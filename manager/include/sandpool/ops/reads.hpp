@@ -90,6 +90,9 @@ struct RedisPoolStatus {
   std::uint64_t read = 0, claimed = 0, finished_here = 0, fenced = 0, released = 0, malformed = 0,
                 held = 0;
   std::uint64_t deferred = 0;  // failed attempts sent to wait out a backoff in Redis
+  // Over the cluster's rate limits: tasks sent to the later set (a type's or tenant's), and
+  // times reading waited for the pool's own.
+  std::uint64_t throttled = 0, throttle_waits = 0;
 };
 struct RedisStatus {
   std::string address;
