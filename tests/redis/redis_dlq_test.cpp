@@ -290,6 +290,24 @@ TEST_CASE("a redis pool's dead letters are purged by id, filter, age and all, in
   REQUIRE(added);
   REQUIRE_FALSE(added->is_error());
 
+  // A letter of a live task (only a hand-written XADD makes one) is not replayed: its task
+  // is queued already. It is purged like any other.
+  const auto live_id = std::to_string(integer_of(conn, {"INCR", "sandpool:ids"}));
+  REQUIRE(conn.command(
+      {"HSET", "sandpool:task:" + live_id, "state", "queued", "pool", "shared", "type", "chaos"}));
+  REQUIRE(conn.command({"XADD", "sandpool:shared:dlq", "*", "id", live_id, "type", "chaos",
+                        "payload", "x", "reason", "permanent", "error", "e", "dead_lettered_ms",
+                        "1", "attempts", "1"}));
+  auto live = c.dlq_replay(by_id(std::stoull(live_id)));
+  REQUIRE_FALSE(live);
+  CHECK(live.status().code() == Code::kInvalidArgument);
+  CHECK_THAT(live.status().message(), Catch::Contains("is live (queued)"));
+  CHECK(letters_in_redis(conn) == 304);
+  CHECK(integer_of(conn, {"XLEN", "sandpool:shared:q:0"}) == 0);
+  auto live_purged = c.dlq_purge(by_id(std::stoull(live_id)));
+  REQUIRE(live_purged);
+  CHECK(live_purged->purged == 1);
+
   // By id: that letter only, once.
   auto one = c.dlq_purge(by_id(failed[7]));
   REQUIRE(one);
