@@ -184,6 +184,21 @@ class RedisPools {
   std::thread waiter_;  // last: started once the rest exists
 };
 
+template <class F>
+auto RedisPools::Lane::with(F&& f) -> decltype(f(std::declval<redis::Connection&>())) {
+  std::lock_guard lk(mu_);
+  auto c = open();
+  if (!c) return c.status();
+  auto r = f(**c);
+  if ((*c)->broken()) {
+    failed_at_ = Clock::now();
+    last_ = r.status().is_ok() ? Status::error(Code::kUnavailable, "connection lost") : r.status();
+  } else {
+    last_ = Status::ok();
+  }
+  return r;
+}
+
 // A task's account as Redis keeps it, in the vocabulary of a local one.
 TaskResult to_task_result(const redis::StoredTask& t);
 
