@@ -134,6 +134,8 @@ TaskResult to_task_result(const redis::StoredTask& t) {
   r.state = named(t.state, TaskState::kScheduled).value_or(TaskState::kQueued);
   r.result = t.result;
   r.error = t.error;
+  r.not_before_ms = t.not_before_ms;
+  r.tenant = t.tenant;
   if (r.state == TaskState::kDeadLettered) {
     r.reason = named(t.reason, DeadReason::kPoolRemoved).value_or(DeadReason::kNone);
   }
@@ -174,7 +176,9 @@ Result<RedisPools::Options> RedisPools::options_from(const ServiceConfig& servic
 }
 
 RedisPools::RedisPools(Options options)
-    : opts_(std::move(options)), any_(opts_.prefix, "", opts_.finished, opts_.dead_letters) {}
+    : opts_(std::move(options)),
+      identity_(redis::RedisFeeder::new_identity()),
+      any_(opts_.prefix, "", opts_.finished, opts_.dead_letters) {}
 
 Result<std::unique_ptr<RedisPools>> RedisPools::start(Options options) {
   std::unique_ptr<RedisPools> p(new RedisPools(std::move(options)));
@@ -228,6 +232,7 @@ Status RedisPools::attach(const PoolConfig& pc, Pool& local) {
   fo.prefix = opts_.prefix;
   fo.pool = name;
   fo.consumer = opts_.node;
+  fo.identity = identity_;  // every pool of this node holds the one name
   fo.per_worker = std::max<std::uint32_t>(1, pc.concurrency);
   fo.headroom_workers = pc.autoscale.enabled ? pc.autoscale.scale_up_step : 0;
   fo.default_retries = pc.retries;
@@ -242,6 +247,15 @@ Status RedisPools::attach(const PoolConfig& pc, Pool& local) {
   std::lock_guard lk(mu_);
   pools_[name] = std::move(a);
   return Status::ok();
+}
+
+void RedisPools::reconfigured(const PoolConfig& pc) {
+  std::lock_guard lk(mu_);
+  auto it = pools_.find(pc.name);
+  if (it == pools_.end()) return;
+  it->second->feeder->retune(std::max<std::uint32_t>(1, pc.concurrency),
+                             pc.autoscale.enabled ? pc.autoscale.scale_up_step : 0, pc.retries,
+                             pc.retry);
 }
 
 void RedisPools::stop_reading() {

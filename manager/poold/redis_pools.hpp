@@ -79,6 +79,9 @@ class RedisPools {
   // retries for tasks that carry none, and its retry policy's backoff (kept in Redis between
   // attempts). `local` must outlive detach(pc.name).
   Status attach(const PoolConfig& pc, Pool& local);
+  // A reload reconfigured the Redis pool `pc` in place: its feeder follows (its concurrency
+  // and autoscale step in what it reads, its retries and backoff in what it ends).
+  void reconfigured(const PoolConfig& pc);
   // A shutdown begins: no pool takes new entries; what runs may still end and be written.
   void stop_reading();
   // Stops the pool's feeder (its queued ends written first; what still runs locally is left
@@ -169,6 +172,9 @@ class RedisPools {
   void refresh_summaries();  // the waits thread
 
   const Options opts_;
+  // This process's claim to the node's name, shared by every pool's feeder (two pools of one
+  // node beat one heartbeat key).
+  const std::string identity_;
   const redis::TaskStream any_;  // for what is not per pool (a task's hash)
   mutable std::mutex mu_;        // guards pools_
   std::map<std::string, std::unique_ptr<Attached>> pools_;

@@ -23,6 +23,13 @@ redis::StreamTask stream_task(const ops::SubmitArgs& a, const SubmitOptions& o,
   t.key = o.key;
   t.idempotency_key = a.idempotency_key;
   t.tenant = o.tenant;
+  // Scheduled: the due time as wall-clock ms (every node's clock moves it to the stream, so
+  // the nodes' clocks must agree, as NTP keeps them: docs/redis-pools.md).
+  const auto ms_of = [](std::chrono::system_clock::time_point tp) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(tp.time_since_epoch()).count();
+  };
+  if (o.not_before) t.not_before_ms = ms_of(*o.not_before);
+  if (o.delay) t.not_before_ms = ms_of(std::chrono::system_clock::now() + *o.delay);
   return t;
 }
 
@@ -49,9 +56,6 @@ Result<redis::StreamTask> checked_task(const ops::SubmitArgs& a, std::string pay
   if (a.type.empty()) return Status::invalid("type: required, a non-empty string");
   SubmitOptions o;
   if (Status s = submit_options(a, max_timeout, &o); !s) return s;
-  if (o.not_before || o.delay) {
-    return Status::invalid("not_before_ms and delay_ms: not taken by redis pools yet");
-  }
   return stream_task(a, o, std::move(payload));
 }
 

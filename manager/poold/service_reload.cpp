@@ -113,6 +113,7 @@ Result<ops::ReloadReply> Service::reload() {
       continue;
     }
     out.reconfigured.push_back({pc.name, applied->rolling_restart});
+    if (redis_) redis_->reconfigured(pc);  // what its feeder reads follows the new pool
     if (workers_changed(old, pc)) out.scaled.push_back({pc.name, target});
     if (old.dispatch != pc.dispatch) out.strategy_changed.push_back(pc.name);
     std::lock_guard<std::mutex> lock(mu_);

@@ -37,12 +37,28 @@ RedisFeeder::RedisFeeder(Pool& pool, FeederOptions options)
     : pool_(pool),
       opts_(std::move(options)),
       stream_(opts_.prefix, opts_.pool),
-      sh_(std::make_shared<Shared>()) {}
+      sh_(std::make_shared<Shared>()),
+      per_worker_(opts_.per_worker),
+      headroom_workers_(opts_.headroom_workers) {}
+
+void RedisFeeder::retune(std::uint32_t per_worker, std::uint32_t headroom_workers,
+                         std::uint32_t default_retries, const RetryPolicy& retry) {
+  if (opts_.per_worker != 0) {  // else a fixed capacity
+    per_worker_.store(std::max<std::uint32_t>(1, per_worker));
+    headroom_workers_.store(headroom_workers);
+  }
+  std::lock_guard lk(sh_->mu);
+  sh_->default_retries = default_retries;
+  sh_->retry = retry;
+  sh_->cv.notify_all();  // the reader may have room now
+}
 
 Result<std::unique_ptr<RedisFeeder>> RedisFeeder::start(Pool& pool, FeederOptions options) {
   if (options.consumer.empty()) return Status::invalid("redis pool: the node needs a name");
   if (options.capacity == 0) options.capacity = 1;
   std::unique_ptr<RedisFeeder> f(new RedisFeeder(pool, std::move(options)));
+  f->sh_->default_retries = f->opts_.default_retries;
+  f->sh_->retry = f->opts_.retry;
   auto c = Connection::open(f->opts_.endpoint);
   if (!c) return c.status();
   SP_RETURN_IF_ERROR(f->stream_.ensure_group(*c));
@@ -104,12 +120,15 @@ void RedisFeeder::note(const Status& s) {
   if (!s) sh_->stats.last_error = s.to_string();
 }
 
-Status RedisFeeder::take_name(Connection& c) {
+std::string RedisFeeder::new_identity() {
   char host[256] = "?";
   (void)::gethostname(host, sizeof host - 1);
   std::random_device rd;
-  identity_ =
-      std::string(host) + " pid " + std::to_string(::getpid()) + " #" + std::to_string(rd());
+  return std::string(host) + " pid " + std::to_string(::getpid()) + " #" + std::to_string(rd());
+}
+
+Status RedisFeeder::take_name(Connection& c) {
+  identity_ = opts_.identity.empty() ? new_identity() : opts_.identity;
   // A node started again under its name after a crash finds its old key: it waits for it to
   // expire (one TTL at most). A key that outlives that is another live node's.
   const auto until = Clock::now() + name_ttl() + opts_.heartbeat;
@@ -138,8 +157,8 @@ bool RedisFeeder::stopping() const {
 std::size_t RedisFeeder::capacity() const {
   if (opts_.per_worker == 0) return opts_.capacity;
   const std::size_t workers =
-      pool_.stats_snapshot().target_workers + opts_.headroom_workers;  // never waits
-  return std::max<std::size_t>(1, workers * opts_.per_worker);
+      pool_.stats_snapshot().target_workers + headroom_workers_.load();  // never waits
+  return std::max<std::size_t>(1, workers * per_worker_.load());
 }
 
 std::size_t RedisFeeder::free_places() {
@@ -200,7 +219,7 @@ void RedisFeeder::read_loop() {
     }
     // How many attempts each made before (a retry of another node's, a claimed one): its
     // attempts here are numbered on from there. Broken off: the entries are claimed later.
-    if (Status s = stream_.attempts_of(*c, *got); !s) {
+    if (Status s = stream_.take(*c, opts_.consumer, *got); !s) {
       note(s);
       continue;
     }
@@ -222,16 +241,15 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
     sh_->stats.last_error = "redis pool " + opts_.pool + ": discarded " + entry.malformed;
     return;
   }
+  std::uint32_t retries = 0;
   {
     std::lock_guard lk(sh_->mu);
     if (sh_->dead) return;
-    sh_->held.insert(entry.entry_id);
+    sh_->held.insert(key_of(entry));
+    retries = entry.task.retries.value_or(sh_->default_retries);
   }
-  const std::uint32_t retries = entry.task.retries.value_or(opts_.default_retries);
   std::uint32_t before = entry.attempts;  // attempts other nodes made
   if (claimed) {
-    auto t = stream_.task(c, entry.task_id);
-    if (t) before = t->attempts;
     Attempt lost;
     lost.number = before + 1;
     lost.outcome = Outcome::kLost;
@@ -271,13 +289,15 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
     sh->ends.push_back({entry, r, shutdown});
     sh->cv.notify_all();
   };
-  const std::string entry_id = entry.entry_id;
+  const EntryKey entry_key = key_of(entry);
   const std::uint64_t task_id = entry.task_id;
   auto ticket = pool_.submit(entry.task.type, entry.task.payload, std::move(o));
   if (ticket) {
     std::lock_guard lk(sh_->mu);
     // Unless it ended already (its end written and the entry let go).
-    if (sh_->held.count(entry_id) != 0) sh_->running.emplace(entry_id, std::pair(task_id, *ticket));
+    if (sh_->held.count(entry_key) != 0) {
+      sh_->running.emplace(entry_key, std::pair(task_id, *ticket));
+    }
   }
   if (!ticket) {
     // Draining, stopping, its queue full: another node (or this one later) runs it. This
@@ -315,12 +335,16 @@ Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
       std::vector<std::string> attempts;
       for (const Attempt& a : e.account.history) attempts.push_back(encode(a));
       TaskStream::Backoff b;
-      b.base_ms = opts_.retry.base.count();
-      b.multiplier = opts_.retry.multiplier;
-      b.max_ms = opts_.retry.max.count();
+      std::uint32_t retries = 0;
+      {
+        std::lock_guard lk(sh_->mu);
+        b.base_ms = sh_->retry.base.count();
+        b.multiplier = sh_->retry.multiplier;
+        b.max_ms = sh_->retry.max.count();
+        retries = e.entry.task.retries.value_or(sh_->default_retries);
+      }
       b.jitter = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
-      auto r = stream_.retry(c, e.entry, opts_.consumer, attempts,
-                             e.entry.task.retries.value_or(opts_.default_retries), b, wall_ms());
+      auto r = stream_.retry(c, e.entry, opts_.consumer, attempts, retries, b, wall_ms());
       if (!r) return r.status();
       if (*r == TaskStream::Retried::kDeferred) {
         outcome[i] = Written::kDeferred;
@@ -345,8 +369,8 @@ Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
   std::lock_guard lk(sh_->mu);
   std::size_t next = 0;  // in answers
   for (std::size_t i = 0; i < batch.size(); ++i) {
-    sh_->held.erase(batch[i].entry.entry_id);
-    sh_->running.erase(batch[i].entry.entry_id);
+    sh_->held.erase(key_of(batch[i].entry));
+    sh_->running.erase(key_of(batch[i].entry));
     // A batch sent again after a connection broke mid-way finds its first ends written:
     // they count as fenced, and the task still has exactly one end.
     if (outcome[i] == Written::kDeferred) {
@@ -453,7 +477,7 @@ void RedisFeeder::beat_loop() {
       sh_->cv.notify_all();
       return;
     }
-    std::vector<std::string> held;
+    std::vector<EntryKey> held;
     {
       std::lock_guard lk(sh_->mu);
       held.assign(sh_->held.begin(), sh_->held.end());
@@ -464,7 +488,11 @@ void RedisFeeder::beat_loop() {
     if (beat && free > 0) {
       auto claimed = stream_.claim_idle(*c, opts_.consumer, opts_.claim_after, free);
       note(claimed.status());
-      if (claimed) {
+      // Each claimed task's attempts so far (the lost one is counted on from there). Broken
+      // off: the entries, claimed but not held, go idle again and are claimed later.
+      Status took = claimed ? stream_.take(*c, opts_.consumer, *claimed) : claimed.status();
+      if (claimed) note(took);
+      if (took) {
         for (StreamEntry& e : *claimed) {
           {
             std::lock_guard lk(sh_->mu);

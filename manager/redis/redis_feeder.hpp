@@ -39,8 +39,11 @@ namespace sandpool::redis {
 struct FeederOptions {
   Endpoint endpoint;
   std::string prefix = "sandpool:";
-  std::string pool;          // the pool's name in Redis (its keys)
-  std::string consumer;      // this node's name: unique in the cluster, stable across restarts
+  std::string pool;      // the pool's name in Redis (its keys)
+  std::string consumer;  // this node's name: unique in the cluster, stable across restarts
+  // Who holds the node's name (its heartbeat key): one per process, shared by the feeders of
+  // all its Redis pools (new_identity()); empty: the feeder makes its own.
+  std::string identity;
   std::size_t capacity = 1;  // tasks held at once (the local pool's workers x concurrency)
   // Set: the capacity follows the local pool, its target workers (scale, reload) x this
   // (its concurrency), at least 1; `capacity` is then unused.
@@ -82,13 +85,24 @@ class RedisFeeder {
   RedisFeeder& operator=(const RedisFeeder&) = delete;
 
   FeederStats stats() const;
+  // The host, the pid and a random number: a process's claim to its node's name.
+  static std::string new_identity();
   // Stops taking entries (a shutdown begins: what runs here may still end and be written).
   void stop_reading();
+  // A reload changed the pool: what the node reads follows its concurrency and autoscale
+  // policy (FeederOptions::per_worker, headroom_workers; per_worker 0 is taken as 1; a
+  // fixed `capacity` stays), and the attempts it ends from now on follow its retries and
+  // backoff.
+  void retune(std::uint32_t per_worker, std::uint32_t headroom_workers,
+              std::uint32_t default_retries, const RetryPolicy& retry);
   // For tests of a node's death: stops every thread at once, writing nothing more, as a
   // SIGKILL would.
   void die();
 
  private:
+  // An entry, by its band and id (an id is unique within its band's stream only).
+  using EntryKey = std::pair<Band, std::string>;
+  static EntryKey key_of(const StreamEntry& e) { return {e.band, e.entry_id}; }
   struct Ended {
     StreamEntry entry;
     TaskResult account;
@@ -117,10 +131,13 @@ class RedisFeeder {
     std::mutex mu;
     std::condition_variable cv;  // ends queued, places freed, stop
     std::deque<Ended> ends;
-    std::set<std::string> held;  // entry ids this node runs
+    std::set<EntryKey> held;  // the entries this node runs
     // Of those, the ones running in the local pool: task id and ticket (a cancel reaches it).
-    std::map<std::string, std::pair<std::uint64_t, Ticket>> running;
+    std::map<EntryKey, std::pair<std::uint64_t, Ticket>> running;
     FeederStats stats;
+    // FeederOptions::default_retries and retry as they are now (retune()).
+    std::uint32_t default_retries = 0;
+    RetryPolicy retry;
     bool stopping = false;
     bool dead = false;
     bool reading = true;
@@ -134,6 +151,8 @@ class RedisFeeder {
   std::shared_ptr<Shared> sh_;
   std::string identity_;  // host, pid and a random number: whose the node's name is
   std::mt19937_64 rng_{std::random_device{}()};  // backoff jitter; the writer's
+  // FeederOptions::per_worker and headroom_workers as they are now (set_capacity).
+  std::atomic<std::uint32_t> per_worker_, headroom_workers_;
 
   std::thread reader_, writer_, beater_;
 };

@@ -15,8 +15,10 @@ namespace {
   "ARGV[2])\n"                                                                        \
   "if #pending == 0 then return 0 end\n"
 
-// KEYS: ids, stream, idempotency key ('' when none). ARGV: prefix, pool, now_ms, type, then
-// the entry's field/value pairs. The ids start at TaskStream::kFirstId (2^52) unless set.
+// KEYS: ids, the band's stream, idempotency key ('' when none), later. ARGV: prefix, pool,
+// now_ms, type, not_before_ms ('0': none), band, then the entry's field/value pairs. The ids
+// start at TaskStream::kFirstId (2^52) unless set. A task due after now waits in the later
+// set, its entry's fields packed in its hash, as a deferred retry does.
 const Script kSubmit{"submit", R"(
 if KEYS[3] ~= '' then
   local first = redis.call('GET', KEYS[3])
@@ -27,10 +29,21 @@ redis.call('INCR', KEYS[1])
 -- As a string: Lua's numbers are doubles, and `..` writes one this large as 4.5e+15.
 local id = redis.call('GET', KEYS[1])
 local fields = {'id', id}
-for i = 5, #ARGV do fields[#fields + 1] = ARGV[i] end
-local entry = redis.call('XADD', KEYS[2], '*', unpack(fields))
-redis.call('HSET', ARGV[1] .. 'task:' .. id, 'state', 'queued', 'pool', ARGV[2], 'type', ARGV[4],
-           'submitted_ms', ARGV[3], 'entry', entry, 'attempts', 0)
+for i = 7, #ARGV do fields[#fields + 1] = ARGV[i] end
+local h = ARGV[1] .. 'task:' .. id
+if tonumber(ARGV[5]) > tonumber(ARGV[3]) then
+  redis.call('HSET', h, 'state', 'scheduled', 'pool', ARGV[2], 'type', ARGV[4], 'submitted_ms',
+             ARGV[3], 'attempts', 0, 'band', ARGV[6], 'not_before_ms', ARGV[5], 'deferred',
+             cmsgpack.pack(fields))
+  redis.call('ZADD', KEYS[4], ARGV[5], id)
+else
+  local entry = redis.call('XADD', KEYS[2], '*', unpack(fields))
+  redis.call('HSET', h, 'state', 'queued', 'pool', ARGV[2], 'type', ARGV[4], 'submitted_ms',
+             ARGV[3], 'entry', entry, 'attempts', 0, 'band', ARGV[6])
+end
+for i = 3, #fields - 1, 2 do
+  if fields[i] == 'tenant' then redis.call('HSET', h, 'tenant', fields[i + 1]) end
+end
 if KEYS[3] ~= '' then
   redis.call('SET', KEYS[3], id)
   redis.call('HSET', ARGV[1] .. 'task:' .. id, 'idem_key', KEYS[3])
@@ -113,9 +126,9 @@ redis.call('HSET', ARGV[4] .. 'task:' .. ARGV[3], 'state', 'queued', 'entry', en
 return 1
 )"};
 
-// KEYS: stream, later, done. ARGV: prefix, task id, now_ms. Answers {code, state}: -1 no such
-// task; 0 already ended; 1 cancelled here (queued and not read, or waiting out a backoff), or
-// flagged for the node that runs it (state as it is).
+// KEYS: later, done, the streams q:1, q:0, q:-1. ARGV: prefix, task id, now_ms. Answers
+// {code, state}: -1 no such task; 0 already ended; 1 cancelled here (queued and not read,
+// waiting out a backoff, or scheduled), or flagged for the node that runs it (state as it is).
 const Script kCancel{"cancel", R"(
 local h = ARGV[1] .. 'task:' .. ARGV[2]
 local state = redis.call('HGET', h, 'state')
@@ -125,11 +138,12 @@ if state == 'completed' or state == 'dead_lettered' or state == 'cancelled' then
 end
 local entry = redis.call('HGET', h, 'entry')
 local unread = false
-if state == 'retry_wait' then
-  unread = redis.call('ZREM', KEYS[2], ARGV[2]) == 1
+if state == 'retry_wait' or state == 'scheduled' then
+  unread = redis.call('ZREM', KEYS[1], ARGV[2]) == 1
 elseif entry then
-  local pending = redis.call('XPENDING', KEYS[1], 'sandpool', entry, entry, 1)
-  unread = #pending == 0 and redis.call('XDEL', KEYS[1], entry) == 1
+  local stream = KEYS[4 - tonumber(redis.call('HGET', h, 'band') or '0')]
+  local pending = redis.call('XPENDING', stream, 'sandpool', entry, entry, 1)
+  unread = #pending == 0 and redis.call('XDEL', stream, entry) == 1
 end
 if not unread then
   redis.call('HSET', h, 'cancel', '1')
@@ -138,7 +152,7 @@ end
 redis.call('HSET', h, 'state', 'cancelled', 'error', 'cancelled before it ran', 'reason', 'user',
            'finished_ms', ARGV[3])
 redis.call('HDEL', h, 'deferred')
-redis.call('ZADD', KEYS[3], ARGV[3], ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
 local ended = ARGV[1] .. 'end:' .. ARGV[2]
 redis.call('RPUSH', ended, 'cancelled')
 redis.call('PEXPIRE', ended, 600000)
@@ -193,20 +207,58 @@ redis.call('XDEL', KEYS[1], ARGV[1])
 return 2
 )"};
 
-// KEYS: stream, later. ARGV: prefix, now_ms, max.
+// KEYS: later, the streams q:1, q:0, q:-1. ARGV: prefix, now_ms, max. Each due task's entry
+// goes to its band's stream.
 const Script kMoveDue{"move_due", R"(
-local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
 for _, id in ipairs(ids) do
   local h = ARGV[1] .. 'task:' .. id
   local packed = redis.call('HGET', h, 'deferred')
   if packed then
-    local entry = redis.call('XADD', KEYS[1], '*', unpack(cmsgpack.unpack(packed)))
+    local stream = KEYS[3 - tonumber(redis.call('HGET', h, 'band') or '0')]
+    local entry = redis.call('XADD', stream, '*', unpack(cmsgpack.unpack(packed)))
     redis.call('HSET', h, 'state', 'queued', 'entry', entry)
     redis.call('HDEL', h, 'deferred')
   end
-  redis.call('ZREM', KEYS[2], id)
+  redis.call('ZREM', KEYS[1], id)
 end
 return #ids
+)"};
+
+// KEYS: the streams q:1, q:0, q:-1. ARGV: consumer, count. Reads new entries for the consumer,
+// the higher bands first, at most `count` in all; answers {band's index in KEYS, entries}
+// for each band that gave some.
+const Script kRead{"read", R"(
+local left = tonumber(ARGV[2])
+local out = {}
+for i = 1, #KEYS do
+  if left <= 0 then break end
+  local r = redis.call('XREADGROUP', 'GROUP', 'sandpool', ARGV[1], 'COUNT', left, 'STREAMS',
+                       KEYS[i], '>')
+  if r then
+    out[#out + 1] = {i, r[1][2]}
+    left = left - #r[1][2]
+  end
+end
+return out
+)"};
+
+// ARGV: prefix, pool, consumer, then per entry: task id, entry id, band, type. Each task's
+// hash says it runs on the consumer (a plain XADD's task gets its hash, submitted when its
+// entry was added); answers each task's attempts so far.
+const Script kTake{"take", R"(
+local out = {}
+for i = 4, #ARGV, 4 do
+  local h = ARGV[1] .. 'task:' .. ARGV[i]
+  if redis.call('EXISTS', h) == 0 then
+    redis.call('HSET', h, 'pool', ARGV[2], 'type', ARGV[i + 3], 'attempts', 0, 'submitted_ms',
+               string.match(ARGV[i + 1], '^(%d+)') or '0')
+  end
+  redis.call('HSET', h, 'state', 'running', 'node', ARGV[3], 'entry', ARGV[i + 1], 'band',
+             ARGV[i + 2])
+  out[#out + 1] = tonumber(redis.call('HGET', h, 'attempts') or '0')
+end
+return out
 )"};
 
 #undef SP_FENCE
@@ -275,15 +327,18 @@ TaskStream::TaskStream(std::string prefix, std::string pool, std::uint64_t max_f
       max_letters_(max_letters),
       prefix_(std::move(prefix)),
       pool_(std::move(pool)),
-      stream_(prefix_ + pool_ + ":q:0"),
       later_(prefix_ + pool_ + ":later"),
       done_(prefix_ + pool_ + ":done"),
-      letters_(prefix_ + pool_ + ":dlq") {}
+      letters_(prefix_ + pool_ + ":dlq") {
+  for (const Band b : kBands) streams_[index_of(b)] = prefix_ + pool_ + ":q:" + std::to_string(b);
+}
 
 Status TaskStream::ensure_group(Connection& c) const {
-  auto r = c.command({"XGROUP", "CREATE", stream_, kGroup, "0", "MKSTREAM"});
-  if (!r) return r.status();
-  if (r->is_error() && r->str.rfind("BUSYGROUP", 0) != 0) return r->status();
+  for (const std::string& stream : streams_) {
+    auto r = c.command({"XGROUP", "CREATE", stream, kGroup, "0", "MKSTREAM"});
+    if (!r) return r.status();
+    if (r->is_error() && r->str.rfind("BUSYGROUP", 0) != 0) return r->status();
+  }
   auto ids = c.command({"SET", prefix_ + "ids", std::to_string(kFirstId - 1), "NX"});
   if (!ids) return ids.status();
   return ids->status();
@@ -293,8 +348,17 @@ static_assert(TaskStream::kFirstId - 1 == 4503599627370495ULL, "the submit scrip
 
 Connection::Call TaskStream::submit_call(const StreamTask& t, std::int64_t now_ms) const {
   Connection::Call call;
-  call.args = {prefix_,   pool_,    std::to_string(now_ms), t.type, "type", t.type,
-               "payload", t.payload};
+  const Band band = band_of(t.priority);
+  call.args = {prefix_,
+               pool_,
+               std::to_string(now_ms),
+               t.type,
+               std::to_string(t.not_before_ms.value_or(0)),
+               std::to_string(band),
+               "type",
+               t.type,
+               "payload",
+               t.payload};
   auto& args = call.args;
   if (t.priority != 0) args.insert(args.end(), {"priority", std::to_string(t.priority)});
   if (t.timeout_ms) args.insert(args.end(), {"timeout_ms", std::to_string(*t.timeout_ms)});
@@ -303,7 +367,7 @@ Connection::Call TaskStream::submit_call(const StreamTask& t, std::int64_t now_m
   if (!t.idempotency_key.empty()) args.insert(args.end(), {"idem", t.idempotency_key});
   if (!t.tenant.empty()) args.insert(args.end(), {"tenant", t.tenant});
   const std::string idem = t.idempotency_key.empty() ? "" : prefix_ + "idem:" + t.idempotency_key;
-  call.keys = {prefix_ + "ids", stream_, idem};
+  call.keys = {prefix_ + "ids", stream_key(band), idem, later_};
   return call;
 }
 
@@ -343,29 +407,50 @@ Result<std::vector<StreamEntry>> TaskStream::read(Connection& c, const std::stri
                                                   std::chrono::milliseconds block) const {
   std::vector<StreamEntry> out;
   if (count == 0) return out;
-  std::vector<std::string> args = {"XREADGROUP", "GROUP", kGroup,
-                                   consumer,     "COUNT", std::to_string(count)};
-  if (block.count() > 0) args.insert(args.end(), {"BLOCK", std::to_string(block.count())});
-  args.insert(args.end(), {"STREAMS", stream_, ">"});
-  auto r = c.command(args);
+  const std::vector<std::string> keys(std::begin(streams_), std::end(streams_));
+  auto r = c.eval(kRead, keys, {consumer, std::to_string(count)});
   if (!r) return r.status();
   if (r->is_error()) return r->status();
-  if (r->is_nil()) return out;  // nothing within `block`
-  for (const Reply& stream : r->elements) {
-    if (stream.elements.size() != 2) return unexpected("XREADGROUP", *r);
-    for (const Reply& entry : stream.elements[1].elements) {
-      out.push_back(parse_entry(entry));
+  for (const Reply& band : r->elements) {  // {index in kBands + 1, entries}
+    if (band.elements.size() != 2 || band.elements[0].integer < 1 || band.elements[0].integer > 3) {
+      return unexpected("read", *r);
+    }
+    const Band b = kBands[band.elements[0].integer - 1];
+    for (const Reply& entry : band.elements[1].elements) {
+      out.push_back(parse_entry(entry, b));
       out.back().deliveries = 1;
+    }
+  }
+  if (!out.empty() || block.count() <= 0) return out;
+  // Nothing waits: block on every band for the first entry to come (one of each at most).
+  std::vector<std::string> args = {"XREADGROUP", "GROUP", kGroup,  consumer,
+                                   "COUNT",      "1",     "BLOCK", std::to_string(block.count()),
+                                   "STREAMS"};
+  args.insert(args.end(), keys.begin(), keys.end());
+  args.insert(args.end(), keys.size(), ">");
+  auto w = c.command(args);
+  if (!w) return w.status();
+  if (w->is_error()) return w->status();
+  if (w->is_nil()) return out;   // nothing within `block`
+  for (const Band b : kBands) {  // the reply's streams in band order
+    for (const Reply& stream : w->elements) {
+      if (stream.elements.size() != 2) return unexpected("XREADGROUP", *w);
+      if (stream.elements[0].str != stream_key(b)) continue;
+      for (const Reply& entry : stream.elements[1].elements) {
+        out.push_back(parse_entry(entry, b));
+        out.back().deliveries = 1;
+      }
     }
   }
   return out;
 }
 
-StreamEntry TaskStream::parse_entry(const Reply& entry) const {
+StreamEntry TaskStream::parse_entry(const Reply& entry, Band band) const {
   StreamEntry e;
+  e.band = band;
   if (!to_entry(entry, &e)) {
     e.malformed = "entry " + (entry.elements.empty() ? std::string("?") : entry.elements[0].str) +
-                  " of " + stream_ + " has no valid id or type, or a malformed option";
+                  " of " + stream_key(band) + " has no valid id or type, or a malformed option";
   }
   return e;
 }
@@ -383,14 +468,14 @@ Result<std::optional<std::string>> TaskStream::beat(Connection& c, const std::st
 
 Result<Fenced> TaskStream::discard(Connection& c, const StreamEntry& e,
                                    const std::string& consumer) const {
-  return fenced("discard", c.eval(kDiscard, {stream_}, {e.entry_id, consumer}));
+  return fenced("discard", c.eval(kDiscard, {stream_of(e)}, {e.entry_id, consumer}));
 }
 
 Result<Fenced> TaskStream::record_attempt(Connection& c, const StreamEntry& e,
                                           const std::string& consumer,
                                           const std::string& attempt) const {
   return fenced("attempt",
-                c.eval(kAttempt, {stream_},
+                c.eval(kAttempt, {stream_of(e)},
                        {e.entry_id, consumer, std::to_string(e.task_id), prefix_, attempt}));
 }
 
@@ -398,7 +483,7 @@ Result<Fenced> TaskStream::finish(Connection& c, const StreamEntry& e, const std
                                   const std::string& state, const std::string& result,
                                   const std::string& error, const std::string& reason,
                                   std::int64_t now_ms) const {
-  return fenced("finish", c.eval(kFinish, {stream_, done_, letters_},
+  return fenced("finish", c.eval(kFinish, {stream_of(e), done_, letters_},
                                  {e.entry_id, consumer, std::to_string(e.task_id), prefix_, state,
                                   result, error, reason, std::to_string(now_ms),
                                   std::to_string(max_finished_), std::to_string(max_letters_)}));
@@ -410,7 +495,7 @@ Result<std::vector<Fenced>> TaskStream::end_all(Connection& c, const std::string
   calls.reserve(ends.size());
   for (const EndWrite& e : ends) {
     Connection::Call& call = calls.emplace_back();
-    call.keys = {stream_, done_, letters_};
+    call.keys = {stream_of(*e.entry), done_, letters_};
     call.args = {e.entry->entry_id,
                  consumer,
                  std::to_string(e.entry->task_id),
@@ -438,36 +523,41 @@ Result<std::vector<Fenced>> TaskStream::end_all(Connection& c, const std::string
 
 Result<Fenced> TaskStream::defer(Connection& c, const StreamEntry& e, const std::string& consumer,
                                  std::int64_t due_ms) const {
-  return fenced("defer", c.eval(kDefer, {stream_, later_},
+  return fenced("defer", c.eval(kDefer, {stream_of(e), later_},
                                 {e.entry_id, consumer, std::to_string(e.task_id), prefix_,
                                  std::to_string(due_ms)}));
 }
 
 Result<Fenced> TaskStream::release(Connection& c, const StreamEntry& e,
                                    const std::string& consumer) const {
-  return fenced("release", c.eval(kRelease, {stream_},
+  return fenced("release", c.eval(kRelease, {stream_of(e)},
                                   {e.entry_id, consumer, std::to_string(e.task_id), prefix_}));
 }
 
-Status TaskStream::attempts_of(Connection& c, std::vector<StreamEntry>& entries) const {
+Status TaskStream::take(Connection& c, const std::string& consumer,
+                        std::vector<StreamEntry>& entries) const {
+  std::vector<std::string> args = {prefix_, pool_, consumer};
   for (const StreamEntry& e : entries) {
     if (!e.malformed.empty()) continue;
-    SP_RETURN_IF_ERROR(
-        c.append({"HGET", prefix_ + "task:" + std::to_string(e.task_id), "attempts"}));
+    args.insert(args.end(),
+                {std::to_string(e.task_id), e.entry_id, std::to_string(e.band), e.task.type});
   }
+  if (args.size() == 3) return Status::ok();
+  auto r = c.eval(kTake, {}, args);
+  if (!r) return r.status();
+  if (r->is_error()) return r->status();
+  std::size_t next = 0;
   for (StreamEntry& e : entries) {
     if (!e.malformed.empty()) continue;
-    auto r = c.read();
-    if (!r) return r.status();
-    e.attempts = 0;
-    (void)parse_number(r->str, &e.attempts);  // nil (a plain XADD's task): none yet
+    if (next >= r->elements.size()) return unexpected("take", *r);
+    e.attempts = static_cast<std::uint32_t>(std::max<std::int64_t>(0, r->elements[next++].integer));
   }
   return Status::ok();
 }
 
 Result<TaskStream::Cancelled> TaskStream::cancel(Connection& c, std::uint64_t id,
                                                  std::int64_t now_ms) const {
-  auto r = c.eval(kCancel, {stream_, later_, done_},
+  auto r = c.eval(kCancel, {later_, done_, streams_[0], streams_[1], streams_[2]},
                   {prefix_, std::to_string(id), std::to_string(now_ms)});
   if (!r) return r.status();
   if (r->is_error()) return r->status();
@@ -511,7 +601,7 @@ Result<TaskStream::Retried> TaskStream::retry(Connection& c, const StreamEntry& 
                                    std::to_string(backoff.max_ms),
                                    std::to_string(backoff.jitter)};
   args.insert(args.end(), attempts.begin(), attempts.end());
-  auto r = c.eval(kRetry, {stream_, later_}, args);
+  auto r = c.eval(kRetry, {stream_of(e), later_}, args);
   if (!r) return r.status();
   if (r->is_error()) return r->status();
   if (r->type != Reply::Type::kInteger) return unexpected("retry", *r);
@@ -522,44 +612,54 @@ Result<TaskStream::Retried> TaskStream::retry(Connection& c, const StreamEntry& 
 
 Result<std::size_t> TaskStream::move_due(Connection& c, std::int64_t now_ms,
                                          std::size_t max) const {
-  auto r =
-      c.eval(kMoveDue, {stream_, later_}, {prefix_, std::to_string(now_ms), std::to_string(max)});
+  auto r = c.eval(kMoveDue, {later_, streams_[0], streams_[1], streams_[2]},
+                  {prefix_, std::to_string(now_ms), std::to_string(max)});
   if (!r) return r.status();
   if (r->is_error()) return r->status();
   if (r->type != Reply::Type::kInteger) return unexpected("move_due", *r);
   return static_cast<std::size_t>(r->integer);
 }
 
-Result<std::size_t> TaskStream::touch(Connection& c, const std::string& consumer,
-                                      const std::vector<std::string>& entry_ids) const {
-  if (entry_ids.empty()) return std::size_t{0};
-  std::vector<std::string> args = {consumer};
-  args.insert(args.end(), entry_ids.begin(), entry_ids.end());
-  auto r = c.eval(kTouch, {stream_}, args);
-  if (!r) return r.status();
-  if (r->is_error()) return r->status();
-  if (r->type != Reply::Type::kInteger) return unexpected("touch", *r);
-  return static_cast<std::size_t>(r->integer);
+Result<std::size_t> TaskStream::touch(
+    Connection& c, const std::string& consumer,
+    const std::vector<std::pair<Band, std::string>>& entries) const {
+  std::size_t touched = 0;
+  for (const Band b : kBands) {
+    std::vector<std::string> args = {consumer};
+    for (const auto& [band, id] : entries) {
+      if (band == b) args.push_back(id);
+    }
+    if (args.size() == 1) continue;
+    auto r = c.eval(kTouch, {stream_key(b)}, args);
+    if (!r) return r.status();
+    if (r->is_error()) return r->status();
+    if (r->type != Reply::Type::kInteger) return unexpected("touch", *r);
+    touched += static_cast<std::size_t>(r->integer);
+  }
+  return touched;
 }
 
 Result<std::vector<StreamEntry>> TaskStream::claim_idle(Connection& c, const std::string& consumer,
                                                         std::chrono::milliseconds min_idle,
                                                         std::size_t max) const {
   std::vector<StreamEntry> out;
-  std::string cursor = "0-0";
-  while (out.size() < max) {
-    auto r = c.command({"XAUTOCLAIM", stream_, kGroup, consumer, std::to_string(min_idle.count()),
-                        cursor, "COUNT", std::to_string(max - out.size())});
-    if (!r) return r.status();
-    if (r->is_error()) return r->status();
-    if (r->elements.size() < 2) return unexpected("XAUTOCLAIM", *r);
-    for (const Reply& entry : r->elements[1].elements) out.push_back(parse_entry(entry));
-    cursor = r->elements[0].str;
-    if (cursor == "0-0") break;  // the whole pending list was scanned
+  for (const Band b : kBands) {
+    std::string cursor = "0-0";
+    while (out.size() < max) {
+      auto r = c.command({"XAUTOCLAIM", stream_key(b), kGroup, consumer,
+                          std::to_string(min_idle.count()), cursor, "COUNT",
+                          std::to_string(max - out.size())});
+      if (!r) return r.status();
+      if (r->is_error()) return r->status();
+      if (r->elements.size() < 2) return unexpected("XAUTOCLAIM", *r);
+      for (const Reply& entry : r->elements[1].elements) out.push_back(parse_entry(entry, b));
+      cursor = r->elements[0].str;
+      if (cursor == "0-0") break;  // the whole pending list was scanned
+    }
   }
   // Their delivery counts, the claim included.
   for (const StreamEntry& e : out) {
-    SP_RETURN_IF_ERROR(c.append({"XPENDING", stream_, kGroup, e.entry_id, e.entry_id, "1"}));
+    SP_RETURN_IF_ERROR(c.append({"XPENDING", stream_of(e), kGroup, e.entry_id, e.entry_id, "1"}));
   }
   for (StreamEntry& e : out) {
     auto p = c.read();
@@ -622,6 +722,10 @@ Result<StoredTask> TaskStream::task(Connection& c, std::uint64_t id) const {
       (void)parse_number(v, &t.submitted_ms);
     else if (k == "finished_ms")
       (void)parse_number(v, &t.finished_ms);
+    else if (k == "not_before_ms")
+      (void)parse_number(v, &t.not_before_ms);
+    else if (k == "tenant")
+      t.tenant = v;
   }
   auto history = c.command({"LRANGE", h + ":attempts", "0", "-1"});
   if (!history) return history.status();
@@ -630,10 +734,13 @@ Result<StoredTask> TaskStream::task(Connection& c, std::uint64_t id) const {
 }
 
 Result<TaskStream::Summary> TaskStream::summary(Connection& c) const {
-  const std::vector<std::vector<std::string>> asks = {
-      {"XLEN", stream_},  {"XPENDING", stream_, kGroup},
-      {"ZCARD", later_},  {"ZCARD", done_},
-      {"XLEN", letters_}, {"XINFO", "CONSUMERS", stream_, kGroup}};
+  std::vector<std::vector<std::string>> asks = {
+      {"ZCARD", later_}, {"ZCARD", done_}, {"XLEN", letters_}};
+  for (const std::string& stream : streams_) {
+    asks.push_back({"XLEN", stream});
+    asks.push_back({"XPENDING", stream, kGroup});
+    asks.push_back({"XINFO", "CONSUMERS", stream, kGroup});
+  }
   for (const auto& a : asks) SP_RETURN_IF_ERROR(c.append(a));
   std::vector<Reply> r;
   for (std::size_t i = 0; i < asks.size(); ++i) {
@@ -641,21 +748,32 @@ Result<TaskStream::Summary> TaskStream::summary(Connection& c) const {
     if (!one) return one.status();
     r.push_back(std::move(one).value());
   }
+  const auto count = [](const Reply& x) {
+    return static_cast<std::uint64_t>(std::max<std::int64_t>(0, x.integer));
+  };
   Summary out;
-  out.length = static_cast<std::uint64_t>(std::max<std::int64_t>(0, r[0].integer));
-  if (!r[1].elements.empty()) {
-    out.pending = static_cast<std::uint64_t>(std::max<std::int64_t>(0, r[1].elements[0].integer));
-  }
-  out.later = static_cast<std::uint64_t>(std::max<std::int64_t>(0, r[2].integer));
-  out.finished = static_cast<std::uint64_t>(std::max<std::int64_t>(0, r[3].integer));
-  out.dead_letters = static_cast<std::uint64_t>(std::max<std::int64_t>(0, r[4].integer));
-  for (const Reply& consumer : r[5].elements) {  // an error (no group yet): none
-    Consumer& one = out.consumers.emplace_back();
-    const auto& f = consumer.elements;
-    for (std::size_t i = 0; i + 1 < f.size(); i += 2) {
-      if (f[i].str == "name") one.name = f[i + 1].str;
-      if (f[i].str == "pending") one.pending = static_cast<std::uint64_t>(f[i + 1].integer);
-      if (f[i].str == "idle") one.idle_ms = f[i + 1].integer;
+  out.later = count(r[0]);
+  out.finished = count(r[1]);
+  out.dead_letters = count(r[2]);
+  for (std::size_t s = 3; s + 2 < r.size(); s += 3) {  // each band: length, pending, consumers
+    out.length += count(r[s]);
+    if (!r[s + 1].elements.empty()) out.pending += count(r[s + 1].elements[0]);
+    for (const Reply& consumer : r[s + 2].elements) {  // an error (no group yet): none
+      Consumer seen;
+      const auto& f = consumer.elements;
+      for (std::size_t i = 0; i + 1 < f.size(); i += 2) {
+        if (f[i].str == "name") seen.name = f[i + 1].str;
+        if (f[i].str == "pending") seen.pending = count(f[i + 1]);
+        if (f[i].str == "idle") seen.idle_ms = f[i + 1].integer;
+      }
+      auto same = std::find_if(out.consumers.begin(), out.consumers.end(),
+                               [&](const Consumer& x) { return x.name == seen.name; });
+      if (same == out.consumers.end()) {
+        out.consumers.push_back(std::move(seen));
+      } else {
+        same->pending += seen.pending;
+        same->idle_ms = std::min(same->idle_ms, seen.idle_ms);
+      }
     }
   }
   for (const Consumer& one : out.consumers) {

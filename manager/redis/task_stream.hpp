@@ -4,6 +4,11 @@
 // that the task's entry is still pending for the node's consumer, so that a node wrongly
 // thought dead (its entries claimed by another) cannot write a second attempt or end.
 //
+// Priority bands: a pool has one stream per band (P:{pool}:q:1 for priority above 0, q:0 for 0,
+// q:-1 below 0). A node reads the higher bands first; within a band, its local pool orders
+// what it read by the exact priority. An entry stays in its band's stream: every script on it
+// names that stream.
+//
 // Thread-safety: none (it uses its caller's Connection).
 #pragma once
 
@@ -29,15 +34,26 @@ struct StreamTask {
   std::string key;              // affinity key
   std::string idempotency_key;  // empty: none
   std::string tenant;
+  // Set: the task is scheduled, not queued, until this wall-clock time (ms since the epoch);
+  // it waits in the pool's later set and every node's move_due() adds its entry when due.
+  std::optional<std::int64_t> not_before_ms;
 };
+
+// A priority band: its stream is P:{pool}:q:{band}.
+using Band = std::int8_t;
+inline constexpr Band kBands[] = {1, 0, -1};  // the order a node reads them in
+inline Band band_of(std::int32_t priority) {
+  return priority > 0 ? Band{1} : priority < 0 ? Band{-1} : Band{0};
+}
 
 // An entry a node read (or claimed): the stream entry's id and the task.
 struct StreamEntry {
   std::string entry_id;  // the stream's id, "1700000000000-0"
+  Band band = 0;         // the stream it is in (ids are unique within a stream only)
   std::uint64_t task_id = 0;
   StreamTask task;
   std::uint64_t deliveries = 0;  // from XPENDING or the claim: how often the group handed it out
-  std::uint32_t attempts = 0;    // attempts made so far, on any node (attempts_of())
+  std::uint32_t attempts = 0;    // attempts made so far, on any node (take())
   // Set when the entry is not a task (no id or type, an option that does not parse): why.
   // Its other fields are unspecified; the reader discards it.
   std::string malformed;
@@ -50,6 +66,8 @@ struct StoredTask {
   std::uint32_t attempts = 0;
   std::vector<std::string> history;  // each attempt, as the caller encoded it
   std::int64_t submitted_ms = 0, finished_ms = 0;
+  std::int64_t not_before_ms = 0;  // scheduled: not queued before (wall ms); 0: none
+  std::string tenant;
 };
 
 // The answer of a fenced change: done, or refused because the entry is not pending for this
@@ -71,19 +89,26 @@ class TaskStream {
   // Creates the consumer group (and the stream) unless they exist, and sets the id counter
   // to start at kFirstId unless it is set.
   Status ensure_group(Connection& c) const;
-  // Takes a cluster-wide id, writes the task's hash (queued) and adds its entry, in one
-  // script. An idempotency key already used answers the first task's id and adds nothing.
+  // Takes a cluster-wide id, writes the task's hash (queued) and adds its entry to its band's
+  // stream, in one script; a task with a `not_before_ms` still to come is `scheduled` in the
+  // later set instead. An idempotency key already used answers the first task's id and adds
+  // nothing.
   Result<std::uint64_t> submit(Connection& c, const StreamTask& t, std::int64_t now_ms) const;
   // submit() of each task, pipelined in one round trip; one answer per task, in order.
   Result<std::vector<Result<std::uint64_t>>> submit_many(Connection& c,
                                                          const std::vector<StreamTask>& tasks,
                                                          std::int64_t now_ms) const;
-  // XREADGROUP for `consumer`: at most `count` new entries, waiting up to `block` (0: not).
-  // An entry that is not a task comes back with `malformed` set.
+  // XREADGROUP for `consumer`: at most `count` new entries, the higher bands first (one
+  // script). When there are none, waits up to `block` (0: not) for an entry of any band and
+  // takes at most one of each band that has one then (so up to count - 1 + bands when
+  // several bands receive one at the same moment). An entry that is not a task comes back
+  // with `malformed` set.
   Result<std::vector<StreamEntry>> read(Connection& c, const std::string& consumer,
                                         std::size_t count, std::chrono::milliseconds block) const;
-  // Fills each entry's `attempts` from its task's hash; one round trip.
-  Status attempts_of(Connection& c, std::vector<StreamEntry>& entries) const;
+  // The entries (just read or claimed) are this consumer's: each task's hash says `running`
+  // on `consumer` (a plain XADD's task gets its hash here), and each entry's `attempts` is
+  // filled from it; one round trip.
+  Status take(Connection& c, const std::string& consumer, std::vector<StreamEntry>& entries) const;
   // Fenced: acknowledges and deletes an entry that is not a task (malformed).
   Result<Fenced> discard(Connection& c, const StreamEntry& e, const std::string& consumer) const;
   // Fenced: appends an ended attempt (encoded by the caller) and counts it.
@@ -141,8 +166,9 @@ class TaskStream {
   // Of `ids` (tasks this node runs), which were asked to cancel; one round trip.
   Result<std::vector<bool>> cancel_asked(Connection& c,
                                          const std::vector<std::uint64_t>& ids) const;
-  // Moves the later tasks due by `now_ms` (at most `max`) back to the stream, atomically;
-  // returns how many moved. Any node may run it.
+  // Moves the later tasks due by `now_ms` (at most `max`: retries after their backoff,
+  // scheduled tasks) to their band's stream, atomically; returns how many moved. Any node may
+  // run it.
   Result<std::size_t> move_due(Connection& c, std::int64_t now_ms, std::size_t max) const;
   // The node's heartbeat key P:node:<name>, set to `identity` for `ttl`, unless another
   // identity holds it: then that identity (the name is another live node's).
@@ -157,10 +183,10 @@ class TaskStream {
   // claim_idle() on other nodes never takes a live node's task; an entry no longer pending
   // for this consumer is left alone (it is another's now). Returns how many were touched.
   Result<std::size_t> touch(Connection& c, const std::string& consumer,
-                            const std::vector<std::string>& entry_ids) const;
+                            const std::vector<std::pair<Band, std::string>>& entries) const;
   // Claims for `consumer` the entries idle for `min_idle` or more (those of dead nodes: a live
-  // one touches its own every beat), up to `max`, looping over XAUTOCLAIM's cursor; each
-  // with its delivery count after the claim.
+  // one touches its own every beat), up to `max`, the higher bands first, looping over
+  // XAUTOCLAIM's cursor; each with its delivery count after the claim.
   Result<std::vector<StreamEntry>> claim_idle(Connection& c, const std::string& consumer,
                                               std::chrono::milliseconds min_idle,
                                               std::size_t max) const;
@@ -202,8 +228,9 @@ class TaskStream {
   Result<LetterSweep> purge_letters(Connection& c, const LetterMatch& m,
                                     std::size_t chunk = kLetterChunk) const;
 
-  // What `status` shows of the pool in Redis: the stream, the pending entries, the later and
-  // finished tasks, the dead letters, and each consumer of the group (alive: its node's
+  // What `status` shows of the pool in Redis: the streams (summed over the bands), the pending
+  // entries, the later and finished tasks, the dead letters, and each consumer of the group
+  // (over the bands: its pending entries summed, its least idle time; alive: its node's
   // heartbeat key exists).
   struct Consumer {
     std::string name;
@@ -217,18 +244,22 @@ class TaskStream {
   };
   Result<Summary> summary(Connection& c) const;
 
-  const std::string& stream_key() const { return stream_; }
+  const std::string& stream_key(Band band = 0) const { return streams_[index_of(band)]; }
   static constexpr const char* kGroup = "sandpool";
 
  private:
-  StreamEntry parse_entry(const Reply& entry) const;
+  StreamEntry parse_entry(const Reply& entry, Band band) const;
   Connection::Call submit_call(const StreamTask& t, std::int64_t now_ms) const;
   Result<LetterSweep> sweep_letters(Connection& c, bool replay, const LetterMatch& m,
                                     std::int64_t now_ms, std::int64_t max_timeout_ms,
                                     std::size_t chunk) const;
 
+  static std::size_t index_of(Band band) { return static_cast<std::size_t>(1 - band); }
+  const std::string& stream_of(const StreamEntry& e) const { return stream_key(e.band); }
+
   std::uint64_t max_finished_, max_letters_;
-  std::string prefix_, pool_, stream_, later_, done_, letters_;
+  std::string prefix_, pool_, later_, done_, letters_;
+  std::string streams_[3];  // by index_of(band): q:1, q:0, q:-1
 };
 
 }  // namespace sandpool::redis

@@ -22,7 +22,8 @@ Status unexpected(const char* what, const Reply& r) {
                                             (r.is_error() ? ": " + r.str : std::string()));
 }
 
-// KEYS: dead letters, stream, done. ARGV: prefix, pool, action ('replay' or 'purge'), order
+// KEYS: dead letters, done, then the bands' streams q:1, q:0, q:-1. ARGV: prefix, pool, action
+// ('replay' or 'purge'), order
 // ('fwd': XRANGE from..to, 'rev': XREVRANGE from..to), from, to, count, the most matches (0:
 // any number), now_ms, max_timeout_ms, then the filter ('' any): type, reason, task id,
 // from_ms, until_ms. Answers {next ('' when the sweep is done, else the exclusive bound to go
@@ -76,14 +77,17 @@ for _, e in ipairs(range) do
             fields[#fields + 1] = e[2][i + 1]
           end
         end
-        local entry = redis.call('XADD', KEYS[2], '*', unpack(fields))
+        local priority = tonumber(f.priority or '0') or 0
+        local band = priority > 0 and 1 or (priority < 0 and -1 or 0)
+        local entry = redis.call('XADD', KEYS[4 - band], '*', unpack(fields))
         redis.call('XDEL', KEYS[1], e[1])
-        redis.call('ZREM', KEYS[3], f.id)
+        redis.call('ZREM', KEYS[2], f.id)
         redis.call('DEL', h .. ':attempts')
         redis.call('HDEL', h, 'result', 'error', 'reason', 'finished_ms', 'node', 'cancel',
-                   'deferred', 'idem_key')
+                   'deferred', 'idem_key', 'not_before_ms', 'tenant')
         redis.call('HSET', h, 'state', 'queued', 'pool', ARGV[2], 'type', f.type,
-                   'submitted_ms', ARGV[9], 'entry', entry, 'attempts', 0)
+                   'submitted_ms', ARGV[9], 'entry', entry, 'attempts', 0, 'band', band)
+        if f.tenant then redis.call('HSET', h, 'tenant', f.tenant) end
         if f.idem then
           -- The key names this task again, unless another task took it since.
           local k = ARGV[1] .. 'idem:' .. f.idem
@@ -155,7 +159,8 @@ Result<TaskStream::LetterSweep> TaskStream::sweep_letters(Connection& c, bool re
                                    text(m.from_ms),
                                    text(m.until_ms)};
   while (true) {
-    auto r = c.eval(kLetters, {letters_, stream_, done_}, args);
+    auto r =
+        c.eval(kLetters, {letters_, done_, stream_key(1), stream_key(0), stream_key(-1)}, args);
     if (!r) return r.status();
     if (r->is_error()) return r->status();
     if (r->elements.size() != 4 || r->elements[1].type != Reply::Type::kInteger) {

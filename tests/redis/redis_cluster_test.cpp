@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "command_runner.hpp"
 #include "poold_process.hpp"
 #include "redis_server.hpp"
 
@@ -318,6 +319,97 @@ TEST_CASE("a redis pool's dead letters are listed and shown from redis, by their
   auto local = c.dlq_list({});
   REQUIRE(local);
   CHECK(local->entries.empty());
+}
+
+TEST_CASE("a redis pool's scheduled task waits in redis, seen from any node, and runs when due",
+          "[redis][cluster]") {
+  RedisServer redis;
+  ClusterNode a(redis, "sa", "");
+  ClusterNode b(redis, "sb", "");
+  Client ca = a.connect();
+  SubmitRequest later = task("sleep", "1");
+  later.delay = 1500ms;
+  later.tenant = "acme";
+  const auto before = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  auto id = ca.submit(later);
+  REQUIRE(id);
+  // From the other node: scheduled, with its due time and tenant.
+  Client cb = b.connect();
+  auto seen = cb.task(id->id);
+  REQUIRE(seen);
+  if (seen->state != "completed") {  // a loaded machine may take 1.5 s to get here
+    CHECK(seen->state == "scheduled");
+    CHECK(seen->account.not_before_ms >= before + 1500);
+  }
+  CHECK(seen->account.tenant == "acme");
+  auto done = cb.wait(id->id, std::chrono::milliseconds(60000));
+  REQUIRE(done);
+  CHECK(done->account.state == "completed");
+  REQUIRE(done->account.history.size() == 1);
+  // It did not start before it was due (the nodes share this machine's clock).
+  CHECK(done->account.history[0].started_ms >= before + 1500);
+}
+
+TEST_CASE("a redis pool's task runs in its priority band, and the hash says where it runs",
+          "[redis][cluster]") {
+  RedisServer redis;
+  ClusterNode a(redis, "pa", "");
+  Client c = a.connect();
+  SubmitRequest urgent = task("sleep", "1");
+  urgent.priority = 9;
+  auto id = c.submit_wait(urgent);
+  REQUIRE(id);
+  CHECK(id->account.state == "completed");
+  auto r = open_redis(redis);
+  // It went through the high band's stream (its hash names the band).
+  CHECK(r.command({"HGET", "sandpool:task:" + std::to_string(id->account.id), "band"})->str == "1");
+  CHECK(r.command({"HGET", "sandpool:task:" + std::to_string(id->account.id), "node"})->str ==
+        "pa");
+  CHECK(r.command({"EXISTS", "sandpool:shared:q:1"})->integer == 1);
+}
+
+TEST_CASE("a reload that changes a redis pool's concurrency changes what its node reads",
+          "[redis][cluster]") {
+  RedisServer redis;
+  ClusterNode a(redis, "ra", "");  // 2 workers x concurrency 1: holds 2
+  const auto held_now = [&] {
+    Client c = a.connect();
+    auto s = c.status();
+    REQUIRE(s);
+    REQUIRE(s->redis);
+    REQUIRE(s->redis->pools.size() == 1);
+    return s->redis->pools[0].held;
+  };
+  REQUIRE(submit_sleeps(a, 60, "300").size() == 60);
+  REQUIRE(eventually([&] { return held_now() == 2; }));
+  // concurrency 1 -> 3 in the file, then reload: the node holds 2 x 3.
+  std::string yaml = slurp(a.config);
+  const auto at = yaml.find("concurrency: 1");
+  REQUIRE(at != std::string::npos);
+  yaml.replace(at, 14, "concurrency: 3");
+  write_file(a.config, yaml);
+  Client c = a.connect();
+  REQUIRE(c.reload());
+  CHECK(eventually([&] { return held_now() == 6; }));
+  CHECK(held_now() <= 6);
+}
+
+TEST_CASE("a node serves two redis pools under its one name", "[redis][cluster]") {
+  RedisServer redis;
+  PooldFixture node(
+      "pools:\n" + pool_yaml("first", "sleep", "    backend: redis\n") +
+          pool_yaml("second", "echo", "    backend: redis\n"),
+      "  node: twopools\n  redis: {address: \"unix:" + redis.socket() + "\", heartbeat: 200ms}\n");
+  Client c = node.connect();
+  auto slept = c.submit_wait(task("sleep", "1"));
+  REQUIRE(slept);
+  CHECK(slept->account.state == "completed");
+  auto echoed = c.submit_wait(task("echo", "hi"));
+  REQUIRE(echoed);
+  CHECK(echoed->account.state == "completed");
+  CHECK(echoed->result == "hi");
 }
 
 }  // namespace sandpool::testing

@@ -3,8 +3,10 @@
 #include <catch2/catch.hpp>
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "redis/task_stream.hpp"
 #include "redis_server.hpp"
@@ -199,10 +201,10 @@ TEST_CASE("a dead node's idle entries are claimed, a live node's touched ones ar
   for (int i = 0; i < 30; ++i) w.submit(std::to_string(i));
   auto held = w.read("node-a", 30);
   REQUIRE(held.size() == 30);
-  std::vector<std::string> live;
+  std::vector<std::pair<redis::Band, std::string>> live;
   for (std::size_t i = 0; i < held.size(); ++i) {
     age(w, "node-a", held[i].entry_id, 100000);
-    if (i % 2 == 1) live.push_back(held[i].entry_id);
+    if (i % 2 == 1) live.emplace_back(held[i].band, held[i].entry_id);
   }
   REQUIRE(w.stream.touch(w.c, "node-a", live).value() == live.size());  // node-a runs these
   auto claimed = w.stream.claim_idle(w.c, "node-b", std::chrono::milliseconds(50000), 100);
@@ -212,9 +214,9 @@ TEST_CASE("a dead node's idle entries are claimed, a live node's touched ones ar
     CHECK(e.deliveries == 2);  // read by node-a, claimed by node-b
     CHECK(owner_of(w, e.entry_id) == "node-b");
   }
-  for (const std::string& e : live) CHECK(owner_of(w, e) == "node-a");
+  for (const auto& [band, e] : live) CHECK(owner_of(w, e) == "node-a");
   // node-a, back from a pause, may not touch or finish what node-b took.
-  CHECK(w.stream.touch(w.c, "node-a", {(*claimed)[0].entry_id}).value() == 0);
+  CHECK(w.stream.touch(w.c, "node-a", {{redis::Band{0}, (*claimed)[0].entry_id}}).value() == 0);
   CHECK(owner_of(w, (*claimed)[0].entry_id) == "node-b");
   CHECK(w.stream.finish(w.c, (*claimed)[0], "node-a", "completed", "", "", "", 1).value() ==
         Fenced::kNotYours);
@@ -255,4 +257,180 @@ TEST_CASE("a dead-lettered end adds the letter, with the task's payload, to the 
   CHECK(f["attempts"] == "1");
   CHECK(f["dead_lettered_ms"] == "777");
   CHECK(w.stream.task(w.c, id)->state == "dead_lettered");
+}
+
+namespace {
+
+std::uint64_t submit_with(StreamWorld& w, std::int32_t priority, std::optional<std::int64_t> due,
+                          const std::string& payload) {
+  StreamTask t;
+  t.type = "echo";
+  t.payload = payload;
+  t.priority = priority;
+  t.not_before_ms = due;
+  auto id = w.stream.submit(w.c, t, 1000);
+  REQUIRE(id.is_ok());
+  return *id;
+}
+
+std::int64_t band_length(StreamWorld& w, redis::Band b) {
+  return w.c.command({"XLEN", w.stream.stream_key(b)})->integer;
+}
+
+}  // namespace
+
+TEST_CASE("each priority band has its stream, and a node reads the higher bands first") {
+  StreamWorld w;
+  submit_with(w, -3, std::nullopt, "low");
+  submit_with(w, 0, std::nullopt, "normal");
+  submit_with(w, 7, std::nullopt, "high");
+  submit_with(w, 1, std::nullopt, "high too");
+  CHECK(band_length(w, 1) == 2);
+  CHECK(band_length(w, 0) == 1);
+  CHECK(band_length(w, -1) == 1);
+  auto first = w.read("node-a", 3);
+  REQUIRE(first.size() == 3);
+  CHECK(first[0].task.payload == "high");
+  CHECK(first[0].band == 1);
+  CHECK(first[1].task.payload == "high too");
+  CHECK(first[2].task.payload == "normal");
+  CHECK(first[2].band == 0);
+  auto last = w.read("node-b", 10);
+  REQUIRE(last.size() == 1);
+  CHECK(last[0].task.payload == "low");
+  CHECK(last[0].band == -1);
+  // Each ends in its own stream, fenced there.
+  for (const StreamEntry& e : first) {
+    CHECK(w.stream.finish(w.c, e, "node-a", "completed", "", "", "", 5).value() == Fenced::kDone);
+  }
+  CHECK(w.stream.finish(w.c, last[0], "node-b", "completed", "", "", "", 5).value() ==
+        Fenced::kDone);
+  CHECK(band_length(w, 1) + band_length(w, 0) + band_length(w, -1) == 0);
+}
+
+TEST_CASE("a blocked read wakes for an entry of any band") {
+  StreamWorld w;
+  std::thread late([&w] {
+    auto c = redis::Connection::open(w.server.endpoint()).value();
+    // Once the reader is blocked (Redis counts it), so that the blocking read is what wakes.
+    for (int i = 0; i < 20000; ++i) {
+      auto info = c.command({"INFO", "clients"});
+      if (info && info->str.find("blocked_clients:1") != std::string::npos) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    StreamTask t;
+    t.type = "echo";
+    t.payload = "late";
+    t.priority = -1;
+    (void)w.stream.submit(c, t, 1000);
+  });
+  // Blocks until the low band's entry arrives (the bound is generous; it comes at once).
+  std::vector<StreamEntry> got;
+  for (int i = 0; i < 100 && got.empty(); ++i) {
+    got = w.stream.read(w.c, "node-a", 5, std::chrono::milliseconds(2000)).value();
+  }
+  late.join();
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].band == -1);
+  CHECK(got[0].task.payload == "late");
+}
+
+TEST_CASE("entries of two bands with one id are two entries") {
+  StreamWorld w;
+  for (const redis::Band b : {redis::Band{1}, redis::Band{0}}) {
+    REQUIRE(w.c.command({"XADD", w.stream.stream_key(b), "5-1", "id",
+                         std::to_string(redis::TaskStream::kFirstId + 10 + b), "type", "echo"})
+                .is_ok());
+  }
+  auto got = w.read("node-a", 5);
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].entry_id == got[1].entry_id);
+  CHECK(got[0].band != got[1].band);
+  CHECK(w.stream.finish(w.c, got[1], "node-a", "completed", "", "", "", 5).value() ==
+        Fenced::kDone);
+  CHECK(band_length(w, 1) == 1);  // the other band's entry of the same id is still there
+  CHECK(w.stream.finish(w.c, got[0], "node-a", "completed", "", "", "", 5).value() ==
+        Fenced::kDone);
+  CHECK(band_length(w, 1) == 0);
+}
+
+TEST_CASE("a taken task says running on its node, and a plain XADD's task gets its hash") {
+  StreamWorld w;
+  const std::uint64_t id = w.submit("x");
+  const std::uint64_t plain = redis::TaskStream::kFirstId + 99;
+  REQUIRE(w.c.command({"XADD", w.stream.stream_key(-1), "*", "id", std::to_string(plain), "type",
+                       "echo", "payload", "p"})
+              .is_ok());
+  CHECK(w.stream.task(w.c, plain).status().code() == Code::kNotFound);
+  auto got = w.read("node-a", 5);
+  REQUIRE(got.size() == 2);
+  REQUIRE(w.stream.take(w.c, "node-a", got).is_ok());
+  for (const std::uint64_t t : {id, plain}) {
+    auto stored = w.stream.task(w.c, t);
+    REQUIRE(stored.is_ok());
+    CHECK(stored->state == "running");
+    CHECK(stored->node == "node-a");
+    CHECK(stored->pool == "echo");
+    CHECK(stored->type == "echo");
+    CHECK(stored->submitted_ms > 0);
+  }
+  // A retry's count reaches the next node through take().
+  REQUIRE(w.stream.record_attempt(w.c, got[0], "node-a", "a1").value() == Fenced::kDone);
+  REQUIRE(w.stream.release(w.c, got[0], "node-a").value() == Fenced::kDone);
+  CHECK(w.stream.task(w.c, got[0].task_id)->state == "queued");
+  auto again = w.read("node-b", 5);
+  REQUIRE(again.size() == 1);
+  REQUIRE(w.stream.take(w.c, "node-b", again).is_ok());
+  CHECK(again[0].attempts == 1);
+  CHECK(again[0].band == got[0].band);  // handed back into its own band
+  CHECK(w.stream.task(w.c, again[0].task_id)->node == "node-b");
+}
+
+TEST_CASE("a scheduled task waits in the later set and joins its band when due") {
+  StreamWorld w;
+  const std::uint64_t id = submit_with(w, 5, 61000, "at one minute");
+  const std::uint64_t now = submit_with(w, 5, 900, "due already");  // not_before in the past
+  CHECK(w.stream.task(w.c, id)->state == "scheduled");
+  CHECK(w.stream.task(w.c, now)->state == "queued");
+  CHECK(band_length(w, 1) == 1);
+  CHECK(w.stream.move_due(w.c, 60999, 100).value() == 0);
+  CHECK(w.stream.move_due(w.c, 61000, 100).value() == 1);
+  CHECK(w.stream.task(w.c, id)->state == "queued");
+  CHECK(band_length(w, 1) == 2);
+  auto got = w.read("node-a", 5);
+  REQUIRE(got.size() == 2);
+  CHECK(got[1].task_id == id);
+  CHECK(got[1].task.payload == "at one minute");
+  CHECK(got[1].task.priority == 5);
+}
+
+TEST_CASE("a retried task goes back to its own band when its backoff is over") {
+  StreamWorld w;
+  const std::uint64_t id = submit_with(w, -2, std::nullopt, "low retry");
+  auto got = w.read("node-a", 1);
+  REQUIRE(got.size() == 1);
+  redis::TaskStream::Backoff b;
+  b.base_ms = 10;
+  b.jitter = 1.0;
+  REQUIRE(w.stream.retry(w.c, got[0], "node-a", {"a1"}, 3, b, 1000).value() ==
+          redis::TaskStream::Retried::kDeferred);
+  CHECK(w.stream.task(w.c, id)->state == "retry_wait");
+  CHECK(w.stream.move_due(w.c, 1010, 100).value() == 1);
+  CHECK(band_length(w, -1) == 1);
+  CHECK(band_length(w, 0) == 0);
+}
+
+TEST_CASE("a scheduled task is cancelled at once") {
+  StreamWorld w;
+  const std::uint64_t id = submit_with(w, 0, 50000, "never");
+  auto c = w.stream.cancel(w.c, id, 2000);
+  REQUIRE(c.is_ok());
+  CHECK(c->state == "cancelled");
+  CHECK(w.stream.task(w.c, id)->state == "cancelled");
+  CHECK(w.stream.move_due(w.c, 60000, 100).value() == 0);
+  CHECK(w.read("node-a", 5).empty());
+  // And a queued one of a non-default band is cancelled from its own stream.
+  const std::uint64_t low = submit_with(w, -1, std::nullopt, "low");
+  CHECK(w.stream.cancel(w.c, low, 2000)->state == "cancelled");
+  CHECK(band_length(w, -1) == 0);
 }

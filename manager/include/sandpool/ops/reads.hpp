@@ -82,7 +82,7 @@ struct RedisPoolStatus {
   // The cluster's, in Redis.
   std::uint64_t stream_length = 0;  // entries waiting or running
   std::uint64_t pending = 0;        // of them, read by a node and not ended
-  std::uint64_t later = 0;          // waiting out a backoff
+  std::uint64_t later = 0;          // waiting out a backoff, or scheduled
   std::uint64_t finished = 0;       // kept for lookups
   std::uint64_t dead_letters = 0;
   std::vector<RedisConsumerStatus> consumers;
