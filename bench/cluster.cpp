@@ -1,23 +1,24 @@
 // The cluster group (issue 15): Redis pools, with a redis-server of the bench's own on a unix
 // socket in a scratch directory (append-only file off: the figures are the nodes' and the
-// scripts', not the disk's). A node here is a local Pool plus a RedisFeeder in this process,
-// as poold will run one per Redis pool: poold does not take `backend: redis` yet
-// (docs/redis-pools.md), so nodes are not separate processes and a node's death is
-// RedisFeeder::die() (its threads stop, it writes nothing more), not a SIGKILL.
+// scripts', not the disk's).
 // - throughput_1 / throughput_3: no-op echo tasks, all added to the stream first, through 1
 //   and 3 nodes (each with `--workers` workers); vs_local: throughput_1 over the same pool
-//   fed directly (Pool::submit), in the same run.
-// - kill_lost / kill_reran / failover_ms: 3 nodes, one dies at a random point of the run,
-//   holding entries (kill_held); tasks that never reach a terminal state (must be 0), tasks
-//   with more than one attempt, and the time from the death to the first of its entries
-//   claimed by another node.
+//   fed directly (Pool::submit), in the same run. A node here is a local Pool plus a
+//   RedisFeeder in this process, as poold runs one per Redis pool (no control plane between).
+// - kill_lost / kill_reran / failover_ms: 3 poold processes from the build tree share the
+//   pool; one is SIGKILLed at a random point of the run, holding entries (kill_held); tasks
+//   that never reach a terminal state (must be 0), tasks with more than one attempt, and the
+//   time from the kill to the first of its entries claimed by another node.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <iostream>
+#include <map>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -157,49 +158,76 @@ double local_throughput(const BenchOptions& o, std::uint64_t tasks) {
   return static_cast<double>(tasks) / (static_cast<double>(monotonic_ns() - t0) / 1e9);
 }
 
+// The consumers' pending counts, summed over the pool's bands.
+std::map<std::string, std::uint64_t> pending_by_node(redis::Connection& c,
+                                                     const redis::TaskStream& stream) {
+  std::map<std::string, std::uint64_t> out;
+  for (const redis::Band b : redis::kBands) {
+    auto p = c.command({"XPENDING", stream.stream_key(b), redis::TaskStream::kGroup});
+    if (!p || p->elements.size() != 4) continue;
+    for (const redis::Reply& per : p->elements[3].elements) {
+      if (per.elements.size() == 2) out[per.elements[0].str] += std::stoull(per.elements[1].str);
+    }
+  }
+  return out;
+}
+
+// Three poold processes share the pool; one is SIGKILLed at a random point while it holds
+// entries. Every task must reach a terminal state.
 bool kill_run(const BenchOptions& o, const RedisChild& redis, std::uint64_t tasks, Report& r) {
   const std::string prefix = "kill:";
   if (!fill(redis, prefix, tasks, o.payload_size)) return false;
-  std::vector<Node> nodes(3);
+  struct PooldNode {
+    ScratchDir dir;
+    std::optional<Poold> poold;
+  };
+  std::vector<PooldNode> nodes(3);
   for (std::size_t i = 0; i < nodes.size(); ++i) {
-    if (!start_node(o, redis, prefix, "node-" + std::to_string(i), &nodes[i])) return false;
+    PooldNode& n = nodes[i];
+    if (n.dir.path().empty()) return false;
+    const fs::path config = n.dir.path() / "poold.yaml";
+    std::ofstream(config) << bench_config(
+        n.dir.path(),
+        "  journal: off\n  node: n" + std::to_string(i) +
+            "\n  redis: {address: \"unix:" + redis.endpoint().unix_path + "\", prefix: \"" +
+            prefix + "\", heartbeat: " + std::to_string(kBeat.count()) + "ms}\n",
+        "echo", plugin_path(o, "echo"), o.workers, kConcurrency, "    backend: redis\n");
+    n.poold.emplace(n.dir.path(), config, "echo");
   }
-  std::mt19937_64 rng(std::random_device{}());
-  const std::uint64_t at = tasks / 5 + rng() % (tasks / 2);  // dies between 20% and 70%
-  while (finished(nodes) < at) std::this_thread::sleep_for(std::chrono::microseconds(200));
-  // It dies holding entries (a node between two reads holds none, and its death costs nothing).
-  while (nodes[0].feeder->stats().held == 0 && finished(nodes) < tasks) std::this_thread::yield();
-  nodes[0].feeder->die();
-  const std::int64_t died = monotonic_ns();
-  std::int64_t failover_ns = -1;
-  const std::int64_t until = died + 600'000'000'000;
+  for (PooldNode& n : nodes) {
+    if (!n.poold->ready(o.workers)) return false;
+  }
   auto c = redis::Connection::open(redis.endpoint());
   if (!c) return false;
   const redis::TaskStream stream(prefix, "echo");
-  // What it left: its entries still pending (read, not ended), from the group's summary.
-  std::uint64_t held = 0;
-  if (auto p = c->command({"XPENDING", stream.stream_key(), "sandpool"});
-      p && p->elements.size() == 4) {
-    for (const redis::Reply& per : p->elements[3].elements) {
-      if (per.elements.size() == 2 && per.elements[0].str == "node-0") {
-        held = std::stoull(per.elements[1].str);
-      }
-    }
-  }
-  std::uint64_t terminal = 0, reran = 0;
+  const auto done = [&] {
+    auto n = c->command({"ZCARD", prefix + "echo:done"});
+    return n ? static_cast<std::uint64_t>(n->integer) : 0;
+  };
+  std::mt19937_64 rng(std::random_device{}());
+  const std::uint64_t at = tasks / 5 + rng() % (tasks / 2);  // dies between 20% and 70%
+  while (done() < at) std::this_thread::sleep_for(std::chrono::microseconds(500));
+  // It dies holding entries (a node between two reads holds none, and its death costs nothing).
+  while (pending_by_node(*c, stream)["n0"] == 0 && done() < tasks) std::this_thread::yield();
+  const std::int64_t died = monotonic_ns();
+  nodes[0].poold->kill9();
+  const std::uint64_t held = pending_by_node(*c, stream)["n0"];  // what it left
+  std::int64_t failover_ns = -1;
+  const std::int64_t until = died + 600'000'000'000;
   for (;;) {
-    if (failover_ns < 0 &&
-        (nodes[1].feeder->stats().claimed + nodes[2].feeder->stats().claimed) > 0) {
-      failover_ns = monotonic_ns() - died;
+    auto pending = pending_by_node(*c, stream);
+    // Its first entry claimed by another node (a claimed entry leaves its pending list).
+    if (failover_ns < 0 && pending["n0"] < held) failover_ns = monotonic_ns() - died;
+    std::uint64_t length = 0, open = 0;
+    for (const redis::Band b : redis::kBands) {
+      length += static_cast<std::uint64_t>(c->command({"XLEN", stream.stream_key(b)})->integer);
     }
-    const bool settled =
-        nodes[1].feeder->stats().held + nodes[2].feeder->stats().held == 0 &&
-        c->command({"XLEN", stream.stream_key()})->integer == 0 &&
-        c->command({"XPENDING", stream.stream_key(), "sandpool"})->elements[0].integer == 0;
-    if (settled || monotonic_ns() > until) break;
+    for (const auto& [node, n] : pending) open += n;
+    if ((length == 0 && open == 0) || monotonic_ns() > until) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   // Every task, by id (the prefix's counter is this run's: ids from kFirstId on).
+  std::uint64_t terminal = 0, reran = 0;
   const std::uint64_t first = redis::TaskStream::kFirstId, end = first + tasks;
   for (std::uint64_t id = first; id < end; ++id) {
     if (!c->append({"HMGET", prefix + "task:" + std::to_string(id), "state", "attempts"}))
@@ -220,7 +248,6 @@ bool kill_run(const BenchOptions& o, const RedisChild& redis, std::uint64_t task
   r.add("cluster", "failover_ms", static_cast<double>(failover_ns) / 1e6, "ms");
   r.add("cluster", "kill_tasks", static_cast<double>(tasks), "tasks");
   r.add("cluster", "kill_held", static_cast<double>(held), "tasks");  // the dead node's
-  for (Node& n : nodes) n.feeder.reset();
   return terminal == tasks;
 }
 

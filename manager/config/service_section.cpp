@@ -151,6 +151,8 @@ void read_redis(MapReader redis, RedisConfig* out) {
   }
   redis.count("dead_letters", &out->dead_letters, 1, UINT64_MAX);
   redis.count("finished", &out->finished, 1, UINT64_MAX);
+  redis.duration("finished_max_age", &out->finished_max_age, std::chrono::milliseconds(1));
+  redis.size("finished_max_bytes", &out->finished_max_bytes, 1);
   redis.duration("heartbeat", &out->heartbeat, std::chrono::milliseconds(50));
   redis.finish();
 }

@@ -163,8 +163,10 @@ Result<RedisPools::Options> RedisPools::options_from(const ServiceConfig& servic
   }
   o.endpoint.db = static_cast<int>(rc.db);
   o.prefix = rc.prefix;
-  o.finished = rc.finished;
-  o.dead_letters = rc.dead_letters;
+  o.limits.finished = rc.finished;
+  o.limits.finished_max_age_ms = rc.finished_max_age.count();
+  o.limits.finished_max_bytes = rc.finished_max_bytes;
+  o.limits.letters = rc.dead_letters;
   o.heartbeat = rc.heartbeat;
   o.node = service.node;
   if (o.node.empty()) {
@@ -178,7 +180,7 @@ Result<RedisPools::Options> RedisPools::options_from(const ServiceConfig& servic
 RedisPools::RedisPools(Options options)
     : opts_(std::move(options)),
       identity_(redis::RedisFeeder::new_identity()),
-      any_(opts_.prefix, "", opts_.finished, opts_.dead_letters) {}
+      any_(opts_.prefix, "", opts_.limits) {}
 
 Result<std::unique_ptr<RedisPools>> RedisPools::start(Options options) {
   std::unique_ptr<RedisPools> p(new RedisPools(std::move(options)));
@@ -239,11 +241,11 @@ Status RedisPools::attach(const PoolConfig& pc, Pool& local) {
   fo.retry = pc.retry;
   fo.heartbeat = opts_.heartbeat;
   fo.claim_after = 3 * opts_.heartbeat;
+  fo.limits = opts_.limits;
   auto feeder = redis::RedisFeeder::start(local, std::move(fo));
   if (!feeder) return unavailable(name, feeder.status());
-  auto a = std::make_unique<Attached>(
-      Attached{redis::TaskStream(opts_.prefix, name, opts_.finished, opts_.dead_letters),
-               std::move(feeder).value(), &local});
+  auto a = std::make_unique<Attached>(Attached{redis::TaskStream(opts_.prefix, name, opts_.limits),
+                                               std::move(feeder).value(), &local});
   std::lock_guard lk(mu_);
   pools_[name] = std::move(a);
   return Status::ok();
@@ -340,7 +342,7 @@ Result<redis::TaskStream::Cancelled> RedisPools::cancel(std::uint64_t id) {
     if (pool->is_nil()) {
       return Status::error(Code::kNotFound, "task " + std::to_string(id) + " is not in redis");
     }
-    const redis::TaskStream stream(opts_.prefix, pool->str, opts_.finished, opts_.dead_letters);
+    const redis::TaskStream stream(opts_.prefix, pool->str, opts_.limits);
     return stream.cancel(c, id, wall_ms());
   });
   if (!r) return unavailable("", r.status());
@@ -353,7 +355,7 @@ Result<std::vector<DeadLetter>> RedisPools::dead_letters(const std::string& pool
   auto stream = stream_of(pool);
   if (!stream) return stream.status();
   auto all = reads_.with(
-      [&](redis::Connection& c) { return stream->dead_letters(c, opts_.dead_letters); });
+      [&](redis::Connection& c) { return stream->dead_letters(c, opts_.limits.letters); });
   if (!all) return unavailable(pool, all.status());
   std::vector<DeadLetter> out;
   for (const auto& fields : *all) {

@@ -57,9 +57,8 @@ class RedisPools {
     std::string address;  // as configured (status, errors)
     redis::Endpoint endpoint;
     std::string prefix = "sandpool:";
-    std::string node;  // this node's consumer name
-    std::uint64_t finished = 100000;
-    std::uint64_t dead_letters = 10000;
+    std::string node;                  // this node's consumer name
+    redis::TaskStream::Limits limits;  // finished tasks and dead letters kept per pool
     std::chrono::milliseconds heartbeat{1000};
     std::shared_ptr<spdlog::logger> log;
   };

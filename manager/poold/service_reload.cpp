@@ -90,6 +90,15 @@ Result<ops::ReloadReply> Service::reload() {
       if (!pool) {
         log_->error("reload: pool {} could not start: {}", pc.name, pool.status().message());
         out.failed.push_back({pc.name, pool.status().message()});
+        // A Redis pool whose new feeder failed: the old pool, which keeps its slot, reads
+        // again (it was detached for the new one).
+        if (current && redis_ && pc.backend == PoolConfig::Backend::kRedis &&
+            !redis_->serves(pc.name)) {
+          if (Status st = attach_redis(current->config, *current->pool); !st) {
+            log_->error("reload: redis pool {} reads nothing until the next reload or restart: {}",
+                        pc.name, st.message());
+          }
+        }
         continue;
       }
       {

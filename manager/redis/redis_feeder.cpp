@@ -36,7 +36,7 @@ std::string encode(const Attempt& a) {
 RedisFeeder::RedisFeeder(Pool& pool, FeederOptions options)
     : pool_(pool),
       opts_(std::move(options)),
-      stream_(opts_.prefix, opts_.pool),
+      stream_(opts_.prefix, opts_.pool, opts_.limits),
       sh_(std::make_shared<Shared>()),
       per_worker_(opts_.per_worker),
       headroom_workers_(opts_.headroom_workers) {}
@@ -503,6 +503,7 @@ void RedisFeeder::beat_loop() {
       }
     }
     if (beat) note(stream_.move_due(*c, wall_ms(), 100).status());
+    if (beat) note(stream_.trim_finished(*c, wall_ms(), 1000).status());
     std::unique_lock lk(sh_->mu);
     sh_->cv.wait_for(lk, opts_.heartbeat, [&] { return sh_->stopping; });
   }

@@ -58,6 +58,9 @@ struct FeederOptions {
   RetryPolicy retry;
   std::chrono::milliseconds heartbeat{1000};    // the beat thread's period
   std::chrono::milliseconds claim_after{3000};  // idle time that marks a dead node's entry
+  // What the pool keeps in Redis (service.redis.finished, dead_letters, ...): the ends this
+  // node writes evict past them, and its beat trims the finished tasks by age and bytes.
+  TaskStream::Limits limits;
 };
 
 struct FeederStats {

@@ -78,8 +78,10 @@ if ARGV[5] == 'dead_lettered' then
   end
   redis.call('XADD', KEYS[3], unpack(letter))
 end
+local bytes = #ARGV[6] + #ARGV[7]
 redis.call('HSET', h, 'state', ARGV[5], 'result', ARGV[6], 'error', ARGV[7], 'reason', ARGV[8],
-           'finished_ms', ARGV[9], 'node', ARGV[2])
+           'finished_ms', ARGV[9], 'node', ARGV[2], 'bytes', bytes)
+redis.call('INCRBY', KEYS[2] .. ':bytes', bytes)
 redis.call('XACK', KEYS[1], 'sandpool', ARGV[1])
 redis.call('XDEL', KEYS[1], ARGV[1])
 redis.call('ZADD', KEYS[2], ARGV[9], ARGV[3])
@@ -90,6 +92,7 @@ if over > 0 then
     local old = ARGV[4] .. 'task:' .. popped[i]
     local idem = redis.call('HGET', old, 'idem_key')
     if idem then redis.call('DEL', idem) end
+    redis.call('DECRBY', KEYS[2] .. ':bytes', tonumber(redis.call('HGET', old, 'bytes') or '0'))
     redis.call('DEL', old, old .. ':attempts')
   end
 end
@@ -97,6 +100,30 @@ local ended = ARGV[4] .. 'end:' .. ARGV[3]
 redis.call('RPUSH', ended, ARGV[5])
 redis.call('PEXPIRE', ended, 600000)
 return 1
+)"};
+
+// KEYS: done, done's byte count. ARGV: prefix, the oldest finished_ms kept, the most bytes
+// kept, the most evicted in one call. Evicts the finished tasks older than the age bound, then
+// the oldest while the bytes are over.
+const Script kTrim{"trim_finished", R"(
+local budget = tonumber(ARGV[4])
+local function evict(id)
+  local h = ARGV[1] .. 'task:' .. id
+  local idem = redis.call('HGET', h, 'idem_key')
+  if idem then redis.call('DEL', idem) end
+  redis.call('DECRBY', KEYS[2], tonumber(redis.call('HGET', h, 'bytes') or '0'))
+  redis.call('DEL', h, h .. ':attempts')
+  redis.call('ZREM', KEYS[1], id)
+  budget = budget - 1
+end
+local old = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[2], 'LIMIT', 0, budget)
+for _, id in ipairs(old) do evict(id) end
+while budget > 0 and tonumber(redis.call('GET', KEYS[2]) or '0') > tonumber(ARGV[3]) do
+  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0)
+  if not oldest[1] then break end
+  evict(oldest[1])
+end
+return tonumber(ARGV[4]) - budget
 )"};
 
 // KEYS: the node's key. ARGV: identity, ttl in ms.
@@ -329,8 +356,15 @@ TaskStream::TaskStream(std::string prefix, std::string pool, std::uint64_t max_f
       pool_(std::move(pool)),
       later_(prefix_ + pool_ + ":later"),
       done_(prefix_ + pool_ + ":done"),
+      done_bytes_(done_ + ":bytes"),
       letters_(prefix_ + pool_ + ":dlq") {
   for (const Band b : kBands) streams_[index_of(b)] = prefix_ + pool_ + ":q:" + std::to_string(b);
+}
+
+TaskStream::TaskStream(std::string prefix, std::string pool, const Limits& limits)
+    : TaskStream(std::move(prefix), std::move(pool), limits.finished, limits.letters) {
+  finished_max_age_ms_ = limits.finished_max_age_ms;
+  finished_max_bytes_ = limits.finished_max_bytes;
 }
 
 Status TaskStream::ensure_group(Connection& c) const {
@@ -617,6 +651,17 @@ Result<std::size_t> TaskStream::move_due(Connection& c, std::int64_t now_ms,
   if (!r) return r.status();
   if (r->is_error()) return r->status();
   if (r->type != Reply::Type::kInteger) return unexpected("move_due", *r);
+  return static_cast<std::size_t>(r->integer);
+}
+
+Result<std::size_t> TaskStream::trim_finished(Connection& c, std::int64_t now_ms,
+                                              std::size_t max) const {
+  auto r = c.eval(kTrim, {done_, done_bytes_},
+                  {prefix_, std::to_string(now_ms - finished_max_age_ms_),
+                   std::to_string(finished_max_bytes_), std::to_string(max)});
+  if (!r) return r.status();
+  if (r->is_error()) return r->status();
+  if (r->type != Reply::Type::kInteger) return unexpected("trim_finished", *r);
   return static_cast<std::size_t>(r->integer);
 }
 

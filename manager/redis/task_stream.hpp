@@ -76,10 +76,21 @@ enum class Fenced : std::uint8_t { kDone, kNotYours };
 
 class TaskStream {
  public:
+  // What a pool keeps in Redis (service.redis.*): finished tasks (their hashes and
+  // attempts) within a count, an age and the bytes of their results and errors, oldest
+  // evicted first; dead letters within a count, newest kept.
+  struct Limits {
+    std::uint64_t finished = 100000;
+    std::int64_t finished_max_age_ms = 3600000;
+    std::uint64_t finished_max_bytes = 64ULL << 20;
+    std::uint64_t letters = 10000;
+  };
   // `prefix` is service.redis.prefix ("sandpool:"); the pool's keys hang below it. The
-  // finished tasks kept past `max_finished` are evicted, oldest first, by finish().
+  // finished tasks kept past the count are evicted, oldest first, by finish(); past the age
+  // and bytes, by trim_finished().
   TaskStream(std::string prefix, std::string pool, std::uint64_t max_finished = 100000,
              std::uint64_t max_letters = 10000);
+  TaskStream(std::string prefix, std::string pool, const Limits& limits);
 
   // Cluster task ids start at kFirstId (2^52), above every id a poold gives its local tasks
   // (those start at the wall clock in ms x 1000, about 1.8e15 in 2026, and reach 2^52 in
@@ -170,6 +181,10 @@ class TaskStream {
   // scheduled tasks) to their band's stream, atomically; returns how many moved. Any node may
   // run it.
   Result<std::size_t> move_due(Connection& c, std::int64_t now_ms, std::size_t max) const;
+  // Evicts the finished tasks older than the age bound, then the oldest while their results
+  // and errors take more than the byte bound, at most `max`; returns how many. Any node may
+  // run it (each beat).
+  Result<std::size_t> trim_finished(Connection& c, std::int64_t now_ms, std::size_t max) const;
   // The node's heartbeat key P:node:<name>, set to `identity` for `ttl`, unless another
   // identity holds it: then that identity (the name is another live node's).
   static Result<std::optional<std::string>> beat(Connection& c, const std::string& prefix,
@@ -258,7 +273,9 @@ class TaskStream {
   const std::string& stream_of(const StreamEntry& e) const { return stream_key(e.band); }
 
   std::uint64_t max_finished_, max_letters_;
-  std::string prefix_, pool_, later_, done_, letters_;
+  std::int64_t finished_max_age_ms_ = 3600000;
+  std::uint64_t finished_max_bytes_ = 64ULL << 20;
+  std::string prefix_, pool_, later_, done_, done_bytes_, letters_;
   std::string streams_[3];  // by index_of(band): q:1, q:0, q:-1
 };
 

@@ -326,7 +326,7 @@ TEST_CASE("service.redis names the cluster's server and a pool may use it with b
   const Config c = parse_ok(
       "service:\n  node: n1\n  redis: {address: \"unix:/run/redis/redis.sock\", db: 2, prefix: "
       "\"sp:\", password_file: /etc/sandpool/redis.pass, dead_letters: 5, finished: 7, "
-      "heartbeat: 250ms}\n" +
+      "finished_max_age: 10m, finished_max_bytes: 2MiB, heartbeat: 250ms}\n" +
       pool);
   CHECK(c.service.node == "n1");
   CHECK(c.service.redis.address == "unix:/run/redis/redis.sock");
@@ -335,6 +335,8 @@ TEST_CASE("service.redis names the cluster's server and a pool may use it with b
   CHECK(c.service.redis.password_file == "/etc/sandpool/redis.pass");
   CHECK(c.service.redis.dead_letters == 5);
   CHECK(c.service.redis.finished == 7);
+  CHECK(c.service.redis.finished_max_age == 10min);
+  CHECK(c.service.redis.finished_max_bytes == 2u << 20);
   CHECK(c.service.redis.heartbeat == 250ms);
   CHECK(c.pools[0].backend == PoolConfig::Backend::kRedis);
   CHECK(parse_ok(kMinimalPool).pools[0].backend == PoolConfig::Backend::kLocal);

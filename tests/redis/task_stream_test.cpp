@@ -434,3 +434,43 @@ TEST_CASE("a scheduled task is cancelled at once") {
   CHECK(w.stream.cancel(w.c, low, 2000)->state == "cancelled");
   CHECK(band_length(w, -1) == 0);
 }
+
+TEST_CASE("finished tasks are trimmed by age and by the bytes of their results") {
+  RedisServer server;
+  auto c = redis::Connection::open(server.endpoint()).value();
+  redis::TaskStream::Limits limits;
+  limits.finished = 1000;
+  limits.finished_max_age_ms = 10000;
+  limits.finished_max_bytes = 250;
+  redis::TaskStream stream("sp:", "echo", limits);
+  REQUIRE(stream.ensure_group(c).is_ok());
+  std::vector<std::uint64_t> ids;
+  for (int i = 0; i < 6; ++i) {
+    StreamTask t;
+    t.type = "echo";
+    t.idempotency_key = "k" + std::to_string(i);
+    ids.push_back(stream.submit(c, t, 1000).value());
+  }
+  auto got = stream.read(c, "node-a", 6, std::chrono::milliseconds(0)).value();
+  REQUIRE(got.size() == 6);
+  // Ended at 1000, 2000, ... 6000, each with a 100-byte result: 600 bytes in all.
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    REQUIRE(stream
+                .finish(c, got[i], "node-a", "completed", std::string(100, 'r'), "", "",
+                        1000 * static_cast<std::int64_t>(i + 1))
+                .value() == Fenced::kDone);
+  }
+  CHECK(c.command({"GET", "sp:echo:done:bytes"})->str == "600");
+  // At 12500 the first two (ended before 2500) are too old; then 400 bytes are over 250, so
+  // the two oldest left go too.
+  CHECK(stream.trim_finished(c, 12500, 1000).value() == 4);
+  for (std::size_t i = 0; i < 4; ++i) {
+    CHECK(stream.task(c, ids[i]).status().code() == Code::kNotFound);
+    CHECK(c.command({"EXISTS", "sp:idem:k" + std::to_string(i)})->integer == 0);
+  }
+  CHECK(stream.task(c, ids[4])->state == "completed");
+  CHECK(stream.task(c, ids[5])->state == "completed");
+  CHECK(c.command({"GET", "sp:echo:done:bytes"})->str == "200");
+  CHECK(c.command({"ZCARD", "sp:echo:done"})->integer == 2);
+  CHECK(stream.trim_finished(c, 12500, 1000).value() == 0);
+}

@@ -49,10 +49,12 @@ struct RedisConfig {
   std::string address;        // "unix:/path" or "host:port"; empty: none
   std::string password_file;  // empty: no AUTH; the file (mode 0600 or stricter) holds it
   std::uint32_t db = 0;
-  std::string prefix = "sandpool:";           // every key's
-  std::uint64_t dead_letters = 10000;         // kept per pool, newest
-  std::uint64_t finished = 100000;            // finished tasks kept per pool, newest
-  std::chrono::milliseconds heartbeat{1000};  // a node's beat; its key lives 3 beats
+  std::string prefix = "sandpool:";                     // every key's
+  std::uint64_t dead_letters = 10000;                   // kept per pool, newest
+  std::uint64_t finished = 100000;                      // finished tasks kept per pool, newest
+  std::chrono::milliseconds finished_max_age{3600000};  // and for at most this long
+  std::uint64_t finished_max_bytes = 64ULL << 20;       // and their results within this
+  std::chrono::milliseconds heartbeat{1000};            // a node's beat; its key lives 3 beats
   bool operator==(const RedisConfig&) const = default;
 };
 
