@@ -6,12 +6,12 @@
 //
 // Threads: submit() and submit_many() run on the service's request thread, task() on its
 // reads thread, the dead letters' replay and purge on its job thread; each of those three
-// has a connection of its own. Waits are answered by a
-// thread of their own (sp-redis-waits), which polls the awaited tasks' states (one pipelined
-// round trip every kWaitPoll while any is awaited): a task may end on any node, and Redis
-// tells nobody. That thread also reads the pools' summaries for status(), which any thread
-// may call. The feeders have their own threads (redis_feeder.hpp).
-// attach() and detach() run on the thread that starts, reloads or stops the service.
+// has a connection of its own. Waits are answered by a thread of their own (sp-redis-waits),
+// which polls the awaited tasks' states (one pipelined round trip every kWaitPoll while any
+// is awaited): a task may end on any node, and Redis tells nobody. That thread also reads the
+// pools' summaries for status(), which any thread may call. The feeders have their own threads
+// (redis_feeder.hpp). attach() and detach() run on the thread that starts, reloads or stops the
+// service.
 //
 // Failures: a call that cannot reach Redis answers kUnavailable naming the pool and the
 // server (the submitter was told nothing was accepted: it may submit again); a lane's

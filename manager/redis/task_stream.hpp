@@ -210,9 +210,9 @@ class TaskStream {
   Result<std::vector<std::vector<std::pair<std::string, std::string>>>> dead_letters(
       Connection& c, std::size_t max) const;
 
-  // Replay and purge of the pool's dead letters (docs/redis-pools.md, "Dead letters"). Which
-  // letters: an absent member matches any; with `task_id` the sweep looks for that task's
-  // letter, newest first, and stops at it (a task has one letter at a time: a replay removes
+  // Replay and purge of the pool's dead letters (docs/redis-pools.md, "Dead letters: replay and
+  // purge"). Which letters: an absent member matches any; with `task_id` the sweep looks for that
+  // task's letter, newest first, and stops at it (a task has one letter at a time: a replay removes
   // it). Without, it goes oldest first up to the newest letter when it began, so that a
   // replayed task that dies again (a new letter, after that one) is not replayed twice.
   struct LetterMatch {
