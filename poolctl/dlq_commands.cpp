@@ -161,6 +161,11 @@ int replay_with(const Cli& cli, DlqBackend& backend, const json& selector) {
     std::cout << b.value("replayed", 0) << " dead letters replayed\n";
     if (b.contains("ids") && !b["ids"].empty())
       std::cout << "task ids: " << b["ids"].dump() << "\n";
+    if (b.value("failed", 0) > 0) {
+      std::cout << b.value("failed", 0)
+                << " not replayed (left in place): " << b.value("first_error", std::string())
+                << "\n";
+    }
   });
 }
 

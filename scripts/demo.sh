@@ -178,7 +178,7 @@ if [ -t 0 ] && [ -t 1 ]; then
   wait "$load" 2>/dev/null || true
 fi
 
-say "14. Redis pools: two poold nodes share one pool through Redis; kill -9 one mid-batch, lose nothing; rate limits for the cluster"
+say "14. Redis pools: two poold nodes share one pool through Redis; kill -9 one mid-batch, lose nothing; the cluster's dead letters replayed and purged from any node; rate limits for the cluster"
 # docs/redis-pools.md. A redis-server of the demo's own, on a unix socket under ./var/cluster,
 # append-only with an fsync per write (what docs/operations.md recommends).
 mkdir -p var/cluster
@@ -210,6 +210,10 @@ pools:
     task_types: [upper]
     workers: {initial: 2}
     rate_limits: {pool: {tasks: 20, per: 1s, burst: 5}}
+  - name: shared-fail
+    backend: redis
+    plugin: build/plugins/libfail.so
+    workers: {initial: 1}
 YAML
 done
 show "cat var/cluster/a.yaml    # node b's differs only in its name, socket and state dir"
@@ -244,15 +248,25 @@ print("pool %s: %d finished, %d waiting, %d pending; node a claimed %d from the 
       (p["name"], p["finished"], p["stream_length"], p["pending"], p["claimed"]))
 for c in p["consumers"]:
     print("  consumer %-7s alive: %-5s pending: %d" % (c["name"], c["alive"], c["pending"]))'
-# Rate limits hold across the nodes: pool 'paced' starts 20 tasks a second (after a burst of
-# 5) on both nodes together, not on each (docs/redis-pools.md, "Rate limits").
-show "poold --config var/cluster/b.yaml &    # node b again (it waits out its old name's beats)"
+# The cluster's dead letters: made on node a, replayed and purged from node b (started again).
+show "poolctl --socket var/cluster/a.sock submit fail 'nope' --wait    # dead-lettered in Redis"
+"$ctl" --socket var/cluster/a.sock submit fail 'nope' --wait || true
+show "poold --config var/cluster/b.yaml &    # node b again, under its name"
 "$poold" --config var/cluster/b.yaml >>var/cluster/b.log 2>&1 &
 node_pids[1]=$!
 for _ in $(seq 1 200); do
   "$ctl" --socket var/cluster/b.sock status >/dev/null 2>&1 && break
   sleep 0.05
 done
+run --socket var/cluster/b.sock dlq list --pool shared-fail
+letter=$("$ctl" --socket var/cluster/b.sock dlq list --pool shared-fail --json |
+  grep -o '"letter_id": *[0-9]*' | head -1 | grep -o '[0-9]*$')
+run --socket var/cluster/b.sock dlq replay "$letter" || true
+show "poolctl --socket var/cluster/b.sock wait $letter    # it ran again, on a or b, and failed again"
+"$ctl" --socket var/cluster/b.sock wait "$letter" || true
+run --socket var/cluster/b.sock dlq purge --pool shared-fail
+# Rate limits hold across the nodes: pool 'paced' starts 20 tasks a second (after a burst of
+# 5) on both nodes together, not on each (docs/redis-pools.md, "Rate limits").
 paced() { # what node $1 shows of pool paced: FIELD...
   "$ctl" --socket "var/cluster/$1.sock" status --json | python3 -c 'import json, sys
 p = [p for p in json.load(sys.stdin)["redis"]["pools"] if p["name"] == "paced"][0]

@@ -221,21 +221,6 @@ Result<redis::Connection*> RedisPools::Lane::open() {
   return &*c_;
 }
 
-template <class F>
-auto RedisPools::Lane::with(F&& f) -> decltype(f(std::declval<redis::Connection&>())) {
-  std::lock_guard lk(mu_);
-  auto c = open();
-  if (!c) return c.status();
-  auto r = f(**c);
-  if ((*c)->broken()) {
-    failed_at_ = Clock::now();
-    last_ = r.status().is_ok() ? Status::error(Code::kUnavailable, "connection lost") : r.status();
-  } else {
-    last_ = Status::ok();
-  }
-  return r;
-}
-
 Status RedisPools::Lane::last() const {
   std::lock_guard lk(mu_);
   return last_;
@@ -262,8 +247,8 @@ Status RedisPools::attach(const PoolConfig& pc, Pool& local) {
   fo.limits.type_concurrency.clear();  // per node: the local pool's
   auto feeder = redis::RedisFeeder::start(local, std::move(fo));
   if (!feeder) return unavailable(name, feeder.status());
-  auto a = std::make_unique<Attached>(
-      Attached{redis::TaskStream(opts_.prefix, name, opts_.limits), std::move(feeder).value()});
+  auto a = std::make_unique<Attached>(Attached{redis::TaskStream(opts_.prefix, name, opts_.limits),
+                                               std::move(feeder).value(), &local});
   std::lock_guard lk(mu_);
   pools_[name] = std::move(a);
   return Status::ok();

@@ -5,12 +5,13 @@
 // the `redis` part of `status`.
 //
 // Threads: submit() and submit_many() run on the service's request thread, task() on its
-// reads thread; each of those two has a connection of its own. Waits are answered by a
-// thread of their own (sp-redis-waits), which polls the awaited tasks' states (one pipelined
-// round trip every kWaitPoll while any is awaited): a task may end on any node, and Redis
-// tells nobody. That thread also reads the pools' summaries for status(), which any thread
-// may call. The feeders have their own threads (redis_feeder.hpp).
-// attach() and detach() run on the thread that starts, reloads or stops the service.
+// reads thread, the dead letters' replay and purge on its job thread; each of those three
+// has a connection of its own. Waits are answered by a thread of their own (sp-redis-waits),
+// which polls the awaited tasks' states (one pipelined round trip every kWaitPoll while any
+// is awaited): a task may end on any node, and Redis tells nobody. That thread also reads the
+// pools' summaries for status(), which any thread may call. The feeders have their own threads
+// (redis_feeder.hpp). attach() and detach() run on the thread that starts, reloads or stops the
+// service.
 //
 // Failures: a call that cannot reach Redis answers kUnavailable naming the pool and the
 // server (the submitter was told nothing was accepted: it may submit again); a lane's
@@ -103,6 +104,20 @@ class RedisPools {
                                                const DeadLetterFilter& filter, std::size_t limit);
   // The dead letter of cluster task `id`, in whichever Redis pool has it (kNotFound: none).
   Result<DeadLetter> dead_letter(std::uint64_t id);
+  // Replay and purge of the dead letters in Redis (redis::TaskStream::replay_letters), on the
+  // service's job thread (a connection of its own), in chunks. By `filter` (its pool member
+  // aside) in Redis pool `pool`: what was replayed, purged and left.
+  Result<redis::TaskStream::LetterSweep> replay_letters(const std::string& pool,
+                                                        const DeadLetterFilter& filter);
+  Result<redis::TaskStream::LetterSweep> purge_letters(const std::string& pool,
+                                                       const DeadLetterFilter& filter);
+  // The letter of cluster task `id`, in the Redis pool its hash names (or, its hash evicted,
+  // whichever pool this node serves has it): replayed (the task keeps its id), or kNotFound
+  // (no such letter: never, or replayed or purged meanwhile), or kInvalidArgument (it was
+  // left: why).
+  Result<std::uint64_t> replay_letter(std::uint64_t id);
+  // Purges it; how many letters were (0 or 1).
+  Result<std::uint64_t> purge_letter(std::uint64_t id);
   // The task's account from its hash (kNotFound: Redis does not know it).
   Result<TaskResult> task(std::uint64_t id);
   // Calls `done` once, on the waits thread: with the task's account once it ends, or as it is
@@ -140,6 +155,7 @@ class RedisPools {
   struct Attached {
     redis::TaskStream stream;
     std::unique_ptr<redis::RedisFeeder> feeder;
+    Pool* local = nullptr;  // its max_timeout bounds a replay
   };
   struct Waiter {
     std::uint64_t id = 0;
@@ -150,6 +166,10 @@ class RedisPools {
   explicit RedisPools(Options options);
   Result<redis::TaskStream> stream_of(const std::string& pool) const;  // a copy
   Status unavailable(const std::string& pool, const Status& why) const;
+  // The served pools that may hold the letter of cluster task `id` (jobs lane).
+  Result<std::vector<std::string>> letter_pools(std::uint64_t id);
+  Result<redis::TaskStream::LetterSweep> sweep(const std::string& pool,
+                                               const DeadLetterFilter& filter, bool replay);
   void wait_loop();
   void refresh_summaries();  // the waits thread
 
@@ -160,7 +180,8 @@ class RedisPools {
   const redis::TaskStream any_;  // for what is not per pool (a task's hash)
   mutable std::mutex mu_;        // guards pools_
   std::map<std::string, std::unique_ptr<Attached>> pools_;
-  Lane requests_{opts_.endpoint}, reads_{opts_.endpoint}, waits_{opts_.endpoint};
+  Lane requests_{opts_.endpoint}, reads_{opts_.endpoint}, waits_{opts_.endpoint},
+      jobs_{opts_.endpoint};
 
   mutable std::mutex summary_mu_;  // guards summaries_
   std::map<std::string, Result<redis::TaskStream::Summary>> summaries_;
@@ -170,6 +191,21 @@ class RedisPools {
   bool stopping_ = false;
   std::thread waiter_;  // last: started once the rest exists
 };
+
+template <class F>
+auto RedisPools::Lane::with(F&& f) -> decltype(f(std::declval<redis::Connection&>())) {
+  std::lock_guard lk(mu_);
+  auto c = open();
+  if (!c) return c.status();
+  auto r = f(**c);
+  if ((*c)->broken()) {
+    failed_at_ = Clock::now();
+    last_ = r.status().is_ok() ? Status::error(Code::kUnavailable, "connection lost") : r.status();
+  } else {
+    last_ = Status::ok();
+  }
+  return r;
+}
 
 // A task's account as Redis keeps it, in the vocabulary of a local one.
 TaskResult to_task_result(const redis::StoredTask& t);

@@ -113,28 +113,55 @@ void Service::serve(const Request&, const ops::DlqSelector& a,
 
 void Service::serve(const Request&, const ops::DlqSelector& a,
                     const OpResponder<ops::DlqPurge>& res) {
-  Result<std::uint64_t> n = std::uint64_t{0};
-  if (a.id) {
-    n = store_->purge(*a.id);
-  } else if (a.filter) {
-    auto filter = filter_of(*a.filter);
-    if (!filter) return (void)res.error(filter.status());
-    n = store_->purge(*filter);
-  } else if (a.older_than_ms) {
-    using namespace std::chrono;
-    const auto now = duration_cast<milliseconds>(system_clock::now().time_since_epoch());
-    n = store_->purge_older_than((now - *a.older_than_ms).count());
-  } else if (a.all) {
-    n = store_->purge(DeadLetterFilter{});
-  } else {
-    return (void)res.error(Status::invalid("dlq_purge: id, filter, older_than_ms or all"));
-  }
+  auto n = dlq_purge(a);
   if (!n) return (void)res.error(n.status());
   res.ok(ops::DlqPurgeReply{*n});
 }
 
+// The Redis pools' letters are in Redis (docs/redis-pools.md, "Dead letters"): an id of 2^52
+// or more names a cluster task's letter; a filter without a pool, --older-than and --all
+// take the node's store and every Redis pool it serves.
+Result<std::uint64_t> Service::dlq_purge(const ops::DlqSelector& a) {
+  if (a.id) {
+    if (redis_ && RedisPools::is_cluster_id(*a.id)) return redis_->purge_letter(*a.id);
+    return store_->purge(*a.id);
+  }
+  DeadLetterFilter filter;
+  if (a.filter) {
+    auto parsed = filter_of(*a.filter);
+    if (!parsed) return parsed.status();
+    filter = *parsed;
+  } else if (a.older_than_ms) {
+    using namespace std::chrono;
+    const auto now = duration_cast<milliseconds>(system_clock::now().time_since_epoch());
+    filter.until_ms = (now - *a.older_than_ms).count();
+  } else if (!a.all) {
+    return Status::invalid("dlq_purge: id, filter, older_than_ms or all");
+  }
+  std::uint64_t purged = 0;
+  if (!redis_ || !filter.pool || !redis_->serves(*filter.pool)) {
+    auto n = store_->purge(filter);
+    if (!n) return n.status();
+    purged += *n;
+  }
+  if (!redis_) return purged;
+  for (const auto& [name, pool] : pools()) {
+    if ((filter.pool && *filter.pool != name) || !redis_->serves(name)) continue;
+    auto swept = redis_->purge_letters(name, filter);
+    if (!swept) return swept.status();
+    purged += swept->purged;
+  }
+  return purged;
+}
+
 Result<ops::DlqReplayReply> Service::dlq_replay(const ops::DlqSelector& a) {
   ops::DlqReplayReply out;
+  if (a.id && redis_ && RedisPools::is_cluster_id(*a.id)) {
+    auto id = redis_->replay_letter(*a.id);
+    if (!id) return id.status();
+    out.ids.push_back(*id);
+    return out;
+  }
   if (a.id) {
     auto letter = store_->get(*a.id);
     if (!letter) return Status::error(Code::kNotFound, letter.status().message());
@@ -153,14 +180,27 @@ Result<ops::DlqReplayReply> Service::dlq_replay(const ops::DlqSelector& a) {
   } else if (!a.all) {
     return Status::invalid("dlq_replay: id, filter or all");
   }
+  const auto failed = [&out](std::uint64_t n, const Status& why) {
+    out.failed += n;
+    if (out.first_error.empty()) out.first_error = why.to_string();
+  };
   for (const auto& [name, pool] : pools()) {
     if (filter.pool && *filter.pool != name) continue;
     DeadLetterFilter mine = filter;
     mine.pool = name;
+    if (redis_ && redis_->serves(name)) {
+      auto swept = redis_->replay_letters(name, mine);
+      if (!swept) {
+        failed(1, swept.status());
+        continue;
+      }
+      out.ids.insert(out.ids.end(), swept->replayed.begin(), swept->replayed.end());
+      if (swept->refused != 0) failed(swept->refused, Status::invalid(swept->first_refusal));
+      continue;
+    }
     auto report = pool->replay_matching(mine, replay_callbacks());
     if (!report) {
-      ++out.failed;
-      if (out.first_error.empty()) out.first_error = report.status().message();
+      failed(1, report.status());
       continue;
     }
     for (const Ticket& t : report->tickets) out.ids.push_back(t.id());

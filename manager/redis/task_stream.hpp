@@ -210,6 +210,39 @@ class TaskStream {
   Result<std::vector<std::vector<std::pair<std::string, std::string>>>> dead_letters(
       Connection& c, std::size_t max) const;
 
+  // Replay and purge of the pool's dead letters (docs/redis-pools.md, "Dead letters: replay and
+  // purge"). Which letters: an absent member matches any; with `task_id` the sweep looks for that
+  // task's letter, newest first, and stops at it (a task has one letter at a time: a replay removes
+  // it). Without, it goes oldest first up to the newest letter when it began, so that a
+  // replayed task that dies again (a new letter, after that one) is not replayed twice.
+  struct LetterMatch {
+    std::optional<std::string> type, reason;
+    std::optional<std::uint64_t> task_id;
+    std::optional<std::int64_t> from_ms, until_ms;  // dead_lettered_ms >= from, < until
+  };
+  struct LetterSweep {
+    std::vector<std::uint64_t> replayed;  // the tasks put back, in the order of their letters
+    std::uint64_t purged = 0;
+    std::uint64_t refused = 0;  // letters a replay left in place (their task is live, ...)
+    std::string first_refusal;  // why the first was; "" when none
+  };
+  // Letters per script call: Redis runs one script at a time, so a sweep blocks it for one
+  // chunk's work at most (a few ms), and the nodes' scripts run between the chunks.
+  static constexpr std::size_t kLetterChunk = 256;
+  // Each matching letter, in one script with its removal from the dead-letter stream, goes
+  // back into the pool's stream as its task: the same id, type, payload and options, a fresh
+  // count of attempts (the hash's attempts and history are cleared, its state `queued`, it
+  // leaves the finished set). So two replays of one letter at once give one task: the second
+  // finds it gone. A letter is left (`refused`) when its task is live (queued, waiting out a
+  // backoff), when it is not a task (no id or type), or when its timeout_ms is over
+  // `max_timeout_ms` (the pool's task_defaults.max_timeout).
+  Result<LetterSweep> replay_letters(Connection& c, const LetterMatch& m, std::int64_t now_ms,
+                                     std::int64_t max_timeout_ms,
+                                     std::size_t chunk = kLetterChunk) const;
+  // Deletes each matching letter (the task's hash stays, until evicted as a finished task).
+  Result<LetterSweep> purge_letters(Connection& c, const LetterMatch& m,
+                                    std::size_t chunk = kLetterChunk) const;
+
   // What `status` shows of the pool in Redis: the streams (summed over the bands), the pending
   // entries, the later and finished tasks, the dead letters, and each consumer of the group
   // (over the bands: its pending entries summed, its least idle time; alive: its node's
@@ -264,6 +297,9 @@ class TaskStream {
  private:
   StreamEntry parse_entry(const Reply& entry, Band band) const;
   Connection::Call submit_call(const StreamTask& t, std::int64_t now_ms) const;
+  Result<LetterSweep> sweep_letters(Connection& c, bool replay, const LetterMatch& m,
+                                    std::int64_t now_ms, std::int64_t max_timeout_ms,
+                                    std::size_t chunk) const;
 
   static std::size_t index_of(Band band) { return static_cast<std::size_t>(1 - band); }
   const std::string& stream_of(const StreamEntry& e) const { return stream_key(e.band); }

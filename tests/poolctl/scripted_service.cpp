@@ -272,7 +272,12 @@ void ScriptedService::answer_dlq(const Request& r, const Responder& out) {
     out.ok(letter, "the payload");
   } else if (r.op == "dlq_replay") {
     const json ids = r.args.contains("id") ? json::array({201}) : json::array({201, 202});
-    out.ok({{"replayed", ids.size()}, {"ids", ids}});
+    json reply = {{"replayed", ids.size()}, {"ids", ids}};
+    if (r.args.contains("filter")) {  // one letter left, as a Redis pool's of a live task
+      reply["failed"] = 1;
+      reply["first_error"] = "invalid_argument: task 7 is live (queued): its letter was left";
+    }
+    out.ok(reply);
   } else {
     out.ok({{"purged", r.args.contains("id") ? 1 : 2}});
   }
