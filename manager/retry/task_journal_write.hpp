@@ -4,12 +4,11 @@
 
 #include <chrono>
 #include <cstdint>
-#include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include <sandpool/task_journal.hpp>
 
+#include "retry/id_table.hpp"
 #include "retry/journal_records.hpp"
 
 namespace sandpool {
@@ -44,9 +43,9 @@ struct TaskJournal::RoundPlan {
   struct At {
     std::size_t write = 0, task = 0;
   };
-  std::unordered_map<std::uint64_t, At> accepted;  // task id: its accept in the round
-  std::unordered_set<std::uint64_t> finished;      // tasks whose accept writes their end
-  std::unordered_set<std::uint64_t> later;  // tasks with a requeue, attempt end or finish after
+  IdTable<At> accepted;  // task id: its accept in the round
+  IdSet finished;        // tasks whose accept writes their end
+  IdSet later;           // tasks with a requeue, attempt end or finish after
 };
 
 // What the writer's last round did with the journal's writes, published to the stats (under
@@ -84,8 +83,8 @@ struct TaskJournal::Tx {
   journal_log::BodyWriter writer;
   bool open = false;  // a body was begun
   // Tasks this transaction accepts (their accept, in taken_) and ends, for the records after.
-  std::unordered_map<std::uint64_t, const JournalTask*> accepted;
-  std::unordered_set<std::uint64_t> ended;
+  IdTable<const JournalTask*> accepted;
+  IdSet ended;
   std::uint64_t highest = 0;  // the highest id of those, 0 when none
   std::uint64_t carried = 0;  // tasks carried forward
 

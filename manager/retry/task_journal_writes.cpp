@@ -110,11 +110,11 @@ void TaskJournal::plan_round() {
         p.accepted.try_emplace(w.tasks[k].task.id, RoundPlan::At{i, k});
       }
     } else if (w.kind == Write::Kind::kFinish) {
-      const auto at = p.accepted.find(w.task_id);
-      if (at == p.accepted.end()) continue;
-      Write& accept = *taken_[at->second.write];
+      const RoundPlan::At* at = p.accepted.find(w.task_id);
+      if (at == nullptr) continue;
+      Write& accept = *taken_[at->write];
       if (accept.ends.empty()) accept.ends.assign(accept.tasks.size(), 0);
-      accept.ends[at->second.task] = i + 1;
+      accept.ends[at->task] = i + 1;
       w.covered = true;
       p.finished.insert(w.task_id);
     }
@@ -134,7 +134,7 @@ void TaskJournal::plan_round() {
 
 const JournalTask* TaskJournal::Tx::open_task(const JournalState& st, std::uint64_t id) const {
   if (ended.count(id) > 0) return nullptr;
-  if (const auto it = accepted.find(id); it != accepted.end()) return it->second;
+  if (const JournalTask* const* t = accepted.find(id)) return *t;
   return st.unfinished_task(id);
 }
 
@@ -159,7 +159,7 @@ Status TaskJournal::write_range(SqliteDb& db, std::size_t i, std::size_t j, bool
   Tx& tx = *tx_;
   const JournalState& st = *state_;
   using Item = Tx::Item;
-  auto whole = [&](JournalTask t, std::size_t write) {
+  auto whole = [&](JournalTask&& t, std::size_t write) {
     const std::uint64_t id = t.task.id;
     const std::size_t bytes = tx.append([&](journal_log::BodyWriter& b) { b.task(t); });
     tx.items.push_back({Item::Kind::kWhole, tx.next_seq, bytes, write, 0, tx.wholes.size(), id});
@@ -187,7 +187,7 @@ Status TaskJournal::write_range(SqliteDb& db, std::size_t i, std::size_t j, bool
           }
           const std::size_t bytes = tx.append([&](journal_log::BodyWriter& b) { b.task(t); });
           tx.items.push_back({Item::Kind::kAccepted, tx.next_seq, bytes, k, n, 0, t.task.id});
-          tx.accepted.emplace(t.task.id, &t);
+          tx.accepted.try_emplace(t.task.id, &t);
           tx.highest = std::max(tx.highest, t.task.id);
         }
         break;
