@@ -104,15 +104,15 @@ void TaskJournal::plan_round() {
   for (std::size_t i = 0; i < taken_.size(); ++i) {
     Write& w = *taken_[i];
     w.covered = false;
-    w.ends.clear();
     if (w.kind == Write::Kind::kAccept) {
-      for (std::size_t k = 0; k < w.tasks.size(); ++k) {
-        p.accepted.try_emplace(w.tasks[k].task.id, RoundPlan::At{i, k});
+      w.accept->ends.clear();
+      for (std::size_t k = 0; k < w.accept->tasks.size(); ++k) {
+        p.accepted.try_emplace(w.accept->tasks[k].task.id, RoundPlan::At{i, k});
       }
     } else if (w.kind == Write::Kind::kFinish) {
       const RoundPlan::At* at = p.accepted.find(w.task_id);
       if (at == nullptr) continue;
-      Write& accept = *taken_[at->write];
+      Write::Accept& accept = *taken_[at->write]->accept;
       if (accept.ends.empty()) accept.ends.assign(accept.tasks.size(), 0);
       accept.ends[at->task] = i + 1;
       w.covered = true;
@@ -173,13 +173,14 @@ Status TaskJournal::write_range(SqliteDb& db, std::size_t i, std::size_t j, bool
     switch (w.kind) {
       case Write::Kind::kAccept: {
         // Ids are new to the journal, to this transaction and within the batch.
-        w.duplicate = !ids_rise_above(w.tasks, std::max(st.highest(), tx.highest)) &&
-                      !ids_unseen(w.tasks, st, tx.accepted, tx.ended);
+        Write::Accept& a = *w.accept;
+        w.duplicate = !ids_rise_above(a.tasks, std::max(st.highest(), tx.highest)) &&
+                      !ids_unseen(a.tasks, st, tx.accepted, tx.ended);
         if (w.duplicate) break;
-        for (std::size_t n = 0; n < w.tasks.size(); ++n) {
-          JournalTask& t = w.tasks[n];
+        for (std::size_t n = 0; n < a.tasks.size(); ++n) {
+          JournalTask& t = a.tasks[n];
           as_accepted(t, w.at_ms);
-          const std::size_t end_at = planned && !w.ends.empty() ? w.ends[n] : 0;
+          const std::size_t end_at = planned && !a.ends.empty() ? a.ends[n] : 0;
           if (end_at != 0) {
             const Write& f = *taken_[end_at - 1];
             whole(ended(t, *f.final_account, f.at_ms, 0), k);
@@ -198,11 +199,11 @@ Status TaskJournal::write_range(SqliteDb& db, std::size_t i, std::size_t j, bool
         if (tx.open_task(st, w.task_id) == nullptr) break;  // a no-op, as in a replay
         const std::size_t bytes = tx.append([&](journal_log::BodyWriter& b) {
           if (w.kind == Write::Kind::kStart) {
-            b.start(w.task_id, w.attempt, w.at_ms);
+            b.start(w.task_id, w.start(), w.at_ms);
           } else if (w.kind == Write::Kind::kRequeue) {
             b.requeue(w.task_id, w.at_ms);
           } else {
-            b.attempt(w.task_id, w.attempt, w.next, w.retry_due_ms, w.at_ms);
+            b.attempt(w.task_id, *w.ended, w.next, w.retry_due_ms, w.at_ms);
           }
         });
         tx.items.push_back({Item::Kind::kStep, tx.next_seq, bytes, k, 0, 0, w.task_id});
@@ -257,7 +258,7 @@ void TaskJournal::transaction_ended(bool committed) {
     for (Tx::Item& it : tx.items) {
       switch (it.kind) {
         case Tx::Item::Kind::kAccepted:
-          st.apply_task(it.seq, std::move(taken_[it.write]->tasks[it.task]), it.bytes);
+          st.apply_task(it.seq, std::move(taken_[it.write]->accept->tasks[it.task]), it.bytes);
           break;
         case Tx::Item::Kind::kWhole:
           st.apply_task(it.seq, std::move(tx.wholes[it.whole]), it.bytes);
@@ -268,11 +269,11 @@ void TaskJournal::transaction_ended(bool committed) {
         case Tx::Item::Kind::kStep: {
           const Write& w = *taken_[it.write];
           if (w.kind == Write::Kind::kStart) {
-            st.apply_start(it.seq, w.task_id, w.attempt, it.bytes);
+            st.apply_start(it.seq, w.task_id, w.start(), it.bytes);
           } else if (w.kind == Write::Kind::kRequeue) {
             st.apply_requeue(it.seq, w.task_id, it.bytes);
           } else {
-            st.apply_attempt(it.seq, w.task_id, w.attempt, w.next, w.retry_due_ms, it.bytes);
+            st.apply_attempt(it.seq, w.task_id, *w.ended, w.next, w.retry_due_ms, it.bytes);
           }
           break;
         }
@@ -318,11 +319,11 @@ void TaskJournal::resolve(std::size_t i, const Status& committed) {
                           "task journal: an id of the batch is journaled already (ids are unique)")
           : committed;
   if (s) {
-    round_->accepted_tasks += w.tasks.size();
+    round_->accepted_tasks += w.task_count();
     if (w.kind != Write::Kind::kAccept) ++round_->records;
   } else if (w.kind == Write::Kind::kAccept) {
     ++round_->refused_batches;
-    round_->refused_tasks += w.tasks.size();
+    round_->refused_tasks += w.task_count();
     if (round_->error.empty()) round_->error = s.to_string();
   } else {
     log_->error("task journal {}: the database refuses a write for task {}: {}", store_.path(),
