@@ -116,13 +116,12 @@ void PoolLoop::journal_accept(const std::vector<TaskPtr>& tasks, std::shared_ptr
   std::vector<JournalTask> rows;
   rows.reserve(tasks.size());
   for (const TaskPtr& task : tasks) {
-    JournalTask j;
+    JournalTask& j = rows.emplace_back();  // in place: a JournalTask is over 500 bytes
     j.task.id = task->id;
     j.task.type = task->type;
     j.pool = opts_.name;
     j.payload = task->payload;
     j.options = JournalTaskOptions::from(task->opts);
-    rows.push_back(std::move(j));
   }
   std::weak_ptr<PoolLoop> self = weak_from_this();
   journal_->accept(std::move(rows), [self, tasks, batch](const Status& s) {

@@ -31,10 +31,11 @@ constexpr const char* kInsertRound = "INSERT INTO journal_rounds (seq, body) VAL
 Status storage_error(const Status& s) { return Status::error(s.code(), "storage: " + s.message()); }
 
 // A task's end as a whole-task record: what the journal keeps of a finished task (its
-// account and options, not its payload).
-JournalTask ended(const JournalTask& meta, const TaskResult& account, std::int64_t at_ms,
-                  std::uint64_t letter_id) {
-  JournalTask t;
+// account and options, not its payload). Built in place (`t` is new): a JournalTask is over
+// 500 bytes, and a task's end is moved twice more before it is done (into the state, and
+// destroyed with the transaction's).
+void ended_into(JournalTask& t, const JournalTask& meta, const TaskResult& account,
+                std::int64_t at_ms, std::uint64_t letter_id) {
   t.task = account;
   t.task.dead_letter_pending = false;
   if (t.task.type.empty()) t.task.type = meta.task.type;
@@ -46,7 +47,6 @@ JournalTask ended(const JournalTask& meta, const TaskResult& account, std::int64
   t.submitted_ms = meta.submitted_ms;
   t.finished_ms = at_ms;
   t.letter_id = letter_id;
-  return t;
 }
 
 // Whether the batch's ids rise strictly, from above `highest`: then none is journaled or
@@ -159,11 +159,14 @@ Status TaskJournal::write_range(SqliteDb& db, std::size_t i, std::size_t j, bool
   Tx& tx = *tx_;
   const JournalState& st = *state_;
   using Item = Tx::Item;
-  auto whole = [&](JournalTask&& t, std::size_t write) {
+  // A task's end, as taken_[end] has it, of the task `meta` (not in tx.wholes).
+  auto whole = [&](const JournalTask& meta, const Write& end, std::size_t write) {
+    JournalTask& t = tx.wholes.emplace_back();
+    ended_into(t, meta, *end.final_account, end.at_ms, 0);
     const std::uint64_t id = t.task.id;
     const std::size_t bytes = tx.append([&](journal_log::BodyWriter& b) { b.task(t); });
-    tx.items.push_back({Item::Kind::kWhole, tx.next_seq, bytes, write, 0, tx.wholes.size(), id});
-    tx.wholes.push_back(std::move(t));
+    tx.items.push_back(
+        {Item::Kind::kWhole, tx.next_seq, bytes, write, 0, tx.wholes.size() - 1, id});
     tx.ended.insert(id);
     tx.highest = std::max(tx.highest, id);
   };
@@ -182,8 +185,7 @@ Status TaskJournal::write_range(SqliteDb& db, std::size_t i, std::size_t j, bool
           as_accepted(t, w.at_ms);
           const std::size_t end_at = planned && !a.ends.empty() ? a.ends[n] : 0;
           if (end_at != 0) {
-            const Write& f = *taken_[end_at - 1];
-            whole(ended(t, *f.final_account, f.at_ms, 0), k);
+            whole(t, *taken_[end_at - 1], k);
             continue;
           }
           const std::size_t bytes = tx.append([&](journal_log::BodyWriter& b) { b.task(t); });
@@ -211,7 +213,7 @@ Status TaskJournal::write_range(SqliteDb& db, std::size_t i, std::size_t j, bool
       }
       case Write::Kind::kFinish: {
         const JournalTask* meta = tx.open_task(st, w.task_id);
-        if (meta != nullptr) whole(ended(*meta, *w.final_account, w.at_ms, 0), k);
+        if (meta != nullptr) whole(*meta, w, k);
         break;
       }
     }
@@ -235,11 +237,11 @@ Status TaskJournal::write_dead_lettered(SqliteDb& db, const DeadLetter& letter,
   if (meta == nullptr) return Status::ok();  // not journaled, or ended already
   TaskResult account = letter.task;
   account.state = TaskState::kDeadLettered;
-  JournalTask t = ended(*meta, account, letter.dead_lettered_ms, letter_id);
+  JournalTask& t = tx.wholes.emplace_back();
+  ended_into(t, *meta, account, letter.dead_lettered_ms, letter_id);
   const std::size_t bytes = tx.append([&](journal_log::BodyWriter& b) { b.task(t); });
   tx.items.push_back(
-      {Tx::Item::Kind::kWhole, tx.next_seq, bytes, 0, 0, tx.wholes.size(), letter.task.id});
-  tx.wholes.push_back(std::move(t));
+      {Tx::Item::Kind::kWhole, tx.next_seq, bytes, 0, 0, tx.wholes.size() - 1, letter.task.id});
   tx.ended.insert(letter.task.id);
   tx.highest = std::max(tx.highest, letter.task.id);
   if (tx.body.size() >= kMaxBody) return flush_body(db);
