@@ -85,7 +85,7 @@ TaskPtr PoolCore::find_task(std::uint64_t id) const {
     }
   }
   if (auto it = letters_pending_.find(id); it != letters_pending_.end()) return it->second.first;
-  if (auto it = ends_pending_.find(id); it != ends_pending_.end()) return it->second;
+  if (TaskPtr t = ends_pending_.find(id)) return t;
   return finished_.find(id);
 }
 
@@ -110,7 +110,7 @@ std::vector<TaskPtr> PoolCore::list_tasks(const std::function<bool(const TaskRec
     for (const TaskPtr& t : w.backlog) take(t);
   }
   for (const auto& [id, p] : letters_pending_) take(p.first);
-  for (const auto& [id, t] : ends_pending_) take(t);
+  ends_pending_.for_each(take);
   finished_.for_each_newest([&](const TaskPtr& t) {
     take(t);
     return out.size() < limit;

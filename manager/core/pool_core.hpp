@@ -30,6 +30,7 @@
 #include "core/dispatcher.hpp"
 #include "core/finished_tasks.hpp"
 #include "core/flow_gates.hpp"
+#include "core/pending_ends.hpp"
 #include "core/task_queue.hpp"
 #include "core/task_record.hpp"
 #include "core/tenant_counts.hpp"
@@ -377,8 +378,8 @@ class PoolCore {
   // Tasks decided dead-lettered whose letter the sink is writing, by id.
   std::map<std::uint64_t, std::pair<TaskPtr, DeadReason>> letters_pending_;
   std::function<bool(const TaskPtr&)> dead_letter_sink_;
-  // Tasks ended completed or cancelled whose journaled end is being written, by id.
-  std::map<std::uint64_t, TaskPtr> ends_pending_;
+  // Tasks ended completed or cancelled whose journaled end is being written, in that order.
+  PendingEnds ends_pending_;
   TaskJournalHooks journal_;
 
   // Workers, each with its ring and backlog.

@@ -168,19 +168,17 @@ void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason, s
     std::lock_guard lock(task->mu);
     task->account.dead_letter_pending = false;
   } else if (state != TaskState::kDeadLettered && journal_.end) {
-    ends_pending_.emplace(task->id, task);
+    ends_pending_.push(task);
     if (journal_.end(task)) return;  // on_end_written() ends it
-    ends_pending_.erase(task->id);
+    ends_pending_.pop_last();
   }
   complete(task, state, reason);
 }
 
 void PoolCore::on_end_written(std::uint64_t id, std::int64_t now) {
   clock_ns_ = now;
-  auto it = ends_pending_.find(id);
-  if (it == ends_pending_.end()) return;
-  TaskPtr task = std::move(it->second);
-  ends_pending_.erase(it);
+  TaskPtr task = ends_pending_.take(id);
+  if (!task) return;
   complete(task, task->account.state, DeadReason::kNone);  // final: only the loop writes it
   settle(now);
 }

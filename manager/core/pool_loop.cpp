@@ -183,7 +183,7 @@ void PoolLoop::run() {
   }
   // The end: kill what is left (nothing, after a clean close), then serve late queries. Their
   // records go to the journal at once: late queries may run on other threads.
-  if (journal_batching_) journal_->hand_over(journal_records_);
+  if (journal_batching_) hand_over_turn();
   journal_batching_ = false;
   links_->clear();
   mailbox_.end(*core_);
@@ -197,7 +197,7 @@ bool PoolLoop::iterate(std::int64_t now) {
   if (now >= core_->next_deadline()) core_->on_tick(now);
   work |= links_->report_failed_spawns(now);
   links_->flush();
-  if (journal_batching_) journal_->hand_over(journal_records_);
+  if (journal_batching_) hand_over_turn();
   // Before after_iteration() wakes idle waiters, and before a possible sleep: current
   // whenever somebody could have waited for the loop.
   publish_stats(now, !work);

@@ -183,6 +183,13 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   // while one message is on its way join it: one mailbox message per writer round, not per
   // task.
   void end_written(std::uint64_t task_id);
+  // The same for several (one turn's ends), with one lock and at most one message.
+  void ends_written(const std::vector<std::uint64_t>& task_ids);
+  // Posts the message that takes ends_written_ to the core.
+  void post_ends_written();
+  // While run() turns: queues the turn's ends (turn_ends_) after its other records, the
+  // last with the one callback that answers them all, and hands the turn's records over.
+  void hand_over_turn();
   // After launch, with a journal: ids above the journal's highest, and this pool's
   // unfinished tasks queued again (PoolCore::recover).
   Status recover_journal();
@@ -197,6 +204,9 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   TaskJournal* journal_ = nullptr;  // set at construction, immutable after
   // The loop thread's, while run() turns: the records of this turn, handed over at its end.
   TaskJournal::Records journal_records_;
+  // The tasks this turn ended whose finish() is queued at the turn's end (hand_over_turn):
+  // one callback for the turn's ends instead of a std::function each.
+  std::vector<TaskPtr> turn_ends_;
   bool journal_batching_ = false;
   bool in_end_hook_ = false;  // the thread in the `end` hook: within its finish()
   bool end_inline_ = false;   // the same: the journal answered within finish() itself

@@ -108,7 +108,7 @@ void JournalState::apply(std::uint64_t seq, journal_log::Record& r) {
   }
 }
 
-void JournalState::apply_task(std::uint64_t seq, JournalTask t, std::size_t bytes) {
+void JournalState::apply_task(std::uint64_t seq, JournalTask&& t, std::size_t bytes) {
   const std::uint64_t id = t.task.id;
   raise_highest(id);
   auto it = tasks_.find(id);

@@ -51,7 +51,7 @@ class JournalState {
   // Applies one record of round `seq`, as replay or a commit meets it.
   void apply(std::uint64_t seq, journal_log::Record& r);
   // A whole-task record: the task as it stands (an accept, an end, a copy carried forward).
-  void apply_task(std::uint64_t seq, JournalTask t, std::size_t bytes);
+  void apply_task(std::uint64_t seq, JournalTask&& t, std::size_t bytes);
   void apply_start(std::uint64_t seq, std::uint64_t id, const Attempt& start, std::size_t bytes);
   void apply_requeue(std::uint64_t seq, std::uint64_t id, std::size_t bytes);
   void apply_attempt(std::uint64_t seq, std::uint64_t id, const Attempt& ended, TaskState next,

@@ -61,7 +61,9 @@ void TaskJournal::Records::start(std::uint64_t task_id, const Attempt& start) {
   Write& w = writes_.emplace_back();
   w.kind = Write::Kind::kStart;
   w.task_id = task_id;
-  w.attempt = start;
+  w.start_number = start.number;
+  w.start_pid = start.worker_pid;
+  w.started_ms = start.started_ms;
 }
 
 void TaskJournal::Records::requeue(std::uint64_t task_id) {
@@ -75,7 +77,7 @@ void TaskJournal::Records::attempt(std::uint64_t task_id, const Attempt& ended, 
   Write& w = writes_.emplace_back();
   w.kind = Write::Kind::kAttempt;
   w.task_id = task_id;
-  w.attempt = ended;
+  w.ended = std::make_unique<Attempt>(ended);
   w.next = next;
   w.retry_due_ms = retry_due_ms;
 }
@@ -105,7 +107,7 @@ void TaskJournal::queue_chunk(std::vector<Write>& writes, bool reuse) {
     w.at_ms = now_ms;
     if (w.kind != Write::Kind::kAccept) continue;
     if (!since) since = std::chrono::steady_clock::now();
-    w.since = *since;
+    w.accept->since = *since;
   }
   {
     std::unique_lock lk(store_.mu_);
@@ -115,7 +117,7 @@ void TaskJournal::queue_chunk(std::vector<Write>& writes, bool reuse) {
       const bool was_empty = queue_head_ == queue_.size();
       for (Write& w : writes) {
         w.seq = next_seq_++;
-        queued_tasks_ += w.tasks.size();
+        queued_tasks_ += w.task_count();
       }
       queued_writes_ += writes.size();
       if (was_empty) {
@@ -154,7 +156,8 @@ void TaskJournal::accept(std::vector<JournalTask> tasks, JournalCommitted on_com
   Records one;
   Write& w = one.writes_.emplace_back();
   w.kind = Write::Kind::kAccept;
-  w.tasks = std::move(tasks);
+  w.accept = std::make_unique<Write::Accept>();
+  w.accept->tasks = std::move(tasks);
   w.on_committed = std::move(on_committed);
   queue_chunk(one.writes_, false);
 }
@@ -242,7 +245,7 @@ std::chrono::steady_clock::time_point TaskJournal::group_deadline_locked() const
   }
   for (std::size_t i = queue_head_; i < queue_.size(); ++i) {
     for (const Write& w : queue_[i]) {
-      if (w.kind == Write::Kind::kAccept) return w.since + opts_.group_commit;
+      if (w.kind == Write::Kind::kAccept) return w.accept->since + opts_.group_commit;
     }
   }
   return std::chrono::steady_clock::now();
@@ -254,7 +257,7 @@ namespace {
 
 std::uint64_t tasks_in(const std::vector<TaskJournal::Write>& chunk) {
   std::uint64_t n = 0;
-  for (const TaskJournal::Write& w : chunk) n += w.tasks.size();
+  for (const TaskJournal::Write& w : chunk) n += w.task_count();
   return n;
 }
 
@@ -323,7 +326,7 @@ void TaskJournal::untake_locked() {
     std::vector<Write> left;
     left.reserve(taken_.size());
     for (Write* w : taken_) {
-      queued_tasks_ += w->tasks.size();
+      queued_tasks_ += w->task_count();
       left.push_back(std::move(*w));
     }
     queued_writes_ += left.size();

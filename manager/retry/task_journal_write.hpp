@@ -4,12 +4,12 @@
 
 #include <chrono>
 #include <cstdint>
-#include <unordered_map>
-#include <unordered_set>
+#include <memory>
 #include <vector>
 
 #include <sandpool/task_journal.hpp>
 
+#include "retry/id_table.hpp"
 #include "retry/journal_records.hpp"
 
 namespace sandpool {
@@ -18,25 +18,44 @@ class JournalState;
 
 struct TaskJournal::Write {
   enum class Kind : std::uint8_t { kAccept, kStart, kRequeue, kAttempt, kFinish };
+  // kAccept's own, out of line: a batch is one write among thousands of records a round, and
+  // a record is half the size without it (the loop builds them, the writer reads them).
+  struct Accept {
+    std::vector<JournalTask> tasks;
+    std::chrono::steady_clock::time_point since;  // when queued
+    // Per task, 1 + the index in the round of its kFinish, which this accept writes as a
+    // finished row (0: none; empty: none for the whole batch).
+    std::vector<std::size_t> ends;
+  };
   Kind kind = Kind::kAccept;
-  std::vector<JournalTask> tasks;       // kAccept
-  std::uint64_t task_id = 0;            // the others
-  Attempt attempt;                      // kStart: the start; kAttempt: the ended attempt
   TaskState next = TaskState::kQueued;  // kAttempt
-  std::int64_t retry_due_ms = 0;        // kAttempt into kRetryWait
-  std::shared_ptr<const TaskResult> final_account;  // kFinish (final: nobody writes it)
-  JournalCommitted on_committed;                    // kAccept, kFinish (may be empty)
-  std::int64_t at_ms = 0;                           // wall clock when queued
-  std::uint64_t seq = 0;                            // queue order, from 1
-  std::chrono::steady_clock::time_point since;
   // kAccept: refused, an id of the batch is journaled already (set while written).
   bool duplicate = false;
   // The round's plan (TaskJournal::plan_round), followed only when the whole round is
   // written in one transaction; a write tried alone after a failed round ignores it.
   bool covered = false;  // a later write of the round supersedes this one: not written
-  // kAccept: per task, 1 + the index in the round of its kFinish, which this accept writes
-  // as a finished row (0: none; empty: none for the whole batch).
-  std::vector<std::size_t> ends;
+  // kStart: the start's number, worker pid and time (an Attempt's fields).
+  std::uint32_t start_number = 0;
+  std::int32_t start_pid = 0;
+  std::int64_t started_ms = 0;
+  std::uint64_t task_id = 0;                        // all but kAccept
+  std::unique_ptr<Accept> accept;                   // kAccept
+  std::unique_ptr<Attempt> ended;                   // kAttempt: the ended attempt
+  std::int64_t retry_due_ms = 0;                    // kAttempt into kRetryWait
+  std::shared_ptr<const TaskResult> final_account;  // kFinish (final: nobody writes it)
+  JournalCommitted on_committed;                    // kAccept, kFinish (may be empty)
+  std::int64_t at_ms = 0;                           // wall clock when queued
+  std::uint64_t seq = 0;                            // queue order, from 1
+
+  std::size_t task_count() const { return accept ? accept->tasks.size() : 0; }
+  // kStart: the start as an Attempt.
+  Attempt start() const {
+    Attempt a;
+    a.number = start_number;
+    a.worker_pid = start_pid;
+    a.started_ms = started_ms;
+    return a;
+  }
 };
 
 // plan_round()'s scratch space, kept between rounds so that its tables keep their buckets.
@@ -44,9 +63,9 @@ struct TaskJournal::RoundPlan {
   struct At {
     std::size_t write = 0, task = 0;
   };
-  std::unordered_map<std::uint64_t, At> accepted;  // task id: its accept in the round
-  std::unordered_set<std::uint64_t> finished;      // tasks whose accept writes their end
-  std::unordered_set<std::uint64_t> later;  // tasks with a requeue, attempt end or finish after
+  IdTable<At> accepted;  // task id: its accept in the round
+  IdSet finished;        // tasks whose accept writes their end
+  IdSet later;           // tasks with a requeue, attempt end or finish after
 };
 
 // What the writer's last round did with the journal's writes, published to the stats (under
@@ -84,8 +103,8 @@ struct TaskJournal::Tx {
   journal_log::BodyWriter writer;
   bool open = false;  // a body was begun
   // Tasks this transaction accepts (their accept, in taken_) and ends, for the records after.
-  std::unordered_map<std::uint64_t, const JournalTask*> accepted;
-  std::unordered_set<std::uint64_t> ended;
+  IdTable<const JournalTask*> accepted;
+  IdSet ended;
   std::uint64_t highest = 0;  // the highest id of those, 0 when none
   std::uint64_t carried = 0;  // tasks carried forward
 

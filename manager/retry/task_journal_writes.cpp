@@ -31,10 +31,11 @@ constexpr const char* kInsertRound = "INSERT INTO journal_rounds (seq, body) VAL
 Status storage_error(const Status& s) { return Status::error(s.code(), "storage: " + s.message()); }
 
 // A task's end as a whole-task record: what the journal keeps of a finished task (its
-// account and options, not its payload).
-JournalTask ended(const JournalTask& meta, const TaskResult& account, std::int64_t at_ms,
-                  std::uint64_t letter_id) {
-  JournalTask t;
+// account and options, not its payload). Built in place (`t` is new): a JournalTask is over
+// 500 bytes, and a task's end is moved twice more before it is done (into the state, and
+// destroyed with the transaction's).
+void ended_into(JournalTask& t, const JournalTask& meta, const TaskResult& account,
+                std::int64_t at_ms, std::uint64_t letter_id) {
   t.task = account;
   t.task.dead_letter_pending = false;
   if (t.task.type.empty()) t.task.type = meta.task.type;
@@ -46,7 +47,6 @@ JournalTask ended(const JournalTask& meta, const TaskResult& account, std::int64
   t.submitted_ms = meta.submitted_ms;
   t.finished_ms = at_ms;
   t.letter_id = letter_id;
-  return t;
 }
 
 // Whether the batch's ids rise strictly, from above `highest`: then none is journaled or
@@ -104,17 +104,17 @@ void TaskJournal::plan_round() {
   for (std::size_t i = 0; i < taken_.size(); ++i) {
     Write& w = *taken_[i];
     w.covered = false;
-    w.ends.clear();
     if (w.kind == Write::Kind::kAccept) {
-      for (std::size_t k = 0; k < w.tasks.size(); ++k) {
-        p.accepted.try_emplace(w.tasks[k].task.id, RoundPlan::At{i, k});
+      w.accept->ends.clear();
+      for (std::size_t k = 0; k < w.accept->tasks.size(); ++k) {
+        p.accepted.try_emplace(w.accept->tasks[k].task.id, RoundPlan::At{i, k});
       }
     } else if (w.kind == Write::Kind::kFinish) {
-      const auto at = p.accepted.find(w.task_id);
-      if (at == p.accepted.end()) continue;
-      Write& accept = *taken_[at->second.write];
+      const RoundPlan::At* at = p.accepted.find(w.task_id);
+      if (at == nullptr) continue;
+      Write::Accept& accept = *taken_[at->write]->accept;
       if (accept.ends.empty()) accept.ends.assign(accept.tasks.size(), 0);
-      accept.ends[at->second.task] = i + 1;
+      accept.ends[at->task] = i + 1;
       w.covered = true;
       p.finished.insert(w.task_id);
     }
@@ -134,7 +134,7 @@ void TaskJournal::plan_round() {
 
 const JournalTask* TaskJournal::Tx::open_task(const JournalState& st, std::uint64_t id) const {
   if (ended.count(id) > 0) return nullptr;
-  if (const auto it = accepted.find(id); it != accepted.end()) return it->second;
+  if (const JournalTask* const* t = accepted.find(id)) return *t;
   return st.unfinished_task(id);
 }
 
@@ -159,11 +159,14 @@ Status TaskJournal::write_range(SqliteDb& db, std::size_t i, std::size_t j, bool
   Tx& tx = *tx_;
   const JournalState& st = *state_;
   using Item = Tx::Item;
-  auto whole = [&](JournalTask t, std::size_t write) {
+  // A task's end, as taken_[end] has it, of the task `meta` (not in tx.wholes).
+  auto whole = [&](const JournalTask& meta, const Write& end, std::size_t write) {
+    JournalTask& t = tx.wholes.emplace_back();
+    ended_into(t, meta, *end.final_account, end.at_ms, 0);
     const std::uint64_t id = t.task.id;
     const std::size_t bytes = tx.append([&](journal_log::BodyWriter& b) { b.task(t); });
-    tx.items.push_back({Item::Kind::kWhole, tx.next_seq, bytes, write, 0, tx.wholes.size(), id});
-    tx.wholes.push_back(std::move(t));
+    tx.items.push_back(
+        {Item::Kind::kWhole, tx.next_seq, bytes, write, 0, tx.wholes.size() - 1, id});
     tx.ended.insert(id);
     tx.highest = std::max(tx.highest, id);
   };
@@ -173,21 +176,21 @@ Status TaskJournal::write_range(SqliteDb& db, std::size_t i, std::size_t j, bool
     switch (w.kind) {
       case Write::Kind::kAccept: {
         // Ids are new to the journal, to this transaction and within the batch.
-        w.duplicate = !ids_rise_above(w.tasks, std::max(st.highest(), tx.highest)) &&
-                      !ids_unseen(w.tasks, st, tx.accepted, tx.ended);
+        Write::Accept& a = *w.accept;
+        w.duplicate = !ids_rise_above(a.tasks, std::max(st.highest(), tx.highest)) &&
+                      !ids_unseen(a.tasks, st, tx.accepted, tx.ended);
         if (w.duplicate) break;
-        for (std::size_t n = 0; n < w.tasks.size(); ++n) {
-          JournalTask& t = w.tasks[n];
+        for (std::size_t n = 0; n < a.tasks.size(); ++n) {
+          JournalTask& t = a.tasks[n];
           as_accepted(t, w.at_ms);
-          const std::size_t end_at = planned && !w.ends.empty() ? w.ends[n] : 0;
+          const std::size_t end_at = planned && !a.ends.empty() ? a.ends[n] : 0;
           if (end_at != 0) {
-            const Write& f = *taken_[end_at - 1];
-            whole(ended(t, *f.final_account, f.at_ms, 0), k);
+            whole(t, *taken_[end_at - 1], k);
             continue;
           }
           const std::size_t bytes = tx.append([&](journal_log::BodyWriter& b) { b.task(t); });
           tx.items.push_back({Item::Kind::kAccepted, tx.next_seq, bytes, k, n, 0, t.task.id});
-          tx.accepted.emplace(t.task.id, &t);
+          tx.accepted.try_emplace(t.task.id, &t);
           tx.highest = std::max(tx.highest, t.task.id);
         }
         break;
@@ -198,11 +201,11 @@ Status TaskJournal::write_range(SqliteDb& db, std::size_t i, std::size_t j, bool
         if (tx.open_task(st, w.task_id) == nullptr) break;  // a no-op, as in a replay
         const std::size_t bytes = tx.append([&](journal_log::BodyWriter& b) {
           if (w.kind == Write::Kind::kStart) {
-            b.start(w.task_id, w.attempt, w.at_ms);
+            b.start(w.task_id, w.start(), w.at_ms);
           } else if (w.kind == Write::Kind::kRequeue) {
             b.requeue(w.task_id, w.at_ms);
           } else {
-            b.attempt(w.task_id, w.attempt, w.next, w.retry_due_ms, w.at_ms);
+            b.attempt(w.task_id, *w.ended, w.next, w.retry_due_ms, w.at_ms);
           }
         });
         tx.items.push_back({Item::Kind::kStep, tx.next_seq, bytes, k, 0, 0, w.task_id});
@@ -210,7 +213,7 @@ Status TaskJournal::write_range(SqliteDb& db, std::size_t i, std::size_t j, bool
       }
       case Write::Kind::kFinish: {
         const JournalTask* meta = tx.open_task(st, w.task_id);
-        if (meta != nullptr) whole(ended(*meta, *w.final_account, w.at_ms, 0), k);
+        if (meta != nullptr) whole(*meta, w, k);
         break;
       }
     }
@@ -234,11 +237,11 @@ Status TaskJournal::write_dead_lettered(SqliteDb& db, const DeadLetter& letter,
   if (meta == nullptr) return Status::ok();  // not journaled, or ended already
   TaskResult account = letter.task;
   account.state = TaskState::kDeadLettered;
-  JournalTask t = ended(*meta, account, letter.dead_lettered_ms, letter_id);
+  JournalTask& t = tx.wholes.emplace_back();
+  ended_into(t, *meta, account, letter.dead_lettered_ms, letter_id);
   const std::size_t bytes = tx.append([&](journal_log::BodyWriter& b) { b.task(t); });
   tx.items.push_back(
-      {Tx::Item::Kind::kWhole, tx.next_seq, bytes, 0, 0, tx.wholes.size(), letter.task.id});
-  tx.wholes.push_back(std::move(t));
+      {Tx::Item::Kind::kWhole, tx.next_seq, bytes, 0, 0, tx.wholes.size() - 1, letter.task.id});
   tx.ended.insert(letter.task.id);
   tx.highest = std::max(tx.highest, letter.task.id);
   if (tx.body.size() >= kMaxBody) return flush_body(db);
@@ -257,7 +260,7 @@ void TaskJournal::transaction_ended(bool committed) {
     for (Tx::Item& it : tx.items) {
       switch (it.kind) {
         case Tx::Item::Kind::kAccepted:
-          st.apply_task(it.seq, std::move(taken_[it.write]->tasks[it.task]), it.bytes);
+          st.apply_task(it.seq, std::move(taken_[it.write]->accept->tasks[it.task]), it.bytes);
           break;
         case Tx::Item::Kind::kWhole:
           st.apply_task(it.seq, std::move(tx.wholes[it.whole]), it.bytes);
@@ -268,11 +271,11 @@ void TaskJournal::transaction_ended(bool committed) {
         case Tx::Item::Kind::kStep: {
           const Write& w = *taken_[it.write];
           if (w.kind == Write::Kind::kStart) {
-            st.apply_start(it.seq, w.task_id, w.attempt, it.bytes);
+            st.apply_start(it.seq, w.task_id, w.start(), it.bytes);
           } else if (w.kind == Write::Kind::kRequeue) {
             st.apply_requeue(it.seq, w.task_id, it.bytes);
           } else {
-            st.apply_attempt(it.seq, w.task_id, w.attempt, w.next, w.retry_due_ms, it.bytes);
+            st.apply_attempt(it.seq, w.task_id, *w.ended, w.next, w.retry_due_ms, it.bytes);
           }
           break;
         }
@@ -318,11 +321,11 @@ void TaskJournal::resolve(std::size_t i, const Status& committed) {
                           "task journal: an id of the batch is journaled already (ids are unique)")
           : committed;
   if (s) {
-    round_->accepted_tasks += w.tasks.size();
+    round_->accepted_tasks += w.task_count();
     if (w.kind != Write::Kind::kAccept) ++round_->records;
   } else if (w.kind == Write::Kind::kAccept) {
     ++round_->refused_batches;
-    round_->refused_tasks += w.tasks.size();
+    round_->refused_tasks += w.task_count();
     if (round_->error.empty()) round_->error = s.to_string();
   } else {
     log_->error("task journal {}: the database refuses a write for task {}: {}", store_.path(),

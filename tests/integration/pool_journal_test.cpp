@@ -303,3 +303,36 @@ TEST_CASE("a batch shares one accept: its tasks are committed or refused togethe
     CHECK(journal.stats().tasks_accepted == accepted);  // nothing journaled for a closed pool
   }
 }
+
+TEST_CASE("ends committed after their Pool is gone still end their tasks") {
+  TempDir dir;
+  auto store = journaled_store(dir, 60s);  // the writer waits for the test's lock
+  PoolOptions o = sleep_pool(store);
+  o.concurrency = 16;  // a ring of quick tasks: their ends come back several a turn
+  auto pool = make_pool(std::move(o));
+  TaskJournal& journal = journal_of(*store);
+  auto locker = raw_connection(store->path());
+  REQUIRE(locker.exec("BEGIN IMMEDIATE", "test lock").is_ok());
+
+  // Quick tasks run before their commit: the loop queues their ends (several a turn, answered
+  // by one callback) behind the batch's accept and their starts.
+  constexpr int kTasks = 64;
+  std::vector<BatchTask> batch;
+  for (int i = 0; i < kTasks; ++i) batch.push_back({"sleep", "0", {}});
+  std::vector<Ticket> tickets;
+  for (auto& r : pool->submit_batch(std::move(batch), {})) {
+    REQUIRE(r);
+    tickets.push_back(*r);
+  }
+  REQUIRE(eventually([&] { return journal.stats().pending == 1 + 2 * kTasks; }));
+  for (const Ticket& t : tickets) CHECK_FALSE(t.done());
+
+  pool.reset();  // its loop ends with the ends still being written, and is destroyed
+  REQUIRE(locker.exec("COMMIT", "test unlock").is_ok());
+  for (const Ticket& t : tickets) {
+    REQUIRE(t.wait_for(kPatience));
+    CHECK(t.wait().state == TaskState::kCompleted);
+    CHECK(t.wait().result == "slept 0 ms");
+  }
+  CHECK(journal.stats().pending == 0);
+}
