@@ -244,7 +244,6 @@ Status RedisPools::attach(const PoolConfig& pc, Pool& local) {
   fo.claim_after = 3 * opts_.heartbeat;
   fo.stream_limits = opts_.limits;
   fo.limits = pc.flow;
-  fo.limits.type_concurrency.clear();  // per node: the local pool's
   auto feeder = redis::RedisFeeder::start(local, std::move(fo));
   if (!feeder) return unavailable(name, feeder.status());
   auto a = std::make_unique<Attached>(Attached{redis::TaskStream(opts_.prefix, name, opts_.limits),
@@ -264,8 +263,7 @@ void RedisPools::reconfigured(const PoolConfig& pc) {
 }
 
 void RedisPools::set_limits(const PoolConfig& pc) {
-  FlowLimits limits = pc.flow;
-  limits.type_concurrency.clear();
+  const FlowLimits& limits = pc.flow;
   std::lock_guard lk(mu_);
   auto it = pools_.find(pc.name);
   if (it != pools_.end()) it->second->feeder->set_limits(limits);

@@ -111,6 +111,7 @@ PoolOptions Service::pool_options(const PoolConfig& pc) const {
     o.flow.pool = RateLimit{};
     o.flow.task_types.clear();
     o.flow.tenants.clear();
+    o.flow.type_concurrency.clear();  // the cluster's too: leases in Redis (the feeder's)
   }
   return o;
 }

@@ -339,6 +339,7 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
 
 bool RedisFeeder::pass_limits(Connection& c, const StreamEntry& entry, bool may_wait) {
   std::vector<TaskStream::Bucket> buckets;
+  std::optional<TaskStream::Cap> cap;
   {
     std::lock_guard lk(sh_->mu);
     const FlowLimits& l = sh_->limits;
@@ -353,11 +354,18 @@ bool RedisFeeder::pass_limits(Connection& c, const StreamEntry& entry, bool may_
     if (auto it = l.tenants.find(entry.task.tenant); it != l.tenants.end()) {
       add(stream_.rate_key("tenant", entry.task.tenant), it->second);
     }
+    if (auto it = l.type_concurrency.find(entry.task.type); it != l.type_concurrency.end()) {
+      cap = TaskStream::Cap{stream_.cap_key(entry.task.type), it->second, entry.task_id};
+    }
   }
-  if (buckets.empty()) return true;
-  const bool pool_limited = buckets.front().key == stream_.rate_key("pool", "");
+  if (buckets.empty() && !cap) return true;
+  const bool pool_limited = !buckets.empty() && buckets.front().key == stream_.rate_key("pool", "");
+  // A task over its type's cap is tried again from 100 ms later, a backlog spread over
+  // 100 ms per `max` tasks (the throttle's spacing, on a bucket-like key of the cap's own).
+  const TaskStream::Bucket cap_bucket{cap ? stream_.rate_key("cap", entry.task.type) : "",
+                                      cap ? cap->max : 1, 100, 1};
   for (;;) {
-    auto taken = stream_.take_tokens(c, buckets);
+    auto taken = stream_.take_tokens(c, buckets, cap);
     note(taken.status());
     if (!taken) {
       hand_back(entry, "its rate limits could not be taken: " + taken.status().to_string());
@@ -376,8 +384,9 @@ bool RedisFeeder::pass_limits(Connection& c, const StreamEntry& entry, bool may_
       hand_back(entry, "the node stopped reading while the pool's rate held the task");
       return false;
     }
-    auto due = stream_.throttle(c, entry, opts_.consumer, buckets[taken->worst], taken->wait_ms,
-                                wall_ms());
+    const TaskStream::Bucket& worst =
+        taken->worst < buckets.size() ? buckets[taken->worst] : cap_bucket;
+    auto due = stream_.throttle(c, entry, opts_.consumer, worst, taken->wait_ms, wall_ms());
     note(due.status());
     if (!due) {
       hand_back(entry, "it could not be throttled: " + due.status().to_string());

@@ -15,6 +15,15 @@ namespace {
   "ARGV[2])\n"                                                                        \
   "if #pending == 0 then return 0 end\n"
 
+// A task that stops running here (it ends, waits in the later set, or is handed back) gives
+// back its lease of a type's cap (TaskStream::Cap). `h` is its hash, ARGV[3] its id.
+#define SP_RELEASE_LEASE                           \
+  "local lease = redis.call('HGET', h, 'lease')\n" \
+  "if lease then\n"                                \
+  "  redis.call('SREM', lease, ARGV[3])\n"         \
+  "  redis.call('HDEL', h, 'lease')\n"             \
+  "end\n"
+
 // KEYS: ids, the band's stream, idempotency key ('' when none), later. ARGV: prefix, pool,
 // now_ms, type, not_before_ms ('0': none), band, then the entry's field/value pairs. The ids
 // start at TaskStream::kFirstId (2^52) unless set. A task due after now waits in the later
@@ -64,7 +73,7 @@ return 1
 // attempts to record first (encoded).
 const Script kFinish{"finish", SP_FENCE R"(
 local h = ARGV[4] .. 'task:' .. ARGV[3]
-if #ARGV > 11 then
+)" SP_RELEASE_LEASE R"(if #ARGV > 11 then
   redis.call('RPUSH', h .. ':attempts', unpack(ARGV, 12))
   redis.call('HINCRBY', h, 'attempts', #ARGV - 11)
 end
@@ -144,6 +153,8 @@ return 1
 // KEYS: stream. ARGV: entry, consumer, task id, prefix. The entry goes back to the stream as a
 // new one (same fields), for any node to read; the task's hash is queued again.
 const Script kRelease{"release", SP_FENCE R"(
+local h = ARGV[4] .. 'task:' .. ARGV[3]
+)" SP_RELEASE_LEASE R"(
 local e = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
 redis.call('XACK', KEYS[1], 'sandpool', ARGV[1])
 redis.call('XDEL', KEYS[1], ARGV[1])
@@ -202,6 +213,7 @@ return touched
 // KEYS: stream, later. ARGV: entry, consumer, task id, prefix, due_ms.
 const Script kDefer{"defer", SP_FENCE R"(
 local h = ARGV[4] .. 'task:' .. ARGV[3]
+)" SP_RELEASE_LEASE R"(
 local e = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
 redis.call('HSET', h, 'state', 'retry_wait', 'deferred', cmsgpack.pack(e[1][2]))
 redis.call('ZADD', KEYS[2], ARGV[5], ARGV[3])
@@ -220,6 +232,7 @@ const Script kRetry{"retry", SP_FENCE R"(
 local h = ARGV[4] .. 'task:' .. ARGV[3]
 local n = tonumber(redis.call('HGET', h, 'attempts') or '0') + (#ARGV - 10)
 if n > tonumber(ARGV[5]) then return 1 end
+)" SP_RELEASE_LEASE R"(
 if #ARGV > 10 then
   redis.call('RPUSH', h .. ':attempts', unpack(ARGV, 11))
   redis.call('HINCRBY', h, 'attempts', #ARGV - 10)
@@ -289,6 +302,7 @@ return out
 )"};
 
 #undef SP_FENCE
+#undef SP_RELEASE_LEASE
 
 template <typename T>
 bool parse_number(const std::string& s, T* out) {

@@ -280,7 +280,20 @@ class TaskStream {
     std::int64_t wait_ms = 0;
     std::size_t worst = 0;
   };
-  Result<Taken> take_tokens(Connection& c, const std::vector<Bucket>& buckets) const;
+  // A cap on a task type's running tasks across the cluster (concurrency_per_type): a lease
+  // per running task in the set `key` (cap_key()), which the task's hash names (`lease`) and
+  // every script that ends, defers, throttles or hands back the task gives back. A task
+  // that holds a lease already (claimed from a dead node) keeps it.
+  struct Cap {
+    std::string key;
+    std::uint32_t max = 1;
+    std::uint64_t task_id = 0;
+  };
+  std::string cap_key(const std::string& type) const;
+  // With `cap`: the lease is checked before the tokens (refused: `worst` is buckets.size()
+  // and `wait_ms` a short retry delay) and taken with them, all or none.
+  Result<Taken> take_tokens(Connection& c, const std::vector<Bucket>& buckets,
+                            const std::optional<Cap>& cap = std::nullopt) const;
   // Fenced: a task over a rate limit waits in the later set, unrun and with no attempt
   // counted (its hash says `queued`, `throttled` counts these). It is due `wait_ms` after
   // `now_ms` (the node's clock, as the later set's every score), and no sooner than one

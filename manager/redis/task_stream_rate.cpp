@@ -9,20 +9,32 @@
 namespace sandpool::redis {
 namespace {
 
-// KEYS: the buckets. ARGV: per bucket, its tasks, per (ms) and burst. Each bucket is a hash:
+// KEYS: the buckets, then the cap's lease set when there is a cap. ARGV: the number of buckets,
+// per bucket its tasks, per (ms) and burst; then, with a cap: its max, the task's id and the
+// prefix. The cap comes first: a task that holds no lease while the set holds `max` gets
+// {0, 100, the cap's index (from 1)}: it is tried again 100 ms later. Each bucket is a hash:
 // `tokens` (fractional) and `at` (when they were counted, in µs of Redis's clock). Refills
-// each at tasks/per up to its burst; takes one from each when every one holds a whole token
-// ({1, 0, 0}); else takes none and answers {0, the wait in ms until the bucket furthest from
-// a token has one, that bucket's index (from 1)}. A bucket idle long enough to be full
-// expires.
+// each at tasks/per up to its burst; takes one from each (and the lease) when every one holds
+// a whole token ({1, 0, 0}); else takes none and answers {0, the wait in ms until the bucket
+// furthest from a token has one, that bucket's index (from 1)}. A bucket idle long enough to
+// be full expires.
 const Script kTakeTokens{"take_tokens", R"(
+local buckets = tonumber(ARGV[1])
+local cap, id = nil, nil
+if #KEYS > buckets then
+  cap, id = KEYS[#KEYS], ARGV[#ARGV - 1]
+  if redis.call('SISMEMBER', cap, id) == 0 and
+     redis.call('SCARD', cap) >= tonumber(ARGV[#ARGV - 2]) then
+    return {0, 100, #KEYS}
+  end
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local level, wait, worst = {}, 0, 0
-for i, key in ipairs(KEYS) do
-  local tasks, per, burst = tonumber(ARGV[3 * i - 2]), tonumber(ARGV[3 * i - 1]) * 1000,
-                            tonumber(ARGV[3 * i])
-  local b = redis.call('HMGET', key, 'tokens', 'at')
+for i = 1, buckets do
+  local tasks, per, burst = tonumber(ARGV[3 * i - 1]), tonumber(ARGV[3 * i]) * 1000,
+                            tonumber(ARGV[3 * i + 1])
+  local b = redis.call('HMGET', KEYS[i], 'tokens', 'at')
   local tokens, at = tonumber(b[1]), tonumber(b[2])
   if not tokens or not at then tokens, at = burst, now end
   if now > at then tokens = tokens + (now - at) * tasks / per end
@@ -34,12 +46,16 @@ for i, key in ipairs(KEYS) do
   end
 end
 if worst > 0 then return {0, wait, worst} end
-for i, key in ipairs(KEYS) do
-  local tasks, per, burst = tonumber(ARGV[3 * i - 2]), tonumber(ARGV[3 * i - 1]),
-                            tonumber(ARGV[3 * i])
-  redis.call('HSET', key, 'tokens', string.format('%.6f', level[i] - 1),
+if cap then
+  redis.call('SADD', cap, id)
+  redis.call('HSET', ARGV[#ARGV] .. 'task:' .. id, 'lease', cap)
+end
+for i = 1, buckets do
+  local tasks, per, burst = tonumber(ARGV[3 * i - 1]), tonumber(ARGV[3 * i]),
+                            tonumber(ARGV[3 * i + 1])
+  redis.call('HSET', KEYS[i], 'tokens', string.format('%.6f', level[i] - 1),
              'at', string.format('%.0f', now))
-  redis.call('PEXPIRE', key, math.ceil(burst * per / tasks) + 1000)
+  redis.call('PEXPIRE', KEYS[i], math.ceil(burst * per / tasks) + 1000)
 end
 return {1, 0, 0}
 )"};
@@ -60,6 +76,11 @@ redis.call('HSET', KEYS[3], 'wake', string.format('%.3f', due))
 local ttl = redis.call('PTTL', KEYS[3])
 if ttl < due - now + 1000 then redis.call('PEXPIRE', KEYS[3], math.ceil(due - now) + 1000) end
 local h = ARGV[4] .. 'task:' .. ARGV[3]
+local lease = redis.call('HGET', h, 'lease')  -- a claimed task's, kept from its dead node
+if lease then
+  redis.call('SREM', lease, ARGV[3])
+  redis.call('HDEL', h, 'lease')
+end
 local e = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
 if e[1] then
   redis.call('HSET', h, 'state', 'queued', 'deferred', cmsgpack.pack(e[1][2]))
@@ -82,19 +103,28 @@ std::string TaskStream::rate_key(const std::string& kind, const std::string& nam
   return prefix_ + pool_ + ":rate:" + kind + (name.empty() ? "" : ":" + name);
 }
 
-Result<TaskStream::Taken> TaskStream::take_tokens(Connection& c,
-                                                  const std::vector<Bucket>& buckets) const {
+std::string TaskStream::cap_key(const std::string& type) const {
+  return prefix_ + pool_ + ":running:" + type;
+}
+
+Result<TaskStream::Taken> TaskStream::take_tokens(Connection& c, const std::vector<Bucket>& buckets,
+                                                  const std::optional<Cap>& cap) const {
   Taken out;
-  if (buckets.empty()) {
+  if (buckets.empty() && !cap) {
     out.taken = true;
     return out;
   }
-  std::vector<std::string> keys, args;
+  std::vector<std::string> keys, args = {std::to_string(buckets.size())};
   for (const Bucket& b : buckets) {
     keys.push_back(b.key);
     args.push_back(std::to_string(std::max<std::uint32_t>(1, b.tasks)));
     args.push_back(std::to_string(std::max<std::int64_t>(1, b.per_ms)));
     args.push_back(std::to_string(std::max<std::uint32_t>(1, b.burst)));
+  }
+  if (cap) {
+    keys.push_back(cap->key);
+    args.insert(args.end(), {std::to_string(std::max<std::uint32_t>(1, cap->max)),
+                             std::to_string(cap->task_id), prefix_});
   }
   auto r = c.eval(kTakeTokens, keys, args);
   if (!r) return r.status();
@@ -103,7 +133,9 @@ Result<TaskStream::Taken> TaskStream::take_tokens(Connection& c,
   out.taken = r->elements[0].integer == 1;
   out.wait_ms = r->elements[1].integer;
   out.worst = static_cast<std::size_t>(std::max<std::int64_t>(1, r->elements[2].integer)) - 1;
-  if (out.worst >= buckets.size()) return unexpected_reply("take_tokens", *r);
+  if (out.worst > buckets.size() || (out.worst == buckets.size() && !cap)) {
+    return unexpected_reply("take_tokens", *r);
+  }
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <httplib.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <set>
@@ -460,6 +461,35 @@ TEST_CASE("one poold node serves two redis pools under its one name", "[redis][c
   REQUIRE(st);
   REQUIRE(st->redis);
   CHECK(st->redis->pools.size() == 2);
+}
+
+// Each node has 2 workers, so with the cap per node 4 tasks would run at once; the cluster's
+// cap of 2 lets 2. Read from the attempts' own start and end times, not from a clock here.
+TEST_CASE("two poold nodes share a redis pool's cap on a type's running tasks",
+          "[redis][cluster]") {
+  RedisServer redis;
+  const std::string cap = "    concurrency_per_type: {sleep: 2}\n";
+  ClusterNode a(redis, "ca", cap);
+  ClusterNode b(redis, "cb", cap);
+  Client c = a.connect();
+  const auto ids = submit_sleeps(a, 12, "300");
+  REQUIRE(ids.size() == 12);
+  std::vector<std::pair<std::int64_t, int>> edges;  // (time, +1 start / -1 end)
+  for (std::uint64_t id : ids) {
+    auto done = c.wait(id, std::chrono::milliseconds(120000));
+    REQUIRE(done);
+    CHECK(done->account.state == "completed");
+    REQUIRE(done->account.history.size() == 1);  // held back is not an attempt
+    edges.emplace_back(done->account.history[0].started_ms, 1);
+    edges.emplace_back(done->account.history[0].ended_ms, -1);
+  }
+  std::sort(edges.begin(), edges.end());  // an end before a start at the same ms
+  int running = 0, most = 0;
+  for (const auto& [at, step] : edges) most = std::max(most, running += step);
+  CHECK(most <= 2);
+  CHECK(most >= 1);
+  auto r = open_redis(redis);
+  CHECK(r.command({"SCARD", "sandpool:shared:running:sleep"})->integer == 0);  // all given back
 }
 
 }  // namespace sandpool::testing

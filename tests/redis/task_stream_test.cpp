@@ -539,3 +539,41 @@ TEST_CASE("a task over a rate limit waits in the later set, unrun and with no at
   CHECK(back[0].task_id == b);
   CHECK(w.stream.task(w.c, b)->attempts == 0);
 }
+
+TEST_CASE(
+    "a type's cap is a lease per running task, kept by a claimed task, given back at its end") {
+  StreamWorld w;
+  const std::uint64_t a = w.submit("a");
+  const std::uint64_t b = w.submit("b");
+  auto got = w.read("node-a", 2);
+  REQUIRE(got.size() == 2);
+  const redis::TaskStream::Cap cap_a{w.stream.cap_key("echo"), 1, a};
+  const redis::TaskStream::Cap cap_b{w.stream.cap_key("echo"), 1, b};
+  auto first = w.stream.take_tokens(w.c, {}, cap_a);
+  REQUIRE(first.is_ok());
+  CHECK(first->taken);
+  // The cap holds one: b waits, and is told which limit held it (the cap, after the buckets).
+  auto second = w.stream.take_tokens(w.c, {}, cap_b);
+  REQUIRE(second.is_ok());
+  CHECK_FALSE(second->taken);
+  CHECK(second->worst == 0);
+  CHECK(second->wait_ms > 0);
+  // a, claimed by another node after its own died, keeps its lease.
+  auto again = w.stream.take_tokens(w.c, {}, cap_a);
+  REQUIRE(again.is_ok());
+  CHECK(again->taken);
+  CHECK(w.c.command({"SCARD", w.stream.cap_key("echo")})->integer == 1);
+  // Its end gives the lease back: b may run.
+  REQUIRE(w.stream.finish(w.c, got[0], "node-a", "completed", "", "", "", 5).value() ==
+          Fenced::kDone);
+  CHECK(w.c.command({"SCARD", w.stream.cap_key("echo")})->integer == 0);
+  auto third = w.stream.take_tokens(w.c, {}, cap_b);
+  REQUIRE(third.is_ok());
+  CHECK(third->taken);
+  // A retry's backoff gives it back too.
+  redis::TaskStream::Backoff backoff;
+  REQUIRE(w.stream.retry(w.c, got[1], "node-a", {"a1"}, 3, backoff, 1000).value() ==
+          redis::TaskStream::Retried::kDeferred);
+  CHECK(w.c.command({"SCARD", w.stream.cap_key("echo")})->integer == 0);
+  CHECK(w.c.command({"HEXISTS", "sp:task:" + std::to_string(b), "lease"})->integer == 0);
+}
