@@ -1,6 +1,8 @@
 // TaskStream (task_stream.hpp): the keys of a Redis pool and the scripts that change them.
 #include "redis/task_stream.hpp"
 
+#include "redis/reply_checks.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <utility>
@@ -303,17 +305,6 @@ return out
 
 #undef SP_FENCE
 #undef SP_RELEASE_LEASE
-
-template <typename T>
-bool parse_number(const std::string& s, T* out) {
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
-  return ec == std::errc() && end == s.data() + s.size();
-}
-
-Status unexpected(const char* what, const Reply& r) {
-  return Status::error(Code::kInternal, std::string("redis: unexpected reply to ") + what +
-                                            (r.is_error() ? ": " + r.str : std::string()));
-}
 
 // A fenced script's answer: 1 done, 0 refused.
 Result<Fenced> fenced(const char* what, Result<Reply> r) {

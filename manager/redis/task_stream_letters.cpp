@@ -7,20 +7,11 @@
 
 #include "redis/task_stream.hpp"
 
+#include "redis/reply_checks.hpp"
+
 namespace sandpool::redis {
 
 namespace {
-
-template <typename T>
-bool parse_number(const std::string& s, T* out) {
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
-  return ec == std::errc() && end == s.data() + s.size();
-}
-
-Status unexpected(const char* what, const Reply& r) {
-  return Status::error(Code::kInternal, std::string("redis: unexpected reply to ") + what +
-                                            (r.is_error() ? ": " + r.str : std::string()));
-}
 
 // KEYS: dead letters, done, then the bands' streams q:1, q:0, q:-1. ARGV: prefix, pool, action
 // ('replay' or 'purge'), order

@@ -6,6 +6,8 @@
 
 #include "redis/task_stream.hpp"
 
+#include "redis/reply_checks.hpp"
+
 namespace sandpool::redis {
 namespace {
 
@@ -92,11 +94,6 @@ redis.call('XDEL', KEYS[1], ARGV[1])
 return math.max(1, math.floor(due))
 )"};
 
-Status unexpected_reply(const char* what, const Reply& r) {
-  return Status::error(Code::kInternal, std::string("redis: unexpected reply to ") + what +
-                                            (r.is_error() ? ": " + r.str : std::string()));
-}
-
 }  // namespace
 
 std::string TaskStream::rate_key(const std::string& kind, const std::string& name) const {
@@ -129,12 +126,12 @@ Result<TaskStream::Taken> TaskStream::take_tokens(Connection& c, const std::vect
   auto r = c.eval(kTakeTokens, keys, args);
   if (!r) return r.status();
   if (r->is_error()) return r->status();
-  if (r->elements.size() != 3) return unexpected_reply("take_tokens", *r);
+  if (r->elements.size() != 3) return unexpected("take_tokens", *r);
   out.taken = r->elements[0].integer == 1;
   out.wait_ms = r->elements[1].integer;
   out.worst = static_cast<std::size_t>(std::max<std::int64_t>(1, r->elements[2].integer)) - 1;
   if (out.worst > buckets.size() || (out.worst == buckets.size() && !cap)) {
-    return unexpected_reply("take_tokens", *r);
+    return unexpected("take_tokens", *r);
   }
   return out;
 }
@@ -150,7 +147,7 @@ Result<std::optional<std::int64_t>> TaskStream::throttle(Connection& c, const St
                    std::to_string(wait_ms), std::to_string(interval)});
   if (!r) return r.status();
   if (r->is_error()) return r->status();
-  if (r->type != Reply::Type::kInteger) return unexpected_reply("throttle", *r);
+  if (r->type != Reply::Type::kInteger) return unexpected("throttle", *r);
   if (r->integer == 0) return std::optional<std::int64_t>();
   return std::optional<std::int64_t>(r->integer);
 }
