@@ -325,15 +325,11 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
   if (!ticket) {
     // Draining, stopping, its queue full: another node (or this one later) runs it. This
     // node reads nothing for a while.
-    TaskResult account;
-    account.id = entry.task_id;
-    account.error = ticket.status().to_string();
-    std::lock_guard lk(sh_->mu);
-    sh_->stats.last_error = "redis pool " + opts_.pool + ": handed task " +
-                            std::to_string(entry.task_id) + " back: " + account.error;
-    sh_->paused_until = Clock::now() + kRefusedPause;
-    sh_->ends.push_back({std::move(entry), std::move(account), true});
-    sh_->cv.notify_all();
+    {
+      std::lock_guard lk(sh_->mu);
+      sh_->paused_until = Clock::now() + kRefusedPause;
+    }
+    hand_back(std::move(entry), ticket.status().to_string());
   }
 }
 
@@ -343,6 +339,7 @@ bool RedisFeeder::pass_limits(Connection& c, const StreamEntry& entry, bool may_
   {
     std::lock_guard lk(sh_->mu);
     const FlowLimits& l = sh_->limits;
+    if (!l.any()) return true;  // the common case: no key built, no round trip
     const auto add = [&](std::string key, const RateLimit& r) {
       if (r.tasks == 0) return;
       buckets.push_back({std::move(key), r.tasks, r.per.count(), r.burst != 0 ? r.burst : r.tasks});
