@@ -72,10 +72,12 @@ for _, e in ipairs(range) do
         local band = priority > 0 and 1 or (priority < 0 and -1 or 0)
         local entry = redis.call('XADD', KEYS[4 - band], '*', unpack(fields))
         redis.call('XDEL', KEYS[1], e[1])
-        redis.call('ZREM', KEYS[2], f.id)
+        if redis.call('ZREM', KEYS[2], f.id) == 1 then  -- no longer a kept finished task
+          redis.call('DECRBY', KEYS[2] .. ':bytes', tonumber(redis.call('HGET', h, 'bytes') or '0'))
+        end
         redis.call('DEL', h .. ':attempts')
         redis.call('HDEL', h, 'result', 'error', 'reason', 'finished_ms', 'node', 'cancel',
-                   'deferred', 'idem_key', 'not_before_ms', 'tenant')
+                   'deferred', 'idem_key', 'not_before_ms', 'tenant', 'bytes', 'lease')
         redis.call('HSET', h, 'state', 'queued', 'pool', ARGV[2], 'type', f.type,
                    'submitted_ms', ARGV[9], 'entry', entry, 'attempts', 0, 'band', band)
         if f.tenant then redis.call('HSET', h, 'tenant', f.tenant) end

@@ -71,6 +71,7 @@ TEST_CASE("a replayed letter is its task again: same id and fields, attempts cou
   LetterWorld w;
   const std::uint64_t id = w.dead("t", "permanent", 5000, "key-1", 2500);
   REQUIRE(w.c.command({"ZSCORE", "sp:p:done", std::to_string(id)})->str == "5000");
+  REQUIRE(w.c.command({"GET", "sp:p:done:bytes"})->str == "2");  // its error, "no"
   auto swept = w.stream.replay_letters(w.c, task_is(id), 9000, 60000);
   REQUIRE(swept);
   CHECK(swept->replayed == std::vector<std::uint64_t>{id});
@@ -87,6 +88,9 @@ TEST_CASE("a replayed letter is its task again: same id and fields, attempts cou
   }
   CHECK(w.integer({"LLEN", "sp:task:" + std::to_string(id) + ":attempts"}) == 0);
   CHECK(w.c.command({"ZSCORE", "sp:p:done", std::to_string(id)})->is_nil());
+  // Its bytes leave the finished tasks' count with it (else the byte bound drifts).
+  CHECK(w.c.command({"GET", "sp:p:done:bytes"})->str == "0");
+  CHECK(w.c.command({"HEXISTS", "sp:task:" + std::to_string(id), "bytes"})->integer == 0);
   CHECK(w.c.command({"GET", "sp:idem:key-1"})->str == std::to_string(id));
   // The entry: the task's fields, none of the letter's own; a node reads it whole.
   auto got = w.stream.read(w.c, "m", 10, std::chrono::milliseconds(0));
