@@ -1,6 +1,7 @@
 #include "http/dashboard.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <utility>
 
@@ -366,10 +367,14 @@ void Dashboard::install(HttpServer& server) {
       }
       selectors.push_back(ops::encode(sel));
     } else {
-      for (std::size_t i = 0; i < req.param_count("id"); ++i) {
+      // At most a page's worth of letters (the list shows up to 1000) per form.
+      for (std::size_t i = 0; i < req.param_count("id") && selectors.size() < 1000; ++i) {
+        // A letter id: digits that fit 64 bits (anything else selects nothing).
         const std::string id = req.param("id", i);
-        if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos) continue;
-        selectors.push_back(json{{"id", std::stoull(id)}});
+        std::uint64_t value = 0;
+        const auto [end, ec] = std::from_chars(id.data(), id.data() + id.size(), value);
+        if (id.empty() || ec != std::errc() || end != id.data() + id.size()) continue;
+        selectors.push_back(json{{"id", value}});
       }
     }
     if (selectors.empty()) return redirect_with(res, req.param("return"), "nothing selected");
