@@ -437,7 +437,7 @@ TEST_CASE("each kind of mistake names the key path and its line and column") {
       {std::string(kMinimalPool) + "    sandbox: {readonly_paths: [rel/x]}\n",
        "t.yaml:4:31: pools[0].sandbox.readonly_paths: expected absolute paths, got \"rel/x\""},
       {std::string(kMinimalPool) + "    sandbox: {init: {read_paths: [rel/x]}}\n",
-       "t.yaml:4:37: pools[0].sandbox.init.read_paths: expected absolute paths, got \"rel/x\""},
+       "t.yaml:4:34: pools[0].sandbox.init.read_paths: expected absolute paths, got \"rel/x\""},
       {std::string(kMinimalPool) + "    sandbox: {write_xor_execute: maybe}\n",
        "t.yaml:4:34: pools[0].sandbox.write_xor_execute: expected one of true, false, got "
        "\"maybe\""},
