@@ -147,6 +147,24 @@ void read_namespaces(MapReader& r, std::string_view key, sandbox::NamespaceSet* 
 }
 
 // `sandbox`: the policy, and `user` beside it (WorkerSpec::user).
+// sandbox.init: what the plugin's init may reach besides its own files and readonly_paths.
+// Its read_paths are shown in the mount namespace's view too (readable there for life; after
+// init Landlock takes them away again).
+void read_sandbox_init(MapReader r, sandbox::SandboxPolicy* s) {
+  for (auto [key, paths] : {std::pair{"read_paths", &s->init.read_paths},
+                            std::pair{"write_paths", &s->init.write_paths}}) {
+    if (!r.string_list(key, paths)) continue;
+    for (const std::string& path : *paths) {
+      if (!path.starts_with('/')) {
+        r.fail(key, "expected absolute paths, got \"" + path + "\"");
+        break;
+      }
+    }
+  }
+  r.boolean("network", &s->init.network);
+  r.finish();
+}
+
 void read_sandbox(MapReader r, PoolConfig* p) {
   using sandbox::SeccompProfile;
   sandbox::SandboxPolicy* s = &p->sandbox;
@@ -192,6 +210,8 @@ void read_sandbox(MapReader r, PoolConfig* p) {
     ns.readonly_paths = s->readonly_paths;  // shown in the mount view too
   }
   r.size("tmpfs_size", &ns.tmpfs_size);
+  if (bool wx = false; r.boolean("write_xor_execute", &wx)) s->write_xor_execute = wx;
+  read_sandbox_init(r.section("init"), s);
   r.finish();
 }
 

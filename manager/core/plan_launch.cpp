@@ -92,6 +92,8 @@ Clone3SpawnerOptions clone3_spawner_options(const PoolOptions& opts,
     so.namespaces.run_as_uid = run_as->uid;
     so.namespaces.run_as_gid = run_as->gid;
   }
+  // What init may read must be in the view too (Landlock takes it away after init).
+  so.view_paths = opts.sandbox.init.read_paths;
   so.logger = opts.logger;
   so.log_name = opts.name;
   return so;

@@ -98,6 +98,26 @@ static const char kXpcallWrapper[] =
     "  end, ...)\n"
     "end\n";
 
+/* string.rep(s, n [, sep]) that answers "" at once when s and sep are both empty. Lua's own
+ * loops n times copying nothing, in C where the instruction count cannot see it:
+ * ('').rep('', 1 << 40) would run for an hour. Every other call builds its string through
+ * the capped allocator, so its work is bounded by max_memory. Upvalue 1: Lua's string.rep. */
+static int rep_bounded(lua_State* L) {
+  size_t len, sep_len = 0;
+  luaL_checklstring(L, 1, &len);
+  luaL_checkinteger(L, 2);
+  if (!lua_isnoneornil(L, 3)) luaL_checklstring(L, 3, &sep_len);
+  if (len == 0 && sep_len == 0) {
+    lua_pushliteral(L, "");
+    return 1;
+  }
+  lua_settop(L, 3);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, 3, 1);
+  return 1;
+}
+
 /* Warnings (a finalizer's error, warn()) go nowhere: a script cannot reach stderr. */
 static void drop_warning(void* ud, const char* msg, int tocont) {
   (void)ud;
@@ -135,6 +155,9 @@ void lua_env_open(lua_State* L, lua_env_output* out, lua_CFunction limit_reached
   lua_getglobal(L, LUA_STRLIBNAME);
   lua_pushnil(L);
   lua_setfield(L, -2, "dump");
+  lua_getfield(L, -1, "rep");
+  lua_pushcclosure(L, rep_bounded, 1);
+  lua_setfield(L, -2, "rep");
   lua_pop(L, 1);
   lua_setwarnf(L, drop_warning, NULL);
 }

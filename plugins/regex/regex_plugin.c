@@ -12,13 +12,11 @@
 
 #include <pcre2.h>
 
+#include "common/result_bound.h"
 #include "regex_config.h"
 #include "regex_request.h"
 
 static const char* const kTypes[] = {"regex", NULL};
-
-/* The largest result a replacement may build before write_result sees it. */
-#define MAX_REPLACED_BYTES ((PCRE2_SIZE)256 << 20)
 
 typedef struct regex_plugin {
   const sp_host_api* host;
@@ -141,35 +139,163 @@ static int run_match(const regex_call* c, const regex_request* q, pcre2_code* co
   return result;
 }
 
-/* replace (the first match) or replace-all, through pcre2_substitute ($1, ${name}, $$). */
-static int run_replace(const regex_call* c, const regex_request* q, pcre2_code* code) {
-  uint32_t options = PCRE2_SUBSTITUTE_OVERFLOW_LENGTH;
-  PCRE2_SIZE size = q->subject_len + q->subject_len / 2 + 256;
-  int result = SP_OK;
-  if (q->command == REGEX_REPLACE_ALL) options |= PCRE2_SUBSTITUTE_GLOBAL;
+/* A replacement's output, streamed into the task's result: every byte is counted against
+ * max_result before it is built, so a replace bomb fails at the first match that would pass
+ * it. The only buffer is one match's expanded replacement, at most what is left of
+ * max_result. */
+typedef struct replace_output {
+  const regex_call* c;
+  uint64_t max_result; /* the task's */
+  int counting;        /* the first pass: count the bytes, hand nothing to write_result */
+  uint64_t written;    /* bytes counted, or handed to write_result, so far */
+  PCRE2_UCHAR* buffer; /* one match's replacement (and the NUL PCRE2 adds) */
+  size_t buffer_size;
+  /* Replacement bytes expanded, over every match: expanding reads all of the replacement even
+   * when it expands to little ("$1" repeated over an empty group), so the reading is bounded
+   * by max_result too. */
+  uint64_t scanned;
+} replace_output;
+
+static int over_max_result(const replace_output* o) {
+  char msg[160];
+  snprintf(msg, sizeof msg, "regex: the replaced text would exceed max_result (%" PRIu64 " bytes)",
+           o->max_result);
+  return fail(o->c, SP_FAIL, msg);
+}
+
+/* Appends `len` bytes; SP_OK, or the task's failure when they would pass max_result. */
+static int emit(replace_output* o, const void* data, size_t len) {
+  if (len > o->max_result - o->written) return over_max_result(o);
+  if (len == 0) return SP_OK;
+  if (!o->counting && o->c->plugin->host->write_result(o->c->call, data, len) != 0) {
+    return SP_FAIL; /* the host named it: the result exceeds max_result */
+  }
+  o->written += len;
+  return SP_OK;
+}
+
+/* Expands the replacement for the match in `md` (pcre2_substitute with SUBSTITUTE_MATCHED and
+ * REPLACEMENT_ONLY: PCRE2's own $1, ${name}, $$ syntax and errors) and appends it. PCRE2
+ * builds a replacement a byte at a time (about 6 ns a byte for a group) and, without
+ * OVERFLOW_LENGTH, stops at the first byte that does not fit the buffer: with OVERFLOW_LENGTH
+ * it would go on through the whole would-be replacement (60,000 "$1" of a 5 MB group: 300 GB,
+ * minutes). So the buffer is 64 KiB, then, for the first replacement that does not fit, what
+ * is left of max_result: a replacement that would pass it costs at most max_result bytes of
+ * work, and is refused. */
+static int emit_replacement(replace_output* o, const regex_request* q, pcre2_code* code,
+                            pcre2_match_data* md) {
+  const uint32_t options = PCRE2_SUBSTITUTE_MATCHED | PCRE2_SUBSTITUTE_REPLACEMENT_ONLY;
+  const uint64_t room = o->max_result - o->written + 1; /* + the NUL PCRE2 ends it with */
   for (;;) {
-    PCRE2_SIZE out_len = size;
-    PCRE2_UCHAR* out = (PCRE2_UCHAR*)malloc(size);
-    int rc;
-    if (out == NULL) return fail(c, SP_FAIL, "regex: out of memory for the result");
-    rc = pcre2_substitute(code, q->subject, q->subject_len, 0, options, NULL,
-                          c->plugin->match_context, q->replacement, q->replacement_len, out,
-                          &out_len);
-    if (rc == PCRE2_ERROR_NOMEMORY && out_len > size && out_len <= MAX_REPLACED_BYTES) {
-      free(out);
-      size = out_len; /* OVERFLOW_LENGTH: what it needs */
+    PCRE2_SIZE out_len = o->buffer_size < room ? o->buffer_size : (PCRE2_SIZE)room;
+    const int rc = pcre2_substitute(code, q->subject, q->subject_len, 0, options, md,
+                                    o->c->plugin->match_context, q->replacement, q->replacement_len,
+                                    o->buffer, &out_len);
+    if (rc >= 0) {
+      const int emitted = emit(o, o->buffer, out_len);
+      o->scanned += q->replacement_len;
+      if (emitted == SP_OK && o->scanned > o->max_result) {
+        char msg[200];
+        snprintf(msg, sizeof msg,
+                 "regex: expanding the replacement at every match would read more than "
+                 "max_result (%" PRIu64 " bytes) of it in all",
+                 o->max_result);
+        return fail(o->c, SP_FAIL, msg);
+      }
+      return emitted;
+    }
+    if (rc != PCRE2_ERROR_NOMEMORY) return match_error(o->c, rc);
+    if (o->buffer_size >= room) return over_max_result(o);
+    free(o->buffer);
+    o->buffer_size = (size_t)room;
+    o->buffer = (PCRE2_UCHAR*)malloc(o->buffer_size);
+    if (o->buffer == NULL) {
+      o->buffer_size = 0;
+      return fail(o->c, SP_FAIL, "regex: out of memory for the result");
+    }
+  }
+}
+
+/* One pass of replace (the first match) or replace-all: the matches found as run_match finds
+ * them (empty matches advancing one character, as pcre2_substitute's global mode and Perl
+ * do), the subject between them copied, each match replaced, into `o`. */
+static int replace_pass(replace_output* o, const regex_request* q, pcre2_code* code,
+                        pcre2_match_data* md) {
+  const regex_call* c = o->c;
+  PCRE2_SIZE offset = 0; /* where the next match is looked for */
+  PCRE2_SIZE copied = 0; /* the subject before this is in the result */
+  uint32_t options = 0;
+  unsigned long matches = 0;
+  int result = SP_OK;
+  o->written = 0;
+  o->scanned = 0;
+  for (;;) {
+    const PCRE2_SIZE* ov;
+    const int rc = pcre2_match(code, q->subject, q->subject_len, offset, options, md,
+                               c->plugin->match_context);
+    if (rc == PCRE2_ERROR_NOMATCH) {
+      if (options == 0 || offset >= q->subject_len) break;
+      offset = next_char(q, offset); /* no non-empty match here: move on */
+      options = 0;
       continue;
     }
-    if (rc == PCRE2_ERROR_NOMEMORY) {
-      result = fail(c, SP_FAIL, "regex: the replaced text would exceed 256 MiB");
-    } else if (rc < 0) {
+    if (rc < 0) {
       result = match_error(c, rc);
-    } else if (c->plugin->host->write_result(c->call, out, out_len) != 0) {
-      result = SP_FAIL;
+      break;
     }
-    free(out);
-    return result;
+    ov = pcre2_get_ovector_pointer(md);
+    if (ov[0] > ov[1]) {
+      result = fail(c, SP_FAIL, "regex: \\K in an assertion put the match's start after its end");
+      break;
+    }
+    if (ov[0] < copied) { /* \K in a lookbehind, before the previous match's end */
+      result = match_error(c, PCRE2_ERROR_BADSUBSPATTERN);
+      break;
+    }
+    result = emit(o, q->subject + copied, ov[0] - copied);
+    if (result == SP_OK) result = emit_replacement(o, q, code, md);
+    if (result != SP_OK) break;
+    copied = ov[1];
+    if (q->command == REGEX_REPLACE) break;
+    if (++matches % 4096 == 0) {
+      c->plugin->host->heartbeat(c->call);
+      if (c->plugin->host->cancelled(c->call)) {
+        result = fail(c, SP_FAIL, "cancelled");
+        break;
+      }
+    }
+    offset = ov[1];
+    options = ov[0] == ov[1] ? PCRE2_NOTEMPTY_ATSTART | PCRE2_ANCHORED : 0;
   }
+  if (result == SP_OK) result = emit(o, q->subject + copied, q->subject_len - copied);
+  return result;
+}
+
+/* replace or replace-all in two passes: the first counts the replaced text's bytes into one
+ * reused buffer (a match's replacement at a time) and touches no other memory; only a text
+ * that fits max_result is built again, into the result. A replace bomb so fails in the first
+ * pass: its cost is the reading and expanding up to max_result, not the page faults of
+ * max_result bytes of result (on a VM, most of the cost). A text that fits costs two passes. */
+static int run_replace(const regex_call* c, const regex_request* q, pcre2_code* code,
+                       uint64_t max_result) {
+  pcre2_match_data* md = pcre2_match_data_create_from_pattern(code, NULL);
+  replace_output o = {c, max_result, 1, 0, NULL, 0, 0};
+  int result;
+  if (md == NULL) return fail(c, SP_FAIL, "regex: out of memory");
+  o.buffer_size = 64 * 1024;
+  o.buffer = (PCRE2_UCHAR*)malloc(o.buffer_size);
+  if (o.buffer == NULL) {
+    pcre2_match_data_free(md);
+    return fail(c, SP_FAIL, "regex: out of memory for the result");
+  }
+  result = replace_pass(&o, q, code, md);
+  if (result == SP_OK) {
+    o.counting = 0;
+    result = replace_pass(&o, q, code, md);
+  }
+  free(o.buffer);
+  pcre2_match_data_free(md);
+  return result;
 }
 
 /* Compiles the task's pattern (and JIT-compiles it when configured); NULL after failing the
@@ -260,7 +386,7 @@ SP_EXPORT int sp_plugin_handle(void* state, const sp_task* task, sp_call* call) 
   if (q.command == REGEX_MATCH || q.command == REGEX_MATCH_ALL) {
     rc = run_match(&c, &q, code);
   } else {
-    rc = run_replace(&c, &q, code);
+    rc = run_replace(&c, &q, code, sp_task_max_result(task));
   }
   pcre2_code_free(code);
   return rc;

@@ -42,8 +42,9 @@ static void init_destination(j_compress_ptr cinfo) {
 }
 
 static void spill(jpeg_out* c, size_t n) {
-  if (thumb_buffer_append(c->buffer, c->chunk, n) != 0) {
-    snprintf(c->message, sizeof c->message, "out of memory");
+  const int rc = thumb_buffer_append(c->buffer, c->chunk, n);
+  if (rc != 0) {
+    thumb_buffer_refusal(c->buffer, rc, c->message, sizeof c->message);
     longjmp(c->jump, 1);
   }
 }

@@ -28,7 +28,12 @@ static void on_warning(png_structp png, png_const_charp msg) {
 
 static void on_write(png_structp png, png_bytep data, size_t n) {
   png_out* c = (png_out*)png_get_io_ptr(png);
-  if (thumb_buffer_append(c->buffer, data, n) != 0) png_error(png, "out of memory");
+  const int rc = thumb_buffer_append(c->buffer, data, n);
+  if (rc != 0) {
+    char why[120];
+    thumb_buffer_refusal(c->buffer, rc, why, sizeof why);
+    png_error(png, why); /* on_error copies it before jumping */
+  }
 }
 
 static void on_flush(png_structp png) { (void)png; }

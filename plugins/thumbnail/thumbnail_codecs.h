@@ -26,15 +26,22 @@ thumb_status thumb_decode_png(const uint8_t* data, size_t len, const thumb_decod
 thumb_status thumb_decode_webp(const uint8_t* data, size_t len, const thumb_decode_limits* limits,
                                thumb_image* out, thumb_error* err);
 
-/* A growing output buffer (malloc'd data). */
+/* A growing output buffer (malloc'd data) that never holds more than `max` bytes (the
+ * task's max_result), so an encoder stops as soon as its output would pass it. */
 typedef struct thumb_buffer {
   uint8_t* data;
   size_t len;
   size_t cap;
+  size_t max; /* 0: none */
 } thumb_buffer;
 
-/* Appends n bytes; 0, or -1 when out of memory. */
+/* Appends n bytes; 0, -1 when out of memory, or THUMB_BUFFER_FULL when they would pass max
+ * (nothing appended). */
+#define THUMB_BUFFER_FULL 1
 int thumb_buffer_append(thumb_buffer* b, const void* bytes, size_t n);
+
+/* Writes why an append failed (rc: thumb_buffer_append's) into message. */
+void thumb_buffer_refusal(const thumb_buffer* b, int rc, char* message, size_t message_len);
 
 /* Encode `image` as a PNG (8-bit RGB or RGBA, zlib level 6) or a baseline JPEG of `quality`
  * 1..100 (an alpha channel composited over white) into *out. */

@@ -73,6 +73,7 @@ thumb_format thumb_sniff(const uint8_t* data, size_t len) {
 }
 
 int thumb_buffer_append(thumb_buffer* b, const void* bytes, size_t n) {
+  if (b->max != 0 && n > b->max - b->len) return THUMB_BUFFER_FULL;
   if (n > b->cap - b->len) {
     size_t cap = b->cap == 0 ? 16384 : b->cap;
     uint8_t* grown;
@@ -80,6 +81,7 @@ int thumb_buffer_append(thumb_buffer* b, const void* bytes, size_t n) {
       if (cap > SIZE_MAX / 2) return -1;
       cap *= 2;
     }
+    if (b->max != 0 && cap > b->max) cap = b->max; /* never more than the result may be */
     grown = (uint8_t*)realloc(b->data, cap);
     if (grown == NULL) return -1;
     b->data = grown;
@@ -88,4 +90,12 @@ int thumb_buffer_append(thumb_buffer* b, const void* bytes, size_t n) {
   memcpy(b->data + b->len, bytes, n);
   b->len += n;
   return 0;
+}
+
+void thumb_buffer_refusal(const thumb_buffer* b, int rc, char* message, size_t message_len) {
+  if (rc == THUMB_BUFFER_FULL) {
+    snprintf(message, message_len, "the encoded image would exceed max_result (%zu bytes)", b->max);
+  } else {
+    snprintf(message, message_len, "out of memory");
+  }
 }

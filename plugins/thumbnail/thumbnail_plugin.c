@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/result_bound.h"
 #include "thumbnail_codecs.h"
 #include "thumbnail_config.h"
 #include "thumbnail_request.h"
@@ -77,7 +78,7 @@ static thumb_status scale(const thumbnail_call* c, const thumbnail_request* q, t
   return THUMB_OK;
 }
 
-static int thumbnail(const thumbnail_call* c, const thumbnail_request* q) {
+static int thumbnail(const thumbnail_call* c, const thumbnail_request* q, uint64_t max_result) {
   const thumbnail_plugin_config* k = &c->plugin->config;
   thumb_decode_limits limits;
   thumb_image image;
@@ -86,6 +87,7 @@ static int thumbnail(const thumbnail_call* c, const thumbnail_request* q) {
   thumb_status status;
   int rc = SP_OK;
   memset(&out, 0, sizeof out);
+  out.max = max_result > SIZE_MAX ? SIZE_MAX : (size_t)max_result;
   limits.max_pixels = k->max_pixels;
   limits.max_width = k->max_width;
   limits.max_height = k->max_height;
@@ -140,7 +142,7 @@ SP_EXPORT int sp_plugin_handle(void* state, const sp_task* task, sp_call* call) 
                               sizeof err) != 0) {
     return fail(&c, SP_FAIL, err);
   }
-  return thumbnail(&c, &q);
+  return thumbnail(&c, &q, sp_task_max_result(task));
 }
 
 SP_EXPORT void sp_plugin_shutdown(void* state) { free(state); }

@@ -58,11 +58,39 @@ pid_t parent_of(const char* pid) {
   return ppid;
 }
 
-// The pids of this process's children, from /proc: whichever of its threads forked them or
-// adopted them as the subreaper, their parent is this process. (A pid namespace's /proc
-// shows the namespace's pids, which are the ones kill() takes there.)
+// The pids in /proc/self/task/<tid>/children of every thread: whichever thread forked a child
+// or adopted it as the subreaper lists it. Only /proc/self is read, which init's Landlock
+// view allows (other processes' /proc entries it does not). Returns false when the kernel
+// has no such file (CONFIG_PROC_CHILDREN off).
+bool list_children_of_tasks(std::vector<pid_t>* children) {
+  DIR* tasks = ::opendir("/proc/self/task");
+  if (tasks == nullptr) return false;
+  bool found = false;
+  while (dirent* e = ::readdir(tasks)) {
+    if (!std::isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+    const std::string path = std::string("/proc/self/task/") + e->d_name + "/children";
+    std::FILE* f = std::fopen(path.c_str(), "re");
+    if (f == nullptr) continue;
+    found = true;
+    int pid = 0;
+    while (std::fscanf(f, "%d", &pid) == 1) {
+      if (std::find(children->begin(), children->end(), pid) == children->end()) {
+        children->push_back(pid);
+      }
+    }
+    std::fclose(f);
+  }
+  ::closedir(tasks);
+  return found;
+}
+
+// The pids of this process's children: from its threads' children files, or else from all of
+// /proc: whichever of its threads forked them or adopted them as the subreaper, their parent
+// is this process. (A pid namespace's /proc shows the namespace's pids, which are the ones
+// kill() takes there.)
 std::vector<pid_t> list_children() {
   std::vector<pid_t> children;
+  if (list_children_of_tasks(&children)) return children;
   DIR* proc = ::opendir("/proc");
   if (proc == nullptr) return children;
   const pid_t self = ::getpid();

@@ -101,7 +101,7 @@ std::vector<std::string> loaded_library_dirs() {
 namespace {
 
 // Grants read-only access beneath `path` (a directory, or a single file), or every right the
-// ruleset handles when `writable`.
+// ruleset handles when `writable` (on a single file, the file rights: writing and truncating).
 Status allow(int ruleset, const std::string& path, const LandlockAccess& access, bool writable) {
   auto opened = posix_call("open(" + path + ", O_PATH)",
                            [&] { return ::open(path.c_str(), O_PATH | O_CLOEXEC); });
@@ -111,8 +111,13 @@ Status allow(int ruleset, const std::string& path, const LandlockAccess& access,
   auto stated = posix_call("fstat(" + path + ")", [&] { return ::fstat(fd.get(), &st); });
   if (!stated) return stated.status();
   PathBeneathAttr rule{};
-  rule.allowed_access =
-      S_ISDIR(st.st_mode) ? (writable ? access.handled_fs : access.read_dir) : access.read_file;
+  if (S_ISDIR(st.st_mode)) {
+    rule.allowed_access = writable ? access.handled_fs : access.read_dir;
+  } else {
+    rule.allowed_access =
+        access.read_file |
+        (writable ? access.handled_fs & (detail::kFsWriteFile | detail::kFsTruncate) : 0);
+  }
   rule.parent_fd = fd.get();
   auto added = posix_call("landlock_add_rule(" + path + ")", [&] {
     return static_cast<int>(::syscall(SYS_landlock_add_rule, ruleset, kRulePathBeneath, &rule, 0));

@@ -45,6 +45,11 @@ std::vector<std::string> unlimited_resources(const ResourceLimits& limits) {
   return off;
 }
 
+bool denies_write_execute(const SandboxPolicy& policy) {
+  if (policy.profile == SeccompProfile::kOff) return false;
+  return policy.write_xor_execute.value_or(policy.profile == SeccompProfile::kStrict);
+}
+
 bool requires_layer(const SandboxPolicy& policy, std::string_view layer) {
   return std::find(policy.require.begin(), policy.require.end(), layer) != policy.require.end();
 }

@@ -35,7 +35,13 @@ using FilterContext = std::unique_ptr<void, ContextDeleter>;
 // Syscalls whose pool-level allowance is expanded per signal so that SIGSYS stays guarded.
 bool is_sigaction(std::string_view name) { return name == "rt_sigaction" || name == "sigaction"; }
 
-// Returns the rules of `policy`: guards, the profile's allow-list, then the pool's additions.
+bool allowed_by_pool(const SandboxPolicy& policy, std::string_view name) {
+  return std::find(policy.allow_syscalls.begin(), policy.allow_syscalls.end(), name) !=
+         policy.allow_syscalls.end();
+}
+
+// Returns the rules of `policy`: guards, the profile's allow-list, then the pool's additions,
+// and last write-xor-execute's rules in place of mmap's and mprotect's when it is on.
 // A pool addition replaces the built-in rules for that name (allowing statx means statx,
 // not ENOSYS), except for the sigaction calls: those become one rule per signal but SIGSYS.
 std::vector<SyscallRule> rules_for(const SandboxPolicy& policy) {
@@ -59,6 +65,18 @@ std::vector<SyscallRule> rules_for(const SandboxPolicy& policy) {
     }
     std::erase_if(rules, [&](const SyscallRule& r) { return name == r.name; });
     rules.push_back({.name = name.c_str()});
+  }
+  if (denies_write_execute(policy)) {
+    // mmap and mprotect are in every profile; pkey_mprotect only when the pool allowed it
+    // (otherwise it traps, PROT_EXEC or not).
+    const bool pkey = allowed_by_pool(policy, "pkey_mprotect");
+    std::erase_if(rules, [&](const SyscallRule& r) {
+      return std::string_view(r.name) == "mmap" || std::string_view(r.name) == "mprotect" ||
+             (pkey && std::string_view(r.name) == "pkey_mprotect");
+    });
+    for (const SyscallRule& r : detail::write_xor_execute_rules()) {
+      if (pkey || std::string_view(r.name) != "pkey_mprotect") rules.push_back(r);
+    }
   }
   return rules;
 }
@@ -122,11 +140,6 @@ Status add_rule(void* ctx, const SyscallRule& rule) {
   return rc < 0 ? seccomp_error(rc, call) : Status::ok();
 }
 
-bool allowed_by_pool(const SandboxPolicy& policy, std::string_view name) {
-  return std::find(policy.allow_syscalls.begin(), policy.allow_syscalls.end(), name) !=
-         policy.allow_syscalls.end();
-}
-
 }  // namespace
 
 std::vector<std::string> init_layer_exemptions(const SandboxPolicy& policy) {
@@ -134,6 +147,11 @@ std::vector<std::string> init_layer_exemptions(const SandboxPolicy& policy) {
   if (policy.profile == SeccompProfile::kOff) return names;
   for (const SyscallRule& rule : detail::init_layer_rules()) {
     if (allowed_by_pool(policy, rule.name)) names.emplace_back(rule.name);
+  }
+  if (!policy.init.network) {
+    for (const SyscallRule& rule : detail::init_no_network_rules()) {
+      if (allowed_by_pool(policy, rule.name)) names.emplace_back(rule.name);
+    }
   }
   return names;
 }
@@ -150,6 +168,12 @@ Status install_init_seccomp(const SandboxPolicy& policy) {
   for (const SyscallRule& rule : detail::init_layer_rules()) {
     if (allowed_by_pool(policy, rule.name)) continue;  // the pool allows it after init too
     SP_RETURN_IF_ERROR(add_rule(ctx.get(), rule));
+  }
+  if (!policy.init.network) {
+    for (const SyscallRule& rule : detail::init_no_network_rules()) {
+      if (allowed_by_pool(policy, rule.name)) continue;
+      SP_RETURN_IF_ERROR(add_rule(ctx.get(), rule));
+    }
   }
   rc = seccomp_load(ctx.get());
   if (rc < 0) return seccomp_error(rc, "seccomp_load(init layer)");

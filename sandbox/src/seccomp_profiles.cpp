@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 
 namespace sandpool::sandbox::detail {
 namespace {
@@ -119,6 +120,39 @@ constexpr SyscallRule kRelaxedExtra[] = {
     {.name = "sched_getaffinity"},
 };
 
+// Write-xor-execute, as systemd's MemoryDenyWriteExecute=, but stricter about mmap: no new
+// executable mapping at all, not only no writable one, since a memfd or the shared region
+// mapped twice (once writable, once executable) would be the same hole. prot is argument 2
+// of all three (pkey_mprotect's pkey comes after it). EPERM rather than a trap: a JIT (PCRE2's)
+// takes the refusal as "no JIT" and goes on interpreting.
+constexpr SyscallRule kWriteXorExecute[] = {
+    {.name = "mmap", .match = ArgMatch::kMaskedEq, .index = 2, .mask = PROT_EXEC, .value = 0},
+    {.name = "mmap",
+     .action = RuleAction::kFailEperm,
+     .match = ArgMatch::kMaskedEq,
+     .index = 2,
+     .mask = PROT_EXEC,
+     .value = PROT_EXEC},
+    {.name = "mprotect", .match = ArgMatch::kMaskedEq, .index = 2, .mask = PROT_EXEC, .value = 0},
+    {.name = "mprotect",
+     .action = RuleAction::kFailEperm,
+     .match = ArgMatch::kMaskedEq,
+     .index = 2,
+     .mask = PROT_EXEC,
+     .value = PROT_EXEC},
+    {.name = "pkey_mprotect",
+     .match = ArgMatch::kMaskedEq,
+     .index = 2,
+     .mask = PROT_EXEC,
+     .value = 0},
+    {.name = "pkey_mprotect",
+     .action = RuleAction::kFailEperm,
+     .match = ArgMatch::kMaskedEq,
+     .index = 2,
+     .mask = PROT_EXEC,
+     .value = PROT_EXEC},
+};
+
 // Loaded before the plugin, so they bind sp_plugin_init and every thread it starts. A
 // refusal is an ordinary error to the plugin (EPERM), not a kill: a library that probes
 // with fork() in its constructor still loads. They stay in force under the final filter,
@@ -145,11 +179,23 @@ constexpr SyscallRule kInitLayer[] = {
     {.name = "process_vm_writev", .action = RuleAction::kFailEperm},
 };
 
+// The init layer's network rules, unless the pool's sandbox.init.network allows it: no socket
+// of any family (AF_UNIX too: a daemon's socket on the host is as much a way out as TCP),
+// and no io_uring, whose IORING_OP_SOCKET and IORING_OP_CONNECT would make one without the
+// socket call. socketpair stays: a connected pair reaches nothing outside the process.
+constexpr SyscallRule kInitNoNetwork[] = {
+    {.name = "socket", .action = RuleAction::kFailEperm},
+    {.name = "socketcall", .action = RuleAction::kFailEperm},  // i386's multiplexer
+    {.name = "io_uring_setup", .action = RuleAction::kFailEperm},
+};
+
 }  // namespace
 
 std::span<const SyscallRule> guard_rules() { return kGuard; }
 std::span<const SyscallRule> strict_rules() { return kStrict; }
 std::span<const SyscallRule> relaxed_extra_rules() { return kRelaxedExtra; }
+std::span<const SyscallRule> write_xor_execute_rules() { return kWriteXorExecute; }
 std::span<const SyscallRule> init_layer_rules() { return kInitLayer; }
+std::span<const SyscallRule> init_no_network_rules() { return kInitNoNetwork; }
 
 }  // namespace sandpool::sandbox::detail

@@ -39,8 +39,14 @@ std::span<const SyscallRule> guard_rules();
 std::span<const SyscallRule> strict_rules();
 // What the relaxed profile adds to strict: read-only file access and threads.
 std::span<const SyscallRule> relaxed_extra_rules();
+// Write-xor-execute (SandboxPolicy::write_xor_execute): replaces the allow-list's rules for
+// these calls. Each is allowed without PROT_EXEC and refused (EPERM) with it.
+std::span<const SyscallRule> write_xor_execute_rules();
 // The init layer (install_init_seccomp): everything is allowed but creating processes,
 // exec and ptrace. Its rules are the refusals; the default action is to allow.
 std::span<const SyscallRule> init_layer_rules();
+// What the init layer adds unless SandboxPolicy::init.network: socket and io_uring_setup
+// fail with EPERM.
+std::span<const SyscallRule> init_no_network_rules();
 
 }  // namespace sandpool::sandbox::detail

@@ -182,6 +182,34 @@ constexpr FlagSpec kFlags[] = {
        a.policy.writable_paths.emplace_back(v);
        return Status::ok();
      }},
+    {"--init-read-path", true,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       SP_RETURN_IF_ERROR(require_nonempty(f, v));
+       a.policy.init.read_paths.emplace_back(v);
+       return Status::ok();
+     }},
+    {"--init-write-path", true,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       SP_RETURN_IF_ERROR(require_nonempty(f, v));
+       a.policy.init.write_paths.emplace_back(v);
+       return Status::ok();
+     }},
+    {"--init-network", false,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       if (v != "on")
+         return Status::invalid(std::string(f) + ": expected on, got '" + std::string(v) + "'");
+       a.policy.init.network = true;
+       return Status::ok();
+     }},
+    {"--write-xor-execute", false,
+     [](WorkerArgs& a, std::string_view f, std::string_view v) {
+       if (v != "on" && v != "off") {
+         return Status::invalid(std::string(f) + ": expected on or off, got '" + std::string(v) +
+                                "'");
+       }
+       a.policy.write_xor_execute = v == "on";
+       return Status::ok();
+     }},
     {"--require", true,
      [](WorkerArgs& a, std::string_view f, std::string_view v) {
        SP_RETURN_IF_ERROR(require_nonempty(f, v));
@@ -233,6 +261,12 @@ std::vector<std::string> to_argv(const WorkerArgs& args) {
   for (const std::string& p : args.policy.readonly_paths) add("--readonly-path", p);
   for (const std::string& p : args.policy.writable_paths) add("--writable-path", p);
   for (const std::string& r : args.policy.require) add("--require", r);
+  for (const std::string& p : args.policy.init.read_paths) add("--init-read-path", p);
+  for (const std::string& p : args.policy.init.write_paths) add("--init-write-path", p);
+  if (args.policy.init.network) add("--init-network", "on");
+  if (args.policy.write_xor_execute) {
+    add("--write-xor-execute", *args.policy.write_xor_execute ? "on" : "off");
+  }
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 
@@ -275,6 +276,29 @@ std::vector<int> descendants_of(int root) {
     }
   }
   return found;
+}
+
+ProcessUsage process_usage(int pid) {
+  const std::string dir = "/proc/" + std::to_string(pid);
+  std::ifstream stat_file(dir + "/stat");
+  std::string stat;
+  std::getline(stat_file, stat);
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos) FAIL("process " << pid << " is gone: no " << dir << "/stat");
+  // After the comm: state (field 3) ... utime (14) and stime (15).
+  std::istringstream rest(stat.substr(close + 2));
+  std::vector<std::string> fields{std::istream_iterator<std::string>(rest),
+                                  std::istream_iterator<std::string>()};
+  REQUIRE(fields.size() > 12);
+  const long ticks_per_second = ::sysconf(_SC_CLK_TCK);
+  const std::uint64_t ticks = std::stoull(fields[11]) + std::stoull(fields[12]);
+  ProcessUsage u;
+  u.cpu = std::chrono::milliseconds(ticks * 1000 / static_cast<std::uint64_t>(ticks_per_second));
+  std::ifstream status(dir + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) u.peak_rss = std::stoull(line.substr(6)) * 1024;  // kB
+  }
+  return u;
 }
 
 }  // namespace sandpool::hostile

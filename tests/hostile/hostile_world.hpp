@@ -16,6 +16,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -108,5 +109,14 @@ class HostileWorld {
 
 // The pids of every living process below `root` (zombies included: they are strays too).
 std::vector<int> descendants_of(int root);
+
+// What a process has used so far, from /proc/<pid>/stat and status: CPU time of all its
+// threads (user + system, in clock ticks of 10 ms) and its peak resident set (VmHWM).
+struct ProcessUsage {
+  std::chrono::milliseconds cpu{0};
+  std::uint64_t peak_rss = 0;  // bytes
+};
+// The usage of `pid`; the test fails if it cannot be read (the process is gone).
+ProcessUsage process_usage(int pid);
 
 }  // namespace sandpool::hostile

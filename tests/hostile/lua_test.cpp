@@ -144,3 +144,25 @@ TEST_CASE("a lua pattern that backtracks in C is stopped by the task's timeout")
   CHECK(r.history[0].outcome == Outcome::kTimedOut);
   world.close_and_check_clean();
 }
+
+// string.rep of an empty string (and an empty separator) loops n times in C, copying nothing,
+// where the instruction count cannot see it: ('').rep('', 1 << 40) took an hour of CPU. The
+// plugin's string.rep answers "" at once; any other call builds its string through the capped
+// allocator, its work bounded by max_memory.
+TEST_CASE("a lua string.rep of nothing a trillion times answers at once") {
+  HostileWorld world;
+  world.start(lua_options());
+  const auto [script, result] = GENERATE(table<std::string, std::string>({
+      {"return (''):rep(1 << 40)", ""},
+      {"return string.rep('', 1 << 40, '')", ""},
+      {"return #(('ab'):rep(3, ','))", "8"},
+  }));
+  INFO(script);
+  SubmitOptions so;
+  so.timeout = std::chrono::seconds(20);
+  const TaskResult r = world.attack("lua", script, so);
+  INFO(r.error);
+  CHECK(r.state == TaskState::kCompleted);
+  CHECK(r.result == result);
+  world.close_and_check_clean();
+}

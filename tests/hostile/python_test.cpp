@@ -12,6 +12,7 @@
 
 #include "hostile_world.hpp"
 #include "public_dir.hpp"
+#include "python_init_paths.hpp"
 
 using namespace sandpool;
 using namespace std::chrono_literals;
@@ -86,6 +87,7 @@ std::string python_plugin_path() { return std::string(SANDPOOL_PLUGIN_DIR) + "/l
 PoolOptions python_options(const PublicDir& dir) {
   PoolOptions o = hostile_options(python_plugin_path());
   o.plugin_config_json = R"({"handler": "hostile_tasks:handle", "path": [")" + dir.path() + "\"]}";
+  o.sandbox.init.read_paths = sandpool::testing::python_init_read_paths(o.plugin_config_json);
   return o;
 }
 

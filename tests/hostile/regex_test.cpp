@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include "hostile_world.hpp"
@@ -81,5 +82,119 @@ TEST_CASE("patterns that go after the compiler fail the task with PCRE2's error"
     CHECK(r.error == error);
   }
   CHECK(regex_pool_has_worker(world.pool(), r.history[0].worker_pid));
+  world.close_and_check_clean();
+}
+
+// Replace bombs: a replacement whose output would be far larger than max_result. Before, the
+// plugin had PCRE2 work out the whole would-be length (OVERFLOW_LENGTH over every match, tens
+// of seconds of CPU) and built up to 256 MiB before write_result saw any of it. Now each
+// match's replacement is counted against max_result before it is built: the task fails at the
+// first match that would pass it, in milliseconds, and the worker's memory grows by no more
+// than the result it may return (the host's copy and the plugin's buffer of one match, each
+// at most max_result, and the doubling growth of the host's string) plus some slack.
+namespace {
+
+std::string replace_payload(const std::string& command, const std::string& pattern,
+                            const std::string& replacement, const std::string& subject) {
+  return command + std::string(1, '\0') + pattern + std::string(1, '\0') + replacement +
+         std::string(1, '\0') + subject;
+}
+
+std::string dollar_ones(std::size_t n) {
+  std::string s;
+  for (std::size_t i = 0; i < n; ++i) s += "$1";
+  return s;
+}
+
+constexpr std::uint64_t kMaxResult = 8u << 20;  // hostile_options' (the default)
+constexpr std::uint64_t kMemorySlack = 16u << 20;
+
+// One regex task's account and what it cost its worker: CPU across the task (all threads, in
+// 10 ms ticks) and how much its peak resident set grew.
+struct Measured {
+  TaskResult result;
+  std::chrono::milliseconds cpu{0};
+  std::uint64_t peak_rss_growth = 0;
+};
+
+Measured run_measured(HostileWorld& world, const std::string& payload) {
+  std::map<std::int32_t, hostile::ProcessUsage> before;
+  for (const WorkerInfo& w : world.pool().workers()) before[w.pid] = hostile::process_usage(w.pid);
+  SubmitOptions so;
+  so.timeout = 60s;
+  Measured m;
+  m.result = world.attack("regex", payload, so);
+  REQUIRE(m.result.attempts() == 1);
+  const std::int32_t pid = m.result.history[0].worker_pid;
+  REQUIRE(before.count(pid) == 1);
+  const hostile::ProcessUsage after = hostile::process_usage(pid);
+  m.cpu = after.cpu - before[pid].cpu;
+  m.peak_rss_growth = after.peak_rss - before[pid].peak_rss;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("a replace bomb fails naming max_result within 100 ms of CPU, its memory bounded") {
+  const auto [name, payload] = GENERATE(table<std::string, std::string>({
+      {"an empty pattern with a 100 KB replacement over 200,000 bytes",
+       replace_payload("replace-all", "", std::string(100000, 'x'), std::string(200000, 'a'))},
+      {"60,000 $1 over a 5 MB subject, one match",
+       replace_payload("replace/s", "(.*)", dollar_ones(60000), std::string(5000000, 'a'))},
+      {"60,000 $1 over a 5 MB subject, a match per byte",
+       replace_payload("replace-all", "(a)", dollar_ones(60000), std::string(5000000, 'a'))},
+      {"an empty pattern with a 100 KB replacement over 2,000 bytes",
+       replace_payload("replace-all", "", std::string(100000, 'x'), std::string(2000, 'a'))},
+      {"60,000 references to an empty group at each of 200,000 matches",
+       replace_payload("replace-all", "()", dollar_ones(60000), std::string(200000, 'a'))},
+  }));
+  INFO(name);
+  HostileWorld world;
+  world.start(regex_options());
+  // The task's CPU is its worker's across the task, less what moving a payload of this size
+  // costs the worker: a task of the same size that does nothing (an anchored pattern that
+  // cannot match) measured the same way.
+  const std::string idle =
+      std::string("match\0\\A(?!)\0", 13) + std::string(payload.size() - 13, 'a');
+  const Measured control = run_measured(world, idle);
+  CHECK(control.result.state == TaskState::kCompleted);
+  const Measured bomb = run_measured(world, payload);
+  const TaskResult& r = bomb.result;
+  CHECK(r.history[0].outcome == Outcome::kFailed);
+  CHECK_THAT(r.error, Catch::Contains("max_result (8388608 bytes)"));
+  INFO("worker CPU: bomb " << bomb.cpu.count() << " ms, a task of its size " << control.cpu.count()
+                           << " ms; peak RSS grew by " << bomb.peak_rss_growth << " bytes");
+  CHECK(bomb.cpu - control.cpu < 100ms);
+  CHECK(bomb.peak_rss_growth < 3 * kMaxResult + kMemorySlack);
+  CHECK(world.pool().stats().restarts == 0);
+  world.close_and_check_clean();
+}
+
+TEST_CASE("replace and replace-all still give the replaced text, $1 and $$ expanded") {
+  HostileWorld world;
+  world.start(regex_options());
+  const auto [payload, expected] = GENERATE(table<std::string, std::string>({
+      {replace_payload("replace-all/i", "(o)", "[$1]", "FoO bar"), "F[o][O] bar"},
+      {replace_payload("replace", "(o)", "[$1]", "foo"), "f[o]o"},
+      {replace_payload("replace-all", "a*", "-", "baaac"), "-b--c-"},
+      {replace_payload("replace-all", "x", "$$", "axbxc"), "a$b$c"},
+      {replace_payload("replace-all", "(?<w>\\w+)", "<${w}>", "hi there"), "<hi> <there>"},
+      {replace_payload("replace-all", "z", "y", "abc"), "abc"},
+  }));
+  const TaskResult r = world.attack("regex", payload);
+  REQUIRE(r.attempts() == 1);
+  INFO(r.error);
+  CHECK(r.state == TaskState::kCompleted);
+  CHECK(r.result == expected);
+  world.close_and_check_clean();
+}
+
+TEST_CASE("a replacement naming a group that does not exist fails with PCRE2's error") {
+  HostileWorld world;
+  world.start(regex_options());
+  const TaskResult r = world.attack("regex", replace_payload("replace-all", "(a)", "$2", "aaa"));
+  REQUIRE(r.attempts() == 1);
+  CHECK(r.history[0].outcome == Outcome::kFailed);
+  CHECK(r.error == "regex: unknown substring");
   world.close_and_check_clean();
 }

@@ -255,8 +255,9 @@ TEST_CASE("exit(0) in the middle of a task is lost, not a success") {
 }
 
 TEST_CASE("writing past the file-size limit is resource_limit: file_size") {
-  // The file is the test's, opened by the plugin's init (before seccomp); handle appends
-  // to it for ever. World-writable, for a worker that runs as another user.
+  // The file is the test's, opened by the plugin's init (before seccomp, and declared as
+  // sandbox.init.write_paths for init's Landlock); handle appends to it for ever. World-writable,
+  // for a worker that runs as another user.
   const std::filesystem::path dir = std::filesystem::temp_directory_path() /
                                     ("sandpool-hostile-fsize-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
@@ -269,6 +270,7 @@ TEST_CASE("writing past the file-size limit is resource_limit: file_size") {
     PoolOptions o = hostile_options();
     o.sandbox.limits.file_size = 1u << 20;
     o.plugin_config_json = "{\"write_path\": \"" + file.string() + "\"}";
+    o.sandbox.init.write_paths = {file.string()};  // what init opens for writing
     world.start(o);
     const TaskResult r = world.attack("write_file", "");
     REQUIRE(r.attempts() == 1);

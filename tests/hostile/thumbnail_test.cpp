@@ -20,6 +20,7 @@
 using namespace sandpool;
 using sandpool::hostile::hostile_options;
 using sandpool::hostile::HostileWorld;
+using sandpool::testing::ImageFormat;
 using sandpool::testing::thumbnail_payload;
 
 namespace {
@@ -190,5 +191,25 @@ TEST_CASE("a progressive JPEG of endless scans is stopped at the 100th") {
   endless += "\xff\xd9";
   const TaskResult r = world.attack("thumbnail", thumbnail_payload("width=32", endless));
   require_thumbnail_refused(world, r, Outcome::kFailed, "thumbnail: jpeg: more than 100 scans");
+  world.close_and_check_clean();
+}
+
+// The encoder stops as soon as its output would pass max_result, before it builds more: the
+// error names max_result, and the worker's memory grows by no more than the output it may
+// return (the encoder's buffer, at most max_result) and the decoded image, plus slack.
+TEST_CASE("a thumbnail whose encoding would pass max_result stops at it, naming it") {
+  HostileWorld world;
+  PoolOptions o = thumbnail_options();
+  o.max_result = 256;
+  world.start(o);
+  const std::string image =
+      sandpool::testing::encode(sandpool::testing::gradient(1024, 1024), ImageFormat::kPng);
+  const auto [format, error] = GENERATE(table<std::string, std::string>({
+      {"png", "thumbnail: png output: the encoded image would exceed max_result (256 bytes)"},
+      {"jpeg", "thumbnail: jpeg output: the encoded image would exceed max_result (256 bytes)"},
+  }));
+  const TaskResult r =
+      world.attack("thumbnail", thumbnail_payload("width=1024 format=" + format, image));
+  require_thumbnail_refused(world, r, Outcome::kFailed, error);
   world.close_and_check_clean();
 }

@@ -1,6 +1,8 @@
 // The regex plugin (plugins/regex/) on Debian's libpcre2-8, through a real Pool under the
-// default strict seccomp profile, JIT on: payload format, match offsets, replacement, errors,
-// and the limits from plugin_config. Catastrophic patterns are in tests/hostile/regex_test.cpp.
+// default strict seccomp profile, JIT on (write_xor_execute off, as a pool that wants the JIT
+// sets it): payload format, match offsets, replacement, errors, and the limits from
+// plugin_config; and under strict's default write-xor-execute, the interpreter. Catastrophic
+// patterns are in tests/hostile/regex_test.cpp.
 #include <catch2/catch.hpp>
 
 #include <initializer_list>
@@ -28,6 +30,7 @@ std::string fields(std::initializer_list<std::string> parts) {
 PoolOptions regex_pool(const std::string& plugin_config = "{}") {
   PoolOptions o = pool_options("regex", 1);
   o.plugin_config_json = plugin_config;
+  o.sandbox.write_xor_execute = false;  // the JIT maps executable memory in each task
   return o;
 }
 
@@ -118,6 +121,26 @@ TEST_CASE("a regex pool's limits come from plugin_config, and the JIT ignores de
   auto default_stack = make_pool(regex_pool());
   CHECK(run_regex_once(*default_stack, fields({"match", "^(a)*$", a_times(10000)})).result ==
         "0 10000 9999 10000\n");
+}
+
+TEST_CASE("under strict's write-xor-execute the regex JIT is refused and the interpreter matches") {
+  const std::string nested = fields({"match", "(a|b)+c", "ababababababababc"});
+  PoolOptions o = regex_pool(R"({"depth_limit": 2})");
+  o.sandbox.write_xor_execute.reset();  // strict's default: on
+  auto pool = make_pool(o);
+  // The JIT's mmap(PROT_EXEC) fails with EPERM: the plugin logs it and interprets, where
+  // depth_limit applies (the JIT would have finished, as the case above shows).
+  const auto deep = run_regex_once(*pool, nested);
+  REQUIRE(deep.attempts() == 1);
+  CHECK(deep.history[0].outcome == Outcome::kResourceLimit);
+  CHECK(deep.error == "regex: matching depth limit exceeded (depth_limit 2)");
+  // Without the depth limit the interpreter answers as the JIT does.
+  PoolOptions plain = regex_pool();
+  plain.sandbox.write_xor_execute.reset();
+  auto interpreted = make_pool(plain);
+  CHECK(run_regex_once(*interpreted, nested).result == "0 17 15 16\n");
+  CHECK(run_regex_once(*interpreted, fields({"match", R"((\w+)@(\w+))", "mail bob@example now"}))
+            .result == "5 16 5 8 9 16\n");
 }
 
 TEST_CASE("a regex pool whose plugin_config is wrong does not start") {

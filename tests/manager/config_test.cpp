@@ -203,6 +203,8 @@ TEST_CASE("a pool's defaults are the PoolOptions defaults") {
   CHECK(o.user == "nobody");
   CHECK(o.sandbox.readonly_paths.empty());
   CHECK(o.sandbox.require.empty());
+  CHECK_FALSE(o.sandbox.write_xor_execute.has_value());  // strict's default: on
+  CHECK(o.sandbox.init == sandpool::sandbox::InitAccess{});
 }
 
 TEST_CASE("every pool key maps onto its PoolOptions field") {
@@ -219,7 +221,10 @@ pools:
     limits: {memory: 64MiB, cpu_time: 1500ms, open_files: 32, processes: 4, file_size: 1MiB,
              max_payload: 2MiB, max_result: 3MiB, cpu_quota: 1.5}
     sandbox: {profile: relaxed, allow_syscalls: [getrandom], keep_env: [TZ], cgroup: required,
-              user: 4001, readonly_paths: [/srv/models], require: [landlock, net]}
+              user: 4001, readonly_paths: [/srv/models], require: [landlock, net],
+              write_xor_execute: true,
+              init: {read_paths: [/usr/lib/python3.11], write_paths: [/var/log/p.log],
+                     network: true}}
     health: {heartbeat_interval: 100ms, missed_heartbeats: 5, init_timeout: 2s}
     task_defaults: {timeout: 7s, max_timeout: 1h, retries: 6, cancel_grace: 300ms}
     retry: {base: 20ms, multiplier: 1.5, max: 4s, retry_sandbox_violation: true}
@@ -256,6 +261,10 @@ pools:
   CHECK(o.user == "4001");
   CHECK(o.sandbox.readonly_paths == std::vector<std::string>{"/srv/models"});
   CHECK(o.sandbox.require == std::vector<std::string>{"landlock", "net"});
+  CHECK(o.sandbox.write_xor_execute == true);
+  CHECK(o.sandbox.init.read_paths == std::vector<std::string>{"/usr/lib/python3.11"});
+  CHECK(o.sandbox.init.write_paths == std::vector<std::string>{"/var/log/p.log"});
+  CHECK(o.sandbox.init.network);
   CHECK(o.sandbox.namespaces.required.describe() == "net");
   CHECK(o.heartbeat_interval == 100ms);
   CHECK(o.missed_heartbeats == 5);
@@ -427,6 +436,11 @@ TEST_CASE("each kind of mistake names the key path and its line and column") {
        "host needs that much address space to start), got \"1MiB\""},
       {std::string(kMinimalPool) + "    sandbox: {readonly_paths: [rel/x]}\n",
        "t.yaml:4:31: pools[0].sandbox.readonly_paths: expected absolute paths, got \"rel/x\""},
+      {std::string(kMinimalPool) + "    sandbox: {init: {read_paths: [rel/x]}}\n",
+       "t.yaml:4:34: pools[0].sandbox.init.read_paths: expected absolute paths, got \"rel/x\""},
+      {std::string(kMinimalPool) + "    sandbox: {write_xor_execute: maybe}\n",
+       "t.yaml:4:34: pools[0].sandbox.write_xor_execute: expected one of true, false, got "
+       "\"maybe\""},
       // impossible combinations
       {std::string(kMinimalPool) + "    workers: {min: 5, max: 2}\n",
        "t.yaml:4:20: pools[0].workers.min: min (5) is greater than max (2)"},

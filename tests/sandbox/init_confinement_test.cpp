@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/ptrace.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -85,6 +86,30 @@ TEST_CASE("under the init layer fork, exec and ptrace fail with EPERM, and threa
     if (::posix_spawn(&spawned, "/bin/true", nullptr, nullptr, argv, environ) != EPERM) return 6;
     if (::syscall(SYS_vfork) != -1 || errno != EPERM) return 7;
     if (!thread_works()) return 8;  // glibc falls back from clone3 to clone(CLONE_THREAD)
+    return 0;
+  });
+  INFO(r.describe());
+  CHECK(r.exited_with(0));
+}
+
+TEST_CASE("under the init layer no socket can be made, unless sandbox.init.network allows it") {
+  const bool network = GENERATE(false, true);
+  INFO((network ? "init.network: true" : "init.network: false (the default)"));
+  SandboxPolicy policy;
+  policy.init.network = network;
+  ChildResult r = run_sandboxed(no_final_filter(), [&] {
+    if (!install_init_seccomp(policy)) return 10;
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM, 0, pair) != 0) return 1;  // reaches nothing: kept
+    for (int family : {AF_INET, AF_INET6, AF_UNIX, AF_NETLINK}) {
+      const int fd = ::socket(family, SOCK_STREAM, 0);
+      if (network && fd < 0 && family != AF_NETLINK) return 2;
+      if (!network && (fd >= 0 || errno != EPERM)) return 3;
+      if (fd >= 0) ::close(fd);
+    }
+    // io_uring could make a socket without the socket call.
+    const long ring = ::syscall(SYS_io_uring_setup, 1, nullptr);
+    if (!network && (ring != -1 || errno != EPERM)) return 4;
     return 0;
   });
   INFO(r.describe());

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include <sandpool/sandbox/lockdown.hpp>
@@ -315,7 +316,8 @@ TEST_CASE("the off profile installs no filter") {
 
 TEST_CASE("every name in the built-in allow-lists is a syscall libseccomp knows") {
   using namespace sandpool::sandbox::detail;
-  for (auto table : {guard_rules(), strict_rules(), relaxed_extra_rules()}) {
+  for (auto table : {guard_rules(), strict_rules(), relaxed_extra_rules(), init_layer_rules(),
+                     init_no_network_rules(), write_xor_execute_rules()}) {
     for (const SyscallRule& rule : table) {
       INFO(rule.name);
       CHECK(seccomp_syscall_resolve_name(rule.name) != __NR_SCMP_ERROR);
@@ -328,4 +330,80 @@ TEST_CASE("syscall_name names syscalls of this architecture") {
   CHECK(syscall_name(SYS_openat) == "openat");
   CHECK(syscall_name(SYS_socket) == "socket");
   CHECK(syscall_name(99999) == "syscall_99999");
+}
+
+// Write-xor-execute: on by default under strict, off under relaxed, a key either way.
+namespace {
+
+// 0 when every way to executable memory fails with EPERM and plain mappings still work.
+int executable_memory_refused() {
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  void* rwx =
+      ::mmap(nullptr, page, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (rwx != MAP_FAILED || errno != EPERM) return 1;
+  void* rx = ::mmap(nullptr, page, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (rx != MAP_FAILED || errno != EPERM) return 2;
+  void* rw = ::mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (rw == MAP_FAILED) return 3;
+  if (::mprotect(rw, page, PROT_READ | PROT_EXEC) == 0 || errno != EPERM) return 4;
+  if (::mprotect(rw, page, PROT_READ) != 0) return 5;  // without PROT_EXEC: allowed
+  return ::munmap(rw, page) == 0 ? 0 : 6;
+}
+
+// 0 when an anonymous read-write-execute mapping can be had.
+int executable_memory_allowed() {
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  void* rwx =
+      ::mmap(nullptr, page, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return rwx == MAP_FAILED ? 1 : 0;
+}
+
+}  // namespace
+
+TEST_CASE("write-xor-execute refuses PROT_EXEC with EPERM: strict's default, relaxed's by key") {
+  struct Case {
+    const char* what;
+    SeccompProfile profile;
+    std::optional<bool> wx;
+    int (*body)();
+  };
+  const Case c =
+      GENERATE(Case{"strict", SeccompProfile::kStrict, std::nullopt, executable_memory_refused},
+               Case{"strict, wx off", SeccompProfile::kStrict, false, executable_memory_allowed},
+               Case{"relaxed", SeccompProfile::kRelaxed, std::nullopt, executable_memory_allowed},
+               Case{"relaxed, wx on", SeccompProfile::kRelaxed, true, executable_memory_refused});
+  INFO(c.what);
+  SandboxPolicy p = policy(c.profile);
+  p.write_xor_execute = c.wx;
+  CHECK(denies_write_execute(p) == (c.body == executable_memory_refused));
+  ChildResult r = run_sandboxed(p, c.body);
+  INFO(r.describe());
+  CHECK(r.exited_with(0));
+}
+
+TEST_CASE("pkey_mprotect allowed by a pool still cannot add PROT_EXEC under write-xor-execute") {
+  SandboxPolicy p = policy(SeccompProfile::kStrict, {"pkey_mprotect"});
+  ChildResult r = run_sandboxed(p, [] {
+    const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    void* rw = ::mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (rw == MAP_FAILED) return 1;
+    if (::syscall(SYS_pkey_mprotect, rw, page, PROT_READ | PROT_EXEC, -1) == 0 || errno != EPERM) {
+      return 2;
+    }
+    return ::syscall(SYS_pkey_mprotect, rw, page, PROT_READ, -1) == 0 ? 0 : 3;
+  });
+  INFO(r.describe());
+  CHECK(r.exited_with(0));
+}
+
+TEST_CASE("the write-xor-execute check names a writable and executable mapping") {
+  CHECK(check_no_writable_executable_mapping().is_ok());
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  void* rwx =
+      ::mmap(nullptr, page, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(rwx != MAP_FAILED);
+  const sandpool::Status s = check_no_writable_executable_mapping();
+  ::munmap(rwx, page);
+  CHECK(s.code() == sandpool::Code::kPlugin);
+  CHECK(s.message().find("rwxp anonymous") != std::string::npos);
 }

@@ -19,7 +19,8 @@ auto fields(const WorkerArgs& a) {
                   a.heartbeat_ms, a.max_result, a.init_timeout_ms, a.parent_pid, a.gate_fd,
                   a.manager_pidfd, a.policy.profile, a.policy.allow_syscalls, l.address_space,
                   l.cpu_seconds, l.open_files, l.processes, l.file_size, a.policy.keep_env,
-                  a.policy.run_as, a.policy.readonly_paths, a.policy.require);
+                  a.policy.run_as, a.policy.readonly_paths, a.policy.require,
+                  a.policy.write_xor_execute, a.policy.init);
 }
 
 sandpool::Result<WorkerArgs> parse(const std::vector<std::string>& args) {
@@ -79,7 +80,13 @@ TEST_CASE("every field of WorkerArgs survives to_argv and parse_worker_argv") {
       }),
       Change([](WorkerArgs& a) {
         a.policy.require = {"landlock", "net"};
-      }));
+      }),
+      Change([](WorkerArgs& a) { a.policy.write_xor_execute = false; }),
+      Change([](WorkerArgs& a) { a.policy.write_xor_execute = true; }), Change([](WorkerArgs& a) {
+        a.policy.init.read_paths = {"/usr/lib/python3.11", "/srv/tasks"};
+        a.policy.init.write_paths = {"/var/log/plugin.log"};
+      }),
+      Change([](WorkerArgs& a) { a.policy.init.network = true; }));
   WorkerArgs in = base_args();
   change(in);
   const std::vector<std::string> argv = to_argv(in);

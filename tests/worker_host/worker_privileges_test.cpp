@@ -151,7 +151,8 @@ TEST_CASE("after init, Landlock leaves only the plugin's, the libraries' and con
   args.policy.profile = sandbox::SeccompProfile::kRelaxed;
   args.policy.allow_syscalls = {"openat"};  // seccomp lets writes through: Landlock decides
   args.policy.readonly_paths = {allowed.path()};
-  args.plugin_config_json = R"({"init_read": ")" + secret + R"("})";  // init may read it
+  args.policy.init.read_paths = {secrets.path()};                     // init may read it
+  args.plugin_config_json = R"({"init_read": ")" + secret + R"("})";  // and does
   auto w = WorkerHarness::spawn(args);
   auto ready = w->expect_ready();
   INFO(w->output());
@@ -168,15 +169,39 @@ TEST_CASE("after init, Landlock leaves only the plugin's, the libraries' and con
   CHECK(run_task(*w, "write", beside) == std::pair{TaskStatus::kFail, errno_text(EACCES)});
 }
 
-TEST_CASE("a configured read-only path that does not exist fails step 6, naming it") {
+TEST_CASE("a configured read-only path that does not exist fails step 5, naming it") {
   sandpool::testing::require_landlock();
   sandbox::WorkerArgs args = worker_args(test_plugin_path("file_access"));
-  args.policy.readonly_paths = {"/nonexistent/sandpool-data"};
+  const bool init_path = GENERATE(false, true);
+  INFO((init_path ? "sandbox.init.read_paths" : "sandbox.readonly_paths"));
+  (init_path ? args.policy.init.read_paths
+             : args.policy.readonly_paths) = {"/nonexistent/sandpool-data"};
   auto w = WorkerHarness::spawn(args);
   auto status = w->wait_exit();
   INFO(w->output());
   CHECK(privileged_exited_with(status, sandbox::kExitLockdown));
-  CHECK(w->logged("lock-down step 6 (Landlock): open(/nonexistent/sandpool-data, O_PATH)"));
+  CHECK(w->logged("lock-down step 5 (init Landlock): open(/nonexistent/sandpool-data, O_PATH)"));
+}
+
+TEST_CASE("init reads only what the pool declares: another file fails init, naming the key") {
+  sandpool::testing::require_landlock();
+  PublicDir secrets;
+  const std::string secret = secrets.write("secret", "world-readable, outside the paths");
+  sandbox::WorkerArgs args = worker_args(test_plugin_path("file_access"));
+  args.plugin_config_json = R"({"init_read": ")" + secret + R"("})";
+  auto w = WorkerHarness::spawn(args);
+  auto status = w->wait_exit();
+  INFO(w->output());
+  CHECK(privileged_exited_with(status, sandbox::kExitInit));
+  CHECK(w->logged("returned 4 (init failed)"));
+  CHECK(
+      w->logged("init is confined: it reads only the plugin's directory, its libraries, "
+                "sandbox.readonly_paths and sandbox.init.read_paths"));
+  // Declared, the same init reads it.
+  args.policy.init.read_paths = {secrets.path()};
+  auto declared = WorkerHarness::spawn(args);
+  INFO(declared->output());
+  CHECK(declared->expect_ready().has_value());
 }
 
 TEST_CASE("each lock-down step is logged once per worker start, at debug level") {

@@ -210,6 +210,7 @@ void HostApi::log(sp_call* call, int level, const char* msg, std::size_t len) {
     text.resize(kMaxLogLine - kTruncated.size());
     text += kTruncated;
   }
+  if (call == nullptr && level >= 3) last_unattributed_error_ = text;
   if (!send_log_locked(task_id, level, std::move(text))) ++dropped_logs_;
 }
 
@@ -235,6 +236,11 @@ void HostApi::report_dropped_logs_locked(std::uint64_t task_id) {
 void HostApi::report_dropped_logs() {
   std::lock_guard lock(mu_);
   report_dropped_logs_locked(0);
+}
+
+std::string HostApi::last_unattributed_error() {
+  std::lock_guard lock(mu_);
+  return last_unattributed_error_;
 }
 
 std::uint64_t HostApi::dropped_log_lines() {

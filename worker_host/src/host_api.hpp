@@ -85,6 +85,10 @@ class HostApi {
   int cancelled(sp_call* call) const;
   void log(sp_call* call, int level, const char* msg, std::size_t len);
 
+  // The last error line (level 3) logged with a NULL call, as sent: why sp_plugin_init failed,
+  // in the plugin's words, for the worker's own report of the failure. Empty: none.
+  std::string last_unattributed_error();
+
   // Dropped log lines not yet reported, and progress updates coalesced away so far.
   std::uint64_t dropped_log_lines();
   std::uint64_t coalesced_progress();
@@ -109,6 +113,7 @@ class HostApi {
   TokenBucket log_bucket_;
   TokenBucket progress_bucket_;
   std::optional<ipc::ProgressMsg> pending_progress_;
+  std::string last_unattributed_error_;
   std::uint64_t dropped_logs_ = 0;
   std::uint64_t coalesced_progress_ = 0;
 };

@@ -150,6 +150,7 @@ Status TaskLoop::run_task(const ipc::TaskMsg& msg) {
   task.payload = reinterpret_cast<const std::uint8_t*>(msg.payload.data());
   task.payload_len = msg.payload.size();
   task.deadline_ms = ms_left(msg.deadline_mono_ms);
+  task.max_result = host_.max_result();
 
   sp_call* call = host_.begin_task(msg.id);
   const int rc = plugin_.handle(&task, call);

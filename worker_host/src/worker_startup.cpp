@@ -139,8 +139,57 @@ std::string confine_init(const StartupReport& report, const sandbox::SandboxPoli
   return std::string("no_new_privs, child subreaper, ") +
          (policy.profile == sandbox::SeccompProfile::kOff
               ? "no init layer (seccomp off)"
-              : "init layer (no processes, exec or ptrace" +
+              : std::string(policy.init.network ? "init layer (no processes, exec or ptrace"
+                                                : "init layer (no processes, exec, ptrace or "
+                                                  "sockets") +
                     (exempt.empty() ? std::string() : " but " + join(exempt)) + ")");
+}
+
+// What the plugin may read under Landlock besides `extra`: its directory (through its fd),
+// the directories of every library loaded so far, readonly_paths and its own /proc/self.
+std::vector<std::string> readable_paths(const sandbox::WorkerArgs& args,
+                                        const std::vector<std::string>& extra) {
+  std::vector<std::string> readable = {"/proc/self/fd/" + std::to_string(args.plugin_dir_fd)};
+  for (std::string& dir : sandbox::loaded_library_dirs()) readable.push_back(std::move(dir));
+  readable.insert(readable.end(), args.policy.readonly_paths.begin(),
+                  args.policy.readonly_paths.end());
+  readable.insert(readable.end(), extra.begin(), extra.end());
+  // Its own /proc/<pid> (glibc reads /proc/self/maps, a plugin its fds): no other process's.
+  if (::access("/proc/self", F_OK) == 0) readable.emplace_back("/proc/self");
+  return readable;
+}
+
+// Step 5b, before the plugin is loaded (its constructors run at dlopen): Landlock over what
+// init may read (readable_paths with sandbox.init.read_paths) and write (the view's /tmp and
+// sandbox.init.write_paths), on the only thread there is.
+// Step 6 narrows it again after init. Returns what it did, for step 5's debug line.
+std::string restrict_init_filesystem(const StartupReport& report, const sandbox::WorkerArgs& args) {
+  const sandbox::SandboxPolicy& policy = args.policy;
+  std::vector<std::string> readable = readable_paths(args, policy.init.read_paths);
+  std::vector<std::string> writable = policy.writable_paths;
+  writable.insert(writable.end(), policy.init.write_paths.begin(), policy.init.write_paths.end());
+  Result<sandbox::LandlockProbe> landlock =
+      sandbox::restrict_filesystem(readable, sandbox::requires_layer(policy, "landlock"), writable);
+  report.check(landlock.status(), sandbox::kExitLockdown, "lock-down step 5 (init Landlock)");
+  if (landlock->abi == 0) return "init reads anything (no Landlock)";
+  readable.front() = std::filesystem::path(args.plugin_path).parent_path().string() + " (by fd)";
+  return "init reads only " + join(readable) +
+         (writable.empty() ? std::string(", writes nothing") : ", writes only " + join(writable));
+}
+
+// The end of an init failure's message: the plugin's own last error line, and what init may
+// reach, naming the keys that grant more (a file or a socket refused is the usual reason).
+std::string init_failure_context(HostApi& host, const sandbox::SandboxPolicy& policy) {
+  std::string out;
+  if (const std::string said = host.last_unattributed_error(); !said.empty()) {
+    out += ": " + said;
+  }
+  out +=
+      "; init is confined: it reads only the plugin's directory, its libraries, "
+      "sandbox.readonly_paths and sandbox.init.read_paths, writes only sandbox.init.write_paths";
+  out += policy.init.network ? " (sandbox.init.network is true)"
+                             : ", and makes no socket unless sandbox.init.network is true";
+  return out;
 }
 
 // Step 6: Landlock over the plugin's directory, its libraries' and the configured paths,
@@ -151,11 +200,7 @@ void restrict_filesystem(const StartupReport& report, const sandbox::WorkerArgs&
                          Isolation& isolation) {
   const sandbox::SandboxPolicy& policy = args.policy;
   const std::string& plugin_path = args.plugin_path;
-  std::vector<std::string> readable = {"/proc/self/fd/" + std::to_string(args.plugin_dir_fd)};
-  for (std::string& dir : sandbox::loaded_library_dirs()) readable.push_back(std::move(dir));
-  readable.insert(readable.end(), policy.readonly_paths.begin(), policy.readonly_paths.end());
-  // Its own /proc/<pid> (glibc reads /proc/self/maps, a plugin its fds): no other process's.
-  if (::access("/proc/self", F_OK) == 0) readable.emplace_back("/proc/self");
+  std::vector<std::string> readable = readable_paths(args, {});
   Result<sandbox::LandlockProbe> landlock = sandbox::restrict_filesystem(
       readable, sandbox::requires_layer(policy, "landlock"), policy.writable_paths);
   if (!landlock && landlock.status().code() == Code::kPlugin) {
@@ -286,6 +331,7 @@ LoadedPlugin load_plugin(const StartupReport& report, const sandbox::WorkerArgs&
                          std::vector<std::string>& task_types) {
   const std::string& plugin_path = args.plugin_path;  // a name: the plugin comes as fds
   const std::string confined = confine_init(report, args.policy);
+  const std::string init_view = restrict_init_filesystem(report, args);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // plugin printf lines reach the log whole
   InitDeadline deadline;
   report.check(deadline.arm(args.init_timeout_ms), sandbox::kExitLockdown, "init deadline");
@@ -294,8 +340,11 @@ LoadedPlugin load_plugin(const StartupReport& report, const sandbox::WorkerArgs&
   report.check(plugin.status(), sandbox::kExitLoad, "plugin load");
   name_loaded_object(plugin->loaded_as().c_str(), plugin_path.c_str());  // for backtraces
   // From the region, where the manager put it (never on the command line).
-  report.check(plugin->init(host.table(), channel.plugin_config()), sandbox::kExitInit,
-               "plugin init");
+  if (Status inited = plugin->init(host.table(), channel.plugin_config()); !inited) {
+    report.check(
+        Status::error(inited.code(), inited.message() + init_failure_context(host, args.policy)),
+        sandbox::kExitInit, "plugin init");
+  }
   Result<std::vector<std::string>> types = plugin->task_types();
   report.check(types.status(), sandbox::kExitLoad, "plugin task types");
   task_types = std::move(types).value();
@@ -305,17 +354,28 @@ LoadedPlugin load_plugin(const StartupReport& report, const sandbox::WorkerArgs&
     report.check(left.code() == Code::kPlugin ? refused(plugin_path, left) : left,
                  sandbox::kExitInit, "plugin init");
   }
-  report.debug("lock-down step 5: " + confined + "; plugin " + plugin_path +
+  report.debug("lock-down step 5: " + confined + "; " + init_view + "; plugin " + plugin_path +
                " loaded and initialised, no process left");
   return std::move(plugin).value();
 }
 
 // 7. Seccomp, last; its SIGSYS reporter writes into the shared header.
 void install_filter(const StartupReport& report, const sandbox::SandboxPolicy& policy,
-                    WorkerChannel& channel, Isolation& isolation) {
+                    const std::string& plugin_path, WorkerChannel& channel, Isolation& isolation) {
   report.check(sandbox::install_sigsys_reporter(&channel.header().violation_syscall),
                sandbox::kExitLockdown, "lock-down step 7 (SIGSYS reporter)");
   install_reporters(report, channel, "lock-down step 7");
+  const bool wx = sandbox::denies_write_execute(policy);
+  if (wx) {
+    Status clean = sandbox::check_no_writable_executable_mapping();
+    if (!clean && clean.code() == Code::kPlugin) {
+      report.check(refused(plugin_path, clean), sandbox::kExitInit, "plugin init");
+    }
+    if (!clean) {
+      report.say(2, "write-xor-execute: cannot check the mappings init left (" + clean.to_string() +
+                        "); new ones are still refused");
+    }
+  }
   report.check(sandbox::install_seccomp(policy), sandbox::kExitLockdown,
                "lock-down step 7 (seccomp)");
   if (policy.profile == sandbox::SeccompProfile::kOff) {
@@ -325,7 +385,8 @@ void install_filter(const StartupReport& report, const sandbox::SandboxPolicy& p
   } else {
     report.debug(
         "lock-down step 7: seccomp profile " + std::string(sandbox::profile_name(policy.profile)) +
-        (policy.allow_syscalls.empty() ? std::string() : " + " + join(policy.allow_syscalls)));
+        (policy.allow_syscalls.empty() ? std::string() : " + " + join(policy.allow_syscalls)) +
+        (wx ? ", write-xor-execute" : ", no write-xor-execute"));
   }
   isolation.add("seccomp:" + std::string(sandbox::profile_name(policy.profile)));
 }
@@ -349,7 +410,7 @@ void run_worker(const sandbox::WorkerArgs& args, pid_t spawner) {
   // Loaded and granted: the plugin's fds have served (and a task could list them).
   ::close(args.plugin_fd);
   ::close(args.plugin_dir_fd);
-  install_filter(report, args.policy, *channel, isolation);  // 7
+  install_filter(report, args.policy, args.plugin_path, *channel, isolation);  // 7
 
   // Ready: from here on only the task loop's syscalls.
   channel->header().phase.store(static_cast<std::uint32_t>(ipc::WorkerPhase::kReady),

@@ -91,7 +91,7 @@ struct Clone3SpawnerOptions {
   sandbox::NamespacePolicy namespaces;
   // Shown read-only in the mount namespace's view besides namespaces.readonly_paths (and
   // the program's directory, for a request that names it by path only). The pool passes
-  // none: its workers get the worker host and the plugin as fds.
+  // sandbox.init.read_paths: its workers get the worker host and the plugin as fds.
   std::vector<std::string> view_paths;
   std::shared_ptr<spdlog::logger> logger;  // null: spdlog's default logger
   std::string log_name;                    // "[name]" prefix of its log lines (the pool)

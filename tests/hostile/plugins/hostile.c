@@ -25,6 +25,9 @@
  *   abort           abort()
  *   write_file      appends 64 KiB blocks to the file opened in init (see below) for ever
  *   log_flood       <payload> lines through host->log and as many through stdout
+ *   write_exec      writes machine code ("return 42") into memory and runs it, two ways: an
+ *                   anonymous read-write-execute mapping, and a read-write one made
+ *                   read-execute; result "rwx: <ran 42 | strerror>; rw then rx: <...>"
  *
  * Init follows the pool's plugin_config: "init_crash" in it segfaults, "init_hang" sleeps
  * for ever, and "write_path": "<path>" opens that existing file for appending (step 5 runs
@@ -50,13 +53,17 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char* const kTypes[] = {"echo",          "alloc_forever",  "reserve_64g",
-                                     "fork_bomb",     "thread_bomb",    "sleep_forever",
-                                     "read_file",     "list_fds",       "connect",
-                                     "exec_shell",    "ptrace",         "kill",
-                                     "raise_rlimits", "syscall_999",    "close_channel",
-                                     "exit_mid_task", "stack_overflow", "abort",
-                                     "write_file",    "log_flood",      NULL};
+static const char* const kTypes[] = {"echo",           "alloc_forever",
+                                     "reserve_64g",    "fork_bomb",
+                                     "thread_bomb",    "sleep_forever",
+                                     "read_file",      "list_fds",
+                                     "connect",        "exec_shell",
+                                     "ptrace",         "kill",
+                                     "raise_rlimits",  "syscall_999",
+                                     "close_channel",  "exit_mid_task",
+                                     "stack_overflow", "abort",
+                                     "write_file",     "log_flood",
+                                     "write_exec",     NULL};
 
 #define MIB (1024UL * 1024UL)
 #define BOMB_CAP 4096 /* the bombs stop here on their own if nothing else does */
@@ -279,6 +286,52 @@ static int log_flood(const sp_task* task, sp_call* call) {
   return text_result(call, "flooded");
 }
 
+/* "return 42" as machine code of this architecture; 0 bytes where the test does not know it. */
+#if defined(__x86_64__)
+static const unsigned char kReturn42[] = {0xb8, 42, 0, 0, 0, 0xc3}; /* mov eax, 42; ret */
+#elif defined(__aarch64__)
+static const unsigned char kReturn42[] = {0x40, 0x05, 0x80, 0x52,  /* mov w0, #42 */
+                                          0xc0, 0x03, 0x5f, 0xd6}; /* ret */
+#else
+static const unsigned char kReturn42[] = {0};
+#endif
+
+/* Copies kReturn42 to `code` and calls it; "ran 42" (or what it returned). */
+static void run_code(void* code, char* out, size_t out_len) {
+  int (*fn)(void);
+  memcpy(code, kReturn42, sizeof kReturn42);
+  __builtin___clear_cache((char*)code, (char*)code + sizeof kReturn42);
+  memcpy(&fn, &code, sizeof fn); /* ISO C has no object-to-function pointer cast */
+  snprintf(out, out_len, "ran %d", fn());
+}
+
+static int write_exec(sp_call* call) {
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  char rwx[64], rx[64], text[160];
+  void* p =
+      mmap(NULL, page, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (sizeof kReturn42 < 2) return fail(call, "no machine code for this architecture");
+  if (p == MAP_FAILED) {
+    snprintf(rwx, sizeof rwx, "%s", strerror(errno));
+  } else {
+    run_code(p, rwx, sizeof rwx);
+    munmap(p, page);
+  }
+  p = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return fail(call, "mmap read-write refused");
+  memcpy(p, kReturn42, sizeof kReturn42);
+  if (mprotect(p, page, PROT_READ | PROT_EXEC) != 0) {
+    snprintf(rx, sizeof rx, "%s", strerror(errno));
+  } else {
+    int (*fn)(void);
+    memcpy(&fn, &p, sizeof fn);
+    snprintf(rx, sizeof rx, "ran %d", fn());
+  }
+  munmap(p, page);
+  snprintf(text, sizeof text, "rwx: %s; rw then rx: %s", rwx, rx);
+  return text_result(call, text);
+}
+
 SP_EXPORT int sp_plugin_handle(void* state, const sp_task* task, sp_call* call) {
   (void)state;
   if (is_type(task, "echo")) {
@@ -314,5 +367,6 @@ SP_EXPORT int sp_plugin_handle(void* state, const sp_task* task, sp_call* call) 
   if (is_type(task, "abort")) abort();
   if (is_type(task, "write_file")) return write_file(call);
   if (is_type(task, "log_flood")) return log_flood(task, call);
+  if (is_type(task, "write_exec")) return write_exec(call);
   return fail(call, "unknown task type");
 }

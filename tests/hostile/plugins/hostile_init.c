@@ -8,6 +8,7 @@
  *   "init_exec": "<path>"   execs /bin/sh to create <path>
  *   "init_thread": true     starts a thread that waits for orders (thread_open, below)
  *   "init_deaf_thread": true  starts a thread that blocks every signal and sleeps
+ *   "init_rwx": true        maps a page read-write-execute and keeps it (a JIT's code cache)
  * and records what became of each attempt ("fork: child 123", "fork: refused (...)", ...).
  *
  * Types:
@@ -26,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
@@ -84,14 +86,18 @@ static int seccomp_filters_of(pid_t pid) {
 }
 
 /* The helper: waits (at most 30 s) until the worker has one more seccomp filter than at the
- * fork (step 7: the worker is ready, init long over), then creates the file. */
+ * fork (step 7: the worker is ready, init long over), then creates the file. Where init's
+ * Landlock hides the worker's /proc/<pid>/status, it waits 2 s instead, as long as the worker
+ * is its parent. */
 static void helper(const char* path, pid_t worker) {
   const int at_fork = seccomp_filters_of(worker);
   int i, fd;
   for (i = 0; i < 3000; ++i) {
     const int now = seccomp_filters_of(worker);
-    if (now < 0 || getppid() != worker) _exit(3); /* the worker is gone: too late */
-    if (now > at_fork) break;
+    if (getppid() != worker) _exit(3); /* the worker is gone: too late */
+    if (at_fork >= 0 && now < 0) _exit(3);
+    if (at_fork >= 0 && now > at_fork) break;
+    if (at_fork < 0 && i == 200) break;
     pause_ms(10);
   }
   fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -206,6 +212,11 @@ SP_EXPORT int sp_plugin_init(const sp_host_api* h, const char* config_json, size
   if (config_string(config_json, "init_fork", path, sizeof path)) init_fork(path);
   if (config_string(config_json, "init_exec", path, sizeof path)) init_exec(path);
   if (strstr(config_json, "\"init_thread\": true") != NULL) start_thread(obedient_thread, "thread");
+  if (strstr(config_json, "\"init_rwx\": true") != NULL) {
+    const void* p =
+        mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    note(p == MAP_FAILED ? "rwx: refused" : "rwx: mapped");
+  }
   if (strstr(config_json, "\"init_deaf_thread\": true") != NULL) {
     sigset_t all, before;
     sigfillset(&all);

@@ -20,7 +20,10 @@ typedef struct sp_task {
   const char *type;  size_t type_len;          /* not NUL-terminated */
   const uint8_t *payload; size_t payload_len;  /* valid until handle returns */
   int64_t deadline_ms;      /* ms left of the task's timeout when handle starts; -1: none */
+  uint64_t max_result;      /* appended: the bytes write_result accepts for this task, in all;
+                               present iff size >= SP_TASK_HAS_MAX_RESULT */
 } sp_task;
+#define SP_TASK_HAS_MAX_RESULT (offsetof(sp_task, max_result) + sizeof(uint64_t))
 
 typedef struct sp_call sp_call;   /* the host's per-task context; invalid after handle returns */
 

@@ -83,7 +83,8 @@ Status set_no_new_privs();
 // seccomp filter under which sp_plugin_init and every thread it starts run. Everything is
 // allowed but creating processes (fork, vfork, clone without CLONE_THREAD: EPERM; clone3:
 // ENOSYS, so glibc falls back to clone for threads), exec (execve, execveat: EPERM) and
-// reaching into other processes (ptrace, process_vm_readv/writev: EPERM). A call the
+// reaching into other processes (ptrace, process_vm_readv/writev: EPERM), and unless
+// policy.init.network, the network (socket, io_uring_setup: EPERM). A call the
 // pool's allow_syscalls names is left out (init_layer_exemptions): filters only tighten,
 // so the layer would forbid it after init too. Nothing for SeccompProfile::kOff. The
 // filter stays under step 7's, which comes last and whose traps win over these errors.
@@ -141,9 +142,16 @@ std::vector<std::string> loaded_library_dirs();
 // mapped for the life of the process.
 Status install_sigsys_reporter(std::atomic<std::uint32_t>* word);
 
+// Step 7, before the filter, when denies_write_execute(policy): returns a kPlugin error naming
+// the first mapping of /proc/self/maps that is both writable and executable (init made it;
+// the filter stops only new ones), or a kSystem error when /proc/self/maps cannot be read.
+Status check_no_writable_executable_mapping();
+
 // Step 7, last. Loads the policy's seccomp filter (nothing for SeccompProfile::kOff): the
 // profile's allow-list plus the per-pool `allow_syscalls`, every other syscall trapping into
-// the SIGSYS reporter. An unknown name in allow_syscalls is kInvalidArgument naming it.
+// the SIGSYS reporter. With write-xor-execute (denies_write_execute), mmap, mprotect and
+// pkey_mprotect asking for PROT_EXEC fail with EPERM instead of being allowed. An unknown
+// name in allow_syscalls is kInvalidArgument naming it.
 // Applies to every thread of the process (SECCOMP_FILTER_FLAG_TSYNC).
 Status install_seccomp(const SandboxPolicy& policy);
 

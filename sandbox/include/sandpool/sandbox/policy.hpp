@@ -51,6 +51,21 @@ struct RunAs {
   bool operator==(const RunAs&) const = default;
 };
 
+// What the plugin's init may reach besides its own files (its directory and the libraries
+// loaded with it) and readonly_paths (`sandbox.init`, docs/security.md "Init").
+struct InitAccess {
+  // Readable during init only (Landlock, kernel permitting): where a plugin's init reads from,
+  // such as the Python plugin's standard library and handler modules.
+  std::vector<std::string> read_paths;
+  // Readable and writable during init only: a file init opens for writing (a log, a cache)
+  // keeps its fd afterwards. Not shown in a mount namespace's view (there, the view's /tmp).
+  std::vector<std::string> write_paths;
+  // Init may create sockets. false: the init seccomp layer refuses socket and io_uring_setup
+  // (EPERM), so init connects nowhere, not even to 127.0.0.1.
+  bool network = false;
+  bool operator==(const InitAccess&) const = default;
+};
+
 struct SandboxPolicy {
   SeccompProfile profile = SeccompProfile::kStrict;
   std::vector<std::string> allow_syscalls;  // per-pool additions, by name
@@ -75,8 +90,19 @@ struct SandboxPolicy {
   std::vector<std::string> require;
   // Applied by the spawner (clone3), not by the worker host: not on its command line.
   NamespacePolicy namespaces;
+  // Write-xor-execute after ready (`sandbox.write_xor_execute`), as systemd's
+  // MemoryDenyWriteExecute=: step 7's filter refuses (EPERM) mmap, mprotect and pkey_mprotect
+  // asking for PROT_EXEC, and a worker whose init left a mapping both writable and executable
+  // is refused. Unset: the profile's default (denies_write_execute).
+  std::optional<bool> write_xor_execute;
+  // Step 5: what init may reach (Landlock and the init seccomp layer).
+  InitAccess init;
   bool operator==(const SandboxPolicy&) const = default;
 };
+
+// Returns true iff step 7 enforces write-xor-execute: policy.write_xor_execute when set, else
+// true under strict; never under off (there is no filter).
+bool denies_write_execute(const SandboxPolicy& policy);
 
 // Returns true iff `layer` is named in policy.require.
 bool requires_layer(const SandboxPolicy& policy, std::string_view layer);
