@@ -129,7 +129,11 @@ int run_list(const Cli& cli, DlqBackend& backend, const DlqArgs& a) {
     }
     if (b.contains("next_cursor") && !b["next_cursor"].is_null()) {
       const json& c = b["next_cursor"];
-      std::cout << "more: --cursor " << (c.is_string() ? c.get<std::string>() : c.dump()) << "\n";
+      std::cout << "more: --cursor "
+                << (c.is_string()
+                        ? c.get<std::string>()
+                        : c.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+                << "\n";
     }
   });
 }
@@ -160,7 +164,8 @@ int replay_with(const Cli& cli, DlqBackend& backend, const json& selector) {
   return finish(cli, "dlq replay", backend.replay(selector), [](const json& b) {
     std::cout << b.value("replayed", 0) << " dead letters replayed\n";
     if (b.contains("ids") && !b["ids"].empty())
-      std::cout << "task ids: " << b["ids"].dump() << "\n";
+      std::cout << "task ids: "
+                << b["ids"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     if (b.value("failed", 0) > 0) {
       std::cout << b.value("failed", 0)
                 << " not replayed (left in place): " << b.value("first_error", std::string())

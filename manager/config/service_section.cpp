@@ -54,6 +54,30 @@ void read_http(MapReader& service, HttpConfig* out, std::vector<std::string>* wa
   const bool http_listen = read_listen(http, out);
   http.string("read_token_file", &out->read_token_file);
   http.string("admin_token_file", &out->admin_token_file);
+  http.string_list("hosts", &out->hosts);
+  http.choice<bool>("metrics_access", &out->metrics_need_token, {{"open", false}, {"read", true}});
+  http.count("max_connections", &out->max_connections, 1);
+  http.count("max_connections_per_client", &out->max_connections_per_client, 1);
+  http.count("backlog", &out->backlog, 1);
+  http.size("max_header_bytes", &out->max_header_bytes, 1024);
+  http.count("max_headers", &out->max_headers, 8);
+  http.size("max_body", &out->max_body, 64u << 10);
+  http.count("max_json_depth", &out->max_json_depth, 2);
+  http.duration("idle_timeout", &out->idle_timeout, HttpConfig::Duration(1));
+  http.duration("header_timeout", &out->header_timeout, HttpConfig::Duration(1));
+  http.duration("body_timeout", &out->body_timeout, HttpConfig::Duration(1));
+  http.duration("write_timeout", &out->write_timeout, HttpConfig::Duration(1));
+  http.count("serving_threads", &out->serving_threads, 1);
+  http.count("queued_requests", &out->queued_requests, 0);
+  http.duration("call_timeout", &out->call_timeout, HttpConfig::Duration(1));
+  http.duration("max_wait", &out->max_wait, HttpConfig::Duration(1));
+  http.count("max_streams", &out->max_streams, 1);
+  http.count("admin_reserved_streams", &out->admin_reserved_streams, 0);
+  http.duration("session_idle_timeout", &out->session_idle_timeout, HttpConfig::Duration(1000));
+  if (out->admin_reserved_streams > out->max_streams) {
+    http.fail("admin_reserved_streams",
+              "must not exceed max_streams (" + std::to_string(out->max_streams) + ")");
+  }
   http.finish();
 
   MapReader metrics = service.section("metrics");

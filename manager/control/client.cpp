@@ -78,7 +78,8 @@ class Client::Impl {
     hello.kind = FrameKind::kHello;
     hello.id = next_id_++;
     hello.json =
-        nlohmann::json{{"version", control::kProtocolVersion}, {"client", options_.name}}.dump();
+        nlohmann::json{{"version", control::kProtocolVersion}, {"client", options_.name}}.dump(
+            -1, ' ', false, nlohmann::json::error_handler_t::replace);
     // A server that refuses us (rights, connection limit) writes its error and closes
     // without reading, so our hello may fail with EPIPE while its answer waits unread.
     const Status sent = write_frame(hello);
@@ -112,7 +113,7 @@ class Client::Impl {
     Frame f;
     f.kind = FrameKind::kRequest;
     f.name = op;
-    f.json = args.dump();
+    f.json = args.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     f.blob = std::move(blob);
     if (control::body_size(f) > server_max_frame_) {
       return Status::too_large("request of " + std::to_string(control::body_size(f)) +

@@ -22,7 +22,8 @@ std::string encode_error(std::uint64_t id, std::string_view code, std::string me
   f.kind = FrameKind::kError;
   f.id = id;
   f.name = std::string(code);
-  f.json = nlohmann::json{{"message", std::move(message)}}.dump();
+  f.json = nlohmann::json{{"message", std::move(message)}}.dump(
+      -1, ' ', false, nlohmann::json::error_handler_t::replace);
   std::string out;
   encode_frame(f, &out);
   return out;
@@ -195,7 +196,7 @@ void Connection::handle_hello(const Frame& f) {
                               {"uid", peer.uid},
                               {"gid", peer.gid},
                               {"max_frame", options_.max_frame}}
-                   .dump();
+                   .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   std::string bytes;
   encode_frame(reply, &bytes);
   outbox_->append(std::move(bytes), f.id, false);

@@ -122,7 +122,14 @@ class ControlServer::Impl {
           [[maybe_unused]] ssize_t r = ::read(waker_->eventfd.get(), &count, sizeof count);
           for (std::uint64_t k : waker_->take()) flush(k);
         } else {
-          service(key, events[i].events);
+          // What one peer sent must not end poold: a failure the connection's own checks
+          // missed closes that connection only.
+          try {
+            service(key, events[i].events);
+          } catch (const std::exception& e) {
+            spdlog::error("control: a connection failed and is closed: {}", e.what());
+            if (conns_.count(key) != 0) close_connection(key, nullptr);
+          }
         }
       }
     }

@@ -69,8 +69,10 @@ bool read_value(const json& v, std::int32_t* out) {
 }
 
 bool read_value(const json& v, std::chrono::milliseconds* out) {
+  // At most a year: a deadline computed as now + the duration must not overflow anywhere.
+  constexpr std::int64_t kYear = 366LL * 24 * 3600 * 1000;
   std::int64_t ms = 0;
-  if (!read_value(v, &ms) || ms < 0) return false;
+  if (!read_value(v, &ms) || ms < 0 || ms > kYear) return false;
   *out = std::chrono::milliseconds(ms);
   return true;
 }
@@ -101,7 +103,7 @@ std::string_view expected(const std::int32_t*) {
 }
 std::string_view expected(const std::int64_t*) { return "an integer"; }
 std::string_view expected(const std::chrono::milliseconds*) {
-  return "a duration in ms (an unsigned integer)";
+  return "a duration in ms (an unsigned integer, at most a year: 31622400000)";
 }
 std::string_view expected(const double*) { return "a number"; }
 std::string_view expected(const std::vector<std::string>*) { return "an array of strings"; }

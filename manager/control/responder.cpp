@@ -63,7 +63,8 @@ control::Frame error_frame(std::string_view code, std::string message) {
   control::Frame f;
   f.kind = control::FrameKind::kError;
   f.name = std::string(code);
-  f.json = nlohmann::json{{"message", std::move(message)}}.dump();
+  f.json = nlohmann::json{{"message", std::move(message)}}.dump(
+      -1, ' ', false, nlohmann::json::error_handler_t::replace);
   return f;
 }
 
@@ -122,7 +123,7 @@ Responder::Responder(std::shared_ptr<State> state) : state_(std::move(state)) {}
 bool Responder::event(nlohmann::json body, std::string blob) const {
   control::Frame f;
   f.kind = control::FrameKind::kEvent;
-  f.json = body.dump();
+  f.json = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   f.blob = std::move(blob);
   std::lock_guard<std::mutex> lock(state_->mu);
   if (state_->done) return false;
@@ -132,7 +133,7 @@ bool Responder::event(nlohmann::json body, std::string blob) const {
 bool Responder::ok(nlohmann::json body, std::string blob) const {
   control::Frame f;
   f.kind = control::FrameKind::kOk;
-  f.json = body.dump();
+  f.json = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   f.blob = std::move(blob);
   std::lock_guard<std::mutex> lock(state_->mu);
   if (state_->done) return false;

@@ -1,5 +1,6 @@
 #include "http/dashboard.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -11,8 +12,8 @@ namespace sandpool::http {
 namespace {
 
 using nlohmann::json;
-using Req = httplib::Request;
-using Res = httplib::Response;
+using Req = HttpRequest;
+using Res = HttpResponse;
 constexpr const char* kHtml = "text/html; charset=utf-8";
 
 // The typed reply of Op (and its blob), or the error the call ended with.
@@ -48,9 +49,15 @@ Typed<Op> call_op(Api& api, const typename Op::Args& args, const Caller& caller,
 }
 
 // A path of this site to come back to after a form (never another site's: "//host").
+// Browsers drop tabs and newlines from a URL and read a backslash as a slash, so
+// "/\t/evil.example" would be "//evil.example": no control character, space or backslash
+// anywhere, and no "//" at the start.
 std::string local_path(const std::string& path) {
-  if (path.empty() || path[0] != '/' || (path.size() > 1 && (path[1] == '/' || path[1] == '\\')) ||
-      path.find_first_of("\r\n") != std::string::npos) {
+  const bool bad_char = std::any_of(path.begin(), path.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u <= 0x20 || u == 0x7f || c == '\\';
+  });
+  if (path.empty() || path[0] != '/' || (path.size() > 1 && path[1] == '/') || bad_char) {
     return "/";
   }
   return path;
@@ -97,7 +104,7 @@ ops::DlqFilter dlq_filter(const std::string& pool, const std::string& type,
 
 }  // namespace
 
-void Dashboard::install(httplib::Server& server) {
+void Dashboard::install(HttpServer& server) {
   // The viewer of a page; nullopt when the request was refused (res says why).
   auto viewer = [this](const Req& req, Res& res,
                        bool changes_state) -> std::optional<std::pair<Caller, pages::Viewer>> {
@@ -108,7 +115,7 @@ void Dashboard::install(httplib::Server& server) {
     if (caller->session) v.csrf = caller->session->csrf;
     v.read_only = !access_.has_admin_token();
     v.read_token = access_.has_read_token();
-    if (req.has_param("msg")) v.message = req.get_param_value("msg");
+    if (req.has_param("msg")) v.message = req.param("msg");
     v.path = req.path;
     return std::pair{std::move(*caller), std::move(v)};
   };
@@ -119,7 +126,7 @@ void Dashboard::install(httplib::Server& server) {
                    "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' "
                    "data:; frame-ancestors 'none'; form-action 'self'");
     res.set_header("X-Content-Type-Options", "nosniff");
-    res.set_header("Referrer-Policy", "no-referrer");
+    res.set_header("Referrer-Policy", "same-origin");
     res.set_header("Cache-Control", "no-store");
     res.set_content(pages::layout(v, title, body), kHtml);
   };
@@ -128,17 +135,56 @@ void Dashboard::install(httplib::Server& server) {
     send_page(res, v, code, pages::error_body(code, message), Api::http_status(code));
   };
 
-  server.Get("/static/app.css", [](const Req&, Res& res) {
+  using Lane = HttpServer::Lane;
+  auto open_get = [&server](const char* path, HttpServer::Handler h) {
+    server.add({"GET", std::regex(path), Lane::kApi, false, {}, std::move(h)});
+  };
+  // A page: anonymous viewers go to the login page when the listener refuses them.
+  auto page_admit = [this](const Req& req, Res& res) {
+    auto caller = api_.authenticate(req, res, false);
+    if (!caller) return false;
+    if (caller->access == Access::kAnonymous && api_.deny_anonymous()) {
+      res.status = 303;
+      res.set_header("Location", "/login");
+      return false;
+    }
+    return true;
+  };
+  auto page = [&server, page_admit](const char* path, HttpServer::Handler h) {
+    server.add({"GET", std::regex(path), Lane::kApi, false, page_admit, std::move(h)});
+  };
+  auto form = [&server](const char* path, HttpServer::Admit admit, HttpServer::Handler h) {
+    server.add({"POST", std::regex(path), Lane::kApi, false, std::move(admit), std::move(h)});
+  };
+  auto dlq_admit = [this](const Req& req, Res& res) {
+    return api_.admit_op(req, res, ops::find_op(ops::DlqReplay::kName));
+  };
+  // A form naming an operation: its rights before its fields are read; never a stream.
+  auto op_admit = [this](const Req& req, Res& res) {
+    const ops::OpInfo* op = ops::find_op(req.matches[1]);
+    if (op == nullptr) {
+      api_error(res, "unknown_op", "no operation " + req.matches[1]);
+      return false;
+    }
+    if (op->stream) {
+      api_error(res, "bad_request",
+                std::string(op->name) + " is a stream: the events page shows it (GET /events)");
+      return false;
+    }
+    return api_.admit_op(req, res, op);
+  };
+
+  open_get("/static/app.css", [](const Req&, Res& res) {
     res.set_header("Cache-Control", "max-age=3600");
     res.set_content(kDashboardCss, "text/css; charset=utf-8");
   });
-  server.Get("/static/app.js", [](const Req&, Res& res) {
+  open_get("/static/app.js", [](const Req&, Res& res) {
     res.set_header("Cache-Control", "max-age=3600");
     res.set_content(kDashboardJs, "text/javascript; charset=utf-8");
   });
-  server.Get("/favicon.ico", [](const Req&, Res& res) { res.status = 204; });
+  open_get("/favicon.ico", [](const Req&, Res& res) { res.status = 204; });
 
-  server.Get("/", [=, this](const Req& req, Res& res) {
+  page("/", [=, this](const Req& req, Res& res) {
     auto w = viewer(req, res, false);
     if (!w) return;
     auto& [caller, v] = *w;
@@ -149,11 +195,11 @@ void Dashboard::install(httplib::Server& server) {
     send_page(res, v, "Overview", pages::overview_body(v, *status.reply, *stats.reply));
   });
 
-  server.Get(R"(/pools/([^/]+))", [=, this](const Req& req, Res& res) {
+  page(R"(/pools/([^/]+))", [=, this](const Req& req, Res& res) {
     auto w = viewer(req, res, false);
     if (!w) return;
     auto& [caller, v] = *w;
-    const std::string pool = req.matches[1].str();
+    const std::string pool = req.matches[1];
     auto stats = call_op<ops::Stats>(api_, {pool}, caller);
     if (!stats.reply || stats.reply->pools.empty()) {
       return send_error(res, v, stats.reply ? "not_found" : stats.code, stats.message);
@@ -164,14 +210,13 @@ void Dashboard::install(httplib::Server& server) {
               pages::pool_body(v, stats.reply->pools.front(), *workers.reply));
   });
 
-  server.Get("/tasks", [=, this](const Req& req, Res& res) {
+  page("/tasks", [=, this](const Req& req, Res& res) {
     auto w = viewer(req, res, false);
     if (!w) return;
     auto& [caller, v] = *w;
-    pages::TaskFilter f{req.get_param_value("id"),    req.get_param_value("pool"),
-                        req.get_param_value("type"),  req.get_param_value("state"),
-                        req.get_param_value("key"),   req.get_param_value("since"),
-                        req.get_param_value("tenant")};
+    pages::TaskFilter f{req.param("id"),    req.param("pool"), req.param("type"),
+                        req.param("state"), req.param("key"),  req.param("since"),
+                        req.param("tenant")};
     if (!f.id.empty() && f.id.find_first_not_of("0123456789") == std::string::npos &&
         f.id.size() < 20) {
       res.status = 303;
@@ -192,11 +237,11 @@ void Dashboard::install(httplib::Server& server) {
                                 list.code + ": " + list.message));
   });
 
-  server.Get(R"(/tasks/(\d{1,19}))", [=, this](const Req& req, Res& res) {
+  page(R"(/tasks/(\d{1,19}))", [=, this](const Req& req, Res& res) {
     auto w = viewer(req, res, false);
     if (!w) return;
     auto& [caller, v] = *w;
-    const std::uint64_t id = std::stoull(req.matches[1].str());
+    const std::uint64_t id = std::stoull(req.matches[1]);
     auto task = call_op<ops::Task>(api_, {id}, caller);
     if (!task.reply) return send_error(res, v, task.code, task.message);
     std::optional<std::string> result;
@@ -204,13 +249,12 @@ void Dashboard::install(httplib::Server& server) {
     send_page(res, v, "Task " + std::to_string(id), pages::task_body(v, *task.reply, result));
   });
 
-  server.Get("/dlq", [=, this](const Req& req, Res& res) {
+  page("/dlq", [=, this](const Req& req, Res& res) {
     auto w = viewer(req, res, false);
     if (!w) return;
     auto& [caller, v] = *w;
-    pages::LetterFilter f{req.get_param_value("pool"),   req.get_param_value("type"),
-                          req.get_param_value("reason"), req.get_param_value("text"),
-                          req.get_param_value("since"),  req.get_param_value("cursor")};
+    pages::LetterFilter f{req.param("pool"), req.param("type"),  req.param("reason"),
+                          req.param("text"), req.param("since"), req.param("cursor")};
     ops::DlqListArgs args;
     args.filter = dlq_filter(f.pool, f.type, f.reason, f.since);
     args.limit = f.text.empty() ? 100 : 1000;
@@ -228,22 +272,22 @@ void Dashboard::install(httplib::Server& server) {
     send_page(res, v, "Dead letters", pages::dlq_body(v, f, *list.reply));
   });
 
-  server.Get(R"(/dlq/(\d{1,19}))", [=, this](const Req& req, Res& res) {
+  page(R"(/dlq/(\d{1,19}))", [=, this](const Req& req, Res& res) {
     auto w = viewer(req, res, false);
     if (!w) return;
     auto& [caller, v] = *w;
-    const std::uint64_t id = std::stoull(req.matches[1].str());
+    const std::uint64_t id = std::stoull(req.matches[1]);
     auto letter = call_op<ops::DlqShow>(api_, {id}, caller);
     if (!letter.reply) return send_error(res, v, letter.code, letter.message);
     send_page(res, v, "Dead letter " + std::to_string(id),
               pages::letter_body(v, *letter.reply, letter.blob));
   });
 
-  server.Get("/events", [=, this](const Req& req, Res& res) {
+  page("/events", [=, this](const Req& req, Res& res) {
     auto w = viewer(req, res, false);
     if (!w) return;
     auto& [caller, v] = *w;
-    const std::string pool = req.get_param_value("pool");
+    const std::string pool = req.param("pool");
     std::vector<std::string> frames;
     auto done = call_op<ops::Events>(api_, {pool, false}, caller, &frames);
     if (!done.reply) return send_error(res, v, done.code, done.message);
@@ -255,45 +299,64 @@ void Dashboard::install(httplib::Server& server) {
     send_page(res, v, "Events", pages::events_body(v, pool, recent));
   });
 
-  server.Get("/login", [=](const Req& req, Res& res) {
+  open_get("/login", [=](const Req& req, Res& res) {
     auto w = viewer(req, res, false);
     if (!w) return;
     send_page(res, w->second, "Log in", pages::login_body(w->second, ""));
   });
-  server.Post("/login", [=, this](const Req& req, Res& res) {
+  // The token only from the form's body (a URL stays in logs and history), and at most
+  // HttpAccess::kLoginFailures failures a minute from one client address.
+  form("/login", {}, [=, this](const Req& req, Res& res) {
     pages::Viewer v;
     v.read_only = !access_.has_admin_token();
     v.read_token = access_.has_read_token();
-    const auto access = access_.check_token(req.get_param_value("token"));
+    if (req.query.count("token") != 0) {
+      return send_page(res, v, "Log in",
+                       pages::login_body(v,
+                                         "A token is never taken from the URL: type it in "
+                                         "the form."),
+                       400);
+    }
+    if (auto wait = access_.login_throttled(req.peer)) {
+      res.set_header("Retry-After", std::to_string(*wait));
+      return send_page(res, v, "Log in",
+                       pages::login_body(v,
+                                         "Too many failed logins from this address: try "
+                                         "again in a minute."),
+                       429);
+    }
+    const auto access = access_.check_token(req.param("token"));
     if (!access) {
+      access_.login_failed(req.peer);
       return send_page(res, v, "Log in",
                        pages::login_body(v, "That is not a token of this service."), 401);
     }
     const std::string id = access_.open_session(*access);
-    res.set_header("Set-Cookie", "sp_session=" + id + "; Path=/; HttpOnly; SameSite=Strict");
+    res.set_header("Set-Cookie",
+                   api_.cookie_name() + "=" + id + "; Path=/; HttpOnly; SameSite=Strict");
     redirect_with(res, "/", "logged in with the " + std::string(to_string(*access)) + " token");
   });
-  server.Post("/logout", [=, this](const Req& req, Res& res) {
+  form("/logout", {}, [=, this](const Req& req, Res& res) {
     auto w = viewer(req, res, true);
     if (!w) return;
     access_.close_session(w->first.session_id);
-    res.set_header("Set-Cookie", "sp_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
+    res.set_header("Set-Cookie",
+                   api_.cookie_name() + "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
     redirect_with(res, "/", "logged out");
   });
 
   // The dead-letter list's form: replay or purge the selected letters or all matching.
-  server.Post("/ui/dlq", [=, this](const Req& req, Res& res) {
+  form("/ui/dlq", dlq_admit, [=, this](const Req& req, Res& res) {
     auto w = viewer(req, res, true);
     if (!w) return;
     auto& [caller, v] = *w;
-    const std::string action = req.get_param_value("action");
+    const std::string action = req.param("action");
     const bool replay = action.rfind("replay", 0) == 0;
     const char* op = replay ? "dlq_replay" : "dlq_purge";
     std::vector<json> selectors;
     if (action.find("matching") != std::string::npos) {
-      const ops::DlqFilter f =
-          dlq_filter(req.get_param_value("f_pool"), req.get_param_value("f_type"),
-                     req.get_param_value("f_reason"), req.get_param_value("f_since"));
+      const ops::DlqFilter f = dlq_filter(req.param("f_pool"), req.param("f_type"),
+                                          req.param("f_reason"), req.param("f_since"));
       ops::DlqSelector sel;
       const bool empty = !f.pool && !f.type && !f.reason && !f.since_ms;
       if (empty) {
@@ -303,14 +366,13 @@ void Dashboard::install(httplib::Server& server) {
       }
       selectors.push_back(ops::encode(sel));
     } else {
-      for (std::size_t i = 0; i < req.get_param_value_count("id"); ++i) {
-        const std::string id = req.get_param_value("id", i);
+      for (std::size_t i = 0; i < req.param_count("id"); ++i) {
+        const std::string id = req.param("id", i);
         if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos) continue;
         selectors.push_back(json{{"id", std::stoull(id)}});
       }
     }
-    if (selectors.empty())
-      return redirect_with(res, req.get_param_value("return"), "nothing selected");
+    if (selectors.empty()) return redirect_with(res, req.param("return"), "nothing selected");
     std::uint64_t done = 0;
     std::string error;
     for (json& sel : selectors) {
@@ -323,18 +385,18 @@ void Dashboard::install(httplib::Server& server) {
       done += replay ? body.value("replayed", std::uint64_t{0})
                      : body.value("purged", std::uint64_t{0});
     }
-    redirect_with(res, req.get_param_value("return"),
+    redirect_with(res, req.param("return"),
                   error.empty() ? std::string(replay ? "replayed " : "purged ") +
                                       std::to_string(done) + " letter(s)"
                                 : error);
   });
 
   // Every other form: one operation, its arguments from the form's fields.
-  server.Post(R"(/ui/([a-z_]+))", [=, this](const Req& req, Res& res) {
+  form(R"(/ui/([a-z_]+))", op_admit, [=, this](const Req& req, Res& res) {
     auto w = viewer(req, res, true);
     if (!w) return;
     auto& [caller, v] = *w;
-    const std::string op = req.matches[1].str();
+    const std::string op = req.matches[1];
     const json args = typed_args(op, req.params, {"csrf", "return"});
     const CallReply r = api_.call(op, args, {}, caller);
     const json body = json::parse(r.body, nullptr, false);
@@ -342,15 +404,15 @@ void Dashboard::install(httplib::Server& server) {
     if (!r.ok && body.is_object()) message += body.value("message", "");
     if (r.ok && op == "kill_worker") message = "kill_worker: signal sent";
     if (r.ok && op == "dlq_replay")
-      message = "replayed; new task " + body.value("ids", json::array()).dump();
+      message = "replayed; new task " +
+                body.value("ids", json::array())
+                    .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     if (!r.ok && (r.code == "unauthorized" || r.code == "forbidden")) {
-      res.status = Api::http_status(r.code);
-      res.set_content(
-          pages::layout(v, "Refused", pages::error_body(r.code, message.substr(r.code.size() + 2))),
-          kHtml);
-      return;
+      return send_page(res, v, "Refused",
+                       pages::error_body(r.code, message.substr(r.code.size() + 2)),
+                       Api::http_status(r.code));
     }
-    redirect_with(res, req.get_param_value("return"), message);
+    redirect_with(res, req.param("return"), message);
   });
 }
 

@@ -8,8 +8,6 @@
 // `access` outlive the Dashboard.
 #pragma once
 
-#include <httplib.h>
-
 #include "http/api.hpp"
 #include "http/http_access.hpp"
 
@@ -18,7 +16,7 @@ namespace sandpool::http {
 class Dashboard {
  public:
   Dashboard(Api& api, HttpAccess& access) : api_(api), access_(access) {}
-  void install(httplib::Server& server);
+  void install(HttpServer& server);
 
  private:
   Api& api_;

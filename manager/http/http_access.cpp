@@ -5,9 +5,11 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 
 #include <sandpool/posix_call.hpp>
 #include <sandpool/secret_file.hpp>
@@ -16,14 +18,6 @@ namespace sandpool::http {
 namespace {
 
 constexpr std::size_t kMinTokenLength = 16;
-
-// Compares in time that depends on the lengths only, not on where the texts differ.
-bool same_secret(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
 
 Result<std::string> read_token_file(const std::string& path, std::string_view key) {
   const std::string what = "service.http." + std::string(key) + " " + path;
@@ -41,6 +35,15 @@ Result<std::string> read_token_file(const std::string& path, std::string_view ke
 }
 
 }  // namespace
+
+bool same_secret(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  volatile unsigned char diff = 0;  // volatile: no early exit the compiler might invent
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff = static_cast<unsigned char>(diff | (a[i] ^ b[i]));
+  }
+  return diff == 0;
+}
 
 std::string_view to_string(Access a) {
   switch (a) {
@@ -114,7 +117,9 @@ HttpAccess HttpAccess::with_tokens(std::string read_token, std::string admin_tok
 }
 
 HttpAccess::HttpAccess(HttpAccess&& o) noexcept
-    : read_token_(std::move(o.read_token_)), admin_token_(std::move(o.admin_token_)) {
+    : read_token_(std::move(o.read_token_)),
+      admin_token_(std::move(o.admin_token_)),
+      idle_timeout_(o.idle_timeout_) {
   std::lock_guard lock(o.mu_);
   sessions_ = std::move(o.sessions_);
 }
@@ -129,26 +134,39 @@ std::optional<Access> HttpAccess::check_token(std::string_view token) const {
 std::string HttpAccess::open_session(Access access) {
   const auto now = std::chrono::steady_clock::now();
   std::string id = random_token();
+  std::string csrf = random_token();
   std::lock_guard lock(mu_);
-  std::erase_if(sessions_, [now](const auto& kv) { return kv.second.expires <= now; });
-  while (sessions_.size() >= kMaxSessions) {
-    auto oldest = std::min_element(sessions_.begin(), sessions_.end(), [](auto& a, auto& b) {
-      return a.second.expires < b.second.expires;
-    });
+  std::erase_if(sessions_, [&](const auto& kv) {
+    return kv.second.expires <= now || kv.second.last_used + idle_timeout_ <= now;
+  });
+  const std::size_t cap = access == Access::kAdmin ? kMaxAdminSessions : kMaxReadSessions;
+  while (true) {
+    auto oldest = sessions_.end();
+    std::size_t same = 0;
+    for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
+      if (it->second.access != access) continue;
+      ++same;
+      if (oldest == sessions_.end() || it->second.last_used < oldest->second.last_used) {
+        oldest = it;
+      }
+    }
+    if (same < cap) break;
     sessions_.erase(oldest);
   }
-  sessions_[id] = Session{access, random_token(), now + kSessionLifetime};
+  sessions_[id] = Session{access, std::move(csrf), now + kSessionLifetime, now};
   return id;
 }
 
 std::optional<Session> HttpAccess::session(std::string_view id) {
+  const auto now = std::chrono::steady_clock::now();
   std::lock_guard lock(mu_);
   const auto it = sessions_.find(id);
   if (it == sessions_.end()) return std::nullopt;
-  if (it->second.expires <= std::chrono::steady_clock::now()) {
+  if (it->second.expires <= now || it->second.last_used + idle_timeout_ <= now) {
     sessions_.erase(it);
     return std::nullopt;
   }
+  it->second.last_used = now;
   return it->second;
 }
 
@@ -157,12 +175,48 @@ void HttpAccess::close_session(std::string_view id) {
   if (auto it = sessions_.find(id); it != sessions_.end()) sessions_.erase(it);
 }
 
+std::optional<int> HttpAccess::login_throttled(const std::string& peer) {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(mu_);
+  const auto it = failures_.find(peer);
+  if (it == failures_.end()) return std::nullopt;
+  const auto end = it->second.since + std::chrono::minutes(1);
+  if (end <= now) {
+    failures_.erase(it);
+    return std::nullopt;
+  }
+  if (it->second.count < kLoginFailures) return std::nullopt;
+  return static_cast<int>(std::chrono::ceil<std::chrono::seconds>(end - now).count());
+}
+
+void HttpAccess::login_failed(const std::string& peer) {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(mu_);
+  // Bounded: past 4096 addresses, the ones whose minute is over go, then the oldest.
+  if (failures_.size() >= 4096 && failures_.find(peer) == failures_.end()) {
+    std::erase_if(failures_,
+                  [&](const auto& kv) { return kv.second.since + std::chrono::minutes(1) <= now; });
+    while (failures_.size() >= 4096) {
+      failures_.erase(std::min_element(failures_.begin(), failures_.end(), [](auto& a, auto& b) {
+        return a.second.since < b.second.since;
+      }));
+    }
+  }
+  Failures& f = failures_[peer];
+  if (f.count == 0 || f.since + std::chrono::minutes(1) <= now) f = Failures{now, 0};
+  ++f.count;
+}
+
 std::string random_token() {
   unsigned char bytes[16];
   std::size_t got = 0;
   while (got < sizeof bytes) {
     const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
-    if (n > 0) got += static_cast<std::size_t>(n);  // EINTR: try again
+    if (n > 0) {
+      got += static_cast<std::size_t>(n);
+    } else if (n < 0 && errno != EINTR) {
+      throw std::system_error(errno, std::generic_category(), "getrandom");
+    }
   }
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;

@@ -48,8 +48,12 @@ bool is_loopback(std::string_view host);
 struct Session {
   Access access = Access::kAnonymous;
   std::string csrf;
-  std::chrono::steady_clock::time_point expires;
+  std::chrono::steady_clock::time_point expires;    // 12 h after the login
+  std::chrono::steady_clock::time_point last_used;  // idle past session_idle_timeout: ends
 };
+
+// Compares in time that depends on the lengths only, not on where the texts differ.
+bool same_secret(std::string_view a, std::string_view b);
 
 class HttpAccess {
  public:
@@ -69,26 +73,43 @@ class HttpAccess {
   // The access a bearer token grants; nullopt: it is no token of ours.
   std::optional<Access> check_token(std::string_view token) const;
 
-  // A new session for `access` (the login form), its cookie value; the oldest sessions
-  // go when there are more than kMaxSessions.
+  // A new session for `access` (the login form), its cookie value; the least recently used
+  // session of the same right goes when that right has its most (kMaxAdminSessions,
+  // kMaxReadSessions), so read logins never push an admin out.
   std::string open_session(Access access);
-  // The session a cookie value names, if it is open and not expired.
+  // The session a cookie value names, if it is open and neither idle past the idle timeout
+  // nor past its lifetime; marks it used.
   std::optional<Session> session(std::string_view id);
   void close_session(std::string_view id);
+  void set_session_idle_timeout(std::chrono::milliseconds d) { idle_timeout_ = d; }
 
-  static constexpr std::size_t kMaxSessions = 256;
+  // Seconds until `peer` may try to log in again; nullopt: now. After kLoginFailures
+  // failed logins within a minute from one address, it waits for the minute's end.
+  std::optional<int> login_throttled(const std::string& peer);
+  void login_failed(const std::string& peer);
+
+  static constexpr std::size_t kMaxAdminSessions = 64;
+  static constexpr std::size_t kMaxReadSessions = 192;
   static constexpr std::chrono::hours kSessionLifetime{12};
+  static constexpr std::size_t kLoginFailures = 10;
 
  private:
   HttpAccess(std::string read_token, std::string admin_token)
       : read_token_(std::move(read_token)), admin_token_(std::move(admin_token)) {}
   std::string read_token_;
   std::string admin_token_;
+  std::chrono::milliseconds idle_timeout_{1800000};
   std::mutex mu_;
-  std::map<std::string, Session, std::less<>> sessions_;
+  std::map<std::string, Session, std::less<>> sessions_;  // guarded by mu_
+  struct Failures {
+    std::chrono::steady_clock::time_point since;  // the minute's start
+    std::size_t count = 0;
+  };
+  std::map<std::string, Failures, std::less<>> failures_;  // guarded by mu_; bounded
 };
 
-// 32 hex digits from getrandom(2): session ids and CSRF tokens.
+// 32 hex digits from getrandom(2): session ids and CSRF tokens. Throws std::system_error
+// when the kernel gives no randomness (never loops on an error).
 std::string random_token();
 
 }  // namespace sandpool::http

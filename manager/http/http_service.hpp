@@ -7,6 +7,7 @@
 // before the handler and the callbacks' captures go.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -18,16 +19,17 @@
 
 namespace sandpool::http {
 
+// For tests: how often event streams flush and beat (ApiOptions).
 struct HttpServiceOptions {
-  // Serving threads: API calls, page loads and the open event streams (each holds one).
-  std::size_t serving_threads = 24;
-  std::size_t max_streams = 8;  // open `events` streams; the rest of the threads serve calls
+  std::chrono::milliseconds stream_flush{250};
+  std::chrono::milliseconds stream_heartbeat{10000};
 };
 
 class HttpService {
  public:
   // Loads the tokens (HttpAccess::load: a non-loopback listen without one is refused),
-  // binds config.host:port and serves.
+  // binds config.host:port and serves, with config's limits (docs/security.md, "The HTTP
+  // listener").
   static Result<std::unique_ptr<HttpService>> start(const HttpConfig& config,
                                                     ControlHandler& handler,
                                                     MetricsServer::TextSource metrics,

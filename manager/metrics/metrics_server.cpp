@@ -1,30 +1,39 @@
 #include <sandpool/metrics.hpp>
 
-#include "metrics/http_listener.hpp"
+#include "metrics/http_server.hpp"
 
 namespace sandpool {
 namespace {
 
-// Scrapes are rare and small: two serving threads, not httplib's default of one per CPU.
-constexpr std::size_t kServingThreads = 2;
+// Scrapes are rare and small: the /metrics and /healthz lanes serve them; two API threads
+// are never used.
+HttpLimits metrics_limits() {
+  HttpLimits l;
+  l.serving_threads = 1;
+  l.queued_requests = 4;
+  l.max_connections = 256;
+  l.max_connections_per_client = 64;
+  l.max_streams = 0;
+  return l;
+}
 
 }  // namespace
 
 struct MetricsServer::Impl {
-  std::unique_ptr<HttpListener> listener;
+  std::unique_ptr<HttpServer> server;
 };
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::start(std::string_view listen,
                                                             TextSource metrics,
                                                             HealthCheck health) {
-  auto listener = HttpListener::bind(listen, kServingThreads, "metrics");
-  if (!listener) return listener.status();
-  add_metrics_routes((*listener)->server(), std::move(metrics), std::move(health));
-  (*listener)->start("sp-metrics");
+  auto server = HttpServer::bind(listen, metrics_limits(), "metrics");
+  if (!server) return server.status();
+  add_metrics_routes(**server, std::move(metrics), std::move(health));
+  (*server)->start("sp-metrics");
   auto impl = std::make_unique<Impl>();
-  const std::string host = (*listener)->host();
-  const std::uint16_t port = (*listener)->port();
-  impl->listener = std::move(*listener);
+  const std::string host = (*server)->host();
+  const std::uint16_t port = (*server)->port();
+  impl->server = std::move(*server);
   return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(impl), host, port));
 }
 
@@ -33,8 +42,8 @@ MetricsServer::MetricsServer(std::unique_ptr<Impl> impl, std::string host, std::
 
 MetricsServer::~MetricsServer() { stop(); }
 
-std::string MetricsServer::address() const { return impl_->listener->address(); }
+std::string MetricsServer::address() const { return impl_->server->address(); }
 
-void MetricsServer::stop() { impl_->listener->stop(); }
+void MetricsServer::stop() { impl_->server->stop(); }
 
 }  // namespace sandpool

@@ -12,6 +12,8 @@
 #include <string>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include <sandpool/busy_clock.hpp>
 #include <sandpool/thread_name.hpp>
 
@@ -58,9 +60,21 @@ class JobThread {
       jobs_.pop_front();
       lock.unlock();
       busy_.begin(BusyClock::now_ns());
-      job();
+      run_caught(job);
       busy_.end();
       lock.lock();
+    }
+  }
+
+  // A job that throws must not end poold (std::terminate): the request it served is lost
+  // (its requester's deadline ends its wait), the thread goes on with the next.
+  void run_caught(const std::function<void()>& job) {
+    try {
+      job();
+    } catch (const std::exception& e) {
+      spdlog::error("{}: a job failed and was dropped: {}", name_, e.what());
+    } catch (...) {
+      spdlog::error("{}: a job failed and was dropped", name_);
     }
   }
 

@@ -136,7 +136,8 @@ Result<ops::ReloadReply> Service::reload() {
   // The service section (socket, access, metrics, state dir, logging) needs a restart.
   out.service_section_needs_restart = !(config_.service == next.service);
   config_.pools = next.pools;
-  log_->info("reload applied: {}", ops::encode(out).dump());
+  log_->info("reload applied: {}",
+             ops::encode(out).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   return out;
 }
 

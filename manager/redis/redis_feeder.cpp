@@ -28,7 +28,7 @@ std::string encode(const Attempt& a) {
                       {"error", a.error},           {"worker_pid", a.worker_pid},
                       {"started_ms", a.started_ms}, {"ended_ms", a.ended_ms}};
   if (!a.backtrace.empty()) j["backtrace"] = a.backtrace;
-  return j.dump();
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace

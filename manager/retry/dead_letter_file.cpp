@@ -281,7 +281,7 @@ std::string to_line(const DeadLetter& l) {
   for (const Attempt& a : l.task.history) attempts.push_back(attempt_json(a));
   j["attempts"] = std::move(attempts);
   j["payload_base64"] = encode_base64(l.payload);
-  return j.dump() + "\n";
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 Result<std::vector<DeadLetter>> parse(std::string_view text, std::string_view source,

@@ -171,7 +171,7 @@ bool plugin_config_json(const std::string& flag_value, std::string* out) {
               << "\n";
     return false;
   }
-  *out = j.dump();
+  *out = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return true;
 }
 

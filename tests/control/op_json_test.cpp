@@ -68,7 +68,8 @@ TEST_CASE("an optional argument keeps its default when absent and is checked whe
   REQUIRE(w.timeout);
   CHECK(w.timeout->count() == 250);
   CHECK(ops::decode({{"id", 5}, {"timeout_ms", 2.5}}, &w).to_string() ==
-        "invalid_argument: field \"timeout_ms\": expected a duration in ms (an unsigned integer)");
+        "invalid_argument: field \"timeout_ms\": expected a duration in ms (an unsigned integer, "
+        "at most a year: 31622400000)");
 }
 
 TEST_CASE("what the client encodes, the server decodes to the same arguments") {
@@ -208,7 +209,12 @@ TEST_CASE("a reload reply lists each kind of change, and shutdown's timeout is c
   REQUIRE(ops::decode(json::object(), &a).is_ok());
   CHECK_FALSE(a.timeout);
   CHECK(ops::decode({{"timeout_ms", -1}}, &a).to_string() ==
-        "invalid_argument: field \"timeout_ms\": expected a duration in ms (an unsigned integer)");
+        "invalid_argument: field \"timeout_ms\": expected a duration in ms (an unsigned integer, "
+        "at most a year: 31622400000)");
+  // A year is the most: a deadline of now + the duration never overflows.
+  CHECK(ops::decode({{"timeout_ms", 31622400000LL}}, &a).is_ok());
+  CHECK_FALSE(ops::decode({{"timeout_ms", 31622400001LL}}, &a).is_ok());
+  CHECK_FALSE(ops::decode({{"timeout_ms", std::uint64_t{1} << 62}}, &a).is_ok());
 }
 
 TEST_CASE("dlq_import's arguments default to source `request` from line 1, and line 0 is refused") {

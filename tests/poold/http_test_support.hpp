@@ -49,12 +49,16 @@ inline int http_port(PooldProcess& poold) {
 
 // A scratch dir with both token files and a poold serving `pools` (YAML from "pools:").
 struct HttpFixture {
-  explicit HttpFixture(const std::string& pools, bool admin_token = true) {
-    write_token(dir.path / "read.token", kReadToken);
+  // `admin_token`: an admin token too; `read_token`: a read token (without either, a
+  // loopback listener serves anonymous reads, with results withheld).
+  explicit HttpFixture(const std::string& pools, bool admin_token = true, bool read_token = true,
+                       const std::string& more_http = "") {
+    if (read_token) write_token(dir.path / "read.token", kReadToken);
     if (admin_token) write_token(dir.path / "admin.token", kAdminToken);
-    std::string http =
-        "{listen: 127.0.0.1:0, read_token_file: " + (dir.path / "read.token").string();
+    std::string http = "{listen: 127.0.0.1:0";
+    if (read_token) http += ", read_token_file: " + (dir.path / "read.token").string();
     if (admin_token) http += ", admin_token_file: " + (dir.path / "admin.token").string();
+    if (!more_http.empty()) http += ", " + more_http;
     http += "}";
     config = dir.path / "poold.yaml";
     write_file(config, http_service_yaml(dir.path, http) + pools);
@@ -69,11 +73,27 @@ struct HttpFixture {
     if (!token.empty()) c.set_bearer_token_auth(token.c_str());
     return c;
   }
+  // Runs poolctl on this poold's socket; its stdout.
+  std::string poolctl(std::vector<std::string> args) const {
+    args.insert(args.begin(), {"--socket", (dir.path / "poold.sock").string()});
+    const auto r = run_command(std::string(SANDPOOL_BIN_DIR) + "/poolctl", args);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    return r.out;
+  }
   TempDir dir;
   std::filesystem::path config;
   std::optional<PooldProcess> poold;
   int port = 0;
 };
+
+// The Authorization header line of each token, for raw requests (SseReader).
+inline std::string read_header() {
+  return std::string("Authorization: Bearer ") + kReadToken + "\r\n";
+}
+inline std::string admin_header() {
+  return std::string("Authorization: Bearer ") + kAdminToken + "\r\n";
+}
 
 inline nlohmann::json body_of(const httplib::Result& r) {
   REQUIRE(r);

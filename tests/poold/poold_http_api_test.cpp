@@ -21,7 +21,7 @@ std::string post_json(const json& j) { return j.dump(); }
 
 TEST_CASE("http: one listener serves /metrics, /healthz and the API, and status reports it") {
   HttpFixture f(kPools);
-  auto c = f.client();
+  auto c = f.client(kReadToken);
   auto health = c.Get("/healthz");
   REQUIRE(health);
   CHECK(health->status == 200);
@@ -65,12 +65,11 @@ TEST_CASE("http: a waited submit answers with the result, and the rights decide 
   CHECK(binary["blob_base64"] == "/w==");
 
   const std::string path = "/api/v1/tasks/" + std::to_string(id);
-  SECTION("without a token: the state and attempts, the result withheld") {
-    const json t = body_of(f.client().Get(path));
-    CHECK(t["state"] == "completed");
-    CHECK(t["history"].size() == 1);
-    CHECK(t["result_withheld"] == true);
-    CHECK_FALSE(t.contains("blob"));
+  SECTION("without a token: nothing, once a token is configured") {
+    auto t = f.client().Get(path);
+    REQUIRE(t);
+    CHECK(t->status == 401);
+    CHECK(t->get_header_value("WWW-Authenticate") == "Bearer");
   }
   SECTION("the read token shows the result") {
     const json t = body_of(f.client(kReadToken).Get(path));
@@ -132,7 +131,8 @@ TEST_CASE("http: tasks are found by pool, type, state and key, newest first") {
   const std::uint64_t second = submit("echo", "k2");
   const std::uint64_t failed = submit("fail", "k1");
 
-  const json echo = body_of(f.client().Get("/api/v1/tasks?pool=echo"));
+  auto reader = f.client(kReadToken);
+  const json echo = body_of(reader.Get("/api/v1/tasks?pool=echo"));
   REQUIRE(echo["tasks"].size() == 2);
   CHECK(echo["tasks"][0]["id"] == second);
   CHECK(echo["tasks"][1]["id"] == first);
@@ -140,28 +140,28 @@ TEST_CASE("http: tasks are found by pool, type, state and key, newest first") {
   CHECK(echo["tasks"][0]["key"] == "k2");
   CHECK(echo["truncated"] == false);
 
-  const json by_key = body_of(f.client().Get("/api/v1/tasks?key=k1&type=echo"));
+  const json by_key = body_of(reader.Get("/api/v1/tasks?key=k1&type=echo"));
   REQUIRE(by_key["tasks"].size() == 1);
   CHECK(by_key["tasks"][0]["id"] == first);
-  const json dead = body_of(f.client().Get("/api/v1/tasks?state=dead_lettered"));
+  const json dead = body_of(reader.Get("/api/v1/tasks?state=dead_lettered"));
   REQUIRE(dead["tasks"].size() == 1);
   CHECK(dead["tasks"][0]["id"] == failed);
   CHECK(dead["tasks"][0]["pool"] == "fail");
   CHECK(dead["tasks"][0]["reason"] == "permanent");
-  const json one = body_of(f.client().Get("/api/v1/tasks?limit=1"));
+  const json one = body_of(reader.Get("/api/v1/tasks?limit=1"));
   CHECK(one["tasks"].size() == 1);
   CHECK(one["truncated"] == true);
   const json later = body_of(
-      f.client().Get("/api/v1/tasks?since_ms=" +
-                     std::to_string(echo["tasks"][0]["submitted_ms"].get<std::int64_t>() + 60000)));
+      reader.Get("/api/v1/tasks?since_ms=" +
+                 std::to_string(echo["tasks"][0]["submitted_ms"].get<std::int64_t>() + 60000)));
   CHECK(later["tasks"].empty());
 
-  auto bad = f.client().Get("/api/v1/tasks?state=finished");
+  auto bad = reader.Get("/api/v1/tasks?state=finished");
   REQUIRE(bad);
   CHECK(bad->status == 400);
   CHECK(body_of(bad)["message"].get<std::string>().find("no task state") != std::string::npos);
 
-  auto page = f.client().Get("/tasks?pool=echo&key=k2");
+  auto page = reader.Get("/tasks?pool=echo&key=k2");
   REQUIRE(page);
   CHECK(page->body.find("data-task=\"" + std::to_string(second) + "\"") != std::string::npos);
   CHECK(page->body.find("data-task=\"" + std::to_string(first) + "\"") == std::string::npos);
@@ -204,11 +204,11 @@ TEST_CASE("http: dead letters are listed with a token only and replayed with the
 TEST_CASE("http: a worker killed over HTTP is replaced, as the events stream shows") {
   HttpFixture f(kPools);
   auto admin = f.client(kAdminToken);
-  const json workers = body_of(f.client().Get("/api/v1/pools/echo/workers"));
+  const json workers = body_of(f.client(kReadToken).Get("/api/v1/pools/echo/workers"));
   REQUIRE(workers["workers"].size() == 1);
   const int pid = workers["workers"][0]["pid"];
 
-  SseReader events(f.port, "/api/v1/events?pool=echo");  // no token: events are reads
+  SseReader events(f.port, "/api/v1/events?pool=echo", read_header());
   REQUIRE(events.status() == 200);
   auto killed =
       admin.Post("/api/v1/pools/echo/kill-worker", post_json({{"pid", pid}}), "application/json");
@@ -224,26 +224,29 @@ TEST_CASE("http: a worker killed over HTTP is replaced, as the events stream sho
     if (exited && (*e)["event"] == "worker_ready") replacement = (*e)["pid"].get<int>();
   }
   CHECK(*replacement != pid);
-  SseReader recent(f.port, "/api/v1/events?pool=echo&follow=false");
+  SseReader recent(f.port, "/api/v1/events?pool=echo&follow=false", read_header());
   REQUIRE(recent.status() == 200);
   bool started = false;
   while (auto e = recent.next()) started = started || (*e)["event"] == "worker_started";
   CHECK(started);  // the stream ended (next() gave nothing) after the recent events
-  const json after = body_of(f.client().Get("/api/v1/pools/echo/workers"));
+  const json after = body_of(f.client(kReadToken).Get("/api/v1/pools/echo/workers"));
   REQUIRE(after["workers"].size() == 1);
   CHECK(after["workers"][0]["pid"] == *replacement);
 }
 
 TEST_CASE("http: event streams are capped, and the API answers while the cap is reached") {
   HttpFixture f(kPools);
+  // Of the 8 streams, 2 are kept for admins: the read token takes 6.
   std::vector<std::unique_ptr<SseReader>> open;
-  for (int i = 0; i < 8; ++i) {
-    open.push_back(std::make_unique<SseReader>(f.port, "/api/v1/events"));
+  for (int i = 0; i < 6; ++i) {
+    open.push_back(std::make_unique<SseReader>(f.port, "/api/v1/events", read_header()));
     REQUIRE(open.back()->status() == 200);
   }
-  SseReader over(f.port, "/api/v1/events");
+  SseReader over(f.port, "/api/v1/events", read_header());
   CHECK(over.status() == 429);
-  CHECK(body_of(f.client().Get("/api/v1/status"))["pools"].size() == 2);
+  SseReader admin(f.port, "/api/v1/events", admin_header());
+  CHECK(admin.status() == 200);
+  CHECK(body_of(f.client(kReadToken).Get("/api/v1/status"))["pools"].size() == 2);
   open.pop_back();  // a closed stream gives back its place (found at its next write)
 }
 
@@ -255,7 +258,7 @@ TEST_CASE("http: the login form's session cookie needs its CSRF token to change 
   REQUIRE(login);
   CHECK(login->status == 303);
   const std::string cookie = login->get_header_value("Set-Cookie");
-  REQUIRE(cookie.rfind("sp_session=", 0) == 0);
+  REQUIRE(cookie.rfind("sp_session_" + std::to_string(f.port) + "=", 0) == 0);
   CHECK(cookie.find("HttpOnly") != std::string::npos);
   CHECK(cookie.find("SameSite=Strict") != std::string::npos);
   const httplib::Headers with_cookie = {{"Cookie", cookie.substr(0, cookie.find(';'))}};
@@ -302,7 +305,7 @@ TEST_CASE("http: without an admin token nothing over HTTP changes the service") 
   REQUIRE(drain);
   CHECK(drain->status == 403);
   CHECK(body_of(drain)["message"].get<std::string>().find("read-only") != std::string::npos);
-  auto page = f.client().Get("/");
+  auto page = f.client(kReadToken).Get("/");
   REQUIRE(page);
   CHECK(page->body.find("id=read-only") != std::string::npos);
   CHECK(f.poold->output().find("http read-only") != std::string::npos);

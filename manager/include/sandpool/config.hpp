@@ -61,11 +61,33 @@ struct RedisConfig {
 // `service.http` (docs/configuration.md, docs/protocol.md "HTTP API"): the one HTTP listener
 // (/metrics, /healthz, the dashboard, /api/v1/). The token files hold the bearer tokens of
 // the read and admin rights over HTTP; empty: none (then that right is not granted).
+// `service.http`: the listener and what it bounds (docs/security.md, "The HTTP listener").
 struct HttpConfig {
+  using Duration = std::chrono::milliseconds;
   std::string host = "127.0.0.1";
   std::uint16_t port = 9464;  // 0: pick a free port (poold logs it)
   std::string read_token_file;
   std::string admin_token_file;
+  std::vector<std::string> hosts;   // more Host names to accept than the listener's address
+  bool metrics_need_token = false;  // metrics_access: read
+  std::uint32_t max_connections = 1024;
+  std::uint32_t max_connections_per_client = 256;
+  std::uint32_t backlog = 128;
+  std::uint64_t max_header_bytes = 16u << 10;
+  std::uint32_t max_headers = 64;
+  std::uint64_t max_body = 16u << 20;
+  std::uint32_t max_json_depth = 32;
+  Duration idle_timeout{5000};
+  Duration header_timeout{10000};
+  Duration body_timeout{30000};
+  Duration write_timeout{30000};
+  std::uint32_t serving_threads = 16;
+  std::uint32_t queued_requests = 64;
+  Duration call_timeout{30000};
+  Duration max_wait{60000};
+  std::uint32_t max_streams = 8;
+  std::uint32_t admin_reserved_streams = 2;
+  Duration session_idle_timeout{1800000};
   bool operator==(const HttpConfig&) const = default;
 };
 
