@@ -317,6 +317,8 @@ CallReply Api::call(std::string_view op_name, json args, std::string blob, const
       *asked = options_.max_wait.count();
     }
     bound = options_.max_wait + options_.call_timeout;
+  } else if (args.is_object() && args.contains("wait") && args["wait"] == true) {
+    bound = options_.max_wait + options_.call_timeout;  // a submit that waits for its task
   }
   auto local = LocalCall::start(handler_, std::string(op_name), std::move(args), std::move(blob),
                                 grant.rights);

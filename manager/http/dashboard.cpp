@@ -374,13 +374,14 @@ void Dashboard::install(HttpServer& server) {
       }
       selectors.push_back(ops::encode(sel));
     } else {
-      for (std::size_t i = 0; i < req.param_count("id"); ++i) {
+      // At most a page's worth of letters (the list shows up to 1000) per form.
+      for (std::size_t i = 0; i < req.param_count("id") && selectors.size() < 1000; ++i) {
+        // A letter id: digits that fit 64 bits (anything else selects nothing).
         const std::string id = req.param("id", i);
-        std::uint64_t n = 0;
-        const auto [end, ec] = std::from_chars(id.data(), id.data() + id.size(), n);
-        // Not a letter id (empty, not digits, past 2^64: std::stoull threw, a 500): skipped.
+        std::uint64_t value = 0;
+        const auto [end, ec] = std::from_chars(id.data(), id.data() + id.size(), value);
         if (id.empty() || ec != std::errc() || end != id.data() + id.size()) continue;
-        selectors.push_back(json{{"id", n}});
+        selectors.push_back(json{{"id", value}});
       }
     }
     if (selectors.empty()) return redirect_with(res, req.param("return"), "nothing selected");

@@ -206,6 +206,8 @@ std::string HttpService::address() const { return impl_->server->address(); }
 std::uint16_t HttpService::port() const { return impl_->server->port(); }
 bool HttpService::read_only() const { return !impl_->access.has_admin_token(); }
 
+HttpResponse HttpService::serve_one(std::string_view raw) { return impl_->server->serve_one(raw); }
+
 void HttpService::stop() {
   impl_->api->stop();  // first: a serving thread waiting on a call or stream returns
   impl_->server->stop();

@@ -17,6 +17,8 @@
 #include <sandpool/metrics.hpp>
 #include <sandpool/status.hpp>
 
+#include "metrics/http_server.hpp"
+
 namespace sandpool::http {
 
 // For tests: how often event streams flush and beat (ApiOptions).
@@ -45,6 +47,9 @@ class HttpService {
   bool read_only() const;
   // Ends the event streams and waiting calls, stops listening. Idempotent.
   void stop();
+  // One request's raw bytes through every check and route, without a socket
+  // (HttpServer::serve_one): the fuzzer's way in.
+  HttpResponse serve_one(std::string_view raw);
 
   struct Impl;
 

@@ -231,6 +231,114 @@ struct HttpServer::Impl {
 
 namespace {
 
+// An answer that ends the request where it stands: the connection closes after it.
+HttpResponse failure(int status, std::string_view message) {
+  HttpResponse res;
+  http_parts::error_answer(res, status, message);
+  res.close = true;
+  return res;
+}
+
+// What a request's complete header decides: the answer when it stops here, or nullopt with
+// `*route` chosen. Fills `req` from the header (fields, method, decoded target).
+std::optional<HttpResponse> decide_head(const HttpServer::Impl& s, const Parser& parser,
+                                        HttpRequest& req, const HttpServer::Route** route) {
+  const auto& head = parser.get();
+  std::size_t fields = 0;
+  for (const auto& f : head) {
+    if (++fields > s.limits.max_headers) {
+      return failure(431, "more than service.http.max_headers (" +
+                              std::to_string(s.limits.max_headers) + ") header fields");
+    }
+    req.headers.emplace(text_of(f.name_string()), text_of(f.value()));
+  }
+  req.method = text_of(head.method_string());
+  req.target = text_of(head.target());
+  if (const Status target = http_parts::split_target(req.target, &req); !target) {
+    return failure(400, target.message());
+  }
+  HttpResponse refused;
+  refused.close = true;
+  if (s.gate && !s.gate(req, refused)) return refused;
+  bool other_method = false;
+  for (const auto& r : s.routes) {
+    std::smatch m;
+    if (!std::regex_match(req.path, m, r.path)) continue;
+    if (r.method != req.method) {
+      other_method = true;
+      continue;
+    }
+    *route = &r;
+    for (const auto& g : m) req.matches.push_back(g.str());
+    break;
+  }
+  if (*route == nullptr) {
+    return failure(other_method ? 405 : 404,
+                   other_method ? req.method + " is not served at " + http_parts::printable(req.path)
+                                : "nothing is served at " + http_parts::printable(req.path));
+  }
+  if ((*route)->admit && !(*route)->admit(req, refused)) return refused;
+  return std::nullopt;
+}
+
+// The body's framing against the route's bound: the answer when the body is refused, or
+// nullopt with the parser's body limit set to the route's bound.
+std::optional<HttpResponse> decide_framing(const HttpServer::Impl& s, Parser& parser,
+                                           const HttpRequest& req, const HttpServer::Route& route) {
+  const std::size_t bound = route.large_body ? s.limits.max_body : s.limits.small_body;
+  const std::string encoding = req.header("Content-Encoding");
+  if (!encoding.empty() && !beast::iequals(encoding, "identity")) {
+    return failure(415, "Content-Encoding " + http_parts::printable(encoding) +
+                            ": poold decompresses nothing; send the body as it is");
+  }
+  const auto length = parser.content_length();
+  if (length && *length > bound) {
+    return failure(413, "the body (" + std::to_string(*length) + " bytes) exceeds " +
+                            std::to_string(bound) + " bytes, the most " +
+                            http_parts::printable(req.path) + " takes" +
+                            (route.large_body ? " (service.http.max_body)" : ""));
+  }
+  if (!parser.is_done()) parser.body_limit(bound);
+  return std::nullopt;
+}
+
+HttpResponse body_too_large(const HttpServer::Impl& s, const HttpRequest& req,
+                            const HttpServer::Route& route) {
+  return failure(413, "the body exceeds " +
+                          std::to_string(route.large_body ? s.limits.max_body
+                                                          : s.limits.small_body) +
+                          " bytes, the most " + http_parts::printable(req.path) + " takes");
+}
+
+// Moves the read body into `req` and adds a form's fields to its params: the answer when a
+// field is not UTF-8, else nullopt.
+std::optional<HttpResponse> take_body(Parser& parser, HttpRequest& req) {
+  req.body = std::move(parser.get().body());
+  const std::string type = req.header("Content-Type");
+  if (type.rfind("application/x-www-form-urlencoded", 0) == 0) {
+    if (auto bad = parse_query(req.body, &req.params)) {
+      return failure(400, "form field '" + http_parts::printable(*bad) + "' is not UTF-8 text");
+    }
+  }
+  return std::nullopt;
+}
+
+// Runs the route's handler; what it throws becomes a 500 (logged with the route).
+HttpResponse run_handler(const HttpServer::Route& route, const HttpRequest& req) {
+  HttpResponse res;
+  try {
+    route.handler(req, res);
+    return res;
+  } catch (const std::exception& e) {
+    spdlog::error("http: {} {} failed: {}", req.method, http_parts::printable(req.path), e.what());
+  } catch (...) {
+    spdlog::error("http: {} {} failed", req.method, http_parts::printable(req.path));
+  }
+  HttpResponse failed;
+  http_parts::error_answer(failed, 500, "the request failed inside poold (logged)");
+  return failed;
+}
+
 // The sink a stream's thread writes through: each write is handed to the I/O thread and
 // waited for (the connection's write timeout bounds it; stop() ends the wait).
 class ConnectionSink final : public StreamSink {
@@ -312,10 +420,7 @@ void Connection::read_header() {
 
 void Connection::fail(int status, std::string message) {
   body_unread = true;  // what follows the error is not read: linger, then close
-  HttpResponse res;
-  http_parts::error_answer(res, status, message);
-  res.close = true;
-  respond(std::move(res));
+  respond(failure(status, message));
 }
 
 void Connection::on_header(beast::error_code ec) {
@@ -333,61 +438,19 @@ void Connection::on_header(beast::error_code ec) {
   }
   state = State::kBusy;
   body_unread = !parser->is_done();
-  const auto& head = parser->get();
-  std::size_t fields = 0;
-  for (const auto& f : head) {
-    if (++fields > server.limits.max_headers) {
-      return fail(431, "more than service.http.max_headers (" +
-                           std::to_string(server.limits.max_headers) + ") header fields");
-    }
-    std::string name = text_of(f.name_string()), value = text_of(f.value());
-    request.headers.emplace(std::move(name), std::move(value));
+  if (auto answer = decide_head(server, *parser, request, &route)) {
+    return respond(std::move(*answer));
   }
-  request.method = text_of(head.method_string());
-  request.target = text_of(head.target());
-  const Status target = http_parts::split_target(request.target, &request);
-  if (!target) return fail(400, target.message());
-
-  HttpResponse refused;
-  refused.close = true;
-  if (server.gate && !server.gate(request, refused)) return respond(std::move(refused));
-  bool other_method = false;
-  for (const auto& r : server.routes) {
-    std::smatch m;
-    if (!std::regex_match(request.path, m, r.path)) continue;
-    if (r.method != request.method) {
-      other_method = true;
-      continue;
-    }
-    route = &r;
-    for (const auto& g : m) request.matches.push_back(g.str());
-    break;
-  }
-  if (route == nullptr) {
-    return fail(other_method ? 405 : 404, other_method
-                                              ? request.method + " is not served at " + request.path
-                                              : "nothing is served at " + request.path);
-  }
-  if (route->admit && !route->admit(request, refused)) return respond(std::move(refused));
   read_body();
 }
 
 void Connection::read_body() {
   const auto& head = parser->get();
-  const std::size_t bound = route->large_body ? server.limits.max_body : server.limits.small_body;
-  const std::string encoding = request.header("Content-Encoding");
-  if (!encoding.empty() && !beast::iequals(encoding, "identity")) {
-    return fail(415, "Content-Encoding " + encoding +
-                         ": poold decompresses nothing; send the body as it is");
-  }
-  const auto length = parser->content_length();
-  if (length && *length > bound) {
-    return fail(413, "the body (" + std::to_string(*length) + " bytes) exceeds " +
-                         std::to_string(bound) + " bytes, the most " + request.path + " takes" +
-                         (route->large_body ? " (service.http.max_body)" : ""));
+  if (auto answer = decide_framing(server, *parser, request, *route)) {
+    body_unread = true;
+    return respond(std::move(*answer));
   }
   if (parser->is_done()) return dispatch();
-  parser->body_limit(bound);
   const auto expect = head[bhttp::field::expect];
   auto go = [self = shared_from_this()] {
     self->stream.expires_after(self->server.limits.body_timeout);
@@ -412,10 +475,8 @@ void Connection::on_body(beast::error_code ec) {
   if (state == State::kClosed) return;
   if (ec) {
     if (ec == bhttp::error::body_limit || ec == bhttp::error::buffer_overflow) {
-      return fail(413, "the body exceeds " +
-                           std::to_string(route->large_body ? server.limits.max_body
-                                                            : server.limits.small_body) +
-                           " bytes, the most " + request.path + " takes");
+      body_unread = true;
+      return respond(body_too_large(server, request, *route));
     }
     if (ec == beast::error::timeout || ec == net::error::operation_aborted ||
         ec == bhttp::error::end_of_stream || ec == net::error::eof) {
@@ -428,31 +489,12 @@ void Connection::on_body(beast::error_code ec) {
 }
 
 void Connection::dispatch() {
-  request.body = std::move(parser->get().body());
   body_unread = false;
-  const std::string type = request.header("Content-Type");
-  if (type.rfind("application/x-www-form-urlencoded", 0) == 0) {
-    if (auto bad = parse_query(request.body, &request.params)) {
-      return fail(400, "form field '" + http_parts::printable(*bad) + "' is not UTF-8 text");
-    }
-  }
+  if (auto answer = take_body(*parser, request)) return respond(std::move(*answer));
   stream.expires_never();  // the handler's own deadlines bound it; the write has its own
   auto self = shared_from_this();
   const bool taken = server.lane(route->lane).post([self] {
-    HttpResponse res;
-    try {
-      self->route->handler(self->request, res);
-    } catch (const std::exception& e) {
-      spdlog::error("http: {} {} failed: {}", self->request.method,
-                    http_parts::printable(self->request.path), e.what());
-      res = HttpResponse{};
-      http_parts::error_answer(res, 500, "the request failed inside poold (logged)");
-    } catch (...) {
-      spdlog::error("http: {} {} failed", self->request.method,
-                    http_parts::printable(self->request.path));
-      res = HttpResponse{};
-      http_parts::error_answer(res, 500, "the request failed inside poold (logged)");
-    }
+    HttpResponse res = run_handler(*self->route, self->request);
     net::post(self->server.ioc,
               [self, res = std::move(res)]() mutable { self->respond(std::move(res)); });
   });
@@ -783,6 +825,52 @@ void HttpServer::stop() {
   // The loop no longer runs: what it did not close is closed here, on this thread.
   close_all();
 }
+
+namespace {
+HttpResponse answer_one(const HttpServer::Impl& s, std::string_view raw);
+}  // namespace
+
+HttpResponse HttpServer::serve_one(std::string_view raw) {
+  HttpResponse res = answer_one(*impl_, raw);
+  if (res.status != 0) add_default_headers(res);  // as Connection::respond does
+  return res;
+}
+
+namespace {
+
+HttpResponse answer_one(const HttpServer::Impl& s, std::string_view raw) {
+  using Route = HttpServer::Route;
+  Parser parser;
+  parser.header_limit(static_cast<std::uint32_t>(s.limits.max_header_bytes));
+  parser.body_limit(s.limits.max_body);
+  parser.eager(false);  // the header alone first, as a connection reads it
+  beast::error_code ec;
+  std::size_t used = parser.put(net::buffer(raw.data(), raw.size()), ec);
+  if (ec == bhttp::error::header_limit) {
+    return failure(431, "the request line and headers exceed service.http.max_header_bytes");
+  }
+  if (ec == bhttp::error::need_more) return HttpResponse{0, {}, {}, {}, true};
+  if (ec) return failure(400, std::string("malformed request: ") + ec.message());
+  HttpRequest req;
+  req.peer = "127.0.0.1";
+  const Route* route = nullptr;
+  if (auto answer = decide_head(s, parser, req, &route)) return std::move(*answer);
+  if (auto answer = decide_framing(s, parser, req, *route)) return std::move(*answer);
+  parser.eager(true);
+  while (!parser.is_done()) {
+    raw.remove_prefix(used);
+    if (raw.empty()) return HttpResponse{0, {}, {}, {}, true};
+    used = parser.put(net::buffer(raw.data(), raw.size()), ec);
+    if (ec == bhttp::error::body_limit) return body_too_large(s, req, *route);
+    if (ec == bhttp::error::need_more) return HttpResponse{0, {}, {}, {}, true};
+    if (ec) return failure(400, std::string("malformed body: ") + ec.message());
+    if (used == 0) return HttpResponse{0, {}, {}, {}, true};
+  }
+  if (auto answer = take_body(parser, req)) return std::move(*answer);
+  return run_handler(*route, req);
+}
+
+}  // namespace
 
 std::uint16_t HttpServer::port() const { return impl_->port; }
 const std::string& HttpServer::host() const { return impl_->host; }

@@ -154,6 +154,12 @@ class HttpServer {
   // Connections open now (tests and the bench).
   std::size_t open_connections() const;
 
+  // Serves `raw` (one request's bytes, as a client would send them) without a socket, with
+  // every check a connection makes, its handler run on the calling thread: the fuzzer's and
+  // the tests' way in. A stream's answer is returned unstarted. Status 0: the bytes end
+  // before the request does (a connection would wait for more).
+  HttpResponse serve_one(std::string_view raw);
+
   struct Impl;
 
  private:

@@ -313,7 +313,8 @@ Result<std::string> write_spill(const std::string& dir,
   if (!created) return created.status();
   auto& [fd, path] = *created;
   Status s = write_all(fd.get(), text, path);
-  if (s) s = posix_call("fsync(" + path + ")", [&] { return ::fsync(fd.get()); }).status();
+  const int raw_fd = fd.get();  // clang 14 cannot capture a structured binding
+  if (s) s = posix_call("fsync(" + path + ")", [raw_fd] { return ::fsync(raw_fd); }).status();
   fd.reset();
   if (s) s = sync_dir(dir);
   if (!s) {
