@@ -92,6 +92,8 @@ bool run_spawn(const BenchOptions& o, Report& r);
 // The issue-4 targets: the in-process W1 figure, then a real poold from the build tree
 // driven by the real poolctl through its socket (service.cpp).
 bool run_service(const BenchOptions& o, Report& r);
+// poold's HTTP listener under attack and beside the socket (bench/http.cpp).
+bool run_http(const BenchOptions& o, Report& r);
 // The issue-14 figures: the journal's cost on a poolctl batch and on a single submit with
 // sync: full, and a kill -9 of poold that must lose no acknowledged task (journal.cpp).
 bool run_journal(const BenchOptions& o, Report& r);

@@ -1,5 +1,5 @@
 // sandpool-bench: the raw IPC baselines, W1-W4, spawn-to-ready, the service (poold and
-// poolctl through the socket) and the soak, one figure per line
+// poolctl through the socket), poold's HTTP listener under attack and the soak, one figure per line
 // (`GROUP METRIC VALUE UNIT`) or as JSON. docs/performance.md explains every figure.
 #include <algorithm>
 #include <cctype>
@@ -18,9 +18,9 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 
-const char* const kGroups[] = {"raw",     "W1",      "W2",       "W3",       "W4",
-                               "spawn",   "sandbox", "service",  "journal",  "soak",
-                               "plugins", "cluster", "fairness", "dispatch", "autoscale"};
+const char* const kGroups[] = {"raw",      "W1",       "W2",        "W3",   "W4",      "spawn",
+                               "sandbox",  "service",  "journal",   "soak", "plugins", "cluster",
+                               "fairness", "dispatch", "autoscale", "http"};
 
 // Parses "W1,w2,raw" into canonical group names; an unknown name is an error.
 bool parse_only(const std::string& list, std::set<std::string>* out, std::string* bad) {
@@ -46,7 +46,7 @@ void add_options(CLI::App& app, sandpool::bench::BenchOptions& o, std::string& o
   app.add_option(
       "--only", only,
       "comma-separated groups: raw,W1,W2,W3,W4,spawn,sandbox,service,journal,soak,plugins,"
-      "cluster,fairness,dispatch,autoscale "
+      "cluster,fairness,dispatch,autoscale,http "
       "(default: all)");
   app.add_option("--plugin", o.plugin, "W1/W2 plugin: a name in the plugin dir or a .so path")
       ->capture_default_str();
@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
   if (!parse_only(only, &groups, &bad)) {
     std::cerr << "sandpool-bench: --only: unknown group '" << bad
               << "' (raw, W1, W2, W3, W4, spawn, sandbox, service, journal, soak, plugins, "
-                 "cluster, fairness, dispatch, autoscale)\n";
+                 "cluster, fairness, dispatch, autoscale, http)\n";
     return kExitUsage;
   }
   if (groups.empty()) groups.insert(std::begin(kGroups), std::end(kGroups));
@@ -154,6 +154,7 @@ int main(int argc, char** argv) {
   if (ok && groups.count("cluster")) ok = run_cluster(o, report);
   if (ok && groups.count("fairness")) ok = run_fairness(o, report);
   if (ok && groups.count("autoscale")) ok = run_autoscale(o, report);
+  if (ok && groups.count("http")) ok = run_http(o, report);
   report.finish(std::cout);
   return ok ? kExitOk : kExitFailed;
 }

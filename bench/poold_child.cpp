@@ -46,7 +46,8 @@ ScratchDir::~ScratchDir() {
 
 std::string bench_config(const fs::path& dir, const std::string& service_extra,
                          const std::string& name, const std::string& plugin, std::uint32_t workers,
-                         std::uint32_t concurrency, const std::string& pool_extra) {
+                         std::uint32_t concurrency, const std::string& pool_extra,
+                         const std::string& http) {
   const std::string w = std::to_string(workers);
   return "service:\n"
          "  socket: {path: " +
@@ -55,7 +56,9 @@ std::string bench_config(const fs::path& dir, const std::string& service_extra,
          "  state_dir: " +
          (dir / "state").string() +
          "\n"
-         "  http: {listen: 127.0.0.1:0}\n"
+         "  http: " +
+         http +
+         "\n"
          "  log: {level: warn}\n" +
          service_extra + "pools:\n  - name: " + name + "\n    plugin: " + plugin +
          "\n    workers: {min: " + w + ", max: " + w + ", initial: " + w +

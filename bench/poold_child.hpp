@@ -34,12 +34,14 @@ class ScratchDir {
   fs::path path_;
 };
 
-// poold's config: the service section rooted in `dir` (socket, state dir, metrics on port
-// 0, log level warn) with `service_extra` lines, then one pool `name` of `plugin` with
-// `workers` workers (fixed) and `concurrency` tasks per worker ring, plus `pool_extra` lines.
+// poold's config: the service section rooted in `dir` (socket, state dir, the HTTP listener
+// `http` (a YAML flow mapping), log level warn) with `service_extra` lines, then one pool
+// `name` of `plugin` with `workers` workers (fixed) and `concurrency` tasks per worker ring,
+// plus `pool_extra` lines.
 std::string bench_config(const fs::path& dir, const std::string& service_extra,
                          const std::string& name, const std::string& plugin, std::uint32_t workers,
-                         std::uint32_t concurrency, const std::string& pool_extra = "");
+                         std::uint32_t concurrency, const std::string& pool_extra = "",
+                         const std::string& http = "{listen: 127.0.0.1:0}");
 
 // poold as a child process; its output goes to <dir>/poold.log (appended). The destructor
 // asks it to shut down and, if it has not gone within 10 s, kills it.
@@ -55,6 +57,7 @@ class Poold {
   // Tasks of the pool that ended (completed or dead-lettered); nullopt on an error.
   std::optional<std::uint64_t> ended();
   Client& client() { return *client_; }
+  pid_t pid() const { return static_cast<pid_t>(child_.id()); }
   const std::string& socket() const { return socket_; }
   // SIGKILL, then reaps it: the destructor has nothing left to do.
   void kill9();

@@ -310,8 +310,10 @@ CallReply Api::call(std::string_view op_name, json args, std::string blob, const
     const auto asked = args.find("timeout_ms");
     if (asked == args.end()) {
       args["timeout_ms"] = options_.max_wait.count();
-    } else if (asked->is_number_integer() &&
-               asked->get<std::int64_t>() > options_.max_wait.count()) {
+    } else if (std::chrono::milliseconds ms{};
+               ops::read_value(*asked, &ms) && ms > options_.max_wait) {
+      // A valid duration is capped; one that is not (over a year, negative) is left for the
+      // operation's decode to refuse (400) rather than turned into max_wait.
       *asked = options_.max_wait.count();
     }
     bound = options_.max_wait + options_.call_timeout;
@@ -409,7 +411,7 @@ void Api::stream_events(HttpResponse& res, const Caller& caller, json args) {
   // third of the batch's throughput on two cores. A browser shows a few a second anyway.
   args["follow"] = false;
   res.set_header("Content-Type", "text/event-stream");
-  res.set_header("Cache-Control", "no-cache");
+  res.set_header("Cache-Control", "no-store");  // docs/security.md: every response but assets
   res.set_header("X-Accel-Buffering", "no");
   res.stream = [this, caller, args, follow, slot](StreamSink& sink) {
     std::string last;  // the last frame written

@@ -218,10 +218,17 @@ void Dashboard::install(HttpServer& server) {
     pages::TaskFilter f{req.param("id"),    req.param("pool"), req.param("type"),
                         req.param("state"), req.param("key"),  req.param("since"),
                         req.param("tenant")};
-    if (!f.id.empty() && f.id.find_first_not_of("0123456789") == std::string::npos &&
-        f.id.size() < 20) {
+    if (!f.id.empty()) {
+      // The find form's id leads to its task; one that no task can have is said so (it
+      // used to be ignored, and the page listed every task instead).
+      std::uint64_t id = 0;
+      const auto [end, ec] = std::from_chars(f.id.data(), f.id.data() + f.id.size(), id);
+      if (ec != std::errc() || end != f.id.data() + f.id.size()) {
+        return send_error(res, v, "bad_request",
+                          "id: a task id is an unsigned integer below 2^64, not " + f.id);
+      }
       res.status = 303;
-      res.set_header("Location", "/tasks/" + f.id);
+      res.set_header("Location", "/tasks/" + std::to_string(id));
       return;
     }
     ops::TaskListArgs args;

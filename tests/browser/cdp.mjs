@@ -7,12 +7,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 export class Browser {
-  static async launch(executable = '/usr/bin/chromium') {
+  // `extraArgs`: more command-line switches (e.g. --host-resolver-rules).
+  static async launch(executable = '/usr/bin/chromium', extraArgs = []) {
     const profile = mkdtempSync(join(tmpdir(), 'sandpool-chromium-'));
     const args = ['--headless=new', '--remote-debugging-pipe', '--disable-gpu', '--no-first-run',
                   '--no-default-browser-check', '--disable-extensions', '--mute-audio',
                   '--disable-background-networking', '--disable-component-update',
-                  `--user-data-dir=${profile}`, '--window-size=1280,900', 'about:blank'];
+                  `--user-data-dir=${profile}`, '--window-size=1280,900', ...extraArgs, 'about:blank'];
     // As root, Chromium refuses to start without this (its sandbox needs an unprivileged user).
     if (process.getuid && process.getuid() === 0) args.unshift('--no-sandbox');
     const child = spawn(executable, args, { stdio: ['ignore', 'ignore', 'pipe', 'pipe', 'pipe'] });

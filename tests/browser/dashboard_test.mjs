@@ -2,11 +2,16 @@
 // protocol (cdp.mjs), against a real poold running the example plugins. Each page loads
 // without a console error and shows what poold holds: a submitted task found by id, a dead
 // letter replayed from the page and then completed, a worker killed from the page and
-// replaced. The admin actions fail without the admin token. A screenshot of each page goes
-// to OUT_DIR/screenshots/.
+// replaced. The admin actions fail without the admin token. While the admin is logged in, a
+// page of another origin (a server of this script's on another port, reached as 127.0.0.1,
+// which is the same site, and as localhost, which is not) posts forms and fetches to the
+// dashboard and the API: nothing changes, nothing is read back. A page of a name that
+// resolves to 127.0.0.1 (DNS rebinding, evil.example here) reads nothing from poold. A
+// screenshot of each page goes to OUT_DIR/screenshots/.
 //
 // Usage: node dashboard_test.mjs BIN_DIR PLUGIN_DIR OUT_DIR   (exit 77: no chromium)
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:http';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -109,7 +114,10 @@ async function eventStream(pool) {
   };
 }
 
-const browser = await Browser.launch(CHROMIUM);
+// evil.example resolves to 127.0.0.1, as a DNS-rebinding page's name would (no HTTPS upgrade:
+// nothing listens for TLS).
+const browser = await Browser.launch(CHROMIUM, ['--host-resolver-rules=MAP evil.example 127.0.0.1',
+                                                '--disable-features=HttpsUpgrades']);
 try {
   const page = await browser.newPage();
   const visit = async (path, shot) => {
@@ -144,6 +152,49 @@ try {
   await visit('/login', 'login');
   await page.navigation(() => page.eval(`document.querySelector('input[name=token]').value = ${JSON.stringify(ADMIN)}; document.querySelector('form.stack').submit()`));
   check(await page.eval(`document.getElementById('access').textContent`) === 'admin', 'logged in with the admin token');
+
+  // --- Another origin's page, while the admin is logged in ----------------------------------
+  const evil = createServer((req, res) => {
+    res.writeHead(200, { 'Content-Type': 'text/html' });
+    res.end(`<!doctype html><title>elsewhere</title>
+<form id=drain method=POST action="${base}/ui/drain"><input name=pool value=echo><input name=return value=/></form>
+<form id=scale method=POST action="${base}/ui/scale"><input name=pool value=upper><input name=workers value=3></form>
+<form id=api method=POST action="${base}/api/v1/pools/echo/drain" enctype=text/plain><input name='{"a":"' value='"}'></form>`);
+  });
+  await new Promise((r) => evil.listen(0, '127.0.0.1', r));
+  const evilPort = evil.address().port;
+  const upperBefore = (await api('GET', '/api/v1/pools/upper/stats')).body.pools[0].target_workers;
+  const unchanged = async (what) => {
+    const echo = (await api('GET', '/api/v1/pools/echo/stats')).body.pools[0];
+    const upper = (await api('GET', '/api/v1/pools/upper/stats')).body.pools[0];
+    check(echo.state === 'running' && upper.target_workers === upperBefore,
+          `${what}: nothing changed (echo ${echo.state}, upper's target ${upper.target_workers})`);
+  };
+  for (const origin of [`http://127.0.0.1:${evilPort}`, `http://localhost:${evilPort}`]) {
+    await page.goto(origin + '/');
+    const sent = await page.eval(`Promise.all([
+      fetch('${base}/api/v1/pools/echo/drain', {method: 'POST', body: '{}', credentials: 'include', mode: 'no-cors'}).then(() => 'sent', () => 'failed'),
+      fetch('${base}/ui/drain', {method: 'POST', body: new URLSearchParams({pool: 'echo'}), credentials: 'include', mode: 'no-cors'}).then(() => 'sent', () => 'failed'),
+      fetch('${base}/api/v1/status', {credentials: 'include'}).then((r) => r.text(), () => 'unreadable'),
+    ])`);
+    check(sent[2] === 'unreadable', `${origin}: a fetch of the API reads nothing back (${String(sent[2]).slice(0, 40)})`);
+    await unchanged(`${origin}: its fetches to the API and a form's URL`);
+    for (const form of ['drain', 'scale', 'api']) {
+      await page.goto(origin + '/');
+      await page.navigation(() => page.eval(`document.getElementById('${form}').submit()`));
+      await unchanged(`${origin}: its ${form} form`);
+    }
+  }
+  evil.close();
+  // DNS rebinding: a page of evil.example, which now resolves to 127.0.0.1, at poold's port.
+  const port = base.slice(base.lastIndexOf(':') + 1);
+  await page.goto(`http://evil.example:${port}/`);
+  check(!(await page.eval(`document.body.innerText`)).includes('echo'), 'a page of evil.example at poold\'s port shows none of poold\'s pools');
+  // Refused (421), or not even sent: the 421 page's CSP (default-src 'none') blocks the fetch.
+  const rebound = await page.eval(`fetch('/api/v1/status').then((r) => r.status, () => 'blocked')`);
+  check(rebound === 421 || rebound === 'blocked', `a page of evil.example at poold's port reads no status (${rebound})`);
+  await page.goto(base + '/');
+  check(await page.eval(`document.getElementById('access').textContent`) === 'admin', 'the admin is still logged in');
 
   // A submitted task, found by id.
   const done = await api('POST', '/api/v1/pools/upper/tasks', { type: 'upper', payload: 'found <by> id', wait: true });
