@@ -53,7 +53,7 @@ std::pair<std::string, std::string> split_authority(std::string_view a) {
 }
 
 // Which Host names and origins this listener answers to. DNS rebinding needs a DNS name in
-// the Host header, so an IP literal or `localhost` is always fine; another name must be one
+// the Host header, so an IP literal or `localhost` (and `*.localhost`) is always fine; another name must be one
 // of service.http.hosts. An Origin is this listener's own only with its port as well: a page
 // of another local server (another port) is another origin.
 class HostCheck {
@@ -70,7 +70,11 @@ class HostCheck {
     auto [host, port] = split_authority(authority);
     host = lower(std::move(host));
     if (host.empty()) return false;
-    if (is_ip_literal(host) || host == "localhost") return true;
+    // `localhost` and `*.localhost` name the loopback in every browser (RFC 6761): no
+    // attacker's DNS answers for them.
+    const bool local_name =
+        host == "localhost" || (host.size() > 10 && host.ends_with(".localhost"));
+    if (is_ip_literal(host) || local_name) return true;
     for (const auto& [name, p] : names_) {
       if (name == host && (p.empty() || p == port)) return true;
     }
