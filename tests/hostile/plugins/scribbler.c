@@ -5,6 +5,9 @@
  * Types:
  *   scribble     pseudo-random bytes (seeded by the task id) over every mapping
  *   scribble_ff  all-ones over every mapping
+ *   scribble_at  "OFFSET": 0xa5 over the 8 bytes at that offset of the shared region only
+ *                (offsetof from the test: a word the manager never looks at, so only the
+ *                worker's own check can find it)
  *   upper        result = the payload in upper case (a well-behaved task)
  *   act          "TYPE REST": runs TYPE with REST as its payload (sandpool-run takes one type
  *                per run, so a mixed stream goes through this one)
@@ -19,11 +22,14 @@
 
 #define MAX_MAPPINGS 16
 
-static const char* const kTypes[] = {"scribble", "scribble_ff", "upper", "act", NULL};
+static const char* const kTypes[] = {"scribble", "scribble_ff", "scribble_at",
+                                     "upper",    "act",         NULL};
 static const sp_host_api* host;
 static unsigned char* mapping_start[MAX_MAPPINGS];
 static size_t mapping_size[MAX_MAPPINGS];
 static int mappings;
+static unsigned char* region; /* the worker's shared region (memfd:sandpool-region) */
+static size_t region_size;
 
 SP_EXPORT uint32_t sp_plugin_abi_version(void) { return SP_PLUGIN_ABI_VERSION; }
 SP_EXPORT const char* const* sp_plugin_task_types(void) { return kTypes; }
@@ -44,6 +50,10 @@ SP_EXPORT int sp_plugin_init(const sp_host_api* h, const char* config_json, size
     if (perms[1] != 'w' || perms[3] != 's') continue; /* shared and writable only */
     mapping_start[mappings] = (unsigned char*)start;
     mapping_size[mappings] = (size_t)(end - start);
+    if (strstr(line, "memfd:sandpool-region") != NULL) {
+      region = mapping_start[mappings];
+      region_size = mapping_size[mappings];
+    }
     ++mappings;
   }
   fclose(maps);
@@ -87,6 +97,18 @@ static int run(const char* type, size_t type_len, const unsigned char* payload, 
   }
   if (is(type, type_len, "scribble_ff")) {
     scribble_ff();
+    return SP_OK;
+  }
+  if (is(type, type_len, "scribble_at")) {
+    char text[32];
+    size_t n = len < sizeof text - 1 ? len : sizeof text - 1;
+    unsigned long offset;
+    memcpy(text, payload, n);
+    text[n] = '\0';
+    if (region == NULL || sscanf(text, "%lu", &offset) != 1 || offset + 8 > region_size) {
+      return SP_FAIL;
+    }
+    memset(region + offset, 0xa5, 8);
     return SP_OK;
   }
   if (is(type, type_len, "upper")) {
