@@ -97,9 +97,3 @@ TEST_CASE("a whole header of garbage or of all-ones is found") {
   std::memset(static_cast<void*>(&r.h()), fill, sizeof(ipc::RegionHeader));
   CHECK_FALSE(r.damage().empty());
 }
-
-TEST_CASE("the manager's ring positions, found impossible, are damage") {
-  CheckedRegion r;
-  r.own.manager_positions_ok = false;
-  CHECK(r.damage().find("the manager's ring positions") != std::string::npos);
-}

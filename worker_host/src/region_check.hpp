@@ -12,10 +12,12 @@
 //   the result ring's head), its sleep/wait flags (0 outside the loop's own waits),
 //   started_task (the running task's id), phase, the SIGSYS and fatal-report words (0 while
 //   the worker lives), heartbeat_ms (never ahead of the clock);
-// - the manager's ring positions, bounded like the rings' own reads would (its frames are
-//   then decoded by the task loop's drain before the answer goes out).
-// Not checked: ring bytes (the frames are validated where they are read), the plugin
-// config (read once, before init), the diagnostics area (the manager's to bound).
+// then the task loop decodes the manager's frames that arrived meanwhile, which bounds the
+// task ring's head too, before the answer goes out.
+// Not checked here: the result ring's tail (the manager's word, on a line it writes at every
+// read: loading it costs a cache miss per task; the sender bounds it when it needs room),
+// ring bytes (validated where they are read), the plugin config (read once, before init),
+// the diagnostics area (the manager's to bound).
 //
 // Pure over a RegionHeader, so it is tested on a local buffer (region_check_test.cpp).
 #pragma once
@@ -48,10 +50,9 @@ RegionGeometry geometry_of(const ipc::RegionHeader& header);
 struct OwnWords {
   std::uint64_t running_task = 0;  // started_task
   ipc::WorkerPhase phase = ipc::WorkerPhase::kReady;
-  std::uint64_t task_tail = 0;       // the task ring's tail as last published
-  std::uint64_t result_head = 0;     // the result ring's head as last published
-  bool manager_positions_ok = true;  // the rings' own plausibility checks of the peer's
-  std::uint64_t now_ms = 0;          // CLOCK_MONOTONIC ms, read after the handler
+  std::uint64_t task_tail = 0;    // the task ring's tail as last published
+  std::uint64_t result_head = 0;  // the result ring's head as last published
+  std::uint64_t now_ms = 0;       // CLOCK_MONOTONIC ms, read after the handler
 };
 
 // Returns an empty string iff the header is as the worker left it; otherwise what is broken

@@ -80,7 +80,11 @@ TaskLoop::TaskLoop(WorkerChannel& channel, LoadedPlugin& plugin, HostApi& host,
 int TaskLoop::run() {
   for (;;) {
     channel_.beat();
-    Status s = drain();
+    // run_task drained the ring after its handler: another load of the manager's head (a
+    // line it writes at every publish) would only find what arrived since, which the idle
+    // wait below notices as well.
+    Status s = drained_after_task_ ? Status::ok() : drain();
+    drained_after_task_ = false;
     if (s && !queue_.empty()) {
       const ipc::TaskMsg msg = std::move(queue_.front());
       queue_.pop_front();
@@ -185,6 +189,7 @@ Status TaskLoop::run_task(const ipc::TaskMsg& msg) {
   std::string damage = channel_.check_region(msg.id, phase);
   if (damage.empty()) {
     if (Status s = drain(); !s) damage = s.message();
+    drained_after_task_ = true;
   }
   if (!damage.empty()) leave_region_corrupt(msg.id, damage);
   header.started_task.store(0, std::memory_order_release);

@@ -108,7 +108,6 @@ std::string WorkerChannel::check_region(std::uint64_t running_task, ipc::WorkerP
   // the shared word with it: compared under the same lock.
   std::lock_guard lock(mu_);
   own.result_head = sender_.ring().published();
-  own.manager_positions_ok = sender_.ring().peer_position_plausible();
   own.now_ms = static_cast<std::uint64_t>(ipc::monotonic_ms());
   return find_region_damage(header(), geometry_, own);
 }
