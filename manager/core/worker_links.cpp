@@ -13,6 +13,7 @@
 
 #include "supervision/exit_classifier.hpp"
 #include "supervision/proc_stats.hpp"
+#include "supervision/seccomp_audit.hpp"
 
 namespace sandpool::core {
 namespace {
@@ -219,9 +220,17 @@ void WorkerLinks::reap(WorkerId id, std::int64_t now) {
   }
   report_dropped_output(link);
   const ExitStatus st = *link.proc->child().try_reap();
-  supervision::ExitReport report{st, link.proc->header()->violation_syscall.load(),
-                                 link.proc->pid(),
-                                 link.proc->header()->diagnostics.fatal_report.load()};
+  supervision::ExitReport report =
+      supervision::read_exit_report(*link.proc->header(), st, link.proc->pid());
+  if (!st.exited && st.signal == SIGSYS) {
+    // Killed by SIGSYS without its reporter: only the kernel's record can name the call.
+    // A second of slack: the kernel log's clock and CLOCK_MONOTONIC may drift apart a little.
+    const auto started_us = static_cast<std::uint64_t>(link.started_ns / 1000);
+    supervision::AuditLookup audit = supervision::find_seccomp_record(
+        report.pid, started_us > 1'000'000 ? started_us - 1'000'000 : 0);
+    report.audited_syscall = audit.syscall;
+    report.audit_note = std::move(audit.note);
+  }
   // Read before the cgroup goes with the WorkerProcess; only a SIGKILL can be an OOM kill.
   report.cgroup_oom = !st.exited && st.signal == SIGKILL && link.proc->cgroup() != nullptr &&
                       link.proc->cgroup()->oom_killed();
@@ -314,6 +323,7 @@ WorkerId WorkerLinks::spawn() {
     return id;
   }
   link.proc = std::move(proc).value();
+  link.started_ns = ipc::monotonic_ns();
   link.proc->header()->spin_us.store(cfg_.spin_us);
   link.output_limit.emplace(cfg_.output_lines_per_second, cfg_.output_burst);
   if (Status s = watch(id, link); !s) {

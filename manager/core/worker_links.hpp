@@ -112,10 +112,11 @@ class WorkerLinks final : public WorkerControl {
     std::string spawn_error;
     bool broken = false;  // protocol error: its ring is no longer read
     bool killed = false;
-    bool dirty = false;         // task frames written but not yet published
-    bool doorbell_open = true;  // watched: the worker has not closed its end
-    bool output_open = true;    // watched: its output pipe is not at end of file
-    bool ready = false;         // its Ready arrived (a second one is a protocol error)
+    bool dirty = false;           // task frames written but not yet published
+    bool doorbell_open = true;    // watched: the worker has not closed its end
+    bool output_open = true;      // watched: its output pipe is not at end of file
+    bool ready = false;           // its Ready arrived (a second one is a protocol error)
+    std::int64_t started_ns = 0;  // CLOCK_MONOTONIC at spawn: older kernel records are not its
     // Bounds the lines this worker puts into the log (its output and its LogMsgs).
     std::optional<supervision::OutputLimiter> output_limit;
   };

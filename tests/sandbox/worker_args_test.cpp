@@ -193,8 +193,9 @@ TEST_CASE("a malformed command line is refused with an error naming the flag") {
 }
 
 TEST_CASE("the worker's exit codes are distinct and stay in the sysexits range") {
-  const std::vector<int> codes{kExitUsage,    kExitChannel,   kExitLoad,    kExitInit,
-                               kExitLockdown, kExitViolation, kExitProtocol};
+  const std::vector<int> codes{kExitUsage,    kExitChannel,  kExitLoad,
+                               kExitInit,     kExitLockdown, kExitViolation,
+                               kExitProtocol, kExitMemory,   kExitRegionCorrupt};
   for (std::size_t i = 0; i < codes.size(); ++i) {
     CHECK(codes[i] >= 64);
     CHECK(codes[i] < 126);  // 126+ are the shell's (cannot exec, signals)

@@ -2,8 +2,11 @@
 
 #include "memory_reporter.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <string>
 
 #include <sandpool/ipc/wake.hpp>
 #include <sandpool/sandbox/worker_args.hpp>
@@ -53,6 +56,18 @@ ipc::ResultMsg make_result(const ipc::TaskMsg& msg, int rc, CallOutcome outcome,
   return r;
 }
 
+// A handler scribbled on the region: leave before answering or reading another task, with
+// the task still marked started, so the manager charges this attempt (protocol_error,
+// retried) and the next task goes to a fresh worker and region. Nothing is flushed: the
+// result ring is part of what is broken.
+[[noreturn]] void leave_region_corrupt(std::uint64_t task, const std::string& damage) {
+  std::fprintf(stderr,
+               "sandpool-worker: task %llu's handler scribbled on the shared region: %.300s\n",
+               static_cast<unsigned long long>(task), damage.c_str());
+  std::fflush(stderr);
+  ::_exit(sandbox::kExitRegionCorrupt);
+}
+
 }  // namespace
 
 TaskLoop::TaskLoop(WorkerChannel& channel, LoadedPlugin& plugin, HostApi& host,
@@ -65,7 +80,11 @@ TaskLoop::TaskLoop(WorkerChannel& channel, LoadedPlugin& plugin, HostApi& host,
 int TaskLoop::run() {
   for (;;) {
     channel_.beat();
-    Status s = drain();
+    // run_task drained the ring after its handler: another load of the manager's head (a
+    // line it writes at every publish) would only find what arrived since, which the idle
+    // wait below notices as well.
+    Status s = drained_after_task_ ? Status::ok() : drain();
+    drained_after_task_ = false;
     if (s && !queue_.empty()) {
       const ipc::TaskMsg msg = std::move(queue_.front());
       queue_.pop_front();
@@ -164,6 +183,16 @@ Status TaskLoop::run_task(const ipc::TaskMsg& msg) {
     (void)channel_.flush(wait_ns_);  // what earlier tasks finished still counts
     leave_memory_exhausted();
   }
+  // Checked before the region is read again: first the words only this worker writes,
+  // then the manager's frames that arrived meanwhile (decoded into the FIFO now, so an
+  // undecodable one is charged to this attempt, not to the next task's).
+  const auto phase = stop_requested_ ? ipc::WorkerPhase::kStopping : ipc::WorkerPhase::kReady;
+  std::string damage = channel_.check_region(msg.id, phase);
+  if (damage.empty()) {
+    if (Status s = drain(); !s) damage = s.message();
+    drained_after_task_ = true;
+  }
+  if (!damage.empty()) leave_region_corrupt(msg.id, damage);
   header.started_task.store(0, std::memory_order_release);
   channel_.beat();
   return channel_.send(make_result(msg, rc, std::move(outcome), host_.max_result()));

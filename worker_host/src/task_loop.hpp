@@ -44,7 +44,8 @@ class TaskLoop {
   std::int64_t wait_ns_;  // the longest idle sleep: half the heartbeat interval
   std::deque<ipc::TaskMsg> queue_;
   bool stop_requested_ = false;
-  std::string message_;  // scratch for the receiver
+  bool drained_after_task_ = false;  // run_task's post-handler drain stands for the next one
+  std::string message_;              // scratch for the receiver
 };
 
 }  // namespace sandpool::worker

@@ -25,6 +25,7 @@ Result<std::unique_ptr<WorkerChannel>> WorkerChannel::attach(int region_fd, int 
 
 WorkerChannel::WorkerChannel(ipc::SharedRegion region, ipc::DoorbellRinger doorbell)
     : region_(std::move(region)),
+      geometry_(geometry_of(*region_.header())),
       doorbell_(std::move(doorbell)),
       receiver_(region_.task_consumer(), region_.max_message()),
       sender_(region_.result_producer()) {}
@@ -96,6 +97,19 @@ void WorkerChannel::wait_for_tasks(std::int64_t wait_ns) {
   const std::uint32_t seq = ctl.data_seq.load(std::memory_order_acquire);
   if (ring.prepare_sleep()) ipc::futex_wait(&ctl.data_seq, seq, wait_ns);
   ring.cancel_sleep();
+}
+
+std::string WorkerChannel::check_region(std::uint64_t running_task, ipc::WorkerPhase phase) {
+  OwnWords own;
+  own.running_task = running_task;
+  own.phase = phase;
+  own.task_tail = receiver_.ring().published();
+  // The send side's head moves under mu_ (a plugin thread may still report progress), and
+  // the shared word with it: compared under the same lock.
+  std::lock_guard lock(mu_);
+  own.result_head = sender_.ring().published();
+  own.now_ms = static_cast<std::uint64_t>(ipc::monotonic_ms());
+  return find_region_damage(header(), geometry_, own);
 }
 
 }  // namespace sandpool::worker

@@ -21,6 +21,8 @@
 #include <sandpool/ipc/wake.hpp>
 #include <sandpool/status.hpp>
 
+#include "region_check.hpp"
+
 namespace sandpool::worker {
 
 class WorkerChannel {
@@ -77,12 +79,17 @@ class WorkerChannel {
   // data_seq futex for at most wait_ns. Returns when a task may be there or time is up.
   void wait_for_tasks(std::int64_t wait_ns);
 
+  // The task loop's thread, after a handler returned: returns an empty string iff the
+  // region is as this worker left it (region_check.hpp), else what is broken.
+  std::string check_region(std::uint64_t running_task, ipc::WorkerPhase phase);
+
  private:
   WorkerChannel(ipc::SharedRegion region, ipc::DoorbellRinger doorbell);
   Status send_scratch_locked(ipc::MsgKind kind);
   bool has_room_locked(std::uint64_t bytes);
 
   ipc::SharedRegion region_;
+  const RegionGeometry geometry_;  // the header's fixed words as attach() validated them
   ipc::DoorbellRinger doorbell_;
   ipc::MessageReceiver receiver_;
   std::mutex mu_;  // guards sender_ and scratch_

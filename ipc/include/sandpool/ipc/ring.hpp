@@ -115,6 +115,14 @@ class RingProducer {
 
   std::uint64_t capacity() const { return capacity_; }
   std::uint64_t position() const { return head_; }
+  // The head last stored to the shared word: what that word must still say, since only
+  // this side writes it (a worker checks its own region with it, region_check.hpp).
+  std::uint64_t published() const { return published_; }
+  // Returns true iff the consumer's shared tail is one refresh_tail() would accept now.
+  bool peer_position_plausible() const {
+    const std::uint64_t t = ctl_->tail.load(std::memory_order_acquire);
+    return t >= cached_tail_ && t <= published_ && (t & 7) == 0;
+  }
   // Bytes written but not yet consumed, as far as this side knows.
   std::uint64_t in_use() const { return head_ - cached_tail_; }
   RingControl* control() const { return ctl_; }
@@ -209,6 +217,8 @@ class RingConsumer {
 
   std::uint64_t capacity() const { return capacity_; }
   std::uint64_t position() const { return tail_; }
+  // The tail last stored to the shared word (see RingProducer::published).
+  std::uint64_t published() const { return published_; }
   RingControl* control() const { return ctl_; }
 
  private:

@@ -70,8 +70,15 @@ enum WorkerExit : int {
   kExitInit = 67,       // sp_plugin_init returned non-zero or timed out
   kExitLockdown = 68,   // a sandbox step failed (the step and call are in the log)
   kExitViolation = 69,  // the SIGSYS reporter (a forbidden syscall)
-  kExitProtocol = 70,   // the manager sent something undecodable
-  kExitMemory = 71,     // a task failed with the address space exhausted (RLIMIT_AS)
+  // The worker found its task ring undecodable. The manager's frames are sound by
+  // construction, so it is the worker's own view of the ring that is corrupt.
+  kExitProtocol = 70,
+  kExitMemory = 71,  // a task failed with the address space exhausted (RLIMIT_AS)
+  // After a handler returned, the worker found its shared state broken (a header word or
+  // ring index that only it writes, or the manager's fixed geometry): the handler scribbled
+  // on it. The worker leaves before it answers or reads another task, so the attempt
+  // charged is the one that ran that handler (worker_host/src/region_check.hpp).
+  kExitRegionCorrupt = 72,
 };
 
 // Returns the syscall's name on this architecture ("openat"), or "syscall_<nr>".
