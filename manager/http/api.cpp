@@ -6,6 +6,7 @@
 #include <sandpool/control_ops.hpp>
 #include <sandpool/dead_letter_file.hpp>
 
+#include "control/frame_codec.hpp"
 #include "control/op_json.hpp"
 
 namespace sandpool::http {
@@ -58,31 +59,6 @@ std::uint64_t id_of(const std::string& digits) {
 
 std::string json_text(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-bool json_depth_within(std::string_view text, std::size_t max_depth) {
-  std::size_t depth = 0;
-  bool in_string = false, escaped = false;
-  for (const char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) return false;
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return true;
 }
 
 json typed_args(std::string_view op, const HttpParams& fields,
@@ -357,7 +333,7 @@ void Api::run(const HttpRequest& req, HttpResponse& res, std::string_view op_nam
   if (!caller) return;
   std::string blob;
   if (post && !req.body.empty()) {
-    if (!json_depth_within(req.body, options_.max_json_depth)) {
+    if (!control::json_depth_within(req.body, options_.max_json_depth)) {
       return api_error(res, "bad_request",
                        "the JSON body nests deeper than service.http.max_json_depth (" +
                            std::to_string(options_.max_json_depth) + ")");

@@ -128,8 +128,5 @@ std::string api_body(const CallReply& reply);
 void api_error(HttpResponse& res, std::string_view code, std::string_view message);
 // JSON text that never throws: bytes that are not UTF-8 are replaced.
 std::string json_text(const nlohmann::json& j);
-// True iff `text`'s brackets nest at most `max_depth` deep (strings skipped): checked
-// before a body is parsed, so that nothing deeper is ever built.
-bool json_depth_within(std::string_view text, std::size_t max_depth);
 
 }  // namespace sandpool::http
