@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -55,6 +56,9 @@ struct Args {
   std::string file_size;
   std::optional<std::uint64_t> processes;
   std::optional<std::uint64_t> open_files;
+  // What the plugin's init may reach besides its own files (sandbox.init).
+  std::vector<std::string> init_read;
+  bool init_network = false;
 };
 
 // Applies the limit flags to `o`; false (after saying why on stderr) when one is malformed.
@@ -83,6 +87,10 @@ bool apply_limits(const Args& a, sandpool::PoolOptions& o) {
   }
   if (a.processes) o.sandbox.limits.processes = *a.processes;
   if (a.open_files) o.sandbox.limits.open_files = *a.open_files;
+  for (const std::string& p : a.init_read) {
+    o.sandbox.init.read_paths.push_back(std::filesystem::absolute(p).lexically_normal());
+  }
+  o.sandbox.init.network = a.init_network;
   return true;
 }
 
@@ -112,6 +120,11 @@ void add_options(CLI::App& app, Args& a) {
                  "@PATH to read it from a file (default {})");
   app.add_option("--worker", a.worker, "worker host executable (default: beside this program)");
   app.add_option("--seccomp", a.seccomp, "seccomp profile: strict, relaxed, off");
+  app.add_option("--init-read", a.init_read,
+                 "a path the plugin's init may read (sandbox.init.read_paths; repeat it), e.g. "
+                 "the Python plugin's /usr/lib/python3.11 and its handler's directory");
+  app.add_flag("--init-network", a.init_network,
+               "the plugin's init may open sockets (sandbox.init.network)");
   app.add_option("--log-level", a.log_level, "debug, info, warn, error, off");
   app.add_option("--state-dir", a.state_dir,
                  "keep dead letters in DIR/dead_letters.db (SQLite) for inspection and replay");
