@@ -324,3 +324,32 @@ TEST_CASE("sandpool-run exits 2 for a --plugin-config that is not a JSON object"
   CHECK(r.err.find("--plugin-config") != std::string::npos);
   CHECK(r.out.empty());
 }
+
+// The README's Python example: init reads only what --init-read declares (sandbox.init).
+TEST_CASE(
+    "sandpool-run runs a Python handler whose init paths are declared, and names the key "
+    "when they are not") {
+  char tmpl[] = "/tmp/sandpool-run-py-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::filesystem::path dir(tmpl);
+  {
+    std::ofstream(dir / "tasks.py") << "import json\n"
+                                       "def handle(p):\n"
+                                       "    return json.dumps(sorted(json.loads(p)))\n";
+  }
+  // The workers run as the sandbox user: the directory and module must be theirs to read.
+  std::filesystem::permissions(dir, std::filesystem::perms(0755));
+  std::filesystem::permissions(dir / "tasks.py", std::filesystem::perms(0644));
+  const std::string config = R"({"handler": "tasks:handle", "path": [")" + dir.string() + R"("]})";
+  auto declared = sandpool_run({"--plugin", plugin("python"), "--init-read", "/usr/lib/python3.11",
+                                "--init-read", dir.string(), "--plugin-config", config, "--payload",
+                                "[3, 1, 2]"});
+  INFO(declared.err);
+  CHECK(declared.exit_code == 0);
+  CHECK(declared.out == "1\tcompleted\t[1, 2, 3]\n");
+  auto undeclared = sandpool_run(
+      {"--plugin", plugin("python"), "--plugin-config", config, "--payload", "[3, 1, 2]"});
+  CHECK(undeclared.exit_code != 0);
+  CHECK(undeclared.err.find("sandbox.init.read_paths") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
