@@ -64,8 +64,9 @@ struct Listeners {
     guarded.read_token_file = write_token(dir, "read.token", "read-token-0123456789abcdef");
     guarded.admin_token_file = write_token(dir, "admin.token", "admin-token-0123456789abcdef");
     for (auto* c : {&open, &guarded}) {
-      auto s = sandpool::http::HttpService::start(*c, handler, [] { return std::string("m\n"); },
-                                                  [] { return std::optional<std::string>(); });
+      auto s = sandpool::http::HttpService::start(
+          *c, handler, [] { return std::string("m\n"); },
+          [] { return std::optional<std::string>(); });
       require(s.is_ok());
       services.push_back(std::move(*s));
     }

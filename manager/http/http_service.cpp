@@ -53,9 +53,9 @@ std::pair<std::string, std::string> split_authority(std::string_view a) {
 }
 
 // Which Host names and origins this listener answers to. DNS rebinding needs a DNS name in
-// the Host header, so an IP literal or `localhost` (and `*.localhost`) is always fine; another name must be one
-// of service.http.hosts. An Origin is this listener's own only with its port as well: a page
-// of another local server (another port) is another origin.
+// the Host header, so an IP literal or `localhost` (and `*.localhost`) is always fine; another name
+// must be one of service.http.hosts. An Origin is this listener's own only with its port as well: a
+// page of another local server (another port) is another origin.
 class HostCheck {
  public:
   HostCheck(const HttpConfig& config, std::uint16_t port) : port_(std::to_string(port)) {

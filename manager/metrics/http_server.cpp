@@ -274,8 +274,9 @@ std::optional<HttpResponse> decide_head(const HttpServer::Impl& s, const Parser&
   }
   if (*route == nullptr) {
     return failure(other_method ? 405 : 404,
-                   other_method ? req.method + " is not served at " + http_parts::printable(req.path)
-                                : "nothing is served at " + http_parts::printable(req.path));
+                   other_method
+                       ? req.method + " is not served at " + http_parts::printable(req.path)
+                       : "nothing is served at " + http_parts::printable(req.path));
   }
   if ((*route)->admit && !(*route)->admit(req, refused)) return refused;
   return std::nullopt;
@@ -304,10 +305,10 @@ std::optional<HttpResponse> decide_framing(const HttpServer::Impl& s, Parser& pa
 
 HttpResponse body_too_large(const HttpServer::Impl& s, const HttpRequest& req,
                             const HttpServer::Route& route) {
-  return failure(413, "the body exceeds " +
-                          std::to_string(route.large_body ? s.limits.max_body
-                                                          : s.limits.small_body) +
-                          " bytes, the most " + http_parts::printable(req.path) + " takes");
+  return failure(413,
+                 "the body exceeds " +
+                     std::to_string(route.large_body ? s.limits.max_body : s.limits.small_body) +
+                     " bytes, the most " + http_parts::printable(req.path) + " takes");
 }
 
 // Moves the read body into `req` and adds a form's fields to its params: the answer when a
