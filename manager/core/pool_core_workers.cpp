@@ -75,9 +75,11 @@ bool PoolCore::on_ready(WorkerId wid, std::int64_t now, std::string isolation) {
   next_sweep_ns_ = std::min(next_sweep_ns_, now + to_ns(opts_.heartbeat_interval));
   // A worker that became ready while the pool shrinks is not needed.
   if (live_workers() > target_workers_) drain_worker(*w, now);
-  if (opts_.on_event) emit(worker_event(PoolEvent::Kind::kWorkerReady, ctl_.pid(wid)));
   settle(now);
   advance_rolling_restart(now);
+  // After the rolling restart moved on: hearing the last replacement's Ready, a user finds
+  // the restart over (and a raised max_payload released, PoolLoop).
+  if (opts_.on_event) emit(worker_event(PoolEvent::Kind::kWorkerReady, ctl_.pid(wid)));
   return true;
 }
 

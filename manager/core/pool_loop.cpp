@@ -128,7 +128,17 @@ Status PoolLoop::wire(LaunchPlan plan) {
   lc.on_declared = [this](const std::vector<std::string>& declared) { on_declared(declared); };
   links_ = std::make_unique<WorkerLinks>(std::move(lc), *poller_);
   links_->set_launch(std::move(plan.spec));
-  core_ = std::make_unique<PoolCore>(opts_, *links_, admitted_);
+  PoolOptions core_opts = opts_;
+  if (opts_.on_event) {
+    // A user who hears an event (the last old worker's exit, the last replacement's Ready)
+    // sees submits already bounded by what that event implies: a raised max_payload is
+    // released before the event is heard, not after the loop's iteration.
+    core_opts.on_event = [this, user = opts_.on_event](const PoolEvent& e) {
+      release_pending_max_payload();
+      user(e);
+    };
+  }
+  core_ = std::make_unique<PoolCore>(core_opts, *links_, admitted_);
   core_->set_tenant_counts(&tenant_counts_);
   links_->attach(*core_);
   install_dead_letter_sink();
