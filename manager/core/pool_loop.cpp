@@ -15,12 +15,12 @@
 #include <sandpool/thread_name.hpp>
 
 #include "core/declared_types.hpp"
+#include "core/pool_core_internal.hpp"
 #include "core/worker_locator.hpp"
 
 namespace sandpool::core {
 namespace {
 
-constexpr std::int64_t kMsNs = 1000000;
 constexpr std::int64_t kRunningPollMs = 10;
 
 std::uint32_t default_spin_us(std::uint32_t workers) {
@@ -187,7 +187,7 @@ void PoolLoop::run() {
     const std::int64_t next = core_->next_deadline();
     if (next != INT64_MAX) {
       timeout_ms =
-          std::min(timeout_ms, std::max<std::int64_t>(0, (next - now + kMsNs - 1) / kMsNs));
+          std::min(timeout_ms, std::max<std::int64_t>(0, (next - now + detail::kMsNs - 1) / detail::kMsNs));
     }
     wait_for_events(timeout_ms, now);
   }

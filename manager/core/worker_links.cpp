@@ -11,6 +11,7 @@
 #include <sandpool/ipc/diagnostics.hpp>
 #include <sandpool/log_text.hpp>
 
+#include "core/pool_core_internal.hpp"
 #include "supervision/exit_classifier.hpp"
 #include "supervision/proc_stats.hpp"
 #include "supervision/seccomp_audit.hpp"
@@ -18,7 +19,6 @@
 namespace sandpool::core {
 namespace {
 
-constexpr std::int64_t kMsNs = 1000000;
 constexpr std::size_t kResultBudget = 4096;  // messages per worker per iteration
 enum EventKind : std::uint64_t { kPidfd = 0, kDoorbell = 1, kOutput = 2 };
 
@@ -359,7 +359,7 @@ void WorkerLinks::send_message(WorkerId w, std::uint16_t kind) {
 
 void WorkerLinks::send_task(WorkerId w, const TaskRecord& task, std::uint32_t attempt,
                             std::int64_t deadline_ns) {
-  ipc::encode(ipc::TaskMsgView{task.id, attempt, deadline_ns / kMsNs, task.type, task.payload},
+  ipc::encode(ipc::TaskMsgView{task.id, attempt, deadline_ns / detail::kMsNs, task.type, task.payload},
               &scratch_);
   send_message(w, static_cast<std::uint16_t>(ipc::MsgKind::kTask));
 }

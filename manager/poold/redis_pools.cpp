@@ -13,15 +13,10 @@
 #include <nlohmann/json.hpp>
 #include <sandpool/secret_file.hpp>
 #include <sandpool/thread_name.hpp>
+#include <sandpool/wall_clock.hpp>
 
 namespace sandpool::poold {
 namespace {
-
-std::int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // The value of E whose name is `name` (E's values run from 0 to `last`); nullopt: none.
 template <class E>
@@ -329,7 +324,7 @@ Result<std::uint64_t> RedisPools::submit(const std::string& pool, const redis::S
   auto stream = stream_of(pool);
   if (!stream) return stream.status();
   auto id =
-      requests_.with([&](redis::Connection& c) { return stream->submit(c, task, wall_ms()); });
+      requests_.with([&](redis::Connection& c) { return stream->submit(c, task, wall_clock_ms()); });
   if (!id) return unavailable(pool, id.status());
   return id;
 }
@@ -339,7 +334,7 @@ Result<std::vector<Result<std::uint64_t>>> RedisPools::submit_many(
   auto stream = stream_of(pool);
   if (!stream) return stream.status();
   auto ids = requests_.with(
-      [&](redis::Connection& c) { return stream->submit_many(c, tasks, wall_ms()); });
+      [&](redis::Connection& c) { return stream->submit_many(c, tasks, wall_clock_ms()); });
   if (!ids) return unavailable(pool, ids.status());
   return ids;
 }
@@ -352,7 +347,7 @@ Result<redis::TaskStream::Cancelled> RedisPools::cancel(std::uint64_t id) {
       return Status::error(Code::kNotFound, "task " + std::to_string(id) + " is not in redis");
     }
     const redis::TaskStream stream(opts_.prefix, pool->str, opts_.limits);
-    return stream.cancel(c, id, wall_ms());
+    return stream.cancel(c, id, wall_clock_ms());
   });
   if (!r) return unavailable("", r.status());
   return r;

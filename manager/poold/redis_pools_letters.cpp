@@ -3,16 +3,12 @@
 #include <chrono>
 #include <utility>
 
+#include <sandpool/wall_clock.hpp>
+
 #include "poold/redis_pools.hpp"
 
 namespace sandpool::poold {
 namespace {
-
-std::int64_t now_wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 redis::TaskStream::LetterMatch match_of(const DeadLetterFilter& f) {
   redis::TaskStream::LetterMatch m;
@@ -42,7 +38,7 @@ Result<redis::TaskStream::LetterSweep> RedisPools::sweep(const std::string& pool
   }
   const redis::TaskStream::LetterMatch m = match_of(filter);
   auto r = jobs_.with([&](redis::Connection& c) {
-    return replay ? stream->replay_letters(c, m, now_wall_ms(), max_timeout.count())
+    return replay ? stream->replay_letters(c, m, wall_clock_ms(), max_timeout.count())
                   : stream->purge_letters(c, m);
   });
   if (!r) return unavailable(pool, r.status());

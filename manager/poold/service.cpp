@@ -9,14 +9,10 @@
 #include <utility>
 
 #include <sandpool/thread_name.hpp>
+#include <sandpool/wall_clock.hpp>
 
 namespace sandpool::poold {
 namespace {
-
-std::int64_t wall_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
 
 std::string absolute(const std::string& path) {
   if (path.empty()) return path;
@@ -39,7 +35,7 @@ Service::Service(Config config, std::string config_path, std::shared_ptr<spdlog:
       config_path_(std::move(config_path)),
       log_(std::move(log)),
       on_shutdown_(std::move(on_shutdown)),
-      started_ms_(wall_ms()),
+      started_ms_(wall_clock_ms()),
       // Task ids are unique across pools (one counter) and across restarts: seeded from the
       // wall clock in ms * 1000, so a restart a millisecond later starts above any id the
       // previous run could reach at 1000 tasks per ms.

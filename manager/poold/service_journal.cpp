@@ -8,16 +8,12 @@
 #include <utility>
 
 #include <sandpool/task_journal.hpp>
+#include <sandpool/wall_clock.hpp>
 
 #include "poold/service.hpp"
 
 namespace sandpool::poold {
 namespace {
-
-std::int64_t wall_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
 
 // The dead letter of an unfinished journaled task whose pool the config no longer has.
 DeadLetter removed_pool_letter(JournalTask j) {
@@ -27,7 +23,7 @@ DeadLetter removed_pool_letter(JournalTask j) {
     Attempt lost = *j.running;
     lost.outcome = Outcome::kLost;
     lost.error = "poold restarted";
-    lost.ended_ms = wall_ms();
+    lost.ended_ms = wall_clock_ms();
     letter.task.history.push_back(std::move(lost));
   }
   letter.task.state = TaskState::kDeadLettered;
@@ -126,7 +122,7 @@ std::optional<KeptTask> Service::known_key(const std::string& key) {
 }
 
 void Service::note_acceptance(const Status& s) {
-  const std::int64_t now = wall_ms();
+  const std::int64_t now = wall_clock_ms();
   if (s) {
     last_accepted_ms_.store(now, std::memory_order_relaxed);
     return;

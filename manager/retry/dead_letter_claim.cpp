@@ -19,11 +19,6 @@ constexpr const char* kClaimGet =
     "SELECT letter_id, task_id, pool, type, reason, error, payload, timeout_ms, retries,"
     " priority, affinity_key, dead_lettered_ms, tenant FROM dead_letters WHERE letter_id = ?1";
 constexpr const char* kClaimDelete = "DELETE FROM dead_letters WHERE letter_id = ?1";
-Status step_done(SqliteDb& db, SqliteStmt& s, std::string_view op) {
-  const int rc = s.step();
-  return rc == SQLITE_DONE ? Status::ok() : db.error(rc, op);
-}
-
 // Runs `body` inside BEGIN IMMEDIATE .. COMMIT on `db`, rolling back when it fails.
 template <typename Body>
 auto in_transaction(SqliteDb& db, std::string_view op, Body body) -> decltype(body()) {
@@ -63,7 +58,7 @@ Result<DeadLetter> DeadLetterStore::claim(std::uint64_t letter_id) {
     if (!del) return del.status();
     StmtRef d(*del);
     d->bind(1, static_cast<std::int64_t>(letter_id));
-    SP_RETURN_IF_ERROR(step_done(query_db_, **del, "claim dead letter: delete"));
+    SP_RETURN_IF_ERROR(query_db_.step_done(**del, "claim dead letter: delete"));
     return letter;
   });
 }

@@ -24,11 +24,6 @@ constexpr const char* kExists =
     "SELECT 1 FROM dead_letters WHERE task_id = ?1 AND pool = ?2 AND type = ?3"
     " AND dead_lettered_ms = ?4 LIMIT 1";
 
-Status step_done(SqliteDb& db, SqliteStmt& s, std::string_view op) {
-  const int rc = s.step();
-  return rc == SQLITE_DONE ? Status::ok() : db.error(rc, op);
-}
-
 }  // namespace
 
 Result<std::uint64_t> insert(SqliteDb& db, const DeadLetter& l, LetterId id) {
@@ -49,7 +44,7 @@ Result<std::uint64_t> insert(SqliteDb& db, const DeadLetter& l, LetterId id) {
     s->bind_text(11, l.options.key);
     s->bind(12, l.dead_lettered_ms);
     s->bind_text(13, l.options.tenant);
-    SP_RETURN_IF_ERROR(step_done(db, **stmt, "insert dead letter"));
+    SP_RETURN_IF_ERROR(db.step_done(**stmt, "insert dead letter"));
   }
   const std::int64_t letter_id = db.last_insert_rowid();
   auto att = db.prepare(kInsertAttempt, "insert attempt");
@@ -66,7 +61,7 @@ Result<std::uint64_t> insert(SqliteDb& db, const DeadLetter& l, LetterId id) {
     s->bind(7, a.started_ms);
     s->bind(8, a.ended_ms);
     s->bind_text(9, a.backtrace);
-    SP_RETURN_IF_ERROR(step_done(db, **att, "insert attempt"));
+    SP_RETURN_IF_ERROR(db.step_done(**att, "insert attempt"));
   }
   return static_cast<std::uint64_t>(letter_id);
 }

@@ -38,7 +38,7 @@ constexpr const char* kList = "SELECT " SP_DL_COLUMNS " FROM dead_letters WHERE 
                               " AND (?7 IS NULL OR (dead_lettered_ms, letter_id) > (?7, ?8))"
                               " ORDER BY dead_lettered_ms, letter_id LIMIT ?9";
 constexpr const char* kGet = "SELECT " SP_DL_COLUMNS " FROM dead_letters WHERE letter_id = ?1";
-constexpr const char* kAttempts =
+constexpr const char* kLetterAttempts =
     "SELECT " SP_ATTEMPT_COLUMNS " FROM attempts WHERE letter_id = ?1 ORDER BY seq";
 constexpr const char* kDeleteId = "DELETE FROM dead_letters WHERE letter_id = ?1";
 // One chunk of a purge: its own short transaction, so the writer's commits (accepted tasks
@@ -352,7 +352,7 @@ Result<DeadLetter> DeadLetterStore::read_letter(SqliteStmt& row) {
   l.options.tenant = row.text(12);
   l.task.tenant = l.options.tenant;
 
-  auto stmt = query_db_.prepare(kAttempts, "read attempts");
+  auto stmt = query_db_.prepare(kLetterAttempts, "read attempts");
   if (!stmt) return stmt.status();
   StmtRef s(*stmt);
   s->bind(1, static_cast<std::int64_t>(l.letter_id));

@@ -114,6 +114,11 @@ Status SqliteDb::exec(const char* sql, std::string_view op) {
   return rc == SQLITE_OK ? Status::ok() : error(rc, op);
 }
 
+Status SqliteDb::step_done(SqliteStmt& stmt, std::string_view op) {
+  const int rc = stmt.step();
+  return rc == SQLITE_DONE ? Status::ok() : error(rc, op);
+}
+
 Result<SqliteStmt*> SqliteDb::prepare(const char* sql, std::string_view op) {
   auto it = cache_.find(sql);
   if (it != cache_.end()) return it->second.get();

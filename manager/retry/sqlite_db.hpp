@@ -88,6 +88,8 @@ class SqliteDb {
   // Returns the cached prepared statement for `sql` (prepared on first use), reset and
   // unbound, or the prepare error. `sql` must outlive the SqliteDb (a string literal).
   Result<SqliteStmt*> prepare(const char* sql, std::string_view op);
+  // Steps `stmt` once, for a statement that returns no row: ok on SQLITE_DONE, else error().
+  Status step_done(SqliteStmt& stmt, std::string_view op);
   // Returns the Status for a failed call that returned `rc`: "op: <SQLite message>".
   // The conditions worth retrying later map to kTimeout (BUSY, LOCKED) and kSystem (FULL,
   // IOERR, CANTOPEN, NOMEM, PROTOCOL; the OS errno appended when there is one); the rest,

@@ -30,11 +30,10 @@ using sqlite::StmtRef;
 constexpr const char* kLegacyTable =
     "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'tasks'";
 constexpr const char* kLegacyTasks = "SELECT " SP_JOURNAL_COLUMNS " ORDER BY id";
-constexpr const char* kAttempts =
+constexpr const char* kTaskAttempts =
     "SELECT " SP_ATTEMPT_COLUMNS " FROM task_attempts WHERE task_id = ?1 ORDER BY number";
 constexpr const char* kDropLegacy = "DROP TABLE task_attempts; DROP TABLE tasks;";
 constexpr const char* kRounds = "SELECT seq, body FROM journal_rounds ORDER BY seq";
-constexpr const char* kInsertRound = "INSERT INTO journal_rounds (seq, body) VALUES (?1, ?2)";
 // Above every id accepted: journal_meta holds what compaction deleted; dead letters may
 // hold ids of pools without a journal.
 constexpr const char* kHighest =
@@ -101,7 +100,7 @@ Result<JournalTask> read_task(const SqliteStmt& row) {
 }
 
 Status read_attempts(SqliteDb& db, JournalTask& t) {
-  auto stmt = db.prepare(kAttempts, "journal: read attempts");
+  auto stmt = db.prepare(kTaskAttempts, "journal: read attempts");
   if (!stmt) return stmt.status();
   StmtRef s(*stmt);
   s->bind(1, static_cast<std::int64_t>(t.task.id));

@@ -47,11 +47,6 @@ bool compaction_needed(const JournalState& st, std::uint64_t slack) {
   return !st.dead_head(1).empty() || carry_candidate(st, 0, slack).has_value();
 }
 
-Status step_done(SqliteDb& db, sqlite::SqliteStmt& s, std::string_view op) {
-  const int rc = s.step();
-  return rc == SQLITE_DONE ? Status::ok() : db.error(rc, op);
-}
-
 }  // namespace
 
 bool TaskJournal::upkeep_due_locked(std::chrono::steady_clock::time_point now) const {
@@ -96,7 +91,7 @@ Status TaskJournal::compact(SqliteDb& db) {
     if (!stmt) return stmt.status();
     StmtRef s(*stmt);
     s->bind(1, static_cast<std::int64_t>(seq));
-    SP_RETURN_IF_ERROR(step_done(db, **stmt, "journal compaction: delete round"));
+    SP_RETURN_IF_ERROR(db.step_done(**stmt, "journal compaction: delete round"));
     tx.deleted.push_back(seq);
   }
   // The deleted rounds may hold the highest id ever accepted: it outlives them here.
@@ -104,7 +99,7 @@ Status TaskJournal::compact(SqliteDb& db) {
   if (!high) return high.status();
   StmtRef h(*high);
   h->bind(1, static_cast<std::int64_t>(st.highest()));
-  return step_done(db, **high, "journal compaction: highest id");
+  return db.step_done(**high, "journal compaction: highest id");
 }
 
 void TaskJournal::run_retention_chunk(SqliteDb& db) {

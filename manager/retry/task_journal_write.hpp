@@ -16,6 +16,9 @@ namespace sandpool {
 
 class JournalState;
 
+// Appends one round of records (the writer; and the first open, carrying an older layout's rows).
+inline constexpr const char* kInsertRound = "INSERT INTO journal_rounds (seq, body) VALUES (?1, ?2)";
+
 struct TaskJournal::Write {
   enum class Kind : std::uint8_t { kAccept, kStart, kRequeue, kAttempt, kFinish };
   // kAccept's own, out of line: a batch is one write among thousands of records a round, and

@@ -24,7 +24,6 @@ using sqlite::StmtRef;
 // that no row nears SQLite's length limit (1e9 bytes).
 constexpr std::size_t kMaxBody = std::size_t{32} << 20;
 
-constexpr const char* kInsertRound = "INSERT INTO journal_rounds (seq, body) VALUES (?1, ?2)";
 
 // "storage: <what SQLite said>", keeping the code (kSystem for a full disk, kTimeout for a
 // lock held too long, ...).

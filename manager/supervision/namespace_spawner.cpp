@@ -29,8 +29,6 @@ using supervision::ChildFailure;
 using supervision::ChildSetup;
 using supervision::MountOp;
 
-constexpr std::size_t kMaxMappedFds = 16;
-
 // ASan and TSan keep per-thread state in TLS and intercept the libc calls the child makes:
 // a child sharing the spawning thread's memory and TLS would corrupt that state. Their
 // builds fork the child instead (clone3 without CLONE_VM), which is slower, not different.

@@ -32,8 +32,6 @@ namespace bp = boost::process;
 namespace sandpool {
 namespace {
 
-constexpr std::size_t kMaxMappedFds = 16;
-
 // NULL-terminated pointers into `strings`, built before vfork: the child may not allocate.
 std::vector<char*> pointers(std::vector<std::string>& strings) {
   std::vector<char*> out;

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
@@ -54,6 +55,9 @@ class ChildProcess {
   UniqueFd pidfd_;
   std::optional<ExitStatus> status_;
 };
+
+// The most fds a SpawnRequest may map into its child (SpawnRequest::fds).
+inline constexpr std::size_t kMaxMappedFds = 16;
 
 struct SpawnRequest {
   // The program: its path, which is also argv[0] and its name in messages. When
