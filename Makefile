@@ -1,11 +1,14 @@
 # Thin wrapper; CMake does the building. See README.md.
 BUILD     ?= build
 JOBS      ?= $(shell nproc)
+# ctest's parallelism, apart from the build's (docs/development.md measures both).
+CTEST_JOBS ?= $(JOBS)
 CMAKE_GEN ?= -G Ninja
 # Extra cmake arguments for every build dir (.ci/run: -DSANDPOOL_LINE_TABLES_ONLY=ON).
 CMAKE_ARGS ?=
 
-.PHONY: all deps build test check check-asan check-tsan fuzz bench model demo demo-run run install clean
+.PHONY: all deps build test check check-asan check-tsan fuzz asan-build tsan-build fuzz-build \
+        bench model demo demo-run run install clean
 
 all: build
 
@@ -19,31 +22,42 @@ build: deps $(BUILD)/build.ninja
 	@cmake --build $(BUILD) -j $(JOBS)
 
 test: build
-	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	@ctest --test-dir $(BUILD) --output-on-failure -j $(CTEST_JOBS)
 
 # Sanitizer builds reuse the normal build's worker host and plugins (see CMakeLists.txt).
 check: check-asan check-tsan fuzz
 
-check-asan: build
+# Each check is its build (asan-build, tsan-build, fuzz-build: .ci/run times them apart)
+# then its run.
+check-asan: asan-build
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir build-asan --output-on-failure -j $(CTEST_JOBS)
+
+# Only what its ctest run executes (target asan_tests, tests/CMakeLists.txt); the product
+# libraries in unity batches (SANDPOOL_UNITY_LIBS, on in the sanitizer and fuzz trees).
+asan-build: build
 	@cmake -S . -B build-asan $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug \
 	  -DSANDPOOL_SANITIZE=address,undefined -DSANDPOOL_PREBUILT_DIR=$(abspath $(BUILD)) \
 	  $(CMAKE_ARGS) >/dev/null
-	@cmake --build build-asan -j $(JOBS)
-	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --test-dir build-asan --output-on-failure -j $(JOBS)
+	@cmake --build build-asan -j $(JOBS) --target asan_tests
 
 # Only the executables holding tests labelled `threaded` (tests/CMakeLists.txt), the ones ctest
 # -L threaded runs; the rest of the tree is not built here.
-check-tsan: build
+check-tsan: tsan-build
+	@TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  ctest --test-dir build-tsan --output-on-failure -j $(CTEST_JOBS) -L threaded
+
+tsan-build: build
 	@cmake -S . -B build-tsan $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug \
 	  -DSANDPOOL_SANITIZE=thread -DSANDPOOL_PREBUILT_DIR=$(abspath $(BUILD)) $(CMAKE_ARGS) \
 	  >/dev/null
 	@cmake --build build-tsan -j $(JOBS) --target threaded_tests
-	@TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-	  ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -L threaded
 
-fuzz: build
-	@scripts/fuzz.sh
+fuzz: fuzz-build
+	@FUZZ_STEP=run scripts/fuzz.sh
+
+fuzz-build: build
+	@FUZZ_STEP=build scripts/fuzz.sh
 
 bench: build
 	@$(BUILD)/bin/sandpool-bench

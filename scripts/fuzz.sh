@@ -11,13 +11,20 @@ seconds="${FUZZ_SECONDS:-30}"
 jobs="${JOBS:-$(nproc)}"
 targets=(messages result_ring config control_frames journal_records http_requests)
 
+# FUZZ_STEP: `build` only builds, `run` only runs (what make fuzz-build and make fuzz do, so
+# .ci/run times them apart), anything else both.
+step="${FUZZ_STEP:-all}"
+
 # CMAKE_ARGS as for the other build dirs (Makefile). The default linker: gold links clang's
 # sanitizer runtime with a warning per ASan symbol.
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DSANDPOOL_FUZZ=ON \
   -DBUILD_TESTING=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSANDPOOL_LINKER=default \
   ${CMAKE_ARGS:-} >/dev/null
-# Only the fuzz targets: the rest of the tree is not needed here.
-cmake --build build-fuzz --target "${targets[@]/#/fuzz_}" -j "$jobs"
+if [ "$step" != run ]; then
+  # Only the fuzz targets: the rest of the tree is not needed here.
+  cmake --build build-fuzz --target "${targets[@]/#/fuzz_}" -j "$jobs"
+fi
+[ "$step" = build ] && exit 0
 
 # The fuzzers are single-threaded: they run `jobs` at a time, each for the full time on a
 # core of its own. Each one's output goes to build-fuzz/<target>.log, printed when it ends.
