@@ -11,6 +11,7 @@ packages=(
   libwebp-dev libjemalloc-dev libpython3.11-dev python3-pytest python3-setuptools python3-venv
   python3-wheel  # setuptools builds the Python client's wheel with it (pip --no-build-isolation)
   chromium       # the dashboard's browser test (tests/browser/), headless over the DevTools pipe
+  stress-ng      # scripts/flake-hunt.sh's CPU hog
 )
 # The browser test's driver runs on Node.js: Debian's, unless a node is installed already
 # (another distribution of it would conflict with Debian's package).
