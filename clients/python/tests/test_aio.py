@@ -96,10 +96,17 @@ def test_cancelling_a_waiting_coroutine_leaves_the_connection_usable(poold):
         async with await sandpool.aio.Client.connect(poold.socket) as c:
             sleeping = await c.submit("sleep", b"600000", wait=False)
             waiter = asyncio.ensure_future(c.wait(sleeping.id))
-            await asyncio.sleep(0)  # let it send its request
+            # Until its request is written (the write follows the entry with no await between);
+            # drain() does not suspend for a request this small, so the waiter then awaits the
+            # reply, where the cancel below finds it.
+            while not c._conn._pending:
+                await asyncio.sleep(0)
+            (request_id,) = c._conn._pending
             waiter.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await waiter
+            assert request_id not in c._conn._pending  # dropped: a late reply is ignored
+            assert (await c.task(sleeping.id)).done is False  # the wait ended, not the task
             assert (await c.cancel(sleeping.id)).cancelled
             assert (await c.submit("echo", b"after")).result == b"after"
 
