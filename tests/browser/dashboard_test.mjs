@@ -9,7 +9,8 @@
 // resolves to 127.0.0.1 (DNS rebinding, evil.example here) reads nothing from poold. A
 // screenshot of each page goes to OUT_DIR/screenshots/.
 //
-// Usage: node dashboard_test.mjs BIN_DIR PLUGIN_DIR OUT_DIR   (exit 77: no chromium)
+// Usage: node dashboard_test.mjs BIN_DIR PLUGIN_DIR OUT_DIR   (exit 77: no chromium; ctest
+// runs it through run_dashboard_test.sh, which skips likewise without node)
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -20,7 +21,7 @@ import { Browser } from './cdp.mjs';
 const [binDir, pluginDir, outDir] = process.argv.slice(2);
 const CHROMIUM = '/usr/bin/chromium';
 if (!existsSync(CHROMIUM)) {
-  console.log('skipped: no /usr/bin/chromium (scripts/deps.sh installs it)');
+  console.log(`SKIPPED: no ${CHROMIUM} (scripts/deps.sh installs Debian's chromium)`);
   process.exit(77);
 }
 const ADMIN = 'admin-token-' + Math.random().toString(16).slice(2).padEnd(16, '0');
@@ -83,6 +84,17 @@ async function api(method, path, body, token = ADMIN) {
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   return { status: r.status, body: await r.json() };
+}
+
+// The state of task `id` once `pred` holds for it, read every 20 ms (throws after 60 s).
+async function stateOf(id, pred) {
+  const end = Date.now() + 60000;
+  for (;;) {
+    const state = (await api('GET', `/api/v1/tasks/${id}`)).body.state;
+    if (pred(state)) return state;
+    if (Date.now() > end) throw new Error(`task ${id} stayed ${state}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }
 
 // The events of `pool` as they come, for waiting on one (an SSE stream read by node).
@@ -224,14 +236,26 @@ try {
   check(await page.eval(`document.getElementById('pool-scheduled')?.textContent`) === '1', 'and the pool\'s scheduled tasks');
   await api('POST', `/api/v1/tasks/${later.body.id}/cancel`);
 
-  // A dead letter replayed from the page, then completed.
-  const blocker = await api('POST', '/api/v1/pools/sleep/tasks', { type: 'sleep', payload: '1500' });
+  // A dead letter replayed from the page, then completed. A task queued behind one that sleeps
+  // until the test cancels it waits past the queue's ttl however slowly this machine runs.
+  // The blocker itself waits in that queue until the pool's one worker takes it: one that a
+  // slow dispatch let expire there is replaced by another (its letter is not the one below).
+  let blocker;
+  for (let tries = 1; ; tries++) {
+    blocker = await api('POST', '/api/v1/pools/sleep/tasks', { type: 'sleep', payload: '600000' });
+    const state = await stateOf(blocker.body.id, (s) => s !== 'queued');
+    if (state === 'dispatched' || state === 'running') break;
+    if (tries === 5) throw new Error(`no blocker reached the worker: the 5th was ${state}`);
+  }
   const expired = await api('POST', '/api/v1/pools/sleep/tasks', { type: 'sleep', payload: '1', wait: true });
   check(expired.body.state === 'dead_lettered' && expired.body.reason === 'expired', `a task queued past the ttl is dead-lettered expired (${expired.body.reason})`);
+  const unblocked = await api('POST', `/api/v1/tasks/${blocker.body.id}/cancel`);
+  check(unblocked.body.cancelled === true, `the blocker is cancelled (${JSON.stringify(unblocked.body)})`);
   await api('GET', `/api/v1/tasks/${blocker.body.id}/wait`);
   await visit('/dlq?pool=sleep', 'dead-letters');
-  const letter = await page.eval(`document.querySelector('#letters tr[data-letter]')?.dataset.letter`);
-  check(!!letter, `the letter is listed (${letter})`);
+  const letter = await page.eval(`[...document.querySelectorAll('#letters tr[data-letter]')]
+    .find((r) => r.querySelector('a[href="/tasks/${expired.body.id}"]'))?.dataset.letter`);
+  check(!!letter, `the expired task's letter is listed (${letter})`);
   await page.navigation(() => page.eval(`document.querySelector('#letters input[value="${letter}"]').checked = true; document.querySelector('button[value=replay_selected]').click()`));
   check((await page.eval(`document.getElementById('flash')?.textContent`)) === 'replayed 1 letter(s)', 'the page says the letter was replayed');
   const replayed = await api('GET', `/api/v1/tasks/${expired.body.id}/wait`);
@@ -255,10 +279,13 @@ try {
   // The events page: the recent events without script, live ones with it.
   await visit('/events', 'events');
   await page.until(`document.getElementById('live-note').textContent.startsWith('Live')`);
-  const before = await page.eval(`document.querySelectorAll('#events tbody tr').length`);
-  await api('POST', '/api/v1/pools/echo/tasks', { type: 'echo', payload: 'live', wait: true });
-  await page.until(`document.querySelectorAll('#events tbody tr').length > ${before}`);
-  check(true, 'a new event appeared live');
+  // The task is submitted after the page loaded, so a row of its own came over the stream.
+  const live = await api('POST', '/api/v1/pools/echo/tasks', { type: 'echo', payload: 'live', wait: true });
+  const liveRow = await page.until(`[...document.querySelectorAll('#events tbody tr')]
+    .map((r) => [...r.cells].map((c) => c.textContent))
+    .find((c) => c[2] === 'task_ended' && c[4] === '${live.body.id}')?.join(' | ')`);
+  check(/^[^|]+ \| echo \| task_ended \| [^|]* \| \d+ \| completed \| /.test(liveRow),
+        `the task's end appeared live: ${liveRow}`);
 
   // The overview with its charts (the README's screenshot).
   await visit('/');

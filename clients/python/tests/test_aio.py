@@ -1,16 +1,18 @@
 """sandpool.aio: the same operations as coroutines on one asyncio connection."""
 
 import asyncio
+import os
+import signal
 
 import pytest
 
 import sandpool
 import sandpool.aio
-from poold_server import PooldServer
+from poold_server import PATIENCE, PooldServer, plugin
 
 
-def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, 60))
+def run(coro, timeout=60):
+    return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
 def test_gathered_submits_complete_on_one_connection(poold):
@@ -80,6 +82,50 @@ def test_submit_async_futures_carry_the_task_id_and_a_lost_connection_names_it()
         run(main(doomed))
 
 
+# One worker that the test stops (SIGSTOP) while it is idle: it misses no heartbeat poold
+# acts on, and no task of the pool times out, before the test is done.
+HELD_POOL = f"""\
+  - name: held
+    plugin: {plugin("upper")}
+    workers: {{min: 1, max: 1, initial: 1}}
+    health: {{missed_heartbeats: 2400}}
+    task_defaults: {{timeout: 10m}}
+"""
+
+
+def test_a_wait_open_across_a_restart_of_poold_gets_the_result_after_it():
+    # The task journal (on by default) keeps the accepted task over the restart; its pool's
+    # one worker is stopped before the submit, so the task cannot end before poold goes down.
+    async def main(server):
+        async with await sandpool.aio.Client.connect(server.socket) as c:
+            while True:
+                held = (await c.workers("held"))["workers"]
+                if len(held) == 1 and held[0]["state"] == "idle":
+                    break
+                await asyncio.sleep(0.02)
+            os.kill(held[0]["pid"], signal.SIGSTOP)
+            submitted = await c.submit("upper", b"across the restart", wait=False)
+            waiter = asyncio.ensure_future(c.wait(submitted.id))
+            while not c._conn._pending:  # until its request is written
+                await asyncio.sleep(0)
+            # poold serves reads in arrival order: this one is answered once the wait is open.
+            assert (await c.task(submitted.id)).done is False
+            assert not waiter.done()
+
+            stopped_log = await asyncio.to_thread(server.restart)
+            assert "pool stopped pool=held kept_unfinished=1" in stopped_log
+            ended = await waiter  # answered before poold closed the connection
+            assert (ended.state, ended.reason) == ("cancelled", "shutdown")
+            assert "[held] recovered 1 unfinished tasks from the journal" in server.output()
+
+            task = await c.wait(submitted.id)  # on a new connection to the new poold
+            assert (task.state, task.result) == ("completed", b"ACROSS THE RESTART")
+            assert task.attempts == 1  # the run poold's stop cut short is not counted
+
+    with PooldServer(pools_extra=HELD_POOL) as server:
+        run(main(server), 3 * PATIENCE)  # a stop and a start of poold inside
+
+
 def test_call_timeout_gives_up_on_the_reply_and_keeps_the_connection(poold):
     async def main():
         async with await sandpool.aio.Client.connect(poold.socket, call_timeout=0.2) as c:
@@ -96,10 +142,17 @@ def test_cancelling_a_waiting_coroutine_leaves_the_connection_usable(poold):
         async with await sandpool.aio.Client.connect(poold.socket) as c:
             sleeping = await c.submit("sleep", b"600000", wait=False)
             waiter = asyncio.ensure_future(c.wait(sleeping.id))
-            await asyncio.sleep(0)  # let it send its request
+            # Until its request is written (the write follows the entry with no await between);
+            # drain() does not suspend for a request this small, so the waiter then awaits the
+            # reply, where the cancel below finds it.
+            while not c._conn._pending:
+                await asyncio.sleep(0)
+            (request_id,) = c._conn._pending
             waiter.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await waiter
+            assert request_id not in c._conn._pending  # dropped: a late reply is ignored
+            assert (await c.task(sleeping.id)).done is False  # the wait ended, not the task
             assert (await c.cancel(sleeping.id)).cancelled
             assert (await c.submit("echo", b"after")).result == b"after"
 

@@ -43,9 +43,16 @@ def test_callbacks_run_on_the_reader_thread_and_may_not_call_synchronously(clien
         else:
             outcome.set_result((threading.current_thread().name, "no error"))
 
-    client.submit_async("echo", b"x").add_done_callback(on_done)
+    # A callback added to a future already done runs at once on this thread: the task sleeps
+    # until the cancel below, so its future cannot be done when the callback is added.
+    future = client.submit_async("sleep", b"600000")
+    task_id = future.accepted_id(60)
+    assert task_id is not None and not future.done()
+    future.add_done_callback(on_done)
+    assert client.cancel(task_id).cancelled
     thread, error = outcome.result(60)
     assert thread == "sandpool-client" and "reader thread" in error
+    assert future.result(60).state == "cancelled"
 
 
 def test_the_future_of_a_running_task_cannot_be_cancelled_but_the_task_can(client):
