@@ -18,6 +18,7 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <random>
@@ -174,6 +175,21 @@ std::map<std::string, std::uint64_t> pending_by_node(redis::Connection& c,
   return out;
 }
 
+// SIGSTOPs `pid` and waits (10 s at most) until /proc says it is stopped; false if it is not.
+bool stop_process(pid_t pid) {
+  if (::kill(pid, SIGSTOP) != 0) return false;
+  const std::string stat = "/proc/" + std::to_string(pid) + "/stat";
+  const std::int64_t until = monotonic_ns() + 10'000'000'000;
+  while (monotonic_ns() < until) {
+    std::ifstream in(stat);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto paren = text.rfind(')');  // the name may hold spaces; the state follows it
+    if (paren != std::string::npos && text.compare(paren + 1, 3, " T ") == 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
 // Three poold processes share the pool; one is SIGKILLed at a random point while it holds
 // entries. Every task must reach a terminal state.
 bool kill_run(const BenchOptions& o, const RedisChild& redis, std::uint64_t tasks, Report& r) {
@@ -210,7 +226,15 @@ bool kill_run(const BenchOptions& o, const RedisChild& redis, std::uint64_t task
   const std::uint64_t at = tasks / 5 + rng() % (tasks / 2);  // dies between 20% and 70%
   while (done() < at) std::this_thread::sleep_for(std::chrono::microseconds(500));
   // It dies holding entries (a node between two reads holds none, and its death costs nothing).
-  while (pending_by_node(*c, stream)["n0"] == 0 && done() < tasks) std::this_thread::yield();
+  // Stopped before the look, so what it holds cannot end between the look and the kill.
+  for (;;) {
+    if (!stop_process(nodes[0].poold->pid())) return nodes[0].poold->fail("SIGSTOP");
+    // A round trip first: whatever it sent before it stopped is in Redis's hands by then.
+    if (c->command({"PING"}) && pending_by_node(*c, stream)["n0"] > 0) break;
+    ::kill(nodes[0].poold->pid(), SIGCONT);
+    if (done() >= tasks) return nodes[0].poold->fail("n0 was never caught holding an entry");
+    std::this_thread::yield();
+  }
   const std::int64_t died_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
                                    .count();

@@ -34,6 +34,18 @@ inline PoolOptions pool_options(const std::string& name, std::uint32_t workers =
   return o;
 }
 
+#ifdef SANDPOOL_TEST_PLUGIN_DIR
+// A pool of `workers` workers on the test plugin `configurable` (type "configurable"): a task
+// with payload "hold" runs its first attempt until it is cancelled or its worker dies, and
+// completes (echoed) on a later attempt; other payloads are echoed.
+inline PoolOptions holding_pool_options(std::uint32_t workers = 1) {
+  PoolOptions o = pool_options("echo", workers);
+  o.name = "test-configurable";
+  o.plugin_path = std::string(SANDPOOL_TEST_PLUGIN_DIR) + "/libconfigurable.so";
+  return o;
+}
+#endif
+
 // Generous bound for waits in tests: a loaded 2-core VM under a sanitizer is slow.
 inline constexpr std::chrono::seconds kPatience{60};
 

@@ -134,6 +134,11 @@ std::size_t EventHub::subscribers() const {
   return active_;
 }
 
+void EventHub::set_delivery_hook(std::function<void(std::uint64_t, std::size_t)> hook) {
+  std::lock_guard<std::mutex> lock(mu_);
+  delivery_hook_ = std::move(hook);
+}
+
 bool EventHub::prepare_locked() {
   for (auto& [id, sub] : joining_) subscribers_.emplace(id, std::move(sub));
   joining_.clear();
@@ -202,6 +207,7 @@ void EventHub::run() {
     // Delivered without the lock: a Responder takes its connection's locks, which must
     // never nest inside the hub's.
     lock.unlock();
+    if (delivery_hook_) delivery_hook_(from, chunk.size());  // set before any subscriber
     const std::vector<std::uint64_t> finished = deliver(from, chunk);
     lock.lock();
     for (std::uint64_t id : finished) {

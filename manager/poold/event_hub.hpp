@@ -9,6 +9,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -64,6 +65,12 @@ class EventHub {
   std::uint64_t dropped() const;
   std::size_t subscribers() const;  // open streams (a cancelled one leaves at once)
 
+  // For tests: `hook` runs on the delivery thread with each chunk's first log position and
+  // size, once the chunk is copied out of the log and before it is delivered (no lock held).
+  // A hook that blocks stops delivery at that known point, as a stuck connection would.
+  // Set it before the first subscribe(), and only once.
+  void set_delivery_hook(std::function<void(std::uint64_t from, std::size_t n)> hook);
+
  private:
   // Owned by the delivery thread once adopted.
   struct Subscriber {
@@ -95,7 +102,8 @@ class EventHub {
   std::set<std::uint64_t> leaving_;  // cancelled, still in subscribers_
   std::uint64_t next_id_ = 1;
 
-  std::map<std::uint64_t, Subscriber> subscribers_;  // the delivery thread's
+  std::map<std::uint64_t, Subscriber> subscribers_;                // the delivery thread's
+  std::function<void(std::uint64_t, std::size_t)> delivery_hook_;  // set under mu_, see above
   std::thread thread_;
 };
 

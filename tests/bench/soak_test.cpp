@@ -59,8 +59,7 @@ TEST_CASE("the cluster group runs its nodes through a redis-server of its own an
   CHECK(f["vs_local"] > 0);
   CHECK(f["kill_tasks"] == 2000);
   CHECK(f["kill_lost"] == 0);
-  if (f["kill_held"] > 0) {  // it died holding entries (between two reads it holds none)
-    CHECK(f["kill_reran"] >= f["kill_held"]);  // they ran again elsewhere
-    CHECK(f["failover_ms"] > 0);
-  }
+  CHECK(f["kill_held"] > 0);                 // the bench kills the node once it holds entries
+  CHECK(f["kill_reran"] >= f["kill_held"]);  // they ran again elsewhere
+  CHECK(f["failover_ms"] > 0);
 }

@@ -14,6 +14,7 @@
 
 using namespace sandpool;
 using namespace std::chrono_literals;
+using sandpool::testing::holding_pool_options;
 using sandpool::testing::kPatience;
 using sandpool::testing::make_pool;
 using sandpool::testing::pool_options;
@@ -62,8 +63,9 @@ TEST_CASE("a drained pool refuses new tasks, finishes the accepted ones, and res
 }
 
 TEST_CASE("kill-worker SIGKILLs a worker: it is replaced and its task completes on retry") {
-  auto pool = make_pool(pool_options("sleep", 1));
-  auto t = pool->submit("sleep", "300");
+  // The first attempt runs until its worker dies: the kill finds it running, however slow.
+  auto pool = make_pool(holding_pool_options(1));
+  auto t = pool->submit("configurable", "hold");
   REQUIRE(t);
   wait_running(*t);
   const auto before = live_pids(*pool);

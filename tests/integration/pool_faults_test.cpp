@@ -17,6 +17,7 @@
 
 using namespace sandpool;
 using namespace std::chrono_literals;
+using sandpool::testing::holding_pool_options;
 using sandpool::testing::kPatience;
 using sandpool::testing::make_pool;
 using sandpool::testing::pool_options;
@@ -110,8 +111,9 @@ TEST_CASE("a task past its timeout has its worker killed and replaced, and is re
 }
 
 TEST_CASE("a worker killed from outside mid-task is replaced and the task retried to completion") {
-  auto pool = make_pool(pool_options("sleep", 1));
-  auto t = pool->submit("sleep", "2000");
+  // The first attempt runs until its worker dies: the kill finds it running, however slow.
+  auto pool = make_pool(holding_pool_options(1));
+  auto t = pool->submit("configurable", "hold");
   REQUIRE(t);
   wait_running(*t);
   const auto pid = pool->workers().at(0).pid;
@@ -127,13 +129,24 @@ TEST_CASE("a worker killed from outside mid-task is replaced and the task retrie
 }
 
 TEST_CASE("tasks waiting in a dead worker's ring are requeued without an attempt") {
-  PoolOptions o = pool_options("sleep", 1);
+  PoolOptions o = holding_pool_options(1);
   o.concurrency = 4;
   auto pool = make_pool(o);
-  auto running = pool->submit("sleep", "2000");
+  // The first attempt runs until its worker dies: the three behind it wait in the ring.
+  auto running = pool->submit("configurable", "hold");
   std::vector<Ticket> waiting;
-  for (int i = 0; i < 3; ++i) waiting.push_back(*pool->submit("sleep", "1"));
+  for (int i = 0; i < 3; ++i) waiting.push_back(*pool->submit("configurable", "x"));
   wait_running(*running);
+  const auto until = std::chrono::steady_clock::now() + kPatience;
+  const auto all_in_ring = [&] {
+    for (const Ticket& t : waiting) {
+      if (t.state() != TaskState::kDispatched) return false;
+    }
+    return true;
+  };
+  while (!all_in_ring() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(1ms);
+  REQUIRE(all_in_ring());
   REQUIRE(::kill(pool->workers().at(0).pid, SIGKILL) == 0);
   pool->wait_idle();
   CHECK(running->wait().attempts() == 2);

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <future>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -42,28 +43,37 @@ bool finishes(Fn fn) {
 
 TEST_CASE("a task accepted while the pool closes is run, one refused is told so") {
   for (int round = 0; round < 20; ++round) {
+    INFO("round " << round);
     auto pool = make_pool(pool_options("echo", 1));
-    std::atomic<bool> go{true};
+    // Each submitter submits until it is refused, and says so once its first task is in: the
+    // pool closes only then, so every round has tasks accepted and submits refused.
+    std::atomic<int> submitting{0};
     std::vector<Ticket> accepted[3];
+    std::optional<Code> refused[3];
     std::vector<std::thread> submitters;
-    for (auto& mine : accepted) {
-      submitters.emplace_back([&pool, &go, &mine] {
-        while (go.load()) {
+    for (int i = 0; i < 3; ++i) {
+      submitters.emplace_back([&pool, &submitting, &mine = accepted[i], &why = refused[i]] {
+        for (;;) {
           auto t = pool->submit("echo", "x");
           if (!t) {
-            REQUIRE(t.status().code() == Code::kClosed);
+            why = t.status().code();
             return;
           }
           mine.push_back(std::move(t).value());
+          if (mine.size() == 1) ++submitting;
         }
       });
     }
-    std::this_thread::sleep_for(1ms);  // not a synchronisation: lets some submits in first
+    const auto until = std::chrono::steady_clock::now() + kPatience;
+    while (submitting.load() < 3 && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(100us);
+    }
+    CHECK(submitting.load() == 3);  // then closed all the same, so the threads end
     REQUIRE(finishes([&] { pool->close(); }));
-    go.store(false);
     for (auto& s : submitters) s.join();
-    for (const auto& mine : accepted) {
-      for (const Ticket& t : mine) {
+    for (int i = 0; i < 3; ++i) {
+      CHECK(refused[i] == Code::kClosed);
+      for (const Ticket& t : accepted[i]) {
         REQUIRE(t.wait_for(kPatience));  // accepted means it ends
         CHECK(t.wait().state == TaskState::kCompleted);
       }

@@ -14,6 +14,7 @@
 #include <map>
 #include <string>
 
+#include "host_probe.hpp"
 #include "supervision/worker_process.hpp"
 
 using namespace sandpool;
@@ -129,10 +130,7 @@ TEST_CASE("a plugin that cannot be opened as a regular file is refused before an
 }
 
 TEST_CASE("as root, a plugin others could replace is refused at the spawn, on the opened file") {
-  if (::geteuid() != 0) {
-    WARN("skipped: the check applies to root only");
-    return;
-  }
+  sandpool::testing::require_root("refusing a plugin others could replace (a check made as root)");
   PluginDir dir;
   REQUIRE(::chmod(dir.plugin.c_str(), 0666) == 0);
   RecordingSpawner spawner;

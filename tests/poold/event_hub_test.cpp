@@ -4,8 +4,12 @@
 // dropped and counted, publish never waits, the log stays bounded), and publish's cost,
 // which must not grow with the number of subscribers.
 #include <catch2/catch.hpp>
+
+#include <chrono>
+#include <future>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "allocation_counter.hpp"
@@ -63,43 +67,66 @@ TEST_CASE("a follow stream gets new events of its pool until it is cancelled, th
 
 TEST_CASE(
     "a follower the hub cannot keep up with loses events, counted, and never holds publish up") {
+  // The delivery thread stops in the hook with its first chunk, as on a stuck connection.
+  // What the hook uses outlives the hub (declared first), whose thread runs it to the end.
+  std::promise<void> taken_promise, release_promise;
+  std::future<void> taken = taken_promise.get_future();
+  std::shared_future<void> release = release_promise.get_future().share();
+  std::uint64_t first_from = 1, first_n = 0;  // written by the hook before `taken`
+  bool first = true;                          // the delivery thread's
   EventHub hub;
+  hub.set_delivery_hook([&](std::uint64_t from, std::size_t n) {
+    if (!std::exchange(first, false)) return;
+    first_from = from;
+    first_n = n;
+    taken_promise.set_value();
+    release.wait();
+  });
+  // Released however the test ends, before ~EventHub joins the thread.
+  struct Release {
+    std::promise<void>& p;
+    bool done = false;
+    void operator()() {
+      if (!std::exchange(done, true)) p.set_value();
+    }
+    ~Release() { (*this)(); }
+  } release_delivery{release_promise};
+
   Stream slow;
   hub.subscribe("a", true, slow.responder());
-  std::uint64_t published = 0;
-  {
-    // Holding the stream's lock stalls the hub's delivery to it (the first event the hub
-    // tries to send waits on it), as a responder stuck behind a slow connection would.
-    std::lock_guard<std::mutex> stalled(slow.state().mu);
-    // Publish goes on regardless, and once the log wraps past what the hub took, events are
-    // dropped (overwritten, the oldest first).
-    while (hub.dropped() == 0) {
-      hub.publish("a", task_ended(++published));
-      REQUIRE(published < 100000);
-    }
-    // The log is bounded: at most one chunk in the hub's hands plus a full log.
-    // The hub's thread may take its one chunk only now (a loaded machine starts it late),
-    // freeing up to kChunk places in the log: all but those publishes drop one event each.
-    for (int i = 0; i < 5000; ++i) hub.publish("a", task_ended(++published));
-    CHECK(hub.dropped() >= 5000 - EventHub::kChunk);
-  }
-  // Once it moves again it gets what was kept, in order; the first event after a gap says
+  hub.publish("a", task_ended(1));  // log position 0: the only event the thread can take
+  REQUIRE(taken.wait_for(std::chrono::seconds(60)) == std::future_status::ready);
+  CHECK(first_from == 0);
+  CHECK(first_n == 1);
+  // Publish goes on regardless; once the log wraps past what the hub took (position 0), each
+  // publish drops (overwrites) the oldest event the follower was due.
+  const std::uint64_t published = 1 + EventHub::kCapacity + 5000;
+  for (std::uint64_t id = 2; id <= published; ++id) hub.publish("a", task_ended(id));
+  CHECK(hub.dropped() == 5000);  // the log is bounded: one event taken plus a full log kept
+  release_delivery();
+
+  // Once it moves again it gets what was kept, in order; the first event after the gap says
   // how many it missed: kept + dropped = published.
-  const std::uint64_t dropped = hub.dropped();
-  const std::size_t kept = published - dropped;
-  CHECK(kept <= EventHub::kChunk + EventHub::kCapacity);
+  const std::size_t kept = 1 + EventHub::kCapacity;
   REQUIRE(slow.wait_frames(kept).size() == kept);
+  const auto events = slow.events();
+  REQUIRE(events.size() == kept);
+  CHECK(events[0]["task_id"] == 1);
+  CHECK(events[0].value("dropped", std::uint64_t{0}) == 0);
+  CHECK(events[1]["task_id"] == 5002);
+  CHECK(events[1].value("dropped", std::uint64_t{0}) == 5000);
   std::uint64_t reported = 0;
   std::uint64_t last_id = 0;
-  for (const auto& e : slow.events()) {
+  for (const auto& e : events) {
     const auto id = e["task_id"].get<std::uint64_t>();
     const auto missed = e.value("dropped", std::uint64_t{0});
     CHECK(id == last_id + 1 + missed);
     reported += missed;
     last_id = id;
   }
-  CHECK(reported == dropped);
+  CHECK(reported == 5000);
   CHECK(last_id == published);  // the newest events are the ones kept
+  CHECK(hub.dropped() == 5000);
 }
 
 TEST_CASE("publishing costs a pool's loop the same whatever the number of followers") {

@@ -2,6 +2,8 @@
 // real redis-server of the test's own.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+
 #include <chrono>
 #include <string>
 #include <thread>
@@ -45,6 +47,29 @@ bool eventually(Done done) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));  // Redis has no event for it
   }
   return true;
+}
+
+// A pool of `workers` sleep workers whose workers the test stops and continues: a stopped
+// worker ends nothing, and is not replaced for its missing beats meanwhile.
+PoolOptions stoppable_sleep_pool(std::uint32_t workers) {
+  PoolOptions o = pool_options("sleep", workers);
+  o.missed_heartbeats = 100000;
+  return o;
+}
+
+// Sends `sig` (SIGSTOP, SIGCONT) to each of the pool's `n` workers, once all have started.
+void signal_workers(Pool& pool, std::size_t n, int sig) {
+  std::vector<WorkerInfo> workers;
+  REQUIRE(eventually([&] {
+    workers = pool.workers();
+    if (workers.size() != n) return false;
+    for (const WorkerInfo& w : workers) {
+      if (w.pid <= 0 || (w.state != "idle" && w.state != "busy")) return false;
+    }
+    return true;
+  }));
+  // Once kill() returns the signal is pending: the worker runs no more of its own code.
+  for (const WorkerInfo& w : workers) REQUIRE(::kill(w.pid, sig) == 0);
 }
 
 std::vector<std::uint64_t> submit_all(redis::Connection& c, const redis::TaskStream& s,
@@ -112,17 +137,25 @@ TEST_CASE("a dead node's tasks are claimed by a live one, with a lost attempt ea
   RedisServer server;
   auto c = redis::Connection::open(server.endpoint()).value();
   const redis::TaskStream stream("sp:", "work");
-  auto pool_a = make_pool(pool_options("sleep", 2));
+  // Node a's workers are stopped: it holds all four, and ends none of them before it dies.
+  auto pool_a = make_pool(stoppable_sleep_pool(2));
+  signal_workers(*pool_a, 2, SIGSTOP);
   auto a = start_node(*pool_a, node(server, "node-a", 4));
-  const auto ids = submit_all(c, stream, "sleep", std::vector<std::string>(3, "300"));
-  const auto exhausted = submit_all(c, stream, "sleep", {"300"}, 0u);  // no retry left
+  const auto ids = submit_all(c, stream, "sleep", std::vector<std::string>(3, "50"));
+  const auto exhausted = submit_all(c, stream, "sleep", {"50"}, 0u);  // no retry left
   REQUIRE(eventually([&] { return a->stats().held == 4; }));
   a->die();  // as a SIGKILL: its heartbeat stops, its entries stay pending for it
+  CHECK(a->stats().finished == 0);
+  signal_workers(*pool_a, 2, SIGCONT);  // what they end now, nobody writes to Redis
 
   auto pool_b = make_pool(pool_options("sleep", 2));
   auto b = start_node(*pool_b, node(server, "node-b", 4));
   REQUIRE(eventually([&] { return b->stats().finished == 4; }));
-  CHECK(b->stats().claimed == 4);
+  {
+    const auto live = b->stats();
+    CHECK(live.finished == 4);
+    CHECK(live.claimed == 4);
+  }
   for (std::uint64_t id : ids) {
     const auto t = stream.task(c, id);
     CHECK(t->state == "completed");
@@ -148,13 +181,20 @@ TEST_CASE("a node that loses Redis keeps running what it holds and writes the en
     auto c = redis::Connection::open(server.endpoint()).value();
     ids = submit_all(c, stream, "sleep", std::vector<std::string>(4, "300"));
   }
-  auto pool = make_pool(pool_options("sleep", 2));
+  // The workers are stopped until Redis is away: every end is written after it came back.
+  auto pool = make_pool(stoppable_sleep_pool(2));
+  signal_workers(*pool, 2, SIGSTOP);
   auto feeder = start_node(*pool, node(server, "node-a", 4));
   REQUIRE(eventually([&] { return feeder->stats().held == 4; }));
   server.shutdown();  // clean: the append-only file keeps what was written
-  REQUIRE(eventually([&] { return pool->stats().completed == 4; }));  // ran meanwhile
   REQUIRE(eventually([&] { return !feeder->stats().redis_up; }));
-  CHECK(feeder->stats().finished == 0);
+  signal_workers(*pool, 2, SIGCONT);
+  REQUIRE(eventually([&] { return pool->stats().completed == 4; }));  // ran meanwhile
+  {
+    const auto away = feeder->stats();
+    CHECK(away.finished == 0);
+    CHECK_FALSE(away.redis_up);
+  }
   server.start();
   REQUIRE(eventually([&] { return feeder->stats().finished == 4; }));
   auto c = redis::Connection::open(server.endpoint()).value();

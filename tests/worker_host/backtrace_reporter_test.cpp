@@ -64,7 +64,7 @@ TEST_CASE("a sandboxed worker asked for a backtrace names the plugin function it
   args.policy.profile = profile;
   auto w = WorkerHarness::spawn(args);
   REQUIRE(w->expect_ready().has_value());
-  w->send(w->task(7, "sleep", "2000"));  // long enough to be caught inside it
+  w->send(w->task(7, "sleep", "600000"));  // runs until the test cancels it
   REQUIRE(w->wait_until([&] { return w->header().started_task.load() == 7; }));
 
   REQUIRE(ask_every_thread(*w) == 1);
@@ -78,11 +78,15 @@ TEST_CASE("a sandboxed worker asked for a backtrace names the plugin function it
   CHECK(text->find("(libsleep.so)") != std::string::npos);
   CHECK(text->size() <= ipc::kBacktraceBytes);
 
-  // The task carries on as if nothing happened, within the sandbox.
+  // The task carries on as if nothing happened, within the sandbox: it still runs, and it
+  // sees the cancel that ends it.
+  CHECK(w->header().started_task.load() == 7);
+  w->header().cancel_task.store(7);
   auto r = w->next_result();
   REQUIRE(r.has_value());
   CHECK(r->id == 7);
-  CHECK(r->status == ipc::TaskStatus::kOk);
+  CHECK(r->status == ipc::TaskStatus::kFail);
+  CHECK(r->error == "cancelled");
 }
 
 TEST_CASE("every thread of a hung worker says where it is") {

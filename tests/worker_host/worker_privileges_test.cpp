@@ -222,10 +222,7 @@ TEST_CASE("each lock-down step is logged once per worker start, at debug level")
 }
 
 TEST_CASE("as root, a plugin under a directory sandbox.user cannot search loads and serves") {
-  if (!running_as_root()) {
-    WARN("skipped: the privilege drop needs root");
-    return;
-  }
+  sandpool::testing::require_root("the privilege drop to sandbox.user");
   // A checkout under /root: a 0700 directory above a 0755 plugin directory, which holds the
   // plugin and the library it finds through $ORIGIN. Only the harness (root) opens them.
   char closed_template[] = "/tmp/sp-closed-XXXXXX";

@@ -3,10 +3,15 @@
  * replay it successfully in another. A payload starting with "crash" segfaults the worker.
  * {"hang_shutdown": true}: sp_plugin_shutdown never returns (a worker that ignores Stop).
  * {"fail_init_if": "/path"}: init fails while that file exists (replacements that cannot
- * start, after a first worker that could). */
+ * start, after a first worker that could).
+ * A payload "hold" runs its first attempt until the task is cancelled (SP_FAIL "cancelled")
+ * or its worker dies, beating meanwhile; a later attempt echoes it. A test ends such a task
+ * when it chooses (a kill, a cancel), never by how long it ran. */
+#define _POSIX_C_SOURCE 200809L
 #include <sandpool/plugin.h>
 
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char* const kTypes[] = {"configurable", NULL};
@@ -48,6 +53,16 @@ SP_EXPORT int sp_plugin_handle(void* state, const sp_task* task, sp_call* call) 
   if (task->payload_len >= 5 && memcmp(task->payload, "crash", 5) == 0) {
     volatile int* nowhere = NULL;
     *nowhere = 1;
+  }
+  if (task->payload_len == 4 && memcmp(task->payload, "hold", 4) == 0 && task->attempt <= 1) {
+    static const char cancelled[] = "cancelled";
+    const struct timespec step = {0, 10 * 1000 * 1000}; /* 10 ms */
+    while (!host->cancelled(call)) {
+      host->heartbeat(call);
+      nanosleep(&step, NULL);
+    }
+    host->set_error(call, cancelled, sizeof cancelled - 1);
+    return SP_FAIL;
   }
   if (fail_all) {
     host->set_error(call, msg, sizeof msg - 1);
