@@ -16,11 +16,12 @@ void PoolCore::take_in(TaskRecord& t, std::int64_t now) {
   if (t.opts.delay) {
     t.due_ns = now + to_ns(*t.opts.delay);
   } else if (t.opts.not_before) {
+    // Never due before not_before: the time rounded up, the wall clock read (rounded down)
+    // before the steady one the distance is added to.
     const std::int64_t at_ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(t.opts.not_before->time_since_epoch())
-            .count();
+        std::chrono::ceil<std::chrono::milliseconds>(t.opts.not_before->time_since_epoch()).count();
     const std::int64_t ahead_ms = at_ms - ctl_.wall_ms();
-    if (ahead_ms > 0) t.due_ns = now + ahead_ms * detail::kMsNs;
+    if (ahead_ms > 0) t.due_ns = ctl_.steady_ns(now) + ahead_ms * detail::kMsNs;
   }
   if (t.due_ns <= now) t.due_ns = 0;
   // A scheduled task waits in the queue from when it is due: queue wait, TTL and end-to-end

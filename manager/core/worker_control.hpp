@@ -70,6 +70,12 @@ class WorkerControl {
                std::chrono::system_clock::now().time_since_epoch())
         .count();
   }
+  // CLOCK_MONOTONIC ns as of a call after wall_ms(), never before the entry point's `now`:
+  // a not_before is placed on the core's clock from the two. `now` was read earlier in the
+  // loop's pass, and placed from it a task came due early by the pass's age so far. The
+  // default returns `now` (a test's control moves its clocks by hand, together); the real
+  // control (WorkerLinks) reads the clock.
+  virtual std::int64_t steady_ns(std::int64_t now) { return now; }
 };
 
 }  // namespace sandpool::core

@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 
 #include <spdlog/spdlog.h>
@@ -438,5 +439,7 @@ std::optional<std::string> WorkerLinks::backtrace(WorkerId w, ipc::BacktraceRead
   if (link == nullptr) return std::nullopt;
   return ipc::take_backtrace(link->proc->header()->diagnostics, read);
 }
+
+std::int64_t WorkerLinks::steady_ns(std::int64_t now) { return std::max(now, ipc::monotonic_ns()); }
 
 }  // namespace sandpool::core

@@ -105,6 +105,7 @@ class WorkerLinks final : public WorkerControl {
   std::int64_t cpu_ns(WorkerId w) override;
   bool request_backtrace(WorkerId w) override;
   std::optional<std::string> backtrace(WorkerId w, ipc::BacktraceRead read) override;
+  std::int64_t steady_ns(std::int64_t now) override;
 
  private:
   struct Link {

@@ -1,7 +1,8 @@
 // poold's control plane against a client that would jam it: a read-only uid holding every
 // connection it can, reads during a reload that waits on a new pool, and an admin's submit
-// during a flood of reads. A real poold on a scratch config; the read-only peer is really
-// uid 65534 (peer_connector.hpp), so these need root: skipped (77) otherwise.
+// while a flood of reads is held up. A real poold on a scratch config; the read-only peer is
+// really uid 65534 (peer_connector.hpp), so that one needs root: skipped (77) otherwise.
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <atomic>
@@ -12,6 +13,7 @@
 
 #include "peer_connector.hpp"
 #include "poold_process.hpp"
+#include "task_waits.hpp"
 
 namespace sandpool::testing {
 namespace {
@@ -81,30 +83,45 @@ TEST_CASE("poold: reads are answered while a reload waits for a new pool's first
 }
 
 TEST_CASE("poold: an admin's submit does not queue behind another client's flood of reads") {
-  PooldFixture f("pools:\n" + pool_yaml("echo", "echo"));
-  // Eight connections of 4,000 reads each (under the 4,096 a connection may have
-  // outstanding): enough that a loaded machine cannot answer them all before the submit, as
-  // one connection's 4,000 once were.
-  constexpr int kConnections = 8, kPerConnection = 4000;
+  PooldFixture f("pools:\n" + pool_yaml("echo", "echo") + pool_yaml("held", "upper"));
+  Client admin = f.connect();
+  auto workers = as_json(admin.workers("held"));
+  REQUIRE(workers);
+  const int pid = (*workers)["workers"][0]["pid"];
+  // The reads cannot be answered until the test lets them: pool held's loop thread logs its
+  // worker's death into a full stderr pipe and stays there, and each read of held's workers
+  // waits for that loop, holding up the reads behind it. (Before, the flood was only meant
+  // to be too large to answer before the submit; a fast machine answered it all.)
+  f.poold->block_output();
+  REQUIRE(::kill(pid, SIGKILL) == 0);
+  const pid_t loop = f.poold->thread_named("sp-loop:held");
+  REQUIRE(loop != 0);
+  REQUIRE(poll_until([&] { return f.poold->writing_log(loop); }));
+
+  constexpr int kConnections = 2, kPerConnection = 500;
   constexpr int kReads = kConnections * kPerConnection;
   std::atomic<int> answered{0};  // before the clients: their late answers may touch it
-  std::promise<void> first;
   std::vector<Client> floods;
   for (int c = 0; c < kConnections; ++c) floods.push_back(f.connect());
-  for (int i = 0; i < kPerConnection; ++i) {
-    for (Client& flood : floods) {
-      REQUIRE(raw_start(flood, "stats", json::object(), {}, {}, [&](Result<Reply>) {
-        if (answered.fetch_add(1) == 0) first.set_value();
-      }));
+  for (Client& flood : floods) {
+    for (int i = 0; i < kPerConnection; ++i) {
+      REQUIRE(raw_start(flood, "workers", {{"pool", "held"}}, {}, {},
+                        [&](Result<Reply>) { answered.fetch_add(1); }));
     }
+    // The server takes a connection's requests in order and hands `events` to the hub
+    // itself: once its backlog is answered, every read before it was handed to the reads
+    // thread. (Not `status`: with reads posted to held's loop it waits for that loop too.)
+    REQUIRE(raw_call(flood, "events", {{"pool", "echo"}}));
   }
-  REQUIRE(first.get_future().wait_for(kPatience) == std::future_status::ready);
-  Client admin = f.connect();
   auto submitted = admin.submit(task("echo", "not behind the reads"));
-  const int reads_before = answered.load();
   REQUIRE(submitted);
-  // In arrival order on one thread, the submit would wait for every read sent before it.
-  CHECK(reads_before < kReads);
+  CHECK(answered.load() == 0);  // all still behind the held loop, the submit through
+
+  f.poold->resume_output();
+  REQUIRE(poll_until([&] { return answered.load() == kReads; }));
+  auto done = admin.wait(submitted->id);
+  REQUIRE(done);
+  CHECK(done->state == "completed");
 }
 
 }  // namespace

@@ -46,7 +46,10 @@ TEST_CASE(
   PooldFixture f("pools:\n" + pool_yaml("fail", "fail"),
                  "  shutdown_timeout: 200ms\n  journal: off\n");
   const std::string db = (f.dir.path / "state" / "dead_letters.db").string();
-  auto locker = sqlite::SqliteDb::open(db, 0);
+  // The lock waits for any write poold has under way (its schema at start): with a busy
+  // timeout of 0 the BEGIN failed when it met one.
+  auto locker =
+      sqlite::SqliteDb::open(db, static_cast<int>(std::chrono::milliseconds(kPatience).count()));
   REQUIRE(locker);
   REQUIRE(locker->exec("BEGIN IMMEDIATE", "test lock").is_ok());
 
@@ -70,7 +73,7 @@ TEST_CASE(
   // Stop: the store retries until its close_timeout, then spills and names the file.
   auto stop = poolctl(f.socket, {"shutdown"});
   REQUIRE(stop.exit_code == 0);
-  REQUIRE(f.poold->wait_exit());
+  REQUIRE(f.poold->wait_exit());  // and the end of its log, which names the file
   std::smatch m;
   const std::string out = f.poold->output();
   REQUIRE(std::regex_search(

@@ -7,12 +7,14 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <optional>
@@ -20,6 +22,7 @@
 #include <sandpool/pidfd.hpp>
 #include <string>
 #include <thread>
+#include <utility>
 #include "wire_json.hpp"
 
 #include "poold_test_support.hpp"
@@ -92,7 +95,7 @@ class PooldProcess {
   ~PooldProcess() {
     if (!exit_code_) {
       ::kill(pid_, SIGKILL);
-      wait_exit();
+      reap();
     }
     reader_.join();
     if (pidfd_ >= 0) ::close(pidfd_);
@@ -115,19 +118,42 @@ class PooldProcess {
     std::lock_guard<std::mutex> lock(mu_);
     return output_;
   }
-  // Waits for poold to exit (kPatience at most); its exit code, or 128+signal.
+  // Waits for poold to exit and for the end of its output (kPatience each at most), so
+  // output() then holds the whole log. Returns its exit code, or 128+signal; nullopt when it
+  // did not exit, or its output did not end (a process it left behind holds the pipe).
   std::optional<int> wait_exit() {
-    if (exit_code_) return exit_code_;
-    pollfd p{pidfd_, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(std::chrono::milliseconds(kPatience).count())) != 1) {
-      return std::nullopt;
-    }
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (!reap()) return std::nullopt;
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, kPatience, [&] { return eof_; })) return std::nullopt;
     return exit_code_;
   }
   void signal(int sig) { ::kill(pid_, sig); }
+
+  // The id of poold's thread named `name` (its comm, as pthread_setname_np set it); 0 when
+  // there is none. The main thread's id is pid().
+  pid_t thread_named(const std::string& name) const {
+    const std::string tasks = "/proc/" + std::to_string(pid_) + "/task";
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(tasks, ec)) {
+      std::ifstream comm(e.path() / "comm");
+      std::string got;
+      if (std::getline(comm, got) && got == name) {
+        return static_cast<pid_t>(std::stol(e.path().filename().string()));
+      }
+    }
+    return 0;
+  }
+  // True iff poold's thread `tid` is now in write(2) to fd 2, its log: after block_output()
+  // it stays there until resume_output().
+  bool writing_log(pid_t tid) const {
+    const auto [nr, arg0] = syscall_of(tid);
+    return nr == std::to_string(SYS_write) && arg0 == "0x2";
+  }
+  // True iff poold's thread `tid` is now waiting in futex(2): on a lock, such as the log's
+  // while another thread holds it, writing into a full pipe.
+  bool waiting_on_lock(pid_t tid) const {
+    return syscall_of(tid).first == std::to_string(SYS_futex);
+  }
 
   // Stops reading poold's output and fills its stderr pipe, so the next thread of poold
   // that logs blocks in write(2) until resume_output(). Returns once the pipe is full.
@@ -173,6 +199,28 @@ class PooldProcess {
       if (c.find('=') != std::string::npos) out.push_back(c);
     }
     return out;
+  }
+
+  // The system call poold's thread `tid` is in (its number) and its first argument, from
+  // /proc/PID/task/TID/syscall; "running" and "" when it is in none.
+  std::pair<std::string, std::string> syscall_of(pid_t tid) const {
+    std::ifstream f("/proc/" + std::to_string(pid_) + "/task/" + std::to_string(tid) + "/syscall");
+    std::string nr, arg0;
+    f >> nr >> arg0;
+    return {nr, arg0};
+  }
+
+  // Waits for poold to exit (kPatience at most) and reaps it; its exit code, or 128+signal.
+  std::optional<int> reap() {
+    if (exit_code_) return exit_code_;
+    pollfd p{pidfd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(std::chrono::milliseconds(kPatience).count())) != 1) {
+      return std::nullopt;
+    }
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return exit_code_;
   }
 
   void drain(int fd) {

@@ -82,17 +82,25 @@ TEST_CASE("poold: a task whose not_before passes while poold is down runs after 
   PooldFixture f(scheduled_pools(), "  journal: {enabled: true, sync: normal}\n");
   Client c = f.connect();
   SubmitRequest soon = task("echo", "soon");
-  soon.not_before_ms = wall_ms_now() + 1500;
+  soon.not_before_ms = wall_ms_now() + 3000;
   auto id = c.submit(soon);
   REQUIRE(id);
-  kill9_and_restart(f);
+  auto waiting = c.task(id->id);
+  REQUIRE(waiting);
+  REQUIRE(waiting->state == "scheduled");
+  // Down until its time has passed: a restart that finished first would find the task still
+  // scheduled, and the test would not be about what its name says.
+  f.poold->signal(SIGKILL);
+  REQUIRE(f.poold->wait_exit() == 128 + SIGKILL);
+  REQUIRE(poll_until([&] { return wall_ms_now() > *soon.not_before_ms; }));
+  f.start();
   Client again = f.connect();
   auto t = again.wait(id->id);
   REQUIRE(t);
   CHECK(t->state == "completed");
   CHECK(t->result == "soon");
   REQUIRE(!t->account.history.empty());
-  // Never run before its time, whatever the restart took.
+  REQUIRE(t->account.history.size() == 1);  // it had not started before the kill
   CHECK(t->account.history[0].started_ms >= *soon.not_before_ms);
 }
 
@@ -151,12 +159,21 @@ TEST_CASE("poold: concurrency_per_type holds a type's tasks, shown as throttled 
   PooldFixture f("pools:\n" + pool_yaml("sleep", "sleep",
                                         "    concurrency: 1\n"
                                         "    concurrency_per_type: {sleep: 1}\n"
+                                        "    task_defaults: {timeout: 10m}\n"
                                         "    rate_limits: {pool: {tasks: 1000, per: 1s}}\n",
                                         "{min: 1, max: 4, initial: 2}"));
   Client c = f.connect();
+  // The first task holds the type's one slot until the test cancels it; the two after it
+  // are submitted once it runs, so they are the ones held (a task of a fixed length could
+  // end, and free the slot, before the test has read what it holds).
+  SubmitRequest first = task("sleep", "600000");
+  first.tenant = "acme";
+  auto holder = c.submit(first);
+  REQUIRE(holder);
+  REQUIRE(wait_task_state(c, holder->id, "running"));
   std::vector<std::uint64_t> ids;
-  for (int i = 0; i < 3; ++i) {
-    SubmitRequest r = task("sleep", "1500");
+  for (int i = 0; i < 2; ++i) {
+    SubmitRequest r = task("sleep", "1");
     r.tenant = "acme";
     auto id = c.submit(r);
     REQUIRE(id);
@@ -178,7 +195,8 @@ TEST_CASE("poold: concurrency_per_type holds a type's tasks, shown as throttled 
   });
   INFO(seen.dump());
   REQUIRE(held);
-  // /metrics and stats say so too, with the tenant's waiting tasks (two held, one scheduled).
+  // /metrics and stats say so too, with the tenant's waiting tasks (two held, one scheduled):
+  // the state stays as it is until the test cancels the holder, so each is read once.
   httplib::Client http("127.0.0.1", metrics_port(*f.poold));
   http.set_read_timeout(30, 0);
   auto scraped = http.Get("/metrics");
@@ -196,6 +214,11 @@ TEST_CASE("poold: concurrency_per_type holds a type's tasks, shown as throttled 
   CHECK(stats->pools[0].tenants[0].tenant == "acme");
   CHECK(stats->pools[0].tenants[0].waiting == 3);
   REQUIRE(c.cancel(later_id->id));
+  // Its slot freed, the held tasks run, one at a time.
+  REQUIRE(c.cancel(holder->id));
+  auto cancelled = c.wait(holder->id);
+  REQUIRE(cancelled);
+  CHECK(cancelled->state == "cancelled");
   for (const std::uint64_t id : ids) {
     auto t = c.wait(id);
     REQUIRE(t);

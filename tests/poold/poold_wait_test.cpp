@@ -1,5 +1,7 @@
 // `wait` by task id through a real poold (docs/protocol.md, "Operations"): the C++ client's
 // Client::wait and the real poolctl's `wait ID [--wait-timeout D]`.
+#include <signal.h>
+
 #include <catch2/catch.hpp>
 
 #include <future>
@@ -17,7 +19,11 @@ namespace {
 using nlohmann::json;
 
 std::string wait_pools() {
-  return "pools:\n" + pool_yaml("sleep", "sleep", "    task_defaults: {timeout: 120s}\n") +
+  // Heartbeats missed while a test holds a worker stopped are no reason to replace it.
+  return "pools:\n" +
+         pool_yaml("sleep", "sleep",
+                   "    task_defaults: {timeout: 120s}\n"
+                   "    health: {missed_heartbeats: 2400}\n") +
          pool_yaml("fail", "fail");
 }
 
@@ -31,27 +37,53 @@ CommandResult poolctl(const PooldFixture& f, std::vector<std::string> args) {
 TEST_CASE("poold: wait answers once the task ends, with its result, every waiter of it") {
   PooldFixture f(wait_pools());
   Client submitter = f.connect();
-  // Submitted without waiting, on another connection: the waiters only know its id. It runs
-  // 1.5 s, so a wait answered at once would see it queued or running, not completed.
-  auto s = submitter.submit(task("sleep", "1500"));
+  // The pool's one worker is stopped before the task is submitted, so the task cannot end
+  // before both waits are taken (a task of a fixed length could end first, and its waits be
+  // answered at once, waiting for nothing). Submitted without waiting, on another
+  // connection: the waiters only know its id.
+  auto w = as_json(submitter.workers("sleep"));
+  REQUIRE(w);
+  REQUIRE((*w)["workers"].size() == 1);
+  const int pid = (*w)["workers"][0]["pid"];
+  REQUIRE(::kill(pid, SIGSTOP) == 0);
+  auto s = submitter.submit(task("sleep", "200"));
   REQUIRE(s);
   Client a = f.connect();
   Client b = f.connect();
-  auto first = std::async(std::launch::async, [&] { return a.wait(s->id); });
-  auto second = std::async(std::launch::async, [&] { return b.wait(s->id); });
-  for (auto* w : {&first, &second}) {
-    auto t = w->get();
-    REQUIRE(t);
-    CHECK(t->id == s->id);
-    CHECK(t->state == "completed");
-    CHECK(t->result == "slept 1500 ms");
-    CHECK(account_json(*t)["attempts"] == 1);
+  std::promise<Result<Reply>> answers[2];
+  for (int i = 0; i < 2; ++i) {
+    Client& waiter = i == 0 ? a : b;
+    REQUIRE(raw_start(waiter, "wait", {{"id", s->id}}, {}, {},
+                      [&answers, i](Result<Reply> r) { answers[i].set_value(std::move(r)); }));
+    // The reads run one at a time in arrival order (docs/protocol.md): once this read of
+    // the connection is answered, its wait was taken before it.
+    auto now = waiter.task(s->id);
+    REQUIRE(now);
+    CHECK_FALSE(now->state == "completed");
   }
-  // A task that already ended: its account at once.
+  auto first = answers[0].get_future();
+  auto second = answers[1].get_future();
+  CHECK(first.wait_for(std::chrono::seconds(0)) == std::future_status::timeout);
+  CHECK(second.wait_for(std::chrono::seconds(0)) == std::future_status::timeout);
+
+  REQUIRE(::kill(pid, SIGCONT) == 0);
+  for (auto* answer : {&first, &second}) {
+    REQUIRE(answer->wait_for(kPatience) == std::future_status::ready);
+    auto r = answer->get();
+    REQUIRE(r);
+    const json t = r->body;
+    INFO(t.dump());
+    CHECK(t["id"] == s->id);
+    CHECK(t["state"] == "completed");
+    CHECK(t["attempts"] == 1);
+    CHECK(r->blob == "slept 200 ms");
+  }
+  // A task that already ended: its account at once, with its result.
   auto again = a.wait(s->id);
   REQUIRE(again);
   CHECK(again->state == "completed");
-  CHECK(again->result == "slept 1500 ms");
+  CHECK(again->result == "slept 200 ms");
+  CHECK(account_json(*again)["attempts"] == 1);
 }
 
 TEST_CASE("poold: wait answers the tasks of a batch and a failed task's account too") {

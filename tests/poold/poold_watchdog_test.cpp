@@ -17,6 +17,7 @@
 #include <sandpool/unique_fd.hpp>
 
 #include "poold_process.hpp"
+#include "task_waits.hpp"
 
 namespace sandpool::testing {
 namespace {
@@ -137,17 +138,26 @@ TEST_CASE("poold: a thread stuck in one item of work stops the pings and /health
       },
       &health));
   INFO("/healthz: " << health);
-  // From now on every check of the main loop finds the thread stuck: after the ping that may
-  // already be on its way, none. (An absence can only be shown over a window: three ping
-  // intervals.)
-  (void)manager.next(std::chrono::milliseconds(1500));
+  // Every check of the main loop from now on finds the thread stuck, and logs that it
+  // withholds the pings: it waits for the log's lock, held by the loop thread writing into
+  // the full pipe, until the pipe drains. Once the main thread is seen waiting (its idle
+  // wait is poll(2)), every ping it sent before is queued here, and none can follow: an
+  // absence shown by the state poold is in, not over a window of time. After the pipe
+  // drains, its first word is STATUS=stuck, then, once the loop finished its iteration,
+  // serving and the pings.
+  REQUIRE(poll_until(
+      [&] { return poold.waiting_on_lock(poold.pid()) || poold.writing_log(poold.pid()); }));
   (void)manager.pings_queued();
-  std::this_thread::sleep_for(std::chrono::seconds(3));
-  CHECK(manager.pings_queued() == 0);
-
-  // The pipe drains, the loop finishes its iteration, and the pings and /healthz come back.
   poold.resume_output();
-  CHECK(manager.wait_for("WATCHDOG=1"));
+  auto said = manager.next();
+  REQUIRE(said);
+  CHECK_THAT(*said, Catch::StartsWith("STATUS=stuck: ") && Catch::Contains("sp-loop:echo"));
+  said = manager.next();
+  REQUIRE(said);
+  CHECK(*said == "STATUS=serving");
+  said = manager.next();
+  REQUIRE(said);
+  CHECK(*said == "WATCHDOG=1");
   CHECK(healthz_until(
       port, [](int status, const std::string&) { return status == 200; }, &health));
   INFO("/healthz: " << health);

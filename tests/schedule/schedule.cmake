@@ -1,0 +1,26 @@
+# How ctest -j2 schedules the slowest and the heaviest tests (read by ctest, through
+# CMakeLists.txt here, and by check_schedule.cmake). Names are ctest's, whole.
+#
+# sp_schedule_alone: tests that load the machine for their whole run (a minute of poolctl
+# loops, the bench groups): run with nothing beside them (RUN_SERIAL), so a short window in
+# another test never runs next to them.
+set(sp_schedule_alone
+  "poold_service_tests:poold: a minute of workers and waited-submit loops, status always answers, shutdown stops it"
+  "bench_tests:the cluster group runs its nodes through a redis-server of its own and loses none"
+  "bench_tests:a 20,000-task soak ends every accepted task exactly once and loses none")
+
+# sp_schedule_costs: the ten longest tests of the plain tree and their seconds (ctest's
+# Testing/Temporary/CTestCostData.txt of a full ctest -j2 run), as NAME|SECONDS. A fresh
+# build dir has no cost data: COST makes ctest start these first, so the run does not end
+# waiting on one of them alone.
+set(sp_schedule_costs
+  "docs: every config key, poolctl command and control operation is documented, and only those|70"
+  "poold_service_tests:poold: a minute of workers and waited-submit loops, status always answers, shutdown stops it|61"
+  "python: installs offline into a venv and submits a task|34"
+  "browser: the dashboard's pages in chromium show and change what poold holds|23"
+  "redis_cluster_tests:three poold nodes share a redis pool through a SIGKILL of one and a restart of redis|18"
+  "poold_service_tests:poold: a letter its locked store cannot take waits, is spilled at stop to the file the log names, and `dlq import` loads it once|17"
+  "pool_tests:a burst of 10,000 tasks where 10% crash their worker: every task ends once|16"
+  "poold_service_tests:poold: an idempotency key still answers once its task's record is evicted, and says when its result is no longer kept|16"
+  "python: client|8"
+  "bench_tests:the cluster group runs its nodes through a redis-server of its own and loses none|8")
