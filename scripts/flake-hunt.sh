@@ -36,6 +36,10 @@ patterns=(
   'bench_tests:the cluster group runs its nodes'
   # the event hub's slow follower, now counted exactly through a delivery hook
   'poold_tests:a follower the hub cannot keep up with'
+  # poold as a process: its log read to the end; tasks that hold a slot until cancelled; waits
+  # known taken before the task can end; not_before placed after the wall clock
+  'poold_service_tests:poold: (a letter its locked store|a kill -9 during a batch|SIGTERM keeps what is left|concurrency_per_type holds|a task whose not_before passes|a thread stuck in one item|wait answers once the task ends|an admin.s submit does not queue|a pool with workers.min 0)'
+  'poold_http_tests:http: (without an admin token|poold refuses a listener)'
 )
 
 command -v stress-ng >/dev/null || { echo "flake-hunt: stress-ng is missing (scripts/deps.sh)" >&2; exit 2; }
