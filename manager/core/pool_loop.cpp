@@ -186,8 +186,8 @@ void PoolLoop::run() {
         core_->has_in_flight() ? kRunningPollMs : opts_.heartbeat_interval.count();
     const std::int64_t next = core_->next_deadline();
     if (next != INT64_MAX) {
-      timeout_ms =
-          std::min(timeout_ms, std::max<std::int64_t>(0, (next - now + detail::kMsNs - 1) / detail::kMsNs));
+      timeout_ms = std::min(
+          timeout_ms, std::max<std::int64_t>(0, (next - now + detail::kMsNs - 1) / detail::kMsNs));
     }
     wait_for_events(timeout_ms, now);
   }

@@ -323,8 +323,8 @@ Status RedisPools::unavailable(const std::string& pool, const Status& why) const
 Result<std::uint64_t> RedisPools::submit(const std::string& pool, const redis::StreamTask& task) {
   auto stream = stream_of(pool);
   if (!stream) return stream.status();
-  auto id =
-      requests_.with([&](redis::Connection& c) { return stream->submit(c, task, wall_clock_ms()); });
+  auto id = requests_.with(
+      [&](redis::Connection& c) { return stream->submit(c, task, wall_clock_ms()); });
   if (!id) return unavailable(pool, id.status());
   return id;
 }

@@ -17,7 +17,8 @@ namespace sandpool {
 class JournalState;
 
 // Appends one round of records (the writer; and the first open, carrying an older layout's rows).
-inline constexpr const char* kInsertRound = "INSERT INTO journal_rounds (seq, body) VALUES (?1, ?2)";
+inline constexpr const char* kInsertRound =
+    "INSERT INTO journal_rounds (seq, body) VALUES (?1, ?2)";
 
 struct TaskJournal::Write {
   enum class Kind : std::uint8_t { kAccept, kStart, kRequeue, kAttempt, kFinish };

@@ -24,7 +24,6 @@ using sqlite::StmtRef;
 // that no row nears SQLite's length limit (1e9 bytes).
 constexpr std::size_t kMaxBody = std::size_t{32} << 20;
 
-
 // "storage: <what SQLite said>", keeping the code (kSystem for a full disk, kTimeout for a
 // lock held too long, ...).
 Status storage_error(const Status& s) { return Status::error(s.code(), "storage: " + s.message()); }
