@@ -44,6 +44,10 @@ patterns=(
 
 command -v stress-ng >/dev/null || { echo "flake-hunt: stress-ng is missing (scripts/deps.sh)" >&2; exit 2; }
 [ -d "$build" ] || { echo "flake-hunt: no build dir $build (make build)" >&2; exit 2; }
+for p in "${patterns[@]}"; do  # a renamed test must not silently leave the hunt
+  n=$(ctest --test-dir "$build" -N -R "$p" | sed -n 's/^Total Tests: //p')
+  [ "${n:-0}" -gt 0 ] || { echo "flake-hunt: no test matches '$p'" >&2; exit 2; }
+done
 regex=$(IFS='|'; echo "${patterns[*]}")
 count=$(ctest --test-dir "$build" -N -R "$regex" | sed -n 's/^Total Tests: //p')
 [ "${count:-0}" -gt 0 ] || { echo "flake-hunt: no test matches" >&2; exit 2; }
@@ -66,6 +70,7 @@ for ((i = 1; i <= rounds; i++)); do
     echo "  (output kept in ${log}.round$i)"
   fi
   failures=$((failures + n))
+  echo "flake-hunt: round $i of $rounds done, $failures failures so far"
 done
 rm -f "$log"
 echo "flake-hunt runs $rounds failures $failures"
