@@ -152,6 +152,8 @@ struct Connection : std::enable_shared_from_this<Connection> {
   void fail(int status, std::string message);
   void on_written(beast::error_code ec, bool keep_alive);
   void linger_close();
+  // One read of linger_close()'s drain: drops what arrives, `budget` bytes at most in all.
+  void linger_read(std::shared_ptr<std::array<char, 16384>> sink, std::size_t budget);
   void close();
   // Event streams: the header written, then chunks from the stream's thread.
   void begin_stream(HttpResponse res);
@@ -545,24 +547,23 @@ void Connection::linger_close() {
   beast::error_code ignored;
   stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
   state = State::kWaiting;  // evictable: it serves no one
-  auto budget = std::make_shared<std::size_t>(1u << 20);
-  auto sink = std::make_shared<std::array<char, 16384>>();
   stream.expires_after(std::chrono::seconds(1));
-  auto drain = std::make_shared<std::function<void()>>();
-  *drain = [self = shared_from_this(), budget, sink, drain] {
-    self->stream.async_read_some(net::buffer(*sink),
-                                 [self, budget, sink, drain](beast::error_code ec, std::size_t n) {
-                                   if (self->state == State::kClosed) return;
-                                   if (ec || n >= *budget) {
-                                     self->close();
-                                     *drain = nullptr;  // ends the cycle drain -> lambda -> drain
-                                     return;
-                                   }
-                                   *budget -= n;
-                                   (*drain)();
-                                 });
-  };
-  (*drain)();
+  linger_read(std::make_shared<std::array<char, 16384>>(), std::size_t{1} << 20);
+}
+
+// Each read's handler owns the connection and the sink, and nothing owns the handler but the
+// pending read: a connection closed meanwhile (evicted at the cap, or by stop()) is freed
+// when its aborted read completes or is destroyed with the loop. (A self-referencing drain
+// function kept itself, the connection and its 16 KiB alive when the close came first.)
+void Connection::linger_read(std::shared_ptr<std::array<char, 16384>> sink, std::size_t budget) {
+  auto* buffer = sink.get();
+  stream.async_read_some(net::buffer(*buffer),
+                         [self = shared_from_this(), sink = std::move(sink), budget](
+                             beast::error_code ec, std::size_t n) mutable {
+                           if (self->state == State::kClosed) return;
+                           if (ec || n >= budget) return self->close();
+                           self->linger_read(std::move(sink), budget - n);
+                         });
 }
 
 void Connection::close() {
