@@ -27,6 +27,7 @@
 
 #include <nlohmann/json.hpp>
 #include <sandpool/ipc/wake.hpp>
+#include <sandpool/wall_clock.hpp>
 
 #include "bench.hpp"
 #include "poold_child.hpp"
@@ -235,9 +236,7 @@ bool kill_run(const BenchOptions& o, const RedisChild& redis, std::uint64_t task
     if (done() >= tasks) return nodes[0].poold->fail("n0 was never caught holding an entry");
     std::this_thread::yield();
   }
-  const std::int64_t died_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count();
+  const std::int64_t died_ms = wall_clock_ms();
   const std::int64_t died = monotonic_ns();
   nodes[0].poold->kill9();
   const std::int64_t until = died + 600'000'000'000;
