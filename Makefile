@@ -27,6 +27,11 @@ test: build
 # Sanitizer builds reuse the normal build's worker host and plugins (see CMakeLists.txt).
 check: check-asan check-tsan fuzz
 
+# NO_BUILD=1: the sanitizer and fuzz targets do not bring $(BUILD) up to date first. .ci/run
+# builds it once, then runs these builds beside `make test`, whose ninja must be the only one
+# in $(BUILD).
+BUILD_DEP := $(if $(NO_BUILD),,build)
+
 # Each check is its build (asan-build, tsan-build, fuzz-build: .ci/run times them apart)
 # then its run.
 check-asan: asan-build
@@ -35,7 +40,7 @@ check-asan: asan-build
 
 # Only what its ctest run executes (target asan_tests, tests/CMakeLists.txt); the product
 # libraries in unity batches (SANDPOOL_UNITY_LIBS, on in the sanitizer and fuzz trees).
-asan-build: build
+asan-build: $(BUILD_DEP)
 	@cmake -S . -B build-asan $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug \
 	  -DSANDPOOL_SANITIZE=address,undefined -DSANDPOOL_PREBUILT_DIR=$(abspath $(BUILD)) \
 	  $(CMAKE_ARGS) >/dev/null
@@ -47,7 +52,7 @@ check-tsan: tsan-build
 	@TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  ctest --test-dir build-tsan --output-on-failure -j $(CTEST_JOBS) -L threaded
 
-tsan-build: build
+tsan-build: $(BUILD_DEP)
 	@cmake -S . -B build-tsan $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug \
 	  -DSANDPOOL_SANITIZE=thread -DSANDPOOL_PREBUILT_DIR=$(abspath $(BUILD)) $(CMAKE_ARGS) \
 	  >/dev/null
@@ -56,7 +61,7 @@ tsan-build: build
 fuzz: fuzz-build
 	@FUZZ_STEP=run scripts/fuzz.sh
 
-fuzz-build: build
+fuzz-build: $(BUILD_DEP)
 	@FUZZ_STEP=build scripts/fuzz.sh
 
 bench: build

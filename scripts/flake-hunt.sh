@@ -40,6 +40,9 @@ patterns=(
   # known taken before the task can end; not_before placed after the wall clock
   'poold_service_tests:poold: (a letter its locked store|a kill -9 during a batch|SIGTERM keeps what is left|concurrency_per_type holds|a task whose not_before passes|a thread stuck in one item|wait answers once the task ends|an admin.s submit does not queue|a pool with workers.min 0)'
   'poold_http_tests:http: (without an admin token|poold refuses a listener)'
+  # the test's schema repair met the store's retrying writer with busy_timeout 0 (1/40 under
+  # ASan and a hog, 2026-12-06)
+  'dead_letter_tests:a database that reads as corrupt keeps letters pending'
 )
 
 command -v stress-ng >/dev/null || { echo "flake-hunt: stress-ng is missing (scripts/deps.sh)" >&2; exit 2; }

@@ -100,8 +100,11 @@ inline std::string pragma_text(sqlite::SqliteDb& db, const char* sql) {
   return s->text(0);
 }
 
-inline sqlite::SqliteDb raw_connection(const std::string& path) {
-  auto db = sqlite::SqliteDb::open(path, 0);
+// A connection of the test's own beside the store's. busy_timeout 0 (the default here) for a
+// test that takes a lock itself and must know it has it; a test that writes while the store's
+// writer may hold the lock (it retries failing writes every 50 ms) waits for it instead.
+inline sqlite::SqliteDb raw_connection(const std::string& path, int busy_timeout_ms = 0) {
+  auto db = sqlite::SqliteDb::open(path, busy_timeout_ms);
   REQUIRE(db.is_ok());
   return std::move(db).value();
 }

@@ -1,11 +1,11 @@
 # How ctest -j2 schedules the slowest and the heaviest tests (read by ctest, through
 # CMakeLists.txt here, and by check_schedule.cmake). Names are ctest's, whole.
 #
-# sp_schedule_alone: tests that load the machine for their whole run (a minute of poolctl
-# loops, the bench groups): run with nothing beside them (RUN_SERIAL), so a short window in
-# another test never runs next to them.
+# sp_schedule_alone: tests that load the machine for their whole run (half a minute of
+# poolctl loops, the bench groups): run with nothing beside them (RUN_SERIAL), so a short
+# window in another test never runs next to them.
 set(sp_schedule_alone
-  "poold_service_tests:poold: a minute of workers and waited-submit loops, status always answers, shutdown stops it"
+  "poold_service_tests:poold: half a minute of workers and waited-submit loops, status always answers, shutdown stops it"
   "bench_tests:the cluster group runs its nodes through a redis-server of its own and loses none"
   "bench_tests:a 20,000-task soak ends every accepted task exactly once and loses none")
 
@@ -15,7 +15,7 @@ set(sp_schedule_alone
 # waiting on one of them alone.
 set(sp_schedule_costs
   "docs: every config key, poolctl command and control operation is documented, and only those|70"
-  "poold_service_tests:poold: a minute of workers and waited-submit loops, status always answers, shutdown stops it|61"
+  "poold_service_tests:poold: half a minute of workers and waited-submit loops, status always answers, shutdown stops it|31"
   "python: installs offline into a venv and submits a task|34"
   "browser: the dashboard's pages in chromium show and change what poold holds|23"
   "redis_cluster_tests:three poold nodes share a redis pool through a SIGKILL of one and a restart of redis|18"
