@@ -67,7 +67,11 @@ DeadLetter letter_of(const std::string& pool,
   l.pool = pool;
   l.task.state = TaskState::kDeadLettered;
   std::uint32_t attempts = 0;
-  for (const auto& [k, v] : fields) {
+  for (const auto& field : fields) {
+    // Named references, not a structured binding: clang 14 (the sanitizer and fuzz trees)
+    // cannot capture a binding in a lambda.
+    const std::string& k = field.first;
+    const std::string& v = field.second;
     const auto number = [&v]<class T>(T* out) {
       std::from_chars(v.data(), v.data() + v.size(), *out);
     };
@@ -413,8 +417,10 @@ void RedisPools::refresh_summaries() {
     for (const auto& [name, a] : pools_) all.emplace_back(name, a->stream);
   }
   std::map<std::string, Result<redis::TaskStream::Summary>> fresh;
-  for (const auto& [name, stream] : all) {
-    fresh.emplace(name, waits_.with([&](redis::Connection& c) { return stream.summary(c); }));
+  for (const auto& entry : all) {
+    const redis::TaskStream& stream = entry.second;  // not a binding: clang 14 captures it
+    fresh.emplace(entry.first,
+                  waits_.with([&](redis::Connection& c) { return stream.summary(c); }));
   }
   std::lock_guard lk(summary_mu_);
   summaries_ = std::move(fresh);
