@@ -337,6 +337,12 @@ void check(const std::string& label, const std::vector<std::uint64_t>& ids, cons
     std::uint64_t places = *letters;
     if (t->state == "completed" || t->state == "cancelled") {
       places += 1;
+      std::uint64_t ok = 0;  // a completed task's history holds its one ok attempt
+      for (const auto& a : t->account.history) ok += a.outcome == "ok" ? 1 : 0;
+      if (ok > 1) {
+        ++r->dup;
+        r->problems.push_back(task + " completed " + std::to_string(ok) + " times");
+      }
     } else if (t->state != "dead_lettered") {
       r->problems.push_back(task + " is still " + t->state + " after " +
                             std::to_string(kPatience.count()) + " s");
