@@ -44,10 +44,11 @@ namespace sandpool::core {
 // Where a pool that journals its tasks writes what happens to them (pool_loop_journal.cpp;
 // docs/journal.md). Each call only queues a write: none waits on the disk.
 struct TaskJournalHooks {
-  // An attempt was dispatched to a worker (number, worker pid, started wall ms).
+  // An attempt started: its worker's started word named it at the front of its ring
+  // (number, worker pid, dispatch wall ms). A task only queued in a ring gets none.
   std::function<void(const TaskRecord&, const Attempt& start)> started;
-  // A dispatched task goes back to waiting without an attempt (its worker died before it
-  // started, or a shutdown that keeps it stopped it): its journaled start is undone.
+  // A task whose start was journaled goes back to waiting without an attempt (its worker
+  // died charging another task, or a shutdown that keeps it stopped it): the start is undone.
   std::function<void(const TaskRecord&)> requeued;
   // An attempt ended and the task waits to retry until retry_due_ms (wall clock).
   std::function<void(const TaskRecord&, const Attempt& ended, std::int64_t retry_due_ms)> retrying;
@@ -148,7 +149,8 @@ class PoolCore {
   void on_end_written(std::uint64_t id, std::int64_t now);
   // Deadlines (timeouts, cancel grace, init and stop timeouts), due retries and respawns.
   void on_tick(std::int64_t now);
-  // Marks the tasks the workers report as started `running` (for display only), and takes
+  // Marks the tasks the workers report as started `running`, journals the start of a front
+  // task its worker reports started (TaskJournalHooks::started, once per attempt), and takes
   // the CPU base of a new front task when cpu_time is set.
   void observe_running();
   // Kills the workers whose backtrace has arrived or whose backtrace_grace has passed.

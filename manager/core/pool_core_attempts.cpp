@@ -293,7 +293,8 @@ std::size_t PoolCore::release_all(const std::string& why, std::int64_t now) {
     for (InFlight& f : w.ring) {
       if (f.ended || f.task->decided) continue;
       f.ended = true;  // its worker's exit must not end it a second time
-      if (journal_.requeued) journal_.requeued(*f.task);  // stopped, not failed: no attempt
+      // stopped, not failed: no attempt, and its journaled start (if any) undone
+      if (f.start_journaled && journal_.requeued) journal_.requeued(*f.task);
       left.push_back(f.task);
       any = true;
     }

@@ -230,9 +230,8 @@ void PoolCore::assign(Worker& w, TaskPtr task, std::int64_t now) {
   w.last_work_ns = now;
   f.started_wall_ms = ctl_.wall_ms();
   f.deadline_ns = now + task->timeout_ns;
-  if (journal_.started) {
-    journal_.started(*task, {f.attempt, Outcome::kOk, {}, ctl_.pid(w.id), f.started_wall_ms, 0});
-  }
+  // Its start is journaled once the worker says it started it (observe_running), not here:
+  // a task only queued in the ring must not read back `running` after a crash of poold.
   task->state.store(TaskState::kDispatched, std::memory_order_release);
   ctl_.send_task(w.id, *task, f.attempt, f.deadline_ns);
   next_check_ns_ = std::min(next_check_ns_, f.deadline_ns);

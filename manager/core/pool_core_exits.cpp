@@ -164,8 +164,9 @@ std::uint64_t PoolCore::settle_dead_ring(Worker& w, const supervision::Classifie
           "its worker died " + std::to_string(f.task->free_requeues) + " times before it started",
           pid, now);
     } else {
-      never_started.push_back(f.task);                    // no attempt counted
-      if (journal_.requeued) journal_.requeued(*f.task);  // nor a journaled start
+      never_started.push_back(f.task);  // no attempt counted
+      // nor a journaled start (one that never started has none to undo)
+      if (f.start_journaled && journal_.requeued) journal_.requeued(*f.task);
     }
   }
   w.ring.clear();

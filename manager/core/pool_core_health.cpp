@@ -120,12 +120,27 @@ void PoolCore::observe_running() {
     if (opts_.cpu_time.count() > 0 && w.cpu_base_ns < 0 && !w.is<Killing>()) {
       w.cpu_base_ns = ctl_.cpu_ns(wid);  // the front's CPU is metered from here
     }
+    // Worker-writable: read once, believed only where it names a task of this ring.
     const std::uint64_t started = ctl_.started_task(wid);
     if (started == 0) continue;
-    for (const InFlight& f : w.ring) {  // display only: the worker's word
-      if (f.task->id != started) continue;
-      if (!f.ended && f.task->state.load(std::memory_order_relaxed) == TaskState::kDispatched) {
+    bool front = true;  // no open entry before this one: the one the worker runs or runs next
+    for (InFlight& f : w.ring) {
+      if (f.task->id != started) {
+        front = front && f.ended;
+        continue;
+      }
+      if (f.ended) break;
+      if (f.task->state.load(std::memory_order_relaxed) == TaskState::kDispatched) {
         f.task->state.store(TaskState::kRunning, std::memory_order_release);
+      }
+      // The journal's start: only for the front, as a death is charged only to the front
+      // (death_charge.hpp). A worker that names a later entry gets no start journaled for
+      // it; one that never names its front leaves that task to read back `queued` after a
+      // crash of poold (it runs again without a `lost` attempt: at-least-once holds).
+      if (front && !f.start_journaled && journal_.started) {
+        f.start_journaled = true;
+        journal_.started(*f.task,
+                         {f.attempt, Outcome::kOk, {}, ctl_.pid(wid), f.started_wall_ms, 0});
       }
       break;
     }

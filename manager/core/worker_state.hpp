@@ -81,6 +81,9 @@ struct InFlight {
   // Its attempt has ended already (withdrawn, or abandoned at shutdown): whatever the worker
   // answers for it is dropped, and its worker's death is charged to nobody through it.
   bool ended = false;
+  // Its start was handed to the journal: the worker's started word named it while it was the
+  // front of the ring (PoolCore::observe_running). A task only queued in the ring has none.
+  bool start_journaled = false;
 };
 
 struct Worker {

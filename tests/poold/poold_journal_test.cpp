@@ -132,6 +132,59 @@ TEST_CASE("poold: a kill -9 during a batch and a waited submit loses no acknowle
   }
 }
 
+TEST_CASE("poold: a kill -9 charges `lost` only to the task its worker started, not to its ring") {
+  // One worker holding four tasks in its ring: one running a minute, three queued behind it.
+  PooldFixture f("pools:\n" + pool_yaml("sleep", "sleep",
+                                        "    concurrency: 4\n"
+                                        "    task_defaults: {timeout: 1m}\n",
+                                        "{min: 1, max: 1, initial: 1}"));
+  Client c = f.connect();
+  auto no_retry = [](const std::string& ms) {
+    SubmitRequest r = task("sleep", ms);
+    r.retries = 0;  // a lost attempt dead-letters it
+    return r;
+  };
+  auto held = c.submit(no_retry("60000"));
+  REQUIRE(held);
+  std::vector<std::uint64_t> queued;
+  for (int i = 0; i < 3; ++i) {
+    auto s = c.submit(no_retry("10"));
+    REQUIRE(s);
+    queued.push_back(s->id);
+  }
+  REQUIRE(wait_task_state(c, held->id, "running"));
+  for (const std::uint64_t id : queued) {
+    auto t = c.task(id);
+    REQUIRE(t);
+    CHECK(t->state == "dispatched");  // in the worker's ring, not started
+  }
+  // Acknowledged after its commit, which follows the running task's start record.
+  auto last = c.submit(no_retry("10"));
+  REQUIRE(last);
+  queued.push_back(last->id);
+  f.poold->signal(SIGKILL);
+  REQUIRE(f.poold->wait_exit() == 128 + SIGKILL);
+
+  f.start();
+  CHECK(f.poold->wait_for_output("recovered 5 unfinished tasks from the journal (1 were running"));
+  Client again = f.connect();
+  for (const std::uint64_t id : queued) {
+    auto t = again.wait(id);
+    REQUIRE(t);
+    INFO("task " << id);
+    CHECK(t->state == "completed");
+    REQUIRE(t->account.history.size() == 1);  // no `lost` attempt for a task that never ran
+    CHECK(t->account.history[0].outcome == "ok");
+  }
+  auto t = again.wait(held->id);
+  REQUIRE(t);
+  CHECK(t->state == "dead_lettered");
+  CHECK(t->reason == "retries_exhausted");
+  REQUIRE(t->account.history.size() == 1);
+  CHECK(t->account.history[0].outcome == "lost");
+  CHECK(t->account.history[0].error == "poold restarted");
+}
+
 TEST_CASE("poold: a waited submit's wait_timeout ends the wait, not the task") {
   PooldFixture f("pools:\n" + sleep_pool());
   Client c = f.connect();

@@ -16,11 +16,11 @@ set(sp_schedule_alone
 set(sp_schedule_costs
   "docs: every config key, poolctl command and control operation is documented, and only those|70"
   "poold_service_tests:poold: half a minute of workers and waited-submit loops, status always answers, shutdown stops it|31"
+  "poold_service_tests:crash points: a stop that keeps a task, killed at each write, keeps it open|35"
   "python: installs offline into a venv and submits a task|34"
+  "poold_service_tests:crash points: a dead-lettering killed at each write leaves one letter or an open task|29"
   "browser: the dashboard's pages in chromium show and change what poold holds|23"
+  "poold_service_tests:crash points: a dead-letter replay killed at each write leaves the letter or the task|19"
   "redis_cluster_tests:three poold nodes share a redis pool through a SIGKILL of one and a restart of redis|18"
   "poold_service_tests:poold: a letter its locked store cannot take waits, is spilled at stop to the file the log names, and `dlq import` loads it once|17"
-  "pool_tests:a burst of 10,000 tasks where 10% crash their worker: every task ends once|16"
-  "poold_service_tests:poold: an idempotency key still answers once its task's record is evicted, and says when its result is no longer kept|16"
-  "python: client|8"
-  "bench_tests:the cluster group runs its nodes through a redis-server of its own and loses none|8")
+  "pool_tests:a burst of 10,000 tasks where 10% crash their worker: every task ends once|16")
