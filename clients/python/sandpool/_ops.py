@@ -112,6 +112,11 @@ class Submitted:
         return self.error is None
 
 
+def submitted_of(body: dict, _blob: bytes = b"") -> Submitted:
+    """The reply of a submit without wait."""
+    return Submitted(id=_int(body, "id", required=True), existing=_bool(body, "existing"))
+
+
 def batch_request(type: Optional[str], payloads: Iterable[Union[Payload, Job]],
                   options: dict) -> tuple[dict, bytes, int]:
     """The arguments and blob of `submit_batch`, and the number of tasks. Shared options
@@ -409,3 +414,190 @@ def dlq_selector(letter_id: Optional[int], filter: dict, all: bool,
 def replay_of(body: dict) -> ReplayResult:
     return ReplayResult(ids=list(body.get("ids", [])), failed=body.get("failed", 0),
                         first_error=body.get("first_error", ""))
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """The reply of `dlq_import`: letters written, and letters the store already held
+    (skipped)."""
+
+    imported: int
+    already_present: int = 0
+
+
+def dlq_import_args(source: Optional[str], first_line: Optional[int]) -> dict:
+    args: dict[str, Any] = {}
+    if source is not None:
+        args["source"] = source
+    if first_line is not None:
+        args["first_line"] = first_line
+    return args
+
+
+def import_of(body: dict) -> ImportResult:
+    return ImportResult(imported=_int(body, "imported"),
+                        already_present=_int(body, "already_present"))
+
+
+# --- Task lists ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskSummary:
+    """One task of a `tasks` listing: its state and attempts, without history or result.
+    `tenant` is "" for the default tenant; `not_before_ms` is set for a scheduled task."""
+
+    id: int
+    pool: str
+    type: str
+    state: str
+    reason: str = ""
+    error: str = ""
+    attempts: int = 0
+    key: str = ""
+    submitted_ms: int = 0
+    tenant: str = ""
+    not_before_ms: Optional[int] = None
+    raw: dict = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class TaskList:
+    """The reply of `tasks`: the tasks found, newest first; `truncated` when more matched
+    than the limit."""
+
+    tasks: list[TaskSummary]
+    truncated: bool = False
+
+
+def task_list_args(pool=None, type=None, state=None, key=None, tenant=None, since_ms=None,
+                   until_ms=None, limit=100) -> dict:
+    given = {"pool": pool, "type": type, "state": state, "key": key, "tenant": tenant,
+             "since_ms": since_ms, "until_ms": until_ms, "limit": limit}
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def task_list_of(body: dict) -> TaskList:
+    tasks = []
+    for entry in _list(body, "tasks"):
+        if not isinstance(entry, dict):
+            raise ProtocolError("tasks reply: an entry is not an object")
+        not_before = entry.get("not_before_ms")
+        tasks.append(TaskSummary(
+            id=_int(entry, "id", required=True), pool=_str(entry, "pool"),
+            type=_str(entry, "type"), state=_str(entry, "state", required=True),
+            reason=_str(entry, "reason"), error=_str(entry, "error"),
+            attempts=_int(entry, "attempts"), key=_str(entry, "key"),
+            submitted_ms=_int(entry, "submitted_ms"), tenant=_str(entry, "tenant"),
+            not_before_ms=None if not_before is None else _int(entry, "not_before_ms"),
+            raw=entry))
+    return TaskList(tasks=tasks, truncated=_bool(body, "truncated"))
+
+
+# --- Pool controls and the service's administration --------------------------------------------
+
+
+@dataclass(frozen=True)
+class PoolState:
+    """The reply of every pool control (scale, strategy, drain, resume, restart,
+    kill_worker): the pool and its state once the control was taken (`running`,
+    `draining`, ...). A new worker target shows in status()'s `target_workers` once the
+    pool's loop has taken it."""
+
+    pool: str
+    state: str
+
+
+def pool_state_of(body: dict) -> PoolState:
+    return PoolState(pool=_str(body, "pool", required=True),
+                     state=_str(body, "state", required=True))
+
+
+@dataclass(frozen=True)
+class ReloadedPool:
+    """A pool a reload reconfigured in place (`rolling_restart`: its workers are replaced
+    one by one), rescaled (`workers`: the new target) or failed to start or reconfigure
+    (`error`; it keeps running as it was)."""
+
+    pool: str
+    rolling_restart: bool = False
+    workers: int = 0
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class ReloadResult:
+    """The reply of `reload` (docs/operations.md, "Reload"): the pools added, removed,
+    replaced, reconfigured, scaled, whose strategy changed, and that failed; and whether the
+    service section changed in a way only a restart of poold applies."""
+
+    added: list[str]
+    removed: list[str]
+    replaced: list[str]
+    reconfigured: list[ReloadedPool]
+    scaled: list[ReloadedPool]
+    strategy_changed: list[str]
+    failed: list[ReloadedPool]
+    service_section_needs_restart: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """True iff no pool failed to start or reconfigure."""
+        return not self.failed
+
+
+def reload_of(body: dict) -> ReloadResult:
+    def names(key: str) -> list[str]:
+        out = _list(body, key)
+        if not all(isinstance(n, str) for n in out):
+            raise ProtocolError(f"reload reply: {key} holds a non-string")
+        return out
+
+    def pools(key: str) -> list[ReloadedPool]:
+        out = []
+        for e in _list(body, key):
+            if not isinstance(e, dict):
+                raise ProtocolError(f"reload reply: an entry of {key} is not an object")
+            out.append(ReloadedPool(pool=_str(e, "pool", required=True),
+                                    rolling_restart=_bool(e, "rolling_restart"),
+                                    workers=_int(e, "workers"), error=_str(e, "error")))
+        return out
+
+    return ReloadResult(added=names("added"), removed=names("removed"),
+                        replaced=names("replaced"), reconfigured=pools("reconfigured"),
+                        scaled=pools("scaled"), strategy_changed=names("strategy_changed"),
+                        failed=pools("failed"),
+                        service_section_needs_restart=_bool(body,
+                                                            "service_section_needs_restart"))
+
+
+# --- Checked reads of a reply's members --------------------------------------------------------
+# A reply is the server's word, checked before it is believed: a member of the wrong type is a
+# ProtocolError naming it, never a TypeError later in the caller's code.
+
+
+def _member(body: dict, key: str, types, what: str, default, required: bool):
+    if key not in body or body[key] is None:
+        if required:
+            raise ProtocolError(f"the reply lacks `{key}`")
+        return default
+    value = body[key]
+    if not isinstance(value, types) or (types is int and isinstance(value, bool)):
+        raise ProtocolError(f"the reply's `{key}` is not {what}")
+    return value
+
+
+def _int(body: dict, key: str, required: bool = False) -> int:
+    return _member(body, key, int, "an integer", 0, required)
+
+
+def _str(body: dict, key: str, required: bool = False) -> str:
+    return _member(body, key, str, "a string", "", required)
+
+
+def _bool(body: dict, key: str) -> bool:
+    return _member(body, key, bool, "a boolean", False, False)
+
+
+def _list(body: dict, key: str) -> list:
+    return list(_member(body, key, list, "a list", [], False))
