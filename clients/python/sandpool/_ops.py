@@ -477,7 +477,7 @@ def task_list_args(pool=None, type=None, state=None, key=None, tenant=None, sinc
     return {k: v for k, v in given.items() if v is not None}
 
 
-def task_list_of(body: dict) -> TaskList:
+def task_list_of(body: dict, _blob: bytes = b"") -> TaskList:
     tasks = []
     for entry in _list(body, "tasks"):
         if not isinstance(entry, dict):
