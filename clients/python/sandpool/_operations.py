@@ -18,7 +18,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from . import _ops
+from . import _ops, _reads
 from ._ops import Duration, Payload
 
 
@@ -55,38 +55,38 @@ def _operation(op: str, rights: str, method: Optional[str] = None):
     return register
 
 
-def _body(body: dict, _blob: bytes) -> dict:
-    return body
-
-
 # --- Reads ------------------------------------------------------------------------------------
 
 
 @_operation("version", "read")
-def version() -> dict:
-    """poold's release and protocol version: {"version": ..., "protocol": 1}."""
-    return Request(None, _body)
+def version() -> _reads.Version:
+    """poold's release and protocol version: a dict {"version": ..., "protocol": 1} with
+    both as attributes too."""
+    return Request(None, _reads.version_of)
 
 
 @_operation("status", "read")
-def status() -> dict:
-    """The service's state: its pools (state, workers, queued, in flight...), the dead-letter
-    store and the journal, as the JSON of docs/protocol.md `status`."""
-    return Request(None, _body)
+def status() -> _reads.Status:
+    """The service's state, as the JSON of docs/protocol.md `status` (a dict: the
+    dead-letter store, the journal, ... by key), with `pid`, `started_ms`, `stopping` and
+    `pools` (one PoolStatus each: state, workers, queued, in flight...) as attributes."""
+    return Request(None, _reads.status_of)
 
 
 @_operation("workers", "read")
-def workers(pool: Optional[str] = None) -> dict:
+def workers(pool: Optional[str] = None) -> _reads.Workers:
     """The workers (of one pool, or all) and each pool's worker target, as the JSON of
-    docs/protocol.md `workers`."""
-    return Request({"pool": pool} if pool else None, _body)
+    docs/protocol.md `workers` (a dict), with `workers` (one WorkerInfo each) and `pools`
+    (one PoolTarget each) as attributes."""
+    return Request({"pool": pool} if pool else None, _reads.workers_of)
 
 
 @_operation("stats", "read")
-def stats(pool: Optional[str] = None) -> dict:
+def stats(pool: Optional[str] = None) -> _reads.Stats:
     """The pools' counters and latencies (of one pool, or all), as the JSON of
-    docs/protocol.md `stats`."""
-    return Request({"pool": pool} if pool else None, _body)
+    docs/protocol.md `stats` (a dict), with `pools` (one PoolStats each) as an
+    attribute."""
+    return Request({"pool": pool} if pool else None, _reads.stats_of)
 
 
 @_operation("tasks", "read")

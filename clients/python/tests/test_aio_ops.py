@@ -34,8 +34,7 @@ async def until(predicate, what: str):
 
 
 async def live_pids(c: sandpool.aio.Client, pool: str) -> set:
-    return {w["pid"] for w in (await c.workers(pool))["workers"]
-            if w["state"] in ("idle", "busy")}
+    return {w.pid for w in (await c.workers(pool)).workers if w.state in ("idle", "busy")}
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +49,7 @@ def test_pool_controls_as_coroutines(ctl_poold):
             assert await c.scale("ctl", 2) == sandpool.PoolState("ctl", "running")
 
             async def target_is_2():
-                return (await c.workers("ctl"))["pools"][0]["target_workers"] == 2
+                return (await c.workers("ctl")).pools[0].target_workers == 2
             await until(target_is_2, "the target of 2 workers taken")
             with pytest.raises(sandpool.BadRequest, match="workers.min..max"):
                 await c.scale("ctl", 9)

@@ -27,17 +27,20 @@ def ctl(ctl_poold):
 
 
 def target_of(c: sandpool.Client, pool: str) -> int:
-    (entry,) = c.workers(pool)["pools"]
-    return entry["target_workers"]
+    (entry,) = c.workers(pool).pools
+    assert isinstance(entry, sandpool.PoolTarget) and (entry.min, entry.max) == (1, 3)
+    return entry.target_workers
 
 
 def live_pids(c: sandpool.Client, pool: str) -> set:
-    return {w["pid"] for w in c.workers(pool)["workers"] if w["state"] in ("idle", "busy")}
+    return {w.pid for w in c.workers(pool).workers if w.state in ("idle", "busy")}
 
 
 def test_scale_sets_the_pools_worker_target_within_its_bounds(ctl):
     assert ctl.scale("ctl", 3) == sandpool.PoolState(pool="ctl", state="running")
     until(lambda: target_of(ctl, "ctl") == 3, "the target of 3 workers taken")
+    (pool,) = [p for p in ctl.status().pools if p.name == "ctl"]
+    assert (pool.state, pool.target_workers, pool.task_types) == ("running", 3, ["upper"])
     assert ctl.scale("ctl", 1).pool == "ctl"
     until(lambda: target_of(ctl, "ctl") == 1, "the target of 1 worker taken")
     with pytest.raises(sandpool.BadRequest, match=r"outside the pool's workers.min..max \(1..3\)"):

@@ -13,7 +13,7 @@ import pytest
 
 import sandpool
 import sandpool.aio
-from sandpool import _operations
+from sandpool import _operations, _reads
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 
@@ -56,3 +56,30 @@ def test_both_clients_have_a_documented_method_of_one_signature(row):
 def test_the_methods_names_are_the_operations_names_but_submit_batchs():
     renamed = {row.op: row.method for row in _operations.OPERATIONS if row.op != row.method}
     assert renamed == {"submit_batch": "submit_many"}
+
+
+def test_a_read_reply_is_typed_and_stays_the_json_it_was():
+    body = {"pid": 7, "started_ms": 1, "stopping": False, "journal": None,
+            "pools": [{"name": "echo", "state": "running", "task_types": ["echo"],
+                       "workers": 2, "queued": 3, "future_member": "ignored"}]}
+    status = _reads.status_of(body)
+    assert status == body and status["journal"] is None  # the dict it always was
+    assert (status.pid, status.stopping) == (7, False)
+    assert status.pools == [sandpool.PoolStatus(name="echo", state="running",
+                                                task_types=["echo"], workers=2, queued=3)]
+    workers = _reads.workers_of({"workers": [{"pool": "echo", "pid": 9, "state": "idle",
+                                              "last_beat_ms": None}]})
+    assert workers.workers[0].last_beat_ms is None and workers.pools == []
+    stats = _reads.stats_of({"pools": [{"name": "echo", "state": "running",
+                                        "latency_ms": {"p50": 1.5, "p90": None}}]})
+    assert stats.pools[0].latency_ms["p50"] == 1.5
+
+
+@pytest.mark.parametrize("body", [
+    {"pid": "7"}, {"stopping": 1}, {"pools": {"name": "echo"}}, {"pools": ["echo"]},
+    {"pools": [{"name": 3}]}, {"pools": [{"name": "e", "queued": True}]},
+    {"pools": [{"name": "e", "task_types": "echo"}]}, {"pools": [{"name": "e", "workers": 1.5}]},
+])
+def test_a_read_reply_that_breaks_its_types_is_a_protocol_error(body):
+    with pytest.raises(sandpool.ProtocolError, match="the reply's"):
+        _reads.status_of(body)
