@@ -8,9 +8,9 @@
 The asyncio variant is sandpool.aio.Client. Standard library only.
 """
 
+from ._controls import PoolState, ReloadedPool, ReloadResult
 from ._ops import (Attempt, CancelResult, DeadLetter, DeadLetterPage, Event, ImportResult, Job,
-                   PoolState, ReloadedPool, ReloadResult, ReplayResult, Submitted, Task,
-                   TaskList, TaskSummary, TERMINAL_STATES)
+                   ReplayResult, Submitted, Task, TaskList, TaskSummary, TERMINAL_STATES)
 from ._reads import (PoolStats, PoolStatus, PoolTarget, Stats, Status, Version, WorkerInfo,
                      Workers)
 from .client import Client, EventStream, TaskFuture, default_socket_path

@@ -18,7 +18,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from . import _ops, _reads
+from . import _controls, _ops, _reads
 from ._ops import Duration, Payload
 
 
@@ -130,52 +130,52 @@ OPERATIONS.append(Operation("submit_batch", "submit_many", "admin"))
 @_operation("cancel", "admin")
 def cancel(task_id: int) -> _ops.CancelResult:
     """Cancels a task (queued, waiting for a retry, or running: its worker is told)."""
-    return Request({"id": task_id}, lambda body, _: _ops.cancel_of(body))
+    return Request({"id": task_id}, _ops.cancel_of)
 
 
 # --- Pool controls ----------------------------------------------------------------------------
 
 
 @_operation("scale", "admin")
-def scale(pool: str, workers: int) -> _ops.PoolState:
+def scale(pool: str, workers: int) -> _controls.PoolState:
     """Sets the pool's worker target (within its workers.min..max, else BadRequest)."""
-    return Request({"pool": pool, "workers": workers}, lambda body, _: _ops.pool_state_of(body))
+    return Request({"pool": pool, "workers": workers}, _controls.pool_state_of)
 
 
 @_operation("strategy", "admin")
-def strategy(pool: str, strategy: str) -> _ops.PoolState:
+def strategy(pool: str, strategy: str) -> _controls.PoolState:
     """Sets the pool's dispatch strategy: round-robin, least-loaded, random or affinity."""
     return Request({"pool": pool, "strategy": strategy},
-                   lambda body, _: _ops.pool_state_of(body))
+                   _controls.pool_state_of)
 
 
 @_operation("drain", "admin")
-def drain(pool: str) -> _ops.PoolState:
+def drain(pool: str) -> _controls.PoolState:
     """Stops the pool taking new tasks (submits get Closed); queued ones still run."""
-    return Request({"pool": pool}, lambda body, _: _ops.pool_state_of(body))
+    return Request({"pool": pool}, _controls.pool_state_of)
 
 
 @_operation("resume", "admin")
-def resume(pool: str) -> _ops.PoolState:
+def resume(pool: str) -> _controls.PoolState:
     """Lets a drained pool take tasks again."""
-    return Request({"pool": pool}, lambda body, _: _ops.pool_state_of(body))
+    return Request({"pool": pool}, _controls.pool_state_of)
 
 
 @_operation("restart", "admin")
-def restart(pool: str, *, rolling: bool = False) -> _ops.PoolState:
+def restart(pool: str, *, rolling: bool = False) -> _controls.PoolState:
     """Replaces the pool's workers: all at once, or one by one (`rolling`)."""
     return Request({"pool": pool, "rolling": bool(rolling)},
-                   lambda body, _: _ops.pool_state_of(body))
+                   _controls.pool_state_of)
 
 
 @_operation("kill_worker", "admin")
-def kill_worker(pool: str, pid: int, signal: Optional[int] = None) -> _ops.PoolState:
+def kill_worker(pool: str, pid: int, signal: Optional[int] = None) -> _controls.PoolState:
     """Sends `signal` (a number; SIGKILL when None) to one of the pool's workers; the pool
     replaces it. NotFound when the pool has no worker of that pid."""
     args: dict = {"pool": pool, "pid": pid}
     if signal is not None:
         args["signal"] = int(signal)
-    return Request(args, lambda body, _: _ops.pool_state_of(body))
+    return Request(args, _controls.pool_state_of)
 
 
 # --- Dead letters -----------------------------------------------------------------------------
@@ -189,7 +189,7 @@ def dlq_list(*, pool: Optional[str] = None, type: Optional[str] = None,
     """One page of dead letters, oldest first; pass `next_cursor` back for the next."""
     filter = _ops.dlq_filter(pool, type, reason, task_id, since_ms, until_ms)
     return Request(_ops.dlq_list_args(filter, limit, cursor),
-                   lambda body, _: _ops.dlq_page_of(body))
+                   _ops.dlq_page_of)
 
 
 @_operation("dlq_show", "admin")
@@ -205,7 +205,7 @@ def dlq_replay(letter_id: Optional[int] = None, *, all: bool = False,
     by id, the letters matching filter fields (pool, type, reason, task_id, since_ms,
     until_ms), or all=True."""
     return Request(_ops.dlq_selector(letter_id, _ops.dlq_filter(**filter), all),
-                   lambda body, _: _ops.replay_of(body))
+                   _ops.replay_of)
 
 
 @_operation("dlq_purge", "admin")
@@ -214,7 +214,7 @@ def dlq_purge(letter_id: Optional[int] = None, *, older_than: Optional[Duration]
     """Deletes dead letters (one, by filter, older than a duration, or all); returns how
     many."""
     return Request(_ops.dlq_selector(letter_id, _ops.dlq_filter(**filter), all, older_than),
-                   lambda body, _: _ops._int(body, "purged", required=True))
+                   _ops.purged_of)
 
 
 @_operation("dlq_import", "admin")
@@ -226,18 +226,18 @@ def dlq_import(lines: Payload, *, source: Optional[str] = None,
     (`first_line`, default 1, is the first line's). Letters the store holds already are
     skipped (`already_present`)."""
     return Request(_ops.dlq_import_args(source, first_line),
-                   lambda body, _: _ops.import_of(body), _ops.payload_bytes(lines))
+                   _ops.import_of, _ops.payload_bytes(lines))
 
 
 # --- The service ------------------------------------------------------------------------------
 
 
 @_operation("reload", "admin")
-def reload() -> _ops.ReloadResult:
+def reload() -> _controls.ReloadResult:
     """Reads poold's config file again and applies it (docs/operations.md, "Reload"): what
     changed, per pool. A config that does not load raises BadRequest naming the error; the
     old config stays."""
-    return Request(None, lambda body, _: _ops.reload_of(body))
+    return Request(None, _controls.reload_of)
 
 
 @_operation("shutdown", "admin")
@@ -246,7 +246,7 @@ def shutdown(timeout: Optional[Duration] = None) -> bool:
     when None) to finish their tasks. Returns True once the shutdown has begun; poold then
     closes every connection."""
     args = None if timeout is None else {"timeout_ms": _ops.duration_ms(timeout, "timeout")}
-    return Request(args, lambda body, _: _ops._bool(body, "stopping"))
+    return Request(args, _controls.stopping_of)
 
 
 # --- Methods from the table -------------------------------------------------------------------

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional, Union
 
+from ._checked import bool_member, int_member, list_member, member, str_member
 from .errors import ProtocolError, ServiceError, error_for
 
 Payload = Union[bytes, bytearray, memoryview, str]
@@ -114,7 +115,7 @@ class Submitted:
 
 def submitted_of(body: dict, _blob: bytes = b"") -> Submitted:
     """The reply of a submit without wait."""
-    return Submitted(id=_int(body, "id", required=True), existing=_bool(body, "existing"))
+    return Submitted(id=int_member(body, "id", required=True), existing=bool_member(body, "existing"))
 
 
 def batch_request(type: Optional[str], payloads: Iterable[Union[Payload, Job]],
@@ -283,8 +284,10 @@ class CancelResult:
     state: str
 
 
-def cancel_of(body: dict) -> CancelResult:
-    return CancelResult(id=body["id"], cancelled=bool(body["cancelled"]), state=body["state"])
+def cancel_of(body: dict, _blob: bytes = b"") -> CancelResult:
+    return CancelResult(id=int_member(body, "id", required=True),
+                        cancelled=member(body, "cancelled", bool, "a boolean", False, True),
+                        state=str_member(body, "state", required=True))
 
 
 # --- Events -----------------------------------------------------------------------------------
@@ -390,9 +393,13 @@ def dlq_list_args(filter: dict, limit: int, cursor: Optional[str]) -> dict:
     return args
 
 
-def dlq_page_of(body: dict) -> DeadLetterPage:
-    return DeadLetterPage(letters=[letter_of(e) for e in body.get("entries", [])],
-                          next_cursor=body.get("next_cursor"))
+def dlq_page_of(body: dict, _blob: bytes = b"") -> DeadLetterPage:
+    entries = list_member(body, "entries")
+    if not all(isinstance(e, dict) for e in entries):
+        raise ProtocolError("dlq_list reply: an entry is not an object")
+    cursor = body.get("next_cursor")
+    return DeadLetterPage(letters=[letter_of(e) for e in entries],
+                          next_cursor=None if cursor is None else str_member(body, "next_cursor"))
 
 
 def dlq_selector(letter_id: Optional[int], filter: dict, all: bool,
@@ -411,9 +418,16 @@ def dlq_selector(letter_id: Optional[int], filter: dict, all: bool,
     return {"all": True}
 
 
-def replay_of(body: dict) -> ReplayResult:
-    return ReplayResult(ids=list(body.get("ids", [])), failed=body.get("failed", 0),
-                        first_error=body.get("first_error", ""))
+def replay_of(body: dict, _blob: bytes = b"") -> ReplayResult:
+    ids = list_member(body, "ids")
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise ProtocolError("dlq_replay reply: an id is not an integer")
+    return ReplayResult(ids=ids, failed=int_member(body, "failed"),
+                        first_error=str_member(body, "first_error"))
+
+
+def purged_of(body: dict, _blob: bytes = b"") -> int:
+    return int_member(body, "purged", required=True)
 
 
 @dataclass(frozen=True)
@@ -434,9 +448,9 @@ def dlq_import_args(source: Optional[str], first_line: Optional[int]) -> dict:
     return args
 
 
-def import_of(body: dict) -> ImportResult:
-    return ImportResult(imported=_int(body, "imported"),
-                        already_present=_int(body, "already_present"))
+def import_of(body: dict, _blob: bytes = b"") -> ImportResult:
+    return ImportResult(imported=int_member(body, "imported"),
+                        already_present=int_member(body, "already_present"))
 
 
 # --- Task lists ---------------------------------------------------------------------------------
@@ -479,125 +493,16 @@ def task_list_args(pool=None, type=None, state=None, key=None, tenant=None, sinc
 
 def task_list_of(body: dict, _blob: bytes = b"") -> TaskList:
     tasks = []
-    for entry in _list(body, "tasks"):
+    for entry in list_member(body, "tasks"):
         if not isinstance(entry, dict):
             raise ProtocolError("tasks reply: an entry is not an object")
         not_before = entry.get("not_before_ms")
         tasks.append(TaskSummary(
-            id=_int(entry, "id", required=True), pool=_str(entry, "pool"),
-            type=_str(entry, "type"), state=_str(entry, "state", required=True),
-            reason=_str(entry, "reason"), error=_str(entry, "error"),
-            attempts=_int(entry, "attempts"), key=_str(entry, "key"),
-            submitted_ms=_int(entry, "submitted_ms"), tenant=_str(entry, "tenant"),
-            not_before_ms=None if not_before is None else _int(entry, "not_before_ms"),
+            id=int_member(entry, "id", required=True), pool=str_member(entry, "pool"),
+            type=str_member(entry, "type"), state=str_member(entry, "state", required=True),
+            reason=str_member(entry, "reason"), error=str_member(entry, "error"),
+            attempts=int_member(entry, "attempts"), key=str_member(entry, "key"),
+            submitted_ms=int_member(entry, "submitted_ms"), tenant=str_member(entry, "tenant"),
+            not_before_ms=None if not_before is None else int_member(entry, "not_before_ms"),
             raw=entry))
-    return TaskList(tasks=tasks, truncated=_bool(body, "truncated"))
-
-
-# --- Pool controls and the service's administration --------------------------------------------
-
-
-@dataclass(frozen=True)
-class PoolState:
-    """The reply of every pool control (scale, strategy, drain, resume, restart,
-    kill_worker): the pool and its state once the control was taken (`running`,
-    `draining`, ...). A new worker target shows in status()'s `target_workers` once the
-    pool's loop has taken it."""
-
-    pool: str
-    state: str
-
-
-def pool_state_of(body: dict) -> PoolState:
-    return PoolState(pool=_str(body, "pool", required=True),
-                     state=_str(body, "state", required=True))
-
-
-@dataclass(frozen=True)
-class ReloadedPool:
-    """A pool a reload reconfigured in place (`rolling_restart`: its workers are replaced
-    one by one), rescaled (`workers`: the new target) or failed to start or reconfigure
-    (`error`; it keeps running as it was)."""
-
-    pool: str
-    rolling_restart: bool = False
-    workers: int = 0
-    error: str = ""
-
-
-@dataclass(frozen=True)
-class ReloadResult:
-    """The reply of `reload` (docs/operations.md, "Reload"): the pools added, removed,
-    replaced, reconfigured, scaled, whose strategy changed, and that failed; and whether the
-    service section changed in a way only a restart of poold applies."""
-
-    added: list[str]
-    removed: list[str]
-    replaced: list[str]
-    reconfigured: list[ReloadedPool]
-    scaled: list[ReloadedPool]
-    strategy_changed: list[str]
-    failed: list[ReloadedPool]
-    service_section_needs_restart: bool = False
-
-    @property
-    def ok(self) -> bool:
-        """True iff no pool failed to start or reconfigure."""
-        return not self.failed
-
-
-def reload_of(body: dict) -> ReloadResult:
-    def names(key: str) -> list[str]:
-        out = _list(body, key)
-        if not all(isinstance(n, str) for n in out):
-            raise ProtocolError(f"reload reply: {key} holds a non-string")
-        return out
-
-    def pools(key: str) -> list[ReloadedPool]:
-        out = []
-        for e in _list(body, key):
-            if not isinstance(e, dict):
-                raise ProtocolError(f"reload reply: an entry of {key} is not an object")
-            out.append(ReloadedPool(pool=_str(e, "pool", required=True),
-                                    rolling_restart=_bool(e, "rolling_restart"),
-                                    workers=_int(e, "workers"), error=_str(e, "error")))
-        return out
-
-    return ReloadResult(added=names("added"), removed=names("removed"),
-                        replaced=names("replaced"), reconfigured=pools("reconfigured"),
-                        scaled=pools("scaled"), strategy_changed=names("strategy_changed"),
-                        failed=pools("failed"),
-                        service_section_needs_restart=_bool(body,
-                                                            "service_section_needs_restart"))
-
-
-# --- Checked reads of a reply's members --------------------------------------------------------
-# A reply is the server's word, checked before it is believed: a member of the wrong type is a
-# ProtocolError naming it, never a TypeError later in the caller's code.
-
-
-def _member(body: dict, key: str, types, what: str, default, required: bool):
-    if key not in body or body[key] is None:
-        if required:
-            raise ProtocolError(f"the reply lacks `{key}`")
-        return default
-    value = body[key]
-    if not isinstance(value, types) or (types is int and isinstance(value, bool)):
-        raise ProtocolError(f"the reply's `{key}` is not {what}")
-    return value
-
-
-def _int(body: dict, key: str, required: bool = False) -> int:
-    return _member(body, key, int, "an integer", 0, required)
-
-
-def _str(body: dict, key: str, required: bool = False) -> str:
-    return _member(body, key, str, "a string", "", required)
-
-
-def _bool(body: dict, key: str) -> bool:
-    return _member(body, key, bool, "a boolean", False, False)
-
-
-def _list(body: dict, key: str) -> list:
-    return list(_member(body, key, list, "a list", [], False))
+    return TaskList(tasks=tasks, truncated=bool_member(body, "truncated"))

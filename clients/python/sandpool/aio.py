@@ -275,7 +275,8 @@ class Client:
         return await self._await_reply(op, conn, request_id, future, timeout)
 
     async def call(self, op: str, args: Optional[dict] = None, blob: bytes = b"") -> tuple:
-        """Any operation by name: its JSON reply and blob (as sandpool.Client.call)."""
+        """Any operation by name, with JSON arguments: its JSON reply and blob (as
+        sandpool.Client.call)."""
         return await self._call(op, args, _ops.payload_bytes(blob))
 
     # --- tasks --------------------------------------------------------------------------------

@@ -195,8 +195,9 @@ class Client:
         return done.result()
 
     def call(self, op: str, args: Optional[dict] = None, blob: bytes = b"") -> _Reply:
-        """Any operation of docs/protocol.md by name (scale, drain, reload, ...): its JSON
-        reply and blob, or the typed exception of its error."""
+        """Any operation of docs/protocol.md by name, with JSON arguments: its JSON reply and
+        blob, or the typed exception of its error. (Every operation has a typed method too;
+        this is for one a newer poold adds, or arguments the methods do not send.)"""
         return self._call(op, args, _ops.payload_bytes(blob))
 
     # --- tasks --------------------------------------------------------------------------------
