@@ -26,6 +26,12 @@ ADDED_POOL = f"""\
 """
 
 
+# Task ids for imported letters that no task of the test's poold can have: poold's ids count
+# from the wall clock in ms times 1000, which stays below 2^51 until 2041 (and from 2^52 on
+# an id names a Redis pool's task).
+IMPORTED_TASK_ID = 2**51
+
+
 def spill_line(task_id: int, pool: str = "fail", payload_base64: str = "eA==") -> str:
     """One line of a dead-letter spill file (docs/dead-letters.md, "Spill files")."""
     return json.dumps({

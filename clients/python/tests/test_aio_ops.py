@@ -11,7 +11,7 @@ import pytest
 
 import sandpool
 import sandpool.aio
-from ops_material import ADDED_POOL, CONTROLLED_POOL, spill_line
+from ops_material import ADDED_POOL, CONTROLLED_POOL, IMPORTED_TASK_ID, spill_line
 from poold_server import PATIENCE, READ_UID, PooldServer
 
 
@@ -98,7 +98,7 @@ def test_tasks_and_dlq_import_as_coroutines(ctl_poold):
             with pytest.raises(sandpool.BadRequest, match="limit"):
                 await c.tasks(limit=1001)
 
-            task_id = mine[0].id + 2 * 10**6
+            task_id = IMPORTED_TASK_ID + 2
             line = spill_line(task_id, payload_base64="YWlv")
             assert await c.dlq_import(line) == sandpool.ImportResult(1, 0)
             assert await c.dlq_import(line) == sandpool.ImportResult(0, 1)
@@ -159,3 +159,17 @@ def test_a_read_peer_is_refused_the_admin_coroutines(ctl_poold):
     assert code_ == 0, err + out
     assert out.split() == ["forbidden"] * 6
     assert ctl_poold.process.poll() is None
+
+
+def test_wait_is_bounded_by_its_own_timeout_not_by_call_timeout(ctl_poold):
+    async def main():
+        async with await sandpool.aio.Client.connect(ctl_poold.socket) as c, \
+                await sandpool.aio.Client.connect(ctl_poold.socket, call_timeout=0.2) as bounded:
+            sleeping = await c.submit("sleep", b"600000", wait=False)
+            try:
+                assert (await bounded.wait(sleeping.id, timeout=2)).done is False
+            finally:
+                await c.cancel(sleeping.id)
+            assert (await c.wait(sleeping.id)).state == "cancelled"
+
+    run(main())

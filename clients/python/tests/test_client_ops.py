@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 import sandpool
-from ops_material import ADDED_POOL, CONTROLLED_POOL, spill_line, until
+from ops_material import ADDED_POOL, CONTROLLED_POOL, IMPORTED_TASK_ID, spill_line, until
 from poold_server import READ_UID, PooldServer
 
 
@@ -109,7 +109,7 @@ def test_tasks_lists_the_pools_tasks_by_filter(ctl):
 
 
 def test_dlq_import_loads_spill_file_lines_once(ctl):
-    task_id = ctl.submit("upper", b"an id nobody else uses", wait=False).id + 10**6
+    task_id = IMPORTED_TASK_ID + 1
     lines = spill_line(task_id)
     assert ctl.dlq_import(lines, source="spill.jsonl") == sandpool.ImportResult(1, 0)
     assert ctl.dlq_import(lines.encode()) == sandpool.ImportResult(0, 1)
@@ -172,3 +172,15 @@ def test_a_read_peer_may_list_tasks_but_is_refused_every_admin_operation(ctl_poo
     assert child.returncode == 0, child.stderr + child.stdout
     assert child.stdout.split() == ["forbidden"] * 9
     assert ctl_poold.process.poll() is None  # the refused shutdown did not stop it
+
+
+def test_wait_is_bounded_by_its_own_timeout_not_by_call_timeout(ctl, ctl_poold):
+    # call_timeout bounds every call but the waits; the wait made from the table keeps that.
+    # (The submit and the cancel go through `ctl`, unbounded: a journal commit may be slow.)
+    sleeping = ctl.submit("sleep", b"600000", wait=False)
+    try:
+        with sandpool.Client(ctl_poold.socket, call_timeout=0.2) as bounded:
+            assert bounded.wait(sleeping.id, timeout=2).done is False  # 10 call_timeouts
+    finally:
+        ctl.cancel(sleeping.id)
+    assert ctl.wait(sleeping.id).state == "cancelled"
