@@ -18,7 +18,7 @@ from typing import AsyncIterator, Callable, Iterable, Optional, Union
 
 from . import _operations, _ops, _wire
 from ._ops import DeadLetter, Duration, Event, Job, Payload, Submitted, Task
-from ._connection import guarded, unusable
+from ._connection import HelloFacts, guarded, unusable
 from .client import default_socket_path
 from .errors import (Cancelled, ProtocolError, SandpoolError, Timeout, TooLarge, Unavailable,
                      error_for)
@@ -178,7 +178,7 @@ def _async_method(row: _operations.Operation):
 
 
 @_operations.with_operations(_async_method)
-class Client:
+class Client(HelloFacts):
     """A client of poold for asyncio. Make one with `await Client.connect(path)`; close it
     with `await client.close()` or `async with`. Options as sandpool.Client, `reconnect`
     included: a call made after the connection ended opens a new one first."""
@@ -203,18 +203,6 @@ class Client:
         connect_args = (path, name, hello_timeout, max_frame, max_outstanding)
         return cls(await _Connection.open(*connect_args), connect_args, call_timeout,
                    reconnect)
-
-    @property
-    def hello(self) -> dict:
-        return self._conn.hello
-
-    @property
-    def rights(self) -> str:
-        return self._conn.hello.get("rights", "")
-
-    @property
-    def server_max_frame(self) -> int:
-        return self._conn.server_max_frame
 
     async def reconnect(self) -> None:
         """Replaces the connection by a new one; requests open on the old one fail with

@@ -19,7 +19,7 @@ import threading
 from typing import Callable, Iterable, Iterator, Optional, Union
 
 from . import _operations, _ops, _wire
-from ._connection import Connection, reader_of
+from ._connection import Connection, HelloFacts, reader_of
 from ._ops import DeadLetter, Duration, Event, Job, Payload, Submitted, Task
 from .errors import Cancelled, SandpoolError, Timeout, Unavailable
 
@@ -93,7 +93,7 @@ def _sync_method(row: _operations.Operation):
 
 
 @_operations.with_operations(_sync_method)
-class Client:
+class Client(HelloFacts):
     """A client of poold. `Client(path)` connects and says hello; `rights` is what the
     server granted ("read" or "admin"). Use as a context manager, or call close().
 
@@ -120,19 +120,6 @@ class Client:
         self._conn_lock = threading.Lock()  # guards _conn, _closed
         self._closed = False
         self._conn = Connection(*self._connect_args)
-
-    @property
-    def hello(self) -> dict:
-        """The server's answer to the hello (version, server, rights, uid, gid, max_frame)."""
-        return self._conn.hello
-
-    @property
-    def rights(self) -> str:
-        return self._conn.hello.get("rights", "")
-
-    @property
-    def server_max_frame(self) -> int:
-        return self._conn.server_max_frame
 
     def reconnect(self) -> None:
         """Replaces the connection by a new one; requests open on the old one fail with
