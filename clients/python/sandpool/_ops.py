@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional, Union
+from typing import Any, Callable, Iterable, Optional, Union
 
 from ._checked import bool_member, int_member, list_member, member, str_member
 from .errors import ProtocolError, ServiceError, error_for
@@ -116,6 +116,24 @@ class Submitted:
 def submitted_of(body: dict, _blob: bytes = b"") -> Submitted:
     """The reply of a submit without wait."""
     return Submitted(id=int_member(body, "id", required=True), existing=bool_member(body, "existing"))
+
+
+def waited_submit_events(on_accepted: Callable[[int], None],
+                         progress: Optional[Callable[[int, bytes], None]]):
+    """The event handler of a waited submit: its `accepted` event's id to on_accepted, its
+    progress reports (task id, bytes) to `progress` when given. An event whose id is not an
+    integer is dropped (the final reply still settles the request)."""
+
+    def on_event(body: dict, blob: bytes) -> None:
+        task_id = body.get("id")
+        if not isinstance(task_id, int) or isinstance(task_id, bool):
+            return
+        if body.get("event") == "accepted":
+            on_accepted(task_id)
+        elif body.get("event") == "progress" and progress is not None:
+            progress(task_id, blob)
+
+    return on_event
 
 
 def batch_request(type: Optional[str], payloads: Iterable[Union[Payload, Job]],

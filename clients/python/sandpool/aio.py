@@ -313,11 +313,7 @@ class Client(HelloFacts):
                        not_before=not_before)
         future = TaskFuture()
 
-        def on_event(body: dict, blob: bytes) -> None:
-            if body.get("event") == "accepted":
-                future._set_accepted(body.get("id"))
-            elif body.get("event") == "progress" and progress is not None:
-                progress(body.get("id", 0), blob)
+        on_event = _ops.waited_submit_events(future._set_accepted, progress)
 
         args = _ops.submit_args(type, **options, wait=True, progress=progress is not None)
         conn, request_id, reply = await self._start("submit", args, _ops.payload_bytes(payload),

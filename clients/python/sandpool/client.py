@@ -250,11 +250,7 @@ class Client(HelloFacts):
                        progress: Optional[ProgressFn]) -> TaskFuture:
         future = TaskFuture()
 
-        def on_event(body: dict, blob: bytes) -> None:
-            if body.get("event") == "accepted":
-                future._set_accepted(body.get("id"))
-            elif body.get("event") == "progress" and progress is not None:
-                progress(body.get("id", 0), blob)
+        on_event = _ops.waited_submit_events(future._set_accepted, progress)
 
         def on_done(reply) -> None:
             if isinstance(reply, BaseException):
