@@ -115,7 +115,8 @@ class Submitted:
 
 def submitted_of(body: dict, _blob: bytes = b"") -> Submitted:
     """The reply of a submit without wait."""
-    return Submitted(id=int_member(body, "id", required=True), existing=bool_member(body, "existing"))
+    return Submitted(id=int_member(body, "id", required=True),
+                     existing=bool_member(body, "existing"))
 
 
 def waited_submit_events(on_accepted: Callable[[int], None],
