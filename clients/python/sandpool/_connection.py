@@ -209,6 +209,26 @@ class Connection:
             pass  # a lost connection ends the request anyway
 
 
+class HelloFacts:
+    """What both clients tell of their connection's hello; a client class that has `_conn`
+    (a connection with `hello` and `server_max_frame`) mixes it in."""
+
+    @property
+    def hello(self) -> dict:
+        """The server's answer to the hello (version, server, rights, uid, gid, max_frame)."""
+        return self._conn.hello
+
+    @property
+    def rights(self) -> str:
+        """What poold granted this peer: "admin" or "read"."""
+        return self._conn.hello.get("rights", "")
+
+    @property
+    def server_max_frame(self) -> int:
+        """The largest request body poold takes (its hello's max_frame)."""
+        return self._conn.server_max_frame
+
+
 def unusable(why: SandpoolError) -> Unavailable:
     """The error for a request on a connection that has ended for `why`."""
     if isinstance(why, Unavailable):

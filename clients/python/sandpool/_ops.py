@@ -8,8 +8,9 @@ from __future__ import annotations
 import datetime
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional, Union
+from typing import Any, Callable, Iterable, Optional, Union
 
+from ._checked import bool_member, int_member, list_member, member, str_member
 from .errors import ProtocolError, ServiceError, error_for
 
 Payload = Union[bytes, bytearray, memoryview, str]
@@ -110,6 +111,30 @@ class Submitted:
     @property
     def accepted(self) -> bool:
         return self.error is None
+
+
+def submitted_of(body: dict, _blob: bytes = b"") -> Submitted:
+    """The reply of a submit without wait."""
+    return Submitted(id=int_member(body, "id", required=True),
+                     existing=bool_member(body, "existing"))
+
+
+def waited_submit_events(on_accepted: Callable[[int], None],
+                         progress: Optional[Callable[[int, bytes], None]]):
+    """The event handler of a waited submit: its `accepted` event's id to on_accepted, its
+    progress reports (task id, bytes) to `progress` when given. An event whose id is not an
+    integer is dropped (the final reply still settles the request)."""
+
+    def on_event(body: dict, blob: bytes) -> None:
+        task_id = body.get("id")
+        if not isinstance(task_id, int) or isinstance(task_id, bool):
+            return
+        if body.get("event") == "accepted":
+            on_accepted(task_id)
+        elif body.get("event") == "progress" and progress is not None:
+            progress(task_id, blob)
+
+    return on_event
 
 
 def batch_request(type: Optional[str], payloads: Iterable[Union[Payload, Job]],
@@ -278,8 +303,10 @@ class CancelResult:
     state: str
 
 
-def cancel_of(body: dict) -> CancelResult:
-    return CancelResult(id=body["id"], cancelled=bool(body["cancelled"]), state=body["state"])
+def cancel_of(body: dict, _blob: bytes = b"") -> CancelResult:
+    return CancelResult(id=int_member(body, "id", required=True),
+                        cancelled=member(body, "cancelled", bool, "a boolean", False, True),
+                        state=str_member(body, "state", required=True))
 
 
 # --- Events -----------------------------------------------------------------------------------
@@ -385,9 +412,13 @@ def dlq_list_args(filter: dict, limit: int, cursor: Optional[str]) -> dict:
     return args
 
 
-def dlq_page_of(body: dict) -> DeadLetterPage:
-    return DeadLetterPage(letters=[letter_of(e) for e in body.get("entries", [])],
-                          next_cursor=body.get("next_cursor"))
+def dlq_page_of(body: dict, _blob: bytes = b"") -> DeadLetterPage:
+    entries = list_member(body, "entries")
+    if not all(isinstance(e, dict) for e in entries):
+        raise ProtocolError("dlq_list reply: an entry is not an object")
+    cursor = body.get("next_cursor")
+    return DeadLetterPage(letters=[letter_of(e) for e in entries],
+                          next_cursor=None if cursor is None else str_member(body, "next_cursor"))
 
 
 def dlq_selector(letter_id: Optional[int], filter: dict, all: bool,
@@ -406,6 +437,91 @@ def dlq_selector(letter_id: Optional[int], filter: dict, all: bool,
     return {"all": True}
 
 
-def replay_of(body: dict) -> ReplayResult:
-    return ReplayResult(ids=list(body.get("ids", [])), failed=body.get("failed", 0),
-                        first_error=body.get("first_error", ""))
+def replay_of(body: dict, _blob: bytes = b"") -> ReplayResult:
+    ids = list_member(body, "ids")
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise ProtocolError("dlq_replay reply: an id is not an integer")
+    return ReplayResult(ids=ids, failed=int_member(body, "failed"),
+                        first_error=str_member(body, "first_error"))
+
+
+def purged_of(body: dict, _blob: bytes = b"") -> int:
+    return int_member(body, "purged", required=True)
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """The reply of `dlq_import`: letters written, and letters the store already held
+    (skipped)."""
+
+    imported: int
+    already_present: int = 0
+
+
+def dlq_import_args(source: Optional[str], first_line: Optional[int]) -> dict:
+    args: dict[str, Any] = {}
+    if source is not None:
+        args["source"] = source
+    if first_line is not None:
+        args["first_line"] = first_line
+    return args
+
+
+def import_of(body: dict, _blob: bytes = b"") -> ImportResult:
+    return ImportResult(imported=int_member(body, "imported"),
+                        already_present=int_member(body, "already_present"))
+
+
+# --- Task lists ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskSummary:
+    """One task of a `tasks` listing: its state and attempts, without history or result.
+    `tenant` is "" for the default tenant; `not_before_ms` is set for a scheduled task."""
+
+    id: int
+    pool: str
+    type: str
+    state: str
+    reason: str = ""
+    error: str = ""
+    attempts: int = 0
+    key: str = ""
+    submitted_ms: int = 0
+    tenant: str = ""
+    not_before_ms: Optional[int] = None
+    raw: dict = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class TaskList:
+    """The reply of `tasks`: the tasks found, newest first; `truncated` when more matched
+    than the limit."""
+
+    tasks: list[TaskSummary]
+    truncated: bool = False
+
+
+def task_list_args(pool=None, type=None, state=None, key=None, tenant=None, since_ms=None,
+                   until_ms=None, limit=100) -> dict:
+    given = {"pool": pool, "type": type, "state": state, "key": key, "tenant": tenant,
+             "since_ms": since_ms, "until_ms": until_ms, "limit": limit}
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def task_list_of(body: dict, _blob: bytes = b"") -> TaskList:
+    tasks = []
+    for entry in list_member(body, "tasks"):
+        if not isinstance(entry, dict):
+            raise ProtocolError("tasks reply: an entry is not an object")
+        not_before = entry.get("not_before_ms")
+        tasks.append(TaskSummary(
+            id=int_member(entry, "id", required=True), pool=str_member(entry, "pool"),
+            type=str_member(entry, "type"), state=str_member(entry, "state", required=True),
+            reason=str_member(entry, "reason"), error=str_member(entry, "error"),
+            attempts=int_member(entry, "attempts"), key=str_member(entry, "key"),
+            submitted_ms=int_member(entry, "submitted_ms"), tenant=str_member(entry, "tenant"),
+            not_before_ms=None if not_before is None else int_member(entry, "not_before_ms"),
+            raw=entry))
+    return TaskList(tasks=tasks, truncated=bool_member(body, "truncated"))

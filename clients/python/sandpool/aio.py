@@ -16,10 +16,9 @@ import asyncio
 import itertools
 from typing import AsyncIterator, Callable, Iterable, Optional, Union
 
-from . import _ops, _wire
-from ._ops import (CancelResult, DeadLetter, DeadLetterPage, Duration, Event, Job, Payload,
-                   ReplayResult, Submitted, Task)
-from ._connection import guarded, unusable
+from . import _operations, _ops, _wire
+from ._ops import DeadLetter, Duration, Event, Job, Payload, Submitted, Task
+from ._connection import HelloFacts, guarded, unusable
 from .client import default_socket_path
 from .errors import (Cancelled, ProtocolError, SandpoolError, Timeout, TooLarge, Unavailable,
                      error_for)
@@ -165,7 +164,21 @@ class _Connection:
             pass  # a lost connection ends the request anyway
 
 
-class Client:
+def _async_method(row: _operations.Operation):
+    """The coroutine method of a row of the table of operations: sends its Request and awaits
+    the reply (bounded by call_timeout unless the operation waits for a task)."""
+
+    async def method(self: "Client", *args, **kwargs):
+        request = row.define(*args, **kwargs)
+        reply = await self._call(row.op, request.args, request.blob,
+                                 timeout=None if request.waits else "call")
+        return request.parse(*reply)
+
+    return method
+
+
+@_operations.with_operations(_async_method)
+class Client(HelloFacts):
     """A client of poold for asyncio. Make one with `await Client.connect(path)`; close it
     with `await client.close()` or `async with`. Options as sandpool.Client, `reconnect`
     included: a call made after the connection ended opens a new one first."""
@@ -190,18 +203,6 @@ class Client:
         connect_args = (path, name, hello_timeout, max_frame, max_outstanding)
         return cls(await _Connection.open(*connect_args), connect_args, call_timeout,
                    reconnect)
-
-    @property
-    def hello(self) -> dict:
-        return self._conn.hello
-
-    @property
-    def rights(self) -> str:
-        return self._conn.hello.get("rights", "")
-
-    @property
-    def server_max_frame(self) -> int:
-        return self._conn.server_max_frame
 
     async def reconnect(self) -> None:
         """Replaces the connection by a new one; requests open on the old one fail with
@@ -262,7 +263,8 @@ class Client:
         return await self._await_reply(op, conn, request_id, future, timeout)
 
     async def call(self, op: str, args: Optional[dict] = None, blob: bytes = b"") -> tuple:
-        """Any operation by name: its JSON reply and blob (as sandpool.Client.call)."""
+        """Any operation by name, with JSON arguments: its JSON reply and blob (as
+        sandpool.Client.call)."""
         return await self._call(op, args, _ops.payload_bytes(blob))
 
     # --- tasks --------------------------------------------------------------------------------
@@ -280,8 +282,8 @@ class Client:
                        not_before=not_before)
         data = _ops.payload_bytes(payload)
         if not wait:
-            body, _ = await self._call("submit", _ops.submit_args(type, **options), data)
-            return Submitted(id=body["id"], existing=bool(body.get("existing")))
+            return _ops.submitted_of(*await self._call("submit", _ops.submit_args(type, **options),
+                                                       data))
         future = await self.submit_async(type, data, **options, progress=progress)
         limit = None if wait_timeout is None else _ops.duration_ms(wait_timeout, "wait") / 1000
         try:
@@ -311,11 +313,7 @@ class Client:
                        not_before=not_before)
         future = TaskFuture()
 
-        def on_event(body: dict, blob: bytes) -> None:
-            if body.get("event") == "accepted":
-                future._set_accepted(body.get("id"))
-            elif body.get("event") == "progress" and progress is not None:
-                progress(body.get("id", 0), blob)
+        on_event = _ops.waited_submit_events(future._set_accepted, progress)
 
         args = _ops.submit_args(type, **options, wait=True, progress=progress is not None)
         conn, request_id, reply = await self._start("submit", args, _ops.payload_bytes(payload),
@@ -345,20 +343,6 @@ class Client:
                 break
         return _ops.batch_replies(replies, [count for _, _, count in requests])
 
-    async def task(self, task_id: int) -> Task:
-        return _ops.task_of(*await self._call("task", {"id": task_id}))
-
-    async def wait(self, task_id: int, timeout: Optional[Duration] = None) -> Task:
-        """As sandpool.Client.wait."""
-        args: dict = {"id": task_id}
-        if timeout is not None:
-            args["timeout_ms"] = _ops.duration_ms(timeout, "timeout")
-        return _ops.task_of(*await self._call("wait", args, timeout=None))
-
-    async def cancel(self, task_id: int) -> CancelResult:
-        body, _ = await self._call("cancel", {"id": task_id})
-        return _ops.cancel_of(body)
-
     # --- events -------------------------------------------------------------------------------
 
     async def events(self, follow: bool = True, pool: Optional[str] = None) -> "EventStream":
@@ -368,29 +352,7 @@ class Client:
         await stream._open(follow, pool)
         return stream
 
-    # --- reads --------------------------------------------------------------------------------
-
-    async def status(self) -> dict:
-        return (await self._call("status"))[0]
-
-    async def stats(self, pool: Optional[str] = None) -> dict:
-        return (await self._call("stats", {"pool": pool} if pool else None))[0]
-
-    async def workers(self, pool: Optional[str] = None) -> dict:
-        return (await self._call("workers", {"pool": pool} if pool else None))[0]
-
-    async def version(self) -> dict:
-        return (await self._call("version"))[0]
-
-    # --- dead letters (admin) -----------------------------------------------------------------
-
-    async def dlq_list(self, *, pool: Optional[str] = None, type: Optional[str] = None,
-                       reason: Optional[str] = None, task_id: Optional[int] = None,
-                       since_ms: Optional[int] = None, until_ms: Optional[int] = None,
-                       limit: int = 100, cursor: Optional[str] = None) -> DeadLetterPage:
-        filter = _ops.dlq_filter(pool, type, reason, task_id, since_ms, until_ms)
-        body, _ = await self._call("dlq_list", _ops.dlq_list_args(filter, limit, cursor))
-        return _ops.dlq_page_of(body)
+    # --- dead letters, page after page -------------------------------------------------------
 
     async def dlq_letters(self, **filter) -> AsyncIterator[DeadLetter]:
         cursor = None
@@ -402,20 +364,9 @@ class Client:
                 return
             cursor = page.next_cursor
 
-    async def dlq_show(self, letter_id: int) -> DeadLetter:
-        body, blob = await self._call("dlq_show", {"id": letter_id})
-        return _ops.letter_of(body, blob)
-
-    async def dlq_replay(self, letter_id: Optional[int] = None, *, all: bool = False,
-                         **filter) -> ReplayResult:
-        selector = _ops.dlq_selector(letter_id, _ops.dlq_filter(**filter), all)
-        return _ops.replay_of((await self._call("dlq_replay", selector))[0])
-
-    async def dlq_purge(self, letter_id: Optional[int] = None, *,
-                        older_than: Optional[Duration] = None, all: bool = False,
-                        **filter) -> int:
-        selector = _ops.dlq_selector(letter_id, _ops.dlq_filter(**filter), all, older_than)
-        return (await self._call("dlq_purge", selector))[0]["purged"]
+    # Every other operation (task, wait, cancel, tasks, status, scale, drain, dlq_list,
+    # reload, ...) is a coroutine method made from its row of _operations.OPERATIONS by the
+    # class's decorator, with the signature and documentation of sandpool.Client's.
 
 
 class TaskFuture(asyncio.Future):

@@ -18,10 +18,9 @@ import queue
 import threading
 from typing import Callable, Iterable, Iterator, Optional, Union
 
-from . import _ops, _wire
-from ._connection import Connection, reader_of
-from ._ops import (CancelResult, DeadLetter, DeadLetterPage, Duration, Event, Job, Payload,
-                   ReplayResult, Submitted, Task)
+from . import _operations, _ops, _wire
+from ._connection import Connection, HelloFacts, reader_of
+from ._ops import DeadLetter, Duration, Event, Job, Payload, Submitted, Task
 from .errors import Cancelled, SandpoolError, Timeout, Unavailable
 
 ProgressFn = Callable[[int, bytes], None]
@@ -80,7 +79,21 @@ class TaskFuture(concurrent.futures.Future):
 _accepted_lock = threading.Lock()
 
 
-class Client:
+def _sync_method(row: _operations.Operation):
+    """The method of a row of the table of operations: sends its Request and waits for the
+    reply (bounded by call_timeout unless the operation waits for a task)."""
+
+    def method(self: Client, *args, **kwargs):
+        request = row.define(*args, **kwargs)
+        reply = self._call(row.op, request.args, request.blob,
+                           timeout=None if request.waits else "call")
+        return request.parse(*reply)
+
+    return method
+
+
+@_operations.with_operations(_sync_method)
+class Client(HelloFacts):
     """A client of poold. `Client(path)` connects and says hello; `rights` is what the
     server granted ("read" or "admin"). Use as a context manager, or call close().
 
@@ -107,19 +120,6 @@ class Client:
         self._conn_lock = threading.Lock()  # guards _conn, _closed
         self._closed = False
         self._conn = Connection(*self._connect_args)
-
-    @property
-    def hello(self) -> dict:
-        """The server's answer to the hello (version, server, rights, uid, gid, max_frame)."""
-        return self._conn.hello
-
-    @property
-    def rights(self) -> str:
-        return self._conn.hello.get("rights", "")
-
-    @property
-    def server_max_frame(self) -> int:
-        return self._conn.server_max_frame
 
     def reconnect(self) -> None:
         """Replaces the connection by a new one; requests open on the old one fail with
@@ -182,8 +182,9 @@ class Client:
         return done.result()
 
     def call(self, op: str, args: Optional[dict] = None, blob: bytes = b"") -> _Reply:
-        """Any operation of docs/protocol.md by name (scale, drain, reload, ...): its JSON
-        reply and blob, or the typed exception of its error."""
+        """Any operation of docs/protocol.md by name, with JSON arguments: its JSON reply and
+        blob, or the typed exception of its error. (Every operation has a typed method too;
+        this is for one a newer poold adds, or arguments the methods do not send.)"""
         return self._call(op, args, _ops.payload_bytes(blob))
 
     # --- tasks --------------------------------------------------------------------------------
@@ -218,8 +219,8 @@ class Client:
                        not_before=not_before)
         data = _ops.payload_bytes(payload)
         if not wait:
-            body, _ = self._call("submit", _ops.submit_args(type, **options), data)
-            return Submitted(id=body["id"], existing=bool(body.get("existing")))
+            return _ops.submitted_of(*self._call("submit", _ops.submit_args(type, **options),
+                                                 data))
         self._check_not_reader()
         future = self._submit_waited(type, data, options, progress)
         limit = None if wait_timeout is None else _ops.duration_ms(wait_timeout, "wait") / 1000
@@ -249,11 +250,7 @@ class Client:
                        progress: Optional[ProgressFn]) -> TaskFuture:
         future = TaskFuture()
 
-        def on_event(body: dict, blob: bytes) -> None:
-            if body.get("event") == "accepted":
-                future._set_accepted(body.get("id"))
-            elif body.get("event") == "progress" and progress is not None:
-                progress(body.get("id", 0), blob)
+        on_event = _ops.waited_submit_events(future._set_accepted, progress)
 
         def on_done(reply) -> None:
             if isinstance(reply, BaseException):
@@ -292,24 +289,6 @@ class Client:
                    for args, blob, count in requests)
         return _ops.batch_replies(replies, [count for _, _, count in requests])
 
-    def task(self, task_id: int) -> Task:
-        """The task's account as it is now (the result bytes once completed, for `admin`)."""
-        return _ops.task_of(*self._call("task", {"id": task_id}))
-
-    def wait(self, task_id: int, timeout: Optional[Duration] = None) -> Task:
-        """The task's account once it ends; when `timeout` (seconds) passes first, as it is
-        then (`done` False; the task goes on). None: until it ends; 0: at once. NotFound when
-        no pool knows the id."""
-        args: dict = {"id": task_id}
-        if timeout is not None:
-            args["timeout_ms"] = _ops.duration_ms(timeout, "timeout")
-        return _ops.task_of(*self._call("wait", args, timeout=None))
-
-    def cancel(self, task_id: int) -> CancelResult:
-        """Cancels a task (queued, waiting for a retry, or running: its worker is told)."""
-        body, _ = self._call("cancel", {"id": task_id})
-        return _ops.cancel_of(body)
-
     # --- events -------------------------------------------------------------------------------
 
     def events(self, follow: bool = True, pool: Optional[str] = None) -> "EventStream":
@@ -317,30 +296,7 @@ class Client:
         happen, until the stream is closed. Iterate it; close it (or use `with`) to stop."""
         return EventStream(self, follow, pool)
 
-    # --- reads --------------------------------------------------------------------------------
-
-    def status(self) -> dict:
-        return self._call("status")[0]
-
-    def stats(self, pool: Optional[str] = None) -> dict:
-        return self._call("stats", {"pool": pool} if pool else None)[0]
-
-    def workers(self, pool: Optional[str] = None) -> dict:
-        return self._call("workers", {"pool": pool} if pool else None)[0]
-
-    def version(self) -> dict:
-        return self._call("version")[0]
-
-    # --- dead letters (admin) -----------------------------------------------------------------
-
-    def dlq_list(self, *, pool: Optional[str] = None, type: Optional[str] = None,
-                 reason: Optional[str] = None, task_id: Optional[int] = None,
-                 since_ms: Optional[int] = None, until_ms: Optional[int] = None,
-                 limit: int = 100, cursor: Optional[str] = None) -> DeadLetterPage:
-        """One page of dead letters, oldest first; pass `next_cursor` back for the next."""
-        filter = _ops.dlq_filter(pool, type, reason, task_id, since_ms, until_ms)
-        body, _ = self._call("dlq_list", _ops.dlq_list_args(filter, limit, cursor))
-        return _ops.dlq_page_of(body)
+    # --- dead letters, page after page -------------------------------------------------------
 
     def dlq_letters(self, **filter) -> Iterator[DeadLetter]:
         """Every dead letter matching the filter (dlq_list's arguments), page after page."""
@@ -352,25 +308,9 @@ class Client:
                 return
             cursor = page.next_cursor
 
-    def dlq_show(self, letter_id: int) -> DeadLetter:
-        """One letter with every attempt, its payload and its task's submit options."""
-        body, blob = self._call("dlq_show", {"id": letter_id})
-        return _ops.letter_of(body, blob)
-
-    def dlq_replay(self, letter_id: Optional[int] = None, *, all: bool = False,
-                   **filter) -> ReplayResult:
-        """Submits dead-lettered tasks again, each to the pool named in its letter: one letter
-        by id, the letters matching filter fields (pool, type, reason, task_id, since_ms,
-        until_ms), or all=True."""
-        selector = _ops.dlq_selector(letter_id, _ops.dlq_filter(**filter), all)
-        return _ops.replay_of(self._call("dlq_replay", selector)[0])
-
-    def dlq_purge(self, letter_id: Optional[int] = None, *, older_than: Optional[Duration] = None,
-                  all: bool = False, **filter) -> int:
-        """Deletes dead letters (one, by filter, older than a duration, or all); returns how
-        many."""
-        selector = _ops.dlq_selector(letter_id, _ops.dlq_filter(**filter), all, older_than)
-        return self._call("dlq_purge", selector)[0]["purged"]
+    # Every other operation (task, wait, cancel, tasks, status, scale, drain, dlq_list,
+    # reload, ...) is a method made from its row of _operations.OPERATIONS by the class's
+    # decorator: help(Client.scale) shows its signature and documentation.
 
 
 class EventStream:

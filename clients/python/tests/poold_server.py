@@ -130,6 +130,15 @@ class PooldServer:
             self._eof = True
             self._changed.notify_all()
 
+    @property
+    def config(self) -> str:
+        """The text of poold's config file."""
+        return self._config.read_text()
+
+    def write_config(self, text: str) -> None:
+        """Replaces poold's config file (what a `reload` reads next)."""
+        self._config.write_text(text)
+
     def output(self) -> str:
         with self._changed:
             return "".join(self._lines)

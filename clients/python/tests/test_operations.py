@@ -1,0 +1,85 @@
+"""Every operation of the protocol has a typed, documented method in both clients: the table
+of operations (sandpool/_operations.py) against the C++ list `ops::AllOps`, as the
+control_op_names program of this build prints it ("NAME RIGHTS" a line), and both client
+classes against the table. An operation added to poold without a Python method fails here.
+"""
+
+import inspect
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+import sandpool
+import sandpool.aio
+from sandpool import _operations, _reads
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+
+
+def cpp_operations() -> dict[str, str]:
+    """The operations of ops::AllOps and the rights each needs, from control_op_names."""
+    program = os.environ.get("SANDPOOL_CONTROL_OP_NAMES",
+                             str(REPO / "build" / "bin" / "control_op_names"))
+    out = subprocess.run([program], check=True, capture_output=True, text=True).stdout
+    ops = dict(line.split() for line in out.splitlines() if line.strip())
+    assert len(ops) >= 20, f"control_op_names printed too few operations: {out!r}"
+    return ops
+
+
+def test_the_table_has_every_operation_of_the_cpp_list_with_its_rights():
+    table = {row.op: row.rights for row in _operations.OPERATIONS}
+    assert len(table) == len(_operations.OPERATIONS), "an operation is in the table twice"
+    assert table == cpp_operations()
+
+
+@pytest.mark.parametrize("row", _operations.OPERATIONS, ids=lambda row: row.op)
+def test_both_clients_have_a_documented_method_of_one_signature(row):
+    sync = getattr(sandpool.Client, row.method, None)
+    aio = getattr(sandpool.aio.Client, row.method, None)
+    assert callable(sync), f"sandpool.Client has no method {row.method} for `{row.op}`"
+    assert callable(aio), f"sandpool.aio.Client has no method {row.method} for `{row.op}`"
+    assert not inspect.iscoroutinefunction(sync)
+    assert inspect.iscoroutinefunction(aio), f"aio.Client.{row.method} is not a coroutine"
+    assert (sync.__doc__ or "").strip(), f"Client.{row.method} has no documentation"
+    sync_params = list(inspect.signature(sync).parameters.values())
+    aio_params = list(inspect.signature(aio).parameters.values())
+    assert [(p.name, p.kind, p.default) for p in sync_params] == \
+        [(p.name, p.kind, p.default) for p in aio_params]
+    if row.define is not None:  # made from the table: its definition's signature and doc
+        assert sync.__doc__ == aio.__doc__ == row.define.__doc__
+        assert [p.name for p in sync_params] == \
+            ["self", *inspect.signature(row.define).parameters]
+
+
+def test_the_methods_names_are_the_operations_names_but_submit_batchs():
+    renamed = {row.op: row.method for row in _operations.OPERATIONS if row.op != row.method}
+    assert renamed == {"submit_batch": "submit_many"}
+
+
+def test_a_read_reply_is_typed_and_stays_the_json_it_was():
+    body = {"pid": 7, "started_ms": 1, "stopping": False, "journal": None,
+            "pools": [{"name": "echo", "state": "running", "task_types": ["echo"],
+                       "workers": 2, "queued": 3, "future_member": "ignored"}]}
+    status = _reads.status_of(body)
+    assert status == body and status["journal"] is None  # the dict it always was
+    assert (status.pid, status.stopping) == (7, False)
+    assert status.pools == [sandpool.PoolStatus(name="echo", state="running",
+                                                task_types=["echo"], workers=2, queued=3)]
+    workers = _reads.workers_of({"workers": [{"pool": "echo", "pid": 9, "state": "idle",
+                                              "last_beat_ms": None}]})
+    assert workers.workers[0].last_beat_ms is None and workers.pools == []
+    stats = _reads.stats_of({"pools": [{"name": "echo", "state": "running",
+                                        "latency_ms": {"p50": 1.5, "p90": None}}]})
+    assert stats.pools[0].latency_ms["p50"] == 1.5
+
+
+@pytest.mark.parametrize("body", [
+    {"pid": "7"}, {"stopping": 1}, {"pools": {"name": "echo"}}, {"pools": ["echo"]},
+    {"pools": [{"name": 3}]}, {"pools": [{"name": "e", "queued": True}]},
+    {"pools": [{"name": "e", "task_types": "echo"}]}, {"pools": [{"name": "e", "workers": 1.5}]},
+])
+def test_a_read_reply_that_breaks_its_types_is_a_protocol_error(body):
+    with pytest.raises(sandpool.ProtocolError, match="the reply's"):
+        _reads.status_of(body)
