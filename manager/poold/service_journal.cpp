@@ -47,6 +47,7 @@ DeadLetterStoreOptions Service::store_options(const Config& config,
   if (config.service.journal.enabled) {
     TaskJournalOptions j;
     j.group_commit = config.service.journal.group_commit;
+    j.sync_timeout = config.service.journal.sync_timeout;
     // Finished tasks stay for `task` and `wait` by id within the task records' bounds.
     j.max_finished = config.service.task_records_max;
     j.max_finished_age = config.service.task_records_max_age;
