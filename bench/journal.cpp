@@ -8,6 +8,10 @@
 //   started again on the same state dir; every acknowledged task must reach a terminal
 //   state. crash_reran counts those that ran again after the restart (a `lost` attempt
 //   "poold restarted"); recovery_ms is from the restart to poold serving, backlog included.
+// - crash_points N lost L dup D (issue 34): every SQLite write point of four paths (a
+//   finish, a dead-lettering, a stop with `keep`, a dead-letter replay) killed in turn by
+//   poold_faults (built with the tests), the plain poold restarted on the state dir, and the
+//   tasks found in no place (lost) or in two (dup) counted (crash_points.hpp).
 #include <signal.h>
 
 #include <algorithm>
@@ -22,6 +26,7 @@
 #include <sandpool/ipc/wake.hpp>
 
 #include "bench.hpp"
+#include "crash_points.hpp"
 #include "poold_child.hpp"
 
 namespace sandpool::bench {
@@ -174,13 +179,49 @@ bool crash(const BenchOptions& o, Report& r) {
   return lost == 0;
 }
 
+bool crash_points(const BenchOptions& o, Report& r) {
+  namespace cp = crash_points;
+  cp::Setup s;
+  s.poold = bin_dir() / "poold";
+  s.poold_faults = bin_dir() / "poold_faults";
+  s.plugin_dir = fs::path(plugin_path(o, "echo")).parent_path();
+  if (!fs::exists(s.poold_faults)) {
+    std::cerr << "sandpool-bench: journal: " << s.poold_faults.string()
+              << " is missing (a test executable: build the tests)\n";
+    return false;
+  }
+  std::uint64_t points = 0, lost = 0, dup = 0;
+  for (const cp::Path path :
+       {cp::Path::kFinish, cp::Path::kDeadLetter, cp::Path::kStopKeep, cp::Path::kReplay}) {
+    ScratchDir dir;
+    if (dir.path().empty()) return false;
+    s.scratch = dir.path();
+    const cp::PathReport p = cp::run_crash_points(path, s);
+    points += p.points_run;
+    lost += p.lost;
+    dup += p.dup;
+    r.note(std::string("journal crash_points ") + cp::path_name(path) + ": " +
+           std::to_string(p.write_points) + " write points, " + std::to_string(p.crashed) +
+           " crashed there, " + std::to_string(p.lost) + " lost, " + std::to_string(p.dup) +
+           " dup");
+    for (const std::string& problem : p.problems) {
+      r.note(std::string("journal crash_points ") + cp::path_name(path) + ": " + problem);
+    }
+  }
+  r.add("journal", "crash_points", static_cast<double>(points),
+        "lost " + std::to_string(lost) + " dup " + std::to_string(dup));
+  r.add("journal", "crash_points_lost", static_cast<double>(lost), "tasks");
+  r.add("journal", "crash_points_dup", static_cast<double>(dup), "tasks");
+  return lost == 0 && dup == 0;
+}
+
 }  // namespace
 
 bool run_journal(const BenchOptions& o, Report& r) {
   if (!batch_ratio(o, r) || !full_submit(o, r)) return false;
   bool none_lost = true;
   for (std::uint32_t i = 0; i < o.journal_crash_runs; ++i) none_lost = crash(o, r) && none_lost;
-  return none_lost;
+  return crash_points(o, r) && none_lost;
 }
 
 }  // namespace sandpool::bench
