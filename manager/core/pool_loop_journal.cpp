@@ -176,13 +176,11 @@ void PoolLoop::release_ack(const TaskPtr& task) {
 void PoolLoop::cancel_refused(const TaskPtr& task, const Status& why) {
   log_->warn("[{}] task {} is cancelled: the journal refused it ({})", opts_.name, task->id,
              why.to_string());
-  // A commit past journal.sync_timeout (kTimeout) may still land: its end is journaled
-  // after it, so that a restart does not run a task its submitter was told was refused.
-  // Any other refusal left no row of it: its end is not written.
-  const bool maybe_written = why.code() == Code::kTimeout;
   mailbox_.post_or_run(
-      [task, text = why.message(), maybe_written](PoolCore& core, std::int64_t now) {
-        task->journaled = maybe_written;
+      [task, text = why.message()](PoolCore& core, std::int64_t now) {
+        // Its end is not written: the journal has no row of it, or (an accept answered at
+        // journal.sync_timeout that committed after all) ends the row itself.
+        task->journaled = false;
         if (task->decided) return;  // it ended before the refusal arrived: its end stands
         task->cancel_why = text;
         core.cancel(task, now);

@@ -173,6 +173,23 @@ void TaskJournal::watch_syncs() {
   }
 }
 
+void TaskJournal::end_refused_late(const std::vector<std::uint64_t>& ids) {
+  log_->warn(
+      "task journal {}: {} tasks committed after their submit was answered at "
+      "sync_timeout; they are journaled as cancelled",
+      store_.path(), ids.size());
+  Records ends;
+  for (const std::uint64_t id : ids) {
+    auto account = std::make_shared<TaskResult>();
+    account->id = id;
+    account->state = TaskState::kCancelled;
+    account->error = "storage: refused: its commit took longer than journal.sync_timeout (" +
+                     std::to_string(opts_.sync_timeout.count()) + " ms)";
+    ends.finish(std::move(account), {});
+  }
+  hand_over(ends);
+}
+
 void TaskJournal::stop_watch() {
   {
     std::lock_guard lk(store_.mu_);

@@ -330,9 +330,14 @@ void TaskJournal::resolve(std::size_t i, const Status& committed) {
                 w.task_id, s.to_string());
   }
   if (w.kind == Write::Kind::kAccept) {
-    deliveries_.push_back({nullptr, s ? s : storage_error(s), w.seq});
+    deliveries_.push_back({nullptr, s ? s : storage_error(s), w.seq, {}});
+    // The ids, in case the sync watch answered it already (deliver()): moving the tasks
+    // into the state left them.
+    if (s) {
+      for (const JournalTask& t : w.accept->tasks) deliveries_.back().ids.push_back(t.task.id);
+    }
   } else if (w.on_committed) {
-    deliveries_.push_back({std::move(w.on_committed), s ? s : storage_error(s), 0});
+    deliveries_.push_back({std::move(w.on_committed), s ? s : storage_error(s), 0, {}});
   }
 }
 
@@ -393,6 +398,7 @@ void TaskJournal::deliver() {
   std::vector<Delivery> calls = std::exchange(deliveries_, {});
   Answers refused;
   Status refusal;
+  std::vector<std::uint64_t> late;
   {
     std::lock_guard lk(store_.mu_);
     stats_.tasks_accepted += r.accepted_tasks;
@@ -426,11 +432,16 @@ void TaskJournal::deliver() {
       recovered_locked();
     }
     for (Delivery& d : calls) {
-      if (d.accept_seq != 0) d.cb = take_answer_locked(d.accept_seq);  // empty: answered
+      if (d.accept_seq == 0) continue;
+      d.cb = take_answer_locked(d.accept_seq);
+      // Answered by the sync watch (a refusal at sync_timeout) yet committed: its tasks
+      // are not open anywhere else, so the journal ends them here.
+      if (!d.cb && d.status) late.insert(late.end(), d.ids.begin(), d.ids.end());
     }
   }
-  for (JournalCommitted& cb : refused) calls.push_back({std::move(cb), refusal, 0});
-  for (auto& [cb, status, seq] : calls) {
+  if (!late.empty()) end_refused_late(late);
+  for (JournalCommitted& cb : refused) calls.push_back({std::move(cb), refusal, 0, {}});
+  for (auto& [cb, status, seq, ids] : calls) {
     if (!cb) continue;
     try {
       cb(status);

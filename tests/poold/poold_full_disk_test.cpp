@@ -211,6 +211,14 @@ TEST_CASE("poold: a sync that hangs past journal.sync_timeout answers every subm
   auto done = c.wait(after->id);
   REQUIRE(done);
   CHECK(done->state == "completed");
+  // The stuck commit landed when its sync returned: the journal ended that task itself, so
+  // a restart does not run a task its submitter was told was refused.
+  CHECK(poold.wait_for_output("they are journaled as cancelled"));
+  poold.signal(SIGTERM);
+  REQUIRE(poold.wait_exit() == 0);
+  PooldProcess again(config);
+  REQUIRE(again.wait_ready());
+  CHECK(again.output().find("recovered") == std::string::npos);
 }
 
 }  // namespace

@@ -20,8 +20,9 @@
 // - Failing (docs/journal.md, "A failing disk"): a write the database cannot take now (full,
 //   I/O error, ...) or a transaction running past sync_timeout turns the journal failing.
 //   Then accept() answers cb(error) at once, in the caller's thread, and the accepts that
-//   waited are answered too (kTimeout after a stuck commit: the batch may still commit, so
-//   its end must still be written). The writer tries a small write every probe_interval;
+//   waited are answered too (kTimeout after a stuck commit; should that commit land after
+//   all, the journal ends its tasks itself, cancelled: an accept answered with an error
+//   never leaves an open task). The writer tries a small write every probe_interval;
 //   the first commit that succeeds ends the failing state. So every accept is answered
 //   within about sync_timeout, whatever the disk does.
 // - finish(task, cb): cb(ok) once the end is committed. While the database cannot take it,
@@ -329,6 +330,9 @@ class TaskJournal {
   // sync_timeout, and answers every accept waiting.
   void watch_syncs();
   void stop_watch();
+  // The writer's, no lock held: ends (cancelled) the tasks of accepts that committed after
+  // the sync watch had answered them with a refusal.
+  void end_refused_late(const std::vector<std::uint64_t>& ids);
 
   DeadLetterStore& store_;
   const TaskJournalOptions opts_;
@@ -376,6 +380,7 @@ class TaskJournal {
     JournalCommitted cb;
     Status status;
     std::uint64_t accept_seq = 0;
+    std::vector<std::uint64_t> ids;  // a committed accept's tasks
   };
   std::vector<Delivery> deliveries_;
 
