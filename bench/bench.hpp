@@ -97,6 +97,8 @@ bool run_http(const BenchOptions& o, Report& r);
 // The issue-14 figures: the journal's cost on a poolctl batch and on a single submit with
 // sync: full, and a kill -9 of poold that must lose no acknowledged task (journal.cpp).
 bool run_journal(const BenchOptions& o, Report& r);
+// journal full_disk_refusal_ms (journal_full_disk.cpp): refused submits on a full state dir.
+bool journal_full_disk(const BenchOptions& o, Report& r);
 // Redis pools: nodes sharing a stream through a redis-server of the bench's own (issue 15).
 bool run_cluster(const BenchOptions& o, Report& r);
 

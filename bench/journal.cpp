@@ -12,6 +12,8 @@
 //   finish, a dead-lettering, a stop with `keep`, a dead-letter replay) killed in turn by
 //   poold_faults (built with the tests), the plain poold restarted on the state dir, and the
 //   tasks found in no place (lost) or in two (dup) counted (crash_points.hpp).
+// - full_disk_refusal_ms (issue 34): p99 of submits refused on a full state dir
+//   (journal_full_disk.cpp).
 #include <signal.h>
 
 #include <algorithm>
@@ -221,6 +223,7 @@ bool run_journal(const BenchOptions& o, Report& r) {
   if (!batch_ratio(o, r) || !full_submit(o, r)) return false;
   bool none_lost = true;
   for (std::uint32_t i = 0; i < o.journal_crash_runs; ++i) none_lost = crash(o, r) && none_lost;
+  if (!journal_full_disk(o, r)) return false;
   return crash_points(o, r) && none_lost;
 }
 

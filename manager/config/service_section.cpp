@@ -126,7 +126,7 @@ void read_allow_rule(ConfigErrors& errors, const YAML::Node& node, const std::st
   out->push_back(std::move(rule));
 }
 
-// `journal: on|off` (or true/false), or a mapping {enabled, sync, group_commit}.
+// `journal: on|off` (or true/false), or a mapping {enabled, sync, group_commit, sync_timeout}.
 void read_journal(MapReader& service, JournalConfig* out) {
   const YAML::Node* node = service.value("journal");
   if (node == nullptr) return;
@@ -151,6 +151,13 @@ void read_journal(MapReader& service, JournalConfig* out) {
     journal.fail("group_commit",
                  "expected at most 1s (every submit may wait this long for its commit), got " +
                      describe(*journal.value("group_commit")));
+  }
+  journal.duration("sync_timeout", &out->sync_timeout);
+  if (out->sync_timeout < std::chrono::milliseconds(100)) {
+    journal.fail("sync_timeout",
+                 "expected at least 100ms (a sync slower than this turns the journal failing), "
+                 "got " +
+                     describe(*journal.value("sync_timeout")));
   }
   journal.finish();
 }

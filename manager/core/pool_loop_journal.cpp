@@ -178,7 +178,9 @@ void PoolLoop::cancel_refused(const TaskPtr& task, const Status& why) {
              why.to_string());
   mailbox_.post_or_run(
       [task, text = why.message()](PoolCore& core, std::int64_t now) {
-        task->journaled = false;    // its end is not written: the journal has no row of it
+        // Its end is not written: the journal has no row of it, or (an accept answered at
+        // journal.sync_timeout that committed after all) ends the row itself.
+        task->journaled = false;
         if (task->decided) return;  // it ended before the refusal arrived: its end stands
         task->cancel_why = text;
         core.cancel(task, now);

@@ -6,6 +6,8 @@
 // idempotency keys remembered), and every new task's SubmitOptions::on_accepted has answered
 // (on the journal's writer thread after the commit; within Pool::submit without a journal).
 // Whichever comes last sends it, once, with the refusals (`storage: ...`) by task index.
+// The gate needs no timer of its own: the journal answers every accept within about
+// journal.sync_timeout, a hung sync included (docs/journal.md, "A failing disk").
 //
 // A waited submit's end may come before its accepted event went out (the task is dispatched
 // before its commit): after_reply() holds it until then, and drops it when the submit was

@@ -160,10 +160,11 @@ class Service final : public ControlHandler {
   std::optional<TaskResult> journaled_task(std::uint64_t id) const;
   // What an idempotency key names: the keys kept in memory, else the journal's.
   std::optional<KeptTask> known_key(const std::string& key);
-  // Every submit's answer from the journal: the last refusal for the storage's sake, newer
-  // than the last commit, makes the service unhealthy.
+  // Every submit's answer from the journal: the last refusal for the storage's sake is
+  // `status`'s journal.storage_error while the journal is failing.
   void note_acceptance(const Status& s);
-  // Why the storage cannot take submits or writes now; nullopt: it can.
+  // Why the storage cannot take submits or writes now (the journal is failing); nullopt: it
+  // can.
   std::optional<std::string> storage_problem() const;
   std::optional<ops::JournalStatus> journal_status() const;  // `status`; empty: no journal
   // The pool named `name` (error not_found), or serving `type` when name is empty.

@@ -47,6 +47,7 @@ DeadLetterStoreOptions Service::store_options(const Config& config,
   if (config.service.journal.enabled) {
     TaskJournalOptions j;
     j.group_commit = config.service.journal.group_commit;
+    j.sync_timeout = config.service.journal.sync_timeout;
     // Finished tasks stay for `task` and `wait` by id within the task records' bounds.
     j.max_finished = config.service.task_records_max;
     j.max_finished_age = config.service.task_records_max_age;
@@ -151,9 +152,11 @@ std::optional<ops::JournalStatus> Service::journal_status() const {
   s.mean_commit_us = t.commits == 0 ? 0 : t.total_commit_us / t.commits;
   s.writes_failing = t.writes_failing;
   s.last_error = t.last_error;
-  if (last_refused_ms_.load() > last_accepted_ms_.load()) {
+  if (t.writes_failing && last_refused_ms_.load() > last_accepted_ms_.load()) {
     std::lock_guard<std::mutex> lock(storage_mu_);
     s.storage_error = storage_error_;
+  } else if (t.writes_failing) {
+    s.storage_error = t.last_error;
   }
   s.finished_kept = t.finished_kept;
   s.file_bytes = t.file_bytes;
@@ -170,15 +173,14 @@ std::optional<TaskJournalStats> Service::journal_stats() const {
 }
 
 std::optional<std::string> Service::storage_problem() const {
-  if (last_refused_ms_.load() > last_accepted_ms_.load()) {
-    std::lock_guard<std::mutex> lock(storage_mu_);
-    return "submits refused: " + storage_error_;
-  }
-  if (TaskJournal* j = journal()) {
-    const TaskJournalStats s = j->stats();
-    if (s.writes_failing) return "storage: journal writes failing: " + s.last_error;
-  }
-  return std::nullopt;
+  // The journal's failing state (docs/journal.md, "A failing disk") decides: its probe ends
+  // it when the disk takes writes again, without a submit having to try first.
+  TaskJournal* j = journal();
+  if (j == nullptr) return std::nullopt;
+  const TaskJournalStats s = j->stats();
+  if (!s.writes_failing) return std::nullopt;
+  return "submits refused: storage: journal failing for " + std::to_string(s.failing_ms) +
+         " ms: " + s.last_error;
 }
 
 }  // namespace sandpool::poold

@@ -88,14 +88,25 @@ bool DeadLetterStore::wait_for_work(std::unique_lock<std::mutex>& lk) {
     const auto now = std::chrono::steady_clock::now();
     if (has_work_locked()) break;
     if (closing_) return false;
+    if (journal_->probe_due_locked(now)) {
+      journal_->writing_locked(true);
+      lk.unlock();
+      journal_->probe(writer_db_);  // a failing journal's small write (docs/journal.md)
+      lk.lock();
+      journal_->writing_locked(false);
+      continue;
+    }
     if (journal_->upkeep_due_locked(now)) {
+      journal_->writing_locked(true);
       lk.unlock();
       journal_->run_retention_chunk(writer_db_);  // one short transaction
       lk.lock();
+      journal_->writing_locked(false);
       continue;
     }
-    work_cv_.wait_for(lk, journal_->opts_.retention_interval,
-                      [&] { return closing_ || has_work_locked(); });
+    auto until = now + journal_->opts_.retention_interval;
+    if (journal_->failing_) until = std::min(until, journal_->next_probe_locked());
+    work_cv_.wait_until(lk, until, [&] { return closing_ || has_work_locked(); });
   }
   // Group commit: journal writes wait up to group_commit for others to join them.
   work_cv_.wait_until(lk, journal_->group_deadline_locked(),
@@ -118,9 +129,11 @@ void DeadLetterStore::run_writer() {
     }
     if (journal_) journal_->take_locked();
     hold(batch);
+    if (journal_) journal_->writing_locked(true);  // the sync watch times it
     lk.unlock();
     WriteRound round = write_round(batch);
     lk.lock();
+    if (journal_) journal_->writing_locked(false);
     hold(batch);
     account_round(round, batch.size());
     lk.unlock();
@@ -134,8 +147,10 @@ void DeadLetterStore::run_writer() {
     }
     ++failures;
     const auto shift = std::min<std::uint32_t>(failures - 1, 20);
-    const std::chrono::milliseconds delay =
+    std::chrono::milliseconds delay =
         std::min(opts_.retry_max, opts_.retry_base * (std::int64_t{1} << shift));
+    // A failing journal's kept records are its probe: retried at the probe's pace.
+    if (journal_ && journal_->failing_) delay = std::min(delay, journal_->opts_.probe_interval);
     work_cv_.wait_for(lk, delay, [&] { return abort_; });
   }
   // Hand what is unwritten back to close(), oldest first.

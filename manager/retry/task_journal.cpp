@@ -9,6 +9,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <sandpool/thread_name.hpp>
+
 #include "retry/journal_state.hpp"
 #include "retry/sqlite_db.hpp"
 #include "retry/task_journal_write.hpp"
@@ -34,6 +36,11 @@ Result<std::unique_ptr<TaskJournal>> TaskJournal::open(DeadLetterStore& store,
   auto own = DeadLetterStore::open_connection(store.path(), store.opts_);
   if (!own) return own.status();
   journal->checkpointer_ = sqlite::WalCheckpointer::start(store.writer_db_, std::move(own).value());
+  if (journal->opts_.sync_timeout.count() > 0) {
+    TaskJournal* j = journal.get();
+    j->watch_ = std::thread([j] { j->watch_syncs(); });
+    name_thread(j->watch_.native_handle(), "sp-jwatch");
+  }
   return journal;
 }
 
@@ -48,7 +55,7 @@ TaskJournal::TaskJournal(DeadLetterStore& store, TaskJournalOptions options,
       plan_(std::make_unique<RoundPlan>()),
       tx_(std::make_unique<Tx>()) {}
 
-TaskJournal::~TaskJournal() = default;
+TaskJournal::~TaskJournal() { stop_watch(); }
 
 TaskJournal::Records::Records() = default;
 TaskJournal::Records::~Records() = default;
@@ -109,15 +116,29 @@ void TaskJournal::queue_chunk(std::vector<Write>& writes, bool reuse) {
     if (!since) since = std::chrono::steady_clock::now();
     w.accept->since = *since;
   }
+  Answers refused;
+  Status refusal;
   {
     std::unique_lock lk(store_.mu_);
-    if (!store_.writer_done_) {
+    // An accept() is a chunk of its own; while the journal is failing it is refused at once.
+    if (!store_.writer_done_ && failing_ && writes.front().kind == Write::Kind::kAccept) {
+      ++stats_.batches_refused;
+      refusal = refusal_locked();
+      for (Write& w : writes) {
+        if (w.on_committed) refused.push_back(std::move(w.on_committed));
+      }
+      writes.clear();
+    } else if (!store_.writer_done_) {
       // The writer waits for the queue to fill or for a group's deadline: it needs waking
       // only when the queue was empty or becomes full.
       const bool was_empty = queue_head_ == queue_.size();
       for (Write& w : writes) {
         w.seq = next_seq_++;
         queued_tasks_ += w.task_count();
+        // Whoever answers first takes it (the writer, a refusal, the sync watch).
+        if (w.kind == Write::Kind::kAccept) {
+          accept_answers_.emplace_back(w.seq, std::move(w.on_committed));
+        }
       }
       queued_writes_ += writes.size();
       if (was_empty) {
@@ -137,6 +158,10 @@ void TaskJournal::queue_chunk(std::vector<Write>& writes, bool reuse) {
       if (was_empty || group_full_locked()) store_.work_cv_.notify_one();
       return;
     }
+  }
+  if (!refused.empty() || !refusal.is_ok()) {
+    for (JournalCommitted& cb : refused) cb(refusal);
+    return;
   }
   // The store closed: nothing more is written.
   std::vector<Write> closed;
@@ -215,6 +240,13 @@ TaskJournalStats TaskJournal::stats() const {
     s = stats_;
     s.pending = queued_writes_ + taken_count_;
     s.pending_tasks = queued_tasks_ + taken_tasks_;
+    s.writes_failing = failing_.has_value();
+    if (failing_) {
+      s.failing_ms =
+          static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         std::chrono::steady_clock::now() - failing_->since)
+                                         .count());
+    }
   }
   {
     std::lock_guard lk(state_mu_);
@@ -339,9 +371,15 @@ void TaskJournal::untake_locked() {
 }
 
 void TaskJournal::abandon(const std::string& why) {
+  stop_watch();
   std::vector<Write> left;
+  Answers accepts;
   {
     std::lock_guard lk(store_.mu_);
+    for (auto& [seq, cb] : accept_answers_) {
+      if (cb) accepts.push_back(std::move(cb));
+    }
+    accept_answers_.clear();
     drop_queue_head_locked();
     for (std::vector<Write>& chunk : queue_) {
       for (Write& w : chunk) left.push_back(std::move(w));
@@ -351,10 +389,13 @@ void TaskJournal::abandon(const std::string& why) {
     queued_tasks_ = 0;
   }
   std::size_t records = 0;
+  for (JournalCommitted& cb : accepts) {
+    cb(Status::error(Code::kClosed, "storage: task journal: " + why));
+  }
   for (Write& w : left) {
     if (w.on_committed) {
       w.on_committed(Status::error(Code::kClosed, "storage: task journal: " + why));
-    } else {
+    } else if (w.kind != Write::Kind::kAccept) {  // an accept's was answered above
       ++records;
     }
   }

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <sandpool/task_journal.hpp>
@@ -79,6 +80,9 @@ struct TaskJournal::RoundResult {
   std::uint64_t commits = 0, commit_us = 0;
   bool failed = false;  // some writes stay taken for a retry
   std::string error;    // the last failure's text
+  // The database could not take the round's writes now (full, I/O error, ...): the journal
+  // turns failing with this ("storage: ...").
+  std::optional<Status> condition;
 };
 
 // What the open transaction wrote to the log, applied to the state in this order once it

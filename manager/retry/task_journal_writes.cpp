@@ -329,7 +329,16 @@ void TaskJournal::resolve(std::size_t i, const Status& committed) {
     log_->error("task journal {}: the database refuses a write for task {}: {}", store_.path(),
                 w.task_id, s.to_string());
   }
-  if (w.on_committed) deliveries_.push_back({std::move(w.on_committed), s ? s : storage_error(s)});
+  if (w.kind == Write::Kind::kAccept) {
+    deliveries_.push_back({nullptr, s ? s : storage_error(s), w.seq, {}});
+    // The ids, in case the sync watch answered it already (deliver()): moving the tasks
+    // into the state left them.
+    if (s) {
+      for (const JournalTask& t : w.accept->tasks) deliveries_.back().ids.push_back(t.task.id);
+    }
+  } else if (w.on_committed) {
+    deliveries_.push_back({std::move(w.on_committed), s ? s : storage_error(s), 0, {}});
+  }
 }
 
 void TaskJournal::round_committed(std::chrono::steady_clock::duration took) {
@@ -344,6 +353,7 @@ void TaskJournal::round_committed(std::chrono::steady_clock::duration took) {
 void TaskJournal::round_failed(SqliteDb& db, const Status& why, int rc) {
   round_->error = why.to_string();
   const bool condition = classify_write_failure(rc) == WriteFailure::kCondition;
+  if (condition) round_->condition = storage_error(why);
   // Accepts are never kept for a retry: refused when the database cannot take writes now,
   // else each is tried alone, since the fault may be another write's.
   for (std::size_t i = 0; i < taken_.size(); ++i) {
@@ -370,7 +380,10 @@ void TaskJournal::round_failed(SqliteDb& db, const Status& why, int rc) {
       for (; i < taken_.size(); ++i) {
         int one_rc = SQLITE_OK;
         const Status s = commit_alone(db, i, i + 1, &one_rc);
-        if (!s && classify_write_failure(one_rc) == WriteFailure::kCondition) break;
+        if (!s && classify_write_failure(one_rc) == WriteFailure::kCondition) {
+          round_->condition = storage_error(s);
+          break;
+        }
         resolve(i, s);
       }
       taken_.erase(taken_.begin(), taken_.begin() + static_cast<std::ptrdiff_t>(i));
@@ -382,7 +395,10 @@ void TaskJournal::round_failed(SqliteDb& db, const Status& why, int rc) {
 
 void TaskJournal::deliver() {
   RoundResult r = std::exchange(*round_, RoundResult{});
-  std::vector<std::pair<JournalCommitted, Status>> calls = std::exchange(deliveries_, {});
+  std::vector<Delivery> calls = std::exchange(deliveries_, {});
+  Answers refused;
+  Status refusal;
+  std::vector<std::uint64_t> late;
   {
     std::lock_guard lk(store_.mu_);
     stats_.tasks_accepted += r.accepted_tasks;
@@ -403,17 +419,30 @@ void TaskJournal::deliver() {
       log_->warn("task journal {}: refused {} batches ({} tasks): {}", store_.path(),
                  r.refused_batches, r.refused_tasks, r.error);
     }
-    if (r.failed && !stats_.writes_failing) {
+    if (r.failed && !failing_) {
       log_->warn(
-          "task journal {}: writes failing; {} records wait in memory and are retried until "
-          "they are written or the store closes: {}",
+          "task journal {}: {} records wait in memory and are retried until they are written "
+          "or the store closes: {}",
           store_.path(), taken_.size(), r.error);
-    } else if (!r.failed && stats_.writes_failing) {
-      log_->info("task journal {}: writes recovered", store_.path());
     }
-    stats_.writes_failing = r.failed;
+    if (r.condition) {
+      turn_failing_locked(*r.condition, &refused);
+      if (!refused.empty()) refusal = refusal_locked();
+    } else if (r.commits > 0) {
+      recovered_locked();
+    }
+    for (Delivery& d : calls) {
+      if (d.accept_seq == 0) continue;
+      d.cb = take_answer_locked(d.accept_seq);
+      // Answered by the sync watch (a refusal at sync_timeout) yet committed: its tasks
+      // are not open anywhere else, so the journal ends them here.
+      if (!d.cb && d.status) late.insert(late.end(), d.ids.begin(), d.ids.end());
+    }
   }
-  for (auto& [cb, status] : calls) {
+  if (!late.empty()) end_refused_late(late);
+  for (JournalCommitted& cb : refused) calls.push_back({std::move(cb), refusal, 0, {}});
+  for (auto& [cb, status, seq, ids] : calls) {
+    if (!cb) continue;
     try {
       cb(status);
     } catch (const std::exception& e) {

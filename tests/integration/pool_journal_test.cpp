@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <sandpool/task_journal.hpp>
@@ -116,11 +118,29 @@ TEST_CASE("a task whose accept the journal refuses is cancelled with the storage
   REQUIRE(acks.all().size() == 1);
   CHECK_FALSE(acks.all()[0].second.is_ok());
 
-  // Once the lock is gone the pool accepts again, and the refused task is not in the journal.
+  // The refusal turned the journal failing (docs/journal.md, "A failing disk"): submits are
+  // refused at once while the lock is held.
+  auto meanwhile = pool->submit("sleep", "1");
+  REQUIRE(meanwhile);
+  CHECK_THAT(meanwhile->wait_accepted().message(), Catch::Contains("the journal is failing"));
+  CHECK(journal_of(*store).stats().writes_failing);
+
+  // Once the lock is gone the journal's probe finds the database writable and the pool
+  // accepts again, and the refused task is not in the journal.
   REQUIRE(locker.exec("COMMIT", "test unlock").is_ok());
-  auto next = pool->submit("sleep", "1");
+  std::optional<Ticket> next;
+  const auto until = std::chrono::steady_clock::now() + kPatience;
+  while (!next && std::chrono::steady_clock::now() < until) {
+    auto one = pool->submit("sleep", "1");
+    REQUIRE(one);
+    if (one->wait_accepted().is_ok()) {
+      next = *one;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the probe has not run yet
+    }
+  }
   REQUIRE(next);
-  CHECK(next->wait_accepted().is_ok());
+  CHECK_FALSE(journal_of(*store).stats().writes_failing);
   REQUIRE(next->wait_for(kPatience));
   CHECK(next->wait().state == TaskState::kCompleted);
   CHECK(journal_of(*store).find(t->id()).status().code() == Code::kNotFound);

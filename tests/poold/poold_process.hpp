@@ -67,9 +67,10 @@ class PooldProcess {
  public:
   // `env`: NAME=value entries added to (or replacing those of) this process's environment
   // for poold; "NAME" alone removes NAME.
+  // `binary`: another build of poold (poold_faults, with the fault seam of its SQLite layer).
   PooldProcess(const std::filesystem::path& config, std::vector<std::string> extra_args = {},
-               const std::vector<std::string>& env = {}) {
-    std::vector<std::string> args{poold_path(), "--config", config.string()};
+               const std::vector<std::string>& env = {}, const std::string& binary = poold_path()) {
+    std::vector<std::string> args{binary, "--config", config.string()};
     for (auto& a : extra_args) args.push_back(a);
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());

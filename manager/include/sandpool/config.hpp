@@ -40,6 +40,9 @@ struct JournalConfig {
   StoreSync sync = StoreSync::kFull;
   // The longest a submit waits for others to share its commit; 0: commit at once.
   std::chrono::milliseconds group_commit{2};
+  // A commit or sync still running after this long turns the journal failing: submits are
+  // refused at once until a write succeeds again (docs/journal.md, "A failing disk").
+  std::chrono::milliseconds sync_timeout{5000};
   bool operator==(const JournalConfig&) const = default;
 };
 

@@ -54,6 +54,9 @@ class Ticket {
   // the task is committed to the journal (ok) or refused (an error whose message starts with
   // "storage: "; the task is then cancelled, see docs/journal.md). Without a journal, and
   // for a replayed dead letter: ok at once. Non-blocking: SubmitOptions::on_accepted.
+  // Bounded: a commit that hangs past the journal's sync_timeout is answered kTimeout then,
+  // and while the journal is failing the answer is a refusal at once (docs/journal.md, "A
+  // failing disk").
   Status wait_accepted() const;
   // The same answer when it is in, nullopt while the commit is pending.
   std::optional<Status> acceptance() const;

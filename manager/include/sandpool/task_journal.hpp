@@ -17,6 +17,14 @@
 //   cb(error) when the journal refuses the batch (the database cannot take it now: a full
 //   disk, an I/O error, a lock held too long; a duplicate id; closed). An error's message
 //   starts with "storage: ". A refused batch is not retried.
+// - Failing (docs/journal.md, "A failing disk"): a write the database cannot take now (full,
+//   I/O error, ...) or a transaction running past sync_timeout turns the journal failing.
+//   Then accept() answers cb(error) at once, in the caller's thread, and the accepts that
+//   waited are answered too (kTimeout after a stuck commit; should that commit land after
+//   all, the journal ends its tasks itself, cancelled: an accept answered with an error
+//   never leaves an open task). The writer tries a small write every probe_interval;
+//   the first commit that succeeds ends the failing state. So every accept is answered
+//   within about sync_timeout, whatever the disk does.
 // - finish(task, cb): cb(ok) once the end is committed. While the database cannot take it,
 //   the write waits in memory and is retried (like a dead letter) until it commits or the
 //   store closes (then cb gets kClosed); cb(error) only for an end refused on its own (a
@@ -32,12 +40,15 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <sandpool/dead_letters.hpp>
@@ -123,8 +134,12 @@ struct TaskJournalStats {
   std::uint64_t commits = 0;          // transactions that carried journal writes
   std::uint64_t last_commit_us = 0;   // the last such transaction, BEGIN to COMMIT
   std::uint64_t max_commit_us = 0;
-  std::uint64_t total_commit_us = 0;    // / commits: the mean
-  bool writes_failing = false;          // records wait for a retry
+  std::uint64_t total_commit_us = 0;  // / commits: the mean
+  // The journal is failing (a write refused by the database's condition, or a commit past
+  // sync_timeout): submits are refused at once, records wait for a retry, a probe retries.
+  bool writes_failing = false;
+  std::uint64_t failing_ms = 0;         // for how long, while writes_failing
+  std::uint64_t probes = 0;             // probe writes tried while failing
   std::string last_error;               // why the last failed journal write failed
   std::uint64_t finished_kept = 0;      // finished tasks in the journal
   std::uint64_t finished_bytes = 0;     // their kept bytes (result, errors, attempts)
@@ -289,6 +304,36 @@ class TaskJournal {
   // Appends the open transaction's body as round(s) of the log.
   Status flush_body(sqlite::SqliteDb& db);
 
+  // Health (task_journal_health.cpp): the failing state, its probe and the sync watch.
+  struct Failing {
+    Status why;  // "storage: ...", with the failure's code
+    std::chrono::steady_clock::time_point since;
+  };
+  using Answers = std::vector<JournalCommitted>;
+  // Under store_.mu_: the writer begins (true) or ends (false) a transaction.
+  void writing_locked(bool writing);
+  // Under store_.mu_: turns the journal failing (or updates why), and refuses the accepts
+  // still queued: their callbacks go to *answers, to be called with refusal() unlocked.
+  void turn_failing_locked(const Status& why, Answers* answers);
+  // Under store_.mu_: a journal transaction committed; ends the failing state.
+  void recovered_locked();
+  // Under store_.mu_: what an accept is answered while failing.
+  Status refusal_locked() const;
+  // Under store_.mu_: the accept of write `seq`'s callback, taken (empty once answered).
+  JournalCommitted take_answer_locked(std::uint64_t seq);
+  // Under store_.mu_: whether the writer should run probe() now; else when it is due.
+  bool probe_due_locked(std::chrono::steady_clock::time_point now) const;
+  std::chrono::steady_clock::time_point next_probe_locked() const;
+  // The writer's, no lock held: one small write transaction; a commit ends failing.
+  void probe(sqlite::SqliteDb& db);
+  // The sync watch's thread: turns the journal failing when a transaction passes
+  // sync_timeout, and answers every accept waiting.
+  void watch_syncs();
+  void stop_watch();
+  // The writer's, no lock held: ends (cancelled) the tasks of accepts that committed after
+  // the sync watch had answered them with a refusal.
+  void end_refused_late(const std::vector<std::uint64_t>& ids);
+
   DeadLetterStore& store_;
   const TaskJournalOptions opts_;
   std::shared_ptr<spdlog::logger> log_;
@@ -329,7 +374,27 @@ class TaskJournal {
   // transaction wrote to the log.
   std::vector<std::vector<Write>> taken_chunks_;
   std::vector<Write*> taken_;
-  std::vector<std::pair<JournalCommitted, Status>> deliveries_;
+  // A callback to run after the round; an accept's (accept_seq != 0) is looked up in
+  // accept_answers_ then, since the sync watch may have answered it already.
+  struct Delivery {
+    JournalCommitted cb;
+    Status status;
+    std::uint64_t accept_seq = 0;
+    std::vector<std::uint64_t> ids;  // a committed accept's tasks
+  };
+  std::vector<Delivery> deliveries_;
+
+  // Guarded by store_.mu_: health (task_journal_health.cpp).
+  std::optional<Failing> failing_;
+  std::optional<std::chrono::steady_clock::time_point> writing_since_;
+  bool stuck_reported_ = false;  // the current transaction passed sync_timeout
+  std::chrono::steady_clock::time_point last_probe_{};
+  // The callbacks of the accepts queued or being written, by write seq (ascending): whoever
+  // answers first (the writer after its round, a refusal, the sync watch) takes it.
+  std::deque<std::pair<std::uint64_t, JournalCommitted>> accept_answers_;
+  std::condition_variable watch_cv_;
+  bool watch_stop_ = false;
+  std::thread watch_;
   std::unique_ptr<RoundResult> round_;
   std::unique_ptr<RoundPlan> plan_;
   std::unique_ptr<Tx> tx_;

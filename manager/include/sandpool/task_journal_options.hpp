@@ -32,6 +32,13 @@ struct TaskJournalOptions {
   std::uint64_t compaction_slack = 16ull << 20;
   // How often the writer checks the age bound while it has nothing else to do.
   std::chrono::milliseconds retention_interval{1000};
+  // A transaction of the writer still running after this long (a sync that hangs) turns the
+  // journal `failing` (docs/journal.md, "A failing disk"): the accepts waiting for it are
+  // answered `storage: ...` (kTimeout) and later ones refused at once. 0: no bound.
+  std::chrono::milliseconds sync_timeout{5000};
+  // While failing, how often the writer tries a small write to learn whether the disk takes
+  // writes again.
+  std::chrono::milliseconds probe_interval{1000};
 };
 
 }  // namespace sandpool
