@@ -199,6 +199,20 @@ const std::string& Pool::isolation() const { return loop_->isolation(); }
 Result<Ticket> Pool::replay(std::uint64_t letter_id, TaskCallbacks callbacks) {
   const auto& store = loop_->options().dead_letter_store;
   if (!store) return Status::invalid("this pool has no dead_letter_store");
+  if (store->journal() != nullptr) {
+    // The letter goes and the task is journaled open again in one transaction (the loop's
+    // replay): a stop or a crash at any point leaves it in exactly one of the two.
+    auto letter = store->get(letter_id);
+    if (!letter) return letter.status();
+    if (letter->pool != loop_->options().name) {
+      return Status::invalid("dead letter " + std::to_string(letter_id) + " belongs to pool '" +
+                             letter->pool + "', not '" + loop_->options().name + "'");
+    }
+    SubmitOptions options = letter->options.to_submit_options();
+    options.on_progress = std::move(callbacks.on_progress);
+    options.on_done = std::move(callbacks.on_done);
+    return loop_->replay(*letter, std::move(options));
+  }
   // Claimed (taken out of the store in one transaction) before the submit: a concurrent
   // replay of the same letter finds it gone.
   auto letter = store->claim(letter_id);

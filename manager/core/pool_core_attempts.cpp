@@ -167,19 +167,23 @@ void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason, s
     letters_pending_.erase(task->id);
     std::lock_guard lock(task->mu);
     task->account.dead_letter_pending = false;
+    state = task->account.state;  // kCancelled when the letter was not written (answered inline)
   } else if (state != TaskState::kDeadLettered && journal_.end) {
     ends_pending_.push(task);
     if (journal_.end(task)) return;  // on_end_written() ends it
     ends_pending_.pop_last();
+    std::lock_guard lock(task->mu);
+    state = task->account.state;  // kCancelled when the end was not written (answered inline)
   }
-  complete(task, state, reason);
+  complete(task, state, state == TaskState::kDeadLettered ? reason : DeadReason::kNone);
 }
 
 void PoolCore::on_end_written(std::uint64_t id, std::int64_t now) {
   clock_ns_ = now;
   TaskPtr task = ends_pending_.take(id);
   if (!task) return;
-  complete(task, task->account.state, DeadReason::kNone);  // final: only the loop writes it
+  // Final (only the loop writes it), or reported unwritten by the journal's answer.
+  complete(task, task->account.state, DeadReason::kNone);
   settle(now);
 }
 
@@ -189,11 +193,13 @@ void PoolCore::on_letter_written(std::uint64_t id, std::int64_t now) {
   if (it == letters_pending_.end()) return;
   auto [task, reason] = std::move(it->second);
   letters_pending_.erase(it);
+  TaskState state = TaskState::kDeadLettered;
   {
     std::lock_guard lock(task->mu);
     task->account.dead_letter_pending = false;
+    state = task->account.state;  // kCancelled when its letter did not reach the store
   }
-  complete(task, TaskState::kDeadLettered, reason);
+  complete(task, state, state == TaskState::kDeadLettered ? reason : DeadReason::kNone);
   settle(now);
 }
 

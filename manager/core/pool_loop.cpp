@@ -386,8 +386,7 @@ Result<TaskPtr> PoolLoop::admit_task(std::string type, std::string payload, Subm
       return s;
     }
   }
-  // A replayed dead letter keeps its id, which the journal holds (finished) already: it is
-  // not journaled again (docs/journal.md).
+  // A replayed dead letter keeps its id: replay() journals it (reopen) before it is posted.
   const bool journaled = journal_ != nullptr && id == 0;
   if (id == 0)
     id = (opts_.task_ids ? *opts_.task_ids : next_task_id_).fetch_add(1, std::memory_order_relaxed);
@@ -402,11 +401,16 @@ Result<TaskPtr> PoolLoop::admit_task(std::string type, std::string payload, Subm
   return rec;
 }
 
-bool PoolLoop::post_admitted(const TaskPtr& rec) {
-  if (mailbox_.post_task(rec)) return true;
+void PoolLoop::unadmit(const TaskPtr& rec) {
   admitted_.fetch_sub(1, std::memory_order_relaxed);
   if (rec->tenant_counted) tenant_counts_.release(rec->opts.tenant);
-  if (rec->journaled) {  // accepted in the journal, never run: ended there, never acknowledged
+}
+
+bool PoolLoop::post_admitted(const TaskPtr& rec, bool end_if_closed) {
+  if (mailbox_.post_task(rec)) return true;
+  unadmit(rec);
+  if (rec->journaled &&
+      end_if_closed) {  // accepted in the journal, never run: ended there, never acknowledged
     TaskResult end;
     end.id = rec->id;
     end.type = rec->type;

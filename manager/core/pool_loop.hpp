@@ -42,6 +42,13 @@ namespace sandpool::core {
 // counters went with the pool.
 void end_orphaned(TaskRecord& task, TaskState state);
 
+// The journaled end of the task (`reached`: its end, or its letter) did not become durable:
+// the store closed first, refused it, or took its letter only into a spill file. The journal
+// keeps the task open and the next start runs it again, so it is reported as a stop that
+// keeps it (cancelled, reason shutdown) with `why`, never as the end it reached. Any thread,
+// before the task's end is posted or applied.
+void report_unwritten(TaskRecord& task, const std::string& why);
+
 class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
  public:
   // Starts the loop thread and the workers; returns once the first worker is ready, or
@@ -53,6 +60,10 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   // id 0: a fresh id; otherwise the task keeps that id (a dead letter's replay).
   Result<Ticket> submit(std::string type, std::string payload, SubmitOptions options,
                         std::uint64_t id = 0);
+  // Pool::replay with a journal: `letter`'s task re-enters this pool under its id once the
+  // journal reopened it and deleted the letter in one transaction (TaskJournal::reopen),
+  // waited for here up to kReplayCommitWait; from then on it is journaled like a submit.
+  Result<Ticket> replay(const DeadLetter& letter, SubmitOptions options);
   // See Pool::submit_batch.
   std::vector<Result<Ticket>> submit_batch(std::vector<BatchTask> tasks,
                                            std::function<void(const Status&)> on_accepted);
@@ -153,9 +164,12 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   // journaled (id 0 in a pool with a journal).
   Result<TaskPtr> admit_task(std::string type, std::string payload, SubmitOptions options,
                              std::uint64_t id);
-  // Hands an admitted task to the loop; false when the pool closes (its admission and its
-  // journal row are undone).
-  bool post_admitted(const TaskPtr& task);
+  // Hands an admitted task to the loop; false when the pool closes (its admission is undone,
+  // and with `end_if_closed` its journal row is ended `cancelled`; a replay's stays open for
+  // the next start).
+  bool post_admitted(const TaskPtr& task, bool end_if_closed = true);
+  // Undoes admit_task()'s admission (queue capacity, tenant count).
+  void unadmit(const TaskPtr& task);
 
   // A batch's acknowledgement (Pool::submit_batch): the journal's answer and the end of
   // submit_batch(), whichever comes second, call `callback`.

@@ -16,6 +16,7 @@
 // - Recovery: Pool::create queues this pool's unfinished tasks again (recover_journal()), and
 //   dead-letters those of a type it no longer serves.
 #include <chrono>
+#include <future>
 
 #include <spdlog/spdlog.h>
 
@@ -94,6 +95,7 @@ void PoolLoop::install_journal() {
         const auto& log = loop ? loop->log_ : spdlog::default_logger();
         log->error("[{}] the end of task {} is not journaled: {}",
                    loop ? loop->opts_.name : std::string("?"), task->id, s.to_string());
+        report_unwritten(*task, "its end is not written (" + s.message() + ")");
       }
       if (!loop) return end_orphaned(*task, task->account.state);
       if (std::this_thread::get_id() == hook_thread && loop->in_end_hook_) {
@@ -215,6 +217,14 @@ void PoolLoop::hand_over_turn() {
             const auto& log = loop ? loop->log_ : spdlog::default_logger();
             log->error("[{}] the end of task {} is not journaled: {}",
                        loop ? loop->opts_.name : std::string("?"), ids.back(), s.to_string());
+            // Closed: the turn's chunk was never written, none of its ends. Else the last end
+            // was refused on its own, and the others are committed.
+            const std::string why = "its end is not written (" + s.message() + ")";
+            if (s.code() == Code::kClosed) {
+              for (const TaskPtr& task : ends) report_unwritten(*task, why);
+            } else {
+              report_unwritten(*ends.back(), why);
+            }
           }
           if (!loop) {
             for (const TaskPtr& task : ends) end_orphaned(*task, task->account.state);
@@ -256,6 +266,47 @@ void PoolLoop::post_ends_written() {
         for (const std::uint64_t id : ids) core.on_end_written(id, now);
       },
       *core_);
+}
+
+namespace {
+// How long a replay waits for its reopen's commit: a commit takes milliseconds; this only
+// bounds a disk that hangs.
+constexpr std::chrono::seconds kReplayCommitWait{30};
+}  // namespace
+
+Result<Ticket> PoolLoop::replay(const DeadLetter& letter, SubmitOptions options) {
+  auto rec = admit_task(letter.task.type, letter.payload, std::move(options), letter.task.id);
+  if (!rec) return rec.status();
+  JournalTask j;
+  j.task.id = letter.task.id;
+  j.task.type = letter.task.type;
+  j.pool = opts_.name;
+  j.payload = letter.payload;
+  j.options = JournalTaskOptions::from((*rec)->opts);
+  // The writer answers after the waiter may have given up: the promise is shared.
+  auto answer = std::make_shared<std::promise<Status>>();
+  std::future<Status> reopened = answer->get_future();
+  journal_->reopen(std::move(j), letter.letter_id,
+                   [answer](const Status& s) { answer->set_value(s); });
+  if (reopened.wait_for(kReplayCommitWait) != std::future_status::ready) {
+    unadmit(*rec);
+    return Status::error(
+        Code::kTimeout, "storage: the replay of dead letter " + std::to_string(letter.letter_id) +
+                            " is not committed after " + std::to_string(kReplayCommitWait.count()) +
+                            " s; if it commits, task " + std::to_string(letter.task.id) +
+                            " runs at the next start");
+  }
+  if (Status s = reopened.get(); !s) {
+    unadmit(*rec);
+    return s;
+  }
+  // Open in the journal from here on: its records and its end are journaled like a submit's.
+  (*rec)->journaled = true;
+  if (!post_admitted(*rec, false)) {
+    return Status::error(Code::kClosed, "pool is closing; task " + std::to_string(letter.task.id) +
+                                            " stays open in the journal for the next start");
+  }
+  return Ticket(*rec, weak_from_this());
 }
 
 Status PoolLoop::recover_journal() {

@@ -27,6 +27,17 @@ void end_orphaned(TaskRecord& task, TaskState state) {
   if (task.opts.on_done) task.opts.on_done(task.account);
 }
 
+void report_unwritten(TaskRecord& task, const std::string& why) {
+  std::lock_guard lock(task.mu);
+  const std::string reached(to_string(task.account.state));
+  task.account.state = TaskState::kCancelled;
+  task.account.reason = DeadReason::kNone;
+  task.account.cancel_reason = CancelReason::kShutdown;
+  task.account.dead_letter_pending = false;
+  task.account.error = "not " + reached + ": " + why +
+                       "; the journal keeps the task open and the next start runs it again";
+}
+
 void PoolLoop::install_dead_letter_sink() {
   if (!opts_.dead_letter_store) return;
   core_->set_dead_letter_sink([this](const TaskPtr& task) {
@@ -51,8 +62,16 @@ void PoolLoop::install_dead_letter_sink() {
         log->warn("[{}] dead letter for task {} went to the spill file {}", pool, task->id,
                   receipt.spill_file);
       }
+      // A journaled task's end went with its letter: without the letter in the store, the
+      // journal still holds it open (`dlq import` of the spill file skips it).
+      if (receipt.letter_id == 0 && task->journaled) {
+        report_unwritten(*task, receipt.lost.empty()
+                                    ? "its dead letter is only in the spill file " +
+                                          receipt.spill_file + ", not in the store"
+                                    : "its dead letter is lost (" + receipt.lost + ")");
+      }
       std::shared_ptr<PoolLoop> loop = self.lock();
-      if (!loop) return end_orphaned(*task, TaskState::kDeadLettered);
+      if (!loop) return end_orphaned(*task, task->account.state);
       if (std::this_thread::get_id() == loop_thread) {
         loop->receipt_inline_ = true;  // within enqueue(): the sink ends the task itself
         return;

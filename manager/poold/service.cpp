@@ -11,6 +11,8 @@
 #include <sandpool/thread_name.hpp>
 #include <sandpool/wall_clock.hpp>
 
+#include "poold/backend_handover.hpp"
+
 namespace sandpool::poold {
 namespace {
 
@@ -74,6 +76,12 @@ Result<std::unique_ptr<Service>> Service::start(Config config, std::string confi
     }
     s->slots_.emplace(pc.name, Slot{pc, std::move(pool).value()});
     log->info("pool started pool={} plugin={} workers={}", pc.name, pc.plugin_path, pc.workers);
+  }
+  if (s->redis_ && s->journal() != nullptr) {
+    // A pool that was local before this start left its unfinished tasks in the journal.
+    if (Status st = hand_over_to_redis(*s->journal(), *s->redis_, s->config_, *log); !st) {
+      return st.with_context("task journal: hand over to redis");
+    }
   }
   s->refresh_watch_list();
   return s;

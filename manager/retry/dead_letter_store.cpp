@@ -298,12 +298,23 @@ DeadLetterStoreStats DeadLetterStore::stats() const {
   return s;
 }
 
+bool DeadLetterStore::journal_holds(std::uint64_t task_id) const {
+  if (!journal_) return false;
+  auto t = journal_->find(task_id);
+  if (!t) return false;  // never journaled, or evicted by retention
+  return !(t->task.state == TaskState::kDeadLettered && t->letter_id == 0);
+}
+
 Result<DeadLetterImport> DeadLetterStore::import_letters(const std::vector<DeadLetter>& letters) {
   std::lock_guard lk(query_mu_);
   SP_RETURN_IF_ERROR(query_db_.exec("BEGIN IMMEDIATE", "dead-letter import: begin"));
   DeadLetterImport out;
   Status s;
   for (const DeadLetter& l : letters) {
+    if (journal_holds(l.task.id)) {
+      ++out.journaled;
+      continue;
+    }
     auto present = dead_letter_rows::exists(query_db_, l);
     if (!present) {
       s = present.status();

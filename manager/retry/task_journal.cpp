@@ -187,6 +187,17 @@ void TaskJournal::accept(std::vector<JournalTask> tasks, JournalCommitted on_com
   queue_chunk(one.writes_, false);
 }
 
+void TaskJournal::reopen(JournalTask task, std::uint64_t letter_id, JournalCommitted on_committed) {
+  Records one;
+  Write& w = one.writes_.emplace_back();
+  w.kind = Write::Kind::kAccept;
+  w.accept = std::make_unique<Write::Accept>();
+  w.accept->tasks.push_back(std::move(task));
+  w.accept->letter_id = letter_id;
+  w.on_committed = std::move(on_committed);
+  queue_chunk(one.writes_, false);
+}
+
 void TaskJournal::record_start(std::uint64_t task_id, const Attempt& start) {
   Records one;
   one.start(task_id, start);

@@ -31,11 +31,16 @@ struct TaskJournal::Write {
     // Per task, 1 + the index in the round of its kFinish, which this accept writes as a
     // finished row (0: none; empty: none for the whole batch).
     std::vector<std::size_t> ends;
+    // reopen(): the letter deleted in the same transaction (its one task is the letter's,
+    // reopened under its id); 0 for an accept().
+    std::uint64_t letter_id = 0;
   };
   Kind kind = Kind::kAccept;
   TaskState next = TaskState::kQueued;  // kAttempt
-  // kAccept: refused, an id of the batch is journaled already (set while written).
+  // kAccept: refused, an id of the batch is journaled already (a reopen: the task is open
+  // there); a reopen's letter is gone (set while written).
   bool duplicate = false;
+  bool letter_gone = false;
   // The round's plan (TaskJournal::plan_round), followed only when the whole round is
   // written in one transaction; a write tried alone after a failed round ignores it.
   bool covered = false;  // a later write of the round supersedes this one: not written

@@ -72,6 +72,17 @@ bool ids_unseen(const std::vector<JournalTask>& tasks, const JournalState& st,
   return true;
 }
 
+// Deletes a reopened task's letter inside the open transaction; returns whether it was
+// there (false: purged, or replayed already).
+Result<bool> delete_letter(SqliteDb& db, std::uint64_t letter_id) {
+  auto stmt = db.prepare("DELETE FROM dead_letters WHERE letter_id = ?1", "journal: reopen");
+  if (!stmt) return stmt.status();
+  StmtRef s(*stmt);
+  s->bind(1, static_cast<std::int64_t>(letter_id));
+  SP_RETURN_IF_ERROR(db.step_done(**stmt, "journal: reopen: delete letter"));
+  return db.changes() > 0;
+}
+
 // An accept writes the task as submitted: queued, with no history.
 void as_accepted(JournalTask& t, std::int64_t now_ms) {
   if (t.submitted_ms == 0) t.submitted_ms = now_ms;
@@ -173,11 +184,22 @@ Status TaskJournal::write_range(SqliteDb& db, std::size_t i, std::size_t j, bool
     if (planned && w.covered) continue;  // a finish's end went with its accept
     switch (w.kind) {
       case Write::Kind::kAccept: {
-        // Ids are new to the journal, to this transaction and within the batch.
         Write::Accept& a = *w.accept;
-        w.duplicate = !ids_rise_above(a.tasks, std::max(st.highest(), tx.highest)) &&
-                      !ids_unseen(a.tasks, st, tx.accepted, tx.ended);
-        if (w.duplicate) break;
+        if (a.letter_id != 0) {
+          // A reopen: its task must not be open, and its letter goes in this transaction.
+          w.letter_gone = false;
+          w.duplicate = tx.open_task(st, a.tasks.front().task.id) != nullptr;
+          if (w.duplicate) break;
+          auto gone = delete_letter(db, a.letter_id);
+          if (!gone) return gone.status();
+          w.letter_gone = !*gone;
+          if (w.letter_gone) break;
+        } else {
+          // Ids are new to the journal, to this transaction and within the batch.
+          w.duplicate = !ids_rise_above(a.tasks, std::max(st.highest(), tx.highest)) &&
+                        !ids_unseen(a.tasks, st, tx.accepted, tx.ended);
+          if (w.duplicate) break;
+        }
         for (std::size_t n = 0; n < a.tasks.size(); ++n) {
           JournalTask& t = a.tasks[n];
           as_accepted(t, w.at_ms);
@@ -313,11 +335,20 @@ Status TaskJournal::commit_alone(SqliteDb& db, std::size_t i, std::size_t j, int
 
 void TaskJournal::resolve(std::size_t i, const Status& committed) {
   Write& w = *taken_[i];
-  const Status s =
-      committed && w.duplicate
-          ? Status::error(Code::kInvalidArgument,
-                          "task journal: an id of the batch is journaled already (ids are unique)")
-          : committed;
+  const std::uint64_t letter = w.accept ? w.accept->letter_id : 0;
+  Status s = committed;
+  if (committed && w.duplicate && letter != 0) {
+    s = Status::error(Code::kInvalidArgument, "task journal: task " +
+                                                  std::to_string(w.accept->tasks.front().task.id) +
+                                                  " of dead letter " + std::to_string(letter) +
+                                                  " is open already (not replayed)");
+  } else if (committed && w.duplicate) {
+    s = Status::error(Code::kInvalidArgument,
+                      "task journal: an id of the batch is journaled already (ids are unique)");
+  } else if (committed && w.letter_gone) {
+    s = Status::error(Code::kNotFound, "no dead letter " + std::to_string(letter) +
+                                           " (purged, or replayed already)");
+  }
   if (s) {
     round_->accepted_tasks += w.task_count();
     if (w.kind != Write::Kind::kAccept) ++round_->records;
@@ -329,15 +360,18 @@ void TaskJournal::resolve(std::size_t i, const Status& committed) {
     log_->error("task journal {}: the database refuses a write for task {}: {}", store_.path(),
                 w.task_id, s.to_string());
   }
+  // A reopen's own refusals (its task open, its letter gone) are not the storage's.
+  const bool reopen_refused = committed && letter != 0;
+  const Status answer = s || reopen_refused ? s : storage_error(s);
   if (w.kind == Write::Kind::kAccept) {
-    deliveries_.push_back({nullptr, s ? s : storage_error(s), w.seq, {}});
+    deliveries_.push_back({nullptr, answer, w.seq, {}});
     // The ids, in case the sync watch answered it already (deliver()): moving the tasks
     // into the state left them.
     if (s) {
       for (const JournalTask& t : w.accept->tasks) deliveries_.back().ids.push_back(t.task.id);
     }
   } else if (w.on_committed) {
-    deliveries_.push_back({std::move(w.on_committed), s ? s : storage_error(s), 0, {}});
+    deliveries_.push_back({std::move(w.on_committed), answer, 0, {}});
   }
 }
 

@@ -161,6 +161,9 @@ using LetterWritten = std::function<void(const LetterReceipt&)>;
 struct DeadLetterImport {
   std::uint64_t imported = 0;         // letters committed
   std::uint64_t already_present = 0;  // letters skipped: the store already holds them
+  // Letters skipped because the store's journal holds their task (open: it runs again, or
+  // ended: its end or letter is written), except a `dead_lettered` end without a letter.
+  std::uint64_t journaled = 0;
 };
 
 class DeadLetterStore {
@@ -287,6 +290,9 @@ class DeadLetterStore {
   // Under mu_: the seq of the oldest letter not yet committed or spilled.
   std::uint64_t oldest_unresolved() const;
   Result<DeadLetter> read_letter(sqlite::SqliteStmt& row);
+  // Whether an imported letter of task `task_id` is skipped: the journal holds the task
+  // (DeadLetterImport::journaled).
+  bool journal_holds(std::uint64_t task_id) const;
   std::int64_t now_ms() const;
 
   const DeadLetterStoreOptions opts_;

@@ -53,10 +53,10 @@ class Ticket {
   // In a pool that journals (PoolOptions::dead_letter_store with a journal): blocks until
   // the task is committed to the journal (ok) or refused (an error whose message starts with
   // "storage: "; the task is then cancelled, see docs/journal.md). Without a journal, and
-  // for a replayed dead letter: ok at once. Non-blocking: SubmitOptions::on_accepted.
-  // Bounded: a commit that hangs past the journal's sync_timeout is answered kTimeout then,
-  // and while the journal is failing the answer is a refusal at once (docs/journal.md, "A
-  // failing disk").
+  // for a replayed dead letter (committed before replay() returned): ok at once. Non-blocking:
+  // SubmitOptions::on_accepted. Bounded: a commit that hangs past the journal's sync_timeout
+  // is answered kTimeout then, and while the journal is failing the answer is a refusal at
+  // once (docs/journal.md, "A failing disk").
   Status wait_accepted() const;
   // The same answer when it is in, nullopt while the commit is pending.
   std::optional<Status> acceptance() const;
@@ -311,11 +311,15 @@ class Pool {
   // Dead letters held in memory (the most recent dead_letter_capacity of them).
   std::vector<TaskResult> dead_letters() const;
   // Replays a stored dead letter (PoolOptions::dead_letter_store): the task re-enters this
-  // pool with its id, payload and options, fresh attempts and `callbacks`. The letter is
-  // claimed from the store (DeadLetterStore::claim) before the task is submitted, so of two
-  // replays of one letter at once exactly one runs it and the other gets kNotFound; a
-  // submit that is refused puts the letter back unchanged. Errors: kNotFound,
-  // kInvalidArgument (no store, or a letter of another pool), and submit()'s.
+  // pool with its id, payload and options, fresh attempts and `callbacks`. With a journal,
+  // the letter's deletion and the task's reopening in the journal are one transaction
+  // (TaskJournal::reopen), committed before this returns: from then on the task is journaled
+  // like a submit (a stop that keeps it, or a crash, leaves it open for the next start).
+  // Without one, the letter is claimed from the store (DeadLetterStore::claim) before the
+  // task is submitted, and put back unchanged when the submit is refused. Either way, of two
+  // replays of one letter at once exactly one runs it and the other gets kNotFound. Errors:
+  // kNotFound, kInvalidArgument (no store, or a letter of another pool), submit()'s, and the
+  // journal's (a storage error; kTimeout when its commit takes over 30 s).
   Result<Ticket> replay(std::uint64_t letter_id, TaskCallbacks callbacks = {});
   // Replays every stored letter of this pool that matches `filter` (its `pool` must be
   // empty or this pool's name) and was dead-lettered before the call, so a replay that

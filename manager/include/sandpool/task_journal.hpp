@@ -35,6 +35,8 @@
 //   attempt count is in docs/journal.md.
 // - dead_letter(letter, cb): the letter and the end of its journaled task in one transaction;
 //   the receipt is the store's (dead_letters.hpp).
+// - reopen(task, letter, cb): the letter's deletion and the task's reopening in one
+//   transaction (a replay); answered like accept().
 //
 // Thread-safety: every member may be called from any thread, concurrently.
 #pragma once
@@ -191,6 +193,13 @@ class TaskJournal {
   // Queues the batch's tasks (ids unique in the journal) for one all-or-none commit shared
   // with whatever else waits; on_committed as above. Never blocks on the disk.
   void accept(std::vector<JournalTask> tasks, JournalCommitted on_committed);
+  // A replay: reopens `task` (its id, pool, type, payload and options, as its letter has
+  // them) as queued, with no history, and deletes dead letter `letter_id`, in one
+  // transaction: before its commit the task is in the letter, after it open in the journal.
+  // on_committed(ok) after the commit; kNotFound when the letter is gone (purged, or
+  // replayed already: of two reopens of one letter one commits); kInvalidArgument when the
+  // journal holds the task open; a storage error as for accept(). Never blocks on the disk.
+  void reopen(JournalTask task, std::uint64_t letter_id, JournalCommitted on_committed);
   // Queues what `records` holds, in order, and empties it. When the store has closed, each
   // finish's on_committed is called at once with kClosed.
   // The records' storage comes back emptied with the capacity of a chunk the writer is done
