@@ -83,6 +83,19 @@ Result<bool> delete_letter(SqliteDb& db, std::uint64_t letter_id) {
   return db.changes() > 0;
 }
 
+// Whether a letter is in the store (inside the open transaction).
+Result<bool> letter_exists(SqliteDb& db, std::uint64_t letter_id) {
+  auto stmt = db.prepare("SELECT 1 FROM dead_letters WHERE letter_id = ?1", "journal: reopen");
+  if (!stmt) return stmt.status();
+  StmtRef s(*stmt);
+  s->bind(1, static_cast<std::int64_t>(letter_id));
+  const int rc = s->step();
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  return Status::error(Code::kInternal,
+                       std::string("journal: reopen: find letter: ") + sqlite3_errmsg(db.handle()));
+}
+
 // An accept writes the task as submitted: queued, with no history.
 void as_accepted(JournalTask& t, std::int64_t now_ms) {
   if (t.submitted_ms == 0) t.submitted_ms = now_ms;
@@ -189,7 +202,15 @@ Status TaskJournal::write_range(SqliteDb& db, std::size_t i, std::size_t j, bool
           // A reopen: its task must not be open, and its letter goes in this transaction.
           w.letter_gone = false;
           w.duplicate = tx.open_task(st, a.tasks.front().task.id) != nullptr;
-          if (w.duplicate) break;
+          if (w.duplicate) {
+            // Open because a concurrent replay of the same letter won: its letter is gone,
+            // and that is the answer (not_found, as without a journal).
+            auto there = letter_exists(db, a.letter_id);
+            if (!there) return there.status();
+            w.letter_gone = !*there;
+            w.duplicate = *there;
+            break;
+          }
           auto gone = delete_letter(db, a.letter_id);
           if (!gone) return gone.status();
           w.letter_gone = !*gone;
