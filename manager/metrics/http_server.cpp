@@ -50,8 +50,13 @@ class WorkQueue {
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;
 
+  // A job runs on a serving thread and returns what is to happen once that thread counts as
+  // free again: the answer's delivery, so a client holding its answer never finds the thread
+  // it used still busy.
+  using Job = std::function<std::function<void()>()>;
+
   // False when every thread is busy and the queue is full, or the queue stopped.
-  bool post(std::function<void()> job) {
+  bool post(Job job) {
     {
       std::lock_guard lock(mu_);
       // A job waits only while every thread is busy: room for a thread each, and the queue.
@@ -85,10 +90,15 @@ class WorkQueue {
       jobs_.pop_front();
       ++busy_;
       lock.unlock();
-      job();  // never throws: Connection::dispatch's job catches what a handler throws
+      // Never throws: Connection::dispatch's job catches what a handler throws.
+      std::function<void()> then = job();
       job = nullptr;
       lock.lock();
       --busy_;
+      lock.unlock();
+      if (then) then();
+      then = nullptr;
+      lock.lock();
     }
   }
 
@@ -96,7 +106,7 @@ class WorkQueue {
   const std::size_t max_queued_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;  // guarded by mu_
+  std::deque<Job> jobs_;                    // guarded by mu_
   std::size_t busy_ = 0;                    // threads running a job, guarded by mu_
   bool stopping_ = false;                   // guarded by mu_
   std::vector<std::thread> threads_;
@@ -496,10 +506,11 @@ void Connection::dispatch() {
   if (auto answer = take_body(*parser, request)) return respond(std::move(*answer));
   stream.expires_never();  // the handler's own deadlines bound it; the write has its own
   auto self = shared_from_this();
-  const bool taken = server.lane(route->lane).post([self] {
-    HttpResponse res = run_handler(*self->route, self->request);
-    net::post(self->server.ioc,
-              [self, res = std::move(res)]() mutable { self->respond(std::move(res)); });
+  const bool taken = server.lane(route->lane).post([self]() -> std::function<void()> {
+    auto res = std::make_shared<HttpResponse>(run_handler(*self->route, self->request));
+    return [self, res] {
+      net::post(self->server.ioc, [self, res] { self->respond(std::move(*res)); });
+    };
   });
   if (!taken) {
     HttpResponse res;
