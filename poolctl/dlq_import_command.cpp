@@ -95,7 +95,7 @@ int run_dlq_import(const Cli& cli, const std::string& file, const std::string& s
   if (!letters) return fail("dlq import", letters.status());
   json total{{"imported", 0}, {"already_present", 0}};
   if (!state_dir.empty()) {
-    auto store = OfflineDeadLetters::open(state_dir);
+    auto store = OfflineDeadLetters::open(state_dir, OfflineDeadLetters::Journal::kConsult);
     if (!store) return fail("dlq --state-dir", store.status());
     auto r = (*store)->import_letters(*letters);
     if (!r) return fail("dlq import", r.status());

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include <sandpool/dead_letters.hpp>
+#include <sandpool/task_journal_options.hpp>
 
 namespace sandpool::poolctl {
 namespace {
@@ -55,7 +56,8 @@ OfflineDeadLetters::OfflineDeadLetters(std::unique_ptr<DeadLetterStore> store)
     : store_(std::move(store)) {}
 OfflineDeadLetters::~OfflineDeadLetters() = default;
 
-Result<std::unique_ptr<OfflineDeadLetters>> OfflineDeadLetters::open(const std::string& dir) {
+Result<std::unique_ptr<OfflineDeadLetters>> OfflineDeadLetters::open(const std::string& dir,
+                                                                     Journal journal) {
   std::error_code ec;
   if (!std::filesystem::exists(dir + "/dead_letters.db", ec)) {
     return Status::error(Code::kNotFound, "no dead-letter store in " + dir);
@@ -65,6 +67,18 @@ Result<std::unique_ptr<OfflineDeadLetters>> OfflineDeadLetters::open(const std::
   o.max_count = 0;  // no retention: reading offline deletes nothing
   o.max_age = std::chrono::milliseconds(0);
   o.logger = std::make_shared<spdlog::logger>("poolctl-dlq", spdlog::sinks_init_list{});
+  if (journal == Journal::kConsult) {
+    // Consulted, not maintained: no retention bound deletes a finished task, no live task is
+    // carried forward (the slack is beyond any file; 2 * live + slack must not wrap), and no
+    // thread watches syncs.
+    TaskJournalOptions j;
+    j.max_finished = 0;
+    j.max_finished_age = std::chrono::milliseconds(0);
+    j.max_finished_bytes = 0;
+    j.compaction_slack = std::uint64_t{1} << 60;
+    j.sync_timeout = std::chrono::milliseconds(0);
+    o.journal = j;
+  }
   auto store = DeadLetterStore::open(std::move(o));
   if (!store) return store.status();
   return std::unique_ptr<OfflineDeadLetters>(new OfflineDeadLetters(std::move(store).value()));
@@ -125,7 +139,7 @@ Result<json> OfflineDeadLetters::purge(const json& selector) {
 Result<json> OfflineDeadLetters::import_letters(const std::vector<DeadLetter>& letters) {
   auto r = store_->import_letters(letters);
   if (!r) return r.status();
-  return json{{"imported", r->imported}, {"already_present", r->already_present}};
+  return json{{"imported", r->imported}, {"already_present", r->already_present + r->journaled}};
 }
 
 }  // namespace sandpool::poolctl

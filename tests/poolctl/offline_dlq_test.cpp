@@ -4,9 +4,11 @@
 
 #include <spdlog/spdlog.h>
 #include <fstream>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <sandpool/dead_letter_file.hpp>
 #include <sandpool/dead_letters.hpp>
+#include <sandpool/task_journal.hpp>
 
 #include "poolctl_runner.hpp"
 #include "retry/sqlite_db.hpp"
@@ -157,6 +159,57 @@ TEST_CASE("dlq import loads a spill file offline, renames it, and a second impor
   CHECK(counts["file"] == file + ".imported");  // already named so: left as it is
   auto after = poolctl(absent, {"--json", "dlq", "list", "--state-dir", dir.path()});
   CHECK(json::parse(after.out)["entries"].size() == 3);
+}
+
+// The spill of a stop on a full disk: task 12's letter is only in the spill file and the
+// journal still holds the task open, so it runs again at the next start. Imported offline
+// before that start, its letter would sit in the store while the task runs: poold's own import
+// skips it, and so does the offline one.
+TEST_CASE("dlq import offline skips a letter whose task the journal still holds open") {
+  TempDir dir;
+  {
+    DeadLetterStoreOptions o;
+    o.state_dir = dir.path();
+    o.journal = TaskJournalOptions{};
+    o.logger = std::make_shared<spdlog::logger>("test", spdlog::sinks_init_list{});
+    auto store = DeadLetterStore::open(o);
+    REQUIRE(store);
+    JournalTask t;
+    t.task.id = 12;
+    t.task.type = "send";
+    t.pool = "mail";
+    t.payload = "open again";
+    std::promise<Status> committed;
+    (*store)->journal()->accept({t}, [&](const Status& s) { committed.set_value(s); });
+    REQUIRE((*store)->journal()->flush(std::chrono::seconds(60)).is_ok());
+    REQUIRE(committed.get_future().get().is_ok());
+    REQUIRE((*store)->close().is_ok());
+  }
+  const std::string file = spill_three(dir.path());
+  const std::string absent = dir.path() + "/no.sock";
+  auto imported = poolctl(absent, {"dlq", "--state-dir", dir.path(), "import", file});
+  INFO(imported.err);
+  REQUIRE(imported.exit_code == 0);
+  CHECK(imported.out == "2 dead letters imported, 1 already present; " + file + " renamed to " +
+                            file + ".imported\n");
+  auto list = poolctl(absent, {"--json", "dlq", "list", "--state-dir", dir.path()});
+  REQUIRE(list.exit_code == 0);
+  const json entries = json::parse(list.out)["entries"];
+  REQUIRE(entries.size() == 2);
+  CHECK(entries[0]["task_id"] == 11);
+  CHECK(entries[1]["task_id"] == 13);
+
+  // The journal itself is consulted, not rewritten: task 12 is still open for the next start.
+  DeadLetterStoreOptions o;
+  o.state_dir = dir.path();
+  o.journal = TaskJournalOptions{};
+  o.logger = std::make_shared<spdlog::logger>("test", spdlog::sinks_init_list{});
+  auto store = DeadLetterStore::open(o);
+  REQUIRE(store);
+  auto open = (*store)->journal()->unfinished();
+  REQUIRE(open.is_ok());
+  REQUIRE(open->size() == 1);
+  CHECK(open->front().task.id == 12);
 }
 
 TEST_CASE("dlq import of a file with a malformed line names the line and imports nothing") {
