@@ -71,6 +71,9 @@ step "control data"
 dpkg-deb -e "$deb" "$scratch/control"
 [ "$(cat "$scratch/control/conffiles")" = "/etc/sandpool/poold.yaml" ] ||
   fail "conffiles is not exactly /etc/sandpool/poold.yaml: $(cat "$scratch/control/conffiles")"
+for script in postinst prerm postrm; do
+  sh -n "$scratch/control/$script" || fail "$script is not valid sh"
+done
 grep -q 'adduser --system --group' "$scratch/control/postinst" || fail "postinst creates no user"
 grep -q 'purge' "$scratch/control/postrm" || fail "postrm has no purge branch"
 depends=$(dpkg-deb -f "$deb" Depends)
