@@ -19,6 +19,10 @@ set(DOCDIR "${prefix}/${SP_DOCDIR}")
 set(PLUGINDIR "${prefix}/${SP_PLUGINDIR}")
 set(PYTHONDIR "${prefix}/${SP_DATADIR}/sandpool/python")
 
+# One scratch directory per destination, so installs to two prefixes at once (a cpack run in
+# the package test beside `cmake --install --prefix`) never render into each other's files.
+string(MD5 destination "$ENV{DESTDIR}|${prefix}")
+set(SP_STAGE_DIR "${SP_STAGE_DIR}/${destination}")
 file(MAKE_DIRECTORY "${SP_STAGE_DIR}")
 configure_file("${SP_SOURCE_DIR}/configs/sandpool.service" "${SP_STAGE_DIR}/sandpool.service"
                @ONLY)

@@ -9,9 +9,10 @@
 #   3. dpkg -x unpacks it into a scratch root; an out-of-tree plugin (tests/package/plugin) is
 #      built with find_package(sandpool) against that root only;
 #   4. the installed poold starts on the installed /etc/sandpool/poold.yaml, with only what
-#      cannot hold outside a real install rewritten (listed at `rewrite`), plus a pool for the
-#      new plugin; the installed poolctl runs a task through the installed example plugin and
-#      one through the new plugin, then shuts poold down;
+#      cannot hold outside a real install rewritten (listed at run_installed), plus a pool for
+#      the new plugin; the installed poolctl runs a task through the installed example plugin
+#      and one through the new plugin, then shuts poold down. Then the same for the tree
+#      `cmake --install --prefix` makes, whose layout must be the .deb's;
 #   5. lintian on the .deb: every tag it prints is explained in docs/operations.md's table of
 #      lintian tags, and every tag explained there is still printed (so the table stays true).
 # Exits 77 (skipped, with the reason) when dpkg-deb or lintian is missing: not a Debian host.
@@ -138,74 +139,105 @@ plugin=$scratch/plugin-build/libreverse.so
 [ -f "$plugin" ] || fail "the plugin build made no libreverse.so"
 
 # ---- 4. the installed poold on the installed config ----------------------------------------
-step "poold"
-# rewrite: the only changes to the installed config, each because a scratch root is not an
-# install: the plugins' absolute paths (they are under $root, not /usr), the socket and state
-# dir (a temporary pair, not the unit's /run/sandpool and /var/lib/sandpool), the HTTP port
-# (port 0, a free one: 9464 may be another poold's on a test machine), and the workers' user
-# (`sandpool`, which postinst creates and dpkg -x does not run) becomes nobody.
-config=$scratch/poold.yaml
-sed -e "s|^    plugin: /usr/lib/sandpool/plugins/|    plugin: $root/usr/lib/sandpool/plugins/|" \
-  -e "s|path: /run/sandpool/poold.sock|path: $scratch/poold.sock|" \
-  -e "s|state_dir: /var/lib/sandpool|state_dir: $scratch/state|" \
-  -e "s|listen: 127.0.0.1:9464 |listen: 127.0.0.1:0    |" \
-  -e "s|user: sandpool  |user: nobody   |" \
-  "$root/etc/sandpool/poold.yaml" >"$config"
-changed=$(diff "$root/etc/sandpool/poold.yaml" "$config" | grep -c '^>' || true)
-[ "$changed" -eq 5 ] || {
-  diff "$root/etc/sandpool/poold.yaml" "$config" || true
-  fail "expected exactly 5 rewritten lines, got $changed"
-}
-cat >>"$config" <<EOF
-  - name: reverse
-    plugin: $plugin
-    workers: {initial: 1}
-EOF
-poold=$root/usr/bin/poold
-poolctl=(env -u SANDPOOL_SOCKET "$root/usr/bin/poolctl" --socket "$scratch/poold.sock")
-"$poold" --check --config "$config" || fail "poold --check refuses the installed config"
-
-# No $SANDPOOL_WORKER: the installed poold must find the installed worker host by itself
-# (checked below on the workers' /proc/PID/exe).
-env -u SANDPOOL_WORKER "$poold" --config "$config" >"$scratch/poold.log" 2>&1 &
-poold_pid=$!
-# Ready once its control socket answers (poold listens only after its pools run). Bounded
-# generously: a loaded 2-core machine starts the workers slowly.
-for _ in $(seq 1 600); do
-  if ! kill -0 "$poold_pid" 2>/dev/null; then
-    cat "$scratch/poold.log"
-    fail "the installed poold exited during start-up"
+# run_installed NAME USR CONFIG PLUGIN_REWRITE: starts USR/bin/poold on a copy of the installed
+# CONFIG, runs a task through the installed echo and one through the out-of-tree plugin with
+# USR/bin/poolctl, checks that the workers are USR's worker host, and shuts poold down.
+#
+# The copy's only changes, each because a scratch directory is not a real install: the socket
+# and state dir (a temporary pair, not the unit's /run/sandpool and /var/lib/sandpool), the
+# HTTP port (0, a free one: 9464 may be another poold's on a test machine), the workers' user
+# (`sandpool`, which postinst creates and neither dpkg -x nor cmake --install does, becomes
+# nobody), and with PLUGIN_REWRITE=1 the plugins' absolute paths (an unpacked .deb's are under
+# the scratch root, not /usr).
+run_installed() {
+  local name=$1 usr=$2 installed=$3 plugin_rewrite=$4
+  local dir=$scratch/$name
+  local config=$dir/poold.yaml expected=4
+  mkdir -p "$dir"
+  local rewrite=(-e "s|path: /run/sandpool/poold.sock|path: $dir/poold.sock|"
+    -e "s|state_dir: /var/lib/sandpool|state_dir: $dir/state|"
+    -e "s|listen: 127.0.0.1:9464 |listen: 127.0.0.1:0    |"
+    -e "s|user: sandpool  |user: nobody   |")
+  if [ "$plugin_rewrite" = 1 ]; then
+    rewrite+=(-e "s|^    plugin: /usr/lib/sandpool/plugins/|    plugin: $usr/lib/sandpool/plugins/|")
+    expected=5
   fi
-  "${poolctl[@]}" status >/dev/null 2>&1 && break
-  sleep 0.1
-done
-"${poolctl[@]}" status >/dev/null || {
-  cat "$scratch/poold.log"
-  fail "the installed poold did not answer status within 60 s"
+  sed "${rewrite[@]}" "$installed" >"$config"
+  local changed
+  changed=$(diff "$installed" "$config" | grep -c '^>' || true)
+  [ "$changed" -eq "$expected" ] || {
+    diff "$installed" "$config" || true
+    fail "$name: expected exactly $expected rewritten lines, got $changed"
+  }
+  printf '  - name: reverse\n    plugin: %s\n    workers: {initial: 1}\n' "$plugin" >>"$config"
+  local poolctl=(env -u SANDPOOL_SOCKET "$usr/bin/poolctl" --socket "$dir/poold.sock")
+  "$usr/bin/poold" --check --config "$config" ||
+    fail "$name: poold --check refuses the installed config"
+
+  # No $SANDPOOL_WORKER: the installed poold must find the installed worker host by itself
+  # (checked below on the workers' /proc/PID/exe).
+  env -u SANDPOOL_WORKER "$usr/bin/poold" --config "$config" >"$dir/poold.log" 2>&1 &
+  poold_pid=$!
+  # Ready once its control socket answers (poold listens only after its pools run). Bounded
+  # generously: a loaded 2-core machine starts the workers slowly.
+  for _ in $(seq 1 600); do
+    if ! kill -0 "$poold_pid" 2>/dev/null; then
+      cat "$dir/poold.log"
+      fail "$name: the installed poold exited during start-up"
+    fi
+    "${poolctl[@]}" status >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  "${poolctl[@]}" status >/dev/null || {
+    cat "$dir/poold.log"
+    fail "$name: the installed poold did not answer status within 60 s"
+  }
+
+  local out
+  out=$("${poolctl[@]}" submit --wait --wait-timeout 60s echo "from the package") ||
+    fail "$name: the echo task did not complete: $out"
+  [ "$out" = "from the package" ] || fail "$name: echo returned '$out'"
+  out=$("${poolctl[@]}" submit --wait --wait-timeout 60s reverse "sandpool") ||
+    fail "$name: the out-of-tree plugin's task did not complete: $out"
+  [ "$out" = "loopdnas" ] || fail "$name: reverse returned '$out', not loopdnas"
+  # The workers are this tree's worker host (found relative to poold), whatever else exists.
+  local pids pid exe
+  pids=$("${poolctl[@]}" --json workers | grep -oE '"pid": *[0-9]+' | grep -oE '[0-9]+$' || true)
+  [ -n "$pids" ] || fail "$name: poolctl workers names no worker pid"
+  for pid in $pids; do
+    exe=$(readlink "/proc/$pid/exe") || fail "$name: cannot read /proc/$pid/exe"
+    [ "$exe" = "$usr/libexec/sandpool/sandpool-worker" ] || fail "$name: worker $pid runs $exe"
+  done
+  echo "$name: echo and the out-of-tree reverse plugin ran through its poold and poolctl"
+
+  "${poolctl[@]}" shutdown >/dev/null
+  wait "$poold_pid" || {
+    cat "$dir/poold.log"
+    fail "$name: poold did not exit cleanly after shutdown"
+  }
+  poold_pid=""
 }
 
-step "tasks"
-out=$("${poolctl[@]}" submit --wait --wait-timeout 60s echo "from the package") ||
-  fail "the echo task did not complete: $out"
-[ "$out" = "from the package" ] || fail "echo returned '$out'"
-out=$("${poolctl[@]}" submit --wait --wait-timeout 60s reverse "sandpool") ||
-  fail "the out-of-tree plugin's task did not complete: $out"
-[ "$out" = "loopdnas" ] || fail "reverse returned '$out', not loopdnas"
-echo "echo and the out-of-tree reverse plugin ran through the installed poold and poolctl"
-# The workers are the unpacked worker host (found relative to poold), whatever else exists.
-pids=$("${poolctl[@]}" --json workers | grep -oE '"pid": *[0-9]+' | grep -oE '[0-9]+$' || true)
-[ -n "$pids" ] || fail "poolctl workers names no worker pid"
-for pid in $pids; do
-  exe=$(readlink "/proc/$pid/exe") || fail "cannot read /proc/$pid/exe"
-  [ "$exe" = "$root/usr/libexec/sandpool/sandpool-worker" ] || fail "worker $pid runs $exe"
-done
+step "the unpacked .deb"
+run_installed deb "$root/usr" "$root/etc/sandpool/poold.yaml" 1
 
-"${poolctl[@]}" shutdown >/dev/null
-wait "$poold_pid" || {
-  cat "$scratch/poold.log"
-  fail "poold did not exit cleanly after shutdown"
+# The same through `cmake --install --prefix`, the way for other systems: the .deb's layout
+# under the prefix (the configuration in prefix/etc), and paths that need no rewriting.
+step "cmake --install --prefix"
+prefix=$scratch/prefix
+"$cmake" --install "$build" --prefix "$prefix" >"$scratch/install.log" 2>&1 || {
+  cat "$scratch/install.log"
+  fail "cmake --install --prefix failed"
 }
-poold_pid=""
+chmod 755 "$prefix"
+(cd "$root/usr" && find . ! -type d | sort) >"$scratch/deb.files"
+(cd "$prefix" && find . ! -type d | sort) >"$scratch/prefix.files"
+# The .deb's /usr holds the same files, but the configuration (/etc there).
+diff "$scratch/deb.files" <(grep -v '^\./etc/' "$scratch/prefix.files") ||
+  fail "cmake --install --prefix installs another layout than the .deb's /usr (above)"
+grep -qxF "ExecStart=$prefix/bin/poold --config $prefix/etc/sandpool/poold.yaml" \
+  "$prefix/lib/systemd/system/sandpool.service" || fail "the prefix's unit names other paths"
+run_installed prefix "$prefix" "$prefix/etc/sandpool/poold.yaml" 0
 
 # ---- 5. lintian ------------------------------------------------------------------------------
 step "lintian"
