@@ -22,7 +22,7 @@ import re
 import subprocess
 import sys
 
-SECTION_RE = re.compile(r"^([A-Z][A-Za-z ]*):$")
+SECTION_RE = re.compile(r"^(\S.*):$")
 # An entry: two spaces, its name (which has no run of two spaces), then its text, when it
 # fits, after two or more spaces.
 ENTRY_RE = re.compile(r"^  (\S(?:\S| (?! ))*)(?: {2,}(\S.*))?$")
@@ -49,6 +49,7 @@ class Help:
         self.description = lines[0].strip()
         self.usage = ""
         self.sections = {}  # "Options" -> [(name, text)], in order
+        self.prose = []  # lines of text at the margin that are not a heading (a footer)
         current = None
         for number, line in enumerate(lines[1:], start=2):
             if not line.strip():
@@ -69,15 +70,28 @@ class Help:
             if m and current is not None:
                 current.append((m.group(1), m.group(2) or ""))
                 continue
+            if not line[0].isspace():
+                self.prose.append(line.strip())
+                current = None
+                continue
             sys.exit(f"cli_docs: {where} --help, line {number} does not parse: {line!r}")
 
     def subcommands(self):
         return [name for name, _ in self.sections.get("Subcommands", [])]
 
     def options(self):
-        """[(flags, takes_value)] of the Options section."""
+        """[(flags, takes_value)] of every section of options (Options, and any option group)."""
         result = []
-        for name, _ in self.sections.get("Options", []):
+        for title, items in self.sections.items():
+            if title in ("Positionals", "Subcommands"):
+                continue
+            result += self._options(items)
+        return result
+
+    @staticmethod
+    def _options(items):
+        result = []
+        for name, _ in items:
             words = name.split()
             flags = [f for f in words[0].split(",") if f.startswith("-")]
             takes_value = any(w.split(":")[0] in VALUE_TYPES for w in words[1:])
@@ -124,10 +138,12 @@ def command_sections(name, tree, words):
         if sub_help.usage:
             usage = re.sub(r"^\S+", name, sub_help.usage)
             out += [".PP", f".B {roff(usage)}"]
-        for title in ("Positionals", "Options"):
-            items = [i for i in sub_help.sections.get(title, []) if i[0] != "-h,--help"]
-            if items:
-                out += [".PP", f"{title}:", ".RS"] + entries(items) + [".RE"]
+        for title, items in sub_help.sections.items():
+            items = [i for i in items if i[0] != "-h,--help"]
+            if title != "Subcommands" and items:
+                out += [".PP", f"{roff(title)}:", ".RS"] + entries(items) + [".RE"]
+        for line in sub_help.prose:
+            out += [".PP", roff(line)]
         out += command_sections(name, (sub_help, sub_children), path)
     return out
 
@@ -149,9 +165,11 @@ def man_page(exe, name, section, version, docdir):
         ".SH DESCRIPTION",
         roff(summary[:1].upper() + summary[1:]) + ".",
     ]
-    for title in ("Positionals", "Options"):
-        if helps.sections.get(title):
-            out += [f".SH {title.upper()}"] + entries(helps.sections[title])
+    for line in helps.prose:
+        out += [".PP", roff(line)]
+    for title, items in helps.sections.items():
+        if title != "Subcommands" and items:
+            out += [f".SH {roff(title.upper())}"] + entries(items)
     if children:
         out += [".SH COMMANDS"] + command_sections(name, tree, [])
     out += [
