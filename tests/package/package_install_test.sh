@@ -241,9 +241,16 @@ run_installed prefix "$prefix" "$prefix/etc/sandpool/poold.yaml" 0
 
 # ---- 5. lintian ------------------------------------------------------------------------------
 step "lintian"
-wait "$lintian_pid" || true # lintian exits 1 when it prints a tag of error level; judged below
+# lintian exits 2 when it prints a tag of error level (--fail-on's default; judged below), 1
+# when it failed to run.
+lintian_rc=0
+wait "$lintian_pid" || lintian_rc=$?
 lintian_pid=""
-# "E: sandpool: tag-name [details]" -> tag-name; N: lines are the explanations.
+[ "$lintian_rc" -ne 1 ] || {
+  cat "$scratch/lintian.out"
+  fail "lintian failed (exit $lintian_rc)"
+}
+# "E: sandpool: tag-name [details]" -> tag-name.
 printed=$(grep -E '^[EWIPX]: sandpool' "$scratch/lintian.out" | awk '{print $3}' | sort -u || true)
 # docs/operations.md, "Lintian": one table row per tag, "| `tag-name` | why |".
 explained=$(sed -n '/^### What lintian says/,/^##/p' "$src/docs/operations.md" |
