@@ -8,7 +8,7 @@ CMAKE_GEN ?= -G Ninja
 CMAKE_ARGS ?=
 
 .PHONY: all deps build test check check-asan check-tsan fuzz asan-build tsan-build fuzz-build \
-        bench model demo demo-run run install clean
+        bench model demo demo-run run install package clean
 
 all: build
 
@@ -99,16 +99,16 @@ run: build
 	@mkdir -p var
 	@$(BUILD)/bin/poold --config configs/poold.yaml $(ARGS)
 
-# Installs under the configured prefix (default /usr/local; DESTDIR=... stages it).
-# PREFIX=/usr make install: the prefix is compiled in (where poold finds the worker host,
-# the unit's ExecStart), so setting it reconfigures and rebuilds first.
+# Installs under the configured prefix (default /usr/local; DESTDIR=... stages it), or under
+# PREFIX=...: nothing of the prefix is compiled in that matters (poold finds its worker host
+# relative to itself; the unit and the config are rendered at install time), so no rebuild.
 install: build
-ifdef PREFIX
-	@cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
-	@cmake --build $(BUILD) -j $(JOBS)
-endif
-	@cmake --install $(BUILD)
+	@cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
 	@echo "installed; for the service see docs/operations.md (systemctl daemon-reload, enable --now sandpool)"
+
+# The Debian package (CPack, packaging/CMakeLists.txt): $(BUILD)/sandpool_<version>-1_<arch>.deb.
+package: build
+	@cmake --build $(BUILD) --target package
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan build-fuzz

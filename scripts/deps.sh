@@ -12,6 +12,8 @@ packages=(
   python3-wheel  # setuptools builds the Python client's wheel with it (pip --no-build-isolation)
   chromium       # the dashboard's browser test (tests/browser/), headless over the DevTools pipe
   stress-ng      # scripts/flake-hunt.sh's CPU hog
+  lintian        # the package test's check of the .deb (tests/package/); `make package` needs
+                 # dpkg-shlibdeps too, from dpkg-dev (build-essential brings it)
 )
 # The browser test's driver runs on Node.js: Debian's, unless a node is installed already
 # (another distribution of it would conflict with Debian's package).

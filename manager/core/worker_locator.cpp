@@ -25,6 +25,14 @@ Result<std::string> locate_worker(const std::string& configured) {
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) tried.push_back((self.parent_path() / "sandpool-worker").string());
   if (const char* env = std::getenv("SANDPOOL_WORKER")) tried.emplace_back(env);
+  // The install tree relative to the program (bin/../libexec/sandpool), so an installed tree
+  // moved elsewhere (a package unpacked under another root, `cmake --install --prefix`
+  // anywhere) finds its own worker host before the one its configured prefix names.
+  if (!ec) {
+    tried.push_back((self.parent_path() / SANDPOOL_LIBEXEC_FROM_BIN / "sandpool-worker")
+                        .lexically_normal()
+                        .string());
+  }
   tried.emplace_back(SANDPOOL_LIBEXEC_DIR "/sandpool-worker");
   for (const auto& p : tried) {
     if (executable(p)) return p;
