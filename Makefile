@@ -50,7 +50,7 @@ SAN_CXX ?= clang++-14
 SAN_TOOLS = -DCMAKE_C_COMPILER=$(SAN_CC) -DCMAKE_CXX_COMPILER=$(SAN_CXX) -DSANDPOOL_LINKER=default
 
 # Only what its ctest run executes (target asan_tests, tests/CMakeLists.txt); the product
-# libraries in unity batches (SANDPOOL_UNITY_LIBS, on in the sanitizer and fuzz trees).
+# libraries in unity batches (SANDPOOL_UNITY_LIBS, on in every tree).
 asan-build: $(BUILD_DEP)
 	@cmake -S . -B build-asan $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug $(SAN_TOOLS) \
 	  -DSANDPOOL_SANITIZE=address,undefined -DSANDPOOL_PREBUILT_DIR=$(abspath $(BUILD)) \
