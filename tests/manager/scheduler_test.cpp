@@ -24,7 +24,7 @@ using sandpool::Overlap;
 using sandpool::Scheduler;
 using sandpool::ScheduleSpec;
 
-std::int64_t utc(int y, int mo, int d, int h, int mi, int s = 0) {
+std::int64_t utc_s(int y, int mo, int d, int h, int mi, int s = 0) {
   return sandpool::civil_as_utc(CivilTime{y, mo, d, h, mi, s});
 }
 
@@ -107,23 +107,23 @@ TEST_CASE("an every-minute schedule fires one task per slot, keyed by the slot")
   HandClock clock;
   KeyedSubmitter sub;
   Scheduler s(clock, sub, nullptr);
-  clock.set_s(utc(2026, 5, 13, 10, 0, 30));
+  clock.set_s(utc_s(2026, 5, 13, 10, 0, 30));
   REQUIRE(s.add(spec("minutely", "*/1 * * * *")).is_ok());
-  CHECK(s.tick() == utc(2026, 5, 13, 10, 1) * 1000);
+  CHECK(s.tick() == utc_s(2026, 5, 13, 10, 1) * 1000);
   CHECK(sub.calls == 0);
-  clock.set_s(utc(2026, 5, 13, 10, 1));
-  CHECK(s.tick() == utc(2026, 5, 13, 10, 2) * 1000);
-  CHECK(s.tick() == utc(2026, 5, 13, 10, 2) * 1000);  // the same instant: nothing again
-  clock.set_s(utc(2026, 5, 13, 10, 2, 5));
+  clock.set_s(utc_s(2026, 5, 13, 10, 1));
+  CHECK(s.tick() == utc_s(2026, 5, 13, 10, 2) * 1000);
+  CHECK(s.tick() == utc_s(2026, 5, 13, 10, 2) * 1000);  // the same instant: nothing again
+  clock.set_s(utc_s(2026, 5, 13, 10, 2, 5));
   (void)s.tick();
-  CHECK(sub.keys == std::vector<std::string>{key("minutely", utc(2026, 5, 13, 10, 1)),
-                                             key("minutely", utc(2026, 5, 13, 10, 2))});
+  CHECK(sub.keys == std::vector<std::string>{key("minutely", utc_s(2026, 5, 13, 10, 1)),
+                                             key("minutely", utc_s(2026, 5, 13, 10, 2))});
   const auto state = s.find("minutely");
   REQUIRE(state);
   CHECK(state->fired == 2);
   CHECK(state->skipped == 0);
-  CHECK(state->last->slot_s == utc(2026, 5, 13, 10, 2));
-  CHECK(state->next_s == utc(2026, 5, 13, 10, 3));
+  CHECK(state->last->slot_s == utc_s(2026, 5, 13, 10, 2));
+  CHECK(state->next_s == utc_s(2026, 5, 13, 10, 3));
 }
 
 TEST_CASE("an @every 2s schedule fires on each even second, once") {
@@ -160,21 +160,21 @@ TEST_CASE("a restart resumes from the kept slot and fires an on-time slot once")
   {
     auto store = open_store(dir);
     Scheduler s(clock, sub, store.get());
-    clock.set_s(utc(2026, 5, 13, 10, 0, 30));
+    clock.set_s(utc_s(2026, 5, 13, 10, 0, 30));
     REQUIRE(s.add(spec("minutely", "* * * * *")).is_ok());
-    clock.set_s(utc(2026, 5, 13, 10, 1, 1));
+    clock.set_s(utc_s(2026, 5, 13, 10, 1, 1));
     (void)s.tick();
   }
   // Down for four minutes; up again 10 s after the 10:05 slot.
-  clock.set_s(utc(2026, 5, 13, 10, 5, 10));
+  clock.set_s(utc_s(2026, 5, 13, 10, 5, 10));
   auto store = open_store(dir);
   Scheduler s(clock, sub, store.get());
   REQUIRE(s.add(spec("minutely", "* * * * *")).is_ok());
-  CHECK(s.find("minutely")->last->slot_s == utc(2026, 5, 13, 10, 1));
+  CHECK(s.find("minutely")->last->slot_s == utc_s(2026, 5, 13, 10, 1));
   (void)s.tick();
   (void)s.tick();
-  CHECK(sub.keys == std::vector<std::string>{key("minutely", utc(2026, 5, 13, 10, 1)),
-                                             key("minutely", utc(2026, 5, 13, 10, 5))});
+  CHECK(sub.keys == std::vector<std::string>{key("minutely", utc_s(2026, 5, 13, 10, 1)),
+                                             key("minutely", utc_s(2026, 5, 13, 10, 5))});
   CHECK(s.find("minutely")->skipped == 3);  // 10:02, 10:03, 10:04
 }
 
@@ -182,12 +182,12 @@ TEST_CASE("a restart within a fired slot fires nothing again") {
   ScratchDir dir;
   HandClock clock;
   KeyedSubmitter sub;
-  clock.set_s(utc(2026, 5, 13, 10, 0, 30));
+  clock.set_s(utc_s(2026, 5, 13, 10, 0, 30));
   for (int run = 0; run < 3; ++run) {
     auto store = open_store(dir);
     Scheduler s(clock, sub, store.get());
     REQUIRE(s.add(spec("minutely", "* * * * *")).is_ok());
-    clock.set_s(utc(2026, 5, 13, 10, 1, 5 + run * 10));
+    clock.set_s(utc_s(2026, 5, 13, 10, 1, 5 + run * 10));
     (void)s.tick();
   }
   CHECK(sub.calls == 1);
@@ -201,14 +201,14 @@ TEST_CASE("two schedulers firing one slot make one task (the slot's idempotency 
   KeyedSubmitter sub;
   Scheduler a(clock, sub, nullptr);
   Scheduler b(clock, sub, nullptr);
-  clock.set_s(utc(2026, 5, 13, 10, 0, 30));
+  clock.set_s(utc_s(2026, 5, 13, 10, 0, 30));
   REQUIRE(a.add(spec("minutely", "* * * * *")).is_ok());
   REQUIRE(b.add(spec("minutely", "* * * * *")).is_ok());
-  clock.set_s(utc(2026, 5, 13, 10, 1, 2));
+  clock.set_s(utc_s(2026, 5, 13, 10, 1, 2));
   (void)a.tick();
   (void)b.tick();
   CHECK(sub.calls == 2);
-  CHECK(sub.keys == std::vector<std::string>{key("minutely", utc(2026, 5, 13, 10, 1))});
+  CHECK(sub.keys == std::vector<std::string>{key("minutely", utc_s(2026, 5, 13, 10, 1))});
   CHECK(a.find("minutely")->last->task_id == b.find("minutely")->last->task_id);
 }
 
@@ -221,20 +221,20 @@ TEST_CASE("missed slots beyond the grace: skip drops them, run_once fires the la
   auto store = open_store(dir);
   ScheduleSpec hourly = spec("hourly", "0 * * * *");
   hourly.catch_up = policy;
-  clock.set_s(utc(2026, 5, 13, 9, 59));
+  clock.set_s(utc_s(2026, 5, 13, 9, 59));
   {
     Scheduler s(clock, sub, store.get());
     REQUIRE(s.add(hourly).is_ok());
-    clock.set_s(utc(2026, 5, 13, 10, 0, 1));
+    clock.set_s(utc_s(2026, 5, 13, 10, 0, 1));
     (void)s.tick();
   }
   REQUIRE(sub.keys.size() == 1);
-  clock.set_s(utc(2026, 5, 13, 13, 2));  // 11:00, 12:00, 13:00 went by while down
+  clock.set_s(utc_s(2026, 5, 13, 13, 2));  // 11:00, 12:00, 13:00 went by while down
   Scheduler s(clock, sub, store.get());
   REQUIRE(s.add(hourly).is_ok());
-  CHECK(s.tick() == utc(2026, 5, 13, 14, 0) * 1000);
+  CHECK(s.tick() == utc_s(2026, 5, 13, 14, 0) * 1000);
   if (fires) {
-    CHECK(sub.keys.back() == key("hourly", utc(2026, 5, 13, 13, 0)));
+    CHECK(sub.keys.back() == key("hourly", utc_s(2026, 5, 13, 13, 0)));
     CHECK(s.find("hourly")->skipped == 2);
   } else {
     CHECK(sub.keys.size() == 1);
@@ -284,7 +284,7 @@ TEST_CASE("overlap queue holds one slot until the last task ends, then fires it"
   CHECK_FALSE(s.find("often")->held_slot_s.has_value());
 }
 
-TEST_CASE("a paused schedule fires nothing; resumed, it fires from the next slot") {
+TEST_CASE("a paused schedule fires nothing, and resumed it fires from the next slot") {
   HandClock clock;
   KeyedSubmitter sub;
   Scheduler s(clock, sub, nullptr);
@@ -301,7 +301,7 @@ TEST_CASE("a paused schedule fires nothing; resumed, it fires from the next slot
   CHECK(s.set_paused("nope", true).code() == sandpool::Code::kNotFound);
 }
 
-TEST_CASE("a reload's changed schedule is planned again; an unchanged one is left alone") {
+TEST_CASE("a reload plans a changed schedule again and leaves an unchanged one alone") {
   HandClock clock;
   KeyedSubmitter sub;
   Scheduler s(clock, sub, nullptr);
@@ -335,7 +335,7 @@ TEST_CASE("a removed schedule fires nothing and its kept slot is forgotten") {
   CHECK(s.remove("often").code() == sandpool::Code::kNotFound);
 }
 
-TEST_CASE("start and end bound the slots; @every is anchored at the start") {
+TEST_CASE("start and end bound the slots, and @every is anchored at the start") {
   HandClock clock;
   KeyedSubmitter sub;
   Scheduler s(clock, sub, nullptr);

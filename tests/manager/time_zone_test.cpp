@@ -57,7 +57,7 @@ TEST_CASE("civil dates convert to days and back across eras and leap days") {
   }
 }
 
-TEST_CASE("a zone is named UTC or local; any other name is refused") {
+TEST_CASE("a zone is named UTC or local and any other name is refused") {
   CHECK((*sandpool::zone_named("UTC"))->name() == "UTC");
   CHECK((*sandpool::zone_named("local"))->name() == "local");
   const auto bad = sandpool::zone_named("Europe/Berlin");
