@@ -3,6 +3,7 @@
 // one task per slot. A minute is too long to wait: the test moves poold's schedule clock
 // through SANDPOOL_TEST_CLOCK_OFFSET_FILE (docs/development.md), and waits for each slot's
 // task as poold reports it (`tasks`, `task`: the task's idempotency key names its slot).
+#include <httplib.h>
 #include <signal.h>
 
 #include <catch2/catch.hpp>
@@ -153,6 +154,19 @@ TEST_CASE("poold: */1 and @every 2s schedules fire once per slot through a resta
     CHECK(slot % 2 == 0);
   }
   CHECK(poold->output().find("existing=true") == std::string::npos);
+
+  // /metrics counts the fired slots of this run (since the restart: m2 and m3) and the next.
+  httplib::Client http("127.0.0.1", metrics_port(*poold));
+  http.set_read_timeout(30, 0);
+  auto scraped = http.Get("/metrics");
+  REQUIRE(scraped);
+  CHECK(scraped->body.find("\nsandpool_schedule_fired_total{schedule=\"minutely\"} 2\n") !=
+        std::string::npos);
+  CHECK(scraped->body.find("\nsandpool_schedule_skipped_total{schedule=\"often\"} ") !=
+        std::string::npos);
+  CHECK(
+      scraped->body.find("\nsandpool_schedule_next_fire_timestamp_seconds{schedule=\"minutely\"} " +
+                         std::to_string(m3 + 60) + "\n") != std::string::npos);
 }
 
 }  // namespace sandpool::testing
