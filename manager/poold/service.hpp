@@ -200,6 +200,15 @@ class Service final : public ControlHandler {
   void stop_schedules();  // joins sp-sched; before the pools stop
   void run_schedules();
   Result<std::uint64_t> submit_slot(const ScheduleSpec& spec, const std::string& key);
+  void serve(const Request& req, const ops::NoArgs& a, const OpResponder<ops::ScheduleList>& res);
+  void serve(const Request& req, const ops::ScheduleNameArgs& a,
+             const OpResponder<ops::ScheduleShow>& res);
+  void serve(const Request& req, const ops::ScheduleNameArgs& a,
+             const OpResponder<ops::SchedulePause>& res);
+  void serve(const Request& req, const ops::ScheduleNameArgs& a,
+             const OpResponder<ops::ScheduleResume>& res);
+  void serve(const Request& req, const ops::ScheduleNameArgs& a,
+             const OpResponder<ops::ScheduleRunNow>& res);
 
   // service_dispatch.cpp: runs the handler of req.op (on the thread of its lane). Every
   // operation of ops::AllOps has one, generated: Op's arguments decoded (a malformed one is

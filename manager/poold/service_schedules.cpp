@@ -24,6 +24,31 @@ constexpr std::chrono::seconds kSlotAckBound{60};
 // a test's clock offset may move.
 constexpr std::chrono::milliseconds kMaxSchedulerSleep{1000};
 
+ops::ScheduleInfo info_of(const ScheduleState& s) {
+  ops::ScheduleInfo i;
+  i.name = s.spec.name;
+  i.expression = s.spec.expression;
+  i.zone = s.spec.zone;
+  i.type = s.spec.task.type;
+  i.pool = s.spec.task.pool;
+  i.tenant = s.spec.task.tenant;
+  i.catch_up = std::string(to_string(s.spec.catch_up));
+  i.overlap = std::string(to_string(s.spec.overlap));
+  i.paused = s.spec.paused;
+  i.start_s = s.spec.start_s;
+  i.end_s = s.spec.end_s;
+  i.next_s = s.next_s;
+  if (s.last) {
+    i.last_slot_s = s.last->slot_s;
+    i.last_task = s.last->task_id;
+  }
+  i.held_slot_s = s.held_slot_s;
+  i.last_outcome = s.last_outcome;
+  i.fired = s.fired;
+  i.skipped = s.skipped;
+  return i;
+}
+
 }  // namespace
 
 class Service::Slots final : public SlotSubmitter {
@@ -139,6 +164,54 @@ Result<std::uint64_t> Service::submit_slot(const ScheduleSpec& spec, const std::
   }
   log_->info("schedule slot schedule={} key={} task={}", spec.name, key, s->id);
   return s->id;
+}
+
+void Service::serve(const Request&, const ops::NoArgs&, const OpResponder<ops::ScheduleList>& res) {
+  ops::ScheduleListReply r;
+  for (const ScheduleState& s : schedules()) r.schedules.push_back(info_of(s));
+  res.ok(r);
+}
+
+void Service::serve(const Request&, const ops::ScheduleNameArgs& a,
+                    const OpResponder<ops::ScheduleShow>& res) {
+  const auto s = scheduler_->find(a.name);
+  if (!s) return (void)res.error(Status::error(Code::kNotFound, "no schedule " + a.name));
+  res.ok(info_of(*s));
+}
+
+namespace {
+
+// Pauses or resumes `name` and answers with the schedule as it is then.
+template <class Op>
+void set_paused(Scheduler& scheduler, const std::string& name, bool paused,
+                const OpResponder<Op>& res) {
+  if (Status st = scheduler.set_paused(name, paused); !st) return (void)res.error(st);
+  const auto s = scheduler.find(name);
+  if (!s) return (void)res.error(Status::error(Code::kNotFound, "no schedule " + name));
+  res.ok(info_of(*s));
+}
+
+}  // namespace
+
+void Service::serve(const Request&, const ops::ScheduleNameArgs& a,
+                    const OpResponder<ops::SchedulePause>& res) {
+  set_paused(*scheduler_, a.name, true, res);
+  log_->info("schedule paused schedule={}", a.name);
+  wake_schedules();
+}
+
+void Service::serve(const Request&, const ops::ScheduleNameArgs& a,
+                    const OpResponder<ops::ScheduleResume>& res) {
+  set_paused(*scheduler_, a.name, false, res);
+  log_->info("schedule resumed schedule={}", a.name);
+  wake_schedules();
+}
+
+void Service::serve(const Request&, const ops::ScheduleNameArgs& a,
+                    const OpResponder<ops::ScheduleRunNow>& res) {
+  auto id = scheduler_->run_now(a.name);
+  if (!id) return (void)res.error(id.status());
+  res.ok(ops::ScheduleRunReply{a.name, *id});
 }
 
 std::vector<ScheduleState> Service::schedules() const {

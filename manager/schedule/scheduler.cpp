@@ -111,7 +111,7 @@ Result<Scheduler::Entry> Scheduler::make_entry(const ScheduleSpec& spec) {
   if (auto st = validate_schedule(spec); !st) return st;
   auto expr = CronExpr::parse(spec.expression);
   auto zone = zone_named(spec.zone);
-  Entry e{ScheduleState{}, *expr, *zone, 0};
+  Entry e{ScheduleState{}, spec, *expr, *zone, 0};
   e.state.spec = spec;
   return e;
 }
@@ -142,7 +142,11 @@ Status Scheduler::put(const ScheduleSpec& spec) {
   Entry e = std::move(*made);
   auto it = entries_.find(spec.name);
   if (it != entries_.end()) {
-    if (it->second.state.spec == spec) return Status::ok();
+    if (it->second.declared == spec) return Status::ok();
+    // A pause or resume at run time lasts until the declaration's own `paused` changes.
+    if (it->second.declared.paused == spec.paused) {
+      e.state.spec.paused = it->second.state.spec.paused;
+    }
     e.state.fired = it->second.state.fired;
     e.state.skipped = it->second.state.skipped;
     e.state.last = it->second.state.last;
@@ -150,8 +154,9 @@ Status Scheduler::put(const ScheduleSpec& spec) {
   } else {
     e.state.last = kept;
   }
+  e.declared = spec;
   e.generation = next_generation_++;
-  if (!spec.paused) {
+  if (!e.state.spec.paused) {
     // A schedule with a kept last slot resumes from it: the slots after it that went by are
     // due now, and the next tick applies catch_up to them. A new one starts after now.
     const std::int64_t from =

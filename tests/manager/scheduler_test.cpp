@@ -421,3 +421,23 @@ TEST_CASE("an invalid schedule is refused naming what is wrong") {
   CHECK_THAT(st.message(), Catch::Contains(message));
   CHECK(s.list().empty());
 }
+
+TEST_CASE("a pause at run time outlives a reload that leaves the declared paused key alone") {
+  HandClock clock;
+  KeyedSubmitter sub;
+  Scheduler s(clock, sub, nullptr);
+  clock.set_s(1000);
+  REQUIRE(s.put(spec("often", "@every 2s")).is_ok());
+  REQUIRE(s.set_paused("often", true).is_ok());
+  REQUIRE(s.put(spec("often", "@every 2s")).is_ok());  // unchanged
+  CHECK(s.find("often")->spec.paused);
+  REQUIRE(s.put(spec("often", "@every 4s")).is_ok());  // changed, paused key the same
+  CHECK(s.find("often")->spec.paused);
+  CHECK_FALSE(s.find("often")->next_s.has_value());
+  auto declared_paused = spec("often", "@every 4s");
+  declared_paused.paused = true;
+  REQUIRE(s.put(declared_paused).is_ok());
+  REQUIRE(s.put(spec("often", "@every 4s")).is_ok());  // the declaration resumes it
+  CHECK_FALSE(s.find("often")->spec.paused);
+  CHECK(s.find("often")->next_s == 1004);
+}

@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "command_runner.hpp"
 #include "poold_process.hpp"
 #include "task_waits.hpp"
 
@@ -167,6 +168,62 @@ TEST_CASE("poold: */1 and @every 2s schedules fire once per slot through a resta
   CHECK(
       scraped->body.find("\nsandpool_schedule_next_fire_timestamp_seconds{schedule=\"minutely\"} " +
                          std::to_string(m3 + 60) + "\n") != std::string::npos);
+}
+
+TEST_CASE("poolctl schedule lists, shows, pauses, resumes and runs a schedule now") {
+  const std::string schedules =
+      "schedules:\n"
+      "  - {name: often, every: 2s, type: echo, payload: o}\n"
+      "  - {name: nightly, cron: \"0 3 * * *\", type: echo, payload: n, overlap: skip}\n";
+  PooldFixture f("pools:\n" + pool_yaml("echo", "echo") + schedules);
+  auto poolctl = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--socket", f.socket});
+    return run_command(std::string(SANDPOOL_BIN_DIR) + "/poolctl", args);
+  };
+  auto shown = [&](const std::string& name) {
+    auto r = poolctl({"--json", "schedule", "show", name});
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(r.out);
+  };
+
+  auto list = poolctl({"--json", "schedule", "list"});
+  REQUIRE(list.exit_code == 0);
+  const auto listed = nlohmann::json::parse(list.out)["schedules"];
+  REQUIRE(listed.size() == 2);
+  CHECK(listed[0]["name"] == "nightly");
+  CHECK(listed[0]["expression"] == "0 3 * * *");
+  CHECK(listed[0]["overlap"] == "skip");
+  CHECK(listed[1]["expression"] == "@every 2s");
+  CHECK(listed[1]["next_s"].get<std::int64_t>() % 2 == 0);
+  auto human = poolctl({"schedule", "list"});
+  CHECK(human.exit_code == 0);
+  CHECK_THAT(human.out, Catch::Contains("nightly"));
+
+  REQUIRE(poolctl({"schedule", "pause", "often"}).exit_code == 0);
+  auto paused = shown("often");
+  CHECK(paused["paused"] == true);
+  CHECK_FALSE(paused.contains("next_s"));
+  // A reload that leaves the schedule's paused key alone keeps the pause.
+  REQUIRE(poolctl({"reload"}).exit_code == 0);
+  CHECK(shown("often")["paused"] == true);
+  REQUIRE(poolctl({"schedule", "resume", "often"}).exit_code == 0);
+  CHECK(shown("often")["paused"] == false);
+  CHECK(shown("often").contains("next_s"));
+
+  auto run = poolctl({"--json", "schedule", "run-now", "nightly"});
+  REQUIRE(run.exit_code == 0);
+  const std::uint64_t id = nlohmann::json::parse(run.out)["id"];
+  Client c = f.connect();
+  REQUIRE(wait_task_state(c, id, "completed"));
+  auto account = c.task(id);
+  REQUIRE(account);
+  REQUIRE(account->account.submitted);
+  CHECK_THAT(account->account.submitted->idempotency_key,
+             Catch::StartsWith("sandpool-schedule-nightly-run-"));
+
+  auto unknown = poolctl({"schedule", "show", "nope"});
+  CHECK(unknown.exit_code == 1);
+  CHECK_THAT(unknown.err, Catch::Contains("no schedule nope"));
 }
 
 }  // namespace sandpool::testing

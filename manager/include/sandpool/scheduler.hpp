@@ -121,7 +121,8 @@ class Scheduler {
   // Adds a schedule; refuses an invalid one, or one whose name exists (kInvalidArgument).
   Status add(const ScheduleSpec& spec);
   // Adds or changes a schedule (a reload): a changed one keeps its counters and last slot
-  // and is planned again from now; an unchanged one is left alone.
+  // and is planned again from now; an unchanged one is left alone. A pause or resume made
+  // by set_paused() lasts until a put() whose `paused` differs from the one before.
   Status put(const ScheduleSpec& spec);
   // Removes a schedule and forgets its last slot (kNotFound when unknown).
   Status remove(const std::string& name);
@@ -141,7 +142,8 @@ class Scheduler {
 
  private:
   struct Entry {
-    ScheduleState state;
+    ScheduleState state;    // state.spec.paused: as set at run time, else as declared
+    ScheduleSpec declared;  // as the last add/put gave it
     CronExpr expr;
     const TimeZone* zone = nullptr;
     std::uint64_t generation = 0;  // changes on put/remove/pause: a tick's late answer is dropped
