@@ -361,6 +361,9 @@ class Service final : public ControlHandler {
 Status submit_options(const ops::SubmitArgs& a, std::chrono::milliseconds max_timeout,
                       SubmitOptions* o);
 
+// A schedule as the schedule operations and `status` report it.
+ops::ScheduleInfo schedule_info(const ScheduleState& s);
+
 // The account of a task (the `task` and `wait` replies and a waited submit's final reply).
 ops::TaskAccount account_of(const TaskResult& r);
 nlohmann::json task_json(const TaskResult& r);  // account_of, encoded

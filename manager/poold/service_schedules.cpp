@@ -24,7 +24,9 @@ constexpr std::chrono::seconds kSlotAckBound{60};
 // a test's clock offset may move.
 constexpr std::chrono::milliseconds kMaxSchedulerSleep{1000};
 
-ops::ScheduleInfo info_of(const ScheduleState& s) {
+}  // namespace
+
+ops::ScheduleInfo schedule_info(const ScheduleState& s) {
   ops::ScheduleInfo i;
   i.name = s.spec.name;
   i.expression = s.spec.expression;
@@ -48,8 +50,6 @@ ops::ScheduleInfo info_of(const ScheduleState& s) {
   i.skipped = s.skipped;
   return i;
 }
-
-}  // namespace
 
 class Service::Slots final : public SlotSubmitter {
  public:
@@ -168,7 +168,7 @@ Result<std::uint64_t> Service::submit_slot(const ScheduleSpec& spec, const std::
 
 void Service::serve(const Request&, const ops::NoArgs&, const OpResponder<ops::ScheduleList>& res) {
   ops::ScheduleListReply r;
-  for (const ScheduleState& s : schedules()) r.schedules.push_back(info_of(s));
+  for (const ScheduleState& s : schedules()) r.schedules.push_back(schedule_info(s));
   res.ok(r);
 }
 
@@ -176,7 +176,7 @@ void Service::serve(const Request&, const ops::ScheduleNameArgs& a,
                     const OpResponder<ops::ScheduleShow>& res) {
   const auto s = scheduler_->find(a.name);
   if (!s) return (void)res.error(Status::error(Code::kNotFound, "no schedule " + a.name));
-  res.ok(info_of(*s));
+  res.ok(schedule_info(*s));
 }
 
 namespace {
@@ -188,7 +188,7 @@ void set_paused(Scheduler& scheduler, const std::string& name, bool paused,
   if (Status st = scheduler.set_paused(name, paused); !st) return (void)res.error(st);
   const auto s = scheduler.find(name);
   if (!s) return (void)res.error(Status::error(Code::kNotFound, "no schedule " + name));
-  res.ok(info_of(*s));
+  res.ok(schedule_info(*s));
 }
 
 }  // namespace

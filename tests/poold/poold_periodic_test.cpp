@@ -195,6 +195,13 @@ TEST_CASE("poolctl schedule lists, shows, pauses, resumes and runs a schedule no
   CHECK(listed[0]["overlap"] == "skip");
   CHECK(listed[1]["expression"] == "@every 2s");
   CHECK(listed[1]["next_s"].get<std::int64_t>() % 2 == 0);
+  // status has them too.
+  auto status = poolctl({"--json", "status"});
+  REQUIRE(status.exit_code == 0);
+  const auto in_status = nlohmann::json::parse(status.out)["schedules"];
+  REQUIRE(in_status.size() == 2);
+  CHECK(in_status[0]["name"] == "nightly");
+  CHECK(in_status[1]["name"] == "often");
   auto human = poolctl({"schedule", "list"});
   CHECK(human.exit_code == 0);
   CHECK_THAT(human.out, Catch::Contains("nightly"));
