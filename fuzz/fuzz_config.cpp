@@ -1,7 +1,7 @@
 // libFuzzer target: arbitrary bytes as poold's YAML config. The parser must return a result
 // for anything (never crash, hang or throw), and what it accepts must keep the promises of
 // <sandpool/config.hpp>: worker bounds ordered, plugin_config valid JSON within its bounds,
-// unique pool names, and a mapping to PoolOptions.
+// unique pool names, and a mapping to PoolOptions; schedules valid and uniquely named.
 //
 // Seeds: tests/fuzz/config/ (the shipped configs and a few edge cases), read-only.
 #include <cstddef>
@@ -40,6 +40,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     require(nlohmann::json::accept(pool.plugin_config_json));
     const sandpool::PoolOptions options = sandpool::to_pool_options(pool);
     require(options.workers == pool.workers);
+  }
+  // Accepted schedules are ones the Scheduler runs, under unique names.
+  std::set<std::string> schedules;
+  for (const sandpool::ScheduleSpec& schedule : config->schedules) {
+    require(sandpool::validate_schedule(schedule).is_ok());
+    require(schedules.insert(schedule.name).second);
   }
   return 0;
 }

@@ -359,10 +359,74 @@ void add_admin_commands(CLI::App& app, Cli& cli) {
 
 }  // namespace
 
+// schedule list, show, pause, resume, run-now (docs/schedules.md).
+void add_schedule_commands(CLI::App& app, Cli& cli) {
+  auto* schedule = app.add_subcommand("schedule",
+                                      "periodic schedules: list, show, pause, "
+                                      "resume, run-now");
+  schedule->require_subcommand(1);
+  auto* list = schedule->add_subcommand("list", "every schedule, its next and last slot");
+  list->callback([&cli] {
+    cli.action = [&cli] {
+      return run_call(
+          cli, "schedule list", [](Client& c) { return json_call<ops::ScheduleList>(c, {}); },
+          [](const json& body) {
+            print_object_table(std::cout, body["schedules"],
+                               {"name", "expression", "zone", "paused", "next_s", "last_slot_s",
+                                "last_task", "fired", "skipped", "last_outcome"},
+                               wall_now_ms());
+          });
+    };
+  });
+  auto name = std::make_shared<std::string>();
+  auto* show = schedule->add_subcommand("show", "one schedule, every field");
+  show->add_option("NAME", *name, "schedule name")->required();
+  show->callback([&cli, name] {
+    cli.action = [&cli, name] {
+      return run_call(
+          cli, "schedule show", [&](Client& c) { return json_call<ops::ScheduleShow>(c, {*name}); },
+          [](const json& body) { print_human(std::cout, body, wall_now_ms(), 0); });
+    };
+  });
+  for (const char* verb : {"pause", "resume"}) {
+    const bool pause = std::string(verb) == "pause";
+    auto* sub = schedule->add_subcommand(
+        verb, pause ? "stop firing its slots (until resumed, a restart or a reload that "
+                      "changes its paused key)"
+                    : "fire its slots again, from the next one");
+    sub->add_option("NAME", *name, "schedule name")->required();
+    sub->callback([&cli, name, pause] {
+      cli.action = [&cli, name, pause] {
+        return run_call(
+            cli, pause ? "schedule pause" : "schedule resume",
+            [&](Client& c) {
+              return pause ? json_call<ops::SchedulePause>(c, {*name})
+                           : json_call<ops::ScheduleResume>(c, {*name});
+            },
+            done_line("schedule " + *name + (pause ? ": paused" : ": resumed")));
+      };
+    });
+  }
+  auto* run_now = schedule->add_subcommand("run-now", "submit its task now, outside its slots");
+  run_now->add_option("NAME", *name, "schedule name")->required();
+  run_now->callback([&cli, name] {
+    cli.action = [&cli, name] {
+      return run_call(
+          cli, "schedule run-now",
+          [&](Client& c) { return json_call<ops::ScheduleRunNow>(c, {*name}); },
+          [name](const json& body) {
+            std::cout << "schedule " << *name << ": task " << body.value("id", 0ull)
+                      << " submitted\n";
+          });
+    };
+  });
+}
+
 void add_service_commands(CLI::App& app, Cli& cli) {
   add_task_and_read_commands(app, cli);
   add_pool_commands(app, cli);
   add_admin_commands(app, cli);
+  add_schedule_commands(app, cli);
 }
 
 }  // namespace sandpool::poolctl

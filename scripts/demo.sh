@@ -153,12 +153,17 @@ show "PYTHONPATH=clients/python /usr/bin/python3 -c \"\$py_demo\"    # py_demo:"
 printf '%s\n' "$py_demo" | sed 's/^/    /'
 PYTHONPATH=clients/python /usr/bin/python3 -c "$py_demo"
 
-say "12. Scheduling: a task for later is 'scheduled' until then; tenants share a pool fairly"
+say "12. Scheduling: a task for later is 'scheduled' until then; tenants share a pool fairly; periodic schedules"
 id=$("$ctl" submit upper 'later' --delay 2s --tenant acme --json | grep -o '"id": *[0-9]*' | grep -o '[0-9]*$')
 run task "$id"
 run tasks --state scheduled    # with its tenant and due time (not_before_ms)
 run wait "$id"
 run strategy upper by_key      # consistent hashing of a task's key over the workers
+# Periodic schedules: configs/poold.yaml's uppercase-report fires every 5 minutes, one task
+# per slot; run-now submits its task outside the slots.
+run schedule list
+id=$("$ctl" schedule run-now uppercase-report --json | grep -o '"id": *[0-9]*' | grep -o '[0-9]*$')
+run wait "$id"
 
 say "13. The dashboard: poold's HTTP listener serves it beside /metrics and the JSON API"
 http=$("$ctl" status --json | sed -n 's/.*"http": *"\([^"]*\)".*/\1/p')

@@ -61,6 +61,7 @@ void read_config(const YAML::Node& root, ConfigErrors& errors, Config* config) {
       top.fail("pools", "expected a list of pools, got " + config::describe(*pools));
     }
   }
+  config::read_schedules(errors, top.value("schedules"), &config->schedules);
   top.finish();
   check_across_pools(config->pools, marks, errors);
   for (std::size_t i = 0; i < config->pools.size(); ++i) {

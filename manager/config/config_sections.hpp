@@ -27,4 +27,7 @@ struct PoolMarks {
 void read_pool(ConfigErrors& errors, const YAML::Node& node, const std::string& path,
                PoolConfig* out, PoolMarks* marks);
 
+// Fills *out from `schedules:` (a list; absent or null: none), names unique.
+void read_schedules(ConfigErrors& errors, const YAML::Node* node, std::vector<ScheduleSpec>* out);
+
 }  // namespace sandpool::config

@@ -185,6 +185,14 @@ nlohmann::json encode(const PoolStateReply& r);
 Status decode(const nlohmann::json& j, PoolStateReply* out);
 
 // Reads (op_json_reads.cpp).
+nlohmann::json encode(const ScheduleNameArgs& a);
+Status decode(const nlohmann::json& j, ScheduleNameArgs* out);
+nlohmann::json encode(const ScheduleInfo& s);
+Status decode(const nlohmann::json& j, ScheduleInfo* out);
+nlohmann::json encode(const ScheduleListReply& r);
+Status decode(const nlohmann::json& j, ScheduleListReply* out);
+nlohmann::json encode(const ScheduleRunReply& r);
+Status decode(const nlohmann::json& j, ScheduleRunReply* out);
 nlohmann::json encode(const NoArgs& a);
 Status decode(const nlohmann::json& j, NoArgs* out);
 nlohmann::json encode(const EventsArgs& a);

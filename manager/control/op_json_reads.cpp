@@ -287,6 +287,11 @@ json encode(const StatusReply& r) {
               {"idempotency_keys", r.idempotency_keys},
               {"idempotency_kept_bytes", r.idempotency_kept_bytes},
               {"http", r.http}};
+  if (!r.schedules.empty()) {
+    json schedules = json::array();
+    for (const ScheduleInfo& s : r.schedules) schedules.push_back(encode(s));
+    out["schedules"] = std::move(schedules);
+  }
   return out;
 }
 
@@ -302,6 +307,7 @@ Status decode(const json& j, StatusReply* out) {
                   .status();
   if (!st) return st;
   if (st = decode_array(j, "pools", &out->pools); !st) return st;
+  if (st = decode_array(j, "schedules", &out->schedules); !st) return st;
   if (const auto journal = j.find("journal"); journal != j.end() && !journal->is_null()) {
     out->journal.emplace();
     if (st = decode(*journal, &*out->journal); !st) return st.with_context("journal");

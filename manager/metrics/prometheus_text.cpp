@@ -255,6 +255,31 @@ void render_redis(Exposition& e, const std::vector<RedisPoolFigures>& pools) {
        [](F p) { return p.throttle_waits; });
 }
 
+// The schedules' series (docs/schedules.md): one sample per schedule each; the next-fire gauge
+// only for a schedule that has a next slot.
+void render_schedules(Exposition& e, const std::vector<ScheduleFigures>& schedules) {
+  const auto label = [](const ScheduleFigures& s) {
+    return "schedule=\"" + escape_label_value(s.schedule) + "\"";
+  };
+  e.family("sandpool_schedule_fired_total", "counter",
+           "Slots of the schedule submitted as tasks since poold started.");
+  for (const auto& s : schedules)
+    e.sample("sandpool_schedule_fired_total", label(s), std::to_string(s.fired));
+  e.family("sandpool_schedule_skipped_total", "counter",
+           "Slots of the schedule not fired since poold started (missed, overlap, refused).");
+  for (const auto& s : schedules) {
+    e.sample("sandpool_schedule_skipped_total", label(s), std::to_string(s.skipped));
+  }
+  e.family("sandpool_schedule_next_fire_timestamp_seconds", "gauge",
+           "When the schedule's next slot fires, Unix seconds (absent: paused or ended).");
+  for (const auto& s : schedules) {
+    if (s.next_s) {
+      e.sample("sandpool_schedule_next_fire_timestamp_seconds", label(s),
+               std::to_string(*s.next_s));
+    }
+  }
+}
+
 // The task journal's series (docs/journal.md): one sample each, no labels.
 void render_journal(Exposition& e, const TaskJournalStats& j) {
   const auto one = [&](std::string_view name, std::string_view type, std::string_view help,
@@ -446,6 +471,7 @@ std::string render_prometheus(const std::vector<PoolMetrics>& pools, const Servi
   if (service.dead_letter_store) render_dead_letter_store(e, *service.dead_letter_store);
   if (service.journal) render_journal(e, *service.journal);
   if (!service.redis.empty()) render_redis(e, service.redis);
+  if (!service.schedules.empty()) render_schedules(e, service.schedules);
   render_pool_gauges(e);
   render_pool_counters(e);
   render_dispatch_function(e);

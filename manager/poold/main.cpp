@@ -100,6 +100,9 @@ sp::Result<std::unique_ptr<sp::http::HttpService>> start_http(const sp::Config& 
         now.dead_letter_store = svc->dead_letter_stats();
         now.journal = svc->journal_stats();
         now.redis = svc->redis_figures();
+        for (const sp::ScheduleState& s : svc->schedules()) {
+          now.schedules.push_back({s.spec.name, s.fired, s.skipped, s.next_s});
+        }
         return sp::render_prometheus(svc->metrics(), now);
       },
       [svc, gate, threads]() -> std::optional<std::string> {

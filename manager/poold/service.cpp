@@ -84,10 +84,12 @@ Result<std::unique_ptr<Service>> Service::start(Config config, std::string confi
     }
   }
   s->refresh_watch_list();
+  if (Status st = s->start_schedules(); !st) return st;
   return s;
 }
 
 Service::~Service() {
+  stop_schedules();  // its thread submits into the pools
   std::vector<std::thread> retiring;
   {
     std::lock_guard<std::mutex> lock(mu_);

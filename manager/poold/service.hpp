@@ -33,6 +33,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -51,6 +52,7 @@
 #include <sandpool/metrics.hpp>
 #include <sandpool/pool.hpp>
 #include <sandpool/pool_metrics.hpp>
+#include <sandpool/scheduler.hpp>
 #include <sandpool/task_journal.hpp>
 
 #include "control/op_responder.hpp"
@@ -60,6 +62,7 @@
 #include "poold/job_thread.hpp"
 #include "poold/progress_coalescer.hpp"
 #include "poold/redis_pools.hpp"
+#include "poold/schedule_clock.hpp"
 #include "poold/wait_deadlines.hpp"
 #include "poold/watchdog_gate.hpp"
 
@@ -113,6 +116,8 @@ class Service final : public ControlHandler {
   // its current one: every pool's loop (sp-loop:<pool>, retiring ones included), sp-request,
   // sp-reads and sp-jobs (main adds the control server's). For the WatchdogGate.
   std::vector<ThreadBusy> busy_threads() const;
+  // The schedules and what each did (docs/schedules.md); any thread.
+  std::vector<ScheduleState> schedules() const;
 
  private:
   struct Slot {
@@ -183,6 +188,27 @@ class Service final : public ControlHandler {
   // Drains `pool` and shuts it down on a thread of its own (removed or replaced pools);
   // what is left after shutdown_timeout is dead-lettered `pool_removed`.
   void retire(std::string name, std::shared_ptr<Pool> pool);
+
+  // service_schedules.cpp: the periodic schedules (docs/schedules.md), run by scheduler_ on
+  // sched_thread_ (sp-sched), each slot submitted by submit_slot (submit_one, then the
+  // journal's answer awaited on that thread).
+  class Slots;
+  Status start_schedules();  // at start, after the pools
+  // Start and reload (job thread): the config's schedules put, the others removed.
+  Status apply_schedules(const std::vector<ScheduleSpec>& wanted);
+  void wake_schedules();
+  void stop_schedules();  // joins sp-sched; before the pools stop
+  void run_schedules();
+  Result<std::uint64_t> submit_slot(const ScheduleSpec& spec, const std::string& key);
+  void serve(const Request& req, const ops::NoArgs& a, const OpResponder<ops::ScheduleList>& res);
+  void serve(const Request& req, const ops::ScheduleNameArgs& a,
+             const OpResponder<ops::ScheduleShow>& res);
+  void serve(const Request& req, const ops::ScheduleNameArgs& a,
+             const OpResponder<ops::SchedulePause>& res);
+  void serve(const Request& req, const ops::ScheduleNameArgs& a,
+             const OpResponder<ops::ScheduleResume>& res);
+  void serve(const Request& req, const ops::ScheduleNameArgs& a,
+             const OpResponder<ops::ScheduleRunNow>& res);
 
   // service_dispatch.cpp: runs the handler of req.op (on the thread of its lane). Every
   // operation of ops::AllOps has one, generated: Op's arguments decoded (a malformed one is
@@ -307,6 +333,17 @@ class Service final : public ControlHandler {
   mutable std::mutex watch_mu_;                                       // guards watched_
   std::vector<std::pair<std::string, std::weak_ptr<Pool>>> watched_;  // by thread name
 
+  // The schedules (service_schedules.cpp); set by start_schedules, then only read.
+  std::unique_ptr<ScheduleWallClock> schedule_clock_;
+  std::unique_ptr<ScheduleStore> schedule_store_;
+  std::unique_ptr<SlotSubmitter> slots_submitter_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::mutex sched_mu_;  // guards sched_stop_, sched_wake_; a leaf
+  std::condition_variable sched_cv_;
+  bool sched_stop_ = false;
+  bool sched_wake_ = false;
+  std::thread sched_thread_;
+
   // The timeouts of `wait` requests (sp-waits); before the maps it reaches: destroyed first.
   WaitDeadlines deadlines_{
       [this](std::uint64_t task_id, std::uint64_t token) { wait_expired(task_id, token); }};
@@ -323,6 +360,9 @@ class Service final : public ControlHandler {
 // (the decode checked the types): timeout_ms 1..`max_timeout`.
 Status submit_options(const ops::SubmitArgs& a, std::chrono::milliseconds max_timeout,
                       SubmitOptions* o);
+
+// A schedule as the schedule operations and `status` report it.
+ops::ScheduleInfo schedule_info(const ScheduleState& s);
 
 // The account of a task (the `task` and `wait` replies and a waited submit's final reply).
 ops::TaskAccount account_of(const TaskResult& r);

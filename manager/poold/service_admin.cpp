@@ -119,6 +119,7 @@ void Service::serve(const Request&, const ops::NoArgs&, const OpResponder<ops::S
     std::lock_guard lock(http_mu_);
     r.http = http_address_;
   }
+  for (const ScheduleState& s : schedules()) r.schedules.push_back(schedule_info(s));
   res.ok(r);
 }
 

@@ -133,6 +133,10 @@ Result<ops::ReloadReply> Service::reload() {
   }
 
   refresh_watch_list();
+  if (Status st = apply_schedules(next.schedules); !st) {
+    out.failed.push_back({"schedules", st.message()});
+  }
+  config_.schedules = next.schedules;
   // The service section (socket, access, metrics, state dir, logging) needs a restart.
   out.service_section_needs_restart = !(config_.service == next.service);
   config_.pools = next.pools;
@@ -143,6 +147,7 @@ Result<ops::ReloadReply> Service::reload() {
 
 void Service::shutdown(std::chrono::milliseconds timeout) {
   if (stopping_.exchange(true)) return;  // from now on submits and reloads are refused
+  stop_schedules();
   log_->info("shutting down timeout_ms={}", timeout.count());
   // On the job thread, after a reload that may be running there: no lock serialises them.
   std::promise<void> done;

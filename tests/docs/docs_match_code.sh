@@ -121,16 +121,21 @@ walk() {
 walk "" 0 >"$tmp/keys.all"
 # Relative to service / pools[], as the tables write them; the two roots themselves and
 # list markers (`allow[]`, documented as `allow`) are not rows of their own.
-sed -n -e 's/^service\.//p' -e 's/^pools\[\]\.//p' "$tmp/keys.all" | grep -v '\[\]$' |
+sed -n -e 's/^service\.//p' -e 's/^pools\[\]\.//p' -e 's/^schedules\[\]\./schedules:/p' \
+  "$tmp/keys.all" | grep -v '\[\]$' |
   sed 's/\[\]//g' | sort -u >"$tmp/keys.code"
 if ! grep -qx 'service' "$tmp/keys.all" || ! grep -qx 'pools\[\]' "$tmp/keys.all"; then
   echo "config: poold --check did not list service and pools[] (the probe is broken)"
   status=1
 fi
-grep -v -e '^service' -e '^pools' "$tmp/keys.all" | sed 's/^/config key outside service and pools: /'
+grep -v -e '^service' -e '^pools' -e '^schedules' "$tmp/keys.all" |
+  sed 's/^/config key outside service, pools and schedules: /'
+# The schedules' rows are relative to one entry of schedules:, written schedules:KEY here so
+# that a pool's key never documents a schedule's.
 {
   section "$src/docs/configuration.md" "## service"
   section "$src/docs/configuration.md" "## pools"
+  section "$src/docs/configuration.md" "## schedules" | sed 's/^| `/| `schedules:/'
 } | grep -o '^| `[^`]*`' | sed 's/^| `//; s/`$//' | sort -u >"$tmp/keys.doc"
 # A section may be documented by its leaves only: drop code sections no row names.
 while read -r key; do

@@ -392,7 +392,7 @@ TEST_CASE("each kind of mistake names the key path and its line and column") {
   auto [yaml, error] = GENERATE(table<std::string, std::string>({
       // unknown keys, at every level
       {"service: {}\npool: []\n",
-       "t.yaml:2:1: pool: unknown key (expected one of: service, pools)"},
+       "t.yaml:2:1: pool: unknown key (expected one of: service, pools, schedules)"},
       {"service:\n  sockett: {}\n",
        "t.yaml:2:3: service.sockett: unknown key (expected one of: socket, allow, state_dir, "
        "http, metrics, log, shutdown_timeout, connections, control, journal, "

@@ -464,3 +464,22 @@ sandpool_journal_wal_checkpoints_total 7
 sandpool_journal_wal_checkpoint_seconds_total 0.0025
 )");
 }
+
+TEST_CASE("the schedules' series count fired and skipped slots and give the next fire time") {
+  ServiceInfo info = service();
+  info.schedules = {{"nightly", 3, 1, std::int64_t{1767230000}}, {"paused\"one", 0, 7, {}}};
+  const std::string text = render_prometheus({small_pool()}, info);
+  CHECK(text.find("# TYPE sandpool_schedule_fired_total counter\n") != std::string::npos);
+  CHECK(text.find("\nsandpool_schedule_fired_total{schedule=\"nightly\"} 3\n") !=
+        std::string::npos);
+  CHECK(text.find("\nsandpool_schedule_skipped_total{schedule=\"paused\\\"one\"} 7\n") !=
+        std::string::npos);
+  CHECK(text.find("\nsandpool_schedule_next_fire_timestamp_seconds{schedule=\"nightly\"} "
+                  "1767230000\n") != std::string::npos);
+  // No next slot, no sample.
+  CHECK(text.find("sandpool_schedule_next_fire_timestamp_seconds{schedule=\"paused") ==
+        std::string::npos);
+  // Without schedules, no schedule family at all.
+  CHECK(render_prometheus({small_pool()}, service()).find("sandpool_schedule") ==
+        std::string::npos);
+}

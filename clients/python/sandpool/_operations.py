@@ -249,6 +249,47 @@ def shutdown(timeout: Optional[Duration] = None) -> bool:
     return Request(args, _controls.stopping_of)
 
 
+# --- Schedules (docs/schedules.md) -------------------------------------------------------------
+
+
+def _body(body: dict, blob: bytes) -> dict:
+    return body
+
+
+@_operation("schedule_list", "read")
+def schedule_list() -> list:
+    """Every periodic schedule poold runs, by name: a list of dicts as schedule_show gives."""
+    return Request(None, lambda body, blob: list(body.get("schedules", [])))
+
+
+@_operation("schedule_show", "read")
+def schedule_show(name: str) -> dict:
+    """One schedule: its expression, zone, task template, next and last slot (Unix seconds),
+    last task, last outcome, and the slots fired and skipped since poold started. NotFound
+    for an unknown name."""
+    return Request({"name": name}, _body)
+
+
+@_operation("schedule_pause", "admin")
+def schedule_pause(name: str) -> dict:
+    """Stops the schedule firing its slots (until resumed, a restart of poold, or a reload
+    that changes its `paused` key); returns it as schedule_show does."""
+    return Request({"name": name}, _body)
+
+
+@_operation("schedule_resume", "admin")
+def schedule_resume(name: str) -> dict:
+    """Fires the schedule's slots again, from the next one; returns it as schedule_show
+    does."""
+    return Request({"name": name}, _body)
+
+
+@_operation("schedule_run_now", "admin")
+def schedule_run_now(name: str) -> int:
+    """Submits the schedule's task now, outside its slots; returns the task's id."""
+    return Request({"name": name}, lambda body, blob: int(body["id"]))
+
+
 # --- Methods from the table -------------------------------------------------------------------
 
 

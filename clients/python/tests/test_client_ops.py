@@ -184,3 +184,22 @@ def test_wait_is_bounded_by_its_own_timeout_not_by_call_timeout(ctl, ctl_poold):
     finally:
         ctl.cancel(sleeping.id)
     assert ctl.wait(sleeping.id).state == "cancelled"
+
+
+def test_schedules_are_listed_shown_paused_resumed_and_run_now():
+    schedules = CONTROLLED_POOL + textwrap.dedent("""\
+        schedules:
+          - {name: hourly, cron: "0 * * * *", type: upper, payload: up}
+        """)
+    with PooldServer(pools_extra=schedules) as server, sandpool.Client(server.socket) as c:
+        (s,) = c.schedule_list()
+        assert (s["name"], s["expression"], s["zone"], s["paused"]) == \
+            ("hourly", "0 * * * *", "UTC", False)
+        assert s["next_s"] % 3600 == 0
+        assert c.schedule_pause("hourly")["paused"] is True
+        assert "next_s" not in c.schedule_show("hourly")
+        assert c.schedule_resume("hourly")["paused"] is False
+        task_id = c.schedule_run_now("hourly")
+        assert c.wait(task_id).result == b"UP"
+        with pytest.raises(sandpool.NotFound, match="no schedule nope"):
+            c.schedule_show("nope")

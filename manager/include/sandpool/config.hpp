@@ -14,6 +14,7 @@
 
 #include <sandpool/pool_options.hpp>
 #include <sandpool/rights.hpp>
+#include <sandpool/scheduler.hpp>
 #include <sandpool/status.hpp>
 #include <sandpool/task_journal_options.hpp>
 
@@ -148,6 +149,7 @@ struct PoolConfig : PoolIdentity, WorkerSpec, LiveOptions {
 struct Config {
   ServiceConfig service;
   std::vector<PoolConfig> pools;
+  std::vector<ScheduleSpec> schedules;  // docs/schedules.md
   // What the file says that still works but should change (a deprecated key), one line
   // each as `SOURCE:LINE:COLUMN: key.path: ...`; poold logs them at start.
   std::vector<std::string> warnings;

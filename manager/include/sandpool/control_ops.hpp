@@ -23,6 +23,7 @@
 #include <sandpool/ops/op_info.hpp>
 #include <sandpool/ops/pool_controls.hpp>
 #include <sandpool/ops/reads.hpp>
+#include <sandpool/ops/schedules.hpp>
 #include <sandpool/ops/tasks.hpp>
 
 namespace sandpool::ops {
@@ -35,7 +36,8 @@ struct OpList {
 // Every operation the protocol has; the server answers any other name `unknown_op`.
 using AllOps = OpList<ServerStatus, Version, Workers, Stats, Events, Task, TaskList, Wait, Submit,
                       SubmitBatch, Cancel, Scale, Strategy, Drain, Resume, Restart, KillWorker,
-                      DlqList, DlqShow, DlqReplay, DlqPurge, DlqImport, Reload, Shutdown>;
+                      DlqList, DlqShow, DlqReplay, DlqPurge, DlqImport, Reload, Shutdown,
+                      ScheduleList, ScheduleShow, SchedulePause, ScheduleResume, ScheduleRunNow>;
 
 // Whether Op sends event frames before its final reply, and their type (NoEvent if none).
 template <class Op, class = void>

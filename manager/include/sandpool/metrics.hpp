@@ -28,6 +28,13 @@ struct RedisPoolFigures {
   std::uint64_t throttled = 0, throttle_waits = 0;  // over the cluster's rate limits
 };
 
+// One periodic schedule (docs/schedules.md): the sandpool_schedule_* series.
+struct ScheduleFigures {
+  std::string schedule;
+  std::uint64_t fired = 0, skipped = 0;
+  std::optional<std::int64_t> next_s;  // the next slot, Unix seconds; none: paused or ended
+};
+
 struct ServiceInfo {
   std::string version;             // sandpool_info{version="..."}
   std::int64_t start_time_ms = 0;  // wall clock, ms since the epoch
@@ -37,6 +44,8 @@ struct ServiceInfo {
   std::optional<TaskJournalStats> journal{};
   // The Redis pools' series; none when empty (no Redis pool).
   std::vector<RedisPoolFigures> redis{};
+  // The schedules' series; none when empty (no schedule).
+  std::vector<ScheduleFigures> schedules{};
 };
 
 // Returns the Prometheus text exposition (format 0.0.4) of `pools`, in the order given, every

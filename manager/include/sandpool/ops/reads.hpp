@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <sandpool/ops/op_info.hpp>
+#include <sandpool/ops/schedules.hpp>
 
 namespace sandpool::ops {
 
@@ -115,6 +116,7 @@ struct StatusReply {
   std::uint64_t idempotency_kept_bytes = 0;
   // The HTTP listener's address ("host:port", service.http); empty when none (yet).
   std::string http;
+  std::vector<ScheduleInfo> schedules;  // docs/schedules.md; empty (absent on the wire): none
 };
 
 // `workers`: one worker (WorkerInfo with the figures poold reads from /proc).

@@ -1,0 +1,163 @@
+// Periodic schedules (docs/schedules.md): named task templates fired at the slots of a cron
+// expression or an interval, exactly one task per slot. The Scheduler decides what fires when;
+// everything outside it is a seam:
+//   - ScheduleClock: the wall clock (tests move it; poold may offset it in tests);
+//   - SlotSubmitter: the pool's normal submit path, under the slot's idempotency key
+//     `sandpool-schedule-<name>-<slot unix seconds>`, so a restart, a reload or two nodes
+//     firing one slot make one task;
+//   - ScheduleStore: the last fired slot of each schedule, kept across restarts, so a restart
+//     knows what it missed and applies the schedule's catch_up.
+//
+// Thread-safety: every member may be called from any thread. The Scheduler's mutex is a leaf:
+// it is never held across a call into the submitter or the store (a submit may wait for the
+// journal's commit). tick() is meant for one thread (poold's scheduler thread); two ticks at
+// once would only submit a slot twice under one key, which the key makes one task.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <sandpool/cron.hpp>
+#include <sandpool/ops/tasks.hpp>
+#include <sandpool/status.hpp>
+#include <sandpool/time_zone.hpp>
+
+namespace sandpool {
+
+// After downtime (poold stopped, the thread late), the slots that went by: `skip` drops them
+// and waits for the next slot; `run_once` fires the latest of them once.
+enum class CatchUp { kSkip, kRunOnce };
+// A slot comes while the schedule's previous task is still open: `allow` fires anyway, `skip`
+// drops the slot, `queue` holds it (one at most) until that task ends.
+enum class Overlap { kAllow, kSkip, kQueue };
+
+std::string_view to_string(CatchUp c);
+std::string_view to_string(Overlap o);
+std::optional<CatchUp> parse_catch_up(std::string_view s);
+std::optional<Overlap> parse_overlap(std::string_view s);
+
+// A schedule as declared (YAML `schedules:` or schedule_add).
+struct ScheduleSpec {
+  std::string name;        // [A-Za-z0-9_.-], 1-64 characters
+  std::string expression;  // cron, macro or @every (cron.hpp)
+  std::string zone = "UTC";
+  // The task template: type, pool, priority, timeout, retries, key, tenant. idempotency_key,
+  // wait, progress, not_before_ms and delay are the scheduler's and must stay unset.
+  ops::SubmitArgs task;
+  std::string payload;
+  std::optional<std::int64_t> start_s;  // no slot before (Unix seconds); anchors @every
+  std::optional<std::int64_t> end_s;    // no slot after
+  CatchUp catch_up = CatchUp::kSkip;
+  Overlap overlap = Overlap::kAllow;
+  bool paused = false;
+  bool operator==(const ScheduleSpec&) const;
+};
+
+// The maximum length of a schedule's name, and of its payload.
+inline constexpr std::size_t kMaxScheduleName = 64;
+inline constexpr std::size_t kMaxSchedulePayload = 64 * 1024;
+// A slot is on time while it is at most this old; an older one is a missed slot (catch_up).
+inline constexpr std::int64_t kSlotGraceSeconds = 60;
+
+// Returns ok iff `spec` is a schedule poold can run; else an invalid-argument error naming
+// the member ("schedule nightly: expression: minute field, position 1: ...").
+Status validate_schedule(const ScheduleSpec& spec);
+// Returns the idempotency key of `name`'s slot at `slot_s`.
+std::string schedule_slot_key(std::string_view name, std::int64_t slot_s);
+
+class ScheduleClock {
+ public:
+  virtual ~ScheduleClock() = default;
+  // The wall clock, Unix milliseconds.
+  virtual std::int64_t now_ms() const = 0;
+};
+
+class SlotSubmitter {
+ public:
+  virtual ~SlotSubmitter() = default;
+  // Submits `spec`'s task under idempotency key `key`; returns its id (the earlier task's,
+  // when the key already named one), or why it was refused.
+  virtual Result<std::uint64_t> submit(const ScheduleSpec& spec, const std::string& key) = 0;
+  // Returns true iff task `id` has not ended (queued, running, waiting for a retry).
+  virtual bool task_open(std::uint64_t id) = 0;
+};
+
+struct FiredSlot {
+  std::int64_t slot_s = 0;
+  std::uint64_t task_id = 0;
+};
+
+class ScheduleStore {
+ public:
+  virtual ~ScheduleStore() = default;
+  // The last slot `name` fired, if any is kept.
+  virtual Result<std::optional<FiredSlot>> last_fired(const std::string& name) = 0;
+  virtual Status record_fired(const std::string& name, const FiredSlot& fired) = 0;
+  // Forgets `name` (a removed schedule).
+  virtual Status forget(const std::string& name) = 0;
+};
+
+// What `list` and `show` report of a schedule.
+struct ScheduleState {
+  ScheduleSpec spec;
+  std::optional<std::int64_t> next_s;       // the next slot; none: ended, or paused
+  std::optional<FiredSlot> last;            // the last slot fired
+  std::optional<std::int64_t> held_slot_s;  // overlap queue: a slot waiting for the last task
+  std::string last_outcome;                 // "", "fired", "skipped: ...", "refused: ..."
+  std::uint64_t fired = 0;                  // slots submitted since poold started
+  std::uint64_t skipped = 0;                // slots dropped (catch_up, overlap, refusals)
+};
+
+class Scheduler {
+ public:
+  // `store` may be null (nothing kept across restarts). All three outlive the Scheduler.
+  Scheduler(const ScheduleClock& clock, SlotSubmitter& submitter, ScheduleStore* store);
+
+  // Adds a schedule; refuses an invalid one, or one whose name exists (kInvalidArgument).
+  Status add(const ScheduleSpec& spec);
+  // Adds or changes a schedule (a reload): a changed one keeps its counters and last slot
+  // and is planned again from now; an unchanged one is left alone. A pause or resume made
+  // by set_paused() lasts until a put() whose `paused` differs from the one before.
+  Status put(const ScheduleSpec& spec);
+  // Removes a schedule and forgets its last slot (kNotFound when unknown).
+  Status remove(const std::string& name);
+  // Pauses or resumes; slots that pass while paused are neither fired nor counted.
+  Status set_paused(const std::string& name, bool paused);
+  // Submits the schedule's task now, outside its slots, under the key
+  // `sandpool-schedule-<name>-run-<now ms>`; returns the task's id.
+  Result<std::uint64_t> run_now(const std::string& name);
+
+  std::vector<ScheduleState> list() const;
+  std::optional<ScheduleState> find(const std::string& name) const;
+  std::vector<std::string> names() const;
+
+  // Fires what is due at the clock's now; returns the wall ms of the earliest next slot (or
+  // held slot's check), nullopt when nothing is planned.
+  std::optional<std::int64_t> tick();
+
+ private:
+  struct Entry {
+    ScheduleState state;    // state.spec.paused: as set at run time, else as declared
+    ScheduleSpec declared;  // as the last add/put gave it
+    CronExpr expr;
+    const TimeZone* zone = nullptr;
+    std::uint64_t generation = 0;  // changes on put/remove/pause: a tick's late answer is dropped
+  };
+  // Plans `e` from `after` (Unix seconds): its next slot within start and end.
+  static std::optional<std::int64_t> next_slot(const Entry& e, std::int64_t after);
+  Result<Entry> make_entry(const ScheduleSpec& spec);
+
+  const ScheduleClock& clock_;
+  SlotSubmitter& submitter_;
+  ScheduleStore* store_;
+  mutable std::mutex mu_;
+  std::map<std::string, Entry> entries_;  // guarded by mu_
+  std::uint64_t next_generation_ = 1;     // guarded by mu_
+};
+
+}  // namespace sandpool

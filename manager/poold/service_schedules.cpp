@@ -1,0 +1,222 @@
+// The service's periodic schedules (docs/schedules.md): the config's `schedules:` run by a
+// Scheduler on a thread of their own (sp-sched), each slot submitted through submit_one, the
+// socket's submit path, under the slot's idempotency key, and held until the journal took it.
+#include <algorithm>
+#include <cstdlib>
+#include <future>
+#include <set>
+
+#include <spdlog/spdlog.h>
+#include <sandpool/schedule_store.hpp>
+#include <sandpool/thread_name.hpp>
+
+#include "poold/service.hpp"
+
+namespace sandpool::poold {
+
+namespace {
+
+// How long a slot's submit waits for the journal's answer: the journal answers within about
+// journal.sync_timeout (docs/journal.md); past this bound the slot counts as refused and its
+// key, if the task was taken after all, makes the next firing of that slot the same task.
+constexpr std::chrono::seconds kSlotAckBound{60};
+// The scheduler thread looks at the clock at least this often: the wall clock may jump, and
+// a test's clock offset may move.
+constexpr std::chrono::milliseconds kMaxSchedulerSleep{1000};
+
+}  // namespace
+
+ops::ScheduleInfo schedule_info(const ScheduleState& s) {
+  ops::ScheduleInfo i;
+  i.name = s.spec.name;
+  i.expression = s.spec.expression;
+  i.zone = s.spec.zone;
+  i.type = s.spec.task.type;
+  i.pool = s.spec.task.pool;
+  i.tenant = s.spec.task.tenant;
+  i.catch_up = std::string(to_string(s.spec.catch_up));
+  i.overlap = std::string(to_string(s.spec.overlap));
+  i.paused = s.spec.paused;
+  i.start_s = s.spec.start_s;
+  i.end_s = s.spec.end_s;
+  i.next_s = s.next_s;
+  if (s.last) {
+    i.last_slot_s = s.last->slot_s;
+    i.last_task = s.last->task_id;
+  }
+  i.held_slot_s = s.held_slot_s;
+  i.last_outcome = s.last_outcome;
+  i.fired = s.fired;
+  i.skipped = s.skipped;
+  return i;
+}
+
+class Service::Slots final : public SlotSubmitter {
+ public:
+  explicit Slots(Service& s) : s_(s) {}
+  Result<std::uint64_t> submit(const ScheduleSpec& spec, const std::string& key) override {
+    return s_.submit_slot(spec, key);
+  }
+  bool task_open(std::uint64_t id) override {
+    const auto t = s_.find_task(id);
+    return t && !t->done();
+  }
+
+ private:
+  Service& s_;
+};
+
+Status Service::start_schedules() {
+  const char* offset_file = std::getenv(kTestClockOffsetEnv);
+  schedule_clock_ = std::make_unique<ScheduleWallClock>(offset_file ? offset_file : "");
+  if (offset_file != nullptr) {
+    log_->warn("{}={}: the schedules' clock is offset by that file's seconds (tests only)",
+               kTestClockOffsetEnv, offset_file);
+  }
+  auto store = SqliteScheduleStore::open(config_.service.state_dir + "/dead_letters.db");
+  if (!store) return store.status().with_context("schedules' store");
+  schedule_store_ = std::move(store).value();
+  slots_submitter_ = std::make_unique<Slots>(*this);
+  scheduler_ =
+      std::make_unique<Scheduler>(*schedule_clock_, *slots_submitter_, schedule_store_.get());
+  if (Status st = apply_schedules(config_.schedules); !st) return st;
+  sched_thread_ = std::thread([this] { run_schedules(); });
+  name_thread(sched_thread_.native_handle(), "sp-sched");
+  return Status::ok();
+}
+
+Status Service::apply_schedules(const std::vector<ScheduleSpec>& wanted) {
+  Status first = Status::ok();
+  std::set<std::string> names;
+  for (const ScheduleSpec& spec : wanted) {
+    names.insert(spec.name);
+    if (Status st = scheduler_->put(spec); !st) {
+      log_->error("schedule {} not applied: {}", spec.name, st.message());
+      if (first.is_ok()) first = st;
+    }
+  }
+  for (const std::string& name : scheduler_->names()) {
+    if (names.count(name) != 0) continue;
+    if (Status st = scheduler_->remove(name); !st) {
+      log_->error("schedule {} not removed: {}", name, st.message());
+    }
+  }
+  wake_schedules();
+  return first;
+}
+
+void Service::wake_schedules() {
+  std::lock_guard lock(sched_mu_);
+  sched_wake_ = true;
+  sched_cv_.notify_all();
+}
+
+void Service::stop_schedules() {
+  {
+    std::lock_guard lock(sched_mu_);
+    sched_stop_ = true;
+    sched_cv_.notify_all();
+  }
+  if (sched_thread_.joinable()) sched_thread_.join();
+}
+
+void Service::run_schedules() {
+  for (;;) {
+    const std::optional<std::int64_t> next = scheduler_->tick();
+    std::chrono::milliseconds sleep = kMaxSchedulerSleep;
+    if (next) {
+      const std::int64_t left = *next - schedule_clock_->now_ms();
+      sleep = std::clamp(std::chrono::milliseconds(left), std::chrono::milliseconds(1),
+                         kMaxSchedulerSleep);
+    }
+    std::unique_lock lock(sched_mu_);
+    sched_cv_.wait_for(lock, sleep, [this] { return sched_stop_ || sched_wake_; });
+    if (sched_stop_) return;
+    sched_wake_ = false;
+  }
+}
+
+Result<std::uint64_t> Service::submit_slot(const ScheduleSpec& spec, const std::string& key) {
+  ops::SubmitArgs a = spec.task;
+  a.idempotency_key = key;
+  if (redis_route(a.pool, a.type)) {
+    return Status::error(Code::kUnavailable,
+                         "schedules do not fire into Redis pools yet (docs/schedules.md)");
+  }
+  auto gate = std::make_shared<AckGate>();
+  auto s = submit_one(a, spec.payload, false, false, nullptr, gate, 0);
+  if (!s) return s.status();
+  if (s->existing) {
+    log_->info("schedule slot schedule={} key={} task={} existing=true", spec.name, key, s->id);
+    return s->id;
+  }
+  auto answer = std::make_shared<std::promise<Status>>();
+  auto answered = answer->get_future();
+  gate->release(1, [answer](const AckGate::Refusals& refused) {
+    answer->set_value(refused.empty() ? Status::ok() : refused.front().second);
+  });
+  if (answered.wait_for(kSlotAckBound) != std::future_status::ready) {
+    return Status::error(Code::kTimeout, "the journal did not answer within 60 s");
+  }
+  if (Status st = answered.get(); !st) {
+    idempotency_.forget(key, s->id);
+    return st;
+  }
+  log_->info("schedule slot schedule={} key={} task={}", spec.name, key, s->id);
+  return s->id;
+}
+
+void Service::serve(const Request&, const ops::NoArgs&, const OpResponder<ops::ScheduleList>& res) {
+  ops::ScheduleListReply r;
+  for (const ScheduleState& s : schedules()) r.schedules.push_back(schedule_info(s));
+  res.ok(r);
+}
+
+void Service::serve(const Request&, const ops::ScheduleNameArgs& a,
+                    const OpResponder<ops::ScheduleShow>& res) {
+  const auto s = scheduler_->find(a.name);
+  if (!s) return (void)res.error(Status::error(Code::kNotFound, "no schedule " + a.name));
+  res.ok(schedule_info(*s));
+}
+
+namespace {
+
+// Pauses or resumes `name` and answers with the schedule as it is then.
+template <class Op>
+void set_paused(Scheduler& scheduler, const std::string& name, bool paused,
+                const OpResponder<Op>& res) {
+  if (Status st = scheduler.set_paused(name, paused); !st) return (void)res.error(st);
+  const auto s = scheduler.find(name);
+  if (!s) return (void)res.error(Status::error(Code::kNotFound, "no schedule " + name));
+  res.ok(schedule_info(*s));
+}
+
+}  // namespace
+
+void Service::serve(const Request&, const ops::ScheduleNameArgs& a,
+                    const OpResponder<ops::SchedulePause>& res) {
+  set_paused(*scheduler_, a.name, true, res);
+  log_->info("schedule paused schedule={}", a.name);
+  wake_schedules();
+}
+
+void Service::serve(const Request&, const ops::ScheduleNameArgs& a,
+                    const OpResponder<ops::ScheduleResume>& res) {
+  set_paused(*scheduler_, a.name, false, res);
+  log_->info("schedule resumed schedule={}", a.name);
+  wake_schedules();
+}
+
+void Service::serve(const Request&, const ops::ScheduleNameArgs& a,
+                    const OpResponder<ops::ScheduleRunNow>& res) {
+  auto id = scheduler_->run_now(a.name);
+  if (!id) return (void)res.error(id.status());
+  res.ok(ops::ScheduleRunReply{a.name, *id});
+}
+
+std::vector<ScheduleState> Service::schedules() const {
+  if (!scheduler_) return {};
+  return scheduler_->list();
+}
+
+}  // namespace sandpool::poold

@@ -1,0 +1,85 @@
+// SqliteScheduleStore: one row per schedule, its last fired slot and that slot's task.
+#include <sandpool/schedule_store.hpp>
+
+#include <sqlite3.h>
+
+#include "retry/sqlite_db.hpp"
+
+namespace sandpool {
+
+namespace {
+
+// Long enough to wait out the journal writer's group commit; short enough for a tick.
+constexpr int kBusyTimeoutMs = 5000;
+
+constexpr const char* kSchema =
+    "CREATE TABLE IF NOT EXISTS schedule_slots ("
+    " name TEXT PRIMARY KEY,"
+    " slot_s INTEGER NOT NULL,"
+    " task_id INTEGER NOT NULL,"
+    " fired_ms INTEGER NOT NULL DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000 AS "
+    "INTEGER)))";
+
+}  // namespace
+
+struct SqliteScheduleStore::Db {
+  sqlite::SqliteDb db;
+};
+
+SqliteScheduleStore::SqliteScheduleStore(std::unique_ptr<Db> db) : db_(std::move(db)) {}
+SqliteScheduleStore::~SqliteScheduleStore() = default;
+
+Result<std::unique_ptr<SqliteScheduleStore>> SqliteScheduleStore::open(const std::string& path) {
+  auto db = sqlite::SqliteDb::open(path, kBusyTimeoutMs);
+  if (!db) return db.status();
+  if (Status st = db->exec(kSchema, "create schedule_slots"); !st) return st;
+  auto holder = std::make_unique<Db>();
+  holder->db = std::move(*db);
+  return std::unique_ptr<SqliteScheduleStore>(new SqliteScheduleStore(std::move(holder)));
+}
+
+Result<std::optional<FiredSlot>> SqliteScheduleStore::last_fired(const std::string& name) {
+  std::lock_guard lock(mu_);
+  static const char* const kSql = "SELECT slot_s, task_id FROM schedule_slots WHERE name = ?";
+  auto stmt = db_->db.prepare(kSql, "read schedule_slots");
+  if (!stmt) return stmt.status();
+  sqlite::StmtRef ref(*stmt);
+  ref->bind_text(1, name);
+  const int rc = ref->step();
+  if (rc == SQLITE_DONE) return std::optional<FiredSlot>{};
+  if (rc != SQLITE_ROW) return db_->db.error(rc, "read schedule_slots");
+  // The file is the state dir's: a row is checked like any input.
+  const std::int64_t slot = ref->int64(0);
+  const std::int64_t task = ref->int64(1);
+  if (slot < 0 || task < 0) {
+    return Status::error(Code::kInternal, "schedule_slots row of " + name + " is corrupt");
+  }
+  return std::optional<FiredSlot>(FiredSlot{slot, static_cast<std::uint64_t>(task)});
+}
+
+Status SqliteScheduleStore::record_fired(const std::string& name, const FiredSlot& fired) {
+  std::lock_guard lock(mu_);
+  static const char* const kSql =
+      "INSERT INTO schedule_slots (name, slot_s, task_id) VALUES (?, ?, ?)"
+      " ON CONFLICT (name) DO UPDATE SET slot_s = excluded.slot_s, task_id = excluded.task_id,"
+      " fired_ms = excluded.fired_ms WHERE excluded.slot_s >= schedule_slots.slot_s";
+  auto stmt = db_->db.prepare(kSql, "write schedule_slots");
+  if (!stmt) return stmt.status();
+  sqlite::StmtRef ref(*stmt);
+  ref->bind_text(1, name);
+  ref->bind(2, fired.slot_s);
+  ref->bind(3, static_cast<std::int64_t>(fired.task_id));
+  return db_->db.step_done(**stmt, "write schedule_slots");
+}
+
+Status SqliteScheduleStore::forget(const std::string& name) {
+  std::lock_guard lock(mu_);
+  static const char* const kSql = "DELETE FROM schedule_slots WHERE name = ?";
+  auto stmt = db_->db.prepare(kSql, "forget schedule_slots");
+  if (!stmt) return stmt.status();
+  sqlite::StmtRef ref(*stmt);
+  ref->bind_text(1, name);
+  return db_->db.step_done(**stmt, "forget schedule_slots");
+}
+
+}  // namespace sandpool

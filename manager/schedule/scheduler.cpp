@@ -1,0 +1,356 @@
+// The Scheduler: what fires when, and what a slot's catch_up and overlap policies make of it
+// (docs/schedules.md). Every decision is taken under mu_; every submit and store call is
+// made without it.
+#include <sandpool/scheduler.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <utility>
+
+namespace sandpool {
+
+namespace {
+
+// Counting the slots a long downtime skipped stops here (a reported figure, not a bound on
+// anything else).
+constexpr std::uint64_t kMaxCountedSlots = 100000;
+
+std::int64_t floor_seconds(std::int64_t ms) { return ms >= 0 ? ms / 1000 : (ms - 999) / 1000; }
+
+}  // namespace
+
+std::string_view to_string(CatchUp c) { return c == CatchUp::kSkip ? "skip" : "run_once"; }
+
+std::string_view to_string(Overlap o) {
+  switch (o) {
+    case Overlap::kAllow:
+      return "allow";
+    case Overlap::kSkip:
+      return "skip";
+    case Overlap::kQueue:
+      return "queue";
+  }
+  return "allow";
+}
+
+std::optional<CatchUp> parse_catch_up(std::string_view s) {
+  if (s == "skip") return CatchUp::kSkip;
+  if (s == "run_once") return CatchUp::kRunOnce;
+  return std::nullopt;
+}
+
+std::optional<Overlap> parse_overlap(std::string_view s) {
+  if (s == "allow") return Overlap::kAllow;
+  if (s == "skip") return Overlap::kSkip;
+  if (s == "queue") return Overlap::kQueue;
+  return std::nullopt;
+}
+
+bool ScheduleSpec::operator==(const ScheduleSpec& o) const {
+  const auto& a = task;
+  const auto& b = o.task;
+  return name == o.name && expression == o.expression && zone == o.zone && a.type == b.type &&
+         a.pool == b.pool && a.priority == b.priority && a.timeout == b.timeout &&
+         a.retries == b.retries && a.key == b.key && a.tenant == b.tenant && payload == o.payload &&
+         start_s == o.start_s && end_s == o.end_s && catch_up == o.catch_up &&
+         overlap == o.overlap && paused == o.paused;
+}
+
+Status validate_schedule(const ScheduleSpec& spec) {
+  if (spec.name.empty() || spec.name.size() > kMaxScheduleName) {
+    return Status::invalid("schedule name must be 1-64 characters");
+  }
+  for (char c : spec.name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') {
+      return Status::invalid("schedule name \"" + spec.name +
+                             "\": only letters, digits, '_', '-' and '.'");
+    }
+  }
+  const std::string self = "schedule " + spec.name + ": ";
+  auto expr = CronExpr::parse(spec.expression);
+  if (!expr) return Status::invalid(self + "expression: " + expr.status().message());
+  auto zone = zone_named(spec.zone);
+  if (!zone) return Status::invalid(self + "zone: " + zone.status().message());
+  if (spec.task.type.empty()) return Status::invalid(self + "type is required");
+  if (!spec.task.idempotency_key.empty() || spec.task.wait || spec.task.progress ||
+      spec.task.not_before_ms || spec.task.delay) {
+    return Status::invalid(self +
+                           "idempotency_key, wait, progress, not_before and delay are the "
+                           "scheduler's own");
+  }
+  if (spec.payload.size() > kMaxSchedulePayload) {
+    return Status::invalid(self + "payload over " + std::to_string(kMaxSchedulePayload) + " bytes");
+  }
+  if (spec.start_s && spec.end_s && *spec.end_s < *spec.start_s) {
+    return Status::invalid(self + "end is before start");
+  }
+  for (const auto& t : {spec.start_s, spec.end_s}) {
+    if (t && (*t < 0 || *t > 221845392000)) {
+      return Status::invalid(self + "start and end must be within 1970-9000");
+    }
+  }
+  return Status::ok();
+}
+
+std::string schedule_slot_key(std::string_view name, std::int64_t slot_s) {
+  return "sandpool-schedule-" + std::string(name) + "-" + std::to_string(slot_s);
+}
+
+Scheduler::Scheduler(const ScheduleClock& clock, SlotSubmitter& submitter, ScheduleStore* store)
+    : clock_(clock), submitter_(submitter), store_(store) {}
+
+std::optional<std::int64_t> Scheduler::next_slot(const Entry& e, std::int64_t after) {
+  const ScheduleSpec& s = e.state.spec;
+  if (s.start_s && after < *s.start_s - 1) after = *s.start_s - 1;
+  const auto next = e.expr.next_after(after, *e.zone, s.start_s.value_or(0));
+  if (!next || (s.end_s && *next > *s.end_s)) return std::nullopt;
+  return next;
+}
+
+Result<Scheduler::Entry> Scheduler::make_entry(const ScheduleSpec& spec) {
+  if (auto st = validate_schedule(spec); !st) return st;
+  auto expr = CronExpr::parse(spec.expression);
+  auto zone = zone_named(spec.zone);
+  Entry e{ScheduleState{}, spec, *expr, *zone, 0};
+  e.state.spec = spec;
+  return e;
+}
+
+Status Scheduler::add(const ScheduleSpec& spec) {
+  {
+    std::lock_guard lock(mu_);
+    if (entries_.count(spec.name) != 0) {
+      return Status::invalid("schedule " + spec.name + " exists");
+    }
+  }
+  return put(spec);
+}
+
+Status Scheduler::put(const ScheduleSpec& spec) {
+  auto made = make_entry(spec);
+  if (!made) return made.status();
+  // The last slot kept across restarts: read before the lock (the store may wait on disk).
+  std::optional<FiredSlot> kept;
+  if (store_ != nullptr) {
+    auto last = store_->last_fired(spec.name);
+    if (!last)
+      return last.status().with_context("schedule " + spec.name + ": reading its last slot");
+    kept = *last;
+  }
+  const std::int64_t now_s = floor_seconds(clock_.now_ms());
+  std::lock_guard lock(mu_);
+  Entry e = std::move(*made);
+  auto it = entries_.find(spec.name);
+  if (it != entries_.end()) {
+    if (it->second.declared == spec) return Status::ok();
+    // A pause or resume at run time lasts until the declaration's own `paused` changes.
+    if (it->second.declared.paused == spec.paused) {
+      e.state.spec.paused = it->second.state.spec.paused;
+    }
+    e.state.fired = it->second.state.fired;
+    e.state.skipped = it->second.state.skipped;
+    e.state.last = it->second.state.last;
+    e.state.last_outcome = it->second.state.last_outcome;
+  } else {
+    e.state.last = kept;
+  }
+  e.declared = spec;
+  e.generation = next_generation_++;
+  if (!e.state.spec.paused) {
+    // A schedule with a kept last slot resumes from it: the slots after it that went by are
+    // due now, and the next tick applies catch_up to them. A new one starts after now.
+    const std::int64_t from =
+        e.state.last ? std::max(e.state.last->slot_s, now_s - 366 * 86400) : now_s;
+    e.state.next_s = next_slot(e, it != entries_.end() ? std::max(from, now_s) : from);
+  }
+  if (it != entries_.end()) {
+    it->second = std::move(e);
+  } else {
+    entries_.emplace(spec.name, std::move(e));
+  }
+  return Status::ok();
+}
+
+Status Scheduler::remove(const std::string& name) {
+  {
+    std::lock_guard lock(mu_);
+    if (entries_.erase(name) == 0) return Status::error(Code::kNotFound, "no schedule " + name);
+  }
+  if (store_ != nullptr) return store_->forget(name);
+  return Status::ok();
+}
+
+Status Scheduler::set_paused(const std::string& name, bool paused) {
+  const std::int64_t now_s = floor_seconds(clock_.now_ms());
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(name);
+  if (it == entries_.end()) return Status::error(Code::kNotFound, "no schedule " + name);
+  Entry& e = it->second;
+  if (e.state.spec.paused == paused) return Status::ok();
+  e.state.spec.paused = paused;
+  e.generation = next_generation_++;
+  e.state.held_slot_s.reset();
+  e.state.next_s = paused ? std::nullopt : next_slot(e, now_s);
+  return Status::ok();
+}
+
+Result<std::uint64_t> Scheduler::run_now(const std::string& name) {
+  ScheduleSpec spec;
+  {
+    std::lock_guard lock(mu_);
+    auto it = entries_.find(name);
+    if (it == entries_.end()) return Status::error(Code::kNotFound, "no schedule " + name);
+    spec = it->second.state.spec;
+  }
+  const std::string key = "sandpool-schedule-" + name + "-run-" + std::to_string(clock_.now_ms());
+  return submitter_.submit(spec, key);
+}
+
+std::vector<ScheduleState> Scheduler::list() const {
+  std::lock_guard lock(mu_);
+  std::vector<ScheduleState> out;
+  out.reserve(entries_.size());
+  for (const auto& [name, e] : entries_) out.push_back(e.state);
+  return out;
+}
+
+std::optional<ScheduleState> Scheduler::find(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(name);
+  if (it == entries_.end()) return std::nullopt;
+  return it->second.state;
+}
+
+std::vector<std::string> Scheduler::names() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [name, e] : entries_) out.push_back(name);
+  return out;
+}
+
+std::optional<std::int64_t> Scheduler::tick() {
+  const std::int64_t now_s = floor_seconds(clock_.now_ms());
+  // One slot a schedule may fire this tick, decided under the lock, fired without it.
+  struct Plan {
+    std::string name;
+    std::uint64_t generation = 0;
+    ScheduleSpec spec;
+    std::int64_t slot_s = 0;
+    bool held = false;                      // the overlap queue's held slot, not a new one
+    std::optional<std::uint64_t> previous;  // the schedule's last task
+  };
+  std::vector<Plan> plans;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [name, e] : entries_) {
+      ScheduleState& s = e.state;
+      if (s.spec.paused) continue;
+      std::optional<FiredSlot> last = s.last;
+      if (s.held_slot_s) {
+        plans.push_back({name, e.generation, s.spec, *s.held_slot_s, true,
+                         last ? std::optional(last->task_id) : std::nullopt});
+      }
+      if (!s.next_s || *s.next_s > now_s) continue;
+      // Every slot in [next, now] is due: the latest fires when on time (or, after missed
+      // slots, when catch_up is run_once); the others are skipped.
+      std::int64_t latest = *s.next_s;
+      std::uint64_t due = 1;
+      if (e.expr.interval() != 0) {
+        const std::int64_t n = (now_s - latest) / e.expr.interval();
+        latest += n * e.expr.interval();
+        if (s.spec.end_s && latest > *s.spec.end_s) {
+          latest -= ((latest - *s.spec.end_s) + e.expr.interval() - 1) / e.expr.interval() *
+                    e.expr.interval();
+        }
+        due += static_cast<std::uint64_t>((latest - *s.next_s) / e.expr.interval());
+      } else {
+        for (auto n = next_slot(e, latest); n && *n <= now_s; n = next_slot(e, latest)) {
+          latest = *n;
+          if (++due >= kMaxCountedSlots) break;
+        }
+      }
+      const bool on_time = now_s - latest <= kSlotGraceSeconds;
+      s.skipped += due - 1;
+      s.next_s = next_slot(e, std::max(latest, now_s));
+      if (!on_time && s.spec.catch_up == CatchUp::kSkip) {
+        ++s.skipped;
+        s.last_outcome = "skipped: missed (catch_up skip)";
+        continue;
+      }
+      plans.push_back({name, e.generation, s.spec, latest, false,
+                       last ? std::optional(last->task_id) : std::nullopt});
+    }
+  }
+
+  for (Plan& p : plans) {
+    const bool previous_open = p.previous && submitter_.task_open(*p.previous);
+    std::optional<Result<std::uint64_t>> submitted;
+    bool hold = false;
+    if (p.held) {
+      if (previous_open) continue;  // still waiting for the last task
+    } else if (previous_open && p.spec.overlap == Overlap::kSkip) {
+      std::lock_guard lock(mu_);
+      auto it = entries_.find(p.name);
+      if (it != entries_.end() && it->second.generation == p.generation) {
+        ++it->second.state.skipped;
+        it->second.state.last_outcome = "skipped: the last task is still open (overlap skip)";
+      }
+      continue;
+    } else if (previous_open && p.spec.overlap == Overlap::kQueue) {
+      hold = true;
+    }
+    if (hold) {
+      std::lock_guard lock(mu_);
+      auto it = entries_.find(p.name);
+      if (it != entries_.end() && it->second.generation == p.generation) {
+        ScheduleState& s = it->second.state;
+        if (s.held_slot_s) {
+          ++s.skipped;  // one held slot at most: the newer replaces it
+        }
+        s.held_slot_s = p.slot_s;
+        s.last_outcome = "held: the last task is still open (overlap queue)";
+      }
+      continue;
+    }
+    submitted = submitter_.submit(p.spec, schedule_slot_key(p.name, p.slot_s));
+    std::optional<FiredSlot> record;
+    {
+      std::lock_guard lock(mu_);
+      auto it = entries_.find(p.name);
+      if (it == entries_.end() || it->second.generation != p.generation) continue;
+      ScheduleState& s = it->second.state;
+      if (p.held) s.held_slot_s.reset();
+      if (submitted->is_ok()) {
+        ++s.fired;
+        s.last = FiredSlot{p.slot_s, **submitted};
+        s.last_outcome = "fired";
+        record = s.last;
+      } else {
+        ++s.skipped;
+        s.last_outcome = "refused: " + submitted->status().to_string();
+      }
+    }
+    // Recorded after the submit: a crash between the two fires the slot again at the next
+    // start, and its key makes that the same task.
+    if (!record || store_ == nullptr) continue;
+    if (Status kept = store_->record_fired(p.name, *record); !kept) {
+      std::lock_guard lock(mu_);
+      auto it = entries_.find(p.name);
+      if (it != entries_.end() && it->second.generation == p.generation) {
+        it->second.state.last_outcome = "fired, not kept: " + kept.to_string();
+      }
+    }
+  }
+
+  std::lock_guard lock(mu_);
+  std::optional<std::int64_t> earliest;
+  for (const auto& [name, e] : entries_) {
+    std::optional<std::int64_t> at = e.state.next_s;
+    if (e.state.held_slot_s) at = now_s + 1;  // look again at whether the last task ended
+    if (at && (!earliest || *at < *earliest)) earliest = at;
+  }
+  if (!earliest) return std::nullopt;
+  return *earliest * 1000;
+}
+
+}  // namespace sandpool
