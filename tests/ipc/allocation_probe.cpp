@@ -4,6 +4,19 @@
 #include <cstdlib>
 #include <new>
 
+// clang's TSan runtime defines every operator new and delete itself, in an object it links
+// whole: a replacement clashes with it at link time. There the probe listens to the
+// sanitizer's allocator instead, which calls a hook on every allocation (operator new and
+// malloc alike) on the allocating thread. Everywhere else, the operators are replaced.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SP_ALLOCATIONS_BY_HOOK 1
+#endif
+#endif
+#ifdef SP_ALLOCATIONS_BY_HOOK
+#include <sanitizer/allocator_interface.h>
+#endif
+
 namespace sandpool::ipc::testing {
 namespace {
 std::atomic<std::size_t> g_largest{0};
@@ -14,16 +27,29 @@ std::size_t largest_allocation() { return g_largest.load(std::memory_order_relax
 
 }  // namespace sandpool::ipc::testing
 
+namespace {
+void note_allocation(std::size_t n) noexcept {
+  std::size_t seen = sandpool::ipc::testing::g_largest.load(std::memory_order_relaxed);
+  while (n > seen && !sandpool::ipc::testing::g_largest.compare_exchange_weak(
+                         seen, n, std::memory_order_relaxed)) {
+  }
+}
+}  // namespace
+
+#ifdef SP_ALLOCATIONS_BY_HOOK
+namespace {
+void on_malloc(const volatile void*, std::size_t n) { note_allocation(n); }
+void on_free(const volatile void*) {}
+[[maybe_unused]] const int g_hooked = __sanitizer_install_malloc_and_free_hooks(on_malloc, on_free);
+}  // namespace
+#else
 // Plain malloc/free underneath, so the sanitizers' interceptors still see every block. Every
 // non-aligned form is replaced: a form left to the runtime (ASan has its own) would pair its
 // allocation with our free and look like a mismatch. The aligned forms stay the runtime's,
 // as a consistent pair.
 namespace {
 void* probed_malloc(std::size_t n) noexcept {
-  std::size_t seen = sandpool::ipc::testing::g_largest.load(std::memory_order_relaxed);
-  while (n > seen && !sandpool::ipc::testing::g_largest.compare_exchange_weak(
-                         seen, n, std::memory_order_relaxed)) {
-  }
+  note_allocation(n);
   return std::malloc(n == 0 ? 1 : n);
 }
 void* probed_new(std::size_t n) {
@@ -42,3 +68,4 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+#endif  // SP_ALLOCATIONS_BY_HOOK

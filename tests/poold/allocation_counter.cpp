@@ -3,6 +3,19 @@
 #include <cstdlib>
 #include <new>
 
+// clang's TSan runtime defines every operator new and delete itself, in an object it links
+// whole: a replacement clashes with it at link time. There the probe listens to the
+// sanitizer's allocator instead, which calls a hook on every allocation (operator new and
+// malloc alike) on the allocating thread. Everywhere else, the operators are replaced.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SP_ALLOCATIONS_BY_HOOK 1
+#endif
+#endif
+#ifdef SP_ALLOCATIONS_BY_HOOK
+#include <sanitizer/allocator_interface.h>
+#endif
+
 namespace sandpool::testing {
 namespace {
 thread_local std::uint64_t t_allocations = 0;  // constant-initialised: safe inside new
@@ -12,6 +25,13 @@ std::uint64_t allocations_on_this_thread() { return t_allocations; }
 
 }  // namespace sandpool::testing
 
+#ifdef SP_ALLOCATIONS_BY_HOOK
+namespace {
+void on_malloc(const volatile void*, std::size_t) { ++sandpool::testing::t_allocations; }
+void on_free(const volatile void*) {}
+[[maybe_unused]] const int g_hooked = __sanitizer_install_malloc_and_free_hooks(on_malloc, on_free);
+}  // namespace
+#else
 // Plain malloc/free underneath, so the sanitizers' interceptors still see every block. Every
 // non-aligned form is replaced (a form left to the runtime would pair its allocation with
 // our free); the aligned forms stay the runtime's, as a consistent pair.
@@ -34,3 +54,4 @@ void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+#endif  // SP_ALLOCATIONS_BY_HOOK
