@@ -4,18 +4,7 @@
 #include <cstdlib>
 #include <new>
 
-// clang's TSan runtime defines every operator new and delete itself, in an object it links
-// whole: a replacement clashes with it at link time. There the probe listens to the
-// sanitizer's allocator instead, which calls a hook on every allocation (operator new and
-// malloc alike) on the allocating thread. Everywhere else, the operators are replaced.
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SP_ALLOCATIONS_BY_HOOK 1
-#endif
-#endif
-#ifdef SP_ALLOCATIONS_BY_HOOK
-#include <sanitizer/allocator_interface.h>
-#endif
+#include "allocation_hooks.hpp"
 
 namespace sandpool::ipc::testing {
 namespace {
