@@ -18,7 +18,7 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 bool is_time_point(const std::string& key) {
   return key == "time_ms" || ends_with(key, "_at_ms") || ends_with(key, "_beat_ms") ||
          key == "started_ms" || key == "ended_ms" || key == "dead_lettered_ms" ||
-         key == "not_before_ms";
+         key == "not_before_ms" || key == "submitted_ms";
 }
 
 std::string format(const char* fmt, double a) {

@@ -298,9 +298,10 @@ std::vector<TaskListing> Pool::list(const TaskQuery& q) const {
   };
   auto found =
       loop_->query<std::vector<Found>>([&q, wall_ms](core::PoolCore& core, std::int64_t now) {
-        // queued_ns is the loop's clock: a submit time is its distance from now, on the wall.
+        // submitted_ns is the loop's clock: a submit time is its distance from now, on the
+        // wall. (Not queued_ns: a scheduled task enters the queue when due, in the future.)
         const auto submitted = [&](const core::TaskRecord& t) {
-          return wall_ms - (now - t.queued_ns) / 1000000;
+          return wall_ms - (now - t.submitted_ns) / 1000000;
         };
         std::vector<Found> out;
         for (core::TaskPtr& t : core.list_tasks(

@@ -11,6 +11,7 @@ using detail::to_ns;
 
 void PoolCore::take_in(TaskRecord& t, std::int64_t now) {
   clock_ns_ = now;
+  t.submitted_ns = now;
   t.max_attempts = 1 + t.opts.retries.value_or(opts_.retries);
   t.timeout_ns = to_ns(t.opts.timeout.value_or(opts_.timeout));
   if (t.opts.delay) {

@@ -45,7 +45,10 @@ struct TaskRecord {
   std::int64_t timeout_ns = 0;       // per attempt
   bool cancel_requested = false;
   std::uint32_t free_requeues = 0;  // times put back unstarted from a dead worker's ring
-  std::int64_t queued_ns = 0;       // when submitted (queue_ttl counts from here)
+  std::int64_t submitted_ns = 0;    // when the loop took it in (`tasks` lists it so)
+  // When it entered the queue: at submit, or when due for a scheduled task (queue_ttl, queue
+  // wait and latency count from here).
+  std::int64_t queued_ns = 0;
   // Since when it waits for a worker (queued at submit, queued again for a retry, let through
   // a flow gate): the autoscaler's queue wait. Kept while it waits behind another in a ring.
   std::int64_t waiting_since_ns = 0;

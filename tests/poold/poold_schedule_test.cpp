@@ -107,8 +107,15 @@ TEST_CASE("poold: a task whose not_before passes while poold is down runs after 
 TEST_CASE("poolctl submit --delay / --not-before / --tenant, task shows them, cancel ends it") {
   PooldFixture f(scheduled_pools());
   ScheduleCtl ctl{f.socket};
+  const auto wall_ms = [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  const std::int64_t before_ms = wall_ms();
   auto submitted = ctl({"submit", "echo", "x", "--delay", "10m", "--tenant", "acme", "--json"});
   REQUIRE(submitted.exit_code == 0);
+  const std::int64_t after_ms = wall_ms();
   const std::uint64_t id = json::parse(submitted.out)["id"];
   auto shown = ctl({"task", std::to_string(id)});
   CHECK(shown.exit_code == 0);
@@ -122,6 +129,14 @@ TEST_CASE("poolctl submit --delay / --not-before / --tenant, task shows them, ca
   CHECK(tasks[0]["id"] == id);
   CHECK(tasks[0]["tenant"] == "acme");
   CHECK(tasks[0]["not_before_ms"].is_number());
+  // Submitted when it was submitted, not when it is due (it was listed 10 minutes ahead),
+  // and shown as an age (it was shown as 20,793 days: the wall time read as a duration).
+  CHECK(tasks[0]["submitted_ms"].get<std::int64_t>() >= before_ms - 1000);
+  CHECK(tasks[0]["submitted_ms"].get<std::int64_t>() <= after_ms + 1000);
+  auto table = ctl({"tasks", "--tenant", "acme"});
+  REQUIRE(table.exit_code == 0);
+  INFO(table.out);
+  CHECK(table.out.find(" ago") != std::string::npos);  // the only age in the row
   CHECK(json::parse(ctl({"--json", "tasks", "--tenant", "other"}).out)["tasks"].empty());
   CHECK(ctl({"cancel", std::to_string(id)}).exit_code == 0);
 
