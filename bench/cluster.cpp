@@ -233,7 +233,15 @@ bool kill_run(const BenchOptions& o, const RedisChild& redis, std::uint64_t task
     // A round trip first: whatever it sent before it stopped is in Redis's hands by then.
     if (c->command({"PING"}) && pending_by_node(*c, stream)["n0"] > 0) break;
     ::kill(nodes[0].poold->pid(), SIGCONT);
-    if (done() >= tasks) return nodes[0].poold->fail("n0 was never caught holding an entry");
+    if (done() >= tasks) {
+      std::string held;
+      for (const auto& [node, n] : pending_by_node(*c, stream)) {
+        held += " " + node + "=" + std::to_string(n);
+      }
+      return nodes[0].poold->fail("n0 was never caught holding an entry (looked from " +
+                                  std::to_string(at) + " of " + std::to_string(tasks) +
+                                  " done; pending now:" + held + ")");
+    }
     std::this_thread::yield();
   }
   const std::int64_t died_ms = wall_clock_ms();
