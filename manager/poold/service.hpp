@@ -199,7 +199,14 @@ class Service final : public ControlHandler {
   void wake_schedules();
   void stop_schedules();  // joins sp-sched; before the pools stop
   void run_schedules();
-  Result<std::uint64_t> submit_slot(const ScheduleSpec& spec, const std::string& key);
+  // A slot's task (slot_s) or a run-now's (nullopt) under idempotency key `key`.
+  Result<SlotAnswer> submit_slot(const ScheduleSpec& spec, const std::string& key,
+                                 std::optional<std::int64_t> slot_s);
+  // submit_slot() into Redis pool `pool`: a slot is claimed in Redis with its submit
+  // (RedisPools::claim_slot), a run-now only submitted.
+  Result<SlotAnswer> submit_slot_redis(const std::string& pool, const ScheduleSpec& spec,
+                                       const ops::SubmitArgs& a,
+                                       std::optional<std::int64_t> slot_s);
   void serve(const Request& req, const ops::NoArgs& a, const OpResponder<ops::ScheduleList>& res);
   void serve(const Request& req, const ops::ScheduleNameArgs& a,
              const OpResponder<ops::ScheduleShow>& res);

@@ -54,10 +54,16 @@ ops::ScheduleInfo schedule_info(const ScheduleState& s) {
 class Service::Slots final : public SlotSubmitter {
  public:
   explicit Slots(Service& s) : s_(s) {}
-  Result<std::uint64_t> submit(const ScheduleSpec& spec, const std::string& key) override {
-    return s_.submit_slot(spec, key);
+  Result<SlotAnswer> submit(const ScheduleSpec& spec, const std::string& key,
+                            std::optional<std::int64_t> slot_s) override {
+    return s_.submit_slot(spec, key, slot_s);
   }
   bool task_open(std::uint64_t id) override {
+    if (s_.redis_ && RedisPools::is_cluster_id(id)) {
+      // Redis out of reach: not open (the slot's submit then answers why).
+      const auto open = s_.redis_->task_open(id);
+      return open && *open;
+    }
     const auto t = s_.find_task(id);
     return t && !t->done();
   }
@@ -136,19 +142,17 @@ void Service::run_schedules() {
   }
 }
 
-Result<std::uint64_t> Service::submit_slot(const ScheduleSpec& spec, const std::string& key) {
+Result<SlotAnswer> Service::submit_slot(const ScheduleSpec& spec, const std::string& key,
+                                        std::optional<std::int64_t> slot_s) {
   ops::SubmitArgs a = spec.task;
   a.idempotency_key = key;
-  if (redis_route(a.pool, a.type)) {
-    return Status::error(Code::kUnavailable,
-                         "schedules do not fire into Redis pools yet (docs/schedules.md)");
-  }
+  if (auto pool = redis_route(a.pool, a.type)) return submit_slot_redis(*pool, spec, a, slot_s);
   auto gate = std::make_shared<AckGate>();
   auto s = submit_one(a, spec.payload, false, false, nullptr, gate, 0);
   if (!s) return s.status();
   if (s->existing) {
     log_->info("schedule slot schedule={} key={} task={} existing=true", spec.name, key, s->id);
-    return s->id;
+    return SlotAnswer{s->id, ""};
   }
   auto answer = std::make_shared<std::promise<Status>>();
   auto answered = answer->get_future();
@@ -163,7 +167,7 @@ Result<std::uint64_t> Service::submit_slot(const ScheduleSpec& spec, const std::
     return st;
   }
   log_->info("schedule slot schedule={} key={} task={}", spec.name, key, s->id);
-  return s->id;
+  return SlotAnswer{s->id, ""};
 }
 
 void Service::serve(const Request&, const ops::NoArgs&, const OpResponder<ops::ScheduleList>& res) {
