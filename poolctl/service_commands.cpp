@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <memory>
 
 #include "commands.hpp"
@@ -359,11 +360,11 @@ void add_admin_commands(CLI::App& app, Cli& cli) {
 
 }  // namespace
 
-// schedule list, show, pause, resume, run-now (docs/schedules.md).
+// schedule list, show, pause, resume, run-now, add, remove (docs/schedules.md).
 void add_schedule_commands(CLI::App& app, Cli& cli) {
   auto* schedule = app.add_subcommand("schedule",
                                       "periodic schedules: list, show, pause, "
-                                      "resume, run-now");
+                                      "resume, run-now, add, remove");
   schedule->require_subcommand(1);
   auto* list = schedule->add_subcommand("list", "every schedule, its next and last slot");
   list->callback([&cli] {
@@ -407,6 +408,60 @@ void add_schedule_commands(CLI::App& app, Cli& cli) {
       };
     });
   }
+  // add: a schedule as one entry of the YAML's `schedules:`, kept in the state dir.
+  struct AddOptions {
+    ops::ScheduleAddArgs args;
+    std::int32_t priority = 0;
+    std::uint32_t retries = 0;
+    std::int64_t start_s = 0, end_s = 0;
+    std::string timeout;
+    std::map<std::string, CLI::Option*> given;
+  };
+  auto o = std::make_shared<AddOptions>();
+  auto* add = schedule->add_subcommand(
+      "add", "add a schedule at run time (kept across restarts; not a name the YAML declares)");
+  add->add_option("NAME", o->args.name, "schedule name")->required();
+  auto* cron = add->add_option("--cron", o->args.cron, "cron expression or macro");
+  auto* every = add->add_option("--every", o->args.every, "an interval (30s, 1h30m)");
+  cron->excludes(every);
+  add->add_option("--type", o->args.type, "the task's type")->required();
+  add->add_option("--pool", o->args.pool, "the pool (default: by type)");
+  add->add_option("--payload", o->args.payload, "the task's payload (text)");
+  add->add_option("--zone", o->args.zone, "UTC (default) or local");
+  o->given["priority"] = add->add_option("--priority", o->priority, "as submit's");
+  o->given["timeout"] = add->add_option("--timeout", o->timeout, "the task's timeout (30s)");
+  o->given["retries"] = add->add_option("--retries", o->retries, "as submit's");
+  add->add_option("--key", o->args.key, "the affinity key");
+  add->add_option("--tenant", o->args.tenant, "the tenant");
+  o->given["start"] = add->add_option("--start", o->start_s, "no slot before (Unix seconds)");
+  o->given["end"] = add->add_option("--end", o->end_s, "no slot after (Unix seconds)");
+  add->add_option("--catch-up", o->args.catch_up, "skip (default) or run_once");
+  add->add_option("--overlap", o->args.overlap, "allow (default), skip or queue");
+  add->add_flag("--paused", o->args.paused, "added paused");
+  add->callback([&cli, o] {
+    ops::ScheduleAddArgs a = o->args;
+    if (o->given["priority"]->count() != 0) a.priority = o->priority;
+    if (o->given["timeout"]->count() != 0) a.timeout = duration_arg("--timeout", o->timeout);
+    if (o->given["retries"]->count() != 0) a.retries = o->retries;
+    if (o->given["start"]->count() != 0) a.start_s = o->start_s;
+    if (o->given["end"]->count() != 0) a.end_s = o->end_s;
+    cli.action = [&cli, a] {
+      return run_call(
+          cli, "schedule add", [&](Client& c) { return json_call<ops::ScheduleAdd>(c, a); },
+          [](const json& body) { print_human(std::cout, body, wall_now_ms(), 0); });
+    };
+  });
+  auto* remove = schedule->add_subcommand(
+      "remove", "remove a schedule added at run time (a YAML one: edit the YAML, and reload)");
+  remove->add_option("NAME", *name, "schedule name")->required();
+  remove->callback([&cli, name] {
+    cli.action = [&cli, name] {
+      return run_call(
+          cli, "schedule remove",
+          [&](Client& c) { return json_call<ops::ScheduleRemove>(c, {*name}); },
+          done_line("schedule " + *name + ": removed"));
+    };
+  });
   auto* run_now = schedule->add_subcommand("run-now", "submit its task now, outside its slots");
   run_now->add_option("NAME", *name, "schedule name")->required();
   run_now->callback([&cli, name] {

@@ -191,6 +191,8 @@ nlohmann::json encode(const ScheduleInfo& s);
 Status decode(const nlohmann::json& j, ScheduleInfo* out);
 nlohmann::json encode(const ScheduleListReply& r);
 Status decode(const nlohmann::json& j, ScheduleListReply* out);
+nlohmann::json encode(const ScheduleAddArgs& a);
+Status decode(const nlohmann::json& j, ScheduleAddArgs* out);
 nlohmann::json encode(const ScheduleRunReply& r);
 Status decode(const nlohmann::json& j, ScheduleRunReply* out);
 nlohmann::json encode(const NoArgs& a);

@@ -60,6 +60,50 @@ Status decode(const json& j, ScheduleListReply* out) {
   return decode_array(j, "schedules", &out->schedules);
 }
 
+json encode(const ScheduleAddArgs& a) {
+  json j{{"name", a.name}, {"type", a.type}};
+  for (const auto& [k, v] : {std::pair<const char*, const std::string*>{"cron", &a.cron},
+                             {"every", &a.every},
+                             {"zone", &a.zone},
+                             {"pool", &a.pool},
+                             {"payload", &a.payload},
+                             {"key", &a.key},
+                             {"tenant", &a.tenant},
+                             {"catch_up", &a.catch_up},
+                             {"overlap", &a.overlap}}) {
+    if (!v->empty()) j[k] = *v;
+  }
+  if (a.priority) j["priority"] = *a.priority;
+  if (a.timeout) j["timeout_ms"] = a.timeout->count();
+  if (a.retries) j["retries"] = *a.retries;
+  if (a.start_s) j["start_s"] = *a.start_s;
+  if (a.end_s) j["end_s"] = *a.end_s;
+  if (a.paused) j["paused"] = true;
+  return j;
+}
+
+Status decode(const json& j, ScheduleAddArgs* out) {
+  return ArgReader(j)
+      .required("name", &out->name)
+      .optional("cron", &out->cron)
+      .optional("every", &out->every)
+      .optional("zone", &out->zone)
+      .required("type", &out->type)
+      .optional("pool", &out->pool)
+      .optional("payload", &out->payload)
+      .optional("priority", &out->priority)
+      .optional("timeout_ms", &out->timeout)
+      .optional("retries", &out->retries)
+      .optional("key", &out->key)
+      .optional("tenant", &out->tenant)
+      .optional("start_s", &out->start_s)
+      .optional("end_s", &out->end_s)
+      .optional("catch_up", &out->catch_up)
+      .optional("overlap", &out->overlap)
+      .optional("paused", &out->paused)
+      .status();
+}
+
 json encode(const ScheduleRunReply& r) { return {{"name", r.name}, {"id", r.id}}; }
 
 Status decode(const json& j, ScheduleRunReply* out) {

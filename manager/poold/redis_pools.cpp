@@ -343,6 +343,26 @@ Result<std::vector<Result<std::uint64_t>>> RedisPools::submit_many(
   return ids;
 }
 
+Result<redis::TaskStream::SlotClaim> RedisPools::claim_slot(const std::string& pool,
+                                                            const redis::StreamTask& task,
+                                                            const std::string& schedule,
+                                                            std::int64_t slot_s) {
+  auto stream = stream_of(pool);
+  if (!stream) return stream.status();
+  auto claim = schedules_.with([&](redis::Connection& c) {
+    return stream->claim_slot(c, task, schedule, slot_s, opts_.node, wall_clock_ms());
+  });
+  if (!claim) return unavailable(pool, claim.status());
+  return claim;
+}
+
+Result<bool> RedisPools::task_open(std::uint64_t id) {
+  auto state = schedules_.with([&](redis::Connection& c) { return any_.task_state(c, id); });
+  if (!state) return unavailable("", state.status());
+  if (!*state) return false;  // evicted after its end
+  return !is_terminal(named(**state, TaskState::kScheduled).value_or(TaskState::kQueued));
+}
+
 Result<redis::TaskStream::Cancelled> RedisPools::cancel(std::uint64_t id) {
   auto r = requests_.with([&](redis::Connection& c) -> Result<redis::TaskStream::Cancelled> {
     auto pool = c.command({"HGET", opts_.prefix + "task:" + std::to_string(id), "pool"});

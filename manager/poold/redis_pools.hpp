@@ -4,14 +4,15 @@
 // cluster-wide operations on the pools' tasks from Redis: submit and batch, task, wait, and
 // the `redis` part of `status`.
 //
-// Threads: submit() and submit_many() run on the service's request thread, task() on its
-// reads thread, the dead letters' replay and purge on its job thread; each of those three
-// has a connection of its own. Waits are answered by a thread of their own (sp-redis-waits),
-// which polls the awaited tasks' states (one pipelined round trip every kWaitPoll while any
-// is awaited): a task may end on any node, and Redis tells nobody. That thread also reads the
-// pools' summaries for status(), which any thread may call. The feeders have their own threads
-// (redis_feeder.hpp). attach() and detach() run on the thread that starts, reloads or stops the
-// service.
+// Threads: submit() and submit_many() run on the service's request thread (and a schedule's
+// run-now on its job thread: a lane's mutex makes that safe), task() on its reads thread, the
+// dead letters' replay and purge on its job thread, claim_slot() and task_open() on its
+// schedules' thread; each of those lanes has a connection of its own. Waits are answered by a
+// thread of their own (sp-redis-waits), which polls the awaited tasks' states (one pipelined
+// round trip every kWaitPoll while any is awaited): a task may end on any node, and Redis
+// tells nobody. That thread also reads the pools' summaries for status(), which any thread may
+// call. The feeders have their own threads (redis_feeder.hpp). attach() and detach() run on
+// the thread that starts, reloads or stops the service.
 //
 // Failures: a call that cannot reach Redis answers kUnavailable naming the pool and the
 // server (the submitter was told nothing was accepted: it may submit again); a lane's
@@ -96,6 +97,14 @@ class RedisPools {
   Result<std::uint64_t> submit(const std::string& pool, const redis::StreamTask& task);
   Result<std::vector<Result<std::uint64_t>>> submit_many(
       const std::string& pool, const std::vector<redis::StreamTask>& tasks);
+  // The schedules' thread (sp-sched), on a connection of its own: a schedule's slot claimed
+  // and, when the claim is won, submitted (redis::TaskStream::claim_slot), as this node.
+  Result<redis::TaskStream::SlotClaim> claim_slot(const std::string& pool,
+                                                  const redis::StreamTask& task,
+                                                  const std::string& schedule, std::int64_t slot_s);
+  // The schedules' thread: true iff cluster task `id` has not ended (false when Redis does
+  // not know it, evicted after its end).
+  Result<bool> task_open(std::uint64_t id);
   // Cancels a cluster task wherever it is (redis::TaskStream::cancel).
   Result<redis::TaskStream::Cancelled> cancel(std::uint64_t id);
   // The dead letters of Redis pool `pool` that match `filter` (its pool member aside), newest
@@ -181,7 +190,7 @@ class RedisPools {
   mutable std::mutex mu_;        // guards pools_
   std::map<std::string, std::unique_ptr<Attached>> pools_;
   Lane requests_{opts_.endpoint}, reads_{opts_.endpoint}, waits_{opts_.endpoint},
-      jobs_{opts_.endpoint};
+      jobs_{opts_.endpoint}, schedules_{opts_.endpoint};
 
   mutable std::mutex summary_mu_;  // guards summaries_
   std::map<std::string, Result<redis::TaskStream::Summary>> summaries_;

@@ -52,6 +52,7 @@
 #include <sandpool/metrics.hpp>
 #include <sandpool/pool.hpp>
 #include <sandpool/pool_metrics.hpp>
+#include <sandpool/schedule_store.hpp>
 #include <sandpool/scheduler.hpp>
 #include <sandpool/task_journal.hpp>
 
@@ -194,12 +195,22 @@ class Service final : public ControlHandler {
   // journal's answer awaited on that thread).
   class Slots;
   Status start_schedules();  // at start, after the pools
-  // Start and reload (job thread): the config's schedules put, the others removed.
+  // Start and reload (job thread): the config's schedules and those added at run time put
+  // (a run-time one the YAML now declares is dropped: the YAML's wins), the others removed.
   Status apply_schedules(const std::vector<ScheduleSpec>& wanted);
+  // At start: the schedules added at run time, from schedule_defs into added_schedules_.
+  void load_added_schedules();
   void wake_schedules();
   void stop_schedules();  // joins sp-sched; before the pools stop
   void run_schedules();
-  Result<std::uint64_t> submit_slot(const ScheduleSpec& spec, const std::string& key);
+  // A slot's task (slot_s) or a run-now's (nullopt) under idempotency key `key`.
+  Result<SlotAnswer> submit_slot(const ScheduleSpec& spec, const std::string& key,
+                                 std::optional<std::int64_t> slot_s);
+  // submit_slot() into Redis pool `pool`: a slot is claimed in Redis with its submit
+  // (RedisPools::claim_slot), a run-now only submitted.
+  Result<SlotAnswer> submit_slot_redis(const std::string& pool, const ScheduleSpec& spec,
+                                       const ops::SubmitArgs& a,
+                                       std::optional<std::int64_t> slot_s);
   void serve(const Request& req, const ops::NoArgs& a, const OpResponder<ops::ScheduleList>& res);
   void serve(const Request& req, const ops::ScheduleNameArgs& a,
              const OpResponder<ops::ScheduleShow>& res);
@@ -209,6 +220,13 @@ class Service final : public ControlHandler {
              const OpResponder<ops::ScheduleResume>& res);
   void serve(const Request& req, const ops::ScheduleNameArgs& a,
              const OpResponder<ops::ScheduleRunNow>& res);
+  // Job thread: a schedule added or removed at run time (kept in schedule_defs).
+  void serve(const Request& req, const ops::ScheduleAddArgs& a,
+             const OpResponder<ops::ScheduleAdd>& res);
+  void serve(const Request& req, const ops::ScheduleNameArgs& a,
+             const OpResponder<ops::ScheduleRemove>& res);
+  // True iff the YAML (config_.schedules) declares `name`; job thread.
+  bool declared_schedule(const std::string& name) const;
 
   // service_dispatch.cpp: runs the handler of req.op (on the thread of its lane). Every
   // operation of ops::AllOps has one, generated: Op's arguments decoded (a malformed one is
@@ -335,7 +353,10 @@ class Service final : public ControlHandler {
 
   // The schedules (service_schedules.cpp); set by start_schedules, then only read.
   std::unique_ptr<ScheduleWallClock> schedule_clock_;
-  std::unique_ptr<ScheduleStore> schedule_store_;
+  std::unique_ptr<SqliteScheduleStore> schedule_store_;
+  // The schedules added at run time (schedule_add), by name, as kept in schedule_defs; never
+  // a name the YAML declares. The job thread's (add, remove, reload; start before it).
+  std::map<std::string, ScheduleSpec> added_schedules_;
   std::unique_ptr<SlotSubmitter> slots_submitter_;
   std::unique_ptr<Scheduler> scheduler_;
   std::mutex sched_mu_;  // guards sched_stop_, sched_wake_; a leaf
@@ -363,6 +384,8 @@ Status submit_options(const ops::SubmitArgs& a, std::chrono::milliseconds max_ti
 
 // A schedule as the schedule operations and `status` report it.
 ops::ScheduleInfo schedule_info(const ScheduleState& s);
+// The schedule schedule_add declares, checked as the YAML's are; or why it is refused.
+Result<ScheduleSpec> schedule_of(const ops::ScheduleAddArgs& a);
 
 // The account of a task (the `task` and `wait` replies and a waited submit's final reply).
 ops::TaskAccount account_of(const TaskResult& r);

@@ -61,6 +61,35 @@ Result<redis::StreamTask> checked_task(const ops::SubmitArgs& a, std::string pay
 
 }  // namespace
 
+Result<SlotAnswer> Service::submit_slot_redis(const std::string& pool, const ScheduleSpec& spec,
+                                              const ops::SubmitArgs& a,
+                                              std::optional<std::int64_t> slot_s) {
+  if (stopping_.load()) return Status::error(Code::kClosed, "poold is shutting down");
+  auto local = pool_named(pool);
+  if (!local) return local.status();
+  auto task = checked_task(a, spec.payload, (*local)->max_timeout());
+  if (!task) return task.status();
+  if (!slot_s) {
+    auto id = redis_->submit(pool, *task);
+    if (!id) return id.status();
+    log_->info("schedule run schedule={} key={} task={}", spec.name, a.idempotency_key, *id);
+    return SlotAnswer{*id, ""};
+  }
+  auto claim = redis_->claim_slot(pool, *task, spec.name, *slot_s);
+  if (!claim) return claim.status();
+  if (claim->won) {
+    log_->info("schedule slot schedule={} key={} task={} claimed=won", spec.name, a.idempotency_key,
+               claim->task_id);
+    return SlotAnswer{claim->task_id, ""};
+  }
+  // Lost: that slot, or a later one, is another claim's (another node's, or this node's
+  // before a restart).
+  const std::string winner = claim->node.empty() ? "(unnamed)" : claim->node;
+  log_->info("schedule slot schedule={} key={} task={} claimed=lost winner={}", spec.name,
+             a.idempotency_key, claim->task_id, winner);
+  return SlotAnswer{claim->task_id, winner};
+}
+
 void Service::submit_redis(const std::string& pool, const Request& req, const ops::SubmitArgs& a,
                            const OpResponder<ops::Submit>& res) {
   if (stopping_.load()) {

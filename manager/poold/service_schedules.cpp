@@ -1,6 +1,7 @@
-// The service's periodic schedules (docs/schedules.md): the config's `schedules:` run by a
-// Scheduler on a thread of their own (sp-sched), each slot submitted through submit_one, the
-// socket's submit path, under the slot's idempotency key, and held until the journal took it.
+// The service's periodic schedules (docs/schedules.md): the config's `schedules:` and those
+// added at run time run by a Scheduler on a thread of their own (sp-sched), each slot
+// submitted through submit_one, the socket's submit path, under the slot's idempotency key,
+// and held until the journal took it; or, into a Redis pool, claimed and submitted in Redis.
 #include <algorithm>
 #include <cstdlib>
 #include <future>
@@ -10,6 +11,7 @@
 #include <sandpool/schedule_store.hpp>
 #include <sandpool/thread_name.hpp>
 
+#include "control/op_json.hpp"
 #include "poold/service.hpp"
 
 namespace sandpool::poold {
@@ -54,10 +56,16 @@ ops::ScheduleInfo schedule_info(const ScheduleState& s) {
 class Service::Slots final : public SlotSubmitter {
  public:
   explicit Slots(Service& s) : s_(s) {}
-  Result<std::uint64_t> submit(const ScheduleSpec& spec, const std::string& key) override {
-    return s_.submit_slot(spec, key);
+  Result<SlotAnswer> submit(const ScheduleSpec& spec, const std::string& key,
+                            std::optional<std::int64_t> slot_s) override {
+    return s_.submit_slot(spec, key, slot_s);
   }
   bool task_open(std::uint64_t id) override {
+    if (s_.redis_ && RedisPools::is_cluster_id(id)) {
+      // Redis out of reach: not open (the slot's submit then answers why).
+      const auto open = s_.redis_->task_open(id);
+      return open && *open;
+    }
     const auto t = s_.find_task(id);
     return t && !t->done();
   }
@@ -76,6 +84,7 @@ Status Service::start_schedules() {
   auto store = SqliteScheduleStore::open(config_.service.state_dir + "/dead_letters.db");
   if (!store) return store.status().with_context("schedules' store");
   schedule_store_ = std::move(store).value();
+  load_added_schedules();
   slots_submitter_ = std::make_unique<Slots>(*this);
   scheduler_ =
       std::make_unique<Scheduler>(*schedule_clock_, *slots_submitter_, schedule_store_.get());
@@ -85,7 +94,89 @@ Status Service::start_schedules() {
   return Status::ok();
 }
 
-Status Service::apply_schedules(const std::vector<ScheduleSpec>& wanted) {
+void Service::load_added_schedules() {
+  auto rows = schedule_store_->definitions();
+  if (!rows) {
+    log_->error("schedules added at run time not read: {}", rows.status().to_string());
+    return;
+  }
+  for (const SqliteScheduleStore::Definition& row : *rows) {
+    // The state dir's file: read like any input. A row that does not read is logged and
+    // left in place (a schedule_add of that name replaces it).
+    const auto j = nlohmann::json::parse(row.json, nullptr, false);
+    ops::ScheduleAddArgs a;
+    Status st = j.is_object() ? ops::decode(j, &a) : Status::invalid("not a JSON object");
+    Result<ScheduleSpec> spec = st ? schedule_of(a) : Result<ScheduleSpec>(st);
+    if (spec && spec->name != row.name) spec = Status::invalid("its name is " + spec->name);
+    if (!spec) {
+      log_->error("schedule {} added at run time not loaded: {}", row.name,
+                  spec.status().message());
+      continue;
+    }
+    added_schedules_[row.name] = std::move(spec).value();
+  }
+}
+
+Result<ScheduleSpec> schedule_of(const ops::ScheduleAddArgs& a) {
+  ScheduleSpec s;
+  s.name = a.name;
+  const std::string self = "schedule " + a.name + ": ";
+  if (a.cron.empty() == a.every.empty()) return Status::invalid(self + "give cron or every");
+  s.expression = a.every.empty() ? a.cron : "@every " + a.every;
+  if (!a.zone.empty()) s.zone = a.zone;
+  s.task.type = a.type;
+  s.task.pool = a.pool;
+  if (a.priority && (*a.priority < -1000000 || *a.priority > 1000000)) {
+    return Status::invalid(self + "priority must be within -1000000..1000000");
+  }
+  s.task.priority = a.priority.value_or(0);
+  if (a.timeout && a.timeout->count() < 1) return Status::invalid(self + "timeout_ms under 1");
+  s.task.timeout = a.timeout;
+  s.task.retries = a.retries;
+  s.task.key = a.key;
+  s.task.tenant = a.tenant;
+  s.payload = a.payload;
+  s.start_s = a.start_s;
+  s.end_s = a.end_s;
+  if (!a.catch_up.empty()) {
+    const auto c = parse_catch_up(a.catch_up);
+    if (!c) return Status::invalid(self + "catch_up is skip or run_once");
+    s.catch_up = *c;
+  }
+  if (!a.overlap.empty()) {
+    const auto o = parse_overlap(a.overlap);
+    if (!o) return Status::invalid(self + "overlap is allow, skip or queue");
+    s.overlap = *o;
+  }
+  s.paused = a.paused;
+  if (Status st = validate_schedule(s); !st) return st;
+  return s;
+}
+
+bool Service::declared_schedule(const std::string& name) const {
+  return std::any_of(config_.schedules.begin(), config_.schedules.end(),
+                     [&](const ScheduleSpec& s) { return s.name == name; });
+}
+
+Status Service::apply_schedules(const std::vector<ScheduleSpec>& declared) {
+  // The YAML's and those added at run time; a name the YAML declares now is the YAML's.
+  std::vector<ScheduleSpec> wanted = declared;
+  for (auto it = added_schedules_.begin(); it != added_schedules_.end();) {
+    const bool shadowed = std::any_of(declared.begin(), declared.end(),
+                                      [&](const ScheduleSpec& s) { return s.name == it->first; });
+    if (!shadowed) {
+      wanted.push_back(it->second);
+      ++it;
+      continue;
+    }
+    log_->warn("schedule {} added at run time is declared in the YAML now: the YAML's replaces it",
+               it->first);
+    if (Status st = schedule_store_->drop_definition(it->first); !st) {
+      log_->error("schedule {}: its run-time definition not dropped: {}", it->first,
+                  st.to_string());
+    }
+    it = added_schedules_.erase(it);
+  }
   Status first = Status::ok();
   std::set<std::string> names;
   for (const ScheduleSpec& spec : wanted) {
@@ -136,19 +227,17 @@ void Service::run_schedules() {
   }
 }
 
-Result<std::uint64_t> Service::submit_slot(const ScheduleSpec& spec, const std::string& key) {
+Result<SlotAnswer> Service::submit_slot(const ScheduleSpec& spec, const std::string& key,
+                                        std::optional<std::int64_t> slot_s) {
   ops::SubmitArgs a = spec.task;
   a.idempotency_key = key;
-  if (redis_route(a.pool, a.type)) {
-    return Status::error(Code::kUnavailable,
-                         "schedules do not fire into Redis pools yet (docs/schedules.md)");
-  }
+  if (auto pool = redis_route(a.pool, a.type)) return submit_slot_redis(*pool, spec, a, slot_s);
   auto gate = std::make_shared<AckGate>();
   auto s = submit_one(a, spec.payload, false, false, nullptr, gate, 0);
   if (!s) return s.status();
   if (s->existing) {
     log_->info("schedule slot schedule={} key={} task={} existing=true", spec.name, key, s->id);
-    return s->id;
+    return SlotAnswer{s->id, ""};
   }
   auto answer = std::make_shared<std::promise<Status>>();
   auto answered = answer->get_future();
@@ -163,7 +252,7 @@ Result<std::uint64_t> Service::submit_slot(const ScheduleSpec& spec, const std::
     return st;
   }
   log_->info("schedule slot schedule={} key={} task={}", spec.name, key, s->id);
-  return s->id;
+  return SlotAnswer{s->id, ""};
 }
 
 void Service::serve(const Request&, const ops::NoArgs&, const OpResponder<ops::ScheduleList>& res) {
@@ -212,6 +301,54 @@ void Service::serve(const Request&, const ops::ScheduleNameArgs& a,
   auto id = scheduler_->run_now(a.name);
   if (!id) return (void)res.error(id.status());
   res.ok(ops::ScheduleRunReply{a.name, *id});
+}
+
+void Service::serve(const Request&, const ops::ScheduleAddArgs& a,
+                    const OpResponder<ops::ScheduleAdd>& res) {
+  auto spec = schedule_of(a);
+  if (!spec) return (void)res.error(spec.status());
+  const std::string& name = spec->name;
+  if (declared_schedule(name)) {
+    return (void)res.error(Status::invalid(
+        "schedule " + name + " is declared in the YAML: change it there, and reload"));
+  }
+  if (scheduler_->find(name))
+    return (void)res.error(Status::invalid("schedule " + name + " exists"));
+  // Kept before it runs: answered, it survives a restart.
+  if (Status st = schedule_store_->put_definition({name, ops::encode(a).dump()}); !st) {
+    return (void)res.error(st.with_context("schedule " + name + ": keeping it"));
+  }
+  if (Status st = scheduler_->add(*spec); !st) {
+    (void)schedule_store_->drop_definition(name);
+    return (void)res.error(st);
+  }
+  added_schedules_[name] = *spec;
+  log_->info("schedule added schedule={} expression=\"{}\"", name, spec->expression);
+  wake_schedules();
+  const auto s = scheduler_->find(name);
+  if (!s) return (void)res.error(Status::error(Code::kNotFound, "no schedule " + name));
+  res.ok(schedule_info(*s));
+}
+
+void Service::serve(const Request&, const ops::ScheduleNameArgs& a,
+                    const OpResponder<ops::ScheduleRemove>& res) {
+  if (declared_schedule(a.name)) {
+    return (void)res.error(Status::invalid(
+        "schedule " + a.name + " is declared in the YAML: remove it there, and reload"));
+  }
+  if (added_schedules_.count(a.name) == 0) {
+    return (void)res.error(Status::error(Code::kNotFound, "no schedule " + a.name));
+  }
+  if (Status st = schedule_store_->drop_definition(a.name); !st) {
+    return (void)res.error(st.with_context("schedule " + a.name + ": dropping it"));
+  }
+  added_schedules_.erase(a.name);
+  if (Status st = scheduler_->remove(a.name); !st) {
+    log_->error("schedule {} removed, its last slot not forgotten: {}", a.name, st.to_string());
+  }
+  log_->info("schedule removed schedule={}", a.name);
+  wake_schedules();
+  res.ok(ops::ScheduleNameArgs{a.name});
 }
 
 std::vector<ScheduleState> Service::schedules() const {

@@ -26,40 +26,78 @@ namespace {
   "  redis.call('HDEL', h, 'lease')\n"             \
   "end\n"
 
-// KEYS: ids, the band's stream, idempotency key ('' when none), later. ARGV: prefix, pool,
-// now_ms, type, not_before_ms ('0': none), band, then the entry's field/value pairs. The ids
+// The body of a submit (kSubmit, kClaimSlot), after its idempotency key was looked up and
+// found unused: takes an id and writes the task, leaving it in `id`. KEYS: ids, the band's
+// stream, idempotency key ('' when none), later. ARGV: prefix, pool, now_ms, type,
+// not_before_ms ('0': none), band; the entry's field/value pairs from ARGV[F] on. The ids
 // start at TaskStream::kFirstId (2^52) unless set. A task due after now waits in the later
 // set, its entry's fields packed in its hash, as a deferred retry does.
-const Script kSubmit{"submit", R"(
+#define SP_SUBMIT_BODY                                                                      \
+  "redis.call('SET', KEYS[1], '4503599627370495', 'NX')\n"                                  \
+  "redis.call('INCR', KEYS[1])\n"                                                           \
+  "-- As a string: Lua's numbers are doubles, and `..` writes one this large as 4.5e+15.\n" \
+  "local id = redis.call('GET', KEYS[1])\n"                                                 \
+  "local fields = {'id', id}\n"                                                             \
+  "for i = F, #ARGV do fields[#fields + 1] = ARGV[i] end\n"                                 \
+  "local h = ARGV[1] .. 'task:' .. id\n"                                                    \
+  "if tonumber(ARGV[5]) > tonumber(ARGV[3]) then\n"                                         \
+  "  redis.call('HSET', h, 'state', 'scheduled', 'pool', ARGV[2], 'type', ARGV[4], "        \
+  "'submitted_ms',\n"                                                                       \
+  "             ARGV[3], 'attempts', 0, 'band', ARGV[6], 'not_before_ms', ARGV[5], "        \
+  "'deferred',\n"                                                                           \
+  "             cmsgpack.pack(fields))\n"                                                   \
+  "  redis.call('ZADD', KEYS[4], ARGV[5], id)\n"                                            \
+  "else\n"                                                                                  \
+  "  local entry = redis.call('XADD', KEYS[2], '*', unpack(fields))\n"                      \
+  "  redis.call('HSET', h, 'state', 'queued', 'pool', ARGV[2], 'type', ARGV[4], "           \
+  "'submitted_ms',\n"                                                                       \
+  "             ARGV[3], 'entry', entry, 'attempts', 0, 'band', ARGV[6])\n"                 \
+  "end\n"                                                                                   \
+  "for i = 3, #fields - 1, 2 do\n"                                                          \
+  "  if fields[i] == 'tenant' then redis.call('HSET', h, 'tenant', fields[i + 1]) end\n"    \
+  "end\n"                                                                                   \
+  "if KEYS[3] ~= '' then\n"                                                                 \
+  "  redis.call('SET', KEYS[3], id)\n"                                                      \
+  "  redis.call('HSET', ARGV[1] .. 'task:' .. id, 'idem_key', KEYS[3])\n"                   \
+  "end\n"
+
+// KEYS and ARGV: SP_SUBMIT_BODY's, the fields from ARGV[7]. Answers {id, 1}, or {the first
+// task's id, 0} when the idempotency key names one.
+const Script kSubmit{"submit",
+                     "local F = 7\n"
+                     R"(
 if KEYS[3] ~= '' then
   local first = redis.call('GET', KEYS[3])
   if first then return {tonumber(first), 0} end
 end
-redis.call('SET', KEYS[1], '4503599627370495', 'NX')
-redis.call('INCR', KEYS[1])
--- As a string: Lua's numbers are doubles, and `..` writes one this large as 4.5e+15.
-local id = redis.call('GET', KEYS[1])
-local fields = {'id', id}
-for i = 7, #ARGV do fields[#fields + 1] = ARGV[i] end
-local h = ARGV[1] .. 'task:' .. id
-if tonumber(ARGV[5]) > tonumber(ARGV[3]) then
-  redis.call('HSET', h, 'state', 'scheduled', 'pool', ARGV[2], 'type', ARGV[4], 'submitted_ms',
-             ARGV[3], 'attempts', 0, 'band', ARGV[6], 'not_before_ms', ARGV[5], 'deferred',
-             cmsgpack.pack(fields))
-  redis.call('ZADD', KEYS[4], ARGV[5], id)
-else
-  local entry = redis.call('XADD', KEYS[2], '*', unpack(fields))
-  redis.call('HSET', h, 'state', 'queued', 'pool', ARGV[2], 'type', ARGV[4], 'submitted_ms',
-             ARGV[3], 'entry', entry, 'attempts', 0, 'band', ARGV[6])
+)" SP_SUBMIT_BODY "return {tonumber(id), 1}\n"};
+
+// A schedule's slot (TaskStream::claim_slot): the claim and the submit in one script, so no
+// crash comes between them. KEYS: SP_SUBMIT_BODY's, then the schedule's claim hash. ARGV:
+// SP_SUBMIT_BODY's first six, the slot (Unix seconds), the node, the most seconds a slot may
+// lead Redis's clock; the fields from ARGV[10]. Answers {task id, 1 (won) or 0 (lost), node}.
+const Script kClaimSlot{"claim_slot",
+                        "local F = 10\n"
+                        R"(
+local slot = tonumber(ARGV[7])
+if slot > tonumber(redis.call('TIME')[1]) + tonumber(ARGV[9]) then
+  return redis.error_reply('slot ' .. ARGV[7] .. ' is ahead of redis clock by more than ' ..
+                           ARGV[9] .. ' s: the node clock runs ahead')
 end
-for i = 3, #fields - 1, 2 do
-  if fields[i] == 'tenant' then redis.call('HSET', h, 'tenant', fields[i + 1]) end
+local held = redis.call('HMGET', KEYS[5], 'slot', 'task', 'node')
+if held[1] and tonumber(held[1]) and tonumber(held[1]) >= slot then
+  return {tonumber(held[2]) or 0, 0, held[3] or ''}
 end
 if KEYS[3] ~= '' then
-  redis.call('SET', KEYS[3], id)
-  redis.call('HSET', ARGV[1] .. 'task:' .. id, 'idem_key', KEYS[3])
+  local first = redis.call('GET', KEYS[3])
+  if first then
+    redis.call('HSET', KEYS[5], 'slot', ARGV[7], 'task', first, 'node', '')
+    return {tonumber(first), 0, ''}
+  end
 end
-return {tonumber(id), 1}
+)" SP_SUBMIT_BODY R"(
+redis.call('HSET', KEYS[5], 'slot', ARGV[7], 'task', id, 'node', ARGV[8], 'claimed_ms', ARGV[3])
+return {tonumber(id), 1, ARGV[8]}
 )"};
 
 // KEYS: stream. ARGV: entry, consumer, task id, prefix, the encoded attempt.
@@ -428,6 +466,33 @@ Result<std::uint64_t> TaskStream::submit(Connection& c, const StreamTask& t,
   return submitted_id(*r);
 }
 
+Result<TaskStream::SlotClaim> TaskStream::claim_slot(Connection& c, const StreamTask& t,
+                                                     const std::string& schedule,
+                                                     std::int64_t slot_s, const std::string& node,
+                                                     std::int64_t now_ms) const {
+  Connection::Call call = submit_call(t, now_ms);
+  call.keys.push_back(schedule_claim_key(schedule));
+  const std::vector<std::string> claim = {std::to_string(slot_s), node,
+                                          std::to_string(kMaxSlotLeadSeconds)};
+  call.args.insert(call.args.begin() + 6, claim.begin(), claim.end());
+  auto r = c.eval(kClaimSlot, call.keys, call.args);
+  if (!r) return r.status();
+  if (r->is_error()) return r->status();
+  if (r->elements.size() != 3 || r->elements[0].type != Reply::Type::kInteger ||
+      r->elements[1].type != Reply::Type::kInteger || r->elements[2].type != Reply::Type::kString) {
+    return unexpected("claim_slot", *r);
+  }
+  SlotClaim out;
+  out.task_id = static_cast<std::uint64_t>(r->elements[0].integer);
+  out.won = r->elements[1].integer == 1;
+  out.node = r->elements[2].str;
+  return out;
+}
+
+std::string TaskStream::schedule_claim_key(const std::string& schedule) const {
+  return prefix_ + "schedule:" + schedule;
+}
+
 Result<std::vector<Result<std::uint64_t>>> TaskStream::submit_many(
     Connection& c, const std::vector<StreamTask>& tasks, std::int64_t now_ms) const {
   std::vector<Connection::Call> calls;
@@ -734,6 +799,15 @@ Result<std::vector<std::vector<std::pair<std::string, std::string>>>> TaskStream
     for (std::size_t i = 0; i + 1 < f.size(); i += 2) fields.emplace_back(f[i].str, f[i + 1].str);
   }
   return out;
+}
+
+Result<std::optional<std::string>> TaskStream::task_state(Connection& c, std::uint64_t id) const {
+  auto r = c.command({"HGET", prefix_ + "task:" + std::to_string(id), "state"});
+  if (!r) return r.status();
+  if (r->is_error()) return r->status();
+  if (r->is_nil()) return std::optional<std::string>{};
+  if (r->type != Reply::Type::kString) return unexpected("task_state", *r);
+  return std::optional<std::string>(r->str);
 }
 
 Result<StoredTask> TaskStream::task(Connection& c, std::uint64_t id) const {

@@ -105,6 +105,26 @@ class TaskStream {
   // later set instead. An idempotency key already used answers the first task's id and adds
   // nothing.
   Result<std::uint64_t> submit(Connection& c, const StreamTask& t, std::int64_t now_ms) const;
+  // A schedule's slot in this pool (docs/schedules.md, "Redis pools"): claims slot `slot_s`
+  // of schedule `schedule` for `node` and submits `t` as submit() does, in one script, so no
+  // crash comes between the claim and the task. The claim is the schedule's hash
+  // (schedule_claim_key: the latest slot claimed, its task, its node, cluster-wide). A slot
+  // after the one held is won: the task is made and the hash moves to it. A slot at or before
+  // it is lost: nothing is made, and the answer is the hash's task and node (so a slot that
+  // went by, fired again after a restart or by a node whose clock lags, is never a second
+  // task). A slot more than kMaxSlotLeadSeconds ahead of Redis's clock (TIME) is refused: a
+  // node whose clock ran ahead would take every node's slots until then.
+  struct SlotClaim {
+    std::uint64_t task_id = 0;
+    bool won = false;
+    std::string node;  // the claim's node; "" when the hash did not name one
+  };
+  static constexpr std::int64_t kMaxSlotLeadSeconds = 3600;
+  Result<SlotClaim> claim_slot(Connection& c, const StreamTask& t, const std::string& schedule,
+                               std::int64_t slot_s, const std::string& node,
+                               std::int64_t now_ms) const;
+  // P:schedule:<name>, for every pool (a schedule's name is the cluster's).
+  std::string schedule_claim_key(const std::string& schedule) const;
   // submit() of each task, pipelined in one round trip; one answer per task, in order.
   Result<std::vector<Result<std::uint64_t>>> submit_many(Connection& c,
                                                          const std::vector<StreamTask>& tasks,
@@ -193,6 +213,9 @@ class TaskStream {
                                                  std::chrono::milliseconds ttl);
   // The task's hash, or kNotFound.
   Result<StoredTask> task(Connection& c, std::uint64_t id) const;
+  // The task's state as its hash says it; nullopt when Redis does not know the task. One
+  // HGET, not the whole hash (whose result may be large).
+  Result<std::optional<std::string>> task_state(Connection& c, std::uint64_t id) const;
 
   // Liveness. touch() keeps the entries this consumer runs fresh (their idle time 0), so that
   // claim_idle() on other nodes never takes a live node's task; an entry no longer pending

@@ -18,7 +18,10 @@ constexpr const char* kSchema =
     " slot_s INTEGER NOT NULL,"
     " task_id INTEGER NOT NULL,"
     " fired_ms INTEGER NOT NULL DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000 AS "
-    "INTEGER)))";
+    "INTEGER)));"
+    "CREATE TABLE IF NOT EXISTS schedule_defs ("
+    " name TEXT PRIMARY KEY,"
+    " definition TEXT NOT NULL)";
 
 }  // namespace
 
@@ -32,7 +35,7 @@ SqliteScheduleStore::~SqliteScheduleStore() = default;
 Result<std::unique_ptr<SqliteScheduleStore>> SqliteScheduleStore::open(const std::string& path) {
   auto db = sqlite::SqliteDb::open(path, kBusyTimeoutMs);
   if (!db) return db.status();
-  if (Status st = db->exec(kSchema, "create schedule_slots"); !st) return st;
+  if (Status st = db->exec(kSchema, "create schedule_slots and schedule_defs"); !st) return st;
   auto holder = std::make_unique<Db>();
   holder->db = std::move(*db);
   return std::unique_ptr<SqliteScheduleStore>(new SqliteScheduleStore(std::move(holder)));
@@ -80,6 +83,44 @@ Status SqliteScheduleStore::forget(const std::string& name) {
   sqlite::StmtRef ref(*stmt);
   ref->bind_text(1, name);
   return db_->db.step_done(**stmt, "forget schedule_slots");
+}
+
+Result<std::vector<SqliteScheduleStore::Definition>> SqliteScheduleStore::definitions() {
+  std::lock_guard lock(mu_);
+  static const char* const kSql = "SELECT name, definition FROM schedule_defs ORDER BY name";
+  auto stmt = db_->db.prepare(kSql, "read schedule_defs");
+  if (!stmt) return stmt.status();
+  sqlite::StmtRef ref(*stmt);
+  std::vector<Definition> out;
+  for (;;) {
+    const int rc = ref->step();
+    if (rc == SQLITE_DONE) return out;
+    if (rc != SQLITE_ROW) return db_->db.error(rc, "read schedule_defs");
+    out.push_back({ref->text(0), ref->text(1)});
+  }
+}
+
+Status SqliteScheduleStore::put_definition(const Definition& d) {
+  std::lock_guard lock(mu_);
+  static const char* const kSql =
+      "INSERT INTO schedule_defs (name, definition) VALUES (?, ?)"
+      " ON CONFLICT (name) DO UPDATE SET definition = excluded.definition";
+  auto stmt = db_->db.prepare(kSql, "write schedule_defs");
+  if (!stmt) return stmt.status();
+  sqlite::StmtRef ref(*stmt);
+  ref->bind_text(1, d.name);
+  ref->bind_text(2, d.json);
+  return db_->db.step_done(**stmt, "write schedule_defs");
+}
+
+Status SqliteScheduleStore::drop_definition(const std::string& name) {
+  std::lock_guard lock(mu_);
+  static const char* const kSql = "DELETE FROM schedule_defs WHERE name = ?";
+  auto stmt = db_->db.prepare(kSql, "drop schedule_defs");
+  if (!stmt) return stmt.status();
+  sqlite::StmtRef ref(*stmt);
+  ref->bind_text(1, name);
+  return db_->db.step_done(**stmt, "drop schedule_defs");
 }
 
 }  // namespace sandpool

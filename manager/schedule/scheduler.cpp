@@ -203,7 +203,9 @@ Result<std::uint64_t> Scheduler::run_now(const std::string& name) {
     spec = it->second.state.spec;
   }
   const std::string key = "sandpool-schedule-" + name + "-run-" + std::to_string(clock_.now_ms());
-  return submitter_.submit(spec, key);
+  auto answer = submitter_.submit(spec, key, std::nullopt);
+  if (!answer) return answer.status();
+  return answer->task_id;
 }
 
 std::vector<ScheduleState> Scheduler::list() const {
@@ -284,7 +286,6 @@ std::optional<std::int64_t> Scheduler::tick() {
 
   for (Plan& p : plans) {
     const bool previous_open = p.previous && submitter_.task_open(*p.previous);
-    std::optional<Result<std::uint64_t>> submitted;
     bool hold = false;
     if (p.held) {
       if (previous_open) continue;  // still waiting for the last task
@@ -312,7 +313,7 @@ std::optional<std::int64_t> Scheduler::tick() {
       }
       continue;
     }
-    submitted = submitter_.submit(p.spec, schedule_slot_key(p.name, p.slot_s));
+    auto submitted = submitter_.submit(p.spec, schedule_slot_key(p.name, p.slot_s), p.slot_s);
     std::optional<FiredSlot> record;
     {
       std::lock_guard lock(mu_);
@@ -320,14 +321,21 @@ std::optional<std::int64_t> Scheduler::tick() {
       if (it == entries_.end() || it->second.generation != p.generation) continue;
       ScheduleState& s = it->second.state;
       if (p.held) s.held_slot_s.reset();
-      if (submitted->is_ok()) {
-        ++s.fired;
-        s.last = FiredSlot{p.slot_s, **submitted};
-        s.last_outcome = "fired";
+      if (submitted) {
+        // A claim another node won is that node's firing: not counted here, but the slot is
+        // done (kept, so a restart does not try it again) and its task is the one overlap
+        // looks at.
+        s.last = FiredSlot{p.slot_s, submitted->task_id};
         record = s.last;
+        if (submitted->claimed_by.empty()) {
+          ++s.fired;
+          s.last_outcome = "fired";
+        } else {
+          s.last_outcome = "claimed by node " + submitted->claimed_by;
+        }
       } else {
         ++s.skipped;
-        s.last_outcome = "refused: " + submitted->status().to_string();
+        s.last_outcome = "refused: " + submitted.status().to_string();
       }
     }
     // Recorded after the submit: a crash between the two fires the slot again at the next

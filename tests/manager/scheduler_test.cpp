@@ -41,18 +41,20 @@ class HandClock final : public sandpool::ScheduleClock {
 // One task per idempotency key, as poold's submit path gives; tasks stay open until ended.
 class KeyedSubmitter final : public sandpool::SlotSubmitter {
  public:
-  sandpool::Result<std::uint64_t> submit(const ScheduleSpec& spec,
-                                         const std::string& key) override {
+  sandpool::Result<sandpool::SlotAnswer> submit(const ScheduleSpec& spec, const std::string& key,
+                                                std::optional<std::int64_t> slot_s) override {
     ++calls;
+    slots.push_back(slot_s);
     if (refuse) return sandpool::Status::error(sandpool::Code::kQueueFull, "queue full");
     auto it = by_key.find(key);
-    if (it != by_key.end()) return it->second;
+    if (it != by_key.end()) return sandpool::SlotAnswer{it->second, lost_to};
+    if (!lost_to.empty()) return sandpool::Status::invalid("the winner made no task");
     const std::uint64_t id = next_id++;
     by_key.emplace(key, id);
     keys.push_back(key);
     types.push_back(spec.task.type);
     open.insert(id);
-    return id;
+    return sandpool::SlotAnswer{id, ""};
   }
   bool task_open(std::uint64_t id) override { return open.count(id) != 0; }
 
@@ -61,8 +63,11 @@ class KeyedSubmitter final : public sandpool::SlotSubmitter {
   std::vector<std::string> types;
   std::set<std::uint64_t> open;
   std::uint64_t next_id = 1;
+  std::vector<std::optional<std::int64_t>> slots;  // each call's slot (nullopt: run_now)
   int calls = 0;
   bool refuse = false;
+  // Set: an existing key answers as a claim that node won (a Redis pool's slot claim).
+  std::string lost_to;
 };
 
 class ScratchDir {
@@ -210,6 +215,38 @@ TEST_CASE("two schedulers firing one slot make one task (the slot's idempotency 
   CHECK(sub.calls == 2);
   CHECK(sub.keys == std::vector<std::string>{key("minutely", utc_s(2026, 5, 13, 10, 1))});
   CHECK(a.find("minutely")->last->task_id == b.find("minutely")->last->task_id);
+}
+
+TEST_CASE("a slot another node claimed is neither fired nor skipped here, and is kept as done") {
+  // A Redis pool's slot: the claim in Redis answers the winner's task and name.
+  ScratchDir dir;
+  HandClock clock;
+  KeyedSubmitter sub;
+  auto store = open_store(dir);
+  Scheduler winner(clock, sub, nullptr);
+  Scheduler loser(clock, sub, store.get());
+  clock.set_s(1000);
+  REQUIRE(winner.add(spec("often", "@every 2s")).is_ok());
+  REQUIRE(loser.add(spec("often", "@every 2s")).is_ok());
+  clock.set_s(1002);
+  (void)winner.tick();
+  sub.lost_to = "n0";
+  (void)loser.tick();
+  CHECK(sub.slots == std::vector<std::optional<std::int64_t>>{1002, 1002});
+  CHECK(sub.keys == std::vector<std::string>{key("often", 1002)});
+  CHECK(winner.find("often")->fired == 1);
+  CHECK(winner.find("often")->last_outcome == "fired");
+  const auto lost = loser.find("often");
+  CHECK(lost->fired == 0);
+  CHECK(lost->skipped == 0);
+  CHECK(lost->last_outcome == "claimed by node n0");
+  REQUIRE(lost->last);
+  CHECK(lost->last->task_id == winner.find("often")->last->task_id);
+  // Kept: a restart of the loser resumes after that slot.
+  auto kept = store->last_fired("often");
+  REQUIRE(kept.is_ok());
+  REQUIRE(kept->has_value());
+  CHECK((*kept)->slot_s == 1002);
 }
 
 TEST_CASE("missed slots beyond the grace: skip drops them, run_once fires the latest once") {
@@ -379,6 +416,7 @@ TEST_CASE("run_now submits outside the slots under a key of its own") {
   REQUIRE(s.add(spec("often", "@every 1h")).is_ok());
   REQUIRE(s.run_now("often").is_ok());
   CHECK(sub.keys == std::vector<std::string>{"sandpool-schedule-often-run-1000500"});
+  CHECK(sub.slots == std::vector<std::optional<std::int64_t>>{std::nullopt});
   CHECK(s.run_now("nope").status().code() == sandpool::Code::kNotFound);
 }
 

@@ -234,3 +234,83 @@ TEST_CASE("poolctl schedule lists, shows, pauses, resumes and runs a schedule no
 }
 
 }  // namespace sandpool::testing
+
+namespace sandpool::testing {
+
+TEST_CASE("poolctl schedule add and remove at run time: kept across a restart, and the YAML wins") {
+  const std::string yaml_head = "pools:\n" + pool_yaml("echo", "echo") +
+                                "schedules:\n"
+                                "  - {name: nightly, cron: \"0 3 * * *\", type: echo}\n";
+  PooldFixture f(yaml_head);
+  auto poolctl = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--socket", f.socket});
+    return run_command(std::string(SANDPOOL_BIN_DIR) + "/poolctl", args);
+  };
+  auto restart = [&] {
+    f.poold->signal(SIGTERM);
+    REQUIRE(f.poold->wait_exit() == 0);
+    f.start();
+  };
+  auto names = [&] {
+    auto r = poolctl({"--json", "schedule", "list"});
+    REQUIRE(r.exit_code == 0);
+    std::vector<std::string> out;
+    const auto listed = nlohmann::json::parse(r.out);
+    for (const auto& s : listed["schedules"]) out.push_back(s["name"]);
+    return out;
+  };
+
+  auto added = poolctl({"--json", "schedule", "add", "often", "--every", "2s", "--type", "echo",
+                        "--payload", "x", "--overlap", "skip"});
+  INFO(added.err);
+  REQUIRE(added.exit_code == 0);
+  const auto shown = nlohmann::json::parse(added.out);
+  CHECK(shown["expression"] == "@every 2s");
+  CHECK(shown["overlap"] == "skip");
+  CHECK(shown["next_s"].get<std::int64_t>() % 2 == 0);
+  auto again = poolctl({"schedule", "add", "often", "--every", "3s", "--type", "echo"});
+  CHECK(again.exit_code == 1);
+  CHECK_THAT(again.err, Catch::Contains("schedule often exists"));
+  auto bad = poolctl({"schedule", "add", "bad", "--cron", "61 * * * *", "--type", "echo"});
+  CHECK(bad.exit_code == 1);
+  CHECK_THAT(bad.err, Catch::Contains("minute field, position 1"));
+  auto yaml_add = poolctl({"schedule", "add", "nightly", "--every", "2s", "--type", "echo"});
+  CHECK(yaml_add.exit_code == 1);
+  CHECK_THAT(yaml_add.err, Catch::Contains("declared in the YAML"));
+  auto yaml_remove = poolctl({"schedule", "remove", "nightly"});
+  CHECK(yaml_remove.exit_code == 1);
+  CHECK_THAT(yaml_remove.err, Catch::Contains("declared in the YAML"));
+  // It fires.
+  Client c = f.connect();
+  REQUIRE(poll_until([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto s = c.call<ops::ScheduleShow>(ops::ScheduleNameArgs{"often"});
+    return s && s->fired > 0;
+  }));
+
+  // Kept across a restart.
+  restart();
+  CHECK(names() == std::vector<std::string>{"nightly", "often"});
+  REQUIRE(poolctl({"schedule", "remove", "often"}).exit_code == 0);
+  CHECK(poolctl({"schedule", "show", "often"}).exit_code == 1);
+  CHECK(poolctl({"schedule", "remove", "often"}).exit_code == 1);
+  restart();
+  CHECK(names() == std::vector<std::string>{"nightly"});
+
+  // A run-time schedule whose name the YAML then declares becomes the YAML's, for good.
+  REQUIRE(poolctl({"schedule", "add", "weekly", "--cron", "@weekly", "--type", "echo"}).exit_code ==
+          0);
+  write_file(f.config, service_yaml(f.dir.path) + yaml_head +
+                           "  - {name: weekly, cron: \"0 4 * * 1\", type: echo}\n");
+  REQUIRE(poolctl({"reload"}).exit_code == 0);
+  auto weekly = poolctl({"--json", "schedule", "show", "weekly"});
+  REQUIRE(weekly.exit_code == 0);
+  CHECK(nlohmann::json::parse(weekly.out)["expression"] == "0 4 * * 1");
+  // Gone from the YAML, it is gone: its run-time row was dropped.
+  write_file(f.config, service_yaml(f.dir.path) + yaml_head);
+  REQUIRE(poolctl({"reload"}).exit_code == 0);
+  restart();
+  CHECK(names() == std::vector<std::string>{"nightly"});
+}
+
+}  // namespace sandpool::testing

@@ -107,6 +107,57 @@ TEST_CASE("an idempotency key used again answers the first task and adds nothing
   CHECK(w.length() == 2);
 }
 
+TEST_CASE(
+    "a schedule's slot is claimed with its submit: the first node wins, the rest lose to it") {
+  StreamWorld w;
+  auto other = redis::Connection::open(w.server.endpoint()).value();
+  // Slots near Redis's own clock (the script refuses one far ahead of it).
+  const std::int64_t now_s = std::stoll(w.c.command({"TIME"})->elements.at(0).str);
+  const std::int64_t slot = now_s - now_s % 60;
+  auto claim = [&](redis::Connection& c, std::int64_t s, const std::string& node) {
+    StreamTask t;
+    t.type = "echo";
+    t.payload = node;
+    t.idempotency_key = "sandpool-schedule-nightly-" + std::to_string(s);
+    return w.stream.claim_slot(c, t, "nightly", s, node, 1000);
+  };
+  auto won = claim(w.c, slot, "n0");
+  REQUIRE(won.is_ok());
+  CHECK(won->won);
+  CHECK(won->node == "n0");
+  CHECK(w.stream.task(w.c, won->task_id)->state == "queued");
+  // The same slot from another node, or again from the winner (a restart): lost, that task.
+  for (const char* node : {"n1", "n0"}) {
+    auto lost = claim(other, slot, node);
+    REQUIRE(lost.is_ok());
+    CHECK_FALSE(lost->won);
+    CHECK(lost->task_id == won->task_id);
+    CHECK(lost->node == "n0");
+  }
+  // An older slot (a node whose clock lags, a catch-up after the idempotency key was
+  // evicted) is lost to the claim too, and makes no task.
+  auto older = claim(other, slot - 60, "n1");
+  REQUIRE(older.is_ok());
+  CHECK_FALSE(older->won);
+  CHECK(older->task_id == won->task_id);
+  CHECK(w.length() == 1);
+  // The next slot is anyone's.
+  auto next = claim(other, slot + 60, "n1");
+  REQUIRE(next.is_ok());
+  CHECK(next->won);
+  CHECK(next->task_id != won->task_id);
+  CHECK(w.length() == 2);
+  auto held = w.c.command({"HMGET", w.stream.schedule_claim_key("nightly"), "slot", "node"});
+  REQUIRE(held);
+  CHECK(held->elements.at(0).str == std::to_string(slot + 60));
+  CHECK(held->elements.at(1).str == "n1");
+  // A slot far ahead of Redis's clock is refused, and claims nothing.
+  auto ahead = claim(w.c, now_s + 2 * redis::TaskStream::kMaxSlotLeadSeconds, "n0");
+  REQUIRE_FALSE(ahead.is_ok());
+  CHECK_THAT(ahead.status().message(), Catch::Contains("ahead of redis clock"));
+  CHECK(w.length() == 2);
+}
+
 TEST_CASE("ids are unique across connections, as across nodes") {
   StreamWorld w;
   auto other = redis::Connection::open(w.server.endpoint()).value();

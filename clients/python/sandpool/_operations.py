@@ -290,6 +290,42 @@ def schedule_run_now(name: str) -> int:
     return Request({"name": name}, lambda body, blob: int(body["id"]))
 
 
+@_operation("schedule_add", "admin")
+def schedule_add(name: str, type: str, *, cron: Optional[str] = None,
+                 every: Optional[str] = None, pool: Optional[str] = None, payload: str = "",
+                 zone: Optional[str] = None, priority: Optional[int] = None,
+                 timeout: Optional[Duration] = None, retries: Optional[int] = None,
+                 key: Optional[str] = None, tenant: Optional[str] = None,
+                 start_s: Optional[int] = None, end_s: Optional[int] = None,
+                 catch_up: Optional[str] = None, overlap: Optional[str] = None,
+                 paused: bool = False) -> dict:
+    """Adds a schedule at run time, as one entry of the YAML's `schedules:` declares one
+    (`cron` or `every`, one of them; `timeout` in seconds): kept in poold's state dir, so it
+    survives a restart. BadRequest for a name the YAML declares or one that exists; returns
+    it as schedule_show does."""
+    args: dict = {"name": name, "type": type}
+    for k, v in (("cron", cron), ("every", every), ("pool", pool), ("zone", zone),
+                 ("priority", priority), ("retries", retries), ("key", key),
+                 ("tenant", tenant), ("start_s", start_s), ("end_s", end_s),
+                 ("catch_up", catch_up), ("overlap", overlap)):
+        if v is not None:
+            args[k] = v
+    if payload:
+        args["payload"] = payload
+    if timeout is not None:
+        args["timeout_ms"] = _ops.duration_ms(timeout, "timeout")
+    if paused:
+        args["paused"] = True
+    return Request(args, _body)
+
+
+@_operation("schedule_remove", "admin")
+def schedule_remove(name: str) -> None:
+    """Removes a schedule added at run time (one the YAML declares: BadRequest; edit the
+    YAML and reload). NotFound for an unknown name."""
+    return Request({"name": name}, lambda body, blob: None)
+
+
 # --- Methods from the table -------------------------------------------------------------------
 
 

@@ -203,3 +203,27 @@ def test_schedules_are_listed_shown_paused_resumed_and_run_now():
         assert c.wait(task_id).result == b"UP"
         with pytest.raises(sandpool.NotFound, match="no schedule nope"):
             c.schedule_show("nope")
+
+
+def test_schedules_are_added_and_removed_at_run_time_and_the_yaml_names_are_the_yamls():
+    schedules = CONTROLLED_POOL + textwrap.dedent("""\
+        schedules:
+          - {name: hourly, cron: "0 * * * *", type: upper, payload: up}
+        """)
+    with PooldServer(pools_extra=schedules) as server, sandpool.Client(server.socket) as c:
+        added = c.schedule_add("daily", "upper", cron="@daily", payload="day", timeout=30,
+                               overlap="skip")
+        assert (added["name"], added["expression"], added["overlap"]) == \
+            ("daily", "@daily", "skip")
+        assert added["next_s"] % 86400 == 0
+        assert [s["name"] for s in c.schedule_list()] == ["daily", "hourly"]
+        assert c.wait(c.schedule_run_now("daily")).result == b"DAY"
+        with pytest.raises(sandpool.BadRequest, match="declared in the YAML"):
+            c.schedule_add("hourly", "upper", every="2s")
+        with pytest.raises(sandpool.BadRequest, match="declared in the YAML"):
+            c.schedule_remove("hourly")
+        with pytest.raises(sandpool.BadRequest, match="give cron or every"):
+            c.schedule_add("neither", "upper")
+        assert c.schedule_remove("daily") is None
+        with pytest.raises(sandpool.NotFound, match="no schedule daily"):
+            c.schedule_remove("daily")

@@ -34,10 +34,11 @@ struct OpList {
 };
 
 // Every operation the protocol has; the server answers any other name `unknown_op`.
-using AllOps = OpList<ServerStatus, Version, Workers, Stats, Events, Task, TaskList, Wait, Submit,
-                      SubmitBatch, Cancel, Scale, Strategy, Drain, Resume, Restart, KillWorker,
-                      DlqList, DlqShow, DlqReplay, DlqPurge, DlqImport, Reload, Shutdown,
-                      ScheduleList, ScheduleShow, SchedulePause, ScheduleResume, ScheduleRunNow>;
+using AllOps =
+    OpList<ServerStatus, Version, Workers, Stats, Events, Task, TaskList, Wait, Submit, SubmitBatch,
+           Cancel, Scale, Strategy, Drain, Resume, Restart, KillWorker, DlqList, DlqShow, DlqReplay,
+           DlqPurge, DlqImport, Reload, Shutdown, ScheduleList, ScheduleShow, SchedulePause,
+           ScheduleResume, ScheduleRunNow, ScheduleAdd, ScheduleRemove>;
 
 // Whether Op sends event frames before its final reply, and their type (NoEvent if none).
 template <class Op, class = void>

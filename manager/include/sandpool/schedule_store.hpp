@@ -1,5 +1,6 @@
 // The schedules' last fired slots in the state dir's database (`<state_dir>/dead_letters.db`,
-// the journal's file), table `schedule_slots`. A connection of its own: it writes one small
+// the journal's file), table `schedule_slots`; and the schedules added at run time
+// (schedule_add), table `schedule_defs`. A connection of its own: it writes one small
 // row per fired slot, so it takes the file's write lock rarely and briefly (docs/schedules.md
 // says why it is not the store's writer thread).
 //
@@ -10,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <sandpool/scheduler.hpp>
 
@@ -24,6 +26,18 @@ class SqliteScheduleStore final : public ScheduleStore {
   Result<std::optional<FiredSlot>> last_fired(const std::string& name) override;
   Status record_fired(const std::string& name, const FiredSlot& fired) override;
   Status forget(const std::string& name) override;
+
+  // A schedule added at run time: its name and its definition, the schedule_add arguments'
+  // JSON as the caller encoded it (the reader decodes and checks it like any input).
+  struct Definition {
+    std::string name;
+    std::string json;
+  };
+  // Every kept definition, by name.
+  Result<std::vector<Definition>> definitions();
+  // Keeps `d` (replacing the definition of that name).
+  Status put_definition(const Definition& d);
+  Status drop_definition(const std::string& name);
 
  private:
   struct Db;

@@ -77,12 +77,24 @@ class ScheduleClock {
   virtual std::int64_t now_ms() const = 0;
 };
 
+// What a slot's submit answered.
+struct SlotAnswer {
+  // The slot's task; when another node's claim won, the task of the latest slot claimed.
+  std::uint64_t task_id = 0;
+  // Empty: this node fired the slot (or found the task its key names). Else the node whose
+  // claim of this slot, or of a later one, won (a schedule of a Redis pool claims each slot
+  // in Redis: docs/schedules.md): this node neither fired nor skipped the slot.
+  std::string claimed_by;
+};
+
 class SlotSubmitter {
  public:
   virtual ~SlotSubmitter() = default;
-  // Submits `spec`'s task under idempotency key `key`; returns its id (the earlier task's,
-  // when the key already named one), or why it was refused.
-  virtual Result<std::uint64_t> submit(const ScheduleSpec& spec, const std::string& key) = 0;
+  // Submits `spec`'s task under idempotency key `key` for slot `slot_s` (nullopt: run_now,
+  // outside the slots, nothing claimed); returns its id (the earlier task's, when the key
+  // already named one) and who fired it, or why it was refused.
+  virtual Result<SlotAnswer> submit(const ScheduleSpec& spec, const std::string& key,
+                                    std::optional<std::int64_t> slot_s) = 0;
   // Returns true iff task `id` has not ended (queued, running, waiting for a retry).
   virtual bool task_open(std::uint64_t id) = 0;
 };
@@ -108,9 +120,10 @@ struct ScheduleState {
   std::optional<std::int64_t> next_s;       // the next slot; none: ended, or paused
   std::optional<FiredSlot> last;            // the last slot fired
   std::optional<std::int64_t> held_slot_s;  // overlap queue: a slot waiting for the last task
-  std::string last_outcome;                 // "", "fired", "skipped: ...", "refused: ..."
-  std::uint64_t fired = 0;                  // slots submitted since poold started
-  std::uint64_t skipped = 0;                // slots dropped (catch_up, overlap, refusals)
+  // "", "fired", "claimed by node N", "skipped: ...", "refused: ..."
+  std::string last_outcome;
+  std::uint64_t fired = 0;    // slots this node submitted since poold started
+  std::uint64_t skipped = 0;  // slots dropped (catch_up, overlap, refusals)
 };
 
 class Scheduler {

@@ -1,8 +1,9 @@
-// The schedule operations (docs/schedules.md, docs/protocol.md): list, show, pause, resume
-// and run_now. Adding and removing a schedule at run time is not built yet: schedules live
-// in poold's YAML (`schedules:`), and a reload applies their changes.
+// The schedule operations (docs/schedules.md, docs/protocol.md): list, show, pause, resume,
+// run_now, and add and remove at run time (kept in the state dir's database; a name the YAML
+// declares is the YAML's).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -37,6 +38,27 @@ struct ScheduleInfo {
   std::string last_outcome;
   std::uint64_t fired = 0;  // since poold started
   std::uint64_t skipped = 0;
+};
+
+// schedule_add: a schedule as one entry of the YAML's `schedules:` declares it
+// (docs/configuration.md#schedules), the instants as Unix seconds.
+struct ScheduleAddArgs {
+  std::string name;
+  std::string cron;   // one of cron and every
+  std::string every;  // a duration, "30s", "1h30m"
+  std::string zone;   // "": UTC
+  std::string type;
+  std::string pool;  // "": routed by type
+  std::string payload;
+  std::optional<std::int32_t> priority;
+  std::optional<std::chrono::milliseconds> timeout;  // wire: timeout_ms
+  std::optional<std::uint32_t> retries;
+  std::string key;
+  std::string tenant;
+  std::optional<std::int64_t> start_s, end_s;
+  std::string catch_up;  // "": skip
+  std::string overlap;   // "": allow
+  bool paused = false;
 };
 
 struct ScheduleListReply {
@@ -84,6 +106,22 @@ struct ScheduleRunNow {
   static constexpr Lane kLane = Lane::kJobs;
   using Args = ScheduleNameArgs;
   using Reply = ScheduleRunReply;
+};
+
+struct ScheduleAdd {
+  static constexpr std::string_view kName = "schedule_add";
+  static constexpr Rights kRights = Rights::kAdmin;
+  // Writes the state dir's database: not on sp-request.
+  static constexpr Lane kLane = Lane::kJobs;
+  using Args = ScheduleAddArgs;
+  using Reply = ScheduleInfo;
+};
+struct ScheduleRemove {
+  static constexpr std::string_view kName = "schedule_remove";
+  static constexpr Rights kRights = Rights::kAdmin;
+  static constexpr Lane kLane = Lane::kJobs;
+  using Args = ScheduleNameArgs;
+  using Reply = ScheduleNameArgs;  // the name removed
 };
 
 }  // namespace sandpool::ops
