@@ -106,9 +106,9 @@ class WorkQueue {
   const std::size_t max_queued_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Job> jobs_;                    // guarded by mu_
-  std::size_t busy_ = 0;                    // threads running a job, guarded by mu_
-  bool stopping_ = false;                   // guarded by mu_
+  std::deque<Job> jobs_;   // guarded by mu_
+  std::size_t busy_ = 0;   // threads running a job, guarded by mu_
+  bool stopping_ = false;  // guarded by mu_
   std::vector<std::thread> threads_;
 };
 
