@@ -13,18 +13,16 @@
 #include <string>
 #include <thread>
 
+#include <sandpool/wall_clock.hpp>
 #include "command_runner.hpp"
+
 #include "poold_process.hpp"
 #include "task_waits.hpp"
 
 namespace sandpool::testing {
 namespace {
 
-std::int64_t wall_s() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+std::int64_t wall_s() { return wall_clock_ms() / 1000; }
 
 // The slot tasks poold holds in memory, by task id: their idempotency keys.
 class SlotTasks {

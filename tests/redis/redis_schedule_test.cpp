@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include <sandpool/wall_clock.hpp>
+
 #include "poold_process.hpp"
 #include "redis_server.hpp"
 #include "task_waits.hpp"
@@ -26,11 +28,7 @@
 namespace sandpool::testing {
 namespace {
 
-std::int64_t wall_s() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+std::int64_t wall_s() { return wall_clock_ms() / 1000; }
 
 std::string slot_key(const std::string& name, std::int64_t slot) {
   return "sandpool-schedule-" + name + "-" + std::to_string(slot);
