@@ -6,14 +6,18 @@
 //   fed directly (Pool::submit), in the same run. A node here is a local Pool plus a
 //   RedisFeeder in this process, as poold runs one per Redis pool (no control plane between).
 // - kill_lost / kill_reran / failover_ms: 3 poold processes from the build tree share the
-//   pool; one is SIGKILLed at a random point of the run, holding entries (kill_held: those
-//   claimed from it, each with a `lost` attempt); tasks that never reach a terminal state
-//   (must be 0), tasks with more than one attempt, and the time from the kill to the first of
-//   its entries claimed by another node (the first `lost` attempt's end, wall clock).
+//   pool; one, caught holding entries, is SIGKILLed at a random point of the run (kill_held:
+//   the entries claimed after the kill, each with a `lost` attempt; kill_claimed_before:
+//   those claimed before it, from a live node starved past the claim time on a loaded
+//   machine); tasks that never reach a terminal state (must be 0), tasks with more than one
+//   attempt, and the time from its SIGSTOP (it runs nothing from then on; the SIGKILL
+//   follows) to the first entry claimed after it (the first such
+//   `lost` attempt's end, wall clock).
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -193,8 +197,10 @@ bool stop_process(pid_t pid) {
 
 // Three poold processes share the pool; one is SIGKILLed at a random point while it holds
 // entries. Every task must reach a terminal state.
-bool kill_run(const BenchOptions& o, const RedisChild& redis, std::uint64_t tasks, Report& r) {
+bool kill_run(const BenchOptions& o, const RedisChild& redis, const std::uint64_t first_fill,
+              Report& r) {
   const std::string prefix = "kill:";
+  std::uint64_t tasks = first_fill;  // grows while no node is caught holding (below)
   if (!fill(redis, prefix, tasks, o.payload_size)) return false;
   struct PooldNode {
     ScratchDir dir;
@@ -226,40 +232,65 @@ bool kill_run(const BenchOptions& o, const RedisChild& redis, std::uint64_t task
   std::mt19937_64 rng(std::random_device{}());
   const std::uint64_t at = tasks / 5 + rng() % (tasks / 2);  // dies between 20% and 70%
   while (done() < at) std::this_thread::sleep_for(std::chrono::microseconds(500));
-  // It dies holding entries (a node between two reads holds none, and its death costs nothing).
-  // Stopped before the look, so what it holds cannot end between the look and the kill.
+  // The node killed is one caught holding entries (a node between two reads holds none, and
+  // its death costs nothing): looked for with every node running, since a node stopped and
+  // resumed over and over never gets the CPU to read under load while the others end the run
+  // (n0 alone was looked for until 2026-12-06: 2 runs in 5 under load never caught it). Then
+  // stopped, so what it holds cannot end between the look and the kill; if it ended them just
+  // before the stop it is resumed, and only entries seen held again stop a node once more.
+  std::size_t victim = nodes.size();
+  std::int64_t stopped_ms = 0;
+  std::uint64_t looks = 0, seen = 0, top_ups = 0;
+  constexpr std::uint64_t kTopUpBelow = 256, kTopUps = 20;
   for (;;) {
-    if (!stop_process(nodes[0].poold->pid())) return nodes[0].poold->fail("SIGSTOP");
-    // A round trip first: whatever it sent before it stopped is in Redis's hands by then.
-    if (c->command({"PING"}) && pending_by_node(*c, stream)["n0"] > 0) break;
-    ::kill(nodes[0].poold->pid(), SIGCONT);
-    if (done() >= tasks) {
-      std::string held;
-      for (const auto& [node, n] : pending_by_node(*c, stream)) {
-        held += " " + node + "=" + std::to_string(n);
+    ++looks;
+    for (const auto& [node, n] : pending_by_node(*c, stream)) {
+      if (n == 0 || node.size() != 2 || node[0] != 'n') continue;
+      ++seen;
+      const std::size_t i = static_cast<std::size_t>(node[1] - '0');
+      if (i >= nodes.size()) continue;
+      stopped_ms = wall_clock_ms();
+      if (!stop_process(nodes[i].poold->pid())) return nodes[i].poold->fail("SIGSTOP");
+      // A round trip first: whatever it sent before it stopped is in Redis's hands by then.
+      if (c->command({"PING"}) && pending_by_node(*c, stream)[node] > 0) {
+        victim = i;
+        break;
       }
-      return nodes[0].poold->fail("n0 was never caught holding an entry (looked from " +
-                                  std::to_string(at) + " of " + std::to_string(tasks) +
-                                  " done; pending now:" + held + ")");
+      ::kill(nodes[i].poold->pid(), SIGCONT);
     }
-    std::this_thread::yield();
+    if (victim < nodes.size()) break;
+    // The run must not end before a node is caught: near its end, more tasks join it.
+    if (done() + kTopUpBelow >= tasks) {
+      if (++top_ups > kTopUps) {
+        std::cerr << "sandpool-bench: cluster: no node was caught holding an entry (looked from "
+                  << at << " of " << tasks << " done; " << looks << " looks, " << seen
+                  << " saw a node holding, none held after its stop)\n";
+        return false;
+      }
+      const std::uint64_t more = std::max<std::uint64_t>(first_fill / 4, kTopUpBelow);
+      if (!fill(redis, prefix, more, o.payload_size)) return false;
+      tasks += more;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
-  const std::int64_t died_ms = wall_clock_ms();
+  // It ran nothing from its SIGSTOP on: failover is timed from then, not from the kill (a
+  // stop on a loaded machine may last past the claim time).
+  const std::int64_t died_ms = stopped_ms;
   const std::int64_t died = monotonic_ns();
-  nodes[0].poold->kill9();
+  nodes[victim].poold->kill9();
+  // Until every task is out of the streams, the pending lists and the later set (a task
+  // claimed from the dead node may wait out a backoff there), 10 minutes at most.
   const std::int64_t until = died + 600'000'000'000;
   for (;;) {
-    std::uint64_t length = 0, open = 0;
-    for (const redis::Band b : redis::kBands) {
-      length += static_cast<std::uint64_t>(c->command({"XLEN", stream.stream_key(b)})->integer);
-    }
-    for (const auto& [node, n] : pending_by_node(*c, stream)) open += n;
-    if ((length == 0 && open == 0) || monotonic_ns() > until) break;
+    auto s = stream.summary(*c);
+    if (!s) return false;
+    if ((s->length == 0 && s->pending == 0 && s->later == 0) || monotonic_ns() > until) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   // Every task, by id (the prefix's counter is this run's: ids from kFirstId on).
   std::uint64_t terminal = 0, reran = 0;
   std::vector<std::uint64_t> rerun_ids;
+  std::map<std::string, std::uint64_t> unended;  // state -> tasks, for the message
   const std::uint64_t first = redis::TaskStream::kFirstId, end = first + tasks;
   for (std::uint64_t id = first; id < end; ++id) {
     if (!c->append({"HMGET", prefix + "task:" + std::to_string(id), "state", "attempts"}))
@@ -272,27 +303,44 @@ bool kill_run(const BenchOptions& o, const RedisChild& redis, std::uint64_t task
     if (state == "completed" || state == "failed" || state == "cancelled" ||
         state == "dead_lettered") {
       ++terminal;
+    } else {
+      ++unended[state.empty() ? "(no hash)" : state];
     }
     if (h->elements[1].str != "1" && h->elements[1].str != "0") {
       ++reran;
       rerun_ids.push_back(id);
     }
   }
-  // What the dead node left: the tasks claimed from it, each with one `lost` attempt, whose
-  // end time is the claim's (failover: the first of them, from the signal).
-  std::uint64_t held = 0;
+  // What the dead node left: the tasks claimed after its stop, each with a `lost` attempt whose
+  // end time is the claim's (failover: the first of them, from the signal). A task is counted
+  // once, though a loaded machine may have it claimed again from a starved live node.
+  std::uint64_t held = 0, stolen = 0;
   std::int64_t first_claim_ms = -1;
   for (const std::uint64_t id : rerun_ids) {
     auto attempts =
         c->command({"LRANGE", prefix + "task:" + std::to_string(id) + ":attempts", "0", "-1"});
     if (!attempts) return false;
+    bool after = false, before = false;
     for (const redis::Reply& a : attempts->elements) {
       const auto j = nlohmann::json::parse(a.str, nullptr, false);
       if (j.is_discarded() || j.value("outcome", "") != "lost") continue;
-      ++held;
       const std::int64_t at = j.value("ended_ms", std::int64_t{0});
+      // A claim before the stop took a live node's entries: one starved past the claim time
+      // (a loaded machine); counted apart, not as the dead node's.
+      if (at < died_ms) {
+        before = true;
+        continue;
+      }
+      after = true;
       if (first_claim_ms < 0 || at < first_claim_ms) first_claim_ms = at;
     }
+    held += after ? 1 : 0;
+    stolen += before ? 1 : 0;
+  }
+  if (terminal != tasks) {
+    std::cerr << "sandpool-bench: cluster: tasks left unended, by state:";
+    for (const auto& [state, n] : unended) std::cerr << " " << state << "=" << n;
+    std::cerr << "\n";
   }
   const double failover_ms =
       first_claim_ms < 0 ? -1.0 : static_cast<double>(first_claim_ms - died_ms);
@@ -301,6 +349,7 @@ bool kill_run(const BenchOptions& o, const RedisChild& redis, std::uint64_t task
   r.add("cluster", "failover_ms", failover_ms, "ms");
   r.add("cluster", "kill_tasks", static_cast<double>(tasks), "tasks");
   r.add("cluster", "kill_held", static_cast<double>(held), "tasks");  // claimed from it
+  r.add("cluster", "kill_claimed_before", static_cast<double>(stolen), "tasks");
   return terminal == tasks;
 }
 

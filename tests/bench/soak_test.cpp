@@ -57,9 +57,9 @@ TEST_CASE("the cluster group runs its nodes through a redis-server of its own an
   CHECK(f["throughput_1"] > 0);
   CHECK(f["throughput_3"] > 0);
   CHECK(f["vs_local"] > 0);
-  CHECK(f["kill_tasks"] == 2000);
+  CHECK(f["kill_tasks"] >= 2000);  // more join while no node is caught holding entries
   CHECK(f["kill_lost"] == 0);
   CHECK(f["kill_held"] > 0);                 // the bench kills the node once it holds entries
   CHECK(f["kill_reran"] >= f["kill_held"]);  // they ran again elsewhere
-  CHECK(f["failover_ms"] > 0);
+  CHECK(f["failover_ms"] >= 0);  // from its SIGSTOP; entries idle past the claim time go at once
 }
