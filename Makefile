@@ -32,8 +32,8 @@ check: check-asan check-tsan fuzz
 # in $(BUILD).
 BUILD_DEP := $(if $(NO_BUILD),,build)
 
-# Each check is its build (asan-build, tsan-build, fuzz-build: .ci/run times them apart)
-# then its run.
+# Each check is its build (asan-build, tsan-build: .ci/run times them apart) then its run;
+# the fuzz targets are built by asan-build.
 check-asan: asan-build
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir build-asan --output-on-failure -j $(CTEST_JOBS)
@@ -49,13 +49,16 @@ SAN_CC  ?= clang-14
 SAN_CXX ?= clang++-14
 SAN_TOOLS = -DCMAKE_C_COMPILER=$(SAN_CC) -DCMAKE_CXX_COMPILER=$(SAN_CXX) -DSANDPOOL_LINKER=default
 
-# Only what its ctest run executes (target asan_tests, tests/CMakeLists.txt); the product
-# libraries in unity batches (SANDPOOL_UNITY_LIBS, on in every tree).
+# Only what its ctest run executes (target asan_tests, tests/CMakeLists.txt) and the fuzz
+# targets (fuzz_targets, fuzz/CMakeLists.txt: their instrumented sources at -O1, linked to
+# this tree's ASan libraries; a tree of their own cost CI a third configuration of the
+# product); the product libraries in unity batches (SANDPOOL_UNITY_LIBS, on in every tree).
+ASAN_CONFIGURE = cmake -S . -B build-asan $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug $(SAN_TOOLS) \
+	  -DSANDPOOL_SANITIZE=address,undefined -DSANDPOOL_FUZZ=ON \
+	  -DSANDPOOL_PREBUILT_DIR=$(abspath $(BUILD)) $(CMAKE_ARGS) >/dev/null
 asan-build: $(BUILD_DEP)
-	@cmake -S . -B build-asan $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug $(SAN_TOOLS) \
-	  -DSANDPOOL_SANITIZE=address,undefined -DSANDPOOL_PREBUILT_DIR=$(abspath $(BUILD)) \
-	  $(CMAKE_ARGS) >/dev/null
-	@cmake --build build-asan -j $(JOBS) --target asan_tests
+	@$(ASAN_CONFIGURE)
+	@cmake --build build-asan -j $(JOBS) --target asan_tests fuzz_targets
 
 # Only the executables holding tests labelled `threaded` (tests/CMakeLists.txt), the ones ctest
 # -L threaded runs; the rest of the tree is not built here.
@@ -69,11 +72,14 @@ tsan-build: $(BUILD_DEP)
 	  >/dev/null
 	@cmake --build build-tsan -j $(JOBS) --target threaded_tests
 
+# The fuzz targets live in the ASan tree (asan-build builds them too); fuzz-build builds
+# only them, for `make fuzz` alone.
 fuzz: fuzz-build
-	@FUZZ_STEP=run scripts/fuzz.sh
+	@FUZZ_DIR=build-asan scripts/fuzz.sh
 
 fuzz-build: $(BUILD_DEP)
-	@FUZZ_STEP=build scripts/fuzz.sh
+	@$(ASAN_CONFIGURE)
+	@cmake --build build-asan -j $(JOBS) --target fuzz_targets
 
 bench: build
 	@$(BUILD)/bin/sandpool-bench
@@ -111,4 +117,4 @@ package: build
 	@cmake --build $(BUILD) --target package
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan build-fuzz
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz  # build-fuzz: the fuzz tree until 2026-12

@@ -1,42 +1,35 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang in build-fuzz/ and runs each for a bounded time
-# (FUZZ_SECONDS, default 30) from its committed seed corpus in tests/fuzz/<target>/, JOBS
-# (default nproc) at a time: on 2 cores the seven take four rounds, about two minutes. Exits
-# non-zero when a fuzzer finds a crash, a leak or a sanitizer error; the input that
-# did it is left in build-fuzz/artifacts/ (replay it with: build-fuzz/bin/fuzz_<target> FILE).
+# Runs each libFuzzer target for a bounded time (FUZZ_SECONDS, default 20) from its committed
+# seed corpus in tests/fuzz/<target>/, JOBS (default nproc) at a time: on 2 cores the seven
+# take four rounds, about a minute and a half. The targets are built by `make fuzz-build` (or
+# `make asan-build`) in the ASan tree, FUZZ_DIR (default build-asan). Exits non-zero when a
+# fuzzer finds a crash, a leak or a sanitizer error; the input that did it is left in
+# FUZZ_DIR/fuzz-runs/artifacts/ (replay it with: FUZZ_DIR/bin/fuzz_<target> FILE). Longer runs are
+# for people: FUZZ_SECONDS=600 make fuzz.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-seconds="${FUZZ_SECONDS:-30}"
+seconds="${FUZZ_SECONDS:-20}"
 jobs="${JOBS:-$(nproc)}"
+dir="${FUZZ_DIR:-build-asan}"
+out="$dir/fuzz-runs"
+# The same list as the fuzz_targets target (fuzz/CMakeLists.txt).
 targets=(messages result_ring config control_frames journal_records http_requests cron)
-
-# FUZZ_STEP: `build` only builds, `run` only runs (what make fuzz-build and make fuzz do, so
-# .ci/run times them apart), anything else both.
-step="${FUZZ_STEP:-all}"
-
-# CMAKE_ARGS as for the other build dirs (Makefile). The default linker: gold links clang's
-# sanitizer runtime with a warning per ASan symbol.
-CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DSANDPOOL_FUZZ=ON \
-  -DBUILD_TESTING=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSANDPOOL_LINKER=default \
-  ${CMAKE_ARGS:-} >/dev/null
-if [ "$step" != run ]; then
-  # Only the fuzz targets: the rest of the tree is not needed here.
-  cmake --build build-fuzz --target "${targets[@]/#/fuzz_}" -j "$jobs"
-fi
-[ "$step" = build ] && exit 0
+for target in "${targets[@]}"; do
+  [ -x "$dir/bin/fuzz_$target" ] || { echo "fuzz: $dir/bin/fuzz_$target is missing (make fuzz-build)" >&2; exit 2; }
+done
 
 # The fuzzers are single-threaded: they run `jobs` at a time, each for the full time on a
-# core of its own. Each one's output goes to build-fuzz/<target>.log, printed when it ends.
-mkdir -p build-fuzz/artifacts
+# core of its own. Each one's output goes to FUZZ_DIR/fuzz-runs/<target>.log, printed when it ends.
+mkdir -p "$out/artifacts"
 run_one() {
   local target=$1
-  # New inputs go to a scratch corpus under build-fuzz/; the committed seeds are only read.
-  local work="build-fuzz/corpus/$target"
+  # New inputs go to a scratch corpus under FUZZ_DIR/fuzz-runs/; the committed seeds are only read.
+  local work="$out/corpus/$target"
   mkdir -p "$work"
-  "build-fuzz/bin/fuzz_$target" -max_total_time="$seconds" -print_final_stats=1 \
-    -artifact_prefix="build-fuzz/artifacts/${target}-" "$work" "tests/fuzz/$target" \
-    >"build-fuzz/$target.log" 2>&1
+  "$dir/bin/fuzz_$target" -max_total_time="$seconds" -print_final_stats=1 \
+    -artifact_prefix="$out/artifacts/${target}-" "$work" "tests/fuzz/$target" \
+    >"$out/$target.log" 2>&1
 }
 
 status=0
@@ -45,9 +38,9 @@ names=()
 finish_oldest() {
   local rc=0
   wait "${pids[0]}" || rc=$?
-  cat "build-fuzz/${names[0]}.log"
+  cat "$out/${names[0]}.log"
   if [ "$rc" -ne 0 ]; then
-    echo "fuzz: ${names[0]} FAILED; reproducer in build-fuzz/artifacts/" >&2
+    echo "fuzz: ${names[0]} FAILED; reproducer in $out/artifacts/" >&2
     status=1
   fi
   pids=("${pids[@]:1}")
