@@ -158,6 +158,43 @@ TEST_CASE(
   CHECK(w.length() == 2);
 }
 
+TEST_CASE("a schedule paused in its claim hash wins no slot on any node until resumed") {
+  StreamWorld w;
+  auto other = redis::Connection::open(w.server.endpoint()).value();
+  const std::int64_t now_s = std::stoll(w.c.command({"TIME"})->elements.at(0).str);
+  const std::int64_t slot = now_s - now_s % 60;
+  auto claim = [&](redis::Connection& c, std::int64_t s, const std::string& node) {
+    StreamTask t;
+    t.type = "echo";
+    t.idempotency_key = "sandpool-schedule-nightly-" + std::to_string(s);
+    return w.stream.claim_slot(c, t, "nightly", s, node, 1000);
+  };
+  auto first = claim(w.c, slot - 60, "n0");
+  REQUIRE(first.is_ok());
+  REQUIRE(first->won);
+  REQUIRE(w.stream.set_schedule_paused(w.c, "nightly", true, "n0", 5000).is_ok());
+  for (redis::Connection* c : {&w.c, &other}) {
+    auto paused = claim(*c, slot, c == &w.c ? "n0" : "n1");
+    REQUIRE(paused.is_ok());
+    CHECK(paused->paused);
+    CHECK_FALSE(paused->won);
+    CHECK(paused->node == "n0");
+    CHECK(paused->task_id == first->task_id);
+  }
+  CHECK(w.length() == 1);
+  auto held = w.c.command({"HMGET", w.stream.schedule_claim_key("nightly"), "slot", "paused_ms"});
+  REQUIRE(held);
+  CHECK(held->elements.at(0).str == std::to_string(slot - 60));
+  CHECK(held->elements.at(1).str == "5000");
+  // Resumed from the other node: the slot is won again.
+  REQUIRE(w.stream.set_schedule_paused(other, "nightly", false, "n1", 6000).is_ok());
+  auto won = claim(other, slot, "n1");
+  REQUIRE(won.is_ok());
+  CHECK(won->won);
+  CHECK_FALSE(won->paused);
+  CHECK(w.length() == 2);
+}
+
 TEST_CASE("ids are unique across connections, as across nodes") {
   StreamWorld w;
   auto other = redis::Connection::open(w.server.endpoint()).value();
