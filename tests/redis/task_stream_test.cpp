@@ -40,6 +40,15 @@ struct StreamWorld {
     return std::move(got).value();
   }
   std::int64_t length() { return c.command({"XLEN", stream.stream_key()})->integer; }
+  // Slot `s` of schedule "nightly" claimed on `conn` as `node` (its task's payload: the node).
+  Result<redis::TaskStream::SlotClaim> claim_nightly(redis::Connection& conn, std::int64_t s,
+                                                     const std::string& node) {
+    StreamTask t;
+    t.type = "echo";
+    t.payload = node;
+    t.idempotency_key = "sandpool-schedule-nightly-" + std::to_string(s);
+    return stream.claim_slot(conn, t, "nightly", s, node, 1000);
+  }
 };
 
 }  // namespace
@@ -115,11 +124,7 @@ TEST_CASE(
   const std::int64_t now_s = std::stoll(w.c.command({"TIME"})->elements.at(0).str);
   const std::int64_t slot = now_s - now_s % 60;
   auto claim = [&](redis::Connection& c, std::int64_t s, const std::string& node) {
-    StreamTask t;
-    t.type = "echo";
-    t.payload = node;
-    t.idempotency_key = "sandpool-schedule-nightly-" + std::to_string(s);
-    return w.stream.claim_slot(c, t, "nightly", s, node, 1000);
+    return w.claim_nightly(c, s, node);
   };
   auto won = claim(w.c, slot, "n0");
   REQUIRE(won.is_ok());
@@ -164,10 +169,7 @@ TEST_CASE("a schedule paused in its claim hash wins no slot on any node until re
   const std::int64_t now_s = std::stoll(w.c.command({"TIME"})->elements.at(0).str);
   const std::int64_t slot = now_s - now_s % 60;
   auto claim = [&](redis::Connection& c, std::int64_t s, const std::string& node) {
-    StreamTask t;
-    t.type = "echo";
-    t.idempotency_key = "sandpool-schedule-nightly-" + std::to_string(s);
-    return w.stream.claim_slot(c, t, "nightly", s, node, 1000);
+    return w.claim_nightly(c, s, node);
   };
   auto first = claim(w.c, slot - 60, "n0");
   REQUIRE(first.is_ok());
