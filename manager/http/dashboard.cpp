@@ -257,6 +257,30 @@ void Dashboard::install(HttpServer& server) {
     send_page(res, v, "Task " + std::to_string(id), pages::task_body(v, *task.reply, result));
   });
 
+  page("/schedules", [=, this](const Req& req, Res& res) {
+    auto w = viewer(req, res, false);
+    if (!w) return;
+    auto& [caller, v] = *w;
+    auto list = call_op<ops::ScheduleList>(api_, {}, caller);
+    if (!list.reply) return send_error(res, v, list.code, list.message);
+    // How each last slot's task stands: one task read per schedule, for the first
+    // kScheduleTasksRead schedules (past them the page says the task's id only).
+    constexpr std::size_t kScheduleTasksRead = 200;
+    std::vector<pages::ScheduleRow> rows;
+    for (ops::ScheduleInfo& s : list.reply->schedules) {
+      pages::ScheduleRow row{std::move(s), std::nullopt};
+      if (row.info.last_task && rows.size() < kScheduleTasksRead) {
+        auto task = call_op<ops::Task>(api_, {*row.info.last_task}, caller);
+        if (task.reply) {
+          row.last_state = task.reply->state;
+          if (task.reply->reason) *row.last_state += " (" + *task.reply->reason + ")";
+        }
+      }
+      rows.push_back(std::move(row));
+    }
+    send_page(res, v, "Schedules", pages::schedules_body(v, rows));
+  });
+
   page("/dlq", [=, this](const Req& req, Res& res) {
     auto w = viewer(req, res, false);
     if (!w) return;

@@ -103,7 +103,8 @@ std::string layout(const Viewer& v, std::string_view title, std::string_view bod
       escape(v.csrf) + "\"><title>" + escape(title) +
       " · sandpool</title><link rel=stylesheet href=/static/app.css></head><body>"
       "<header><a class=brand href=/>sandpool</a><nav><a href=/>Overview</a>"
-      "<a href=/tasks>Tasks</a><a href=/dlq>Dead letters</a><a href=/events>Events</a></nav>"
+      "<a href=/tasks>Tasks</a><a href=/schedules>Schedules</a><a href=/dlq>Dead letters</a>"
+      "<a href=/events>Events</a></nav>"
       "<span class=who>";
   out += "rights: <b id=access>" + std::string(to_string(v.access)) + "</b> ";
   if (v.csrf.empty()) {
@@ -421,6 +422,57 @@ std::string events_body(const Viewer&, std::string_view pool,
            escape(e.reason.value_or(e.detail.value_or(""))) + "</td></tr>";
   }
   return out + "</tbody></table>";
+}
+
+std::string schedules_body(const Viewer& v, const std::vector<ScheduleRow>& rows) {
+  std::string out =
+      "<h1>Schedules</h1><table class=grid id=schedules><thead><tr><th>schedule</th>"
+      "<th>when</th><th>task</th><th>next run</th><th>last slot</th><th>last outcome</th>"
+      "<th>fired</th><th>skipped</th><th>paused</th>";
+  if (v.admin()) out += "<th></th>";
+  out += "</tr></thead><tbody>";
+  for (const ScheduleRow& r : rows) {
+    const ops::ScheduleInfo& s = r.info;
+    std::string task = escape(s.type) + " <span class=muted>to " +
+                       (s.pool.empty() ? std::string("its type's pool") : escape(s.pool)) +
+                       (s.tenant.empty() ? "" : ", tenant " + escape(s.tenant)) + "</span>";
+    std::string next = s.next_s ? format_time(*s.next_s * 1000) : s.paused ? "paused" : "none";
+    if (s.held_slot_s) next += " (held: " + format_time(*s.held_slot_s * 1000) + ")";
+    std::string last = "-";
+    if (s.last_slot_s) {
+      last = format_time(*s.last_slot_s * 1000);
+      if (s.last_task) {
+        last += ", task <a href=\"/tasks/" + num(*s.last_task) + "\">" + num(*s.last_task) +
+                "</a> <span data-k=last_state>" +
+                (r.last_state ? escape(*r.last_state) : std::string("(not held any more)")) +
+                "</span>";
+      }
+    }
+    out += "<tr data-schedule=\"" + escape(s.name) + "\"><td data-k=name>" + escape(s.name) +
+           "</td><td><code>" + escape(s.expression) + "</code> " + escape(s.zone) +
+           "</td><td data-k=task>" + task + "</td><td data-k=next>" + next +
+           "</td><td data-k=last>" + last + "</td><td data-k=outcome>" +
+           escape(s.last_outcome.empty() ? "-" : s.last_outcome) + "</td><td data-k=fired>" +
+           num(s.fired) + "</td><td data-k=skipped>" + num(s.skipped) + "</td><td data-k=paused>" +
+           (s.paused ? "yes" : "no") + "</td>";
+    if (v.admin()) {
+      out += "<td>" +
+             (s.paused ? action_button(v, "schedule_resume", "Resume", {{"name", s.name}})
+                       : action_button(v, "schedule_pause", "Pause", {{"name", s.name}})) +
+             action_button(v, "schedule_run_now", "Run now", {{"name", s.name}}) + "</td>";
+    }
+    out += "</tr>";
+  }
+  out += "</tbody></table>";
+  if (rows.empty()) {
+    out +=
+        "<p class=muted id=no-schedules>No schedule: declare them in the YAML's "
+        "<code>schedules:</code> or add one (<code>poolctl schedule add</code>).</p>";
+  }
+  return out +
+         "<p class=muted>Times are UTC. Fired and skipped count this node's slots since poold "
+         "started; a slot another node of a Redis pool claimed is neither (docs/schedules.md)."
+         "</p>";
 }
 
 }  // namespace sandpool::http::pages

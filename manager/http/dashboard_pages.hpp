@@ -54,6 +54,13 @@ struct LetterFilter {
 std::string dlq_body(const Viewer& v, const LetterFilter& f, const ops::DlqListReply& list);
 std::string letter_body(const Viewer& v, const ops::DlqShowReply& letter,
                         const std::optional<std::string>& payload);
+// A schedule as the schedules page shows it: schedule_list's entry, and how its last slot's
+// task stands (its state, and reason) when poold still holds that task.
+struct ScheduleRow {
+  ops::ScheduleInfo info;
+  std::optional<std::string> last_state;
+};
+std::string schedules_body(const Viewer& v, const std::vector<ScheduleRow>& rows);
 std::string events_body(const Viewer& v, std::string_view pool,
                         const std::vector<ops::PoolEventRecord>& recent);
 

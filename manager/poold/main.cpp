@@ -101,7 +101,9 @@ sp::Result<std::unique_ptr<sp::http::HttpService>> start_http(const sp::Config& 
         now.journal = svc->journal_stats();
         now.redis = svc->redis_figures();
         for (const sp::ScheduleState& s : svc->schedules()) {
-          now.schedules.push_back({s.spec.name, s.fired, s.skipped, s.next_s});
+          // Paused on every node (a Redis pool's): no slot of it fires, as when paused here.
+          now.schedules.push_back(
+              {s.spec.name, s.fired, s.skipped, s.cluster_paused ? std::nullopt : s.next_s});
         }
         return sp::render_prometheus(svc->metrics(), now);
       },

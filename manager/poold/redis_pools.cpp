@@ -356,6 +356,21 @@ Result<redis::TaskStream::SlotClaim> RedisPools::claim_slot(const std::string& p
   return claim;
 }
 
+Status RedisPools::set_schedule_paused(const std::string& schedule, bool paused) {
+  Status st = jobs_
+                  .with([&](redis::Connection& c) -> Result<bool> {
+                    if (Status set = any_.set_schedule_paused(c, schedule, paused, opts_.node,
+                                                              wall_clock_ms());
+                        !set) {
+                      return set;
+                    }
+                    return true;
+                  })
+                  .status();
+  if (!st) return unavailable("", st);
+  return Status::ok();
+}
+
 Result<bool> RedisPools::task_open(std::uint64_t id) {
   auto state = schedules_.with([&](redis::Connection& c) { return any_.task_state(c, id); });
   if (!state) return unavailable("", state.status());

@@ -102,6 +102,9 @@ class RedisPools {
   Result<redis::TaskStream::SlotClaim> claim_slot(const std::string& pool,
                                                   const redis::StreamTask& task,
                                                   const std::string& schedule, std::int64_t slot_s);
+  // The service's job thread: pauses or resumes schedule `schedule` on every node
+  // (redis::TaskStream::set_schedule_paused), as this node.
+  Status set_schedule_paused(const std::string& schedule, bool paused);
   // The schedules' thread: true iff cluster task `id` has not ended (false when Redis does
   // not know it, evicted after its end).
   Result<bool> task_open(std::uint64_t id);

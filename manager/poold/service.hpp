@@ -225,6 +225,10 @@ class Service final : public ControlHandler {
              const OpResponder<ops::ScheduleAdd>& res);
   void serve(const Request& req, const ops::ScheduleNameArgs& a,
              const OpResponder<ops::ScheduleRemove>& res);
+  // Job thread: pauses or resumes `name`. A Redis pool's schedule on every node (its claim
+  // hash in Redis; a resume resumes this node's own pause too), any other on this node (kept
+  // in the state dir's database).
+  Status pause_schedule(const std::string& name, bool paused);
   // True iff the YAML (config_.schedules) declares `name`; job thread.
   bool declared_schedule(const std::string& name) const;
 

@@ -77,6 +77,11 @@ Result<SlotAnswer> Service::submit_slot_redis(const std::string& pool, const Sch
   }
   auto claim = redis_->claim_slot(pool, *task, spec.name, *slot_s);
   if (!claim) return claim.status();
+  if (claim->paused) {
+    const std::string by = claim->node.empty() ? "(unnamed)" : claim->node;
+    log_->debug("schedule slot schedule={} key={} paused_by={}", spec.name, a.idempotency_key, by);
+    return SlotAnswer{claim->task_id, by, true};
+  }
   if (claim->won) {
     log_->info("schedule slot schedule={} key={} task={} claimed=won", spec.name, a.idempotency_key,
                claim->task_id);

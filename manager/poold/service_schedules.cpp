@@ -38,10 +38,11 @@ ops::ScheduleInfo schedule_info(const ScheduleState& s) {
   i.tenant = s.spec.task.tenant;
   i.catch_up = std::string(to_string(s.spec.catch_up));
   i.overlap = std::string(to_string(s.spec.overlap));
-  i.paused = s.spec.paused;
+  // Paused here, or (a Redis pool's) on every node: then its slots win nothing.
+  i.paused = s.spec.paused || s.cluster_paused;
   i.start_s = s.spec.start_s;
   i.end_s = s.spec.end_s;
-  i.next_s = s.next_s;
+  if (!s.cluster_paused) i.next_s = s.next_s;
   if (s.last) {
     i.last_slot_s = s.last->slot_s;
     i.last_task = s.last->task_id;
@@ -268,13 +269,24 @@ void Service::serve(const Request&, const ops::ScheduleNameArgs& a,
   res.ok(schedule_info(*s));
 }
 
+Status Service::pause_schedule(const std::string& name, bool paused) {
+  const auto s = scheduler_->find(name);
+  if (!s) return Status::error(Code::kNotFound, "no schedule " + name);
+  if (!redis_route(s->spec.task.pool, s->spec.task.type)) {
+    return scheduler_->set_paused(name, paused);
+  }
+  if (Status st = redis_->set_schedule_paused(name, paused); !st) return st;
+  if (Status st = scheduler_->set_cluster_paused(name, paused); !st) return st;
+  return paused ? Status::ok() : scheduler_->set_paused(name, false);
+}
+
 namespace {
 
-// Pauses or resumes `name` and answers with the schedule as it is then.
+// Answers with schedule `name` as it is after a pause or resume that answered `st`.
 template <class Op>
-void set_paused(Scheduler& scheduler, const std::string& name, bool paused,
-                const OpResponder<Op>& res) {
-  if (Status st = scheduler.set_paused(name, paused); !st) return (void)res.error(st);
+void answer_paused(const Scheduler& scheduler, const std::string& name, const Status& st,
+                   const OpResponder<Op>& res) {
+  if (!st) return (void)res.error(st);
   const auto s = scheduler.find(name);
   if (!s) return (void)res.error(Status::error(Code::kNotFound, "no schedule " + name));
   res.ok(schedule_info(*s));
@@ -284,15 +296,17 @@ void set_paused(Scheduler& scheduler, const std::string& name, bool paused,
 
 void Service::serve(const Request&, const ops::ScheduleNameArgs& a,
                     const OpResponder<ops::SchedulePause>& res) {
-  set_paused(*scheduler_, a.name, true, res);
-  log_->info("schedule paused schedule={}", a.name);
+  const Status st = pause_schedule(a.name, true);
+  answer_paused(*scheduler_, a.name, st, res);
+  if (st) log_->info("schedule paused schedule={}", a.name);
   wake_schedules();
 }
 
 void Service::serve(const Request&, const ops::ScheduleNameArgs& a,
                     const OpResponder<ops::ScheduleResume>& res) {
-  set_paused(*scheduler_, a.name, false, res);
-  log_->info("schedule resumed schedule={}", a.name);
+  const Status st = pause_schedule(a.name, false);
+  answer_paused(*scheduler_, a.name, st, res);
+  if (st) log_->info("schedule resumed schedule={}", a.name);
   wake_schedules();
 }
 

@@ -75,7 +75,8 @@ end
 // A schedule's slot (TaskStream::claim_slot): the claim and the submit in one script, so no
 // crash comes between them. KEYS: SP_SUBMIT_BODY's, then the schedule's claim hash. ARGV:
 // SP_SUBMIT_BODY's first six, the slot (Unix seconds), the node, the most seconds a slot may
-// lead Redis's clock; the fields from ARGV[10]. Answers {task id, 1 (won) or 0 (lost), node}.
+// lead Redis's clock; the fields from ARGV[10]. Answers {task id, 1 (won) or 0 (lost), node},
+// or {last task, 2, the pausing node} while the hash holds the schedule paused.
 const Script kClaimSlot{"claim_slot",
                         "local F = 10\n"
                         R"(
@@ -84,7 +85,8 @@ if slot > tonumber(redis.call('TIME')[1]) + tonumber(ARGV[9]) then
   return redis.error_reply('slot ' .. ARGV[7] .. ' is ahead of redis clock by more than ' ..
                            ARGV[9] .. ' s: the node clock runs ahead')
 end
-local held = redis.call('HMGET', KEYS[5], 'slot', 'task', 'node')
+local held = redis.call('HMGET', KEYS[5], 'slot', 'task', 'node', 'paused')
+if held[4] then return {tonumber(held[2]) or 0, 2, held[4]} end
 if held[1] and tonumber(held[1]) and tonumber(held[1]) >= slot then
   return {tonumber(held[2]) or 0, 0, held[3] or ''}
 end
@@ -485,8 +487,19 @@ Result<TaskStream::SlotClaim> TaskStream::claim_slot(Connection& c, const Stream
   SlotClaim out;
   out.task_id = static_cast<std::uint64_t>(r->elements[0].integer);
   out.won = r->elements[1].integer == 1;
+  out.paused = r->elements[1].integer == 2;
   out.node = r->elements[2].str;
   return out;
+}
+
+Status TaskStream::set_schedule_paused(Connection& c, const std::string& schedule, bool paused,
+                                       const std::string& node, std::int64_t now_ms) const {
+  const std::string key = schedule_claim_key(schedule);
+  auto r = paused ? c.command({"HSET", key, "paused", node, "paused_ms", std::to_string(now_ms)})
+                  : c.command({"HDEL", key, "paused", "paused_ms"});
+  if (!r) return r.status();
+  if (r->is_error()) return r->status();
+  return Status::ok();
 }
 
 std::string TaskStream::schedule_claim_key(const std::string& schedule) const {

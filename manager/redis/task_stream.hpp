@@ -114,15 +114,22 @@ class TaskStream {
   // went by, fired again after a restart or by a node whose clock lags, is never a second
   // task). A slot more than kMaxSlotLeadSeconds ahead of Redis's clock (TIME) is refused: a
   // node whose clock ran ahead would take every node's slots until then.
+  // While the hash holds the schedule paused (set_schedule_paused), no slot is won: the
+  // answer is `paused`, the last slot's task and the node that paused it.
   struct SlotClaim {
     std::uint64_t task_id = 0;
     bool won = false;
-    std::string node;  // the claim's node; "" when the hash did not name one
+    bool paused = false;
+    std::string node;  // the claim's node (or the pausing node); "" when the hash names none
   };
   static constexpr std::int64_t kMaxSlotLeadSeconds = 3600;
   Result<SlotClaim> claim_slot(Connection& c, const StreamTask& t, const std::string& schedule,
                                std::int64_t slot_s, const std::string& node,
                                std::int64_t now_ms) const;
+  // Pauses (or resumes) schedule `schedule` on every node: its claim hash holds `paused` (the
+  // node that paused it) and `paused_ms`, and claim_slot wins nothing while it does.
+  Status set_schedule_paused(Connection& c, const std::string& schedule, bool paused,
+                             const std::string& node, std::int64_t now_ms) const;
   // P:schedule:<name>, for every pool (a schedule's name is the cluster's).
   std::string schedule_claim_key(const std::string& schedule) const;
   // submit() of each task, pipelined in one round trip; one answer per task, in order.

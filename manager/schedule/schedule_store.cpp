@@ -21,7 +21,16 @@ constexpr const char* kSchema =
     "INTEGER)));"
     "CREATE TABLE IF NOT EXISTS schedule_defs ("
     " name TEXT PRIMARY KEY,"
-    " definition TEXT NOT NULL)";
+    " definition TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS schedule_pauses ("
+    " name TEXT PRIMARY KEY,"
+    " paused INTEGER NOT NULL,"
+    " declared INTEGER NOT NULL)";
+
+// Prepared once each (SqliteDb caches statements by their literal's address).
+constexpr const char* kForgetSlot = "DELETE FROM schedule_slots WHERE name = ?";
+constexpr const char* kForgetPause = "DELETE FROM schedule_pauses WHERE name = ?";
+constexpr const char* kDropDefinition = "DELETE FROM schedule_defs WHERE name = ?";
 
 }  // namespace
 
@@ -35,7 +44,7 @@ SqliteScheduleStore::~SqliteScheduleStore() = default;
 Result<std::unique_ptr<SqliteScheduleStore>> SqliteScheduleStore::open(const std::string& path) {
   auto db = sqlite::SqliteDb::open(path, kBusyTimeoutMs);
   if (!db) return db.status();
-  if (Status st = db->exec(kSchema, "create schedule_slots and schedule_defs"); !st) return st;
+  if (Status st = db->exec(kSchema, "create the schedules' tables"); !st) return st;
   auto holder = std::make_unique<Db>();
   holder->db = std::move(*db);
   return std::unique_ptr<SqliteScheduleStore>(new SqliteScheduleStore(std::move(holder)));
@@ -75,14 +84,56 @@ Status SqliteScheduleStore::record_fired(const std::string& name, const FiredSlo
   return db_->db.step_done(**stmt, "write schedule_slots");
 }
 
-Status SqliteScheduleStore::forget(const std::string& name) {
+Result<std::optional<KeptPause>> SqliteScheduleStore::kept_pause(const std::string& name) {
   std::lock_guard lock(mu_);
-  static const char* const kSql = "DELETE FROM schedule_slots WHERE name = ?";
-  auto stmt = db_->db.prepare(kSql, "forget schedule_slots");
+  static const char* const kSql = "SELECT paused, declared FROM schedule_pauses WHERE name = ?";
+  auto stmt = db_->db.prepare(kSql, "read schedule_pauses");
   if (!stmt) return stmt.status();
   sqlite::StmtRef ref(*stmt);
   ref->bind_text(1, name);
-  return db_->db.step_done(**stmt, "forget schedule_slots");
+  const int rc = ref->step();
+  if (rc == SQLITE_DONE) return std::optional<KeptPause>{};
+  if (rc != SQLITE_ROW) return db_->db.error(rc, "read schedule_pauses");
+  const std::int64_t paused = ref->int64(0);
+  const std::int64_t declared = ref->int64(1);
+  if ((paused != 0 && paused != 1) || (declared != 0 && declared != 1)) {
+    return Status::error(Code::kInternal, "schedule_pauses row of " + name + " is corrupt");
+  }
+  return std::optional<KeptPause>(KeptPause{paused == 1, declared == 1});
+}
+
+Status SqliteScheduleStore::keep_pause(const std::string& name, const KeptPause& pause) {
+  std::lock_guard lock(mu_);
+  static const char* const kSql =
+      "INSERT INTO schedule_pauses (name, paused, declared) VALUES (?, ?, ?)"
+      " ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, declared = excluded.declared";
+  auto stmt = db_->db.prepare(kSql, "write schedule_pauses");
+  if (!stmt) return stmt.status();
+  sqlite::StmtRef ref(*stmt);
+  ref->bind_text(1, name);
+  ref->bind(2, std::int64_t{pause.paused ? 1 : 0});
+  ref->bind(3, std::int64_t{pause.declared ? 1 : 0});
+  return db_->db.step_done(**stmt, "write schedule_pauses");
+}
+
+Status SqliteScheduleStore::forget_pause(const std::string& name) {
+  std::lock_guard lock(mu_);
+  return delete_named(kForgetPause, "forget schedule_pauses", name);
+}
+
+Status SqliteScheduleStore::forget(const std::string& name) {
+  std::lock_guard lock(mu_);
+  if (Status st = delete_named(kForgetSlot, "forget schedule_slots", name); !st) return st;
+  return delete_named(kForgetPause, "forget schedule_pauses", name);
+}
+
+Status SqliteScheduleStore::delete_named(const char* sql, std::string_view op,
+                                         const std::string& name) {
+  auto stmt = db_->db.prepare(sql, op);
+  if (!stmt) return stmt.status();
+  sqlite::StmtRef ref(*stmt);
+  ref->bind_text(1, name);
+  return db_->db.step_done(**stmt, op);
 }
 
 Result<std::vector<SqliteScheduleStore::Definition>> SqliteScheduleStore::definitions() {
@@ -115,12 +166,7 @@ Status SqliteScheduleStore::put_definition(const Definition& d) {
 
 Status SqliteScheduleStore::drop_definition(const std::string& name) {
   std::lock_guard lock(mu_);
-  static const char* const kSql = "DELETE FROM schedule_defs WHERE name = ?";
-  auto stmt = db_->db.prepare(kSql, "drop schedule_defs");
-  if (!stmt) return stmt.status();
-  sqlite::StmtRef ref(*stmt);
-  ref->bind_text(1, name);
-  return db_->db.step_done(**stmt, "drop schedule_defs");
+  return delete_named(kDropDefinition, "drop schedule_defs", name);
 }
 
 }  // namespace sandpool

@@ -129,44 +129,67 @@ Status Scheduler::add(const ScheduleSpec& spec) {
 Status Scheduler::put(const ScheduleSpec& spec) {
   auto made = make_entry(spec);
   if (!made) return made.status();
-  // The last slot kept across restarts: read before the lock (the store may wait on disk).
+  // What the store kept across restarts, read before the lock (the store may wait on disk):
+  // the last slot, and a pause or resume made at run time.
   std::optional<FiredSlot> kept;
+  Result<std::optional<KeptPause>> kept_pause = std::optional<KeptPause>{};
   if (store_ != nullptr) {
     auto last = store_->last_fired(spec.name);
     if (!last)
       return last.status().with_context("schedule " + spec.name + ": reading its last slot");
     kept = *last;
+    kept_pause = store_->kept_pause(spec.name);
   }
   const std::int64_t now_s = floor_seconds(clock_.now_ms());
-  std::lock_guard lock(mu_);
-  Entry e = std::move(*made);
-  auto it = entries_.find(spec.name);
-  if (it != entries_.end()) {
-    if (it->second.declared == spec) return Status::ok();
-    // A pause or resume at run time lasts until the declaration's own `paused` changes.
-    if (it->second.declared.paused == spec.paused) {
-      e.state.spec.paused = it->second.state.spec.paused;
+  // The declared `paused` changed: a pause or resume made at run time ends, and its row goes.
+  bool drop_pause = false;
+  {
+    std::lock_guard lock(mu_);
+    Entry e = std::move(*made);
+    auto it = entries_.find(spec.name);
+    if (it != entries_.end()) {
+      if (it->second.declared == spec) return Status::ok();
+      // A pause or resume at run time lasts until the declaration's own `paused` changes.
+      if (it->second.declared.paused == spec.paused) {
+        e.state.spec.paused = it->second.state.spec.paused;
+      } else {
+        drop_pause = it->second.state.spec.paused != it->second.declared.paused;
+      }
+      e.state.fired = it->second.state.fired;
+      e.state.skipped = it->second.state.skipped;
+      e.state.last = it->second.state.last;
+      e.state.last_outcome = it->second.state.last_outcome;
+      e.state.cluster_paused = it->second.state.cluster_paused;
+    } else {
+      e.state.last = kept;
+      // A restart: the run-time pause holds while the declaration is the one it overrode.
+      if (!kept_pause) {
+        e.state.last_outcome = "run-time pause not read: " + kept_pause.status().to_string();
+      } else if (*kept_pause && (*kept_pause)->declared == spec.paused) {
+        e.state.spec.paused = (*kept_pause)->paused;
+      } else if (*kept_pause) {
+        drop_pause = true;
+      }
     }
-    e.state.fired = it->second.state.fired;
-    e.state.skipped = it->second.state.skipped;
-    e.state.last = it->second.state.last;
-    e.state.last_outcome = it->second.state.last_outcome;
-  } else {
-    e.state.last = kept;
+    e.declared = spec;
+    e.generation = next_generation_++;
+    if (!e.state.spec.paused) {
+      // A schedule with a kept last slot resumes from it: the slots after it that went by
+      // are due now, and the next tick applies catch_up to them. A new one starts after now.
+      const std::int64_t from =
+          e.state.last ? std::max(e.state.last->slot_s, now_s - 366 * 86400) : now_s;
+      e.state.next_s = next_slot(e, it != entries_.end() ? std::max(from, now_s) : from);
+    }
+    if (it != entries_.end()) {
+      it->second = std::move(e);
+    } else {
+      entries_.emplace(spec.name, std::move(e));
+    }
   }
-  e.declared = spec;
-  e.generation = next_generation_++;
-  if (!e.state.spec.paused) {
-    // A schedule with a kept last slot resumes from it: the slots after it that went by are
-    // due now, and the next tick applies catch_up to them. A new one starts after now.
-    const std::int64_t from =
-        e.state.last ? std::max(e.state.last->slot_s, now_s - 366 * 86400) : now_s;
-    e.state.next_s = next_slot(e, it != entries_.end() ? std::max(from, now_s) : from);
-  }
-  if (it != entries_.end()) {
-    it->second = std::move(e);
-  } else {
-    entries_.emplace(spec.name, std::move(e));
+  if (drop_pause && store_ != nullptr) {
+    if (Status st = store_->forget_pause(spec.name); !st) {
+      return st.with_context("schedule " + spec.name + ": applied; its run-time pause not dropped");
+    }
   }
   return Status::ok();
 }
@@ -181,6 +204,21 @@ Status Scheduler::remove(const std::string& name) {
 }
 
 Status Scheduler::set_paused(const std::string& name, bool paused) {
+  KeptPause pause{paused, false};
+  {
+    std::lock_guard lock(mu_);
+    auto it = entries_.find(name);
+    if (it == entries_.end()) return Status::error(Code::kNotFound, "no schedule " + name);
+    if (it->second.state.spec.paused == paused) return Status::ok();
+    pause.declared = it->second.declared.paused;
+  }
+  // Kept before it applies, without the lock (the store may wait on disk): answered, it
+  // survives a restart.
+  if (store_ != nullptr) {
+    if (Status st = store_->keep_pause(name, pause); !st) {
+      return st.with_context("schedule " + name + ": keeping its pause");
+    }
+  }
   const std::int64_t now_s = floor_seconds(clock_.now_ms());
   std::lock_guard lock(mu_);
   auto it = entries_.find(name);
@@ -191,6 +229,14 @@ Status Scheduler::set_paused(const std::string& name, bool paused) {
   e.generation = next_generation_++;
   e.state.held_slot_s.reset();
   e.state.next_s = paused ? std::nullopt : next_slot(e, now_s);
+  return Status::ok();
+}
+
+Status Scheduler::set_cluster_paused(const std::string& name, bool paused) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(name);
+  if (it == entries_.end()) return Status::error(Code::kNotFound, "no schedule " + name);
+  it->second.state.cluster_paused = paused;
   return Status::ok();
 }
 
@@ -321,7 +367,15 @@ std::optional<std::int64_t> Scheduler::tick() {
       if (it == entries_.end() || it->second.generation != p.generation) continue;
       ScheduleState& s = it->second.state;
       if (p.held) s.held_slot_s.reset();
+      if (submitted && submitted->paused) {
+        // Paused on every node: a slot that passes while paused is neither fired nor counted,
+        // nor kept (the last slot stays the one before).
+        s.cluster_paused = true;
+        s.last_outcome = "paused in the cluster (by node " + submitted->claimed_by + ")";
+        continue;
+      }
       if (submitted) {
+        s.cluster_paused = false;
         // A claim another node won is that node's firing: not counted here, but the slot is
         // done (kept, so a restart does not try it again) and its task is the one overlap
         // looks at.

@@ -2,8 +2,9 @@
 // protocol (cdp.mjs), against a real poold running the example plugins. Each page loads
 // without a console error and shows what poold holds: a submitted task found by id, a dead
 // letter replayed from the page and then completed, a worker killed from the page and
-// replaced. The admin actions fail without the admin token. While the admin is logged in, a
-// page of another origin (a server of this script's on another port, reached as 127.0.0.1,
+// replaced, a schedule paused and resumed from its page (its buttons absent, and a post
+// refused, with the read token). The admin actions fail without the admin token. While the
+// admin is logged in, a page of another origin (a server of this script's on another port, reached as 127.0.0.1,
 // which is the same site, and as localhost, which is not) posts forms and fetches to the
 // dashboard and the API: nothing changes, nothing is read back. A page of a name that
 // resolves to 127.0.0.1 (DNS rebinding, evil.example here) reads nothing from poold. A
@@ -126,6 +127,12 @@ async function eventStream(pool) {
   };
 }
 
+// A schedule firing every 2 s into `upper`, its tenant markup (shown escaped on the schedules
+// page); the schedule as poold shows it.
+const tick = await api('POST', '/api/v1/schedule_add', { name: 'tick', every: '2s', pool: 'upper', type: 'upper', payload: 'tick', tenant: '<i>t</i>' });
+if (tick.status !== 200) throw new Error(`schedule_add: ${JSON.stringify(tick.body)}`);
+const schedule = async () => (await api('GET', '/api/v1/schedule_show?name=tick')).body;
+
 // evil.example resolves to 127.0.0.1, as a DNS-rebinding page's name would (no HTTPS upgrade:
 // nothing listens for TLS).
 const browser = await Browser.launch(CHROMIUM, ['--host-resolver-rules=MAP evil.example 127.0.0.1',
@@ -158,6 +165,12 @@ try {
   const readDrain = await page.eval(`fetch('/ui/drain', {method: 'POST', body: new URLSearchParams({pool: 'echo', csrf: document.querySelector('meta[name=csrf]').content})}).then(r => r.status)`);
   check(readDrain === 403, `a drain with the read token is refused (${readDrain})`);
   check((await api('GET', '/api/v1/pools/echo/stats')).body.pools[0].state === 'running', 'the pool still runs');
+  await visit('/schedules', 'schedules-read');
+  check(await page.eval(`!!document.querySelector('#schedules tr[data-schedule="tick"]')`), 'the read token sees the schedules');
+  check(await page.eval(`document.querySelectorAll('#schedules [data-op]').length`) === 0, 'with no pause, resume or run-now button');
+  const readPause = await page.eval(`fetch('/ui/schedule_pause', {method: 'POST', body: new URLSearchParams({name: 'tick', csrf: document.querySelector('meta[name=csrf]').content})}).then(r => r.status)`);
+  check(readPause === 403, `a schedule pause with the read token is refused (${readPause})`);
+  check((await schedule()).paused === false, 'the schedule still runs');
   await page.navigation(() => page.eval(`document.querySelector('form[action="/logout"]').submit()`));
 
   // --- The admin token, through the login form -----------------------------------------------
@@ -275,6 +288,39 @@ try {
   await visit('/pools/echo');
   const pids = await page.eval(`[...document.querySelectorAll('#workers tr[data-pid]')].map(r => r.dataset.pid)`);
   check(!pids.includes(victim) && pids.includes(String(ready.pid)), `the killed worker ${victim} is replaced by ${ready.pid} (${pids})`);
+
+  // The schedules page: next run, last slot's task and how it ended, counts; paused and
+  // resumed from the page.
+  const fired = Date.now() + 60000;
+  while ((await schedule()).fired === 0 || (await schedule()).last_task === undefined) {
+    if (Date.now() > fired) throw new Error('the schedule never fired');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const lastTask = (await schedule()).last_task;
+  await api('GET', `/api/v1/tasks/${lastTask}/wait`);
+  await visit('/schedules', 'schedules');
+  const tickRow = '#schedules tr[data-schedule="tick"]';
+  const cell = (k) => page.eval(`document.querySelector('${tickRow} [data-k=${k}]')?.textContent`);
+  check(await page.eval(`!!document.querySelector('nav a[href="/schedules"]')`), 'the menu leads to the schedules page');
+  check(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/.test(await cell('next')), `its next run is shown (${await cell('next')})`);
+  check(Number(await cell('fired')) >= 1, `its fired count is shown (${await cell('fired')})`);
+  check((await cell('task')).includes('<i>t</i>') && !(await page.eval(`!!document.querySelector('${tickRow} i')`)), 'its tenant shows as text, not markup');
+  // The last slot's task, by its link (a later slot may have fired since the page asked).
+  const shownTask = await page.eval(`document.querySelector('${tickRow} [data-k=last] a').getAttribute('href')`);
+  check(/^\/tasks\/\d+$/.test(shownTask) && Number(shownTask.slice(7)) >= lastTask, `its last slot's task is linked (${shownTask})`);
+  check(['completed', 'queued', 'dispatched', 'running'].includes(await cell('last_state')), `and how it stands (${await cell('last_state')})`);
+  check(await cell('outcome') === 'fired', `its last outcome (${await cell('outcome')})`);
+  await page.navigation(() => page.eval(`document.querySelector('${tickRow} [data-op=schedule_pause]').click()`));
+  check((await page.eval(`document.getElementById('flash')?.textContent`)) === 'schedule_pause: done', 'the page says the schedule was paused');
+  check((await schedule()).paused === true, 'poold holds it paused');
+  check(await cell('paused') === 'yes' && await cell('next') === 'paused', 'the page shows it paused, with no next run');
+  writeFileSync(join(shots, 'schedules-paused.png'), await page.screenshot());
+  await page.navigation(() => page.eval(`document.querySelector('${tickRow} [data-op=schedule_resume]').click()`));
+  check((await schedule()).paused === false, 'resumed from the page');
+  check(await cell('paused') === 'no', 'the page shows it running again');
+  await page.navigation(() => page.eval(`document.querySelector('${tickRow} [data-op=schedule_run_now]').click()`));
+  check((await page.eval(`document.getElementById('flash')?.textContent`)) === 'schedule_run_now: done', 'run now from the page');
+  check(page.errors.length === 0, `the schedules page has no console errors ${page.errors.join('; ')}`);
 
   // The events page: the recent events without script, live ones with it.
   await visit('/events', 'events');

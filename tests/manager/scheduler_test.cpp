@@ -46,6 +46,7 @@ class KeyedSubmitter final : public sandpool::SlotSubmitter {
     ++calls;
     slots.push_back(slot_s);
     if (refuse) return sandpool::Status::error(sandpool::Code::kQueueFull, "queue full");
+    if (!paused_by.empty()) return sandpool::SlotAnswer{0, paused_by, true};
     auto it = by_key.find(key);
     if (it != by_key.end()) return sandpool::SlotAnswer{it->second, lost_to};
     if (!lost_to.empty()) return sandpool::Status::invalid("the winner made no task");
@@ -68,6 +69,8 @@ class KeyedSubmitter final : public sandpool::SlotSubmitter {
   bool refuse = false;
   // Set: an existing key answers as a claim that node won (a Redis pool's slot claim).
   std::string lost_to;
+  // Set: every slot answers that this node paused the schedule in the cluster.
+  std::string paused_by;
 };
 
 class ScratchDir {
@@ -478,4 +481,113 @@ TEST_CASE("a pause at run time outlives a reload that leaves the declared paused
   REQUIRE(s.put(spec("often", "@every 4s")).is_ok());  // the declaration resumes it
   CHECK_FALSE(s.find("often")->spec.paused);
   CHECK(s.find("often")->next_s == 1004);
+}
+
+TEST_CASE("a pause at run time is kept across a restart until the declared paused key changes") {
+  ScratchDir dir;
+  HandClock clock;
+  KeyedSubmitter sub;
+  clock.set_s(1000);
+  {
+    auto store = open_store(dir);
+    Scheduler s(clock, sub, store.get());
+    REQUIRE(s.put(spec("often", "@every 2s")).is_ok());
+    REQUIRE(s.put(spec("other", "@every 2s")).is_ok());
+    REQUIRE(s.set_paused("often", true).is_ok());
+  }
+  // A restart with the same declarations: paused still, and firing nothing.
+  {
+    auto store = open_store(dir);
+    Scheduler s(clock, sub, store.get());
+    REQUIRE(s.put(spec("often", "@every 2s")).is_ok());
+    REQUIRE(s.put(spec("other", "@every 2s")).is_ok());
+    CHECK(s.find("often")->spec.paused);
+    CHECK_FALSE(s.find("often")->next_s.has_value());
+    CHECK_FALSE(s.find("other")->spec.paused);
+    clock.set_s(1002);
+    (void)s.tick();
+    CHECK(sub.keys == std::vector<std::string>{key("other", 1002)});
+    // A changed expression with the same paused key keeps the pause, across a restart too.
+    REQUIRE(s.put(spec("often", "@every 4s")).is_ok());
+    CHECK(s.find("often")->spec.paused);
+  }
+  {
+    auto store = open_store(dir);
+    Scheduler s(clock, sub, store.get());
+    REQUIRE(s.put(spec("often", "@every 4s")).is_ok());
+    CHECK(s.find("often")->spec.paused);
+    // Resumed at run time: the resume is kept as the pause was.
+    REQUIRE(s.set_paused("often", false).is_ok());
+  }
+  {
+    auto store = open_store(dir);
+    Scheduler s(clock, sub, store.get());
+    REQUIRE(s.put(spec("often", "@every 4s")).is_ok());
+    CHECK_FALSE(s.find("often")->spec.paused);
+    REQUIRE(s.set_paused("often", true).is_ok());
+  }
+  // The declaration's paused key changed while poold was down: the declaration rules, and the
+  // kept pause is dropped for good (declared back as before, it does not come back).
+  auto declared_paused = spec("often", "@every 4s");
+  declared_paused.paused = true;
+  {
+    auto store = open_store(dir);
+    Scheduler s(clock, sub, store.get());
+    REQUIRE(s.put(declared_paused).is_ok());
+    CHECK(s.find("often")->spec.paused);
+    REQUIRE(s.set_paused("often", false).is_ok());
+    CHECK(store->kept_pause("often").value() == sandpool::KeptPause{false, true});
+  }
+  {
+    auto store = open_store(dir);
+    Scheduler s(clock, sub, store.get());
+    REQUIRE(s.put(spec("often", "@every 4s")).is_ok());  // declared unpaused now
+    CHECK_FALSE(s.find("often")->spec.paused);
+    CHECK_FALSE(store->kept_pause("often").value().has_value());
+    // A pause dropped by a reload that changes the declared key, too.
+    REQUIRE(s.set_paused("often", true).is_ok());
+    REQUIRE(s.put(declared_paused).is_ok());
+    REQUIRE(s.put(spec("often", "@every 4s")).is_ok());
+    CHECK_FALSE(s.find("often")->spec.paused);
+    CHECK_FALSE(store->kept_pause("often").value().has_value());
+    // Removed, its pause is forgotten with its slot.
+    REQUIRE(s.set_paused("often", true).is_ok());
+    REQUIRE(s.remove("often").is_ok());
+    CHECK_FALSE(store->kept_pause("often").value().has_value());
+  }
+}
+
+TEST_CASE("a slot the cluster holds paused is neither fired nor counted, nor kept") {
+  ScratchDir dir;
+  HandClock clock;
+  KeyedSubmitter sub;
+  auto store = open_store(dir);
+  Scheduler s(clock, sub, store.get());
+  clock.set_s(1000);
+  REQUIRE(s.add(spec("often", "@every 2s")).is_ok());
+  clock.set_s(1002);
+  (void)s.tick();
+  REQUIRE(s.find("often")->fired == 1);
+  sub.paused_by = "n0";
+  clock.set_s(1004);
+  CHECK(s.tick() == 1006 * 1000);  // it still ticks: a resume elsewhere is learnt by trying
+  auto st = s.find("often");
+  CHECK(st->cluster_paused);
+  CHECK_FALSE(st->spec.paused);
+  CHECK(st->last_outcome == "paused in the cluster (by node n0)");
+  CHECK(st->fired == 1);
+  CHECK(st->skipped == 0);
+  CHECK(st->last->slot_s == 1002);
+  CHECK(store->last_fired("often").value()->slot_s == 1002);
+  // Resumed elsewhere: the next slot fires, and the schedule is not paused any more.
+  sub.paused_by.clear();
+  clock.set_s(1006);
+  (void)s.tick();
+  st = s.find("often");
+  CHECK_FALSE(st->cluster_paused);
+  CHECK(st->fired == 2);
+  CHECK(sub.keys == std::vector<std::string>{key("often", 1002), key("often", 1006)});
+  REQUIRE(s.set_cluster_paused("often", true).is_ok());
+  CHECK(s.find("often")->cluster_paused);
+  CHECK(s.set_cluster_paused("nope", true).code() == sandpool::Code::kNotFound);
 }

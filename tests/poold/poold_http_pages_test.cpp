@@ -1,10 +1,14 @@
 // The dashboard's pages from a real poold, read as a browser with JavaScript off would: each
-// page answers 200 and shows what poold holds, a value from a task is escaped, the forms
-// carry the session's CSRF token, and actions are absent without the admin token.
+// page answers 200 and shows what poold holds, a value from a task or a schedule is escaped,
+// the forms carry the session's CSRF token, and actions are absent without the admin token
+// (and refused: a read session's form post is 403).
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <regex>
+#include <thread>
 
 #include "http_test_support.hpp"
+#include "task_waits.hpp"
 
 namespace sandpool::testing {
 namespace {
@@ -140,4 +144,100 @@ TEST_CASE("pages: a task's page shows what it was submitted with, its payload to
 }
 
 }  // namespace
+}  // namespace sandpool::testing
+
+namespace sandpool::testing {
+
+TEST_CASE("pages: the schedules page lists them, and pauses and resumes one for the admin only") {
+  HttpFixture f("pools:\n" + pool_yaml("echo", "echo") +
+                "schedules:\n  - {name: often, every: 2s, pool: echo, type: echo, payload: p}\n");
+  auto admin = f.client(kAdminToken);
+  // A schedule whose strings are markup: never run (03:00 on no day it reaches), only shown.
+  const json hostile = body_of(admin.Post("/api/v1/schedule_add",
+                                          json{{"name", "hostile"},
+                                               {"cron", "0 3 * * *"},
+                                               {"type", "<img src=x onerror=alert(1)>"},
+                                               {"tenant", "<b>t</b>"},
+                                               {"payload", "<script>alert(2)</script>"}}
+                                              .dump(),
+                                          "application/json"));
+  CHECK(hostile["name"] == "hostile");
+  auto shown = [&] { return json::parse(f.poolctl({"--json", "schedule", "show", "often"})); };
+  REQUIRE(poll_until([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return shown()["fired"].get<std::uint64_t>() > 0;
+  }));
+  const std::uint64_t last_task = shown()["last_task"];
+
+  const auto [admin_cookie, admin_csrf] = pages_login(f, kAdminToken);
+  const auto [read_cookie, read_csrf] = pages_login(f, kReadToken);
+  auto c = f.client();
+  auto page = c.Get("/schedules", admin_cookie);
+  REQUIRE(page);
+  CHECK(page->status == 200);
+  const std::string& body = page->body;
+  CHECK(body.find("<tr data-schedule=\"often\">") != std::string::npos);
+  CHECK(body.find("<tr data-schedule=\"hostile\">") != std::string::npos);
+  CHECK(body.find("<a href=\"/tasks/" + std::to_string(last_task) + "\">") != std::string::npos);
+  CHECK(body.find("data-k=last_state>") != std::string::npos);
+  CHECK(body.find("<code>@every 2s</code>") != std::string::npos);
+  CHECK(body.find("data-op=\"schedule_pause\"") != std::string::npos);
+  CHECK(body.find("data-op=\"schedule_run_now\"") != std::string::npos);
+  CHECK(body.find("value=\"" + admin_csrf + "\"") != std::string::npos);
+  // Every string of a schedule escaped.
+  CHECK(body.find("<img") == std::string::npos);
+  CHECK(body.find("<b>t</b>") == std::string::npos);
+  CHECK(body.find("&lt;img src=x onerror=alert(1)&gt;") != std::string::npos);
+  CHECK(body.find("&lt;b&gt;t&lt;/b&gt;") != std::string::npos);
+  CHECK(body.find("<script>alert") == std::string::npos);
+
+  // The read token sees the schedules, no button, and its POST is refused and changes nothing.
+  auto read_page = c.Get("/schedules", read_cookie);
+  REQUIRE(read_page);
+  CHECK(read_page->status == 200);
+  CHECK(read_page->body.find("<tr data-schedule=\"often\">") != std::string::npos);
+  CHECK(read_page->body.find("data-op=\"schedule_") == std::string::npos);
+  for (const char* op : {"schedule_pause", "schedule_run_now"}) {
+    INFO(op);
+    auto refused = c.Post(std::string("/ui/") + op, read_cookie,
+                          "name=often&csrf=" + read_csrf + "&return=/schedules",
+                          "application/x-www-form-urlencoded");
+    REQUIRE(refused);
+    CHECK(refused->status == 403);
+  }
+  auto anonymous = c.Post("/ui/schedule_pause", "name=often&return=/schedules",
+                          "application/x-www-form-urlencoded");
+  REQUIRE(anonymous);
+  CHECK(anonymous->status == 401);
+  CHECK(shown()["paused"] == false);
+
+  // The admin's form pauses it, and the page then offers Resume.
+  auto pause = c.Post("/ui/schedule_pause", admin_cookie,
+                      "name=often&csrf=" + admin_csrf + "&return=/schedules",
+                      "application/x-www-form-urlencoded");
+  REQUIRE(pause);
+  CHECK(pause->status == 303);
+  CHECK_THAT(pause->get_header_value("Location"), Catch::StartsWith("/schedules?msg="));
+  CHECK(shown()["paused"] == true);
+  page = c.Get("/schedules", admin_cookie);
+  REQUIRE(page);
+  CHECK(page->body.find("data-op=\"schedule_resume\"") != std::string::npos);
+  std::smatch row;
+  REQUIRE(std::regex_search(page->body, row, std::regex(R"(<tr data-schedule="often">.*?</tr>)")));
+  CHECK(row.str().find("<td data-k=paused>yes</td>") != std::string::npos);
+  CHECK(row.str().find("<td data-k=next>paused</td>") != std::string::npos);
+  auto resume = c.Post("/ui/schedule_resume", admin_cookie,
+                       "name=often&csrf=" + admin_csrf + "&return=/schedules",
+                       "application/x-www-form-urlencoded");
+  REQUIRE(resume);
+  CHECK(resume->status == 303);
+  CHECK(shown()["paused"] == false);
+  // Without the CSRF token, even the admin's session changes nothing.
+  auto forged = c.Post("/ui/schedule_pause", admin_cookie, "name=often&return=/schedules",
+                       "application/x-www-form-urlencoded");
+  REQUIRE(forged);
+  CHECK(forged->status == 403);
+  CHECK(shown()["paused"] == false);
+}
+
 }  // namespace sandpool::testing

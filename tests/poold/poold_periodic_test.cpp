@@ -312,3 +312,74 @@ TEST_CASE("poolctl schedule add and remove at run time: kept across a restart, a
 }
 
 }  // namespace sandpool::testing
+
+namespace sandpool::testing {
+
+TEST_CASE(
+    "a schedule paused at run time stays paused through a restart, until its YAML key changes") {
+  const std::string pools = "pools:\n" + pool_yaml("echo", "echo");
+  const std::string yaml = pools +
+                           "schedules:\n"
+                           "  - {name: often, every: 2s, type: echo}\n"
+                           "  - {name: nightly, cron: \"0 3 * * *\", type: echo}\n";
+  PooldFixture f(yaml);
+  auto poolctl = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--socket", f.socket});
+    return run_command(std::string(SANDPOOL_BIN_DIR) + "/poolctl", args);
+  };
+  auto shown = [&](const std::string& name) {
+    auto r = poolctl({"--json", "schedule", "show", name});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(r.out);
+  };
+  auto restart = [&] {
+    f.poold->signal(SIGTERM);
+    REQUIRE(f.poold->wait_exit() == 0);
+    f.start();
+  };
+
+  // A YAML schedule and one added at run time, both paused at run time.
+  REQUIRE(poolctl({"schedule", "add", "added", "--every", "2s", "--type", "echo"}).exit_code == 0);
+  REQUIRE(poolctl({"schedule", "pause", "often"}).exit_code == 0);
+  REQUIRE(poolctl({"schedule", "pause", "added"}).exit_code == 0);
+  restart();
+  for (const std::string name : {"often", "added"}) {
+    INFO(name);
+    const auto s = shown(name);
+    CHECK(s["paused"] == true);
+    CHECK_FALSE(s.contains("next_s"));
+    CHECK(s["fired"] == 0);
+  }
+  CHECK(shown("nightly")["paused"] == false);
+
+  // Resumed, it fires again; the resume is kept too.
+  REQUIRE(poolctl({"schedule", "resume", "added"}).exit_code == 0);
+  restart();
+  CHECK(shown("added")["paused"] == false);
+  Client c = f.connect();
+  REQUIRE(poll_until([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto s = c.call<ops::ScheduleShow>(ops::ScheduleNameArgs{"added"});
+    return s && s->fired > 0;
+  }));
+  CHECK(shown("often")["paused"] == true);
+
+  // The YAML's paused key of `often` changes while poold is down: the YAML rules, and the run-time
+  // pause is gone for good (the key set back, nothing comes back from it).
+  f.poold->signal(SIGTERM);
+  REQUIRE(f.poold->wait_exit() == 0);
+  write_file(f.config, service_yaml(f.dir.path) + pools +
+                           "schedules:\n"
+                           "  - {name: often, every: 2s, type: echo, paused: true}\n"
+                           "  - {name: nightly, cron: \"0 3 * * *\", type: echo}\n");
+  f.start();
+  CHECK(shown("often")["paused"] == true);
+  write_file(f.config, service_yaml(f.dir.path) + yaml);
+  REQUIRE(poolctl({"reload"}).exit_code == 0);
+  CHECK(shown("often")["paused"] == false);
+  restart();
+  CHECK(shown("often")["paused"] == false);
+}
+
+}  // namespace sandpool::testing

@@ -110,6 +110,13 @@ std::vector<std::int64_t> slots_of(const std::map<std::string, int>& tasks,
   return out;
 }
 
+// How many times `text` occurs in `log`.
+std::size_t occurrences(const std::string& log, const std::string& text) {
+  std::size_t n = 0;
+  for (auto at = log.find(text); at != std::string::npos; at = log.find(text, at + 1)) ++n;
+  return n;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -221,6 +228,72 @@ TEST_CASE(
   const std::uint64_t often_fired = n0.show("often").fired + n1.show("often").fired;
   CHECK(often_fired > 0);
   CHECK(often_fired <= slots_of(tasks_by_key(*c), "often").size());
+}
+
+}  // namespace sandpool::testing
+
+namespace sandpool::testing {
+
+TEST_CASE(
+    "a schedule of a redis pool paused on one node fires from no node until resumed on another",
+    "[redis][cluster]") {
+  RedisServer redis;
+  TempDir clock_dir;
+  const auto offset_file = clock_dir.path / "clock_offset";
+  write_file(offset_file, "0\n");
+  ScheduleNode n0(redis, "n0", offset_file);
+  ScheduleNode n1(redis, "n1", offset_file);
+  auto c = redis::Connection::open(redis.endpoint());
+  REQUIRE(c);
+  auto outputs = [&] { return "n0:\n" + n0.output() + "\nn1:\n" + n1.output(); };
+  auto often_tasks = [&] { return slots_of(tasks_by_key(*c), "often"); };
+  REQUIRE(poll_until([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return !often_tasks().empty();
+  }));
+
+  // Paused on n0: the claim hash says so, and from then on no slot of either node wins.
+  auto paused = n0.connect().call<ops::SchedulePause>(ops::ScheduleNameArgs{"often"});
+  REQUIRE(paused);
+  CHECK(paused->paused);
+  CHECK_FALSE(paused->next_s.has_value());
+  const auto before = often_tasks();
+  auto held = c->command({"HGET", "sandpool:schedule:often", "paused"});
+  REQUIRE(held);
+  CHECK(held->str == "n0");
+  // Each node tries two slots after the pause (their logs say so), and wins neither.
+  const std::string by_n0 = "paused_by=n0";
+  if (!poll_until([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        return occurrences(n0.output(), by_n0) >= 2 && occurrences(n1.output(), by_n0) >= 2;
+      })) {
+    FAIL("the nodes did not try two slots each while paused\n" << outputs());
+  }
+  CHECK(often_tasks() == before);
+  for (ScheduleNode* n : {&n0, &n1}) {
+    const auto shown = n->show("often");
+    CHECK(shown.paused);
+    CHECK(shown.last_outcome == "paused in the cluster (by node n0)");
+  }
+
+  // Resumed on n1: slots fire again, and both nodes say it is not paused once they tried one.
+  auto resumed = n1.connect().call<ops::ScheduleResume>(ops::ScheduleNameArgs{"often"});
+  REQUIRE(resumed);
+  CHECK_FALSE(resumed->paused);
+  held = c->command({"HEXISTS", "sandpool:schedule:often", "paused"});
+  REQUIRE(held);
+  CHECK(held->integer == 0);
+  if (!poll_until([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        return often_tasks().size() > before.size() && !n0.show("often").paused &&
+               !n1.show("often").paused;
+      })) {
+    FAIL("the schedule did not fire again after the resume\n" << outputs());
+  }
+  for (const auto& [k, n] : tasks_by_key(*c)) {
+    INFO(k);
+    CHECK(n == 1);
+  }
 }
 
 }  // namespace sandpool::testing

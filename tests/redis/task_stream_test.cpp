@@ -40,6 +40,15 @@ struct StreamWorld {
     return std::move(got).value();
   }
   std::int64_t length() { return c.command({"XLEN", stream.stream_key()})->integer; }
+  // Slot `s` of schedule "nightly" claimed on `conn` as `node` (its task's payload: the node).
+  Result<redis::TaskStream::SlotClaim> claim_nightly(redis::Connection& conn, std::int64_t s,
+                                                     const std::string& node) {
+    StreamTask t;
+    t.type = "echo";
+    t.payload = node;
+    t.idempotency_key = "sandpool-schedule-nightly-" + std::to_string(s);
+    return stream.claim_slot(conn, t, "nightly", s, node, 1000);
+  }
 };
 
 }  // namespace
@@ -114,21 +123,14 @@ TEST_CASE(
   // Slots near Redis's own clock (the script refuses one far ahead of it).
   const std::int64_t now_s = std::stoll(w.c.command({"TIME"})->elements.at(0).str);
   const std::int64_t slot = now_s - now_s % 60;
-  auto claim = [&](redis::Connection& c, std::int64_t s, const std::string& node) {
-    StreamTask t;
-    t.type = "echo";
-    t.payload = node;
-    t.idempotency_key = "sandpool-schedule-nightly-" + std::to_string(s);
-    return w.stream.claim_slot(c, t, "nightly", s, node, 1000);
-  };
-  auto won = claim(w.c, slot, "n0");
+  auto won = w.claim_nightly(w.c, slot, "n0");
   REQUIRE(won.is_ok());
   CHECK(won->won);
   CHECK(won->node == "n0");
   CHECK(w.stream.task(w.c, won->task_id)->state == "queued");
   // The same slot from another node, or again from the winner (a restart): lost, that task.
   for (const char* node : {"n1", "n0"}) {
-    auto lost = claim(other, slot, node);
+    auto lost = w.claim_nightly(other, slot, node);
     REQUIRE(lost.is_ok());
     CHECK_FALSE(lost->won);
     CHECK(lost->task_id == won->task_id);
@@ -136,13 +138,13 @@ TEST_CASE(
   }
   // An older slot (a node whose clock lags, a catch-up after the idempotency key was
   // evicted) is lost to the claim too, and makes no task.
-  auto older = claim(other, slot - 60, "n1");
+  auto older = w.claim_nightly(other, slot - 60, "n1");
   REQUIRE(older.is_ok());
   CHECK_FALSE(older->won);
   CHECK(older->task_id == won->task_id);
   CHECK(w.length() == 1);
   // The next slot is anyone's.
-  auto next = claim(other, slot + 60, "n1");
+  auto next = w.claim_nightly(other, slot + 60, "n1");
   REQUIRE(next.is_ok());
   CHECK(next->won);
   CHECK(next->task_id != won->task_id);
@@ -152,9 +154,40 @@ TEST_CASE(
   CHECK(held->elements.at(0).str == std::to_string(slot + 60));
   CHECK(held->elements.at(1).str == "n1");
   // A slot far ahead of Redis's clock is refused, and claims nothing.
-  auto ahead = claim(w.c, now_s + 2 * redis::TaskStream::kMaxSlotLeadSeconds, "n0");
+  auto ahead = w.claim_nightly(w.c, now_s + 2 * redis::TaskStream::kMaxSlotLeadSeconds, "n0");
   REQUIRE_FALSE(ahead.is_ok());
   CHECK_THAT(ahead.status().message(), Catch::Contains("ahead of redis clock"));
+  CHECK(w.length() == 2);
+}
+
+TEST_CASE("a schedule paused in its claim hash wins no slot on any node until resumed") {
+  StreamWorld w;
+  auto other = redis::Connection::open(w.server.endpoint()).value();
+  const std::int64_t now_s = std::stoll(w.c.command({"TIME"})->elements.at(0).str);
+  const std::int64_t slot = now_s - now_s % 60;
+  auto first = w.claim_nightly(w.c, slot - 60, "n0");
+  REQUIRE(first.is_ok());
+  REQUIRE(first->won);
+  REQUIRE(w.stream.set_schedule_paused(w.c, "nightly", true, "n0", 5000).is_ok());
+  for (redis::Connection* c : {&w.c, &other}) {
+    auto paused = w.claim_nightly(*c, slot, c == &w.c ? "n0" : "n1");
+    REQUIRE(paused.is_ok());
+    CHECK(paused->paused);
+    CHECK_FALSE(paused->won);
+    CHECK(paused->node == "n0");
+    CHECK(paused->task_id == first->task_id);
+  }
+  CHECK(w.length() == 1);
+  auto held = w.c.command({"HMGET", w.stream.schedule_claim_key("nightly"), "slot", "paused_ms"});
+  REQUIRE(held);
+  CHECK(held->elements.at(0).str == std::to_string(slot - 60));
+  CHECK(held->elements.at(1).str == "5000");
+  // Resumed from the other node: the slot is won again.
+  REQUIRE(w.stream.set_schedule_paused(other, "nightly", false, "n1", 6000).is_ok());
+  auto won = w.claim_nightly(other, slot, "n1");
+  REQUIRE(won.is_ok());
+  CHECK(won->won);
+  CHECK_FALSE(won->paused);
   CHECK(w.length() == 2);
 }
 

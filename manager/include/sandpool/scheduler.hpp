@@ -85,6 +85,9 @@ struct SlotAnswer {
   // claim of this slot, or of a later one, won (a schedule of a Redis pool claims each slot
   // in Redis: docs/schedules.md): this node neither fired nor skipped the slot.
   std::string claimed_by;
+  // The cluster holds the schedule paused (a Redis pool's schedule, paused by node
+  // `claimed_by`): nothing was submitted, and `task_id` is the last slot's task.
+  bool paused = false;
 };
 
 class SlotSubmitter {
@@ -104,13 +107,25 @@ struct FiredSlot {
   std::uint64_t task_id = 0;
 };
 
+// A pause or resume made at run time (set_paused), and the declared `paused` it overrode: it
+// holds while the declaration's `paused` is still `declared`.
+struct KeptPause {
+  bool paused = false;
+  bool declared = false;
+  bool operator==(const KeptPause&) const = default;
+};
+
 class ScheduleStore {
  public:
   virtual ~ScheduleStore() = default;
   // The last slot `name` fired, if any is kept.
   virtual Result<std::optional<FiredSlot>> last_fired(const std::string& name) = 0;
   virtual Status record_fired(const std::string& name, const FiredSlot& fired) = 0;
-  // Forgets `name` (a removed schedule).
+  // The pause or resume made at run time of `name`, if one is kept.
+  virtual Result<std::optional<KeptPause>> kept_pause(const std::string& name) = 0;
+  virtual Status keep_pause(const std::string& name, const KeptPause& pause) = 0;
+  virtual Status forget_pause(const std::string& name) = 0;
+  // Forgets `name` (a removed schedule): its last slot and its kept pause.
   virtual Status forget(const std::string& name) = 0;
 };
 
@@ -124,6 +139,9 @@ struct ScheduleState {
   std::string last_outcome;
   std::uint64_t fired = 0;    // slots this node submitted since poold started
   std::uint64_t skipped = 0;  // slots dropped (catch_up, overlap, refusals)
+  // A Redis pool's schedule paused on every node (in Redis): as this node last learnt it,
+  // from set_cluster_paused() or a slot's answer. It still ticks; its slots win nothing.
+  bool cluster_paused = false;
 };
 
 class Scheduler {
@@ -135,12 +153,17 @@ class Scheduler {
   Status add(const ScheduleSpec& spec);
   // Adds or changes a schedule (a reload): a changed one keeps its counters and last slot
   // and is planned again from now; an unchanged one is left alone. A pause or resume made
-  // by set_paused() lasts until a put() whose `paused` differs from the one before.
+  // by set_paused() lasts until a put() whose `paused` differs from the one before; kept in
+  // the store, it holds across a restart while the declared `paused` is the one it overrode.
   Status put(const ScheduleSpec& spec);
   // Removes a schedule and forgets its last slot (kNotFound when unknown).
   Status remove(const std::string& name);
-  // Pauses or resumes; slots that pass while paused are neither fired nor counted.
+  // Pauses or resumes; slots that pass while paused are neither fired nor counted. Kept in
+  // the store before it applies (an error when it cannot be kept: nothing changed).
   Status set_paused(const std::string& name, bool paused);
+  // Records that the cluster holds the schedule paused, or not (ScheduleState's
+  // cluster_paused); kNotFound when unknown.
+  Status set_cluster_paused(const std::string& name, bool paused);
   // Submits the schedule's task now, outside its slots, under the key
   // `sandpool-schedule-<name>-run-<now ms>`; returns the task's id.
   Result<std::uint64_t> run_now(const std::string& name);

@@ -87,14 +87,16 @@ struct ScheduleShow {
 struct SchedulePause {
   static constexpr std::string_view kName = "schedule_pause";
   static constexpr Rights kRights = Rights::kAdmin;
-  static constexpr Lane kLane = Lane::kRequests;
+  // Keeps the pause in the state dir's database, or in Redis: not on sp-request.
+  static constexpr Lane kLane = Lane::kJobs;
   using Args = ScheduleNameArgs;
   using Reply = ScheduleInfo;
 };
 struct ScheduleResume {
   static constexpr std::string_view kName = "schedule_resume";
   static constexpr Rights kRights = Rights::kAdmin;
-  static constexpr Lane kLane = Lane::kRequests;
+  // Keeps the pause in the state dir's database, or in Redis: not on sp-request.
+  static constexpr Lane kLane = Lane::kJobs;
   using Args = ScheduleNameArgs;
   using Reply = ScheduleInfo;
 };
