@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang in build-fuzz/ and runs each for a bounded time
 # (FUZZ_SECONDS, default 30) from its committed seed corpus in tests/fuzz/<target>/, JOBS
-# (default nproc) at a time: on 2 cores the seven take four rounds, about two minutes. Exits
+# (default nproc) at a time: on 2 cores the eight take four rounds, about two minutes. Exits
 # non-zero when a fuzzer finds a crash, a leak or a sanitizer error; the input that
 # did it is left in build-fuzz/artifacts/ (replay it with: build-fuzz/bin/fuzz_<target> FILE).
 set -euo pipefail
@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 seconds="${FUZZ_SECONDS:-30}"
 jobs="${JOBS:-$(nproc)}"
-targets=(messages result_ring config control_frames journal_records http_requests cron)
+targets=(messages result_ring config control_frames journal_records http_requests cron tzif)
 
 # FUZZ_STEP: `build` only builds, `run` only runs (what make fuzz-build and make fuzz do, so
 # .ci/run times them apart), anything else both.

@@ -13,7 +13,7 @@ namespace sandpool {
 
 namespace {
 
-constexpr std::int64_t kDay = 86400;
+constexpr std::int64_t kSecondsPerDay = 86400;
 
 bool is_leap(int year) { return (year % 4 == 0 && year % 100 != 0) || year % 400 == 0; }
 
@@ -160,7 +160,7 @@ std::int64_t instant_of(const PosixTzDate& d, int year, std::int64_t offset) {
       break;
     }
   }
-  return (days_from_civil(year, 1, 1) + day) * kDay + d.time - offset;
+  return (days_from_civil(year, 1, 1) + day) * kSecondsPerDay + d.time - offset;
 }
 
 }  // namespace
@@ -198,8 +198,8 @@ Result<PosixTz> parse_posix_tz(std::string_view text) {
 std::int64_t PosixTz::utc_offset(std::int64_t t) const {
   if (!has_dst) return std_offset;
   // Years far outside the calendar's range read as their nearest year within it.
-  const std::int64_t lo = days_from_civil(-9999, 1, 1) * kDay;
-  const std::int64_t hi = days_from_civil(9999, 12, 31) * kDay;
+  const std::int64_t lo = days_from_civil(-9999, 1, 1) * kSecondsPerDay;
+  const std::int64_t hi = days_from_civil(9999, 12, 31) * kSecondsPerDay;
   t = std::clamp(t, lo, hi);
   const int year = utc_civil(t + std_offset).year;
   // The changes of the year before, this one and the next, in order; the last one at or
