@@ -113,6 +113,45 @@ TEST_CASE("named zones give glibc's offsets from 1850 to 2200 and at every trans
   CHECK(differ == 0);
 }
 
+TEST_CASE("every zone of the system's tz database reads as glibc reads it") {
+  // Every TZif file under the root (aliases included; not right/, the leap-second tree
+  // this reader refuses), each compared at a half hour of every month, 1900-2100 (the day
+  // and hour move from month to month).
+  std::vector<std::string> names;
+  const std::filesystem::path root(sandpool::kDefaultZoneRoot);
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
+    const std::string name = entry.path().lexically_relative(root).string();
+    if (name.rfind("right", 0) == 0 || !entry.is_regular_file()) continue;
+    if (sandpool::testing::read_file_bytes(entry.path().string()).rfind("TZif", 0) != 0) continue;
+    names.push_back(name);
+  }
+  REQUIRE(names.size() > 300);  // Debian's tzdata holds about 600 names
+  std::vector<std::int64_t> at;
+  for (int year = 1900; year < 2100; ++year) {
+    for (int month = 1; month <= 12; ++month) {
+      at.push_back(utc(year, month, 1 + (year + month) % 28, (year * 7 + month) % 24, 30));
+    }
+  }
+  std::size_t compared = 0;
+  for (const std::string& name : names) {
+    const auto zone = sandpool::zone_named(name);
+    if (name == "UTC" || name == "localtime") continue;  // built in; a link out of the root
+    INFO(name << ": " << zone.status().message());
+    REQUIRE(zone.is_ok());
+    const auto expected = glibc_offsets(name, at);
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < at.size(); ++i) {
+      if ((*zone)->utc_offset(at[i]) != expected[i] && differ++ < 3) {
+        CAPTURE(at[i], expected[i]);
+        CHECK((*zone)->utc_offset(at[i]) == expected[i]);
+      }
+    }
+    CHECK(differ == 0);
+    ++compared;
+  }
+  CHECK(compared + 2 >= names.size());
+}
+
 TEST_CASE("a named zone's cron slots around DST are those of glibc's zone, in 2026 and 2050") {
   const auto [name, text, from] = GENERATE(table<std::string, std::string, std::int64_t>({
       {"Europe/Berlin", "30 2 * * *", utc(2026, 3, 20)},
