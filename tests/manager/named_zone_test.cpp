@@ -123,7 +123,8 @@ TEST_CASE("every zone of the system's tz database reads as glibc reads it") {
     const std::string name = entry.path().lexically_relative(root).string();
     if (name.rfind("right", 0) == 0 || !entry.is_regular_file()) continue;
     if (sandpool::testing::read_file_bytes(entry.path().string()).rfind("TZif", 0) != 0) continue;
-    names.push_back(name);
+    // UTC is built in; localtime links out of the root (to /etc/localtime), refused.
+    if (name != "UTC" && name != "localtime") names.push_back(name);
   }
   REQUIRE(names.size() > 300);  // Debian's tzdata holds about 600 names
   std::vector<std::int64_t> at;
@@ -132,24 +133,21 @@ TEST_CASE("every zone of the system's tz database reads as glibc reads it") {
       at.push_back(utc(year, month, 1 + (year + month) % 28, (year * 7 + month) % 24, 30));
     }
   }
-  std::size_t compared = 0;
-  for (const std::string& name : names) {
-    const auto zone = sandpool::zone_named(name);
-    if (name == "UTC" || name == "localtime") continue;  // built in; a link out of the root
-    INFO(name << ": " << zone.status().message());
+  const auto expected = glibc_offsets(names, at);
+  for (std::size_t z = 0; z < names.size(); ++z) {
+    const auto zone = sandpool::zone_named(names[z]);
+    INFO(names[z] << ": " << zone.status().message());
     REQUIRE(zone.is_ok());
-    const auto expected = glibc_offsets(name, at);
     std::size_t differ = 0;
     for (std::size_t i = 0; i < at.size(); ++i) {
-      if ((*zone)->utc_offset(at[i]) != expected[i] && differ++ < 3) {
-        CAPTURE(at[i], expected[i]);
-        CHECK((*zone)->utc_offset(at[i]) == expected[i]);
+      const std::int64_t glibc = expected[z * at.size() + i];
+      if ((*zone)->utc_offset(at[i]) != glibc && differ++ < 3) {
+        CAPTURE(at[i], glibc);
+        CHECK((*zone)->utc_offset(at[i]) == glibc);
       }
     }
     CHECK(differ == 0);
-    ++compared;
   }
-  CHECK(compared + 2 >= names.size());
 }
 
 TEST_CASE("a named zone's cron slots around DST are those of glibc's zone, in 2026 and 2050") {

@@ -64,24 +64,33 @@ inline std::vector<std::int64_t> run_in_child(
   return out;
 }
 
-// Returns glibc's UTC offset (tm_gmtoff) at each of `instants` with TZ=`tz` (a zone name,
-// a POSIX rule, or ":/path" of a TZif file).
-inline std::vector<std::int64_t> glibc_offsets(const std::string& tz,
+// Returns glibc's UTC offsets (tm_gmtoff) at each of `instants` with TZ set to each of
+// `zones` in turn (a zone name, a POSIX rule, or ":/path" of a TZif file), zone by zone, all
+// read in one child process.
+inline std::vector<std::int64_t> glibc_offsets(const std::vector<std::string>& zones,
                                                const std::vector<std::int64_t>& instants) {
   auto out = run_in_child([&] {
     std::vector<std::int64_t> offsets;
-    if (::setenv("TZ", tz.c_str(), 1) != 0) ::_exit(2);
-    ::tzset();
-    for (const std::int64_t t : instants) {
-      const time_t tt = static_cast<time_t>(t);
-      struct tm tm {};
-      if (::localtime_r(&tt, &tm) == nullptr) ::_exit(3);
-      offsets.push_back(tm.tm_gmtoff);
+    for (const std::string& tz : zones) {
+      if (::setenv("TZ", tz.c_str(), 1) != 0) ::_exit(2);
+      ::tzset();
+      for (const std::int64_t t : instants) {
+        const time_t tt = static_cast<time_t>(t);
+        struct tm tm {};
+        if (::localtime_r(&tt, &tm) == nullptr) ::_exit(3);
+        offsets.push_back(tm.tm_gmtoff);
+      }
     }
     return offsets;
   });
-  REQUIRE(out.size() == instants.size());
+  REQUIRE(out.size() == zones.size() * instants.size());
   return out;
+}
+
+// The same for one zone.
+inline std::vector<std::int64_t> glibc_offsets(const std::string& tz,
+                                               const std::vector<std::int64_t>& instants) {
+  return glibc_offsets(std::vector<std::string>{tz}, instants);
 }
 
 // A TZif file's parts; build_tzif() lays them out as RFC 8536 says.
