@@ -38,15 +38,7 @@ std::vector<std::int64_t> half_hours(std::int64_t from, std::int64_t to) {
 void check_rule_against_glibc(const std::string& text, const std::vector<std::int64_t>& at) {
   auto rule = sandpool::parse_posix_tz(text);
   REQUIRE(rule.is_ok());
-  const auto expected = glibc_offsets(text, at);
-  std::size_t differ = 0;
-  for (std::size_t i = 0; i < at.size(); ++i) {
-    if (rule->utc_offset(at[i]) != expected[i] && differ++ < 5) {
-      CAPTURE(text, at[i], expected[i]);
-      CHECK(rule->utc_offset(at[i]) == expected[i]);
-    }
-  }
-  CHECK(differ == 0);
+  sandpool::testing::check_offsets(text, *rule, at, glibc_offsets(text, at).data());
 }
 
 // The second header of a build_tzif() file (after the 44-byte first header and its version
@@ -117,7 +109,7 @@ TEST_CASE("a malformed POSIX TZ rule is refused with the byte it breaks at") {
 }
 
 TEST_CASE("a slim file's footer rule gives the offsets after its last transition") {
-  sandpool::testing::ZoneRoot root;
+  const sandpool::testing::PublicDir root;
   // Lord Howe's 30-minute DST from the rule alone, after two made-up early transitions.
   TzifParts parts;
   parts.transitions = {utc(1981, 1, 1), utc(1985, 1, 1)};
@@ -125,7 +117,7 @@ TEST_CASE("a slim file's footer rule gives the offsets after its last transition
   parts.type_offsets = {37800, 36000};
   parts.footer = "<+1030>-10:30<+11>-11,M10.1.0,M4.1.0";
   const std::string bytes = build_tzif(parts);
-  const std::string path = root.put("Slim", bytes);
+  const std::string path = sandpool::testing::put_zone(root, "Slim", bytes);
   auto tzif = sandpool::parse_tzif(bytes);
   REQUIRE(tzif.is_ok());
   CHECK(tzif->version == 2);
@@ -135,22 +127,18 @@ TEST_CASE("a slim file's footer rule gives the offsets after its last transition
                          utc(1985, 1, 1) - 1, utc(1985, 1, 1)}) {
     at.push_back(t);
   }
-  const auto expected = glibc_offsets(":" + path, at);
-  for (std::size_t i = 0; i < at.size(); ++i) {
-    CAPTURE(at[i]);
-    REQUIRE(tzif->utc_offset(at[i]) == expected[i]);
-  }
+  sandpool::testing::check_offsets(path, *tzif, at, glibc_offsets(":" + path, at).data());
 }
 
 TEST_CASE("a version 1 file is read from its 32-bit block") {
-  sandpool::testing::ZoneRoot root;
+  const sandpool::testing::PublicDir root;
   TzifParts parts;
   parts.version = '\0';
   parts.transitions = {-2000000000, 0, 1000000000, 2000000000};
   parts.transition_types = {1, 2, 1, 0};
   parts.type_offsets = {3600, 7200, -34200};
   const std::string bytes = build_tzif(parts);
-  const std::string path = root.put("Old", bytes);
+  const std::string path = sandpool::testing::put_zone(root, "Old", bytes);
   auto tzif = sandpool::parse_tzif(bytes);
   REQUIRE(tzif.is_ok());
   CHECK(tzif->version == 1);
@@ -160,11 +148,7 @@ TEST_CASE("a version 1 file is read from its 32-bit block") {
     at.insert(at.end(), {t - 1, t, t + 1});
   }
   at.push_back(2100000000);
-  const auto expected = glibc_offsets(":" + path, at);
-  for (std::size_t i = 0; i < at.size(); ++i) {
-    CAPTURE(at[i]);
-    CHECK(tzif->utc_offset(at[i]) == expected[i]);
-  }
+  sandpool::testing::check_offsets(path, *tzif, at, glibc_offsets(":" + path, at).data());
 }
 
 TEST_CASE("every truncation of a real zone file is refused") {

@@ -1,6 +1,6 @@
 // What the zone tests share: glibc as the oracle (localtime_r run in a child process with TZ
 // set, so the test process's own zone is never touched), TZif files built byte by byte, and
-// a scratch directory to serve as a tz database root.
+// zone files written into a scratch directory (PublicDir) that serves as a tz database root.
 #pragma once
 
 #include <stdlib.h>
@@ -19,6 +19,8 @@
 #include <iterator>
 #include <string>
 #include <vector>
+
+#include "public_dir.hpp"
 
 namespace sandpool::testing {
 
@@ -144,34 +146,28 @@ inline std::string read_file_bytes(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// A scratch tz database root, removed with everything in it.
-class ZoneRoot {
- public:
-  ZoneRoot() {
-    char tmpl[] = "/tmp/sandpool_zones_XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path_ = tmpl;
-  }
-  ~ZoneRoot() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  ZoneRoot(const ZoneRoot&) = delete;
-  ZoneRoot& operator=(const ZoneRoot&) = delete;
+// Writes the zone file `name` (its directories made) under `root`; returns its path.
+inline std::string put_zone(const PublicDir& root, const std::string& name,
+                            const std::string& bytes) {
+  std::filesystem::create_directories(
+      std::filesystem::path(root.path() + "/" + name).parent_path());
+  return root.write(name, bytes);
+}
 
-  const std::string& path() const { return path_; }
-  // Writes `bytes` as the zone file `name` (directories made); returns its path.
-  std::string put(const std::string& name, const std::string& bytes) const {
-    const std::filesystem::path file = std::filesystem::path(path_) / name;
-    std::filesystem::create_directories(file.parent_path());
-    std::ofstream out(file, std::ios::binary | std::ios::trunc);
-    out << bytes;
-    REQUIRE(out.good());
-    return file.string();
+// Checks that `zone` (a TimeZone, Tzif or PosixTz) gives expected[i] at at[i] for every i;
+// the first five that differ are reported with `what`.
+template <typename Zone>
+void check_offsets(const std::string& what, const Zone& zone, const std::vector<std::int64_t>& at,
+                   const std::int64_t* expected) {
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < at.size(); ++i) {
+    const std::int64_t got = zone.utc_offset(at[i]);
+    if (got != expected[i] && differ++ < 5) {
+      CAPTURE(what, at[i], expected[i]);
+      CHECK(got == expected[i]);
+    }
   }
-
- private:
-  std::string path_;
-};
+  CHECK(differ == 0);
+}
 
 }  // namespace sandpool::testing
