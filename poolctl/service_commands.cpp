@@ -427,7 +427,8 @@ void add_schedule_commands(CLI::App& app, Cli& cli) {
   add->add_option("--type", o->args.type, "the task's type")->required();
   add->add_option("--pool", o->args.pool, "the pool (default: by type)");
   add->add_option("--payload", o->args.payload, "the task's payload (text)");
-  add->add_option("--zone", o->args.zone, "UTC (default) or local");
+  add->add_option("--zone", o->args.zone,
+                  "UTC (default), local, or a tz database name (Europe/Berlin)");
   o->given["priority"] = add->add_option("--priority", o->priority, "as submit's");
   o->given["timeout"] = add->add_option("--timeout", o->timeout, "the task's timeout (30s)");
   o->given["retries"] = add->add_option("--retries", o->retries, "as submit's");

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs each libFuzzer target for a bounded time (FUZZ_SECONDS, default 20) from its committed
-# seed corpus in tests/fuzz/<target>/, JOBS (default nproc) at a time: on 2 cores the seven
+# seed corpus in tests/fuzz/<target>/, JOBS (default nproc) at a time: on 2 cores the eight
 # take four rounds, about a minute and a half. The targets are built by `make fuzz-build` (or
 # `make asan-build`) in the ASan tree, FUZZ_DIR (default build-asan). Exits non-zero when a
 # fuzzer finds a crash, a leak or a sanitizer error; the input that did it is left in
@@ -14,7 +14,7 @@ jobs="${JOBS:-$(nproc)}"
 dir="${FUZZ_DIR:-build-asan}"
 out="$dir/fuzz-runs"
 # The same list as the fuzz_targets target (fuzz/CMakeLists.txt).
-targets=(messages result_ring config control_frames journal_records http_requests cron)
+targets=(messages result_ring config control_frames journal_records http_requests cron tzif)
 for target in "${targets[@]}"; do
   [ -x "$dir/bin/fuzz_$target" ] || { echo "fuzz: $dir/bin/fuzz_$target is missing (make fuzz-build)" >&2; exit 2; }
 done

@@ -1,5 +1,6 @@
 // The zone seam's shared arithmetic (civil time from an offset, DST resolution) and its two
-// zones. Calendar arithmetic is std::chrono's (proleptic Gregorian), never the C library's.
+// built-in zones (the named ones: zone_database.cpp). Calendar arithmetic is std::chrono's
+// (proleptic Gregorian), never the C library's.
 #include <sandpool/time_zone.hpp>
 
 #include <time.h>
@@ -120,13 +121,6 @@ const TimeZone& utc_zone() {
 const TimeZone& local_zone() {
   static const LocalZone zone;
   return zone;
-}
-
-Result<const TimeZone*> zone_named(std::string_view name) {
-  if (name == "UTC") return &utc_zone();
-  if (name == "local") return &local_zone();
-  return Status::invalid("unknown time zone \"" + std::string(name) +
-                         "\" (UTC or local; named zones are not supported yet)");
 }
 
 }  // namespace sandpool

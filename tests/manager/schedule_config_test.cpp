@@ -36,10 +36,12 @@ TEST_CASE("schedules read every key of an entry") {
                                       "    catch_up: run_once\n"
                                       "    overlap: queue\n"
                                       "    paused: true\n"
-                                      "  - {name: often, every: 1h30m, type: echo}\n",
+                                      "  - {name: often, every: 1h30m, type: echo}\n"
+                                      "  - {name: paris, cron: \"0 9 * * *\", zone: Europe/Paris, "
+                                      "type: echo}\n",
                                   "t.yaml");
   REQUIRE(c.is_ok());
-  REQUIRE(c->schedules.size() == 2);
+  REQUIRE(c->schedules.size() == 3);
   const auto& s = c->schedules[0];
   CHECK(s.name == "nightly");
   CHECK(s.expression == "30 2 * * mon-fri");
@@ -60,6 +62,7 @@ TEST_CASE("schedules read every key of an entry") {
   CHECK(c->schedules[1].expression == "@every 1h30m");
   CHECK(c->schedules[1].catch_up == sandpool::CatchUp::kSkip);
   CHECK(c->schedules[1].overlap == sandpool::Overlap::kAllow);
+  CHECK(c->schedules[2].zone == "Europe/Paris");  // a tz database name (docs/schedules.md)
 }
 
 TEST_CASE("a bad schedule is refused at its key with line and column") {
@@ -72,8 +75,13 @@ TEST_CASE("a bad schedule is refused at its key with line and column") {
       {"schedules:\n  - {name: a, cron: \"* * * * *\", every: 1s, type: echo}\n",
        "schedules[0].every: give cron or every, not both"},
       {"schedules:\n  - {name: a, every: 0s, type: echo}\n", "shorter than 1s"},
-      {"schedules:\n  - {name: a, every: 1s, type: echo, zone: Europe/Paris}\n",
-       "schedules[0].zone: schedule a: zone: unknown time zone"},
+      {"schedules:\n  - {name: a, every: 1s, type: echo, zone: Europe/Atlantis}\n",
+       "t.yaml:4:44: schedules[0].zone: schedule a: zone: unknown time zone \"Europe/Atlantis\": "
+       "no such zone under /usr/share/zoneinfo"},
+      {"schedules:\n  - {name: a, every: 1s, type: echo, zone: ../../etc/passwd}\n",
+       "schedules[0].zone: schedule a: zone: unknown time zone: a time zone name has only"},
+      {"schedules:\n  - {name: a, every: 1s, type: echo, zone: /etc/localtime}\n",
+       "schedules[0].zone: schedule a: zone: unknown time zone: a time zone name is relative"},
       {"schedules:\n  - {name: a, every: 1s}\n", "schedules[0].type: schedule a: type is required"},
       {"schedules:\n  - {name: a, every: 1s, type: echo, start: yesterday}\n",
        "schedules[0].start: expected Unix seconds or YYYY-MM-DDTHH:MM:SSZ"},

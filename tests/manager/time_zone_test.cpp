@@ -57,12 +57,15 @@ TEST_CASE("civil dates convert to days and back across eras and leap days") {
   }
 }
 
-TEST_CASE("a zone is named UTC or local and any other name is refused") {
+TEST_CASE("a zone is UTC, local or a tz database name, and an unknown one is refused") {
   CHECK((*sandpool::zone_named("UTC"))->name() == "UTC");
   CHECK((*sandpool::zone_named("local"))->name() == "local");
-  const auto bad = sandpool::zone_named("Europe/Berlin");
+  CHECK((*sandpool::zone_named("Europe/Berlin"))->name() == "Europe/Berlin");
+  const auto bad = sandpool::zone_named("Mars/Olympus_Mons");
   REQUIRE_FALSE(bad.is_ok());
-  CHECK_THAT(bad.status().message(), Catch::Contains("unknown time zone \"Europe/Berlin\""));
+  CHECK_THAT(bad.status().message(),
+             Catch::Equals("unknown time zone \"Mars/Olympus_Mons\": no such zone under " +
+                           std::string(sandpool::kDefaultZoneRoot)));
 }
 
 TEST_CASE("the local zone reads the process's TZ") {

@@ -3,13 +3,18 @@
 // instant a civil time fires at (DST gaps and repeats resolved), is computed from that one
 // function, so a named-zone implementation (a tz database) slots in by implementing it.
 //
-// Two zones exist today: `UTC` and `local` (the poold process's own zone: TZ / /etc/localtime,
-// read with localtime_r, which is thread-safe for the process zone). docs/schedules.md.
+// `UTC`, `local` (the poold process's own zone: TZ / /etc/localtime, read with localtime_r,
+// which is thread-safe for the process zone) and the tz database's named zones
+// (`Europe/Berlin`), read from TZif files under a root directory (<sandpool/tzif.hpp>).
+// docs/schedules.md.
 //
 // Thread-safety: zones are immutable; every function may be called from any thread.
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -43,7 +48,7 @@ CivilTime utc_civil(std::int64_t t);
 class TimeZone {
  public:
   virtual ~TimeZone() = default;
-  // "UTC" or "local": what the schedule's `zone` says.
+  // "UTC", "local" or the tz database name: what the schedule's `zone` says.
   virtual std::string_view name() const = 0;
   // Returns the zone's offset from UTC, in seconds (east positive), at Unix seconds `t`.
   virtual std::int64_t utc_offset(std::int64_t t) const = 0;
@@ -58,10 +63,45 @@ class TimeZone {
   std::int64_t fire_instant(const CivilTime& c) const;
 };
 
-// The two zones; each lives for the whole program.
+// The two built-in zones; each lives for the whole program.
 const TimeZone& utc_zone();
 const TimeZone& local_zone();
-// Returns the zone named `name` ("UTC", "local"), or an invalid-argument error naming it.
+
+// The longest zone name accepted (the tz database's longest is 32 bytes).
+inline constexpr std::size_t kMaxZoneName = 128;
+// Where the system's tz database lives when TZDIR does not say (Debian's tzdata).
+inline constexpr std::string_view kDefaultZoneRoot = "/usr/share/zoneinfo";
+
+// The zones of one tz database tree. A name is accepted only as the tz database spells one
+// (1-128 bytes of letters, digits, '/', '_', '-', '+'; no leading or doubled '/', so no `..`
+// and no absolute path) and opened beneath the root (openat2 RESOLVE_BENEATH: a symlink
+// may not lead out), as a regular file of at most kMaxTzifBytes. A parsed zone is cached
+// for the database's lifetime (the pointers zone() returns stay valid that long); a name
+// that failed is tried again next time.
+//
+// Thread-safety: zone() may be called from any thread; cached zones are immutable.
+class ZoneDatabase {
+ public:
+  explicit ZoneDatabase(std::string root);
+  ZoneDatabase(const ZoneDatabase&) = delete;
+  ZoneDatabase& operator=(const ZoneDatabase&) = delete;
+  ~ZoneDatabase();
+
+  const std::string& root() const { return root_; }
+  // Returns "UTC", "local" or the named zone; an invalid-argument error naming the zone and
+  // what is wrong (a bad name, no such zone, a file that is not a valid TZif file).
+  Result<const TimeZone*> zone(std::string_view name) const;
+
+ private:
+  const std::string root_;
+  mutable std::mutex mu_;
+  mutable std::map<std::string, std::unique_ptr<const TimeZone>, std::less<>> cache_;
+};
+
+// The process's tz database: the root is $TZDIR when it is an absolute path (as glibc reads
+// it for `local`), else kDefaultZoneRoot; read once, on first use. Lives for the program.
+const ZoneDatabase& system_zones();
+// Returns system_zones().zone(name).
 Result<const TimeZone*> zone_named(std::string_view name);
 
 }  // namespace sandpool

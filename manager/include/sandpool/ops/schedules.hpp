@@ -23,7 +23,7 @@ struct ScheduleNameArgs {
 struct ScheduleInfo {
   std::string name;
   std::string expression;  // cron, macro or @every
-  std::string zone;        // UTC or local
+  std::string zone;        // UTC, local or a tz database name
   std::string type;
   std::string pool;    // "": routed by type
   std::string tenant;  // "": the default tenant
