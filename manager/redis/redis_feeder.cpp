@@ -233,6 +233,7 @@ void RedisFeeder::read_loop() {
     }
     // How many attempts each made before (a retry of another node's, a claimed one): its
     // attempts here are numbered on from there. Broken off: the entries are claimed later.
+    const std::size_t read = got->size();
     if (Status s = stream_.take(*c, opts_.consumer, *got); !s) {
       note(s);
       continue;
@@ -241,6 +242,7 @@ void RedisFeeder::read_loop() {
       // Held (so the beat keeps them fresh) while the batch goes through: one may wait for
       // the pool's rate.
       std::lock_guard lk(sh_->mu);
+      sh_->stats.fenced += read - got->size();  // claimed by another since the read: a stall
       for (const StreamEntry& e : *got) {
         if (e.malformed.empty() && !sh_->dead) sh_->held.insert(key_of(e));
       }
@@ -362,10 +364,17 @@ bool RedisFeeder::pass_limits(Connection& c, const StreamEntry& entry, bool may_
   const TaskStream::Bucket cap_bucket{cap ? stream_.rate_key("cap", entry.task.type) : "",
                                       cap ? cap->max : 1, 100, 1};
   for (;;) {
-    auto taken = stream_.take_tokens(c, buckets, cap);
+    auto taken = stream_.take_tokens(c, buckets, cap, &entry, opts_.consumer);
     note(taken.status());
     if (!taken) {
       hand_back(entry, "its rate limits could not be taken: " + taken.status().to_string());
+      return false;
+    }
+    if (taken->not_yours) {  // claimed by another node while this one stalled: not run here
+      std::lock_guard lk(sh_->mu);
+      sh_->held.erase(key_of(entry));
+      ++sh_->stats.fenced;
+      sh_->cv.notify_all();  // a place is free
       return false;
     }
     if (taken->taken) return true;
@@ -576,6 +585,11 @@ void RedisFeeder::beat_loop() {
   auto stopped = [this] { return stopping(); };
   auto noter = [this](const Status& s) { note(s); };
   std::optional<Connection> c;
+  // Claims wait until this node has beaten without a gap for claim_after: after a stall of
+  // Redis or of this node (both make every pending entry idle and heartbeat key lapse), the
+  // live nodes set their keys and touch their entries again within a beat, so by then only a
+  // dead node's entries are idle and keyless.
+  Clock::time_point last_beat{}, beating_since{};
   while (!stopped()) {
     if (!c || c->broken()) {
       c = connect(opts_.endpoint, stopped, noter);
@@ -583,6 +597,11 @@ void RedisFeeder::beat_loop() {
     }
     auto beat = TaskStream::beat(*c, opts_.prefix, opts_.consumer, identity_, name_ttl());
     note(beat.status());
+    const auto beat_at = Clock::now();
+    if (beat && (last_beat == Clock::time_point{} || beat_at - last_beat > 2 * opts_.heartbeat)) {
+      beating_since = beat_at;
+    }
+    last_beat = beat ? beat_at : Clock::time_point{};
     if (beat && *beat) {  // thought dead, its name taken: it must not read as that consumer
       std::lock_guard lk(sh_->mu);
       sh_->stopping = true;
@@ -599,7 +618,7 @@ void RedisFeeder::beat_loop() {
     if (beat) note(stream_.touch(*c, opts_.consumer, held).status());
     if (beat) cancel_asked(*c);
     const std::size_t free = free_places();
-    if (beat && free > 0) {
+    if (beat && free > 0 && beat_at - beating_since >= opts_.claim_after) {
       auto claimed = stream_.claim_idle(*c, opts_.consumer, opts_.claim_after, free);
       note(claimed.status());
       // Each claimed task's attempts so far (the lost one is counted on from there). Broken

@@ -323,22 +323,56 @@ end
 return out
 )"};
 
-// ARGV: prefix, pool, consumer, then per entry: task id, entry id, band, type. Each task's
-// hash says it runs on the consumer (a plain XADD's task gets its hash, submitted when its
-// entry was added); answers each task's attempts so far.
+// KEYS: the streams q:1, q:0, q:-1. ARGV: prefix, pool, consumer, then per entry: task id,
+// entry id, band, type. Fenced per entry: one no longer pending for the consumer (a node that
+// stalled between its read and this, and another claimed the entry meanwhile, and may have
+// ended it) is left alone and answers -1. Each other task's hash says it runs on the consumer
+// (a plain XADD's task gets its hash, submitted when its entry was added); answers each
+// task's attempts so far.
 const Script kTake{"take", R"(
 local out = {}
 for i = 4, #ARGV, 4 do
+  local stream = KEYS[2 - tonumber(ARGV[i + 2])]
   local h = ARGV[1] .. 'task:' .. ARGV[i]
-  if redis.call('EXISTS', h) == 0 then
-    redis.call('HSET', h, 'pool', ARGV[2], 'type', ARGV[i + 3], 'attempts', 0, 'submitted_ms',
-               string.match(ARGV[i + 1], '^(%d+)') or '0')
+  if #redis.call('XPENDING', stream, 'sandpool', ARGV[i + 1], ARGV[i + 1], 1, ARGV[3]) == 0 then
+    out[#out + 1] = -1
+  else
+    if redis.call('EXISTS', h) == 0 then
+      redis.call('HSET', h, 'pool', ARGV[2], 'type', ARGV[i + 3], 'attempts', 0, 'submitted_ms',
+                 string.match(ARGV[i + 1], '^(%d+)') or '0')
+    end
+    redis.call('HSET', h, 'state', 'running', 'node', ARGV[3], 'entry', ARGV[i + 1], 'band',
+               ARGV[i + 2])
+    out[#out + 1] = tonumber(redis.call('HGET', h, 'attempts') or '0')
   end
-  redis.call('HSET', h, 'state', 'running', 'node', ARGV[3], 'entry', ARGV[i + 1], 'band',
-             ARGV[i + 2])
-  out[#out + 1] = tonumber(redis.call('HGET', h, 'attempts') or '0')
 end
 return out
+)"};
+
+// KEYS: a band's stream. ARGV: consumer, min idle (ms), the most to claim, the node keys'
+// prefix (P:node:), where the scan starts (an entry id, "(" before it: after it), how many
+// pending entries to look at. Claims the pending entries idle for min idle or more whose
+// consumer's heartbeat key is gone (a dead node's), or that are the claimant's own (a live
+// node touches what it holds every beat: its own idle ones are a previous run's), at most
+// the most. Answers {the last entry id looked at ('' when none), the claimed entries}.
+const Script kClaimIdle{"claim_idle", R"(
+local looked = redis.call('XPENDING', KEYS[1], 'sandpool', 'IDLE', tonumber(ARGV[2]), ARGV[5],
+                          '+', tonumber(ARGV[6]))
+local dead, claimed, last = {}, {}, ''
+for _, p in ipairs(looked) do
+  if #claimed >= tonumber(ARGV[3]) then break end
+  last = p[1]
+  local owner = p[2]
+  if dead[owner] == nil then
+    dead[owner] = owner == ARGV[1] or redis.call('EXISTS', ARGV[4] .. owner) == 0
+  end
+  if dead[owner] then
+    for _, e in ipairs(redis.call('XCLAIM', KEYS[1], 'sandpool', ARGV[1], ARGV[2], p[1])) do
+      if e then claimed[#claimed + 1] = e end
+    end
+  end
+end
+return {last, claimed}
 )"};
 
 #undef SP_FENCE
@@ -647,15 +681,21 @@ Status TaskStream::take(Connection& c, const std::string& consumer,
                 {std::to_string(e.task_id), e.entry_id, std::to_string(e.band), e.task.type});
   }
   if (args.size() == 3) return Status::ok();
-  auto r = c.eval(kTake, {}, args);
+  auto r = c.eval(kTake, {streams_[0], streams_[1], streams_[2]}, args);
   if (!r) return r.status();
   if (r->is_error()) return r->status();
   std::size_t next = 0;
-  for (StreamEntry& e : entries) {
+  std::vector<bool> gone(entries.size(), false);
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    StreamEntry& e = entries[i];
     if (!e.malformed.empty()) continue;
     if (next >= r->elements.size()) return unexpected("take", *r);
-    e.attempts = static_cast<std::uint32_t>(std::max<std::int64_t>(0, r->elements[next++].integer));
+    const std::int64_t attempts = r->elements[next++].integer;
+    gone[i] = attempts < 0;
+    e.attempts = static_cast<std::uint32_t>(std::max<std::int64_t>(0, attempts));
   }
+  std::size_t i = 0;
+  std::erase_if(entries, [&](const StreamEntry&) { return gone[i++]; });
   return Status::ok();
 }
 
@@ -757,19 +797,25 @@ Result<std::size_t> TaskStream::touch(
 Result<std::vector<StreamEntry>> TaskStream::claim_idle(Connection& c, const std::string& consumer,
                                                         std::chrono::milliseconds min_idle,
                                                         std::size_t max) const {
+  // Not XAUTOCLAIM, which takes whatever is idle: an entry is claimed only when its node's
+  // heartbeat key is gone too (a script per page of the pending list, looping over it).
+  constexpr std::size_t kPage = 256;
   std::vector<StreamEntry> out;
   for (const Band b : kBands) {
-    std::string cursor = "0-0";
+    std::string start = "-";
     while (out.size() < max) {
-      auto r = c.command({"XAUTOCLAIM", stream_key(b), kGroup, consumer,
-                          std::to_string(min_idle.count()), cursor, "COUNT",
-                          std::to_string(max - out.size())});
+      auto r = c.eval(kClaimIdle, {stream_key(b)},
+                      {consumer, std::to_string(min_idle.count()), std::to_string(max - out.size()),
+                       prefix_ + "node:", start, std::to_string(kPage)});
       if (!r) return r.status();
       if (r->is_error()) return r->status();
-      if (r->elements.size() < 2) return unexpected("XAUTOCLAIM", *r);
-      for (const Reply& entry : r->elements[1].elements) out.push_back(parse_entry(entry, b));
-      cursor = r->elements[0].str;
-      if (cursor == "0-0") break;  // the whole pending list was scanned
+      if (r->elements.size() != 2) return unexpected("claim_idle", *r);
+      for (const Reply& entry : r->elements[1].elements) {
+        if (entry.elements.size() == 2) out.push_back(parse_entry(entry, b));
+      }
+      const std::string& last = r->elements[0].str;
+      if (last.empty() || out.size() >= max) break;  // the pending list was scanned, or enough
+      start = "(" + last;
     }
   }
   // Their delivery counts, the claim included.

@@ -138,7 +138,9 @@ class TaskStream {
                                         std::size_t count, std::chrono::milliseconds block) const;
   // The entries (just read or claimed) are this consumer's: each task's hash says `running`
   // on `consumer` (a plain XADD's task gets its hash here), and each entry's `attempts` is
-  // filled from it; one round trip.
+  // filled from it; one round trip. Fenced per entry: one no longer pending for `consumer`
+  // (this node stalled past claim_after since it read it, and another claimed it, perhaps
+  // ended it) is removed from `entries`, its hash untouched.
   Status take(Connection& c, const std::string& consumer, std::vector<StreamEntry>& entries) const;
   // Fenced: acknowledges and deletes an entry that is not a task (malformed).
   Result<Fenced> discard(Connection& c, const StreamEntry& e, const std::string& consumer) const;
@@ -222,9 +224,11 @@ class TaskStream {
   // for this consumer is left alone (it is another's now). Returns how many were touched.
   Result<std::size_t> touch(Connection& c, const std::string& consumer,
                             const std::vector<std::pair<Band, std::string>>& entries) const;
-  // Claims for `consumer` the entries idle for `min_idle` or more (those of dead nodes: a live
-  // one touches its own every beat), up to `max`, the higher bands first, looping over
-  // XAUTOCLAIM's cursor; each with its delivery count after the claim.
+  // Claims for `consumer` the entries idle for `min_idle` or more whose node's heartbeat key
+  // (beat()) is gone: those of dead nodes (a live one touches its own every beat and keeps
+  // its key), and `consumer`'s own idle ones (a previous run's: it touches what it holds). Up
+  // to `max`, the higher bands first, looping over the pending list; each with its delivery
+  // count after the claim.
   Result<std::vector<StreamEntry>> claim_idle(Connection& c, const std::string& consumer,
                                               std::chrono::milliseconds min_idle,
                                               std::size_t max) const;
@@ -302,6 +306,7 @@ class TaskStream {
     bool taken = false;
     std::int64_t wait_ms = 0;
     std::size_t worst = 0;
+    bool not_yours = false;  // fenced: the held entry is not pending for the consumer any more
   };
   // A cap on a task type's running tasks across the cluster (concurrency_per_type): a lease
   // per running task in the set `key` (cap_key()), which the task's hash names (`lease`) and
@@ -314,9 +319,14 @@ class TaskStream {
   };
   std::string cap_key(const std::string& type) const;
   // With `cap`: the lease is checked before the tokens (refused: `worst` is buckets.size()
-  // and `wait_ms` a short retry delay) and taken with them, all or none.
+  // and `wait_ms` a short retry delay) and taken with them, all or none. With `held`: fenced
+  // as the scripts of a held entry are; when it is not pending for `consumer` any more
+  // (another node claimed it, and may have ended it), nothing is taken (`not_yours`), so no
+  // lease is left that no end of this task would give back.
   Result<Taken> take_tokens(Connection& c, const std::vector<Bucket>& buckets,
-                            const std::optional<Cap>& cap = std::nullopt) const;
+                            const std::optional<Cap>& cap = std::nullopt,
+                            const StreamEntry* held = nullptr,
+                            const std::string& consumer = {}) const;
   // Fenced: a task over a rate limit waits in the later set, unrun and with no attempt
   // counted (its hash says `queued`, `throttled` counts these). It is due `wait_ms` after
   // `now_ms` (the node's clock, as the later set's every score), and no sooner than one
