@@ -316,6 +316,14 @@ Result<redis::TaskStream> RedisPools::stream_of(const std::string& pool) const {
 }
 
 Status RedisPools::unavailable(const std::string& pool, const Status& why) const {
+  if (why.code() == Code::kUnknownOutcome) {
+    return Status::error(Code::kUnknownOutcome,
+                         "redis pool " + pool + ": redis at " + opts_.address +
+                             " did not answer the submit (" + why.message() +
+                             "); it may have been accepted: a resubmit with the same "
+                             "request_token or idempotency_key is safe, one without may run "
+                             "the task twice");
+  }
   if (why.code() != Code::kUnavailable) return why;
   return Status::error(Code::kUnavailable,
                        (pool.empty() ? std::string("redis") : "redis pool " + pool + ": redis") +
@@ -340,6 +348,9 @@ Result<std::vector<Result<std::uint64_t>>> RedisPools::submit_many(
   auto ids = requests_.with(
       [&](redis::Connection& c) { return stream->submit_many(c, tasks, wall_clock_ms()); });
   if (!ids) return unavailable(pool, ids.status());
+  for (Result<std::uint64_t>& id : *ids) {
+    if (!id) id = unavailable(pool, id.status());
+  }
   return ids;
 }
 

@@ -15,8 +15,10 @@
 // the thread that starts, reloads or stops the service.
 //
 // Failures: a call that cannot reach Redis answers kUnavailable naming the pool and the
-// server (the submitter was told nothing was accepted: it may submit again); a lane's
-// connection is opened again on its next call, at most once per kReconnectGap.
+// server (nothing was sent: the submitter may submit again); a submit sent whose reply was
+// lost (a reply timeout, a connection broken after the send) answers kUnknownOutcome: it may
+// have run, and only a resubmit under the same idempotency key (or request token) is safe. A
+// lane's connection is opened again on its next call, at most once per kReconnectGap.
 #pragma once
 
 #include <chrono>
@@ -209,7 +211,10 @@ auto RedisPools::Lane::with(F&& f) -> decltype(f(std::declval<redis::Connection&
   auto r = f(**c);
   if ((*c)->broken()) {
     failed_at_ = Clock::now();
-    last_ = r.status().is_ok() ? Status::error(Code::kUnavailable, "connection lost") : r.status();
+    // Unreachable, whatever the call answered (an unknown outcome is that call's): a call
+    // that open() refuses within kReconnectGap sent nothing.
+    last_ = Status::error(Code::kUnavailable,
+                          r.status().is_ok() ? "connection lost" : r.status().message());
   } else {
     last_ = Status::ok();
   }

@@ -232,6 +232,8 @@ Result<std::string> Connection::sha_of(const Script& script) {
   return loaded->str;
 }
 
+Result<std::string> Connection::load(const Script& script) { return sha_of(script); }
+
 namespace {
 
 std::vector<std::string> evalsha(const std::string& sha, const std::vector<std::string>& keys,

@@ -77,6 +77,10 @@ class Connection {
   // Pipelining: append() queues a command, read() returns the oldest reply not read yet.
   Status append(const std::vector<std::string>& args);
   Result<Reply> read();
+  // Loads `script` on this connection unless it is loaded (SCRIPT LOAD; no round trip
+  // then) and returns its SHA-1. A caller that must tell "not sent" from "sent, reply lost"
+  // loads first: a failure of eval() after it means the EVALSHA went out and may have run.
+  Result<std::string> load(const Script& script);
   // EVALSHA of `script` with its keys and arguments, loading it first when this connection
   // has not, and again when the server answers NOSCRIPT.
   Result<Reply> eval(const Script& script, const std::vector<std::string>& keys,

@@ -594,3 +594,59 @@ TEST_CASE("two poold nodes share a redis pool's cap on a type's running tasks",
 }
 
 }  // namespace sandpool::testing
+
+TEST_CASE(
+    "a submit whose reply redis did not send in time answers unknown, and its retry under the "
+    "same request token makes no second task",
+    "[redis][cluster]") {
+  RedisServer redis;
+  ClusterNode n0(redis, "n0", "");
+  ClusterNode n1(redis, "n1", "");  // a lane of its own for the batch (n0's waits to reconnect)
+  Client c = n0.connect();
+  Client d = n1.connect();
+  // Each node's request lane has its submit script loaded: what stalls below is the EVALSHA.
+  REQUIRE(d.submit(task("sleep", "1")));
+  auto first = c.submit(task("sleep", "1"));
+  REQUIRE(first);
+  auto r = open_redis(redis);
+  const auto ids_given = [&] {
+    auto n = r.command({"GET", "sandpool:ids"});
+    REQUIRE(n);
+    return std::stoull(n->str);
+  };
+  REQUIRE(ids_given() == first->id);
+
+  SubmitRequest one = task("sleep", "1");
+  one.request_token = "retry-one";
+  std::vector<SubmitRequest> batch(3, task("sleep", "1"));
+  // Redis stalls past the node's reply timeout (2 s) with the submits in its socket: they
+  // run when it resumes, after the node has answered.
+  redis.pause();
+  auto lost = c.submit(one);
+  auto lost_batch = d.submit_batch(batch, "retry-batch");
+  redis.resume();
+  REQUIRE_FALSE(lost);
+  CHECK(lost.status().code() == Code::kUnknownOutcome);
+  CHECK_THAT(lost.status().message(), Catch::Contains("may have been accepted"));
+  REQUIRE(lost_batch);
+  for (const Submitted& s : *lost_batch) CHECK(s.status.code() == Code::kUnknownOutcome);
+
+  // The retries, on n0 (a token is the cluster's; n1 failed last and waits to reconnect), get
+  // what the first tries made: no task was made twice.
+  auto batch_again = c.submit_batch(batch, "retry-batch");
+  REQUIRE(batch_again);
+  auto again = c.submit(one);
+  REQUIRE(again);
+  std::set<std::uint64_t> made = {again->id};
+  for (const Submitted& s : *batch_again) {
+    REQUIRE(s.status.is_ok());
+    made.insert(s.id);
+  }
+  CHECK(made.size() == 4);
+  CHECK(ids_given() == first->id + 4);
+  for (const std::uint64_t id : made) {
+    auto w = c.wait(id, std::chrono::milliseconds(30000));
+    REQUIRE(w);
+    CHECK(w->account.state == "completed");
+  }
+}
