@@ -13,7 +13,7 @@ struct Mapping {
 
 // Wire -> Code. Several wire codes share a Code; code_for_wire keeps the wire code in the
 // message so nothing is lost.
-constexpr std::array<Mapping, 19> kMappings{{
+constexpr std::array<Mapping, 18> kMappings{{
     {"bad_request", Code::kInvalidArgument},
     {"invalid_argument", Code::kInvalidArgument},
     {"unknown_op", Code::kInvalidArgument},
@@ -32,7 +32,6 @@ constexpr std::array<Mapping, 19> kMappings{{
     {"system", Code::kSystem},
     {"internal", Code::kInternal},
     {"conflict", Code::kInvalidArgument},
-    {"unknown", Code::kUnknownOutcome},
 }};
 
 }  // namespace

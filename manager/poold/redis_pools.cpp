@@ -316,8 +316,8 @@ Result<redis::TaskStream> RedisPools::stream_of(const std::string& pool) const {
 }
 
 Status RedisPools::unavailable(const std::string& pool, const Status& why) const {
-  if (why.code() == Code::kUnknownOutcome) {
-    return Status::error(Code::kUnknownOutcome,
+  if (why.code() == Code::kTimeout) {  // a submit sent, its reply lost (outcome_lost)
+    return Status::error(Code::kTimeout,
                          "redis pool " + pool + ": redis at " + opts_.address +
                              " did not answer the submit (" + why.message() +
                              "); it may have been accepted: a resubmit with the same "

@@ -16,8 +16,9 @@
 //
 // Failures: a call that cannot reach Redis answers kUnavailable naming the pool and the
 // server (nothing was sent: the submitter may submit again); a submit sent whose reply was
-// lost (a reply timeout, a connection broken after the send) answers kUnknownOutcome: it may
-// have run, and only a resubmit under the same idempotency key (or request token) is safe. A
+// lost (a reply timeout, a connection broken after the send) answers kTimeout, "outcome
+// unknown": it may have run, and only a resubmit under the same idempotency key (or request
+// token) is safe. A
 // lane's connection is opened again on its next call, at most once per kReconnectGap.
 #pragma once
 

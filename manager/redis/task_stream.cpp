@@ -493,11 +493,12 @@ Result<std::uint64_t> submitted_id(const Reply& r) {
 
 // A submit sent whose reply was lost: it may have run (Redis stalled past the reply timeout,
 // or the connection broke after the send).
+// Code::kTimeout, the wait for the reply ran out (or broke), with "outcome unknown" said.
 Status outcome_lost(const Status& why) {
   if (why.code() != Code::kUnavailable) return why;
-  return Status::error(Code::kUnknownOutcome,
-                       why.message() + ": the submit was sent and its reply lost, so it may " +
-                           "have been accepted");
+  return Status::error(Code::kTimeout, "outcome unknown: " + why.message() +
+                                           ": the submit was sent and its reply lost, so it " +
+                                           "may have been accepted");
 }
 }  // namespace
 

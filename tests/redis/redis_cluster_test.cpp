@@ -626,10 +626,13 @@ TEST_CASE(
   auto lost_batch = d.submit_batch(batch, "retry-batch");
   redis.resume();
   REQUIRE_FALSE(lost);
-  CHECK(lost.status().code() == Code::kUnknownOutcome);
+  CHECK(lost.status().code() == Code::kTimeout);  // wire `timeout`, not `unavailable`
   CHECK_THAT(lost.status().message(), Catch::Contains("may have been accepted"));
   REQUIRE(lost_batch);
-  for (const Submitted& s : *lost_batch) CHECK(s.status.code() == Code::kUnknownOutcome);
+  for (const Submitted& s : *lost_batch) {
+    CHECK(s.status.code() == Code::kTimeout);
+    CHECK_THAT(s.status.message(), Catch::Contains("outcome unknown"));
+  }
 
   // The retries, on n0 (a token is the cluster's; n1 failed last and waits to reconnect), get
   // what the first tries made: no task was made twice.

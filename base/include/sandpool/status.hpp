@@ -27,9 +27,6 @@ enum class Code {
   kInternal,          // a broken invariant of our own
   kUnavailable,       // the service cannot be reached (no socket, refused, connection lost)
   kPermissionDenied,  // the peer lacks the rights for the operation
-  // A request was sent but its answer was lost (a reply timed out, the connection broke
-  // after the send): it may or may not have taken effect.
-  kUnknownOutcome,
 };
 
 // Returns the stable lower-case name of a code ("queue_full", "too_large", ...).
@@ -134,8 +131,6 @@ inline std::string_view code_name(Code code) {
       return "unavailable";
     case Code::kPermissionDenied:
       return "permission_denied";
-    case Code::kUnknownOutcome:
-      return "unknown";
   }
   return "unknown";
 }

@@ -17,7 +17,7 @@ from .client import Client, EventStream, TaskFuture, default_socket_path
 from .errors import (BadRequest, Busy, Cancelled, Closed, Forbidden, Internal, NotFound,
                      PluginError, ProtocolError, QueueFull, SandpoolError, ServerProtocolError,
                      ServiceError, ServiceSystemError, TaskFailed, Timeout, TooLarge, Unavailable,
-                     UnknownOp, UnknownOutcome, UnsupportedVersion)
+                     UnknownOp, UnsupportedVersion)
 
 __version__ = "0.1.0"
 
@@ -28,7 +28,6 @@ __all__ = [
     "PoolTarget", "ProtocolError", "QueueFull", "ReloadResult", "ReloadedPool", "ReplayResult",
     "SandpoolError", "ServerProtocolError", "ServiceError", "ServiceSystemError", "Stats",
     "Status", "Submitted", "TERMINAL_STATES", "Task", "TaskFailed", "TaskFuture", "TaskList",
-    "TaskSummary", "Timeout", "TooLarge", "Unavailable", "UnknownOp", "UnknownOutcome",
-    "UnsupportedVersion",
+    "TaskSummary", "Timeout", "TooLarge", "Unavailable", "UnknownOp", "UnsupportedVersion",
     "Version", "WorkerInfo", "Workers", "default_socket_path",
 ]

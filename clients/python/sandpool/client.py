@@ -211,9 +211,10 @@ class Client(HelloFacts):
         tenant: whom the task is for (fair queueing between tenants, the pool's
         queue.max_per_tenant). delay (seconds or timedelta) or not_before (a datetime, or
         seconds since the epoch): a scheduled task, `scheduled` until then, then queued.
-        request_token: this request's name; after an UnknownOutcome (a Redis pool whose
-        reply was lost: the task may exist), submit again with the same token to get the
-        task the first try made, if it made one, instead of a second task.
+        request_token: this request's name; after a Timeout whose message says "outcome
+        unknown" (a Redis pool's submit whose reply was lost: the task may exist), submit
+        again with the same token to get the task the first try made, if it made one,
+        instead of a second task.
 
         If the connection is lost after the task was accepted, the Unavailable raised carries
         `task_id`: wait(task_id) on a new Client."""

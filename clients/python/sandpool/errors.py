@@ -135,14 +135,6 @@ class ServerProtocolError(ServiceError):
     code = "protocol_error"
 
 
-class UnknownOutcome(ServiceError):
-    """The request was sent on but its answer was lost (a Redis pool's submit whose reply
-    timed out): the task may exist. Submit again with the same request_token (or
-    idempotency_key) to get it; a resubmit without one may run the task twice."""
-
-    code = "unknown"
-
-
 class TaskFailed(SandpoolError):
     """Raised by Task.check() (and the result of a future from Client.submit_async when asked
     to check): the task ended, but not `completed`. The operation itself worked; `task`
@@ -158,7 +150,7 @@ _BY_CODE: dict[str, type[ServiceError]] = {
     cls.code: cls
     for cls in (BadRequest, UnknownOp, UnsupportedVersion, Forbidden, TooLarge, NotFound, Busy,
                 QueueFull, Closed, Cancelled, Timeout, Internal, ServiceSystemError,
-                PluginError, ServerProtocolError, UnknownOutcome)
+                PluginError, ServerProtocolError)
 }
 # Codes the protocol lets a server send that poold does not (wire_errors.cpp).
 _ALIASES = {"invalid_argument": BadRequest, "conflict": BadRequest, "unavailable": Closed}

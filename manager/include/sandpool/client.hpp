@@ -58,7 +58,8 @@ struct SubmitRequest {
   std::optional<std::chrono::milliseconds> delay;
   std::string tenant;  // fair queueing between tenants within a priority level
   // submit: this request's name, sent again unchanged on a retry (ops::SubmitArgs); a retry
-  // after an `unknown` error (Code::kUnknownOutcome) then gets the task the first try made.
+  // after a `timeout` whose outcome is unknown (a Redis pool's submit whose reply was lost)
+  // then gets the task the first try made.
   std::string request_token;
 };
 

@@ -33,7 +33,7 @@ struct SubmitArgs {
   // `submit` only (a batch has its own): the client's name for this request, sent again
   // unchanged when it retries it; without an idempotency_key the task takes
   // request_key(request_token) as one, so a retry whose first try's answer was lost (an
-  // `unknown` error) gets the task that try made, if it made one.
+  // timeout saying "outcome unknown") gets the task that try made, if it made one.
   std::string request_token;
 };
 
