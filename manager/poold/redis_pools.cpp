@@ -168,6 +168,7 @@ Result<RedisPools::Options> RedisPools::options_from(const ServiceConfig& servic
   o.limits.finished_max_bytes = rc.finished_max_bytes;
   o.limits.letters = rc.dead_letters;
   o.heartbeat = rc.heartbeat;
+  o.state_dir = state_dir;
   o.node = service.node;
   if (o.node.empty()) {
     char host[256] = "localhost";
@@ -243,6 +244,7 @@ Status RedisPools::attach(const PoolConfig& pc, Pool& local) {
   fo.claim_after = 3 * opts_.heartbeat;
   fo.stream_limits = opts_.limits;
   fo.limits = pc.flow;
+  fo.state_dir = opts_.state_dir;
   auto feeder = redis::RedisFeeder::start(local, std::move(fo));
   if (!feeder) return unavailable(name, feeder.status());
   auto a = std::make_unique<Attached>(Attached{redis::TaskStream(opts_.prefix, name, opts_.limits),

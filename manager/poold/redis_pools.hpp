@@ -65,6 +65,8 @@ class RedisPools {
     redis::TaskStream::Limits limits;  // finished tasks and dead letters kept per pool
     std::chrono::milliseconds heartbeat{1000};
     std::shared_ptr<spdlog::logger> log;
+    // Where a feeder keeps the ends Redis could not take when it stopped (FeederOptions).
+    std::string state_dir;
   };
   // The options service.redis and service.node give: the password read from its file (mode
   // 0600), and the node's name, or else the host's name and `state_id` (the state

@@ -653,3 +653,40 @@ TEST_CASE(
     CHECK(w->account.state == "completed");
   }
 }
+
+TEST_CASE(
+    "a node stopped while redis is away keeps its unwritten ends and writes them when it starts "
+    "again, so no completed task runs twice",
+    "[redis][cluster]") {
+  RedisServer redis(RedisServer::Options{"", true});  // append-only: the entry outlives a kill
+  ClusterNode n0(redis, "n0", "");
+  Client c = n0.connect();
+  auto id = c.submit(task("sleep", "1500"));
+  REQUIRE(id);
+  {
+    auto r = open_redis(redis);
+    REQUIRE(eventually([&] { return tasks_pending_for(r, "n0").count(id->id) == 1; }));
+  }
+  redis.kill9();
+  // The task completes on n0 while Redis is away: its end waits in the node's memory.
+  REQUIRE(eventually([&] {
+    auto st = c.stats("shared");
+    return st && st->pools.size() == 1 && st->pools[0].completed == 1;
+  }));
+  n0.poold->signal(SIGTERM);
+  REQUIRE(n0.poold->wait_exit() == 0);  // one attempt to write, then kept: no hang
+  const auto kept = n0.dir.path / "state" / "redis-unwritten-ends-shared.jsonl";
+  REQUIRE(std::filesystem::exists(kept));
+
+  redis.start();
+  n0.poold.reset();
+  n0.start();  // writes the kept end before it reads or claims anything
+  CHECK_FALSE(std::filesystem::exists(kept));
+  Client again = n0.connect();
+  auto t = again.wait(id->id, std::chrono::milliseconds(30000));
+  REQUIRE(t);
+  CHECK(t->account.state == "completed");
+  CHECK(t->account.attempts == 1);  // it ran once: the end was written, not the task re-run
+  auto r = open_redis(redis);
+  CHECK(tasks_pending_for(r, "n0").empty());
+}
