@@ -390,21 +390,35 @@ Result<redis::TaskStream::Cancelled> RedisPools::cancel(std::uint64_t id) {
   return r;
 }
 
-Result<std::vector<DeadLetter>> RedisPools::dead_letters(const std::string& pool,
-                                                         const DeadLetterFilter& filter,
-                                                         std::size_t limit) {
+Result<RedisPools::LetterPage> RedisPools::dead_letters(const std::string& pool,
+                                                        const DeadLetterFilter& filter,
+                                                        std::size_t limit,
+                                                        const std::string& after) {
   auto stream = stream_of(pool);
   if (!stream) return stream.status();
-  auto all = reads_.with(
-      [&](redis::Connection& c) { return stream->dead_letters(c, opts_.limits.letters); });
-  if (!all) return unavailable(pool, all.status());
-  std::vector<DeadLetter> out;
-  for (const auto& fields : *all) {
-    DeadLetter l = letter_of(pool, fields);
-    if (!matches(l, filter)) continue;
-    out.push_back(std::move(l));
-    if (out.size() == limit) break;
+  constexpr std::size_t kChunk = 500;  // letters per XREVRANGE
+  LetterPage out;
+  std::string before = after;
+  for (std::size_t scanned = 0; scanned < kLetterScan;) {
+    const std::size_t ask = std::min(kChunk, kLetterScan - scanned);
+    auto chunk =
+        reads_.with([&](redis::Connection& c) { return stream->dead_letters(c, ask, before); });
+    if (!chunk) return unavailable(pool, chunk.status());
+    for (std::size_t i = 0; i < chunk->size(); ++i) {
+      before = (*chunk)[i].entry_id;
+      DeadLetter l = letter_of(pool, (*chunk)[i].fields);
+      if (!matches(l, filter)) continue;
+      out.letters.push_back(std::move(l));
+      if (out.letters.size() == limit) {
+        // More may follow: in this chunk, or after it when it was full.
+        if (i + 1 < chunk->size() || chunk->size() == ask) out.next = before;
+        return out;
+      }
+    }
+    scanned += chunk->size();
+    if (chunk->size() < ask) return out;  // the oldest letter was read
   }
+  out.next = before;  // the scan's bound: the page goes on from there
   return out;
 }
 
@@ -419,7 +433,7 @@ Result<DeadLetter> RedisPools::dead_letter(std::uint64_t id) {
   for (const std::string& name : names) {
     auto found = dead_letters(name, f, 1);
     if (!found) return found.status();
-    if (!found->empty()) return std::move(found->front());
+    if (!found->letters.empty()) return std::move(found->letters.front());
   }
   return Status::error(Code::kNotFound, "no dead letter of task " + std::to_string(id));
 }

@@ -113,9 +113,17 @@ class RedisPools {
   // Cancels a cluster task wherever it is (redis::TaskStream::cancel).
   Result<redis::TaskStream::Cancelled> cancel(std::uint64_t id);
   // The dead letters of Redis pool `pool` that match `filter` (its pool member aside), newest
-  // first, at most `limit`; each with its task's id as letter id (cluster ids are unique).
-  Result<std::vector<DeadLetter>> dead_letters(const std::string& pool,
-                                               const DeadLetterFilter& filter, std::size_t limit);
+  // first, at most `limit`, from the one after `after` (a page's `next`; "": the newest);
+  // each with its task's id as letter id (cluster ids are unique). A page looks at
+  // kLetterScan letters at most: it may hold fewer than `limit` and still have a `next`.
+  // `next`: the dead-letter stream's entry id to go on after; none on the last page.
+  static constexpr std::size_t kLetterScan = 10000;
+  struct LetterPage {
+    std::vector<DeadLetter> letters;
+    std::optional<std::string> next;
+  };
+  Result<LetterPage> dead_letters(const std::string& pool, const DeadLetterFilter& filter,
+                                  std::size_t limit, const std::string& after = "");
   // The dead letter of cluster task `id`, in whichever Redis pool has it (kNotFound: none).
   Result<DeadLetter> dead_letter(std::uint64_t id);
   // Replay and purge of the dead letters in Redis (redis::TaskStream::replay_letters), on the

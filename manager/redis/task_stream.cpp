@@ -865,15 +865,17 @@ Result<std::vector<StreamEntry>> TaskStream::claim_idle(Connection& c, const std
   return out;
 }
 
-Result<std::vector<std::vector<std::pair<std::string, std::string>>>> TaskStream::dead_letters(
-    Connection& c, std::size_t max) const {
-  auto r = c.command({"XREVRANGE", letters_, "+", "-", "COUNT", std::to_string(max)});
+Result<std::vector<TaskStream::Letter>> TaskStream::dead_letters(Connection& c, std::size_t max,
+                                                                 const std::string& before) const {
+  auto r = c.command({"XREVRANGE", letters_, before.empty() ? "+" : "(" + before, "-", "COUNT",
+                      std::to_string(max)});
   if (!r) return r.status();
   if (r->is_error()) return r->status();
-  std::vector<std::vector<std::pair<std::string, std::string>>> out;
+  std::vector<Letter> out;
   for (const Reply& entry : r->elements) {
     if (entry.elements.size() != 2) return unexpected("XREVRANGE", *r);
-    auto& fields = out.emplace_back();
+    out.emplace_back().entry_id = entry.elements[0].str;
+    auto& fields = out.back().fields;
     const auto& f = entry.elements[1].elements;
     for (std::size_t i = 0; i + 1 < f.size(); i += 2) fields.emplace_back(f[i].str, f[i + 1].str);
   }

@@ -232,10 +232,15 @@ class TaskStream {
   Result<std::vector<StreamEntry>> claim_idle(Connection& c, const std::string& consumer,
                                               std::chrono::milliseconds min_idle,
                                               std::size_t max) const;
-  // The pool's dead letters, newest first, at most `max`: each as the entry's fields plus
-  // reason, error and dead_lettered_ms, by field name.
-  Result<std::vector<std::vector<std::pair<std::string, std::string>>>> dead_letters(
-      Connection& c, std::size_t max) const;
+  // The pool's dead letters, newest first, at most `max`, from the one before entry `before`
+  // of the dead-letter stream on ("": from the newest): each its entry id and the entry's
+  // fields plus reason, error and dead_lettered_ms, by field name.
+  struct Letter {
+    std::string entry_id;
+    std::vector<std::pair<std::string, std::string>> fields;
+  };
+  Result<std::vector<Letter>> dead_letters(Connection& c, std::size_t max,
+                                           const std::string& before = "") const;
 
   // Replay and purge of the pool's dead letters (docs/redis-pools.md, "Dead letters: replay and
   // purge"). Which letters: an absent member matches any; with `task_id` the sweep looks for that
@@ -252,6 +257,9 @@ class TaskStream {
     std::uint64_t purged = 0;
     std::uint64_t refused = 0;  // letters a replay left in place (their task is live, ...)
     std::string first_refusal;  // why the first was; "" when none
+    // Ok: the sweep went to its end. Else why it stopped part way (Redis unreachable, an
+    // error of the server): what the members above say was done, before it.
+    Status stopped;
   };
   // Letters per script call: Redis runs one script at a time, so a sweep blocks it for one
   // chunk's work at most (a few ms), and the nodes' scripts run between the chunks.

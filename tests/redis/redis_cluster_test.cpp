@@ -690,3 +690,31 @@ TEST_CASE(
   auto r = open_redis(redis);
   CHECK(tasks_pending_for(r, "n0").empty());
 }
+
+TEST_CASE(
+    "a purge of every dead letter while redis is away answers what the store purged, and why "
+    "it stopped",
+    "[redis][cluster]") {
+  RedisServer redis;
+  PooldFixture node(
+      "pools:\n" + pool_yaml("fail", "fail") + pool_yaml("shared", "sleep", "    backend: redis\n"),
+      "  node: n0\n  redis: {address: \"unix:" + redis.socket() + "\", heartbeat: 200ms}\n");
+  Client c = node.connect();
+  auto dead = c.submit_wait(task("fail", "no"));
+  REQUIRE(dead);
+  REQUIRE(dead->account.state == "dead_lettered");
+  REQUIRE(eventually([&] {
+    auto l = c.dlq_list();
+    return l && !l->entries.empty();
+  }));
+  redis.kill9();
+  ops::DlqSelector all;
+  all.all = true;
+  auto purged = c.dlq_purge(all);
+  REQUIRE(purged);  // not an error: the store's letter is gone, and the reply says so
+  CHECK(purged->purged == 1);
+  CHECK_THAT(purged->first_error, Catch::Contains("unreachable"));
+  auto l = c.dlq_list();
+  REQUIRE(l);
+  CHECK(l->entries.empty());
+}

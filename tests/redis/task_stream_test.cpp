@@ -300,7 +300,8 @@ TEST_CASE("a dead-lettered end adds the letter, with the task's payload, to the 
   auto letters = w.stream.dead_letters(w.c, 10);
   REQUIRE(letters.is_ok());
   REQUIRE(letters->size() == 1);
-  std::map<std::string, std::string> f(letters->front().begin(), letters->front().end());
+  std::map<std::string, std::string> f(letters->front().fields.begin(),
+                                       letters->front().fields.end());
   CHECK(f["id"] == std::to_string(id));
   CHECK(f["payload"] == payload);
   CHECK(f["reason"] == "retries_exhausted");
