@@ -593,7 +593,6 @@ TEST_CASE("two poold nodes share a redis pool's cap on a type's running tasks",
   CHECK(claimed_by(a) + claimed_by(b) == 0);
 }
 
-}  // namespace sandpool::testing
 
 TEST_CASE(
     "a submit whose reply redis did not send in time answers unknown, and its retry under the "
@@ -718,3 +717,5 @@ TEST_CASE(
   REQUIRE(l);
   CHECK(l->entries.empty());
 }
+
+}  // namespace sandpool::testing

@@ -339,7 +339,6 @@ TEST_CASE("a redis pool's dead letters are purged by id, filter, age and all, in
   CHECK(letters_in_redis(conn) == 0);
 }
 
-}  // namespace sandpool::testing
 
 TEST_CASE("a redis pool's dead letters are listed page by page with a cursor, each once",
           "[redis][cluster]") {
@@ -378,3 +377,5 @@ TEST_CASE("a redis pool's dead letters are listed page by page with a cursor, ea
   REQUIRE_FALSE(bad);
   CHECK(bad.status().code() == Code::kInvalidArgument);
 }
+
+}  // namespace sandpool::testing

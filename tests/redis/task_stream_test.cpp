@@ -667,7 +667,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "idle entries of a node whose heartbeat key lives are not claimed; once it expired they are") {
+    "idle entries of a node whose heartbeat key lives are not claimed, and once it expired they "
+    "are") {
   StreamWorld w;
   for (int i = 0; i < 3; ++i) w.submit(std::to_string(i));
   auto held = w.read("node-a", 3);
