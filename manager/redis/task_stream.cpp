@@ -508,7 +508,7 @@ Result<std::uint64_t> TaskStream::submit(Connection& c, const StreamTask& t,
   // Loaded first, so that a failure below means the script was sent.
   if (auto sha = c.load(kSubmit); !sha) return sha.status();
   auto r = c.eval(kSubmit, call.keys, call.args);
-  if (!r) return outcome_lost(r.status());
+  if (!r) return c.broke_writing() ? r.status() : outcome_lost(r.status());  // not sent: none
   return submitted_id(*r);
 }
 
