@@ -639,23 +639,27 @@ void RedisFeeder::beat_loop() {
   auto stopped = [this] { return stopping(); };
   auto noter = [this](const Status& s) { note(s); };
   std::optional<Connection> c;
-  // Claims wait until this node has beaten without a gap for claim_after: after a stall of
-  // Redis or of this node (both make every pending entry idle and heartbeat key lapse), the
-  // live nodes set their keys and touch their entries again within a beat, so by then only a
-  // dead node's entries are idle and keyless.
-  Clock::time_point last_beat{}, beating_since{};
+  // Claims wait until this node has beaten for claim_after since its start or since a beat
+  // that failed or waited over a heartbeat for Redis: a stall of Redis long enough to lapse
+  // the keys (three beats) makes every pending entry idle and every key gone at once, and
+  // the live nodes set their keys and touch their entries again within a beat of its end,
+  // so by then only a dead node's entries are idle and keyless. (The claimant's own stall
+  // needs no wait: the other nodes kept their keys.)
+  Clock::time_point beating_since{};  // {}: not since a stall
   while (!stopped()) {
     if (!c || c->broken()) {
       c = connect(opts_.endpoint, stopped, noter);
       if (!c) return;
     }
+    const auto sent = Clock::now();
     auto beat = TaskStream::beat(*c, opts_.prefix, opts_.consumer, identity_, name_ttl());
     note(beat.status());
     const auto beat_at = Clock::now();
-    if (beat && (last_beat == Clock::time_point{} || beat_at - last_beat > 2 * opts_.heartbeat)) {
+    if (!beat || beat_at - sent > opts_.heartbeat) {
+      beating_since = {};
+    } else if (beating_since == Clock::time_point{}) {
       beating_since = beat_at;
     }
-    last_beat = beat ? beat_at : Clock::time_point{};
     if (beat && *beat) {  // thought dead, its name taken: it must not read as that consumer
       std::lock_guard lk(sh_->mu);
       sh_->stopping = true;
@@ -672,7 +676,9 @@ void RedisFeeder::beat_loop() {
     if (beat) note(stream_.touch(*c, opts_.consumer, held).status());
     if (beat) cancel_asked(*c);
     const std::size_t free = free_places();
-    if (beat && free > 0 && beat_at - beating_since >= opts_.claim_after) {
+    const bool settled =
+        beating_since != Clock::time_point{} && beat_at - beating_since >= opts_.claim_after;
+    if (beat && free > 0 && settled) {
       auto claimed = stream_.claim_idle(*c, opts_.consumer, opts_.claim_after, free);
       note(claimed.status());
       // Each claimed task's attempts so far (the lost one is counted on from there). Broken
