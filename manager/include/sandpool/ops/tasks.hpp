@@ -32,7 +32,7 @@ struct SubmitArgs {
   bool progress = false;  // wait only: the task's progress as event frames
   // `submit` only (a batch has its own): the client's name for this request, sent again
   // unchanged when it retries it; without an idempotency_key the task takes
-  // request_key(request_token) as one, so a retry whose first try's answer was lost (an
+  // request_key(request_token) as one, so a retry whose first try's answer was lost (a
   // timeout saying "outcome unknown") gets the task that try made, if it made one.
   std::string request_token;
 };
