@@ -239,6 +239,12 @@ void age(StreamWorld& w, const std::string& owner, const std::string& entry, int
               .is_ok());
 }
 
+// No lease of type echo's cap is held, and task `id`'s hash names none.
+bool no_lease(StreamWorld& w, std::uint64_t id) {
+  return w.c.command({"SCARD", w.stream.cap_key("echo")})->integer == 0 &&
+         w.c.command({"HEXISTS", "sp:task:" + std::to_string(id), "lease"})->integer == 0;
+}
+
 std::string owner_of(StreamWorld& w, const std::string& entry) {
   auto p = w.c.command({"XPENDING", w.stream.stream_key(), "sandpool", entry, entry, "1"});
   REQUIRE(p.is_ok());
@@ -626,8 +632,7 @@ TEST_CASE(
   redis::TaskStream::Backoff backoff;
   REQUIRE(w.stream.retry(w.c, got[1], "node-a", {"a1"}, 3, backoff, 1000).value() ==
           redis::TaskStream::Retried::kDeferred);
-  CHECK(w.c.command({"SCARD", w.stream.cap_key("echo")})->integer == 0);
-  CHECK(w.c.command({"HEXISTS", "sp:task:" + std::to_string(b), "lease"})->integer == 0);
+  CHECK(no_lease(w, b));
 }
 
 TEST_CASE(
@@ -662,8 +667,7 @@ TEST_CASE(
   REQUIRE(a_lease.is_ok());
   CHECK(a_lease->not_yours);
   CHECK_FALSE(a_lease->taken);
-  CHECK(w.c.command({"SCARD", w.stream.cap_key("echo")})->integer == 0);
-  CHECK(w.c.command({"HEXISTS", "sp:task:" + std::to_string(id), "lease"})->integer == 0);
+  CHECK(no_lease(w, id));
 }
 
 TEST_CASE(
