@@ -234,7 +234,7 @@ int run_batch(const Cli& cli, const BatchArgs& a, std::uint64_t payload_size) {
     }
     const std::size_t n = next_request(tally, a, &gave_up);
     if (n == 0) break;
-    ops::SubmitBatchArgs args{std::vector<std::uint64_t>(n, payload_size), defaults, {}};
+    ops::SubmitBatchArgs args{std::vector<std::uint64_t>(n, payload_size), defaults, {}, {}};
     const auto sent_at = Clock::now();
     auto id = client->call_async<ops::SubmitBatch>(
         args, full_blob.substr(0, n * payload_size),

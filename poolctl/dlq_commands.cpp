@@ -155,9 +155,14 @@ int run_show(const Cli& cli, DlqBackend& backend, std::uint64_t id) {
 }
 
 int purge_with(const Cli& cli, DlqBackend& backend, const json& selector) {
-  return finish(cli, "dlq purge", backend.purge(selector), [](const json& b) {
+  const Result<json> r = backend.purge(selector);
+  const auto stopped = [](const json& b) { return b.value("first_error", std::string()); };
+  const int code = finish(cli, "dlq purge", r, [&](const json& b) {
     std::cout << b.value("purged", 0) << " dead letters purged\n";
+    if (!stopped(b).empty()) std::cout << "stopped part way: " << stopped(b) << "\n";
   });
+  // Stopped part way (a Redis pool unreachable): the count is what was purged; exit 1.
+  return code == kExitOk && !stopped(*r).empty() ? kExitFailed : code;
 }
 
 int replay_with(const Cli& cli, DlqBackend& backend, const json& selector) {

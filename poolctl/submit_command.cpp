@@ -121,6 +121,9 @@ void add_submit_command(CLI::App& app, Cli& cli) {
   sub->add_option("--key", a->request.key, "affinity key");
   sub->add_option("--idempotency-key", a->request.idempotency_key,
                   "a resubmit with the same key returns the existing task");
+  sub->add_option("--request-token", a->request.request_token,
+                  "this request's name: run the command again with it after an 'outcome "
+                  "unknown' timeout and it gets the task the first try made (protocol.md)");
   sub->add_option("--tenant", a->request.tenant,
                   "the tenant it is for: fair queueing between tenants (default: none)");
   auto* delay =

@@ -44,6 +44,7 @@ ops::SubmitArgs submit_args(const SubmitRequest& t, bool wait = false, bool prog
   a.tenant = t.tenant;
   a.wait = wait;
   a.progress = progress;
+  a.request_token = t.request_token;
   return a;
 }
 
@@ -215,13 +216,15 @@ Status Client::submit_async(const SubmitRequest& task, SubmitDoneFn on_done,
   return id.status();
 }
 
-Result<std::vector<Submitted>> Client::submit_batch(const std::vector<SubmitRequest>& tasks) {
+Result<std::vector<Submitted>> Client::submit_batch(const std::vector<SubmitRequest>& tasks,
+                                                    const std::string& request_token) {
   // The common case (a load generator, a bulk import) shares every option: then they travel
   // once, in `defaults`, and per task only a payload length (docs/protocol.md).
   const bool shared = std::all_of(tasks.begin(), tasks.end(), [&](const SubmitRequest& t) {
     return same_options(t, tasks.front());
   });
   ops::SubmitBatchArgs args;
+  args.request_token = request_token;
   std::size_t total = 0;
   for (const SubmitRequest& t : tasks) total += t.payload.size();
   std::string blob;
@@ -229,10 +232,16 @@ Result<std::vector<Submitted>> Client::submit_batch(const std::vector<SubmitRequ
   if (!shared) args.tasks.emplace();
   for (const SubmitRequest& t : tasks) {
     args.payload_lens.push_back(t.payload.size());
-    if (!shared) args.tasks->push_back(submit_args(t));
+    if (!shared) {
+      args.tasks->push_back(submit_args(t));
+      args.tasks->back().request_token.clear();  // a batch's token is the batch's
+    }
     blob += t.payload;
   }
-  if (shared && !tasks.empty()) args.defaults = submit_args(tasks.front());
+  if (shared && !tasks.empty()) {
+    args.defaults = submit_args(tasks.front());
+    args.defaults->request_token.clear();
+  }
   auto r = call_with_blob<ops::SubmitBatch>(args, std::move(blob));
   if (!r) return r.status();
   const ops::SubmitBatchReply& reply = r->reply;

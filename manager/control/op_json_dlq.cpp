@@ -160,10 +160,17 @@ Status decode(const json& j, DlqReplayReply* out) {
   return decode_numbers(j, "ids", &out->ids);
 }
 
-json encode(const DlqPurgeReply& r) { return {{"purged", r.purged}}; }
+json encode(const DlqPurgeReply& r) {
+  json j{{"purged", r.purged}};
+  if (!r.first_error.empty()) j["first_error"] = r.first_error;
+  return j;
+}
 
 Status decode(const json& j, DlqPurgeReply* out) {
-  return ArgReader(j).required("purged", &out->purged).status();
+  return ArgReader(j)
+      .required("purged", &out->purged)
+      .optional("first_error", &out->first_error)
+      .status();
 }
 
 }  // namespace sandpool::ops

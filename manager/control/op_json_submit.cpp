@@ -19,6 +19,7 @@ json encode(const SubmitArgs& a) {
   if (!a.tenant.empty()) j["tenant"] = a.tenant;
   if (a.wait) j["wait"] = true;
   if (a.progress) j["progress"] = true;
+  if (!a.request_token.empty()) j["request_token"] = a.request_token;
   return j;
 }
 
@@ -38,6 +39,7 @@ Status decode(const json& j, SubmitArgs* out) {
       .optional("tenant", &out->tenant)
       .optional("wait", &out->wait)
       .optional("progress", &out->progress)
+      .optional("request_token", &out->request_token)
       .status();
 }
 
@@ -79,6 +81,7 @@ json encode(const SubmitBatchArgs& a) {
     for (const SubmitArgs& t : *a.tasks) tasks.push_back(encode(t));
     j["tasks"] = std::move(tasks);
   }
+  if (!a.request_token.empty()) j["request_token"] = a.request_token;
   return j;
 }
 
@@ -102,7 +105,13 @@ Status decode(const json& j, SubmitBatchArgs* out) {
     }
     out->tasks = std::move(tasks);
   }
-  return Status::ok();
+  return ArgReader(j).optional("request_token", &out->request_token).status();
+}
+
+std::string request_key(const std::string& token, std::optional<std::size_t> index) {
+  std::string key = "req:" + token;
+  if (index) key += ":" + std::to_string(*index);
+  return key;
 }
 
 json encode(const BatchRefusal& r) {

@@ -420,6 +420,11 @@ void Dashboard::install(HttpServer& server) {
       }
       done += replay ? body.value("replayed", std::uint64_t{0})
                      : body.value("purged", std::uint64_t{0});
+      if (!replay && body.is_object() && body.contains("first_error")) {  // stopped part way
+        error = "purged " + std::to_string(done) +
+                " letter(s), then stopped: " + body.value("first_error", std::string());
+        break;
+      }
     }
     redirect_with(res, req.param("return"),
                   error.empty() ? std::string(replay ? "replayed " : "purged ") +

@@ -168,6 +168,7 @@ Result<RedisPools::Options> RedisPools::options_from(const ServiceConfig& servic
   o.limits.finished_max_bytes = rc.finished_max_bytes;
   o.limits.letters = rc.dead_letters;
   o.heartbeat = rc.heartbeat;
+  o.state_dir = state_dir;
   o.node = service.node;
   if (o.node.empty()) {
     char host[256] = "localhost";
@@ -243,6 +244,7 @@ Status RedisPools::attach(const PoolConfig& pc, Pool& local) {
   fo.claim_after = 3 * opts_.heartbeat;
   fo.stream_limits = opts_.limits;
   fo.limits = pc.flow;
+  fo.state_dir = opts_.state_dir;
   auto feeder = redis::RedisFeeder::start(local, std::move(fo));
   if (!feeder) return unavailable(name, feeder.status());
   auto a = std::make_unique<Attached>(Attached{redis::TaskStream(opts_.prefix, name, opts_.limits),
@@ -316,6 +318,14 @@ Result<redis::TaskStream> RedisPools::stream_of(const std::string& pool) const {
 }
 
 Status RedisPools::unavailable(const std::string& pool, const Status& why) const {
+  if (why.code() == Code::kTimeout) {  // a submit sent, its reply lost (outcome_lost)
+    return Status::error(Code::kTimeout,
+                         "redis pool " + pool + ": redis at " + opts_.address +
+                             " did not answer the submit (" + why.message() +
+                             "); it may have been accepted: a resubmit with the same "
+                             "request_token or idempotency_key is safe, one without may run "
+                             "the task twice");
+  }
   if (why.code() != Code::kUnavailable) return why;
   return Status::error(Code::kUnavailable,
                        (pool.empty() ? std::string("redis") : "redis pool " + pool + ": redis") +
@@ -340,6 +350,9 @@ Result<std::vector<Result<std::uint64_t>>> RedisPools::submit_many(
   auto ids = requests_.with(
       [&](redis::Connection& c) { return stream->submit_many(c, tasks, wall_clock_ms()); });
   if (!ids) return unavailable(pool, ids.status());
+  for (Result<std::uint64_t>& id : *ids) {
+    if (!id) id = unavailable(pool, id.status());
+  }
   return ids;
 }
 
@@ -392,21 +405,35 @@ Result<redis::TaskStream::Cancelled> RedisPools::cancel(std::uint64_t id) {
   return r;
 }
 
-Result<std::vector<DeadLetter>> RedisPools::dead_letters(const std::string& pool,
-                                                         const DeadLetterFilter& filter,
-                                                         std::size_t limit) {
+Result<RedisPools::LetterPage> RedisPools::dead_letters(const std::string& pool,
+                                                        const DeadLetterFilter& filter,
+                                                        std::size_t limit,
+                                                        const std::string& after) {
   auto stream = stream_of(pool);
   if (!stream) return stream.status();
-  auto all = reads_.with(
-      [&](redis::Connection& c) { return stream->dead_letters(c, opts_.limits.letters); });
-  if (!all) return unavailable(pool, all.status());
-  std::vector<DeadLetter> out;
-  for (const auto& fields : *all) {
-    DeadLetter l = letter_of(pool, fields);
-    if (!matches(l, filter)) continue;
-    out.push_back(std::move(l));
-    if (out.size() == limit) break;
+  constexpr std::size_t kChunk = 500;  // letters per XREVRANGE
+  LetterPage out;
+  std::string before = after;
+  for (std::size_t scanned = 0; scanned < kLetterScan;) {
+    const std::size_t ask = std::min(kChunk, kLetterScan - scanned);
+    auto chunk =
+        reads_.with([&](redis::Connection& c) { return stream->dead_letters(c, ask, before); });
+    if (!chunk) return unavailable(pool, chunk.status());
+    for (std::size_t i = 0; i < chunk->size(); ++i) {
+      before = (*chunk)[i].entry_id;
+      DeadLetter l = letter_of(pool, (*chunk)[i].fields);
+      if (!matches(l, filter)) continue;
+      out.letters.push_back(std::move(l));
+      if (out.letters.size() == limit) {
+        // More may follow: in this chunk, or after it when it was full.
+        if (i + 1 < chunk->size() || chunk->size() == ask) out.next = before;
+        return out;
+      }
+    }
+    scanned += chunk->size();
+    if (chunk->size() < ask) return out;  // the oldest letter was read
   }
+  out.next = before;  // the scan's bound: the page goes on from there
   return out;
 }
 
@@ -421,7 +448,7 @@ Result<DeadLetter> RedisPools::dead_letter(std::uint64_t id) {
   for (const std::string& name : names) {
     auto found = dead_letters(name, f, 1);
     if (!found) return found.status();
-    if (!found->empty()) return std::move(found->front());
+    if (!found->letters.empty()) return std::move(found->letters.front());
   }
   return Status::error(Code::kNotFound, "no dead letter of task " + std::to_string(id));
 }

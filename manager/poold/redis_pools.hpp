@@ -15,8 +15,11 @@
 // the thread that starts, reloads or stops the service.
 //
 // Failures: a call that cannot reach Redis answers kUnavailable naming the pool and the
-// server (the submitter was told nothing was accepted: it may submit again); a lane's
-// connection is opened again on its next call, at most once per kReconnectGap.
+// server (nothing was sent: the submitter may submit again); a submit sent whose reply was
+// lost (a reply timeout, a connection broken after the send) answers kTimeout, "outcome
+// unknown": it may have run, and only a resubmit under the same idempotency key (or request
+// token) is safe. A
+// lane's connection is opened again on its next call, at most once per kReconnectGap.
 #pragma once
 
 #include <chrono>
@@ -62,6 +65,8 @@ class RedisPools {
     redis::TaskStream::Limits limits;  // finished tasks and dead letters kept per pool
     std::chrono::milliseconds heartbeat{1000};
     std::shared_ptr<spdlog::logger> log;
+    // Where a feeder keeps the ends Redis could not take when it stopped (FeederOptions).
+    std::string state_dir;
   };
   // The options service.redis and service.node give: the password read from its file (mode
   // 0600), and the node's name, or else the host's name and `state_id` (the state
@@ -111,9 +116,17 @@ class RedisPools {
   // Cancels a cluster task wherever it is (redis::TaskStream::cancel).
   Result<redis::TaskStream::Cancelled> cancel(std::uint64_t id);
   // The dead letters of Redis pool `pool` that match `filter` (its pool member aside), newest
-  // first, at most `limit`; each with its task's id as letter id (cluster ids are unique).
-  Result<std::vector<DeadLetter>> dead_letters(const std::string& pool,
-                                               const DeadLetterFilter& filter, std::size_t limit);
+  // first, at most `limit`, from the one after `after` (a page's `next`; "": the newest);
+  // each with its task's id as letter id (cluster ids are unique). A page looks at
+  // kLetterScan letters at most: it may hold fewer than `limit` and still have a `next`.
+  // `next`: the dead-letter stream's entry id to go on after; none on the last page.
+  static constexpr std::size_t kLetterScan = 10000;
+  struct LetterPage {
+    std::vector<DeadLetter> letters;
+    std::optional<std::string> next;
+  };
+  Result<LetterPage> dead_letters(const std::string& pool, const DeadLetterFilter& filter,
+                                  std::size_t limit, const std::string& after = "");
   // The dead letter of cluster task `id`, in whichever Redis pool has it (kNotFound: none).
   Result<DeadLetter> dead_letter(std::uint64_t id);
   // Replay and purge of the dead letters in Redis (redis::TaskStream::replay_letters), on the
@@ -212,7 +225,10 @@ auto RedisPools::Lane::with(F&& f) -> decltype(f(std::declval<redis::Connection&
   auto r = f(**c);
   if ((*c)->broken()) {
     failed_at_ = Clock::now();
-    last_ = r.status().is_ok() ? Status::error(Code::kUnavailable, "connection lost") : r.status();
+    // Unreachable, whatever the call answered (an unknown outcome is that call's): a call
+    // that open() refuses within kReconnectGap sent nothing.
+    last_ = Status::error(Code::kUnavailable,
+                          r.status().is_ok() ? "connection lost" : r.status().message());
   } else {
     last_ = Status::ok();
   }

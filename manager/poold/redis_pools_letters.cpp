@@ -42,6 +42,7 @@ Result<redis::TaskStream::LetterSweep> RedisPools::sweep(const std::string& pool
                   : stream->purge_letters(c, m);
   });
   if (!r) return unavailable(pool, r.status());
+  if (!r->stopped) r->stopped = unavailable(pool, r->stopped);
   return r;
 }
 
@@ -84,6 +85,7 @@ Result<std::uint64_t> RedisPools::replay_letter(std::uint64_t id) {
     auto r = sweep(name, f, true);
     if (!r) return r.status();
     if (!r->replayed.empty()) return r->replayed.front();
+    if (!r->stopped) return r->stopped;
     if (r->refused != 0) return Status::invalid(r->first_refusal);
   }
   return Status::error(Code::kNotFound, "no dead letter of task " + std::to_string(id));
@@ -98,6 +100,7 @@ Result<std::uint64_t> RedisPools::purge_letter(std::uint64_t id) {
     auto r = sweep(name, f, false);
     if (!r) return r.status();
     if (r->purged != 0) return r->purged;
+    if (!r->stopped) return r->stopped;
   }
   return std::uint64_t{0};
 }

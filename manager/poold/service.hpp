@@ -307,7 +307,7 @@ class Service final : public ControlHandler {
   void serve(const Request& req, const ops::DlqSelector& a, const OpResponder<ops::DlqReplay>& res);
   void serve(const Request& req, const ops::DlqSelector& a, const OpResponder<ops::DlqPurge>& res);
   Result<ops::DlqReplayReply> dlq_replay(const ops::DlqSelector& a);
-  Result<std::uint64_t> dlq_purge(const ops::DlqSelector& a);
+  Result<ops::DlqPurgeReply> dlq_purge(const ops::DlqSelector& a);
   // service_dlq_import.cpp (job thread): letters from a spill file into the store.
   void serve(const Request& req, const ops::DlqImportArgs& a,
              const OpResponder<ops::DlqImport>& res);

@@ -49,6 +49,17 @@ std::optional<DeadLetterCursor> parse_cursor(const std::string& s) {
   return c;
 }
 
+// A stream entry id, "<ms>-<seq>": a Redis pool's letter cursor.
+bool is_entry_id(const std::string& s) {
+  const auto dash = s.find('-');
+  std::uint64_t ms = 0, seq = 0;
+  if (dash == std::string::npos || s.size() > 41) return false;
+  auto a = std::from_chars(s.data(), s.data() + dash, ms);
+  auto b = std::from_chars(s.data() + dash + 1, s.data() + s.size(), seq);
+  return a.ec == std::errc() && a.ptr == s.data() + dash && b.ec == std::errc() &&
+         b.ptr == s.data() + s.size();
+}
+
 ops::DeadLetterEntry entry_of(const DeadLetter& l) {
   ops::DeadLetterEntry e;
   e.task = account_of(l.task);
@@ -70,19 +81,28 @@ void Service::serve(const Request&, const ops::DlqListArgs& a,
   if (!filter) return (void)res.error(filter.status());
   DeadLetterPage page;
   page.limit = static_cast<std::size_t>(std::clamp<std::uint64_t>(a.limit, 1, 10000));
+  if (redis_ && filter->pool && redis_->serves(*filter->pool)) {
+    // A Redis pool's letters are in Redis (docs/redis-pools.md): its cursor is the letter's
+    // entry id in the pool's dead-letter stream.
+    std::string after;
+    if (a.cursor) {
+      if (!is_entry_id(*a.cursor)) {
+        return (void)res.error(Status::invalid("cursor: as returned in `next_cursor`"));
+      }
+      after = *a.cursor;
+    }
+    auto letters = redis_->dead_letters(*filter->pool, *filter, page.limit, after);
+    if (!letters) return (void)res.error(letters.status());
+    ops::DlqListReply out;
+    for (const DeadLetter& l : letters->letters) out.entries.push_back(entry_of(l));
+    out.next_cursor = letters->next;
+    return (void)res.ok(out);
+  }
   if (a.cursor) {
     page.after = parse_cursor(*a.cursor);
     if (!page.after) {
       return (void)res.error(Status::invalid("cursor: as returned in `next_cursor`"));
     }
-  }
-  if (redis_ && filter->pool && redis_->serves(*filter->pool)) {
-    // A Redis pool's letters are in Redis (docs/redis-pools.md): the newest, one page.
-    auto letters = redis_->dead_letters(*filter->pool, *filter, page.limit);
-    if (!letters) return (void)res.error(letters.status());
-    ops::DlqListReply out;
-    for (const DeadLetter& l : *letters) out.entries.push_back(entry_of(l));
-    return (void)res.ok(out);
   }
   auto list = store_->list(*filter, page);
   if (!list) return (void)res.error(list.status());
@@ -113,18 +133,20 @@ void Service::serve(const Request&, const ops::DlqSelector& a,
 
 void Service::serve(const Request&, const ops::DlqSelector& a,
                     const OpResponder<ops::DlqPurge>& res) {
-  auto n = dlq_purge(a);
-  if (!n) return (void)res.error(n.status());
-  res.ok(ops::DlqPurgeReply{*n});
+  auto out = dlq_purge(a);
+  if (!out) return (void)res.error(out.status());
+  res.ok(*out);
 }
 
 // The Redis pools' letters are in Redis (docs/redis-pools.md, "Dead letters"): an id of 2^52
 // or more names a cluster task's letter; a filter without a pool, --older-than and --all
 // take the node's store and every Redis pool it serves.
-Result<std::uint64_t> Service::dlq_purge(const ops::DlqSelector& a) {
+Result<ops::DlqPurgeReply> Service::dlq_purge(const ops::DlqSelector& a) {
   if (a.id) {
-    if (redis_ && RedisPools::is_cluster_id(*a.id)) return redis_->purge_letter(*a.id);
-    return store_->purge(*a.id);
+    auto n = redis_ && RedisPools::is_cluster_id(*a.id) ? redis_->purge_letter(*a.id)
+                                                        : store_->purge(*a.id);
+    if (!n) return n.status();
+    return ops::DlqPurgeReply{*n, ""};
   }
   DeadLetterFilter filter;
   if (a.filter) {
@@ -138,20 +160,30 @@ Result<std::uint64_t> Service::dlq_purge(const ops::DlqSelector& a) {
   } else if (!a.all) {
     return Status::invalid("dlq_purge: id, filter, older_than_ms or all");
   }
-  std::uint64_t purged = 0;
+  // The store, then each Redis pool: one that fails is named in first_error, and what the
+  // others purged (and it, before it stopped) is still counted. Nothing purged: the error.
+  ops::DlqPurgeReply out;
+  Status first_failure;
+  const auto failed = [&](const Status& why) {
+    if (first_failure) first_failure = why;
+  };
   if (!redis_ || !filter.pool || !redis_->serves(*filter.pool)) {
     auto n = store_->purge(filter);
-    if (!n) return n.status();
-    purged += *n;
+    n ? (void)(out.purged += *n) : failed(n.status());
   }
-  if (!redis_) return purged;
-  for (const auto& [name, pool] : pools()) {
+  for (const auto& [name, pool] : redis_ ? pools() : decltype(pools()){}) {
     if ((filter.pool && *filter.pool != name) || !redis_->serves(name)) continue;
     auto swept = redis_->purge_letters(name, filter);
-    if (!swept) return swept.status();
-    purged += swept->purged;
+    if (!swept) {
+      failed(swept.status());
+      continue;
+    }
+    out.purged += swept->purged;
+    if (!swept->stopped) failed(swept->stopped);
   }
-  return purged;
+  if (!first_failure && out.purged == 0) return first_failure;
+  if (!first_failure) out.first_error = first_failure.to_string();
+  return out;
 }
 
 Result<ops::DlqReplayReply> Service::dlq_replay(const ops::DlqSelector& a) {
@@ -194,7 +226,9 @@ Result<ops::DlqReplayReply> Service::dlq_replay(const ops::DlqSelector& a) {
         failed(1, swept.status());
         continue;
       }
+      // Stopped part way: the tasks it replayed before are answered all the same.
       out.ids.insert(out.ids.end(), swept->replayed.begin(), swept->replayed.end());
+      if (!swept->stopped) failed(1, swept->stopped);
       if (swept->refused != 0) failed(swept->refused, Status::invalid(swept->first_refusal));
       continue;
     }

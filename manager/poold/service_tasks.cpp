@@ -221,8 +221,31 @@ TaskCallbacks Service::replay_callbacks() {
   return cb;
 }
 
+namespace {
+
+// A request token becomes part of an idempotency key (ops::request_key): bounded and plain.
+Status check_request_token(const std::string& token) {
+  constexpr std::size_t kMax = 128;
+  const bool plain =
+      std::all_of(token.begin(), token.end(), [](char ch) { return ch > ' ' && ch < 127; });
+  if (token.size() > kMax || !plain) {
+    return Status::invalid("request_token: at most 128 bytes of printable ASCII without space");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 void Service::serve(const Request& req, const ops::SubmitArgs& a,
                     const OpResponder<ops::Submit>& res) {
+  if (!a.request_token.empty()) {
+    if (Status st = check_request_token(a.request_token); !st) return (void)res.error(st);
+    if (a.idempotency_key.empty()) {  // the task takes the token's key (its own wins)
+      ops::SubmitArgs keyed = a;
+      keyed.idempotency_key = ops::request_key(a.request_token);
+      return serve(req, keyed, res);
+    }
+  }
   if (auto redis_pool = redis_route(a.pool, a.type)) return submit_redis(*redis_pool, req, a, res);
   auto gate = std::make_shared<AckGate>();
   auto s = submit_one(a, req.blob, a.wait, a.progress, &res.responder(), gate, 0);
@@ -270,6 +293,20 @@ void Service::serve(const Request& req, const ops::SubmitBatchArgs& a,
   // length). Check the payload slices first, so a malformed batch submits nothing.
   if (Status st = check_payload_lens(a.payload_lens, req.blob.size()); !st) {
     return (void)res.error(st);
+  }
+  if (!a.request_token.empty()) {
+    // Each task without a key of its own takes the token's key at its index; the batch goes
+    // as per-task objects (not the shared path, whose tasks have no keys).
+    if (Status st = check_request_token(a.request_token); !st) return (void)res.error(st);
+    ops::SubmitBatchArgs keyed;
+    keyed.payload_lens = a.payload_lens;
+    keyed.tasks.emplace();
+    for (std::size_t i = 0; i < a.payload_lens.size(); ++i) {
+      ops::SubmitArgs t = a.tasks ? (*a.tasks)[i] : a.defaults.value_or(ops::SubmitArgs{});
+      if (t.idempotency_key.empty()) t.idempotency_key = ops::request_key(a.request_token, i);
+      keyed.tasks->push_back(std::move(t));
+    }
+    return serve(req, keyed, res);
   }
   if (submit_batch_redis(req, a, res)) return;
   auto gate = std::make_shared<AckGate>();

@@ -174,18 +174,28 @@ Result<Connection> Connection::open(const Endpoint& endpoint) {
 
 Status Connection::failure(const char* what) {
   broken_ = true;
+  write_failed_ = false;
   const std::string why = ctx_ && ctx_->err != 0 ? ctx_->errstr : "connection lost";
   return Status::error(Code::kUnavailable,
                        "redis " + endpoint_.describe() + ": " + what + ": " + why);
 }
 
 Result<Reply> Connection::send(int argc, const char** argv, const std::size_t* lens) {
-  if (broken_)
-    return Status::error(Code::kUnavailable, "redis " + endpoint_.describe() + ": broken");
-  const SigpipeGuard guard;
-  std::unique_ptr<void, ReplyFree> r(redisCommandArgv(ctx_.get(), argc, argv, lens));
-  if (!r) return failure(argc > 0 ? argv[0] : "command");
-  return copy(*static_cast<redisReply*>(r.get()));
+  SP_RETURN_IF_ERROR(append_argv(argc, argv, lens));
+  return read();
+}
+
+Status Connection::flush() {
+  // Written here rather than by redisGetReply, so that a failure says whether the commands
+  // went out: a write that fails leaves a command cut short, which Redis never runs.
+  for (int done = 0; done == 0;) {
+    if (redisBufferWrite(ctx_.get(), &done) != REDIS_OK) {
+      Status s = failure("write");
+      write_failed_ = true;
+      return s;
+    }
+  }
+  return Status::ok();
 }
 
 Result<Reply> Connection::command(std::initializer_list<std::string_view> args) {
@@ -215,6 +225,7 @@ Result<Reply> Connection::read() {
     return Status::error(Code::kUnavailable, "redis " + endpoint_.describe() + ": broken");
   void* raw = nullptr;
   const SigpipeGuard guard;  // the first read writes what append() buffered
+  SP_RETURN_IF_ERROR(flush());
   if (redisGetReply(ctx_.get(), &raw) != REDIS_OK || raw == nullptr) return failure("read reply");
   std::unique_ptr<void, ReplyFree> r(raw);
   return copy(*static_cast<redisReply*>(r.get()));
@@ -231,6 +242,8 @@ Result<std::string> Connection::sha_of(const Script& script) {
   shas_.emplace(script.source, loaded->str);
   return loaded->str;
 }
+
+Result<std::string> Connection::load(const Script& script) { return sha_of(script); }
 
 namespace {
 

@@ -77,6 +77,10 @@ class Connection {
   // Pipelining: append() queues a command, read() returns the oldest reply not read yet.
   Status append(const std::vector<std::string>& args);
   Result<Reply> read();
+  // Loads `script` on this connection unless it is loaded (SCRIPT LOAD; no round trip
+  // then) and returns its SHA-1. A caller that must tell "not sent" from "sent, reply lost"
+  // loads first: a failure of eval() after it means the EVALSHA went out and may have run.
+  Result<std::string> load(const Script& script);
   // EVALSHA of `script` with its keys and arguments, loading it first when this connection
   // has not, and again when the server answers NOSCRIPT.
   Result<Reply> eval(const Script& script, const std::vector<std::string>& keys,
@@ -90,6 +94,10 @@ class Connection {
   Result<std::vector<Reply>> eval_many(const Script& script, const std::vector<Call>& calls);
 
   bool broken() const { return broken_; }
+  // Broken while writing its buffered commands: the last one, at least, never reached Redis
+  // whole (so a single command failing so did not run); false when it broke later, waiting
+  // for a reply (then the commands may have run).
+  bool broke_writing() const { return broken_ && write_failed_; }
   const Endpoint& endpoint() const { return endpoint_; }
 
  private:
@@ -100,11 +108,13 @@ class Connection {
   Result<Reply> send(int argc, const char** argv, const std::size_t* lens);
   Status append_argv(int argc, const char** argv, const std::size_t* lens);
   Status failure(const char* what);                  // marks the connection broken
+  Status flush();                                    // writes what append() buffered
   Result<std::string> sha_of(const Script& script);  // loading it when this connection has not
 
   Endpoint endpoint_;
   std::unique_ptr<redisContext, Free> ctx_;
   bool broken_ = false;
+  bool write_failed_ = false;
   std::unordered_map<std::string, std::string> shas_;  // a script's source: its SHA-1 here
 };
 

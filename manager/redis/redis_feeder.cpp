@@ -7,6 +7,7 @@
 #include <random>
 
 #include <nlohmann/json.hpp>
+#include <sandpool/posix_call.hpp>
 
 namespace sandpool::redis {
 namespace {
@@ -65,6 +66,7 @@ Result<std::unique_ptr<RedisFeeder>> RedisFeeder::start(Pool& pool, FeederOption
   if (!c) return c.status();
   SP_RETURN_IF_ERROR(f->stream_.ensure_group(*c));
   SP_RETURN_IF_ERROR(f->take_name(*c));
+  SP_RETURN_IF_ERROR(f->write_kept_ends(*c));  // before anything is read or claimed
   f->reader_ = std::thread([p = f.get()] { p->read_loop(); });
   f->writer_ = std::thread([p = f.get()] { p->write_loop(); });
   f->beater_ = std::thread([p = f.get()] { p->beat_loop(); });
@@ -233,6 +235,7 @@ void RedisFeeder::read_loop() {
     }
     // How many attempts each made before (a retry of another node's, a claimed one): its
     // attempts here are numbered on from there. Broken off: the entries are claimed later.
+    const std::size_t read = got->size();
     if (Status s = stream_.take(*c, opts_.consumer, *got); !s) {
       note(s);
       continue;
@@ -241,6 +244,7 @@ void RedisFeeder::read_loop() {
       // Held (so the beat keeps them fresh) while the batch goes through: one may wait for
       // the pool's rate.
       std::lock_guard lk(sh_->mu);
+      sh_->stats.fenced += read - got->size();  // claimed by another since the read: a stall
       for (const StreamEntry& e : *got) {
         if (e.malformed.empty() && !sh_->dead) sh_->held.insert(key_of(e));
       }
@@ -362,10 +366,17 @@ bool RedisFeeder::pass_limits(Connection& c, const StreamEntry& entry, bool may_
   const TaskStream::Bucket cap_bucket{cap ? stream_.rate_key("cap", entry.task.type) : "",
                                       cap ? cap->max : 1, 100, 1};
   for (;;) {
-    auto taken = stream_.take_tokens(c, buckets, cap);
+    auto taken = stream_.take_tokens(c, buckets, cap, &entry, opts_.consumer);
     note(taken.status());
     if (!taken) {
       hand_back(entry, "its rate limits could not be taken: " + taken.status().to_string());
+      return false;
+    }
+    if (taken->not_yours) {  // claimed by another node while this one stalled: not run here
+      std::lock_guard lk(sh_->mu);
+      sh_->held.erase(key_of(entry));
+      ++sh_->stats.fenced;
+      sh_->cv.notify_all();  // a place is free
       return false;
     }
     if (taken->taken) return true;
@@ -508,27 +519,78 @@ Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
   return Status::ok();
 }
 
+Status RedisFeeder::write_kept_ends(Connection& c) {
+  if (opts_.state_dir.empty()) return Status::ok();
+  const std::string path = unwritten_ends::path_in(opts_.state_dir, opts_.pool);
+  auto kept = unwritten_ends::read(path, opts_.pool, opts_.consumer);
+  if (!kept) return kept.status().code() == Code::kNotFound ? Status::ok() : kept.status();
+  constexpr std::ptrdiff_t kChunk = 256;
+  for (auto at = kept->ends.begin(); at != kept->ends.end();) {
+    const auto end = kept->ends.end() - at > kChunk ? at + kChunk : kept->ends.end();
+    SP_RETURN_IF_ERROR(write_ends(c, std::vector<Ended>(at, end)));  // the file stays
+    at = end;
+  }
+  if (kept->refused != 0) {
+    std::lock_guard lk(sh_->mu);
+    sh_->stats.last_error = "redis pool " + opts_.pool + ": " + std::to_string(kept->refused) +
+                            " kept ends refused, the first: " + kept->first_refusal;
+  }
+  return posix_call("unlink(" + path + ")", [&] { return ::unlink(path.c_str()); }).status();
+}
+
+void RedisFeeder::keep_ends() {
+  std::deque<Ended> ends;
+  {
+    std::lock_guard lk(sh_->mu);
+    ends.swap(sh_->ends);
+  }
+  if (ends.empty() || opts_.state_dir.empty()) return;
+  const std::string path = unwritten_ends::path_in(opts_.state_dir, opts_.pool);
+  auto kept = unwritten_ends::append(path, opts_.pool, opts_.consumer, ends);
+  std::lock_guard lk(sh_->mu);
+  sh_->stats.kept_ends += kept ? *kept : 0;
+  if (!kept || *kept < ends.size()) {
+    sh_->stats.last_error = "redis pool " + opts_.pool + ": " +
+                            std::to_string(ends.size() - (kept ? *kept : 0)) +
+                            " ends given up at shutdown (" +
+                            (kept ? "over the file's bound" : kept.status().to_string()) + ")";
+  }
+}
+
 void RedisFeeder::write_loop() {
   constexpr std::size_t kMaxBatch = 256;  // ends per round trip
+  // Connecting gives up once the feeder stops: then one attempt, and the ends are kept.
   auto stopped = [this] {
     std::lock_guard lk(sh_->mu);
-    return sh_->dead || (sh_->stopping && sh_->ends.empty());
+    return sh_->dead || sh_->stopping;
   };
   auto noter = [this](const Status& s) { note(s); };
   std::optional<Connection> c;
   std::chrono::milliseconds wait = kRetryFirst;
   for (;;) {
     std::vector<Ended> batch;
+    bool stopping = false;
     {
       std::unique_lock lk(sh_->mu);
       sh_->cv.wait(lk, [&] { return sh_->dead || sh_->stopping || !sh_->ends.empty(); });
       if (sh_->dead || sh_->ends.empty()) return;
+      stopping = sh_->stopping;
       const std::size_t n = std::min(kMaxBatch, sh_->ends.size());
       batch.assign(sh_->ends.begin(), sh_->ends.begin() + static_cast<std::ptrdiff_t>(n));
     }
     if (!c || c->broken()) {
-      c = connect(opts_.endpoint, stopped, noter);
-      if (!c) return;
+      if (stopping) {
+        auto once = Connection::open(opts_.endpoint);
+        note(once.status());
+        if (once) c.emplace(std::move(once).value());
+      } else {
+        c = connect(opts_.endpoint, stopped, noter);
+      }
+      if (!c) {
+        if (!stopping) continue;  // it began to stop, or died, meanwhile: the loop's top says
+        keep_ends();
+        return;
+      }
     }
     const Status s = write_ends(*c, batch);
     note(s);
@@ -539,13 +601,14 @@ void RedisFeeder::write_loop() {
       wait = kRetryFirst;
       continue;
     }
-    // Redis away (or an error of the server): the ends wait, in order, and are tried again.
+    // Redis away (or an error of the server): the ends wait, in order, and are tried again;
+    // stopping, after one attempt they are kept in the state dir for the next start.
     {
       std::unique_lock lk(sh_->mu);
-      if (sh_->stopping) {  // stopping: one attempt each; the entries stay pending
-        sh_->ends.erase(sh_->ends.begin(),
-                        sh_->ends.begin() + static_cast<std::ptrdiff_t>(batch.size()));
-        continue;
+      if (sh_->stopping) {
+        lk.unlock();
+        keep_ends();
+        return;
       }
       sh_->cv.wait_for(lk, wait, [&] { return sh_->dead; });
     }
@@ -576,13 +639,27 @@ void RedisFeeder::beat_loop() {
   auto stopped = [this] { return stopping(); };
   auto noter = [this](const Status& s) { note(s); };
   std::optional<Connection> c;
+  // Claims wait until this node has beaten for claim_after since its start or since a beat
+  // that failed or waited over a heartbeat for Redis: a stall of Redis long enough to lapse
+  // the keys (three beats) makes every pending entry idle and every key gone at once, and
+  // the live nodes set their keys and touch their entries again within a beat of its end,
+  // so by then only a dead node's entries are idle and keyless. (The claimant's own stall
+  // needs no wait: the other nodes kept their keys.)
+  Clock::time_point beating_since{};  // {}: not since a stall
   while (!stopped()) {
     if (!c || c->broken()) {
       c = connect(opts_.endpoint, stopped, noter);
       if (!c) return;
     }
+    const auto sent = Clock::now();
     auto beat = TaskStream::beat(*c, opts_.prefix, opts_.consumer, identity_, name_ttl());
     note(beat.status());
+    const auto beat_at = Clock::now();
+    if (!beat || beat_at - sent > opts_.heartbeat) {
+      beating_since = {};
+    } else if (beating_since == Clock::time_point{}) {
+      beating_since = beat_at;
+    }
     if (beat && *beat) {  // thought dead, its name taken: it must not read as that consumer
       std::lock_guard lk(sh_->mu);
       sh_->stopping = true;
@@ -599,7 +676,9 @@ void RedisFeeder::beat_loop() {
     if (beat) note(stream_.touch(*c, opts_.consumer, held).status());
     if (beat) cancel_asked(*c);
     const std::size_t free = free_places();
-    if (beat && free > 0) {
+    const bool settled =
+        beating_since != Clock::time_point{} && beat_at - beating_since >= opts_.claim_after;
+    if (beat && free > 0 && settled) {
       auto claimed = stream_.claim_idle(*c, opts_.consumer, opts_.claim_after, free);
       note(claimed.status());
       // Each claimed task's attempts so far (the lost one is counted on from there). Broken

@@ -9,8 +9,10 @@
 //
 // What a node that dies leaves: entries pending for its consumer, whose idle time stops being
 // refreshed. Another node claims them once they are idle for `claim_after` and its heartbeat
-// key expired, records a `lost` attempt ("node <name> died") and runs them again, or
-// dead-letters them (`retries_exhausted`) past the task's retries.
+// key expired (and the claimant has beaten for `claim_after` since it started or since a
+// beat that failed or waited over a heartbeat: after a stall of Redis, every node's entries
+// are idle and keys lapsed until the live ones beat again), records a `lost` attempt ("node <name> died") and runs them again, or dead-letters
+// them (`retries_exhausted`) past the task's retries.
 //
 // Thread-safety: stats() from any thread.
 #pragma once
@@ -33,6 +35,7 @@
 
 #include "redis/redis_client.hpp"
 #include "redis/task_stream.hpp"
+#include "redis/unwritten_ends.hpp"
 
 namespace sandpool::redis {
 
@@ -66,6 +69,11 @@ struct FeederOptions {
   // the same buckets in Redis before it runs a task (docs/redis-pools.md, "Rate limits").
   // type_concurrency is not the feeder's (the local pool caps its own dispatch).
   FlowLimits limits;
+  // Set (poold's state dir): the ends Redis cannot take when the feeder stops are kept there
+  // (unwritten_ends.hpp) and written, fenced, by the next start() of this pool and node,
+  // before it reads or claims anything. Empty: they are given up (their entries stay
+  // pending: the task runs again on whichever node claims it).
+  std::string state_dir;
 };
 
 struct FeederStats {
@@ -79,6 +87,7 @@ struct FeederStats {
   std::uint64_t held = 0;       // entries this node holds now
   std::uint64_t throttled = 0;  // entries over a type's or tenant's rate, sent to the later set
   std::uint64_t throttle_waits = 0;  // times reading waited for the pool's rate
+  std::uint64_t kept_ends = 0;       // ends Redis could not take at a stop, kept in the state dir
   bool redis_up = false;             // the last call to Redis succeeded
   std::string last_error;
 };
@@ -88,8 +97,9 @@ class RedisFeeder {
   // Starts the threads on `pool`, which must outlive the feeder.
   static Result<std::unique_ptr<RedisFeeder>> start(Pool& pool, FeederOptions options);
   // Stops reading and beating; ends already queued are written first (bounded by Redis's
-  // reachability: one attempt each when it is away). Tasks still running locally keep their
-  // entries pending for this node: once it is gone, another claims them.
+  // reachability: one attempt when it is away, then they are kept in the state dir, see
+  // FeederOptions::state_dir). Tasks still running locally keep their entries pending for
+  // this node: once it is gone, another claims them.
   ~RedisFeeder();
   RedisFeeder(const RedisFeeder&) = delete;
   RedisFeeder& operator=(const RedisFeeder&) = delete;
@@ -115,11 +125,7 @@ class RedisFeeder {
   // An entry, by its band and id (an id is unique within its band's stream only).
   using EntryKey = std::pair<Band, std::string>;
   static EntryKey key_of(const StreamEntry& e) { return {e.band, e.entry_id}; }
-  struct Ended {
-    StreamEntry entry;
-    TaskResult account;
-    bool release = false;  // not an end: the entry goes back to the stream, unrun
-  };
+  using Ended = UnwrittenEnd;  // release: not an end, the entry goes back to the stream, unrun
   RedisFeeder(Pool& pool, FeederOptions options);
   void read_loop();
   void write_loop();
@@ -141,6 +147,11 @@ class RedisFeeder {
   void hand_back(StreamEntry entry, const std::string& why);
   // Writes a batch of ends (their attempts first) in one round trip.
   Status write_ends(Connection& c, const std::vector<Ended>& batch);
+  // start(): writes the ends the last run of this pool and node kept (state_dir), then
+  // removes their file.
+  Status write_kept_ends(Connection& c);
+  // The writer, stopping while Redis is away: keeps every queued end in the state dir.
+  void keep_ends();
   void note(const Status& s);
   std::size_t free_places();
   std::size_t capacity() const;

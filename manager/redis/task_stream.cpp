@@ -325,22 +325,56 @@ end
 return out
 )"};
 
-// ARGV: prefix, pool, consumer, then per entry: task id, entry id, band, type. Each task's
-// hash says it runs on the consumer (a plain XADD's task gets its hash, submitted when its
-// entry was added); answers each task's attempts so far.
+// KEYS: the streams q:1, q:0, q:-1. ARGV: prefix, pool, consumer, then per entry: task id,
+// entry id, band, type. Fenced per entry: one no longer pending for the consumer (a node that
+// stalled between its read and this, and another claimed the entry meanwhile, and may have
+// ended it) is left alone and answers -1. Each other task's hash says it runs on the consumer
+// (a plain XADD's task gets its hash, submitted when its entry was added); answers each
+// task's attempts so far.
 const Script kTake{"take", R"(
 local out = {}
 for i = 4, #ARGV, 4 do
+  local stream = KEYS[2 - tonumber(ARGV[i + 2])]
   local h = ARGV[1] .. 'task:' .. ARGV[i]
-  if redis.call('EXISTS', h) == 0 then
-    redis.call('HSET', h, 'pool', ARGV[2], 'type', ARGV[i + 3], 'attempts', 0, 'submitted_ms',
-               string.match(ARGV[i + 1], '^(%d+)') or '0')
+  if #redis.call('XPENDING', stream, 'sandpool', ARGV[i + 1], ARGV[i + 1], 1, ARGV[3]) == 0 then
+    out[#out + 1] = -1
+  else
+    if redis.call('EXISTS', h) == 0 then
+      redis.call('HSET', h, 'pool', ARGV[2], 'type', ARGV[i + 3], 'attempts', 0, 'submitted_ms',
+                 string.match(ARGV[i + 1], '^(%d+)') or '0')
+    end
+    redis.call('HSET', h, 'state', 'running', 'node', ARGV[3], 'entry', ARGV[i + 1], 'band',
+               ARGV[i + 2])
+    out[#out + 1] = tonumber(redis.call('HGET', h, 'attempts') or '0')
   end
-  redis.call('HSET', h, 'state', 'running', 'node', ARGV[3], 'entry', ARGV[i + 1], 'band',
-             ARGV[i + 2])
-  out[#out + 1] = tonumber(redis.call('HGET', h, 'attempts') or '0')
 end
 return out
+)"};
+
+// KEYS: a band's stream. ARGV: consumer, min idle (ms), the most to claim, the node keys'
+// prefix (P:node:), where the scan starts (an entry id, "(" before it: after it), how many
+// pending entries to look at. Claims the pending entries idle for min idle or more whose
+// consumer's heartbeat key is gone (a dead node's), or that are the claimant's own (a live
+// node touches what it holds every beat: its own idle ones are a previous run's), at most
+// the most. Answers {the last entry id looked at ('' when none), the claimed entries}.
+const Script kClaimIdle{"claim_idle", R"(
+local looked = redis.call('XPENDING', KEYS[1], 'sandpool', 'IDLE', tonumber(ARGV[2]), ARGV[5],
+                          '+', tonumber(ARGV[6]))
+local dead, claimed, last = {}, {}, ''
+for _, p in ipairs(looked) do
+  if #claimed >= tonumber(ARGV[3]) then break end
+  last = p[1]
+  local owner = p[2]
+  if dead[owner] == nil then
+    dead[owner] = owner == ARGV[1] or redis.call('EXISTS', ARGV[4] .. owner) == 0
+  end
+  if dead[owner] then
+    for _, e in ipairs(redis.call('XCLAIM', KEYS[1], 'sandpool', ARGV[1], ARGV[2], p[1])) do
+      if e then claimed[#claimed + 1] = e end
+    end
+  end
+end
+return {last, claimed}
 )"};
 
 #undef SP_FENCE
@@ -458,13 +492,25 @@ Result<std::uint64_t> submitted_id(const Reply& r) {
   }
   return static_cast<std::uint64_t>(r.elements[0].integer);
 }
+
+// A submit sent whose reply was lost: it may have run (Redis stalled past the reply timeout,
+// or the connection broke after the send).
+// Code::kTimeout, the wait for the reply ran out (or broke), with "outcome unknown" said.
+Status outcome_lost(const Status& why) {
+  if (why.code() != Code::kUnavailable) return why;
+  return Status::error(Code::kTimeout, "outcome unknown: " + why.message() +
+                                           ": the submit was sent and its reply lost, so it " +
+                                           "may have been accepted");
+}
 }  // namespace
 
 Result<std::uint64_t> TaskStream::submit(Connection& c, const StreamTask& t,
                                          std::int64_t now_ms) const {
   const Connection::Call call = submit_call(t, now_ms);
+  // Loaded first, so that a failure below means the script was sent.
+  if (auto sha = c.load(kSubmit); !sha) return sha.status();
   auto r = c.eval(kSubmit, call.keys, call.args);
-  if (!r) return r.status();
+  if (!r) return c.broke_writing() ? r.status() : outcome_lost(r.status());  // not sent: none
   return submitted_id(*r);
 }
 
@@ -508,14 +554,35 @@ std::string TaskStream::schedule_claim_key(const std::string& schedule) const {
 
 Result<std::vector<Result<std::uint64_t>>> TaskStream::submit_many(
     Connection& c, const std::vector<StreamTask>& tasks, std::int64_t now_ms) const {
-  std::vector<Connection::Call> calls;
-  calls.reserve(tasks.size());
-  for (const StreamTask& t : tasks) calls.push_back(submit_call(t, now_ms));
-  auto replies = c.eval_many(kSubmit, calls);
-  if (!replies) return replies.status();
+  // Not eval_many(): the replies read before a break are ids the submitter must get, and
+  // the tasks whose replies were lost are unknown, not refused.
+  auto sha = c.load(kSubmit);
+  if (!sha) return sha.status();  // nothing sent
   std::vector<Result<std::uint64_t>> out;
-  out.reserve(replies->size());
-  for (const Reply& r : *replies) out.push_back(submitted_id(r));
+  out.reserve(tasks.size());
+  for (const StreamTask& t : tasks) {
+    const Connection::Call call = submit_call(t, now_ms);
+    std::vector<std::string> argv = {"EVALSHA", *sha, std::to_string(call.keys.size())};
+    argv.insert(argv.end(), call.keys.begin(), call.keys.end());
+    argv.insert(argv.end(), call.args.begin(), call.args.end());
+    if (Status s = c.append(argv); !s) return s;  // nothing sent yet: the buffer goes out on read
+  }
+  std::vector<std::size_t> lost_script;
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    auto r = c.read();
+    if (!r) {
+      for (; i < tasks.size(); ++i) out.push_back(outcome_lost(r.status()));
+      return out;
+    }
+    // The server lost the script since it was loaded (a restart): that one did not run.
+    if (r->is_error() && r->str.rfind("NOSCRIPT", 0) == 0) lost_script.push_back(i);
+    out.push_back(submitted_id(*r));
+  }
+  for (const std::size_t i : lost_script) {  // once every reply of the pipeline is read
+    const Connection::Call call = submit_call(tasks[i], now_ms);
+    auto again = c.eval(kSubmit, call.keys, call.args);
+    out[i] = again ? submitted_id(*again) : outcome_lost(again.status());
+  }
   return out;
 }
 
@@ -660,15 +727,21 @@ Status TaskStream::take(Connection& c, const std::string& consumer,
                 {std::to_string(e.task_id), e.entry_id, std::to_string(e.band), e.task.type});
   }
   if (args.size() == 3) return Status::ok();
-  auto r = c.eval(kTake, {}, args);
+  auto r = c.eval(kTake, {streams_[0], streams_[1], streams_[2]}, args);
   if (!r) return r.status();
   if (r->is_error()) return r->status();
   std::size_t next = 0;
-  for (StreamEntry& e : entries) {
+  std::vector<bool> gone(entries.size(), false);
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    StreamEntry& e = entries[i];
     if (!e.malformed.empty()) continue;
     if (next >= r->elements.size()) return unexpected("take", *r);
-    e.attempts = static_cast<std::uint32_t>(std::max<std::int64_t>(0, r->elements[next++].integer));
+    const std::int64_t attempts = r->elements[next++].integer;
+    gone[i] = attempts < 0;
+    e.attempts = static_cast<std::uint32_t>(std::max<std::int64_t>(0, attempts));
   }
+  std::size_t i = 0;
+  std::erase_if(entries, [&](const StreamEntry&) { return gone[i++]; });
   return Status::ok();
 }
 
@@ -770,19 +843,25 @@ Result<std::size_t> TaskStream::touch(
 Result<std::vector<StreamEntry>> TaskStream::claim_idle(Connection& c, const std::string& consumer,
                                                         std::chrono::milliseconds min_idle,
                                                         std::size_t max) const {
+  // Not XAUTOCLAIM, which takes whatever is idle: an entry is claimed only when its node's
+  // heartbeat key is gone too (a script per page of the pending list, looping over it).
+  constexpr std::size_t kPage = 256;
   std::vector<StreamEntry> out;
   for (const Band b : kBands) {
-    std::string cursor = "0-0";
+    std::string start = "-";
     while (out.size() < max) {
-      auto r = c.command({"XAUTOCLAIM", stream_key(b), kGroup, consumer,
-                          std::to_string(min_idle.count()), cursor, "COUNT",
-                          std::to_string(max - out.size())});
+      auto r = c.eval(kClaimIdle, {stream_key(b)},
+                      {consumer, std::to_string(min_idle.count()), std::to_string(max - out.size()),
+                       prefix_ + "node:", start, std::to_string(kPage)});
       if (!r) return r.status();
       if (r->is_error()) return r->status();
-      if (r->elements.size() < 2) return unexpected("XAUTOCLAIM", *r);
-      for (const Reply& entry : r->elements[1].elements) out.push_back(parse_entry(entry, b));
-      cursor = r->elements[0].str;
-      if (cursor == "0-0") break;  // the whole pending list was scanned
+      if (r->elements.size() != 2) return unexpected("claim_idle", *r);
+      for (const Reply& entry : r->elements[1].elements) {
+        if (entry.elements.size() == 2) out.push_back(parse_entry(entry, b));
+      }
+      const std::string& last = r->elements[0].str;
+      if (last.empty() || out.size() >= max) break;  // the pending list was scanned, or enough
+      start = "(" + last;
     }
   }
   // Their delivery counts, the claim included.
@@ -799,15 +878,17 @@ Result<std::vector<StreamEntry>> TaskStream::claim_idle(Connection& c, const std
   return out;
 }
 
-Result<std::vector<std::vector<std::pair<std::string, std::string>>>> TaskStream::dead_letters(
-    Connection& c, std::size_t max) const {
-  auto r = c.command({"XREVRANGE", letters_, "+", "-", "COUNT", std::to_string(max)});
+Result<std::vector<TaskStream::Letter>> TaskStream::dead_letters(Connection& c, std::size_t max,
+                                                                 const std::string& before) const {
+  auto r = c.command({"XREVRANGE", letters_, before.empty() ? "+" : "(" + before, "-", "COUNT",
+                      std::to_string(max)});
   if (!r) return r.status();
   if (r->is_error()) return r->status();
-  std::vector<std::vector<std::pair<std::string, std::string>>> out;
+  std::vector<Letter> out;
   for (const Reply& entry : r->elements) {
     if (entry.elements.size() != 2) return unexpected("XREVRANGE", *r);
-    auto& fields = out.emplace_back();
+    out.emplace_back().entry_id = entry.elements[0].str;
+    auto& fields = out.back().fields;
     const auto& f = entry.elements[1].elements;
     for (std::size_t i = 0; i + 1 < f.size(); i += 2) fields.emplace_back(f[i].str, f[i + 1].str);
   }

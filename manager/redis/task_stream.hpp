@@ -145,7 +145,9 @@ class TaskStream {
                                         std::size_t count, std::chrono::milliseconds block) const;
   // The entries (just read or claimed) are this consumer's: each task's hash says `running`
   // on `consumer` (a plain XADD's task gets its hash here), and each entry's `attempts` is
-  // filled from it; one round trip.
+  // filled from it; one round trip. Fenced per entry: one no longer pending for `consumer`
+  // (this node stalled past claim_after since it read it, and another claimed it, perhaps
+  // ended it) is removed from `entries`, its hash untouched.
   Status take(Connection& c, const std::string& consumer, std::vector<StreamEntry>& entries) const;
   // Fenced: acknowledges and deletes an entry that is not a task (malformed).
   Result<Fenced> discard(Connection& c, const StreamEntry& e, const std::string& consumer) const;
@@ -229,16 +231,23 @@ class TaskStream {
   // for this consumer is left alone (it is another's now). Returns how many were touched.
   Result<std::size_t> touch(Connection& c, const std::string& consumer,
                             const std::vector<std::pair<Band, std::string>>& entries) const;
-  // Claims for `consumer` the entries idle for `min_idle` or more (those of dead nodes: a live
-  // one touches its own every beat), up to `max`, the higher bands first, looping over
-  // XAUTOCLAIM's cursor; each with its delivery count after the claim.
+  // Claims for `consumer` the entries idle for `min_idle` or more whose node's heartbeat key
+  // (beat()) is gone: those of dead nodes (a live one touches its own every beat and keeps
+  // its key), and `consumer`'s own idle ones (a previous run's: it touches what it holds). Up
+  // to `max`, the higher bands first, looping over the pending list; each with its delivery
+  // count after the claim.
   Result<std::vector<StreamEntry>> claim_idle(Connection& c, const std::string& consumer,
                                               std::chrono::milliseconds min_idle,
                                               std::size_t max) const;
-  // The pool's dead letters, newest first, at most `max`: each as the entry's fields plus
-  // reason, error and dead_lettered_ms, by field name.
-  Result<std::vector<std::vector<std::pair<std::string, std::string>>>> dead_letters(
-      Connection& c, std::size_t max) const;
+  // The pool's dead letters, newest first, at most `max`, from the one before entry `before`
+  // of the dead-letter stream on ("": from the newest): each its entry id and the entry's
+  // fields plus reason, error and dead_lettered_ms, by field name.
+  struct Letter {
+    std::string entry_id;
+    std::vector<std::pair<std::string, std::string>> fields;
+  };
+  Result<std::vector<Letter>> dead_letters(Connection& c, std::size_t max,
+                                           const std::string& before = "") const;
 
   // Replay and purge of the pool's dead letters (docs/redis-pools.md, "Dead letters: replay and
   // purge"). Which letters: an absent member matches any; with `task_id` the sweep looks for that
@@ -255,6 +264,9 @@ class TaskStream {
     std::uint64_t purged = 0;
     std::uint64_t refused = 0;  // letters a replay left in place (their task is live, ...)
     std::string first_refusal;  // why the first was; "" when none
+    // Ok: the sweep went to its end. Else why it stopped part way (Redis unreachable, an
+    // error of the server): what the members above say was done, before it.
+    Status stopped;
   };
   // Letters per script call: Redis runs one script at a time, so a sweep blocks it for one
   // chunk's work at most (a few ms), and the nodes' scripts run between the chunks.
@@ -309,6 +321,7 @@ class TaskStream {
     bool taken = false;
     std::int64_t wait_ms = 0;
     std::size_t worst = 0;
+    bool not_yours = false;  // fenced: the held entry is not pending for the consumer any more
   };
   // A cap on a task type's running tasks across the cluster (concurrency_per_type): a lease
   // per running task in the set `key` (cap_key()), which the task's hash names (`lease`) and
@@ -321,9 +334,14 @@ class TaskStream {
   };
   std::string cap_key(const std::string& type) const;
   // With `cap`: the lease is checked before the tokens (refused: `worst` is buckets.size()
-  // and `wait_ms` a short retry delay) and taken with them, all or none.
+  // and `wait_ms` a short retry delay) and taken with them, all or none. With `held`: fenced
+  // as the scripts of a held entry are; when it is not pending for `consumer` any more
+  // (another node claimed it, and may have ended it), nothing is taken (`not_yours`), so no
+  // lease is left that no end of this task would give back.
   Result<Taken> take_tokens(Connection& c, const std::vector<Bucket>& buckets,
-                            const std::optional<Cap>& cap = std::nullopt) const;
+                            const std::optional<Cap>& cap = std::nullopt,
+                            const StreamEntry* held = nullptr,
+                            const std::string& consumer = {}) const;
   // Fenced: a task over a rate limit waits in the later set, unrun and with no attempt
   // counted (its hash says `queued`, `throttled` counts these). It is due `wait_ms` after
   // `now_ms` (the node's clock, as the later set's every score), and no sooner than one

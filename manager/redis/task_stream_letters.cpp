@@ -123,7 +123,7 @@ Result<TaskStream::LetterSweep> TaskStream::sweep_letters(Connection& c, bool re
   if (!by_id) {
     // Up to the newest letter now: what dies after the sweep began is not swept.
     auto newest = c.command({"XREVRANGE", letters_, "+", "-", "COUNT", "1"});
-    if (!newest) return newest.status();
+    if (!newest) return newest.status();  // nothing swept yet
     if (newest->is_error()) return newest->status();
     if (newest->elements.empty()) return out;
     if (newest->elements[0].elements.size() != 2) return unexpected("XREVRANGE", *newest);
@@ -154,15 +154,22 @@ Result<TaskStream::LetterSweep> TaskStream::sweep_letters(Connection& c, bool re
   while (true) {
     auto r =
         c.eval(kLetters, {letters_, done_, stream_key(1), stream_key(0), stream_key(-1)}, args);
-    if (!r) return r.status();
-    if (r->is_error()) return r->status();
+    // Stopped part way: what the chunks before did is the answer, with why it stopped.
+    if (!r || r->is_error()) {
+      out.stopped = r ? r->status() : r.status();
+      return out;
+    }
     if (r->elements.size() != 4 || r->elements[1].type != Reply::Type::kInteger) {
-      return unexpected("letters", *r);
+      out.stopped = unexpected("letters", *r);
+      return out;
     }
     out.purged += static_cast<std::uint64_t>(std::max<std::int64_t>(0, r->elements[1].integer));
     for (const Reply& id : r->elements[2].elements) {
       std::uint64_t n = 0;
-      if (!parse_number(id.str, &n)) return unexpected("letters", *r);
+      if (!parse_number(id.str, &n)) {
+        out.stopped = unexpected("letters", *r);
+        return out;
+      }
       out.replayed.push_back(n);
     }
     const auto& refused = r->elements[3].elements;

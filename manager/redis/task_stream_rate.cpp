@@ -11,31 +11,43 @@
 namespace sandpool::redis {
 namespace {
 
-// KEYS: the buckets, then the cap's lease set when there is a cap. ARGV: the number of buckets,
-// per bucket its tasks, per (ms) and burst; then, with a cap: its max, the task's id and the
-// prefix. The cap comes first: a task that holds no lease while the set holds `max` gets
-// {0, 100, the cap's index (from 1)}: it is tried again 100 ms later. Each bucket is a hash:
-// `tokens` (fractional) and `at` (when they were counted, in µs of Redis's clock). Refills
-// each at tasks/per up to its burst; takes one from each (and the lease) when every one holds
-// a whole token ({1, 0, 0}); else takes none and answers {0, the wait in ms until the bucket
-// furthest from a token has one, that bucket's index (from 1)}. A bucket idle long enough to
-// be full expires.
+// KEYS: the buckets, then the cap's lease set when there is a cap, then the held entry's
+// stream when fenced. ARGV: the number of buckets, 1 with a cap (else 0), the held entry's id
+// and consumer ('' when unfenced); per bucket its tasks, per (ms) and burst; then, with a cap:
+// its max, the task's id and the prefix. Fenced: an entry no longer pending for the consumer
+// (another node claimed it while this one stalled; it may have ended it) takes nothing and
+// answers {-1, 0, 0}, so a stale node neither spends tokens nor leaves a lease no end gives
+// back. The cap comes next: a task that holds no lease while the set holds `max` gets {0, 100,
+// the cap's index (from 1)}: it is tried again 100 ms later. Each bucket is a hash: `tokens`
+// (fractional) and `at` (when they were counted, in µs of Redis's clock). Refills each at
+// tasks/per up to its burst; takes one from each (and the lease) when every one holds a whole
+// token ({1, 0, 0}); else takes none and answers {0, the wait in ms until the bucket furthest
+// from a token has one, that bucket's index (from 1)}. A bucket idle long enough to be full
+// expires.
 const Script kTakeTokens{"take_tokens", R"(
 local buckets = tonumber(ARGV[1])
-local cap, id = nil, nil
-if #KEYS > buckets then
-  cap, id = KEYS[#KEYS], ARGV[#ARGV - 1]
-  if redis.call('SISMEMBER', cap, id) == 0 and
-     redis.call('SCARD', cap) >= tonumber(ARGV[#ARGV - 2]) then
-    return {0, 100, #KEYS}
+local has_cap = ARGV[2] == '1'
+local base = 4  -- the first bucket's first argument
+if ARGV[3] ~= '' then
+  local stream = KEYS[buckets + (has_cap and 2 or 1)]
+  if #redis.call('XPENDING', stream, 'sandpool', ARGV[3], ARGV[3], 1, ARGV[4]) == 0 then
+    return {-1, 0, 0}
+  end
+end
+local cap, id, cap_max, prefix = nil, nil, nil, nil
+if has_cap then
+  local at = base + 1 + 3 * buckets
+  cap, cap_max, id, prefix = KEYS[buckets + 1], tonumber(ARGV[at]), ARGV[at + 1], ARGV[at + 2]
+  if redis.call('SISMEMBER', cap, id) == 0 and redis.call('SCARD', cap) >= cap_max then
+    return {0, 100, buckets + 1}
   end
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local level, wait, worst = {}, 0, 0
 for i = 1, buckets do
-  local tasks, per, burst = tonumber(ARGV[3 * i - 1]), tonumber(ARGV[3 * i]) * 1000,
-                            tonumber(ARGV[3 * i + 1])
+  local a = base + 1 + 3 * (i - 1)
+  local tasks, per, burst = tonumber(ARGV[a]), tonumber(ARGV[a + 1]) * 1000, tonumber(ARGV[a + 2])
   local b = redis.call('HMGET', KEYS[i], 'tokens', 'at')
   local tokens, at = tonumber(b[1]), tonumber(b[2])
   if not tokens or not at then tokens, at = burst, now end
@@ -50,11 +62,11 @@ end
 if worst > 0 then return {0, wait, worst} end
 if cap then
   redis.call('SADD', cap, id)
-  redis.call('HSET', ARGV[#ARGV] .. 'task:' .. id, 'lease', cap)
+  redis.call('HSET', prefix .. 'task:' .. id, 'lease', cap)
 end
 for i = 1, buckets do
-  local tasks, per, burst = tonumber(ARGV[3 * i - 1]), tonumber(ARGV[3 * i]),
-                            tonumber(ARGV[3 * i + 1])
+  local a = base + 1 + 3 * (i - 1)
+  local tasks, per, burst = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   redis.call('HSET', KEYS[i], 'tokens', string.format('%.6f', level[i] - 1),
              'at', string.format('%.0f', now))
   redis.call('PEXPIRE', KEYS[i], math.ceil(burst * per / tasks) + 1000)
@@ -62,11 +74,6 @@ end
 return {1, 0, 0}
 )"};
 
-// KEYS: stream, later, the bucket that held the task back. ARGV: entry, consumer, task id,
-// prefix, now_ms, wait_ms, the bucket's interval between tokens (ms). Fenced as the scripts
-// of task_stream.cpp are (the entry pending for this consumer). The task goes to the later
-// set, as kDefer puts a retry there, but stays `queued` and counts no attempt. `wake` in the
-// bucket's hash is the last due time it gave: the next is at least one interval after it.
 const Script kThrottle{"throttle", R"(
 local pending = redis.call('XPENDING', KEYS[1], 'sandpool', ARGV[1], ARGV[1], 1, ARGV[2])
 if #pending == 0 then return 0 end
@@ -105,13 +112,16 @@ std::string TaskStream::cap_key(const std::string& type) const {
 }
 
 Result<TaskStream::Taken> TaskStream::take_tokens(Connection& c, const std::vector<Bucket>& buckets,
-                                                  const std::optional<Cap>& cap) const {
+                                                  const std::optional<Cap>& cap,
+                                                  const StreamEntry* held,
+                                                  const std::string& consumer) const {
   Taken out;
   if (buckets.empty() && !cap) {
     out.taken = true;
     return out;
   }
-  std::vector<std::string> keys, args = {std::to_string(buckets.size())};
+  std::vector<std::string> keys, args = {std::to_string(buckets.size()), cap ? "1" : "0",
+                                         held ? held->entry_id : "", held ? consumer : ""};
   for (const Bucket& b : buckets) {
     keys.push_back(b.key);
     args.push_back(std::to_string(std::max<std::uint32_t>(1, b.tasks)));
@@ -123,10 +133,15 @@ Result<TaskStream::Taken> TaskStream::take_tokens(Connection& c, const std::vect
     args.insert(args.end(), {std::to_string(std::max<std::uint32_t>(1, cap->max)),
                              std::to_string(cap->task_id), prefix_});
   }
+  if (held) keys.push_back(stream_of(*held));
   auto r = c.eval(kTakeTokens, keys, args);
   if (!r) return r.status();
   if (r->is_error()) return r->status();
   if (r->elements.size() != 3) return unexpected("take_tokens", *r);
+  if (r->elements[0].integer < 0) {
+    out.not_yours = true;
+    return out;
+  }
   out.taken = r->elements[0].integer == 1;
   out.wait_ms = r->elements[1].integer;
   out.worst = static_cast<std::size_t>(std::max<std::int64_t>(1, r->elements[2].integer)) - 1;

@@ -593,4 +593,129 @@ TEST_CASE("two poold nodes share a redis pool's cap on a type's running tasks",
   CHECK(claimed_by(a) + claimed_by(b) == 0);
 }
 
+
+TEST_CASE(
+    "a submit whose reply redis did not send in time answers unknown, and its retry under the "
+    "same request token makes no second task",
+    "[redis][cluster]") {
+  RedisServer redis;
+  ClusterNode n0(redis, "n0", "");
+  ClusterNode n1(redis, "n1", "");  // a lane of its own for the batch (n0's waits to reconnect)
+  Client c = n0.connect();
+  Client d = n1.connect();
+  // Each node's request lane has its submit script loaded: what stalls below is the EVALSHA.
+  REQUIRE(d.submit(task("sleep", "1")));
+  auto first = c.submit(task("sleep", "1"));
+  REQUIRE(first);
+  auto r = open_redis(redis);
+  const auto ids_given = [&] {
+    auto n = r.command({"GET", "sandpool:ids"});
+    REQUIRE(n);
+    return std::stoull(n->str);
+  };
+  REQUIRE(ids_given() == first->id);
+
+  SubmitRequest one = task("sleep", "1");
+  one.request_token = "retry-one";
+  std::vector<SubmitRequest> batch(3, task("sleep", "1"));
+  // Redis stalls past the node's reply timeout (2 s) with the submits in its socket: they
+  // run when it resumes, after the node has answered.
+  redis.pause();
+  auto lost = c.submit(one);
+  auto lost_batch = d.submit_batch(batch, "retry-batch");
+  redis.resume();
+  REQUIRE_FALSE(lost);
+  CHECK(lost.status().code() == Code::kTimeout);  // wire `timeout`, not `unavailable`
+  CHECK_THAT(lost.status().message(), Catch::Contains("may have been accepted"));
+  REQUIRE(lost_batch);
+  for (const Submitted& s : *lost_batch) {
+    CHECK(s.status.code() == Code::kTimeout);
+    CHECK_THAT(s.status.message(), Catch::Contains("outcome unknown"));
+  }
+
+  // The retries, on n0 (a token is the cluster's; n1 failed last and waits to reconnect), get
+  // what the first tries made: no task was made twice.
+  auto batch_again = c.submit_batch(batch, "retry-batch");
+  REQUIRE(batch_again);
+  auto again = c.submit(one);
+  REQUIRE(again);
+  std::set<std::uint64_t> made = {again->id};
+  for (const Submitted& s : *batch_again) {
+    REQUIRE(s.status.is_ok());
+    made.insert(s.id);
+  }
+  CHECK(made.size() == 4);
+  CHECK(ids_given() == first->id + 4);
+  for (const std::uint64_t id : made) {
+    auto w = c.wait(id, std::chrono::milliseconds(30000));
+    REQUIRE(w);
+    CHECK(w->account.state == "completed");
+  }
+}
+
+TEST_CASE(
+    "a node stopped while redis is away keeps its unwritten ends and writes them when it starts "
+    "again, so no completed task runs twice",
+    "[redis][cluster]") {
+  RedisServer redis(RedisServer::Options{"", true});  // append-only: the entry outlives a kill
+  ClusterNode n0(redis, "n0", "");
+  Client c = n0.connect();
+  auto id = c.submit(task("sleep", "1500"));
+  REQUIRE(id);
+  {
+    auto r = open_redis(redis);
+    REQUIRE(eventually([&] { return tasks_pending_for(r, "n0").count(id->id) == 1; }));
+  }
+  redis.kill9();
+  // The task completes on n0 while Redis is away: its end waits in the node's memory.
+  REQUIRE(eventually([&] {
+    auto st = c.stats("shared");
+    return st && st->pools.size() == 1 && st->pools[0].completed == 1;
+  }));
+  n0.poold->signal(SIGTERM);
+  REQUIRE(n0.poold->wait_exit() == 0);  // one attempt to write, then kept: no hang
+  const auto kept = n0.dir.path / "state" / "redis-unwritten-ends-shared.jsonl";
+  REQUIRE(std::filesystem::exists(kept));
+
+  redis.start();
+  n0.poold.reset();
+  n0.start();  // writes the kept end before it reads or claims anything
+  CHECK_FALSE(std::filesystem::exists(kept));
+  Client again = n0.connect();
+  auto t = again.wait(id->id, std::chrono::milliseconds(30000));
+  REQUIRE(t);
+  CHECK(t->account.state == "completed");
+  CHECK(t->account.attempts == 1);  // it ran once: the end was written, not the task re-run
+  auto r = open_redis(redis);
+  CHECK(tasks_pending_for(r, "n0").empty());
+}
+
+TEST_CASE(
+    "a purge of every dead letter while redis is away answers what the store purged, and why "
+    "it stopped",
+    "[redis][cluster]") {
+  RedisServer redis;
+  PooldFixture node(
+      "pools:\n" + pool_yaml("fail", "fail") + pool_yaml("shared", "sleep", "    backend: redis\n"),
+      "  node: n0\n  redis: {address: \"unix:" + redis.socket() + "\", heartbeat: 200ms}\n");
+  Client c = node.connect();
+  auto dead = c.submit_wait(task("fail", "no"));
+  REQUIRE(dead);
+  REQUIRE(dead->account.state == "dead_lettered");
+  REQUIRE(eventually([&] {
+    auto l = c.dlq_list();
+    return l && !l->entries.empty();
+  }));
+  redis.kill9();
+  ops::DlqSelector all;
+  all.all = true;
+  auto purged = c.dlq_purge(all);
+  REQUIRE(purged);  // not an error: the store's letter is gone, and the reply says so
+  CHECK(purged->purged == 1);
+  CHECK_THAT(purged->first_error, Catch::Contains("unreachable"));
+  auto l = c.dlq_list();
+  REQUIRE(l);
+  CHECK(l->entries.empty());
+}
+
 }  // namespace sandpool::testing

@@ -113,6 +113,17 @@ class RedisServer {
     pid_ = 0;
   }
 
+  // SIGSTOP: the server stalls (as under a long fork, a swap storm or a slow disk) with its
+  // sockets open; what clients send meanwhile waits in the kernel and runs at resume().
+  void pause() {
+    REQUIRE(pid_ != 0);
+    REQUIRE(::kill(pid_, SIGSTOP) == 0);
+  }
+  void resume() {
+    REQUIRE(pid_ != 0);
+    REQUIRE(::kill(pid_, SIGCONT) == 0);
+  }
+
   // A clean SHUTDOWN (the server writes what it must), waited for.
   void shutdown() {
     if (pid_ == 0) return;

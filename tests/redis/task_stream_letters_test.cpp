@@ -184,3 +184,21 @@ TEST_CASE("a replay sweep stops at the newest letter there when it began") {
   }
   CHECK(late_seen > 0);  // some sweep had letters after its end to pass over
 }
+
+TEST_CASE("a replay that redis stops part way answers the tasks it replayed before, and why") {
+  LetterWorld w;
+  const std::uint64_t a = w.dead("resize", "permanent", 1000);
+  // A second letter, of priority -1, whose band's stream is broken: its chunk fails.
+  const std::uint64_t b = TaskStream::kFirstId + 777;
+  REQUIRE(
+      w.c.command({"XADD", "sp:p:dlq", "*", "id", std::to_string(b), "type", "resize", "payload",
+                   "", "priority", "-1", "reason", "permanent", "dead_lettered_ms", "2000"}));
+  REQUIRE(w.c.command({"DEL", "sp:p:q:-1"}));
+  REQUIRE(w.c.command({"SET", "sp:p:q:-1", "not a stream"}));
+  auto swept = w.stream.replay_letters(w.c, {}, 5000, 60000, 1);  // one letter per call
+  REQUIRE(swept);
+  CHECK(swept->replayed == std::vector<std::uint64_t>{a});
+  CHECK_FALSE(swept->stopped.is_ok());
+  CHECK_THAT(swept->stopped.message(), Catch::Contains("WRONGTYPE"));
+  CHECK(w.field(a, "state") == "queued");
+}

@@ -272,6 +272,12 @@ void age(StreamWorld& w, const std::string& owner, const std::string& entry, int
               .is_ok());
 }
 
+// No lease of type echo's cap is held, and task `id`'s hash names none.
+bool no_lease(StreamWorld& w, std::uint64_t id) {
+  return w.c.command({"SCARD", w.stream.cap_key("echo")})->integer == 0 &&
+         w.c.command({"HEXISTS", "sp:task:" + std::to_string(id), "lease"})->integer == 0;
+}
+
 std::string owner_of(StreamWorld& w, const std::string& entry) {
   auto p = w.c.command({"XPENDING", w.stream.stream_key(), "sandpool", entry, entry, "1"});
   REQUIRE(p.is_ok());
@@ -333,7 +339,8 @@ TEST_CASE("a dead-lettered end adds the letter, with the task's payload, to the 
   auto letters = w.stream.dead_letters(w.c, 10);
   REQUIRE(letters.is_ok());
   REQUIRE(letters->size() == 1);
-  std::map<std::string, std::string> f(letters->front().begin(), letters->front().end());
+  std::map<std::string, std::string> f(letters->front().fields.begin(),
+                                       letters->front().fields.end());
   CHECK(f["id"] == std::to_string(id));
   CHECK(f["payload"] == payload);
   CHECK(f["reason"] == "retries_exhausted");
@@ -658,6 +665,67 @@ TEST_CASE(
   redis::TaskStream::Backoff backoff;
   REQUIRE(w.stream.retry(w.c, got[1], "node-a", {"a1"}, 3, backoff, 1000).value() ==
           redis::TaskStream::Retried::kDeferred);
-  CHECK(w.c.command({"SCARD", w.stream.cap_key("echo")})->integer == 0);
-  CHECK(w.c.command({"HEXISTS", "sp:task:" + std::to_string(b), "lease"})->integer == 0);
+  CHECK(no_lease(w, b));
+}
+
+TEST_CASE(
+    "a node that stalled between its read and its take while another claimed and finished the "
+    "entry neither rewrites the task nor takes a lease") {
+  StreamWorld w;
+  const std::uint64_t id = w.submit("x");
+  auto stale = w.read("node-a", 1);  // node-a reads, then stalls past claim_after
+  REQUIRE(stale.size() == 1);
+  auto claimed = w.stream.claim_idle(w.c, "node-b", std::chrono::milliseconds(0), 10);
+  REQUIRE(claimed.is_ok());
+  REQUIRE(claimed->size() == 1);
+  REQUIRE(w.stream.take(w.c, "node-b", *claimed).is_ok());
+  REQUIRE(claimed->size() == 1);
+  const redis::TaskStream::Cap cap{w.stream.cap_key("echo"), 1, id};
+  auto b_lease = w.stream.take_tokens(w.c, {}, cap, &claimed->front(), "node-b");
+  REQUIRE(b_lease.is_ok());
+  REQUIRE(b_lease->taken);
+  REQUIRE(w.stream.finish(w.c, claimed->front(), "node-b", "completed", "b", "", "", 5).value() ==
+          Fenced::kDone);
+  REQUIRE(w.c.command({"SCARD", w.stream.cap_key("echo")})->integer == 0);
+
+  // node-a wakes: its take is fenced (the entry is not pending for it), the task stays
+  // completed, and its lease is refused, so none is left that no end would give back.
+  REQUIRE(w.stream.take(w.c, "node-a", stale).is_ok());
+  CHECK(stale.empty());
+  const auto t = w.stream.task(w.c, id);
+  REQUIRE(t.is_ok());
+  CHECK(t->state == "completed");
+  CHECK(t->node == "node-b");
+  auto a_lease = w.stream.take_tokens(w.c, {}, cap, &claimed->front(), "node-a");
+  REQUIRE(a_lease.is_ok());
+  CHECK(a_lease->not_yours);
+  CHECK_FALSE(a_lease->taken);
+  CHECK(no_lease(w, id));
+}
+
+TEST_CASE(
+    "idle entries of a node whose heartbeat key lives are not claimed, and once it expired they "
+    "are") {
+  StreamWorld w;
+  for (int i = 0; i < 3; ++i) w.submit(std::to_string(i));
+  auto held = w.read("node-a", 3);
+  REQUIRE(held.size() == 3);
+  for (const StreamEntry& e : held) age(w, "node-a", e.entry_id, 100000);
+  // node-a's touches lagged (a stall of its beat or of Redis), but its key says it lives.
+  REQUIRE(redis::TaskStream::beat(w.c, "sp:", "node-a", "a-identity", std::chrono::seconds(60))
+              .is_ok());
+  auto none = w.stream.claim_idle(w.c, "node-b", std::chrono::milliseconds(50000), 100);
+  REQUIRE(none.is_ok());
+  CHECK(none->empty());
+  for (const StreamEntry& e : held) CHECK(owner_of(w, e.entry_id) == "node-a");
+  // A node's own idle entries are a previous run's (it touches what it holds): it takes them.
+  auto own = w.stream.claim_idle(w.c, "node-a", std::chrono::milliseconds(50000), 1);
+  REQUIRE(own.is_ok());
+  CHECK(own->size() == 1);
+  // Its key gone: node-a is dead, and node-b claims the rest.
+  REQUIRE(w.c.command({"DEL", "sp:node:node-a"}).is_ok());
+  auto claimed = w.stream.claim_idle(w.c, "node-b", std::chrono::milliseconds(50000), 100);
+  REQUIRE(claimed.is_ok());
+  CHECK(claimed->size() == 2);
+  for (const StreamEntry& e : *claimed) CHECK(owner_of(w, e.entry_id) == "node-b");
 }

@@ -63,13 +63,14 @@ class Job:
 
 def submit_args(type: Optional[str], *, pool=None, priority=None, timeout=None, retries=None,
                 key=None, idempotency_key=None, tenant=None, delay=None, not_before=None,
-                wait=False, progress=False) -> dict:
+                wait=False, progress=False, request_token=None) -> dict:
     """The JSON arguments of `submit` (and of one task of `submit_batch`). Only what is given
     is sent: the server's defaults (the pool's task_defaults) apply to the rest.
 
     `tenant`: fair queueing between tenants within a priority level (the pool's `tenants`,
     `queue.max_per_tenant`). `delay` (a duration) or `not_before` (a datetime, or seconds
-    since the epoch): a scheduled task, queued only from then (docs/protocol.md, submit)."""
+    since the epoch): a scheduled task, queued only from then (docs/protocol.md, submit).
+    `request_token` (submit only): the request's name, sent again unchanged on a retry."""
     args: dict[str, Any] = {}
     if type is not None:
         args["type"] = type
@@ -96,6 +97,8 @@ def submit_args(type: Optional[str], *, pool=None, priority=None, timeout=None, 
         args["wait"] = True
     if progress:
         args["progress"] = True
+    if request_token is not None:
+        args["request_token"] = request_token
     return args
 
 

@@ -275,11 +275,11 @@ class Client(HelloFacts):
                      idempotency_key: Optional[str] = None, priority: Optional[int] = None,
                      tenant: Optional[str] = None, progress: Optional[ProgressFn] = None,
                      wait_timeout: Optional[Duration] = None, delay: Optional[Duration] = None,
-                     not_before=None) -> Union[Task, Submitted]:
+                     not_before=None, request_token: Optional[str] = None) -> Union[Task, Submitted]:
         """As sandpool.Client.submit; `progress` is called on the event loop."""
         options = dict(pool=pool, priority=priority, timeout=timeout, retries=retries, key=key,
                        idempotency_key=idempotency_key, tenant=tenant, delay=delay,
-                       not_before=not_before)
+                       not_before=not_before, request_token=request_token)
         data = _ops.payload_bytes(payload)
         if not wait:
             return _ops.submitted_of(*await self._call("submit", _ops.submit_args(type, **options),
@@ -304,13 +304,14 @@ class Client(HelloFacts):
                            idempotency_key: Optional[str] = None, priority: Optional[int] = None,
                            tenant: Optional[str] = None,
                            progress: Optional[ProgressFn] = None,
-                           delay: Optional[Duration] = None, not_before=None) -> "TaskFuture":
+                           delay: Optional[Duration] = None, not_before=None,
+                           request_token: Optional[str] = None) -> "TaskFuture":
         """Sends a waited submit and returns once it is sent (past max_outstanding, once one
         ends): a TaskFuture, an asyncio future whose result is the task's Task once it ends.
         Cancelling the future ends the wait on poold, not the task. Options as submit()."""
         options = dict(pool=pool, priority=priority, timeout=timeout, retries=retries, key=key,
                        idempotency_key=idempotency_key, tenant=tenant, delay=delay,
-                       not_before=not_before)
+                       not_before=not_before, request_token=request_token)
         future = TaskFuture()
 
         on_event = _ops.waited_submit_events(future._set_accepted, progress)

@@ -195,7 +195,7 @@ class Client(HelloFacts):
                idempotency_key: Optional[str] = None, priority: Optional[int] = None,
                tenant: Optional[str] = None, progress: Optional[ProgressFn] = None,
                wait_timeout: Optional[Duration] = None, delay: Optional[Duration] = None,
-               not_before=None) -> Union[Task, Submitted]:
+               not_before=None, request_token: Optional[str] = None) -> Union[Task, Submitted]:
         """Submits one task of `type` (routed to the pool serving it, or to `pool`).
 
         wait=True (the default): returns the task's Task once it ends (check `state`, or call
@@ -211,12 +211,16 @@ class Client(HelloFacts):
         tenant: whom the task is for (fair queueing between tenants, the pool's
         queue.max_per_tenant). delay (seconds or timedelta) or not_before (a datetime, or
         seconds since the epoch): a scheduled task, `scheduled` until then, then queued.
+        request_token: this request's name; after a Timeout whose message says "outcome
+        unknown" (a Redis pool's submit whose reply was lost: the task may exist), submit
+        again with the same token to get the task the first try made, if it made one,
+        instead of a second task.
 
         If the connection is lost after the task was accepted, the Unavailable raised carries
         `task_id`: wait(task_id) on a new Client."""
         options = dict(pool=pool, priority=priority, timeout=timeout, retries=retries, key=key,
                        idempotency_key=idempotency_key, tenant=tenant, delay=delay,
-                       not_before=not_before)
+                       not_before=not_before, request_token=request_token)
         data = _ops.payload_bytes(payload)
         if not wait:
             return _ops.submitted_of(*self._call("submit", _ops.submit_args(type, **options),
@@ -236,14 +240,14 @@ class Client(HelloFacts):
                      key: Optional[str] = None, idempotency_key: Optional[str] = None,
                      priority: Optional[int] = None, tenant: Optional[str] = None,
                      progress: Optional[ProgressFn] = None, delay: Optional[Duration] = None,
-                     not_before=None) -> TaskFuture:
+                     not_before=None, request_token: Optional[str] = None) -> TaskFuture:
         """Submits a task and returns a TaskFuture whose result is the task's Task once it
         ends. Many may be outstanding on the one connection (pipelined; past max_outstanding,
         this waits until one ends); use concurrent.futures.wait / as_completed on them.
         Options as submit()."""
         options = dict(pool=pool, priority=priority, timeout=timeout, retries=retries, key=key,
                        idempotency_key=idempotency_key, tenant=tenant, delay=delay,
-                       not_before=not_before)
+                       not_before=not_before, request_token=request_token)
         return self._submit_waited(type, _ops.payload_bytes(payload), options, progress)
 
     def _submit_waited(self, type: str, data: bytes, options: dict,

@@ -57,6 +57,10 @@ struct SubmitRequest {
   std::optional<std::int64_t> not_before_ms;
   std::optional<std::chrono::milliseconds> delay;
   std::string tenant;  // fair queueing between tenants within a priority level
+  // submit: this request's name, sent again unchanged on a retry (ops::SubmitArgs); a retry
+  // after a `timeout` whose outcome is unknown (a Redis pool's submit whose reply was lost)
+  // then gets the task the first try made.
+  std::string request_token;
 };
 
 struct Submitted {
@@ -116,7 +120,9 @@ class Client {
   Result<TaskReply> submit_wait(const SubmitRequest& task, ProgressFn on_progress = {});
   Status submit_async(const SubmitRequest& task, SubmitDoneFn on_done,
                       ProgressFn on_progress = {});  // on_done gets the final account
-  Result<std::vector<Submitted>> submit_batch(const std::vector<SubmitRequest>& tasks);
+  // `request_token` (not the tasks' own): the batch's, as SubmitRequest::request_token.
+  Result<std::vector<Submitted>> submit_batch(const std::vector<SubmitRequest>& tasks,
+                                              const std::string& request_token = {});
 
   Result<ops::StatusReply> status();
   Result<ops::WorkersReply> workers(const std::string& pool = {});

@@ -82,7 +82,8 @@ struct DlqReplayReply {
 };
 
 struct DlqPurgeReply {
-  std::uint64_t purged = 0;
+  std::uint64_t purged = 0;  // what was purged, also when the purge stopped part way
+  std::string first_error;   // why it stopped part way; "" when it did not (absent on the wire)
 };
 
 // `dlq_import`: the spill-file lines travel in the request's blob; source and first_line

@@ -30,7 +30,16 @@ struct SubmitArgs {
   std::string tenant;     // fair queueing between tenants; "" the default one
   bool wait = false;      // answer when the task ends, with its account
   bool progress = false;  // wait only: the task's progress as event frames
+  // `submit` only (a batch has its own): the client's name for this request, sent again
+  // unchanged when it retries it; without an idempotency_key the task takes
+  // request_key(request_token) as one, so a retry whose first try's answer was lost (a
+  // timeout saying "outcome unknown") gets the task that try made, if it made one.
+  std::string request_token;
 };
+
+// The idempotency key a request token gives a task without one: "req:TOKEN" for a submit,
+// "req:TOKEN:INDEX" for the task at INDEX of a batch.
+std::string request_key(const std::string& token, std::optional<std::size_t> index = {});
 
 // `task`, `cancel`: the task's id.
 struct TaskIdArgs {
@@ -109,6 +118,7 @@ struct SubmitBatchArgs {
   std::vector<std::uint64_t> payload_lens;
   std::optional<SubmitArgs> defaults;
   std::optional<std::vector<SubmitArgs>> tasks;
+  std::string request_token;  // as SubmitArgs::request_token, for each task by its index
 };
 
 // Why the task at `index` of a batch (or, in refused_from, every task from it on) was
