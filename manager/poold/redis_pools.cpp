@@ -247,9 +247,49 @@ Status RedisPools::attach(const PoolConfig& pc, Pool& local) {
   if (!feeder) return unavailable(name, feeder.status());
   auto a = std::make_unique<Attached>(Attached{redis::TaskStream(opts_.prefix, name, opts_.limits),
                                                std::move(feeder).value(), &local});
-  std::lock_guard lk(mu_);
-  pools_[name] = std::move(a);
+  redis::RedisFeeder* replaced = nullptr;
+  {
+    std::lock_guard lk(mu_);
+    std::unique_ptr<Attached>& slot = pools_[name];
+    if (slot) {
+      replaced = slot->feeder.get();
+      retired_.push_back(std::move(slot));
+    }
+    slot = std::move(a);
+  }
+  // Outside mu_ (a reader may sit in a read for a while); only this thread ends retired_'s
+  // feeders (retired() runs after the reload that retired them).
+  if (replaced != nullptr) replaced->stop_reading();
   return Status::ok();
+}
+
+void RedisPools::retire(const std::string& name) {
+  redis::RedisFeeder* feeder = nullptr;
+  {
+    std::lock_guard lk(mu_);
+    auto it = pools_.find(name);
+    if (it == pools_.end()) return;
+    feeder = it->second->feeder.get();
+    retired_.push_back(std::move(it->second));
+    pools_.erase(it);
+  }
+  feeder->stop_reading();
+}
+
+void RedisPools::retired(const Pool& local) {
+  std::vector<std::unique_ptr<Attached>> done;
+  {
+    std::lock_guard lk(mu_);
+    for (auto it = retired_.begin(); it != retired_.end();) {
+      if ((*it)->local == &local) {
+        done.push_back(std::move(*it));
+        it = retired_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  done.clear();  // outside mu_: each feeder writes what it still holds
 }
 
 void RedisPools::reconfigured(const PoolConfig& pc) {
@@ -294,11 +334,14 @@ void RedisPools::detach(const std::string& name) {
 
 void RedisPools::detach_all() {
   std::map<std::string, std::unique_ptr<Attached>> all;
+  std::vector<std::unique_ptr<Attached>> retired;
   {
     std::lock_guard lk(mu_);
     all.swap(pools_);
+    retired.swap(retired_);
   }
   all.clear();
+  retired.clear();
 }
 
 bool RedisPools::serves(const std::string& pool) const {

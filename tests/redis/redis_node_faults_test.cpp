@@ -1,5 +1,6 @@
-// Redis pools in real poold nodes, where a node's config meets the stream (issue 36): a
-// submit checked as the local pool checks it.
+// Redis pools in real poold nodes, where a node's config or a reload meets the stream (issue
+// 36): a submit checked as the local pool checks it, and a reload that replaces or removes a
+// Redis pool while its old pool still runs tasks it read.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -74,6 +75,71 @@ TEST_CASE("a submit to a redis pool is refused as a local submit would be, and a
   auto ok = c.submit_wait(in_pool(task("sleep", "1")));
   REQUIRE(ok);
   CHECK(ok->account.state == "completed");
+}
+
+// retries 0: a task claimed again after its node let it go ends `retries_exhausted`, and one
+// nobody claims never ends. Before, the old pool's feeder was destroyed at once (and, when the
+// new one could not start, the old pool read again through a new feeder that knew nothing
+// of what the old one held): the ends of what the old pool ran were lost.
+TEST_CASE("a reload that replaces or removes a redis pool lets its old pool end what it runs",
+          "[redis][cluster]") {
+  const std::string how = GENERATE("replaced", "removed", "replaced while redis is down");
+  INFO(how);
+  RedisServer redis({.password = "", .append_only = true});
+  const std::string shared = pool_yaml("shared", "sleep",
+                                       "    backend: redis\n"
+                                       "    concurrency: 1\n"
+                                       "    task_defaults: {timeout: 1m, retries: 0}\n",
+                                       "{min: 1, max: 4, initial: 2}");
+  const std::string other = pool_yaml("other", "echo");
+  PooldFixture node("pools:\n" + shared + other, redis_service(redis, "reloading"));
+  Client c = node.connect();
+  auto conn = redis::Connection::open(redis.endpoint()).value();
+  std::vector<std::uint64_t> ids;
+  for (int i = 0; i < 2; ++i) {
+    SubmitRequest r = task("sleep", "4000");
+    r.pool = "shared";
+    auto s = c.submit(r);
+    REQUIRE(s);
+    ids.push_back(s->id);
+  }
+  REQUIRE(eventually([&] {
+    for (std::uint64_t id : ids) {
+      auto st = conn.command({"HGET", "sandpool:task:" + std::to_string(id), "state"});
+      if (!st || st->str != "running") return false;
+    }
+    return true;
+  }));
+  std::string yaml = slurp(node.config);
+  const auto at = yaml.find(shared);
+  REQUIRE(at != std::string::npos);
+  if (how == "removed") {
+    yaml.erase(at, shared.size());
+  } else {  // declared task types: a new pool (they are kept for life)
+    yaml.insert(at + shared.size(), "    task_types: [sleep]\n");
+  }
+  write_file(node.config, yaml);
+  const bool redis_down = how == "replaced while redis is down";
+  if (redis_down) redis.shutdown();  // the new pool's feeder cannot start: the reload fails
+  auto reloaded = c.reload();
+  REQUIRE(reloaded);
+  if (how == "removed") {
+    CHECK(reloaded->removed == std::vector<std::string>{"shared"});
+  } else if (how == "replaced") {
+    CHECK(reloaded->replaced == std::vector<std::string>{"shared"});
+  } else {
+    REQUIRE(reloaded->failed.size() == 1);
+    CHECK(reloaded->failed[0].pool == "shared");
+    redis.start();
+  }
+  Client d = node.connect();
+  for (std::uint64_t id : ids) {
+    auto done = d.wait(id, std::chrono::milliseconds(60000));
+    REQUIRE(done);
+    INFO(done->account.error);
+    CHECK(done->account.state == "completed");
+    CHECK(done->account.history.size() == 1);
+  }
 }
 
 }  // namespace sandpool::testing
