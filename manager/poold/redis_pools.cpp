@@ -83,7 +83,7 @@ DeadLetter letter_of(const std::string& pool,
     } else if (k == "payload") {
       l.payload = v;
     } else if (k == "reason") {
-      l.task.reason = named(v, DeadReason::kPoolRemoved).value_or(DeadReason::kNone);
+      l.task.reason = named(v, DeadReason::kRejected).value_or(DeadReason::kNone);
     } else if (k == "error") {
       l.task.error = v;
     } else if (k == "dead_lettered_ms") {
@@ -137,7 +137,7 @@ TaskResult to_task_result(const redis::StoredTask& t) {
   r.not_before_ms = t.not_before_ms;
   r.tenant = t.tenant;
   if (r.state == TaskState::kDeadLettered) {
-    r.reason = named(t.reason, DeadReason::kPoolRemoved).value_or(DeadReason::kNone);
+    r.reason = named(t.reason, DeadReason::kRejected).value_or(DeadReason::kNone);
   }
   if (r.state == TaskState::kCancelled) r.cancel_reason = CancelReason::kUser;
   r.history.reserve(t.history.size());

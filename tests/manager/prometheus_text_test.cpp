@@ -236,6 +236,7 @@ sandpool_tasks_dead_lettered_total{pool="images",reason="crash_loop"} 0
 sandpool_tasks_dead_lettered_total{pool="images",reason="expired"} 0
 sandpool_tasks_dead_lettered_total{pool="images",reason="shutdown"} 0
 sandpool_tasks_dead_lettered_total{pool="images",reason="pool_removed"} 0
+sandpool_tasks_dead_lettered_total{pool="images",reason="rejected"} 0
 # HELP sandpool_tasks_cancelled_total Tasks that ended cancelled.
 # TYPE sandpool_tasks_cancelled_total counter
 sandpool_tasks_cancelled_total{pool="images"} 1
