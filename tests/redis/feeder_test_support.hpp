@@ -1,5 +1,5 @@
-// Helpers of the RedisFeeder tests: a node's options on the test's redis-server, a started
-// feeder, and a pool whose workers the test stops and continues.
+// Helpers of the RedisFeeder tests: the test's redis-server and pool, a node's options on it,
+// a started feeder, and a pool whose workers the test stops and continues.
 #pragma once
 
 #include <signal.h>
@@ -18,6 +18,13 @@
 #include "test_support.hpp"
 
 namespace sandpool::testing {
+
+// The test's redis-server, a connection to it, and the keys of pool "work" (prefix "sp:").
+struct FeederWorld {
+  RedisServer server;
+  redis::Connection c = redis::Connection::open(server.endpoint()).value();
+  const redis::TaskStream stream{"sp:", "work"};
+};
 
 // Node `name` of pool "work" (prefix "sp:"), holding `capacity` tasks, beating every 100 ms
 // and claiming entries idle for 1 s.

@@ -54,10 +54,8 @@ bool ended(redis::Connection& c, const redis::TaskStream& s, std::uint64_t id) {
 // Submitted by a node whose config accepts it (or added by a plain XADD), refused by this
 // node's pool: before, it went back to the stream's end for ever and paused the reader 1 s
 // each time.
-TEST_CASE("a task the node's pool refuses is dead-lettered rejected after a few refusals") {
-  RedisServer server;
-  auto c = redis::Connection::open(server.endpoint()).value();
-  const redis::TaskStream stream("sp:", "work");
+TEST_CASE_METHOD(FeederWorld,
+                 "a task the node's pool refuses is dead-lettered rejected after a few refusals") {
   PoolOptions po = pool_options("echo", 2);
   po.max_timeout = std::chrono::seconds(1);  // lowered below what the task asks
   po.max_payload = 1024;
@@ -98,10 +96,9 @@ TEST_CASE("a task the node's pool refuses is dead-lettered rejected after a few 
 
 // The node beats every 30 s, so its beat (which cancels what it runs when asked) does not
 // come between the cancel and the attempt's end: the flag alone must stop the retries.
-TEST_CASE("a task cancelled while its attempt runs is not retried after that attempt fails") {
-  RedisServer server;
-  auto c = redis::Connection::open(server.endpoint()).value();
-  const redis::TaskStream stream("sp:", "work");
+TEST_CASE_METHOD(
+    FeederWorld,
+    "a task cancelled while its attempt runs is not retried after that attempt fails") {
   auto pool = make_pool(stoppable_pool("flaky", 1));  // attempt 1 asks for a retry, 2 succeeds
   signal_workers(*pool, 1, SIGSTOP);
   FeederOptions o = node(server, "node-a", 1);
@@ -125,10 +122,8 @@ TEST_CASE("a task cancelled while its attempt runs is not retried after that att
   CHECK(count(c, {"ZCARD", "sp:work:later"}) == 0);
 }
 
-TEST_CASE("a task asked to cancel ends cancelled when it would go back to the stream") {
-  RedisServer server;
-  auto c = redis::Connection::open(server.endpoint()).value();
-  const redis::TaskStream stream("sp:", "work");
+TEST_CASE_METHOD(FeederWorld,
+                 "a task asked to cancel ends cancelled when it would go back to the stream") {
   REQUIRE(stream.ensure_group(c).is_ok());
   const std::uint64_t first = submit(c, stream, task("echo", "a"));
   const std::uint64_t second = submit(c, stream, task("echo", "b"));
@@ -149,10 +144,7 @@ TEST_CASE("a task asked to cancel ends cancelled when it would go back to the st
 
 // Before, a drained node read an entry every second, was refused by its pool and pushed the
 // entry to the stream's end.
-TEST_CASE("a drained node reads nothing, and reads again once resumed") {
-  RedisServer server;
-  auto c = redis::Connection::open(server.endpoint()).value();
-  const redis::TaskStream stream("sp:", "work");
+TEST_CASE_METHOD(FeederWorld, "a drained node reads nothing, and reads again once resumed") {
   auto pool_a = make_pool(pool_options("echo", 2));
   pool_a->drain();
   auto a = start_node(*pool_a, node(server, "node-a", 4));
@@ -174,10 +166,8 @@ TEST_CASE("a drained node reads nothing, and reads again once resumed") {
 // Node a runs a backlog of 1 s tasks in its two places; the reader refills a freed place
 // within a round trip, so before, its beat (claiming only into a free place) rarely claimed
 // the dead node's tasks until the backlog was gone.
-TEST_CASE("a dead node's tasks are claimed and run while the live node has a backlog") {
-  RedisServer server;
-  auto c = redis::Connection::open(server.endpoint()).value();
-  const redis::TaskStream stream("sp:", "work");
+TEST_CASE_METHOD(FeederWorld,
+                 "a dead node's tasks are claimed and run while the live node has a backlog") {
   auto pool_dead = make_pool(stoppable_pool("sleep", 2));
   signal_workers(*pool_dead, 2, SIGSTOP);
   auto dead = start_node(*pool_dead, node(server, "node-dead", 2));
@@ -206,10 +196,9 @@ TEST_CASE("a dead node's tasks are claimed and run while the live node has a bac
 
 // 10,000 scheduled tasks fall due at once. The node beats every 2 s; before, a beat moved 100
 // of them (100 beats: over 3 minutes).
-TEST_CASE("ten thousand tasks due at once are back in the stream within a heartbeat or two") {
-  RedisServer server;
-  auto c = redis::Connection::open(server.endpoint()).value();
-  const redis::TaskStream stream("sp:", "work");
+TEST_CASE_METHOD(
+    FeederWorld,
+    "ten thousand tasks due at once are back in the stream within a heartbeat or two") {
   const int kDue = 10000;
   std::vector<StreamTask> tasks(kDue, task("echo", "x"));
   for (StreamTask& t : tasks) t.not_before_ms = 2;  // due from the epoch's 2nd ms: at once
@@ -234,10 +223,9 @@ TEST_CASE("ten thousand tasks due at once are back in the stream within a heartb
 // The pool's workers cannot start any more (its plugin is gone): after max_init_failures it is
 // failed, and before, what it had read was dead-lettered crash_loop in Redis though it never
 // ran. Handed back, it runs on node b.
-TEST_CASE("a node whose pool fails hands back the tasks it had read, and another runs them") {
-  RedisServer server;
-  auto c = redis::Connection::open(server.endpoint()).value();
-  const redis::TaskStream stream("sp:", "work");
+TEST_CASE_METHOD(
+    FeederWorld,
+    "a node whose pool fails hands back the tasks it had read, and another runs them") {
   TempDir dir;
   const std::filesystem::path plugin = dir.path / "libsleep.so";
   std::filesystem::copy_file(pool_options("sleep").plugin_path, plugin);
