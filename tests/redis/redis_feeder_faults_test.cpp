@@ -15,7 +15,6 @@
 using namespace sandpool;
 using namespace sandpool::testing;
 using redis::FeederOptions;
-using redis::RedisFeeder;
 using redis::StreamTask;
 
 namespace {
