@@ -40,7 +40,7 @@ Result<DeadLetterFilter> filter_of(const json& f) {
   if (f.contains("type")) out.type = f["type"].get<std::string>();
   if (f.contains("reason")) {
     const std::string r = f["reason"].get<std::string>();
-    for (int i = 0; i <= static_cast<int>(DeadReason::kPoolRemoved); ++i) {
+    for (int i = 0; i <= static_cast<int>(DeadReason::kRejected); ++i) {
       if (to_string(static_cast<DeadReason>(i)) == r) out.reason = static_cast<DeadReason>(i);
     }
     if (!out.reason) return Status::invalid("no dead-letter reason named " + r);

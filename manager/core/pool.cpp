@@ -334,4 +334,9 @@ std::int64_t Pool::busy_for_ns() const { return loop_->busy_for_ns(); }
 
 std::chrono::milliseconds Pool::max_timeout() const { return loop_->max_timeout(); }
 
+Status Pool::check_task(const std::string& type, std::size_t payload_bytes,
+                        SubmitOptions& options) const {
+  return loop_->check_task(type, payload_bytes, options);
+}
+
 }  // namespace sandpool

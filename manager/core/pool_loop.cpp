@@ -346,14 +346,8 @@ Status PoolLoop::check_schedule(SubmitOptions& options) {
   return Status::ok();
 }
 
-Result<TaskPtr> PoolLoop::admit_task(std::string type, std::string payload, SubmitOptions options,
-                                     std::uint64_t id) {
-  if (failed_.load()) return Status::error(Code::kClosed, "pool failed: " + failure());
-  // Checked again by post_admitted(); here so that a closed pool journals nothing.
-  if (!mailbox_.accepting()) return Status::error(Code::kClosed, "pool is closing");
-  if (draining_.load()) {
-    return Status::error(Code::kClosed, "pool '" + opts_.name + "' is draining (resume it)");
-  }
+Status PoolLoop::check_task(const std::string& type, std::size_t payload_bytes,
+                            SubmitOptions& options) const {
   if (options.timeout) {  // a deadline must be reachable and must not overflow
     const std::int64_t ms = options.timeout->count(), max = max_timeout_ms_.load();
     if (ms < 1 || ms > max) {
@@ -363,11 +357,22 @@ Result<TaskPtr> PoolLoop::admit_task(std::string type, std::string payload, Subm
   }
   SP_RETURN_IF_ERROR(check_type(type));
   SP_RETURN_IF_ERROR(check_schedule(options));
-  if (const std::uint64_t max = max_payload_.load(std::memory_order_relaxed);
-      payload.size() > max) {
-    return Status::too_large("payload of " + std::to_string(payload.size()) +
+  if (const std::uint64_t max = max_payload_.load(std::memory_order_relaxed); payload_bytes > max) {
+    return Status::too_large("payload of " + std::to_string(payload_bytes) +
                              " bytes exceeds max_payload (" + std::to_string(max) + " bytes)");
   }
+  return Status::ok();
+}
+
+Result<TaskPtr> PoolLoop::admit_task(std::string type, std::string payload, SubmitOptions options,
+                                     std::uint64_t id) {
+  if (failed_.load()) return Status::error(Code::kClosed, "pool failed: " + failure());
+  // Checked again by post_admitted(); here so that a closed pool journals nothing.
+  if (!mailbox_.accepting()) return Status::error(Code::kClosed, "pool is closing");
+  if (draining_.load()) {
+    return Status::error(Code::kClosed, "pool '" + opts_.name + "' is draining (resume it)");
+  }
+  SP_RETURN_IF_ERROR(check_task(type, payload.size(), options));
   const std::size_t capacity = queue_capacity_.load(std::memory_order_relaxed);
   if (admitted_.fetch_add(1, std::memory_order_relaxed) >= capacity) {
     admitted_.fetch_sub(1, std::memory_order_relaxed);

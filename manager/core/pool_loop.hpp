@@ -115,6 +115,11 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
     return std::chrono::milliseconds(max_timeout_ms_.load(std::memory_order_relaxed));
   }
 
+  // Returns ok iff a task of `type` with a payload of `payload_bytes` and `options` passes
+  // submit()'s checks of the task itself (Pool::check_task); turns a delay into not_before.
+  Status check_task(const std::string& type, std::size_t payload_bytes,
+                    SubmitOptions& options) const;
+
  private:
   explicit PoolLoop(PoolOptions options);
   Status launch();

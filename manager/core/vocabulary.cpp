@@ -65,6 +65,8 @@ std::string_view to_string(DeadReason r) {
       return "shutdown";
     case DeadReason::kPoolRemoved:
       return "pool_removed";
+    case DeadReason::kRejected:
+      return "rejected";
   }
   return "unknown";
 }

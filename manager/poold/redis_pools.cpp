@@ -83,7 +83,7 @@ DeadLetter letter_of(const std::string& pool,
     } else if (k == "payload") {
       l.payload = v;
     } else if (k == "reason") {
-      l.task.reason = named(v, DeadReason::kPoolRemoved).value_or(DeadReason::kNone);
+      l.task.reason = named(v, DeadReason::kRejected).value_or(DeadReason::kNone);
     } else if (k == "error") {
       l.task.error = v;
     } else if (k == "dead_lettered_ms") {
@@ -137,7 +137,7 @@ TaskResult to_task_result(const redis::StoredTask& t) {
   r.not_before_ms = t.not_before_ms;
   r.tenant = t.tenant;
   if (r.state == TaskState::kDeadLettered) {
-    r.reason = named(t.reason, DeadReason::kPoolRemoved).value_or(DeadReason::kNone);
+    r.reason = named(t.reason, DeadReason::kRejected).value_or(DeadReason::kNone);
   }
   if (r.state == TaskState::kCancelled) r.cancel_reason = CancelReason::kUser;
   r.history.reserve(t.history.size());
@@ -249,9 +249,49 @@ Status RedisPools::attach(const PoolConfig& pc, Pool& local) {
   if (!feeder) return unavailable(name, feeder.status());
   auto a = std::make_unique<Attached>(Attached{redis::TaskStream(opts_.prefix, name, opts_.limits),
                                                std::move(feeder).value(), &local});
-  std::lock_guard lk(mu_);
-  pools_[name] = std::move(a);
+  redis::RedisFeeder* replaced = nullptr;
+  {
+    std::lock_guard lk(mu_);
+    std::unique_ptr<Attached>& slot = pools_[name];
+    if (slot) {
+      replaced = slot->feeder.get();
+      retired_.push_back(std::move(slot));
+    }
+    slot = std::move(a);
+  }
+  // Outside mu_ (a reader may sit in a read for a while); only this thread ends retired_'s
+  // feeders (retired() runs after the reload that retired them).
+  if (replaced != nullptr) replaced->stop_reading();
   return Status::ok();
+}
+
+void RedisPools::retire(const std::string& name) {
+  redis::RedisFeeder* feeder = nullptr;
+  {
+    std::lock_guard lk(mu_);
+    auto it = pools_.find(name);
+    if (it == pools_.end()) return;
+    feeder = it->second->feeder.get();
+    retired_.push_back(std::move(it->second));
+    pools_.erase(it);
+  }
+  feeder->stop_reading();
+}
+
+void RedisPools::retired(const Pool& local) {
+  std::vector<std::unique_ptr<Attached>> done;
+  {
+    std::lock_guard lk(mu_);
+    for (auto it = retired_.begin(); it != retired_.end();) {
+      if ((*it)->local == &local) {
+        done.push_back(std::move(*it));
+        it = retired_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  done.clear();  // outside mu_: each feeder writes what it still holds
 }
 
 void RedisPools::reconfigured(const PoolConfig& pc) {
@@ -296,11 +336,14 @@ void RedisPools::detach(const std::string& name) {
 
 void RedisPools::detach_all() {
   std::map<std::string, std::unique_ptr<Attached>> all;
+  std::vector<std::unique_ptr<Attached>> retired;
   {
     std::lock_guard lk(mu_);
     all.swap(pools_);
+    retired.swap(retired_);
   }
   all.clear();
+  retired.clear();
 }
 
 bool RedisPools::serves(const std::string& pool) const {

@@ -82,8 +82,16 @@ class RedisPools {
   // concurrency tasks held at once (plus one scale_up_step's worth when it autoscales, so a
   // backlog shows in its queue wait), so a scale changes what the node takes; the pool's
   // retries for tasks that carry none, and its retry policy's backoff (kept in Redis between
-  // attempts). `local` must outlive detach(pc.name).
+  // attempts). `local` must outlive detach(pc.name). A pool of that name attached already
+  // (a reload replaces it) is retired as retire() does, once the new feeder started; when it
+  // cannot start, the old one goes on as it was.
   Status attach(const PoolConfig& pc, Pool& local);
+  // A reload replaced or removed the pool `name`, whose local pool drains what it took: its
+  // feeder reads and claims nothing more, but keeps what it holds fresh in Redis and writes
+  // the ends of what still runs, until retired(that local pool) once it has shut down.
+  void retire(const std::string& name);
+  // The retired feeders of `local` stop (their queued ends written first): it has shut down.
+  void retired(const Pool& local);
   // A reload reconfigured the Redis pool `pc` in place: its feeder follows (its concurrency
   // and autoscale step in what it reads, its retries and backoff in what it ends).
   void reconfigured(const PoolConfig& pc);
@@ -93,7 +101,7 @@ class RedisPools {
   // A shutdown begins: no pool takes new entries; what runs may still end and be written.
   void stop_reading();
   // Stops the pool's feeder (its queued ends written first; what still runs locally is left
-  // pending for this node: another claims it). detach_all(): every pool's.
+  // pending for this node: another claims it). detach_all(): every pool's, and the retired.
   void detach(const std::string& name);
   void detach_all();
   bool serves(const std::string& pool) const;
@@ -205,6 +213,7 @@ class RedisPools {
   const redis::TaskStream any_;  // for what is not per pool (a task's hash)
   mutable std::mutex mu_;        // guards pools_
   std::map<std::string, std::unique_ptr<Attached>> pools_;
+  std::vector<std::unique_ptr<Attached>> retired_;  // retire(): until retired(their local)
   Lane requests_{opts_.endpoint}, reads_{opts_.endpoint}, waits_{opts_.endpoint},
       jobs_{opts_.endpoint}, schedules_{opts_.endpoint};
 

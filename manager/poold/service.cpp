@@ -268,8 +268,11 @@ void Service::retire(std::string name, std::shared_ptr<Pool> pool) {
   pool->drain();
   const auto timeout = config_.service.shutdown_timeout;
   std::weak_ptr<Pool> weak = pool;
-  std::thread t([log = log_, name, pool = std::move(pool), timeout] {
+  // A Redis pool's retired feeder (RedisPools::retire) writes the ends of what the pool
+  // runs until it has shut down.
+  std::thread t([log = log_, redis = redis_.get(), name, pool = std::move(pool), timeout] {
     const std::size_t left = pool->shutdown(timeout, DeadReason::kPoolRemoved);
+    if (redis != nullptr) redis->retired(*pool);
     log->info("pool retired pool={} dead_lettered={}", name, left);
   });
   name_thread(t.native_handle(), "sp-retire:" + name);

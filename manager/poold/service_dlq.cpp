@@ -11,7 +11,8 @@ namespace {
 
 std::optional<DeadReason> parse_reason(const std::string& name) {
   for (auto r : {DeadReason::kPermanent, DeadReason::kRetriesExhausted, DeadReason::kCrashLoop,
-                 DeadReason::kExpired, DeadReason::kShutdown, DeadReason::kPoolRemoved}) {
+                 DeadReason::kExpired, DeadReason::kShutdown, DeadReason::kPoolRemoved,
+                 DeadReason::kRejected}) {
     if (to_string(r) == name) return r;
   }
   return std::nullopt;

@@ -50,12 +50,15 @@ std::optional<std::string> Service::redis_route(const std::string& pool,
 
 namespace {
 
-// The checked stream entry of one task of a Redis pool, or why it is refused.
+// The checked stream entry of one task of a Redis pool, or why it is refused: checked as
+// the node's local pool checks a local submit (its type, timeout, schedule, tenant and
+// max_payload), so that no node refuses what this one accepted unless its config differs.
 Result<redis::StreamTask> checked_task(const ops::SubmitArgs& a, std::string payload,
-                                       std::chrono::milliseconds max_timeout) {
+                                       const Pool& local) {
   if (a.type.empty()) return Status::invalid("type: required, a non-empty string");
   SubmitOptions o;
-  if (Status s = submit_options(a, max_timeout, &o); !s) return s;
+  if (Status s = submit_options(a, local.max_timeout(), &o); !s) return s;
+  if (Status s = local.check_task(a.type, payload.size(), o); !s) return s;
   return stream_task(a, o, std::move(payload));
 }
 
@@ -67,7 +70,7 @@ Result<SlotAnswer> Service::submit_slot_redis(const std::string& pool, const Sch
   if (stopping_.load()) return Status::error(Code::kClosed, "poold is shutting down");
   auto local = pool_named(pool);
   if (!local) return local.status();
-  auto task = checked_task(a, spec.payload, (*local)->max_timeout());
+  auto task = checked_task(a, spec.payload, **local);
   if (!task) return task.status();
   if (!slot_s) {
     auto id = redis_->submit(pool, *task);
@@ -102,7 +105,7 @@ void Service::submit_redis(const std::string& pool, const Request& req, const op
   }
   auto local = pool_named(pool);
   if (!local) return (void)res.error(local.status());
-  auto task = checked_task(a, req.blob, (*local)->max_timeout());
+  auto task = checked_task(a, req.blob, **local);
   if (!task) return (void)res.error(task.status());
   // Acknowledged once the script ran: the task is in Redis (on disk with appendfsync always).
   auto id = redis_->submit(pool, *task);
@@ -153,9 +156,8 @@ bool Service::submit_batch_redis(const Request& req, const ops::SubmitBatchArgs&
     std::string payload = req.blob.substr(at, a.payload_lens[i]);
     at += a.payload_lens[i];
     auto local = pool_named(targets[i]);
-    Result<redis::StreamTask> t =
-        local ? checked_task(args, std::move(payload), (*local)->max_timeout())
-              : Result<redis::StreamTask>(local.status());
+    Result<redis::StreamTask> t = local ? checked_task(args, std::move(payload), **local)
+                                        : Result<redis::StreamTask>(local.status());
     if (!t) {
       out.errors.push_back(
           {i, std::string(control::wire_code(t.status().code())), t.status().message()});

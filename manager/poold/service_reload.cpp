@@ -62,7 +62,7 @@ Result<ops::ReloadReply> Service::reload() {
   }
   for (auto& [name, pool] : gone) {
     out.removed.push_back(name);
-    if (redis_) redis_->detach(name);
+    if (redis_) redis_->retire(name);  // its feeder lives on while the pool drains
     retire(name, std::move(pool));
   }
 
@@ -83,22 +83,15 @@ Result<ops::ReloadReply> Service::reload() {
     if (!current || needs_new_pool(pool_options(current->config), pool_options(pc)) ||
         current->pool->stats().state == "failed") {
       auto pool = make_pool(pc, false);
-      if (pool && current && redis_) redis_->detach(pc.name);  // the new pool reads instead
+      // A Redis pool's new feeder takes over from the old one, which lives on, reading
+      // nothing, while the old pool drains (RedisPools::attach); when it cannot start, the old
+      // pool keeps its slot and its feeder as they were.
       if (pool) {
         if (Status st = attach_redis(pc, **pool); !st) pool = st;
       }
       if (!pool) {
         log_->error("reload: pool {} could not start: {}", pc.name, pool.status().message());
         out.failed.push_back({pc.name, pool.status().message()});
-        // A Redis pool whose new feeder failed: the old pool, which keeps its slot, reads
-        // again (it was detached for the new one).
-        if (current && redis_ && pc.backend == PoolConfig::Backend::kRedis &&
-            !redis_->serves(pc.name)) {
-          if (Status st = attach_redis(current->config, *current->pool); !st) {
-            log_->error("reload: redis pool {} reads nothing until the next reload or restart: {}",
-                        pc.name, st.message());
-          }
-        }
         continue;
       }
       {
@@ -175,13 +168,13 @@ void Service::shut_down_pools(std::chrono::milliseconds timeout) {
     name_thread(threads.back().native_handle(), "sp-stop:" + name);
   }
   for (auto& t : threads) t.join();
-  if (redis_) redis_->detach_all();
   std::vector<std::thread> retiring;
   {
     std::lock_guard<std::mutex> lock(mu_);
     retiring.swap(retiring_);
   }
-  for (auto& t : retiring) t.join();
+  for (auto& t : retiring) t.join();  // first: their feeders write what the pools ended
+  if (redis_) redis_->detach_all();
   if (Status s = store_->flush(std::chrono::seconds(10)); !s) {
     log_->error("dead-letter store flush: {}", s.message());
   }

@@ -15,6 +15,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kReadBlock{500};  // a read wakes this often to see places
 constexpr std::chrono::milliseconds kRetryFirst{100}, kRetryMax{2000};
+constexpr std::size_t kMoveChunk = 1000;  // due tasks moved back per script
 // After the local pool refused a task (draining, shutting down), reading waits this long.
 constexpr std::chrono::milliseconds kRefusedPause{1000};
 
@@ -164,9 +165,15 @@ bool RedisFeeder::stopping() const {
 }
 
 std::size_t RedisFeeder::capacity() const {
+  const PoolStats s = pool_.stats_snapshot();  // never waits
+  // A pool that takes no task now (drained, failed, closing) or runs none (crash_loop): the
+  // node reads and claims nothing for it, and other nodes run the stream.
+  if (s.state == "draining" || s.state == "crash_loop" || s.state == "failed" ||
+      s.state == "closing" || s.state == "closed") {
+    return 0;
+  }
   if (opts_.per_worker == 0) return opts_.capacity;
-  const std::size_t workers =
-      pool_.stats_snapshot().target_workers + headroom_workers_.load();  // never waits
+  const std::size_t workers = s.target_workers + headroom_workers_.load();
   return std::max<std::size_t>(1, workers * per_worker_.load());
 }
 
@@ -306,10 +313,15 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
   o.key = entry.task.key;
   o.tenant = entry.task.tenant;
   o.on_done = [sh = sh_, entry](const TaskResult& r) {
-    // Stopped by this node's shutdown: not the task's end. It goes back to the stream for
-    // another node (or this one once it is back), and no attempt is counted.
+    // Stopped by this node's shutdown, by the end of a pool a reload replaced or removed, or
+    // by this node's pool failing (crash_loop: its workers cannot start, and the task never
+    // ran here: one that did ended with its attempt): not the task's end. It goes back to
+    // the stream for another node (or this one once it is back, or the pool that replaced
+    // it), and no attempt is counted.
     const bool shutdown =
-        (r.state == TaskState::kDeadLettered && r.reason == DeadReason::kShutdown) ||
+        (r.state == TaskState::kDeadLettered &&
+         (r.reason == DeadReason::kShutdown || r.reason == DeadReason::kPoolRemoved ||
+          r.reason == DeadReason::kCrashLoop)) ||
         (r.state == TaskState::kCancelled && r.cancel_reason == CancelReason::kShutdown);
     std::lock_guard lk(sh->mu);
     if (sh->dead) return;
@@ -327,6 +339,12 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
     }
   }
   if (!ticket) {
+    const Code code = ticket.status().code();
+    if (code == Code::kInvalidArgument || code == Code::kTooLarge) {
+      // The task itself (its type, timeout or payload is not one this node's pool accepts):
+      // handed back and counted, at no pause, as the pool takes other tasks.
+      return hand_back(std::move(entry), ticket.status().to_string(), true);
+    }
     // Draining, stopping, its queue full: another node (or this one later) runs it. This
     // node reads nothing for a while.
     {
@@ -427,7 +445,7 @@ void RedisFeeder::move_throttled(Connection& c) {
   note(stream_.move_due(c, now, due + 16).status());
 }
 
-void RedisFeeder::hand_back(StreamEntry entry, const std::string& why) {
+void RedisFeeder::hand_back(StreamEntry entry, const std::string& why, bool refused) {
   TaskResult account;
   account.id = entry.task_id;
   account.error = why;
@@ -435,7 +453,7 @@ void RedisFeeder::hand_back(StreamEntry entry, const std::string& why) {
   if (sh_->dead) return;
   sh_->stats.last_error = "redis pool " + opts_.pool + ": handed task " +
                           std::to_string(entry.task_id) + " back: " + why;
-  sh_->ends.push_back({std::move(entry), std::move(account), true});
+  sh_->ends.push_back({std::move(entry), std::move(account), true, refused ? why : ""});
   sh_->cv.notify_all();
 }
 
@@ -447,10 +465,30 @@ Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
   std::vector<Written> outcome(batch.size(), Written::kEnd);
   for (std::size_t i = 0; i < batch.size(); ++i) {
     const Ended& e = batch[i];
-    if (e.release) {  // rare (a refusal, a shutdown): one round trip each
+    std::uint32_t refusals = 0;
+    if (!e.refused.empty()) {  // counted first: the last refusal ends the task instead
+      auto n = stream_.refused(c, e.entry, opts_.consumer);
+      if (!n) return n.status();
+      if (*n == 0) {
+        outcome[i] = Written::kFenced;
+        continue;
+      }
+      refusals = *n;
+    }
+    if (e.release && refusals < TaskStream::kMaxRefusals) {  // rare: one round trip each
       auto r = stream_.release(c, e.entry, opts_.consumer);
       if (!r) return r.status();
       released[i] = *r;
+      continue;
+    }
+    if (refusals != 0) {  // an end (`finished`), as any other
+      TaskStream::EndWrite& w = writes.emplace_back();
+      w.entry = &e.entry;
+      w.state = std::string(to_string(TaskState::kDeadLettered));
+      w.reason = std::string(to_string(DeadReason::kRejected));
+      w.error = "refused by nodes " + std::to_string(refusals) + " times; last by " +
+                opts_.consumer + ": " + e.refused;
+      w.now_ms = wall_ms();
       continue;
     }
     if (e.account.state == TaskState::kDeadLettered &&
@@ -477,6 +515,16 @@ Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
       }
       if (*r == TaskStream::Retried::kNotYours) {
         outcome[i] = Written::kFenced;
+        continue;
+      }
+      if (*r == TaskStream::Retried::kCancelled) {  // asked while the attempt ran: no retry
+        TaskStream::EndWrite& w = writes.emplace_back();
+        w.entry = &e.entry;
+        w.attempts = std::move(attempts);
+        w.state = std::string(to_string(TaskState::kCancelled));
+        w.error = "cancelled; its last attempt failed: " + e.account.error;
+        w.reason = std::string(to_string(CancelReason::kUser));
+        w.now_ms = wall_ms();
         continue;
       }
     }
@@ -675,11 +723,21 @@ void RedisFeeder::beat_loop() {
     }
     if (beat) note(stream_.touch(*c, opts_.consumer, held).status());
     if (beat) cancel_asked(*c);
-    const std::size_t free = free_places();
+    // A dead node's entries are claimed whether or not a place is free (the reader refills
+    // each freed place within a round trip): they wait in the local pool for the tasks that
+    // run now, not for the stream's backlog. Up to one capacity beyond it at once. Only once
+    // this node has beaten for claim_after since it started or since a beat that failed or
+    // stalled (docs/redis-pools.md).
+    std::size_t room = 0;
+    {
+      const std::size_t cap = capacity();
+      std::lock_guard lk(sh_->mu);
+      if (sh_->reading) room = 2 * cap - std::min(2 * cap, sh_->held.size());
+    }
     const bool settled =
         beating_since != Clock::time_point{} && beat_at - beating_since >= opts_.claim_after;
-    if (beat && free > 0 && settled) {
-      auto claimed = stream_.claim_idle(*c, opts_.consumer, opts_.claim_after, free);
+    if (beat && room > 0 && settled) {
+      auto claimed = stream_.claim_idle(*c, opts_.consumer, opts_.claim_after, room);
       note(claimed.status());
       // Each claimed task's attempts so far (the lost one is counted on from there). Broken
       // off: the entries, claimed but not held, go idle again and are claimed later.
@@ -695,7 +753,13 @@ void RedisFeeder::beat_loop() {
         }
       }
     }
-    if (beat) note(stream_.move_due(*c, wall_ms(), 100).status());
+    // Every task due (a backoff over, a scheduled time come), in chunks (Redis runs other
+    // scripts between them), so none is more than a beat late however many fall due at once.
+    for (Result<std::size_t> moved = kMoveChunk;
+         beat && moved && *moved == kMoveChunk && !stopped();) {
+      moved = stream_.move_due(*c, wall_ms(), kMoveChunk);
+      note(moved.status());
+    }
     if (beat) note(stream_.trim_finished(*c, wall_ms(), 1000).status());
     std::unique_lock lk(sh_->mu);
     sh_->cv.wait_for(lk, opts_.heartbeat, [&] { return sh_->stopping; });

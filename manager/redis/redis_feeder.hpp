@@ -143,8 +143,9 @@ class RedisFeeder {
   // Moves back to the stream the tasks this node throttled once they are due (the beat moves
   // everyone's, but only once a beat).
   void move_throttled(Connection& c);
-  // Hands an entry back, unrun (the writer does it, in order with the ends).
-  void hand_back(StreamEntry entry, const std::string& why);
+  // Hands an entry back, unrun (the writer does it, in order with the ends). `refused`: the
+  // local pool refused the task itself (Ended::refused), for the reason `why`.
+  void hand_back(StreamEntry entry, const std::string& why, bool refused = false);
   // Writes a batch of ends (their attempts first) in one round trip.
   Status write_ends(Connection& c, const std::vector<Ended>& batch);
   // start(): writes the ends the last run of this pool and node kept (state_dir), then

@@ -26,6 +26,18 @@ namespace {
   "  redis.call('HDEL', h, 'lease')\n"             \
   "end\n"
 
+// A task asked to cancel while a node ran it (kCancel's flag) ends `cancelled` where it
+// would have gone back to the stream or the later set (kRelease, kMoveDue), so that it runs
+// no more. `h` is its hash, `id` its id, `now` the time (ms), `done` the finished set.
+#define SP_END_CANCELLED                                                                   \
+  "redis.call('HSET', h, 'state', 'cancelled', 'error', 'cancelled before it ran again', " \
+  "'reason', 'user', 'finished_ms', now)\n"                                                \
+  "redis.call('HDEL', h, 'deferred')\n"                                                    \
+  "redis.call('ZADD', done, now, id)\n"                                                    \
+  "local ended = prefix .. 'end:' .. id\n"                                                 \
+  "redis.call('RPUSH', ended, 'cancelled')\n"                                              \
+  "redis.call('PEXPIRE', ended, 600000)\n"
+
 // The body of a submit (kSubmit, kClaimSlot), after its idempotency key was looked up and
 // found unused: takes an id and writes the task, leaving it in `id`. KEYS: ids, the band's
 // stream, idempotency key ('' when none), later. ARGV: prefix, pool, now_ms, type,
@@ -192,18 +204,30 @@ redis.call('XDEL', KEYS[1], ARGV[1])
 return 1
 )"};
 
-// KEYS: stream. ARGV: entry, consumer, task id, prefix. The entry goes back to the stream as a
-// new one (same fields), for any node to read; the task's hash is queued again.
+// KEYS: stream, done. ARGV: entry, consumer, task id, prefix, now_ms. The entry goes back to
+// the stream as a new one (same fields), for any node to read; the task's hash is queued
+// again. A task asked to cancel ends `cancelled` instead.
 const Script kRelease{"release", SP_FENCE R"(
 local h = ARGV[4] .. 'task:' .. ARGV[3]
 )" SP_RELEASE_LEASE R"(
 local e = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
 redis.call('XACK', KEYS[1], 'sandpool', ARGV[1])
 redis.call('XDEL', KEYS[1], ARGV[1])
+if redis.call('HGET', h, 'cancel') == '1' then
+  local id, now, done, prefix = ARGV[3], ARGV[5], KEYS[2], ARGV[4]
+)" SP_END_CANCELLED R"(
+  return 1
+end
 if not e[1] then return 1 end
 local entry = redis.call('XADD', KEYS[1], '*', unpack(e[1][2]))
 redis.call('HSET', ARGV[4] .. 'task:' .. ARGV[3], 'state', 'queued', 'entry', entry)
 return 1
+)"};
+
+// KEYS: stream. ARGV: entry, consumer, task id, prefix. Counts a node's refusal of the task
+// in its hash; answers the count (0: not this consumer's entry).
+const Script kRefused{"refused", SP_FENCE R"(
+return redis.call('HINCRBY', ARGV[4] .. 'task:' .. ARGV[3], 'refusals', 1)
 )"};
 
 // KEYS: later, done, the streams q:1, q:0, q:-1. ARGV: prefix, task id, now_ms. Answers
@@ -272,6 +296,7 @@ return 1
 // the caller ends it, attempts and all (so a call sent again changes nothing twice).
 const Script kRetry{"retry", SP_FENCE R"(
 local h = ARGV[4] .. 'task:' .. ARGV[3]
+if redis.call('HGET', h, 'cancel') == '1' then return 3 end
 local n = tonumber(redis.call('HGET', h, 'attempts') or '0') + (#ARGV - 10)
 if n > tonumber(ARGV[5]) then return 1 end
 )" SP_RELEASE_LEASE R"(
@@ -289,14 +314,17 @@ redis.call('XDEL', KEYS[1], ARGV[1])
 return 2
 )"};
 
-// KEYS: later, the streams q:1, q:0, q:-1. ARGV: prefix, now_ms, max. Each due task's entry
-// goes to its band's stream.
+// KEYS: later, the streams q:1, q:0, q:-1, done. ARGV: prefix, now_ms, max. Each due task's
+// entry goes to its band's stream; one asked to cancel (while a node ran it) ends `cancelled`.
 const Script kMoveDue{"move_due", R"(
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
+local now, done, prefix = ARGV[2], KEYS[5], ARGV[1]
 for _, id in ipairs(ids) do
   local h = ARGV[1] .. 'task:' .. id
   local packed = redis.call('HGET', h, 'deferred')
-  if packed then
+  if packed and redis.call('HGET', h, 'cancel') == '1' then
+)" SP_END_CANCELLED R"(
+  elseif packed then
     local stream = KEYS[3 - tonumber(redis.call('HGET', h, 'band') or '0')]
     local entry = redis.call('XADD', stream, '*', unpack(cmsgpack.unpack(packed)))
     redis.call('HSET', h, 'state', 'queued', 'entry', entry)
@@ -379,6 +407,7 @@ return {last, claimed}
 
 #undef SP_FENCE
 #undef SP_RELEASE_LEASE
+#undef SP_END_CANCELLED
 
 // A fenced script's answer: 1 done, 0 refused.
 Result<Fenced> fenced(const char* what, Result<Reply> r) {
@@ -714,8 +743,22 @@ Result<Fenced> TaskStream::defer(Connection& c, const StreamEntry& e, const std:
 
 Result<Fenced> TaskStream::release(Connection& c, const StreamEntry& e,
                                    const std::string& consumer) const {
-  return fenced("release", c.eval(kRelease, {stream_of(e)},
-                                  {e.entry_id, consumer, std::to_string(e.task_id), prefix_}));
+  const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
+  return fenced("release", c.eval(kRelease, {stream_of(e), done_},
+                                  {e.entry_id, consumer, std::to_string(e.task_id), prefix_,
+                                   std::to_string(now_ms)}));
+}
+
+Result<std::uint32_t> TaskStream::refused(Connection& c, const StreamEntry& e,
+                                          const std::string& consumer) const {
+  auto r =
+      c.eval(kRefused, {stream_of(e)}, {e.entry_id, consumer, std::to_string(e.task_id), prefix_});
+  if (!r) return r.status();
+  if (r->is_error()) return r->status();
+  if (r->type != Reply::Type::kInteger || r->integer < 0) return unexpected("refused", *r);
+  return static_cast<std::uint32_t>(r->integer);
 }
 
 Status TaskStream::take(Connection& c, const std::string& consumer,
@@ -795,14 +838,15 @@ Result<TaskStream::Retried> TaskStream::retry(Connection& c, const StreamEntry& 
   if (!r) return r.status();
   if (r->is_error()) return r->status();
   if (r->type != Reply::Type::kInteger) return unexpected("retry", *r);
-  return r->integer == 2   ? Retried::kDeferred
+  return r->integer == 3   ? Retried::kCancelled
+         : r->integer == 2 ? Retried::kDeferred
          : r->integer == 1 ? Retried::kExhausted
                            : Retried::kNotYours;
 }
 
 Result<std::size_t> TaskStream::move_due(Connection& c, std::int64_t now_ms,
                                          std::size_t max) const {
-  auto r = c.eval(kMoveDue, {later_, streams_[0], streams_[1], streams_[2]},
+  auto r = c.eval(kMoveDue, {later_, streams_[0], streams_[1], streams_[2], done_},
                   {prefix_, std::to_string(now_ms), std::to_string(max)});
   if (!r) return r.status();
   if (r->is_error()) return r->status();

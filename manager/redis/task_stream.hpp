@@ -179,25 +179,35 @@ class TaskStream {
                        std::int64_t due_ms) const;
   // Fenced: hands an entry back, unrun (this node stops, or cannot take it now): acknowledged
   // and deleted, and added again as a new entry that any node may read; no attempt is
-  // counted.
+  // counted. A task asked to cancel (cancel()) ends `cancelled` instead.
   Result<Fenced> release(Connection& c, const StreamEntry& e, const std::string& consumer) const;
+  // Fenced: counts a node's refusal to run the task (its local pool refused it as invalid: a
+  // type, timeout or payload that node's config does not accept). Returns the task's
+  // refusals so far, this one included; 0 when the entry is not this consumer's. A task
+  // refused kMaxRefusals times is dead-lettered `rejected` rather than handed back again.
+  Result<std::uint32_t> refused(Connection& c, const StreamEntry& e,
+                                const std::string& consumer) const;
+  static constexpr std::uint32_t kMaxRefusals = 5;
   // Fenced: an attempt failed and may be retried. While the task has retries left after
   // `attempts` (its attempts on every node at most 1 + `retries`), records them and defers
   // it to the later set for its backoff (kDeferred: any node's move_due() hands it out
-  // again when due); else writes nothing (kExhausted: the caller ends it, with `attempts`).
+  // again when due); else writes nothing (kExhausted: the caller ends it, with `attempts`;
+  // kCancelled: the task was asked to cancel, the caller ends it `cancelled`, the same).
   struct Backoff {
     std::int64_t base_ms = 100;
     double multiplier = 2.0;
     std::int64_t max_ms = 30000;
     double jitter = 1.0;  // in [0, 1]: the fraction of the ceiling waited (full jitter)
   };
-  enum class Retried : std::uint8_t { kDeferred, kExhausted, kNotYours };
+  enum class Retried : std::uint8_t { kDeferred, kExhausted, kNotYours, kCancelled };
   Result<Retried> retry(Connection& c, const StreamEntry& e, const std::string& consumer,
                         const std::vector<std::string>& attempts, std::uint32_t retries,
                         const Backoff& backoff, std::int64_t now_ms) const;
   // Cancels task `id` of this pool: at once when no node runs it (queued and not read yet, or
   // waiting out a backoff: it ends `cancelled`); else the task is flagged and the node that
-  // runs it cancels it at its next beat (cancel_asked). kNotFound: Redis does not know it.
+  // runs it cancels it at its next beat (cancel_asked), and it is not run again: a retry,
+  // a hand-back or a move of the flagged task ends it `cancelled` (retry, release, move_due).
+  // kNotFound: Redis does not know it.
   struct Cancelled {
     bool asked = false;  // false: it had ended already
     std::string state;   // its state after the call
@@ -207,8 +217,9 @@ class TaskStream {
   Result<std::vector<bool>> cancel_asked(Connection& c,
                                          const std::vector<std::uint64_t>& ids) const;
   // Moves the later tasks due by `now_ms` (at most `max`: retries after their backoff,
-  // scheduled tasks) to their band's stream, atomically; returns how many moved. Any node may
-  // run it.
+  // scheduled tasks) to their band's stream, atomically; returns how many moved. A task asked
+  // to cancel while it ran (cancel()) ends `cancelled` instead, and counts as moved. Any node
+  // may run it.
   Result<std::size_t> move_due(Connection& c, std::int64_t now_ms, std::size_t max) const;
   // Evicts the finished tasks older than the age bound, then the oldest while their results
   // and errors take more than the byte bound, at most `max`; returns how many. Any node may

@@ -52,6 +52,7 @@ std::string line_of(const std::string& pool, const std::string& consumer, const 
             {"task_id", e.entry.task_id},
             {"type_base64", b64(e.entry.task.type)},
             {"release", e.release},
+            {"refused_base64", b64(e.refused)},
             {"state", std::string(to_string(e.account.state))},
             {"reason", std::string(to_string(e.account.reason))},
             {"cancel_reason", std::string(to_string(e.account.cancel_reason))},
@@ -125,6 +126,11 @@ Result<UnwrittenEnd> end_of(const std::string& line, const std::string& pool,
   const json release = j.value("release", json());
   if (!release.is_boolean()) return Status::invalid("release: expected true or false");
   e.release = release.get<bool>();
+  if (j.contains("refused_base64")) {  // absent from a file an older poold kept
+    auto refused = bytes_of(j, "refused_base64");
+    if (!refused) return Status::invalid("refused_base64: expected base64");
+    e.refused = std::move(*refused);
+  }
   const auto state = enum_named(j.value("state", json()), TaskState::kScheduled);
   const auto reason = enum_named(j.value("reason", json()), DeadReason::kPoolRemoved);
   const auto cancel = enum_named(j.value("cancel_reason", json()), CancelReason::kShutdown);

@@ -28,6 +28,9 @@ struct UnwrittenEnd {
   StreamEntry entry;
   TaskResult account;
   bool release = false;
+  // Set (with release): the local pool refused the task itself, for this reason. The refusal
+  // is counted in Redis; the kMaxRefusals-th dead-letters it `rejected`.
+  std::string refused{};
 };
 
 namespace unwritten_ends {

@@ -144,7 +144,7 @@ DeadLetter letter_of(const json& j) {
   l.task.id = int_of<std::uint64_t>(j, "task_id");
   l.task.type = text_of(j, "type");
   l.task.state = TaskState::kDeadLettered;
-  l.task.reason = enum_of(j, "reason", DeadReason::kPermanent, DeadReason::kPoolRemoved);
+  l.task.reason = enum_of(j, "reason", DeadReason::kPermanent, DeadReason::kRejected);
   l.task.error = text_of(j, "error");
   l.dead_lettered_ms = int_of<std::int64_t>(j, "dead_lettered_ms");
   auto payload = decode_base64(text_of(j, "payload_base64"));

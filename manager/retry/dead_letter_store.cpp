@@ -347,7 +347,7 @@ Result<DeadLetter> DeadLetterStore::read_letter(SqliteStmt& row) {
   l.pool = row.text(2);
   l.task.type = row.text(3);
   const std::string reason = row.text(4);
-  const auto parsed = parse_enum(reason, DeadReason::kPoolRemoved);
+  const auto parsed = parse_enum(reason, DeadReason::kRejected);
   if (!parsed) {
     return Status::error(Code::kInternal, "dead letter " + std::to_string(l.letter_id) +
                                               ": unknown reason '" + reason + "'");

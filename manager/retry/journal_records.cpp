@@ -33,7 +33,8 @@ static_assert(static_cast<int>(DeadReason::kNone) == 0 &&
               static_cast<int>(DeadReason::kCrashLoop) == 3 &&
               static_cast<int>(DeadReason::kExpired) == 4 &&
               static_cast<int>(DeadReason::kShutdown) == 5 &&
-              static_cast<int>(DeadReason::kPoolRemoved) == 6);
+              static_cast<int>(DeadReason::kPoolRemoved) == 6 &&
+              static_cast<int>(DeadReason::kRejected) == 7);
 static_assert(static_cast<int>(CancelReason::kNone) == 0 &&
               static_cast<int>(CancelReason::kUser) == 1 &&
               static_cast<int>(CancelReason::kShutdown) == 2);
@@ -95,7 +96,7 @@ void get_task(BoundedInputArchive& ar, JournalTask& t) {
   t.options.idempotency_key = get_str(ar, "idempotency_key");
   t.submitted_ms = get<std::int64_t>(ar, "submitted_ms");
   t.task.state = get_enum(ar, "state", TaskState::kCancelled);
-  t.task.reason = get_enum(ar, "reason", DeadReason::kPoolRemoved);
+  t.task.reason = get_enum(ar, "reason", DeadReason::kRejected);
   t.task.cancel_reason = get_enum(ar, "cancel_reason", CancelReason::kShutdown);
   t.task.result = get_str(ar, "result");
   t.task.error = get_str(ar, "error");
@@ -288,7 +289,7 @@ void read_task(Reader& in, JournalTask& t) {
   t.options.fail_fast = (has & kFailFast) != 0;
   if ((has & kIdempotencyKey) != 0) t.options.idempotency_key = in.str("idempotency_key");
   if ((has & kSubmitted) != 0) t.submitted_ms = in.time("submitted_ms");
-  if ((has & kReason) != 0) t.task.reason = in.enumerated("reason", DeadReason::kPoolRemoved);
+  if ((has & kReason) != 0) t.task.reason = in.enumerated("reason", DeadReason::kRejected);
   if ((has & kCancelReason) != 0) {
     t.task.cancel_reason = in.enumerated("cancel_reason", CancelReason::kShutdown);
   }

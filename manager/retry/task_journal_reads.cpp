@@ -66,7 +66,7 @@ Status read_state(const SqliteStmt& row, JournalTask& t) {
   }
   const std::string reason = row.text(16);
   if (t.task.state == TaskState::kDeadLettered) {
-    const auto r = parse_enum(reason, DeadReason::kPoolRemoved);
+    const auto r = parse_enum(reason, DeadReason::kRejected);
     if (!r) return bad(t, "reason", reason);
     t.task.reason = *r;
   } else if (t.task.state == TaskState::kCancelled) {

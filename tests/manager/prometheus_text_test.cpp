@@ -236,6 +236,7 @@ sandpool_tasks_dead_lettered_total{pool="images",reason="crash_loop"} 0
 sandpool_tasks_dead_lettered_total{pool="images",reason="expired"} 0
 sandpool_tasks_dead_lettered_total{pool="images",reason="shutdown"} 0
 sandpool_tasks_dead_lettered_total{pool="images",reason="pool_removed"} 0
+sandpool_tasks_dead_lettered_total{pool="images",reason="rejected"} 0
 # HELP sandpool_tasks_cancelled_total Tasks that ended cancelled.
 # TYPE sandpool_tasks_cancelled_total counter
 sandpool_tasks_cancelled_total{pool="images"} 1
@@ -313,9 +314,9 @@ TEST_CASE("every sample of the exposition sits under its family's TYPE line") {
   other.pool = "video";
   const std::string text = render_prometheus({small_pool(), other}, service());
   // 2 service samples; per pool: 11 gauges + 2 tenants + 5 worker states, 9 counters + 2
-  // autoscale directions + 6 dead-letter reasons + 9 outcomes, 3 histograms of 22 buckets, a
+  // autoscale directions + 7 dead-letter reasons + 9 outcomes, 3 histograms of 22 buckets, a
   // sum and a count.
-  CHECK(check_well_formed(text) == 2 + 2 * (11 + 2 + 5 + 9 + 2 + 6 + 9 + 3 * 24));
+  CHECK(check_well_formed(text) == 2 + 2 * (11 + 2 + 5 + 9 + 2 + 7 + 9 + 3 * 24));
 }
 
 TEST_CASE("a pool with a dispatch function has its calls, troubles and call times exposed") {
@@ -328,7 +329,7 @@ TEST_CASE("a pool with a dispatch function has its calls, troubles and call time
   custom.dispatch_function.time.record(3 * kMs);
   const std::string text = render_prometheus({small_pool(), custom}, service());
   // The pool without one has none of its series (only the family lines).
-  CHECK(check_well_formed(text) == 2 + 2 * (11 + 2 + 5 + 9 + 2 + 6 + 9 + 3 * 24) + 4 + 24);
+  CHECK(check_well_formed(text) == 2 + 2 * (11 + 2 + 5 + 9 + 2 + 7 + 9 + 3 * 24) + 4 + 24);
   for (const char* line :
        {"sandpool_dispatch_function_calls_total{pool=\"custom\"} 5",
         "sandpool_dispatch_function_errors_total{pool=\"custom\"} 2",

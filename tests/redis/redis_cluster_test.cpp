@@ -17,6 +17,7 @@
 #include "command_runner.hpp"
 #include "poold_process.hpp"
 #include "redis_server.hpp"
+#include "redis_test_support.hpp"
 
 namespace sandpool::testing {
 namespace {
@@ -39,17 +40,6 @@ struct ClusterNode : PooldFixture {
                      "  node: " + name + "\n  redis: {address: \"unix:" + redis.socket() +
                          "\", heartbeat: " + heartbeat + "}\n") {}
 };
-
-// Polls `done` every 20 ms until it holds or kPatience passes.
-template <class F>
-bool eventually(F done) {
-  const auto until = std::chrono::steady_clock::now() + kPatience;
-  while (std::chrono::steady_clock::now() < until) {
-    if (done()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return false;
-}
 
 // A connection to the test's Redis, reopened after a restart.
 redis::Connection open_redis(const RedisServer& server) {

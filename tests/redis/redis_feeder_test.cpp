@@ -8,9 +8,7 @@
 #include <string>
 #include <thread>
 
-#include "redis/redis_feeder.hpp"
-#include "redis_server.hpp"
-#include "test_support.hpp"
+#include "feeder_test_support.hpp"
 
 using namespace sandpool;
 using namespace sandpool::testing;
@@ -19,58 +17,6 @@ using redis::RedisFeeder;
 using redis::StreamTask;
 
 namespace {
-
-FeederOptions node(const RedisServer& server, const std::string& name, std::size_t capacity) {
-  FeederOptions o;
-  o.endpoint = server.endpoint();
-  o.prefix = "sp:";
-  o.pool = "work";
-  o.consumer = name;
-  o.capacity = capacity;
-  o.heartbeat = std::chrono::milliseconds(100);
-  o.claim_after = std::chrono::milliseconds(1000);
-  return o;
-}
-
-std::unique_ptr<RedisFeeder> start_node(Pool& pool, FeederOptions o) {
-  auto f = RedisFeeder::start(pool, std::move(o));
-  if (!f) FAIL("RedisFeeder::start: " << f.status().to_string());
-  return std::move(f).value();
-}
-
-// Waits (kPatience at most) until `done` holds; false when it never did.
-template <typename Done>
-bool eventually(Done done) {
-  const auto until = std::chrono::steady_clock::now() + kPatience;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // Redis has no event for it
-  }
-  return true;
-}
-
-// A pool of `workers` sleep workers whose workers the test stops and continues: a stopped
-// worker ends nothing, and is not replaced for its missing beats meanwhile.
-PoolOptions stoppable_sleep_pool(std::uint32_t workers) {
-  PoolOptions o = pool_options("sleep", workers);
-  o.missed_heartbeats = 100000;
-  return o;
-}
-
-// Sends `sig` (SIGSTOP, SIGCONT) to each of the pool's `n` workers, once all have started.
-void signal_workers(Pool& pool, std::size_t n, int sig) {
-  std::vector<WorkerInfo> workers;
-  REQUIRE(eventually([&] {
-    workers = pool.workers();
-    if (workers.size() != n) return false;
-    for (const WorkerInfo& w : workers) {
-      if (w.pid <= 0 || (w.state != "idle" && w.state != "busy")) return false;
-    }
-    return true;
-  }));
-  // Once kill() returns the signal is pending: the worker runs no more of its own code.
-  for (const WorkerInfo& w : workers) REQUIRE(::kill(w.pid, sig) == 0);
-}
 
 std::vector<std::uint64_t> submit_all(redis::Connection& c, const redis::TaskStream& s,
                                       const std::string& type,
@@ -138,7 +84,7 @@ TEST_CASE("a dead node's tasks are claimed by a live one, with a lost attempt ea
   auto c = redis::Connection::open(server.endpoint()).value();
   const redis::TaskStream stream("sp:", "work");
   // Node a's workers are stopped: it holds all four, and ends none of them before it dies.
-  auto pool_a = make_pool(stoppable_sleep_pool(2));
+  auto pool_a = make_pool(stoppable_pool("sleep", 2));
   signal_workers(*pool_a, 2, SIGSTOP);
   auto a = start_node(*pool_a, node(server, "node-a", 4));
   const auto ids = submit_all(c, stream, "sleep", std::vector<std::string>(3, "50"));
@@ -182,7 +128,7 @@ TEST_CASE("a node that loses Redis keeps running what it holds and writes the en
     ids = submit_all(c, stream, "sleep", std::vector<std::string>(4, "300"));
   }
   // The workers are stopped until Redis is away: every end is written after it came back.
-  auto pool = make_pool(stoppable_sleep_pool(2));
+  auto pool = make_pool(stoppable_pool("sleep", 2));
   signal_workers(*pool, 2, SIGSTOP);
   auto feeder = start_node(*pool, node(server, "node-a", 4));
   REQUIRE(eventually([&] { return feeder->stats().held == 4; }));

@@ -248,6 +248,12 @@ class Pool {
   // max_timeout), kTooLarge (payload over max_payload), kQueueFull, kClosed (closing or
   // failed pool). A refused task is not queued.
   Result<Ticket> submit(std::string type, std::string payload, SubmitOptions options = {});
+  // Returns ok iff submit() would accept a task of `type` with a payload of `payload_bytes`
+  // and `options` as far as the task itself goes (its type, timeout, schedule, tenant and
+  // payload size; not the queue's room or the pool's state), else the error submit() gives.
+  // Turns a delay into not_before. For tasks queued elsewhere first (a Redis pool's stream).
+  Status check_task(const std::string& type, std::size_t payload_bytes,
+                    SubmitOptions& options) const;
   // Submits the tasks in order, each checked as submit() checks it; one result per task. The
   // first queue_full or closed refusal refuses the rest the same way without trying them (no
   // task overtakes an earlier refused one). In a pool that journals, the accepted tasks share

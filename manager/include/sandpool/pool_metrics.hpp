@@ -21,8 +21,7 @@ namespace sandpool {
 
 // Enumerators in Outcome and DeadReason (both are dense, from 0).
 inline constexpr std::size_t kOutcomeCount = static_cast<std::size_t>(Outcome::kCancelled) + 1;
-inline constexpr std::size_t kDeadReasonCount =
-    static_cast<std::size_t>(DeadReason::kPoolRemoved) + 1;
+inline constexpr std::size_t kDeadReasonCount = static_cast<std::size_t>(DeadReason::kRejected) + 1;
 
 // A latency histogram with fixed bucket bounds (10 us to 60 s in 1-2.5-5 steps), so that
 // every pool's histograms add up and render as one Prometheus histogram. Recording is an

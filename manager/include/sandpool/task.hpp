@@ -43,6 +43,10 @@ enum class DeadReason : std::uint8_t {
   kExpired,
   kShutdown,
   kPoolRemoved,
+  // A Redis pool's task that nodes refused to run (TaskStream::kMaxRefusals times): its type,
+  // timeout or payload is not one their pools accept (a config that changed after it was
+  // submitted).
+  kRejected,
 };
 
 enum class CancelReason : std::uint8_t { kNone, kUser, kShutdown };
