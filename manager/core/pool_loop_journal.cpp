@@ -34,8 +34,8 @@ namespace {
 bool settle_ack(TaskRecord& task, const Status& s) {
   bool released = false;
   {
-    std::lock_guard lock(task.mu);
-    task.ack_status = s;
+    std::lock_guard lock(task.mu());
+    task.set_ack_status(s);
     released = task.ack_released;
     task.ack.store(1, std::memory_order_release);
   }
@@ -47,7 +47,7 @@ bool settle_ack(TaskRecord& task, const Status& s) {
 constexpr std::size_t kSettleAhead = 8;
 
 void prefetch_ack(const TaskRecord& task) {
-  __builtin_prefetch(&task.mu, 1);
+  __builtin_prefetch(&task.mu(), 1);
   __builtin_prefetch(&task.ack, 1);
   __builtin_prefetch(&task.opts.on_accepted, 0);
 }
@@ -166,10 +166,10 @@ void PoolLoop::BatchAck::release() {
 void PoolLoop::release_ack(const TaskPtr& task) {
   Status s;
   {
-    std::lock_guard lock(task->mu);
+    std::lock_guard lock(task->mu());
     task->ack_released = true;
     if (task->ack.load(std::memory_order_acquire) == 0) return;  // the journal's answer acts
-    s = task->ack_status;
+    s = task->ack_status();
   }
   if (task->opts.on_accepted) task->opts.on_accepted(task->id, s);
   if (!s) cancel_refused(task, s);
@@ -184,7 +184,7 @@ void PoolLoop::cancel_refused(const TaskPtr& task, const Status& why) {
         // journal.sync_timeout that committed after all) ends the row itself.
         task->journaled = false;
         if (task->decided) return;  // it ended before the refusal arrived: its end stands
-        task->cancel_why = text;
+        task->cancel_why = std::make_unique<const std::string>(text);
         core.cancel(task, now);
       },
       *core_);
@@ -334,7 +334,7 @@ Status PoolLoop::recover_journal() {
     task->account.history = std::move(j.task.history);
     task->account.error = std::move(j.task.error);
     task->attempts_ended = static_cast<std::uint32_t>(task->account.history.size());
-    task->ack_status = Status::ok();  // accepted by the run that journaled it
+    task->set_ack_status(Status::ok());  // accepted by the run that journaled it
     task->ack_released = true;
     task->ack.store(1);
     task->journaled = true;
