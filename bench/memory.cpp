@@ -183,7 +183,9 @@ bool queued_run(const BenchOptions& o, Report& r, bool journal) {
   if (!p) return false;
   auto pool = start_pool(*p);
   if (!pool) return false;
-  auto holder = pool->submit("sleep", std::to_string(kHoldMs));
+  SubmitOptions hold;
+  hold.timeout = std::chrono::milliseconds(kHoldMs);  // not the pool's 30 s: it must last
+  auto holder = pool->submit("sleep", std::to_string(kHoldMs), hold);
   if (!holder) {
     std::cerr << "sandpool-bench: memory: " << holder.status().message() << "\n";
     return false;
@@ -253,6 +255,7 @@ bool poold_queued_run(const BenchOptions& o, Report& r, bool journal) {
   SubmitRequest hold;
   hold.type = "sleep";
   hold.payload = std::to_string(kHoldMs);
+  hold.timeout = std::chrono::milliseconds(kHoldMs);
   if (auto s = poold.client().submit(hold); !s) return poold.fail(s.status().message());
   auto counters = [&]() -> std::optional<ops::PoolCounters> {
     auto s = poold.client().stats("sleep");
