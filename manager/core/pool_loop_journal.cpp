@@ -43,6 +43,14 @@ bool settle_ack(TaskRecord& task, const Status& s) {
   return released;
 }
 
+// Calls the task's on_accepted, once (the caller is whichever of the journal's callback and
+// submit() came second), then drops it with what it holds.
+void run_on_accepted(TaskRecord& task, const Status& s) {
+  if (!task.opts.on_accepted) return;
+  task.opts.on_accepted(task.id, s);
+  task.opts.on_accepted = nullptr;
+}
+
 // How many tasks ahead the accept's callback fetches what settling a task touches.
 constexpr std::size_t kSettleAhead = 8;
 
@@ -134,7 +142,7 @@ void PoolLoop::journal_accept(const std::vector<TaskPtr>& tasks, std::shared_ptr
       if (i + kSettleAhead < tasks.size()) prefetch_ack(*tasks[i + kSettleAhead]);
       const TaskPtr& task = tasks[i];
       if (!settle_ack(*task, s)) continue;  // submit() has not returned: release_ack() acts
-      if (task->opts.on_accepted) task->opts.on_accepted(task->id, s);
+      run_on_accepted(*task, s);
       if (s) continue;
       if (!loop) loop = self.lock();
       if (loop) loop->cancel_refused(task, s);
@@ -171,7 +179,7 @@ void PoolLoop::release_ack(const TaskPtr& task) {
     if (task->ack.load(std::memory_order_acquire) == 0) return;  // the journal's answer acts
     s = task->ack_status();
   }
-  if (task->opts.on_accepted) task->opts.on_accepted(task->id, s);
+  run_on_accepted(*task, s);
   if (!s) cancel_refused(task, s);
 }
 

@@ -41,7 +41,10 @@ struct TaskRecord {
   const std::uint64_t id;
   const std::string& type = account.type;  // written once, above: read without the lock
   const std::string payload;
-  const SubmitOptions opts;
+  // Immutable after submit but for on_accepted, which its one caller (the journal's callback
+  // or release_ack) drops once it ran: poold's closure there is two allocations per task that
+  // would otherwise live as long as the record. Nothing else reads it.
+  SubmitOptions opts;
 
   // Loop-thread only.
   std::uint32_t attempts_ended = 0;  // attempts that ran and ended (history size)
