@@ -137,6 +137,9 @@ std::optional<PoolOptions> run_options(const BenchOptions& o, const std::string&
   j.max_finished = o.memory_tasks;
   j.max_finished_age = std::chrono::milliseconds(0);
   j.max_finished_bytes = 0;
+  // A commit slowed by other work on the host must not refuse a batch: this run weighs
+  // memory, the journal group times commits.
+  j.sync_timeout = std::chrono::milliseconds(kWaitBoundNs / 1000000);
   s.journal = j;
   auto store = DeadLetterStore::open(std::move(s));
   if (!store) {
@@ -247,7 +250,9 @@ bool poold_queued_run(const BenchOptions& o, Report& r, bool journal) {
   if (dir.path().empty()) return false;
   const fs::path config = dir.path() / "poold.yaml";
   std::ofstream(config) << bench_config(
-      dir.path(), journal ? "  journal: {enabled: true, sync: normal}\n" : "  journal: off\n",
+      dir.path(),
+      journal ? "  journal: {enabled: true, sync: normal, sync_timeout: 600s}\n"
+              : "  journal: off\n",
       "sleep", plugin_path(o, "sleep"), 1, 1,
       "    queue: {capacity: " + std::to_string(o.memory_tasks + 16) + "}\n");
   Poold poold(dir.path(), config, "sleep");
