@@ -38,6 +38,7 @@ struct BenchOptions {
   std::uint64_t soak_tasks = 1000000;     // soak: tasks through the chaos pool
   std::uint32_t soak_deadline_s = 1800;   // soak: the whole soak's bound; past it, open = lost
   std::uint64_t soak_seed = 0;            // soak: the plan's generator; 0: a random seed
+  std::uint64_t memory_tasks = 1000000;   // memory: tasks queued, and tasks finished, per run
   std::string log_level = "error";
   bool json = false;
 };
@@ -110,6 +111,10 @@ bool run_soak(const BenchOptions& o, Report& r);
 // The plugins on real libraries (lua, regex): tasks/s through a one-worker pool against the same
 // .so called in this process (library_plugins.cpp).
 bool run_library_plugins(const BenchOptions& o, Report& r);
+
+// Memory per queued task and per finished task kept for lookup, journal off and on
+// (memory.cpp, issue 37).
+bool run_memory(const BenchOptions& o, Report& r);
 
 // One W1 run of o.tasks at `concurrency` (the service group's in-process baseline).
 bool w1_throughput(const BenchOptions& o, std::uint32_t concurrency, double* tasks_per_s);

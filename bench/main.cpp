@@ -20,7 +20,7 @@ constexpr int kExitUsage = 2;
 
 const char* const kGroups[] = {"raw",      "W1",       "W2",        "W3",   "W4",      "spawn",
                                "sandbox",  "service",  "journal",   "soak", "plugins", "cluster",
-                               "fairness", "dispatch", "autoscale", "http"};
+                               "fairness", "dispatch", "autoscale", "http", "memory"};
 
 // Parses "W1,w2,raw" into canonical group names; an unknown name is an error.
 bool parse_only(const std::string& list, std::set<std::string>* out, std::string* bad) {
@@ -46,7 +46,7 @@ void add_options(CLI::App& app, sandpool::bench::BenchOptions& o, std::string& o
   app.add_option(
       "--only", only,
       "comma-separated groups: raw,W1,W2,W3,W4,spawn,sandbox,service,journal,soak,plugins,"
-      "cluster,fairness,dispatch,autoscale,http "
+      "cluster,fairness,dispatch,autoscale,http,memory "
       "(default: all)");
   app.add_option("--plugin", o.plugin, "W1/W2 plugin: a name in the plugin dir or a .so path")
       ->capture_default_str();
@@ -104,6 +104,10 @@ void add_options(CLI::App& app, sandpool::bench::BenchOptions& o, std::string& o
       ->capture_default_str();
   app.add_option("--soak-seed", o.soak_seed,
                  "soak: seed of the task mix (default: random, printed)");
+  app.add_option("--memory-tasks", o.memory_tasks,
+                 "memory: tasks queued behind a busy worker, and tasks finished, per run")
+      ->check(CLI::Range(1, 100000000))
+      ->capture_default_str();
   app.add_option("--log-level", o.log_level, "pool log level on stderr")->capture_default_str();
   app.add_flag("--json", o.json, "print the figures as one JSON document");
 }
@@ -129,7 +133,7 @@ int main(int argc, char** argv) {
   if (!parse_only(only, &groups, &bad)) {
     std::cerr << "sandpool-bench: --only: unknown group '" << bad
               << "' (raw, W1, W2, W3, W4, spawn, sandbox, service, journal, soak, plugins, "
-                 "cluster, fairness, dispatch, autoscale, http)\n";
+                 "cluster, fairness, dispatch, autoscale, http, memory)\n";
     return kExitUsage;
   }
   if (groups.empty()) groups.insert(std::begin(kGroups), std::end(kGroups));
@@ -155,6 +159,7 @@ int main(int argc, char** argv) {
   if (ok && groups.count("fairness")) ok = run_fairness(o, report);
   if (ok && groups.count("autoscale")) ok = run_autoscale(o, report);
   if (ok && groups.count("http")) ok = run_http(o, report);
+  if (ok && groups.count("memory")) ok = run_memory(o, report);
   report.finish(std::cout);
   return ok ? kExitOk : kExitFailed;
 }

@@ -34,7 +34,7 @@ bool PoolCore::on_result(WorkerId wid, ipc::ResultMsg& msg, std::int64_t now) {
     switch (msg.status) {
       case ipc::TaskStatus::kOk: {
         {
-          std::lock_guard lock(t->mu);
+          std::lock_guard lock(t->mu());
           t->account.history.push_back(
               {f.attempt, Outcome::kOk, {}, pid, f.started_wall_ms, ctl_.wall_ms()});
         }
@@ -96,7 +96,7 @@ void PoolCore::end_attempt(const InFlight& f, Outcome outcome, std::string error
   const TaskPtr& t = f.task;
   if (t->decided) return;
   {
-    std::lock_guard lock(t->mu);
+    std::lock_guard lock(t->mu());
     t->account.history.push_back(
         {f.attempt, outcome, error, pid, f.started_wall_ms, ctl_.wall_ms(), std::move(backtrace)});
     t->account.error = error;
@@ -127,7 +127,7 @@ void PoolCore::end_attempt(const InFlight& f, Outcome outcome, std::string error
   if (journal_.retrying) {
     Attempt ended;
     {
-      std::lock_guard lock(t->mu);
+      std::lock_guard lock(t->mu());
       ended = t->account.history.back();
     }
     journal_.retrying(*t, ended, ctl_.wall_ms() + (due - now) / kMsNs);
@@ -149,9 +149,9 @@ void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason, s
   if (task->decided) return;
   task->decided = true;
   release_admission(*task);
-  if (state == TaskState::kCancelled && !task->cancel_why.empty()) error = task->cancel_why;
+  if (state == TaskState::kCancelled && task->cancel_why) error = *task->cancel_why;
   {
-    std::lock_guard lock(task->mu);
+    std::lock_guard lock(task->mu());
     task->account.state = state;
     task->account.reason = reason;
     task->account.cancel_reason = cancel;
@@ -165,14 +165,14 @@ void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason, s
     letters_pending_.emplace(task->id, std::make_pair(task, reason));
     if (dead_letter_sink_(task)) return;  // on_letter_written() ends it
     letters_pending_.erase(task->id);
-    std::lock_guard lock(task->mu);
+    std::lock_guard lock(task->mu());
     task->account.dead_letter_pending = false;
     state = task->account.state;  // kCancelled when the letter was not written (answered inline)
   } else if (state != TaskState::kDeadLettered && journal_.end) {
     ends_pending_.push(task);
     if (journal_.end(task)) return;  // on_end_written() ends it
     ends_pending_.pop_last();
-    std::lock_guard lock(task->mu);
+    std::lock_guard lock(task->mu());
     state = task->account.state;  // kCancelled when the end was not written (answered inline)
   }
   complete(task, state, state == TaskState::kDeadLettered ? reason : DeadReason::kNone);
@@ -195,7 +195,7 @@ void PoolCore::on_letter_written(std::uint64_t id, std::int64_t now) {
   letters_pending_.erase(it);
   TaskState state = TaskState::kDeadLettered;
   {
-    std::lock_guard lock(task->mu);
+    std::lock_guard lock(task->mu());
     task->account.dead_letter_pending = false;
     state = task->account.state;  // kCancelled when its letter did not reach the store
   }
@@ -205,7 +205,7 @@ void PoolCore::on_letter_written(std::uint64_t id, std::int64_t now) {
 
 void PoolCore::complete(const TaskPtr& task, TaskState state, DeadReason reason) {
   if (state == TaskState::kDeadLettered) {
-    std::lock_guard lock(task->mu);
+    std::lock_guard lock(task->mu());
     dead_letters_.push_back(task->account);
     if (dead_letters_.size() > opts_.dead_letter_capacity) dead_letters_.pop_front();
   }
@@ -275,7 +275,7 @@ std::size_t PoolCore::abandon_all(DeadReason reason, const std::string& why, std
       if (f.ended || f.task->decided) continue;
       f.ended = true;  // its worker's exit must not end it a second time
       if (i == 0) {    // the front: running (or about to), so it had an attempt
-        std::lock_guard lock(f.task->mu);
+        std::lock_guard lock(f.task->mu());
         f.task->account.history.push_back(
             {f.attempt, Outcome::kLost, why, ctl_.pid(wid), f.started_wall_ms, ctl_.wall_ms()});
         f.task->attempts_ended++;
@@ -312,7 +312,7 @@ std::size_t PoolCore::release_all(const std::string& why, std::int64_t now) {
     t->decided = true;
     release_admission(*t);
     {
-      std::lock_guard lock(t->mu);
+      std::lock_guard lock(t->mu());
       t->account.state = TaskState::kCancelled;
       t->account.cancel_reason = CancelReason::kShutdown;
       t->account.error = why;

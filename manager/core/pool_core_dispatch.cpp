@@ -14,20 +14,20 @@ void PoolCore::take_in(TaskRecord& t, std::int64_t now) {
   t.submitted_ns = now;
   t.max_attempts = 1 + t.opts.retries.value_or(opts_.retries);
   t.timeout_ns = to_ns(t.opts.timeout.value_or(opts_.timeout));
+  std::int64_t due = 0;
   if (t.opts.delay) {
-    t.due_ns = now + to_ns(*t.opts.delay);
+    due = now + to_ns(*t.opts.delay);
   } else if (t.opts.not_before) {
     // Never due before not_before: the time rounded up, the wall clock read (rounded down)
     // before the steady one the distance is added to.
     const std::int64_t at_ms =
         std::chrono::ceil<std::chrono::milliseconds>(t.opts.not_before->time_since_epoch()).count();
     const std::int64_t ahead_ms = at_ms - ctl_.wall_ms();
-    if (ahead_ms > 0) t.due_ns = ctl_.steady_ns(now) + ahead_ms * detail::kMsNs;
+    if (ahead_ms > 0) due = ctl_.steady_ns(now) + ahead_ms * detail::kMsNs;
   }
-  if (t.due_ns <= now) t.due_ns = 0;
   // A scheduled task waits in the queue from when it is due: queue wait, TTL and end-to-end
-  // latency count from there.
-  t.queued_ns = std::max(now, t.due_ns);
+  // latency count from there. Its due_ns() is read from it.
+  t.queued_ns = std::max(now, due);
   if (auto ttl = t.opts.queue_ttl ? t.opts.queue_ttl : opts_.queue_ttl) {
     t.expires_ns = t.queued_ns + to_ns(*ttl);
     ++ttl_tasks_;
@@ -47,7 +47,7 @@ void PoolCore::submit(TaskPtr task, std::int64_t now) {
            "the pool is in crash_loop and the task asked to fail fast");
     return;
   }
-  if (task->due_ns != 0) return schedule(std::move(task));  // admitted by the Pool at submit
+  if (task->due_ns() != 0) return schedule(std::move(task));  // admitted by the Pool at submit
   task->level_since_ns = now;
   task->waiting_since_ns = now;
   queue_.push(std::move(task));  // admitted by the Pool at submit
@@ -59,7 +59,7 @@ void PoolCore::submit(TaskPtr task, std::int64_t now) {
 
 void PoolCore::schedule(TaskPtr task) {
   task->state.store(TaskState::kScheduled, std::memory_order_release);
-  const std::int64_t due = task->due_ns;
+  const std::int64_t due = task->due_ns();
   scheduled_.push({due, std::move(task)});
 }
 
@@ -265,7 +265,7 @@ void PoolCore::recover(RecoveredTask r, std::int64_t now) {
       end_attempt(f, Outcome::kLost, "poold restarted", r.running->worker_pid, now);
       return;
     }
-    std::lock_guard lock(task->mu);  // its history says it ran; its retry policy is moot
+    std::lock_guard lock(task->mu());  // its history says it ran; its retry policy is moot
     task->account.history.push_back({f.attempt, Outcome::kLost, "poold restarted",
                                      r.running->worker_pid, f.started_wall_ms, ctl_.wall_ms()});
     task->attempts_ended++;
@@ -281,7 +281,7 @@ void PoolCore::recover(RecoveredTask r, std::int64_t now) {
     next_check_ns_ = std::min(next_check_ns_, due);
     return;
   }
-  if (task->due_ns != 0 && !failed_) {
+  if (task->due_ns() != 0 && !failed_) {
     admit(*task);
     return schedule(std::move(task));
   }

@@ -400,7 +400,7 @@ Result<TaskPtr> PoolLoop::admit_task(std::string type, std::string payload, Subm
   rec->journaled = journaled;
   rec->tenant_counted = tenant_counted;
   if (!journaled) {
-    rec->ack_status = Status::ok();
+    rec->set_ack_status(Status::ok());
     rec->ack.store(1, std::memory_order_release);
   }
   return rec;

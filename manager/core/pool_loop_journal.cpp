@@ -34,8 +34,8 @@ namespace {
 bool settle_ack(TaskRecord& task, const Status& s) {
   bool released = false;
   {
-    std::lock_guard lock(task.mu);
-    task.ack_status = s;
+    std::lock_guard lock(task.mu());
+    task.set_ack_status(s);
     released = task.ack_released;
     task.ack.store(1, std::memory_order_release);
   }
@@ -43,11 +43,19 @@ bool settle_ack(TaskRecord& task, const Status& s) {
   return released;
 }
 
+// Calls the task's on_accepted, once (the caller is whichever of the journal's callback and
+// submit() came second), then drops it with what it holds.
+void run_on_accepted(TaskRecord& task, const Status& s) {
+  if (!task.opts.on_accepted) return;
+  task.opts.on_accepted(task.id, s);
+  task.opts.on_accepted = nullptr;
+}
+
 // How many tasks ahead the accept's callback fetches what settling a task touches.
 constexpr std::size_t kSettleAhead = 8;
 
 void prefetch_ack(const TaskRecord& task) {
-  __builtin_prefetch(&task.mu, 1);
+  __builtin_prefetch(&task.mu(), 1);
   __builtin_prefetch(&task.ack, 1);
   __builtin_prefetch(&task.opts.on_accepted, 0);
 }
@@ -134,7 +142,7 @@ void PoolLoop::journal_accept(const std::vector<TaskPtr>& tasks, std::shared_ptr
       if (i + kSettleAhead < tasks.size()) prefetch_ack(*tasks[i + kSettleAhead]);
       const TaskPtr& task = tasks[i];
       if (!settle_ack(*task, s)) continue;  // submit() has not returned: release_ack() acts
-      if (task->opts.on_accepted) task->opts.on_accepted(task->id, s);
+      run_on_accepted(*task, s);
       if (s) continue;
       if (!loop) loop = self.lock();
       if (loop) loop->cancel_refused(task, s);
@@ -166,12 +174,12 @@ void PoolLoop::BatchAck::release() {
 void PoolLoop::release_ack(const TaskPtr& task) {
   Status s;
   {
-    std::lock_guard lock(task->mu);
+    std::lock_guard lock(task->mu());
     task->ack_released = true;
     if (task->ack.load(std::memory_order_acquire) == 0) return;  // the journal's answer acts
-    s = task->ack_status;
+    s = task->ack_status();
   }
-  if (task->opts.on_accepted) task->opts.on_accepted(task->id, s);
+  run_on_accepted(*task, s);
   if (!s) cancel_refused(task, s);
 }
 
@@ -184,7 +192,7 @@ void PoolLoop::cancel_refused(const TaskPtr& task, const Status& why) {
         // journal.sync_timeout that committed after all) ends the row itself.
         task->journaled = false;
         if (task->decided) return;  // it ended before the refusal arrived: its end stands
-        task->cancel_why = text;
+        task->cancel_why = std::make_unique<const std::string>(text);
         core.cancel(task, now);
       },
       *core_);
@@ -334,7 +342,7 @@ Status PoolLoop::recover_journal() {
     task->account.history = std::move(j.task.history);
     task->account.error = std::move(j.task.error);
     task->attempts_ended = static_cast<std::uint32_t>(task->account.history.size());
-    task->ack_status = Status::ok();  // accepted by the run that journaled it
+    task->set_ack_status(Status::ok());  // accepted by the run that journaled it
     task->ack_released = true;
     task->ack.store(1);
     task->journaled = true;

@@ -15,15 +15,17 @@
 
 namespace sandpool::core {
 
+// Its layout is kept small (docs/performance.md, "Memory per task"): a queued task is this
+// record, its payload and a queue entry, and the allocator rounds the record (with the
+// shared_ptr's control block beside it) up to a size class, 640 bytes on jemalloc. What is
+// rare lives behind a pointer, what the account already holds is not held twice, and the
+// lock is one of a shared set (record_lock).
 struct TaskRecord {
   TaskRecord(std::uint64_t task_id, std::string task_type, std::string task_payload,
              SubmitOptions options)
-      : id(task_id),
-        type(std::move(task_type)),
-        payload(std::move(task_payload)),
-        opts(std::move(options)) {
+      : id(task_id), payload(std::move(task_payload)), opts(std::move(options)) {
     account.id = id;
-    account.type = type;
+    account.type = std::move(task_type);
     if (opts.not_before) {
       account.not_before_ms =
           std::chrono::duration_cast<std::chrono::milliseconds>(opts.not_before->time_since_epoch())
@@ -32,32 +34,37 @@ struct TaskRecord {
     account.tenant = opts.tenant;
     level = opts.priority;
   }
+  TaskRecord(const TaskRecord&) = delete;
+  TaskRecord& operator=(const TaskRecord&) = delete;
 
   // Immutable after submit.
   const std::uint64_t id;
-  const std::string type;
+  const std::string& type = account.type;  // written once, above: read without the lock
   const std::string payload;
-  const SubmitOptions opts;
+  // Immutable after submit but for on_accepted, which its one caller (the journal's callback
+  // or release_ack) drops once it ran: poold's closure there is two allocations per task that
+  // would otherwise live as long as the record. Nothing else reads it.
+  SubmitOptions opts;
 
   // Loop-thread only.
   std::uint32_t attempts_ended = 0;  // attempts that ran and ended (history size)
   std::uint32_t max_attempts = 1;    // 1 + retries
-  std::int64_t timeout_ns = 0;       // per attempt
-  bool cancel_requested = false;
-  std::uint32_t free_requeues = 0;  // times put back unstarted from a dead worker's ring
-  std::int64_t submitted_ns = 0;    // when the loop took it in (`tasks` lists it so)
+  std::uint32_t free_requeues = 0;   // times put back unstarted from a dead worker's ring
+  // Its level in the queue (its priority, raised by aging) and since when it is there.
+  std::int32_t level = 0;
+  std::int64_t level_since_ns = 0;
+  std::int64_t timeout_ns = 0;    // per attempt
+  std::int64_t submitted_ns = 0;  // when the loop took it in (`tasks` lists it so)
   // When it entered the queue: at submit, or when due for a scheduled task (queue_ttl, queue
-  // wait and latency count from here).
+  // wait and latency count from here). A scheduled task is due then (due_ns()).
   std::int64_t queued_ns = 0;
   // Since when it waits for a worker (queued at submit, queued again for a retry, let through
   // a flow gate): the autoscaler's queue wait. Kept while it waits behind another in a ring.
   std::int64_t waiting_since_ns = 0;
   std::int64_t expires_ns = 0;  // queued_ns + queue_ttl; 0: never
-  // Scheduled (SubmitOptions::not_before): when it is due to be queued; 0: not scheduled.
-  std::int64_t due_ns = 0;
-  // Its level in the queue (its priority, raised by aging) and since when it is there.
-  std::int32_t level = 0;
-  std::int64_t level_since_ns = 0;
+  // Set before a cancel for a refused journal accept: the error its end reports. Null: none.
+  std::unique_ptr<const std::string> cancel_why;
+  bool cancel_requested = false;
   // Counted in the pool's per-tenant waiting counts (TenantCounts) while admitted. Set
   // before the loop sees the task.
   bool tenant_counted = false;
@@ -66,26 +73,42 @@ struct TaskRecord {
   // Its end is decided: terminal, or dead-lettered with the letter being written. Nothing
   // dispatches, cancels or ends it again.
   bool decided = false;
-  // Set before a cancel for a refused journal accept: the error its end reports.
-  std::string cancel_why;
   // In a pool with a journal: the journal holds (or is committing) the task, so its end is
   // written there before it is reported. Set before the loop sees the task (false for a
   // replay), cleared on the loop thread when the journal refuses it.
   bool journaled = false;
 
+  // Scheduled (SubmitOptions::not_before): when it is due to be queued; 0: not scheduled.
+  // Set by the loop when it takes the task in: a scheduled task's queued_ns is its due time,
+  // later than its submitted_ns; any other task's is its submitted_ns.
+  std::int64_t due_ns() const { return queued_ns != submitted_ns ? queued_ns : 0; }
+
   // Shared: state is read lock-free; done flips 0 -> 1 once, after account is final.
   std::atomic<TaskState> state{TaskState::kQueued};
+  bool ack_released = false;  // guarded by mu(), see below
   std::atomic<std::uint32_t> done{0};
-  mutable std::mutex mu;  // guards account and the acknowledgement below
-  TaskResult account;
-
-  // The acknowledgement (Ticket::wait_accepted). ack flips 0 -> 1 once ack_status is set;
-  // released: submit() returned the ticket, so opts.on_accepted may be called (by whichever
-  // of the journal's callback and submit() comes second).
+  // The acknowledgement (Ticket::wait_accepted). ack flips 0 -> 1 once the answer is set
+  // (set_ack_status); released: submit() returned the ticket, so opts.on_accepted may be
+  // called (by whichever of the journal's callback and submit() comes second).
   std::atomic<std::uint32_t> ack{0};
-  Status ack_status;
-  bool ack_released = false;
+  TaskResult account;  // guarded by mu(); final once done is set
+
+  // Guards account and the acknowledgement: one of a fixed set of mutexes shared by all
+  // records (record_lock). Hold it for a few stores or a copy only, never while calling out
+  // and never together with another record's: two records may share it.
+  std::mutex& mu() const;
+  // The acknowledgement's answer; the caller holds mu(). Ok unless the journal refused it.
+  Status ack_status() const { return ack_error ? *ack_error : Status::ok(); }
+  void set_ack_status(const Status& s) { ack_error = s ? nullptr : std::make_unique<Status>(s); }
+
+ private:
+  std::unique_ptr<Status> ack_error;  // guarded by mu(); null: ok (or not answered yet)
 };
+
+// The mutex of the record with this id: records share kRecordLocks mutexes (lock striping),
+// because a std::mutex per record was 40 of its bytes and its sections are a few stores long.
+std::mutex& record_lock(std::uint64_t id);
+inline std::mutex& TaskRecord::mu() const { return record_lock(id); }
 
 using TaskPtr = std::shared_ptr<TaskRecord>;
 

@@ -63,3 +63,22 @@ TEST_CASE("the cluster group runs its nodes through a redis-server of its own an
   CHECK(f["kill_reran"] >= f["kill_held"]);  // they ran again elsewhere
   CHECK(f["failover_ms"] >= 0);  // from its SIGSTOP; entries idle past the claim time go at once
 }
+
+TEST_CASE("the memory group queues its tasks behind a busy worker and weighs them") {
+  const auto r = sandpool::testing::run_command(SANDPOOL_BIN_DIR "/sandpool-bench",
+                                                {"--only", "memory", "--memory-tasks", "5000"});
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  REQUIRE(r.exit_code == 0);  // every task queued (then every one completed) in each run
+  auto f = figures_of(r.out, "memory");
+  for (const char* run : {"queued_task_journal_off", "queued_task_journal_on",
+                          "finished_task_journal_off", "finished_task_journal_on"}) {
+    INFO(run);
+    CHECK(f.count(std::string("bytes_per_") + run) == 1);
+    // The bench links jemalloc: its allocated bytes are exact. A task holds at least its
+    // 64-byte payload and its record, and far less than 4 KiB.
+    CHECK(f[std::string("heap_bytes_per_") + run] > 64);
+    CHECK(f[std::string("heap_bytes_per_") + run] < 4096);
+  }
+  CHECK(f["journal_disk_bytes_per_queued_task"] > 64);  // the payload is in the journal
+  CHECK(f["journal_disk_bytes_per_finished_task"] > 64);
+}

@@ -46,8 +46,8 @@ class Ticket {
   bool wait_for(std::chrono::milliseconds timeout) const;
   // A snapshot of the account so far (history grows as attempts end).
   TaskResult snapshot() const;
-  // What the task was submitted with: its payload and options (set once, at submit; valid
-  // while a Ticket of the task lives). Empty for a default-constructed Ticket.
+  // What the task was submitted with: its payload and options (set at submit, on_accepted
+  // dropped once called; valid while a Ticket of it lives). Empty for a default Ticket.
   std::string_view payload() const;
   const SubmitOptions& options() const;
   // In a pool that journals (PoolOptions::dead_letter_store with a journal): blocks until
