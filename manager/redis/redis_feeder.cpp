@@ -16,6 +16,10 @@ using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kReadBlock{500};  // a read wakes this often to see places
 constexpr std::chrono::milliseconds kRetryFirst{100}, kRetryMax{2000};
 constexpr std::size_t kMoveChunk = 1000;  // due tasks moved back per script
+// Entries claimed per beat at most: each costs the beat thread a round trip (its lost
+// attempt) before its next touch, and a beat late past claim_after lets others claim this
+// node's own entries.
+constexpr std::size_t kMaxClaimsPerBeat = 256;
 // After the local pool refused a task (draining, shutting down), reading waits this long.
 constexpr std::chrono::milliseconds kRefusedPause{1000};
 
@@ -734,6 +738,7 @@ void RedisFeeder::beat_loop() {
       std::lock_guard lk(sh_->mu);
       if (sh_->reading) room = 2 * cap - std::min(2 * cap, sh_->held.size());
     }
+    room = std::min(room, kMaxClaimsPerBeat);
     const bool settled =
         beating_since != Clock::time_point{} && beat_at - beating_since >= opts_.claim_after;
     if (beat && room > 0 && settled) {
@@ -754,9 +759,12 @@ void RedisFeeder::beat_loop() {
       }
     }
     // Every task due (a backoff over, a scheduled time come), in chunks (Redis runs other
-    // scripts between them), so none is more than a beat late however many fall due at once.
+    // scripts between them), so none is more than a beat late however many fall due at once;
+    // for half a heartbeat at most, so the next beat (the heartbeat key, the touch of the
+    // entries held) is never late for it: what is left moves at the next beat.
+    const auto move_until = Clock::now() + opts_.heartbeat / 2;
     for (Result<std::size_t> moved = kMoveChunk;
-         beat && moved && *moved == kMoveChunk && !stopped();) {
+         beat && moved && *moved == kMoveChunk && !stopped() && Clock::now() < move_until;) {
       moved = stream_.move_due(*c, wall_ms(), kMoveChunk);
       note(moved.status());
     }

@@ -77,7 +77,8 @@ for _, e in ipairs(range) do
         end
         redis.call('DEL', h .. ':attempts')
         redis.call('HDEL', h, 'result', 'error', 'reason', 'finished_ms', 'node', 'cancel',
-                   'deferred', 'idem_key', 'not_before_ms', 'tenant', 'bytes', 'lease')
+                   'deferred', 'idem_key', 'not_before_ms', 'tenant', 'bytes', 'lease',
+                   'refusals')  -- a replayed `rejected` task starts its count again
         redis.call('HSET', h, 'state', 'queued', 'pool', ARGV[2], 'type', f.type,
                    'submitted_ms', ARGV[9], 'entry', entry, 'attempts', 0, 'band', band)
         if f.tenant then redis.call('HSET', h, 'tenant', f.tenant) end

@@ -132,7 +132,7 @@ Result<UnwrittenEnd> end_of(const std::string& line, const std::string& pool,
     e.refused = std::move(*refused);
   }
   const auto state = enum_named(j.value("state", json()), TaskState::kScheduled);
-  const auto reason = enum_named(j.value("reason", json()), DeadReason::kPoolRemoved);
+  const auto reason = enum_named(j.value("reason", json()), DeadReason::kRejected);
   const auto cancel = enum_named(j.value("cancel_reason", json()), CancelReason::kShutdown);
   if (!state || !reason || !cancel) return Status::invalid("state or reason: unknown");
   // An end is terminal, or a failed attempt's retries_exhausted (the writer retries it).
