@@ -11,8 +11,8 @@
 // refreshed. Another node claims them once they are idle for `claim_after` and its heartbeat
 // key expired (and the claimant has beaten for `claim_after` since it started or since a
 // beat that failed or waited over a heartbeat: after a stall of Redis, every node's entries
-// are idle and keys lapsed until the live ones beat again), records a `lost` attempt ("node <name> died") and runs them again, or dead-letters
-// them (`retries_exhausted`) past the task's retries.
+// are idle and keys lapsed until the live ones beat again), records a `lost` attempt ("node <name>
+// died") and runs them again, or dead-letters them (`retries_exhausted`) past the task's retries.
 //
 // Thread-safety: stats() from any thread.
 #pragma once

@@ -583,7 +583,6 @@ TEST_CASE("two poold nodes share a redis pool's cap on a type's running tasks",
   CHECK(claimed_by(a) + claimed_by(b) == 0);
 }
 
-
 TEST_CASE(
     "a submit whose reply redis did not send in time answers unknown, and its retry under the "
     "same request token makes no second task",

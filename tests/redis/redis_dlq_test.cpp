@@ -339,7 +339,6 @@ TEST_CASE("a redis pool's dead letters are purged by id, filter, age and all, in
   CHECK(letters_in_redis(conn) == 0);
 }
 
-
 TEST_CASE("a redis pool's dead letters are listed page by page with a cursor, each once",
           "[redis][cluster]") {
   RedisServer redis;
