@@ -649,12 +649,19 @@ TEST_CASE(
   RedisServer redis(RedisServer::Options{"", true});  // append-only: the entry outlives a kill
   ClusterNode n0(redis, "n0", "");
   Client c = n0.connect();
-  auto id = c.submit(task("sleep", "1500"));
+  auto id = c.submit(task("sleep", "3000"));  // long enough to be seen running
   REQUIRE(id);
   {
     auto r = open_redis(redis);
     REQUIRE(eventually([&] { return tasks_pending_for(r, "n0").count(id->id) == 1; }));
   }
+  // Pending for n0 in Redis is not yet held by n0: the read's reply and the take that follows
+  // it must have come back, or the node never runs the task (it is claimed after a restart).
+  // Its pool running it is the sign that both did (CI once killed Redis between the two).
+  REQUIRE(eventually([&] {
+    auto st = c.stats("shared");
+    return st && st->pools.size() == 1 && st->pools[0].in_flight == 1;
+  }));
   redis.kill9();
   // The task completes on n0 while Redis is away: its end waits in the node's memory.
   REQUIRE(eventually([&] {
