@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include <sandpool/pool.hpp>
-#include <sandpool/pool_options.hpp>
+#include <sandpool/pool/pool.hpp>
+#include <sandpool/pool/pool_options.hpp>
 
 #include "report.hpp"
 

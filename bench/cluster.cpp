@@ -30,12 +30,12 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <sandpool/base/wall_clock.hpp>
 #include <sandpool/ipc/wake.hpp>
-#include <sandpool/wall_clock.hpp>
 
+#include <sandpool/redis/redis_feeder.hpp>
 #include "bench.hpp"
 #include "poold_child.hpp"
-#include "redis/redis_feeder.hpp"
 
 namespace sandpool::bench {
 namespace {

@@ -11,7 +11,7 @@
 #include <sstream>
 #include <thread>
 
-#include <sandpool/client.hpp>
+#include <sandpool/control/client.hpp>
 
 extern char** environ;
 

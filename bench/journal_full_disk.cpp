@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include <sandpool/client.hpp>
+#include <sandpool/control/client.hpp>
 #include <sandpool/ipc/wake.hpp>
 
 #include "bench.hpp"

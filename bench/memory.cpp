@@ -21,8 +21,8 @@
 #include <optional>
 #include <thread>
 
-#include <sandpool/dead_letters.hpp>
 #include <sandpool/ipc/wake.hpp>
+#include <sandpool/store/dead_letters.hpp>
 
 #include "bench.hpp"
 #include "poold_child.hpp"

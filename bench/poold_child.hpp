@@ -10,7 +10,7 @@
 #include <string>
 
 #include <nlohmann/json.hpp>
-#include <sandpool/client.hpp>
+#include <sandpool/control/client.hpp>
 
 #include "bench.hpp"
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include <sandpool/ipc/wake.hpp>
-#include <sandpool/pool.hpp>
+#include <sandpool/pool/pool.hpp>
 
 #include "bench.hpp"
 

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include <sandpool/pool.hpp>
+#include <sandpool/pool/pool.hpp>
 
 namespace sandpool::bench::soak {
 

@@ -14,8 +14,8 @@
 
 #include <sandpool/ipc/messages.hpp>
 #include <sandpool/ipc/wake.hpp>
+#include <sandpool/pool/spawner.hpp>
 #include <sandpool/sandbox/privileges.hpp>
-#include <sandpool/spawner.hpp>
 
 #include "bench.hpp"
 #include "supervision/worker_process.hpp"

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include <sandpool/ipc/wake.hpp>
-#include <sandpool/pool.hpp>
-#include <sandpool/pool_metrics.hpp>
+#include <sandpool/pool/pool.hpp>
+#include <sandpool/pool/pool_metrics.hpp>
 
 #include "bench.hpp"
 

@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include <nlohmann/json.hpp>
-#include <sandpool/config.hpp>
+#include <sandpool/config/config.hpp>
 
 namespace {
 

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "control/frame_codec.hpp"
+#include <sandpool/control/frame_codec.hpp>
 
 namespace sandpool::control {
 namespace {

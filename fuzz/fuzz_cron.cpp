@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include <sandpool/cron.hpp>
+#include <sandpool/schedule/cron.hpp>
 
 namespace sandpool {
 namespace {

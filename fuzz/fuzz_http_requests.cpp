@@ -21,11 +21,11 @@
 #include <string_view>
 
 #include <nlohmann/json.hpp>
-#include <sandpool/config.hpp>
-#include <sandpool/control.hpp>
+#include <sandpool/config/config.hpp>
+#include <sandpool/control/control.hpp>
 
-#include "http/http_service.hpp"
-#include "metrics/http_server.hpp"
+#include <sandpool/http/http_service.hpp>
+#include <sandpool/metrics/http_server.hpp>
 
 namespace {
 

@@ -12,9 +12,9 @@
 #include <string>
 #include <string_view>
 
-#include <sandpool/posix_tz.hpp>
-#include <sandpool/time_zone.hpp>
-#include <sandpool/tzif.hpp>
+#include <sandpool/schedule/posix_tz.hpp>
+#include <sandpool/schedule/time_zone.hpp>
+#include <sandpool/schedule/tzif.hpp>
 
 namespace sandpool {
 namespace {

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include <sandpool/unique_fd.hpp>
+#include <sandpool/base/unique_fd.hpp>
 
 namespace sandpool::testing {
 

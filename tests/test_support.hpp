@@ -9,7 +9,7 @@
 #include <string>
 #include <thread>
 
-#include <sandpool/pool.hpp>
+#include <sandpool/pool/pool.hpp>
 
 namespace sandpool::testing {
 

@@ -7,9 +7,9 @@
 #include <utility>
 
 #include <nlohmann/json.hpp>
-#include <sandpool/client.hpp>
+#include <sandpool/control/client.hpp>
 
-#include "control/op_json.hpp"
+#include <sandpool/control/op_json.hpp>
 #include "control/raw_client.hpp"
 
 namespace sandpool {

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include <sandpool/units.hpp>
+#include <sandpool/units/units.hpp>
 
 #include "commands.hpp"
 #include "output.hpp"

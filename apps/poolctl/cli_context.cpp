@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include <sandpool/units.hpp>
+#include <sandpool/units/units.hpp>
 
 namespace sandpool::poolctl {
 

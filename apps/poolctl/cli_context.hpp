@@ -7,8 +7,8 @@
 #include <string>
 
 #include <CLI/CLI.hpp>
-#include <sandpool/client.hpp>
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/control/client.hpp>
 
 namespace sandpool::poolctl {
 

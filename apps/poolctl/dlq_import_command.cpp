@@ -6,7 +6,7 @@
 #include <cstring>
 #include <iostream>
 
-#include <sandpool/dead_letter_file.hpp>
+#include <sandpool/store/dead_letter_file.hpp>
 
 #include "commands.hpp"
 #include "offline_dead_letters.hpp"

@@ -4,8 +4,8 @@
 
 #include <filesystem>
 
-#include <sandpool/dead_letters.hpp>
-#include <sandpool/task_journal_options.hpp>
+#include <sandpool/store/dead_letters.hpp>
+#include <sandpool/store/task_journal_options.hpp>
 
 namespace sandpool::poolctl {
 namespace {

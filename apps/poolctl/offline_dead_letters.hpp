@@ -16,8 +16,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <sandpool/client.hpp>
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/control/client.hpp>
 
 namespace sandpool {
 class DeadLetterStore;

@@ -19,20 +19,20 @@
 #include <string>
 #include <vector>
 
-#include <sandpool/config.hpp>
-#include <sandpool/control.hpp>
-#include <sandpool/metrics.hpp>
-#include <sandpool/unique_fd.hpp>
+#include <sandpool/base/unique_fd.hpp>
+#include <sandpool/config/config.hpp>
+#include <sandpool/control/control.hpp>
+#include <sandpool/metrics/metrics.hpp>
 
-#include "http/http_service.hpp"
-#include "poold/control_options.hpp"
-#include "poold/host_check.hpp"
-#include "poold/instance_lock.hpp"
-#include "poold/service.hpp"
-#include "poold/service_logger.hpp"
-#include "poold/signal_watcher.hpp"
-#include "poold/systemd_notifier.hpp"
-#include "poold/watchdog_gate.hpp"
+#include <sandpool/http/http_service.hpp>
+#include <sandpool/service/control_options.hpp>
+#include <sandpool/service/host_check.hpp>
+#include <sandpool/service/instance_lock.hpp>
+#include <sandpool/service/service.hpp>
+#include <sandpool/service/service_logger.hpp>
+#include <sandpool/service/signal_watcher.hpp>
+#include <sandpool/service/systemd_notifier.hpp>
+#include <sandpool/service/watchdog_gate.hpp>
 
 #ifndef SANDPOOL_VERSION
 #define SANDPOOL_VERSION "dev"

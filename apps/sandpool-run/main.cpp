@@ -20,10 +20,10 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include <sandpool/pool.hpp>
-#include <sandpool/units.hpp>
+#include <sandpool/pool/pool.hpp>
+#include <sandpool/units/units.hpp>
 
-#include <sandpool/dead_letters.hpp>
+#include <sandpool/store/dead_letters.hpp>
 #include "output.hpp"
 
 namespace {

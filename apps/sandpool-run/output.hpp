@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include <sandpool/task.hpp>
+#include <sandpool/task/task.hpp>
 
 namespace sandpool::run {
 

@@ -11,7 +11,7 @@
 #include <cerrno>
 #include <cstdint>
 
-#include <sandpool/posix_call.hpp>
+#include <sandpool/base/posix_call.hpp>
 
 namespace sandpool::ipc {
 namespace {

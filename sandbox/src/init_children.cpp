@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include <sandpool/posix_call.hpp>
+#include <sandpool/base/posix_call.hpp>
 
 namespace sandpool::sandbox {
 namespace {

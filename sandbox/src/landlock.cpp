@@ -16,8 +16,8 @@
 #include <optional>
 #include <string_view>
 
-#include <sandpool/posix_call.hpp>
-#include <sandpool/unique_fd.hpp>
+#include <sandpool/base/posix_call.hpp>
+#include <sandpool/base/unique_fd.hpp>
 
 #include "landlock_access.hpp"
 #include "landlock_threads.hpp"

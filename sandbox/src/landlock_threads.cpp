@@ -19,7 +19,7 @@
 #include <cstring>
 #include <string>
 
-#include <sandpool/posix_call.hpp>
+#include <sandpool/base/posix_call.hpp>
 
 namespace sandpool::sandbox::detail {
 namespace {

@@ -9,7 +9,7 @@
 #include <optional>
 #include <vector>
 
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
 
 namespace sandpool::sandbox::detail {
 

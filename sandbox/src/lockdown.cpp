@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <utility>
 
-#include <sandpool/posix_call.hpp>
+#include <sandpool/base/posix_call.hpp>
 
 namespace sandpool::sandbox {
 

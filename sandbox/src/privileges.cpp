@@ -17,7 +17,7 @@
 #include <filesystem>
 #include <vector>
 
-#include <sandpool/posix_call.hpp>
+#include <sandpool/base/posix_call.hpp>
 #include <sandpool/sandbox/lockdown.hpp>
 
 namespace sandpool::sandbox {

@@ -9,7 +9,7 @@
 
 #include <cstring>
 
-#include <sandpool/signal_handler.hpp>
+#include <sandpool/base/signal_handler.hpp>
 
 namespace sandpool::sandbox {
 namespace {

@@ -1,5 +1,5 @@
-#include <sandpool/pool.hpp>
-#include <sandpool/task.hpp>
+#include <sandpool/pool/pool.hpp>
+#include <sandpool/task/task.hpp>
 
 namespace sandpool {
 

@@ -1,9 +1,9 @@
 #include <catch2/catch.hpp>
 
-#include <sandpool/client.hpp>
-#include <sandpool/control.hpp>
+#include <sandpool/control/client.hpp>
+#include <sandpool/control/control.hpp>
 
-#include "control/wire_errors.hpp"
+#include <sandpool/control/wire_errors.hpp>
 
 using sandpool::AccessGrant;
 using sandpool::AccessPolicy;

@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
-#include <sandpool/control.hpp>
-#include <sandpool/unique_fd.hpp>
+#include <sandpool/base/unique_fd.hpp>
+#include <sandpool/control/control.hpp>
 #include "wire_json.hpp"
 
-#include "control/frame_codec.hpp"
+#include <sandpool/control/frame_codec.hpp>
 
 namespace sandpool::testing {
 

@@ -2,8 +2,8 @@
 // the Client) bring in no JSON library, so a user of them does not inherit one (the mapping
 // is the control library's own, manager/control/op_json.hpp; the wire-level calls are in the
 // non-public manager/control/raw_client.hpp). The build fails here if that changes.
-#include <sandpool/client.hpp>
-#include <sandpool/control_ops.hpp>
+#include <sandpool/control/client.hpp>
+#include <sandpool/control/control_ops.hpp>
 
 #ifdef NLOHMANN_JSON_VERSION_MAJOR
 #error "<sandpool/client.hpp> and <sandpool/control_ops.hpp> must not include nlohmann/json"

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "control/frame_codec.hpp"
+#include <sandpool/control/frame_codec.hpp>
 
 using sandpool::control::encode_frame;
 using sandpool::control::Frame;

@@ -7,10 +7,10 @@
 #include <string>
 
 #include <nlohmann/json.hpp>
-#include <sandpool/control.hpp>
-#include <sandpool/control_ops.hpp>
+#include <sandpool/control/control.hpp>
+#include <sandpool/control/control_ops.hpp>
 
-#include "control/op_json.hpp"
+#include <sandpool/control/op_json.hpp>
 
 using namespace sandpool;
 using nlohmann::json;

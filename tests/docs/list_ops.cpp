@@ -3,7 +3,7 @@
 // docs/protocol.md's table of operations against.
 #include <iostream>
 
-#include <sandpool/control_ops.hpp>
+#include <sandpool/control/control_ops.hpp>
 
 int main() {
   for (const sandpool::ops::OpInfo& op : sandpool::ops::kOps) {

@@ -15,7 +15,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include <sandpool/unique_fd.hpp>
+#include <sandpool/base/unique_fd.hpp>
 
 #include "hostile_world.hpp"
 

@@ -28,7 +28,7 @@
 #include <spdlog/logger.h>
 #include <spdlog/sinks/base_sink.h>
 
-#include <sandpool/pool.hpp>
+#include <sandpool/pool/pool.hpp>
 
 #include "test_support.hpp"
 

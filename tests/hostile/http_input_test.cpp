@@ -7,8 +7,8 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 
+#include <sandpool/control/frame_codec.hpp>
 #include "command_runner.hpp"
-#include "control/frame_codec.hpp"
 #include "http_attack.hpp"
 
 namespace sandpool::testing::http_attack {

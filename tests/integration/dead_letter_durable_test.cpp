@@ -6,7 +6,7 @@
 #include <set>
 #include <thread>
 
-#include <sandpool/dead_letters.hpp>
+#include <sandpool/store/dead_letters.hpp>
 
 #include "../manager/private_tmpfs.hpp"
 #include "dead_letter_support.hpp"

@@ -10,8 +10,8 @@
 #include <latch>
 #include <thread>
 
-#include <sandpool/dead_letters.hpp>
-#include <sandpool/task_journal.hpp>
+#include <sandpool/store/dead_letters.hpp>
+#include <sandpool/store/task_journal.hpp>
 #include "dead_letter_support.hpp"
 #include "test_support.hpp"
 

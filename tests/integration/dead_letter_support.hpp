@@ -9,8 +9,8 @@
 #include <memory>
 #include <string>
 
-#include <sandpool/dead_letters.hpp>
-#include <sandpool/pool_options.hpp>
+#include <sandpool/pool/pool_options.hpp>
+#include <sandpool/store/dead_letters.hpp>
 
 #include "test_support.hpp"
 

@@ -8,7 +8,7 @@
 #include <map>
 #include <mutex>
 
-#include <sandpool/dead_letters.hpp>
+#include <sandpool/store/dead_letters.hpp>
 #include "dead_letter_support.hpp"
 #include "test_support.hpp"
 

@@ -16,9 +16,9 @@
 #include <cstdlib>
 #include <string>
 
-#include <sandpool/pidfd.hpp>
+#include <sandpool/base/pidfd.hpp>
+#include <sandpool/pool/spawner.hpp>
 #include <sandpool/sandbox/worker_args.hpp>
-#include <sandpool/spawner.hpp>
 
 #include "supervision/worker_process.hpp"
 #include "test_support.hpp"

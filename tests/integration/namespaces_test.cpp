@@ -19,10 +19,10 @@
 #include <sstream>
 #include <thread>
 
-#include <sandpool/spawner.hpp>
+#include <sandpool/pool/spawner.hpp>
 
+#include <sandpool/pool/proc_stats.hpp>
 #include "host_probe.hpp"
-#include "supervision/proc_stats.hpp"
 #include "test_support.hpp"
 
 using namespace sandpool;

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <set>
 
-#include <sandpool/pool.hpp>
+#include <sandpool/pool/pool.hpp>
 
 #include "test_support.hpp"
 

@@ -14,8 +14,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include <sandpool/pool.hpp>
-#include <sandpool/pool_metrics.hpp>
+#include <sandpool/pool/pool.hpp>
+#include <sandpool/pool/pool_metrics.hpp>
 
 #include "test_support.hpp"
 

@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <string>
 
-#include <sandpool/task_journal.hpp>
+#include <sandpool/store/task_journal.hpp>
 
 #include "pool_journal_support.hpp"
 

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <memory>
 
-#include <sandpool/pool_options.hpp>
+#include <sandpool/pool/pool_options.hpp>
 
 #include "../manager/task_journal_support.hpp"
 #include "test_support.hpp"

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include <sandpool/task_journal.hpp>
+#include <sandpool/store/task_journal.hpp>
 
 #include "pool_journal_support.hpp"
 

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <httplib.h>
-#include <sandpool/metrics.hpp>
+#include <sandpool/metrics/metrics.hpp>
 
 #include "test_support.hpp"
 

@@ -9,7 +9,7 @@
 #include <set>
 #include <thread>
 
-#include <sandpool/pool.hpp>
+#include <sandpool/pool/pool.hpp>
 
 #include "test_support.hpp"
 

@@ -14,7 +14,7 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
-#include <sandpool/spawner.hpp>
+#include <sandpool/pool/spawner.hpp>
 
 #include "test_support.hpp"
 

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include <sandpool/dead_letters.hpp>
+#include <sandpool/store/dead_letters.hpp>
 #include "command_runner.hpp"
 #include "test_support.hpp"
 

@@ -14,8 +14,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <sandpool/base/unique_fd.hpp>
 #include <sandpool/ipc/wake.hpp>
-#include <sandpool/unique_fd.hpp>
 
 namespace sandpool::ipc {
 namespace {

@@ -3,8 +3,8 @@
 #include <filesystem>
 #include <string>
 
-#include <sandpool/config.hpp>
-#include <sandpool/pool.hpp>
+#include <sandpool/config/config.hpp>
+#include <sandpool/pool/pool.hpp>
 
 namespace {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include <sandpool/cron.hpp>
+#include <sandpool/schedule/cron.hpp>
 
 namespace {
 

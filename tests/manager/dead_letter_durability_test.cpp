@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <set>
 
-#include <sandpool/dead_letter_file.hpp>
-#include <sandpool/dead_letters.hpp>
+#include <sandpool/store/dead_letter_file.hpp>
+#include <sandpool/store/dead_letters.hpp>
 
 #include "dead_letter_test_support.hpp"
 #include "private_tmpfs.hpp"

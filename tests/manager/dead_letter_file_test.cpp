@@ -9,7 +9,7 @@
 #include <limits>
 
 #include <nlohmann/json.hpp>
-#include <sandpool/dead_letter_file.hpp>
+#include <sandpool/store/dead_letter_file.hpp>
 
 #include "dead_letter_test_support.hpp"
 #include "retry/write_failure.hpp"

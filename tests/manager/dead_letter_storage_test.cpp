@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include <sandpool/dead_letters.hpp>
+#include <sandpool/store/dead_letters.hpp>
 
 using namespace std::chrono_literals;
 using sandpool::DeadLetter;

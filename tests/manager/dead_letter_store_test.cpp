@@ -9,10 +9,10 @@
 #include <set>
 #include <thread>
 
-#include <sandpool/dead_letters.hpp>
+#include <sandpool/store/dead_letters.hpp>
+#include <sandpool/store/sqlite_db.hpp>
 #include "dead_letter_test_support.hpp"
 #include "retry/dead_letter_schema.hpp"
-#include "retry/sqlite_db.hpp"
 
 using namespace std::chrono_literals;
 using sandpool::Code;

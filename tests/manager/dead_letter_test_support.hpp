@@ -19,8 +19,8 @@
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 
-#include <sandpool/dead_letters.hpp>
-#include "retry/sqlite_db.hpp"
+#include <sandpool/store/dead_letters.hpp>
+#include <sandpool/store/sqlite_db.hpp>
 
 namespace sandpool::testing {
 

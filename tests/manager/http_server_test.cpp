@@ -15,8 +15,8 @@
 #include <string>
 #include <thread>
 
-#include "metrics/http_parts.hpp"
-#include "metrics/http_server.hpp"
+#include <sandpool/metrics/http_parts.hpp>
+#include <sandpool/metrics/http_server.hpp>
 
 namespace sandpool {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include <sandpool/log_text.hpp>
+#include <sandpool/base/log_text.hpp>
 
 using sandpool::kMaxLogText;
 using sandpool::log_text;

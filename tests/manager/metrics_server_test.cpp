@@ -8,7 +8,7 @@
 #include <string>
 
 #include <httplib.h>
-#include <sandpool/metrics.hpp>
+#include <sandpool/metrics/metrics.hpp>
 
 using namespace sandpool;
 

@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include <sandpool/cron.hpp>
-#include <sandpool/time_zone.hpp>
-#include <sandpool/tzif.hpp>
+#include <sandpool/schedule/cron.hpp>
+#include <sandpool/schedule/time_zone.hpp>
+#include <sandpool/schedule/tzif.hpp>
 
 #include "zone_test_support.hpp"
 

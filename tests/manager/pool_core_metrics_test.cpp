@@ -5,7 +5,7 @@
 #include <csignal>
 #include <memory>
 
-#include <sandpool/pool_metrics.hpp>
+#include <sandpool/pool/pool_metrics.hpp>
 
 #include "core/pool_core.hpp"
 #include "pool_core_harness.hpp"

@@ -6,8 +6,8 @@
 #include <cstddef>
 #include <type_traits>
 
-#include <sandpool/config.hpp>
-#include <sandpool/pool_options.hpp>
+#include <sandpool/config/config.hpp>
+#include <sandpool/pool/pool_options.hpp>
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include <sandpool/metrics.hpp>
+#include <sandpool/metrics/metrics.hpp>
 
 using namespace sandpool;
 

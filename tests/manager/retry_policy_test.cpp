@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include <sandpool/pool_options.hpp>
+#include <sandpool/pool/pool_options.hpp>
 
 using namespace std::chrono_literals;
 

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include <sandpool/config.hpp>
+#include <sandpool/config/config.hpp>
 
 namespace {
 

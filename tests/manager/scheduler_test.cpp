@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include <sandpool/schedule_store.hpp>
-#include <sandpool/scheduler.hpp>
+#include <sandpool/schedule/schedule_store.hpp>
+#include <sandpool/schedule/scheduler.hpp>
 
 namespace {
 

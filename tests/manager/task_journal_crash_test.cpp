@@ -13,7 +13,7 @@
 #include <sstream>
 #include <thread>
 
-#include <sandpool/task_journal.hpp>
+#include <sandpool/store/task_journal.hpp>
 
 #include "private_tmpfs.hpp"
 #include "task_journal_support.hpp"

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <thread>
 
-#include <sandpool/task_journal.hpp>
+#include <sandpool/store/task_journal.hpp>
 
 #include "task_journal_support.hpp"
 

@@ -6,7 +6,7 @@
 #include <mutex>
 #include <vector>
 
-#include <sandpool/task_journal.hpp>
+#include <sandpool/store/task_journal.hpp>
 
 #include "dead_letter_test_support.hpp"
 #include "retry/journal_records.hpp"

@@ -8,7 +8,7 @@
 #include <catch2/catch.hpp>
 #include <thread>
 
-#include <sandpool/task_journal.hpp>
+#include <sandpool/store/task_journal.hpp>
 
 #include "retry/dead_letter_rows.hpp"
 #include "retry/dead_letter_schema.hpp"

@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <string>
 
-#include <sandpool/cron.hpp>
-#include <sandpool/time_zone.hpp>
+#include <sandpool/schedule/cron.hpp>
+#include <sandpool/schedule/time_zone.hpp>
 
 namespace {
 

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include <sandpool/posix_tz.hpp>
-#include <sandpool/time_zone.hpp>
-#include <sandpool/tzif.hpp>
+#include <sandpool/schedule/posix_tz.hpp>
+#include <sandpool/schedule/time_zone.hpp>
+#include <sandpool/schedule/tzif.hpp>
 
 #include "zone_test_support.hpp"
 

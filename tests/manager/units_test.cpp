@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include <sandpool/units.hpp>
+#include <sandpool/units/units.hpp>
 
 TEST_CASE("durations take human units, and a bare number is seconds") {
   auto [text, ms] = GENERATE(table<const char*, std::int64_t>({{"500ms", 500},

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <limits>
 
-#include <sandpool/pool_options.hpp>
+#include <sandpool/pool/pool_options.hpp>
 
 using sandpool::PoolOptions;
 using sandpool::worker_cpu_seconds;

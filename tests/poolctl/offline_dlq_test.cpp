@@ -6,12 +6,12 @@
 #include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
-#include <sandpool/dead_letter_file.hpp>
-#include <sandpool/dead_letters.hpp>
-#include <sandpool/task_journal.hpp>
+#include <sandpool/store/dead_letter_file.hpp>
+#include <sandpool/store/dead_letters.hpp>
+#include <sandpool/store/task_journal.hpp>
 
+#include <sandpool/store/sqlite_db.hpp>
 #include "poolctl_runner.hpp"
-#include "retry/sqlite_db.hpp"
 
 using namespace sandpool;
 using namespace sandpool::testing;

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include <sandpool/control.hpp>
+#include <sandpool/control/control.hpp>
 
 namespace sandpool::testing {
 

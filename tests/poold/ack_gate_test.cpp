@@ -1,6 +1,6 @@
 // AckGate: a submit's reply goes out once the handler released it and every new task's
 // journal answer is in, whichever comes last, once; a waited task's end waits for it.
-#include "poold/ack_gate.hpp"
+#include <sandpool/service/ack_gate.hpp>
 
 #include <atomic>
 #include <catch2/catch.hpp>

@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
+#include <sandpool/service/event_hub.hpp>
 #include "allocation_counter.hpp"
 #include "outbox_stream.hpp"
-#include "poold/event_hub.hpp"
 
 namespace sandpool::testing {
 namespace {

@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 
-#include <sandpool/control_ops.hpp>
+#include <sandpool/control/control_ops.hpp>
 
 #include "http/html.hpp"
 #include "http/http_access.hpp"

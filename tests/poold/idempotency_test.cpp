@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "poold/idempotency.hpp"
+#include <sandpool/service/idempotency.hpp>
 
 using sandpool::TaskResult;
 using sandpool::TaskState;

@@ -1,4 +1,4 @@
-#include "poold/instance_lock.hpp"
+#include <sandpool/service/instance_lock.hpp>
 
 #include <fcntl.h>
 #include <signal.h>

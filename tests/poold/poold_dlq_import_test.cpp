@@ -7,11 +7,11 @@
 #include <filesystem>
 #include <regex>
 
-#include <sandpool/dead_letter_file.hpp>
+#include <sandpool/store/dead_letter_file.hpp>
 
+#include <sandpool/store/sqlite_db.hpp>
 #include "command_runner.hpp"
 #include "poold_process.hpp"
-#include "retry/sqlite_db.hpp"
 
 namespace sandpool::testing {
 namespace {

@@ -12,8 +12,8 @@
 #include <cstring>
 #include <regex>
 
+#include <sandpool/control/frame_codec.hpp>
 #include "command_runner.hpp"
-#include "control/frame_codec.hpp"
 #include "event_watcher.hpp"
 #include "poold_process.hpp"
 

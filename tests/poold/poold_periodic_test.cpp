@@ -13,7 +13,7 @@
 #include <string>
 #include <thread>
 
-#include <sandpool/wall_clock.hpp>
+#include <sandpool/base/wall_clock.hpp>
 #include "command_runner.hpp"
 
 #include "poold_process.hpp"

@@ -19,7 +19,7 @@
 #include <mutex>
 #include <optional>
 #include <regex>
-#include <sandpool/pidfd.hpp>
+#include <sandpool/base/pidfd.hpp>
 #include <string>
 #include <thread>
 #include <utility>

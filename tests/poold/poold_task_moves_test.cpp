@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <regex>
 
+#include <sandpool/store/sqlite_db.hpp>
 #include "command_runner.hpp"
 #include "poold_process.hpp"
-#include "retry/sqlite_db.hpp"
 #include "task_waits.hpp"
 
 namespace sandpool::testing {

@@ -14,7 +14,7 @@
 #include <regex>
 #include <string>
 
-#include <sandpool/unique_fd.hpp>
+#include <sandpool/base/unique_fd.hpp>
 
 #include "poold_process.hpp"
 #include "task_waits.hpp"

@@ -5,8 +5,8 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include <sandpool/service/progress_coalescer.hpp>
 #include "outbox_stream.hpp"
-#include "poold/progress_coalescer.hpp"
 
 namespace sandpool::testing {
 namespace {

@@ -1,4 +1,4 @@
-#include "poold/signal_watcher.hpp"
+#include <sandpool/service/signal_watcher.hpp>
 
 #include <poll.h>
 #include <signal.h>

@@ -1,4 +1,4 @@
-#include "poold/systemd_notifier.hpp"
+#include <sandpool/service/systemd_notifier.hpp>
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include <sandpool/unique_fd.hpp>
+#include <sandpool/base/unique_fd.hpp>
 
 #include "poold_test_support.hpp"
 

@@ -15,13 +15,13 @@
 #include <thread>
 #include <vector>
 
-#include <sandpool/dead_letters.hpp>
-#include <sandpool/metrics.hpp>
-#include <sandpool/thread_name.hpp>
+#include <sandpool/base/thread_name.hpp>
+#include <sandpool/metrics/metrics.hpp>
+#include <sandpool/store/dead_letters.hpp>
 
-#include "poold/event_hub.hpp"
-#include "poold/job_thread.hpp"
-#include "poold/progress_coalescer.hpp"
+#include <sandpool/service/event_hub.hpp>
+#include <sandpool/service/job_thread.hpp>
+#include <sandpool/service/progress_coalescer.hpp>
 #include "poold_test_support.hpp"
 
 using namespace sandpool;

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "poold/wait_deadlines.hpp"
+#include <sandpool/service/wait_deadlines.hpp>
 
 using namespace sandpool;
 using poold::WaitDeadlines;

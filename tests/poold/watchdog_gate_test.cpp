@@ -1,12 +1,12 @@
 // WatchdogGate with BusyClocks on a hand-moved clock: which thread is stuck, when the
 // watchdog may be fed, and what /healthz says.
-#include "poold/watchdog_gate.hpp"
+#include <sandpool/service/watchdog_gate.hpp>
 
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <vector>
 
-#include <sandpool/busy_clock.hpp>
+#include <sandpool/base/busy_clock.hpp>
 
 using sandpool::BusyClock;
 using sandpool::poold::ThreadBusy;

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include <sandpool/pool.hpp>
+#include <sandpool/pool/pool.hpp>
 
-#include "redis/redis_feeder.hpp"
+#include <sandpool/redis/redis_feeder.hpp>
 #include "redis_server.hpp"
 #include "redis_test_support.hpp"
 #include "test_support.hpp"

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "redis/redis_client.hpp"
+#include <sandpool/redis/redis_client.hpp>
 #include "redis_server.hpp"
 
 using namespace sandpool;

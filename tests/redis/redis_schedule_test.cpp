@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include <sandpool/wall_clock.hpp>
+#include <sandpool/base/wall_clock.hpp>
 
 #include "poold_process.hpp"
 #include "redis_server.hpp"

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "redis/redis_client.hpp"
+#include <sandpool/redis/redis_client.hpp>
 
 namespace sandpool::testing {
 

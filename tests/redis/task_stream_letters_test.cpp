@@ -9,7 +9,7 @@
 #include <string>
 #include <thread>
 
-#include "redis/task_stream.hpp"
+#include <sandpool/redis/task_stream.hpp>
 #include "redis_server.hpp"
 
 namespace sandpool::letters_test {

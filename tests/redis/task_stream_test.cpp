@@ -8,7 +8,7 @@
 #include <string>
 #include <thread>
 
-#include "redis/task_stream.hpp"
+#include <sandpool/redis/task_stream.hpp>
 #include "redis_server.hpp"
 
 using namespace sandpool;

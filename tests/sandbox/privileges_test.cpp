@@ -7,8 +7,8 @@
 
 #include <algorithm>
 
+#include <sandpool/base/unique_fd.hpp>
 #include <sandpool/sandbox/privileges.hpp>
-#include <sandpool/unique_fd.hpp>
 
 #include "public_dir.hpp"
 

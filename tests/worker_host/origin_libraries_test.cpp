@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include <sandpool/unique_fd.hpp>
+#include <sandpool/base/unique_fd.hpp>
 
 #include "origin_libraries.hpp"
 #include "worker_host/worker_harness.hpp"

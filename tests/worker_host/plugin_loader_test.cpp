@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <string>
 
-#include <sandpool/unique_fd.hpp>
+#include <sandpool/base/unique_fd.hpp>
 
 #include "host_api.hpp"
 #include "plugin_loader.hpp"

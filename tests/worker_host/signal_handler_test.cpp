@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include <sandpool/signal_handler.hpp>
+#include <sandpool/base/signal_handler.hpp>
 
 using namespace sandpool;
 

@@ -19,12 +19,12 @@
 #include <variant>
 #include <vector>
 
+#include <sandpool/base/unique_fd.hpp>
 #include <sandpool/ipc/channel.hpp>
 #include <sandpool/ipc/messages.hpp>
 #include <sandpool/ipc/region.hpp>
 #include <sandpool/ipc/wake.hpp>
 #include <sandpool/sandbox/worker_args.hpp>
-#include <sandpool/unique_fd.hpp>
 
 namespace sandpool::testing {
 

@@ -1,4 +1,4 @@
-#include <sandpool/units.hpp>
+#include <sandpool/units/units.hpp>
 
 #include <cctype>
 #include <charconv>

@@ -13,8 +13,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include <sandpool/base/signal_handler.hpp>
 #include <sandpool/ipc/diagnostics.hpp>
-#include <sandpool/signal_handler.hpp>
 
 namespace sandpool::worker {
 namespace {

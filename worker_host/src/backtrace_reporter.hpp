@@ -15,8 +15,8 @@
 // and write(2) on the doorbell: no allocation, no syscall that any profile forbids.
 #pragma once
 
+#include <sandpool/base/status.hpp>
 #include <sandpool/ipc/layout.hpp>
-#include <sandpool/status.hpp>
 
 namespace sandpool::worker {
 

@@ -28,8 +28,8 @@
 #include <string_view>
 
 #include <sandpool/plugin.h>
+#include <sandpool/base/token_bucket.hpp>
 #include <sandpool/ipc/messages.hpp>
-#include <sandpool/token_bucket.hpp>
 
 #include "worker_channel.hpp"
 

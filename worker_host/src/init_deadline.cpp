@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include <sandpool/posix_call.hpp>
+#include <sandpool/base/posix_call.hpp>
 #include <sandpool/sandbox/worker_args.hpp>
 
 namespace sandpool::worker {

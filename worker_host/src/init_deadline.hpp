@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
 
 namespace sandpool::worker {
 

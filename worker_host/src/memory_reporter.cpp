@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include <sandpool/posix_call.hpp>
+#include <sandpool/base/posix_call.hpp>
 #include <sandpool/sandbox/worker_args.hpp>
 
 namespace sandpool::worker {

@@ -16,8 +16,8 @@
 // The probe is async-signal-safe and uses only mmap/munmap, which every profile allows.
 #pragma once
 
+#include <sandpool/base/status.hpp>
 #include <sandpool/ipc/layout.hpp>
-#include <sandpool/status.hpp>
 
 namespace sandpool::worker {
 

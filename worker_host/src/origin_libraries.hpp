@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
 
 namespace sandpool::worker {
 

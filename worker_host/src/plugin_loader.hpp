@@ -12,7 +12,7 @@
 #include <vector>
 
 #include <sandpool/plugin.h>
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
 
 namespace sandpool::worker {
 

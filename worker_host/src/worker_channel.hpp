@@ -15,11 +15,11 @@
 #include <mutex>
 #include <string>
 
+#include <sandpool/base/status.hpp>
 #include <sandpool/ipc/channel.hpp>
 #include <sandpool/ipc/messages.hpp>
 #include <sandpool/ipc/region.hpp>
 #include <sandpool/ipc/wake.hpp>
-#include <sandpool/status.hpp>
 
 #include "region_check.hpp"
 

@@ -3,7 +3,7 @@
 #include <map>
 #include <sstream>
 
-#include <sandpool/config.hpp>
+#include <sandpool/config/config.hpp>
 
 #include "config/config_sections.hpp"
 #include "config/yaml_reader.hpp"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include <sandpool/config.hpp>
+#include <sandpool/config/config.hpp>
 
 #include "config/yaml_reader.hpp"
 

@@ -1,4 +1,4 @@
-#include <sandpool/config.hpp>
+#include <sandpool/config/config.hpp>
 
 namespace sandpool {
 

@@ -4,8 +4,8 @@
 #include <cctype>
 #include <map>
 
-#include <sandpool/config.hpp>
-#include <sandpool/scheduler.hpp>
+#include <sandpool/config/config.hpp>
+#include <sandpool/schedule/scheduler.hpp>
 
 #include "config/config_sections.hpp"
 

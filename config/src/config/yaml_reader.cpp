@@ -4,7 +4,7 @@
 #include <charconv>
 #include <cstdio>
 
-#include <sandpool/units.hpp>
+#include <sandpool/units/units.hpp>
 
 namespace sandpool::config {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
 
 namespace sandpool::config {
 

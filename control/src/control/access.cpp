@@ -4,8 +4,8 @@
 #include <optional>
 #include <string_view>
 
-#include <sandpool/control.hpp>
-#include <sandpool/control_ops.hpp>
+#include <sandpool/control/control.hpp>
+#include <sandpool/control/control_ops.hpp>
 
 namespace sandpool {
 

@@ -1,6 +1,6 @@
 // sandpool::Client: one blocking socket, writes serialised by a mutex, one reader thread
 // that routes replies and events to the pending request they answer.
-#include <sandpool/client.hpp>
+#include <sandpool/control/client.hpp>
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -15,14 +15,14 @@
 #include <thread>
 #include <unordered_map>
 
-#include <sandpool/posix_call.hpp>
-#include <sandpool/thread_name.hpp>
-#include <sandpool/unique_fd.hpp>
+#include <sandpool/base/posix_call.hpp>
+#include <sandpool/base/thread_name.hpp>
+#include <sandpool/base/unique_fd.hpp>
 
-#include "control/frame_codec.hpp"
+#include <sandpool/control/frame_codec.hpp>
+#include <sandpool/control/wire_errors.hpp>
 #include "control/listen_socket.hpp"
 #include "control/raw_client.hpp"
-#include "control/wire_errors.hpp"
 
 namespace sandpool {
 

@@ -11,11 +11,11 @@
 #include <tuple>
 #include <utility>
 
-#include <sandpool/client.hpp>
+#include <sandpool/control/client.hpp>
 
-#include "control/op_json.hpp"
+#include <sandpool/control/op_json.hpp>
+#include <sandpool/control/wire_errors.hpp>
 #include "control/raw_client.hpp"
-#include "control/wire_errors.hpp"
 
 namespace sandpool {
 namespace {

@@ -8,11 +8,11 @@
 #include <memory>
 #include <string>
 
-#include <sandpool/control.hpp>
-#include <sandpool/unique_fd.hpp>
+#include <sandpool/base/unique_fd.hpp>
+#include <sandpool/control/control.hpp>
 
+#include <sandpool/control/frame_codec.hpp>
 #include "control/connection_budget.hpp"
-#include "control/frame_codec.hpp"
 #include "control/outbox.hpp"
 
 namespace sandpool::control {

@@ -19,11 +19,11 @@
 #include <vector>
 
 #include <spdlog/spdlog.h>
-#include <sandpool/busy_clock.hpp>
-#include <sandpool/control.hpp>
-#include <sandpool/log_text.hpp>
-#include <sandpool/posix_call.hpp>
-#include <sandpool/thread_name.hpp>
+#include <sandpool/base/busy_clock.hpp>
+#include <sandpool/base/log_text.hpp>
+#include <sandpool/base/posix_call.hpp>
+#include <sandpool/base/thread_name.hpp>
+#include <sandpool/control/control.hpp>
 
 #include "control/connection.hpp"
 #include "control/connection_budget.hpp"

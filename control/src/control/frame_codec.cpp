@@ -1,4 +1,4 @@
-#include "control/frame_codec.hpp"
+#include <sandpool/control/frame_codec.hpp>
 
 #include <algorithm>
 

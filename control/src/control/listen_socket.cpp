@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include <sandpool/posix_call.hpp>
+#include <sandpool/base/posix_call.hpp>
 
 namespace sandpool::control {
 namespace {

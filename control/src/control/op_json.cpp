@@ -1,4 +1,4 @@
-#include "control/op_json.hpp"
+#include <sandpool/control/op_json.hpp>
 
 #include <cstdint>
 #include <limits>

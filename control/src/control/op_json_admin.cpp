@@ -1,7 +1,7 @@
 // The JSON mapping of the admin operations' types: dlq_import, reload, shutdown (op_json.hpp).
 #include <utility>
 
-#include "control/op_json.hpp"
+#include <sandpool/control/op_json.hpp>
 
 namespace sandpool::ops {
 namespace {

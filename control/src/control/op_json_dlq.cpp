@@ -3,7 +3,7 @@
 // of the wrong type is refused naming it, never ignored.
 #include <utility>
 
-#include "control/op_json.hpp"
+#include <sandpool/control/op_json.hpp>
 
 namespace sandpool::ops {
 namespace {

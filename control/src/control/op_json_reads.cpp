@@ -2,7 +2,7 @@
 // (op_json.hpp).
 #include <utility>
 
-#include "control/op_json.hpp"
+#include <sandpool/control/op_json.hpp>
 
 namespace sandpool::ops {
 namespace {

@@ -1,5 +1,5 @@
 // The JSON mapping of the schedule operations (<sandpool/ops/schedules.hpp>).
-#include "control/op_json.hpp"
+#include <sandpool/control/op_json.hpp>
 
 namespace sandpool::ops {
 

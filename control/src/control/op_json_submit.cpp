@@ -1,7 +1,7 @@
 // The JSON mapping of submit and submit_batch (docs/protocol.md, "submit", "submit_batch").
 #include <utility>
 
-#include "control/op_json.hpp"
+#include <sandpool/control/op_json.hpp>
 
 namespace sandpool::ops {
 

@@ -13,11 +13,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include <sandpool/control.hpp>
-#include <sandpool/unique_fd.hpp>
+#include <sandpool/base/unique_fd.hpp>
+#include <sandpool/control/control.hpp>
 
+#include <sandpool/control/frame_codec.hpp>
 #include "control/connection_budget.hpp"
-#include "control/frame_codec.hpp"
 
 namespace sandpool::control {
 

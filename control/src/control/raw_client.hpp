@@ -9,8 +9,8 @@
 #include <string>
 
 #include <nlohmann/json.hpp>
-#include <sandpool/client.hpp>
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/control/client.hpp>
 
 namespace sandpool {
 

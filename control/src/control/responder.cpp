@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <utility>
 
+#include <sandpool/control/wire_errors.hpp>
 #include "control/outbox.hpp"
-#include "control/wire_errors.hpp"
 
 namespace sandpool {
 namespace control {

@@ -1,4 +1,4 @@
-#include "control/wire_errors.hpp"
+#include <sandpool/control/wire_errors.hpp>
 
 #include <array>
 #include <utility>

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <utility>
 
-#include <sandpool/control_ops.hpp>
-#include <sandpool/dead_letter_file.hpp>
+#include <sandpool/control/control_ops.hpp>
+#include <sandpool/store/dead_letter_file.hpp>
 
-#include "control/frame_codec.hpp"
-#include "control/op_json.hpp"
+#include <sandpool/control/frame_codec.hpp>
+#include <sandpool/control/op_json.hpp>
 
 namespace sandpool::http {
 namespace {

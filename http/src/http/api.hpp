@@ -25,11 +25,11 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <sandpool/control.hpp>
+#include <sandpool/control/control.hpp>
 
+#include <sandpool/metrics/http_server.hpp>
 #include "http/http_access.hpp"
 #include "http/local_call.hpp"
-#include "metrics/http_server.hpp"
 
 namespace sandpool::http {
 

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <utility>
 
-#include "control/op_json.hpp"
+#include <sandpool/control/op_json.hpp>
 #include "http/dashboard_pages.hpp"
 #include "http/html.hpp"
 

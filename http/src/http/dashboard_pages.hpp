@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include <sandpool/control_ops.hpp>
+#include <sandpool/control/control_ops.hpp>
 
 #include "http/http_access.hpp"
 

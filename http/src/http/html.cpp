@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <ctime>
 
-#include <sandpool/log_text.hpp>
+#include <sandpool/base/log_text.hpp>
 
 namespace sandpool::http {
 

@@ -11,8 +11,8 @@
 #include <sstream>
 #include <system_error>
 
-#include <sandpool/posix_call.hpp>
-#include <sandpool/secret_file.hpp>
+#include <sandpool/base/posix_call.hpp>
+#include <sandpool/base/secret_file.hpp>
 
 namespace sandpool::http {
 namespace {

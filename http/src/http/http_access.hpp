@@ -19,10 +19,10 @@
 #include <string>
 #include <string_view>
 
-#include <sandpool/config.hpp>
-#include <sandpool/ops/op_info.hpp>
-#include <sandpool/rights.hpp>
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/config/config.hpp>
+#include <sandpool/control/ops/op_info.hpp>
+#include <sandpool/control/rights.hpp>
 
 namespace sandpool::http {
 

@@ -1,14 +1,14 @@
-#include "http/http_service.hpp"
+#include <sandpool/http/http_service.hpp>
 
 #include <arpa/inet.h>
 
 #include <utility>
 
+#include <sandpool/metrics/http_parts.hpp>
+#include <sandpool/metrics/http_server.hpp>
 #include "http/api.hpp"
 #include "http/dashboard.hpp"
 #include "http/http_access.hpp"
-#include "metrics/http_parts.hpp"
-#include "metrics/http_server.hpp"
 
 namespace sandpool::http {
 namespace {

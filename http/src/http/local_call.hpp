@@ -19,8 +19,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <sandpool/control.hpp>
-#include <sandpool/rights.hpp>
+#include <sandpool/control/control.hpp>
+#include <sandpool/control/rights.hpp>
 
 namespace sandpool::http {
 

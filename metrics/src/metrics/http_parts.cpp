@@ -1,4 +1,4 @@
-#include "metrics/http_parts.hpp"
+#include <sandpool/metrics/http_parts.hpp>
 
 #include <algorithm>
 #include <cctype>

@@ -1,4 +1,4 @@
-#include "metrics/http_server.hpp"
+#include <sandpool/metrics/http_server.hpp>
 
 #include <sys/resource.h>
 
@@ -21,9 +21,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include <sandpool/thread_name.hpp>
+#include <sandpool/base/thread_name.hpp>
 
-#include "metrics/http_parts.hpp"
+#include <sandpool/metrics/http_parts.hpp>
 
 namespace sandpool {
 namespace {

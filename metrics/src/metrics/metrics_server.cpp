@@ -1,6 +1,6 @@
-#include <sandpool/metrics.hpp>
+#include <sandpool/metrics/metrics.hpp>
 
-#include "metrics/http_server.hpp"
+#include <sandpool/metrics/http_server.hpp>
 
 namespace sandpool {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <type_traits>
 
-#include <sandpool/metrics.hpp>
+#include <sandpool/metrics/metrics.hpp>
 
 namespace sandpool {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include <sandpool/log_text.hpp>
+#include <sandpool/base/log_text.hpp>
 
 #include "supervision/output_limiter.hpp"
 

@@ -8,8 +8,8 @@
 #include <string_view>
 #include <variant>
 
+#include <sandpool/base/status.hpp>
 #include <sandpool/ipc/messages.hpp>
-#include <sandpool/status.hpp>
 
 namespace sandpool::core {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
 
 namespace sandpool::core {
 

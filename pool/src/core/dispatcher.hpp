@@ -7,7 +7,7 @@
 #include <span>
 #include <string_view>
 
-#include <sandpool/pool_options.hpp>
+#include <sandpool/pool/pool_options.hpp>
 
 namespace sandpool::core {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include <sandpool/pool_options.hpp>
+#include <sandpool/pool/pool_options.hpp>
 
 #include "core/task_record.hpp"
 

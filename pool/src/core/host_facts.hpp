@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include <sandpool/pool_options.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/pool/pool_options.hpp>
 #include <sandpool/sandbox/namespaces.hpp>
 #include <sandpool/sandbox/privileges.hpp>
-#include <sandpool/status.hpp>
 
 #include "supervision/worker_cgroups.hpp"
 

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include <sandpool/ipc/wake.hpp>
-#include <sandpool/pool.hpp>
+#include <sandpool/pool/pool.hpp>
 
 #include "core/task_record.hpp"
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include <sandpool/pool_options.hpp>
-#include <sandpool/spawner.hpp>
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/pool/pool_options.hpp>
+#include <sandpool/pool/spawner.hpp>
 
 #include "core/host_facts.hpp"
 #include "supervision/worker_process.hpp"

@@ -2,7 +2,7 @@
 
 #include <cerrno>
 
-#include <sandpool/posix_call.hpp>
+#include <sandpool/base/posix_call.hpp>
 
 namespace sandpool::core {
 

@@ -8,8 +8,8 @@
 
 #include <cstdint>
 
-#include <sandpool/status.hpp>
-#include <sandpool/unique_fd.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/base/unique_fd.hpp>
 
 namespace sandpool::core {
 

@@ -1,10 +1,10 @@
-#include <sandpool/pool.hpp>
-#include <sandpool/pool_metrics.hpp>
+#include <sandpool/pool/pool.hpp>
+#include <sandpool/pool/pool_metrics.hpp>
 
 #include <spdlog/spdlog.h>
 #include <sandpool/ipc/wake.hpp>
 
-#include <sandpool/dead_letters.hpp>
+#include <sandpool/store/dead_letters.hpp>
 #include "core/pool_loop.hpp"
 #include "core/task_record.hpp"
 

@@ -24,8 +24,8 @@
 #include <vector>
 
 #include <sandpool/ipc/messages.hpp>
-#include <sandpool/pool.hpp>
-#include <sandpool/pool_metrics.hpp>
+#include <sandpool/pool/pool.hpp>
+#include <sandpool/pool/pool_metrics.hpp>
 
 #include "core/dispatcher.hpp"
 #include "core/finished_tasks.hpp"

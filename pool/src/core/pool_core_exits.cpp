@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <string>
 
+#include <sandpool/base/log_text.hpp>
 #include <sandpool/ipc/layout.hpp>
-#include <sandpool/log_text.hpp>
 
 #include "core/death_charge.hpp"
 #include "core/pool_core.hpp"

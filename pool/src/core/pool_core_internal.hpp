@@ -5,7 +5,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include <sandpool/pool.hpp>
+#include <sandpool/pool/pool.hpp>
 
 namespace sandpool::core::detail {
 

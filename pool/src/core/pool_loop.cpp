@@ -10,9 +10,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include <sandpool/dead_letters.hpp>
-#include <sandpool/task_journal.hpp>
-#include <sandpool/thread_name.hpp>
+#include <sandpool/base/thread_name.hpp>
+#include <sandpool/store/dead_letters.hpp>
+#include <sandpool/store/task_journal.hpp>
 
 #include "core/declared_types.hpp"
 #include "core/pool_core_internal.hpp"

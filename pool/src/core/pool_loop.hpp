@@ -15,10 +15,10 @@
 #include <thread>
 #include <vector>
 
-#include <sandpool/busy_clock.hpp>
+#include <sandpool/base/busy_clock.hpp>
 #include <sandpool/ipc/wake.hpp>
-#include <sandpool/pool.hpp>
-#include <sandpool/task_journal.hpp>
+#include <sandpool/pool/pool.hpp>
+#include <sandpool/store/task_journal.hpp>
 
 #include "core/host_facts.hpp"
 #include "core/loop_mailbox.hpp"

@@ -20,8 +20,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include <sandpool/dead_letters.hpp>
-#include <sandpool/task_journal.hpp>
+#include <sandpool/store/dead_letters.hpp>
+#include <sandpool/store/task_journal.hpp>
 
 #include "core/pool_loop.hpp"
 

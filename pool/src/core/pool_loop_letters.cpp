@@ -9,8 +9,8 @@
 // like a late query; once the PoolLoop is gone it ends the task record itself.
 #include <spdlog/spdlog.h>
 
-#include <sandpool/dead_letters.hpp>
-#include <sandpool/task_journal.hpp>
+#include <sandpool/store/dead_letters.hpp>
+#include <sandpool/store/task_journal.hpp>
 
 #include "core/pool_loop.hpp"
 

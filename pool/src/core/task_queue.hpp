@@ -19,7 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include <sandpool/pool_options.hpp>
+#include <sandpool/pool/pool_options.hpp>
 
 #include "core/task_record.hpp"
 

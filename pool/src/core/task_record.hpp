@@ -9,9 +9,9 @@
 #include <mutex>
 #include <string>
 
-#include <sandpool/pool.hpp>
-#include <sandpool/status.hpp>
-#include <sandpool/task.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/pool/pool.hpp>
+#include <sandpool/task/task.hpp>
 
 namespace sandpool::core {
 

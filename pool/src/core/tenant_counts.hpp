@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
 
 namespace sandpool::core {
 

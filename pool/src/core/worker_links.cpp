@@ -9,12 +9,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <sandpool/base/log_text.hpp>
 #include <sandpool/ipc/diagnostics.hpp>
-#include <sandpool/log_text.hpp>
 
+#include <sandpool/pool/proc_stats.hpp>
 #include "core/pool_core_internal.hpp"
 #include "supervision/exit_classifier.hpp"
-#include "supervision/proc_stats.hpp"
 #include "supervision/seccomp_audit.hpp"
 
 namespace sandpool::core {

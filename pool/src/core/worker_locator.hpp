@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
 
 namespace sandpool::core {
 

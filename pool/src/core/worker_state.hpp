@@ -18,7 +18,7 @@
 #include <string_view>
 #include <variant>
 
-#include <sandpool/task.hpp>
+#include <sandpool/task/task.hpp>
 
 #include "core/task_record.hpp"
 

@@ -2,7 +2,7 @@
 #include <cmath>
 #include <string>
 
-#include <sandpool/pool_options.hpp>
+#include <sandpool/pool/pool_options.hpp>
 
 namespace sandpool {
 

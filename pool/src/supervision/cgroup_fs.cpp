@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <ctime>
 
-#include <sandpool/pidfd.hpp>
-#include <sandpool/posix_call.hpp>
-#include <sandpool/unique_fd.hpp>
+#include <sandpool/base/pidfd.hpp>
+#include <sandpool/base/posix_call.hpp>
+#include <sandpool/base/unique_fd.hpp>
 
 namespace sandpool::supervision {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
 
 #include "supervision/cgroup_fs.hpp"
 

@@ -1,12 +1,12 @@
 #include <signal.h>
 #include <sys/wait.h>
-#include <sandpool/pidfd.hpp>
+#include <sandpool/base/pidfd.hpp>
 
 #include <cstring>
 #include <string>
 
-#include <sandpool/posix_call.hpp>
-#include <sandpool/spawner.hpp>
+#include <sandpool/base/posix_call.hpp>
+#include <sandpool/pool/spawner.hpp>
 
 namespace sandpool {
 namespace {

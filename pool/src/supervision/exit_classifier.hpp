@@ -13,8 +13,8 @@
 #include <string>
 
 #include <sandpool/ipc/layout.hpp>
-#include <sandpool/spawner.hpp>
-#include <sandpool/task.hpp>
+#include <sandpool/pool/spawner.hpp>
+#include <sandpool/task/task.hpp>
 
 namespace sandpool::supervision {
 

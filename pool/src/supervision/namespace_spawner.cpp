@@ -14,8 +14,8 @@
 #include <filesystem>
 #include <optional>
 
-#include <sandpool/posix_call.hpp>
-#include <sandpool/spawner.hpp>
+#include <sandpool/base/posix_call.hpp>
+#include <sandpool/pool/spawner.hpp>
 
 #include "supervision/mount_plan.hpp"
 #include "supervision/namespace_child.hpp"

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <utility>
 
-#include <sandpool/token_bucket.hpp>
+#include <sandpool/base/token_bucket.hpp>
 
 namespace sandpool::supervision {
 

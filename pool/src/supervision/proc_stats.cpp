@@ -1,4 +1,4 @@
-#include "supervision/proc_stats.hpp"
+#include <sandpool/pool/proc_stats.hpp>
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include <sandpool/unique_fd.hpp>
+#include <sandpool/base/unique_fd.hpp>
 
 namespace sandpool::supervision {
 namespace {

@@ -13,7 +13,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <sandpool/pidfd.hpp>
+#include <sandpool/base/pidfd.hpp>
 
 #include <array>
 #include <boost/process/args.hpp>
@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include <sandpool/posix_call.hpp>
-#include <sandpool/spawner.hpp>
+#include <sandpool/base/posix_call.hpp>
+#include <sandpool/pool/spawner.hpp>
 
 namespace bp = boost::process;
 

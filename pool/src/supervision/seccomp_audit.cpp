@@ -11,7 +11,7 @@
 #include <cstring>
 #include <ctime>
 
-#include <sandpool/unique_fd.hpp>
+#include <sandpool/base/unique_fd.hpp>
 
 namespace sandpool::supervision {
 namespace {

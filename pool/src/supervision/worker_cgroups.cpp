@@ -9,7 +9,7 @@
 #include <cmath>
 #include <mutex>
 
-#include <sandpool/posix_call.hpp>
+#include <sandpool/base/posix_call.hpp>
 
 namespace sandpool::supervision {
 namespace {

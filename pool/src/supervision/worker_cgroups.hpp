@@ -27,8 +27,8 @@
 #include <string_view>
 #include <vector>
 
-#include <sandpool/status.hpp>
-#include <sandpool/unique_fd.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/base/unique_fd.hpp>
 
 #include "supervision/cgroup_fs.hpp"
 #include "supervision/cgroup_layout.hpp"

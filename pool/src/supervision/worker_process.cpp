@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <filesystem>
 
-#include <sandpool/pidfd.hpp>
-#include <sandpool/posix_call.hpp>
+#include <sandpool/base/pidfd.hpp>
+#include <sandpool/base/posix_call.hpp>
 #include <sandpool/sandbox/privileges.hpp>
 
 namespace sandpool::supervision {

@@ -17,8 +17,8 @@
 #include <sandpool/ipc/channel.hpp>
 #include <sandpool/ipc/region.hpp>
 #include <sandpool/ipc/wake.hpp>
+#include <sandpool/pool/spawner.hpp>
 #include <sandpool/sandbox/worker_args.hpp>
-#include <sandpool/spawner.hpp>
 
 #include "supervision/worker_cgroups.hpp"
 

@@ -1,5 +1,5 @@
 // redis::Connection (redis_client.hpp) over hiredis's blocking API.
-#include "redis/redis_client.hpp"
+#include <sandpool/redis/redis_client.hpp>
 
 #include <hiredis/hiredis.h>
 #include <pthread.h>

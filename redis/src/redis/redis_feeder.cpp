@@ -1,5 +1,5 @@
 // RedisFeeder (redis_feeder.hpp): the reader, the writer and the beat of one node.
-#include "redis/redis_feeder.hpp"
+#include <sandpool/redis/redis_feeder.hpp>
 
 #include <unistd.h>
 
@@ -7,7 +7,7 @@
 #include <random>
 
 #include <nlohmann/json.hpp>
-#include <sandpool/posix_call.hpp>
+#include <sandpool/base/posix_call.hpp>
 
 namespace sandpool::redis {
 namespace {

@@ -5,9 +5,9 @@
 #include <charconv>
 #include <string>
 
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
 
-#include "redis/redis_client.hpp"
+#include <sandpool/redis/redis_client.hpp>
 
 namespace sandpool::redis {
 

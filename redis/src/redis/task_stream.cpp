@@ -1,5 +1,5 @@
 // TaskStream (task_stream.hpp): the keys of a Redis pool and the scripts that change them.
-#include "redis/task_stream.hpp"
+#include <sandpool/redis/task_stream.hpp>
 
 #include "redis/reply_checks.hpp"
 

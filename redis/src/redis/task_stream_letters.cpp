@@ -5,7 +5,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "redis/task_stream.hpp"
+#include <sandpool/redis/task_stream.hpp>
 
 #include "redis/reply_checks.hpp"
 

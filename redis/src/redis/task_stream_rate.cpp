@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "redis/task_stream.hpp"
+#include <sandpool/redis/task_stream.hpp>
 
 #include "redis/reply_checks.hpp"
 

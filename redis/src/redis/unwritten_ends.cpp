@@ -1,5 +1,5 @@
 // unwritten_ends (unwritten_ends.hpp): a node's ends kept across a restart while Redis is away.
-#include "redis/unwritten_ends.hpp"
+#include <sandpool/redis/unwritten_ends.hpp>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -11,9 +11,9 @@
 #include <type_traits>
 
 #include <nlohmann/json.hpp>
-#include <sandpool/dead_letter_file.hpp>
-#include <sandpool/posix_call.hpp>
-#include <sandpool/unique_fd.hpp>
+#include <sandpool/base/posix_call.hpp>
+#include <sandpool/base/unique_fd.hpp>
+#include <sandpool/store/dead_letter_file.hpp>
 
 namespace sandpool::redis::unwritten_ends {
 namespace {

@@ -1,7 +1,7 @@
 // The cron expression parser and the next-slot search (docs/schedules.md). Every byte of an
 // expression comes from a config file or a control request: it is bounded first, then read
 // character by character with positions kept for the error.
-#include <sandpool/cron.hpp>
+#include <sandpool/schedule/cron.hpp>
 
 #include <array>
 #include <cctype>

@@ -1,13 +1,13 @@
 // The POSIX TZ rule of a TZif footer: its parser (every byte checked, every number bounded
 // before it is used) and the offset it gives at an instant.
-#include <sandpool/posix_tz.hpp>
+#include <sandpool/schedule/posix_tz.hpp>
 
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <string>
 
-#include <sandpool/time_zone.hpp>
+#include <sandpool/schedule/time_zone.hpp>
 
 namespace sandpool {
 

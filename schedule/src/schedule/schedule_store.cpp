@@ -1,9 +1,9 @@
 // SqliteScheduleStore: one row per schedule, its last fired slot and that slot's task.
-#include <sandpool/schedule_store.hpp>
+#include <sandpool/schedule/schedule_store.hpp>
 
 #include <sqlite3.h>
 
-#include "retry/sqlite_db.hpp"
+#include <sandpool/store/sqlite_db.hpp>
 
 namespace sandpool {
 

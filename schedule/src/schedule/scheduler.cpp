@@ -1,7 +1,7 @@
 // The Scheduler: what fires when, and what a slot's catch_up and overlap policies make of it
 // (docs/schedules.md). Every decision is taken under mu_; every submit and store call is
 // made without it.
-#include <sandpool/scheduler.hpp>
+#include <sandpool/schedule/scheduler.hpp>
 
 #include <algorithm>
 #include <cctype>

@@ -1,7 +1,7 @@
 // The zone seam's shared arithmetic (civil time from an offset, DST resolution) and its two
 // built-in zones (the named ones: zone_database.cpp). Calendar arithmetic is std::chrono's
 // (proleptic Gregorian), never the C library's.
-#include <sandpool/time_zone.hpp>
+#include <sandpool/schedule/time_zone.hpp>
 
 #include <time.h>
 

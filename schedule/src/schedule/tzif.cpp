@@ -1,6 +1,6 @@
 // The TZif reader: headers, the data block of the file's version and the footer, each count
 // checked against the bytes present before it is used (RFC 8536 section 3).
-#include <sandpool/tzif.hpp>
+#include <sandpool/schedule/tzif.hpp>
 
 #include <algorithm>
 #include <string>

@@ -11,10 +11,10 @@
 #include <cstdlib>
 #include <string>
 
-#include <sandpool/posix_call.hpp>
-#include <sandpool/time_zone.hpp>
-#include <sandpool/tzif.hpp>
-#include <sandpool/unique_fd.hpp>
+#include <sandpool/base/posix_call.hpp>
+#include <sandpool/base/unique_fd.hpp>
+#include <sandpool/schedule/time_zone.hpp>
+#include <sandpool/schedule/tzif.hpp>
 
 namespace sandpool {
 

@@ -1,4 +1,4 @@
-#include "poold/ack_gate.hpp"
+#include <sandpool/service/ack_gate.hpp>
 
 #include <algorithm>
 

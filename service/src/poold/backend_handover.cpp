@@ -4,7 +4,7 @@
 
 #include <chrono>
 
-#include <sandpool/wall_clock.hpp>
+#include <sandpool/base/wall_clock.hpp>
 
 namespace sandpool::poold {
 namespace {

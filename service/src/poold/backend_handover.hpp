@@ -4,11 +4,11 @@
 
 #include <spdlog/logger.h>
 
-#include <sandpool/config.hpp>
-#include <sandpool/status.hpp>
-#include <sandpool/task_journal.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/config/config.hpp>
+#include <sandpool/store/task_journal.hpp>
 
-#include "poold/redis_pools.hpp"
+#include <sandpool/service/redis_pools.hpp>
 
 namespace sandpool::poold {
 

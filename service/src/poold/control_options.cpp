@@ -1,4 +1,4 @@
-#include "poold/control_options.hpp"
+#include <sandpool/service/control_options.hpp>
 
 #include <grp.h>
 #include <pwd.h>

@@ -1,13 +1,13 @@
-#include "poold/event_hub.hpp"
+#include <sandpool/service/event_hub.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <optional>
 #include <utility>
 
-#include <sandpool/thread_name.hpp>
+#include <sandpool/base/thread_name.hpp>
 
-#include "control/op_json.hpp"
+#include <sandpool/control/op_json.hpp>
 
 namespace sandpool::poold {
 namespace {

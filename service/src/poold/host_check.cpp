@@ -1,4 +1,4 @@
-#include "poold/host_check.hpp"
+#include <sandpool/service/host_check.hpp>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -7,11 +7,11 @@
 #include <cerrno>
 #include <cstring>
 
+#include <sandpool/base/unique_fd.hpp>
 #include <sandpool/sandbox/privileges.hpp>
-#include <sandpool/unique_fd.hpp>
 
-#include "poold/control_options.hpp"
-#include "poold/service.hpp"
+#include <sandpool/service/control_options.hpp>
+#include <sandpool/service/service.hpp>
 
 namespace sandpool::poold {
 namespace {

@@ -1,4 +1,4 @@
-#include "poold/idempotency.hpp"
+#include <sandpool/service/idempotency.hpp>
 
 namespace sandpool::poold {
 namespace {

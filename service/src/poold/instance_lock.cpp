@@ -1,4 +1,4 @@
-#include "poold/instance_lock.hpp"
+#include <sandpool/service/instance_lock.hpp>
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -9,7 +9,7 @@
 #include <charconv>
 #include <filesystem>
 
-#include <sandpool/posix_call.hpp>
+#include <sandpool/base/posix_call.hpp>
 
 namespace sandpool::poold {
 namespace {

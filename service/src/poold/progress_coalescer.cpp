@@ -1,10 +1,10 @@
-#include "poold/progress_coalescer.hpp"
+#include <sandpool/service/progress_coalescer.hpp>
 
 #include <utility>
 
-#include <sandpool/thread_name.hpp>
+#include <sandpool/base/thread_name.hpp>
 
-#include "control/op_json.hpp"
+#include <sandpool/control/op_json.hpp>
 
 namespace sandpool::poold {
 

@@ -1,5 +1,5 @@
 // RedisPools (redis_pools.hpp): the feeders, the request paths and the waits of the Redis pools.
-#include "poold/redis_pools.hpp"
+#include <sandpool/service/redis_pools.hpp>
 
 #include <unistd.h>
 
@@ -11,9 +11,9 @@
 
 #include <spdlog/logger.h>
 #include <nlohmann/json.hpp>
-#include <sandpool/secret_file.hpp>
-#include <sandpool/thread_name.hpp>
-#include <sandpool/wall_clock.hpp>
+#include <sandpool/base/secret_file.hpp>
+#include <sandpool/base/thread_name.hpp>
+#include <sandpool/base/wall_clock.hpp>
 
 namespace sandpool::poold {
 namespace {

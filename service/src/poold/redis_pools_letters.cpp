@@ -3,9 +3,9 @@
 #include <chrono>
 #include <utility>
 
-#include <sandpool/wall_clock.hpp>
+#include <sandpool/base/wall_clock.hpp>
 
-#include "poold/redis_pools.hpp"
+#include <sandpool/service/redis_pools.hpp>
 
 namespace sandpool::poold {
 namespace {

@@ -1,13 +1,13 @@
-#include "poold/schedule_clock.hpp"
+#include <sandpool/service/schedule_clock.hpp>
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cctype>
 
-#include <sandpool/posix_call.hpp>
-#include <sandpool/unique_fd.hpp>
-#include <sandpool/wall_clock.hpp>
+#include <sandpool/base/posix_call.hpp>
+#include <sandpool/base/unique_fd.hpp>
+#include <sandpool/base/wall_clock.hpp>
 
 namespace sandpool::poold {
 

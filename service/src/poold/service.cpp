@@ -1,6 +1,6 @@
 // Service: construction, the pools and routing (the dispatch of control requests:
 // service_dispatch.cpp).
-#include "poold/service.hpp"
+#include <sandpool/service/service.hpp>
 
 #include <spdlog/logger.h>
 
@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <utility>
 
-#include <sandpool/thread_name.hpp>
-#include <sandpool/wall_clock.hpp>
+#include <sandpool/base/thread_name.hpp>
+#include <sandpool/base/wall_clock.hpp>
 
 #include "poold/backend_handover.hpp"
 

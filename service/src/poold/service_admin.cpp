@@ -8,11 +8,11 @@
 #include <string>
 #include <utility>
 
-#include <sandpool/pool_metrics.hpp>
+#include <sandpool/pool/pool_metrics.hpp>
 
-#include "control/frame_codec.hpp"
-#include "poold/service.hpp"
-#include "supervision/proc_stats.hpp"
+#include <sandpool/control/frame_codec.hpp>
+#include <sandpool/pool/proc_stats.hpp>
+#include <sandpool/service/service.hpp>
 
 namespace sandpool::poold {
 namespace {

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <utility>
 
-#include "poold/service.hpp"
+#include <sandpool/service/service.hpp>
 
 namespace sandpool::poold {
 

@@ -4,7 +4,7 @@
 #include <charconv>
 #include <utility>
 
-#include "poold/service.hpp"
+#include <sandpool/service/service.hpp>
 
 namespace sandpool::poold {
 namespace {

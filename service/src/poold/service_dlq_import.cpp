@@ -3,9 +3,9 @@
 // the journal holds, are skipped (docs/dead-letters.md, "Importing a spill file").
 #include <spdlog/spdlog.h>
 
-#include <sandpool/dead_letter_file.hpp>
+#include <sandpool/store/dead_letter_file.hpp>
 
-#include "poold/service.hpp"
+#include <sandpool/service/service.hpp>
 
 namespace sandpool::poold {
 

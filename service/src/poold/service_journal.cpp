@@ -7,10 +7,10 @@
 #include <set>
 #include <utility>
 
-#include <sandpool/task_journal.hpp>
-#include <sandpool/wall_clock.hpp>
+#include <sandpool/base/wall_clock.hpp>
+#include <sandpool/store/task_journal.hpp>
 
-#include "poold/service.hpp"
+#include <sandpool/service/service.hpp>
 
 namespace sandpool::poold {
 namespace {

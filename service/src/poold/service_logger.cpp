@@ -1,4 +1,4 @@
-#include "poold/service_logger.hpp"
+#include <sandpool/service/service_logger.hpp>
 
 #include <spdlog/logger.h>
 #include <spdlog/pattern_formatter.h>

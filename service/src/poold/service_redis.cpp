@@ -5,8 +5,8 @@
 #include <map>
 #include <utility>
 
-#include "control/wire_errors.hpp"
-#include "poold/service.hpp"
+#include <sandpool/control/wire_errors.hpp>
+#include <sandpool/service/service.hpp>
 
 namespace sandpool::poold {
 namespace {

@@ -5,9 +5,9 @@
 #include <future>
 #include <utility>
 
-#include "poold/service.hpp"
+#include <sandpool/service/service.hpp>
 
-#include <sandpool/thread_name.hpp>
+#include <sandpool/base/thread_name.hpp>
 
 namespace sandpool::poold {
 namespace {

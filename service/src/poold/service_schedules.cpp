@@ -8,11 +8,11 @@
 #include <set>
 
 #include <spdlog/spdlog.h>
-#include <sandpool/schedule_store.hpp>
-#include <sandpool/thread_name.hpp>
+#include <sandpool/base/thread_name.hpp>
+#include <sandpool/schedule/schedule_store.hpp>
 
-#include "control/op_json.hpp"
-#include "poold/service.hpp"
+#include <sandpool/control/op_json.hpp>
+#include <sandpool/service/service.hpp>
 
 namespace sandpool::poold {
 

@@ -5,10 +5,10 @@
 #include <optional>
 #include <utility>
 
-#include <sandpool/log_text.hpp>
+#include <sandpool/base/log_text.hpp>
 
-#include "control/wire_errors.hpp"
-#include "poold/service.hpp"
+#include <sandpool/control/wire_errors.hpp>
+#include <sandpool/service/service.hpp>
 
 namespace sandpool::poold {
 namespace {

@@ -2,7 +2,7 @@
 // wait's own timeout passes first (docs/protocol.md, "Operations").
 #include <utility>
 
-#include "poold/service.hpp"
+#include <sandpool/service/service.hpp>
 
 namespace sandpool::poold {
 

@@ -1,4 +1,4 @@
-#include "poold/signal_watcher.hpp"
+#include <sandpool/service/signal_watcher.hpp>
 
 #include <poll.h>
 #include <sys/signalfd.h>
@@ -9,7 +9,7 @@
 #include <climits>
 #include <string>
 
-#include <sandpool/posix_call.hpp>
+#include <sandpool/base/posix_call.hpp>
 
 namespace sandpool::poold {
 

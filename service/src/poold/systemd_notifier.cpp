@@ -1,4 +1,4 @@
-#include "poold/systemd_notifier.hpp"
+#include <sandpool/service/systemd_notifier.hpp>
 
 #include <systemd/sd-daemon.h>
 #include <time.h>

@@ -1,8 +1,8 @@
-#include "poold/wait_deadlines.hpp"
+#include <sandpool/service/wait_deadlines.hpp>
 
 #include <vector>
 
-#include <sandpool/thread_name.hpp>
+#include <sandpool/base/thread_name.hpp>
 
 namespace sandpool::poold {
 

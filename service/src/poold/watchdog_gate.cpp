@@ -1,4 +1,4 @@
-#include "poold/watchdog_gate.hpp"
+#include <sandpool/service/watchdog_gate.hpp>
 
 #include <cstdio>
 

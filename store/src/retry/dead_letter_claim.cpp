@@ -1,12 +1,12 @@
 // DeadLetterStore::claim and restore: a replay takes its letter out of the store in one
 // transaction before it submits the task, so of two replays of one letter exactly one gets
 // it; a replay whose submit is refused puts the letter back as it was.
-#include <sandpool/dead_letters.hpp>
+#include <sandpool/store/dead_letters.hpp>
 
 #include <sqlite3.h>
 
+#include <sandpool/store/sqlite_db.hpp>
 #include "retry/dead_letter_rows.hpp"
-#include "retry/sqlite_db.hpp"
 
 namespace sandpool {
 namespace {

@@ -1,4 +1,4 @@
-#include <sandpool/dead_letter_file.hpp>
+#include <sandpool/store/dead_letter_file.hpp>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,8 +12,8 @@
 #include <optional>
 #include <utility>
 
-#include <sandpool/posix_call.hpp>
-#include <sandpool/unique_fd.hpp>
+#include <sandpool/base/posix_call.hpp>
+#include <sandpool/base/unique_fd.hpp>
 
 namespace sandpool::dead_letter_file {
 namespace {

@@ -12,10 +12,10 @@
 #include <string_view>
 #include <vector>
 
-#include <sandpool/dead_letters.hpp>
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/store/dead_letters.hpp>
 
-#include "retry/sqlite_db.hpp"
+#include <sandpool/store/sqlite_db.hpp>
 
 namespace sandpool::dead_letter_rows {
 

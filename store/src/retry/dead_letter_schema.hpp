@@ -2,9 +2,9 @@
 // keep the two in step). PRAGMA user_version holds the schema version.
 #pragma once
 
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
 
-#include "retry/sqlite_db.hpp"
+#include <sandpool/store/sqlite_db.hpp>
 
 namespace sandpool::dead_letter_schema {
 

@@ -3,8 +3,8 @@
 // (dead_letter_file.hpp), and every letter's receipt reaches its on_written.
 #include <spdlog/spdlog.h>
 
-#include <sandpool/dead_letter_file.hpp>
-#include <sandpool/dead_letters.hpp>
+#include <sandpool/store/dead_letter_file.hpp>
+#include <sandpool/store/dead_letters.hpp>
 
 namespace sandpool {
 namespace {

@@ -1,4 +1,4 @@
-#include <sandpool/dead_letters.hpp>
+#include <sandpool/store/dead_letters.hpp>
 
 #include <fcntl.h>
 #include <sqlite3.h>
@@ -7,15 +7,15 @@
 #include <spdlog/spdlog.h>
 #include <algorithm>
 
-#include <sandpool/posix_call.hpp>
-#include <sandpool/thread_name.hpp>
-#include <sandpool/unique_fd.hpp>
+#include <sandpool/base/posix_call.hpp>
+#include <sandpool/base/thread_name.hpp>
+#include <sandpool/base/unique_fd.hpp>
 
-#include <sandpool/task_journal.hpp>
+#include <sandpool/store/sqlite_db.hpp>
+#include <sandpool/store/task_journal.hpp>
 #include "retry/dead_letter_rows.hpp"
 #include "retry/dead_letter_schema.hpp"
 #include "retry/enum_names.hpp"
-#include "retry/sqlite_db.hpp"
 
 namespace sandpool {
 namespace {

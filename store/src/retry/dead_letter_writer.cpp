@@ -6,11 +6,11 @@
 #include <spdlog/spdlog.h>
 #include <algorithm>
 
-#include <sandpool/dead_letters.hpp>
-#include <sandpool/task_journal.hpp>
+#include <sandpool/store/dead_letters.hpp>
+#include <sandpool/store/task_journal.hpp>
 
+#include <sandpool/store/sqlite_db.hpp>
 #include "retry/dead_letter_rows.hpp"
-#include "retry/sqlite_db.hpp"
 #include "retry/write_failure.hpp"
 
 namespace sandpool {

@@ -4,7 +4,7 @@
 #include <optional>
 #include <string_view>
 
-#include <sandpool/task.hpp>
+#include <sandpool/task/task.hpp>
 
 namespace sandpool {
 

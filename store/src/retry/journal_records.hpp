@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
+#include <sandpool/base/status.hpp>
 #include <sandpool/ipc/byte_archive.hpp>
-#include <sandpool/status.hpp>
-#include <sandpool/task_journal.hpp>
+#include <sandpool/store/task_journal.hpp>
 
 namespace sandpool::journal_log {
 

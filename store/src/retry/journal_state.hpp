@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include <sandpool/task_journal.hpp>
+#include <sandpool/store/task_journal.hpp>
 
 #include "retry/journal_records.hpp"
 

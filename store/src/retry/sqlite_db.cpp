@@ -1,4 +1,4 @@
-#include "retry/sqlite_db.hpp"
+#include <sandpool/store/sqlite_db.hpp>
 
 #include <sqlite3.h>
 

@@ -1,6 +1,6 @@
 // TaskJournal's callers' side: queueing writes for the store's writer thread, flush, stats,
 // and close (docs/journal.md).
-#include <sandpool/task_journal.hpp>
+#include <sandpool/store/task_journal.hpp>
 
 #include <sys/stat.h>
 
@@ -9,10 +9,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include <sandpool/thread_name.hpp>
+#include <sandpool/base/thread_name.hpp>
 
+#include <sandpool/store/sqlite_db.hpp>
 #include "retry/journal_state.hpp"
-#include "retry/sqlite_db.hpp"
 #include "retry/task_journal_write.hpp"
 #include "retry/wal_checkpointer.hpp"
 

@@ -7,9 +7,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include <sandpool/task_journal.hpp>
+#include <sandpool/store/task_journal.hpp>
 
-#include "retry/sqlite_db.hpp"
+#include <sandpool/store/sqlite_db.hpp>
 #include "retry/task_journal_write.hpp"
 
 namespace sandpool {

@@ -8,10 +8,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include <sandpool/task_journal.hpp>
+#include <sandpool/store/task_journal.hpp>
 
+#include <sandpool/store/sqlite_db.hpp>
 #include "retry/journal_state.hpp"
-#include "retry/sqlite_db.hpp"
 #include "retry/task_journal_write.hpp"
 
 namespace sandpool {

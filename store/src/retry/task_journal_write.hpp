@@ -8,7 +8,7 @@
 #include <optional>
 #include <vector>
 
-#include <sandpool/task_journal.hpp>
+#include <sandpool/store/task_journal.hpp>
 
 #include "retry/id_table.hpp"
 #include "retry/journal_records.hpp"

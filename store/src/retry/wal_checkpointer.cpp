@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include <sandpool/thread_name.hpp>
+#include <sandpool/base/thread_name.hpp>
 
 namespace sandpool::sqlite {
 

@@ -19,7 +19,7 @@
 #include <string>
 #include <thread>
 
-#include "retry/sqlite_db.hpp"
+#include <sandpool/store/sqlite_db.hpp>
 
 namespace sandpool::sqlite {
 

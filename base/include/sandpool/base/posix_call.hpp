@@ -7,7 +7,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
 
 namespace sandpool {
 

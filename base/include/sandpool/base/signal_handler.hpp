@@ -8,8 +8,8 @@
 #include <string>
 #include <string_view>
 
-#include <sandpool/posix_call.hpp>
-#include <sandpool/status.hpp>
+#include <sandpool/base/posix_call.hpp>
+#include <sandpool/base/status.hpp>
 
 namespace sandpool {
 

@@ -12,11 +12,11 @@
 #include <string_view>
 #include <vector>
 
-#include <sandpool/pool_options.hpp>
-#include <sandpool/rights.hpp>
-#include <sandpool/scheduler.hpp>
-#include <sandpool/status.hpp>
-#include <sandpool/task_journal_options.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/control/rights.hpp>
+#include <sandpool/pool/pool_options.hpp>
+#include <sandpool/schedule/scheduler.hpp>
+#include <sandpool/store/task_journal_options.hpp>
 
 namespace sandpool {
 

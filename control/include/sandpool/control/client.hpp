@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include <sandpool/control_ops.hpp>
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/control/control_ops.hpp>
 
 namespace sandpool {
 

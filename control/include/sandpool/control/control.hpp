@@ -14,8 +14,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <sandpool/rights.hpp>
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/control/rights.hpp>
 
 namespace sandpool {
 

@@ -18,13 +18,13 @@
 #include <string_view>
 #include <type_traits>
 
-#include <sandpool/ops/admin.hpp>
-#include <sandpool/ops/dead_letters.hpp>
-#include <sandpool/ops/op_info.hpp>
-#include <sandpool/ops/pool_controls.hpp>
-#include <sandpool/ops/reads.hpp>
-#include <sandpool/ops/schedules.hpp>
-#include <sandpool/ops/tasks.hpp>
+#include <sandpool/control/ops/admin.hpp>
+#include <sandpool/control/ops/dead_letters.hpp>
+#include <sandpool/control/ops/op_info.hpp>
+#include <sandpool/control/ops/pool_controls.hpp>
+#include <sandpool/control/ops/reads.hpp>
+#include <sandpool/control/ops/schedules.hpp>
+#include <sandpool/control/ops/tasks.hpp>
 
 namespace sandpool::ops {
 

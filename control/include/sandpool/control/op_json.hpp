@@ -14,8 +14,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <sandpool/control_ops.hpp>
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/control/control_ops.hpp>
 
 namespace sandpool::ops {
 

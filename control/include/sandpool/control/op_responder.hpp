@@ -7,9 +7,9 @@
 #include <string>
 #include <utility>
 
-#include <sandpool/control.hpp>
+#include <sandpool/control/control.hpp>
 
-#include "control/op_json.hpp"
+#include <sandpool/control/op_json.hpp>
 
 namespace sandpool {
 

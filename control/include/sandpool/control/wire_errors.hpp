@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
 
 namespace sandpool::control {
 

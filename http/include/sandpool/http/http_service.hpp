@@ -12,12 +12,12 @@
 #include <memory>
 #include <string>
 
-#include <sandpool/config.hpp>
-#include <sandpool/control.hpp>
-#include <sandpool/metrics.hpp>
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/config/config.hpp>
+#include <sandpool/control/control.hpp>
+#include <sandpool/metrics/metrics.hpp>
 
-#include "metrics/http_server.hpp"
+#include <sandpool/metrics/http_server.hpp>
 
 namespace sandpool::http {
 

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
 
 namespace sandpool::ipc {
 

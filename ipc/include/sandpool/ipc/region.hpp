@@ -5,10 +5,10 @@
 #include <cstdint>
 #include <string_view>
 
+#include <sandpool/base/status.hpp>
+#include <sandpool/base/unique_fd.hpp>
 #include <sandpool/ipc/layout.hpp>
 #include <sandpool/ipc/ring.hpp>
-#include <sandpool/status.hpp>
-#include <sandpool/unique_fd.hpp>
 
 namespace sandpool::ipc {
 

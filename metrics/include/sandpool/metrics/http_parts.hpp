@@ -6,9 +6,9 @@
 #include <string>
 #include <string_view>
 
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
 
-#include "metrics/http_server.hpp"
+#include <sandpool/metrics/http_server.hpp>
 
 namespace sandpool::http_parts {
 

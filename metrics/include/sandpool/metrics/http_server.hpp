@@ -31,7 +31,7 @@
 #include <utility>
 #include <vector>
 
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
 
 namespace sandpool {
 

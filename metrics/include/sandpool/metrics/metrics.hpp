@@ -10,10 +10,10 @@
 #include <string_view>
 #include <vector>
 
-#include <sandpool/dead_letters.hpp>
-#include <sandpool/pool_metrics.hpp>
-#include <sandpool/status.hpp>
-#include <sandpool/task_journal.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/pool/pool_metrics.hpp>
+#include <sandpool/store/dead_letters.hpp>
+#include <sandpool/store/task_journal.hpp>
 
 namespace sandpool {
 

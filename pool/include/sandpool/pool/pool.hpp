@@ -16,9 +16,9 @@
 #include <string_view>
 #include <vector>
 
-#include <sandpool/pool_options.hpp>
-#include <sandpool/status.hpp>
-#include <sandpool/task.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/pool/pool_options.hpp>
+#include <sandpool/task/task.hpp>
 
 namespace sandpool {
 

@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include <sandpool/pool.hpp>
-#include <sandpool/task.hpp>
+#include <sandpool/pool/pool.hpp>
+#include <sandpool/task/task.hpp>
 
 namespace sandpool {
 

@@ -12,10 +12,10 @@
 #include <string_view>
 #include <vector>
 
-#include <sandpool/dispatch_function.hpp>
+#include <sandpool/pool/dispatch_function.hpp>
 #include <sandpool/sandbox/policy.hpp>
 #include <sandpool/sandbox/privileges.hpp>
-#include <sandpool/task.hpp>
+#include <sandpool/task/task.hpp>
 
 namespace spdlog {
 class logger;

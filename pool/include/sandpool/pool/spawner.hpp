@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
+#include <sandpool/base/status.hpp>
+#include <sandpool/base/unique_fd.hpp>
 #include <sandpool/sandbox/namespaces.hpp>
-#include <sandpool/status.hpp>
-#include <sandpool/unique_fd.hpp>
 
 namespace spdlog {
 class logger;

@@ -21,7 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
 
 struct redisContext;
 

@@ -30,12 +30,12 @@
 #include <string>
 #include <thread>
 
-#include <sandpool/pool.hpp>
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/pool/pool.hpp>
 
-#include "redis/redis_client.hpp"
-#include "redis/task_stream.hpp"
-#include "redis/unwritten_ends.hpp"
+#include <sandpool/redis/redis_client.hpp>
+#include <sandpool/redis/task_stream.hpp>
+#include <sandpool/redis/unwritten_ends.hpp>
 
 namespace sandpool::redis {
 

@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
 
-#include "redis/redis_client.hpp"
+#include <sandpool/redis/redis_client.hpp>
 
 namespace sandpool::redis {
 

@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include <sandpool/status.hpp>
-#include <sandpool/task.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/task/task.hpp>
 
-#include "redis/task_stream.hpp"
+#include <sandpool/redis/task_stream.hpp>
 
 namespace sandpool::redis {
 

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
+#include <sandpool/base/status.hpp>
 #include <sandpool/sandbox/policy.hpp>
-#include <sandpool/status.hpp>
 
 namespace sandpool::sandbox {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include <sandpool/base/status.hpp>
 #include <sandpool/sandbox/policy.hpp>
-#include <sandpool/status.hpp>
 
 namespace sandpool::sandbox {
 

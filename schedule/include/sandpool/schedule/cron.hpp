@@ -11,8 +11,8 @@
 #include <string>
 #include <string_view>
 
-#include <sandpool/status.hpp>
-#include <sandpool/time_zone.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/schedule/time_zone.hpp>
 
 namespace sandpool {
 

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
 
 namespace sandpool {
 

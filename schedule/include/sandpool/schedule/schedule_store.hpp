@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include <sandpool/scheduler.hpp>
+#include <sandpool/schedule/scheduler.hpp>
 
 namespace sandpool {
 

@@ -22,10 +22,10 @@
 #include <string_view>
 #include <vector>
 
-#include <sandpool/cron.hpp>
-#include <sandpool/ops/tasks.hpp>
-#include <sandpool/status.hpp>
-#include <sandpool/time_zone.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/control/ops/tasks.hpp>
+#include <sandpool/schedule/cron.hpp>
+#include <sandpool/schedule/time_zone.hpp>
 
 namespace sandpool {
 

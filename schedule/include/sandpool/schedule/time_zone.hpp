@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
 
 namespace sandpool {
 

@@ -18,8 +18,8 @@
 #include <string_view>
 #include <vector>
 
-#include <sandpool/posix_tz.hpp>
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/schedule/posix_tz.hpp>
 
 namespace sandpool {
 

@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
 
 namespace sandpool::poold {
 

@@ -3,9 +3,9 @@
 // every check, so a name that does not exist is an error, not a silent no-op).
 #pragma once
 
-#include <sandpool/config.hpp>
-#include <sandpool/control.hpp>
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/config/config.hpp>
+#include <sandpool/control/control.hpp>
 
 namespace sandpool::poold {
 

@@ -19,9 +19,9 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <sandpool/control.hpp>
-#include <sandpool/control_ops.hpp>
-#include <sandpool/pool.hpp>
+#include <sandpool/control/control.hpp>
+#include <sandpool/control/control_ops.hpp>
+#include <sandpool/pool/pool.hpp>
 
 namespace sandpool::poold {
 

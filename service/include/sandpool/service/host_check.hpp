@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include <sandpool/config.hpp>
+#include <sandpool/config/config.hpp>
 
 namespace sandpool::poold {
 

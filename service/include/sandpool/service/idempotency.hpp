@@ -18,7 +18,7 @@
 #include <string>
 #include <unordered_map>
 
-#include <sandpool/task.hpp>
+#include <sandpool/task/task.hpp>
 
 namespace sandpool::poold {
 

@@ -7,8 +7,8 @@
 
 #include <string>
 
-#include <sandpool/status.hpp>
-#include <sandpool/unique_fd.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/base/unique_fd.hpp>
 
 namespace sandpool::poold {
 

@@ -14,8 +14,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include <sandpool/busy_clock.hpp>
-#include <sandpool/thread_name.hpp>
+#include <sandpool/base/busy_clock.hpp>
+#include <sandpool/base/thread_name.hpp>
 
 namespace sandpool::poold {
 

@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include <sandpool/control.hpp>
+#include <sandpool/control/control.hpp>
 
 namespace sandpool::poold {
 

@@ -34,15 +34,15 @@
 #include <thread>
 #include <vector>
 
-#include <sandpool/config.hpp>
-#include <sandpool/dead_letters.hpp>
-#include <sandpool/ops/reads.hpp>
-#include <sandpool/pool.hpp>
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/config/config.hpp>
+#include <sandpool/control/ops/reads.hpp>
+#include <sandpool/pool/pool.hpp>
+#include <sandpool/store/dead_letters.hpp>
 
-#include "redis/redis_client.hpp"
-#include "redis/redis_feeder.hpp"
-#include "redis/task_stream.hpp"
+#include <sandpool/redis/redis_client.hpp>
+#include <sandpool/redis/redis_feeder.hpp>
+#include <sandpool/redis/task_stream.hpp>
 
 namespace spdlog {
 class logger;

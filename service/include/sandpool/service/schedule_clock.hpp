@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include <sandpool/scheduler.hpp>
+#include <sandpool/schedule/scheduler.hpp>
 
 namespace sandpool::poold {
 

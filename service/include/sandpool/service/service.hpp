@@ -45,27 +45,27 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <sandpool/config.hpp>
-#include <sandpool/control.hpp>
-#include <sandpool/control_ops.hpp>
-#include <sandpool/dead_letters.hpp>
-#include <sandpool/metrics.hpp>
-#include <sandpool/pool.hpp>
-#include <sandpool/pool_metrics.hpp>
-#include <sandpool/schedule_store.hpp>
-#include <sandpool/scheduler.hpp>
-#include <sandpool/task_journal.hpp>
+#include <sandpool/config/config.hpp>
+#include <sandpool/control/control.hpp>
+#include <sandpool/control/control_ops.hpp>
+#include <sandpool/metrics/metrics.hpp>
+#include <sandpool/pool/pool.hpp>
+#include <sandpool/pool/pool_metrics.hpp>
+#include <sandpool/schedule/schedule_store.hpp>
+#include <sandpool/schedule/scheduler.hpp>
+#include <sandpool/store/dead_letters.hpp>
+#include <sandpool/store/task_journal.hpp>
 
-#include "control/op_responder.hpp"
-#include "poold/ack_gate.hpp"
-#include "poold/event_hub.hpp"
-#include "poold/idempotency.hpp"
-#include "poold/job_thread.hpp"
-#include "poold/progress_coalescer.hpp"
-#include "poold/redis_pools.hpp"
-#include "poold/schedule_clock.hpp"
-#include "poold/wait_deadlines.hpp"
-#include "poold/watchdog_gate.hpp"
+#include <sandpool/control/op_responder.hpp>
+#include <sandpool/service/ack_gate.hpp>
+#include <sandpool/service/event_hub.hpp>
+#include <sandpool/service/idempotency.hpp>
+#include <sandpool/service/job_thread.hpp>
+#include <sandpool/service/progress_coalescer.hpp>
+#include <sandpool/service/redis_pools.hpp>
+#include <sandpool/service/schedule_clock.hpp>
+#include <sandpool/service/wait_deadlines.hpp>
+#include <sandpool/service/watchdog_gate.hpp>
 
 namespace spdlog {
 class logger;

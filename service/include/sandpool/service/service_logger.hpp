@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include <sandpool/config.hpp>
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/config/config.hpp>
 
 namespace spdlog {
 class logger;

@@ -9,8 +9,8 @@
 #include <initializer_list>
 #include <optional>
 
-#include <sandpool/status.hpp>
-#include <sandpool/unique_fd.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/base/unique_fd.hpp>
 
 namespace sandpool::poold {
 

@@ -16,8 +16,8 @@
 #include <string_view>
 #include <vector>
 
-#include <sandpool/dead_letters.hpp>
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/store/dead_letters.hpp>
 
 namespace sandpool::dead_letter_file {
 

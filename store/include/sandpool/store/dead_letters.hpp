@@ -30,10 +30,10 @@
 #include <thread>
 #include <vector>
 
-#include <sandpool/pool.hpp>
-#include <sandpool/status.hpp>
-#include <sandpool/task.hpp>
-#include <sandpool/task_journal_options.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/pool/pool.hpp>
+#include <sandpool/store/task_journal_options.hpp>
+#include <sandpool/task/task.hpp>
 
 namespace spdlog {
 class logger;

@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include <sandpool/status.hpp>
+#include <sandpool/base/status.hpp>
 
 struct sqlite3;
 struct sqlite3_stmt;

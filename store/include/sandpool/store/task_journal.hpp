@@ -53,10 +53,10 @@
 #include <thread>
 #include <vector>
 
-#include <sandpool/dead_letters.hpp>
-#include <sandpool/status.hpp>
-#include <sandpool/task.hpp>
-#include <sandpool/task_journal_options.hpp>
+#include <sandpool/base/status.hpp>
+#include <sandpool/store/dead_letters.hpp>
+#include <sandpool/store/task_journal_options.hpp>
+#include <sandpool/task/task.hpp>
 
 namespace sandpool {
 namespace sqlite {

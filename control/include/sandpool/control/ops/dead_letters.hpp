@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include <sandpool/ops/op_info.hpp>
-#include <sandpool/ops/tasks.hpp>
+#include <sandpool/control/ops/op_info.hpp>
+#include <sandpool/control/ops/tasks.hpp>
 
 namespace sandpool::ops {
 

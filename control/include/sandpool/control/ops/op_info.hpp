@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include <sandpool/rights.hpp>
+#include <sandpool/control/rights.hpp>
 
 namespace sandpool::ops {
 

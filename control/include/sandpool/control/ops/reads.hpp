@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include <sandpool/ops/op_info.hpp>
-#include <sandpool/ops/schedules.hpp>
+#include <sandpool/control/ops/op_info.hpp>
+#include <sandpool/control/ops/schedules.hpp>
 
 namespace sandpool::ops {
 

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include <sandpool/ops/op_info.hpp>
+#include <sandpool/control/ops/op_info.hpp>
 
 namespace sandpool::ops {
 
