@@ -1,4 +1,3 @@
-#include <sandpool/pool/pool.hpp>
 #include <sandpool/task/task.hpp>
 
 namespace sandpool {
@@ -79,24 +78,6 @@ std::string_view to_string(CancelReason r) {
       return "user";
     case CancelReason::kShutdown:
       return "shutdown";
-  }
-  return "unknown";
-}
-
-std::string_view to_string(PoolEvent::Kind k) {
-  switch (k) {
-    case PoolEvent::Kind::kWorkerStarted:
-      return "worker_started";
-    case PoolEvent::Kind::kWorkerReady:
-      return "worker_ready";
-    case PoolEvent::Kind::kWorkerExited:
-      return "worker_exited";
-    case PoolEvent::Kind::kAttemptEnded:
-      return "attempt_ended";
-    case PoolEvent::Kind::kTaskEnded:
-      return "task_ended";
-    case PoolEvent::Kind::kScaled:
-      return "scaled";
   }
   return "unknown";
 }

@@ -31,8 +31,8 @@
 #include <vector>
 
 #include <sandpool/base/status.hpp>
-#include <sandpool/pool/pool.hpp>
 #include <sandpool/store/task_journal_options.hpp>
+#include <sandpool/task/submit_options.hpp>
 #include <sandpool/task/task.hpp>
 
 namespace spdlog {
