@@ -1,6 +1,6 @@
 // libFuzzer target: arbitrary bytes as poold's YAML config. The parser must return a result
 // for anything (never crash, hang or throw), and what it accepts must keep the promises of
-// <sandpool/config.hpp>: worker bounds ordered, plugin_config valid JSON within its bounds,
+// <sandpool/config/config.hpp>: worker bounds ordered, plugin_config valid JSON within its bounds,
 // unique pool names, and a mapping to PoolOptions; schedules valid and uniquely named.
 //
 // Seeds: tests/fuzz/config/ (the shipped configs and a few edge cases), read-only.

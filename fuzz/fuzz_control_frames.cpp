@@ -1,6 +1,6 @@
 // libFuzzer target: arbitrary bytes from a control-socket peer into the frame decoder
-// (manager/control/frame_codec.hpp), delivered in arbitrary chunks under an arbitrary
-// frame cap, then each frame's JSON as the server parses it (depth check first).
+// (control/include/sandpool/control/frame_codec.hpp), delivered in arbitrary chunks under an
+// arbitrary frame cap, then each frame's JSON as the server parses it (depth check first).
 //
 // Input layout: [0] chunk size selector (1 << (byte % 17) bytes), [1..2] max_body as
 // u16 little-endian * 64 (0 .. ~4 MiB), then the stream.

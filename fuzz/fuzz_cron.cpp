@@ -1,4 +1,4 @@
-// libFuzzer target: a schedule's cron expression (manager/schedule/cron_expr.cpp), as a config
+// libFuzzer target: a schedule's cron expression (schedule/src/schedule/cron_expr.cpp), as a config
 // file or a control request gives it, and the next-slot search from an arbitrary instant in
 // UTC and in the process zone (whatever TZ the fuzzer runs with).
 //

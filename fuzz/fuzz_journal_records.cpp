@@ -1,5 +1,5 @@
 // libFuzzer target: arbitrary bytes as one body of the task journal's round log
-// (manager/retry/journal_records.hpp), as poold reads every row of its state directory's
+// (store/src/retry/journal_records.hpp), as poold reads every row of its state directory's
 // journal at start. Properties: no crash, no sanitizer error, no read past the body, a failure
 // is kInternal; and every record a body decodes to survives encode (format 2) -> decode
 // unchanged, so that compaction's copies never alter a task.

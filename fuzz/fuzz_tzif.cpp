@@ -1,4 +1,4 @@
-// libFuzzer target: a named zone's TZif file (manager/schedule/tzif.cpp) and the POSIX TZ
+// libFuzzer target: a named zone's TZif file (schedule/src/schedule/tzif.cpp) and the POSIX TZ
 // rule of its footer (posix_tz.cpp), as a hostile file under the zone root would hold them,
 // and the offsets and DST resolution a schedule asks of what parsed.
 //

@@ -1,6 +1,7 @@
-// poolctl speaks the typed operations (<sandpool/control_ops.hpp>) through Client::call<Op>
-// and prints each reply from its JSON form (the one mapping, manager/control/op_json.hpp):
-// as is with --json, or rendered for people (output.hpp), which reads any reply alike.
+// poolctl speaks the typed operations (<sandpool/control/control_ops.hpp>) through Client::call<Op>
+// and prints each reply from its JSON form (the one mapping,
+// control/include/sandpool/control/op_json.hpp): as is with --json, or rendered for people
+// (output.hpp), which reads any reply alike.
 #pragma once
 
 #include <string>

@@ -1,12 +1,13 @@
 // Compiled, never run: the public headers of the control protocol (the operations' types and
 // the Client) bring in no JSON library, so a user of them does not inherit one (the mapping
-// is the control library's own, manager/control/op_json.hpp; the wire-level calls are in the
-// non-public manager/control/raw_client.hpp). The build fails here if that changes.
+// is the control library's own, control/include/sandpool/control/op_json.hpp; the wire-level calls
+// are in the non-public control/src/control/raw_client.hpp). The build fails here if that changes.
 #include <sandpool/control/client.hpp>
 #include <sandpool/control/control_ops.hpp>
 
 #ifdef NLOHMANN_JSON_VERSION_MAJOR
-#error "<sandpool/client.hpp> and <sandpool/control_ops.hpp> must not include nlohmann/json"
+#error \
+    "<sandpool/control/client.hpp> and <sandpool/control/control_ops.hpp> must not include nlohmann/json"
 #endif
 
 namespace sandpool::ops {

@@ -1,4 +1,4 @@
-// The operations' table and their JSON mapping (<sandpool/control_ops.hpp>,
+// The operations' table and their JSON mapping (<sandpool/control/control_ops.hpp>,
 // control/op_json.hpp): what the server decodes is what the client encodes, and a malformed
 // argument is refused naming the field.
 #include <catch2/catch.hpp>

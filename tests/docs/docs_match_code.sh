@@ -8,7 +8,7 @@
 #     draws that error again is a section and is walked in turn;
 #   - poolctl commands: the real `poolctl --help` and `poolctl dlq --help`;
 #   - control operations and the rights each needs: the table the server and poold dispatch
-#     by (<sandpool/control_ops.hpp>), printed by the control_op_names program.
+#     by (<sandpool/control/control_ops.hpp>), printed by the control_op_names program.
 # Documented means: a row of the key tables under "## service" / "## pools" of
 # docs/configuration.md (`socket.path`, `allow[].user`, `limits.memory`), a command row or
 # synopsis under "## Commands" of docs/poolctl.md, a row of the table under "### Operations"

@@ -1,5 +1,5 @@
 // Prints the control protocol's operations, one "NAME RIGHTS" line each, from the table the
-// server and poold dispatch by (<sandpool/control_ops.hpp>): what docs_match_code.sh holds
+// server and poold dispatch by (<sandpool/control/control_ops.hpp>): what docs_match_code.sh holds
 // docs/protocol.md's table of operations against.
 #include <iostream>
 

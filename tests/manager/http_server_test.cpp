@@ -1,6 +1,6 @@
-// The HTTP server poold's listener runs on (manager/metrics/http_server.hpp), in-process with
-// real sockets: its pure parts (percent-decoding, UTF-8, targets), then what it bounds before
-// a handler runs, and that nothing a handler throws ends it.
+// The HTTP server poold's listener runs on (metrics/include/sandpool/metrics/http_server.hpp),
+// in-process with real sockets: its pure parts (percent-decoding, UTF-8, targets), then what it
+// bounds before a handler runs, and that nothing a handler throws ends it.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>

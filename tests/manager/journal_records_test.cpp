@@ -1,4 +1,4 @@
-// The round log's record codec (manager/retry/journal_records.cpp): format 2 round-trips every
+// The round log's record codec (store/src/retry/journal_records.cpp): format 2 round-trips every
 // field, stays small for a typical task, still reads format 1 bodies, and refuses a damaged
 // body without reading past it.
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// install_unblocked_handler (base/include/sandpool/signal_handler.hpp), which the worker
+// install_unblocked_handler (base/include/sandpool/base/signal_handler.hpp), which the worker
 // host's SIGSYS and backtrace reporters both use: in a forked child, so the test process
 // keeps its own dispositions and mask.
 #include <catch2/catch.hpp>

@@ -1,5 +1,5 @@
 """Every operation of the control protocol (docs/protocol.md, "Operations"; the C++ list is
-`ops::AllOps` in <sandpool/control_ops.hpp>), defined once for both clients.
+`ops::AllOps` in <sandpool/control/control_ops.hpp>), defined once for both clients.
 
 OPERATIONS has one row per operation: its wire name, the clients' method for it and the rights
 it needs. Most rows also carry the method's definition: a function with the method's

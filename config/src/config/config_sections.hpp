@@ -1,4 +1,4 @@
-// The schema of poold's YAML, one reader per section. Private to manager/config; each
+// The schema of poold's YAML, one reader per section. Private to config/src/config; each
 // reader records problems in the ConfigErrors behind its MapReader and never throws.
 #pragma once
 

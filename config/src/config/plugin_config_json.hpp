@@ -1,5 +1,5 @@
 // plugin_config: the YAML a pool hands its plugin, converted to the JSON text that
-// sp_plugin_init receives. Private to manager/config.
+// sp_plugin_init receives. Private to config/src/config.
 #pragma once
 
 #include <cstddef>

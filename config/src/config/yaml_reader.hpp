@@ -1,5 +1,5 @@
 // Typed, position-aware reading of YAML mappings for the config parser. Private to
-// manager/config. Nothing here throws: problems are collected in ConfigErrors with the key
+// config/src/config. Nothing here throws: problems are collected in ConfigErrors with the key
 // path and the 1-based line and column of the offending node.
 #pragma once
 

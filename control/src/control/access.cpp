@@ -1,5 +1,5 @@
 // Rights: who may connect (the allow-list) and what each operation needs (the table of
-// operations in <sandpool/control_ops.hpp>).
+// operations in <sandpool/control/control_ops.hpp>).
 #include <algorithm>
 #include <optional>
 #include <string_view>

@@ -1,5 +1,5 @@
 // The Client at the wire's level: any operation name, JSON arguments and replies as they
-// travel. Not public (<sandpool/client.hpp> has no JSON type): the typed Client is built on
+// travel. Not public (<sandpool/control/client.hpp> has no JSON type): the typed Client is built on
 // it, and tests use it to send what the typed API cannot (a malformed argument, an unknown
 // operation, a raw event stream).
 #pragma once

@@ -1,5 +1,5 @@
 // The dashboard's pages as HTML, from the typed replies of the operations they show
-// (<sandpool/control_ops.hpp>). Pure: each returns the page body; layout() wraps it. Every
+// (<sandpool/control/control_ops.hpp>). Pure: each returns the page body; layout() wraps it. Every
 // value from a task, a plugin or the request is escaped (html.hpp).
 #pragma once
 

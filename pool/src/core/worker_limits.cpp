@@ -1,5 +1,5 @@
 // The limits a pool's workers get that are derived from its options, not configured as they
-// are (<sandpool/pool_options.hpp>).
+// are (<sandpool/pool/pool_options.hpp>).
 #include <sandpool/pool/pool_options.hpp>
 
 #include <algorithm>

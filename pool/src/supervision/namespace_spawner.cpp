@@ -1,4 +1,4 @@
-// The clone3 spawner (<sandpool/spawner.hpp>): the parent's side. The child's side, which
+// The clone3 spawner (<sandpool/pool/spawner.hpp>): the parent's side. The child's side, which
 // may only make raw system calls, is namespace_child.cpp.
 #include <fcntl.h>
 #include <linux/sched.h>

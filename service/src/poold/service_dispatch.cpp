@@ -1,5 +1,5 @@
 // Service: the dispatch of control requests. handle() (the control server's thread) runs
-// each operation on the thread its Lane names (<sandpool/control_ops.hpp>); run() finds its
+// each operation on the thread its Lane names (<sandpool/control/control_ops.hpp>); run() finds its
 // handler, generated for every operation of ops::AllOps: the arguments decoded by the one
 // mapping (op_json.hpp), a malformed one refused `bad_request` naming the field before the
 // handler runs.

@@ -129,7 +129,7 @@ struct ServiceConfig {
   bool operator==(const ServiceConfig&) const = default;
 };
 
-// One entry of `pools:`. The YAML reader (manager/config/pool_section.cpp) writes straight
+// One entry of `pools:`. The YAML reader (config/src/config/pool_section.cpp) writes straight
 // into the value parts of PoolOptions (pool_options.hpp): a pool option is declared once,
 // there, and reaches the pool whole through to_pool_options(). Only what no Pool is
 // configured with lives here on its own.

@@ -19,7 +19,7 @@
 namespace sandpool {
 
 namespace control {
-struct RawAccess;  // the wire-level calls (manager/control/raw_client.hpp, not public)
+struct RawAccess;  // the wire-level calls (control/src/control/raw_client.hpp, not public)
 }
 
 struct ClientOptions {
@@ -69,7 +69,7 @@ struct Submitted {
   Status status;          // submit_batch only: why this task was refused (ok: accepted)
 };
 
-// A task's final (or current) account; strings use the task vocabulary of <sandpool/task.hpp>.
+// A task's final (or current) account; strings use the task vocabulary of <sandpool/task/task.hpp>.
 struct TaskReply {
   std::uint64_t id = 0;
   std::string state;   // "completed", "dead_lettered", "cancelled", ...
@@ -96,7 +96,7 @@ class Client {
 
   std::string rights() const;  // "read" or "admin", as the server's hello said
 
-  // Any operation of <sandpool/control_ops.hpp>, typed: sends Op's arguments, waits for its
+  // Any operation of <sandpool/control/control_ops.hpp>, typed: sends Op's arguments, waits for its
   // final reply (at most call_timeout; event frames are dropped) and decodes it, e.g.
   // `client.call<ops::Scale>({"images", 4})`. A reply that does not decode: kProtocol.
   template <class Op>

@@ -176,7 +176,7 @@ class ControlServer {
   std::int64_t busy_for_ns() const;
 
   // True iff `op` is one of the protocol's operations (ops::kOps in
-  // <sandpool/control_ops.hpp>); the server itself answers any other op with `unknown_op`,
+  // <sandpool/control/control_ops.hpp>); the server itself answers any other op with `unknown_op`,
   // so the handler only sees these.
   static bool known_op(std::string_view op);
   // The rights an op needs (its row of ops::kOps): kRead for status, workers, stats, events,

@@ -5,8 +5,8 @@
 // and everything else is generated from that list: the table the server checks names and
 // rights against (kOps), poold's dispatch (every operation must have a handler, or poold
 // does not compile) and the Client's typed call<Op>(). The JSON mapping of the types is the
-// control library's own (manager/control/op_json.hpp), shared by the server and the Client,
-// so the two cannot drift. This header has no JSON type.
+// control library's own (control/include/sandpool/control/op_json.hpp), shared by the server and
+// the Client, so the two cannot drift. This header has no JSON type.
 //
 // Adding an operation (docs/architecture.md, "How to add an operation"): its struct and
 // types in the family's header and a line in AllOps; their mapping in op_json*.cpp; its

@@ -1,4 +1,4 @@
-// The JSON mapping of the control operations' types (<sandpool/control_ops.hpp>): encode()
+// The JSON mapping of the control operations' types (<sandpool/control/control_ops.hpp>): encode()
 // writes what travels on the wire, decode() reads it back, checking each field's type and
 // naming the field in its error. The server decodes arguments and encodes replies; the
 // Client does the reverse: one mapping for both sides (docs/protocol.md, "Operations").

@@ -1,4 +1,4 @@
-// OpResponder: the Responder of one typed operation (<sandpool/control_ops.hpp>): its final
+// OpResponder: the Responder of one typed operation (<sandpool/control/control_ops.hpp>): its final
 // reply is the operation's Reply type and its event frames its Event type, encoded by the one
 // mapping (op_json.hpp), and its errors are Statuses, sent under their wire code (wire_errors.hpp).
 // Thread-safe and copyable like the Responder it wraps.

@@ -1,7 +1,7 @@
 // cereal archives over memory: one that appends to a std::string, one that counts the bytes it
 // would append, and one that reads from a buffer it never reads past. Shared by the worker
 // channel's messages (ipc/src/wire_archive.hpp) and the task journal's round log
-// (manager/retry/journal_records.cpp).
+// (store/src/retry/journal_records.cpp).
 //
 // cereal's own binary archive trusts its input: it would resize a string to whatever length
 // the bytes claim. The input archive here is bounded (it knows how many bytes remain and

@@ -23,8 +23,8 @@
 
 namespace sandpool {
 
-struct DeadLetterFilter;  // <sandpool/dead_letters.hpp>
-struct PoolMetrics;       // <sandpool/pool_metrics.hpp>
+struct DeadLetterFilter;  // <sandpool/store/dead_letters.hpp>
+struct PoolMetrics;       // <sandpool/pool/pool_metrics.hpp>
 
 namespace core {
 struct TaskRecord;
@@ -273,7 +273,8 @@ class Pool {
   // monitors that poll during heavy load (poold's `status`, /healthz).
   PoolStats stats_snapshot() const;
   // A monitoring snapshot: stats() plus attempts by outcome, dead letters by reason, workers
-  // by state, worker RSS and latency histograms. Include <sandpool/pool_metrics.hpp> to use it.
+  // by state, worker RSS and latency histograms. Include <sandpool/pool/pool_metrics.hpp> to use
+  // it.
   PoolMetrics metrics() const;
   std::vector<WorkerInfo> workers() const;
   // Dead letters held in memory (the most recent dead_letter_capacity of them).

@@ -25,7 +25,7 @@ namespace sandpool {
 
 class Spawner;
 class DeadLetterStore;
-struct PoolEvent;  // <sandpool/pool.hpp>
+struct PoolEvent;  // <sandpool/pool/pool.hpp>
 
 // What Pool::shutdown() does with the tasks still open at its timeout when the pool journals
 // (PoolWiring::dead_letter_store opened with a journal; docs/journal.md).
@@ -243,7 +243,7 @@ struct PoolWiring {
   // Where task ids come from. Share one counter between pools (the service does) so ids
   // are unique across them; null: this pool's own counter, from 1.
   std::shared_ptr<std::atomic<std::uint64_t>> task_ids;
-  // Durable dead letters (<sandpool/dead_letters.hpp>); null: memory only. Shared so that
+  // Durable dead letters (<sandpool/store/dead_letters.hpp>); null: memory only. Shared so that
   // several pools (and a controller) can use one store. When the store was opened with a
   // journal (DeadLetterStoreOptions::journal), the pool journals its tasks there
   // (docs/journal.md): a submit is acknowledged (SubmitOptions::on_accepted,
@@ -268,7 +268,7 @@ struct PoolWiring {
   // Lifecycle events (workers started, ready, exited; attempts and tasks ended), called on
   // the pool's loop thread: keep it short and non-blocking. Null: none.
   std::function<void(const PoolEvent&)> on_event;
-  // The embedding program's own choice of worker (<sandpool/dispatch_function.hpp>); null: the
+  // The embedding program's own choice of worker (<sandpool/pool/dispatch_function.hpp>); null: the
   // built-in `dispatch` strategy, which is also the fallback when the function throws or
   // names a worker that cannot take the task. poold never sets one (no dispatch code is
   // loaded from a plugin into the manager).

@@ -24,7 +24,7 @@ std::optional<SeccompProfile> parse_profile(std::string_view name);
 struct ResourceLimits {
   std::uint64_t address_space = 1ull << 30;  // bytes (RLIMIT_AS); 1 GiB
   // RLIMIT_CPU, seconds: a lifetime backstop, not the per-task limit. A pool derives it from
-  // its timeouts when it is 0 here (worker_cpu_seconds, <sandpool/pool_options.hpp>).
+  // its timeouts when it is 0 here (worker_cpu_seconds, <sandpool/pool/pool_options.hpp>).
   std::uint64_t cpu_seconds = 0;
   std::uint64_t open_files = 64;  // RLIMIT_NOFILE
   // RLIMIT_NPROC: per user, and not enforced for root (see docs/security.md)

@@ -5,7 +5,7 @@
 //
 // `UTC`, `local` (the poold process's own zone: TZ / /etc/localtime, read with localtime_r,
 // which is thread-safe for the process zone) and the tz database's named zones
-// (`Europe/Berlin`), read from TZif files under a root directory (<sandpool/tzif.hpp>).
+// (`Europe/Berlin`), read from TZif files under a root directory (<sandpool/schedule/tzif.hpp>).
 // docs/schedules.md.
 //
 // Thread-safety: zones are immutable; every function may be called from any thread.

@@ -1,7 +1,7 @@
 // A TZif file (RFC 8536, versions 1-4), the tz database's compiled form
 // (/usr/share/zoneinfo/Europe/Berlin), read into what a schedule needs: the UTC offset at
 // an instant. Version 2+ files are read from their 64-bit block and their footer's POSIX TZ
-// rule (<sandpool/posix_tz.hpp>), which gives the instants after the last transition (a
+// rule (<sandpool/schedule/posix_tz.hpp>), which gives the instants after the last transition (a
 // "slim" file has few transitions and leans on it; Debian's 2025b files are "fat", with
 // transitions to 2037). Version 1 files are read from their 32-bit block.
 //

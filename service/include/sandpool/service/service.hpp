@@ -9,8 +9,8 @@
 // controls to the request thread (sp-request, in arrival order), the reads (stats, workers,
 // task, tasks, wait, dlq_list, dlq_show) to the reads thread (sp-reads), and dlq
 // replay/purge/import, reload and shutdown to the job thread (sp-jobs): each operation's Lane
-// (<sandpool/control_ops.hpp>). `wait` timeouts run on their own thread (sp-waits). Each pool's
-// loop thread (sp-loop:<pool>) runs the callbacks the service gives its tasks (on_done,
+// (<sandpool/control/control_ops.hpp>). `wait` timeouts run on their own thread (sp-waits). Each
+// pool's loop thread (sp-loop:<pool>) runs the callbacks the service gives its tasks (on_done,
 // on_progress) and events. A retired pool shuts down on a thread of its own. metrics(), health()
 // and busy_threads() may be called from any thread (the metrics server's, main's).
 //

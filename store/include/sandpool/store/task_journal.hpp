@@ -1,6 +1,6 @@
 // TaskJournal: accepted tasks, their attempts and their ends, kept durably in the dead-letter
 // store's database and written by its one writer thread (docs/journal.md). A Pool whose
-// dead_letter_store has one journals its tasks (manager/core/pool_loop_journal.cpp); poold
+// dead_letter_store has one journals its tasks (pool/src/core/pool_loop_journal.cpp); poold
 // does not use it yet.
 //
 // A journal is opened with its store (DeadLetterStoreOptions::journal) and lives as long as

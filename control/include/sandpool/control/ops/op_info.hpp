@@ -1,4 +1,4 @@
-// What every control operation's definition has (<sandpool/control_ops.hpp>): the poold
+// What every control operation's definition has (<sandpool/control/control_ops.hpp>): the poold
 // thread that runs it, its table row, and the argument, reply and event types an operation
 // without any uses.
 #pragma once
