@@ -34,7 +34,8 @@ PoolCore::PoolCore(const PoolOptions& options, WorkerControl& control,
       finished_({options.task_records_max, to_ns(options.task_records_max_age),
                  static_cast<std::size_t>(options.task_records_max_bytes)}),
       target_workers_(options.workers),
-      intensity_(intensity_limits(options)) {
+      intensity_(intensity_limits(options)),
+      autoscaler_(options.autoscale, options.worker_bounds) {
   queue_.set_tenants(options.tenants);
 }
 
@@ -42,7 +43,7 @@ void PoolCore::start(std::int64_t now) {
   clock_ns_ = now;
   gates_.configure(opts_.flow, now, {});
   for (std::uint32_t i = 0; i < target_workers_; ++i) spawn_worker(now);
-  if (opts_.autoscale.enabled) next_autoscale_ns_ = now;
+  autoscaler_.start(now);
 }
 
 void PoolCore::close(std::int64_t now) {
@@ -131,7 +132,8 @@ PoolStats PoolCore::stats() const {
   s.target_workers = target_workers_;
   s.target_reason = target_reason_;
   s.queue_wait_ms =
-      static_cast<std::uint64_t>(std::max<std::int64_t>(0, queue_wait_ns_)) / detail::kMsNs;
+      static_cast<std::uint64_t>(std::max<std::int64_t>(0, autoscaler_.queue_wait_ns())) /
+      detail::kMsNs;
   s.dispatch = dispatcher_.strategy();
   s.crash_loop = intensity_.crash_loop();
   s.state = failed_                   ? "failed"

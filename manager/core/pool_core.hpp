@@ -27,6 +27,7 @@
 #include <sandpool/pool.hpp>
 #include <sandpool/pool_metrics.hpp>
 
+#include "core/autoscaler.hpp"
 #include "core/dispatcher.hpp"
 #include "core/finished_tasks.hpp"
 #include "core/flow_gates.hpp"
@@ -289,19 +290,18 @@ class PoolCore {
   // PoolStats::target_reason.
   void note_target(std::uint32_t n, std::string why);
 
-  // ---- the autoscaler (pool_core_autoscale.cpp) ----
-  // Decides one step up or down (AutoscalePolicy) and when to look again.
+  // ---- the autoscaler (pool_core_autoscale.cpp; its rules in autoscaler.hpp) ----
+  // Asks the autoscaler for a step, applies it, and lets it plan its next look.
   void autoscale(std::int64_t now);
   // How long the task that has waited longest for a worker has waited (queued, or behind
   // another task in a ring); -1: none waits.
   std::int64_t longest_wait(std::int64_t now) const;
-  // How often the autoscaler looks while tasks are open: a quarter of target_queue_wait,
-  // within [5 ms, 100 ms].
-  std::int64_t autoscale_tick_ns() const;
+  // The ready workers' idle times, as the autoscaler reads them (in ready_scratch_).
+  std::span<const ReadyWorkerIdle> ready_idleness();
   // A task started waiting for a worker: the autoscaler looks within a tick (at the next
   // on_tick when the target is 0; submit() looks at once, so the first task of an on-demand
   // pool starts its worker).
-  void note_waiting(std::int64_t now);
+  void note_waiting(std::int64_t now) { autoscaler_.note_waiting(now, target_workers_); }
 
   // ---- worker deaths (pool_core_exits.cpp) ----
   // Kills the worker for `why` (SIGKILL now), charging `task_id` (0: the front, see
@@ -398,13 +398,10 @@ class PoolCore {
   // Workers whose Killing state awaits a backtrace.
   std::size_t backtraces_awaited_ = 0;
 
-  // Autoscaling: when it looks next, and its last step (either way, or a manual scale) and
-  // last step up, which the cooldowns count from.
-  std::int64_t next_autoscale_ns_ = INT64_MAX;
-  std::int64_t last_step_ns_ = INT64_MIN / 4;
-  std::int64_t last_up_ns_ = INT64_MIN / 4;
+  // Autoscaling: the decisions, and the worker target's last reason (any change's).
+  Autoscaler autoscaler_;
+  std::vector<ReadyWorkerIdle> ready_scratch_;  // ready_idleness()'s answer
   std::string target_reason_ = "initial";
-  std::int64_t queue_wait_ns_ = -1;  // longest_wait() at the autoscaler's last look
 
   // Health: when on_tick next has deadlines to check, and the next sweep.
   std::int64_t next_check_ns_ = INT64_MAX;

@@ -54,7 +54,7 @@ void PoolCore::submit(TaskPtr task, std::int64_t now) {
   note_aging(now);
   dispatch(now);
   note_waiting(now);
-  if (next_autoscale_ns_ <= now) autoscale(now);
+  if (autoscaler_.due(now)) autoscale(now);
 }
 
 void PoolCore::schedule(TaskPtr task) {

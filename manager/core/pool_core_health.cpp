@@ -31,7 +31,7 @@ void PoolCore::on_tick(std::int64_t now) {
   if (now >= next_check_ns_) check_deadlines(now);
   if (now >= next_sweep_ns_) sweep(now);
   settle(now);
-  if (now >= next_autoscale_ns_) autoscale(now);
+  if (autoscaler_.due(now)) autoscale(now);
 }
 
 void PoolCore::check_deadlines(std::int64_t now) {
@@ -154,7 +154,7 @@ std::int64_t PoolCore::next_deadline() const {
   if (!retries_.empty()) next = std::min(next, retries_.top().due_ns);
   if (!scheduled_.empty()) next = std::min(next, scheduled_.top().due_ns);
   next = std::min(next, next_aging_ns_);
-  next = std::min(next, next_autoscale_ns_);
+  next = std::min(next, autoscaler_.next_look_ns());
   if (gates_.on()) next = std::min({next, gates_.next_ns(), flow_wake_ns_});
   if (respawn_due_ns_ != 0) next = std::min(next, respawn_due_ns_);
   if (backtraces_awaited_ > 0) {

@@ -185,11 +185,10 @@ void PoolCore::adjust_worker_count(std::int64_t now) {
 
 void PoolCore::scale(std::uint32_t n, std::int64_t now) {
   clock_ns_ = now;
-  if (opts_.autoscale.enabled) {
+  if (autoscaler_.enabled()) {
     // The autoscaler goes on from the target set here, one cooldown later.
-    n = std::clamp(n, opts_.worker_bounds.min, opts_.worker_bounds.max);
-    last_step_ns_ = now;
-    next_autoscale_ns_ = std::min(next_autoscale_ns_, now + autoscale_tick_ns());
+    n = autoscaler_.clamp(n);
+    autoscaler_.note_manual_step(now);
   } else {
     n = std::max(n, 1u);  // nothing would ever start a worker again
   }

@@ -56,11 +56,9 @@ void PoolCore::reconfigure(const PoolOptions& next, bool replace_workers, std::i
     }
   }
   // The autoscaler (on, off, new bounds) looks again now.
-  next_autoscale_ns_ = opts_.autoscale.enabled ? now : INT64_MAX;
+  autoscaler_.configure(opts_.autoscale, opts_.worker_bounds, now);
   std::uint32_t want = opts_.workers;
-  if (opts_.autoscale.enabled) {
-    want = std::clamp(want, opts_.worker_bounds.min, opts_.worker_bounds.max);
-  }
+  if (autoscaler_.enabled()) want = autoscaler_.clamp(want);
   if (want != target_workers_) {
     note_target(want, "reconfigured to " + std::to_string(want));
     set_target(want, now);
