@@ -29,10 +29,11 @@ PoolCore::PoolCore(const PoolOptions& options, WorkerControl& control,
     : opts_(options),
       ctl_(control),
       admitted_(admitted),
+      ledger_({options.task_records_max, to_ns(options.task_records_max_age),
+               static_cast<std::size_t>(options.task_records_max_bytes)},
+              options.dead_letter_capacity),
       dispatcher_(options.dispatch, options.seed),
       rng_(options.seed ^ 0x5a5a5a5a5a5a5a5aull),
-      finished_({options.task_records_max, to_ns(options.task_records_max_age),
-                 static_cast<std::size_t>(options.task_records_max_bytes)}),
       target_workers_(options.workers),
       intensity_(intensity_limits(options)),
       autoscaler_(options.autoscale, options.worker_bounds) {
@@ -59,13 +60,12 @@ void PoolCore::settle(std::int64_t now) {
   for (auto& [id, w] : workers_) maybe_stop(w, now);
 }
 
-bool PoolCore::idle() const { return open_tasks_ == 0; }
+bool PoolCore::idle() const { return ledger_.open_tasks() == 0; }
 
 bool PoolCore::finished() const {
   // Letters and journaled ends still being written do not hold the loop: the store owns them now,
   // and on_letter_written() still ends their tasks once they are written.
-  return closing_ && workers_.empty() &&
-         open_tasks_ == letters_pending_.size() + ends_pending_.size();
+  return closing_ && workers_.empty() && ledger_.only_writes_open();
 }
 
 TaskPtr PoolCore::find_task(std::uint64_t id) const {
@@ -85,9 +85,7 @@ TaskPtr PoolCore::find_task(std::uint64_t id) const {
       if (t->id == id) return t;
     }
   }
-  if (auto it = letters_pending_.find(id); it != letters_pending_.end()) return it->second.first;
-  if (TaskPtr t = ends_pending_.find(id)) return t;
-  return finished_.find(id);
+  return ledger_.find(id);
 }
 
 std::vector<TaskPtr> PoolCore::list_tasks(const std::function<bool(const TaskRecord&)>& keep,
@@ -110,12 +108,7 @@ std::vector<TaskPtr> PoolCore::list_tasks(const std::function<bool(const TaskRec
     }
     for (const TaskPtr& t : w.backlog) take(t);
   }
-  for (const auto& [id, p] : letters_pending_) take(p.first);
-  ends_pending_.for_each(take);
-  finished_.for_each_newest([&](const TaskPtr& t) {
-    take(t);
-    return out.size() < limit;
-  });
+  ledger_.for_each(take, [&] { return out.size() < limit; });
   return out;
 }
 
@@ -127,7 +120,7 @@ PoolStats PoolCore::stats() const {
   s.in_flight = in_flight_total_;
   s.retry_wait = retries_.size();
   s.scheduled = scheduled_.size();
-  s.letters_pending = letters_pending_.size();
+  s.letters_pending = ledger_.letters_pending();
   s.workers = static_cast<std::uint32_t>(workers_.size());
   s.target_workers = target_workers_;
   s.target_reason = target_reason_;

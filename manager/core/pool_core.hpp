@@ -29,9 +29,8 @@
 
 #include "core/autoscaler.hpp"
 #include "core/dispatcher.hpp"
-#include "core/finished_tasks.hpp"
 #include "core/flow_gates.hpp"
-#include "core/pending_ends.hpp"
+#include "core/task_ledger.hpp"
 #include "core/task_queue.hpp"
 #include "core/task_record.hpp"
 #include "core/tenant_counts.hpp"
@@ -167,13 +166,13 @@ class PoolCore {
   std::uint32_t init_failures() const { return init_failures_; }
   std::size_t ready_workers() const;
   bool has_in_flight() const { return in_flight_total_ > 0; }
-  std::size_t letters_pending() const { return letters_pending_.size(); }
+  std::size_t letters_pending() const { return ledger_.letters_pending(); }
 
   PoolStats stats() const;
   // Counters, workers by state, worker RSS and latency histograms (pool_core_metrics.cpp).
   PoolMetrics metrics() const;
   std::vector<WorkerInfo> workers(std::int64_t now) const;
-  const std::deque<TaskResult>& dead_letters() const { return dead_letters_; }
+  const std::deque<TaskResult>& dead_letters() const { return ledger_.dead_letters(); }
   // Returns the record of an open task, or of an ended one still kept (task_records_*);
   // null when unknown. O(tasks held): for operators, not hot paths.
   TaskPtr find_task(std::uint64_t id) const;
@@ -353,18 +352,18 @@ class PoolCore {
   std::atomic<std::size_t>& admitted_;
 
   // Tasks. An open task waits in queue_, in a worker's backlog, in a worker's ring (an
-  // entry not ended), in retries_ or in letters_pending_; finished_ keeps it once it ended.
+  // entry not ended), in retries_, or in the ledger for its letter or end to be written; the
+  // ledger counts the open ones and keeps them once they ended.
+  TaskLedger ledger_;
   Dispatcher dispatcher_;
   TaskQueue queue_;
-  std::size_t open_tasks_ = 0;  // submitted and not yet terminal (letters pending included)
   RetryHeap retries_;
   RetryHeap scheduled_;                     // tasks waiting for their not_before, by due time
   std::int64_t next_aging_ns_ = INT64_MAX;  // when a queued task is next due to age
   TenantCounts* tenant_counts_ = nullptr;
-  FlowGates gates_;                        // rate limits and caps (FlowLimits)
-  std::int64_t flow_wake_ns_ = INT64_MAX;  // the pool's bucket refills: dispatch again
-  std::mt19937_64 rng_;                    // retry jitter
-  FinishedTasks finished_;
+  FlowGates gates_;                         // rate limits and caps (FlowLimits)
+  std::int64_t flow_wake_ns_ = INT64_MAX;   // the pool's bucket refills: dispatch again
+  std::mt19937_64 rng_;                     // retry jitter
   std::vector<Candidate> candidates_;       // scratch for dispatch
   std::vector<Worker*> candidate_workers_;  // parallel to candidates_
   std::vector<WorkerView> views_;           // scratch for the dispatch function
@@ -375,13 +374,7 @@ class PoolCore {
   std::array<FnLogState, 3> fn_log_{};  // by FnTrouble
   std::size_t in_flight_total_ = 0;     // ring entries, over every worker
   std::size_t backlogged_ = 0;          // tasks in the workers' affinity backlogs
-  std::size_t ttl_tasks_ = 0;           // open tasks that carry a queue TTL
-  std::deque<TaskResult> dead_letters_;
-  // Tasks decided dead-lettered whose letter the sink is writing, by id.
-  std::map<std::uint64_t, std::pair<TaskPtr, DeadReason>> letters_pending_;
   std::function<bool(const TaskPtr&)> dead_letter_sink_;
-  // Tasks ended completed or cancelled whose journaled end is being written, in that order.
-  PendingEnds ends_pending_;
   TaskJournalHooks journal_;
 
   // Workers, each with its ring and backlog.
@@ -410,7 +403,7 @@ class PoolCore {
   // Both.
   bool closing_ = false;
   // The latest `now` an entry point was given (each one taking `now` sets it first):
-  // finish() records end-to-end latency and stamps finished_ with it.
+  // finish() records end-to-end latency and stamps the finished record with it.
   std::int64_t clock_ns_ = 0;
   PoolStats stats_;
   PoolMetrics recorded_;  // attempts, dead letters by reason, histograms

@@ -162,16 +162,16 @@ void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason, s
     }
   }
   if (state == TaskState::kDeadLettered && dead_letter_sink_) {
-    letters_pending_.emplace(task->id, std::make_pair(task, reason));
+    ledger_.await_letter(task, reason);
     if (dead_letter_sink_(task)) return;  // on_letter_written() ends it
-    letters_pending_.erase(task->id);
+    (void)ledger_.take_letter(task->id);  // not written: it ends now
     std::lock_guard lock(task->mu());
     task->account.dead_letter_pending = false;
     state = task->account.state;  // kCancelled when the letter was not written (answered inline)
   } else if (state != TaskState::kDeadLettered && journal_.end) {
-    ends_pending_.push(task);
+    ledger_.await_end(task);
     if (journal_.end(task)) return;  // on_end_written() ends it
-    ends_pending_.pop_last();
+    ledger_.drop_last_end();
     std::lock_guard lock(task->mu());
     state = task->account.state;  // kCancelled when the end was not written (answered inline)
   }
@@ -180,7 +180,7 @@ void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason, s
 
 void PoolCore::on_end_written(std::uint64_t id, std::int64_t now) {
   clock_ns_ = now;
-  TaskPtr task = ends_pending_.take(id);
+  TaskPtr task = ledger_.take_end(id);
   if (!task) return;
   // Final (only the loop writes it), or reported unwritten by the journal's answer.
   complete(task, task->account.state, DeadReason::kNone);
@@ -189,10 +189,9 @@ void PoolCore::on_end_written(std::uint64_t id, std::int64_t now) {
 
 void PoolCore::on_letter_written(std::uint64_t id, std::int64_t now) {
   clock_ns_ = now;
-  auto it = letters_pending_.find(id);
-  if (it == letters_pending_.end()) return;
-  auto [task, reason] = std::move(it->second);
-  letters_pending_.erase(it);
+  auto letter = ledger_.take_letter(id);
+  if (!letter) return;
+  auto [task, reason] = std::move(*letter);
   TaskState state = TaskState::kDeadLettered;
   {
     std::lock_guard lock(task->mu());
@@ -204,11 +203,7 @@ void PoolCore::on_letter_written(std::uint64_t id, std::int64_t now) {
 }
 
 void PoolCore::complete(const TaskPtr& task, TaskState state, DeadReason reason) {
-  if (state == TaskState::kDeadLettered) {
-    std::lock_guard lock(task->mu());
-    dead_letters_.push_back(task->account);
-    if (dead_letters_.size() > opts_.dead_letter_capacity) dead_letters_.pop_front();
-  }
+  ledger_.record_terminal(task, state, clock_ns_);
   switch (state) {
     case TaskState::kCompleted:
       ++stats_.completed;
@@ -223,12 +218,9 @@ void PoolCore::complete(const TaskPtr& task, TaskState state, DeadReason reason)
       break;
   }
   note_terminal(*task, state, reason);
-  if (task->expires_ns != 0) --ttl_tasks_;
   task->state.store(state, std::memory_order_release);
   task->done.store(1, std::memory_order_release);
   task->done.notify_all();
-  --open_tasks_;
-  finished_.add(task, clock_ns_);
   emit({PoolEvent::Kind::kTaskEnded, task->id, 0, state, reason, Outcome::kOk, task->attempts_ended,
         task->account.error});
   // The account is final once done is set: nothing writes it again, so the callback reads

@@ -68,7 +68,7 @@ void PoolCore::autoscale(std::int64_t now) {
     note_target(step.target, std::move(step.reason));
     set_target(step.target, now);
   }
-  autoscaler_.plan_next_look(now, open_tasks_ > 0, target_workers_, ready_idleness());
+  autoscaler_.plan_next_look(now, ledger_.open_tasks() > 0, target_workers_, ready_idleness());
 }
 
 }  // namespace sandpool::core

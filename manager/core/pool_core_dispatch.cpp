@@ -30,10 +30,9 @@ void PoolCore::take_in(TaskRecord& t, std::int64_t now) {
   t.queued_ns = std::max(now, due);
   if (auto ttl = t.opts.queue_ttl ? t.opts.queue_ttl : opts_.queue_ttl) {
     t.expires_ns = t.queued_ns + to_ns(*ttl);
-    ++ttl_tasks_;
   }
   ++stats_.submitted;
-  ++open_tasks_;
+  ledger_.open(t);
 }
 
 void PoolCore::submit(TaskPtr task, std::int64_t now) {

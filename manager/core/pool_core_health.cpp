@@ -149,7 +149,7 @@ void PoolCore::observe_running() {
 
 std::int64_t PoolCore::next_deadline() const {
   // Without workers the sweep still has queue TTLs to check (a pool scaled to none).
-  const bool sweeps = !workers_.empty() || ttl_tasks_ > 0;
+  const bool sweeps = !workers_.empty() || ledger_.ttl_tasks() > 0;
   std::int64_t next = std::min(next_check_ns_, sweeps ? next_sweep_ns_ : INT64_MAX);
   if (!retries_.empty()) next = std::min(next, retries_.top().due_ns);
   if (!scheduled_.empty()) next = std::min(next, scheduled_.top().due_ns);
@@ -168,7 +168,7 @@ std::int64_t PoolCore::next_deadline() const {
 
 void PoolCore::sweep(std::int64_t now) {
   next_sweep_ns_ = now + to_ns(opts_.heartbeat_interval);
-  finished_.expire(now);
+  ledger_.expire(now);
   const std::int64_t now_ms = now / kMsNs;
   const std::int64_t silent_limit_ms =
       static_cast<std::int64_t>(opts_.missed_heartbeats) * opts_.heartbeat_interval.count();
@@ -244,7 +244,7 @@ void PoolCore::sweep(std::int64_t now) {
 }
 
 void PoolCore::expire_queued(std::int64_t now) {
-  if (ttl_tasks_ == 0) return;
+  if (ledger_.ttl_tasks() == 0) return;
   const auto expired = [&](const TaskRecord& r) {
     return r.expires_ns != 0 && r.expires_ns <= now && r.attempts_ended == 0;
   };

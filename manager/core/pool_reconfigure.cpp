@@ -34,10 +34,9 @@ void PoolCore::reconfigure(const PoolOptions& next, bool replace_workers, std::i
   next_aging_ns_ = opts_.aging_interval.count() > 0 && !queue_.empty() ? now : INT64_MAX;
   intensity_.set_limits({opts_.max_restarts, opts_.restart_window, opts_.crash_backoff_base,
                          opts_.crash_backoff_max, opts_.stable_after});
-  finished_.set_bounds({opts_.task_records_max, detail::to_ns(opts_.task_records_max_age),
-                        static_cast<std::size_t>(opts_.task_records_max_bytes)});
-  finished_.expire(now);
-  while (dead_letters_.size() > opts_.dead_letter_capacity) dead_letters_.pop_front();
+  ledger_.set_bounds({opts_.task_records_max, detail::to_ns(opts_.task_records_max_age),
+                      static_cast<std::size_t>(opts_.task_records_max_bytes)},
+                     opts_.dead_letter_capacity, now);
   // A shorter heartbeat interval takes effect at the next sweep, not a long one away.
   next_sweep_ns_ = std::min(next_sweep_ns_, now + detail::to_ns(opts_.heartbeat_interval));
   if (replace_workers && !closing_ && !failed_) {
