@@ -34,8 +34,7 @@ PoolCore::PoolCore(const PoolOptions& options, WorkerControl& control,
               options.dead_letter_capacity),
       dispatcher_(options.dispatch, options.seed),
       rng_(options.seed ^ 0x5a5a5a5a5a5a5a5aull),
-      target_workers_(options.workers),
-      intensity_(intensity_limits(options)),
+      workers_(options.workers, intensity_limits(options)),
       autoscaler_(options.autoscale, options.worker_bounds) {
   queue_.set_tenants(options.tenants);
 }
@@ -43,7 +42,7 @@ PoolCore::PoolCore(const PoolOptions& options, WorkerControl& control,
 void PoolCore::start(std::int64_t now) {
   clock_ns_ = now;
   gates_.configure(opts_.flow, now, {});
-  for (std::uint32_t i = 0; i < target_workers_; ++i) spawn_worker(now);
+  for (std::uint32_t i = 0; i < workers_.target(); ++i) spawn_worker(now);
   autoscaler_.start(now);
 }
 
@@ -122,17 +121,17 @@ PoolStats PoolCore::stats() const {
   s.scheduled = scheduled_.size();
   s.letters_pending = ledger_.letters_pending();
   s.workers = static_cast<std::uint32_t>(workers_.size());
-  s.target_workers = target_workers_;
+  s.target_workers = workers_.target();
   s.target_reason = target_reason_;
   s.queue_wait_ms =
       static_cast<std::uint64_t>(std::max<std::int64_t>(0, autoscaler_.queue_wait_ns())) /
       detail::kMsNs;
   s.dispatch = dispatcher_.strategy();
-  s.crash_loop = intensity_.crash_loop();
-  s.state = failed_                   ? "failed"
-            : closing_                ? (workers_.empty() ? "closed" : "closing")
-            : intensity_.crash_loop() ? "crash_loop"
-                                      : "running";
+  s.crash_loop = workers_.crash_loop();
+  s.state = failed_                 ? "failed"
+            : closing_              ? (workers_.empty() ? "closed" : "closing")
+            : workers_.crash_loop() ? "crash_loop"
+                                    : "running";
   return s;
 }
 

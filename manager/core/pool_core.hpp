@@ -35,9 +35,9 @@
 #include "core/task_record.hpp"
 #include "core/tenant_counts.hpp"
 #include "core/worker_control.hpp"
+#include "core/worker_set.hpp"
 #include "core/worker_state.hpp"
 #include "supervision/exit_classifier.hpp"
-#include "supervision/restart_intensity.hpp"
 
 namespace sandpool::core {
 
@@ -116,7 +116,7 @@ class PoolCore {
   // and dead-letter bounds, limits, worker count. replace_workers: the launch spec changed,
   // so every worker started before this call is replaced, one at a time (rolling restart).
   void reconfigure(const PoolOptions& next, bool replace_workers, std::int64_t now);
-  bool rolling_restart() const { return rolling_restart_; }
+  bool rolling_restart() const { return workers_.rolling_restart(); }
   // Dead-letters every open task with `reason` (a shutdown past its timeout): queued and
   // retry-waiting ones at once, and those in the workers' rings, whose workers are killed;
   // the running one gets its attempt ended `lost` with `why`. Returns how many.
@@ -163,7 +163,7 @@ class PoolCore {
   bool finished() const;  // closed, every worker gone, nothing left but letters being written
   bool failed() const { return failed_; }
   const std::string& failure() const { return failure_; }
-  std::uint32_t init_failures() const { return init_failures_; }
+  std::uint32_t init_failures() const { return workers_.init_failures(); }
   std::size_t ready_workers() const;
   bool has_in_flight() const { return in_flight_total_ > 0; }
   std::size_t letters_pending() const { return ledger_.letters_pending(); }
@@ -266,10 +266,7 @@ class PoolCore {
 
   // ---- worker lifecycle (pool_core_workers.cpp) ----
   void spawn_worker(std::int64_t now);
-  // The lowest slot no starting or ready worker holds.
-  std::uint32_t free_slot() const;
-  Worker* find(WorkerId w);
-  std::size_t live_workers() const;  // starting or ready
+  Worker* find(WorkerId w) { return workers_.find(w); }
   // The ring's front changed (a result, a dispatch to an empty ring): its cancel flag and
   // CPU base follow the new front.
   void front_changed(Worker& w, std::int64_t now);
@@ -283,7 +280,7 @@ class PoolCore {
   void recycle_if_due(Worker& w, std::int64_t now);
   void advance_rolling_restart(std::int64_t now);
   void adjust_worker_count(std::int64_t now);
-  // Sets target_workers_ and starts or drains workers to meet it.
+  // Sets the worker target and starts or drains workers to meet it.
   void set_target(std::uint32_t n, std::int64_t now);
   // Records a change of the target to `n` and why: the log line, the `scaled` event and
   // PoolStats::target_reason.
@@ -300,7 +297,7 @@ class PoolCore {
   // A task started waiting for a worker: the autoscaler looks within a tick (at the next
   // on_tick when the target is 0; submit() looks at once, so the first task of an on-demand
   // pool starts its worker).
-  void note_waiting(std::int64_t now) { autoscaler_.note_waiting(now, target_workers_); }
+  void note_waiting(std::int64_t now) { autoscaler_.note_waiting(now, workers_.target()); }
 
   // ---- worker deaths (pool_core_exits.cpp) ----
   // Kills the worker for `why` (SIGKILL now), charging `task_id` (0: the front, see
@@ -377,19 +374,11 @@ class PoolCore {
   std::function<bool(const TaskPtr&)> dead_letter_sink_;
   TaskJournalHooks journal_;
 
-  // Workers, each with its ring and backlog.
-  std::map<WorkerId, Worker> workers_;  // ascending id: round-robin order
-  std::uint32_t target_workers_ = 0;
-  std::uint64_t generation_ = 0;            // bumped when the launch spec changes
-  std::vector<std::uint64_t> slot_starts_;  // workers started per slot so far
-  std::uint32_t init_failures_ = 0;         // consecutive
-  std::int64_t respawn_due_ns_ = 0;         // 0: none pending
-  bool rolling_restart_ = false;
-  supervision::RestartIntensity intensity_;
+  // Workers, each with its ring and backlog, and what is about the set (worker_set.hpp): the
+  // target, slots, generations, the rolling restart, restart intensity, respawn backoff.
+  WorkerSet workers_;
   bool failed_ = false;
   std::string failure_;
-  // Workers whose Killing state awaits a backtrace.
-  std::size_t backtraces_awaited_ = 0;
 
   // Autoscaling: the decisions, and the worker target's last reason (any change's).
   Autoscaler autoscaler_;

@@ -28,7 +28,7 @@ std::int64_t PoolCore::longest_wait(std::int64_t now) const {
 }
 
 void PoolCore::note_target(std::uint32_t n, std::string why) {
-  log(1, "workers target " + std::to_string(target_workers_) + " -> " + std::to_string(n) + ": " +
+  log(1, "workers target " + std::to_string(workers_.target()) + " -> " + std::to_string(n) + ": " +
              why);
   target_reason_ = std::move(why);
   if (opts_.on_event) {
@@ -54,12 +54,10 @@ void PoolCore::autoscale(std::int64_t now) {
   view.frozen = closing_ || failed_;
   if (autoscaler_.enabled() && !view.frozen) {
     view.queue_wait_ns = longest_wait(now);
-    view.target = target_workers_;
-    view.worker_starting = std::any_of(
-        workers_.begin(), workers_.end(),
-        [](const std::pair<const WorkerId, Worker>& kv) { return kv.second.is<Starting>(); });
-    view.crash_loop = intensity_.crash_loop();
-    view.respawn_pending = respawn_due_ns_ != 0;
+    view.target = workers_.target();
+    view.worker_starting = workers_.any_starting();
+    view.crash_loop = workers_.crash_loop();
+    view.respawn_pending = workers_.respawn_held();
     view.ready = ready_idleness();
   }
   AutoscaleStep step = autoscaler_.decide(now, view);
@@ -68,7 +66,7 @@ void PoolCore::autoscale(std::int64_t now) {
     note_target(step.target, std::move(step.reason));
     set_target(step.target, now);
   }
-  autoscaler_.plan_next_look(now, ledger_.open_tasks() > 0, target_workers_, ready_idleness());
+  autoscaler_.plan_next_look(now, ledger_.open_tasks() > 0, workers_.target(), ready_idleness());
 }
 
 }  // namespace sandpool::core

@@ -41,7 +41,7 @@ void PoolCore::submit(TaskPtr task, std::int64_t now) {
     finish(task, TaskState::kDeadLettered, DeadReason::kCrashLoop, {}, failure_);
     return;
   }
-  if (intensity_.crash_loop() && task->opts.fail_fast) {
+  if (workers_.crash_loop() && task->opts.fail_fast) {
     finish(task, TaskState::kDeadLettered, DeadReason::kCrashLoop, {},
            "the pool is in crash_loop and the task asked to fail fast");
     return;
@@ -83,7 +83,7 @@ void PoolCore::release_scheduled(std::int64_t now) {
   while (!scheduled_.empty() && scheduled_.top().due_ns <= now) {
     TaskPtr t = scheduled_.top().task;
     scheduled_.pop();
-    if (intensity_.crash_loop() && t->opts.fail_fast) {
+    if (workers_.crash_loop() && t->opts.fail_fast) {
       finish(t, TaskState::kDeadLettered, DeadReason::kCrashLoop, {},
              "the pool is in crash_loop and the task asked to fail fast");
       continue;

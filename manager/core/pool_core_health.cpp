@@ -23,8 +23,7 @@ void PoolCore::on_tick(std::int64_t now) {
     retries_.pop();
     to_queue(std::move(t), false, now);  // skips a task cancelled meanwhile
   }
-  if (respawn_due_ns_ != 0 && now >= respawn_due_ns_) {
-    respawn_due_ns_ = 0;
+  if (workers_.take_due_respawn(now)) {
     adjust_worker_count(now);
     advance_rolling_restart(now);  // it paused for this backoff
   }
@@ -156,8 +155,8 @@ std::int64_t PoolCore::next_deadline() const {
   next = std::min(next, next_aging_ns_);
   next = std::min(next, autoscaler_.next_look_ns());
   if (gates_.on()) next = std::min({next, gates_.next_ns(), flow_wake_ns_});
-  if (respawn_due_ns_ != 0) next = std::min(next, respawn_due_ns_);
-  if (backtraces_awaited_ > 0) {
+  if (workers_.respawn_held()) next = std::min(next, workers_.respawn_due_ns());
+  if (workers_.backtraces_awaited() > 0) {
     for (const auto& [wid, w] : workers_) {
       const Killing* k = w.killing();
       if (k != nullptr && k->backtrace_due_ns != 0) next = std::min(next, k->backtrace_due_ns);
@@ -232,14 +231,9 @@ void PoolCore::sweep(std::int64_t now) {
     }
   }
   expire_queued(now);
-  if (intensity_.crash_loop()) {
-    for (const auto& [wid, w] : workers_) {
-      if (w.is<Ready>() && intensity_.note_stable(w.ready_ns, now)) {
-        log(1, "left crash_loop: worker " + std::to_string(ctl_.pid(wid)) + " stayed up for " +
-                   std::to_string(opts_.stable_after.count()) + " ms");
-        break;
-      }
-    }
+  if (const Worker* w = workers_.note_stable(now)) {
+    log(1, "left crash_loop: worker " + std::to_string(ctl_.pid(w->id)) + " stayed up for " +
+               std::to_string(opts_.stable_after.count()) + " ms");
   }
 }
 
