@@ -5,8 +5,10 @@
 //   workers: pool_core_workers.cpp (start, ready, drain and stop, recycling, restarts, scale),
 //            pool_core_exits.cpp (kills, backtraces, exits and who pays, crash_loop, failure);
 //   health:  pool_core_health.cpp (ticks, deadlines, the periodic sweep, queue TTL);
-//   scaling: pool_core_autoscale.cpp (the autoscaler: queue wait, idle workers, cooldowns);
+//   scaling: pool_core_autoscale.cpp (what the Autoscaler reads, applying its step);
 //   metrics: pool_core_metrics.cpp; reconfigure: pool_reconfigure.cpp.
+// The parts that decide, each with its own state and tests: autoscaler.cpp, task_ledger.cpp,
+// worker_set.cpp (and dispatcher.cpp, task_queue.cpp, flow_gates.cpp).
 #include "core/pool_core.hpp"
 
 #include "core/pool_core_internal.hpp"
@@ -61,7 +63,7 @@ void PoolCore::settle(std::int64_t now) {
 
 bool PoolCore::idle() const { return ledger_.open_tasks() == 0; }
 
-bool PoolCore::finished() const {
+bool PoolCore::wound_down() const {
   // Letters and journaled ends still being written do not hold the loop: the store owns them now,
   // and on_letter_written() still ends their tasks once they are written.
   return closing_ && workers_.empty() && ledger_.only_writes_open();

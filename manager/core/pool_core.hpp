@@ -2,8 +2,12 @@
 // cancellation, worker replacement and scaling. The event loop (pool_loop.hpp) feeds it
 // events and carries out its commands through WorkerControl (worker_control.hpp), so unit
 // tests drive it with a fake WorkerControl and a hand-moved clock, without a single process.
-// Its members are split by concern, one source file each (pool_core.cpp lists them): tasks
-// in and out, worker lifecycle and deaths, health, metrics.
+// PoolCore routes each event to the parts that decide, each owning its state: Autoscaler
+// (a step of the worker target), TaskLedger (the books on tasks, open to terminal),
+// WorkerSet (the workers, target, slots, generations, rolling restart, restart intensity),
+// Dispatcher, TaskQueue and FlowGates; it carries out their answers. Its own members are
+// split by concern, one source file each (pool_core.cpp lists them): tasks in and out,
+// worker lifecycle and deaths, health, autoscaling, metrics.
 //
 // Thread-safety: none; the loop thread owns it. Times are CLOCK_MONOTONIC nanoseconds; it
 // reads no clock itself (WorkerControl::wall_ms() stamps what operators read).
@@ -159,8 +163,10 @@ class PoolCore {
 
   // The earliest time on_tick has something to do (INT64_MAX: nothing).
   std::int64_t next_deadline() const;
-  bool idle() const;      // nothing queued, in flight, waiting for a retry or for its letter
-  bool finished() const;  // closed, every worker gone, nothing left but letters being written
+  bool idle() const;  // nothing queued, in flight, waiting for a retry or for its letter
+  // The pool's own end: closed, every worker gone, nothing left but letters and ends being
+  // written (the loop may stop).
+  bool wound_down() const;
   bool failed() const { return failed_; }
   const std::string& failure() const { return failure_; }
   std::uint32_t init_failures() const { return workers_.init_failures(); }
@@ -254,11 +260,15 @@ class PoolCore {
   void end_attempt(const InFlight& f, Outcome outcome, std::string error, std::int32_t pid,
                    std::int64_t now, std::string backtrace = {});
   std::int64_t retry_delay_ns(const TaskRecord& t);
-  // Ends a task: completed and cancelled at once; dead_lettered through the sink, ending
-  // once the letter is written.
-  void finish(const TaskPtr& task, TaskState state, DeadReason reason, std::string result,
-              std::string error, CancelReason cancel = CancelReason::kNone);
-  void complete(const TaskPtr& task, TaskState state, DeadReason reason);
+  // Decides a task's end (its account's state, reason, result, error) and has it made
+  // terminal: completed and cancelled at once, or once the journal wrote the end;
+  // dead-lettered through the sink, once the letter is written. A task decided already is
+  // left alone.
+  void end_task(const TaskPtr& task, TaskState state, DeadReason reason, std::string result,
+                std::string error, CancelReason cancel = CancelReason::kNone);
+  // Makes a decided task terminal in `state`: the ledger's books, the counters and metrics,
+  // then its ticket, kTaskEnded and on_done see the end. Once per task.
+  void make_terminal(const TaskPtr& task, TaskState state, DeadReason reason);
   // Takes every task that waits outside a ring: queued, waiting to retry, in backlogs.
   std::deque<TaskPtr> take_waiting();
   // Dead-letters what take_waiting() returns, with `reason` and `why`; returns how many.
@@ -392,7 +402,7 @@ class PoolCore {
   // Both.
   bool closing_ = false;
   // The latest `now` an entry point was given (each one taking `now` sets it first):
-  // finish() records end-to-end latency and stamps the finished record with it.
+  // make_terminal() records end-to-end latency and stamps the finished record with it.
   std::int64_t clock_ns_ = 0;
   PoolStats stats_;
   PoolMetrics recorded_;  // attempts, dead letters by reason, histograms

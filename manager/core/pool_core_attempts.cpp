@@ -40,12 +40,12 @@ bool PoolCore::on_result(WorkerId wid, ipc::ResultMsg& msg, std::int64_t now) {
         }
         t->attempts_ended++;
         note_attempt_end(f, Outcome::kOk, now);
-        finish(t, TaskState::kCompleted, DeadReason::kNone, std::move(msg.data), {});
+        end_task(t, TaskState::kCompleted, DeadReason::kNone, std::move(msg.data), {});
         break;
       }
       case ipc::TaskStatus::kCancelled:
-        finish(t, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled before it started",
-               CancelReason::kUser);
+        end_task(t, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled before it started",
+                 CancelReason::kUser);
         break;
       case ipc::TaskStatus::kRetry:
         end_attempt(f, Outcome::kError, msg.error.empty() ? "handler asked for a retry" : msg.error,
@@ -106,19 +106,20 @@ void PoolCore::end_attempt(const InFlight& f, Outcome outcome, std::string error
         f.attempt, error});
   note_attempt_end(f, outcome, now);
   if (t->cancel_requested) {
-    finish(t, TaskState::kCancelled, DeadReason::kNone, {}, std::move(error), CancelReason::kUser);
+    end_task(t, TaskState::kCancelled, DeadReason::kNone, {}, std::move(error),
+             CancelReason::kUser);
     return;
   }
   if (!retryable(outcome, opts_.retry.retry_sandbox_violation)) {
-    finish(t, TaskState::kDeadLettered, DeadReason::kPermanent, {}, std::move(error));
+    end_task(t, TaskState::kDeadLettered, DeadReason::kPermanent, {}, std::move(error));
     return;
   }
   if (t->attempts_ended >= t->max_attempts) {
-    finish(t, TaskState::kDeadLettered, DeadReason::kRetriesExhausted, {}, std::move(error));
+    end_task(t, TaskState::kDeadLettered, DeadReason::kRetriesExhausted, {}, std::move(error));
     return;
   }
   if (failed_) {  // a retry would wait for a worker that never comes
-    finish(t, TaskState::kDeadLettered, DeadReason::kCrashLoop, {}, failure_);
+    end_task(t, TaskState::kDeadLettered, DeadReason::kCrashLoop, {}, failure_);
     return;
   }
   ++stats_.retried;
@@ -144,8 +145,8 @@ std::int64_t PoolCore::retry_delay_ns(const TaskRecord& t) {
   return jitter(rng_);
 }
 
-void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason, std::string result,
-                      std::string error, CancelReason cancel) {
+void PoolCore::end_task(const TaskPtr& task, TaskState state, DeadReason reason, std::string result,
+                        std::string error, CancelReason cancel) {
   if (task->decided) return;
   task->decided = true;
   release_admission(*task);
@@ -175,7 +176,7 @@ void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason, s
     std::lock_guard lock(task->mu());
     state = task->account.state;  // kCancelled when the end was not written (answered inline)
   }
-  complete(task, state, state == TaskState::kDeadLettered ? reason : DeadReason::kNone);
+  make_terminal(task, state, state == TaskState::kDeadLettered ? reason : DeadReason::kNone);
 }
 
 void PoolCore::on_end_written(std::uint64_t id, std::int64_t now) {
@@ -183,7 +184,7 @@ void PoolCore::on_end_written(std::uint64_t id, std::int64_t now) {
   TaskPtr task = ledger_.take_end(id);
   if (!task) return;
   // Final (only the loop writes it), or reported unwritten by the journal's answer.
-  complete(task, task->account.state, DeadReason::kNone);
+  make_terminal(task, task->account.state, DeadReason::kNone);
   settle(now);
 }
 
@@ -198,11 +199,11 @@ void PoolCore::on_letter_written(std::uint64_t id, std::int64_t now) {
     task->account.dead_letter_pending = false;
     state = task->account.state;  // kCancelled when its letter did not reach the store
   }
-  complete(task, state, state == TaskState::kDeadLettered ? reason : DeadReason::kNone);
+  make_terminal(task, state, state == TaskState::kDeadLettered ? reason : DeadReason::kNone);
   settle(now);
 }
 
-void PoolCore::complete(const TaskPtr& task, TaskState state, DeadReason reason) {
+void PoolCore::make_terminal(const TaskPtr& task, TaskState state, DeadReason reason) {
   ledger_.record_terminal(task, state, clock_ns_);
   switch (state) {
     case TaskState::kCompleted:
@@ -251,7 +252,7 @@ std::size_t PoolCore::dead_letter_waiting(DeadReason reason, const std::string& 
   std::size_t n = 0;
   for (const TaskPtr& t : take_waiting()) {
     if (t->decided) continue;
-    finish(t, TaskState::kDeadLettered, reason, {}, why);
+    end_task(t, TaskState::kDeadLettered, reason, {}, why);
     ++n;
   }
   return n;
@@ -272,7 +273,7 @@ std::size_t PoolCore::abandon_all(DeadReason reason, const std::string& why, std
             {f.attempt, Outcome::kLost, why, ctl_.pid(wid), f.started_wall_ms, ctl_.wall_ms()});
         f.task->attempts_ended++;
       }
-      finish(f.task, TaskState::kDeadLettered, reason, {}, why);
+      end_task(f.task, TaskState::kDeadLettered, reason, {}, why);
       ++abandoned;
       any = true;
     }
@@ -309,7 +310,8 @@ std::size_t PoolCore::release_all(const std::string& why, std::int64_t now) {
       t->account.cancel_reason = CancelReason::kShutdown;
       t->account.error = why;
     }
-    complete(t, TaskState::kCancelled, DeadReason::kNone);  // not journaled: it stays open there
+    make_terminal(t, TaskState::kCancelled,
+                  DeadReason::kNone);  // not journaled: it stays open there
     ++released;
   }
   settle(now);

@@ -144,16 +144,16 @@ std::uint64_t PoolCore::settle_dead_ring(Worker& w, const supervision::Classifie
     if (view[i].ended) continue;
     if (charged && i == *charged) {
       if (f.task->cancel_requested) {
-        finish(f.task, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled while running",
-               CancelReason::kUser);
+        end_task(f.task, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled while running",
+                 CancelReason::kUser);
       } else {
         const bool killed_for_it = k != nullptr && k->task == f.task->id;
         end_attempt(f, c.outcome, c.error, pid, now,
                     killed_for_it ? std::move(w.backtrace) : std::string());
       }
     } else if (f.task->cancel_requested) {
-      finish(f.task, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled before it started",
-             CancelReason::kUser);
+      end_task(f.task, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled before it started",
+               CancelReason::kUser);
     } else if (!charged && ++f.task->free_requeues > kMaxFreeRequeues) {
       // A death charged to nobody (its front had ended already) puts the ring back for free;
       // bounded, so no worker can keep a task from ever running out of attempts.
@@ -185,8 +185,8 @@ void PoolCore::note_restart(std::int64_t now) {
     // Tasks that asked to fail fast do not wait the crash loop out.
     for (const TaskPtr& t :
          queue_.remove_if([](const TaskRecord& r) { return r.opts.fail_fast; })) {
-      finish(t, TaskState::kDeadLettered, DeadReason::kCrashLoop, {},
-             "the pool entered crash_loop and the task asked to fail fast");
+      end_task(t, TaskState::kDeadLettered, DeadReason::kCrashLoop, {},
+               "the pool entered crash_loop and the task asked to fail fast");
     }
   }
 }

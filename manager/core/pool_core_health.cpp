@@ -244,9 +244,9 @@ void PoolCore::expire_queued(std::int64_t now) {
   };
   const auto expire = [&](const TaskPtr& t, std::string_view where) {
     ++stats_.expired;
-    finish(t, TaskState::kDeadLettered, DeadReason::kExpired, {},
-           "expired: " + std::string(where) + " for " +
-               std::to_string((now - t->queued_ns) / kMsNs) + " ms, past its queue_ttl");
+    end_task(t, TaskState::kDeadLettered, DeadReason::kExpired, {},
+             "expired: " + std::string(where) + " for " +
+                 std::to_string((now - t->queued_ns) / kMsNs) + " ms, past its queue_ttl");
   };
   for (const TaskPtr& t : queue_.remove_if(expired)) expire(t, "queued");
   // Held back by a rate limit or a type's cap (throttled), or waiting for its affinity
