@@ -7,12 +7,8 @@
 #include <string>
 
 #include "core/pool_core.hpp"
-#include "core/pool_core_internal.hpp"
 
 namespace sandpool::core {
-
-using detail::kMsNs;
-using detail::to_ns;
 
 std::int64_t PoolCore::longest_wait(std::int64_t now) const {
   std::int64_t since = queue_.oldest_waiting_since();
@@ -43,8 +39,8 @@ void PoolCore::note_target(std::uint32_t n, std::string why) {
 std::span<const ReadyWorkerIdle> PoolCore::ready_idleness() {
   ready_scratch_.clear();
   for (const auto& [id, w] : workers_) {
-    if (w.is<Ready>())
-      ready_scratch_.push_back({w.last_work_ns, w.ring.empty() && w.backlog.empty()});
+    if (!w.is<Ready>()) continue;
+    ready_scratch_.push_back({w.last_work_ns, w.ring.empty() && w.backlog.empty()});
   }
   return ready_scratch_;
 }

@@ -14,7 +14,6 @@
 namespace sandpool::core {
 
 using detail::kMaxFreeRequeues;
-using detail::kMsNs;
 using detail::to_ns;
 
 void PoolCore::on_worker_error(WorkerId wid, std::string text) {

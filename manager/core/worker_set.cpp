@@ -27,7 +27,7 @@ Worker& WorkerSet::add(Worker w) {
   if (w.slot >= slot_starts_.size()) slot_starts_.resize(w.slot + 1, 0);
   w.slot_restarts = slot_starts_[w.slot]++;
   const WorkerId id = w.id;
-  return workers_.insert_or_assign(id, std::move(w)).first->second;
+  return workers_.emplace(id, std::move(w)).first->second;
 }
 
 std::uint32_t WorkerSet::free_slot() const {
