@@ -4,15 +4,12 @@
 
 #include <algorithm>
 
+#include "core/pool_core_internal.hpp"
+
 namespace sandpool::core {
 
-namespace {
-
-constexpr std::int64_t kMsNs = 1000000;
-
-std::int64_t to_ns(std::chrono::milliseconds ms) { return ms.count() * kMsNs; }
-
-}  // namespace
+using detail::kMsNs;
+using detail::to_ns;
 
 Autoscaler::Autoscaler(const AutoscalePolicy& policy, const WorkerBounds& bounds)
     : policy_(policy), bounds_(bounds) {}

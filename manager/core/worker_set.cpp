@@ -5,13 +5,11 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/pool_core_internal.hpp"
+
 namespace sandpool::core {
 
-namespace {
-
-constexpr std::int64_t kMsNs = 1000000;
-
-}  // namespace
+using detail::kMsNs;
 
 WorkerSet::WorkerSet(std::uint32_t target, supervision::RestartIntensity::Limits limits)
     : target_(target), intensity_(limits) {}
