@@ -59,7 +59,7 @@ TEST_CASE("close finishes even when every worker ignores Stop") {
     CHECK(h.ctl.workers[id].killed);
     h.exit(id, ExitStatus{false, 0, SIGKILL});
   }
-  CHECK(h.core->finished());
+  CHECK(h.core->wound_down());
 }
 
 TEST_CASE("a second Ready from a worker breaks the protocol") {
@@ -173,7 +173,7 @@ TEST_CASE("a task that asks for a retry after its pool failed is dead-lettered, 
   h.core->close(h.now);
   REQUIRE(h.ctl.workers[1].stop_sent);
   h.exit(1, ExitStatus{true, 0, 0});
-  CHECK(h.core->finished());
+  CHECK(h.core->wound_down());
 }
 
 TEST_CASE("tasks put back from a dead ring in a failed pool are dead-lettered") {
@@ -199,7 +199,7 @@ TEST_CASE("tasks put back from a dead ring in a failed pool are dead-lettered") 
   h.advance(60s);
   CHECK(h.core->idle());
   h.core->close(h.now);
-  CHECK(h.core->finished());
+  CHECK(h.core->wound_down());
 }
 
 // ---- admission ---------------------------------------------------------------------------
@@ -450,7 +450,7 @@ TEST_CASE("a pool closes while letters are still being written, they end when wr
   h.core->close(h.now);
   REQUIRE(h.ctl.workers[1].stop_sent);
   h.exit(1, ExitStatus{true, 0, 0});
-  CHECK(h.core->finished());
+  CHECK(h.core->wound_down());
   CHECK_FALSE(is_terminal(t->state));
   h.core->on_letter_written(t->id, h.now);
   CHECK(t->state == TaskState::kDeadLettered);

@@ -284,11 +284,11 @@ class Model {
     core_->close(world_.now);
     note_spawns();
     check();
-    for (int i = 0; i < 5000 && !(core_->finished() && letters_.empty()); ++i) {
+    for (int i = 0; i < 5000 && !(core_->wound_down() && letters_.empty()); ++i) {
       cooperate();
       check();
     }
-    MODEL_CHECK(core_->finished(), "close() never finished: " << describe());
+    MODEL_CHECK(core_->wound_down(), "close() never finished: " << describe());
     MODEL_CHECK(letters_.empty(), "letters left unwritten");
     for (const auto& [id, t] : tasks_) {
       MODEL_CHECK(t.rec->done.load() == 1, "task " << id << " never ended");

@@ -288,7 +288,7 @@ TEST_CASE("close finishes accepted tasks, then stops every worker") {
   }
   for (auto& [w, fw] : h.ctl.workers) CHECK(fw.stop_sent);
   for (auto id : std::vector<core::WorkerId>(h.ctl.spawned)) h.exit(id, ExitStatus{true, 0, 0});
-  CHECK(h.core->finished());
+  CHECK(h.core->wound_down());
 }
 
 TEST_CASE("affinity tasks wait for their own worker while others keep flowing") {

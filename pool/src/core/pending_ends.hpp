@@ -1,5 +1,5 @@
 // PendingEnds: the tasks a PoolCore ended completed or cancelled whose journaled end is being
-// written (PoolCore::ends_pending_, docs/journal.md "Reported means written").
+// written (TaskLedger's, docs/journal.md "Reported means written").
 //
 // The journal commits a loop's ends in the order the loop queued them and answers them in that
 // order, so the answer is nearly always for the oldest: a FIFO whose front is checked first

@@ -5,8 +5,10 @@
 //   workers: pool_core_workers.cpp (start, ready, drain and stop, recycling, restarts, scale),
 //            pool_core_exits.cpp (kills, backtraces, exits and who pays, crash_loop, failure);
 //   health:  pool_core_health.cpp (ticks, deadlines, the periodic sweep, queue TTL);
-//   scaling: pool_core_autoscale.cpp (the autoscaler: queue wait, idle workers, cooldowns);
+//   scaling: pool_core_autoscale.cpp (what the Autoscaler reads, applying its step);
 //   metrics: pool_core_metrics.cpp; reconfigure: pool_reconfigure.cpp.
+// The parts that decide, each with its own state and tests: autoscaler.cpp, task_ledger.cpp,
+// worker_set.cpp (and dispatcher.cpp, task_queue.cpp, flow_gates.cpp).
 #include "core/pool_core.hpp"
 
 #include "core/pool_core_internal.hpp"
@@ -29,20 +31,21 @@ PoolCore::PoolCore(const PoolOptions& options, WorkerControl& control,
     : opts_(options),
       ctl_(control),
       admitted_(admitted),
+      ledger_({options.task_records_max, to_ns(options.task_records_max_age),
+               static_cast<std::size_t>(options.task_records_max_bytes)},
+              options.dead_letter_capacity),
       dispatcher_(options.dispatch, options.seed),
       rng_(options.seed ^ 0x5a5a5a5a5a5a5a5aull),
-      finished_({options.task_records_max, to_ns(options.task_records_max_age),
-                 static_cast<std::size_t>(options.task_records_max_bytes)}),
-      target_workers_(options.workers),
-      intensity_(intensity_limits(options)) {
+      workers_(options.workers, intensity_limits(options)),
+      autoscaler_(options.autoscale, options.worker_bounds) {
   queue_.set_tenants(options.tenants);
 }
 
 void PoolCore::start(std::int64_t now) {
   clock_ns_ = now;
   gates_.configure(opts_.flow, now, {});
-  for (std::uint32_t i = 0; i < target_workers_; ++i) spawn_worker(now);
-  if (opts_.autoscale.enabled) next_autoscale_ns_ = now;
+  for (std::uint32_t i = 0; i < workers_.target(); ++i) spawn_worker(now);
+  autoscaler_.start(now);
 }
 
 void PoolCore::close(std::int64_t now) {
@@ -58,13 +61,12 @@ void PoolCore::settle(std::int64_t now) {
   for (auto& [id, w] : workers_) maybe_stop(w, now);
 }
 
-bool PoolCore::idle() const { return open_tasks_ == 0; }
+bool PoolCore::idle() const { return ledger_.open_tasks() == 0; }
 
-bool PoolCore::finished() const {
+bool PoolCore::wound_down() const {
   // Letters and journaled ends still being written do not hold the loop: the store owns them now,
   // and on_letter_written() still ends their tasks once they are written.
-  return closing_ && workers_.empty() &&
-         open_tasks_ == letters_pending_.size() + ends_pending_.size();
+  return closing_ && workers_.empty() && ledger_.only_writes_open();
 }
 
 TaskPtr PoolCore::find_task(std::uint64_t id) const {
@@ -84,9 +86,7 @@ TaskPtr PoolCore::find_task(std::uint64_t id) const {
       if (t->id == id) return t;
     }
   }
-  if (auto it = letters_pending_.find(id); it != letters_pending_.end()) return it->second.first;
-  if (TaskPtr t = ends_pending_.find(id)) return t;
-  return finished_.find(id);
+  return ledger_.find(id);
 }
 
 std::vector<TaskPtr> PoolCore::list_tasks(const std::function<bool(const TaskRecord&)>& keep,
@@ -109,12 +109,7 @@ std::vector<TaskPtr> PoolCore::list_tasks(const std::function<bool(const TaskRec
     }
     for (const TaskPtr& t : w.backlog) take(t);
   }
-  for (const auto& [id, p] : letters_pending_) take(p.first);
-  ends_pending_.for_each(take);
-  finished_.for_each_newest([&](const TaskPtr& t) {
-    take(t);
-    return out.size() < limit;
-  });
+  ledger_.for_each(take, [&] { return out.size() < limit; });
   return out;
 }
 
@@ -126,18 +121,19 @@ PoolStats PoolCore::stats() const {
   s.in_flight = in_flight_total_;
   s.retry_wait = retries_.size();
   s.scheduled = scheduled_.size();
-  s.letters_pending = letters_pending_.size();
+  s.letters_pending = ledger_.letters_pending();
   s.workers = static_cast<std::uint32_t>(workers_.size());
-  s.target_workers = target_workers_;
+  s.target_workers = workers_.target();
   s.target_reason = target_reason_;
   s.queue_wait_ms =
-      static_cast<std::uint64_t>(std::max<std::int64_t>(0, queue_wait_ns_)) / detail::kMsNs;
+      static_cast<std::uint64_t>(std::max<std::int64_t>(0, autoscaler_.queue_wait_ns())) /
+      detail::kMsNs;
   s.dispatch = dispatcher_.strategy();
-  s.crash_loop = intensity_.crash_loop();
-  s.state = failed_                   ? "failed"
-            : closing_                ? (workers_.empty() ? "closed" : "closing")
-            : intensity_.crash_loop() ? "crash_loop"
-                                      : "running";
+  s.crash_loop = workers_.crash_loop();
+  s.state = failed_                 ? "failed"
+            : closing_              ? (workers_.empty() ? "closed" : "closing")
+            : workers_.crash_loop() ? "crash_loop"
+                                    : "running";
   return s;
 }
 

@@ -2,8 +2,12 @@
 // cancellation, worker replacement and scaling. The event loop (pool_loop.hpp) feeds it
 // events and carries out its commands through WorkerControl (worker_control.hpp), so unit
 // tests drive it with a fake WorkerControl and a hand-moved clock, without a single process.
-// Its members are split by concern, one source file each (pool_core.cpp lists them): tasks
-// in and out, worker lifecycle and deaths, health, metrics.
+// PoolCore routes each event to the parts that decide, each owning its state: Autoscaler
+// (a step of the worker target), TaskLedger (the books on tasks, open to terminal),
+// WorkerSet (the workers, target, slots, generations, rolling restart, restart intensity),
+// Dispatcher, TaskQueue and FlowGates; it carries out their answers. Its own members are
+// split by concern, one source file each (pool_core.cpp lists them): tasks in and out,
+// worker lifecycle and deaths, health, autoscaling, metrics.
 //
 // Thread-safety: none; the loop thread owns it. Times are CLOCK_MONOTONIC nanoseconds; it
 // reads no clock itself (WorkerControl::wall_ms() stamps what operators read).
@@ -27,17 +31,17 @@
 #include <sandpool/pool/pool.hpp>
 #include <sandpool/pool/pool_metrics.hpp>
 
+#include "core/autoscaler.hpp"
 #include "core/dispatcher.hpp"
-#include "core/finished_tasks.hpp"
 #include "core/flow_gates.hpp"
-#include "core/pending_ends.hpp"
+#include "core/task_ledger.hpp"
 #include "core/task_queue.hpp"
 #include "core/task_record.hpp"
 #include "core/tenant_counts.hpp"
 #include "core/worker_control.hpp"
+#include "core/worker_set.hpp"
 #include "core/worker_state.hpp"
 #include "supervision/exit_classifier.hpp"
-#include "supervision/restart_intensity.hpp"
 
 namespace sandpool::core {
 
@@ -116,7 +120,7 @@ class PoolCore {
   // and dead-letter bounds, limits, worker count. replace_workers: the launch spec changed,
   // so every worker started before this call is replaced, one at a time (rolling restart).
   void reconfigure(const PoolOptions& next, bool replace_workers, std::int64_t now);
-  bool rolling_restart() const { return rolling_restart_; }
+  bool rolling_restart() const { return workers_.rolling_restart(); }
   // Dead-letters every open task with `reason` (a shutdown past its timeout): queued and
   // retry-waiting ones at once, and those in the workers' rings, whose workers are killed;
   // the running one gets its attempt ended `lost` with `why`. Returns how many.
@@ -159,20 +163,22 @@ class PoolCore {
 
   // The earliest time on_tick has something to do (INT64_MAX: nothing).
   std::int64_t next_deadline() const;
-  bool idle() const;      // nothing queued, in flight, waiting for a retry or for its letter
-  bool finished() const;  // closed, every worker gone, nothing left but letters being written
+  bool idle() const;  // nothing queued, in flight, waiting for a retry or for its letter
+  // The pool's own end: closed, every worker gone, nothing left but letters and ends being
+  // written (the loop may stop).
+  bool wound_down() const;
   bool failed() const { return failed_; }
   const std::string& failure() const { return failure_; }
-  std::uint32_t init_failures() const { return init_failures_; }
+  std::uint32_t init_failures() const { return workers_.init_failures(); }
   std::size_t ready_workers() const;
   bool has_in_flight() const { return in_flight_total_ > 0; }
-  std::size_t letters_pending() const { return letters_pending_.size(); }
+  std::size_t letters_pending() const { return ledger_.letters_pending(); }
 
   PoolStats stats() const;
   // Counters, workers by state, worker RSS and latency histograms (pool_core_metrics.cpp).
   PoolMetrics metrics() const;
   std::vector<WorkerInfo> workers(std::int64_t now) const;
-  const std::deque<TaskResult>& dead_letters() const { return dead_letters_; }
+  const std::deque<TaskResult>& dead_letters() const { return ledger_.dead_letters(); }
   // Returns the record of an open task, or of an ended one still kept (task_records_*);
   // null when unknown. O(tasks held): for operators, not hot paths.
   TaskPtr find_task(std::uint64_t id) const;
@@ -254,11 +260,15 @@ class PoolCore {
   void end_attempt(const InFlight& f, Outcome outcome, std::string error, std::int32_t pid,
                    std::int64_t now, std::string backtrace = {});
   std::int64_t retry_delay_ns(const TaskRecord& t);
-  // Ends a task: completed and cancelled at once; dead_lettered through the sink, ending
-  // once the letter is written.
-  void finish(const TaskPtr& task, TaskState state, DeadReason reason, std::string result,
-              std::string error, CancelReason cancel = CancelReason::kNone);
-  void complete(const TaskPtr& task, TaskState state, DeadReason reason);
+  // Decides a task's end (its account's state, reason, result, error) and has it made
+  // terminal: completed and cancelled at once, or once the journal wrote the end;
+  // dead-lettered through the sink, once the letter is written. A task decided already is
+  // left alone.
+  void end_task(const TaskPtr& task, TaskState state, DeadReason reason, std::string result,
+                std::string error, CancelReason cancel = CancelReason::kNone);
+  // Makes a decided task terminal in `state`: the ledger's books, the counters and metrics,
+  // then its ticket, kTaskEnded and on_done see the end. Once per task.
+  void make_terminal(const TaskPtr& task, TaskState state, DeadReason reason);
   // Takes every task that waits outside a ring: queued, waiting to retry, in backlogs.
   std::deque<TaskPtr> take_waiting();
   // Dead-letters what take_waiting() returns, with `reason` and `why`; returns how many.
@@ -266,10 +276,7 @@ class PoolCore {
 
   // ---- worker lifecycle (pool_core_workers.cpp) ----
   void spawn_worker(std::int64_t now);
-  // The lowest slot no starting or ready worker holds.
-  std::uint32_t free_slot() const;
-  Worker* find(WorkerId w);
-  std::size_t live_workers() const;  // starting or ready
+  Worker* find(WorkerId w) { return workers_.find(w); }
   // The ring's front changed (a result, a dispatch to an empty ring): its cancel flag and
   // CPU base follow the new front.
   void front_changed(Worker& w, std::int64_t now);
@@ -283,25 +290,24 @@ class PoolCore {
   void recycle_if_due(Worker& w, std::int64_t now);
   void advance_rolling_restart(std::int64_t now);
   void adjust_worker_count(std::int64_t now);
-  // Sets target_workers_ and starts or drains workers to meet it.
+  // Sets the worker target and starts or drains workers to meet it.
   void set_target(std::uint32_t n, std::int64_t now);
   // Records a change of the target to `n` and why: the log line, the `scaled` event and
   // PoolStats::target_reason.
   void note_target(std::uint32_t n, std::string why);
 
-  // ---- the autoscaler (pool_core_autoscale.cpp) ----
-  // Decides one step up or down (AutoscalePolicy) and when to look again.
+  // ---- the autoscaler (pool_core_autoscale.cpp; its rules in autoscaler.hpp) ----
+  // Asks the autoscaler for a step, applies it, and lets it plan its next look.
   void autoscale(std::int64_t now);
   // How long the task that has waited longest for a worker has waited (queued, or behind
   // another task in a ring); -1: none waits.
   std::int64_t longest_wait(std::int64_t now) const;
-  // How often the autoscaler looks while tasks are open: a quarter of target_queue_wait,
-  // within [5 ms, 100 ms].
-  std::int64_t autoscale_tick_ns() const;
+  // The ready workers' idle times, as the autoscaler reads them (in ready_scratch_).
+  std::span<const ReadyWorkerIdle> ready_idleness();
   // A task started waiting for a worker: the autoscaler looks within a tick (at the next
   // on_tick when the target is 0; submit() looks at once, so the first task of an on-demand
   // pool starts its worker).
-  void note_waiting(std::int64_t now);
+  void note_waiting(std::int64_t now) { autoscaler_.note_waiting(now, workers_.target()); }
 
   // ---- worker deaths (pool_core_exits.cpp) ----
   // Kills the worker for `why` (SIGKILL now), charging `task_id` (0: the front, see
@@ -353,18 +359,18 @@ class PoolCore {
   std::atomic<std::size_t>& admitted_;
 
   // Tasks. An open task waits in queue_, in a worker's backlog, in a worker's ring (an
-  // entry not ended), in retries_ or in letters_pending_; finished_ keeps it once it ended.
+  // entry not ended), in retries_, or in the ledger for its letter or end to be written; the
+  // ledger counts the open ones and keeps them once they ended.
+  TaskLedger ledger_;
   Dispatcher dispatcher_;
   TaskQueue queue_;
-  std::size_t open_tasks_ = 0;  // submitted and not yet terminal (letters pending included)
   RetryHeap retries_;
   RetryHeap scheduled_;                     // tasks waiting for their not_before, by due time
   std::int64_t next_aging_ns_ = INT64_MAX;  // when a queued task is next due to age
   TenantCounts* tenant_counts_ = nullptr;
-  FlowGates gates_;                        // rate limits and caps (FlowLimits)
-  std::int64_t flow_wake_ns_ = INT64_MAX;  // the pool's bucket refills: dispatch again
-  std::mt19937_64 rng_;                    // retry jitter
-  FinishedTasks finished_;
+  FlowGates gates_;                         // rate limits and caps (FlowLimits)
+  std::int64_t flow_wake_ns_ = INT64_MAX;   // the pool's bucket refills: dispatch again
+  std::mt19937_64 rng_;                     // retry jitter
   std::vector<Candidate> candidates_;       // scratch for dispatch
   std::vector<Worker*> candidate_workers_;  // parallel to candidates_
   std::vector<WorkerView> views_;           // scratch for the dispatch function
@@ -375,36 +381,19 @@ class PoolCore {
   std::array<FnLogState, 3> fn_log_{};  // by FnTrouble
   std::size_t in_flight_total_ = 0;     // ring entries, over every worker
   std::size_t backlogged_ = 0;          // tasks in the workers' affinity backlogs
-  std::size_t ttl_tasks_ = 0;           // open tasks that carry a queue TTL
-  std::deque<TaskResult> dead_letters_;
-  // Tasks decided dead-lettered whose letter the sink is writing, by id.
-  std::map<std::uint64_t, std::pair<TaskPtr, DeadReason>> letters_pending_;
   std::function<bool(const TaskPtr&)> dead_letter_sink_;
-  // Tasks ended completed or cancelled whose journaled end is being written, in that order.
-  PendingEnds ends_pending_;
   TaskJournalHooks journal_;
 
-  // Workers, each with its ring and backlog.
-  std::map<WorkerId, Worker> workers_;  // ascending id: round-robin order
-  std::uint32_t target_workers_ = 0;
-  std::uint64_t generation_ = 0;            // bumped when the launch spec changes
-  std::vector<std::uint64_t> slot_starts_;  // workers started per slot so far
-  std::uint32_t init_failures_ = 0;         // consecutive
-  std::int64_t respawn_due_ns_ = 0;         // 0: none pending
-  bool rolling_restart_ = false;
-  supervision::RestartIntensity intensity_;
+  // Workers, each with its ring and backlog, and what is about the set (worker_set.hpp): the
+  // target, slots, generations, the rolling restart, restart intensity, respawn backoff.
+  WorkerSet workers_;
   bool failed_ = false;
   std::string failure_;
-  // Workers whose Killing state awaits a backtrace.
-  std::size_t backtraces_awaited_ = 0;
 
-  // Autoscaling: when it looks next, and its last step (either way, or a manual scale) and
-  // last step up, which the cooldowns count from.
-  std::int64_t next_autoscale_ns_ = INT64_MAX;
-  std::int64_t last_step_ns_ = INT64_MIN / 4;
-  std::int64_t last_up_ns_ = INT64_MIN / 4;
+  // Autoscaling: the decisions, and the worker target's last reason (any change's).
+  Autoscaler autoscaler_;
+  std::vector<ReadyWorkerIdle> ready_scratch_;  // ready_idleness()'s answer
   std::string target_reason_ = "initial";
-  std::int64_t queue_wait_ns_ = -1;  // longest_wait() at the autoscaler's last look
 
   // Health: when on_tick next has deadlines to check, and the next sweep.
   std::int64_t next_check_ns_ = INT64_MAX;
@@ -413,7 +402,7 @@ class PoolCore {
   // Both.
   bool closing_ = false;
   // The latest `now` an entry point was given (each one taking `now` sets it first):
-  // finish() records end-to-end latency and stamps finished_ with it.
+  // make_terminal() records end-to-end latency and stamps the finished record with it.
   std::int64_t clock_ns_ = 0;
   PoolStats stats_;
   PoolMetrics recorded_;  // attempts, dead letters by reason, histograms

@@ -40,12 +40,12 @@ bool PoolCore::on_result(WorkerId wid, ipc::ResultMsg& msg, std::int64_t now) {
         }
         t->attempts_ended++;
         note_attempt_end(f, Outcome::kOk, now);
-        finish(t, TaskState::kCompleted, DeadReason::kNone, std::move(msg.data), {});
+        end_task(t, TaskState::kCompleted, DeadReason::kNone, std::move(msg.data), {});
         break;
       }
       case ipc::TaskStatus::kCancelled:
-        finish(t, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled before it started",
-               CancelReason::kUser);
+        end_task(t, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled before it started",
+                 CancelReason::kUser);
         break;
       case ipc::TaskStatus::kRetry:
         end_attempt(f, Outcome::kError, msg.error.empty() ? "handler asked for a retry" : msg.error,
@@ -106,19 +106,20 @@ void PoolCore::end_attempt(const InFlight& f, Outcome outcome, std::string error
         f.attempt, error});
   note_attempt_end(f, outcome, now);
   if (t->cancel_requested) {
-    finish(t, TaskState::kCancelled, DeadReason::kNone, {}, std::move(error), CancelReason::kUser);
+    end_task(t, TaskState::kCancelled, DeadReason::kNone, {}, std::move(error),
+             CancelReason::kUser);
     return;
   }
   if (!retryable(outcome, opts_.retry.retry_sandbox_violation)) {
-    finish(t, TaskState::kDeadLettered, DeadReason::kPermanent, {}, std::move(error));
+    end_task(t, TaskState::kDeadLettered, DeadReason::kPermanent, {}, std::move(error));
     return;
   }
   if (t->attempts_ended >= t->max_attempts) {
-    finish(t, TaskState::kDeadLettered, DeadReason::kRetriesExhausted, {}, std::move(error));
+    end_task(t, TaskState::kDeadLettered, DeadReason::kRetriesExhausted, {}, std::move(error));
     return;
   }
   if (failed_) {  // a retry would wait for a worker that never comes
-    finish(t, TaskState::kDeadLettered, DeadReason::kCrashLoop, {}, failure_);
+    end_task(t, TaskState::kDeadLettered, DeadReason::kCrashLoop, {}, failure_);
     return;
   }
   ++stats_.retried;
@@ -144,8 +145,8 @@ std::int64_t PoolCore::retry_delay_ns(const TaskRecord& t) {
   return jitter(rng_);
 }
 
-void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason, std::string result,
-                      std::string error, CancelReason cancel) {
+void PoolCore::end_task(const TaskPtr& task, TaskState state, DeadReason reason, std::string result,
+                        std::string error, CancelReason cancel) {
   if (task->decided) return;
   task->decided = true;
   release_admission(*task);
@@ -162,53 +163,48 @@ void PoolCore::finish(const TaskPtr& task, TaskState state, DeadReason reason, s
     }
   }
   if (state == TaskState::kDeadLettered && dead_letter_sink_) {
-    letters_pending_.emplace(task->id, std::make_pair(task, reason));
+    ledger_.await_letter(task, reason);
     if (dead_letter_sink_(task)) return;  // on_letter_written() ends it
-    letters_pending_.erase(task->id);
+    (void)ledger_.take_letter(task->id);  // not written: it ends now
     std::lock_guard lock(task->mu());
     task->account.dead_letter_pending = false;
     state = task->account.state;  // kCancelled when the letter was not written (answered inline)
   } else if (state != TaskState::kDeadLettered && journal_.end) {
-    ends_pending_.push(task);
+    ledger_.await_end(task);
     if (journal_.end(task)) return;  // on_end_written() ends it
-    ends_pending_.pop_last();
+    ledger_.drop_last_end();
     std::lock_guard lock(task->mu());
     state = task->account.state;  // kCancelled when the end was not written (answered inline)
   }
-  complete(task, state, state == TaskState::kDeadLettered ? reason : DeadReason::kNone);
+  make_terminal(task, state, state == TaskState::kDeadLettered ? reason : DeadReason::kNone);
 }
 
 void PoolCore::on_end_written(std::uint64_t id, std::int64_t now) {
   clock_ns_ = now;
-  TaskPtr task = ends_pending_.take(id);
+  TaskPtr task = ledger_.take_end(id);
   if (!task) return;
   // Final (only the loop writes it), or reported unwritten by the journal's answer.
-  complete(task, task->account.state, DeadReason::kNone);
+  make_terminal(task, task->account.state, DeadReason::kNone);
   settle(now);
 }
 
 void PoolCore::on_letter_written(std::uint64_t id, std::int64_t now) {
   clock_ns_ = now;
-  auto it = letters_pending_.find(id);
-  if (it == letters_pending_.end()) return;
-  auto [task, reason] = std::move(it->second);
-  letters_pending_.erase(it);
+  auto letter = ledger_.take_letter(id);
+  if (!letter) return;
+  auto [task, reason] = std::move(*letter);
   TaskState state = TaskState::kDeadLettered;
   {
     std::lock_guard lock(task->mu());
     task->account.dead_letter_pending = false;
     state = task->account.state;  // kCancelled when its letter did not reach the store
   }
-  complete(task, state, state == TaskState::kDeadLettered ? reason : DeadReason::kNone);
+  make_terminal(task, state, state == TaskState::kDeadLettered ? reason : DeadReason::kNone);
   settle(now);
 }
 
-void PoolCore::complete(const TaskPtr& task, TaskState state, DeadReason reason) {
-  if (state == TaskState::kDeadLettered) {
-    std::lock_guard lock(task->mu());
-    dead_letters_.push_back(task->account);
-    if (dead_letters_.size() > opts_.dead_letter_capacity) dead_letters_.pop_front();
-  }
+void PoolCore::make_terminal(const TaskPtr& task, TaskState state, DeadReason reason) {
+  ledger_.record_terminal(task, state, clock_ns_);
   switch (state) {
     case TaskState::kCompleted:
       ++stats_.completed;
@@ -223,12 +219,9 @@ void PoolCore::complete(const TaskPtr& task, TaskState state, DeadReason reason)
       break;
   }
   note_terminal(*task, state, reason);
-  if (task->expires_ns != 0) --ttl_tasks_;
   task->state.store(state, std::memory_order_release);
   task->done.store(1, std::memory_order_release);
   task->done.notify_all();
-  --open_tasks_;
-  finished_.add(task, clock_ns_);
   emit({PoolEvent::Kind::kTaskEnded, task->id, 0, state, reason, Outcome::kOk, task->attempts_ended,
         task->account.error});
   // The account is final once done is set: nothing writes it again, so the callback reads
@@ -259,7 +252,7 @@ std::size_t PoolCore::dead_letter_waiting(DeadReason reason, const std::string& 
   std::size_t n = 0;
   for (const TaskPtr& t : take_waiting()) {
     if (t->decided) continue;
-    finish(t, TaskState::kDeadLettered, reason, {}, why);
+    end_task(t, TaskState::kDeadLettered, reason, {}, why);
     ++n;
   }
   return n;
@@ -280,7 +273,7 @@ std::size_t PoolCore::abandon_all(DeadReason reason, const std::string& why, std
             {f.attempt, Outcome::kLost, why, ctl_.pid(wid), f.started_wall_ms, ctl_.wall_ms()});
         f.task->attempts_ended++;
       }
-      finish(f.task, TaskState::kDeadLettered, reason, {}, why);
+      end_task(f.task, TaskState::kDeadLettered, reason, {}, why);
       ++abandoned;
       any = true;
     }
@@ -317,7 +310,8 @@ std::size_t PoolCore::release_all(const std::string& why, std::int64_t now) {
       t->account.cancel_reason = CancelReason::kShutdown;
       t->account.error = why;
     }
-    complete(t, TaskState::kCancelled, DeadReason::kNone);  // not journaled: it stays open there
+    make_terminal(t, TaskState::kCancelled,
+                  DeadReason::kNone);  // not journaled: it stays open there
     ++released;
   }
   settle(now);

@@ -30,21 +30,20 @@ void PoolCore::take_in(TaskRecord& t, std::int64_t now) {
   t.queued_ns = std::max(now, due);
   if (auto ttl = t.opts.queue_ttl ? t.opts.queue_ttl : opts_.queue_ttl) {
     t.expires_ns = t.queued_ns + to_ns(*ttl);
-    ++ttl_tasks_;
   }
   ++stats_.submitted;
-  ++open_tasks_;
+  ledger_.open(t);
 }
 
 void PoolCore::submit(TaskPtr task, std::int64_t now) {
   take_in(*task, now);
   if (failed_) {
-    finish(task, TaskState::kDeadLettered, DeadReason::kCrashLoop, {}, failure_);
+    end_task(task, TaskState::kDeadLettered, DeadReason::kCrashLoop, {}, failure_);
     return;
   }
-  if (intensity_.crash_loop() && task->opts.fail_fast) {
-    finish(task, TaskState::kDeadLettered, DeadReason::kCrashLoop, {},
-           "the pool is in crash_loop and the task asked to fail fast");
+  if (workers_.crash_loop() && task->opts.fail_fast) {
+    end_task(task, TaskState::kDeadLettered, DeadReason::kCrashLoop, {},
+             "the pool is in crash_loop and the task asked to fail fast");
     return;
   }
   if (task->due_ns() != 0) return schedule(std::move(task));  // admitted by the Pool at submit
@@ -54,7 +53,7 @@ void PoolCore::submit(TaskPtr task, std::int64_t now) {
   note_aging(now);
   dispatch(now);
   note_waiting(now);
-  if (next_autoscale_ns_ <= now) autoscale(now);
+  if (autoscaler_.due(now)) autoscale(now);
 }
 
 void PoolCore::schedule(TaskPtr task) {
@@ -84,9 +83,9 @@ void PoolCore::release_scheduled(std::int64_t now) {
   while (!scheduled_.empty() && scheduled_.top().due_ns <= now) {
     TaskPtr t = scheduled_.top().task;
     scheduled_.pop();
-    if (intensity_.crash_loop() && t->opts.fail_fast) {
-      finish(t, TaskState::kDeadLettered, DeadReason::kCrashLoop, {},
-             "the pool is in crash_loop and the task asked to fail fast");
+    if (workers_.crash_loop() && t->opts.fail_fast) {
+      end_task(t, TaskState::kDeadLettered, DeadReason::kCrashLoop, {},
+               "the pool is in crash_loop and the task asked to fail fast");
       continue;
     }
     to_queue(std::move(t), false, now);  // skips a task decided meanwhile
@@ -111,7 +110,7 @@ void PoolCore::to_queue(TaskPtr task, bool front, std::int64_t now) {
   if (task->decided) return;
   if (failed_) {
     // Nothing will ever run it: no worker is started in a failed pool.
-    finish(task, TaskState::kDeadLettered, DeadReason::kCrashLoop, {}, failure_);
+    end_task(task, TaskState::kDeadLettered, DeadReason::kCrashLoop, {}, failure_);
     return;
   }
   clock_ns_ = now;
@@ -191,9 +190,9 @@ void PoolCore::dispatch_queue(std::int64_t now) {
       // Accepted under a larger max_payload that a reconfigure lowered since: the workers
       // started with the new one would read its frame as ring corruption.
       TaskPtr t = queue_.pop();
-      finish(t, TaskState::kDeadLettered, DeadReason::kPermanent, {},
-             "payload of " + std::to_string(t->payload.size()) + " bytes exceeds max_payload (" +
-                 std::to_string(opts_.max_payload) + " bytes), lowered after it was accepted");
+      end_task(t, TaskState::kDeadLettered, DeadReason::kPermanent, {},
+               "payload of " + std::to_string(t->payload.size()) + " bytes exceeds max_payload (" +
+                   std::to_string(opts_.max_payload) + " bytes), lowered after it was accepted");
       continue;
     }
     if (gates_.on()) {
@@ -271,7 +270,7 @@ void PoolCore::recover(RecoveredTask r, std::int64_t now) {
     task->attempts_ended++;
   }
   if (!r.refused.empty()) {
-    finish(task, TaskState::kDeadLettered, DeadReason::kPermanent, {}, std::move(r.refused));
+    end_task(task, TaskState::kDeadLettered, DeadReason::kPermanent, {}, std::move(r.refused));
     return;
   }
   if (r.retry_wait) {
@@ -302,20 +301,20 @@ bool PoolCore::cancel(const TaskPtr& t, std::int64_t now) {
         --backlogged_;
       }
     }
-    finish(t, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled while queued",
-           CancelReason::kUser);
+    end_task(t, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled while queued",
+             CancelReason::kUser);
     return true;
   }
   if (s == TaskState::kScheduled) {
     scheduled_.remove(t);
-    finish(t, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled while scheduled",
-           CancelReason::kUser);
+    end_task(t, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled while scheduled",
+             CancelReason::kUser);
     return true;
   }
   if (s == TaskState::kRetryWait) {
     // Its heap entry is skipped when it comes due.
-    finish(t, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled while waiting to retry",
-           CancelReason::kUser);
+    end_task(t, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled while waiting to retry",
+             CancelReason::kUser);
     return true;
   }
   auto [w, f] = find_in_ring(t);

@@ -14,7 +14,6 @@
 namespace sandpool::core {
 
 using detail::kMaxFreeRequeues;
-using detail::kMsNs;
 using detail::to_ns;
 
 void PoolCore::on_worker_error(WorkerId wid, std::string text) {
@@ -45,11 +44,11 @@ void PoolCore::kill_hung_worker(Worker& w, KillReason why, Outcome outcome, std:
   // Decided now, carried out when the answer is in or the grace is over (the loop keeps
   // serving the other workers meanwhile): observe_backtraces() sends the SIGKILL.
   w.state = Killing{why, outcome, std::move(error), task_id, now + to_ns(opts_.backtrace_grace)};
-  ++backtraces_awaited_;
+  workers_.await_backtrace();
 }
 
 void PoolCore::observe_backtraces(std::int64_t now) {
-  if (backtraces_awaited_ == 0) return;
+  if (workers_.backtraces_awaited() == 0) return;
   for (auto& [wid, w] : workers_) {
     Killing* k = w.killing();
     if (k == nullptr || k->backtrace_due_ns == 0) continue;
@@ -65,7 +64,7 @@ void PoolCore::collect_backtrace(Worker& w, Killing& k) {
       "worker " + std::to_string(pid) +
       (k.task != 0 ? " (task " + std::to_string(k.task) + ")" : std::string(" (idle)"));
   k.backtrace_due_ns = 0;
-  --backtraces_awaited_;
+  workers_.backtrace_collected();
   if (std::optional<std::string> bt = ctl_.backtrace(w.id, ipc::BacktraceRead::kWhatArrived)) {
     w.backtrace = std::move(*bt);
     // Worker-written: one escaped line in the log (the account keeps the frames as sent).
@@ -90,17 +89,15 @@ void PoolCore::on_exit(WorkerId wid, const supervision::ExitReport& report, std:
 
   const bool unwanted = k != nullptr && k->why == KillReason::kUnwanted;
   if (w.ready_ns == 0 && !unwanted) {
-    ++init_failures_;
+    const std::uint32_t failures = workers_.note_init_failure();
     failure_ = k != nullptr            ? k->error
                : !w.last_error.empty() ? w.last_error
                                        : "worker exited during init: " + describe(report.status);
-    if (init_failures_ >= opts_.max_init_failures) {
-      enter_failed("plugin init failed " + std::to_string(init_failures_) +
+    if (failures >= opts_.max_init_failures) {
+      enter_failed("plugin init failed " + std::to_string(failures) +
                    " times in a row: " + failure_);
-    } else if (live_workers() < target_workers_) {
-      const std::int64_t backoff =
-          std::min<std::int64_t>(5000, 100ll << std::min<std::uint32_t>(init_failures_ - 1, 6));
-      respawn_due_ns_ = now + backoff * kMsNs;
+    } else if (workers_.live() < workers_.target()) {
+      workers_.back_off_init_failure(now);
     }
   } else if (w.ready_ns != 0) {
     // Replaced because something went wrong (neither asked to stop nor unwanted), and
@@ -146,16 +143,16 @@ std::uint64_t PoolCore::settle_dead_ring(Worker& w, const supervision::Classifie
     if (view[i].ended) continue;
     if (charged && i == *charged) {
       if (f.task->cancel_requested) {
-        finish(f.task, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled while running",
-               CancelReason::kUser);
+        end_task(f.task, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled while running",
+                 CancelReason::kUser);
       } else {
         const bool killed_for_it = k != nullptr && k->task == f.task->id;
         end_attempt(f, c.outcome, c.error, pid, now,
                     killed_for_it ? std::move(w.backtrace) : std::string());
       }
     } else if (f.task->cancel_requested) {
-      finish(f.task, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled before it started",
-             CancelReason::kUser);
+      end_task(f.task, TaskState::kCancelled, DeadReason::kNone, {}, "cancelled before it started",
+               CancelReason::kUser);
     } else if (!charged && ++f.task->free_requeues > kMaxFreeRequeues) {
       // A death charged to nobody (its front had ended already) puts the ring back for free;
       // bounded, so no worker can keep a task from ever running out of attempts.
@@ -179,26 +176,24 @@ std::uint64_t PoolCore::settle_dead_ring(Worker& w, const supervision::Classifie
 }
 
 void PoolCore::note_restart(std::int64_t now) {
-  if (intensity_.note_restart(now)) {
-    log(3, "entered crash_loop: " + std::to_string(intensity_.recent()) +
+  // In crash_loop the next respawn waits its backoff (WorkerSet::note_restart).
+  if (workers_.note_restart(now)) {
+    log(3, "entered crash_loop: " + std::to_string(workers_.recent_restarts()) +
                " worker restarts within " + std::to_string(opts_.restart_window.count()) +
                " ms; replacements now back off");
     // Tasks that asked to fail fast do not wait the crash loop out.
     for (const TaskPtr& t :
          queue_.remove_if([](const TaskRecord& r) { return r.opts.fail_fast; })) {
-      finish(t, TaskState::kDeadLettered, DeadReason::kCrashLoop, {},
-             "the pool entered crash_loop and the task asked to fail fast");
+      end_task(t, TaskState::kDeadLettered, DeadReason::kCrashLoop, {},
+               "the pool entered crash_loop and the task asked to fail fast");
     }
-  }
-  if (intensity_.crash_loop()) {
-    respawn_due_ns_ = std::max(respawn_due_ns_, intensity_.respawn_not_before());
   }
 }
 
 void PoolCore::enter_failed(std::string why) {
   failed_ = true;
   failure_ = std::move(why);
-  respawn_due_ns_ = 0;
+  workers_.cancel_respawn();
   dead_letter_waiting(DeadReason::kCrashLoop, failure_);
 }
 

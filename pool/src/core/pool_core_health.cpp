@@ -23,15 +23,14 @@ void PoolCore::on_tick(std::int64_t now) {
     retries_.pop();
     to_queue(std::move(t), false, now);  // skips a task cancelled meanwhile
   }
-  if (respawn_due_ns_ != 0 && now >= respawn_due_ns_) {
-    respawn_due_ns_ = 0;
+  if (workers_.take_due_respawn(now)) {
     adjust_worker_count(now);
     advance_rolling_restart(now);  // it paused for this backoff
   }
   if (now >= next_check_ns_) check_deadlines(now);
   if (now >= next_sweep_ns_) sweep(now);
   settle(now);
-  if (now >= next_autoscale_ns_) autoscale(now);
+  if (autoscaler_.due(now)) autoscale(now);
 }
 
 void PoolCore::check_deadlines(std::int64_t now) {
@@ -149,15 +148,15 @@ void PoolCore::observe_running() {
 
 std::int64_t PoolCore::next_deadline() const {
   // Without workers the sweep still has queue TTLs to check (a pool scaled to none).
-  const bool sweeps = !workers_.empty() || ttl_tasks_ > 0;
+  const bool sweeps = !workers_.empty() || ledger_.ttl_tasks() > 0;
   std::int64_t next = std::min(next_check_ns_, sweeps ? next_sweep_ns_ : INT64_MAX);
   if (!retries_.empty()) next = std::min(next, retries_.top().due_ns);
   if (!scheduled_.empty()) next = std::min(next, scheduled_.top().due_ns);
   next = std::min(next, next_aging_ns_);
-  next = std::min(next, next_autoscale_ns_);
+  next = std::min(next, autoscaler_.next_look_ns());
   if (gates_.on()) next = std::min({next, gates_.next_ns(), flow_wake_ns_});
-  if (respawn_due_ns_ != 0) next = std::min(next, respawn_due_ns_);
-  if (backtraces_awaited_ > 0) {
+  if (workers_.respawn_held()) next = std::min(next, workers_.respawn_due_ns());
+  if (workers_.backtraces_awaited() > 0) {
     for (const auto& [wid, w] : workers_) {
       const Killing* k = w.killing();
       if (k != nullptr && k->backtrace_due_ns != 0) next = std::min(next, k->backtrace_due_ns);
@@ -168,7 +167,7 @@ std::int64_t PoolCore::next_deadline() const {
 
 void PoolCore::sweep(std::int64_t now) {
   next_sweep_ns_ = now + to_ns(opts_.heartbeat_interval);
-  finished_.expire(now);
+  ledger_.expire(now);
   const std::int64_t now_ms = now / kMsNs;
   const std::int64_t silent_limit_ms =
       static_cast<std::int64_t>(opts_.missed_heartbeats) * opts_.heartbeat_interval.count();
@@ -232,27 +231,22 @@ void PoolCore::sweep(std::int64_t now) {
     }
   }
   expire_queued(now);
-  if (intensity_.crash_loop()) {
-    for (const auto& [wid, w] : workers_) {
-      if (w.is<Ready>() && intensity_.note_stable(w.ready_ns, now)) {
-        log(1, "left crash_loop: worker " + std::to_string(ctl_.pid(wid)) + " stayed up for " +
-                   std::to_string(opts_.stable_after.count()) + " ms");
-        break;
-      }
-    }
+  if (const Worker* w = workers_.note_stable(now)) {
+    log(1, "left crash_loop: worker " + std::to_string(ctl_.pid(w->id)) + " stayed up for " +
+               std::to_string(opts_.stable_after.count()) + " ms");
   }
 }
 
 void PoolCore::expire_queued(std::int64_t now) {
-  if (ttl_tasks_ == 0) return;
+  if (ledger_.ttl_tasks() == 0) return;
   const auto expired = [&](const TaskRecord& r) {
     return r.expires_ns != 0 && r.expires_ns <= now && r.attempts_ended == 0;
   };
   const auto expire = [&](const TaskPtr& t, std::string_view where) {
     ++stats_.expired;
-    finish(t, TaskState::kDeadLettered, DeadReason::kExpired, {},
-           "expired: " + std::string(where) + " for " +
-               std::to_string((now - t->queued_ns) / kMsNs) + " ms, past its queue_ttl");
+    end_task(t, TaskState::kDeadLettered, DeadReason::kExpired, {},
+             "expired: " + std::string(where) + " for " +
+                 std::to_string((now - t->queued_ns) / kMsNs) + " ms, past its queue_ttl");
   };
   for (const TaskPtr& t : queue_.remove_if(expired)) expire(t, "queued");
   // Held back by a rate limit or a type's cap (throttled), or waiting for its affinity

@@ -19,44 +19,14 @@ void PoolCore::spawn_worker(std::int64_t now) {
   w.id = id;
   w.state = Starting{now + to_ns(opts_.init_timeout)};
   w.spawned_ns = now;
-  w.generation = generation_;
   w.frame_cap = opts_.max_payload;
   w.cpu_limit_ns = static_cast<std::int64_t>(worker_cpu_seconds(opts_)) * 1'000'000'000;
-  w.slot = free_slot();
-  if (w.slot >= slot_starts_.size()) slot_starts_.resize(w.slot + 1, 0);
-  w.slot_restarts = slot_starts_[w.slot]++;
   next_check_ns_ = std::min(next_check_ns_, std::get<Starting>(w.state).deadline_ns);
-  workers_.emplace(id, std::move(w));
+  workers_.add(std::move(w));  // in its slot, of the current generation
   if (opts_.on_event) emit(worker_event(PoolEvent::Kind::kWorkerStarted, ctl_.pid(id)));
 }
 
-std::uint32_t PoolCore::free_slot() const {
-  std::vector<bool> taken;
-  for (const auto& [id, w] : workers_) {
-    if (!w.live()) continue;
-    if (w.slot >= taken.size()) taken.resize(w.slot + 1, false);
-    taken[w.slot] = true;
-  }
-  std::uint32_t slot = 0;
-  while (slot < taken.size() && taken[slot]) ++slot;
-  return slot;
-}
-
-Worker* PoolCore::find(WorkerId w) {
-  auto it = workers_.find(w);
-  return it == workers_.end() ? nullptr : &it->second;
-}
-
-std::size_t PoolCore::live_workers() const {
-  return static_cast<std::size_t>(std::count_if(workers_.begin(), workers_.end(),
-                                                [](const auto& kv) { return kv.second.live(); }));
-}
-
-std::size_t PoolCore::ready_workers() const {
-  return static_cast<std::size_t>(std::count_if(
-      workers_.begin(), workers_.end(),
-      [](const std::pair<const WorkerId, Worker>& kv) { return kv.second.is<Ready>(); }));
-}
+std::size_t PoolCore::ready_workers() const { return workers_.ready(); }
 
 bool PoolCore::on_ready(WorkerId wid, std::int64_t now, std::string isolation) {
   clock_ns_ = now;
@@ -64,17 +34,17 @@ bool PoolCore::on_ready(WorkerId wid, std::int64_t now, std::string isolation) {
   if (w == nullptr || w->is<Killing>()) return true;  // killed meanwhile: its Ready is late
   if (!w->is<Starting>()) return false;               // a second Ready
   // Started before a reconfigure changed the launch spec: it is replaced in its turn.
-  const bool stale = w->generation != generation_ && !failed_;
+  const bool stale = workers_.stale(*w) && !failed_;
   w->state = Ready{stale};
-  if (stale) rolling_restart_ = true;
+  if (stale) workers_.set_rolling_restart(true);
   w->ready_ns = now;
   w->last_work_ns = now;
   w->isolation = std::move(isolation);
   if (samples_rss()) w->rss_sampled = ctl_.rss_bytes(wid);  // least-rss: not 0 until the sweep
-  init_failures_ = 0;
+  workers_.note_ready();
   next_sweep_ns_ = std::min(next_sweep_ns_, now + to_ns(opts_.heartbeat_interval));
   // A worker that became ready while the pool shrinks is not needed.
-  if (live_workers() > target_workers_) drain_worker(*w, now);
+  if (workers_.live() > workers_.target()) drain_worker(*w, now);
   settle(now);
   advance_rolling_restart(now);
   // After the rolling restart moved on: hearing the last replacement's Ready, a user finds
@@ -135,47 +105,39 @@ void PoolCore::recycle_if_due(Worker& w, std::int64_t now) {
 void PoolCore::restart_workers(bool rolling, std::int64_t now) {
   clock_ns_ = now;
   if (closing_ || failed_) return;
-  for (auto& [wid, w] : workers_) {
-    if (!w.is<Ready>()) continue;
-    if (rolling) {
-      std::get<Ready>(w.state).replace_pending = true;
-      continue;
+  if (rolling) {
+    workers_.mark_all_for_replacement();
+  } else {
+    for (auto& [wid, w] : workers_) {
+      if (!w.is<Ready>()) continue;
+      log(1, "restarting worker " + std::to_string(ctl_.pid(wid)));
+      drain_worker(w, now);
     }
-    log(1, "restarting worker " + std::to_string(ctl_.pid(wid)));
-    drain_worker(w, now);
   }
-  rolling_restart_ = rolling;
+  workers_.set_rolling_restart(rolling);
   adjust_worker_count(now);
   advance_rolling_restart(now);
 }
 
 void PoolCore::advance_rolling_restart(std::int64_t now) {
-  // Paused while a replacement waits out an init-failure backoff (a broken new plugin does
-  // not take the old workers down with it); a past failure alone does not hold it.
-  if (!rolling_restart_ || respawn_due_ns_ != 0) return;
-  for (const auto& [wid, w] : workers_) {
-    if (w.is<Starting>()) return;  // one replacement at a time
-  }
-  for (auto& [wid, w] : workers_) {
-    Ready* r = std::get_if<Ready>(&w.state);
-    if (r == nullptr || !r->replace_pending) continue;
-    r->replace_pending = false;
-    log(1, "rolling restart: replacing worker " + std::to_string(ctl_.pid(wid)));
-    drain_worker(w, now);
+  // One at a time, paused while a replacement starts or waits out a backoff (WorkerSet).
+  const WorkerSet::RollingStep step = workers_.next_replacement();
+  if (step.kind == WorkerSet::RollingStep::Kind::kReplace) {
+    log(1, "rolling restart: replacing worker " + std::to_string(ctl_.pid(step.worker->id)));
+    drain_worker(*step.worker, now);
     adjust_worker_count(now);
-    return;
+  } else if (step.kind == WorkerSet::RollingStep::Kind::kFinished) {
+    log(1, "rolling restart finished");
   }
-  rolling_restart_ = false;
-  log(1, "rolling restart finished");
 }
 
 void PoolCore::adjust_worker_count(std::int64_t now) {
-  if (failed_ || respawn_due_ns_ != 0) return;
+  if (failed_ || workers_.respawn_held()) return;
   const bool work_left = !queue_.empty() || !retries_.empty() || !scheduled_.empty() ||
                          in_flight_total_ > 0 || backlogged_ > 0 || gates_.parked() > 0;
   if (closing_ && !work_left) return;
-  std::size_t live = live_workers();
-  std::uint32_t want = target_workers_;
+  std::size_t live = workers_.live();
+  std::uint32_t want = workers_.target();
   if (closing_ && want == 0) want = 1;  // accepted work still needs somebody
   while (live < want) {
     spawn_worker(now);
@@ -185,21 +147,20 @@ void PoolCore::adjust_worker_count(std::int64_t now) {
 
 void PoolCore::scale(std::uint32_t n, std::int64_t now) {
   clock_ns_ = now;
-  if (opts_.autoscale.enabled) {
+  if (autoscaler_.enabled()) {
     // The autoscaler goes on from the target set here, one cooldown later.
-    n = std::clamp(n, opts_.worker_bounds.min, opts_.worker_bounds.max);
-    last_step_ns_ = now;
-    next_autoscale_ns_ = std::min(next_autoscale_ns_, now + autoscale_tick_ns());
+    n = autoscaler_.clamp(n);
+    autoscaler_.note_manual_step(now);
   } else {
     n = std::max(n, 1u);  // nothing would ever start a worker again
   }
-  if (n != target_workers_) note_target(n, "scaled to " + std::to_string(n));
+  if (n != workers_.target()) note_target(n, "scaled to " + std::to_string(n));
   set_target(n, now);
 }
 
 void PoolCore::set_target(std::uint32_t n, std::int64_t now) {
-  target_workers_ = n;
-  std::size_t live = live_workers();
+  workers_.set_target(n);
+  std::size_t live = workers_.live();
   if (live < n) {
     adjust_worker_count(now);
     return;
@@ -207,15 +168,7 @@ void PoolCore::set_target(std::uint32_t n, std::int64_t now) {
   // Shrink: starting workers first, then idle ones (the longest idle first), then the least
   // loaded.
   while (live > n) {
-    Worker* pick = nullptr;
-    auto rank = [](const Worker& x) {
-      return std::make_pair(x.is<Starting>() ? 0 : 1 + x.ring.size() + x.backlog.size(),
-                            x.last_work_ns);
-    };
-    for (auto& [id, w] : workers_) {
-      if (!w.live()) continue;
-      if (pick == nullptr || rank(w) < rank(*pick)) pick = &w;
-    }
+    Worker* pick = workers_.pick_to_shrink();
     if (pick == nullptr) break;
     if (pick->is<Starting>()) {
       kill_worker(*pick, KillReason::kUnwanted, Outcome::kLost,

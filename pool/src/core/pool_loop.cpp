@@ -171,7 +171,7 @@ void PoolLoop::run() {
     std::int64_t now = ipc::monotonic_ns();
     busy_.begin(now);  // poold's watchdog: an iteration is one item of work
     const bool work = iterate(now);
-    if (core_->finished() && !mailbox_.has_mail()) break;
+    if (core_->wound_down() && !mailbox_.has_mail()) break;
 
     if (work && (++busy_rounds % 32) != 0) continue;  // peek at epoll now and then while busy
     if (work) {

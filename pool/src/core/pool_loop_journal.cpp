@@ -92,7 +92,7 @@ void PoolLoop::install_journal() {
       turn_ends_.push_back(task);  // its finish() goes with the turn's (hand_over_turn)
       return true;
     }
-    // Final once finish() decided it (state, reason, result, attempts): nothing writes it
+    // Final once end_task() decided it (state, reason, result, attempts): nothing writes it
     // again, so the journal reads it in place, kept alive with its task.
     std::shared_ptr<const TaskResult> account(task, &task->account);
     const std::thread::id hook_thread = std::this_thread::get_id();
@@ -211,7 +211,7 @@ void PoolLoop::hand_over_turn() {
     for (const TaskPtr& task : ends) {
       ids.push_back(task->id);
       if (&task == &ends.back()) break;
-      // Final once finish() decided it (state, reason, result, attempts): nothing writes it
+      // Final once end_task() decided it (state, reason, result, attempts): nothing writes it
       // again, so the journal reads it in place, kept alive with its task.
       journal_records_.finish(std::shared_ptr<const TaskResult>(task, &task->account), {});
     }

@@ -32,36 +32,24 @@ void PoolCore::reconfigure(const PoolOptions& next, bool replace_workers, std::i
   }
   // Aging on, off or at a new interval: the queue is looked at again now.
   next_aging_ns_ = opts_.aging_interval.count() > 0 && !queue_.empty() ? now : INT64_MAX;
-  intensity_.set_limits({opts_.max_restarts, opts_.restart_window, opts_.crash_backoff_base,
-                         opts_.crash_backoff_max, opts_.stable_after});
-  finished_.set_bounds({opts_.task_records_max, detail::to_ns(opts_.task_records_max_age),
-                        static_cast<std::size_t>(opts_.task_records_max_bytes)});
-  finished_.expire(now);
-  while (dead_letters_.size() > opts_.dead_letter_capacity) dead_letters_.pop_front();
+  workers_.set_intensity_limits({opts_.max_restarts, opts_.restart_window, opts_.crash_backoff_base,
+                                 opts_.crash_backoff_max, opts_.stable_after});
+  ledger_.set_bounds({opts_.task_records_max, detail::to_ns(opts_.task_records_max_age),
+                      static_cast<std::size_t>(opts_.task_records_max_bytes)},
+                     opts_.dead_letter_capacity, now);
   // A shorter heartbeat interval takes effect at the next sweep, not a long one away.
   next_sweep_ns_ = std::min(next_sweep_ns_, now + detail::to_ns(opts_.heartbeat_interval));
   if (replace_workers && !closing_ && !failed_) {
-    ++generation_;
-    std::size_t old = 0;
-    for (auto& [wid, w] : workers_) {
-      Ready* r = std::get_if<Ready>(&w.state);
-      if (r == nullptr || w.generation == generation_) continue;
-      r->replace_pending = true;
-      ++old;
-    }
-    if (old > 0) {
-      rolling_restart_ = true;
+    if (const std::size_t old = workers_.new_generation(); old > 0) {
       log(1, "reconfigured: replacing " + std::to_string(old) +
                  " worker(s) with the new launch spec, one at a time");
     }
   }
   // The autoscaler (on, off, new bounds) looks again now.
-  next_autoscale_ns_ = opts_.autoscale.enabled ? now : INT64_MAX;
+  autoscaler_.configure(opts_.autoscale, opts_.worker_bounds, now);
   std::uint32_t want = opts_.workers;
-  if (opts_.autoscale.enabled) {
-    want = std::clamp(want, opts_.worker_bounds.min, opts_.worker_bounds.max);
-  }
-  if (want != target_workers_) {
+  if (autoscaler_.enabled()) want = autoscaler_.clamp(want);
+  if (want != workers_.target()) {
     note_target(want, "reconfigured to " + std::to_string(want));
     set_target(want, now);
   } else {
