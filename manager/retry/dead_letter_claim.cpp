@@ -1,4 +1,4 @@
-// DeadLetterStore::claim and restore: a replay takes its letter out of the store in one
+// DeadLetterStoreImpl::claim and restore: a replay takes its letter out of the store in one
 // transaction before it submits the task, so of two replays of one letter exactly one gets
 // it; a replay whose submit is refused puts the letter back as it was.
 #include <sandpool/dead_letters.hpp>
@@ -6,6 +6,7 @@
 #include <sqlite3.h>
 
 #include "retry/dead_letter_rows.hpp"
+#include "retry/dead_letter_store_impl.hpp"
 #include "retry/sqlite_db.hpp"
 
 namespace sandpool {
@@ -35,7 +36,7 @@ auto in_transaction(SqliteDb& db, std::string_view op, Body body) -> decltype(bo
 
 }  // namespace
 
-Result<DeadLetter> DeadLetterStore::claim(std::uint64_t letter_id) {
+Result<DeadLetter> DeadLetterStoreImpl::claim(std::uint64_t letter_id) {
   std::lock_guard lk(query_mu_);
   // BEGIN IMMEDIATE takes the database's write lock before the read: another claim (this
   // process or another) waits for it, then finds the letter gone.
@@ -63,7 +64,7 @@ Result<DeadLetter> DeadLetterStore::claim(std::uint64_t letter_id) {
   });
 }
 
-Status DeadLetterStore::restore(const DeadLetter& l) {
+Status DeadLetterStoreImpl::restore(const DeadLetter& l) {
   std::lock_guard lk(query_mu_);
   // Under its own letter_id: AUTOINCREMENT never handed that id to another letter.
   auto done = in_transaction(query_db_, "restore dead letter", [&]() -> Result<std::uint64_t> {

@@ -6,6 +6,8 @@
 #include <sandpool/dead_letter_file.hpp>
 #include <sandpool/dead_letters.hpp>
 
+#include "retry/dead_letter_store_impl.hpp"
+
 namespace sandpool {
 namespace {
 
@@ -30,8 +32,8 @@ std::string task_list(const Letters& letters) {
 
 }  // namespace
 
-Result<std::string> DeadLetterStore::spill(const std::vector<PendingLetter>& letters,
-                                           const std::string& why) {
+Result<std::string> DeadLetterStoreImpl::spill(const std::vector<PendingLetter>& letters,
+                                               const std::string& why) {
   std::vector<const DeadLetter*> view;
   view.reserve(letters.size());
   for (const PendingLetter& p : letters) view.push_back(&p.letter);
@@ -53,7 +55,7 @@ Result<std::string> DeadLetterStore::spill(const std::vector<PendingLetter>& let
   return file;
 }
 
-std::vector<DeadLetterStore::Delivery> DeadLetterStore::spill_or_lose(
+std::vector<DeadLetterStoreImpl::Delivery> DeadLetterStoreImpl::spill_or_lose(
     std::vector<PendingLetter> letters, const std::string& why) {
   auto file = spill(letters, why);
   std::string lost;
@@ -75,7 +77,7 @@ std::vector<DeadLetterStore::Delivery> DeadLetterStore::spill_or_lose(
   return out;
 }
 
-void DeadLetterStore::deliver(std::vector<Delivery>& deliveries) {
+void DeadLetterStoreImpl::deliver(std::vector<Delivery>& deliveries) {
   for (Delivery& d : deliveries) {
     if (!d.on_written) continue;
     try {

@@ -10,7 +10,9 @@
 #include <sandpool/task_journal.hpp>
 
 #include "retry/dead_letter_rows.hpp"
+#include "retry/dead_letter_store_impl.hpp"
 #include "retry/sqlite_db.hpp"
+#include "retry/task_journal_impl.hpp"
 #include "retry/write_failure.hpp"
 
 namespace sandpool {
@@ -60,7 +62,7 @@ WriteFailure classify_write_failure(int rc) {
 
 // One transaction's outcome: the new letter ids when it committed, else the error and
 // SQLite's result code for it.
-struct DeadLetterStore::Transaction {
+struct DeadLetterStoreImpl::Transaction {
   Status status;
   int rc = SQLITE_OK;
   std::vector<std::uint64_t> ids;
@@ -69,17 +71,17 @@ struct DeadLetterStore::Transaction {
 };
 
 // What one round of the writer did with its batch.
-struct DeadLetterStore::WriteRound {
+struct DeadLetterStoreImpl::WriteRound {
   std::vector<Delivery> deliveries;  // receipts for every letter committed or spilled
   std::uint64_t written = 0, transactions = 0, evicted = 0, errors = 0;
   Status last_error;  // of the round's last failed transaction
 };
 
-bool DeadLetterStore::has_work_locked() const {
+bool DeadLetterStoreImpl::has_work_locked() const {
   return !pending_.empty() || (journal_ && journal_->has_writes_locked());
 }
 
-bool DeadLetterStore::wait_for_work(std::unique_lock<std::mutex>& lk) {
+bool DeadLetterStoreImpl::wait_for_work(std::unique_lock<std::mutex>& lk) {
   if (!journal_) {
     work_cv_.wait(lk, [&] { return closing_ || !pending_.empty(); });
     return !pending_.empty();  // else closing, and everything is written
@@ -114,7 +116,7 @@ bool DeadLetterStore::wait_for_work(std::unique_lock<std::mutex>& lk) {
   return true;
 }
 
-void DeadLetterStore::run_writer() {
+void DeadLetterStoreImpl::run_writer() {
   std::vector<PendingLetter> batch;  // taken from pending_, kept until committed or spilled
   std::uint32_t failures = 0;
   std::unique_lock lk(mu_);
@@ -164,7 +166,8 @@ void DeadLetterStore::run_writer() {
   done_cv_.notify_all();
 }
 
-DeadLetterStore::Transaction DeadLetterStore::write_whole(const std::vector<PendingLetter>& batch) {
+DeadLetterStoreImpl::Transaction DeadLetterStoreImpl::write_whole(
+    const std::vector<PendingLetter>& batch) {
   const bool with_journal = journal_ && !journal_->taken_.empty();
   const auto began = std::chrono::steady_clock::now();
   Transaction whole = write_transaction(batch, 0, batch.size(), with_journal);
@@ -182,7 +185,8 @@ DeadLetterStore::Transaction DeadLetterStore::write_whole(const std::vector<Pend
   return whole;
 }
 
-DeadLetterStore::WriteRound DeadLetterStore::write_round(std::vector<PendingLetter>& batch) {
+DeadLetterStoreImpl::WriteRound DeadLetterStoreImpl::write_round(
+    std::vector<PendingLetter>& batch) {
   WriteRound round;
   std::vector<bool> done(batch.size(), false);
   auto committed = [&](Transaction& t, std::size_t begin) {
@@ -263,7 +267,7 @@ DeadLetterStore::WriteRound DeadLetterStore::write_round(std::vector<PendingLett
   return round;
 }
 
-DeadLetterStore::Transaction DeadLetterStore::write_transaction(
+DeadLetterStoreImpl::Transaction DeadLetterStoreImpl::write_transaction(
     const std::vector<PendingLetter>& batch, std::size_t begin, std::size_t end,
     bool with_journal) {
   Transaction t;
@@ -298,7 +302,7 @@ DeadLetterStore::Transaction DeadLetterStore::write_transaction(
   return t;
 }
 
-Status DeadLetterStore::apply_retention(std::uint64_t* evicted) {
+Status DeadLetterStoreImpl::apply_retention(std::uint64_t* evicted) {
   if (opts_.max_age.count() > 0) {
     auto stmt = writer_db_.prepare(kDeleteOlder, "retention by age");
     if (!stmt) return stmt.status();
@@ -320,7 +324,7 @@ Status DeadLetterStore::apply_retention(std::uint64_t* evicted) {
   return Status::ok();
 }
 
-void DeadLetterStore::account_round(const WriteRound& round, std::size_t still_pending) {
+void DeadLetterStoreImpl::account_round(const WriteRound& round, std::size_t still_pending) {
   stats_.written += round.written;
   stats_.transactions += round.transactions;
   stats_.evicted += round.evicted;

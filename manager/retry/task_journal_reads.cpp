@@ -183,7 +183,7 @@ Result<std::size_t> carry_legacy(SqliteDb& db) {
 
 }  // namespace
 
-Status TaskJournal::load() {
+Status TaskJournalImpl::load() {
   std::lock_guard qlk(query_mu_);
   SqliteDb& db = *query_owner_;
   auto moved = carry_legacy(db);
@@ -226,17 +226,18 @@ Status TaskJournal::load() {
   return Status::ok();
 }
 
-Result<std::vector<JournalTask>> TaskJournal::unfinished(const std::optional<std::string>& pool) {
+Result<std::vector<JournalTask>> TaskJournalImpl::unfinished(
+    const std::optional<std::string>& pool) {
   std::lock_guard lk(state_mu_);
   return state_->unfinished(pool);
 }
 
-Result<std::vector<std::string>> TaskJournal::unfinished_pools() {
+Result<std::vector<std::string>> TaskJournalImpl::unfinished_pools() {
   std::lock_guard lk(state_mu_);
   return state_->unfinished_pools();
 }
 
-Result<std::uint64_t> TaskJournal::highest_task_id() {
+Result<std::uint64_t> TaskJournalImpl::highest_task_id() {
   std::uint64_t letters = 0;
   {
     std::lock_guard qlk(query_mu_);
@@ -252,7 +253,7 @@ Result<std::uint64_t> TaskJournal::highest_task_id() {
   return std::max(letters, state_->highest());
 }
 
-Result<JournalTask> TaskJournal::find(std::uint64_t task_id) {
+Result<JournalTask> TaskJournalImpl::find(std::uint64_t task_id) {
   std::lock_guard lk(state_mu_);
   const JournalTask* t = state_->find(task_id);
   if (t == nullptr) {
@@ -261,7 +262,7 @@ Result<JournalTask> TaskJournal::find(std::uint64_t task_id) {
   return *t;
 }
 
-Result<JournalTask> TaskJournal::find_by_key(const std::string& idempotency_key) {
+Result<JournalTask> TaskJournalImpl::find_by_key(const std::string& idempotency_key) {
   std::lock_guard lk(state_mu_);
   const JournalTask* t = state_->find_by_key(idempotency_key);
   if (t == nullptr) {

@@ -49,13 +49,13 @@ bool compaction_needed(const JournalState& st, std::uint64_t slack) {
 
 }  // namespace
 
-bool TaskJournal::upkeep_due_locked(std::chrono::steady_clock::time_point now) const {
+bool TaskJournalImpl::upkeep_due_locked(std::chrono::steady_clock::time_point now) const {
   if (now < retention_paused_until_) return false;
   if (compaction_due_) return true;
   return opts_.max_finished_age.count() > 0 && now >= next_age_check_;
 }
 
-void TaskJournal::evict_finished() {
+void TaskJournalImpl::evict_finished() {
   JournalState::Bounds b;
   b.max_finished = opts_.max_finished;
   b.max_finished_bytes = opts_.max_finished_bytes;
@@ -72,7 +72,7 @@ void TaskJournal::evict_finished() {
   }
 }
 
-Status TaskJournal::compact(SqliteDb& db) {
+Status TaskJournalImpl::compact(SqliteDb& db) {
   Tx& tx = *tx_;
   const JournalState& st = *state_;
   std::vector<std::uint64_t> gone = st.dead_head(kDeletesPerTransaction);
@@ -102,7 +102,7 @@ Status TaskJournal::compact(SqliteDb& db) {
   return db.step_done(**high, "journal compaction: highest id");
 }
 
-void TaskJournal::run_retention_chunk(SqliteDb& db) {
+void TaskJournalImpl::run_retention_chunk(SqliteDb& db) {
   const auto now = std::chrono::steady_clock::now();
   evict_finished();  // the age bound, while nothing is written
   {
