@@ -37,13 +37,15 @@ auto in_transaction(SqliteDb& db, std::string_view op, Body body) -> decltype(bo
 }  // namespace
 
 Result<DeadLetter> DeadLetterStoreImpl::claim(std::uint64_t letter_id) {
-  std::lock_guard lk(query_mu_);
+  MutexLock lk(query_mu_);
   // BEGIN IMMEDIATE takes the database's write lock before the read: another claim (this
   // process or another) waits for it, then finds the letter gone.
   return in_transaction(query_db_, "claim dead letter", [&]() -> Result<DeadLetter> {
+    query_mu_.assert_held();  // run by in_transaction, under it
     auto get = query_db_.prepare(kClaimGet, "claim dead letter");
     if (!get) return get.status();
     Result<DeadLetter> letter = [&]() -> Result<DeadLetter> {
+      query_mu_.assert_held();
       StmtRef s(*get);
       s->bind(1, static_cast<std::int64_t>(letter_id));
       const int rc = s->step();
@@ -65,9 +67,10 @@ Result<DeadLetter> DeadLetterStoreImpl::claim(std::uint64_t letter_id) {
 }
 
 Status DeadLetterStoreImpl::restore(const DeadLetter& l) {
-  std::lock_guard lk(query_mu_);
+  MutexLock lk(query_mu_);
   // Under its own letter_id: AUTOINCREMENT never handed that id to another letter.
   auto done = in_transaction(query_db_, "restore dead letter", [&]() -> Result<std::uint64_t> {
+    query_mu_.assert_held();  // run by in_transaction, under it
     return dead_letter_rows::insert(query_db_, l, dead_letter_rows::LetterId::kKeep);
   });
   return done.status();

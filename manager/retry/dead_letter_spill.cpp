@@ -40,7 +40,7 @@ Result<std::string> DeadLetterStoreImpl::spill(const std::vector<PendingLetter>&
   auto file = dead_letter_file::write_spill(opts_.state_dir, view, now_ms());
   if (!file) return file.status();
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     stats_.spilled += letters.size();
     ++stats_.spill_files;
     stats_.recent_spill_files.push_back(*file);
@@ -63,7 +63,7 @@ std::vector<DeadLetterStoreImpl::Delivery> DeadLetterStoreImpl::spill_or_lose(
     lost = why + ", and writing the spill file in " + opts_.state_dir +
            " failed: " + file.status().to_string();
     {
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       stats_.lost += letters.size();
     }
     log_->critical("dead-letter store {}: {} DEAD LETTERS LOST: {} letters={} tasks=\"{}\"", path_,

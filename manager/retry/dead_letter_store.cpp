@@ -190,7 +190,7 @@ Status DeadLetterStoreImpl::enqueue_letter(DeadLetter letter, LetterWritten on_w
   PendingLetter p{std::move(letter), std::move(on_written), std::chrono::steady_clock::now(), 0,
                   journaled};
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     if (!spill_on_enqueue_) {
       p.seq = next_seq_++;
       pending_.push_back(std::move(p));
@@ -222,11 +222,13 @@ std::uint64_t DeadLetterStoreImpl::oldest_unresolved() const {
 }
 
 Status DeadLetterStoreImpl::flush(std::chrono::milliseconds timeout) {
-  std::unique_lock lk(mu_);
+  MutexLock lk(mu_);
   const std::uint64_t target = next_seq_;
-  const auto done = [&] { return oldest_unresolved() >= target; };
-  done_cv_.wait_for(lk, timeout, [&] { return done() || writer_done_; });
-  if (done()) return Status::ok();
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (oldest_unresolved() < target && !writer_done_ &&
+         done_cv_.wait_until(mu_, until) == std::cv_status::no_timeout) {
+  }
+  if (oldest_unresolved() >= target) return Status::ok();
   if (writer_done_) return Status::error(Code::kClosed, "dead-letter store closed before flush");
   return Status::error(Code::kTimeout,
                        "dead-letter store: letters still unwritten after flush timeout (" +
@@ -234,15 +236,18 @@ Status DeadLetterStoreImpl::flush(std::chrono::milliseconds timeout) {
 }
 
 Status DeadLetterStoreImpl::close() {
-  std::lock_guard close_lk(close_mu_);
+  MutexLock close_lk(close_mu_);
   if (closed_) return close_status_;
   closed_ = true;
   if (!writer_.joinable()) return close_status_;  // open() failed before the writer started
   {
-    std::unique_lock lk(mu_);
+    MutexLock lk(mu_);
     closing_ = true;
     work_cv_.notify_all();
-    if (!done_cv_.wait_for(lk, opts_.close_timeout, [&] { return writer_done_; })) {
+    const auto until = std::chrono::steady_clock::now() + opts_.close_timeout;
+    while (!writer_done_ && done_cv_.wait_until(mu_, until) == std::cv_status::no_timeout) {
+    }
+    if (!writer_done_) {
       abort_ = true;  // the writer stops after its current attempt
       work_cv_.notify_all();
     }
@@ -253,7 +258,7 @@ Status DeadLetterStoreImpl::close() {
   std::vector<PendingLetter> left;
   std::string last_error;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     spill_on_enqueue_ = true;  // from now on enqueue() spills by itself
     left.assign(std::make_move_iterator(pending_.begin()), std::make_move_iterator(pending_.end()));
     pending_.clear();
@@ -277,7 +282,7 @@ Status DeadLetterStoreImpl::close() {
   }
   deliver(deliveries);
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     held_ = 0;
   }
   done_cv_.notify_all();
@@ -285,7 +290,7 @@ Status DeadLetterStoreImpl::close() {
 }
 
 DeadLetterStoreStats DeadLetterStoreImpl::stats() const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   DeadLetterStoreStats s = stats_;
   s.pending = pending_.size() + held_;
   std::optional<std::chrono::steady_clock::time_point> oldest;
@@ -311,7 +316,7 @@ bool DeadLetterStoreImpl::journal_holds(std::uint64_t task_id) const {
 
 Result<DeadLetterImport> DeadLetterStoreImpl::import_letters(
     const std::vector<DeadLetter>& letters) {
-  std::lock_guard lk(query_mu_);
+  MutexLock lk(query_mu_);
   SP_RETURN_IF_ERROR(query_db_.exec("BEGIN IMMEDIATE", "dead-letter import: begin"));
   DeadLetterImport out;
   Status s;
@@ -381,7 +386,7 @@ Result<DeadLetter> DeadLetterStoreImpl::read_letter(SqliteStmt& row) {
 Result<DeadLetterList> DeadLetterStoreImpl::list(const DeadLetterFilter& filter,
                                                  const DeadLetterPage& page) {
   if (page.limit == 0) return Status::invalid("dead-letter list: page limit must be at least 1");
-  std::lock_guard lk(query_mu_);
+  MutexLock lk(query_mu_);
   auto stmt = query_db_.prepare(kList, "list dead letters");
   if (!stmt) return stmt.status();
   StmtRef s(*stmt);
@@ -409,7 +414,7 @@ Result<DeadLetterList> DeadLetterStoreImpl::list(const DeadLetterFilter& filter,
 }
 
 Result<DeadLetter> DeadLetterStoreImpl::get(std::uint64_t letter_id) {
-  std::lock_guard lk(query_mu_);
+  MutexLock lk(query_mu_);
   auto stmt = query_db_.prepare(kGet, "get dead letter");
   if (!stmt) return stmt.status();
   StmtRef s(*stmt);
@@ -423,7 +428,7 @@ Result<DeadLetter> DeadLetterStoreImpl::get(std::uint64_t letter_id) {
 }
 
 Result<std::uint64_t> DeadLetterStoreImpl::purge(std::uint64_t letter_id) {
-  std::lock_guard lk(query_mu_);
+  MutexLock lk(query_mu_);
   auto stmt = query_db_.prepare(kDeleteId, "purge dead letter");
   if (!stmt) return stmt.status();
   StmtRef s(*stmt);
@@ -433,7 +438,7 @@ Result<std::uint64_t> DeadLetterStoreImpl::purge(std::uint64_t letter_id) {
 }
 
 Result<std::uint64_t> DeadLetterStoreImpl::purge(const DeadLetterFilter& filter) {
-  std::lock_guard lk(query_mu_);
+  MutexLock lk(query_mu_);
   auto stmt = query_db_.prepare(kDeleteFilter, "purge dead letters");
   if (!stmt) return stmt.status();
   std::uint64_t purged = 0;

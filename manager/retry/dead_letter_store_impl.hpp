@@ -10,17 +10,16 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <sandpool/dead_letters.hpp>
 #include <sandpool/status.hpp>
+#include <sandpool/thread_annotations.hpp>
 
 namespace spdlog {
 class logger;
@@ -44,18 +43,20 @@ class DeadLetterStoreImpl {
 
   // DeadLetterStore's members, which forward here.
   Status enqueue(DeadLetter letter, LetterWritten on_written);
-  Status flush(std::chrono::milliseconds timeout);
-  Status close();
-  Result<DeadLetterImport> import_letters(const std::vector<DeadLetter>& letters);
-  Result<DeadLetterList> list(const DeadLetterFilter& filter, const DeadLetterPage& page);
-  Result<DeadLetter> get(std::uint64_t letter_id);
-  Result<std::uint64_t> purge(std::uint64_t letter_id);
-  Result<std::uint64_t> purge(const DeadLetterFilter& filter);
+  Status flush(std::chrono::milliseconds timeout) EXCLUDES(mu_);
+  Status close() EXCLUDES(close_mu_, mu_);
+  Result<DeadLetterImport> import_letters(const std::vector<DeadLetter>& letters)
+      EXCLUDES(query_mu_);
+  Result<DeadLetterList> list(const DeadLetterFilter& filter, const DeadLetterPage& page)
+      EXCLUDES(query_mu_);
+  Result<DeadLetter> get(std::uint64_t letter_id) EXCLUDES(query_mu_);
+  Result<std::uint64_t> purge(std::uint64_t letter_id) EXCLUDES(query_mu_);
+  Result<std::uint64_t> purge(const DeadLetterFilter& filter) EXCLUDES(query_mu_);
   Result<std::uint64_t> purge_older_than(std::int64_t dead_lettered_before_ms);
   Status remove_replayed(std::uint64_t letter_id);
-  Result<DeadLetter> claim(std::uint64_t letter_id);
-  Status restore(const DeadLetter& letter);
-  DeadLetterStoreStats stats() const;
+  Result<DeadLetter> claim(std::uint64_t letter_id) EXCLUDES(query_mu_);
+  Status restore(const DeadLetter& letter) EXCLUDES(query_mu_);
+  DeadLetterStoreStats stats() const EXCLUDES(mu_);
   TaskJournal* journal() const { return journal_owner_.get(); }
   const std::string& path() const { return path_; }
 
@@ -86,14 +87,15 @@ class DeadLetterStoreImpl {
   static Result<sqlite::SqliteDb> open_connection(const std::string& path,
                                                   const DeadLetterStoreOptions& options);
 
-  Status enqueue_letter(DeadLetter letter, LetterWritten on_written, bool journaled);
+  Status enqueue_letter(DeadLetter letter, LetterWritten on_written, bool journaled) EXCLUDES(mu_);
 
   // dead_letter_writer.cpp: the writer thread.
-  void run_writer();
-  // Under mu_ (held by `lk`): waits until letters or journal writes wait, or close; runs the
-  // journal's retention chunks while idle. Returns false when the writer should exit.
-  bool wait_for_work(std::unique_lock<std::mutex>& lk);
-  bool has_work_locked() const;
+  void run_writer() EXCLUDES(mu_);
+  // Under mu_ (released around the journal's probe and retention transactions): waits until
+  // letters or journal writes wait, or close; runs the journal's retention chunks while idle.
+  // Returns false when the writer should exit.
+  bool wait_for_work() REQUIRES(mu_);
+  bool has_work_locked() const REQUIRES(mu_);
   // Tries to write `batch`; leaves in it, in order, the letters that stay pending.
   WriteRound write_round(std::vector<PendingLetter>& batch);
   // Commits batch[begin, end) and the retention bound in one transaction.
@@ -105,21 +107,22 @@ class DeadLetterStoreImpl {
                                 std::size_t end, bool with_journal = false);
   Status apply_retention(std::uint64_t* evicted);
   // Under mu_: counts a finished round, logs when writes start failing or recover.
-  void account_round(const WriteRound& round, std::size_t still_pending);
+  void account_round(const WriteRound& round, std::size_t still_pending) REQUIRES(mu_);
 
   // dead_letter_spill.cpp: letters that do not go to the database.
   // Writes `letters` to a new spill file; returns its path (counted and logged) or the error.
   Result<std::string> spill(const std::vector<PendingLetter>& letters, const std::string& why);
   // spill(), and when even that fails counts the letters lost and logs it as an error.
-  std::vector<Delivery> spill_or_lose(std::vector<PendingLetter> letters, const std::string& why);
+  std::vector<Delivery> spill_or_lose(std::vector<PendingLetter> letters, const std::string& why)
+      EXCLUDES(mu_);
   // Calls each on_written; no lock may be held.
   void deliver(std::vector<Delivery>& deliveries);
 
   // Under mu_: the letters held outside pending_ (the writer's batch, close()'s spill).
-  void hold(const std::vector<PendingLetter>& letters);
+  void hold(const std::vector<PendingLetter>& letters) REQUIRES(mu_);
   // Under mu_: the seq of the oldest letter not yet committed or spilled.
-  std::uint64_t oldest_unresolved() const;
-  Result<DeadLetter> read_letter(sqlite::SqliteStmt& row);
+  std::uint64_t oldest_unresolved() const REQUIRES(mu_);
+  Result<DeadLetter> read_letter(sqlite::SqliteStmt& row) REQUIRES(query_mu_);
   // Whether an imported letter of task `task_id` is skipped: the journal holds the task
   // (DeadLetterImport::journaled).
   bool journal_holds(std::uint64_t task_id) const;
@@ -133,27 +136,29 @@ class DeadLetterStoreImpl {
   // references name them).
   std::unique_ptr<sqlite::SqliteDb> writer_owner_, query_owner_;
   sqlite::SqliteDb& writer_db_;  // used only by the writer thread (and open/close)
-  std::mutex query_mu_;          // guards query_db_
-  sqlite::SqliteDb& query_db_;   // list/get/purge/import
+  Mutex query_mu_;
+  sqlite::SqliteDb& query_db_ GUARDED_BY(query_mu_);  // list/get/purge/import
 
-  mutable std::mutex mu_;              // guards everything below
-  std::condition_variable work_cv_;    // the writer waits for letters or close
-  std::condition_variable done_cv_;    // flush() waits for progress
-  std::deque<PendingLetter> pending_;  // enqueued, not yet taken by the writer
-  std::size_t held_ = 0;               // taken by the writer (or close()), not yet resolved
-  std::uint64_t held_seq_ = 0;         // the oldest held letter's seq
-  std::chrono::steady_clock::time_point held_since_;  // and when it was enqueued
-  std::uint64_t next_seq_ = 1;
-  bool closing_ = false;           // the writer exits once nothing is pending
-  bool abort_ = false;             // close() ran out of time: the writer stops retrying
-  bool writer_done_ = false;       // the writer exited; what it held is back in pending_
-  bool spill_on_enqueue_ = false;  // close() took the last pending letters
-  std::chrono::steady_clock::time_point failing_since_;  // while stats_.writes_failing
-  std::uint64_t failed_rounds_ = 0;                      // in a row, while stats_.writes_failing
-  DeadLetterStoreStats stats_;
-  std::mutex close_mu_;  // serialises close()
-  bool closed_ = false;  // guarded by close_mu_
-  Status close_status_;  // guarded by close_mu_
+  // The writer's lock: its state here, the journal's queue and health there.
+  mutable Mutex mu_;
+  CondVar work_cv_;                                    // the writer waits for letters or close
+  CondVar done_cv_;                                    // flush() waits for progress
+  std::deque<PendingLetter> pending_ GUARDED_BY(mu_);  // enqueued, not yet taken by the writer
+  std::size_t held_ GUARDED_BY(mu_) = 0;  // taken by the writer (or close()), not yet resolved
+  std::uint64_t held_seq_ GUARDED_BY(mu_) = 0;  // the oldest held letter's seq
+  std::chrono::steady_clock::time_point held_since_ GUARDED_BY(mu_);  // and when enqueued
+  std::uint64_t next_seq_ GUARDED_BY(mu_) = 1;
+  bool closing_ GUARDED_BY(mu_) = false;           // the writer exits once nothing is pending
+  bool abort_ GUARDED_BY(mu_) = false;             // close() ran out of time: no more retries
+  bool writer_done_ GUARDED_BY(mu_) = false;       // the writer exited; its letters are pending_
+  bool spill_on_enqueue_ GUARDED_BY(mu_) = false;  // close() took the last pending letters
+  // While stats_.writes_failing: since when, and how many rounds in a row.
+  std::chrono::steady_clock::time_point failing_since_ GUARDED_BY(mu_);
+  std::uint64_t failed_rounds_ GUARDED_BY(mu_) = 0;
+  DeadLetterStoreStats stats_ GUARDED_BY(mu_);
+  Mutex close_mu_;  // serialises close()
+  bool closed_ GUARDED_BY(close_mu_) = false;
+  Status close_status_ GUARDED_BY(close_mu_);
   // The journal opened with the store, set by open() before the writer starts: the object
   // journal() hands out, and the state behind it, which the writer drives.
   std::unique_ptr<TaskJournal> journal_owner_;

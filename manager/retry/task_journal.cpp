@@ -141,7 +141,7 @@ void TaskJournalImpl::queue_chunk(std::vector<Write>& writes, bool reuse) {
   Answers refused;
   Status refusal;
   {
-    std::unique_lock lk(store_.mu_);
+    MutexLock lk(store_.mu_);
     // An accept() is a chunk of its own; while the journal is failing it is refused at once.
     if (!store_.writer_done_ && failing_ && writes.front().kind == Write::Kind::kAccept) {
       ++stats_.batches_refused;
@@ -250,16 +250,20 @@ Status TaskJournalImpl::dead_letter(DeadLetter letter, LetterWritten on_written)
 }
 
 Status TaskJournalImpl::flush(std::chrono::milliseconds timeout) {
-  std::unique_lock lk(store_.mu_);
+  MutexLock lk(store_.mu_);
   const std::uint64_t target = next_seq_;
   const auto done = [&] {
+    store_.mu_.assert_held();  // called below, under it
     const std::uint64_t oldest =
         taken_count_ > 0
             ? taken_seq_
             : (queue_head_ == queue_.size() ? next_seq_ : queue_[queue_head_].front().seq);
     return oldest >= target;
   };
-  store_.done_cv_.wait_for(lk, timeout, [&] { return done() || store_.writer_done_; });
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (!done() && !store_.writer_done_ &&
+         store_.done_cv_.wait_until(store_.mu_, until) == std::cv_status::no_timeout) {
+  }
   if (done()) return Status::ok();
   if (store_.writer_done_) return Status::error(Code::kClosed, "task journal closed before flush");
   return Status::error(Code::kTimeout, "task journal: writes still pending after flush timeout (" +
@@ -269,7 +273,7 @@ Status TaskJournalImpl::flush(std::chrono::milliseconds timeout) {
 TaskJournalStats TaskJournalImpl::stats() const {
   TaskJournalStats s;
   {
-    std::lock_guard lk(store_.mu_);
+    MutexLock lk(store_.mu_);
     s = stats_;
     s.pending = queued_writes_ + taken_count_;
     s.pending_tasks = queued_tasks_ + taken_tasks_;
@@ -282,7 +286,7 @@ TaskJournalStats TaskJournalImpl::stats() const {
     }
   }
   {
-    std::lock_guard lk(state_mu_);
+    MutexLock lk(state_mu_);
     s.finished_kept = state_->finished_count();
     s.finished_bytes = state_->finished_bytes();
     s.log_rounds = state_->rounds().size();
@@ -408,7 +412,7 @@ void TaskJournalImpl::abandon(const std::string& why) {
   std::vector<Write> left;
   Answers accepts;
   {
-    std::lock_guard lk(store_.mu_);
+    MutexLock lk(store_.mu_);
     for (auto& [seq, cb] : accept_answers_) {
       if (cb) accepts.push_back(std::move(cb));
     }

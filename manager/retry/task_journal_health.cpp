@@ -128,7 +128,7 @@ void TaskJournalImpl::probe(sqlite::SqliteDb& db) {
   if (s) s = db.exec("COMMIT", "journal probe: commit");
   const int rc = s ? SQLITE_OK : db.errcode();
   if (!s) (void)db.exec("ROLLBACK", "journal probe: rollback");
-  std::lock_guard lk(store_.mu_);
+  MutexLock lk(store_.mu_);
   ++stats_.probes;
   last_probe_ = std::chrono::steady_clock::now();
   if (s) {
@@ -144,9 +144,11 @@ void TaskJournalImpl::probe(sqlite::SqliteDb& db) {
 void TaskJournalImpl::watch_syncs() {
   const auto tick = std::clamp<std::chrono::milliseconds>(
       opts_.sync_timeout / 4, std::chrono::milliseconds(10), std::chrono::milliseconds(250));
-  std::unique_lock lk(store_.mu_);
+  MutexLock lk(store_.mu_);
   while (!watch_stop_) {
-    watch_cv_.wait_for(lk, tick, [&] { return watch_stop_; });
+    const auto until = std::chrono::steady_clock::now() + tick;
+    while (!watch_stop_ && watch_cv_.wait_until(store_.mu_, until) == std::cv_status::no_timeout) {
+    }
     if (watch_stop_ || !writing_since_ || stuck_reported_) continue;
     const auto now = std::chrono::steady_clock::now();
     if (now - *writing_since_ < opts_.sync_timeout) continue;
@@ -192,7 +194,7 @@ void TaskJournalImpl::end_refused_late(const std::vector<std::uint64_t>& ids) {
 
 void TaskJournalImpl::stop_watch() {
   {
-    std::lock_guard lk(store_.mu_);
+    MutexLock lk(store_.mu_);
     watch_stop_ = true;
   }
   watch_cv_.notify_all();

@@ -179,7 +179,7 @@ Status TaskJournalImpl::flush_body(SqliteDb& db) {
 
 Status TaskJournalImpl::write_range(SqliteDb& db, std::size_t i, std::size_t j, bool planned) {
   Tx& tx = *tx_;
-  const JournalState& st = *state_;
+  const JournalState& st = writer_view();
   using Item = Tx::Item;
   // A task's end, as taken_[end] has it, of the task `meta` (not in tx.wholes).
   auto whole = [&](const JournalTask& meta, const Write& end, std::size_t write) {
@@ -274,7 +274,7 @@ Status TaskJournalImpl::write_taken(SqliteDb& db, int* rc) {
 Status TaskJournalImpl::write_dead_lettered(SqliteDb& db, const DeadLetter& letter,
                                             std::uint64_t letter_id) {
   Tx& tx = *tx_;
-  const JournalTask* meta = tx.open_task(*state_, letter.task.id);
+  const JournalTask* meta = tx.open_task(writer_view(), letter.task.id);
   if (meta == nullptr) return Status::ok();  // not journaled, or ended already
   TaskResult account = letter.task;
   account.state = TaskState::kDeadLettered;
@@ -295,7 +295,7 @@ void TaskJournalImpl::transaction_ended(bool committed) {
   if (!committed) {
     tx.next_seq = tx.first_seq;
   } else if (!tx.items.empty() || !tx.rounds.empty() || !tx.deleted.empty()) {
-    std::lock_guard lk(state_mu_);
+    MutexLock lk(state_mu_);
     JournalState& st = *state_;
     for (const auto& [seq, bytes] : tx.rounds) st.add_round(seq, bytes);
     for (Tx::Item& it : tx.items) {
@@ -323,7 +323,7 @@ void TaskJournalImpl::transaction_ended(bool committed) {
       }
     }
     for (std::uint64_t seq : tx.deleted) st.remove_round(seq);
-    std::lock_guard slk(store_.mu_);
+    MutexLock slk(store_.mu_);
     stats_.rounds_deleted += tx.deleted.size();
     stats_.tasks_carried += tx.carried;
   }
@@ -455,7 +455,7 @@ void TaskJournalImpl::deliver() {
   Status refusal;
   std::vector<std::uint64_t> late;
   {
-    std::lock_guard lk(store_.mu_);
+    MutexLock lk(store_.mu_);
     stats_.tasks_accepted += r.accepted_tasks;
     stats_.batches_refused += r.refused_batches;
     stats_.records_written += r.records;
