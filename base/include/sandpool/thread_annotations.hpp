@@ -115,20 +115,13 @@ class CondVar {
     cv_.wait(lk);
     lk.release();  // still held: the caller's
   }
-  // Returns std::cv_status::timeout iff `deadline` passed.
+  // Returns std::cv_status::timeout iff `deadline` passed. No wait_for(): a loop waits until
+  // one deadline computed before it, so that wake-ups do not stretch the wait.
   template <class Clock, class Duration>
   std::cv_status wait_until(Mutex& mu, const std::chrono::time_point<Clock, Duration>& deadline)
       REQUIRES(mu) {
     std::unique_lock<std::mutex> lk(mu.mu_, std::adopt_lock);
     std::cv_status s = cv_.wait_until(lk, deadline);
-    lk.release();
-    return s;
-  }
-  template <class Rep, class Period>
-  std::cv_status wait_for(Mutex& mu, const std::chrono::duration<Rep, Period>& timeout)
-      REQUIRES(mu) {
-    std::unique_lock<std::mutex> lk(mu.mu_, std::adopt_lock);
-    std::cv_status s = cv_.wait_for(lk, timeout);
     lk.release();
     return s;
   }
