@@ -30,7 +30,7 @@ void StreamSlot::release() {
 }
 
 std::optional<std::string> ConnectionBudget::admit(uid_t uid, bool admin) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (admins_ + others_ >= limits_.max_connections) {
     return "too many connections (limit " + std::to_string(limits_.max_connections) + ")";
   }
@@ -58,7 +58,7 @@ std::optional<std::string> ConnectionBudget::admit(uid_t uid, bool admin) {
 }
 
 void ConnectionBudget::leave(uid_t uid, bool admin) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (admin) {
     if (admins_ > 0) --admins_;
     return;
@@ -70,7 +70,7 @@ void ConnectionBudget::leave(uid_t uid, bool admin) {
 std::optional<std::string> ConnectionBudget::open_stream(uid_t uid, std::uint64_t connection,
                                                          StreamSlot* slot) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto on_connection = streams_by_connection_.find(connection);
     if (on_connection != streams_by_connection_.end() &&
         on_connection->second >= limits_.streams_per_connection) {
@@ -93,13 +93,13 @@ std::optional<std::string> ConnectionBudget::open_stream(uid_t uid, std::uint64_
 }
 
 void ConnectionBudget::close_stream(uid_t uid, std::uint64_t connection) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   drop_one(streams_by_connection_, connection);
   drop_one(streams_by_uid_, uid);
 }
 
 std::size_t ConnectionBudget::connections() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return admins_ + others_;
 }
 

@@ -18,6 +18,8 @@
 #include <optional>
 #include <string>
 
+#include <sandpool/base/thread_annotations.hpp>
+
 namespace sandpool::control {
 
 struct BudgetLimits {
@@ -55,26 +57,27 @@ class ConnectionBudget : public std::enable_shared_from_this<ConnectionBudget> {
 
   // Takes a connection slot for a peer of `uid`. Returns nullopt when admitted, else the
   // message of the `busy` refusal (which limit, and its value).
-  std::optional<std::string> admit(uid_t uid, bool admin);
+  std::optional<std::string> admit(uid_t uid, bool admin) EXCLUDES(mu_);
   // Gives back the slot admit() took for the same (uid, admin).
-  void leave(uid_t uid, bool admin);
+  void leave(uid_t uid, bool admin) EXCLUDES(mu_);
 
   // Takes a stream slot for connection `connection` of `uid` into *slot. Returns nullopt
   // when granted, else the message of the `busy` refusal.
-  std::optional<std::string> open_stream(uid_t uid, std::uint64_t connection, StreamSlot* slot);
+  std::optional<std::string> open_stream(uid_t uid, std::uint64_t connection, StreamSlot* slot)
+      EXCLUDES(mu_);
 
-  std::size_t connections() const;  // admitted and not left, all peers
+  std::size_t connections() const EXCLUDES(mu_);  // admitted and not left, all peers
 
  private:
   friend class StreamSlot;
-  void close_stream(uid_t uid, std::uint64_t connection);
+  void close_stream(uid_t uid, std::uint64_t connection) EXCLUDES(mu_);
 
   const BudgetLimits limits_;
-  mutable std::mutex mu_;
-  std::size_t admins_ = 0, others_ = 0;              // connections
-  std::map<uid_t, std::size_t> connections_by_uid_;  // peers without admin rights
-  std::map<uid_t, std::size_t> streams_by_uid_;      // every peer
-  std::map<std::uint64_t, std::size_t> streams_by_connection_;
+  mutable Mutex mu_;
+  std::size_t admins_ GUARDED_BY(mu_) = 0, others_ GUARDED_BY(mu_) = 0;  // connections
+  std::map<uid_t, std::size_t> connections_by_uid_ GUARDED_BY(mu_);  // peers without admin rights
+  std::map<uid_t, std::size_t> streams_by_uid_ GUARDED_BY(mu_);      // every peer
+  std::map<std::uint64_t, std::size_t> streams_by_connection_ GUARDED_BY(mu_);
 };
 
 }  // namespace sandpool::control

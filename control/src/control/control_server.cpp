@@ -22,6 +22,7 @@
 #include <sandpool/base/busy_clock.hpp>
 #include <sandpool/base/log_text.hpp>
 #include <sandpool/base/posix_call.hpp>
+#include <sandpool/base/thread_annotations.hpp>
 #include <sandpool/base/thread_name.hpp>
 #include <sandpool/control/control.hpp>
 
@@ -56,9 +57,10 @@ class ControlServer::Impl {
     if (listener_.fd) control::unlink_if_ours(options_.path, listener_);  // never ran
   }
 
-  Status begin() {
+  Status begin() EXCLUDES(stop_mu_) {
     SP_RETURN_IF_ERROR(watch(listener_.fd.get(), kListenKey, EPOLLIN));
     SP_RETURN_IF_ERROR(watch(waker_->eventfd.get(), kWakeKey, EPOLLIN));
+    MutexLock lock(stop_mu_);  // no stop() can run yet; taken for the checker
     thread_ = std::thread([this] {
       server_thread_id_.store(std::this_thread::get_id());
       name_thread(::pthread_self(), "sp-control");
@@ -72,14 +74,14 @@ class ControlServer::Impl {
     return Status::ok();
   }
 
-  void stop() {
+  void stop() EXCLUDES(stop_mu_) {
     stopping_.store(true);
     const std::uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(waker_->eventfd.get(), &one, sizeof one);
     // From the handler (the server thread itself): the loop ends when handle() returns;
     // the destructor, on another thread, joins it.
     if (std::this_thread::get_id() == server_thread_id_.load()) return;
-    std::lock_guard<std::mutex> lock(stop_mu_);
+    MutexLock lock(stop_mu_);
     if (thread_.joinable()) thread_.join();
   }
 
@@ -314,8 +316,8 @@ class ControlServer::Impl {
   std::atomic<bool> stopping_{false};
   BusyClock busy_;  // the server thread's, for poold's watchdog
   std::atomic<std::thread::id> server_thread_id_{};
-  std::mutex stop_mu_;
-  std::thread thread_;
+  Mutex stop_mu_;  // serialises stop()'s join
+  std::thread thread_ GUARDED_BY(stop_mu_);
 };
 
 Result<std::unique_ptr<ControlServer>> ControlServer::start(ControlServerOptions options,

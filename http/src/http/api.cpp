@@ -129,14 +129,14 @@ std::string api_body(const CallReply& reply) {
 }
 
 std::size_t Api::open_streams() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return streams_;
 }
 
 void Api::stop() {
   std::list<std::weak_ptr<LocalCall>> calls;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopped_ = true;
     calls.swap(calls_);
   }
@@ -148,7 +148,7 @@ void Api::stop() {
 std::shared_ptr<void> Api::track(const std::shared_ptr<LocalCall>& call) {
   std::list<std::weak_ptr<LocalCall>>::iterator it;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopped_) {
       call->abandon();
       return nullptr;
@@ -156,13 +156,13 @@ std::shared_ptr<void> Api::track(const std::shared_ptr<LocalCall>& call) {
     it = calls_.insert(calls_.end(), call);
   }
   return std::shared_ptr<void>(nullptr, [this, it](void*) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!stopped_) calls_.erase(it);
   });
 }
 
 std::shared_ptr<void> Api::take_stream_slot(Access access) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const std::size_t cap =
       access == Access::kAdmin
           ? options_.max_streams
@@ -171,7 +171,7 @@ std::shared_ptr<void> Api::take_stream_slot(Access access) {
   ++streams_;
   // Not null (it is tested as the slot): the pointer is only a token, never read.
   return std::shared_ptr<void>(static_cast<void*>(this), [this](void*) {
-    std::lock_guard l(mu_);
+    MutexLock l(mu_);
     --streams_;
   });
 }

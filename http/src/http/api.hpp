@@ -25,6 +25,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <sandpool/base/thread_annotations.hpp>
 #include <sandpool/control/control.hpp>
 
 #include <sandpool/metrics/http_server.hpp>
@@ -67,7 +68,7 @@ class Api {
   void install(HttpServer& server);
   // Ends every open stream and every call still waiting (their HTTP replies say the
   // service is closing). Idempotent.
-  void stop();
+  void stop() EXCLUDES(mu_);
 
   // What a request's credentials grant; nullopt when it was refused (`res` says why): a
   // token in the URL, an unknown bearer token, or, when `changes_state`, a request made
@@ -86,7 +87,7 @@ class Api {
 
   // The HTTP status of a wire error code (docs/protocol.md, "HTTP API").
   static int http_status(std::string_view code);
-  std::size_t open_streams() const;
+  std::size_t open_streams() const EXCLUDES(mu_);
   // The session cookie's name on this listener: sp_session_<port>.
   const std::string& cookie_name() const { return cookie_name_; }
   bool deny_anonymous() const { return options_.deny_anonymous; }
@@ -96,9 +97,9 @@ class Api {
            nlohmann::json args);
   void stream_events(HttpResponse& res, const Caller& caller, nlohmann::json args);
   // Registers a call so stop() can end it; the returned guard forgets it.
-  std::shared_ptr<void> track(const std::shared_ptr<LocalCall>& call);
+  std::shared_ptr<void> track(const std::shared_ptr<LocalCall>& call) EXCLUDES(mu_);
   // A stream slot for `access`, released when the returned guard goes; nullptr: none free.
-  std::shared_ptr<void> take_stream_slot(Access access);
+  std::shared_ptr<void> take_stream_slot(Access access) EXCLUDES(mu_);
   // A route for `op_name` (a fixed name, or the path's group `op_group`), its arguments from
   // the path by `args`.
   void route(HttpServer& server, const char* method, const char* pattern, bool large_body,
@@ -109,10 +110,10 @@ class Api {
   HttpAccess& access_;
   const ApiOptions options_;
   const std::string cookie_name_;
-  mutable std::mutex mu_;
-  std::list<std::weak_ptr<LocalCall>> calls_;  // open ones
-  std::size_t streams_ = 0;                    // open event streams, guarded by mu_
-  bool stopped_ = false;
+  mutable Mutex mu_;
+  std::list<std::weak_ptr<LocalCall>> calls_ GUARDED_BY(mu_);  // open ones
+  std::size_t streams_ GUARDED_BY(mu_) = 0;                    // open event streams
+  bool stopped_ GUARDED_BY(mu_) = false;
 };
 
 // Arguments for `op` from text fields (a query string, a form): a value that reads as an

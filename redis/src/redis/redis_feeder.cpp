@@ -55,7 +55,7 @@ void RedisFeeder::retune(std::uint32_t per_worker, std::uint32_t headroom_worker
     per_worker_.store(std::max<std::uint32_t>(1, per_worker));
     headroom_workers_.store(headroom_workers);
   }
-  std::lock_guard lk(sh_->mu);
+  MutexLock lk(sh_->mu);
   sh_->default_retries = default_retries;
   sh_->retry = retry;
   sh_->cv.notify_all();  // the reader may have room now
@@ -65,8 +65,11 @@ Result<std::unique_ptr<RedisFeeder>> RedisFeeder::start(Pool& pool, FeederOption
   if (options.consumer.empty()) return Status::invalid("redis pool: the node needs a name");
   if (options.capacity == 0) options.capacity = 1;
   std::unique_ptr<RedisFeeder> f(new RedisFeeder(pool, std::move(options)));
-  f->sh_->default_retries = f->opts_.default_retries;
-  f->sh_->retry = f->opts_.retry;
+  {
+    MutexLock lk(f->sh_->mu);  // no thread of the feeder runs yet; taken for the checker
+    f->sh_->default_retries = f->opts_.default_retries;
+    f->sh_->retry = f->opts_.retry;
+  }
   auto c = Connection::open(f->opts_.endpoint);
   if (!c) return c.status();
   SP_RETURN_IF_ERROR(f->stream_.ensure_group(*c));
@@ -80,7 +83,7 @@ Result<std::unique_ptr<RedisFeeder>> RedisFeeder::start(Pool& pool, FeederOption
 
 RedisFeeder::~RedisFeeder() {
   {
-    std::lock_guard lk(sh_->mu);
+    MutexLock lk(sh_->mu);
     sh_->stopping = true;
   }
   sh_->cv.notify_all();
@@ -88,13 +91,13 @@ RedisFeeder::~RedisFeeder() {
     if (t->joinable()) t->join();
   }
   // The tickets' tasks hold on_done callbacks that hold sh_: a cycle while they are kept.
-  std::lock_guard lk(sh_->mu);
+  MutexLock lk(sh_->mu);
   sh_->running.clear();
 }
 
 void RedisFeeder::die() {
   {
-    std::lock_guard lk(sh_->mu);
+    MutexLock lk(sh_->mu);
     sh_->stopping = true;
     sh_->dead = true;
   }
@@ -103,13 +106,13 @@ void RedisFeeder::die() {
     if (t->joinable()) t->join();
   }
   // The tickets' tasks hold on_done callbacks that hold sh_: a cycle while they are kept.
-  std::lock_guard lk(sh_->mu);
+  MutexLock lk(sh_->mu);
   sh_->running.clear();
 }
 
 void RedisFeeder::stop_reading() {
   {
-    std::lock_guard lk(sh_->mu);
+    MutexLock lk(sh_->mu);
     sh_->reading = false;
   }
   sh_->cv.notify_all();
@@ -117,19 +120,19 @@ void RedisFeeder::stop_reading() {
 }
 
 void RedisFeeder::set_limits(const FlowLimits& limits) {
-  std::lock_guard lk(sh_->mu);
+  MutexLock lk(sh_->mu);
   sh_->limits = limits;
 }
 
 FeederStats RedisFeeder::stats() const {
-  std::lock_guard lk(sh_->mu);
+  MutexLock lk(sh_->mu);
   FeederStats s = sh_->stats;
   s.held = sh_->held.size();
   return s;
 }
 
 void RedisFeeder::note(const Status& s) {
-  std::lock_guard lk(sh_->mu);
+  MutexLock lk(sh_->mu);
   sh_->stats.redis_up = s.is_ok() || s.code() != Code::kUnavailable;
   if (!s) sh_->stats.last_error = s.to_string();
 }
@@ -164,7 +167,7 @@ Status RedisFeeder::take_name(Connection& c) {
 std::chrono::milliseconds RedisFeeder::name_ttl() const { return 3 * opts_.heartbeat; }
 
 bool RedisFeeder::stopping() const {
-  std::lock_guard lk(sh_->mu);
+  MutexLock lk(sh_->mu);
   return sh_->stopping;
 }
 
@@ -183,7 +186,7 @@ std::size_t RedisFeeder::capacity() const {
 
 std::size_t RedisFeeder::free_places() {
   const std::size_t cap = capacity();
-  std::lock_guard lk(sh_->mu);
+  MutexLock lk(sh_->mu);
   return cap - std::min(cap, sh_->held.size());
 }
 
@@ -207,7 +210,7 @@ std::optional<Connection> connect(const Endpoint& e, Stop stopped,
 void RedisFeeder::read_loop() {
   auto noter = [this](const Status& s) { note(s); };
   auto stopped_reading = [this] {
-    std::lock_guard lk(sh_->mu);
+    MutexLock lk(sh_->mu);
     return sh_->stopping || !sh_->reading;
   };
   std::optional<Connection> c;
@@ -220,22 +223,26 @@ void RedisFeeder::read_loop() {
     // A read wakes by the next due time of what this node throttled, to move it back.
     std::chrono::milliseconds block = kReadBlock;
     {
-      std::unique_lock lk(sh_->mu);
+      MutexLock lk(sh_->mu);
       if (!sh_->throttle_due.empty()) {
         block = std::clamp(std::chrono::milliseconds(*sh_->throttle_due.begin() - wall_ms()),
                            std::chrono::milliseconds(1), kReadBlock);
       }
       if (Clock::now() < sh_->paused_until) {
-        sh_->cv.wait_until(lk, sh_->paused_until, [&] { return sh_->stopping || !sh_->reading; });
+        while (!sh_->stopping && sh_->reading &&
+               sh_->cv.wait_until(sh_->mu, sh_->paused_until) == std::cv_status::no_timeout) {
+        }
         continue;
       }
     }
     const std::size_t free = free_places();
     if (free == 0) {
       const std::size_t cap = capacity();
-      std::unique_lock lk(sh_->mu);
-      sh_->cv.wait_for(lk, block,
-                       [&] { return sh_->stopping || !sh_->reading || sh_->held.size() < cap; });
+      MutexLock lk(sh_->mu);
+      const auto until = Clock::now() + block;
+      while (!sh_->stopping && sh_->reading && sh_->held.size() >= cap &&
+             sh_->cv.wait_until(sh_->mu, until) == std::cv_status::no_timeout) {
+      }
       continue;
     }
     auto got = stream_.read(*c, opts_.consumer, free, block);
@@ -254,7 +261,7 @@ void RedisFeeder::read_loop() {
     {
       // Held (so the beat keeps them fresh) while the batch goes through: one may wait for
       // the pool's rate.
-      std::lock_guard lk(sh_->mu);
+      MutexLock lk(sh_->mu);
       sh_->stats.fenced += read - got->size();  // claimed by another since the read: a stall
       for (const StreamEntry& e : *got) {
         if (e.malformed.empty() && !sh_->dead) sh_->held.insert(key_of(e));
@@ -262,7 +269,7 @@ void RedisFeeder::read_loop() {
     }
     for (StreamEntry& e : *got) {
       {
-        std::lock_guard lk(sh_->mu);
+        MutexLock lk(sh_->mu);
         ++sh_->stats.read;
       }
       run_locally(*c, std::move(e), false);
@@ -273,14 +280,14 @@ void RedisFeeder::read_loop() {
 void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
   if (!entry.malformed.empty()) {  // not a task: nothing to run or end, and nobody waits on it
     note(stream_.discard(c, entry, opts_.consumer).status());
-    std::lock_guard lk(sh_->mu);
+    MutexLock lk(sh_->mu);
     ++sh_->stats.malformed;
     sh_->stats.last_error = "redis pool " + opts_.pool + ": discarded " + entry.malformed;
     return;
   }
   std::uint32_t retries = 0;
   {
-    std::lock_guard lk(sh_->mu);
+    MutexLock lk(sh_->mu);
     if (sh_->dead) return;
     sh_->held.insert(key_of(entry));
     retries = entry.task.retries.value_or(sh_->default_retries);
@@ -302,7 +309,7 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
       account.state = TaskState::kDeadLettered;
       account.reason = DeadReason::kRetriesExhausted;
       account.error = lost.error;
-      std::lock_guard lk(sh_->mu);
+      MutexLock lk(sh_->mu);
       sh_->ends.push_back({std::move(entry), std::move(account)});
       sh_->cv.notify_all();
       return;
@@ -327,7 +334,7 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
          (r.reason == DeadReason::kShutdown || r.reason == DeadReason::kPoolRemoved ||
           r.reason == DeadReason::kCrashLoop)) ||
         (r.state == TaskState::kCancelled && r.cancel_reason == CancelReason::kShutdown);
-    std::lock_guard lk(sh->mu);
+    MutexLock lk(sh->mu);
     if (sh->dead) return;
     sh->ends.push_back({entry, r, shutdown});
     sh->cv.notify_all();
@@ -336,7 +343,7 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
   const std::uint64_t task_id = entry.task_id;
   auto ticket = pool_.submit(entry.task.type, entry.task.payload, std::move(o));
   if (ticket) {
-    std::lock_guard lk(sh_->mu);
+    MutexLock lk(sh_->mu);
     // Unless it ended already (its end written and the entry let go).
     if (sh_->held.count(entry_key) != 0) {
       sh_->running.emplace(entry_key, std::pair(task_id, *ticket));
@@ -352,7 +359,7 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
     // Draining, stopping, its queue full: another node (or this one later) runs it. This
     // node reads nothing for a while.
     {
-      std::lock_guard lk(sh_->mu);
+      MutexLock lk(sh_->mu);
       sh_->paused_until = Clock::now() + kRefusedPause;
     }
     hand_back(std::move(entry), ticket.status().to_string());
@@ -363,21 +370,22 @@ bool RedisFeeder::pass_limits(Connection& c, const StreamEntry& entry, bool may_
   std::vector<TaskStream::Bucket> buckets;
   std::optional<TaskStream::Cap> cap;
   {
-    std::lock_guard lk(sh_->mu);
-    const FlowLimits& l = sh_->limits;
-    if (!l.any()) return true;  // the common case: no key built, no round trip
+    MutexLock lk(sh_->mu);
+    if (!sh_->limits.any()) return true;  // the common case: no key built, no round trip
     const auto add = [&](std::string key, const RateLimit& r) {
       if (r.tasks == 0) return;
       buckets.push_back({std::move(key), r.tasks, r.per.count(), r.burst != 0 ? r.burst : r.tasks});
     };
-    add(stream_.rate_key("pool", ""), l.pool);
-    if (auto it = l.task_types.find(entry.task.type); it != l.task_types.end()) {
+    add(stream_.rate_key("pool", ""), sh_->limits.pool);
+    if (auto it = sh_->limits.task_types.find(entry.task.type);
+        it != sh_->limits.task_types.end()) {
       add(stream_.rate_key("type", entry.task.type), it->second);
     }
-    if (auto it = l.tenants.find(entry.task.tenant); it != l.tenants.end()) {
+    if (auto it = sh_->limits.tenants.find(entry.task.tenant); it != sh_->limits.tenants.end()) {
       add(stream_.rate_key("tenant", entry.task.tenant), it->second);
     }
-    if (auto it = l.type_concurrency.find(entry.task.type); it != l.type_concurrency.end()) {
+    if (auto it = sh_->limits.type_concurrency.find(entry.task.type);
+        it != sh_->limits.type_concurrency.end()) {
       cap = TaskStream::Cap{stream_.cap_key(entry.task.type), it->second, entry.task_id};
     }
   }
@@ -395,7 +403,7 @@ bool RedisFeeder::pass_limits(Connection& c, const StreamEntry& entry, bool may_
       return false;
     }
     if (taken->not_yours) {  // claimed by another node while this one stalled: not run here
-      std::lock_guard lk(sh_->mu);
+      MutexLock lk(sh_->mu);
       sh_->held.erase(key_of(entry));
       ++sh_->stats.fenced;
       sh_->cv.notify_all();  // a place is free
@@ -405,10 +413,13 @@ bool RedisFeeder::pass_limits(Connection& c, const StreamEntry& entry, bool may_
     if (may_wait && pool_limited && taken->worst == 0) {
       // The pool's own rate: no task of the pool may start on any node before a token is
       // back, so this node waits for it, holding the entry, rather than read more.
-      std::unique_lock lk(sh_->mu);
+      MutexLock lk(sh_->mu);
       ++sh_->stats.throttle_waits;
-      const bool stop = sh_->cv.wait_for(lk, std::chrono::milliseconds(taken->wait_ms),
-                                         [&] { return sh_->stopping || !sh_->reading; });
+      const auto until = Clock::now() + std::chrono::milliseconds(taken->wait_ms);
+      while (!sh_->stopping && sh_->reading &&
+             sh_->cv.wait_until(sh_->mu, until) == std::cv_status::no_timeout) {
+      }
+      const bool stop = sh_->stopping || !sh_->reading;
       if (!stop) continue;
       lk.unlock();
       hand_back(entry, "the node stopped reading while the pool's rate held the task");
@@ -422,7 +433,7 @@ bool RedisFeeder::pass_limits(Connection& c, const StreamEntry& entry, bool may_
       hand_back(entry, "it could not be throttled: " + due.status().to_string());
       return false;
     }
-    std::lock_guard lk(sh_->mu);
+    MutexLock lk(sh_->mu);
     sh_->held.erase(key_of(entry));
     if (*due) {
       ++sh_->stats.throttled;
@@ -439,7 +450,7 @@ void RedisFeeder::move_throttled(Connection& c) {
   const std::int64_t now = wall_ms();
   std::size_t due = 0;
   {
-    std::lock_guard lk(sh_->mu);
+    MutexLock lk(sh_->mu);
     const auto end = sh_->throttle_due.upper_bound(now);
     due = static_cast<std::size_t>(std::distance(sh_->throttle_due.begin(), end));
     sh_->throttle_due.erase(sh_->throttle_due.begin(), end);
@@ -453,7 +464,7 @@ void RedisFeeder::hand_back(StreamEntry entry, const std::string& why, bool refu
   TaskResult account;
   account.id = entry.task_id;
   account.error = why;
-  std::lock_guard lk(sh_->mu);
+  MutexLock lk(sh_->mu);
   if (sh_->dead) return;
   sh_->stats.last_error = "redis pool " + opts_.pool + ": handed task " +
                           std::to_string(entry.task_id) + " back: " + why;
@@ -504,7 +515,7 @@ Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
       TaskStream::Backoff b;
       std::uint32_t retries = 0;
       {
-        std::lock_guard lk(sh_->mu);
+        MutexLock lk(sh_->mu);
         b.base_ms = sh_->retry.base.count();
         b.multiplier = sh_->retry.multiplier;
         b.max_ms = sh_->retry.max.count();
@@ -543,7 +554,7 @@ Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
   }
   auto answers = stream_.end_all(c, opts_.consumer, writes);
   if (!answers) return answers.status();
-  std::lock_guard lk(sh_->mu);
+  MutexLock lk(sh_->mu);
   std::size_t next = 0;  // in answers
   for (std::size_t i = 0; i < batch.size(); ++i) {
     sh_->held.erase(key_of(batch[i].entry));
@@ -583,7 +594,7 @@ Status RedisFeeder::write_kept_ends(Connection& c) {
     at = end;
   }
   if (kept->refused != 0) {
-    std::lock_guard lk(sh_->mu);
+    MutexLock lk(sh_->mu);
     sh_->stats.last_error = "redis pool " + opts_.pool + ": " + std::to_string(kept->refused) +
                             " kept ends refused, the first: " + kept->first_refusal;
   }
@@ -593,13 +604,13 @@ Status RedisFeeder::write_kept_ends(Connection& c) {
 void RedisFeeder::keep_ends() {
   std::deque<Ended> ends;
   {
-    std::lock_guard lk(sh_->mu);
+    MutexLock lk(sh_->mu);
     ends.swap(sh_->ends);
   }
   if (ends.empty() || opts_.state_dir.empty()) return;
   const std::string path = unwritten_ends::path_in(opts_.state_dir, opts_.pool);
   auto kept = unwritten_ends::append(path, opts_.pool, opts_.consumer, ends);
-  std::lock_guard lk(sh_->mu);
+  MutexLock lk(sh_->mu);
   sh_->stats.kept_ends += kept ? *kept : 0;
   if (!kept || *kept < ends.size()) {
     sh_->stats.last_error = "redis pool " + opts_.pool + ": " +
@@ -613,7 +624,7 @@ void RedisFeeder::write_loop() {
   constexpr std::size_t kMaxBatch = 256;  // ends per round trip
   // Connecting gives up once the feeder stops: then one attempt, and the ends are kept.
   auto stopped = [this] {
-    std::lock_guard lk(sh_->mu);
+    MutexLock lk(sh_->mu);
     return sh_->dead || sh_->stopping;
   };
   auto noter = [this](const Status& s) { note(s); };
@@ -623,8 +634,8 @@ void RedisFeeder::write_loop() {
     std::vector<Ended> batch;
     bool stopping = false;
     {
-      std::unique_lock lk(sh_->mu);
-      sh_->cv.wait(lk, [&] { return sh_->dead || sh_->stopping || !sh_->ends.empty(); });
+      MutexLock lk(sh_->mu);
+      while (!sh_->dead && !sh_->stopping && sh_->ends.empty()) sh_->cv.wait(sh_->mu);
       if (sh_->dead || sh_->ends.empty()) return;
       stopping = sh_->stopping;
       const std::size_t n = std::min(kMaxBatch, sh_->ends.size());
@@ -647,7 +658,7 @@ void RedisFeeder::write_loop() {
     const Status s = write_ends(*c, batch);
     note(s);
     if (s) {
-      std::lock_guard lk(sh_->mu);
+      MutexLock lk(sh_->mu);
       sh_->ends.erase(sh_->ends.begin(),
                       sh_->ends.begin() + static_cast<std::ptrdiff_t>(batch.size()));
       wait = kRetryFirst;
@@ -656,13 +667,15 @@ void RedisFeeder::write_loop() {
     // Redis away (or an error of the server): the ends wait, in order, and are tried again;
     // stopping, after one attempt they are kept in the state dir for the next start.
     {
-      std::unique_lock lk(sh_->mu);
+      MutexLock lk(sh_->mu);
       if (sh_->stopping) {
         lk.unlock();
         keep_ends();
         return;
       }
-      sh_->cv.wait_for(lk, wait, [&] { return sh_->dead; });
+      const auto until = Clock::now() + wait;
+      while (!sh_->dead && sh_->cv.wait_until(sh_->mu, until) == std::cv_status::no_timeout) {
+      }
     }
     wait = std::min(kRetryMax, wait * 2);
   }
@@ -672,7 +685,7 @@ void RedisFeeder::cancel_asked(Connection& c) {
   std::vector<std::uint64_t> ids;
   std::vector<Ticket> tickets;
   {
-    std::lock_guard lk(sh_->mu);
+    MutexLock lk(sh_->mu);
     for (const auto& [entry, run] : sh_->running) {
       ids.push_back(run.first);
       tickets.push_back(run.second);
@@ -713,7 +726,7 @@ void RedisFeeder::beat_loop() {
       beating_since = beat_at;
     }
     if (beat && *beat) {  // thought dead, its name taken: it must not read as that consumer
-      std::lock_guard lk(sh_->mu);
+      MutexLock lk(sh_->mu);
       sh_->stopping = true;
       sh_->stats.last_error = "redis pool " + opts_.pool + ": the node name '" + opts_.consumer +
                               "' was taken by " + **beat + " while this node was away; stopped";
@@ -722,7 +735,7 @@ void RedisFeeder::beat_loop() {
     }
     std::vector<EntryKey> held;
     {
-      std::lock_guard lk(sh_->mu);
+      MutexLock lk(sh_->mu);
       held.assign(sh_->held.begin(), sh_->held.end());
     }
     if (beat) note(stream_.touch(*c, opts_.consumer, held).status());
@@ -735,7 +748,7 @@ void RedisFeeder::beat_loop() {
     std::size_t room = 0;
     {
       const std::size_t cap = capacity();
-      std::lock_guard lk(sh_->mu);
+      MutexLock lk(sh_->mu);
       if (sh_->reading) room = 2 * cap - std::min(2 * cap, sh_->held.size());
     }
     room = std::min(room, kMaxClaimsPerBeat);
@@ -751,7 +764,7 @@ void RedisFeeder::beat_loop() {
       if (took) {
         for (StreamEntry& e : *claimed) {
           {
-            std::lock_guard lk(sh_->mu);
+            MutexLock lk(sh_->mu);
             ++sh_->stats.claimed;
           }
           run_locally(*c, std::move(e), true);
@@ -769,8 +782,10 @@ void RedisFeeder::beat_loop() {
       note(moved.status());
     }
     if (beat) note(stream_.trim_finished(*c, wall_ms(), 1000).status());
-    std::unique_lock lk(sh_->mu);
-    sh_->cv.wait_for(lk, opts_.heartbeat, [&] { return sh_->stopping; });
+    MutexLock lk(sh_->mu);
+    const auto until = Clock::now() + opts_.heartbeat;
+    while (!sh_->stopping && sh_->cv.wait_until(sh_->mu, until) == std::cv_status::no_timeout) {
+    }
   }
 }
 

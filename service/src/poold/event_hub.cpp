@@ -70,7 +70,7 @@ EventHub::EventHub() : log_(kCapacity), thread_([this] { run(); }) {
 
 EventHub::~EventHub() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -82,7 +82,7 @@ void EventHub::publish(const std::string& pool, const PoolEvent& e) {
   r.event.detail = {};
   bool wake = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     // The slot taken holds position head_ - kCapacity: lost if a subscriber still waits
     // for it (the delivery thread had not copied it out).
     if (active_ > 0 && head_ >= kCapacity && head_ - kCapacity >= low_water_) ++dropped_;
@@ -99,7 +99,7 @@ void EventHub::publish(const std::string& pool, const PoolEvent& e) {
 void EventHub::subscribe(const std::string& pool, bool follow, Responder responder) {
   std::uint64_t id = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     id = next_id_++;
     Subscriber sub{pool, responder};
     sub.next = std::max(head_ > kRecent ? head_ - kRecent : 0, oldest_locked());
@@ -112,7 +112,7 @@ void EventHub::subscribe(const std::string& pool, bool follow, Responder respond
   cv_.notify_one();
   // A cancelled stream (or a closed connection) leaves; on_cancel may run right here.
   responder.on_cancel([this, id] {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = std::find_if(joining_.begin(), joining_.end(),
                            [id](const auto& j) { return j.first == id; });
     if (it != joining_.end()) {
@@ -125,17 +125,17 @@ void EventHub::subscribe(const std::string& pool, bool follow, Responder respond
 }
 
 std::uint64_t EventHub::dropped() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return dropped_;
 }
 
 std::size_t EventHub::subscribers() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return active_;
 }
 
 void EventHub::set_delivery_hook(std::function<void(std::uint64_t, std::size_t)> hook) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   delivery_hook_ = std::move(hook);
 }
 
@@ -190,11 +190,11 @@ std::vector<std::uint64_t> EventHub::deliver(std::uint64_t from,
 
 void EventHub::run() {
   std::vector<RecordedEvent> chunk;
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (!stopping_) {
     if (!prepare_locked()) {
       idle_ = true;
-      cv_.wait(lock);
+      cv_.wait(mu_);
       idle_ = false;
       continue;
     }

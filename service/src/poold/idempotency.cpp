@@ -13,7 +13,7 @@ std::uint64_t account_bytes(const TaskResult& r) {
 }  // namespace
 
 std::optional<KeptTask> IdempotencyKeys::find(const std::string& key, Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   evict(now);
   auto it = keys_.find(key);
   if (it == keys_.end()) return std::nullopt;
@@ -22,7 +22,7 @@ std::optional<KeptTask> IdempotencyKeys::find(const std::string& key, Clock::tim
 
 void IdempotencyKeys::remember(const std::string& key, std::uint64_t task_id,
                                Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = keys_.find(key);
   if (it != keys_.end() && it->second.kept.task_id == task_id) {
     it->second.at = now;  // it ended first; keep what it kept
@@ -39,14 +39,14 @@ void IdempotencyKeys::remember(const std::string& key, std::uint64_t task_id,
 }
 
 void IdempotencyKeys::forget(const std::string& key, std::uint64_t task_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = keys_.find(key);
   if (it != keys_.end() && it->second.kept.task_id == task_id) erase(it);
 }
 
 void IdempotencyKeys::task_ended(const std::string& key, const TaskResult& result,
                                  Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = keys_.find(key);
   if (it == keys_.end()) {
     // Ended before remember(): remember it now, for remember() to find.
@@ -64,7 +64,7 @@ void IdempotencyKeys::task_ended(const std::string& key, const TaskResult& resul
 }
 
 void IdempotencyKeys::task_ended(const TaskResult& result, Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto by = by_task_.find(result.id);
   if (by == by_task_.end()) return;
   const std::string key = by->second;
@@ -75,12 +75,12 @@ void IdempotencyKeys::task_ended(const TaskResult& result, Clock::time_point now
 }
 
 std::size_t IdempotencyKeys::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return keys_.size();
 }
 
 std::uint64_t IdempotencyKeys::kept_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return bytes_;
 }
 
@@ -96,6 +96,7 @@ void IdempotencyKeys::keep_final(const std::string& key, Entry& e, const TaskRes
   // then so the list stays within a small multiple of the keys.
   if (results_.size() > 2 * keys_.size() + 16) {
     std::erase_if(results_, [this](const auto& r) {
+      mu_.assert_held();  // called by erase_if, under mu_
       auto it = keys_.find(r.first);
       return it == keys_.end() || it->second.final_seq != r.second;
     });
@@ -111,6 +112,7 @@ void IdempotencyKeys::erase(std::unordered_map<std::string, Entry>::iterator it)
 
 void IdempotencyKeys::evict(Clock::time_point now) {
   auto expired = [&] {
+    mu_.assert_held();  // called below, under mu_
     return limits_.max_age.count() > 0 && now - order_.front().second > limits_.max_age;
   };
   drop_results();

@@ -74,7 +74,10 @@ Result<std::unique_ptr<Service>> Service::start(Config config, std::string confi
       (void)(*pool)->shutdown(std::chrono::milliseconds(0));
       return st.with_context("pool '" + pc.name + "'");
     }
-    s->slots_.emplace(pc.name, Slot{pc, std::move(pool).value()});
+    {
+      MutexLock lock(s->mu_);  // no other thread reads slots_ yet; taken for the checker
+      s->slots_.emplace(pc.name, Slot{pc, std::move(pool).value()});
+    }
     log->info("pool started pool={} plugin={} workers={}", pc.name, pc.plugin_path, pc.workers);
   }
   if (s->redis_ && s->journal() != nullptr) {
@@ -92,7 +95,7 @@ Service::~Service() {
   stop_schedules();  // its thread submits into the pools
   std::vector<std::thread> retiring;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     retiring.swap(retiring_);
   }
   for (auto& t : retiring) t.join();
@@ -141,7 +144,7 @@ Result<std::shared_ptr<Pool>> Service::make_pool(const PoolConfig& pc, bool reco
   // it; this one does not start (a replacement of the same name may share its types).
   std::string clash;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [name, slot] : slots_) {
       if (name == pc.name || !clash.empty()) continue;
       const auto& theirs = slot.pool->task_types();
@@ -171,7 +174,7 @@ Status Service::attach_redis(const PoolConfig& pc, Pool& pool) {
 }
 
 Result<std::shared_ptr<Pool>> Service::pool_named(const std::string& name) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = slots_.find(name);
   if (it == slots_.end()) return Status::error(Code::kNotFound, "no pool named '" + name + "'");
   return it->second.pool;
@@ -188,14 +191,14 @@ Result<std::shared_ptr<Pool>> Service::route(const std::string& pool,
 }
 
 std::vector<std::pair<std::string, std::shared_ptr<Pool>>> Service::pools() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::pair<std::string, std::shared_ptr<Pool>>> out;
   for (const auto& [name, slot] : slots_) out.emplace_back(name, slot.pool);
   return out;
 }
 
 std::vector<std::pair<std::string, std::shared_ptr<Pool>>> Service::retired_pools() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::pair<std::string, std::shared_ptr<Pool>>> out;
   for (const auto& [name, weak] : retired_) {
     if (auto pool = weak.lock()) out.emplace_back(name, std::move(pool));
@@ -237,20 +240,20 @@ std::optional<std::string> Service::health() const {
 void Service::refresh_watch_list() {
   std::vector<std::pair<std::string, std::weak_ptr<Pool>>> list;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [name, slot] : slots_) list.emplace_back("sp-loop:" + name, slot.pool);
     for (const auto& [name, weak] : retired_) {
       list.emplace_back("sp-loop:" + name + " (retiring)", weak);
     }
   }
-  std::lock_guard<std::mutex> lock(watch_mu_);
+  MutexLock lock(watch_mu_);
   watched_ = std::move(list);
 }
 
 std::vector<ThreadBusy> Service::busy_threads() const {
   std::vector<std::pair<std::string, std::weak_ptr<Pool>>> watched;
   {
-    std::lock_guard<std::mutex> lock(watch_mu_);  // not mu_: see the lock rule
+    MutexLock lock(watch_mu_);  // not mu_: see the lock rule
     watched = watched_;
   }
   std::vector<ThreadBusy> out;
@@ -276,7 +279,7 @@ void Service::retire(std::string name, std::shared_ptr<Pool> pool) {
     log->info("pool retired pool={} dead_lettered={}", name, left);
   });
   name_thread(t.native_handle(), "sp-retire:" + name);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::erase_if(retired_, [](const auto& r) { return r.second.expired(); });
   retired_.emplace_back(std::move(name), std::move(weak));
   retiring_.push_back(std::move(t));

@@ -116,7 +116,7 @@ void Service::serve(const Request&, const ops::NoArgs&, const OpResponder<ops::S
   r.idempotency_keys = idempotency_.size();
   r.idempotency_kept_bytes = idempotency_.kept_bytes();
   {
-    std::lock_guard lock(http_mu_);
+    MutexLock lock(http_mu_);
     r.http = http_address_;
   }
   for (const ScheduleState& s : schedules()) r.schedules.push_back(schedule_info(s));
@@ -186,7 +186,7 @@ void Service::serve(const Request&, const ops::PoolFilterArgs& a,
 
 Result<std::pair<PoolConfig, std::shared_ptr<Pool>>> Service::controlled_pool(
     const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = slots_.find(name);
   if (it == slots_.end()) return Status::error(Code::kNotFound, "no pool named '" + name + "'");
   return std::make_pair(it->second.config, it->second.pool);

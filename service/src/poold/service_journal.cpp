@@ -130,7 +130,7 @@ void Service::note_acceptance(const Status& s) {
   }
   if (s.message().rfind("storage: ", 0) != 0) return;
   {
-    std::lock_guard<std::mutex> lock(storage_mu_);
+    MutexLock lock(storage_mu_);
     storage_error_ = s.message();
   }
   last_refused_ms_.store(now, std::memory_order_relaxed);
@@ -153,7 +153,7 @@ std::optional<ops::JournalStatus> Service::journal_status() const {
   s.writes_failing = t.writes_failing;
   s.last_error = t.last_error;
   if (t.writes_failing && last_refused_ms_.load() > last_accepted_ms_.load()) {
-    std::lock_guard<std::mutex> lock(storage_mu_);
+    MutexLock lock(storage_mu_);
     s.storage_error = storage_error_;
   } else if (t.writes_failing) {
     s.storage_error = t.last_error;

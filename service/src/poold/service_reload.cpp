@@ -50,7 +50,7 @@ Result<ops::ReloadReply> Service::reload() {
   // Removed pools: out of routing at once, drained and shut down in the background.
   std::vector<std::pair<std::string, std::shared_ptr<Pool>>> gone;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (auto it = slots_.begin(); it != slots_.end();) {
       if (wanted.count(it->first) != 0) {
         ++it;
@@ -69,7 +69,7 @@ Result<ops::ReloadReply> Service::reload() {
   for (const PoolConfig& pc : next.pools) {
     std::optional<Slot> current;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (auto it = slots_.find(pc.name); it != slots_.end()) current = it->second;
     }
     if (current && current->config == pc) continue;
@@ -95,7 +95,7 @@ Result<ops::ReloadReply> Service::reload() {
         continue;
       }
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         slots_[pc.name] = Slot{pc, *pool};
       }
       (current ? out.replaced : out.added).push_back(pc.name);
@@ -121,7 +121,7 @@ Result<ops::ReloadReply> Service::reload() {
     }
     if (workers_changed(old, pc)) out.scaled.push_back({pc.name, target});
     if (old.dispatch != pc.dispatch) out.strategy_changed.push_back(pc.name);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     slots_[pc.name].config = pc;
   }
 
@@ -170,7 +170,7 @@ void Service::shut_down_pools(std::chrono::milliseconds timeout) {
   for (auto& t : threads) t.join();
   std::vector<std::thread> retiring;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     retiring.swap(retiring_);
   }
   for (auto& t : retiring) t.join();  // first: their feeders write what the pools ended

@@ -198,14 +198,14 @@ Status Service::apply_schedules(const std::vector<ScheduleSpec>& declared) {
 }
 
 void Service::wake_schedules() {
-  std::lock_guard lock(sched_mu_);
+  MutexLock lock(sched_mu_);
   sched_wake_ = true;
   sched_cv_.notify_all();
 }
 
 void Service::stop_schedules() {
   {
-    std::lock_guard lock(sched_mu_);
+    MutexLock lock(sched_mu_);
     sched_stop_ = true;
     sched_cv_.notify_all();
   }
@@ -221,8 +221,11 @@ void Service::run_schedules() {
       sleep = std::clamp(std::chrono::milliseconds(left), std::chrono::milliseconds(1),
                          kMaxSchedulerSleep);
     }
-    std::unique_lock lock(sched_mu_);
-    sched_cv_.wait_for(lock, sleep, [this] { return sched_stop_ || sched_wake_; });
+    MutexLock lock(sched_mu_);
+    const auto until = std::chrono::steady_clock::now() + sleep;
+    while (!sched_stop_ && !sched_wake_) {
+      if (sched_cv_.wait_until(sched_mu_, until) == std::cv_status::timeout) break;
+    }
     if (sched_stop_) return;
     sched_wake_ = false;
   }

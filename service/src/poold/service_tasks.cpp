@@ -124,7 +124,7 @@ std::optional<Service::Submission> Service::existing_task(const KeptTask& kept,
   // A live record first: a replay may be running the task again.
   if (auto t = find_task(kept.task_id)) {
     if (waiter != nullptr) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       // Under mu_, so the task cannot end between the check and the emplace unanswered:
       // its state is terminal before its on_done takes mu_ in reply_when_done.
       if (!t->done()) waiters_.emplace(kept.task_id, Waiter{*waiter, 0, true});
@@ -207,7 +207,7 @@ void Service::task_ended(const std::string& key, const TaskResult& result) {
 void Service::reply_when_done(std::uint64_t task_id, const TaskResult& result) {
   std::vector<Waiter> ready;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto [b, e] = waiters_.equal_range(task_id);
     for (auto it = b; it != e; ++it) ready.push_back(it->second);
     waiters_.erase(b, e);

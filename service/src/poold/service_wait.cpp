@@ -22,7 +22,7 @@ void Service::serve(const Request& req, const ops::WaitArgs& a, const OpResponde
   const bool may_wait = !a.timeout || a.timeout->count() > 0;
   std::uint64_t token = 0;
   if (may_wait && !t->done()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     // Under mu_, so the task cannot end between the check and the emplace unanswered: its
     // state is terminal before its on_done takes mu_ in reply_when_done.
     if (!t->done()) {
@@ -40,7 +40,7 @@ void Service::serve(const Request& req, const ops::WaitArgs& a, const OpResponde
 void Service::wait_expired(std::uint64_t task_id, std::uint64_t token) {
   std::optional<Waiter> waiter;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto [b, e] = waiters_.equal_range(task_id);
     for (auto it = b; it != e; ++it) {
       if (it->second.token != token) continue;

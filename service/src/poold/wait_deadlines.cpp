@@ -13,7 +13,7 @@ WaitDeadlines::WaitDeadlines(Expire expire)
 
 WaitDeadlines::~WaitDeadlines() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   cv_.notify_one();
@@ -23,7 +23,7 @@ WaitDeadlines::~WaitDeadlines() {
 void WaitDeadlines::add(Clock::time_point at, std::uint64_t task_id, std::uint64_t token) {
   bool earliest = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     earliest = due_.empty() || at < due_.begin()->first;
     due_.emplace(at, std::make_pair(task_id, token));
   }
@@ -31,15 +31,15 @@ void WaitDeadlines::add(Clock::time_point at, std::uint64_t task_id, std::uint64
 }
 
 void WaitDeadlines::run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (!stopping_) {
     if (due_.empty()) {
-      cv_.wait(lock);
+      cv_.wait(mu_);
       continue;
     }
     const Clock::time_point next = due_.begin()->first;
     if (Clock::now() < next) {
-      cv_.wait_until(lock, next);
+      cv_.wait_until(mu_, next);
       continue;
     }
     std::vector<std::pair<std::uint64_t, std::uint64_t>> passed;

@@ -1,4 +1,4 @@
-// DeadLetterStore::claim and restore: a replay takes its letter out of the store in one
+// DeadLetterStoreImpl::claim and restore: a replay takes its letter out of the store in one
 // transaction before it submits the task, so of two replays of one letter exactly one gets
 // it; a replay whose submit is refused puts the letter back as it was.
 #include <sandpool/store/dead_letters.hpp>
@@ -7,6 +7,7 @@
 
 #include <sandpool/store/sqlite_db.hpp>
 #include "retry/dead_letter_rows.hpp"
+#include "retry/dead_letter_store_impl.hpp"
 
 namespace sandpool {
 namespace {
@@ -35,14 +36,16 @@ auto in_transaction(SqliteDb& db, std::string_view op, Body body) -> decltype(bo
 
 }  // namespace
 
-Result<DeadLetter> DeadLetterStore::claim(std::uint64_t letter_id) {
-  std::lock_guard lk(query_mu_);
+Result<DeadLetter> DeadLetterStoreImpl::claim(std::uint64_t letter_id) {
+  MutexLock lk(query_mu_);
   // BEGIN IMMEDIATE takes the database's write lock before the read: another claim (this
   // process or another) waits for it, then finds the letter gone.
   return in_transaction(query_db_, "claim dead letter", [&]() -> Result<DeadLetter> {
+    query_mu_.assert_held();  // run by in_transaction, under it
     auto get = query_db_.prepare(kClaimGet, "claim dead letter");
     if (!get) return get.status();
     Result<DeadLetter> letter = [&]() -> Result<DeadLetter> {
+      query_mu_.assert_held();
       StmtRef s(*get);
       s->bind(1, static_cast<std::int64_t>(letter_id));
       const int rc = s->step();
@@ -63,10 +66,11 @@ Result<DeadLetter> DeadLetterStore::claim(std::uint64_t letter_id) {
   });
 }
 
-Status DeadLetterStore::restore(const DeadLetter& l) {
-  std::lock_guard lk(query_mu_);
+Status DeadLetterStoreImpl::restore(const DeadLetter& l) {
+  MutexLock lk(query_mu_);
   // Under its own letter_id: AUTOINCREMENT never handed that id to another letter.
   auto done = in_transaction(query_db_, "restore dead letter", [&]() -> Result<std::uint64_t> {
+    query_mu_.assert_held();  // run by in_transaction, under it
     return dead_letter_rows::insert(query_db_, l, dead_letter_rows::LetterId::kKeep);
   });
   return done.status();

@@ -6,6 +6,8 @@
 #include <sandpool/store/dead_letter_file.hpp>
 #include <sandpool/store/dead_letters.hpp>
 
+#include "retry/dead_letter_store_impl.hpp"
+
 namespace sandpool {
 namespace {
 
@@ -30,15 +32,15 @@ std::string task_list(const Letters& letters) {
 
 }  // namespace
 
-Result<std::string> DeadLetterStore::spill(const std::vector<PendingLetter>& letters,
-                                           const std::string& why) {
+Result<std::string> DeadLetterStoreImpl::spill(const std::vector<PendingLetter>& letters,
+                                               const std::string& why) {
   std::vector<const DeadLetter*> view;
   view.reserve(letters.size());
   for (const PendingLetter& p : letters) view.push_back(&p.letter);
   auto file = dead_letter_file::write_spill(opts_.state_dir, view, now_ms());
   if (!file) return file.status();
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     stats_.spilled += letters.size();
     ++stats_.spill_files;
     stats_.recent_spill_files.push_back(*file);
@@ -53,7 +55,7 @@ Result<std::string> DeadLetterStore::spill(const std::vector<PendingLetter>& let
   return file;
 }
 
-std::vector<DeadLetterStore::Delivery> DeadLetterStore::spill_or_lose(
+std::vector<DeadLetterStoreImpl::Delivery> DeadLetterStoreImpl::spill_or_lose(
     std::vector<PendingLetter> letters, const std::string& why) {
   auto file = spill(letters, why);
   std::string lost;
@@ -61,7 +63,7 @@ std::vector<DeadLetterStore::Delivery> DeadLetterStore::spill_or_lose(
     lost = why + ", and writing the spill file in " + opts_.state_dir +
            " failed: " + file.status().to_string();
     {
-      std::lock_guard lk(mu_);
+      MutexLock lk(mu_);
       stats_.lost += letters.size();
     }
     log_->critical("dead-letter store {}: {} DEAD LETTERS LOST: {} letters={} tasks=\"{}\"", path_,
@@ -75,7 +77,7 @@ std::vector<DeadLetterStore::Delivery> DeadLetterStore::spill_or_lose(
   return out;
 }
 
-void DeadLetterStore::deliver(std::vector<Delivery>& deliveries) {
+void DeadLetterStoreImpl::deliver(std::vector<Delivery>& deliveries) {
   for (Delivery& d : deliveries) {
     if (!d.on_written) continue;
     try {

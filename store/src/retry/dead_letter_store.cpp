@@ -15,7 +15,9 @@
 #include <sandpool/store/task_journal.hpp>
 #include "retry/dead_letter_rows.hpp"
 #include "retry/dead_letter_schema.hpp"
+#include "retry/dead_letter_store_impl.hpp"
 #include "retry/enum_names.hpp"
+#include "retry/task_journal_impl.hpp"
 
 namespace sandpool {
 namespace {
@@ -117,7 +119,8 @@ Status ensure_file(const std::string& path) {
 
 }  // namespace
 
-Result<std::unique_ptr<DeadLetterStore>> DeadLetterStore::open(DeadLetterStoreOptions options) {
+Result<std::unique_ptr<DeadLetterStoreImpl>> DeadLetterStoreImpl::open(
+    DeadLetterStoreOptions options) {
   if (options.state_dir.empty()) return Status::invalid("dead-letter store: empty state_dir");
   if (options.max_batch == 0) options.max_batch = 1;
   const std::string path = options.state_dir + "/dead_letters.db";
@@ -134,29 +137,30 @@ Result<std::unique_ptr<DeadLetterStore>> DeadLetterStore::open(DeadLetterStoreOp
   auto query = SqliteDb::open(path, busy_ms);
   if (!query) return query.status();
   SP_RETURN_IF_ERROR(configure(*query, options.sync).with_context(ctx));
-  std::unique_ptr<DeadLetterStore> store(new DeadLetterStore(
+  std::unique_ptr<DeadLetterStoreImpl> store(new DeadLetterStoreImpl(
       std::move(options), path, std::make_unique<SqliteDb>(std::move(writer).value()),
       std::make_unique<SqliteDb>(std::move(query).value())));
   if (store->opts_.journal) {
-    auto journal = TaskJournal::open(*store, *store->opts_.journal);
+    auto journal = TaskJournalImpl::open(*store, *store->opts_.journal);
     if (!journal) return journal.status().with_context(ctx);
-    store->journal_ = std::move(journal).value();
+    store->journal_ = journal->get();
+    store->journal_owner_ = std::make_unique<TaskJournal>(std::move(journal).value());
   }
   store->start_writer();
   return store;
 }
 
-Result<SqliteDb> DeadLetterStore::open_connection(const std::string& path,
-                                                  const DeadLetterStoreOptions& o) {
+Result<SqliteDb> DeadLetterStoreImpl::open_connection(const std::string& path,
+                                                      const DeadLetterStoreOptions& o) {
   auto db = SqliteDb::open(path, static_cast<int>(o.busy_timeout.count()));
   if (!db) return db.status();
   SP_RETURN_IF_ERROR(configure(*db, o.sync).with_context(path));
   return db;
 }
 
-DeadLetterStore::DeadLetterStore(DeadLetterStoreOptions options, std::string path,
-                                 std::unique_ptr<SqliteDb> writer_db,
-                                 std::unique_ptr<SqliteDb> query_db)
+DeadLetterStoreImpl::DeadLetterStoreImpl(DeadLetterStoreOptions options, std::string path,
+                                         std::unique_ptr<SqliteDb> writer_db,
+                                         std::unique_ptr<SqliteDb> query_db)
     : opts_(std::move(options)),
       path_(std::move(path)),
       log_(opts_.logger ? opts_.logger : spdlog::default_logger()),
@@ -165,28 +169,28 @@ DeadLetterStore::DeadLetterStore(DeadLetterStoreOptions options, std::string pat
       writer_db_(*writer_owner_),
       query_db_(*query_owner_) {}
 
-void DeadLetterStore::start_writer() {
+void DeadLetterStoreImpl::start_writer() {
   writer_ = std::thread([this] { run_writer(); });
   name_thread(writer_.native_handle(), "sp-dlq");
 }
 
-DeadLetterStore::~DeadLetterStore() { (void)close(); }
+DeadLetterStoreImpl::~DeadLetterStoreImpl() { (void)close(); }
 
-std::int64_t DeadLetterStore::now_ms() const {
+std::int64_t DeadLetterStoreImpl::now_ms() const {
   return opts_.now_ms ? opts_.now_ms() : system_now_ms();
 }
 
-Status DeadLetterStore::enqueue(DeadLetter letter, LetterWritten on_written) {
+Status DeadLetterStoreImpl::enqueue(DeadLetter letter, LetterWritten on_written) {
   return enqueue_letter(std::move(letter), std::move(on_written), false);
 }
 
-Status DeadLetterStore::enqueue_letter(DeadLetter letter, LetterWritten on_written,
-                                       bool journaled) {
+Status DeadLetterStoreImpl::enqueue_letter(DeadLetter letter, LetterWritten on_written,
+                                           bool journaled) {
   if (letter.dead_lettered_ms == 0) letter.dead_lettered_ms = now_ms();
   PendingLetter p{std::move(letter), std::move(on_written), std::chrono::steady_clock::now(), 0,
                   journaled};
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     if (!spill_on_enqueue_) {
       p.seq = next_seq_++;
       pending_.push_back(std::move(p));
@@ -204,7 +208,7 @@ Status DeadLetterStore::enqueue_letter(DeadLetter letter, LetterWritten on_writt
   return Status::ok();
 }
 
-void DeadLetterStore::hold(const std::vector<PendingLetter>& letters) {
+void DeadLetterStoreImpl::hold(const std::vector<PendingLetter>& letters) {
   held_ = letters.size();
   if (!letters.empty()) {
     held_seq_ = letters.front().seq;
@@ -212,33 +216,38 @@ void DeadLetterStore::hold(const std::vector<PendingLetter>& letters) {
   }
 }
 
-std::uint64_t DeadLetterStore::oldest_unresolved() const {
+std::uint64_t DeadLetterStoreImpl::oldest_unresolved() const {
   if (held_ > 0) return held_seq_;
   return pending_.empty() ? next_seq_ : pending_.front().seq;
 }
 
-Status DeadLetterStore::flush(std::chrono::milliseconds timeout) {
-  std::unique_lock lk(mu_);
+Status DeadLetterStoreImpl::flush(std::chrono::milliseconds timeout) {
+  MutexLock lk(mu_);
   const std::uint64_t target = next_seq_;
-  const auto done = [&] { return oldest_unresolved() >= target; };
-  done_cv_.wait_for(lk, timeout, [&] { return done() || writer_done_; });
-  if (done()) return Status::ok();
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (oldest_unresolved() < target && !writer_done_ &&
+         done_cv_.wait_until(mu_, until) == std::cv_status::no_timeout) {
+  }
+  if (oldest_unresolved() >= target) return Status::ok();
   if (writer_done_) return Status::error(Code::kClosed, "dead-letter store closed before flush");
   return Status::error(Code::kTimeout,
                        "dead-letter store: letters still unwritten after flush timeout (" +
                            std::to_string(pending_.size() + held_) + " pending)");
 }
 
-Status DeadLetterStore::close() {
-  std::lock_guard close_lk(close_mu_);
+Status DeadLetterStoreImpl::close() {
+  MutexLock close_lk(close_mu_);
   if (closed_) return close_status_;
   closed_ = true;
   if (!writer_.joinable()) return close_status_;  // open() failed before the writer started
   {
-    std::unique_lock lk(mu_);
+    MutexLock lk(mu_);
     closing_ = true;
     work_cv_.notify_all();
-    if (!done_cv_.wait_for(lk, opts_.close_timeout, [&] { return writer_done_; })) {
+    const auto until = std::chrono::steady_clock::now() + opts_.close_timeout;
+    while (!writer_done_ && done_cv_.wait_until(mu_, until) == std::cv_status::no_timeout) {
+    }
+    if (!writer_done_) {
       abort_ = true;  // the writer stops after its current attempt
       work_cv_.notify_all();
     }
@@ -249,7 +258,7 @@ Status DeadLetterStore::close() {
   std::vector<PendingLetter> left;
   std::string last_error;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     spill_on_enqueue_ = true;  // from now on enqueue() spills by itself
     left.assign(std::make_move_iterator(pending_.begin()), std::make_move_iterator(pending_.end()));
     pending_.clear();
@@ -273,15 +282,15 @@ Status DeadLetterStore::close() {
   }
   deliver(deliveries);
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     held_ = 0;
   }
   done_cv_.notify_all();
   return close_status_;
 }
 
-DeadLetterStoreStats DeadLetterStore::stats() const {
-  std::lock_guard lk(mu_);
+DeadLetterStoreStats DeadLetterStoreImpl::stats() const {
+  MutexLock lk(mu_);
   DeadLetterStoreStats s = stats_;
   s.pending = pending_.size() + held_;
   std::optional<std::chrono::steady_clock::time_point> oldest;
@@ -298,15 +307,16 @@ DeadLetterStoreStats DeadLetterStore::stats() const {
   return s;
 }
 
-bool DeadLetterStore::journal_holds(std::uint64_t task_id) const {
+bool DeadLetterStoreImpl::journal_holds(std::uint64_t task_id) const {
   if (!journal_) return false;
   auto t = journal_->find(task_id);
   if (!t) return false;  // never journaled, or evicted by retention
   return !(t->task.state == TaskState::kDeadLettered && t->letter_id == 0);
 }
 
-Result<DeadLetterImport> DeadLetterStore::import_letters(const std::vector<DeadLetter>& letters) {
-  std::lock_guard lk(query_mu_);
+Result<DeadLetterImport> DeadLetterStoreImpl::import_letters(
+    const std::vector<DeadLetter>& letters) {
+  MutexLock lk(query_mu_);
   SP_RETURN_IF_ERROR(query_db_.exec("BEGIN IMMEDIATE", "dead-letter import: begin"));
   DeadLetterImport out;
   Status s;
@@ -339,7 +349,7 @@ Result<DeadLetterImport> DeadLetterStore::import_letters(const std::vector<DeadL
   return out;
 }
 
-Result<DeadLetter> DeadLetterStore::read_letter(SqliteStmt& row) {
+Result<DeadLetter> DeadLetterStoreImpl::read_letter(SqliteStmt& row) {
   DeadLetter l;
   l.letter_id = static_cast<std::uint64_t>(row.int64(0));
   l.task.id = static_cast<std::uint64_t>(row.int64(1));
@@ -373,10 +383,10 @@ Result<DeadLetter> DeadLetterStore::read_letter(SqliteStmt& row) {
   return l;
 }
 
-Result<DeadLetterList> DeadLetterStore::list(const DeadLetterFilter& filter,
-                                             const DeadLetterPage& page) {
+Result<DeadLetterList> DeadLetterStoreImpl::list(const DeadLetterFilter& filter,
+                                                 const DeadLetterPage& page) {
   if (page.limit == 0) return Status::invalid("dead-letter list: page limit must be at least 1");
-  std::lock_guard lk(query_mu_);
+  MutexLock lk(query_mu_);
   auto stmt = query_db_.prepare(kList, "list dead letters");
   if (!stmt) return stmt.status();
   StmtRef s(*stmt);
@@ -403,8 +413,8 @@ Result<DeadLetterList> DeadLetterStore::list(const DeadLetterFilter& filter,
   return out;
 }
 
-Result<DeadLetter> DeadLetterStore::get(std::uint64_t letter_id) {
-  std::lock_guard lk(query_mu_);
+Result<DeadLetter> DeadLetterStoreImpl::get(std::uint64_t letter_id) {
+  MutexLock lk(query_mu_);
   auto stmt = query_db_.prepare(kGet, "get dead letter");
   if (!stmt) return stmt.status();
   StmtRef s(*stmt);
@@ -417,8 +427,8 @@ Result<DeadLetter> DeadLetterStore::get(std::uint64_t letter_id) {
   return read_letter(**stmt);
 }
 
-Result<std::uint64_t> DeadLetterStore::purge(std::uint64_t letter_id) {
-  std::lock_guard lk(query_mu_);
+Result<std::uint64_t> DeadLetterStoreImpl::purge(std::uint64_t letter_id) {
+  MutexLock lk(query_mu_);
   auto stmt = query_db_.prepare(kDeleteId, "purge dead letter");
   if (!stmt) return stmt.status();
   StmtRef s(*stmt);
@@ -427,8 +437,8 @@ Result<std::uint64_t> DeadLetterStore::purge(std::uint64_t letter_id) {
   return static_cast<std::uint64_t>(query_db_.changes());
 }
 
-Result<std::uint64_t> DeadLetterStore::purge(const DeadLetterFilter& filter) {
-  std::lock_guard lk(query_mu_);
+Result<std::uint64_t> DeadLetterStoreImpl::purge(const DeadLetterFilter& filter) {
+  MutexLock lk(query_mu_);
   auto stmt = query_db_.prepare(kDeleteFilter, "purge dead letters");
   if (!stmt) return stmt.status();
   std::uint64_t purged = 0;
@@ -443,13 +453,13 @@ Result<std::uint64_t> DeadLetterStore::purge(const DeadLetterFilter& filter) {
   }
 }
 
-Result<std::uint64_t> DeadLetterStore::purge_older_than(std::int64_t dead_lettered_before_ms) {
+Result<std::uint64_t> DeadLetterStoreImpl::purge_older_than(std::int64_t dead_lettered_before_ms) {
   DeadLetterFilter f;
   f.until_ms = dead_lettered_before_ms;
   return purge(f);
 }
 
-Status DeadLetterStore::remove_replayed(std::uint64_t letter_id) {
+Status DeadLetterStoreImpl::remove_replayed(std::uint64_t letter_id) {
   auto n = purge(letter_id);
   if (!n) return n.status().with_context("remove replayed dead letter");
   if (*n == 0) {
@@ -458,5 +468,48 @@ Status DeadLetterStore::remove_replayed(std::uint64_t letter_id) {
   }
   return Status::ok();
 }
+
+Result<std::unique_ptr<DeadLetterStore>> DeadLetterStore::open(DeadLetterStoreOptions options) {
+  auto impl = DeadLetterStoreImpl::open(std::move(options));
+  if (!impl) return impl.status();
+  return std::make_unique<DeadLetterStore>(std::move(impl).value());
+}
+
+DeadLetterStore::DeadLetterStore(std::unique_ptr<DeadLetterStoreImpl> impl)
+    : impl_(std::move(impl)) {}
+DeadLetterStore::~DeadLetterStore() = default;
+
+Status DeadLetterStore::enqueue(DeadLetter letter, LetterWritten on_written) {
+  return impl_->enqueue(std::move(letter), std::move(on_written));
+}
+Status DeadLetterStore::flush(std::chrono::milliseconds timeout) { return impl_->flush(timeout); }
+Status DeadLetterStore::close() { return impl_->close(); }
+Result<DeadLetterImport> DeadLetterStore::import_letters(const std::vector<DeadLetter>& letters) {
+  return impl_->import_letters(letters);
+}
+Result<DeadLetterList> DeadLetterStore::list(const DeadLetterFilter& filter,
+                                             const DeadLetterPage& page) {
+  return impl_->list(filter, page);
+}
+Result<DeadLetter> DeadLetterStore::get(std::uint64_t letter_id) { return impl_->get(letter_id); }
+Result<std::uint64_t> DeadLetterStore::purge(std::uint64_t letter_id) {
+  return impl_->purge(letter_id);
+}
+Result<std::uint64_t> DeadLetterStore::purge(const DeadLetterFilter& filter) {
+  return impl_->purge(filter);
+}
+Result<std::uint64_t> DeadLetterStore::purge_older_than(std::int64_t dead_lettered_before_ms) {
+  return impl_->purge_older_than(dead_lettered_before_ms);
+}
+Status DeadLetterStore::remove_replayed(std::uint64_t letter_id) {
+  return impl_->remove_replayed(letter_id);
+}
+Result<DeadLetter> DeadLetterStore::claim(std::uint64_t letter_id) {
+  return impl_->claim(letter_id);
+}
+Status DeadLetterStore::restore(const DeadLetter& letter) { return impl_->restore(letter); }
+DeadLetterStoreStats DeadLetterStore::stats() const { return impl_->stats(); }
+TaskJournal* DeadLetterStore::journal() const { return impl_->journal(); }
+const std::string& DeadLetterStore::path() const { return impl_->path(); }
 
 }  // namespace sandpool

@@ -11,6 +11,8 @@
 
 #include <sandpool/store/sqlite_db.hpp>
 #include "retry/dead_letter_rows.hpp"
+#include "retry/dead_letter_store_impl.hpp"
+#include "retry/task_journal_impl.hpp"
 #include "retry/write_failure.hpp"
 
 namespace sandpool {
@@ -60,7 +62,7 @@ WriteFailure classify_write_failure(int rc) {
 
 // One transaction's outcome: the new letter ids when it committed, else the error and
 // SQLite's result code for it.
-struct DeadLetterStore::Transaction {
+struct DeadLetterStoreImpl::Transaction {
   Status status;
   int rc = SQLITE_OK;
   std::vector<std::uint64_t> ids;
@@ -69,71 +71,87 @@ struct DeadLetterStore::Transaction {
 };
 
 // What one round of the writer did with its batch.
-struct DeadLetterStore::WriteRound {
+struct DeadLetterStoreImpl::WriteRound {
   std::vector<Delivery> deliveries;  // receipts for every letter committed or spilled
   std::uint64_t written = 0, transactions = 0, evicted = 0, errors = 0;
   Status last_error;  // of the round's last failed transaction
 };
 
-bool DeadLetterStore::has_work_locked() const {
-  return !pending_.empty() || (journal_ && journal_->has_writes_locked());
+bool DeadLetterStoreImpl::has_work_locked() const {
+  if (!pending_.empty()) return true;
+  if (!journal_) return false;
+  journal_->writer_lock_held();
+  return journal_->has_writes_locked();
 }
 
-bool DeadLetterStore::wait_for_work(std::unique_lock<std::mutex>& lk) {
+bool DeadLetterStoreImpl::wait_for_work() {
   if (!journal_) {
-    work_cv_.wait(lk, [&] { return closing_ || !pending_.empty(); });
+    while (!closing_ && pending_.empty()) work_cv_.wait(mu_);
     return !pending_.empty();  // else closing, and everything is written
   }
+  journal_->writer_lock_held();
   for (;;) {
     const auto now = std::chrono::steady_clock::now();
     if (has_work_locked()) break;
     if (closing_) return false;
     if (journal_->probe_due_locked(now)) {
       journal_->writing_locked(true);
-      lk.unlock();
+      mu_.unlock();
       journal_->probe(writer_db_);  // a failing journal's small write (docs/journal.md)
-      lk.lock();
+      mu_.lock();
       journal_->writing_locked(false);
       continue;
     }
     if (journal_->upkeep_due_locked(now)) {
       journal_->writing_locked(true);
-      lk.unlock();
+      mu_.unlock();
       journal_->run_retention_chunk(writer_db_);  // one short transaction
-      lk.lock();
+      mu_.lock();
       journal_->writing_locked(false);
       continue;
     }
     auto until = now + journal_->opts_.retention_interval;
     if (journal_->failing_) until = std::min(until, journal_->next_probe_locked());
-    work_cv_.wait_until(lk, until, [&] { return closing_ || has_work_locked(); });
+    while (!closing_ && !has_work_locked() &&
+           work_cv_.wait_until(mu_, until) == std::cv_status::no_timeout) {
+    }
   }
   // Group commit: journal writes wait up to group_commit for others to join them.
-  work_cv_.wait_until(lk, journal_->group_deadline_locked(),
-                      [&] { return closing_ || abort_ || journal_->group_full_locked(); });
+  const auto group_deadline = journal_->group_deadline_locked();
+  while (!closing_ && !abort_ && !journal_->group_full_locked() &&
+         work_cv_.wait_until(mu_, group_deadline) == std::cv_status::no_timeout) {
+  }
   return true;
 }
 
-void DeadLetterStore::run_writer() {
+void DeadLetterStoreImpl::run_writer() {
   std::vector<PendingLetter> batch;  // taken from pending_, kept until committed or spilled
   std::uint32_t failures = 0;
-  std::unique_lock lk(mu_);
+  MutexLock lk(mu_);
+  // Each journal_->*_locked call below first tells the checker that mu_ is held under the
+  // journal's name for it too (journal_->store_ is this store).
   for (;;) {
     if (abort_) break;
     const bool journal_kept = journal_ && !journal_->taken_.empty();
-    if (batch.empty() && !journal_kept && !wait_for_work(lk)) break;
+    if (batch.empty() && !journal_kept && !wait_for_work()) break;
     // Group commit: whatever waits joins the batch, up to max_batch.
     while (batch.size() < opts_.max_batch && !pending_.empty()) {
       batch.push_back(std::move(pending_.front()));
       pending_.pop_front();
     }
-    if (journal_) journal_->take_locked();
+    if (journal_) {
+      journal_->writer_lock_held();
+      journal_->take_locked();
+      journal_->writing_locked(true);  // the sync watch times it
+    }
     hold(batch);
-    if (journal_) journal_->writing_locked(true);  // the sync watch times it
     lk.unlock();
     WriteRound round = write_round(batch);
     lk.lock();
-    if (journal_) journal_->writing_locked(false);
+    if (journal_) {
+      journal_->writer_lock_held();
+      journal_->writing_locked(false);
+    }
     hold(batch);
     account_round(round, batch.size());
     lk.unlock();
@@ -150,11 +168,19 @@ void DeadLetterStore::run_writer() {
     std::chrono::milliseconds delay =
         std::min(opts_.retry_max, opts_.retry_base * (std::int64_t{1} << shift));
     // A failing journal's kept records are its probe: retried at the probe's pace.
-    if (journal_ && journal_->failing_) delay = std::min(delay, journal_->opts_.probe_interval);
-    work_cv_.wait_for(lk, delay, [&] { return abort_; });
+    if (journal_) {
+      journal_->writer_lock_held();
+      if (journal_->failing_) delay = std::min(delay, journal_->opts_.probe_interval);
+    }
+    const auto until = std::chrono::steady_clock::now() + delay;
+    while (!abort_ && work_cv_.wait_until(mu_, until) == std::cv_status::no_timeout) {
+    }
   }
   // Hand what is unwritten back to close(), oldest first.
-  if (journal_) journal_->untake_locked();
+  if (journal_) {
+    journal_->writer_lock_held();
+    journal_->untake_locked();
+  }
   while (!batch.empty()) {
     pending_.push_front(std::move(batch.back()));
     batch.pop_back();
@@ -164,7 +190,8 @@ void DeadLetterStore::run_writer() {
   done_cv_.notify_all();
 }
 
-DeadLetterStore::Transaction DeadLetterStore::write_whole(const std::vector<PendingLetter>& batch) {
+DeadLetterStoreImpl::Transaction DeadLetterStoreImpl::write_whole(
+    const std::vector<PendingLetter>& batch) {
   const bool with_journal = journal_ && !journal_->taken_.empty();
   const auto began = std::chrono::steady_clock::now();
   Transaction whole = write_transaction(batch, 0, batch.size(), with_journal);
@@ -182,7 +209,8 @@ DeadLetterStore::Transaction DeadLetterStore::write_whole(const std::vector<Pend
   return whole;
 }
 
-DeadLetterStore::WriteRound DeadLetterStore::write_round(std::vector<PendingLetter>& batch) {
+DeadLetterStoreImpl::WriteRound DeadLetterStoreImpl::write_round(
+    std::vector<PendingLetter>& batch) {
   WriteRound round;
   std::vector<bool> done(batch.size(), false);
   auto committed = [&](Transaction& t, std::size_t begin) {
@@ -263,7 +291,7 @@ DeadLetterStore::WriteRound DeadLetterStore::write_round(std::vector<PendingLett
   return round;
 }
 
-DeadLetterStore::Transaction DeadLetterStore::write_transaction(
+DeadLetterStoreImpl::Transaction DeadLetterStoreImpl::write_transaction(
     const std::vector<PendingLetter>& batch, std::size_t begin, std::size_t end,
     bool with_journal) {
   Transaction t;
@@ -298,7 +326,7 @@ DeadLetterStore::Transaction DeadLetterStore::write_transaction(
   return t;
 }
 
-Status DeadLetterStore::apply_retention(std::uint64_t* evicted) {
+Status DeadLetterStoreImpl::apply_retention(std::uint64_t* evicted) {
   if (opts_.max_age.count() > 0) {
     auto stmt = writer_db_.prepare(kDeleteOlder, "retention by age");
     if (!stmt) return stmt.status();
@@ -320,7 +348,7 @@ Status DeadLetterStore::apply_retention(std::uint64_t* evicted) {
   return Status::ok();
 }
 
-void DeadLetterStore::account_round(const WriteRound& round, std::size_t still_pending) {
+void DeadLetterStoreImpl::account_round(const WriteRound& round, std::size_t still_pending) {
   stats_.written += round.written;
   stats_.transactions += round.transactions;
   stats_.evicted += round.evicted;

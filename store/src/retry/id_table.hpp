@@ -1,4 +1,4 @@
-// IdTable: the journal writer's per-round tables of task ids (TaskJournal::plan_round, the
+// IdTable: the journal writer's per-round tables of task ids (TaskJournalImpl::plan_round, the
 // open transaction's accepted and ended tasks). Open addressing with linear probing over one
 // array, emptied in O(1) by a generation number: a round inserts thousands of ids and the
 // next round starts empty, so std::unordered_map's node per id (an allocation, a free and a

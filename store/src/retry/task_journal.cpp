@@ -12,7 +12,9 @@
 #include <sandpool/base/thread_name.hpp>
 
 #include <sandpool/store/sqlite_db.hpp>
+#include "retry/dead_letter_store_impl.hpp"
 #include "retry/journal_state.hpp"
+#include "retry/task_journal_impl.hpp"
 #include "retry/task_journal_write.hpp"
 #include "retry/wal_checkpointer.hpp"
 
@@ -24,28 +26,28 @@ std::uint64_t kept_bytes(const TaskResult& t) {
   return n;
 }
 
-Result<std::unique_ptr<TaskJournal>> TaskJournal::open(DeadLetterStore& store,
-                                                       TaskJournalOptions options) {
+Result<std::unique_ptr<TaskJournalImpl>> TaskJournalImpl::open(DeadLetterStoreImpl& store,
+                                                               TaskJournalOptions options) {
   if (options.max_batch == 0) options.max_batch = 1;
-  auto db = DeadLetterStore::open_connection(store.path(), store.opts_);
+  auto db = DeadLetterStoreImpl::open_connection(store.path(), store.opts_);
   if (!db) return db.status();
-  std::unique_ptr<TaskJournal> journal(
-      new TaskJournal(store, options, std::make_unique<sqlite::SqliteDb>(std::move(db).value())));
+  std::unique_ptr<TaskJournalImpl> journal(new TaskJournalImpl(
+      store, options, std::make_unique<sqlite::SqliteDb>(std::move(db).value())));
   SP_RETURN_IF_ERROR(journal->load().with_context("task journal"));
   journal->evict_finished();  // the log may hold finished tasks retention had dropped
-  auto own = DeadLetterStore::open_connection(store.path(), store.opts_);
+  auto own = DeadLetterStoreImpl::open_connection(store.path(), store.opts_);
   if (!own) return own.status();
   journal->checkpointer_ = sqlite::WalCheckpointer::start(store.writer_db_, std::move(own).value());
   if (journal->opts_.sync_timeout.count() > 0) {
-    TaskJournal* j = journal.get();
+    TaskJournalImpl* j = journal.get();
     j->watch_ = std::thread([j] { j->watch_syncs(); });
     name_thread(j->watch_.native_handle(), "sp-jwatch");
   }
   return journal;
 }
 
-TaskJournal::TaskJournal(DeadLetterStore& store, TaskJournalOptions options,
-                         std::unique_ptr<sqlite::SqliteDb> query_db)
+TaskJournalImpl::TaskJournalImpl(DeadLetterStoreImpl& store, TaskJournalOptions options,
+                                 std::unique_ptr<sqlite::SqliteDb> query_db)
     : store_(store),
       opts_(options),
       log_(store.log_),
@@ -55,7 +57,27 @@ TaskJournal::TaskJournal(DeadLetterStore& store, TaskJournalOptions options,
       plan_(std::make_unique<RoundPlan>()),
       tx_(std::make_unique<Tx>()) {}
 
-TaskJournal::~TaskJournal() { stop_watch(); }
+TaskJournalImpl::~TaskJournalImpl() { stop_watch(); }
+
+TaskJournal::TaskJournal(std::unique_ptr<TaskJournalImpl> impl) : impl_(std::move(impl)) {}
+TaskJournal::~TaskJournal() = default;
+
+Status TaskJournal::dead_letter(DeadLetter letter, LetterWritten on_written) {
+  return impl_->dead_letter(std::move(letter), std::move(on_written));
+}
+Status TaskJournal::flush(std::chrono::milliseconds timeout) { return impl_->flush(timeout); }
+Result<std::vector<JournalTask>> TaskJournal::unfinished(const std::optional<std::string>& pool) {
+  return impl_->unfinished(pool);
+}
+Result<std::vector<std::string>> TaskJournal::unfinished_pools() {
+  return impl_->unfinished_pools();
+}
+Result<std::uint64_t> TaskJournal::highest_task_id() { return impl_->highest_task_id(); }
+Result<JournalTask> TaskJournal::find(std::uint64_t task_id) { return impl_->find(task_id); }
+Result<JournalTask> TaskJournal::find_by_key(const std::string& idempotency_key) {
+  return impl_->find_by_key(idempotency_key);
+}
+TaskJournalStats TaskJournal::stats() const { return impl_->stats(); }
 
 TaskJournal::Records::Records() = default;
 TaskJournal::Records::~Records() = default;
@@ -98,7 +120,7 @@ void TaskJournal::Records::finish(std::shared_ptr<const TaskResult> final_accoun
   w.on_committed = std::move(on_committed);
 }
 
-void TaskJournal::hand_over(Records& records) { queue_chunk(records.writes_, true); }
+void TaskJournal::hand_over(Records& records) { impl_->queue_chunk(records.writes_, true); }
 
 namespace {
 // Storage kept for the pool loops' records, in writes: a round of the writer spans many turns
@@ -106,7 +128,7 @@ namespace {
 constexpr std::size_t kMaxSpareWrites = 8192;
 }  // namespace
 
-void TaskJournal::queue_chunk(std::vector<Write>& writes, bool reuse) {
+void TaskJournalImpl::queue_chunk(std::vector<Write>& writes, bool reuse) {
   if (writes.empty()) return;
   const std::int64_t now_ms = store_.now_ms();
   std::optional<std::chrono::steady_clock::time_point> since;  // read for a batch only
@@ -119,7 +141,7 @@ void TaskJournal::queue_chunk(std::vector<Write>& writes, bool reuse) {
   Answers refused;
   Status refusal;
   {
-    std::unique_lock lk(store_.mu_);
+    MutexLock lk(store_.mu_);
     // An accept() is a chunk of its own; while the journal is failing it is refused at once.
     if (!store_.writer_done_ && failing_ && writes.front().kind == Write::Kind::kAccept) {
       ++stats_.batches_refused;
@@ -184,7 +206,7 @@ void TaskJournal::accept(std::vector<JournalTask> tasks, JournalCommitted on_com
   w.accept = std::make_unique<Write::Accept>();
   w.accept->tasks = std::move(tasks);
   w.on_committed = std::move(on_committed);
-  queue_chunk(one.writes_, false);
+  impl_->queue_chunk(one.writes_, false);
 }
 
 void TaskJournal::reopen(JournalTask task, std::uint64_t letter_id, JournalCommitted on_committed) {
@@ -195,59 +217,63 @@ void TaskJournal::reopen(JournalTask task, std::uint64_t letter_id, JournalCommi
   w.accept->tasks.push_back(std::move(task));
   w.accept->letter_id = letter_id;
   w.on_committed = std::move(on_committed);
-  queue_chunk(one.writes_, false);
+  impl_->queue_chunk(one.writes_, false);
 }
 
 void TaskJournal::record_start(std::uint64_t task_id, const Attempt& start) {
   Records one;
   one.start(task_id, start);
-  queue_chunk(one.writes_, false);
+  impl_->queue_chunk(one.writes_, false);
 }
 
 void TaskJournal::record_requeue(std::uint64_t task_id) {
   Records one;
   one.requeue(task_id);
-  queue_chunk(one.writes_, false);
+  impl_->queue_chunk(one.writes_, false);
 }
 
 void TaskJournal::record_attempt(std::uint64_t task_id, const Attempt& ended, TaskState next,
                                  std::int64_t retry_due_ms) {
   Records one;
   one.attempt(task_id, ended, next, retry_due_ms);
-  queue_chunk(one.writes_, false);
+  impl_->queue_chunk(one.writes_, false);
 }
 
 void TaskJournal::finish(TaskResult final_account, JournalCommitted on_committed) {
   Records one;
   one.finish(std::make_shared<const TaskResult>(std::move(final_account)), std::move(on_committed));
-  queue_chunk(one.writes_, false);
+  impl_->queue_chunk(one.writes_, false);
 }
 
-Status TaskJournal::dead_letter(DeadLetter letter, LetterWritten on_written) {
+Status TaskJournalImpl::dead_letter(DeadLetter letter, LetterWritten on_written) {
   return store_.enqueue_letter(std::move(letter), std::move(on_written), true);
 }
 
-Status TaskJournal::flush(std::chrono::milliseconds timeout) {
-  std::unique_lock lk(store_.mu_);
+Status TaskJournalImpl::flush(std::chrono::milliseconds timeout) {
+  MutexLock lk(store_.mu_);
   const std::uint64_t target = next_seq_;
   const auto done = [&] {
+    store_.mu_.assert_held();  // called below, under it
     const std::uint64_t oldest =
         taken_count_ > 0
             ? taken_seq_
             : (queue_head_ == queue_.size() ? next_seq_ : queue_[queue_head_].front().seq);
     return oldest >= target;
   };
-  store_.done_cv_.wait_for(lk, timeout, [&] { return done() || store_.writer_done_; });
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (!done() && !store_.writer_done_ &&
+         store_.done_cv_.wait_until(store_.mu_, until) == std::cv_status::no_timeout) {
+  }
   if (done()) return Status::ok();
   if (store_.writer_done_) return Status::error(Code::kClosed, "task journal closed before flush");
   return Status::error(Code::kTimeout, "task journal: writes still pending after flush timeout (" +
                                            std::to_string(queued_writes_ + taken_count_) + ")");
 }
 
-TaskJournalStats TaskJournal::stats() const {
+TaskJournalStats TaskJournalImpl::stats() const {
   TaskJournalStats s;
   {
-    std::lock_guard lk(store_.mu_);
+    MutexLock lk(store_.mu_);
     s = stats_;
     s.pending = queued_writes_ + taken_count_;
     s.pending_tasks = queued_tasks_ + taken_tasks_;
@@ -260,7 +286,7 @@ TaskJournalStats TaskJournal::stats() const {
     }
   }
   {
-    std::lock_guard lk(state_mu_);
+    MutexLock lk(state_mu_);
     s.finished_kept = state_->finished_count();
     s.finished_bytes = state_->finished_bytes();
     s.log_rounds = state_->rounds().size();
@@ -279,9 +305,9 @@ TaskJournalStats TaskJournal::stats() const {
   return s;
 }
 
-bool TaskJournal::has_writes_locked() const { return queue_head_ < queue_.size(); }
+bool TaskJournalImpl::has_writes_locked() const { return queue_head_ < queue_.size(); }
 
-std::chrono::steady_clock::time_point TaskJournal::group_deadline_locked() const {
+std::chrono::steady_clock::time_point TaskJournalImpl::group_deadline_locked() const {
   if (queued_tasks_ == 0) return std::chrono::steady_clock::now();
   if (opts_.group_siblings > 0 && last_round_batches_ < opts_.group_siblings) {
     return std::chrono::steady_clock::now();  // nothing suggests others are on their way
@@ -294,19 +320,19 @@ std::chrono::steady_clock::time_point TaskJournal::group_deadline_locked() const
   return std::chrono::steady_clock::now();
 }
 
-bool TaskJournal::group_full_locked() const { return queued_tasks_ >= opts_.max_batch; }
+bool TaskJournalImpl::group_full_locked() const { return queued_tasks_ >= opts_.max_batch; }
 
 namespace {
 
-std::uint64_t tasks_in(const std::vector<TaskJournal::Write>& chunk) {
+std::uint64_t tasks_in(const std::vector<TaskJournalImpl::Write>& chunk) {
   std::uint64_t n = 0;
-  for (const TaskJournal::Write& w : chunk) n += w.task_count();
+  for (const TaskJournalImpl::Write& w : chunk) n += w.task_count();
   return n;
 }
 
 }  // namespace
 
-void TaskJournal::take_locked() {
+void TaskJournalImpl::take_locked() {
   std::size_t end = queue_head_;
   std::uint64_t tasks = taken_tasks_;
   while (end < queue_.size()) {
@@ -337,17 +363,17 @@ void TaskJournal::take_locked() {
   if (!taken_.empty()) taken_seq_ = taken_.front()->seq;
 }
 
-void TaskJournal::take_chunk(std::vector<Write>&& chunk) {
+void TaskJournalImpl::take_chunk(std::vector<Write>&& chunk) {
   std::vector<Write>& c = taken_chunks_.emplace_back(std::move(chunk));
   for (Write& w : c) taken_.push_back(&w);
 }
 
-void TaskJournal::clear_taken_chunks() {
+void TaskJournalImpl::clear_taken_chunks() {
   if (!taken_.empty()) return;  // some wait for a retry
   for (std::vector<Write>& c : taken_chunks_) c.clear();
 }
 
-void TaskJournal::recycle_taken_chunks_locked() {
+void TaskJournalImpl::recycle_taken_chunks_locked() {
   if (!taken_.empty()) return;
   for (std::vector<Write>& c : taken_chunks_) {
     if (c.capacity() == 0 || spare_writes_ + c.capacity() > kMaxSpareWrites) continue;
@@ -358,12 +384,12 @@ void TaskJournal::recycle_taken_chunks_locked() {
   taken_chunks_.clear();
 }
 
-void TaskJournal::drop_queue_head_locked() {
+void TaskJournalImpl::drop_queue_head_locked() {
   queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(queue_head_));
   queue_head_ = 0;
 }
 
-void TaskJournal::untake_locked() {
+void TaskJournalImpl::untake_locked() {
   drop_queue_head_locked();
   if (!taken_.empty()) {
     std::vector<Write> left;
@@ -381,12 +407,12 @@ void TaskJournal::untake_locked() {
   taken_tasks_ = 0;
 }
 
-void TaskJournal::abandon(const std::string& why) {
+void TaskJournalImpl::abandon(const std::string& why) {
   stop_watch();
   std::vector<Write> left;
   Answers accepts;
   {
-    std::lock_guard lk(store_.mu_);
+    MutexLock lk(store_.mu_);
     for (auto& [seq, cb] : accept_answers_) {
       if (cb) accepts.push_back(std::move(cb));
     }

@@ -42,7 +42,7 @@ void answer_all(std::vector<JournalCommitted>& answers, const Status& s,
 
 }  // namespace
 
-void TaskJournal::writing_locked(bool writing) {
+void TaskJournalImpl::writing_locked(bool writing) {
   if (writing) {
     writing_since_ = std::chrono::steady_clock::now();
   } else {
@@ -51,7 +51,7 @@ void TaskJournal::writing_locked(bool writing) {
   }
 }
 
-Status TaskJournal::refusal_locked() const {
+Status TaskJournalImpl::refusal_locked() const {
   const Status& why = failing_->why;
   return Status::error(why.code(), why.message() +
                                        " (the journal is failing: submits are refused until a "
@@ -59,7 +59,7 @@ Status TaskJournal::refusal_locked() const {
                                        std::to_string(opts_.probe_interval.count()) + " ms)");
 }
 
-void TaskJournal::turn_failing_locked(const Status& why, Answers* answers) {
+void TaskJournalImpl::turn_failing_locked(const Status& why, Answers* answers) {
   const bool fresh = !failing_;
   if (fresh) {
     failing_ = Failing{why, std::chrono::steady_clock::now()};
@@ -96,14 +96,14 @@ void TaskJournal::turn_failing_locked(const Status& why, Answers* answers) {
   }
 }
 
-void TaskJournal::recovered_locked() {
+void TaskJournalImpl::recovered_locked() {
   if (!failing_) return;
   log_->warn("task journal {}: writes succeed again after {} ms failing; submits are taken",
              store_.path(), ms_between(failing_->since, std::chrono::steady_clock::now()));
   failing_.reset();
 }
 
-JournalCommitted TaskJournal::take_answer_locked(std::uint64_t seq) {
+JournalCommitted TaskJournalImpl::take_answer_locked(std::uint64_t seq) {
   const auto it =
       std::lower_bound(accept_answers_.begin(), accept_answers_.end(), seq,
                        [](const auto& entry, std::uint64_t s) { return entry.first < s; });
@@ -114,21 +114,21 @@ JournalCommitted TaskJournal::take_answer_locked(std::uint64_t seq) {
   return cb;
 }
 
-bool TaskJournal::probe_due_locked(std::chrono::steady_clock::time_point now) const {
+bool TaskJournalImpl::probe_due_locked(std::chrono::steady_clock::time_point now) const {
   return failing_ && taken_.empty() && now >= next_probe_locked();
 }
 
-std::chrono::steady_clock::time_point TaskJournal::next_probe_locked() const {
+std::chrono::steady_clock::time_point TaskJournalImpl::next_probe_locked() const {
   return last_probe_ + opts_.probe_interval;
 }
 
-void TaskJournal::probe(sqlite::SqliteDb& db) {
+void TaskJournalImpl::probe(sqlite::SqliteDb& db) {
   Status s = db.exec("BEGIN IMMEDIATE", "journal probe: begin");
   if (s) s = db.exec(kProbe, "journal probe: write");
   if (s) s = db.exec("COMMIT", "journal probe: commit");
   const int rc = s ? SQLITE_OK : db.errcode();
   if (!s) (void)db.exec("ROLLBACK", "journal probe: rollback");
-  std::lock_guard lk(store_.mu_);
+  MutexLock lk(store_.mu_);
   ++stats_.probes;
   last_probe_ = std::chrono::steady_clock::now();
   if (s) {
@@ -141,12 +141,14 @@ void TaskJournal::probe(sqlite::SqliteDb& db) {
   stats_.last_error = s.to_string();
 }
 
-void TaskJournal::watch_syncs() {
+void TaskJournalImpl::watch_syncs() {
   const auto tick = std::clamp<std::chrono::milliseconds>(
       opts_.sync_timeout / 4, std::chrono::milliseconds(10), std::chrono::milliseconds(250));
-  std::unique_lock lk(store_.mu_);
+  MutexLock lk(store_.mu_);
   while (!watch_stop_) {
-    watch_cv_.wait_for(lk, tick, [&] { return watch_stop_; });
+    const auto until = std::chrono::steady_clock::now() + tick;
+    while (!watch_stop_ && watch_cv_.wait_until(store_.mu_, until) == std::cv_status::no_timeout) {
+    }
     if (watch_stop_ || !writing_since_ || stuck_reported_) continue;
     const auto now = std::chrono::steady_clock::now();
     if (now - *writing_since_ < opts_.sync_timeout) continue;
@@ -173,7 +175,7 @@ void TaskJournal::watch_syncs() {
   }
 }
 
-void TaskJournal::end_refused_late(const std::vector<std::uint64_t>& ids) {
+void TaskJournalImpl::end_refused_late(const std::vector<std::uint64_t>& ids) {
   log_->warn(
       "task journal {}: {} tasks committed after their submit was answered at "
       "sync_timeout; they are journaled as cancelled",
@@ -187,12 +189,12 @@ void TaskJournal::end_refused_late(const std::vector<std::uint64_t>& ids) {
                      std::to_string(opts_.sync_timeout.count()) + " ms)";
     ends.finish(std::move(account), {});
   }
-  hand_over(ends);
+  store_.journal()->hand_over(ends);  // this journal's public side: Records are its to take
 }
 
-void TaskJournal::stop_watch() {
+void TaskJournalImpl::stop_watch() {
   {
-    std::lock_guard lk(store_.mu_);
+    MutexLock lk(store_.mu_);
     watch_stop_ = true;
   }
   watch_cv_.notify_all();

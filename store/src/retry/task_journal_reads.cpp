@@ -183,8 +183,8 @@ Result<std::size_t> carry_legacy(SqliteDb& db) {
 
 }  // namespace
 
-Status TaskJournal::load() {
-  std::lock_guard qlk(query_mu_);
+Status TaskJournalImpl::load() {
+  MutexLock qlk(query_mu_);
   SqliteDb& db = *query_owner_;
   auto moved = carry_legacy(db);
   if (!moved) return moved.status();
@@ -192,7 +192,7 @@ Status TaskJournal::load() {
     log_->info("task journal {}: {} tasks moved from the first layout into the round log",
                store_.path(), *moved);
   }
-  std::lock_guard lk(state_mu_);
+  MutexLock lk(state_mu_);
   JournalState& st = *state_;
   std::uint64_t last = 0;
   {
@@ -226,20 +226,21 @@ Status TaskJournal::load() {
   return Status::ok();
 }
 
-Result<std::vector<JournalTask>> TaskJournal::unfinished(const std::optional<std::string>& pool) {
-  std::lock_guard lk(state_mu_);
+Result<std::vector<JournalTask>> TaskJournalImpl::unfinished(
+    const std::optional<std::string>& pool) {
+  MutexLock lk(state_mu_);
   return state_->unfinished(pool);
 }
 
-Result<std::vector<std::string>> TaskJournal::unfinished_pools() {
-  std::lock_guard lk(state_mu_);
+Result<std::vector<std::string>> TaskJournalImpl::unfinished_pools() {
+  MutexLock lk(state_mu_);
   return state_->unfinished_pools();
 }
 
-Result<std::uint64_t> TaskJournal::highest_task_id() {
+Result<std::uint64_t> TaskJournalImpl::highest_task_id() {
   std::uint64_t letters = 0;
   {
-    std::lock_guard qlk(query_mu_);
+    MutexLock qlk(query_mu_);
     SqliteDb& db = *query_owner_;
     auto stmt = db.prepare(kHighest, "journal: highest task id");
     if (!stmt) return stmt.status();
@@ -248,12 +249,12 @@ Result<std::uint64_t> TaskJournal::highest_task_id() {
     if (rc != SQLITE_ROW) return db.error(rc, "journal: highest task id");
     letters = static_cast<std::uint64_t>(s->int64(0));
   }
-  std::lock_guard lk(state_mu_);
+  MutexLock lk(state_mu_);
   return std::max(letters, state_->highest());
 }
 
-Result<JournalTask> TaskJournal::find(std::uint64_t task_id) {
-  std::lock_guard lk(state_mu_);
+Result<JournalTask> TaskJournalImpl::find(std::uint64_t task_id) {
+  MutexLock lk(state_mu_);
   const JournalTask* t = state_->find(task_id);
   if (t == nullptr) {
     return Status::error(Code::kNotFound, "task " + std::to_string(task_id) + " is not journaled");
@@ -261,8 +262,8 @@ Result<JournalTask> TaskJournal::find(std::uint64_t task_id) {
   return *t;
 }
 
-Result<JournalTask> TaskJournal::find_by_key(const std::string& idempotency_key) {
-  std::lock_guard lk(state_mu_);
+Result<JournalTask> TaskJournalImpl::find_by_key(const std::string& idempotency_key) {
+  MutexLock lk(state_mu_);
   const JournalTask* t = state_->find_by_key(idempotency_key);
   if (t == nullptr) {
     return Status::error(Code::kNotFound, "no journaled task has key '" + idempotency_key + "'");

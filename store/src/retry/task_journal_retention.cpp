@@ -49,32 +49,32 @@ bool compaction_needed(const JournalState& st, std::uint64_t slack) {
 
 }  // namespace
 
-bool TaskJournal::upkeep_due_locked(std::chrono::steady_clock::time_point now) const {
+bool TaskJournalImpl::upkeep_due_locked(std::chrono::steady_clock::time_point now) const {
   if (now < retention_paused_until_) return false;
   if (compaction_due_) return true;
   return opts_.max_finished_age.count() > 0 && now >= next_age_check_;
 }
 
-void TaskJournal::evict_finished() {
+void TaskJournalImpl::evict_finished() {
   JournalState::Bounds b;
   b.max_finished = opts_.max_finished;
   b.max_finished_bytes = opts_.max_finished_bytes;
   b.max_finished_age_ms = opts_.max_finished_age.count();
   std::size_t evicted = 0;
   {
-    std::lock_guard lk(state_mu_);
+    MutexLock lk(state_mu_);
     evicted = state_->evict(b, store_.now_ms(), kEvictionsPerCommit);
     compaction_due_ = compaction_needed(*state_, opts_.compaction_slack);
   }
   if (evicted > 0) {
-    std::lock_guard lk(store_.mu_);
+    MutexLock lk(store_.mu_);
     stats_.evicted += evicted;
   }
 }
 
-Status TaskJournal::compact(SqliteDb& db) {
+Status TaskJournalImpl::compact(SqliteDb& db) {
   Tx& tx = *tx_;
-  const JournalState& st = *state_;
+  const JournalState& st = writer_view();
   std::vector<std::uint64_t> gone = st.dead_head(kDeletesPerTransaction);
   if (const auto carry = carry_candidate(st, gone.size(), opts_.compaction_slack)) {
     for (std::uint64_t id : st.live_in(*carry)) {
@@ -102,11 +102,11 @@ Status TaskJournal::compact(SqliteDb& db) {
   return db.step_done(**high, "journal compaction: highest id");
 }
 
-void TaskJournal::run_retention_chunk(SqliteDb& db) {
+void TaskJournalImpl::run_retention_chunk(SqliteDb& db) {
   const auto now = std::chrono::steady_clock::now();
   evict_finished();  // the age bound, while nothing is written
   {
-    std::lock_guard lk(store_.mu_);
+    MutexLock lk(store_.mu_);
     next_age_check_ = now + opts_.retention_interval;
   }
   if (!compaction_due_) return;
@@ -117,7 +117,7 @@ void TaskJournal::run_retention_chunk(SqliteDb& db) {
   transaction_ended(s.is_ok());
   if (!s) (void)db.exec("ROLLBACK", "journal compaction: rollback");
   {
-    std::lock_guard lk(store_.mu_);
+    MutexLock lk(store_.mu_);
     if (s) {
       ++stats_.retention_chunks;
     } else {

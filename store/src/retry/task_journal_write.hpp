@@ -10,8 +10,10 @@
 
 #include <sandpool/store/task_journal.hpp>
 
+#include "retry/dead_letter_store_impl.hpp"
 #include "retry/id_table.hpp"
 #include "retry/journal_records.hpp"
+#include "retry/task_journal_impl.hpp"
 
 namespace sandpool {
 
@@ -41,7 +43,7 @@ struct TaskJournal::Write {
   // there); a reopen's letter is gone (set while written).
   bool duplicate = false;
   bool letter_gone = false;
-  // The round's plan (TaskJournal::plan_round), followed only when the whole round is
+  // The round's plan (TaskJournalImpl::plan_round), followed only when the whole round is
   // written in one transaction; a write tried alone after a failed round ignores it.
   bool covered = false;  // a later write of the round supersedes this one: not written
   // kStart: the start's number, worker pid and time (an Attempt's fields).
@@ -69,7 +71,7 @@ struct TaskJournal::Write {
 };
 
 // plan_round()'s scratch space, kept between rounds so that its tables keep their buckets.
-struct TaskJournal::RoundPlan {
+struct TaskJournalImpl::RoundPlan {
   struct At {
     std::size_t write = 0, task = 0;
   };
@@ -80,7 +82,7 @@ struct TaskJournal::RoundPlan {
 
 // What the writer's last round did with the journal's writes, published to the stats (under
 // the store's lock) before the callbacks run.
-struct TaskJournal::RoundResult {
+struct TaskJournalImpl::RoundResult {
   std::uint64_t accepted_tasks = 0, refused_batches = 0, refused_tasks = 0, records = 0;
   std::uint64_t commits = 0, commit_us = 0;
   bool failed = false;  // some writes stay taken for a retry
@@ -91,8 +93,8 @@ struct TaskJournal::RoundResult {
 };
 
 // What the open transaction wrote to the log, applied to the state in this order once it
-// commits (TaskJournal::transaction_ended), so that the state always equals a replay.
-struct TaskJournal::Tx {
+// commits (TaskJournalImpl::transaction_ended), so that the state always equals a replay.
+struct TaskJournalImpl::Tx {
   struct Item {
     enum class Kind : std::uint8_t {
       kAccepted,  // taken_[write].tasks[task], moved into the state

@@ -118,7 +118,7 @@ void as_accepted(JournalTask& t, std::int64_t now_ms) {
 // counts, so the others are left out: an accept whose task ends in the round writes the
 // finished row at once, and a start followed by the task's requeue, attempt end or finish is
 // not written (the later write clears what it would set).
-void TaskJournal::plan_round() {
+void TaskJournalImpl::plan_round() {
   RoundPlan& p = *plan_;
   p.accepted.clear();
   p.finished.clear();
@@ -154,13 +154,13 @@ void TaskJournal::plan_round() {
   }
 }
 
-const JournalTask* TaskJournal::Tx::open_task(const JournalState& st, std::uint64_t id) const {
+const JournalTask* TaskJournalImpl::Tx::open_task(const JournalState& st, std::uint64_t id) const {
   if (ended.count(id) > 0) return nullptr;
   if (const JournalTask* const* t = accepted.find(id)) return *t;
   return st.unfinished_task(id);
 }
 
-Status TaskJournal::flush_body(SqliteDb& db) {
+Status TaskJournalImpl::flush_body(SqliteDb& db) {
   Tx& tx = *tx_;
   if (!tx.open) return Status::ok();
   tx.open = false;
@@ -177,9 +177,9 @@ Status TaskJournal::flush_body(SqliteDb& db) {
   return Status::ok();
 }
 
-Status TaskJournal::write_range(SqliteDb& db, std::size_t i, std::size_t j, bool planned) {
+Status TaskJournalImpl::write_range(SqliteDb& db, std::size_t i, std::size_t j, bool planned) {
   Tx& tx = *tx_;
-  const JournalState& st = *state_;
+  const JournalState& st = writer_view();
   using Item = Tx::Item;
   // A task's end, as taken_[end] has it, of the task `meta` (not in tx.wholes).
   auto whole = [&](const JournalTask& meta, const Write& end, std::size_t write) {
@@ -263,7 +263,7 @@ Status TaskJournal::write_range(SqliteDb& db, std::size_t i, std::size_t j, bool
   return Status::ok();
 }
 
-Status TaskJournal::write_taken(SqliteDb& db, int* rc) {
+Status TaskJournalImpl::write_taken(SqliteDb& db, int* rc) {
   plan_round();
   Status s = compact(db);
   if (s) s = write_range(db, 0, taken_.size(), true);
@@ -271,10 +271,10 @@ Status TaskJournal::write_taken(SqliteDb& db, int* rc) {
   return s;
 }
 
-Status TaskJournal::write_dead_lettered(SqliteDb& db, const DeadLetter& letter,
-                                        std::uint64_t letter_id) {
+Status TaskJournalImpl::write_dead_lettered(SqliteDb& db, const DeadLetter& letter,
+                                            std::uint64_t letter_id) {
   Tx& tx = *tx_;
-  const JournalTask* meta = tx.open_task(*state_, letter.task.id);
+  const JournalTask* meta = tx.open_task(writer_view(), letter.task.id);
   if (meta == nullptr) return Status::ok();  // not journaled, or ended already
   TaskResult account = letter.task;
   account.state = TaskState::kDeadLettered;
@@ -289,13 +289,13 @@ Status TaskJournal::write_dead_lettered(SqliteDb& db, const DeadLetter& letter,
   return Status::ok();
 }
 
-void TaskJournal::transaction_ended(bool committed) {
+void TaskJournalImpl::transaction_ended(bool committed) {
   Tx& tx = *tx_;
   tx.open = false;
   if (!committed) {
     tx.next_seq = tx.first_seq;
   } else if (!tx.items.empty() || !tx.rounds.empty() || !tx.deleted.empty()) {
-    std::lock_guard lk(state_mu_);
+    MutexLock lk(state_mu_);
     JournalState& st = *state_;
     for (const auto& [seq, bytes] : tx.rounds) st.add_round(seq, bytes);
     for (Tx::Item& it : tx.items) {
@@ -323,7 +323,7 @@ void TaskJournal::transaction_ended(bool committed) {
       }
     }
     for (std::uint64_t seq : tx.deleted) st.remove_round(seq);
-    std::lock_guard slk(store_.mu_);
+    MutexLock slk(store_.mu_);
     stats_.rounds_deleted += tx.deleted.size();
     stats_.tasks_carried += tx.carried;
   }
@@ -341,7 +341,7 @@ void TaskJournal::transaction_ended(bool committed) {
 
 // Commits the writes [i, j) of taken_ in a transaction of their own; returns the error and
 // sets *rc on failure.
-Status TaskJournal::commit_alone(SqliteDb& db, std::size_t i, std::size_t j, int* rc) {
+Status TaskJournalImpl::commit_alone(SqliteDb& db, std::size_t i, std::size_t j, int* rc) {
   Status s = db.exec("BEGIN IMMEDIATE", "journal write: begin");
   if (s) s = write_range(db, i, j, false);
   if (s) s = flush_body(db);
@@ -354,7 +354,7 @@ Status TaskJournal::commit_alone(SqliteDb& db, std::size_t i, std::size_t j, int
   return s;
 }
 
-void TaskJournal::resolve(std::size_t i, const Status& committed) {
+void TaskJournalImpl::resolve(std::size_t i, const Status& committed) {
   Write& w = *taken_[i];
   const std::uint64_t letter = w.accept ? w.accept->letter_id : 0;
   Status s = committed;
@@ -396,7 +396,7 @@ void TaskJournal::resolve(std::size_t i, const Status& committed) {
   }
 }
 
-void TaskJournal::round_committed(std::chrono::steady_clock::duration took) {
+void TaskJournalImpl::round_committed(std::chrono::steady_clock::duration took) {
   for (std::size_t i = 0; i < taken_.size(); ++i) resolve(i, Status::ok());
   taken_.clear();
   clear_taken_chunks();
@@ -405,7 +405,7 @@ void TaskJournal::round_committed(std::chrono::steady_clock::duration took) {
   round_->commit_us = static_cast<std::uint64_t>(us);
 }
 
-void TaskJournal::round_failed(SqliteDb& db, const Status& why, int rc) {
+void TaskJournalImpl::round_failed(SqliteDb& db, const Status& why, int rc) {
   round_->error = why.to_string();
   const bool condition = classify_write_failure(rc) == WriteFailure::kCondition;
   if (condition) round_->condition = storage_error(why);
@@ -448,14 +448,14 @@ void TaskJournal::round_failed(SqliteDb& db, const Status& why, int rc) {
   round_->failed = !taken_.empty();
 }
 
-void TaskJournal::deliver() {
+void TaskJournalImpl::deliver() {
   RoundResult r = std::exchange(*round_, RoundResult{});
   std::vector<Delivery> calls = std::exchange(deliveries_, {});
   Answers refused;
   Status refusal;
   std::vector<std::uint64_t> late;
   {
-    std::lock_guard lk(store_.mu_);
+    MutexLock lk(store_.mu_);
     stats_.tasks_accepted += r.accepted_tasks;
     stats_.batches_refused += r.refused_batches;
     stats_.records_written += r.records;

@@ -31,6 +31,7 @@
 #include <thread>
 
 #include <sandpool/base/status.hpp>
+#include <sandpool/base/thread_annotations.hpp>
 #include <sandpool/pool/pool.hpp>
 
 #include <sandpool/redis/redis_client.hpp>
@@ -163,23 +164,24 @@ class RedisFeeder {
 
   // What the pool's on_done callbacks reach: they may run after the feeder is gone.
   struct Shared {
-    std::mutex mu;
-    std::condition_variable cv;  // ends queued, places freed, stop
-    std::deque<Ended> ends;
-    std::set<EntryKey> held;  // the entries this node runs
+    Mutex mu;
+    CondVar cv;  // ends queued, places freed, stop
+    std::deque<Ended> ends GUARDED_BY(mu);
+    std::set<EntryKey> held GUARDED_BY(mu);  // the entries this node runs
     // Of those, the ones running in the local pool: task id and ticket (a cancel reaches it).
-    std::map<EntryKey, std::pair<std::uint64_t, Ticket>> running;
-    FeederStats stats;
+    std::map<EntryKey, std::pair<std::uint64_t, Ticket>> running GUARDED_BY(mu);
+    FeederStats stats GUARDED_BY(mu);
     // FeederOptions::default_retries and retry as they are now (retune()).
-    std::uint32_t default_retries = 0;
-    RetryPolicy retry;
-    bool stopping = false;
-    bool dead = false;
-    bool reading = true;
+    std::uint32_t default_retries GUARDED_BY(mu) = 0;
+    RetryPolicy retry GUARDED_BY(mu);
+    bool stopping GUARDED_BY(mu) = false;
+    bool dead GUARDED_BY(mu) = false;
+    bool reading GUARDED_BY(mu) = true;
     // The local pool refused a task (draining, stopping): no reading before this.
-    std::chrono::steady_clock::time_point paused_until{};
-    FlowLimits limits;                         // FeederOptions::limits, or a reload's
-    std::multiset<std::int64_t> throttle_due;  // the due times (wall ms) of what it throttled
+    std::chrono::steady_clock::time_point paused_until GUARDED_BY(mu){};
+    FlowLimits limits GUARDED_BY(mu);  // FeederOptions::limits, or a reload's
+    // The due times (wall ms) of what it throttled.
+    std::multiset<std::int64_t> throttle_due GUARDED_BY(mu);
   };
 
   Pool& pool_;

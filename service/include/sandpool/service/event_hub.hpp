@@ -19,6 +19,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <sandpool/base/thread_annotations.hpp>
 #include <sandpool/control/control.hpp>
 #include <sandpool/control/control_ops.hpp>
 #include <sandpool/pool/pool.hpp>
@@ -56,14 +57,14 @@ class EventHub {
   EventHub(const EventHub&) = delete;
   EventHub& operator=(const EventHub&) = delete;
 
-  void publish(const std::string& pool, const PoolEvent& e);
+  void publish(const std::string& pool, const PoolEvent& e) EXCLUDES(mu_);
   // follow=false: sends the recent events (of `pool`, or all when empty), then ok.
   // follow=true: the recent ones, then every new one, until the client cancels.
-  void subscribe(const std::string& pool, bool follow, Responder responder);
+  void subscribe(const std::string& pool, bool follow, Responder responder) EXCLUDES(mu_);
   // Events published while somebody followed and overwritten in the log before the
   // delivery thread took them, in total.
-  std::uint64_t dropped() const;
-  std::size_t subscribers() const;  // open streams (a cancelled one leaves at once)
+  std::uint64_t dropped() const EXCLUDES(mu_);
+  std::size_t subscribers() const EXCLUDES(mu_);  // open streams (a cancelled one leaves at once)
 
   // For tests: `hook` runs on the delivery thread with each chunk's first log position and
   // size, once the chunk is copied out of the log and before it is delivered (no lock held).
@@ -80,27 +81,29 @@ class EventHub {
     std::uint64_t end = UINT64_MAX;  // follow=false: ok once `next` reaches it
     std::uint64_t missed = 0;        // lost before `next`, not reported yet
   };
-  void run();
+  void run() EXCLUDES(mu_);
   // Delivery thread, mu_ held: adopts new subscribers, forgets cancelled ones, moves every
   // cursor past what the log no longer holds. Returns true iff there is work.
-  bool prepare_locked();
+  bool prepare_locked() REQUIRES(mu_);
   // Delivery thread, without mu_: sends events [from, from + chunk.size()) to each
   // subscriber due them; returns the ids of the finished (follow=false) ones.
   std::vector<std::uint64_t> deliver(std::uint64_t from, const std::vector<RecordedEvent>& chunk);
-  std::uint64_t oldest_locked() const { return head_ > kCapacity ? head_ - kCapacity : 0; }
+  std::uint64_t oldest_locked() const REQUIRES(mu_) {
+    return head_ > kCapacity ? head_ - kCapacity : 0;
+  }
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<RecordedEvent> log_;  // position p lives at log_[p % kCapacity]
-  std::uint64_t head_ = 0;          // the next position published
-  std::uint64_t low_water_ = 0;     // the lowest position a subscriber still waits for
-  std::uint64_t dropped_ = 0;
-  std::size_t active_ = 0;  // subscribers not cancelled and not finished
-  bool idle_ = false;       // the delivery thread waits for publish() to wake it
-  bool stopping_ = false;
-  std::vector<std::pair<std::uint64_t, Subscriber>> joining_;
-  std::set<std::uint64_t> leaving_;  // cancelled, still in subscribers_
-  std::uint64_t next_id_ = 1;
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::vector<RecordedEvent> log_ GUARDED_BY(mu_);  // position p lives at log_[p % kCapacity]
+  std::uint64_t head_ GUARDED_BY(mu_) = 0;          // the next position published
+  std::uint64_t low_water_ GUARDED_BY(mu_) = 0;     // the lowest position a subscriber waits for
+  std::uint64_t dropped_ GUARDED_BY(mu_) = 0;
+  std::size_t active_ GUARDED_BY(mu_) = 0;  // subscribers not cancelled and not finished
+  bool idle_ GUARDED_BY(mu_) = false;       // the delivery thread waits for publish()
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::vector<std::pair<std::uint64_t, Subscriber>> joining_ GUARDED_BY(mu_);
+  std::set<std::uint64_t> leaving_ GUARDED_BY(mu_);  // cancelled, still in subscribers_
+  std::uint64_t next_id_ GUARDED_BY(mu_) = 1;
 
   std::map<std::uint64_t, Subscriber> subscribers_;                // the delivery thread's
   std::function<void(std::uint64_t, std::size_t)> delivery_hook_;  // set under mu_, see above

@@ -18,6 +18,7 @@
 #include <string>
 #include <unordered_map>
 
+#include <sandpool/base/thread_annotations.hpp>
 #include <sandpool/task/task.hpp>
 
 namespace sandpool::poold {
@@ -42,24 +43,25 @@ class IdempotencyKeys {
   explicit IdempotencyKeys(IdempotencyLimits limits) : limits_(limits) {}
 
   // What `key` kept, if it is known (and not expired).
-  std::optional<KeptTask> find(const std::string& key, Clock::time_point now = Clock::now());
+  std::optional<KeptTask> find(const std::string& key, Clock::time_point now = Clock::now())
+      EXCLUDES(mu_);
   // Records key -> task. A later remember() of the same key for another task wins; for the
   // same task (which may have ended, and been recorded, first) it keeps the final account.
-  void remember(const std::string& key, std::uint64_t task_id,
-                Clock::time_point now = Clock::now());
+  void remember(const std::string& key, std::uint64_t task_id, Clock::time_point now = Clock::now())
+      EXCLUDES(mu_);
   // Forgets `key` if it still names `task_id` (a submit refused after remember(): the
   // journal did not take its task).
-  void forget(const std::string& key, std::uint64_t task_id);
+  void forget(const std::string& key, std::uint64_t task_id) EXCLUDES(mu_);
   // The task submitted with `key` ended: the key keeps its final account (and is
   // remembered now if the task ended before remember() ran).
   void task_ended(const std::string& key, const TaskResult& result,
-                  Clock::time_point now = Clock::now());
+                  Clock::time_point now = Clock::now()) EXCLUDES(mu_);
   // A task ended that a key may name (a replay keeps its task's id): that key keeps the
   // final account. Nothing happens for a task no key names.
-  void task_ended(const TaskResult& result, Clock::time_point now = Clock::now());
+  void task_ended(const TaskResult& result, Clock::time_point now = Clock::now()) EXCLUDES(mu_);
 
-  std::size_t size() const;
-  std::uint64_t kept_bytes() const;
+  std::size_t size() const EXCLUDES(mu_);
+  std::uint64_t kept_bytes() const EXCLUDES(mu_);
 
  private:
   struct Entry {
@@ -68,19 +70,21 @@ class IdempotencyKeys {
     std::uint64_t bytes = 0;      // of kept.final
     std::uint64_t final_seq = 0;  // which keep_final() stored kept.final (results_ order)
   };
-  void keep_final(const std::string& key, Entry& e, const TaskResult& result);  // mu_ held
-  void erase(std::unordered_map<std::string, Entry>::iterator it);              // mu_ held
-  void evict(Clock::time_point now);                                            // mu_ held
-  void drop_results();                                                          // mu_ held
+  void keep_final(const std::string& key, Entry& e, const TaskResult& result) REQUIRES(mu_);
+  void erase(std::unordered_map<std::string, Entry>::iterator it) REQUIRES(mu_);
+  void evict(Clock::time_point now) REQUIRES(mu_);
+  void drop_results() REQUIRES(mu_);
 
   const IdempotencyLimits limits_;
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, Entry> keys_;
-  std::unordered_map<std::uint64_t, std::string> by_task_;       // task id -> its key
-  std::deque<std::pair<std::string, Clock::time_point>> order_;  // remember order
-  std::deque<std::pair<std::string, std::uint64_t>> results_;    // (key, final_seq), oldest first
-  std::uint64_t next_seq_ = 1;
-  std::uint64_t bytes_ = 0;
+  mutable Mutex mu_;
+  std::unordered_map<std::string, Entry> keys_ GUARDED_BY(mu_);
+  std::unordered_map<std::uint64_t, std::string> by_task_ GUARDED_BY(mu_);  // id -> its key
+  // Remember order.
+  std::deque<std::pair<std::string, Clock::time_point>> order_ GUARDED_BY(mu_);
+  // (key, final_seq), oldest first.
+  std::deque<std::pair<std::string, std::uint64_t>> results_ GUARDED_BY(mu_);
+  std::uint64_t next_seq_ GUARDED_BY(mu_) = 1;
+  std::uint64_t bytes_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace sandpool::poold

@@ -5,16 +5,15 @@
 
 #include <pthread.h>
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include <sandpool/base/busy_clock.hpp>
+#include <sandpool/base/thread_annotations.hpp>
 #include <sandpool/base/thread_name.hpp>
 
 namespace sandpool::poold {
@@ -25,9 +24,9 @@ class JobThread {
  public:
   // `name` (at most 15 characters) is the thread's name in `top -H` and in /healthz.
   explicit JobThread(std::string name) : name_(std::move(name)), thread_([this] { run(); }) {}
-  ~JobThread() {
+  ~JobThread() EXCLUDES(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       stopping_ = true;
     }
     cv_.notify_one();
@@ -36,9 +35,9 @@ class JobThread {
   JobThread(const JobThread&) = delete;
   JobThread& operator=(const JobThread&) = delete;
 
-  void post(std::function<void()> job) {
+  void post(std::function<void()> job) EXCLUDES(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       jobs_.push_back(std::move(job));
     }
     cv_.notify_one();
@@ -50,11 +49,11 @@ class JobThread {
   std::int64_t busy_for_ns(std::int64_t now_ns) const { return busy_.busy_for_ns(now_ns); }
 
  private:
-  void run() {
+  void run() EXCLUDES(mu_) {
     name_thread(::pthread_self(), name_);
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     while (true) {
-      cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+      while (!stopping_ && jobs_.empty()) cv_.wait(mu_);
       if (jobs_.empty()) return;
       auto job = std::move(jobs_.front());
       jobs_.pop_front();
@@ -79,10 +78,10 @@ class JobThread {
   }
 
   const std::string name_;  // before thread_: run() reads it
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
-  bool stopping_ = false;
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<std::function<void()>> jobs_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
   BusyClock busy_;
   std::thread thread_;
 };

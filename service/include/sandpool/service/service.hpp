@@ -25,6 +25,9 @@
 //   (never while mu_ is held), so the watchdog and /healthz never wait for mu_: a thread
 //   stuck while holding it is exactly what they must report.
 // - IdempotencyKeys, EventHub, each JobThread: their own, internal.
+// Clang checks the rule (<sandpool/thread_annotations.hpp>): each field says GUARDED_BY its
+// lock, and a member that takes mu_ or calls a Pool says EXCLUDES(mu_), so calling it with mu_
+// held does not compile in the clang trees.
 // No lock serialises reload and shutdown: both run on the job thread, the only thread that
 // changes config_ and the set of pools once the service has started.
 //
@@ -45,6 +48,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <sandpool/base/thread_annotations.hpp>
 #include <sandpool/config/config.hpp>
 #include <sandpool/control/control.hpp>
 #include <sandpool/control/control_ops.hpp>
@@ -87,9 +91,9 @@ class Service final : public ControlHandler {
   static Result<std::unique_ptr<Service>> start(Config config, std::string config_path,
                                                 std::shared_ptr<spdlog::logger> log,
                                                 ShutdownRequest on_shutdown);
-  ~Service() override;
+  ~Service() override EXCLUDES(mu_);
 
-  void handle(Request request, Responder responder) override;
+  void handle(Request request, Responder responder) override EXCLUDES(mu_);
 
   // Queues a reload on the job thread (SIGHUP): it re-reads the config file; invalid: the
   // error, and the running config stays. Otherwise it applies the differences
@@ -102,21 +106,21 @@ class Service final : public ControlHandler {
   void shutdown(std::chrono::milliseconds timeout);
   bool stopping() const { return stopping_.load(); }
   // The HTTP listener's address, which `status` reports as `http` (main, once it listens).
-  void set_http_address(std::string address) {
-    std::lock_guard lock(http_mu_);
+  void set_http_address(std::string address) EXCLUDES(http_mu_) {
+    MutexLock lock(http_mu_);
     http_address_ = std::move(address);
   }
 
-  std::vector<PoolMetrics> metrics() const;
-  DeadLetterStoreStats dead_letter_stats() const;         // any thread
-  std::optional<TaskJournalStats> journal_stats() const;  // any thread; empty: no journal
-  std::vector<RedisPoolFigures> redis_figures() const;    // any thread; empty: no Redis pool
-  std::optional<std::string> health() const;              // nullopt: healthy
-  const Config& config() const { return config_; }        // the running one; job thread only
+  std::vector<PoolMetrics> metrics() const EXCLUDES(mu_);
+  DeadLetterStoreStats dead_letter_stats() const;           // any thread
+  std::optional<TaskJournalStats> journal_stats() const;    // any thread; empty: no journal
+  std::vector<RedisPoolFigures> redis_figures() const;      // any thread; empty: no Redis pool
+  std::optional<std::string> health() const EXCLUDES(mu_);  // nullopt: healthy
+  const Config& config() const { return config_; }          // the running one; job thread only
   // The service's threads that take items of work, each with how long it has been inside
   // its current one: every pool's loop (sp-loop:<pool>, retiring ones included), sp-request,
   // sp-reads and sp-jobs (main adds the control server's). For the WatchdogGate.
-  std::vector<ThreadBusy> busy_threads() const;
+  std::vector<ThreadBusy> busy_threads() const EXCLUDES(watch_mu_);
   // The schedules and what each did (docs/schedules.md); any thread.
   std::vector<ScheduleState> schedules() const;
 
@@ -133,7 +137,7 @@ class Service final : public ControlHandler {
   PoolOptions pool_options(const PoolConfig& pc) const;
   // `recover`: with the journal, the pool queues its unfinished tasks again (at start only:
   // a pool a reload makes may replace one whose tasks are still running).
-  Result<std::shared_ptr<Pool>> make_pool(const PoolConfig& pc, bool recover);
+  Result<std::shared_ptr<Pool>> make_pool(const PoolConfig& pc, bool recover) EXCLUDES(mu_);
   // A Redis pool's local pool starts reading its stream (redis_pools.hpp).
   Status attach_redis(const PoolConfig& pc, Pool& pool);
 
@@ -168,27 +172,30 @@ class Service final : public ControlHandler {
   std::optional<KeptTask> known_key(const std::string& key);
   // Every submit's answer from the journal: the last refusal for the storage's sake is
   // `status`'s journal.storage_error while the journal is failing.
-  void note_acceptance(const Status& s);
+  void note_acceptance(const Status& s) EXCLUDES(storage_mu_);
   // Why the storage cannot take submits or writes now (the journal is failing); nullopt: it
   // can.
   std::optional<std::string> storage_problem() const;
-  std::optional<ops::JournalStatus> journal_status() const;  // `status`; empty: no journal
+  // `status`; empty: no journal.
+  std::optional<ops::JournalStatus> journal_status() const EXCLUDES(storage_mu_);
   // The pool named `name` (error not_found), or serving `type` when name is empty.
-  Result<std::shared_ptr<Pool>> pool_named(const std::string& name) const;
-  Result<std::shared_ptr<Pool>> route(const std::string& pool, const std::string& type) const;
-  std::vector<std::pair<std::string, std::shared_ptr<Pool>>> pools() const;
+  // Each of these takes mu_ or calls a Pool (the lock rule): EXCLUDES(mu_).
+  Result<std::shared_ptr<Pool>> pool_named(const std::string& name) const EXCLUDES(mu_);
+  Result<std::shared_ptr<Pool>> route(const std::string& pool, const std::string& type) const
+      EXCLUDES(mu_);
+  std::vector<std::pair<std::string, std::shared_ptr<Pool>>> pools() const EXCLUDES(mu_);
   // The pools being retired that still exist, by name.
-  std::vector<std::pair<std::string, std::shared_ptr<Pool>>> retired_pools() const;
-  std::optional<Ticket> find_task(std::uint64_t id) const;
+  std::vector<std::pair<std::string, std::shared_ptr<Pool>>> retired_pools() const EXCLUDES(mu_);
+  std::optional<Ticket> find_task(std::uint64_t id) const EXCLUDES(mu_);
   // Job thread: see reload_async().
-  Result<ops::ReloadReply> reload();
-  void shut_down_pools(std::chrono::milliseconds timeout);
+  Result<ops::ReloadReply> reload() EXCLUDES(mu_);
+  void shut_down_pools(std::chrono::milliseconds timeout) EXCLUDES(mu_);
   // Copies the pool table and the retired pools into watched_ (after either changed: start,
   // job thread).
-  void refresh_watch_list();
+  void refresh_watch_list() EXCLUDES(mu_, watch_mu_);
   // Drains `pool` and shuts it down on a thread of its own (removed or replaced pools);
   // what is left after shutdown_timeout is dead-lettered `pool_removed`.
-  void retire(std::string name, std::shared_ptr<Pool> pool);
+  void retire(std::string name, std::shared_ptr<Pool> pool) EXCLUDES(mu_);
 
   // service_schedules.cpp: the periodic schedules (docs/schedules.md), run by scheduler_ on
   // sched_thread_ (sp-sched), each slot submitted by submit_slot (submit_one, then the
@@ -200,9 +207,9 @@ class Service final : public ControlHandler {
   Status apply_schedules(const std::vector<ScheduleSpec>& wanted);
   // At start: the schedules added at run time, from schedule_defs into added_schedules_.
   void load_added_schedules();
-  void wake_schedules();
-  void stop_schedules();  // joins sp-sched; before the pools stop
-  void run_schedules();
+  void wake_schedules() EXCLUDES(sched_mu_);
+  void stop_schedules() EXCLUDES(sched_mu_);  // joins sp-sched; before the pools stop
+  void run_schedules() EXCLUDES(sched_mu_);
   // A slot's task (slot_s) or a run-now's (nullopt) under idempotency key `key`.
   Result<SlotAnswer> submit_slot(const ScheduleSpec& spec, const std::string& key,
                                  std::optional<std::int64_t> slot_s);
@@ -274,26 +281,30 @@ class Service final : public ControlHandler {
                            ops::SubmitBatchReply* out);
   // The task a known key names, registering `waiter` if it is still open; nullopt when
   // neither a pool nor the key knows it any more.
-  std::optional<Submission> existing_task(const KeptTask& kept, const Responder* waiter);
+  std::optional<Submission> existing_task(const KeptTask& kept, const Responder* waiter)
+      EXCLUDES(mu_);
   // A task of the service ended (on its pool's loop thread): the key it was submitted with
   // (empty: whichever key names its id) keeps its account, and its waiters are answered.
   void task_ended(const std::string& key, const TaskResult& result);
   // Answers the waiters of `task_id` (every task the service runs calls this as it ends).
-  void reply_when_done(std::uint64_t task_id, const TaskResult& result);
+  void reply_when_done(std::uint64_t task_id, const TaskResult& result) EXCLUDES(mu_);
   // The callbacks poold gives a replayed task (task_ended when it ends).
   TaskCallbacks replay_callbacks();
   // service_wait.cpp (reads thread): answers when the task ends or the wait's timeout passes.
-  void serve(const Request& req, const ops::WaitArgs& a, const OpResponder<ops::Wait>& res);
+  void serve(const Request& req, const ops::WaitArgs& a, const OpResponder<ops::Wait>& res)
+      EXCLUDES(mu_);
   // A wait's timeout passed (sp-waits): answers it with the task as it is now.
-  void wait_expired(std::uint64_t task_id, std::uint64_t token);
+  void wait_expired(std::uint64_t task_id, std::uint64_t token) EXCLUDES(mu_);
   // service_admin.cpp
-  void serve(const Request& req, const ops::NoArgs& a, const OpResponder<ops::ServerStatus>& res);
+  void serve(const Request& req, const ops::NoArgs& a, const OpResponder<ops::ServerStatus>& res)
+      EXCLUDES(mu_, http_mu_, storage_mu_);
   void serve(const Request& req, const ops::NoArgs& a, const OpResponder<ops::Version>& res);
   void serve(const Request& req, const ops::PoolFilterArgs& a, const OpResponder<ops::Stats>& res);
   void serve(const Request& req, const ops::PoolFilterArgs& a,
              const OpResponder<ops::Workers>& res);
   // The pool a pool control names (not_found), with its config.
-  Result<std::pair<PoolConfig, std::shared_ptr<Pool>>> controlled_pool(const std::string& name);
+  Result<std::pair<PoolConfig, std::shared_ptr<Pool>>> controlled_pool(const std::string& name)
+      EXCLUDES(mu_);
   void serve(const Request& req, const ops::ScaleArgs& a, const OpResponder<ops::Scale>& res);
   void serve(const Request& req, const ops::StrategyArgs& a, const OpResponder<ops::Strategy>& res);
   void serve(const Request& req, const ops::PoolArgs& a, const OpResponder<ops::Drain>& res);
@@ -330,19 +341,19 @@ class Service final : public ControlHandler {
   std::shared_ptr<ProgressCoalescer> progress_ = ProgressCoalescer::create();
   IdempotencyKeys idempotency_;
   std::atomic<bool> stopping_{false};
-  mutable std::mutex http_mu_;  // a leaf, like the others
-  std::string http_address_;    // guarded by http_mu_
+  mutable Mutex http_mu_;  // a leaf, like the others
+  std::string http_address_ GUARDED_BY(http_mu_);
   // note_acceptance(): wall ms of the last commit and the last storage refusal, and why.
   std::atomic<std::int64_t> last_accepted_ms_{0};
   std::atomic<std::int64_t> last_refused_ms_{0};
-  mutable std::mutex storage_mu_;  // guards storage_error_; a leaf
-  std::string storage_error_;
+  mutable Mutex storage_mu_;  // a leaf
+  std::string storage_error_ GUARDED_BY(storage_mu_);
 
-  mutable std::mutex mu_;              // guards slots_, retiring_, retired_, waiters_, wait_tokens_
-  std::map<std::string, Slot> slots_;  // the configured pools, by name
-  std::vector<std::thread> retiring_;  // one per pool being drained away
+  mutable Mutex mu_;
+  std::map<std::string, Slot> slots_ GUARDED_BY(mu_);  // the configured pools, by name
+  std::vector<std::thread> retiring_ GUARDED_BY(mu_);  // one per pool being drained away
   // Still found by task id while they drain (and watched by busy_threads()), by name.
-  std::vector<std::pair<std::string, std::weak_ptr<Pool>>> retired_;
+  std::vector<std::pair<std::string, std::weak_ptr<Pool>>> retired_ GUARDED_BY(mu_);
   // Who waits for a still-open task: waited resubmits (idempotency) and `wait` requests.
   // Answered when it ends (reply_when_done), a `wait` also when its timeout passes (token).
   struct Waiter {
@@ -350,10 +361,11 @@ class Service final : public ControlHandler {
     std::uint64_t token = 0;  // 0: no timeout
     bool with_result = true;  // false: a read peer, the result withheld
   };
-  std::multimap<std::uint64_t, Waiter> waiters_;
-  std::uint64_t wait_tokens_ = 0;
-  mutable std::mutex watch_mu_;                                       // guards watched_
-  std::vector<std::pair<std::string, std::weak_ptr<Pool>>> watched_;  // by thread name
+  std::multimap<std::uint64_t, Waiter> waiters_ GUARDED_BY(mu_);
+  std::uint64_t wait_tokens_ GUARDED_BY(mu_) = 0;
+  mutable Mutex watch_mu_;
+  // By thread name.
+  std::vector<std::pair<std::string, std::weak_ptr<Pool>>> watched_ GUARDED_BY(watch_mu_);
 
   // The schedules (service_schedules.cpp); set by start_schedules, then only read.
   std::unique_ptr<ScheduleWallClock> schedule_clock_;
@@ -363,10 +375,10 @@ class Service final : public ControlHandler {
   std::map<std::string, ScheduleSpec> added_schedules_;
   std::unique_ptr<SlotSubmitter> slots_submitter_;
   std::unique_ptr<Scheduler> scheduler_;
-  std::mutex sched_mu_;  // guards sched_stop_, sched_wake_; a leaf
-  std::condition_variable sched_cv_;
-  bool sched_stop_ = false;
-  bool sched_wake_ = false;
+  Mutex sched_mu_;  // a leaf
+  CondVar sched_cv_;
+  bool sched_stop_ GUARDED_BY(sched_mu_) = false;
+  bool sched_wake_ GUARDED_BY(sched_mu_) = false;
   std::thread sched_thread_;
 
   // The timeouts of `wait` requests (sp-waits); before the maps it reaches: destroyed first.

@@ -4,13 +4,13 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <utility>
+
+#include <sandpool/base/thread_annotations.hpp>
 
 namespace sandpool::poold {
 
@@ -23,21 +23,21 @@ class WaitDeadlines {
   using Expire = std::function<void(std::uint64_t task_id, std::uint64_t token)>;
 
   explicit WaitDeadlines(Expire expire);
-  ~WaitDeadlines();
+  ~WaitDeadlines() EXCLUDES(mu_);
   WaitDeadlines(const WaitDeadlines&) = delete;
   WaitDeadlines& operator=(const WaitDeadlines&) = delete;
 
   // Calls expire(task_id, token) once `at` has passed.
-  void add(Clock::time_point at, std::uint64_t task_id, std::uint64_t token);
+  void add(Clock::time_point at, std::uint64_t task_id, std::uint64_t token) EXCLUDES(mu_);
 
  private:
-  void run();
+  void run() EXCLUDES(mu_);
 
   Expire expire_;
-  std::mutex mu_;  // guards due_, stopping_
-  std::condition_variable cv_;
-  std::multimap<Clock::time_point, std::pair<std::uint64_t, std::uint64_t>> due_;
-  bool stopping_ = false;
+  Mutex mu_;
+  CondVar cv_;
+  std::multimap<Clock::time_point, std::pair<std::uint64_t, std::uint64_t>> due_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread thread_;  // last: started once the rest exists
 };
 

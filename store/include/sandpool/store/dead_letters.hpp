@@ -19,15 +19,11 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <sandpool/base/status.hpp>
@@ -38,14 +34,11 @@
 namespace spdlog {
 class logger;
 }
-namespace sandpool::sqlite {
-class SqliteDb;
-class SqliteStmt;
-}  // namespace sandpool::sqlite
 
 namespace sandpool {
 
 class TaskJournal;
+class DeadLetterStoreImpl;  // dead_letter_store_impl.hpp
 
 // The plain-data part of SubmitOptions, as stored with a dead letter for its replay.
 struct DeadLetterOptions {
@@ -226,106 +219,15 @@ class DeadLetterStore {
   DeadLetterStoreStats stats() const;
   // The task journal opened with the store (DeadLetterStoreOptions::journal), or null. It
   // lives as long as the store.
-  TaskJournal* journal() const { return journal_.get(); }
+  TaskJournal* journal() const;
   // The database file: <state_dir>/dead_letters.db.
-  const std::string& path() const { return path_; }
+  const std::string& path() const;
+
+  // open()'s: the state and the writer thread (dead_letter_store_impl.hpp, the store's sources).
+  explicit DeadLetterStore(std::unique_ptr<DeadLetterStoreImpl> impl);
 
  private:
-  // A letter in memory until it is committed or spilled.
-  struct PendingLetter {
-    DeadLetter letter;
-    LetterWritten on_written;
-    std::chrono::steady_clock::time_point since;  // when enqueue() took it
-    std::uint64_t seq = 0;                        // enqueue order, from 1
-    bool journaled = false;  // TaskJournal::dead_letter(): also ends the journaled task
-  };
-  // A receipt to hand to a letter's on_written, with no lock held.
-  struct Delivery {
-    LetterWritten on_written;
-    LetterReceipt receipt;
-  };
-  struct WriteRound;         // dead_letter_writer.cpp
-  struct Transaction;        // dead_letter_writer.cpp
-  friend class TaskJournal;  // queues its writes for the writer, under mu_
-
-  DeadLetterStore(DeadLetterStoreOptions options, std::string path,
-                  std::unique_ptr<sqlite::SqliteDb> writer_db,
-                  std::unique_ptr<sqlite::SqliteDb> query_db);
-  void start_writer();
-  // A connection to `path` configured as the store's (busy timeout, sync, foreign keys).
-  static Result<sqlite::SqliteDb> open_connection(const std::string& path,
-                                                  const DeadLetterStoreOptions& options);
-
-  Status enqueue_letter(DeadLetter letter, LetterWritten on_written, bool journaled);
-
-  // dead_letter_writer.cpp: the writer thread.
-  void run_writer();
-  // Under mu_ (held by `lk`): waits until letters or journal writes wait, or close; runs the
-  // journal's retention chunks while idle. Returns false when the writer should exit.
-  bool wait_for_work(std::unique_lock<std::mutex>& lk);
-  bool has_work_locked() const;
-  // Tries to write `batch`; leaves in it, in order, the letters that stay pending.
-  WriteRound write_round(std::vector<PendingLetter>& batch);
-  // Commits batch[begin, end) and the retention bound in one transaction.
-  // The round's first transaction: the journal's taken writes, then batch; the journal
-  // learns how it went.
-  Transaction write_whole(const std::vector<PendingLetter>& batch);
-  // With `with_journal`, the journal's taken writes go first in the same transaction.
-  Transaction write_transaction(const std::vector<PendingLetter>& batch, std::size_t begin,
-                                std::size_t end, bool with_journal = false);
-  Status apply_retention(std::uint64_t* evicted);
-  // Under mu_: counts a finished round, logs when writes start failing or recover.
-  void account_round(const WriteRound& round, std::size_t still_pending);
-
-  // dead_letter_spill.cpp: letters that do not go to the database.
-  // Writes `letters` to a new spill file; returns its path (counted and logged) or the error.
-  Result<std::string> spill(const std::vector<PendingLetter>& letters, const std::string& why);
-  // spill(), and when even that fails counts the letters lost and logs it as an error.
-  std::vector<Delivery> spill_or_lose(std::vector<PendingLetter> letters, const std::string& why);
-  // Calls each on_written; no lock may be held.
-  void deliver(std::vector<Delivery>& deliveries);
-
-  // Under mu_: the letters held outside pending_ (the writer's batch, close()'s spill).
-  void hold(const std::vector<PendingLetter>& letters);
-  // Under mu_: the seq of the oldest letter not yet committed or spilled.
-  std::uint64_t oldest_unresolved() const;
-  Result<DeadLetter> read_letter(sqlite::SqliteStmt& row);
-  // Whether an imported letter of task `task_id` is skipped: the journal holds the task
-  // (DeadLetterImport::journaled).
-  bool journal_holds(std::uint64_t task_id) const;
-  std::int64_t now_ms() const;
-
-  const DeadLetterStoreOptions opts_;
-  const std::string path_;
-  std::shared_ptr<spdlog::logger> log_;
-
-  // The connections (SQLite stays out of this header: the owners hold them, the
-  // references name them).
-  std::unique_ptr<sqlite::SqliteDb> writer_owner_, query_owner_;
-  sqlite::SqliteDb& writer_db_;  // used only by the writer thread (and open/close)
-  std::mutex query_mu_;          // guards query_db_
-  sqlite::SqliteDb& query_db_;   // list/get/purge/import
-
-  mutable std::mutex mu_;              // guards everything below
-  std::condition_variable work_cv_;    // the writer waits for letters or close
-  std::condition_variable done_cv_;    // flush() waits for progress
-  std::deque<PendingLetter> pending_;  // enqueued, not yet taken by the writer
-  std::size_t held_ = 0;               // taken by the writer (or close()), not yet resolved
-  std::uint64_t held_seq_ = 0;         // the oldest held letter's seq
-  std::chrono::steady_clock::time_point held_since_;  // and when it was enqueued
-  std::uint64_t next_seq_ = 1;
-  bool closing_ = false;           // the writer exits once nothing is pending
-  bool abort_ = false;             // close() ran out of time: the writer stops retrying
-  bool writer_done_ = false;       // the writer exited; what it held is back in pending_
-  bool spill_on_enqueue_ = false;  // close() took the last pending letters
-  std::chrono::steady_clock::time_point failing_since_;  // while stats_.writes_failing
-  std::uint64_t failed_rounds_ = 0;                      // in a row, while stats_.writes_failing
-  DeadLetterStoreStats stats_;
-  std::mutex close_mu_;                   // serialises close()
-  bool closed_ = false;                   // guarded by close_mu_
-  Status close_status_;                   // guarded by close_mu_
-  std::unique_ptr<TaskJournal> journal_;  // set by open() before the writer starts
-  std::thread writer_;
+  std::unique_ptr<DeadLetterStoreImpl> impl_;
 };
 
 }  // namespace sandpool

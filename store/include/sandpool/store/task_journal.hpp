@@ -42,15 +42,11 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <sandpool/base/status.hpp>
@@ -59,10 +55,7 @@
 #include <sandpool/task/task.hpp>
 
 namespace sandpool {
-namespace sqlite {
-class WalCheckpointer;
-}
-class JournalState;
+class TaskJournalImpl;  // task_journal_impl.hpp
 
 // Every submit option a task keeps across a restart (SubmitOptions without its callbacks),
 // and the idempotency key it was submitted under.
@@ -159,6 +152,9 @@ struct TaskJournalStats {
 
 class TaskJournal {
  public:
+  // The store's (DeadLetterStore::journal()): the state and its share of the writer thread
+  // (task_journal_impl.hpp, the journal's sources).
+  explicit TaskJournal(std::unique_ptr<TaskJournalImpl> impl);
   ~TaskJournal();
   TaskJournal(const TaskJournal&) = delete;
   TaskJournal& operator=(const TaskJournal&) = delete;
@@ -238,175 +234,7 @@ class TaskJournal {
   TaskJournalStats stats() const;
 
  private:
-  friend class DeadLetterStore;
-  struct RoundResult;  // the same
-  struct RoundPlan;    // the same
-  struct Tx;           // the same
-
-  TaskJournal(DeadLetterStore& store, TaskJournalOptions options,
-              std::unique_ptr<sqlite::SqliteDb> query_db);
-  static Result<std::unique_ptr<TaskJournal>> open(DeadLetterStore& store,
-                                                   TaskJournalOptions options);
-  // Opening (task_journal_load.cpp): rows of the journal's first layout become the log's
-  // first round, then the log is replayed into state_.
-  Status load();
-
-  // Called by the store's writer thread (task_journal_writes.cpp). *_locked under the store's
-  // mu_; the others with no lock.
-  bool has_writes_locked() const;
-  // When the writer should stop waiting for a group commit (now, if nothing waits).
-  std::chrono::steady_clock::time_point group_deadline_locked() const;
-  bool group_full_locked() const;
-  void take_locked();
-  // Writes the taken writes inside the writer's open transaction, as planned by plan_round(),
-  // with one step of compaction; on failure sets *rc to SQLite's code.
-  Status write_taken(sqlite::SqliteDb& db, int* rc);
-  // Marks the taken writes that others of the same round make unneeded (docs/journal.md,
-  // "One record per task and round").
-  void plan_round();
-  // Appends the records of taken_[i, j) to the open transaction's log; `planned`: as
-  // plan_round() marked them (else whole, as writes tried alone).
-  Status write_range(sqlite::SqliteDb& db, std::size_t i, std::size_t j, bool planned);
-  // Commits taken_[i, j) in a transaction of its own.
-  Status commit_alone(sqlite::SqliteDb& db, std::size_t i, std::size_t j, int* rc);
-  // The whole round committed (or failed with SQLite code `rc`: then the writes are tried in
-  // transactions of their own, accepts refused, and what the database cannot take now stays
-  // taken for a retry).
-  void round_committed(std::chrono::steady_clock::duration took);
-  void round_failed(sqlite::SqliteDb& db, const Status& why, int rc);
-  // Counts taken_[i] as committed (s ok) or refused, and queues its callback.
-  void resolve(std::size_t i, const Status& s);
-  // Ends a journaled task in the open transaction, beside its letter.
-  Status write_dead_lettered(sqlite::SqliteDb& db, const DeadLetter& letter,
-                             std::uint64_t letter_id);
-  // The store's transaction that carried journal records ended: they are applied to the
-  // state in the order written (committed), or forgotten (rolled back).
-  void transaction_ended(bool committed);
-  // Delivers the callbacks of the last round; no lock held.
-  void deliver();
-  // Under mu_: puts what is still taken back at the front of the queue (the writer stops).
-  void untake_locked();
-  // Erases the taken chunks before queue_head_.
-  void drop_queue_head_locked();
-  // Queues one chunk of writes (seq numbers given here) and empties `writes`; `reuse`: give
-  // it a spare chunk's storage. Answers the writes with kClosed once the store closed.
-  void queue_chunk(std::vector<Write>& writes, bool reuse);
-  // The writer's: appends a chunk to the taken writes; after a round, empties the chunks
-  // whose writes are all done (no lock), and keeps their storage as spares (under mu_).
-  void take_chunk(std::vector<Write>&& chunk);
-  void clear_taken_chunks();
-  void recycle_taken_chunks_locked();
-  // After the writer stopped: answers every write still queued with kClosed.
-  void abandon(const std::string& why);
-
-  // Upkeep (task_journal_retention.cpp), on the writer thread: retention evicts finished
-  // tasks from the state; compaction deletes the log's dead head rounds and carries live
-  // tasks forward.
-  bool upkeep_due_locked(std::chrono::steady_clock::time_point now) const;
-  // One upkeep step while the writer has nothing else to do: a short transaction.
-  void run_retention_chunk(sqlite::SqliteDb& db);
-  // Evicts what retention's bounds do not keep (in memory; the log follows by compaction).
-  void evict_finished();
-  // Compaction inside the open transaction: deletes dead rounds at the head, and carries the
-  // head's live tasks into the body being written when the log holds much more than it needs.
-  Status compact(sqlite::SqliteDb& db);
-  // Appends the open transaction's body as round(s) of the log.
-  Status flush_body(sqlite::SqliteDb& db);
-
-  // Health (task_journal_health.cpp): the failing state, its probe and the sync watch.
-  struct Failing {
-    Status why;  // "storage: ...", with the failure's code
-    std::chrono::steady_clock::time_point since;
-  };
-  using Answers = std::vector<JournalCommitted>;
-  // Under store_.mu_: the writer begins (true) or ends (false) a transaction.
-  void writing_locked(bool writing);
-  // Under store_.mu_: turns the journal failing (or updates why), and refuses the accepts
-  // still queued: their callbacks go to *answers, to be called with refusal() unlocked.
-  void turn_failing_locked(const Status& why, Answers* answers);
-  // Under store_.mu_: a journal transaction committed; ends the failing state.
-  void recovered_locked();
-  // Under store_.mu_: what an accept is answered while failing.
-  Status refusal_locked() const;
-  // Under store_.mu_: the accept of write `seq`'s callback, taken (empty once answered).
-  JournalCommitted take_answer_locked(std::uint64_t seq);
-  // Under store_.mu_: whether the writer should run probe() now; else when it is due.
-  bool probe_due_locked(std::chrono::steady_clock::time_point now) const;
-  std::chrono::steady_clock::time_point next_probe_locked() const;
-  // The writer's, no lock held: one small write transaction; a commit ends failing.
-  void probe(sqlite::SqliteDb& db);
-  // The sync watch's thread: turns the journal failing when a transaction passes
-  // sync_timeout, and answers every accept waiting.
-  void watch_syncs();
-  void stop_watch();
-  // The writer's, no lock held: ends (cancelled) the tasks of accepts that committed after
-  // the sync watch had answered them with a refusal.
-  void end_refused_late(const std::vector<std::uint64_t>& ids);
-
-  DeadLetterStore& store_;
-  const TaskJournalOptions opts_;
-  std::shared_ptr<spdlog::logger> log_;
-  std::unique_ptr<sqlite::SqliteDb> query_owner_;
-  std::mutex query_mu_;  // guards the query connection (reads)
-  // The WAL's checkpoints, off the writer's thread (wal_checkpointer.hpp).
-  std::unique_ptr<sqlite::WalCheckpointer> checkpointer_;
-  // The journal's state (journal_state.hpp): written by the writer thread under state_mu_,
-  // read by every reader under it.
-  mutable std::mutex state_mu_;
-  std::unique_ptr<JournalState> state_;
-
-  // Guarded by store_.mu_ (the writer's lock), so the writer waits on one condition.
-  // The writes waiting, in the chunks they were queued in (a loop's turn of records, an
-  // accept() batch, a single record): queueing moves a chunk, never a write. Oldest first
-  // from queue_head_ (the chunks before it were taken: a round may take only the front, whole
-  // chunks up to max_batch tasks).
-  std::vector<std::vector<Write>> queue_;
-  std::size_t queue_head_ = 0;
-  std::size_t queued_writes_ = 0;   // in queue_ from queue_head_
-  std::uint64_t queued_tasks_ = 0;  // tasks in accept() writes of queue_
-  // Emptied chunks whose storage hand_over() gives back to the pool loops, and their
-  // capacity in writes (bounded).
-  std::vector<std::vector<Write>> spare_;
-  std::size_t spare_writes_ = 0;
-  std::uint64_t next_seq_ = 1;
-  std::uint64_t taken_seq_ = 0;  // the oldest taken write's seq while taken_count_ > 0
-  std::size_t taken_count_ = 0;
-  std::uint64_t taken_tasks_ = 0;
-  std::size_t last_round_batches_ = 0;  // accept() batches of the last round that had any
-  std::chrono::steady_clock::time_point next_age_check_{};
-  std::chrono::steady_clock::time_point retention_paused_until_{};  // after a failed chunk
-  bool compaction_due_ = false;  // the log has rounds compaction can delete
-  TaskJournalStats stats_;
-
-  // The writer thread's own (no lock): the writes of the current round (in order, each in
-  // one of the chunks taken), the callbacks to deliver after it, and what the open
-  // transaction wrote to the log.
-  std::vector<std::vector<Write>> taken_chunks_;
-  std::vector<Write*> taken_;
-  // A callback to run after the round; an accept's (accept_seq != 0) is looked up in
-  // accept_answers_ then, since the sync watch may have answered it already.
-  struct Delivery {
-    JournalCommitted cb;
-    Status status;
-    std::uint64_t accept_seq = 0;
-    std::vector<std::uint64_t> ids;  // a committed accept's tasks
-  };
-  std::vector<Delivery> deliveries_;
-
-  // Guarded by store_.mu_: health (task_journal_health.cpp).
-  std::optional<Failing> failing_;
-  std::optional<std::chrono::steady_clock::time_point> writing_since_;
-  bool stuck_reported_ = false;  // the current transaction passed sync_timeout
-  std::chrono::steady_clock::time_point last_probe_{};
-  // The callbacks of the accepts queued or being written, by write seq (ascending): whoever
-  // answers first (the writer after its round, a refusal, the sync watch) takes it.
-  std::deque<std::pair<std::uint64_t, JournalCommitted>> accept_answers_;
-  std::condition_variable watch_cv_;
-  bool watch_stop_ = false;
-  std::thread watch_;
-  std::unique_ptr<RoundResult> round_;
-  std::unique_ptr<RoundPlan> plan_;
-  std::unique_ptr<Tx> tx_;
+  std::unique_ptr<TaskJournalImpl> impl_;
 };
 
 }  // namespace sandpool
