@@ -188,7 +188,7 @@ class RedisFeeder {
   std::shared_ptr<Shared> sh_;
   std::string identity_;  // host, pid and a random number: whose the node's name is
   std::mt19937_64 rng_{std::random_device{}()};  // backoff jitter; the writer's
-  // FeederOptions::per_worker and headroom_workers as they are now (set_capacity).
+  // FeederOptions::per_worker and headroom_workers as they are now (retune()).
   std::atomic<std::uint32_t> per_worker_, headroom_workers_;
 
   std::thread reader_, writer_, beater_;

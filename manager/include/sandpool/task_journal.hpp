@@ -247,7 +247,7 @@ class TaskJournal {
               std::unique_ptr<sqlite::SqliteDb> query_db);
   static Result<std::unique_ptr<TaskJournal>> open(DeadLetterStore& store,
                                                    TaskJournalOptions options);
-  // Opening (task_journal_load.cpp): rows of the journal's first layout become the log's
+  // Opening (task_journal_reads.cpp): rows of the journal's first layout become the log's
   // first round, then the log is replayed into state_.
   Status load();
 
