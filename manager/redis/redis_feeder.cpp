@@ -33,6 +33,41 @@ constexpr std::chrono::milliseconds kReadBlock{500};  // a read wakes this often
 // After the local pool refused a task (draining, shutting down), reading waits this long.
 constexpr std::chrono::milliseconds kRefusedPause{1000};
 
+// The end of a claimed task whose lost attempt used up its retries.
+TaskResult exhausted_account(const StreamEntry& entry, const std::string& error) {
+  TaskResult account;
+  account.id = entry.task_id;
+  account.type = entry.task.type;
+  account.state = TaskState::kDeadLettered;
+  account.reason = DeadReason::kRetriesExhausted;
+  account.error = error;
+  return account;
+}
+
+// The options of an entry's one attempt in the local pool, after `before` attempts elsewhere.
+SubmitOptions local_options(const StreamEntry& entry, std::uint32_t before) {
+  SubmitOptions o;
+  if (entry.task.timeout_ms) o.timeout = std::chrono::milliseconds(*entry.task.timeout_ms);
+  o.retries = 0;  // one attempt here; the next, if any, waits in Redis (write_ends)
+  o.attempts_before = before;
+  o.priority = entry.task.priority;
+  o.key = entry.task.key;
+  o.tenant = entry.task.tenant;
+  return o;
+}
+
+// Returns true iff the local pool stopped the task rather than ended it: by this node's
+// shutdown, by the end of a pool a reload replaced or removed, or by this node's pool failing
+// (crash_loop: its workers cannot start, and the task never ran here: one that did ended with
+// its attempt). Not the task's end: it goes back to the stream for another node (or this one
+// once it is back, or the pool that replaced it), and no attempt is counted.
+bool stopped_here(const TaskResult& r) {
+  return (r.state == TaskState::kDeadLettered &&
+          (r.reason == DeadReason::kShutdown || r.reason == DeadReason::kPoolRemoved ||
+           r.reason == DeadReason::kCrashLoop)) ||
+         (r.state == TaskState::kCancelled && r.cancel_reason == CancelReason::kShutdown);
+}
+
 }  // namespace
 
 RedisFeeder::RedisFeeder(Pool& pool, FeederOptions options)
@@ -275,12 +310,7 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
     note(r.status());
     ++before;
     if (before > retries) {
-      TaskResult account;
-      account.id = entry.task_id;
-      account.type = entry.task.type;
-      account.state = TaskState::kDeadLettered;
-      account.reason = DeadReason::kRetriesExhausted;
-      account.error = lost.error;
+      TaskResult account = exhausted_account(entry, lost.error);
       std::lock_guard lk(sh_->mu);
       sh_->ends.push_back({std::move(entry), std::move(account)});
       sh_->cv.notify_all();
@@ -288,24 +318,9 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
     }
   }
   if (!pass_limits(c, entry, !claimed)) return;
-  SubmitOptions o;
-  if (entry.task.timeout_ms) o.timeout = std::chrono::milliseconds(*entry.task.timeout_ms);
-  o.retries = 0;  // one attempt here; the next, if any, waits in Redis (write_ends)
-  o.attempts_before = before;
-  o.priority = entry.task.priority;
-  o.key = entry.task.key;
-  o.tenant = entry.task.tenant;
+  SubmitOptions o = local_options(entry, before);
   o.on_done = [sh = sh_, entry](const TaskResult& r) {
-    // Stopped by this node's shutdown, by the end of a pool a reload replaced or removed, or
-    // by this node's pool failing (crash_loop: its workers cannot start, and the task never
-    // ran here: one that did ended with its attempt): not the task's end. It goes back to
-    // the stream for another node (or this one once it is back, or the pool that replaced
-    // it), and no attempt is counted.
-    const bool shutdown =
-        (r.state == TaskState::kDeadLettered &&
-         (r.reason == DeadReason::kShutdown || r.reason == DeadReason::kPoolRemoved ||
-          r.reason == DeadReason::kCrashLoop)) ||
-        (r.state == TaskState::kCancelled && r.cancel_reason == CancelReason::kShutdown);
+    const bool shutdown = stopped_here(r);
     std::lock_guard lk(sh->mu);
     if (sh->dead) return;
     sh->ends.push_back({entry, r, shutdown});

@@ -82,50 +82,56 @@ void RedisFeeder::beat_loop() {
     }
     if (beat) note(stream_.touch(*c, opts_.consumer, held).status());
     if (beat) cancel_asked(*c);
-    // A dead node's entries are claimed whether or not a place is free (the reader refills
-    // each freed place within a round trip): they wait in the local pool for the tasks that
-    // run now, not for the stream's backlog. Up to one capacity beyond it at once. Only once
-    // this node has beaten for claim_after since it started or since a beat that failed or
-    // stalled (docs/redis-pools.md).
-    std::size_t room = 0;
-    {
-      const std::size_t cap = capacity();
-      std::lock_guard lk(sh_->mu);
-      if (sh_->reading) room = 2 * cap - std::min(2 * cap, sh_->held.size());
-    }
-    room = std::min(room, kMaxClaimsPerBeat);
+    // Only once this node has beaten for claim_after since it started or since a beat that
+    // failed or stalled (docs/redis-pools.md).
     const bool settled =
         beating_since != Clock::time_point{} && beat_at - beating_since >= opts_.claim_after;
-    if (beat && room > 0 && settled) {
-      auto claimed = stream_.claim_idle(*c, opts_.consumer, opts_.claim_after, room);
-      note(claimed.status());
-      // Each claimed task's attempts so far (the lost one is counted on from there). Broken
-      // off: the entries, claimed but not held, go idle again and are claimed later.
-      Status took = claimed ? stream_.take(*c, opts_.consumer, *claimed) : claimed.status();
-      if (claimed) note(took);
-      if (took) {
-        for (StreamEntry& e : *claimed) {
-          {
-            std::lock_guard lk(sh_->mu);
-            ++sh_->stats.claimed;
-          }
-          run_locally(*c, std::move(e), true);
-        }
-      }
-    }
-    // Every task due (a backoff over, a scheduled time come), in chunks (Redis runs other
-    // scripts between them), so none is more than a beat late however many fall due at once;
-    // for half a heartbeat at most, so the next beat (the heartbeat key, the touch of the
-    // entries held) is never late for it: what is left moves at the next beat.
-    const auto move_until = Clock::now() + opts_.heartbeat / 2;
-    for (Result<std::size_t> moved = kMoveChunk;
-         beat && moved && *moved == kMoveChunk && !stopped() && Clock::now() < move_until;) {
-      moved = stream_.move_due(*c, wall_ms(), kMoveChunk);
-      note(moved.status());
-    }
+    if (beat && settled) claim_dead_entries(*c);
+    if (beat) move_due_tasks(*c);
     if (beat) note(stream_.trim_finished(*c, wall_ms(), 1000).status());
     std::unique_lock lk(sh_->mu);
     sh_->cv.wait_for(lk, opts_.heartbeat, [&] { return sh_->stopping; });
+  }
+}
+
+void RedisFeeder::claim_dead_entries(Connection& c) {
+  // A dead node's entries are claimed whether or not a place is free (the reader refills
+  // each freed place within a round trip): they wait in the local pool for the tasks that
+  // run now, not for the stream's backlog. Up to one capacity beyond it at once.
+  std::size_t room = 0;
+  {
+    const std::size_t cap = capacity();
+    std::lock_guard lk(sh_->mu);
+    if (sh_->reading) room = 2 * cap - std::min(2 * cap, sh_->held.size());
+  }
+  room = std::min(room, kMaxClaimsPerBeat);
+  if (room == 0) return;
+  auto claimed = stream_.claim_idle(c, opts_.consumer, opts_.claim_after, room);
+  note(claimed.status());
+  // Each claimed task's attempts so far (the lost one is counted on from there). Broken
+  // off: the entries, claimed but not held, go idle again and are claimed later.
+  Status took = claimed ? stream_.take(c, opts_.consumer, *claimed) : claimed.status();
+  if (claimed) note(took);
+  if (!took) return;
+  for (StreamEntry& e : *claimed) {
+    {
+      std::lock_guard lk(sh_->mu);
+      ++sh_->stats.claimed;
+    }
+    run_locally(c, std::move(e), true);
+  }
+}
+
+void RedisFeeder::move_due_tasks(Connection& c) {
+  // Every task due (a backoff over, a scheduled time come), in chunks (Redis runs other
+  // scripts between them), so none is more than a beat late however many fall due at once;
+  // for half a heartbeat at most, so the next beat (the heartbeat key, the touch of the
+  // entries held) is never late for it: what is left moves at the next beat.
+  const auto move_until = Clock::now() + opts_.heartbeat / 2;
+  for (Result<std::size_t> moved = kMoveChunk;
+       moved && *moved == kMoveChunk && !stopping() && Clock::now() < move_until;) {
+    moved = stream_.move_due(c, wall_ms(), kMoveChunk);
+    note(moved.status());
   }
 }
 
