@@ -460,7 +460,7 @@ void op_form(const Site& site, const Req& req, Res& res) {
   redirect_with(res, req.param("return"), message);
 }
 
-struct Route {
+struct PageRoute {
   const char* method;
   const char* path;  // a regex; its groups are the request's matches
   Gate gate;
@@ -468,7 +468,7 @@ struct Route {
 };
 
 // The dashboard's routes (docs/dashboard.md), in the order the server tries them.
-constexpr Route kRoutes[] = {
+constexpr PageRoute kRoutes[] = {
     {"GET", "/static/app.css", Gate::kOpen, static_css},
     {"GET", "/static/app.js", Gate::kOpen, static_js},
     {"GET", "/favicon.ico", Gate::kOpen, favicon},
@@ -491,7 +491,7 @@ constexpr Route kRoutes[] = {
 
 void Dashboard::install(HttpServer& server) {
   const Site site{api_, access_};
-  for (const Route& r : kRoutes) {
+  for (const PageRoute& r : kRoutes) {
     HttpServer::Admit admit;
     switch (r.gate) {
       case Gate::kOpen:
