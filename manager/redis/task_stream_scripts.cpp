@@ -277,8 +277,8 @@ return touched
 // defers it until its backoff passes (full jitter over base x multiplier^(n-1), at most max,
 // n its attempts so far): `retry_wait` in its hash with its entry's fields packed there, in
 // the later set at the due time, its entry acknowledged and deleted; answers 2. Else it writes
-// nothing and answers 1: the caller ends it, attempts and all (so a call sent again changes nothing
-// twice).
+// nothing and answers 1: the caller ends it, attempts and all (so a call sent again changes
+// nothing twice).
 const Script kRetry{"retry", SP_FENCE R"(
 local h = ARGV[4] .. 'task:' .. ARGV[3]
 if redis.call('HGET', h, 'cancel') == '1' then return 3 end
