@@ -149,7 +149,39 @@ json task_json(const TaskReply& t) {
 
 namespace {
 
-// status, workers, stats, task, cancel.
+// tasks: the tasks poold holds, filtered.
+void add_tasks_command(CLI::App& app, Cli& cli) {
+  auto query = std::make_shared<ops::TaskListArgs>();
+  auto* tasks = app.add_subcommand("tasks", "the tasks poold holds, newest first, filtered");
+  tasks->add_option("--pool", query->pool, "only this pool's");
+  tasks->add_option("--type", query->type, "only this type");
+  tasks->add_option("--state", query->state, "only this state (queued, running, completed, ...)");
+  tasks->add_option("--key", query->key, "only this affinity key");
+  auto tenant = std::make_shared<std::string>();
+  auto* tenant_opt =
+      tasks->add_option("--tenant", *tenant, "only this tenant's (\"\": the default tenant's)");
+  tasks->add_option("--limit", query->limit, "at most this many (1..1000)")->capture_default_str();
+  tasks->callback([&cli, query, tenant, tenant_opt] {
+    if (tenant_opt->count() > 0) query->tenant = *tenant;
+    cli.action = [&cli, query] {
+      return run_call(
+          cli, "tasks", [query](Client& c) { return json_call<ops::TaskList>(c, *query); },
+          [](const json& b) {
+            if (b["tasks"].empty()) {
+              std::cout << "no tasks\n";
+              return;
+            }
+            print_object_table(std::cout, b["tasks"],
+                               {"id", "pool", "tenant", "type", "state", "reason", "not_before_ms",
+                                "attempts", "key", "submitted_ms", "error"},
+                               wall_now_ms());
+            if (b.value("truncated", false)) std::cout << "(more match: raise --limit)\n";
+          });
+    };
+  });
+}
+
+// status, version, workers, stats, task, tasks, cancel.
 void add_task_and_read_commands(CLI::App& app, Cli& cli) {
   app.add_subcommand("status", "the service: pid, start time, pools")->callback([&cli] {
     cli.action = [&cli] {
@@ -208,34 +240,7 @@ void add_task_and_read_commands(CLI::App& app, Cli& cli) {
     };
   });
 
-  auto query = std::make_shared<ops::TaskListArgs>();
-  auto* tasks = app.add_subcommand("tasks", "the tasks poold holds, newest first, filtered");
-  tasks->add_option("--pool", query->pool, "only this pool's");
-  tasks->add_option("--type", query->type, "only this type");
-  tasks->add_option("--state", query->state, "only this state (queued, running, completed, ...)");
-  tasks->add_option("--key", query->key, "only this affinity key");
-  auto tenant = std::make_shared<std::string>();
-  auto* tenant_opt =
-      tasks->add_option("--tenant", *tenant, "only this tenant's (\"\": the default tenant's)");
-  tasks->add_option("--limit", query->limit, "at most this many (1..1000)")->capture_default_str();
-  tasks->callback([&cli, query, tenant, tenant_opt] {
-    if (tenant_opt->count() > 0) query->tenant = *tenant;
-    cli.action = [&cli, query] {
-      return run_call(
-          cli, "tasks", [query](Client& c) { return json_call<ops::TaskList>(c, *query); },
-          [](const json& b) {
-            if (b["tasks"].empty()) {
-              std::cout << "no tasks\n";
-              return;
-            }
-            print_object_table(std::cout, b["tasks"],
-                               {"id", "pool", "tenant", "type", "state", "reason", "not_before_ms",
-                                "attempts", "key", "submitted_ms", "error"},
-                               wall_now_ms());
-            if (b.value("truncated", false)) std::cout << "(more match: raise --limit)\n";
-          });
-    };
-  });
+  add_tasks_command(app, cli);
 
   auto* cancel = app.add_subcommand("cancel", "cancel a queued or running task");
   cancel->add_option("ID", *id, "task id")->required();
@@ -244,6 +249,28 @@ void add_task_and_read_commands(CLI::App& app, Cli& cli) {
       return run_call(
           cli, "cancel", [id](Client& c) { return json_call<ops::Cancel>(c, {*id}); },
           done_line("task " + std::to_string(*id) + ": cancel requested"));
+    };
+  });
+}
+
+// kill-worker: a signal to one worker of `pool` (the pool commands' shared POOL).
+void add_kill_worker_command(CLI::App& app, Cli& cli, const std::shared_ptr<std::string>& pool) {
+  auto pid = std::make_shared<std::int32_t>(0);
+  auto signal = std::make_shared<std::string>("KILL");
+  auto* kill = app.add_subcommand("kill-worker", "send a signal to one worker (fault injection)");
+  kill->add_option("POOL", *pool, "pool name")->required();
+  kill->add_option("PID", *pid, "worker pid")->required();
+  kill->add_option("--signal", *signal, "name (KILL, SIGTERM) or number; default KILL");
+  kill->callback([&cli, pool, pid, signal] {
+    const int signo = parse_signal(*signal);
+    cli.action = [&cli, pool, pid, signo] {
+      return run_call(
+          cli, "kill-worker",
+          [&](Client& c) {
+            return json_call<ops::KillWorker>(c, {*pool, *pid, signo});
+          },
+          done_line(*pool + ": sent SIG" + sigabbrev_np(signo) + " to worker " +
+                    std::to_string(*pid)));
     };
   });
 }
@@ -314,24 +341,7 @@ void add_pool_commands(CLI::App& app, Cli& cli) {
     };
   });
 
-  auto pid = std::make_shared<std::int32_t>(0);
-  auto signal = std::make_shared<std::string>("KILL");
-  auto* kill = app.add_subcommand("kill-worker", "send a signal to one worker (fault injection)");
-  kill->add_option("POOL", *pool, "pool name")->required();
-  kill->add_option("PID", *pid, "worker pid")->required();
-  kill->add_option("--signal", *signal, "name (KILL, SIGTERM) or number; default KILL");
-  kill->callback([&cli, pool, pid, signal] {
-    const int signo = parse_signal(*signal);
-    cli.action = [&cli, pool, pid, signo] {
-      return run_call(
-          cli, "kill-worker",
-          [&](Client& c) {
-            return json_call<ops::KillWorker>(c, {*pool, *pid, signo});
-          },
-          done_line(*pool + ": sent SIG" + sigabbrev_np(signo) + " to worker " +
-                    std::to_string(*pid)));
-    };
-  });
+  add_kill_worker_command(app, cli, pool);
 }
 
 // reload, shutdown.
@@ -361,6 +371,57 @@ void add_admin_commands(CLI::App& app, Cli& cli) {
 }  // namespace
 
 // schedule list, show, pause, resume, run-now, add, remove (docs/schedules.md).
+namespace {
+
+// schedule add: a schedule as one entry of the YAML's `schedules:`, kept in the state dir.
+void add_schedule_add_command(CLI::App& schedule, Cli& cli) {
+  struct AddOptions {
+    ops::ScheduleAddArgs args;
+    std::int32_t priority = 0;
+    std::uint32_t retries = 0;
+    std::int64_t start_s = 0, end_s = 0;
+    std::string timeout;
+    std::map<std::string, CLI::Option*> given;
+  };
+  auto o = std::make_shared<AddOptions>();
+  auto* add = schedule.add_subcommand(
+      "add", "add a schedule at run time (kept across restarts; not a name the YAML declares)");
+  add->add_option("NAME", o->args.name, "schedule name")->required();
+  auto* cron = add->add_option("--cron", o->args.cron, "cron expression or macro");
+  auto* every = add->add_option("--every", o->args.every, "an interval (30s, 1h30m)");
+  cron->excludes(every);
+  add->add_option("--type", o->args.type, "the task's type")->required();
+  add->add_option("--pool", o->args.pool, "the pool (default: by type)");
+  add->add_option("--payload", o->args.payload, "the task's payload (text)");
+  add->add_option("--zone", o->args.zone,
+                  "UTC (default), local, or a tz database name (Europe/Berlin)");
+  o->given["priority"] = add->add_option("--priority", o->priority, "as submit's");
+  o->given["timeout"] = add->add_option("--timeout", o->timeout, "the task's timeout (30s)");
+  o->given["retries"] = add->add_option("--retries", o->retries, "as submit's");
+  add->add_option("--key", o->args.key, "the affinity key");
+  add->add_option("--tenant", o->args.tenant, "the tenant");
+  o->given["start"] = add->add_option("--start", o->start_s, "no slot before (Unix seconds)");
+  o->given["end"] = add->add_option("--end", o->end_s, "no slot after (Unix seconds)");
+  add->add_option("--catch-up", o->args.catch_up, "skip (default) or run_once");
+  add->add_option("--overlap", o->args.overlap, "allow (default), skip or queue");
+  add->add_flag("--paused", o->args.paused, "added paused");
+  add->callback([&cli, o] {
+    ops::ScheduleAddArgs a = o->args;
+    if (o->given["priority"]->count() != 0) a.priority = o->priority;
+    if (o->given["timeout"]->count() != 0) a.timeout = duration_arg("--timeout", o->timeout);
+    if (o->given["retries"]->count() != 0) a.retries = o->retries;
+    if (o->given["start"]->count() != 0) a.start_s = o->start_s;
+    if (o->given["end"]->count() != 0) a.end_s = o->end_s;
+    cli.action = [&cli, a] {
+      return run_call(
+          cli, "schedule add", [&](Client& c) { return json_call<ops::ScheduleAdd>(c, a); },
+          [](const json& body) { print_human(std::cout, body, wall_now_ms(), 0); });
+    };
+  });
+}
+
+}  // namespace
+
 void add_schedule_commands(CLI::App& app, Cli& cli) {
   auto* schedule = app.add_subcommand("schedule",
                                       "periodic schedules: list, show, pause, "
@@ -408,50 +469,7 @@ void add_schedule_commands(CLI::App& app, Cli& cli) {
       };
     });
   }
-  // add: a schedule as one entry of the YAML's `schedules:`, kept in the state dir.
-  struct AddOptions {
-    ops::ScheduleAddArgs args;
-    std::int32_t priority = 0;
-    std::uint32_t retries = 0;
-    std::int64_t start_s = 0, end_s = 0;
-    std::string timeout;
-    std::map<std::string, CLI::Option*> given;
-  };
-  auto o = std::make_shared<AddOptions>();
-  auto* add = schedule->add_subcommand(
-      "add", "add a schedule at run time (kept across restarts; not a name the YAML declares)");
-  add->add_option("NAME", o->args.name, "schedule name")->required();
-  auto* cron = add->add_option("--cron", o->args.cron, "cron expression or macro");
-  auto* every = add->add_option("--every", o->args.every, "an interval (30s, 1h30m)");
-  cron->excludes(every);
-  add->add_option("--type", o->args.type, "the task's type")->required();
-  add->add_option("--pool", o->args.pool, "the pool (default: by type)");
-  add->add_option("--payload", o->args.payload, "the task's payload (text)");
-  add->add_option("--zone", o->args.zone,
-                  "UTC (default), local, or a tz database name (Europe/Berlin)");
-  o->given["priority"] = add->add_option("--priority", o->priority, "as submit's");
-  o->given["timeout"] = add->add_option("--timeout", o->timeout, "the task's timeout (30s)");
-  o->given["retries"] = add->add_option("--retries", o->retries, "as submit's");
-  add->add_option("--key", o->args.key, "the affinity key");
-  add->add_option("--tenant", o->args.tenant, "the tenant");
-  o->given["start"] = add->add_option("--start", o->start_s, "no slot before (Unix seconds)");
-  o->given["end"] = add->add_option("--end", o->end_s, "no slot after (Unix seconds)");
-  add->add_option("--catch-up", o->args.catch_up, "skip (default) or run_once");
-  add->add_option("--overlap", o->args.overlap, "allow (default), skip or queue");
-  add->add_flag("--paused", o->args.paused, "added paused");
-  add->callback([&cli, o] {
-    ops::ScheduleAddArgs a = o->args;
-    if (o->given["priority"]->count() != 0) a.priority = o->priority;
-    if (o->given["timeout"]->count() != 0) a.timeout = duration_arg("--timeout", o->timeout);
-    if (o->given["retries"]->count() != 0) a.retries = o->retries;
-    if (o->given["start"]->count() != 0) a.start_s = o->start_s;
-    if (o->given["end"]->count() != 0) a.end_s = o->end_s;
-    cli.action = [&cli, a] {
-      return run_call(
-          cli, "schedule add", [&](Client& c) { return json_call<ops::ScheduleAdd>(c, a); },
-          [](const json& body) { print_human(std::cout, body, wall_now_ms(), 0); });
-    };
-  });
+  add_schedule_add_command(*schedule, cli);
   auto* remove = schedule->add_subcommand(
       "remove", "remove a schedule added at run time (a YAML one: edit the YAML, and reload)");
   remove->add_option("NAME", *name, "schedule name")->required();

@@ -131,10 +131,15 @@ TEST_CASE_METHOD(FeederWorld,
   REQUIRE(read->size() == 2);
   REQUIRE(stream.take(c, "n", *read).is_ok());
   for (std::uint64_t id : {first, second}) REQUIRE(stream.cancel(c, id, 1)->asked);
-  // Handed back (the node stops), and deferred (a backoff) then due: neither runs again.
+  // Handed back (the node stops), and throttled (over a rate limit) then due: neither runs
+  // again.
   CHECK(stream.release(c, (*read)[0], "n").value() == redis::Fenced::kDone);
-  CHECK(stream.defer(c, (*read)[1], "n", 5).value() == redis::Fenced::kDone);
-  CHECK(stream.move_due(c, 10, 100).value() == 1);
+  redis::TaskStream::Bucket bucket;
+  bucket.key = stream.rate_key("pool", "");
+  const auto due = stream.throttle(c, (*read)[1], "n", bucket, 5, 0);
+  REQUIRE(due);
+  REQUIRE(due->has_value());
+  CHECK(stream.move_due(c, **due, 100).value() == 1);
   for (std::uint64_t id : {first, second}) CHECK(state_of(c, stream, id) == "cancelled");
   CHECK(count(c, {"XLEN", stream.stream_key()}) == 0);
   CHECK(count(c, {"LLEN", "sp:end:" + std::to_string(first)}) == 1);

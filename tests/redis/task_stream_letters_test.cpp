@@ -11,12 +11,14 @@
 
 #include <sandpool/redis/task_stream.hpp>
 #include "redis_server.hpp"
+#include "redis_test_support.hpp"
 
 namespace sandpool::letters_test {
 
 using redis::StreamEntry;
 using redis::StreamTask;
 using redis::TaskStream;
+using testing::end_one;
 using testing::RedisServer;
 
 struct LetterWorld {
@@ -41,8 +43,9 @@ struct LetterWorld {
     REQUIRE(got->size() == 1);
     REQUIRE(stream.record_attempt(c, got->front(), "n", "{\"outcome\":\"error\"}").value() ==
             redis::Fenced::kDone);
-    REQUIRE(stream.finish(c, got->front(), "n", "dead_lettered", "", "no", reason, at_ms).value() ==
-            redis::Fenced::kDone);
+    REQUIRE(
+        end_one(stream, c, got->front(), "n", "dead_lettered", "", "no", reason, at_ms).value() ==
+        redis::Fenced::kDone);
     return *id;
   }
   std::int64_t integer(const std::vector<std::string>& command) {

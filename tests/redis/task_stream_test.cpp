@@ -10,11 +10,13 @@
 
 #include <sandpool/redis/task_stream.hpp>
 #include "redis_server.hpp"
+#include "redis_test_support.hpp"
 
 using namespace sandpool;
 using sandpool::redis::Fenced;
 using sandpool::redis::StreamEntry;
 using sandpool::redis::StreamTask;
+using sandpool::testing::end_one;
 using sandpool::testing::RedisServer;
 
 namespace {
@@ -63,7 +65,7 @@ TEST_CASE("a task is submitted, read by one node, and finished once") {
   CHECK(got[0].task_id == id);
   CHECK(got[0].task.payload == payload);
   CHECK(w.read("node-b", 10).empty());  // the group hands an entry to one consumer
-  REQUIRE(w.stream.finish(w.c, got[0], "node-a", "completed", "out", "", "", 2000).value() ==
+  REQUIRE(end_one(w.stream, w.c, got[0], "node-a", "completed", "out", "", "", 2000).value() ==
           Fenced::kDone);
   const auto t = w.stream.task(w.c, id);
   REQUIRE(t.is_ok());
@@ -72,7 +74,7 @@ TEST_CASE("a task is submitted, read by one node, and finished once") {
   CHECK(t->node == "node-a");
   CHECK(t->finished_ms == 2000);
   CHECK(w.length() == 0);  // acknowledged and deleted
-  CHECK(w.stream.finish(w.c, got[0], "node-a", "failed", "", "again", "", 3000).value() ==
+  CHECK(end_one(w.stream, w.c, got[0], "node-a", "failed", "", "again", "", 3000).value() ==
         Fenced::kNotYours);  // exactly one end
   CHECK(w.stream.task(w.c, id)->state == "completed");
   CHECK(w.c.command({"LPOP", "sp:end:" + std::to_string(id)})->str == "completed");
@@ -90,9 +92,9 @@ TEST_CASE("a node whose entry another claimed can write neither attempt nor end"
   REQUIRE(claimed.is_ok());
   REQUIRE(claimed->elements.size() == 1);
   CHECK(w.stream.record_attempt(w.c, got[0], "node-a", "a2").value() == Fenced::kNotYours);
-  CHECK(w.stream.finish(w.c, got[0], "node-a", "completed", "late", "", "", 5).value() ==
+  CHECK(end_one(w.stream, w.c, got[0], "node-a", "completed", "late", "", "", 5).value() ==
         Fenced::kNotYours);
-  CHECK(w.stream.finish(w.c, got[0], "node-b", "completed", "b", "", "", 6).value() ==
+  CHECK(end_one(w.stream, w.c, got[0], "node-b", "completed", "b", "", "", 6).value() ==
         Fenced::kDone);
   const auto t = w.stream.task(w.c, id);
   CHECK(t->result == "b");
@@ -209,7 +211,14 @@ TEST_CASE("a deferred task waits out its backoff outside the stream and comes ba
   const std::string payload("p\0q", 3);
   const std::uint64_t id = w.submit(payload);
   auto got = w.read("node-a", 1);
-  REQUIRE(w.stream.defer(w.c, got[0], "node-a", 5000).value() == Fenced::kDone);
+  // A retry with one attempt left and a backoff of exactly 5000 ms from 0.
+  redis::TaskStream::Backoff backoff;
+  backoff.base_ms = 5000;
+  backoff.multiplier = 1.0;
+  backoff.max_ms = 5000;
+  backoff.jitter = 1.0;
+  REQUIRE(w.stream.retry(w.c, got[0], "node-a", {"{}"}, 1, backoff, 0).value() ==
+          redis::TaskStream::Retried::kDeferred);
   CHECK(w.stream.task(w.c, id)->state == "retry_wait");
   CHECK(w.length() == 0);
   CHECK(w.stream.move_due(w.c, 4999, 100).value() == 0);
@@ -253,7 +262,7 @@ TEST_CASE("finished tasks past the bound are evicted, oldest first") {
   REQUIRE(got.size() == 5);
   for (int i = 0; i < 5; ++i) {
     REQUIRE(w.stream.record_attempt(w.c, got[i], "node-a", "a").value() == Fenced::kDone);
-    REQUIRE(w.stream.finish(w.c, got[i], "node-a", "completed", "", "", "", 100 + i).value() ==
+    REQUIRE(end_one(w.stream, w.c, got[i], "node-a", "completed", "", "", "", 100 + i).value() ==
             Fenced::kDone);
   }
   CHECK(w.stream.task(w.c, ids[0]).status().code() == Code::kNotFound);
@@ -308,9 +317,9 @@ TEST_CASE("a dead node's idle entries are claimed, a live node's touched ones ar
   // node-a, back from a pause, may not touch or finish what node-b took.
   CHECK(w.stream.touch(w.c, "node-a", {{redis::Band{0}, (*claimed)[0].entry_id}}).value() == 0);
   CHECK(owner_of(w, (*claimed)[0].entry_id) == "node-b");
-  CHECK(w.stream.finish(w.c, (*claimed)[0], "node-a", "completed", "", "", "", 1).value() ==
+  CHECK(end_one(w.stream, w.c, (*claimed)[0], "node-a", "completed", "", "", "", 1).value() ==
         Fenced::kNotYours);
-  CHECK(w.stream.finish(w.c, (*claimed)[0], "node-b", "completed", "", "", "", 1).value() ==
+  CHECK(end_one(w.stream, w.c, (*claimed)[0], "node-b", "completed", "", "", "", 1).value() ==
         Fenced::kDone);
 }
 
@@ -333,9 +342,9 @@ TEST_CASE("a dead-lettered end adds the letter, with the task's payload, to the 
   const std::uint64_t id = w.submit(payload);
   auto got = w.read("node-a", 1);
   REQUIRE(w.stream.record_attempt(w.c, got[0], "node-a", "a1").value() == Fenced::kDone);
-  REQUIRE(
-      w.stream.finish(w.c, got[0], "node-a", "dead_lettered", "", "boom", "retries_exhausted", 777)
-          .value() == Fenced::kDone);
+  REQUIRE(end_one(w.stream, w.c, got[0], "node-a", "dead_lettered", "", "boom", "retries_exhausted",
+                  777)
+              .value() == Fenced::kDone);
   auto letters = w.stream.dead_letters(w.c, 10);
   REQUIRE(letters.is_ok());
   REQUIRE(letters->size() == 1);
@@ -392,9 +401,9 @@ TEST_CASE("each priority band has its stream, and a node reads the higher bands 
   CHECK(last[0].band == -1);
   // Each ends in its own stream, fenced there.
   for (const StreamEntry& e : first) {
-    CHECK(w.stream.finish(w.c, e, "node-a", "completed", "", "", "", 5).value() == Fenced::kDone);
+    CHECK(end_one(w.stream, w.c, e, "node-a", "completed", "", "", "", 5).value() == Fenced::kDone);
   }
-  CHECK(w.stream.finish(w.c, last[0], "node-b", "completed", "", "", "", 5).value() ==
+  CHECK(end_one(w.stream, w.c, last[0], "node-b", "completed", "", "", "", 5).value() ==
         Fenced::kDone);
   CHECK(band_length(w, 1) + band_length(w, 0) + band_length(w, -1) == 0);
 }
@@ -437,10 +446,10 @@ TEST_CASE("entries of two bands with one id are two entries") {
   REQUIRE(got.size() == 2);
   CHECK(got[0].entry_id == got[1].entry_id);
   CHECK(got[0].band != got[1].band);
-  CHECK(w.stream.finish(w.c, got[1], "node-a", "completed", "", "", "", 5).value() ==
+  CHECK(end_one(w.stream, w.c, got[1], "node-a", "completed", "", "", "", 5).value() ==
         Fenced::kDone);
   CHECK(band_length(w, 1) == 1);  // the other band's entry of the same id is still there
-  CHECK(w.stream.finish(w.c, got[0], "node-a", "completed", "", "", "", 5).value() ==
+  CHECK(end_one(w.stream, w.c, got[0], "node-a", "completed", "", "", "", 5).value() ==
         Fenced::kDone);
   CHECK(band_length(w, 1) == 0);
 }
@@ -546,9 +555,8 @@ TEST_CASE("finished tasks are trimmed by age and by the bytes of their results")
   REQUIRE(got.size() == 6);
   // Ended at 1000, 2000, ... 6000, each with a 100-byte result: 600 bytes in all.
   for (std::size_t i = 0; i < got.size(); ++i) {
-    REQUIRE(stream
-                .finish(c, got[i], "node-a", "completed", std::string(100, 'r'), "", "",
-                        1000 * static_cast<std::int64_t>(i + 1))
+    REQUIRE(end_one(stream, c, got[i], "node-a", "completed", std::string(100, 'r'), "", "",
+                    1000 * static_cast<std::int64_t>(i + 1))
                 .value() == Fenced::kDone);
   }
   CHECK(c.command({"GET", "sp:echo:done:bytes"})->str == "600");
@@ -655,7 +663,7 @@ TEST_CASE(
   CHECK(again->taken);
   CHECK(w.c.command({"SCARD", w.stream.cap_key("echo")})->integer == 1);
   // Its end gives the lease back: b may run.
-  REQUIRE(w.stream.finish(w.c, got[0], "node-a", "completed", "", "", "", 5).value() ==
+  REQUIRE(end_one(w.stream, w.c, got[0], "node-a", "completed", "", "", "", 5).value() ==
           Fenced::kDone);
   CHECK(w.c.command({"SCARD", w.stream.cap_key("echo")})->integer == 0);
   auto third = w.stream.take_tokens(w.c, {}, cap_b);
@@ -684,7 +692,7 @@ TEST_CASE(
   auto b_lease = w.stream.take_tokens(w.c, {}, cap, &claimed->front(), "node-b");
   REQUIRE(b_lease.is_ok());
   REQUIRE(b_lease->taken);
-  REQUIRE(w.stream.finish(w.c, claimed->front(), "node-b", "completed", "b", "", "", 5).value() ==
+  REQUIRE(end_one(w.stream, w.c, claimed->front(), "node-b", "completed", "b", "", "", 5).value() ==
           Fenced::kDone);
   REQUIRE(w.c.command({"SCARD", w.stream.cap_key("echo")})->integer == 0);
 

@@ -188,6 +188,48 @@ void read_redis(MapReader redis, RedisConfig* out) {
   redis.finish();
 }
 
+// service.log: the level and format of poold's own log.
+void read_log(MapReader log, ServiceConfig* out) {
+  log.choice<LogLevel>("level", &out->log_level,
+                       {{"trace", LogLevel::kTrace},
+                        {"debug", LogLevel::kDebug},
+                        {"info", LogLevel::kInfo},
+                        {"warn", LogLevel::kWarn},
+                        {"error", LogLevel::kError},
+                        {"critical", LogLevel::kCritical},
+                        {"off", LogLevel::kOff}});
+  log.choice<LogFormat>("format", &out->log_format,
+                        {{"text", LogFormat::kText}, {"json", LogFormat::kJson}});
+  log.finish();
+}
+
+// service.connections: the control socket's connection and buffer bounds.
+void read_connections(MapReader connections, ServiceConfig* out) {
+  connections.count("max", &out->max_connections, 1);
+  connections.count("max_outstanding", &out->max_outstanding_requests, 1);
+  connections.size("max_buffered", &out->max_buffered_bytes, 64 * 1024);
+  connections.finish();
+}
+
+// service.control: the control socket's per-uid and per-connection bounds; after
+// read_connections, whose max it divides and bounds.
+void read_control(MapReader control, ServiceConfig* out) {
+  // Unless given: an eighth of connections.max (8 of the default 64).
+  out->admin_reserved_connections = out->max_connections / 8;
+  if (control.count("admin_reserved_connections", &out->admin_reserved_connections) &&
+      out->admin_reserved_connections >= out->max_connections) {
+    control.fail("admin_reserved_connections",
+                 "expected fewer than connections.max (" + std::to_string(out->max_connections) +
+                     "), got " + std::to_string(out->admin_reserved_connections) +
+                     ": peers without admin rights would get no connection");
+  }
+  control.count("connections_per_uid", &out->connections_per_uid, 1);
+  control.count("streams_per_connection", &out->streams_per_connection, 1);
+  control.count("streams_per_uid", &out->streams_per_uid, 1);
+  control.duration("idle_timeout", &out->idle_timeout);
+  control.finish();
+}
+
 }  // namespace
 
 void read_service(MapReader service, ServiceConfig* out, std::vector<std::string>* warnings) {
@@ -212,42 +254,12 @@ void read_service(MapReader service, ServiceConfig* out, std::vector<std::string
 
   read_http(service, &out->http, warnings);
 
-  MapReader log = service.section("log");
-  log.choice<LogLevel>("level", &out->log_level,
-                       {{"trace", LogLevel::kTrace},
-                        {"debug", LogLevel::kDebug},
-                        {"info", LogLevel::kInfo},
-                        {"warn", LogLevel::kWarn},
-                        {"error", LogLevel::kError},
-                        {"critical", LogLevel::kCritical},
-                        {"off", LogLevel::kOff}});
-  log.choice<LogFormat>("format", &out->log_format,
-                        {{"text", LogFormat::kText}, {"json", LogFormat::kJson}});
-  log.finish();
+  read_log(service.section("log"), out);
 
   service.duration("shutdown_timeout", &out->shutdown_timeout);
 
-  MapReader connections = service.section("connections");
-  connections.count("max", &out->max_connections, 1);
-  connections.count("max_outstanding", &out->max_outstanding_requests, 1);
-  connections.size("max_buffered", &out->max_buffered_bytes, 64 * 1024);
-  connections.finish();
-
-  MapReader control = service.section("control");
-  // Unless given: an eighth of connections.max (8 of the default 64).
-  out->admin_reserved_connections = out->max_connections / 8;
-  if (control.count("admin_reserved_connections", &out->admin_reserved_connections) &&
-      out->admin_reserved_connections >= out->max_connections) {
-    control.fail("admin_reserved_connections",
-                 "expected fewer than connections.max (" + std::to_string(out->max_connections) +
-                     "), got " + std::to_string(out->admin_reserved_connections) +
-                     ": peers without admin rights would get no connection");
-  }
-  control.count("connections_per_uid", &out->connections_per_uid, 1);
-  control.count("streams_per_connection", &out->streams_per_connection, 1);
-  control.count("streams_per_uid", &out->streams_per_uid, 1);
-  control.duration("idle_timeout", &out->idle_timeout);
-  control.finish();
+  read_connections(service.section("connections"), out);
+  read_control(service.section("control"), out);
 
   read_journal(service, &out->journal);
   const bool keep_given = service.has("shutdown_unfinished");

@@ -135,7 +135,7 @@ int apply_mount_op(const MountOp& op, const char* bind_source) {
   return EINVAL;
 }
 
-// The host's root moves to kOldRoot under a fresh tmpfs root; the view is built from it,
+// Step 5. The host's root moves to kOldRoot under a fresh tmpfs root; the view is built from it,
 // then it is detached and the new root made read-only. The staging mount point is /tmp: the
 // tmpfs over it moves away with pivot_root, so the host's /tmp stays reachable through the
 // old root (bubblewrap does the same).
@@ -175,36 +175,38 @@ void loopback_up(int error_fd) {
   ::close(sock);
 }
 
-}  // namespace
-
-void run_namespace_child(const ChildSetup& s) {
-  // Above the fds being mapped, so that mapping cannot clobber it.
-  int error_fd = ::fcntl(s.error_fd, F_DUPFD_CLOEXEC, 64);
-  if (error_fd < 0) ::_exit(127);
-  // The program's fd too: it is executed after the mapping, and exec closes it.
+// Step 1. The program's fd kept above the fds being mapped (it is executed after the
+// mapping, and exec closes it); -1 when the program is run by path.
+int keep_exec_fd(const ChildSetup& s, int error_fd) {
   const int exec_fd = s.exec_fd >= 0 ? ::fcntl(s.exec_fd, F_DUPFD_CLOEXEC, 64) : -1;
   if (s.exec_fd >= 0 && exec_fd < 0) fail(error_fd, ChildStep::kMapFds, -1, errno);
-  // Before waiting for the parent: if it dies from here on, so do we; if it died before,
-  // its end of the sync pipe is closed and the read below sees EOF.
+  return exec_fd;
+}
+
+// Step 2, before waiting for the parent: if it dies from here on, so do we; if it died
+// before, its end of the sync pipe is closed and the read below sees EOF.
+void die_with_parent(const ChildSetup& s, int error_fd) {
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
     fail(error_fd, ChildStep::kDeathSignal, -1, errno);
   }
-  if (s.wait_for_parent) {
-    // The child has its own copy of the parent's fds (no CLONE_FILES): drop the write end,
-    // so that the parent's death is end of file here.
-    if (s.sync_write_fd >= 0) ::close(s.sync_write_fd);
-    char go = 0;
-    ssize_t n;
-    do {
-      n = ::read(s.sync_fd, &go, 1);
-    } while (n < 0 && errno == EINTR);
-    if (n != 1) fail(error_fd, ChildStep::kWaitParent, -1, n == 0 ? EPIPE : errno);
-  }
-  // The ids first: files can only be created in the new tmpfs by ids mapped in the user
-  // namespace (EOVERFLOW otherwise), so the view is built as the namespace's root (or the
-  // worker's user), and bind sources are looked up with its permissions.
-  // Raw system calls: glibc's setresuid & co. signal every thread it knows of, and the
-  // threads it knows of are the parent's.
+  if (!s.wait_for_parent) return;
+  // The child has its own copy of the parent's fds (no CLONE_FILES): drop the write end,
+  // so that the parent's death is end of file here.
+  if (s.sync_write_fd >= 0) ::close(s.sync_write_fd);
+  char go = 0;
+  ssize_t n;
+  do {
+    n = ::read(s.sync_fd, &go, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) fail(error_fd, ChildStep::kWaitParent, -1, n == 0 ? EPIPE : errno);
+}
+
+// Step 3. The ids first: files can only be created in the new tmpfs by ids mapped in the
+// user namespace (EOVERFLOW otherwise), so the view is built as the namespace's root (or the
+// worker's user), and bind sources are looked up with its permissions.
+// Raw system calls: glibc's setresuid & co. signal every thread it knows of, and the
+// threads it knows of are the parent's.
+void become_ids(const ChildSetup& s, int error_fd) {
   if (s.drop_groups && ::syscall(SYS_setgroups, 0, nullptr) != 0) {
     fail(error_fd, ChildStep::kSetGroups, -1, errno);
   }
@@ -216,13 +218,20 @@ void run_namespace_child(const ChildSetup& s) {
       ::syscall(SYS_setresuid, s.become_uid, s.become_uid, s.become_uid) != 0) {
     fail(error_fd, ChildStep::kSetUid, -1, errno);
   }
+}
+
+// Step 4: the uts namespace's hostname and the net namespace's loopback.
+void set_up_host(const ChildSetup& s, int error_fd) {
   if (s.hostname != nullptr && ::sethostname(s.hostname, std::strlen(s.hostname)) != 0) {
     fail(error_fd, ChildStep::kHostname, -1, errno);
   }
   if (s.loopback_up) loopback_up(error_fd);
-  if (s.mounts != nullptr) build_view(s, error_fd);
-  // The same fd mapping as the plain spawner: every source moves above the target range
-  // first, so that binding fd 3 cannot clobber a source that happens to be fd 3 or 4.
+}
+
+// Step 6. The same fd mapping as the plain spawner: every source moves above the target
+// range first, so that binding fd 3 cannot clobber a source that happens to be fd 3 or 4.
+// stdin is /dev/null unless mapped, as with the plain spawner.
+void map_fds(const ChildSetup& s, int error_fd) {
   int moved[kMaxFds];
   const std::size_t n = s.fd_count < kMaxFds ? s.fd_count : kMaxFds;
   for (std::size_t i = 0; i < n; ++i) {
@@ -234,7 +243,6 @@ void run_namespace_child(const ChildSetup& s) {
       fail(error_fd, ChildStep::kMapFds, static_cast<int>(i), errno);
     }
   }
-  // stdin is /dev/null unless mapped, as with the plain spawner.
   bool stdin_mapped = false;
   for (std::size_t i = 0; i < n; ++i) stdin_mapped = stdin_mapped || s.fds[i].first == 0;
   if (!stdin_mapped) {
@@ -244,19 +252,41 @@ void run_namespace_child(const ChildSetup& s) {
     }
     if (null_fd != 0) ::close(null_fd);
   }
-  // poold blocks SIGTERM/SIGINT/SIGHUP for its signalfd (and the parent blocked everything
-  // around clone3); the mask survives exec, and a worker must see the defaults.
+}
+
+// Step 7. poold blocks SIGTERM/SIGINT/SIGHUP for its signalfd (and the parent blocked
+// everything around clone3); the mask survives exec, and a worker must see the defaults.
+void unblock_signals() {
   sigset_t none;
   ::sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  // From the fd the manager opened: the view need not contain the worker host, and the
-  // worker's user need not reach its path.
+}
+
+// Step 8. From the fd the manager opened: the view need not contain the worker host, and
+// the worker's user need not reach its path. Returns only to report the failure.
+[[noreturn]] void exec_worker(const ChildSetup& s, int exec_fd, int error_fd) {
   if (exec_fd >= 0) {
     ::syscall(SYS_execveat, exec_fd, "", s.argv, s.envp, AT_EMPTY_PATH);
   } else {
     ::execve(s.path, s.argv, s.envp);
   }
   fail(error_fd, ChildStep::kExec, -1, errno);
+}
+
+}  // namespace
+
+void run_namespace_child(const ChildSetup& s) {
+  // Above the fds being mapped, so that mapping cannot clobber it.
+  const int error_fd = ::fcntl(s.error_fd, F_DUPFD_CLOEXEC, 64);
+  if (error_fd < 0) ::_exit(127);
+  const int exec_fd = keep_exec_fd(s, error_fd);     // 1
+  die_with_parent(s, error_fd);                      // 2
+  become_ids(s, error_fd);                           // 3
+  set_up_host(s, error_fd);                          // 4
+  if (s.mounts != nullptr) build_view(s, error_fd);  // 5
+  map_fds(s, error_fd);                              // 6
+  unblock_signals();                                 // 7
+  exec_worker(s, exec_fd, error_fd);                 // 8
 }
 
 std::string describe_child_failure(const ChildFailure& f, const ChildSetup& s) {

@@ -116,12 +116,19 @@ struct CgroupEntry {
   }
 };
 
-}  // namespace
+// What the manager opens for a worker: the shared region (the plugin's config inside: not on
+// the command line, /proc/<pid>/cmdline is world-readable, nor in the environment), the
+// doorbell, the worker host (O_PATH: it is executed from its fd) and the plugin, and the pipe
+// of the worker's output (read end non-blocking).
+struct WorkerFiles {
+  ipc::SharedRegion region;
+  ipc::Doorbell doorbell;
+  UniqueFd host;
+  PluginFiles plugin;
+  UniqueFd output_read, output_write;
+};
 
-Result<std::unique_ptr<WorkerProcess>> WorkerProcess::start(Spawner& spawner,
-                                                            const LaunchSpec& spec) {
-  // The config travels in the region: not on the command line (/proc/<pid>/cmdline is
-  // world-readable), not in the environment.
+Result<WorkerFiles> open_worker_files(const LaunchSpec& spec) {
   auto region = ipc::SharedRegion::create(spec.region, spec.args.plugin_config_json);
   if (!region) return region.status().with_context("shared region");
   auto doorbell = ipc::Doorbell::create();
@@ -129,7 +136,7 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::start(Spawner& spawner,
   auto host = posix_call("open(" + spec.worker_path + ")",
                          [&] { return ::open(spec.worker_path.c_str(), O_PATH | O_CLOEXEC); });
   if (!host) return host.status().with_context("worker host");
-  const UniqueFd host_fd(*host);
+  UniqueFd host_fd(*host);
   auto plugin = open_plugin(spec.args.plugin_path);
   if (!plugin) return plugin.status();
   int pipefd[2];
@@ -138,40 +145,67 @@ Result<std::unique_ptr<WorkerProcess>> WorkerProcess::start(Spawner& spawner,
   UniqueFd read_end(pipefd[0]);
   UniqueFd write_end(pipefd[1]);
   ::fcntl(read_end.get(), F_SETFL, O_NONBLOCK);
+  return WorkerFiles{std::move(region).value(), std::move(doorbell).value(), std::move(host_fd),
+                     std::move(plugin).value(), std::move(read_end),         std::move(write_end)};
+}
 
-  sandbox::WorkerArgs args = spec.args;
+// The worker's fds (stdout and stderr to the output pipe, 3 the region, 4 the doorbell, 6 and
+// 7 the plugin's file and directory) and environment, and the worker host to execute; the
+// fds' numbers go into `args` too.
+SpawnRequest spawn_request(const LaunchSpec& spec, const WorkerFiles& f,
+                           sandbox::WorkerArgs& args) {
   args.channel_fd = 3;
   args.doorbell_fd = 4;
   args.plugin_fd = 6;
   args.plugin_dir_fd = 7;
   SpawnRequest req;
   req.executable = spec.worker_path;
-  req.executable_fd = host_fd.get();
+  req.executable_fd = f.host.get();
   req.env = sandbox::worker_environment(args.policy);
-  req.fds = {{1, write_end.get()},       {2, write_end.get()},    {3, region->fd()},
-             {4, doorbell->worker_fd()}, {6, plugin->file.get()}, {7, plugin->dir.get()}};
+  req.fds = {{1, f.output_write.get()},   {2, f.output_write.get()}, {3, f.region.fd()},
+             {4, f.doorbell.worker_fd()}, {6, f.plugin.file.get()},  {7, f.plugin.dir.get()}};
+  return req;
+}
 
+// The worker's check that this process is still there (lock-down steps 1 and 4), which
+// unlike getppid() also works from a pid namespace: `manager_pidfd` at the first free fd.
+// Without pidfds (before 5.3) the worker has getppid() alone.
+void pass_manager_pidfd(const UniqueFd& manager_pidfd, SpawnRequest& req,
+                        sandbox::WorkerArgs& args) {
+  if (!manager_pidfd) return;
+  int next = 0;
+  for (const auto& mapped : req.fds) next = std::max(next, mapped.first + 1);
+  args.manager_pidfd = next;
+  req.fds.emplace_back(next, manager_pidfd.get());
+}
+
+}  // namespace
+
+// The manager's side of a worker's sandbox, in order (docs/security.md, "The manager's steps,
+// in order"); the worker's own lock-down follows in worker_host (run_worker).
+Result<std::unique_ptr<WorkerProcess>> WorkerProcess::start(Spawner& spawner,
+                                                            const LaunchSpec& spec) {
+  auto files = open_worker_files(spec);  // 1. what the worker is given
+  if (!files) return files.status();
+  sandbox::WorkerArgs args = spec.args;
+  SpawnRequest req = spawn_request(spec, *files, args);  // 2. its fds
+  // 3. Its cgroup, made now: the child starts inside it (clone3's CLONE_INTO_CGROUP) or
+  //    waits at the gate until placed (step 6).
   auto entry = CgroupEntry::prepare(spec, spawner, req, args);
   if (!entry) return entry.status();
-  // The worker's check that this process is still there (lock-down steps 1 and 4), which
-  // unlike getppid() also works from a pid namespace. Without pidfds (before 5.3) the worker
-  // has getppid() alone.
-  UniqueFd manager_pidfd(sandpool::pidfd_open(::getpid()));
-  if (manager_pidfd) {
-    int next = 0;
-    for (const auto& mapped : req.fds) next = std::max(next, mapped.first + 1);
-    args.manager_pidfd = next;
-    req.fds.emplace_back(next, manager_pidfd.get());
-  }
+  const UniqueFd manager_pidfd(sandpool::pidfd_open(::getpid()));
+  pass_manager_pidfd(manager_pidfd, req, args);  // 4. a way to see the manager die
   req.args = sandbox::to_argv(args);
+  // 5. The child, in the pool's namespaces and mount view (NamespaceSpawner::spawn: the view
+  //    planned, clone, the id maps written; then namespace_child.cpp's steps up to execve).
   auto child = spawner.spawn(req);
   if (!child) return child.status();
-  doorbell->release_worker_end();  // the worker holds the only copy now
-  SP_RETURN_IF_ERROR(entry->open_gate(child->pid()));
+  files->doorbell.release_worker_end();                // the worker holds the only copy now
+  SP_RETURN_IF_ERROR(entry->open_gate(child->pid()));  // 6. placed, and let through
 
-  return std::unique_ptr<WorkerProcess>(
-      new WorkerProcess(std::move(region).value(), std::move(doorbell).value(), std::move(read_end),
-                        std::move(entry->cgroup), std::move(child).value()));
+  return std::unique_ptr<WorkerProcess>(new WorkerProcess(
+      std::move(files->region), std::move(files->doorbell), std::move(files->output_read),
+      std::move(entry->cgroup), std::move(child).value()));
 }
 
 WorkerProcess::WorkerProcess(ipc::SharedRegion region, ipc::Doorbell doorbell, UniqueFd output,

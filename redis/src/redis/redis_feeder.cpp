@@ -1,4 +1,6 @@
-// RedisFeeder (redis_feeder.hpp): the reader, the writer and the beat of one node.
+// RedisFeeder (redis_feeder.hpp): its life, its figures, and the reader of one node, which
+// reads and claims entries and hands them to the local pool within its limits. The writer is
+// in redis_feeder_writer.cpp, the beat in redis_feeder_beat.cpp.
 #include <sandpool/redis/redis_feeder.hpp>
 
 #include <unistd.h>
@@ -7,34 +9,63 @@
 #include <random>
 
 #include <nlohmann/json.hpp>
-#include <sandpool/base/posix_call.hpp>
+
+#include "redis/redis_feeder_threads.hpp"
 
 namespace sandpool::redis {
-namespace {
 
-using Clock = std::chrono::steady_clock;
-constexpr std::chrono::milliseconds kReadBlock{500};  // a read wakes this often to see places
-constexpr std::chrono::milliseconds kRetryFirst{100}, kRetryMax{2000};
-constexpr std::size_t kMoveChunk = 1000;  // due tasks moved back per script
-// Entries claimed per beat at most: each costs the beat thread a round trip (its lost
-// attempt) before its next touch, and a beat late past claim_after lets others claim this
-// node's own entries.
-constexpr std::size_t kMaxClaimsPerBeat = 256;
-// After the local pool refused a task (draining, shutting down), reading waits this long.
-constexpr std::chrono::milliseconds kRefusedPause{1000};
-
-std::int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string encode(const Attempt& a) {
+std::string feeder::encode(const Attempt& a) {
   nlohmann::json j = {{"number", a.number},         {"outcome", std::string(to_string(a.outcome))},
                       {"error", a.error},           {"worker_pid", a.worker_pid},
                       {"started_ms", a.started_ms}, {"ended_ms", a.ended_ms}};
   if (!a.backtrace.empty()) j["backtrace"] = a.backtrace;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+namespace {
+
+using feeder::Clock;
+using feeder::connect;
+using feeder::encode;
+using feeder::kRetryFirst;
+using feeder::wall_ms;
+constexpr std::chrono::milliseconds kReadBlock{500};  // a read wakes this often to see places
+// After the local pool refused a task (draining, shutting down), reading waits this long.
+constexpr std::chrono::milliseconds kRefusedPause{1000};
+
+// The end of a claimed task whose lost attempt used up its retries.
+TaskResult exhausted_account(const StreamEntry& entry, const std::string& error) {
+  TaskResult account;
+  account.id = entry.task_id;
+  account.type = entry.task.type;
+  account.state = TaskState::kDeadLettered;
+  account.reason = DeadReason::kRetriesExhausted;
+  account.error = error;
+  return account;
+}
+
+// The options of an entry's one attempt in the local pool, after `before` attempts elsewhere.
+SubmitOptions local_options(const StreamEntry& entry, std::uint32_t before) {
+  SubmitOptions o;
+  if (entry.task.timeout_ms) o.timeout = std::chrono::milliseconds(*entry.task.timeout_ms);
+  o.retries = 0;  // one attempt here; the next, if any, waits in Redis (write_ends)
+  o.attempts_before = before;
+  o.priority = entry.task.priority;
+  o.key = entry.task.key;
+  o.tenant = entry.task.tenant;
+  return o;
+}
+
+// Returns true iff the local pool stopped the task rather than ended it: by this node's
+// shutdown, by the end of a pool a reload replaced or removed, or by this node's pool failing
+// (crash_loop: its workers cannot start, and the task never ran here: one that did ended with
+// its attempt). Not the task's end: it goes back to the stream for another node (or this one
+// once it is back, or the pool that replaced it), and no attempt is counted.
+bool stopped_here(const TaskResult& r) {
+  return (r.state == TaskState::kDeadLettered &&
+          (r.reason == DeadReason::kShutdown || r.reason == DeadReason::kPoolRemoved ||
+           r.reason == DeadReason::kCrashLoop)) ||
+         (r.state == TaskState::kCancelled && r.cancel_reason == CancelReason::kShutdown);
 }
 
 }  // namespace
@@ -190,23 +221,6 @@ std::size_t RedisFeeder::free_places() {
   return cap - std::min(cap, sh_->held.size());
 }
 
-// Opens a connection, retrying with backoff until it works or the feeder stops.
-namespace {
-template <typename Stop>
-std::optional<Connection> connect(const Endpoint& e, Stop stopped,
-                                  const std::function<void(const Status&)>& note) {
-  std::chrono::milliseconds wait = kRetryFirst;
-  while (!stopped()) {
-    auto c = Connection::open(e);
-    note(c.status());
-    if (c) return std::move(c).value();
-    std::this_thread::sleep_for(wait);
-    wait = std::min(kRetryMax, wait * 2);
-  }
-  return std::nullopt;
-}
-}  // namespace
-
 void RedisFeeder::read_loop() {
   auto noter = [this](const Status& s) { note(s); };
   auto stopped_reading = [this] {
@@ -303,12 +317,7 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
     note(r.status());
     ++before;
     if (before > retries) {
-      TaskResult account;
-      account.id = entry.task_id;
-      account.type = entry.task.type;
-      account.state = TaskState::kDeadLettered;
-      account.reason = DeadReason::kRetriesExhausted;
-      account.error = lost.error;
+      TaskResult account = exhausted_account(entry, lost.error);
       MutexLock lk(sh_->mu);
       sh_->ends.push_back({std::move(entry), std::move(account)});
       sh_->cv.notify_all();
@@ -316,24 +325,9 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
     }
   }
   if (!pass_limits(c, entry, !claimed)) return;
-  SubmitOptions o;
-  if (entry.task.timeout_ms) o.timeout = std::chrono::milliseconds(*entry.task.timeout_ms);
-  o.retries = 0;  // one attempt here; the next, if any, waits in Redis (write_ends)
-  o.attempts_before = before;
-  o.priority = entry.task.priority;
-  o.key = entry.task.key;
-  o.tenant = entry.task.tenant;
+  SubmitOptions o = local_options(entry, before);
   o.on_done = [sh = sh_, entry](const TaskResult& r) {
-    // Stopped by this node's shutdown, by the end of a pool a reload replaced or removed, or
-    // by this node's pool failing (crash_loop: its workers cannot start, and the task never
-    // ran here: one that did ended with its attempt): not the task's end. It goes back to
-    // the stream for another node (or this one once it is back, or the pool that replaced
-    // it), and no attempt is counted.
-    const bool shutdown =
-        (r.state == TaskState::kDeadLettered &&
-         (r.reason == DeadReason::kShutdown || r.reason == DeadReason::kPoolRemoved ||
-          r.reason == DeadReason::kCrashLoop)) ||
-        (r.state == TaskState::kCancelled && r.cancel_reason == CancelReason::kShutdown);
+    const bool shutdown = stopped_here(r);
     MutexLock lk(sh->mu);
     if (sh->dead) return;
     sh->ends.push_back({entry, r, shutdown});
@@ -470,323 +464,6 @@ void RedisFeeder::hand_back(StreamEntry entry, const std::string& why, bool refu
                           std::to_string(entry.task_id) + " back: " + why;
   sh_->ends.push_back({std::move(entry), std::move(account), true, refused ? why : ""});
   sh_->cv.notify_all();
-}
-
-Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
-  std::vector<TaskStream::EndWrite> writes;
-  writes.reserve(batch.size());
-  std::vector<std::optional<Fenced>> released(batch.size());
-  enum class Written : std::uint8_t { kEnd, kDeferred, kFenced };
-  std::vector<Written> outcome(batch.size(), Written::kEnd);
-  for (std::size_t i = 0; i < batch.size(); ++i) {
-    const Ended& e = batch[i];
-    std::uint32_t refusals = 0;
-    if (!e.refused.empty()) {  // counted first: the last refusal ends the task instead
-      auto n = stream_.refused(c, e.entry, opts_.consumer);
-      if (!n) return n.status();
-      if (*n == 0) {
-        outcome[i] = Written::kFenced;
-        continue;
-      }
-      refusals = *n;
-    }
-    if (e.release && refusals < TaskStream::kMaxRefusals) {  // rare: one round trip each
-      auto r = stream_.release(c, e.entry, opts_.consumer);
-      if (!r) return r.status();
-      released[i] = *r;
-      continue;
-    }
-    if (refusals != 0) {  // an end (`finished`), as any other
-      TaskStream::EndWrite& w = writes.emplace_back();
-      w.entry = &e.entry;
-      w.state = std::string(to_string(TaskState::kDeadLettered));
-      w.reason = std::string(to_string(DeadReason::kRejected));
-      w.error = "refused by nodes " + std::to_string(refusals) + " times; last by " +
-                opts_.consumer + ": " + e.refused;
-      w.now_ms = wall_ms();
-      continue;
-    }
-    if (e.account.state == TaskState::kDeadLettered &&
-        e.account.reason == DeadReason::kRetriesExhausted) {
-      // The local attempt failed and may be retried (the local pool has no retries of its
-      // own): the next attempt waits in Redis, unless the task used up its retries there.
-      std::vector<std::string> attempts;
-      for (const Attempt& a : e.account.history) attempts.push_back(encode(a));
-      TaskStream::Backoff b;
-      std::uint32_t retries = 0;
-      {
-        MutexLock lk(sh_->mu);
-        b.base_ms = sh_->retry.base.count();
-        b.multiplier = sh_->retry.multiplier;
-        b.max_ms = sh_->retry.max.count();
-        retries = e.entry.task.retries.value_or(sh_->default_retries);
-      }
-      b.jitter = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
-      auto r = stream_.retry(c, e.entry, opts_.consumer, attempts, retries, b, wall_ms());
-      if (!r) return r.status();
-      if (*r == TaskStream::Retried::kDeferred) {
-        outcome[i] = Written::kDeferred;
-        continue;
-      }
-      if (*r == TaskStream::Retried::kNotYours) {
-        outcome[i] = Written::kFenced;
-        continue;
-      }
-      if (*r == TaskStream::Retried::kCancelled) {  // asked while the attempt ran: no retry
-        TaskStream::EndWrite& w = writes.emplace_back();
-        w.entry = &e.entry;
-        w.attempts = std::move(attempts);
-        w.state = std::string(to_string(TaskState::kCancelled));
-        w.error = "cancelled; its last attempt failed: " + e.account.error;
-        w.reason = std::string(to_string(CancelReason::kUser));
-        w.now_ms = wall_ms();
-        continue;
-      }
-    }
-    TaskStream::EndWrite& w = writes.emplace_back();
-    w.entry = &e.entry;
-    for (const Attempt& a : e.account.history) w.attempts.push_back(encode(a));
-    w.state = std::string(to_string(e.account.state));
-    w.result = e.account.result;
-    w.error = e.account.error;
-    if (e.account.state == TaskState::kDeadLettered) w.reason = to_string(e.account.reason);
-    w.now_ms = wall_ms();
-  }
-  auto answers = stream_.end_all(c, opts_.consumer, writes);
-  if (!answers) return answers.status();
-  MutexLock lk(sh_->mu);
-  std::size_t next = 0;  // in answers
-  for (std::size_t i = 0; i < batch.size(); ++i) {
-    sh_->held.erase(key_of(batch[i].entry));
-    sh_->running.erase(key_of(batch[i].entry));
-    // A batch sent again after a connection broke mid-way finds its first ends written:
-    // they count as fenced, and the task still has exactly one end.
-    if (outcome[i] == Written::kDeferred) {
-      ++sh_->stats.deferred;
-      continue;
-    }
-    if (outcome[i] == Written::kFenced) {
-      ++sh_->stats.fenced;
-      continue;
-    }
-    const Fenced answer = released[i] ? *released[i] : (*answers)[next++];
-    if (answer == Fenced::kNotYours) {
-      ++sh_->stats.fenced;
-    } else if (released[i]) {
-      ++sh_->stats.released;
-    } else {
-      ++sh_->stats.finished;
-    }
-  }
-  sh_->cv.notify_all();  // places are free
-  return Status::ok();
-}
-
-Status RedisFeeder::write_kept_ends(Connection& c) {
-  if (opts_.state_dir.empty()) return Status::ok();
-  const std::string path = unwritten_ends::path_in(opts_.state_dir, opts_.pool);
-  auto kept = unwritten_ends::read(path, opts_.pool, opts_.consumer);
-  if (!kept) return kept.status().code() == Code::kNotFound ? Status::ok() : kept.status();
-  constexpr std::ptrdiff_t kChunk = 256;
-  for (auto at = kept->ends.begin(); at != kept->ends.end();) {
-    const auto end = kept->ends.end() - at > kChunk ? at + kChunk : kept->ends.end();
-    SP_RETURN_IF_ERROR(write_ends(c, std::vector<Ended>(at, end)));  // the file stays
-    at = end;
-  }
-  if (kept->refused != 0) {
-    MutexLock lk(sh_->mu);
-    sh_->stats.last_error = "redis pool " + opts_.pool + ": " + std::to_string(kept->refused) +
-                            " kept ends refused, the first: " + kept->first_refusal;
-  }
-  return posix_call("unlink(" + path + ")", [&] { return ::unlink(path.c_str()); }).status();
-}
-
-void RedisFeeder::keep_ends() {
-  std::deque<Ended> ends;
-  {
-    MutexLock lk(sh_->mu);
-    ends.swap(sh_->ends);
-  }
-  if (ends.empty() || opts_.state_dir.empty()) return;
-  const std::string path = unwritten_ends::path_in(opts_.state_dir, opts_.pool);
-  auto kept = unwritten_ends::append(path, opts_.pool, opts_.consumer, ends);
-  MutexLock lk(sh_->mu);
-  sh_->stats.kept_ends += kept ? *kept : 0;
-  if (!kept || *kept < ends.size()) {
-    sh_->stats.last_error = "redis pool " + opts_.pool + ": " +
-                            std::to_string(ends.size() - (kept ? *kept : 0)) +
-                            " ends given up at shutdown (" +
-                            (kept ? "over the file's bound" : kept.status().to_string()) + ")";
-  }
-}
-
-void RedisFeeder::write_loop() {
-  constexpr std::size_t kMaxBatch = 256;  // ends per round trip
-  // Connecting gives up once the feeder stops: then one attempt, and the ends are kept.
-  auto stopped = [this] {
-    MutexLock lk(sh_->mu);
-    return sh_->dead || sh_->stopping;
-  };
-  auto noter = [this](const Status& s) { note(s); };
-  std::optional<Connection> c;
-  std::chrono::milliseconds wait = kRetryFirst;
-  for (;;) {
-    std::vector<Ended> batch;
-    bool stopping = false;
-    {
-      MutexLock lk(sh_->mu);
-      while (!sh_->dead && !sh_->stopping && sh_->ends.empty()) sh_->cv.wait(sh_->mu);
-      if (sh_->dead || sh_->ends.empty()) return;
-      stopping = sh_->stopping;
-      const std::size_t n = std::min(kMaxBatch, sh_->ends.size());
-      batch.assign(sh_->ends.begin(), sh_->ends.begin() + static_cast<std::ptrdiff_t>(n));
-    }
-    if (!c || c->broken()) {
-      if (stopping) {
-        auto once = Connection::open(opts_.endpoint);
-        note(once.status());
-        if (once) c.emplace(std::move(once).value());
-      } else {
-        c = connect(opts_.endpoint, stopped, noter);
-      }
-      if (!c) {
-        if (!stopping) continue;  // it began to stop, or died, meanwhile: the loop's top says
-        keep_ends();
-        return;
-      }
-    }
-    const Status s = write_ends(*c, batch);
-    note(s);
-    if (s) {
-      MutexLock lk(sh_->mu);
-      sh_->ends.erase(sh_->ends.begin(),
-                      sh_->ends.begin() + static_cast<std::ptrdiff_t>(batch.size()));
-      wait = kRetryFirst;
-      continue;
-    }
-    // Redis away (or an error of the server): the ends wait, in order, and are tried again;
-    // stopping, after one attempt they are kept in the state dir for the next start.
-    {
-      MutexLock lk(sh_->mu);
-      if (sh_->stopping) {
-        lk.unlock();
-        keep_ends();
-        return;
-      }
-      const auto until = Clock::now() + wait;
-      while (!sh_->dead && sh_->cv.wait_until(sh_->mu, until) == std::cv_status::no_timeout) {
-      }
-    }
-    wait = std::min(kRetryMax, wait * 2);
-  }
-}
-
-void RedisFeeder::cancel_asked(Connection& c) {
-  std::vector<std::uint64_t> ids;
-  std::vector<Ticket> tickets;
-  {
-    MutexLock lk(sh_->mu);
-    for (const auto& [entry, run] : sh_->running) {
-      ids.push_back(run.first);
-      tickets.push_back(run.second);
-    }
-  }
-  if (ids.empty()) return;
-  auto asked = stream_.cancel_asked(c, ids);
-  note(asked.status());
-  if (!asked) return;
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    if ((*asked)[i]) (void)tickets[i].cancel();  // its end is written as any other
-  }
-}
-
-void RedisFeeder::beat_loop() {
-  auto stopped = [this] { return stopping(); };
-  auto noter = [this](const Status& s) { note(s); };
-  std::optional<Connection> c;
-  // Claims wait until this node has beaten for claim_after since its start or since a beat
-  // that failed or waited over a heartbeat for Redis: a stall of Redis long enough to lapse
-  // the keys (three beats) makes every pending entry idle and every key gone at once, and
-  // the live nodes set their keys and touch their entries again within a beat of its end,
-  // so by then only a dead node's entries are idle and keyless. (The claimant's own stall
-  // needs no wait: the other nodes kept their keys.)
-  Clock::time_point beating_since{};  // {}: not since a stall
-  while (!stopped()) {
-    if (!c || c->broken()) {
-      c = connect(opts_.endpoint, stopped, noter);
-      if (!c) return;
-    }
-    const auto sent = Clock::now();
-    auto beat = TaskStream::beat(*c, opts_.prefix, opts_.consumer, identity_, name_ttl());
-    note(beat.status());
-    const auto beat_at = Clock::now();
-    if (!beat || beat_at - sent > opts_.heartbeat) {
-      beating_since = {};
-    } else if (beating_since == Clock::time_point{}) {
-      beating_since = beat_at;
-    }
-    if (beat && *beat) {  // thought dead, its name taken: it must not read as that consumer
-      MutexLock lk(sh_->mu);
-      sh_->stopping = true;
-      sh_->stats.last_error = "redis pool " + opts_.pool + ": the node name '" + opts_.consumer +
-                              "' was taken by " + **beat + " while this node was away; stopped";
-      sh_->cv.notify_all();
-      return;
-    }
-    std::vector<EntryKey> held;
-    {
-      MutexLock lk(sh_->mu);
-      held.assign(sh_->held.begin(), sh_->held.end());
-    }
-    if (beat) note(stream_.touch(*c, opts_.consumer, held).status());
-    if (beat) cancel_asked(*c);
-    // A dead node's entries are claimed whether or not a place is free (the reader refills
-    // each freed place within a round trip): they wait in the local pool for the tasks that
-    // run now, not for the stream's backlog. Up to one capacity beyond it at once. Only once
-    // this node has beaten for claim_after since it started or since a beat that failed or
-    // stalled (docs/redis-pools.md).
-    std::size_t room = 0;
-    {
-      const std::size_t cap = capacity();
-      MutexLock lk(sh_->mu);
-      if (sh_->reading) room = 2 * cap - std::min(2 * cap, sh_->held.size());
-    }
-    room = std::min(room, kMaxClaimsPerBeat);
-    const bool settled =
-        beating_since != Clock::time_point{} && beat_at - beating_since >= opts_.claim_after;
-    if (beat && room > 0 && settled) {
-      auto claimed = stream_.claim_idle(*c, opts_.consumer, opts_.claim_after, room);
-      note(claimed.status());
-      // Each claimed task's attempts so far (the lost one is counted on from there). Broken
-      // off: the entries, claimed but not held, go idle again and are claimed later.
-      Status took = claimed ? stream_.take(*c, opts_.consumer, *claimed) : claimed.status();
-      if (claimed) note(took);
-      if (took) {
-        for (StreamEntry& e : *claimed) {
-          {
-            MutexLock lk(sh_->mu);
-            ++sh_->stats.claimed;
-          }
-          run_locally(*c, std::move(e), true);
-        }
-      }
-    }
-    // Every task due (a backoff over, a scheduled time come), in chunks (Redis runs other
-    // scripts between them), so none is more than a beat late however many fall due at once;
-    // for half a heartbeat at most, so the next beat (the heartbeat key, the touch of the
-    // entries held) is never late for it: what is left moves at the next beat.
-    const auto move_until = Clock::now() + opts_.heartbeat / 2;
-    for (Result<std::size_t> moved = kMoveChunk;
-         beat && moved && *moved == kMoveChunk && !stopped() && Clock::now() < move_until;) {
-      moved = stream_.move_due(*c, wall_ms(), kMoveChunk);
-      note(moved.status());
-    }
-    if (beat) note(stream_.trim_finished(*c, wall_ms(), 1000).status());
-    MutexLock lk(sh_->mu);
-    const auto until = Clock::now() + opts_.heartbeat;
-    while (!sh_->stopping && sh_->cv.wait_until(sh_->mu, until) == std::cv_status::no_timeout) {
-    }
-  }
 }
 
 }  // namespace sandpool::redis

@@ -231,6 +231,31 @@ Result<std::int64_t> read_duration(std::string_view text, std::size_t base, cons
   return total;
 }
 
+// The five fields a macro (lowercased) stands for; nullopt: not a macro (@every is not one).
+std::optional<std::string_view> macro_expansion(const std::string& macro) {
+  static constexpr std::pair<std::string_view, std::string_view> kMacros[] = {
+      {"@hourly", "0 * * * *"},  {"@daily", "0 0 * * *"},   {"@midnight", "0 0 * * *"},
+      {"@weekly", "0 0 * * 0"},  {"@monthly", "0 0 1 * *"}, {"@yearly", "0 0 1 1 *"},
+      {"@annually", "0 0 1 1 *"}};
+  for (const auto& [name, expansion] : kMacros) {
+    if (macro == name) return expansion;
+  }
+  return std::nullopt;
+}
+
+// Returns true iff some month of `months` (bits 1..12) holds some day of `days` (bits
+// 1..31), in a leap year (Feb 29 exists).
+bool some_day_occurs(std::uint16_t months, std::uint32_t days) {
+  for (int m = 1; m <= 12; ++m) {
+    if (!(months >> m & 1)) continue;
+    const int longest = days_in_month(2000, m);
+    for (int d = 1; d <= longest; ++d) {
+      if ((days >> d & 1) != 0) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 Result<std::int64_t> parse_every_duration(std::string_view text) {
@@ -264,18 +289,12 @@ Result<CronExpr> CronExpr::parse(std::string_view text) {
       e.interval_ = *d;
       return e;
     }
-    static constexpr std::pair<std::string_view, std::string_view> kMacros[] = {
-        {"@hourly", "0 * * * *"},  {"@daily", "0 0 * * *"},   {"@midnight", "0 0 * * *"},
-        {"@weekly", "0 0 * * 0"},  {"@monthly", "0 0 1 * *"}, {"@yearly", "0 0 1 1 *"},
-        {"@annually", "0 0 1 1 *"}};
-    for (const auto& [name, expansion] : kMacros) {
-      if (macro != name) continue;
+    if (const auto expansion = macro_expansion(macro)) {
       if (words.size() != 1) {
-        return Status::invalid(std::string(name) + ", position " +
-                               std::to_string(words[1].offset + 1) +
+        return Status::invalid(macro + ", position " + std::to_string(words[1].offset + 1) +
                                ": a macro takes nothing after it");
       }
-      auto expanded = parse(expansion);
+      auto expanded = parse(*expansion);
       if (!expanded) return expanded.status();
       expanded->text_ = e.text_;
       return expanded;
@@ -313,13 +332,7 @@ Result<CronExpr> CronExpr::parse(std::string_view text) {
   // When the days are chosen by day-of-month alone or together with the weekday (a field
   // led by `*`), some chosen month must hold some chosen day, or the expression never fires.
   if (e.day_star_ || e.weekday_star_) {
-    bool possible = false;
-    for (int m = 1; m <= 12 && !possible; ++m) {
-      if (!(e.months_ >> m & 1)) continue;
-      const int longest = days_in_month(2000, m);  // a leap year: Feb 29 exists
-      for (int d = 1; d <= longest && !possible; ++d) possible = (e.days_ >> d & 1) != 0;
-    }
-    if (!possible) {
+    if (!some_day_occurs(e.months_, e.days_)) {
       return field_error(kFields[2], words[2].offset,
                          "no chosen day occurs in the chosen months, the expression never "
                          "fires");

@@ -278,132 +278,122 @@ std::vector<std::string> Scheduler::names() const {
 
 std::optional<std::int64_t> Scheduler::tick() {
   const std::int64_t now_s = floor_seconds(clock_.now_ms());
-  // One slot a schedule may fire this tick, decided under the lock, fired without it.
-  struct Plan {
-    std::string name;
-    std::uint64_t generation = 0;
-    ScheduleSpec spec;
-    std::int64_t slot_s = 0;
-    bool held = false;                      // the overlap queue's held slot, not a new one
-    std::optional<std::uint64_t> previous;  // the schedule's last task
-  };
+  for (const Plan& p : plan_due(now_s)) fire(p);
+  return next_wake_ms(now_s);
+}
+
+std::vector<Scheduler::Plan> Scheduler::plan_due(std::int64_t now_s) {
   std::vector<Plan> plans;
-  {
-    std::lock_guard lock(mu_);
-    for (auto& [name, e] : entries_) {
-      ScheduleState& s = e.state;
-      if (s.spec.paused) continue;
-      std::optional<FiredSlot> last = s.last;
-      if (s.held_slot_s) {
-        plans.push_back({name, e.generation, s.spec, *s.held_slot_s, true,
-                         last ? std::optional(last->task_id) : std::nullopt});
-      }
-      if (!s.next_s || *s.next_s > now_s) continue;
-      // Every slot in [next, now] is due: the latest fires when on time (or, after missed
-      // slots, when catch_up is run_once); the others are skipped.
-      std::int64_t latest = *s.next_s;
-      std::uint64_t due = 1;
-      if (e.expr.interval() != 0) {
-        const std::int64_t n = (now_s - latest) / e.expr.interval();
-        latest += n * e.expr.interval();
-        if (s.spec.end_s && latest > *s.spec.end_s) {
-          latest -= ((latest - *s.spec.end_s) + e.expr.interval() - 1) / e.expr.interval() *
-                    e.expr.interval();
-        }
-        due += static_cast<std::uint64_t>((latest - *s.next_s) / e.expr.interval());
-      } else {
-        for (auto n = next_slot(e, latest); n && *n <= now_s; n = next_slot(e, latest)) {
-          latest = *n;
-          if (++due >= kMaxCountedSlots) break;
-        }
-      }
-      const bool on_time = now_s - latest <= kSlotGraceSeconds;
-      s.skipped += due - 1;
-      s.next_s = next_slot(e, std::max(latest, now_s));
-      if (!on_time && s.spec.catch_up == CatchUp::kSkip) {
-        ++s.skipped;
-        s.last_outcome = "skipped: missed (catch_up skip)";
-        continue;
-      }
-      plans.push_back({name, e.generation, s.spec, latest, false,
+  std::lock_guard lock(mu_);
+  for (auto& [name, e] : entries_) {
+    ScheduleState& s = e.state;
+    if (s.spec.paused) continue;
+    std::optional<FiredSlot> last = s.last;
+    if (s.held_slot_s) {
+      plans.push_back({name, e.generation, s.spec, *s.held_slot_s, true,
                        last ? std::optional(last->task_id) : std::nullopt});
     }
+    if (!s.next_s || *s.next_s > now_s) continue;
+    // Every slot in [next, now] is due: the latest fires when on time (or, after missed
+    // slots, when catch_up is run_once); the others are skipped.
+    std::int64_t latest = *s.next_s;
+    std::uint64_t due = 1;
+    if (e.expr.interval() != 0) {
+      const std::int64_t n = (now_s - latest) / e.expr.interval();
+      latest += n * e.expr.interval();
+      if (s.spec.end_s && latest > *s.spec.end_s) {
+        latest -= ((latest - *s.spec.end_s) + e.expr.interval() - 1) / e.expr.interval() *
+                  e.expr.interval();
+      }
+      due += static_cast<std::uint64_t>((latest - *s.next_s) / e.expr.interval());
+    } else {
+      for (auto n = next_slot(e, latest); n && *n <= now_s; n = next_slot(e, latest)) {
+        latest = *n;
+        if (++due >= kMaxCountedSlots) break;
+      }
+    }
+    const bool on_time = now_s - latest <= kSlotGraceSeconds;
+    s.skipped += due - 1;
+    s.next_s = next_slot(e, std::max(latest, now_s));
+    if (!on_time && s.spec.catch_up == CatchUp::kSkip) {
+      ++s.skipped;
+      s.last_outcome = "skipped: missed (catch_up skip)";
+      continue;
+    }
+    plans.push_back({name, e.generation, s.spec, latest, false,
+                     last ? std::optional(last->task_id) : std::nullopt});
   }
+  return plans;
+}
 
-  for (Plan& p : plans) {
-    const bool previous_open = p.previous && submitter_.task_open(*p.previous);
-    bool hold = false;
-    if (p.held) {
-      if (previous_open) continue;  // still waiting for the last task
-    } else if (previous_open && p.spec.overlap == Overlap::kSkip) {
-      std::lock_guard lock(mu_);
-      auto it = entries_.find(p.name);
-      if (it != entries_.end() && it->second.generation == p.generation) {
-        ++it->second.state.skipped;
-        it->second.state.last_outcome = "skipped: the last task is still open (overlap skip)";
+template <class Change>
+bool Scheduler::update_planned(const Plan& p, Change change) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(p.name);
+  if (it == entries_.end() || it->second.generation != p.generation) return false;
+  change(it->second.state);
+  return true;
+}
+
+void Scheduler::fire(const Plan& p) {
+  const bool previous_open = p.previous && submitter_.task_open(*p.previous);
+  if (p.held) {
+    if (previous_open) return;  // still waiting for the last task
+  } else if (previous_open && p.spec.overlap == Overlap::kSkip) {
+    update_planned(p, [](ScheduleState& s) {
+      ++s.skipped;
+      s.last_outcome = "skipped: the last task is still open (overlap skip)";
+    });
+    return;
+  } else if (previous_open && p.spec.overlap == Overlap::kQueue) {
+    update_planned(p, [&p](ScheduleState& s) {
+      if (s.held_slot_s) {
+        ++s.skipped;  // one held slot at most: the newer replaces it
       }
-      continue;
-    } else if (previous_open && p.spec.overlap == Overlap::kQueue) {
-      hold = true;
+      s.held_slot_s = p.slot_s;
+      s.last_outcome = "held: the last task is still open (overlap queue)";
+    });
+    return;
+  }
+  auto submitted = submitter_.submit(p.spec, schedule_slot_key(p.name, p.slot_s), p.slot_s);
+  std::optional<FiredSlot> record;
+  update_planned(p, [&](ScheduleState& s) {
+    if (p.held) s.held_slot_s.reset();
+    if (submitted && submitted->paused) {
+      // Paused on every node: a slot that passes while paused is neither fired nor counted,
+      // nor kept (the last slot stays the one before).
+      s.cluster_paused = true;
+      s.last_outcome = "paused in the cluster (by node " + submitted->claimed_by + ")";
+      return;
     }
-    if (hold) {
-      std::lock_guard lock(mu_);
-      auto it = entries_.find(p.name);
-      if (it != entries_.end() && it->second.generation == p.generation) {
-        ScheduleState& s = it->second.state;
-        if (s.held_slot_s) {
-          ++s.skipped;  // one held slot at most: the newer replaces it
-        }
-        s.held_slot_s = p.slot_s;
-        s.last_outcome = "held: the last task is still open (overlap queue)";
-      }
-      continue;
-    }
-    auto submitted = submitter_.submit(p.spec, schedule_slot_key(p.name, p.slot_s), p.slot_s);
-    std::optional<FiredSlot> record;
-    {
-      std::lock_guard lock(mu_);
-      auto it = entries_.find(p.name);
-      if (it == entries_.end() || it->second.generation != p.generation) continue;
-      ScheduleState& s = it->second.state;
-      if (p.held) s.held_slot_s.reset();
-      if (submitted && submitted->paused) {
-        // Paused on every node: a slot that passes while paused is neither fired nor counted,
-        // nor kept (the last slot stays the one before).
-        s.cluster_paused = true;
-        s.last_outcome = "paused in the cluster (by node " + submitted->claimed_by + ")";
-        continue;
-      }
-      if (submitted) {
-        s.cluster_paused = false;
-        // A claim another node won is that node's firing: not counted here, but the slot is
-        // done (kept, so a restart does not try it again) and its task is the one overlap
-        // looks at.
-        s.last = FiredSlot{p.slot_s, submitted->task_id};
-        record = s.last;
-        if (submitted->claimed_by.empty()) {
-          ++s.fired;
-          s.last_outcome = "fired";
-        } else {
-          s.last_outcome = "claimed by node " + submitted->claimed_by;
-        }
+    if (submitted) {
+      s.cluster_paused = false;
+      // A claim another node won is that node's firing: not counted here, but the slot is
+      // done (kept, so a restart does not try it again) and its task is the one overlap
+      // looks at.
+      s.last = FiredSlot{p.slot_s, submitted->task_id};
+      record = s.last;
+      if (submitted->claimed_by.empty()) {
+        ++s.fired;
+        s.last_outcome = "fired";
       } else {
-        ++s.skipped;
-        s.last_outcome = "refused: " + submitted.status().to_string();
+        s.last_outcome = "claimed by node " + submitted->claimed_by;
       }
+    } else {
+      ++s.skipped;
+      s.last_outcome = "refused: " + submitted.status().to_string();
     }
-    // Recorded after the submit: a crash between the two fires the slot again at the next
-    // start, and its key makes that the same task.
-    if (!record || store_ == nullptr) continue;
-    if (Status kept = store_->record_fired(p.name, *record); !kept) {
-      std::lock_guard lock(mu_);
-      auto it = entries_.find(p.name);
-      if (it != entries_.end() && it->second.generation == p.generation) {
-        it->second.state.last_outcome = "fired, not kept: " + kept.to_string();
-      }
-    }
+  });
+  // Recorded after the submit: a crash between the two fires the slot again at the next
+  // start, and its key makes that the same task.
+  if (!record || store_ == nullptr) return;
+  if (Status kept = store_->record_fired(p.name, *record); !kept) {
+    update_planned(
+        p, [&kept](ScheduleState& s) { s.last_outcome = "fired, not kept: " + kept.to_string(); });
   }
+}
 
+std::optional<std::int64_t> Scheduler::next_wake_ms(std::int64_t now_s) const {
   std::lock_guard lock(mu_);
   std::optional<std::int64_t> earliest;
   for (const auto& [name, e] : entries_) {

@@ -43,7 +43,22 @@ Result<ops::ReloadReply> Service::reload() {
   Config next = std::move(loaded).value();
   make_paths_absolute(next);
   ops::ReloadReply out;
+  remove_pools_not_in(next, out);
+  for (const PoolConfig& pc : next.pools) reload_pool(pc, out);
+  refresh_watch_list();
+  if (Status st = apply_schedules(next.schedules); !st) {
+    out.failed.push_back({"schedules", st.message()});
+  }
+  config_.schedules = next.schedules;
+  // The service section (socket, access, metrics, state dir, logging) needs a restart.
+  out.service_section_needs_restart = !(config_.service == next.service);
+  config_.pools = next.pools;
+  log_->info("reload applied: {}",
+             ops::encode(out).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  return out;
+}
 
+void Service::remove_pools_not_in(const Config& next, ops::ReloadReply& out) {
   std::map<std::string, const PoolConfig*> wanted;
   for (const PoolConfig& pc : next.pools) wanted[pc.name] = &pc;
 
@@ -65,77 +80,74 @@ Result<ops::ReloadReply> Service::reload() {
     if (redis_) redis_->retire(name);  // its feeder lives on while the pool drains
     retire(name, std::move(pool));
   }
+}
 
-  for (const PoolConfig& pc : next.pools) {
-    std::optional<Slot> current;
-    {
-      MutexLock lock(mu_);
-      if (auto it = slots_.find(pc.name); it != slots_.end()) current = it->second;
-    }
-    if (current && current->config == pc) continue;
-    if (current && current->config.backend != pc.backend) {
-      out.failed.push_back({pc.name, "backend: a pool's backend changes at a restart of poold"});
-      continue;
-    }
-    // What a pool keeps for life (needs_new_pool: its task types, what its spawner and
-    // cgroups were built from), and a failed pool, which stays failed: those get a new pool,
-    // which takes over routing while the old one drains what it accepted.
-    if (!current || needs_new_pool(pool_options(current->config), pool_options(pc)) ||
-        current->pool->stats().state == "failed") {
-      auto pool = make_pool(pc, false);
-      // A Redis pool's new feeder takes over from the old one, which lives on, reading
-      // nothing, while the old pool drains (RedisPools::attach); when it cannot start, the old
-      // pool keeps its slot and its feeder as they were.
-      if (pool) {
-        if (Status st = attach_redis(pc, **pool); !st) pool = st;
-      }
-      if (!pool) {
-        log_->error("reload: pool {} could not start: {}", pc.name, pool.status().message());
-        out.failed.push_back({pc.name, pool.status().message()});
-        continue;
-      }
-      {
-        MutexLock lock(mu_);
-        slots_[pc.name] = Slot{pc, *pool};
-      }
-      (current ? out.replaced : out.added).push_back(pc.name);
-      if (current) retire(pc.name, current->pool);
-      continue;
-    }
-    // Everything else applies to the running pool: its queued tasks, ids, records and
-    // metrics stay; a new launch spec (plugin, limits, sandbox, ...) rolls its workers.
-    const PoolConfig& old = current->config;
-    const std::uint32_t target = reload_target(old, pc, current->pool->stats().target_workers);
-    PoolOptions options = pool_options(pc);
-    options.workers = target;
-    auto applied = current->pool->reconfigure(std::move(options));
-    if (!applied) {
-      log_->error("reload: pool {} not reconfigured: {}", pc.name, applied.status().message());
-      out.failed.push_back({pc.name, applied.status().message()});
-      continue;
-    }
-    out.reconfigured.push_back({pc.name, applied->rolling_restart});
-    if (redis_ && pc.backend == PoolConfig::Backend::kRedis) {
-      redis_->reconfigured(pc);  // what its feeder reads follows the new pool
-      redis_->set_limits(pc);
-    }
-    if (workers_changed(old, pc)) out.scaled.push_back({pc.name, target});
-    if (old.dispatch != pc.dispatch) out.strategy_changed.push_back(pc.name);
+void Service::reload_pool(const PoolConfig& pc, ops::ReloadReply& out) {
+  std::optional<Slot> current;
+  {
     MutexLock lock(mu_);
-    slots_[pc.name].config = pc;
+    if (auto it = slots_.find(pc.name); it != slots_.end()) current = it->second;
   }
+  if (current && current->config == pc) return;
+  if (current && current->config.backend != pc.backend) {
+    out.failed.push_back({pc.name, "backend: a pool's backend changes at a restart of poold"});
+    return;
+  }
+  // What a pool keeps for life (needs_new_pool: its task types, what its spawner and
+  // cgroups were built from), and a failed pool, which stays failed: those get a new pool,
+  // which takes over routing while the old one drains what it accepted.
+  if (!current || needs_new_pool(pool_options(current->config), pool_options(pc)) ||
+      current->pool->stats().state == "failed") {
+    replace_pool(pc, current, out);
+  } else {
+    reconfigure_pool(pc, *current, out);
+  }
+}
 
-  refresh_watch_list();
-  if (Status st = apply_schedules(next.schedules); !st) {
-    out.failed.push_back({"schedules", st.message()});
+void Service::replace_pool(const PoolConfig& pc, const std::optional<Slot>& current,
+                           ops::ReloadReply& out) {
+  auto pool = make_pool(pc, false);
+  // A Redis pool's new feeder takes over from the old one, which lives on, reading
+  // nothing, while the old pool drains (RedisPools::attach); when it cannot start, the old
+  // pool keeps its slot and its feeder as they were.
+  if (pool) {
+    if (Status st = attach_redis(pc, **pool); !st) pool = st;
   }
-  config_.schedules = next.schedules;
-  // The service section (socket, access, metrics, state dir, logging) needs a restart.
-  out.service_section_needs_restart = !(config_.service == next.service);
-  config_.pools = next.pools;
-  log_->info("reload applied: {}",
-             ops::encode(out).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-  return out;
+  if (!pool) {
+    log_->error("reload: pool {} could not start: {}", pc.name, pool.status().message());
+    out.failed.push_back({pc.name, pool.status().message()});
+    return;
+  }
+  {
+    MutexLock lock(mu_);
+    slots_[pc.name] = Slot{pc, *pool};
+  }
+  (current ? out.replaced : out.added).push_back(pc.name);
+  if (current) retire(pc.name, current->pool);
+}
+
+void Service::reconfigure_pool(const PoolConfig& pc, const Slot& current, ops::ReloadReply& out) {
+  // Everything else applies to the running pool: its queued tasks, ids, records and
+  // metrics stay; a new launch spec (plugin, limits, sandbox, ...) rolls its workers.
+  const PoolConfig& old = current.config;
+  const std::uint32_t target = reload_target(old, pc, current.pool->stats().target_workers);
+  PoolOptions options = pool_options(pc);
+  options.workers = target;
+  auto applied = current.pool->reconfigure(std::move(options));
+  if (!applied) {
+    log_->error("reload: pool {} not reconfigured: {}", pc.name, applied.status().message());
+    out.failed.push_back({pc.name, applied.status().message()});
+    return;
+  }
+  out.reconfigured.push_back({pc.name, applied->rolling_restart});
+  if (redis_ && pc.backend == PoolConfig::Backend::kRedis) {
+    redis_->reconfigured(pc);  // what its feeder reads follows the new pool
+    redis_->set_limits(pc);
+  }
+  if (workers_changed(old, pc)) out.scaled.push_back({pc.name, target});
+  if (old.dispatch != pc.dispatch) out.strategy_changed.push_back(pc.name);
+  MutexLock lock(mu_);
+  slots_[pc.name].config = pc;
 }
 
 void Service::shutdown(std::chrono::milliseconds timeout) {

@@ -133,6 +133,11 @@ class RedisFeeder {
   void beat_loop();
   // Cancels the local tasks whose hash says a cancel was asked (TaskStream::cancel).
   void cancel_asked(Connection& c);
+  // The beat's claims of dead nodes' idle entries, run here (run_locally), within the room
+  // the local pool has for them.
+  void claim_dead_entries(Connection& c);
+  // The beat's move of the due tasks (backoffs over, scheduled times come) to their streams.
+  void move_due_tasks(Connection& c);
   // Runs an entry in the local pool (or, for a claimed one past its retries, ends it).
   void run_locally(Connection& c, StreamEntry entry, bool claimed);
   // Takes the tokens of the rate limits that apply to `entry`: true, run it. Over one, the
@@ -190,7 +195,7 @@ class RedisFeeder {
   std::shared_ptr<Shared> sh_;
   std::string identity_;  // host, pid and a random number: whose the node's name is
   std::mt19937_64 rng_{std::random_device{}()};  // backoff jitter; the writer's
-  // FeederOptions::per_worker and headroom_workers as they are now (set_capacity).
+  // FeederOptions::per_worker and headroom_workers as they are now (retune()).
   std::atomic<std::uint32_t> per_worker_, headroom_workers_;
 
   std::thread reader_, writer_, beater_;

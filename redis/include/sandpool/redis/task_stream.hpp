@@ -86,7 +86,7 @@ class TaskStream {
     std::uint64_t letters = 10000;
   };
   // `prefix` is service.redis.prefix ("sandpool:"); the pool's keys hang below it. The
-  // finished tasks kept past the count are evicted, oldest first, by finish(); past the age
+  // finished tasks kept past the count are evicted, oldest first, by end_all(); past the age
   // and bytes, by trim_finished().
   TaskStream(std::string prefix, std::string pool, std::uint64_t max_finished = 100000,
              std::uint64_t max_letters = 10000);
@@ -154,17 +154,12 @@ class TaskStream {
   // Fenced: appends an ended attempt (encoded by the caller) and counts it.
   Result<Fenced> record_attempt(Connection& c, const StreamEntry& e, const std::string& consumer,
                                 const std::string& attempt) const;
-  // Fenced: the task's end. Writes the final state, result, error and reason, acknowledges
-  // and deletes the entry, indexes the task among the finished ones. Exactly once: a second
-  // finish of the same entry is kNotYours. A `dead_lettered` end also adds the letter to the
-  // pool's dead-letter stream (the entry's fields, the reason, the error, the time), which
-  // keeps the newest `max_letters`.
-  Result<Fenced> finish(Connection& c, const StreamEntry& e, const std::string& consumer,
-                        const std::string& state, const std::string& result,
-                        const std::string& error, const std::string& reason,
-                        std::int64_t now_ms) const;
-  // finish() for many tasks of this consumer at once, each with the attempts to record first,
-  // pipelined in one round trip; one answer per end, in order.
+  // Fenced, per end: the tasks' ends, each with the attempts to record first, pipelined in
+  // one round trip; one answer per end, in order. An end writes the final state, result,
+  // error and reason, acknowledges and deletes the entry, indexes the task among the finished
+  // ones. Exactly once: a second end of the same entry is kNotYours. A `dead_lettered` end
+  // also adds the letter to the pool's dead-letter stream (the entry's fields, the reason,
+  // the error, the time), which keeps the newest `max_letters`.
   struct EndWrite {
     const StreamEntry* entry = nullptr;
     std::vector<std::string> attempts;  // encoded by the caller
@@ -173,10 +168,6 @@ class TaskStream {
   };
   Result<std::vector<Fenced>> end_all(Connection& c, const std::string& consumer,
                                       const std::vector<EndWrite>& ends) const;
-  // Fenced: the task waits out a backoff: `retry_wait` in its hash, in the pool's sorted set
-  // of later tasks at `due_ms`, its entry acknowledged and deleted.
-  Result<Fenced> defer(Connection& c, const StreamEntry& e, const std::string& consumer,
-                       std::int64_t due_ms) const;
   // Fenced: hands an entry back, unrun (this node stops, or cannot take it now): acknowledged
   // and deleted, and added again as a new entry that any node may read; no attempt is
   // counted. A task asked to cancel (cancel()) ends `cancelled` instead.

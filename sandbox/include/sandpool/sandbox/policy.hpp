@@ -43,7 +43,7 @@ std::vector<std::string> unlimited_resources(const ResourceLimits& limits);
 enum class CgroupMode { kOff, kAuto, kRequired };
 std::string_view cgroup_mode_name(CgroupMode m);
 // Step 4's target identity, as numbers: the manager resolves `sandbox.user` once
-// (run_as.hpp), because the worker's view of /etc may be restricted.
+// (resolve_run_as, privileges.hpp), because the worker's view of /etc may be restricted.
 struct RunAs {
   std::uint32_t uid = 0;
   std::uint32_t gid = 0;

@@ -188,6 +188,29 @@ class Scheduler {
   static std::optional<std::int64_t> next_slot(const Entry& e, std::int64_t after);
   Result<Entry> make_entry(const ScheduleSpec& spec);
 
+  // One slot a schedule may fire this tick, decided under the lock, fired without it.
+  struct Plan {
+    std::string name;
+    std::uint64_t generation = 0;
+    ScheduleSpec spec;
+    std::int64_t slot_s = 0;
+    bool held = false;                      // the overlap queue's held slot, not a new one
+    std::optional<std::uint64_t> previous;  // the schedule's last task
+  };
+  // tick()'s steps, in order. The slots to fire at `now_s` (Unix seconds): each schedule's
+  // held slot and its latest due one; the others are counted skipped and each schedule's
+  // next slot planned. Takes mu_.
+  std::vector<Plan> plan_due(std::int64_t now_s);
+  // Fires `p` unless its overlap policy holds or skips it, and accounts for it. Without mu_
+  // held (it submits); takes it for the accounts.
+  void fire(const Plan& p);
+  // The wall ms of the earliest next slot (or held slot's check); nullopt: none. Takes mu_.
+  std::optional<std::int64_t> next_wake_ms(std::int64_t now_s) const;
+  // Runs `change` on the state of p's schedule under mu_, unless the schedule was removed or
+  // changed (its generation) since p was planned; true iff it ran.
+  template <class Change>
+  bool update_planned(const Plan& p, Change change);
+
   const ScheduleClock& clock_;
   SlotSubmitter& submitter_;
   ScheduleStore* store_;

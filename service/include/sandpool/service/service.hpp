@@ -189,6 +189,15 @@ class Service final : public ControlHandler {
   std::optional<Ticket> find_task(std::uint64_t id) const EXCLUDES(mu_);
   // Job thread: see reload_async().
   Result<ops::ReloadReply> reload() EXCLUDES(mu_);
+  // reload()'s steps, in order: the pools `next` no longer names leave routing and drain;
+  // then each pool of `next` is left as it runs, replaced by a new pool (replace_pool), or
+  // reconfigured in place (reconfigure_pool). Each says what it did, or why not, in `out`.
+  void remove_pools_not_in(const Config& next, ops::ReloadReply& out) EXCLUDES(mu_);
+  void reload_pool(const PoolConfig& pc, ops::ReloadReply& out) EXCLUDES(mu_);
+  void replace_pool(const PoolConfig& pc, const std::optional<Slot>& current, ops::ReloadReply& out)
+      EXCLUDES(mu_);
+  void reconfigure_pool(const PoolConfig& pc, const Slot& current, ops::ReloadReply& out)
+      EXCLUDES(mu_);
   void shut_down_pools(std::chrono::milliseconds timeout) EXCLUDES(mu_);
   // Copies the pool table and the retired pools into watched_ (after either changed: start,
   // job thread).

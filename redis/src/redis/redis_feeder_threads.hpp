@@ -1,0 +1,50 @@
+// What RedisFeeder's threads share beyond its members (redis_feeder.cpp, the reader;
+// redis_feeder_writer.cpp, the writer; redis_feeder_beat.cpp, the beat): the clocks, the
+// reconnection backoff and the encoding of an attempt.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <sandpool/base/status.hpp>
+#include <sandpool/pool/pool.hpp>
+
+#include <sandpool/redis/redis_client.hpp>
+
+namespace sandpool::redis::feeder {
+
+using Clock = std::chrono::steady_clock;
+// A connection that fails is opened again after kRetryFirst, doubling up to kRetryMax.
+inline constexpr std::chrono::milliseconds kRetryFirst{100}, kRetryMax{2000};
+
+// The wall clock in ms since the epoch, as Redis's records hold it.
+inline std::int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// An ended attempt as a task's hash records it (JSON, invalid UTF-8 replaced).
+std::string encode(const Attempt& a);
+
+// Opens a connection, retrying with backoff until it works or `stopped()` holds (nullopt).
+template <typename Stop>
+std::optional<Connection> connect(const Endpoint& e, Stop stopped,
+                                  const std::function<void(const Status&)>& note) {
+  std::chrono::milliseconds wait = kRetryFirst;
+  while (!stopped()) {
+    auto c = Connection::open(e);
+    note(c.status());
+    if (c) return std::move(c).value();
+    std::this_thread::sleep_for(wait);
+    wait = std::min(kRetryMax, wait * 2);
+  }
+  return std::nullopt;
+}
+
+}  // namespace sandpool::redis::feeder

@@ -1,0 +1,270 @@
+// RedisFeeder's writer (redis_feeder.hpp): the ends of the tasks the local pool ran, written
+// to Redis in batches, in order, again after Redis comes back, and kept in the state dir
+// when the feeder stops before they are written.
+#include <unistd.h>
+
+#include <algorithm>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <sandpool/base/posix_call.hpp>
+
+#include <sandpool/redis/redis_feeder.hpp>
+
+#include "redis/redis_feeder_threads.hpp"
+
+namespace sandpool::redis {
+namespace {
+
+using feeder::connect;
+using feeder::encode;
+using feeder::kRetryFirst;
+using feeder::kRetryMax;
+using feeder::wall_ms;
+
+// What became of an end in its batch: written as an end (or handed back, `released`), or
+// not an end: deferred to a retry, or fenced (not this node's any more).
+enum class Written : std::uint8_t { kEnd, kDeferred, kFenced };
+
+// The end of a task the nodes refused kMaxRefusals times: dead-lettered `rejected`.
+TaskStream::EndWrite refused_end(const UnwrittenEnd& e, std::uint32_t refusals,
+                                 const std::string& consumer) {
+  TaskStream::EndWrite w;
+  w.entry = &e.entry;
+  w.state = std::string(to_string(TaskState::kDeadLettered));
+  w.reason = std::string(to_string(DeadReason::kRejected));
+  w.error = "refused by nodes " + std::to_string(refusals) + " times; last by " + consumer + ": " +
+            e.refused;
+  w.now_ms = wall_ms();
+  return w;
+}
+
+// The end of a task asked to cancel while its failed attempt ran: cancelled, not retried.
+TaskStream::EndWrite cancelled_end(const UnwrittenEnd& e, std::vector<std::string> attempts) {
+  TaskStream::EndWrite w;
+  w.entry = &e.entry;
+  w.attempts = std::move(attempts);
+  w.state = std::string(to_string(TaskState::kCancelled));
+  w.error = "cancelled; its last attempt failed: " + e.account.error;
+  w.reason = std::string(to_string(CancelReason::kUser));
+  w.now_ms = wall_ms();
+  return w;
+}
+
+// The end the local pool gave the task, its attempts with it.
+TaskStream::EndWrite local_end(const UnwrittenEnd& e) {
+  TaskStream::EndWrite w;
+  w.entry = &e.entry;
+  for (const Attempt& a : e.account.history) w.attempts.push_back(encode(a));
+  w.state = std::string(to_string(e.account.state));
+  w.result = e.account.result;
+  w.error = e.account.error;
+  if (e.account.state == TaskState::kDeadLettered) w.reason = to_string(e.account.reason);
+  w.now_ms = wall_ms();
+  return w;
+}
+
+// Counts a written batch in `stats`: each end by its outcome, and the answers of the ends
+// sent (`answers`, in order) or of the hand-backs (`released`).
+void count_written(const std::vector<Written>& outcome,
+                   const std::vector<std::optional<Fenced>>& released,
+                   const std::vector<Fenced>& answers, FeederStats& stats) {
+  std::size_t next = 0;  // in answers
+  for (std::size_t i = 0; i < outcome.size(); ++i) {
+    // A batch sent again after a connection broke mid-way finds its first ends written:
+    // they count as fenced, and the task still has exactly one end.
+    if (outcome[i] == Written::kDeferred) {
+      ++stats.deferred;
+      continue;
+    }
+    if (outcome[i] == Written::kFenced) {
+      ++stats.fenced;
+      continue;
+    }
+    const Fenced answer = released[i] ? *released[i] : answers[next++];
+    if (answer == Fenced::kNotYours) {
+      ++stats.fenced;
+    } else if (released[i]) {
+      ++stats.released;
+    } else {
+      ++stats.finished;
+    }
+  }
+}
+
+}  // namespace
+
+Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
+  std::vector<TaskStream::EndWrite> writes;
+  writes.reserve(batch.size());
+  std::vector<std::optional<Fenced>> released(batch.size());
+  std::vector<Written> outcome(batch.size(), Written::kEnd);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const Ended& e = batch[i];
+    std::uint32_t refusals = 0;
+    if (!e.refused.empty()) {  // counted first: the last refusal ends the task instead
+      auto n = stream_.refused(c, e.entry, opts_.consumer);
+      if (!n) return n.status();
+      if (*n == 0) {
+        outcome[i] = Written::kFenced;
+        continue;
+      }
+      refusals = *n;
+    }
+    if (e.release && refusals < TaskStream::kMaxRefusals) {  // rare: one round trip each
+      auto r = stream_.release(c, e.entry, opts_.consumer);
+      if (!r) return r.status();
+      released[i] = *r;
+      continue;
+    }
+    if (refusals != 0) {  // an end (`finished`), as any other
+      writes.push_back(refused_end(e, refusals, opts_.consumer));
+      continue;
+    }
+    if (e.account.state == TaskState::kDeadLettered &&
+        e.account.reason == DeadReason::kRetriesExhausted) {
+      // The local attempt failed and may be retried (the local pool has no retries of its
+      // own): the next attempt waits in Redis, unless the task used up its retries there.
+      std::vector<std::string> attempts;
+      for (const Attempt& a : e.account.history) attempts.push_back(encode(a));
+      TaskStream::Backoff b;
+      std::uint32_t retries = 0;
+      {
+        MutexLock lk(sh_->mu);
+        b.base_ms = sh_->retry.base.count();
+        b.multiplier = sh_->retry.multiplier;
+        b.max_ms = sh_->retry.max.count();
+        retries = e.entry.task.retries.value_or(sh_->default_retries);
+      }
+      b.jitter = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+      auto r = stream_.retry(c, e.entry, opts_.consumer, attempts, retries, b, wall_ms());
+      if (!r) return r.status();
+      if (*r == TaskStream::Retried::kDeferred) {
+        outcome[i] = Written::kDeferred;
+        continue;
+      }
+      if (*r == TaskStream::Retried::kNotYours) {
+        outcome[i] = Written::kFenced;
+        continue;
+      }
+      if (*r == TaskStream::Retried::kCancelled) {  // asked while the attempt ran: no retry
+        writes.push_back(cancelled_end(e, std::move(attempts)));
+        continue;
+      }
+    }
+    writes.push_back(local_end(e));
+  }
+  auto answers = stream_.end_all(c, opts_.consumer, writes);
+  if (!answers) return answers.status();
+  MutexLock lk(sh_->mu);
+  for (const Ended& e : batch) {
+    sh_->held.erase(key_of(e.entry));
+    sh_->running.erase(key_of(e.entry));
+  }
+  count_written(outcome, released, *answers, sh_->stats);
+  sh_->cv.notify_all();  // places are free
+  return Status::ok();
+}
+
+Status RedisFeeder::write_kept_ends(Connection& c) {
+  if (opts_.state_dir.empty()) return Status::ok();
+  const std::string path = unwritten_ends::path_in(opts_.state_dir, opts_.pool);
+  auto kept = unwritten_ends::read(path, opts_.pool, opts_.consumer);
+  if (!kept) return kept.status().code() == Code::kNotFound ? Status::ok() : kept.status();
+  constexpr std::ptrdiff_t kChunk = 256;
+  for (auto at = kept->ends.begin(); at != kept->ends.end();) {
+    const auto end = kept->ends.end() - at > kChunk ? at + kChunk : kept->ends.end();
+    SP_RETURN_IF_ERROR(write_ends(c, std::vector<Ended>(at, end)));  // the file stays
+    at = end;
+  }
+  if (kept->refused != 0) {
+    MutexLock lk(sh_->mu);
+    sh_->stats.last_error = "redis pool " + opts_.pool + ": " + std::to_string(kept->refused) +
+                            " kept ends refused, the first: " + kept->first_refusal;
+  }
+  return posix_call("unlink(" + path + ")", [&] { return ::unlink(path.c_str()); }).status();
+}
+
+void RedisFeeder::keep_ends() {
+  std::deque<Ended> ends;
+  {
+    MutexLock lk(sh_->mu);
+    ends.swap(sh_->ends);
+  }
+  if (ends.empty() || opts_.state_dir.empty()) return;
+  const std::string path = unwritten_ends::path_in(opts_.state_dir, opts_.pool);
+  auto kept = unwritten_ends::append(path, opts_.pool, opts_.consumer, ends);
+  MutexLock lk(sh_->mu);
+  sh_->stats.kept_ends += kept ? *kept : 0;
+  if (!kept || *kept < ends.size()) {
+    sh_->stats.last_error = "redis pool " + opts_.pool + ": " +
+                            std::to_string(ends.size() - (kept ? *kept : 0)) +
+                            " ends given up at shutdown (" +
+                            (kept ? "over the file's bound" : kept.status().to_string()) + ")";
+  }
+}
+
+void RedisFeeder::write_loop() {
+  constexpr std::size_t kMaxBatch = 256;  // ends per round trip
+  // Connecting gives up once the feeder stops: then one attempt, and the ends are kept.
+  auto stopped = [this] {
+    MutexLock lk(sh_->mu);
+    return sh_->dead || sh_->stopping;
+  };
+  auto noter = [this](const Status& s) { note(s); };
+  std::optional<Connection> c;
+  std::chrono::milliseconds wait = kRetryFirst;
+  for (;;) {
+    std::vector<Ended> batch;
+    bool stopping = false;
+    {
+      MutexLock lk(sh_->mu);
+      while (!sh_->dead && !sh_->stopping && sh_->ends.empty()) sh_->cv.wait(sh_->mu);
+      if (sh_->dead || sh_->ends.empty()) return;
+      stopping = sh_->stopping;
+      const std::size_t n = std::min(kMaxBatch, sh_->ends.size());
+      batch.assign(sh_->ends.begin(), sh_->ends.begin() + static_cast<std::ptrdiff_t>(n));
+    }
+    if (!c || c->broken()) {
+      if (stopping) {
+        auto once = Connection::open(opts_.endpoint);
+        note(once.status());
+        if (once) c.emplace(std::move(once).value());
+      } else {
+        c = connect(opts_.endpoint, stopped, noter);
+      }
+      if (!c) {
+        if (!stopping) continue;  // it began to stop, or died, meanwhile: the loop's top says
+        keep_ends();
+        return;
+      }
+    }
+    const Status s = write_ends(*c, batch);
+    note(s);
+    if (s) {
+      MutexLock lk(sh_->mu);
+      sh_->ends.erase(sh_->ends.begin(),
+                      sh_->ends.begin() + static_cast<std::ptrdiff_t>(batch.size()));
+      wait = kRetryFirst;
+      continue;
+    }
+    // Redis away (or an error of the server): the ends wait, in order, and are tried again;
+    // stopping, after one attempt they are kept in the state dir for the next start.
+    {
+      MutexLock lk(sh_->mu);
+      if (sh_->stopping) {
+        lk.unlock();
+        keep_ends();
+        return;
+      }
+      const auto until = Clock::now() + wait;
+      while (!sh_->dead && sh_->cv.wait_until(sh_->mu, until) == std::cv_status::no_timeout) {
+      }
+    }
+    wait = std::min(kRetryMax, wait * 2);
+  }
+}
+
+}  // namespace sandpool::redis

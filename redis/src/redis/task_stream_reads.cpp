@@ -1,0 +1,140 @@
+// TaskStream's reads (task_stream.hpp): a task's hash and state, the pool's dead letters, and
+// the summary `status` shows. None of them changes a key.
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include <sandpool/redis/task_stream.hpp>
+
+#include "redis/reply_checks.hpp"
+
+namespace sandpool::redis {
+
+Result<std::vector<TaskStream::Letter>> TaskStream::dead_letters(Connection& c, std::size_t max,
+                                                                 const std::string& before) const {
+  auto r = c.command({"XREVRANGE", letters_, before.empty() ? "+" : "(" + before, "-", "COUNT",
+                      std::to_string(max)});
+  if (!r) return r.status();
+  if (r->is_error()) return r->status();
+  std::vector<Letter> out;
+  for (const Reply& entry : r->elements) {
+    if (entry.elements.size() != 2) return unexpected("XREVRANGE", *r);
+    out.emplace_back().entry_id = entry.elements[0].str;
+    auto& fields = out.back().fields;
+    const auto& f = entry.elements[1].elements;
+    for (std::size_t i = 0; i + 1 < f.size(); i += 2) fields.emplace_back(f[i].str, f[i + 1].str);
+  }
+  return out;
+}
+
+Result<std::optional<std::string>> TaskStream::task_state(Connection& c, std::uint64_t id) const {
+  auto r = c.command({"HGET", prefix_ + "task:" + std::to_string(id), "state"});
+  if (!r) return r.status();
+  if (r->is_error()) return r->status();
+  if (r->is_nil()) return std::optional<std::string>{};
+  if (r->type != Reply::Type::kString) return unexpected("task_state", *r);
+  return std::optional<std::string>(r->str);
+}
+
+Result<StoredTask> TaskStream::task(Connection& c, std::uint64_t id) const {
+  const std::string h = prefix_ + "task:" + std::to_string(id);
+  auto all = c.command({"HGETALL", h});
+  if (!all) return all.status();
+  if (all->is_error()) return all->status();
+  if (all->elements.empty()) {
+    return Status::error(Code::kNotFound, "task " + std::to_string(id) + " is not in redis");
+  }
+  StoredTask t;
+  t.id = id;
+  const auto& f = all->elements;
+  for (std::size_t i = 0; i + 1 < f.size(); i += 2) {
+    const std::string& k = f[i].str;
+    const std::string& v = f[i + 1].str;
+    if (k == "pool")
+      t.pool = v;
+    else if (k == "type")
+      t.type = v;
+    else if (k == "state")
+      t.state = v;
+    else if (k == "result")
+      t.result = v;
+    else if (k == "error")
+      t.error = v;
+    else if (k == "reason")
+      t.reason = v;
+    else if (k == "node")
+      t.node = v;
+    else if (k == "entry")
+      t.entry_id = v;
+    else if (k == "attempts")
+      (void)parse_number(v, &t.attempts);
+    else if (k == "submitted_ms")
+      (void)parse_number(v, &t.submitted_ms);
+    else if (k == "finished_ms")
+      (void)parse_number(v, &t.finished_ms);
+    else if (k == "not_before_ms")
+      (void)parse_number(v, &t.not_before_ms);
+    else if (k == "tenant")
+      t.tenant = v;
+  }
+  auto history = c.command({"LRANGE", h + ":attempts", "0", "-1"});
+  if (!history) return history.status();
+  for (const Reply& a : history->elements) t.history.push_back(a.str);
+  return t;
+}
+
+Result<TaskStream::Summary> TaskStream::summary(Connection& c) const {
+  std::vector<std::vector<std::string>> asks = {
+      {"ZCARD", later_}, {"ZCARD", done_}, {"XLEN", letters_}};
+  for (const std::string& stream : streams_) {
+    asks.push_back({"XLEN", stream});
+    asks.push_back({"XPENDING", stream, kGroup});
+    asks.push_back({"XINFO", "CONSUMERS", stream, kGroup});
+  }
+  for (const auto& a : asks) SP_RETURN_IF_ERROR(c.append(a));
+  std::vector<Reply> r;
+  for (std::size_t i = 0; i < asks.size(); ++i) {
+    auto one = c.read();
+    if (!one) return one.status();
+    r.push_back(std::move(one).value());
+  }
+  const auto count = [](const Reply& x) {
+    return static_cast<std::uint64_t>(std::max<std::int64_t>(0, x.integer));
+  };
+  Summary out;
+  out.later = count(r[0]);
+  out.finished = count(r[1]);
+  out.dead_letters = count(r[2]);
+  for (std::size_t s = 3; s + 2 < r.size(); s += 3) {  // each band: length, pending, consumers
+    out.length += count(r[s]);
+    if (!r[s + 1].elements.empty()) out.pending += count(r[s + 1].elements[0]);
+    for (const Reply& consumer : r[s + 2].elements) {  // an error (no group yet): none
+      Consumer seen;
+      const auto& f = consumer.elements;
+      for (std::size_t i = 0; i + 1 < f.size(); i += 2) {
+        if (f[i].str == "name") seen.name = f[i + 1].str;
+        if (f[i].str == "pending") seen.pending = count(f[i + 1]);
+        if (f[i].str == "idle") seen.idle_ms = f[i + 1].integer;
+      }
+      auto same = std::find_if(out.consumers.begin(), out.consumers.end(),
+                               [&](const Consumer& x) { return x.name == seen.name; });
+      if (same == out.consumers.end()) {
+        out.consumers.push_back(std::move(seen));
+      } else {
+        same->pending += seen.pending;
+        same->idle_ms = std::min(same->idle_ms, seen.idle_ms);
+      }
+    }
+  }
+  for (const Consumer& one : out.consumers) {
+    SP_RETURN_IF_ERROR(c.append({"EXISTS", prefix_ + "node:" + one.name}));
+  }
+  for (Consumer& one : out.consumers) {
+    auto alive = c.read();
+    if (!alive) return alive.status();
+    one.alive = alive->integer == 1;
+  }
+  return out;
+}
+
+}  // namespace sandpool::redis
