@@ -259,7 +259,7 @@ void RedisFeeder::write_loop() {
         keep_ends();
         return;
       }
-      const auto until = Clock::now() + wait;
+      const auto until = feeder::Clock::now() + wait;
       while (!sh_->dead && sh_->cv.wait_until(sh_->mu, until) == std::cv_status::no_timeout) {
       }
     }
