@@ -98,6 +98,11 @@ class DeadLetterStoreImpl {
   bool has_work_locked() const REQUIRES(mu_);
   // Tries to write `batch`; leaves in it, in order, the letters that stay pending.
   WriteRound write_round(std::vector<PendingLetter>& batch);
+  // write_round's last resort: the letters the database refuses (batch[i] for each `refused`)
+  // go to a spill file and are done; when the file cannot be written they stay pending.
+  void spill_refused(std::vector<PendingLetter>& batch,
+                     std::vector<std::pair<std::size_t, Status>>& refused, std::vector<bool>& done,
+                     WriteRound& round);
   // Commits batch[begin, end) and the retention bound in one transaction.
   // The round's first transaction: the journal's taken writes, then batch; the journal
   // learns how it went.

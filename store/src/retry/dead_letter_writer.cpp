@@ -256,31 +256,7 @@ DeadLetterStoreImpl::WriteRound DeadLetterStoreImpl::write_round(
     }
     if (round.written > 0) refused.insert(refused.end(), suspects.begin(), suspects.end());
   }
-  if (!refused.empty()) {
-    std::sort(refused.begin(), refused.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
-    std::vector<PendingLetter> letters;
-    for (const auto& [i, why] : refused) {
-      log_->error("dead-letter store {}: the database refuses the letter of task {} of pool {}: {}",
-                  path_, batch[i].letter.task.id, batch[i].letter.pool, why.to_string());
-      letters.push_back(std::move(batch[i]));
-    }
-    auto file = spill(letters, "refused by the database");
-    for (std::size_t k = 0; k < refused.size(); ++k) {
-      const std::size_t i = refused[k].first;
-      if (file) {
-        done[i] = true;
-        round.deliveries.push_back({std::move(letters[k].on_written), {0, *file, ""}});
-      } else {
-        batch[i] = std::move(letters[k]);  // stays pending; the spill is tried again
-      }
-    }
-    if (!file) {
-      log_->error("dead-letter store {}: cannot spill {} refused letters, keeping them: {}", path_,
-                  refused.size(), file.status().to_string());
-      round.last_error = file.status();
-    }
-  }
+  if (!refused.empty()) spill_refused(batch, refused, done, round);
   std::size_t kept = 0;
   for (std::size_t i = 0; i < batch.size(); ++i) {
     if (done[i]) continue;
@@ -289,6 +265,34 @@ DeadLetterStoreImpl::WriteRound DeadLetterStoreImpl::write_round(
   }
   batch.resize(kept);
   return round;
+}
+
+void DeadLetterStoreImpl::spill_refused(std::vector<PendingLetter>& batch,
+                                        std::vector<std::pair<std::size_t, Status>>& refused,
+                                        std::vector<bool>& done, WriteRound& round) {
+  std::sort(refused.begin(), refused.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<PendingLetter> letters;
+  for (const auto& [i, why] : refused) {
+    log_->error("dead-letter store {}: the database refuses the letter of task {} of pool {}: {}",
+                path_, batch[i].letter.task.id, batch[i].letter.pool, why.to_string());
+    letters.push_back(std::move(batch[i]));
+  }
+  auto file = spill(letters, "refused by the database");
+  for (std::size_t k = 0; k < refused.size(); ++k) {
+    const std::size_t i = refused[k].first;
+    if (file) {
+      done[i] = true;
+      round.deliveries.push_back({std::move(letters[k].on_written), {0, *file, ""}});
+    } else {
+      batch[i] = std::move(letters[k]);  // stays pending; the spill is tried again
+    }
+  }
+  if (!file) {
+    log_->error("dead-letter store {}: cannot spill {} refused letters, keeping them: {}", path_,
+                refused.size(), file.status().to_string());
+    round.last_error = file.status();
+  }
 }
 
 DeadLetterStoreImpl::Transaction DeadLetterStoreImpl::write_transaction(

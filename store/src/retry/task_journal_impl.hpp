@@ -96,6 +96,10 @@ class TaskJournalImpl {
   // Appends the records of taken_[i, j) to the open transaction's log; `planned`: as
   // plan_round() marked them (else whole, as writes tried alone).
   Status write_range(sqlite::SqliteDb& db, std::size_t i, std::size_t j, bool planned);
+  // write_range's parts: an accept (a reopen deletes its letter in the same transaction; a
+  // duplicate writes nothing), and a task's end written whole, of the task `meta`.
+  Status write_accept(sqlite::SqliteDb& db, std::size_t k, bool planned);
+  void write_end_whole(const JournalTask& meta, const Write& end, std::size_t write);
   // Commits taken_[i, j) in a transaction of its own.
   Status commit_alone(sqlite::SqliteDb& db, std::size_t i, std::size_t j, int* rc);
   // The whole round committed (or failed with SQLite code `rc`: then the writes are tried in

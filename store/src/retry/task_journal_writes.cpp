@@ -177,65 +177,73 @@ Status TaskJournalImpl::flush_body(SqliteDb& db) {
   return Status::ok();
 }
 
+void TaskJournalImpl::write_end_whole(const JournalTask& meta, const Write& end,
+                                      std::size_t write) {
+  Tx& tx = *tx_;
+  JournalTask& t = tx.wholes.emplace_back();
+  ended_into(t, meta, *end.final_account, end.at_ms, 0);
+  const std::uint64_t id = t.task.id;
+  const std::size_t bytes = tx.append([&](journal_log::BodyWriter& b) { b.task(t); });
+  tx.items.push_back(
+      {Tx::Item::Kind::kWhole, tx.next_seq, bytes, write, 0, tx.wholes.size() - 1, id});
+  tx.ended.insert(id);
+  tx.highest = std::max(tx.highest, id);
+}
+
+Status TaskJournalImpl::write_accept(SqliteDb& db, std::size_t k, bool planned) {
+  Tx& tx = *tx_;
+  const JournalState& st = writer_view();
+  Write& w = *taken_[k];
+  Write::Accept& a = *w.accept;
+  if (a.letter_id != 0) {
+    // A reopen: its task must not be open, and its letter goes in this transaction.
+    w.letter_gone = false;
+    w.duplicate = tx.open_task(st, a.tasks.front().task.id) != nullptr;
+    if (w.duplicate) {
+      // Open because a concurrent replay of the same letter won: its letter is gone,
+      // and that is the answer (not_found, as without a journal).
+      auto there = letter_exists(db, a.letter_id);
+      if (!there) return there.status();
+      w.letter_gone = !*there;
+      w.duplicate = *there;
+      return Status::ok();
+    }
+    auto gone = delete_letter(db, a.letter_id);
+    if (!gone) return gone.status();
+    w.letter_gone = !*gone;
+    if (w.letter_gone) return Status::ok();
+  } else {
+    // Ids are new to the journal, to this transaction and within the batch.
+    w.duplicate = !ids_rise_above(a.tasks, std::max(st.highest(), tx.highest)) &&
+                  !ids_unseen(a.tasks, st, tx.accepted, tx.ended);
+    if (w.duplicate) return Status::ok();
+  }
+  for (std::size_t n = 0; n < a.tasks.size(); ++n) {
+    JournalTask& t = a.tasks[n];
+    as_accepted(t, w.at_ms);
+    const std::size_t end_at = planned && !a.ends.empty() ? a.ends[n] : 0;
+    if (end_at != 0) {
+      write_end_whole(t, *taken_[end_at - 1], k);
+      continue;
+    }
+    const std::size_t bytes = tx.append([&](journal_log::BodyWriter& b) { b.task(t); });
+    tx.items.push_back({Tx::Item::Kind::kAccepted, tx.next_seq, bytes, k, n, 0, t.task.id});
+    tx.accepted.try_emplace(t.task.id, &t);
+    tx.highest = std::max(tx.highest, t.task.id);
+  }
+  return Status::ok();
+}
+
 Status TaskJournalImpl::write_range(SqliteDb& db, std::size_t i, std::size_t j, bool planned) {
   Tx& tx = *tx_;
   const JournalState& st = writer_view();
-  using Item = Tx::Item;
-  // A task's end, as taken_[end] has it, of the task `meta` (not in tx.wholes).
-  auto whole = [&](const JournalTask& meta, const Write& end, std::size_t write) {
-    JournalTask& t = tx.wholes.emplace_back();
-    ended_into(t, meta, *end.final_account, end.at_ms, 0);
-    const std::uint64_t id = t.task.id;
-    const std::size_t bytes = tx.append([&](journal_log::BodyWriter& b) { b.task(t); });
-    tx.items.push_back(
-        {Item::Kind::kWhole, tx.next_seq, bytes, write, 0, tx.wholes.size() - 1, id});
-    tx.ended.insert(id);
-    tx.highest = std::max(tx.highest, id);
-  };
   for (std::size_t k = i; k < j; ++k) {
     Write& w = *taken_[k];
     if (planned && w.covered) continue;  // a finish's end went with its accept
     switch (w.kind) {
-      case Write::Kind::kAccept: {
-        Write::Accept& a = *w.accept;
-        if (a.letter_id != 0) {
-          // A reopen: its task must not be open, and its letter goes in this transaction.
-          w.letter_gone = false;
-          w.duplicate = tx.open_task(st, a.tasks.front().task.id) != nullptr;
-          if (w.duplicate) {
-            // Open because a concurrent replay of the same letter won: its letter is gone,
-            // and that is the answer (not_found, as without a journal).
-            auto there = letter_exists(db, a.letter_id);
-            if (!there) return there.status();
-            w.letter_gone = !*there;
-            w.duplicate = *there;
-            break;
-          }
-          auto gone = delete_letter(db, a.letter_id);
-          if (!gone) return gone.status();
-          w.letter_gone = !*gone;
-          if (w.letter_gone) break;
-        } else {
-          // Ids are new to the journal, to this transaction and within the batch.
-          w.duplicate = !ids_rise_above(a.tasks, std::max(st.highest(), tx.highest)) &&
-                        !ids_unseen(a.tasks, st, tx.accepted, tx.ended);
-          if (w.duplicate) break;
-        }
-        for (std::size_t n = 0; n < a.tasks.size(); ++n) {
-          JournalTask& t = a.tasks[n];
-          as_accepted(t, w.at_ms);
-          const std::size_t end_at = planned && !a.ends.empty() ? a.ends[n] : 0;
-          if (end_at != 0) {
-            whole(t, *taken_[end_at - 1], k);
-            continue;
-          }
-          const std::size_t bytes = tx.append([&](journal_log::BodyWriter& b) { b.task(t); });
-          tx.items.push_back({Item::Kind::kAccepted, tx.next_seq, bytes, k, n, 0, t.task.id});
-          tx.accepted.try_emplace(t.task.id, &t);
-          tx.highest = std::max(tx.highest, t.task.id);
-        }
+      case Write::Kind::kAccept:
+        SP_RETURN_IF_ERROR(write_accept(db, k, planned));
         break;
-      }
       case Write::Kind::kStart:
       case Write::Kind::kRequeue:
       case Write::Kind::kAttempt: {
@@ -249,12 +257,12 @@ Status TaskJournalImpl::write_range(SqliteDb& db, std::size_t i, std::size_t j, 
             b.attempt(w.task_id, *w.ended, w.next, w.retry_due_ms, w.at_ms);
           }
         });
-        tx.items.push_back({Item::Kind::kStep, tx.next_seq, bytes, k, 0, 0, w.task_id});
+        tx.items.push_back({Tx::Item::Kind::kStep, tx.next_seq, bytes, k, 0, 0, w.task_id});
         break;
       }
       case Write::Kind::kFinish: {
         const JournalTask* meta = tx.open_task(st, w.task_id);
-        if (meta != nullptr) whole(*meta, w, k);
+        if (meta != nullptr) write_end_whole(*meta, w, k);
         break;
       }
     }
