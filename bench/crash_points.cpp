@@ -190,7 +190,7 @@ Outcome scenario(Path path, const fs::path& dir, Child& poold) {
     case Path::kDeadLetter: {
       SubmitRequest r =
           path == Path::kFinish ? request("echo", "crash point") : request("flaky", "");
-      if (path == Path::kDeadLetter) r.retries = 0;
+      if (path == Path::kDeadLetter) r.options.retries = 0;
       auto s = c->submit(r);
       if (!s) {
         o.cut = true;

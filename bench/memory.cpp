@@ -260,7 +260,7 @@ bool poold_queued_run(const BenchOptions& o, Report& r, bool journal) {
   SubmitRequest hold;
   hold.type = "sleep";
   hold.payload = std::to_string(kHoldMs);
-  hold.timeout = std::chrono::milliseconds(kHoldMs);
+  hold.options.timeout = std::chrono::milliseconds(kHoldMs);
   if (auto s = poold.client().submit(hold); !s) return poold.fail(s.status().message());
   auto counters = [&]() -> std::optional<ops::PoolCounters> {
     auto s = poold.client().stats("sleep");

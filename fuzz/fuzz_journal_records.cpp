@@ -35,18 +35,12 @@ bool same_task(const JournalTask& a, const JournalTask& b) {
   for (std::size_t i = 0; i < a.task.history.size(); ++i) {
     if (!same_attempt(a.task.history[i], b.task.history[i])) return false;
   }
-  const JournalTaskOptions& o = a.options;
-  const JournalTaskOptions& p = b.options;
   return a.task.id == b.task.id && a.pool == b.pool && a.task.type == b.task.type &&
-         a.payload == b.payload && o.timeout == p.timeout && o.retries == p.retries &&
-         o.priority == p.priority && o.key == p.key && o.queue_ttl == p.queue_ttl &&
-         o.fail_fast == p.fail_fast && o.idempotency_key == p.idempotency_key &&
-         o.not_before_ms == p.not_before_ms && o.tenant == p.tenant &&
-         a.submitted_ms == b.submitted_ms && a.task.state == b.task.state &&
-         a.task.reason == b.task.reason && a.task.cancel_reason == b.task.cancel_reason &&
-         a.task.result == b.task.result && a.task.error == b.task.error &&
-         a.retry_due_ms == b.retry_due_ms && a.finished_ms == b.finished_ms &&
-         a.letter_id == b.letter_id;
+         a.payload == b.payload && a.options == b.options && a.submitted_ms == b.submitted_ms &&
+         a.task.state == b.task.state && a.task.reason == b.task.reason &&
+         a.task.cancel_reason == b.task.cancel_reason && a.task.result == b.task.result &&
+         a.task.error == b.task.error && a.retry_due_ms == b.retry_due_ms &&
+         a.finished_ms == b.finished_ms && a.letter_id == b.letter_id;
 }
 
 bool same_record(const Record& a, const Record& b) {
@@ -147,7 +141,7 @@ JournalTask seed_task(std::uint64_t id, bool every_option) {
     t.options.queue_ttl = std::chrono::milliseconds(60000);
     t.options.fail_fast = true;
     t.options.idempotency_key = "key-" + std::to_string(id);
-    t.options.not_before_ms = 1790000060000;
+    (void)t.options.set_not_before_ms(1790000060000);
     t.options.tenant = "acme";
   }
   return t;

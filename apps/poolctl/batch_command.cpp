@@ -210,7 +210,7 @@ int run_batch(const Cli& cli, const BatchArgs& a, std::uint64_t payload_size) {
   ops::SubmitArgs defaults;
   defaults.type = a.type;
   defaults.pool = a.pool;
-  defaults.tenant = a.tenant;
+  defaults.options.tenant = a.tenant;
   // A request stays well under the frame limit (16 MiB) whatever the payload size.
   const std::size_t chunk = std::max<std::size_t>(
       1, std::min<std::size_t>(a.chunk, (15u << 20) / std::max<std::uint64_t>(1, payload_size)));

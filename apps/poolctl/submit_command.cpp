@@ -3,6 +3,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <sstream>
 
@@ -36,7 +37,10 @@ std::int64_t time_arg(const std::string& name, const std::string& text) {
       seconds = std::stoll(text.substr(1), &used);
     } catch (const std::exception&) {
     }
-    if (used == text.size() - 1 && seconds >= 0) return seconds * 1000;
+    if (used == text.size() - 1 && seconds >= 0 &&
+        seconds <= std::numeric_limits<std::int64_t>::max() / 1000) {
+      return seconds * 1000;
+    }
   } else {
     std::tm tm{};
     const char* end = ::strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
@@ -115,16 +119,16 @@ void add_submit_command(CLI::App& app, Cli& cli) {
   sub->add_option("--wait-timeout", a->wait_timeout,
                   "with --wait: give up waiting after this long (30s, 500ms), restarts "
                   "included; the task keeps running");
-  sub->add_option("--priority", a->request.priority, "higher runs first (default 0)");
+  sub->add_option("--priority", a->request.options.priority, "higher runs first (default 0)");
   sub->add_option("--timeout", a->timeout, "per-attempt timeout (30s, 500ms)");
   sub->add_option("--retries", a->retries, "retries after the first attempt");
-  sub->add_option("--key", a->request.key, "affinity key");
-  sub->add_option("--idempotency-key", a->request.idempotency_key,
+  sub->add_option("--key", a->request.options.key, "affinity key");
+  sub->add_option("--idempotency-key", a->request.options.idempotency_key,
                   "a resubmit with the same key returns the existing task");
   sub->add_option("--request-token", a->request.request_token,
                   "this request's name: run the command again with it after an 'outcome "
                   "unknown' timeout and it gets the task the first try made (protocol.md)");
-  sub->add_option("--tenant", a->request.tenant,
+  sub->add_option("--tenant", a->request.options.tenant,
                   "the tenant it is for: fair queueing between tenants (default: none)");
   auto* delay =
       sub->add_option("--delay", a->delay, "scheduled: queue it only after this long (90s, 10m)");
@@ -136,15 +140,18 @@ void add_submit_command(CLI::App& app, Cli& cli) {
     a->request.payload = read_payload(*a);
     if (!a->timeout.empty()) {
       // The lower bound here; poold checks the upper one (the pool's task_defaults.max_timeout).
-      a->request.timeout = duration_arg("--timeout", a->timeout);
-      if (a->request.timeout->count() < 1) {
+      a->request.options.timeout = duration_arg("--timeout", a->timeout);
+      if (a->request.options.timeout->count() < 1) {
         throw CLI::ValidationError("--timeout",
                                    "a task's timeout is at least 1ms, got " + a->timeout);
       }
     }
-    a->request.retries = a->retries;
+    a->request.options.retries = a->retries;
     if (!a->delay.empty()) a->request.delay = duration_arg("--delay", a->delay);
-    if (!a->not_before.empty()) a->request.not_before_ms = time_arg("--not-before", a->not_before);
+    if (!a->not_before.empty() &&
+        !a->request.options.set_not_before_ms(time_arg("--not-before", a->not_before))) {
+      throw CLI::ValidationError("--not-before", "beyond the clock's range: " + a->not_before);
+    }
     cli.action = [&cli, a] { return run_submit(cli, *a); };
   });
 }

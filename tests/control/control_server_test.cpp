@@ -176,7 +176,7 @@ TEST_CASE("a waited submit streams progress, then the raw result") {
   SubmitRequest task;
   task.type = "echo";
   task.payload = std::string("ab\0c", 4);
-  task.idempotency_key = "k1";
+  task.options.idempotency_key = "k1";
   std::vector<std::string> progress;
   auto r = client.submit_wait(task, [&](std::uint64_t id, const std::string& p) {
     CHECK(id == 7);
@@ -203,11 +203,11 @@ TEST_CASE("submit passes every option through and an async submit completes by c
   task.type = "upper";
   task.payload = "hello";
   task.pool = "p1";
-  task.priority = 5;
-  task.timeout = std::chrono::milliseconds(1500);
-  task.retries = 2;
-  task.key = "aff";
-  task.idempotency_key = "idem";
+  task.options.priority = 5;
+  task.options.timeout = std::chrono::milliseconds(1500);
+  task.options.retries = 2;
+  task.options.key = "aff";
+  task.options.idempotency_key = "idem";
   std::promise<Result<TaskReply>> done;
   REQUIRE(client.submit_async(task, [&](Result<TaskReply> r) { done.set_value(std::move(r)); }));
   auto parked = handler.take_parked(1);
@@ -299,7 +299,7 @@ TEST_CASE("a batch carries every payload raw and returns an id or an error per t
     tasks[0].payload = "a";
     tasks[1].type = "upper";
     tasks[1].payload = "b";
-    tasks[1].idempotency_key = "again";
+    tasks[1].options.idempotency_key = "again";
     auto r = client.submit_batch(tasks);
     REQUIRE(r);
     CHECK_FALSE((*r)[0].existing);

@@ -3,6 +3,7 @@
 // argument is refused naming the field.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <set>
 #include <string>
 
@@ -92,6 +93,57 @@ TEST_CASE("what the client encodes, the server decodes to the same arguments") {
   ops::RestartArgs r2;
   REQUIRE(ops::decode(ops::encode(r), &r2).is_ok());
   CHECK(r2.rolling);
+}
+
+TEST_CASE("submit's arguments carry every option the wire offers and read back the same") {
+  ops::SubmitArgs a;
+  a.type = "echo";
+  a.pool = "p";
+  a.options.priority = -3;
+  a.options.timeout = std::chrono::milliseconds(1500);
+  a.options.retries = 0;  // set, and zero: sent
+  a.options.key = "user-1";
+  a.options.idempotency_key = "order-7";
+  REQUIRE(a.options.set_not_before_ms(1790000000123));
+  a.options.tenant = "acme";
+  a.wait = true;
+  a.progress = true;
+  a.request_token = "tok";
+  const json j = ops::encode(a);
+  CHECK(j == json{{"type", "echo"},
+                  {"pool", "p"},
+                  {"priority", -3},
+                  {"timeout_ms", 1500},
+                  {"retries", 0},
+                  {"key", "user-1"},
+                  {"idempotency_key", "order-7"},
+                  {"not_before_ms", 1790000000123},
+                  {"tenant", "acme"},
+                  {"wait", true},
+                  {"progress", true},
+                  {"request_token", "tok"}});
+  std::set<std::string> names;
+  for (std::string_view n : ops::submit_arg_names()) names.emplace(n);
+  std::set<std::string> keys;
+  for (const auto& [k, v] : j.items()) keys.insert(k);
+  keys.insert("delay_ms");  // at most one of delay and not_before: not both in one request
+  CHECK(keys == names);
+  ops::SubmitArgs back;
+  REQUIRE(ops::decode(j, &back).is_ok());
+  CHECK(back.options == a.options);
+  CHECK(ops::encode(back) == j);
+  // Only what is set travels; type and priority always.
+  CHECK(ops::encode(ops::SubmitArgs{}) == json{{"type", ""}, {"priority", 0}});
+}
+
+TEST_CASE("a not_before_ms beyond the clock's range is refused naming it, not overflowed") {
+  ops::SubmitArgs a;
+  const Status st = ops::decode(json{{"type", "echo"}, {"not_before_ms", INT64_MAX}}, &a);
+  CHECK(st.code() == Code::kInvalidArgument);
+  CHECK_THAT(st.message(), Catch::Contains("not_before_ms"));
+  CHECK_FALSE(a.options.not_before);
+  REQUIRE(ops::decode(json{{"type", "echo"}, {"not_before_ms", -5}}, &a).is_ok());
+  CHECK(a.options.not_before_ms() == -5);
 }
 
 TEST_CASE("a task account travels with its optional fields only when they apply") {

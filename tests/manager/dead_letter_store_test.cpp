@@ -11,6 +11,7 @@
 
 #include <sandpool/store/dead_letters.hpp>
 #include <sandpool/store/sqlite_db.hpp>
+#include <sandpool/task/submit_options.hpp>
 #include "dead_letter_test_support.hpp"
 #include "retry/dead_letter_schema.hpp"
 
@@ -156,7 +157,7 @@ VALUES (31, 'images', 'resize', 'retries_exhausted', 'boom', x'7031', 1500, 2, 3
   CHECK(letters[1].task.id == 32);
   CHECK(letters[1].options.tenant == "acme");
   CHECK(letters[1].task.tenant == "acme");
-  CHECK(letters[1].options.to_submit_options().tenant == "acme");
+  CHECK(SubmitOptions::of(letters[1].options).tenant == "acme");
   // A claim (a replay's first step) reads it too.
   auto claimed = store->claim(letters[1].letter_id);
   REQUIRE(claimed.is_ok());

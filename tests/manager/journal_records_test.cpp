@@ -53,7 +53,7 @@ JournalTask full_task(std::uint64_t id) {
   t.options.queue_ttl = std::chrono::milliseconds(60000);
   t.options.fail_fast = true;
   t.options.idempotency_key = "key-" + std::to_string(id);
-  t.options.not_before_ms = 1700000090000;
+  REQUIRE(t.options.set_not_before_ms(1700000090000));
   t.options.tenant = "acme";
   t.submitted_ms = 1700000000007;
   t.task.state = TaskState::kDeadLettered;

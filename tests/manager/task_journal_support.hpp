@@ -58,7 +58,7 @@ inline void check_same_task(const JournalTask& got, const JournalTask& want) {
   CHECK(got.options.queue_ttl == want.options.queue_ttl);
   CHECK(got.options.fail_fast == want.options.fail_fast);
   CHECK(got.options.idempotency_key == want.options.idempotency_key);
-  CHECK(got.options.not_before_ms == want.options.not_before_ms);
+  CHECK(got.options.not_before == want.options.not_before);
   CHECK(got.options.tenant == want.options.tenant);
   CHECK(got.submitted_ms == want.submitted_ms);
 }

@@ -141,7 +141,7 @@ TEST_CASE("poold: a kill -9 charges `lost` only to the task its worker started, 
   Client c = f.connect();
   auto no_retry = [](const std::string& ms) {
     SubmitRequest r = task("sleep", ms);
-    r.retries = 0;  // a lost attempt dead-letters it
+    r.options.retries = 0;  // a lost attempt dead-letters it
     return r;
   };
   auto held = c.submit(no_retry("60000"));
@@ -261,7 +261,7 @@ TEST_CASE("poold: a task finished before a restart is found by id, by wait and b
   PooldFixture f("pools:\n" + pool_yaml("echo", "echo"));
   Client c = f.connect();
   SubmitRequest keyed = task("echo", "kept");
-  keyed.idempotency_key = "order-17";
+  keyed.options.idempotency_key = "order-17";
   auto done = c.submit_wait(keyed);
   REQUIRE(done);
   REQUIRE(done->state == "completed");

@@ -51,7 +51,7 @@ TEST_CASE("poold: a scheduled task survives a kill -9 with its not_before and te
   Client c = f.connect();
   SubmitRequest later = task("echo", "later");
   later.delay = std::chrono::hours(1);
-  later.tenant = "acme";
+  later.options.tenant = "acme";
   auto id = c.submit(later);
   REQUIRE(id);
   auto before = c.task(id->id);
@@ -82,7 +82,7 @@ TEST_CASE("poold: a task whose not_before passes while poold is down runs after 
   PooldFixture f(scheduled_pools(), "  journal: {enabled: true, sync: normal}\n");
   Client c = f.connect();
   SubmitRequest soon = task("echo", "soon");
-  soon.not_before_ms = wall_ms_now() + 3000;
+  REQUIRE(soon.options.set_not_before_ms(wall_ms_now() + 3000));
   auto id = c.submit(soon);
   REQUIRE(id);
   auto waiting = c.task(id->id);
@@ -92,7 +92,7 @@ TEST_CASE("poold: a task whose not_before passes while poold is down runs after 
   // scheduled, and the test would not be about what its name says.
   f.poold->signal(SIGKILL);
   REQUIRE(f.poold->wait_exit() == 128 + SIGKILL);
-  REQUIRE(poll_until([&] { return wall_ms_now() > *soon.not_before_ms; }));
+  REQUIRE(poll_until([&] { return wall_ms_now() > *soon.options.not_before_ms(); }));
   f.start();
   Client again = f.connect();
   auto t = again.wait(id->id);
@@ -152,7 +152,7 @@ TEST_CASE("poold: queue.max_per_tenant refuses a tenant's flood with queue_full 
   PooldFixture f(scheduled_pools("    queue: {max_per_tenant: 2}\n"));
   Client c = f.connect();
   SubmitRequest flood = task("echo", "f");
-  flood.tenant = "flood";
+  flood.options.tenant = "flood";
   flood.delay = std::chrono::hours(1);  // scheduled tasks count: they stay waiting
   REQUIRE(c.submit(flood));
   REQUIRE(c.submit(flood));
@@ -161,7 +161,7 @@ TEST_CASE("poold: queue.max_per_tenant refuses a tenant's flood with queue_full 
   CHECK(refused.status().code() == Code::kQueueFull);
   CHECK(refused.status().message().find("tenant 'flood'") != std::string::npos);
   SubmitRequest other = flood;
-  other.tenant = "other";
+  other.options.tenant = "other";
   CHECK(c.submit(other));
   // The poolctl flag reaches the same bound.
   ScheduleCtl ctl{f.socket};
@@ -182,20 +182,20 @@ TEST_CASE("poold: concurrency_per_type holds a type's tasks, shown as throttled 
   // are submitted once it runs, so they are the ones held (a task of a fixed length could
   // end, and free the slot, before the test has read what it holds).
   SubmitRequest first = task("sleep", "600000");
-  first.tenant = "acme";
+  first.options.tenant = "acme";
   auto holder = c.submit(first);
   REQUIRE(holder);
   REQUIRE(wait_task_state(c, holder->id, "running"));
   std::vector<std::uint64_t> ids;
   for (int i = 0; i < 2; ++i) {
     SubmitRequest r = task("sleep", "1");
-    r.tenant = "acme";
+    r.options.tenant = "acme";
     auto id = c.submit(r);
     REQUIRE(id);
     ids.push_back(id->id);
   }
   SubmitRequest later = task("sleep", "1");
-  later.tenant = "acme";
+  later.options.tenant = "acme";
   later.delay = std::chrono::hours(1);
   auto later_id = c.submit(later);
   REQUIRE(later_id);
@@ -254,7 +254,7 @@ TEST_CASE("poold: dispatch by_key sends a key's tasks to one worker, least_rss s
   for (int i = 0; i < 12; ++i) {
     SubmitRequest r = task("echo", "k");
     r.pool = "keyed";
-    r.key = "user-7";
+    r.options.key = "user-7";
     auto done = c.submit_wait(r);
     REQUIRE(done);
     REQUIRE(done->state == "completed");

@@ -96,7 +96,7 @@ TEST_CASE("poold: submit, wait, look the task up, a batch, an idempotent resubmi
   CHECK((*batch)[0].id != (*batch)[1].id);
 
   SubmitRequest keyed = task("upper", "once");
-  keyed.idempotency_key = "k-1";
+  keyed.options.idempotency_key = "k-1";
   auto first = c.submit_wait(keyed);
   REQUIRE(first);
   auto again = c.submit(keyed);

@@ -18,7 +18,7 @@ using nlohmann::json;
 
 SubmitRequest keyed(const std::string& key, std::string payload) {
   SubmitRequest r = task("echo", std::move(payload));
-  r.idempotency_key = key;
+  r.options.idempotency_key = key;
   return r;
 }
 
@@ -78,9 +78,9 @@ TEST_CASE("poold: a waited resubmit whose key names a replayed task is answered 
                                         "{min: 1, max: 1, initial: 1}"));
   Client c = f.connect();
   SubmitRequest slow = task("sleep", "60000");
-  slow.idempotency_key = "K";
-  slow.timeout = std::chrono::milliseconds(50);
-  slow.retries = 0;
+  slow.options.idempotency_key = "K";
+  slow.options.timeout = std::chrono::milliseconds(50);
+  slow.options.retries = 0;
   auto dead = c.submit_wait(slow);
   REQUIRE(dead);
   REQUIRE(dead->state == "dead_lettered");

@@ -413,7 +413,7 @@ TEST_CASE("a redis pool's scheduled task waits in redis, seen from any node, and
   // from the other node; a cancel ends it at once.
   SubmitRequest far = task("sleep", "1");
   far.delay = std::chrono::hours(1);
-  far.tenant = "acme";
+  far.options.tenant = "acme";
   const auto before_far = wall_ms();
   auto far_id = ca.submit(far);
   REQUIRE(far_id);
@@ -448,7 +448,7 @@ TEST_CASE("a redis pool's task runs in its priority band, and the hash says wher
   ClusterNode a(redis, "pa", "");
   Client c = a.connect();
   SubmitRequest urgent = task("sleep", "1");
-  urgent.priority = 9;
+  urgent.options.priority = 9;
   auto id = c.submit_wait(urgent);
   REQUIRE(id);
   CHECK(id->account.state == "completed");

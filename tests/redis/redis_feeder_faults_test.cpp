@@ -64,7 +64,7 @@ TEST_CASE_METHOD(FeederWorld,
       {task("nosuch", "x"), "unknown task type 'nosuch'"},
       {[] {
          StreamTask t = task("echo", "x");
-         t.timeout_ms = 5000;
+         t.options.timeout = std::chrono::milliseconds(5000);
          return t;
        }(),
        "max_timeout"},
@@ -106,7 +106,7 @@ TEST_CASE_METHOD(
   o.retry.base = o.retry.max = std::chrono::milliseconds(1);
   auto feeder = start_node(*pool, o);
   StreamTask t = task("flaky", "x");
-  t.retries = 3;
+  t.options.retries = 3;
   const std::uint64_t id = submit(c, stream, t);
   REQUIRE(eventually([&] { return state_of(c, stream, id) == "running"; }));
   auto cancelled = stream.cancel(c, id, 1);
@@ -176,7 +176,7 @@ TEST_CASE_METHOD(FeederWorld,
   signal_workers(*pool_dead, 2, SIGSTOP);
   auto dead = start_node(*pool_dead, node(server, "node-dead", 2));
   StreamTask urgent = task("sleep", "10");
-  urgent.priority = 5;
+  urgent.options.priority = 5;
   const std::vector<std::uint64_t> orphans = {submit(c, stream, urgent), submit(c, stream, urgent)};
   REQUIRE(eventually([&] { return dead->stats().held == 2; }));
   dead->die();
@@ -205,7 +205,7 @@ TEST_CASE_METHOD(
     "ten thousand tasks due at once are back in the stream within a heartbeat or two") {
   const int kDue = 10000;
   std::vector<StreamTask> tasks(kDue, task("echo", "x"));
-  for (StreamTask& t : tasks) t.not_before_ms = 2;  // due from the epoch's 2nd ms: at once
+  for (StreamTask& t : tasks) REQUIRE(t.options.set_not_before_ms(2));  // due at once: epoch + 2 ms
   for (std::size_t at = 0; at < tasks.size(); at += 1000) {
     std::vector<StreamTask> chunk(tasks.begin() + at, tasks.begin() + at + 1000);
     auto ids = stream.submit_many(c, chunk, 1);  // submitted "at" ms 1: scheduled

@@ -27,7 +27,7 @@ std::vector<std::uint64_t> submit_all(redis::Connection& c, const redis::TaskStr
     StreamTask t;
     t.type = type;
     t.payload = p;
-    t.retries = retries;
+    t.options.retries = retries;
     auto id = s.submit(c, t, 1);
     REQUIRE(id.is_ok());
     ids.push_back(*id);
@@ -174,7 +174,7 @@ std::vector<std::uint64_t> submit_tenant(redis::Connection& c, const redis::Task
     StreamTask t;
     t.type = "echo";
     t.payload = tenant + std::to_string(i);
-    t.tenant = tenant;
+    t.options.tenant = tenant;
     auto id = s.submit(c, t, 1);
     REQUIRE(id.is_ok());
     ids.push_back(*id);

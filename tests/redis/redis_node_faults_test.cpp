@@ -52,9 +52,9 @@ TEST_CASE("a submit to a redis pool is refused as a local submit would be, and a
   SubmitRequest unknown = in_pool(task("nosuch", "1"));
   SubmitRequest big = in_pool(task("sleep", std::string(2048, '1')));
   SubmitRequest tenant = task("sleep", "1");
-  tenant.tenant = "a b";
+  tenant.options.tenant = "a b";
   SubmitRequest slow = task("sleep", "1");
-  slow.timeout = 60s;
+  slow.options.timeout = 60s;
   const std::vector<std::pair<SubmitRequest, std::string>> refused = {
       {unknown, "unknown task type 'nosuch'"},
       {big, "exceeds max_payload"},

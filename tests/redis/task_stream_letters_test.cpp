@@ -33,9 +33,9 @@ struct LetterWorld {
     StreamTask t;
     t.type = type;
     t.payload = std::string("pay\0load", 8);
-    t.idempotency_key = idem;
-    t.timeout_ms = timeout;
-    t.priority = 3;
+    t.options.idempotency_key = idem;
+    if (timeout) t.options.timeout = std::chrono::milliseconds(*timeout);
+    t.options.priority = 3;
     auto id = stream.submit(c, t, 1000);
     REQUIRE(id);
     auto got = stream.read(c, "n", 1, std::chrono::milliseconds(0));
@@ -105,9 +105,9 @@ TEST_CASE("a replayed letter is its task again: same id and fields, attempts cou
   CHECK(e.task_id == id);
   CHECK(e.task.type == "t");
   CHECK(e.task.payload == std::string("pay\0load", 8));
-  CHECK(e.task.priority == 3);
-  CHECK(e.task.timeout_ms == 2500);
-  CHECK(e.task.idempotency_key == "key-1");
+  CHECK(e.task.options.priority == 3);
+  CHECK(e.task.options.timeout == std::chrono::milliseconds(2500));
+  CHECK(e.task.options.idempotency_key == "key-1");
   // Priority 3: in the stream of the band above 0.
   auto raw = w.c.command({"XRANGE", w.stream.stream_key(1), e.entry_id, e.entry_id});
   REQUIRE(raw);

@@ -31,7 +31,7 @@ struct StreamWorld {
     StreamTask t;
     t.type = "echo";
     t.payload = payload;
-    t.idempotency_key = idem;
+    t.options.idempotency_key = idem;
     auto id = stream.submit(c, t, 1000);
     REQUIRE(id.is_ok());
     return *id;
@@ -48,7 +48,7 @@ struct StreamWorld {
     StreamTask t;
     t.type = "echo";
     t.payload = node;
-    t.idempotency_key = "sandpool-schedule-nightly-" + std::to_string(s);
+    t.options.idempotency_key = "sandpool-schedule-nightly-" + std::to_string(s);
     return stream.claim_slot(conn, t, "nightly", s, node, 1000);
   }
 };
@@ -241,7 +241,7 @@ TEST_CASE("an entry added by a plain XADD, as from any language, is read") {
   auto got = w.read("node-a", 1);
   REQUIRE(got.size() == 1);
   CHECK(got[0].task_id == static_cast<std::uint64_t>(id));
-  CHECK(got[0].task.retries == 2u);
+  CHECK(got[0].task.options.retries == 2u);
   // One without an id comes back marked, beside a good one, and is discarded.
   REQUIRE(w.c.command({"XADD", w.stream.stream_key(), "*", "type", "echo"}).is_ok());
   w.submit("good");
@@ -366,8 +366,8 @@ std::uint64_t submit_with(StreamWorld& w, std::int32_t priority, std::optional<s
   StreamTask t;
   t.type = "echo";
   t.payload = payload;
-  t.priority = priority;
-  t.not_before_ms = due;
+  t.options.priority = priority;
+  REQUIRE(t.options.set_not_before_ms(due));
   auto id = w.stream.submit(w.c, t, 1000);
   REQUIRE(id.is_ok());
   return *id;
@@ -421,7 +421,7 @@ TEST_CASE("a blocked read wakes for an entry of any band") {
     StreamTask t;
     t.type = "echo";
     t.payload = "late";
-    t.priority = -1;
+    t.options.priority = -1;
     (void)w.stream.submit(c, t, 1000);
   });
   // Blocks until the low band's entry arrives (the bound is generous; it comes at once).
@@ -501,7 +501,7 @@ TEST_CASE("a scheduled task waits in the later set and joins its band when due")
   REQUIRE(got.size() == 2);
   CHECK(got[1].task_id == id);
   CHECK(got[1].task.payload == "at one minute");
-  CHECK(got[1].task.priority == 5);
+  CHECK(got[1].task.options.priority == 5);
 }
 
 TEST_CASE("a retried task goes back to its own band when its backoff is over") {
@@ -548,7 +548,7 @@ TEST_CASE("finished tasks are trimmed by age and by the bytes of their results")
   for (int i = 0; i < 6; ++i) {
     StreamTask t;
     t.type = "echo";
-    t.idempotency_key = "k" + std::to_string(i);
+    t.options.idempotency_key = "k" + std::to_string(i);
     ids.push_back(stream.submit(c, t, 1000).value());
   }
   auto got = stream.read(c, "node-a", 6, std::chrono::milliseconds(0)).value();

@@ -70,14 +70,15 @@ void read_schedule(ConfigErrors& errors, const YAML::Node& node, const std::stri
     if (!p->IsScalar() || !YAML::convert<int>::decode(*p, v) || v < -1000000 || v > 1000000) {
       r.fail("priority", "expected an integer");
     }
-    out->task.priority = v;
+    out->task.options.priority = v;
   }
   std::chrono::milliseconds timeout{0};
-  if (r.duration("timeout", &timeout, std::chrono::milliseconds(1))) out->task.timeout = timeout;
+  if (r.duration("timeout", &timeout, std::chrono::milliseconds(1)))
+    out->task.options.timeout = timeout;
   std::uint32_t retries = 0;
-  if (r.count("retries", &retries)) out->task.retries = retries;
-  r.string("key", &out->task.key);
-  r.string("tenant", &out->task.tenant);
+  if (r.count("retries", &retries)) out->task.options.retries = retries;
+  r.string("key", &out->task.options.key);
+  r.string("tenant", &out->task.options.tenant);
   for (const char* key : {"start", "end"}) {
     std::string text;
     if (!r.string(key, &text)) continue;

@@ -34,14 +34,8 @@ ops::SubmitArgs submit_args(const SubmitRequest& t, bool wait = false, bool prog
   ops::SubmitArgs a;
   a.type = t.type;
   a.pool = t.pool;
-  a.priority = t.priority;
-  a.timeout = t.timeout;
-  a.retries = t.retries;
-  a.key = t.key;
-  a.idempotency_key = t.idempotency_key;
-  a.not_before_ms = t.not_before_ms;
+  a.options = t.options;
   a.delay = t.delay;
-  a.tenant = t.tenant;
   a.wait = wait;
   a.progress = progress;
   a.request_token = t.request_token;
@@ -49,10 +43,7 @@ ops::SubmitArgs submit_args(const SubmitRequest& t, bool wait = false, bool prog
 }
 
 bool same_options(const SubmitRequest& a, const SubmitRequest& b) {
-  return a.type == b.type && a.pool == b.pool && a.priority == b.priority &&
-         a.timeout == b.timeout && a.retries == b.retries && a.key == b.key &&
-         a.idempotency_key == b.idempotency_key && a.not_before_ms == b.not_before_ms &&
-         a.delay == b.delay && a.tenant == b.tenant;
+  return a.type == b.type && a.pool == b.pool && a.options == b.options && a.delay == b.delay;
 }
 
 TaskReply task_reply_of(ops::TaskAccount account, std::string result) {

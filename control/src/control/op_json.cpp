@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <limits>
 
+#include <sandpool/base/wall_clock.hpp>
+
 namespace sandpool::ops {
 
 using nlohmann::json;
@@ -77,6 +79,14 @@ bool read_value(const json& v, std::chrono::milliseconds* out) {
   return true;
 }
 
+bool read_value(const json& v, std::chrono::system_clock::time_point* out) {
+  std::int64_t ms = 0;
+  if (!read_value(v, &ms)) return false;
+  const auto t = wall_time_of_ms(ms);
+  if (t) *out = *t;
+  return t.has_value();
+}
+
 bool read_value(const json& v, double* out) {
   if (!v.is_number()) return false;
   *out = v.get<double>();
@@ -102,6 +112,7 @@ std::string_view expected(const std::int32_t*) {
   return "an integer from -2147483648 to 2147483647";
 }
 std::string_view expected(const std::int64_t*) { return "an integer"; }
+std::string_view expected(const std::chrono::system_clock::time_point*) { return "an integer"; }
 std::string_view expected(const std::chrono::milliseconds*) {
   return "a duration in ms (an unsigned integer, at most a year: 31622400000)";
 }

@@ -1,5 +1,7 @@
 // The JSON mapping of submit and submit_batch (docs/protocol.md, "submit", "submit_batch").
+#include <string>
 #include <utility>
+#include <vector>
 
 #include <sandpool/control/op_json.hpp>
 
@@ -7,40 +9,67 @@ namespace sandpool::ops {
 
 using nlohmann::json;
 
+namespace {
+
+// submit's arguments, each under its wire name: the one list encode(), decode() and
+// submit_arg_names() read. `Args` is SubmitArgs or const SubmitArgs.
+template <class Args, class Field>
+void submit_fields(Args& a, Field&& field) {
+  field("type", a.type);
+  field("pool", a.pool);
+  field("priority", a.options.priority);
+  field("timeout_ms", a.options.timeout);
+  field("retries", a.options.retries);
+  field("key", a.options.key);
+  field("idempotency_key", a.options.idempotency_key);
+  field("not_before_ms", a.options.not_before);
+  field("delay_ms", a.delay);
+  field("tenant", a.options.tenant);
+  field("wait", a.wait);
+  field("progress", a.progress);
+  field("request_token", a.request_token);
+}
+
+// Writes a field that is set: a non-empty string, true, a present optional; priority always.
+struct FieldWriter {
+  json* j;
+  void operator()(std::string_view name, const std::string& v) const {
+    if (!v.empty()) (*j)[std::string(name)] = v;
+  }
+  void operator()(std::string_view name, bool v) const {
+    if (v) (*j)[std::string(name)] = true;
+  }
+  void operator()(std::string_view name, std::int32_t v) const { (*j)[std::string(name)] = v; }
+  template <class T>
+  void operator()(std::string_view name, const std::optional<T>& v) const {
+    if (v) (*j)[std::string(name)] = wire(*v);
+  }
+  static std::int64_t wire(std::chrono::milliseconds d) { return d.count(); }
+  static std::uint32_t wire(std::uint32_t n) { return n; }
+  static std::int64_t wire(std::chrono::system_clock::time_point t) { return wall_ms_of(t); }
+};
+
+}  // namespace
+
 json encode(const SubmitArgs& a) {
-  json j{{"type", a.type}, {"priority", a.priority}};
-  if (!a.pool.empty()) j["pool"] = a.pool;
-  if (a.timeout) j["timeout_ms"] = a.timeout->count();
-  if (a.retries) j["retries"] = *a.retries;
-  if (!a.key.empty()) j["key"] = a.key;
-  if (!a.idempotency_key.empty()) j["idempotency_key"] = a.idempotency_key;
-  if (a.not_before_ms) j["not_before_ms"] = *a.not_before_ms;
-  if (a.delay) j["delay_ms"] = a.delay->count();
-  if (!a.tenant.empty()) j["tenant"] = a.tenant;
-  if (a.wait) j["wait"] = true;
-  if (a.progress) j["progress"] = true;
-  if (!a.request_token.empty()) j["request_token"] = a.request_token;
+  json j{{"type", a.type}};  // type even when empty
+  submit_fields(a, FieldWriter{&j});
   return j;
 }
 
 // `type` may be missing here: a batch's task without one is refused on its own (an entry of
 // the reply's errors), not the whole request; the handler checks it.
 Status decode(const json& j, SubmitArgs* out) {
-  return ArgReader(j)
-      .optional("type", &out->type)
-      .optional("pool", &out->pool)
-      .optional("priority", &out->priority)
-      .optional("timeout_ms", &out->timeout)
-      .optional("retries", &out->retries)
-      .optional("key", &out->key)
-      .optional("idempotency_key", &out->idempotency_key)
-      .optional("not_before_ms", &out->not_before_ms)
-      .optional("delay_ms", &out->delay)
-      .optional("tenant", &out->tenant)
-      .optional("wait", &out->wait)
-      .optional("progress", &out->progress)
-      .optional("request_token", &out->request_token)
-      .status();
+  ArgReader r(j);
+  submit_fields(*out, [&r](std::string_view name, auto& member) { r.optional(name, &member); });
+  return r.status();
+}
+
+std::vector<std::string_view> submit_arg_names() {
+  std::vector<std::string_view> names;
+  SubmitArgs a;
+  submit_fields(a, [&names](std::string_view name, auto&) { names.push_back(name); });
+  return names;
 }
 
 json encode(const SubmitReply& r) {

@@ -208,7 +208,7 @@ Result<Ticket> Pool::replay(std::uint64_t letter_id, TaskCallbacks callbacks) {
       return Status::invalid("dead letter " + std::to_string(letter_id) + " belongs to pool '" +
                              letter->pool + "', not '" + loop_->options().name + "'");
     }
-    SubmitOptions options = letter->options.to_submit_options();
+    SubmitOptions options = SubmitOptions::of(letter->options);
     options.on_progress = std::move(callbacks.on_progress);
     options.on_done = std::move(callbacks.on_done);
     return loop_->replay(*letter, std::move(options));
@@ -231,7 +231,7 @@ Result<Ticket> Pool::replay(std::uint64_t letter_id, TaskCallbacks callbacks) {
     return Status::invalid("dead letter " + std::to_string(letter_id) + " belongs to pool '" +
                            letter->pool + "', not '" + loop_->options().name + "'");
   }
-  SubmitOptions options = letter->options.to_submit_options();
+  SubmitOptions options = SubmitOptions::of(letter->options);
   options.on_progress = std::move(callbacks.on_progress);
   options.on_done = std::move(callbacks.on_done);
   auto ticket =

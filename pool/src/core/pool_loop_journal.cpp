@@ -131,7 +131,7 @@ void PoolLoop::journal_accept(const std::vector<TaskPtr>& tasks, std::shared_ptr
     j.task.type = task->type;
     j.pool = opts_.name;
     j.payload = task->payload;
-    j.options = JournalTaskOptions::from(task->opts);
+    j.options = task->opts.kept();
   }
   std::weak_ptr<PoolLoop> self = weak_from_this();
   journal_->accept(std::move(rows), [self, tasks, batch](const Status& s) {
@@ -290,7 +290,7 @@ Result<Ticket> PoolLoop::replay(const DeadLetter& letter, SubmitOptions options)
   j.task.type = letter.task.type;
   j.pool = opts_.name;
   j.payload = letter.payload;
-  j.options = JournalTaskOptions::from((*rec)->opts);
+  j.options = (*rec)->opts.kept();
   // The writer answers after the waiter may have given up: the promise is shared.
   auto answer = std::make_shared<std::promise<Status>>();
   std::future<Status> reopened = answer->get_future();
@@ -333,7 +333,7 @@ Status PoolLoop::recover_journal() {
   std::size_t running = 0, waiting = 0, refused = 0;
   const std::int64_t wall_ms = wall_now_ms();
   for (JournalTask& j : *open) {
-    SubmitOptions options = j.options.to_submit_options();
+    SubmitOptions options = SubmitOptions::of(j.options);
     if (opts_.recovered_on_done) {
       options.on_done = opts_.recovered_on_done(j.task.id, j.options.idempotency_key);
     }

@@ -49,7 +49,7 @@ void PoolLoop::install_dead_letter_sink() {
     letter.task.dead_letter_pending = false;  // as stored: the letter is the record
     letter.pool = opts_.name;
     letter.payload = task->payload;
-    letter.options = DeadLetterOptions::from(task->opts);
+    letter.options = DeadLetter::kept_options(task->opts);
     receipt_inline_ = false;
     const std::thread::id loop_thread = std::this_thread::get_id();
     std::weak_ptr<PoolLoop> self = weak_from_this();

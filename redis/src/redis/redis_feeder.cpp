@@ -47,12 +47,12 @@ TaskResult exhausted_account(const StreamEntry& entry, const std::string& error)
 // The options of an entry's one attempt in the local pool, after `before` attempts elsewhere.
 SubmitOptions local_options(const StreamEntry& entry, std::uint32_t before) {
   SubmitOptions o;
-  if (entry.task.timeout_ms) o.timeout = std::chrono::milliseconds(*entry.task.timeout_ms);
+  o.timeout = entry.task.options.timeout;
   o.retries = 0;  // one attempt here; the next, if any, waits in Redis (write_ends)
   o.attempts_before = before;
-  o.priority = entry.task.priority;
-  o.key = entry.task.key;
-  o.tenant = entry.task.tenant;
+  o.priority = entry.task.options.priority;
+  o.key = entry.task.options.key;
+  o.tenant = entry.task.options.tenant;
   return o;
 }
 
@@ -304,7 +304,7 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
     MutexLock lk(sh_->mu);
     if (sh_->dead) return;
     sh_->held.insert(key_of(entry));
-    retries = entry.task.retries.value_or(sh_->default_retries);
+    retries = entry.task.options.retries.value_or(sh_->default_retries);
   }
   std::uint32_t before = entry.attempts;  // attempts other nodes made
   if (claimed) {
@@ -375,8 +375,9 @@ bool RedisFeeder::pass_limits(Connection& c, const StreamEntry& entry, bool may_
         it != sh_->limits.task_types.end()) {
       add(stream_.rate_key("type", entry.task.type), it->second);
     }
-    if (auto it = sh_->limits.tenants.find(entry.task.tenant); it != sh_->limits.tenants.end()) {
-      add(stream_.rate_key("tenant", entry.task.tenant), it->second);
+    if (auto it = sh_->limits.tenants.find(entry.task.options.tenant);
+        it != sh_->limits.tenants.end()) {
+      add(stream_.rate_key("tenant", entry.task.options.tenant), it->second);
     }
     if (auto it = sh_->limits.type_concurrency.find(entry.task.type);
         it != sh_->limits.type_concurrency.end()) {

@@ -136,7 +136,7 @@ Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
         b.base_ms = sh_->retry.base.count();
         b.multiplier = sh_->retry.multiplier;
         b.max_ms = sh_->retry.max.count();
-        retries = e.entry.task.retries.value_or(sh_->default_retries);
+        retries = e.entry.task.options.retries.value_or(sh_->default_retries);
       }
       b.jitter = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
       auto r = stream_.retry(c, e.entry, opts_.consumer, attempts, retries, b, wall_ms());

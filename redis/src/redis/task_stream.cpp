@@ -36,21 +36,21 @@ bool to_entry(const Reply& entry, StreamEntry* out) {
     } else if (k == "payload") {
       out->task.payload = v;
     } else if (k == "priority") {
-      if (!parse_number(v, &out->task.priority)) return false;
+      if (!parse_number(v, &out->task.options.priority)) return false;
     } else if (k == "timeout_ms") {
       std::int64_t ms = 0;
       if (!parse_number(v, &ms)) return false;
-      out->task.timeout_ms = ms;
+      out->task.options.timeout = std::chrono::milliseconds(ms);
     } else if (k == "retries") {
       std::uint32_t n = 0;
       if (!parse_number(v, &n)) return false;
-      out->task.retries = n;
+      out->task.options.retries = n;
     } else if (k == "key") {
-      out->task.key = v;
+      out->task.options.key = v;
     } else if (k == "idem") {
-      out->task.idempotency_key = v;
+      out->task.options.idempotency_key = v;
     } else if (k == "tenant") {
-      out->task.tenant = v;
+      out->task.options.tenant = v;
     }  // fields of later versions are left for them
   }
   return has_id && !out->task.type.empty();
@@ -90,22 +90,23 @@ Status TaskStream::ensure_group(Connection& c) const {
 
 static_assert(TaskStream::kFirstId - 1 == 4503599627370495ULL, "the submit script's id base");
 
-Connection::Call TaskStream::submit_call(const StreamTask& t, std::int64_t now_ms) const {
+Connection::Call TaskStream::submit_call(const StreamTask& task, std::int64_t now_ms) const {
   Connection::Call call;
+  const TaskOptions& t = task.options;
   const Band band = band_of(t.priority);
   call.args = {prefix_,
                pool_,
                std::to_string(now_ms),
-               t.type,
-               std::to_string(t.not_before_ms.value_or(0)),
+               task.type,
+               std::to_string(t.not_before_ms().value_or(0)),
                std::to_string(band),
                "type",
-               t.type,
+               task.type,
                "payload",
-               t.payload};
+               task.payload};
   auto& args = call.args;
   if (t.priority != 0) args.insert(args.end(), {"priority", std::to_string(t.priority)});
-  if (t.timeout_ms) args.insert(args.end(), {"timeout_ms", std::to_string(*t.timeout_ms)});
+  if (t.timeout) args.insert(args.end(), {"timeout_ms", std::to_string(t.timeout->count())});
   if (t.retries) args.insert(args.end(), {"retries", std::to_string(*t.retries)});
   if (!t.key.empty()) args.insert(args.end(), {"key", t.key});
   if (!t.idempotency_key.empty()) args.insert(args.end(), {"idem", t.idempotency_key});

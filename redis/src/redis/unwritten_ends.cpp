@@ -59,7 +59,7 @@ std::string line_of(const std::string& pool, const std::string& consumer, const 
             {"result_base64", b64(e.account.result)},
             {"error_base64", b64(e.account.error)},
             {"attempts", std::move(attempts)}};
-  if (e.entry.task.retries) j["retries"] = *e.entry.task.retries;
+  if (e.entry.task.options.retries) j["retries"] = *e.entry.task.options.retries;
   return j.dump() + "\n";
 }
 
@@ -121,7 +121,7 @@ Result<UnwrittenEnd> end_of(const std::string& line, const std::string& pool,
   if (j.contains("retries")) {
     std::uint32_t retries = 0;
     if (!number_of(j, "retries", &retries)) return Status::invalid("retries: out of range");
-    e.entry.task.retries = retries;
+    e.entry.task.options.retries = retries;
   }
   const json release = j.value("release", json());
   if (!release.is_boolean()) return Status::invalid("release: expected true or false");

@@ -50,8 +50,7 @@ bool ScheduleSpec::operator==(const ScheduleSpec& o) const {
   const auto& a = task;
   const auto& b = o.task;
   return name == o.name && expression == o.expression && zone == o.zone && a.type == b.type &&
-         a.pool == b.pool && a.priority == b.priority && a.timeout == b.timeout &&
-         a.retries == b.retries && a.key == b.key && a.tenant == b.tenant && payload == o.payload &&
+         a.pool == b.pool && a.options == b.options && payload == o.payload &&
          start_s == o.start_s && end_s == o.end_s && catch_up == o.catch_up &&
          overlap == o.overlap && paused == o.paused;
 }
@@ -72,8 +71,8 @@ Status validate_schedule(const ScheduleSpec& spec) {
   auto zone = zone_named(spec.zone);
   if (!zone) return Status::invalid(self + "zone: " + zone.status().message());
   if (spec.task.type.empty()) return Status::invalid(self + "type is required");
-  if (!spec.task.idempotency_key.empty() || spec.task.wait || spec.task.progress ||
-      spec.task.not_before_ms || spec.task.delay) {
+  if (!spec.task.options.idempotency_key.empty() || spec.task.wait || spec.task.progress ||
+      spec.task.options.not_before || spec.task.delay) {
     return Status::invalid(self +
                            "idempotency_key, wait, progress, not_before and delay are the "
                            "scheduler's own");

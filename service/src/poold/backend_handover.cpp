@@ -15,15 +15,10 @@ redis::StreamTask stream_task_of(const JournalTask& t) {
   redis::StreamTask s;
   s.type = t.task.type;
   s.payload = t.payload;
-  s.priority = t.options.priority;
-  if (t.options.timeout) s.timeout_ms = t.options.timeout->count();
-  s.retries = t.options.retries;
-  s.key = t.options.key;
-  s.idempotency_key = t.options.idempotency_key.empty()
-                          ? "sandpool-journal-" + std::to_string(t.task.id)
-                          : t.options.idempotency_key;
-  s.tenant = t.options.tenant;
-  if (t.options.not_before_ms != 0) s.not_before_ms = t.options.not_before_ms;
+  s.options = t.options;  // the entry writes the options it carries
+  if (s.options.idempotency_key.empty()) {
+    s.options.idempotency_key = "sandpool-journal-" + std::to_string(t.task.id);
+  }
   return s;
 }
 

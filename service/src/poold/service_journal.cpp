@@ -31,8 +31,7 @@ DeadLetter removed_pool_letter(JournalTask j) {
   letter.task.error = "pool '" + j.pool + "' is not in the config any more";
   letter.pool = std::move(j.pool);
   letter.payload = std::move(j.payload);
-  letter.options = {j.options.timeout, j.options.retries, j.options.priority, j.options.key,
-                    j.options.tenant};
+  letter.options = DeadLetter::kept_options(j.options);
   return letter;
 }
 

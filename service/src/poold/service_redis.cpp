@@ -17,19 +17,10 @@ redis::StreamTask stream_task(const ops::SubmitArgs& a, const SubmitOptions& o,
   redis::StreamTask t;
   t.type = a.type;
   t.payload = std::move(payload);
-  t.priority = o.priority;
-  if (o.timeout) t.timeout_ms = o.timeout->count();
-  t.retries = o.retries;
-  t.key = o.key;
-  t.idempotency_key = a.idempotency_key;
-  t.tenant = o.tenant;
+  t.options = o.kept();  // the idempotency key too: submit_options() took it from `a`
   // Scheduled: the due time as wall-clock ms (every node's clock moves it to the stream, so
   // the nodes' clocks must agree, as NTP keeps them: docs/redis-pools.md).
-  const auto ms_of = [](std::chrono::system_clock::time_point tp) {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(tp.time_since_epoch()).count();
-  };
-  if (o.not_before) t.not_before_ms = ms_of(*o.not_before);
-  if (o.delay) t.not_before_ms = ms_of(std::chrono::system_clock::now() + *o.delay);
+  if (o.delay) t.options.not_before = std::chrono::system_clock::now() + *o.delay;
   return t;
 }
 
@@ -75,26 +66,28 @@ Result<SlotAnswer> Service::submit_slot_redis(const std::string& pool, const Sch
   if (!slot_s) {
     auto id = redis_->submit(pool, *task);
     if (!id) return id.status();
-    log_->info("schedule run schedule={} key={} task={}", spec.name, a.idempotency_key, *id);
+    log_->info("schedule run schedule={} key={} task={}", spec.name, a.options.idempotency_key,
+               *id);
     return SlotAnswer{*id, ""};
   }
   auto claim = redis_->claim_slot(pool, *task, spec.name, *slot_s);
   if (!claim) return claim.status();
   if (claim->paused) {
     const std::string by = claim->node.empty() ? "(unnamed)" : claim->node;
-    log_->debug("schedule slot schedule={} key={} paused_by={}", spec.name, a.idempotency_key, by);
+    log_->debug("schedule slot schedule={} key={} paused_by={}", spec.name,
+                a.options.idempotency_key, by);
     return SlotAnswer{claim->task_id, by, true};
   }
   if (claim->won) {
-    log_->info("schedule slot schedule={} key={} task={} claimed=won", spec.name, a.idempotency_key,
-               claim->task_id);
+    log_->info("schedule slot schedule={} key={} task={} claimed=won", spec.name,
+               a.options.idempotency_key, claim->task_id);
     return SlotAnswer{claim->task_id, ""};
   }
   // Lost: that slot, or a later one, is another claim's (another node's, or this node's
   // before a restart).
   const std::string winner = claim->node.empty() ? "(unnamed)" : claim->node;
   log_->info("schedule slot schedule={} key={} task={} claimed=lost winner={}", spec.name,
-             a.idempotency_key, claim->task_id, winner);
+             a.options.idempotency_key, claim->task_id, winner);
   return SlotAnswer{claim->task_id, winner};
 }
 

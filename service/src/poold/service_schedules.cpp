@@ -35,7 +35,7 @@ ops::ScheduleInfo schedule_info(const ScheduleState& s) {
   i.zone = s.spec.zone;
   i.type = s.spec.task.type;
   i.pool = s.spec.task.pool;
-  i.tenant = s.spec.task.tenant;
+  i.tenant = s.spec.task.options.tenant;
   i.catch_up = std::string(to_string(s.spec.catch_up));
   i.overlap = std::string(to_string(s.spec.overlap));
   // Paused here, or (a Redis pool's) on every node: then its slots win nothing.
@@ -130,12 +130,12 @@ Result<ScheduleSpec> schedule_of(const ops::ScheduleAddArgs& a) {
   if (a.priority && (*a.priority < -1000000 || *a.priority > 1000000)) {
     return Status::invalid(self + "priority must be within -1000000..1000000");
   }
-  s.task.priority = a.priority.value_or(0);
+  s.task.options.priority = a.priority.value_or(0);
   if (a.timeout && a.timeout->count() < 1) return Status::invalid(self + "timeout_ms under 1");
-  s.task.timeout = a.timeout;
-  s.task.retries = a.retries;
-  s.task.key = a.key;
-  s.task.tenant = a.tenant;
+  s.task.options.timeout = a.timeout;
+  s.task.options.retries = a.retries;
+  s.task.options.key = a.key;
+  s.task.options.tenant = a.tenant;
   s.payload = a.payload;
   s.start_s = a.start_s;
   s.end_s = a.end_s;
@@ -234,7 +234,7 @@ void Service::run_schedules() {
 Result<SlotAnswer> Service::submit_slot(const ScheduleSpec& spec, const std::string& key,
                                         std::optional<std::int64_t> slot_s) {
   ops::SubmitArgs a = spec.task;
-  a.idempotency_key = key;
+  a.options.idempotency_key = key;
   if (auto pool = redis_route(a.pool, a.type)) return submit_slot_redis(*pool, spec, a, slot_s);
   auto gate = std::make_shared<AckGate>();
   auto s = submit_one(a, spec.payload, false, false, nullptr, gate, 0);

@@ -61,27 +61,19 @@ SharedBatch shared_batch(const ops::SubmitArgs& defaults, bool stopping, const R
 // task_defaults.max_timeout).
 Status submit_options(const ops::SubmitArgs& a, std::chrono::milliseconds max_timeout,
                       SubmitOptions* o) {
-  o->priority = a.priority;
-  if (a.timeout) {
-    const std::int64_t ms = a.timeout->count();
+  if (a.options.timeout) {
+    const std::int64_t ms = a.options.timeout->count();
     if (ms < 1 || ms > max_timeout.count()) {
       return Status::invalid("timeout_ms: " + std::to_string(ms) + " is outside 1 to " +
                              std::to_string(max_timeout.count()) +
                              " (1 ms to the pool's task_defaults.max_timeout)");
     }
-    o->timeout = *a.timeout;
   }
-  o->retries = a.retries;
-  o->key = a.key;
-  if (a.not_before_ms && a.delay) {
+  if (a.options.not_before && a.delay) {
     return Status::invalid("not_before_ms and delay_ms: give at most one of the two");
   }
-  if (a.not_before_ms) {
-    o->not_before =
-        std::chrono::system_clock::time_point(std::chrono::milliseconds(*a.not_before_ms));
-  }
+  *o = SubmitOptions::of(a.options);
   o->delay = a.delay;
-  o->tenant = a.tenant;
   return Status::ok();
 }
 
@@ -142,7 +134,7 @@ Result<Service::Submission> Service::submit_one(const ops::SubmitArgs& args, std
   if (stopping_.load()) return Status::error(Code::kClosed, "poold is shutting down");
   const std::string& type = args.type;
   if (type.empty()) return Status::invalid("type: required, a non-empty string");
-  const std::string& key = args.idempotency_key;
+  const std::string& key = args.options.idempotency_key;
   if (!key.empty()) {
     if (auto kept = known_key(key)) {
       if (auto existing = existing_task(*kept, wait ? res : nullptr)) return *existing;
@@ -240,9 +232,9 @@ void Service::serve(const Request& req, const ops::SubmitArgs& a,
                     const OpResponder<ops::Submit>& res) {
   if (!a.request_token.empty()) {
     if (Status st = check_request_token(a.request_token); !st) return (void)res.error(st);
-    if (a.idempotency_key.empty()) {  // the task takes the token's key (its own wins)
+    if (a.options.idempotency_key.empty()) {  // the task takes the token's key (its own wins)
       ops::SubmitArgs keyed = a;
-      keyed.idempotency_key = ops::request_key(a.request_token);
+      keyed.options.idempotency_key = ops::request_key(a.request_token);
       return serve(req, keyed, res);
     }
   }
@@ -253,7 +245,7 @@ void Service::serve(const Request& req, const ops::SubmitArgs& a,
   if (s->existing) return answer_existing(a, *s, res);
   gate->release(1, [this, a, id = s->id, res](const AckGate::Refusals& refused) {
     if (!refused.empty()) {
-      if (!a.idempotency_key.empty()) idempotency_.forget(a.idempotency_key, id);
+      if (!a.options.idempotency_key.empty()) idempotency_.forget(a.options.idempotency_key, id);
       return (void)res.error(refused.front().second);
     }
     if (!a.wait) return (void)res.ok(ops::SubmitReply{id, false, std::nullopt});
@@ -303,7 +295,9 @@ void Service::serve(const Request& req, const ops::SubmitBatchArgs& a,
     keyed.tasks.emplace();
     for (std::size_t i = 0; i < a.payload_lens.size(); ++i) {
       ops::SubmitArgs t = a.tasks ? (*a.tasks)[i] : a.defaults.value_or(ops::SubmitArgs{});
-      if (t.idempotency_key.empty()) t.idempotency_key = ops::request_key(a.request_token, i);
+      if (t.options.idempotency_key.empty()) {
+        t.options.idempotency_key = ops::request_key(a.request_token, i);
+      }
       keyed.tasks->push_back(std::move(t));
     }
     return serve(req, keyed, res);
@@ -314,7 +308,7 @@ void Service::serve(const Request& req, const ops::SubmitBatchArgs& a,
   // Shared options without an idempotency key (poolctl batch): read them and route the pool
   // once per request, and hand the pool every task at once (one journal transaction).
   const ops::SubmitArgs defaults = a.defaults.value_or(ops::SubmitArgs{});
-  if (!a.tasks && defaults.idempotency_key.empty()) {
+  if (!a.tasks && defaults.options.idempotency_key.empty()) {
     submit_shared_batch(req.blob, a.payload_lens, defaults, gate, &out);
   } else {
     std::size_t at = 0;
@@ -335,8 +329,9 @@ void Service::serve(const Request& req, const ops::SubmitBatchArgs& a,
   gate->release(acks, [this, a, out = std::move(out), res](const AckGate::Refusals& refused) {
     ops::SubmitBatchReply reply = out;
     for (const auto& [index, why] : refused) {
-      const std::string& key = a.tasks ? (*a.tasks)[index].idempotency_key
-                                       : a.defaults.value_or(ops::SubmitArgs{}).idempotency_key;
+      const std::string& key = a.tasks
+                                   ? (*a.tasks)[index].options.idempotency_key
+                                   : a.defaults.value_or(ops::SubmitArgs{}).options.idempotency_key;
       if (!key.empty()) idempotency_.forget(key, reply.ids[index]);
       reply.ids[index] = 0;
       reply.errors.push_back(refusal_at(index, why));

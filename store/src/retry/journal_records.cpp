@@ -171,8 +171,8 @@ enum TaskField : std::uint32_t {
   kCancelReason = 1u << 15,
   kRetryDue = 1u << 16,
   kLetter = 1u << 17,
-  kNotBefore = 1u << 18,  // since 2026-11-27: scheduled tasks (SubmitOptions::not_before)
-  kTenant = 1u << 19,     // since 2026-11-27: SubmitOptions::tenant
+  kNotBefore = 1u << 18,  // since 2026-11-27: scheduled tasks (TaskOptions::not_before)
+  kTenant = 1u << 19,     // since 2026-11-27: TaskOptions::tenant
   kAllTaskFields = (1u << 20) - 1,
 };
 
@@ -299,7 +299,12 @@ void read_task(Reader& in, JournalTask& t) {
   if ((has & kRetryDue) != 0) t.retry_due_ms = in.time("retry_due_ms");
   if ((has & kFinished) != 0) t.finished_ms = in.time("finished_ms");
   if ((has & kLetter) != 0) t.letter_id = in.varint("letter_id");
-  if ((has & kNotBefore) != 0) t.options.not_before_ms = in.time("not_before_ms");
+  if ((has & kNotBefore) != 0) {
+    // 0 (which an older journal may hold) is not scheduled, as at the write.
+    const std::int64_t ms = in.time("not_before_ms");
+    if (ms != 0 && !t.options.set_not_before_ms(ms))
+      throw DecodeError("not_before_ms", "out of range");
+  }
   if ((has & kTenant) != 0) t.options.tenant = in.str("tenant");
   if ((has & kHistory) != 0) {
     const std::uint64_t attempts = in.varint("history");
@@ -415,7 +420,7 @@ void BodyWriter::attempt_fields(const Attempt& a) {
 }
 
 void BodyWriter::task(const JournalTask& t) {
-  const JournalTaskOptions& o = t.options;
+  const TaskOptions& o = t.options;
   std::uint32_t has = 0;
   if (!t.payload.empty()) has |= kPayload;
   if (o.timeout) has |= kTimeout;
@@ -434,7 +439,8 @@ void BodyWriter::task(const JournalTask& t) {
   if (t.retry_due_ms != 0) has |= kRetryDue;
   if (t.finished_ms != 0) has |= kFinished;
   if (t.letter_id != 0) has |= kLetter;
-  if (o.not_before_ms != 0) has |= kNotBefore;
+  const std::int64_t not_before_ms = o.not_before_ms().value_or(0);  // 0: not scheduled
+  if (not_before_ms != 0) has |= kNotBefore;
   if (!o.tenant.empty()) has |= kTenant;
   if (!t.task.history.empty()) has |= kHistory;
 
@@ -460,7 +466,7 @@ void BodyWriter::task(const JournalTask& t) {
   if (t.retry_due_ms != 0) time(t.retry_due_ms);
   if (t.finished_ms != 0) time(t.finished_ms);
   if (t.letter_id != 0) varint(t.letter_id);
-  if (o.not_before_ms != 0) time(o.not_before_ms);
+  if (not_before_ms != 0) time(not_before_ms);
   if (!o.tenant.empty()) str(o.tenant);
   if (!t.task.history.empty()) {
     varint(t.task.history.size());

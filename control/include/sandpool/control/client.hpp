@@ -47,16 +47,12 @@ struct SubmitRequest {
   std::string type;
   std::string payload;  // raw bytes
   std::string pool;     // empty: route by type
-  std::int32_t priority = 0;
-  std::optional<std::chrono::milliseconds> timeout;
-  std::optional<std::uint32_t> retries;
-  std::string key;              // affinity key
-  std::string idempotency_key;  // a resubmit with the same key returns the existing task
-  // Scheduled (docs/protocol.md, submit): not queued before this wall-clock time (ms since
-  // the epoch), or before `delay` has passed since the submit; at most one of the two.
-  std::optional<std::int64_t> not_before_ms;
+  // The task's options, sent as ops::SubmitArgs::options says (idempotency_key: a resubmit
+  // with the same key returns the existing task; not_before: scheduled, docs/protocol.md).
+  TaskOptions options;
+  // Scheduled: not queued before `delay` has passed since the submit; at most one of delay
+  // and options.not_before.
   std::optional<std::chrono::milliseconds> delay;
-  std::string tenant;  // fair queueing between tenants within a priority level
   // submit: this request's name, sent again unchanged on a retry (ops::SubmitArgs); a retry
   // after a `timeout` whose outcome is unknown (a Redis pool's submit whose reply was lost)
   // then gets the task the first try made.

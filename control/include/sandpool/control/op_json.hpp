@@ -59,6 +59,8 @@ bool read_value(const nlohmann::json& v, std::uint32_t* out);
 bool read_value(const nlohmann::json& v, std::int32_t* out);
 bool read_value(const nlohmann::json& v, std::int64_t* out);
 bool read_value(const nlohmann::json& v, std::chrono::milliseconds* out);  // unsigned ms
+// Wall-clock ms since the epoch, within the system clock's range.
+bool read_value(const nlohmann::json& v, std::chrono::system_clock::time_point* out);
 bool read_value(const nlohmann::json& v, double* out);
 bool read_value(const nlohmann::json& v, std::vector<std::string>* out);
 // What a reader of `out`'s type expected: "an unsigned integer", "a string", ...
@@ -69,6 +71,7 @@ std::string_view expected(const std::uint32_t*);
 std::string_view expected(const std::int32_t*);
 std::string_view expected(const std::int64_t*);
 std::string_view expected(const std::chrono::milliseconds*);
+std::string_view expected(const std::chrono::system_clock::time_point*);
 std::string_view expected(const double*);
 std::string_view expected(const std::vector<std::string>*);
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include <sandpool/base/status.hpp>
+#include <sandpool/task/task_options.hpp>
 
 #include <sandpool/redis/redis_client.hpp>
 
@@ -28,15 +29,11 @@ namespace sandpool::redis {
 struct StreamTask {
   std::string type;
   std::string payload;  // binary-safe
-  std::int32_t priority = 0;
-  std::optional<std::int64_t> timeout_ms;
-  std::optional<std::uint32_t> retries;
-  std::string key;              // affinity key
-  std::string idempotency_key;  // empty: none
-  std::string tenant;
-  // Set: the task is scheduled, not queued, until this wall-clock time (ms since the epoch);
-  // it waits in the pool's later set and every node's move_due() adds its entry when due.
-  std::optional<std::int64_t> not_before_ms;
+  // The entry carries timeout, retries, priority, key, idempotency_key and tenant (its
+  // fields; queue_ttl and fail_fast are not carried). not_before set: the task is scheduled,
+  // not queued, until then; it waits in the pool's later set and every node's move_due()
+  // adds its entry when due (an entry read back has none).
+  TaskOptions options;
 };
 
 // A priority band: its stream is P:{pool}:q:{band}.

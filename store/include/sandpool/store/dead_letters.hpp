@@ -28,8 +28,8 @@
 
 #include <sandpool/base/status.hpp>
 #include <sandpool/store/task_journal_options.hpp>
-#include <sandpool/task/submit_options.hpp>
 #include <sandpool/task/task.hpp>
+#include <sandpool/task/task_options.hpp>
 
 namespace spdlog {
 class logger;
@@ -39,29 +39,6 @@ namespace sandpool {
 
 class TaskJournal;
 class DeadLetterStoreImpl;  // dead_letter_store_impl.hpp
-
-// The plain-data part of SubmitOptions, as stored with a dead letter for its replay.
-struct DeadLetterOptions {
-  std::optional<std::chrono::milliseconds> timeout;  // empty: the pool's default
-  std::optional<std::uint32_t> retries;              // empty: the pool's default
-  std::int32_t priority = 0;
-  std::string key;     // affinity key
-  std::string tenant;  // SubmitOptions::tenant; "" the default one
-
-  static DeadLetterOptions from(const SubmitOptions& o) {
-    return {o.timeout, o.retries, o.priority, o.key, o.tenant};
-  }
-  // Returns options for resubmitting the task; the callbacks are the replayer's to set.
-  SubmitOptions to_submit_options() const {
-    SubmitOptions o;
-    o.timeout = timeout;
-    o.retries = retries;
-    o.priority = priority;
-    o.key = key;
-    o.tenant = tenant;
-    return o;
-  }
-};
 
 // One dead-lettered task: its final account plus what a replay needs.
 struct DeadLetter {
@@ -74,8 +51,21 @@ struct DeadLetter {
   TaskResult task;
   std::string pool;
   std::string payload;  // binary-safe
-  DeadLetterOptions options;
+  // For its replay: the options a letter keeps (kept_options(): timeout, retries, priority,
+  // key, tenant; its columns). The rest of a task's options do not outlive its letter.
+  TaskOptions options;
   std::int64_t dead_lettered_ms = 0;  // wall clock; 0 at enqueue: the store's now_ms()
+
+  // The options of `task` a letter keeps; the others are left at their defaults.
+  static TaskOptions kept_options(const TaskOptions& task) {
+    TaskOptions o;
+    o.timeout = task.timeout;
+    o.retries = task.retries;
+    o.priority = task.priority;
+    o.key = task.key;
+    o.tenant = task.tenant;
+    return o;
+  }
 };
 
 // Which letters an operation applies to; every field that is set must match.

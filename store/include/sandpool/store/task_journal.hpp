@@ -53,51 +53,10 @@
 #include <sandpool/store/dead_letters.hpp>
 #include <sandpool/store/task_journal_options.hpp>
 #include <sandpool/task/task.hpp>
+#include <sandpool/task/task_options.hpp>
 
 namespace sandpool {
 class TaskJournalImpl;  // task_journal_impl.hpp
-
-// Every submit option a task keeps across a restart (SubmitOptions without its callbacks),
-// and the idempotency key it was submitted under.
-struct JournalTaskOptions {
-  std::optional<std::chrono::milliseconds> timeout;  // empty: the pool's default
-  std::optional<std::uint32_t> retries;              // empty: the pool's default
-  std::int32_t priority = 0;
-  std::string key;                                     // affinity key
-  std::optional<std::chrono::milliseconds> queue_ttl;  // empty: the pool's default
-  bool fail_fast = false;
-  std::string idempotency_key;     // empty: none
-  std::int64_t not_before_ms = 0;  // wall clock ms; 0: not scheduled
-  std::string tenant;              // empty: the default tenant
-
-  static JournalTaskOptions from(const SubmitOptions& o) {
-    std::int64_t not_before_ms = 0;
-    if (o.not_before) {
-      not_before_ms =
-          std::chrono::duration_cast<std::chrono::milliseconds>(o.not_before->time_since_epoch())
-              .count();
-    }
-    return {o.timeout,   o.retries,         o.priority,    o.key,   o.queue_ttl,
-            o.fail_fast, o.idempotency_key, not_before_ms, o.tenant};
-  }
-  // Returns options for queueing the task again; the callbacks are the caller's to set.
-  SubmitOptions to_submit_options() const {
-    SubmitOptions o;
-    o.timeout = timeout;
-    o.retries = retries;
-    o.priority = priority;
-    o.key = key;
-    o.queue_ttl = queue_ttl;
-    o.fail_fast = fail_fast;
-    o.idempotency_key = idempotency_key;
-    if (not_before_ms != 0) {
-      o.not_before =
-          std::chrono::system_clock::time_point(std::chrono::milliseconds(not_before_ms));
-    }
-    o.tenant = tenant;
-    return o;
-  }
-};
 
 // One journaled task. accept() reads id, pool, task.type, payload, options and submitted_ms;
 // the reads fill the rest.
@@ -107,8 +66,8 @@ struct JournalTask {
   // kRetryWait, or terminal.
   TaskResult task;
   std::string pool;
-  std::string payload;  // binary-safe; emptied once the task finished (kept bytes)
-  JournalTaskOptions options;
+  std::string payload;            // binary-safe; emptied once the task finished (kept bytes)
+  TaskOptions options;            // every option the task keeps across a restart
   std::int64_t submitted_ms = 0;  // wall clock; 0 at accept: now
   // kRunning: the journaled start (number, worker_pid, started_ms). Recovery turns it into an
   // attempt with outcome `lost` ("poold restarted").

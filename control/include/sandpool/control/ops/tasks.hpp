@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <sandpool/control/ops/op_info.hpp>
+#include <sandpool/task/task_options.hpp>
 
 namespace sandpool::ops {
 
@@ -18,16 +19,14 @@ namespace sandpool::ops {
 struct SubmitArgs {
   std::string type;  // required (a batch task may take it from nowhere else)
   std::string pool;  // empty: route by type
-  std::int32_t priority = 0;
-  std::optional<std::chrono::milliseconds> timeout;  // wire: timeout_ms
-  std::optional<std::uint32_t> retries;
-  std::string key;              // affinity key
-  std::string idempotency_key;  // a resubmit with the same key gets the existing task
-  // Scheduled: queued no earlier than this wall-clock time (ms since the epoch), or this
-  // long after the submit; at most one of the two.
-  std::optional<std::int64_t> not_before_ms;
-  std::optional<std::chrono::milliseconds> delay;  // wire: delay_ms
-  std::string tenant;     // fair queueing between tenants; "" the default one
+  // The task's options, as the wire carries them: priority, timeout (timeout_ms), retries,
+  // key (affinity), idempotency_key (a resubmit with the same key gets the existing task),
+  // not_before (not_before_ms, wall-clock ms since the epoch) and tenant ("" the default
+  // one). queue_ttl and fail_fast are not offered on the wire.
+  TaskOptions options;
+  // Scheduled this long after the submit (wire: delay_ms); at most one of delay and
+  // options.not_before.
+  std::optional<std::chrono::milliseconds> delay;
   bool wait = false;      // answer when the task ends, with its account
   bool progress = false;  // wait only: the task's progress as event frames
   // `submit` only (a batch has its own): the client's name for this request, sent again
@@ -36,6 +35,10 @@ struct SubmitArgs {
   // timeout saying "outcome unknown") gets the task that try made, if it made one.
   std::string request_token;
 };
+
+// The wire names of submit's arguments, in the order encode() and decode() visit them (one
+// list, op_json_submit.cpp): what control_op_names prints for the Python client's test.
+std::vector<std::string_view> submit_arg_names();
 
 // The idempotency key a request token gives a task without one: "req:TOKEN" for a submit,
 // "req:TOKEN:INDEX" for the task at INDEX of a batch.
