@@ -10,18 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include <sandpool/service/redis_pools.hpp>
+#include <sandpool/task/enum_names.hpp>
 
 namespace sandpool::poold {
 namespace {
-
-// The value of E whose name is `name` (E's values run from 0 to `last`); nullopt: none.
-template <class E>
-std::optional<E> named(std::string_view name, E last) {
-  for (int v = 0; v <= static_cast<int>(last); ++v) {
-    if (to_string(static_cast<E>(v)) == name) return static_cast<E>(v);
-  }
-  return std::nullopt;
-}
 
 // An attempt as the feeder encoded it (redis_feeder.cpp); a malformed one keeps its number.
 Attempt decode_attempt(const std::string& text, std::uint32_t number) {
@@ -35,7 +27,7 @@ Attempt decode_attempt(const std::string& text, std::uint32_t number) {
   }
   // By its place in the list: each node numbers the one attempt it runs 1.
   a.outcome =
-      named(j.value("outcome", std::string()), Outcome::kCancelled).value_or(Outcome::kLost);
+      parse_enum(j.value("outcome", std::string()), Outcome::kCancelled).value_or(Outcome::kLost);
   a.error = j.value("error", std::string());
   a.worker_pid = j.value("worker_pid", 0);
   a.started_ms = j.value("started_ms", std::int64_t{0});
@@ -67,7 +59,7 @@ DeadLetter letter_of(const std::string& pool,
     } else if (k == "payload") {
       l.payload = v;
     } else if (k == "reason") {
-      l.task.reason = named(v, DeadReason::kRejected).value_or(DeadReason::kNone);
+      l.task.reason = parse_enum(v, DeadReason::kRejected).value_or(DeadReason::kNone);
     } else if (k == "error") {
       l.task.error = v;
     } else if (k == "dead_lettered_ms") {
@@ -115,13 +107,13 @@ TaskResult to_task_result(const redis::StoredTask& t) {
   TaskResult r;
   r.id = t.id;
   r.type = t.type;
-  r.state = named(t.state, TaskState::kScheduled).value_or(TaskState::kQueued);
+  r.state = parse_enum(t.state, TaskState::kScheduled).value_or(TaskState::kQueued);
   r.result = t.result;
   r.error = t.error;
   r.not_before_ms = t.not_before_ms;
   r.tenant = t.tenant;
   if (r.state == TaskState::kDeadLettered) {
-    r.reason = named(t.reason, DeadReason::kRejected).value_or(DeadReason::kNone);
+    r.reason = parse_enum(t.reason, DeadReason::kRejected).value_or(DeadReason::kNone);
   }
   if (r.state == TaskState::kCancelled) r.cancel_reason = CancelReason::kUser;
   r.history.reserve(t.history.size());
@@ -135,7 +127,7 @@ Result<bool> RedisPools::task_open(std::uint64_t id) {
   auto state = schedules_.with([&](redis::Connection& c) { return any_.task_state(c, id); });
   if (!state) return unavailable("", state.status());
   if (!*state) return false;  // evicted after its end
-  return !is_terminal(named(**state, TaskState::kScheduled).value_or(TaskState::kQueued));
+  return !is_terminal(parse_enum(**state, TaskState::kScheduled).value_or(TaskState::kQueued));
 }
 
 Result<RedisPools::LetterPage> RedisPools::dead_letters(const std::string& pool,
@@ -250,7 +242,7 @@ void RedisPools::wait_loop() {
         auto r = c.read();
         if (!r) return r.status();
         // No hash: an id Redis never gave, or a task evicted since; answered (not found).
-        const auto state = named(r->str, TaskState::kScheduled);
+        const auto state = parse_enum(r->str, TaskState::kScheduled);
         ended[id] = r->is_nil() || (state && is_terminal(*state));
       }
       return ended;

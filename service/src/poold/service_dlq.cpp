@@ -5,18 +5,10 @@
 #include <utility>
 
 #include <sandpool/service/service.hpp>
+#include <sandpool/task/enum_names.hpp>
 
 namespace sandpool::poold {
 namespace {
-
-std::optional<DeadReason> parse_reason(const std::string& name) {
-  for (auto r : {DeadReason::kPermanent, DeadReason::kRetriesExhausted, DeadReason::kCrashLoop,
-                 DeadReason::kExpired, DeadReason::kShutdown, DeadReason::kPoolRemoved,
-                 DeadReason::kRejected}) {
-    if (to_string(r) == name) return r;
-  }
-  return std::nullopt;
-}
 
 // The typed filter -> DeadLetterFilter; the reason must name one.
 Result<DeadLetterFilter> filter_of(const ops::DlqFilter& f) {
@@ -24,7 +16,8 @@ Result<DeadLetterFilter> filter_of(const ops::DlqFilter& f) {
   out.pool = f.pool;
   out.type = f.type;
   if (f.reason) {
-    out.reason = parse_reason(*f.reason);
+    // A reason a letter can have: not "none".
+    out.reason = parse_enum(*f.reason, DeadReason::kPermanent, DeadReason::kRejected);
     if (!out.reason) return Status::invalid("reason: a dead-letter reason (docs/dead-letters.md)");
   }
   out.task_id = f.task_id;

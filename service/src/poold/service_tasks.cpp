@@ -9,6 +9,7 @@
 
 #include <sandpool/control/wire_errors.hpp>
 #include <sandpool/service/service.hpp>
+#include <sandpool/task/enum_names.hpp>
 
 namespace sandpool::poold {
 namespace {
@@ -424,20 +425,6 @@ void Service::serve(const Request& req, const ops::TaskIdArgs& a,
                       t ? std::optional(submission_of(*t, admin)) : std::nullopt);
 }
 
-namespace {
-
-// The state `name` names (its to_string), or nullopt.
-std::optional<TaskState> parse_task_state(std::string_view name) {
-  for (TaskState s : {TaskState::kScheduled, TaskState::kQueued, TaskState::kDispatched,
-                      TaskState::kRunning, TaskState::kRetryWait, TaskState::kCompleted,
-                      TaskState::kDeadLettered, TaskState::kCancelled}) {
-    if (to_string(s) == name) return s;
-  }
-  return std::nullopt;
-}
-
-}  // namespace
-
 void Service::serve(const Request&, const ops::TaskListArgs& a,
                     const OpResponder<ops::TaskList>& res) {
   TaskQuery q;
@@ -445,7 +432,7 @@ void Service::serve(const Request&, const ops::TaskListArgs& a,
   q.key = a.key;
   q.tenant = a.tenant;
   if (!a.state.empty()) {
-    q.state = parse_task_state(a.state);
+    q.state = parse_enum(a.state, TaskState::kScheduled);  // any state
     if (!q.state) {
       return (void)res.error(Status::invalid("state: no task state '" + a.state +
                                              "' (queued, dispatched, running, retry_wait, "

@@ -2,7 +2,7 @@
 
 #include <sqlite3.h>
 
-#include "retry/enum_names.hpp"
+#include <sandpool/task/enum_names.hpp>
 
 namespace sandpool::dead_letter_rows {
 namespace {

@@ -13,10 +13,10 @@
 
 #include <sandpool/store/sqlite_db.hpp>
 #include <sandpool/store/task_journal.hpp>
+#include <sandpool/task/enum_names.hpp>
 #include "retry/dead_letter_rows.hpp"
 #include "retry/dead_letter_schema.hpp"
 #include "retry/dead_letter_store_impl.hpp"
-#include "retry/enum_names.hpp"
 #include "retry/task_journal_impl.hpp"
 
 namespace sandpool {

@@ -8,8 +8,8 @@
 #include <sandpool/store/task_journal.hpp>
 
 #include <sandpool/store/sqlite_db.hpp>
+#include <sandpool/task/enum_names.hpp>
 #include "retry/dead_letter_rows.hpp"
-#include "retry/enum_names.hpp"
 #include "retry/journal_records.hpp"
 #include "retry/journal_state.hpp"
 #include "retry/task_journal_write.hpp"
