@@ -146,6 +146,23 @@ TEST_CASE("a not_before_ms beyond the clock's range is refused naming it, not ov
   CHECK(a.options.not_before_ms() == -5);
 }
 
+TEST_CASE("the dead-letter store's counters travel under the names their table gives") {
+  ops::StatusReply r;
+  std::uint64_t n = 1;
+  for (const auto& c : kDeadLetterStoreCounters) r.dead_letter_store.*c.member = n++;
+  const json j = ops::encode(r)["dead_letter_store"];
+  for (const auto& c : kDeadLetterStoreCounters) {
+    INFO(c.help);
+    CHECK(j.contains(std::string(c.status_name)) == !c.status_name.empty());
+  }
+  CHECK(j["spill_files"] == r.dead_letter_store.spill_files);
+  ops::StatusReply back;
+  REQUIRE(ops::decode(ops::encode(r), &back).is_ok());
+  CHECK(back.dead_letter_store.written == r.dead_letter_store.written);
+  CHECK(back.dead_letter_store.lost == r.dead_letter_store.lost);
+  CHECK(back.dead_letter_store.evicted == 0);  // metrics only
+}
+
 TEST_CASE("a task account travels with its optional fields only when they apply") {
   ops::TaskAccount a;
   a.id = 9;

@@ -128,31 +128,28 @@ Status decode(const json& j, PoolStatus* out) {
 }
 
 json encode(const DeadLetterStoreStatus& d) {
-  return {{"written", d.written},
-          {"pending", d.pending},
-          {"oldest_pending_ms", d.oldest_pending_ms},
-          {"writes_failing", d.writes_failing},
-          {"last_write_error", d.last_write_error},
-          {"write_errors", d.write_errors},
-          {"spilled", d.spilled},
-          {"spill_files", d.spill_files},
-          {"recent_spill_files", d.recent_spill_files},
-          {"lost", d.lost}};
+  json j{{"pending", d.pending},
+         {"oldest_pending_ms", d.oldest_pending_ms},
+         {"writes_failing", d.writes_failing},
+         {"last_write_error", d.last_write_error},
+         {"recent_spill_files", d.recent_spill_files}};
+  for (const auto& c : kDeadLetterStoreCounters) {
+    if (!c.status_name.empty()) j[std::string(c.status_name)] = d.*c.member;
+  }
+  return j;
 }
 
 Status decode(const json& j, DeadLetterStoreStatus* out) {
-  return ArgReader(j)
-      .optional("written", &out->written)
-      .optional("pending", &out->pending)
+  ArgReader r(j);
+  r.optional("pending", &out->pending)
       .optional("oldest_pending_ms", &out->oldest_pending_ms)
       .optional("writes_failing", &out->writes_failing)
       .optional("last_write_error", &out->last_write_error)
-      .optional("write_errors", &out->write_errors)
-      .optional("spilled", &out->spilled)
-      .optional("spill_files", &out->spill_files)
-      .optional("recent_spill_files", &out->recent_spill_files)
-      .optional("lost", &out->lost)
-      .status();
+      .optional("recent_spill_files", &out->recent_spill_files);
+  for (const auto& c : kDeadLetterStoreCounters) {
+    if (!c.status_name.empty()) r.optional(c.status_name, &(out->*c.member));
+  }
+  return r.status();
 }
 
 json encode(const JournalStatus& d) {

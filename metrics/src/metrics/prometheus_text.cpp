@@ -193,22 +193,9 @@ void render_dead_letter_store(Exposition& e, const DeadLetterStoreStats& d) {
   one("sandpool_dead_letter_writes_failing", "gauge",
       "1 while the store's last write failed (the status reply says why); letters wait.",
       d.writes_failing ? "1" : "0");
-  one("sandpool_dead_letters_written_total", "counter", "Dead letters committed to the store.",
-      std::to_string(d.written));
-  one("sandpool_dead_letter_write_errors_total", "counter",
-      "Failed write transactions of the dead-letter store (each retried).",
-      std::to_string(d.write_errors));
-  one("sandpool_dead_letters_spilled_total", "counter",
-      "Dead letters written to a spill file instead (refused by the database, or unwritten "
-      "at stop); load them with poolctl dlq import.",
-      std::to_string(d.spilled));
-  one("sandpool_dead_letter_spill_files_total", "counter", "Spill files written.",
-      std::to_string(d.spill_files));
-  one("sandpool_dead_letters_lost_total", "counter",
-      "Dead letters neither committed nor spilled (the spill failed too).", std::to_string(d.lost));
-  one("sandpool_dead_letters_evicted_total", "counter",
-      "Dead letters deleted by the store's retention bound (max_count, max_age).",
-      std::to_string(d.evicted));
+  for (const auto& c : kDeadLetterStoreCounters) {
+    if (!c.metric.empty()) one(c.metric, "counter", c.help, std::to_string(d.*c.member));
+  }
 }
 
 // The Redis pools' series (docs/redis-pools.md): one sample per Redis pool each.

@@ -81,21 +81,6 @@ ops::PoolCounters pool_counters(const std::string& name, const PoolMetrics& m) {
   return c;
 }
 
-ops::DeadLetterStoreStatus store_status(const DeadLetterStoreStats& d) {
-  ops::DeadLetterStoreStatus s;
-  s.written = d.written;
-  s.pending = d.pending;
-  s.oldest_pending_ms = d.oldest_pending_ms;
-  s.writes_failing = d.writes_failing;
-  s.last_write_error = d.last_write_error;
-  s.write_errors = d.write_errors;
-  s.spilled = d.spilled;
-  s.spill_files = d.spill_files;
-  s.recent_spill_files = d.recent_spill_files;
-  s.lost = d.lost;
-  return s;
-}
-
 }  // namespace
 
 void Service::serve(const Request&, const ops::NoArgs&, const OpResponder<ops::ServerStatus>& res) {
@@ -109,7 +94,7 @@ void Service::serve(const Request&, const ops::NoArgs&, const OpResponder<ops::S
   r.pid = ::getpid();
   r.started_ms = started_ms_;
   r.stopping = stopping_.load();
-  r.dead_letter_store = store_status(store_->stats());
+  r.dead_letter_store = store_->stats();
   r.journal = journal_status();
   if (redis_) r.redis = redis_->status();
   r.events_dropped = hub_->dropped();

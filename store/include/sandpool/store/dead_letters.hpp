@@ -28,6 +28,7 @@
 
 #include <sandpool/base/status.hpp>
 #include <sandpool/store/task_journal_options.hpp>
+#include <sandpool/task/store_stats.hpp>  // DeadLetterStoreStats
 #include <sandpool/task/task.hpp>
 #include <sandpool/task/task_options.hpp>
 
@@ -112,21 +113,6 @@ struct DeadLetterStoreOptions {
   // The task journal (task_journal.hpp) in the same file, written by the same writer thread
   // in the same transactions as the letters; empty: none (journal() returns null).
   std::optional<TaskJournalOptions> journal;
-};
-
-struct DeadLetterStoreStats {
-  std::uint64_t written = 0;           // letters committed
-  std::uint64_t pending = 0;           // enqueued, neither committed nor spilled yet
-  std::int64_t oldest_pending_ms = 0;  // how long the oldest pending letter has waited; 0: none
-  bool writes_failing = false;         // the last write failed: pending letters wait for a retry
-  std::string last_write_error;        // why the last failed write failed ("" if none ever did)
-  std::uint64_t write_errors = 0;      // failed write transactions
-  std::uint64_t transactions = 0;      // committed write transactions
-  std::uint64_t evicted = 0;           // letters deleted by the retention bound
-  std::uint64_t spilled = 0;           // letters written to spill files instead
-  std::uint64_t spill_files = 0;       // spill files written
-  std::vector<std::string> recent_spill_files;  // their paths, the newest last (at most 16)
-  std::uint64_t lost = 0;  // letters neither committed nor spilled (the spill failed too)
 };
 
 // What became of one letter handed to enqueue(): committed to the database (letter_id > 0),

@@ -10,6 +10,7 @@
 
 #include <sandpool/control/ops/op_info.hpp>
 #include <sandpool/control/ops/schedules.hpp>
+#include <sandpool/task/store_stats.hpp>
 
 namespace sandpool::ops {
 
@@ -32,19 +33,9 @@ struct PoolStatus {
   std::uint64_t throttled = 0;  // queued, held back by a rate limit or a type's cap
 };
 
-// `status`: the dead-letter store's figures (DeadLetterStoreStats, a subset).
-struct DeadLetterStoreStatus {
-  std::uint64_t written = 0;
-  std::uint64_t pending = 0;
-  std::int64_t oldest_pending_ms = 0;
-  bool writes_failing = false;
-  std::string last_write_error;
-  std::uint64_t write_errors = 0;
-  std::uint64_t spilled = 0;
-  std::uint64_t spill_files = 0;
-  std::vector<std::string> recent_spill_files;
-  std::uint64_t lost = 0;
-};
+// `status`: the dead-letter store's figures; the reply carries its gauges and the counters
+// kDeadLetterStoreCounters names a status_name (<sandpool/task/store_stats.hpp>).
+using DeadLetterStoreStatus = DeadLetterStoreStats;
 
 // `status`: the task journal (TaskJournalStats, a subset, and the service's view of it).
 struct JournalStatus {
