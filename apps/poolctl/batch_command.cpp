@@ -5,13 +5,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <iostream>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include <sandpool/base/thread_annotations.hpp>
 #include <sandpool/units/units.hpp>
 
 #include "commands.hpp"
@@ -43,20 +42,22 @@ constexpr std::size_t kMinRoom = 16;
 
 // What the replies said so far; shared with the client's reader thread.
 struct Tally {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::size_t outstanding = 0;  // requests sent, not answered
-  std::uint64_t unsent = 0;     // tasks not sent yet, or refused with queue_full
-  std::uint64_t accepted = 0, refused = 0, resubmitted = 0;
-  std::size_t chunk = 0;        // tasks per request when the queue has room
-  bool full = false;            // a reply refused tasks with queue_full; reset by `room`
-  std::size_t room = 0;         // while full: tasks in the next request
-  Clock::duration pause{0};     // while full: from a reply to the next request
-  Clock::time_point resume_at;  // while full: no request before this
-  Clock::time_point last_accept;
-  std::vector<double> latency_ms;  // per request, send to reply
-  Status first_error;              // the first refusal that is not retried
-  Status last_full;                // the last queue_full refusal
+  Mutex mu;
+  CondVar cv;
+  std::size_t outstanding GUARDED_BY(mu) = 0;  // requests sent, not answered
+  std::uint64_t unsent GUARDED_BY(mu) = 0;     // tasks not sent yet, or refused with queue_full
+  std::uint64_t accepted GUARDED_BY(mu) = 0;
+  std::uint64_t refused GUARDED_BY(mu) = 0;
+  std::uint64_t resubmitted GUARDED_BY(mu) = 0;
+  std::size_t chunk GUARDED_BY(mu) = 0;  // tasks per request when the queue has room
+  bool full GUARDED_BY(mu) = false;      // a reply refused tasks with queue_full; reset by `room`
+  std::size_t room GUARDED_BY(mu) = 0;   // while full: tasks in the next request
+  Clock::duration pause GUARDED_BY(mu){0};     // while full: from a reply to the next request
+  Clock::time_point resume_at GUARDED_BY(mu);  // while full: no request before this
+  Clock::time_point last_accept GUARDED_BY(mu);
+  std::vector<double> latency_ms GUARDED_BY(mu);  // per request, send to reply
+  Status first_error GUARDED_BY(mu);              // the first refusal that is not retried
+  Status last_full GUARDED_BY(mu);                // the last queue_full refusal
 };
 
 double percentile(std::vector<double>& v, double p) {
@@ -84,7 +85,7 @@ void record_reply(Tally& tally, std::size_t n, Clock::time_point sent,
                   Result<WithBlob<ops::SubmitBatchReply>> r) {
   const auto now = Clock::now();
   const double ms = std::chrono::duration<double, std::milli>(now - sent).count();
-  std::lock_guard lock(tally.mu);
+  MutexLock lock(tally.mu);
   tally.latency_ms.push_back(ms);
   --tally.outstanding;
   std::uint64_t full = 0, final_refusals = 0;
@@ -99,6 +100,7 @@ void record_reply(Tally& tally, std::size_t n, Clock::time_point sent,
   } else {
     // Refusals one by one (`errors`), then the tail refused as one (`refused_from`).
     auto count = [&](const ops::BatchRefusal& e, std::uint64_t tasks) {
+      tally.mu.assert_held();  // run below, under the lock
       const bool retry = retried_code(e.code);
       const Status why = Status::error(retry ? Code::kQueueFull : Code::kInvalidArgument,
                                        e.code + ": " + e.message);
@@ -141,16 +143,16 @@ void record_reply(Tally& tally, std::size_t n, Clock::time_point sent,
 // over) and returns how many tasks it carries, counted as outstanding; 0 when every task
 // was answered. Sets *gave_up when the queue stayed full with nothing accepted for
 // a.retry_for.
-std::size_t next_request(Tally& tally, const BatchArgs& a, bool* gave_up) {
-  std::unique_lock lock(tally.mu);
+std::size_t next_request(Tally& tally, const BatchArgs& a, bool* gave_up) EXCLUDES(tally.mu) {
+  MutexLock lock(tally.mu);
   for (;;) {
     if (tally.unsent == 0) {
       if (tally.outstanding == 0) return 0;
-      tally.cv.wait(lock);
+      tally.cv.wait(tally.mu);
       continue;
     }
     if (tally.outstanding >= (tally.full ? 1 : a.window)) {
-      tally.cv.wait(lock);
+      tally.cv.wait(tally.mu);
       continue;
     }
     const auto now = Clock::now();
@@ -159,7 +161,7 @@ std::size_t next_request(Tally& tally, const BatchArgs& a, bool* gave_up) {
       return 0;
     }
     if (tally.full && now < tally.resume_at) {
-      tally.cv.wait_until(lock, tally.resume_at);
+      tally.cv.wait_until(tally.mu, tally.resume_at);
       continue;
     }
     const auto n = static_cast<std::size_t>(
@@ -172,7 +174,7 @@ std::size_t next_request(Tally& tally, const BatchArgs& a, bool* gave_up) {
 
 // The run's figures: one JSON object, or two or three lines for a person.
 void print_summary(const Cli& cli, const BatchArgs& a, Tally& tally, std::size_t chunk,
-                   double seconds) {
+                   double seconds) REQUIRES(tally.mu) {
   auto& lat = tally.latency_ms;
   const double rate = seconds > 0 ? static_cast<double>(tally.accepted) / seconds : 0;
   json summary{{"tasks", a.count},
@@ -218,9 +220,12 @@ int run_batch(const Cli& cli, const BatchArgs& a, std::uint64_t payload_size) {
   const bool bar = !cli.json && ::isatty(STDOUT_FILENO) == 1;
   Tally tally;
   const auto start = Clock::now();
-  tally.unsent = a.count;
-  tally.chunk = chunk;
-  tally.last_accept = start;
+  {
+    MutexLock lock(tally.mu);
+    tally.unsent = a.count;
+    tally.chunk = chunk;
+    tally.last_accept = start;
+  }
   auto last_draw = start;
   std::uint64_t sent = 0;  // task submissions, resubmissions included (--rate paces these)
   Status send_error;
@@ -243,20 +248,20 @@ int run_batch(const Cli& cli, const BatchArgs& a, std::uint64_t payload_size) {
         });
     if (!id) {
       send_error = id.status();
-      std::lock_guard lock(tally.mu);
+      MutexLock lock(tally.mu);
       --tally.outstanding;
       break;
     }
     sent += n;
     if (bar && Clock::now() - last_draw > std::chrono::milliseconds(100)) {
       last_draw = Clock::now();
-      std::lock_guard lock(tally.mu);
+      MutexLock lock(tally.mu);
       draw_bar(tally.accepted + tally.refused, a.count,
                std::chrono::duration<double>(last_draw - start).count());
     }
   }
-  std::unique_lock lock(tally.mu);
-  tally.cv.wait(lock, [&] { return tally.outstanding == 0; });
+  MutexLock lock(tally.mu);
+  while (tally.outstanding != 0) tally.cv.wait(tally.mu);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (bar) {
     draw_bar(tally.accepted + tally.refused, a.count, seconds);

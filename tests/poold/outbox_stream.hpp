@@ -38,7 +38,7 @@ class Stream {
   void resume() { paused_ = false; }
   // Bytes queued and not taken (what Responder::queued_output() reports).
   std::size_t queued() const {
-    std::lock_guard<std::mutex> lock(outbox_->mu);
+    MutexLock lock(outbox_->mu);
     return outbox_->bytes.size();
   }
 
@@ -71,7 +71,7 @@ class Stream {
     if (paused_) return;
     std::string bytes;
     {
-      std::lock_guard<std::mutex> lock(outbox_->mu);
+      MutexLock lock(outbox_->mu);
       bytes.swap(outbox_->bytes);
       outbox_->flush_requested = false;  // as the server thread does when it takes them
     }

@@ -106,7 +106,7 @@ bool HostApi::active_locked(const sp_call* call) const {
 }
 
 sp_call* HostApi::begin_task(std::uint64_t id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   current_ = calls_[next_slot_++ % kCallSlots].get();
   sp_call& c = *current_;
   c.task_id.store(id, std::memory_order_relaxed);
@@ -119,7 +119,7 @@ sp_call* HostApi::begin_task(std::uint64_t id) {
 }
 
 CallOutcome HostApi::end_task() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (current_ == nullptr) return {};
   sp_call& c = *current_;
   const std::uint64_t id = c.task_id.load(std::memory_order_relaxed);
@@ -139,7 +139,7 @@ CallOutcome HostApi::end_task() {
 
 int HostApi::write_result(sp_call* call, const void* data, std::size_t len) {
   if (data == nullptr && len > 0) return -1;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!active_locked(call) || call->result_too_large) return -1;
   if (len > limits_.max_result - call->result.size()) {
     // The attempt is lost anyway: free what was kept.
@@ -155,7 +155,7 @@ void HostApi::progress(sp_call* call, const void* data, std::size_t len) {
   channel_.beat();
   if (data == nullptr && len > 0) return;
   const std::int64_t now = ipc::monotonic_ns();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!active_locked(call)) return;
   ipc::ProgressMsg msg;
   msg.id = call->task_id.load(std::memory_order_relaxed);
@@ -170,7 +170,7 @@ void HostApi::progress(sp_call* call, const void* data, std::size_t len) {
 
 void HostApi::heartbeat(sp_call* call) {
   channel_.beat();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (active_locked(call)) try_send_pending_progress_locked(ipc::monotonic_ns());
 }
 
@@ -182,7 +182,7 @@ void HostApi::try_send_pending_progress_locked(std::int64_t now_ns) {
 }
 
 void HostApi::set_error(sp_call* call, const char* msg, std::size_t len) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!active_locked(call)) return;
   if (msg == nullptr) len = 0;
   call->error.assign(msg == nullptr ? "" : msg, std::min(len, kMaxError));
@@ -197,7 +197,7 @@ void HostApi::log(sp_call* call, int level, const char* msg, std::size_t len) {
   if (msg == nullptr) len = 0;
   level = std::clamp(level, 0, 3);
   const std::int64_t now = ipc::monotonic_ns();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const std::uint64_t task_id =
       active_locked(call) ? call->task_id.load(std::memory_order_relaxed) : 0;
   if (!log_bucket_.take(now)) {
@@ -234,22 +234,22 @@ void HostApi::report_dropped_logs_locked(std::uint64_t task_id) {
 }
 
 void HostApi::report_dropped_logs() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   report_dropped_logs_locked(0);
 }
 
 std::string HostApi::last_unattributed_error() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return last_unattributed_error_;
 }
 
 std::uint64_t HostApi::dropped_log_lines() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return dropped_logs_;
 }
 
 std::uint64_t HostApi::coalesced_progress() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return coalesced_progress_;
 }
 

@@ -22,12 +22,12 @@
 #include <array>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include <sandpool/plugin.h>
+#include <sandpool/base/thread_annotations.hpp>
 #include <sandpool/base/token_bucket.hpp>
 #include <sandpool/ipc/messages.hpp>
 
@@ -68,54 +68,58 @@ class HostApi {
   const sp_host_api* table() const { return &table_; }
 
   // Opens the call context of task `id` (the previous one must have ended).
-  sp_call* begin_task(std::uint64_t id);
+  sp_call* begin_task(std::uint64_t id) EXCLUDES(mu_);
   // Closes the current call: sends the coalesced progress and any drop report, then hands
   // back the result and error. Later host calls on that sp_call are ignored.
-  CallOutcome end_task();
+  CallOutcome end_task() EXCLUDES(mu_);
 
   // Sends the "dropped N log lines" report now if lines were dropped since the last one
   // (end_task does this too; the task loop calls it before the worker stops).
-  void report_dropped_logs();
+  void report_dropped_logs() EXCLUDES(mu_);
 
   // What the table's functions forward to; a NULL call reaches log only.
-  int write_result(sp_call* call, const void* data, std::size_t len);
-  void progress(sp_call* call, const void* data, std::size_t len);
-  void heartbeat(sp_call* call);
-  void set_error(sp_call* call, const char* msg, std::size_t len);
-  int cancelled(sp_call* call) const;
-  void log(sp_call* call, int level, const char* msg, std::size_t len);
+  int write_result(sp_call* call, const void* data, std::size_t len) EXCLUDES(mu_);
+  void progress(sp_call* call, const void* data, std::size_t len) EXCLUDES(mu_);
+  void heartbeat(sp_call* call) EXCLUDES(mu_);
+  void set_error(sp_call* call, const char* msg, std::size_t len) EXCLUDES(mu_);
+  int cancelled(sp_call* call) const;  // lock-free (the call's task_id, the header's word)
+  void log(sp_call* call, int level, const char* msg, std::size_t len) EXCLUDES(mu_);
 
   // The last error line (level 3) logged with a NULL call, as sent: why sp_plugin_init failed,
   // in the plugin's words, for the worker's own report of the failure. Empty: none.
-  std::string last_unattributed_error();
+  std::string last_unattributed_error() EXCLUDES(mu_);
 
   // Dropped log lines not yet reported, and progress updates coalesced away so far.
-  std::uint64_t dropped_log_lines();
-  std::uint64_t coalesced_progress();
+  std::uint64_t dropped_log_lines() EXCLUDES(mu_);
+  std::uint64_t coalesced_progress() EXCLUDES(mu_);
 
  private:
-  bool active_locked(const sp_call* call) const;
-  void try_send_pending_progress_locked(std::int64_t now_ns);
-  void report_dropped_logs_locked(std::uint64_t task_id);
-  bool send_log_locked(std::uint64_t task_id, int level, std::string text);
+  // True iff `call` is the running task's context (its fields are then mu_'s too).
+  bool active_locked(const sp_call* call) const REQUIRES(mu_);
+  void try_send_pending_progress_locked(std::int64_t now_ns) REQUIRES(mu_);
+  void report_dropped_logs_locked(std::uint64_t task_id) REQUIRES(mu_);
+  bool send_log_locked(std::uint64_t task_id, int level, std::string text) REQUIRES(mu_);
 
   WorkerChannel& channel_;
   HostLimits limits_;
   sp_host_api table_{};
-  std::mutex mu_;
+  // Taken before the channel's (a send under it); guards the fields below and the fields of
+  // the sp_calls but their task_id (host_api.cpp).
+  Mutex mu_;
   // Call contexts are recycled round-robin over kCallSlots tasks, so an sp_call kept by a
   // stray plugin thread after its handle returned stays valid memory and is recognised as
   // stale (it is not current_) instead of writing into a later task's result.
   static constexpr std::size_t kCallSlots = 64;
-  std::array<std::unique_ptr<sp_call>, kCallSlots> calls_;  // sp_call is in host_api.cpp
-  std::size_t next_slot_ = 0;
-  sp_call* current_ = nullptr;  // the running task's context; null between tasks
-  TokenBucket log_bucket_;
-  TokenBucket progress_bucket_;
-  std::optional<ipc::ProgressMsg> pending_progress_;
-  std::string last_unattributed_error_;
-  std::uint64_t dropped_logs_ = 0;
-  std::uint64_t coalesced_progress_ = 0;
+  // sp_call is in host_api.cpp. The array is filled by the constructor, then only read.
+  std::array<std::unique_ptr<sp_call>, kCallSlots> calls_;
+  std::size_t next_slot_ GUARDED_BY(mu_) = 0;
+  sp_call* current_ GUARDED_BY(mu_) = nullptr;  // the running task's context; null between tasks
+  TokenBucket log_bucket_ GUARDED_BY(mu_);
+  TokenBucket progress_bucket_ GUARDED_BY(mu_);
+  std::optional<ipc::ProgressMsg> pending_progress_ GUARDED_BY(mu_);
+  std::string last_unattributed_error_ GUARDED_BY(mu_);
+  std::uint64_t dropped_logs_ GUARDED_BY(mu_) = 0;
+  std::uint64_t coalesced_progress_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace sandpool::worker

@@ -50,7 +50,7 @@ bool WorkerChannel::has_room_locked(std::uint64_t bytes) {
 }
 
 std::uint64_t WorkerChannel::queued_bytes() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return sender_.queued_bytes();
 }
 
@@ -59,7 +59,7 @@ Status WorkerChannel::flush(std::int64_t wait_ns) {
   for (;;) {
     std::uint64_t want = 0;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       const ipc::RingStatus s = sender_.pump();
       if (s == ipc::RingStatus::kCorrupt) return corrupt_ring("result");
       if (sender_.publish()) doorbell_.ring();
@@ -72,11 +72,11 @@ Status WorkerChannel::flush(std::int64_t wait_ns) {
     const std::uint32_t seq = ctl.space_seq.load(std::memory_order_acquire);
     bool sleep;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       sleep = sender_.ring().prepare_wait(want);
     }
     if (sleep) ipc::futex_wait(&ctl.space_seq, seq, wait_ns);
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     sender_.ring().cancel_wait();
   }
 }
@@ -106,7 +106,7 @@ std::string WorkerChannel::check_region(std::uint64_t running_task, ipc::WorkerP
   own.task_tail = receiver_.ring().published();
   // The send side's head moves under mu_ (a plugin thread may still report progress), and
   // the shared word with it: compared under the same lock.
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   own.result_head = sender_.ring().published();
   own.now_ms = static_cast<std::uint64_t>(ipc::monotonic_ms());
   return find_region_damage(header(), geometry_, own);

@@ -12,10 +12,10 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include <sandpool/base/status.hpp>
+#include <sandpool/base/thread_annotations.hpp>
 #include <sandpool/ipc/channel.hpp>
 #include <sandpool/ipc/messages.hpp>
 #include <sandpool/ipc/region.hpp>
@@ -50,26 +50,26 @@ class WorkerChannel {
   // doorbell when the manager sleeps. Never blocks. Returns a kProtocol error when the
   // manager's tail is impossible (the ring is then unusable).
   template <typename Msg>
-  Status send(const Msg& msg) {
-    std::lock_guard lock(mu_);
+  Status send(const Msg& msg) EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     ipc::encode(msg, &scratch_);
     return send_scratch_locked(Msg::kKind);
   }
   // Like send, but only when nothing is queued and the whole message fits in the ring now;
   // returns true iff it was written. What the host API uses for traffic it may coalesce.
   template <typename Msg>
-  bool send_if_room(const Msg& msg) {
-    std::lock_guard lock(mu_);
+  bool send_if_room(const Msg& msg) EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     ipc::encode(msg, &scratch_);
     if (!has_room_locked(scratch_.size())) return false;
     return send_scratch_locked(Msg::kKind).is_ok();
   }
   // Bytes waiting behind a full result ring.
-  std::uint64_t queued_bytes();
+  std::uint64_t queued_bytes() EXCLUDES(mu_);
   // Writes everything queued, waiting for the manager to free space as long as it takes
   // and beating while it waits (each wait bounded by `wait_ns`). Returns a kProtocol error
   // on a corrupt ring.
-  Status flush(std::int64_t wait_ns);
+  Status flush(std::int64_t wait_ns) EXCLUDES(mu_);
 
   // The task ring's consumer side: the task loop's thread only.
   ipc::MessageReceiver& receiver() { return receiver_; }
@@ -81,20 +81,20 @@ class WorkerChannel {
 
   // The task loop's thread, after a handler returned: returns an empty string iff the
   // region is as this worker left it (region_check.hpp), else what is broken.
-  std::string check_region(std::uint64_t running_task, ipc::WorkerPhase phase);
+  std::string check_region(std::uint64_t running_task, ipc::WorkerPhase phase) EXCLUDES(mu_);
 
  private:
   WorkerChannel(ipc::SharedRegion region, ipc::DoorbellRinger doorbell);
-  Status send_scratch_locked(ipc::MsgKind kind);
-  bool has_room_locked(std::uint64_t bytes);
+  Status send_scratch_locked(ipc::MsgKind kind) REQUIRES(mu_);
+  bool has_room_locked(std::uint64_t bytes) REQUIRES(mu_);
 
   ipc::SharedRegion region_;
   const RegionGeometry geometry_;  // the header's fixed words as attach() validated them
   ipc::DoorbellRinger doorbell_;
   ipc::MessageReceiver receiver_;
-  std::mutex mu_;  // guards sender_ and scratch_
-  ipc::MessageSender sender_;
-  std::string scratch_;
+  Mutex mu_;  // the send side: a plugin thread may report while the task loop sends
+  ipc::MessageSender sender_ GUARDED_BY(mu_);
+  std::string scratch_ GUARDED_BY(mu_);
 };
 
 }  // namespace sandpool::worker

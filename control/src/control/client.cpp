@@ -10,12 +10,12 @@
 #include <atomic>
 #include <cstring>
 #include <future>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_map>
 
 #include <sandpool/base/posix_call.hpp>
+#include <sandpool/base/thread_annotations.hpp>
 #include <sandpool/base/thread_name.hpp>
 #include <sandpool/base/unique_fd.hpp>
 
@@ -73,10 +73,13 @@ class Client::Impl {
     fail_all(unavailable("the client was closed"));
   }
 
-  Status handshake() {
+  Status handshake() EXCLUDES(mu_) {
     Frame hello;
     hello.kind = FrameKind::kHello;
-    hello.id = next_id_++;
+    {
+      MutexLock lock(mu_);  // no reader thread yet: taken only to say that next_id_ is mu_'s
+      hello.id = next_id_++;
+    }
     hello.json =
         nlohmann::json{{"version", control::kProtocolVersion}, {"client", options_.name}}.dump(
             -1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -109,7 +112,7 @@ class Client::Impl {
   }
 
   Result<std::uint64_t> start(const std::string& op, nlohmann::json args, std::string blob,
-                              EventFn on_event, ReplyFn on_done) {
+                              EventFn on_event, ReplyFn on_done) EXCLUDES(mu_) {
     Frame f;
     f.kind = FrameKind::kRequest;
     f.name = op;
@@ -121,14 +124,14 @@ class Client::Impl {
                                std::to_string(server_max_frame_));
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (!broken_.is_ok()) return broken_;
       f.id = next_id_++;
       pending_.emplace(f.id, Pending{std::move(on_event), std::move(on_done)});
     }
     Status st = write_frame(f);
     if (!st.is_ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       // The reader may have failed it already; only report it once.
       if (pending_.erase(f.id) == 0) return f.id;
       return st;
@@ -138,7 +141,7 @@ class Client::Impl {
 
   // timeout zero: wait for the final reply however long it takes.
   Result<Reply> call(const std::string& op, nlohmann::json args, std::string blob, EventFn on_event,
-                     std::chrono::milliseconds timeout) {
+                     std::chrono::milliseconds timeout) EXCLUDES(mu_) {
     // Shared: after a timeout the reader may still deliver into it.
     auto done = std::make_shared<std::promise<Result<Reply>>>();
     auto fut = done->get_future();
@@ -149,7 +152,7 @@ class Client::Impl {
       return fut.get();
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       // Gone already: the reply (or the connection's failure) came in just now.
       if (pending_.erase(*id) == 0) return fut.get();
     }
@@ -176,10 +179,10 @@ class Client::Impl {
     ReplyFn on_done;
   };
 
-  Status write_frame(const Frame& f) {
+  Status write_frame(const Frame& f) EXCLUDES(write_mu_) {
     std::string bytes;
     control::encode_frame(f, &bytes);
-    std::lock_guard<std::mutex> lock(write_mu_);
+    MutexLock lock(write_mu_);
     std::size_t off = 0;
     while (off < bytes.size()) {
       auto n = posix_call("send", [&] {
@@ -218,7 +221,7 @@ class Client::Impl {
     }
   }
 
-  void read_loop() {
+  void read_loop() EXCLUDES(mu_) {
     for (;;) {
       Frame f;
       Status st = read_frame(&f);
@@ -227,7 +230,7 @@ class Client::Impl {
       if (f.kind == FrameKind::kEvent) {
         EventFn fn;
         {
-          std::lock_guard<std::mutex> lock(mu_);
+          MutexLock lock(mu_);
           auto it = pending_.find(f.id);
           if (it == pending_.end()) continue;
           fn = it->second.on_event;
@@ -240,7 +243,7 @@ class Client::Impl {
       if (f.kind != FrameKind::kOk && f.kind != FrameKind::kError) continue;
       ReplyFn done;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         auto it = pending_.find(f.id);
         if (it == pending_.end()) continue;
         done = std::move(it->second.on_done);
@@ -255,10 +258,10 @@ class Client::Impl {
     }
   }
 
-  void fail_all(const Status& why) {
+  void fail_all(const Status& why) EXCLUDES(mu_) {
     std::unordered_map<std::uint64_t, Pending> pending;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (broken_.is_ok()) broken_ = why;
       pending.swap(pending_);
     }
@@ -272,11 +275,12 @@ class Client::Impl {
   FrameDecoder decoder_;  // the handshake's, then the reader thread's
   nlohmann::json hello_;
   std::size_t server_max_frame_ = (16u << 20) + 65536;
-  std::mutex write_mu_;
-  std::mutex mu_;  // guards pending_, next_id_, broken_
-  std::unordered_map<std::uint64_t, Pending> pending_;
-  std::uint64_t next_id_ = 1;
-  Status broken_;
+  // Held for one frame's whole send(), so that frames of two threads never interleave.
+  Mutex write_mu_;
+  Mutex mu_;
+  std::unordered_map<std::uint64_t, Pending> pending_ GUARDED_BY(mu_);
+  std::uint64_t next_id_ GUARDED_BY(mu_) = 1;
+  Status broken_ GUARDED_BY(mu_);
   std::thread reader_;
 };
 

@@ -6,13 +6,13 @@
 #include <atomic>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <tuple>
 #include <utility>
 
-#include <sandpool/control/client.hpp>
+#include <sandpool/base/thread_annotations.hpp>
 
+#include <sandpool/control/client.hpp>
 #include <sandpool/control/op_json.hpp>
 #include <sandpool/control/wire_errors.hpp>
 #include "control/raw_client.hpp"
@@ -340,10 +340,12 @@ Status Client::events(bool follow, const std::string& pool, PoolEventFn on_event
   auto stopped = std::make_shared<std::atomic<bool>>(false);
   auto broken = std::make_shared<Status>();
   // The stream's id is needed to cancel it; the first event may arrive before raw_start()
-  // returns, so the event callback waits on id_mu until the id is known.
-  std::uint64_t id = 0;
-  std::mutex id_mu;
-  std::unique_lock<std::mutex> id_lock(id_mu);
+  // returns, so the event callback waits on its mutex until the id is known.
+  struct StreamId {
+    Mutex mu;
+    std::uint64_t value GUARDED_BY(mu) = 0;
+  } id;
+  MutexLock id_lock(id.mu);
   auto started = raw_start(
       *this, std::string(ops::Events::kName), ops::encode(ops::EventsArgs{pool, follow}), {},
       [&, stopped, broken](const Reply& e) {
@@ -355,8 +357,8 @@ Status Client::events(bool follow, const std::string& pool, PoolEventFn on_event
           return;
         }
         stopped->store(true);
-        std::lock_guard<std::mutex> lock(id_mu);
-        cancel_stream(id);
+        MutexLock lock(id.mu);
+        cancel_stream(id.value);
       },
       [&done, stopped, broken](Result<Reply> r) {
         if (!broken->is_ok()) return done.set_value(*broken);
@@ -366,7 +368,7 @@ Status Client::events(bool follow, const std::string& pool, PoolEventFn on_event
         done.set_value(Status::ok());
       });
   if (!started) return started.status();
-  id = *started;
+  id.value = *started;
   id_lock.unlock();
   return fut.get();
 }

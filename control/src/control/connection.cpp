@@ -52,7 +52,7 @@ Connection::Connection(std::uint64_t key, UniqueFd socket, PeerCredentials peer,
 std::chrono::steady_clock::duration Connection::idle_for(
     std::chrono::steady_clock::time_point now) const {
   if (wants_output()) return {};
-  std::lock_guard<std::mutex> lock(outbox_->mu);
+  MutexLock lock(outbox_->mu);
   if (!outbox_->open.empty() || !outbox_->bytes.empty()) return {};
   return now - std::max(last_input_, outbox_->open_emptied);
 }
@@ -97,12 +97,12 @@ const char* Connection::read_input() {
 
 const char* Connection::write_output() {
   {
-    std::lock_guard<std::mutex> lock(outbox_->mu);
+    MutexLock lock(outbox_->mu);
     if (outbox_->overflowed) return "a slow reader: unread output went over max_output_bytes";
   }
   for (;;) {
     if (sent_ == sending_.size()) {
-      std::lock_guard<std::mutex> lock(outbox_->mu);
+      MutexLock lock(outbox_->mu);
       sending_.clear();
       sending_.swap(outbox_->bytes);
       outbox_->flush_requested = false;
@@ -119,7 +119,7 @@ const char* Connection::write_output() {
       return "write failed";
     }
     sent_ += static_cast<std::size_t>(n);
-    std::lock_guard<std::mutex> lock(outbox_->mu);
+    MutexLock lock(outbox_->mu);
     outbox_->sending_bytes = sending_.size() - sent_;
   }
   if (closing_ && !wants_output()) return close_reason_;
@@ -129,7 +129,7 @@ const char* Connection::write_output() {
 void Connection::abandon() {
   std::unordered_map<std::uint64_t, std::weak_ptr<Responder::State>> open;
   {
-    std::lock_guard<std::mutex> lock(outbox_->mu);
+    MutexLock lock(outbox_->mu);
     outbox_->closed = true;
     open.swap(outbox_->open);
   }
@@ -230,14 +230,13 @@ void Connection::handle_request(Frame&& f) {
   enum class Admission { kOk, kDuplicate, kBusy } admission = Admission::kOk;
   std::shared_ptr<Responder::State> state;
   {
-    std::lock_guard<std::mutex> lock(outbox_->mu);
+    MutexLock lock(outbox_->mu);
     if (outbox_->open.count(f.id) != 0) {
       admission = Admission::kDuplicate;
     } else if (outbox_->open.size() >= options_.max_outstanding) {
       admission = Admission::kBusy;
     } else {
-      state = std::make_shared<Responder::State>(outbox_, f.id);
-      state->stream = std::move(stream);
+      state = std::make_shared<Responder::State>(outbox_, f.id, std::move(stream));
       outbox_->open.emplace(f.id, state);
     }
   }
@@ -269,7 +268,7 @@ void Connection::handle_request(Frame&& f) {
 void Connection::handle_cancel(const Frame& f) {
   std::shared_ptr<Responder::State> state;
   {
-    std::lock_guard<std::mutex> lock(outbox_->mu);
+    MutexLock lock(outbox_->mu);
     auto it = outbox_->open.find(f.id);
     if (it != outbox_->open.end()) state = it->second.lock();
   }

@@ -13,7 +13,7 @@ namespace control {
 
 void Waker::ring(std::uint64_t key) {
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     dirty.push_back(key);
   }
   const std::uint64_t one = 1;
@@ -22,7 +22,7 @@ void Waker::ring(std::uint64_t key) {
 }
 
 std::vector<std::uint64_t> Waker::take() {
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(mu);
   return std::exchange(dirty, {});
 }
 
@@ -30,7 +30,7 @@ bool Outbox::append(std::string&& encoded, std::uint64_t id, bool final) {
   bool queued = false;
   bool ring = false;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     if (final) forget_locked(id);
     if (closed || overflowed) return false;
     ring = !flush_requested;  // one doorbell until the server thread takes the bytes
@@ -71,6 +71,8 @@ control::Frame error_frame(std::string_view code, std::string message) {
 }  // namespace
 
 Responder::State::~State() {
+  // The last owner: nobody else can take mu, but send() and finish_locked() want it held.
+  MutexLock lock(mu);
   if (!done) {
     finish_locked();
     send(error_frame("internal", "the service dropped the request without answering"), true);
@@ -83,7 +85,6 @@ void Responder::State::finish_locked() {
 }
 
 bool Responder::State::send(control::Frame f, bool final) {
-  // Called with mu held by the public methods, or from the destructor (sole owner).
   if (sink) {
     using Kind = ReplySink::Kind;
     const Kind kind = f.kind == control::FrameKind::kEvent ? Kind::kEvent
@@ -103,7 +104,7 @@ bool Responder::State::send(control::Frame f, bool final) {
 void Responder::State::cancel(bool reply_cancelled) {
   std::function<void()> fn;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     if (done) return;
     finish_locked();
     cancelled = true;
@@ -111,7 +112,7 @@ void Responder::State::cancel(bool reply_cancelled) {
     if (reply_cancelled) {
       send(error_frame("cancelled", "the client cancelled the request"), true);
     } else if (auto box = outbox.lock()) {
-      std::lock_guard<std::mutex> box_lock(box->mu);
+      MutexLock box_lock(box->mu);
       box->forget_locked(id);
     }
   }
@@ -125,7 +126,7 @@ bool Responder::event(nlohmann::json body, std::string blob) const {
   f.kind = control::FrameKind::kEvent;
   f.json = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   f.blob = std::move(blob);
-  std::lock_guard<std::mutex> lock(state_->mu);
+  MutexLock lock(state_->mu);
   if (state_->done) return false;
   return state_->send(std::move(f), false);
 }
@@ -135,7 +136,7 @@ bool Responder::ok(nlohmann::json body, std::string blob) const {
   f.kind = control::FrameKind::kOk;
   f.json = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   f.blob = std::move(blob);
-  std::lock_guard<std::mutex> lock(state_->mu);
+  MutexLock lock(state_->mu);
   if (state_->done) return false;
   state_->finish_locked();
   state_->on_cancel = nullptr;
@@ -144,7 +145,7 @@ bool Responder::ok(nlohmann::json body, std::string blob) const {
 
 bool Responder::error(std::string_view code, std::string message) const {
   control::Frame f = error_frame(code, std::move(message));
-  std::lock_guard<std::mutex> lock(state_->mu);
+  MutexLock lock(state_->mu);
   if (state_->done) return false;
   state_->finish_locked();
   state_->on_cancel = nullptr;
@@ -156,12 +157,12 @@ bool Responder::error(const Status& status) const {
 }
 
 bool Responder::is_open() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  MutexLock lock(state_->mu);
   if (state_->done) return false;
   if (state_->sink) return true;
   auto box = state_->outbox.lock();
   if (!box) return false;
-  std::lock_guard<std::mutex> box_lock(box->mu);
+  MutexLock box_lock(box->mu);
   return !box->closed;
 }
 
@@ -169,7 +170,7 @@ std::size_t Responder::queued_output() const {
   if (state_->sink) return state_->sink->queued_output();
   auto box = state_->outbox.lock();
   if (!box) return 0;
-  std::lock_guard<std::mutex> lock(box->mu);
+  MutexLock lock(box->mu);
   return box->closed ? 0 : box->bytes.size() + box->sending_bytes;
 }
 
@@ -177,7 +178,7 @@ bool Responder::wants_events() const { return !state_->sink || state_->sink->acc
 
 void Responder::on_cancel(std::function<void()> fn) const {
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(state_->mu);
     if (!state_->done) {
       state_->on_cancel = std::move(fn);
       return;

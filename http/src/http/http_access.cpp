@@ -117,10 +117,9 @@ HttpAccess HttpAccess::with_tokens(std::string read_token, std::string admin_tok
 }
 
 HttpAccess::HttpAccess(HttpAccess&& o) noexcept
-    : read_token_(std::move(o.read_token_)),
-      admin_token_(std::move(o.admin_token_)),
-      idle_timeout_(o.idle_timeout_) {
-  std::lock_guard lock(o.mu_);
+    : read_token_(std::move(o.read_token_)), admin_token_(std::move(o.admin_token_)) {
+  MutexLock lock(o.mu_);
+  idle_timeout_ = o.idle_timeout_;
   sessions_ = std::move(o.sessions_);
 }
 
@@ -135,9 +134,10 @@ std::string HttpAccess::open_session(Access access) {
   const auto now = std::chrono::steady_clock::now();
   std::string id = random_token();
   std::string csrf = random_token();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
+  const auto idle = idle_timeout_;
   std::erase_if(sessions_, [&](const auto& kv) {
-    return kv.second.expires <= now || kv.second.last_used + idle_timeout_ <= now;
+    return kv.second.expires <= now || kv.second.last_used + idle <= now;
   });
   const std::size_t cap = access == Access::kAdmin ? kMaxAdminSessions : kMaxReadSessions;
   while (true) {
@@ -159,7 +159,7 @@ std::string HttpAccess::open_session(Access access) {
 
 std::optional<Session> HttpAccess::session(std::string_view id) {
   const auto now = std::chrono::steady_clock::now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const auto it = sessions_.find(id);
   if (it == sessions_.end()) return std::nullopt;
   if (it->second.expires <= now || it->second.last_used + idle_timeout_ <= now) {
@@ -171,13 +171,13 @@ std::optional<Session> HttpAccess::session(std::string_view id) {
 }
 
 void HttpAccess::close_session(std::string_view id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (auto it = sessions_.find(id); it != sessions_.end()) sessions_.erase(it);
 }
 
 std::optional<int> HttpAccess::login_throttled(const std::string& peer) {
   const auto now = std::chrono::steady_clock::now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const auto it = failures_.find(peer);
   if (it == failures_.end()) return std::nullopt;
   const auto end = it->second.since + std::chrono::minutes(1);
@@ -191,7 +191,7 @@ std::optional<int> HttpAccess::login_throttled(const std::string& peer) {
 
 void HttpAccess::login_failed(const std::string& peer) {
   const auto now = std::chrono::steady_clock::now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   // Bounded: past 4096 addresses, the ones whose minute is over go, then the oldest.
   if (failures_.size() >= 4096 && failures_.find(peer) == failures_.end()) {
     std::erase_if(failures_,

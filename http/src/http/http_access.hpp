@@ -14,12 +14,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include <sandpool/base/status.hpp>
+#include <sandpool/base/thread_annotations.hpp>
 #include <sandpool/config/config.hpp>
 #include <sandpool/control/ops/op_info.hpp>
 #include <sandpool/control/rights.hpp>
@@ -76,17 +76,20 @@ class HttpAccess {
   // A new session for `access` (the login form), its cookie value; the least recently used
   // session of the same right goes when that right has its most (kMaxAdminSessions,
   // kMaxReadSessions), so read logins never push an admin out.
-  std::string open_session(Access access);
+  std::string open_session(Access access) EXCLUDES(mu_);
   // The session a cookie value names, if it is open and neither idle past the idle timeout
   // nor past its lifetime; marks it used.
-  std::optional<Session> session(std::string_view id);
-  void close_session(std::string_view id);
-  void set_session_idle_timeout(std::chrono::milliseconds d) { idle_timeout_ = d; }
+  std::optional<Session> session(std::string_view id) EXCLUDES(mu_);
+  void close_session(std::string_view id) EXCLUDES(mu_);
+  void set_session_idle_timeout(std::chrono::milliseconds d) EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    idle_timeout_ = d;
+  }
 
   // Seconds until `peer` may try to log in again; nullopt: now. After kLoginFailures
   // failed logins within a minute from one address, it waits for the minute's end.
-  std::optional<int> login_throttled(const std::string& peer);
-  void login_failed(const std::string& peer);
+  std::optional<int> login_throttled(const std::string& peer) EXCLUDES(mu_);
+  void login_failed(const std::string& peer) EXCLUDES(mu_);
 
   static constexpr std::size_t kMaxAdminSessions = 64;
   static constexpr std::size_t kMaxReadSessions = 192;
@@ -98,14 +101,14 @@ class HttpAccess {
       : read_token_(std::move(read_token)), admin_token_(std::move(admin_token)) {}
   std::string read_token_;
   std::string admin_token_;
-  std::chrono::milliseconds idle_timeout_{1800000};
-  std::mutex mu_;
-  std::map<std::string, Session, std::less<>> sessions_;  // guarded by mu_
+  Mutex mu_;
+  std::chrono::milliseconds idle_timeout_ GUARDED_BY(mu_){1800000};
+  std::map<std::string, Session, std::less<>> sessions_ GUARDED_BY(mu_);
   struct Failures {
     std::chrono::steady_clock::time_point since;  // the minute's start
     std::size_t count = 0;
   };
-  std::map<std::string, Failures, std::less<>> failures_;  // guarded by mu_; bounded
+  std::map<std::string, Failures, std::less<>> failures_ GUARDED_BY(mu_);  // bounded
 };
 
 // 32 hex digits from getrandom(2): session ids and CSRF tokens. Throws std::system_error

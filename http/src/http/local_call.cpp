@@ -9,7 +9,7 @@ std::shared_ptr<LocalCall> LocalCall::start(ControlHandler& handler, std::string
   auto call = std::make_shared<LocalCall>();
   LocalRequest local = local_request(call);
   {
-    std::lock_guard lock(call->mu_);
+    MutexLock lock(call->mu_);
     call->abandon_ = std::move(local.abandon);
   }
   Request req;
@@ -27,7 +27,7 @@ std::shared_ptr<LocalCall> LocalCall::start(ControlHandler& handler, std::string
 }
 
 bool LocalCall::take(Kind kind, std::string_view code, std::string body, std::string blob) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (final_) return false;
   if (kind == Kind::kEvent) {
     if (events_.size() >= max_queued_) return false;
@@ -42,35 +42,42 @@ bool LocalCall::take(Kind kind, std::string_view code, std::string body, std::st
 }
 
 bool LocalCall::accepting_events() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return !final_ && events_.size() < max_queued_;
 }
 
 std::size_t LocalCall::queued_output() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return queued_bytes_;
 }
 
-std::optional<CallReply> LocalCall::wait_final(Clock::time_point deadline) {
-  std::unique_lock lock(mu_);
-  const auto done = [this] { return final_.has_value(); };
-  if (deadline == Clock::time_point::max()) {
-    cv_.wait(lock, done);  // wait_until(max) may overflow converting the deadline
-  } else {
-    cv_.wait_until(lock, deadline, done);
+template <class Ready>
+void LocalCall::wait_locked(Clock::time_point deadline, Ready ready) {
+  while (!ready()) {
+    if (deadline == Clock::time_point::max()) {
+      cv_.wait(mu_);  // wait_until(max) may overflow converting the deadline
+    } else if (cv_.wait_until(mu_, deadline) == std::cv_status::timeout) {
+      return;
+    }
   }
+}
+
+std::optional<CallReply> LocalCall::wait_final(Clock::time_point deadline) {
+  MutexLock lock(mu_);
+  wait_locked(deadline, [this] {
+    mu_.assert_held();
+    return final_.has_value();
+  });
   return final_;
 }
 
 std::vector<std::string> LocalCall::next_events(Clock::time_point deadline,
                                                 std::optional<CallReply>* final) {
-  std::unique_lock lock(mu_);
-  const auto ready = [this] { return !events_.empty() || final_.has_value(); };
-  if (deadline == Clock::time_point::max()) {
-    cv_.wait(lock, ready);
-  } else {
-    cv_.wait_until(lock, deadline, ready);
-  }
+  MutexLock lock(mu_);
+  wait_locked(deadline, [this] {
+    mu_.assert_held();
+    return !events_.empty() || final_.has_value();
+  });
   std::vector<std::string> out(std::make_move_iterator(events_.begin()),
                                std::make_move_iterator(events_.end()));
   events_.clear();
@@ -82,7 +89,7 @@ std::vector<std::string> LocalCall::next_events(Clock::time_point deadline,
 void LocalCall::abandon() {
   std::function<void()> fn;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     fn = std::move(abandon_);
     abandon_ = nullptr;
     if (!final_) {

@@ -8,17 +8,16 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <sandpool/base/thread_annotations.hpp>
 #include <sandpool/control/control.hpp>
 #include <sandpool/control/rights.hpp>
 
@@ -45,27 +44,35 @@ class LocalCall final : public ReplySink {
   static std::shared_ptr<LocalCall> start(ControlHandler& handler, std::string op,
                                           nlohmann::json args, std::string blob, Rights rights);
 
-  bool take(Kind kind, std::string_view code, std::string body, std::string blob) override;
-  std::size_t queued_output() const override;
-  bool accepting_events() const override;
+  bool take(Kind kind, std::string_view code, std::string body, std::string blob) override
+      EXCLUDES(mu_);
+  std::size_t queued_output() const override EXCLUDES(mu_);
+  bool accepting_events() const override EXCLUDES(mu_);
 
   // The final reply, once it came; nullopt when `deadline` passed first.
-  std::optional<CallReply> wait_final(Clock::time_point deadline);
+  std::optional<CallReply> wait_final(Clock::time_point deadline) EXCLUDES(mu_);
   // The event frames (JSON text) queued since the last call, waiting up to `deadline` for
   // one; `final` gets the final reply once it came (then no event follows).
-  std::vector<std::string> next_events(Clock::time_point deadline, std::optional<CallReply>* final);
+  std::vector<std::string> next_events(Clock::time_point deadline, std::optional<CallReply>* final)
+      EXCLUDES(mu_);
   // The requester went away, or the listener stops: ends a stream, drops what comes
-  // later; a waiter gets an `unavailable` error as the final reply. Idempotent.
-  void abandon();
+  // later; a waiter gets an `unavailable` error as the final reply. Idempotent. Takes mu_,
+  // then, without it, the Responder's lock and the stream's on_cancel (the event hub's).
+  void abandon() EXCLUDES(mu_);
 
  private:
+  // Waits until `ready` holds or `deadline` passes (Clock::time_point::max(): no deadline).
+  template <class Ready>
+  void wait_locked(Clock::time_point deadline, Ready ready) REQUIRES(mu_);
+
   const std::size_t max_queued_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::string> events_;
-  std::size_t queued_bytes_ = 0;
-  std::optional<CallReply> final_;
-  std::function<void()> abandon_;  // set by start()
+  // A leaf: nothing else is taken, nothing is called, while it is held.
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::deque<std::string> events_ GUARDED_BY(mu_);
+  std::size_t queued_bytes_ GUARDED_BY(mu_) = 0;
+  std::optional<CallReply> final_ GUARDED_BY(mu_);
+  std::function<void()> abandon_ GUARDED_BY(mu_);  // set by start()
 };
 
 }  // namespace sandpool::http

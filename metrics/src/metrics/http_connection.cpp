@@ -27,13 +27,13 @@ class ConnectionSink final : public StreamSink {
     auto data = std::make_shared<std::string>(chunk);
     auto state = state_;
     {
-      std::lock_guard lock(state->mu);
+      MutexLock lock(state->mu);
       if (state->failed || server_.stopping) return false;
       state->pending = true;
     }
     net::post(server_.ioc, [conn = conn_, data, state] {
       conn->write_chunk(data, [state](bool ok) {
-        std::lock_guard lock(state->mu);
+        MutexLock lock(state->mu);
         state->pending = false;
         if (!ok) state->failed = true;
         state->cv.notify_all();
@@ -41,12 +41,13 @@ class ConnectionSink final : public StreamSink {
     });
     // The write's own deadline (write_timeout) ends it; the checks of `stopping` here let
     // stop() end the wait when the loop will never run the write.
-    std::unique_lock lock(state->mu);
+    MutexLock lock(state->mu);
     const auto give_up =
         std::chrono::steady_clock::now() + server_.limits.write_timeout + std::chrono::seconds(5);
-    while (state->pending && !server_.stopping.load() &&
-           std::chrono::steady_clock::now() < give_up) {
-      state->cv.wait_for(lock, std::chrono::milliseconds(100));
+    while (state->pending && !server_.stopping.load()) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= give_up) break;
+      state->cv.wait_until(state->mu, std::min(give_up, now + std::chrono::milliseconds(100)));
     }
     if (state->pending) state->failed = true;
     return !state->failed;
@@ -55,21 +56,26 @@ class ConnectionSink final : public StreamSink {
   bool stopping() const override { return server_.stopping.load(); }
 
   bool wait(std::chrono::milliseconds d) override {
-    std::unique_lock lock(server_.stream_mu);
-    server_.stream_cv.wait_for(lock, d, [this] { return server_.stopping.load(); });
+    const auto until = std::chrono::steady_clock::now() + d;
+    {
+      MutexLock lock(server_.stream_mu);
+      while (!server_.stopping.load() &&
+             server_.stream_cv.wait_until(server_.stream_mu, until) != std::cv_status::timeout) {
+      }
+    }
     return !server_.stopping.load() && !failed();
   }
 
  private:
   bool failed() const {
-    std::lock_guard lock(state_->mu);
+    MutexLock lock(state_->mu);
     return state_->failed;
   }
   struct State {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool pending = false;
-    bool failed = false;
+    Mutex mu;
+    CondVar cv;
+    bool pending GUARDED_BY(mu) = false;
+    bool failed GUARDED_BY(mu) = false;
   };
   HttpServer::Impl& server_;
   std::shared_ptr<Connection> conn_;
@@ -299,7 +305,7 @@ namespace sandpool {
 // Event streams: each on a thread of its own, writing through a ConnectionSink.
 bool HttpServer::Impl::start_stream(const std::shared_ptr<http_internal::Connection>& conn,
                                     std::function<void(StreamSink&)> fn) {
-  std::lock_guard lock(stream_mu);
+  MutexLock lock(stream_mu);
   if (stopping.load() || active_streams >= limits.max_streams) return false;
   join_finished_streams();
   ++active_streams;
@@ -320,7 +326,7 @@ bool HttpServer::Impl::start_stream(const std::shared_ptr<http_internal::Connect
                          conn->write_chunk(std::make_shared<std::string>(),
                                            [conn](bool) { conn->close(); });
                        });
-                       std::lock_guard l(stream_mu);
+                       MutexLock l(stream_mu);
                        --active_streams;
                        done->store(true);
                      }),

@@ -168,7 +168,7 @@ void HttpServer::stop() {
   Impl& s = *impl_;
   if (s.stopping.exchange(true)) return;
   {
-    std::lock_guard lock(s.stream_mu);
+    MutexLock lock(s.stream_mu);
     s.stream_cv.notify_all();
   }
   // Handlers first (their replies are posted to the loop, which still runs).
@@ -195,7 +195,7 @@ void HttpServer::stop() {
   // Streams end at their next write or wait (stopping is set).
   std::list<Impl::StreamThread> streams;
   {
-    std::lock_guard lock(s.stream_mu);
+    MutexLock lock(s.stream_mu);
     streams.swap(s.streams);
   }
   for (auto& t : streams) t.thread.join();

@@ -12,12 +12,10 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include <sandpool/base/thread_annotations.hpp>
 #include <sandpool/base/thread_name.hpp>
 
 #include <sandpool/metrics/http_server.hpp>
@@ -59,9 +58,9 @@ class WorkQueue {
   using Job = std::function<std::function<void()>()>;
 
   // False when every thread is busy and the queue is full, or the queue stopped.
-  bool post(Job job) {
+  bool post(Job job) EXCLUDES(mu_) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       // A job waits only while every thread is busy: room for a thread each, and the queue.
       if (stopping_ || jobs_.size() + busy_ >= threads_.size() + max_queued_) return false;
       jobs_.push_back(std::move(job));
@@ -71,9 +70,9 @@ class WorkQueue {
   }
 
   // Lets the running jobs end, drops the queued ones, joins. Idempotent.
-  void stop() {
+  void stop() EXCLUDES(mu_) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       stopping_ = true;
       jobs_.clear();
     }
@@ -84,10 +83,10 @@ class WorkQueue {
   }
 
  private:
-  void run() {
-    std::unique_lock lock(mu_);
+  void run() EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     while (true) {
-      cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+      while (!stopping_ && jobs_.empty()) cv_.wait(mu_);
       if (stopping_) return;
       auto job = std::move(jobs_.front());
       jobs_.pop_front();
@@ -107,11 +106,11 @@ class WorkQueue {
 
   const std::string name_;
   const std::size_t max_queued_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Job> jobs_;   // guarded by mu_
-  std::size_t busy_ = 0;   // threads running a job, guarded by mu_
-  bool stopping_ = false;  // guarded by mu_
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<Job> jobs_ GUARDED_BY(mu_);
+  std::size_t busy_ GUARDED_BY(mu_) = 0;  // threads running a job
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 
@@ -216,8 +215,10 @@ struct HttpServer::Impl {
   bool evict_oldest_waiting(const std::string* client);
   void forget(http_internal::Connection& c);
   bool start_stream(const std::shared_ptr<http_internal::Connection>& conn,
-                    std::function<void(StreamSink&)> fn);
-  void join_finished_streams();
+                    std::function<void(StreamSink&)> fn) EXCLUDES(stream_mu);
+  // Joins the stream threads that are done (each set `done` as its last step under
+  // stream_mu, so the join waits for nothing but the thread's return).
+  void join_finished_streams() REQUIRES(stream_mu);
 
   HttpLimits limits;
   http_internal::net::io_context ioc{1};
@@ -237,14 +238,14 @@ struct HttpServer::Impl {
   std::unordered_map<std::string, std::size_t> per_client;
 
   // Event streams, each on a thread of its own.
-  std::mutex stream_mu;
-  std::condition_variable stream_cv;  // notified when stop() begins
+  Mutex stream_mu;
+  CondVar stream_cv;  // notified when stop() begins
   struct StreamThread {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;
   };
-  std::list<StreamThread> streams;  // guarded by stream_mu
-  std::size_t active_streams = 0;   // guarded by stream_mu
+  std::list<StreamThread> streams GUARDED_BY(stream_mu);
+  std::size_t active_streams GUARDED_BY(stream_mu) = 0;
 };
 
 }  // namespace sandpool

@@ -7,9 +7,9 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
-#include <mutex>
 
 #include <sandpool/base/posix_call.hpp>
+#include <sandpool/base/thread_annotations.hpp>
 
 namespace sandpool::supervision {
 namespace {
@@ -100,11 +100,16 @@ Status wait_exited(const std::vector<std::unique_ptr<OpenedProcess>>& processes)
                                            std::to_string(kExitBound.count()) + " ms");
 }
 
-// Serialises system() with the end of the tree it hands out: a tree going away removes
-// "sandpool-<pid>", which a new one for the same process may be creating at that moment.
-std::mutex& system_mutex() {
-  static std::mutex mu;
-  return mu;
+// The tree system() hands out. Its mutex serialises system() with the end of that tree: a
+// tree going away removes "sandpool-<pid>", which a new one for the same process may be
+// creating at that moment.
+struct SystemTree {
+  Mutex mu;
+  std::weak_ptr<CgroupTree> current GUARDED_BY(mu);
+};
+SystemTree& system_tree() {
+  static SystemTree tree;
+  return tree;
 }
 
 }  // namespace
@@ -154,9 +159,15 @@ CgroupTree::CgroupTree(std::shared_ptr<CgroupFs> fs, CgroupLayout layout)
     : fs_(std::move(fs)), layout_(std::move(layout)) {}
 
 CgroupTree::~CgroupTree() {
-  std::unique_lock<std::mutex> lock;
-  if (from_system_) lock = std::unique_lock(system_mutex());
-  for (const std::string& p : parents()) (void)remove_cgroup(*fs_, p, layout_.version);
+  const auto remove_parents = [this] {
+    for (const std::string& p : parents()) (void)remove_cgroup(*fs_, p, layout_.version);
+  };
+  if (from_system_) {
+    MutexLock lock(system_tree().mu);
+    remove_parents();
+  } else {
+    remove_parents();
+  }
 }
 
 std::vector<std::string> CgroupTree::parents() const {
@@ -248,9 +259,9 @@ Status CgroupTree::make_parents(const std::string& parent_name) {
 }
 
 Result<std::shared_ptr<CgroupTree>> CgroupTree::system() {
-  static std::weak_ptr<CgroupTree> current;
-  std::lock_guard lock(system_mutex());
-  if (auto tree = current.lock()) return tree;
+  SystemTree& system = system_tree();
+  MutexLock lock(system.mu);
+  if (auto tree = system.current.lock()) return tree;
   auto fs = std::make_shared<PosixCgroupFs>();
   auto sources = read_cgroup_sources(*fs);
   if (!sources) return sources.status();
@@ -259,7 +270,7 @@ Result<std::shared_ptr<CgroupTree>> CgroupTree::system() {
   auto tree = open(fs, *layout, std::string(kParentPrefix) + std::to_string(::getpid()));
   if (!tree) return tree.status();
   (*tree)->from_system_ = true;  // from here on it is not destroyed while the lock is held
-  current = *tree;
+  system.current = *tree;
   return tree;
 }
 

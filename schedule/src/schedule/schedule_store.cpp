@@ -51,7 +51,7 @@ Result<std::unique_ptr<SqliteScheduleStore>> SqliteScheduleStore::open(const std
 }
 
 Result<std::optional<FiredSlot>> SqliteScheduleStore::last_fired(const std::string& name) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   static const char* const kSql = "SELECT slot_s, task_id FROM schedule_slots WHERE name = ?";
   auto stmt = db_->db.prepare(kSql, "read schedule_slots");
   if (!stmt) return stmt.status();
@@ -70,7 +70,7 @@ Result<std::optional<FiredSlot>> SqliteScheduleStore::last_fired(const std::stri
 }
 
 Status SqliteScheduleStore::record_fired(const std::string& name, const FiredSlot& fired) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   static const char* const kSql =
       "INSERT INTO schedule_slots (name, slot_s, task_id) VALUES (?, ?, ?)"
       " ON CONFLICT (name) DO UPDATE SET slot_s = excluded.slot_s, task_id = excluded.task_id,"
@@ -85,7 +85,7 @@ Status SqliteScheduleStore::record_fired(const std::string& name, const FiredSlo
 }
 
 Result<std::optional<KeptPause>> SqliteScheduleStore::kept_pause(const std::string& name) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   static const char* const kSql = "SELECT paused, declared FROM schedule_pauses WHERE name = ?";
   auto stmt = db_->db.prepare(kSql, "read schedule_pauses");
   if (!stmt) return stmt.status();
@@ -103,7 +103,7 @@ Result<std::optional<KeptPause>> SqliteScheduleStore::kept_pause(const std::stri
 }
 
 Status SqliteScheduleStore::keep_pause(const std::string& name, const KeptPause& pause) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   static const char* const kSql =
       "INSERT INTO schedule_pauses (name, paused, declared) VALUES (?, ?, ?)"
       " ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, declared = excluded.declared";
@@ -117,12 +117,12 @@ Status SqliteScheduleStore::keep_pause(const std::string& name, const KeptPause&
 }
 
 Status SqliteScheduleStore::forget_pause(const std::string& name) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return delete_named(kForgetPause, "forget schedule_pauses", name);
 }
 
 Status SqliteScheduleStore::forget(const std::string& name) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (Status st = delete_named(kForgetSlot, "forget schedule_slots", name); !st) return st;
   return delete_named(kForgetPause, "forget schedule_pauses", name);
 }
@@ -137,7 +137,7 @@ Status SqliteScheduleStore::delete_named(const char* sql, std::string_view op,
 }
 
 Result<std::vector<SqliteScheduleStore::Definition>> SqliteScheduleStore::definitions() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   static const char* const kSql = "SELECT name, definition FROM schedule_defs ORDER BY name";
   auto stmt = db_->db.prepare(kSql, "read schedule_defs");
   if (!stmt) return stmt.status();
@@ -152,7 +152,7 @@ Result<std::vector<SqliteScheduleStore::Definition>> SqliteScheduleStore::defini
 }
 
 Status SqliteScheduleStore::put_definition(const Definition& d) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   static const char* const kSql =
       "INSERT INTO schedule_defs (name, definition) VALUES (?, ?)"
       " ON CONFLICT (name) DO UPDATE SET definition = excluded.definition";
@@ -165,7 +165,7 @@ Status SqliteScheduleStore::put_definition(const Definition& d) {
 }
 
 Status SqliteScheduleStore::drop_definition(const std::string& name) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return delete_named(kDropDefinition, "drop schedule_defs", name);
 }
 

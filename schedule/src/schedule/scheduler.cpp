@@ -117,7 +117,7 @@ Result<Scheduler::Entry> Scheduler::make_entry(const ScheduleSpec& spec) {
 
 Status Scheduler::add(const ScheduleSpec& spec) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (entries_.count(spec.name) != 0) {
       return Status::invalid("schedule " + spec.name + " exists");
     }
@@ -143,7 +143,7 @@ Status Scheduler::put(const ScheduleSpec& spec) {
   // The declared `paused` changed: a pause or resume made at run time ends, and its row goes.
   bool drop_pause = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Entry e = std::move(*made);
     auto it = entries_.find(spec.name);
     if (it != entries_.end()) {
@@ -195,7 +195,7 @@ Status Scheduler::put(const ScheduleSpec& spec) {
 
 Status Scheduler::remove(const std::string& name) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (entries_.erase(name) == 0) return Status::error(Code::kNotFound, "no schedule " + name);
   }
   if (store_ != nullptr) return store_->forget(name);
@@ -205,7 +205,7 @@ Status Scheduler::remove(const std::string& name) {
 Status Scheduler::set_paused(const std::string& name, bool paused) {
   KeptPause pause{paused, false};
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = entries_.find(name);
     if (it == entries_.end()) return Status::error(Code::kNotFound, "no schedule " + name);
     if (it->second.state.spec.paused == paused) return Status::ok();
@@ -219,7 +219,7 @@ Status Scheduler::set_paused(const std::string& name, bool paused) {
     }
   }
   const std::int64_t now_s = floor_seconds(clock_.now_ms());
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(name);
   if (it == entries_.end()) return Status::error(Code::kNotFound, "no schedule " + name);
   Entry& e = it->second;
@@ -232,7 +232,7 @@ Status Scheduler::set_paused(const std::string& name, bool paused) {
 }
 
 Status Scheduler::set_cluster_paused(const std::string& name, bool paused) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(name);
   if (it == entries_.end()) return Status::error(Code::kNotFound, "no schedule " + name);
   it->second.state.cluster_paused = paused;
@@ -242,7 +242,7 @@ Status Scheduler::set_cluster_paused(const std::string& name, bool paused) {
 Result<std::uint64_t> Scheduler::run_now(const std::string& name) {
   ScheduleSpec spec;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = entries_.find(name);
     if (it == entries_.end()) return Status::error(Code::kNotFound, "no schedule " + name);
     spec = it->second.state.spec;
@@ -254,7 +254,7 @@ Result<std::uint64_t> Scheduler::run_now(const std::string& name) {
 }
 
 std::vector<ScheduleState> Scheduler::list() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<ScheduleState> out;
   out.reserve(entries_.size());
   for (const auto& [name, e] : entries_) out.push_back(e.state);
@@ -262,14 +262,14 @@ std::vector<ScheduleState> Scheduler::list() const {
 }
 
 std::optional<ScheduleState> Scheduler::find(const std::string& name) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(name);
   if (it == entries_.end()) return std::nullopt;
   return it->second.state;
 }
 
 std::vector<std::string> Scheduler::names() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::string> out;
   for (const auto& [name, e] : entries_) out.push_back(name);
   return out;
@@ -283,7 +283,7 @@ std::optional<std::int64_t> Scheduler::tick() {
 
 std::vector<Scheduler::Plan> Scheduler::plan_due(std::int64_t now_s) {
   std::vector<Plan> plans;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto& [name, e] : entries_) {
     ScheduleState& s = e.state;
     if (s.spec.paused) continue;
@@ -327,7 +327,7 @@ std::vector<Scheduler::Plan> Scheduler::plan_due(std::int64_t now_s) {
 
 template <class Change>
 bool Scheduler::update_planned(const Plan& p, Change change) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(p.name);
   if (it == entries_.end() || it->second.generation != p.generation) return false;
   change(it->second.state);
@@ -393,7 +393,7 @@ void Scheduler::fire(const Plan& p) {
 }
 
 std::optional<std::int64_t> Scheduler::next_wake_ms(std::int64_t now_s) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::optional<std::int64_t> earliest;
   for (const auto& [name, e] : entries_) {
     std::optional<std::int64_t> at = e.state.next_s;

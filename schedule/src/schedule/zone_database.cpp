@@ -110,7 +110,7 @@ Result<const TimeZone*> ZoneDatabase::zone(std::string_view name) const {
   const std::string key(name);
   const std::string self = "time zone \"" + key + "\": ";
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (auto it = cache_.find(key); it != cache_.end()) return it->second.get();
   }
   // Read and parsed outside the lock: two threads may both read a new zone; the first to
@@ -130,7 +130,7 @@ Result<const TimeZone*> ZoneDatabase::zone(std::string_view name) const {
   if (!bytes) return Status::invalid(self + root_ + "/" + key + ": " + bytes.status().message());
   auto tzif = parse_tzif(*bytes);
   if (!tzif) return Status::invalid(self + root_ + "/" + key + ": " + tzif.status().message());
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto [it, added] = cache_.try_emplace(key, nullptr);
   if (added) it->second = std::make_unique<NamedZone>(key, std::move(*tzif));
   return it->second.get();

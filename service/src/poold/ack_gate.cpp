@@ -10,37 +10,45 @@ AckGate::Accepted AckGate::on_accepted(std::shared_ptr<AckGate> gate, std::size_
 }
 
 void AckGate::accepted(std::size_t index, const Status& s) {
-  std::unique_lock<std::mutex> lock(mu_);
-  ++answered_;
-  if (!s) refusals_.emplace_back(index, s);
-  maybe_send(std::move(lock));
+  std::optional<Sending> sending;
+  {
+    MutexLock lock(mu_);
+    ++answered_;
+    if (!s) refusals_.emplace_back(index, s);
+    sending = take_sending_locked();
+  }
+  if (sending) send(std::move(*sending));
 }
 
 void AckGate::release(std::size_t acks, Reply reply) {
-  std::unique_lock<std::mutex> lock(mu_);
-  expected_ = acks;
-  reply_ = std::move(reply);
-  maybe_send(std::move(lock));
+  std::optional<Sending> sending;
+  {
+    MutexLock lock(mu_);
+    expected_ = acks;
+    reply_ = std::move(reply);
+    sending = take_sending_locked();
+  }
+  if (sending) send(std::move(*sending));
 }
 
-void AckGate::maybe_send(std::unique_lock<std::mutex> lock) {
-  if (sent_ || !expected_ || answered_ < *expected_) return;
+std::optional<AckGate::Sending> AckGate::take_sending_locked() {
+  if (sent_ || !expected_ || answered_ < *expected_) return std::nullopt;
   sent_ = true;
   std::sort(refusals_.begin(), refusals_.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
-  Reply reply = std::move(reply_);
-  const Refusals refusals = refusals_;
-  auto held = std::move(held_);
-  lock.unlock();
-  if (reply) reply(refusals);
-  for (auto& [index, end] : held) {
+  return Sending{std::move(reply_), refusals_, std::move(held_)};
+}
+
+void AckGate::send(Sending s) {
+  if (s.reply) s.reply(s.refusals);
+  for (auto& [index, end] : s.held) {
     if (!refused(index)) end();
   }
 }
 
 void AckGate::after_reply(std::size_t index, std::function<void()> end) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!sent_) {
       held_.emplace_back(index, std::move(end));
       return;
@@ -50,7 +58,7 @@ void AckGate::after_reply(std::size_t index, std::function<void()> end) {
 }
 
 bool AckGate::refused(std::size_t index) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return std::any_of(refusals_.begin(), refusals_.end(),
                      [index](const auto& r) { return r.first == index; });
 }

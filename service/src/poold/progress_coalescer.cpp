@@ -17,7 +17,7 @@ void ProgressCoalescer::Stream::send_locked(std::uint64_t task_id, std::string_v
 void ProgressCoalescer::Stream::update(std::uint64_t task_id, std::string_view data) {
   bool park = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (finished_) return;
     if (responder_.queued_output() < kMaxBacklog) {
       if (has_kept_) ++coalesced_;  // this newer update supersedes it
@@ -36,7 +36,7 @@ void ProgressCoalescer::Stream::update(std::uint64_t task_id, std::string_view d
 }
 
 void ProgressCoalescer::Stream::finish() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (finished_) return;
   finished_ = true;
   if (has_kept_) send_locked(kept_id_, kept_);
@@ -45,7 +45,7 @@ void ProgressCoalescer::Stream::finish() {
 }
 
 bool ProgressCoalescer::Stream::retry() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (has_kept_ && !finished_ && responder_.queued_output() < kMaxBacklog) {
     send_locked(kept_id_, kept_);
     has_kept_ = false;
@@ -55,12 +55,12 @@ bool ProgressCoalescer::Stream::retry() {
 }
 
 std::uint64_t ProgressCoalescer::Stream::sent() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return sent_;
 }
 
 std::uint64_t ProgressCoalescer::Stream::coalesced() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return coalesced_;
 }
 
@@ -73,7 +73,7 @@ std::shared_ptr<ProgressCoalescer> ProgressCoalescer::create() {
 
 ProgressCoalescer::~ProgressCoalescer() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -87,7 +87,7 @@ std::shared_ptr<ProgressCoalescer::Stream> ProgressCoalescer::open(Responder res
 void ProgressCoalescer::park(std::shared_ptr<Stream> stream) {
   bool wake = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     wake = parked_.empty();
     parked_.push_back(std::move(stream));
   }
@@ -95,13 +95,16 @@ void ProgressCoalescer::park(std::shared_ptr<Stream> stream) {
 }
 
 void ProgressCoalescer::run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (!stopping_) {
     if (parked_.empty()) {
-      cv_.wait(lock);
+      cv_.wait(mu_);
       continue;
     }
-    if (cv_.wait_for(lock, kRetry, [this] { return stopping_; })) break;
+    const auto retry_at = std::chrono::steady_clock::now() + kRetry;
+    while (!stopping_ && cv_.wait_until(mu_, retry_at) != std::cv_status::timeout) {
+    }
+    if (stopping_) break;
     std::vector<std::shared_ptr<Stream>> due = std::move(parked_);
     parked_.clear();
     lock.unlock();

@@ -83,7 +83,7 @@ Result<std::unique_ptr<RedisPools>> RedisPools::start(Options options) {
 RedisPools::~RedisPools() {
   detach_all();
   {
-    std::lock_guard lk(wait_mu_);
+    MutexLock lk(wait_mu_);
     stopping_ = true;
   }
   wait_cv_.notify_all();
@@ -109,7 +109,7 @@ Result<redis::Connection*> RedisPools::Lane::open() {
 }
 
 Status RedisPools::Lane::last() const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   return last_;
 }
 
@@ -138,7 +138,7 @@ Status RedisPools::attach(const PoolConfig& pc, Pool& local) {
                                                std::move(feeder).value(), &local});
   redis::RedisFeeder* replaced = nullptr;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     std::unique_ptr<Attached>& slot = pools_[name];
     if (slot) {
       replaced = slot->feeder.get();
@@ -155,7 +155,7 @@ Status RedisPools::attach(const PoolConfig& pc, Pool& local) {
 void RedisPools::retire(const std::string& name) {
   redis::RedisFeeder* feeder = nullptr;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     auto it = pools_.find(name);
     if (it == pools_.end()) return;
     feeder = it->second->feeder.get();
@@ -168,7 +168,7 @@ void RedisPools::retire(const std::string& name) {
 void RedisPools::retired(const Pool& local) {
   std::vector<std::unique_ptr<Attached>> done;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     for (auto it = retired_.begin(); it != retired_.end();) {
       if ((*it)->local == &local) {
         done.push_back(std::move(*it));
@@ -182,7 +182,7 @@ void RedisPools::retired(const Pool& local) {
 }
 
 void RedisPools::reconfigured(const PoolConfig& pc) {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   auto it = pools_.find(pc.name);
   if (it == pools_.end()) return;
   it->second->feeder->retune(std::max<std::uint32_t>(1, pc.concurrency),
@@ -192,7 +192,7 @@ void RedisPools::reconfigured(const PoolConfig& pc) {
 
 void RedisPools::set_limits(const PoolConfig& pc) {
   const FlowLimits& limits = pc.flow;
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   auto it = pools_.find(pc.name);
   if (it != pools_.end()) it->second->feeder->set_limits(limits);
 }
@@ -203,7 +203,7 @@ void RedisPools::stop_reading() {
   // detaches them.
   std::vector<redis::RedisFeeder*> feeders;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     for (const auto& [name, a] : pools_) feeders.push_back(a->feeder.get());
   }
   for (redis::RedisFeeder* f : feeders) f->stop_reading();
@@ -212,7 +212,7 @@ void RedisPools::stop_reading() {
 void RedisPools::detach(const std::string& name) {
   std::unique_ptr<Attached> a;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     auto it = pools_.find(name);
     if (it == pools_.end()) return;
     a = std::move(it->second);
@@ -225,7 +225,7 @@ void RedisPools::detach_all() {
   std::map<std::string, std::unique_ptr<Attached>> all;
   std::vector<std::unique_ptr<Attached>> retired;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     all.swap(pools_);
     retired.swap(retired_);
   }
@@ -234,12 +234,12 @@ void RedisPools::detach_all() {
 }
 
 bool RedisPools::serves(const std::string& pool) const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   return pools_.count(pool) != 0;
 }
 
 Result<redis::TaskStream> RedisPools::stream_of(const std::string& pool) const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   auto it = pools_.find(pool);
   if (it == pools_.end()) {
     return Status::error(Code::kNotFound, "no redis pool named '" + pool + "'");
@@ -332,7 +332,7 @@ Result<redis::TaskStream::Cancelled> RedisPools::cancel(std::uint64_t id) {
 
 std::vector<std::pair<std::string, redis::FeederStats>> RedisPools::feeder_stats() const {
   std::vector<std::pair<std::string, redis::FeederStats>> out;
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   for (const auto& [name, a] : pools_) out.emplace_back(name, a->feeder->stats());
   return out;
 }
@@ -356,7 +356,7 @@ ops::RedisStatus RedisPools::status() const {
   if (problem_now) out.last_error = *problem_now;
   std::map<std::string, Result<redis::TaskStream::Summary>> sums;
   {
-    std::lock_guard lk(summary_mu_);
+    MutexLock lk(summary_mu_);
     sums = summaries_;
   }
   for (const auto& [name, s] : feeder_stats()) {

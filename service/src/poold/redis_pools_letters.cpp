@@ -28,7 +28,7 @@ Result<redis::TaskStream::LetterSweep> RedisPools::sweep(const std::string& pool
   std::optional<redis::TaskStream> stream;
   std::chrono::milliseconds max_timeout{0};
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     auto it = pools_.find(pool);
     if (it == pools_.end()) {
       return Status::error(Code::kNotFound, "no redis pool named '" + pool + "'");
@@ -62,7 +62,7 @@ Result<std::vector<std::string>> RedisPools::letter_pools(std::uint64_t id) {
   });
   if (!named_pool) return unavailable("", named_pool.status());
   if (named_pool->is_error()) return named_pool->status();
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   if (!named_pool->is_nil()) {
     if (pools_.count(named_pool->str) == 0) {
       return Status::error(Code::kNotFound, "task " + std::to_string(id) + " is of redis pool '" +

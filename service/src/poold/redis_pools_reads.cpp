@@ -165,7 +165,7 @@ Result<RedisPools::LetterPage> RedisPools::dead_letters(const std::string& pool,
 Result<DeadLetter> RedisPools::dead_letter(std::uint64_t id) {
   std::vector<std::string> names;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     for (const auto& [name, a] : pools_) names.push_back(name);
   }
   DeadLetterFilter f;
@@ -187,7 +187,7 @@ Result<TaskResult> RedisPools::task(std::uint64_t id) {
 void RedisPools::wait(std::uint64_t id, std::optional<Clock::time_point> deadline,
                       std::function<void(const Result<TaskResult>&)> done) {
   {
-    std::lock_guard lk(wait_mu_);
+    MutexLock lk(wait_mu_);
     if (!stopping_) {
       waiters_.push_back({id, deadline, std::move(done)});
       wait_cv_.notify_all();
@@ -200,7 +200,7 @@ void RedisPools::wait(std::uint64_t id, std::optional<Clock::time_point> deadlin
 void RedisPools::refresh_summaries() {
   std::vector<std::pair<std::string, redis::TaskStream>> all;
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     for (const auto& [name, a] : pools_) all.emplace_back(name, a->stream);
   }
   std::map<std::string, Result<redis::TaskStream::Summary>> fresh;
@@ -209,12 +209,12 @@ void RedisPools::refresh_summaries() {
     fresh.emplace(entry.first,
                   waits_.with([&](redis::Connection& c) { return stream.summary(c); }));
   }
-  std::lock_guard lk(summary_mu_);
+  MutexLock lk(summary_mu_);
   summaries_ = std::move(fresh);
 }
 
 void RedisPools::wait_loop() {
-  std::unique_lock lk(wait_mu_);
+  MutexLock lk(wait_mu_);
   auto next_summary = Clock::now();
   while (!stopping_) {
     if (Clock::now() >= next_summary) {
@@ -225,7 +225,9 @@ void RedisPools::wait_loop() {
       continue;
     }
     if (waiters_.empty()) {
-      wait_cv_.wait_until(lk, next_summary, [&] { return stopping_ || !waiters_.empty(); });
+      while (!stopping_ && waiters_.empty() &&
+             wait_cv_.wait_until(wait_mu_, next_summary) != std::cv_status::timeout) {
+      }
       continue;
     }
     std::set<std::uint64_t> ids;
@@ -266,7 +268,9 @@ void RedisPools::wait_loop() {
       }
     }
     lk.lock();
-    wait_cv_.wait_for(lk, kWaitPoll, [&] { return stopping_; });
+    const auto poll_at = Clock::now() + kWaitPoll;
+    while (!stopping_ && wait_cv_.wait_until(wait_mu_, poll_at) != std::cv_status::timeout) {
+    }
   }
 }
 

@@ -42,7 +42,7 @@ WalCheckpointer::WalCheckpointer(SqliteDb& writer, SqliteDb own, int pages, int 
 WalCheckpointer::~WalCheckpointer() {
   if (writer_.handle() != nullptr) sqlite3_wal_autocheckpoint(writer_.handle(), kPages);
   {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     stop_ = true;
   }
   cv_.notify_one();
@@ -50,7 +50,7 @@ WalCheckpointer::~WalCheckpointer() {
 }
 
 WalCheckpointStats WalCheckpointer::stats() const {
-  std::lock_guard lk(mu_);
+  MutexLock lk(mu_);
   return stats_;
 }
 
@@ -58,13 +58,13 @@ int WalCheckpointer::on_commit(void* self, sqlite3* db, const char* name, int fr
   auto* c = static_cast<WalCheckpointer*>(self);
   if (frames >= c->fallback_pages_) {
     (void)sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
-    std::lock_guard lk(c->mu_);
+    MutexLock lk(c->mu_);
     ++c->stats_.by_writer;
     return SQLITE_OK;
   }
   if (frames < c->pages_) return SQLITE_OK;
   {
-    std::lock_guard lk(c->mu_);
+    MutexLock lk(c->mu_);
     if (c->due_) return SQLITE_OK;
     c->due_ = true;
   }
@@ -73,9 +73,9 @@ int WalCheckpointer::on_commit(void* self, sqlite3* db, const char* name, int fr
 }
 
 void WalCheckpointer::run() {
-  std::unique_lock lk(mu_);
+  MutexLock lk(mu_);
   for (;;) {
-    cv_.wait(lk, [&] { return due_ || stop_; });
+    while (!due_ && !stop_) cv_.wait(mu_);
     if (stop_) return;
     due_ = false;
     lk.unlock();

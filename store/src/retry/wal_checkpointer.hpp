@@ -12,13 +12,12 @@
 // while no transaction of it runs; the hook runs on the writer's thread.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include <sandpool/base/thread_annotations.hpp>
 #include <sandpool/store/sqlite_db.hpp>
 
 namespace sandpool::sqlite {
@@ -44,20 +43,21 @@ class WalCheckpointer {
   WalCheckpointer(const WalCheckpointer&) = delete;
   WalCheckpointer& operator=(const WalCheckpointer&) = delete;
 
-  WalCheckpointStats stats() const;
+  WalCheckpointStats stats() const EXCLUDES(mu_);
 
  private:
   WalCheckpointer(SqliteDb& writer, SqliteDb own, int pages, int fallback_pages);
   static int on_commit(void* self, sqlite3* db, const char* name, int frames);
-  void run();
+  void run() EXCLUDES(mu_);
 
   SqliteDb& writer_;
-  SqliteDb own_;
+  SqliteDb own_;  // the thread's
   const int pages_, fallback_pages_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool due_ = false, stop_ = false;
-  WalCheckpointStats stats_;
+  mutable Mutex mu_;  // a leaf: never held across a checkpoint
+  CondVar cv_;
+  bool due_ GUARDED_BY(mu_) = false;
+  bool stop_ GUARDED_BY(mu_) = false;
+  WalCheckpointStats stats_ GUARDED_BY(mu_);
   std::thread thread_;
 };
 

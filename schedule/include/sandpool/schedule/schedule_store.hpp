@@ -10,11 +10,11 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include <sandpool/base/thread_annotations.hpp>
 #include <sandpool/schedule/scheduler.hpp>
 
 namespace sandpool {
@@ -25,12 +25,12 @@ class SqliteScheduleStore final : public ScheduleStore {
   static Result<std::unique_ptr<SqliteScheduleStore>> open(const std::string& path);
   ~SqliteScheduleStore() override;
 
-  Result<std::optional<FiredSlot>> last_fired(const std::string& name) override;
-  Status record_fired(const std::string& name, const FiredSlot& fired) override;
-  Result<std::optional<KeptPause>> kept_pause(const std::string& name) override;
-  Status keep_pause(const std::string& name, const KeptPause& pause) override;
-  Status forget_pause(const std::string& name) override;
-  Status forget(const std::string& name) override;
+  Result<std::optional<FiredSlot>> last_fired(const std::string& name) override EXCLUDES(mu_);
+  Status record_fired(const std::string& name, const FiredSlot& fired) override EXCLUDES(mu_);
+  Result<std::optional<KeptPause>> kept_pause(const std::string& name) override EXCLUDES(mu_);
+  Status keep_pause(const std::string& name, const KeptPause& pause) override EXCLUDES(mu_);
+  Status forget_pause(const std::string& name) override EXCLUDES(mu_);
+  Status forget(const std::string& name) override EXCLUDES(mu_);
 
   // A schedule added at run time: its name and its definition, the schedule_add arguments'
   // JSON as the caller encoded it (the reader decodes and checks it like any input).
@@ -39,18 +39,18 @@ class SqliteScheduleStore final : public ScheduleStore {
     std::string json;
   };
   // Every kept definition, by name.
-  Result<std::vector<Definition>> definitions();
+  Result<std::vector<Definition>> definitions() EXCLUDES(mu_);
   // Keeps `d` (replacing the definition of that name).
-  Status put_definition(const Definition& d);
-  Status drop_definition(const std::string& name);
+  Status put_definition(const Definition& d) EXCLUDES(mu_);
+  Status drop_definition(const std::string& name) EXCLUDES(mu_);
 
  private:
   struct Db;
   explicit SqliteScheduleStore(std::unique_ptr<Db> db);
-  // Deletes the row `name` with `sql` (a DELETE ... WHERE name = ? literal). Requires mu_.
-  Status delete_named(const char* sql, std::string_view op, const std::string& name);
-  std::mutex mu_;
-  std::unique_ptr<Db> db_;  // guarded by mu_
+  // Deletes the row `name` with `sql` (a DELETE ... WHERE name = ? literal).
+  Status delete_named(const char* sql, std::string_view op, const std::string& name) REQUIRES(mu_);
+  Mutex mu_;
+  const std::unique_ptr<Db> db_ PT_GUARDED_BY(mu_);
 };
 
 }  // namespace sandpool

@@ -16,13 +16,13 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <sandpool/base/status.hpp>
+#include <sandpool/base/thread_annotations.hpp>
 #include <sandpool/control/ops/tasks.hpp>
 #include <sandpool/schedule/cron.hpp>
 #include <sandpool/schedule/time_zone.hpp>
@@ -150,31 +150,31 @@ class Scheduler {
   Scheduler(const ScheduleClock& clock, SlotSubmitter& submitter, ScheduleStore* store);
 
   // Adds a schedule; refuses an invalid one, or one whose name exists (kInvalidArgument).
-  Status add(const ScheduleSpec& spec);
+  Status add(const ScheduleSpec& spec) EXCLUDES(mu_);
   // Adds or changes a schedule (a reload): a changed one keeps its counters and last slot
   // and is planned again from now; an unchanged one is left alone. A pause or resume made
   // by set_paused() lasts until a put() whose `paused` differs from the one before; kept in
   // the store, it holds across a restart while the declared `paused` is the one it overrode.
-  Status put(const ScheduleSpec& spec);
+  Status put(const ScheduleSpec& spec) EXCLUDES(mu_);
   // Removes a schedule and forgets its last slot (kNotFound when unknown).
-  Status remove(const std::string& name);
+  Status remove(const std::string& name) EXCLUDES(mu_);
   // Pauses or resumes; slots that pass while paused are neither fired nor counted. Kept in
   // the store before it applies (an error when it cannot be kept: nothing changed).
-  Status set_paused(const std::string& name, bool paused);
+  Status set_paused(const std::string& name, bool paused) EXCLUDES(mu_);
   // Records that the cluster holds the schedule paused, or not (ScheduleState's
   // cluster_paused); kNotFound when unknown.
-  Status set_cluster_paused(const std::string& name, bool paused);
+  Status set_cluster_paused(const std::string& name, bool paused) EXCLUDES(mu_);
   // Submits the schedule's task now, outside its slots, under the key
   // `sandpool-schedule-<name>-run-<now ms>`; returns the task's id.
-  Result<std::uint64_t> run_now(const std::string& name);
+  Result<std::uint64_t> run_now(const std::string& name) EXCLUDES(mu_);
 
-  std::vector<ScheduleState> list() const;
-  std::optional<ScheduleState> find(const std::string& name) const;
-  std::vector<std::string> names() const;
+  std::vector<ScheduleState> list() const EXCLUDES(mu_);
+  std::optional<ScheduleState> find(const std::string& name) const EXCLUDES(mu_);
+  std::vector<std::string> names() const EXCLUDES(mu_);
 
   // Fires what is due at the clock's now; returns the wall ms of the earliest next slot (or
   // held slot's check), nullopt when nothing is planned.
-  std::optional<std::int64_t> tick();
+  std::optional<std::int64_t> tick() EXCLUDES(mu_);
 
  private:
   struct Entry {
@@ -200,23 +200,23 @@ class Scheduler {
   // tick()'s steps, in order. The slots to fire at `now_s` (Unix seconds): each schedule's
   // held slot and its latest due one; the others are counted skipped and each schedule's
   // next slot planned. Takes mu_.
-  std::vector<Plan> plan_due(std::int64_t now_s);
+  std::vector<Plan> plan_due(std::int64_t now_s) EXCLUDES(mu_);
   // Fires `p` unless its overlap policy holds or skips it, and accounts for it. Without mu_
   // held (it submits); takes it for the accounts.
-  void fire(const Plan& p);
+  void fire(const Plan& p) EXCLUDES(mu_);
   // The wall ms of the earliest next slot (or held slot's check); nullopt: none. Takes mu_.
-  std::optional<std::int64_t> next_wake_ms(std::int64_t now_s) const;
+  std::optional<std::int64_t> next_wake_ms(std::int64_t now_s) const EXCLUDES(mu_);
   // Runs `change` on the state of p's schedule under mu_, unless the schedule was removed or
   // changed (its generation) since p was planned; true iff it ran.
   template <class Change>
-  bool update_planned(const Plan& p, Change change);
+  bool update_planned(const Plan& p, Change change) EXCLUDES(mu_);
 
   const ScheduleClock& clock_;
   SlotSubmitter& submitter_;
   ScheduleStore* store_;
-  mutable std::mutex mu_;
-  std::map<std::string, Entry> entries_;  // guarded by mu_
-  std::uint64_t next_generation_ = 1;     // guarded by mu_
+  mutable Mutex mu_;
+  std::map<std::string, Entry> entries_ GUARDED_BY(mu_);
+  std::uint64_t next_generation_ GUARDED_BY(mu_) = 1;
 };
 
 }  // namespace sandpool

@@ -14,11 +14,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 
 #include <sandpool/base/status.hpp>
+#include <sandpool/base/thread_annotations.hpp>
 
 namespace sandpool {
 
@@ -90,12 +90,13 @@ class ZoneDatabase {
   const std::string& root() const { return root_; }
   // Returns "UTC", "local" or the named zone; an invalid-argument error naming the zone and
   // what is wrong (a bad name, no such zone, a file that is not a valid TZif file).
-  Result<const TimeZone*> zone(std::string_view name) const;
+  Result<const TimeZone*> zone(std::string_view name) const EXCLUDES(mu_);
 
  private:
   const std::string root_;
-  mutable std::mutex mu_;
-  mutable std::map<std::string, std::unique_ptr<const TimeZone>, std::less<>> cache_;
+  mutable Mutex mu_;
+  mutable std::map<std::string, std::unique_ptr<const TimeZone>, std::less<>> cache_
+      GUARDED_BY(mu_);
 };
 
 // The process's tz database: the root is $TZDIR when it is an absolute path (as glibc reads

@@ -21,12 +21,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
 
 #include <sandpool/base/status.hpp>
+#include <sandpool/base/thread_annotations.hpp>
 
 namespace sandpool::poold {
 
@@ -40,25 +40,35 @@ class AckGate {
   static Accepted on_accepted(std::shared_ptr<AckGate> gate, std::size_t index);
   // The reply is built: `acks` new tasks were submitted (each calls its on_accepted once);
   // `reply` runs once they all answered (now, if they have).
-  void release(std::size_t acks, Reply reply);
+  void release(std::size_t acks, Reply reply) EXCLUDES(mu_);
   // Runs `end` once the reply went out and did not refuse the task at `index`; drops it
   // when it did.
-  void after_reply(std::size_t index, std::function<void()> end);
+  void after_reply(std::size_t index, std::function<void()> end) EXCLUDES(mu_);
   // Whether the task at `index` was refused (known once its on_accepted answered).
-  bool refused(std::size_t index) const;
+  bool refused(std::size_t index) const EXCLUDES(mu_);
 
  private:
-  void accepted(std::size_t index, const Status& s);
-  // mu_ held by `lock`: sends the reply when everything is in, then what waited for it.
-  void maybe_send(std::unique_lock<std::mutex> lock);
+  // What goes out once everything is in: the reply, its refusals, the ends that waited.
+  struct Sending {
+    Reply reply;
+    Refusals refusals;
+    std::vector<std::pair<std::size_t, std::function<void()>>> held;
+  };
+  void accepted(std::size_t index, const Status& s) EXCLUDES(mu_);
+  // When everything is in and the reply has not gone: marks it sent and returns what goes
+  // out, for send() to run after mu_; else nullopt.
+  std::optional<Sending> take_sending_locked() REQUIRES(mu_);
+  // Sends the reply, then runs the ends that waited for it (those not refused).
+  void send(Sending s) EXCLUDES(mu_);
 
-  mutable std::mutex mu_;
-  std::size_t answered_ = 0;
-  std::optional<std::size_t> expected_;  // set by release()
-  Reply reply_;
-  bool sent_ = false;
-  Refusals refusals_;
-  std::vector<std::pair<std::size_t, std::function<void()>>> held_;  // ends waiting for it
+  mutable Mutex mu_;
+  std::size_t answered_ GUARDED_BY(mu_) = 0;
+  std::optional<std::size_t> expected_ GUARDED_BY(mu_);  // set by release()
+  Reply reply_ GUARDED_BY(mu_);
+  bool sent_ GUARDED_BY(mu_) = false;
+  Refusals refusals_ GUARDED_BY(mu_);
+  // Ends waiting for it.
+  std::vector<std::pair<std::size_t, std::function<void()>>> held_ GUARDED_BY(mu_);
 };
 
 }  // namespace sandpool::poold

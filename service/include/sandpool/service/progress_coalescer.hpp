@@ -14,15 +14,14 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include <sandpool/base/thread_annotations.hpp>
 #include <sandpool/control/control.hpp>
 
 namespace sandpool::poold {
@@ -39,30 +38,34 @@ class ProgressCoalescer : public std::enable_shared_from_this<ProgressCoalescer>
         : owner_(std::move(owner)), responder_(std::move(responder)) {}
     // The task's latest progress: sent as {"event":"progress","id"} + `data` now when the
     // connection has room, else kept (replacing what was kept) for the retry thread.
-    void update(std::uint64_t task_id, std::string_view data);
+    void update(std::uint64_t task_id, std::string_view data) EXCLUDES(mu_);
     // Before the final reply: sends what is kept, backlog or not (the submitter's last view
     // is the latest progress); later updates are dropped.
-    void finish();
+    void finish() EXCLUDES(mu_);
     // The retry thread: sends what is kept if the connection has room now. Returns true
     // iff an update is still kept.
-    bool retry();
-    std::uint64_t sent() const;       // progress events queued on the connection
-    std::uint64_t coalesced() const;  // updates replaced before they went out
+    bool retry() EXCLUDES(mu_);
+    std::uint64_t sent() const EXCLUDES(mu_);       // progress events queued on the connection
+    std::uint64_t coalesced() const EXCLUDES(mu_);  // updates replaced before they went out
 
    private:
-    void send_locked(std::uint64_t task_id, std::string_view data);
+    // Sends it as an event, with mu_ held (its order: before the Responder's lock).
+    void send_locked(std::uint64_t task_id, std::string_view data) REQUIRES(mu_);
 
     const std::weak_ptr<ProgressCoalescer> owner_;
     const Responder responder_;
-    mutable std::mutex mu_;
-    std::string kept_;
-    std::uint64_t kept_id_ = 0;
-    bool has_kept_ = false, parked_ = false, finished_ = false;
-    std::uint64_t sent_ = 0, coalesced_ = 0;
+    mutable Mutex mu_;
+    std::string kept_ GUARDED_BY(mu_);
+    std::uint64_t kept_id_ GUARDED_BY(mu_) = 0;
+    bool has_kept_ GUARDED_BY(mu_) = false;
+    bool parked_ GUARDED_BY(mu_) = false;
+    bool finished_ GUARDED_BY(mu_) = false;
+    std::uint64_t sent_ GUARDED_BY(mu_) = 0;
+    std::uint64_t coalesced_ GUARDED_BY(mu_) = 0;
   };
 
   static std::shared_ptr<ProgressCoalescer> create();
-  ~ProgressCoalescer();
+  ~ProgressCoalescer() EXCLUDES(mu_);
   ProgressCoalescer(const ProgressCoalescer&) = delete;
   ProgressCoalescer& operator=(const ProgressCoalescer&) = delete;
 
@@ -70,13 +73,13 @@ class ProgressCoalescer : public std::enable_shared_from_this<ProgressCoalescer>
 
  private:
   ProgressCoalescer() = default;
-  void park(std::shared_ptr<Stream> stream);
-  void run();
+  void park(std::shared_ptr<Stream> stream) EXCLUDES(mu_);
+  void run() EXCLUDES(mu_);
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::shared_ptr<Stream>> parked_;
-  bool stopping_ = false;
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<std::shared_ptr<Stream>> parked_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -23,18 +23,18 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <sandpool/base/status.hpp>
+#include <sandpool/base/thread_annotations.hpp>
 #include <sandpool/config/config.hpp>
 #include <sandpool/control/ops/reads.hpp>
 #include <sandpool/pool/pool.hpp>
@@ -85,26 +85,26 @@ class RedisPools {
   // attempts). `local` must outlive detach(pc.name). A pool of that name attached already
   // (a reload replaces it) is retired as retire() does, once the new feeder started; when it
   // cannot start, the old one goes on as it was.
-  Status attach(const PoolConfig& pc, Pool& local);
+  Status attach(const PoolConfig& pc, Pool& local) EXCLUDES(mu_);
   // A reload replaced or removed the pool `name`, whose local pool drains what it took: its
   // feeder reads and claims nothing more, but keeps what it holds fresh in Redis and writes
   // the ends of what still runs, until retired(that local pool) once it has shut down.
-  void retire(const std::string& name);
+  void retire(const std::string& name) EXCLUDES(mu_);
   // The retired feeders of `local` stop (their queued ends written first): it has shut down.
-  void retired(const Pool& local);
+  void retired(const Pool& local) EXCLUDES(mu_);
   // A reload reconfigured the Redis pool `pc` in place: its feeder follows (its concurrency
   // and autoscale step in what it reads, its retries and backoff in what it ends).
-  void reconfigured(const PoolConfig& pc);
+  void reconfigured(const PoolConfig& pc) EXCLUDES(mu_);
   // A reload's rate limits of Redis pool `pc` (cluster-wide: the feeder takes their tokens
   // in Redis; the local pool has none, Service::pool_options()).
-  void set_limits(const PoolConfig& pc);
+  void set_limits(const PoolConfig& pc) EXCLUDES(mu_);
   // A shutdown begins: no pool takes new entries; what runs may still end and be written.
-  void stop_reading();
+  void stop_reading() EXCLUDES(mu_);
   // Stops the pool's feeder (its queued ends written first; what still runs locally is left
   // pending for this node: another claims it). detach_all(): every pool's, and the retired.
-  void detach(const std::string& name);
-  void detach_all();
-  bool serves(const std::string& pool) const;
+  void detach(const std::string& name) EXCLUDES(mu_);
+  void detach_all() EXCLUDES(mu_);
+  bool serves(const std::string& pool) const EXCLUDES(mu_);
   static bool is_cluster_id(std::uint64_t id) { return id >= redis::TaskStream::kFirstId; }
 
   Result<std::uint64_t> submit(const std::string& pool, const redis::StreamTask& task);
@@ -157,12 +157,12 @@ class RedisPools {
   // when `deadline` passes first (nullopt: no deadline), or with the error that kept it from
   // being read at that point.
   void wait(std::uint64_t id, std::optional<Clock::time_point> deadline,
-            std::function<void(const Result<TaskResult>&)> done);
+            std::function<void(const Result<TaskResult>&)> done) EXCLUDES(wait_mu_);
   // Never waits for Redis: the cluster's figures are those the waits thread read last (every
   // kSummaryEvery).
-  ops::RedisStatus status() const;
+  ops::RedisStatus status() const EXCLUDES(mu_, summary_mu_);
   // Per pool: this node's figures (the metrics).
-  std::vector<std::pair<std::string, redis::FeederStats>> feeder_stats() const;
+  std::vector<std::pair<std::string, redis::FeederStats>> feeder_stats() const EXCLUDES(mu_);
   // nullopt: Redis answers (the last call of every feeder and lane succeeded).
   std::optional<std::string> problem() const;
   const std::string& node() const { return opts_.node; }
@@ -174,16 +174,17 @@ class RedisPools {
     explicit Lane(const redis::Endpoint& e) : endpoint_(e) {}
     // Runs `f` with the connection (opening it first when needed).
     template <class F>
-    auto with(F&& f) -> decltype(f(std::declval<redis::Connection&>()));
-    Status last() const;
+    std::invoke_result_t<F&, redis::Connection&> with(F&& f) EXCLUDES(mu_);
+    Status last() const EXCLUDES(mu_);
 
    private:
-    Result<redis::Connection*> open();
+    Result<redis::Connection*> open() REQUIRES(mu_);
     const redis::Endpoint& endpoint_;
-    mutable std::mutex mu_;
-    std::optional<redis::Connection> c_;
-    Clock::time_point failed_at_{};
-    Status last_ = Status::ok();
+    // Held across the call `with` runs: one thread's call at a time on the connection.
+    mutable Mutex mu_;
+    std::optional<redis::Connection> c_ GUARDED_BY(mu_);
+    Clock::time_point failed_at_ GUARDED_BY(mu_){};
+    Status last_ GUARDED_BY(mu_) = Status::ok();
   };
   struct Attached {
     redis::TaskStream stream;
@@ -197,38 +198,40 @@ class RedisPools {
   };
 
   explicit RedisPools(Options options);
-  Result<redis::TaskStream> stream_of(const std::string& pool) const;  // a copy
+  Result<redis::TaskStream> stream_of(const std::string& pool) const EXCLUDES(mu_);  // a copy
   Status unavailable(const std::string& pool, const Status& why) const;
   // The served pools that may hold the letter of cluster task `id` (jobs lane).
-  Result<std::vector<std::string>> letter_pools(std::uint64_t id);
+  Result<std::vector<std::string>> letter_pools(std::uint64_t id) EXCLUDES(mu_);
   Result<redis::TaskStream::LetterSweep> sweep(const std::string& pool,
-                                               const DeadLetterFilter& filter, bool replay);
-  void wait_loop();
-  void refresh_summaries();  // the waits thread
+                                               const DeadLetterFilter& filter, bool replay)
+      EXCLUDES(mu_);
+  void wait_loop() EXCLUDES(wait_mu_);
+  void refresh_summaries() EXCLUDES(mu_, summary_mu_);  // the waits thread
 
   const Options opts_;
   // This process's claim to the node's name, shared by every pool's feeder (two pools of one
   // node beat one heartbeat key).
   const std::string identity_;
   const redis::TaskStream any_;  // for what is not per pool (a task's hash)
-  mutable std::mutex mu_;        // guards pools_
-  std::map<std::string, std::unique_ptr<Attached>> pools_;
-  std::vector<std::unique_ptr<Attached>> retired_;  // retire(): until retired(their local)
+  mutable Mutex mu_;
+  std::map<std::string, std::unique_ptr<Attached>> pools_ GUARDED_BY(mu_);
+  // retire(): until retired(their local)
+  std::vector<std::unique_ptr<Attached>> retired_ GUARDED_BY(mu_);
   Lane requests_{opts_.endpoint}, reads_{opts_.endpoint}, waits_{opts_.endpoint},
       jobs_{opts_.endpoint}, schedules_{opts_.endpoint};
 
-  mutable std::mutex summary_mu_;  // guards summaries_
-  std::map<std::string, Result<redis::TaskStream::Summary>> summaries_;
-  std::mutex wait_mu_;  // guards waiters_, stopping_
-  std::condition_variable wait_cv_;
-  std::vector<Waiter> waiters_;
-  bool stopping_ = false;
+  mutable Mutex summary_mu_;
+  std::map<std::string, Result<redis::TaskStream::Summary>> summaries_ GUARDED_BY(summary_mu_);
+  Mutex wait_mu_;
+  CondVar wait_cv_;
+  std::vector<Waiter> waiters_ GUARDED_BY(wait_mu_);
+  bool stopping_ GUARDED_BY(wait_mu_) = false;
   std::thread waiter_;  // last: started once the rest exists
 };
 
 template <class F>
-auto RedisPools::Lane::with(F&& f) -> decltype(f(std::declval<redis::Connection&>())) {
-  std::lock_guard lk(mu_);
+std::invoke_result_t<F&, redis::Connection&> RedisPools::Lane::with(F&& f) {
+  MutexLock lk(mu_);
   auto c = open();
   if (!c) return c.status();
   auto r = f(**c);
