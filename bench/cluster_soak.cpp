@@ -464,6 +464,13 @@ bool run_cluster_soak(const BenchOptions& o_in, Report& r) {
   const std::int64_t t0 = monotonic_ns();
   chaos.start();
   bool ok = submit_all(o, sub, chaos, tally, deadline);
+  // The kills go on until the pool's finished set holds every accepted task, then stop, so
+  // that what the last one left is claimed and run before the check.
+  for (std::uint64_t ended = 0; ok && ended < tally.accepted();) {
+    if (monotonic_ns() > deadline) break;  // wait_all_ended says what is left
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (auto e = sub.ended()) ended = *e;
+  }
   ok = chaos.stop() && ok;
   ok = ok && wait_all_ended(redis, sub.ids(), deadline);
   const double wall = static_cast<double>(monotonic_ns() - t0) / 1e9;
@@ -474,6 +481,8 @@ bool run_cluster_soak(const BenchOptions& o_in, Report& r) {
   }
   r.note("cluster-soak seed " + std::to_string(o.soak_seed) + ", " + std::to_string(kNodes) +
          " poold nodes of " + std::to_string(o.workers) + " workers");
+  r.note("cluster-soak: lost " + std::to_string(tally.open()) + " dup " +
+         std::to_string(checked.dup));
   if (checked.dup != 0) r.note("cluster-soak: first dup: " + checked.first_dup);
   if (tally.unexpected() != 0)
     r.note("cluster-soak: first unexpected end: " + tally.first_unexpected());
