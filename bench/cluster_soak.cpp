@@ -141,16 +141,22 @@ class Chaos {
     return n.poold->ready(o_.workers);
   }
 
+  // A connection of its own per call: poold closes one idle past its idle_timeout (60 s),
+  // longer than a drain lasts in a large run.
+  Result<Client> admin(std::size_t i) { return Client::connect(nodes_[i].socket()); }
+
   bool event(int k) {
     if (!kill_one()) return false;
     if (k == 1) {
-      auto d = nodes_[2].poold->client().drain(kPool);
+      auto c = admin(2);
+      auto d = c ? c->drain(kPool) : Result<ops::PoolStateReply>(c.status());
       if (!d) return fail("drain: " + d.status().to_string());
       drained_.store(2);
       return true;
     }
     if (k == 2) {
-      auto r = nodes_[2].poold->client().resume(kPool);
+      auto c = admin(2);
+      auto r = c ? c->resume(kPool) : Result<ops::PoolStateReply>(c.status());
       if (!r) return fail("resume: " + r.status().to_string());
       drained_.store(kNodes);
       redis_.kill9();
@@ -160,7 +166,8 @@ class Chaos {
     }
     SoakNode& n = nodes_[1];
     std::ofstream(n.config()) << node_config(o_, redis_, n, 1, true);
-    auto r = n.poold->client().reload();
+    auto c = admin(1);
+    auto r = c ? c->reload() : Result<ops::ReloadReply>(c.status());
     if (!r) return fail("reload: " + r.status().to_string());
     if (!r->failed.empty()) return fail("reload: the pool failed: " + r->failed[0].error);
     if (r->replaced.empty()) return fail("reload: the pool was not replaced");
