@@ -39,7 +39,6 @@ namespace sandpool::bench {
 namespace {
 
 using ipc::monotonic_ns;
-using soak::Kind;
 
 constexpr std::size_t kNodes = 3;
 constexpr std::uint32_t kConcurrency = 16;
