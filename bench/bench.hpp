@@ -35,10 +35,12 @@ struct BenchOptions {
   std::uint32_t status_calls = 2000;      // service: status calls timed while it runs (at most)
   std::uint32_t journal_crash_runs = 1;   // journal: kill -9 runs (each on a fresh state dir)
   std::uint64_t cluster_tasks = 20000;    // cluster: tasks per run
-  std::uint64_t soak_tasks = 1000000;     // soak: tasks through the chaos pool
-  std::uint32_t soak_deadline_s = 1800;   // soak: the whole soak's bound; past it, open = lost
-  std::uint64_t soak_seed = 0;            // soak: the plan's generator; 0: a random seed
-  std::uint64_t memory_tasks = 1000000;   // memory: tasks queued, and tasks finished, per run
+  std::uint64_t cluster_soak_tasks = 1000000;   // cluster-soak: tasks over the 3 poold nodes
+  std::uint32_t cluster_soak_kill_every_s = 3;  // cluster-soak: a node SIGKILLed this often
+  std::uint64_t soak_tasks = 1000000;           // soak: tasks through the chaos pool
+  std::uint32_t soak_deadline_s = 1800;  // soak: the whole soak's bound; past it, open = lost
+  std::uint64_t soak_seed = 0;           // soak: the plan's generator; 0: a random seed
+  std::uint64_t memory_tasks = 1000000;  // memory: tasks queued, and tasks finished, per run
   std::string log_level = "error";
   bool json = false;
 };
@@ -102,6 +104,11 @@ bool run_journal(const BenchOptions& o, Report& r);
 bool journal_full_disk(const BenchOptions& o, Report& r);
 // Redis pools: nodes sharing a stream through a redis-server of the bench's own (issue 15).
 bool run_cluster(const BenchOptions& o, Report& r);
+// The cluster soak (issue 36): o.cluster_soak_tasks chaos tasks over 3 poold nodes sharing a
+// Redis pool, nodes killed and restarted, Redis restarted, a drain and a reload; every task
+// is checked at the end: lost 0 dup 0 (cluster_soak.cpp). Its deadline and seed are the
+// soak's (--soak-deadline, --soak-seed).
+bool run_cluster_soak(const BenchOptions& o, Report& r);
 
 // The soak (issue 11): o.soak_tasks tasks through a pool of the chaos plugin where 1% crash
 // their worker, some time out and some are cancelled; every accepted task must end exactly

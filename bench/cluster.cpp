@@ -36,6 +36,7 @@
 #include <sandpool/redis/redis_feeder.hpp>
 #include "bench.hpp"
 #include "poold_child.hpp"
+#include "redis_child.hpp"
 
 namespace sandpool::bench {
 namespace {
@@ -43,47 +44,6 @@ namespace {
 using ipc::monotonic_ns;
 constexpr std::uint32_t kConcurrency = 64;
 constexpr std::chrono::milliseconds kBeat{100}, kClaimAfter{1000};
-
-// A redis-server on a unix socket in a scratch directory, killed at the end.
-class RedisChild {
- public:
-  bool start() {
-    if (dir_.path().empty()) return false;
-    socket_ = (dir_.path() / "redis.sock").string();
-    pid_ = ::fork();
-    if (pid_ < 0) return false;
-    if (pid_ == 0) {
-      const std::string dir = dir_.path().string(), log = (dir_.path() / "redis.log").string();
-      ::execlp("redis-server", "redis-server", "--port", "0", "--unixsocket", socket_.c_str(),
-               "--unixsocketperm", "700", "--dir", dir.c_str(), "--save", "", "--appendonly", "no",
-               "--daemonize", "no", "--logfile", log.c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    const std::int64_t until = monotonic_ns() + 30'000'000'000;
-    while (monotonic_ns() < until) {
-      if (auto c = redis::Connection::open(endpoint())) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    std::cerr << "sandpool-bench: cluster: redis-server did not start (is it installed?)\n";
-    return false;
-  }
-  ~RedisChild() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  redis::Endpoint endpoint() const {
-    redis::Endpoint e;
-    e.unix_path = socket_;
-    return e;
-  }
-
- private:
-  ScratchDir dir_;
-  std::string socket_;
-  pid_t pid_ = 0;
-};
 
 struct Node {
   std::unique_ptr<Pool> pool;

@@ -34,9 +34,9 @@ std::string slurp(const fs::path& p) {
   return ss.str();
 }
 
-ScratchDir::ScratchDir() {
-  char tmpl[] = "/tmp/sandpool-bench-XXXXXX";
-  if (::mkdtemp(tmpl) != nullptr) path_ = tmpl;
+ScratchDir::ScratchDir(const fs::path& under) {
+  std::string tmpl = (under / "sandpool-bench-XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
 }
 
 ScratchDir::~ScratchDir() {

@@ -21,10 +21,10 @@ namespace fs = std::filesystem;
 fs::path bin_dir();  // where this executable (and poold, poolctl beside it) is
 std::string slurp(const fs::path& p);
 
-// A scratch directory, removed with everything in it.
+// A scratch directory under `under`, removed with everything in it.
 class ScratchDir {
  public:
-  ScratchDir();
+  explicit ScratchDir(const fs::path& under = "/tmp");
   ~ScratchDir();
   ScratchDir(const ScratchDir&) = delete;
   ScratchDir& operator=(const ScratchDir&) = delete;

@@ -48,6 +48,9 @@ struct Tally {
   std::uint64_t unsent GUARDED_BY(mu) = 0;     // tasks not sent yet, or refused with queue_full
   std::uint64_t accepted GUARDED_BY(mu) = 0;
   std::uint64_t refused GUARDED_BY(mu) = 0;
+  // unknown: answered `timeout`, a Redis pool's submit whose reply was lost: the task may
+  // exist (docs/protocol.md); not sent again, and not counted as refused.
+  std::uint64_t unknown GUARDED_BY(mu) = 0;
   std::uint64_t resubmitted GUARDED_BY(mu) = 0;
   std::size_t chunk GUARDED_BY(mu) = 0;  // tasks per request when the queue has room
   bool full GUARDED_BY(mu) = false;      // a reply refused tasks with queue_full; reset by `room`
@@ -88,11 +91,14 @@ void record_reply(Tally& tally, std::size_t n, Clock::time_point sent,
   MutexLock lock(tally.mu);
   tally.latency_ms.push_back(ms);
   --tally.outstanding;
-  std::uint64_t full = 0, final_refusals = 0;
+  std::uint64_t full = 0, final_refusals = 0, unknown = 0;
   if (!r) {
     if (retried_code(error_code_of(r.status()))) {
       full = n;
       tally.last_full = r.status();
+    } else if (error_code_of(r.status()) == "timeout") {
+      unknown = n;
+      if (tally.first_error.is_ok()) tally.first_error = r.status();
     } else {
       final_refusals = n;
       if (tally.first_error.is_ok()) tally.first_error = r.status();
@@ -107,6 +113,10 @@ void record_reply(Tally& tally, std::size_t n, Clock::time_point sent,
       if (retry) {
         full += tasks;
         tally.last_full = why;
+      } else if (e.code == "timeout") {
+        unknown += tasks;
+        if (tally.first_error.is_ok())
+          tally.first_error = Status::error(Code::kTimeout, why.message());
       } else {
         final_refusals += tasks;
         if (tally.first_error.is_ok()) tally.first_error = why;
@@ -119,9 +129,11 @@ void record_reply(Tally& tally, std::size_t n, Clock::time_point sent,
   }
   full = std::min<std::uint64_t>(full, n);
   final_refusals = std::min<std::uint64_t>(final_refusals, n - full);
-  const std::uint64_t in = n - full - final_refusals;
+  unknown = std::min<std::uint64_t>(unknown, n - full - final_refusals);
+  const std::uint64_t in = n - full - final_refusals - unknown;
   tally.accepted += in;
   tally.refused += final_refusals;
+  tally.unknown += unknown;
   if (in > 0) tally.last_accept = now;
   if (full > 0) {
     tally.unsent += full;
@@ -179,7 +191,8 @@ void print_summary(const Cli& cli, const BatchArgs& a, Tally& tally, std::size_t
   const double rate = seconds > 0 ? static_cast<double>(tally.accepted) / seconds : 0;
   json summary{{"tasks", a.count},
                {"accepted", tally.accepted},
-               {"refused", a.count - tally.accepted},
+               {"refused", a.count - tally.accepted - tally.unknown},
+               {"unknown", tally.unknown},
                {"resubmitted", tally.resubmitted},
                {"requests", lat.size()},
                {"batch", chunk},
@@ -202,6 +215,11 @@ void print_summary(const Cli& cli, const BatchArgs& a, Tally& tally, std::size_t
               << human_duration_ms(l["p99"]) << "  max " << human_duration_ms(l["max"]) << "\n";
     if (tally.resubmitted > 0) {
       std::cout << tally.resubmitted << " submissions found the queue full and were sent again\n";
+    }
+    if (tally.unknown > 0) {
+      std::cout << tally.unknown
+                << " tasks' outcome unknown: their replies were lost, they may have been "
+                   "accepted\n";
     }
   }
 }
@@ -256,7 +274,7 @@ int run_batch(const Cli& cli, const BatchArgs& a, std::uint64_t payload_size) {
     if (bar && Clock::now() - last_draw > std::chrono::milliseconds(100)) {
       last_draw = Clock::now();
       MutexLock lock(tally.mu);
-      draw_bar(tally.accepted + tally.refused, a.count,
+      draw_bar(tally.accepted + tally.refused + tally.unknown, a.count,
                std::chrono::duration<double>(last_draw - start).count());
     }
   }
@@ -264,7 +282,7 @@ int run_batch(const Cli& cli, const BatchArgs& a, std::uint64_t payload_size) {
   while (tally.outstanding != 0) tally.cv.wait(tally.mu);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (bar) {
-    draw_bar(tally.accepted + tally.refused, a.count, seconds);
+    draw_bar(tally.accepted + tally.refused + tally.unknown, a.count, seconds);
     std::cout << "\n";
   }
   print_summary(cli, a, tally, chunk, seconds);

@@ -82,3 +82,22 @@ TEST_CASE("the memory group queues its tasks behind a busy worker and weighs the
   CHECK(f["journal_disk_bytes_per_queued_task"] > 64);  // the payload is in the journal
   CHECK(f["journal_disk_bytes_per_finished_task"] > 64);
 }
+
+TEST_CASE("the cluster soak kills nodes, restarts Redis, drains and reloads, and loses none") {
+  // Requires redis-server, as the cluster group does (a Debian package the CI image has).
+  const auto r = sandpool::testing::run_command(
+      SANDPOOL_BIN_DIR "/sandpool-bench",
+      {"--only", "cluster-soak", "--cluster-soak-tasks", "6000", "--soak-deadline", "300"});
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  REQUIRE(r.exit_code == 0);
+  auto f = figures_of(r.out, "cluster-soak");
+  CHECK(f["tasks"] == 6000);
+  CHECK(f["lost"] == 0);
+  CHECK(f["dup"] == 0);
+  CHECK(f["unexpected"] == 0);
+  CHECK(f["token_mismatches"] == 0);
+  CHECK(f["completed"] + f["dead_lettered"] == 6000);
+  CHECK(f["dead_lettered"] > 0);  // the chaos plugin's crashes and timeouts happened
+  CHECK(f["kills"] >= 3);         // one before each of the drain, the Redis restart, the reload
+  CHECK(r.err.find("cluster-soak: lost 0 dup 0") != std::string::npos);
+}

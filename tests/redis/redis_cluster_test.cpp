@@ -611,11 +611,19 @@ TEST_CASE(
   // run when it resumes, after the node has answered.
   redis.pause();
   auto lost = c.submit(one);
+  // At once on the same node: its lane waits to reconnect (or, past that gap on a slow
+  // machine, finds Redis stalled): nothing is sent, and the answer must not say otherwise
+  // (it said the earlier submit's "may have been accepted" until 2026-12-07).
+  auto unsent = c.submit(task("sleep", "1"));
   auto lost_batch = d.submit_batch(batch, "retry-batch");
   redis.resume();
   REQUIRE_FALSE(lost);
   CHECK(lost.status().code() == Code::kTimeout);  // wire `timeout`, not `unavailable`
   CHECK_THAT(lost.status().message(), Catch::Contains("may have been accepted"));
+  REQUIRE_FALSE(unsent);
+  CHECK(unsent.status().code() == Code::kClosed);  // wire `unavailable`: nothing accepted
+  CHECK_THAT(unsent.status().message(),
+             !Catch::Contains("may have been accepted") && !Catch::Contains("outcome unknown"));
   REQUIRE(lost_batch);
   for (const Submitted& s : *lost_batch) {
     CHECK(s.status.code() == Code::kTimeout);
@@ -640,6 +648,19 @@ TEST_CASE(
     REQUIRE(w);
     CHECK(w->account.state == "completed");
   }
+
+  // poolctl batch, a load generator (no request token, nothing sent again), counts the tasks
+  // whose replies were lost as unknown, not as refused: they may exist (until 2026-12-07 it
+  // said `refused`).
+  redis.pause();
+  const auto b = sandpool::testing::run_command(
+      std::string(SANDPOOL_BIN_DIR) + "/poolctl",
+      {"--socket", n0.socket, "--json", "batch", "sleep", "3", "--pool", "shared"});
+  redis.resume();
+  INFO("poolctl batch: " << b.out << b.err);
+  CHECK(b.exit_code == 1);
+  CHECK_THAT(b.out, Catch::Contains("\"unknown\":3") && Catch::Contains("\"refused\":0") &&
+                        Catch::Contains("\"accepted\":0"));
 }
 
 TEST_CASE(

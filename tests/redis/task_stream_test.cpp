@@ -102,6 +102,30 @@ TEST_CASE("a node whose entry another claimed can write neither attempt nor end"
   CHECK(t->history == std::vector<std::string>{"a1"});
 }
 
+// The writer counts a refusal, then hands the entry back; when the batch fails between the
+// two (or the count's reply is lost) it sends the batch again: counted twice until
+// 2026-12-07, so a task was dead-lettered `rejected` after fewer refusals than kMaxRefusals.
+TEST_CASE("a refusal sent again for the same entry counts once, a new entry's again") {
+  StreamWorld w;
+  const std::uint64_t id = w.submit("x");
+  auto got = w.read("node-a", 1);
+  REQUIRE(got.size() == 1);
+  CHECK(w.stream.refused(w.c, got[0], "node-a").value() == 1);
+  CHECK(w.stream.refused(w.c, got[0], "node-a").value() == 1);  // the same one, resent
+  // Claimed by another node, which refuses it too: a second refusal of the same entry.
+  REQUIRE(w.c.command({"XCLAIM", w.stream.stream_key(), "sandpool", "node-b", "0", got[0].entry_id,
+                       "JUSTID"})
+              ->elements.size() == 1);
+  CHECK(w.stream.refused(w.c, got[0], "node-a").value() == 0);  // fenced: not node-a's now
+  CHECK(w.stream.refused(w.c, got[0], "node-b").value() == 2);
+  REQUIRE(w.stream.release(w.c, got[0], "node-b").value() == Fenced::kDone);
+  auto again = w.read("node-b", 1);  // handed back: a new entry
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].task_id == id);
+  CHECK(w.stream.refused(w.c, again[0], "node-b").value() == 3);
+  CHECK(w.stream.refused(w.c, again[0], "node-b").value() == 3);
+}
+
 TEST_CASE("a node reads no more entries than it asks for") {
   StreamWorld w;
   for (int i = 0; i < 5; ++i) w.submit(std::to_string(i));

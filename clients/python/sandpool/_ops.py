@@ -187,6 +187,21 @@ def batch_requests(type: Optional[str], payloads: Iterable[Union[Payload, Job]],
             batch_requests(type, items[half:], options, max_body))
 
 
+def with_request_token(requests: list[tuple[dict, bytes, int]],
+                       token: Optional[str]) -> list[tuple[dict, bytes, int]]:
+    """Names each submit_batch request of a batch (batch_requests) for a safe retry: the one
+    request `token`; when the batch was split, the request whose first task is the batch's
+    task F `token@F` (so a retry of the same items, split the same way by the same
+    max_frame, sends the same names)."""
+    if token is None:
+        return requests
+    first = 0
+    for args, _, count in requests:
+        args["request_token"] = token if len(requests) == 1 else f"{token}@{first}"
+        first += count
+    return requests
+
+
 def batch_replies(replies: Iterable[tuple[dict, int]], counts: list[int]) -> list[Submitted]:
     """Joins the replies of a batch's requests (batch_requests) into one Submitted per task.
     `replies` yields (reply body, tasks in that request), and is not read past a request

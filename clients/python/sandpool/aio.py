@@ -329,11 +329,13 @@ class Client(HelloFacts):
                           pool: Optional[str] = None, timeout: Optional[Duration] = None,
                           retries: Optional[int] = None, key: Optional[str] = None,
                           priority: Optional[int] = None,
-                          tenant: Optional[str] = None) -> list[Submitted]:
+                          tenant: Optional[str] = None,
+                          request_token: Optional[str] = None) -> list[Submitted]:
         """As sandpool.Client.submit_many."""
         options = dict(pool=pool, priority=priority, timeout=timeout, retries=retries, key=key,
                        tenant=tenant)
-        requests = _ops.batch_requests(type, payloads, options, self.server_max_frame)
+        requests = _ops.with_request_token(
+            _ops.batch_requests(type, payloads, options, self.server_max_frame), request_token)
         if requests[0][2] == 0:
             return []
         replies = []

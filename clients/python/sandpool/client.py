@@ -277,16 +277,24 @@ class Client(HelloFacts):
                     pool: Optional[str] = None, timeout: Optional[Duration] = None,
                     retries: Optional[int] = None, key: Optional[str] = None,
                     priority: Optional[int] = None,
-                    tenant: Optional[str] = None) -> list[Submitted]:
+                    tenant: Optional[str] = None,
+                    request_token: Optional[str] = None) -> list[Submitted]:
         """Submits many tasks in one request (`submit_batch`; several, in order, when the
         batch is over the server's max_frame): one Submitted per payload, in order, with
         `error` set for a task the service refused (a full queue refuses the rest of the
         batch: resubmit that tail, in order). Items are payloads sharing every option, or Job
         values carrying options of their own (then `type` may be None if each Job names its
-        type). Does not wait for the tasks: wait(id) or task(id) for them."""
+        type). Does not wait for the tasks: wait(id) or task(id) for them.
+
+        request_token: this batch's name, as submit's: after a Timeout ("outcome unknown", a
+        Redis pool's submit whose reply was lost) or a lost connection, call again with the
+        same items and token and each task the first try made comes back (`existing`), the
+        others are made (a batch over max_frame goes as several requests, named token@F,
+        F the index of each one's first task)."""
         options = dict(pool=pool, priority=priority, timeout=timeout, retries=retries, key=key,
                        tenant=tenant)
-        requests = _ops.batch_requests(type, payloads, options, self.server_max_frame)
+        requests = _ops.with_request_token(
+            _ops.batch_requests(type, payloads, options, self.server_max_frame), request_token)
         if requests[0][2] == 0:
             return []
         replies = ((self._call("submit_batch", args, blob)[0], count)

@@ -72,10 +72,24 @@ def test_submit_many_shares_options_and_reports_refusals_per_task(client):
     assert all(isinstance(s.error, sandpool.NotFound) for s in refused)
 
 
+def test_submit_many_sent_again_with_its_request_token_gets_the_first_tries_tasks(client):
+    first = client.submit_many("echo", [b"t1", b"t2"], request_token="py-batch-token-1")
+    again = client.submit_many("echo", [b"t1", b"t2"], request_token="py-batch-token-1")
+    assert [s.id for s in again] == [s.id for s in first]
+    assert [s.existing for s in first] == [False, False]
+    assert [s.existing for s in again] == [True, True]
+    other = client.submit_many("echo", [b"t1"], request_token="py-batch-token-2")
+    assert other[0].id not in {s.id for s in first} and not other[0].existing
+
+
 def test_submit_many_splits_a_batch_over_the_servers_frame_limit(client):
     payloads = [bytes([i % 251]) * 60000 for i in range(300)]  # 18 MB: two requests
     submitted = client.submit_many("echo", payloads)
     assert all(s.accepted for s in submitted) and len({s.id for s in submitted}) == 300
+    # Sent again with a token, each of its two requests gets the first try's tasks.
+    first = client.submit_many("echo", payloads, request_token="py-split-token")
+    again = client.submit_many("echo", payloads, request_token="py-split-token")
+    assert [s.id for s in again] == [s.id for s in first] and all(s.existing for s in again)
     for i in (0, 150, 299):
         assert client.wait(submitted[i].id).result == payloads[i]
 

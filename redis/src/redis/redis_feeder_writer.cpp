@@ -1,15 +1,11 @@
 // RedisFeeder's writer (redis_feeder.hpp): the ends of the tasks the local pool ran, written
 // to Redis in batches, in order, again after Redis comes back, and kept in the state dir
 // when the feeder stops before they are written.
-#include <unistd.h>
-
 #include <algorithm>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <sandpool/base/posix_call.hpp>
 
 #include <sandpool/redis/redis_feeder.hpp>
 
@@ -171,12 +167,19 @@ Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
 Status RedisFeeder::write_kept_ends(Connection& c) {
   if (opts_.state_dir.empty()) return Status::ok();
   const std::string path = unwritten_ends::path_in(opts_.state_dir, opts_.pool);
-  auto kept = unwritten_ends::read(path, opts_.pool, opts_.consumer);
+  // Taken (read and removed as one step): a retiring feeder of this pool, replaced by a
+  // reload, may be appending to the file on its own thread.
+  auto kept = unwritten_ends::take(path, opts_.pool, opts_.consumer);
   if (!kept) return kept.status().code() == Code::kNotFound ? Status::ok() : kept.status();
   constexpr std::ptrdiff_t kChunk = 256;
   for (auto at = kept->ends.begin(); at != kept->ends.end();) {
     const auto end = kept->ends.end() - at > kChunk ? at + kChunk : kept->ends.end();
-    SP_RETURN_IF_ERROR(write_ends(c, std::vector<Ended>(at, end)));  // the file stays
+    if (Status s = write_ends(c, std::vector<Ended>(at, end)); !s) {
+      // What is not written goes back to the file, for the next start.
+      (void)unwritten_ends::append(path, opts_.pool, opts_.consumer,
+                                   std::deque<Ended>(at, kept->ends.end()));
+      return s;
+    }
     at = end;
   }
   if (kept->refused != 0) {
@@ -184,7 +187,7 @@ Status RedisFeeder::write_kept_ends(Connection& c) {
     sh_->stats.last_error = "redis pool " + opts_.pool + ": " + std::to_string(kept->refused) +
                             " kept ends refused, the first: " + kept->first_refusal;
   }
-  return posix_call("unlink(" + path + ")", [&] { return ::unlink(path.c_str()); }).status();
+  return Status::ok();
 }
 
 void RedisFeeder::keep_ends() {

@@ -220,9 +220,17 @@ return 1
 )"};
 
 // KEYS: stream. ARGV: entry, consumer, task id, prefix. Counts a node's refusal of the task
-// in its hash; answers the count (0: not this consumer's entry).
+// in its hash, once per entry and node (`refused_by`: the same refusal sent again after a
+// lost reply is not counted twice; a handed-back entry is a new one); answers the count (0:
+// not this consumer's entry).
 const Script kRefused{"refused", SP_FENCE R"(
-return redis.call('HINCRBY', ARGV[4] .. 'task:' .. ARGV[3], 'refusals', 1)
+local h = ARGV[4] .. 'task:' .. ARGV[3]
+local by = ARGV[1] .. ' ' .. ARGV[2]
+if redis.call('HGET', h, 'refused_by') == by then
+  return tonumber(redis.call('HGET', h, 'refusals'))
+end
+redis.call('HSET', h, 'refused_by', by)
+return redis.call('HINCRBY', h, 'refusals', 1)
 )"};
 
 // KEYS: later, done, the streams q:1, q:0, q:-1. ARGV: prefix, task id, now_ms. Answers

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 #include <sandpool/base/posix_call.hpp>
+#include <sandpool/base/thread_annotations.hpp>
 #include <sandpool/base/unique_fd.hpp>
 #include <sandpool/store/dead_letter_file.hpp>
 
@@ -168,6 +169,14 @@ Result<UnwrittenEnd> end_of(const std::string& line, const std::string& pool,
   return e;
 }
 
+// Held across append() and across take()'s read and unlink: in one poold, a reload's new
+// feeder takes the file while a retiring feeder of the same pool (on its retire thread) may
+// append to it; an end appended between the read and the unlink was removed unread.
+Mutex& files_mutex() {
+  static Mutex m;
+  return m;
+}
+
 }  // namespace
 
 std::string path_in(const std::string& dir, const std::string& pool) {
@@ -176,6 +185,7 @@ std::string path_in(const std::string& dir, const std::string& pool) {
 
 Result<std::size_t> append(const std::string& path, const std::string& pool,
                            const std::string& consumer, const std::deque<UnwrittenEnd>& ends) {
+  MutexLock lock(files_mutex());
   std::error_code ec;
   std::uint64_t size = std::filesystem::file_size(path, ec);
   if (ec) size = 0;
@@ -245,6 +255,16 @@ Result<ReadBack> read(const std::string& path, const std::string& pool,
     }
   }
   return out;
+}
+
+Result<ReadBack> take(const std::string& path, const std::string& pool,
+                      const std::string& consumer) {
+  MutexLock lock(files_mutex());
+  auto kept = read(path, pool, consumer);
+  if (!kept) return kept;
+  SP_RETURN_IF_ERROR(
+      posix_call("unlink(" + path + ")", [&] { return ::unlink(path.c_str()); }).status());
+  return kept;
 }
 
 }  // namespace sandpool::redis::unwritten_ends

@@ -7,7 +7,7 @@
 // line checked (its pool and node, the entry id, band, task id, states and attempts) before
 // it becomes an end; a line that is not one is refused, not guessed at.
 //
-// Thread-safety: free functions without shared state.
+// Thread-safety: append() and take() hold one lock of the process's; read() holds none.
 #pragma once
 
 #include <cstdint>
@@ -57,6 +57,12 @@ struct ReadBack {
   std::string first_refusal;
 };
 Result<ReadBack> read(const std::string& path, const std::string& pool,
+                      const std::string& consumer);
+// read(), then removes the file, as one step against append() from any thread of this
+// process: each end appended is in what one take() answers, or in the file after it. A
+// caller that cannot write what it took gives the rest back with append(). kNotFound: no
+// file; on any other error the file stays.
+Result<ReadBack> take(const std::string& path, const std::string& pool,
                       const std::string& consumer);
 
 }  // namespace unwritten_ends

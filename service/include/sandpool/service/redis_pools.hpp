@@ -237,10 +237,15 @@ std::invoke_result_t<F&, redis::Connection&> RedisPools::Lane::with(F&& f) {
   auto r = f(**c);
   if ((*c)->broken()) {
     failed_at_ = Clock::now();
-    // Unreachable, whatever the call answered (an unknown outcome is that call's): a call
-    // that open() refuses within kReconnectGap sent nothing.
+    // Unreachable, whatever the call answered. An unknown outcome (kTimeout) is that call's
+    // alone: a call that open() refuses within kReconnectGap sent nothing, and is not told
+    // that it "may have been accepted".
+    const Status& why = r.status();
     last_ = Status::error(Code::kUnavailable,
-                          r.status().is_ok() ? "connection lost" : r.status().message());
+                          why.is_ok() ? std::string("connection lost")
+                          : why.code() == Code::kTimeout
+                              ? "connection lost (an earlier call's reply did not come)"
+                              : why.message());
   } else {
     last_ = Status::ok();
   }
