@@ -24,6 +24,10 @@
 
 namespace sandpool::redis {
 
+namespace lua {
+struct Submit;  // the submit script's arguments (src/redis/task_stream_scripts.hpp)
+}  // namespace lua
+
 // A task as submitted: what its stream entry carries.
 struct StreamTask {
   std::string type;
@@ -360,6 +364,7 @@ class TaskStream {
  private:
   StreamEntry parse_entry(const Reply& entry, Band band) const;
   Connection::Call submit_call(const StreamTask& t, std::int64_t now_ms) const;
+  lua::Submit submit_args(const StreamTask& t, std::int64_t now_ms) const;
   Result<LetterSweep> sweep_letters(Connection& c, bool replay, const LetterMatch& m,
                                     std::int64_t now_ms, std::int64_t max_timeout_ms,
                                     std::size_t chunk) const;
