@@ -305,34 +305,36 @@ Result<Fenced> TaskStream::record_attempt(Connection& c, const StreamEntry& e,
 
 Result<std::vector<Fenced>> TaskStream::end_all(Connection& c, const std::string& consumer,
                                                 const std::vector<EndWrite>& ends) const {
+  // One script per kMaxEnds ends, pipelined: one round trip for all.
+  constexpr std::size_t kPer = lua::FinishBatch::kMaxEnds;
   std::vector<Connection::Call> calls;
-  calls.reserve(ends.size());
-  for (const EndWrite& e : ends) {
-    calls.push_back(lua::Finish{.stream = stream_of(*e.entry),
-                                .done = done_,
-                                .letters = letters_,
-                                .entry = e.entry->entry_id,
-                                .consumer = consumer,
-                                .task_id = e.entry->task_id,
-                                .prefix = prefix_,
-                                .state = e.state,
-                                .result = e.result,
-                                .error = e.error,
-                                .reason = e.reason,
-                                .now_ms = e.now_ms,
-                                .keep_finished = max_finished_,
-                                .keep_letters = max_letters_,
-                                .attempts = &e.attempts}
+  for (std::size_t at = 0; at < ends.size(); at += kPer) {
+    calls.push_back(lua::FinishBatch{.done = done_,
+                                     .letters = letters_,
+                                     .streams = streams_,
+                                     .consumer = consumer,
+                                     .prefix = prefix_,
+                                     .keep_finished = max_finished_,
+                                     .keep_letters = max_letters_,
+                                     .ends = ends.data() + at,
+                                     .count = std::min(kPer, ends.size() - at)}
                         .call());
   }
-  auto replies = c.eval_many(lua::Finish::kScript, calls);
-  if (!replies) return replies.status();
   std::vector<Fenced> out;
-  out.reserve(replies->size());
-  for (Reply& r : *replies) {
-    auto one = fenced("finish", std::move(r));
-    if (!one) return one.status();
-    out.push_back(*one);
+  if (calls.empty()) return out;
+  auto replies = c.eval_many(lua::FinishBatch::kScript, calls);
+  if (!replies) return replies.status();
+  out.reserve(ends.size());
+  for (std::size_t i = 0; i < replies->size(); ++i) {
+    const Reply& r = (*replies)[i];
+    if (r.is_error()) return r.status();
+    if (r.elements.size() != std::min(kPer, ends.size() - i * kPer)) {
+      return unexpected("finish_batch", r);
+    }
+    for (const Reply& one : r.elements) {
+      if (one.type != Reply::Type::kInteger) return unexpected("finish_batch", r);
+      out.push_back(one.integer == 1 ? Fenced::kDone : Fenced::kNotYours);
+    }
   }
   return out;
 }

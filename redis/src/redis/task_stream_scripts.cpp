@@ -53,7 +53,7 @@ std::int64_t band_arg(Band b) { return static_cast<std::int64_t>(b); }
 const Script Submit::kScript = script("submit", text::submit);
 const Script ClaimSlot::kScript = script("claim_slot", text::claim_slot);
 const Script Attempt::kScript = script("attempt", text::attempt);
-const Script Finish::kScript = script("finish", text::finish);
+const Script FinishBatch::kScript = script("finish_batch", text::finish_batch);
 const Script TrimFinished::kScript = script("trim_finished", text::trim_finished);
 const Script Beat::kScript = script("beat", text::beat);
 const Script Discard::kScript = script("discard", text::discard);
@@ -110,24 +110,24 @@ Connection::Call Attempt::call() const {
   return Layout().key(stream).arg(entry).arg(consumer).arg(task_id).arg(prefix).arg(attempt).done();
 }
 
-Connection::Call Finish::call() const {
-  return Layout()
-      .key(stream)
-      .key(done)
-      .key(letters)
-      .arg(entry)
-      .arg(consumer)
-      .arg(task_id)
-      .arg(prefix)
-      .arg(state)
-      .arg(result)
-      .arg(error)
-      .arg(reason)
-      .arg(now_ms)
-      .arg(keep_finished)
-      .arg(keep_letters)
-      .args(attempts)
-      .done();
+Connection::Call FinishBatch::call() const {
+  Layout l;
+  l.key(done).key(letters).keys(streams);
+  l.arg(consumer).arg(prefix).arg(keep_finished).arg(keep_letters);
+  for (std::size_t i = 0; i < count; ++i) {
+    const TaskStream::EndWrite& e = ends[i];
+    l.arg(e.entry->task_id)
+        .arg(e.entry->entry_id)
+        .arg(band_arg(e.entry->band))
+        .arg(e.state)
+        .arg(e.result)
+        .arg(e.error)
+        .arg(e.reason)
+        .arg(e.now_ms)
+        .arg(static_cast<std::uint64_t>(e.attempts.size()))
+        .args(&e.attempts);
+  }
+  return l.done();
 }
 
 Connection::Call TrimFinished::call() const {

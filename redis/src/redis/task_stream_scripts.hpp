@@ -53,16 +53,18 @@ struct Attempt {
   Connection::Call call() const;
 };
 
-// finish.lua (fenced): a task ended, its attempts recorded first.
-struct Finish {
+// finish_batch.lua (fenced per end): a batch of tasks ended, each's attempts recorded first.
+struct FinishBatch {
   static const Script kScript;
-  std::string_view stream{}, done{}, letters{};
-  std::string_view entry{}, consumer{};
-  std::uint64_t task_id = 0;
-  std::string_view prefix{}, state{}, result{}, error{}, reason{};
-  std::int64_t now_ms = 0;
+  static constexpr std::size_t kMaxEnds = 512;  // in one call
+  std::string_view done{}, letters{};
+  const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (TaskStream::kBands)
+  std::string_view consumer{}, prefix{};
   std::uint64_t keep_finished = 0, keep_letters = 0;
-  const std::vector<std::string>* attempts = nullptr;  // encoded; may be null
+  // Per end: its entry's task id, entry id and band; state, result, error, reason, now_ms;
+  // then its attempts (encoded), counted.
+  const TaskStream::EndWrite* ends = nullptr;
+  std::size_t count = 0;
   Connection::Call call() const;
 };
 

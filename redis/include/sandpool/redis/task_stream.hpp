@@ -158,8 +158,9 @@ class TaskStream {
   // Fenced: appends an ended attempt (encoded by the caller) and counts it.
   Result<Fenced> record_attempt(Connection& c, const StreamEntry& e, const std::string& consumer,
                                 const std::string& attempt) const;
-  // Fenced, per end: the tasks' ends, each with the attempts to record first, pipelined in
-  // one round trip; one answer per end, in order. An end writes the final state, result,
+  // Fenced, per end: the tasks' ends, each with the attempts to record first, one script
+  // per 512 ends (their entries acknowledged and deleted, the finished set added to and
+  // trimmed, once per call), pipelined in one round trip; one answer per end, in order. An end writes the final state, result,
   // error and reason, acknowledges and deletes the entry, indexes the task among the finished
   // ones. Exactly once: a second end of the same entry is kNotYours. A `dead_lettered` end
   // also adds the letter to the pool's dead-letter stream (the entry's fields, the reason,
