@@ -173,3 +173,29 @@ TEST_CASE("a batch of more ends than one script takes is split, and keeps the fi
   CHECK(w.integer({"EXISTS", "sp:task:" + std::to_string(held[0].task_id)}) == 0);
   CHECK(w.integer({"EXISTS", "sp:task:" + std::to_string(held[n - 1].task_id)}) == 1);
 }
+
+TEST_CASE(
+    "a read takes its tasks in the same script, and leaves the hash of an entry that is not a "
+    "task untouched") {
+  Cluster w;
+  const std::vector<std::uint64_t> ids = w.submit(2);
+  // A hostile entry: a task's id and type, and a priority no task has.
+  const std::string forged = std::to_string(ids[1] + 1000);
+  REQUIRE(
+      w.c.command({"HSET", "sp:task:" + forged, "state", "completed", "attempts", "1"})->integer ==
+      2);
+  REQUIRE(w.c.command({"XADD", w.stream.stream_key(), "*", "id", forged, "type", "echo", "priority",
+                       "99999999999"})
+              .is_ok());
+  auto got = w.stream.read(w.c, "node-a", 10, std::chrono::milliseconds(0)).value();
+  REQUIRE(got.size() == 3);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CHECK(got[i].malformed.empty());
+    CHECK(got[i].attempts == 0);
+    const auto t = w.stream.task(w.c, ids[i]).value();
+    CHECK(t.state == "running");
+    CHECK(t.node == "node-a");
+  }
+  CHECK_FALSE(got[2].malformed.empty());
+  CHECK(w.state_of(std::stoull(forged)) == "completed");
+}

@@ -225,23 +225,36 @@ Result<std::vector<StreamEntry>> TaskStream::read(Connection& c, const std::stri
                                                   std::chrono::milliseconds block) const {
   std::vector<StreamEntry> out;
   if (count == 0) return out;
-  auto r = lua::run(c, lua::Read{.streams = streams_, .consumer = consumer, .count = count});
+  auto r = lua::run(c, lua::Read{.streams = streams_,
+                                 .prefix = prefix_,
+                                 .pool = pool_,
+                                 .consumer = consumer,
+                                 .count = count});
   if (!r) return r.status();
   if (r->is_error()) return r->status();
-  for (const Reply& band : r->elements) {  // {index in kBands + 1, entries}
-    if (band.elements.size() != 2 || band.elements[0].integer < 1 || band.elements[0].integer > 3) {
+  for (const Reply& band : r->elements) {  // {index in kBands + 1, entries, their attempts}
+    if (band.elements.size() != 3 || band.elements[0].integer < 1 || band.elements[0].integer > 3 ||
+        band.elements[1].elements.size() != band.elements[2].elements.size()) {
       return unexpected("read", *r);
     }
     const Band b = kBands[band.elements[0].integer - 1];
-    for (const Reply& entry : band.elements[1].elements) {
-      out.push_back(parse_entry(entry, b));
-      out.back().deliveries = 1;
+    const auto& entries = band.elements[1].elements;
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      StreamEntry& e = out.emplace_back(parse_entry(entries[i], b));
+      e.deliveries = 1;
+      const std::int64_t attempts = band.elements[2].elements[i].integer;
+      // Not taken by the script (no numeric id, or no type): not a task.
+      if (attempts < 0 && e.malformed.empty())
+        e.malformed = "entry " + e.entry_id + " of " + stream_key(b) + " has no valid id or type";
+      e.attempts = static_cast<std::uint32_t>(std::max<std::int64_t>(0, attempts));
     }
   }
   if (!out.empty() || block.count() <= 0) return out;
-  // Nothing waits: block on every band for the first entry to come (one of each at most).
-  std::vector<std::string> args = {"XREADGROUP", "GROUP", kGroup,  consumer,
-                                   "COUNT",      "1",     "BLOCK", std::to_string(block.count()),
+  // Nothing waits: block on every band for the first entries to come, then take them.
+  std::vector<std::string> args = {"XREADGROUP", "GROUP",
+                                   kGroup,       consumer,
+                                   "COUNT",      std::to_string(count),
+                                   "BLOCK",      std::to_string(block.count()),
                                    "STREAMS"};
   args.insert(args.end(), std::begin(streams_), std::end(streams_));
   args.insert(args.end(), std::size(streams_), ">");
@@ -259,6 +272,7 @@ Result<std::vector<StreamEntry>> TaskStream::read(Connection& c, const std::stri
       }
     }
   }
+  SP_RETURN_IF_ERROR(take(c, consumer, out));
   return out;
 }
 

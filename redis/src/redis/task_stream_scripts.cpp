@@ -206,7 +206,13 @@ Connection::Call MoveDue::call() const {
 }
 
 Connection::Call Read::call() const {
-  return Layout().keys(streams).arg(consumer).arg(static_cast<std::uint64_t>(count)).done();
+  return Layout()
+      .keys(streams)
+      .arg(prefix)
+      .arg(pool)
+      .arg(consumer)
+      .arg(static_cast<std::uint64_t>(count))
+      .done();
 }
 
 Connection::Call Take::call() const {

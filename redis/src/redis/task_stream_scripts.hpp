@@ -165,11 +165,11 @@ struct MoveDue {
   Connection::Call call() const;
 };
 
-// read.lua: new entries for the consumer, the higher bands first.
+// read.lua: new entries for the consumer, the higher bands first, their tasks taken.
 struct Read {
   static const Script kScript;
   const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (TaskStream::kBands)
-  std::string_view consumer{};
+  std::string_view prefix{}, pool{}, consumer{};
   std::size_t count = 0;
   Connection::Call call() const;
 };

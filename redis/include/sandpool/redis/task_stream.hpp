@@ -140,11 +140,12 @@ class TaskStream {
   Result<std::vector<Result<std::uint64_t>>> submit_many(Connection& c,
                                                          const std::vector<StreamTask>& tasks,
                                                          std::int64_t now_ms) const;
-  // XREADGROUP for `consumer`: at most `count` new entries, the higher bands first (one
-  // script). When there are none, waits up to `block` (0: not) for an entry of any band and
-  // takes at most one of each band that has one then (so up to count - 1 + bands when
-  // several bands receive one at the same moment). An entry that is not a task comes back
-  // with `malformed` set.
+  // XREADGROUP for `consumer`: at most `count` new entries, the higher bands first, and
+  // their tasks taken as take() does, in one script (one round trip). When there are none,
+  // waits up to `block` (0: not) for entries of any band, reads at most `count` of each band
+  // that has some then (so up to 3 x count when several bands receive some at the same
+  // moment), and takes them (a second round trip). An entry that is not a task comes back
+  // with `malformed` set, its hash untouched.
   Result<std::vector<StreamEntry>> read(Connection& c, const std::string& consumer,
                                         std::size_t count, std::chrono::milliseconds block) const;
   // The entries (just read or claimed) are this consumer's: each task's hash says `running`
