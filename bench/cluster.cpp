@@ -5,6 +5,13 @@
 //   and 3 nodes (each with `--workers` workers); vs_local: throughput_1 over the same pool
 //   fed directly (Pool::submit), in the same run. A node here is a local Pool plus a
 //   RedisFeeder in this process, as poold runs one per Redis pool (no control plane between).
+// - redis_us_per_task: Redis's time per task over the throughput_1 run, from `INFO
+//   commandstats` deltas: the usec of every script call (EVALSHA, EVAL: each one's commands
+//   included; the commands a script calls are counted again under their own names, so those
+//   are not summed) and of the commands sent outside scripts (XREADGROUP's blocking read, the
+//   beat's own commands: every other command), over the tasks. redis_cpu_us_per_task: the
+//   server's CPU time (INFO cpu, user + system) over the tasks, its I/O included.
+//   redis_us_per_submit: the same commandstats figure over the fill (one submit per task).
 // - kill_lost / kill_reran / failover_ms: 3 poold processes from the build tree share the
 //   pool; one, caught holding entries, is SIGKILLed at a random point of the run (kill_held:
 //   the entries claimed after the kill, each with a `lost` attempt; kill_claimed_before:
@@ -26,6 +33,9 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
+#include <sstream>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -87,16 +97,70 @@ bool fill(const RedisChild& redis, const std::string& prefix, std::uint64_t task
   return true;
 }
 
+// Redis's own accounting of its time: commandstats' usec and the server's CPU, summed.
+struct RedisTime {
+  double script_us = 0;  // EVALSHA and EVAL: each script's commands included
+  double direct_us = 0;  // commands sent outside scripts (XREADGROUP BLOCK, PING, ...)
+  double cpu_us = 0;     // used_cpu_user + used_cpu_sys
+};
+
+// The commands the pool's scripts call: their usec is within the scripts' already.
+bool run_by_scripts(std::string_view name) {
+  static const std::set<std::string_view> kInner = {
+      "xpending", "rpush",      "hincrby", "pexpire", "xrange",        "xadd",    "hset",
+      "incrby",   "xack",       "xdel",    "zadd",    "zcard",         "zpopmin", "hget",
+      "del",      "decrby",     "hdel",    "srem",    "get",           "set",     "incr",
+      "exists",   "xreadgroup", "zrem",    "xclaim",  "zrangebyscore", "zrange",  "time",
+      "hmget",    "sismember",  "scard",   "sadd",    "pttl"};
+  return kInner.count(name) != 0;
+}
+
+std::optional<RedisTime> redis_time(redis::Connection& c) {
+  auto stats = c.command({"INFO", "commandstats"});
+  auto cpu = c.command({"INFO", "cpu"});
+  if (!stats || !cpu || stats->is_error() || cpu->is_error()) return std::nullopt;
+  RedisTime t;
+  std::istringstream lines(stats->str);
+  for (std::string line; std::getline(lines, line);) {
+    // cmdstat_<name>:calls=N,usec=N,...
+    if (line.rfind("cmdstat_", 0) != 0) continue;
+    const std::string name = line.substr(8, line.find(':') - 8);
+    const auto at = line.find("usec=");
+    if (at == std::string::npos) continue;
+    const double usec = std::strtod(line.c_str() + at + 5, nullptr);
+    if (name == "evalsha" || name == "eval") {
+      t.script_us += usec;
+    } else if (!run_by_scripts(name)) {
+      t.direct_us += usec;
+    }
+  }
+  std::istringstream cpu_lines(cpu->str);
+  for (std::string line; std::getline(cpu_lines, line);) {
+    if (line.rfind("used_cpu_sys:", 0) == 0 || line.rfind("used_cpu_user:", 0) == 0) {
+      t.cpu_us += std::strtod(line.c_str() + line.find(':') + 1, nullptr) * 1e6;
+    }
+  }
+  return t;
+}
+
 std::uint64_t finished(const std::vector<Node>& nodes) {
   std::uint64_t n = 0;
   for (const Node& node : nodes) n += node.feeder->stats().finished;
   return n;
 }
 
-// Runs `tasks` through `count` fresh nodes; returns tasks/s, or 0 on failure.
+// Runs `tasks` through `count` fresh nodes; returns tasks/s, or 0 on failure. `spent`, when
+// set, gets Redis's time over the fill (`submits`) and over the run (`run`).
+struct Spent {
+  RedisTime submits, run;
+};
 double through_nodes(const BenchOptions& o, const RedisChild& redis, const std::string& prefix,
-                     std::uint64_t tasks, int count) {
+                     std::uint64_t tasks, int count, Spent* spent = nullptr) {
+  auto c = redis::Connection::open(redis.endpoint());
+  if (!c) return 0;
+  const std::optional<RedisTime> before_fill = redis_time(*c);
   if (!fill(redis, prefix, tasks, o.payload_size)) return 0;
+  const std::optional<RedisTime> before = redis_time(*c);
   std::vector<Node> nodes(static_cast<std::size_t>(count));
   for (int i = 0; i < count; ++i) {
     if (!start_node(o, redis, prefix, "node-" + std::to_string(i),
@@ -109,7 +173,18 @@ double through_nodes(const BenchOptions& o, const RedisChild& redis, const std::
     if (monotonic_ns() - t0 > 600'000'000'000) return 0;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  return static_cast<double>(tasks) / (static_cast<double>(monotonic_ns() - t0) / 1e9);
+  const double per_s =
+      static_cast<double>(tasks) / (static_cast<double>(monotonic_ns() - t0) / 1e9);
+  const std::optional<RedisTime> after = redis_time(*c);
+  if (spent) {
+    if (!before_fill || !before || !after) return 0;
+    const auto minus = [](const RedisTime& a, const RedisTime& b) {
+      return RedisTime{a.script_us - b.script_us, a.direct_us - b.direct_us, a.cpu_us - b.cpu_us};
+    };
+    spent->submits = minus(*before, *before_fill);
+    spent->run = minus(*after, *before);
+  }
+  return per_s;
 }
 
 double local_throughput(const BenchOptions& o, std::uint64_t tasks) {
@@ -320,7 +395,8 @@ bool run_cluster(const BenchOptions& o, Report& r) {
   if (!redis.start()) return false;
   const std::uint64_t tasks = o.cluster_tasks;
   const double local = local_throughput(o, tasks);
-  const double one = through_nodes(o, redis, "one:", tasks, 1);
+  Spent spent;
+  const double one = through_nodes(o, redis, "one:", tasks, 1, &spent);
   const double three = through_nodes(o, redis, "three:", tasks, 3);
   if (local <= 0 || one <= 0 || three <= 0) {
     std::cerr << "sandpool-bench: cluster: a run failed\n";
@@ -330,6 +406,11 @@ bool run_cluster(const BenchOptions& o, Report& r) {
   r.add("cluster", "throughput_3", three, "tasks/s");
   r.add("cluster", "local", local, "tasks/s");
   r.add("cluster", "vs_local", one / local, "ratio");
+  const double n = static_cast<double>(tasks);
+  r.add("cluster", "redis_us_per_task", (spent.run.script_us + spent.run.direct_us) / n, "us");
+  r.add("cluster", "redis_cpu_us_per_task", spent.run.cpu_us / n, "us");
+  r.add("cluster", "redis_us_per_submit", (spent.submits.script_us + spent.submits.direct_us) / n,
+        "us");
   r.add("cluster", "tasks", static_cast<double>(tasks), "tasks");
   return kill_run(o, redis, tasks, r);
 }

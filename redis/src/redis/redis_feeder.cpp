@@ -265,18 +265,12 @@ void RedisFeeder::read_loop() {
       if (!c->broken()) std::this_thread::sleep_for(kRetryFirst);  // an entry it cannot parse
       continue;
     }
-    // How many attempts each made before (a retry of another node's, a claimed one): its
-    // attempts here are numbered on from there. Broken off: the entries are claimed later.
-    const std::size_t read = got->size();
-    if (Status s = stream_.take(*c, opts_.consumer, *got); !s) {
-      note(s);
-      continue;
-    }
+    // Read and taken: each entry's attempts are those made before (a retry of another node's,
+    // a claimed one); its attempts here are numbered on from there.
     {
       // Held (so the beat keeps them fresh) while the batch goes through: one may wait for
       // the pool's rate.
       MutexLock lk(sh_->mu);
-      sh_->stats.fenced += read - got->size();  // claimed by another since the read: a stall
       for (const StreamEntry& e : *got) {
         if (e.malformed.empty() && !sh_->dead) sh_->held.insert(key_of(e));
       }

@@ -210,7 +210,7 @@ void RedisFeeder::keep_ends() {
 }
 
 void RedisFeeder::write_loop() {
-  constexpr std::size_t kMaxBatch = 256;  // ends per round trip
+  constexpr std::size_t kMaxBatch = 512;  // ends per round trip: one finish_batch script
   // Connecting gives up once the feeder stops: then one attempt, and the ends are kept.
   auto stopped = [this] {
     MutexLock lk(sh_->mu);

@@ -91,29 +91,31 @@ Status TaskStream::ensure_group(Connection& c) const {
 static_assert(TaskStream::kFirstId - 1 == 4503599627370495ULL, "the submit script's id base");
 
 Connection::Call TaskStream::submit_call(const StreamTask& task, std::int64_t now_ms) const {
-  Connection::Call call;
+  return submit_args(task, now_ms).call();
+}
+
+lua::Submit TaskStream::submit_args(const StreamTask& task, std::int64_t now_ms) const {
   const TaskOptions& t = task.options;
-  const Band band = band_of(t.priority);
-  call.args = {prefix_,
-               pool_,
-               std::to_string(now_ms),
-               task.type,
-               std::to_string(t.not_before_ms().value_or(0)),
-               std::to_string(band),
-               "type",
-               task.type,
-               "payload",
-               task.payload};
-  auto& args = call.args;
+  lua::Submit s;
+  s.band = band_of(t.priority);
+  s.prefix = prefix_;
+  s.pool = pool_;
+  s.now_ms = now_ms;
+  s.task_type = task.type;
+  s.not_before_ms = t.not_before_ms().value_or(0);
+  auto& args = s.fields;
+  args = {"type", task.type, "payload", task.payload};
   if (t.priority != 0) args.insert(args.end(), {"priority", std::to_string(t.priority)});
   if (t.timeout) args.insert(args.end(), {"timeout_ms", std::to_string(t.timeout->count())});
   if (t.retries) args.insert(args.end(), {"retries", std::to_string(*t.retries)});
   if (!t.key.empty()) args.insert(args.end(), {"key", t.key});
   if (!t.idempotency_key.empty()) args.insert(args.end(), {"idem", t.idempotency_key});
   if (!t.tenant.empty()) args.insert(args.end(), {"tenant", t.tenant});
-  const std::string idem = t.idempotency_key.empty() ? "" : prefix_ + "idem:" + t.idempotency_key;
-  call.keys = {prefix_ + "ids", stream_key(band), idem, later_};
-  return call;
+  s.ids = prefix_ + "ids";
+  s.stream = stream_key(s.band);
+  if (!t.idempotency_key.empty()) s.idem = prefix_ + "idem:" + t.idempotency_key;
+  s.later = later_;
+  return s;
 }
 
 namespace {
@@ -140,8 +142,8 @@ Result<std::uint64_t> TaskStream::submit(Connection& c, const StreamTask& t,
                                          std::int64_t now_ms) const {
   const Connection::Call call = submit_call(t, now_ms);
   // Loaded first, so that a failure below means the script was sent.
-  if (auto sha = c.load(lua::kSubmit); !sha) return sha.status();
-  auto r = c.eval(lua::kSubmit, call.keys, call.args);
+  if (auto sha = c.load(lua::Submit::kScript); !sha) return sha.status();
+  auto r = c.eval(lua::Submit::kScript, call.keys, call.args);
   if (!r) return c.broke_writing() ? r.status() : outcome_lost(r.status());  // not sent: none
   return submitted_id(*r);
 }
@@ -150,12 +152,13 @@ Result<TaskStream::SlotClaim> TaskStream::claim_slot(Connection& c, const Stream
                                                      const std::string& schedule,
                                                      std::int64_t slot_s, const std::string& node,
                                                      std::int64_t now_ms) const {
-  Connection::Call call = submit_call(t, now_ms);
-  call.keys.push_back(schedule_claim_key(schedule));
-  const std::vector<std::string> claim = {std::to_string(slot_s), node,
-                                          std::to_string(kMaxSlotLeadSeconds)};
-  call.args.insert(call.args.begin() + 6, claim.begin(), claim.end());
-  auto r = c.eval(lua::kClaimSlot, call.keys, call.args);
+  lua::ClaimSlot a{.task = submit_args(t, now_ms)};
+  const std::string claim = schedule_claim_key(schedule);
+  a.claim = claim;
+  a.slot_s = slot_s;
+  a.node = node;
+  a.max_lead_s = kMaxSlotLeadSeconds;
+  auto r = lua::run(c, a);
   if (!r) return r.status();
   if (r->is_error()) return r->status();
   if (r->elements.size() != 3 || r->elements[0].type != Reply::Type::kInteger ||
@@ -188,7 +191,7 @@ Result<std::vector<Result<std::uint64_t>>> TaskStream::submit_many(
     Connection& c, const std::vector<StreamTask>& tasks, std::int64_t now_ms) const {
   // Not eval_many(): the replies read before a break are ids the submitter must get, and
   // the tasks whose replies were lost are unknown, not refused.
-  auto sha = c.load(lua::kSubmit);
+  auto sha = c.load(lua::Submit::kScript);
   if (!sha) return sha.status();  // nothing sent
   std::vector<Result<std::uint64_t>> out;
   out.reserve(tasks.size());
@@ -212,7 +215,7 @@ Result<std::vector<Result<std::uint64_t>>> TaskStream::submit_many(
   }
   for (const std::size_t i : lost_script) {  // once every reply of the pipeline is read
     const Connection::Call call = submit_call(tasks[i], now_ms);
-    auto again = c.eval(lua::kSubmit, call.keys, call.args);
+    auto again = c.eval(lua::Submit::kScript, call.keys, call.args);
     out[i] = again ? submitted_id(*again) : outcome_lost(again.status());
   }
   return out;
@@ -223,27 +226,39 @@ Result<std::vector<StreamEntry>> TaskStream::read(Connection& c, const std::stri
                                                   std::chrono::milliseconds block) const {
   std::vector<StreamEntry> out;
   if (count == 0) return out;
-  const std::vector<std::string> keys(std::begin(streams_), std::end(streams_));
-  auto r = c.eval(lua::kRead, keys, {consumer, std::to_string(count)});
+  auto r = lua::run(c, lua::Read{.streams = streams_,
+                                 .prefix = prefix_,
+                                 .pool = pool_,
+                                 .consumer = consumer,
+                                 .count = count});
   if (!r) return r.status();
   if (r->is_error()) return r->status();
-  for (const Reply& band : r->elements) {  // {index in kBands + 1, entries}
-    if (band.elements.size() != 2 || band.elements[0].integer < 1 || band.elements[0].integer > 3) {
+  for (const Reply& band : r->elements) {  // {index in kBands + 1, entries, their attempts}
+    if (band.elements.size() != 3 || band.elements[0].integer < 1 || band.elements[0].integer > 3 ||
+        band.elements[1].elements.size() != band.elements[2].elements.size()) {
       return unexpected("read", *r);
     }
     const Band b = kBands[band.elements[0].integer - 1];
-    for (const Reply& entry : band.elements[1].elements) {
-      out.push_back(parse_entry(entry, b));
-      out.back().deliveries = 1;
+    const auto& entries = band.elements[1].elements;
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      StreamEntry& e = out.emplace_back(parse_entry(entries[i], b));
+      e.deliveries = 1;
+      const std::int64_t attempts = band.elements[2].elements[i].integer;
+      // Not taken by the script (no numeric id, or no type): not a task.
+      if (attempts < 0 && e.malformed.empty())
+        e.malformed = "entry " + e.entry_id + " of " + stream_key(b) + " has no valid id or type";
+      e.attempts = static_cast<std::uint32_t>(std::max<std::int64_t>(0, attempts));
     }
   }
   if (!out.empty() || block.count() <= 0) return out;
-  // Nothing waits: block on every band for the first entry to come (one of each at most).
-  std::vector<std::string> args = {"XREADGROUP", "GROUP", kGroup,  consumer,
-                                   "COUNT",      "1",     "BLOCK", std::to_string(block.count()),
+  // Nothing waits: block on every band for the first entries to come, then take them.
+  std::vector<std::string> args = {"XREADGROUP", "GROUP",
+                                   kGroup,       consumer,
+                                   "COUNT",      std::to_string(count),
+                                   "BLOCK",      std::to_string(block.count()),
                                    "STREAMS"};
-  args.insert(args.end(), keys.begin(), keys.end());
-  args.insert(args.end(), keys.size(), ">");
+  args.insert(args.end(), std::begin(streams_), std::end(streams_));
+  args.insert(args.end(), std::size(streams_), ">");
   auto w = c.command(args);
   if (!w) return w.status();
   if (w->is_error()) return w->status();
@@ -258,6 +273,7 @@ Result<std::vector<StreamEntry>> TaskStream::read(Connection& c, const std::stri
       }
     }
   }
+  SP_RETURN_IF_ERROR(take(c, consumer, out));
   return out;
 }
 
@@ -275,7 +291,9 @@ Result<std::optional<std::string>> TaskStream::beat(Connection& c, const std::st
                                                     const std::string& name,
                                                     const std::string& identity,
                                                     std::chrono::milliseconds ttl) {
-  auto r = c.eval(lua::kBeat, {prefix + "node:" + name}, {identity, std::to_string(ttl.count())});
+  const std::string node_key = prefix + "node:" + name;
+  auto r =
+      lua::run(c, lua::Beat{.node_key = node_key, .identity = identity, .ttl_ms = ttl.count()});
   if (!r) return r.status();
   if (r->is_error()) return r->status();
   if (r->type == Reply::Type::kInteger) return std::optional<std::string>();
@@ -284,45 +302,54 @@ Result<std::optional<std::string>> TaskStream::beat(Connection& c, const std::st
 
 Result<Fenced> TaskStream::discard(Connection& c, const StreamEntry& e,
                                    const std::string& consumer) const {
-  return fenced("discard", c.eval(lua::kDiscard, {stream_of(e)}, {e.entry_id, consumer}));
+  return fenced(
+      "discard",
+      lua::run(c, lua::Discard{.stream = stream_of(e), .entry = e.entry_id, .consumer = consumer}));
 }
 
 Result<Fenced> TaskStream::record_attempt(Connection& c, const StreamEntry& e,
                                           const std::string& consumer,
                                           const std::string& attempt) const {
-  return fenced("attempt",
-                c.eval(lua::kAttempt, {stream_of(e)},
-                       {e.entry_id, consumer, std::to_string(e.task_id), prefix_, attempt}));
+  return fenced("attempt", lua::run(c, lua::Attempt{.stream = stream_of(e),
+                                                    .entry = e.entry_id,
+                                                    .consumer = consumer,
+                                                    .task_id = e.task_id,
+                                                    .prefix = prefix_,
+                                                    .attempt = attempt}));
 }
 
 Result<std::vector<Fenced>> TaskStream::end_all(Connection& c, const std::string& consumer,
                                                 const std::vector<EndWrite>& ends) const {
+  // One script per kMaxEnds ends, pipelined: one round trip for all.
+  constexpr std::size_t kPer = lua::FinishBatch::kMaxEnds;
   std::vector<Connection::Call> calls;
-  calls.reserve(ends.size());
-  for (const EndWrite& e : ends) {
-    Connection::Call& call = calls.emplace_back();
-    call.keys = {stream_of(*e.entry), done_, letters_};
-    call.args = {e.entry->entry_id,
-                 consumer,
-                 std::to_string(e.entry->task_id),
-                 prefix_,
-                 e.state,
-                 e.result,
-                 e.error,
-                 e.reason,
-                 std::to_string(e.now_ms),
-                 std::to_string(max_finished_),
-                 std::to_string(max_letters_)};
-    call.args.insert(call.args.end(), e.attempts.begin(), e.attempts.end());
+  for (std::size_t at = 0; at < ends.size(); at += kPer) {
+    calls.push_back(lua::FinishBatch{.done = done_,
+                                     .letters = letters_,
+                                     .streams = streams_,
+                                     .consumer = consumer,
+                                     .prefix = prefix_,
+                                     .keep_finished = max_finished_,
+                                     .keep_letters = max_letters_,
+                                     .ends = ends.data() + at,
+                                     .count = std::min(kPer, ends.size() - at)}
+                        .call());
   }
-  auto replies = c.eval_many(lua::kFinish, calls);
-  if (!replies) return replies.status();
   std::vector<Fenced> out;
-  out.reserve(replies->size());
-  for (Reply& r : *replies) {
-    auto one = fenced("finish", std::move(r));
-    if (!one) return one.status();
-    out.push_back(*one);
+  if (calls.empty()) return out;
+  auto replies = c.eval_many(lua::FinishBatch::kScript, calls);
+  if (!replies) return replies.status();
+  out.reserve(ends.size());
+  for (std::size_t i = 0; i < replies->size(); ++i) {
+    const Reply& r = (*replies)[i];
+    if (r.is_error()) return r.status();
+    if (r.elements.size() != std::min(kPer, ends.size() - i * kPer)) {
+      return unexpected("finish_batch", r);
+    }
+    for (const Reply& one : r.elements) {
+      if (one.type != Reply::Type::kInteger) return unexpected("finish_batch", r);
+      out.push_back(one.integer == 1 ? Fenced::kDone : Fenced::kNotYours);
+    }
   }
   return out;
 }
@@ -332,15 +359,22 @@ Result<Fenced> TaskStream::release(Connection& c, const StreamEntry& e,
   const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                   std::chrono::system_clock::now().time_since_epoch())
                                   .count();
-  return fenced("release", c.eval(lua::kRelease, {stream_of(e), done_},
-                                  {e.entry_id, consumer, std::to_string(e.task_id), prefix_,
-                                   std::to_string(now_ms)}));
+  return fenced("release", lua::run(c, lua::Release{.stream = stream_of(e),
+                                                    .done = done_,
+                                                    .entry = e.entry_id,
+                                                    .consumer = consumer,
+                                                    .task_id = e.task_id,
+                                                    .prefix = prefix_,
+                                                    .now_ms = now_ms}));
 }
 
 Result<std::uint32_t> TaskStream::refused(Connection& c, const StreamEntry& e,
                                           const std::string& consumer) const {
-  auto r = c.eval(lua::kRefused, {stream_of(e)},
-                  {e.entry_id, consumer, std::to_string(e.task_id), prefix_});
+  auto r = lua::run(c, lua::Refused{.stream = stream_of(e),
+                                    .entry = e.entry_id,
+                                    .consumer = consumer,
+                                    .task_id = e.task_id,
+                                    .prefix = prefix_});
   if (!r) return r.status();
   if (r->is_error()) return r->status();
   if (r->type != Reply::Type::kInteger || r->integer < 0) return unexpected("refused", *r);
@@ -349,14 +383,12 @@ Result<std::uint32_t> TaskStream::refused(Connection& c, const StreamEntry& e,
 
 Status TaskStream::take(Connection& c, const std::string& consumer,
                         std::vector<StreamEntry>& entries) const {
-  std::vector<std::string> args = {prefix_, pool_, consumer};
+  lua::Take a{.streams = streams_, .prefix = prefix_, .pool = pool_, .consumer = consumer};
   for (const StreamEntry& e : entries) {
-    if (!e.malformed.empty()) continue;
-    args.insert(args.end(),
-                {std::to_string(e.task_id), e.entry_id, std::to_string(e.band), e.task.type});
+    if (e.malformed.empty()) a.entries.push_back({e.task_id, e.entry_id, e.band, e.task.type});
   }
-  if (args.size() == 3) return Status::ok();
-  auto r = c.eval(lua::kTake, {streams_[0], streams_[1], streams_[2]}, args);
+  if (a.entries.empty()) return Status::ok();
+  auto r = lua::run(c, a);
   if (!r) return r.status();
   if (r->is_error()) return r->status();
   std::size_t next = 0;
@@ -376,8 +408,12 @@ Status TaskStream::take(Connection& c, const std::string& consumer,
 
 Result<TaskStream::Cancelled> TaskStream::cancel(Connection& c, std::uint64_t id,
                                                  std::int64_t now_ms) const {
-  auto r = c.eval(lua::kCancel, {later_, done_, streams_[0], streams_[1], streams_[2]},
-                  {prefix_, std::to_string(id), std::to_string(now_ms)});
+  auto r = lua::run(c, lua::Cancel{.later = later_,
+                                   .done = done_,
+                                   .streams = streams_,
+                                   .prefix = prefix_,
+                                   .task_id = id,
+                                   .now_ms = now_ms});
   if (!r) return r.status();
   if (r->is_error()) return r->status();
   if (r->elements.size() != 2 || r->elements[0].type != Reply::Type::kInteger) {
@@ -409,18 +445,19 @@ Result<TaskStream::Retried> TaskStream::retry(Connection& c, const StreamEntry& 
                                               const std::vector<std::string>& attempts,
                                               std::uint32_t retries, const Backoff& backoff,
                                               std::int64_t now_ms) const {
-  std::vector<std::string> args = {e.entry_id,
-                                   consumer,
-                                   std::to_string(e.task_id),
-                                   prefix_,
-                                   std::to_string(retries),
-                                   std::to_string(now_ms),
-                                   std::to_string(backoff.base_ms),
-                                   std::to_string(backoff.multiplier),
-                                   std::to_string(backoff.max_ms),
-                                   std::to_string(backoff.jitter)};
-  args.insert(args.end(), attempts.begin(), attempts.end());
-  auto r = c.eval(lua::kRetry, {stream_of(e), later_}, args);
+  auto r = lua::run(c, lua::Retry{.stream = stream_of(e),
+                                  .later = later_,
+                                  .entry = e.entry_id,
+                                  .consumer = consumer,
+                                  .task_id = e.task_id,
+                                  .prefix = prefix_,
+                                  .retries = retries,
+                                  .now_ms = now_ms,
+                                  .base_ms = backoff.base_ms,
+                                  .multiplier = backoff.multiplier,
+                                  .max_ms = backoff.max_ms,
+                                  .jitter = backoff.jitter,
+                                  .attempts = &attempts});
   if (!r) return r.status();
   if (r->is_error()) return r->status();
   if (r->type != Reply::Type::kInteger) return unexpected("retry", *r);
@@ -432,8 +469,12 @@ Result<TaskStream::Retried> TaskStream::retry(Connection& c, const StreamEntry& 
 
 Result<std::size_t> TaskStream::move_due(Connection& c, std::int64_t now_ms,
                                          std::size_t max) const {
-  auto r = c.eval(lua::kMoveDue, {later_, streams_[0], streams_[1], streams_[2], done_},
-                  {prefix_, std::to_string(now_ms), std::to_string(max)});
+  auto r = lua::run(c, lua::MoveDue{.later = later_,
+                                    .streams = streams_,
+                                    .done = done_,
+                                    .prefix = prefix_,
+                                    .now_ms = now_ms,
+                                    .max = max});
   if (!r) return r.status();
   if (r->is_error()) return r->status();
   if (r->type != Reply::Type::kInteger) return unexpected("move_due", *r);
@@ -442,9 +483,12 @@ Result<std::size_t> TaskStream::move_due(Connection& c, std::int64_t now_ms,
 
 Result<std::size_t> TaskStream::trim_finished(Connection& c, std::int64_t now_ms,
                                               std::size_t max) const {
-  auto r = c.eval(lua::kTrim, {done_, done_bytes_},
-                  {prefix_, std::to_string(now_ms - finished_max_age_ms_),
-                   std::to_string(finished_max_bytes_), std::to_string(max)});
+  auto r = lua::run(c, lua::TrimFinished{.done = done_,
+                                         .done_bytes = done_bytes_,
+                                         .prefix = prefix_,
+                                         .oldest_kept_ms = now_ms - finished_max_age_ms_,
+                                         .max_bytes = finished_max_bytes_,
+                                         .max_evicted = max});
   if (!r) return r.status();
   if (r->is_error()) return r->status();
   if (r->type != Reply::Type::kInteger) return unexpected("trim_finished", *r);
@@ -456,12 +500,12 @@ Result<std::size_t> TaskStream::touch(
     const std::vector<std::pair<Band, std::string>>& entries) const {
   std::size_t touched = 0;
   for (const Band b : kBands) {
-    std::vector<std::string> args = {consumer};
+    lua::Touch a{.stream = stream_key(b), .consumer = consumer};
     for (const auto& [band, id] : entries) {
-      if (band == b) args.push_back(id);
+      if (band == b) a.entries.push_back(id);
     }
-    if (args.size() == 1) continue;
-    auto r = c.eval(lua::kTouch, {stream_key(b)}, args);
+    if (a.entries.empty()) continue;
+    auto r = lua::run(c, a);
     if (!r) return r.status();
     if (r->is_error()) return r->status();
     if (r->type != Reply::Type::kInteger) return unexpected("touch", *r);
@@ -477,12 +521,17 @@ Result<std::vector<StreamEntry>> TaskStream::claim_idle(Connection& c, const std
   // heartbeat key is gone too (a script per page of the pending list, looping over it).
   constexpr std::size_t kPage = 256;
   std::vector<StreamEntry> out;
+  const std::string node_prefix = prefix_ + "node:";
   for (const Band b : kBands) {
     std::string start = "-";
     while (out.size() < max) {
-      auto r = c.eval(lua::kClaimIdle, {stream_key(b)},
-                      {consumer, std::to_string(min_idle.count()), std::to_string(max - out.size()),
-                       prefix_ + "node:", start, std::to_string(kPage)});
+      auto r = lua::run(c, lua::ClaimIdle{.stream = stream_key(b),
+                                          .consumer = consumer,
+                                          .min_idle_ms = min_idle.count(),
+                                          .max = max - out.size(),
+                                          .node_prefix = node_prefix,
+                                          .start = start,
+                                          .page = kPage});
       if (!r) return r.status();
       if (r->is_error()) return r->status();
       if (r->elements.size() != 2) return unexpected("claim_idle", *r);

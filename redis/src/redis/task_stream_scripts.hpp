@@ -1,27 +1,257 @@
-// The Lua scripts of a Redis pool's keys (task_stream_scripts.cpp, where each one's KEYS,
-// ARGV and answer are written beside its text), run by TaskStream (task_stream.cpp).
-// Fenced ones open by checking that the entry is still pending for the calling consumer.
+// The Lua scripts that change a Redis pool's keys, run by TaskStream (task_stream*.cpp).
+// Each script is its own file in lua/ (embedded at build time, redis/embed_lua.cmake), opened
+// by lib.lua's helpers and `local GROUP` (TaskStream::kGroup, the one consumer group); its
+// first lines name its KEYS and ARGV. Each struct below is one script's arguments, its fields
+// in that order: call() lays them out as the script reads them, so the layout is code on both
+// sides. Fenced scripts open with pending_for(): the entry is still pending for the consumer.
+//
+// A struct's string_view fields view the caller's strings: build it, call(), and drop it.
 #pragma once
 
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include <sandpool/redis/redis_client.hpp>
+#include <sandpool/redis/task_stream.hpp>
 
 namespace sandpool::redis::lua {
 
-extern const Script kSubmit;
-extern const Script kClaimSlot;
-extern const Script kAttempt;
-extern const Script kFinish;
-extern const Script kTrim;
-extern const Script kBeat;
-extern const Script kDiscard;
-extern const Script kRelease;
-extern const Script kRefused;
-extern const Script kCancel;
-extern const Script kTouch;
-extern const Script kRetry;
-extern const Script kMoveDue;
-extern const Script kRead;
-extern const Script kTake;
-extern const Script kClaimIdle;
+// submit.lua: a task into its band's stream (the later set when not due yet).
+struct Submit {
+  static const Script kScript;
+  std::string ids{}, stream{}, idem{}, later{};  // KEYS; idem '' when none
+  std::string_view prefix{}, pool{};
+  std::int64_t now_ms = 0;
+  std::string_view task_type{};
+  std::int64_t not_before_ms = 0;  // 0: none
+  Band band = 0;
+  std::vector<std::string> fields{};  // the entry's field/value pairs
+  Connection::Call call() const;
+};
+
+// claim_slot.lua: a schedule's slot claimed and its task submitted in one script.
+struct ClaimSlot {
+  static const Script kScript;
+  Submit task{};             // its KEYS first, then `claim`; its ARGV but the fields first
+  std::string_view claim{};  // the schedule's claim hash
+  std::int64_t slot_s = 0;   // the slot, Unix seconds
+  std::string_view node{};
+  std::int64_t max_lead_s = 0;  // the most seconds a slot may lead Redis's clock
+  Connection::Call call() const;
+};
+
+// attempt.lua (fenced): one ended attempt recorded.
+struct Attempt {
+  static const Script kScript;
+  std::string_view stream{};
+  std::string_view entry{}, consumer{};
+  std::uint64_t task_id = 0;
+  std::string_view prefix{}, attempt{};  // attempt: encoded
+  Connection::Call call() const;
+};
+
+// finish_batch.lua (fenced per end): a batch of tasks ended, each's attempts recorded first.
+struct FinishBatch {
+  static const Script kScript;
+  static constexpr std::size_t kMaxEnds = 512;  // in one call
+  std::string_view done{}, letters{};
+  const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (TaskStream::kBands)
+  std::string_view consumer{}, prefix{};
+  std::uint64_t keep_finished = 0, keep_letters = 0;
+  // Per end: its entry's task id, entry id and band; state, result, error, reason, now_ms;
+  // then its attempts (encoded), counted.
+  const TaskStream::EndWrite* ends = nullptr;
+  std::size_t count = 0;
+  Connection::Call call() const;
+};
+
+// trim_finished.lua: finished tasks evicted by age, then by bytes.
+struct TrimFinished {
+  static const Script kScript;
+  std::string_view done{}, done_bytes{};
+  std::string_view prefix{};
+  std::int64_t oldest_kept_ms = 0;
+  std::uint64_t max_bytes = 0, max_evicted = 0;
+  Connection::Call call() const;
+};
+
+// beat.lua: a node's heartbeat key.
+struct Beat {
+  static const Script kScript;
+  std::string_view node_key{};
+  std::string_view identity{};
+  std::int64_t ttl_ms = 0;
+  Connection::Call call() const;
+};
+
+// discard.lua (fenced): an entry dropped.
+struct Discard {
+  static const Script kScript;
+  std::string_view stream{};
+  std::string_view entry{}, consumer{};
+  Connection::Call call() const;
+};
+
+// release.lua (fenced): a task handed back to the stream.
+struct Release {
+  static const Script kScript;
+  std::string_view stream{}, done{};
+  std::string_view entry{}, consumer{};
+  std::uint64_t task_id = 0;
+  std::string_view prefix{};
+  std::int64_t now_ms = 0;
+  Connection::Call call() const;
+};
+
+// refused.lua (fenced): a node's refusal of a task counted.
+struct Refused {
+  static const Script kScript;
+  std::string_view stream{};
+  std::string_view entry{}, consumer{};
+  std::uint64_t task_id = 0;
+  std::string_view prefix{};
+  Connection::Call call() const;
+};
+
+// cancel.lua: a task asked to stop.
+struct Cancel {
+  static const Script kScript;
+  std::string_view later{}, done{};
+  const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (TaskStream::kBands)
+  std::string_view prefix{};
+  std::uint64_t task_id = 0;
+  std::int64_t now_ms = 0;
+  Connection::Call call() const;
+};
+
+// touch.lua: the idle time of the consumer's pending entries reset.
+struct Touch {
+  static const Script kScript;
+  std::string_view stream{};
+  std::string_view consumer{};
+  std::vector<std::string_view> entries{};
+  Connection::Call call() const;
+};
+
+// retry.lua (fenced): a failed task deferred until its backoff passes, or left to be ended.
+struct Retry {
+  static const Script kScript;
+  std::string_view stream{}, later{};
+  std::string_view entry{}, consumer{};
+  std::uint64_t task_id = 0;
+  std::string_view prefix{};
+  std::uint32_t retries = 0;
+  std::int64_t now_ms = 0;
+  std::int64_t base_ms = 0;
+  double multiplier = 1;
+  std::int64_t max_ms = 0;
+  double jitter = 0;                                   // 0..1
+  const std::vector<std::string>* attempts = nullptr;  // encoded; may be null
+  Connection::Call call() const;
+};
+
+// move_due.lua: the due tasks of the later set back to their streams.
+struct MoveDue {
+  static const Script kScript;
+  std::string_view later{};
+  const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (TaskStream::kBands)
+  std::string_view done{};
+  std::string_view prefix{};
+  std::int64_t now_ms = 0;
+  std::size_t max = 0;
+  Connection::Call call() const;
+};
+
+// read.lua: new entries for the consumer, the higher bands first, their tasks taken.
+struct Read {
+  static const Script kScript;
+  const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (TaskStream::kBands)
+  std::string_view prefix{}, pool{}, consumer{};
+  std::size_t count = 0;
+  Connection::Call call() const;
+};
+
+// take.lua (fenced per entry): the tasks of read entries marked running on the consumer.
+struct Take {
+  static const Script kScript;
+  struct Entry {
+    std::uint64_t task_id = 0;
+    std::string_view entry{};
+    Band band = 0;
+    std::string_view task_type{};
+  };
+  const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (TaskStream::kBands)
+  std::string_view prefix{}, pool{}, consumer{};
+  std::vector<Entry> entries{};
+  Connection::Call call() const;
+};
+
+// claim_idle.lua: one page of a band's pending list scanned for a dead node's entries.
+struct ClaimIdle {
+  static const Script kScript;
+  std::string_view stream{};
+  std::string_view consumer{};
+  std::int64_t min_idle_ms = 0;
+  std::size_t max = 0;
+  std::string_view node_prefix{}, start{};
+  std::size_t page = 0;
+  Connection::Call call() const;
+};
+
+// take_tokens.lua (fenced when `fence` is set): a token of each bucket and a cap's lease.
+struct TakeTokens {
+  static const Script kScript;
+  const std::vector<TaskStream::Bucket>* buckets = nullptr;
+  struct CapLease {
+    std::string_view key{};
+    std::uint32_t max = 1;
+    std::uint64_t task_id = 0;
+    std::string_view prefix{};
+  };
+  std::optional<CapLease> cap{};
+  struct Fence {
+    std::string_view stream{}, entry{}, consumer{};
+  };
+  std::optional<Fence> fence{};
+  Connection::Call call() const;
+};
+
+// throttle.lua (fenced): a task over a rate limit deferred to its bucket's next token.
+struct Throttle {
+  static const Script kScript;
+  std::string_view stream{}, later{}, bucket{};
+  std::string_view entry{}, consumer{};
+  std::uint64_t task_id = 0;
+  std::string_view prefix{};
+  std::int64_t now_ms = 0, wait_ms = 0;
+  double interval_ms = 0;
+  Connection::Call call() const;
+};
+
+// letters.lua: one chunk of a replay or purge of the dead letters.
+struct Letters {
+  static const Script kScript;
+  std::string_view letters{}, done{};
+  const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (TaskStream::kBands)
+  std::string_view prefix{}, pool{};
+  bool replay = false;
+  bool reverse = false;  // XREVRANGE from..to, else XRANGE
+  std::string_view from{}, to{};
+  std::size_t count = 0, max_matches = 0;  // max_matches 0: any number
+  std::int64_t now_ms = 0, max_timeout_ms = 0;
+  // The filter, '' matching any.
+  std::string_view want_type{}, want_reason{}, want_id{}, from_ms{}, until_ms{};
+  Connection::Call call() const;
+};
+
+// Runs a script with its arguments (EVALSHA, loaded first when needed).
+template <class Args>
+Result<Reply> run(Connection& c, const Args& args) {
+  const Connection::Call call = args.call();
+  return c.eval(Args::kScript, call.keys, call.args);
+}
 
 }  // namespace sandpool::redis::lua

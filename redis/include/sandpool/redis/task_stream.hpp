@@ -25,6 +25,10 @@
 
 namespace sandpool::redis {
 
+namespace lua {
+struct Submit;  // the submit script's arguments (src/redis/task_stream_scripts.hpp)
+}  // namespace lua
+
 // A task as submitted: what its stream entry carries.
 struct StreamTask {
   std::string type;
@@ -133,11 +137,12 @@ class TaskStream {
   Result<std::vector<Result<std::uint64_t>>> submit_many(Connection& c,
                                                          const std::vector<StreamTask>& tasks,
                                                          std::int64_t now_ms) const;
-  // XREADGROUP for `consumer`: at most `count` new entries, the higher bands first (one
-  // script). When there are none, waits up to `block` (0: not) for an entry of any band and
-  // takes at most one of each band that has one then (so up to count - 1 + bands when
-  // several bands receive one at the same moment). An entry that is not a task comes back
-  // with `malformed` set.
+  // XREADGROUP for `consumer`: at most `count` new entries, the higher bands first, and
+  // their tasks taken as take() does, in one script (one round trip). When there are none,
+  // waits up to `block` (0: not) for entries of any band, reads at most `count` of each band
+  // that has some then (so up to 3 x count when several bands receive some at the same
+  // moment), and takes them (a second round trip). An entry that is not a task comes back
+  // with `malformed` set, its hash untouched.
   Result<std::vector<StreamEntry>> read(Connection& c, const std::string& consumer,
                                         std::size_t count, std::chrono::milliseconds block) const;
   // The entries (just read or claimed) are this consumer's: each task's hash says `running`
@@ -151,8 +156,9 @@ class TaskStream {
   // Fenced: appends an ended attempt (encoded by the caller) and counts it.
   Result<Fenced> record_attempt(Connection& c, const StreamEntry& e, const std::string& consumer,
                                 const std::string& attempt) const;
-  // Fenced, per end: the tasks' ends, each with the attempts to record first, pipelined in
-  // one round trip; one answer per end, in order. An end writes the final state, result,
+  // Fenced, per end: the tasks' ends, each with the attempts to record first, one script
+  // per 512 ends (their entries acknowledged and deleted, the finished set added to and
+  // trimmed, once per call), pipelined in one round trip; one answer per end, in order. An end writes the final state, result,
   // error and reason, acknowledges and deletes the entry, indexes the task among the finished
   // ones. Exactly once: a second end of the same entry is kNotYours. A `dead_lettered` end
   // also adds the letter to the pool's dead-letter stream (the entry's fields, the reason,
@@ -357,6 +363,7 @@ class TaskStream {
  private:
   StreamEntry parse_entry(const Reply& entry, Band band) const;
   Connection::Call submit_call(const StreamTask& t, std::int64_t now_ms) const;
+  lua::Submit submit_args(const StreamTask& t, std::int64_t now_ms) const;
   Result<LetterSweep> sweep_letters(Connection& c, bool replay, const LetterMatch& m,
                                     std::int64_t now_ms, std::int64_t max_timeout_ms,
                                     std::size_t chunk) const;

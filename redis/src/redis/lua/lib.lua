@@ -1,0 +1,72 @@
+-- The helpers every script of a Redis pool may call: task_stream_scripts.cpp puts this text
+-- before each script's own, after `local GROUP` (TaskStream::kGroup, the streams' one
+-- consumer group). Each script then names its KEYS and ARGV in its first lines, in the order
+-- of its argument struct's fields (task_stream_scripts.hpp).
+
+-- True iff `entry` of `stream` is pending for `consumer`: the fence every script of a node
+-- opens with (another node that claimed the entry meanwhile may have ended it).
+local function pending_for(stream, entry, consumer)
+  return #redis.call('XPENDING', stream, GROUP, entry, entry, 1, consumer) == 1
+end
+
+-- A task that stops running here (it ends, waits in the later set, or is handed back) gives
+-- back its lease of a type's cap (TaskStream::Cap). `h` is its hash.
+local function release_lease(h, id)
+  local lease = redis.call('HGET', h, 'lease')
+  if lease then
+    redis.call('SREM', lease, id)
+    redis.call('HDEL', h, 'lease')
+  end
+end
+
+-- Tells who waits on task `id` how it ended: its `end:` list, kept 10 minutes.
+local function tell_end(prefix, id, state)
+  local ended = prefix .. 'end:' .. id
+  redis.call('RPUSH', ended, state)
+  redis.call('PEXPIRE', ended, 600000)
+end
+
+-- A task asked to cancel while a node ran it (cancel.lua's flag) ends `cancelled` where it
+-- would have gone back to the stream or the later set (release.lua, move_due.lua), so that it
+-- runs no more. `h` is its hash, `now` the time (ms), `done` the finished set.
+local function end_cancelled(prefix, h, id, now, done)
+  redis.call('HSET', h, 'state', 'cancelled', 'error', 'cancelled before it ran again',
+             'reason', 'user', 'finished_ms', now)
+  redis.call('HDEL', h, 'deferred')
+  redis.call('ZADD', done, now, id)
+  tell_end(prefix, id, 'cancelled')
+end
+
+-- The body of a submit (submit.lua, claim_slot.lua), after its idempotency key was looked up
+-- and found unused: takes an id and writes the task; returns its id (a string: Lua's numbers
+-- are doubles, and `..` writes one this large as 4.5e+15). `t` holds the keys ids, stream,
+-- idem ('' when none), later; prefix, pool, now, task_type, not_before ('0': none), band; and
+-- `fields`, the entry's field/value pairs. The ids start at TaskStream::kFirstId (2^52)
+-- unless set. A task due after now waits in the later set, its entry's fields packed in its
+-- hash, as a deferred retry does.
+local function add_task(t)
+  redis.call('SET', t.ids, '4503599627370495', 'NX')
+  redis.call('INCR', t.ids)
+  local id = redis.call('GET', t.ids)
+  local fields = {'id', id}
+  for _, v in ipairs(t.fields) do fields[#fields + 1] = v end
+  local h = t.prefix .. 'task:' .. id
+  if tonumber(t.not_before) > tonumber(t.now) then
+    redis.call('HSET', h, 'state', 'scheduled', 'pool', t.pool, 'type', t.task_type,
+               'submitted_ms', t.now, 'attempts', 0, 'band', t.band, 'not_before_ms',
+               t.not_before, 'deferred', cmsgpack.pack(fields))
+    redis.call('ZADD', t.later, t.not_before, id)
+  else
+    local entry = redis.call('XADD', t.stream, '*', unpack(fields))
+    redis.call('HSET', h, 'state', 'queued', 'pool', t.pool, 'type', t.task_type,
+               'submitted_ms', t.now, 'entry', entry, 'attempts', 0, 'band', t.band)
+  end
+  for i = 3, #fields - 1, 2 do
+    if fields[i] == 'tenant' then redis.call('HSET', h, 'tenant', fields[i + 1]) end
+  end
+  if t.idem ~= '' then
+    redis.call('SET', t.idem, id)
+    redis.call('HSET', h, 'idem_key', t.idem)
+  end
+  return id
+end
