@@ -102,7 +102,10 @@ class Chaos {
     return ok_;
   }
   std::uint64_t kills() const { return kills_; }
-  bool drained(std::size_t i) const { return drained_.load() == i; }
+  // What the drained node read or claimed between its drain's reply and its resume (its
+  // status's counters; a read already under way at the drain may count); -1 when its
+  // counters said nothing before the drain (then the figure would prove nothing).
+  std::int64_t drained_reads() const { return drained_reads_; }
 
  private:
   void run() {
@@ -143,6 +146,16 @@ class Chaos {
   // A connection of its own per call: poold closes one idle past its idle_timeout (60 s),
   // longer than a drain lasts in a large run.
   Result<Client> admin(std::size_t i) { return Client::connect(nodes_[i].socket()); }
+  // What node i read and claimed of the pool so far; 0 when it does not say.
+  std::uint64_t taken_by(std::size_t i) {
+    auto c = admin(i);
+    auto s = c ? c->status() : Result<ops::StatusReply>(c.status());
+    if (!s || !s->redis) return 0;
+    for (const ops::RedisPoolStatus& p : s->redis->pools) {
+      if (p.name == kPool) return p.read + p.claimed;
+    }
+    return 0;
+  }
 
   bool event(int k) {
     if (!kill_one()) return false;
@@ -151,9 +164,14 @@ class Chaos {
       auto d = c ? c->drain(kPool) : Result<ops::PoolStateReply>(c.status());
       if (!d) return fail("drain: " + d.status().to_string());
       drained_.store(2);
+      taken_at_drain_ = taken_by(2);
       return true;
     }
     if (k == 2) {
+      const std::uint64_t taken = taken_by(2);  // n2 is not killed while drained
+      drained_reads_ = taken_at_drain_ == 0
+                           ? -1
+                           : static_cast<std::int64_t>(taken - std::min(taken_at_drain_, taken));
       auto c = admin(2);
       auto r = c ? c->resume(kPool) : Result<ops::PoolStateReply>(c.status());
       if (!r) return fail("resume: " + r.status().to_string());
@@ -188,6 +206,9 @@ class Chaos {
   bool stopping_ = false, ok_ = true;
   std::atomic<std::size_t> drained_{kNodes};  // the drained node, kNodes: none
   std::atomic<std::uint64_t> kills_{0};
+  // The chaos thread's; read after stop().
+  std::uint64_t taken_at_drain_ = 0;
+  std::int64_t drained_reads_ = -1;
   std::thread thread_;
 };
 
@@ -503,6 +524,8 @@ bool run_cluster_soak(const BenchOptions& o_in, Report& r) {
   r.add("cluster-soak", "kills", static_cast<double>(chaos.kills()), "nodes");
   r.add("cluster-soak", "reran", static_cast<double>(checked.reran), "tasks");
   r.add("cluster-soak", "lost_attempts", static_cast<double>(checked.lost_attempts), "attempts");
+  r.add("cluster-soak", "drained_node_reads", static_cast<double>(chaos.drained_reads()),
+        "entries");
   r.add("cluster-soak", "batches_resent", static_cast<double>(sub.resent()), "batches");
   r.add("cluster-soak", "token_mismatches", static_cast<double>(sub.token_mismatches()), "tasks");
   r.add("cluster-soak", "wall", wall, "s");
