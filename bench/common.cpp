@@ -105,6 +105,13 @@ SchedTimes pid_sched(int pid) {
   return in ? t : SchedTimes{};
 }
 
+std::uint64_t rss_bytes(const std::string& pid) {
+  std::ifstream statm("/proc/" + pid + "/statm");
+  std::uint64_t size = 0, resident = 0;
+  if (!(statm >> size >> resident)) return 0;
+  return resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
 std::int64_t machine_busy_ns() {
   std::ifstream in("/proc/stat");
   std::string cpu;

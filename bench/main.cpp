@@ -20,7 +20,7 @@ constexpr int kExitUsage = 2;
 
 const char* const kGroups[] = {"raw",      "W1",       "W2",        "W3",   "W4",      "spawn",
                                "sandbox",  "service",  "journal",   "soak", "plugins", "cluster",
-                               "fairness", "dispatch", "autoscale", "http", "memory"};
+                               "fairness", "dispatch", "autoscale", "http", "memory",  "curves"};
 
 // Parses "W1,w2,raw" into canonical group names; an unknown name is an error.
 bool parse_only(const std::string& list, std::set<std::string>* out, std::string* bad) {
@@ -46,7 +46,7 @@ void add_options(CLI::App& app, sandpool::bench::BenchOptions& o, std::string& o
   app.add_option(
       "--only", only,
       "comma-separated groups: raw,W1,W2,W3,W4,spawn,sandbox,service,journal,soak,plugins,"
-      "cluster,fairness,dispatch,autoscale,http,memory "
+      "cluster,fairness,dispatch,autoscale,http,memory,curves "
       "(default: all)");
   app.add_option("--plugin", o.plugin, "W1/W2 plugin: a name in the plugin dir or a .so path")
       ->capture_default_str();
@@ -108,6 +108,17 @@ void add_options(CLI::App& app, sandpool::bench::BenchOptions& o, std::string& o
                  "memory: tasks queued behind a busy worker, and tasks finished, per run")
       ->check(CLI::Range(1, 100000000))
       ->capture_default_str();
+  app.add_option("--curves-max-queued", o.curves_max_queued,
+                 "curves: the deepest queue (1e3, 1e4, ... up to this); 1e7 needs ~10 GB of RAM")
+      ->check(CLI::Range(1000, 100000000))
+      ->capture_default_str();
+  app.add_option("--curves-max-workers", o.curves_max_workers,
+                 "curves: W1/W2 with 2, 8, 32, 128 workers, up to this")
+      ->check(CLI::Range(2, 256))
+      ->capture_default_str();
+  app.add_option("--curves-tasks", o.curves_tasks, "curves: W1 tasks per worker count")
+      ->check(CLI::Range(1000, 100000000))
+      ->capture_default_str();
   app.add_option("--log-level", o.log_level, "pool log level on stderr")->capture_default_str();
   app.add_flag("--json", o.json, "print the figures as one JSON document");
 }
@@ -133,7 +144,7 @@ int main(int argc, char** argv) {
   if (!parse_only(only, &groups, &bad)) {
     std::cerr << "sandpool-bench: --only: unknown group '" << bad
               << "' (raw, W1, W2, W3, W4, spawn, sandbox, service, journal, soak, plugins, "
-                 "cluster, fairness, dispatch, autoscale, http, memory)\n";
+                 "cluster, fairness, dispatch, autoscale, http, memory, curves)\n";
     return kExitUsage;
   }
   if (groups.empty()) groups.insert(std::begin(kGroups), std::end(kGroups));
@@ -160,6 +171,7 @@ int main(int argc, char** argv) {
   if (ok && groups.count("autoscale")) ok = run_autoscale(o, report);
   if (ok && groups.count("http")) ok = run_http(o, report);
   if (ok && groups.count("memory")) ok = run_memory(o, report);
+  if (ok && groups.count("curves")) ok = run_curves(o, report);
   report.finish(std::cout);
   return ok ? kExitOk : kExitFailed;
 }

@@ -38,15 +38,6 @@ constexpr std::size_t kBatch = 10000;  // tasks per submit_batch
 constexpr std::int64_t kWaitBoundNs = 600'000'000'000;
 constexpr std::uint32_t kHoldMs = 600000;  // the task that keeps the worker busy
 
-// The resident set of a process, in bytes (/proc/<pid>/statm's second field); 0 when
-// unreadable.
-std::uint64_t rss_bytes(const std::string& pid = "self") {
-  std::ifstream statm("/proc/" + pid + "/statm");
-  std::uint64_t size = 0, resident = 0;
-  if (!(statm >> size >> resident)) return 0;
-  return resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-}
-
 // jemalloc's mallctl when the process runs on it (poold and sandpool-bench link it unless
 // built with a sanitizer), looked up at run time so that the bench builds without it.
 using Mallctl = int (*)(const char*, void*, size_t*, void*, size_t);
