@@ -168,7 +168,10 @@ void PoolLoop::run() {
   publish_stats(ipc::monotonic_ns(), true);
   std::int64_t busy_rounds = 0;
   for (;;) {
+    // The pass's one clock read: the core decides on `now`, and stamps wall times from one
+    // read of the wall clock per pass at most (WorkerLinks::wall_ms).
     std::int64_t now = ipc::monotonic_ns();
+    links_->begin_pass();
     busy_.begin(now);  // poold's watchdog: an iteration is one item of work
     const bool work = iterate(now);
     if (core_->wound_down() && !mailbox_.has_mail()) break;
@@ -195,6 +198,7 @@ void PoolLoop::run() {
   // records go to the journal at once: late queries may run on other threads.
   if (journal_batching_) hand_over_turn();
   journal_batching_ = false;
+  links_->end_passes();  // late queries run inline, on other threads: each reads the clock
   links_->clear();
   mailbox_.end(*core_);
 }
