@@ -2,7 +2,8 @@
 // and with the number of its workers, on the same host as the raw baselines.
 //   Queue depth: N (1e3, 1e4, ... --curves-max-queued) no-op tasks queued behind two workers
 //   held by a long task each; the submit cost is the submitting thread's CPU (and wall) per
-//   task while the queue grows from 0 to N, plus the loop's CPU per task taking them in. Then
+//   task while the queue grows from 0 to N, plus the loop's CPU per task taking them in, with
+//   Pool::submit one at a time and again with Pool::submit_batch (kBatch a call). Then
 //   the holders are cancelled and the N drain: the loop's CPU per task (dispatch, results,
 //   ends) and the wall per task from the first queued task's end to the last one's.
 //   Workers: W1 (tasks/s, ring concurrency 64) and W2 (p50, p99) with 2, 8, 32 and 128
@@ -23,10 +24,12 @@ namespace {
 
 using ipc::monotonic_ns;
 
-constexpr std::uint32_t kHolders = 2;         // workers, one held by each holder
-constexpr std::uint32_t kConcurrency = 64;    // ring slots per worker (W1's middle setting)
-constexpr std::uint32_t kHoldMs = 3600000;    // the holders' sleep; they are cancelled
-constexpr std::uint32_t kW1Concurrency = 64;  // W1 at every worker count
+constexpr std::uint32_t kHolders = 2;       // workers, one held by each holder
+constexpr std::uint32_t kConcurrency = 64;  // ring slots per worker (W1's middle setting)
+constexpr std::uint32_t kHoldMs = 3600000;  // the holders' sleep; they are cancelled
+constexpr std::uint32_t kW1Concurrency = 64;
+constexpr std::size_t kBatch =
+    1000;  // tasks per submit_batch (poolctl batch's 2000 / 2)  // W1 at every worker count
 // Every wait below is on a condition; this only bounds a wedged pool (loaded 2-core host).
 constexpr std::int64_t kWaitBoundNs = 600'000'000'000;
 
@@ -69,7 +72,42 @@ struct DepthRun {
   double rss_per_task = 0;    // RSS growth per queued task (B)
 };
 
-bool depth_once(const BenchOptions& o, std::uint64_t n, DepthRun* out) {
+// Submits n no-op tasks whose ends `ends` counts: one submit() each, or submit_batch() calls
+// of kBatch.
+bool submit_noops(Pool& pool, std::uint64_t n, bool batched, Ends& ends) {
+  const std::string payload = "0us";  // the sleep plugin's no-op
+  auto options = [&ends] {
+    SubmitOptions so;
+    so.on_done = [e = &ends](const TaskResult& r) { e->on_end(r); };
+    return so;
+  };
+  for (std::uint64_t i = 0; i < n;) {
+    if (!batched) {
+      if (auto t = pool.submit("sleep", payload, options()); !t) {
+        std::cerr << "sandpool-bench: curves: submit " << i << ": " << t.status().message() << "\n";
+        return false;
+      }
+      ++i;
+      continue;
+    }
+    std::vector<BatchTask> tasks(std::min<std::uint64_t>(kBatch, n - i));
+    for (BatchTask& t : tasks) {
+      t.type = "sleep";
+      t.payload = payload;
+      t.options = options();
+    }
+    for (const Result<Ticket>& t : pool.submit_batch(std::move(tasks))) {
+      if (!t) {
+        std::cerr << "sandpool-bench: curves: submit_batch: " << t.status().message() << "\n";
+        return false;
+      }
+    }
+    i += std::min<std::uint64_t>(kBatch, n - i);
+  }
+  return true;
+}
+
+bool depth_once(const BenchOptions& o, std::uint64_t n, bool batched, DepthRun* out) {
   PoolOptions p = pool_options(o, "sleep", kHolders, kConcurrency);
   p.queue_capacity = n + 1024;
   p.task_records_max = 1000;  // finished records are not what this weighs
@@ -94,18 +132,10 @@ bool depth_once(const BenchOptions& o, std::uint64_t n, DepthRun* out) {
   }
   Ends ends;
   ends.expected = n;
-  const std::string payload = "0us";  // the sleep plugin's no-op
   const std::uint64_t rss0 = rss_bytes();
   const std::int64_t thread0 = thread_cpu_ns(), process0 = process_cpu_ns();
   const std::int64_t t0 = monotonic_ns();
-  for (std::uint64_t i = 0; i < n; ++i) {
-    SubmitOptions so;
-    so.on_done = [e = &ends](const TaskResult& r) { e->on_end(r); };
-    if (auto t = pool->submit("sleep", payload, std::move(so)); !t) {
-      std::cerr << "sandpool-bench: curves: submit " << i << ": " << t.status().message() << "\n";
-      return false;
-    }
-  }
+  if (!submit_noops(*pool, n, batched, ends)) return false;
   const std::int64_t t1 = monotonic_ns();
   const std::int64_t thread1 = thread_cpu_ns();
   // Every task taken in by the loop (queued, or in a held worker's ring): the intake is done.
@@ -148,8 +178,8 @@ std::string depth_name(std::uint64_t n) {
 
 bool run_curves(const BenchOptions& o, Report& r) {
   for (std::uint64_t n = 1000; n <= o.curves_max_queued; n *= 10) {
-    DepthRun d;
-    if (!depth_once(o, n, &d)) return false;
+    DepthRun d, b;
+    if (!depth_once(o, n, false, &d) || !depth_once(o, n, true, &b)) return false;
     const std::string q = "_q" + depth_name(n);
     r.add("curves", "submit_cpu" + q, d.submit_ns, "ns/task");
     r.add("curves", "submit_wall" + q, d.submit_wall_ns, "ns/task");
@@ -157,6 +187,9 @@ bool run_curves(const BenchOptions& o, Report& r) {
     r.add("curves", "drain_wall" + q, d.drain_ns, "ns/task");
     r.add("curves", "drain_loop_cpu" + q, d.drain_loop_ns, "ns/task");
     r.add("curves", "rss" + q, d.rss_per_task, "B/task");
+    r.add("curves", "batch_submit_cpu" + q, b.submit_ns, "ns/task");
+    r.add("curves", "batch_submit_wall" + q, b.submit_wall_ns, "ns/task");
+    r.add("curves", "batch_intake_loop_cpu" + q, b.intake_ns, "ns/task");
   }
   BenchOptions w = o;
   w.tasks = o.curves_tasks;

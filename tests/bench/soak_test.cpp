@@ -93,7 +93,8 @@ TEST_CASE("the curves group queues 1e3 and 1e4 tasks behind held workers and dra
   auto f = figures_of(r.out, "curves");
   for (const char* q : {"_q1e3", "_q1e4"}) {
     INFO(q);
-    for (const char* m : {"submit_cpu", "submit_wall", "drain_wall", "drain_loop_cpu"}) {
+    for (const char* m :
+         {"submit_cpu", "submit_wall", "drain_wall", "drain_loop_cpu", "batch_submit_cpu"}) {
       INFO(m);
       CHECK(f[std::string(m) + q] > 0);
     }
