@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -72,6 +73,11 @@ struct SchedTimes {
   std::int64_t runqueue_ns = 0;
 };
 SchedTimes pid_sched(int pid);
+// Polls pred() (every ms) until it holds; false, reported on stderr as not `what`, past
+// kWaitBoundNs. Every wait of a group is on a condition; the bound only ends a wedged run.
+inline constexpr std::int64_t kWaitBoundNs = 600'000'000'000;  // loaded 2-core host
+bool wait_until(const char* what, const std::function<bool()>& pred);
+
 // The resident set of a process, in bytes (/proc/<pid>/statm's second field); 0 when
 // unreadable.
 std::uint64_t rss_bytes(const std::string& pid = "self");

@@ -13,7 +13,6 @@
 #include <chrono>
 #include <iostream>
 #include <string>
-#include <thread>
 
 #include <sandpool/ipc/wake.hpp>
 
@@ -30,22 +29,6 @@ constexpr std::uint32_t kHoldMs = 3600000;  // the holders' sleep; they are canc
 constexpr std::uint32_t kW1Concurrency = 64;
 constexpr std::size_t kBatch =
     1000;  // tasks per submit_batch (poolctl batch's 2000 / 2)  // W1 at every worker count
-// Every wait below is on a condition; this only bounds a wedged pool (loaded 2-core host).
-constexpr std::int64_t kWaitBoundNs = 600'000'000'000;
-
-// Waits (sleeping 1 ms between looks) until pred() holds; false, reported, past the bound.
-template <typename Pred>
-bool wait_for(const char* what, Pred pred) {
-  const std::int64_t until = monotonic_ns() + kWaitBoundNs;
-  while (!pred()) {
-    if (monotonic_ns() > until) {
-      std::cerr << "sandpool-bench: curves: gave up waiting for " << what << "\n";
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
 
 // The queued tasks' ends, counted on the loop thread (SubmitOptions::on_done); the first and
 // the last end stamp the drain. Only those two read the clock.
@@ -124,7 +107,7 @@ bool depth_once(const BenchOptions& o, std::uint64_t n, bool batched, DepthRun* 
     }
     holders.push_back(std::move(t).value());
   }
-  if (!wait_for("the holders to run", [&] {
+  if (!wait_until("the holders to run", [&] {
         return std::all_of(holders.begin(), holders.end(),
                            [](const Ticket& t) { return t.state() == TaskState::kRunning; });
       })) {
@@ -139,15 +122,15 @@ bool depth_once(const BenchOptions& o, std::uint64_t n, bool batched, DepthRun* 
   const std::int64_t t1 = monotonic_ns();
   const std::int64_t thread1 = thread_cpu_ns();
   // Every task taken in by the loop (queued, or in a held worker's ring): the intake is done.
-  if (!wait_for("the loop to queue every task",
-                [&] { return pool->stats().submitted >= n + kHolders; })) {
+  if (!wait_until("the loop to queue every task",
+                  [&] { return pool->stats().submitted >= n + kHolders; })) {
     return false;
   }
   const std::int64_t process1 = process_cpu_ns();
   out->rss_per_task =
       (static_cast<double>(rss_bytes()) - static_cast<double>(rss0)) / static_cast<double>(n);
   for (const Ticket& h : holders) h.cancel();
-  if (!wait_for("the queued tasks to end", [&] { return ends.ended.load() == n; })) return false;
+  if (!wait_until("the queued tasks to end", [&] { return ends.ended.load() == n; })) return false;
   const std::int64_t process2 = process_cpu_ns();
   if (ends.bad.load() != 0) {
     std::cerr << "sandpool-bench: curves: " << ends.bad.load() << " of " << n
