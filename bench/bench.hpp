@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -38,9 +39,12 @@ struct BenchOptions {
   std::uint64_t cluster_soak_tasks = 1000000;   // cluster-soak: tasks over the 3 poold nodes
   std::uint32_t cluster_soak_kill_every_s = 3;  // cluster-soak: a node SIGKILLed this often
   std::uint64_t soak_tasks = 1000000;           // soak: tasks through the chaos pool
-  std::uint32_t soak_deadline_s = 1800;  // soak: the whole soak's bound; past it, open = lost
-  std::uint64_t soak_seed = 0;           // soak: the plan's generator; 0: a random seed
-  std::uint64_t memory_tasks = 1000000;  // memory: tasks queued, and tasks finished, per run
+  std::uint32_t soak_deadline_s = 1800;       // soak: the whole soak's bound; past it, open = lost
+  std::uint64_t soak_seed = 0;                // soak: the plan's generator; 0: a random seed
+  std::uint64_t memory_tasks = 1000000;       // memory: tasks queued, and tasks finished, per run
+  std::uint64_t curves_max_queued = 1000000;  // curves: the deepest queue (1e3 .. this, x10)
+  std::uint32_t curves_max_workers = 128;     // curves: W1/W2 at 2, 8, 32, 128 up to this
+  std::uint64_t curves_tasks = 500000;        // curves: W1 tasks per worker count
   std::string log_level = "error";
   bool json = false;
 };
@@ -71,6 +75,14 @@ struct SchedTimes {
   std::int64_t runqueue_ns = 0;
 };
 SchedTimes pid_sched(int pid);
+// Polls pred() (every ms) until it holds; false, reported on stderr as not `what`, past
+// kWaitBoundNs. Every wait of a group is on a condition; the bound only ends a wedged run.
+inline constexpr std::int64_t kWaitBoundNs = 600'000'000'000;  // loaded 2-core host
+bool wait_until(const char* what, const std::function<bool()>& pred);
+
+// The resident set of a process, in bytes (/proc/<pid>/statm's second field); 0 when
+// unreadable.
+std::uint64_t rss_bytes(const std::string& pid = "self");
 // CPU time (ns) the whole machine spent busy (all CPUs, /proc/stat: everything but idle and
 // iowait; steal included), to tell what other processes took during a run.
 std::int64_t machine_busy_ns();
@@ -123,6 +135,12 @@ bool run_library_plugins(const BenchOptions& o, Report& r);
 // (memory.cpp, issue 37).
 bool run_memory(const BenchOptions& o, Report& r);
 
+// The curves group (issue 37): submit and dispatch cost per task with 1e3 .. 1e6 (or
+// --curves-max-queued) tasks queued, and W1/W2 with 2 .. 128 workers (curves.cpp).
+bool run_curves(const BenchOptions& o, Report& r);
+
+// W2's o.rounds sequential round trips through a pool of `workers` (after 1000 unmeasured).
+bool w2_round_trips(const BenchOptions& o, std::uint32_t workers, Summary* out);
 // One W1 run of o.tasks at `concurrency` (the service group's in-process baseline).
 bool w1_throughput(const BenchOptions& o, std::uint32_t concurrency, double* tasks_per_s);
 

@@ -105,6 +105,25 @@ SchedTimes pid_sched(int pid) {
   return in ? t : SchedTimes{};
 }
 
+bool wait_until(const char* what, const std::function<bool()>& pred) {
+  const std::int64_t until = ipc::monotonic_ns() + kWaitBoundNs;
+  while (!pred()) {
+    if (ipc::monotonic_ns() > until) {
+      std::cerr << "sandpool-bench: gave up waiting for " << what << "\n";
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+std::uint64_t rss_bytes(const std::string& pid) {
+  std::ifstream statm("/proc/" + pid + "/statm");
+  std::uint64_t size = 0, resident = 0;
+  if (!(statm >> size >> resident)) return 0;
+  return resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
 std::int64_t machine_busy_ns() {
   std::ifstream in("/proc/stat");
   std::string cpu;

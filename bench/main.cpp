@@ -18,10 +18,10 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 
-const char* const kGroups[] = {"raw",     "W1",      "W2",          "W3",       "W4",
-                               "spawn",   "sandbox", "service",     "journal",  "soak",
-                               "plugins", "cluster", "fairness",    "dispatch", "autoscale",
-                               "http",    "memory",  "cluster-soak"};
+const char* const kGroups[] = {"raw",     "W1",      "W2",       "W3",          "W4",
+                               "spawn",   "sandbox", "service",  "journal",     "soak",
+                               "plugins", "cluster", "fairness", "dispatch",    "autoscale",
+                               "http",    "memory",  "curves",   "cluster-soak"};
 
 // Parses "W1,w2,raw" into canonical group names; an unknown name is an error.
 bool parse_only(const std::string& list, std::set<std::string>* out, std::string* bad) {
@@ -47,7 +47,7 @@ void add_options(CLI::App& app, sandpool::bench::BenchOptions& o, std::string& o
   app.add_option(
       "--only", only,
       "comma-separated groups: raw,W1,W2,W3,W4,spawn,sandbox,service,journal,soak,plugins,"
-      "cluster,fairness,dispatch,autoscale,http,memory,cluster-soak "
+      "cluster,fairness,dispatch,autoscale,http,memory,curves,cluster-soak "
       "(default: all but cluster-soak)");
   app.add_option("--plugin", o.plugin, "W1/W2 plugin: a name in the plugin dir or a .so path")
       ->capture_default_str();
@@ -117,6 +117,17 @@ void add_options(CLI::App& app, sandpool::bench::BenchOptions& o, std::string& o
                  "memory: tasks queued behind a busy worker, and tasks finished, per run")
       ->check(CLI::Range(1, 100000000))
       ->capture_default_str();
+  app.add_option("--curves-max-queued", o.curves_max_queued,
+                 "curves: the deepest queue (1e3, 1e4, ... up to this); 1e7 needs ~10 GB of RAM")
+      ->check(CLI::Range(1000, 100000000))
+      ->capture_default_str();
+  app.add_option("--curves-max-workers", o.curves_max_workers,
+                 "curves: W1/W2 with 2, 8, 32, 128 workers, up to this")
+      ->check(CLI::Range(2, 256))
+      ->capture_default_str();
+  app.add_option("--curves-tasks", o.curves_tasks, "curves: W1 tasks per worker count")
+      ->check(CLI::Range(1000, 100000000))
+      ->capture_default_str();
   app.add_option("--log-level", o.log_level, "pool log level on stderr")->capture_default_str();
   app.add_flag("--json", o.json, "print the figures as one JSON document");
 }
@@ -142,7 +153,7 @@ int main(int argc, char** argv) {
   if (!parse_only(only, &groups, &bad)) {
     std::cerr << "sandpool-bench: --only: unknown group '" << bad
               << "' (raw, W1, W2, W3, W4, spawn, sandbox, service, journal, soak, plugins, "
-                 "cluster, fairness, dispatch, autoscale, http, memory, cluster-soak)\n";
+                 "cluster, fairness, dispatch, autoscale, http, memory, curves, cluster-soak)\n";
     return kExitUsage;
   }
   if (groups.empty()) {
@@ -172,6 +183,7 @@ int main(int argc, char** argv) {
   if (ok && groups.count("autoscale")) ok = run_autoscale(o, report);
   if (ok && groups.count("http")) ok = run_http(o, report);
   if (ok && groups.count("memory")) ok = run_memory(o, report);
+  if (ok && groups.count("curves")) ok = run_curves(o, report);
   if (ok && groups.count("cluster-soak")) ok = run_cluster_soak(o, report);
   report.finish(std::cout);
   return ok ? kExitOk : kExitFailed;

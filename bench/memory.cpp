@@ -33,19 +33,8 @@ namespace {
 namespace bp = boost::process;
 using ipc::monotonic_ns;
 
-constexpr std::size_t kBatch = 10000;  // tasks per submit_batch
-// Every wait below is on a condition; this only bounds a wedged pool (loaded 2-core host).
-constexpr std::int64_t kWaitBoundNs = 600'000'000'000;
+constexpr std::size_t kBatch = 10000;      // tasks per submit_batch
 constexpr std::uint32_t kHoldMs = 600000;  // the task that keeps the worker busy
-
-// The resident set of a process, in bytes (/proc/<pid>/statm's second field); 0 when
-// unreadable.
-std::uint64_t rss_bytes(const std::string& pid = "self") {
-  std::ifstream statm("/proc/" + pid + "/statm");
-  std::uint64_t size = 0, resident = 0;
-  if (!(statm >> size >> resident)) return 0;
-  return resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-}
 
 // jemalloc's mallctl when the process runs on it (poold and sandpool-bench link it unless
 // built with a sanitizer), looked up at run time so that the bench builds without it.
@@ -83,20 +72,6 @@ std::uint64_t dir_bytes(const std::filesystem::path& dir) {
     if (e.is_regular_file(ec)) total += e.file_size(ec);
   }
   return total;
-}
-
-// Waits until pred() holds; false (reported) past kWaitBoundNs.
-template <typename Pred>
-bool wait_until(const char* what, Pred pred) {
-  const std::int64_t until = monotonic_ns() + kWaitBoundNs;
-  while (!pred()) {
-    if (monotonic_ns() > until) {
-      std::cerr << "sandpool-bench: memory: gave up waiting for " << what << "\n";
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return true;
 }
 
 // Where a run's memory stood before its tasks.

@@ -385,8 +385,8 @@ bool run_dispatch_cost(const BenchOptions& o, Report& r) {
   return true;
 }
 
-bool run_w2(const BenchOptions& o, Report& r) {
-  auto pool = start_pool(pool_options(o, o.plugin, o.workers, PoolOptions{}.concurrency));
+bool w2_round_trips(const BenchOptions& o, std::uint32_t workers, Summary* out) {
+  auto pool = start_pool(pool_options(o, o.plugin, workers, PoolOptions{}.concurrency));
   if (!pool) return false;
   const std::string type = pool->task_types().front();
   const auto payloads = payload_set(o.payload_size);
@@ -414,7 +414,13 @@ bool run_w2(const BenchOptions& o, Report& r) {
     }
     if (i >= warmup) samples.push_back(static_cast<double>(t1 - t0) / 1000.0);
   }
-  const Summary s = summarize(samples);
+  *out = summarize(samples);
+  return true;
+}
+
+bool run_w2(const BenchOptions& o, Report& r) {
+  Summary s;
+  if (!w2_round_trips(o, o.workers, &s)) return false;
   r.add("W2", "p50", s.p50, "us");
   r.add("W2", "p99", s.p99, "us");
   r.add("W2", "mean", s.mean, "us");

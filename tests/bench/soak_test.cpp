@@ -1,6 +1,6 @@
-// `sandpool-bench --only soak` at a small size: the real bench binary, its chaos pool and
-// its report, so the soak's wiring is checked on every test run (the 1,000,000-task run is
-// `make bench`, docs/performance.md).
+// `sandpool-bench --only soak` (and the cluster, memory and curves groups) at a small size:
+// the real bench binary, its pools and its report, so the groups' wiring is checked on every
+// test run (the full-size runs are `make bench`, docs/performance.md).
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -100,4 +100,31 @@ TEST_CASE("the cluster soak kills nodes, restarts Redis, drains and reloads, and
   CHECK(f["dead_lettered"] > 0);  // the chaos plugin's crashes and timeouts happened
   CHECK(f["kills"] >= 3);         // one before each of the drain, the Redis restart, the reload
   CHECK(r.err.find("cluster-soak: lost 0 dup 0") != std::string::npos);
+}
+
+TEST_CASE("the curves group queues 1e3 and 1e4 tasks behind held workers and drains them") {
+  const auto r = sandpool::testing::run_command(
+      SANDPOOL_BIN_DIR "/sandpool-bench",
+      {"--only", "curves", "--curves-max-queued", "10000", "--curves-max-workers", "8",
+       "--curves-tasks", "5000", "--rounds", "200"});
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  REQUIRE(r.exit_code == 0);  // every queued task completed, after the holders' cancel
+  auto f = figures_of(r.out, "curves");
+  for (const char* q : {"_q1e3", "_q1e4"}) {
+    INFO(q);
+    for (const char* m :
+         {"submit_cpu", "submit_wall", "drain_wall", "drain_loop_cpu", "batch_submit_cpu"}) {
+      INFO(m);
+      CHECK(f[std::string(m) + q] > 0);
+    }
+    CHECK(f.count(std::string("intake_loop_cpu") + q) == 1);
+  }
+  CHECK(f.count("submit_cpu_q1e5") == 0);  // --curves-max-queued bounds the depths
+  for (const char* w : {"_w2", "_w8"}) {
+    INFO(w);
+    CHECK(f[std::string("w1_throughput") + w] > 0);
+    CHECK(f[std::string("w2_p50") + w] > 0);
+    CHECK(f[std::string("w2_p99") + w] >= f[std::string("w2_p50") + w]);
+  }
+  CHECK(f.count("w1_throughput_w32") == 0);  // --curves-max-workers bounds the worker counts
 }

@@ -108,6 +108,33 @@ TEST_CASE("a task posted after stop_accepting is refused and not queued") {
   CHECK(tasks[0]->id == 1);
 }
 
+TEST_CASE("a batch is posted in one hand-over: in order, one bell, refused whole once closing") {
+  LoopMailbox m;
+  REQUIRE(m.open());
+  REQUIRE(m.post_task(task(1)));
+  std::vector<TaskPtr> tasks;
+  std::vector<LoopCommand> cmds;
+  REQUIRE(m.take(&tasks, &cmds));
+  tasks.clear();
+  REQUIRE(m.announce_sleep());
+  std::vector<TaskPtr> batch;
+  for (std::uint64_t id = 2; id <= 1001; ++id) batch.push_back(task(id));
+  REQUIRE(m.post_tasks(batch));
+  CHECK(bell_rung(m, 10000));
+  CHECK(m.bell_rings() == 1);  // one wake-up for the thousand
+  m.drain_bell();
+  m.end_sleep();
+  REQUIRE(m.take(&tasks, &cmds));
+  REQUIRE(tasks.size() == 1000);
+  for (std::size_t i = 0; i < tasks.size(); ++i) CHECK(tasks[i]->id == i + 2);
+  CHECK(batch[0].use_count() == 2);  // the mailbox handed over its own references
+  tasks.clear();
+  m.stop_accepting();
+  CHECK_FALSE(m.post_tasks(batch));
+  CHECK_FALSE(m.take(&tasks, &cmds));  // none of them queued
+  CHECK(tasks.empty());
+}
+
 TEST_CASE("a query is answered on the loop thread, and inline once the loop has ended") {
   LoopMailbox m;
   REQUIRE(m.open());

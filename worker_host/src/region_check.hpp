@@ -52,7 +52,7 @@ struct OwnWords {
   ipc::WorkerPhase phase = ipc::WorkerPhase::kReady;
   std::uint64_t task_tail = 0;    // the task ring's tail as last published
   std::uint64_t result_head = 0;  // the result ring's head as last published
-  std::uint64_t now_ms = 0;       // CLOCK_MONOTONIC ms, read after the handler
+  std::uint64_t now_ms = 0;       // CLOCK_MONOTONIC_COARSE ms (beat's clock), after the handler
 };
 
 // Returns an empty string iff the header is as the worker left it; otherwise what is broken

@@ -10,6 +10,8 @@
 // lock-free. Not movable: the host API and the task loop hold references to it.
 #pragma once
 
+#include <time.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -40,10 +42,19 @@ class WorkerChannel {
   // The pool's plugin config as the manager put it in the region (read it once, before
   // the plugin's init).
   std::string plugin_config() const { return std::string(region_.plugin_config()); }
-  // Stores the monotonic clock (vDSO, no syscall) into the header's heartbeat word.
+  // Stores the coarse monotonic clock (vDSO, no syscall, no hardware counter: twice per
+  // task) into the header's heartbeat word. It lags the fine clock the manager compares it
+  // with by a tick at most, far below any heartbeat interval, and is never ahead of it.
   void beat() const {
-    header().heartbeat_ms.store(static_cast<std::uint64_t>(ipc::monotonic_ms()),
+    header().heartbeat_ms.store(static_cast<std::uint64_t>(coarse_monotonic_ms()),
                                 std::memory_order_relaxed);
+  }
+  // CLOCK_MONOTONIC_COARSE in ms: CLOCK_MONOTONIC as of the kernel's last tick, never ahead
+  // of it.
+  static std::int64_t coarse_monotonic_ms() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
   }
 
   // Encodes `msg`, writes it (or queues it behind a full ring) and publishes; rings the

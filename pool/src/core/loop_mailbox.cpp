@@ -17,7 +17,7 @@ bool LoopMailbox::post_task(TaskPtr task) {
   {
     // accepting_ is read under the lock stop_accepting() takes to clear it: a task is either
     // posted before whatever the closing side posts next (the loop takes both), or refused.
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!accepting_.load()) return false;
     tasks_.push_back(std::move(task));
     count_.fetch_add(1);
@@ -26,9 +26,21 @@ bool LoopMailbox::post_task(TaskPtr task) {
   return true;
 }
 
+bool LoopMailbox::post_tasks(std::span<const TaskPtr> tasks) {
+  if (tasks.empty()) return accepting_.load();
+  {
+    MutexLock lock(mu_);  // as post_task(): refused whole, or posted before what closes
+    if (!accepting_.load()) return false;
+    tasks_.insert(tasks_.end(), tasks.begin(), tasks.end());
+    count_.fetch_add(tasks.size());
+  }
+  ring_bell();
+  return true;
+}
+
 void LoopMailbox::post(LoopCommand cmd) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     cmds_.push_back(std::move(cmd));
     count_.fetch_add(1);
     cmds_posted_.fetch_add(1, std::memory_order_release);
@@ -52,13 +64,13 @@ void LoopMailbox::ring_bell() {
 }
 
 void LoopMailbox::stop_accepting() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   accepting_.store(false);
 }
 
 std::optional<PoolStats> LoopMailbox::published_stats() const {
   const std::uint64_t posted = cmds_posted_.load(std::memory_order_acquire);
-  std::lock_guard lock(published_mu_);
+  MutexLock lock(published_mu_);
   // Read-your-writes: a copy taken after every command posted so far (a scale, a
   // reconfigure) is good enough; submitted tasks may be up to a millisecond behind.
   if (published_cmds_ >= posted && !ended_.load()) return published_;
@@ -86,7 +98,7 @@ bool LoopMailbox::wait_idle_for(std::int64_t timeout_ms) {
 
 bool LoopMailbox::take(std::vector<TaskPtr>* tasks, std::vector<LoopCommand>* cmds) {
   if (count_.load(std::memory_order_acquire) == 0) return false;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   tasks->swap(tasks_);
   cmds->swap(cmds_);
   count_.store(0, std::memory_order_release);
@@ -119,7 +131,7 @@ void LoopMailbox::end(PoolCore& core) {
   ended_ = true;
   std::vector<LoopCommand> cmds;
   {
-    std::lock_guard in(mu_);
+    MutexLock in(mu_);
     cmds.swap(cmds_);
   }
   for (auto& c : cmds) c(core, ipc::monotonic_ns());

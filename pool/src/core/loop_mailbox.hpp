@@ -18,8 +18,10 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <vector>
 
+#include <sandpool/base/thread_annotations.hpp>
 #include <sandpool/ipc/wake.hpp>
 #include <sandpool/pool/pool.hpp>
 
@@ -42,9 +44,13 @@ class LoopMailbox {
 
   // ---- any thread
   // Queues a task for the loop. Returns false, queueing nothing, once stop_accepting() ran.
-  bool post_task(TaskPtr task);
+  bool post_task(TaskPtr task) EXCLUDES(mu_);
+  // Queues the tasks for the loop, in order, in one hand-over: one lock and at most one
+  // wake-up for all of them (Pool::submit_batch). Returns false, queueing none, once
+  // stop_accepting() ran.
+  bool post_tasks(std::span<const TaskPtr> tasks) EXCLUDES(mu_);
   // Queues a command for the loop (run with the core and the loop's clock).
-  void post(LoopCommand cmd);
+  void post(LoopCommand cmd) EXCLUDES(mu_);
   // Runs fn on the loop thread and returns its value; inline (serialised with the end) once
   // the loop has ended.
   template <typename R>
@@ -52,12 +58,12 @@ class LoopMailbox {
   // Posts cmd, or runs it inline (serialised with the end) once the loop has ended.
   void post_or_run(LoopCommand cmd, PoolCore& core);
   // After it returns, post_task() accepts nothing.
-  void stop_accepting();
+  void stop_accepting() EXCLUDES(mu_);
   bool accepting() const { return accepting_.load(); }
   bool ended() const { return ended_.load(); }
   // The stats the loop last published, iff they were taken after every command posted so far
   // and the loop has not ended; nullopt otherwise (ask the loop: query).
-  std::optional<PoolStats> published_stats() const;
+  std::optional<PoolStats> published_stats() const EXCLUDES(published_mu_);
   // Waits until the loop says the pool is idle (set_idle) or it ends, at most timeout_ms
   // (negative: forever). Returns false on the timeout.
   bool wait_idle_for(std::int64_t timeout_ms);
@@ -71,7 +77,7 @@ class LoopMailbox {
   bool has_mail() const { return count_.load(std::memory_order_acquire) != 0; }
   // Swaps what was posted into *tasks and *cmds (both empty on entry; what they hold, the
   // mailbox uses next). Returns false, taking nothing, when nothing was posted.
-  bool take(std::vector<TaskPtr>* tasks, std::vector<LoopCommand>* cmds);
+  bool take(std::vector<TaskPtr>* tasks, std::vector<LoopCommand>* cmds) EXCLUDES(mu_);
   // Counts commands the loop ran (after take()), for published_stats().
   void commands_done(std::size_t n) { cmds_done_ += n; }
   // Announces that the loop is about to sleep; returns false when mail came meanwhile (then it
@@ -96,9 +102,9 @@ class LoopMailbox {
  private:
   void ring_bell();  // any thread: wakes the loop iff it announced a sleep
 
-  std::mutex mu_;  // guards tasks_, cmds_, and accepting_'s changes
-  std::vector<TaskPtr> tasks_;
-  std::vector<LoopCommand> cmds_;
+  Mutex mu_;  // guards tasks_, cmds_, and accepting_'s changes
+  std::vector<TaskPtr> tasks_ GUARDED_BY(mu_);
+  std::vector<LoopCommand> cmds_ GUARDED_BY(mu_);
   std::atomic<std::size_t> count_{0};
   std::atomic<bool> accepting_{true};
   std::atomic<bool> sleeping_{false};
@@ -107,9 +113,9 @@ class LoopMailbox {
 
   // published_cmds_: how many posted commands had run when published_ was taken (cmds_done_,
   // the loop's count, at that time).
-  mutable std::mutex published_mu_;
-  PoolStats published_;
-  std::uint64_t published_cmds_ = 0;
+  mutable Mutex published_mu_;
+  PoolStats published_ GUARDED_BY(published_mu_);
+  std::uint64_t published_cmds_ GUARDED_BY(published_mu_) = 0;
   std::int64_t published_at_ns_ = 0;           // loop thread
   std::uint64_t cmds_done_ = 0;                // loop thread
   std::atomic<std::uint64_t> cmds_posted_{0};  // any thread (post)
@@ -149,7 +155,7 @@ void LoopMailbox::publish(std::int64_t now, bool force, StatsFn&& stats) {
   if (!force && now - published_at_ns_ < kStatsPublishNs) return;
   published_at_ns_ = now;
   PoolStats s = stats();
-  std::lock_guard lock(published_mu_);
+  MutexLock lock(published_mu_);
   published_ = std::move(s);
   published_cmds_ = cmds_done_;
 }

@@ -168,7 +168,10 @@ void PoolLoop::run() {
   publish_stats(ipc::monotonic_ns(), true);
   std::int64_t busy_rounds = 0;
   for (;;) {
+    // The pass's one clock read: the core decides on `now`, and stamps wall times from one
+    // read of the wall clock per pass at most (WorkerLinks::wall_ms).
     std::int64_t now = ipc::monotonic_ns();
+    links_->begin_pass();
     busy_.begin(now);  // poold's watchdog: an iteration is one item of work
     const bool work = iterate(now);
     if (core_->wound_down() && !mailbox_.has_mail()) break;
@@ -195,6 +198,7 @@ void PoolLoop::run() {
   // records go to the journal at once: late queries may run on other threads.
   if (journal_batching_) hand_over_turn();
   journal_batching_ = false;
+  links_->end_passes();  // late queries run inline, on other threads: each reads the clock
   links_->clear();
   mailbox_.end(*core_);
 }
@@ -413,6 +417,17 @@ void PoolLoop::unadmit(const TaskPtr& rec) {
 
 bool PoolLoop::post_admitted(const TaskPtr& rec, bool end_if_closed) {
   if (mailbox_.post_task(rec)) return true;
+  refuse_closing(rec, end_if_closed);
+  return false;
+}
+
+bool PoolLoop::post_admitted(const std::vector<TaskPtr>& recs) {
+  if (mailbox_.post_tasks(recs)) return true;
+  for (const TaskPtr& rec : recs) refuse_closing(rec, true);
+  return false;
+}
+
+void PoolLoop::refuse_closing(const TaskPtr& rec, bool end_if_closed) {
   unadmit(rec);
   if (rec->journaled &&
       end_if_closed) {  // accepted in the journal, never run: ended there, never acknowledged
@@ -424,7 +439,6 @@ bool PoolLoop::post_admitted(const TaskPtr& rec, bool end_if_closed) {
     end.error = "pool is closing";
     journal_->finish(end, {});
   }
-  return false;
 }
 
 Result<Ticket> PoolLoop::submit(std::string type, std::string payload, SubmitOptions options,
@@ -468,12 +482,11 @@ std::vector<Result<Ticket>> PoolLoop::submit_batch(std::vector<BatchTask> tasks,
   } else {
     batch->settle(Status::ok());
   }
-  for (std::size_t i = 0; i < admitted.size(); ++i) {
-    if (!post_admitted(admitted[i])) {  // the pool closes: its on_accepted is never called
-      out[at[i]] = Status::error(Code::kClosed, "pool is closing");
-      continue;
-    }
-    release_ack(admitted[i]);
+  // One hand-over to the loop for the whole batch (one lock, at most one wake-up).
+  if (post_admitted(admitted)) {
+    for (const TaskPtr& rec : admitted) release_ack(rec);
+  } else {  // the pool closes: none is posted, nor any task's on_accepted called
+    for (const std::size_t i : at) out[i] = Status::error(Code::kClosed, "pool is closing");
   }
   batch->release();
   return out;

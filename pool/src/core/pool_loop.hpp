@@ -173,6 +173,10 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   // and with `end_if_closed` its journal row is ended `cancelled`; a replay's stays open for
   // the next start).
   bool post_admitted(const TaskPtr& task, bool end_if_closed = true);
+  // The same for a batch's tasks, in order, in one hand-over: all posted, or none.
+  bool post_admitted(const std::vector<TaskPtr>& tasks);
+  // A task the closing pool refused: undoes its admission, ends its journal row as above.
+  void refuse_closing(const TaskPtr& task, bool end_if_closed);
   // Undoes admit_task()'s admission (queue capacity, tenant count).
   void unadmit(const TaskPtr& task);
 

@@ -441,6 +441,18 @@ std::optional<std::string> WorkerLinks::backtrace(WorkerId w, ipc::BacktraceRead
   return ipc::take_backtrace(link->proc->header()->diagnostics, read);
 }
 
-std::int64_t WorkerLinks::steady_ns(std::int64_t now) { return std::max(now, ipc::monotonic_ns()); }
+std::int64_t WorkerLinks::steady_ns(std::int64_t now) {
+  if (in_passes_ && pass_wall_ms_ != kWallUnread) return std::max(now, pass_steady_ns_);
+  return std::max(now, ipc::monotonic_ns());
+}
+
+std::int64_t WorkerLinks::wall_ms() {
+  if (!in_passes_) return WorkerControl::wall_ms();
+  if (pass_wall_ms_ == kWallUnread) {
+    pass_wall_ms_ = WorkerControl::wall_ms();
+    pass_steady_ns_ = ipc::monotonic_ns();
+  }
+  return pass_wall_ms_;
+}
 
 }  // namespace sandpool::core

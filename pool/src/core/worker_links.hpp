@@ -106,8 +106,18 @@ class WorkerLinks final : public WorkerControl {
   bool request_backtrace(WorkerId w) override;
   std::optional<std::string> backtrace(WorkerId w, ipc::BacktraceRead read) override;
   std::int64_t steady_ns(std::int64_t now) override;
+  // The wall clock of the loop's current pass: read at the pass's first wall_ms(), then the
+  // same stamp for the rest of the pass, so a pass that dispatches and ends many tasks reads
+  // it once, not twice per task (issue 37); steady_ns() then answers the CLOCK_MONOTONIC
+  // read right after it, the pair a not_before is placed from. Loop thread: begin_pass() at
+  // each pass's start; end_passes() when the loop ends, after which every call reads the
+  // clocks (late queries run inline on other threads).
+  std::int64_t wall_ms() override;
+  void begin_pass() { pass_wall_ms_ = kWallUnread; }
+  void end_passes() { in_passes_ = false; }
 
  private:
+  static constexpr std::int64_t kWallUnread = -1;
   struct Link {
     std::unique_ptr<supervision::WorkerProcess> proc;  // null when the spawn failed
     std::string spawn_error;
@@ -153,6 +163,9 @@ class WorkerLinks final : public WorkerControl {
   std::string frame_;      // a result frame being read
   WorkerMessage message_;  // frame_, checked
   std::atomic<std::uint64_t> wakes_{0};
+  bool in_passes_ = true;                    // loop thread, until end_passes()
+  std::int64_t pass_wall_ms_ = kWallUnread;  // loop thread
+  std::int64_t pass_steady_ns_ = 0;          // loop thread: CLOCK_MONOTONIC after pass_wall_ms_
 };
 
 }  // namespace sandpool::core
