@@ -12,6 +12,8 @@
 //   beat's own commands: every other command), over the tasks. redis_cpu_us_per_task: the
 //   server's CPU time (INFO cpu, user + system) over the tasks, its I/O included.
 //   redis_us_per_submit: the same commandstats figure over the fill (one submit per task).
+// - w2_p50_us: one task at a time through one in-process node over Redis: the submit script,
+//   then BLPOP on the task's end list (P:end:ID) until its end is written; the p50 of 500.
 // - kill_lost / kill_reran / failover_ms: 3 poold processes from the build tree share the
 //   pool; one, caught holding entries, is SIGKILLed at a random point of the run (kill_held:
 //   the entries claimed after the kill, each with a `lost` attempt; kill_claimed_before:
@@ -185,6 +187,34 @@ double through_nodes(const BenchOptions& o, const RedisChild& redis, const std::
     spent->run = minus(*after, *before);
   }
   return per_s;
+}
+
+// One waited task at a time over Redis (W2's shape): the p50 round trip in µs, or -1.
+double waited_p50_us(const BenchOptions& o, const RedisChild& redis) {
+  constexpr int kRounds = 500;
+  const std::string prefix = "w2:";
+  redis::Endpoint at = redis.endpoint();
+  at.timeout = std::chrono::seconds(15);  // past BLPOP's own 10 s
+  auto c = redis::Connection::open(at);
+  if (!c) return -1;
+  const redis::TaskStream stream(prefix, "echo");
+  if (!stream.ensure_group(*c)) return -1;
+  Node node;
+  if (!start_node(o, redis, prefix, "w2-node", &node)) return -1;
+  std::vector<double> us;
+  for (int i = 0; i < kRounds; ++i) {
+    redis::StreamTask t;
+    t.type = "echo";
+    t.payload = make_payload(static_cast<std::uint64_t>(i), o.payload_size);
+    const std::int64_t t0 = monotonic_ns();
+    auto id = stream.submit(*c, t, wall_clock_ms());
+    if (!id) return -1;
+    auto end = c->command({"BLPOP", prefix + "end:" + std::to_string(*id), "10"});
+    if (!end || end->is_nil() || end->is_error()) return -1;
+    us.push_back(static_cast<double>(monotonic_ns() - t0) / 1e3);
+  }
+  std::nth_element(us.begin(), us.begin() + kRounds / 2, us.end());
+  return us[kRounds / 2];
 }
 
 double local_throughput(const BenchOptions& o, std::uint64_t tasks) {
@@ -412,6 +442,7 @@ bool run_cluster(const BenchOptions& o, Report& r) {
   r.add("cluster", "redis_us_per_submit", (spent.submits.script_us + spent.submits.direct_us) / n,
         "us");
   r.add("cluster", "tasks", static_cast<double>(tasks), "tasks");
+  r.add("cluster", "w2_p50_us", waited_p50_us(o, redis), "us");
   return kill_run(o, redis, tasks, r);
 }
 
