@@ -101,7 +101,7 @@ TEST_CASE("poold: a task whose not_before passes while poold is down runs after 
   CHECK(t->result == "soon");
   REQUIRE(!t->account.history.empty());
   REQUIRE(t->account.history.size() == 1);  // it had not started before the kill
-  CHECK(t->account.history[0].started_ms >= *soon.not_before_ms);
+  CHECK(t->account.history[0].started_ms >= *soon.options.not_before_ms());
 }
 
 TEST_CASE("poolctl submit --delay / --not-before / --tenant, task shows them, cancel ends it") {
