@@ -231,8 +231,8 @@ class Submitter {
       q.pool = kPool;
       q.payload = soak::payload_for(plans[i].kind, first + i);
       const SubmitOptions so = soak::submit_options_for(plans[i].kind);
-      q.retries = so.retries;
-      q.timeout = so.timeout;
+      q.options.retries = so.retries;
+      q.options.timeout = so.timeout;
       reqs.push_back(std::move(q));
     }
     for (bool first_try = true;; first_try = false) {
