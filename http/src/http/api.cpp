@@ -147,13 +147,17 @@ void Api::stop() {
 
 std::shared_ptr<void> Api::track(const std::shared_ptr<LocalCall>& call) {
   std::list<std::weak_ptr<LocalCall>>::iterator it;
+  bool stopped = false;
   {
     MutexLock lock(mu_);
-    if (stopped_) {
-      call->abandon();
-      return nullptr;
-    }
-    it = calls_.insert(calls_.end(), call);
+    stopped = stopped_;
+    if (!stopped) it = calls_.insert(calls_.end(), call);
+  }
+  // Abandoned without mu_, as stop() does: abandon() takes the call's lock, the Responder's
+  // and runs the stream's on_cancel (the event hub's lock), none of which may nest in mu_.
+  if (stopped) {
+    call->abandon();
+    return nullptr;
   }
   return std::shared_ptr<void>(nullptr, [this, it](void*) {
     MutexLock lock(mu_);

@@ -110,6 +110,7 @@ class Api {
   HttpAccess& access_;
   const ApiOptions options_;
   const std::string cookie_name_;
+  // A leaf: held for these fields only, never across abandon() or the handler.
   mutable Mutex mu_;
   std::list<std::weak_ptr<LocalCall>> calls_ GUARDED_BY(mu_);  // open ones
   std::size_t streams_ GUARDED_BY(mu_) = 0;                    // open event streams
