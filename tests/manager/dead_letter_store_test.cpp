@@ -157,7 +157,7 @@ VALUES (31, 'images', 'resize', 'retries_exhausted', 'boom', x'7031', 1500, 2, 3
   CHECK(letters[1].task.id == 32);
   CHECK(letters[1].options.tenant == "acme");
   CHECK(letters[1].task.tenant == "acme");
-  CHECK(SubmitOptions::of(letters[1].options).tenant == "acme");
+  CHECK(sandpool::SubmitOptions::of(letters[1].options).tenant == "acme");
   // A claim (a replay's first step) reads it too.
   auto claimed = store->claim(letters[1].letter_id);
   REQUIRE(claimed.is_ok());

@@ -49,11 +49,11 @@ TEST_CASE("schedules read every key of an entry") {
   CHECK(s.task.type == "report");
   CHECK(s.task.pool == "echo");
   CHECK(s.payload == "{}");
-  CHECK(s.task.priority == -3);
-  CHECK(s.task.timeout == std::chrono::seconds(5));
-  CHECK(s.task.retries == 2u);
-  CHECK(s.task.key == "k");
-  CHECK(s.task.tenant == "acme");
+  CHECK(s.task.options.priority == -3);
+  CHECK(s.task.options.timeout == std::chrono::seconds(5));
+  CHECK(s.task.options.retries == 2u);
+  CHECK(s.task.options.key == "k");
+  CHECK(s.task.options.tenant == "acme");
   CHECK(s.start_s == 1767225600);
   CHECK(s.end_s == 1893456000);
   CHECK(s.catch_up == sandpool::CatchUp::kRunOnce);

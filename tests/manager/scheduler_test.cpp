@@ -444,7 +444,7 @@ TEST_CASE("an invalid schedule is refused naming what is wrong") {
       sp.task.type.clear();
       break;
     case 3:
-      sp.task.idempotency_key = "mine";
+      sp.task.options.idempotency_key = "mine";
       break;
     case 4:
       sp.name = "a b";
