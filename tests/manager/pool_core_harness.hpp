@@ -84,7 +84,7 @@ struct Harness {
 };
 
 inline TaskResult account(const core::TaskPtr& t) {
-  std::lock_guard lock(t->mu());
+  MutexLock lock(t->mu());
   return t->account;
 }
 

@@ -49,7 +49,7 @@ void LoopMailbox::post(LoopCommand cmd) {
 }
 
 void LoopMailbox::post_or_run(LoopCommand cmd, PoolCore& core) {
-  std::lock_guard lock(ended_mu_);
+  MutexLock lock(ended_mu_);
   if (ended_.load()) return cmd(core, ipc::monotonic_ns());
   post(std::move(cmd));
 }
@@ -79,7 +79,7 @@ std::optional<PoolStats> LoopMailbox::published_stats() const {
 
 bool LoopMailbox::wait_idle_for(std::int64_t timeout_ms) {
   idle_waiters_.fetch_add(1);
-  std::unique_lock lock(idle_mu_);
+  MutexLock lock(idle_mu_);
   if (!ended_.load()) {
     idle_ = false;  // possibly stale: the loop only tracks it while somebody waits
     lock.unlock();
@@ -88,9 +88,15 @@ bool LoopMailbox::wait_idle_for(std::int64_t timeout_ms) {
   }
   bool ok = true;
   if (timeout_ms < 0) {
-    idle_cv_.wait(lock, [&] { return idle_; });
+    while (!idle_) idle_cv_.wait(idle_mu_);
   } else {
-    ok = idle_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return idle_; });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (!idle_) {
+      if (idle_cv_.wait_until(idle_mu_, deadline) == std::cv_status::timeout) {
+        ok = idle_;
+        break;
+      }
+    }
   }
   idle_waiters_.fetch_sub(1);
   return ok;
@@ -113,7 +119,7 @@ bool LoopMailbox::announce_sleep() {
 }
 
 void LoopMailbox::set_idle(bool idle) {
-  std::lock_guard lock(idle_mu_);
+  MutexLock lock(idle_mu_);
   if (idle == idle_) return;
   idle_ = idle;
   if (idle) idle_cv_.notify_all();
@@ -127,7 +133,7 @@ bool LoopMailbox::report_start(Status s) {
 }
 
 void LoopMailbox::end(PoolCore& core) {
-  std::lock_guard lock(ended_mu_);
+  MutexLock lock(ended_mu_);
   ended_ = true;
   std::vector<LoopCommand> cmds;
   {
@@ -136,7 +142,7 @@ void LoopMailbox::end(PoolCore& core) {
   }
   for (auto& c : cmds) c(core, ipc::monotonic_ns());
   report_start(Status::error(Code::kClosed, "pool closed while starting"));
-  std::lock_guard idle(idle_mu_);
+  MutexLock idle(idle_mu_);
   idle_ = true;
   idle_cv_.notify_all();
 }

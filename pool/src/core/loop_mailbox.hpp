@@ -11,12 +11,10 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <vector>
@@ -124,12 +122,12 @@ class LoopMailbox {
   std::future<Status> started_future_;
   bool start_reported_ = false;  // loop thread
 
-  std::mutex idle_mu_;
-  std::condition_variable idle_cv_;
+  Mutex idle_mu_;
+  CondVar idle_cv_;
   std::atomic<int> idle_waiters_{0};
-  bool idle_ = false;  // guarded by idle_mu_
+  bool idle_ GUARDED_BY(idle_mu_) = false;
 
-  std::mutex ended_mu_;  // serialises inline queries once the loop has ended
+  Mutex ended_mu_;  // serialises inline queries once the loop has ended
   std::atomic<bool> ended_{false};
 };
 
@@ -142,7 +140,7 @@ R LoopMailbox::query(std::function<R(PoolCore&, std::int64_t)> fn, PoolCore& cor
   {
     // Held while posting: the loop's last act takes this lock and runs what is left posted,
     // so a query can never be stranded between the check and the post.
-    std::lock_guard lock(ended_mu_);
+    MutexLock lock(ended_mu_);
     if (ended_.load()) return fn(core, ipc::monotonic_ns());
     post(
         [fn = std::move(fn), done](PoolCore& c, std::int64_t now) { done->set_value(fn(c, now)); });

@@ -55,7 +55,7 @@ const SubmitOptions& Ticket::options() const {
 
 TaskResult Ticket::snapshot() const {
   if (!rec_) return {};
-  std::lock_guard lock(rec_->mu());
+  MutexLock lock(rec_->mu());
   TaskResult r = rec_->account;
   r.state = rec_->state.load(std::memory_order_acquire);
   return r;
@@ -64,14 +64,14 @@ TaskResult Ticket::snapshot() const {
 Status Ticket::wait_accepted() const {
   if (!rec_) return Status::ok();
   rec_->ack.wait(0, std::memory_order_acquire);
-  std::lock_guard lock(rec_->mu());
+  MutexLock lock(rec_->mu());
   return rec_->ack_status();
 }
 
 std::optional<Status> Ticket::acceptance() const {
   if (!rec_) return Status::ok();
   if (rec_->ack.load(std::memory_order_acquire) == 0) return std::nullopt;
-  std::lock_guard lock(rec_->mu());
+  MutexLock lock(rec_->mu());
   return rec_->ack_status();
 }
 

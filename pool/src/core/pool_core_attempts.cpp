@@ -34,7 +34,7 @@ bool PoolCore::on_result(WorkerId wid, ipc::ResultMsg& msg, std::int64_t now) {
     switch (msg.status) {
       case ipc::TaskStatus::kOk: {
         {
-          std::lock_guard lock(t->mu());
+          MutexLock lock(t->mu());
           t->account.history.push_back(
               {f.attempt, Outcome::kOk, {}, pid, f.started_wall_ms, ctl_.wall_ms()});
         }
@@ -96,7 +96,7 @@ void PoolCore::end_attempt(const InFlight& f, Outcome outcome, std::string error
   const TaskPtr& t = f.task;
   if (t->decided) return;
   {
-    std::lock_guard lock(t->mu());
+    MutexLock lock(t->mu());
     t->account.history.push_back(
         {f.attempt, outcome, error, pid, f.started_wall_ms, ctl_.wall_ms(), std::move(backtrace)});
     t->account.error = error;
@@ -128,7 +128,7 @@ void PoolCore::end_attempt(const InFlight& f, Outcome outcome, std::string error
   if (journal_.retrying) {
     Attempt ended;
     {
-      std::lock_guard lock(t->mu());
+      MutexLock lock(t->mu());
       ended = t->account.history.back();
     }
     journal_.retrying(*t, ended, ctl_.wall_ms() + (due - now) / kMsNs);
@@ -152,7 +152,7 @@ void PoolCore::end_task(const TaskPtr& task, TaskState state, DeadReason reason,
   release_admission(*task);
   if (state == TaskState::kCancelled && task->cancel_why) error = *task->cancel_why;
   {
-    std::lock_guard lock(task->mu());
+    MutexLock lock(task->mu());
     task->account.state = state;
     task->account.reason = reason;
     task->account.cancel_reason = cancel;
@@ -166,14 +166,14 @@ void PoolCore::end_task(const TaskPtr& task, TaskState state, DeadReason reason,
     ledger_.await_letter(task, reason);
     if (dead_letter_sink_(task)) return;  // on_letter_written() ends it
     (void)ledger_.take_letter(task->id);  // not written: it ends now
-    std::lock_guard lock(task->mu());
+    MutexLock lock(task->mu());
     task->account.dead_letter_pending = false;
     state = task->account.state;  // kCancelled when the letter was not written (answered inline)
   } else if (state != TaskState::kDeadLettered && journal_.end) {
     ledger_.await_end(task);
     if (journal_.end(task)) return;  // on_end_written() ends it
     ledger_.drop_last_end();
-    std::lock_guard lock(task->mu());
+    MutexLock lock(task->mu());
     state = task->account.state;  // kCancelled when the end was not written (answered inline)
   }
   make_terminal(task, state, state == TaskState::kDeadLettered ? reason : DeadReason::kNone);
@@ -195,7 +195,7 @@ void PoolCore::on_letter_written(std::uint64_t id, std::int64_t now) {
   auto [task, reason] = std::move(*letter);
   TaskState state = TaskState::kDeadLettered;
   {
-    std::lock_guard lock(task->mu());
+    MutexLock lock(task->mu());
     task->account.dead_letter_pending = false;
     state = task->account.state;  // kCancelled when its letter did not reach the store
   }
@@ -268,7 +268,7 @@ std::size_t PoolCore::abandon_all(DeadReason reason, const std::string& why, std
       if (f.ended || f.task->decided) continue;
       f.ended = true;  // its worker's exit must not end it a second time
       if (i == 0) {    // the front: running (or about to), so it had an attempt
-        std::lock_guard lock(f.task->mu());
+        MutexLock lock(f.task->mu());
         f.task->account.history.push_back(
             {f.attempt, Outcome::kLost, why, ctl_.pid(wid), f.started_wall_ms, ctl_.wall_ms()});
         f.task->attempts_ended++;
@@ -305,7 +305,7 @@ std::size_t PoolCore::release_all(const std::string& why, std::int64_t now) {
     t->decided = true;
     release_admission(*t);
     {
-      std::lock_guard lock(t->mu());
+      MutexLock lock(t->mu());
       t->account.state = TaskState::kCancelled;
       t->account.cancel_reason = CancelReason::kShutdown;
       t->account.error = why;

@@ -264,7 +264,7 @@ void PoolCore::recover(RecoveredTask r, std::int64_t now) {
       end_attempt(f, Outcome::kLost, "poold restarted", r.running->worker_pid, now);
       return;
     }
-    std::lock_guard lock(task->mu());  // its history says it ran; its retry policy is moot
+    MutexLock lock(task->mu());  // its history says it ran; its retry policy is moot
     task->account.history.push_back({f.attempt, Outcome::kLost, "poold restarted",
                                      r.running->worker_pid, f.started_wall_ms, ctl_.wall_ms()});
     task->attempts_ended++;

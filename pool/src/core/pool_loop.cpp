@@ -504,14 +504,14 @@ bool PoolLoop::signal_worker(std::int32_t pid, int sig) {
 
 void PoolLoop::set_failure(std::string why) {
   {
-    std::lock_guard lock(failure_mu_);
+    MutexLock lock(failure_mu_);
     failure_ = std::move(why);
   }
   failed_.store(true, std::memory_order_release);
 }
 
 std::string PoolLoop::failure() const {
-  std::lock_guard lock(failure_mu_);
+  MutexLock lock(failure_mu_);
   return failure_;
 }
 

@@ -9,13 +9,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <sandpool/base/busy_clock.hpp>
+#include <sandpool/base/thread_annotations.hpp>
 #include <sandpool/ipc/wake.hpp>
 #include <sandpool/pool/pool.hpp>
 #include <sandpool/store/task_journal.hpp>
@@ -184,9 +184,9 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   // submit_batch(), whichever comes second, call `callback`.
   struct BatchAck {
     std::function<void(const Status&)> callback;
-    std::mutex mu;
-    bool released = false;
-    std::optional<Status> answer;
+    Mutex mu;
+    bool released GUARDED_BY(mu) = false;
+    std::optional<Status> answer GUARDED_BY(mu);
     void settle(const Status& s);
     void release();
   };
@@ -233,8 +233,8 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   bool journal_batching_ = false;
   bool in_end_hook_ = false;  // the thread in the `end` hook: within its finish()
   bool end_inline_ = false;   // the same: the journal answered within finish() itself
-  std::mutex ends_mu_;
-  std::vector<std::uint64_t> ends_written_;  // guarded by ends_mu_: end_written() ids not yet taken
+  Mutex ends_mu_;
+  std::vector<std::uint64_t> ends_written_ GUARDED_BY(ends_mu_);  // end_written() ids not taken
 
   PoolOptions opts_;
   const PoolOptions as_started_;  // opts_ as given at start: reconfigure() checks against it
@@ -271,8 +271,8 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   void set_failure(std::string why);
   std::string failure() const;
   std::atomic<bool> failed_{false};
-  mutable std::mutex failure_mu_;
-  std::string failure_;
+  mutable Mutex failure_mu_;
+  std::string failure_ GUARDED_BY(failure_mu_);
 
   std::thread thread_;
 };

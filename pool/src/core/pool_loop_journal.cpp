@@ -34,7 +34,7 @@ namespace {
 bool settle_ack(TaskRecord& task, const Status& s) {
   bool released = false;
   {
-    std::lock_guard lock(task.mu());
+    MutexLock lock(task.mu());
     task.set_ack_status(s);
     released = task.ack_released;
     task.ack.store(1, std::memory_order_release);
@@ -153,7 +153,7 @@ void PoolLoop::journal_accept(const std::vector<TaskPtr>& tasks, std::shared_ptr
 
 void PoolLoop::BatchAck::settle(const Status& s) {
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     answer = s;
     if (!released) return;
   }
@@ -163,7 +163,7 @@ void PoolLoop::BatchAck::settle(const Status& s) {
 void PoolLoop::BatchAck::release() {
   Status s;
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     released = true;
     if (!answer) return;
     s = *answer;
@@ -174,7 +174,7 @@ void PoolLoop::BatchAck::release() {
 void PoolLoop::release_ack(const TaskPtr& task) {
   Status s;
   {
-    std::lock_guard lock(task->mu());
+    MutexLock lock(task->mu());
     task->ack_released = true;
     if (task->ack.load(std::memory_order_acquire) == 0) return;  // the journal's answer acts
     s = task->ack_status();
@@ -246,7 +246,7 @@ void PoolLoop::hand_over_turn() {
 
 void PoolLoop::ends_written(const std::vector<std::uint64_t>& ids) {
   {
-    std::lock_guard lock(ends_mu_);
+    MutexLock lock(ends_mu_);
     const bool on_its_way = !ends_written_.empty();
     ends_written_.insert(ends_written_.end(), ids.begin(), ids.end());
     if (on_its_way) return;  // the message on its way takes these too
@@ -256,7 +256,7 @@ void PoolLoop::ends_written(const std::vector<std::uint64_t>& ids) {
 
 void PoolLoop::end_written(std::uint64_t task_id) {
   {
-    std::lock_guard lock(ends_mu_);
+    MutexLock lock(ends_mu_);
     ends_written_.push_back(task_id);
     if (ends_written_.size() > 1) return;  // a message is on its way and takes this one too
   }
@@ -268,7 +268,7 @@ void PoolLoop::post_ends_written() {
       [this](PoolCore& core, std::int64_t now) {
         std::vector<std::uint64_t> ids;
         {
-          std::lock_guard lock(ends_mu_);
+          MutexLock lock(ends_mu_);
           ids.swap(ends_written_);
         }
         for (const std::uint64_t id : ids) core.on_end_written(id, now);

@@ -18,7 +18,7 @@ namespace sandpool::core {
 
 void end_orphaned(TaskRecord& task, TaskState state) {
   {
-    std::lock_guard lock(task.mu());
+    MutexLock lock(task.mu());
     task.account.dead_letter_pending = false;
   }
   task.state.store(state, std::memory_order_release);
@@ -28,7 +28,7 @@ void end_orphaned(TaskRecord& task, TaskState state) {
 }
 
 void report_unwritten(TaskRecord& task, const std::string& why) {
-  std::lock_guard lock(task.mu());
+  MutexLock lock(task.mu());
   const std::string reached(to_string(task.account.state));
   task.account.state = TaskState::kCancelled;
   task.account.reason = DeadReason::kNone;
@@ -43,7 +43,7 @@ void PoolLoop::install_dead_letter_sink() {
   core_->set_dead_letter_sink([this](const TaskPtr& task) {
     DeadLetter letter;
     {
-      std::lock_guard lock(task->mu());
+      MutexLock lock(task->mu());
       letter.task = task->account;  // final: state dead_lettered, reason, attempts
     }
     letter.task.dead_letter_pending = false;  // as stored: the letter is the record

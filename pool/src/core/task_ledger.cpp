@@ -35,7 +35,7 @@ std::optional<std::pair<TaskPtr, DeadReason>> TaskLedger::take_letter(std::uint6
 
 void TaskLedger::record_terminal(const TaskPtr& task, TaskState state, std::int64_t now) {
   if (state == TaskState::kDeadLettered) {
-    std::lock_guard lock(task->mu());
+    MutexLock lock(task->mu());
     dead_letters_.push_back(task->account);
     if (dead_letters_.size() > dead_letter_capacity_) dead_letters_.pop_front();
   }

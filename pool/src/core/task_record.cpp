@@ -7,12 +7,12 @@ namespace {
 // Ticket copies another's), each on its own cache line.
 constexpr std::size_t kRecordLocks = 64;
 struct alignas(64) RecordLock {
-  std::mutex mu;
+  Mutex mu;
 };
 RecordLock record_locks[kRecordLocks];
 
 }  // namespace
 
-std::mutex& record_lock(std::uint64_t id) { return record_locks[id % kRecordLocks].mu; }
+Mutex& record_lock(std::uint64_t id) { return record_locks[id % kRecordLocks].mu; }
 
 }  // namespace sandpool::core

@@ -6,10 +6,10 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include <sandpool/base/status.hpp>
+#include <sandpool/base/thread_annotations.hpp>
 #include <sandpool/pool/pool.hpp>
 #include <sandpool/task/task.hpp>
 
@@ -96,7 +96,7 @@ struct TaskRecord {
   // Guards account and the acknowledgement: one of a fixed set of mutexes shared by all
   // records (record_lock). Hold it for a few stores or a copy only, never while calling out
   // and never together with another record's: two records may share it.
-  std::mutex& mu() const;
+  Mutex& mu() const;
   // The acknowledgement's answer; the caller holds mu(). Ok unless the journal refused it.
   Status ack_status() const { return ack_error ? *ack_error : Status::ok(); }
   void set_ack_status(const Status& s) { ack_error = s ? nullptr : std::make_unique<Status>(s); }
@@ -106,9 +106,9 @@ struct TaskRecord {
 };
 
 // The mutex of the record with this id: records share kRecordLocks mutexes (lock striping),
-// because a std::mutex per record was 40 of its bytes and its sections are a few stores long.
-std::mutex& record_lock(std::uint64_t id);
-inline std::mutex& TaskRecord::mu() const { return record_lock(id); }
+// because a mutex per record was 40 of its bytes and its sections are a few stores long.
+Mutex& record_lock(std::uint64_t id);
+inline Mutex& TaskRecord::mu() const { return record_lock(id); }
 
 using TaskPtr = std::shared_ptr<TaskRecord>;
 

@@ -12,7 +12,7 @@ std::string tenant_name(const std::string& tenant) {
 
 Status TenantCounts::admit(const std::string& tenant, std::size_t max_per_tenant,
                            std::size_t max_tenants, const std::string& pool) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = waiting_.find(tenant);
   const std::size_t now = it == waiting_.end() ? 0 : it->second;
   if (max_per_tenant != 0 && now >= max_per_tenant) {
@@ -36,12 +36,12 @@ Status TenantCounts::admit(const std::string& tenant, std::size_t max_per_tenant
 }
 
 void TenantCounts::add(const std::string& tenant) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (++waiting_[tenant] == 1 && !tenant.empty()) ++named_;
 }
 
 void TenantCounts::release(const std::string& tenant) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = waiting_.find(tenant);
   if (it == waiting_.end()) return;
   if (--it->second == 0) {
@@ -51,20 +51,20 @@ void TenantCounts::release(const std::string& tenant) {
 }
 
 std::size_t TenantCounts::waiting(const std::string& tenant) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = waiting_.find(tenant);
   return it == waiting_.end() ? 0 : it->second;
 }
 
 std::size_t TenantCounts::tenants() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return named_;
 }
 
 std::vector<std::pair<std::string, std::uint64_t>> TenantCounts::largest(std::size_t limit) const {
   std::vector<std::pair<std::string, std::uint64_t>> out;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     out.assign(waiting_.begin(), waiting_.end());
   }
   const auto most_first = [](const auto& a, const auto& b) {

@@ -10,13 +10,13 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include <sandpool/base/status.hpp>
+#include <sandpool/base/thread_annotations.hpp>
 
 namespace sandpool::core {
 
@@ -39,9 +39,9 @@ class TenantCounts {
   std::vector<std::pair<std::string, std::uint64_t>> largest(std::size_t limit) const;
 
  private:
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, std::size_t> waiting_;  // guarded by mu_; no zero entries
-  std::size_t named_ = 0;                                 // guarded by mu_
+  mutable Mutex mu_;
+  std::unordered_map<std::string, std::size_t> waiting_ GUARDED_BY(mu_);  // no zero entries
+  std::size_t named_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace sandpool::core
