@@ -158,11 +158,11 @@ class TaskStream {
                                 const std::string& attempt) const;
   // Fenced, per end: the tasks' ends, each with the attempts to record first, one script
   // per 512 ends (their entries acknowledged and deleted, the finished set added to and
-  // trimmed, once per call), pipelined in one round trip; one answer per end, in order. An end writes the final state, result,
-  // error and reason, acknowledges and deletes the entry, indexes the task among the finished
-  // ones. Exactly once: a second end of the same entry is kNotYours. A `dead_lettered` end
-  // also adds the letter to the pool's dead-letter stream (the entry's fields, the reason,
-  // the error, the time), which keeps the newest `max_letters`.
+  // trimmed, once per call), pipelined in one round trip; one answer per end, in order. An end
+  // writes the final state, result, error and reason, acknowledges and deletes the entry, indexes
+  // the task among the finished ones. Exactly once: a second end of the same entry is kNotYours. A
+  // `dead_lettered` end also adds the letter to the pool's dead-letter stream (the entry's fields,
+  // the reason, the error, the time), which keeps the newest `max_letters`.
   struct EndWrite {
     const StreamEntry* entry = nullptr;
     std::vector<std::string> attempts;  // encoded by the caller
