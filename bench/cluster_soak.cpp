@@ -41,9 +41,9 @@ namespace {
 using ipc::monotonic_ns;
 
 constexpr std::size_t kNodes = 3;
-constexpr std::uint32_t kConcurrency = 16;
-constexpr std::size_t kBatch = 500;       // tasks per submit_batch
-constexpr std::uint64_t kWindow = 20000;  // accepted and not ended, at most
+constexpr std::uint32_t kClusterSoakConcurrency = 16;
+constexpr std::size_t kClusterSoakBatch = 500;  // tasks per submit_batch
+constexpr std::uint64_t kWindow = 20000;        // accepted and not ended, at most
 constexpr std::chrono::milliseconds kBeat{200};
 constexpr std::size_t kReadChunk = 1000;  // tasks per pipelined round trip when checking
 const char* const kPrefix = "soak:";
@@ -66,7 +66,7 @@ std::string node_config(const BenchOptions& o, const RedisChild& redis, const So
                           redis.address() + "\", prefix: \"" + kPrefix + "\", heartbeat: " +
                           std::to_string(kBeat.count()) + "ms, finished: " + keep +
                           ", finished_max_age: 24h, finished_max_bytes: 16GiB}\n",
-                      kPool, plugin_path(o, "chaos"), o.workers, kConcurrency,
+                      kPool, plugin_path(o, "chaos"), o.workers, kClusterSoakConcurrency,
                       "    backend: redis\n    restart: {max_restarts: 1000000}\n" +
                           std::string(reloaded ? "    task_types: [chaos]\n" : ""));
 }
@@ -326,7 +326,7 @@ bool submit_all(const BenchOptions& o, Submitter& sub, Chaos& chaos, soak::Tally
   const std::uint64_t tasks = o.cluster_soak_tasks;
   int gate = 1;
   std::uint64_t ended = 0;
-  for (std::uint64_t first = 0; first < tasks; first += kBatch) {
+  for (std::uint64_t first = 0; first < tasks; first += kClusterSoakBatch) {
     while (gate <= 3 && first >= tasks * static_cast<std::uint64_t>(gate) / 4) {
       if (!chaos.gate(gate++)) return false;
     }
@@ -339,7 +339,7 @@ bool submit_all(const BenchOptions& o, Submitter& sub, Chaos& chaos, soak::Tally
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     std::vector<soak::Plan> plans;
-    for (std::uint64_t seq = first; seq < std::min(tasks, first + kBatch); ++seq) {
+    for (std::uint64_t seq = first; seq < std::min(tasks, first + kClusterSoakBatch); ++seq) {
       soak::Plan p = soak::draw_plan(rng);
       p.cancel = false;  // no cancels here: a cancel's timing is the local soak's subject
       tally.plan(seq, p);

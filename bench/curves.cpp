@@ -3,7 +3,7 @@
 //   Queue depth: N (1e3, 1e4, ... --curves-max-queued) no-op tasks queued behind two workers
 //   held by a long task each; the submit cost is the submitting thread's CPU (and wall) per
 //   task while the queue grows from 0 to N, plus the loop's CPU per task taking them in, with
-//   Pool::submit one at a time and again with Pool::submit_batch (kBatch a call). Then
+//   Pool::submit one at a time and again with Pool::submit_batch (kCurvesBatch a call). Then
 //   the holders are cancelled and the N drain: the loop's CPU per task (dispatch, results,
 //   ends) and the wall per task from the first queued task's end to the last one's.
 //   Workers: W1 (tasks/s, ring concurrency 64) and W2 (p50, p99) with 2, 8, 32 and 128
@@ -23,11 +23,11 @@ namespace {
 
 using ipc::monotonic_ns;
 
-constexpr std::uint32_t kHolders = 2;       // workers, one held by each holder
-constexpr std::uint32_t kConcurrency = 64;  // ring slots per worker (W1's middle setting)
-constexpr std::uint32_t kHoldMs = 3600000;  // the holders' sleep; they are cancelled
+constexpr std::uint32_t kHolders = 2;             // workers, one held by each holder
+constexpr std::uint32_t kCurvesConcurrency = 64;  // ring slots per worker (W1's middle setting)
+constexpr std::uint32_t kCurvesHoldMs = 3600000;  // the holders' sleep; they are cancelled
 constexpr std::uint32_t kW1Concurrency = 64;
-constexpr std::size_t kBatch =
+constexpr std::size_t kCurvesBatch =
     1000;  // tasks per submit_batch (poolctl batch's 2000 / 2)  // W1 at every worker count
 
 // The queued tasks' ends, counted on the loop thread (SubmitOptions::on_done); the first and
@@ -56,7 +56,7 @@ struct DepthRun {
 };
 
 // Submits n no-op tasks whose ends `ends` counts: one submit() each, or submit_batch() calls
-// of kBatch.
+// of kCurvesBatch.
 bool submit_noops(Pool& pool, std::uint64_t n, bool batched, Ends& ends) {
   const std::string payload = "0us";  // the sleep plugin's no-op
   auto options = [&ends] {
@@ -73,7 +73,7 @@ bool submit_noops(Pool& pool, std::uint64_t n, bool batched, Ends& ends) {
       ++i;
       continue;
     }
-    std::vector<BatchTask> tasks(std::min<std::uint64_t>(kBatch, n - i));
+    std::vector<BatchTask> tasks(std::min<std::uint64_t>(kCurvesBatch, n - i));
     for (BatchTask& t : tasks) {
       t.type = "sleep";
       t.payload = payload;
@@ -85,22 +85,22 @@ bool submit_noops(Pool& pool, std::uint64_t n, bool batched, Ends& ends) {
         return false;
       }
     }
-    i += std::min<std::uint64_t>(kBatch, n - i);
+    i += std::min<std::uint64_t>(kCurvesBatch, n - i);
   }
   return true;
 }
 
 bool depth_once(const BenchOptions& o, std::uint64_t n, bool batched, DepthRun* out) {
-  PoolOptions p = pool_options(o, "sleep", kHolders, kConcurrency);
+  PoolOptions p = pool_options(o, "sleep", kHolders, kCurvesConcurrency);
   p.queue_capacity = n + 1024;
   p.task_records_max = 1000;  // finished records are not what this weighs
   auto pool = start_pool(p);
   if (!pool) return false;
   SubmitOptions hold;
-  hold.timeout = std::chrono::milliseconds(kHoldMs);
+  hold.timeout = std::chrono::milliseconds(kCurvesHoldMs);
   std::vector<Ticket> holders;
   for (std::uint32_t i = 0; i < kHolders; ++i) {
-    auto t = pool->submit("sleep", std::to_string(kHoldMs), hold);
+    auto t = pool->submit("sleep", std::to_string(kCurvesHoldMs), hold);
     if (!t) {
       std::cerr << "sandpool-bench: curves: " << t.status().message() << "\n";
       return false;

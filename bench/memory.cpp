@@ -33,8 +33,8 @@ namespace {
 namespace bp = boost::process;
 using ipc::monotonic_ns;
 
-constexpr std::size_t kBatch = 10000;      // tasks per submit_batch
-constexpr std::uint32_t kHoldMs = 600000;  // the task that keeps the worker busy
+constexpr std::size_t kMemoryBatch = 10000;      // tasks per submit_batch
+constexpr std::uint32_t kMemoryHoldMs = 600000;  // the task that keeps the worker busy
 
 // jemalloc's mallctl when the process runs on it (poold and sandpool-bench link it unless
 // built with a sanitizer), looked up at run time so that the bench builds without it.
@@ -132,7 +132,7 @@ bool submit_all(const BenchOptions& o, Pool& pool, const std::string& type) {
   std::atomic<std::uint64_t> accepted{0}, refused{0};
   std::uint64_t batches = 0;
   for (std::uint64_t seq = 0; seq < o.memory_tasks;) {
-    std::vector<BatchTask> tasks(std::min<std::uint64_t>(kBatch, o.memory_tasks - seq));
+    std::vector<BatchTask> tasks(std::min<std::uint64_t>(kMemoryBatch, o.memory_tasks - seq));
     for (BatchTask& t : tasks) {
       t.type = type;
       t.payload = make_payload(seq++, o.payload_size);
@@ -162,8 +162,8 @@ bool queued_run(const BenchOptions& o, Report& r, bool journal) {
   auto pool = start_pool(*p);
   if (!pool) return false;
   SubmitOptions hold;
-  hold.timeout = std::chrono::milliseconds(kHoldMs);  // not the pool's 30 s: it must last
-  auto holder = pool->submit("sleep", std::to_string(kHoldMs), hold);
+  hold.timeout = std::chrono::milliseconds(kMemoryHoldMs);  // not the pool's 30 s: it must last
+  auto holder = pool->submit("sleep", std::to_string(kMemoryHoldMs), hold);
   if (!holder) {
     std::cerr << "sandpool-bench: memory: " << holder.status().message() << "\n";
     return false;
@@ -234,8 +234,8 @@ bool poold_queued_run(const BenchOptions& o, Report& r, bool journal) {
   if (!poold.ready(1)) return poold.fail("poold did not start");
   SubmitRequest hold;
   hold.type = "sleep";
-  hold.payload = std::to_string(kHoldMs);
-  hold.options.timeout = std::chrono::milliseconds(kHoldMs);
+  hold.payload = std::to_string(kMemoryHoldMs);
+  hold.options.timeout = std::chrono::milliseconds(kMemoryHoldMs);
   if (auto s = poold.client().submit(hold); !s) return poold.fail(s.status().message());
   auto counters = [&]() -> std::optional<ops::PoolCounters> {
     auto s = poold.client().stats("sleep");
