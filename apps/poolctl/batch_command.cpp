@@ -58,6 +58,9 @@ struct Tally {
   Clock::duration pause GUARDED_BY(mu){0};     // while full: from a reply to the next request
   Clock::time_point resume_at GUARDED_BY(mu);  // while full: no request before this
   Clock::time_point last_accept GUARDED_BY(mu);
+  // Replies that refused tasks with queue_full since the last one that accepted any: giving
+  // up needs two, so a retry was tried however long the first reply took.
+  std::uint32_t full_replies GUARDED_BY(mu) = 0;
   std::vector<double> latency_ms GUARDED_BY(mu);  // per request, send to reply
   Status first_error GUARDED_BY(mu);              // the first refusal that is not retried
   Status last_full GUARDED_BY(mu);                // the last queue_full refusal
@@ -134,8 +137,12 @@ void record_reply(Tally& tally, std::size_t n, Clock::time_point sent,
   tally.accepted += in;
   tally.refused += final_refusals;
   tally.unknown += unknown;
-  if (in > 0) tally.last_accept = now;
+  if (in > 0) {
+    tally.last_accept = now;
+    tally.full_replies = 0;
+  }
   if (full > 0) {
+    ++tally.full_replies;
     tally.unsent += full;
     tally.resubmitted += full;
     tally.room = std::max<std::size_t>(kMinRoom, in);
@@ -154,7 +161,7 @@ void record_reply(Tally& tally, std::size_t n, Clock::time_point sent,
 // Waits until a request may go out (a free slot in the window, tasks to send, any pause
 // over) and returns how many tasks it carries, counted as outstanding; 0 when every task
 // was answered. Sets *gave_up when the queue stayed full with nothing accepted for
-// a.retry_for.
+// a.retry_for, and a resend was refused too.
 std::size_t next_request(Tally& tally, const BatchArgs& a, bool* gave_up) EXCLUDES(tally.mu) {
   MutexLock lock(tally.mu);
   for (;;) {
@@ -168,7 +175,7 @@ std::size_t next_request(Tally& tally, const BatchArgs& a, bool* gave_up) EXCLUD
       continue;
     }
     const auto now = Clock::now();
-    if (tally.full && now - tally.last_accept > a.retry_for) {
+    if (tally.full && tally.full_replies >= 2 && now - tally.last_accept > a.retry_for) {
       *gave_up = true;
       return 0;
     }

@@ -8,7 +8,8 @@
 // is left behind: no living process descended from the test (the test is a child
 // subreaper, so an orphaned grandchild of a worker comes back to it and is seen; one that is
 // dead, killed with its worker's cgroup, is the test's to reap, as init would for poold), no
-// worker cgroup in any cgroup hierarchy (host_cgroups.hpp), and no new /dev/shm entry.
+// worker cgroup in any cgroup hierarchy (host_cgroups.hpp), and no new shared memory object in
+// /dev/shm.
 //
 // Not thread-safe: one test thread drives it. The captured log is written by the pools'
 // loop threads under its own lock.
@@ -90,7 +91,7 @@ class HostileWorld {
   // Both pools (the hostile one if started) still complete an ordinary task.
   void require_pools_serve();
   // Closes the pools; reaps the test's dead children; requires no descendant process, no
-  // worker cgroup and no new /dev/shm entry.
+  // worker cgroup and no new shared memory object in /dev/shm.
   void close_and_check_clean();
   // The hostile pool's stats as it closed (close_and_check_clean).
   const PoolStats& final_stats() const { return final_stats_; }

@@ -150,8 +150,10 @@ TEST_CASE("sandpool-run exits 2 for bad usage") {
 }
 
 TEST_CASE("sandpool-run limits each worker's memory to 1 GiB by default") {
-  // 1100 MiB touched: past the default limit, so the attempt ends at it, not by the timeout.
-  auto r = sandpool_run({"--plugin", plugin("alloc"), "--retries", "0", "--json"}, "1100\n");
+  // 1100 MiB touched: past the default limit, so the attempt ends at it, not by the timeout
+  // (10 minutes: touching 1 GiB took over 30 s, the default, on a 2-core VM at load 12).
+  auto r = sandpool_run(
+      {"--plugin", plugin("alloc"), "--retries", "0", "--timeout", "10m", "--json"}, "1100\n");
   INFO(r.out << r.err);
   CHECK(r.exit_code == 1);
   auto lines = json_lines(r.out);
@@ -166,8 +168,9 @@ TEST_CASE("sandpool-run takes --memory, and 0 lifts the limit") {
   REQUIRE(json_lines(small.out).size() == 1);
   CHECK(json_lines(small.out)[0]["error"].get<std::string>().rfind("resource_limit: memory", 0) ==
         0);
-  auto none =
-      sandpool_run({"--plugin", plugin("alloc"), "--memory", "0", "--retries", "0"}, "1100\n");
+  auto none = sandpool_run(
+      {"--plugin", plugin("alloc"), "--memory", "0", "--retries", "0", "--timeout", "10m"},
+      "1100\n");
   INFO(none.out << none.err);
   CHECK(none.exit_code == 0);
   CHECK(none.out == "1\tcompleted\tallocated 1100 MiB, holding 1100 MiB\n");
