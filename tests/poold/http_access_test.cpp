@@ -89,6 +89,17 @@ TEST_CASE("http access: sessions are found by their id until closed") {
   CHECK_FALSE(a.session(id));
 }
 
+TEST_CASE("http access: a moved access keeps its sessions and its login throttle") {
+  auto a = http::HttpAccess::with_tokens("", "0123456789abcdef");
+  const std::string id = a.open_session(Access::kAdmin);
+  for (std::size_t i = 0; i < http::HttpAccess::kLoginFailures; ++i) a.login_failed("10.0.0.7");
+  REQUIRE(a.login_throttled("10.0.0.7"));
+  http::HttpAccess moved(std::move(a));
+  CHECK(moved.session(id));
+  CHECK(moved.login_throttled("10.0.0.7"));
+  CHECK_FALSE(moved.login_throttled("10.0.0.8"));
+}
+
 TEST_CASE("html: escape() leaves no markup and no raw control byte") {
   CHECK(http::escape("<a href='x'>&\"</a>") == "&lt;a href=&#39;x&#39;&gt;&amp;&quot;&lt;/a&gt;");
   CHECK(http::escape(std::string("a\x01\xff", 3)) == "a\\x01\\xff");

@@ -121,6 +121,7 @@ HttpAccess::HttpAccess(HttpAccess&& o) noexcept
   MutexLock lock(o.mu_);
   idle_timeout_ = o.idle_timeout_;
   sessions_ = std::move(o.sessions_);
+  failures_ = std::move(o.failures_);
 }
 
 std::optional<Access> HttpAccess::check_token(std::string_view token) const {
