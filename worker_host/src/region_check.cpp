@@ -59,9 +59,10 @@ std::string find_region_damage(const ipc::RegionHeader& h, const RegionGeometry&
     if (values.first != values.second) return differs(word, values.first, values.second);
   }
   const std::uint64_t beat = h.heartbeat_ms.load(acq);
-  if (beat > own.now_ms) {
+  const std::uint64_t clock_ms = own.now_ms();  // after the load: see OwnWords
+  if (beat > clock_ms) {
     return "heartbeat_ms is " + std::to_string(beat) + ", ahead of the clock (" +
-           std::to_string(own.now_ms) + ")";
+           std::to_string(clock_ms) + ")";
   }
   return {};
 }

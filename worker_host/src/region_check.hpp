@@ -52,7 +52,9 @@ struct OwnWords {
   ipc::WorkerPhase phase = ipc::WorkerPhase::kReady;
   std::uint64_t task_tail = 0;    // the task ring's tail as last published
   std::uint64_t result_head = 0;  // the result ring's head as last published
-  std::uint64_t now_ms = 0;       // CLOCK_MONOTONIC_COARSE ms (beat's clock), after the handler
+  // CLOCK_MONOTONIC_COARSE in ms (beat's clock). Read after the heartbeat word is: a plugin
+  // thread may beat during the check, and a clock read before the word would be behind it.
+  std::uint64_t (*now_ms)() = nullptr;
 };
 
 // Returns an empty string iff the header is as the worker left it; otherwise what is broken

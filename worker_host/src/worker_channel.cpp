@@ -108,7 +108,7 @@ std::string WorkerChannel::check_region(std::uint64_t running_task, ipc::WorkerP
   // the shared word with it: compared under the same lock.
   MutexLock lock(mu_);
   own.result_head = sender_.ring().published();
-  own.now_ms = static_cast<std::uint64_t>(coarse_monotonic_ms());  // beat()'s clock
+  own.now_ms = [] { return static_cast<std::uint64_t>(coarse_monotonic_ms()); };  // beat()'s
   return find_region_damage(header(), geometry_, own);
 }
 
