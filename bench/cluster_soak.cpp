@@ -44,7 +44,7 @@ constexpr std::size_t kNodes = 3;
 constexpr std::uint32_t kClusterSoakConcurrency = 16;
 constexpr std::size_t kClusterSoakBatch = 500;  // tasks per submit_batch
 constexpr std::uint64_t kWindow = 20000;        // accepted and not ended, at most
-constexpr std::chrono::milliseconds kBeat{200};
+constexpr std::chrono::milliseconds kClusterSoakBeat{200};
 constexpr std::size_t kReadChunk = 1000;  // tasks per pipelined round trip when checking
 const char* const kPrefix = "soak:";
 const char* const kPool = "soak";
@@ -64,7 +64,7 @@ std::string node_config(const BenchOptions& o, const RedisChild& redis, const So
   return bench_config(n.dir.path(),
                       "  journal: off\n  node: n" + std::to_string(i) + "\n  redis: {address: \"" +
                           redis.address() + "\", prefix: \"" + kPrefix + "\", heartbeat: " +
-                          std::to_string(kBeat.count()) + "ms, finished: " + keep +
+                          std::to_string(kClusterSoakBeat.count()) + "ms, finished: " + keep +
                           ", finished_max_age: 24h, finished_max_bytes: 16GiB}\n",
                       kPool, plugin_path(o, "chaos"), o.workers, kClusterSoakConcurrency,
                       "    backend: redis\n    restart: {max_restarts: 1000000}\n" +

@@ -238,7 +238,7 @@ bool in_process_rate(const InProcessPlugin& plugin, LibraryCase& c, double* rate
 
 // Runs each way this many times, alternated, and keeps the best of each: the machine is
 // shared, and a slow round says more about the neighbours than about the plugin.
-constexpr int kRounds = 3;
+constexpr int kPluginRounds = 3;
 
 bool run_library_plugins(const BenchOptions& o, Report& r) {
   for (LibraryCase& c : library_cases()) {
@@ -249,7 +249,7 @@ bool run_library_plugins(const BenchOptions& o, Report& r) {
     const InProcessPlugin plugin(o, c);
     if (!plugin.ready()) return false;
     double in_process = 0, pooled = 0;
-    for (int round = 0; round < kRounds; ++round) {
+    for (int round = 0; round < kPluginRounds; ++round) {
       double a = 0, b = 0;
       if (!in_process_rate(plugin, c, &a) || !pool_rate(o, c, &b)) return false;
       in_process = std::max(in_process, a);

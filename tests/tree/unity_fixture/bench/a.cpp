@@ -1,0 +1,3 @@
+namespace {
+constexpr int kBatch = 500;  // tasks per submit
+}  // namespace
