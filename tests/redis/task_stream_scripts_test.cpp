@@ -21,13 +21,13 @@ namespace {
 const std::vector<const redis::Script*>& every_script() {
   namespace lua = redis::lua;
   static const std::vector<const redis::Script*> all = {
-      &lua::Submit::kScript,      &lua::ClaimSlot::kScript,    &lua::Attempt::kScript,
-      &lua::FinishBatch::kScript, &lua::TrimFinished::kScript, &lua::Beat::kScript,
-      &lua::Discard::kScript,     &lua::Release::kScript,      &lua::Refused::kScript,
-      &lua::Cancel::kScript,      &lua::Touch::kScript,        &lua::Retry::kScript,
-      &lua::MoveDue::kScript,     &lua::Read::kScript,         &lua::Take::kScript,
-      &lua::ClaimIdle::kScript,   &lua::TakeTokens::kScript,   &lua::Throttle::kScript,
-      &lua::Letters::kScript};
+      &lua::Submit::kScript,   &lua::SubmitBatch::kScript, &lua::ClaimSlot::kScript,
+      &lua::Attempt::kScript,  &lua::FinishBatch::kScript, &lua::TrimFinished::kScript,
+      &lua::Beat::kScript,     &lua::Discard::kScript,     &lua::Release::kScript,
+      &lua::Refused::kScript,  &lua::Cancel::kScript,      &lua::Touch::kScript,
+      &lua::Retry::kScript,    &lua::MoveDue::kScript,     &lua::Read::kScript,
+      &lua::Take::kScript,     &lua::ClaimIdle::kScript,   &lua::TakeTokens::kScript,
+      &lua::Throttle::kScript, &lua::Letters::kScript};
   return all;
 }
 

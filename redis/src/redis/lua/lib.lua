@@ -37,17 +37,10 @@ local function end_cancelled(prefix, h, id, now, done)
   tell_end(prefix, id, 'cancelled')
 end
 
--- The body of a submit (submit.lua, claim_slot.lua), after its idempotency key was looked up
--- and found unused: takes an id and writes the task; returns its id (a string: Lua's numbers
--- are doubles, and `..` writes one this large as 4.5e+15). `t` holds the keys ids, stream,
--- idem ('' when none), later; prefix, pool, now, task_type, not_before ('0': none), band; and
--- `fields`, the entry's field/value pairs. The ids start at TaskStream::kFirstId (2^52)
--- unless set. A task due after now waits in the later set, its entry's fields packed in its
--- hash, as a deferred retry does.
-local function add_task(t)
-  redis.call('SET', t.ids, '4503599627370495', 'NX')
-  redis.call('INCR', t.ids)
-  local id = redis.call('GET', t.ids)
+-- Writes task `id` (a decimal string) as add_task's `t` describes it, under an id taken
+-- already (add_task's INCR, submit_batch.lua's INCRBY); returns `id`. A task due after now
+-- waits in the later set, its entry's fields packed in its hash, as a deferred retry does.
+local function write_task(t, id)
   local fields = {'id', id}
   for _, v in ipairs(t.fields) do fields[#fields + 1] = v end
   local h = t.prefix .. 'task:' .. id
@@ -69,4 +62,16 @@ local function add_task(t)
     redis.call('HSET', h, 'idem_key', t.idem)
   end
   return id
+end
+
+-- The body of a submit (submit.lua, claim_slot.lua), after its idempotency key was looked up
+-- and found unused: takes an id and writes the task; returns its id (a string: Lua's numbers
+-- are doubles, and `..` writes one this large as 4.5e+15). `t` holds the keys ids, stream,
+-- idem ('' when none), later; prefix, pool, now, task_type, not_before ('0': none), band; and
+-- `fields`, the entry's field/value pairs. The ids start at TaskStream::kFirstId (2^52)
+-- unless set.
+local function add_task(t)
+  redis.call('SET', t.ids, '4503599627370495', 'NX')
+  redis.call('INCR', t.ids)
+  return write_task(t, redis.call('GET', t.ids))
 end
