@@ -101,6 +101,10 @@ TEST_CASE("a batch submit writes each task's entry and hash as a submit of it do
     CHECK(a["idem_key"] == "sp:idem:" + one.options.idempotency_key);
     CHECK(b["idem_key"] == "sp:idem:" + batched.options.idempotency_key);
     CHECK(w.c.command({"GET", b["idem_key"]})->str == std::to_string(id));
+    CHECK((b.count("tenant") ? b.at("tenant") : std::string()) == t.options.tenant);
+    CHECK(b["attempts"] == "0");
+    CHECK(b["pool"] == "echo");
+    CHECK(b["submitted_ms"] == "1000");
     if (t.options.not_before) {
       // Scheduled: in the later set at its time, its fields packed in the hash (with its id).
       CHECK(b["state"] == "scheduled");

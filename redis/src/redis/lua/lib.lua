@@ -44,22 +44,27 @@ local function write_task(t, id)
   local fields = {'id', id}
   for _, v in ipairs(t.fields) do fields[#fields + 1] = v end
   local h = t.prefix .. 'task:' .. id
-  if tonumber(t.not_before) > tonumber(t.now) then
-    redis.call('HSET', h, 'state', 'scheduled', 'pool', t.pool, 'type', t.task_type,
-               'submitted_ms', t.now, 'attempts', 0, 'band', t.band, 'not_before_ms',
-               t.not_before, 'deferred', cmsgpack.pack(fields))
-    redis.call('ZADD', t.later, t.not_before, id)
-  else
-    local entry = redis.call('XADD', t.stream, '*', unpack(fields))
-    redis.call('HSET', h, 'state', 'queued', 'pool', t.pool, 'type', t.task_type,
-               'submitted_ms', t.now, 'entry', entry, 'attempts', 0, 'band', t.band)
-  end
+  -- The hash in one HSET: its tenant and idempotency key with the rest.
+  local hash = {'pool', t.pool, 'type', t.task_type, 'submitted_ms', t.now, 'attempts', 0,
+                'band', t.band}
   for i = 3, #fields - 1, 2 do
-    if fields[i] == 'tenant' then redis.call('HSET', h, 'tenant', fields[i + 1]) end
+    if fields[i] == 'tenant' then
+      hash[#hash + 1] = 'tenant'
+      hash[#hash + 1] = fields[i + 1]
+    end
   end
   if t.idem ~= '' then
     redis.call('SET', t.idem, id)
-    redis.call('HSET', h, 'idem_key', t.idem)
+    hash[#hash + 1] = 'idem_key'
+    hash[#hash + 1] = t.idem
+  end
+  if tonumber(t.not_before) > tonumber(t.now) then
+    redis.call('HSET', h, 'state', 'scheduled', 'not_before_ms', t.not_before, 'deferred',
+               cmsgpack.pack(fields), unpack(hash))
+    redis.call('ZADD', t.later, t.not_before, id)
+  else
+    local entry = redis.call('XADD', t.stream, '*', unpack(fields))
+    redis.call('HSET', h, 'state', 'queued', 'entry', entry, unpack(hash))
   end
   return id
 end
