@@ -1,6 +1,5 @@
 -- finish_batch (lua::FinishBatch): ends a batch of the tasks this node holds (state
--- completed, dead_lettered, ...), each fenced on its own (from one XPENDING per band for the
--- batch: its entries' range, the consumer's pending in it) and its attempts recorded first; then
+-- completed, dead_lettered, ...), each fenced on its own and its attempts recorded first; then
 -- their entries acknowledged and deleted with one XACK and one XDEL per band, one ZADD into
 -- the finished set, and the finished tasks past keep_finished evicted once for the batch; each
 -- task's `end:` list told. Answers, per end in order, 1, or 0 when its entry is no longer
@@ -10,57 +9,15 @@ local streams = {KEYS[3], KEYS[4], KEYS[5]}  -- q:1, q:0, q:-1
 local consumer, prefix, keep_finished, keep_letters = unpack(ARGV, 1, 4)
 local first_end, end_head = 5, 9  -- per end: its 9 fields below, then its attempts (encoded)
 
--- A stream id's two numbers ("1700000000000-3"), or nil when `e` is not one.
-local function id_parts(e)
-  local ms, seq = string.match(e, '^(%d+)-(%d+)$')
-  if not ms or #ms > 15 or #seq > 15 then return nil end
-  return tonumber(ms), tonumber(seq)
-end
-
--- The fence for the whole batch: per band, the range of its ends' entries, then the entries
--- pending for the consumer in it (one XPENDING a band). A band whose reply came full (the
--- consumer holds more in the range than asked for), or whose ids do not parse, is fenced per
--- end with pending_for().
-local lo, hi, ends_in = {}, {}, {0, 0, 0}
-local i = first_end
-while i <= #ARGV do
-  local entry, band, attempts = ARGV[i + 1], ARGV[i + 2], ARGV[i + 8]
-  i = i + end_head + tonumber(attempts)
-  local s = 2 - tonumber(band)
-  local ms, seq = id_parts(entry)
-  ends_in[s] = ends_in[s] + 1
-  if not ms then
-    lo[s] = false
-  elseif lo[s] ~= false then
-    local l, h = lo[s], hi[s]
-    if not l or ms < l[1] or (ms == l[1] and seq < l[2]) then lo[s] = {ms, seq, entry} end
-    if not h or ms > h[1] or (ms == h[1] and seq > h[2]) then hi[s] = {ms, seq, entry} end
-  end
-end
-local pending, per_end = {{}, {}, {}}, {false, false, false}
-for s = 1, 3 do
-  if ends_in[s] > 0 then
-    if lo[s] then
-      local ask = ends_in[s] * 2 + 64
-      local got = redis.call('XPENDING', streams[s], GROUP, lo[s][3], hi[s][3], ask, consumer)
-      for _, p in ipairs(got) do pending[s][p[1]] = true end
-      per_end[s] = #got >= ask
-    else
-      per_end[s] = true
-    end
-  end
-end
-
 local out, acked, scores, seen, bytes = {}, {{}, {}, {}}, {}, {}, 0
-i = first_end
+local i = first_end
 while i <= #ARGV do
   local id, entry, band, state, result, err, reason, now, attempts = unpack(ARGV, i, i + 8)
   local first_attempt, n = i + end_head, tonumber(attempts)
   i = first_attempt + n
   local s = 2 - tonumber(band)
   local stream = streams[s]
-  local mine = pending[s][entry] or (per_end[s] and pending_for(stream, entry, consumer))
-  if seen[s .. entry] or not mine then
+  if seen[s .. entry] or not pending_for(stream, entry, consumer) then
     out[#out + 1] = 0
   else
     seen[s .. entry] = true
