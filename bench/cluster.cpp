@@ -11,7 +11,12 @@
 //   are not summed) and of the commands sent outside scripts (XREADGROUP's blocking read, the
 //   beat's own commands: every other command), over the tasks. redis_cpu_us_per_task: the
 //   server's CPU time (INFO cpu, user + system) over the tasks, its I/O included.
-//   redis_us_per_submit: the same commandstats figure over the fill (one submit per task).
+//   redis_us_per_submit: the same commandstats figure over the fill (submit_many: one
+//   submit_batch script per 512 tasks).
+//   node_cpu_us_per_task: this process's CPU over the throughput_1 run (the node's pool and
+//   feeder; its workers are processes of their own).
+// - redis_us_submit / _read / _finish, redis_cpu_us_*: a profile of the same tasks submitted,
+//   read and ended apart, each phase one script's (redis_profile.hpp).
 // - w2_p50_us: one task at a time through one in-process node over Redis: the submit script,
 //   then BLPOP on the task's end list (P:end:ID) until its end is written; the p50 of 500.
 // - kill_lost / kill_reran / failover_ms: 3 poold processes from the build tree share the
@@ -23,6 +28,7 @@
 //   follows) to the first entry claimed after it (the first such
 //   `lost` attempt's end, wall clock).
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -49,6 +55,7 @@
 #include "bench.hpp"
 #include "poold_child.hpp"
 #include "redis_child.hpp"
+#include "redis_profile.hpp"
 
 namespace sandpool::bench {
 namespace {
@@ -56,6 +63,9 @@ namespace {
 using ipc::monotonic_ns;
 constexpr std::uint32_t kConcurrency = 64;
 constexpr std::chrono::milliseconds kBeat{100}, kClaimAfter{1000};
+// The profile's reads and ends per script: what a node with 2 workers x kConcurrency free
+// places does in throughput_1 (about 44 a script, from its calls per task).
+constexpr std::size_t kProfileBatch = 48;
 
 struct Node {
   std::unique_ptr<Pool> pool;
@@ -83,18 +93,26 @@ bool start_node(const BenchOptions& o, const RedisChild& redis, const std::strin
   return true;
 }
 
-// Adds `tasks` echo tasks to the prefix's stream, pipelined; false on a Redis failure.
+// Adds `tasks` echo tasks to the prefix's stream in batches (TaskStream::submit_many, as a
+// node's submit_batch does); false on a Redis failure.
 bool fill(const RedisChild& redis, const std::string& prefix, std::uint64_t tasks,
           std::uint32_t payload_size) {
+  constexpr std::uint64_t kFillBatch = 5000;
   auto c = redis::Connection::open(redis.endpoint());
   if (!c) return false;
   const redis::TaskStream stream(prefix, "echo");
   if (!stream.ensure_group(*c)) return false;
-  for (std::uint64_t i = 0; i < tasks; ++i) {
-    redis::StreamTask t;
-    t.type = "echo";
-    t.payload = make_payload(i, payload_size);
-    if (!stream.submit(*c, t, 1)) return false;
+  for (std::uint64_t from = 0; from < tasks; from += kFillBatch) {
+    std::vector<redis::StreamTask> batch(std::min(kFillBatch, tasks - from));
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      batch[i].type = "echo";
+      batch[i].payload = make_payload(from + i, payload_size);
+    }
+    auto ids = stream.submit_many(*c, batch, 1);
+    if (!ids) return false;
+    for (const auto& id : *ids) {
+      if (!id) return false;
+    }
   }
   return true;
 }
@@ -118,31 +136,28 @@ bool run_by_scripts(std::string_view name) {
 }
 
 std::optional<RedisTime> redis_time(redis::Connection& c) {
-  auto stats = c.command({"INFO", "commandstats"});
-  auto cpu = c.command({"INFO", "cpu"});
-  if (!stats || !cpu || stats->is_error() || cpu->is_error()) return std::nullopt;
+  auto stats = command_stats(c);
+  auto cpu = redis_cpu_us(c);
+  if (!stats || !cpu) return std::nullopt;
   RedisTime t;
-  std::istringstream lines(stats->str);
-  for (std::string line; std::getline(lines, line);) {
-    // cmdstat_<name>:calls=N,usec=N,...
-    if (line.rfind("cmdstat_", 0) != 0) continue;
-    const std::string name = line.substr(8, line.find(':') - 8);
-    const auto at = line.find("usec=");
-    if (at == std::string::npos) continue;
-    const double usec = std::strtod(line.c_str() + at + 5, nullptr);
+  t.cpu_us = *cpu;
+  for (const auto& [name, k] : *stats) {
     if (name == "evalsha" || name == "eval") {
-      t.script_us += usec;
+      t.script_us += k.us;
     } else if (!run_by_scripts(name)) {
-      t.direct_us += usec;
-    }
-  }
-  std::istringstream cpu_lines(cpu->str);
-  for (std::string line; std::getline(cpu_lines, line);) {
-    if (line.rfind("used_cpu_sys:", 0) == 0 || line.rfind("used_cpu_user:", 0) == 0) {
-      t.cpu_us += std::strtod(line.c_str() + line.find(':') + 1, nullptr) * 1e6;
+      t.direct_us += k.us;
     }
   }
   return t;
+}
+
+// This process's CPU time (user + system), µs: the in-process nodes' pools and feeders (their
+// workers are processes of their own, not counted).
+double process_cpu_us() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  const auto us = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e6 + t.tv_usec; };
+  return us(u.ru_utime) + us(u.ru_stime);
 }
 
 std::uint64_t finished(const std::vector<Node>& nodes) {
@@ -155,6 +170,7 @@ std::uint64_t finished(const std::vector<Node>& nodes) {
 // set, gets Redis's time over the fill (`submits`) and over the run (`run`).
 struct Spent {
   RedisTime submits, run;
+  double node_cpu_us = 0;  // process_cpu_us() over the run
 };
 double through_nodes(const BenchOptions& o, const RedisChild& redis, const std::string& prefix,
                      std::uint64_t tasks, int count, Spent* spent = nullptr) {
@@ -163,6 +179,7 @@ double through_nodes(const BenchOptions& o, const RedisChild& redis, const std::
   const std::optional<RedisTime> before_fill = redis_time(*c);
   if (!fill(redis, prefix, tasks, o.payload_size)) return 0;
   const std::optional<RedisTime> before = redis_time(*c);
+  const double cpu_before = process_cpu_us();
   std::vector<Node> nodes(static_cast<std::size_t>(count));
   for (int i = 0; i < count; ++i) {
     if (!start_node(o, redis, prefix, "node-" + std::to_string(i),
@@ -179,6 +196,7 @@ double through_nodes(const BenchOptions& o, const RedisChild& redis, const std::
       static_cast<double>(tasks) / (static_cast<double>(monotonic_ns() - t0) / 1e9);
   const std::optional<RedisTime> after = redis_time(*c);
   if (spent) {
+    spent->node_cpu_us = process_cpu_us() - cpu_before;
     if (!before_fill || !before || !after) return 0;
     const auto minus = [](const RedisTime& a, const RedisTime& b) {
       return RedisTime{a.script_us - b.script_us, a.direct_us - b.direct_us, a.cpu_us - b.cpu_us};
@@ -418,6 +436,36 @@ bool kill_run(const BenchOptions& o, const RedisChild& redis, const std::uint64_
   return terminal == tasks;
 }
 
+// Each script's Redis µs per task, phase by phase (redis_profile.hpp): redis_us_<phase>, and
+// the commands the phase's script calls, the costliest first, on stderr.
+bool add_profile(const BenchOptions& o, const RedisChild& redis, Report& r) {
+  const auto phases = profile_scripts(redis.endpoint(), "profile:", o.cluster_tasks, kProfileBatch);
+  if (!phases) {
+    std::cerr << "sandpool-bench: cluster: the per-script profile failed\n";
+    return false;
+  }
+  const double tasks = static_cast<double>(o.cluster_tasks);
+  for (const auto& [phase, p] :
+       {std::pair{"submit", &phases->submit}, std::pair{"read", &phases->read},
+        std::pair{"finish", &phases->finish}}) {
+    const CommandStats& stats = p->commands;
+    const auto script = stats.find("evalsha");
+    r.add("cluster", std::string("redis_us_") + phase,
+          script == stats.end() ? 0 : script->second.us / tasks, "us");
+    r.add("cluster", std::string("redis_cpu_us_") + phase, p->cpu_us / tasks, "us");
+    std::vector<std::pair<std::string, Calls>> inner(stats.begin(), stats.end());
+    std::sort(inner.begin(), inner.end(),
+              [](const auto& a, const auto& b) { return a.second.us > b.second.us; });
+    std::cerr << "sandpool-bench: cluster: profile " << phase << ", us/calls per task:";
+    for (const auto& [name, k] : inner) {
+      std::cerr << " " << name << "=" << k.us / tasks << "/"
+                << static_cast<double>(k.calls) / tasks;
+    }
+    std::cerr << "\n";
+  }
+  return true;
+}
+
 }  // namespace
 
 bool run_cluster(const BenchOptions& o, Report& r) {
@@ -441,6 +489,8 @@ bool run_cluster(const BenchOptions& o, Report& r) {
   r.add("cluster", "redis_cpu_us_per_task", spent.run.cpu_us / n, "us");
   r.add("cluster", "redis_us_per_submit", (spent.submits.script_us + spent.submits.direct_us) / n,
         "us");
+  r.add("cluster", "node_cpu_us_per_task", spent.node_cpu_us / n, "us");
+  if (!add_profile(o, redis, r)) return false;
   r.add("cluster", "tasks", static_cast<double>(tasks), "tasks");
   r.add("cluster", "w2_p50_us", waited_p50_us(o, redis), "us");
   return kill_run(o, redis, tasks, r);

@@ -592,8 +592,11 @@ TEST_CASE(
   ClusterNode n1(redis, "n1", "");  // a lane of its own for the batch (n0's waits to reconnect)
   Client c = n0.connect();
   Client d = n1.connect();
-  // Each node's request lane has its submit script loaded: what stalls below is the EVALSHA.
-  REQUIRE(d.submit(task("sleep", "1")));
+  // Each node's request lane has its submit (c) or submit_batch (d) script loaded: what stalls
+  // below is the EVALSHA.
+  auto loaded = d.submit_batch({task("sleep", "1")});
+  REQUIRE(loaded);
+  REQUIRE(loaded->at(0).status.is_ok());
   auto first = c.submit(task("sleep", "1"));
   REQUIRE(first);
   auto r = open_redis(redis);

@@ -21,13 +21,13 @@ namespace {
 const std::vector<const redis::Script*>& every_script() {
   namespace lua = redis::lua;
   static const std::vector<const redis::Script*> all = {
-      &lua::Submit::kScript,      &lua::ClaimSlot::kScript,    &lua::Attempt::kScript,
-      &lua::FinishBatch::kScript, &lua::TrimFinished::kScript, &lua::Beat::kScript,
-      &lua::Discard::kScript,     &lua::Release::kScript,      &lua::Refused::kScript,
-      &lua::Cancel::kScript,      &lua::Touch::kScript,        &lua::Retry::kScript,
-      &lua::MoveDue::kScript,     &lua::Read::kScript,         &lua::Take::kScript,
-      &lua::ClaimIdle::kScript,   &lua::TakeTokens::kScript,   &lua::Throttle::kScript,
-      &lua::Letters::kScript};
+      &lua::Submit::kScript,   &lua::SubmitBatch::kScript, &lua::ClaimSlot::kScript,
+      &lua::Attempt::kScript,  &lua::FinishBatch::kScript, &lua::TrimFinished::kScript,
+      &lua::Beat::kScript,     &lua::Discard::kScript,     &lua::Release::kScript,
+      &lua::Refused::kScript,  &lua::Cancel::kScript,      &lua::Touch::kScript,
+      &lua::Retry::kScript,    &lua::MoveDue::kScript,     &lua::Read::kScript,
+      &lua::Take::kScript,     &lua::ClaimIdle::kScript,   &lua::TakeTokens::kScript,
+      &lua::Throttle::kScript, &lua::Letters::kScript};
   return all;
 }
 
@@ -153,6 +153,41 @@ TEST_CASE("an entry twice in one batch of ends is ended once") {
   CHECK(w.stream.task(w.c, ids[0]).value().result == "first");
   CHECK(w.integer({"LLEN", "sp:end:" + std::to_string(ids[0])}) == 1);
   CHECK(w.integer({"LLEN", "sp:task:" + std::to_string(ids[0]) + ":attempts"}) == 1);
+}
+
+TEST_CASE(
+    "a batch of ends refuses the entries another node claimed among them, also when the node "
+    "holds many more") {
+  Cluster w;
+  const int held_count = GENERATE(10, 300);
+  INFO("held " << held_count);
+  w.submit(held_count);
+  auto held =
+      w.stream
+          .read(w.c, "node-a", static_cast<std::size_t>(held_count), std::chrono::milliseconds(0))
+          .value();
+  REQUIRE(held.size() == static_cast<std::size_t>(held_count));
+  // node-b takes the entries at 1 and 3 (XCLAIM, as claim_idle does), among node-a's.
+  for (const std::size_t k : {1, 3}) {
+    REQUIRE(w.c.command({"XCLAIM", w.stream.stream_key(), redis::TaskStream::kGroup, "node-b", "0",
+                         held[k].entry_id})
+                .is_ok());
+  }
+  // node-a ends the first five and the last it holds, in one batch.
+  const std::vector<std::size_t> ending = {0, 1, 2, 3, 4, held.size() - 1};
+  std::vector<redis::TaskStream::EndWrite> ends;
+  for (const std::size_t k : ending) ends.push_back(completed(held[k], "a", 7));
+  const auto answers = w.stream.end_all(w.c, "node-a", ends).value();
+  CHECK(answers == std::vector<Fenced>{Fenced::kDone, Fenced::kNotYours, Fenced::kDone,
+                                       Fenced::kNotYours, Fenced::kDone, Fenced::kDone});
+  CHECK(w.state_of(held[1].task_id) == "running");
+  CHECK(w.state_of(held[3].task_id) == "running");
+  CHECK(w.state_of(held[2].task_id) == "completed");
+  CHECK(w.state_of(held.back().task_id) == "completed");
+  // Still node-b's, still pending: node-a acknowledged only its own.
+  auto pending = w.c.command({"XPENDING", w.stream.stream_key(), redis::TaskStream::kGroup});
+  REQUIRE(pending.is_ok());
+  CHECK(pending->elements[0].integer == held_count - 4);
 }
 
 TEST_CASE("a batch of more ends than one script takes is split, and keeps the finished bound") {

@@ -1,5 +1,5 @@
 // Small checks shared by TaskStream's files (task_stream*.cpp): a number read whole from a
-// reply's string, and the error for a reply of the wrong shape.
+// reply's string, the error for a reply of the wrong shape, and a submit's answer.
 #pragma once
 
 #include <charconv>
@@ -22,6 +22,26 @@ bool parse_number(const std::string& s, T* out) {
 inline Status unexpected(const char* what, const Reply& r) {
   return Status::error(Code::kInternal, std::string("redis: unexpected reply to ") + what +
                                             (r.is_error() ? ": " + r.str : std::string()));
+}
+
+// A submit's answer ({id, 1}, or {the first task's id, 0}: submit.lua, submit_batch.lua): the
+// id, or the server's error.
+inline Result<std::uint64_t> submitted_id(const Reply& r) {
+  if (r.is_error()) return r.status();
+  if (r.elements.size() != 2 || r.elements[0].type != Reply::Type::kInteger) {
+    return unexpected("submit", r);
+  }
+  return static_cast<std::uint64_t>(r.elements[0].integer);
+}
+
+// A submit sent whose reply was lost: it may have run (Redis stalled past the reply timeout,
+// or the connection broke after the send).
+// Code::kTimeout, the wait for the reply ran out (or broke), with "outcome unknown" said.
+inline Status outcome_lost(const Status& why) {
+  if (why.code() != Code::kUnavailable) return why;
+  return Status::error(Code::kTimeout, "outcome unknown: " + why.message() +
+                                           ": the submit was sent and its reply lost, so it " +
+                                           "may have been accepted");
 }
 
 }  // namespace sandpool::redis

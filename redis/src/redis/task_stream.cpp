@@ -118,26 +118,6 @@ lua::Submit TaskStream::submit_args(const StreamTask& task, std::int64_t now_ms)
   return s;
 }
 
-namespace {
-Result<std::uint64_t> submitted_id(const Reply& r) {
-  if (r.is_error()) return r.status();
-  if (r.elements.size() != 2 || r.elements[0].type != Reply::Type::kInteger) {
-    return unexpected("submit", r);
-  }
-  return static_cast<std::uint64_t>(r.elements[0].integer);
-}
-
-// A submit sent whose reply was lost: it may have run (Redis stalled past the reply timeout,
-// or the connection broke after the send).
-// Code::kTimeout, the wait for the reply ran out (or broke), with "outcome unknown" said.
-Status outcome_lost(const Status& why) {
-  if (why.code() != Code::kUnavailable) return why;
-  return Status::error(Code::kTimeout, "outcome unknown: " + why.message() +
-                                           ": the submit was sent and its reply lost, so it " +
-                                           "may have been accepted");
-}
-}  // namespace
-
 Result<std::uint64_t> TaskStream::submit(Connection& c, const StreamTask& t,
                                          std::int64_t now_ms) const {
   const Connection::Call call = submit_call(t, now_ms);
@@ -185,40 +165,6 @@ Status TaskStream::set_schedule_paused(Connection& c, const std::string& schedul
 
 std::string TaskStream::schedule_claim_key(const std::string& schedule) const {
   return prefix_ + "schedule:" + schedule;
-}
-
-Result<std::vector<Result<std::uint64_t>>> TaskStream::submit_many(
-    Connection& c, const std::vector<StreamTask>& tasks, std::int64_t now_ms) const {
-  // Not eval_many(): the replies read before a break are ids the submitter must get, and
-  // the tasks whose replies were lost are unknown, not refused.
-  auto sha = c.load(lua::Submit::kScript);
-  if (!sha) return sha.status();  // nothing sent
-  std::vector<Result<std::uint64_t>> out;
-  out.reserve(tasks.size());
-  for (const StreamTask& t : tasks) {
-    const Connection::Call call = submit_call(t, now_ms);
-    std::vector<std::string> argv = {"EVALSHA", *sha, std::to_string(call.keys.size())};
-    argv.insert(argv.end(), call.keys.begin(), call.keys.end());
-    argv.insert(argv.end(), call.args.begin(), call.args.end());
-    if (Status s = c.append(argv); !s) return s;  // nothing sent yet: the buffer goes out on read
-  }
-  std::vector<std::size_t> lost_script;
-  for (std::size_t i = 0; i < tasks.size(); ++i) {
-    auto r = c.read();
-    if (!r) {
-      for (; i < tasks.size(); ++i) out.push_back(outcome_lost(r.status()));
-      return out;
-    }
-    // The server lost the script since it was loaded (a restart): that one did not run.
-    if (r->is_error() && r->str.rfind("NOSCRIPT", 0) == 0) lost_script.push_back(i);
-    out.push_back(submitted_id(*r));
-  }
-  for (const std::size_t i : lost_script) {  // once every reply of the pipeline is read
-    const Connection::Call call = submit_call(tasks[i], now_ms);
-    auto again = c.eval(lua::Submit::kScript, call.keys, call.args);
-    out[i] = again ? submitted_id(*again) : outcome_lost(again.status());
-  }
-  return out;
 }
 
 Result<std::vector<StreamEntry>> TaskStream::read(Connection& c, const std::string& consumer,

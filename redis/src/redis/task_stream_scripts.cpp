@@ -51,6 +51,7 @@ std::int64_t band_arg(Band b) { return static_cast<std::int64_t>(b); }
 }  // namespace
 
 const Script Submit::kScript = script("submit", text::submit);
+const Script SubmitBatch::kScript = script("submit_batch", text::submit_batch);
 const Script ClaimSlot::kScript = script("claim_slot", text::claim_slot);
 const Script Attempt::kScript = script("attempt", text::attempt);
 const Script FinishBatch::kScript = script("finish_batch", text::finish_batch);
@@ -84,6 +85,22 @@ Connection::Call Submit::call() const {
       .arg(band_arg(band))
       .args(&fields)
       .done();
+}
+
+Connection::Call SubmitBatch::call() const {
+  Layout l;
+  l.key(ids).key(later).keys(streams);
+  for (std::size_t i = 0; i < count; ++i) l.key(tasks[i].idem);
+  l.arg(prefix).arg(pool).arg(now_ms);
+  for (std::size_t i = 0; i < count; ++i) {
+    const Submit& t = tasks[i];
+    l.arg(t.task_type)
+        .arg(t.not_before_ms)
+        .arg(band_arg(t.band))
+        .arg(static_cast<std::uint64_t>(t.fields.size()))
+        .args(&t.fields);
+  }
+  return l.done();
 }
 
 Connection::Call ClaimSlot::call() const {

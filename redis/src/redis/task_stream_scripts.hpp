@@ -32,6 +32,23 @@ struct Submit {
   Connection::Call call() const;
 };
 
+// submit_batch.lua: tasks submitted as Submit submits each, in order, in one script: the new
+// ones' ids taken with one INCRBY.
+struct SubmitBatch {
+  static const Script kScript;
+  static constexpr std::size_t kMaxTasks = 512;        // in one call
+  static constexpr std::size_t kMaxBytes = 16u << 20;  // of payloads in one call, past its first
+  std::string_view ids{}, later{};
+  const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (TaskStream::kBands)
+  std::string_view prefix{}, pool{};
+  std::int64_t now_ms = 0;
+  // Per task: its idempotency key (a KEY), type, not_before_ms, band and fields, as in a
+  // Submit; the Submit's ids, stream, later, prefix, pool and now_ms are not sent.
+  const Submit* tasks = nullptr;
+  std::size_t count = 0;
+  Connection::Call call() const;
+};
+
 // claim_slot.lua: a schedule's slot claimed and its task submitted in one script.
 struct ClaimSlot {
   static const Script kScript;

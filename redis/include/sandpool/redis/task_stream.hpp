@@ -133,7 +133,11 @@ class TaskStream {
                              const std::string& node, std::int64_t now_ms) const;
   // P:schedule:<name>, for every pool (a schedule's name is the cluster's).
   std::string schedule_claim_key(const std::string& schedule) const;
-  // submit() of each task, pipelined in one round trip; one answer per task, in order.
+  // Each task submitted as submit() does (the same entry and hash), in order: one script per
+  // 512 tasks or 16 MiB of payloads (their new ids taken with one INCRBY; a task whose
+  // idempotency key names a task, in Redis or earlier in the batch, answers that task's id),
+  // pipelined in one round trip; one answer per task, in order. The tasks of a call whose
+  // reply was lost are kTimeout ("outcome unknown").
   Result<std::vector<Result<std::uint64_t>>> submit_many(Connection& c,
                                                          const std::vector<StreamTask>& tasks,
                                                          std::int64_t now_ms) const;

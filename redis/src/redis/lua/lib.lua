@@ -37,36 +37,46 @@ local function end_cancelled(prefix, h, id, now, done)
   tell_end(prefix, id, 'cancelled')
 end
 
+-- Writes task `id` (a decimal string) as add_task's `t` describes it, under an id taken
+-- already (add_task's INCR, submit_batch.lua's INCRBY); returns `id`. A task due after now
+-- waits in the later set, its entry's fields packed in its hash, as a deferred retry does.
+local function write_task(t, id)
+  local fields = {'id', id}
+  for _, v in ipairs(t.fields) do fields[#fields + 1] = v end
+  local h = t.prefix .. 'task:' .. id
+  -- The hash in one HSET: its tenant and idempotency key with the rest.
+  local hash = {'pool', t.pool, 'type', t.task_type, 'submitted_ms', t.now, 'attempts', 0,
+                'band', t.band}
+  for i = 3, #fields - 1, 2 do
+    if fields[i] == 'tenant' then
+      hash[#hash + 1] = 'tenant'
+      hash[#hash + 1] = fields[i + 1]
+    end
+  end
+  if t.idem ~= '' then
+    redis.call('SET', t.idem, id)
+    hash[#hash + 1] = 'idem_key'
+    hash[#hash + 1] = t.idem
+  end
+  if tonumber(t.not_before) > tonumber(t.now) then
+    redis.call('HSET', h, 'state', 'scheduled', 'not_before_ms', t.not_before, 'deferred',
+               cmsgpack.pack(fields), unpack(hash))
+    redis.call('ZADD', t.later, t.not_before, id)
+  else
+    local entry = redis.call('XADD', t.stream, '*', unpack(fields))
+    redis.call('HSET', h, 'state', 'queued', 'entry', entry, unpack(hash))
+  end
+  return id
+end
+
 -- The body of a submit (submit.lua, claim_slot.lua), after its idempotency key was looked up
 -- and found unused: takes an id and writes the task; returns its id (a string: Lua's numbers
 -- are doubles, and `..` writes one this large as 4.5e+15). `t` holds the keys ids, stream,
 -- idem ('' when none), later; prefix, pool, now, task_type, not_before ('0': none), band; and
 -- `fields`, the entry's field/value pairs. The ids start at TaskStream::kFirstId (2^52)
--- unless set. A task due after now waits in the later set, its entry's fields packed in its
--- hash, as a deferred retry does.
+-- unless set.
 local function add_task(t)
   redis.call('SET', t.ids, '4503599627370495', 'NX')
   redis.call('INCR', t.ids)
-  local id = redis.call('GET', t.ids)
-  local fields = {'id', id}
-  for _, v in ipairs(t.fields) do fields[#fields + 1] = v end
-  local h = t.prefix .. 'task:' .. id
-  if tonumber(t.not_before) > tonumber(t.now) then
-    redis.call('HSET', h, 'state', 'scheduled', 'pool', t.pool, 'type', t.task_type,
-               'submitted_ms', t.now, 'attempts', 0, 'band', t.band, 'not_before_ms',
-               t.not_before, 'deferred', cmsgpack.pack(fields))
-    redis.call('ZADD', t.later, t.not_before, id)
-  else
-    local entry = redis.call('XADD', t.stream, '*', unpack(fields))
-    redis.call('HSET', h, 'state', 'queued', 'pool', t.pool, 'type', t.task_type,
-               'submitted_ms', t.now, 'entry', entry, 'attempts', 0, 'band', t.band)
-  end
-  for i = 3, #fields - 1, 2 do
-    if fields[i] == 'tenant' then redis.call('HSET', h, 'tenant', fields[i + 1]) end
-  end
-  if t.idem ~= '' then
-    redis.call('SET', t.idem, id)
-    redis.call('HSET', h, 'idem_key', t.idem)
-  end
-  return id
+  return write_task(t, redis.call('GET', t.ids))
 end

@@ -1,0 +1,97 @@
+// TaskStream's batch submit (task_stream.hpp, submit_many): one submit_batch script per
+// lua::SubmitBatch::kMaxTasks tasks, pipelined in one round trip.
+#include <algorithm>
+#include <iterator>
+#include <utility>
+
+#include <sandpool/redis/task_stream.hpp>
+#include "redis/reply_checks.hpp"
+#include "redis/task_stream_scripts.hpp"
+
+namespace sandpool::redis {
+namespace {
+
+// Appends the answers of one submit_batch call of `n` tasks to `out`: each task's id, or why
+// the call failed for all of them.
+void append_answers(const Reply& r, std::size_t n, std::vector<Result<std::uint64_t>>* out) {
+  if (r.is_error() || r.elements.size() != n) {
+    const Status why = r.is_error() ? r.status() : unexpected("submit_batch", r);
+    out->insert(out->end(), n, Result<std::uint64_t>(why));
+    return;
+  }
+  for (const Reply& one : r.elements) out->push_back(submitted_id(one));
+}
+
+}  // namespace
+
+Result<std::vector<Result<std::uint64_t>>> TaskStream::submit_many(
+    Connection& c, const std::vector<StreamTask>& tasks, std::int64_t now_ms) const {
+  std::vector<Result<std::uint64_t>> out;
+  if (tasks.empty()) return out;
+  std::vector<lua::Submit> each;
+  each.reserve(tasks.size());
+  for (const StreamTask& t : tasks) each.push_back(submit_args(t, now_ms));
+  // The calls: [starts[k], starts[k + 1]) each, at most kMaxTasks tasks and, past its first,
+  // kMaxBytes of payloads (Redis holds a command whole in its query buffer).
+  std::vector<std::size_t> starts = {0};
+  std::size_t bytes = 0;
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    bytes += tasks[i].payload.size();
+    if (i > starts.back() &&
+        (i - starts.back() == lua::SubmitBatch::kMaxTasks || bytes > lua::SubmitBatch::kMaxBytes)) {
+      starts.push_back(i);
+      bytes = tasks[i].payload.size();
+    }
+  }
+  starts.push_back(tasks.size());
+  const std::size_t calls = starts.size() - 1;
+  const std::string ids = prefix_ + "ids";
+  const auto batch = [&](std::size_t k) {
+    return lua::SubmitBatch{.ids = ids,
+                            .later = later_,
+                            .streams = streams_,
+                            .prefix = prefix_,
+                            .pool = pool_,
+                            .now_ms = now_ms,
+                            .tasks = each.data() + starts[k],
+                            .count = starts[k + 1] - starts[k]};
+  };
+  // Not eval_many(): the replies read before a break are ids the submitter must get, and
+  // the tasks whose replies were lost are unknown, not refused.
+  auto sha = c.load(lua::SubmitBatch::kScript);
+  if (!sha) return sha.status();  // nothing sent
+  for (std::size_t k = 0; k < calls; ++k) {
+    Connection::Call call = batch(k).call();
+    std::vector<std::string> argv = {"EVALSHA", *sha, std::to_string(call.keys.size())};
+    argv.reserve(3 + call.keys.size() + call.args.size());
+    std::move(call.keys.begin(), call.keys.end(), std::back_inserter(argv));
+    std::move(call.args.begin(), call.args.end(), std::back_inserter(argv));
+    if (Status s = c.append(argv); !s) return s;  // nothing sent yet: the buffer goes out on read
+  }
+  out.reserve(tasks.size());
+  std::vector<std::size_t> lost_script;
+  for (std::size_t k = 0; k < calls; ++k) {
+    auto r = c.read();
+    if (!r) {
+      out.resize(tasks.size(), Result<std::uint64_t>(outcome_lost(r.status())));
+      return out;
+    }
+    // The server lost the script since it was loaded (a restart): that call did not run.
+    if (r->is_error() && r->str.rfind("NOSCRIPT", 0) == 0) lost_script.push_back(k);
+    append_answers(*r, batch(k).count, &out);
+  }
+  for (const std::size_t k : lost_script) {  // once every reply of the pipeline is read
+    const Connection::Call call = batch(k).call();
+    auto again = c.eval(lua::SubmitBatch::kScript, call.keys, call.args);
+    std::vector<Result<std::uint64_t>> answers;
+    if (again) {
+      append_answers(*again, batch(k).count, &answers);
+    } else {
+      answers.assign(batch(k).count, Result<std::uint64_t>(outcome_lost(again.status())));
+    }
+    std::move(answers.begin(), answers.end(), out.begin() + static_cast<std::ptrdiff_t>(starts[k]));
+  }
+  return out;
+}
+
+}  // namespace sandpool::redis
