@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <csignal>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -216,4 +217,48 @@ TEST_CASE("by-key keeps a key on its slot across a worker's replacement") {
   h.core->on_ready(replacement, h.now);
   auto c = h.submit(so);
   CHECK(h.holder(c->id) == replacement);
+}
+
+// The loop's batches (PoolCore::begin_batch): nothing is sent before end_batch(). A batch of
+// submits goes to the workers the core would have chosen submit by submit, for each strategy
+// that chooses among the workers with room only; a batch of results frees its slots
+// together, so the queued tasks go out in queue order to workers with room.
+TEST_CASE("a batch of submits or results is dispatched once at its end") {
+  const DispatchStrategy strategy =
+      GENERATE(DispatchStrategy::kRoundRobin, DispatchStrategy::kLeastLoaded,
+               DispatchStrategy::kRandom, DispatchStrategy::kLeastRss, DispatchStrategy::kByKey);
+  PoolOptions o = Harness::defaults();
+  o.workers = 4;
+  o.concurrency = 3;
+  o.dispatch = strategy;
+  Harness each(o), batched(o);
+  each.ready_all();
+  batched.ready_all();
+  auto keyed = [](int i) {
+    SubmitOptions so;
+    so.key = "k" + std::to_string(i % 5);
+    return so;
+  };
+  // 16 submits for 12 slots: 4 stay queued.
+  for (int i = 0; i < 16; ++i) each.submit(keyed(i));
+  batched.core->begin_batch();
+  for (int i = 0; i < 16; ++i) batched.submit(keyed(i));
+  CHECK(batched.ctl.sends.empty());
+  batched.core->end_batch(batched.now);
+  REQUIRE(each.ctl.sends.size() == 12);
+  CHECK(batched.ctl.sends == each.ctl.sends);
+  // Five results, from the workers' fronts: the queued four go out at the batch's end.
+  const std::vector<std::pair<core::WorkerId, std::uint64_t>> done(batched.ctl.sends.begin(),
+                                                                   batched.ctl.sends.begin() + 5);
+  batched.core->begin_batch();
+  for (const auto& [w, id] : done) REQUIRE(batched.result(w, id, ipc::TaskStatus::kOk));
+  CHECK(batched.ctl.sends.size() == 12);
+  batched.core->end_batch(batched.now);
+  REQUIRE(batched.ctl.sends.size() == 16);
+  std::map<core::WorkerId, int> in_ring;
+  for (const auto& [w, id] : batched.ctl.sends) ++in_ring[w];
+  for (const auto& [w, id] : done) --in_ring[w];
+  for (const auto& [w, n] : in_ring) CHECK(n <= 3);
+  for (std::size_t i = 12; i < 16; ++i) CHECK(batched.ctl.sends[i].second == 13 + (i - 12));
+  CHECK(batched.core->stats().completed == 5);
 }

@@ -9,7 +9,11 @@
 //   metrics: pool_core_metrics.cpp; reconfigure: pool_reconfigure.cpp.
 // The parts that decide, each with its own state and tests: autoscaler.cpp, task_ledger.cpp,
 // worker_set.cpp (and dispatcher.cpp, task_queue.cpp, flow_gates.cpp).
+#include <utility>
+
 #include "core/pool_core.hpp"
+
+#include <utility>
 
 #include "core/pool_core_internal.hpp"
 
@@ -56,9 +60,24 @@ void PoolCore::close(std::int64_t now) {
 }
 
 void PoolCore::settle(std::int64_t now) {
+  if (batching_) {
+    batch_settle_ = true;
+    return;
+  }
   dispatch(now);
   if (!closing_) return;
   for (auto& [id, w] : workers_) maybe_stop(w, now);
+}
+
+void PoolCore::end_batch(std::int64_t now) {
+  batching_ = false;
+  if (std::exchange(batch_settle_, false)) {
+    batch_dispatch_ = false;
+    settle(now);
+  } else if (std::exchange(batch_dispatch_, false)) {
+    dispatch(now);
+  }
+  if (std::exchange(batch_autoscale_, false) && autoscaler_.due(now)) autoscale(now);
 }
 
 bool PoolCore::idle() const { return ledger_.open_tasks() == 0; }

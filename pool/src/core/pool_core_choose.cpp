@@ -17,9 +17,7 @@ constexpr std::int64_t kFnLogEveryNs = 10'000 * kMsNs;
 }  // namespace
 
 Choice PoolCore::choose_for(const TaskRecord& t, std::int64_t now) {
-  bool all_fit = true;
-  for (const Worker* w : candidate_workers_) all_fit &= t.payload.size() <= w->frame_cap;
-  if (all_fit) {
+  if (t.payload.size() <= candidates_frame_cap_) {  // every candidate's region takes it
     if (opts_.dispatch_function) return choose_custom(candidates_, {}, t, now);
     return dispatcher_.choose(candidates_, t.opts.key);
   }

@@ -53,7 +53,11 @@ void PoolCore::submit(TaskPtr task, std::int64_t now) {
   note_aging(now);
   dispatch(now);
   note_waiting(now);
-  if (autoscaler_.due(now)) autoscale(now);
+  if (batching_) {
+    batch_autoscale_ = true;  // end_batch() looks, after its dispatch
+  } else if (autoscaler_.due(now)) {
+    autoscale(now);
+  }
 }
 
 void PoolCore::schedule(TaskPtr task) {
@@ -129,6 +133,10 @@ void PoolCore::to_queue(TaskPtr task, bool front, std::int64_t now) {
 }
 
 void PoolCore::dispatch(std::int64_t now) {
+  if (batching_) {
+    batch_dispatch_ = true;
+    return;
+  }
   if (gates_.on()) {
     flow_wake_ns_ = INT64_MAX;
     if (now >= gates_.next_ns()) release_gates(now);
@@ -165,7 +173,14 @@ void PoolCore::dispatch_queue(std::int64_t now) {
   candidates_.clear();
   std::vector<Worker*>& by_index = candidate_workers_;
   by_index.clear();
+  // Only affinity (the key's home, full or starting) and a dispatch function (a view of
+  // every worker) look at workers without room; the other strategies pass them by, and
+  // choose the same worker among those with room alone, in the same id order. So each
+  // choice below scans the workers with room, not all of them (issue 37: 128 workers).
+  const bool only_room =
+      !opts_.dispatch_function && dispatcher_.strategy() != DispatchStrategy::kAffinity;
   bool any_ready = false;
+  candidates_frame_cap_ = UINT64_MAX;
   for (auto& [id, w] : workers_) {
     // A starting worker is a candidate with no room: affinity keeps its keys for it (they
     // must not move when it becomes ready), the other strategies pass it by.
@@ -179,9 +194,11 @@ void PoolCore::dispatch_queue(std::int64_t now) {
           opts_.recycle_max_tasks > w.tasks_done ? opts_.recycle_max_tasks - w.tasks_done : 0;
       capacity = static_cast<std::uint32_t>(std::min<std::uint64_t>(capacity, left));
     }
-    candidates_.push_back({id, ready ? static_cast<std::uint32_t>(w.ring.size()) : capacity,
-                           capacity, w.slot, w.rss_sampled});
+    const std::uint32_t in_flight = ready ? static_cast<std::uint32_t>(w.ring.size()) : capacity;
+    if (only_room && in_flight >= capacity) continue;
+    candidates_.push_back({id, in_flight, capacity, w.slot, w.rss_sampled});
     by_index.push_back(&w);
+    candidates_frame_cap_ = std::min(candidates_frame_cap_, w.frame_cap);
   }
   if (!any_ready) return;
   while (!queue_.empty()) {

@@ -205,7 +205,11 @@ void PoolLoop::run() {
 
 bool PoolLoop::iterate(std::int64_t now) {
   bool work = drain_mailbox(now);
+  // The pass's results in one batch: the queue is dispatched once after them, not once per
+  // result (PoolCore::begin_batch).
+  core_->begin_batch();
   work |= links_->poll_all(now);
+  core_->end_batch(now);
   core_->observe_running();
   core_->observe_backtraces(now);
   if (now >= core_->next_deadline()) core_->on_tick(now);
@@ -234,7 +238,11 @@ bool PoolLoop::drain_mailbox(std::int64_t now) {
   std::vector<TaskPtr> tasks;
   std::vector<LoopCommand> cmds;
   if (!mailbox_.take(&tasks, &cmds)) return false;
+  // The submits in one batch (dispatched once, before the commands run: a command sees
+  // what it would have seen with each submit dispatched at once).
+  core_->begin_batch();
   for (TaskPtr& t : tasks) core_->submit(std::move(t), now);
+  core_->end_batch(now);
   for (auto& c : cmds) c(*core_, now);
   if (!cmds.empty()) {
     mailbox_.commands_done(cmds.size());
