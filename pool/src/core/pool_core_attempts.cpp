@@ -83,7 +83,9 @@ bool PoolCore::on_progress(WorkerId wid, const ipc::ProgressMsg& msg) {
     if (!f.ended && f.task->state.load(std::memory_order_relaxed) == TaskState::kDispatched) {
       f.task->state.store(TaskState::kRunning, std::memory_order_release);
     }
-    if (!f.ended && f.task->opts.on_progress) f.task->opts.on_progress(msg.id, msg.data);
+    if (auto* progress = f.task->opts.on_progress(); progress != nullptr && !f.ended) {
+      (*progress)(msg.id, msg.data);
+    }
     return true;
   }
   // Progress for a task that just ended can race with nothing (results come after progress
@@ -226,7 +228,7 @@ void PoolCore::make_terminal(const TaskPtr& task, TaskState state, DeadReason re
         task->account.error});
   // The account is final once done is set: nothing writes it again, so the callback reads
   // it in place instead of a copy (readers elsewhere only ever copy it under the lock).
-  if (task->opts.on_done) task->opts.on_done(task->account);
+  if (auto* done = task->opts.on_done()) (*done)(task->account);
 }
 
 std::deque<TaskPtr> PoolCore::take_waiting() {

@@ -46,9 +46,7 @@ bool settle_ack(TaskRecord& task, const Status& s) {
 // Calls the task's on_accepted, once (the caller is whichever of the journal's callback and
 // submit() came second), then drops it with what it holds.
 void run_on_accepted(TaskRecord& task, const Status& s) {
-  if (!task.opts.on_accepted) return;
-  task.opts.on_accepted(task.id, s);
-  task.opts.on_accepted = nullptr;
+  if (auto accepted = task.opts.take_on_accepted()) accepted(task.id, s);
 }
 
 // How many tasks ahead the accept's callback fetches what settling a task touches.
@@ -57,7 +55,7 @@ constexpr std::size_t kSettleAhead = 8;
 void prefetch_ack(const TaskRecord& task) {
   __builtin_prefetch(&task.mu(), 1);
   __builtin_prefetch(&task.ack, 1);
-  __builtin_prefetch(&task.opts.on_accepted, 0);
+  __builtin_prefetch(task.opts.on_accepted_address(), 0);
 }
 
 std::int64_t wall_now_ms() {
@@ -346,7 +344,7 @@ Status PoolLoop::recover_journal() {
     task->ack_released = true;
     task->ack.store(1);
     task->journaled = true;
-    task->tenant_counted = !task->opts.tenant.empty() || opts_.max_per_tenant != 0;
+    task->tenant_counted = !task->opts.tenant().empty() || opts_.max_per_tenant != 0;
     RecoveredTask r{
         std::move(task), std::move(j.running), j.task.state == TaskState::kRetryWait, 0, {}};
     if (r.retry_wait) r.retry_in_ns = (j.retry_due_ms - wall_ms) * 1000000;

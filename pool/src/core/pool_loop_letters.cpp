@@ -24,7 +24,7 @@ void end_orphaned(TaskRecord& task, TaskState state) {
   task.state.store(state, std::memory_order_release);
   task.done.store(1, std::memory_order_release);
   task.done.notify_all();
-  if (task.opts.on_done) task.opts.on_done(task.account);
+  if (auto* done = task.opts.on_done()) (*done)(task.account);
 }
 
 void report_unwritten(TaskRecord& task, const std::string& why) {
@@ -49,7 +49,7 @@ void PoolLoop::install_dead_letter_sink() {
     letter.task.dead_letter_pending = false;  // as stored: the letter is the record
     letter.pool = opts_.name;
     letter.payload = task->payload;
-    letter.options = DeadLetter::kept_options(task->opts);
+    letter.options = DeadLetter::kept_options(task->opts.kept());
     receipt_inline_ = false;
     const std::thread::id loop_thread = std::this_thread::get_id();
     std::weak_ptr<PoolLoop> self = weak_from_this();

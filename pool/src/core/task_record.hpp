@@ -13,6 +13,8 @@
 #include <sandpool/pool/pool.hpp>
 #include <sandpool/task/task.hpp>
 
+#include "core/packed_options.hpp"
+
 namespace sandpool::core {
 
 // Its layout is kept small (docs/performance.md, "Memory per task"): a queued task is this
@@ -26,13 +28,12 @@ struct TaskRecord {
       : id(task_id), payload(std::move(task_payload)), opts(std::move(options)) {
     account.id = id;
     account.type = std::move(task_type);
-    if (opts.not_before) {
+    if (auto nb = opts.not_before()) {
       account.not_before_ms =
-          std::chrono::duration_cast<std::chrono::milliseconds>(opts.not_before->time_since_epoch())
-              .count();
+          std::chrono::duration_cast<std::chrono::milliseconds>(nb->time_since_epoch()).count();
     }
-    account.tenant = opts.tenant;
-    level = opts.priority;
+    account.tenant = opts.tenant();
+    level = opts.priority();
   }
   TaskRecord(const TaskRecord&) = delete;
   TaskRecord& operator=(const TaskRecord&) = delete;
@@ -42,9 +43,9 @@ struct TaskRecord {
   const std::string& type = account.type;  // written once, above: read without the lock
   const std::string payload;
   // Immutable after submit but for on_accepted, which its one caller (the journal's callback
-  // or release_ack) drops once it ran: poold's closure there is two allocations per task that
-  // would otherwise live as long as the record. Nothing else reads it.
-  SubmitOptions opts;
+  // or release_ack) takes and drops once it ran: poold's closure there is two allocations per
+  // task that would otherwise live as long as the record. Nothing else reads it.
+  PackedOptions opts;
 
   // Loop-thread only.
   std::uint32_t attempts_ended = 0;  // attempts that ran and ended (history size)
@@ -88,7 +89,7 @@ struct TaskRecord {
   bool ack_released = false;  // guarded by mu(), see below
   std::atomic<std::uint32_t> done{0};
   // The acknowledgement (Ticket::wait_accepted). ack flips 0 -> 1 once the answer is set
-  // (set_ack_status); released: submit() returned the ticket, so opts.on_accepted may be
+  // (set_ack_status); released: submit() returned the ticket, so opts' on_accepted may be
   // called (by whichever of the journal's callback and submit() comes second).
   std::atomic<std::uint32_t> ack{0};
   TaskResult account;  // guarded by mu(); final once done is set
