@@ -53,7 +53,7 @@ SubmitOptions Ticket::options() const { return rec_ ? rec_->opts.unpack() : Subm
 TaskResult Ticket::snapshot() const {
   if (!rec_) return {};
   MutexLock lock(rec_->mu());
-  TaskResult r = rec_->account;
+  TaskResult r = rec_->account_copy();
   r.state = rec_->state.load(std::memory_order_acquire);
   return r;
 }

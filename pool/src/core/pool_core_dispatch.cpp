@@ -266,8 +266,8 @@ void PoolCore::recover(RecoveredTask r, std::int64_t now) {
       return;
     }
     MutexLock lock(task->mu());  // its history says it ran; its retry policy is moot
-    task->account.history.push_back({f.attempt, Outcome::kLost, "poold restarted",
-                                     r.running->worker_pid, f.started_wall_ms, ctl_.wall_ms()});
+    task->account().history.push_back({f.attempt, Outcome::kLost, "poold restarted",
+                                       r.running->worker_pid, f.started_wall_ms, ctl_.wall_ms()});
     task->attempts_ended++;
   }
   if (!r.refused.empty()) {

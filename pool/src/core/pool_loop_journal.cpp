@@ -92,7 +92,7 @@ void PoolLoop::install_journal() {
     }
     // Final once end_task() decided it (state, reason, result, attempts): nothing writes it
     // again, so the journal reads it in place, kept alive with its task.
-    std::shared_ptr<const TaskResult> account(task, &task->account);
+    std::shared_ptr<const TaskResult> account(task, &task->account());
     const std::thread::id hook_thread = std::this_thread::get_id();
     std::weak_ptr<PoolLoop> self = weak_from_this();
     JournalCommitted written = [self, task, hook_thread](const Status& s) {
@@ -103,7 +103,7 @@ void PoolLoop::install_journal() {
                    loop ? loop->opts_.name : std::string("?"), task->id, s.to_string());
         report_unwritten(*task, "its end is not written (" + s.message() + ")");
       }
-      if (!loop) return end_orphaned(*task, task->account.state);
+      if (!loop) return end_orphaned(*task, task->account().state);
       if (std::this_thread::get_id() == hook_thread && loop->in_end_hook_) {
         loop->end_inline_ = true;  // within finish(): the core ends the task itself
         return;
@@ -211,10 +211,10 @@ void PoolLoop::hand_over_turn() {
       if (&task == &ends.back()) break;
       // Final once end_task() decided it (state, reason, result, attempts): nothing writes it
       // again, so the journal reads it in place, kept alive with its task.
-      journal_records_.finish(std::shared_ptr<const TaskResult>(task, &task->account), {});
+      journal_records_.finish(std::shared_ptr<const TaskResult>(task, &task->account()), {});
     }
     const TaskPtr& last = ends.back();
-    std::shared_ptr<const TaskResult> account(last, &last->account);
+    std::shared_ptr<const TaskResult> account(last, &last->account());
     std::weak_ptr<PoolLoop> self = weak_from_this();
     journal_records_.finish(
         std::move(account), [self, ends = std::move(ends), ids = std::move(ids)](const Status& s) {
@@ -233,7 +233,7 @@ void PoolLoop::hand_over_turn() {
             }
           }
           if (!loop) {
-            for (const TaskPtr& task : ends) end_orphaned(*task, task->account.state);
+            for (const TaskPtr& task : ends) end_orphaned(*task, task->account().state);
             return;
           }
           loop->ends_written(ids);
@@ -337,9 +337,9 @@ Status PoolLoop::recover_journal() {
     }
     auto task = std::make_shared<TaskRecord>(j.task.id, j.task.type, std::move(j.payload),
                                              std::move(options));
-    task->account.history = std::move(j.task.history);
-    task->account.error = std::move(j.task.error);
-    task->attempts_ended = static_cast<std::uint32_t>(task->account.history.size());
+    task->account().history = std::move(j.task.history);
+    task->account().error = std::move(j.task.error);
+    task->attempts_ended = static_cast<std::uint32_t>(task->account().history.size());
     task->set_ack_status(Status::ok());  // accepted by the run that journaled it
     task->ack_released = true;
     task->ack.store(1);
