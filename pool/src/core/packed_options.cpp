@@ -25,11 +25,13 @@ PackedOptions::PackedOptions(SubmitOptions o)
   }
   if (o.fail_fast) flags_ |= kFailFast;
   if (o.on_accepted) on_accepted_ = std::make_unique<Accepted>(std::move(o.on_accepted));
-  if (!o.key.empty() || !o.idempotency_key.empty() || !o.tenant.empty() || o.delay ||
-      o.on_progress || o.on_done) {
-    rare_ = std::make_unique<const Rare>(Rare{std::move(o.key), std::move(o.idempotency_key),
-                                              std::move(o.tenant), o.delay,
-                                              std::move(o.on_progress), std::move(o.on_done)});
+  if (!o.key.empty() || !o.idempotency_key.empty() || !o.tenant.empty() || o.delay) {
+    strings_ = std::make_unique<const Strings>(
+        Strings{std::move(o.key), std::move(o.idempotency_key), std::move(o.tenant), o.delay});
+  }
+  if (o.on_progress || o.on_done) {
+    callbacks_ = std::make_unique<const Callbacks>(
+        Callbacks{std::move(o.on_progress), std::move(o.on_done)});
   }
 }
 
@@ -47,10 +49,10 @@ TaskOptions PackedOptions::kept() const {
   o.queue_ttl = queue_ttl();
   o.fail_fast = fail_fast();
   o.not_before = not_before();
-  if (rare_) {
-    o.key = rare_->key;
-    o.idempotency_key = rare_->idempotency_key;
-    o.tenant = rare_->tenant;
+  if (strings_) {
+    o.key = strings_->key;
+    o.idempotency_key = strings_->idempotency_key;
+    o.tenant = strings_->tenant;
   }
   return o;
 }
@@ -58,10 +60,10 @@ TaskOptions PackedOptions::kept() const {
 SubmitOptions PackedOptions::unpack() const {
   SubmitOptions o = SubmitOptions::of(kept());
   o.attempts_before = attempts_before_;
-  if (rare_) {
-    o.delay = rare_->delay;
-    o.on_progress = rare_->on_progress;
-    o.on_done = rare_->on_done;
+  if (strings_) o.delay = strings_->delay;
+  if (callbacks_) {
+    o.on_progress = callbacks_->on_progress;
+    o.on_done = callbacks_->on_done;
   }
   return o;
 }

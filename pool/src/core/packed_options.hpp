@@ -15,9 +15,10 @@
 namespace sandpool::core {
 
 // A SubmitOptions is 280 bytes, most of it strings and callbacks that few tasks set; a record
-// keeps the scalars the loop reads per task inline (about 40 bytes) and the strings, the delay
-// and the progress and done callbacks in one block allocated only when a task sets one of them
-// (docs/performance.md, "Memory per task"). on_accepted is apart: poold sets it on every task
+// keeps the scalars the loop reads per task inline (about 40 bytes), the strings and the delay
+// in one block allocated only when a task sets one of them, and the progress and done
+// callbacks in another (poold sets on_done on every task; few set a key or a tenant), see
+// docs/performance.md, "Memory per task". on_accepted is apart: poold sets it on every task
 // and it is dropped once called (take_on_accepted).
 //
 // Thread-safety: immutable after construction but for on_accepted, which only its one caller
@@ -52,17 +53,19 @@ class PackedOptions {
   std::int32_t priority() const { return priority_; }
   bool fail_fast() const { return has(kFailFast); }
   std::uint32_t attempts_before() const { return attempts_before_; }
-  std::optional<Ms> delay() const { return rare_ ? rare_->delay : std::nullopt; }
-  const std::string& key() const { return rare_ ? rare_->key : empty_string(); }
-  const std::string& tenant() const { return rare_ ? rare_->tenant : empty_string(); }
+  std::optional<Ms> delay() const { return strings_ ? strings_->delay : std::nullopt; }
+  const std::string& key() const { return strings_ ? strings_->key : empty_string(); }
+  const std::string& tenant() const { return strings_ ? strings_->tenant : empty_string(); }
   const std::string& idempotency_key() const {
-    return rare_ ? rare_->idempotency_key : empty_string();
+    return strings_ ? strings_->idempotency_key : empty_string();
   }
   // Null (an empty function) when the task set none.
   const Progress* on_progress() const {
-    return rare_ && rare_->on_progress ? &rare_->on_progress : nullptr;
+    return callbacks_ && callbacks_->on_progress ? &callbacks_->on_progress : nullptr;
   }
-  const Done* on_done() const { return rare_ && rare_->on_done ? &rare_->on_done : nullptr; }
+  const Done* on_done() const {
+    return callbacks_ && callbacks_->on_done ? &callbacks_->on_done : nullptr;
+  }
 
   // Takes on_accepted (empty when none, or when taken before): its one caller runs it once.
   Accepted take_on_accepted();
@@ -70,11 +73,13 @@ class PackedOptions {
   const void* on_accepted_address() const { return &on_accepted_; }
 
  private:
-  struct Rare {
+  struct Strings {
     std::string key;
     std::string idempotency_key;
     std::string tenant;
     std::optional<Ms> delay;
+  };
+  struct Callbacks {
     Progress on_progress;
     Done on_done;
   };
@@ -88,12 +93,13 @@ class PackedOptions {
   bool has(Flag f) const { return (flags_ & f) != 0; }
   static const std::string& empty_string();
 
-  std::unique_ptr<const Rare> rare_;       // null: none of its members set
-  std::unique_ptr<Accepted> on_accepted_;  // null: none, or taken
-  std::int64_t timeout_ms_ = 0;            // kTimeout
-  std::int64_t queue_ttl_ms_ = 0;          // kQueueTtl
-  std::int64_t not_before_ticks_ = 0;      // kNotBefore: system_clock ticks since the epoch
-  std::uint32_t retries_ = 0;              // kRetries
+  std::unique_ptr<const Strings> strings_;      // null: none of its members set
+  std::unique_ptr<const Callbacks> callbacks_;  // null: neither set
+  std::unique_ptr<Accepted> on_accepted_;       // null: none, or taken
+  std::int64_t timeout_ms_ = 0;                 // kTimeout
+  std::int64_t queue_ttl_ms_ = 0;               // kQueueTtl
+  std::int64_t not_before_ticks_ = 0;           // kNotBefore: system_clock ticks since the epoch
+  std::uint32_t retries_ = 0;                   // kRetries
   std::uint32_t attempts_before_ = 0;
   std::int32_t priority_ = 0;
   std::uint8_t flags_ = 0;
