@@ -85,7 +85,7 @@ struct Harness {
 
 inline TaskResult account(const core::TaskPtr& t) {
   MutexLock lock(t->mu());
-  return t->account;
+  return t->account_copy();
 }
 
 }  // namespace sandpool::testing

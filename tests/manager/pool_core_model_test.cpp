@@ -620,7 +620,7 @@ class Model {
       MODEL_CHECK(done == (t.ended == 1), "task " << id << " done without its on_done");
       if (done) continue;
       ++open;
-      if (t.rec->tenant_counted && t.rec->admitted) ++waiting[t.rec->opts.tenant];
+      if (t.rec->tenant_counted && t.rec->admitted) ++waiting[t.rec->opts.tenant()];
       if (st == TaskState::kScheduled && !t.rec->decided) {  // not ended, awaiting its letter
         ++scheduled;
         // Never late: the core queues a scheduled task at the first tick at or after its due

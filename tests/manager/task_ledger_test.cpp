@@ -98,7 +98,7 @@ TEST_CASE("the recent dead letters keep the newest accounts up to their capacity
   TaskLedger l = small_ledger();
   for (std::uint64_t id = 1; id <= 3; ++id) {
     TaskPtr t = ledger_task(id);
-    t->account.error = "e" + std::to_string(id);
+    t->account().error = "e" + std::to_string(id);
     l.open(*t);
     l.record_terminal(t, TaskState::kDeadLettered, static_cast<std::int64_t>(id) * kLedgerSec);
   }

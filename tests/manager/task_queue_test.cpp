@@ -67,7 +67,7 @@ std::string served_tenants(TaskQueue& q, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {
     const TaskPtr t = q.pop();
     if (!t) break;
-    out += t->opts.tenant.empty() ? "-" : t->opts.tenant;
+    out += t->opts.tenant().empty() ? "-" : t->opts.tenant();
   }
   return out;
 }

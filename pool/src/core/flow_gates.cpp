@@ -68,7 +68,7 @@ FlowGates::Gate* FlowGates::closed(const TaskRecord& t, std::int64_t now) {
     if (g.cap != 0 && running_[t.type] >= g.cap) return &g;
     if (!g.bucket.ready(now)) return &g;
   }
-  if (auto it = tenants_.find(t.opts.tenant); it != tenants_.end()) {
+  if (auto it = tenants_.find(t.opts.tenant()); it != tenants_.end()) {
     if (!it->second.bucket.ready(now)) return &it->second;
   }
   return nullptr;
@@ -83,7 +83,7 @@ void FlowGates::park(Gate& g, TaskPtr t, std::int64_t now) {
 void FlowGates::dispatched(const TaskRecord& t, std::int64_t now) {
   pool_.take(now);
   if (auto it = types_.find(t.type); it != types_.end()) it->second.bucket.take(now);
-  if (auto it = tenants_.find(t.opts.tenant); it != tenants_.end()) it->second.bucket.take(now);
+  if (auto it = tenants_.find(t.opts.tenant()); it != tenants_.end()) it->second.bucket.take(now);
   ++running_[t.type];
 }
 

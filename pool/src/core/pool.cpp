@@ -48,15 +48,12 @@ bool Ticket::wait_for(std::chrono::milliseconds timeout) const {
 
 std::string_view Ticket::payload() const { return rec_ ? std::string_view(rec_->payload) : ""; }
 
-const SubmitOptions& Ticket::options() const {
-  static const SubmitOptions kNone;
-  return rec_ ? rec_->opts : kNone;
-}
+SubmitOptions Ticket::options() const { return rec_ ? rec_->opts.unpack() : SubmitOptions{}; }
 
 TaskResult Ticket::snapshot() const {
   if (!rec_) return {};
   MutexLock lock(rec_->mu());
-  TaskResult r = rec_->account;
+  TaskResult r = rec_->account_copy();
   r.state = rec_->state.load(std::memory_order_acquire);
   return r;
 }
@@ -307,8 +304,8 @@ std::vector<TaskListing> Pool::list(const TaskQuery& q) const {
         for (core::TaskPtr& t : core.list_tasks(
                  [&](const core::TaskRecord& t) {
                    if (!q.type.empty() && t.type != q.type) return false;
-                   if (!q.key.empty() && t.opts.key != q.key) return false;
-                   if (q.tenant && t.opts.tenant != *q.tenant) return false;
+                   if (!q.key.empty() && t.opts.key() != q.key) return false;
+                   if (q.tenant && t.opts.tenant() != *q.tenant) return false;
                    if (q.state && t.state.load() != *q.state) return false;
                    if (q.since_ms && submitted(t) < *q.since_ms) return false;
                    if (q.until_ms && submitted(t) > *q.until_ms) return false;
@@ -322,7 +319,7 @@ std::vector<TaskListing> Pool::list(const TaskQuery& q) const {
       });
   std::vector<TaskListing> out;
   for (Found& f : found) {
-    std::string key = f.task->opts.key;
+    std::string key = f.task->opts.key();
     out.push_back({Ticket(std::move(f.task), loop_), std::move(key), f.submitted_ms});
   }
   return out;

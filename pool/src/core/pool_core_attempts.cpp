@@ -35,7 +35,7 @@ bool PoolCore::on_result(WorkerId wid, ipc::ResultMsg& msg, std::int64_t now) {
       case ipc::TaskStatus::kOk: {
         {
           MutexLock lock(t->mu());
-          t->account.history.push_back(
+          t->account().history.push_back(
               {f.attempt, Outcome::kOk, {}, pid, f.started_wall_ms, ctl_.wall_ms()});
         }
         t->attempts_ended++;
@@ -83,7 +83,9 @@ bool PoolCore::on_progress(WorkerId wid, const ipc::ProgressMsg& msg) {
     if (!f.ended && f.task->state.load(std::memory_order_relaxed) == TaskState::kDispatched) {
       f.task->state.store(TaskState::kRunning, std::memory_order_release);
     }
-    if (!f.ended && f.task->opts.on_progress) f.task->opts.on_progress(msg.id, msg.data);
+    if (auto* progress = f.task->opts.on_progress(); progress != nullptr && !f.ended) {
+      (*progress)(msg.id, msg.data);
+    }
     return true;
   }
   // Progress for a task that just ended can race with nothing (results come after progress
@@ -97,9 +99,9 @@ void PoolCore::end_attempt(const InFlight& f, Outcome outcome, std::string error
   if (t->decided) return;
   {
     MutexLock lock(t->mu());
-    t->account.history.push_back(
+    t->account().history.push_back(
         {f.attempt, outcome, error, pid, f.started_wall_ms, ctl_.wall_ms(), std::move(backtrace)});
-    t->account.error = error;
+    t->account().error = error;
   }
   t->attempts_ended++;
   emit({PoolEvent::Kind::kAttemptEnded, t->id, pid, TaskState::kQueued, DeadReason::kNone, outcome,
@@ -129,7 +131,7 @@ void PoolCore::end_attempt(const InFlight& f, Outcome outcome, std::string error
     Attempt ended;
     {
       MutexLock lock(t->mu());
-      ended = t->account.history.back();
+      ended = t->account().history.back();
     }
     journal_.retrying(*t, ended, ctl_.wall_ms() + (due - now) / kMsNs);
   }
@@ -153,13 +155,13 @@ void PoolCore::end_task(const TaskPtr& task, TaskState state, DeadReason reason,
   if (state == TaskState::kCancelled && task->cancel_why) error = *task->cancel_why;
   {
     MutexLock lock(task->mu());
-    task->account.state = state;
-    task->account.reason = reason;
-    task->account.cancel_reason = cancel;
-    task->account.result = std::move(result);
-    if (!error.empty() || state == TaskState::kCompleted) task->account.error = std::move(error);
+    task->account().state = state;
+    task->account().reason = reason;
+    task->account().cancel_reason = cancel;
+    task->account().result = std::move(result);
+    if (!error.empty() || state == TaskState::kCompleted) task->account().error = std::move(error);
     if (state == TaskState::kDeadLettered && dead_letter_sink_) {
-      task->account.dead_letter_pending = true;
+      task->account().dead_letter_pending = true;
     }
   }
   if (state == TaskState::kDeadLettered && dead_letter_sink_) {
@@ -167,14 +169,14 @@ void PoolCore::end_task(const TaskPtr& task, TaskState state, DeadReason reason,
     if (dead_letter_sink_(task)) return;  // on_letter_written() ends it
     (void)ledger_.take_letter(task->id);  // not written: it ends now
     MutexLock lock(task->mu());
-    task->account.dead_letter_pending = false;
-    state = task->account.state;  // kCancelled when the letter was not written (answered inline)
+    task->account().dead_letter_pending = false;
+    state = task->account().state;  // kCancelled when the letter was not written (answered inline)
   } else if (state != TaskState::kDeadLettered && journal_.end) {
     ledger_.await_end(task);
     if (journal_.end(task)) return;  // on_end_written() ends it
     ledger_.drop_last_end();
     MutexLock lock(task->mu());
-    state = task->account.state;  // kCancelled when the end was not written (answered inline)
+    state = task->account().state;  // kCancelled when the end was not written (answered inline)
   }
   make_terminal(task, state, state == TaskState::kDeadLettered ? reason : DeadReason::kNone);
 }
@@ -184,7 +186,7 @@ void PoolCore::on_end_written(std::uint64_t id, std::int64_t now) {
   TaskPtr task = ledger_.take_end(id);
   if (!task) return;
   // Final (only the loop writes it), or reported unwritten by the journal's answer.
-  make_terminal(task, task->account.state, DeadReason::kNone);
+  make_terminal(task, task->account().state, DeadReason::kNone);
   settle(now);
 }
 
@@ -196,8 +198,8 @@ void PoolCore::on_letter_written(std::uint64_t id, std::int64_t now) {
   TaskState state = TaskState::kDeadLettered;
   {
     MutexLock lock(task->mu());
-    task->account.dead_letter_pending = false;
-    state = task->account.state;  // kCancelled when its letter did not reach the store
+    task->account().dead_letter_pending = false;
+    state = task->account().state;  // kCancelled when its letter did not reach the store
   }
   make_terminal(task, state, state == TaskState::kDeadLettered ? reason : DeadReason::kNone);
   settle(now);
@@ -223,10 +225,10 @@ void PoolCore::make_terminal(const TaskPtr& task, TaskState state, DeadReason re
   task->done.store(1, std::memory_order_release);
   task->done.notify_all();
   emit({PoolEvent::Kind::kTaskEnded, task->id, 0, state, reason, Outcome::kOk, task->attempts_ended,
-        task->account.error});
+        task->account().error});
   // The account is final once done is set: nothing writes it again, so the callback reads
   // it in place instead of a copy (readers elsewhere only ever copy it under the lock).
-  if (task->opts.on_done) task->opts.on_done(task->account);
+  if (auto* done = task->opts.on_done()) (*done)(task->account());
 }
 
 std::deque<TaskPtr> PoolCore::take_waiting() {
@@ -269,7 +271,7 @@ std::size_t PoolCore::abandon_all(DeadReason reason, const std::string& why, std
       f.ended = true;  // its worker's exit must not end it a second time
       if (i == 0) {    // the front: running (or about to), so it had an attempt
         MutexLock lock(f.task->mu());
-        f.task->account.history.push_back(
+        f.task->account().history.push_back(
             {f.attempt, Outcome::kLost, why, ctl_.pid(wid), f.started_wall_ms, ctl_.wall_ms()});
         f.task->attempts_ended++;
       }
@@ -306,9 +308,9 @@ std::size_t PoolCore::release_all(const std::string& why, std::int64_t now) {
     release_admission(*t);
     {
       MutexLock lock(t->mu());
-      t->account.state = TaskState::kCancelled;
-      t->account.cancel_reason = CancelReason::kShutdown;
-      t->account.error = why;
+      t->account().state = TaskState::kCancelled;
+      t->account().cancel_reason = CancelReason::kShutdown;
+      t->account().error = why;
     }
     make_terminal(t, TaskState::kCancelled,
                   DeadReason::kNone);  // not journaled: it stays open there

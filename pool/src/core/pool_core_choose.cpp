@@ -19,7 +19,7 @@ constexpr std::int64_t kFnLogEveryNs = 10'000 * kMsNs;
 Choice PoolCore::choose_for(const TaskRecord& t, std::int64_t now) {
   if (t.payload.size() <= candidates_frame_cap_) {  // every candidate's region takes it
     if (opts_.dispatch_function) return choose_custom(candidates_, {}, t, now);
-    return dispatcher_.choose(candidates_, t.opts.key);
+    return dispatcher_.choose(candidates_, t.opts.key());
   }
   // Some workers' regions were sized for a smaller max_payload (a reconfigure raised it while
   // they still run): they must not get this task, whose frame they would read as corruption.
@@ -31,7 +31,7 @@ Choice PoolCore::choose_for(const TaskRecord& t, std::int64_t now) {
     index.push_back(static_cast<int>(i));
   }
   Choice c = opts_.dispatch_function ? choose_custom(fit, index, t, now)
-                                     : dispatcher_.choose(fit, t.opts.key);
+                                     : dispatcher_.choose(fit, t.opts.key());
   if (c.index >= 0) c.index = index[static_cast<std::size_t>(c.index)];
   return c;
 }
@@ -39,7 +39,7 @@ Choice PoolCore::choose_for(const TaskRecord& t, std::int64_t now) {
 Choice PoolCore::choose_custom(std::span<const Candidate> workers, std::span<const int> index,
                                const TaskRecord& t, std::int64_t now) {
   if (workers.empty()) return {};
-  const int home = t.opts.key.empty() ? -1 : Dispatcher::affinity_home(workers, t.opts.key);
+  const int home = t.opts.key().empty() ? -1 : Dispatcher::affinity_home(workers, t.opts.key());
   views_.clear();
   for (std::size_t i = 0; i < workers.size(); ++i) {
     const Candidate& c = workers[i];
@@ -59,10 +59,10 @@ Choice PoolCore::choose_custom(std::span<const Candidate> workers, std::span<con
   TaskView tv;
   tv.id = t.id;
   tv.type = t.type;
-  tv.tenant = t.opts.tenant;
-  tv.key = t.opts.key;
+  tv.tenant = t.opts.tenant();
+  tv.key = t.opts.key();
   tv.payload_bytes = t.payload.size();
-  tv.priority = t.opts.priority;
+  tv.priority = t.opts.priority();
   tv.attempt = t.attempts_ended + 1;
 
   DispatchFunctionMetrics& m = recorded_.dispatch_function;
@@ -105,7 +105,7 @@ Choice PoolCore::choose_custom(std::span<const Candidate> workers, std::span<con
                                     : std::string("a worker that is starting or full")),
         now);
   }
-  return dispatcher_.choose(workers, t.opts.key);
+  return dispatcher_.choose(workers, t.opts.key());
 }
 
 void PoolCore::note_fn_trouble(FnTrouble kind, const std::string& what, std::int64_t now) {

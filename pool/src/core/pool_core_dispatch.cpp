@@ -12,23 +12,24 @@ using detail::to_ns;
 void PoolCore::take_in(TaskRecord& t, std::int64_t now) {
   clock_ns_ = now;
   t.submitted_ns = now;
-  t.max_attempts = 1 + t.opts.retries.value_or(opts_.retries);
-  t.timeout_ns = to_ns(t.opts.timeout.value_or(opts_.timeout));
+  t.max_attempts = 1 + t.opts.retries().value_or(opts_.retries);
+  t.timeout_ns = to_ns(t.opts.timeout().value_or(opts_.timeout));
   std::int64_t due = 0;
-  if (t.opts.delay) {
-    due = now + to_ns(*t.opts.delay);
-  } else if (t.opts.not_before) {
+  if (t.opts.delay()) {
+    due = now + to_ns(*t.opts.delay());
+  } else if (t.opts.not_before()) {
     // Never due before not_before: the time rounded up, the wall clock read (rounded down)
     // before the steady one the distance is added to.
     const std::int64_t at_ms =
-        std::chrono::ceil<std::chrono::milliseconds>(t.opts.not_before->time_since_epoch()).count();
+        std::chrono::ceil<std::chrono::milliseconds>(t.opts.not_before()->time_since_epoch())
+            .count();
     const std::int64_t ahead_ms = at_ms - ctl_.wall_ms();
     if (ahead_ms > 0) due = ctl_.steady_ns(now) + ahead_ms * detail::kMsNs;
   }
   // A scheduled task waits in the queue from when it is due: queue wait, TTL and end-to-end
   // latency count from there. Its due_ns() is read from it.
   t.queued_ns = std::max(now, due);
-  if (auto ttl = t.opts.queue_ttl ? t.opts.queue_ttl : opts_.queue_ttl) {
+  if (auto ttl = t.opts.queue_ttl() ? t.opts.queue_ttl() : opts_.queue_ttl) {
     t.expires_ns = t.queued_ns + to_ns(*ttl);
   }
   ++stats_.submitted;
@@ -41,7 +42,7 @@ void PoolCore::submit(TaskPtr task, std::int64_t now) {
     end_task(task, TaskState::kDeadLettered, DeadReason::kCrashLoop, {}, failure_);
     return;
   }
-  if (workers_.crash_loop() && task->opts.fail_fast) {
+  if (workers_.crash_loop() && task->opts.fail_fast()) {
     end_task(task, TaskState::kDeadLettered, DeadReason::kCrashLoop, {},
              "the pool is in crash_loop and the task asked to fail fast");
     return;
@@ -87,7 +88,7 @@ void PoolCore::release_scheduled(std::int64_t now) {
   while (!scheduled_.empty() && scheduled_.top().due_ns <= now) {
     TaskPtr t = scheduled_.top().task;
     scheduled_.pop();
-    if (workers_.crash_loop() && t->opts.fail_fast) {
+    if (workers_.crash_loop() && t->opts.fail_fast()) {
       end_task(t, TaskState::kDeadLettered, DeadReason::kCrashLoop, {},
                "the pool is in crash_loop and the task asked to fail fast");
       continue;
@@ -100,14 +101,14 @@ void PoolCore::admit(TaskRecord& t) {
   if (t.admitted) return;
   t.admitted = true;
   admitted_.fetch_add(1, std::memory_order_relaxed);
-  if (t.tenant_counted && tenant_counts_ != nullptr) tenant_counts_->add(t.opts.tenant);
+  if (t.tenant_counted && tenant_counts_ != nullptr) tenant_counts_->add(t.opts.tenant());
 }
 
 void PoolCore::release_admission(TaskRecord& t) {
   if (!t.admitted) return;
   t.admitted = false;
   admitted_.fetch_sub(1, std::memory_order_relaxed);
-  if (t.tenant_counted && tenant_counts_ != nullptr) tenant_counts_->release(t.opts.tenant);
+  if (t.tenant_counted && tenant_counts_ != nullptr) tenant_counts_->release(t.opts.tenant());
 }
 
 void PoolCore::to_queue(TaskPtr task, bool front, std::int64_t now) {
@@ -123,7 +124,7 @@ void PoolCore::to_queue(TaskPtr task, bool front, std::int64_t now) {
   if (front) {
     queue_.push_front(std::move(task));  // keeps its level and the time it entered it
   } else {
-    task->level = task->opts.priority;
+    task->level = task->opts.priority();
     task->level_since_ns = now;
     task->waiting_since_ns = now;
     queue_.push(std::move(task));
@@ -242,7 +243,7 @@ void PoolCore::assign(Worker& w, TaskPtr task, std::int64_t now) {
   release_admission(*task);
   InFlight f;
   f.task = task;
-  f.attempt = task->opts.attempts_before + task->attempts_ended + 1;
+  f.attempt = task->opts.attempts_before() + task->attempts_ended + 1;
   f.dispatched_ns = now;
   w.last_work_ns = now;
   f.started_wall_ms = ctl_.wall_ms();
@@ -282,8 +283,8 @@ void PoolCore::recover(RecoveredTask r, std::int64_t now) {
       return;
     }
     MutexLock lock(task->mu());  // its history says it ran; its retry policy is moot
-    task->account.history.push_back({f.attempt, Outcome::kLost, "poold restarted",
-                                     r.running->worker_pid, f.started_wall_ms, ctl_.wall_ms()});
+    task->account().history.push_back({f.attempt, Outcome::kLost, "poold restarted",
+                                       r.running->worker_pid, f.started_wall_ms, ctl_.wall_ms()});
     task->attempts_ended++;
   }
   if (!r.refused.empty()) {

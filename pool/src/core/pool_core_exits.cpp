@@ -183,7 +183,7 @@ void PoolCore::note_restart(std::int64_t now) {
                " ms; replacements now back off");
     // Tasks that asked to fail fast do not wait the crash loop out.
     for (const TaskPtr& t :
-         queue_.remove_if([](const TaskRecord& r) { return r.opts.fail_fast; })) {
+         queue_.remove_if([](const TaskRecord& r) { return r.opts.fail_fast(); })) {
       end_task(t, TaskState::kDeadLettered, DeadReason::kCrashLoop, {},
                "the pool entered crash_loop and the task asked to fail fast");
     }

@@ -420,7 +420,7 @@ Result<TaskPtr> PoolLoop::admit_task(std::string type, std::string payload, Subm
 
 void PoolLoop::unadmit(const TaskPtr& rec) {
   admitted_.fetch_sub(1, std::memory_order_relaxed);
-  if (rec->tenant_counted) tenant_counts_.release(rec->opts.tenant);
+  if (rec->tenant_counted) tenant_counts_.release(rec->opts.tenant());
 }
 
 bool PoolLoop::post_admitted(const TaskPtr& rec, bool end_if_closed) {

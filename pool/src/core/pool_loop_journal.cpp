@@ -46,9 +46,7 @@ bool settle_ack(TaskRecord& task, const Status& s) {
 // Calls the task's on_accepted, once (the caller is whichever of the journal's callback and
 // submit() came second), then drops it with what it holds.
 void run_on_accepted(TaskRecord& task, const Status& s) {
-  if (!task.opts.on_accepted) return;
-  task.opts.on_accepted(task.id, s);
-  task.opts.on_accepted = nullptr;
+  if (auto accepted = task.opts.take_on_accepted()) accepted(task.id, s);
 }
 
 // How many tasks ahead the accept's callback fetches what settling a task touches.
@@ -57,7 +55,7 @@ constexpr std::size_t kSettleAhead = 8;
 void prefetch_ack(const TaskRecord& task) {
   __builtin_prefetch(&task.mu(), 1);
   __builtin_prefetch(&task.ack, 1);
-  __builtin_prefetch(&task.opts.on_accepted, 0);
+  __builtin_prefetch(task.opts.on_accepted_address(), 0);
 }
 
 std::int64_t wall_now_ms() {
@@ -94,7 +92,7 @@ void PoolLoop::install_journal() {
     }
     // Final once end_task() decided it (state, reason, result, attempts): nothing writes it
     // again, so the journal reads it in place, kept alive with its task.
-    std::shared_ptr<const TaskResult> account(task, &task->account);
+    std::shared_ptr<const TaskResult> account(task, &task->account());
     const std::thread::id hook_thread = std::this_thread::get_id();
     std::weak_ptr<PoolLoop> self = weak_from_this();
     JournalCommitted written = [self, task, hook_thread](const Status& s) {
@@ -105,7 +103,7 @@ void PoolLoop::install_journal() {
                    loop ? loop->opts_.name : std::string("?"), task->id, s.to_string());
         report_unwritten(*task, "its end is not written (" + s.message() + ")");
       }
-      if (!loop) return end_orphaned(*task, task->account.state);
+      if (!loop) return end_orphaned(*task, task->account().state);
       if (std::this_thread::get_id() == hook_thread && loop->in_end_hook_) {
         loop->end_inline_ = true;  // within finish(): the core ends the task itself
         return;
@@ -213,10 +211,10 @@ void PoolLoop::hand_over_turn() {
       if (&task == &ends.back()) break;
       // Final once end_task() decided it (state, reason, result, attempts): nothing writes it
       // again, so the journal reads it in place, kept alive with its task.
-      journal_records_.finish(std::shared_ptr<const TaskResult>(task, &task->account), {});
+      journal_records_.finish(std::shared_ptr<const TaskResult>(task, &task->account()), {});
     }
     const TaskPtr& last = ends.back();
-    std::shared_ptr<const TaskResult> account(last, &last->account);
+    std::shared_ptr<const TaskResult> account(last, &last->account());
     std::weak_ptr<PoolLoop> self = weak_from_this();
     journal_records_.finish(
         std::move(account), [self, ends = std::move(ends), ids = std::move(ids)](const Status& s) {
@@ -235,7 +233,7 @@ void PoolLoop::hand_over_turn() {
             }
           }
           if (!loop) {
-            for (const TaskPtr& task : ends) end_orphaned(*task, task->account.state);
+            for (const TaskPtr& task : ends) end_orphaned(*task, task->account().state);
             return;
           }
           loop->ends_written(ids);
@@ -339,14 +337,14 @@ Status PoolLoop::recover_journal() {
     }
     auto task = std::make_shared<TaskRecord>(j.task.id, j.task.type, std::move(j.payload),
                                              std::move(options));
-    task->account.history = std::move(j.task.history);
-    task->account.error = std::move(j.task.error);
-    task->attempts_ended = static_cast<std::uint32_t>(task->account.history.size());
+    task->account().history = std::move(j.task.history);
+    task->account().error = std::move(j.task.error);
+    task->attempts_ended = static_cast<std::uint32_t>(task->account().history.size());
     task->set_ack_status(Status::ok());  // accepted by the run that journaled it
     task->ack_released = true;
     task->ack.store(1);
     task->journaled = true;
-    task->tenant_counted = !task->opts.tenant.empty() || opts_.max_per_tenant != 0;
+    task->tenant_counted = !task->opts.tenant().empty() || opts_.max_per_tenant != 0;
     RecoveredTask r{
         std::move(task), std::move(j.running), j.task.state == TaskState::kRetryWait, 0, {}};
     if (r.retry_wait) r.retry_in_ns = (j.retry_due_ms - wall_ms) * 1000000;

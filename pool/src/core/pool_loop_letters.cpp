@@ -19,23 +19,23 @@ namespace sandpool::core {
 void end_orphaned(TaskRecord& task, TaskState state) {
   {
     MutexLock lock(task.mu());
-    task.account.dead_letter_pending = false;
+    task.account().dead_letter_pending = false;
   }
   task.state.store(state, std::memory_order_release);
   task.done.store(1, std::memory_order_release);
   task.done.notify_all();
-  if (task.opts.on_done) task.opts.on_done(task.account);
+  if (auto* done = task.opts.on_done()) (*done)(task.account());
 }
 
 void report_unwritten(TaskRecord& task, const std::string& why) {
   MutexLock lock(task.mu());
-  const std::string reached(to_string(task.account.state));
-  task.account.state = TaskState::kCancelled;
-  task.account.reason = DeadReason::kNone;
-  task.account.cancel_reason = CancelReason::kShutdown;
-  task.account.dead_letter_pending = false;
-  task.account.error = "not " + reached + ": " + why +
-                       "; the journal keeps the task open and the next start runs it again";
+  const std::string reached(to_string(task.account().state));
+  task.account().state = TaskState::kCancelled;
+  task.account().reason = DeadReason::kNone;
+  task.account().cancel_reason = CancelReason::kShutdown;
+  task.account().dead_letter_pending = false;
+  task.account().error = "not " + reached + ": " + why +
+                         "; the journal keeps the task open and the next start runs it again";
 }
 
 void PoolLoop::install_dead_letter_sink() {
@@ -44,12 +44,12 @@ void PoolLoop::install_dead_letter_sink() {
     DeadLetter letter;
     {
       MutexLock lock(task->mu());
-      letter.task = task->account;  // final: state dead_lettered, reason, attempts
+      letter.task = task->account();  // final: state dead_lettered, reason, attempts
     }
     letter.task.dead_letter_pending = false;  // as stored: the letter is the record
     letter.pool = opts_.name;
     letter.payload = task->payload;
-    letter.options = DeadLetter::kept_options(task->opts);
+    letter.options = DeadLetter::kept_options(task->opts.kept());
     receipt_inline_ = false;
     const std::thread::id loop_thread = std::this_thread::get_id();
     std::weak_ptr<PoolLoop> self = weak_from_this();
@@ -71,7 +71,7 @@ void PoolLoop::install_dead_letter_sink() {
                                     : "its dead letter is lost (" + receipt.lost + ")");
       }
       std::shared_ptr<PoolLoop> loop = self.lock();
-      if (!loop) return end_orphaned(*task, task->account.state);
+      if (!loop) return end_orphaned(*task, task->account().state);
       if (std::this_thread::get_id() == loop_thread) {
         loop->receipt_inline_ = true;  // within enqueue(): the sink ends the task itself
         return;

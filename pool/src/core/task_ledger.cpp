@@ -36,7 +36,7 @@ std::optional<std::pair<TaskPtr, DeadReason>> TaskLedger::take_letter(std::uint6
 void TaskLedger::record_terminal(const TaskPtr& task, TaskState state, std::int64_t now) {
   if (state == TaskState::kDeadLettered) {
     MutexLock lock(task->mu());
-    dead_letters_.push_back(task->account);
+    dead_letters_.push_back(task->account());
     if (dead_letters_.size() > dead_letter_capacity_) dead_letters_.pop_front();
   }
   if (task->expires_ns != 0) --ttl_;

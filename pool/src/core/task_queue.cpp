@@ -78,7 +78,7 @@ TaskQueue::Levels::iterator TaskQueue::drop_level(Levels::iterator it) {
 
 void TaskQueue::push(TaskPtr task) {
   Level& level = level_at(task->level);
-  Lane& lane = lane_of(level, task->opts.tenant);
+  Lane& lane = lane_of(level, task->opts.tenant());
   lane.tasks.push_back(std::move(task));
   if (lane.tasks.size() == 1) activate(level, lane);
   ++level.size;
@@ -87,7 +87,7 @@ void TaskQueue::push(TaskPtr task) {
 
 void TaskQueue::push_front(TaskPtr task) {
   Level& level = level_at(task->level);
-  Lane& lane = lane_of(level, task->opts.tenant);
+  Lane& lane = lane_of(level, task->opts.tenant());
   lane.tasks.push_front(std::move(task));
   if (lane.tasks.size() == 1) activate(level, lane);
   ++level.size;
@@ -109,13 +109,13 @@ TaskPtr TaskQueue::pop() {
     lane->pass += lane->stride;
     if (lane->tasks.empty()) {
       level.active.clear();
-      if (!t->opts.tenant.empty()) level.named.erase(t->opts.tenant);
+      if (!t->opts.tenant().empty()) level.named.erase(t->opts.tenant());
     }
   } else {
     std::pop_heap(level.active.begin(), level.active.end(), later<Lane>);
     if (lane->tasks.empty()) {
       level.active.pop_back();
-      if (!t->opts.tenant.empty()) level.named.erase(t->opts.tenant);
+      if (!t->opts.tenant().empty()) level.named.erase(t->opts.tenant());
     } else {
       lane->pass += lane->stride;
       std::push_heap(level.active.begin(), level.active.end(), later<Lane>);
@@ -141,7 +141,7 @@ TaskPtr TaskQueue::remove(std::uint64_t id) {
         dq.erase(t);
         --level.size;
         --size_;
-        if (dq.empty()) deactivate(level, *lane, found->opts.tenant);
+        if (dq.empty()) deactivate(level, *lane, found->opts.tenant());
         drop_level_if_empty(it);
         return found;
       }
@@ -176,7 +176,7 @@ std::vector<TaskPtr> TaskQueue::remove_if(const std::function<bool(const TaskRec
     std::vector<std::pair<Lane*, std::string>> emptied;
     for (Lane* lane : level.active) {
       auto& dq = lane->tasks;
-      std::string tenant = dq.front()->opts.tenant;
+      std::string tenant = dq.front()->opts.tenant();
       for (auto t = dq.begin(); t != dq.end();) {
         if (pred(**t)) {
           out.push_back(std::move(*t));
@@ -219,7 +219,7 @@ std::int64_t TaskQueue::age(std::int64_t now, std::int64_t interval_ns) {
     std::vector<std::pair<Lane*, std::string>> emptied;
     for (Lane* lane : level.active) {
       auto& dq = lane->tasks;
-      const std::string tenant = dq.front()->opts.tenant;
+      const std::string tenant = dq.front()->opts.tenant();
       while (!dq.empty() && dq.front()->level_since_ns + interval_ns <= now) {
         TaskPtr t = std::move(dq.front());
         dq.pop_front();

@@ -13,38 +13,35 @@
 #include <sandpool/pool/pool.hpp>
 #include <sandpool/task/task.hpp>
 
+#include "core/packed_options.hpp"
+
 namespace sandpool::core {
 
 // Its layout is kept small (docs/performance.md, "Memory per task"): a queued task is this
 // record, its payload and a queue entry, and the allocator rounds the record (with the
-// shared_ptr's control block beside it) up to a size class, 640 bytes on jemalloc. What is
-// rare lives behind a pointer, what the account already holds is not held twice, and the
-// lock is one of a shared set (record_lock).
+// shared_ptr's control block beside it) up to a size class. What is rare lives behind a
+// pointer (the options' strings and callbacks, the account until the task's first attempt
+// ends), and the lock is one of a shared set (record_lock).
 struct TaskRecord {
   TaskRecord(std::uint64_t task_id, std::string task_type, std::string task_payload,
              SubmitOptions options)
-      : id(task_id), payload(std::move(task_payload)), opts(std::move(options)) {
-    account.id = id;
-    account.type = std::move(task_type);
-    if (opts.not_before) {
-      account.not_before_ms =
-          std::chrono::duration_cast<std::chrono::milliseconds>(opts.not_before->time_since_epoch())
-              .count();
-    }
-    account.tenant = opts.tenant;
-    level = opts.priority;
+      : id(task_id),
+        type(std::move(task_type)),
+        payload(std::move(task_payload)),
+        opts(std::move(options)) {
+    level = opts.priority();
   }
   TaskRecord(const TaskRecord&) = delete;
   TaskRecord& operator=(const TaskRecord&) = delete;
 
   // Immutable after submit.
   const std::uint64_t id;
-  const std::string& type = account.type;  // written once, above: read without the lock
+  const std::string type;
   const std::string payload;
   // Immutable after submit but for on_accepted, which its one caller (the journal's callback
-  // or release_ack) drops once it ran: poold's closure there is two allocations per task that
-  // would otherwise live as long as the record. Nothing else reads it.
-  SubmitOptions opts;
+  // or release_ack) takes and drops once it ran: poold's closure there is two allocations per
+  // task that would otherwise live as long as the record. Nothing else reads it.
+  PackedOptions opts;
 
   // Loop-thread only.
   std::uint32_t attempts_ended = 0;  // attempts that ran and ended (history size)
@@ -88,10 +85,16 @@ struct TaskRecord {
   bool ack_released = false;  // guarded by mu(), see below
   std::atomic<std::uint32_t> done{0};
   // The acknowledgement (Ticket::wait_accepted). ack flips 0 -> 1 once the answer is set
-  // (set_ack_status); released: submit() returned the ticket, so opts.on_accepted may be
+  // (set_ack_status); released: submit() returned the ticket, so opts' on_accepted may be
   // called (by whichever of the journal's callback and submit() comes second).
   std::atomic<std::uint32_t> ack{0};
-  TaskResult account;  // guarded by mu(); final once done is set
+  // The task's account, created by its first write (an attempt's or the task's end, a
+  // recovered history): a queued task has none, its account is what account_copy() builds
+  // from the record. Guarded by mu(): the caller holds it, unless the account is final (done
+  // is set, or the task is decided and past its last write) or the record not yet shared.
+  TaskResult& account();
+  // A copy of the account as it stands; the caller holds mu().
+  TaskResult account_copy() const;
 
   // Guards account and the acknowledgement: one of a fixed set of mutexes shared by all
   // records (record_lock). Hold it for a few stores or a copy only, never while calling out
@@ -102,7 +105,11 @@ struct TaskRecord {
   void set_ack_status(const Status& s) { ack_error = s ? nullptr : std::make_unique<Status>(s); }
 
  private:
-  std::unique_ptr<Status> ack_error;  // guarded by mu(); null: ok (or not answered yet)
+  // The account before its first write.
+  TaskResult fresh_account() const;
+
+  std::unique_ptr<Status> ack_error;     // guarded by mu(); null: ok (or not answered yet)
+  std::unique_ptr<TaskResult> account_;  // see account()
 };
 
 // The mutex of the record with this id: records share kRecordLocks mutexes (lock striping),

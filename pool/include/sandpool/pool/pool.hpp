@@ -47,10 +47,10 @@ class Ticket {
   bool wait_for(std::chrono::milliseconds timeout) const;
   // A snapshot of the account so far (history grows as attempts end).
   TaskResult snapshot() const;
-  // What the task was submitted with: its payload and options (set at submit, on_accepted
-  // dropped once called; valid while a Ticket of it lives). Empty for a default Ticket.
+  // What the task was submitted with: its payload (valid while a Ticket of it lives) and a
+  // copy of its options, without on_accepted. Empty for a default Ticket.
   std::string_view payload() const;
-  const SubmitOptions& options() const;
+  SubmitOptions options() const;
   // In a pool that journals (PoolOptions::dead_letter_store with a journal): blocks until
   // the task is committed to the journal (ok) or refused (an error whose message starts with
   // "storage: "; the task is then cancelled, see docs/journal.md). Without a journal, and
