@@ -105,7 +105,8 @@ Result<std::unique_ptr<RedisFeeder>> RedisFeeder::start(Pool& pool, FeederOption
   if (!c) return c.status();
   SP_RETURN_IF_ERROR(f->stream_.ensure_group(*c));
   SP_RETURN_IF_ERROR(f->take_name(*c));
-  SP_RETURN_IF_ERROR(f->write_kept_ends(*c));  // before anything is read or claimed
+  SP_RETURN_IF_ERROR(f->stream_.join(*c, f->opts_.consumer));  // one of the pool's nodes now
+  SP_RETURN_IF_ERROR(f->write_kept_ends(*c));                  // before anything is read or claimed
   f->reader_ = std::thread([p = f.get()] { p->read_loop(); });
   f->writer_ = std::thread([p = f.get()] { p->write_loop(); });
   f->beater_ = std::thread([p = f.get()] { p->beat_loop(); });
