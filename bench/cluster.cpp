@@ -521,7 +521,7 @@ bool kill_run(const BenchOptions& o, const RedisChild& redis, const std::uint64_
   // end time is the claim's (failover: the first of them, from the signal). A task is counted
   // once, though a loaded machine may have it claimed again from a starved live node.
   std::uint64_t held = 0, stolen = 0;
-  std::int64_t first_claim_ms = -1;
+  std::int64_t first_claim_ms = -1, last_claim_ms = -1;
   for (const std::uint64_t id : rerun_ids) {
     auto attempts =
         c->command({"LRANGE", prefix + "task:" + std::to_string(id) + ":attempts", "0", "-1"});
@@ -539,6 +539,7 @@ bool kill_run(const BenchOptions& o, const RedisChild& redis, const std::uint64_
       }
       after = true;
       if (first_claim_ms < 0 || at < first_claim_ms) first_claim_ms = at;
+      last_claim_ms = std::max(last_claim_ms, at);
     }
     held += after ? 1 : 0;
     stolen += before ? 1 : 0;
@@ -558,7 +559,10 @@ bool kill_run(const BenchOptions& o, const RedisChild& redis, const std::uint64_
   r.add("cluster", "failover_ms", failover_ms, "ms");
   r.add("cluster", "claim_ms", claim_ms, "ms");
   r.add("cluster", "failover_vs_claim", failover_ms / claim_ms, "ratio");
-  // From the stop until the last task the dead node held had ended on a live node.
+  // From the stop until the last of its tasks was claimed (its `lost` attempt recorded), and
+  // until the last had ended on a live node.
+  r.add("cluster", "failover_last_claim_ms",
+        last_claim_ms < 0 ? -1.0 : static_cast<double>(last_claim_ms - died_ms), "ms");
   r.add("cluster", "failover_done_ms",
         victim_done_ms < 0 ? -1.0 : static_cast<double>(victim_done_ms - died_ms), "ms");
   r.add("cluster", "kill_backlog_at_stop", static_cast<double>(backlog_at_stop.value_or(0)),

@@ -302,17 +302,10 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
     retries = entry.task.options.retries.value_or(sh_->default_retries);
   }
   std::uint32_t before = entry.attempts;  // attempts other nodes made
-  if (claimed) {
-    Attempt lost;
-    lost.number = before + 1;
-    lost.outcome = Outcome::kLost;
-    lost.error = "the node running it died (claimed by " + opts_.consumer + ")";
-    lost.ended_ms = wall_ms();
-    auto r = stream_.record_attempt(c, entry, opts_.consumer, encode(lost));
-    note(r.status());
+  if (claimed) {                          // its lost attempt, recorded by the beat, counts
     ++before;
     if (before > retries) {
-      TaskResult account = exhausted_account(entry, lost.error);
+      TaskResult account = exhausted_account(entry, feeder::lost_error(opts_.consumer));
       MutexLock lk(sh_->mu);
       sh_->ends.push_back({std::move(entry), std::move(account)});
       sh_->cv.notify_all();

@@ -317,15 +317,44 @@ Result<Fenced> TaskStream::discard(Connection& c, const StreamEntry& e,
       lua::run(c, lua::Discard{.stream = stream_of(e), .entry = e.entry_id, .consumer = consumer}));
 }
 
+Result<std::vector<Fenced>> TaskStream::record_attempts(
+    Connection& c, const std::vector<const StreamEntry*>& entries, const std::string& consumer,
+    const std::vector<std::string>& attempts) const {
+  if (entries.size() != attempts.size()) {
+    return Status::invalid("record_attempts: one attempt per entry");
+  }
+  std::vector<Connection::Call> calls;
+  calls.reserve(entries.size());
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const StreamEntry& e = *entries[i];
+    calls.push_back(lua::Attempt{.stream = stream_of(e),
+                                 .entry = e.entry_id,
+                                 .consumer = consumer,
+                                 .task_id = e.task_id,
+                                 .prefix = prefix_,
+                                 .attempt = attempts[i]}
+                        .call());
+  }
+  std::vector<Fenced> out;
+  if (calls.empty()) return out;
+  auto replies = c.eval_many(lua::Attempt::kScript, calls);
+  if (!replies) return replies.status();
+  if (replies->size() != calls.size()) return Status::invalid("attempt: a reply per call");
+  out.reserve(replies->size());
+  for (Reply& r : *replies) {
+    auto one = fenced("attempt", Result<Reply>(std::move(r)));
+    if (!one) return one.status();
+    out.push_back(*one);
+  }
+  return out;
+}
+
 Result<Fenced> TaskStream::record_attempt(Connection& c, const StreamEntry& e,
                                           const std::string& consumer,
                                           const std::string& attempt) const {
-  return fenced("attempt", lua::run(c, lua::Attempt{.stream = stream_of(e),
-                                                    .entry = e.entry_id,
-                                                    .consumer = consumer,
-                                                    .task_id = e.task_id,
-                                                    .prefix = prefix_,
-                                                    .attempt = attempt}));
+  auto r = record_attempts(c, {&e}, consumer, {attempt});
+  if (!r) return r.status();
+  return r->front();
 }
 
 Result<std::vector<Fenced>> TaskStream::end_all(Connection& c, const std::string& consumer,

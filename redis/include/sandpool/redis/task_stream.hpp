@@ -157,7 +157,13 @@ class TaskStream {
   Status take(Connection& c, const std::string& consumer, std::vector<StreamEntry>& entries) const;
   // Fenced: acknowledges and deletes an entry that is not a task (malformed).
   Result<Fenced> discard(Connection& c, const StreamEntry& e, const std::string& consumer) const;
-  // Fenced: appends an ended attempt (encoded by the caller) and counts it.
+  // Fenced, per entry: appends to the task of `entries[i]` the ended attempt `attempts[i]`
+  // (encoded by the caller) and counts it, pipelined in one round trip; one answer per entry.
+  Result<std::vector<Fenced>> record_attempts(Connection& c,
+                                              const std::vector<const StreamEntry*>& entries,
+                                              const std::string& consumer,
+                                              const std::vector<std::string>& attempts) const;
+  // The same, for one entry.
   Result<Fenced> record_attempt(Connection& c, const StreamEntry& e, const std::string& consumer,
                                 const std::string& attempt) const;
   // Fenced, per end: the tasks' ends, each with the attempts to record first, one script
