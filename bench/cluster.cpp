@@ -20,13 +20,16 @@
 // - w2_p50_us: one task at a time through one in-process node over Redis: the submit script,
 //   then BLPOP on the task's end list (P:end:ID) until its end is written; the p50 of 500.
 // - kill_lost / kill_reran / failover_ms: 3 poold processes from the build tree share the
-//   pool; one, caught holding entries, is SIGKILLed at a random point of the run (kill_held:
-//   the entries claimed after the kill, each with a `lost` attempt; kill_claimed_before:
-//   those claimed before it, from a live node starved past the claim time on a loaded
-//   machine); tasks that never reach a terminal state (must be 0), tasks with more than one
-//   attempt, and the time from its SIGSTOP (it runs nothing from then on; the SIGKILL
-//   follows) to the first entry claimed after it (the first such
-//   `lost` attempt's end, wall clock).
+//   pool, with at least 100,000 tasks queued in Redis all along (kill_backlog_min: a thread
+//   tops the stream up, 1,000 tasks a round trip, whenever fewer wait unread, until every
+//   task the dead node held has ended); one, caught holding entries, is SIGKILLed at a
+//   random point of the run (kill_held: the entries claimed after the kill, each with a
+//   `lost` attempt; kill_claimed_before: those claimed before it, from a live node starved
+//   past the claim time on a loaded machine); tasks that never reach a terminal state (must
+//   be 0), tasks with more than one attempt, and the time from its SIGSTOP (it runs nothing
+//   from then on; the SIGKILL follows) to the first entry claimed after it (the first such
+//   `lost` attempt's end, wall clock), beside claim_ms (poold's claim time, three beats) and
+//   their ratio; failover_done_ms: from the SIGSTOP until the last task it held ended.
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -278,13 +281,121 @@ bool stop_process(pid_t pid) {
   return false;
 }
 
-// Three poold processes share the pool; one is SIGKILLed at a random point while it holds
-// entries. Every task must reach a terminal state.
+// The entries of band 0 that wait unread: the stream's length less its pending entries (an
+// entry is deleted with its end, so the stream holds only those two).
+std::optional<std::uint64_t> kill_queued(redis::Connection& c, const redis::TaskStream& stream) {
+  auto len = c.command({"XLEN", stream.stream_key(0)});
+  auto pending = c.command({"XPENDING", stream.stream_key(0), redis::TaskStream::kGroup});
+  if (!len || !pending || len->is_error() || pending->elements.size() != 4) return std::nullopt;
+  const auto held = static_cast<std::int64_t>(pending->elements[0].integer);
+  return static_cast<std::uint64_t>(std::max<std::int64_t>(0, len->integer - held));
+}
+
+// Keeps at least kKillBacklog tasks queued in the kill run's stream while it runs: a thread
+// of its own, on a connection of its own, adds kKillTopUp tasks (one pipelined round trip)
+// whenever fewer than kKillBacklog + kKillMargin wait unread (the margin covers what the
+// nodes take between two looks). `added()` counts every task it added, so the run knows its
+// ids.
+constexpr std::uint64_t kKillBacklog = 100'000, kKillTopUp = 1'000, kKillMargin = 10'000;
+class KillBacklog {
+ public:
+  KillBacklog(const RedisChild& redis, std::string prefix, std::uint32_t payload_size)
+      : redis_(redis), prefix_(std::move(prefix)), payload_size_(payload_size) {}
+  ~KillBacklog() { stop(); }
+  KillBacklog(const KillBacklog&) = delete;
+  KillBacklog& operator=(const KillBacklog&) = delete;
+
+  void start() {
+    thread_ = std::thread([this] { keep(); });
+  }
+  // Stops topping up; returns false iff a top-up failed (the backlog may have run low).
+  bool stop() {
+    stopping_.store(true);
+    if (thread_.joinable()) thread_.join();
+    return !failed_.load();
+  }
+  std::uint64_t added() const { return added_.load(); }
+
+ private:
+  void keep() {
+    auto c = redis::Connection::open(redis_.endpoint());
+    if (!c) return failed_.store(true);
+    const redis::TaskStream stream(prefix_, "echo");
+    std::vector<redis::StreamTask> chunk(kKillTopUp);
+    for (redis::StreamTask& t : chunk) {
+      t.type = "echo";
+      t.payload = make_payload(0, payload_size_);
+    }
+    while (!stopping_.load()) {
+      const std::optional<std::uint64_t> queued = kill_queued(*c, stream);
+      if (!queued) return failed_.store(true);
+      if (*queued >= kKillBacklog + kKillMargin) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        continue;
+      }
+      auto ids = stream.submit_many(*c, chunk, wall_clock_ms());
+      if (!ids) return failed_.store(true);
+      for (const auto& id : *ids) {
+        if (!id) return failed_.store(true);
+        added_.fetch_add(1);
+      }
+    }
+  }
+
+  const RedisChild& redis_;
+  const std::string prefix_;
+  const std::uint32_t payload_size_;
+  std::atomic<bool> stopping_{false}, failed_{false};
+  std::atomic<std::uint64_t> added_{0};
+  std::thread thread_;
+};
+
+// The task ids of the entries of band 0 pending for `node`, or nullopt on an error.
+std::optional<std::vector<std::uint64_t>> kill_pending_tasks(redis::Connection& c,
+                                                             const redis::TaskStream& stream,
+                                                             const std::string& node) {
+  auto pending = c.command(
+      {"XPENDING", stream.stream_key(0), redis::TaskStream::kGroup, "-", "+", "1000000", node});
+  if (!pending || pending->is_error()) return std::nullopt;
+  for (const redis::Reply& p : pending->elements) {
+    if (p.elements.empty()) return std::nullopt;
+    const std::string& entry = p.elements[0].str;
+    if (!c.append({"XRANGE", stream.stream_key(0), entry, entry})) return std::nullopt;
+  }
+  std::vector<std::uint64_t> ids;
+  for (std::size_t i = 0; i < pending->elements.size(); ++i) {
+    auto e = c.read();
+    if (!e) return std::nullopt;
+    if (e->elements.size() != 1 || e->elements[0].elements.size() != 2) continue;  // ended
+    const auto& fields = e->elements[0].elements[1].elements;
+    for (std::size_t f = 0; f + 1 < fields.size(); f += 2) {
+      if (fields[f].str == "id") ids.push_back(std::stoull(fields[f + 1].str));
+    }
+  }
+  return ids;
+}
+
+// Three poold processes share the pool, with at least kKillBacklog tasks queued in Redis all
+// along (KillBacklog); one is SIGKILLed at a random point while it holds entries. Every task
+// must reach a terminal state, and the dead node's must end while the backlog still waits.
 bool kill_run(const BenchOptions& o, const RedisChild& redis, const std::uint64_t first_fill,
               Report& r) {
   const std::string prefix = "kill:";
-  std::uint64_t tasks = first_fill;  // grows while no node is caught holding (below)
+  std::uint64_t tasks = first_fill;  // and those the backlog's thread adds
   if (!fill(redis, prefix, tasks, o.payload_size)) return false;
+  auto c = redis::Connection::open(redis.endpoint());
+  if (!c) return false;
+  const redis::TaskStream stream(prefix, "echo");
+  // The backlog is made before the nodes start (one pipelined round trip per kKillTopUp
+  // tasks), then kept.
+  KillBacklog backlog(redis, prefix, o.payload_size);
+  backlog.start();
+  for (;;) {
+    const std::optional<std::uint64_t> queued = kill_queued(*c, stream);
+    if (!queued) return false;
+    if (*queued >= kKillBacklog + kKillMargin) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   struct PooldNode {
     ScratchDir dir;
     std::optional<Poold> poold;
@@ -294,26 +405,26 @@ bool kill_run(const BenchOptions& o, const RedisChild& redis, const std::uint64_
     PooldNode& n = nodes[i];
     if (n.dir.path().empty()) return false;
     const fs::path config = n.dir.path() / "poold.yaml";
+    // Every task's hash is kept for the checks after the run (the default `finished`, 100,000,
+    // would evict the first tasks' under the backlog).
     std::ofstream(config) << bench_config(
         n.dir.path(),
         "  journal: off\n  node: n" + std::to_string(i) +
             "\n  redis: {address: \"unix:" + redis.endpoint().unix_path + "\", prefix: \"" +
-            prefix + "\", heartbeat: " + std::to_string(kBeat.count()) + "ms}\n",
+            prefix + "\", heartbeat: " + std::to_string(kBeat.count()) +
+            "ms, finished: 10000000, finished_max_bytes: 4GiB}\n",
         "echo", plugin_path(o, "echo"), o.workers, kConcurrency, "    backend: redis\n");
     n.poold.emplace(n.dir.path(), config, "echo");
   }
   for (PooldNode& n : nodes) {
     if (!n.poold->ready(o.workers)) return false;
   }
-  auto c = redis::Connection::open(redis.endpoint());
-  if (!c) return false;
-  const redis::TaskStream stream(prefix, "echo");
   const auto done = [&] {
     auto n = c->command({"ZCARD", prefix + "echo:done"});
     return n ? static_cast<std::uint64_t>(n->integer) : 0;
   };
   std::mt19937_64 rng(std::random_device{}());
-  const std::uint64_t at = tasks / 5 + rng() % (tasks / 2);  // dies between 20% and 70%
+  const std::uint64_t at = first_fill / 5 + rng() % (first_fill / 2);  // dies after 20-70%
   while (done() < at) std::this_thread::sleep_for(std::chrono::microseconds(500));
   // The node killed is one caught holding entries (a node between two reads holds none, and
   // its death costs nothing): looked for with every node running, since a node stopped and
@@ -321,10 +432,12 @@ bool kill_run(const BenchOptions& o, const RedisChild& redis, const std::uint64_
   // (n0 alone was looked for until 2026-12-06: 2 runs in 5 under load never caught it). Then
   // stopped, so what it holds cannot end between the look and the kill; if it ended them just
   // before the stop it is resumed, and only entries seen held again stop a node once more.
+  // The backlog never runs out, so the look goes on for 60 s at most.
   std::size_t victim = nodes.size();
   std::int64_t stopped_ms = 0;
-  std::uint64_t looks = 0, seen = 0, top_ups = 0;
-  constexpr std::uint64_t kTopUpBelow = 256, kTopUps = 20;
+  std::uint64_t looks = 0, seen = 0;
+  std::vector<std::uint64_t> victim_tasks;
+  const std::int64_t look_until = monotonic_ns() + 60'000'000'000;
   for (;;) {
     ++looks;
     for (const auto& [node, n] : pending_by_node(*c, stream)) {
@@ -336,23 +449,19 @@ bool kill_run(const BenchOptions& o, const RedisChild& redis, const std::uint64_
       if (!stop_process(nodes[i].poold->pid())) return nodes[i].poold->fail("SIGSTOP");
       // A round trip first: whatever it sent before it stopped is in Redis's hands by then.
       if (c->command({"PING"}) && pending_by_node(*c, stream)[node] > 0) {
+        auto held = kill_pending_tasks(*c, stream, node);
+        if (!held) return false;
+        victim_tasks = std::move(*held);
         victim = i;
         break;
       }
       ::kill(nodes[i].poold->pid(), SIGCONT);
     }
     if (victim < nodes.size()) break;
-    // The run must not end before a node is caught: near its end, more tasks join it.
-    if (done() + kTopUpBelow >= tasks) {
-      if (++top_ups > kTopUps) {
-        std::cerr << "sandpool-bench: cluster: no node was caught holding an entry (looked from "
-                  << at << " of " << tasks << " done; " << looks << " looks, " << seen
-                  << " saw a node holding, none held after its stop)\n";
-        return false;
-      }
-      const std::uint64_t more = std::max<std::uint64_t>(first_fill / 4, kTopUpBelow);
-      if (!fill(redis, prefix, more, o.payload_size)) return false;
-      tasks += more;
+    if (monotonic_ns() > look_until) {
+      std::cerr << "sandpool-bench: cluster: no node was caught holding an entry in 60 s (" << looks
+                << " looks, " << seen << " saw a node holding, none held after its stop)\n";
+      return false;
     }
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
@@ -360,7 +469,39 @@ bool kill_run(const BenchOptions& o, const RedisChild& redis, const std::uint64_
   // stop on a loaded machine may last past the claim time).
   const std::int64_t died_ms = stopped_ms;
   const std::int64_t died = monotonic_ns();
+  const std::optional<std::uint64_t> backlog_at_stop = kill_queued(*c, stream);
   nodes[victim].poold->kill9();
+  // The backlog stays until every task the dead node held has ended (claimed by a live node
+  // and run), 2 minutes at most; its smallest size meanwhile is reported.
+  std::uint64_t backlog_min = backlog_at_stop.value_or(0);
+  std::int64_t victim_done_ms = -1;
+  for (const std::int64_t until = died + 120'000'000'000; monotonic_ns() < until;) {
+    if (const auto q = kill_queued(*c, stream)) backlog_min = std::min(backlog_min, *q);
+    for (const std::uint64_t id : victim_tasks) {
+      if (!c->append({"HMGET", prefix + "task:" + std::to_string(id), "state", "finished_ms"}))
+        return false;
+    }
+    bool all = true;
+    std::int64_t last = 0;
+    for (std::size_t i = 0; i < victim_tasks.size(); ++i) {
+      auto h = c->read();
+      if (!h || h->elements.size() != 2) return false;
+      const std::string& state = h->elements[0].str;
+      if (state != "completed" && state != "failed" && state != "cancelled" &&
+          state != "dead_lettered") {
+        all = false;
+      } else {
+        last = std::max<std::int64_t>(last, std::atoll(h->elements[1].str.c_str()));
+      }
+    }
+    if (all) {
+      victim_done_ms = last;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const bool kept = backlog.stop();
+  tasks += backlog.added();
   // Until every task is out of the streams, the pending lists and the later set (a task
   // claimed from the dead node may wait out a backoff there), 10 minutes at most.
   const std::int64_t until = died + 600'000'000'000;
@@ -398,7 +539,7 @@ bool kill_run(const BenchOptions& o, const RedisChild& redis, const std::uint64_
   // end time is the claim's (failover: the first of them, from the signal). A task is counted
   // once, though a loaded machine may have it claimed again from a starved live node.
   std::uint64_t held = 0, stolen = 0;
-  std::int64_t first_claim_ms = -1;
+  std::int64_t first_claim_ms = -1, last_claim_ms = -1;
   for (const std::uint64_t id : rerun_ids) {
     auto attempts =
         c->command({"LRANGE", prefix + "task:" + std::to_string(id) + ":attempts", "0", "-1"});
@@ -416,6 +557,7 @@ bool kill_run(const BenchOptions& o, const RedisChild& redis, const std::uint64_
       }
       after = true;
       if (first_claim_ms < 0 || at < first_claim_ms) first_claim_ms = at;
+      last_claim_ms = std::max(last_claim_ms, at);
     }
     held += after ? 1 : 0;
     stolen += before ? 1 : 0;
@@ -425,15 +567,29 @@ bool kill_run(const BenchOptions& o, const RedisChild& redis, const std::uint64_
     for (const auto& [state, n] : unended) std::cerr << " " << state << "=" << n;
     std::cerr << "\n";
   }
+  if (!kept) std::cerr << "sandpool-bench: cluster: a top-up of the kill run's backlog failed\n";
+  // poold claims entries idle for three heartbeats (redis_pools.cpp: claim_after).
+  const double claim_ms = static_cast<double>(3 * kBeat.count());
   const double failover_ms =
       first_claim_ms < 0 ? -1.0 : static_cast<double>(first_claim_ms - died_ms);
   r.add("cluster", "kill_lost", static_cast<double>(tasks - terminal), "tasks");
   r.add("cluster", "kill_reran", static_cast<double>(reran), "tasks");
   r.add("cluster", "failover_ms", failover_ms, "ms");
+  r.add("cluster", "claim_ms", claim_ms, "ms");
+  r.add("cluster", "failover_vs_claim", failover_ms / claim_ms, "ratio");
+  // From the stop until the last of its tasks was claimed (its `lost` attempt recorded), and
+  // until the last had ended on a live node.
+  r.add("cluster", "failover_last_claim_ms",
+        last_claim_ms < 0 ? -1.0 : static_cast<double>(last_claim_ms - died_ms), "ms");
+  r.add("cluster", "failover_done_ms",
+        victim_done_ms < 0 ? -1.0 : static_cast<double>(victim_done_ms - died_ms), "ms");
+  r.add("cluster", "kill_backlog_at_stop", static_cast<double>(backlog_at_stop.value_or(0)),
+        "tasks");
+  r.add("cluster", "kill_backlog_min", static_cast<double>(backlog_min), "tasks");
   r.add("cluster", "kill_tasks", static_cast<double>(tasks), "tasks");
   r.add("cluster", "kill_held", static_cast<double>(held), "tasks");  // claimed from it
   r.add("cluster", "kill_claimed_before", static_cast<double>(stolen), "tasks");
-  return terminal == tasks;
+  return terminal == tasks && kept && victim_done_ms >= 0;
 }
 
 // Each script's Redis µs per task, phase by phase (redis_profile.hpp): redis_us_<phase>, and

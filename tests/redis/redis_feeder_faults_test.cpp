@@ -93,6 +93,71 @@ TEST_CASE_METHOD(FeederWorld,
   CHECK(c.command({"XLEN", stream.stream_key()})->integer == 0);
 }
 
+// Node a's pool refuses the task (a lowered max_timeout); node b would run it but is busy
+// (its one place holds a task whose worker is stopped). Before, a refused the task five times
+// within a few round trips and dead-lettered it `rejected`, though b would have run it.
+TEST_CASE_METHOD(FeederWorld,
+                 "a task one node refuses waits, read by it once a heartbeat at most, and runs "
+                 "on another node once that node has room") {
+  auto pool_b = make_pool(stoppable_pool("sleep", 1));
+  signal_workers(*pool_b, 1, SIGSTOP);
+  auto b = start_node(*pool_b, node(server, "node-b", 1));
+  const std::uint64_t blocker = submit(c, stream, task("sleep", "10"));
+  REQUIRE(eventually([&] { return b->stats().held == 1; }));
+  PoolOptions po = pool_options("sleep", 1);
+  po.max_timeout = std::chrono::seconds(1);
+  auto pool_a = make_pool(po);
+  const redis::FeederOptions oa = node(server, "node-a", 4);
+  auto a = start_node(*pool_a, oa);
+  StreamTask long_one = task("sleep", "10");
+  long_one.options.timeout = std::chrono::milliseconds(5000);  // over a's max_timeout
+  const auto began = std::chrono::steady_clock::now();
+  const std::uint64_t id = submit(c, stream, long_one);
+  const std::string hash = "sp:task:" + std::to_string(id);
+  const auto refusals = [&] {
+    auto r = c.command({"HGET", hash, "refusals"});
+    return r && !r->str.empty() ? std::stoll(r->str) : 0;
+  };
+  const std::int64_t kMany = 2 * redis::TaskStream::kMaxRefusals;
+  REQUIRE(eventually([&] { return refusals() >= kMany; }));
+  // Each refusal deferred it a heartbeat: a reads it once per refusal, no faster.
+  CHECK(std::chrono::steady_clock::now() - began >= (kMany - 1) * oa.heartbeat);
+  CHECK(a->stats().read <= static_cast<std::uint64_t>(refusals()) + 1);
+  CHECK_FALSE(ended(c, stream, id));    // b lives and has not refused it
+  signal_workers(*pool_b, 1, SIGCONT);  // b's place frees: it reads the task when it is back
+  REQUIRE(eventually([&] { return ended(c, stream, id) && ended(c, stream, blocker); }));
+  auto t = stream.task(c, id);
+  REQUIRE(t);
+  CHECK(t->state == "completed");
+  CHECK(t->node == "node-b");
+  CHECK(a->stats().finished == 0);
+  CHECK(count(c, {"XLEN", "sp:work:dlq"}) == 0);
+}
+
+TEST_CASE_METHOD(FeederWorld,
+                 "a task every live node refuses ends rejected after five refusals in all") {
+  PoolOptions po = pool_options("sleep", 1);
+  po.max_timeout = std::chrono::seconds(1);
+  auto pool_a = make_pool(po);
+  auto pool_b = make_pool(po);
+  auto a = start_node(*pool_a, node(server, "node-a", 2));
+  auto b = start_node(*pool_b, node(server, "node-b", 2));
+  StreamTask long_one = task("sleep", "10");
+  long_one.options.timeout = std::chrono::milliseconds(5000);
+  const std::uint64_t id = submit(c, stream, long_one);
+  REQUIRE(eventually([&] { return ended(c, stream, id); }));
+  auto t = stream.task(c, id);
+  REQUIRE(t);
+  CHECK(t->state == "dead_lettered");
+  CHECK(t->reason == "rejected");
+  CHECK_THAT(t->error,
+             Catch::Contains("refused by every live node") && Catch::Contains("max_timeout"));
+  const auto n = std::stoll(c.command({"HGET", "sp:task:" + std::to_string(id), "refusals"})->str);
+  CHECK(n >= redis::TaskStream::kMaxRefusals);
+  CHECK(count(c, {"XLEN", "sp:work:dlq"}) == 1);
+  CHECK(a->stats().finished + b->stats().finished == 1);  // the rejection is one end
+}
+
 // The node beats every 30 s, so its beat (which cancels what it runs when asked) does not
 // come between the cancel and the attempt's end: the flag alone must stop the retries.
 TEST_CASE_METHOD(

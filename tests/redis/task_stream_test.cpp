@@ -80,6 +80,28 @@ TEST_CASE("a task is submitted, read by one node, and finished once") {
   CHECK(w.c.command({"LPOP", "sp:end:" + std::to_string(id)})->str == "completed");
 }
 
+// The beat records the `lost` attempts of all it claimed in one round trip (one each held the
+// last of 74 claimed tasks 470 ms under a 100,000-task backlog until 2026-12-07).
+TEST_CASE("attempts recorded in one round trip are fenced entry by entry") {
+  StreamWorld w;
+  std::vector<std::uint64_t> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(w.submit(std::to_string(i)));
+  auto got = w.read("node-a", 3);
+  REQUIRE(got.size() == 3);
+  REQUIRE(w.c.command({"XCLAIM", w.stream.stream_key(), "sandpool", "node-b", "0", got[1].entry_id,
+                       "JUSTID"})
+              ->elements.size() == 1);
+  auto r = w.stream.record_attempts(w.c, {&got[0], &got[1], &got[2]}, "node-a",
+                                    {"lost0", "lost1", "lost2"});
+  REQUIRE(r);
+  CHECK(*r == std::vector<Fenced>{Fenced::kDone, Fenced::kNotYours, Fenced::kDone});
+  CHECK(w.stream.task(w.c, ids[0])->history == std::vector<std::string>{"lost0"});
+  CHECK(w.stream.task(w.c, ids[1])->history.empty());
+  CHECK(w.stream.task(w.c, ids[2])->history == std::vector<std::string>{"lost2"});
+  CHECK(w.stream.task(w.c, ids[2])->attempts == 1);
+  CHECK(w.stream.record_attempts(w.c, {}, "node-a", {}).value().empty());
+}
+
 TEST_CASE("a node whose entry another claimed can write neither attempt nor end") {
   StreamWorld w;
   const std::uint64_t id = w.submit("x");
@@ -102,28 +124,89 @@ TEST_CASE("a node whose entry another claimed can write neither attempt nor end"
   CHECK(t->history == std::vector<std::string>{"a1"});
 }
 
-// The writer counts a refusal, then hands the entry back; when the batch fails between the
-// two (or the count's reply is lost) it sends the batch again: counted twice until
-// 2026-12-07, so a task was dead-lettered `rejected` after fewer refusals than kMaxRefusals.
+// A refusal is counted once per entry and node: refused.lua's count and the end that the
+// writer sends after it are two round trips, and a batch that fails between them is sent
+// again (counted twice until 2026-12-07, so a task was dead-lettered `rejected` after fewer
+// refusals than kMaxRefusals).
 TEST_CASE("a refusal sent again for the same entry counts once, a new entry's again") {
+  using Verdict = redis::TaskStream::Refusal::Verdict;
   StreamWorld w;
   const std::uint64_t id = w.submit("x");
   auto got = w.read("node-a", 1);
   REQUIRE(got.size() == 1);
-  CHECK(w.stream.refused(w.c, got[0], "node-a").value() == 1);
-  CHECK(w.stream.refused(w.c, got[0], "node-a").value() == 1);  // the same one, resent
-  // Claimed by another node, which refuses it too: a second refusal of the same entry.
-  REQUIRE(w.c.command({"XCLAIM", w.stream.stream_key(), "sandpool", "node-b", "0", got[0].entry_id,
-                       "JUSTID"})
-              ->elements.size() == 1);
-  CHECK(w.stream.refused(w.c, got[0], "node-a").value() == 0);  // fenced: not node-a's now
-  CHECK(w.stream.refused(w.c, got[0], "node-b").value() == 2);
-  REQUIRE(w.stream.release(w.c, got[0], "node-b").value() == Fenced::kDone);
-  auto again = w.read("node-b", 1);  // handed back: a new entry
-  REQUIRE(again.size() == 1);
-  CHECK(again[0].task_id == id);
-  CHECK(w.stream.refused(w.c, again[0], "node-b").value() == 3);
-  CHECK(w.stream.refused(w.c, again[0], "node-b").value() == 3);
+  // No live node (no heartbeat key) but the kMaxRefusals bound: the first refusals defer it.
+  auto first = w.stream.refused(w.c, got[0], "node-a", 1000, std::chrono::milliseconds(100));
+  REQUIRE(first);
+  CHECK(first->verdict == Verdict::kDeferred);
+  CHECK(first->refusals == 1);
+  CHECK(first->due_ms == 1100);
+  // Sent again: the entry went to the later set with the first, so this one is fenced.
+  CHECK(w.stream.refused(w.c, got[0], "node-a", 1000, std::chrono::milliseconds(100))->verdict ==
+        Verdict::kNotYours);
+  std::uint32_t refusals = 1;
+  for (;;) {
+    REQUIRE(w.stream.move_due(w.c, 10'000, 10).value() == 1);
+    auto again = w.read("node-a", 1);  // a new entry
+    REQUIRE(again.size() == 1);
+    CHECK(again[0].task_id == id);
+    auto r = w.stream.refused(w.c, again[0], "node-a", 1000, std::chrono::milliseconds(100));
+    REQUIRE(r);
+    CHECK(r->refusals == ++refusals);
+    if (refusals < redis::TaskStream::kMaxRefusals) {
+      CHECK(r->verdict == Verdict::kDeferred);
+      continue;
+    }
+    CHECK(r->verdict == Verdict::kReject);
+    // The writer's end failed; the batch goes again: the same refusal, not a sixth.
+    auto resent = w.stream.refused(w.c, again[0], "node-a", 1000, std::chrono::milliseconds(100));
+    CHECK(resent->verdict == Verdict::kReject);
+    CHECK(resent->refusals == refusals);
+    break;
+  }
+}
+
+// A task one node refuses, another live node would run: the bound is every live node's, not
+// a count of refusals alone (issue 36).
+TEST_CASE("a task is left to end rejected only once every live node refused it, five times") {
+  using Verdict = redis::TaskStream::Refusal::Verdict;
+  StreamWorld w;
+  w.submit("y");
+  const std::uint64_t id = w.submit("x");
+  // node-b is a consumer of the pool (it read "y") whose heartbeat key lives.
+  REQUIRE(w.read("node-b", 1).size() == 1);
+  REQUIRE(w.stream.join(w.c, "node-a").is_ok());
+  REQUIRE(w.c.command({"SET", "sp:node:node-b", "b", "PX", "60000"}));
+  REQUIRE(w.c.command({"SET", "sp:node:node-a", "a", "PX", "60000"}));
+  const auto refuse = [&](const std::string& node) {
+    REQUIRE(w.stream.move_due(w.c, 10'000, 10).is_ok());
+    auto got = w.read(node, 1);
+    REQUIRE(got.size() == 1);
+    REQUIRE(got[0].task_id == id);
+    auto r = w.stream.refused(w.c, got[0], node, 1000, std::chrono::milliseconds(100));
+    REQUIRE(r);
+    return *r;
+  };
+  for (std::uint32_t n = 1; n <= 2 * redis::TaskStream::kMaxRefusals; ++n) {
+    const auto r = refuse("node-a");
+    CHECK(r.refusals == n);
+    CHECK(r.verdict == Verdict::kDeferred);  // node-b may run it
+  }
+  CHECK(w.c.command({"HGET", "sp:task:" + std::to_string(id), "state"})->str == "queued");
+  SECTION("node-b refuses it too: it ends") {
+    const auto r = refuse("node-b");
+    CHECK(r.refusals == 2 * redis::TaskStream::kMaxRefusals + 1);
+    CHECK(r.verdict == Verdict::kReject);
+  }
+  SECTION("node-b dies: node-a is the only live node, and it refused") {
+    REQUIRE(w.c.command({"DEL", "sp:node:node-b"}));
+    CHECK(refuse("node-a").verdict == Verdict::kReject);
+  }
+  SECTION("a new node is live and has not refused it: it waits for that node") {
+    REQUIRE(w.c.command({"DEL", "sp:node:node-b"}));
+    REQUIRE(w.c.command({"SET", "sp:node:node-c", "c", "PX", "60000"}));
+    REQUIRE(w.stream.join(w.c, "node-c").is_ok());  // a node of the pool, which read nothing
+    CHECK(refuse("node-a").verdict == Verdict::kDeferred);
+  }
 }
 
 TEST_CASE("a node reads no more entries than it asks for") {

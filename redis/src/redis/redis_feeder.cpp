@@ -105,7 +105,8 @@ Result<std::unique_ptr<RedisFeeder>> RedisFeeder::start(Pool& pool, FeederOption
   if (!c) return c.status();
   SP_RETURN_IF_ERROR(f->stream_.ensure_group(*c));
   SP_RETURN_IF_ERROR(f->take_name(*c));
-  SP_RETURN_IF_ERROR(f->write_kept_ends(*c));  // before anything is read or claimed
+  SP_RETURN_IF_ERROR(f->stream_.join(*c, f->opts_.consumer));  // one of the pool's nodes now
+  SP_RETURN_IF_ERROR(f->write_kept_ends(*c));                  // before anything is read or claimed
   f->reader_ = std::thread([p = f.get()] { p->read_loop(); });
   f->writer_ = std::thread([p = f.get()] { p->write_loop(); });
   f->beater_ = std::thread([p = f.get()] { p->beat_loop(); });
@@ -301,17 +302,10 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
     retries = entry.task.options.retries.value_or(sh_->default_retries);
   }
   std::uint32_t before = entry.attempts;  // attempts other nodes made
-  if (claimed) {
-    Attempt lost;
-    lost.number = before + 1;
-    lost.outcome = Outcome::kLost;
-    lost.error = "the node running it died (claimed by " + opts_.consumer + ")";
-    lost.ended_ms = wall_ms();
-    auto r = stream_.record_attempt(c, entry, opts_.consumer, encode(lost));
-    note(r.status());
+  if (claimed) {                          // its lost attempt, recorded by the beat, counts
     ++before;
     if (before > retries) {
-      TaskResult account = exhausted_account(entry, lost.error);
+      TaskResult account = exhausted_account(entry, feeder::lost_error(opts_.consumer));
       MutexLock lk(sh_->mu);
       sh_->ends.push_back({std::move(entry), std::move(account)});
       sh_->cv.notify_all();

@@ -115,6 +115,21 @@ void RedisFeeder::claim_dead_entries(Connection& c) {
   Status took = claimed ? stream_.take(c, opts_.consumer, *claimed) : claimed.status();
   if (claimed) note(took);
   if (!took) return;
+  // Each task's `lost` attempt, all in one round trip before any runs (one each cost a round
+  // trip per claimed task before the next could run: under a backlog, Redis answers each late).
+  std::vector<const StreamEntry*> tasks;
+  std::vector<std::string> lost;
+  for (const StreamEntry& e : *claimed) {
+    if (!e.malformed.empty()) continue;  // discarded by run_locally: no attempt
+    Attempt a;
+    a.number = e.attempts + 1;
+    a.outcome = Outcome::kLost;
+    a.error = feeder::lost_error(opts_.consumer);
+    a.ended_ms = wall_ms();
+    tasks.push_back(&e);
+    lost.push_back(feeder::encode(a));
+  }
+  note(stream_.record_attempts(c, tasks, opts_.consumer, lost).status());
   for (StreamEntry& e : *claimed) {
     {
       MutexLock lk(sh_->mu);

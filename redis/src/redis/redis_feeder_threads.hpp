@@ -32,6 +32,11 @@ inline std::int64_t wall_ms() {
 // An ended attempt as a task's hash records it (JSON, invalid UTF-8 replaced).
 std::string encode(const Attempt& a);
 
+// The error of the `lost` attempt a claimed task gets (the node running it died).
+inline std::string lost_error(const std::string& claimant) {
+  return "the node running it died (claimed by " + claimant + ")";
+}
+
 // Opens a connection, retrying with backoff until it works or `stopped()` holds (nullopt).
 template <typename Stop>
 std::optional<Connection> connect(const Endpoint& e, Stop stopped,

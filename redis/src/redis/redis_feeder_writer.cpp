@@ -24,15 +24,16 @@ using feeder::wall_ms;
 // not an end: deferred to a retry, or fenced (not this node's any more).
 enum class Written : std::uint8_t { kEnd, kDeferred, kFenced };
 
-// The end of a task the nodes refused kMaxRefusals times: dead-lettered `rejected`.
+// The end of a task every live node refused, kMaxRefusals times at least: dead-lettered
+// `rejected`.
 TaskStream::EndWrite refused_end(const UnwrittenEnd& e, std::uint32_t refusals,
                                  const std::string& consumer) {
   TaskStream::EndWrite w;
   w.entry = &e.entry;
   w.state = std::string(to_string(TaskState::kDeadLettered));
   w.reason = std::string(to_string(DeadReason::kRejected));
-  w.error = "refused by nodes " + std::to_string(refusals) + " times; last by " + consumer + ": " +
-            e.refused;
+  w.error = "refused by every live node, " + std::to_string(refusals) + " times; last by " +
+            consumer + ": " + e.refused;
   w.now_ms = wall_ms();
   return w;
 }
@@ -97,26 +98,29 @@ Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
   writes.reserve(batch.size());
   std::vector<std::optional<Fenced>> released(batch.size());
   std::vector<Written> outcome(batch.size(), Written::kEnd);
+  std::vector<std::int64_t> refused_due;  // of the refused tasks deferred to the later set
   for (std::size_t i = 0; i < batch.size(); ++i) {
     const Ended& e = batch[i];
-    std::uint32_t refusals = 0;
-    if (!e.refused.empty()) {  // counted first: the last refusal ends the task instead
-      auto n = stream_.refused(c, e.entry, opts_.consumer);
+    if (!e.refused.empty()) {  // rare: one round trip each
+      // Deferred for a heartbeat (this node does not read it again at once), or, refused by
+      // every live node, ended.
+      using Verdict = TaskStream::Refusal::Verdict;
+      auto n = stream_.refused(c, e.entry, opts_.consumer, wall_ms(), opts_.heartbeat);
       if (!n) return n.status();
-      if (*n == 0) {
+      if (n->verdict == Verdict::kNotYours) {
         outcome[i] = Written::kFenced;
-        continue;
+      } else if (n->verdict == Verdict::kDeferred) {
+        released[i] = Fenced::kDone;
+        refused_due.push_back(n->due_ms);
+      } else {  // an end (`finished`), as any other
+        writes.push_back(refused_end(e, n->refusals, opts_.consumer));
       }
-      refusals = *n;
+      continue;
     }
-    if (e.release && refusals < TaskStream::kMaxRefusals) {  // rare: one round trip each
+    if (e.release) {  // rare: one round trip each
       auto r = stream_.release(c, e.entry, opts_.consumer);
       if (!r) return r.status();
       released[i] = *r;
-      continue;
-    }
-    if (refusals != 0) {  // an end (`finished`), as any other
-      writes.push_back(refused_end(e, refusals, opts_.consumer));
       continue;
     }
     if (e.account.state == TaskState::kDeadLettered &&
@@ -159,6 +163,8 @@ Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
     sh_->held.erase(key_of(e.entry));
     sh_->running.erase(key_of(e.entry));
   }
+  // Moved back by this node's reader when due (and by any node's beat).
+  sh_->throttle_due.insert(refused_due.begin(), refused_due.end());
   count_written(outcome, released, *answers, sh_->stats);
   sh_->cv.notify_all();  // places are free
   return Status::ok();

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 #include <utility>
 
 namespace sandpool::redis {
@@ -86,6 +87,15 @@ Status TaskStream::ensure_group(Connection& c) const {
   auto ids = c.command({"SET", prefix_ + "ids", std::to_string(kFirstId - 1), "NX"});
   if (!ids) return ids.status();
   return ids->status();
+}
+
+Status TaskStream::join(Connection& c, const std::string& consumer) const {
+  for (const std::string& stream : streams_) {
+    auto r = c.command({"XGROUP", "CREATECONSUMER", stream, kGroup, consumer});
+    if (!r) return r.status();
+    if (r->is_error()) return r->status();
+  }
+  return Status::ok();
 }
 
 static_assert(TaskStream::kFirstId - 1 == 4503599627370495ULL, "the submit script's id base");
@@ -253,15 +263,44 @@ Result<Fenced> TaskStream::discard(Connection& c, const StreamEntry& e,
       lua::run(c, lua::Discard{.stream = stream_of(e), .entry = e.entry_id, .consumer = consumer}));
 }
 
+Result<std::vector<Fenced>> TaskStream::record_attempts(
+    Connection& c, const std::vector<const StreamEntry*>& entries, const std::string& consumer,
+    const std::vector<std::string>& attempts) const {
+  if (entries.size() != attempts.size()) {
+    return Status::invalid("record_attempts: one attempt per entry");
+  }
+  std::vector<Connection::Call> calls;
+  calls.reserve(entries.size());
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const StreamEntry& e = *entries[i];
+    calls.push_back(lua::Attempt{.stream = stream_of(e),
+                                 .entry = e.entry_id,
+                                 .consumer = consumer,
+                                 .task_id = e.task_id,
+                                 .prefix = prefix_,
+                                 .attempt = attempts[i]}
+                        .call());
+  }
+  std::vector<Fenced> out;
+  if (calls.empty()) return out;
+  auto replies = c.eval_many(lua::Attempt::kScript, calls);
+  if (!replies) return replies.status();
+  if (replies->size() != calls.size()) return Status::invalid("attempt: a reply per call");
+  out.reserve(replies->size());
+  for (Reply& r : *replies) {
+    auto one = fenced("attempt", Result<Reply>(std::move(r)));
+    if (!one) return one.status();
+    out.push_back(*one);
+  }
+  return out;
+}
+
 Result<Fenced> TaskStream::record_attempt(Connection& c, const StreamEntry& e,
                                           const std::string& consumer,
                                           const std::string& attempt) const {
-  return fenced("attempt", lua::run(c, lua::Attempt{.stream = stream_of(e),
-                                                    .entry = e.entry_id,
-                                                    .consumer = consumer,
-                                                    .task_id = e.task_id,
-                                                    .prefix = prefix_,
-                                                    .attempt = attempt}));
+  auto r = record_attempts(c, {&e}, consumer, {attempt});
+  if (!r) return r.status();
+  return r->front();
 }
 
 Result<std::vector<Fenced>> TaskStream::end_all(Connection& c, const std::string& consumer,
@@ -314,17 +353,45 @@ Result<Fenced> TaskStream::release(Connection& c, const StreamEntry& e,
                                                     .now_ms = now_ms}));
 }
 
-Result<std::uint32_t> TaskStream::refused(Connection& c, const StreamEntry& e,
-                                          const std::string& consumer) const {
+Result<TaskStream::Refusal> TaskStream::refused(Connection& c, const StreamEntry& e,
+                                                const std::string& consumer, std::int64_t now_ms,
+                                                std::chrono::milliseconds pause) const {
+  const std::string node_prefix = prefix_ + "node:";
   auto r = lua::run(c, lua::Refused{.stream = stream_of(e),
+                                    .later = later_,
+                                    .streams = streams_,
                                     .entry = e.entry_id,
                                     .consumer = consumer,
                                     .task_id = e.task_id,
-                                    .prefix = prefix_});
+                                    .prefix = prefix_,
+                                    .node_prefix = node_prefix,
+                                    .now_ms = now_ms,
+                                    .pause_ms = pause.count(),
+                                    .at_least = kMaxRefusals});
   if (!r) return r.status();
   if (r->is_error()) return r->status();
-  if (r->type != Reply::Type::kInteger || r->integer < 0) return unexpected("refused", *r);
-  return static_cast<std::uint32_t>(r->integer);
+  const auto& v = r->elements;
+  const auto whole = [&](std::size_t i) {
+    return v[i].type == Reply::Type::kInteger && v[i].integer >= 0;
+  };
+  if (r->type != Reply::Type::kArray || v.empty() || !whole(0)) return unexpected("refused", *r);
+  Refusal out;
+  if (v[0].integer == 0) {
+    if (v.size() != 1) return unexpected("refused", *r);
+    return out;  // kNotYours
+  }
+  if (v[0].integer > std::numeric_limits<std::uint32_t>::max() || v.size() < 2 || !whole(1)) {
+    return unexpected("refused", *r);
+  }
+  out.refusals = static_cast<std::uint32_t>(v[0].integer);
+  if (v[1].integer == 1 && v.size() == 2) {
+    out.verdict = Refusal::Verdict::kReject;
+    return out;
+  }
+  if (v[1].integer != 0 || v.size() != 3 || !whole(2)) return unexpected("refused", *r);
+  out.verdict = Refusal::Verdict::kDeferred;
+  out.due_ms = v[2].integer;
+  return out;
 }
 
 Status TaskStream::take(Connection& c, const std::string& consumer,

@@ -179,7 +179,19 @@ Connection::Call Release::call() const {
 }
 
 Connection::Call Refused::call() const {
-  return Layout().key(stream).arg(entry).arg(consumer).arg(task_id).arg(prefix).done();
+  return Layout()
+      .key(stream)
+      .key(later)
+      .keys(streams)
+      .arg(entry)
+      .arg(consumer)
+      .arg(task_id)
+      .arg(prefix)
+      .arg(node_prefix)
+      .arg(now_ms)
+      .arg(pause_ms)
+      .arg(at_least)
+      .done();
 }
 
 Connection::Call Cancel::call() const {

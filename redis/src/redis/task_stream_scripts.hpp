@@ -123,13 +123,17 @@ struct Release {
   Connection::Call call() const;
 };
 
-// refused.lua (fenced): a node's refusal of a task counted.
+// refused.lua (fenced): a node's refusal of a task counted; the task deferred, or left for
+// the caller to end `rejected` once every live node refused it.
 struct Refused {
   static const Script kScript;
-  std::string_view stream{};
+  std::string_view stream{}, later{};
+  const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (TaskStream::kBands)
   std::string_view entry{}, consumer{};
   std::uint64_t task_id = 0;
-  std::string_view prefix{};
+  std::string_view prefix{}, node_prefix{};
+  std::int64_t now_ms = 0, pause_ms = 0;
+  std::uint32_t at_least = 0;  // refusals, in all, before a task is left to end
   Connection::Call call() const;
 };
 

@@ -139,6 +139,7 @@ class RedisFeeder {
   // The beat's move of the due tasks (backoffs over, scheduled times come) to their streams.
   void move_due_tasks(Connection& c);
   // Runs an entry in the local pool (or, for a claimed one past its retries, ends it).
+  // `claimed`: a dead node's, whose `lost` attempt (feeder::lost_error) the beat recorded.
   void run_locally(Connection& c, StreamEntry entry, bool claimed);
   // Takes the tokens of the rate limits that apply to `entry`: true, run it. Over one, the
   // reader (`may_wait`) waits for the pool's own bucket, holding the entry (nothing of the

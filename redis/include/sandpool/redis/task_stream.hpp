@@ -101,6 +101,10 @@ class TaskStream {
   // Creates the consumer group (and the stream) unless they exist, and sets the id counter
   // to start at kFirstId unless it is set.
   Status ensure_group(Connection& c) const;
+  // Makes `consumer` a consumer of every band's stream (XGROUP CREATECONSUMER; XREADGROUP
+  // makes one only when it returns entries), so that a node that serves the pool counts as
+  // one of its nodes (refused()) before it read anything.
+  Status join(Connection& c, const std::string& consumer) const;
   // Takes a cluster-wide id, writes the task's hash (queued) and adds its entry to its band's
   // stream, in one script; a task with a `not_before_ms` still to come is `scheduled` in the
   // later set instead. An idempotency key already used answers the first task's id and adds
@@ -157,7 +161,13 @@ class TaskStream {
   Status take(Connection& c, const std::string& consumer, std::vector<StreamEntry>& entries) const;
   // Fenced: acknowledges and deletes an entry that is not a task (malformed).
   Result<Fenced> discard(Connection& c, const StreamEntry& e, const std::string& consumer) const;
-  // Fenced: appends an ended attempt (encoded by the caller) and counts it.
+  // Fenced, per entry: appends to the task of `entries[i]` the ended attempt `attempts[i]`
+  // (encoded by the caller) and counts it, pipelined in one round trip; one answer per entry.
+  Result<std::vector<Fenced>> record_attempts(Connection& c,
+                                              const std::vector<const StreamEntry*>& entries,
+                                              const std::string& consumer,
+                                              const std::vector<std::string>& attempts) const;
+  // The same, for one entry.
   Result<Fenced> record_attempt(Connection& c, const StreamEntry& e, const std::string& consumer,
                                 const std::string& attempt) const;
   // Fenced, per end: the tasks' ends, each with the attempts to record first, one script
@@ -180,11 +190,21 @@ class TaskStream {
   // counted. A task asked to cancel (cancel()) ends `cancelled` instead.
   Result<Fenced> release(Connection& c, const StreamEntry& e, const std::string& consumer) const;
   // Fenced: counts a node's refusal to run the task (its local pool refused it as invalid: a
-  // type, timeout or payload that node's config does not accept). Returns the task's
-  // refusals so far, this one included; 0 when the entry is not this consumer's. A task
-  // refused kMaxRefusals times is dead-lettered `rejected` rather than handed back again.
-  Result<std::uint32_t> refused(Connection& c, const StreamEntry& e,
-                                const std::string& consumer) const;
+  // type, timeout or payload that node's config does not accept), once per entry and node,
+  // and names the node among the task's refusers. A task refused kMaxRefusals times in all
+  // and by every live node of the pool (a consumer of its streams whose heartbeat key lives)
+  // is left to the caller to end `rejected` (kReject: nothing written but the count); any
+  // other waits `pause` in the later set (kDeferred, due at `due_ms`; any node's move_due()
+  // hands it out again), so the node that refused it does not read it again at once.
+  // kNotYours (refusals 0) when the entry is not this consumer's.
+  struct Refusal {
+    enum class Verdict : std::uint8_t { kNotYours, kDeferred, kReject };
+    Verdict verdict = Verdict::kNotYours;
+    std::uint32_t refusals = 0;  // the task's, this one included
+    std::int64_t due_ms = 0;     // kDeferred: when it is due
+  };
+  Result<Refusal> refused(Connection& c, const StreamEntry& e, const std::string& consumer,
+                          std::int64_t now_ms, std::chrono::milliseconds pause) const;
   static constexpr std::uint32_t kMaxRefusals = 5;
   // Fenced: an attempt failed and may be retried. While the task has retries left after
   // `attempts` (its attempts on every node at most 1 + `retries`), records them and defers

@@ -67,7 +67,7 @@ for _, e in ipairs(range) do
         redis.call('DEL', h .. ':attempts')
         redis.call('HDEL', h, 'result', 'error', 'reason', 'finished_ms', 'node', 'cancel',
                    'deferred', 'idem_key', 'not_before_ms', 'tenant', 'bytes', 'lease',
-                   'refusals')  -- a replayed `rejected` task starts its count again
+                   'refusals', 'refusers', 'refused_by')  -- a replayed `rejected` task starts anew
         redis.call('HSET', h, 'state', 'queued', 'pool', pool, 'type', f.type,
                    'submitted_ms', now, 'entry', entry, 'attempts', 0, 'band', band)
         if f.tenant then redis.call('HSET', h, 'tenant', f.tenant) end
