@@ -1,5 +1,8 @@
 // The JSON mapping of the read operations' types: status, workers, stats, events' arguments
 // (op_json.hpp).
+#include <cstddef>
+#include <string>
+#include <type_traits>
 #include <utility>
 
 #include <sandpool/control/op_json.hpp>
@@ -20,6 +23,34 @@ Status decode_quantiles(const json& j, std::string_view name, Quantiles* out) {
       .optional("p99", &out->p99)
       .status()
       .with_context(name);
+}
+
+// The figures of `table` that name a status_name, from `stats` into `j` (a flag as a bool).
+template <class Stats, std::size_t N>
+void encode_figures(const StatDef<Stats> (&table)[N], const std::type_identity_t<Stats>& stats,
+                    json* j) {
+  for (const StatDef<Stats>& c : table) {
+    if (c.status_name.empty()) continue;
+    if (c.flag != nullptr) {
+      (*j)[std::string(c.status_name)] = stats.*c.flag;
+    } else {
+      (*j)[std::string(c.status_name)] = stats.*c.member;
+    }
+  }
+}
+
+// The same figures back from a reply into `out`; an absent one keeps its value.
+template <class Stats, std::size_t N>
+void decode_figures(const StatDef<Stats> (&table)[N], ArgReader* r,
+                    std::type_identity_t<Stats>* out) {
+  for (const StatDef<Stats>& c : table) {
+    if (c.status_name.empty()) continue;
+    if (c.flag != nullptr) {
+      r->optional(c.status_name, &(out->*c.flag));
+    } else {
+      r->optional(c.status_name, &(out->*c.member));
+    }
+  }
 }
 
 }  // namespace
@@ -133,9 +164,7 @@ json encode(const DeadLetterStoreStatus& d) {
          {"writes_failing", d.writes_failing},
          {"last_write_error", d.last_write_error},
          {"recent_spill_files", d.recent_spill_files}};
-  for (const auto& c : kDeadLetterStoreCounters) {
-    if (!c.status_name.empty()) j[std::string(c.status_name)] = d.*c.member;
-  }
+  encode_figures(kDeadLetterStoreCounters, d, &j);
   return j;
 }
 
@@ -146,52 +175,27 @@ Status decode(const json& j, DeadLetterStoreStatus* out) {
       .optional("writes_failing", &out->writes_failing)
       .optional("last_write_error", &out->last_write_error)
       .optional("recent_spill_files", &out->recent_spill_files);
-  for (const auto& c : kDeadLetterStoreCounters) {
-    if (!c.status_name.empty()) r.optional(c.status_name, &(out->*c.member));
-  }
+  decode_figures(kDeadLetterStoreCounters, &r, out);
   return r.status();
 }
 
 json encode(const JournalStatus& d) {
-  return {{"sync", d.sync},
-          {"pending", d.pending},
-          {"pending_tasks", d.pending_tasks},
-          {"tasks_accepted", d.tasks_accepted},
-          {"batches_refused", d.batches_refused},
-          {"commits", d.commits},
-          {"last_commit_us", d.last_commit_us},
-          {"max_commit_us", d.max_commit_us},
-          {"mean_commit_us", d.mean_commit_us},
-          {"writes_failing", d.writes_failing},
-          {"last_error", d.last_error},
-          {"storage_error", d.storage_error},
-          {"finished_kept", d.finished_kept},
-          {"file_bytes", d.file_bytes},
-          {"log_rounds", d.log_rounds},
-          {"log_bytes", d.log_bytes},
-          {"log_live_bytes", d.log_live_bytes}};
+  json j{{"sync", d.sync},
+         {"mean_commit_us", d.mean_commit_us},
+         {"last_error", d.last_error},
+         {"storage_error", d.storage_error}};
+  encode_figures(kTaskJournalStats, d, &j);
+  return j;
 }
 
 Status decode(const json& j, JournalStatus* out) {
-  return ArgReader(j)
-      .optional("sync", &out->sync)
-      .optional("pending", &out->pending)
-      .optional("pending_tasks", &out->pending_tasks)
-      .optional("tasks_accepted", &out->tasks_accepted)
-      .optional("batches_refused", &out->batches_refused)
-      .optional("commits", &out->commits)
-      .optional("last_commit_us", &out->last_commit_us)
-      .optional("max_commit_us", &out->max_commit_us)
+  ArgReader r(j);
+  r.optional("sync", &out->sync)
       .optional("mean_commit_us", &out->mean_commit_us)
-      .optional("writes_failing", &out->writes_failing)
       .optional("last_error", &out->last_error)
-      .optional("storage_error", &out->storage_error)
-      .optional("finished_kept", &out->finished_kept)
-      .optional("file_bytes", &out->file_bytes)
-      .optional("log_rounds", &out->log_rounds)
-      .optional("log_bytes", &out->log_bytes)
-      .optional("log_live_bytes", &out->log_live_bytes)
-      .status();
+      .optional("storage_error", &out->storage_error);
+  decode_figures(kTaskJournalStats, &r, out);
+  return r.status();
 }
 
 json encode(const RedisStatus& d) {

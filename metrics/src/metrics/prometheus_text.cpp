@@ -43,6 +43,17 @@ std::string escape_help(std::string_view text) {
   return out;
 }
 
+std::string_view type_name(MetricType t) { return t == MetricType::kGauge ? "gauge" : "counter"; }
+
+// A figure's metric value: a flag 0 or 1, a count as it is or microseconds as seconds.
+template <class Stats>
+std::string figure_value(const StatDef<Stats>& c, const Stats& stats) {
+  if (c.flag != nullptr) return stats.*c.flag ? "1" : "0";
+  const std::uint64_t v = stats.*c.member;
+  if (c.scale == MetricScale::kMicrosToSeconds) return decimal(static_cast<std::int64_t>(v), 6);
+  return std::to_string(v);
+}
+
 class Exposition {
  public:
   explicit Exposition(const std::vector<PoolMetrics>& pools) : pools_(pools) {}
@@ -182,6 +193,16 @@ void render_dead_letter_store(Exposition& e, const DeadLetterStoreStats& d) {
   const auto one = [&](std::string_view name, std::string_view type, std::string_view help,
                        const std::string& value) {
     e.family(name, type, help);
+// The figures of `table` that name a metric, one sample each, no labels, in the table's order.
+template <class Stats, std::size_t N>
+void render_figures(Exposition& e, const StatDef<Stats> (&table)[N], const Stats& stats) {
+  for (const StatDef<Stats>& c : table) {
+    if (c.metric.empty()) continue;
+    e.family(c.metric, type_name(c.type), c.help);
+    e.sample(c.metric, "", figure_value(c, stats));
+  }
+}
+
     e.sample(name, "", value);
   };
   one("sandpool_dead_letters_pending", "gauge",
@@ -193,9 +214,7 @@ void render_dead_letter_store(Exposition& e, const DeadLetterStoreStats& d) {
   one("sandpool_dead_letter_writes_failing", "gauge",
       "1 while the store's last write failed (the status reply says why); letters wait.",
       d.writes_failing ? "1" : "0");
-  for (const auto& c : kDeadLetterStoreCounters) {
-    if (!c.metric.empty()) one(c.metric, "counter", c.help, std::to_string(d.*c.member));
-  }
+  render_figures(e, kDeadLetterStoreCounters, d);
 }
 
 // The Redis pools' series (docs/redis-pools.md): one sample per Redis pool each.
@@ -269,60 +288,7 @@ void render_schedules(Exposition& e, const std::vector<ScheduleFigures>& schedul
 
 // The task journal's series (docs/journal.md): one sample each, no labels.
 void render_journal(Exposition& e, const TaskJournalStats& j) {
-  const auto one = [&](std::string_view name, std::string_view type, std::string_view help,
-                       const std::string& value) {
-    e.family(name, type, help);
-    e.sample(name, "", value);
-  };
-  const auto us = [](std::uint64_t v) { return decimal(static_cast<std::int64_t>(v), 6); };
-  one("sandpool_journal_file_bytes", "gauge",
-      "Size of the journal's database (dead_letters.db) and its write-ahead log.",
-      std::to_string(j.file_bytes));
-  one("sandpool_journal_pending_writes", "gauge",
-      "Journal writes queued or being written (accepts, starts, attempt ends, finishes).",
-      std::to_string(j.pending));
-  one("sandpool_journal_pending_tasks", "gauge",
-      "Submitted tasks waiting for their commit; their submitters wait for the answer.",
-      std::to_string(j.pending_tasks));
-  one("sandpool_journal_writes_failing", "gauge",
-      "1 while journal writes fail and wait in memory for a retry (status says why).",
-      j.writes_failing ? "1" : "0");
-  one("sandpool_journal_tasks_accepted_total", "counter", "Tasks committed to the journal.",
-      std::to_string(j.tasks_accepted));
-  one("sandpool_journal_batches_refused_total", "counter",
-      "Submits refused because the journal could not commit them (storage: ...).",
-      std::to_string(j.batches_refused));
-  one("sandpool_journal_commits_total", "counter", "Transactions that carried journal writes.",
-      std::to_string(j.commits));
-  one("sandpool_journal_commit_seconds_total", "counter",
-      "Time spent in those transactions, BEGIN to COMMIT (divide by the commits for the mean).",
-      us(j.total_commit_us));
-  one("sandpool_journal_commit_seconds_last", "gauge", "The last such transaction's time.",
-      us(j.last_commit_us));
-  one("sandpool_journal_commit_seconds_max", "gauge", "The longest such transaction.",
-      us(j.max_commit_us));
-  one("sandpool_journal_finished_tasks", "gauge",
-      "Finished tasks kept in the journal for lookups (task, wait).",
-      std::to_string(j.finished_kept));
-  one("sandpool_journal_evicted_total", "counter",
-      "Finished tasks dropped by the journal's retention bounds.", std::to_string(j.evicted));
-  one("sandpool_journal_log_rounds", "gauge",
-      "Rounds (rows) in the journal's log; each group commit appends one.",
-      std::to_string(j.log_rounds));
-  one("sandpool_journal_log_bytes", "gauge", "Bytes of the journal log's rounds.",
-      std::to_string(j.log_bytes));
-  one("sandpool_journal_log_live_bytes", "gauge",
-      "Of those, the bytes of records the journal still needs; compaction keeps the log near "
-      "twice this.",
-      std::to_string(j.log_live_bytes));
-  one("sandpool_journal_rounds_deleted_total", "counter", "Log rounds deleted by compaction.",
-      std::to_string(j.rounds_deleted));
-  one("sandpool_journal_tasks_carried_total", "counter",
-      "Live tasks compaction copied forward out of an old round.", std::to_string(j.tasks_carried));
-  one("sandpool_journal_wal_checkpoints_total", "counter",
-      "WAL checkpoints run by the journal's checkpoint thread.", std::to_string(j.wal_checkpoints));
-  one("sandpool_journal_wal_checkpoint_seconds_total", "counter", "Their time.",
-      us(j.wal_checkpoint_us));
+  render_figures(e, kTaskJournalStats, j);
 }
 
 void render_pool_gauges(Exposition& e) {
