@@ -393,62 +393,33 @@ Status decode(const json& j, TenantWaiting* out) {
 json encode(const PoolCounters& p) {
   json tenants = json::array();
   for (const TenantWaiting& t : p.tenants) tenants.push_back(encode(t));
-  return {{"name", p.name},
-          {"state", p.state},
-          {"submitted", p.submitted},
-          {"completed", p.completed},
-          {"dead_lettered", p.dead_lettered},
-          {"cancelled", p.cancelled},
-          {"retried", p.retried},
-          {"lost", p.lost},
-          {"restarts", p.restarts},
-          {"recycled", p.recycled},
-          {"expired", p.expired},
-          {"heartbeat_kills", p.heartbeat_kills},
-          {"output_dropped", p.output_dropped},
-          {"letters_pending", p.letters_pending},
-          {"crash_loop", p.crash_loop},
-          {"queued", p.queued},
-          {"in_flight", p.in_flight},
-          {"retry_wait", p.retry_wait},
-          {"scheduled", p.scheduled},
-          {"throttled", p.throttled},
-          {"workers", p.workers},
-          {"target_workers", p.target_workers},
-          {"latency_ms",
-           {{"p50", quantile(p.latency_ms.p50)},
-            {"p90", quantile(p.latency_ms.p90)},
-            {"p99", quantile(p.latency_ms.p99)}}},
-          {"queue_wait_ms",
-           {{"p50", quantile(p.queue_wait_ms.p50)}, {"p99", quantile(p.queue_wait_ms.p99)}}},
-          {"tenants", std::move(tenants)}};
+  json j{{"name", p.name},
+         {"state", p.state},
+         {"crash_loop", p.crash_loop},
+         {"workers", p.workers},
+         {"target_workers", p.target_workers},
+         {"latency_ms",
+          {{"p50", quantile(p.latency_ms.p50)},
+           {"p90", quantile(p.latency_ms.p90)},
+           {"p99", quantile(p.latency_ms.p99)}}},
+         {"queue_wait_ms",
+          {{"p50", quantile(p.queue_wait_ms.p50)}, {"p99", quantile(p.queue_wait_ms.p99)}}},
+         {"tenants", std::move(tenants)}};
+  encode_figures(kPoolCounters, p, &j);
+  encode_figures(kPoolGauges, p, &j);
+  return j;
 }
 
 Status decode(const json& j, PoolCounters* out) {
-  Status st = ArgReader(j)
-                  .required("name", &out->name)
-                  .optional("state", &out->state)
-                  .optional("submitted", &out->submitted)
-                  .optional("completed", &out->completed)
-                  .optional("dead_lettered", &out->dead_lettered)
-                  .optional("cancelled", &out->cancelled)
-                  .optional("retried", &out->retried)
-                  .optional("lost", &out->lost)
-                  .optional("restarts", &out->restarts)
-                  .optional("recycled", &out->recycled)
-                  .optional("expired", &out->expired)
-                  .optional("heartbeat_kills", &out->heartbeat_kills)
-                  .optional("output_dropped", &out->output_dropped)
-                  .optional("letters_pending", &out->letters_pending)
-                  .optional("crash_loop", &out->crash_loop)
-                  .optional("queued", &out->queued)
-                  .optional("in_flight", &out->in_flight)
-                  .optional("retry_wait", &out->retry_wait)
-                  .optional("scheduled", &out->scheduled)
-                  .optional("throttled", &out->throttled)
-                  .optional("workers", &out->workers)
-                  .optional("target_workers", &out->target_workers)
-                  .status();
+  ArgReader r(j);
+  r.required("name", &out->name)
+      .optional("state", &out->state)
+      .optional("crash_loop", &out->crash_loop)
+      .optional("workers", &out->workers)
+      .optional("target_workers", &out->target_workers);
+  decode_figures(kPoolCounters, &r, out);
+  decode_figures(kPoolGauges, &r, out);
+  Status st = r.status();
   if (!st) return st;
   if (st = decode_quantiles(j, "latency_ms", &out->latency_ms); !st) return st;
   if (st = decode_quantiles(j, "queue_wait_ms", &out->queue_wait_ms); !st) return st;

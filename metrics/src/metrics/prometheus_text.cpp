@@ -94,6 +94,11 @@ class Exposition {
       }
     }
   }
+  // A figure of PoolMetrics::stats as a family with one sample per pool.
+  void per_pool_figure(const StatDef<PoolCounts>& c) {
+    per_pool(c.metric, type_name(c.type), c.help,
+             [&c](const PoolMetrics& p) { return figure_value<PoolCounts>(c, p.stats); });
+  }
   // A family with one sample per pool and per value of a second label.
   template <typename Values, typename F>
   void per_pool_and(std::string_view name, std::string_view type, std::string_view help,
@@ -188,11 +193,6 @@ std::string escape_label_value(std::string_view value) {
 
 namespace {
 
-// The store's series: one sample each, no labels.
-void render_dead_letter_store(Exposition& e, const DeadLetterStoreStats& d) {
-  const auto one = [&](std::string_view name, std::string_view type, std::string_view help,
-                       const std::string& value) {
-    e.family(name, type, help);
 // The figures of `table` that name a metric, one sample each, no labels, in the table's order.
 template <class Stats, std::size_t N>
 void render_figures(Exposition& e, const StatDef<Stats> (&table)[N], const Stats& stats) {
@@ -203,6 +203,11 @@ void render_figures(Exposition& e, const StatDef<Stats> (&table)[N], const Stats
   }
 }
 
+// The store's series: one sample each, no labels.
+void render_dead_letter_store(Exposition& e, const DeadLetterStoreStats& d) {
+  const auto one = [&](std::string_view name, std::string_view type, std::string_view help,
+                       const std::string& value) {
+    e.family(name, type, help);
     e.sample(name, "", value);
   };
   one("sandpool_dead_letters_pending", "gauge",
@@ -292,20 +297,7 @@ void render_journal(Exposition& e, const TaskJournalStats& j) {
 }
 
 void render_pool_gauges(Exposition& e) {
-  e.per_pool("sandpool_queue_depth", "gauge",
-             "Tasks waiting for a worker (the queue and the affinity backlogs).",
-             [](const PoolMetrics& p) { return p.stats.queued; });
-  e.per_pool("sandpool_tasks_in_flight", "gauge", "Tasks handed to a worker and not yet ended.",
-             [](const PoolMetrics& p) { return p.stats.in_flight; });
-  e.per_pool("sandpool_tasks_retry_waiting", "gauge", "Tasks waiting out their retry backoff.",
-             [](const PoolMetrics& p) { return p.stats.retry_wait; });
-  e.per_pool("sandpool_tasks_scheduled", "gauge",
-             "Tasks waiting for their not_before (state scheduled; counted in queue.capacity).",
-             [](const PoolMetrics& p) { return p.stats.scheduled; });
-  e.per_pool("sandpool_tasks_throttled", "gauge",
-             "Queued tasks held back by a rate limit or a type's concurrency cap (of the queue "
-             "depth).",
-             [](const PoolMetrics& p) { return p.stats.throttled; });
+  for (const StatDef<PoolCounts>& c : kPoolGauges) e.per_pool_figure(c);
   e.per_tenant("sandpool_tenant_tasks_waiting",
                "Tasks a tenant has waiting (queued or scheduled), for the 100 tenants with the "
                "most per pool.");
@@ -316,6 +308,8 @@ void render_pool_gauges(Exposition& e) {
       [](const PoolMetrics& p, std::size_t s) {
         const WorkerStateCounts& w = p.workers;
         const std::uint32_t by_state[] = {w.starting, w.idle, w.busy, w.draining, w.stopping};
+// kPoolCounters' series; the dead-lettered tasks by reason, then the attempts by outcome after
+// the retries (PoolMetrics' arrays).
         return by_state[s];
       });
   e.per_pool("sandpool_workers_target", "gauge", "Worker processes the pool is scaled to.",
@@ -344,42 +338,21 @@ void render_pool_gauges(Exposition& e) {
 }
 
 void render_pool_counters(Exposition& e) {
-  e.per_pool("sandpool_tasks_submitted_total", "counter", "Tasks accepted.",
-             [](const PoolMetrics& p) { return p.stats.submitted; });
-  e.per_pool("sandpool_tasks_completed_total", "counter", "Tasks that ended completed.",
-             [](const PoolMetrics& p) { return p.stats.completed; });
-  e.per_pool_and("sandpool_tasks_dead_lettered_total", "counter",
-                 "Tasks that ended dead-lettered, by reason.", "reason",
-                 enum_labels<DeadReason, kDeadReasonCount>(true),
-                 [](const PoolMetrics& p, std::size_t r) { return p.dead_lettered[r]; });
-  e.per_pool("sandpool_tasks_cancelled_total", "counter", "Tasks that ended cancelled.",
-             [](const PoolMetrics& p) { return p.stats.cancelled; });
-  e.per_pool("sandpool_retries_total", "counter",
-             "Retries scheduled: attempts that ended retryable with attempts left (to retry_wait).",
-             [](const PoolMetrics& p) { return p.stats.retried; });
-  e.per_pool_and("sandpool_attempts_total", "counter", "Attempts that ended, by outcome.",
-                 "outcome", enum_labels<Outcome, kOutcomeCount>(false),
-                 [](const PoolMetrics& p, std::size_t o) { return p.attempts[o]; });
-  e.per_pool("sandpool_workers_restarted_total", "counter",
-             "Workers replaced after exiting unasked (crash, kill, limit, violation).",
-             [](const PoolMetrics& p) { return p.stats.restarts; });
-  e.per_pool("sandpool_workers_lost_total", "counter",
-             "Of those restarts, workers that died with no named cause (outcome lost).",
-             [](const PoolMetrics& p) { return p.stats.lost; });
-  e.per_pool("sandpool_workers_recycled_total", "counter",
-             "Workers retired on purpose by recycle.max_tasks or recycle.max_rss.",
-             [](const PoolMetrics& p) { return p.stats.recycled; });
-  e.per_pool("sandpool_heartbeat_kills_total", "counter",
-             "Workers killed for missing their heartbeats.",
-             [](const PoolMetrics& p) { return p.stats.heartbeat_kills; });
-  e.per_pool("sandpool_worker_output_dropped_total", "counter",
-             "Worker output and plugin log lines dropped over the pool's output limit.",
-             [](const PoolMetrics& p) { return p.stats.output_dropped; });
-  // A gauge, kept after the counters where it was first exposed (the order is documented).
-  e.per_pool(
-      "sandpool_tasks_awaiting_dead_letter", "gauge",
-      "Tasks decided dead-lettered whose letter is not written yet (not terminal until it is).",
-      [](const PoolMetrics& p) { return p.stats.letters_pending; });
+  for (const StatDef<PoolCounts>& c : kPoolCounters) {
+    if (c.metric.empty()) continue;
+    if (c.member == &PoolCounts::dead_lettered) {
+      e.per_pool_and(c.metric, type_name(c.type), c.help, "reason",
+                     enum_labels<DeadReason, kDeadReasonCount>(true),
+                     [](const PoolMetrics& p, std::size_t r) { return p.dead_lettered[r]; });
+    } else {
+      e.per_pool_figure(c);
+    }
+    if (c.member == &PoolCounts::retried) {
+      e.per_pool_and("sandpool_attempts_total", "counter", "Attempts that ended, by outcome.",
+                     "outcome", enum_labels<Outcome, kOutcomeCount>(false),
+                     [](const PoolMetrics& p, std::size_t o) { return p.attempts[o]; });
+    }
+  }
 }
 
 void render_pool_histograms(Exposition& e) {

@@ -10,6 +10,7 @@
 
 #include <sandpool/control/ops/op_info.hpp>
 #include <sandpool/control/ops/schedules.hpp>
+#include <sandpool/task/pool_counts.hpp>
 #include <sandpool/task/store_stats.hpp>
 
 namespace sandpool::ops {
@@ -139,15 +140,12 @@ struct TenantWaiting {
   std::uint64_t waiting = 0;
 };
 
-// `stats`: one pool's counters (PoolStats) and latencies.
-struct PoolCounters {
+// `stats`: one pool's counts (kPoolGauges and kPoolCounters, <sandpool/task/pool_counts.hpp>),
+// state and latencies.
+struct PoolCounters : PoolCounts {
   std::string name;
   std::string state;
-  std::uint64_t submitted = 0, completed = 0, dead_lettered = 0, cancelled = 0;
-  std::uint64_t retried = 0, lost = 0, restarts = 0, recycled = 0, expired = 0;
-  std::uint64_t heartbeat_kills = 0, output_dropped = 0, letters_pending = 0;
   bool crash_loop = false;
-  std::uint64_t queued = 0, in_flight = 0, retry_wait = 0, scheduled = 0, throttled = 0;
   std::uint32_t workers = 0, target_workers = 0;
   Quantiles latency_ms;     // p50, p90, p99
   Quantiles queue_wait_ms;  // p50, p99
