@@ -212,17 +212,8 @@ json encode(const RedisStatus& d) {
                      {"later", p.later},
                      {"finished", p.finished},
                      {"dead_letters", p.dead_letters},
-                     {"consumers", std::move(consumers)},
-                     {"read", p.read},
-                     {"claimed", p.claimed},
-                     {"finished_here", p.finished_here},
-                     {"fenced", p.fenced},
-                     {"released", p.released},
-                     {"malformed", p.malformed},
-                     {"deferred", p.deferred},
-                     {"throttled", p.throttled},
-                     {"throttle_waits", p.throttle_waits},
-                     {"held", p.held}});
+                     {"consumers", std::move(consumers)}});
+    encode_figures(kRedisNodeCounts, p, &pools.back());
   }
   return {{"address", d.address},
           {"node", d.node},
@@ -241,25 +232,15 @@ Status decode(const json& j, RedisConsumerStatus* out) {
 }
 
 Status decode(const json& j, RedisPoolStatus* out) {
-  Status st = ArgReader(j)
-                  .optional("name", &out->name)
-                  .optional("stream_length", &out->stream_length)
-                  .optional("pending", &out->pending)
-                  .optional("later", &out->later)
-                  .optional("finished", &out->finished)
-                  .optional("dead_letters", &out->dead_letters)
-                  .optional("read", &out->read)
-                  .optional("claimed", &out->claimed)
-                  .optional("finished_here", &out->finished_here)
-                  .optional("fenced", &out->fenced)
-                  .optional("released", &out->released)
-                  .optional("malformed", &out->malformed)
-                  .optional("deferred", &out->deferred)
-                  .optional("throttled", &out->throttled)
-                  .optional("throttle_waits", &out->throttle_waits)
-                  .optional("held", &out->held)
-                  .status();
-  if (!st) return st;
+  ArgReader r(j);
+  r.optional("name", &out->name)
+      .optional("stream_length", &out->stream_length)
+      .optional("pending", &out->pending)
+      .optional("later", &out->later)
+      .optional("finished", &out->finished)
+      .optional("dead_letters", &out->dead_letters);
+  decode_figures(kRedisNodeCounts, &r, out);
+  if (Status st = r.status(); !st) return st;
   return decode_array(j, "consumers", &out->consumers);
 }
 

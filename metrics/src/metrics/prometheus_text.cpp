@@ -224,46 +224,19 @@ void render_dead_letter_store(Exposition& e, const DeadLetterStoreStats& d) {
 
 // The Redis pools' series (docs/redis-pools.md): one sample per Redis pool each.
 void render_redis(Exposition& e, const std::vector<RedisPoolFigures>& pools) {
-  const auto each = [&](std::string_view name, std::string_view type, std::string_view help,
-                        auto value) {
-    e.family(name, type, help);
-    for (const RedisPoolFigures& p : pools) {
-      e.sample(name, "pool=\"" + escape_label_value(p.pool) + "\"", std::to_string(value(p)));
-    }
+  const auto label = [](const RedisPoolFigures& p) {
+    return "pool=\"" + escape_label_value(p.pool) + "\"";
   };
-  using F = const RedisPoolFigures&;
-  each("sandpool_redis_up", "gauge",
-       "1 while this node's last call to Redis for the pool succeeded; 0: Redis unreachable "
-       "(submits to the pool are refused, ends wait in memory).",
-       [](F p) { return p.up ? 1 : 0; });
-  each("sandpool_redis_held", "gauge", "Entries of the pool's stream this node runs now.",
-       [](F p) { return p.held; });
-  each("sandpool_redis_read_total", "counter", "Entries this node read from the pool's stream.",
-       [](F p) { return p.read; });
-  each("sandpool_redis_claimed_total", "counter",
-       "Entries this node claimed from dead nodes (each with a lost attempt).",
-       [](F p) { return p.claimed; });
-  each("sandpool_redis_finished_total", "counter", "Task ends this node wrote to Redis.",
-       [](F p) { return p.finished; });
-  each("sandpool_redis_fenced_total", "counter",
-       "Writes refused because the entry was no longer this node's (another claimed it).",
-       [](F p) { return p.fenced; });
-  each("sandpool_redis_released_total", "counter",
-       "Entries handed back unrun (refused while draining, or stopped by a shutdown).",
-       [](F p) { return p.released; });
-  each("sandpool_redis_malformed_total", "counter", "Entries that were not tasks, discarded.",
-       [](F p) { return p.malformed; });
-  each("sandpool_redis_deferred_total", "counter",
-       "Failed attempts whose task was sent to wait out its backoff in Redis (any node runs "
-       "the next attempt).",
-       [](F p) { return p.deferred; });
-  each("sandpool_redis_throttled_total", "counter",
-       "Tasks over a task type's or tenant's rate limit (the cluster's), sent to wait in "
-       "Redis's later set, unrun.",
-       [](F p) { return p.throttled; });
-  each("sandpool_redis_throttle_waits_total", "counter",
-       "Times this node's reading waited for the pool's rate limit (the cluster's).",
-       [](F p) { return p.throttle_waits; });
+  e.family("sandpool_redis_up", "gauge",
+           "1 while this node's last call to Redis for the pool succeeded; 0: Redis unreachable "
+           "(submits to the pool are refused, ends wait in memory).");
+  for (const RedisPoolFigures& p : pools) e.sample("sandpool_redis_up", label(p), p.up ? "1" : "0");
+  for (const StatDef<RedisNodeCounts>& c : kRedisNodeCounts) {
+    e.family(c.metric, type_name(c.type), c.help);
+    for (const RedisPoolFigures& p : pools) {
+      e.sample(c.metric, label(p), figure_value<RedisNodeCounts>(c, p));
+    }
+  }
 }
 
 // The schedules' series (docs/schedules.md): one sample per schedule each; the next-fire gauge
@@ -308,8 +281,6 @@ void render_pool_gauges(Exposition& e) {
       [](const PoolMetrics& p, std::size_t s) {
         const WorkerStateCounts& w = p.workers;
         const std::uint32_t by_state[] = {w.starting, w.idle, w.busy, w.draining, w.stopping};
-// kPoolCounters' series; the dead-lettered tasks by reason, then the attempts by outcome after
-// the retries (PoolMetrics' arrays).
         return by_state[s];
       });
   e.per_pool("sandpool_workers_target", "gauge", "Worker processes the pool is scaled to.",
@@ -337,6 +308,8 @@ void render_pool_gauges(Exposition& e) {
              [](const PoolMetrics& p) { return p.failed ? 1 : 0; });
 }
 
+// kPoolCounters' series; the dead-lettered tasks by reason, then the attempts by outcome after
+// the retries (PoolMetrics' arrays).
 void render_pool_counters(Exposition& e) {
   for (const StatDef<PoolCounts>& c : kPoolCounters) {
     if (c.metric.empty()) continue;

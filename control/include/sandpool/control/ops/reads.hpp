@@ -11,6 +11,7 @@
 #include <sandpool/control/ops/op_info.hpp>
 #include <sandpool/control/ops/schedules.hpp>
 #include <sandpool/task/pool_counts.hpp>
+#include <sandpool/task/redis_counts.hpp>
 #include <sandpool/task/store_stats.hpp>
 
 namespace sandpool::ops {
@@ -56,7 +57,7 @@ struct RedisConsumerStatus {
   std::int64_t idle_ms = 0;
   bool alive = false;  // its heartbeat key exists
 };
-struct RedisPoolStatus {
+struct RedisPoolStatus : RedisNodeCounts {  // this node's: kRedisNodeCounts
   std::string name;
   // The cluster's, in Redis.
   std::uint64_t stream_length = 0;  // entries waiting or running
@@ -65,13 +66,6 @@ struct RedisPoolStatus {
   std::uint64_t finished = 0;       // kept for lookups
   std::uint64_t dead_letters = 0;
   std::vector<RedisConsumerStatus> consumers;
-  // This node's.
-  std::uint64_t read = 0, claimed = 0, finished_here = 0, fenced = 0, released = 0, malformed = 0,
-                held = 0;
-  std::uint64_t deferred = 0;  // failed attempts sent to wait out a backoff in Redis
-  // Over the cluster's rate limits: tasks sent to the later set (a type's or tenant's), and
-  // times reading waited for the pool's own.
-  std::uint64_t throttled = 0, throttle_waits = 0;
 };
 struct RedisStatus {
   std::string address;
