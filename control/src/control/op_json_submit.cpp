@@ -13,16 +13,24 @@ using nlohmann::json;
 
 namespace {
 
-// submit's arguments, each under its wire name: the one list encode(), decode() and
-// submit_arg_names() read. `Args` is SubmitArgs or const SubmitArgs.
+// One task's arguments of a batch (submit_batch's `defaults` and `tasks`), each under its
+// wire name: the first part of submit_fields() and what batch_task_arg_names() prints.
 template <class Args, class Field>
-void submit_fields(Args& a, Field&& field) {
+void batch_task_fields(Args& a, Field&& field) {
   field("type", a.type);
   field("pool", a.pool);
   task_option_fields(a.options, field);  // priority, timeout_ms, retries, key, idempotency_key
   field("not_before_ms", a.options.not_before);
   field("delay_ms", a.delay);
   field("tenant", a.options.tenant);
+}
+
+// submit's arguments, each under its wire name: the one list encode(), decode() and
+// submit_arg_names() read. `Args` is SubmitArgs or const SubmitArgs. A batch's task reads
+// the first part only (wait, progress and request_token are the request's).
+template <class Args, class Field>
+void submit_fields(Args& a, Field&& field) {
+  batch_task_fields(a, field);
   field("wait", a.wait);
   field("progress", a.progress);
   field("request_token", a.request_token);
@@ -48,6 +56,13 @@ std::vector<std::string_view> submit_arg_names() {
   std::vector<std::string_view> names;
   SubmitArgs a;
   submit_fields(a, [&names](std::string_view name, auto&) { names.push_back(name); });
+  return names;
+}
+
+std::vector<std::string_view> batch_task_arg_names() {
+  std::vector<std::string_view> names;
+  SubmitArgs a;
+  batch_task_fields(a, [&names](std::string_view name, auto&) { names.push_back(name); });
   return names;
 }
 

@@ -39,6 +39,9 @@ struct SubmitArgs {
 // The wire names of submit's arguments, in the order encode() and decode() visit them (one
 // list, op_json_submit.cpp): what control_op_names prints for the Python client's test.
 std::vector<std::string_view> submit_arg_names();
+// The wire names a batch's task reads of them (submit_batch's `defaults`, `tasks`), in the
+// same order: what control_op_names prints for the Python client's Job test.
+std::vector<std::string_view> batch_task_arg_names();
 
 // The idempotency key a request token gives a task without one: "req:TOKEN" for a submit,
 // "req:TOKEN:INDEX" for the task at INDEX of a batch.
