@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Iterable, Optional, Union
 
 from ._checked import bool_member, int_member, list_member, member, str_member
@@ -48,7 +48,9 @@ def duration_ms(value: Duration, what: str) -> int:
 @dataclass(frozen=True)
 class Job:
     """One task of Client.submit_many() with options of its own; a field left None takes the
-    batch's. (Plain bytes or str items of a batch take every option from the batch.)"""
+    batch's. (Plain bytes or str items of a batch take every option from the batch.) The
+    options are submit_args()'s (`delay` or `not_before`: a scheduled task); test_operations.py
+    holds them against the arguments a batch's task has in C++."""
 
     payload: Payload = b""
     type: Optional[str] = None
@@ -59,6 +61,12 @@ class Job:
     key: Optional[str] = None
     idempotency_key: Optional[str] = None
     tenant: Optional[str] = None
+    delay: Optional[Duration] = None
+    not_before: Optional[Union[datetime.datetime, int, float]] = None
+
+
+# The Job fields that are submit_args() options (all but the payload and the type).
+JOB_OPTIONS = tuple(f.name for f in fields(Job) if f.name not in ("payload", "type"))
 
 
 def submit_args(type: Optional[str], *, pool=None, priority=None, timeout=None, retries=None,
@@ -152,8 +160,7 @@ def batch_request(type: Optional[str], payloads: Iterable[Union[Payload, Job]],
     for item in items:
         if isinstance(item, Job):
             merged = dict(options)
-            for name in ("pool", "priority", "timeout", "retries", "key", "idempotency_key",
-                         "tenant"):
+            for name in JOB_OPTIONS:
                 value = getattr(item, name)
                 if value is not None:
                     merged[name] = value

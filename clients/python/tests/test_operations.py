@@ -4,6 +4,7 @@ control_op_names program of this build prints it ("NAME RIGHTS" a line), and bot
 classes against the table. An operation added to poold without a Python method fails here.
 """
 
+import dataclasses
 import inspect
 import os
 import pathlib
@@ -56,6 +57,24 @@ def test_submit_sends_the_fields_the_cpp_arguments_have_and_only_those():
     sent = _ops.submit_args(**SUBMIT_ARG_VALUES)
     cpp = control_op_names("--submit-args").split()
     assert len(cpp) == len(set(cpp)) >= 10, f"control_op_names --submit-args printed {cpp!r}"
+    assert sorted(sent) == sorted(cpp)
+
+
+def test_a_job_carries_the_fields_a_batch_task_has_in_cpp_and_only_those():
+    # A batch's task (submit_batch's `tasks`) reads submit's arguments but the request's own
+    # (wait, progress, request_token): control_op_names --batch-task-args prints that list.
+    # Every option of a Job set, the task object it becomes must have exactly those members.
+    names = [f.name for f in dataclasses.fields(_ops.Job)]
+    missing = set(names) - {"payload"} - set(SUBMIT_ARG_VALUES)
+    assert not missing, f"fields of Job with no value in SUBMIT_ARG_VALUES: {missing}"
+    options = {name: SUBMIT_ARG_VALUES[name] for name in names if name != "payload"}
+    jobs = [_ops.Job(b"x", **{k: v for k, v in options.items() if k != "delay"}),
+            _ops.Job(b"y", **{k: v for k, v in options.items() if k != "not_before"})]
+    args, blob, count = _ops.batch_request(None, jobs, {})
+    assert (blob, count) == (b"xy", 2)
+    sent = set(args["tasks"][0]) | set(args["tasks"][1])  # delay_ms and not_before_ms exclude
+    cpp = control_op_names("--batch-task-args").split()   # each other on one task
+    assert len(cpp) == len(set(cpp)) >= 8, f"control_op_names --batch-task-args printed {cpp!r}"
     assert sorted(sent) == sorted(cpp)
 
 

@@ -5,6 +5,8 @@
 
 #include <sandpool/base/wall_clock.hpp>
 
+#include "task_option_fields.hpp"
+
 namespace sandpool::ops {
 
 using nlohmann::json;
@@ -254,12 +256,9 @@ json encode(const TaskAccount& a) {
   if (a.result_dropped) j["result_dropped"] = true;
   if (a.submitted) {
     const TaskSubmission& s = *a.submitted;
-    json sub{{"priority", s.priority},
-             {"key", s.key},
-             {"idempotency_key", s.idempotency_key},
-             {"payload_size", s.payload_size}};
-    if (s.timeout_ms) sub["timeout_ms"] = *s.timeout_ms;
-    if (s.retries) sub["retries"] = *s.retries;
+    json sub{{"payload_size", s.payload_size}};
+    task_option_fields(static_cast<const TaskOptions&>(s),
+                       TaskFieldWriter{&sub, /*every_string=*/true});
     if (s.payload_preview) sub["payload_preview"] = *s.payload_preview;
     j["submitted"] = std::move(sub);
   }
@@ -286,13 +285,10 @@ Status decode(const json& j, TaskAccount* out) {
   if (const auto sub = j.find("submitted"); sub != j.end()) {
     if (!sub->is_object()) return Status::invalid("field \"submitted\": expected an object");
     TaskSubmission s;
-    if (Status ss = ArgReader(*sub)
-                        .optional("priority", &s.priority)
-                        .optional("timeout_ms", &s.timeout_ms)
-                        .optional("retries", &s.retries)
-                        .optional("key", &s.key)
-                        .optional("idempotency_key", &s.idempotency_key)
-                        .optional("payload_size", &s.payload_size)
+    ArgReader r(*sub);
+    task_option_fields(static_cast<TaskOptions&>(s),
+                       [&r](std::string_view name, auto& member) { r.optional(name, &member); });
+    if (Status ss = r.optional("payload_size", &s.payload_size)
                         .optional("payload_preview", &s.payload_preview)
                         .status();
         !ss) {

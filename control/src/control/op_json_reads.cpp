@@ -1,5 +1,8 @@
 // The JSON mapping of the read operations' types: status, workers, stats, events' arguments
 // (op_json.hpp).
+#include <cstddef>
+#include <string>
+#include <type_traits>
 #include <utility>
 
 #include <sandpool/control/op_json.hpp>
@@ -20,6 +23,34 @@ Status decode_quantiles(const json& j, std::string_view name, Quantiles* out) {
       .optional("p99", &out->p99)
       .status()
       .with_context(name);
+}
+
+// The figures of `table` that name a status_name, from `stats` into `j` (a flag as a bool).
+template <class Stats, std::size_t N>
+void encode_figures(const StatDef<Stats> (&table)[N], const std::type_identity_t<Stats>& stats,
+                    json* j) {
+  for (const StatDef<Stats>& c : table) {
+    if (c.status_name.empty()) continue;
+    if (c.flag != nullptr) {
+      (*j)[std::string(c.status_name)] = stats.*c.flag;
+    } else {
+      (*j)[std::string(c.status_name)] = stats.*c.member;
+    }
+  }
+}
+
+// The same figures back from a reply into `out`; an absent one keeps its value.
+template <class Stats, std::size_t N>
+void decode_figures(const StatDef<Stats> (&table)[N], ArgReader* r,
+                    std::type_identity_t<Stats>* out) {
+  for (const StatDef<Stats>& c : table) {
+    if (c.status_name.empty()) continue;
+    if (c.flag != nullptr) {
+      r->optional(c.status_name, &(out->*c.flag));
+    } else {
+      r->optional(c.status_name, &(out->*c.member));
+    }
+  }
 }
 
 }  // namespace
@@ -133,9 +164,7 @@ json encode(const DeadLetterStoreStatus& d) {
          {"writes_failing", d.writes_failing},
          {"last_write_error", d.last_write_error},
          {"recent_spill_files", d.recent_spill_files}};
-  for (const auto& c : kDeadLetterStoreCounters) {
-    if (!c.status_name.empty()) j[std::string(c.status_name)] = d.*c.member;
-  }
+  encode_figures(kDeadLetterStoreCounters, d, &j);
   return j;
 }
 
@@ -146,52 +175,27 @@ Status decode(const json& j, DeadLetterStoreStatus* out) {
       .optional("writes_failing", &out->writes_failing)
       .optional("last_write_error", &out->last_write_error)
       .optional("recent_spill_files", &out->recent_spill_files);
-  for (const auto& c : kDeadLetterStoreCounters) {
-    if (!c.status_name.empty()) r.optional(c.status_name, &(out->*c.member));
-  }
+  decode_figures(kDeadLetterStoreCounters, &r, out);
   return r.status();
 }
 
 json encode(const JournalStatus& d) {
-  return {{"sync", d.sync},
-          {"pending", d.pending},
-          {"pending_tasks", d.pending_tasks},
-          {"tasks_accepted", d.tasks_accepted},
-          {"batches_refused", d.batches_refused},
-          {"commits", d.commits},
-          {"last_commit_us", d.last_commit_us},
-          {"max_commit_us", d.max_commit_us},
-          {"mean_commit_us", d.mean_commit_us},
-          {"writes_failing", d.writes_failing},
-          {"last_error", d.last_error},
-          {"storage_error", d.storage_error},
-          {"finished_kept", d.finished_kept},
-          {"file_bytes", d.file_bytes},
-          {"log_rounds", d.log_rounds},
-          {"log_bytes", d.log_bytes},
-          {"log_live_bytes", d.log_live_bytes}};
+  json j{{"sync", d.sync},
+         {"mean_commit_us", d.mean_commit_us},
+         {"last_error", d.last_error},
+         {"storage_error", d.storage_error}};
+  encode_figures(kTaskJournalStats, d, &j);
+  return j;
 }
 
 Status decode(const json& j, JournalStatus* out) {
-  return ArgReader(j)
-      .optional("sync", &out->sync)
-      .optional("pending", &out->pending)
-      .optional("pending_tasks", &out->pending_tasks)
-      .optional("tasks_accepted", &out->tasks_accepted)
-      .optional("batches_refused", &out->batches_refused)
-      .optional("commits", &out->commits)
-      .optional("last_commit_us", &out->last_commit_us)
-      .optional("max_commit_us", &out->max_commit_us)
+  ArgReader r(j);
+  r.optional("sync", &out->sync)
       .optional("mean_commit_us", &out->mean_commit_us)
-      .optional("writes_failing", &out->writes_failing)
       .optional("last_error", &out->last_error)
-      .optional("storage_error", &out->storage_error)
-      .optional("finished_kept", &out->finished_kept)
-      .optional("file_bytes", &out->file_bytes)
-      .optional("log_rounds", &out->log_rounds)
-      .optional("log_bytes", &out->log_bytes)
-      .optional("log_live_bytes", &out->log_live_bytes)
-      .status();
+      .optional("storage_error", &out->storage_error);
+  decode_figures(kTaskJournalStats, &r, out);
+  return r.status();
 }
 
 json encode(const RedisStatus& d) {
@@ -208,17 +212,8 @@ json encode(const RedisStatus& d) {
                      {"later", p.later},
                      {"finished", p.finished},
                      {"dead_letters", p.dead_letters},
-                     {"consumers", std::move(consumers)},
-                     {"read", p.read},
-                     {"claimed", p.claimed},
-                     {"finished_here", p.finished_here},
-                     {"fenced", p.fenced},
-                     {"released", p.released},
-                     {"malformed", p.malformed},
-                     {"deferred", p.deferred},
-                     {"throttled", p.throttled},
-                     {"throttle_waits", p.throttle_waits},
-                     {"held", p.held}});
+                     {"consumers", std::move(consumers)}});
+    encode_figures(kRedisNodeCounts, p, &pools.back());
   }
   return {{"address", d.address},
           {"node", d.node},
@@ -237,25 +232,15 @@ Status decode(const json& j, RedisConsumerStatus* out) {
 }
 
 Status decode(const json& j, RedisPoolStatus* out) {
-  Status st = ArgReader(j)
-                  .optional("name", &out->name)
-                  .optional("stream_length", &out->stream_length)
-                  .optional("pending", &out->pending)
-                  .optional("later", &out->later)
-                  .optional("finished", &out->finished)
-                  .optional("dead_letters", &out->dead_letters)
-                  .optional("read", &out->read)
-                  .optional("claimed", &out->claimed)
-                  .optional("finished_here", &out->finished_here)
-                  .optional("fenced", &out->fenced)
-                  .optional("released", &out->released)
-                  .optional("malformed", &out->malformed)
-                  .optional("deferred", &out->deferred)
-                  .optional("throttled", &out->throttled)
-                  .optional("throttle_waits", &out->throttle_waits)
-                  .optional("held", &out->held)
-                  .status();
-  if (!st) return st;
+  ArgReader r(j);
+  r.optional("name", &out->name)
+      .optional("stream_length", &out->stream_length)
+      .optional("pending", &out->pending)
+      .optional("later", &out->later)
+      .optional("finished", &out->finished)
+      .optional("dead_letters", &out->dead_letters);
+  decode_figures(kRedisNodeCounts, &r, out);
+  if (Status st = r.status(); !st) return st;
   return decode_array(j, "consumers", &out->consumers);
 }
 
@@ -389,62 +374,33 @@ Status decode(const json& j, TenantWaiting* out) {
 json encode(const PoolCounters& p) {
   json tenants = json::array();
   for (const TenantWaiting& t : p.tenants) tenants.push_back(encode(t));
-  return {{"name", p.name},
-          {"state", p.state},
-          {"submitted", p.submitted},
-          {"completed", p.completed},
-          {"dead_lettered", p.dead_lettered},
-          {"cancelled", p.cancelled},
-          {"retried", p.retried},
-          {"lost", p.lost},
-          {"restarts", p.restarts},
-          {"recycled", p.recycled},
-          {"expired", p.expired},
-          {"heartbeat_kills", p.heartbeat_kills},
-          {"output_dropped", p.output_dropped},
-          {"letters_pending", p.letters_pending},
-          {"crash_loop", p.crash_loop},
-          {"queued", p.queued},
-          {"in_flight", p.in_flight},
-          {"retry_wait", p.retry_wait},
-          {"scheduled", p.scheduled},
-          {"throttled", p.throttled},
-          {"workers", p.workers},
-          {"target_workers", p.target_workers},
-          {"latency_ms",
-           {{"p50", quantile(p.latency_ms.p50)},
-            {"p90", quantile(p.latency_ms.p90)},
-            {"p99", quantile(p.latency_ms.p99)}}},
-          {"queue_wait_ms",
-           {{"p50", quantile(p.queue_wait_ms.p50)}, {"p99", quantile(p.queue_wait_ms.p99)}}},
-          {"tenants", std::move(tenants)}};
+  json j{{"name", p.name},
+         {"state", p.state},
+         {"crash_loop", p.crash_loop},
+         {"workers", p.workers},
+         {"target_workers", p.target_workers},
+         {"latency_ms",
+          {{"p50", quantile(p.latency_ms.p50)},
+           {"p90", quantile(p.latency_ms.p90)},
+           {"p99", quantile(p.latency_ms.p99)}}},
+         {"queue_wait_ms",
+          {{"p50", quantile(p.queue_wait_ms.p50)}, {"p99", quantile(p.queue_wait_ms.p99)}}},
+         {"tenants", std::move(tenants)}};
+  encode_figures(kPoolCounters, p, &j);
+  encode_figures(kPoolGauges, p, &j);
+  return j;
 }
 
 Status decode(const json& j, PoolCounters* out) {
-  Status st = ArgReader(j)
-                  .required("name", &out->name)
-                  .optional("state", &out->state)
-                  .optional("submitted", &out->submitted)
-                  .optional("completed", &out->completed)
-                  .optional("dead_lettered", &out->dead_lettered)
-                  .optional("cancelled", &out->cancelled)
-                  .optional("retried", &out->retried)
-                  .optional("lost", &out->lost)
-                  .optional("restarts", &out->restarts)
-                  .optional("recycled", &out->recycled)
-                  .optional("expired", &out->expired)
-                  .optional("heartbeat_kills", &out->heartbeat_kills)
-                  .optional("output_dropped", &out->output_dropped)
-                  .optional("letters_pending", &out->letters_pending)
-                  .optional("crash_loop", &out->crash_loop)
-                  .optional("queued", &out->queued)
-                  .optional("in_flight", &out->in_flight)
-                  .optional("retry_wait", &out->retry_wait)
-                  .optional("scheduled", &out->scheduled)
-                  .optional("throttled", &out->throttled)
-                  .optional("workers", &out->workers)
-                  .optional("target_workers", &out->target_workers)
-                  .status();
+  ArgReader r(j);
+  r.required("name", &out->name)
+      .optional("state", &out->state)
+      .optional("crash_loop", &out->crash_loop)
+      .optional("workers", &out->workers)
+      .optional("target_workers", &out->target_workers);
+  decode_figures(kPoolCounters, &r, out);
+  decode_figures(kPoolGauges, &r, out);
+  Status st = r.status();
   if (!st) return st;
   if (st = decode_quantiles(j, "latency_ms", &out->latency_ms); !st) return st;
   if (st = decode_quantiles(j, "queue_wait_ms", &out->queue_wait_ms); !st) return st;

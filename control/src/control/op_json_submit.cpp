@@ -5,55 +5,42 @@
 
 #include <sandpool/control/op_json.hpp>
 
+#include "task_option_fields.hpp"
+
 namespace sandpool::ops {
 
 using nlohmann::json;
 
 namespace {
 
-// submit's arguments, each under its wire name: the one list encode(), decode() and
-// submit_arg_names() read. `Args` is SubmitArgs or const SubmitArgs.
+// One task's arguments of a batch (submit_batch's `defaults` and `tasks`), each under its
+// wire name: the first part of submit_fields() and what batch_task_arg_names() prints.
 template <class Args, class Field>
-void submit_fields(Args& a, Field&& field) {
+void batch_task_fields(Args& a, Field&& field) {
   field("type", a.type);
   field("pool", a.pool);
-  field("priority", a.options.priority);
-  field("timeout_ms", a.options.timeout);
-  field("retries", a.options.retries);
-  field("key", a.options.key);
-  field("idempotency_key", a.options.idempotency_key);
+  task_option_fields(a.options, field);  // priority, timeout_ms, retries, key, idempotency_key
   field("not_before_ms", a.options.not_before);
   field("delay_ms", a.delay);
   field("tenant", a.options.tenant);
+}
+
+// submit's arguments, each under its wire name: the one list encode(), decode() and
+// submit_arg_names() read. `Args` is SubmitArgs or const SubmitArgs. A batch's task reads
+// the first part only (wait, progress and request_token are the request's).
+template <class Args, class Field>
+void submit_fields(Args& a, Field&& field) {
+  batch_task_fields(a, field);
   field("wait", a.wait);
   field("progress", a.progress);
   field("request_token", a.request_token);
 }
 
-// Writes a field that is set: a non-empty string, true, a present optional; priority always.
-struct FieldWriter {
-  json* j;
-  void operator()(std::string_view name, const std::string& v) const {
-    if (!v.empty()) (*j)[std::string(name)] = v;
-  }
-  void operator()(std::string_view name, bool v) const {
-    if (v) (*j)[std::string(name)] = true;
-  }
-  void operator()(std::string_view name, std::int32_t v) const { (*j)[std::string(name)] = v; }
-  template <class T>
-  void operator()(std::string_view name, const std::optional<T>& v) const {
-    if (v) (*j)[std::string(name)] = wire(*v);
-  }
-  static std::int64_t wire(std::chrono::milliseconds d) { return d.count(); }
-  static std::uint32_t wire(std::uint32_t n) { return n; }
-  static std::int64_t wire(std::chrono::system_clock::time_point t) { return wall_ms_of(t); }
-};
-
 }  // namespace
 
 json encode(const SubmitArgs& a) {
   json j{{"type", a.type}};  // type even when empty
-  submit_fields(a, FieldWriter{&j});
+  submit_fields(a, TaskFieldWriter{&j});
   return j;
 }
 
@@ -69,6 +56,13 @@ std::vector<std::string_view> submit_arg_names() {
   std::vector<std::string_view> names;
   SubmitArgs a;
   submit_fields(a, [&names](std::string_view name, auto&) { names.push_back(name); });
+  return names;
+}
+
+std::vector<std::string_view> batch_task_arg_names() {
+  std::vector<std::string_view> names;
+  SubmitArgs a;
+  batch_task_fields(a, [&names](std::string_view name, auto&) { names.push_back(name); });
   return names;
 }
 

@@ -77,7 +77,7 @@ std::string bytes_preview(const Viewer& v, std::string_view what,
 std::string submission_facts(const Viewer& v, const ops::TaskSubmission& s) {
   std::string out = "<h2>Submitted with</h2><dl class=facts id=task-options><dt>priority</dt><dd>" +
                     std::to_string(s.priority) + "</dd><dt>timeout</dt><dd>" +
-                    (s.timeout_ms ? std::to_string(*s.timeout_ms) + " ms" : "the pool's") +
+                    (s.timeout ? std::to_string(s.timeout->count()) + " ms" : "the pool's") +
                     "</dd><dt>retries</dt><dd>" +
                     (s.retries ? std::to_string(*s.retries) : "the pool's") + "</dd>";
   if (!s.key.empty()) out += "<dt>key</dt><dd>" + escape(s.key) + "</dd>";

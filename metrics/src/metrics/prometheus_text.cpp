@@ -43,6 +43,17 @@ std::string escape_help(std::string_view text) {
   return out;
 }
 
+std::string_view type_name(MetricType t) { return t == MetricType::kGauge ? "gauge" : "counter"; }
+
+// A figure's metric value: a flag 0 or 1, a count as it is or microseconds as seconds.
+template <class Stats>
+std::string figure_value(const StatDef<Stats>& c, const Stats& stats) {
+  if (c.flag != nullptr) return stats.*c.flag ? "1" : "0";
+  const std::uint64_t v = stats.*c.member;
+  if (c.scale == MetricScale::kMicrosToSeconds) return decimal(static_cast<std::int64_t>(v), 6);
+  return std::to_string(v);
+}
+
 class Exposition {
  public:
   explicit Exposition(const std::vector<PoolMetrics>& pools) : pools_(pools) {}
@@ -82,6 +93,11 @@ class Exposition {
         sample(name, pool_label(p), std::to_string(value(p)));
       }
     }
+  }
+  // A figure of PoolMetrics::stats as a family with one sample per pool.
+  void per_pool_figure(const StatDef<PoolCounts>& c) {
+    per_pool(c.metric, type_name(c.type), c.help,
+             [&c](const PoolMetrics& p) { return figure_value<PoolCounts>(c, p.stats); });
   }
   // A family with one sample per pool and per value of a second label.
   template <typename Values, typename F>
@@ -177,6 +193,16 @@ std::string escape_label_value(std::string_view value) {
 
 namespace {
 
+// The figures of `table` that name a metric, one sample each, no labels, in the table's order.
+template <class Stats, std::size_t N>
+void render_figures(Exposition& e, const StatDef<Stats> (&table)[N], const Stats& stats) {
+  for (const StatDef<Stats>& c : table) {
+    if (c.metric.empty()) continue;
+    e.family(c.metric, type_name(c.type), c.help);
+    e.sample(c.metric, "", figure_value(c, stats));
+  }
+}
+
 // The store's series: one sample each, no labels.
 void render_dead_letter_store(Exposition& e, const DeadLetterStoreStats& d) {
   const auto one = [&](std::string_view name, std::string_view type, std::string_view help,
@@ -193,53 +219,24 @@ void render_dead_letter_store(Exposition& e, const DeadLetterStoreStats& d) {
   one("sandpool_dead_letter_writes_failing", "gauge",
       "1 while the store's last write failed (the status reply says why); letters wait.",
       d.writes_failing ? "1" : "0");
-  for (const auto& c : kDeadLetterStoreCounters) {
-    if (!c.metric.empty()) one(c.metric, "counter", c.help, std::to_string(d.*c.member));
-  }
+  render_figures(e, kDeadLetterStoreCounters, d);
 }
 
 // The Redis pools' series (docs/redis-pools.md): one sample per Redis pool each.
 void render_redis(Exposition& e, const std::vector<RedisPoolFigures>& pools) {
-  const auto each = [&](std::string_view name, std::string_view type, std::string_view help,
-                        auto value) {
-    e.family(name, type, help);
-    for (const RedisPoolFigures& p : pools) {
-      e.sample(name, "pool=\"" + escape_label_value(p.pool) + "\"", std::to_string(value(p)));
-    }
+  const auto label = [](const RedisPoolFigures& p) {
+    return "pool=\"" + escape_label_value(p.pool) + "\"";
   };
-  using F = const RedisPoolFigures&;
-  each("sandpool_redis_up", "gauge",
-       "1 while this node's last call to Redis for the pool succeeded; 0: Redis unreachable "
-       "(submits to the pool are refused, ends wait in memory).",
-       [](F p) { return p.up ? 1 : 0; });
-  each("sandpool_redis_held", "gauge", "Entries of the pool's stream this node runs now.",
-       [](F p) { return p.held; });
-  each("sandpool_redis_read_total", "counter", "Entries this node read from the pool's stream.",
-       [](F p) { return p.read; });
-  each("sandpool_redis_claimed_total", "counter",
-       "Entries this node claimed from dead nodes (each with a lost attempt).",
-       [](F p) { return p.claimed; });
-  each("sandpool_redis_finished_total", "counter", "Task ends this node wrote to Redis.",
-       [](F p) { return p.finished; });
-  each("sandpool_redis_fenced_total", "counter",
-       "Writes refused because the entry was no longer this node's (another claimed it).",
-       [](F p) { return p.fenced; });
-  each("sandpool_redis_released_total", "counter",
-       "Entries handed back unrun (refused while draining, or stopped by a shutdown).",
-       [](F p) { return p.released; });
-  each("sandpool_redis_malformed_total", "counter", "Entries that were not tasks, discarded.",
-       [](F p) { return p.malformed; });
-  each("sandpool_redis_deferred_total", "counter",
-       "Failed attempts whose task was sent to wait out its backoff in Redis (any node runs "
-       "the next attempt).",
-       [](F p) { return p.deferred; });
-  each("sandpool_redis_throttled_total", "counter",
-       "Tasks over a task type's or tenant's rate limit (the cluster's), sent to wait in "
-       "Redis's later set, unrun.",
-       [](F p) { return p.throttled; });
-  each("sandpool_redis_throttle_waits_total", "counter",
-       "Times this node's reading waited for the pool's rate limit (the cluster's).",
-       [](F p) { return p.throttle_waits; });
+  e.family("sandpool_redis_up", "gauge",
+           "1 while this node's last call to Redis for the pool succeeded; 0: Redis unreachable "
+           "(submits to the pool are refused, ends wait in memory).");
+  for (const RedisPoolFigures& p : pools) e.sample("sandpool_redis_up", label(p), p.up ? "1" : "0");
+  for (const StatDef<RedisNodeCounts>& c : kRedisNodeCounts) {
+    e.family(c.metric, type_name(c.type), c.help);
+    for (const RedisPoolFigures& p : pools) {
+      e.sample(c.metric, label(p), figure_value<RedisNodeCounts>(c, p));
+    }
+  }
 }
 
 // The schedules' series (docs/schedules.md): one sample per schedule each; the next-fire gauge
@@ -269,77 +266,11 @@ void render_schedules(Exposition& e, const std::vector<ScheduleFigures>& schedul
 
 // The task journal's series (docs/journal.md): one sample each, no labels.
 void render_journal(Exposition& e, const TaskJournalStats& j) {
-  const auto one = [&](std::string_view name, std::string_view type, std::string_view help,
-                       const std::string& value) {
-    e.family(name, type, help);
-    e.sample(name, "", value);
-  };
-  const auto us = [](std::uint64_t v) { return decimal(static_cast<std::int64_t>(v), 6); };
-  one("sandpool_journal_file_bytes", "gauge",
-      "Size of the journal's database (dead_letters.db) and its write-ahead log.",
-      std::to_string(j.file_bytes));
-  one("sandpool_journal_pending_writes", "gauge",
-      "Journal writes queued or being written (accepts, starts, attempt ends, finishes).",
-      std::to_string(j.pending));
-  one("sandpool_journal_pending_tasks", "gauge",
-      "Submitted tasks waiting for their commit; their submitters wait for the answer.",
-      std::to_string(j.pending_tasks));
-  one("sandpool_journal_writes_failing", "gauge",
-      "1 while journal writes fail and wait in memory for a retry (status says why).",
-      j.writes_failing ? "1" : "0");
-  one("sandpool_journal_tasks_accepted_total", "counter", "Tasks committed to the journal.",
-      std::to_string(j.tasks_accepted));
-  one("sandpool_journal_batches_refused_total", "counter",
-      "Submits refused because the journal could not commit them (storage: ...).",
-      std::to_string(j.batches_refused));
-  one("sandpool_journal_commits_total", "counter", "Transactions that carried journal writes.",
-      std::to_string(j.commits));
-  one("sandpool_journal_commit_seconds_total", "counter",
-      "Time spent in those transactions, BEGIN to COMMIT (divide by the commits for the mean).",
-      us(j.total_commit_us));
-  one("sandpool_journal_commit_seconds_last", "gauge", "The last such transaction's time.",
-      us(j.last_commit_us));
-  one("sandpool_journal_commit_seconds_max", "gauge", "The longest such transaction.",
-      us(j.max_commit_us));
-  one("sandpool_journal_finished_tasks", "gauge",
-      "Finished tasks kept in the journal for lookups (task, wait).",
-      std::to_string(j.finished_kept));
-  one("sandpool_journal_evicted_total", "counter",
-      "Finished tasks dropped by the journal's retention bounds.", std::to_string(j.evicted));
-  one("sandpool_journal_log_rounds", "gauge",
-      "Rounds (rows) in the journal's log; each group commit appends one.",
-      std::to_string(j.log_rounds));
-  one("sandpool_journal_log_bytes", "gauge", "Bytes of the journal log's rounds.",
-      std::to_string(j.log_bytes));
-  one("sandpool_journal_log_live_bytes", "gauge",
-      "Of those, the bytes of records the journal still needs; compaction keeps the log near "
-      "twice this.",
-      std::to_string(j.log_live_bytes));
-  one("sandpool_journal_rounds_deleted_total", "counter", "Log rounds deleted by compaction.",
-      std::to_string(j.rounds_deleted));
-  one("sandpool_journal_tasks_carried_total", "counter",
-      "Live tasks compaction copied forward out of an old round.", std::to_string(j.tasks_carried));
-  one("sandpool_journal_wal_checkpoints_total", "counter",
-      "WAL checkpoints run by the journal's checkpoint thread.", std::to_string(j.wal_checkpoints));
-  one("sandpool_journal_wal_checkpoint_seconds_total", "counter", "Their time.",
-      us(j.wal_checkpoint_us));
+  render_figures(e, kTaskJournalStats, j);
 }
 
 void render_pool_gauges(Exposition& e) {
-  e.per_pool("sandpool_queue_depth", "gauge",
-             "Tasks waiting for a worker (the queue and the affinity backlogs).",
-             [](const PoolMetrics& p) { return p.stats.queued; });
-  e.per_pool("sandpool_tasks_in_flight", "gauge", "Tasks handed to a worker and not yet ended.",
-             [](const PoolMetrics& p) { return p.stats.in_flight; });
-  e.per_pool("sandpool_tasks_retry_waiting", "gauge", "Tasks waiting out their retry backoff.",
-             [](const PoolMetrics& p) { return p.stats.retry_wait; });
-  e.per_pool("sandpool_tasks_scheduled", "gauge",
-             "Tasks waiting for their not_before (state scheduled; counted in queue.capacity).",
-             [](const PoolMetrics& p) { return p.stats.scheduled; });
-  e.per_pool("sandpool_tasks_throttled", "gauge",
-             "Queued tasks held back by a rate limit or a type's concurrency cap (of the queue "
-             "depth).",
-             [](const PoolMetrics& p) { return p.stats.throttled; });
+  for (const StatDef<PoolCounts>& c : kPoolGauges) e.per_pool_figure(c);
   e.per_tenant("sandpool_tenant_tasks_waiting",
                "Tasks a tenant has waiting (queued or scheduled), for the 100 tenants with the "
                "most per pool.");
@@ -377,43 +308,24 @@ void render_pool_gauges(Exposition& e) {
              [](const PoolMetrics& p) { return p.failed ? 1 : 0; });
 }
 
+// kPoolCounters' series; the dead-lettered tasks by reason, then the attempts by outcome after
+// the retries (PoolMetrics' arrays).
 void render_pool_counters(Exposition& e) {
-  e.per_pool("sandpool_tasks_submitted_total", "counter", "Tasks accepted.",
-             [](const PoolMetrics& p) { return p.stats.submitted; });
-  e.per_pool("sandpool_tasks_completed_total", "counter", "Tasks that ended completed.",
-             [](const PoolMetrics& p) { return p.stats.completed; });
-  e.per_pool_and("sandpool_tasks_dead_lettered_total", "counter",
-                 "Tasks that ended dead-lettered, by reason.", "reason",
-                 enum_labels<DeadReason, kDeadReasonCount>(true),
-                 [](const PoolMetrics& p, std::size_t r) { return p.dead_lettered[r]; });
-  e.per_pool("sandpool_tasks_cancelled_total", "counter", "Tasks that ended cancelled.",
-             [](const PoolMetrics& p) { return p.stats.cancelled; });
-  e.per_pool("sandpool_retries_total", "counter",
-             "Retries scheduled: attempts that ended retryable with attempts left (to retry_wait).",
-             [](const PoolMetrics& p) { return p.stats.retried; });
-  e.per_pool_and("sandpool_attempts_total", "counter", "Attempts that ended, by outcome.",
-                 "outcome", enum_labels<Outcome, kOutcomeCount>(false),
-                 [](const PoolMetrics& p, std::size_t o) { return p.attempts[o]; });
-  e.per_pool("sandpool_workers_restarted_total", "counter",
-             "Workers replaced after exiting unasked (crash, kill, limit, violation).",
-             [](const PoolMetrics& p) { return p.stats.restarts; });
-  e.per_pool("sandpool_workers_lost_total", "counter",
-             "Of those restarts, workers that died with no named cause (outcome lost).",
-             [](const PoolMetrics& p) { return p.stats.lost; });
-  e.per_pool("sandpool_workers_recycled_total", "counter",
-             "Workers retired on purpose by recycle.max_tasks or recycle.max_rss.",
-             [](const PoolMetrics& p) { return p.stats.recycled; });
-  e.per_pool("sandpool_heartbeat_kills_total", "counter",
-             "Workers killed for missing their heartbeats.",
-             [](const PoolMetrics& p) { return p.stats.heartbeat_kills; });
-  e.per_pool("sandpool_worker_output_dropped_total", "counter",
-             "Worker output and plugin log lines dropped over the pool's output limit.",
-             [](const PoolMetrics& p) { return p.stats.output_dropped; });
-  // A gauge, kept after the counters where it was first exposed (the order is documented).
-  e.per_pool(
-      "sandpool_tasks_awaiting_dead_letter", "gauge",
-      "Tasks decided dead-lettered whose letter is not written yet (not terminal until it is).",
-      [](const PoolMetrics& p) { return p.stats.letters_pending; });
+  for (const StatDef<PoolCounts>& c : kPoolCounters) {
+    if (c.metric.empty()) continue;
+    if (c.member == &PoolCounts::dead_lettered) {
+      e.per_pool_and(c.metric, type_name(c.type), c.help, "reason",
+                     enum_labels<DeadReason, kDeadReasonCount>(true),
+                     [](const PoolMetrics& p, std::size_t r) { return p.dead_lettered[r]; });
+    } else {
+      e.per_pool_figure(c);
+    }
+    if (c.member == &PoolCounts::retried) {
+      e.per_pool_and("sandpool_attempts_total", "counter", "Attempts that ended, by outcome.",
+                     "outcome", enum_labels<Outcome, kOutcomeCount>(false),
+                     [](const PoolMetrics& p, std::size_t o) { return p.attempts[o]; });
+    }
+  }
 }
 
 void render_pool_histograms(Exposition& e) {

@@ -347,6 +347,21 @@ std::optional<std::string> RedisPools::problem() const {
   return std::nullopt;
 }
 
+RedisNodeCounts RedisPools::node_counts(const redis::FeederStats& s) {
+  RedisNodeCounts c;
+  c.held = s.held;
+  c.read = s.read;
+  c.claimed = s.claimed;
+  c.finished_here = s.finished;
+  c.fenced = s.fenced;
+  c.released = s.released;
+  c.malformed = s.malformed;
+  c.deferred = s.deferred;
+  c.throttled = s.throttled;
+  c.throttle_waits = s.throttle_waits;
+  return c;
+}
+
 ops::RedisStatus RedisPools::status() const {
   ops::RedisStatus out;
   out.address = opts_.address;
@@ -362,16 +377,7 @@ ops::RedisStatus RedisPools::status() const {
   for (const auto& [name, s] : feeder_stats()) {
     ops::RedisPoolStatus& p = out.pools.emplace_back();
     p.name = name;
-    p.read = s.read;
-    p.claimed = s.claimed;
-    p.finished_here = s.finished;
-    p.fenced = s.fenced;
-    p.released = s.released;
-    p.malformed = s.malformed;
-    p.deferred = s.deferred;
-    p.held = s.held;
-    p.throttled = s.throttled;
-    p.throttle_waits = s.throttle_waits;
+    static_cast<RedisNodeCounts&>(p) = node_counts(s);
     auto it = sums.find(name);
     if (it == sums.end() || !it->second) continue;  // not read yet, or Redis away
     const redis::TaskStream::Summary& sum = *it->second;

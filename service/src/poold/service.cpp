@@ -218,8 +218,10 @@ std::vector<RedisPoolFigures> Service::redis_figures() const {
   std::vector<RedisPoolFigures> out;
   if (!redis_) return out;
   for (const auto& [name, s] : redis_->feeder_stats()) {
-    out.push_back({name, s.redis_up, s.read, s.claimed, s.finished, s.fenced, s.released,
-                   s.malformed, s.held, s.deferred, s.throttled, s.throttle_waits});
+    RedisPoolFigures& f = out.emplace_back();
+    static_cast<RedisNodeCounts&>(f) = RedisPools::node_counts(s);
+    f.pool = name;
+    f.up = s.redis_up;
   }
   return out;
 }

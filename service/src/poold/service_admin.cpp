@@ -53,24 +53,8 @@ ops::PoolCounters pool_counters(const std::string& name, const PoolMetrics& m) {
   ops::PoolCounters c;
   c.name = name;
   c.state = s.state;
-  c.submitted = s.submitted;
-  c.completed = s.completed;
-  c.dead_lettered = s.dead_lettered;
-  c.cancelled = s.cancelled;
-  c.retried = s.retried;
-  c.lost = s.lost;
-  c.restarts = s.restarts;
-  c.recycled = s.recycled;
-  c.expired = s.expired;
-  c.heartbeat_kills = s.heartbeat_kills;
-  c.output_dropped = s.output_dropped;
-  c.letters_pending = s.letters_pending;
+  static_cast<PoolCounts&>(c) = s;  // the counts kPoolGauges and kPoolCounters name
   c.crash_loop = s.crash_loop;
-  c.queued = s.queued;
-  c.in_flight = s.in_flight;
-  c.retry_wait = s.retry_wait;
-  c.scheduled = s.scheduled;
-  c.throttled = s.throttled;
   c.workers = s.workers;
   c.target_workers = s.target_workers;
   c.latency_ms = {quantile_ms(m.end_to_end, 0.50), quantile_ms(m.end_to_end, 0.90),

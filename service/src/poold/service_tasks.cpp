@@ -389,11 +389,7 @@ constexpr std::size_t kPayloadPreviewBytes = 4096;
 ops::TaskSubmission submission_of(const Ticket& t, bool with_payload) {
   const SubmitOptions& o = t.options();
   ops::TaskSubmission s;
-  s.priority = o.priority;
-  if (o.timeout) s.timeout_ms = o.timeout->count();
-  s.retries = o.retries;
-  s.key = o.key;
-  s.idempotency_key = o.idempotency_key;
+  static_cast<TaskOptions&>(s) = o;
   s.payload_size = t.payload().size();
   if (with_payload) s.payload_preview = log_text(t.payload(), kPayloadPreviewBytes);
   return s;

@@ -14,18 +14,16 @@
 #include <sandpool/pool/pool_metrics.hpp>
 #include <sandpool/store/dead_letters.hpp>
 #include <sandpool/store/task_journal.hpp>
+#include <sandpool/task/redis_counts.hpp>
 
 namespace sandpool {
 
 // About the service as a whole (rendered once, not per pool).
 // One Redis pool as this node sees it (docs/redis-pools.md): the sandpool_redis_* series.
-struct RedisPoolFigures {
+// Its counts: kRedisNodeCounts (<sandpool/task/redis_counts.hpp>).
+struct RedisPoolFigures : RedisNodeCounts {
   std::string pool;
   bool up = false;  // the node's last call to Redis for the pool succeeded
-  std::uint64_t read = 0, claimed = 0, finished = 0, fenced = 0, released = 0, malformed = 0;
-  std::uint64_t held = 0;
-  std::uint64_t deferred = 0;
-  std::uint64_t throttled = 0, throttle_waits = 0;  // over the cluster's rate limits
 };
 
 // One periodic schedule (docs/schedules.md): the sandpool_schedule_* series.

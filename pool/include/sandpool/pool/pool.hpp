@@ -18,6 +18,7 @@
 
 #include <sandpool/base/status.hpp>
 #include <sandpool/pool/pool_options.hpp>
+#include <sandpool/task/pool_counts.hpp>
 #include <sandpool/task/submit_options.hpp>
 #include <sandpool/task/task.hpp>
 
@@ -158,16 +159,10 @@ struct ReconfigureReport {
   bool rolling_restart = false;
 };
 
-struct PoolStats {
-  std::uint64_t submitted = 0, completed = 0, dead_lettered = 0, cancelled = 0;
-  std::uint64_t retried = 0, lost = 0, restarts = 0, recycled = 0, expired = 0;
-  std::uint64_t heartbeat_kills = 0;
-  std::uint64_t output_dropped = 0;   // worker log/output lines over output_lines_per_second
-  std::uint64_t letters_pending = 0;  // decided dead-lettered, letter not yet written
+// The counts (submitted, completed, queued, ...) are PoolCounts' (<sandpool/task/pool_counts.hpp>,
+// with the table that names each once).
+struct PoolStats : PoolCounts {
   bool crash_loop = false;
-  std::uint64_t queued = 0, in_flight = 0, retry_wait = 0;
-  std::uint64_t scheduled = 0;  // waiting for their not_before (counted in queue_capacity)
-  std::uint64_t throttled = 0;  // queued, held back by a rate limit or a type's cap
   std::uint32_t workers = 0, target_workers = 0;
   // Why the target is what it is: the last change's reason (an autoscale step with the queue
   // wait or idle time that caused it, a scale, a reconfigure); "initial" until one.

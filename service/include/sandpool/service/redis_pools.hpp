@@ -163,6 +163,9 @@ class RedisPools {
   ops::RedisStatus status() const EXCLUDES(mu_, summary_mu_);
   // Per pool: this node's figures (the metrics).
   std::vector<std::pair<std::string, redis::FeederStats>> feeder_stats() const EXCLUDES(mu_);
+  // This node's counts of a feeder's figures (the `status` reply's and the metrics'): the one
+  // conversion from the redis library's FeederStats.
+  static RedisNodeCounts node_counts(const redis::FeederStats& s);
   // nullopt: Redis answers (the last call of every feeder and lane succeeded).
   std::optional<std::string> problem() const;
   const std::string& node() const { return opts_.node; }

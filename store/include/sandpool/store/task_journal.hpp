@@ -52,6 +52,7 @@
 #include <sandpool/base/status.hpp>
 #include <sandpool/store/dead_letters.hpp>
 #include <sandpool/store/task_journal_options.hpp>
+#include <sandpool/task/store_stats.hpp>
 #include <sandpool/task/task.hpp>
 #include <sandpool/task/task_options.hpp>
 
@@ -79,35 +80,7 @@ struct JournalTask {
 
 using JournalCommitted = std::function<void(const Status&)>;
 
-struct TaskJournalStats {
-  std::uint64_t pending = 0;          // writes queued or being written, not yet committed
-  std::uint64_t pending_tasks = 0;    // tasks in accept() batches among them
-  std::uint64_t tasks_accepted = 0;   // tasks committed by accept()
-  std::uint64_t batches_refused = 0;  // accept() batches answered with an error
-  std::uint64_t records_written = 0;  // starts, requeues, attempt ends, finishes committed
-  std::uint64_t commits = 0;          // transactions that carried journal writes
-  std::uint64_t last_commit_us = 0;   // the last such transaction, BEGIN to COMMIT
-  std::uint64_t max_commit_us = 0;
-  std::uint64_t total_commit_us = 0;  // / commits: the mean
-  // The journal is failing (a write refused by the database's condition, or a commit past
-  // sync_timeout): submits are refused at once, records wait for a retry, a probe retries.
-  bool writes_failing = false;
-  std::uint64_t failing_ms = 0;         // for how long, while writes_failing
-  std::uint64_t probes = 0;             // probe writes tried while failing
-  std::string last_error;               // why the last failed journal write failed
-  std::uint64_t finished_kept = 0;      // finished tasks in the journal
-  std::uint64_t finished_bytes = 0;     // their kept bytes (result, errors, attempts)
-  std::uint64_t evicted = 0;            // finished tasks dropped by retention
-  std::uint64_t retention_chunks = 0;   // upkeep transactions (compaction while idle)
-  std::uint64_t log_rounds = 0;         // rounds in the log (docs/journal.md, "The round log")
-  std::uint64_t log_bytes = 0;          // their bodies
-  std::uint64_t log_live_bytes = 0;     // of those, the records the journal still needs
-  std::uint64_t rounds_deleted = 0;     // by compaction
-  std::uint64_t tasks_carried = 0;      // live tasks compaction copied forward
-  std::uint64_t file_bytes = 0;         // the database file and its -wal
-  std::uint64_t wal_checkpoints = 0;    // WAL checkpoints run off the writer's thread
-  std::uint64_t wal_checkpoint_us = 0;  // their total time
-};
+// TaskJournalStats: <sandpool/task/store_stats.hpp>, with the table of its figures.
 
 class TaskJournal {
  public:

@@ -10,6 +10,8 @@
 
 #include <sandpool/control/ops/op_info.hpp>
 #include <sandpool/control/ops/schedules.hpp>
+#include <sandpool/task/pool_counts.hpp>
+#include <sandpool/task/redis_counts.hpp>
 #include <sandpool/task/store_stats.hpp>
 
 namespace sandpool::ops {
@@ -37,28 +39,14 @@ struct PoolStatus {
 // kDeadLetterStoreCounters names a status_name (<sandpool/task/store_stats.hpp>).
 using DeadLetterStoreStatus = DeadLetterStoreStats;
 
-// `status`: the task journal (TaskJournalStats, a subset, and the service's view of it).
-struct JournalStatus {
-  std::string sync;                   // normal, full
-  std::uint64_t pending = 0;          // journal writes queued or being written
-  std::uint64_t pending_tasks = 0;    // tasks in accepts among them
-  std::uint64_t tasks_accepted = 0;   // tasks committed
-  std::uint64_t batches_refused = 0;  // submits answered `storage: ...`
-  std::uint64_t commits = 0;
-  std::uint64_t last_commit_us = 0;
-  std::uint64_t max_commit_us = 0;
-  std::uint64_t mean_commit_us = 0;
-  bool writes_failing = false;  // records and ends wait in memory for a retry
-  std::string last_error;
+// `status`: the task journal: its figures kTaskJournalStats names a status_name
+// (<sandpool/task/store_stats.hpp>; the others stay 0 in a decoded reply) and the service's
+// view of them.
+struct JournalStatus : TaskJournalStats {
+  std::string sync;                  // normal, full
+  std::uint64_t mean_commit_us = 0;  // total_commit_us / commits
   // Why submits are refused now (the last refusal is newer than the last commit); empty: none.
   std::string storage_error;
-  std::uint64_t finished_kept = 0;  // finished tasks kept for lookups
-  std::uint64_t file_bytes = 0;     // dead_letters.db and its -wal
-  // The round log (journal.md, "The round log"): its rows, their bodies' bytes, and of those
-  // the records the journal still needs (compaction keeps log_bytes near twice this).
-  std::uint64_t log_rounds = 0;
-  std::uint64_t log_bytes = 0;
-  std::uint64_t log_live_bytes = 0;
 };
 
 // `status`: the Redis pools (docs/redis-pools.md): the server, this node, and per pool what
@@ -69,7 +57,7 @@ struct RedisConsumerStatus {
   std::int64_t idle_ms = 0;
   bool alive = false;  // its heartbeat key exists
 };
-struct RedisPoolStatus {
+struct RedisPoolStatus : RedisNodeCounts {  // this node's: kRedisNodeCounts
   std::string name;
   // The cluster's, in Redis.
   std::uint64_t stream_length = 0;  // entries waiting or running
@@ -78,13 +66,6 @@ struct RedisPoolStatus {
   std::uint64_t finished = 0;       // kept for lookups
   std::uint64_t dead_letters = 0;
   std::vector<RedisConsumerStatus> consumers;
-  // This node's.
-  std::uint64_t read = 0, claimed = 0, finished_here = 0, fenced = 0, released = 0, malformed = 0,
-                held = 0;
-  std::uint64_t deferred = 0;  // failed attempts sent to wait out a backoff in Redis
-  // Over the cluster's rate limits: tasks sent to the later set (a type's or tenant's), and
-  // times reading waited for the pool's own.
-  std::uint64_t throttled = 0, throttle_waits = 0;
 };
 struct RedisStatus {
   std::string address;
@@ -153,15 +134,12 @@ struct TenantWaiting {
   std::uint64_t waiting = 0;
 };
 
-// `stats`: one pool's counters (PoolStats) and latencies.
-struct PoolCounters {
+// `stats`: one pool's counts (kPoolGauges and kPoolCounters, <sandpool/task/pool_counts.hpp>),
+// state and latencies.
+struct PoolCounters : PoolCounts {
   std::string name;
   std::string state;
-  std::uint64_t submitted = 0, completed = 0, dead_lettered = 0, cancelled = 0;
-  std::uint64_t retried = 0, lost = 0, restarts = 0, recycled = 0, expired = 0;
-  std::uint64_t heartbeat_kills = 0, output_dropped = 0, letters_pending = 0;
   bool crash_loop = false;
-  std::uint64_t queued = 0, in_flight = 0, retry_wait = 0, scheduled = 0, throttled = 0;
   std::uint32_t workers = 0, target_workers = 0;
   Quantiles latency_ms;     // p50, p90, p99
   Quantiles queue_wait_ms;  // p50, p99

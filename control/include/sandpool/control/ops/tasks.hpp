@@ -39,6 +39,9 @@ struct SubmitArgs {
 // The wire names of submit's arguments, in the order encode() and decode() visit them (one
 // list, op_json_submit.cpp): what control_op_names prints for the Python client's test.
 std::vector<std::string_view> submit_arg_names();
+// The wire names a batch's task reads of them (submit_batch's `defaults`, `tasks`), in the
+// same order: what control_op_names prints for the Python client's Job test.
+std::vector<std::string_view> batch_task_arg_names();
 
 // The idempotency key a request token gives a task without one: "req:TOKEN" for a submit,
 // "req:TOKEN:INDEX" for the task at INDEX of a batch.
@@ -67,13 +70,11 @@ struct AttemptAccount {
 };
 
 // What a task was submitted with (the `task` reply, while poold holds the task): its options,
-// and the start of its payload, which only the rights that read payloads get.
-struct TaskSubmission {
-  std::int32_t priority = 0;
-  std::optional<std::int64_t> timeout_ms;  // absent: the pool's default
-  std::optional<std::uint32_t> retries;    // absent: the pool's default
-  std::string key;                         // affinity key
-  std::string idempotency_key;
+// and the start of its payload, which only the rights that read payloads get. The wire's
+// `submitted` carries priority, timeout_ms, retries, key and idempotency_key of the options
+// (the list submit shares, op_json); not_before_ms and tenant are the account's own
+// (TaskAccount), queue_ttl and fail_fast are not on the wire: they stay unset in a decoded one.
+struct TaskSubmission : TaskOptions {
   std::uint64_t payload_size = 0;
   // The payload as text (log_text(): a byte that is not printable UTF-8 as \xNN, a
   // backslash as \\), at most 4 KiB; absent: withheld.
