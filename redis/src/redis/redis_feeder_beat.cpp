@@ -90,6 +90,7 @@ void RedisFeeder::beat_loop() {
     if (beat) move_due_tasks(*c);
     if (beat) note(stream_.trim_finished(*c, wall_ms(), 1000).status());
     MutexLock lk(sh_->mu);
+    if (beat) ++sh_->stats.beats;
     const auto until = Clock::now() + opts_.heartbeat;
     while (!sh_->stopping && sh_->cv.wait_until(sh_->mu, until) == std::cv_status::no_timeout) {
     }

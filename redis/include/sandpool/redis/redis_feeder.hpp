@@ -89,7 +89,9 @@ struct FeederStats {
   std::uint64_t throttled = 0;  // entries over a type's or tenant's rate, sent to the later set
   std::uint64_t throttle_waits = 0;  // times reading waited for the pool's rate
   std::uint64_t kept_ends = 0;       // ends Redis could not take at a stop, kept in the state dir
-  bool redis_up = false;             // the last call to Redis succeeded
+  // Heartbeats whose whole round (beat, touch, cancels asked, claims, due tasks) is done.
+  std::uint64_t beats = 0;
+  bool redis_up = false;  // the last call to Redis succeeded
   std::string last_error;
 };
 
