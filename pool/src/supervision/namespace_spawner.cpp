@@ -181,6 +181,10 @@ class NamespaceSpawner final : public Clone3Spawner {
   // no placement gate.
   bool places_into_cgroup() const override { return true; }
 
+  // Step 5 of WorkerProcess::start (docs/security.md, "The manager's steps, in order"), in
+  // its own order: (a) the mount view planned, (b) everything the child reads built, (c) the
+  // clone, (d) the user namespace's id maps written, (e) the child's execve awaited, (f) the
+  // steps taken logged. The child's side is namespace_child.cpp's numbered steps.
   Result<ChildProcess> spawn(const SpawnRequest& req) override {
     if (!refusal_.empty()) return Status::error(Code::kSystem, refusal_);
     if (req.fds.size() > kMaxMappedFds) return Status::invalid("too many fds to map into a worker");
@@ -188,11 +192,11 @@ class NamespaceSpawner final : public Clone3Spawner {
       log_->warn("[{}] {}", opts_.log_name, missing_warning_);
       missing_warning_.clear();  // once per pool
     }
-    if (in_effect_.has(Namespace::kMount)) {
+    if (in_effect_.has(Namespace::kMount)) {  // (a)
       SP_RETURN_IF_ERROR(plan_view(req.executable_fd >= 0 ? std::string() : req.executable));
     }
 
-    // Everything the child reads is built here: after clone3 it may not allocate.
+    // (b) Everything the child reads is built here: after clone3 it may not allocate.
     std::vector<std::string> program = {req.executable};
     program.insert(program.end(), req.args.begin(), req.args.end());
     const ExecVector argv(std::move(program));
@@ -213,16 +217,16 @@ class NamespaceSpawner final : public Clone3Spawner {
       stack.emplace();
       if (!stack->ok()) return Status::from_errno(errno, "mmap(worker spawn stack)");
     }
-    Result<ChildProcess> child = clone_child(setup, stack, req.into_cgroup_fd);
+    Result<ChildProcess> child = clone_child(setup, stack, req.into_cgroup_fd);  // (c)
     if (!child) return child.status();  // ChildProcess kills and reaps it if we return an error
     const pid_t pid = child->pid();
     pipes.sync_read.reset();
     pipes.error_write.reset();
 
-    if (user_ns) SP_RETURN_IF_ERROR(map_ids(pid, maps, pipes.sync_write));
+    if (user_ns) SP_RETURN_IF_ERROR(map_ids(pid, maps, pipes.sync_write));  // (d)
     pipes.sync_write.reset();
-    SP_RETURN_IF_ERROR(await_exec(req, setup, pipes.error_read));
-    log_steps(pid, maps, share_memory, into_cgroup);
+    SP_RETURN_IF_ERROR(await_exec(req, setup, pipes.error_read));  // (e)
+    log_steps(pid, maps, share_memory, into_cgroup);               // (f)
     return child;
   }
 
