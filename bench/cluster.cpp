@@ -18,7 +18,8 @@
 // - redis_us_submit / _read / _finish, redis_cpu_us_*: a profile of the same tasks submitted,
 //   read and ended apart, each phase one script's (redis_profile.hpp).
 // - w2_p50_us: one task at a time through one in-process node over Redis: the submit script,
-//   then BLPOP on the task's end list (P:end:ID) until its end is written; the p50 of 500.
+//   then TaskStream::await_end (the waiter registered, then BLPOP on the task's end list
+//   P:end:ID, pipelined) until its end is written; the p50 of 500.
 // - kill_lost / kill_reran / failover_ms: 3 poold processes from the build tree share the
 //   pool, with at least 100,000 tasks queued in Redis all along (kill_backlog_min: a thread
 //   tops the stream up, 1,000 tasks a round trip, whenever fewer wait unread, until every
@@ -215,7 +216,7 @@ double waited_p50_us(const BenchOptions& o, const RedisChild& redis) {
   constexpr int kRounds = 500;
   const std::string prefix = "w2:";
   redis::Endpoint at = redis.endpoint();
-  at.timeout = std::chrono::seconds(15);  // past BLPOP's own 10 s
+  at.timeout = std::chrono::seconds(15);  // past await_end's own 10 s
   auto c = redis::Connection::open(at);
   if (!c) return -1;
   const redis::TaskStream stream(prefix, "echo");
@@ -230,8 +231,8 @@ double waited_p50_us(const BenchOptions& o, const RedisChild& redis) {
     const std::int64_t t0 = monotonic_ns();
     auto id = stream.submit(*c, t, wall_clock_ms());
     if (!id) return -1;
-    auto end = c->command({"BLPOP", prefix + "end:" + std::to_string(*id), "10"});
-    if (!end || end->is_nil() || end->is_error()) return -1;
+    auto end = stream.await_end(*c, *id, std::chrono::seconds(10));
+    if (!end || !end->has_value()) return -1;
     us.push_back(static_cast<double>(monotonic_ns() - t0) / 1e3);
   }
   std::nth_element(us.begin(), us.begin() + kRounds / 2, us.end());

@@ -11,12 +11,13 @@
 // has them too. A batch whose answer did not come (a node killed, Redis away) is sent again
 // to the next node with the same request token: it must get the first try's tasks.
 // Then every accepted task is read back from Redis: lost (not ended when the streams are
-// empty), dup (a task whose end was written twice: two `ok` attempts in its history, or two
-// elements in its end list; a run on a killed node whose end was never written is a rerun,
+// empty), dup (a task whose end was written twice: two `ok` attempts in its history, or an
+// `ends` count above 1 in its hash; a run on a killed node whose end was never written is a rerun,
 // at least once by contract, not a dup), and the local soak's tally of how each ended.
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <mutex>
@@ -422,8 +423,9 @@ struct Checked {
   std::string first_dup;
 };
 
-// Reads every accepted task back: its end goes to the tally; its history and end list say
-// whether its end was written twice (dup) and whether it ran again after a node died.
+// Reads every accepted task back: its end goes to the tally; its history and its count of
+// ends (`ends` in its hash) say whether its end was written twice (dup) and whether it ran
+// again after a node died.
 bool check_all(const RedisChild& redis, const std::vector<std::uint64_t>& ids, soak::Tally& tally,
                Checked* out) {
   auto c = redis::Connection::open(redis.endpoint());
@@ -433,16 +435,15 @@ bool check_all(const RedisChild& redis, const std::vector<std::uint64_t>& ids, s
     for (std::size_t i = from; i < to; ++i) {
       if (ids[i] == 0 || ids[i] == Submitter::kRefused) continue;
       const std::string h = std::string(kPrefix) + "task:" + std::to_string(ids[i]);
-      (void)c->append({"HMGET", h, "state", "result", "reason", "error"});
+      (void)c->append({"HMGET", h, "state", "result", "reason", "error", "ends"});
       (void)c->append({"LRANGE", h + ":attempts", "0", "-1"});
-      (void)c->append({"LLEN", std::string(kPrefix) + "end:" + std::to_string(ids[i])});
     }
     for (std::size_t i = from; i < to; ++i) {
       if (ids[i] == 0 || ids[i] == Submitter::kRefused) continue;
       auto fields = c->read();
       auto attempts = c->read();
-      auto ends = c->read();
-      if (!fields || !attempts || !ends || fields->elements.size() != 4) return false;
+      if (!fields || !attempts || fields->elements.size() != 5) return false;
+      const std::uint64_t ends = std::strtoull(fields->elements[4].str.c_str(), nullptr, 10);
       std::uint64_t ok = 0, lost = 0;
       for (const redis::Reply& a : attempts->elements) {
         const auto j = nlohmann::json::parse(a.str, nullptr, false);
@@ -450,11 +451,11 @@ bool check_all(const RedisChild& redis, const std::vector<std::uint64_t>& ids, s
         ok += outcome == to_string(Outcome::kOk);
         lost += outcome == to_string(Outcome::kLost);
       }
-      if (ok > 1 || ends->integer > 1) {
+      if (ok > 1 || ends > 1) {
         if (out->dup++ == 0) {
           out->first_dup = "task " + std::to_string(ids[i]) + " (seq " + std::to_string(i) +
-                           "): " + std::to_string(ok) + " ok attempts, " +
-                           std::to_string(ends->integer) + " ends";
+                           "): " + std::to_string(ok) + " ok attempts, " + std::to_string(ends) +
+                           " ends";
         }
       }
       out->reran += lost > 0;

@@ -3,7 +3,9 @@
 // TaskStream::kGroup; the batched ones keep the fences of the per-task ones.
 #include <catch2/catch.hpp>
 
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <sandpool/redis/task_stream.hpp>
@@ -27,7 +29,7 @@ const std::vector<const redis::Script*>& every_script() {
       &lua::Refused::kScript,  &lua::Cancel::kScript,      &lua::Touch::kScript,
       &lua::Retry::kScript,    &lua::MoveDue::kScript,     &lua::Read::kScript,
       &lua::Take::kScript,     &lua::ClaimIdle::kScript,   &lua::TakeTokens::kScript,
-      &lua::Throttle::kScript, &lua::Letters::kScript};
+      &lua::Throttle::kScript, &lua::Letters::kScript,     &lua::AwaitEnd::kScript};
   return all;
 }
 
@@ -123,7 +125,7 @@ TEST_CASE(
   CHECK(w.stream.task(w.c, ids[1]).value().result == "b");
   CHECK(w.stream.task(w.c, ids[1]).value().node == "node-b");
   CHECK(w.state_of(ids[0]) == "running");
-  CHECK(w.integer({"LLEN", "sp:end:" + std::to_string(ids[1])}) == 1);
+  CHECK(w.stream.task(w.c, ids[1]).value().ends == 1);
   CHECK(w.integer({"LLEN", "sp:task:" + std::to_string(ids[1]) + ":attempts"}) == 1);
   // node-b's batch of the other two ends them once, in one call.
   const auto b_rest =
@@ -133,7 +135,7 @@ TEST_CASE(
   CHECK(b_rest == std::vector<Fenced>(2, Fenced::kDone));
   for (const std::uint64_t id : ids) {
     CHECK(w.state_of(id) == "completed");
-    CHECK(w.integer({"LLEN", "sp:end:" + std::to_string(id)}) == 1);
+    CHECK(w.stream.task(w.c, id).value().ends == 1);
   }
   CHECK(w.integer({"XLEN", w.stream.stream_key()}) == 0);
   CHECK(w.integer({"ZCARD", "sp:echo:done"}) == 3);
@@ -151,7 +153,7 @@ TEST_CASE("an entry twice in one batch of ends is ended once") {
                            .value();
   CHECK(answers == std::vector<Fenced>{Fenced::kDone, Fenced::kDone, Fenced::kNotYours});
   CHECK(w.stream.task(w.c, ids[0]).value().result == "first");
-  CHECK(w.integer({"LLEN", "sp:end:" + std::to_string(ids[0])}) == 1);
+  CHECK(w.stream.task(w.c, ids[0]).value().ends == 1);
   CHECK(w.integer({"LLEN", "sp:task:" + std::to_string(ids[0]) + ":attempts"}) == 1);
 }
 
@@ -233,4 +235,139 @@ TEST_CASE(
   }
   CHECK_FALSE(got[2].malformed.empty());
   CHECK(w.state_of(std::stoull(forged)) == "completed");
+}
+
+TEST_CASE(
+    "an end is told to the waiters registered before it, at once to those after it, and to "
+    "no list when no one waits") {
+  Cluster w;
+  const std::vector<std::uint64_t> ids = w.submit(3);
+  auto held = w.stream.read(w.c, "node-a", 3, std::chrono::milliseconds(0)).value();
+  REQUIRE(held.size() == 3);
+  const std::chrono::milliseconds brief(50);
+  // Task 0 is awaited while it runs: nothing yet; its end then wakes the waiter.
+  CHECK(w.stream.await_end(w.c, ids[0], brief).value() == std::nullopt);
+  REQUIRE(w.stream.end_all(w.c, "node-a", {completed(held[0], "r", 5), completed(held[1], "r", 5)})
+              .value() == std::vector<Fenced>(2, Fenced::kDone));
+  CHECK(w.integer({"LLEN", "sp:end:" + std::to_string(ids[0])}) == 1);
+  CHECK(w.stream.await_end(w.c, ids[0], brief).value() == std::optional<std::string>("completed"));
+  // Task 1 ended unawaited: no list was written for it; a waiter after the end is told at once.
+  CHECK(w.integer({"EXISTS", "sp:end:" + std::to_string(ids[1])}) == 0);
+  CHECK(w.stream.await_end(w.c, ids[1], std::chrono::milliseconds(5000)).value() ==
+        std::optional<std::string>("completed"));
+  // Each counted once in its hash; an unknown task is not awaited (and gets no hash).
+  CHECK(w.stream.task(w.c, ids[0]).value().ends == 1);
+  CHECK(w.stream.task(w.c, ids[1]).value().ends == 1);
+  CHECK(w.stream.task(w.c, ids[2]).value().ends == 0);
+  CHECK(w.stream.await_end(w.c, ids[2] + 100, brief).status().code() == Code::kNotFound);
+  CHECK(w.integer({"EXISTS", "sp:task:" + std::to_string(ids[2] + 100)}) == 0);
+}
+
+TEST_CASE("a waiter blocked on a task is woken by its end on another connection") {
+  Cluster w;
+  const std::vector<std::uint64_t> ids = w.submit(1);
+  auto held = w.stream.read(w.c, "node-a", 1, std::chrono::milliseconds(0)).value();
+  REQUIRE(held.size() == 1);
+  auto waiter = redis::Connection::open(w.server.endpoint()).value();
+  std::optional<std::string> told;
+  bool answered = false;
+  std::jthread t([&] {
+    auto r = w.stream.await_end(waiter, ids[0], std::chrono::milliseconds(1900));
+    answered = r.is_ok();
+    if (r) told = *r;
+  });
+  // Ends once the waiter's registration is in the hash (it goes out with its BLPOP).
+  for (int i = 0;
+       i < 2000 && w.integer({"HEXISTS", "sp:task:" + std::to_string(ids[0]), "await"}) == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  REQUIRE(w.stream.end_all(w.c, "node-a", {completed(held[0], "r", 5)}).value() ==
+          std::vector<Fenced>{Fenced::kDone});
+  t.join();
+  CHECK(answered);
+  CHECK(told == std::optional<std::string>("completed"));
+}
+
+TEST_CASE("a cancel ends a waited task once, and tells its waiter") {
+  Cluster w;
+  const std::vector<std::uint64_t> ids = w.submit(2);
+  CHECK(w.stream.await_end(w.c, ids[0], std::chrono::milliseconds(10)).value() == std::nullopt);
+  REQUIRE(w.stream.cancel(w.c, ids[0], 7).value().state == "cancelled");
+  REQUIRE(w.stream.cancel(w.c, ids[1], 7).value().state == "cancelled");
+  CHECK(w.stream.task(w.c, ids[0]).value().ends == 1);
+  CHECK(w.stream.task(w.c, ids[1]).value().ends == 1);
+  CHECK(w.integer({"LLEN", "sp:end:" + std::to_string(ids[0])}) == 1);
+  CHECK(w.integer({"EXISTS", "sp:end:" + std::to_string(ids[1])}) == 0);
+  CHECK(w.stream.cancel(w.c, ids[0], 8).value().asked == false);  // ended: nothing more
+  CHECK(w.stream.task(w.c, ids[0]).value().ends == 1);
+}
+
+TEST_CASE(
+    "a batch of ends past the finished bound evicts the oldest with their idempotency keys and "
+    "bytes") {
+  Cluster w(2);
+  std::vector<std::uint64_t> ids;
+  for (int i = 0; i < 5; ++i) {
+    redis::StreamTask t;
+    t.type = "echo";
+    t.payload = "x";
+    t.options.idempotency_key = "k" + std::to_string(i);
+    ids.push_back(w.stream.submit(w.c, t, 1000).value());
+  }
+  auto held = w.stream.read(w.c, "node-a", 5, std::chrono::milliseconds(0)).value();
+  REQUIRE(held.size() == 5);
+  std::vector<redis::TaskStream::EndWrite> ends;
+  for (std::size_t i = 0; i < 5; ++i) {
+    ends.push_back(completed(held[i], std::string(i + 1, 'r'), static_cast<std::int64_t>(10 + i)));
+  }
+  REQUIRE(w.stream.end_all(w.c, "node-a", ends).value() == std::vector<Fenced>(5, Fenced::kDone));
+  for (std::size_t i = 0; i < 5; ++i) {
+    INFO("task " << i);
+    const std::string h = "sp:task:" + std::to_string(ids[i]);
+    const bool kept = i >= 3;
+    CHECK(w.integer({"EXISTS", h}) == (kept ? 1 : 0));
+    CHECK(w.integer({"EXISTS", h + ":attempts"}) == (kept ? 1 : 0));
+    CHECK(w.integer({"EXISTS", "sp:idem:k" + std::to_string(i)}) == (kept ? 1 : 0));
+  }
+  // The bytes of the two kept results, 4 and 5.
+  CHECK(w.c.command({"GET", "sp:echo:done:bytes"})->str == "9");
+}
+
+TEST_CASE(
+    "a batch of ends deletes its entries below and above the oldest one still pending, and no "
+    "other") {
+  Cluster w;
+  w.submit(6);
+  auto held = w.stream.read(w.c, "node-a", 5, std::chrono::milliseconds(0)).value();
+  REQUIRE(held.size() == 5);
+  const auto ids_in_stream = [&] {
+    std::vector<std::string> out;
+    auto r = w.c.command({"XRANGE", w.stream.stream_key(), "-", "+"});
+    REQUIRE(r.is_ok());
+    for (const redis::Reply& e : r->elements) out.push_back(e.elements[0].str);
+    return out;
+  };
+  // Entry 2 stays pending (the oldest one after this batch): 0 and 1 lie below it, 3 above;
+  // 4 stays pending too, and the sixth was never read.
+  auto ended = w.stream
+                   .end_all(w.c, "node-a",
+                            {completed(held[0], "r", 5), completed(held[3], "r", 5),
+                             completed(held[1], "r", 5)})
+                   .value();
+  CHECK(ended == std::vector<Fenced>(3, Fenced::kDone));
+  auto left = ids_in_stream();
+  REQUIRE(left.size() == 3);
+  CHECK(left[0] == held[2].entry_id);
+  CHECK(left[1] == held[4].entry_id);
+  // The unread one is still read, and the held ones still end.
+  auto sixth = w.stream.read(w.c, "node-b", 5, std::chrono::milliseconds(0)).value();
+  REQUIRE(sixth.size() == 1);
+  CHECK(sixth[0].entry_id == left[2]);
+  ended = w.stream.end_all(w.c, "node-a", {completed(held[4], "r", 6), completed(held[2], "r", 6)})
+              .value();
+  CHECK(ended == std::vector<Fenced>(2, Fenced::kDone));
+  CHECK(ids_in_stream() == std::vector<std::string>{sixth[0].entry_id});
+  CHECK(w.stream.end_all(w.c, "node-b", {completed(sixth[0], "r", 7)}).value() ==
+        std::vector<Fenced>{Fenced::kDone});
+  CHECK(ids_in_stream().empty());
 }

@@ -77,7 +77,7 @@ TEST_CASE("a task is submitted, read by one node, and finished once") {
   CHECK(end_one(w.stream, w.c, got[0], "node-a", "failed", "", "again", "", 3000).value() ==
         Fenced::kNotYours);  // exactly one end
   CHECK(w.stream.task(w.c, id)->state == "completed");
-  CHECK(w.c.command({"LPOP", "sp:end:" + std::to_string(id)})->str == "completed");
+  CHECK(w.stream.task(w.c, id)->ends == 1);
 }
 
 // The beat records the `lost` attempts of all it claimed in one round trip (one each held the

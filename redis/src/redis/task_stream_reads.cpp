@@ -76,6 +76,8 @@ Result<StoredTask> TaskStream::task(Connection& c, std::uint64_t id) const {
       (void)parse_number(v, &t.not_before_ms);
     else if (k == "tenant")
       t.tenant = v;
+    else if (k == "ends")
+      (void)parse_number(v, &t.ends);
   }
   auto history = c.command({"LRANGE", h + ":attempts", "0", "-1"});
   if (!history) return history.status();

@@ -56,6 +56,7 @@ const Script ClaimSlot::kScript = script("claim_slot", text::claim_slot);
 const Script Attempt::kScript = script("attempt", text::attempt);
 const Script FinishBatch::kScript = script("finish_batch", text::finish_batch);
 const Script TrimFinished::kScript = script("trim_finished", text::trim_finished);
+const Script AwaitEnd::kScript = script("await_end", text::await_end);
 const Script Beat::kScript = script("beat", text::beat);
 const Script Discard::kScript = script("discard", text::discard);
 const Script Release::kScript = script("release", text::release);
@@ -157,6 +158,8 @@ Connection::Call TrimFinished::call() const {
       .arg(max_evicted)
       .done();
 }
+
+Connection::Call AwaitEnd::call() const { return Layout().arg(prefix).arg(task_id).done(); }
 
 Connection::Call Beat::call() const {
   return Layout().key(node_key).arg(identity).arg(ttl_ms).done();

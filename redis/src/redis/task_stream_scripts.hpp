@@ -95,6 +95,14 @@ struct TrimFinished {
   Connection::Call call() const;
 };
 
+// await_end.lua: a waiter registered on a task's end (pushed at once when it has ended).
+struct AwaitEnd {
+  static const Script kScript;
+  std::string_view prefix{};
+  std::uint64_t task_id = 0;
+  Connection::Call call() const;
+};
+
 // beat.lua: a node's heartbeat key.
 struct Beat {
   static const Script kScript;

@@ -69,6 +69,9 @@ struct StoredTask {
   std::int64_t submitted_ms = 0, finished_ms = 0;
   std::int64_t not_before_ms = 0;  // scheduled: not queued before (wall ms); 0: none
   std::string tenant;
+  // How many ends were written (`ends`): 1 once it ended, one more per run after a replay
+  // of its dead letter; more than that means an end was written twice.
+  std::uint32_t ends = 0;
 };
 
 // The answer of a fenced change: done, or refused because the entry is not pending for this
@@ -249,6 +252,14 @@ class TaskStream {
                                                  const std::string& name,
                                                  const std::string& identity,
                                                  std::chrono::milliseconds ttl);
+  // Waits up to `block` (above 0, below the connection's reply timeout) for task `id` to
+  // end; returns its final state, or nullopt when it had not ended by then. The wait is
+  // registered in the task's hash (`await`), so that the script that writes its end tells it
+  // (the `end:` list P:end:ID, which only awaited tasks get), and the registration and a
+  // BLPOP on that list go out together: one round trip. A task that ended already answers at
+  // once. kNotFound: Redis does not know the task.
+  Result<std::optional<std::string>> await_end(Connection& c, std::uint64_t id,
+                                               std::chrono::milliseconds block) const;
   // The task's hash, or kNotFound.
   Result<StoredTask> task(Connection& c, std::uint64_t id) const;
   // The task's state as its hash says it; nullopt when Redis does not know the task. One

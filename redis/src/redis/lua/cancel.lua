@@ -28,5 +28,5 @@ redis.call('HSET', h, 'state', 'cancelled', 'error', 'cancelled before it ran', 
            'finished_ms', now)
 redis.call('HDEL', h, 'deferred')
 redis.call('ZADD', done, now, id)
-tell_end(prefix, id, 'cancelled')
+tell_end(prefix, h, id, 'cancelled')
 return {1, 'cancelled'}

@@ -1,15 +1,48 @@
 -- finish_batch (lua::FinishBatch): ends a batch of the tasks this node holds (state
 -- completed, dead_lettered, ...), each fenced on its own and its attempts recorded first; then
--- their entries acknowledged and deleted with one XACK and one XDEL per band, one ZADD into
--- the finished set, and the finished tasks past keep_finished evicted once for the batch; each
--- task's `end:` list told. Answers, per end in order, 1, or 0 when its entry is no longer
--- pending for the consumer (or came twice in the batch).
+-- their entries acknowledged and deleted with one XACK and one XTRIM (and an XDEL of those
+-- above the oldest pending entry) per band, one ZADD into the finished set, and the finished
+-- tasks past keep_finished evicted once for the batch. Each end is counted in its hash
+-- (`ends`) and told to its waiters, when one registered (lib.lua's tell_end). Answers, per end
+-- in order, 1, or 0 when its entry is no longer pending for the consumer (or came twice in
+-- the batch).
 local done, letters = KEYS[1], KEYS[2]
 local streams = {KEYS[3], KEYS[4], KEYS[5]}  -- q:1, q:0, q:-1
 local consumer, prefix, keep_finished, keep_letters = unpack(ARGV, 1, 4)
 local first_end, end_head = 5, 9  -- per end: its 9 fields below, then its attempts (encoded)
 
-local out, acked, scores, seen, bytes = {}, {{}, {}, {}}, {}, {}, 0
+-- A dead letter: the entry's fields, then why and when it died.
+local function add_letter(stream, entry, reason, err, now, attempts)
+  local e = redis.call('XRANGE', stream, entry, entry)
+  local letter = {'MAXLEN', '~', keep_letters, '*'}
+  if e[1] then for _, v in ipairs(e[1][2]) do letter[#letter + 1] = v end end
+  for _, v in ipairs({'reason', reason, 'error', err, 'dead_lettered_ms', now, 'attempts',
+                      attempts}) do
+    letter[#letter + 1] = v
+  end
+  redis.call('XADD', letters, unpack(letter))
+end
+
+-- The finished tasks past keep_finished, oldest first: their hashes, attempts and
+-- idempotency keys deleted, their bytes taken off, in one DECRBY and one DEL.
+local function evict_over()
+  local over = redis.call('ZCARD', done) - tonumber(keep_finished)
+  if over <= 0 then return end
+  local popped = redis.call('ZPOPMIN', done, over)
+  local gone, bytes = {}, 0
+  for j = 1, #popped, 2 do
+    local old = prefix .. 'task:' .. popped[j]
+    local f = redis.call('HMGET', old, 'idem_key', 'bytes')
+    if f[1] then gone[#gone + 1] = f[1] end
+    bytes = bytes + (tonumber(f[2] or '0') or 0)
+    gone[#gone + 1] = old
+    gone[#gone + 1] = old .. ':attempts'
+  end
+  redis.call('DECRBY', done .. ':bytes', bytes)
+  redis.call('DEL', unpack(gone))
+end
+
+local out, acked, scores, seen, bytes, memo = {}, {{}, {}, {}}, {}, {{}, {}, {}}, 0, {}
 local i = first_end
 while i <= #ARGV do
   local id, entry, band, state, result, err, reason, now, attempts = unpack(ARGV, i, i + 8)
@@ -17,31 +50,28 @@ while i <= #ARGV do
   i = first_attempt + n
   local s = 2 - tonumber(band)
   local stream = streams[s]
-  if seen[s .. entry] or not pending_for(stream, entry, consumer) then
+  if seen[s][entry] or not pending_for(stream, entry, consumer) then
     out[#out + 1] = 0
   else
-    seen[s .. entry] = true
+    seen[s][entry] = true
     local h = prefix .. 'task:' .. id
-    release_lease(h, id)
+    -- What the end changes: the lease to give back, the counts, whether someone waits.
+    local f = redis.call('HMGET', h, 'lease', 'attempts', 'ends', 'await')
+    if f[1] then
+      redis.call('SREM', f[1], id)
+      redis.call('HDEL', h, 'lease')
+    end
     if n > 0 then
       redis.call('RPUSH', h .. ':attempts', unpack(ARGV, first_attempt, first_attempt + n - 1))
-      redis.call('HINCRBY', h, 'attempts', n)
     end
-    if state == 'dead_lettered' then
-      local e = redis.call('XRANGE', stream, entry, entry)
-      local letter = {'MAXLEN', '~', keep_letters, '*'}
-      if e[1] then for _, v in ipairs(e[1][2]) do letter[#letter + 1] = v end end
-      for _, v in ipairs({'reason', reason, 'error', err, 'dead_lettered_ms', now,
-                          'attempts', redis.call('HGET', h, 'attempts') or '0'}) do
-        letter[#letter + 1] = v
-      end
-      redis.call('XADD', letters, unpack(letter))
-    end
+    local made = decimal(memo, (tonumber(f[2] or '0') or 0) + n)
+    if state == 'dead_lettered' then add_letter(stream, entry, reason, err, now, made) end
     local size = #result + #err
     bytes = bytes + size
     redis.call('HSET', h, 'state', state, 'result', result, 'error', err, 'reason', reason,
-               'finished_ms', now, 'node', consumer, 'bytes', size)
-    tell_end(prefix, id, state)
+               'finished_ms', now, 'node', consumer, 'bytes', decimal(memo, size), 'attempts',
+               made, 'ends', decimal(memo, (tonumber(f[3] or '0') or 0) + 1))
+    if f[4] then push_end(prefix, id, state) end
     local a = acked[s]
     a[#a + 1] = entry
     scores[#scores + 1] = now
@@ -49,24 +79,39 @@ while i <= #ARGV do
     out[#out + 1] = 1
   end
 end
+-- True iff stream entry id `a` is below `b` ("ms-seq" each); false when either is not one.
+local function below(a, b)
+  local am, as = string.match(a, '^(%d+)-(%d+)$')
+  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
+  if not am or not bm then return false end
+  am, bm = tonumber(am), tonumber(bm)
+  return am < bm or (am == bm and tonumber(as) < tonumber(bs))
+end
+
+-- The ended entries acknowledged, then deleted. Every entry below the oldest one still pending
+-- was read (a read takes entries in order, and an XADD's id is above every id read) and is no
+-- longer pending, and each script that acknowledges an entry deletes it: so one XTRIM MINID
+-- deletes just the ones this batch acknowledged below it, far cheaper than XDEL (which seeks
+-- each entry from the start of its stream node); the rest go by XDEL.
 for s = 1, 3 do
-  if #acked[s] > 0 then
-    redis.call('XACK', streams[s], GROUP, unpack(acked[s]))
-    redis.call('XDEL', streams[s], unpack(acked[s]))
+  local a = acked[s]
+  if #a > 0 then
+    redis.call('XACK', streams[s], GROUP, unpack(a))
+    local oldest = redis.call('XPENDING', streams[s], GROUP, '-', '+', 1)
+    if oldest[1] then
+      local floor = oldest[1][1]
+      redis.call('XTRIM', streams[s], 'MINID', floor)
+      local above = {}
+      for _, e in ipairs(a) do
+        if not below(e, floor) then above[#above + 1] = e end
+      end
+      a = above
+    end
+    if #a > 0 then redis.call('XDEL', streams[s], unpack(a)) end
   end
 end
 if #scores == 0 then return out end
 redis.call('INCRBY', done .. ':bytes', bytes)
 redis.call('ZADD', done, unpack(scores))
-local over = redis.call('ZCARD', done) - tonumber(keep_finished)
-if over > 0 then
-  local popped = redis.call('ZPOPMIN', done, over)
-  for j = 1, #popped, 2 do
-    local old = prefix .. 'task:' .. popped[j]
-    local idem = redis.call('HGET', old, 'idem_key')
-    if idem then redis.call('DEL', idem) end
-    redis.call('DECRBY', done .. ':bytes', tonumber(redis.call('HGET', old, 'bytes') or '0'))
-    redis.call('DEL', old, old .. ':attempts')
-  end
-end
+evict_over()
 return out

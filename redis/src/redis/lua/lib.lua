@@ -3,6 +3,18 @@
 -- consumer group). Each script then names its KEYS and ARGV in its first lines, in the order
 -- of its argument struct's fields (task_stream_scripts.hpp).
 
+-- `n`, a whole number, as a decimal string, remembered in `memo` (a table the caller keeps
+-- for one call): Lua writes a number with sprintf("%.14g"), which costs a microsecond, and
+-- the counts a script writes (attempts, ends, bytes) repeat.
+local function decimal(memo, n)
+  local s = memo[n]
+  if not s then
+    s = string.format('%d', n)
+    memo[n] = s
+  end
+  return s
+end
+
 -- True iff `entry` of `stream` is pending for `consumer`: the fence every script of a node
 -- opens with (another node that claimed the entry meanwhile may have ended it).
 local function pending_for(stream, entry, consumer)
@@ -19,11 +31,22 @@ local function release_lease(h, id)
   end
 end
 
--- Tells who waits on task `id` how it ended: its `end:` list, kept 10 minutes.
-local function tell_end(prefix, id, state)
+-- Wakes who waits on task `id` (await_end.lua): its `end:` list gets the end's state, kept 10
+-- minutes.
+local function push_end(prefix, id, state)
   local ended = prefix .. 'end:' .. id
   redis.call('RPUSH', ended, state)
   redis.call('PEXPIRE', ended, 600000)
+end
+
+-- An end of task `id` written in its hash `h`: counted there (`ends`, so that a second end of
+-- one run shows), and told to its waiters when one registered (`await`, await_end.lua). The
+-- script that writes an end and await_end.lua each run whole, so a waiter registers either
+-- before the end (told here) or after it (await_end.lua tells it at once). finish_batch.lua
+-- does the same from the fields it read already.
+local function tell_end(prefix, h, id, state)
+  redis.call('HINCRBY', h, 'ends', 1)
+  if redis.call('HEXISTS', h, 'await') == 1 then push_end(prefix, id, state) end
 end
 
 -- A task asked to cancel while a node ran it (cancel.lua's flag) ends `cancelled` where it
@@ -34,7 +57,7 @@ local function end_cancelled(prefix, h, id, now, done)
              'reason', 'user', 'finished_ms', now)
   redis.call('HDEL', h, 'deferred')
   redis.call('ZADD', done, now, id)
-  tell_end(prefix, id, 'cancelled')
+  tell_end(prefix, h, id, 'cancelled')
 end
 
 -- Writes task `id` (a decimal string) as add_task's `t` describes it, under an id taken
