@@ -4,7 +4,7 @@
 -- paused.
 local ids, stream, idem, later, claim = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local prefix, pool, now, task_type, not_before, band, slot_s, node, max_lead_s = unpack(ARGV, 1, 9)
-local fields = {unpack(ARGV, 10)}  -- the entry's field/value pairs
+local first_field = 10  -- then the entry's field/value pairs
 
 local slot = tonumber(slot_s)
 if slot > tonumber(redis.call('TIME')[1]) + tonumber(max_lead_s) then
@@ -23,8 +23,7 @@ if idem ~= '' then
     return {tonumber(first), 0, ''}
   end
 end
-local id = add_task({ids = ids, stream = stream, idem = idem, later = later, prefix = prefix,
-                     pool = pool, now = now, task_type = task_type, not_before = not_before,
-                     band = band, fields = fields})
+local id = add_task({ids = ids, later = later, prefix = prefix, pool = pool, now = now}, stream,
+                    idem, task_type, not_before, band, ARGV, first_field)
 redis.call('HSET', claim, 'slot', slot_s, 'task', id, 'node', node, 'claimed_ms', now)
 return {tonumber(id), 1, node}

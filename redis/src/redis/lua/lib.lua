@@ -60,46 +60,46 @@ local function end_cancelled(prefix, h, id, now, done)
   tell_end(prefix, h, id, 'cancelled')
 end
 
--- Writes task `id` (a decimal string) as add_task's `t` describes it, under an id taken
--- already (add_task's INCR, submit_batch.lua's INCRBY); returns `id`. A task due after now
--- waits in the later set, its entry's fields packed in its hash, as a deferred retry does.
-local function write_task(t, id)
-  local fields = {'id', id}
-  for _, v in ipairs(t.fields) do fields[#fields + 1] = v end
-  local h = t.prefix .. 'task:' .. id
+-- Writes task `id` (a decimal string) under an id taken already (add_task's INCR,
+-- submit_batch.lua's INCRBY). `s` holds what the tasks of a call share: ids, later, prefix,
+-- pool, now; `stream` is the task's band's, `idem` its idempotency key ('' when none),
+-- not_before '0' when none; its entry's field/value pairs are argv[from..to] (no copies: a
+-- batch passes its ARGV). A task due after now waits in the later set, its entry's fields
+-- packed in its hash, as a deferred retry does.
+local function write_task(s, stream, idem, task_type, not_before, band, id, argv, from, to)
+  local h = s.prefix .. 'task:' .. id
   -- The hash in one HSET: its tenant and idempotency key with the rest.
-  local hash = {'pool', t.pool, 'type', t.task_type, 'submitted_ms', t.now, 'attempts', 0,
-                'band', t.band}
-  for i = 3, #fields - 1, 2 do
-    if fields[i] == 'tenant' then
+  local hash = {'pool', s.pool, 'type', task_type, 'submitted_ms', s.now, 'attempts', '0',
+                'band', band}
+  for i = from, to - 1, 2 do
+    if argv[i] == 'tenant' then
       hash[#hash + 1] = 'tenant'
-      hash[#hash + 1] = fields[i + 1]
+      hash[#hash + 1] = argv[i + 1]
     end
   end
-  if t.idem ~= '' then
-    redis.call('SET', t.idem, id)
+  if idem ~= '' then
+    redis.call('SET', idem, id)
     hash[#hash + 1] = 'idem_key'
-    hash[#hash + 1] = t.idem
+    hash[#hash + 1] = idem
   end
-  if tonumber(t.not_before) > tonumber(t.now) then
-    redis.call('HSET', h, 'state', 'scheduled', 'not_before_ms', t.not_before, 'deferred',
-               cmsgpack.pack(fields), unpack(hash))
-    redis.call('ZADD', t.later, t.not_before, id)
+  if tonumber(not_before) > tonumber(s.now) then
+    redis.call('HSET', h, 'state', 'scheduled', 'not_before_ms', not_before, 'deferred',
+               cmsgpack.pack({'id', id, unpack(argv, from, to)}), unpack(hash))
+    redis.call('ZADD', s.later, not_before, id)
   else
-    local entry = redis.call('XADD', t.stream, '*', unpack(fields))
+    local entry = redis.call('XADD', stream, '*', 'id', id, unpack(argv, from, to))
     redis.call('HSET', h, 'state', 'queued', 'entry', entry, unpack(hash))
   end
-  return id
 end
 
 -- The body of a submit (submit.lua, claim_slot.lua), after its idempotency key was looked up
--- and found unused: takes an id and writes the task; returns its id (a string: Lua's numbers
--- are doubles, and `..` writes one this large as 4.5e+15). `t` holds the keys ids, stream,
--- idem ('' when none), later; prefix, pool, now, task_type, not_before ('0': none), band; and
--- `fields`, the entry's field/value pairs. The ids start at TaskStream::kFirstId (2^52)
--- unless set.
-local function add_task(t)
-  redis.call('SET', t.ids, '4503599627370495', 'NX')
-  redis.call('INCR', t.ids)
-  return write_task(t, redis.call('GET', t.ids))
+-- and found unused: takes an id and writes the task as write_task does, its entry's fields
+-- argv[from..#argv]; returns its id (a string: Lua's numbers are doubles, and `..` writes one
+-- this large as 4.5e+15). The ids start at TaskStream::kFirstId (2^52) unless set.
+local function add_task(s, stream, idem, task_type, not_before, band, argv, from)
+  redis.call('SET', s.ids, '4503599627370495', 'NX')
+  redis.call('INCR', s.ids)
+  local id = redis.call('GET', s.ids)
+  write_task(s, stream, idem, task_type, not_before, band, id, argv, from, #argv)
+  return id
 end

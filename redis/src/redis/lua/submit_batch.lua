@@ -8,22 +8,30 @@ local first_idem = 6                          -- then per task its idempotency k
 local prefix, pool, now = unpack(ARGV, 1, 3)
 local first_task, task_head = 4, 4  -- per task: type, not_before, band, #fields; its fields
 
--- The tasks as add_task's `t` (lib.lua); `first` when its key names a task already.
-local tasks, by_idem, fresh = {}, {}, 0
+-- `n` (a whole number below 2^53) in decimal, without Lua's number formatting (sprintf
+-- "%.14g", a microsecond each): the digits above the last three written once per thousand.
+local above, above_s = -1, ''
+local function decimal_id(n)
+  local a = math.floor(n / 1000)
+  if a ~= above then above, above_s = a, string.format('%d', a) end
+  local l = n - a * 1000
+  return above_s .. string.char(48 + math.floor(l / 100), 48 + math.floor(l / 10) % 10, 48 + l % 10)
+end
+
+-- Where each task's arguments start (at), and for a task whose key names one (named): the id
+-- in Redis (a string), or the index of the task of this batch that took the key first.
+local at, named, by_idem, fresh = {}, {}, {}, 0
 local i = first_task
 while i <= #ARGV do
-  local task_type, not_before, band, n = unpack(ARGV, i, i + task_head - 1)
-  local t = {ids = ids, stream = streams[2 - tonumber(band)], idem = KEYS[first_idem + #tasks],
-             later = later, prefix = prefix, pool = pool, now = now, task_type = task_type,
-             not_before = not_before, band = band,
-             fields = {unpack(ARGV, i + task_head, i + task_head + tonumber(n) - 1)}}
-  i = i + task_head + tonumber(n)
-  if t.idem ~= '' then
-    t.first = by_idem[t.idem] or redis.call('GET', t.idem)
-    if not t.first then by_idem[t.idem] = t end  -- later tasks with this key answer its id
+  local k = #at + 1
+  at[k] = i
+  local idem = KEYS[first_idem + k - 1]
+  if idem ~= '' then
+    named[k] = by_idem[idem] or redis.call('GET', idem)
+    if not named[k] then by_idem[idem] = k end  -- later tasks with this key answer its id
   end
-  if not t.first then fresh = fresh + 1 end
-  tasks[#tasks + 1] = t
+  if not named[k] then fresh = fresh + 1 end
+  i = i + task_head + tonumber(ARGV[i + task_head - 1])
 end
 
 local next_id = 0
@@ -31,19 +39,22 @@ if fresh > 0 then
   redis.call('SET', ids, '4503599627370495', 'NX')
   next_id = redis.call('INCRBY', ids, fresh) - fresh + 1  -- exact: below 2^53
 end
-local out = {}
-for k, t in ipairs(tasks) do
-  if t.first then
-    out[k] = {0, 0}  -- its first task's id, filled in below (it may be of this batch)
-  else
-    t.id = write_task(t, string.format('%.0f', next_id))
+local shared = {later = later, prefix = prefix, pool = pool, now = now}
+local out, made = {}, {}
+for k = 1, #at do
+  if not named[k] then
+    local a = at[k]
+    local task_type, not_before, band, n = unpack(ARGV, a, a + task_head - 1)
+    write_task(shared, streams[2 - tonumber(band)], KEYS[first_idem + k - 1], task_type,
+               not_before, band, decimal_id(next_id), ARGV, a + task_head,
+               a + task_head + tonumber(n) - 1)
+    made[k] = next_id
+    out[k] = {next_id, 1}
     next_id = next_id + 1
-    out[k] = {tonumber(t.id), 1}
   end
 end
-for k, t in ipairs(tasks) do
-  if t.first then
-    out[k][1] = tonumber(type(t.first) == 'table' and t.first.id or t.first)
-  end
+for k = 1, #at do
+  local first = named[k]
+  if first then out[k] = {type(first) == 'number' and made[first] or tonumber(first), 0} end
 end
 return out
