@@ -49,13 +49,18 @@ for i = 1, #streams do
       local id, task_type = task_id(e[2])
       if id then
         local h = prefix .. 'task:' .. id
-        local before = redis.call('HGET', h, 'attempts')
-        if before then
-          redis.call('HSET', h, 'state', 'running', 'node', consumer, 'entry', e[1], 'band', band)
-        else
+        -- HSET answers how many fields are new. Just `node` (1): the task was submitted, or
+        -- replayed, and no node has read it since (no script but a read or a take sets `node`,
+        -- and only a node's fenced scripts count attempts), so it made no attempt yet.
+        -- Otherwise its attempts are read: one read before (0), or no hash (4: a plain XADD's
+        -- task, whose hash is written here).
+        local added = redis.call('HSET', h, 'state', 'running', 'node', consumer, 'entry', e[1],
+                                 'band', band)
+        local before = '0'
+        if added ~= 1 then before = redis.call('HGET', h, 'attempts') end
+        if not before then
           redis.call('HSET', h, 'pool', pool, 'type', task_type, 'attempts', 0, 'submitted_ms',
-                     string.match(e[1], '^(%d+)') or '0', 'state', 'running', 'node', consumer,
-                     'entry', e[1], 'band', band)
+                     string.match(e[1], '^(%d+)') or '0')
         end
         attempts[k] = tonumber(before or '0')
       else
