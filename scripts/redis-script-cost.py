@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""Redis's cost per task of a Redis pool's scripts, phase by phase, independent of the load.
+
+Runs a redis-server of its own under valgrind's callgrind (a unix socket in a temp dir) and,
+for each directory of Lua scripts given (redis/src/redis/lua/ of a tree: lib.lua is prepended
+to each script, as task_stream_scripts.cpp does), submits TASKS echo tasks with submit_batch
+(512 a call), reads them with read (BATCH a call) and ends them with finish_batch (BATCH a
+call, one `ok` attempt each): the shape of sandpool-bench's cluster profile
+(bench/redis_profile.cpp). Prints, per phase, the server's instructions per task (callgrind's
+Ir between a zero and a dump: the event loop, the parsing, the scripts and their commands),
+and the commands the phase called per task. Instructions do not count cache misses, but they
+do not move with other processes' load either, so two trees compare on a busy machine.
+
+  scripts/redis-script-cost.py [--tasks 2000] [--batch 48] [--rounds 2] DIR [DIR...]
+
+e.g. the scripts of main against the worktree's:
+  mkdir /tmp/main-lua && git archive main redis/src/redis/lua | tar -x -C /tmp/main-lua
+  scripts/redis-script-cost.py /tmp/main-lua/redis/src/redis/lua redis/src/redis/lua
+Needs redis-server, valgrind (callgrind_control) on PATH.
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+GROUP = 'sandpool'
+ATTEMPT = json.dumps({"number": 1, "outcome": "ok", "error": "", "worker_pid": 4242,
+                      "started_ms": 1765000000000, "ended_ms": 1765000000001,
+                      "backtrace": ""})
+
+
+class Resp:
+    """A minimal RESP2 client: commands out, replies in (strings decoded as latin-1)."""
+
+    def __init__(self, path):
+        self.s = socket.socket(socket.AF_UNIX)
+        self.s.connect(path)
+        self.buf = b''
+
+    def send(self, args):
+        out = [b'*%d\r\n' % len(args)]
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out.append(b'$%d\r\n%s\r\n' % (len(a), a))
+        self.s.sendall(b''.join(out))
+
+    def _line(self):
+        while b'\r\n' not in self.buf:
+            self.buf += self.s.recv(1 << 20)
+        line, self.buf = self.buf.split(b'\r\n', 1)
+        return line
+
+    def _bytes(self, n):
+        while len(self.buf) < n + 2:
+            self.buf += self.s.recv(1 << 20)
+        data, self.buf = self.buf[:n], self.buf[n + 2:]
+        return data
+
+    def read(self):
+        line = self._line()
+        kind, rest = line[:1], line[1:]
+        if kind == b'+':
+            return rest.decode()
+        if kind == b'-':
+            raise RuntimeError(rest.decode())
+        if kind == b':':
+            return int(rest)
+        if kind == b'$':
+            n = int(rest)
+            return None if n < 0 else self._bytes(n).decode('latin-1')
+        n = int(rest)
+        return None if n < 0 else [self.read() for _ in range(n)]
+
+    def cmd(self, *args):
+        self.send(args)
+        return self.read()
+
+
+def script(lua_dir, name):
+    with open(os.path.join(lua_dir, 'lib.lua')) as lib, \
+            open(os.path.join(lua_dir, name + '.lua')) as own:
+        return "local GROUP = '%s'\n%s\n%s" % (GROUP, lib.read(), own.read())
+
+
+def command_stats(r):
+    out = {}
+    for line in r.cmd('INFO', 'commandstats').splitlines():
+        if line.startswith('cmdstat_'):
+            name, rest = line[8:].split(':', 1)
+            out[name] = int(dict(kv.split('=') for kv in rest.split(','))['calls'])
+    return out
+
+
+class Callgrind:
+    """Instructions of the server between zero() and dump()."""
+
+    def __init__(self, pid, out_dir):
+        self.pid, self.out_dir = str(pid), out_dir
+
+    def zero(self):
+        subprocess.run(['callgrind_control', '-z', self.pid], capture_output=True, check=True)
+
+    def dump(self):
+        pattern = os.path.join(self.out_dir, 'cg.%s.*' % self.pid)
+        before = set(glob.glob(pattern))
+        subprocess.run(['callgrind_control', '-d', self.pid], capture_output=True, check=True)
+        for _ in range(200):
+            new = set(glob.glob(pattern)) - before
+            if new:
+                break
+            time.sleep(0.05)
+        path = sorted(new)[-1]
+        for _ in range(100):
+            with open(path) as f:
+                for line in f:
+                    if line.startswith(('totals:', 'summary:')):
+                        return float(line.split()[1])
+            time.sleep(0.05)
+        raise RuntimeError('no totals in ' + path)
+
+
+def phases(r, meter, lua_dir, tasks, batch):
+    """{phase: (instructions per task, {command: calls per task})}."""
+    shas = {k: r.cmd('SCRIPT', 'LOAD', script(lua_dir, k))
+            for k in ('submit_batch', 'read', 'finish_batch')}
+    prefix = 'cost:'
+    streams = [prefix + 'echo:q:1', prefix + 'echo:q:0', prefix + 'echo:q:-1']
+    for s in streams:
+        r.cmd('XGROUP', 'CREATE', s, GROUP, '0', 'MKSTREAM')
+    r.cmd('SET', prefix + 'ids', '4503599627370495', 'NX')
+    out = {}
+
+    def measure(name, work):
+        before = command_stats(r)
+        meter.zero()
+        work()
+        ir = meter.dump()
+        after = command_stats(r)
+        calls = {k: (v - before.get(k, 0)) / tasks for k, v in after.items()
+                 if v - before.get(k, 0) > 0 and k not in ('info', 'script')}
+        out[name] = (ir / tasks, calls)
+
+    def submit():
+        for at in range(0, tasks, 512):
+            k = min(512, tasks - at)
+            keys = [prefix + 'ids', prefix + 'echo:later'] + streams + [''] * k
+            argv = [prefix, 'echo', 1]
+            for _ in range(k):
+                argv += ['echo', 0, 0, 4, 'type', 'echo', 'payload', 'p' * 16]
+            r.cmd('EVALSHA', shas['submit_batch'], len(keys), *keys, *argv)
+
+    held = []
+
+    def read():
+        while len(held) < tasks:
+            got = r.cmd('EVALSHA', shas['read'], 3, *streams, prefix, 'echo', 'profiler', batch)
+            if not got:
+                raise RuntimeError('read: nothing')
+            for index, entries, _ in got:
+                for entry_id, fields in entries:
+                    f = dict(zip(fields[::2], fields[1::2]))
+                    held.append((f['id'], entry_id, 2 - index, f['payload']))
+
+    def finish():
+        keys = [prefix + 'echo:done', prefix + 'echo:dlq'] + streams
+        for at in range(0, tasks, batch):
+            argv = ['profiler', prefix, 100000, 10000]
+            for task_id, entry_id, band, payload in held[at:at + batch]:
+                argv += [task_id, entry_id, band, 'completed', payload, '', '', 2, 1, ATTEMPT]
+            answers = r.cmd('EVALSHA', shas['finish_batch'], len(keys), *keys, *argv)
+            if any(a != 1 for a in answers):
+                raise RuntimeError('finish_batch refused an end')
+
+    measure('submit', submit)
+    measure('read', read)
+    measure('finish', finish)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('dirs', nargs='+')
+    ap.add_argument('--tasks', type=int, default=2000)
+    ap.add_argument('--batch', type=int, default=48)
+    ap.add_argument('--rounds', type=int, default=2)
+    o = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix='redis-script-cost.')
+    sock = os.path.join(tmp, 'redis.sock')
+    server = subprocess.Popen(
+        ['valgrind', '--tool=callgrind', '--callgrind-out-file=' + os.path.join(tmp, 'cg.%p'),
+         'redis-server', '--port', '0', '--unixsocket', sock, '--save', '', '--appendonly', 'no',
+         '--dir', tmp], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.1)
+        r = Resp(sock)
+        meter = Callgrind(server.pid, tmp)
+        for rnd in range(o.rounds):
+            for d in o.dirs:
+                r.cmd('FLUSHALL')
+                got = phases(r, meter, d, o.tasks, o.batch)
+                total = sum(ir for ir, _ in got.values())
+                print('round %d %s: total %.1f k instructions/task' % (rnd + 1, d, total / 1e3))
+                for name, (ir, calls) in got.items():
+                    print('  %-6s %6.1f k  %s' % (name, ir / 1e3, ' '.join(
+                        '%s=%.2f' % kv for kv in sorted(calls.items(), key=lambda kv: -kv[1]))))
+                sys.stdout.flush()
+    finally:
+        server.terminate()
+        server.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    main()
