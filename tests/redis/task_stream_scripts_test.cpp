@@ -371,3 +371,25 @@ TEST_CASE(
         std::vector<Fenced>{Fenced::kDone});
   CHECK(ids_in_stream().empty());
 }
+
+TEST_CASE("a read tells each task's attempts so far: none when new, the count after a retry") {
+  Cluster w;
+  const std::vector<std::uint64_t> ids = w.submit(2);
+  auto first = w.stream.read(w.c, "node-a", 2, std::chrono::milliseconds(0)).value();
+  REQUIRE(first.size() == 2);
+  CHECK(first[0].attempts == 0);
+  CHECK(first[1].attempts == 0);
+  // Two attempts of the first fail; it waits out a backoff, then another node reads it.
+  redis::TaskStream::Backoff b;
+  b.jitter = 0;
+  REQUIRE(w.stream.retry(w.c, first[0], "node-a", {"a1", "a2"}, 5, b, 1000).value() ==
+          redis::TaskStream::Retried::kDeferred);
+  REQUIRE(w.stream.move_due(w.c, 2000, 10).value() == 1);
+  auto again = w.stream.read(w.c, "node-b", 5, std::chrono::milliseconds(0)).value();
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].task_id == ids[0]);
+  CHECK(again[0].attempts == 2);
+  const auto t = w.stream.task(w.c, ids[0]).value();
+  CHECK(t.node == "node-b");
+  CHECK(t.state == "running");
+}
