@@ -2,14 +2,15 @@
 // their shapes.
 #include "retry/journal_open_tasks.hpp"
 
+#include <algorithm>
 #include <functional>
+#include <limits>
 #include <utility>
 
 namespace sandpool {
 namespace {
 
-constexpr std::size_t kMinSlots = 1024;     // the index's size at least (a power of two)
-constexpr std::size_t kSpareExtras = 1024;  // extras kept for reuse at most
+constexpr std::size_t kMinIndexSlots = 1024;  // the index's size at least (a power of two)
 
 std::size_t mix(std::size_t seed, std::size_t v) {
   return seed ^ (v + 0x9E3779B97F4A7C15ull + (seed << 6) + (seed >> 2));
@@ -39,7 +40,7 @@ std::size_t JournalOpenTasks::ShapeHash::operator()(const TaskShape& s) const {
   return mix(h, o.fail_fast ? 1 : 0);
 }
 
-JournalOpenTasks::JournalOpenTasks() { rehash(kMinSlots); }
+JournalOpenTasks::JournalOpenTasks() { rehash(kMinIndexSlots); }
 JournalOpenTasks::~JournalOpenTasks() = default;
 
 std::size_t JournalOpenTasks::probe(std::uint64_t id) const {
@@ -80,6 +81,8 @@ std::uint32_t JournalOpenTasks::take_position() {
   return used_++;
 }
 
+static_assert(sizeof(OpenTask) == 48, "an unfinished task's entry: see docs/journal.md");
+
 OpenTask& JournalOpenTasks::insert(std::uint64_t id) {
   if ((size_ + 1) * 4 > slots_.size() * 3) rehash(slots_.size() * 2);
   const std::uint32_t pos = take_position();
@@ -96,10 +99,9 @@ void JournalOpenTasks::erase(std::uint64_t id) {
   const std::uint32_t pos = slots_[i].pos1 - 1;
   OpenTask& t = at(pos);
   if (t.shape != 0) release(t.shape);
-  if (t.extra) {
-    t.extra->clear();
-    if (spare_extras_.size() < kSpareExtras) spare_extras_.push_back(std::move(t.extra));
-    t.extra.reset();
+  if (t.extra != 0) {
+    extras_[t.extra]->clear();
+    give_back_extra(t);
   }
   t = OpenTask{};
   free_.push_back(pos);
@@ -117,52 +119,72 @@ void JournalOpenTasks::erase(std::uint64_t id) {
   slots_[i] = Slot{};
   if (size_ == 0) {  // a drained table gives its memory back
     chunks_.clear();
-    free_.clear();
-    free_.shrink_to_fit();
+    free_ = {};
     used_ = 0;
-    if (slots_.size() > kMinSlots) rehash(kMinSlots);
-  } else if (slots_.size() > kMinSlots && size_ * 8 < slots_.size()) {
+    extras_.clear();
+    free_extras_ = {};
+    if (slots_.size() > kMinIndexSlots) rehash(kMinIndexSlots);
+  } else if (slots_.size() > kMinIndexSlots && size_ * 8 < slots_.size()) {
     rehash(slots_.size() / 2);
   }
 }
 
 void JournalOpenTasks::add_record(OpenTask& t, LiveRecord r) {
-  if (t.inline_records < 2) {
-    t.seq[t.inline_records] = r.seq;
-    t.bytes[t.inline_records] = r.bytes;
-    ++t.inline_records;
-    return;
+  if (t.inline_records == 0) {
+    t.seq = r.seq;
+    t.bytes[0] = r.bytes;
+    t.inline_records = 1;
+  } else if (t.inline_records == 1 && r.seq >= t.seq &&
+             r.seq - t.seq <= std::numeric_limits<std::uint32_t>::max()) {
+    t.seq2_after = static_cast<std::uint32_t>(r.seq - t.seq);
+    t.bytes[1] = r.bytes;
+    t.inline_records = 2;
+  } else {
+    extra(t).more_records.push_back(r);
   }
-  extra(t).more_records.push_back(r);
+}
+
+LiveRecord JournalOpenTasks::record(const OpenTask& t, std::size_t i) const {
+  if (i == 0) return {t.seq, t.bytes[0]};
+  if (i == 1 && t.inline_records == 2) return {t.seq + t.seq2_after, t.bytes[1]};
+  return extra_of(t)->more_records[i - t.inline_records];
 }
 
 void JournalOpenTasks::clear_records(OpenTask& t) {
   t.inline_records = 0;
-  t.seq[0] = t.seq[1] = 0;
+  t.seq = 0;
+  t.seq2_after = 0;
   t.bytes[0] = t.bytes[1] = 0;
-  if (t.extra) {
-    t.extra->more_records.clear();
+  if (t.extra != 0) {
+    extras_[t.extra]->more_records.clear();
     trim_extra(t);
   }
 }
 
 OpenExtra& JournalOpenTasks::extra(OpenTask& t) {
-  if (t.extra) return *t.extra;
-  if (spare_extras_.empty()) {
-    t.extra = std::make_unique<OpenExtra>();
+  if (t.extra != 0) return *extras_[t.extra];
+  if (free_extras_.empty()) {
+    t.extra = static_cast<std::uint32_t>(std::max<std::size_t>(extras_.size(), 1));
+    extras_.resize(t.extra + 1);
   } else {
-    t.extra = std::move(spare_extras_.back());
-    spare_extras_.pop_back();
+    t.extra = free_extras_.back();
+    free_extras_.pop_back();
   }
-  return *t.extra;
+  std::unique_ptr<OpenExtra>& x = extras_[t.extra];
+  if (!x) x = std::make_unique<OpenExtra>();
+  return *x;
+}
+
+void JournalOpenTasks::give_back_extra(OpenTask& t) {
+  // The first kSpareExtras numbers given back keep their object (cleared) for reuse.
+  if (free_extras_.size() >= kSpareExtras) extras_[t.extra].reset();
+  free_extras_.push_back(t.extra);
+  t.extra = 0;
 }
 
 void JournalOpenTasks::trim_extra(OpenTask& t) {
-  if (!t.extra || !t.extra->empty()) return;
-  if (spare_extras_.size() < kSpareExtras) {
-    spare_extras_.push_back(std::move(t.extra));
-  }
-  t.extra.reset();
+  if (t.extra == 0 || !extras_[t.extra]->empty()) return;
+  give_back_extra(t);
 }
 
 std::uint32_t JournalOpenTasks::intern(const std::string& pool, const std::string& type,

@@ -5,8 +5,8 @@
 // journaled start, a retry due time, attempts, more than two live records) has it in an
 // OpenExtra beside. Its payload and the rest of its whole-task record stay in the log, and
 // are read back from the round of that record when needed (compaction's carry, recovery,
-// lookups). About 56 bytes per task and 8 bytes of index per slot, where a whole JournalTask
-// in a node of an unordered_map cost about 600.
+// lookups). 48 bytes per task and 8 bytes of index per slot, where a whole JournalTask in a
+// node of an unordered_map cost about 600.
 //
 // The tasks live in chunks of fixed size (no copy when the table grows, and no capacity
 // counted that was never touched), found through an open-addressing index of 8-byte slots
@@ -68,23 +68,18 @@ struct TaskShape {
   bool operator==(const TaskShape&) const = default;
 };
 
+// 48 bytes: the index's slot and this are what an unfinished task costs the journal when it
+// has no extra.
 struct OpenTask {
   std::uint64_t id = 0;
   std::int64_t submitted_ms = 0;
-  std::uint64_t seq[2] = {0, 0};  // the first two live records; seq[0]: the whole-task record's
+  std::uint64_t seq = 0;         // the first live record's round: its whole-task record's
+  std::uint32_t seq2_after = 0;  // the second's, as the distance from the first
   std::uint32_t bytes[2] = {0, 0};
   std::uint32_t shape = 0;  // JournalOpenTasks::shape()
+  std::uint32_t extra = 0;  // JournalOpenTasks::extra_of(); 0: none
   TaskState state = TaskState::kQueued;
   std::uint8_t inline_records = 0;  // 0..2
-  std::unique_ptr<OpenExtra> extra;
-
-  std::size_t record_count() const {
-    return inline_records + (extra ? extra->more_records.size() : 0);
-  }
-  LiveRecord record(std::size_t i) const {
-    if (i < 2) return {seq[i], bytes[i]};
-    return extra->more_records[i - 2];
-  }
 };
 
 class JournalOpenTasks {
@@ -108,10 +103,19 @@ class JournalOpenTasks {
     }
   }
 
-  // Records.
+  // Records: the task's live ones, the first being its whole-task record.
   void add_record(OpenTask& t, LiveRecord r);
   void clear_records(OpenTask& t);
+  std::size_t record_count(const OpenTask& t) const {
+    const OpenExtra* x = extra_of(t);
+    return t.inline_records + (x != nullptr ? x->more_records.size() : 0);
+  }
+  LiveRecord record(const OpenTask& t, std::size_t i) const;
 
+  // The task's extra, or null.
+  const OpenExtra* extra_of(const OpenTask& t) const {
+    return t.extra == 0 ? nullptr : extras_[t.extra].get();
+  }
   // The task's extra, made when it has none (from a spare when there is one); and given
   // back once it holds nothing.
   OpenExtra& extra(OpenTask& t);
@@ -137,7 +141,8 @@ class JournalOpenTasks {
     const TaskShape* shape = nullptr;  // the key in shape_ids_
     std::uint64_t users = 0;
   };
-  static constexpr std::size_t kChunk = 4096;  // tasks per chunk
+  static constexpr std::size_t kChunk = 4096;        // tasks per chunk
+  static constexpr std::size_t kSpareExtras = 1024;  // extras kept for reuse at most
 
   OpenTask& at(std::uint32_t pos) { return chunks_[pos / kChunk][pos % kChunk]; }
   const OpenTask& at(std::uint32_t pos) const { return chunks_[pos / kChunk][pos % kChunk]; }
@@ -148,6 +153,7 @@ class JournalOpenTasks {
   std::size_t probe(std::uint64_t id) const;
   void rehash(std::size_t slots);
   std::uint32_t take_position();
+  void give_back_extra(OpenTask& t);
 
   std::vector<Slot> slots_;
   unsigned shift_ = 64;
@@ -155,7 +161,10 @@ class JournalOpenTasks {
   std::vector<std::unique_ptr<OpenTask[]>> chunks_;
   std::uint32_t used_ = 0;           // positions handed out so far
   std::vector<std::uint32_t> free_;  // positions given back
-  std::vector<std::unique_ptr<OpenExtra>> spare_extras_;
+  // The extras by number (0 unused), and the numbers given back (the first kSpareExtras of
+  // them keep their object, cleared, for reuse).
+  std::vector<std::unique_ptr<OpenExtra>> extras_;
+  std::vector<std::uint32_t> free_extras_;
   std::unordered_map<TaskShape, std::uint32_t, ShapeHash> shape_ids_;
   std::vector<ShapeRef> shapes_;
   std::vector<std::uint32_t> free_shapes_;

@@ -53,7 +53,7 @@ void JournalState::uncount_record(LiveRecord rec) {
 }
 
 void JournalState::drop_records(OpenTask& t) {
-  for (std::size_t i = 0; i < t.record_count(); ++i) uncount_record(t.record(i));
+  for (std::size_t i = 0; i < open_.record_count(t); ++i) uncount_record(open_.record(t, i));
   open_.clear_records(t);
 }
 
@@ -67,7 +67,7 @@ void JournalState::erase_open(std::uint64_t id) {
   OpenTask* e = open_.find(id);
   if (e == nullptr) return;
   drop_records(*e);
-  if (e->extra) unindex_key(e->extra->idempotency_key, id);
+  if (const OpenExtra* x = open_.extra_of(*e)) unindex_key(x->idempotency_key, id);
   open_.erase(id);
 }
 
@@ -97,7 +97,7 @@ void JournalState::fill_open(OpenTask& e, const JournalTask& t) {
   e.state = t.task.state;
   const bool own = !t.options.idempotency_key.empty() || t.options.not_before || t.running ||
                    t.retry_due_ms != 0 || !t.task.history.empty();
-  if (!own && !e.extra) return;
+  if (!own && e.extra == 0) return;
   OpenExtra& x = open_.extra(e);
   x.idempotency_key = t.options.idempotency_key;
   x.not_before = t.options.not_before;
@@ -146,8 +146,9 @@ void JournalState::apply_task(std::uint64_t seq, JournalTask&& t, std::size_t by
     open = nullptr;
   }
   // The key: the task's previous one is forgotten, its new one points at the newest task.
-  if (open != nullptr && open->extra && open->extra->idempotency_key != t.options.idempotency_key) {
-    unindex_key(open->extra->idempotency_key, id);
+  if (const OpenExtra* x = open != nullptr ? open_.extra_of(*open) : nullptr;
+      x != nullptr && x->idempotency_key != t.options.idempotency_key) {
+    unindex_key(x->idempotency_key, id);
   }
   if (!t.options.idempotency_key.empty()) {
     auto [k, first] = by_key_.try_emplace(t.options.idempotency_key, id);
@@ -206,7 +207,7 @@ void JournalState::apply_requeue(std::uint64_t seq, std::uint64_t id, std::size_
   OpenTask* e = open_.find(id);
   if (e == nullptr || e->state != TaskState::kRunning) return;
   e->state = TaskState::kQueued;
-  if (e->extra) e->extra->running.reset();
+  if (e->extra != 0) open_.extra(*e).running.reset();
   open_.add_record(*e, {seq, static_cast<std::uint32_t>(bytes)});
   count_record(seq, bytes);
   open_.trim_extra(*e);
@@ -260,8 +261,9 @@ std::optional<OpenMeta> JournalState::open_meta(std::uint64_t id) const {
   m.pool = &s.pool;
   m.type = &s.type;
   m.options = &s.options;
-  m.idempotency_key = e->extra ? &e->extra->idempotency_key : &no_key();
-  if (e->extra) m.not_before = e->extra->not_before;
+  const OpenExtra* x = open_.extra_of(*e);
+  m.idempotency_key = x != nullptr ? &x->idempotency_key : &no_key();
+  if (x != nullptr) m.not_before = x->not_before;
   m.submitted_ms = e->submitted_ms;
   return m;
 }
@@ -269,10 +271,10 @@ std::optional<OpenMeta> JournalState::open_meta(std::uint64_t id) const {
 OpenSteps JournalState::steps_of(const OpenTask& e) const {
   OpenSteps s;
   s.state = e.state;
-  if (e.extra) {
-    s.running = e.extra->running;
-    s.retry_due_ms = e.extra->retry_due_ms;
-    s.history = e.extra->history;
+  if (const OpenExtra* x = open_.extra_of(e)) {
+    s.running = x->running;
+    s.retry_due_ms = x->retry_due_ms;
+    s.history = x->history;
   }
   return s;
 }
@@ -280,7 +282,7 @@ OpenSteps JournalState::steps_of(const OpenTask& e) const {
 std::optional<OpenSnapshot> JournalState::open_snapshot(std::uint64_t id) const {
   const OpenTask* e = open_.find(id);
   if (e == nullptr) return std::nullopt;
-  return OpenSnapshot{id, e->seq[0], steps_of(*e)};
+  return OpenSnapshot{id, e->seq, steps_of(*e)};
 }
 
 std::vector<OpenSnapshot> JournalState::open_snapshots(
@@ -288,7 +290,7 @@ std::vector<OpenSnapshot> JournalState::open_snapshots(
   std::vector<OpenSnapshot> out;
   open_.for_each([&](const OpenTask& e) {
     if (pool && open_.shape(e.shape).pool != *pool) return;
-    out.push_back({e.id, e.seq[0], steps_of(e)});
+    out.push_back({e.id, e.seq, steps_of(e)});
   });
   std::sort(out.begin(), out.end(),
             [](const OpenSnapshot& a, const OpenSnapshot& b) { return a.id < b.id; });
@@ -299,10 +301,11 @@ void JournalState::overlay_steps(std::uint64_t id, JournalTask& t) const {
   const OpenTask* e = open_.find(id);
   if (e == nullptr) return;
   t.task.state = e->state;
-  t.running = e->extra ? e->extra->running : std::nullopt;
-  t.retry_due_ms = e->extra ? e->extra->retry_due_ms : 0;
-  if (e->extra) {
-    t.task.history = e->extra->history;
+  const OpenExtra* x = open_.extra_of(*e);
+  t.running = x != nullptr ? x->running : std::nullopt;
+  t.retry_due_ms = x != nullptr ? x->retry_due_ms : 0;
+  if (x != nullptr) {
+    t.task.history = x->history;
   } else {
     t.task.history.clear();
   }
@@ -362,7 +365,9 @@ std::vector<std::uint64_t> JournalState::dead_head(std::size_t max) const {
 std::size_t JournalState::live_in(std::uint64_t seq, std::uint64_t id) const {
   if (const OpenTask* e = open_.find(id)) {
     std::size_t n = 0;
-    for (std::size_t i = 0; i < e->record_count(); ++i) n += e->record(i).seq == seq ? 1 : 0;
+    for (std::size_t i = 0; i < open_.record_count(*e); ++i) {
+      n += open_.record(*e, i).seq == seq ? 1 : 0;
+    }
     return n;
   }
   const auto it = done_.find(id);
