@@ -37,6 +37,8 @@ class SqliteDb;
 class WalCheckpointer;
 }  // namespace sqlite
 class JournalState;
+struct OpenMeta;
+struct OpenSnapshot;
 
 class TaskJournalImpl {
  public:
@@ -99,7 +101,7 @@ class TaskJournalImpl {
   // write_range's parts: an accept (a reopen deletes its letter in the same transaction; a
   // duplicate writes nothing), and a task's end written whole, of the task `meta`.
   Status write_accept(sqlite::SqliteDb& db, std::size_t k, bool planned);
-  void write_end_whole(const JournalTask& meta, const Write& end, std::size_t write);
+  void write_end_whole(const OpenMeta& meta, const Write& end, std::size_t write);
   // Commits taken_[i, j) in a transaction of its own.
   Status commit_alone(sqlite::SqliteDb& db, std::size_t i, std::size_t j, int* rc);
   // The whole round committed (or failed with SQLite code `rc`: then the writes are tried in
@@ -140,6 +142,18 @@ class TaskJournalImpl {
   // Compaction inside the open transaction: deletes dead rounds at the head, and carries the
   // head's live tasks into the body being written when the log holds much more than it needs.
   Status compact(sqlite::SqliteDb& db);
+  // Compaction's carry: writes round `seq`'s live tasks again whole into the body being
+  // written, an unfinished one read back from `seq` (which holds its whole-task record).
+  Status carry(sqlite::SqliteDb& db, std::uint64_t seq);
+  // The unfinished tasks of `open` read back from the log (the query connection): nullopt
+  // when compaction deleted a round they were in since the snapshot (*gone: which; read
+  // again once the state has followed, wait_round_gone()).
+  Result<std::optional<std::vector<JournalTask>>> read_back(const std::vector<OpenSnapshot>& open,
+                                                            std::uint64_t* gone)
+      EXCLUDES(state_mu_, query_mu_);
+  // Waits until the state no longer holds round `seq` (the writer applies a deletion right
+  // after its commit), at most sync_timeout.
+  void wait_round_gone(std::uint64_t seq) EXCLUDES(state_mu_);
   // Appends the open transaction's body as round(s) of the log.
   Status flush_body(sqlite::SqliteDb& db);
 
@@ -184,6 +198,7 @@ class TaskJournalImpl {
   // read by every reader under it.
   mutable Mutex state_mu_;
   std::unique_ptr<JournalState> state_ PT_GUARDED_BY(state_mu_);
+  CondVar state_cv_;  // the state deleted rounds (read_back() waits for it)
   // The writer thread's view of the state: it alone writes it, so it reads it without
   // state_mu_ (and writes it under it).
   const JournalState& writer_view() const NO_THREAD_SAFETY_ANALYSIS { return *state_; }

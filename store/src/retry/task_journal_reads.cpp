@@ -1,5 +1,6 @@
-// TaskJournal's reads and its loading at open. Every read answers from the state in memory
-// (journal_state.hpp). Loading turns the rows of the journal's first layout (schema version
+// TaskJournal's reads and its loading at open. The reads here answer from the state in memory
+// (journal_state.hpp); those of unfinished tasks read them back from the log
+// (task_journal_readback.cpp). Loading turns the rows of the journal's first layout (schema version
 // 2: a row per task, a row per attempt) into the log's first round, then replays the log.
 #include <sqlite3.h>
 
@@ -226,12 +227,6 @@ Status TaskJournalImpl::load() {
   return Status::ok();
 }
 
-Result<std::vector<JournalTask>> TaskJournalImpl::unfinished(
-    const std::optional<std::string>& pool) {
-  MutexLock lk(state_mu_);
-  return state_->unfinished(pool);
-}
-
 Result<std::vector<std::string>> TaskJournalImpl::unfinished_pools() {
   MutexLock lk(state_mu_);
   return state_->unfinished_pools();
@@ -251,24 +246,6 @@ Result<std::uint64_t> TaskJournalImpl::highest_task_id() {
   }
   MutexLock lk(state_mu_);
   return std::max(letters, state_->highest());
-}
-
-Result<JournalTask> TaskJournalImpl::find(std::uint64_t task_id) {
-  MutexLock lk(state_mu_);
-  const JournalTask* t = state_->find(task_id);
-  if (t == nullptr) {
-    return Status::error(Code::kNotFound, "task " + std::to_string(task_id) + " is not journaled");
-  }
-  return *t;
-}
-
-Result<JournalTask> TaskJournalImpl::find_by_key(const std::string& idempotency_key) {
-  MutexLock lk(state_mu_);
-  const JournalTask* t = state_->find_by_key(idempotency_key);
-  if (t == nullptr) {
-    return Status::error(Code::kNotFound, "no journaled task has key '" + idempotency_key + "'");
-  }
-  return *t;
 }
 
 }  // namespace sandpool

@@ -6,6 +6,8 @@
 // transactions of their own.
 #include <sqlite3.h>
 
+#include <map>
+
 #include <spdlog/spdlog.h>
 
 #include <sandpool/store/task_journal.hpp>
@@ -76,14 +78,9 @@ Status TaskJournalImpl::compact(SqliteDb& db) {
   Tx& tx = *tx_;
   const JournalState& st = writer_view();
   std::vector<std::uint64_t> gone = st.dead_head(kDeletesPerTransaction);
-  if (const auto carry = carry_candidate(st, gone.size(), opts_.compaction_slack)) {
-    for (std::uint64_t id : st.live_in(*carry)) {
-      const JournalTask* t = st.find(id);
-      const std::size_t bytes = tx.append([&](journal_log::BodyWriter& b) { b.task(*t); });
-      tx.items.push_back({Tx::Item::Kind::kCarried, tx.next_seq, bytes, 0, 0, 0, id});
-      ++tx.carried;
-    }
-    gone.push_back(*carry);
+  if (const auto seq = carry_candidate(st, gone.size(), opts_.compaction_slack)) {
+    SP_RETURN_IF_ERROR(carry(db, *seq));
+    gone.push_back(*seq);
   }
   if (gone.empty()) return Status::ok();
   for (std::uint64_t seq : gone) {
@@ -100,6 +97,36 @@ Status TaskJournalImpl::compact(SqliteDb& db) {
   StmtRef h(*high);
   h->bind(1, static_cast<std::int64_t>(st.highest()));
   return db.step_done(**high, "journal compaction: highest id");
+}
+
+Status TaskJournalImpl::carry(SqliteDb& db, std::uint64_t seq) {
+  Tx& tx = *tx_;
+  const JournalState& st = writer_view();
+  // Every task live in the round has a whole-task record there (the round is the oldest
+  // with a live record, and a task's first live record is its whole one); the last one of
+  // each is the live one.
+  std::map<std::uint64_t, JournalTask> live;
+  SP_RETURN_IF_ERROR(read_round_tasks(db, seq, [&](JournalTask& t) {
+                       if (st.live_in(seq, t.task.id) > 0) live[t.task.id] = std::move(t);
+                     }).with_context("journal compaction: carry"));
+  std::uint64_t records = 0;
+  for (auto& [id, t] : live) {
+    records += st.live_in(seq, id);
+    const JournalTask* done = st.finished_task(id);
+    if (done == nullptr) st.overlay_steps(id, t);  // what its later records changed
+    const std::size_t bytes =
+        tx.append([&](journal_log::BodyWriter& b) { b.task(done != nullptr ? *done : t); });
+    tx.items.push_back({Tx::Item::Kind::kCarried, tx.next_seq, bytes, 0, 0, 0, id});
+    ++tx.carried;
+  }
+  // A live record not found would be lost with the round: refuse to delete it.
+  if (const std::uint64_t want = st.rounds().at(seq).live_records; records != want) {
+    return Status::error(Code::kInternal, "journal compaction: round " + std::to_string(seq) +
+                                              " holds " + std::to_string(records) + " of its " +
+                                              std::to_string(want) +
+                                              " live records as whole tasks; not carried");
+  }
+  return Status::ok();
 }
 
 void TaskJournalImpl::run_retention_chunk(SqliteDb& db) {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -13,11 +14,10 @@
 #include "retry/dead_letter_store_impl.hpp"
 #include "retry/id_table.hpp"
 #include "retry/journal_records.hpp"
+#include "retry/journal_state.hpp"
 #include "retry/task_journal_impl.hpp"
 
 namespace sandpool {
-
-class JournalState;
 
 // Appends one round of records (the writer; and the first open, carrying an older layout's rows).
 inline constexpr const char* kInsertRound =
@@ -123,9 +123,9 @@ struct TaskJournalImpl::Tx {
   std::uint64_t highest = 0;  // the highest id of those, 0 when none
   std::uint64_t carried = 0;  // tasks carried forward
 
-  // The task as this transaction sees it if unfinished (accepted by it, or unfinished in the
-  // state and not ended by it), else null.
-  const JournalTask* open_task(const JournalState& st, std::uint64_t id) const;
+  // The task's pool, type, options and submit time if this transaction sees it unfinished
+  // (accepted by it, or unfinished in the state and not ended by it), else nullopt.
+  std::optional<OpenMeta> open_task(const JournalState& st, std::uint64_t id) const;
   // Appends one record through append(BodyWriter&) and returns its size.
   template <typename Append>
   std::size_t append(Append fill) {
@@ -138,6 +138,12 @@ struct TaskJournalImpl::Tx {
     return body.size() - before;
   }
 };
+
+// Reads round `seq` of the log on `db` and calls on_task for each whole-task record in it, in
+// the order written (task_journal_readback.cpp). kNotFound when the round is not in the log
+// (compaction deleted it); kInternal when its body is unreadable.
+Status read_round_tasks(sqlite::SqliteDb& db, std::uint64_t seq,
+                        const std::function<void(JournalTask&)>& on_task);
 
 // The kept bytes of a finished task: its result, error and attempts (their fixed columns
 // counted as 48 bytes each).

@@ -32,16 +32,16 @@ Status storage_error(const Status& s) { return Status::error(s.code(), "storage:
 // account and options, not its payload). Built in place (`t` is new): a JournalTask is over
 // 500 bytes, and a task's end is moved twice more before it is done (into the state, and
 // destroyed with the transaction's).
-void ended_into(JournalTask& t, const JournalTask& meta, const TaskResult& account,
-                std::int64_t at_ms, std::uint64_t letter_id) {
+void ended_into(JournalTask& t, const OpenMeta& meta, const TaskResult& account, std::int64_t at_ms,
+                std::uint64_t letter_id) {
   t.task = account;
   t.task.dead_letter_pending = false;
-  if (t.task.type.empty()) t.task.type = meta.task.type;
+  if (t.task.type.empty()) t.task.type = *meta.type;
   if (t.task.state != TaskState::kCompleted) t.task.result.clear();
   if (t.task.state != TaskState::kDeadLettered) t.task.reason = DeadReason::kNone;
   if (t.task.state != TaskState::kCancelled) t.task.cancel_reason = CancelReason::kNone;
-  t.pool = meta.pool;
-  t.options = meta.options;
+  t.pool = *meta.pool;
+  meta.options_into(t.options);
   t.submitted_ms = meta.submitted_ms;
   t.finished_ms = at_ms;
   t.letter_id = letter_id;
@@ -64,8 +64,7 @@ bool ids_unseen(const std::vector<JournalTask>& tasks, const JournalState& st,
   std::unordered_set<std::uint64_t> batch;
   for (const JournalTask& t : tasks) {
     const std::uint64_t id = t.task.id;
-    if (st.find(id) != nullptr || accepted.count(id) > 0 || ended.count(id) > 0 ||
-        !batch.insert(id).second) {
+    if (st.holds(id) || accepted.count(id) > 0 || ended.count(id) > 0 || !batch.insert(id).second) {
       return false;
     }
   }
@@ -154,10 +153,21 @@ void TaskJournalImpl::plan_round() {
   }
 }
 
-const JournalTask* TaskJournalImpl::Tx::open_task(const JournalState& st, std::uint64_t id) const {
-  if (ended.count(id) > 0) return nullptr;
-  if (const JournalTask* const* t = accepted.find(id)) return *t;
-  return st.unfinished_task(id);
+std::optional<OpenMeta> TaskJournalImpl::Tx::open_task(const JournalState& st,
+                                                       std::uint64_t id) const {
+  if (ended.count(id) > 0) return std::nullopt;
+  if (const JournalTask* const* accepted_task = accepted.find(id)) {
+    const JournalTask& t = **accepted_task;
+    OpenMeta m;
+    m.pool = &t.pool;
+    m.type = &t.task.type;
+    m.options = &t.options;
+    m.idempotency_key = &t.options.idempotency_key;
+    m.not_before = t.options.not_before;
+    m.submitted_ms = t.submitted_ms;
+    return m;
+  }
+  return st.open_meta(id);
 }
 
 Status TaskJournalImpl::flush_body(SqliteDb& db) {
@@ -177,8 +187,7 @@ Status TaskJournalImpl::flush_body(SqliteDb& db) {
   return Status::ok();
 }
 
-void TaskJournalImpl::write_end_whole(const JournalTask& meta, const Write& end,
-                                      std::size_t write) {
+void TaskJournalImpl::write_end_whole(const OpenMeta& meta, const Write& end, std::size_t write) {
   Tx& tx = *tx_;
   JournalTask& t = tx.wholes.emplace_back();
   ended_into(t, meta, *end.final_account, end.at_ms, 0);
@@ -198,7 +207,7 @@ Status TaskJournalImpl::write_accept(SqliteDb& db, std::size_t k, bool planned) 
   if (a.letter_id != 0) {
     // A reopen: its task must not be open, and its letter goes in this transaction.
     w.letter_gone = false;
-    w.duplicate = tx.open_task(st, a.tasks.front().task.id) != nullptr;
+    w.duplicate = tx.open_task(st, a.tasks.front().task.id).has_value();
     if (w.duplicate) {
       // Open because a concurrent replay of the same letter won: its letter is gone,
       // and that is the answer (not_found, as without a journal).
@@ -223,7 +232,14 @@ Status TaskJournalImpl::write_accept(SqliteDb& db, std::size_t k, bool planned) 
     as_accepted(t, w.at_ms);
     const std::size_t end_at = planned && !a.ends.empty() ? a.ends[n] : 0;
     if (end_at != 0) {
-      write_end_whole(t, *taken_[end_at - 1], k);
+      OpenMeta meta;
+      meta.pool = &t.pool;
+      meta.type = &t.task.type;
+      meta.options = &t.options;
+      meta.idempotency_key = &t.options.idempotency_key;
+      meta.not_before = t.options.not_before;
+      meta.submitted_ms = t.submitted_ms;
+      write_end_whole(meta, *taken_[end_at - 1], k);
       continue;
     }
     const std::size_t bytes = tx.append([&](journal_log::BodyWriter& b) { b.task(t); });
@@ -247,7 +263,7 @@ Status TaskJournalImpl::write_range(SqliteDb& db, std::size_t i, std::size_t j, 
       case Write::Kind::kStart:
       case Write::Kind::kRequeue:
       case Write::Kind::kAttempt: {
-        if (tx.open_task(st, w.task_id) == nullptr) break;  // a no-op, as in a replay
+        if (!tx.open_task(st, w.task_id)) break;  // a no-op, as in a replay
         const std::size_t bytes = tx.append([&](journal_log::BodyWriter& b) {
           if (w.kind == Write::Kind::kStart) {
             b.start(w.task_id, w.start(), w.at_ms);
@@ -261,8 +277,7 @@ Status TaskJournalImpl::write_range(SqliteDb& db, std::size_t i, std::size_t j, 
         break;
       }
       case Write::Kind::kFinish: {
-        const JournalTask* meta = tx.open_task(st, w.task_id);
-        if (meta != nullptr) write_end_whole(*meta, w, k);
+        if (const auto meta = tx.open_task(st, w.task_id)) write_end_whole(*meta, w, k);
         break;
       }
     }
@@ -282,8 +297,8 @@ Status TaskJournalImpl::write_taken(SqliteDb& db, int* rc) {
 Status TaskJournalImpl::write_dead_lettered(SqliteDb& db, const DeadLetter& letter,
                                             std::uint64_t letter_id) {
   Tx& tx = *tx_;
-  const JournalTask* meta = tx.open_task(writer_view(), letter.task.id);
-  if (meta == nullptr) return Status::ok();  // not journaled, or ended already
+  const auto meta = tx.open_task(writer_view(), letter.task.id);
+  if (!meta) return Status::ok();  // not journaled, or ended already
   TaskResult account = letter.task;
   account.state = TaskState::kDeadLettered;
   JournalTask& t = tx.wholes.emplace_back();
@@ -331,6 +346,7 @@ void TaskJournalImpl::transaction_ended(bool committed) {
       }
     }
     for (std::uint64_t seq : tx.deleted) st.remove_round(seq);
+    if (!tx.deleted.empty()) state_cv_.notify_all();  // a read back may wait for it
     MutexLock slk(store_.mu_);
     stats_.rounds_deleted += tx.deleted.size();
     stats_.tasks_carried += tx.carried;
