@@ -81,12 +81,13 @@ void RedisFeeder::beat_loop() {
       held.assign(sh_->held.begin(), sh_->held.end());
     }
     if (beat) note(stream_.touch(*c, opts_.consumer, held).status());
-    if (beat) cancel_asked(*c);
     // Only once this node has beaten for claim_after since it started or since a beat that
-    // failed or stalled (docs/redis-pools.md).
+    // failed or stalled (docs/redis-pools.md). Before the cancels are asked for: a dead
+    // node's entries wait no round trip more than they must.
     const bool settled =
         beating_since != Clock::time_point{} && beat_at - beating_since >= opts_.claim_after;
     if (beat && settled) claim_dead_entries(*c);
+    if (beat) cancel_asked(*c);
     if (beat) move_due_tasks(*c);
     if (beat) note(stream_.trim_finished(*c, wall_ms(), 1000).status());
     MutexLock lk(sh_->mu);
