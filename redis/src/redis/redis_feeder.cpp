@@ -357,10 +357,12 @@ void RedisFeeder::run_locally(Connection& c, std::vector<StreamEntry> entries, b
   // Each task's entry, shared by its on_done (which moves it into its end) and this call
   // (which hands it back if the pool refuses it: then on_done never runs).
   std::vector<std::shared_ptr<StreamEntry>> kept;
-  std::vector<EntryKey> keys;
+  std::vector<EntryKey> keys;  // each task's entry and id, read before on_done may move it
+  std::vector<std::uint64_t> ids;
   std::vector<BatchTask> tasks;
   kept.reserve(entries.size());
   keys.reserve(entries.size());
+  ids.reserve(entries.size());
   tasks.reserve(entries.size());
   for (StreamEntry& entry : entries) {
     auto o = prepare(c, entry, claimed);
@@ -378,6 +380,7 @@ void RedisFeeder::run_locally(Connection& c, std::vector<StreamEntry> entries, b
       sh->ended_locally(r);
     };
     keys.push_back(key_of(*e));
+    ids.push_back(e->task_id);
     kept.push_back(std::move(e));
   }
   if (tasks.empty()) return;
@@ -388,7 +391,7 @@ void RedisFeeder::run_locally(Connection& c, std::vector<StreamEntry> entries, b
     for (std::size_t i = 0; i < tickets.size(); ++i) {
       // Unless it ended already (its end written and the entry let go).
       if (tickets[i] && sh_->held.count(keys[i]) != 0) {
-        sh_->running.emplace(keys[i], std::pair(kept[i]->task_id, *tickets[i]));
+        sh_->running.emplace(keys[i], std::pair(ids[i], *tickets[i]));
       }
     }
   }
