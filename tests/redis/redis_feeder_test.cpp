@@ -283,3 +283,38 @@ TEST_CASE(
   }
   CHECK(c.command({"ZCARD", "sp:work:later"})->integer == 0);
 }
+
+// The read-ahead (RedisFeeder::kReadAhead): short tasks are read up to twice the node's
+// places, so that its workers do not idle through a read's round trip; long ones no further
+// than its places, so that a task read here does not wait a long run while another node idles.
+TEST_CASE(
+    "a node reads ahead twice its places while its tasks are short, and only its places "
+    "once they are long") {
+  RedisServer server;
+  auto c = redis::Connection::open(server.endpoint()).value();
+  const redis::TaskStream stream("sp:", "work");
+  auto pool = make_pool(stoppable_pool("sleep", 1));
+  auto feeder = start_node(*pool, node(server, "node-a", 2));
+  const auto pending = [&] {
+    return c.command({"XPENDING", stream.stream_key(), "sandpool"})->elements.at(0).integer;
+  };
+  (void)submit_all(c, stream, "sleep", std::vector<std::string>(20, "0"));
+  REQUIRE(eventually([&] { return feeder->stats().finished == 20; }));
+  signal_workers(*pool, 1, SIGSTOP);  // from now on the node ends nothing: what it reads stays
+  (void)submit_all(c, stream, "sleep", std::vector<std::string>(10, "0"));
+  REQUIRE(eventually([&] { return feeder->stats().held == 4; }));
+  CHECK(pending() == 4);
+  signal_workers(*pool, 1, SIGCONT);
+  REQUIRE(eventually([&] { return feeder->stats().finished == 30; }));
+
+  // Tasks of 40 ms: once their mean run is over RedisFeeder::kShortRunMs, no read-ahead.
+  (void)submit_all(c, stream, "sleep", std::vector<std::string>(10, "40"));
+  REQUIRE(eventually([&] { return feeder->stats().finished == 40; }));
+  signal_workers(*pool, 1, SIGSTOP);
+  (void)submit_all(c, stream, "sleep", std::vector<std::string>(10, "40"));
+  REQUIRE(eventually([&] { return feeder->stats().held == 2; }));
+  CHECK(pending() == 2);
+  CHECK(c.command({"XLEN", stream.stream_key()})->integer == 10);  // 8 wait unread
+  signal_workers(*pool, 1, SIGCONT);
+  REQUIRE(eventually([&] { return feeder->stats().finished == 50; }));
+}

@@ -212,6 +212,7 @@ Status Connection::append_argv(int argc, const char** argv, const std::size_t* l
   if (broken_)
     return Status::error(Code::kUnavailable, "redis " + endpoint_.describe() + ": broken");
   if (redisAppendCommandArgv(ctx_.get(), argc, argv, lens) != REDIS_OK) return failure("append");
+  unsent_ = true;
   return Status::ok();
 }
 
@@ -224,8 +225,14 @@ Result<Reply> Connection::read() {
   if (broken_)
     return Status::error(Code::kUnavailable, "redis " + endpoint_.describe() + ": broken");
   void* raw = nullptr;
-  const SigpipeGuard guard;  // the first read writes what append() buffered
-  SP_RETURN_IF_ERROR(flush());
+  if (unsent_) {  // the first read writes what append() buffered
+    // Guarded only then: the guard costs four system calls, and a pipeline of N commands
+    // reads N replies after one write.
+    const SigpipeGuard guard;
+    SP_RETURN_IF_ERROR(flush());
+    unsent_ = false;
+  }
+  // With nothing left to write, redisGetReply() only reads: no SIGPIPE can come of it.
   if (redisGetReply(ctx_.get(), &raw) != REDIS_OK || raw == nullptr) return failure("read reply");
   std::unique_ptr<void, ReplyFree> r(raw);
   return copy(*static_cast<redisReply*>(r.get()));
@@ -247,13 +254,30 @@ Result<std::string> Connection::load(const Script& script) { return sha_of(scrip
 
 namespace {
 
-std::vector<std::string> evalsha(const std::string& sha, const std::vector<std::string>& keys,
-                                 const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {"EVALSHA", sha, std::to_string(keys.size())};
-  argv.insert(argv.end(), keys.begin(), keys.end());
-  argv.insert(argv.end(), args.begin(), args.end());
-  return argv;
-}
+// EVALSHA's arguments, viewing the caller's strings (no copy: a batch's payloads and results
+// are large): the SHA-1, the count of keys, the keys, the arguments.
+struct EvalshaArgv {
+  std::string nkeys;
+  std::vector<const char*> ptrs;
+  std::vector<std::size_t> lens;
+  EvalshaArgv(const std::string& sha, const std::vector<std::string>& keys,
+              const std::vector<std::string>& args)
+      : nkeys(std::to_string(keys.size())) {
+    const std::size_t n = 3 + keys.size() + args.size();
+    ptrs.reserve(n);
+    lens.reserve(n);
+    push("EVALSHA");
+    push(sha);
+    push(nkeys);
+    for (const std::string& k : keys) push(k);
+    for (const std::string& a : args) push(a);
+  }
+  void push(std::string_view v) {
+    ptrs.push_back(v.data());
+    lens.push_back(v.size());
+  }
+  int count() const { return static_cast<int>(ptrs.size()); }
+};
 
 bool lost_script(const Reply& r) { return r.is_error() && r.str.rfind("NOSCRIPT", 0) == 0; }
 
@@ -264,7 +288,8 @@ Result<Reply> Connection::eval(const Script& script, const std::vector<std::stri
   for (int attempt = 0; attempt < 2; ++attempt) {
     auto sha = sha_of(script);
     if (!sha) return sha.status();
-    auto r = command(evalsha(*sha, keys, args));
+    EvalshaArgv a(*sha, keys, args);
+    auto r = send(a.count(), a.ptrs.data(), a.lens.data());
     if (!r) return r.status();
     if (!lost_script(*r)) return r;
     shas_.erase(script.source);  // the server lost it (a restart, SCRIPT FLUSH): load it again
@@ -280,8 +305,10 @@ Result<std::vector<Reply>> Connection::eval_many(const Script& script,
   for (int attempt = 0; attempt < 2 && !todo.empty(); ++attempt) {
     auto sha = sha_of(script);
     if (!sha) return sha.status();
-    for (std::size_t i : todo)
-      SP_RETURN_IF_ERROR(append(evalsha(*sha, calls[i].keys, calls[i].args)));
+    for (std::size_t i : todo) {
+      EvalshaArgv a(*sha, calls[i].keys, calls[i].args);
+      SP_RETURN_IF_ERROR(append_argv(a.count(), a.ptrs.data(), a.lens.data()));
+    }
     std::vector<std::size_t> again;
     for (std::size_t i : todo) {
       auto r = read();

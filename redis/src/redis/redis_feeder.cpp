@@ -1,6 +1,7 @@
 // RedisFeeder (redis_feeder.hpp): its life, its figures, and the reader of one node, which
 // reads and claims entries and hands them to the local pool within its limits. The writer is
-// in redis_feeder_writer.cpp, the beat in redis_feeder_beat.cpp.
+// in redis_feeder_writer.cpp, the beat in redis_feeder_beat.cpp, an attempt's JSON in
+// redis_feeder_encode.cpp.
 #include <sandpool/redis/redis_feeder.hpp>
 
 #include <unistd.h>
@@ -8,25 +9,14 @@
 #include <algorithm>
 #include <random>
 
-#include <nlohmann/json.hpp>
-
 #include "redis/redis_feeder_threads.hpp"
 
 namespace sandpool::redis {
-
-std::string feeder::encode(const Attempt& a) {
-  nlohmann::json j = {{"number", a.number},         {"outcome", std::string(to_string(a.outcome))},
-                      {"error", a.error},           {"worker_pid", a.worker_pid},
-                      {"started_ms", a.started_ms}, {"ended_ms", a.ended_ms}};
-  if (!a.backtrace.empty()) j["backtrace"] = a.backtrace;
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
 
 namespace {
 
 using feeder::Clock;
 using feeder::connect;
-using feeder::encode;
 using feeder::kRetryFirst;
 using feeder::wall_ms;
 constexpr std::chrono::milliseconds kReadBlock{500};  // a read wakes this often to see places
@@ -118,7 +108,7 @@ RedisFeeder::~RedisFeeder() {
     MutexLock lk(sh_->mu);
     sh_->stopping = true;
   }
-  sh_->cv.notify_all();
+  sh_->wake_all();
   for (std::thread* t : {&reader_, &writer_, &beater_}) {
     if (t->joinable()) t->join();
   }
@@ -133,7 +123,7 @@ void RedisFeeder::die() {
     sh_->stopping = true;
     sh_->dead = true;
   }
-  sh_->cv.notify_all();
+  sh_->wake_all();
   for (std::thread* t : {&reader_, &writer_, &beater_}) {
     if (t->joinable()) t->join();
   }
@@ -216,10 +206,57 @@ std::size_t RedisFeeder::capacity() const {
   return std::max<std::size_t>(1, workers * per_worker_.load());
 }
 
-std::size_t RedisFeeder::free_places() {
+void RedisFeeder::Shared::push_end(Ended e) {
+  ends.push_back(std::move(e));
+  if (ends.size() == 1) ends_cv.notify_all();
+}
+
+void RedisFeeder::Shared::wake_all() {
+  cv.notify_all();
+  ends_cv.notify_all();
+  beat_cv.notify_all();
+}
+
+void RedisFeeder::Shared::ended_locally(const TaskResult& r) {
+  if (!r.history.empty()) {
+    const Attempt& a = r.history.back();
+    const double run = static_cast<double>(std::max<std::int64_t>(0, a.ended_ms - a.started_ms));
+    mean_run_ms = mean_run_ms < 0 ? run : 0.9 * mean_run_ms + 0.1 * run;
+  }
+  if (reader_waits && to_read(reader_cap) > 0) cv.notify_all();
+}
+
+std::size_t RedisFeeder::Shared::in_pool() const {
+  const std::size_t unwritten = ends.size() + writing;
+  return held.size() - std::min(held.size(), unwritten);
+}
+
+std::size_t RedisFeeder::Shared::window(std::size_t cap) const {
+  return mean_run_ms >= 0 && mean_run_ms < kShortRunMs ? kReadAhead * cap : cap;
+}
+
+std::size_t RedisFeeder::Shared::free_places(std::size_t cap) const {
+  const std::size_t w = window(cap);
+  // Ends the writer has not written hold no place, but past a bound they stop the reading
+  // (Redis is slow or away for the writer: the node must not run ahead of what it can end).
+  if (ends.size() + writing >= kMaxUnwrittenWindows * std::max<std::size_t>(1, w)) return 0;
+  return w - std::min(w, in_pool());
+}
+
+std::size_t RedisFeeder::Shared::to_read(std::size_t cap) const {
+  const std::size_t free = free_places(cap);
+  // Reading ahead, the reader waits until half of what it reads ahead is free, so that it
+  // reads in batches (one script each), unless the local pool holds less than its capacity
+  // (a place idles: it reads at once).
+  const std::size_t w = window(cap);
+  const std::size_t batch = std::max<std::size_t>(1, (w - std::min(w, cap)) / 2);
+  return free >= batch || in_pool() < cap ? free : 0;
+}
+
+std::size_t RedisFeeder::to_read() {
   const std::size_t cap = capacity();
   MutexLock lk(sh_->mu);
-  return cap - std::min(cap, sh_->held.size());
+  return sh_->to_read(cap);
 }
 
 void RedisFeeder::read_loop() {
@@ -250,14 +287,17 @@ void RedisFeeder::read_loop() {
         continue;
       }
     }
-    const std::size_t free = free_places();
+    const std::size_t free = to_read();
     if (free == 0) {
       const std::size_t cap = capacity();
       MutexLock lk(sh_->mu);
       const auto until = Clock::now() + block;
-      while (!sh_->stopping && sh_->reading && sh_->held.size() >= cap &&
+      sh_->reader_waits = true;
+      sh_->reader_cap = cap;
+      while (!sh_->stopping && sh_->reading && sh_->to_read(cap) == 0 &&
              sh_->cv.wait_until(sh_->mu, until) == std::cv_status::no_timeout) {
       }
+      sh_->reader_waits = false;
       continue;
     }
     auto got = stream_.read(*c, opts_.consumer, free, block);
@@ -276,28 +316,26 @@ void RedisFeeder::read_loop() {
         if (e.malformed.empty() && !sh_->dead) sh_->held.insert(key_of(e));
       }
     }
-    for (StreamEntry& e : *got) {
-      {
-        MutexLock lk(sh_->mu);
-        ++sh_->stats.read;
-      }
-      run_locally(*c, std::move(e), false);
+    {
+      MutexLock lk(sh_->mu);
+      sh_->stats.read += got->size();
     }
+    run_locally(*c, std::move(got).value(), false);
   }
 }
 
-void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
+Result<SubmitOptions> RedisFeeder::prepare(Connection& c, StreamEntry& entry, bool claimed) {
   if (!entry.malformed.empty()) {  // not a task: nothing to run or end, and nobody waits on it
     note(stream_.discard(c, entry, opts_.consumer).status());
     MutexLock lk(sh_->mu);
     ++sh_->stats.malformed;
     sh_->stats.last_error = "redis pool " + opts_.pool + ": discarded " + entry.malformed;
-    return;
+    return Status::error(Code::kCancelled, "malformed");
   }
   std::uint32_t retries = 0;
   {
     MutexLock lk(sh_->mu);
-    if (sh_->dead) return;
+    if (sh_->dead) return Status::error(Code::kCancelled, "dead");
     sh_->held.insert(key_of(entry));
     retries = entry.task.options.retries.value_or(sh_->default_retries);
   }
@@ -307,36 +345,65 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
     if (before > retries) {
       TaskResult account = exhausted_account(entry, feeder::lost_error(opts_.consumer));
       MutexLock lk(sh_->mu);
-      sh_->ends.push_back({std::move(entry), std::move(account)});
-      sh_->cv.notify_all();
-      return;
+      sh_->push_end({std::move(entry), std::move(account)});
+      return Status::error(Code::kCancelled, "ended");
     }
   }
-  if (!pass_limits(c, entry, !claimed)) return;
-  SubmitOptions o = local_options(entry, before);
-  o.on_done = [sh = sh_, entry](const TaskResult& r) {
-    const bool shutdown = stopped_here(r);
-    MutexLock lk(sh->mu);
-    if (sh->dead) return;
-    sh->ends.push_back({entry, r, shutdown});
-    sh->cv.notify_all();
-  };
-  const EntryKey entry_key = key_of(entry);
-  const std::uint64_t task_id = entry.task_id;
-  auto ticket = pool_.submit(entry.task.type, entry.task.payload, std::move(o));
-  if (ticket) {
+  if (!pass_limits(c, entry, !claimed)) return Status::error(Code::kCancelled, "not run here");
+  return local_options(entry, before);
+}
+
+void RedisFeeder::run_locally(Connection& c, std::vector<StreamEntry> entries, bool claimed) {
+  // Each task's entry, shared by its on_done (which moves it into its end) and this call
+  // (which hands it back if the pool refuses it: then on_done never runs).
+  std::vector<std::shared_ptr<StreamEntry>> kept;
+  std::vector<EntryKey> keys;  // each task's entry and id, read before on_done may move it
+  std::vector<std::uint64_t> ids;
+  std::vector<BatchTask> tasks;
+  kept.reserve(entries.size());
+  keys.reserve(entries.size());
+  ids.reserve(entries.size());
+  tasks.reserve(entries.size());
+  for (StreamEntry& entry : entries) {
+    auto o = prepare(c, entry, claimed);
+    if (!o) continue;  // discarded, ended, throttled, handed back or not this node's
+    auto e = std::make_shared<StreamEntry>(std::move(entry));
+    BatchTask& t = tasks.emplace_back();
+    t.type = e->task.type;
+    t.payload = std::move(e->task.payload);  // the pool's now: no end or hand-back needs it
+    t.options = std::move(o).value();
+    t.options.on_done = [sh = sh_, e](const TaskResult& r) {
+      const bool shutdown = stopped_here(r);
+      MutexLock lk(sh->mu);
+      if (sh->dead) return;
+      sh->push_end({std::move(*e), r, shutdown});
+      sh->ended_locally(r);
+    };
+    keys.push_back(key_of(*e));
+    ids.push_back(e->task_id);
+    kept.push_back(std::move(e));
+  }
+  if (tasks.empty()) return;
+  // One hand-over to the pool's loop for the batch (one lock, one wake-up).
+  std::vector<Result<Ticket>> tickets = pool_.submit_batch(std::move(tasks));
+  {
     MutexLock lk(sh_->mu);
-    // Unless it ended already (its end written and the entry let go).
-    if (sh_->held.count(entry_key) != 0) {
-      sh_->running.emplace(entry_key, std::pair(task_id, *ticket));
+    for (std::size_t i = 0; i < tickets.size(); ++i) {
+      // Unless it ended already (its end written and the entry let go).
+      if (tickets[i] && sh_->held.count(keys[i]) != 0) {
+        sh_->running.emplace(keys[i], std::pair(ids[i], *tickets[i]));
+      }
     }
   }
-  if (!ticket) {
-    const Code code = ticket.status().code();
+  for (std::size_t i = 0; i < tickets.size(); ++i) {
+    if (tickets[i]) continue;  // the entry is its on_done's now
+    const Status& refusal = tickets[i].status();
+    const Code code = refusal.code();
     if (code == Code::kInvalidArgument || code == Code::kTooLarge) {
       // The task itself (its type, timeout or payload is not one this node's pool accepts):
       // handed back and counted, at no pause, as the pool takes other tasks.
-      return hand_back(std::move(entry), ticket.status().to_string(), true);
+      hand_back(std::move(*kept[i]), refusal.to_string(), true);
+      continue;
     }
     // Draining, stopping, its queue full: another node (or this one later) runs it. This
     // node reads nothing for a while.
@@ -344,7 +411,7 @@ void RedisFeeder::run_locally(Connection& c, StreamEntry entry, bool claimed) {
       MutexLock lk(sh_->mu);
       sh_->paused_until = Clock::now() + kRefusedPause;
     }
-    hand_back(std::move(entry), ticket.status().to_string());
+    hand_back(std::move(*kept[i]), refusal.to_string());
   }
 }
 
@@ -451,8 +518,7 @@ void RedisFeeder::hand_back(StreamEntry entry, const std::string& why, bool refu
   if (sh_->dead) return;
   sh_->stats.last_error = "redis pool " + opts_.pool + ": handed task " +
                           std::to_string(entry.task_id) + " back: " + why;
-  sh_->ends.push_back({std::move(entry), std::move(account), true, refused ? why : ""});
-  sh_->cv.notify_all();
+  sh_->push_end({std::move(entry), std::move(account), true, refused ? why : ""});
 }
 
 }  // namespace sandpool::redis

@@ -72,7 +72,7 @@ void RedisFeeder::beat_loop() {
       sh_->stopping = true;
       sh_->stats.last_error = "redis pool " + opts_.pool + ": the node name '" + opts_.consumer +
                               "' was taken by " + **beat + " while this node was away; stopped";
-      sh_->cv.notify_all();
+      sh_->wake_all();
       return;
     }
     std::vector<EntryKey> held;
@@ -81,18 +81,20 @@ void RedisFeeder::beat_loop() {
       held.assign(sh_->held.begin(), sh_->held.end());
     }
     if (beat) note(stream_.touch(*c, opts_.consumer, held).status());
-    if (beat) cancel_asked(*c);
     // Only once this node has beaten for claim_after since it started or since a beat that
-    // failed or stalled (docs/redis-pools.md).
+    // failed or stalled (docs/redis-pools.md). Before the cancels are asked for: a dead
+    // node's entries wait no round trip more than they must.
     const bool settled =
         beating_since != Clock::time_point{} && beat_at - beating_since >= opts_.claim_after;
     if (beat && settled) claim_dead_entries(*c);
+    if (beat) cancel_asked(*c);
     if (beat) move_due_tasks(*c);
     if (beat) note(stream_.trim_finished(*c, wall_ms(), 1000).status());
     MutexLock lk(sh_->mu);
     if (beat) ++sh_->stats.beats;
     const auto until = Clock::now() + opts_.heartbeat;
-    while (!sh_->stopping && sh_->cv.wait_until(sh_->mu, until) == std::cv_status::no_timeout) {
+    while (!sh_->stopping &&
+           sh_->beat_cv.wait_until(sh_->mu, until) == std::cv_status::no_timeout) {
     }
   }
 }
@@ -100,12 +102,13 @@ void RedisFeeder::beat_loop() {
 void RedisFeeder::claim_dead_entries(Connection& c) {
   // A dead node's entries are claimed whether or not a place is free (the reader refills
   // each freed place within a round trip): they wait in the local pool for the tasks that
-  // run now, not for the stream's backlog. Up to one capacity beyond it at once.
+  // run now, not for the stream's backlog. Up to one capacity beyond what it reads at once.
   std::size_t room = 0;
   {
     const std::size_t cap = capacity();
     MutexLock lk(sh_->mu);
-    if (sh_->reading) room = 2 * cap - std::min(2 * cap, sh_->held.size());
+    const std::size_t most = sh_->window(cap) + cap;
+    if (sh_->reading) room = most - std::min(most, sh_->in_pool());
   }
   room = std::min(room, kMaxClaimsPerBeat);
   if (room == 0) return;
@@ -131,13 +134,11 @@ void RedisFeeder::claim_dead_entries(Connection& c) {
     lost.push_back(feeder::encode(a));
   }
   note(stream_.record_attempts(c, tasks, opts_.consumer, lost).status());
-  for (StreamEntry& e : *claimed) {
-    {
-      MutexLock lk(sh_->mu);
-      ++sh_->stats.claimed;
-    }
-    run_locally(c, std::move(e), true);
+  {
+    MutexLock lk(sh_->mu);
+    sh_->stats.claimed += claimed->size();
   }
+  run_locally(c, std::move(claimed).value(), true);
 }
 
 void RedisFeeder::move_due_tasks(Connection& c) {

@@ -29,8 +29,10 @@ inline std::int64_t wall_ms() {
       .count();
 }
 
-// An ended attempt as a task's hash records it (JSON, invalid UTF-8 replaced).
+// An ended attempt as a task's hash records it (JSON, invalid UTF-8 replaced): the bytes
+// encode_json() gives, written without a json object when its strings are ASCII.
 std::string encode(const Attempt& a);
+std::string encode_json(const Attempt& a);
 
 // The error of the `lost` attempt a claimed task gets (the node running it died).
 inline std::string lost_error(const std::string& claimant) {

@@ -164,9 +164,10 @@ Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
     sh_->running.erase(key_of(e.entry));
   }
   // Moved back by this node's reader when due (and by any node's beat).
+  sh_->writing = 0;  // the writer's batch, if it was one: its entries are let go
   sh_->throttle_due.insert(refused_due.begin(), refused_due.end());
   count_written(outcome, released, *answers, sh_->stats);
-  sh_->cv.notify_all();  // places are free
+  sh_->cv.notify_all();  // the unwritten ends are fewer: the reader may read again
   return Status::ok();
 }
 
@@ -230,12 +231,24 @@ void RedisFeeder::write_loop() {
     bool stopping = false;
     {
       MutexLock lk(sh_->mu);
-      while (!sh_->dead && !sh_->stopping && sh_->ends.empty()) sh_->cv.wait(sh_->mu);
+      while (!sh_->dead && !sh_->stopping && sh_->ends.empty()) sh_->ends_cv.wait(sh_->mu);
       if (sh_->dead || sh_->ends.empty()) return;
       stopping = sh_->stopping;
-      const std::size_t n = std::min(kMaxBatch, sh_->ends.size());
-      batch.assign(sh_->ends.begin(), sh_->ends.begin() + static_cast<std::ptrdiff_t>(n));
+      // Moved out (not copied: results and attempts may be large), and put back in front
+      // when the write fails, so that the ends stay in order.
+      const auto n = static_cast<std::ptrdiff_t>(std::min(kMaxBatch, sh_->ends.size()));
+      batch.assign(std::make_move_iterator(sh_->ends.begin()),
+                   std::make_move_iterator(sh_->ends.begin() + n));
+      sh_->ends.erase(sh_->ends.begin(), sh_->ends.begin() + n);
+      sh_->writing = batch.size();
     }
+    // Puts the batch back in front of the queue (its ends not written).
+    const auto put_back = [&] {
+      MutexLock lk(sh_->mu);
+      sh_->ends.insert(sh_->ends.begin(), std::make_move_iterator(batch.begin()),
+                       std::make_move_iterator(batch.end()));
+      sh_->writing = 0;
+    };
     if (!c || c->broken()) {
       if (stopping) {
         auto once = Connection::open(opts_.endpoint);
@@ -245,6 +258,7 @@ void RedisFeeder::write_loop() {
         c = connect(opts_.endpoint, stopped, noter);
       }
       if (!c) {
+        put_back();
         if (!stopping) continue;  // it began to stop, or died, meanwhile: the loop's top says
         keep_ends();
         return;
@@ -252,13 +266,11 @@ void RedisFeeder::write_loop() {
     }
     const Status s = write_ends(*c, batch);
     note(s);
-    if (s) {
-      MutexLock lk(sh_->mu);
-      sh_->ends.erase(sh_->ends.begin(),
-                      sh_->ends.begin() + static_cast<std::ptrdiff_t>(batch.size()));
+    if (s) {  // write_ends let the batch go (Shared::writing)
       wait = kRetryFirst;
       continue;
     }
+    put_back();
     // Redis away (or an error of the server): the ends wait, in order, and are tried again;
     // stopping, after one attempt they are kept in the state dir for the next start.
     {
@@ -269,7 +281,7 @@ void RedisFeeder::write_loop() {
         return;
       }
       const auto until = feeder::Clock::now() + wait;
-      while (!sh_->dead && sh_->cv.wait_until(sh_->mu, until) == std::cv_status::no_timeout) {
+      while (!sh_->dead && sh_->ends_cv.wait_until(sh_->mu, until) == std::cv_status::no_timeout) {
       }
     }
     wait = std::min(kRetryMax, wait * 2);

@@ -115,6 +115,7 @@ class Connection {
   std::unique_ptr<redisContext, Free> ctx_;
   bool broken_ = false;
   bool write_failed_ = false;
+  bool unsent_ = false;  // append() buffered commands that read() has not written yet
   std::unordered_map<std::string, std::string> shas_;  // a script's source: its SHA-1 here
 };
 

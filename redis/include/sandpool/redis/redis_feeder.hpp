@@ -3,9 +3,11 @@
 // and writes each task's attempts and end back to Redis, fenced. It also beats: the node's
 // heartbeat key, its running entries kept fresh, and the entries of dead nodes claimed.
 //
-// Threads: a reader (XREADGROUP, never more than the free places: `capacity` minus what it
-// holds), a writer (attempts and ends, in order; while Redis is away they wait in memory and
-// are retried), and a beat thread; each with its own connection.
+// Threads: a reader (XREADGROUP, never more than the free places: `capacity` minus what the
+// local pool holds, or twice `capacity` while the tasks are short: kReadAhead; a place is free
+// once its task ends locally, its end not written yet), a writer (attempts and ends, in order;
+// while Redis is away they wait in memory and are retried; past kMaxUnwrittenWindows of them
+// the reader waits), and a beat thread; each with its own connection.
 //
 // What a node that dies leaves: entries pending for its consumer, whose idle time stops being
 // refreshed. Another node claims them once they are idle for `claim_after` and its heartbeat
@@ -140,9 +142,13 @@ class RedisFeeder {
   void claim_dead_entries(Connection& c);
   // The beat's move of the due tasks (backoffs over, scheduled times come) to their streams.
   void move_due_tasks(Connection& c);
-  // Runs an entry in the local pool (or, for a claimed one past its retries, ends it).
-  // `claimed`: a dead node's, whose `lost` attempt (feeder::lost_error) the beat recorded.
-  void run_locally(Connection& c, StreamEntry entry, bool claimed);
+  // Runs the entries in the local pool, handed over in one batch (or, for a claimed one past
+  // its retries, ends it). `claimed`: a dead node's, whose `lost` attempt
+  // (feeder::lost_error) the beat recorded.
+  void run_locally(Connection& c, std::vector<StreamEntry> entries, bool claimed);
+  // One entry's way to the local pool: its options there, or an error when it is not to run
+  // here (discarded as malformed, ended past its retries, throttled, handed back, fenced).
+  Result<SubmitOptions> prepare(Connection& c, StreamEntry& entry, bool claimed);
   // Takes the tokens of the rate limits that apply to `entry`: true, run it. Over one, the
   // reader (`may_wait`) waits for the pool's own bucket, holding the entry (nothing of the
   // pool's may start anywhere then); a type's or tenant's sends it to the later set
@@ -163,8 +169,19 @@ class RedisFeeder {
   // The writer, stopping while Redis is away: keeps every queued end in the state dir.
   void keep_ends();
   void note(const Status& s);
-  std::size_t free_places();
+  // How many entries the reader reads now (0: it waits): Shared::to_read().
+  std::size_t to_read();
+  // The tasks the local pool runs at once (workers x concurrency, or FeederOptions::capacity);
+  // 0 while it takes none (draining, failed, ...).
   std::size_t capacity() const;
+  // The read-ahead: a node whose tasks are short reads up to kReadAhead x its capacity, so
+  // that its workers do not idle through a read's round trip and it reads in batches; a task
+  // read ahead waits about one short run for a place. Long tasks: no read-ahead (a task read
+  // ahead would wait a long run here while another node may idle).
+  static constexpr std::size_t kReadAhead = 2;
+  static constexpr double kShortRunMs = 10;
+  // Unwritten ends (queued or being written), in windows, that stop the reading.
+  static constexpr std::size_t kMaxUnwrittenWindows = 2;
   bool stopping() const;
   // Holds the node's name (its heartbeat key) for this process, or says whose it is.
   Status take_name(Connection& c);
@@ -173,9 +190,15 @@ class RedisFeeder {
   // What the pool's on_done callbacks reach: they may run after the feeder is gone.
   struct Shared {
     Mutex mu;
-    CondVar cv;  // ends queued, places freed, stop
+    // Each thread waits on its own, so that an end (one per task) wakes only the thread that
+    // has something to do: `cv` the reader (places freed, a pause over, stop), `ends_cv` the
+    // writer (ends queued, stop), `beat_cv` the beat (stop).
+    CondVar cv, ends_cv, beat_cv;
     std::deque<Ended> ends GUARDED_BY(mu);
-    std::set<EntryKey> held GUARDED_BY(mu);  // the entries this node runs
+    // The ends the writer took from `ends` and writes now (they are back in front of `ends`
+    // when the write fails).
+    std::size_t writing GUARDED_BY(mu) = 0;
+    std::set<EntryKey> held GUARDED_BY(mu);  // the entries pending for this node
     // Of those, the ones running in the local pool: task id and ticket (a cancel reaches it).
     std::map<EntryKey, std::pair<std::uint64_t, Ticket>> running GUARDED_BY(mu);
     FeederStats stats GUARDED_BY(mu);
@@ -185,11 +208,36 @@ class RedisFeeder {
     bool stopping GUARDED_BY(mu) = false;
     bool dead GUARDED_BY(mu) = false;
     bool reading GUARDED_BY(mu) = true;
+    // The reader waits for places, for a capacity of `reader_cap`: an end wakes it only
+    // once it would read.
+    bool reader_waits GUARDED_BY(mu) = false;
+    std::size_t reader_cap GUARDED_BY(mu) = 0;
+    // The mean run of the tasks the local pool ended (ms, a moving average; < 0: none yet).
+    double mean_run_ms GUARDED_BY(mu) = -1;
     // The local pool refused a task (draining, stopping): no reading before this.
     std::chrono::steady_clock::time_point paused_until GUARDED_BY(mu){};
     FlowLimits limits GUARDED_BY(mu);  // FeederOptions::limits, or a reload's
     // The due times (wall ms) of what it throttled.
     std::multiset<std::int64_t> throttle_due GUARDED_BY(mu);
+
+    // Queues an end for the writer (waking it when the queue was empty: else it is busy).
+    void push_end(Ended e) REQUIRES(mu);
+    // Wakes every thread (a stop, a death).
+    void wake_all();
+    // A task ended in the local pool: its run counts in mean_run_ms, and its place is free
+    // (the reader is woken once it would read).
+    void ended_locally(const TaskResult& r) REQUIRES(mu);
+    // The held entries the local pool has (queued or running there, or on their way to it):
+    // those not in `ends` or being written.
+    std::size_t in_pool() const REQUIRES(mu);
+    // What the node reads up to for a capacity of `cap`: kReadAhead x cap while its tasks
+    // are short (mean_run_ms under kShortRunMs), else `cap`.
+    std::size_t window(std::size_t cap) const REQUIRES(mu);
+    // The places the reader may fill now: window(cap) less in_pool(), 0 past the bound on
+    // unwritten ends.
+    std::size_t free_places(std::size_t cap) const REQUIRES(mu);
+    // What the reader reads now, of the free places (0: it waits for more).
+    std::size_t to_read(std::size_t cap) const REQUIRES(mu);
   };
 
   Pool& pool_;
