@@ -64,7 +64,7 @@ struct TaskRecord {
   }
   std::size_t allocation_size() const;
 
-  // The fields in an order that leaves no hole (sizeof is checked below).
+  // The fields in an order that leaves few holes (sizeof is checked below).
   std::atomic<std::uint32_t> refs_{1};  // the handles (TaskPtr) on it
   const std::uint32_t type_len_;
 
