@@ -17,8 +17,7 @@ namespace {
 constexpr std::int64_t kSec = 1000000000;
 
 TaskPtr ended(std::uint64_t id, std::size_t payload_bytes = 1, std::size_t result_bytes = 0) {
-  auto t =
-      std::make_shared<TaskRecord>(id, "echo", std::string(payload_bytes, 'p'), SubmitOptions{});
+  auto t = TaskRecord::make(id, "echo", std::string(payload_bytes, 'p'), SubmitOptions{});
   t->account().result.assign(result_bytes, 'r');
   return t;
 }

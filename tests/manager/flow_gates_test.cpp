@@ -18,7 +18,7 @@ constexpr std::int64_t kGateMs = 1000000;
 TaskPtr gated_task(std::uint64_t id, std::string type, std::string tenant = {}) {
   SubmitOptions o;
   o.tenant = std::move(tenant);
-  return std::make_shared<TaskRecord>(id, std::move(type), "", o);
+  return TaskRecord::make(id, std::move(type), "", o);
 }
 }  // namespace
 

@@ -14,7 +14,7 @@ using namespace sandpool;
 namespace {
 
 core::TaskPtr tables_task(std::uint64_t id) {
-  return std::make_shared<core::TaskRecord>(id, "t", "", SubmitOptions{});
+  return core::TaskRecord::make(id, "t", "", SubmitOptions{});
 }
 
 }  // namespace

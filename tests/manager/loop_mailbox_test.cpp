@@ -22,9 +22,7 @@ bool bell_rung(const LoopMailbox& m, int timeout_ms) {
   return ::poll(&p, 1, timeout_ms) == 1;
 }
 
-TaskPtr task(std::uint64_t id) {
-  return std::make_shared<TaskRecord>(id, "echo", "p", SubmitOptions{});
-}
+TaskPtr task(std::uint64_t id) { return TaskRecord::make(id, "echo", "p", SubmitOptions{}); }
 
 }  // namespace
 

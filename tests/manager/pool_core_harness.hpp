@@ -34,7 +34,7 @@ struct Harness {
   }
   core::TaskPtr submit(SubmitOptions so = {}) {
     admitted++;
-    auto t = std::make_shared<core::TaskRecord>(next_id++, "echo", "p", std::move(so));
+    auto t = core::TaskRecord::make(next_id++, "echo", "p", std::move(so));
     core->submit(t, now);
     return t;
   }

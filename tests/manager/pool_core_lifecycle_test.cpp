@@ -94,8 +94,7 @@ TEST_CASE(
     "tasks accepted before max_payload was lowered end permanent instead of reaching a worker") {
   Harness h;  // nobody ready: the tasks wait
   h.admitted++;
-  auto big = std::make_shared<core::TaskRecord>(h.next_id++, "echo", std::string(1000, 'x'),
-                                                SubmitOptions{});
+  auto big = core::TaskRecord::make(h.next_id++, "echo", std::string(1000, 'x'), SubmitOptions{});
   h.core->submit(big, h.now);
   auto small = h.submit();
   PoolOptions next = h.opts;

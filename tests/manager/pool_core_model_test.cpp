@@ -89,7 +89,7 @@ class World : public core::WorkerControl {
     MODEL_CHECK(!is_terminal(t.state.load()), "terminal task " << t.id << " dispatched");
     SimWorker& sw = workers.at(w);
     MODEL_CHECK(sw.alive, "task sent to worker " << w << " after it exited");
-    MODEL_CHECK(t.payload.size() <= payload_limit_at_spawn.at(w),
+    MODEL_CHECK(t.payload().size() <= payload_limit_at_spawn.at(w),
                 "a payload over the worker's max_payload reached its ring");
     if (auto due = due_ms.find(t.id); due != due_ms.end()) {
       MODEL_CHECK(now / kOneMs >= due->second, "scheduled task " << t.id << " dispatched "
@@ -360,8 +360,7 @@ class Model {
       world_.due_ms.erase(id);
       return;
     }
-    auto rec =
-        std::make_shared<core::TaskRecord>(id, "echo", std::string(size, 'p'), std::move(so));
+    auto rec = core::TaskRecord::make(id, "echo", std::string(size, 'p'), std::move(so));
     rec->tenant_counted = counted;
     tasks_.emplace(id, Task{rec});
     core_->submit(rec, world_.now);

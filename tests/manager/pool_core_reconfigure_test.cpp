@@ -78,8 +78,8 @@ TEST_CASE("reconfigure without a new launch spec scales and switches strategy in
   for (auto& [id, w] : h.ctl.workers) CHECK_FALSE(w.stop_sent);
   CHECK(h.core->stats().target_workers == 3);
   auto later = h.submit();
-  CHECK(later->timeout_ns == 5000 * kMs);     // new tasks get the new default
-  CHECK(accepted->timeout_ns == 1000 * kMs);  // accepted ones keep theirs
+  CHECK(later->timeout_ns() == 5000 * kMs);     // new tasks get the new default
+  CHECK(accepted->timeout_ns() == 1000 * kMs);  // accepted ones keep theirs
 
   next.workers = 1;
   h.core->reconfigure(next, false, h.now);

@@ -2,6 +2,7 @@
 // open counts, letters and ends awaiting their write, finished records, recent dead letters.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,8 +22,10 @@ namespace {
 constexpr std::int64_t kLedgerSec = 1000000000;
 
 TaskPtr ledger_task(std::uint64_t id, std::int64_t expires_ns = 0) {
-  auto t = std::make_shared<TaskRecord>(id, "echo", "p", SubmitOptions{});
-  t->expires_ns = expires_ns;
+  SubmitOptions o;
+  if (expires_ns != 0) o.queue_ttl = std::chrono::milliseconds(1);
+  auto t = TaskRecord::make(id, "echo", "p", o);
+  t->queued_ns = expires_ns - 1000000;  // its expires_ns() is queued_ns + queue_ttl
   return t;
 }
 

@@ -15,7 +15,7 @@ namespace {
 TaskPtr task(std::uint64_t id, std::int32_t priority) {
   SubmitOptions o;
   o.priority = priority;
-  return std::make_shared<TaskRecord>(id, "t", "", o);
+  return TaskRecord::make(id, "t", "", o);
 }
 }  // namespace
 
@@ -58,7 +58,7 @@ TaskPtr tenant_task(std::uint64_t id, std::string tenant, std::int32_t priority 
   SubmitOptions o;
   o.priority = priority;
   o.tenant = std::move(tenant);
-  return std::make_shared<TaskRecord>(id, "t", "", o);
+  return TaskRecord::make(id, "t", "", o);
 }
 
 // Pops `n` tasks (or all there are); returns their tenants in order.

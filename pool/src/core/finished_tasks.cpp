@@ -5,7 +5,7 @@ namespace sandpool::core {
 void FinishedTasks::add(TaskPtr task, std::int64_t now) {
   if (bounds_.max_count == 0) return;
   // The account is final (done is set), so its result is read without the lock.
-  const std::size_t bytes = task->payload.size() + task->account().result.size();
+  const std::size_t bytes = task->payload().size() + task->account().result.size();
   entries_.push_back({now, bytes, std::move(task)});
   bytes_ += bytes;
   evict_over_bounds();

@@ -57,15 +57,22 @@ std::vector<TaskPtr> FlowGates::configure(const FlowLimits& limits, std::int64_t
   for (const auto& [tenant, limit] : limits.tenants) {
     tenants_[tenant].bucket = TokenBucket(limit, now);
   }
-  running_ = std::move(running);
+  running_.clear();
+  running_.insert(running.begin(), running.end());
   next_ns_ = INT64_MAX;
   return out;
 }
 
+std::uint32_t& FlowGates::running_of(std::string_view type) {
+  auto it = running_.find(type);
+  if (it == running_.end()) it = running_.emplace(std::string(type), 0).first;
+  return it->second;
+}
+
 FlowGates::Gate* FlowGates::closed(const TaskRecord& t, std::int64_t now) {
-  if (auto it = types_.find(t.type); it != types_.end()) {
+  if (auto it = types_.find(t.type()); it != types_.end()) {
     Gate& g = it->second;
-    if (g.cap != 0 && running_[t.type] >= g.cap) return &g;
+    if (g.cap != 0 && running_of(t.type()) >= g.cap) return &g;
     if (!g.bucket.ready(now)) return &g;
   }
   if (auto it = tenants_.find(t.opts.tenant()); it != tenants_.end()) {
@@ -82,15 +89,15 @@ void FlowGates::park(Gate& g, TaskPtr t, std::int64_t now) {
 
 void FlowGates::dispatched(const TaskRecord& t, std::int64_t now) {
   pool_.take(now);
-  if (auto it = types_.find(t.type); it != types_.end()) it->second.bucket.take(now);
+  if (auto it = types_.find(t.type()); it != types_.end()) it->second.bucket.take(now);
   if (auto it = tenants_.find(t.opts.tenant()); it != tenants_.end()) it->second.bucket.take(now);
-  ++running_[t.type];
+  ++running_of(t.type());
 }
 
 void FlowGates::left_ring(const TaskRecord& t) {
-  auto it = running_.find(t.type);
+  auto it = running_.find(t.type());
   if (it != running_.end() && it->second > 0) --it->second;
-  auto g = types_.find(t.type);
+  auto g = types_.find(t.type());
   if (g != types_.end() && g->second.cap != 0 && !g->second.parked.empty()) {
     next_ns_ = INT64_MIN;  // a slot is free: release() at the next look
   }
@@ -114,7 +121,7 @@ std::vector<TaskPtr> FlowGates::release(std::int64_t now) {
     if (g.parked.empty()) continue;
     std::uint64_t room = g.bucket.whole(now);
     if (g.cap != 0) {
-      const std::uint32_t busy = running_[type];
+      const std::uint32_t busy = running_of(type);
       room = std::min<std::uint64_t>(room, busy >= g.cap ? 0 : g.cap - busy);
     }
     let_through(g, room);

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <sandpool/pool/pool_options.hpp>
@@ -83,9 +84,12 @@ class FlowGates {
  private:
   bool on_ = false;
   TokenBucket pool_;
-  std::map<std::string, Gate> types_;
-  std::map<std::string, Gate> tenants_;
-  std::map<std::string, std::uint32_t> running_;  // dispatched ring entries by type
+  // The dispatched ring entries of a type, 0 when new.
+  std::uint32_t& running_of(std::string_view type);
+
+  std::map<std::string, Gate, std::less<>> types_;
+  std::map<std::string, Gate, std::less<>> tenants_;
+  std::map<std::string, std::uint32_t, std::less<>> running_;  // dispatched ring entries by type
   std::size_t parked_ = 0;
   std::int64_t next_ns_ = INT64_MAX;
 };

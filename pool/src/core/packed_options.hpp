@@ -1,6 +1,7 @@
 // PackedOptions: what a task was submitted with (SubmitOptions), packed for its TaskRecord.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -8,21 +9,56 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include <sandpool/base/status.hpp>
 #include <sandpool/task/submit_options.hpp>
 
 namespace sandpool::core {
 
+// The progress and done callbacks, one block that the tasks of a batch may share
+// (Pool::submit_batch's `shared`): poold's batch path gives every task the same on_done,
+// which was a 64-byte block per task. Counted; immutable once made.
+class SharedCallbacks {
+ public:
+  using Progress = std::function<void(std::uint64_t id, std::string_view data)>;
+  using Done = std::function<void(const TaskResult&)>;
+
+  SharedCallbacks() = default;
+  // Null when both are empty.
+  SharedCallbacks(Progress on_progress, Done on_done);
+  SharedCallbacks(const SharedCallbacks& o) noexcept : block_(o.block_) { retain(); }
+  SharedCallbacks& operator=(SharedCallbacks o) noexcept {
+    std::swap(block_, o.block_);
+    return *this;
+  }
+  ~SharedCallbacks() { release(); }
+  explicit operator bool() const { return block_ != nullptr; }
+  const Progress& on_progress() const { return block_->on_progress; }
+  const Done& on_done() const { return block_->on_done; }
+
+ private:
+  struct Block {
+    Progress on_progress;
+    Done on_done;
+    std::atomic<std::uint32_t> refs{1};
+  };
+  void retain() noexcept;
+  void release() noexcept;
+  Block* block_ = nullptr;
+};
+
 // A SubmitOptions is 280 bytes, most of it strings and callbacks that few tasks set; a record
-// keeps the scalars the loop reads per task inline (about 40 bytes), the strings and the delay
-// in one block allocated only when a task sets one of them, and the progress and done
-// callbacks in another (poold sets on_done on every task; few set a key or a tenant), see
-// docs/performance.md, "Memory per task". on_accepted is apart: poold sets it on every task
-// and it is dropped once called (take_on_accepted).
+// keeps the scalars the loop reads per task inline (32 bytes), the strings, the delay and
+// not_before in one block allocated only when a task sets one of them, and the progress and
+// done callbacks in another, counted, which a batch's tasks may share (poold's batch path
+// gives every task the same on_done; few set a key or a tenant), see docs/performance.md,
+// "Memory per task". on_accepted is apart: poold sets it on every task and it is dropped
+// once called (take_on_accepted).
 //
 // Thread-safety: immutable after construction but for on_accepted, which only its one caller
-// (the journal's callback or release_ack, ordered by the record's ack flags) touches.
+// (the journal's callback or release_ack, ordered by the record's ack flags) touches, and
+// the pool's defaults, which take_defaults() writes where no other thread reads (below).
 class PackedOptions {
  public:
   using Ms = std::chrono::milliseconds;
@@ -30,7 +66,10 @@ class PackedOptions {
   using Done = std::function<void(const TaskResult&)>;
   using Accepted = std::function<void(std::uint64_t id, const Status&)>;
 
-  explicit PackedOptions(SubmitOptions o);
+  using Callbacks = SharedCallbacks;
+
+  // `shared`: the callbacks of the task's batch, taken when the task sets neither its own.
+  explicit PackedOptions(SubmitOptions o, const Callbacks& shared = {});
   PackedOptions(const PackedOptions&) = delete;
   PackedOptions& operator=(const PackedOptions&) = delete;
 
@@ -51,6 +90,18 @@ class PackedOptions {
   }
   std::optional<std::chrono::system_clock::time_point> not_before() const;
   std::int32_t priority() const { return priority_; }
+
+  // What the task runs with: its own retries, timeout and queue_ttl, or the pool's defaults
+  // when it took the task in. Loop thread: take_defaults() once, at take-in, before the
+  // others are read. It writes only what the task did not set, which no other thread reads
+  // (unpack() and kept() read the set ones), so a Ticket may read the options meanwhile.
+  void take_defaults(std::uint32_t retries, Ms timeout, std::optional<Ms> queue_ttl);
+  std::uint32_t max_attempts() const { return 1 + retries_; }  // 1 + retries
+  Ms run_timeout() const { return Ms(timeout_ms_); }           // per attempt
+  std::optional<Ms> run_queue_ttl() const {
+    return has(kQueueTtl) || default_ttl_ ? std::optional(Ms(queue_ttl_ms_)) : std::nullopt;
+  }
+
   bool fail_fast() const { return has(kFailFast); }
   std::uint32_t attempts_before() const { return attempts_before_; }
   std::optional<Ms> delay() const { return strings_ ? strings_->delay : std::nullopt; }
@@ -61,10 +112,10 @@ class PackedOptions {
   }
   // Null (an empty function) when the task set none.
   const Progress* on_progress() const {
-    return callbacks_ && callbacks_->on_progress ? &callbacks_->on_progress : nullptr;
+    return callbacks_ && callbacks_.on_progress() ? &callbacks_.on_progress() : nullptr;
   }
   const Done* on_done() const {
-    return callbacks_ && callbacks_->on_done ? &callbacks_->on_done : nullptr;
+    return callbacks_ && callbacks_.on_done() ? &callbacks_.on_done() : nullptr;
   }
 
   // Takes on_accepted (empty when none, or when taken before): its one caller runs it once.
@@ -73,15 +124,14 @@ class PackedOptions {
   const void* on_accepted_address() const { return &on_accepted_; }
 
  private:
+  // What few tasks set (a scheduled task's not_before among them: 8 bytes every record
+  // would carry, see task_record.hpp).
   struct Strings {
     std::string key;
     std::string idempotency_key;
     std::string tenant;
     std::optional<Ms> delay;
-  };
-  struct Callbacks {
-    Progress on_progress;
-    Done on_done;
+    std::int64_t not_before_ticks = 0;  // kNotBefore: system_clock ticks since the epoch
   };
   enum Flag : std::uint8_t {
     kTimeout = 1,
@@ -93,16 +143,17 @@ class PackedOptions {
   bool has(Flag f) const { return (flags_ & f) != 0; }
   static const std::string& empty_string();
 
-  std::unique_ptr<const Strings> strings_;      // null: none of its members set
-  std::unique_ptr<const Callbacks> callbacks_;  // null: neither set
-  std::unique_ptr<Accepted> on_accepted_;       // null: none, or taken
-  std::int64_t timeout_ms_ = 0;                 // kTimeout
-  std::int64_t queue_ttl_ms_ = 0;               // kQueueTtl
-  std::int64_t not_before_ticks_ = 0;           // kNotBefore: system_clock ticks since the epoch
-  std::uint32_t retries_ = 0;                   // kRetries
+  std::unique_ptr<const Strings> strings_;  // null: none of its members set
+  Callbacks callbacks_;                     // null: neither set
+  std::unique_ptr<Accepted> on_accepted_;   // null: none, or taken
+  // Each the task's own when its flag is set, else the pool's default once taken in.
+  std::int64_t timeout_ms_ = 0;    // kTimeout
+  std::int64_t queue_ttl_ms_ = 0;  // kQueueTtl, or default_ttl_
+  std::uint32_t retries_ = 0;      // kRetries
   std::uint32_t attempts_before_ = 0;
   std::int32_t priority_ = 0;
-  std::uint8_t flags_ = 0;
+  std::uint8_t flags_ = 0;    // immutable after construction
+  bool default_ttl_ = false;  // queue_ttl_ms_ holds the pool's default (loop thread)
 };
 
 }  // namespace sandpool::core

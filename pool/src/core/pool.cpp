@@ -46,7 +46,7 @@ bool Ticket::wait_for(std::chrono::milliseconds timeout) const {
   return true;
 }
 
-std::string_view Ticket::payload() const { return rec_ ? std::string_view(rec_->payload) : ""; }
+std::string_view Ticket::payload() const { return rec_ ? rec_->payload() : ""; }
 
 SubmitOptions Ticket::options() const { return rec_ ? rec_->opts.unpack() : SubmitOptions{}; }
 
@@ -95,8 +95,9 @@ Result<Ticket> Pool::submit(std::string type, std::string payload, SubmitOptions
 }
 
 std::vector<Result<Ticket>> Pool::submit_batch(std::vector<BatchTask> tasks,
-                                               std::function<void(const Status&)> on_accepted) {
-  return loop_->submit_batch(std::move(tasks), std::move(on_accepted));
+                                               std::function<void(const Status&)> on_accepted,
+                                               TaskCallbacks shared) {
+  return loop_->submit_batch(std::move(tasks), std::move(on_accepted), std::move(shared));
 }
 
 Status Pool::scale(std::uint32_t workers) {
@@ -303,7 +304,7 @@ std::vector<TaskListing> Pool::list(const TaskQuery& q) const {
         std::vector<Found> out;
         for (core::TaskPtr& t : core.list_tasks(
                  [&](const core::TaskRecord& t) {
-                   if (!q.type.empty() && t.type != q.type) return false;
+                   if (!q.type.empty() && t.type() != q.type) return false;
                    if (!q.key.empty() && t.opts.key() != q.key) return false;
                    if (q.tenant && t.opts.tenant() != *q.tenant) return false;
                    if (q.state && t.state.load() != *q.state) return false;

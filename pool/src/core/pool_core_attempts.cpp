@@ -116,7 +116,7 @@ void PoolCore::end_attempt(const InFlight& f, Outcome outcome, std::string error
     end_task(t, TaskState::kDeadLettered, DeadReason::kPermanent, {}, std::move(error));
     return;
   }
-  if (t->attempts_ended >= t->max_attempts) {
+  if (t->attempts_ended >= t->max_attempts()) {
     end_task(t, TaskState::kDeadLettered, DeadReason::kRetriesExhausted, {}, std::move(error));
     return;
   }
@@ -152,9 +152,9 @@ void PoolCore::end_task(const TaskPtr& task, TaskState state, DeadReason reason,
   if (task->decided) return;
   task->decided = true;
   release_admission(*task);
-  if (state == TaskState::kCancelled && task->cancel_why) error = *task->cancel_why;
   {
     MutexLock lock(task->mu());
+    if (state == TaskState::kCancelled && task->refused) error = task->ack_status().message();
     task->account().state = state;
     task->account().reason = reason;
     task->account().cancel_reason = cancel;

@@ -17,7 +17,7 @@ constexpr std::int64_t kFnLogEveryNs = 10'000 * kMsNs;
 }  // namespace
 
 Choice PoolCore::choose_for(const TaskRecord& t, std::int64_t now) {
-  if (t.payload.size() <= candidates_frame_cap_) {  // every candidate's region takes it
+  if (t.payload().size() <= candidates_frame_cap_) {  // every candidate's region takes it
     if (opts_.dispatch_function) return choose_custom(candidates_, {}, t, now);
     return dispatcher_.choose(candidates_, t.opts.key());
   }
@@ -26,7 +26,7 @@ Choice PoolCore::choose_for(const TaskRecord& t, std::int64_t now) {
   std::vector<Candidate> fit;
   std::vector<int> index;
   for (std::size_t i = 0; i < candidates_.size(); ++i) {
-    if (t.payload.size() > candidate_workers_[i]->frame_cap) continue;
+    if (t.payload().size() > candidate_workers_[i]->frame_cap) continue;
     fit.push_back(candidates_[i]);
     index.push_back(static_cast<int>(i));
   }
@@ -58,10 +58,10 @@ Choice PoolCore::choose_custom(std::span<const Candidate> workers, std::span<con
   }
   TaskView tv;
   tv.id = t.id;
-  tv.type = t.type;
+  tv.type = t.type();
   tv.tenant = t.opts.tenant();
   tv.key = t.opts.key();
-  tv.payload_bytes = t.payload.size();
+  tv.payload_bytes = t.payload().size();
   tv.priority = t.opts.priority();
   tv.attempt = t.attempts_ended + 1;
 

@@ -12,8 +12,7 @@ using detail::to_ns;
 void PoolCore::take_in(TaskRecord& t, std::int64_t now) {
   clock_ns_ = now;
   t.submitted_ns = now;
-  t.max_attempts = 1 + t.opts.retries().value_or(opts_.retries);
-  t.timeout_ns = to_ns(t.opts.timeout().value_or(opts_.timeout));
+  t.opts.take_defaults(opts_.retries, opts_.timeout, opts_.queue_ttl);
   std::int64_t due = 0;
   if (t.opts.delay()) {
     due = now + to_ns(*t.opts.delay());
@@ -28,10 +27,7 @@ void PoolCore::take_in(TaskRecord& t, std::int64_t now) {
   }
   // A scheduled task waits in the queue from when it is due: queue wait, TTL and end-to-end
   // latency count from there. Its due_ns() is read from it.
-  t.queued_ns = std::max(now, due);
-  if (auto ttl = t.opts.queue_ttl() ? t.opts.queue_ttl() : opts_.queue_ttl) {
-    t.expires_ns = t.queued_ns + to_ns(*ttl);
-  }
+  t.queued_ns = std::max(now, due);  // expires_ns() counts from it
   ++stats_.submitted;
   ledger_.open(t);
 }
@@ -79,7 +75,7 @@ bool PoolCore::release_gates(std::int64_t now) {
 std::map<std::string, std::uint32_t> PoolCore::ring_entries_by_type() const {
   std::map<std::string, std::uint32_t> out;
   for (const auto& [id, w] : workers_) {
-    for (const InFlight& f : w.ring) ++out[f.task->type];
+    for (const InFlight& f : w.ring) ++out[std::string(f.task->type())];
   }
   return out;
 }
@@ -204,13 +200,14 @@ void PoolCore::dispatch_queue(std::int64_t now) {
   if (!any_ready) return;
   while (!queue_.empty()) {
     const TaskPtr& head = *queue_.peek();
-    if (head->payload.size() > opts_.max_payload) {
+    if (head->payload().size() > opts_.max_payload) {
       // Accepted under a larger max_payload that a reconfigure lowered since: the workers
       // started with the new one would read its frame as ring corruption.
       TaskPtr t = queue_.pop();
       end_task(t, TaskState::kDeadLettered, DeadReason::kPermanent, {},
-               "payload of " + std::to_string(t->payload.size()) + " bytes exceeds max_payload (" +
-                   std::to_string(opts_.max_payload) + " bytes), lowered after it was accepted");
+               "payload of " + std::to_string(t->payload().size()) +
+                   " bytes exceeds max_payload (" + std::to_string(opts_.max_payload) +
+                   " bytes), lowered after it was accepted");
       continue;
     }
     if (gates_.on()) {
@@ -247,7 +244,7 @@ void PoolCore::assign(Worker& w, TaskPtr task, std::int64_t now) {
   f.dispatched_ns = now;
   w.last_work_ns = now;
   f.started_wall_ms = ctl_.wall_ms();
-  f.deadline_ns = now + task->timeout_ns;
+  f.deadline_ns = now + task->timeout_ns();
   // Its start is journaled once the worker says it started it (observe_running), not here:
   // a task only queued in the ring must not read back `running` after a crash of poold.
   task->state.store(TaskState::kDispatched, std::memory_order_release);

@@ -95,7 +95,7 @@ bool PoolCore::check_ring_deadlines(Worker& w, std::int64_t now, std::int64_t* n
       continue;
     }
     const std::string error =
-        "timed out after " + std::to_string(f.task->timeout_ns / kMsNs) + " ms";
+        "timed out after " + std::to_string(f.task->timeout_ns() / kMsNs) + " ms";
     if (front) {
       // Running, or next to run, by the pool's own account of the ring.
       kill_hung_worker(w, KillReason::kTaskTimeout, Outcome::kTimedOut, error, f.task->id, now);
@@ -240,7 +240,7 @@ void PoolCore::sweep(std::int64_t now) {
 void PoolCore::expire_queued(std::int64_t now) {
   if (ledger_.ttl_tasks() == 0) return;
   const auto expired = [&](const TaskRecord& r) {
-    return r.expires_ns != 0 && r.expires_ns <= now && r.attempts_ended == 0;
+    return r.expires_ns() != 0 && r.expires_ns() <= now && r.attempts_ended == 0;
   };
   const auto expire = [&](const TaskPtr& t, std::string_view where) {
     ++stats_.expired;

@@ -377,7 +377,7 @@ Status PoolLoop::check_task(const std::string& type, std::size_t payload_bytes,
 }
 
 Result<TaskPtr> PoolLoop::admit_task(std::string type, std::string payload, SubmitOptions options,
-                                     std::uint64_t id) {
+                                     std::uint64_t id, const PackedOptions::Callbacks& shared) {
   if (failed_.load()) return Status::error(Code::kClosed, "pool failed: " + failure());
   // Checked again by post_admitted(); here so that a closed pool journals nothing.
   if (!mailbox_.accepting()) return Status::error(Code::kClosed, "pool is closing");
@@ -407,8 +407,7 @@ Result<TaskPtr> PoolLoop::admit_task(std::string type, std::string payload, Subm
   const bool journaled = journal_ != nullptr && id == 0;
   if (id == 0)
     id = (opts_.task_ids ? *opts_.task_ids : next_task_id_).fetch_add(1, std::memory_order_relaxed);
-  auto rec =
-      std::make_shared<TaskRecord>(id, std::move(type), std::move(payload), std::move(options));
+  auto rec = TaskRecord::make(id, type, std::move(payload), std::move(options), shared);
   rec->journaled = journaled;
   rec->tenant_counted = tenant_counted;
   if (!journaled) {
@@ -441,7 +440,7 @@ void PoolLoop::refuse_closing(const TaskPtr& rec, bool end_if_closed) {
       end_if_closed) {  // accepted in the journal, never run: ended there, never acknowledged
     TaskResult end;
     end.id = rec->id;
-    end.type = rec->type;
+    end.type = rec->type();
     end.state = TaskState::kCancelled;
     end.cancel_reason = CancelReason::kShutdown;
     end.error = "pool is closing";
@@ -461,7 +460,10 @@ Result<Ticket> PoolLoop::submit(std::string type, std::string payload, SubmitOpt
 }
 
 std::vector<Result<Ticket>> PoolLoop::submit_batch(std::vector<BatchTask> tasks,
-                                                   std::function<void(const Status&)> on_accepted) {
+                                                   std::function<void(const Status&)> on_accepted,
+                                                   TaskCallbacks shared) {
+  const PackedOptions::Callbacks callbacks(std::move(shared.on_progress),
+                                           std::move(shared.on_done));
   std::vector<Result<Ticket>> out;
   out.reserve(tasks.size());
   std::vector<TaskPtr> admitted;  // in order; out[at[i]] is admitted[i]'s ticket
@@ -472,7 +474,8 @@ std::vector<Result<Ticket>> PoolLoop::submit_batch(std::vector<BatchTask> tasks,
       out.emplace_back(*refuse_rest);
       continue;
     }
-    auto rec = admit_task(std::move(t.type), std::move(t.payload), std::move(t.options), 0);
+    auto rec =
+        admit_task(std::move(t.type), std::move(t.payload), std::move(t.options), 0, callbacks);
     if (!rec) {
       const Code c = rec.status().code();
       if (c == Code::kQueueFull || c == Code::kClosed) refuse_rest = rec.status();

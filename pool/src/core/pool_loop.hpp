@@ -66,7 +66,8 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   Result<Ticket> replay(const DeadLetter& letter, SubmitOptions options);
   // See Pool::submit_batch.
   std::vector<Result<Ticket>> submit_batch(std::vector<BatchTask> tasks,
-                                           std::function<void(const Status&)> on_accepted);
+                                           std::function<void(const Status&)> on_accepted,
+                                           TaskCallbacks shared);
   // Any thread may read the pool's identity here (name, task_types, task_ids,
   // dead_letter_store, logger, worker_path): reconfigure() never writes those. The other
   // fields belong to the loop thread.
@@ -167,8 +168,9 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   Status check_type(const std::string& type) const;
   // submit()'s checks, admission and id; the record's ack is settled unless it is to be
   // journaled (id 0 in a pool with a journal).
+  // `shared`: a batch's callbacks, for the tasks that set none of their own.
   Result<TaskPtr> admit_task(std::string type, std::string payload, SubmitOptions options,
-                             std::uint64_t id);
+                             std::uint64_t id, const PackedOptions::Callbacks& shared = {});
   // Hands an admitted task to the loop; false when the pool closes (its admission is undone,
   // and with `end_if_closed` its journal row is ended `cancelled`; a replay's stays open for
   // the next start).

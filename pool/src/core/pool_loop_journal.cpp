@@ -92,7 +92,7 @@ void PoolLoop::install_journal() {
     }
     // Final once end_task() decided it (state, reason, result, attempts): nothing writes it
     // again, so the journal reads it in place, kept alive with its task.
-    std::shared_ptr<const TaskResult> account(task, &task->account());
+    std::shared_ptr<const TaskResult> account = shared_account(task);
     const std::thread::id hook_thread = std::this_thread::get_id();
     std::weak_ptr<PoolLoop> self = weak_from_this();
     JournalCommitted written = [self, task, hook_thread](const Status& s) {
@@ -126,9 +126,9 @@ void PoolLoop::journal_accept(const std::vector<TaskPtr>& tasks, std::shared_ptr
   for (const TaskPtr& task : tasks) {
     JournalTask& j = rows.emplace_back();  // in place: a JournalTask is over 500 bytes
     j.task.id = task->id;
-    j.task.type = task->type;
+    j.task.type = task->type();
     j.pool = opts_.name;
-    j.payload = task->payload;
+    j.payload = task->payload();
     j.options = task->opts.kept();
   }
   std::weak_ptr<PoolLoop> self = weak_from_this();
@@ -185,12 +185,12 @@ void PoolLoop::cancel_refused(const TaskPtr& task, const Status& why) {
   log_->warn("[{}] task {} is cancelled: the journal refused it ({})", opts_.name, task->id,
              why.to_string());
   mailbox_.post_or_run(
-      [task, text = why.message()](PoolCore& core, std::int64_t now) {
+      [task](PoolCore& core, std::int64_t now) {
         // Its end is not written: the journal has no row of it, or (an accept answered at
         // journal.sync_timeout that committed after all) ends the row itself.
         task->journaled = false;
         if (task->decided) return;  // it ended before the refusal arrived: its end stands
-        task->cancel_why = std::make_unique<const std::string>(text);
+        task->refused = true;       // its end reports the refusal (ack_status())
         core.cancel(task, now);
       },
       *core_);
@@ -211,10 +211,10 @@ void PoolLoop::hand_over_turn() {
       if (&task == &ends.back()) break;
       // Final once end_task() decided it (state, reason, result, attempts): nothing writes it
       // again, so the journal reads it in place, kept alive with its task.
-      journal_records_.finish(std::shared_ptr<const TaskResult>(task, &task->account()), {});
+      journal_records_.finish(shared_account(task), {});
     }
     const TaskPtr& last = ends.back();
-    std::shared_ptr<const TaskResult> account(last, &last->account());
+    std::shared_ptr<const TaskResult> account = shared_account(last);
     std::weak_ptr<PoolLoop> self = weak_from_this();
     journal_records_.finish(
         std::move(account), [self, ends = std::move(ends), ids = std::move(ids)](const Status& s) {
@@ -335,8 +335,7 @@ Status PoolLoop::recover_journal() {
     if (opts_.recovered_on_done) {
       options.on_done = opts_.recovered_on_done(j.task.id, j.options.idempotency_key);
     }
-    auto task = std::make_shared<TaskRecord>(j.task.id, j.task.type, std::move(j.payload),
-                                             std::move(options));
+    auto task = TaskRecord::make(j.task.id, j.task.type, std::move(j.payload), std::move(options));
     task->account().history = std::move(j.task.history);
     task->account().error = std::move(j.task.error);
     task->attempts_ended = static_cast<std::uint32_t>(task->account().history.size());

@@ -48,7 +48,7 @@ void PoolLoop::install_dead_letter_sink() {
     }
     letter.task.dead_letter_pending = false;  // as stored: the letter is the record
     letter.pool = opts_.name;
-    letter.payload = task->payload;
+    letter.payload = task->payload();
     letter.options = DeadLetter::kept_options(task->opts.kept());
     receipt_inline_ = false;
     const std::thread::id loop_thread = std::this_thread::get_id();

@@ -18,7 +18,7 @@ void TaskLedger::set_bounds(FinishedTaskBounds finished, std::size_t dead_letter
 
 void TaskLedger::open(const TaskRecord& t) {
   ++open_;
-  if (t.expires_ns != 0) ++ttl_;
+  if (t.expires_ns() != 0) ++ttl_;
 }
 
 void TaskLedger::await_letter(const TaskPtr& task, DeadReason reason) {
@@ -39,7 +39,7 @@ void TaskLedger::record_terminal(const TaskPtr& task, TaskState state, std::int6
     dead_letters_.push_back(task->account());
     if (dead_letters_.size() > dead_letter_capacity_) dead_letters_.pop_front();
   }
-  if (task->expires_ns != 0) --ttl_;
+  if (task->expires_ns() != 0) --ttl_;
   --open_;
   finished_.add(task, now);
 }

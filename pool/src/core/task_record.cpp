@@ -1,5 +1,7 @@
 #include "core/task_record.hpp"
 
+#include <cstring>
+
 namespace sandpool::core {
 namespace {
 
@@ -15,10 +17,81 @@ RecordLock record_locks[kRecordLocks];
 
 Mutex& record_lock(std::uint64_t id) { return record_locks[id % kRecordLocks].mu; }
 
+TaskRecord::TaskRecord(std::uint64_t task_id, std::uint32_t type_len, std::uint32_t payload_len,
+                       SubmitOptions options, const PackedOptions::Callbacks& shared)
+    : type_len_(type_len),
+      id(task_id),
+      opts(std::move(options), shared),
+      payload_len_(payload_len) {
+  level = opts.priority();
+}
+
+TaskRecord::~TaskRecord() {
+  if (payload_len_ == kPayloadApart) payload_apart()->~basic_string();
+}
+
+std::size_t TaskRecord::apart_offset(std::uint32_t type_len) {
+  constexpr std::size_t kAlign = alignof(std::string);
+  // The record's size is a multiple of kAlign: the string's place after the type is too.
+  static_assert(sizeof(TaskRecord) % kAlign == 0);
+  return (type_len + kAlign - 1) / kAlign * kAlign;
+}
+
+std::size_t TaskRecord::allocation_size() const {
+  if (payload_len_ != kPayloadApart) return sizeof(TaskRecord) + type_len_ + payload_len_;
+  return sizeof(TaskRecord) + apart_offset(type_len_) + sizeof(std::string);
+}
+
+TaskPtr TaskRecord::make(std::uint64_t task_id, std::string_view task_type,
+                         std::string task_payload, SubmitOptions options,
+                         const PackedOptions::Callbacks& shared) {
+  const bool apart = task_payload.size() > kInlinePayloadMax;
+  const auto type_len = static_cast<std::uint32_t>(task_type.size());
+  const std::size_t bytes =
+      sizeof(TaskRecord) +
+      (apart ? apart_offset(type_len) + sizeof(std::string) : type_len + task_payload.size());
+  void* block = ::operator new(bytes);
+  TaskRecord* rec = nullptr;
+  try {  // PackedOptions allocates the options' rare parts
+    rec = new (block) TaskRecord(
+        task_id, type_len, apart ? kPayloadApart : static_cast<std::uint32_t>(task_payload.size()),
+        std::move(options), shared);
+  } catch (...) {
+    ::operator delete(block, bytes);
+    throw;
+  }
+  if (type_len != 0) std::memcpy(rec->tail(), task_type.data(), type_len);
+  if (apart) {
+    new (rec->tail() + apart_offset(type_len)) std::string(std::move(task_payload));
+  } else if (!task_payload.empty()) {
+    std::memcpy(rec->tail() + type_len, task_payload.data(), task_payload.size());
+  }
+  return TaskPtr::adopt(rec);
+}
+
+void retain_record(TaskRecord* rec) noexcept { rec->refs_.fetch_add(1, std::memory_order_relaxed); }
+
+void release_record(TaskRecord* rec) noexcept {
+  // The last handle's release must see every write made through the others (acq_rel), as
+  // shared_ptr's does.
+  if (rec->refs_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  const std::size_t bytes = rec->allocation_size();
+  rec->~TaskRecord();
+  ::operator delete(static_cast<void*>(rec), bytes);
+}
+
+std::shared_ptr<const TaskResult> shared_account(const TaskPtr& task) {
+  return {&task->account(), [keep = task](const TaskResult*) { (void)keep; }};
+}
+
+std::uint32_t record_refs(const TaskRecord* rec) noexcept {
+  return rec->refs_.load(std::memory_order_relaxed);
+}
+
 TaskResult TaskRecord::fresh_account() const {
   TaskResult r;
   r.id = id;
-  r.type = type;
+  r.type = type();
   if (auto nb = opts.not_before()) {
     r.not_before_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(nb->time_since_epoch()).count();

@@ -361,7 +361,7 @@ void WorkerLinks::send_message(WorkerId w, std::uint16_t kind) {
 void WorkerLinks::send_task(WorkerId w, const TaskRecord& task, std::uint32_t attempt,
                             std::int64_t deadline_ns) {
   ipc::encode(
-      ipc::TaskMsgView{task.id, attempt, deadline_ns / detail::kMsNs, task.type, task.payload},
+      ipc::TaskMsgView{task.id, attempt, deadline_ns / detail::kMsNs, task.type(), task.payload()},
       &scratch_);
   send_message(w, static_cast<std::uint16_t>(ipc::MsgKind::kTask));
 }

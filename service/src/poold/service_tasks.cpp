@@ -354,7 +354,9 @@ void Service::submit_shared_batch(const std::string& blob, const std::vector<std
   // closing service, an unroutable type), the rest of the request is not tried, and the reply
   // says so once (`refused_from`) instead of once per task.
   if (!batch.pool) return (void)(out->refused_from = refusal_at(0, batch.refusal));
-  batch.options.on_done = [this](const TaskResult& result) { reply_when_done(result.id, result); };
+  // One on_done for the whole batch, kept once (not a block per queued task).
+  TaskCallbacks shared;
+  shared.on_done = [this](const TaskResult& result) { reply_when_done(result.id, result); };
   std::vector<BatchTask> tasks(lens.size());
   std::size_t at = 0;
   for (std::size_t i = 0; i < lens.size(); ++i) {
@@ -368,7 +370,8 @@ void Service::submit_shared_batch(const std::string& blob, const std::vector<std
     };
     at += lens[i];
   }
-  std::vector<Result<Ticket>> submitted = batch.pool->submit_batch(std::move(tasks));
+  std::vector<Result<Ticket>> submitted =
+      batch.pool->submit_batch(std::move(tasks), {}, std::move(shared));
   out->ids.reserve(submitted.size());
   for (std::size_t i = 0; i < submitted.size(); ++i) {
     const Result<Ticket>& t = submitted[i];

@@ -18,6 +18,7 @@
 
 #include <sandpool/base/status.hpp>
 #include <sandpool/pool/pool_options.hpp>
+#include <sandpool/pool/task_ref.hpp>
 #include <sandpool/task/pool_counts.hpp>
 #include <sandpool/task/submit_options.hpp>
 #include <sandpool/task/task.hpp>
@@ -28,7 +29,6 @@ struct DeadLetterFilter;  // <sandpool/store/dead_letters.hpp>
 struct PoolMetrics;       // <sandpool/pool/pool_metrics.hpp>
 
 namespace core {
-struct TaskRecord;
 class PoolLoop;
 }  // namespace core
 
@@ -70,9 +70,9 @@ class Ticket {
  private:
   friend class Pool;
   friend class core::PoolLoop;
-  Ticket(std::shared_ptr<core::TaskRecord> rec, std::weak_ptr<core::PoolLoop> loop)
+  Ticket(core::TaskPtr rec, std::weak_ptr<core::PoolLoop> loop)
       : rec_(std::move(rec)), loop_(std::move(loop)) {}
-  std::shared_ptr<core::TaskRecord> rec_;
+  core::TaskPtr rec_;
   std::weak_ptr<core::PoolLoop> loop_;
 };
 
@@ -218,8 +218,12 @@ class Pool {
   // once with its answer, on the journal's writer thread or, when the answer came first, by
   // submit_batch() before it returns; each task's SubmitOptions::on_accepted is called too.
   // Without a journal (or with no task accepted) `on_accepted` gets ok before it returns.
+  // `shared`: callbacks for every task of the batch that sets neither on_progress nor on_done
+  // of its own, kept once for all of them (a per-task copy would cost each queued task its
+  // own block, docs/performance.md "Memory per task").
   std::vector<Result<Ticket>> submit_batch(std::vector<BatchTask> tasks,
-                                           std::function<void(const Status&)> on_accepted = {});
+                                           std::function<void(const Status&)> on_accepted = {},
+                                           TaskCallbacks shared = {});
   Status scale(std::uint32_t workers);
   Status set_strategy(DispatchStrategy strategy);
   // Drain: refuse new tasks (kClosed, "draining") while the accepted ones keep running;
