@@ -483,7 +483,13 @@ TEST_CASE("a reload that changes a redis pool's concurrency changes what its nod
   Client c = a.connect();
   REQUIRE(c.reload());
   CHECK(eventually([&] { return held_now() == 6; }));
-  CHECK(held_now() <= 6);
+  // Never more than 6 run: `held` also counts an end not written yet (a place is free from the
+  // task's local end, docs/redis-pools.md), so it may read 7 for a round trip; the local pool's
+  // tasks in flight may not.
+  auto s = c.status();
+  REQUIRE(s);
+  REQUIRE(s->pools.size() == 1);
+  CHECK(s->pools[0].in_flight <= 6);
 }
 
 // The bound is the bucket's arithmetic: 17 tasks through a burst of 2 at 5 a second cannot all
