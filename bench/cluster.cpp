@@ -231,7 +231,7 @@ double waited_p50_us(const BenchOptions& o, const RedisChild& redis) {
     const std::int64_t t0 = monotonic_ns();
     auto id = stream.submit(*c, t, wall_clock_ms());
     if (!id) return -1;
-    auto end = stream.await_end(*c, *id, std::chrono::seconds(10));
+    auto end = stream.await_end(*c, id->id, std::chrono::seconds(10));
     if (!end || !end->has_value()) return -1;
     us.push_back(static_cast<double>(monotonic_ns() - t0) / 1e3);
   }

@@ -22,7 +22,7 @@ namespace {
 std::uint64_t submit(redis::Connection& c, const redis::TaskStream& s, StreamTask t) {
   auto id = s.submit(c, t, 1);
   REQUIRE(id.is_ok());
-  return *id;
+  return id->id;
 }
 
 StreamTask task(const std::string& type, const std::string& payload) {

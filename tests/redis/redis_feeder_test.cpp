@@ -30,7 +30,7 @@ std::vector<std::uint64_t> submit_all(redis::Connection& c, const redis::TaskStr
     t.options.retries = retries;
     auto id = s.submit(c, t, 1);
     REQUIRE(id.is_ok());
-    ids.push_back(*id);
+    ids.push_back(id->id);
   }
   return ids;
 }
@@ -177,7 +177,7 @@ std::vector<std::uint64_t> submit_tenant(redis::Connection& c, const redis::Task
     t.options.tenant = tenant;
     auto id = s.submit(c, t, 1);
     REQUIRE(id.is_ok());
-    ids.push_back(*id);
+    ids.push_back(id->id);
   }
   return ids;
 }

@@ -46,7 +46,7 @@ struct LetterWorld {
     REQUIRE(
         end_one(stream, c, got->front(), "n", "dead_lettered", "", "no", reason, at_ms).value() ==
         redis::Fenced::kDone);
-    return *id;
+    return id->id;
   }
   std::int64_t integer(const std::vector<std::string>& command) {
     auto r = c.command(command);

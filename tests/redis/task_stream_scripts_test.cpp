@@ -53,7 +53,7 @@ struct Cluster {
       redis::StreamTask t;
       t.type = "echo";
       t.payload = std::to_string(i);
-      ids.push_back(stream.submit(c, t, 1000).value());
+      ids.push_back(stream.submit(c, t, 1000).value().id);
     }
     return ids;
   }
@@ -312,7 +312,7 @@ TEST_CASE(
     t.type = "echo";
     t.payload = "x";
     t.options.idempotency_key = "k" + std::to_string(i);
-    ids.push_back(w.stream.submit(w.c, t, 1000).value());
+    ids.push_back(w.stream.submit(w.c, t, 1000).value().id);
   }
   auto held = w.stream.read(w.c, "node-a", 5, std::chrono::milliseconds(0)).value();
   REQUIRE(held.size() == 5);

@@ -31,7 +31,7 @@ struct SubmitWorld {
     std::vector<std::uint64_t> ids;
     for (const auto& id : *got) {
       REQUIRE(id.is_ok());
-      ids.push_back(*id);
+      ids.push_back(id->id);
     }
     return ids;
   }
@@ -96,8 +96,8 @@ TEST_CASE("a batch submit writes each task's entry and hash as a submit of it do
     auto single = w.stream.submit(w.c, one, 1000);
     REQUIRE(single.is_ok());
     const std::uint64_t id = w.submit_many({batched}).at(0);
-    CHECK(id == *single + 1);
-    auto a = w.hash(*single), b = w.hash(id);
+    CHECK(id == single->id + 1);
+    auto a = w.hash(single->id), b = w.hash(id);
     CHECK(a["idem_key"] == "sp:idem:" + one.options.idempotency_key);
     CHECK(b["idem_key"] == "sp:idem:" + batched.options.idempotency_key);
     CHECK(w.c.command({"GET", b["idem_key"]})->str == std::to_string(id));
@@ -178,8 +178,8 @@ TEST_CASE("batches from two connections take distinct ids, as single submits bes
     for (const auto id : w.submit_many(batch)) seen.insert(id);
     auto more = w.stream.submit_many(other, batch, 1000);
     REQUIRE(more.is_ok());
-    for (const auto& id : *more) seen.insert(id.value());
-    seen.insert(w.stream.submit(other, echo("y"), 1000).value());
+    for (const auto& id : *more) seen.insert(id.value().id);
+    seen.insert(w.stream.submit(other, echo("y"), 1000).value().id);
     made += 15;
   }
   CHECK(seen.size() == made);
@@ -190,7 +190,7 @@ TEST_CASE(
     "an idempotency key in a batch answers the first task, made before it or earlier in the "
     "batch, and adds nothing") {
   SubmitWorld w;
-  const std::uint64_t before = w.stream.submit(w.c, echo("a", "order-1"), 1000).value();
+  const std::uint64_t before = w.stream.submit(w.c, echo("a", "order-1"), 1000).value().id;
   const std::vector<std::uint64_t> ids =
       w.submit_many({echo("b", "order-1"), echo("c", "order-2"), echo("d"), echo("e", "order-2")});
   CHECK(ids[0] == before);
@@ -212,4 +212,27 @@ TEST_CASE("a batch sent after redis lost its scripts runs once") {
   CHECK(ids.front() == redis::TaskStream::kFirstId + 1);
   CHECK(ids.back() == redis::TaskStream::kFirstId + 600);
   CHECK(w.c.command({"XLEN", w.stream.stream_key()})->integer == 601);
+}
+
+TEST_CASE("submit and submit_many say which tasks an idempotency key matched") {
+  SubmitWorld w;
+  auto first = w.stream.submit(w.c, echo("a", "order-1"), 1000);
+  REQUIRE(first.is_ok());
+  CHECK_FALSE(first->existing);
+  auto again = w.stream.submit(w.c, echo("a again", "order-1"), 1000);
+  REQUIRE(again.is_ok());
+  CHECK(again->id == first->id);
+  CHECK(again->existing);
+  // order-1 made before the batch; order-2 earlier in it; d has no key.
+  auto got = w.stream.submit_many(
+      w.c, {echo("b", "order-1"), echo("c", "order-2"), echo("d"), echo("e", "order-2")}, 1000);
+  REQUIRE(got.is_ok());
+  std::vector<bool> existing;
+  for (const auto& one : *got) {
+    REQUIRE(one.is_ok());
+    existing.push_back(one->existing);
+  }
+  CHECK(existing == std::vector<bool>{true, false, false, true});
+  CHECK((*got)[0]->id == first->id);
+  CHECK((*got)[3]->id == (*got)[1]->id);
 }

@@ -34,7 +34,7 @@ struct StreamWorld {
     t.options.idempotency_key = idem;
     auto id = stream.submit(c, t, 1000);
     REQUIRE(id.is_ok());
-    return *id;
+    return id->id;
   }
   std::vector<StreamEntry> read(const std::string& consumer, std::size_t n) {
     auto got = stream.read(c, consumer, n, std::chrono::milliseconds(0));
@@ -308,7 +308,7 @@ TEST_CASE("ids are unique across connections, as across nodes") {
     ids.insert(w.submit("a"));
     StreamTask t;
     t.type = "echo";
-    ids.insert(w.stream.submit(other, t, 1).value());
+    ids.insert(w.stream.submit(other, t, 1).value().id);
   }
   CHECK(ids.size() == 100);
 }
@@ -477,7 +477,7 @@ std::uint64_t submit_with(StreamWorld& w, std::int32_t priority, std::optional<s
   REQUIRE(t.options.set_not_before_ms(due));
   auto id = w.stream.submit(w.c, t, 1000);
   REQUIRE(id.is_ok());
-  return *id;
+  return id->id;
 }
 
 std::int64_t band_length(StreamWorld& w, redis::Band b) {
@@ -656,7 +656,7 @@ TEST_CASE("finished tasks are trimmed by age and by the bytes of their results")
     StreamTask t;
     t.type = "echo";
     t.options.idempotency_key = "k" + std::to_string(i);
-    ids.push_back(stream.submit(c, t, 1000).value());
+    ids.push_back(stream.submit(c, t, 1000).value().id);
   }
   auto got = stream.read(c, "node-a", 6, std::chrono::milliseconds(0)).value();
   REQUIRE(got.size() == 6);

@@ -128,14 +128,14 @@ lua::Submit TaskStream::submit_args(const StreamTask& task, std::int64_t now_ms)
   return s;
 }
 
-Result<std::uint64_t> TaskStream::submit(Connection& c, const StreamTask& t,
-                                         std::int64_t now_ms) const {
+Result<TaskStream::Submitted> TaskStream::submit(Connection& c, const StreamTask& t,
+                                                 std::int64_t now_ms) const {
   const Connection::Call call = submit_call(t, now_ms);
   // Loaded first, so that a failure below means the script was sent.
   if (auto sha = c.load(lua::Submit::kScript); !sha) return sha.status();
   auto r = c.eval(lua::Submit::kScript, call.keys, call.args);
   if (!r) return c.broke_writing() ? r.status() : outcome_lost(r.status());  // not sent: none
-  return submitted_id(*r);
+  return submitted(*r);
 }
 
 Result<TaskStream::SlotClaim> TaskStream::claim_slot(Connection& c, const StreamTask& t,

@@ -11,22 +11,23 @@
 namespace sandpool::redis {
 namespace {
 
-// Appends the answers of one submit_batch call of `n` tasks to `out`: each task's id, or why
-// the call failed for all of them.
-void append_answers(const Reply& r, std::size_t n, std::vector<Result<std::uint64_t>>* out) {
+// Appends the answers of one submit_batch call of `n` tasks to `out`: each task's id (and
+// whether its key matched), or why the call failed for all of them.
+void append_answers(const Reply& r, std::size_t n,
+                    std::vector<Result<TaskStream::Submitted>>* out) {
   if (r.is_error() || r.elements.size() != n) {
     const Status why = r.is_error() ? r.status() : unexpected("submit_batch", r);
-    out->insert(out->end(), n, Result<std::uint64_t>(why));
+    out->insert(out->end(), n, Result<TaskStream::Submitted>(why));
     return;
   }
-  for (const Reply& one : r.elements) out->push_back(submitted_id(one));
+  for (const Reply& one : r.elements) out->push_back(submitted(one));
 }
 
 }  // namespace
 
-Result<std::vector<Result<std::uint64_t>>> TaskStream::submit_many(
+Result<std::vector<Result<TaskStream::Submitted>>> TaskStream::submit_many(
     Connection& c, const std::vector<StreamTask>& tasks, std::int64_t now_ms) const {
-  std::vector<Result<std::uint64_t>> out;
+  std::vector<Result<TaskStream::Submitted>> out;
   if (tasks.empty()) return out;
   std::vector<lua::Submit> each;
   each.reserve(tasks.size());
@@ -73,7 +74,7 @@ Result<std::vector<Result<std::uint64_t>>> TaskStream::submit_many(
   for (std::size_t k = 0; k < calls; ++k) {
     auto r = c.read();
     if (!r) {
-      out.resize(tasks.size(), Result<std::uint64_t>(outcome_lost(r.status())));
+      out.resize(tasks.size(), Result<TaskStream::Submitted>(outcome_lost(r.status())));
       return out;
     }
     // The server lost the script since it was loaded (a restart): that call did not run.
@@ -83,11 +84,11 @@ Result<std::vector<Result<std::uint64_t>>> TaskStream::submit_many(
   for (const std::size_t k : lost_script) {  // once every reply of the pipeline is read
     const Connection::Call call = batch(k).call();
     auto again = c.eval(lua::SubmitBatch::kScript, call.keys, call.args);
-    std::vector<Result<std::uint64_t>> answers;
+    std::vector<Result<TaskStream::Submitted>> answers;
     if (again) {
       append_answers(*again, batch(k).count, &answers);
     } else {
-      answers.assign(batch(k).count, Result<std::uint64_t>(outcome_lost(again.status())));
+      answers.assign(batch(k).count, Result<TaskStream::Submitted>(outcome_lost(again.status())));
     }
     std::move(answers.begin(), answers.end(), out.begin() + static_cast<std::ptrdiff_t>(starts[k]));
   }

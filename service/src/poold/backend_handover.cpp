@@ -51,7 +51,7 @@ Status hand_over_to_redis(TaskJournal& journal, RedisPools& redis, const Config&
       end.state = TaskState::kCancelled;
       end.cancel_reason = CancelReason::kShutdown;
       end.error = "handed to the Redis stream of pool '" + pc.name + "' as task " +
-                  std::to_string(*id) + " (the pool's backend changed to redis)";
+                  std::to_string(id->id) + " (the pool's backend changed to redis)";
       journal.finish(std::move(end), {});
       ++handed;
       any = true;

@@ -264,7 +264,8 @@ Status RedisPools::unavailable(const std::string& pool, const Status& why) const
 
 // Requests ----------------------------------------------------------------------------------
 
-Result<std::uint64_t> RedisPools::submit(const std::string& pool, const redis::StreamTask& task) {
+Result<redis::TaskStream::Submitted> RedisPools::submit(const std::string& pool,
+                                                        const redis::StreamTask& task) {
   auto stream = stream_of(pool);
   if (!stream) return stream.status();
   auto id = requests_.with(
@@ -273,14 +274,14 @@ Result<std::uint64_t> RedisPools::submit(const std::string& pool, const redis::S
   return id;
 }
 
-Result<std::vector<Result<std::uint64_t>>> RedisPools::submit_many(
+Result<std::vector<Result<redis::TaskStream::Submitted>>> RedisPools::submit_many(
     const std::string& pool, const std::vector<redis::StreamTask>& tasks) {
   auto stream = stream_of(pool);
   if (!stream) return stream.status();
   auto ids = requests_.with(
       [&](redis::Connection& c) { return stream->submit_many(c, tasks, wall_clock_ms()); });
   if (!ids) return unavailable(pool, ids.status());
-  for (Result<std::uint64_t>& id : *ids) {
+  for (Result<redis::TaskStream::Submitted>& id : *ids) {
     if (!id) id = unavailable(pool, id.status());
   }
   return ids;

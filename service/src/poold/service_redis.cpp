@@ -64,11 +64,11 @@ Result<SlotAnswer> Service::submit_slot_redis(const std::string& pool, const Sch
   auto task = checked_task(a, spec.payload, **local);
   if (!task) return task.status();
   if (!slot_s) {
-    auto id = redis_->submit(pool, *task);
-    if (!id) return id.status();
+    auto made = redis_->submit(pool, *task);
+    if (!made) return made.status();
     log_->info("schedule run schedule={} key={} task={}", spec.name, a.options.idempotency_key,
-               *id);
-    return SlotAnswer{*id, ""};
+               made->id);
+    return SlotAnswer{made->id, ""};
   }
   auto claim = redis_->claim_slot(pool, *task, spec.name, *slot_s);
   if (!claim) return claim.status();
@@ -101,11 +101,11 @@ void Service::submit_redis(const std::string& pool, const Request& req, const op
   auto task = checked_task(a, req.blob, **local);
   if (!task) return (void)res.error(task.status());
   // Acknowledged once the script ran: the task is in Redis (on disk with appendfsync always).
-  auto id = redis_->submit(pool, *task);
-  if (!id) return (void)res.error(id.status());
-  if (!a.wait) return (void)res.ok(ops::SubmitReply{*id, false, std::nullopt});
-  res.event(ops::SubmitEvent{"accepted", *id, false});
-  redis_->wait(*id, std::nullopt, [r = res.responder()](const Result<TaskResult>& t) {
+  auto made = redis_->submit(pool, *task);
+  if (!made) return (void)res.error(made.status());
+  if (!a.wait) return (void)res.ok(ops::SubmitReply{made->id, made->existing, std::nullopt});
+  res.event(ops::SubmitEvent{"accepted", made->id, made->existing});
+  redis_->wait(made->id, std::nullopt, [r = res.responder()](const Result<TaskResult>& t) {
     if (!t) return (void)r.error(t.status());
     r.ok(task_json(*t), t->result);
   });
@@ -162,11 +162,12 @@ bool Service::submit_batch_redis(const Request& req, const ops::SubmitBatchArgs&
   }
   for (auto& [pool, batch] : by_pool) {
     const auto& [indexes, tasks] = batch;
-    auto ids = redis_->submit_many(pool, tasks);
+    auto made = redis_->submit_many(pool, tasks);
     for (std::size_t k = 0; k < indexes.size(); ++k) {
-      const Status why = !ids ? ids.status() : (*ids)[k].status();
+      const Status why = !made ? made.status() : (*made)[k].status();
       if (why) {
-        out.ids[indexes[k]] = *(*ids)[k];
+        out.ids[indexes[k]] = (*made)[k]->id;
+        if ((*made)[k]->existing) out.existing.push_back(indexes[k]);
       } else {
         out.errors.push_back(
             {indexes[k], std::string(control::wire_code(why.code())), why.message()});
@@ -175,6 +176,7 @@ bool Service::submit_batch_redis(const Request& req, const ops::SubmitBatchArgs&
   }
   std::sort(out.errors.begin(), out.errors.end(),
             [](const auto& x, const auto& y) { return x.index < y.index; });
+  std::sort(out.existing.begin(), out.existing.end());  // pool by pool: in index order
   res.ok(out);
   return true;
 }

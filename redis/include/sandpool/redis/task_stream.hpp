@@ -110,9 +110,13 @@ class TaskStream {
   Status join(Connection& c, const std::string& consumer) const;
   // Takes a cluster-wide id, writes the task's hash (queued) and adds its entry to its band's
   // stream, in one script; a task with a `not_before_ms` still to come is `scheduled` in the
-  // later set instead. An idempotency key already used answers the first task's id and adds
-  // nothing.
-  Result<std::uint64_t> submit(Connection& c, const StreamTask& t, std::int64_t now_ms) const;
+  // later set instead. An idempotency key already used answers the first task's id, with
+  // `existing`, and adds nothing.
+  struct Submitted {
+    std::uint64_t id = 0;
+    bool existing = false;  // the idempotency key named an earlier task: nothing was added
+  };
+  Result<Submitted> submit(Connection& c, const StreamTask& t, std::int64_t now_ms) const;
   // A schedule's slot in this pool (docs/schedules.md, "Redis pools"): claims slot `slot_s`
   // of schedule `schedule` for `node` and submits `t` as submit() does, in one script, so no
   // crash comes between the claim and the task. The claim is the schedule's hash
@@ -142,12 +146,12 @@ class TaskStream {
   std::string schedule_claim_key(const std::string& schedule) const;
   // Each task submitted as submit() does (the same entry and hash), in order: one script per
   // 512 tasks or 16 MiB of payloads (their new ids taken with one INCRBY; a task whose
-  // idempotency key names a task, in Redis or earlier in the batch, answers that task's id),
-  // pipelined in one round trip; one answer per task, in order. The tasks of a call whose
-  // reply was lost are kTimeout ("outcome unknown").
-  Result<std::vector<Result<std::uint64_t>>> submit_many(Connection& c,
-                                                         const std::vector<StreamTask>& tasks,
-                                                         std::int64_t now_ms) const;
+  // idempotency key names a task, in Redis or earlier in the batch, answers that task's id,
+  // `existing`), pipelined in one round trip; one answer per task, in order. The tasks of a
+  // call whose reply was lost are kTimeout ("outcome unknown").
+  Result<std::vector<Result<Submitted>>> submit_many(Connection& c,
+                                                     const std::vector<StreamTask>& tasks,
+                                                     std::int64_t now_ms) const;
   // XREADGROUP for `consumer`: at most `count` new entries, the higher bands first, and
   // their tasks taken as take() does, in one script (one round trip). When there are none,
   // waits up to `block` (0: not) for entries of any band, reads at most `count` of each band

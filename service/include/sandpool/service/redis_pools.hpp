@@ -107,8 +107,10 @@ class RedisPools {
   bool serves(const std::string& pool) const EXCLUDES(mu_);
   static bool is_cluster_id(std::uint64_t id) { return id >= redis::TaskStream::kFirstId; }
 
-  Result<std::uint64_t> submit(const std::string& pool, const redis::StreamTask& task);
-  Result<std::vector<Result<std::uint64_t>>> submit_many(
+  // The task's id, and `existing` when its idempotency key named an earlier task.
+  Result<redis::TaskStream::Submitted> submit(const std::string& pool,
+                                              const redis::StreamTask& task);
+  Result<std::vector<Result<redis::TaskStream::Submitted>>> submit_many(
       const std::string& pool, const std::vector<redis::StreamTask>& tasks);
   // The schedules' thread (sp-sched), on a connection of its own: a schedule's slot claimed
   // and, when the claim is won, submitted (redis::TaskStream::claim_slot), as this node.
