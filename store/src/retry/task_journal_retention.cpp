@@ -110,7 +110,9 @@ Status TaskJournalImpl::carry(SqliteDb& db, std::uint64_t seq) {
                        if (st.live_in(seq, t.task.id) > 0) live[t.task.id] = std::move(t);
                      }).with_context("journal compaction: carry"));
   std::uint64_t records = 0;
-  for (auto& [id, t] : live) {
+  for (auto& entry : live) {  // not a structured binding: clang 14's lambdas cannot capture one
+    const std::uint64_t id = entry.first;
+    JournalTask& t = entry.second;
     records += st.live_in(seq, id);
     const JournalTask* done = st.finished_task(id);
     if (done == nullptr) st.overlay_steps(id, t);  // what its later records changed
