@@ -42,6 +42,20 @@ std::size_t TaskRecord::allocation_size() const {
   return sizeof(TaskRecord) + apart_offset(type_len_) + sizeof(std::string);
 }
 
+namespace {
+
+// Frees a record's block: sized where the compiler has sized deallocation (GCC; jemalloc's
+// sdallocx skips a size lookup), plain where it does not (clang 14, the sanitizer trees').
+void free_record_block(void* block, [[maybe_unused]] std::size_t bytes) noexcept {
+#if defined(__cpp_sized_deallocation)
+  ::operator delete(block, bytes);
+#else
+  ::operator delete(block);
+#endif
+}
+
+}  // namespace
+
 TaskPtr TaskRecord::make(std::uint64_t task_id, std::string_view task_type,
                          std::string task_payload, SubmitOptions options,
                          const PackedOptions::Callbacks& shared) {
@@ -57,7 +71,7 @@ TaskPtr TaskRecord::make(std::uint64_t task_id, std::string_view task_type,
         task_id, type_len, apart ? kPayloadApart : static_cast<std::uint32_t>(task_payload.size()),
         std::move(options), shared);
   } catch (...) {
-    ::operator delete(block, bytes);
+    free_record_block(block, bytes);
     throw;
   }
   if (type_len != 0) std::memcpy(rec->tail(), task_type.data(), type_len);
@@ -77,7 +91,7 @@ void release_record(TaskRecord* rec) noexcept {
   if (rec->refs_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   const std::size_t bytes = rec->allocation_size();
   rec->~TaskRecord();
-  ::operator delete(static_cast<void*>(rec), bytes);
+  free_record_block(static_cast<void*>(rec), bytes);
 }
 
 std::shared_ptr<const TaskResult> shared_account(const TaskPtr& task) {
