@@ -70,16 +70,6 @@ JournalTask full_task(std::uint64_t id) {
   return t;
 }
 
-void check_same_attempt(const Attempt& got, const Attempt& want) {
-  CHECK(got.number == want.number);
-  CHECK(got.outcome == want.outcome);
-  CHECK(got.error == want.error);
-  CHECK(got.worker_pid == want.worker_pid);
-  CHECK(got.started_ms == want.started_ms);
-  CHECK(got.ended_ms == want.ended_ms);
-  CHECK(got.backtrace == want.backtrace);
-}
-
 void check_same_whole_task(const JournalTask& got, const JournalTask& want) {
   testing::check_same_task(got, want);
   CHECK(got.task.state == want.task.state);
@@ -88,13 +78,13 @@ void check_same_whole_task(const JournalTask& got, const JournalTask& want) {
   CHECK(got.task.result == want.task.result);
   CHECK(got.task.error == want.task.error);
   REQUIRE(got.running.has_value() == want.running.has_value());
-  if (want.running) check_same_attempt(*got.running, *want.running);
+  if (want.running) testing::check_same_attempt(*got.running, *want.running);
   CHECK(got.retry_due_ms == want.retry_due_ms);
   CHECK(got.finished_ms == want.finished_ms);
   CHECK(got.letter_id == want.letter_id);
   REQUIRE(got.task.history.size() == want.task.history.size());
   for (std::size_t i = 0; i < want.task.history.size(); ++i) {
-    check_same_attempt(got.task.history[i], want.task.history[i]);
+    testing::check_same_attempt(got.task.history[i], want.task.history[i]);
   }
 }
 
@@ -160,7 +150,7 @@ TEST_CASE("journal records: format 2 reads back every field of every record kind
   CHECK(got[3].at_ms == 1700000000101);
 
   REQUIRE(got[4].kind == RecordKind::kAttempt);
-  check_same_attempt(got[4].attempt, ended_attempt(2));
+  testing::check_same_attempt(got[4].attempt, ended_attempt(2));
   CHECK(got[4].next == TaskState::kRetryWait);
   CHECK(got[4].retry_due_ms == 1700000000900);
   CHECK(got[4].at_ms == 1700000000201);

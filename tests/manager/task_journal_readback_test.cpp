@@ -17,16 +17,6 @@ using namespace sandpool::testing;
 
 namespace {
 
-void check_read_back_attempt(const Attempt& got, const Attempt& want) {
-  CHECK(got.number == want.number);
-  CHECK(got.outcome == want.outcome);
-  CHECK(got.error == want.error);
-  CHECK(got.worker_pid == want.worker_pid);
-  CHECK(got.started_ms == want.started_ms);
-  CHECK(got.ended_ms == want.ended_ms);
-  CHECK(got.backtrace == want.backtrace);
-}
-
 // Every field of a journaled task.
 void check_whole(const JournalTask& got, const JournalTask& want) {
   check_same_task(got, want);
@@ -40,10 +30,10 @@ void check_whole(const JournalTask& got, const JournalTask& want) {
   CHECK(got.finished_ms == want.finished_ms);
   CHECK(got.letter_id == want.letter_id);
   REQUIRE(got.running.has_value() == want.running.has_value());
-  if (got.running) check_read_back_attempt(*got.running, *want.running);
+  if (got.running) check_same_attempt(*got.running, *want.running);
   REQUIRE(got.task.history.size() == want.task.history.size());
   for (std::size_t i = 0; i < got.task.history.size(); ++i) {
-    check_read_back_attempt(got.task.history[i], want.task.history[i]);
+    check_same_attempt(got.task.history[i], want.task.history[i]);
   }
 }
 

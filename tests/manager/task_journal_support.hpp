@@ -46,6 +46,17 @@ inline JournalTask task(std::uint64_t id, std::string pool = "images") {
 }
 
 // The task as submitted: id, pool, type, payload, every option and the submit time.
+// Every field of an attempt.
+inline void check_same_attempt(const Attempt& got, const Attempt& want) {
+  CHECK(got.number == want.number);
+  CHECK(got.outcome == want.outcome);
+  CHECK(got.error == want.error);
+  CHECK(got.worker_pid == want.worker_pid);
+  CHECK(got.started_ms == want.started_ms);
+  CHECK(got.ended_ms == want.ended_ms);
+  CHECK(got.backtrace == want.backtrace);
+}
+
 inline void check_same_task(const JournalTask& got, const JournalTask& want) {
   INFO("task " << want.task.id);
   CHECK(got.task.id == want.task.id);
