@@ -110,6 +110,18 @@ void as_accepted(JournalTask& t, std::int64_t now_ms) {
   t.letter_id = 0;
 }
 
+// What a task's end is written from (write_end_whole): a task accepted in this transaction.
+OpenMeta meta_of(const JournalTask& t) {
+  OpenMeta m;
+  m.pool = &t.pool;
+  m.type = &t.task.type;
+  m.options = &t.options;
+  m.idempotency_key = &t.options.idempotency_key;
+  m.not_before = t.options.not_before;
+  m.submitted_ms = t.submitted_ms;
+  return m;
+}
+
 }  // namespace
 
 // One round's writes often hold several of a task's: its accept, start and end when it ran
@@ -157,15 +169,7 @@ std::optional<OpenMeta> TaskJournalImpl::Tx::open_task(const JournalState& st,
                                                        std::uint64_t id) const {
   if (ended.count(id) > 0) return std::nullopt;
   if (const JournalTask* const* accepted_task = accepted.find(id)) {
-    const JournalTask& t = **accepted_task;
-    OpenMeta m;
-    m.pool = &t.pool;
-    m.type = &t.task.type;
-    m.options = &t.options;
-    m.idempotency_key = &t.options.idempotency_key;
-    m.not_before = t.options.not_before;
-    m.submitted_ms = t.submitted_ms;
-    return m;
+    return meta_of(**accepted_task);
   }
   return st.open_meta(id);
 }
@@ -232,14 +236,7 @@ Status TaskJournalImpl::write_accept(SqliteDb& db, std::size_t k, bool planned) 
     as_accepted(t, w.at_ms);
     const std::size_t end_at = planned && !a.ends.empty() ? a.ends[n] : 0;
     if (end_at != 0) {
-      OpenMeta meta;
-      meta.pool = &t.pool;
-      meta.type = &t.task.type;
-      meta.options = &t.options;
-      meta.idempotency_key = &t.options.idempotency_key;
-      meta.not_before = t.options.not_before;
-      meta.submitted_ms = t.submitted_ms;
-      write_end_whole(meta, *taken_[end_at - 1], k);
+      write_end_whole(meta_of(t), *taken_[end_at - 1], k);
       continue;
     }
     const std::size_t bytes = tx.append([&](journal_log::BodyWriter& b) { b.task(t); });
