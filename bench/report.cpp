@@ -53,7 +53,9 @@ void Report::finish(std::ostream& out) const {
 std::string format_value(double v) {
   char buf[64];
   if (std::isnan(v)) return "nan";
-  if (std::fabs(v) >= 1000 || (v == std::floor(v) && std::fabs(v) < 1e15)) {
+  // From 99.95 up "%.3g" has no digit after the point left to show, and from 999.5 it
+  // writes an exponent ("1e+03"): whole numbers read better and parse the same.
+  if (std::fabs(v) >= 99.95 || (v == std::floor(v) && std::fabs(v) < 1e15)) {
     std::snprintf(buf, sizeof buf, "%.0f", v);
   } else {
     std::snprintf(buf, sizeof buf, "%.3g", v);
