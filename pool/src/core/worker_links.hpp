@@ -75,6 +75,15 @@ class WorkerLinks final : public WorkerControl {
     }
     return false;
   }
+  // Fills *out with the result rings has_results() reads (cleared first): a snapshot the loop
+  // spins on while it does not hold its claim (PoolLoop::spin_for_work). The rings stay valid
+  // until the loop reaps a worker, which it does only under the claim.
+  void result_rings(std::vector<ipc::RingConsumer*>* out) {
+    out->clear();
+    for (auto& [id, link] : links_) {
+      if (link.proc && !link.broken) out->push_back(&link.proc->results().ring());
+    }
+  }
   // Before the loop sleeps: tells every ring so (its producer then rings the doorbell).
   // Returns false when one has data or room meanwhile: then the loop must not sleep.
   bool prepare_sleep();
