@@ -6,8 +6,9 @@
 // announced a sleep.
 //
 // Thread-safety: the "any thread" members from any thread; the "loop thread" members from the
-// one thread that runs the loop (or, before it runs and after end(), the owner). Lives as long
-// as its PoolLoop.
+// one thread that runs the loop (or, before it runs and after end(), the owner), or from a
+// submitting thread that holds the loop's claim (a direct hand-off publishing its stats;
+// docs/architecture.md, "The loop's claim"). Lives as long as its PoolLoop.
 #pragma once
 
 #include <atomic>

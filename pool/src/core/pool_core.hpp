@@ -9,7 +9,9 @@
 // split by concern, one source file each (pool_core.cpp lists them): tasks in and out,
 // worker lifecycle and deaths, health, autoscaling, metrics.
 //
-// Thread-safety: none; the loop thread owns it. Times are CLOCK_MONOTONIC nanoseconds; it
+// Thread-safety: none; the holder of the loop's claim owns it: the loop thread, or a
+// submitting thread in hand_off() (docs/architecture.md, "The loop's claim"). Times are
+// CLOCK_MONOTONIC nanoseconds; it
 // reads no clock itself (WorkerControl::wall_ms() stamps what operators read).
 #pragma once
 

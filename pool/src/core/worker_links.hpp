@@ -5,7 +5,8 @@
 // output within each worker's output limit. A worker whose fds the poller refuses to watch or
 // unwatch is killed: the loop never runs a worker whose exit it cannot see.
 //
-// Loop thread only (or its owner before the loop runs and after it ends). Owns the
+// Loop thread only: the holder of the loop's claim, which a submitting thread is during a
+// direct hand-off (or its owner before the loop runs and after it ends). Owns the
 // WorkerProcesses: destroying it, or clear(), kills and reaps what is left.
 #pragma once
 
