@@ -140,7 +140,10 @@ bool run_memory(const BenchOptions& o, Report& r);
 bool run_curves(const BenchOptions& o, Report& r);
 
 // W2's o.rounds sequential round trips through a pool of `workers` (after 1000 unmeasured).
-bool w2_round_trips(const BenchOptions& o, std::uint32_t workers, Summary* out);
+// `hand_off_share`, when given: the fraction of the timed round trips whose submit the
+// submitting thread dispatched itself (Pool::hand_offs()).
+bool w2_round_trips(const BenchOptions& o, std::uint32_t workers, Summary* out,
+                    double* hand_off_share = nullptr);
 // One W1 run of o.tasks at `concurrency` (the service group's in-process baseline).
 bool w1_throughput(const BenchOptions& o, std::uint32_t concurrency, double* tasks_per_s);
 

@@ -385,7 +385,8 @@ bool run_dispatch_cost(const BenchOptions& o, Report& r) {
   return true;
 }
 
-bool w2_round_trips(const BenchOptions& o, std::uint32_t workers, Summary* out) {
+bool w2_round_trips(const BenchOptions& o, std::uint32_t workers, Summary* out,
+                    double* hand_off_share) {
   auto pool = start_pool(pool_options(o, o.plugin, workers, PoolOptions{}.concurrency));
   if (!pool) return false;
   const std::string type = pool->task_types().front();
@@ -394,7 +395,9 @@ bool w2_round_trips(const BenchOptions& o, std::uint32_t workers, Summary* out) 
   std::vector<double> samples;
   samples.reserve(o.rounds);
   const std::uint32_t warmup = 1000;
+  std::uint64_t hand_offs0 = 0;
   for (std::uint32_t i = 0; i < warmup + o.rounds; ++i) {
+    if (i == warmup) hand_offs0 = pool->hand_offs();
     const std::string& payload = payloads[i % payloads.size()];
     const std::int64_t t0 = monotonic_ns();
     auto t = pool->submit(type, payload);
@@ -415,12 +418,16 @@ bool w2_round_trips(const BenchOptions& o, std::uint32_t workers, Summary* out) 
     if (i >= warmup) samples.push_back(static_cast<double>(t1 - t0) / 1000.0);
   }
   *out = summarize(samples);
+  if (hand_off_share != nullptr && o.rounds > 0) {
+    *hand_off_share = static_cast<double>(pool->hand_offs() - hand_offs0) / o.rounds;
+  }
   return true;
 }
 
 bool run_w2(const BenchOptions& o, Report& r) {
   Summary s;
-  if (!w2_round_trips(o, o.workers, &s)) return false;
+  double hand_off_share = 0;
+  if (!w2_round_trips(o, o.workers, &s, &hand_off_share)) return false;
   r.add("W2", "p50", s.p50, "us");
   r.add("W2", "p99", s.p99, "us");
   r.add("W2", "mean", s.mean, "us");
@@ -431,6 +438,7 @@ bool run_w2(const BenchOptions& o, Report& r) {
     r.add("W2", "p99_vs_futex", s.p99 / *futex, "ratio");
   }
   r.add("W2", "rounds", s.count, "round_trips");
+  r.add("W2", "hand_off_share", hand_off_share, "ratio");
   return true;
 }
 

@@ -6,8 +6,9 @@
 // announced a sleep.
 //
 // Thread-safety: the "any thread" members from any thread; the "loop thread" members from the
-// one thread that runs the loop (or, before it runs and after end(), the owner). Lives as long
-// as its PoolLoop.
+// one thread that runs the loop (or, before it runs and after end(), the owner), or from a
+// submitting thread that holds the loop's claim (a direct hand-off publishing its stats;
+// docs/architecture.md, "The loop's claim"). Lives as long as its PoolLoop.
 #pragma once
 
 #include <atomic>
@@ -65,6 +66,9 @@ class LoopMailbox {
   // Waits until the loop says the pool is idle (set_idle) or it ends, at most timeout_ms
   // (negative: forever). Returns false on the timeout.
   bool wait_idle_for(std::int64_t timeout_ms);
+  // Wakes the loop iff it announced a sleep (a hand-off whose task the loop must look at
+  // sooner than it planned).
+  void wake() { ring_bell(); }
   // How often the bell was rung (wake-up syscalls paid by the posting side).
   std::uint64_t bell_rings() const { return bell_rings_.load(std::memory_order_relaxed); }
   // The owner's side of the start hand-shake: blocks until the loop reports its start.

@@ -328,6 +328,8 @@ std::vector<TaskListing> Pool::list(const TaskQuery& q) const {
 
 std::uint64_t Pool::wake_syscalls() const { return loop_->wake_syscalls(); }
 
+std::uint64_t Pool::hand_offs() const { return loop_->hand_offs(); }
+
 std::int64_t Pool::busy_for_ns() const { return loop_->busy_for_ns(); }
 
 std::chrono::milliseconds Pool::max_timeout() const { return loop_->max_timeout(); }

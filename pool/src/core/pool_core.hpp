@@ -9,7 +9,9 @@
 // split by concern, one source file each (pool_core.cpp lists them): tasks in and out,
 // worker lifecycle and deaths, health, autoscaling, metrics.
 //
-// Thread-safety: none; the loop thread owns it. Times are CLOCK_MONOTONIC nanoseconds; it
+// Thread-safety: none; the holder of the loop's claim owns it: the loop thread, or a
+// submitting thread in hand_off() (docs/architecture.md, "The loop's claim"). Times are
+// CLOCK_MONOTONIC nanoseconds; it
 // reads no clock itself (WorkerControl::wall_ms() stamps what operators read).
 #pragma once
 
@@ -101,6 +103,14 @@ class PoolCore {
 
   void start(std::int64_t now);
   void submit(TaskPtr task, std::int64_t now);
+  // The direct hand-off (pool_core_hand_off.cpp; docs/architecture.md, "The loop's claim"):
+  // submit() of `task` by a submitting thread that holds the loop's claim, taken only when the
+  // loop's own submit would dispatch the task at once to a ready worker with room and call
+  // nothing outside the core and its WorkerControl (no callback, no end, no spawn): nothing
+  // queued or held, no gate, no dispatch function, no autoscaler, not scheduled, not closing,
+  // failed or in crash_loop. Returns true iff it took the task (then as submit() would);
+  // false, changing nothing: the caller posts it to the loop.
+  bool hand_off(const TaskPtr& task, std::int64_t now);
   // The loop's batches (issue 37): between begin_batch() and end_batch(now) the entry points
   // only note that the queue wants dispatching (and the closing pool settling, the autoscaler
   // a look); end_batch() does it once, after the batch's submits or results. So a pass that

@@ -7,6 +7,7 @@
 #include <climits>
 #include <filesystem>
 #include <random>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -20,8 +21,6 @@
 
 namespace sandpool::core {
 namespace {
-
-constexpr std::int64_t kRunningPollMs = 10;
 
 std::uint32_t default_spin_us(std::uint32_t workers) {
   // Spinners yield their core after a few rounds (ipc::spin_until), so a modest
@@ -44,6 +43,7 @@ PoolLoop::PoolLoop(PoolOptions options) : opts_(options), as_started_(std::move(
   max_per_tenant_.store(opts_.max_per_tenant);
   max_tenants_.store(opts_.tenants.max_tenants);
   if (opts_.dead_letter_store) journal_ = opts_.dead_letter_store->journal();
+  hand_off_allowed_ = journal_ == nullptr;
   // No worker to learn them from: the configured types (check_worker_count insists on them).
   if (opts_.workers == 0) task_types_ = opts_.task_types;
 }
@@ -163,6 +163,7 @@ Status PoolLoop::wire(LaunchPlan plan) {
 
 void PoolLoop::run() {
   name_thread(::pthread_self(), "sp-loop:" + opts_.name);
+  claim_.acquire();  // let go of only while idle (spin_for_work, wait_for_events)
   journal_batching_ = journal_ != nullptr;
   core_->start(ipc::monotonic_ns());
   publish_stats(ipc::monotonic_ns(), true);
@@ -183,6 +184,9 @@ void PoolLoop::run() {
     }
     busy_rounds = 0;
     if (spin_us_ > 0 && spin_for_work(now + spin_us_ * 1000ll)) continue;
+    // A hand-off during the spin changed what the stats say: current before a sleep.
+    now = ipc::monotonic_ns();  // after the spin: a hand-off may have shown the core a later one
+    if (std::exchange(handed_off_, false)) publish_stats(now, true);
     // Sleep until the core's next deadline, but look at the workers' headers now and then:
     // every 10 ms while tasks run (their `running` state), else every heartbeat interval.
     std::int64_t timeout_ms =
@@ -201,6 +205,9 @@ void PoolLoop::run() {
   links_->end_passes();  // late queries run inline, on other threads: each reads the clock
   links_->clear();
   mailbox_.end(*core_);
+  // A submit that takes the claim from here on finds the pool closed (it stopped accepting
+  // before the close that wound it down) and posts, which refuses.
+  claim_.release();
 }
 
 bool PoolLoop::iterate(std::int64_t now) {
@@ -249,34 +256,6 @@ bool PoolLoop::drain_mailbox(std::int64_t now) {
     publish_stats(now, true);  // what the commands changed, for published_stats()
   }
   return true;
-}
-
-bool PoolLoop::spin_for_work(std::int64_t until_ns) {
-  return ipc::spin_until([&] { return mailbox_.has_mail() || links_->has_results(); }, until_ns);
-}
-
-void PoolLoop::wait_for_events(std::int64_t timeout_ms, std::int64_t now) {
-  // Announce the sleep, then look once more (the posters' half of the hand-shake is in the
-  // mailbox and the rings' publish()).
-  const bool may_sleep = timeout_ms != 0 && mailbox_.announce_sleep() && links_->prepare_sleep();
-  epoll_event events[64];
-  if (may_sleep) busy_.end();  // poold's watchdog: idle, however long the sleep
-  Result<int> n = poller_->wait(events, 64, may_sleep ? static_cast<int>(timeout_ms) : 0);
-  if (may_sleep) busy_.begin(ipc::monotonic_ns());  // handling what woke it is work
-  if (timeout_ms != 0) {
-    mailbox_.end_sleep();
-    links_->cancel_sleep();
-  }
-  if (!n) log_->error("[{}] {}", opts_.name, n.status().message());
-  for (int i = 0; i < (n ? *n : 0); ++i) {
-    const std::uint64_t tag = events[i].data.u64;
-    if (tag == WorkerLinks::kLoopTag) {
-      mailbox_.drain_bell();
-    } else {
-      links_->on_event(tag);
-    }
-  }
-  links_->reap_exited(now);
 }
 
 void PoolLoop::after_iteration() {
@@ -453,7 +432,12 @@ Result<Ticket> PoolLoop::submit(std::string type, std::string payload, SubmitOpt
   auto rec = admit_task(std::move(type), std::move(payload), std::move(options), id);
   if (!rec) return rec.status();
   // The accept before the post: the task's start is recorded after it.
-  if ((*rec)->journaled) journal_accept({*rec}, nullptr);
+  if ((*rec)->journaled) {
+    journal_accept({*rec}, nullptr);
+  } else if (try_hand_off(*rec)) {
+    release_ack(*rec);
+    return Ticket(*rec, weak_from_this());
+  }
   if (!post_admitted(*rec)) return Status::error(Code::kClosed, "pool is closing");
   release_ack(*rec);
   return Ticket(*rec, weak_from_this());

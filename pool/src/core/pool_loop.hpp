@@ -21,6 +21,7 @@
 #include <sandpool/store/task_journal.hpp>
 
 #include "core/host_facts.hpp"
+#include "core/loop_claim.hpp"
 #include "core/loop_mailbox.hpp"
 #include "core/plan_launch.hpp"
 #include "core/poller.hpp"
@@ -48,6 +49,10 @@ void end_orphaned(TaskRecord& task, TaskState state);
 // keeps it (cancelled, reason shutdown) with `why`, never as the end it reached. Any thread,
 // before the task's end is posted or applied.
 void report_unwritten(TaskRecord& task, const std::string& why);
+
+// While tasks run, the loop looks at the workers' headers (their `running` state) at least
+// this often, however far its next deadline.
+inline constexpr std::int64_t kRunningPollMs = 10;
 
 class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
  public:
@@ -107,6 +112,9 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   std::uint64_t wake_syscalls() const {
     return mailbox_.bell_rings() + (links_ ? links_->wakes() : 0);
   }
+  // Tasks submit() dispatched itself, under the loop's claim, while the loop was idle (the
+  // direct hand-off): the benchmark reports them per round trip.
+  std::uint64_t hand_offs() const { return hand_offs_.load(std::memory_order_relaxed); }
   // For poold's watchdog: how long the loop thread has been inside its current
   // iteration; 0 while it sleeps or once it ended. Any thread.
   std::int64_t busy_for_ns() const {
@@ -146,9 +154,22 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   // iff it found work.
   bool iterate(std::int64_t now);
   bool drain_mailbox(std::int64_t now);
-  bool spin_for_work(std::int64_t until_ns);
-  // Sleeps at most timeout_ms (0: only looks) for worker events and mail.
-  void wait_for_events(std::int64_t timeout_ms, std::int64_t now);
+  // pool_loop_hand_off.cpp. Spins until mail or a result comes (true) or until_ns passes
+  // (false), without the claim: a submitter may hand a task off meanwhile.
+  bool spin_for_work(std::int64_t until_ns) REQUIRES(claim_);
+  // Sleeps at most timeout_ms (0: only looks) for worker events and mail; parked, it lets go
+  // of the claim.
+  void wait_for_events(std::int64_t timeout_ms, std::int64_t now) REQUIRES(claim_);
+  // wait_for_events()'s sleep: epoll_wait for at most timeout_ms (> 0) into events[64],
+  // without the claim.
+  Result<int> park(epoll_event* events, std::int64_t timeout_ms, std::int64_t now) REQUIRES(claim_);
+  // submit(), for a task not journaled: when the loop is idle, takes the claim and runs the
+  // core's hand_off() of the task (it reaches a worker's ring without a loop pass). Returns
+  // true iff the core took the task in; false: post it as usual.
+  bool try_hand_off(const TaskPtr& task);
+  // Under the claim: a hand-off's task may go to a worker only if the idle loop looks at the
+  // pool by its deadline and by the running poll (kRunningPollMs) on its own.
+  bool loop_looks_in_time(const TaskRecord& task, std::int64_t now) const REQUIRES(claim_);
   void after_iteration();
   // Loop thread: publishes core_->stats() for published_stats() when `force` or when the
   // last copy is 1 ms old.
@@ -260,6 +281,21 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   std::unique_ptr<PoolCore> core_;
   std::vector<std::string> task_types_;
   std::string isolation_;
+
+  // The direct hand-off (pool_loop_hand_off.cpp; docs/architecture.md, "The loop's claim").
+  // The loop thread holds claim_ but while idle; whoever holds it runs the core and the links.
+  LoopClaim claim_;
+  // While the loop is idle: by when it looks at the pool on its own. 0 while it spins (it
+  // plans its sleep again, with the core's deadlines, once the spin ends); parked, the end of
+  // its epoll_wait timeout.
+  std::int64_t idle_look_ns_ GUARDED_BY(claim_) = 0;
+  // A hand-off ran while the loop was idle: publish the stats it changed before sleeping.
+  bool handed_off_ GUARDED_BY(claim_) = false;
+  std::vector<ipc::RingConsumer*> spin_rings_;  // loop thread: what spin_for_work() reads
+  std::atomic<std::uint64_t> hand_offs_{0};
+  // No journal: a task must be journaled before it runs, and the journal's turn batching is
+  // the loop's (set at construction, immutable after).
+  bool hand_off_allowed_ = false;
 
   // Loop-thread state.
   bool first_ready_seen_ = false;

@@ -5,7 +5,8 @@
 // output within each worker's output limit. A worker whose fds the poller refuses to watch or
 // unwatch is killed: the loop never runs a worker whose exit it cannot see.
 //
-// Loop thread only (or its owner before the loop runs and after it ends). Owns the
+// Loop thread only: the holder of the loop's claim, which a submitting thread is during a
+// direct hand-off (or its owner before the loop runs and after it ends). Owns the
 // WorkerProcesses: destroying it, or clear(), kills and reaps what is left.
 #pragma once
 
@@ -74,6 +75,15 @@ class WorkerLinks final : public WorkerControl {
       if (link.proc && !link.broken && link.proc->results().ring().has_data()) return true;
     }
     return false;
+  }
+  // Fills *out with the result rings has_results() reads (cleared first): a snapshot the loop
+  // spins on while it does not hold its claim (PoolLoop::spin_for_work). The rings stay valid
+  // until the loop reaps a worker, which it does only under the claim.
+  void result_rings(std::vector<ipc::RingConsumer*>* out) {
+    out->clear();
+    for (auto& [id, link] : links_) {
+      if (link.proc && !link.broken) out->push_back(&link.proc->results().ring());
+    }
   }
   // Before the loop sleeps: tells every ring so (its producer then rings the doorbell).
   // Returns false when one has data or room meanwhile: then the loop must not sleep.

@@ -311,6 +311,10 @@ class Pool {
   const std::string& isolation() const;
   // Wake-up syscalls the manager side has paid so far (benchmarks report them per task).
   std::uint64_t wake_syscalls() const;
+  // Tasks submit() dispatched to a worker itself, on the submitting thread, because the
+  // pool's loop was idle (the direct hand-off, docs/architecture.md "The loop's claim");
+  // benchmarks report them per task.
+  std::uint64_t hand_offs() const;
   // How long the pool's loop thread has been inside its current iteration (ns); 0 while it
   // sleeps or once it ended. A watchdog's view (poold's WatchdogGate); any thread.
   std::int64_t busy_for_ns() const;

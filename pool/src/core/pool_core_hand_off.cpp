@@ -1,0 +1,47 @@
+// PoolCore, the direct hand-off: submit() run by a submitting thread that holds the loop's
+// claim while the loop is idle (PoolLoop::try_hand_off; docs/architecture.md, "The loop's
+// claim"). The core's contract is unchanged (one holder at a time); what changes is which
+// thread holds it, so the hand-off is taken only where submit() stays inside the core and
+// its WorkerControl: no user callback (on_done, on_event, a dispatch function), no end of a
+// task, no spawn or scale step. Everything else falls back to the loop, which decides as
+// before.
+#include <algorithm>
+
+#include "core/pool_core.hpp"
+
+namespace sandpool::core {
+
+bool PoolCore::hand_off(const TaskPtr& task, std::int64_t now) {
+  // Whatever would make submit() end the task, hold it, queue it behind others or call out.
+  if (failed_ || closing_ || batching_ || workers_.crash_loop()) return false;
+  if (!queue_.empty() || backlogged_ != 0 || gates_.on()) return false;
+  if (opts_.dispatch_function || autoscaler_.enabled()) return false;
+  if (task->opts.delay() || task->opts.not_before()) return false;  // scheduled
+  const std::size_t bytes = task->payload().size();
+  if (bytes > opts_.max_payload) return false;  // dead-lettered at dispatch
+  // Affinity sends a keyed task to its home, full or not: it may wait in a backlog.
+  if (dispatcher_.strategy() == DispatchStrategy::kAffinity && !task->opts.key().empty()) {
+    return false;
+  }
+  // A ready worker with room whose region takes the frame: dispatch_queue() then assigns the
+  // task at once (the strategies but affinity choose among the workers with room).
+  bool room = false;
+  for (const auto& [id, w] : workers_) {
+    if (!w.is<Ready>() || bytes > w.frame_cap) continue;
+    std::uint64_t capacity = opts_.concurrency;
+    if (opts_.recycle_max_tasks != 0) {
+      capacity = std::min<std::uint64_t>(capacity, opts_.recycle_max_tasks > w.tasks_done
+                                                       ? opts_.recycle_max_tasks - w.tasks_done
+                                                       : 0);
+    }
+    if (w.ring.size() < capacity) {
+      room = true;
+      break;
+    }
+  }
+  if (!room) return false;
+  submit(task, now);
+  return true;
+}
+
+}  // namespace sandpool::core
