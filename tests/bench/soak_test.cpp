@@ -70,8 +70,9 @@ TEST_CASE("the memory group queues its tasks behind a busy worker and weighs the
   INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
   REQUIRE(r.exit_code == 0);  // every task queued (then every one completed) in each run
   auto f = figures_of(r.out, "memory");
-  for (const char* run : {"queued_task_journal_off", "queued_task_journal_on",
-                          "finished_task_journal_off", "finished_task_journal_on"}) {
+  for (const char* run :
+       {"queued_task_journal_off", "queued_task_journal_on", "finished_task_journal_off",
+        "finished_task_journal_on", "queued_task_type16_equiv_journal_off"}) {
     INFO(run);
     CHECK(f.count(std::string("bytes_per_") + run) == 1);
     // The bench links jemalloc: its allocated bytes are exact. A task holds at least its

@@ -1,13 +1,15 @@
-// The journal's per-task bookkeeping tables: the writer's IdTable (retry/id_table.hpp) and a
-// pool's PendingEnds (core/pending_ends.hpp), checked against what they replace (an
-// unordered map, a map by id).
+// The journal's per-task bookkeeping tables: the writer's IdTable (retry/id_table.hpp), the
+// state's open-task index (retry/journal_open_tasks.hpp) and a pool's PendingEnds
+// (core/pending_ends.hpp), checked against what they replace (an unordered map, a map by id).
 #include <catch2/catch.hpp>
 #include <map>
 #include <random>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "core/pending_ends.hpp"
 #include "retry/id_table.hpp"
+#include "retry/journal_open_tasks.hpp"
 
 using namespace sandpool;
 
@@ -64,6 +66,76 @@ TEST_CASE("IdTable starts empty after a clear, whatever it held", "[journal]") {
   CHECK(set.insert(42));
   CHECK(set.count(42) == 1);
   CHECK(set.count(43) == 0);
+}
+
+TEST_CASE("the journal's open tasks answer as a map by id while they grow, shrink and drain",
+          "[journal]") {
+  JournalOpenTasks open;
+  std::unordered_map<std::uint64_t, std::int64_t> model;  // id: its submitted_ms
+  std::mt19937_64 rng(11);
+  auto check_all = [&] {
+    REQUIRE(open.size() == model.size());
+    for (const auto& [id, v] : model) {
+      const OpenTask* t = open.find(id);
+      REQUIRE(t != nullptr);
+      REQUIRE(t->id == id);
+      REQUIRE(t->submitted_ms == v);
+    }
+    std::size_t listed = 0;
+    open.for_each([&](const OpenTask& t) {
+      REQUIRE(model.count(t.id) == 1);
+      ++listed;
+    });
+    REQUIRE(listed == model.size());
+  };
+  // Ids that share their low 32 bits (the slot holds a position only: the entry's id decides),
+  // rising ids as a journal's are, and random ones; up to 40,000 held (several growths of the
+  // index), then down to a few (it shrinks), then none (it gives its memory back), twice.
+  std::uint64_t next = 1;
+  for (int cycle = 0; cycle < 2; ++cycle) {
+    for (int i = 0; i < 40000; ++i) {
+      std::uint64_t id = next++;
+      if (i % 5 == 0) id = (rng() << 32) | (id & 0xFFFFFFFFu);
+      if (i % 13 == 0) id = rng() | 1;
+      if (model.count(id) != 0) continue;
+      open.insert(id).submitted_ms = static_cast<std::int64_t>(i);
+      model[id] = i;
+      if (i % 3 == 0) {  // one out now and then, not always the newest
+        auto it = model.begin();
+        std::advance(it, static_cast<long>(rng() % model.size()));
+        open.erase(it->first);
+        model.erase(it);
+      }
+    }
+    check_all();
+    for (auto it = model.begin(); model.size() > 20;) {
+      open.erase(it->first);
+      it = model.erase(it);
+    }
+    check_all();
+    CHECK(open.find(next + 1) == nullptr);
+    open.erase(next + 1);  // not held: nothing happens
+    check_all();
+    for (auto it = model.begin(); it != model.end();) {
+      open.erase(it->first);
+      it = model.erase(it);
+    }
+    check_all();
+  }
+}
+
+TEST_CASE("the journal's open tasks refuse an entry past their bound", "[journal]") {
+  CHECK(JournalOpenTasks::kMaxTasks == 0xFFFFFFFEu);  // 1 + a position fits a 32-bit slot
+  JournalOpenTasks open(3);
+  for (std::uint64_t id = 1; id <= 3; ++id) open.insert(id);
+  CHECK_THROWS_AS(open.insert(4), std::length_error);
+  CHECK(open.size() == 3);
+  CHECK(open.find(4) == nullptr);
+  open.erase(2);
+  CHECK(open.insert(4).id == 4);  // a freed place is taken again
+  CHECK(open.find(4) != nullptr);
+  CHECK(open.find(1) != nullptr);
+  CHECK(open.find(3) != nullptr);
 }
 
 TEST_CASE("PendingEnds gives back tasks answered in order and out of order", "[journal]") {

@@ -251,6 +251,39 @@ TEST_CASE("a batch with an id the journal holds is refused whole while the other
   CHECK(j.stats().batches_refused == 1);
 }
 
+TEST_CASE("a batch that would take the journal past max_unfinished is refused whole", "[journal]") {
+  TempDir dir;
+  auto o = journal_options_in(dir.state_dir());
+  o.journal->max_unfinished = 5;
+  auto store = open_store(o);
+  TaskJournal& j = journal_of(*store);
+  accept_all(j, tasks(1, 3));
+  auto locker = raw_connection(store->path());
+  REQUIRE(locker.exec("BEGIN IMMEDIATE", "test lock").is_ok());  // one round for the three
+  Commits fits, over, ended;
+  j.accept(tasks(10, 2), fits.callback());  // 5 held: the bound
+  j.accept(tasks(20, 1), over.callback());  // a sixth: refused
+  j.finish(account(1, TaskState::kCompleted), ended.callback());
+  REQUIRE(locker.exec("COMMIT", "test unlock").is_ok());
+  REQUIRE(j.flush(60s).is_ok());
+  CHECK(fits.all().front().is_ok());
+  REQUIRE(over.size() == 1);
+  CHECK(over.all().front().code() == Code::kQueueFull);
+  CHECK_THAT(over.all().front().message(),
+             Catch::StartsWith("storage: ") && Catch::Contains("5 unfinished tasks at most"));
+  CHECK(j.stats().batches_refused == 1);
+  // Task 1 ended: there is room for one again, and for no more.
+  Commits again_over;
+  j.accept(tasks(30, 2), again_over.callback());
+  REQUIRE(j.flush(60s).is_ok());
+  CHECK(again_over.all().front().code() == Code::kQueueFull);
+  accept_all(j, tasks(40, 1));
+  const auto log = committed_log(store->path());
+  CHECK(log->ids() == std::vector<std::uint64_t>{1, 2, 3, 10, 11, 40});
+  REQUIRE(j.unfinished().is_ok());
+  CHECK(j.unfinished()->size() == 5);
+}
+
 TEST_CASE("ids are checked whether or not they rise above every id seen", "[journal]") {
   TempDir dir;
   auto store = open_store(journal_options_in(dir.state_dir()));

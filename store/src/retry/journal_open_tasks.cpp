@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <stdexcept>
 #include <utility>
 
 namespace sandpool {
@@ -40,35 +41,37 @@ std::size_t JournalOpenTasks::ShapeHash::operator()(const TaskShape& s) const {
   return mix(h, o.fail_fast ? 1 : 0);
 }
 
-JournalOpenTasks::JournalOpenTasks() { rehash(kMinIndexSlots); }
+JournalOpenTasks::JournalOpenTasks(std::size_t max_tasks)
+    : max_tasks_(std::min(max_tasks, kMaxTasks)) {
+  rehash(kMinIndexSlots);
+}
 JournalOpenTasks::~JournalOpenTasks() = default;
 
 std::size_t JournalOpenTasks::probe(std::uint64_t id) const {
   const std::size_t mask = slots_.size() - 1;
-  const auto tag = static_cast<std::uint32_t>(id);
   for (std::size_t i = home(id);; i = (i + 1) & mask) {
-    const Slot& s = slots_[i];
-    if (s.pos1 == 0 || (s.tag == tag && at(s.pos1 - 1).id == id)) return i;
+    const std::uint32_t pos1 = slots_[i];
+    if (pos1 == 0 || at(pos1 - 1).id == id) return i;
   }
 }
 
 void JournalOpenTasks::rehash(std::size_t slots) {
-  std::vector<Slot> old = std::exchange(slots_, std::vector<Slot>(slots));
+  std::vector<std::uint32_t> old = std::exchange(slots_, std::vector<std::uint32_t>(slots));
   shift_ = 64;
   for (std::size_t k = slots; k > 1; k >>= 1) --shift_;
-  for (const Slot& s : old) {
-    if (s.pos1 != 0) slots_[probe(at(s.pos1 - 1).id)] = s;
+  for (const std::uint32_t pos1 : old) {
+    if (pos1 != 0) slots_[probe(at(pos1 - 1).id)] = pos1;
   }
 }
 
 OpenTask* JournalOpenTasks::find(std::uint64_t id) {
-  const Slot& s = slots_[probe(id)];
-  return s.pos1 == 0 ? nullptr : &at(s.pos1 - 1);
+  const std::uint32_t pos1 = slots_[probe(id)];
+  return pos1 == 0 ? nullptr : &at(pos1 - 1);
 }
 
 const OpenTask* JournalOpenTasks::find(std::uint64_t id) const {
-  const Slot& s = slots_[probe(id)];
-  return s.pos1 == 0 ? nullptr : &at(s.pos1 - 1);
+  const std::uint32_t pos1 = slots_[probe(id)];
+  return pos1 == 0 ? nullptr : &at(pos1 - 1);
 }
 
 std::uint32_t JournalOpenTasks::take_position() {
@@ -84,19 +87,20 @@ std::uint32_t JournalOpenTasks::take_position() {
 static_assert(sizeof(OpenTask) == 48, "an unfinished task's entry: see docs/journal.md");
 
 OpenTask& JournalOpenTasks::insert(std::uint64_t id) {
+  if (size_ >= max_tasks_) throw std::length_error("the journal's open tasks: index full");
   if ((size_ + 1) * 4 > slots_.size() * 3) rehash(slots_.size() * 2);
   const std::uint32_t pos = take_position();
   OpenTask& t = at(pos);
   t.id = id;
-  slots_[probe(id)] = {static_cast<std::uint32_t>(id), pos + 1};
+  slots_[probe(id)] = pos + 1;
   ++size_;
   return t;
 }
 
 void JournalOpenTasks::erase(std::uint64_t id) {
   std::size_t i = probe(id);
-  if (slots_[i].pos1 == 0) return;
-  const std::uint32_t pos = slots_[i].pos1 - 1;
+  if (slots_[i] == 0) return;
+  const std::uint32_t pos = slots_[i] - 1;
   OpenTask& t = at(pos);
   if (t.shape != 0) release(t.shape);
   if (t.extra != 0) {
@@ -108,15 +112,15 @@ void JournalOpenTasks::erase(std::uint64_t id) {
   --size_;
   // Backward-shift deletion: the slots after the hole that may move into it do.
   const std::size_t mask = slots_.size() - 1;
-  for (std::size_t j = (i + 1) & mask; slots_[j].pos1 != 0; j = (j + 1) & mask) {
-    const std::size_t h = home(at(slots_[j].pos1 - 1).id);
+  for (std::size_t j = (i + 1) & mask; slots_[j] != 0; j = (j + 1) & mask) {
+    const std::size_t h = home(at(slots_[j] - 1).id);
     // Does the hole lie cyclically in [h, j)? Then slot j may fill it.
     if (((j - h) & mask) >= ((j - i) & mask)) {
       slots_[i] = slots_[j];
       i = j;
     }
   }
-  slots_[i] = Slot{};
+  slots_[i] = 0;
   if (size_ == 0) {  // a drained table gives its memory back
     chunks_.clear();
     free_ = {};

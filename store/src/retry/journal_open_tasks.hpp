@@ -5,13 +5,13 @@
 // journaled start, a retry due time, attempts, more than two live records) has it in an
 // OpenExtra beside. Its payload and the rest of its whole-task record stay in the log, and
 // are read back from the round of that record when needed (compaction's carry, recovery,
-// lookups). 48 bytes per task and 8 bytes of index per slot, where a whole JournalTask in a
+// lookups). 48 bytes per task and 4 bytes of index per slot, where a whole JournalTask in a
 // node of an unordered_map cost about 600.
 //
 // The tasks live in chunks of fixed size (no copy when the table grows, and no capacity
-// counted that was never touched), found through an open-addressing index of 8-byte slots
-// (linear probing, backward-shift deletion). Private to the journal (JournalState). Not
-// thread-safe.
+// counted that was never touched), found through an open-addressing index of 4-byte slots,
+// each a position only (linear probing, backward-shift deletion): at most kMaxTasks tasks.
+// Private to the journal (JournalState). Not thread-safe.
 #pragma once
 
 #include <chrono>
@@ -84,22 +84,28 @@ struct OpenTask {
 
 class JournalOpenTasks {
  public:
-  JournalOpenTasks();
+  // The most tasks it holds: a slot holds 1 + a position, in 32 bits (the journal refuses
+  // accepts beyond TaskJournalOptions::max_unfinished, at most this).
+  static constexpr std::size_t kMaxTasks = 0xFFFFFFFEu;
+
+  // Holding at most `max_tasks` (kMaxTasks at most).
+  explicit JournalOpenTasks(std::size_t max_tasks = kMaxTasks);
   ~JournalOpenTasks();
   JournalOpenTasks(const JournalOpenTasks&) = delete;
   JournalOpenTasks& operator=(const JournalOpenTasks&) = delete;
 
   OpenTask* find(std::uint64_t id);
   const OpenTask* find(std::uint64_t id) const;
-  // A new entry for `id` (not held): no records, no shape, no extra.
+  // A new entry for `id` (not held): no records, no shape, no extra. Holding its most
+  // already (the journal's accepts are bounded below it): std::length_error.
   OpenTask& insert(std::uint64_t id);
   // Removes the entry, releasing its shape and its extra.
   void erase(std::uint64_t id);
   std::size_t size() const { return size_; }
   template <typename F>
   void for_each(F f) const {
-    for (const Slot& s : slots_) {
-      if (s.pos1 != 0) f(at(s.pos1 - 1));
+    for (const std::uint32_t pos1 : slots_) {
+      if (pos1 != 0) f(at(pos1 - 1));
     }
   }
 
@@ -130,10 +136,6 @@ class JournalOpenTasks {
   std::size_t shapes() const { return shape_ids_.size(); }
 
  private:
-  struct Slot {
-    std::uint32_t tag = 0;   // the id's low 32 bits
-    std::uint32_t pos1 = 0;  // 1 + the task's position in the chunks; 0: empty
-  };
   struct ShapeHash {
     std::size_t operator()(const TaskShape& s) const;
   };
@@ -155,9 +157,12 @@ class JournalOpenTasks {
   std::uint32_t take_position();
   void give_back_extra(OpenTask& t);
 
-  std::vector<Slot> slots_;
+  // 1 + the task's position in the chunks; 0: empty. No part of the id beside it: a probe
+  // compares the entry's id, which a hit reads anyway, and the index is half the size.
+  std::vector<std::uint32_t> slots_;
   unsigned shift_ = 64;
   std::size_t size_ = 0;
+  std::size_t max_tasks_;
   std::vector<std::unique_ptr<OpenTask[]>> chunks_;
   std::uint32_t used_ = 0;           // positions handed out so far
   std::vector<std::uint32_t> free_;  // positions given back

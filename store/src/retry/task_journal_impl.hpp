@@ -101,6 +101,8 @@ class TaskJournalImpl {
   // write_range's parts: an accept (a reopen deletes its letter in the same transaction; a
   // duplicate writes nothing), and a task's end written whole, of the task `meta`.
   Status write_accept(sqlite::SqliteDb& db, std::size_t k, bool planned);
+  // The most unfinished tasks held: max_unfinished, bounded by what the state indexes.
+  std::uint64_t max_unfinished() const;
   void write_end_whole(const OpenMeta& meta, const Write& end, std::size_t write);
   // Commits taken_[i, j) in a transaction of its own.
   Status commit_alone(sqlite::SqliteDb& db, std::size_t i, std::size_t j, int* rc);

@@ -43,6 +43,7 @@ struct TaskJournal::Write {
   // there); a reopen's letter is gone (set while written).
   bool duplicate = false;
   bool letter_gone = false;
+  bool full = false;  // kAccept: refused, the journal would hold more than max_unfinished
   // The round's plan (TaskJournalImpl::plan_round), followed only when the whole round is
   // written in one transaction; a write tried alone after a failed round ignores it.
   bool covered = false;  // a later write of the round supersedes this one: not written

@@ -203,11 +203,21 @@ void TaskJournalImpl::write_end_whole(const OpenMeta& meta, const Write& end, st
   tx.highest = std::max(tx.highest, id);
 }
 
+std::uint64_t TaskJournalImpl::max_unfinished() const {
+  const std::uint64_t most = JournalOpenTasks::kMaxTasks;
+  return opts_.max_unfinished == 0 ? most : std::min(opts_.max_unfinished, most);
+}
+
 Status TaskJournalImpl::write_accept(SqliteDb& db, std::size_t k, bool planned) {
   Tx& tx = *tx_;
   const JournalState& st = writer_view();
   Write& w = *taken_[k];
   Write::Accept& a = *w.accept;
+  // Whole or not at all: a batch that would take the open tasks past their bound (counting
+  // those this transaction accepts as open) is refused.
+  const std::uint64_t bound = max_unfinished();
+  w.full = st.unfinished_count() + tx.accepted.size() + a.tasks.size() > bound;
+  if (w.full) return Status::ok();
   if (a.letter_id != 0) {
     // A reopen: its task must not be open, and its letter goes in this transaction.
     w.letter_gone = false;
@@ -387,6 +397,10 @@ void TaskJournalImpl::resolve(std::size_t i, const Status& committed) {
   } else if (committed && w.duplicate) {
     s = Status::error(Code::kInvalidArgument,
                       "task journal: an id of the batch is journaled already (ids are unique)");
+  } else if (committed && w.full) {
+    s = Status::error(Code::kQueueFull, "task journal: it holds " +
+                                            std::to_string(max_unfinished()) +
+                                            " unfinished tasks at most (max_unfinished)");
   } else if (committed && w.letter_gone) {
     s = Status::error(Code::kNotFound, "no dead letter " + std::to_string(letter) +
                                            " (purged, or replayed already)");
@@ -403,7 +417,7 @@ void TaskJournalImpl::resolve(std::size_t i, const Status& committed) {
                 w.task_id, s.to_string());
   }
   // A reopen's own refusals (its task open, its letter gone) are not the storage's.
-  const bool reopen_refused = committed && letter != 0;
+  const bool reopen_refused = committed && letter != 0 && !w.full;
   const Status answer = s || reopen_refused ? s : storage_error(s);
   if (w.kind == Write::Kind::kAccept) {
     deliveries_.push_back({nullptr, answer, w.seq, {}});

@@ -1,7 +1,9 @@
 // TaskJournal: accepted tasks, their attempts and their ends, kept durably in the dead-letter
 // store's database and written by its one writer thread (docs/journal.md). A Pool whose
 // dead_letter_store has one journals its tasks (pool/src/core/pool_loop_journal.cpp); poold
-// does not use it yet.
+// opens its store with one (docs/journal.md, "In poold"), so its pools journal theirs, and
+// reads it itself for recovery (unfinished_pools(), unfinished(), dead_letter() of a removed
+// pool's tasks) and lookups (find(), find_by_key()).
 //
 // A journal is opened with its store (DeadLetterStoreOptions::journal) and lives as long as
 // it; DeadLetterStore::journal() returns it. Every write goes through the store's writer
@@ -152,15 +154,20 @@ class TaskJournal {
   Status flush(std::chrono::milliseconds timeout);
 
   // Recovery: every unfinished task (of `pool` only, when given) with its history, state,
-  // start and due time, by id.
+  // start and due time, by id, read back from the log. Errors as find() but kNotFound.
   Result<std::vector<JournalTask>> unfinished(const std::optional<std::string>& pool = {});
   // The pools that unfinished tasks belong to, by name.
   Result<std::vector<std::string>> unfinished_pools();
   // The highest task id ever accepted (0: none); new ids must start above it.
   Result<std::uint64_t> highest_task_id();
-  // A task by id, finished or not (kNotFound: never journaled, or evicted by retention).
+  // A task by id, finished or not. An unfinished one is read back from the log
+  // (docs/journal.md, "What the state keeps of a task"). Errors: kNotFound (never journaled,
+  // or evicted by retention); kUnavailable (compaction deleted the round being read 16 times
+  // in a row: try again); kInternal (the log's round is unreadable, or lacks the task's
+  // whole-task record); a storage error of the read.
   Result<JournalTask> find(std::uint64_t task_id);
-  // The newest task submitted under this idempotency key, or kNotFound.
+  // The newest task submitted under this idempotency key; errors as find(), kNotFound when
+  // no journaled task has the key.
   Result<JournalTask> find_by_key(const std::string& idempotency_key);
 
   TaskJournalStats stats() const;

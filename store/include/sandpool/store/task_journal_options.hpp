@@ -22,6 +22,10 @@ struct TaskJournalOptions {
   // wait. 0: always wait up to group_commit.
   std::size_t group_siblings = 2;
   std::size_t max_batch = 4096;  // tasks per group commit (one accept() batch is never split)
+  // Unfinished tasks held at most: a batch that would take the journal past it is refused
+  // whole ("storage: ..."). 0, and at most: 4,294,967,294, what the state's index of them
+  // addresses (docs/journal.md, "What the state keeps of a task").
+  std::uint64_t max_unfinished = 0;
   // Finished tasks kept for lookups: the oldest (by finish time) are deleted beyond any bound.
   std::uint64_t max_finished = 100000;                                 // 0: no bound
   std::chrono::milliseconds max_finished_age{std::chrono::hours(24)};  // 0: no bound
