@@ -13,7 +13,7 @@ namespace {
 // A script as Redis runs it: the group's name, lib.lua's helpers, then its own text.
 Script script(std::string name, std::string_view own) {
   std::string source = "local GROUP = '";
-  source.append(TaskStream::kGroup).append("'\n").append(text::lib).append("\n").append(own);
+  source.append(PoolKeys::kGroup).append("'\n").append(text::lib).append("\n").append(own);
   return Script{std::move(name), std::move(source)};
 }
 
@@ -133,7 +133,7 @@ Connection::Call FinishBatch::call() const {
   l.key(done).key(letters).keys(streams);
   l.arg(consumer).arg(prefix).arg(keep_finished).arg(keep_letters);
   for (std::size_t i = 0; i < count; ++i) {
-    const TaskStream::EndWrite& e = ends[i];
+    const TaskConsumer::EndWrite& e = ends[i];
     l.arg(e.entry->task_id)
         .arg(e.entry->entry_id)
         .arg(band_arg(e.entry->band))
@@ -271,7 +271,7 @@ Connection::Call TakeTokens::call() const {
   Layout l;
   const std::size_t n = buckets ? buckets->size() : 0;
   if (buckets) {
-    for (const TaskStream::Bucket& b : *buckets) l.key(b.key);
+    for (const TaskUpkeep::Bucket& b : *buckets) l.key(b.key);
   }
   if (cap) l.key(cap->key);
   if (fence) l.key(fence->stream);
@@ -280,7 +280,7 @@ Connection::Call TakeTokens::call() const {
       .arg(fence ? fence->entry : "")
       .arg(fence ? fence->consumer : "");
   if (buckets) {  // each at least 1: the script divides by them
-    for (const TaskStream::Bucket& b : *buckets) {
+    for (const TaskUpkeep::Bucket& b : *buckets) {
       l.arg(std::max<std::uint32_t>(1, b.tasks))
           .arg(std::max<std::int64_t>(1, b.per_ms))
           .arg(std::max<std::uint32_t>(1, b.burst));

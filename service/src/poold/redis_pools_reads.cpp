@@ -134,7 +134,7 @@ Result<RedisPools::LetterPage> RedisPools::dead_letters(const std::string& pool,
                                                         const DeadLetterFilter& filter,
                                                         std::size_t limit,
                                                         const std::string& after) {
-  auto stream = stream_of(pool);
+  auto stream = producer_of(pool);
   if (!stream) return stream.status();
   constexpr std::size_t kChunk = 500;  // letters per XREVRANGE
   LetterPage out;
@@ -198,14 +198,14 @@ void RedisPools::wait(std::uint64_t id, std::optional<Clock::time_point> deadlin
 }
 
 void RedisPools::refresh_summaries() {
-  std::vector<std::pair<std::string, redis::TaskStream>> all;
+  std::vector<std::pair<std::string, redis::TaskProducer>> all;
   {
     MutexLock lk(mu_);
-    for (const auto& [name, a] : pools_) all.emplace_back(name, a->stream);
+    for (const auto& [name, a] : pools_) all.emplace_back(name, a->producer);
   }
-  std::map<std::string, Result<redis::TaskStream::Summary>> fresh;
+  std::map<std::string, Result<redis::TaskProducer::Summary>> fresh;
   for (const auto& entry : all) {
-    const redis::TaskStream& stream = entry.second;  // not a binding: clang 14 captures it
+    const redis::TaskProducer& stream = entry.second;  // not a binding: clang 14 captures it
     fresh.emplace(entry.first,
                   waits_.with([&](redis::Connection& c) { return stream.summary(c); }));
   }

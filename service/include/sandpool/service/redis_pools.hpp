@@ -42,7 +42,7 @@
 
 #include <sandpool/redis/redis_client.hpp>
 #include <sandpool/redis/redis_feeder.hpp>
-#include <sandpool/redis/task_stream.hpp>
+#include <sandpool/redis/task_producer.hpp>
 
 namespace spdlog {
 class logger;
@@ -61,8 +61,8 @@ class RedisPools {
     std::string address;  // as configured (status, errors)
     redis::Endpoint endpoint;
     std::string prefix = "sandpool:";
-    std::string node;                  // this node's consumer name
-    redis::TaskStream::Limits limits;  // finished tasks and dead letters kept per pool
+    std::string node;          // this node's consumer name
+    redis::PoolLimits limits;  // finished tasks and dead letters kept per pool
     std::chrono::milliseconds heartbeat{1000};
     std::shared_ptr<spdlog::logger> log;
     // Where a feeder keeps the ends Redis could not take when it stopped (FeederOptions).
@@ -105,26 +105,27 @@ class RedisPools {
   void detach(const std::string& name) EXCLUDES(mu_);
   void detach_all() EXCLUDES(mu_);
   bool serves(const std::string& pool) const EXCLUDES(mu_);
-  static bool is_cluster_id(std::uint64_t id) { return id >= redis::TaskStream::kFirstId; }
+  static bool is_cluster_id(std::uint64_t id) { return id >= redis::PoolKeys::kFirstId; }
 
   // The task's id, and `existing` when its idempotency key named an earlier task.
-  Result<redis::TaskStream::Submitted> submit(const std::string& pool,
-                                              const redis::StreamTask& task);
-  Result<std::vector<Result<redis::TaskStream::Submitted>>> submit_many(
+  Result<redis::TaskProducer::Submitted> submit(const std::string& pool,
+                                                const redis::StreamTask& task);
+  Result<std::vector<Result<redis::TaskProducer::Submitted>>> submit_many(
       const std::string& pool, const std::vector<redis::StreamTask>& tasks);
   // The schedules' thread (sp-sched), on a connection of its own: a schedule's slot claimed
-  // and, when the claim is won, submitted (redis::TaskStream::claim_slot), as this node.
-  Result<redis::TaskStream::SlotClaim> claim_slot(const std::string& pool,
-                                                  const redis::StreamTask& task,
-                                                  const std::string& schedule, std::int64_t slot_s);
+  // and, when the claim is won, submitted (redis::TaskProducer::claim_slot), as this node.
+  Result<redis::TaskProducer::SlotClaim> claim_slot(const std::string& pool,
+                                                    const redis::StreamTask& task,
+                                                    const std::string& schedule,
+                                                    std::int64_t slot_s);
   // The service's job thread: pauses or resumes schedule `schedule` on every node
-  // (redis::TaskStream::set_schedule_paused), as this node.
+  // (redis::TaskProducer::set_schedule_paused), as this node.
   Status set_schedule_paused(const std::string& schedule, bool paused);
   // The schedules' thread: true iff cluster task `id` has not ended (false when Redis does
   // not know it, evicted after its end).
   Result<bool> task_open(std::uint64_t id);
-  // Cancels a cluster task wherever it is (redis::TaskStream::cancel).
-  Result<redis::TaskStream::Cancelled> cancel(std::uint64_t id);
+  // Cancels a cluster task wherever it is (redis::TaskProducer::cancel).
+  Result<redis::TaskProducer::Cancelled> cancel(std::uint64_t id);
   // The dead letters of Redis pool `pool` that match `filter` (its pool member aside), newest
   // first, at most `limit`, from the one after `after` (a page's `next`; "": the newest);
   // each with its task's id as letter id (cluster ids are unique). A page looks at
@@ -139,13 +140,13 @@ class RedisPools {
                                   std::size_t limit, const std::string& after = "");
   // The dead letter of cluster task `id`, in whichever Redis pool has it (kNotFound: none).
   Result<DeadLetter> dead_letter(std::uint64_t id);
-  // Replay and purge of the dead letters in Redis (redis::TaskStream::replay_letters), on the
+  // Replay and purge of the dead letters in Redis (redis::TaskProducer::replay_letters), on the
   // service's job thread (a connection of its own), in chunks. By `filter` (its pool member
   // aside) in Redis pool `pool`: what was replayed, purged and left.
-  Result<redis::TaskStream::LetterSweep> replay_letters(const std::string& pool,
-                                                        const DeadLetterFilter& filter);
-  Result<redis::TaskStream::LetterSweep> purge_letters(const std::string& pool,
-                                                       const DeadLetterFilter& filter);
+  Result<redis::TaskProducer::LetterSweep> replay_letters(const std::string& pool,
+                                                          const DeadLetterFilter& filter);
+  Result<redis::TaskProducer::LetterSweep> purge_letters(const std::string& pool,
+                                                         const DeadLetterFilter& filter);
   // The letter of cluster task `id`, in the Redis pool its hash names (or, its hash evicted,
   // whichever pool this node serves has it): replayed (the task keeps its id), or kNotFound
   // (no such letter: never, or replayed or purged meanwhile), or kInvalidArgument (it was
@@ -192,7 +193,7 @@ class RedisPools {
     Status last_ GUARDED_BY(mu_) = Status::ok();
   };
   struct Attached {
-    redis::TaskStream stream;
+    redis::TaskProducer producer;  // the pool's submits, cancels and reads
     std::unique_ptr<redis::RedisFeeder> feeder;
     Pool* local = nullptr;  // its max_timeout bounds a replay
   };
@@ -203,12 +204,12 @@ class RedisPools {
   };
 
   explicit RedisPools(Options options);
-  Result<redis::TaskStream> stream_of(const std::string& pool) const EXCLUDES(mu_);  // a copy
+  Result<redis::TaskProducer> producer_of(const std::string& pool) const EXCLUDES(mu_);  // a copy
   Status unavailable(const std::string& pool, const Status& why) const;
   // The served pools that may hold the letter of cluster task `id` (jobs lane).
   Result<std::vector<std::string>> letter_pools(std::uint64_t id) EXCLUDES(mu_);
-  Result<redis::TaskStream::LetterSweep> sweep(const std::string& pool,
-                                               const DeadLetterFilter& filter, bool replay)
+  Result<redis::TaskProducer::LetterSweep> sweep(const std::string& pool,
+                                                 const DeadLetterFilter& filter, bool replay)
       EXCLUDES(mu_);
   void wait_loop() EXCLUDES(wait_mu_);
   void refresh_summaries() EXCLUDES(mu_, summary_mu_);  // the waits thread
@@ -217,7 +218,7 @@ class RedisPools {
   // This process's claim to the node's name, shared by every pool's feeder (two pools of one
   // node beat one heartbeat key).
   const std::string identity_;
-  const redis::TaskStream any_;  // for what is not per pool (a task's hash)
+  const redis::TaskProducer any_;  // for what is not per pool (a task's hash)
   mutable Mutex mu_;
   std::map<std::string, std::unique_ptr<Attached>> pools_ GUARDED_BY(mu_);
   // retire(): until retired(their local)
@@ -226,7 +227,7 @@ class RedisPools {
       jobs_{opts_.endpoint}, schedules_{opts_.endpoint};
 
   mutable Mutex summary_mu_;
-  std::map<std::string, Result<redis::TaskStream::Summary>> summaries_ GUARDED_BY(summary_mu_);
+  std::map<std::string, Result<redis::TaskProducer::Summary>> summaries_ GUARDED_BY(summary_mu_);
   Mutex wait_mu_;
   CondVar wait_cv_;
   std::vector<Waiter> waiters_ GUARDED_BY(wait_mu_);
