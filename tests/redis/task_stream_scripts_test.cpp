@@ -295,6 +295,41 @@ TEST_CASE("a waiter blocked on a task is woken by its end on another connection"
   CHECK(told == std::optional<std::string>("completed"));
 }
 
+TEST_CASE(
+    "a round of waits registers the new ones, names the unknown, and ends with the first end or "
+    "a wake") {
+  Cluster w;
+  const std::vector<std::uint64_t> ids = w.submit(2);
+  auto held = w.stream.consumer.read(w.c, "node-a", 2, std::chrono::milliseconds(0)).value();
+  REQUIRE(held.size() == 2);
+  const std::string wake = "sp:wake:test";
+  const std::uint64_t unknown = ids[1] + 100;
+  // Nothing ended: the round registers both and the unknown one, and times out.
+  auto r = w.stream.producer
+               .await_any(w.c, {ids[0], ids[1], unknown}, {ids[0], ids[1], unknown}, wake,
+                          std::chrono::milliseconds(50))
+               .value();
+  CHECK(r.unknown == std::vector<std::uint64_t>{unknown});
+  CHECK(r.ended == 0);
+  CHECK_FALSE(r.woken);
+  CHECK(w.integer({"HEXISTS", "sp:task:" + std::to_string(ids[1]), "await"}) == 1);
+  // A push on the wake list ends the next round at once.
+  REQUIRE(w.integer({"RPUSH", wake, "1"}) == 1);
+  r = w.stream.producer.await_any(w.c, {}, {ids[0], ids[1]}, wake, std::chrono::seconds(1)).value();
+  CHECK(r.woken);
+  CHECK(r.ended == 0);
+  // Task 1's end (registered already) ends the next one with its state.
+  REQUIRE(w.stream.consumer.end_all(w.c, "node-a", {completed(held[1], "r", 5)}).value() ==
+          std::vector<Fenced>{Fenced::kDone});
+  r = w.stream.producer.await_any(w.c, {}, {ids[0], ids[1]}, wake, std::chrono::seconds(1)).value();
+  CHECK(r.ended == ids[1]);
+  CHECK(r.state == "completed");
+  CHECK_FALSE(r.woken);
+  CHECK(w.stream.producer.await_any(w.c, {}, {ids[0]}, wake, std::chrono::milliseconds(0))
+            .status()
+            .code() == Code::kInvalidArgument);
+}
+
 TEST_CASE("a cancel ends a waited task once, and tells its waiter") {
   Cluster w;
   const std::vector<std::uint64_t> ids = w.submit(2);

@@ -68,7 +68,8 @@ Result<RedisPools::Options> RedisPools::options_from(const ServiceConfig& servic
 RedisPools::RedisPools(Options options)
     : opts_(std::move(options)),
       identity_(redis::RedisFeeder::new_identity()),
-      any_(redis::PoolKeys(opts_.prefix, "")) {}
+      any_(redis::PoolKeys(opts_.prefix, "")),
+      wake_key_(opts_.prefix + "wake:" + identity_) {}
 
 Result<std::unique_ptr<RedisPools>> RedisPools::start(Options options) {
   std::unique_ptr<RedisPools> p(new RedisPools(std::move(options)));
@@ -82,11 +83,14 @@ Result<std::unique_ptr<RedisPools>> RedisPools::start(Options options) {
 
 RedisPools::~RedisPools() {
   detach_all();
+  bool wake = false;
   {
     MutexLock lk(wait_mu_);
     stopping_ = true;
+    wake = blocked_;
   }
   wait_cv_.notify_all();
+  if (wake) wake_waits();  // its BLPOP ends now, not after kWaitBlock
   if (waiter_.joinable()) waiter_.join();
   for (const Waiter& w : waiters_) w.done(Status::error(Code::kClosed, "poold is shutting down"));
 }

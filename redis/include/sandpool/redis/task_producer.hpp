@@ -86,6 +86,22 @@ class TaskProducer {
   // once. kNotFound: Redis does not know the task.
   Result<std::optional<std::string>> await_end(Connection& c, std::uint64_t id,
                                                std::chrono::milliseconds block) const;
+  // One round of a node's waits on many tasks (poold's waits thread): registers the waits
+  // of `fresh` as await_end() does (an end already written is told at once), then BLPOPs the
+  // end lists of `awaited` and the list `wake` (another thread pushes there to end the round
+  // early) for up to `block` (above 0, below the connection's reply timeout), all in one
+  // round trip. An end list holds one push per end and waiter registration, and a BLPOP takes
+  // it: a waiter on another node may miss it, so a caller registers its waits again now and
+  // then (each registration of an ended task pushes again).
+  struct AwaitRound {
+    std::vector<std::uint64_t> unknown;  // of `fresh`: Redis does not know them
+    std::uint64_t ended = 0;             // the task whose end was popped; 0: none
+    std::string state;                   // its final state
+    bool woken = false;                  // `wake` was pushed to
+  };
+  Result<AwaitRound> await_any(Connection& c, const std::vector<std::uint64_t>& fresh,
+                               const std::vector<std::uint64_t>& awaited, const std::string& wake,
+                               std::chrono::milliseconds block) const;
   // The task's hash, or kNotFound.
   Result<StoredTask> task(Connection& c, std::uint64_t id) const;
   // The task's state as its hash says it; nullopt when Redis does not know the task. One

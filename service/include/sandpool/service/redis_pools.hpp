@@ -8,11 +8,13 @@
 // run-now on its job thread: a lane's mutex makes that safe), task() on its reads thread, the
 // dead letters' replay and purge on its job thread, claim_slot() and task_open() on its
 // schedules' thread; each of those lanes has a connection of its own. Waits are answered by a
-// thread of their own (sp-redis-waits), which polls the awaited tasks' states (one pipelined
-// round trip every kWaitPoll while any is awaited): a task may end on any node, and Redis
-// tells nobody. That thread also reads the pools' summaries for status(), which any thread may
-// call. The feeders have their own threads (redis_feeder.hpp). attach() and detach() run on
-// the thread that starts, reloads or stops the service.
+// thread of their own (sp-redis-waits) on a connection of its own: it registers each awaited
+// task's wait in its hash (the script that writes the end, on whichever node, then pushes to
+// the task's end list) and blocks in one BLPOP on every awaited task's end list and this
+// node's wake list, at most kWaitBlock (redis_pools_waits.cpp). That thread also reads the
+// pools' summaries for status(), which any thread may call. The feeders have their own threads
+// (redis_feeder.hpp). attach() and detach() run on the thread that starts, reloads or stops the
+// service.
 //
 // Failures: a call that cannot reach Redis answers kUnavailable naming the pool and the
 // server (nothing was sent: the submitter may submit again); a submit sent whose reply was
@@ -53,7 +55,12 @@ namespace sandpool::poold {
 class RedisPools {
  public:
   using Clock = std::chrono::steady_clock;
-  static constexpr std::chrono::milliseconds kWaitPoll{20};
+  // The waits thread's BLPOP blocks at most this long (below the connection's 2 s reply
+  // timeout); it registers every wait again each kWaitRenew (an end another node's waiter
+  // popped, a push lost with a Redis restart, is told again); at most kMaxWaits waits at once.
+  static constexpr std::chrono::milliseconds kWaitBlock{500};
+  static constexpr std::chrono::milliseconds kWaitRenew{1000};
+  static constexpr std::size_t kMaxWaits = 4096;
   static constexpr std::chrono::milliseconds kReconnectGap{250};
   static constexpr std::chrono::milliseconds kSummaryEvery{1000};
 
@@ -158,7 +165,9 @@ class RedisPools {
   Result<TaskResult> task(std::uint64_t id);
   // Calls `done` once, on the waits thread: with the task's account once it ends, or as it is
   // when `deadline` passes first (nullopt: no deadline), or with the error that kept it from
-  // being read at that point.
+  // being read at that point; at once (on the caller's thread) with kQueueFull when
+  // kMaxWaits waits are held, or kClosed when poold stops. A node's shutdown answers every
+  // wait held (kClosed).
   void wait(std::uint64_t id, std::optional<Clock::time_point> deadline,
             std::function<void(const Result<TaskResult>&)> done) EXCLUDES(wait_mu_);
   // Never waits for Redis: the cluster's figures are those the waits thread read last (every
@@ -201,6 +210,13 @@ class RedisPools {
     std::uint64_t id = 0;
     std::optional<Clock::time_point> deadline;
     std::function<void(const Result<TaskResult>&)> done;
+    bool registered = false;  // its wait is in the task's hash (await_end.lua)
+    bool told = false;        // its end list was popped: answered once its account says ended
+  };
+  // One round of the waits thread: what it registers and waits on, and for how long.
+  struct WaitRound {
+    std::vector<std::uint64_t> fresh, awaited;
+    std::chrono::milliseconds block{1};
   };
 
   explicit RedisPools(Options options);
@@ -212,6 +228,17 @@ class RedisPools {
                                                  const DeadLetterFilter& filter, bool replay)
       EXCLUDES(mu_);
   void wait_loop() EXCLUDES(wait_mu_);
+  // The next round's ids, and its block until the first deadline or `until` (kWaitBlock at most).
+  WaitRound next_round(Clock::time_point until) REQUIRES(wait_mu_);
+  // Takes out of waiters_ those a round answers (their task ended, is unknown, or their
+  // deadline passed), or, when the round failed, marks every wait to register again.
+  std::vector<Waiter> settle(const WaitRound& round,
+                             const Result<redis::TaskProducer::AwaitRound>& got) REQUIRES(wait_mu_);
+  // Answers each with its task's account (on the waits thread's connection); a waiter told
+  // an end whose account is not an end (a stale push) goes back to waiting.
+  void answer(std::vector<Waiter> ready) EXCLUDES(wait_mu_);
+  // Ends the waits thread's BLPOP now (a push to wake_key_, on a lane of its own).
+  void wake_waits();
   void refresh_summaries() EXCLUDES(mu_, summary_mu_);  // the waits thread
 
   const Options opts_;
@@ -231,6 +258,9 @@ class RedisPools {
   Mutex wait_mu_;
   CondVar wait_cv_;
   std::vector<Waiter> waiters_ GUARDED_BY(wait_mu_);
+  bool blocked_ GUARDED_BY(wait_mu_) = false;  // the waits thread is (about to be) in its BLPOP
+  const std::string wake_key_;                 // P:wake:<identity_>, this process's
+  Lane wakes_{opts_.endpoint};                 // wait(), the destructor: wake_waits()
   bool stopping_ GUARDED_BY(wait_mu_) = false;
   std::thread waiter_;  // last: started once the rest exists
 };
