@@ -167,10 +167,23 @@ def phases(r, meter, lua_dir, tasks, batch):
                     f = dict(zip(fields[::2], fields[1::2]))
                     held.append((f['id'], entry_id, 2 - index, f['payload']))
 
+    def entry_number(e):
+        ms, seq = e.split('-')
+        return int(ms), int(seq)
+
+    # finish_batch.lua since session 22 takes per band the range of its ends' entry ids.
+    with open(os.path.join(lua_dir, 'finish_batch.lua')) as f:
+        ranges = 'first_range' in f.read()
+
     def finish():
         keys = [prefix + 'echo:done', prefix + 'echo:dlq'] + streams
         for at in range(0, tasks, batch):
             argv = ['profiler', prefix, 100000, 10000]
+            if ranges:
+                for b in (1, 0, -1):
+                    ids = [e for _, e, band, _ in held[at:at + batch] if band == b]
+                    argv += [min(ids, key=entry_number), max(ids, key=entry_number)] if ids \
+                        else ['', '']
             for task_id, entry_id, band, payload in held[at:at + batch]:
                 argv += [task_id, entry_id, band, 'completed', payload, '', '', 2, 1, ATTEMPT]
             answers = r.cmd('EVALSHA', shas['finish_batch'], len(keys), *keys, *argv)

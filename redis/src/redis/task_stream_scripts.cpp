@@ -3,7 +3,11 @@
 #include "redis/task_stream_scripts.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <initializer_list>
+#include <iterator>
+#include <optional>
+#include <utility>
 
 #include "redis/lua_text.hpp"  // generated from lua/*.lua (redis/embed_lua.cmake)
 
@@ -47,6 +51,50 @@ class Layout {
 };
 
 std::int64_t band_arg(Band b) { return static_cast<std::int64_t>(b); }
+
+// A stream entry id, "ms-seq", as its two numbers: nullopt when it is not one.
+std::optional<std::pair<std::uint64_t, std::uint64_t>> entry_number(std::string_view id) {
+  const auto dash = id.find('-');
+  if (dash == std::string_view::npos) return std::nullopt;
+  std::pair<std::uint64_t, std::uint64_t> n;
+  const char* end = id.data() + id.size();
+  const auto ms = std::from_chars(id.data(), id.data() + dash, n.first);
+  const auto seq = std::from_chars(id.data() + dash + 1, end, n.second);
+  if (ms.ec != std::errc() || ms.ptr != id.data() + dash || dash == 0) return std::nullopt;
+  if (seq.ec != std::errc() || seq.ptr != end || dash + 1 == id.size()) return std::nullopt;
+  return n;
+}
+
+// finish_batch.lua's fence ranges: per band (q:1, q:0, q:-1), the lowest and the highest entry
+// id of the ends in it; '' and '' when none, '-' and '+' when an id there is not one.
+void fence_ranges(const TaskStream::EndWrite* ends, std::size_t count, Layout& l) {
+  struct Range {
+    const std::string *lo = nullptr, *hi = nullptr;
+    std::pair<std::uint64_t, std::uint64_t> lo_n{}, hi_n{};
+    bool whole = false;  // an id that is not one: the band's whole range
+  };
+  Range r[3];
+  for (std::size_t i = 0; i < count; ++i) {
+    const StreamEntry& e = *ends[i].entry;
+    const auto at = std::find(std::begin(kBands), std::end(kBands), e.band);
+    if (at == std::end(kBands)) continue;  // not a band: the script fences it
+    Range& band = r[at - std::begin(kBands)];
+    const auto n = entry_number(e.entry_id);
+    if (!n) band.whole = true;
+    if (band.whole) continue;
+    if (!band.lo || *n < band.lo_n) band.lo = &e.entry_id, band.lo_n = *n;
+    if (!band.hi || *n > band.hi_n) band.hi = &e.entry_id, band.hi_n = *n;
+  }
+  for (const Range& band : r) {
+    if (band.whole) {
+      l.arg(std::string_view("-")).arg(std::string_view("+"));
+    } else if (band.lo) {
+      l.arg(*band.lo).arg(*band.hi);
+    } else {
+      l.arg(std::string_view()).arg(std::string_view());
+    }
+  }
+}
 
 }  // namespace
 
@@ -132,6 +180,7 @@ Connection::Call FinishBatch::call() const {
   Layout l;
   l.key(done).key(letters).keys(streams);
   l.arg(consumer).arg(prefix).arg(keep_finished).arg(keep_letters);
+  fence_ranges(ends, count, l);
   for (std::size_t i = 0; i < count; ++i) {
     const TaskStream::EndWrite& e = ends[i];
     l.arg(e.entry->task_id)

@@ -70,7 +70,9 @@ struct Attempt {
   Connection::Call call() const;
 };
 
-// finish_batch.lua (fenced per end): a batch of tasks ended, each's attempts recorded first.
+// finish_batch.lua (fenced per end, with one XPENDING per band for the batch: each band's
+// range, the lowest to the highest entry id of its ends, is computed here): a batch of tasks
+// ended, each's attempts recorded first.
 struct FinishBatch {
   static const Script kScript;
   static constexpr std::size_t kMaxEnds = 512;  // in one call

@@ -21,7 +21,12 @@ local function task_id(f)
   for j = 1, #f - 1, 2 do
     local k, v = f[j], f[j + 1]
     if k == 'id' then
-      id = whole(v, false, 0, 18446744073709551615) and v or nil
+      -- Up to 19 digits is below 2^64 without a number made of it (tonumber is a strtod).
+      if #v > 0 and #v < 20 and not string.find(v, '%D') then
+        id = v
+      else
+        id = whole(v, false, 0, 18446744073709551615) and v or nil
+      end
       ok = ok and id ~= nil
     elseif k == 'type' then
       task_type = v
@@ -49,15 +54,18 @@ for i = 1, #streams do
       local id, task_type = task_id(e[2])
       if id then
         local h = prefix .. 'task:' .. id
-        -- HSET answers how many fields are new. Just `node` (1): the task was submitted, or
-        -- replayed, and no node has read it since (no script but a read or a take sets `node`,
-        -- and only a node's fenced scripts count attempts), so it made no attempt yet.
-        -- Otherwise its attempts are read: one read before (0), or no hash (4: a plain XADD's
-        -- task, whose hash is written here).
-        local added = redis.call('HSET', h, 'state', 'running', 'node', consumer, 'entry', e[1],
-                                 'band', band)
+        -- HSET answers how many fields are new. Just `node` (1): the task was submitted,
+        -- replayed or moved from the later set, and no node has read it since (no script but a
+        -- read or a take sets `node`, and only a node's fenced scripts count attempts), so it
+        -- made no attempt yet, and its `entry` and `band` are this entry's (the script that
+        -- added the entry wrote them). Otherwise they are written, and its attempts read: one
+        -- read before (0), or no hash (2: a plain XADD's task, whose hash is written here).
+        local added = redis.call('HSET', h, 'state', 'running', 'node', consumer)
         local before = '0'
-        if added ~= 1 then before = redis.call('HGET', h, 'attempts') end
+        if added ~= 1 then
+          redis.call('HSET', h, 'entry', e[1], 'band', band)
+          before = redis.call('HGET', h, 'attempts')
+        end
         if not before then
           redis.call('HSET', h, 'pool', pool, 'type', task_type, 'attempts', 0, 'submitted_ms',
                      string.match(e[1], '^(%d+)') or '0')
