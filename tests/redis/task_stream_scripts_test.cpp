@@ -24,13 +24,13 @@ namespace {
 const std::vector<const redis::Script*>& every_script() {
   namespace lua = redis::lua;
   static const std::vector<const redis::Script*> all = {
-      &lua::Submit::kScript,   &lua::SubmitBatch::kScript, &lua::ClaimSlot::kScript,
-      &lua::Attempt::kScript,  &lua::FinishBatch::kScript, &lua::TrimFinished::kScript,
-      &lua::Beat::kScript,     &lua::Discard::kScript,     &lua::Release::kScript,
-      &lua::Refused::kScript,  &lua::Cancel::kScript,      &lua::Touch::kScript,
-      &lua::Retry::kScript,    &lua::MoveDue::kScript,     &lua::Read::kScript,
-      &lua::Take::kScript,     &lua::ClaimIdle::kScript,   &lua::TakeTokens::kScript,
-      &lua::Throttle::kScript, &lua::Letters::kScript,     &lua::AwaitEnd::kScript};
+      &lua::Submit::kScript,    &lua::SubmitBatch::kScript, &lua::ClaimSlot::kScript,
+      &lua::Attempt::kScript,   &lua::FinishBatch::kScript, &lua::TrimFinished::kScript,
+      &lua::Beat::kScript,      &lua::Discard::kScript,     &lua::Release::kScript,
+      &lua::Refused::kScript,   &lua::Cancel::kScript,      &lua::Touch::kScript,
+      &lua::Retry::kScript,     &lua::MoveDue::kScript,     &lua::Take::kScript,
+      &lua::ClaimIdle::kScript, &lua::TakeTokens::kScript,  &lua::Throttle::kScript,
+      &lua::Letters::kScript,   &lua::AwaitEnd::kScript};
   return all;
 }
 
@@ -500,4 +500,37 @@ TEST_CASE(
     CHECK(again[i].entry_id != first[i].entry_id);
     check_runs_from(again[i], "node-b");
   }
+}
+
+TEST_CASE(
+    "a take of entries read by a plain XREADGROUP refuses the one another node claimed among "
+    "them, and an entry given twice, and takes the rest") {
+  Cluster w;
+  const std::vector<std::uint64_t> ids = w.submit(5);
+  auto r = w.c.command({"XREADGROUP", "GROUP", redis::TaskStream::kGroup, "node-a", "COUNT", "5",
+                        "STREAMS", w.stream.stream_key(0), ">"});
+  REQUIRE(r.is_ok());
+  REQUIRE(r->elements.size() == 1);
+  const auto& read = r->elements[0].elements[1].elements;
+  REQUIRE(read.size() == 5);
+  std::vector<StreamEntry> entries;
+  for (std::size_t i = 0; i < read.size(); ++i) {
+    StreamEntry& e = entries.emplace_back();
+    e.entry_id = read[i].elements[0].str;
+    e.task_id = ids[i];
+    e.task.type = "echo";
+  }
+  entries.push_back(entries[3]);  // the fourth given twice
+  // node-b claims the third, inside node-a's range, before node-a's take.
+  REQUIRE(w.c.command({"XCLAIM", w.stream.stream_key(), redis::TaskStream::kGroup, "node-b", "0",
+                       entries[2].entry_id})
+              .is_ok());
+  REQUIRE(w.stream.take(w.c, "node-a", entries).is_ok());
+  REQUIRE(entries.size() == 4);
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    CHECK(entries[i].task_id == ids[i < 2 ? i : i + 1]);
+    CHECK(w.stream.task(w.c, entries[i].task_id).value().node == "node-a");
+    CHECK(w.state_of(entries[i].task_id) == "running");
+  }
+  CHECK(w.state_of(ids[2]) == "queued");
 }

@@ -196,16 +196,8 @@ struct MoveDue {
   Connection::Call call() const;
 };
 
-// read.lua: new entries for the consumer, the higher bands first, their tasks taken.
-struct Read {
-  static const Script kScript;
-  const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (TaskStream::kBands)
-  std::string_view prefix{}, pool{}, consumer{};
-  std::size_t count = 0;
-  Connection::Call call() const;
-};
-
-// take.lua (fenced per entry): the tasks of read entries marked running on the consumer.
+// take.lua (fenced per entry, with one XPENDING per band for the call, as FinishBatch): the
+// tasks of read or claimed entries marked running on the consumer.
 struct Take {
   static const Script kScript;
   struct Entry {
