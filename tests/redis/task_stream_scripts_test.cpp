@@ -3,6 +3,7 @@
 // PoolKeys::kGroup; the batched ones keep the fences of the per-task ones.
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -26,13 +27,13 @@ namespace {
 const std::vector<const redis::Script*>& every_script() {
   namespace lua = redis::lua;
   static const std::vector<const redis::Script*> all = {
-      &lua::Submit::kScript,   &lua::SubmitBatch::kScript, &lua::ClaimSlot::kScript,
-      &lua::Attempt::kScript,  &lua::FinishBatch::kScript, &lua::TrimFinished::kScript,
-      &lua::Beat::kScript,     &lua::Discard::kScript,     &lua::Release::kScript,
-      &lua::Refused::kScript,  &lua::Cancel::kScript,      &lua::Touch::kScript,
-      &lua::Retry::kScript,    &lua::MoveDue::kScript,     &lua::Read::kScript,
-      &lua::Take::kScript,     &lua::ClaimIdle::kScript,   &lua::TakeTokens::kScript,
-      &lua::Throttle::kScript, &lua::Letters::kScript,     &lua::AwaitEnd::kScript};
+      &lua::Submit::kScript,    &lua::SubmitBatch::kScript, &lua::ClaimSlot::kScript,
+      &lua::Attempt::kScript,   &lua::FinishBatch::kScript, &lua::TrimFinished::kScript,
+      &lua::Beat::kScript,      &lua::Discard::kScript,     &lua::Release::kScript,
+      &lua::Refused::kScript,   &lua::Cancel::kScript,      &lua::Touch::kScript,
+      &lua::Retry::kScript,     &lua::MoveDue::kScript,     &lua::Take::kScript,
+      &lua::ClaimIdle::kScript, &lua::TakeTokens::kScript,  &lua::Throttle::kScript,
+      &lua::Letters::kScript,   &lua::AwaitEnd::kScript};
   return all;
 }
 
@@ -437,4 +438,145 @@ TEST_CASE("a read tells each task's attempts so far: none when new, the count af
   const auto t = w.stream.producer.task(w.c, ids[0]).value();
   CHECK(t.node == "node-b");
   CHECK(t.state == "running");
+}
+
+TEST_CASE(
+    "a batch of ends over three bands, out of order, fences and deletes each entry by its own "
+    "band's range") {
+  Cluster w;
+  // Band 0 by plain XADDs with ids whose sequence numbers differ in length (1-9 below 1-10);
+  // bands 1 and -1 by submits.
+  for (int seq = 8; seq <= 12; ++seq) {
+    REQUIRE(w.c.command({"XADD", w.stream.keys.stream_key(0), "1-" + std::to_string(seq), "id",
+                         std::to_string(100 + seq), "type", "echo"})
+                .is_ok());
+  }
+  for (const std::int32_t priority : {5, 5, -5, -5}) {
+    redis::StreamTask t;
+    t.type = "echo";
+    t.options.priority = priority;
+    REQUIRE(w.stream.producer.submit(w.c, t, 1000).is_ok());
+  }
+  auto held = w.stream.consumer.read(w.c, "node-a", 9, std::chrono::milliseconds(0)).value();
+  REQUIRE(held.size() == 9);
+  std::map<std::string, const StreamEntry*> by_entry;
+  std::vector<const StreamEntry*> high, low;
+  for (const StreamEntry& e : held) {
+    if (e.band == 0) by_entry[e.entry_id] = &e;
+    if (e.band == 1) high.push_back(&e);
+    if (e.band == -1) low.push_back(&e);
+  }
+  REQUIRE(by_entry.size() == 5);
+  REQUIRE(high.size() == 2);
+  REQUIRE(low.size() == 2);
+  // node-b takes 1-10, inside the batch's range of band 0.
+  REQUIRE(w.c.command({"XCLAIM", w.stream.keys.stream_key(0), redis::PoolKeys::kGroup, "node-b",
+                       "0", "1-10"})
+              .is_ok());
+  // 1-9 stays pending: the oldest, so 1-8 lies below it and 1-11, 1-12 above.
+  const auto answers =
+      w.stream.consumer
+          .end_all(w.c, "node-a",
+                   {completed(*by_entry["1-12"], "r", 5), completed(*high[1], "r", 5),
+                    completed(*by_entry["1-11"], "r", 5), completed(*by_entry["1-10"], "r", 5),
+                    completed(*low[1], "r", 5), completed(*high[0], "r", 5),
+                    completed(*by_entry["1-8"], "r", 5)})
+          .value();
+  CHECK(answers == std::vector<Fenced>{Fenced::kDone, Fenced::kDone, Fenced::kDone,
+                                       Fenced::kNotYours, Fenced::kDone, Fenced::kDone,
+                                       Fenced::kDone});
+  const auto ids_in = [&](redis::Band band) {
+    std::vector<std::string> out;
+    auto r = w.c.command({"XRANGE", w.stream.keys.stream_key(band), "-", "+"});
+    REQUIRE(r.is_ok());
+    for (const redis::Reply& e : r->elements) out.push_back(e.elements[0].str);
+    return out;
+  };
+  CHECK(ids_in(0) == std::vector<std::string>{"1-9", "1-10"});
+  CHECK(ids_in(1).empty());
+  CHECK(ids_in(-1) == std::vector<std::string>{low[0]->entry_id});
+  CHECK(w.state_of(by_entry["1-10"]->task_id) == "running");
+  CHECK(w.state_of(by_entry["1-11"]->task_id) == "completed");
+  // A completed end writes no empty error or reason, and leaves `node` as the read wrote it.
+  const std::string h = "sp:task:" + std::to_string(by_entry["1-11"]->task_id);
+  CHECK(w.integer({"HEXISTS", h, "error"}) == 0);
+  CHECK(w.integer({"HEXISTS", h, "reason"}) == 0);
+  CHECK(w.stream.producer.task(w.c, by_entry["1-11"]->task_id).value().node == "node-a");
+}
+
+TEST_CASE(
+    "a read leaves each task's hash naming the entry and band it runs from: submitted, "
+    "scheduled and moved, handed back, or added by a plain XADD") {
+  Cluster w;
+  redis::StreamTask urgent;
+  urgent.type = "echo";
+  urgent.options.priority = 4;
+  const std::uint64_t submitted = w.stream.producer.submit(w.c, urgent, 1000).value().id;
+  redis::StreamTask later;
+  later.type = "echo";
+  later.options.priority = -2;
+  REQUIRE(later.options.set_not_before_ms(5000));
+  const std::uint64_t scheduled = w.stream.producer.submit(w.c, later, 1000).value().id;
+  REQUIRE(w.stream.upkeep.move_due(w.c, 6000, 10).value() == 1);
+  REQUIRE(
+      w.c.command({"XADD", w.stream.keys.stream_key(0), "*", "id", "77", "type", "echo"}).is_ok());
+  const auto check_runs_from = [&](const StreamEntry& e, const std::string& node) {
+    INFO("task " << e.task_id << " from " << e.entry_id);
+    const auto t = w.stream.producer.task(w.c, e.task_id).value();
+    CHECK(t.state == "running");
+    CHECK(t.node == node);
+    CHECK(t.entry_id == e.entry_id);
+    CHECK(w.c.command({"HGET", "sp:task:" + std::to_string(e.task_id), "band"})->str ==
+          std::to_string(e.band));
+  };
+  auto first = w.stream.consumer.read(w.c, "node-a", 10, std::chrono::milliseconds(0)).value();
+  REQUIRE(first.size() == 3);
+  CHECK(first[0].task_id == submitted);
+  CHECK(first[1].task_id == 77);
+  CHECK(first[2].task_id == scheduled);
+  for (const StreamEntry& e : first) check_runs_from(e, "node-a");
+  // Each handed back (a new entry in its band's stream), then read by another node.
+  for (const StreamEntry& e : first) {
+    REQUIRE(w.stream.consumer.release(w.c, e, "node-a").value() == Fenced::kDone);
+  }
+  auto again = w.stream.consumer.read(w.c, "node-b", 10, std::chrono::milliseconds(0)).value();
+  REQUIRE(again.size() == 3);
+  for (std::size_t i = 0; i < again.size(); ++i) {
+    CHECK(again[i].task_id == first[i].task_id);
+    CHECK(again[i].entry_id != first[i].entry_id);
+    check_runs_from(again[i], "node-b");
+  }
+}
+
+TEST_CASE(
+    "a take of entries read by a plain XREADGROUP refuses the one another node claimed among "
+    "them, and an entry given twice, and takes the rest") {
+  Cluster w;
+  const std::vector<std::uint64_t> ids = w.submit(5);
+  auto r = w.c.command({"XREADGROUP", "GROUP", redis::PoolKeys::kGroup, "node-a", "COUNT", "5",
+                        "STREAMS", w.stream.keys.stream_key(0), ">"});
+  REQUIRE(r.is_ok());
+  REQUIRE(r->elements.size() == 1);
+  const auto& read = r->elements[0].elements[1].elements;
+  REQUIRE(read.size() == 5);
+  std::vector<StreamEntry> entries;
+  for (std::size_t i = 0; i < read.size(); ++i) {
+    StreamEntry& e = entries.emplace_back();
+    e.entry_id = read[i].elements[0].str;
+    e.task_id = ids[i];
+    e.task.type = "echo";
+  }
+  entries.push_back(entries[3]);  // the fourth given twice
+  // node-b claims the third, inside node-a's range, before node-a's take.
+  REQUIRE(w.c.command({"XCLAIM", w.stream.keys.stream_key(), redis::PoolKeys::kGroup, "node-b", "0",
+                       entries[2].entry_id})
+              .is_ok());
+  REQUIRE(w.stream.consumer.take(w.c, "node-a", entries).is_ok());
+  REQUIRE(entries.size() == 4);
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    CHECK(entries[i].task_id == ids[i < 2 ? i : i + 1]);
+    CHECK(w.stream.producer.task(w.c, entries[i].task_id).value().node == "node-a");
+    CHECK(w.state_of(entries[i].task_id) == "running");
+  }
+  CHECK(w.state_of(ids[2]) == "queued");
 }

@@ -74,32 +74,28 @@ Result<std::vector<StreamEntry>> TaskConsumer::read(Connection& c, const std::st
                                                     std::chrono::milliseconds block) const {
   std::vector<StreamEntry> out;
   if (count == 0) return out;
-  auto r = lua::run(c, lua::Read{.streams = keys_.streams,
-                                 .prefix = keys_.prefix,
-                                 .pool = keys_.pool,
-                                 .consumer = consumer,
-                                 .count = count});
-  if (!r) return r.status();
-  if (r->is_error()) return r->status();
-  for (const Reply& band : r->elements) {  // {index in kBands + 1, entries, their attempts}
-    if (band.elements.size() != 3 || band.elements[0].integer < 1 || band.elements[0].integer > 3 ||
-        band.elements[1].elements.size() != band.elements[2].elements.size()) {
-      return unexpected("read", *r);
+  // The higher bands first, at most `count` in all, each a plain XREADGROUP (its reply is not
+  // made Lua tables and back), then the tasks taken in one script (fenced).
+  for (const Band b : kBands) {
+    if (out.size() >= count) break;
+    auto r = c.command({"XREADGROUP", "GROUP", PoolKeys::kGroup, consumer, "COUNT",
+                        std::to_string(count - out.size()), "STREAMS", keys_.stream_key(b), ">"});
+    if (!r) return r.status();
+    if (r->is_error()) return r->status();
+    if (r->is_nil()) continue;
+    if (r->elements.size() != 1 || r->elements[0].elements.size() != 2) {
+      return unexpected("XREADGROUP", *r);
     }
-    const Band b = kBands[band.elements[0].integer - 1];
-    const auto& entries = band.elements[1].elements;
-    for (std::size_t i = 0; i < entries.size(); ++i) {
-      StreamEntry& e = out.emplace_back(parse_entry(entries[i], b));
-      e.deliveries = 1;
-      const std::int64_t attempts = band.elements[2].elements[i].integer;
-      // Not taken by the script (no numeric id, or no type): not a task.
-      if (attempts < 0 && e.malformed.empty())
-        e.malformed =
-            "entry " + e.entry_id + " of " + keys_.stream_key(b) + " has no valid id or type";
-      e.attempts = static_cast<std::uint32_t>(std::max<std::int64_t>(0, attempts));
+    for (const Reply& entry : r->elements[0].elements[1].elements) {
+      out.push_back(parse_entry(entry, b));
+      out.back().deliveries = 1;
     }
   }
-  if (!out.empty() || block.count() <= 0) return out;
+  if (!out.empty()) {
+    SP_RETURN_IF_ERROR(take(c, consumer, out));
+    return out;
+  }
+  if (block.count() <= 0) return out;
   // Nothing waits: block on every band for the first entries to come, then take them.
   std::vector<std::string> args = {"XREADGROUP",     "GROUP",
                                    PoolKeys::kGroup, consumer,

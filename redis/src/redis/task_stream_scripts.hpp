@@ -73,7 +73,9 @@ struct Attempt {
   Connection::Call call() const;
 };
 
-// finish_batch.lua (fenced per end): a batch of tasks ended, each's attempts recorded first.
+// finish_batch.lua (fenced per end, with one XPENDING per band for the batch: each band's
+// range, the lowest to the highest entry id of its ends, is computed here): a batch of tasks
+// ended, each's attempts recorded first.
 struct FinishBatch {
   static const Script kScript;
   static constexpr std::size_t kMaxEnds = 512;  // in one call
@@ -197,16 +199,8 @@ struct MoveDue {
   Connection::Call call() const;
 };
 
-// read.lua: new entries for the consumer, the higher bands first, their tasks taken.
-struct Read {
-  static const Script kScript;
-  const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (kBands)
-  std::string_view prefix{}, pool{}, consumer{};
-  std::size_t count = 0;
-  Connection::Call call() const;
-};
-
-// take.lua (fenced per entry): the tasks of read entries marked running on the consumer.
+// take.lua (fenced per entry, with one XPENDING per band for the call, as FinishBatch): the
+// tasks of read or claimed entries marked running on the consumer.
 struct Take {
   static const Script kScript;
   struct Entry {
