@@ -152,8 +152,9 @@ class TaskStream {
   Result<std::vector<Result<Submitted>>> submit_many(Connection& c,
                                                      const std::vector<StreamTask>& tasks,
                                                      std::int64_t now_ms) const;
-  // XREADGROUP for `consumer`: at most `count` new entries, the higher bands first, and
-  // their tasks taken as take() does, in one script (one round trip). When there are none,
+  // XREADGROUP for `consumer`: at most `count` new entries, the higher bands first (one
+  // XREADGROUP a band, while some of `count` is left), and their tasks taken as take() does
+  // (a script: one more round trip). When there are none,
   // waits up to `block` (0: not) for entries of any band, reads at most `count` of each band
   // that has some then (so up to 3 x count when several bands receive some at the same
   // moment), and takes them (a second round trip). An entry that is not a task comes back
@@ -164,7 +165,7 @@ class TaskStream {
   // on `consumer` (a plain XADD's task gets its hash here), and each entry's `attempts` is
   // filled from it; one round trip. Fenced per entry: one no longer pending for `consumer`
   // (this node stalled past claim_after since it read it, and another claimed it, perhaps
-  // ended it) is removed from `entries`, its hash untouched.
+  // ended it), or given twice (the second), is removed from `entries`, its hash untouched.
   Status take(Connection& c, const std::string& consumer, std::vector<StreamEntry>& entries) const;
   // Fenced: acknowledges and deletes an entry that is not a task (malformed).
   Result<Fenced> discard(Connection& c, const StreamEntry& e, const std::string& consumer) const;
