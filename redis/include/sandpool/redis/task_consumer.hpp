@@ -31,8 +31,8 @@ class TaskConsumer {
   // makes one only when it returns entries), so that a node that serves the pool counts as
   // one of its nodes (refused()) before it read anything.
   Status join(Connection& c, const std::string& consumer) const;
-  // XREADGROUP for `consumer`: at most `count` new entries, the higher bands first, and
-  // their tasks taken as take() does, in one script (one round trip). When there are none,
+  // XREADGROUP for `consumer` per band, the higher first: at most `count` new entries in all,
+  // then their tasks taken as take() does (a script: one more round trip). When there are none,
   // waits up to `block` (0: not) for entries of any band, reads at most `count` of each band
   // that has some then (so up to 3 x count when several bands receive some at the same
   // moment), and takes them (a second round trip). An entry that is not a task comes back
@@ -43,7 +43,7 @@ class TaskConsumer {
   // on `consumer` (a plain XADD's task gets its hash here), and each entry's `attempts` is
   // filled from it; one round trip. Fenced per entry: one no longer pending for `consumer`
   // (this node stalled past claim_after since it read it, and another claimed it, perhaps
-  // ended it) is removed from `entries`, its hash untouched.
+  // ended it), or given twice (the second), is removed from `entries`, its hash untouched.
   Status take(Connection& c, const std::string& consumer, std::vector<StreamEntry>& entries) const;
   // Fenced: acknowledges and deletes an entry that is not a task (malformed).
   Result<Fenced> discard(Connection& c, const StreamEntry& e, const std::string& consumer) const;

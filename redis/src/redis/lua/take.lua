@@ -35,9 +35,12 @@ for i = first_task, #ARGV, per_task do
   else
     mine[s][entry] = nil
     local h = prefix .. 'task:' .. id
-    -- As read.lua: just `node` new (1), the task is fresh from its submit, replay or move,
-    -- its entry and band written with the entry, no attempt made yet; else those written
-    -- here and its attempts read (no hash, 2: a plain XADD's task, whose hash is made).
+    -- HSET answers how many fields are new. Just `node` (1): the task was submitted,
+    -- replayed or moved from the later set, and no node has taken it since (only a take sets
+    -- `node`, an end writes the same again, a replay deletes it; only a node's fenced scripts
+    -- count attempts), so it made no attempt yet, and its `entry` and `band` are this entry's
+    -- (the script that added the entry wrote them). Otherwise they are written, and its
+    -- attempts read: taken before (0), or no hash (2: a plain XADD's task, made here).
     local added = redis.call('HSET', h, 'state', 'running', 'node', consumer)
     local before = '0'
     if added ~= 1 then
