@@ -18,7 +18,7 @@
 // - redis_us_submit / _read / _finish, redis_cpu_us_*: a profile of the same tasks submitted,
 //   read and ended apart, each phase one script's (redis_profile.hpp).
 // - w2_p50_us: one task at a time through one in-process node over Redis: the submit script,
-//   then TaskStream::await_end (the waiter registered, then BLPOP on the task's end list
+//   then TaskProducer::await_end (the waiter registered, then BLPOP on the task's end list
 //   P:end:ID, pipelined) until its end is written; the p50 of 500.
 // - kill_lost / kill_reran / failover_ms: 3 poold processes from the build tree share the
 //   pool, with at least 100,000 tasks queued in Redis all along (kill_backlog_min: a thread
@@ -56,6 +56,8 @@
 #include <sandpool/ipc/wake.hpp>
 
 #include <sandpool/redis/redis_feeder.hpp>
+#include <sandpool/redis/task_producer.hpp>
+#include <sandpool/redis/task_upkeep.hpp>
 #include "bench.hpp"
 #include "poold_child.hpp"
 #include "redis_child.hpp"
@@ -97,15 +99,16 @@ bool start_node(const BenchOptions& o, const RedisChild& redis, const std::strin
   return true;
 }
 
-// Adds `tasks` echo tasks to the prefix's stream in batches (TaskStream::submit_many, as a
+// Adds `tasks` echo tasks to the prefix's stream in batches (TaskProducer::submit_many, as a
 // node's submit_batch does); false on a Redis failure.
 bool fill(const RedisChild& redis, const std::string& prefix, std::uint64_t tasks,
           std::uint32_t payload_size) {
   constexpr std::uint64_t kFillBatch = 5000;
   auto c = redis::Connection::open(redis.endpoint());
   if (!c) return false;
-  const redis::TaskStream stream(prefix, "echo");
-  if (!stream.ensure_group(*c)) return false;
+  const redis::PoolKeys keys(prefix, "echo");
+  if (!redis::TaskUpkeep(keys).ensure_group(*c)) return false;
+  const redis::TaskProducer stream(keys);
   for (std::uint64_t from = 0; from < tasks; from += kFillBatch) {
     std::vector<redis::StreamTask> batch(std::min(kFillBatch, tasks - from));
     for (std::size_t i = 0; i < batch.size(); ++i) {
@@ -219,8 +222,9 @@ double waited_p50_us(const BenchOptions& o, const RedisChild& redis) {
   at.timeout = std::chrono::seconds(15);  // past await_end's own 10 s
   auto c = redis::Connection::open(at);
   if (!c) return -1;
-  const redis::TaskStream stream(prefix, "echo");
-  if (!stream.ensure_group(*c)) return -1;
+  const redis::PoolKeys keys(prefix, "echo");
+  if (!redis::TaskUpkeep(keys).ensure_group(*c)) return -1;
+  const redis::TaskProducer stream(keys);
   Node node;
   if (!start_node(o, redis, prefix, "w2-node", &node)) return -1;
   std::vector<double> us;
@@ -255,10 +259,10 @@ double local_throughput(const BenchOptions& o, std::uint64_t tasks) {
 
 // The consumers' pending counts, summed over the pool's bands.
 std::map<std::string, std::uint64_t> pending_by_node(redis::Connection& c,
-                                                     const redis::TaskStream& stream) {
+                                                     const redis::PoolKeys& stream) {
   std::map<std::string, std::uint64_t> out;
   for (const redis::Band b : redis::kBands) {
-    auto p = c.command({"XPENDING", stream.stream_key(b), redis::TaskStream::kGroup});
+    auto p = c.command({"XPENDING", stream.stream_key(b), redis::PoolKeys::kGroup});
     if (!p || p->elements.size() != 4) continue;
     for (const redis::Reply& per : p->elements[3].elements) {
       if (per.elements.size() == 2) out[per.elements[0].str] += std::stoull(per.elements[1].str);
@@ -284,9 +288,9 @@ bool stop_process(pid_t pid) {
 
 // The entries of band 0 that wait unread: the stream's length less its pending entries (an
 // entry is deleted with its end, so the stream holds only those two).
-std::optional<std::uint64_t> kill_queued(redis::Connection& c, const redis::TaskStream& stream) {
+std::optional<std::uint64_t> kill_queued(redis::Connection& c, const redis::PoolKeys& stream) {
   auto len = c.command({"XLEN", stream.stream_key(0)});
-  auto pending = c.command({"XPENDING", stream.stream_key(0), redis::TaskStream::kGroup});
+  auto pending = c.command({"XPENDING", stream.stream_key(0), redis::PoolKeys::kGroup});
   if (!len || !pending || len->is_error() || pending->elements.size() != 4) return std::nullopt;
   const auto held = static_cast<std::int64_t>(pending->elements[0].integer);
   return static_cast<std::uint64_t>(std::max<std::int64_t>(0, len->integer - held));
@@ -321,14 +325,14 @@ class KillBacklog {
   void keep() {
     auto c = redis::Connection::open(redis_.endpoint());
     if (!c) return failed_.store(true);
-    const redis::TaskStream stream(prefix_, "echo");
+    const redis::TaskProducer stream(redis::PoolKeys(prefix_, "echo"));
     std::vector<redis::StreamTask> chunk(kKillTopUp);
     for (redis::StreamTask& t : chunk) {
       t.type = "echo";
       t.payload = make_payload(0, payload_size_);
     }
     while (!stopping_.load()) {
-      const std::optional<std::uint64_t> queued = kill_queued(*c, stream);
+      const std::optional<std::uint64_t> queued = kill_queued(*c, stream.keys());
       if (!queued) return failed_.store(true);
       if (*queued >= kKillBacklog + kKillMargin) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -353,10 +357,10 @@ class KillBacklog {
 
 // The task ids of the entries of band 0 pending for `node`, or nullopt on an error.
 std::optional<std::vector<std::uint64_t>> kill_pending_tasks(redis::Connection& c,
-                                                             const redis::TaskStream& stream,
+                                                             const redis::PoolKeys& stream,
                                                              const std::string& node) {
   auto pending = c.command(
-      {"XPENDING", stream.stream_key(0), redis::TaskStream::kGroup, "-", "+", "1000000", node});
+      {"XPENDING", stream.stream_key(0), redis::PoolKeys::kGroup, "-", "+", "1000000", node});
   if (!pending || pending->is_error()) return std::nullopt;
   for (const redis::Reply& p : pending->elements) {
     if (p.elements.empty()) return std::nullopt;
@@ -386,7 +390,7 @@ bool kill_run(const BenchOptions& o, const RedisChild& redis, const std::uint64_
   if (!fill(redis, prefix, tasks, o.payload_size)) return false;
   auto c = redis::Connection::open(redis.endpoint());
   if (!c) return false;
-  const redis::TaskStream stream(prefix, "echo");
+  const redis::PoolKeys stream(prefix, "echo");
   // The backlog is made before the nodes start (one pipelined round trip per kKillTopUp
   // tasks), then kept.
   KillBacklog backlog(redis, prefix, o.payload_size);
@@ -507,7 +511,7 @@ bool kill_run(const BenchOptions& o, const RedisChild& redis, const std::uint64_
   // claimed from the dead node may wait out a backoff there), 10 minutes at most.
   const std::int64_t until = died + 600'000'000'000;
   for (;;) {
-    auto s = stream.summary(*c);
+    auto s = redis::TaskProducer(stream).summary(*c);
     if (!s) return false;
     if ((s->length == 0 && s->pending == 0 && s->later == 0) || monotonic_ns() > until) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -516,7 +520,7 @@ bool kill_run(const BenchOptions& o, const RedisChild& redis, const std::uint64_
   std::uint64_t terminal = 0, reran = 0;
   std::vector<std::uint64_t> rerun_ids;
   std::map<std::string, std::uint64_t> unended;  // state -> tasks, for the message
-  const std::uint64_t first = redis::TaskStream::kFirstId, end = first + tasks;
+  const std::uint64_t first = redis::PoolKeys::kFirstId, end = first + tasks;
   for (std::uint64_t id = first; id < end; ++id) {
     if (!c->append({"HMGET", prefix + "task:" + std::to_string(id), "state", "attempts"}))
       return false;

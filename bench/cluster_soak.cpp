@@ -29,7 +29,7 @@
 #include <nlohmann/json.hpp>
 #include <sandpool/control/client.hpp>
 #include <sandpool/ipc/wake.hpp>
-#include <sandpool/redis/task_stream.hpp>
+#include <sandpool/redis/task_producer.hpp>
 
 #include "bench.hpp"
 #include "poold_child.hpp"
@@ -366,7 +366,7 @@ bool terminal(const std::string& state) {
 bool wait_all_ended(const RedisChild& redis, const std::vector<std::uint64_t>& ids,
                     std::int64_t deadline_ns) {
   std::size_t from = 0;  // every task before it ended
-  const redis::TaskStream stream(kPrefix, kPool);
+  const redis::TaskProducer stream(redis::PoolKeys(kPrefix, kPool));
   for (;;) {
     auto c = redis::Connection::open(redis.endpoint());
     while (c && from < ids.size()) {

@@ -6,7 +6,9 @@
 #include <sstream>
 #include <vector>
 
-#include <sandpool/redis/task_stream.hpp>
+#include <sandpool/redis/task_consumer.hpp>
+#include <sandpool/redis/task_producer.hpp>
+#include <sandpool/redis/task_upkeep.hpp>
 #include "redis/redis_feeder_threads.hpp"  // feeder::encode, the attempts a node writes
 
 namespace sandpool::bench {
@@ -67,8 +69,10 @@ std::optional<ScriptPhases> profile_scripts(const redis::Endpoint& at, const std
   const std::string consumer = "profiler";
   auto c = redis::Connection::open(at);
   if (!c) return std::nullopt;
-  const redis::TaskStream stream(prefix, "echo");
-  if (!stream.ensure_group(*c)) return std::nullopt;
+  const redis::PoolKeys keys(prefix, "echo");
+  if (!redis::TaskUpkeep(keys).ensure_group(*c)) return std::nullopt;
+  const redis::TaskProducer producer(keys);
+  const redis::TaskConsumer consumer_side(keys);
   ScriptPhases out;
   auto s0 = command_stats(*c);
   auto cpu0 = redis_cpu_us(*c);
@@ -78,7 +82,7 @@ std::optional<ScriptPhases> profile_scripts(const redis::Endpoint& at, const std
       t.type = "echo";
       t.payload = std::string(16, 'p');
     }
-    auto ids = stream.submit_many(*c, chunk, 1);
+    auto ids = producer.submit_many(*c, chunk, 1);
     if (!ids) return std::nullopt;
     for (const auto& id : *ids) {
       if (!id) return std::nullopt;
@@ -88,7 +92,7 @@ std::optional<ScriptPhases> profile_scripts(const redis::Endpoint& at, const std
   auto cpu1 = redis_cpu_us(*c);
   std::vector<redis::StreamEntry> held;
   while (held.size() < tasks) {
-    auto got = stream.read(*c, consumer, batch, std::chrono::milliseconds(0));
+    auto got = consumer_side.read(*c, consumer, batch, std::chrono::milliseconds(0));
     if (!got || got->empty()) return std::nullopt;
     std::move(got->begin(), got->end(), std::back_inserter(held));
   }
@@ -102,9 +106,9 @@ std::optional<ScriptPhases> profile_scripts(const redis::Endpoint& at, const std
   ok.ended_ms = ok.started_ms + 1;
   const std::string attempt = redis::feeder::encode(ok);
   for (std::size_t from = 0; from < held.size(); from += batch) {
-    std::vector<redis::TaskStream::EndWrite> ends;
+    std::vector<redis::TaskConsumer::EndWrite> ends;
     for (std::size_t i = from; i < std::min(held.size(), from + batch); ++i) {
-      redis::TaskStream::EndWrite e;
+      redis::TaskConsumer::EndWrite e;
       e.entry = &held[i];
       e.attempts = {attempt};
       e.state = "completed";
@@ -112,7 +116,7 @@ std::optional<ScriptPhases> profile_scripts(const redis::Endpoint& at, const std
       e.now_ms = 2;
       ends.push_back(std::move(e));
     }
-    auto done = stream.end_all(*c, consumer, ends);
+    auto done = consumer_side.end_all(*c, consumer, ends);
     if (!done) return std::nullopt;
   }
   auto s3 = command_stats(*c);

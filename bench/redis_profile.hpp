@@ -34,9 +34,9 @@ struct ScriptPhase {
 struct ScriptPhases {
   ScriptPhase submit, read, finish;
 };
-// Submits `tasks` echo tasks to a fresh prefix's pool with TaskStream::submit_many (in
-// chunks of 5,000), reads them with TaskStream::read, `batch` at a time, and ends them
-// with TaskStream::end_all, `batch` at a time, each with one attempt as a node encodes it.
+// Submits `tasks` echo tasks to a fresh prefix's pool with TaskProducer::submit_many (in
+// chunks of 5,000), reads them with TaskConsumer::read, `batch` at a time, and ends them
+// with TaskConsumer::end_all, `batch` at a time, each with one attempt as a node encodes it.
 // nullopt on a Redis failure.
 std::optional<ScriptPhases> profile_scripts(const redis::Endpoint& at, const std::string& prefix,
                                             std::uint64_t tasks, std::size_t batch);

@@ -4,8 +4,9 @@
 Runs a redis-server of its own under valgrind's callgrind (a unix socket in a temp dir) and,
 for each directory of Lua scripts given (redis/src/redis/lua/ of a tree: lib.lua is prepended
 to each script, as task_stream_scripts.cpp does), submits TASKS echo tasks with submit_batch
-(512 a call), reads them with read (BATCH a call) and ends them with finish_batch (BATCH a
-call, one `ok` attempt each): the shape of sandpool-bench's cluster profile
+(512 a call), reads them BATCH a call (with read.lua where the tree has it; else, as a node
+reads since session 22, plain XREADGROUPs and take.lua) and ends them with finish_batch (BATCH
+a call, one `ok` attempt each): the shape of sandpool-bench's cluster profile
 (bench/redis_profile.cpp). Prints, per phase, the server's instructions per task (callgrind's
 Ir between a zero and a dump: the event loop, the parsing, the scripts and their commands),
 and the commands the phase called per task. Instructions do not count cache misses, but they
@@ -127,8 +128,11 @@ class Callgrind:
 
 def phases(r, meter, lua_dir, tasks, batch):
     """{phase: (instructions per task, {command: calls per task})}."""
+    # Since session 22 a node reads with plain XREADGROUPs, then takes with take.lua (no
+    # read.lua): the read phase does what the tree's scripts do.
+    direct = not os.path.exists(os.path.join(lua_dir, 'read.lua'))
     shas = {k: r.cmd('SCRIPT', 'LOAD', script(lua_dir, k))
-            for k in ('submit_batch', 'read', 'finish_batch')}
+            for k in ('submit_batch', 'take' if direct else 'read', 'finish_batch')}
     prefix = 'cost:'
     streams = [prefix + 'echo:q:1', prefix + 'echo:q:0', prefix + 'echo:q:-1']
     for s in streams:
@@ -157,7 +161,40 @@ def phases(r, meter, lua_dir, tasks, batch):
 
     held = []
 
+    def entry_number(e):
+        ms, seq = e.split('-')
+        return int(ms), int(seq)
+
+    def read_direct():
+        # As TaskConsumer::read: each band by a plain XREADGROUP (higher first, BATCH in all),
+        # then take.lua with its fence ranges.
+        while len(held) < tasks:
+            got = []
+            for index, stream in enumerate(streams):
+                if len(got) >= batch:
+                    break
+                reply = r.cmd('XREADGROUP', 'GROUP', GROUP, 'profiler', 'COUNT',
+                              batch - len(got), 'STREAMS', stream, '>')
+                if reply:
+                    got += [(1 - index, entry_id, fields) for entry_id, fields in reply[0][1]]
+            if not got:
+                raise RuntimeError('read: nothing')
+            argv = [prefix, 'echo', 'profiler']
+            for b in (1, 0, -1):
+                ids = [e for band, e, _ in got if band == b]
+                argv += [min(ids, key=entry_number), max(ids, key=entry_number)] if ids \
+                    else ['', '']
+            for band, entry_id, fields in got:
+                f = dict(zip(fields[::2], fields[1::2]))
+                argv += [f['id'], entry_id, band, f['type']]
+                held.append((f['id'], entry_id, band, f['payload']))
+            taken = r.cmd('EVALSHA', shas['take'], 3, *streams, *argv)
+            if any(t != 0 for t in taken):
+                raise RuntimeError('take refused an entry')
+
     def read():
+        if direct:
+            return read_direct()
         while len(held) < tasks:
             got = r.cmd('EVALSHA', shas['read'], 3, *streams, prefix, 'echo', 'profiler', batch)
             if not got:
@@ -167,10 +204,19 @@ def phases(r, meter, lua_dir, tasks, batch):
                     f = dict(zip(fields[::2], fields[1::2]))
                     held.append((f['id'], entry_id, 2 - index, f['payload']))
 
+    # finish_batch.lua since session 22 takes per band the range of its ends' entry ids.
+    with open(os.path.join(lua_dir, 'finish_batch.lua')) as f:
+        ranges = 'first_range' in f.read()
+
     def finish():
         keys = [prefix + 'echo:done', prefix + 'echo:dlq'] + streams
         for at in range(0, tasks, batch):
             argv = ['profiler', prefix, 100000, 10000]
+            if ranges:
+                for b in (1, 0, -1):
+                    ids = [e for _, e, band, _ in held[at:at + batch] if band == b]
+                    argv += [min(ids, key=entry_number), max(ids, key=entry_number)] if ids \
+                        else ['', '']
             for task_id, entry_id, band, payload in held[at:at + batch]:
                 argv += [task_id, entry_id, band, 'completed', payload, '', '', 2, 1, ATTEMPT]
             answers = r.cmd('EVALSHA', shas['finish_batch'], len(keys), *keys, *argv)

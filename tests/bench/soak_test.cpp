@@ -1,5 +1,5 @@
-// `sandpool-bench --only soak` (and the cluster, memory and curves groups) at a small size:
-// the real bench binary, its pools and its report, so the groups' wiring is checked on every
+// `sandpool-bench --only soak` (and the cluster, cluster-wait, memory and curves groups) at a small
+// size: the real bench binary, its pools and its report, so the groups' wiring is checked on every
 // test run (the full-size runs are `make bench`, docs/performance.md).
 #include <catch2/catch.hpp>
 
@@ -62,6 +62,16 @@ TEST_CASE("the cluster group runs its nodes through a redis-server of its own an
   CHECK(f["kill_held"] > 0);                 // the bench kills the node once it holds entries
   CHECK(f["kill_reran"] >= f["kill_held"]);  // they ran again elsewhere
   CHECK(f["failover_ms"] >= 0);  // from its SIGSTOP; entries idle past the claim time go at once
+}
+
+TEST_CASE("the cluster-wait group times waited submits through a poold over redis") {
+  const auto r = sandpool::testing::run_command(SANDPOOL_BIN_DIR "/sandpool-bench",
+                                                {"--only", "cluster-wait"});
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  REQUIRE(r.exit_code == 0);
+  auto f = figures_of(r.out, "cluster-wait");
+  CHECK(f["w2_poold_p50_us"] > 0);
+  CHECK(f["w2_poold_p99_us"] >= f["w2_poold_p50_us"]);
 }
 
 TEST_CASE("the memory group queues its tasks behind a busy worker and weighs them") {

@@ -23,7 +23,7 @@ namespace sandpool::testing {
 struct FeederWorld {
   RedisServer server;
   redis::Connection c = redis::Connection::open(server.endpoint()).value();
-  const redis::TaskStream stream{"sp:", "work"};
+  const PoolSides stream{"sp:", "work"};
 };
 
 // Node `name` of pool "work" (prefix "sp:"), holding `capacity` tasks, beating every 100 ms

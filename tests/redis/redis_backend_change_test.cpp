@@ -8,6 +8,8 @@
 #include <chrono>
 #include <thread>
 
+#include <sandpool/redis/task_producer.hpp>
+
 #include "poold_process.hpp"
 #include "redis_server.hpp"
 #include "task_waits.hpp"
@@ -87,6 +89,53 @@ TEST_CASE(
   auto t = third.task(ids[1]);
   REQUIRE(t);
   CHECK(t->state == "cancelled");
+}
+
+TEST_CASE(
+    "poold: a journaled task whose hand-over Redis has already (an earlier start's) is counted "
+    "as already there, not handed again") {
+  RedisServer redis;
+  const std::string redis_service =
+      "  redis: {address: \"unix:" + redis.socket() + "\", heartbeat: 200ms}\n";
+  PooldFixture f(sleep_pool("", 1), "  shutdown_timeout: 0s\n" + redis_service);
+  Client c = f.connect();
+  std::vector<std::uint64_t> ids;
+  for (const char* ms : {"60000", "100", "100"}) {
+    auto s = c.submit(task("sleep", ms));
+    REQUIRE(s);
+    ids.push_back(s->id);
+  }
+  REQUIRE(wait_task_state(c, ids[0], "running"));
+  f.poold->signal(SIGKILL);
+  REQUIRE(f.poold->wait_exit() == 128 + SIGKILL);
+  // As if an earlier start had handed task ids[1] over and died before its journal said so:
+  // Redis holds it under the hand-over's idempotency key.
+  auto rc = redis::Connection::open(redis.endpoint());
+  REQUIRE(rc);
+  redis::StreamTask earlier;
+  earlier.type = "sleep";
+  earlier.payload = "100";
+  earlier.options.idempotency_key = "sandpool-journal-" + std::to_string(ids[1]);
+  const redis::TaskProducer producer(redis::PoolKeys("sandpool:", "sleep"));
+  auto first = producer.submit(*rc, earlier, 1);
+  REQUIRE(first);
+
+  write_file(f.config, service_yaml(f.dir.path, "  shutdown_timeout: 0s\n" + redis_service) +
+                           sleep_pool("    backend: redis\n", 2));
+  f.start();
+  CHECK(f.poold->wait_for_output(
+      "handed 2 unfinished journaled tasks to its stream, 1 there already (an earlier start's "
+      "hand-over), 0 kept in the journal"));
+  CHECK(f.poold->output().find("task " + std::to_string(ids[1]) +
+                               " of pool sleep: in its Redis "
+                               "stream already as task " +
+                               std::to_string(first->id)) != std::string::npos);
+  Client again = f.connect();
+  auto t = again.task(ids[1]);
+  REQUIRE(t);
+  CHECK(t->state == "cancelled");
+  CHECK(t->error.find("as task " + std::to_string(first->id) + " by an earlier start") !=
+        std::string::npos);
 }
 
 }  // namespace

@@ -19,8 +19,8 @@ using redis::StreamTask;
 
 namespace {
 
-std::uint64_t submit(redis::Connection& c, const redis::TaskStream& s, StreamTask t) {
-  auto id = s.submit(c, t, 1);
+std::uint64_t submit(redis::Connection& c, const PoolSides& s, StreamTask t) {
+  auto id = s.producer.submit(c, t, 1);
   REQUIRE(id.is_ok());
   return id->id;
 }
@@ -32,8 +32,8 @@ StreamTask task(const std::string& type, const std::string& payload) {
   return t;
 }
 
-std::string state_of(redis::Connection& c, const redis::TaskStream& s, std::uint64_t id) {
-  auto t = s.task(c, id);
+std::string state_of(redis::Connection& c, const PoolSides& s, std::uint64_t id) {
+  auto t = s.producer.task(c, id);
   return t ? t->state : "";
 }
 
@@ -43,8 +43,8 @@ std::int64_t count(redis::Connection& c, const std::vector<std::string>& command
   return r->integer;
 }
 
-bool ended(redis::Connection& c, const redis::TaskStream& s, std::uint64_t id) {
-  auto t = s.task(c, id);
+bool ended(redis::Connection& c, const PoolSides& s, std::uint64_t id) {
+  auto t = s.producer.task(c, id);
   return t && (t->state == "completed" || t->state == "dead_lettered" || t->state == "cancelled");
 }
 
@@ -82,7 +82,7 @@ TEST_CASE_METHOD(FeederWorld,
     return feeder->stats().finished == good.size() + poisons.size();  // a rejection is an end
   }));
   for (std::uint64_t id : poisons) {
-    auto t = stream.task(c, id);
+    auto t = stream.producer.task(c, id);
     REQUIRE(t);
     CHECK(t->state == "dead_lettered");
     CHECK(t->reason == "rejected");
@@ -90,7 +90,7 @@ TEST_CASE_METHOD(FeederWorld,
     CHECK(t->attempts == 0);  // never ran
   }
   CHECK(c.command({"XLEN", "sp:work:dlq"})->integer == static_cast<std::int64_t>(poisons.size()));
-  CHECK(c.command({"XLEN", stream.stream_key()})->integer == 0);
+  CHECK(c.command({"XLEN", stream.keys.stream_key()})->integer == 0);
 }
 
 // Node a's pool refuses the task (a lowered max_timeout); node b would run it but is busy
@@ -118,7 +118,7 @@ TEST_CASE_METHOD(FeederWorld,
     auto r = c.command({"HGET", hash, "refusals"});
     return r && !r->str.empty() ? std::stoll(r->str) : 0;
   };
-  const std::int64_t kMany = 2 * redis::TaskStream::kMaxRefusals;
+  const std::int64_t kMany = 2 * redis::TaskConsumer::kMaxRefusals;
   REQUIRE(eventually([&] { return refusals() >= kMany; }));
   // Each refusal deferred it a heartbeat: a reads it once per refusal, no faster.
   CHECK(std::chrono::steady_clock::now() - began >= (kMany - 1) * oa.heartbeat);
@@ -126,7 +126,7 @@ TEST_CASE_METHOD(FeederWorld,
   CHECK_FALSE(ended(c, stream, id));    // b lives and has not refused it
   signal_workers(*pool_b, 1, SIGCONT);  // b's place frees: it reads the task when it is back
   REQUIRE(eventually([&] { return ended(c, stream, id) && ended(c, stream, blocker); }));
-  auto t = stream.task(c, id);
+  auto t = stream.producer.task(c, id);
   REQUIRE(t);
   CHECK(t->state == "completed");
   CHECK(t->node == "node-b");
@@ -146,14 +146,14 @@ TEST_CASE_METHOD(FeederWorld,
   long_one.options.timeout = std::chrono::milliseconds(5000);
   const std::uint64_t id = submit(c, stream, long_one);
   REQUIRE(eventually([&] { return ended(c, stream, id); }));
-  auto t = stream.task(c, id);
+  auto t = stream.producer.task(c, id);
   REQUIRE(t);
   CHECK(t->state == "dead_lettered");
   CHECK(t->reason == "rejected");
   CHECK_THAT(t->error,
              Catch::Contains("refused by every live node") && Catch::Contains("max_timeout"));
   const auto n = std::stoll(c.command({"HGET", "sp:task:" + std::to_string(id), "refusals"})->str);
-  CHECK(n >= redis::TaskStream::kMaxRefusals);
+  CHECK(n >= redis::TaskConsumer::kMaxRefusals);
   CHECK(count(c, {"XLEN", "sp:work:dlq"}) == 1);
   CHECK(a->stats().finished + b->stats().finished == 1);  // the rejection is one end
 }
@@ -177,12 +177,12 @@ TEST_CASE_METHOD(
   t.options.retries = 3;
   const std::uint64_t id = submit(c, stream, t);
   REQUIRE(eventually([&] { return state_of(c, stream, id) == "running"; }));
-  auto cancelled = stream.cancel(c, id, 1);
+  auto cancelled = stream.producer.cancel(c, id, 1);
   REQUIRE(cancelled);
   CHECK(cancelled->asked);
   signal_workers(*pool, 1, SIGCONT);  // attempt 1 fails now and may be retried
   REQUIRE(eventually([&] { return ended(c, stream, id); }));
-  auto account = stream.task(c, id);
+  auto account = stream.producer.task(c, id);
   REQUIRE(account);
   CHECK(account->state == "cancelled");
   CHECK(account->attempts == 1);
@@ -191,26 +191,26 @@ TEST_CASE_METHOD(
 
 TEST_CASE_METHOD(FeederWorld,
                  "a task asked to cancel ends cancelled when it would go back to the stream") {
-  REQUIRE(stream.ensure_group(c).is_ok());
+  REQUIRE(stream.upkeep.ensure_group(c).is_ok());
   const std::uint64_t first = submit(c, stream, task("echo", "a"));
   const std::uint64_t second = submit(c, stream, task("echo", "b"));
-  auto read = stream.read(c, "n", 2, std::chrono::milliseconds(0));
+  auto read = stream.consumer.read(c, "n", 2, std::chrono::milliseconds(0));
   REQUIRE(read);
   REQUIRE(read->size() == 2);
-  REQUIRE(stream.take(c, "n", *read).is_ok());
-  for (std::uint64_t id : {first, second}) REQUIRE(stream.cancel(c, id, 1)->asked);
+  REQUIRE(stream.consumer.take(c, "n", *read).is_ok());
+  for (std::uint64_t id : {first, second}) REQUIRE(stream.producer.cancel(c, id, 1)->asked);
   // Handed back (the node stops), and throttled (over a rate limit) then due: neither runs
   // again.
-  CHECK(stream.release(c, (*read)[0], "n").value() == redis::Fenced::kDone);
-  redis::TaskStream::Bucket bucket;
-  bucket.key = stream.rate_key("pool", "");
-  const auto due = stream.throttle(c, (*read)[1], "n", bucket, 5, 0);
+  CHECK(stream.consumer.release(c, (*read)[0], "n").value() == redis::Fenced::kDone);
+  redis::TaskUpkeep::Bucket bucket;
+  bucket.key = stream.keys.rate_key("pool", "");
+  const auto due = stream.upkeep.throttle(c, (*read)[1], "n", bucket, 5, 0);
   REQUIRE(due);
   REQUIRE(due->has_value());
-  CHECK(stream.move_due(c, **due, 100).value() == 1);
+  CHECK(stream.upkeep.move_due(c, **due, 100).value() == 1);
   for (std::uint64_t id : {first, second}) CHECK(state_of(c, stream, id) == "cancelled");
-  CHECK(count(c, {"XLEN", stream.stream_key()}) == 0);
-  for (std::uint64_t id : {first, second}) CHECK(stream.task(c, id).value().ends == 1);
+  CHECK(count(c, {"XLEN", stream.keys.stream_key()}) == 0);
+  for (std::uint64_t id : {first, second}) CHECK(stream.producer.task(c, id).value().ends == 1);
 }
 
 // Before, a drained node read an entry every second, was refused by its pool and pushed the
@@ -254,9 +254,9 @@ TEST_CASE_METHOD(FeederWorld,
   REQUIRE(eventually([&] { return ended(c, stream, orphans[0]) && ended(c, stream, orphans[1]); }));
   // Ran with most of the backlog still waiting in the stream.
   CHECK(live->stats().finished < 2 + kBacklog / 2);
-  CHECK(count(c, {"XLEN", stream.stream_key(0)}) > kBacklog / 2);
+  CHECK(count(c, {"XLEN", stream.keys.stream_key(0)}) > kBacklog / 2);
   for (std::uint64_t id : orphans) {
-    auto t = stream.task(c, id);
+    auto t = stream.producer.task(c, id);
     CHECK(t->state == "completed");
     CHECK(t->node == "node-live");
   }
@@ -275,7 +275,7 @@ TEST_CASE_METHOD(
   for (StreamTask& t : tasks) REQUIRE(t.options.set_not_before_ms(2));  // due at once: epoch + 2 ms
   for (std::size_t at = 0; at < tasks.size(); at += 1000) {
     std::vector<StreamTask> chunk(tasks.begin() + at, tasks.begin() + at + 1000);
-    auto ids = stream.submit_many(c, chunk, 1);  // submitted "at" ms 1: scheduled
+    auto ids = stream.producer.submit_many(c, chunk, 1);  // submitted "at" ms 1: scheduled
     REQUIRE(ids);
   }
   REQUIRE(count(c, {"ZCARD", "sp:work:later"}) == kDue);
@@ -322,7 +322,7 @@ TEST_CASE_METHOD(
     return true;
   }));
   for (std::uint64_t id : ids) {
-    auto t = stream.task(c, id);
+    auto t = stream.producer.task(c, id);
     INFO("task " << id << ": " << t->error);
     CHECK(t->state == "completed");
     CHECK(t->node == "node-b");

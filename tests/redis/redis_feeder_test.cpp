@@ -18,7 +18,7 @@ using redis::StreamTask;
 
 namespace {
 
-std::vector<std::uint64_t> submit_all(redis::Connection& c, const redis::TaskStream& s,
+std::vector<std::uint64_t> submit_all(redis::Connection& c, const PoolSides& s,
                                       const std::string& type,
                                       const std::vector<std::string>& payloads,
                                       std::optional<std::uint32_t> retries = std::nullopt) {
@@ -28,7 +28,7 @@ std::vector<std::uint64_t> submit_all(redis::Connection& c, const redis::TaskStr
     t.type = type;
     t.payload = p;
     t.options.retries = retries;
-    auto id = s.submit(c, t, 1);
+    auto id = s.producer.submit(c, t, 1);
     REQUIRE(id.is_ok());
     ids.push_back(id->id);
   }
@@ -40,25 +40,26 @@ std::vector<std::uint64_t> submit_all(redis::Connection& c, const redis::TaskStr
 TEST_CASE("tasks added to the stream run in the node's pool and end once in Redis") {
   RedisServer server;
   auto c = redis::Connection::open(server.endpoint()).value();
-  const redis::TaskStream stream("sp:", "work");
+  const PoolSides stream("sp:", "work");
   auto pool = make_pool(pool_options("echo", 2));
   auto feeder = start_node(*pool, node(server, "node-a", 8));
   std::vector<std::string> payloads;
   for (int i = 0; i < 200; ++i) payloads.push_back("p" + std::to_string(i));
   const auto ids = submit_all(c, stream, "echo", payloads);
   // Not a task (no id): discarded, not run, and it does not hold the others up.
-  REQUIRE(c.command({"XADD", stream.stream_key(), "*", "type", "echo", "payload", "?"}).is_ok());
+  REQUIRE(
+      c.command({"XADD", stream.keys.stream_key(), "*", "type", "echo", "payload", "?"}).is_ok());
   REQUIRE(eventually([&] { return feeder->stats().finished == 200; }));
   REQUIRE(eventually([&] { return feeder->stats().malformed == 1; }));
   for (std::size_t i = 0; i < ids.size(); ++i) {
-    const auto t = stream.task(c, ids[i]);
+    const auto t = stream.producer.task(c, ids[i]);
     REQUIRE(t.is_ok());
     CHECK(t->state == "completed");
     CHECK(t->result == payloads[i]);
     CHECK(t->attempts == 1);
   }
-  CHECK(c.command({"XLEN", stream.stream_key()})->integer == 0);
-  CHECK(c.command({"XPENDING", stream.stream_key(), "sandpool"})->elements[0].integer == 0);
+  CHECK(c.command({"XLEN", stream.keys.stream_key()})->integer == 0);
+  CHECK(c.command({"XPENDING", stream.keys.stream_key(), "sandpool"})->elements[0].integer == 0);
   CHECK(feeder->stats().redis_up);
   CHECK(feeder->stats().held == 0);
 }
@@ -66,7 +67,7 @@ TEST_CASE("tasks added to the stream run in the node's pool and end once in Redi
 TEST_CASE("two nodes share the stream, and each task ends once") {
   RedisServer server;
   auto c = redis::Connection::open(server.endpoint()).value();
-  const redis::TaskStream stream("sp:", "work");
+  const PoolSides stream("sp:", "work");
   auto pool_a = make_pool(pool_options("echo", 1));
   auto pool_b = make_pool(pool_options("echo", 1));
   auto a = start_node(*pool_a, node(server, "node-a", 4));
@@ -76,13 +77,13 @@ TEST_CASE("two nodes share the stream, and each task ends once") {
   CHECK(a->stats().finished > 0);
   CHECK(b->stats().finished > 0);
   CHECK(a->stats().fenced + b->stats().fenced == 0);
-  for (std::uint64_t id : ids) CHECK(stream.task(c, id)->attempts == 1);
+  for (std::uint64_t id : ids) CHECK(stream.producer.task(c, id)->attempts == 1);
 }
 
 TEST_CASE("a dead node's tasks are claimed by a live one, with a lost attempt each") {
   RedisServer server;
   auto c = redis::Connection::open(server.endpoint()).value();
-  const redis::TaskStream stream("sp:", "work");
+  const PoolSides stream("sp:", "work");
   // Node a's workers are stopped: it holds all four, and ends none of them before it dies.
   auto pool_a = make_pool(stoppable_pool("sleep", 2));
   signal_workers(*pool_a, 2, SIGSTOP);
@@ -103,17 +104,17 @@ TEST_CASE("a dead node's tasks are claimed by a live one, with a lost attempt ea
     CHECK(live.claimed == 4);
   }
   for (std::uint64_t id : ids) {
-    const auto t = stream.task(c, id);
+    const auto t = stream.producer.task(c, id);
     CHECK(t->state == "completed");
     CHECK(t->node == "node-b");
     REQUIRE(t->history.size() == 2);
     CHECK_THAT(t->history[0],
                Catch::Contains("\"outcome\":\"lost\"") && Catch::Contains("claimed by node-b"));
   }
-  const auto dead = stream.task(c, exhausted[0]);
+  const auto dead = stream.producer.task(c, exhausted[0]);
   CHECK(dead->state == "dead_lettered");
   CHECK(dead->reason == "retries_exhausted");
-  REQUIRE(stream.dead_letters(c, 10)->size() == 1);
+  REQUIRE(stream.producer.dead_letters(c, 10)->size() == 1);
   pool_a->close();
 }
 
@@ -121,7 +122,7 @@ TEST_CASE("a node that loses Redis keeps running what it holds and writes the en
   RedisServer::Options so;
   so.append_only = true;
   RedisServer server(so);
-  const redis::TaskStream stream("sp:", "work");
+  const PoolSides stream("sp:", "work");
   std::vector<std::uint64_t> ids;
   {
     auto c = redis::Connection::open(server.endpoint()).value();
@@ -145,7 +146,7 @@ TEST_CASE("a node that loses Redis keeps running what it holds and writes the en
   REQUIRE(eventually([&] { return feeder->stats().finished == 4; }));
   auto c = redis::Connection::open(server.endpoint()).value();
   for (std::uint64_t id : ids) {
-    const auto t = stream.task(c, id);
+    const auto t = stream.producer.task(c, id);
     CHECK(t->state == "completed");
     CHECK(t->attempts == 1);
   }
@@ -167,7 +168,7 @@ TEST_CASE("a second node under a name in use is refused, and the name is free on
 
 namespace {
 
-std::vector<std::uint64_t> submit_tenant(redis::Connection& c, const redis::TaskStream& s,
+std::vector<std::uint64_t> submit_tenant(redis::Connection& c, const PoolSides& s,
                                          const std::string& tenant, std::size_t n) {
   std::vector<std::uint64_t> ids;
   for (std::size_t i = 0; i < n; ++i) {
@@ -175,17 +176,17 @@ std::vector<std::uint64_t> submit_tenant(redis::Connection& c, const redis::Task
     t.type = "echo";
     t.payload = tenant + std::to_string(i);
     t.options.tenant = tenant;
-    auto id = s.submit(c, t, 1);
+    auto id = s.producer.submit(c, t, 1);
     REQUIRE(id.is_ok());
     ids.push_back(id->id);
   }
   return ids;
 }
 
-std::size_t count_completed(redis::Connection& c, const redis::TaskStream& s,
+std::size_t count_completed(redis::Connection& c, const PoolSides& s,
                             const std::vector<std::uint64_t>& ids) {
   std::size_t n = 0;
-  for (std::uint64_t id : ids) n += s.task(c, id)->state == "completed" ? 1 : 0;
+  for (std::uint64_t id : ids) n += s.producer.task(c, id)->state == "completed" ? 1 : 0;
   return n;
 }
 
@@ -199,7 +200,7 @@ TEST_CASE(
     "attempt") {
   RedisServer server;
   auto c = redis::Connection::open(server.endpoint()).value();
-  const redis::TaskStream stream("sp:", "work");
+  const PoolSides stream("sp:", "work");
   const auto ids = submit_all(c, stream, "echo", std::vector<std::string>(85, "x"));
   auto pool_a = make_pool(pool_options("echo", 2));
   auto pool_b = make_pool(pool_options("echo", 2));
@@ -214,7 +215,7 @@ TEST_CASE(
   CHECK(a->stats().throttle_waits + b->stats().throttle_waits > 0);
   CHECK(a->stats().fenced + b->stats().fenced == 0);
   for (std::uint64_t id : ids) {
-    const auto t = stream.task(c, id);
+    const auto t = stream.producer.task(c, id);
     CHECK(t->state == "completed");
     CHECK(t->attempts == 1);
   }
@@ -223,7 +224,7 @@ TEST_CASE(
 TEST_CASE("a tenant over its rate waits in Redis, and holds up no other tenant's tasks") {
   RedisServer server;
   auto c = redis::Connection::open(server.endpoint()).value();
-  const redis::TaskStream stream("sp:", "work");
+  const PoolSides stream("sp:", "work");
   // The slow tenant's tasks first in the stream: a node that held them would make the others
   // wait behind them.
   const auto slow = submit_tenant(c, stream, "slow", 17);
@@ -244,14 +245,14 @@ TEST_CASE("a tenant over its rate waits in Redis, and holds up no other tenant's
   CHECK(a->stats().throttled + b->stats().throttled > 0);
   std::uint64_t throttled = 0;
   for (std::uint64_t id : slow) {
-    const auto t = stream.task(c, id);
+    const auto t = stream.producer.task(c, id);
     CHECK(t->state == "completed");
     CHECK(t->attempts == 1);
     throttled += static_cast<std::uint64_t>(
         std::atoll(c.command({"HGET", "sp:task:" + std::to_string(id), "throttled"})->str.c_str()));
   }
   CHECK(throttled == a->stats().throttled + b->stats().throttled);
-  for (std::uint64_t id : fast) CHECK(stream.task(c, id)->attempts == 1);
+  for (std::uint64_t id : fast) CHECK(stream.producer.task(c, id)->attempts == 1);
   REQUIRE(eventually([&] { return a->stats().held + b->stats().held == 0; }));
   CHECK(c.command({"ZCARD", "sp:work:later"})->integer == 0);
 }
@@ -261,7 +262,7 @@ TEST_CASE(
     "waits") {
   RedisServer server;
   auto c = redis::Connection::open(server.endpoint()).value();
-  const redis::TaskStream stream("sp:", "work");
+  const PoolSides stream("sp:", "work");
   auto pool = make_pool(pool_options("echo", 1));
   auto feeder = start_node(*pool, node(server, "node-a", 2));
   (void)submit_tenant(c, stream, "acme", 2);  // no limits yet
@@ -275,11 +276,11 @@ TEST_CASE(
   CHECK(c.command({"ZCARD", "sp:work:later"})->integer == 2);
   CHECK(feeder->stats().held == 0);  // they wait in Redis, not here
   for (std::uint64_t id : next) {
-    const auto t = stream.task(c, id);
+    const auto t = stream.producer.task(c, id);
     if (t->state == "completed") continue;
     CHECK(t->state == "queued");
     CHECK(t->attempts == 0);
-    CHECK(stream.cancel(c, id, 1)->state == "cancelled");
+    CHECK(stream.producer.cancel(c, id, 1)->state == "cancelled");
   }
   CHECK(c.command({"ZCARD", "sp:work:later"})->integer == 0);
 }
@@ -292,11 +293,11 @@ TEST_CASE(
     "once they are long") {
   RedisServer server;
   auto c = redis::Connection::open(server.endpoint()).value();
-  const redis::TaskStream stream("sp:", "work");
+  const PoolSides stream("sp:", "work");
   auto pool = make_pool(stoppable_pool("sleep", 1));
   auto feeder = start_node(*pool, node(server, "node-a", 2));
   const auto pending = [&] {
-    return c.command({"XPENDING", stream.stream_key(), "sandpool"})->elements.at(0).integer;
+    return c.command({"XPENDING", stream.keys.stream_key(), "sandpool"})->elements.at(0).integer;
   };
   (void)submit_all(c, stream, "sleep", std::vector<std::string>(20, "0"));
   REQUIRE(eventually([&] { return feeder->stats().finished == 20; }));
@@ -314,7 +315,7 @@ TEST_CASE(
   (void)submit_all(c, stream, "sleep", std::vector<std::string>(10, "40"));
   REQUIRE(eventually([&] { return feeder->stats().held == 2; }));
   CHECK(pending() == 2);
-  CHECK(c.command({"XLEN", stream.stream_key()})->integer == 10);  // 8 wait unread
+  CHECK(c.command({"XLEN", stream.keys.stream_key()})->integer == 10);  // 8 wait unread
   signal_workers(*pool, 1, SIGCONT);
   REQUIRE(eventually([&] { return feeder->stats().finished == 50; }));
 }

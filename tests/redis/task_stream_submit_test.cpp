@@ -1,4 +1,4 @@
-// TaskStream::submit_many against a real redis-server: a batch is one submit_batch script
+// TaskProducer::submit_many against a real redis-server: a batch is one submit_batch script
 // per 512 tasks, and writes each task exactly as submit() does, so a node of any version
 // reads it.
 #include <catch2/catch.hpp>
@@ -8,11 +8,15 @@
 #include <string>
 #include <vector>
 
-#include <sandpool/redis/task_stream.hpp>
+#include <sandpool/redis/task_consumer.hpp>
+#include <sandpool/redis/task_producer.hpp>
+#include <sandpool/redis/task_upkeep.hpp>
 #include "redis_server.hpp"
+#include "redis_test_support.hpp"
 
 using namespace sandpool;
 using sandpool::redis::StreamTask;
+using sandpool::testing::PoolSides;
 using sandpool::testing::RedisServer;
 
 namespace {
@@ -20,12 +24,12 @@ namespace {
 struct SubmitWorld {
   RedisServer server;
   redis::Connection c = redis::Connection::open(server.endpoint()).value();
-  redis::TaskStream stream{"sp:", "echo"};
-  SubmitWorld() { REQUIRE(stream.ensure_group(c).is_ok()); }
+  PoolSides stream{"sp:", "echo"};
+  SubmitWorld() { REQUIRE(stream.upkeep.ensure_group(c).is_ok()); }
 
   std::vector<std::uint64_t> submit_many(const std::vector<StreamTask>& tasks,
                                          std::int64_t now_ms = 1000) {
-    auto got = stream.submit_many(c, tasks, now_ms);
+    auto got = stream.producer.submit_many(c, tasks, now_ms);
     REQUIRE(got.is_ok());
     REQUIRE(got->size() == tasks.size());
     std::vector<std::uint64_t> ids;
@@ -46,7 +50,7 @@ struct SubmitWorld {
   }
   // The fields of the entry `entry` of the band's stream, `id` and `idem` left out.
   std::vector<std::string> entry_fields(redis::Band band, const std::string& entry) {
-    auto r = c.command({"XRANGE", stream.stream_key(band), entry, entry});
+    auto r = c.command({"XRANGE", stream.keys.stream_key(band), entry, entry});
     REQUIRE(r.is_ok());
     REQUIRE(r->elements.size() == 1);
     std::vector<std::string> out;
@@ -93,7 +97,7 @@ TEST_CASE("a batch submit writes each task's entry and hash as a submit of it do
     StreamTask one = t, batched = t;
     one.options.idempotency_key = "one-" + t.payload;
     batched.options.idempotency_key = "batch-" + t.payload;
-    auto single = w.stream.submit(w.c, one, 1000);
+    auto single = w.stream.producer.submit(w.c, one, 1000);
     REQUIRE(single.is_ok());
     const std::uint64_t id = w.submit_many({batched}).at(0);
     CHECK(id == single->id + 1);
@@ -123,7 +127,7 @@ TEST_CASE("a batch submit writes each task's entry and hash as a submit of it do
     CHECK(a == b);
   }
   // A node reads a batch's task as it reads a submit's: type, payload and options.
-  auto read = w.stream.read(w.c, "node-a", 10, std::chrono::milliseconds(0));
+  auto read = w.stream.consumer.read(w.c, "node-a", 10, std::chrono::milliseconds(0));
   REQUIRE(read.is_ok());
   REQUIRE(read->size() == 4);  // full twice (band 1) first, then plain twice
   CHECK((*read)[1].task.payload == full.payload);
@@ -145,8 +149,8 @@ TEST_CASE("a batch of more tasks than one script takes is split, each script tak
   CHECK(w.calls_of("evalsha") - scripts == 3);  // 512 + 512 + 76
   CHECK(w.calls_of("incrby") - incrs == 3);
   CHECK(w.calls_of("incr") == 0);
-  for (std::size_t i = 0; i < ids.size(); ++i) CHECK(ids[i] == redis::TaskStream::kFirstId + i);
-  auto read = w.stream.read(w.c, "node-a", 2000, std::chrono::milliseconds(0));
+  for (std::size_t i = 0; i < ids.size(); ++i) CHECK(ids[i] == redis::PoolKeys::kFirstId + i);
+  auto read = w.stream.consumer.read(w.c, "node-a", 2000, std::chrono::milliseconds(0));
   REQUIRE(read.is_ok());
   REQUIRE(read->size() == 1100);
   for (std::size_t i = 0; i < ids.size(); ++i) {
@@ -165,7 +169,7 @@ TEST_CASE("a batch's calls carry at most 16 MiB of payloads each, past their fir
   const std::uint64_t scripts = w.calls_of("evalsha");
   const std::vector<std::uint64_t> ids = w.submit_many(tasks);
   CHECK(w.calls_of("evalsha") - scripts == 4);  // {7, 7}, {7}, {17}, {small}
-  for (std::size_t i = 0; i < ids.size(); ++i) CHECK(ids[i] == redis::TaskStream::kFirstId + i);
+  for (std::size_t i = 0; i < ids.size(); ++i) CHECK(ids[i] == redis::PoolKeys::kFirstId + i);
 }
 
 TEST_CASE("batches from two connections take distinct ids, as single submits beside them do") {
@@ -176,28 +180,28 @@ TEST_CASE("batches from two connections take distinct ids, as single submits bes
   for (int round = 0; round < 20; ++round) {
     std::vector<StreamTask> batch(7, echo("x"));
     for (const auto id : w.submit_many(batch)) seen.insert(id);
-    auto more = w.stream.submit_many(other, batch, 1000);
+    auto more = w.stream.producer.submit_many(other, batch, 1000);
     REQUIRE(more.is_ok());
     for (const auto& id : *more) seen.insert(id.value().id);
-    seen.insert(w.stream.submit(other, echo("y"), 1000).value().id);
+    seen.insert(w.stream.producer.submit(other, echo("y"), 1000).value().id);
     made += 15;
   }
   CHECK(seen.size() == made);
-  CHECK(*seen.rbegin() == redis::TaskStream::kFirstId + made - 1);
+  CHECK(*seen.rbegin() == redis::PoolKeys::kFirstId + made - 1);
 }
 
 TEST_CASE(
     "an idempotency key in a batch answers the first task, made before it or earlier in the "
     "batch, and adds nothing") {
   SubmitWorld w;
-  const std::uint64_t before = w.stream.submit(w.c, echo("a", "order-1"), 1000).value().id;
+  const std::uint64_t before = w.stream.producer.submit(w.c, echo("a", "order-1"), 1000).value().id;
   const std::vector<std::uint64_t> ids =
       w.submit_many({echo("b", "order-1"), echo("c", "order-2"), echo("d"), echo("e", "order-2")});
   CHECK(ids[0] == before);
   CHECK(ids[1] == before + 1);
   CHECK(ids[2] == before + 2);
   CHECK(ids[3] == ids[1]);
-  CHECK(w.c.command({"XLEN", w.stream.stream_key()})->integer == 3);
+  CHECK(w.c.command({"XLEN", w.stream.keys.stream_key()})->integer == 3);
   CHECK(w.c.command({"GET", "sp:ids"})->str == std::to_string(before + 2));
   CHECK(w.hash(ids[1]).at("idem_key") == "sp:idem:order-2");
 }
@@ -209,22 +213,22 @@ TEST_CASE("a batch sent after redis lost its scripts runs once") {
   std::vector<StreamTask> tasks;
   for (int i = 0; i < 600; ++i) tasks.push_back(echo(std::to_string(i)));
   const std::vector<std::uint64_t> ids = w.submit_many(tasks);
-  CHECK(ids.front() == redis::TaskStream::kFirstId + 1);
-  CHECK(ids.back() == redis::TaskStream::kFirstId + 600);
-  CHECK(w.c.command({"XLEN", w.stream.stream_key()})->integer == 601);
+  CHECK(ids.front() == redis::PoolKeys::kFirstId + 1);
+  CHECK(ids.back() == redis::PoolKeys::kFirstId + 600);
+  CHECK(w.c.command({"XLEN", w.stream.keys.stream_key()})->integer == 601);
 }
 
 TEST_CASE("submit and submit_many say which tasks an idempotency key matched") {
   SubmitWorld w;
-  auto first = w.stream.submit(w.c, echo("a", "order-1"), 1000);
+  auto first = w.stream.producer.submit(w.c, echo("a", "order-1"), 1000);
   REQUIRE(first.is_ok());
   CHECK_FALSE(first->existing);
-  auto again = w.stream.submit(w.c, echo("a again", "order-1"), 1000);
+  auto again = w.stream.producer.submit(w.c, echo("a again", "order-1"), 1000);
   REQUIRE(again.is_ok());
   CHECK(again->id == first->id);
   CHECK(again->existing);
   // order-1 made before the batch; order-2 earlier in it; d has no key.
-  auto got = w.stream.submit_many(
+  auto got = w.stream.producer.submit_many(
       w.c, {echo("b", "order-1"), echo("c", "order-2"), echo("d"), echo("e", "order-2")}, 1000);
   REQUIRE(got.is_ok());
   std::vector<bool> existing;

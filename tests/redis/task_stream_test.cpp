@@ -1,5 +1,6 @@
-// TaskStream's scripts against a real redis-server (redis_server.hpp): a task's way through
-// Redis, the fence that keeps a node that lost its entry from writing, exactly one end.
+// The task stream's scripts (TaskProducer, TaskConsumer, TaskUpkeep) against a real redis-server
+// (redis_server.hpp): a task's way through Redis, the fence that keeps a node that lost its entry
+// from writing, exactly one end.
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -8,7 +9,9 @@
 #include <string>
 #include <thread>
 
-#include <sandpool/redis/task_stream.hpp>
+#include <sandpool/redis/task_consumer.hpp>
+#include <sandpool/redis/task_producer.hpp>
+#include <sandpool/redis/task_upkeep.hpp>
 #include "redis_server.hpp"
 #include "redis_test_support.hpp"
 
@@ -17,6 +20,7 @@ using sandpool::redis::Fenced;
 using sandpool::redis::StreamEntry;
 using sandpool::redis::StreamTask;
 using sandpool::testing::end_one;
+using sandpool::testing::PoolSides;
 using sandpool::testing::RedisServer;
 
 namespace {
@@ -24,32 +28,32 @@ namespace {
 struct StreamWorld {
   RedisServer server;
   redis::Connection c = redis::Connection::open(server.endpoint()).value();
-  redis::TaskStream stream{"sp:", "echo", 3};
-  StreamWorld() { REQUIRE(stream.ensure_group(c).is_ok()); }
+  PoolSides stream{"sp:", "echo", redis::PoolLimits{.finished = 3}};
+  StreamWorld() { REQUIRE(stream.upkeep.ensure_group(c).is_ok()); }
 
   std::uint64_t submit(const std::string& payload, const std::string& idem = "") {
     StreamTask t;
     t.type = "echo";
     t.payload = payload;
     t.options.idempotency_key = idem;
-    auto id = stream.submit(c, t, 1000);
+    auto id = stream.producer.submit(c, t, 1000);
     REQUIRE(id.is_ok());
     return id->id;
   }
   std::vector<StreamEntry> read(const std::string& consumer, std::size_t n) {
-    auto got = stream.read(c, consumer, n, std::chrono::milliseconds(0));
+    auto got = stream.consumer.read(c, consumer, n, std::chrono::milliseconds(0));
     REQUIRE(got.is_ok());
     return std::move(got).value();
   }
-  std::int64_t length() { return c.command({"XLEN", stream.stream_key()})->integer; }
+  std::int64_t length() { return c.command({"XLEN", stream.keys.stream_key()})->integer; }
   // Slot `s` of schedule "nightly" claimed on `conn` as `node` (its task's payload: the node).
-  Result<redis::TaskStream::SlotClaim> claim_nightly(redis::Connection& conn, std::int64_t s,
-                                                     const std::string& node) {
+  Result<redis::TaskProducer::SlotClaim> claim_nightly(redis::Connection& conn, std::int64_t s,
+                                                       const std::string& node) {
     StreamTask t;
     t.type = "echo";
     t.payload = node;
     t.options.idempotency_key = "sandpool-schedule-nightly-" + std::to_string(s);
-    return stream.claim_slot(conn, t, "nightly", s, node, 1000);
+    return stream.producer.claim_slot(conn, t, "nightly", s, node, 1000);
   }
 };
 
@@ -59,7 +63,7 @@ TEST_CASE("a task is submitted, read by one node, and finished once") {
   StreamWorld w;
   const std::string payload("bin\0ary", 7);
   const std::uint64_t id = w.submit(payload);
-  CHECK(w.stream.task(w.c, id)->state == "queued");
+  CHECK(w.stream.producer.task(w.c, id)->state == "queued");
   auto got = w.read("node-a", 10);
   REQUIRE(got.size() == 1);
   CHECK(got[0].task_id == id);
@@ -67,7 +71,7 @@ TEST_CASE("a task is submitted, read by one node, and finished once") {
   CHECK(w.read("node-b", 10).empty());  // the group hands an entry to one consumer
   REQUIRE(end_one(w.stream, w.c, got[0], "node-a", "completed", "out", "", "", 2000).value() ==
           Fenced::kDone);
-  const auto t = w.stream.task(w.c, id);
+  const auto t = w.stream.producer.task(w.c, id);
   REQUIRE(t.is_ok());
   CHECK(t->state == "completed");
   CHECK(t->result == "out");
@@ -76,8 +80,8 @@ TEST_CASE("a task is submitted, read by one node, and finished once") {
   CHECK(w.length() == 0);  // acknowledged and deleted
   CHECK(end_one(w.stream, w.c, got[0], "node-a", "failed", "", "again", "", 3000).value() ==
         Fenced::kNotYours);  // exactly one end
-  CHECK(w.stream.task(w.c, id)->state == "completed");
-  CHECK(w.stream.task(w.c, id)->ends == 1);
+  CHECK(w.stream.producer.task(w.c, id)->state == "completed");
+  CHECK(w.stream.producer.task(w.c, id)->ends == 1);
 }
 
 // The beat records the `lost` attempts of all it claimed in one round trip (one each held the
@@ -88,18 +92,18 @@ TEST_CASE("attempts recorded in one round trip are fenced entry by entry") {
   for (int i = 0; i < 3; ++i) ids.push_back(w.submit(std::to_string(i)));
   auto got = w.read("node-a", 3);
   REQUIRE(got.size() == 3);
-  REQUIRE(w.c.command({"XCLAIM", w.stream.stream_key(), "sandpool", "node-b", "0", got[1].entry_id,
-                       "JUSTID"})
+  REQUIRE(w.c.command({"XCLAIM", w.stream.keys.stream_key(), "sandpool", "node-b", "0",
+                       got[1].entry_id, "JUSTID"})
               ->elements.size() == 1);
-  auto r = w.stream.record_attempts(w.c, {&got[0], &got[1], &got[2]}, "node-a",
-                                    {"lost0", "lost1", "lost2"});
+  auto r = w.stream.consumer.record_attempts(w.c, {&got[0], &got[1], &got[2]}, "node-a",
+                                             {"lost0", "lost1", "lost2"});
   REQUIRE(r);
   CHECK(*r == std::vector<Fenced>{Fenced::kDone, Fenced::kNotYours, Fenced::kDone});
-  CHECK(w.stream.task(w.c, ids[0])->history == std::vector<std::string>{"lost0"});
-  CHECK(w.stream.task(w.c, ids[1])->history.empty());
-  CHECK(w.stream.task(w.c, ids[2])->history == std::vector<std::string>{"lost2"});
-  CHECK(w.stream.task(w.c, ids[2])->attempts == 1);
-  CHECK(w.stream.record_attempts(w.c, {}, "node-a", {}).value().empty());
+  CHECK(w.stream.producer.task(w.c, ids[0])->history == std::vector<std::string>{"lost0"});
+  CHECK(w.stream.producer.task(w.c, ids[1])->history.empty());
+  CHECK(w.stream.producer.task(w.c, ids[2])->history == std::vector<std::string>{"lost2"});
+  CHECK(w.stream.producer.task(w.c, ids[2])->attempts == 1);
+  CHECK(w.stream.consumer.record_attempts(w.c, {}, "node-a", {}).value().empty());
 }
 
 TEST_CASE("a node whose entry another claimed can write neither attempt nor end") {
@@ -107,18 +111,18 @@ TEST_CASE("a node whose entry another claimed can write neither attempt nor end"
   const std::uint64_t id = w.submit("x");
   auto got = w.read("node-a", 1);
   REQUIRE(got.size() == 1);
-  REQUIRE(w.stream.record_attempt(w.c, got[0], "node-a", "a1").value() == Fenced::kDone);
+  REQUIRE(w.stream.consumer.record_attempt(w.c, got[0], "node-a", "a1").value() == Fenced::kDone);
   // node-a is thought dead: node-b claims its entry.
   auto claimed = w.c.command(
-      {"XCLAIM", w.stream.stream_key(), "sandpool", "node-b", "0", got[0].entry_id, "JUSTID"});
+      {"XCLAIM", w.stream.keys.stream_key(), "sandpool", "node-b", "0", got[0].entry_id, "JUSTID"});
   REQUIRE(claimed.is_ok());
   REQUIRE(claimed->elements.size() == 1);
-  CHECK(w.stream.record_attempt(w.c, got[0], "node-a", "a2").value() == Fenced::kNotYours);
+  CHECK(w.stream.consumer.record_attempt(w.c, got[0], "node-a", "a2").value() == Fenced::kNotYours);
   CHECK(end_one(w.stream, w.c, got[0], "node-a", "completed", "late", "", "", 5).value() ==
         Fenced::kNotYours);
   CHECK(end_one(w.stream, w.c, got[0], "node-b", "completed", "b", "", "", 6).value() ==
         Fenced::kDone);
-  const auto t = w.stream.task(w.c, id);
+  const auto t = w.stream.producer.task(w.c, id);
   CHECK(t->result == "b");
   CHECK(t->attempts == 1);
   CHECK(t->history == std::vector<std::string>{"a1"});
@@ -129,36 +133,39 @@ TEST_CASE("a node whose entry another claimed can write neither attempt nor end"
 // again (counted twice until 2026-12-07, so a task was dead-lettered `rejected` after fewer
 // refusals than kMaxRefusals).
 TEST_CASE("a refusal sent again for the same entry counts once, a new entry's again") {
-  using Verdict = redis::TaskStream::Refusal::Verdict;
+  using Verdict = redis::TaskConsumer::Refusal::Verdict;
   StreamWorld w;
   const std::uint64_t id = w.submit("x");
   auto got = w.read("node-a", 1);
   REQUIRE(got.size() == 1);
   // No live node (no heartbeat key) but the kMaxRefusals bound: the first refusals defer it.
-  auto first = w.stream.refused(w.c, got[0], "node-a", 1000, std::chrono::milliseconds(100));
+  auto first =
+      w.stream.consumer.refused(w.c, got[0], "node-a", 1000, std::chrono::milliseconds(100));
   REQUIRE(first);
   CHECK(first->verdict == Verdict::kDeferred);
   CHECK(first->refusals == 1);
   CHECK(first->due_ms == 1100);
   // Sent again: the entry went to the later set with the first, so this one is fenced.
-  CHECK(w.stream.refused(w.c, got[0], "node-a", 1000, std::chrono::milliseconds(100))->verdict ==
-        Verdict::kNotYours);
+  CHECK(w.stream.consumer.refused(w.c, got[0], "node-a", 1000, std::chrono::milliseconds(100))
+            ->verdict == Verdict::kNotYours);
   std::uint32_t refusals = 1;
   for (;;) {
-    REQUIRE(w.stream.move_due(w.c, 10'000, 10).value() == 1);
+    REQUIRE(w.stream.upkeep.move_due(w.c, 10'000, 10).value() == 1);
     auto again = w.read("node-a", 1);  // a new entry
     REQUIRE(again.size() == 1);
     CHECK(again[0].task_id == id);
-    auto r = w.stream.refused(w.c, again[0], "node-a", 1000, std::chrono::milliseconds(100));
+    auto r =
+        w.stream.consumer.refused(w.c, again[0], "node-a", 1000, std::chrono::milliseconds(100));
     REQUIRE(r);
     CHECK(r->refusals == ++refusals);
-    if (refusals < redis::TaskStream::kMaxRefusals) {
+    if (refusals < redis::TaskConsumer::kMaxRefusals) {
       CHECK(r->verdict == Verdict::kDeferred);
       continue;
     }
     CHECK(r->verdict == Verdict::kReject);
     // The writer's end failed; the batch goes again: the same refusal, not a sixth.
-    auto resent = w.stream.refused(w.c, again[0], "node-a", 1000, std::chrono::milliseconds(100));
+    auto resent =
+        w.stream.consumer.refused(w.c, again[0], "node-a", 1000, std::chrono::milliseconds(100));
     CHECK(resent->verdict == Verdict::kReject);
     CHECK(resent->refusals == refusals);
     break;
@@ -168,25 +175,25 @@ TEST_CASE("a refusal sent again for the same entry counts once, a new entry's ag
 // A task one node refuses, another live node would run: the bound is every live node's, not
 // a count of refusals alone (issue 36).
 TEST_CASE("a task is left to end rejected only once every live node refused it, five times") {
-  using Verdict = redis::TaskStream::Refusal::Verdict;
+  using Verdict = redis::TaskConsumer::Refusal::Verdict;
   StreamWorld w;
   w.submit("y");
   const std::uint64_t id = w.submit("x");
   // node-b is a consumer of the pool (it read "y") whose heartbeat key lives.
   REQUIRE(w.read("node-b", 1).size() == 1);
-  REQUIRE(w.stream.join(w.c, "node-a").is_ok());
+  REQUIRE(w.stream.consumer.join(w.c, "node-a").is_ok());
   REQUIRE(w.c.command({"SET", "sp:node:node-b", "b", "PX", "60000"}));
   REQUIRE(w.c.command({"SET", "sp:node:node-a", "a", "PX", "60000"}));
   const auto refuse = [&](const std::string& node) {
-    REQUIRE(w.stream.move_due(w.c, 10'000, 10).is_ok());
+    REQUIRE(w.stream.upkeep.move_due(w.c, 10'000, 10).is_ok());
     auto got = w.read(node, 1);
     REQUIRE(got.size() == 1);
     REQUIRE(got[0].task_id == id);
-    auto r = w.stream.refused(w.c, got[0], node, 1000, std::chrono::milliseconds(100));
+    auto r = w.stream.consumer.refused(w.c, got[0], node, 1000, std::chrono::milliseconds(100));
     REQUIRE(r);
     return *r;
   };
-  for (std::uint32_t n = 1; n <= 2 * redis::TaskStream::kMaxRefusals; ++n) {
+  for (std::uint32_t n = 1; n <= 2 * redis::TaskConsumer::kMaxRefusals; ++n) {
     const auto r = refuse("node-a");
     CHECK(r.refusals == n);
     CHECK(r.verdict == Verdict::kDeferred);  // node-b may run it
@@ -194,7 +201,7 @@ TEST_CASE("a task is left to end rejected only once every live node refused it, 
   CHECK(w.c.command({"HGET", "sp:task:" + std::to_string(id), "state"})->str == "queued");
   SECTION("node-b refuses it too: it ends") {
     const auto r = refuse("node-b");
-    CHECK(r.refusals == 2 * redis::TaskStream::kMaxRefusals + 1);
+    CHECK(r.refusals == 2 * redis::TaskConsumer::kMaxRefusals + 1);
     CHECK(r.verdict == Verdict::kReject);
   }
   SECTION("node-b dies: node-a is the only live node, and it refused") {
@@ -204,7 +211,8 @@ TEST_CASE("a task is left to end rejected only once every live node refused it, 
   SECTION("a new node is live and has not refused it: it waits for that node") {
     REQUIRE(w.c.command({"DEL", "sp:node:node-b"}));
     REQUIRE(w.c.command({"SET", "sp:node:node-c", "c", "PX", "60000"}));
-    REQUIRE(w.stream.join(w.c, "node-c").is_ok());  // a node of the pool, which read nothing
+    REQUIRE(
+        w.stream.consumer.join(w.c, "node-c").is_ok());  // a node of the pool, which read nothing
     CHECK(refuse("node-a").verdict == Verdict::kDeferred);
   }
 }
@@ -236,7 +244,7 @@ TEST_CASE(
   REQUIRE(won.is_ok());
   CHECK(won->won);
   CHECK(won->node == "n0");
-  CHECK(w.stream.task(w.c, won->task_id)->state == "queued");
+  CHECK(w.stream.producer.task(w.c, won->task_id)->state == "queued");
   // The same slot from another node, or again from the winner (a restart): lost, that task.
   for (const char* node : {"n1", "n0"}) {
     auto lost = w.claim_nightly(other, slot, node);
@@ -258,12 +266,12 @@ TEST_CASE(
   CHECK(next->won);
   CHECK(next->task_id != won->task_id);
   CHECK(w.length() == 2);
-  auto held = w.c.command({"HMGET", w.stream.schedule_claim_key("nightly"), "slot", "node"});
+  auto held = w.c.command({"HMGET", w.stream.keys.schedule_claim_key("nightly"), "slot", "node"});
   REQUIRE(held);
   CHECK(held->elements.at(0).str == std::to_string(slot + 60));
   CHECK(held->elements.at(1).str == "n1");
   // A slot far ahead of Redis's clock is refused, and claims nothing.
-  auto ahead = w.claim_nightly(w.c, now_s + 2 * redis::TaskStream::kMaxSlotLeadSeconds, "n0");
+  auto ahead = w.claim_nightly(w.c, now_s + 2 * redis::TaskProducer::kMaxSlotLeadSeconds, "n0");
   REQUIRE_FALSE(ahead.is_ok());
   CHECK_THAT(ahead.status().message(), Catch::Contains("ahead of redis clock"));
   CHECK(w.length() == 2);
@@ -277,7 +285,7 @@ TEST_CASE("a schedule paused in its claim hash wins no slot on any node until re
   auto first = w.claim_nightly(w.c, slot - 60, "n0");
   REQUIRE(first.is_ok());
   REQUIRE(first->won);
-  REQUIRE(w.stream.set_schedule_paused(w.c, "nightly", true, "n0", 5000).is_ok());
+  REQUIRE(w.stream.producer.set_schedule_paused(w.c, "nightly", true, "n0", 5000).is_ok());
   for (redis::Connection* c : {&w.c, &other}) {
     auto paused = w.claim_nightly(*c, slot, c == &w.c ? "n0" : "n1");
     REQUIRE(paused.is_ok());
@@ -287,12 +295,13 @@ TEST_CASE("a schedule paused in its claim hash wins no slot on any node until re
     CHECK(paused->task_id == first->task_id);
   }
   CHECK(w.length() == 1);
-  auto held = w.c.command({"HMGET", w.stream.schedule_claim_key("nightly"), "slot", "paused_ms"});
+  auto held =
+      w.c.command({"HMGET", w.stream.keys.schedule_claim_key("nightly"), "slot", "paused_ms"});
   REQUIRE(held);
   CHECK(held->elements.at(0).str == std::to_string(slot - 60));
   CHECK(held->elements.at(1).str == "5000");
   // Resumed from the other node: the slot is won again.
-  REQUIRE(w.stream.set_schedule_paused(other, "nightly", false, "n1", 6000).is_ok());
+  REQUIRE(w.stream.producer.set_schedule_paused(other, "nightly", false, "n1", 6000).is_ok());
   auto won = w.claim_nightly(other, slot, "n1");
   REQUIRE(won.is_ok());
   CHECK(won->won);
@@ -308,7 +317,7 @@ TEST_CASE("ids are unique across connections, as across nodes") {
     ids.insert(w.submit("a"));
     StreamTask t;
     t.type = "echo";
-    ids.insert(w.stream.submit(other, t, 1).value().id);
+    ids.insert(w.stream.producer.submit(other, t, 1).value().id);
   }
   CHECK(ids.size() == 100);
 }
@@ -319,19 +328,19 @@ TEST_CASE("a deferred task waits out its backoff outside the stream and comes ba
   const std::uint64_t id = w.submit(payload);
   auto got = w.read("node-a", 1);
   // A retry with one attempt left and a backoff of exactly 5000 ms from 0.
-  redis::TaskStream::Backoff backoff;
+  redis::TaskConsumer::Backoff backoff;
   backoff.base_ms = 5000;
   backoff.multiplier = 1.0;
   backoff.max_ms = 5000;
   backoff.jitter = 1.0;
-  REQUIRE(w.stream.retry(w.c, got[0], "node-a", {"{}"}, 1, backoff, 0).value() ==
-          redis::TaskStream::Retried::kDeferred);
-  CHECK(w.stream.task(w.c, id)->state == "retry_wait");
+  REQUIRE(w.stream.consumer.retry(w.c, got[0], "node-a", {"{}"}, 1, backoff, 0).value() ==
+          redis::TaskConsumer::Retried::kDeferred);
+  CHECK(w.stream.producer.task(w.c, id)->state == "retry_wait");
   CHECK(w.length() == 0);
-  CHECK(w.stream.move_due(w.c, 4999, 100).value() == 0);
-  CHECK(w.stream.move_due(w.c, 5000, 100).value() == 1);
-  CHECK(w.stream.move_due(w.c, 9999, 100).value() == 0);  // moved once
-  CHECK(w.stream.task(w.c, id)->state == "queued");
+  CHECK(w.stream.upkeep.move_due(w.c, 4999, 100).value() == 0);
+  CHECK(w.stream.upkeep.move_due(w.c, 5000, 100).value() == 1);
+  CHECK(w.stream.upkeep.move_due(w.c, 9999, 100).value() == 0);  // moved once
+  CHECK(w.stream.producer.task(w.c, id)->state == "queued");
   auto again = w.read("node-b", 1);  // any node takes it up
   REQUIRE(again.size() == 1);
   CHECK(again[0].task_id == id);
@@ -342,22 +351,22 @@ TEST_CASE("a deferred task waits out its backoff outside the stream and comes ba
 TEST_CASE("an entry added by a plain XADD, as from any language, is read") {
   StreamWorld w;
   const auto id = w.c.command({"INCR", "sp:ids"})->integer;
-  REQUIRE(w.c.command({"XADD", w.stream.stream_key(), "*", "id", std::to_string(id), "type", "echo",
-                       "payload", "hi", "retries", "2"})
+  REQUIRE(w.c.command({"XADD", w.stream.keys.stream_key(), "*", "id", std::to_string(id), "type",
+                       "echo", "payload", "hi", "retries", "2"})
               .is_ok());
   auto got = w.read("node-a", 1);
   REQUIRE(got.size() == 1);
   CHECK(got[0].task_id == static_cast<std::uint64_t>(id));
   CHECK(got[0].task.options.retries == 2u);
   // One without an id comes back marked, beside a good one, and is discarded.
-  REQUIRE(w.c.command({"XADD", w.stream.stream_key(), "*", "type", "echo"}).is_ok());
+  REQUIRE(w.c.command({"XADD", w.stream.keys.stream_key(), "*", "type", "echo"}).is_ok());
   w.submit("good");
   auto two = w.read("node-a", 10);
   REQUIRE(two.size() == 2);
   CHECK_FALSE(two[0].malformed.empty());
   CHECK(two[1].malformed.empty());
-  CHECK(w.stream.discard(w.c, two[0], "node-b").value() == Fenced::kNotYours);
-  CHECK(w.stream.discard(w.c, two[0], "node-a").value() == Fenced::kDone);
+  CHECK(w.stream.consumer.discard(w.c, two[0], "node-b").value() == Fenced::kNotYours);
+  CHECK(w.stream.consumer.discard(w.c, two[0], "node-a").value() == Fenced::kDone);
   CHECK(w.length() == 2);  // the plain one and the good one, pending until they end
 }
 
@@ -368,34 +377,34 @@ TEST_CASE("finished tasks past the bound are evicted, oldest first") {
   auto got = w.read("node-a", 5);
   REQUIRE(got.size() == 5);
   for (int i = 0; i < 5; ++i) {
-    REQUIRE(w.stream.record_attempt(w.c, got[i], "node-a", "a").value() == Fenced::kDone);
+    REQUIRE(w.stream.consumer.record_attempt(w.c, got[i], "node-a", "a").value() == Fenced::kDone);
     REQUIRE(end_one(w.stream, w.c, got[i], "node-a", "completed", "", "", "", 100 + i).value() ==
             Fenced::kDone);
   }
-  CHECK(w.stream.task(w.c, ids[0]).status().code() == Code::kNotFound);
-  CHECK(w.stream.task(w.c, ids[1]).status().code() == Code::kNotFound);
+  CHECK(w.stream.producer.task(w.c, ids[0]).status().code() == Code::kNotFound);
+  CHECK(w.stream.producer.task(w.c, ids[1]).status().code() == Code::kNotFound);
   CHECK(w.c.command({"EXISTS", "sp:task:" + std::to_string(ids[0]) + ":attempts"})->integer == 0);
-  CHECK(w.stream.task(w.c, ids[2])->state == "completed");
-  CHECK(w.stream.task(w.c, ids[4])->state == "completed");
+  CHECK(w.stream.producer.task(w.c, ids[2])->state == "completed");
+  CHECK(w.stream.producer.task(w.c, ids[4])->state == "completed");
 }
 
 namespace {
 
 // Makes an entry look idle for `ms` (as a dead node's would), without waiting.
 void age(StreamWorld& w, const std::string& owner, const std::string& entry, int ms) {
-  REQUIRE(w.c.command({"XCLAIM", w.stream.stream_key(), "sandpool", owner, "0", entry, "IDLE",
+  REQUIRE(w.c.command({"XCLAIM", w.stream.keys.stream_key(), "sandpool", owner, "0", entry, "IDLE",
                        std::to_string(ms), "JUSTID"})
               .is_ok());
 }
 
 // No lease of type echo's cap is held, and task `id`'s hash names none.
 bool no_lease(StreamWorld& w, std::uint64_t id) {
-  return w.c.command({"SCARD", w.stream.cap_key("echo")})->integer == 0 &&
+  return w.c.command({"SCARD", w.stream.keys.cap_key("echo")})->integer == 0 &&
          w.c.command({"HEXISTS", "sp:task:" + std::to_string(id), "lease"})->integer == 0;
 }
 
 std::string owner_of(StreamWorld& w, const std::string& entry) {
-  auto p = w.c.command({"XPENDING", w.stream.stream_key(), "sandpool", entry, entry, "1"});
+  auto p = w.c.command({"XPENDING", w.stream.keys.stream_key(), "sandpool", entry, entry, "1"});
   REQUIRE(p.is_ok());
   return p->elements.empty() ? "" : p->elements[0].elements[1].str;
 }
@@ -412,8 +421,9 @@ TEST_CASE("a dead node's idle entries are claimed, a live node's touched ones ar
     age(w, "node-a", held[i].entry_id, 100000);
     if (i % 2 == 1) live.emplace_back(held[i].band, held[i].entry_id);
   }
-  REQUIRE(w.stream.touch(w.c, "node-a", live).value() == live.size());  // node-a runs these
-  auto claimed = w.stream.claim_idle(w.c, "node-b", std::chrono::milliseconds(50000), 100);
+  REQUIRE(w.stream.consumer.touch(w.c, "node-a", live).value() ==
+          live.size());  // node-a runs these
+  auto claimed = w.stream.consumer.claim_idle(w.c, "node-b", std::chrono::milliseconds(50000), 100);
   REQUIRE(claimed.is_ok());
   CHECK(claimed->size() == 15);
   for (const StreamEntry& e : *claimed) {
@@ -422,7 +432,9 @@ TEST_CASE("a dead node's idle entries are claimed, a live node's touched ones ar
   }
   for (const auto& [band, e] : live) CHECK(owner_of(w, e) == "node-a");
   // node-a, back from a pause, may not touch or finish what node-b took.
-  CHECK(w.stream.touch(w.c, "node-a", {{redis::Band{0}, (*claimed)[0].entry_id}}).value() == 0);
+  CHECK(
+      w.stream.consumer.touch(w.c, "node-a", {{redis::Band{0}, (*claimed)[0].entry_id}}).value() ==
+      0);
   CHECK(owner_of(w, (*claimed)[0].entry_id) == "node-b");
   CHECK(end_one(w.stream, w.c, (*claimed)[0], "node-a", "completed", "", "", "", 1).value() ==
         Fenced::kNotYours);
@@ -435,10 +447,10 @@ TEST_CASE("claims stop at the number asked for, and go on where they stopped") {
   for (int i = 0; i < 12; ++i) w.submit(std::to_string(i));
   auto held = w.read("node-a", 12);
   for (const StreamEntry& e : held) age(w, "node-a", e.entry_id, 100000);
-  auto first = w.stream.claim_idle(w.c, "node-b", std::chrono::milliseconds(50000), 5);
+  auto first = w.stream.consumer.claim_idle(w.c, "node-b", std::chrono::milliseconds(50000), 5);
   REQUIRE(first.is_ok());
   CHECK(first->size() == 5);
-  auto rest = w.stream.claim_idle(w.c, "node-c", std::chrono::milliseconds(50000), 100);
+  auto rest = w.stream.consumer.claim_idle(w.c, "node-c", std::chrono::milliseconds(50000), 100);
   REQUIRE(rest.is_ok());
   CHECK(rest->size() == 7);  // node-b's five are fresh now: not idle enough
 }
@@ -448,11 +460,11 @@ TEST_CASE("a dead-lettered end adds the letter, with the task's payload, to the 
   const std::string payload("dl\0x", 4);
   const std::uint64_t id = w.submit(payload);
   auto got = w.read("node-a", 1);
-  REQUIRE(w.stream.record_attempt(w.c, got[0], "node-a", "a1").value() == Fenced::kDone);
+  REQUIRE(w.stream.consumer.record_attempt(w.c, got[0], "node-a", "a1").value() == Fenced::kDone);
   REQUIRE(end_one(w.stream, w.c, got[0], "node-a", "dead_lettered", "", "boom", "retries_exhausted",
                   777)
               .value() == Fenced::kDone);
-  auto letters = w.stream.dead_letters(w.c, 10);
+  auto letters = w.stream.producer.dead_letters(w.c, 10);
   REQUIRE(letters.is_ok());
   REQUIRE(letters->size() == 1);
   std::map<std::string, std::string> f(letters->front().fields.begin(),
@@ -463,7 +475,7 @@ TEST_CASE("a dead-lettered end adds the letter, with the task's payload, to the 
   CHECK(f["error"] == "boom");
   CHECK(f["attempts"] == "1");
   CHECK(f["dead_lettered_ms"] == "777");
-  CHECK(w.stream.task(w.c, id)->state == "dead_lettered");
+  CHECK(w.stream.producer.task(w.c, id)->state == "dead_lettered");
 }
 
 namespace {
@@ -475,13 +487,13 @@ std::uint64_t submit_with(StreamWorld& w, std::int32_t priority, std::optional<s
   t.payload = payload;
   t.options.priority = priority;
   REQUIRE(t.options.set_not_before_ms(due));
-  auto id = w.stream.submit(w.c, t, 1000);
+  auto id = w.stream.producer.submit(w.c, t, 1000);
   REQUIRE(id.is_ok());
   return id->id;
 }
 
 std::int64_t band_length(StreamWorld& w, redis::Band b) {
-  return w.c.command({"XLEN", w.stream.stream_key(b)})->integer;
+  return w.c.command({"XLEN", w.stream.keys.stream_key(b)})->integer;
 }
 
 }  // namespace
@@ -529,12 +541,12 @@ TEST_CASE("a blocked read wakes for an entry of any band") {
     t.type = "echo";
     t.payload = "late";
     t.options.priority = -1;
-    (void)w.stream.submit(c, t, 1000);
+    (void)w.stream.producer.submit(c, t, 1000);
   });
   // Blocks until the low band's entry arrives (the bound is generous; it comes at once).
   std::vector<StreamEntry> got;
   for (int i = 0; i < 100 && got.empty(); ++i) {
-    got = w.stream.read(w.c, "node-a", 5, std::chrono::milliseconds(2000)).value();
+    got = w.stream.consumer.read(w.c, "node-a", 5, std::chrono::milliseconds(2000)).value();
   }
   late.join();
   REQUIRE(got.size() == 1);
@@ -545,8 +557,8 @@ TEST_CASE("a blocked read wakes for an entry of any band") {
 TEST_CASE("entries of two bands with one id are two entries") {
   StreamWorld w;
   for (const redis::Band b : {redis::Band{1}, redis::Band{0}}) {
-    REQUIRE(w.c.command({"XADD", w.stream.stream_key(b), "5-1", "id",
-                         std::to_string(redis::TaskStream::kFirstId + 10 + b), "type", "echo"})
+    REQUIRE(w.c.command({"XADD", w.stream.keys.stream_key(b), "5-1", "id",
+                         std::to_string(redis::PoolKeys::kFirstId + 10 + b), "type", "echo"})
                 .is_ok());
   }
   auto got = w.read("node-a", 5);
@@ -564,16 +576,16 @@ TEST_CASE("entries of two bands with one id are two entries") {
 TEST_CASE("a taken task says running on its node, and a plain XADD's task gets its hash") {
   StreamWorld w;
   const std::uint64_t id = w.submit("x");
-  const std::uint64_t plain = redis::TaskStream::kFirstId + 99;
-  REQUIRE(w.c.command({"XADD", w.stream.stream_key(-1), "*", "id", std::to_string(plain), "type",
-                       "echo", "payload", "p"})
+  const std::uint64_t plain = redis::PoolKeys::kFirstId + 99;
+  REQUIRE(w.c.command({"XADD", w.stream.keys.stream_key(-1), "*", "id", std::to_string(plain),
+                       "type", "echo", "payload", "p"})
               .is_ok());
-  CHECK(w.stream.task(w.c, plain).status().code() == Code::kNotFound);
+  CHECK(w.stream.producer.task(w.c, plain).status().code() == Code::kNotFound);
   auto got = w.read("node-a", 5);
   REQUIRE(got.size() == 2);
-  REQUIRE(w.stream.take(w.c, "node-a", got).is_ok());
+  REQUIRE(w.stream.consumer.take(w.c, "node-a", got).is_ok());
   for (const std::uint64_t t : {id, plain}) {
-    auto stored = w.stream.task(w.c, t);
+    auto stored = w.stream.producer.task(w.c, t);
     REQUIRE(stored.is_ok());
     CHECK(stored->state == "running");
     CHECK(stored->node == "node-a");
@@ -582,27 +594,27 @@ TEST_CASE("a taken task says running on its node, and a plain XADD's task gets i
     CHECK(stored->submitted_ms > 0);
   }
   // A retry's count reaches the next node through take().
-  REQUIRE(w.stream.record_attempt(w.c, got[0], "node-a", "a1").value() == Fenced::kDone);
-  REQUIRE(w.stream.release(w.c, got[0], "node-a").value() == Fenced::kDone);
-  CHECK(w.stream.task(w.c, got[0].task_id)->state == "queued");
+  REQUIRE(w.stream.consumer.record_attempt(w.c, got[0], "node-a", "a1").value() == Fenced::kDone);
+  REQUIRE(w.stream.consumer.release(w.c, got[0], "node-a").value() == Fenced::kDone);
+  CHECK(w.stream.producer.task(w.c, got[0].task_id)->state == "queued");
   auto again = w.read("node-b", 5);
   REQUIRE(again.size() == 1);
-  REQUIRE(w.stream.take(w.c, "node-b", again).is_ok());
+  REQUIRE(w.stream.consumer.take(w.c, "node-b", again).is_ok());
   CHECK(again[0].attempts == 1);
   CHECK(again[0].band == got[0].band);  // handed back into its own band
-  CHECK(w.stream.task(w.c, again[0].task_id)->node == "node-b");
+  CHECK(w.stream.producer.task(w.c, again[0].task_id)->node == "node-b");
 }
 
 TEST_CASE("a scheduled task waits in the later set and joins its band when due") {
   StreamWorld w;
   const std::uint64_t id = submit_with(w, 5, 61000, "at one minute");
   const std::uint64_t now = submit_with(w, 5, 900, "due already");  // not_before in the past
-  CHECK(w.stream.task(w.c, id)->state == "scheduled");
-  CHECK(w.stream.task(w.c, now)->state == "queued");
+  CHECK(w.stream.producer.task(w.c, id)->state == "scheduled");
+  CHECK(w.stream.producer.task(w.c, now)->state == "queued");
   CHECK(band_length(w, 1) == 1);
-  CHECK(w.stream.move_due(w.c, 60999, 100).value() == 0);
-  CHECK(w.stream.move_due(w.c, 61000, 100).value() == 1);
-  CHECK(w.stream.task(w.c, id)->state == "queued");
+  CHECK(w.stream.upkeep.move_due(w.c, 60999, 100).value() == 0);
+  CHECK(w.stream.upkeep.move_due(w.c, 61000, 100).value() == 1);
+  CHECK(w.stream.producer.task(w.c, id)->state == "queued");
   CHECK(band_length(w, 1) == 2);
   auto got = w.read("node-a", 5);
   REQUIRE(got.size() == 2);
@@ -616,13 +628,13 @@ TEST_CASE("a retried task goes back to its own band when its backoff is over") {
   const std::uint64_t id = submit_with(w, -2, std::nullopt, "low retry");
   auto got = w.read("node-a", 1);
   REQUIRE(got.size() == 1);
-  redis::TaskStream::Backoff b;
+  redis::TaskConsumer::Backoff b;
   b.base_ms = 10;
   b.jitter = 1.0;
-  REQUIRE(w.stream.retry(w.c, got[0], "node-a", {"a1"}, 3, b, 1000).value() ==
-          redis::TaskStream::Retried::kDeferred);
-  CHECK(w.stream.task(w.c, id)->state == "retry_wait");
-  CHECK(w.stream.move_due(w.c, 1010, 100).value() == 1);
+  REQUIRE(w.stream.consumer.retry(w.c, got[0], "node-a", {"a1"}, 3, b, 1000).value() ==
+          redis::TaskConsumer::Retried::kDeferred);
+  CHECK(w.stream.producer.task(w.c, id)->state == "retry_wait");
+  CHECK(w.stream.upkeep.move_due(w.c, 1010, 100).value() == 1);
   CHECK(band_length(w, -1) == 1);
   CHECK(band_length(w, 0) == 0);
 }
@@ -630,35 +642,35 @@ TEST_CASE("a retried task goes back to its own band when its backoff is over") {
 TEST_CASE("a scheduled task is cancelled at once") {
   StreamWorld w;
   const std::uint64_t id = submit_with(w, 0, 50000, "never");
-  auto c = w.stream.cancel(w.c, id, 2000);
+  auto c = w.stream.producer.cancel(w.c, id, 2000);
   REQUIRE(c.is_ok());
   CHECK(c->state == "cancelled");
-  CHECK(w.stream.task(w.c, id)->state == "cancelled");
-  CHECK(w.stream.move_due(w.c, 60000, 100).value() == 0);
+  CHECK(w.stream.producer.task(w.c, id)->state == "cancelled");
+  CHECK(w.stream.upkeep.move_due(w.c, 60000, 100).value() == 0);
   CHECK(w.read("node-a", 5).empty());
   // And a queued one of a non-default band is cancelled from its own stream.
   const std::uint64_t low = submit_with(w, -1, std::nullopt, "low");
-  CHECK(w.stream.cancel(w.c, low, 2000)->state == "cancelled");
+  CHECK(w.stream.producer.cancel(w.c, low, 2000)->state == "cancelled");
   CHECK(band_length(w, -1) == 0);
 }
 
 TEST_CASE("finished tasks are trimmed by age and by the bytes of their results") {
   RedisServer server;
   auto c = redis::Connection::open(server.endpoint()).value();
-  redis::TaskStream::Limits limits;
+  redis::PoolLimits limits;
   limits.finished = 1000;
   limits.finished_max_age_ms = 10000;
   limits.finished_max_bytes = 250;
-  redis::TaskStream stream("sp:", "echo", limits);
-  REQUIRE(stream.ensure_group(c).is_ok());
+  PoolSides stream("sp:", "echo", limits);
+  REQUIRE(stream.upkeep.ensure_group(c).is_ok());
   std::vector<std::uint64_t> ids;
   for (int i = 0; i < 6; ++i) {
     StreamTask t;
     t.type = "echo";
     t.options.idempotency_key = "k" + std::to_string(i);
-    ids.push_back(stream.submit(c, t, 1000).value().id);
+    ids.push_back(stream.producer.submit(c, t, 1000).value().id);
   }
-  auto got = stream.read(c, "node-a", 6, std::chrono::milliseconds(0)).value();
+  auto got = stream.consumer.read(c, "node-a", 6, std::chrono::milliseconds(0)).value();
   REQUIRE(got.size() == 6);
   // Ended at 1000, 2000, ... 6000, each with a 100-byte result: 600 bytes in all.
   for (std::size_t i = 0; i < got.size(); ++i) {
@@ -669,81 +681,83 @@ TEST_CASE("finished tasks are trimmed by age and by the bytes of their results")
   CHECK(c.command({"GET", "sp:echo:done:bytes"})->str == "600");
   // At 12500 the first two (ended before 2500) are too old; then 400 bytes are over 250, so
   // the two oldest left go too.
-  CHECK(stream.trim_finished(c, 12500, 1000).value() == 4);
+  CHECK(stream.upkeep.trim_finished(c, 12500, 1000).value() == 4);
   for (std::size_t i = 0; i < 4; ++i) {
-    CHECK(stream.task(c, ids[i]).status().code() == Code::kNotFound);
+    CHECK(stream.producer.task(c, ids[i]).status().code() == Code::kNotFound);
     CHECK(c.command({"EXISTS", "sp:idem:k" + std::to_string(i)})->integer == 0);
   }
-  CHECK(stream.task(c, ids[4])->state == "completed");
-  CHECK(stream.task(c, ids[5])->state == "completed");
+  CHECK(stream.producer.task(c, ids[4])->state == "completed");
+  CHECK(stream.producer.task(c, ids[5])->state == "completed");
   CHECK(c.command({"GET", "sp:echo:done:bytes"})->str == "200");
   CHECK(c.command({"ZCARD", "sp:echo:done"})->integer == 2);
-  CHECK(stream.trim_finished(c, 12500, 1000).value() == 0);
+  CHECK(stream.upkeep.trim_finished(c, 12500, 1000).value() == 0);
 }
 
 TEST_CASE("rate buckets are taken all or none, and a refusal says the longest wait") {
   StreamWorld w;
-  using Bucket = redis::TaskStream::Bucket;
+  using Bucket = redis::TaskUpkeep::Bucket;
   const std::int64_t hour = 3600000;
-  const Bucket pool{w.stream.rate_key("pool", ""), 2, hour, 2};
-  const Bucket tenant{w.stream.rate_key("tenant", "acme"), 1, hour, 1};
-  auto first = w.stream.take_tokens(w.c, {pool, tenant});
+  const Bucket pool{w.stream.keys.rate_key("pool", ""), 2, hour, 2};
+  const Bucket tenant{w.stream.keys.rate_key("tenant", "acme"), 1, hour, 1};
+  auto first = w.stream.upkeep.take_tokens(w.c, {pool, tenant});
   REQUIRE(first.is_ok());
   CHECK(first->taken);
-  auto second = w.stream.take_tokens(w.c, {pool, tenant});
+  auto second = w.stream.upkeep.take_tokens(w.c, {pool, tenant});
   REQUIRE(second.is_ok());
   CHECK_FALSE(second->taken);
   CHECK(second->worst == 1);  // the tenant's: empty for an hour
   CHECK(second->wait_ms > 3500000);
   // The refusal took nothing: the pool's second token is still there, once.
-  CHECK(w.stream.take_tokens(w.c, {pool})->taken);
-  auto third = w.stream.take_tokens(w.c, {pool});
+  CHECK(w.stream.upkeep.take_tokens(w.c, {pool})->taken);
+  auto third = w.stream.upkeep.take_tokens(w.c, {pool});
   REQUIRE(third.is_ok());
   CHECK_FALSE(third->taken);
   CHECK(third->worst == 0);
   CHECK(third->wait_ms > 1700000);  // half an hour to one token at 2 an hour
   CHECK(third->wait_ms <= 1800000);
   // A bucket of its own for another tenant, and the keys expire once full again.
-  CHECK(
-      w.stream.take_tokens(w.c, {Bucket{w.stream.rate_key("tenant", "other"), 1, hour, 1}})->taken);
+  CHECK(w.stream.upkeep
+            .take_tokens(w.c, {Bucket{w.stream.keys.rate_key("tenant", "other"), 1, hour, 1}})
+            ->taken);
   CHECK(w.c.command({"PTTL", tenant.key})->integer > 3500000);
 }
 
 TEST_CASE("a task over a rate limit waits in the later set, unrun and with no attempt counted") {
   StreamWorld w;
-  using Bucket = redis::TaskStream::Bucket;
-  const Bucket tenant{w.stream.rate_key("tenant", "acme"), 10, 1000, 1};
+  using Bucket = redis::TaskUpkeep::Bucket;
+  const Bucket tenant{w.stream.keys.rate_key("tenant", "acme"), 10, 1000, 1};
   const std::uint64_t a = w.submit("a"), b = w.submit("b"), cancelled = w.submit("c");
   auto got = w.read("node-a", 3);
   REQUIRE(got.size() == 3);
   // Not the node's entry: refused, and nothing moves.
-  CHECK_FALSE(w.stream.throttle(w.c, got[0], "node-b", tenant, 50, 10000)->has_value());
-  const auto due_a = w.stream.throttle(w.c, got[0], "node-a", tenant, 50, 10000);
+  CHECK_FALSE(w.stream.upkeep.throttle(w.c, got[0], "node-b", tenant, 50, 10000)->has_value());
+  const auto due_a = w.stream.upkeep.throttle(w.c, got[0], "node-a", tenant, 50, 10000);
   REQUIRE(due_a.is_ok());
   REQUIRE(due_a->has_value());
   CHECK(**due_a == 10050);
   // The next one on this bucket comes back one interval (100 ms) after it, not at once.
-  const auto due_b = w.stream.throttle(w.c, got[1], "node-a", tenant, 50, 10000);
+  const auto due_b = w.stream.upkeep.throttle(w.c, got[1], "node-a", tenant, 50, 10000);
   CHECK(**due_b == 10150);
-  REQUIRE(w.stream.throttle(w.c, got[2], "node-a", tenant, 50, 10000)->has_value());
+  REQUIRE(w.stream.upkeep.throttle(w.c, got[2], "node-a", tenant, 50, 10000)->has_value());
   CHECK(w.length() == 0);
-  CHECK(w.c.command({"XPENDING", w.stream.stream_key(), "sandpool"})->elements[0].integer == 0);
-  const auto t = w.stream.task(w.c, a);
+  CHECK(w.c.command({"XPENDING", w.stream.keys.stream_key(), "sandpool"})->elements[0].integer ==
+        0);
+  const auto t = w.stream.producer.task(w.c, a);
   CHECK(t->state == "queued");
   CHECK(t->attempts == 0);
   CHECK(w.c.command({"HGET", "sp:task:" + std::to_string(a), "throttled"})->str == "1");
   // Cancelled where it waits.
-  CHECK(w.stream.cancel(w.c, cancelled, 10001)->state == "cancelled");
-  CHECK(w.stream.move_due(w.c, 10100, 10).value() == 1);  // a only
+  CHECK(w.stream.producer.cancel(w.c, cancelled, 10001)->state == "cancelled");
+  CHECK(w.stream.upkeep.move_due(w.c, 10100, 10).value() == 1);  // a only
   auto back = w.read("node-b", 10);
   REQUIRE(back.size() == 1);
   CHECK(back[0].task_id == a);
   CHECK(back[0].task.payload == "a");
-  CHECK(w.stream.move_due(w.c, 20000, 10).value() == 1);
+  CHECK(w.stream.upkeep.move_due(w.c, 20000, 10).value() == 1);
   back = w.read("node-b", 10);
   REQUIRE(back.size() == 1);
   CHECK(back[0].task_id == b);
-  CHECK(w.stream.task(w.c, b)->attempts == 0);
+  CHECK(w.stream.producer.task(w.c, b)->attempts == 0);
 }
 
 TEST_CASE(
@@ -753,33 +767,33 @@ TEST_CASE(
   const std::uint64_t b = w.submit("b");
   auto got = w.read("node-a", 2);
   REQUIRE(got.size() == 2);
-  const redis::TaskStream::Cap cap_a{w.stream.cap_key("echo"), 1, a};
-  const redis::TaskStream::Cap cap_b{w.stream.cap_key("echo"), 1, b};
-  auto first = w.stream.take_tokens(w.c, {}, cap_a);
+  const redis::TaskUpkeep::Cap cap_a{w.stream.keys.cap_key("echo"), 1, a};
+  const redis::TaskUpkeep::Cap cap_b{w.stream.keys.cap_key("echo"), 1, b};
+  auto first = w.stream.upkeep.take_tokens(w.c, {}, cap_a);
   REQUIRE(first.is_ok());
   CHECK(first->taken);
   // The cap holds one: b waits, and is told which limit held it (the cap, after the buckets).
-  auto second = w.stream.take_tokens(w.c, {}, cap_b);
+  auto second = w.stream.upkeep.take_tokens(w.c, {}, cap_b);
   REQUIRE(second.is_ok());
   CHECK_FALSE(second->taken);
   CHECK(second->worst == 0);
   CHECK(second->wait_ms > 0);
   // a, claimed by another node after its own died, keeps its lease.
-  auto again = w.stream.take_tokens(w.c, {}, cap_a);
+  auto again = w.stream.upkeep.take_tokens(w.c, {}, cap_a);
   REQUIRE(again.is_ok());
   CHECK(again->taken);
-  CHECK(w.c.command({"SCARD", w.stream.cap_key("echo")})->integer == 1);
+  CHECK(w.c.command({"SCARD", w.stream.keys.cap_key("echo")})->integer == 1);
   // Its end gives the lease back: b may run.
   REQUIRE(end_one(w.stream, w.c, got[0], "node-a", "completed", "", "", "", 5).value() ==
           Fenced::kDone);
-  CHECK(w.c.command({"SCARD", w.stream.cap_key("echo")})->integer == 0);
-  auto third = w.stream.take_tokens(w.c, {}, cap_b);
+  CHECK(w.c.command({"SCARD", w.stream.keys.cap_key("echo")})->integer == 0);
+  auto third = w.stream.upkeep.take_tokens(w.c, {}, cap_b);
   REQUIRE(third.is_ok());
   CHECK(third->taken);
   // A retry's backoff gives it back too.
-  redis::TaskStream::Backoff backoff;
-  REQUIRE(w.stream.retry(w.c, got[1], "node-a", {"a1"}, 3, backoff, 1000).value() ==
-          redis::TaskStream::Retried::kDeferred);
+  redis::TaskConsumer::Backoff backoff;
+  REQUIRE(w.stream.consumer.retry(w.c, got[1], "node-a", {"a1"}, 3, backoff, 1000).value() ==
+          redis::TaskConsumer::Retried::kDeferred);
   CHECK(no_lease(w, b));
 }
 
@@ -790,28 +804,28 @@ TEST_CASE(
   const std::uint64_t id = w.submit("x");
   auto stale = w.read("node-a", 1);  // node-a reads, then stalls past claim_after
   REQUIRE(stale.size() == 1);
-  auto claimed = w.stream.claim_idle(w.c, "node-b", std::chrono::milliseconds(0), 10);
+  auto claimed = w.stream.consumer.claim_idle(w.c, "node-b", std::chrono::milliseconds(0), 10);
   REQUIRE(claimed.is_ok());
   REQUIRE(claimed->size() == 1);
-  REQUIRE(w.stream.take(w.c, "node-b", *claimed).is_ok());
+  REQUIRE(w.stream.consumer.take(w.c, "node-b", *claimed).is_ok());
   REQUIRE(claimed->size() == 1);
-  const redis::TaskStream::Cap cap{w.stream.cap_key("echo"), 1, id};
-  auto b_lease = w.stream.take_tokens(w.c, {}, cap, &claimed->front(), "node-b");
+  const redis::TaskUpkeep::Cap cap{w.stream.keys.cap_key("echo"), 1, id};
+  auto b_lease = w.stream.upkeep.take_tokens(w.c, {}, cap, &claimed->front(), "node-b");
   REQUIRE(b_lease.is_ok());
   REQUIRE(b_lease->taken);
   REQUIRE(end_one(w.stream, w.c, claimed->front(), "node-b", "completed", "b", "", "", 5).value() ==
           Fenced::kDone);
-  REQUIRE(w.c.command({"SCARD", w.stream.cap_key("echo")})->integer == 0);
+  REQUIRE(w.c.command({"SCARD", w.stream.keys.cap_key("echo")})->integer == 0);
 
   // node-a wakes: its take is fenced (the entry is not pending for it), the task stays
   // completed, and its lease is refused, so none is left that no end would give back.
-  REQUIRE(w.stream.take(w.c, "node-a", stale).is_ok());
+  REQUIRE(w.stream.consumer.take(w.c, "node-a", stale).is_ok());
   CHECK(stale.empty());
-  const auto t = w.stream.task(w.c, id);
+  const auto t = w.stream.producer.task(w.c, id);
   REQUIRE(t.is_ok());
   CHECK(t->state == "completed");
   CHECK(t->node == "node-b");
-  auto a_lease = w.stream.take_tokens(w.c, {}, cap, &claimed->front(), "node-a");
+  auto a_lease = w.stream.upkeep.take_tokens(w.c, {}, cap, &claimed->front(), "node-a");
   REQUIRE(a_lease.is_ok());
   CHECK(a_lease->not_yours);
   CHECK_FALSE(a_lease->taken);
@@ -827,19 +841,19 @@ TEST_CASE(
   REQUIRE(held.size() == 3);
   for (const StreamEntry& e : held) age(w, "node-a", e.entry_id, 100000);
   // node-a's touches lagged (a stall of its beat or of Redis), but its key says it lives.
-  REQUIRE(redis::TaskStream::beat(w.c, "sp:", "node-a", "a-identity", std::chrono::seconds(60))
+  REQUIRE(redis::TaskUpkeep::beat(w.c, "sp:", "node-a", "a-identity", std::chrono::seconds(60))
               .is_ok());
-  auto none = w.stream.claim_idle(w.c, "node-b", std::chrono::milliseconds(50000), 100);
+  auto none = w.stream.consumer.claim_idle(w.c, "node-b", std::chrono::milliseconds(50000), 100);
   REQUIRE(none.is_ok());
   CHECK(none->empty());
   for (const StreamEntry& e : held) CHECK(owner_of(w, e.entry_id) == "node-a");
   // A node's own idle entries are a previous run's (it touches what it holds): it takes them.
-  auto own = w.stream.claim_idle(w.c, "node-a", std::chrono::milliseconds(50000), 1);
+  auto own = w.stream.consumer.claim_idle(w.c, "node-a", std::chrono::milliseconds(50000), 1);
   REQUIRE(own.is_ok());
   CHECK(own->size() == 1);
   // Its key gone: node-a is dead, and node-b claims the rest.
   REQUIRE(w.c.command({"DEL", "sp:node:node-a"}).is_ok());
-  auto claimed = w.stream.claim_idle(w.c, "node-b", std::chrono::milliseconds(50000), 100);
+  auto claimed = w.stream.consumer.claim_idle(w.c, "node-b", std::chrono::milliseconds(50000), 100);
   REQUIRE(claimed.is_ok());
   CHECK(claimed->size() == 2);
   for (const StreamEntry& e : *claimed) CHECK(owner_of(w, e.entry_id) == "node-b");

@@ -19,7 +19,7 @@ namespace {
 UnwrittenEnd completed_end(std::uint64_t n) {
   UnwrittenEnd e;
   e.entry.entry_id = std::to_string(1000 + n) + "-0";
-  e.entry.task_id = redis::TaskStream::kFirstId + n;
+  e.entry.task_id = redis::PoolKeys::kFirstId + n;
   e.entry.task.type = "echo";
   e.account.id = e.entry.task_id;
   e.account.type = "echo";

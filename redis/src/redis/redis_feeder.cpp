@@ -63,7 +63,9 @@ bool stopped_here(const TaskResult& r) {
 RedisFeeder::RedisFeeder(Pool& pool, FeederOptions options)
     : pool_(pool),
       opts_(std::move(options)),
-      stream_(opts_.prefix, opts_.pool, opts_.stream_limits),
+      keys_(opts_.prefix, opts_.pool),
+      consumer_(keys_, opts_.stream_limits),
+      upkeep_(keys_, opts_.stream_limits),
       sh_(std::make_shared<Shared>()),
       per_worker_(opts_.per_worker),
       headroom_workers_(opts_.headroom_workers) {
@@ -93,10 +95,10 @@ Result<std::unique_ptr<RedisFeeder>> RedisFeeder::start(Pool& pool, FeederOption
   }
   auto c = Connection::open(f->opts_.endpoint);
   if (!c) return c.status();
-  SP_RETURN_IF_ERROR(f->stream_.ensure_group(*c));
+  SP_RETURN_IF_ERROR(f->upkeep_.ensure_group(*c));
   SP_RETURN_IF_ERROR(f->take_name(*c));
-  SP_RETURN_IF_ERROR(f->stream_.join(*c, f->opts_.consumer));  // one of the pool's nodes now
-  SP_RETURN_IF_ERROR(f->write_kept_ends(*c));                  // before anything is read or claimed
+  SP_RETURN_IF_ERROR(f->consumer_.join(*c, f->opts_.consumer));  // one of the pool's nodes now
+  SP_RETURN_IF_ERROR(f->write_kept_ends(*c));  // before anything is read or claimed
   f->reader_ = std::thread([p = f.get()] { p->read_loop(); });
   f->writer_ = std::thread([p = f.get()] { p->write_loop(); });
   f->beater_ = std::thread([p = f.get()] { p->beat_loop(); });
@@ -172,7 +174,7 @@ Status RedisFeeder::take_name(Connection& c) {
   // expire (one TTL at most). A key that outlives that is another live node's.
   const auto until = Clock::now() + name_ttl() + opts_.heartbeat;
   for (;;) {
-    auto holder = TaskStream::beat(c, opts_.prefix, opts_.consumer, identity_, name_ttl());
+    auto holder = TaskUpkeep::beat(c, opts_.prefix, opts_.consumer, identity_, name_ttl());
     if (!holder) return holder.status();
     if (!*holder) return Status::ok();
     if (Clock::now() > until) {
@@ -300,7 +302,7 @@ void RedisFeeder::read_loop() {
       sh_->reader_waits = false;
       continue;
     }
-    auto got = stream_.read(*c, opts_.consumer, free, block);
+    auto got = consumer_.read(*c, opts_.consumer, free, block);
     note(got.status());
     if (!got) {
       if (!c->broken()) std::this_thread::sleep_for(kRetryFirst);  // an entry it cannot parse
@@ -326,7 +328,7 @@ void RedisFeeder::read_loop() {
 
 Result<SubmitOptions> RedisFeeder::prepare(Connection& c, StreamEntry& entry, bool claimed) {
   if (!entry.malformed.empty()) {  // not a task: nothing to run or end, and nobody waits on it
-    note(stream_.discard(c, entry, opts_.consumer).status());
+    note(consumer_.discard(c, entry, opts_.consumer).status());
     MutexLock lk(sh_->mu);
     ++sh_->stats.malformed;
     sh_->stats.last_error = "redis pool " + opts_.pool + ": discarded " + entry.malformed;
@@ -416,8 +418,8 @@ void RedisFeeder::run_locally(Connection& c, std::vector<StreamEntry> entries, b
 }
 
 bool RedisFeeder::pass_limits(Connection& c, const StreamEntry& entry, bool may_wait) {
-  std::vector<TaskStream::Bucket> buckets;
-  std::optional<TaskStream::Cap> cap;
+  std::vector<TaskUpkeep::Bucket> buckets;
+  std::optional<TaskUpkeep::Cap> cap;
   {
     MutexLock lk(sh_->mu);
     if (!sh_->limits.any()) return true;  // the common case: no key built, no round trip
@@ -425,28 +427,28 @@ bool RedisFeeder::pass_limits(Connection& c, const StreamEntry& entry, bool may_
       if (r.tasks == 0) return;
       buckets.push_back({std::move(key), r.tasks, r.per.count(), r.burst != 0 ? r.burst : r.tasks});
     };
-    add(stream_.rate_key("pool", ""), sh_->limits.pool);
+    add(keys_.rate_key("pool", ""), sh_->limits.pool);
     if (auto it = sh_->limits.task_types.find(entry.task.type);
         it != sh_->limits.task_types.end()) {
-      add(stream_.rate_key("type", entry.task.type), it->second);
+      add(keys_.rate_key("type", entry.task.type), it->second);
     }
     if (auto it = sh_->limits.tenants.find(entry.task.options.tenant);
         it != sh_->limits.tenants.end()) {
-      add(stream_.rate_key("tenant", entry.task.options.tenant), it->second);
+      add(keys_.rate_key("tenant", entry.task.options.tenant), it->second);
     }
     if (auto it = sh_->limits.type_concurrency.find(entry.task.type);
         it != sh_->limits.type_concurrency.end()) {
-      cap = TaskStream::Cap{stream_.cap_key(entry.task.type), it->second, entry.task_id};
+      cap = TaskUpkeep::Cap{keys_.cap_key(entry.task.type), it->second, entry.task_id};
     }
   }
   if (buckets.empty() && !cap) return true;
-  const bool pool_limited = !buckets.empty() && buckets.front().key == stream_.rate_key("pool", "");
+  const bool pool_limited = !buckets.empty() && buckets.front().key == keys_.rate_key("pool", "");
   // A task over its type's cap is tried again from 100 ms later, a backlog spread over
   // 100 ms per `max` tasks (the throttle's spacing, on a bucket-like key of the cap's own).
-  const TaskStream::Bucket cap_bucket{cap ? stream_.rate_key("cap", entry.task.type) : "",
+  const TaskUpkeep::Bucket cap_bucket{cap ? keys_.rate_key("cap", entry.task.type) : "",
                                       cap ? cap->max : 1, 100, 1};
   for (;;) {
-    auto taken = stream_.take_tokens(c, buckets, cap, &entry, opts_.consumer);
+    auto taken = upkeep_.take_tokens(c, buckets, cap, &entry, opts_.consumer);
     note(taken.status());
     if (!taken) {
       hand_back(entry, "its rate limits could not be taken: " + taken.status().to_string());
@@ -475,9 +477,9 @@ bool RedisFeeder::pass_limits(Connection& c, const StreamEntry& entry, bool may_
       hand_back(entry, "the node stopped reading while the pool's rate held the task");
       return false;
     }
-    const TaskStream::Bucket& worst =
+    const TaskUpkeep::Bucket& worst =
         taken->worst < buckets.size() ? buckets[taken->worst] : cap_bucket;
-    auto due = stream_.throttle(c, entry, opts_.consumer, worst, taken->wait_ms, wall_ms());
+    auto due = upkeep_.throttle(c, entry, opts_.consumer, worst, taken->wait_ms, wall_ms());
     note(due.status());
     if (!due) {
       hand_back(entry, "it could not be throttled: " + due.status().to_string());
@@ -507,7 +509,7 @@ void RedisFeeder::move_throttled(Connection& c) {
   }
   if (due == 0) return;
   // Those due on other nodes' throttles too, oldest first; the beat moves what is left.
-  note(stream_.move_due(c, now, due + 16).status());
+  note(upkeep_.move_due(c, now, due + 16).status());
 }
 
 void RedisFeeder::hand_back(StreamEntry entry, const std::string& why, bool refused) {

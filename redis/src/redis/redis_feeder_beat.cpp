@@ -34,7 +34,7 @@ void RedisFeeder::cancel_asked(Connection& c) {
     }
   }
   if (ids.empty()) return;
-  auto asked = stream_.cancel_asked(c, ids);
+  auto asked = consumer_.cancel_asked(c, ids);
   note(asked.status());
   if (!asked) return;
   for (std::size_t i = 0; i < ids.size(); ++i) {
@@ -59,7 +59,7 @@ void RedisFeeder::beat_loop() {
       if (!c) return;
     }
     const auto sent = Clock::now();
-    auto beat = TaskStream::beat(*c, opts_.prefix, opts_.consumer, identity_, name_ttl());
+    auto beat = TaskUpkeep::beat(*c, opts_.prefix, opts_.consumer, identity_, name_ttl());
     note(beat.status());
     const auto beat_at = Clock::now();
     if (!beat || beat_at - sent > opts_.heartbeat) {
@@ -80,7 +80,7 @@ void RedisFeeder::beat_loop() {
       MutexLock lk(sh_->mu);
       held.assign(sh_->held.begin(), sh_->held.end());
     }
-    if (beat) note(stream_.touch(*c, opts_.consumer, held).status());
+    if (beat) note(consumer_.touch(*c, opts_.consumer, held).status());
     // Only once this node has beaten for claim_after since it started or since a beat that
     // failed or stalled (docs/redis-pools.md). Before the cancels are asked for: a dead
     // node's entries wait no round trip more than they must.
@@ -89,7 +89,7 @@ void RedisFeeder::beat_loop() {
     if (beat && settled) claim_dead_entries(*c);
     if (beat) cancel_asked(*c);
     if (beat) move_due_tasks(*c);
-    if (beat) note(stream_.trim_finished(*c, wall_ms(), 1000).status());
+    if (beat) note(upkeep_.trim_finished(*c, wall_ms(), 1000).status());
     MutexLock lk(sh_->mu);
     if (beat) ++sh_->stats.beats;
     const auto until = Clock::now() + opts_.heartbeat;
@@ -112,11 +112,11 @@ void RedisFeeder::claim_dead_entries(Connection& c) {
   }
   room = std::min(room, kMaxClaimsPerBeat);
   if (room == 0) return;
-  auto claimed = stream_.claim_idle(c, opts_.consumer, opts_.claim_after, room);
+  auto claimed = consumer_.claim_idle(c, opts_.consumer, opts_.claim_after, room);
   note(claimed.status());
   // Each claimed task's attempts so far (the lost one is counted on from there). Broken
   // off: the entries, claimed but not held, go idle again and are claimed later.
-  Status took = claimed ? stream_.take(c, opts_.consumer, *claimed) : claimed.status();
+  Status took = claimed ? consumer_.take(c, opts_.consumer, *claimed) : claimed.status();
   if (claimed) note(took);
   if (!took) return;
   // Each task's `lost` attempt, all in one round trip before any runs (one each cost a round
@@ -133,7 +133,7 @@ void RedisFeeder::claim_dead_entries(Connection& c) {
     tasks.push_back(&e);
     lost.push_back(feeder::encode(a));
   }
-  note(stream_.record_attempts(c, tasks, opts_.consumer, lost).status());
+  note(consumer_.record_attempts(c, tasks, opts_.consumer, lost).status());
   {
     MutexLock lk(sh_->mu);
     sh_->stats.claimed += claimed->size();
@@ -149,7 +149,7 @@ void RedisFeeder::move_due_tasks(Connection& c) {
   const auto move_until = Clock::now() + opts_.heartbeat / 2;
   for (Result<std::size_t> moved = kMoveChunk;
        moved && *moved == kMoveChunk && !stopping() && Clock::now() < move_until;) {
-    moved = stream_.move_due(c, wall_ms(), kMoveChunk);
+    moved = upkeep_.move_due(c, wall_ms(), kMoveChunk);
     note(moved.status());
   }
 }

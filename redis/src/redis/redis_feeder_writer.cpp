@@ -26,9 +26,9 @@ enum class Written : std::uint8_t { kEnd, kDeferred, kFenced };
 
 // The end of a task every live node refused, kMaxRefusals times at least: dead-lettered
 // `rejected`.
-TaskStream::EndWrite refused_end(const UnwrittenEnd& e, std::uint32_t refusals,
-                                 const std::string& consumer) {
-  TaskStream::EndWrite w;
+TaskConsumer::EndWrite refused_end(const UnwrittenEnd& e, std::uint32_t refusals,
+                                   const std::string& consumer) {
+  TaskConsumer::EndWrite w;
   w.entry = &e.entry;
   w.state = std::string(to_string(TaskState::kDeadLettered));
   w.reason = std::string(to_string(DeadReason::kRejected));
@@ -39,8 +39,8 @@ TaskStream::EndWrite refused_end(const UnwrittenEnd& e, std::uint32_t refusals,
 }
 
 // The end of a task asked to cancel while its failed attempt ran: cancelled, not retried.
-TaskStream::EndWrite cancelled_end(const UnwrittenEnd& e, std::vector<std::string> attempts) {
-  TaskStream::EndWrite w;
+TaskConsumer::EndWrite cancelled_end(const UnwrittenEnd& e, std::vector<std::string> attempts) {
+  TaskConsumer::EndWrite w;
   w.entry = &e.entry;
   w.attempts = std::move(attempts);
   w.state = std::string(to_string(TaskState::kCancelled));
@@ -51,8 +51,8 @@ TaskStream::EndWrite cancelled_end(const UnwrittenEnd& e, std::vector<std::strin
 }
 
 // The end the local pool gave the task, its attempts with it.
-TaskStream::EndWrite local_end(const UnwrittenEnd& e) {
-  TaskStream::EndWrite w;
+TaskConsumer::EndWrite local_end(const UnwrittenEnd& e) {
+  TaskConsumer::EndWrite w;
   w.entry = &e.entry;
   for (const Attempt& a : e.account.history) w.attempts.push_back(encode(a));
   w.state = std::string(to_string(e.account.state));
@@ -94,7 +94,7 @@ void count_written(const std::vector<Written>& outcome,
 }  // namespace
 
 Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
-  std::vector<TaskStream::EndWrite> writes;
+  std::vector<TaskConsumer::EndWrite> writes;
   writes.reserve(batch.size());
   std::vector<std::optional<Fenced>> released(batch.size());
   std::vector<Written> outcome(batch.size(), Written::kEnd);
@@ -104,8 +104,8 @@ Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
     if (!e.refused.empty()) {  // rare: one round trip each
       // Deferred for a heartbeat (this node does not read it again at once), or, refused by
       // every live node, ended.
-      using Verdict = TaskStream::Refusal::Verdict;
-      auto n = stream_.refused(c, e.entry, opts_.consumer, wall_ms(), opts_.heartbeat);
+      using Verdict = TaskConsumer::Refusal::Verdict;
+      auto n = consumer_.refused(c, e.entry, opts_.consumer, wall_ms(), opts_.heartbeat);
       if (!n) return n.status();
       if (n->verdict == Verdict::kNotYours) {
         outcome[i] = Written::kFenced;
@@ -118,7 +118,7 @@ Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
       continue;
     }
     if (e.release) {  // rare: one round trip each
-      auto r = stream_.release(c, e.entry, opts_.consumer);
+      auto r = consumer_.release(c, e.entry, opts_.consumer);
       if (!r) return r.status();
       released[i] = *r;
       continue;
@@ -129,7 +129,7 @@ Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
       // own): the next attempt waits in Redis, unless the task used up its retries there.
       std::vector<std::string> attempts;
       for (const Attempt& a : e.account.history) attempts.push_back(encode(a));
-      TaskStream::Backoff b;
+      TaskConsumer::Backoff b;
       std::uint32_t retries = 0;
       {
         MutexLock lk(sh_->mu);
@@ -139,24 +139,24 @@ Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
         retries = e.entry.task.options.retries.value_or(sh_->default_retries);
       }
       b.jitter = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
-      auto r = stream_.retry(c, e.entry, opts_.consumer, attempts, retries, b, wall_ms());
+      auto r = consumer_.retry(c, e.entry, opts_.consumer, attempts, retries, b, wall_ms());
       if (!r) return r.status();
-      if (*r == TaskStream::Retried::kDeferred) {
+      if (*r == TaskConsumer::Retried::kDeferred) {
         outcome[i] = Written::kDeferred;
         continue;
       }
-      if (*r == TaskStream::Retried::kNotYours) {
+      if (*r == TaskConsumer::Retried::kNotYours) {
         outcome[i] = Written::kFenced;
         continue;
       }
-      if (*r == TaskStream::Retried::kCancelled) {  // asked while the attempt ran: no retry
+      if (*r == TaskConsumer::Retried::kCancelled) {  // asked while the attempt ran: no retry
         writes.push_back(cancelled_end(e, std::move(attempts)));
         continue;
       }
     }
     writes.push_back(local_end(e));
   }
-  auto answers = stream_.end_all(c, opts_.consumer, writes);
+  auto answers = consumer_.end_all(c, opts_.consumer, writes);
   if (!answers) return answers.status();
   MutexLock lk(sh_->mu);
   for (const Ended& e : batch) {

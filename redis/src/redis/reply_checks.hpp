@@ -1,4 +1,4 @@
-// Small checks shared by TaskStream's files (task_stream*.cpp): a number read whole from a
+// Small checks shared by the task stream's files (task_*.cpp): a number read whole from a
 // reply's string, the error for a reply of the wrong shape, and a submit's answer.
 #pragma once
 
@@ -8,7 +8,7 @@
 #include <sandpool/base/status.hpp>
 
 #include <sandpool/redis/redis_client.hpp>
-#include <sandpool/redis/task_stream.hpp>
+#include <sandpool/redis/task_producer.hpp>
 
 namespace sandpool::redis {
 
@@ -27,15 +27,15 @@ inline Status unexpected(const char* what, const Reply& r) {
 
 // A submit's answer ({id, 1}, or {the first task's id, 0}: submit.lua, submit_batch.lua): the
 // id and whether the idempotency key named an earlier task, or the server's error.
-inline Result<TaskStream::Submitted> submitted(const Reply& r) {
+inline Result<TaskProducer::Submitted> submitted(const Reply& r) {
   if (r.is_error()) return r.status();
   if (r.elements.size() != 2 || r.elements[0].type != Reply::Type::kInteger ||
       r.elements[1].type != Reply::Type::kInteger ||
       (r.elements[1].integer != 0 && r.elements[1].integer != 1)) {
     return unexpected("submit", r);
   }
-  return TaskStream::Submitted{static_cast<std::uint64_t>(r.elements[0].integer),
-                               r.elements[1].integer == 0};
+  return TaskProducer::Submitted{static_cast<std::uint64_t>(r.elements[0].integer),
+                                 r.elements[1].integer == 0};
 }
 
 // A submit sent whose reply was lost: it may have run (Redis stalled past the reply timeout,

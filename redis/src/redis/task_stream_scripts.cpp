@@ -3,7 +3,11 @@
 #include "redis/task_stream_scripts.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <initializer_list>
+#include <iterator>
+#include <optional>
+#include <utility>
 
 #include "redis/lua_text.hpp"  // generated from lua/*.lua (redis/embed_lua.cmake)
 
@@ -13,7 +17,7 @@ namespace {
 // A script as Redis runs it: the group's name, lib.lua's helpers, then its own text.
 Script script(std::string name, std::string_view own) {
   std::string source = "local GROUP = '";
-  source.append(TaskStream::kGroup).append("'\n").append(text::lib).append("\n").append(own);
+  source.append(PoolKeys::kGroup).append("'\n").append(text::lib).append("\n").append(own);
   return Script{std::move(name), std::move(source)};
 }
 
@@ -48,6 +52,52 @@ class Layout {
 
 std::int64_t band_arg(Band b) { return static_cast<std::int64_t>(b); }
 
+// A stream entry id, "ms-seq", as its two numbers: nullopt when it is not one.
+std::optional<std::pair<std::uint64_t, std::uint64_t>> entry_number(std::string_view id) {
+  const auto dash = id.find('-');
+  if (dash == std::string_view::npos) return std::nullopt;
+  std::pair<std::uint64_t, std::uint64_t> n;
+  const char* end = id.data() + id.size();
+  const auto ms = std::from_chars(id.data(), id.data() + dash, n.first);
+  const auto seq = std::from_chars(id.data() + dash + 1, end, n.second);
+  if (ms.ec != std::errc() || ms.ptr != id.data() + dash || dash == 0) return std::nullopt;
+  if (seq.ec != std::errc() || seq.ptr != end || dash + 1 == id.size()) return std::nullopt;
+  return n;
+}
+
+// The fence ranges of finish_batch.lua and take.lua: per band (q:1, q:0, q:-1), the lowest and
+// the highest entry id of the `count` entries `at(i)` names (its band and entry id); '' and ''
+// when none, '-' and '+' when an id there is not one.
+template <typename At>
+void fence_ranges(std::size_t count, At at, Layout& l) {
+  struct Range {
+    std::string_view lo, hi;
+    std::pair<std::uint64_t, std::uint64_t> lo_n{}, hi_n{};
+    bool any = false;
+    bool whole = false;  // an id that is not one: the band's whole range
+  };
+  Range r[3];
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto [band_of_entry, id] = at(i);
+    const auto b = std::find(std::begin(kBands), std::end(kBands), band_of_entry);
+    if (b == std::end(kBands)) continue;  // not a band: the script fences it
+    Range& band = r[b - std::begin(kBands)];
+    const auto n = entry_number(id);
+    if (!n) band.whole = true;
+    if (band.whole) continue;
+    if (!band.any || *n < band.lo_n) band.lo = id, band.lo_n = *n;
+    if (!band.any || *n > band.hi_n) band.hi = id, band.hi_n = *n;
+    band.any = true;
+  }
+  for (const Range& band : r) {
+    if (band.whole) {
+      l.arg(std::string_view("-")).arg(std::string_view("+"));
+    } else {
+      l.arg(band.lo).arg(band.hi);  // both empty when none
+    }
+  }
+}
+
 }  // namespace
 
 const Script Submit::kScript = script("submit", text::submit);
@@ -65,7 +115,6 @@ const Script Cancel::kScript = script("cancel", text::cancel);
 const Script Touch::kScript = script("touch", text::touch);
 const Script Retry::kScript = script("retry", text::retry);
 const Script MoveDue::kScript = script("move_due", text::move_due);
-const Script Read::kScript = script("read", text::read);
 const Script Take::kScript = script("take", text::take);
 const Script ClaimIdle::kScript = script("claim_idle", text::claim_idle);
 const Script TakeTokens::kScript = script("take_tokens", text::take_tokens);
@@ -132,8 +181,14 @@ Connection::Call FinishBatch::call() const {
   Layout l;
   l.key(done).key(letters).keys(streams);
   l.arg(consumer).arg(prefix).arg(keep_finished).arg(keep_letters);
+  fence_ranges(
+      count,
+      [this](std::size_t i) {
+        return std::pair<Band, std::string_view>(ends[i].entry->band, ends[i].entry->entry_id);
+      },
+      l);
   for (std::size_t i = 0; i < count; ++i) {
-    const TaskStream::EndWrite& e = ends[i];
+    const TaskConsumer::EndWrite& e = ends[i];
     l.arg(e.entry->task_id)
         .arg(e.entry->entry_id)
         .arg(band_arg(e.entry->band))
@@ -237,19 +292,15 @@ Connection::Call MoveDue::call() const {
       .done();
 }
 
-Connection::Call Read::call() const {
-  return Layout()
-      .keys(streams)
-      .arg(prefix)
-      .arg(pool)
-      .arg(consumer)
-      .arg(static_cast<std::uint64_t>(count))
-      .done();
-}
-
 Connection::Call Take::call() const {
   Layout l;
   l.keys(streams).arg(prefix).arg(pool).arg(consumer);
+  fence_ranges(
+      entries.size(),
+      [this](std::size_t i) {
+        return std::pair<Band, std::string_view>(entries[i].band, entries[i].entry);
+      },
+      l);
   for (const Entry& e : entries)
     l.arg(e.task_id).arg(e.entry).arg(band_arg(e.band)).arg(e.task_type);
   return l.done();
@@ -271,7 +322,7 @@ Connection::Call TakeTokens::call() const {
   Layout l;
   const std::size_t n = buckets ? buckets->size() : 0;
   if (buckets) {
-    for (const TaskStream::Bucket& b : *buckets) l.key(b.key);
+    for (const TaskUpkeep::Bucket& b : *buckets) l.key(b.key);
   }
   if (cap) l.key(cap->key);
   if (fence) l.key(fence->stream);
@@ -280,7 +331,7 @@ Connection::Call TakeTokens::call() const {
       .arg(fence ? fence->entry : "")
       .arg(fence ? fence->consumer : "");
   if (buckets) {  // each at least 1: the script divides by them
-    for (const TaskStream::Bucket& b : *buckets) {
+    for (const TaskUpkeep::Bucket& b : *buckets) {
       l.arg(std::max<std::uint32_t>(1, b.tasks))
           .arg(std::max<std::int64_t>(1, b.per_ms))
           .arg(std::max<std::uint32_t>(1, b.burst));

@@ -1,9 +1,10 @@
-// The Lua scripts that change a Redis pool's keys, run by TaskStream (task_stream*.cpp).
-// Each script is its own file in lua/ (embedded at build time, redis/embed_lua.cmake), opened
-// by lib.lua's helpers and `local GROUP` (TaskStream::kGroup, the one consumer group); its
-// first lines name its KEYS and ARGV. Each struct below is one script's arguments, its fields
-// in that order: call() lays them out as the script reads them, so the layout is code on both
-// sides. Fenced scripts open with pending_for(): the entry is still pending for the consumer.
+// The Lua scripts that change a Redis pool's keys, run by TaskProducer, TaskConsumer and TaskUpkeep
+// (task_*.cpp). Each script is its own file in lua/ (embedded at build time,
+// redis/embed_lua.cmake), opened by lib.lua's helpers and `local GROUP` (PoolKeys::kGroup, the one
+// consumer group); its first lines name its KEYS and ARGV. Each struct below is one script's
+// arguments, its fields in that order: call() lays them out as the script reads them, so the layout
+// is code on both sides. Fenced scripts open with pending_for(): the entry is still pending for the
+// consumer.
 //
 // A struct's string_view fields view the caller's strings: build it, call(), and drop it.
 #pragma once
@@ -14,8 +15,10 @@
 #include <string_view>
 #include <vector>
 
+#include <sandpool/redis/pool_keys.hpp>
 #include <sandpool/redis/redis_client.hpp>
-#include <sandpool/redis/task_stream.hpp>
+#include <sandpool/redis/task_consumer.hpp>
+#include <sandpool/redis/task_upkeep.hpp>
 
 namespace sandpool::redis::lua {
 
@@ -39,7 +42,7 @@ struct SubmitBatch {
   static constexpr std::size_t kMaxTasks = 512;        // in one call
   static constexpr std::size_t kMaxBytes = 16u << 20;  // of payloads in one call, past its first
   std::string_view ids{}, later{};
-  const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (TaskStream::kBands)
+  const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (kBands)
   std::string_view prefix{}, pool{};
   std::int64_t now_ms = 0;
   // Per task: its idempotency key (a KEY), type, not_before_ms, band and fields, as in a
@@ -70,17 +73,19 @@ struct Attempt {
   Connection::Call call() const;
 };
 
-// finish_batch.lua (fenced per end): a batch of tasks ended, each's attempts recorded first.
+// finish_batch.lua (fenced per end, with one XPENDING per band for the batch: each band's
+// range, the lowest to the highest entry id of its ends, is computed here): a batch of tasks
+// ended, each's attempts recorded first.
 struct FinishBatch {
   static const Script kScript;
   static constexpr std::size_t kMaxEnds = 512;  // in one call
   std::string_view done{}, letters{};
-  const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (TaskStream::kBands)
+  const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (kBands)
   std::string_view consumer{}, prefix{};
   std::uint64_t keep_finished = 0, keep_letters = 0;
   // Per end: its entry's task id, entry id and band; state, result, error, reason, now_ms;
   // then its attempts (encoded), counted.
-  const TaskStream::EndWrite* ends = nullptr;
+  const TaskConsumer::EndWrite* ends = nullptr;
   std::size_t count = 0;
   Connection::Call call() const;
 };
@@ -136,7 +141,7 @@ struct Release {
 struct Refused {
   static const Script kScript;
   std::string_view stream{}, later{};
-  const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (TaskStream::kBands)
+  const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (kBands)
   std::string_view entry{}, consumer{};
   std::uint64_t task_id = 0;
   std::string_view prefix{}, node_prefix{};
@@ -149,7 +154,7 @@ struct Refused {
 struct Cancel {
   static const Script kScript;
   std::string_view later{}, done{};
-  const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (TaskStream::kBands)
+  const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (kBands)
   std::string_view prefix{};
   std::uint64_t task_id = 0;
   std::int64_t now_ms = 0;
@@ -186,7 +191,7 @@ struct Retry {
 struct MoveDue {
   static const Script kScript;
   std::string_view later{};
-  const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (TaskStream::kBands)
+  const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (kBands)
   std::string_view done{};
   std::string_view prefix{};
   std::int64_t now_ms = 0;
@@ -194,16 +199,8 @@ struct MoveDue {
   Connection::Call call() const;
 };
 
-// read.lua: new entries for the consumer, the higher bands first, their tasks taken.
-struct Read {
-  static const Script kScript;
-  const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (TaskStream::kBands)
-  std::string_view prefix{}, pool{}, consumer{};
-  std::size_t count = 0;
-  Connection::Call call() const;
-};
-
-// take.lua (fenced per entry): the tasks of read entries marked running on the consumer.
+// take.lua (fenced per entry, with one XPENDING per band for the call, as FinishBatch): the
+// tasks of read or claimed entries marked running on the consumer.
 struct Take {
   static const Script kScript;
   struct Entry {
@@ -212,7 +209,7 @@ struct Take {
     Band band = 0;
     std::string_view task_type{};
   };
-  const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (TaskStream::kBands)
+  const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (kBands)
   std::string_view prefix{}, pool{}, consumer{};
   std::vector<Entry> entries{};
   Connection::Call call() const;
@@ -233,7 +230,7 @@ struct ClaimIdle {
 // take_tokens.lua (fenced when `fence` is set): a token of each bucket and a cap's lease.
 struct TakeTokens {
   static const Script kScript;
-  const std::vector<TaskStream::Bucket>* buckets = nullptr;
+  const std::vector<TaskUpkeep::Bucket>* buckets = nullptr;
   struct CapLease {
     std::string_view key{};
     std::uint32_t max = 1;
@@ -264,7 +261,7 @@ struct Throttle {
 struct Letters {
   static const Script kScript;
   std::string_view letters{}, done{};
-  const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (TaskStream::kBands)
+  const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (kBands)
   std::string_view prefix{}, pool{};
   bool replay = false;
   bool reverse = false;  // XREVRANGE from..to, else XRANGE

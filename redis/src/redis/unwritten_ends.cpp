@@ -111,7 +111,7 @@ Result<UnwrittenEnd> end_of(const std::string& line, const std::string& pool,
   if (!number_of(j, "band", &e.entry.band) || e.entry.band < -1 || e.entry.band > 1) {
     return Status::invalid("band: expected -1, 0 or 1");
   }
-  if (!number_of(j, "task_id", &e.entry.task_id) || e.entry.task_id < TaskStream::kFirstId) {
+  if (!number_of(j, "task_id", &e.entry.task_id) || e.entry.task_id < PoolKeys::kFirstId) {
     return Status::invalid("task_id: expected a cluster task id");
   }
   e.account.id = e.entry.task_id;

@@ -31,7 +31,7 @@ Status hand_over_to_redis(TaskJournal& journal, RedisPools& redis, const Config&
     if (pc.backend != PoolConfig::Backend::kRedis) continue;
     auto open = journal.unfinished(pc.name);
     if (!open) return open.status();
-    std::size_t handed = 0, kept = 0;
+    std::size_t handed = 0, there = 0, kept = 0;
     for (const JournalTask& t : *open) {
       auto id = redis.submit(pc.name, stream_task_of(t));
       if (!id) {
@@ -39,6 +39,13 @@ Status hand_over_to_redis(TaskJournal& journal, RedisPools& redis, const Config&
         log.error("task {} of pool {}: not handed to its Redis stream, kept in the journal: {}",
                   t.task.id, pc.name, id.status().to_string());
         continue;
+      }
+      if (id->existing) {  // an earlier start handed it over and stopped before the journal said so
+        ++there;
+        log.warn(
+            "task {} of pool {}: in its Redis stream already as task {} (handed over by an "
+            "earlier start): not handed again",
+            t.task.id, pc.name, id->id);
       }
       TaskResult end = t.task;
       if (t.running) {  // its journaled start: that attempt ended with the last run
@@ -51,16 +58,18 @@ Status hand_over_to_redis(TaskJournal& journal, RedisPools& redis, const Config&
       end.state = TaskState::kCancelled;
       end.cancel_reason = CancelReason::kShutdown;
       end.error = "handed to the Redis stream of pool '" + pc.name + "' as task " +
-                  std::to_string(id->id) + " (the pool's backend changed to redis)";
+                  std::to_string(id->id) + (id->existing ? " by an earlier start" : "") +
+                  " (the pool's backend changed to redis)";
       journal.finish(std::move(end), {});
-      ++handed;
+      if (!id->existing) ++handed;
       any = true;
     }
-    if (handed + kept > 0) {
+    if (handed + there + kept > 0) {
       log.warn(
           "pool {}: its backend is redis now: handed {} unfinished journaled tasks to its "
-          "stream, {} kept in the journal for the next start",
-          pc.name, handed, kept);
+          "stream, {} there already (an earlier start's hand-over), {} kept in the journal for "
+          "the next start",
+          pc.name, handed, there, kept);
     }
   }
   if (!any) return Status::ok();

@@ -68,7 +68,8 @@ Result<RedisPools::Options> RedisPools::options_from(const ServiceConfig& servic
 RedisPools::RedisPools(Options options)
     : opts_(std::move(options)),
       identity_(redis::RedisFeeder::new_identity()),
-      any_(opts_.prefix, "", opts_.limits) {}
+      any_(redis::PoolKeys(opts_.prefix, "")),
+      wake_key_(opts_.prefix + "wake:" + identity_) {}
 
 Result<std::unique_ptr<RedisPools>> RedisPools::start(Options options) {
   std::unique_ptr<RedisPools> p(new RedisPools(std::move(options)));
@@ -82,11 +83,14 @@ Result<std::unique_ptr<RedisPools>> RedisPools::start(Options options) {
 
 RedisPools::~RedisPools() {
   detach_all();
+  bool wake = false;
   {
     MutexLock lk(wait_mu_);
     stopping_ = true;
+    wake = blocked_;
   }
   wait_cv_.notify_all();
+  if (wake) wake_waits();  // its BLPOP ends now, not after kWaitBlock
   if (waiter_.joinable()) waiter_.join();
   for (const Waiter& w : waiters_) w.done(Status::error(Code::kClosed, "poold is shutting down"));
 }
@@ -134,8 +138,8 @@ Status RedisPools::attach(const PoolConfig& pc, Pool& local) {
   fo.state_dir = opts_.state_dir;
   auto feeder = redis::RedisFeeder::start(local, std::move(fo));
   if (!feeder) return unavailable(name, feeder.status());
-  auto a = std::make_unique<Attached>(Attached{redis::TaskStream(opts_.prefix, name, opts_.limits),
-                                               std::move(feeder).value(), &local});
+  auto a = std::make_unique<Attached>(Attached{
+      redis::TaskProducer(redis::PoolKeys(opts_.prefix, name)), std::move(feeder).value(), &local});
   redis::RedisFeeder* replaced = nullptr;
   {
     MutexLock lk(mu_);
@@ -238,13 +242,13 @@ bool RedisPools::serves(const std::string& pool) const {
   return pools_.count(pool) != 0;
 }
 
-Result<redis::TaskStream> RedisPools::stream_of(const std::string& pool) const {
+Result<redis::TaskProducer> RedisPools::producer_of(const std::string& pool) const {
   MutexLock lk(mu_);
   auto it = pools_.find(pool);
   if (it == pools_.end()) {
     return Status::error(Code::kNotFound, "no redis pool named '" + pool + "'");
   }
-  return it->second->stream;
+  return it->second->producer;
 }
 
 Status RedisPools::unavailable(const std::string& pool, const Status& why) const {
@@ -264,9 +268,9 @@ Status RedisPools::unavailable(const std::string& pool, const Status& why) const
 
 // Requests ----------------------------------------------------------------------------------
 
-Result<redis::TaskStream::Submitted> RedisPools::submit(const std::string& pool,
-                                                        const redis::StreamTask& task) {
-  auto stream = stream_of(pool);
+Result<redis::TaskProducer::Submitted> RedisPools::submit(const std::string& pool,
+                                                          const redis::StreamTask& task) {
+  auto stream = producer_of(pool);
   if (!stream) return stream.status();
   auto id = requests_.with(
       [&](redis::Connection& c) { return stream->submit(c, task, wall_clock_ms()); });
@@ -274,24 +278,24 @@ Result<redis::TaskStream::Submitted> RedisPools::submit(const std::string& pool,
   return id;
 }
 
-Result<std::vector<Result<redis::TaskStream::Submitted>>> RedisPools::submit_many(
+Result<std::vector<Result<redis::TaskProducer::Submitted>>> RedisPools::submit_many(
     const std::string& pool, const std::vector<redis::StreamTask>& tasks) {
-  auto stream = stream_of(pool);
+  auto stream = producer_of(pool);
   if (!stream) return stream.status();
   auto ids = requests_.with(
       [&](redis::Connection& c) { return stream->submit_many(c, tasks, wall_clock_ms()); });
   if (!ids) return unavailable(pool, ids.status());
-  for (Result<redis::TaskStream::Submitted>& id : *ids) {
+  for (Result<redis::TaskProducer::Submitted>& id : *ids) {
     if (!id) id = unavailable(pool, id.status());
   }
   return ids;
 }
 
-Result<redis::TaskStream::SlotClaim> RedisPools::claim_slot(const std::string& pool,
-                                                            const redis::StreamTask& task,
-                                                            const std::string& schedule,
-                                                            std::int64_t slot_s) {
-  auto stream = stream_of(pool);
+Result<redis::TaskProducer::SlotClaim> RedisPools::claim_slot(const std::string& pool,
+                                                              const redis::StreamTask& task,
+                                                              const std::string& schedule,
+                                                              std::int64_t slot_s) {
+  auto stream = producer_of(pool);
   if (!stream) return stream.status();
   auto claim = schedules_.with([&](redis::Connection& c) {
     return stream->claim_slot(c, task, schedule, slot_s, opts_.node, wall_clock_ms());
@@ -315,14 +319,14 @@ Status RedisPools::set_schedule_paused(const std::string& schedule, bool paused)
   return Status::ok();
 }
 
-Result<redis::TaskStream::Cancelled> RedisPools::cancel(std::uint64_t id) {
-  auto r = requests_.with([&](redis::Connection& c) -> Result<redis::TaskStream::Cancelled> {
+Result<redis::TaskProducer::Cancelled> RedisPools::cancel(std::uint64_t id) {
+  auto r = requests_.with([&](redis::Connection& c) -> Result<redis::TaskProducer::Cancelled> {
     auto pool = c.command({"HGET", opts_.prefix + "task:" + std::to_string(id), "pool"});
     if (!pool) return pool.status();
     if (pool->is_nil()) {
       return Status::error(Code::kNotFound, "task " + std::to_string(id) + " is not in redis");
     }
-    const redis::TaskStream stream(opts_.prefix, pool->str, opts_.limits);
+    const redis::TaskProducer stream(redis::PoolKeys(opts_.prefix, pool->str));
     return stream.cancel(c, id, wall_clock_ms());
   });
   if (!r) return unavailable("", r.status());
@@ -370,7 +374,7 @@ ops::RedisStatus RedisPools::status() const {
   const auto problem_now = problem();
   out.up = !problem_now;
   if (problem_now) out.last_error = *problem_now;
-  std::map<std::string, Result<redis::TaskStream::Summary>> sums;
+  std::map<std::string, Result<redis::TaskProducer::Summary>> sums;
   {
     MutexLock lk(summary_mu_);
     sums = summaries_;
@@ -381,7 +385,7 @@ ops::RedisStatus RedisPools::status() const {
     static_cast<RedisNodeCounts&>(p) = node_counts(s);
     auto it = sums.find(name);
     if (it == sums.end() || !it->second) continue;  // not read yet, or Redis away
-    const redis::TaskStream::Summary& sum = *it->second;
+    const redis::TaskProducer::Summary& sum = *it->second;
     p.stream_length = sum.length;
     p.pending = sum.pending;
     p.later = sum.later;

@@ -10,8 +10,8 @@
 namespace sandpool::poold {
 namespace {
 
-redis::TaskStream::LetterMatch match_of(const DeadLetterFilter& f) {
-  redis::TaskStream::LetterMatch m;
+redis::TaskProducer::LetterMatch match_of(const DeadLetterFilter& f) {
+  redis::TaskProducer::LetterMatch m;
   m.type = f.type;
   if (f.reason) m.reason = std::string(to_string(*f.reason));
   m.task_id = f.task_id;
@@ -22,10 +22,10 @@ redis::TaskStream::LetterMatch match_of(const DeadLetterFilter& f) {
 
 }  // namespace
 
-Result<redis::TaskStream::LetterSweep> RedisPools::sweep(const std::string& pool,
-                                                         const DeadLetterFilter& filter,
-                                                         bool replay) {
-  std::optional<redis::TaskStream> stream;
+Result<redis::TaskProducer::LetterSweep> RedisPools::sweep(const std::string& pool,
+                                                           const DeadLetterFilter& filter,
+                                                           bool replay) {
+  std::optional<redis::TaskProducer> stream;
   std::chrono::milliseconds max_timeout{0};
   {
     MutexLock lk(mu_);
@@ -33,10 +33,10 @@ Result<redis::TaskStream::LetterSweep> RedisPools::sweep(const std::string& pool
     if (it == pools_.end()) {
       return Status::error(Code::kNotFound, "no redis pool named '" + pool + "'");
     }
-    stream.emplace(it->second->stream);
+    stream.emplace(it->second->producer);
     max_timeout = it->second->local->max_timeout();
   }
-  const redis::TaskStream::LetterMatch m = match_of(filter);
+  const redis::TaskProducer::LetterMatch m = match_of(filter);
   auto r = jobs_.with([&](redis::Connection& c) {
     return replay ? stream->replay_letters(c, m, wall_clock_ms(), max_timeout.count())
                   : stream->purge_letters(c, m);
@@ -46,13 +46,13 @@ Result<redis::TaskStream::LetterSweep> RedisPools::sweep(const std::string& pool
   return r;
 }
 
-Result<redis::TaskStream::LetterSweep> RedisPools::replay_letters(const std::string& pool,
-                                                                  const DeadLetterFilter& filter) {
+Result<redis::TaskProducer::LetterSweep> RedisPools::replay_letters(
+    const std::string& pool, const DeadLetterFilter& filter) {
   return sweep(pool, filter, true);
 }
 
-Result<redis::TaskStream::LetterSweep> RedisPools::purge_letters(const std::string& pool,
-                                                                 const DeadLetterFilter& filter) {
+Result<redis::TaskProducer::LetterSweep> RedisPools::purge_letters(const std::string& pool,
+                                                                   const DeadLetterFilter& filter) {
   return sweep(pool, filter, false);
 }
 

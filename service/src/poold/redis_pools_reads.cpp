@@ -134,7 +134,7 @@ Result<RedisPools::LetterPage> RedisPools::dead_letters(const std::string& pool,
                                                         const DeadLetterFilter& filter,
                                                         std::size_t limit,
                                                         const std::string& after) {
-  auto stream = stream_of(pool);
+  auto stream = producer_of(pool);
   if (!stream) return stream.status();
   constexpr std::size_t kChunk = 500;  // letters per XREVRANGE
   LetterPage out;
@@ -184,94 +184,20 @@ Result<TaskResult> RedisPools::task(std::uint64_t id) {
   return to_task_result(*t);
 }
 
-void RedisPools::wait(std::uint64_t id, std::optional<Clock::time_point> deadline,
-                      std::function<void(const Result<TaskResult>&)> done) {
-  {
-    MutexLock lk(wait_mu_);
-    if (!stopping_) {
-      waiters_.push_back({id, deadline, std::move(done)});
-      wait_cv_.notify_all();
-      return;
-    }
-  }
-  done(Status::error(Code::kClosed, "poold is shutting down"));
-}
-
 void RedisPools::refresh_summaries() {
-  std::vector<std::pair<std::string, redis::TaskStream>> all;
+  std::vector<std::pair<std::string, redis::TaskProducer>> all;
   {
     MutexLock lk(mu_);
-    for (const auto& [name, a] : pools_) all.emplace_back(name, a->stream);
+    for (const auto& [name, a] : pools_) all.emplace_back(name, a->producer);
   }
-  std::map<std::string, Result<redis::TaskStream::Summary>> fresh;
+  std::map<std::string, Result<redis::TaskProducer::Summary>> fresh;
   for (const auto& entry : all) {
-    const redis::TaskStream& stream = entry.second;  // not a binding: clang 14 captures it
+    const redis::TaskProducer& stream = entry.second;  // not a binding: clang 14 captures it
     fresh.emplace(entry.first,
                   waits_.with([&](redis::Connection& c) { return stream.summary(c); }));
   }
   MutexLock lk(summary_mu_);
   summaries_ = std::move(fresh);
-}
-
-void RedisPools::wait_loop() {
-  MutexLock lk(wait_mu_);
-  auto next_summary = Clock::now();
-  while (!stopping_) {
-    if (Clock::now() >= next_summary) {
-      lk.unlock();
-      refresh_summaries();
-      lk.lock();
-      next_summary = Clock::now() + kSummaryEvery;
-      continue;
-    }
-    if (waiters_.empty()) {
-      while (!stopping_ && waiters_.empty() &&
-             wait_cv_.wait_until(wait_mu_, next_summary) != std::cv_status::timeout) {
-      }
-      continue;
-    }
-    std::set<std::uint64_t> ids;
-    for (const Waiter& w : waiters_) ids.insert(w.id);
-    lk.unlock();
-    // One round trip for every awaited task's state.
-    auto states = waits_.with([&](redis::Connection& c) -> Result<std::map<std::uint64_t, bool>> {
-      for (const std::uint64_t id : ids) {
-        SP_RETURN_IF_ERROR(
-            c.append({"HGET", opts_.prefix + "task:" + std::to_string(id), "state"}));
-      }
-      std::map<std::uint64_t, bool> ended;
-      for (const std::uint64_t id : ids) {
-        auto r = c.read();
-        if (!r) return r.status();
-        // No hash: an id Redis never gave, or a task evicted since; answered (not found).
-        const auto state = parse_enum(r->str, TaskState::kScheduled);
-        ended[id] = r->is_nil() || (state && is_terminal(*state));
-      }
-      return ended;
-    });
-    const auto now = Clock::now();
-    lk.lock();
-    std::vector<Waiter> ready;
-    std::erase_if(waiters_, [&](Waiter& w) {
-      const bool ended = states && (*states)[w.id];
-      if (!ended && !(w.deadline && now >= *w.deadline)) return false;
-      ready.push_back(std::move(w));
-      return true;
-    });
-    lk.unlock();
-    for (const Waiter& w : ready) {
-      auto t = waits_.with([&](redis::Connection& c) { return any_.task(c, w.id); });
-      if (!t) {
-        w.done(unavailable("", t.status()));
-      } else {
-        w.done(to_task_result(*t));
-      }
-    }
-    lk.lock();
-    const auto poll_at = Clock::now() + kWaitPoll;
-    while (!stopping_ && wait_cv_.wait_until(wait_mu_, poll_at) != std::cv_status::timeout) {
-    }
-  }
 }
 
 }  // namespace sandpool::poold

@@ -37,7 +37,8 @@
 #include <sandpool/pool/pool.hpp>
 
 #include <sandpool/redis/redis_client.hpp>
-#include <sandpool/redis/task_stream.hpp>
+#include <sandpool/redis/task_consumer.hpp>
+#include <sandpool/redis/task_upkeep.hpp>
 #include <sandpool/redis/unwritten_ends.hpp>
 
 namespace sandpool::redis {
@@ -67,7 +68,7 @@ struct FeederOptions {
   std::chrono::milliseconds claim_after{3000};  // idle time that marks a dead node's entry
   // What the pool keeps in Redis (service.redis.finished, dead_letters, ...): the ends this
   // node writes evict past them, and its beat trims the finished tasks by age and bytes.
-  TaskStream::Limits stream_limits;
+  PoolLimits stream_limits;
   // The pool's rate limits (pool, task_types, tenants), cluster-wide: every node takes from
   // the same buckets in Redis before it runs a task (docs/redis-pools.md, "Rate limits").
   // type_concurrency is not the feeder's (the local pool caps its own dispatch).
@@ -135,7 +136,7 @@ class RedisFeeder {
   void read_loop();
   void write_loop();
   void beat_loop();
-  // Cancels the local tasks whose hash says a cancel was asked (TaskStream::cancel).
+  // Cancels the local tasks whose hash says a cancel was asked (TaskProducer::cancel).
   void cancel_asked(Connection& c);
   // The beat's claims of dead nodes' idle entries, run here (run_locally), within the room
   // the local pool has for them.
@@ -242,7 +243,9 @@ class RedisFeeder {
 
   Pool& pool_;
   const FeederOptions opts_;
-  const TaskStream stream_;
+  const PoolKeys keys_;
+  const TaskConsumer consumer_;  // the entries this node reads and holds
+  const TaskUpkeep upkeep_;      // the beat's chores, the rate limits
   std::shared_ptr<Shared> sh_;
   std::string identity_;  // host, pid and a random number: whose the node's name is
   std::mt19937_64 rng_{std::random_device{}()};  // backoff jitter; the writer's

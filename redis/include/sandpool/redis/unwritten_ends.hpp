@@ -18,7 +18,7 @@
 #include <sandpool/base/status.hpp>
 #include <sandpool/task/task.hpp>
 
-#include <sandpool/redis/task_stream.hpp>
+#include <sandpool/redis/pool_keys.hpp>
 
 namespace sandpool::redis {
 

@@ -1,4 +1,4 @@
--- claim_slot (lua::ClaimSlot): a schedule's slot (TaskStream::claim_slot), the claim and the
+-- claim_slot (lua::ClaimSlot): a schedule's slot (TaskProducer::claim_slot), the claim and the
 -- submit in one script, so no crash comes between them. Answers {task id, 1 (won) or 0
 -- (lost), node}, or {last task, 2, the pausing node} while the claim hash holds the schedule
 -- paused.

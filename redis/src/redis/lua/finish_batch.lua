@@ -9,7 +9,25 @@
 local done, letters = KEYS[1], KEYS[2]
 local streams = {KEYS[3], KEYS[4], KEYS[5]}  -- q:1, q:0, q:-1
 local consumer, prefix, keep_finished, keep_letters = unpack(ARGV, 1, 4)
-local first_end, end_head = 5, 9  -- per end: its 9 fields below, then its attempts (encoded)
+-- Then per band (q:1, q:0, q:-1) the lowest and the highest entry id of the batch's ends in
+-- it ('' and '' when none, '-' and '+' when the caller could not tell): the fence's ranges.
+local first_range = 5
+local first_end, end_head = 11, 9  -- per end: its 9 fields below, then its attempts (encoded)
+
+-- The fence, read once for the batch: per band, the entries in its range pending for the
+-- consumer (one XPENDING per band, not one per end; the script runs whole, so what it says
+-- holds for every end of the batch). An end takes its entry out: a second end of it is fenced.
+local mine = {{}, {}, {}}
+for s = 1, 3 do
+  local lo, hi = ARGV[first_range + 2 * s - 2], ARGV[first_range + 2 * s - 1]
+  if lo ~= '' then
+    local m = mine[s]
+    for _, p in ipairs(redis.call('XPENDING', streams[s], GROUP, lo, hi, '1000000000',
+                                  consumer)) do
+      m[p[1]] = true
+    end
+  end
+end
 
 -- A dead letter: the entry's fields, then why and when it died.
 local function add_letter(stream, entry, reason, err, now, attempts)
@@ -42,18 +60,19 @@ local function evict_over()
   redis.call('DEL', unpack(gone))
 end
 
-local out, acked, scores, seen, bytes, memo = {}, {{}, {}, {}}, {}, {{}, {}, {}}, 0, {}
+local band_index = {['1'] = 1, ['0'] = 2, ['-1'] = 3}
+local out, acked, scores, bytes, memo = {}, {{}, {}, {}}, {}, 0, {}
 local i = first_end
 while i <= #ARGV do
   local id, entry, band, state, result, err, reason, now, attempts = unpack(ARGV, i, i + 8)
   local first_attempt, n = i + end_head, tonumber(attempts)
   i = first_attempt + n
-  local s = 2 - tonumber(band)
+  local s = band_index[band]
   local stream = streams[s]
-  if seen[s][entry] or not pending_for(stream, entry, consumer) then
+  if not s or not mine[s][entry] then
     out[#out + 1] = 0
   else
-    seen[s][entry] = true
+    mine[s][entry] = nil
     local h = prefix .. 'task:' .. id
     -- What the end changes: the lease to give back, the counts, whether someone waits.
     local f = redis.call('HMGET', h, 'lease', 'attempts', 'ends', 'await')
@@ -68,9 +87,17 @@ while i <= #ARGV do
     if state == 'dead_lettered' then add_letter(stream, entry, reason, err, now, made) end
     local size = #result + #err
     bytes = bytes + size
-    redis.call('HSET', h, 'state', state, 'result', result, 'error', err, 'reason', reason,
-               'finished_ms', now, 'node', consumer, 'bytes', decimal(memo, size), 'attempts',
-               made, 'ends', decimal(memo, (tonumber(f[3] or '0') or 0) + 1))
+    -- An empty error and reason are not written: no hash of a task that runs holds either
+    -- (only an end writes them, and a replay deletes them), and a missing one reads as empty.
+    local ends = decimal(memo, (tonumber(f[3] or '0') or 0) + 1)
+    if err == '' and reason == '' then
+      redis.call('HSET', h, 'state', state, 'result', result, 'finished_ms', now, 'node',
+                 consumer, 'bytes', decimal(memo, size), 'attempts', made, 'ends', ends)
+    else
+      redis.call('HSET', h, 'state', state, 'result', result, 'error', err, 'reason', reason,
+                 'finished_ms', now, 'node', consumer, 'bytes', decimal(memo, size), 'attempts',
+                 made, 'ends', ends)
+    end
     if f[4] then push_end(prefix, id, state) end
     local a = acked[s]
     a[#a + 1] = entry
@@ -79,13 +106,25 @@ while i <= #ARGV do
     out[#out + 1] = 1
   end
 end
--- True iff stream entry id `a` is below `b` ("ms-seq" each); false when either is not one.
-local function below(a, b)
-  local am, as = string.match(a, '^(%d+)-(%d+)$')
-  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
-  if not am or not bm then return false end
-  am, bm = tonumber(am), tonumber(bm)
-  return am < bm or (am == bm and tonumber(as) < tonumber(bs))
+-- An entry id ("ms-seq") as the position of its dash and its two parts' lengths, for below():
+-- nil when it is not one.
+local function split_id(e)
+  local dash = string.find(e, '-', 1, true)
+  if not dash or dash == 1 or dash == #e then return nil end
+  return dash
+end
+
+-- True iff stream entry id `a` is below `b`, whose dash is at `b_dash` (split_id); false when
+-- `a` is not one. Ids are decimal without leading zeros, so a shorter part is a smaller one
+-- and parts of one length compare as strings: no number made of either (tonumber and
+-- string.match cost a microsecond a time here).
+local function below(a, b, b_dash)
+  local a_dash = split_id(a)
+  if not a_dash then return false end
+  if a_dash ~= b_dash then return a_dash < b_dash end  -- the ms parts' lengths differ
+  if #a == #b then return a < b end  -- the same shape: the first digit that differs decides
+  if string.sub(a, 1, a_dash) ~= string.sub(b, 1, b_dash) then return a < b end
+  return #a < #b  -- the same ms, sequence numbers of different lengths
 end
 
 -- The ended entries acknowledged, then deleted. Every entry below the oldest one still pending
@@ -98,12 +137,13 @@ for s = 1, 3 do
   if #a > 0 then
     redis.call('XACK', streams[s], GROUP, unpack(a))
     local oldest = redis.call('XPENDING', streams[s], GROUP, '-', '+', 1)
-    if oldest[1] then
-      local floor = oldest[1][1]
+    local floor = oldest[1] and oldest[1][1]
+    local floor_dash = floor and split_id(floor)
+    if floor_dash then
       redis.call('XTRIM', streams[s], 'MINID', floor)
       local above = {}
       for _, e in ipairs(a) do
-        if not below(e, floor) then above[#above + 1] = e end
+        if not below(e, floor, floor_dash) then above[#above + 1] = e end
       end
       a = above
     end

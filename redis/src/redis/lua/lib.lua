@@ -1,5 +1,5 @@
 -- The helpers every script of a Redis pool may call: task_stream_scripts.cpp puts this text
--- before each script's own, after `local GROUP` (TaskStream::kGroup, the streams' one
+-- before each script's own, after `local GROUP` (PoolKeys::kGroup, the streams' one
 -- consumer group). Each script then names its KEYS and ARGV in its first lines, in the order
 -- of its argument struct's fields (task_stream_scripts.hpp).
 
@@ -22,7 +22,7 @@ local function pending_for(stream, entry, consumer)
 end
 
 -- A task that stops running here (it ends, waits in the later set, or is handed back) gives
--- back its lease of a type's cap (TaskStream::Cap). `h` is its hash.
+-- back its lease of a type's cap (TaskUpkeep::Cap). `h` is its hash.
 local function release_lease(h, id)
   local lease = redis.call('HGET', h, 'lease')
   if lease then
@@ -95,7 +95,7 @@ end
 -- The body of a submit (submit.lua, claim_slot.lua), after its idempotency key was looked up
 -- and found unused: takes an id and writes the task as write_task does, its entry's fields
 -- argv[from..#argv]; returns its id (a string: Lua's numbers are doubles, and `..` writes one
--- this large as 4.5e+15). The ids start at TaskStream::kFirstId (2^52) unless set.
+-- this large as 4.5e+15). The ids start at PoolKeys::kFirstId (2^52) unless set.
 local function add_task(s, stream, idem, task_type, not_before, band, argv, from)
   redis.call('SET', s.ids, '4503599627370495', 'NX')
   redis.call('INCR', s.ids)

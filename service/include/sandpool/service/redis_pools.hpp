@@ -8,11 +8,13 @@
 // run-now on its job thread: a lane's mutex makes that safe), task() on its reads thread, the
 // dead letters' replay and purge on its job thread, claim_slot() and task_open() on its
 // schedules' thread; each of those lanes has a connection of its own. Waits are answered by a
-// thread of their own (sp-redis-waits), which polls the awaited tasks' states (one pipelined
-// round trip every kWaitPoll while any is awaited): a task may end on any node, and Redis
-// tells nobody. That thread also reads the pools' summaries for status(), which any thread may
-// call. The feeders have their own threads (redis_feeder.hpp). attach() and detach() run on
-// the thread that starts, reloads or stops the service.
+// thread of their own (sp-redis-waits) on a connection of its own: it registers each awaited
+// task's wait in its hash (the script that writes the end, on whichever node, then pushes to
+// the task's end list) and blocks in one BLPOP on every awaited task's end list and this
+// node's wake list, at most kWaitBlock (redis_pools_waits.cpp). That thread also reads the
+// pools' summaries for status(), which any thread may call. The feeders have their own threads
+// (redis_feeder.hpp). attach() and detach() run on the thread that starts, reloads or stops the
+// service.
 //
 // Failures: a call that cannot reach Redis answers kUnavailable naming the pool and the
 // server (nothing was sent: the submitter may submit again); a submit sent whose reply was
@@ -42,7 +44,7 @@
 
 #include <sandpool/redis/redis_client.hpp>
 #include <sandpool/redis/redis_feeder.hpp>
-#include <sandpool/redis/task_stream.hpp>
+#include <sandpool/redis/task_producer.hpp>
 
 namespace spdlog {
 class logger;
@@ -53,7 +55,12 @@ namespace sandpool::poold {
 class RedisPools {
  public:
   using Clock = std::chrono::steady_clock;
-  static constexpr std::chrono::milliseconds kWaitPoll{20};
+  // The waits thread's BLPOP blocks at most this long (below the connection's 2 s reply
+  // timeout); it registers every wait again each kWaitRenew (an end another node's waiter
+  // popped, a push lost with a Redis restart, is told again); at most kMaxWaits waits at once.
+  static constexpr std::chrono::milliseconds kWaitBlock{500};
+  static constexpr std::chrono::milliseconds kWaitRenew{1000};
+  static constexpr std::size_t kMaxWaits = 4096;
   static constexpr std::chrono::milliseconds kReconnectGap{250};
   static constexpr std::chrono::milliseconds kSummaryEvery{1000};
 
@@ -61,8 +68,8 @@ class RedisPools {
     std::string address;  // as configured (status, errors)
     redis::Endpoint endpoint;
     std::string prefix = "sandpool:";
-    std::string node;                  // this node's consumer name
-    redis::TaskStream::Limits limits;  // finished tasks and dead letters kept per pool
+    std::string node;          // this node's consumer name
+    redis::PoolLimits limits;  // finished tasks and dead letters kept per pool
     std::chrono::milliseconds heartbeat{1000};
     std::shared_ptr<spdlog::logger> log;
     // Where a feeder keeps the ends Redis could not take when it stopped (FeederOptions).
@@ -105,26 +112,27 @@ class RedisPools {
   void detach(const std::string& name) EXCLUDES(mu_);
   void detach_all() EXCLUDES(mu_);
   bool serves(const std::string& pool) const EXCLUDES(mu_);
-  static bool is_cluster_id(std::uint64_t id) { return id >= redis::TaskStream::kFirstId; }
+  static bool is_cluster_id(std::uint64_t id) { return id >= redis::PoolKeys::kFirstId; }
 
   // The task's id, and `existing` when its idempotency key named an earlier task.
-  Result<redis::TaskStream::Submitted> submit(const std::string& pool,
-                                              const redis::StreamTask& task);
-  Result<std::vector<Result<redis::TaskStream::Submitted>>> submit_many(
+  Result<redis::TaskProducer::Submitted> submit(const std::string& pool,
+                                                const redis::StreamTask& task);
+  Result<std::vector<Result<redis::TaskProducer::Submitted>>> submit_many(
       const std::string& pool, const std::vector<redis::StreamTask>& tasks);
   // The schedules' thread (sp-sched), on a connection of its own: a schedule's slot claimed
-  // and, when the claim is won, submitted (redis::TaskStream::claim_slot), as this node.
-  Result<redis::TaskStream::SlotClaim> claim_slot(const std::string& pool,
-                                                  const redis::StreamTask& task,
-                                                  const std::string& schedule, std::int64_t slot_s);
+  // and, when the claim is won, submitted (redis::TaskProducer::claim_slot), as this node.
+  Result<redis::TaskProducer::SlotClaim> claim_slot(const std::string& pool,
+                                                    const redis::StreamTask& task,
+                                                    const std::string& schedule,
+                                                    std::int64_t slot_s);
   // The service's job thread: pauses or resumes schedule `schedule` on every node
-  // (redis::TaskStream::set_schedule_paused), as this node.
+  // (redis::TaskProducer::set_schedule_paused), as this node.
   Status set_schedule_paused(const std::string& schedule, bool paused);
   // The schedules' thread: true iff cluster task `id` has not ended (false when Redis does
   // not know it, evicted after its end).
   Result<bool> task_open(std::uint64_t id);
-  // Cancels a cluster task wherever it is (redis::TaskStream::cancel).
-  Result<redis::TaskStream::Cancelled> cancel(std::uint64_t id);
+  // Cancels a cluster task wherever it is (redis::TaskProducer::cancel).
+  Result<redis::TaskProducer::Cancelled> cancel(std::uint64_t id);
   // The dead letters of Redis pool `pool` that match `filter` (its pool member aside), newest
   // first, at most `limit`, from the one after `after` (a page's `next`; "": the newest);
   // each with its task's id as letter id (cluster ids are unique). A page looks at
@@ -139,13 +147,13 @@ class RedisPools {
                                   std::size_t limit, const std::string& after = "");
   // The dead letter of cluster task `id`, in whichever Redis pool has it (kNotFound: none).
   Result<DeadLetter> dead_letter(std::uint64_t id);
-  // Replay and purge of the dead letters in Redis (redis::TaskStream::replay_letters), on the
+  // Replay and purge of the dead letters in Redis (redis::TaskProducer::replay_letters), on the
   // service's job thread (a connection of its own), in chunks. By `filter` (its pool member
   // aside) in Redis pool `pool`: what was replayed, purged and left.
-  Result<redis::TaskStream::LetterSweep> replay_letters(const std::string& pool,
-                                                        const DeadLetterFilter& filter);
-  Result<redis::TaskStream::LetterSweep> purge_letters(const std::string& pool,
-                                                       const DeadLetterFilter& filter);
+  Result<redis::TaskProducer::LetterSweep> replay_letters(const std::string& pool,
+                                                          const DeadLetterFilter& filter);
+  Result<redis::TaskProducer::LetterSweep> purge_letters(const std::string& pool,
+                                                         const DeadLetterFilter& filter);
   // The letter of cluster task `id`, in the Redis pool its hash names (or, its hash evicted,
   // whichever pool this node serves has it): replayed (the task keeps its id), or kNotFound
   // (no such letter: never, or replayed or purged meanwhile), or kInvalidArgument (it was
@@ -157,7 +165,9 @@ class RedisPools {
   Result<TaskResult> task(std::uint64_t id);
   // Calls `done` once, on the waits thread: with the task's account once it ends, or as it is
   // when `deadline` passes first (nullopt: no deadline), or with the error that kept it from
-  // being read at that point.
+  // being read at that point; at once (on the caller's thread) with kQueueFull when
+  // kMaxWaits waits are held, or kClosed when poold stops. A node's shutdown answers every
+  // wait held (kClosed).
   void wait(std::uint64_t id, std::optional<Clock::time_point> deadline,
             std::function<void(const Result<TaskResult>&)> done) EXCLUDES(wait_mu_);
   // Never waits for Redis: the cluster's figures are those the waits thread read last (every
@@ -192,7 +202,7 @@ class RedisPools {
     Status last_ GUARDED_BY(mu_) = Status::ok();
   };
   struct Attached {
-    redis::TaskStream stream;
+    redis::TaskProducer producer;  // the pool's submits, cancels and reads
     std::unique_ptr<redis::RedisFeeder> feeder;
     Pool* local = nullptr;  // its max_timeout bounds a replay
   };
@@ -200,24 +210,42 @@ class RedisPools {
     std::uint64_t id = 0;
     std::optional<Clock::time_point> deadline;
     std::function<void(const Result<TaskResult>&)> done;
+    bool registered = false;  // its wait is in the task's hash (await_end.lua)
+    bool told = false;        // its end list was popped: answered once its account says ended
+  };
+  // One round of the waits thread: what it registers and waits on, and for how long.
+  struct WaitRound {
+    std::vector<std::uint64_t> fresh, awaited;
+    std::chrono::milliseconds block{1};
   };
 
   explicit RedisPools(Options options);
-  Result<redis::TaskStream> stream_of(const std::string& pool) const EXCLUDES(mu_);  // a copy
+  Result<redis::TaskProducer> producer_of(const std::string& pool) const EXCLUDES(mu_);  // a copy
   Status unavailable(const std::string& pool, const Status& why) const;
   // The served pools that may hold the letter of cluster task `id` (jobs lane).
   Result<std::vector<std::string>> letter_pools(std::uint64_t id) EXCLUDES(mu_);
-  Result<redis::TaskStream::LetterSweep> sweep(const std::string& pool,
-                                               const DeadLetterFilter& filter, bool replay)
+  Result<redis::TaskProducer::LetterSweep> sweep(const std::string& pool,
+                                                 const DeadLetterFilter& filter, bool replay)
       EXCLUDES(mu_);
   void wait_loop() EXCLUDES(wait_mu_);
+  // The next round's ids, and its block until the first deadline or `until` (kWaitBlock at most).
+  WaitRound next_round(Clock::time_point until) REQUIRES(wait_mu_);
+  // Takes out of waiters_ those a round answers (their task ended, is unknown, or their
+  // deadline passed), or, when the round failed, marks every wait to register again.
+  std::vector<Waiter> settle(const WaitRound& round,
+                             const Result<redis::TaskProducer::AwaitRound>& got) REQUIRES(wait_mu_);
+  // Answers each with its task's account (on the waits thread's connection); a waiter told
+  // an end whose account is not an end (a stale push) goes back to waiting.
+  void answer(std::vector<Waiter> ready) EXCLUDES(wait_mu_);
+  // Ends the waits thread's BLPOP now (a push to wake_key_, on a lane of its own).
+  void wake_waits();
   void refresh_summaries() EXCLUDES(mu_, summary_mu_);  // the waits thread
 
   const Options opts_;
   // This process's claim to the node's name, shared by every pool's feeder (two pools of one
   // node beat one heartbeat key).
   const std::string identity_;
-  const redis::TaskStream any_;  // for what is not per pool (a task's hash)
+  const redis::TaskProducer any_;  // for what is not per pool (a task's hash)
   mutable Mutex mu_;
   std::map<std::string, std::unique_ptr<Attached>> pools_ GUARDED_BY(mu_);
   // retire(): until retired(their local)
@@ -226,10 +254,13 @@ class RedisPools {
       jobs_{opts_.endpoint}, schedules_{opts_.endpoint};
 
   mutable Mutex summary_mu_;
-  std::map<std::string, Result<redis::TaskStream::Summary>> summaries_ GUARDED_BY(summary_mu_);
+  std::map<std::string, Result<redis::TaskProducer::Summary>> summaries_ GUARDED_BY(summary_mu_);
   Mutex wait_mu_;
   CondVar wait_cv_;
   std::vector<Waiter> waiters_ GUARDED_BY(wait_mu_);
+  bool blocked_ GUARDED_BY(wait_mu_) = false;  // the waits thread is (about to be) in its BLPOP
+  const std::string wake_key_;                 // P:wake:<identity_>, this process's
+  Lane wakes_{opts_.endpoint};                 // wait(), the destructor: wake_waits()
   bool stopping_ GUARDED_BY(wait_mu_) = false;
   std::thread waiter_;  // last: started once the rest exists
 };

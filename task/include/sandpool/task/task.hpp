@@ -43,7 +43,7 @@ enum class DeadReason : std::uint8_t {
   kExpired,
   kShutdown,
   kPoolRemoved,
-  // A Redis pool's task that nodes refused to run (TaskStream::kMaxRefusals times): its type,
+  // A Redis pool's task that nodes refused to run (TaskConsumer::kMaxRefusals times): its type,
   // timeout or payload is not one their pools accept (a config that changed after it was
   // submitted).
   kRejected,

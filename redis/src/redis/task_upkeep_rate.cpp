@@ -1,24 +1,17 @@
-// TaskStream's rate limits (task_stream.hpp, "Rate limits"; docs/redis-pools.md): the token
+// TaskUpkeep's rate limits (task_upkeep.hpp, "Rate limits"; docs/redis-pools.md): the token
 // buckets every node of a Redis pool takes from, and the deferral of a task over one.
 #include <algorithm>
 #include <cmath>
 #include <string>
 
-#include <sandpool/redis/task_stream.hpp>
+#include <sandpool/redis/task_upkeep.hpp>
 
 #include "redis/reply_checks.hpp"
 #include "redis/task_stream_scripts.hpp"
 
 namespace sandpool::redis {
-std::string TaskStream::rate_key(const std::string& kind, const std::string& name) const {
-  return prefix_ + pool_ + ":rate:" + kind + (name.empty() ? "" : ":" + name);
-}
 
-std::string TaskStream::cap_key(const std::string& type) const {
-  return prefix_ + pool_ + ":running:" + type;
-}
-
-Result<TaskStream::Taken> TaskStream::take_tokens(Connection& c, const std::vector<Bucket>& buckets,
+Result<TaskUpkeep::Taken> TaskUpkeep::take_tokens(Connection& c, const std::vector<Bucket>& buckets,
                                                   const std::optional<Cap>& cap,
                                                   const StreamEntry* held,
                                                   const std::string& consumer) const {
@@ -28,8 +21,10 @@ Result<TaskStream::Taken> TaskStream::take_tokens(Connection& c, const std::vect
     return out;
   }
   lua::TakeTokens a{.buckets = &buckets};
-  if (cap) a.cap = {.key = cap->key, .max = cap->max, .task_id = cap->task_id, .prefix = prefix_};
-  if (held) a.fence = {.stream = stream_of(*held), .entry = held->entry_id, .consumer = consumer};
+  if (cap)
+    a.cap = {.key = cap->key, .max = cap->max, .task_id = cap->task_id, .prefix = keys_.prefix};
+  if (held)
+    a.fence = {.stream = keys_.stream_of(*held), .entry = held->entry_id, .consumer = consumer};
   auto r = lua::run(c, a);
   if (!r) return r.status();
   if (r->is_error()) return r->status();
@@ -47,19 +42,19 @@ Result<TaskStream::Taken> TaskStream::take_tokens(Connection& c, const std::vect
   return out;
 }
 
-Result<std::optional<std::int64_t>> TaskStream::throttle(Connection& c, const StreamEntry& e,
+Result<std::optional<std::int64_t>> TaskUpkeep::throttle(Connection& c, const StreamEntry& e,
                                                          const std::string& consumer,
                                                          const Bucket& worst, std::int64_t wait_ms,
                                                          std::int64_t now_ms) const {
   const double interval = static_cast<double>(std::max<std::int64_t>(1, worst.per_ms)) /
                           std::max<std::uint32_t>(1, worst.tasks);
-  auto r = lua::run(c, lua::Throttle{.stream = stream_of(e),
-                                     .later = later_,
+  auto r = lua::run(c, lua::Throttle{.stream = keys_.stream_of(e),
+                                     .later = keys_.later,
                                      .bucket = worst.key,
                                      .entry = e.entry_id,
                                      .consumer = consumer,
                                      .task_id = e.task_id,
-                                     .prefix = prefix_,
+                                     .prefix = keys_.prefix,
                                      .now_ms = now_ms,
                                      .wait_ms = wait_ms,
                                      .interval_ms = interval});

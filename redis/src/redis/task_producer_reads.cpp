@@ -1,18 +1,18 @@
-// TaskStream's reads (task_stream.hpp): a task's hash and state, the pool's dead letters, and
+// TaskProducer's reads (task_producer.hpp): a task's hash and state, the pool's dead letters, and
 // the summary `status` shows. None of them changes a key.
 #include <algorithm>
 #include <string>
 #include <utility>
 
-#include <sandpool/redis/task_stream.hpp>
+#include <sandpool/redis/task_producer.hpp>
 
 #include "redis/reply_checks.hpp"
 
 namespace sandpool::redis {
 
-Result<std::vector<TaskStream::Letter>> TaskStream::dead_letters(Connection& c, std::size_t max,
-                                                                 const std::string& before) const {
-  auto r = c.command({"XREVRANGE", letters_, before.empty() ? "+" : "(" + before, "-", "COUNT",
+Result<std::vector<TaskProducer::Letter>> TaskProducer::dead_letters(
+    Connection& c, std::size_t max, const std::string& before) const {
+  auto r = c.command({"XREVRANGE", keys_.letters, before.empty() ? "+" : "(" + before, "-", "COUNT",
                       std::to_string(max)});
   if (!r) return r.status();
   if (r->is_error()) return r->status();
@@ -27,8 +27,8 @@ Result<std::vector<TaskStream::Letter>> TaskStream::dead_letters(Connection& c, 
   return out;
 }
 
-Result<std::optional<std::string>> TaskStream::task_state(Connection& c, std::uint64_t id) const {
-  auto r = c.command({"HGET", prefix_ + "task:" + std::to_string(id), "state"});
+Result<std::optional<std::string>> TaskProducer::task_state(Connection& c, std::uint64_t id) const {
+  auto r = c.command({"HGET", keys_.task_key(id), "state"});
   if (!r) return r.status();
   if (r->is_error()) return r->status();
   if (r->is_nil()) return std::optional<std::string>{};
@@ -36,8 +36,8 @@ Result<std::optional<std::string>> TaskStream::task_state(Connection& c, std::ui
   return std::optional<std::string>(r->str);
 }
 
-Result<StoredTask> TaskStream::task(Connection& c, std::uint64_t id) const {
-  const std::string h = prefix_ + "task:" + std::to_string(id);
+Result<StoredTask> TaskProducer::task(Connection& c, std::uint64_t id) const {
+  const std::string h = keys_.task_key(id);
   auto all = c.command({"HGETALL", h});
   if (!all) return all.status();
   if (all->is_error()) return all->status();
@@ -85,13 +85,13 @@ Result<StoredTask> TaskStream::task(Connection& c, std::uint64_t id) const {
   return t;
 }
 
-Result<TaskStream::Summary> TaskStream::summary(Connection& c) const {
+Result<TaskProducer::Summary> TaskProducer::summary(Connection& c) const {
   std::vector<std::vector<std::string>> asks = {
-      {"ZCARD", later_}, {"ZCARD", done_}, {"XLEN", letters_}};
-  for (const std::string& stream : streams_) {
+      {"ZCARD", keys_.later}, {"ZCARD", keys_.done}, {"XLEN", keys_.letters}};
+  for (const std::string& stream : keys_.streams) {
     asks.push_back({"XLEN", stream});
-    asks.push_back({"XPENDING", stream, kGroup});
-    asks.push_back({"XINFO", "CONSUMERS", stream, kGroup});
+    asks.push_back({"XPENDING", stream, PoolKeys::kGroup});
+    asks.push_back({"XINFO", "CONSUMERS", stream, PoolKeys::kGroup});
   }
   for (const auto& a : asks) SP_RETURN_IF_ERROR(c.append(a));
   std::vector<Reply> r;
@@ -129,7 +129,7 @@ Result<TaskStream::Summary> TaskStream::summary(Connection& c) const {
     }
   }
   for (const Consumer& one : out.consumers) {
-    SP_RETURN_IF_ERROR(c.append({"EXISTS", prefix_ + "node:" + one.name}));
+    SP_RETURN_IF_ERROR(c.append({"EXISTS", keys_.node_prefix + one.name}));
   }
   for (Consumer& one : out.consumers) {
     auto alive = c.read();

@@ -1,10 +1,10 @@
-// TaskStream's batch submit (task_stream.hpp, submit_many): one submit_batch script per
+// TaskProducer's batch submit (task_producer.hpp, submit_many): one submit_batch script per
 // lua::SubmitBatch::kMaxTasks tasks, pipelined in one round trip.
 #include <algorithm>
 #include <iterator>
 #include <utility>
 
-#include <sandpool/redis/task_stream.hpp>
+#include <sandpool/redis/task_producer.hpp>
 #include "redis/reply_checks.hpp"
 #include "redis/task_stream_scripts.hpp"
 
@@ -14,10 +14,10 @@ namespace {
 // Appends the answers of one submit_batch call of `n` tasks to `out`: each task's id (and
 // whether its key matched), or why the call failed for all of them.
 void append_answers(const Reply& r, std::size_t n,
-                    std::vector<Result<TaskStream::Submitted>>* out) {
+                    std::vector<Result<TaskProducer::Submitted>>* out) {
   if (r.is_error() || r.elements.size() != n) {
     const Status why = r.is_error() ? r.status() : unexpected("submit_batch", r);
-    out->insert(out->end(), n, Result<TaskStream::Submitted>(why));
+    out->insert(out->end(), n, Result<TaskProducer::Submitted>(why));
     return;
   }
   for (const Reply& one : r.elements) out->push_back(submitted(one));
@@ -25,9 +25,9 @@ void append_answers(const Reply& r, std::size_t n,
 
 }  // namespace
 
-Result<std::vector<Result<TaskStream::Submitted>>> TaskStream::submit_many(
+Result<std::vector<Result<TaskProducer::Submitted>>> TaskProducer::submit_many(
     Connection& c, const std::vector<StreamTask>& tasks, std::int64_t now_ms) const {
-  std::vector<Result<TaskStream::Submitted>> out;
+  std::vector<Result<TaskProducer::Submitted>> out;
   if (tasks.empty()) return out;
   std::vector<lua::Submit> each;
   each.reserve(tasks.size());
@@ -46,13 +46,13 @@ Result<std::vector<Result<TaskStream::Submitted>>> TaskStream::submit_many(
   }
   starts.push_back(tasks.size());
   const std::size_t calls = starts.size() - 1;
-  const std::string ids = prefix_ + "ids";
+  const std::string ids = keys_.ids;
   const auto batch = [&](std::size_t k) {
     return lua::SubmitBatch{.ids = ids,
-                            .later = later_,
-                            .streams = streams_,
-                            .prefix = prefix_,
-                            .pool = pool_,
+                            .later = keys_.later,
+                            .streams = keys_.streams,
+                            .prefix = keys_.prefix,
+                            .pool = keys_.pool,
                             .now_ms = now_ms,
                             .tasks = each.data() + starts[k],
                             .count = starts[k + 1] - starts[k]};
@@ -74,7 +74,7 @@ Result<std::vector<Result<TaskStream::Submitted>>> TaskStream::submit_many(
   for (std::size_t k = 0; k < calls; ++k) {
     auto r = c.read();
     if (!r) {
-      out.resize(tasks.size(), Result<TaskStream::Submitted>(outcome_lost(r.status())));
+      out.resize(tasks.size(), Result<TaskProducer::Submitted>(outcome_lost(r.status())));
       return out;
     }
     // The server lost the script since it was loaded (a restart): that call did not run.
@@ -84,11 +84,11 @@ Result<std::vector<Result<TaskStream::Submitted>>> TaskStream::submit_many(
   for (const std::size_t k : lost_script) {  // once every reply of the pipeline is read
     const Connection::Call call = batch(k).call();
     auto again = c.eval(lua::SubmitBatch::kScript, call.keys, call.args);
-    std::vector<Result<TaskStream::Submitted>> answers;
+    std::vector<Result<TaskProducer::Submitted>> answers;
     if (again) {
       append_answers(*again, batch(k).count, &answers);
     } else {
-      answers.assign(batch(k).count, Result<TaskStream::Submitted>(outcome_lost(again.status())));
+      answers.assign(batch(k).count, Result<TaskProducer::Submitted>(outcome_lost(again.status())));
     }
     std::move(answers.begin(), answers.end(), out.begin() + static_cast<std::ptrdiff_t>(starts[k]));
   }

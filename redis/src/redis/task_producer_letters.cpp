@@ -1,40 +1,41 @@
-// TaskStream (task_stream.hpp): replay and purge of a pool's dead letters, script `letters`
+// TaskProducer (task_producer.hpp): replay and purge of a pool's dead letters, script `letters`
 // (docs/redis-pools.md, "Dead letters: replay and purge").
 #include <algorithm>
 #include <charconv>
 #include <type_traits>
 #include <utility>
 
-#include <sandpool/redis/task_stream.hpp>
+#include <sandpool/redis/task_producer.hpp>
 
 #include "redis/reply_checks.hpp"
 #include "redis/task_stream_scripts.hpp"
 
 namespace sandpool::redis {
 
-Result<TaskStream::LetterSweep> TaskStream::replay_letters(Connection& c, const LetterMatch& m,
-                                                           std::int64_t now_ms,
-                                                           std::int64_t max_timeout_ms,
-                                                           std::size_t chunk) const {
+Result<TaskProducer::LetterSweep> TaskProducer::replay_letters(Connection& c, const LetterMatch& m,
+                                                               std::int64_t now_ms,
+                                                               std::int64_t max_timeout_ms,
+                                                               std::size_t chunk) const {
   return sweep_letters(c, true, m, now_ms, max_timeout_ms, chunk);
 }
 
-Result<TaskStream::LetterSweep> TaskStream::purge_letters(Connection& c, const LetterMatch& m,
-                                                          std::size_t chunk) const {
+Result<TaskProducer::LetterSweep> TaskProducer::purge_letters(Connection& c, const LetterMatch& m,
+                                                              std::size_t chunk) const {
   return sweep_letters(c, false, m, 0, 0, chunk);
 }
 
-Result<TaskStream::LetterSweep> TaskStream::sweep_letters(Connection& c, bool replay,
-                                                          const LetterMatch& m, std::int64_t now_ms,
-                                                          std::int64_t max_timeout_ms,
-                                                          std::size_t chunk) const {
+Result<TaskProducer::LetterSweep> TaskProducer::sweep_letters(Connection& c, bool replay,
+                                                              const LetterMatch& m,
+                                                              std::int64_t now_ms,
+                                                              std::int64_t max_timeout_ms,
+                                                              std::size_t chunk) const {
   LetterSweep out;
   const bool by_id = m.task_id.has_value();
   std::string from = by_id ? "+" : "-";
   std::string to = by_id ? "-" : "";
   if (!by_id) {
     // Up to the newest letter now: what dies after the sweep began is not swept.
-    auto newest = c.command({"XREVRANGE", letters_, "+", "-", "COUNT", "1"});
+    auto newest = c.command({"XREVRANGE", keys_.letters, "+", "-", "COUNT", "1"});
     if (!newest) return newest.status();  // nothing swept yet
     if (newest->is_error()) return newest->status();
     if (newest->elements.empty()) return out;
@@ -50,11 +51,11 @@ Result<TaskStream::LetterSweep> TaskStream::sweep_letters(Connection& c, bool re
   };
   const std::string type = text(m.type), reason = text(m.reason), id = text(m.task_id),
                     from_ms = text(m.from_ms), until_ms = text(m.until_ms);
-  lua::Letters a{.letters = letters_,
-                 .done = done_,
-                 .streams = streams_,
-                 .prefix = prefix_,
-                 .pool = pool_,
+  lua::Letters a{.letters = keys_.letters,
+                 .done = keys_.done,
+                 .streams = keys_.streams,
+                 .prefix = keys_.prefix,
+                 .pool = keys_.pool,
                  .replay = replay,
                  .reverse = by_id,
                  .from = from,
