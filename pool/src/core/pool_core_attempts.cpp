@@ -23,7 +23,11 @@ bool PoolCore::on_result(WorkerId wid, ipc::ResultMsg& msg, std::int64_t now) {
   if (msg.status == ipc::TaskStatus::kCancelled && it->ask == InFlight::Ask::kNone) return false;
   const bool was_front = it == w->ring.begin();
   InFlight f = std::move(*it);
-  w->ring.erase(it);
+  if (was_front) {
+    w->ring.pop_front();  // the usual case: results come back in the order sent
+  } else {
+    w->ring.erase(it);
+  }
   w->last_work_ns = now;
   --in_flight_total_;
   if (gates_.on()) gates_.left_ring(*f.task);

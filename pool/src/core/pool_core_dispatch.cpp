@@ -239,7 +239,6 @@ void PoolCore::assign(Worker& w, TaskPtr task, std::int64_t now) {
   if (gates_.on()) gates_.dispatched(*task, now);
   release_admission(*task);
   InFlight f;
-  f.task = task;
   f.attempt = task->opts.attempts_before() + task->attempts_ended + 1;
   f.dispatched_ns = now;
   w.last_work_ns = now;
@@ -249,6 +248,7 @@ void PoolCore::assign(Worker& w, TaskPtr task, std::int64_t now) {
   // a task only queued in the ring must not read back `running` after a crash of poold.
   task->state.store(TaskState::kDispatched, std::memory_order_release);
   ctl_.send_task(w.id, *task, f.attempt, f.deadline_ns);
+  f.task = std::move(task);  // the caller's handle: no count taken and dropped per dispatch
   next_check_ns_ = std::min(next_check_ns_, f.deadline_ns);
   const bool was_empty = w.ring.empty();
   w.ring.push_back(std::move(f));

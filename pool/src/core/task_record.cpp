@@ -102,6 +102,27 @@ std::uint32_t record_refs(const TaskRecord* rec) noexcept {
   return rec->refs_.load(std::memory_order_relaxed);
 }
 
+void TaskRecord::prefetch_record() const {
+  const char* p = reinterpret_cast<const char*>(this);
+  for (std::size_t at = 0; at < sizeof(TaskRecord); at += 64) __builtin_prefetch(p + at, 1);
+}
+
+void TaskRecord::prefetch_owned() const {
+  if (const TaskResult* a = account_.get()) {
+    const char* p = reinterpret_cast<const char*>(a);
+    for (std::size_t at = 0; at < sizeof(TaskResult); at += 64) __builtin_prefetch(p + at, 1);
+  }
+  if (const void* c = opts.callbacks_address()) __builtin_prefetch(c, 1);
+  if (const void* s = opts.strings_address()) __builtin_prefetch(s, 0);
+}
+
+void TaskRecord::prefetch_account_buffers() const {
+  const TaskResult* a = account_.get();
+  if (a == nullptr) return;
+  __builtin_prefetch(a->result.data(), 0);
+  if (!a->history.empty()) __builtin_prefetch(a->history.data(), 0);
+}
+
 TaskResult TaskRecord::fresh_account() const {
   TaskResult r;
   r.id = id;

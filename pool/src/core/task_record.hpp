@@ -136,6 +136,14 @@ struct TaskRecord {
   // (set_ack_status); released: submit() returned the ticket, so opts' on_accepted may be
   // called (by whichever of the journal's callback and submit() comes second).
   std::atomic<std::uint32_t> ack{0};
+  // Prefetch hints for a record whose last handle is about to go (FinishedTasks evicts the
+  // oldest kept record per task ended, long gone from the caches): its own lines, then (once
+  // those are in) the blocks its release reads, then (once that is in) the account's
+  // buffers. Each stage reads only what the one before brought in; none changes anything.
+  void prefetch_record() const;
+  void prefetch_owned() const;
+  void prefetch_account_buffers() const;
+
   // The task's account, created by its first write (an attempt's or the task's end, a
   // recovered history): a queued task has none, its account is what account_copy() builds
   // from the record. Guarded by mu(): the caller holds it, unless the account is final (done
