@@ -219,7 +219,9 @@ class PoolCore {
   // What submit() and recover() set on a task they take in: attempts, timeout, TTL, counts.
   void take_in(TaskRecord& t, std::int64_t now);
   void admit(TaskRecord& t);
-  void release_admission(TaskRecord& t);
+  // Takes the task out of the admission count, at once, or (deferred) by adding it to
+  // *deferred, which the caller takes out of the count itself before its step ends.
+  void release_admission(TaskRecord& t, std::size_t* deferred = nullptr);
   // A task whose not_before is ahead: `scheduled` until due_ns, still admitted (it counts in
   // queue_capacity); on_tick queues it once due.
   void schedule(TaskPtr task);
@@ -260,7 +262,8 @@ class PoolCore {
     return dispatcher_.strategy() == DispatchStrategy::kLeastRss || opts_.dispatch_function ||
            opts_.recycle_max_rss != 0;
   }
-  void assign(Worker& w, TaskPtr task, std::int64_t now);
+  // `released`: see release_admission (null: at once).
+  void assign(Worker& w, TaskPtr task, std::int64_t now, std::size_t* released = nullptr);
   // The ring entry of an open attempt of `t` (not ended), and its worker; null when none.
   std::pair<Worker*, InFlight*> find_in_ring(const TaskPtr& t);
 

@@ -228,8 +228,10 @@ void PoolCore::make_terminal(const TaskPtr& task, TaskState state, DeadReason re
   task->state.store(state, std::memory_order_release);
   task->done.store(1, std::memory_order_release);
   task->done.notify_all();
-  emit({PoolEvent::Kind::kTaskEnded, task->id, 0, state, reason, Outcome::kOk, task->attempts_ended,
-        task->account().error});
+  if (opts_.on_event) {  // the event carries a copy of the error: made only when heard
+    emit({PoolEvent::Kind::kTaskEnded, task->id, 0, state, reason, Outcome::kOk,
+          task->attempts_ended, task->account().error});
+  }
   // The account is final once done is set: nothing writes it again, so the callback reads
   // it in place instead of a copy (readers elsewhere only ever copy it under the lock).
   if (auto* done = task->opts.on_done()) (*done)(task->account());

@@ -123,8 +123,7 @@ void TaskRecord::prefetch_account_buffers() const {
   if (!a->history.empty()) __builtin_prefetch(a->history.data(), 0);
 }
 
-TaskResult TaskRecord::fresh_account() const {
-  TaskResult r;
+void TaskRecord::fill_fresh_account(TaskResult& r) const {
   r.id = id;
   r.type = type();
   if (auto nb = opts.not_before()) {
@@ -132,14 +131,21 @@ TaskResult TaskRecord::fresh_account() const {
         std::chrono::duration_cast<std::chrono::milliseconds>(nb->time_since_epoch()).count();
   }
   r.tenant = opts.tenant();
-  return r;
 }
 
 TaskResult& TaskRecord::account() {
-  if (!account_) account_ = std::make_unique<TaskResult>(fresh_account());
+  if (!account_) {  // filled in place: one per task ended, on the loop's path of every result
+    account_ = std::make_unique<TaskResult>();
+    fill_fresh_account(*account_);
+  }
   return *account_;
 }
 
-TaskResult TaskRecord::account_copy() const { return account_ ? *account_ : fresh_account(); }
+TaskResult TaskRecord::account_copy() const {
+  if (account_) return *account_;
+  TaskResult r;
+  fill_fresh_account(r);
+  return r;
+}
 
 }  // namespace sandpool::core

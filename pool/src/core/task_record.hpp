@@ -161,8 +161,8 @@ struct TaskRecord {
   void set_ack_status(const Status& s) { ack_error = s ? nullptr : std::make_unique<Status>(s); }
 
  private:
-  // The account before its first write.
-  TaskResult fresh_account() const;
+  // Fills a default TaskResult as the account is before its first write.
+  void fill_fresh_account(TaskResult& r) const;
 
   std::unique_ptr<Status> ack_error;     // guarded by mu(); null: ok (or not answered yet)
   std::unique_ptr<TaskResult> account_;  // see account()
