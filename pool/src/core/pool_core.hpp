@@ -76,7 +76,8 @@ class PoolCore {
  public:
   // `admitted` counts the tasks waiting for a worker (queued or in an affinity backlog):
   // the Pool increments it at submit, to refuse past queue_capacity; the core keeps it equal
-  // to the tasks it holds waiting (a task going back to the queue counts again).
+  // to the tasks it holds waiting (a task going back to the queue counts again) at the end of
+  // each of its steps (a dispatch takes its tasks out in one write).
   PoolCore(const PoolOptions& options, WorkerControl& control, std::atomic<std::size_t>& admitted);
 
   // Where the core reports what an operator should see (worker killed for missed
