@@ -277,8 +277,10 @@ class PoolCore {
   // terminal: completed and cancelled at once, or once the journal wrote the end;
   // dead-lettered through the sink, once the letter is written. A task decided already is
   // left alone.
+  // `ended`: an attempt to append to its history first, under the same lock (a result's).
   void end_task(const TaskPtr& task, TaskState state, DeadReason reason, std::string result,
-                std::string error, CancelReason cancel = CancelReason::kNone);
+                std::string error, CancelReason cancel = CancelReason::kNone,
+                Attempt* ended = nullptr);
   // Makes a decided task terminal in `state`: the ledger's books, the counters and metrics,
   // then its ticket, kTaskEnded and on_done see the end. Once per task.
   void make_terminal(const TaskPtr& task, TaskState state, DeadReason reason);

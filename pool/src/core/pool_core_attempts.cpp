@@ -37,14 +37,12 @@ bool PoolCore::on_result(WorkerId wid, ipc::ResultMsg& msg, std::int64_t now) {
     const std::int32_t pid = ctl_.pid(wid);
     switch (msg.status) {
       case ipc::TaskStatus::kOk: {
-        {
-          MutexLock lock(t->mu());
-          t->account().history.push_back(
-              {f.attempt, Outcome::kOk, {}, pid, f.started_wall_ms, ctl_.wall_ms()});
-        }
+        // Its attempt goes into the history under end_task's lock: one lock per result.
+        Attempt ok{f.attempt, Outcome::kOk, {}, pid, f.started_wall_ms, ctl_.wall_ms()};
         t->attempts_ended++;
         note_attempt_end(f, Outcome::kOk, now);
-        end_task(t, TaskState::kCompleted, DeadReason::kNone, std::move(msg.data), {});
+        end_task(t, TaskState::kCompleted, DeadReason::kNone, std::move(msg.data), {},
+                 CancelReason::kNone, &ok);
         break;
       }
       case ipc::TaskStatus::kCancelled:
@@ -152,12 +150,19 @@ std::int64_t PoolCore::retry_delay_ns(const TaskRecord& t) {
 }
 
 void PoolCore::end_task(const TaskPtr& task, TaskState state, DeadReason reason, std::string result,
-                        std::string error, CancelReason cancel) {
-  if (task->decided) return;
+                        std::string error, CancelReason cancel, Attempt* ended) {
+  if (task->decided) {
+    if (ended != nullptr) {
+      MutexLock lock(task->mu());
+      task->account().history.push_back(std::move(*ended));
+    }
+    return;
+  }
   task->decided = true;
   release_admission(*task);
   {
     MutexLock lock(task->mu());
+    if (ended != nullptr) task->account().history.push_back(std::move(*ended));
     if (state == TaskState::kCancelled && task->refused) error = task->ack_status().message();
     task->account().state = state;
     task->account().reason = reason;
