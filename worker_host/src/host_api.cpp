@@ -105,12 +105,13 @@ bool HostApi::active_locked(const sp_call* call) const {
   return call != nullptr && call == current_ && call->active;
 }
 
-sp_call* HostApi::begin_task(std::uint64_t id) {
+sp_call* HostApi::begin_task(std::uint64_t id, std::string result_buffer) {
   MutexLock lock(mu_);
   current_ = calls_[next_slot_++ % kCallSlots].get();
   sp_call& c = *current_;
   c.task_id.store(id, std::memory_order_relaxed);
   c.active = true;
+  c.result = std::move(result_buffer);
   c.result.clear();
   c.error.clear();
   c.result_too_large = false;

@@ -67,8 +67,10 @@ class HostApi {
   // The table handed to sp_plugin_init; valid as long as this object.
   const sp_host_api* table() const { return &table_; }
 
-  // Opens the call context of task `id` (the previous one must have ended).
-  sp_call* begin_task(std::uint64_t id) EXCLUDES(mu_);
+  // Opens the call context of task `id` (the previous one must have ended). Its result is
+  // appended to `result_buffer`, emptied first: a buffer a former result left, so that a
+  // task's write_result need not allocate (the task loop hands each result's back).
+  sp_call* begin_task(std::uint64_t id, std::string result_buffer = {}) EXCLUDES(mu_);
   // Closes the current call: sends the coalesced progress and any drop report, then hands
   // back the result and error. Later host calls on that sp_call are ignored.
   CallOutcome end_task() EXCLUDES(mu_);

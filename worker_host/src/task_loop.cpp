@@ -14,6 +14,11 @@
 namespace sandpool::worker {
 namespace {
 
+// What a spare message holds, as TaskLoop's bound counts it.
+std::size_t spare_size(const ipc::TaskMsg& msg) {
+  return sizeof(ipc::TaskMsg) + msg.type.capacity() + msg.payload.capacity();
+}
+
 // sp_task.deadline_ms: what is left of the task's timeout now; -1 when it has none.
 std::int64_t ms_left(std::int64_t deadline_mono_ms) {
   if (deadline_mono_ms == 0) return -1;
@@ -86,9 +91,10 @@ int TaskLoop::run() {
     Status s = drained_after_task_ ? Status::ok() : drain();
     drained_after_task_ = false;
     if (s && !queue_.empty()) {
-      const ipc::TaskMsg msg = std::move(queue_.front());
+      ipc::TaskMsg msg = std::move(queue_.front());
       queue_.pop_front();
       s = run_task(msg);
+      keep_spare(std::move(msg));
     }
     // Results stuck behind a full ring: wait for the manager before taking more work, so
     // memory stays bounded.
@@ -122,7 +128,7 @@ Status TaskLoop::drain() {
 Status TaskLoop::accept(std::uint16_t kind, std::string_view bytes) {
   switch (static_cast<ipc::MsgKind>(kind)) {
     case ipc::MsgKind::kTask: {
-      ipc::TaskMsg task;
+      ipc::TaskMsg task = take_spare();
       SP_RETURN_IF_ERROR(ipc::decode(bytes, &task).with_context("decoding TaskMsg"));
       queue_.push_back(std::move(task));
       return Status::ok();
@@ -171,7 +177,7 @@ Status TaskLoop::run_task(const ipc::TaskMsg& msg) {
   task.deadline_ms = ms_left(msg.deadline_mono_ms);
   task.max_result = host_.max_result();
 
-  sp_call* call = host_.begin_task(msg.id);
+  sp_call* call = host_.begin_task(msg.id, std::move(result_buffer_));
   const int rc = plugin_.handle(&task, call);
   CallOutcome outcome = host_.end_task();
   if (rc != SP_OK && address_space_exhausted()) {
@@ -195,7 +201,25 @@ Status TaskLoop::run_task(const ipc::TaskMsg& msg) {
   if (!damage.empty()) leave_region_corrupt(msg.id, damage);
   header.started_task.store(0, std::memory_order_release);
   channel_.beat();
-  return channel_.send(make_result(msg, rc, std::move(outcome), host_.max_result()));
+  ipc::ResultMsg result = make_result(msg, rc, std::move(outcome), host_.max_result());
+  Status sent = channel_.send(result);  // encoded: its buffer serves the next task
+  if (result.data.capacity() <= kSpareBytes) result_buffer_ = std::move(result.data);
+  return sent;
+}
+
+ipc::TaskMsg TaskLoop::take_spare() {
+  if (spares_.empty()) return {};
+  ipc::TaskMsg msg = std::move(spares_.back());
+  spares_.pop_back();
+  spare_bytes_ -= spare_size(msg);
+  return msg;
+}
+
+void TaskLoop::keep_spare(ipc::TaskMsg msg) {
+  const std::size_t bytes = spare_size(msg);
+  if (spare_bytes_ + bytes > kSpareBytes) return;
+  spare_bytes_ += bytes;
+  spares_.push_back(std::move(msg));
 }
 
 int TaskLoop::stop() {

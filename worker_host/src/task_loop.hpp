@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <vector>
 
 #include <sandpool/ipc/messages.hpp>
 
@@ -37,6 +38,10 @@ class TaskLoop {
   Status accept(std::uint16_t kind, std::string_view bytes);
   Status run_task(const ipc::TaskMsg& msg);
   int stop();
+  // A TaskMsg to decode into: a spare one (its strings keep their buffers), else a new one.
+  ipc::TaskMsg take_spare();
+  // Keeps a run task's message as a spare while the spares hold at most kSpareBytes.
+  void keep_spare(ipc::TaskMsg msg);
 
   WorkerChannel& channel_;
   LoadedPlugin& plugin_;
@@ -46,6 +51,14 @@ class TaskLoop {
   bool stop_requested_ = false;
   bool drained_after_task_ = false;  // run_task's post-handler drain stands for the next one
   std::string message_;              // scratch for the receiver
+  // Buffers kept from one task for the next, so that a task of small payload and result
+  // allocates nothing here: the run tasks' messages (their payloads' buffers), and the last
+  // result's (handed to HostApi::begin_task). Bounded: kSpareBytes of spare messages, their
+  // buffers included; a result buffer of at most kSpareBytes.
+  static constexpr std::size_t kSpareBytes = 1 << 20;
+  std::vector<ipc::TaskMsg> spares_;
+  std::size_t spare_bytes_ = 0;
+  std::string result_buffer_;
 };
 
 }  // namespace sandpool::worker

@@ -28,7 +28,9 @@ WorkerChannel::WorkerChannel(ipc::SharedRegion region, ipc::DoorbellRinger doorb
       geometry_(geometry_of(*region_.header())),
       doorbell_(std::move(doorbell)),
       receiver_(region_.task_consumer(), region_.max_message()),
-      sender_(region_.result_producer()) {}
+      sender_(region_.result_producer()) {
+  scratch_.reserve(ipc::kEncodeScratchBytes);  // kept for every message: encoded uncounted
+}
 
 Status WorkerChannel::send_scratch_locked(ipc::MsgKind kind) {
   if (sender_.send(static_cast<std::uint16_t>(kind), scratch_) == ipc::RingStatus::kCorrupt) {

@@ -12,7 +12,10 @@ Status check_message(std::uint16_t kind, std::string_view frame, const MessageLi
                      WorkerMessage* out) {
   switch (static_cast<ipc::MsgKind>(kind)) {
     case ipc::MsgKind::kResult: {
-      auto& m = out->emplace<ipc::ResultMsg>();
+      // The last message's alternative is reused when it was a result (the usual case): the
+      // decode sets every member.
+      auto* r = std::get_if<ipc::ResultMsg>(out);
+      auto& m = r != nullptr ? *r : out->emplace<ipc::ResultMsg>();
       SP_RETURN_IF_ERROR(ipc::decode(frame, &m));
       if (m.data.size() > limits.max_result) {
         m.status = ipc::TaskStatus::kResultTooLarge;

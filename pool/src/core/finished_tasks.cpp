@@ -1,6 +1,13 @@
 #include "core/finished_tasks.hpp"
 
 namespace sandpool::core {
+namespace {
+
+// Evictions between two prefetch stages of one record: enough that a stage's lines arrive
+// before the next stage (or the release) reads them.
+constexpr std::size_t kEvictAhead = 8;
+
+}  // namespace
 
 void FinishedTasks::add(TaskPtr task, std::int64_t now) {
   if (bounds_.max_count == 0) return;
@@ -8,8 +15,18 @@ void FinishedTasks::add(TaskPtr task, std::int64_t now) {
   const std::size_t bytes = task->payload().size() + task->account().result.size();
   entries_.push_back({now, bytes, std::move(task)});
   bytes_ += bytes;
+  const std::size_t before = entries_.size();
   evict_over_bounds();
   expire(now);
+  // At the count bound, each task kept evicts one: prefetch for the evictions to come.
+  if (entries_.size() < before) prefetch_evictions();
+}
+
+void FinishedTasks::prefetch_evictions() const {
+  if (entries_.size() <= 2 * kEvictAhead) return;
+  entries_[2 * kEvictAhead].task->prefetch_record();
+  entries_[kEvictAhead].task->prefetch_owned();
+  entries_.front().task->prefetch_account_buffers();
 }
 
 void FinishedTasks::set_bounds(FinishedTaskBounds bounds) {

@@ -43,6 +43,9 @@ class FinishedTasks {
   };
   void pop_oldest();
   void evict_over_bounds();
+  // Brings the next records to be evicted into the cache ahead of their release (a record
+  // kept max_count tasks ago is cold): see TaskRecord::prefetch_record.
+  void prefetch_evictions() const;
 
   FinishedTaskBounds bounds_;
   std::deque<Entry> entries_;  // oldest first

@@ -34,6 +34,8 @@ class SharedCallbacks {
   }
   ~SharedCallbacks() { release(); }
   explicit operator bool() const { return block_ != nullptr; }
+  // For a prefetch: the counted block (null when none).
+  const void* block_address() const { return block_; }
   const Progress& on_progress() const { return block_->on_progress; }
   const Done& on_done() const { return block_->on_done; }
 
@@ -122,6 +124,9 @@ class PackedOptions {
   Accepted take_on_accepted();
   // For a prefetch: where on_accepted's holder is.
   const void* on_accepted_address() const { return &on_accepted_; }
+  // For a prefetch: the blocks a release of these options reads (null when none).
+  const void* strings_address() const { return strings_.get(); }
+  const void* callbacks_address() const { return callbacks_.block_address(); }
 
  private:
   // What few tasks set (a scheduled task's not_before among them: 8 bytes every record

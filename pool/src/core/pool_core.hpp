@@ -78,7 +78,8 @@ class PoolCore {
  public:
   // `admitted` counts the tasks waiting for a worker (queued or in an affinity backlog):
   // the Pool increments it at submit, to refuse past queue_capacity; the core keeps it equal
-  // to the tasks it holds waiting (a task going back to the queue counts again).
+  // to the tasks it holds waiting (a task going back to the queue counts again) at the end of
+  // each of its steps (a dispatch takes its tasks out in one write).
   PoolCore(const PoolOptions& options, WorkerControl& control, std::atomic<std::size_t>& admitted);
 
   // Where the core reports what an operator should see (worker killed for missed
@@ -229,7 +230,9 @@ class PoolCore {
   // What submit() and recover() set on a task they take in: attempts, timeout, TTL, counts.
   void take_in(TaskRecord& t, std::int64_t now);
   void admit(TaskRecord& t);
-  void release_admission(TaskRecord& t);
+  // Takes the task out of the admission count, at once, or (deferred) by adding it to
+  // *deferred, which the caller takes out of the count itself before its step ends.
+  void release_admission(TaskRecord& t, std::size_t* deferred = nullptr);
   // A task whose not_before is ahead: `scheduled` until due_ns, still admitted (it counts in
   // queue_capacity); on_tick queues it once due.
   void schedule(TaskPtr task);
@@ -270,7 +273,8 @@ class PoolCore {
     return dispatcher_.strategy() == DispatchStrategy::kLeastRss || opts_.dispatch_function ||
            opts_.recycle_max_rss != 0;
   }
-  void assign(Worker& w, TaskPtr task, std::int64_t now);
+  // `released`: see release_admission (null: at once).
+  void assign(Worker& w, TaskPtr task, std::int64_t now, std::size_t* released = nullptr);
   // The ring entry of an open attempt of `t` (not ended), and its worker; null when none.
   std::pair<Worker*, InFlight*> find_in_ring(const TaskPtr& t);
 
@@ -283,8 +287,10 @@ class PoolCore {
   // terminal: completed and cancelled at once, or once the journal wrote the end;
   // dead-lettered through the sink, once the letter is written. A task decided already is
   // left alone.
+  // `ended`: an attempt to append to its history first, under the same lock (a result's).
   void end_task(const TaskPtr& task, TaskState state, DeadReason reason, std::string result,
-                std::string error, CancelReason cancel = CancelReason::kNone);
+                std::string error, CancelReason cancel = CancelReason::kNone,
+                Attempt* ended = nullptr);
   // Makes a decided task terminal in `state`: the ledger's books, the counters and metrics,
   // then its ticket, kTaskEnded and on_done see the end. Once per task.
   void make_terminal(const TaskPtr& task, TaskState state, DeadReason reason);

@@ -23,7 +23,11 @@ bool PoolCore::on_result(WorkerId wid, ipc::ResultMsg& msg, std::int64_t now) {
   if (msg.status == ipc::TaskStatus::kCancelled && it->ask == InFlight::Ask::kNone) return false;
   const bool was_front = it == w->ring.begin();
   InFlight f = std::move(*it);
-  w->ring.erase(it);
+  if (was_front) {
+    w->ring.pop_front();  // the usual case: results come back in the order sent
+  } else {
+    w->ring.erase(it);
+  }
   w->last_work_ns = now;
   --in_flight_total_;
   if (gates_.on()) gates_.left_ring(*f.task);
@@ -33,14 +37,12 @@ bool PoolCore::on_result(WorkerId wid, ipc::ResultMsg& msg, std::int64_t now) {
     const std::int32_t pid = ctl_.pid(wid);
     switch (msg.status) {
       case ipc::TaskStatus::kOk: {
-        {
-          MutexLock lock(t->mu());
-          t->account().history.push_back(
-              {f.attempt, Outcome::kOk, {}, pid, f.started_wall_ms, ctl_.wall_ms()});
-        }
+        // Its attempt goes into the history under end_task's lock: one lock per result.
+        Attempt ok{f.attempt, Outcome::kOk, {}, pid, f.started_wall_ms, ctl_.wall_ms()};
         t->attempts_ended++;
         note_attempt_end(f, Outcome::kOk, now);
-        end_task(t, TaskState::kCompleted, DeadReason::kNone, std::move(msg.data), {});
+        end_task(t, TaskState::kCompleted, DeadReason::kNone, std::move(msg.data), {},
+                 CancelReason::kNone, &ok);
         break;
       }
       case ipc::TaskStatus::kCancelled:
@@ -148,12 +150,19 @@ std::int64_t PoolCore::retry_delay_ns(const TaskRecord& t) {
 }
 
 void PoolCore::end_task(const TaskPtr& task, TaskState state, DeadReason reason, std::string result,
-                        std::string error, CancelReason cancel) {
-  if (task->decided) return;
+                        std::string error, CancelReason cancel, Attempt* ended) {
+  if (task->decided) {
+    if (ended != nullptr) {
+      MutexLock lock(task->mu());
+      task->account().history.push_back(std::move(*ended));
+    }
+    return;
+  }
   task->decided = true;
   release_admission(*task);
   {
     MutexLock lock(task->mu());
+    if (ended != nullptr) task->account().history.push_back(std::move(*ended));
     if (state == TaskState::kCancelled && task->refused) error = task->ack_status().message();
     task->account().state = state;
     task->account().reason = reason;
@@ -224,8 +233,10 @@ void PoolCore::make_terminal(const TaskPtr& task, TaskState state, DeadReason re
   task->state.store(state, std::memory_order_release);
   task->done.store(1, std::memory_order_release);
   task->done.notify_all();
-  emit({PoolEvent::Kind::kTaskEnded, task->id, 0, state, reason, Outcome::kOk, task->attempts_ended,
-        task->account().error});
+  if (opts_.on_event) {  // the event carries a copy of the error: made only when heard
+    emit({PoolEvent::Kind::kTaskEnded, task->id, 0, state, reason, Outcome::kOk,
+          task->attempts_ended, task->account().error});
+  }
   // The account is final once done is set: nothing writes it again, so the callback reads
   // it in place instead of a copy (readers elsewhere only ever copy it under the lock).
   if (auto* done = task->opts.on_done()) (*done)(task->account());

@@ -9,6 +9,13 @@ namespace sandpool::core {
 
 using detail::to_ns;
 
+namespace {
+
+// Queued tasks whose records dispatch prefetches ahead of the head (TaskQueue::prefetch_ahead).
+constexpr std::size_t kDispatchAhead = 4;
+
+}  // namespace
+
 void PoolCore::take_in(TaskRecord& t, std::int64_t now) {
   clock_ns_ = now;
   t.submitted_ns = now;
@@ -100,10 +107,14 @@ void PoolCore::admit(TaskRecord& t) {
   if (t.tenant_counted && tenant_counts_ != nullptr) tenant_counts_->add(t.opts.tenant());
 }
 
-void PoolCore::release_admission(TaskRecord& t) {
+void PoolCore::release_admission(TaskRecord& t, std::size_t* deferred) {
   if (!t.admitted) return;
   t.admitted = false;
-  admitted_.fetch_sub(1, std::memory_order_relaxed);
+  if (deferred != nullptr) {
+    ++*deferred;
+  } else {
+    admitted_.fetch_sub(1, std::memory_order_relaxed);
+  }
   if (t.tenant_counted && tenant_counts_ != nullptr) tenant_counts_->release(t.opts.tenant());
 }
 
@@ -198,7 +209,12 @@ void PoolCore::dispatch_queue(std::int64_t now) {
     candidates_frame_cap_ = std::min(candidates_frame_cap_, w.frame_cap);
   }
   if (!any_ready) return;
+  // Dispatched tasks leave the admission count together, once this dispatch is over: one
+  // write to the count the submitting threads increment, not one per task (the count is
+  // only ever compared at submit, which sees a pass's dispatches as one anyway).
+  std::size_t released = 0;
   while (!queue_.empty()) {
+    queue_.prefetch_ahead(kDispatchAhead);
     const TaskPtr& head = *queue_.peek();
     if (head->payload().size() > opts_.max_payload) {
       // Accepted under a larger max_payload that a reconfigure lowered since: the workers
@@ -229,17 +245,17 @@ void PoolCore::dispatch_queue(std::int64_t now) {
       ++backlogged_;
       continue;
     }
-    assign(w, std::move(t), now);
+    assign(w, std::move(t), now, &released);
     candidates_[c.index].in_flight++;
   }
+  if (released != 0) admitted_.fetch_sub(released, std::memory_order_relaxed);
 }
 
-void PoolCore::assign(Worker& w, TaskPtr task, std::int64_t now) {
+void PoolCore::assign(Worker& w, TaskPtr task, std::int64_t now, std::size_t* released) {
   note_dispatch(*task, now);
   if (gates_.on()) gates_.dispatched(*task, now);
-  release_admission(*task);
+  release_admission(*task, released);
   InFlight f;
-  f.task = task;
   f.attempt = task->opts.attempts_before() + task->attempts_ended + 1;
   f.dispatched_ns = now;
   w.last_work_ns = now;
@@ -249,6 +265,7 @@ void PoolCore::assign(Worker& w, TaskPtr task, std::int64_t now) {
   // a task only queued in the ring must not read back `running` after a crash of poold.
   task->state.store(TaskState::kDispatched, std::memory_order_release);
   ctl_.send_task(w.id, *task, f.attempt, f.deadline_ns);
+  f.task = std::move(task);  // the caller's handle: no count taken and dropped per dispatch
   next_check_ns_ = std::min(next_check_ns_, f.deadline_ns);
   const bool was_empty = w.ring.empty();
   w.ring.push_back(std::move(f));

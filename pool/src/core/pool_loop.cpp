@@ -248,7 +248,11 @@ bool PoolLoop::drain_mailbox(std::int64_t now) {
   // The submits in one batch (dispatched once, before the commands run: a command sees
   // what it would have seen with each submit dispatched at once).
   core_->begin_batch();
-  for (TaskPtr& t : tasks) core_->submit(std::move(t), now);
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    // Written by the submitting thread on another CPU: fetched a few tasks ahead.
+    if (i + 4 < tasks.size()) tasks[i + 4]->prefetch_record();
+    core_->submit(std::move(tasks[i]), now);
+  }
   core_->end_batch(now);
   for (auto& c : cmds) c(*core_, now);
   if (!cmds.empty()) {

@@ -130,6 +130,14 @@ const TaskPtr* TaskQueue::peek() const {
   return &levels_.begin()->second.active.front()->tasks.front();
 }
 
+void TaskQueue::prefetch_ahead(std::size_t n) const {
+  if (size_ <= n) return;
+  const Level& level = levels_.begin()->second;
+  if (level.active.size() != 1) return;
+  const std::deque<TaskPtr>& lane = level.active.front()->tasks;
+  if (n < lane.size()) lane[n]->prefetch_record();
+}
+
 TaskPtr TaskQueue::remove(std::uint64_t id) {
   for (auto it = levels_.begin(); it != levels_.end(); ++it) {
     Level& level = it->second;

@@ -56,6 +56,10 @@ class TaskQueue {
   TaskPtr pop();
   // The task pop() would return; null when empty.
   const TaskPtr* peek() const;
+  // A hint: brings into the cache the record of the task `n` places behind the head of the
+  // head's lane, when that lane is its level's only one (no tenants: pop() then takes the
+  // lane in order). Queued long ago, records are cold by the time dispatch reads them.
+  void prefetch_ahead(std::size_t n) const;
   // Removes the task with this id; returns it, or null when absent. O(n).
   TaskPtr remove(std::uint64_t id);
   // Returns the task with this id, or null. O(n).

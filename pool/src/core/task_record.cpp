@@ -102,8 +102,28 @@ std::uint32_t record_refs(const TaskRecord* rec) noexcept {
   return rec->refs_.load(std::memory_order_relaxed);
 }
 
-TaskResult TaskRecord::fresh_account() const {
-  TaskResult r;
+void TaskRecord::prefetch_record() const {
+  const char* p = reinterpret_cast<const char*>(this);
+  for (std::size_t at = 0; at < sizeof(TaskRecord); at += 64) __builtin_prefetch(p + at, 1);
+}
+
+void TaskRecord::prefetch_owned() const {
+  if (const TaskResult* a = account_.get()) {
+    const char* p = reinterpret_cast<const char*>(a);
+    for (std::size_t at = 0; at < sizeof(TaskResult); at += 64) __builtin_prefetch(p + at, 1);
+  }
+  if (const void* c = opts.callbacks_address()) __builtin_prefetch(c, 1);
+  if (const void* s = opts.strings_address()) __builtin_prefetch(s, 0);
+}
+
+void TaskRecord::prefetch_account_buffers() const {
+  const TaskResult* a = account_.get();
+  if (a == nullptr) return;
+  __builtin_prefetch(a->result.data(), 0);
+  if (!a->history.empty()) __builtin_prefetch(a->history.data(), 0);
+}
+
+void TaskRecord::fill_fresh_account(TaskResult& r) const {
   r.id = id;
   r.type = type();
   if (auto nb = opts.not_before()) {
@@ -111,14 +131,21 @@ TaskResult TaskRecord::fresh_account() const {
         std::chrono::duration_cast<std::chrono::milliseconds>(nb->time_since_epoch()).count();
   }
   r.tenant = opts.tenant();
-  return r;
 }
 
 TaskResult& TaskRecord::account() {
-  if (!account_) account_ = std::make_unique<TaskResult>(fresh_account());
+  if (!account_) {  // filled in place: one per task ended, on the loop's path of every result
+    account_ = std::make_unique<TaskResult>();
+    fill_fresh_account(*account_);
+  }
   return *account_;
 }
 
-TaskResult TaskRecord::account_copy() const { return account_ ? *account_ : fresh_account(); }
+TaskResult TaskRecord::account_copy() const {
+  if (account_) return *account_;
+  TaskResult r;
+  fill_fresh_account(r);
+  return r;
+}
 
 }  // namespace sandpool::core

@@ -136,6 +136,14 @@ struct TaskRecord {
   // (set_ack_status); released: submit() returned the ticket, so opts' on_accepted may be
   // called (by whichever of the journal's callback and submit() comes second).
   std::atomic<std::uint32_t> ack{0};
+  // Prefetch hints for a record whose last handle is about to go (FinishedTasks evicts the
+  // oldest kept record per task ended, long gone from the caches): its own lines, then (once
+  // those are in) the blocks its release reads, then (once that is in) the account's
+  // buffers. Each stage reads only what the one before brought in; none changes anything.
+  void prefetch_record() const;
+  void prefetch_owned() const;
+  void prefetch_account_buffers() const;
+
   // The task's account, created by its first write (an attempt's or the task's end, a
   // recovered history): a queued task has none, its account is what account_copy() builds
   // from the record. Guarded by mu(): the caller holds it, unless the account is final (done
@@ -153,8 +161,8 @@ struct TaskRecord {
   void set_ack_status(const Status& s) { ack_error = s ? nullptr : std::make_unique<Status>(s); }
 
  private:
-  // The account before its first write.
-  TaskResult fresh_account() const;
+  // Fills a default TaskResult as the account is before its first write.
+  void fill_fresh_account(TaskResult& r) const;
 
   std::unique_ptr<Status> ack_error;     // guarded by mu(); null: ok (or not answered yet)
   std::unique_ptr<TaskResult> account_;  // see account()

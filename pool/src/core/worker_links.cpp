@@ -27,8 +27,9 @@ std::uint64_t event_tag(WorkerId id, EventKind k) { return id * 4 + k; }
 
 }  // namespace
 
-WorkerLinks::WorkerLinks(Config config, Poller& poller)
-    : cfg_(std::move(config)), poller_(poller) {}
+WorkerLinks::WorkerLinks(Config config, Poller& poller) : cfg_(std::move(config)), poller_(poller) {
+  scratch_.reserve(ipc::kEncodeScratchBytes);  // kept for every frame: encoded uncounted
+}
 
 WorkerLinks::~WorkerLinks() = default;
 

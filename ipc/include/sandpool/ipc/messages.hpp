@@ -8,6 +8,7 @@
 //   worker: per task, any ProgressMsg / LogMsg, then exactly one ResultMsg.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -100,9 +101,13 @@ struct LogMsg {
   std::string text;
 };
 
-// Encoders replace *out's contents. Decoders return Status::protocol(...) naming what was
-// wrong for truncated input, a length beyond the bytes present, an out-of-range enum,
-// more than kMaxListItems list items, or trailing bytes; *m is then unspecified.
+// Encoders replace *out's contents. They count a message's bytes first and reserve them,
+// unless *out's capacity is kEncodeScratchBytes or more: a buffer kept for encoding (a
+// channel's scratch, reserved so once) then only grows when a message needs it.
+inline constexpr std::size_t kEncodeScratchBytes = 4096;
+// Decoders return Status::protocol(...) naming what was wrong for truncated input, a length
+// beyond the bytes present, an out-of-range enum, more than kMaxListItems list items, or
+// trailing bytes; *m is then unspecified.
 inline constexpr std::uint32_t kMaxListItems = 1024;
 
 void encode(const TaskMsg& m, std::string* out);
