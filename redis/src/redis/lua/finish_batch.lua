@@ -14,20 +14,9 @@ local consumer, prefix, keep_finished, keep_letters = unpack(ARGV, 1, 4)
 local first_range = 5
 local first_end, end_head = 11, 9  -- per end: its 9 fields below, then its attempts (encoded)
 
--- The fence, read once for the batch: per band, the entries in its range pending for the
--- consumer (one XPENDING per band, not one per end; the script runs whole, so what it says
--- holds for every end of the batch). An end takes its entry out: a second end of it is fenced.
-local mine = {{}, {}, {}}
-for s = 1, 3 do
-  local lo, hi = ARGV[first_range + 2 * s - 2], ARGV[first_range + 2 * s - 1]
-  if lo ~= '' then
-    local m = mine[s]
-    for _, p in ipairs(redis.call('XPENDING', streams[s], GROUP, lo, hi, '1000000000',
-                                  consumer)) do
-      m[p[1]] = true
-    end
-  end
-end
+-- The fence, read once for the batch (lib.lua): an entry used is taken out of it, so a second
+-- end or take of it is refused.
+local mine = pending_in_ranges(streams, consumer, first_range)
 
 -- A dead letter: the entry's fields, then why and when it died.
 local function add_letter(stream, entry, reason, err, now, attempts)

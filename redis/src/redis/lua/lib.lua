@@ -21,6 +21,27 @@ local function pending_for(stream, entry, consumer)
   return #redis.call('XPENDING', stream, GROUP, entry, entry, 1, consumer) == 1
 end
 
+-- The fence of a script that checks a batch (take.lua, finish_batch.lua), read once for the
+-- call: per band, the entries pending for `consumer` in the band's range, ARGV[first] and
+-- ARGV[first + 1] for q:1, the next two for q:0, then q:-1 ('' and '' when the batch has none
+-- in that band). One XPENDING per band, not one per entry: the script runs whole, so what it
+-- says holds for every entry of the batch. Returns a set per band; the caller takes an entry
+-- out of it when it uses one, so a second one of it is refused.
+local function pending_in_ranges(streams, consumer, first)
+  local mine = {{}, {}, {}}
+  for s = 1, 3 do
+    local lo, hi = ARGV[first + 2 * s - 2], ARGV[first + 2 * s - 1]
+    if lo ~= '' then
+      local m = mine[s]
+      for _, p in ipairs(redis.call('XPENDING', streams[s], GROUP, lo, hi, '1000000000',
+                                    consumer)) do
+        m[p[1]] = true
+      end
+    end
+  end
+  return mine
+end
+
 -- A task that stops running here (it ends, waits in the later set, or is handed back) gives
 -- back its lease of a type's cap (TaskUpkeep::Cap). `h` is its hash.
 local function release_lease(h, id)

@@ -11,19 +11,9 @@ local prefix, pool, consumer = unpack(ARGV, 1, 3)
 local first_range = 4
 local first_task, per_task = 10, 4  -- then per entry: task id, entry id, band, type
 
--- The fence, read once for the call (finish_batch.lua's): per band, the entries in its range
--- pending for the consumer. An entry taken is taken out: a second one of it is refused.
-local mine = {{}, {}, {}}
-for s = 1, 3 do
-  local lo, hi = ARGV[first_range + 2 * s - 2], ARGV[first_range + 2 * s - 1]
-  if lo ~= '' then
-    local m = mine[s]
-    for _, p in ipairs(redis.call('XPENDING', streams[s], GROUP, lo, hi, '1000000000',
-                                  consumer)) do
-      m[p[1]] = true
-    end
-  end
-end
+-- The fence, read once for the batch (lib.lua): an entry used is taken out of it, so a second
+-- end or take of it is refused.
+local mine = pending_in_ranges(streams, consumer, first_range)
 
 local band_index = {['1'] = 1, ['0'] = 2, ['-1'] = 3}
 local out = {}
