@@ -27,6 +27,22 @@ std::string sleep_pool(const std::string& backend, int workers) {
                                 "{min: " + n + ", max: " + n + ", initial: " + n + "}");
 }
 
+// Three tasks submitted to the local pool (one runs an hour, two wait behind it), then poold
+// killed with SIGKILL: all three stay open in the journal. Returns their ids.
+std::vector<std::uint64_t> three_open_tasks_then_kill(PooldFixture& f) {
+  Client c = f.connect();
+  std::vector<std::uint64_t> ids;
+  for (const char* ms : {"60000", "100", "100"}) {
+    auto s = c.submit(task("sleep", ms));
+    REQUIRE(s);
+    ids.push_back(s->id);
+  }
+  REQUIRE(wait_task_state(c, ids[0], "running"));
+  f.poold->signal(SIGKILL);
+  REQUIRE(f.poold->wait_exit() == 128 + SIGKILL);
+  return ids;
+}
+
 // The cluster's id counter: every task submitted to Redis takes the next id.
 std::string id_counter(const RedisServer& server) {
   auto c = redis::Connection::open(server.endpoint());
@@ -43,17 +59,7 @@ TEST_CASE(
   const std::string redis_service =
       "  redis: {address: \"unix:" + redis.socket() + "\", heartbeat: 200ms}\n";
   PooldFixture f(sleep_pool("", 1), "  shutdown_timeout: 0s\n" + redis_service);
-  Client c = f.connect();
-  // One task runs and two wait behind it; a kill -9 leaves all three open in the journal.
-  std::vector<std::uint64_t> ids;
-  for (const char* ms : {"60000", "100", "100"}) {
-    auto s = c.submit(task("sleep", ms));
-    REQUIRE(s);
-    ids.push_back(s->id);
-  }
-  REQUIRE(wait_task_state(c, ids[0], "running"));
-  f.poold->signal(SIGKILL);
-  REQUIRE(f.poold->wait_exit() == 128 + SIGKILL);
+  const std::vector<std::uint64_t> ids = three_open_tasks_then_kill(f);
 
   write_file(f.config, service_yaml(f.dir.path, "  shutdown_timeout: 0s\n" + redis_service) +
                            sleep_pool("    backend: redis\n", 2));
@@ -98,16 +104,7 @@ TEST_CASE(
   const std::string redis_service =
       "  redis: {address: \"unix:" + redis.socket() + "\", heartbeat: 200ms}\n";
   PooldFixture f(sleep_pool("", 1), "  shutdown_timeout: 0s\n" + redis_service);
-  Client c = f.connect();
-  std::vector<std::uint64_t> ids;
-  for (const char* ms : {"60000", "100", "100"}) {
-    auto s = c.submit(task("sleep", ms));
-    REQUIRE(s);
-    ids.push_back(s->id);
-  }
-  REQUIRE(wait_task_state(c, ids[0], "running"));
-  f.poold->signal(SIGKILL);
-  REQUIRE(f.poold->wait_exit() == 128 + SIGKILL);
+  const std::vector<std::uint64_t> ids = three_open_tasks_then_kill(f);
   // As if an earlier start had handed task ids[1] over and died before its journal said so:
   // Redis holds it under the hand-over's idempotency key.
   auto rc = redis::Connection::open(redis.endpoint());
