@@ -46,13 +46,18 @@ TEST_CASE("a task accepted while the pool closes is run, one refused is told so"
     INFO("round " << round);
     auto pool = make_pool(pool_options("echo", 1));
     // Each submitter submits until it is refused, and says so once its first task is in: the
-    // pool closes only then, so every round has tasks accepted and submits refused.
+    // pool closes only then, so every round has tasks accepted and submits refused. One that
+    // is kHeadStart tasks ahead waits for the close to begin before it goes on (else the
+    // first thread piles up tens of thousands of tasks for the one worker while the others
+    // start: 27-68 s under TSan), so the submits still race the close.
+    constexpr std::size_t kHeadStart = 64;
     std::atomic<int> submitting{0};
+    std::atomic<bool> closing{false};
     std::vector<Ticket> accepted[3];
     std::optional<Code> refused[3];
     std::vector<std::thread> submitters;
     for (int i = 0; i < 3; ++i) {
-      submitters.emplace_back([&pool, &submitting, &mine = accepted[i], &why = refused[i]] {
+      submitters.emplace_back([&, &mine = accepted[i], &why = refused[i]] {
         for (;;) {
           auto t = pool->submit("echo", "x");
           if (!t) {
@@ -61,6 +66,7 @@ TEST_CASE("a task accepted while the pool closes is run, one refused is told so"
           }
           mine.push_back(std::move(t).value());
           if (mine.size() == 1) ++submitting;
+          while (mine.size() >= kHeadStart && !closing.load()) std::this_thread::yield();
         }
       });
     }
@@ -69,6 +75,7 @@ TEST_CASE("a task accepted while the pool closes is run, one refused is told so"
       std::this_thread::sleep_for(100us);
     }
     CHECK(submitting.load() == 3);  // then closed all the same, so the threads end
+    closing = true;
     REQUIRE(finishes([&] { pool->close(); }));
     for (auto& s : submitters) s.join();
     for (int i = 0; i < 3; ++i) {
