@@ -118,7 +118,11 @@ TEST_CASE("a batch submit writes each task's entry and hash as a submit of it do
       const redis::Band band = redis::band_of(t.options.priority);
       CHECK(w.entry_fields(band, a["entry"]) == w.entry_fields(band, b["entry"]));
       CHECK(b["state"] == "queued");
-      CHECK(b["band"] == std::to_string(band));
+      // Band 0 (most tasks) is not written: a missing `band` reads as 0.
+      if (band == 0)
+        CHECK(b.count("band") == 0);
+      else
+        CHECK(b["band"] == std::to_string(band));
     }
     for (auto* h : {&a, &b}) {
       h->erase("entry");

@@ -49,12 +49,25 @@ local function evict_over()
   redis.call('DEL', unpack(gone))
 end
 
+-- A count (a decimal string, or nil: 0) as a number, remembered in `counts` (tonumber is a
+-- strtod, and the counts repeat: attempts, ends).
+local counts = {}
+local function count(s)
+  if not s then return 0 end
+  local n = counts[s]
+  if not n then
+    n = tonumber(s) or 0
+    counts[s] = n
+  end
+  return n
+end
+
 local band_index = {['1'] = 1, ['0'] = 2, ['-1'] = 3}
 local out, acked, scores, bytes, memo = {}, {{}, {}, {}}, {}, 0, {}
 local i = first_end
 while i <= #ARGV do
   local id, entry, band, state, result, err, reason, now, attempts = unpack(ARGV, i, i + 8)
-  local first_attempt, n = i + end_head, tonumber(attempts)
+  local first_attempt, n = i + end_head, count(attempts)
   i = first_attempt + n
   local s = band_index[band]
   local stream = streams[s]
@@ -72,20 +85,22 @@ while i <= #ARGV do
     if n > 0 then
       redis.call('RPUSH', h .. ':attempts', unpack(ARGV, first_attempt, first_attempt + n - 1))
     end
-    local made = decimal(memo, (tonumber(f[2] or '0') or 0) + n)
+    local made = decimal(memo, count(f[2]) + n)
     if state == 'dead_lettered' then add_letter(stream, entry, reason, err, now, made) end
     local size = #result + #err
     bytes = bytes + size
     -- An empty error and reason are not written: no hash of a task that runs holds either
     -- (only an end writes them, and a replay deletes them), and a missing one reads as empty.
-    local ends = decimal(memo, (tonumber(f[3] or '0') or 0) + 1)
+    -- Nor `node`: the fence passed, so the entry is pending for the consumer, and a node
+    -- reads or claims an entry and takes it (take.lua, which writes `node`) before it runs it.
+    local ends = decimal(memo, count(f[3]) + 1)
     if err == '' and reason == '' then
-      redis.call('HSET', h, 'state', state, 'result', result, 'finished_ms', now, 'node',
-                 consumer, 'bytes', decimal(memo, size), 'attempts', made, 'ends', ends)
+      redis.call('HSET', h, 'state', state, 'result', result, 'finished_ms', now, 'bytes',
+                 decimal(memo, size), 'attempts', made, 'ends', ends)
     else
       redis.call('HSET', h, 'state', state, 'result', result, 'error', err, 'reason', reason,
-                 'finished_ms', now, 'node', consumer, 'bytes', decimal(memo, size), 'attempts',
-                 made, 'ends', ends)
+                 'finished_ms', now, 'bytes', decimal(memo, size), 'attempts', made, 'ends',
+                 ends)
     end
     if f[4] then push_end(prefix, id, state) end
     local a = acked[s]

@@ -18,20 +18,29 @@ local function decimal_id(n)
   return above_s .. string.char(48 + math.floor(l / 100), 48 + math.floor(l / 10) % 10, 48 + l % 10)
 end
 
--- Where each task's arguments start (at), and for a task whose key names one (named): the id
--- in Redis (a string), or the index of the task of this batch that took the key first.
-local at, named, by_idem, fresh = {}, {}, {}, 0
+-- Where each task's arguments start (at) and its entry's last field (last), and for a task
+-- whose key names one (named): the id in Redis (a string), or the index of the task of this
+-- batch that took the key first. Each count of fields made a number once (memo: tonumber is a
+-- strtod, and the counts repeat).
+local at, last, named, by_idem, fresh, counts = {}, {}, {}, {}, 0, {}
 local i = first_task
 while i <= #ARGV do
   local k = #at + 1
   at[k] = i
+  local n_s = ARGV[i + task_head - 1]
+  local n = counts[n_s]
+  if not n then
+    n = tonumber(n_s)
+    counts[n_s] = n
+  end
+  last[k] = i + task_head + n - 1
   local idem = KEYS[first_idem + k - 1]
   if idem ~= '' then
     named[k] = by_idem[idem] or redis.call('GET', idem)
     if not named[k] then by_idem[idem] = k end  -- later tasks with this key answer its id
   end
   if not named[k] then fresh = fresh + 1 end
-  i = i + task_head + tonumber(ARGV[i + task_head - 1])
+  i = last[k] + 1
 end
 
 local next_id = 0
@@ -40,14 +49,14 @@ if fresh > 0 then
   next_id = redis.call('INCRBY', ids, fresh) - fresh + 1  -- exact: below 2^53
 end
 local shared = {later = later, prefix = prefix, pool = pool, now = now}
+local band_index = {['1'] = 1, ['0'] = 2, ['-1'] = 3}
 local out, made = {}, {}
 for k = 1, #at do
   if not named[k] then
     local a = at[k]
-    local task_type, not_before, band, n = unpack(ARGV, a, a + task_head - 1)
-    write_task(shared, streams[2 - tonumber(band)], KEYS[first_idem + k - 1], task_type,
-               not_before, band, decimal_id(next_id), ARGV, a + task_head,
-               a + task_head + tonumber(n) - 1)
+    local task_type, not_before, band = ARGV[a], ARGV[a + 1], ARGV[a + 2]
+    write_task(shared, streams[band_index[band] or 2 - tonumber(band)], KEYS[first_idem + k - 1],
+               task_type, not_before, band, decimal_id(next_id), ARGV, a + task_head, last[k])
     made[k] = next_id
     out[k] = {next_id, 1}
     next_id = next_id + 1
