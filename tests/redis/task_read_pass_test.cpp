@@ -102,6 +102,7 @@ TEST_CASE("a read takes the higher bands first and holds no more than its count"
   CHECK(w.pending_for("node-c") == 18);
   CHECK(w.read("node-d", 100, std::chrono::milliseconds(0)).empty());
   // Each read's tasks run on its node; the ones handed back are still queued until read.
+  REQUIRE(!rest.empty());
   CHECK(w.stream.producer.task(w.c, first[0].task_id)->node == "node-a");
   CHECK(w.stream.producer.task(w.c, rest.back().task_id)->node == "node-c");
 }
