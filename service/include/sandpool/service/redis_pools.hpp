@@ -11,7 +11,8 @@
 // thread of their own (sp-redis-waits) on a connection of its own: it registers each awaited
 // task's wait in its hash (the script that writes the end, on whichever node, then pushes to
 // the task's end list) and blocks in one BLPOP on every awaited task's end list and this
-// node's wake list, at most kWaitBlock (redis_pools_waits.cpp). That thread also reads the
+// node's wake list, at most kWaitBlock (redis_pools_waits.cpp; a new wait asks a thread of its
+// own, sp-redis-wake, to push to that list). That thread also reads the
 // pools' summaries for status(), which any thread may call. The feeders have their own threads
 // (redis_feeder.hpp). attach() and detach() run on the thread that starts, reloads or stops the
 // service.
