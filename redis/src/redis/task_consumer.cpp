@@ -74,51 +74,40 @@ Result<std::vector<StreamEntry>> TaskConsumer::read(Connection& c, const std::st
                                                     std::chrono::milliseconds block) const {
   std::vector<StreamEntry> out;
   if (count == 0) return out;
-  // The higher bands first, at most `count` in all, each a plain XREADGROUP (its reply is not
-  // made Lua tables and back), then the tasks taken in one script (fenced).
-  for (const Band b : kBands) {
-    if (out.size() >= count) break;
-    auto r = c.command({"XREADGROUP", "GROUP", PoolKeys::kGroup, consumer, "COUNT",
-                        std::to_string(count - out.size()), "STREAMS", keys_.stream_key(b), ">"});
-    if (!r) return r.status();
-    if (r->is_error()) return r->status();
-    if (r->is_nil()) continue;
-    if (r->elements.size() != 1 || r->elements[0].elements.size() != 2) {
-      return unexpected("XREADGROUP", *r);
-    }
-    for (const Reply& entry : r->elements[0].elements[1].elements) {
-      out.push_back(parse_entry(entry, b));
-      out.back().deliveries = 1;
-    }
+  // One plain XREADGROUP over every band (its reply is not made Lua tables and back), which
+  // answers at once when some band has entries, else blocks up to `block` for the first to
+  // come. COUNT holds per stream, so when several bands have entries it may get up to
+  // 3 x `count`: the first `count` in band order are the batch (the higher bands first, as
+  // reads band by band would take them), and the rest goes back unread in the take's script.
+  std::vector<std::string> args = {"XREADGROUP", "GROUP", PoolKeys::kGroup,
+                                   consumer,     "COUNT", std::to_string(count)};
+  if (block.count() > 0) {
+    args.push_back("BLOCK");
+    args.push_back(std::to_string(block.count()));
   }
-  if (!out.empty()) {
-    SP_RETURN_IF_ERROR(take(c, consumer, out));
-    return out;
-  }
-  if (block.count() <= 0) return out;
-  // Nothing waits: block on every band for the first entries to come, then take them.
-  std::vector<std::string> args = {"XREADGROUP",     "GROUP",
-                                   PoolKeys::kGroup, consumer,
-                                   "COUNT",          std::to_string(count),
-                                   "BLOCK",          std::to_string(block.count()),
-                                   "STREAMS"};
+  args.push_back("STREAMS");
   args.insert(args.end(), std::begin(keys_.streams), std::end(keys_.streams));
   args.insert(args.end(), std::size(keys_.streams), ">");
   auto w = c.command(args);
   if (!w) return w.status();
   if (w->is_error()) return w->status();
-  if (w->is_nil()) return out;   // nothing within `block`
-  for (const Band b : kBands) {  // the reply's streams in band order
+  if (w->is_nil()) return out;  // nothing (within `block`)
+  std::vector<std::string_view> back[std::size(kBands)];
+  for (std::size_t b = 0; b < std::size(kBands); ++b) {  // the reply's streams in band order
     for (const Reply& stream : w->elements) {
       if (stream.elements.size() != 2) return unexpected("XREADGROUP", *w);
-      if (stream.elements[0].str != keys_.stream_key(b)) continue;
+      if (stream.elements[0].str != keys_.streams[b]) continue;
       for (const Reply& entry : stream.elements[1].elements) {
-        out.push_back(parse_entry(entry, b));
-        out.back().deliveries = 1;
+        if (out.size() < count) {
+          out.push_back(parse_entry(entry, kBands[b]));
+          out.back().deliveries = 1;
+        } else if (!entry.elements.empty()) {
+          back[b].push_back(entry.elements[0].str);
+        }
       }
     }
   }
-  SP_RETURN_IF_ERROR(take(c, consumer, out));
+  SP_RETURN_IF_ERROR(take(c, consumer, out, back));
   return out;
 }
 
@@ -273,12 +262,23 @@ Result<TaskConsumer::Refusal> TaskConsumer::refused(Connection& c, const StreamE
 
 Status TaskConsumer::take(Connection& c, const std::string& consumer,
                           std::vector<StreamEntry>& entries) const {
+  return take(c, consumer, entries, {});
+}
+
+Status TaskConsumer::take(Connection& c, const std::string& consumer,
+                          std::vector<StreamEntry>& entries,
+                          const std::vector<std::string_view> (&back)[3]) const {
   lua::Take a{
       .streams = keys_.streams, .prefix = keys_.prefix, .pool = keys_.pool, .consumer = consumer};
   for (const StreamEntry& e : entries) {
     if (e.malformed.empty()) a.entries.push_back({e.task_id, e.entry_id, e.band, e.task.type});
   }
-  if (a.entries.empty()) return Status::ok();
+  bool any_back = false;
+  for (std::size_t b = 0; b < 3; ++b) {
+    a.back[b] = back[b];
+    any_back = any_back || !back[b].empty();
+  }
+  if (a.entries.empty() && !any_back) return Status::ok();
   auto r = lua::run(c, a);
   if (!r) return r.status();
   if (r->is_error()) return r->status();

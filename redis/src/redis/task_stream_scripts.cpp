@@ -6,6 +6,7 @@
 #include <charconv>
 #include <initializer_list>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <utility>
 
@@ -301,6 +302,24 @@ Connection::Call Take::call() const {
         return std::pair<Band, std::string_view>(entries[i].band, entries[i].entry);
       },
       l);
+  for (const auto& ids : back) l.arg(static_cast<std::uint64_t>(ids.size()));
+  for (const auto& ids : back) {
+    if (ids.empty()) continue;
+    // The id just below the band's first one handed back: the group's last delivered id
+    // again, when nobody read past them ('' when the id is not one: they are added again).
+    const auto n = entry_number(ids.front());
+    if (!n) {
+      l.arg(std::string_view());
+    } else if (n->second > 0) {
+      l.arg(std::to_string(n->first) + "-" + std::to_string(n->second - 1));
+    } else if (n->first > 0) {
+      l.arg(std::to_string(n->first - 1) + "-" +
+            std::to_string(std::numeric_limits<std::uint64_t>::max()));
+    } else {
+      l.arg(std::string_view());
+    }
+    for (const std::string_view id : ids) l.arg(id);
+  }
   for (const Entry& e : entries)
     l.arg(e.task_id).arg(e.entry).arg(band_arg(e.band)).arg(e.task_type);
   return l.done();

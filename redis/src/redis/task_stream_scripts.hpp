@@ -200,7 +200,8 @@ struct MoveDue {
 };
 
 // take.lua (fenced per entry, with one XPENDING per band for the call, as FinishBatch): the
-// tasks of read or claimed entries marked running on the consumer.
+// tasks of read or claimed entries marked running on the consumer; the surplus of a read
+// handed back unread.
 struct Take {
   static const Script kScript;
   struct Entry {
@@ -212,6 +213,9 @@ struct Take {
   const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (kBands)
   std::string_view prefix{}, pool{}, consumer{};
   std::vector<Entry> entries{};
+  // Entries read beyond the read's count (a read over every band: the lower bands' surplus),
+  // handed back unread, per band (kBands order), each band's in the order read.
+  std::vector<std::string_view> back[3]{};
   Connection::Call call() const;
 };
 

@@ -78,6 +78,8 @@ Result<std::unique_ptr<RedisPools>> RedisPools::start(Options options) {
   if (ping->is_error()) return ping->status().with_context("redis at " + p->opts_.address);
   p->waiter_ = std::thread([raw = p.get()] { raw->wait_loop(); });
   name_thread(p->waiter_.native_handle(), "sp-redis-waits");
+  p->waker_ = std::thread([raw = p.get()] { raw->wake_loop(); });
+  name_thread(p->waker_.native_handle(), "sp-redis-wake");
   return p;
 }
 
@@ -90,8 +92,10 @@ RedisPools::~RedisPools() {
     wake = blocked_;
   }
   wait_cv_.notify_all();
+  wake_cv_.notify_all();
   if (wake) wake_waits();  // its BLPOP ends now, not after kWaitBlock
   if (waiter_.joinable()) waiter_.join();
+  if (waker_.joinable()) waker_.join();
   for (const Waiter& w : waiters_) w.done(Status::error(Code::kClosed, "poold is shutting down"));
 }
 

@@ -1,9 +1,10 @@
 // RedisPools (redis_pools.hpp): the waits on cluster tasks' ends. One thread (sp-redis-waits)
 // registers each awaited task's wait in its hash (await_end.lua: the script that writes the
 // end, on whichever node, pushes its state to the task's end list P:end:ID) and blocks in one
-// BLPOP on every awaited task's end list and this process's wake list (wait() pushes there
-// when a new wait comes while it blocks), so a waited task is answered when its end is
-// written, not at the next poll. Each round is one pipelined round trip.
+// BLPOP on every awaited task's end list and this process's wake list (a thread of its own,
+// sp-redis-wake, pushes there when wait() takes a new wait while it blocks: the request
+// thread never waits for Redis), so a waited task is answered when its end is written, not at
+// the next poll. Each round is one pipelined round trip.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -17,7 +18,6 @@ namespace sandpool::poold {
 void RedisPools::wait(std::uint64_t id, std::optional<Clock::time_point> deadline,
                       std::function<void(const Result<TaskResult>&)> done) {
   Status refused = Status::ok();
-  bool wake = false;
   {
     MutexLock lk(wait_mu_);
     if (stopping_) {
@@ -27,13 +27,29 @@ void RedisPools::wait(std::uint64_t id, std::optional<Clock::time_point> deadlin
                                                     " waits on redis tasks already");
     } else {
       waiters_.push_back({id, deadline, std::move(done)});
-      wake = blocked_;
+      if (blocked_) {  // its BLPOP ends by the wake thread's push, not on this thread
+        wake_asked_ = true;
+        wake_cv_.notify_one();
+      }
       blocked_ = false;  // one wake per BLPOP is enough
       wait_cv_.notify_all();
     }
   }
   if (!refused) return done(refused);
-  if (wake) wake_waits();
+}
+
+void RedisPools::wake_loop() {
+  MutexLock lk(wait_mu_);
+  while (!stopping_) {
+    if (!wake_asked_) {
+      (void)wake_cv_.wait_until(wait_mu_, Clock::now() + kWaitBlock);
+      continue;
+    }
+    wake_asked_ = false;
+    lk.unlock();
+    wake_waits();
+    lk.lock();
+  }
 }
 
 void RedisPools::wake_waits() {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <sandpool/base/status.hpp>
@@ -31,12 +32,14 @@ class TaskConsumer {
   // makes one only when it returns entries), so that a node that serves the pool counts as
   // one of its nodes (refused()) before it read anything.
   Status join(Connection& c, const std::string& consumer) const;
-  // XREADGROUP for `consumer` per band, the higher first: at most `count` new entries in all,
-  // then their tasks taken as take() does (a script: one more round trip). When there are none,
-  // waits up to `block` (0: not) for entries of any band, reads at most `count` of each band
-  // that has some then (so up to 3 x count when several bands receive some at the same
-  // moment), and takes them (a second round trip). An entry that is not a task comes back
-  // with `malformed` set, its hash untouched.
+  // At most `count` new entries for `consumer`, the higher bands first, then their tasks
+  // taken as take() does: one XREADGROUP over every band (waiting up to `block`, 0: not, when
+  // none has any), then one script. When several bands had entries, the read got up to
+  // `count` of each: what is beyond `count` in band order goes back in the same script,
+  // unread and in its place for any node's next read (so the consumer never holds more than
+  // `count` of this read), or as new entries when another node read past them meanwhile.
+  // Two round trips. An entry that is not a task comes back with `malformed` set, its hash
+  // untouched.
   Result<std::vector<StreamEntry>> read(Connection& c, const std::string& consumer,
                                         std::size_t count, std::chrono::milliseconds block) const;
   // The entries (just read or claimed) are this consumer's: each task's hash says `running`
@@ -131,6 +134,9 @@ class TaskConsumer {
 
  private:
   StreamEntry parse_entry(const Reply& entry, Band band) const;
+  // take(), and first the entries `back` (per band, kBands order) handed back unread.
+  Status take(Connection& c, const std::string& consumer, std::vector<StreamEntry>& entries,
+              const std::vector<std::string_view> (&back)[3]) const;
 
   PoolKeys keys_;
   std::uint64_t keep_finished_, keep_letters_;

@@ -11,7 +11,8 @@
 // thread of their own (sp-redis-waits) on a connection of its own: it registers each awaited
 // task's wait in its hash (the script that writes the end, on whichever node, then pushes to
 // the task's end list) and blocks in one BLPOP on every awaited task's end list and this
-// node's wake list, at most kWaitBlock (redis_pools_waits.cpp). That thread also reads the
+// node's wake list, at most kWaitBlock (redis_pools_waits.cpp; a new wait asks a thread of its
+// own, sp-redis-wake, to push to that list). That thread also reads the
 // pools' summaries for status(), which any thread may call. The feeders have their own threads
 // (redis_feeder.hpp). attach() and detach() run on the thread that starts, reloads or stops the
 // service.
@@ -167,7 +168,8 @@ class RedisPools {
   // when `deadline` passes first (nullopt: no deadline), or with the error that kept it from
   // being read at that point; at once (on the caller's thread) with kQueueFull when
   // kMaxWaits waits are held, or kClosed when poold stops. A node's shutdown answers every
-  // wait held (kClosed).
+  // wait held (kClosed). Never waits for Redis (the wake of the waits thread's BLPOP is
+  // pushed by a thread of its own).
   void wait(std::uint64_t id, std::optional<Clock::time_point> deadline,
             std::function<void(const Result<TaskResult>&)> done) EXCLUDES(wait_mu_);
   // Never waits for Redis: the cluster's figures are those the waits thread read last (every
@@ -239,6 +241,8 @@ class RedisPools {
   void answer(std::vector<Waiter> ready) EXCLUDES(wait_mu_);
   // Ends the waits thread's BLPOP now (a push to wake_key_, on a lane of its own).
   void wake_waits();
+  // The wake thread (sp-redis-wake): wake_waits() each time wait() asks (wake_asked_).
+  void wake_loop() EXCLUDES(wait_mu_);
   void refresh_summaries() EXCLUDES(mu_, summary_mu_);  // the waits thread
 
   const Options opts_;
@@ -260,9 +264,11 @@ class RedisPools {
   std::vector<Waiter> waiters_ GUARDED_BY(wait_mu_);
   bool blocked_ GUARDED_BY(wait_mu_) = false;  // the waits thread is (about to be) in its BLPOP
   const std::string wake_key_;                 // P:wake:<identity_>, this process's
-  Lane wakes_{opts_.endpoint};                 // wait(), the destructor: wake_waits()
+  Lane wakes_{opts_.endpoint};                 // the wake thread, the destructor: wake_waits()
+  CondVar wake_cv_;
+  bool wake_asked_ GUARDED_BY(wait_mu_) = false;  // wait(): the wake thread is to push
   bool stopping_ GUARDED_BY(wait_mu_) = false;
-  std::thread waiter_;  // last: started once the rest exists
+  std::thread waiter_, waker_;  // last: started once the rest exists
 };
 
 template <class F>
