@@ -171,7 +171,13 @@ void PoolLoop::BatchAck::release() {
 
 void PoolLoop::release_ack(const TaskPtr& task) {
   Status s;
-  {
+  if (task->ack.load(std::memory_order_acquire) != 0) {
+    // Answered already: without a journal before the task was shared (admit_task), else by
+    // the journal's callback, which saw it unreleased (settle_ack) and left it to us. Its
+    // answer is written before ack is set and never after, and nothing reads ack_released
+    // any more: the record's lock, a stripe the loop takes per completed task, is not taken.
+    s = task->ack_status();
+  } else {
     MutexLock lock(task->mu());
     task->ack_released = true;
     if (task->ack.load(std::memory_order_acquire) == 0) return;  // the journal's answer acts
