@@ -157,25 +157,30 @@ bool PoolLoop::read_own_result(const TaskPtr& task, WorkerId w, std::int64_t unt
   bool read = false;
   while (ring != nullptr && task->done.load(std::memory_order_acquire) == 0) {
     if (!ipc::spin_until([&] { return ring->has_data() || loop_wants(); }, until_ns)) break;
-    if (loop_wants()) break;
+    if (!ring->has_data()) break;  // the loop wants the claim; nothing here to read first
+    // What is there is read first, in one pass (it may be the result that woke the loop: its
+    // worker published before this thread cleared the ring's flag).
     now = ipc::monotonic_ns();
     links_->begin_pass();
     core_->begin_batch();
     read |= links_->poll_one(w, now);
     core_->end_batch(now);
     links_->flush();  // what the results dispatched (a queued task, a retry due now)
+    if (loop_wants()) break;
     // The task still open on that worker, its ring still read: spin for the rest.
     ring = core_->direct_read_worker(task) == w ? links_->result_ring(w) : nullptr;
   }
-  // The loop sleeps on every doorbell again; data that came meanwhile wakes it, and so does a
-  // deadline the read brought before the loop's own look (a retry's backoff, a task
-  // dispatched from the queue: the running poll).
-  if (!links_->prepare_sleep()) mailbox_.wake();
+  // A loop that woke takes the claim next and looks at everything (it cancels the sleep
+  // flags, polls every ring). A loop still parked sleeps on every doorbell again; data that
+  // came meanwhile wakes it, and so does a deadline the read brought before its own look (a
+  // retry's backoff, a task dispatched from the queue: the running poll).
+  const bool awake = waking_.load(std::memory_order_relaxed);
+  if (!awake && !links_->prepare_sleep()) mailbox_.wake();
   if (read) {
     const std::int64_t look_by =
         core_->has_in_flight() ? now + kRunningPollMs * detail::kMsNs : INT64_MAX;
     // (The loop's sleep is whole milliseconds: a look within one of it is on time.)
-    if (std::min(core_->next_deadline(), look_by) < idle_look_ns_ - detail::kMsNs) {
+    if (!awake && std::min(core_->next_deadline(), look_by) < idle_look_ns_ - detail::kMsNs) {
       mailbox_.wake();
     }
     publish_stats(now, true);  // parked: the stats are current while it sleeps
