@@ -143,9 +143,10 @@ bool run_curves(const BenchOptions& o, Report& r);
 
 // W2's o.rounds sequential round trips through a pool of `workers` (after 1000 unmeasured).
 // `hand_off_share`, when given: the fraction of the timed round trips whose submit the
-// submitting thread dispatched itself (Pool::hand_offs()).
+// submitting thread dispatched itself (Pool::hand_offs()); `direct_end_share`: of those whose
+// waiter ended the task itself (Pool::direct_ends()).
 bool w2_round_trips(const BenchOptions& o, std::uint32_t workers, Summary* out,
-                    double* hand_off_share = nullptr);
+                    double* hand_off_share = nullptr, double* direct_end_share = nullptr);
 // One W1 run of o.tasks at `concurrency` (the service group's in-process baseline).
 bool w1_throughput(const BenchOptions& o, std::uint32_t concurrency, double* tasks_per_s);
 

@@ -386,7 +386,7 @@ bool run_dispatch_cost(const BenchOptions& o, Report& r) {
 }
 
 bool w2_round_trips(const BenchOptions& o, std::uint32_t workers, Summary* out,
-                    double* hand_off_share) {
+                    double* hand_off_share, double* direct_end_share) {
   auto pool = start_pool(pool_options(o, o.plugin, workers, PoolOptions{}.concurrency));
   if (!pool) return false;
   const std::string type = pool->task_types().front();
@@ -395,9 +395,12 @@ bool w2_round_trips(const BenchOptions& o, std::uint32_t workers, Summary* out,
   std::vector<double> samples;
   samples.reserve(o.rounds);
   const std::uint32_t warmup = 1000;
-  std::uint64_t hand_offs0 = 0;
+  std::uint64_t hand_offs0 = 0, direct_ends0 = 0;
   for (std::uint32_t i = 0; i < warmup + o.rounds; ++i) {
-    if (i == warmup) hand_offs0 = pool->hand_offs();
+    if (i == warmup) {
+      hand_offs0 = pool->hand_offs();
+      direct_ends0 = pool->direct_ends();
+    }
     const std::string& payload = payloads[i % payloads.size()];
     const std::int64_t t0 = monotonic_ns();
     auto t = pool->submit(type, payload);
@@ -421,13 +424,16 @@ bool w2_round_trips(const BenchOptions& o, std::uint32_t workers, Summary* out,
   if (hand_off_share != nullptr && o.rounds > 0) {
     *hand_off_share = static_cast<double>(pool->hand_offs() - hand_offs0) / o.rounds;
   }
+  if (direct_end_share != nullptr && o.rounds > 0) {
+    *direct_end_share = static_cast<double>(pool->direct_ends() - direct_ends0) / o.rounds;
+  }
   return true;
 }
 
 bool run_w2(const BenchOptions& o, Report& r) {
   Summary s;
-  double hand_off_share = 0;
-  if (!w2_round_trips(o, o.workers, &s, &hand_off_share)) return false;
+  double hand_off_share = 0, direct_end_share = 0;
+  if (!w2_round_trips(o, o.workers, &s, &hand_off_share, &direct_end_share)) return false;
   r.add("W2", "p50", s.p50, "us");
   r.add("W2", "p99", s.p99, "us");
   r.add("W2", "mean", s.mean, "us");
@@ -439,6 +445,7 @@ bool run_w2(const BenchOptions& o, Report& r) {
   }
   r.add("W2", "rounds", s.count, "round_trips");
   r.add("W2", "hand_off_share", hand_off_share, "ratio");
+  r.add("W2", "direct_end_share", direct_end_share, "ratio");
   return true;
 }
 

@@ -2,12 +2,14 @@
 // PoolCore, the WorkerLinks, the loop's own fields). The loop thread holds it while it works
 // and lets go of it while it is idle: while it spins for work and while it is parked in
 // epoll_wait. A submitting thread that finds it free may take it (try_acquire, never blocks)
-// and run one narrow pass itself, the direct hand-off (docs/architecture.md, "The loop's
-// claim"); the loop takes it back (acquire, blocks) before it touches anything again.
+// and run one narrow pass itself, the direct hand-off, and a waiter may read its own task's
+// result under it while the loop is parked, the return half (docs/architecture.md, "The
+// loop's claim"); the loop takes it back (acquire, blocks) before it touches anything again.
 //
 // A futex word, as in Drepper's "Futexes Are Tricky" (mutex 2): 0 free, 1 held, 2 held and
-// somebody may sleep in acquire(). A pass under the claim is short (a few microseconds and
-// no wait on another thread), so acquire() spins first, yielding its core, then sleeps.
+// somebody may sleep in acquire(). A pass under the claim is short (a hand-off a few
+// microseconds; a waiter's read at most 50 us, handed back at once when the loop wakes), so
+// acquire() spins first, yielding its core, then sleeps.
 //
 // Thread-safety: any thread; like a mutex, released by the thread that took it. Clang's
 // thread-safety analysis sees it as a capability ("loop claim").

@@ -11,6 +11,16 @@
 namespace sandpool {
 namespace {
 constexpr std::int64_t kTicketSpinNs = 50000;
+
+// A task in flight whose pool's loop is parked: the waiter reads its worker's result itself
+// and ends the task on this thread (the return half of the direct hand-off; docs/
+// architecture.md, "The loop's claim"), for a few microseconds at most and never past until_ns.
+void read_result_here(const core::TaskPtr& rec, const std::weak_ptr<core::PoolLoop>& loop,
+                      std::int64_t until_ns) {
+  if (rec->done.load(std::memory_order_acquire) != 0) return;
+  if (auto pool_loop = loop.lock()) (void)pool_loop->direct_wait(rec, until_ns);
+}
+
 }  // namespace
 
 // ---- Ticket ---------------------------------------------------------------------------
@@ -23,6 +33,7 @@ TaskState Ticket::state() const {
 
 TaskResult Ticket::wait() const {
   if (!rec_) return {};
+  read_result_here(rec_, loop_, INT64_MAX);
   // A round trip is often done within microseconds: look for a short while before paying
   // for a futex sleep and the cross-CPU wake-up that ends it.
   ipc::spin_until([&] { return rec_->done.load(std::memory_order_acquire) != 0; },
@@ -34,6 +45,9 @@ TaskResult Ticket::wait() const {
 bool Ticket::wait_for(std::chrono::milliseconds timeout) const {
   if (!rec_) return true;
   if (rec_->done.load(std::memory_order_acquire)) return true;
+  const std::int64_t ms = std::max<std::int64_t>(0, timeout.count());
+  read_result_here(rec_, loop_,
+                   ms > INT64_MAX / 4'000'000 ? INT64_MAX : ipc::monotonic_ns() + ms * 1'000'000);
   // std::atomic::wait has no timeout: poll with a short sleep, which is fine for a call
   // that is itself a bounded wait.
   const auto until = std::chrono::steady_clock::now() + timeout;
@@ -329,6 +343,8 @@ std::vector<TaskListing> Pool::list(const TaskQuery& q) const {
 std::uint64_t Pool::wake_syscalls() const { return loop_->wake_syscalls(); }
 
 std::uint64_t Pool::hand_offs() const { return loop_->hand_offs(); }
+
+std::uint64_t Pool::direct_ends() const { return loop_->direct_ends(); }
 
 std::int64_t Pool::busy_for_ns() const { return loop_->busy_for_ns(); }
 

@@ -112,6 +112,13 @@ class PoolCore {
   // failed or in crash_loop. Returns true iff it took the task (then as submit() would);
   // false, changing nothing: the caller posts it to the loop.
   bool hand_off(const TaskPtr& task, std::int64_t now);
+  // The return half (pool_core_hand_off.cpp): the ready worker whose ring holds an open attempt
+  // of `task`, when a waiter that holds the loop's claim may read that worker's results and
+  // end what they end on its own thread: nothing the results can lead to calls out of the
+  // core (no task on that ring has on_done or on_progress; no on_event listener, dispatch
+  // function or autoscaler; the worker is not due for recycling, which would spawn; the pool
+  // is not closing, failed or in crash_loop). 0 otherwise.
+  WorkerId direct_read_worker(const TaskPtr& task) const;
   // The loop's batches (issue 37): between begin_batch() and end_batch(now) the entry points
   // only note that the queue wants dispatching (and the closing pool settling, the autoscaler
   // a look); end_batch() does it once, after the batch's submits or results. So a pass that

@@ -44,4 +44,24 @@ bool PoolCore::hand_off(const TaskPtr& task, std::int64_t now) {
   return true;
 }
 
+WorkerId PoolCore::direct_read_worker(const TaskPtr& task) const {
+  if (failed_ || closing_ || batching_ || workers_.crash_loop()) return 0;
+  if (opts_.on_event || opts_.dispatch_function || autoscaler_.enabled()) return 0;
+  if (task->decided) return 0;
+  for (const auto& [id, w] : workers_) {
+    const auto in_ring = [&](const InFlight& f) { return f.task == task && !f.ended; };
+    if (std::none_of(w.ring.begin(), w.ring.end(), in_ring)) continue;
+    if (!w.is<Ready>()) return 0;
+    // Every result on that ring may be read, and end its task, on the waiter's thread.
+    for (const InFlight& f : w.ring) {
+      if (f.task->opts.on_done() != nullptr || f.task->opts.on_progress() != nullptr) return 0;
+    }
+    if (opts_.recycle_max_tasks != 0 && w.tasks_done + w.ring.size() >= opts_.recycle_max_tasks) {
+      return 0;
+    }
+    return id;
+  }
+  return 0;
+}
+
 }  // namespace sandpool::core

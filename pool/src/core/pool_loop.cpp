@@ -183,14 +183,20 @@ void PoolLoop::run() {
       continue;
     }
     busy_rounds = 0;
-    if (spin_us_ > 0 && spin_for_work(now + spin_us_ * 1000ll)) continue;
+    // While waiters read their own results (direct_wait) the loop parks instead of spinning.
+    if (spin_us_ > 0 && !parks_for_waiters(now) && spin_for_work(now + spin_us_ * 1000ll)) {
+      continue;
+    }
     // A hand-off during the spin changed what the stats say: current before a sleep.
     now = ipc::monotonic_ns();  // after the spin: a hand-off may have shown the core a later one
     if (std::exchange(handed_off_, false)) publish_stats(now, true);
     // Sleep until the core's next deadline, but look at the workers' headers now and then:
-    // every 10 ms while tasks run (their `running` state), else every heartbeat interval.
-    std::int64_t timeout_ms =
-        core_->has_in_flight() ? kRunningPollMs : opts_.heartbeat_interval.count();
+    // every 10 ms while tasks run (their `running` state), and while waiters read their own
+    // results (the next task, handed off while the loop sleeps, needs a loop that looks that
+    // soon), else every heartbeat interval.
+    std::int64_t timeout_ms = core_->has_in_flight() || parks_for_waiters(now)
+                                  ? kRunningPollMs
+                                  : opts_.heartbeat_interval.count();
     const std::int64_t next = core_->next_deadline();
     if (next != INT64_MAX) {
       timeout_ms = std::min(

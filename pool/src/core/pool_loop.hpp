@@ -115,6 +115,13 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   // Tasks submit() dispatched itself, under the loop's claim, while the loop was idle (the
   // direct hand-off): the benchmark reports them per round trip.
   std::uint64_t hand_offs() const { return hand_offs_.load(std::memory_order_relaxed); }
+  // The return half (Ticket::wait, wait_for): a waiter whose task is in flight on a worker,
+  // the loop parked, takes the claim and reads that worker's results itself, for at most
+  // kDirectWaitNs and never past until_ns, handing the claim back at once when the loop has
+  // work (pool_loop_hand_off.cpp). Returns true iff the task ended on this thread. Any thread.
+  bool direct_wait(const TaskPtr& task, std::int64_t until_ns);
+  // Tasks direct_wait() ended on the waiting thread.
+  std::uint64_t direct_ends() const { return direct_ends_.load(std::memory_order_relaxed); }
   // For poold's watchdog: how long the loop thread has been inside its current
   // iteration; 0 while it sleeps or once it ended. Any thread.
   std::int64_t busy_for_ns() const {
@@ -170,6 +177,16 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   // Under the claim: a hand-off's task may go to a worker only if the idle loop looks at the
   // pool by its deadline and by the running poll (kRunningPollMs) on its own.
   bool loop_looks_in_time(const TaskRecord& task, std::int64_t now) const REQUIRES(claim_);
+  // direct_wait()'s read, the loop parked: spins on `w`'s result ring and reads it as the
+  // loop's pass would, until the task ends, the bound passes or the loop wants the claim;
+  // then re-arms the loop's sleep. Returns true iff the task ended.
+  bool read_own_result(const TaskPtr& task, WorkerId w, std::int64_t until_ns) REQUIRES(claim_);
+  // A waiter read (or wanted to read) its own result: for kDirectQuietNs the loop parks
+  // instead of spinning for work, leaving the result rings to the waiters.
+  void ask_to_park() { direct_wanted_ns_.store(ipc::monotonic_ns(), std::memory_order_relaxed); }
+  bool parks_for_waiters(std::int64_t now) const {
+    return now - direct_wanted_ns_.load(std::memory_order_relaxed) < kDirectQuietNs;
+  }
   void after_iteration();
   // Loop thread: publishes core_->stats() for published_stats() when `force` or when the
   // last copy is 1 ms old.
@@ -293,6 +310,14 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   bool handed_off_ GUARDED_BY(claim_) = false;
   std::vector<ipc::RingConsumer*> spin_rings_;  // loop thread: what spin_for_work() reads
   std::atomic<std::uint64_t> hand_offs_{0};
+  // The return half: the waiter's spin on its worker's ring under the claim, and how long a
+  // waiter's read keeps the loop parked instead of spinning.
+  static constexpr std::int64_t kDirectWaitNs = 50'000;
+  static constexpr std::int64_t kDirectQuietNs = 1'000'000;
+  std::atomic<std::int64_t> direct_wanted_ns_{INT64_MIN / 2};  // ask_to_park()'s last time
+  // The parked loop woke (epoll_wait returned) and waits for the claim: a waiter hands back.
+  std::atomic<bool> waking_{false};
+  std::atomic<std::uint64_t> direct_ends_{0};
   // No journal: a task must be journaled before it runs, and the journal's turn batching is
   // the loop's (set at construction, immutable after).
   bool hand_off_allowed_ = false;

@@ -8,6 +8,10 @@
 // the result rings it snapshotted before letting go (spin_rings_): a hand-off writes a task
 // ring and the core's books, never a result ring, and never reaps a worker (that is the
 // loop's, under the claim), so those rings outlive the spin.
+//
+// The return half: a waiter that finds the loop parked reads its own task's worker's result
+// ring under the claim and ends the task on its own thread (direct_wait). Only while the
+// loop is parked, never while it spins (the spin reads those rings without the claim).
 #include <sys/epoll.h>
 
 #include <algorithm>
@@ -23,10 +27,13 @@ namespace sandpool::core {
 bool PoolLoop::spin_for_work(std::int64_t until_ns) {
   links_->result_rings(&spin_rings_);
   idle_look_ns_ = 0;  // it plans its sleep again, with what a hand-off changed, after the spin
+  const std::int64_t start = ipc::monotonic_ns();
+  bool park = false;  // a waiter wants to read its own result: the loop parks instead
   claim_.release();
   const bool found = ipc::spin_until(
       [&] {
         if (mailbox_.has_mail()) return true;
+        if (direct_wanted_ns_.load(std::memory_order_relaxed) >= start) return park = true;
         for (ipc::RingConsumer* ring : spin_rings_) {
           if (ring->has_data()) return true;
         }
@@ -34,7 +41,7 @@ bool PoolLoop::spin_for_work(std::int64_t until_ns) {
       },
       until_ns);
   claim_.acquire();
-  return found;
+  return found && !park;
 }
 
 void PoolLoop::wait_for_events(std::int64_t timeout_ms, std::int64_t now) {
@@ -68,7 +75,10 @@ Result<int> PoolLoop::park(epoll_event* events, std::int64_t timeout_ms, std::in
   busy_.end();  // poold's watchdog: idle, however long the sleep
   Result<int> n = poller_->wait(events, 64, static_cast<int>(timeout_ms));
   busy_.begin(ipc::monotonic_ns());  // handling what woke it is work
+  // Awake and about to want the claim: a waiter reading its own result hands it back.
+  waking_.store(true, std::memory_order_relaxed);
   claim_.acquire();
+  waking_.store(false, std::memory_order_relaxed);
   return n;
 }
 
@@ -108,6 +118,74 @@ bool PoolLoop::try_hand_off(const TaskPtr& task) {
   }
   claim_.release();
   return taken;
+}
+
+// ---- the return half: a waiter reads its own result ------------------------------------
+
+bool PoolLoop::direct_wait(const TaskPtr& task, std::int64_t until_ns) {
+  if (!hand_off_allowed_ || mailbox_.has_mail() || mailbox_.idle_wanted()) return false;
+  if (!claim_.try_acquire()) return false;  // the loop works, or another thread holds it
+  bool ended = false;
+  const WorkerId w = mailbox_.accepting() && !mailbox_.ended() && !mailbox_.has_mail()
+                         ? core_->direct_read_worker(task)
+                         : 0;
+  if (w != 0 && idle_look_ns_ == 0) {
+    // Spinning, the loop reads the result rings without the claim (spin_for_work): this
+    // thread must not pop from them. It asks the loop to park; the next waiter reads.
+    ask_to_park();
+  } else if (w != 0) {
+    ended = read_own_result(task, w, std::min(until_ns, ipc::monotonic_ns() + kDirectWaitNs));
+  }
+  claim_.release();
+  if (ended) direct_ends_.fetch_add(1, std::memory_order_relaxed);
+  return ended;
+}
+
+bool PoolLoop::read_own_result(const TaskPtr& task, WorkerId w, std::int64_t until_ns) {
+  ipc::RingConsumer* ring = links_->result_ring(w);
+  if (ring == nullptr) return false;
+  ask_to_park();
+  // The parked loop asked each worker to ring its doorbell for a result (prepare_sleep): this
+  // one's is read here, so it need not wake the loop.
+  ring->cancel_sleep();
+  // Hand back at once when the loop has work: mail (a submit, a cancel, a close), a wait for
+  // idleness, or the loop woken (a worker's exit, another ring, its deadline).
+  const auto loop_wants = [this] {
+    return mailbox_.has_mail() || mailbox_.idle_wanted() || waking_.load(std::memory_order_relaxed);
+  };
+  std::int64_t now = 0;
+  bool read = false;
+  while (ring != nullptr && task->done.load(std::memory_order_acquire) == 0) {
+    if (!ipc::spin_until([&] { return ring->has_data() || loop_wants(); }, until_ns)) break;
+    if (!ring->has_data()) break;  // the loop wants the claim; nothing here to read first
+    // What is there is read first, in one pass (it may be the result that woke the loop: its
+    // worker published before this thread cleared the ring's flag).
+    now = ipc::monotonic_ns();
+    links_->begin_pass();
+    core_->begin_batch();
+    read |= links_->poll_one(w, now);
+    core_->end_batch(now);
+    links_->flush();  // what the results dispatched (a queued task, a retry due now)
+    if (loop_wants()) break;
+    // The task still open on that worker, its ring still read: spin for the rest.
+    ring = core_->direct_read_worker(task) == w ? links_->result_ring(w) : nullptr;
+  }
+  // A loop that woke takes the claim next and looks at everything (it cancels the sleep
+  // flags, polls every ring). A loop still parked sleeps on every doorbell again; data that
+  // came meanwhile wakes it, and so does a deadline the read brought before its own look (a
+  // retry's backoff, a task dispatched from the queue: the running poll).
+  const bool awake = waking_.load(std::memory_order_relaxed);
+  if (!awake && !links_->prepare_sleep()) mailbox_.wake();
+  if (read) {
+    const std::int64_t look_by =
+        core_->has_in_flight() ? now + kRunningPollMs * detail::kMsNs : INT64_MAX;
+    // (The loop's sleep is whole milliseconds: a look within one of it is on time.)
+    if (!awake && std::min(core_->next_deadline(), look_by) < idle_look_ns_ - detail::kMsNs) {
+      mailbox_.wake();
+    }
+    publish_stats(now, true);  // parked: the stats are current while it sleeps
+  }
+  return task->done.load(std::memory_order_acquire) != 0;
 }
 
 }  // namespace sandpool::core

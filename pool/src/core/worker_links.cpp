@@ -41,6 +41,11 @@ bool WorkerLinks::poll_all(std::int64_t now) {
   return work;
 }
 
+bool WorkerLinks::poll_one(WorkerId w, std::int64_t now) {
+  auto it = links_.find(w);
+  return it != links_.end() && poll_worker(w, it->second, now, kResultBudget);
+}
+
 bool WorkerLinks::report_failed_spawns(std::int64_t now) {
   bool any = false;
   for (WorkerId id : std::exchange(spawn_failures_, {})) {

@@ -85,6 +85,14 @@ class WorkerLinks final : public WorkerControl {
       if (link.proc && !link.broken) out->push_back(&link.proc->results().ring());
     }
   }
+  // The direct wait (PoolLoop::read_own_result): worker w's result ring, or null when w has
+  // no process or its ring is no longer read (a protocol error).
+  ipc::RingConsumer* result_ring(WorkerId w) {
+    Link* link = live(w);
+    return link != nullptr && !link->broken ? &link->proc->results().ring() : nullptr;
+  }
+  // Reads worker w's results as poll_all() does. Returns true iff any came.
+  bool poll_one(WorkerId w, std::int64_t now);
   // Before the loop sleeps: tells every ring so (its producer then rings the doorbell).
   // Returns false when one has data or room meanwhile: then the loop must not sleep.
   bool prepare_sleep();

@@ -315,6 +315,10 @@ class Pool {
   // pool's loop was idle (the direct hand-off, docs/architecture.md "The loop's claim");
   // benchmarks report them per task.
   std::uint64_t hand_offs() const;
+  // Tasks a waiter (Ticket::wait, wait_for) ended itself, on its own thread, by reading its
+  // worker's result while the pool's loop was parked (the return half, docs/architecture.md
+  // "The loop's claim"); benchmarks report them per task.
+  std::uint64_t direct_ends() const;
   // How long the pool's loop thread has been inside its current iteration (ns); 0 while it
   // sleeps or once it ended. A watchdog's view (poold's WatchdogGate); any thread.
   std::int64_t busy_for_ns() const;
