@@ -1,6 +1,9 @@
 // accept() of a batch of views (JournalAcceptViews: a pool's records' type and payload where
 // the records keep them): committed as the same tasks an accept() of JournalTasks commits, and
-// what the views point at is let go once the writer copied it, before the batch's callback.
+// what the views point at is not held once the batch is answered (committed, refused, or
+// closed). That the writer lets it go earlier, when it makes the batch's JournalTasks, is not
+// observable here (the round's writes are gone before its callbacks run): the memory bench
+// shows it (docs/performance.md, "Memory with the journal on: the transient peaks").
 #include <catch2/catch.hpp>
 #include <memory>
 
@@ -57,7 +60,7 @@ TEST_CASE("a batch of views is journaled as its tasks, every option, type and pa
   }
 }
 
-TEST_CASE("the journal lets go of a batch's views before its callback, and when it refuses it",
+TEST_CASE("the journal holds no batch's views once it answered it: committed, refused or closed",
           "[journal]") {
   TempDir dir;
   auto store = open_store(journal_options_in(dir.state_dir()));
