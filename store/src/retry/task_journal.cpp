@@ -209,6 +209,35 @@ void TaskJournal::accept(std::vector<JournalTask> tasks, JournalCommitted on_com
   impl_->queue_chunk(one.writes_, false);
 }
 
+void TaskJournal::accept(JournalAcceptViews tasks, JournalCommitted on_committed) {
+  if (tasks.tasks.empty()) {
+    if (on_committed) on_committed(Status::ok());
+    return;
+  }
+  Records one;
+  Write& w = one.writes_.emplace_back();
+  w.kind = Write::Kind::kAccept;
+  w.accept = std::make_unique<Write::Accept>();
+  w.accept->views = std::move(tasks);
+  w.on_committed = std::move(on_committed);
+  impl_->queue_chunk(one.writes_, false);
+}
+
+void TaskJournal::Write::make_tasks() {
+  if (!accept || accept->views.tasks.empty()) return;
+  const JournalAcceptViews& v = accept->views;
+  accept->tasks.reserve(accept->tasks.size() + v.tasks.size());
+  for (const JournalAcceptViews::Task& t : v.tasks) {
+    JournalTask& j = accept->tasks.emplace_back();  // in place: a JournalTask is over 500 bytes
+    j.task.id = t.id;
+    j.task.type = t.type;
+    j.pool = v.pool;
+    j.payload = t.payload;
+    j.options = v.options.at(t.options);
+  }
+  accept->views = JournalAcceptViews{};
+}
+
 void TaskJournal::reopen(JournalTask task, std::uint64_t letter_id, JournalCommitted on_committed) {
   Records one;
   Write& w = one.writes_.emplace_back();

@@ -29,6 +29,9 @@ struct TaskJournal::Write {
   // a record is half the size without it (the loop builds them, the writer reads them).
   struct Accept {
     std::vector<JournalTask> tasks;
+    // accept(JournalAcceptViews): the batch until the writer takes it, then made into `tasks`
+    // (make_tasks()) and released.
+    JournalAcceptViews views;
     std::chrono::steady_clock::time_point since;  // when queued
     // Per task, 1 + the index in the round of its kFinish, which this accept writes as a
     // finished row (0: none; empty: none for the whole batch).
@@ -60,7 +63,12 @@ struct TaskJournal::Write {
   std::int64_t at_ms = 0;                           // wall clock when queued
   std::uint64_t seq = 0;                            // queue order, from 1
 
-  std::size_t task_count() const { return accept ? accept->tasks.size() : 0; }
+  std::size_t task_count() const {
+    return accept ? accept->tasks.size() + accept->views.tasks.size() : 0;
+  }
+  // kAccept of views: makes its JournalTasks (on the writer thread, for the round that writes
+  // them) and releases the views with what they kept alive.
+  void make_tasks();
   // kStart: the start as an Attempt.
   Attempt start() const {
     Attempt a;

@@ -49,6 +49,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <sandpool/base/status.hpp>
@@ -78,6 +79,25 @@ struct JournalTask {
   std::int64_t retry_due_ms = 0;  // kRetryWait: wall clock ms when the retry is due
   std::int64_t finished_ms = 0;   // terminal: wall clock ms of the end; 0 while unfinished
   std::uint64_t letter_id = 0;    // kDeadLettered through dead_letter(): the letter
+};
+
+// A batch of accepts that points at its tasks' type and payload bytes where the caller keeps
+// them, instead of holding a JournalTask each (over 500 bytes, with a copy of the payload):
+// batches queued ahead of the writer then cost ~48 bytes a task, and the writer makes the
+// JournalTasks of the one batch it is writing (docs/performance.md, "Memory with the journal
+// on: the transient peaks"). `keep` owns what the views point at: the bytes must not change
+// while it lives; the journal releases it once the writer copied them, or with the batch.
+struct JournalAcceptViews {
+  struct Task {
+    std::uint64_t id = 0;
+    std::string_view type;
+    std::string_view payload;
+    std::uint32_t options = 0;  // its kept options: options[this]
+  };
+  std::string pool;
+  std::vector<TaskOptions> options;  // the batch's options, each once in a row of equal ones
+  std::vector<Task> tasks;
+  std::shared_ptr<const void> keep;
 };
 
 using JournalCommitted = std::function<void(const Status&)>;
@@ -123,6 +143,8 @@ class TaskJournal {
   // Queues the batch's tasks (ids unique in the journal) for one all-or-none commit shared
   // with whatever else waits; on_committed as above. Never blocks on the disk.
   void accept(std::vector<JournalTask> tasks, JournalCommitted on_committed);
+  // The same for a batch of views (submitted now, as a JournalTask with submitted_ms 0).
+  void accept(JournalAcceptViews tasks, JournalCommitted on_committed);
   // A replay: reopens `task` (its id, pool, type, payload and options, as its letter has
   // them) as queued, with no history, and deletes dead letter `letter_id`, in one
   // transaction: before its commit the task is in the letter, after it open in the journal.
