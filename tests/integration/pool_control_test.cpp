@@ -142,7 +142,10 @@ TEST_CASE("stats_snapshot answers while the loop thread is held, and is exact on
     released.wait();
   };
   auto pool = make_pool(o);
-  auto t = pool->submit("sleep", "1");
+  // A task long enough that the loop idles while it runs: an idle pass publishes the stats
+  // (published stats may lag a busy loop by a pass: a 1-ms task ended in the pass after its
+  // submit's, before any publish, on a loaded host, and the snapshot said submitted 0).
+  auto t = pool->submit("sleep", "300");
   REQUIRE(t);
   REQUIRE(held.get_future().wait_for(kPatience) == std::future_status::ready);
   auto snapshot = std::async(std::launch::async, [&] { return pool->stats_snapshot(); });
