@@ -4,7 +4,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <memory>
 #include <string>
 #include <thread>
@@ -73,5 +75,37 @@ inline void wait_running(const Ticket& t) {
   }
   REQUIRE(t.state() == TaskState::kRunning);
 }
+
+// SIGKILLs one live (idle or busy) worker of `pool` every 20 ms, at most `max_kills` times,
+// until stop(): crashes raced against whatever the test does meanwhile.
+class WorkerKiller {
+ public:
+  WorkerKiller(Pool& pool, int max_kills)
+      : thread_([this, &pool, max_kills] {
+          while (!stop_.load() && kills_.load() < max_kills) {
+            for (const WorkerInfo& w : pool.workers()) {
+              if (w.state == "idle" || w.state == "busy") {
+                if (pool.kill_worker(w.pid, SIGKILL)) kills_.fetch_add(1);
+                break;
+              }
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));  // paces the kills
+          }
+        }) {}
+  WorkerKiller(const WorkerKiller&) = delete;
+  WorkerKiller& operator=(const WorkerKiller&) = delete;
+  ~WorkerKiller() { stop(); }
+  // Stops the thread; returns how many workers it killed.
+  int stop() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+    return kills_.load();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<int> kills_{0};
+  std::thread thread_;
+};
 
 }  // namespace sandpool::testing

@@ -94,19 +94,7 @@ TEST_CASE("tasks waited while their workers are killed are retried or end as bef
   PoolOptions o = pool_options("echo", 2);
   o.retries = 20;
   auto pool = make_pool(o);
-  std::atomic<bool> stop{false};
-  std::atomic<int> kills{0};
-  std::thread killer([&] {
-    while (!stop.load() && kills.load() < 12) {
-      for (const WorkerInfo& w : pool->workers()) {
-        if (w.state == "idle" || w.state == "busy") {
-          if (pool->kill_worker(w.pid, SIGKILL)) kills.fetch_add(1);
-          break;
-        }
-      }
-      std::this_thread::sleep_for(20ms);  // paces the kills; nothing waits on it
-    }
-  });
+  sandpool::testing::WorkerKiller killer(*pool, 12);
   constexpr int kThreads = 2, kTrips = 300;
   std::atomic<int> echoed{0};
   std::vector<std::thread> waiters;
@@ -120,9 +108,7 @@ TEST_CASE("tasks waited while their workers are killed are retried or end as bef
     });
   }
   for (auto& w : waiters) w.join();
-  stop.store(true);
-  killer.join();
-  CHECK(kills.load() > 0);
+  CHECK(killer.stop() > 0);
   CHECK(echoed.load() == kThreads * kTrips);
 }
 

@@ -128,24 +128,10 @@ TEST_CASE("tasks handed off to workers that are killed meanwhile are retried, no
   o.spin_us = 0;
   o.retries = 20;
   auto pool = make_pool(o);
-  std::atomic<bool> done{false};
-  std::atomic<int> kills{0};
-  std::thread killer([&] {
-    while (!done.load() && kills.load() < 12) {
-      for (const WorkerInfo& w : pool->workers()) {
-        if (w.state == "idle" || w.state == "busy") {
-          if (pool->kill_worker(w.pid, SIGKILL)) kills.fetch_add(1);
-          break;
-        }
-      }
-      std::this_thread::sleep_for(20ms);  // paces the kills; nothing waits on it
-    }
-  });
+  sandpool::testing::WorkerKiller killer(*pool, 12);
   constexpr int kThreads = 3, kTrips = 200;
   const int echoed = race_round_trips(*pool, kThreads, kTrips);
-  done.store(true);
-  killer.join();
-  CHECK(kills.load() > 0);
+  CHECK(killer.stop() > 0);
   CHECK(echoed == kThreads * kTrips);
 }
 
