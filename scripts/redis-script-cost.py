@@ -12,7 +12,7 @@ Ir between a zero and a dump: the event loop, the parsing, the scripts and their
 and the commands the phase called per task. Instructions do not count cache misses, but they
 do not move with other processes' load either, so two trees compare on a busy machine.
 
-  scripts/redis-script-cost.py [--tasks 2000] [--batch 48] [--rounds 2] DIR [DIR...]
+  scripts/redis-script-cost.py [--tasks 2000] [--batch 48] [--rounds 2] [--keep DIR] DIR [DIR...]
 
 e.g. the scripts of main against the worktree's:
   mkdir /tmp/main-lua && git archive main redis/src/redis/lua | tar -x -C /tmp/main-lua
@@ -101,8 +101,8 @@ def command_stats(r):
 class Callgrind:
     """Instructions of the server between zero() and dump()."""
 
-    def __init__(self, pid, out_dir):
-        self.pid, self.out_dir = str(pid), out_dir
+    def __init__(self, pid, out_dir, keep=None):
+        self.pid, self.out_dir, self.keep, self.name = str(pid), out_dir, keep, 'dump'
 
     def zero(self):
         subprocess.run(['callgrind_control', '-z', self.pid], capture_output=True, check=True)
@@ -121,6 +121,8 @@ class Callgrind:
             with open(path) as f:
                 for line in f:
                     if line.startswith(('totals:', 'summary:')):
+                        if self.keep:
+                            shutil.copy(path, os.path.join(self.keep, 'callgrind.' + self.name))
                         return float(line.split()[1])
             time.sleep(0.05)
         raise RuntimeError('no totals in ' + path)
@@ -142,6 +144,8 @@ def phases(r, meter, lua_dir, tasks, batch):
 
     def measure(name, work):
         before = command_stats(r)
+        meter.name = '%s.%s' % (os.path.basename(os.path.dirname(os.path.normpath(lua_dir)))
+                                or 'lua', name)
         meter.zero()
         work()
         ir = meter.dump()
@@ -184,6 +188,7 @@ def phases(r, meter, lua_dir, tasks, batch):
                 ids = [e for band, e, _ in got if band == b]
                 argv += [min(ids, key=entry_number), max(ids, key=entry_number)] if ids \
                     else ['', '']
+            argv += ['0', '0', '0']  # nothing handed back: each read asked for what it takes
             for band, entry_id, fields in got:
                 f = dict(zip(fields[::2], fields[1::2]))
                 argv += [f['id'], entry_id, band, f['type']]
@@ -235,6 +240,9 @@ def main():
     ap.add_argument('--tasks', type=int, default=2000)
     ap.add_argument('--batch', type=int, default=48)
     ap.add_argument('--rounds', type=int, default=2)
+    ap.add_argument('--keep', metavar='DIR',
+                    help='copy each phase\'s callgrind dump to DIR/callgrind.TREE.PHASE '
+                    '(for callgrind_annotate)')
     o = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix='redis-script-cost.')
     sock = os.path.join(tmp, 'redis.sock')
@@ -248,7 +256,7 @@ def main():
                 break
             time.sleep(0.1)
         r = Resp(sock)
-        meter = Callgrind(server.pid, tmp)
+        meter = Callgrind(server.pid, tmp, o.keep)
         for rnd in range(o.rounds):
             for d in o.dirs:
                 r.cmd('FLUSHALL')
