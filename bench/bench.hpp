@@ -116,6 +116,8 @@ bool run_journal(const BenchOptions& o, Report& r);
 bool journal_full_disk(const BenchOptions& o, Report& r);
 // Redis pools: nodes sharing a stream through a redis-server of the bench's own (issue 15).
 bool run_cluster(const BenchOptions& o, Report& r);
+// Just the cluster group's w2_p50_us and w2_p99_us, on a redis-server of its own.
+bool run_cluster_w2(const BenchOptions& o, Report& r);
 // A waited task's latency through one poold process over Redis (cluster_wait.cpp).
 bool run_cluster_wait(const BenchOptions& o, Report& r);
 // The cluster soak (issue 36): o.cluster_soak_tasks chaos tasks over 3 poold nodes sharing a

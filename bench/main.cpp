@@ -18,10 +18,10 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 
-const char* const kGroups[] = {"raw",     "W1",      "W2",       "W3",           "W4",
-                               "spawn",   "sandbox", "service",  "journal",      "soak",
-                               "plugins", "cluster", "fairness", "dispatch",     "autoscale",
-                               "http",    "memory",  "curves",   "cluster-soak", "cluster-wait"};
+const char* const kGroups[] = {
+    "raw",       "W1",      "W2",     "W3",      "W4",           "spawn",        "sandbox",
+    "service",   "journal", "soak",   "plugins", "cluster",      "fairness",     "dispatch",
+    "autoscale", "http",    "memory", "curves",  "cluster-soak", "cluster-wait", "cluster-w2"};
 
 // Parses "W1,w2,raw" into canonical group names; an unknown name is an error.
 bool parse_only(const std::string& list, std::set<std::string>* out, std::string* bad) {
@@ -47,7 +47,7 @@ void add_options(CLI::App& app, sandpool::bench::BenchOptions& o, std::string& o
   app.add_option(
       "--only", only,
       "comma-separated groups: raw,W1,W2,W3,W4,spawn,sandbox,service,journal,soak,plugins,"
-      "cluster,cluster-wait,fairness,dispatch,autoscale,http,memory,curves,cluster-soak "
+      "cluster,cluster-wait,cluster-w2,fairness,dispatch,autoscale,http,memory,curves,cluster-soak "
       "(default: all but cluster-soak)");
   app.add_option("--plugin", o.plugin, "W1/W2 plugin: a name in the plugin dir or a .so path")
       ->capture_default_str();
@@ -153,8 +153,8 @@ int main(int argc, char** argv) {
   if (!parse_only(only, &groups, &bad)) {
     std::cerr << "sandpool-bench: --only: unknown group '" << bad
               << "' (raw, W1, W2, W3, W4, spawn, sandbox, service, journal, soak, plugins, "
-                 "cluster, cluster-wait, fairness, dispatch, autoscale, http, memory, curves, "
-                 "cluster-soak)\n";
+                 "cluster, cluster-wait, cluster-w2, fairness, dispatch, autoscale, http, memory, "
+                 "curves, cluster-soak)\n";
     return kExitUsage;
   }
   if (groups.empty()) {
@@ -181,6 +181,7 @@ int main(int argc, char** argv) {
   if (ok && groups.count("plugins")) ok = run_library_plugins(o, report);
   if (ok && groups.count("cluster")) ok = run_cluster(o, report);
   if (ok && groups.count("cluster-wait")) ok = run_cluster_wait(o, report);
+  if (ok && groups.count("cluster-w2") && !groups.count("cluster")) ok = run_cluster_w2(o, report);
   if (ok && groups.count("fairness")) ok = run_fairness(o, report);
   if (ok && groups.count("autoscale")) ok = run_autoscale(o, report);
   if (ok && groups.count("http")) ok = run_http(o, report);
