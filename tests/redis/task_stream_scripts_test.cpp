@@ -334,6 +334,43 @@ TEST_CASE(
             .code() == Code::kInvalidArgument);
 }
 
+TEST_CASE("a round of waits on one task brings its account with its end, and stays in step") {
+  Cluster w;
+  const std::vector<std::uint64_t> ids = w.submit(2);
+  auto held = w.stream.consumer.read(w.c, "node-a", 2, std::chrono::milliseconds(0)).value();
+  REQUIRE(held.size() == 2);
+  const std::string wake = "sp:wake:one";
+  // Nothing ended: no account (the reads behind the BLPOP are read, and dropped).
+  auto r = w.stream.producer.await_any(w.c, {ids[0]}, {ids[0]}, wake, std::chrono::milliseconds(50))
+               .value();
+  CHECK(r.ended == 0);
+  CHECK_FALSE(r.account.has_value());
+  REQUIRE(w.integer({"RPUSH", wake, "1"}) == 1);  // the connection answers in step
+  r = w.stream.producer.await_any(w.c, {}, {ids[0]}, wake, std::chrono::seconds(1)).value();
+  CHECK(r.woken);
+  CHECK_FALSE(r.account.has_value());
+  // Its end: the round answers the account as task() reads it, the attempts included.
+  REQUIRE(w.stream.consumer.end_all(w.c, "node-a", {completed(held[0], "r", 5)}).value() ==
+          std::vector<Fenced>{Fenced::kDone});
+  r = w.stream.producer.await_any(w.c, {}, {ids[0]}, wake, std::chrono::seconds(1)).value();
+  CHECK(r.ended == ids[0]);
+  REQUIRE(r.account.has_value());
+  const redis::StoredTask stored = w.stream.producer.task(w.c, ids[0]).value();
+  CHECK(r.account->id == ids[0]);
+  CHECK(r.account->state == "completed");
+  CHECK(r.account->result == "r");
+  CHECK(r.account->history == stored.history);
+  CHECK_FALSE(r.account->history.empty());
+  // Two awaited: which ends is not known before, and no account is read.
+  REQUIRE(w.stream.consumer.end_all(w.c, "node-a", {completed(held[1], "s", 5)}).value() ==
+          std::vector<Fenced>{Fenced::kDone});
+  r = w.stream.producer.await_any(w.c, {ids[1]}, {ids[0], ids[1]}, wake, std::chrono::seconds(1))
+          .value();
+  CHECK(r.ended == ids[1]);
+  CHECK_FALSE(r.account.has_value());
+  CHECK(w.integer({"RPUSH", wake, "1"}) == 1);
+}
+
 TEST_CASE("a cancel ends a waited task once, and tells its waiter") {
   Cluster w;
   const std::vector<std::uint64_t> ids = w.submit(2);

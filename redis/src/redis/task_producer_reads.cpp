@@ -37,8 +37,19 @@ Result<std::optional<std::string>> TaskProducer::task_state(Connection& c, std::
 }
 
 Result<StoredTask> TaskProducer::task(Connection& c, std::uint64_t id) const {
+  SP_RETURN_IF_ERROR(append_task_reads(c, id));
+  return read_task(c, id);
+}
+
+Status TaskProducer::append_task_reads(Connection& c, std::uint64_t id) const {
   const std::string h = keys_.task_key(id);
-  auto all = c.command({"HGETALL", h});
+  SP_RETURN_IF_ERROR(c.append({"HGETALL", h}));
+  return c.append({"LRANGE", h + ":attempts", "0", "-1"});
+}
+
+Result<StoredTask> TaskProducer::read_task(Connection& c, std::uint64_t id) const {
+  auto all = c.read();
+  auto history = c.read();  // read whatever the first said: the pipeline stays in step
   if (!all) return all.status();
   if (all->is_error()) return all->status();
   if (all->elements.empty()) {
@@ -79,7 +90,6 @@ Result<StoredTask> TaskProducer::task(Connection& c, std::uint64_t id) const {
     else if (k == "ends")
       (void)parse_number(v, &t.ends);
   }
-  auto history = c.command({"LRANGE", h + ":attempts", "0", "-1"});
   if (!history) return history.status();
   for (const Reply& a : history->elements) t.history.push_back(a.str);
   return t;

@@ -1,7 +1,10 @@
 // TaskProducer's waits on tasks' ends (task_producer.hpp, await_end, await_any): the
-// registration script (await_end.lua) and a BLPOP on the tasks' end lists, pipelined.
+// registration script (await_end.lua) and a BLPOP on the tasks' end lists, pipelined (with
+// one task awaited, its hash read behind the BLPOP).
 #include <cstdio>
 #include <iterator>
+#include <optional>
+#include <utility>
 
 #include <sandpool/redis/task_producer.hpp>
 #include "redis/reply_checks.hpp"
@@ -81,6 +84,10 @@ Result<TaskProducer::AwaitRound> TaskProducer::await_any(Connection& c,
   if (!wake.empty()) blpop.push_back(wake);
   blpop.push_back(blpop_seconds(block));
   SP_RETURN_IF_ERROR(c.append(blpop));
+  // One task awaited: its hash is read behind the BLPOP (Redis runs the reads once the BLPOP
+  // is answered), so that its account comes with its end, not one round trip later.
+  const bool read_account = awaited.size() == 1;
+  if (read_account) SP_RETURN_IF_ERROR(append_task_reads(c, awaited.front()));
   Status failed = Status::ok();  // every reply is read, so that the pipeline stays in step
   for (const std::uint64_t id : fresh) {
     auto known = registered(c.read());
@@ -88,8 +95,12 @@ Result<TaskProducer::AwaitRound> TaskProducer::await_any(Connection& c,
     if (known && !*known) out.unknown.push_back(id);
   }
   auto popped = c.read();
+  std::optional<Result<StoredTask>> account;
+  if (read_account && popped) account = read_task(c, awaited.front());
   SP_RETURN_IF_ERROR(failed);
   if (!popped) return popped.status();
+  // A failed read of the account: the caller reads it again (unless the connection broke).
+  if (account && !*account && c.broken()) return account->status();
   if (popped->is_error()) return popped->status();
   if (popped->is_nil()) return out;  // nothing within `block`
   if (popped->elements.size() != 2) return unexpected("BLPOP", *popped);
@@ -103,6 +114,7 @@ Result<TaskProducer::AwaitRound> TaskProducer::await_any(Connection& c,
     return unexpected("BLPOP", *popped);
   }
   out.state = popped->elements[1].str;
+  if (account && *account && out.ended == awaited.front()) out.account = std::move(**account);
   return out;
 }
 

@@ -4,7 +4,8 @@
 // BLPOP on every awaited task's end list and this process's wake list (a thread of its own,
 // sp-redis-wake, pushes there when wait() takes a new wait while it blocks: the request
 // thread never waits for Redis), so a waited task is answered when its end is written, not at
-// the next poll. Each round is one pipelined round trip.
+// the next poll. Each round is one pipelined round trip; with one task awaited, its account
+// is read behind the BLPOP, in the same round trip, rather than once its end is popped.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -101,8 +102,9 @@ std::vector<RedisPools::Waiter> RedisPools::settle(
   return ready;
 }
 
-void RedisPools::answer(std::vector<Waiter> ready) {
-  std::map<std::uint64_t, Result<TaskResult>> accounts;  // one read per task
+void RedisPools::answer(std::vector<Waiter> ready, std::optional<redis::StoredTask> read) {
+  std::map<std::uint64_t, Result<TaskResult>> accounts;         // one read per task
+  if (read) accounts.emplace(read->id, to_task_result(*read));  // read with its end (await_any)
   for (const Waiter& w : ready) {
     if (accounts.count(w.id) != 0) continue;
     auto t = waits_.with([&](redis::Connection& c) { return any_.task(c, w.id); });
@@ -158,7 +160,7 @@ void RedisPools::wait_loop() {
     blocked_ = false;
     std::vector<Waiter> ready = settle(round, got);
     lk.unlock();
-    answer(std::move(ready));
+    answer(std::move(ready), got ? std::move(got->account) : std::nullopt);
     lk.lock();
     if (got) continue;
     // Redis unreachable: the lane opens its connection again after kReconnectGap at most.

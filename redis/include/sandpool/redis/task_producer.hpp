@@ -98,11 +98,15 @@ class TaskProducer {
     std::uint64_t ended = 0;             // the task whose end was popped; 0: none
     std::string state;                   // its final state
     bool woken = false;                  // `wake` was pushed to
+    // With one task awaited, its hash read right after its end was popped (the reads go out
+    // behind the BLPOP, which Redis answers first: no round trip of their own): set when
+    // `ended` is that task and Redis knew it.
+    std::optional<StoredTask> account;
   };
   Result<AwaitRound> await_any(Connection& c, const std::vector<std::uint64_t>& fresh,
                                const std::vector<std::uint64_t>& awaited, const std::string& wake,
                                std::chrono::milliseconds block) const;
-  // The task's hash, or kNotFound.
+  // The task's hash, or kNotFound: one round trip (its hash and attempts, pipelined).
   Result<StoredTask> task(Connection& c, std::uint64_t id) const;
   // The task's state as its hash says it; nullopt when Redis does not know the task. One
   // HGET, not the whole hash (whose result may be large).
@@ -171,6 +175,10 @@ class TaskProducer {
   const PoolKeys& keys() const { return keys_; }
 
  private:
+  // task()'s two reads, queued (append_task_reads) then read (read_task): both replies are
+  // read whatever the first says, so that a pipeline stays in step.
+  Status append_task_reads(Connection& c, std::uint64_t id) const;
+  Result<StoredTask> read_task(Connection& c, std::uint64_t id) const;
   Connection::Call submit_call(const StreamTask& t, std::int64_t now_ms) const;
   lua::Submit submit_args(const StreamTask& t, std::int64_t now_ms) const;
   Result<LetterSweep> sweep_letters(Connection& c, bool replay, const LetterMatch& m,

@@ -238,7 +238,8 @@ class RedisPools {
                              const Result<redis::TaskProducer::AwaitRound>& got) REQUIRES(wait_mu_);
   // Answers each with its task's account (on the waits thread's connection); a waiter told
   // an end whose account is not an end (a stale push) goes back to waiting.
-  void answer(std::vector<Waiter> ready) EXCLUDES(wait_mu_);
+  // `read`: a task's account the round read already (TaskProducer::AwaitRound::account).
+  void answer(std::vector<Waiter> ready, std::optional<redis::StoredTask> read) EXCLUDES(wait_mu_);
   // Ends the waits thread's BLPOP now (a push to wake_key_, on a lane of its own).
   void wake_waits();
   // The wake thread (sp-redis-wake): wake_waits() each time wait() asks (wake_asked_).
