@@ -5,7 +5,7 @@
 
 namespace sandpool::core {
 
-SharedCallbacks::SharedCallbacks(Progress on_progress, Done on_done) {
+SharedCallbacks::SharedCallbacks(Progress&& on_progress, Done&& on_done) {
   if (on_progress || on_done) block_ = new Block{std::move(on_progress), std::move(on_done)};
 }
 
@@ -19,7 +19,7 @@ void SharedCallbacks::release() noexcept {
   }
 }
 
-PackedOptions::PackedOptions(SubmitOptions o, const Callbacks& shared)
+PackedOptions::PackedOptions(SubmitOptions&& o, const Callbacks& shared)
     : attempts_before_(o.attempts_before), priority_(o.priority) {
   if (o.timeout) {
     flags_ |= kTimeout;

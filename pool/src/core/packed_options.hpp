@@ -26,7 +26,7 @@ class SharedCallbacks {
 
   SharedCallbacks() = default;
   // Null when both are empty.
-  SharedCallbacks(Progress on_progress, Done on_done);
+  SharedCallbacks(Progress&& on_progress, Done&& on_done);
   SharedCallbacks(const SharedCallbacks& o) noexcept : block_(o.block_) { retain(); }
   SharedCallbacks& operator=(SharedCallbacks o) noexcept {
     std::swap(block_, o.block_);
@@ -71,7 +71,9 @@ class PackedOptions {
   using Callbacks = SharedCallbacks;
 
   // `shared`: the callbacks of the task's batch, taken when the task sets neither its own.
-  explicit PackedOptions(SubmitOptions o, const Callbacks& shared = {});
+  // Moves what it keeps out of `o` (taken by reference: a SubmitOptions is 280 bytes, and the
+  // submit path hands it down without a copy or a move per call, docs/performance.md).
+  explicit PackedOptions(SubmitOptions&& o, const Callbacks& shared = {});
   PackedOptions(const PackedOptions&) = delete;
   PackedOptions& operator=(const PackedOptions&) = delete;
 

@@ -365,7 +365,7 @@ Status PoolLoop::check_task(const std::string& type, std::size_t payload_bytes,
   return Status::ok();
 }
 
-Result<TaskPtr> PoolLoop::admit_task(std::string type, std::string payload, SubmitOptions options,
+Result<TaskPtr> PoolLoop::admit_task(std::string type, std::string payload, SubmitOptions&& options,
                                      std::uint64_t id, const PackedOptions::Callbacks& shared) {
   if (failed_.load()) return Status::error(Code::kClosed, "pool failed: " + failure());
   // Checked again by post_admitted(); here so that a closed pool journals nothing.
@@ -437,7 +437,7 @@ void PoolLoop::refuse_closing(const TaskPtr& rec, bool end_if_closed) {
   }
 }
 
-Result<Ticket> PoolLoop::submit(std::string type, std::string payload, SubmitOptions options,
+Result<Ticket> PoolLoop::submit(std::string type, std::string payload, SubmitOptions&& options,
                                 std::uint64_t id) {
   auto rec = admit_task(std::move(type), std::move(payload), std::move(options), id);
   if (!rec) return rec.status();

@@ -63,7 +63,8 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
 
   // Thread-safe entry points (see Pool).
   // id 0: a fresh id; otherwise the task keeps that id (a dead letter's replay).
-  Result<Ticket> submit(std::string type, std::string payload, SubmitOptions options,
+  // `options` is moved from (Pool::submit's by-value parameter, handed down by reference).
+  Result<Ticket> submit(std::string type, std::string payload, SubmitOptions&& options,
                         std::uint64_t id = 0);
   // Pool::replay with a journal: `letter`'s task re-enters this pool under its id once the
   // journal reopened it and deleted the letter in one transaction (TaskJournal::reopen),
@@ -207,7 +208,7 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   // submit()'s checks, admission and id; the record's ack is settled unless it is to be
   // journaled (id 0 in a pool with a journal).
   // `shared`: a batch's callbacks, for the tasks that set none of their own.
-  Result<TaskPtr> admit_task(std::string type, std::string payload, SubmitOptions options,
+  Result<TaskPtr> admit_task(std::string type, std::string payload, SubmitOptions&& options,
                              std::uint64_t id, const PackedOptions::Callbacks& shared = {});
   // Hands an admitted task to the loop; false when the pool closes (its admission is undone,
   // and with `end_if_closed` its journal row is ended `cancelled`; a replay's stays open for

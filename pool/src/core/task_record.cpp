@@ -18,7 +18,7 @@ RecordLock record_locks[kRecordLocks];
 Mutex& record_lock(std::uint64_t id) { return record_locks[id % kRecordLocks].mu; }
 
 TaskRecord::TaskRecord(std::uint64_t task_id, std::uint32_t type_len, std::uint32_t payload_len,
-                       SubmitOptions options, const PackedOptions::Callbacks& shared)
+                       SubmitOptions&& options, const PackedOptions::Callbacks& shared)
     : type_len_(type_len),
       id(task_id),
       opts(std::move(options), shared),
@@ -57,7 +57,7 @@ void free_record_block(void* block, [[maybe_unused]] std::size_t bytes) noexcept
 }  // namespace
 
 TaskPtr TaskRecord::make(std::uint64_t task_id, std::string_view task_type,
-                         std::string task_payload, SubmitOptions options,
+                         std::string task_payload, SubmitOptions&& options,
                          const PackedOptions::Callbacks& shared) {
   const bool apart = task_payload.size() > kInlinePayloadMax;
   const auto type_len = static_cast<std::uint32_t>(task_type.size());

@@ -34,8 +34,15 @@ struct TaskRecord {
 
   // The record of a new task, counted once (the handle returned).
   // `shared`: its batch's callbacks (PackedOptions).
+  // `options` is moved from, not copied or moved into a parameter of its own: the submit path
+  // hands it down by reference from Pool::submit's by-value parameter (docs/performance.md).
   static TaskPtr make(std::uint64_t task_id, std::string_view task_type, std::string task_payload,
-                      SubmitOptions options, const PackedOptions::Callbacks& shared = {});
+                      SubmitOptions&& options, const PackedOptions::Callbacks& shared = {});
+  // The same with a copy of `options` (tests, and callers that keep theirs).
+  static TaskPtr make(std::uint64_t task_id, std::string_view task_type, std::string task_payload,
+                      const SubmitOptions& options, const PackedOptions::Callbacks& shared = {}) {
+    return make(task_id, task_type, std::move(task_payload), SubmitOptions(options), shared);
+  }
   TaskRecord(const TaskRecord&) = delete;
   TaskRecord& operator=(const TaskRecord&) = delete;
 
@@ -53,7 +60,7 @@ struct TaskRecord {
   static constexpr std::uint32_t kPayloadApart = ~std::uint32_t{0};
 
   TaskRecord(std::uint64_t task_id, std::uint32_t type_len, std::uint32_t payload_len,
-             SubmitOptions options, const PackedOptions::Callbacks& shared);
+             SubmitOptions&& options, const PackedOptions::Callbacks& shared);
   ~TaskRecord();
   // The bytes after the record: the type, then the payload or (kPayloadApart) a std::string.
   const char* tail() const { return reinterpret_cast<const char*>(this + 1); }
