@@ -25,8 +25,9 @@ inline Status unexpected(const char* what, const Reply& r) {
                                             (r.is_error() ? ": " + r.str : std::string()));
 }
 
-// A submit's answer ({id, 1}, or {the first task's id, 0}: submit.lua, submit_batch.lua): the
-// id and whether the idempotency key named an earlier task, or the server's error.
+// A submit's answer ({id, 1}, or {the first task's id, 0}: submit.lua; submit_batch.lua's for a
+// task whose key named one): the id and whether the idempotency key named an earlier task, or
+// the server's error.
 inline Result<TaskProducer::Submitted> submitted(const Reply& r) {
   if (r.is_error()) return r.status();
   if (r.elements.size() != 2 || r.elements[0].type != Reply::Type::kInteger ||

@@ -12,7 +12,8 @@ namespace sandpool::redis {
 namespace {
 
 // Appends the answers of one submit_batch call of `n` tasks to `out`: each task's id (and
-// whether its key matched), or why the call failed for all of them.
+// whether its key matched), or why the call failed for all of them. A new task answers its
+// id, an integer; one whose key named a task answers as submit.lua does ({id, 0}).
 void append_answers(const Reply& r, std::size_t n,
                     std::vector<Result<TaskProducer::Submitted>>* out) {
   if (r.is_error() || r.elements.size() != n) {
@@ -20,7 +21,17 @@ void append_answers(const Reply& r, std::size_t n,
     out->insert(out->end(), n, Result<TaskProducer::Submitted>(why));
     return;
   }
-  for (const Reply& one : r.elements) out->push_back(submitted(one));
+  for (const Reply& one : r.elements) {
+    if (one.type == Reply::Type::kInteger) {
+      if (one.integer <= 0) {
+        out->push_back(unexpected("submit_batch", one));
+        continue;
+      }
+      out->push_back(TaskProducer::Submitted{static_cast<std::uint64_t>(one.integer), false});
+    } else {
+      out->push_back(submitted(one));
+    }
+  }
 }
 
 }  // namespace
