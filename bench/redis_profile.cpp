@@ -111,6 +111,7 @@ std::optional<ScriptPhases> profile_scripts(const redis::Endpoint& at, const std
       redis::TaskConsumer::EndWrite e;
       e.entry = &held[i];
       e.attempts = {attempt};
+      e.attempts_before = redis::TaskConsumer::attempts_known(held[i]);  // as the feeder
       e.state = "completed";
       e.result = held[i].task.payload;
       e.now_ms = 2;

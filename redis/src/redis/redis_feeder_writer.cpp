@@ -43,6 +43,7 @@ TaskConsumer::EndWrite cancelled_end(const UnwrittenEnd& e, std::vector<std::str
   TaskConsumer::EndWrite w;
   w.entry = &e.entry;
   w.attempts = std::move(attempts);
+  w.attempts_before = TaskConsumer::attempts_known(e.entry);  // retry.lua wrote none
   w.state = std::string(to_string(TaskState::kCancelled));
   w.error = "cancelled; its last attempt failed: " + e.account.error;
   w.reason = std::string(to_string(CancelReason::kUser));
@@ -55,6 +56,7 @@ TaskConsumer::EndWrite local_end(const UnwrittenEnd& e) {
   TaskConsumer::EndWrite w;
   w.entry = &e.entry;
   for (const Attempt& a : e.account.history) w.attempts.push_back(encode(a));
+  w.attempts_before = TaskConsumer::attempts_known(e.entry);
   w.state = std::string(to_string(e.account.state));
   w.result = e.account.result;
   w.error = e.account.error;

@@ -2,6 +2,7 @@
 // the summary `status` shows. None of them changes a key.
 #include <algorithm>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include <sandpool/redis/task_producer.hpp>
@@ -9,6 +10,13 @@
 #include "redis/reply_checks.hpp"
 
 namespace sandpool::redis {
+namespace {
+
+// The fields of a task's hash that finish_batch.lua, retry.lua and attempt.lua write per
+// attempt (`attempt:N`) and per end (`end:ENTRY`).
+constexpr std::string_view kAttemptField = "attempt:", kEndMark = "end:";
+
+}  // namespace
 
 Result<std::vector<TaskProducer::Letter>> TaskProducer::dead_letters(
     Connection& c, std::size_t max, const std::string& before) const {
@@ -36,17 +44,37 @@ Result<std::optional<std::string>> TaskProducer::task_state(Connection& c, std::
   return std::optional<std::string>(r->str);
 }
 
-Result<StoredTask> TaskProducer::task(Connection& c, std::uint64_t id) const {
+std::vector<std::vector<std::string>> TaskProducer::task_reads(std::uint64_t id) const {
   const std::string h = keys_.task_key(id);
-  auto all = c.command({"HGETALL", h});
+  return {{"HGETALL", h}, {"LRANGE", h + ":attempts", "0", "-1"}};
+}
+
+Result<StoredTask> TaskProducer::task(Connection& c, std::uint64_t id) const {
+  const auto reads = task_reads(id);
+  for (const auto& r : reads) SP_RETURN_IF_ERROR(c.append(r));
+  auto all = c.read();
+  auto history = c.read();  // both read, so that the pipeline stays in step
   if (!all) return all.status();
   if (all->is_error()) return all->status();
+  if (!history) return history.status();
+  if (history->is_error()) return history->status();
   if (all->elements.empty()) {
     return Status::error(Code::kNotFound, "task " + std::to_string(id) + " is not in redis");
   }
+  auto t = stored_task(id, *all, *history);
+  if (!t) return unexpected("HGETALL", *all);
+  return std::move(*t);
+}
+
+std::optional<StoredTask> TaskProducer::stored_task(std::uint64_t id, const Reply& hash,
+                                                    const Reply& attempts) {
+  if (hash.type != Reply::Type::kArray || hash.elements.empty()) return std::nullopt;
+  if (attempts.type != Reply::Type::kArray) return std::nullopt;
   StoredTask t;
   t.id = id;
-  const auto& f = all->elements;
+  std::uint32_t ends = 0, end_marks = 0;
+  std::vector<std::pair<std::uint64_t, const std::string*>> numbered;  // `attempt:N` fields
+  const auto& f = hash.elements;
   for (std::size_t i = 0; i + 1 < f.size(); i += 2) {
     const std::string& k = f[i].str;
     const std::string& v = f[i + 1].str;
@@ -77,11 +105,18 @@ Result<StoredTask> TaskProducer::task(Connection& c, std::uint64_t id) const {
     else if (k == "tenant")
       t.tenant = v;
     else if (k == "ends")
-      (void)parse_number(v, &t.ends);
+      (void)parse_number(v, &ends);
+    else if (k.starts_with(kEndMark))
+      ++end_marks;
+    else if (std::uint64_t n = 0;
+             k.starts_with(kAttemptField) && parse_number(k.substr(kAttemptField.size()), &n))
+      numbered.emplace_back(n, &v);
   }
-  auto history = c.command({"LRANGE", h + ":attempts", "0", "-1"});
-  if (!history) return history.status();
-  for (const Reply& a : history->elements) t.history.push_back(a.str);
+  t.ends = ends + end_marks;
+  for (const Reply& a : attempts.elements) t.history.push_back(a.str);
+  std::sort(numbered.begin(), numbered.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [n, a] : numbered) t.history.push_back(*a);
   return t;
 }
 
