@@ -13,6 +13,7 @@
 #include <sandpool/redis/task_consumer.hpp>
 #include <sandpool/redis/task_producer.hpp>
 #include <sandpool/redis/task_upkeep.hpp>
+#include "redis/redis_feeder_threads.hpp"
 #include "redis_server.hpp"
 #include "redis_test_support.hpp"
 
@@ -170,4 +171,22 @@ TEST_CASE(
   // The first was evicted by the second's end (keep 1): its mark with it.
   CHECK(w.integer({"EXISTS", "sp:task:" + std::to_string(ids[0])}) == 0);
   CHECK(w.integer({"SCARD", "sp:awaited"}) == 0);
+}
+
+TEST_CASE("a task ended with a plain attempt keeps a compact hash, its attempt read as JSON") {
+  OnePool w;
+  const auto ids = w.submit(1);
+  auto got = w.read(1);
+  Attempt a;
+  a.number = 1;
+  a.worker_pid = 4242;
+  a.started_ms = 1765000000000;
+  a.ended_ms = a.started_ms + 3;
+  REQUIRE(
+      w.stream.consumer.end_all(w.c, "node-a", {ended(got[0], {redis::feeder::encode_stored(a)})})
+          .value() == std::vector<Fenced>{Fenced::kDone});
+  const std::string h = "sp:task:" + std::to_string(ids[0]);
+  CHECK(w.c.command({"OBJECT", "ENCODING", h})->str == "listpack");
+  CHECK(w.stream.producer.task(w.c, ids[0]).value().history ==
+        std::vector<std::string>{redis::feeder::encode(a)});
 }

@@ -7,6 +7,7 @@
 
 #include <sandpool/redis/task_producer.hpp>
 
+#include "redis/redis_feeder_threads.hpp"
 #include "redis/reply_checks.hpp"
 
 namespace sandpool::redis {
@@ -116,7 +117,7 @@ std::optional<StoredTask> TaskProducer::stored_task(std::uint64_t id, const Repl
   for (const Reply& a : attempts.elements) t.history.push_back(a.str);
   std::sort(numbered.begin(), numbered.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (const auto& [n, a] : numbered) t.history.push_back(*a);
+  for (const auto& [n, a] : numbered) t.history.push_back(feeder::stored_as_json(*a));
   return t;
 }
 

@@ -62,7 +62,9 @@ struct StoredTask {
   std::uint64_t id = 0;
   std::string pool, type, state, result, error, reason, node, entry_id;
   std::uint32_t attempts = 0;
-  std::vector<std::string> history;  // each attempt, as the caller encoded it, in order
+  // Each attempt as JSON (feeder::encode: the compact form the hash stores most in is read
+  // back as it), in order.
+  std::vector<std::string> history;
   std::int64_t submitted_ms = 0, finished_ms = 0;
   std::int64_t not_before_ms = 0;  // scheduled: not queued before (wall ms); 0: none
   std::string tenant;
