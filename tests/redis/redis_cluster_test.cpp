@@ -194,7 +194,7 @@ TEST_CASE("three poold nodes share a redis pool through a SIGKILL of one and a r
     for (const std::string& a : t.history) {
       if (a.find("\"lost\"") == std::string::npos) continue;
       ++lost_here;
-      CHECK_THAT(a.str, Catch::Contains("claimed by n0") || Catch::Contains("claimed by n2"));
+      CHECK_THAT(a, Catch::Contains("claimed by n0") || Catch::Contains("claimed by n2"));
     }
     // What n1 held when it died, another node claimed, each with a `lost` attempt. (A live
     // node's entries may be claimed too: Redis was away meanwhile, and their idle time grew.)
