@@ -550,13 +550,13 @@ bool kill_run(const BenchOptions& o, const RedisChild& redis, const std::uint64_
   // once, though a loaded machine may have it claimed again from a starved live node.
   std::uint64_t held = 0, stolen = 0;
   std::int64_t first_claim_ms = -1, last_claim_ms = -1;
+  const redis::TaskProducer producer(stream);
   for (const std::uint64_t id : rerun_ids) {
-    auto attempts =
-        c->command({"LRANGE", prefix + "task:" + std::to_string(id) + ":attempts", "0", "-1"});
-    if (!attempts) return false;
+    auto task = producer.task(*c, id);
+    if (!task) return false;
     bool after = false, before = false;
-    for (const redis::Reply& a : attempts->elements) {
-      const auto j = nlohmann::json::parse(a.str, nullptr, false);
+    for (const std::string& a : task->history) {
+      const auto j = nlohmann::json::parse(a, nullptr, false);
       if (j.is_discarded() || j.value("outcome", "") != "lost") continue;
       const std::int64_t at = j.value("ended_ms", std::int64_t{0});
       // A claim before the stop took a live node's entries: one starved past the claim time

@@ -403,18 +403,18 @@ bool wait_all_ended(const RedisChild& redis, const std::vector<std::uint64_t>& i
 }
 
 // The ending as the tally reads it: state, result and reason from the hash.
-TaskResult result_of(const std::vector<redis::Reply>& f) {
+TaskResult result_of(const redis::StoredTask& t) {
   TaskResult r;
-  const std::string& state = f[0].str;
+  const std::string& state = t.state;
   r.state = state == "completed"       ? TaskState::kCompleted
             : state == "dead_lettered" ? TaskState::kDeadLettered
             : state == "cancelled"     ? TaskState::kCancelled
                                        : TaskState::kQueued;
-  r.result = f[1].str;
+  r.result = t.result;
   for (int i = 0; i <= static_cast<int>(DeadReason::kRejected); ++i) {
-    if (f[2].str == to_string(static_cast<DeadReason>(i))) r.reason = static_cast<DeadReason>(i);
+    if (t.reason == to_string(static_cast<DeadReason>(i))) r.reason = static_cast<DeadReason>(i);
   }
-  r.error = f[3].str;
+  r.error = t.error;
   return r;
 }
 
@@ -423,30 +423,39 @@ struct Checked {
   std::string first_dup;
 };
 
-// Reads every accepted task back: its end goes to the tally; its history and its count of
-// ends (`ends` in its hash) say whether its end was written twice (dup) and whether it ran
-// again after a node died.
+// Reads every accepted task back (TaskProducer::task's reads, pipelined): its end goes to the
+// tally; its history and its count of ends say whether its end was written twice (dup) and
+// whether it ran again after a node died.
 bool check_all(const RedisChild& redis, const std::vector<std::uint64_t>& ids, soak::Tally& tally,
                Checked* out) {
   auto c = redis::Connection::open(redis.endpoint());
   if (!c) return false;
+  const redis::TaskProducer producer(redis::PoolKeys(kPrefix, kPool));
   for (std::size_t from = 0; from < ids.size(); from += kReadChunk) {
     const std::size_t to = std::min(ids.size(), from + kReadChunk);
+    std::size_t per_task = 0;
     for (std::size_t i = from; i < to; ++i) {
       if (ids[i] == 0 || ids[i] == Submitter::kRefused) continue;
-      const std::string h = std::string(kPrefix) + "task:" + std::to_string(ids[i]);
-      (void)c->append({"HMGET", h, "state", "result", "reason", "error", "ends"});
-      (void)c->append({"LRANGE", h + ":attempts", "0", "-1"});
+      const auto reads = producer.task_reads(ids[i]);
+      per_task = reads.size();
+      for (const auto& r : reads) (void)c->append(r);
     }
     for (std::size_t i = from; i < to; ++i) {
       if (ids[i] == 0 || ids[i] == Submitter::kRefused) continue;
-      auto fields = c->read();
-      auto attempts = c->read();
-      if (!fields || !attempts || fields->elements.size() != 5) return false;
-      const std::uint64_t ends = std::strtoull(fields->elements[4].str.c_str(), nullptr, 10);
+      std::vector<redis::Reply> replies;
+      for (std::size_t k = 0; k < per_task; ++k) {
+        auto one = c->read();
+        if (!one) return false;
+        replies.push_back(std::move(one).value());
+      }
+      if (replies.size() != 2) return false;
+      // No hash (nullopt): not ended, so not tallied: lost.
+      const redis::StoredTask t = redis::TaskProducer::stored_task(ids[i], replies[0], replies[1])
+                                      .value_or(redis::StoredTask{});
+      const std::uint64_t ends = t.ends;
       std::uint64_t ok = 0, lost = 0;
-      for (const redis::Reply& a : attempts->elements) {
-        const auto j = nlohmann::json::parse(a.str, nullptr, false);
+      for (const std::string& a : t.history) {
+        const auto j = nlohmann::json::parse(a, nullptr, false);
         const std::string outcome = j.is_object() ? j.value("outcome", "") : "";
         ok += outcome == to_string(Outcome::kOk);
         lost += outcome == to_string(Outcome::kLost);
@@ -460,9 +469,9 @@ bool check_all(const RedisChild& redis, const std::vector<std::uint64_t>& ids, s
       }
       out->reran += lost > 0;
       out->lost_attempts += lost;
-      TaskResult r = result_of(fields->elements);
+      TaskResult r = result_of(t);
       r.id = ids[i];
-      if (terminal(fields->elements[0].str)) tally.on_done(i, r);
+      if (terminal(t.state)) tally.on_done(i, r);
     }
   }
   return true;

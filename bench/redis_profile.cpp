@@ -98,19 +98,20 @@ std::optional<ScriptPhases> profile_scripts(const redis::Endpoint& at, const std
   }
   auto s2 = command_stats(*c);
   auto cpu2 = redis_cpu_us(*c);
-  // One ok attempt, encoded as the feeder writes it.
+  // One ok attempt, encoded as the feeder writes it (compact: the hash stays a listpack).
   Attempt ok;
   ok.number = 1;
   ok.worker_pid = 4242;
   ok.started_ms = 1765000000000;
   ok.ended_ms = ok.started_ms + 1;
-  const std::string attempt = redis::feeder::encode(ok);
+  const std::string attempt = redis::feeder::encode_stored(ok);
   for (std::size_t from = 0; from < held.size(); from += batch) {
     std::vector<redis::TaskConsumer::EndWrite> ends;
     for (std::size_t i = from; i < std::min(held.size(), from + batch); ++i) {
       redis::TaskConsumer::EndWrite e;
       e.entry = &held[i];
       e.attempts = {attempt};
+      e.attempts_before = redis::TaskConsumer::attempts_known(held[i]);  // as the feeder
       e.state = "completed";
       e.result = held[i].task.payload;
       e.now_ms = 2;

@@ -9,10 +9,13 @@ reads since session 22, plain XREADGROUPs and take.lua) and ends them with finis
 a call, one `ok` attempt each): the shape of sandpool-bench's cluster profile
 (bench/redis_profile.cpp). Prints, per phase, the server's instructions per task (callgrind's
 Ir between a zero and a dump: the event loop, the parsing, the scripts and their commands),
-and the commands the phase called per task. Instructions do not count cache misses, but they
+and the commands the phase called per task. A fourth phase, `evict`, is retention's steady
+state: TASKS more go through and their ends (measured) run with keep_finished TASKS, so each
+evicts one finished task, as on the bench's nodes (--no-retention skips it). Instructions do not count cache misses, but they
 do not move with other processes' load either, so two trees compare on a busy machine.
 
-  scripts/redis-script-cost.py [--tasks 2000] [--batch 48] [--rounds 2] [--keep DIR] DIR [DIR...]
+  scripts/redis-script-cost.py [--tasks 2000] [--batch 48] [--rounds 2] [--no-retention]
+                              [--keep DIR] DIR [DIR...]
 
 e.g. the scripts of main against the worktree's:
   mkdir /tmp/main-lua && git archive main redis/src/redis/lua | tar -x -C /tmp/main-lua
@@ -34,6 +37,7 @@ GROUP = 'sandpool'
 ATTEMPT = json.dumps({"number": 1, "outcome": "ok", "error": "", "worker_pid": 4242,
                       "started_ms": 1765000000000, "ended_ms": 1765000000001,
                       "backtrace": ""})
+COMPACT_ATTEMPT = '1 ok 4242 1765000000000 1'
 
 
 class Resp:
@@ -128,7 +132,7 @@ class Callgrind:
         raise RuntimeError('no totals in ' + path)
 
 
-def phases(r, meter, lua_dir, tasks, batch):
+def phases(r, meter, lua_dir, tasks, batch, retention):
     """{phase: (instructions per task, {command: calls per task})}."""
     # Since session 22 a node reads with plain XREADGROUPs, then takes with take.lua (no
     # read.lua): the read phase does what the tree's scripts do.
@@ -209,28 +213,42 @@ def phases(r, meter, lua_dir, tasks, batch):
                     f = dict(zip(fields[::2], fields[1::2]))
                     held.append((f['id'], entry_id, 2 - index, f['payload']))
 
-    # finish_batch.lua since session 22 takes per band the range of its ends' entry ids.
+    # finish_batch.lua since session 22 takes per band the range of its ends' entry ids;
+    # since session 24 per end the attempts before it (take.lua answered them: 0 here).
     with open(os.path.join(lua_dir, 'finish_batch.lua')) as f:
-        ranges = 'first_range' in f.read()
+        text = f.read()
+        ranges = 'first_range' in text
+        before = 'end_head = 10' in text
 
-    def finish():
+    def finish(keep_finished):
         keys = [prefix + 'echo:done', prefix + 'echo:dlq'] + streams
         for at in range(0, tasks, batch):
-            argv = ['profiler', prefix, 100000, 10000]
+            argv = ['profiler', prefix, keep_finished, 10000]
             if ranges:
                 for b in (1, 0, -1):
                     ids = [e for _, e, band, _ in held[at:at + batch] if band == b]
                     argv += [min(ids, key=entry_number), max(ids, key=entry_number)] if ids \
                         else ['', '']
             for task_id, entry_id, band, payload in held[at:at + batch]:
-                argv += [task_id, entry_id, band, 'completed', payload, '', '', 2, 1, ATTEMPT]
+                argv += [task_id, entry_id, band, 'completed', payload, '', '', 2]
+                # Since session 24 a node stores an attempt with no error compact
+                # (feeder::encode_stored), so that the task's hash stays a listpack.
+                argv += [0, 1, COMPACT_ATTEMPT] if before else [1, ATTEMPT]
             answers = r.cmd('EVALSHA', shas['finish_batch'], len(keys), *keys, *argv)
             if any(a != 1 for a in answers):
                 raise RuntimeError('finish_batch refused an end')
+        del held[:]
 
     measure('submit', submit)
     measure('read', read)
-    measure('finish', finish)
+    measure('finish', lambda: finish(100000))
+    if retention:
+        # Retention's steady state (keep_finished exceeded, as on the bench's nodes): a second
+        # TASKS go through, unmeasured but for their ends, each of which evicts one of the
+        # first TASKS (ZPOPMIN, its hash's idem_key and bytes, one DEL).
+        submit()
+        read()
+        measure('evict', lambda: finish(tasks))
     return out
 
 
@@ -240,6 +258,8 @@ def main():
     ap.add_argument('--tasks', type=int, default=2000)
     ap.add_argument('--batch', type=int, default=48)
     ap.add_argument('--rounds', type=int, default=2)
+    ap.add_argument('--no-retention', action='store_true',
+                    help='skip the `evict` phase: ends past keep_finished, each evicting one')
     ap.add_argument('--keep', metavar='DIR',
                     help='copy each phase\'s callgrind dump to DIR/callgrind.TREE.PHASE '
                     '(for callgrind_annotate)')
@@ -260,9 +280,14 @@ def main():
         for rnd in range(o.rounds):
             for d in o.dirs:
                 r.cmd('FLUSHALL')
-                got = phases(r, meter, d, o.tasks, o.batch)
-                total = sum(ir for ir, _ in got.values())
-                print('round %d %s: total %.1f k instructions/task' % (rnd + 1, d, total / 1e3))
+                got = phases(r, meter, d, o.tasks, o.batch, not o.no_retention)
+                total = sum(ir for name, (ir, _) in got.items() if name != 'evict')
+                steady = ''
+                if 'evict' in got:
+                    steady = ', with retention\'s evictions %.1f k' % (
+                        (total - got['finish'][0] + got['evict'][0]) / 1e3)
+                print('round %d %s: total %.1f k instructions/task%s' % (rnd + 1, d, total / 1e3,
+                                                                         steady))
                 for name, (ir, calls) in got.items():
                     print('  %-6s %6.1f k  %s' % (name, ir / 1e3, ' '.join(
                         '%s=%.2f' % kv for kv in sorted(calls.items(), key=lambda kv: -kv[1]))))

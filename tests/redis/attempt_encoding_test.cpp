@@ -42,3 +42,38 @@ TEST_CASE("an attempt's negative and zero numbers are encoded as nlohmann::json 
   CHECK(redis::feeder::encode(a) ==
         R"({"ended_ms":0,"error":"","number":0,"outcome":"ok","started_ms":0,"worker_pid":-1})");
 }
+
+TEST_CASE("an attempt with no error is stored compact, and read back as its JSON") {
+  Attempt a;
+  a.number = GENERATE(1u, 4000000000u);
+  a.outcome = GENERATE(Outcome::kOk, Outcome::kSandboxViolation);
+  a.worker_pid = GENERATE(4242, -1, 2147483647);
+  a.started_ms = 1765000000123;
+  a.ended_ms = a.started_ms + GENERATE(0, 1, 86400000);
+  const std::string stored = redis::feeder::encode_stored(a);
+  INFO(stored);
+  CHECK(stored.size() <= redis::feeder::kMaxCompact);
+  CHECK(stored.front() != '{');
+  CHECK(redis::feeder::stored_as_json(stored) == redis::feeder::encode(a));
+}
+
+TEST_CASE("an attempt with an error or a backtrace is stored as its JSON, read back the same") {
+  Attempt a;
+  a.number = 2;
+  a.outcome = Outcome::kTimedOut;
+  a.started_ms = 5;
+  a.ended_ms = 9;
+  SECTION("an error") { a.error = "boom"; }
+  SECTION("a backtrace") { a.backtrace = "#0 main"; }
+  SECTION("an end before its start (a clock step)") { a.ended_ms = 1; }
+  const std::string stored = redis::feeder::encode_stored(a);
+  CHECK(stored == redis::feeder::encode(a));
+  CHECK(redis::feeder::stored_as_json(stored) == stored);
+}
+
+TEST_CASE("a stored attempt that is not one of the two forms is read back as it is") {
+  for (const std::string bad :
+       {"", "1 ok", "1 nope 4 5 6", "1 ok 4 5 6 7", "x ok 4 5 6", "1 ok 4 5 "}) {
+    CHECK(redis::feeder::stored_as_json(bad) == bad);
+  }
+}

@@ -187,18 +187,14 @@ TEST_CASE("three poold nodes share a redis pool through a SIGKILL of one and a r
   REQUIRE(eventually(all_ended));
   std::size_t lost_attempts = 0;
   for (std::uint64_t id : acked) {
-    auto ends = c.command({"HGET", "sandpool:task:" + std::to_string(id), "ends"});
-    REQUIRE(ends);
+    const redis::StoredTask t = stored_task(c, id);
     INFO("task " << id);
-    CHECK(ends->str == "1");
-    auto attempts =
-        c.command({"LRANGE", "sandpool:task:" + std::to_string(id) + ":attempts", "0", "-1"});
-    REQUIRE(attempts);
+    CHECK(t.ends == 1);
     std::size_t lost_here = 0;
-    for (const auto& a : attempts->elements) {
-      if (a.str.find("\"lost\"") == std::string::npos) continue;
+    for (const std::string& a : t.history) {
+      if (a.find("\"lost\"") == std::string::npos) continue;
       ++lost_here;
-      CHECK_THAT(a.str, Catch::Contains("claimed by n0") || Catch::Contains("claimed by n2"));
+      CHECK_THAT(a, Catch::Contains("claimed by n0") || Catch::Contains("claimed by n2"));
     }
     // What n1 held when it died, another node claimed, each with a `lost` attempt. (A live
     // node's entries may be claimed too: Redis was away meanwhile, and their idle time grew.)
@@ -258,10 +254,7 @@ TEST_CASE("a task waiting out its backoff in redis survives the node that ran it
     auto s = ca->submit(task("flaky", "x"));
     REQUIRE(s);
     h = "sandpool:task:" + std::to_string(s->id);
-    REQUIRE(eventually([&] {
-      auto n = conn.command({"LLEN", h + ":attempts"});
-      return n && n->integer >= 1;
-    }));
+    REQUIRE(eventually([&] { return !stored_task(conn, s->id).history.empty(); }));
     stop_node(*a);
     auto st = conn.command({"HGET", h, "state"});
     REQUIRE(st);

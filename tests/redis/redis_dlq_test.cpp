@@ -16,6 +16,7 @@
 
 #include "poold_process.hpp"
 #include "redis_server.hpp"
+#include "redis_test_support.hpp"
 
 namespace sandpool::testing {
 namespace redis_dlq_test {
@@ -159,7 +160,7 @@ TEST_CASE("a redis pool's dead letters are replayed from another node and run to
     CHECK(done->account.history[0].outcome == "ok");
     CHECK(hash_field(conn, id, "node") == "db");
     // Two ends: the death on a, the completion on b.
-    CHECK(hash_field(conn, id, "ends") == "2");
+    CHECK(stored_task(conn, id).ends == 2);
     CHECK(letters_in_redis(conn) == 2);
   }
   SECTION("an id no letter has") {
@@ -264,8 +265,9 @@ TEST_CASE("two nodes replaying the same redis dead letters at once make one task
   CHECK(letters_in_redis(conn) == 40);
   for (std::uint64_t id : ids) {
     INFO("task " << id);
-    CHECK(hash_field(conn, id, "ends") == "2");
-    CHECK(integer_of(conn, {"LLEN", "sandpool:task:" + std::to_string(id) + ":attempts"}) == 1);
+    const redis::StoredTask t = stored_task(conn, id);
+    CHECK(t.ends == 2);
+    CHECK(t.history.size() == 1);
   }
 }
 

@@ -30,6 +30,14 @@ struct PoolSides {
   redis::TaskUpkeep upkeep;
 };
 
+// Task `id` as `task ID` reads it from Redis (TaskProducer::task: its attempts and its count
+// of ends, from whichever layout wrote them); an empty one when Redis does not know it.
+inline redis::StoredTask stored_task(redis::Connection& c, std::uint64_t id,
+                                     const std::string& prefix = "sandpool:") {
+  auto t = redis::TaskProducer(redis::PoolKeys(prefix, "any")).task(c, id);
+  return t ? std::move(t).value() : redis::StoredTask{};
+}
+
 // Polls `done` every 10 ms until it holds (true) or `patience` passes (false).
 template <class Done>
 bool eventually(Done done, std::chrono::milliseconds patience = std::chrono::seconds(60)) {

@@ -58,6 +58,28 @@ bool stopped_here(const TaskResult& r) {
          (r.state == TaskState::kCancelled && r.cancel_reason == CancelReason::kShutdown);
 }
 
+// The rate buckets (into `buckets`) and the cap of `limits` that apply to `entry`.
+std::optional<TaskUpkeep::Cap> limits_of(const PoolKeys& keys, const FlowLimits& limits,
+                                         const StreamEntry& entry,
+                                         std::vector<TaskUpkeep::Bucket>& buckets) {
+  const auto add = [&](std::string key, const RateLimit& r) {
+    if (r.tasks == 0) return;
+    buckets.push_back({std::move(key), r.tasks, r.per.count(), r.burst != 0 ? r.burst : r.tasks});
+  };
+  add(keys.rate_key("pool", ""), limits.pool);
+  if (auto it = limits.task_types.find(entry.task.type); it != limits.task_types.end()) {
+    add(keys.rate_key("type", entry.task.type), it->second);
+  }
+  if (auto it = limits.tenants.find(entry.task.options.tenant); it != limits.tenants.end()) {
+    add(keys.rate_key("tenant", entry.task.options.tenant), it->second);
+  }
+  if (auto it = limits.type_concurrency.find(entry.task.type);
+      it != limits.type_concurrency.end()) {
+    return TaskUpkeep::Cap{keys.cap_key(entry.task.type), it->second, entry.task_id};
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 RedisFeeder::RedisFeeder(Pool& pool, FeederOptions options)
@@ -417,29 +439,13 @@ void RedisFeeder::run_locally(Connection& c, std::vector<StreamEntry> entries, b
   }
 }
 
-bool RedisFeeder::pass_limits(Connection& c, const StreamEntry& entry, bool may_wait) {
+bool RedisFeeder::pass_limits(Connection& c, StreamEntry& entry, bool may_wait) {
   std::vector<TaskUpkeep::Bucket> buckets;
   std::optional<TaskUpkeep::Cap> cap;
   {
     MutexLock lk(sh_->mu);
     if (!sh_->limits.any()) return true;  // the common case: no key built, no round trip
-    const auto add = [&](std::string key, const RateLimit& r) {
-      if (r.tasks == 0) return;
-      buckets.push_back({std::move(key), r.tasks, r.per.count(), r.burst != 0 ? r.burst : r.tasks});
-    };
-    add(keys_.rate_key("pool", ""), sh_->limits.pool);
-    if (auto it = sh_->limits.task_types.find(entry.task.type);
-        it != sh_->limits.task_types.end()) {
-      add(keys_.rate_key("type", entry.task.type), it->second);
-    }
-    if (auto it = sh_->limits.tenants.find(entry.task.options.tenant);
-        it != sh_->limits.tenants.end()) {
-      add(keys_.rate_key("tenant", entry.task.options.tenant), it->second);
-    }
-    if (auto it = sh_->limits.type_concurrency.find(entry.task.type);
-        it != sh_->limits.type_concurrency.end()) {
-      cap = TaskUpkeep::Cap{keys_.cap_key(entry.task.type), it->second, entry.task_id};
-    }
+    cap = limits_of(keys_, sh_->limits, entry, buckets);
   }
   if (buckets.empty() && !cap) return true;
   const bool pool_limited = !buckets.empty() && buckets.front().key == keys_.rate_key("pool", "");
@@ -461,7 +467,10 @@ bool RedisFeeder::pass_limits(Connection& c, const StreamEntry& entry, bool may_
       sh_->cv.notify_all();  // a place is free
       return false;
     }
-    if (taken->taken) return true;
+    if (taken->taken) {
+      entry.leased = entry.leased || cap.has_value();
+      return true;
+    }
     if (may_wait && pool_limited && taken->worst == 0) {
       // The pool's own rate: no task of the pool may start on any node before a token is
       // back, so this node waits for it, holding the entry, rather than read more.

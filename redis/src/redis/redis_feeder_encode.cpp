@@ -1,5 +1,9 @@
 // How an attempt is written into a task's hash (feeder::encode, redis_feeder_threads.hpp):
-// the JSON every reader of the hash parses, once per end the writer sends.
+// the JSON every reader of the hash parses, once per end the writer sends; and the compact
+// form most attempts are stored in (feeder::encode_stored), read back as that JSON.
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -92,6 +96,69 @@ std::string feeder::encode(const Attempt& a) {
   out += std::to_string(a.worker_pid);
   out += '}';
   return out;
+}
+
+namespace {
+
+// Appends `n` in decimal.
+template <class T>
+void append_decimal(std::string& out, T n) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, n);
+  out.append(buf, r.ptr);
+}
+
+// The word of `s` from `at` to the next space (or the end) as a number, `at` moved past it;
+// false when it is not one.
+template <class T>
+bool take_decimal(std::string_view s, std::size_t& at, T* out) {
+  const std::size_t end = std::min(s.find(' ', at), s.size());
+  const auto r = std::from_chars(s.data() + at, s.data() + end, *out);
+  if (end == at || r.ec != std::errc() || r.ptr != s.data() + end) return false;
+  at = end + 1;
+  return true;
+}
+
+}  // namespace
+
+std::string feeder::encode_stored(const Attempt& a) {
+  if (!a.error.empty() || !a.backtrace.empty() || a.ended_ms < a.started_ms) return encode(a);
+  std::string out;
+  out.reserve(64);
+  append_decimal(out, a.number);
+  out += ' ';
+  out += to_string(a.outcome);
+  out += ' ';
+  append_decimal(out, a.worker_pid);
+  out += ' ';
+  append_decimal(out, a.started_ms);
+  out += ' ';
+  append_decimal(out, a.ended_ms - a.started_ms);
+  if (out.size() > kMaxCompact) return encode(a);
+  return out;
+}
+
+std::string feeder::stored_as_json(std::string s) {
+  if (s.empty() || s.front() == '{') return s;
+  Attempt a;
+  std::size_t at = 0;
+  if (!take_decimal(s, at, &a.number)) return s;
+  const std::size_t outcome_end = s.find(' ', at);
+  if (outcome_end == std::string::npos) return s;
+  const std::string_view outcome(s.data() + at, outcome_end - at);
+  bool known = false;
+  for (int i = 0; i <= static_cast<int>(Outcome::kCancelled) && !known; ++i) {
+    a.outcome = static_cast<Outcome>(i);
+    known = to_string(a.outcome) == outcome;
+  }
+  at = outcome_end + 1;
+  std::int64_t took = 0;
+  if (!known || !take_decimal(s, at, &a.worker_pid) || !take_decimal(s, at, &a.started_ms) ||
+      !take_decimal(s, at, &took) || at <= s.size()) {
+    return s;
+  }
+  a.ended_ms = a.started_ms + took;
+  return encode(a);
 }
 
 }  // namespace sandpool::redis

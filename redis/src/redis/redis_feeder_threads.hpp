@@ -33,6 +33,14 @@ inline std::int64_t wall_ms() {
 // encode_json() gives, written without a json object when its strings are ASCII.
 std::string encode(const Attempt& a);
 std::string encode_json(const Attempt& a);
+// An ended attempt as a task's hash stores it (`attempt:N`): one with no error and no
+// backtrace (most) in a compact form, "NUMBER OUTCOME PID STARTED_MS DURATION_MS", at most
+// kMaxCompact bytes, so that the hash stays a listpack (Redis turns a hash with a value over
+// hash-max-listpack-value, 64 by default, into a hashtable: 3x its memory); any other as
+// encode() writes it. stored_as_json() gives encode()'s JSON back for either.
+inline constexpr std::size_t kMaxCompact = 64;
+std::string encode_stored(const Attempt& a);
+std::string stored_as_json(std::string stored);
 
 // The error of the `lost` attempt a claimed task gets (the node running it died).
 inline std::string lost_error(const std::string& claimant) {

@@ -15,7 +15,7 @@ namespace sandpool::redis {
 namespace {
 
 using feeder::connect;
-using feeder::encode;
+using feeder::encode_stored;
 using feeder::kRetryFirst;
 using feeder::kRetryMax;
 using feeder::wall_ms;
@@ -43,6 +43,7 @@ TaskConsumer::EndWrite cancelled_end(const UnwrittenEnd& e, std::vector<std::str
   TaskConsumer::EndWrite w;
   w.entry = &e.entry;
   w.attempts = std::move(attempts);
+  w.attempts_before = TaskConsumer::attempts_known(e.entry);  // retry.lua wrote none
   w.state = std::string(to_string(TaskState::kCancelled));
   w.error = "cancelled; its last attempt failed: " + e.account.error;
   w.reason = std::string(to_string(CancelReason::kUser));
@@ -54,7 +55,8 @@ TaskConsumer::EndWrite cancelled_end(const UnwrittenEnd& e, std::vector<std::str
 TaskConsumer::EndWrite local_end(const UnwrittenEnd& e) {
   TaskConsumer::EndWrite w;
   w.entry = &e.entry;
-  for (const Attempt& a : e.account.history) w.attempts.push_back(encode(a));
+  for (const Attempt& a : e.account.history) w.attempts.push_back(encode_stored(a));
+  w.attempts_before = TaskConsumer::attempts_known(e.entry);
   w.state = std::string(to_string(e.account.state));
   w.result = e.account.result;
   w.error = e.account.error;
@@ -128,7 +130,7 @@ Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
       // The local attempt failed and may be retried (the local pool has no retries of its
       // own): the next attempt waits in Redis, unless the task used up its retries there.
       std::vector<std::string> attempts;
-      for (const Attempt& a : e.account.history) attempts.push_back(encode(a));
+      for (const Attempt& a : e.account.history) attempts.push_back(encode_stored(a));
       TaskConsumer::Backoff b;
       std::uint32_t retries = 0;
       {

@@ -101,6 +101,7 @@ Result<std::vector<StreamEntry>> TaskConsumer::read(Connection& c, const std::st
         if (out.size() < count) {
           out.push_back(parse_entry(entry, kBands[b]));
           out.back().deliveries = 1;
+          out.back().read_here = true;
         } else if (!entry.elements.empty()) {
           back[b].push_back(entry.elements[0].str);
         }

@@ -2,13 +2,22 @@
 // the summary `status` shows. None of them changes a key.
 #include <algorithm>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include <sandpool/redis/task_producer.hpp>
 
+#include "redis/redis_feeder_threads.hpp"
 #include "redis/reply_checks.hpp"
 
 namespace sandpool::redis {
+namespace {
+
+// The fields of a task's hash that finish_batch.lua, retry.lua and attempt.lua write per
+// attempt (`attempt:N`) and per end (`end:ENTRY`).
+constexpr std::string_view kAttemptField = "attempt:", kEndMark = "end:";
+
+}  // namespace
 
 Result<std::vector<TaskProducer::Letter>> TaskProducer::dead_letters(
     Connection& c, std::size_t max, const std::string& before) const {
@@ -36,28 +45,45 @@ Result<std::optional<std::string>> TaskProducer::task_state(Connection& c, std::
   return std::optional<std::string>(r->str);
 }
 
+std::vector<std::vector<std::string>> TaskProducer::task_reads(std::uint64_t id) const {
+  const std::string h = keys_.task_key(id);
+  return {{"HGETALL", h}, {"LRANGE", h + ":attempts", "0", "-1"}};
+}
+
 Result<StoredTask> TaskProducer::task(Connection& c, std::uint64_t id) const {
   SP_RETURN_IF_ERROR(append_task_reads(c, id));
   return read_task(c, id);
 }
 
 Status TaskProducer::append_task_reads(Connection& c, std::uint64_t id) const {
-  const std::string h = keys_.task_key(id);
-  SP_RETURN_IF_ERROR(c.append({"HGETALL", h}));
-  return c.append({"LRANGE", h + ":attempts", "0", "-1"});
+  for (const auto& r : task_reads(id)) SP_RETURN_IF_ERROR(c.append(r));
+  return Status::ok();
 }
 
 Result<StoredTask> TaskProducer::read_task(Connection& c, std::uint64_t id) const {
   auto all = c.read();
-  auto history = c.read();  // read whatever the first said: the pipeline stays in step
+  auto history = c.read();  // both read, so that the pipeline stays in step
   if (!all) return all.status();
   if (all->is_error()) return all->status();
+  if (!history) return history.status();
+  if (history->is_error()) return history->status();
   if (all->elements.empty()) {
     return Status::error(Code::kNotFound, "task " + std::to_string(id) + " is not in redis");
   }
+  auto t = stored_task(id, *all, *history);
+  if (!t) return unexpected("HGETALL", *all);
+  return std::move(*t);
+}
+
+std::optional<StoredTask> TaskProducer::stored_task(std::uint64_t id, const Reply& hash,
+                                                    const Reply& attempts) {
+  if (hash.type != Reply::Type::kArray || hash.elements.empty()) return std::nullopt;
+  if (attempts.type != Reply::Type::kArray) return std::nullopt;
   StoredTask t;
   t.id = id;
-  const auto& f = all->elements;
+  std::uint32_t ends = 0, end_marks = 0;
+  std::vector<std::pair<std::uint64_t, const std::string*>> numbered;  // `attempt:N` fields
+  const auto& f = hash.elements;
   for (std::size_t i = 0; i + 1 < f.size(); i += 2) {
     const std::string& k = f[i].str;
     const std::string& v = f[i + 1].str;
@@ -88,10 +114,18 @@ Result<StoredTask> TaskProducer::read_task(Connection& c, std::uint64_t id) cons
     else if (k == "tenant")
       t.tenant = v;
     else if (k == "ends")
-      (void)parse_number(v, &t.ends);
+      (void)parse_number(v, &ends);
+    else if (k.starts_with(kEndMark))
+      ++end_marks;
+    else if (std::uint64_t n = 0;
+             k.starts_with(kAttemptField) && parse_number(k.substr(kAttemptField.size()), &n))
+      numbered.emplace_back(n, &v);
   }
-  if (!history) return history.status();
-  for (const Reply& a : history->elements) t.history.push_back(a.str);
+  t.ends = ends + end_marks;
+  for (const Reply& a : attempts.elements) t.history.push_back(a.str);
+  std::sort(numbered.begin(), numbered.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [n, a] : numbered) t.history.push_back(feeder::stored_as_json(*a));
   return t;
 }
 

@@ -198,6 +198,7 @@ Connection::Call FinishBatch::call() const {
         .arg(e.error)
         .arg(e.reason)
         .arg(e.now_ms)
+        .arg(e.attempts_before ? std::to_string(*e.attempts_before) : std::string())
         .arg(static_cast<std::uint64_t>(e.attempts.size()))
         .args(&e.attempts);
   }

@@ -75,7 +75,7 @@ struct Attempt {
 
 // finish_batch.lua (fenced per end, with one XPENDING per band for the batch: each band's
 // range, the lowest to the highest entry id of its ends, is computed here): a batch of tasks
-// ended, each's attempts recorded first.
+// ended, each with its attempts in one HSET of its hash.
 struct FinishBatch {
   static const Script kScript;
   static constexpr std::size_t kMaxEnds = 512;  // in one call
@@ -84,7 +84,8 @@ struct FinishBatch {
   std::string_view consumer{}, prefix{};
   std::uint64_t keep_finished = 0, keep_letters = 0;
   // Per end: its entry's task id, entry id and band; state, result, error, reason, now_ms;
-  // then its attempts (encoded), counted.
+  // its attempts_before ('' when unknown: the script reads the hash); then its attempts
+  // (encoded), counted.
   const TaskConsumer::EndWrite* ends = nullptr;
   std::size_t count = 0;
   Connection::Call call() const;

@@ -46,6 +46,12 @@ struct StreamEntry {
   StreamTask task;
   std::uint64_t deliveries = 0;  // from XPENDING or the claim: how often the group handed it out
   std::uint32_t attempts = 0;    // attempts made so far, on any node (take())
+  // Read by this node's plain read (TaskConsumer::read: not claimed, not read back from a
+  // file): `attempts` is the task's count in Redis until this node records more, and the
+  // task held no lease of a type's cap then (each script that lets an entry go gives its
+  // lease back). `leased`: this node took one for it since (TaskUpkeep::take_tokens).
+  bool read_here = false;
+  bool leased = false;
   // Set when the entry is not a task (no id or type, an option that does not parse): why.
   // Its other fields are unspecified; the reader discards it.
   std::string malformed;
@@ -56,7 +62,9 @@ struct StoredTask {
   std::uint64_t id = 0;
   std::string pool, type, state, result, error, reason, node, entry_id;
   std::uint32_t attempts = 0;
-  std::vector<std::string> history;  // each attempt, as the caller encoded it
+  // Each attempt as JSON (feeder::encode: the compact form the hash stores most in is read
+  // back as it), in order.
+  std::vector<std::string> history;
   std::int64_t submitted_ms = 0, finished_ms = 0;
   std::int64_t not_before_ms = 0;  // scheduled: not queued before (wall ms); 0: none
   std::string tenant;

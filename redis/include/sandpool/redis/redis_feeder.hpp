@@ -155,7 +155,8 @@ class RedisFeeder {
   // pool's may start anywhere then); a type's or tenant's sends it to the later set
   // (throttle), so it holds up no other task. False: it is not this node's to run now
   // (throttled, handed back, or the feeder stops).
-  bool pass_limits(Connection& c, const StreamEntry& entry, bool may_wait);
+  // Sets `entry.leased` when it took a lease of the type's cap.
+  bool pass_limits(Connection& c, StreamEntry& entry, bool may_wait);
   // Moves back to the stream the tasks this node throttled once they are due (the beat moves
   // everyone's, but only once a beat).
   void move_throttled(Connection& c);

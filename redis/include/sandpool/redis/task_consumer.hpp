@@ -66,12 +66,24 @@ class TaskConsumer {
   // the task among the finished ones. Exactly once: a second end of the same entry is kNotYours. A
   // `dead_lettered` end also adds the letter to the pool's dead-letter stream (the entry's fields,
   // the reason, the error, the time), which keeps the newest `max_letters`.
+  //
+  // `attempts_before`: the task's attempts in Redis before this end's, when the caller knows
+  // them and that the task holds no lease of a cap (attempts_known()): the end then reads
+  // nothing of the task's hash, one HSET its only command on it. Else (a claimed entry, a
+  // lease, an end read back from a file) the script reads them, and gives the lease back.
   struct EndWrite {
     const StreamEntry* entry = nullptr;
     std::vector<std::string> attempts;  // encoded by the caller
     std::string state, result, error, reason;
     std::int64_t now_ms = 0;
+    std::optional<std::uint32_t> attempts_before{};
   };
+  // `e.attempts` when the entry was read here and took no lease since (StreamEntry::read_here),
+  // so that an end of it needs nothing read; else nullopt.
+  static std::optional<std::uint32_t> attempts_known(const StreamEntry& e) {
+    if (!e.read_here || e.leased) return std::nullopt;
+    return e.attempts;
+  }
   Result<std::vector<Fenced>> end_all(Connection& c, const std::string& consumer,
                                       const std::vector<EndWrite>& ends) const;
   // Fenced: hands an entry back, unrun (this node stops, or cannot take it now): acknowledged

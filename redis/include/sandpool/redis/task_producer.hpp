@@ -106,8 +106,18 @@ class TaskProducer {
   Result<AwaitRound> await_any(Connection& c, const std::vector<std::uint64_t>& fresh,
                                const std::vector<std::uint64_t>& awaited, const std::string& wake,
                                std::chrono::milliseconds block) const;
-  // The task's hash, or kNotFound: one round trip (its hash and attempts, pipelined).
+  // The task's hash, or kNotFound: its attempts and ends as stored_task() reads them. One
+  // round trip (its hash and the attempts list older versions wrote, pipelined).
   Result<StoredTask> task(Connection& c, std::uint64_t id) const;
+  // The commands task() sends for task `id`, in order, for a caller that pipelines many.
+  std::vector<std::vector<std::string>> task_reads(std::uint64_t id) const;
+  // Task `id` from the replies to task_reads(): the hash's fields; its attempts, those of the
+  // `P:task:ID:attempts` list (written before session 24) then the hash's `attempt:N`
+  // fields by N; its ends, the hash's `ends` (counted by the scripts that end a task without
+  // finish_batch.lua, and by older versions) plus its `end:ENTRY` fields (finish_batch.lua).
+  // nullopt when the hash is empty or the replies are not those of the reads.
+  static std::optional<StoredTask> stored_task(std::uint64_t id, const Reply& hash,
+                                               const Reply& attempts);
   // The task's state as its hash says it; nullopt when Redis does not know the task. One
   // HGET, not the whole hash (whose result may be large).
   Result<std::optional<std::string>> task_state(Connection& c, std::uint64_t id) const;

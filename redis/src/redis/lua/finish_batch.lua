@@ -1,18 +1,20 @@
 -- finish_batch (lua::FinishBatch): ends a batch of the tasks this node holds (state
--- completed, dead_lettered, ...), each fenced on its own and its attempts recorded first; then
--- their entries acknowledged and deleted with one XACK and one XTRIM (and an XDEL of those
--- above the oldest pending entry) per band, one ZADD into the finished set, and the finished
--- tasks past keep_finished evicted once for the batch. Each end is counted in its hash
--- (`ends`) and told to its waiters, when one registered (lib.lua's tell_end). Answers, per end
--- in order, 1, or 0 when its entry is no longer pending for the consumer (or came twice in
--- the batch).
+-- completed, dead_lettered, ...), each fenced on its own, in one HSET of its hash each: the
+-- end, its attempts (`attempt:N` fields, N their numbers) and the end's mark (`end:ENTRY`,
+-- which the readers count with the older `ends`: lib.lua's tell_end). Then their entries
+-- acknowledged and deleted with one XACK and one XTRIM (and an XDEL of those above the oldest
+-- pending entry) per band, one ZADD into the finished set, the ends told to their waiters
+-- (one SMISMEMBER over the batch's ids in the pool-wide `awaited` set, await_end.lua) and the
+-- finished tasks past keep_finished evicted, once for the batch. Answers, per end in order, 1,
+-- or 0 when its entry is no longer pending for the consumer (or came twice in the batch).
 local done, letters = KEYS[1], KEYS[2]
 local streams = {KEYS[3], KEYS[4], KEYS[5]}  -- q:1, q:0, q:-1
 local consumer, prefix, keep_finished, keep_letters = unpack(ARGV, 1, 4)
 -- Then per band (q:1, q:0, q:-1) the lowest and the highest entry id of the batch's ends in
 -- it ('' and '' when none, '-' and '+' when the caller could not tell): the fence's ranges.
 local first_range = 5
-local first_end, end_head = 11, 9  -- per end: its 9 fields below, then its attempts (encoded)
+local first_end, end_head = 11, 10  -- per end: its 10 fields below, then its attempts (encoded)
+local awaited = prefix .. 'awaited'
 
 -- The fence, read once for the batch (lib.lua): an entry used is taken out of it, so a second
 -- end or take of it is refused.
@@ -30,13 +32,14 @@ local function add_letter(stream, entry, reason, err, now, attempts)
   redis.call('XADD', letters, unpack(letter))
 end
 
--- The finished tasks past keep_finished, oldest first: their hashes, attempts and
--- idempotency keys deleted, their bytes taken off, in one DECRBY and one DEL.
+-- The finished tasks past keep_finished, oldest first: their hashes, attempts lists (written
+-- by older versions: the attempts are in the hash now) and idempotency keys deleted, their
+-- bytes taken off, in one DECRBY and one DEL, and their waits' marks in one SREM.
 local function evict_over()
   local over = redis.call('ZCARD', done) - tonumber(keep_finished)
   if over <= 0 then return end
   local popped = redis.call('ZPOPMIN', done, over)
-  local gone, bytes = {}, 0
+  local gone, ids, bytes = {}, {}, 0
   for j = 1, #popped, 2 do
     local old = prefix .. 'task:' .. popped[j]
     local f = redis.call('HMGET', old, 'idem_key', 'bytes')
@@ -44,9 +47,11 @@ local function evict_over()
     bytes = bytes + (tonumber(f[2] or '0') or 0)
     gone[#gone + 1] = old
     gone[#gone + 1] = old .. ':attempts'
+    ids[#ids + 1] = popped[j]
   end
   redis.call('DECRBY', done .. ':bytes', bytes)
   redis.call('DEL', unpack(gone))
+  redis.call('SREM', awaited, unpack(ids))
 end
 
 -- A count (a decimal string, or nil: 0) as a number, remembered in `counts` (tonumber is a
@@ -64,9 +69,11 @@ end
 
 local band_index = {['1'] = 1, ['0'] = 2, ['-1'] = 3}
 local out, acked, scores, bytes, memo = {}, {{}, {}, {}}, {}, 0, {}
+local ended, states = {}, {}  -- the ids ended, and their states: told to waiters below
 local i = first_end
 while i <= #ARGV do
-  local id, entry, band, state, result, err, reason, now, attempts = unpack(ARGV, i, i + 8)
+  local id, entry, band, state, result, err, reason, now, before, attempts = unpack(ARGV, i,
+                                                                                  i + 9)
   local first_attempt, n = i + end_head, count(attempts)
   i = first_attempt + n
   local s = band_index[band]
@@ -76,16 +83,21 @@ while i <= #ARGV do
   else
     mine[s][entry] = nil
     local h = prefix .. 'task:' .. id
-    -- What the end changes: the lease to give back, the counts, whether someone waits.
-    local f = redis.call('HMGET', h, 'lease', 'attempts', 'ends', 'await')
-    if f[1] then
-      redis.call('SREM', f[1], id)
-      redis.call('HDEL', h, 'lease')
+    -- The attempts before this end's: the node's count (take.lua answered it, and the task
+    -- holds no lease of a cap), or, when it sends '' (a claimed entry, a lease, an end kept
+    -- in a file), the hash's, with the lease it holds given back.
+    local so_far
+    if before == '' then
+      local f = redis.call('HMGET', h, 'lease', 'attempts')
+      if f[1] then
+        redis.call('SREM', f[1], id)
+        redis.call('HDEL', h, 'lease')
+      end
+      so_far = count(f[2])
+    else
+      so_far = count(before)
     end
-    if n > 0 then
-      redis.call('RPUSH', h .. ':attempts', unpack(ARGV, first_attempt, first_attempt + n - 1))
-    end
-    local made = decimal(memo, count(f[2]) + n)
+    local made = decimal(memo, so_far + n)
     if state == 'dead_lettered' then add_letter(stream, entry, reason, err, now, made) end
     local size = #result + #err
     bytes = bytes + size
@@ -93,16 +105,24 @@ while i <= #ARGV do
     -- (only an end writes them, and a replay deletes them), and a missing one reads as empty.
     -- Nor `node`: the fence passed, so the entry is pending for the consumer, and a node
     -- reads or claims an entry and takes it (take.lua, which writes `node`) before it runs it.
-    local ends = decimal(memo, count(f[3]) + 1)
-    if err == '' and reason == '' then
+    if n == 1 and err == '' and reason == '' then  -- most ends: no table made
       redis.call('HSET', h, 'state', state, 'result', result, 'finished_ms', now, 'bytes',
-                 decimal(memo, size), 'attempts', made, 'ends', ends)
+                 decimal(memo, size), 'attempts', made, 'end:' .. entry, state,
+                 'attempt:' .. made, ARGV[first_attempt])
     else
-      redis.call('HSET', h, 'state', state, 'result', result, 'error', err, 'reason', reason,
-                 'finished_ms', now, 'bytes', decimal(memo, size), 'attempts', made, 'ends',
-                 ends)
+      local hash = {'state', state, 'result', result, 'finished_ms', now, 'bytes',
+                    decimal(memo, size), 'attempts', made, 'end:' .. entry, state}
+      if err ~= '' or reason ~= '' then
+        hash[13], hash[14], hash[15], hash[16] = 'error', err, 'reason', reason
+      end
+      for k = 1, n do
+        hash[#hash + 1] = 'attempt:' .. decimal(memo, so_far + k)
+        hash[#hash + 1] = ARGV[first_attempt + k - 1]
+      end
+      redis.call('HSET', h, unpack(hash))
     end
-    if f[4] then push_end(prefix, id, state) end
+    ended[#ended + 1] = id
+    states[#states + 1] = state
     local a = acked[s]
     a[#a + 1] = entry
     scores[#scores + 1] = now
@@ -155,6 +175,12 @@ for s = 1, 3 do
   end
 end
 if #scores == 0 then return out end
+-- Who waits on which (the script runs whole: a waiter registered before this end is told
+-- here, one after it by await_end.lua at once).
+local waits = redis.call('SMISMEMBER', awaited, unpack(ended))
+for k = 1, #ended do
+  if waits[k] == 1 then push_end(prefix, ended[k], states[k]) end
+end
 redis.call('INCRBY', done .. ':bytes', bytes)
 redis.call('ZADD', done, unpack(scores))
 evict_over()

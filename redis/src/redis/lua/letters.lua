@@ -64,10 +64,16 @@ for _, e in ipairs(range) do
         if redis.call('ZREM', done, f.id) == 1 then  -- no longer a kept finished task
           redis.call('DECRBY', done .. ':bytes', tonumber(redis.call('HGET', h, 'bytes') or '0'))
         end
+        -- Its attempts go: the hash's `attempt:N` fields, and the list an older version kept.
+        -- Its ends stay counted (`ends`, `end:ENTRY`).
         redis.call('DEL', h .. ':attempts')
-        redis.call('HDEL', h, 'result', 'error', 'reason', 'finished_ms', 'node', 'cancel',
-                   'deferred', 'idem_key', 'not_before_ms', 'tenant', 'bytes', 'lease',
-                   'refusals', 'refusers', 'refused_by')  -- a replayed `rejected` task starts anew
+        local gone = {'result', 'error', 'reason', 'finished_ms', 'node', 'cancel', 'deferred',
+                      'idem_key', 'not_before_ms', 'tenant', 'bytes', 'lease', 'refusals',
+                      'refusers', 'refused_by'}  -- a replayed `rejected` task starts anew
+        for _, k in ipairs(redis.call('HKEYS', h)) do
+          if string.sub(k, 1, 8) == 'attempt:' then gone[#gone + 1] = k end
+        end
+        redis.call('HDEL', h, unpack(gone))
         redis.call('HSET', h, 'state', 'queued', 'pool', pool, 'type', f.type,
                    'submitted_ms', now, 'entry', entry, 'attempts', 0, 'band', band)
         if f.tenant then redis.call('HSET', h, 'tenant', f.tenant) end

@@ -64,7 +64,9 @@ end
 -- one run shows), and told to its waiters when one registered (`await`, await_end.lua). The
 -- script that writes an end and await_end.lua each run whole, so a waiter registers either
 -- before the end (told here) or after it (await_end.lua tells it at once). finish_batch.lua
--- does the same from the fields it read already.
+-- does the same without reading the hash: its end's mark is a field of its own
+-- (`end:ENTRY`, which the readers count with `ends`), its waiters are found in the pool-wide
+-- `awaited` set, once per batch.
 local function tell_end(prefix, h, id, state)
   redis.call('HINCRBY', h, 'ends', 1)
   if redis.call('HEXISTS', h, 'await') == 1 then push_end(prefix, id, state) end

@@ -1,5 +1,7 @@
 -- trim_finished (lua::TrimFinished): evicts the finished tasks older than the age bound, then
--- the oldest while the bytes are over, at most `max_evicted` in one call. Answers how many.
+-- the oldest while the bytes are over, at most `max_evicted` in one call: each task's hash, the
+-- attempts list an older version wrote beside it, its idempotency key and its wait's mark in
+-- the pool-wide `awaited` set (await_end.lua). Answers how many.
 local done, done_bytes = KEYS[1], KEYS[2]
 local prefix, oldest_kept_ms, max_bytes, max_evicted = unpack(ARGV, 1, 4)
 
@@ -10,6 +12,7 @@ local function evict(id)
   if idem then redis.call('DEL', idem) end
   redis.call('DECRBY', done_bytes, tonumber(redis.call('HGET', h, 'bytes') or '0'))
   redis.call('DEL', h, h .. ':attempts')
+  redis.call('SREM', prefix .. 'awaited', id)
   redis.call('ZREM', done, id)
   budget = budget - 1
 end

@@ -1,0 +1,192 @@
+// Where an end puts a task's attempts and its mark (finish_batch.lua, retry.lua, attempt.lua:
+// `attempt:N` and `end:ENTRY` fields of the task's hash, one HSET per end), against a real
+// redis-server: what `task ID` reads back, the layout older versions wrote (a list
+// `P:task:ID:attempts` beside the hash, a count `ends`) still read and deleted with its task,
+// and an end of a task this node read touching its hash with that one HSET alone.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <sandpool/redis/task_consumer.hpp>
+#include <sandpool/redis/task_producer.hpp>
+#include <sandpool/redis/task_upkeep.hpp>
+#include "redis/redis_feeder_threads.hpp"
+#include "redis_server.hpp"
+#include "redis_test_support.hpp"
+
+using namespace sandpool;
+using sandpool::redis::Fenced;
+using sandpool::redis::StreamEntry;
+using sandpool::testing::PoolSides;
+using sandpool::testing::RedisServer;
+
+namespace {
+
+struct OnePool {
+  RedisServer server;
+  redis::Connection c = redis::Connection::open(server.endpoint()).value();
+  PoolSides stream;
+  explicit OnePool(std::uint64_t keep = 1000)
+      : stream("sp:", "echo", redis::PoolLimits{.finished = keep}) {
+    REQUIRE(stream.upkeep.ensure_group(c).is_ok());
+  }
+  std::vector<std::uint64_t> submit(int n) {
+    std::vector<std::uint64_t> ids;
+    for (int i = 0; i < n; ++i) {
+      redis::StreamTask t;
+      t.type = "echo";
+      t.payload = std::to_string(i);
+      ids.push_back(stream.producer.submit(c, t, 1000).value().id);
+    }
+    return ids;
+  }
+  std::vector<StreamEntry> read(int n) {
+    auto got = stream.consumer.read(c, "node-a", n, std::chrono::milliseconds(0)).value();
+    REQUIRE(got.size() == static_cast<std::size_t>(n));
+    return got;
+  }
+  std::int64_t integer(std::initializer_list<std::string_view> command) {
+    auto r = c.command(command);
+    REQUIRE(r.is_ok());
+    return r->integer;
+  }
+  // The calls of each command Redis ran since the last CONFIG RESETSTAT (INFO commandstats).
+  std::map<std::string, std::int64_t> calls() {
+    auto info = c.command({"INFO", "commandstats"});
+    REQUIRE(info.is_ok());
+    std::map<std::string, std::int64_t> out;
+    std::size_t at = 0;
+    const std::string& text = info->str;
+    while ((at = text.find("cmdstat_", at)) != std::string::npos) {
+      const auto colon = text.find(':', at);
+      const auto n = text.find("calls=", colon) + 6;
+      out[text.substr(at + 8, colon - at - 8)] = std::stoll(text.substr(n));
+      at = colon;
+    }
+    return out;
+  }
+};
+
+// An end as the node writes it: its attempts before told when the node knows them.
+redis::TaskConsumer::EndWrite ended(const StreamEntry& e, std::vector<std::string> attempts) {
+  redis::TaskConsumer::EndWrite w;
+  w.entry = &e;
+  w.state = "completed";
+  w.result = "r";
+  w.now_ms = 100;
+  w.attempts = std::move(attempts);
+  w.attempts_before = redis::TaskConsumer::attempts_known(e);
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("an ended task's attempts are fields of its hash, read back in order, no second key") {
+  OnePool w;
+  const auto ids = w.submit(1);
+  auto got = w.read(1);
+  // A first attempt failed and is retried (retry.lua), then the second ends the task.
+  const std::vector<std::string> first = {"{\"number\":1}"};
+  REQUIRE(w.stream.consumer.retry(w.c, got[0], "node-a", first, 3, {.base_ms = 0, .jitter = 0}, 50)
+              .value() == redis::TaskConsumer::Retried::kDeferred);
+  REQUIRE(w.stream.upkeep.move_due(w.c, 1000, 10).is_ok());
+  got = w.read(1);
+  CHECK(got[0].attempts == 1);
+  REQUIRE(w.stream.consumer.end_all(w.c, "node-a", {ended(got[0], {"{\"number\":2}"})}).value() ==
+          std::vector<Fenced>{Fenced::kDone});
+  const std::string h = "sp:task:" + std::to_string(ids[0]);
+  CHECK(w.integer({"EXISTS", h + ":attempts"}) == 0);
+  const redis::StoredTask t = w.stream.producer.task(w.c, ids[0]).value();
+  CHECK(t.state == "completed");
+  CHECK(t.attempts == 2);
+  CHECK(t.history == std::vector<std::string>{"{\"number\":1}", "{\"number\":2}"});
+  CHECK(t.ends == 1);
+  CHECK(w.c.command({"HGET", h, "attempt:2"})->str == "{\"number\":2}");
+}
+
+TEST_CASE(
+    "an end of a task this node read runs one HSET on its hash, and no other command per "
+    "end") {
+  OnePool w;
+  w.submit(3);
+  auto got = w.read(3);
+  std::vector<redis::TaskConsumer::EndWrite> ends;
+  for (const StreamEntry& e : got) ends.push_back(ended(e, {"{\"number\":1}"}));
+  REQUIRE(w.c.command({"CONFIG", "RESETSTAT"}).is_ok());
+  REQUIRE(w.stream.consumer.end_all(w.c, "node-a", ends).value() ==
+          std::vector<Fenced>(3, Fenced::kDone));
+  const auto calls = w.calls();
+  CHECK(calls.at("hset") == 3);
+  for (const char* none : {"hmget", "hget", "rpush", "hincrby", "hexists", "srem", "hdel"}) {
+    INFO(none);
+    CHECK(calls.count(none) == 0);
+  }
+}
+
+TEST_CASE("a task the previous layout wrote reads as before, ends on, and goes with its list") {
+  OnePool w(/*keep=*/1);
+  const auto ids = w.submit(2);
+  auto got = w.read(2);
+  // As e09570d's scripts left it: its first attempt in the list, counted in the hash; one
+  // end counted (`ends`) before a replay.
+  const std::string h = "sp:task:" + std::to_string(ids[0]);
+  REQUIRE(w.c.command({"RPUSH", h + ":attempts", "{\"number\":1}"}).is_ok());
+  REQUIRE(w.c.command({"HSET", h, "attempts", "1", "ends", "1"}).is_ok());
+  got[0].attempts = 1;  // as take.lua would have answered
+  auto before = w.stream.producer.task(w.c, ids[0]).value();
+  CHECK(before.history == std::vector<std::string>{"{\"number\":1}"});
+  CHECK(before.ends == 1);
+  REQUIRE(w.stream.consumer.end_all(w.c, "node-a", {ended(got[0], {"{\"number\":2}"})}).value() ==
+          std::vector<Fenced>{Fenced::kDone});
+  const redis::StoredTask t = w.stream.producer.task(w.c, ids[0]).value();
+  CHECK(t.history == std::vector<std::string>{"{\"number\":1}", "{\"number\":2}"});
+  CHECK(t.attempts == 2);
+  CHECK(t.ends == 2);  // the one counted before, and this one
+  // Past keep_finished (1), the next end evicts it: hash, list and all.
+  REQUIRE(w.stream.consumer.end_all(w.c, "node-a", {ended(got[1], {"{\"number\":1}"})}).value() ==
+          std::vector<Fenced>{Fenced::kDone});
+  CHECK(w.integer({"EXISTS", h}) == 0);
+  CHECK(w.integer({"EXISTS", h + ":attempts"}) == 0);
+}
+
+TEST_CASE(
+    "a waiter registered before the end is told by the end's batch, and its mark goes with the "
+    "task") {
+  OnePool w(/*keep=*/1);
+  const auto ids = w.submit(2);
+  auto got = w.read(2);
+  REQUIRE(w.stream.producer.await_end(w.c, ids[0], std::chrono::milliseconds(1)).is_ok());
+  REQUIRE(w.integer({"SISMEMBER", "sp:awaited", std::to_string(ids[0])}) == 1);
+  REQUIRE(w.stream.consumer.end_all(w.c, "node-a", {ended(got[0], {})}).value() ==
+          std::vector<Fenced>{Fenced::kDone});
+  CHECK(w.c.command({"LRANGE", "sp:end:" + std::to_string(ids[0]), "0", "-1"})->elements.size() ==
+        1);
+  // Nobody waits on the other: no end list for it.
+  REQUIRE(w.stream.consumer.end_all(w.c, "node-a", {ended(got[1], {})}).value() ==
+          std::vector<Fenced>{Fenced::kDone});
+  CHECK(w.integer({"EXISTS", "sp:end:" + std::to_string(ids[1])}) == 0);
+  // The first was evicted by the second's end (keep 1): its mark with it.
+  CHECK(w.integer({"EXISTS", "sp:task:" + std::to_string(ids[0])}) == 0);
+  CHECK(w.integer({"SCARD", "sp:awaited"}) == 0);
+}
+
+TEST_CASE("a task ended with a plain attempt keeps a compact hash, its attempt read as JSON") {
+  OnePool w;
+  const auto ids = w.submit(1);
+  auto got = w.read(1);
+  Attempt a;
+  a.number = 1;
+  a.worker_pid = 4242;
+  a.started_ms = 1765000000000;
+  a.ended_ms = a.started_ms + 3;
+  REQUIRE(
+      w.stream.consumer.end_all(w.c, "node-a", {ended(got[0], {redis::feeder::encode_stored(a)})})
+          .value() == std::vector<Fenced>{Fenced::kDone});
+  const std::string h = "sp:task:" + std::to_string(ids[0]);
+  CHECK(w.c.command({"OBJECT", "ENCODING", h})->str == "listpack");
+  CHECK(w.stream.producer.task(w.c, ids[0]).value().history ==
+        std::vector<std::string>{redis::feeder::encode(a)});
+}
