@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <charconv>
 #include <utility>
 
@@ -16,33 +17,45 @@ timeval to_timeval(std::chrono::milliseconds ms) {
                  static_cast<suseconds_t>((ms.count() % 1000) * 1000)};
 }
 
-// Copies a hiredis reply into a value.
-Reply copy(const redisReply& r) {
-  Reply out;
-  switch (r.type) {
-    case REDIS_REPLY_INTEGER:
-      out.type = Reply::Type::kInteger;
-      out.integer = r.integer;
-      break;
-    case REDIS_REPLY_STRING:
-    case REDIS_REPLY_STATUS:
-    case REDIS_REPLY_ERROR:
-      out.type = r.type == REDIS_REPLY_STRING   ? Reply::Type::kString
-                 : r.type == REDIS_REPLY_STATUS ? Reply::Type::kStatus
-                                                : Reply::Type::kError;
-      out.str.assign(r.str, r.len);
-      break;
-    case REDIS_REPLY_ARRAY:
-      out.type = Reply::Type::kArray;
-      out.elements.reserve(r.elements);
-      for (std::size_t i = 0; i < r.elements; ++i) out.elements.push_back(copy(*r.element[i]));
-      break;
-    default:
-      out.type = Reply::Type::kNil;
-      break;
-  }
-  return out;
+// hiredis's reader builds our Reply values as it parses (redisReplyObjectFunctions), rather
+// than its own redisReply objects that would then be copied and freed: the root is allocated,
+// each element is built in place in its parent's `elements` (sized by createArray before any
+// element comes). The reader frees only a root (freeObject: a reply cut short by an error).
+Reply* place(const redisReadTask* task) {
+  if (task->parent == nullptr) return new Reply();
+  auto* parent = static_cast<Reply*>(task->parent->obj);
+  return &parent->elements[static_cast<std::size_t>(task->idx)];
 }
+
+void* build_string(const redisReadTask* task, char* str, std::size_t len) {
+  Reply* r = place(task);
+  r->type = task->type == REDIS_REPLY_STATUS  ? Reply::Type::kStatus
+            : task->type == REDIS_REPLY_ERROR ? Reply::Type::kError
+                                              : Reply::Type::kString;
+  r->str.assign(str, len);
+  return r;
+}
+
+void* build_array(const redisReadTask* task, int elements) {
+  Reply* r = place(task);
+  r->type = Reply::Type::kArray;
+  r->elements.resize(static_cast<std::size_t>(std::max(0, elements)));
+  return r;
+}
+
+void* build_integer(const redisReadTask* task, long long value) {  // NOLINT(google-runtime-int)
+  Reply* r = place(task);
+  r->type = Reply::Type::kInteger;
+  r->integer = value;
+  return r;
+}
+
+void* build_nil(const redisReadTask* task) { return place(task); }
+
+void free_reply(void* root) { delete static_cast<Reply*>(root); }
+
+redisReplyObjectFunctions kReplyBuilders = {build_string, build_array, build_integer, build_nil,
+                                            free_reply};
 
 // A command's arguments as hiredis takes them: pointers and lengths, binary-safe.
 struct Argv {
@@ -56,10 +69,6 @@ struct Argv {
     }
   }
   int count() const { return static_cast<int>(ptrs.size()); }
-};
-
-struct ReplyFree {
-  void operator()(void* r) const { freeReplyObject(r); }
 };
 
 // hiredis writes with write(2), so a server that went away raises SIGPIPE, which would end
@@ -152,6 +161,7 @@ Result<Connection> Connection::open(const Endpoint& endpoint) {
   }
   Connection conn(endpoint, c);
   if (c->err != 0) return conn.failure("connect");
+  c->reader->fn = &kReplyBuilders;  // replies come back as Reply values (read())
   if (redisSetTimeout(c, tv) != REDIS_OK) return conn.failure("set timeout");
   if (!endpoint.password.empty()) {
     auto r = conn.command({"AUTH", endpoint.password});
@@ -234,8 +244,8 @@ Result<Reply> Connection::read() {
   }
   // With nothing left to write, redisGetReply() only reads: no SIGPIPE can come of it.
   if (redisGetReply(ctx_.get(), &raw) != REDIS_OK || raw == nullptr) return failure("read reply");
-  std::unique_ptr<void, ReplyFree> r(raw);
-  return copy(*static_cast<redisReply*>(r.get()));
+  const std::unique_ptr<Reply> r(static_cast<Reply*>(raw));  // built by kReplyBuilders
+  return std::move(*r);
 }
 
 Result<std::string> Connection::sha_of(const Script& script) {

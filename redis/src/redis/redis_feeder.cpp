@@ -138,7 +138,7 @@ RedisFeeder::~RedisFeeder() {
   }
   // The tickets' tasks hold on_done callbacks that hold sh_: a cycle while they are kept.
   MutexLock lk(sh_->mu);
-  sh_->running.clear();
+  for (auto& [key, h] : sh_->held) h.ticket.reset();
 }
 
 void RedisFeeder::die() {
@@ -153,7 +153,7 @@ void RedisFeeder::die() {
   }
   // The tickets' tasks hold on_done callbacks that hold sh_: a cycle while they are kept.
   MutexLock lk(sh_->mu);
-  sh_->running.clear();
+  for (auto& [key, h] : sh_->held) h.ticket.reset();
 }
 
 void RedisFeeder::stop_reading() {
@@ -337,7 +337,7 @@ void RedisFeeder::read_loop() {
       // the pool's rate.
       MutexLock lk(sh_->mu);
       for (const StreamEntry& e : *got) {
-        if (e.malformed.empty() && !sh_->dead) sh_->held.insert(key_of(e));
+        if (e.malformed.empty() && !sh_->dead) sh_->held.try_emplace(key_of(e));
       }
     }
     {
@@ -360,7 +360,7 @@ Result<SubmitOptions> RedisFeeder::prepare(Connection& c, StreamEntry& entry, bo
   {
     MutexLock lk(sh_->mu);
     if (sh_->dead) return Status::error(Code::kCancelled, "dead");
-    sh_->held.insert(key_of(entry));
+    sh_->held.try_emplace(key_of(entry));
     retries = entry.task.options.retries.value_or(sh_->default_retries);
   }
   std::uint32_t before = entry.attempts;  // attempts other nodes made
@@ -414,8 +414,10 @@ void RedisFeeder::run_locally(Connection& c, std::vector<StreamEntry> entries, b
     MutexLock lk(sh_->mu);
     for (std::size_t i = 0; i < tickets.size(); ++i) {
       // Unless it ended already (its end written and the entry let go).
-      if (tickets[i] && sh_->held.count(keys[i]) != 0) {
-        sh_->running.emplace(keys[i], std::pair(ids[i], *tickets[i]));
+      if (!tickets[i]) continue;
+      if (auto it = sh_->held.find(keys[i]); it != sh_->held.end()) {
+        it->second.task_id = ids[i];
+        it->second.ticket = *tickets[i];
       }
     }
   }

@@ -28,9 +28,10 @@ void RedisFeeder::cancel_asked(Connection& c) {
   std::vector<Ticket> tickets;
   {
     MutexLock lk(sh_->mu);
-    for (const auto& [entry, run] : sh_->running) {
-      ids.push_back(run.first);
-      tickets.push_back(run.second);
+    for (const auto& [entry, h] : sh_->held) {
+      if (!h.ticket) continue;  // not running in the local pool (yet, or any more)
+      ids.push_back(h.task_id);
+      tickets.push_back(*h.ticket);
     }
   }
   if (ids.empty()) return;
@@ -78,7 +79,8 @@ void RedisFeeder::beat_loop() {
     std::vector<EntryKey> held;
     {
       MutexLock lk(sh_->mu);
-      held.assign(sh_->held.begin(), sh_->held.end());
+      held.reserve(sh_->held.size());
+      for (const auto& [key, h] : sh_->held) held.push_back(key);
     }
     if (beat) note(consumer_.touch(*c, opts_.consumer, held).status());
     // Only once this node has beaten for claim_after since it started or since a beat that

@@ -161,10 +161,7 @@ Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
   auto answers = consumer_.end_all(c, opts_.consumer, writes);
   if (!answers) return answers.status();
   MutexLock lk(sh_->mu);
-  for (const Ended& e : batch) {
-    sh_->held.erase(key_of(e.entry));
-    sh_->running.erase(key_of(e.entry));
-  }
+  for (const Ended& e : batch) sh_->held.erase(key_of(e.entry));
   // Moved back by this node's reader when due (and by any node's beat).
   sh_->writing = 0;  // the writer's batch, if it was one: its entries are let go
   sh_->throttle_due.insert(refused_due.begin(), refused_due.end());

@@ -27,10 +27,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_map>
 
 #include <sandpool/base/status.hpp>
 #include <sandpool/base/thread_annotations.hpp>
@@ -131,6 +133,17 @@ class RedisFeeder {
   // An entry, by its band and id (an id is unique within its band's stream only).
   using EntryKey = std::pair<Band, std::string>;
   static EntryKey key_of(const StreamEntry& e) { return {e.band, e.entry_id}; }
+  struct EntryKeyHash {
+    std::size_t operator()(const EntryKey& k) const noexcept {
+      return std::hash<std::string>{}(k.second) ^ static_cast<std::size_t>(k.first + 1);
+    }
+  };
+  // An entry pending for this node, and (running in the local pool) its task id and ticket,
+  // which a cancel reaches.
+  struct Held {
+    std::uint64_t task_id = 0;
+    std::optional<Ticket> ticket{};
+  };
   using Ended = UnwrittenEnd;  // release: not an end, the entry goes back to the stream, unrun
   RedisFeeder(Pool& pool, FeederOptions options);
   void read_loop();
@@ -200,9 +213,9 @@ class RedisFeeder {
     // The ends the writer took from `ends` and writes now (they are back in front of `ends`
     // when the write fails).
     std::size_t writing GUARDED_BY(mu) = 0;
-    std::set<EntryKey> held GUARDED_BY(mu);  // the entries pending for this node
-    // Of those, the ones running in the local pool: task id and ticket (a cancel reaches it).
-    std::map<EntryKey, std::pair<std::uint64_t, Ticket>> running GUARDED_BY(mu);
+    // The entries pending for this node (one hash map: an entry is found once per read, run
+    // and end; its ticket is set while it runs in the local pool).
+    std::unordered_map<EntryKey, Held, EntryKeyHash> held GUARDED_BY(mu);
     FeederStats stats GUARDED_BY(mu);
     // FeederOptions::default_retries and retry as they are now (retune()).
     std::uint32_t default_retries GUARDED_BY(mu) = 0;
