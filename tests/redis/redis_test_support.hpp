@@ -4,15 +4,19 @@
 
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include <sandpool/base/status.hpp>
 
 #include <sandpool/redis/task_consumer.hpp>
 #include <sandpool/redis/task_producer.hpp>
 #include <sandpool/redis/task_upkeep.hpp>
+#include "redis_server.hpp"
 
 namespace sandpool::testing {
 
@@ -28,6 +32,34 @@ struct PoolSides {
   redis::TaskProducer producer;
   redis::TaskConsumer consumer;
   redis::TaskUpkeep upkeep;
+};
+
+// One pool ("sp:", "echo", keeping `keep` finished tasks) on a redis-server of the test's own,
+// with its group made and one connection: what the scripts' tests drive.
+struct ScriptPool {
+  RedisServer server;
+  redis::Connection c = redis::Connection::open(server.endpoint()).value();
+  PoolSides stream;
+  explicit ScriptPool(std::uint64_t keep = 1000)
+      : stream("sp:", "echo", redis::PoolLimits{.finished = keep}) {
+    REQUIRE(stream.upkeep.ensure_group(c).is_ok());
+  }
+  // `n` echo tasks submitted one by one, payloads "0", "1", ...: their ids.
+  std::vector<std::uint64_t> submit(int n) {
+    std::vector<std::uint64_t> ids;
+    for (int i = 0; i < n; ++i) {
+      redis::StreamTask t;
+      t.type = "echo";
+      t.payload = std::to_string(i);
+      ids.push_back(stream.producer.submit(c, t, 1000).value().id);
+    }
+    return ids;
+  }
+  std::int64_t integer(std::initializer_list<std::string_view> command) {
+    auto r = c.command(command);
+    REQUIRE(r.is_ok());
+    return r->integer;
+  }
 };
 
 // Task `id` as `task ID` reads it from Redis (TaskProducer::task: its attempts and its count

@@ -25,33 +25,12 @@ using sandpool::testing::RedisServer;
 
 namespace {
 
-struct OnePool {
-  RedisServer server;
-  redis::Connection c = redis::Connection::open(server.endpoint()).value();
-  PoolSides stream;
-  explicit OnePool(std::uint64_t keep = 1000)
-      : stream("sp:", "echo", redis::PoolLimits{.finished = keep}) {
-    REQUIRE(stream.upkeep.ensure_group(c).is_ok());
-  }
-  std::vector<std::uint64_t> submit(int n) {
-    std::vector<std::uint64_t> ids;
-    for (int i = 0; i < n; ++i) {
-      redis::StreamTask t;
-      t.type = "echo";
-      t.payload = std::to_string(i);
-      ids.push_back(stream.producer.submit(c, t, 1000).value().id);
-    }
-    return ids;
-  }
+struct OnePool : testing::ScriptPool {
+  using ScriptPool::ScriptPool;
   std::vector<StreamEntry> read(int n) {
     auto got = stream.consumer.read(c, "node-a", n, std::chrono::milliseconds(0)).value();
     REQUIRE(got.size() == static_cast<std::size_t>(n));
     return got;
-  }
-  std::int64_t integer(std::initializer_list<std::string_view> command) {
-    auto r = c.command(command);
-    REQUIRE(r.is_ok());
-    return r->integer;
   }
   // The calls of each command Redis ran since the last CONFIG RESETSTAT (INFO commandstats).
   std::map<std::string, std::int64_t> calls() {

@@ -43,30 +43,8 @@ std::size_t count_of(const std::string& text, const std::string& what) {
   return n;
 }
 
-struct Cluster {
-  RedisServer server;
-  redis::Connection c = redis::Connection::open(server.endpoint()).value();
-  PoolSides stream;  // keeping `keep` finished tasks
-  explicit Cluster(std::uint64_t keep = 1000)
-      : stream("sp:", "echo", redis::PoolLimits{.finished = keep}) {
-    REQUIRE(stream.upkeep.ensure_group(c).is_ok());
-  }
-
-  std::vector<std::uint64_t> submit(int n) {
-    std::vector<std::uint64_t> ids;
-    for (int i = 0; i < n; ++i) {
-      redis::StreamTask t;
-      t.type = "echo";
-      t.payload = std::to_string(i);
-      ids.push_back(stream.producer.submit(c, t, 1000).value().id);
-    }
-    return ids;
-  }
-  std::int64_t integer(std::initializer_list<std::string_view> command) {
-    auto r = c.command(command);
-    REQUIRE(r.is_ok());
-    return r->integer;
-  }
+struct Cluster : testing::ScriptPool {
+  using ScriptPool::ScriptPool;
   std::string state_of(std::uint64_t id) { return stream.producer.task(c, id).value().state; }
 };
 
