@@ -20,8 +20,6 @@
 using namespace sandpool;
 using sandpool::redis::Fenced;
 using sandpool::redis::StreamEntry;
-using sandpool::testing::PoolSides;
-using sandpool::testing::RedisServer;
 
 namespace {
 
