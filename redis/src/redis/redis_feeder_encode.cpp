@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sandpool/task/enum_names.hpp>
+
 #include "redis/redis_feeder_threads.hpp"
 
 namespace sandpool::redis {
@@ -145,15 +147,13 @@ std::string feeder::stored_as_json(std::string s) {
   if (!take_decimal(s, at, &a.number)) return s;
   const std::size_t outcome_end = s.find(' ', at);
   if (outcome_end == std::string::npos) return s;
-  const std::string_view outcome(s.data() + at, outcome_end - at);
-  bool known = false;
-  for (int i = 0; i <= static_cast<int>(Outcome::kCancelled) && !known; ++i) {
-    a.outcome = static_cast<Outcome>(i);
-    known = to_string(a.outcome) == outcome;
-  }
+  const auto outcome =
+      parse_enum(std::string_view(s.data() + at, outcome_end - at), Outcome::kCancelled);
+  if (!outcome) return s;
+  a.outcome = *outcome;
   at = outcome_end + 1;
   std::int64_t took = 0;
-  if (!known || !take_decimal(s, at, &a.worker_pid) || !take_decimal(s, at, &a.started_ms) ||
+  if (!take_decimal(s, at, &a.worker_pid) || !take_decimal(s, at, &a.started_ms) ||
       !take_decimal(s, at, &took) || at <= s.size()) {
     return s;
   }
