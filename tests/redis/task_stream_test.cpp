@@ -797,6 +797,44 @@ TEST_CASE(
   CHECK(no_lease(w, b));
 }
 
+// Session 24 noticed that a replay (letters.lua) deletes a hash's `lease` field without taking
+// the id out of the cap's set, and asked whether a replayed task could leak its lease. It
+// cannot: every end that makes a task a letter (or completed, or cancelled) gives the lease
+// back first, so a replayed hash holds none. This pins that down.
+TEST_CASE("a capped task dead-lettered and replayed holds no lease, and takes one again to run") {
+  StreamWorld w;
+  const std::uint64_t id = w.submit("capped");
+  auto got = w.read("node-a", 1);
+  REQUIRE(got.size() == 1);
+  const redis::TaskUpkeep::Cap cap{w.stream.keys.cap_key("echo"), 1, id};
+  auto leased = w.stream.upkeep.take_tokens(w.c, {}, cap);
+  REQUIRE(leased.is_ok());
+  REQUIRE(leased->taken);
+  REQUIRE(w.stream.consumer.record_attempt(w.c, got[0], "node-a", "a1").value() == Fenced::kDone);
+  REQUIRE(
+      end_one(w.stream, w.c, got[0], "node-a", "dead_lettered", "", "boom", "retries_exhausted", 10)
+          .value() == Fenced::kDone);
+  CHECK(no_lease(w, id));
+
+  redis::TaskProducer::LetterMatch m;
+  m.task_id = id;
+  auto swept = w.stream.producer.replay_letters(w.c, m, 20, 60000);
+  REQUIRE(swept.is_ok());
+  REQUIRE(swept->replayed == std::vector<std::uint64_t>{id});
+  CHECK(no_lease(w, id));
+
+  // It runs again under the cap: the one place is free, and its end frees it once more.
+  auto again = w.read("node-b", 1);
+  REQUIRE(again.size() == 1);
+  auto relet = w.stream.upkeep.take_tokens(w.c, {}, cap, &again.front(), "node-b");
+  REQUIRE(relet.is_ok());
+  CHECK(relet->taken);
+  REQUIRE(end_one(w.stream, w.c, again[0], "node-b", "completed", "ok", "", "", 30).value() ==
+          Fenced::kDone);
+  CHECK(no_lease(w, id));
+  CHECK(w.stream.producer.task(w.c, id)->state == "completed");
+}
+
 TEST_CASE(
     "a node that stalled between its read and its take while another claimed and finished the "
     "entry neither rewrites the task nor takes a lease") {
