@@ -4,7 +4,10 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -35,7 +38,28 @@ std::vector<std::uint64_t> submit_all(redis::Connection& c, const PoolSides& s,
   return ids;
 }
 
+// The names of this process's threads, as the kernel keeps them.
+std::vector<std::string> thread_names() {
+  std::vector<std::string> names;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    if (std::getline(comm, name)) names.push_back(name);
+  }
+  return names;
+}
+
 }  // namespace
+
+TEST_CASE("a node's threads are named after its pool") {
+  RedisServer server;
+  auto pool = make_pool(pool_options("echo", 1));
+  auto feeder = start_node(*pool, node(server, "node-a", 2));
+  const auto names = thread_names();
+  for (const char* want : {"sp-rd:work", "sp-wr:work", "sp-beat:work"}) {
+    CHECK(std::count(names.begin(), names.end(), want) == 1);
+  }
+}
 
 TEST_CASE("tasks added to the stream run in the node's pool and end once in Redis") {
   RedisServer server;

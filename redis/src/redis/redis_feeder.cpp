@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <random>
 
+#include <sandpool/base/thread_name.hpp>
+
 #include "redis/redis_feeder_threads.hpp"
 
 namespace sandpool::redis {
@@ -124,6 +126,10 @@ Result<std::unique_ptr<RedisFeeder>> RedisFeeder::start(Pool& pool, FeederOption
   f->reader_ = std::thread([p = f.get()] { p->read_loop(); });
   f->writer_ = std::thread([p = f.get()] { p->write_loop(); });
   f->beater_ = std::thread([p = f.get()] { p->beat_loop(); });
+  // docs/architecture.md's table of threads: cut to 15 bytes, so 6-8 of the pool's name.
+  name_thread(f->reader_.native_handle(), "sp-rd:" + f->opts_.pool);
+  name_thread(f->writer_.native_handle(), "sp-wr:" + f->opts_.pool);
+  name_thread(f->beater_.native_handle(), "sp-beat:" + f->opts_.pool);
   return f;
 }
 
