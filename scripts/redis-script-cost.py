@@ -15,7 +15,16 @@ evicts one finished task, as on the bench's nodes (--no-retention skips it). Ins
 do not move with other processes' load either, so two trees compare on a busy machine.
 
   scripts/redis-script-cost.py [--tasks 2000] [--batch 48] [--rounds 2] [--no-retention]
-                              [--keep DIR] DIR [DIR...]
+                              [--keep DIR] [--floor] [--commands] DIR [DIR...]
+
+--floor adds three layouts run with plain pipelined commands, no Lua and no fence, the same
+tasks and phases: `bare-task` (what the scripts write per task: an XADD and a hash at submit,
+the hash marked at the take, XACK and the hash's end, one XTRIM and one ZADD per batch), and one
+stream entry and one hash per submitted batch of 512, taken whole, whose ends go into that
+hash's fields (`bare-hash`) or are appended to one string per batch (`bare-append`): the
+layouts a redesign would choose between. Their totals are floors: what Redis's own commands
+cost per task in each layout, before any script, fence or bookkeeping. --commands prints
+what single commands cost (pipelined, instructions each): the units the scripts are made of.
 
 e.g. the scripts of main against the worktree's:
   mkdir /tmp/main-lua && git archive main redis/src/redis/lua | tar -x -C /tmp/main-lua
@@ -48,12 +57,22 @@ class Resp:
         self.s.connect(path)
         self.buf = b''
 
-    def send(self, args):
+    @staticmethod
+    def encode(args):
         out = [b'*%d\r\n' % len(args)]
         for a in args:
             a = a if isinstance(a, bytes) else str(a).encode()
             out.append(b'$%d\r\n%s\r\n' % (len(a), a))
-        self.s.sendall(b''.join(out))
+        return b''.join(out)
+
+    def send(self, args):
+        self.s.sendall(self.encode(args))
+
+    def pipeline(self, commands):
+        """Sends `commands` in one write (the server reads them at once), then reads the
+        replies."""
+        self.s.sendall(b''.join(self.encode(c) for c in commands))
+        return [self.read() for _ in commands]
 
     def _line(self):
         while b'\r\n' not in self.buf:
@@ -252,6 +271,188 @@ def phases(r, meter, lua_dir, tasks, batch, retention):
     return out
 
 
+def entry_order(e):
+    ms, seq = e.split('-')
+    return int(ms), int(seq)
+
+
+def bare_phases(r, meter, tasks, batch, per_batch):
+    """The floor of a layout: `phases`' tasks through plain pipelined commands, no Lua.
+
+    per_batch '': per task an XADD and a hash (submit), the hash marked running (read), XACK
+    and the hash's end, one XTRIM MINID and one ZADD a batch (finish). 'hash' or 'append': one entry and one
+    hash per submitted chunk of 512 (its payloads one field of the entry), taken whole, each
+    task's end two fields of the chunk's hash ('hash': past 128 fields a hash leaves listpack
+    encoding, and each field costs ~10k instructions) or a record appended to one string per
+    chunk ('append'); the entry acknowledged once its chunk's last task ends."""
+    prefix = 'bare:'
+    stream = prefix + 'q'
+    r.cmd('XGROUP', 'CREATE', stream, GROUP, '0', 'MKSTREAM')
+    out = {}
+    now = 1765000000000
+
+    pipeline = r.pipeline
+
+    def measure(name, work):
+        before = command_stats(r)
+        meter.name = 'bare-%s.%s' % (per_batch or 'task', name)
+        meter.zero()
+        work()
+        ir = meter.dump()
+        after = command_stats(r)
+        calls = {k: (v - before.get(k, 0)) / tasks for k, v in after.items()
+                 if v - before.get(k, 0) > 0 and k not in ('info', 'script')}
+        out[name] = (ir / tasks, calls)
+
+    def submit():
+        for at in range(0, tasks, 512):
+            k = min(512, tasks - at)
+            first = r.cmd('INCRBY', prefix + 'ids', k) - k + 1
+            if per_batch:
+                # The chunk's payloads in one field (length-prefixed): a field per task would
+                # grow the entry's listpack one insert at a time.
+                blob = ''.join('%d:%s' % (16, 'p' * 16) for _ in range(k))
+                entry = r.cmd('XADD', stream, '*', 'first', first, 'count', k, 'type', 'echo',
+                              'payloads', blob)
+                r.cmd('HSET', prefix + 'batch:%d' % first, 'state', 'queued', 'entry', entry,
+                      'count', k, 'submitted_ms', now)
+            else:
+                cmds = []
+                for i in range(k):
+                    tid = first + i
+                    cmds.append(['XADD', stream, '*', 'id', tid, 'type', 'echo',
+                                 'payload', 'p' * 16])
+                    cmds.append(['HSET', prefix + 'task:%d' % tid, 'state', 'queued', 'pool',
+                                 'echo', 'type', 'echo', 'submitted_ms', now, 'entry', '0-0'])
+                pipeline(cmds)
+
+    held = []
+
+    def read():
+        if per_batch:
+            while True:
+                got = r.cmd('XREADGROUP', 'GROUP', GROUP, 'profiler', 'COUNT', 1,
+                            'STREAMS', stream, '>')
+                if not got:
+                    break
+                for entry_id, fields in got[0][1]:
+                    f = dict(zip(fields[::2], fields[1::2]))
+                    first, k = int(f['first']), int(f['count'])
+                    # Taken whole: the chunk's tasks share its state until each ends.
+                    r.cmd('HSET', prefix + 'batch:%d' % first, 'state', 'running',
+                          'node', 'profiler', 'attempts', 1)
+                    held.append((first, k, entry_id))
+            return
+        while len(held) < tasks:
+            got = r.cmd('XREADGROUP', 'GROUP', GROUP, 'profiler', 'COUNT', batch,
+                        'STREAMS', stream, '>')
+            if not got:
+                raise RuntimeError('read: nothing')
+            cmds = []
+            for entry_id, fields in got[0][1]:
+                f = dict(zip(fields[::2], fields[1::2]))
+                cmds.append(['HSET', prefix + 'task:' + f['id'], 'state', 'running',
+                             'attempts', 1, 'node', 'profiler'])
+                held.append((f['id'], entry_id))
+            pipeline(cmds)
+
+    def finish():
+        if per_batch:
+            # Ends come back in batches of `batch`, as the node writes them: each writes its
+            # tasks' fields; the chunk's entry is acknowledged with the chunk's last end.
+            for first, k, entry_id in held:
+                for at in range(0, k, batch):
+                    n = min(batch, k - at)
+                    if per_batch == 'append':
+                        # The ends as records appended to one string a chunk.
+                        cmds = [['APPEND', prefix + 'ends:%d' % first, ''.join(
+                            '%d completed %d:%s %s\n' % (first + i, 16, 'p' * 16,
+                                                        COMPACT_ATTEMPT)
+                            for i in range(at, at + n))]]
+                    else:
+                        h = ['HSET', prefix + 'batch:%d' % first]
+                        for i in range(at, at + n):
+                            h += ['s:%d' % (first + i), 'c 1 ' + COMPACT_ATTEMPT,
+                                  'r:%d' % (first + i), 'p' * 16]
+                        cmds = [h]
+                    if at + n == k:
+                        cmds.append(['XACK', stream, GROUP, entry_id])
+                        cmds.append(['XTRIM', stream, 'MINID', entry_id])
+                        cmds.append(['ZADD', prefix + 'done', now, first])
+                    pipeline(cmds)
+            return
+        for at in range(0, len(held), batch):
+            part = held[at:at + batch]
+            entries = [e for _, e in part]
+            # XTRIM MINID, as finish_batch.lua does: an XDEL costs ~40k instructions an entry.
+            cmds = [['XACK', stream, GROUP] + entries,
+                    ['XTRIM', stream, 'MINID', max(entries, key=entry_order)]]
+            z = ['ZADD', prefix + 'done']
+            for tid, _ in part:
+                cmds.append(['HSET', prefix + 'task:' + tid, 'state', 'completed',
+                             'result', 'p' * 16, 'finished_ms', now, 'attempt:1', COMPACT_ATTEMPT])
+                z += [now, tid]
+            cmds.append(z)
+            pipeline(cmds)
+
+    measure('submit', submit)
+    measure('read', read)
+    measure('finish', finish)
+    return out
+
+
+def command_costs(r, meter, n=4000, batch=48):
+    """What single commands cost the server, in instructions each (or each task of a batch
+    command), pipelined: the unit costs the scripts are made of."""
+    r.cmd('FLUSHALL')
+    out = []
+
+    def run(label, cmds, per):
+        meter.name = 'command'
+        meter.zero()
+        r.pipeline(cmds)
+        out.append((label, meter.dump() / per))
+
+    run('PING', [['PING']] * n, n)
+    run('SET, a new key', [['SET', 's:%d' % i, 'v'] for i in range(n)], n)
+    run('HSET, a new hash of 5 fields', [['HSET', 't:%d' % i, 'state', 'queued', 'pool', 'echo',
+                                          'type', 'echo', 'submitted_ms', 1765000000000,
+                                          'entry', '0-0'] for i in range(n)], n)
+    run('HSET, 1 field of that hash', [['HSET', 't:%d' % i, 'x', '1'] for i in range(n)], n)
+    run('HSET, 4 fields of that hash (an end)',
+        [['HSET', 't:%d' % i, 'state', 'completed', 'result', 'p' * 16, 'finished_ms',
+          1765000000000, 'attempt:1', COMPACT_ATTEMPT] for i in range(n)], n)
+    run('HSET, 48 fields of one hash of %d (hashtable)' % n,
+        [['HSET', 'big'] + [x for j in range(batch) for x in ('f%d' % (i * batch + j), 'v' * 16)]
+         for i in range(n // batch)], (n // batch) * batch)
+    r.cmd('XGROUP', 'CREATE', 'q', GROUP, '0', 'MKSTREAM')
+    ids = []
+    meter.name = 'command'
+    meter.zero()
+    ids = r.pipeline([['XADD', 'q', '*', 'id', i, 'type', 'echo', 'payload', 'p' * 16]
+                      for i in range(n)])
+    out.append(('XADD, 3 fields', meter.dump() / n))
+    run('XREADGROUP, an entry of %d read at once' % n,
+        [['XREADGROUP', 'GROUP', GROUP, 'c', 'COUNT', n, 'STREAMS', 'q', '>']], n)
+    chunks = [ids[i:i + batch] for i in range(0, n, batch)]
+    run('XPENDING over a batch\'s range, a task', [['XPENDING', 'q', GROUP, c[0], c[-1], batch]
+                                                  for c in chunks], n)
+    run('XACK of %d ids, an id' % batch, [['XACK', 'q', GROUP] + c for c in chunks], n)
+    half = len(chunks) // 2
+    run('XDEL of %d ids, an id' % batch, [['XDEL', 'q'] + c for c in chunks[:half]],
+        sum(len(c) for c in chunks[:half]))
+    run('XTRIM MINID a batch, an id', [['XTRIM', 'q', 'MINID', c[-1]] for c in chunks[half:]],
+        sum(len(c) for c in chunks[half:]))
+    run('ZADD of %d members, a member' % batch,
+        [['ZADD', 'done'] + [x for i in range(k, k + batch)
+                             for x in (1765000000000 + i, str(4503599627370495 + i))]
+         for k in range(0, n, batch)], n)
+    run('SMISMEMBER of %d, a member' % batch,
+        [['SMISMEMBER', 'aw'] + [str(i) for i in range(k, k + batch)]
+         for k in range(0, n, batch)], n)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('dirs', nargs='+')
@@ -263,6 +464,11 @@ def main():
     ap.add_argument('--keep', metavar='DIR',
                     help='copy each phase\'s callgrind dump to DIR/callgrind.TREE.PHASE '
                     '(for callgrind_annotate)')
+    ap.add_argument('--commands', action='store_true',
+                    help='also single commands\' costs (HSET, XADD, XACK, XDEL, ...)')
+    ap.add_argument('--floor', action='store_true',
+                    help='also the floors of three layouts with plain commands (bare-task, '
+                    'bare-hash, bare-append)')
     o = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix='redis-script-cost.')
     sock = os.path.join(tmp, 'redis.sock')
@@ -292,6 +498,21 @@ def main():
                     print('  %-6s %6.1f k  %s' % (name, ir / 1e3, ' '.join(
                         '%s=%.2f' % kv for kv in sorted(calls.items(), key=lambda kv: -kv[1]))))
                 sys.stdout.flush()
+            if o.floor:
+                for per_batch in ('', 'hash', 'append'):
+                    r.cmd('FLUSHALL')
+                    got = bare_phases(r, meter, o.tasks, o.batch, per_batch)
+                    total = sum(ir for ir, _ in got.values())
+                    print('round %d floor bare-%s: total %.1f k instructions/task' % (
+                        rnd + 1, per_batch or 'task', total / 1e3))
+                    for name, (ir, calls) in got.items():
+                        print('  %-6s %6.1f k  %s' % (name, ir / 1e3, ' '.join(
+                            '%s=%.3f' % kv for kv in sorted(calls.items(),
+                                                            key=lambda kv: -kv[1]))))
+                    sys.stdout.flush()
+        if o.commands:
+            for label, ir in command_costs(r, meter):
+                print('command %-46s %6.1f k' % (label, ir / 1e3))
     finally:
         server.terminate()
         server.wait()
