@@ -41,6 +41,12 @@ std::optional<std::uint32_t> intern_type(std::string_view type) {
   return at;
 }
 
+std::uint32_t interned_type_count() {
+  InternTable& t = intern_table();
+  MutexLock lock(t.mu);
+  return static_cast<std::uint32_t>(t.names.size());
+}
+
 TaskTypes::TaskTypes(std::vector<std::string> names) : names_(std::move(names)) {
   indexes_.reserve(names_.size());
   for (const std::string& n : names_) indexes_.push_back(intern_type(n));

@@ -38,6 +38,9 @@ extern std::string_view interned_type_names[kMaxInternedTypes];
 // `type` is empty, longer than kMaxInternedTypeBytes, or new to a full table.
 std::optional<std::uint32_t> intern_type(std::string_view type);
 
+// How many names the table holds.
+std::uint32_t interned_type_count();
+
 // The name interned at `index` (an index intern_type() returned); valid for the process's
 // lifetime.
 inline std::string_view interned_type(std::uint32_t index) {
