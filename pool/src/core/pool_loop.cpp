@@ -45,7 +45,7 @@ PoolLoop::PoolLoop(PoolOptions options) : opts_(options), as_started_(std::move(
   if (opts_.dead_letter_store) journal_ = opts_.dead_letter_store->journal();
   hand_off_allowed_ = journal_ == nullptr;
   // No worker to learn them from: the configured types (check_worker_count insists on them).
-  if (opts_.workers == 0) task_types_ = opts_.task_types;
+  if (opts_.workers == 0) task_types_ = TaskTypes(opts_.task_types);
 }
 
 PoolLoop::~PoolLoop() { close(); }
@@ -298,21 +298,20 @@ void PoolLoop::on_declared(const std::vector<std::string>& declared) {
         set_failure("task type '" + t + "' is not served by plugin " + opts_.plugin_path);
       }
     }
-    if (task_types_.empty()) task_types_ = opts_.task_types;  // set at start without a worker
+    // Set at start without a worker.
+    if (task_types_.empty()) task_types_ = TaskTypes(opts_.task_types);
   } else {
-    task_types_ = types.empty() ? std::vector<std::string>{"default"} : types;
+    task_types_ = TaskTypes(types.empty() ? std::vector<std::string>{"default"} : types);
   }
 }
 
 // ---- any thread -----------------------------------------------------------------------
 
-Status PoolLoop::check_type(const std::string& type) const {
-  if (std::find(task_types_.begin(), task_types_.end(), type) != task_types_.end()) {
-    return Status::ok();
-  }
+Status PoolLoop::unknown_type(std::string_view type) const {
   std::string served;
-  for (const auto& t : task_types_) served += (served.empty() ? "" : ", ") + t;
-  return Status::invalid("unknown task type '" + type + "' (this pool serves: " + served + ")");
+  for (const auto& t : task_types_.names()) served += (served.empty() ? "" : ", ") + t;
+  return Status::invalid("unknown task type '" + std::string(type) +
+                         "' (this pool serves: " + served + ")");
 }
 
 Status PoolLoop::check_schedule(SubmitOptions& options) {
@@ -349,6 +348,11 @@ Status PoolLoop::check_schedule(SubmitOptions& options) {
 
 Status PoolLoop::check_task(const std::string& type, std::size_t payload_bytes,
                             SubmitOptions& options) const {
+  return checked_type(type, payload_bytes, options).status();
+}
+
+Result<TaskType> PoolLoop::checked_type(std::string_view type, std::size_t payload_bytes,
+                                        SubmitOptions& options) const {
   if (options.timeout) {  // a deadline must be reachable and must not overflow
     const std::int64_t ms = options.timeout->count(), max = max_timeout_ms_.load();
     if (ms < 1 || ms > max) {
@@ -356,13 +360,14 @@ Status PoolLoop::check_task(const std::string& type, std::size_t payload_bytes,
                              std::to_string(max) + " ms (max_timeout)");
     }
   }
-  SP_RETURN_IF_ERROR(check_type(type));
+  const std::optional<TaskType> kept = task_types_.find(type);
+  if (!kept) return unknown_type(type);
   SP_RETURN_IF_ERROR(check_schedule(options));
   if (const std::uint64_t max = max_payload_.load(std::memory_order_relaxed); payload_bytes > max) {
     return Status::too_large("payload of " + std::to_string(payload_bytes) +
                              " bytes exceeds max_payload (" + std::to_string(max) + " bytes)");
   }
-  return Status::ok();
+  return *kept;
 }
 
 Result<TaskPtr> PoolLoop::admit_task(std::string type, std::string payload, SubmitOptions&& options,
@@ -373,7 +378,8 @@ Result<TaskPtr> PoolLoop::admit_task(std::string type, std::string payload, Subm
   if (draining_.load()) {
     return Status::error(Code::kClosed, "pool '" + opts_.name + "' is draining (resume it)");
   }
-  SP_RETURN_IF_ERROR(check_task(type, payload.size(), options));
+  Result<TaskType> kept = checked_type(type, payload.size(), options);
+  if (!kept) return kept.status();
   const std::size_t capacity = queue_capacity_.load(std::memory_order_relaxed);
   if (admitted_.fetch_add(1, std::memory_order_relaxed) >= capacity) {
     admitted_.fetch_sub(1, std::memory_order_relaxed);
@@ -396,7 +402,7 @@ Result<TaskPtr> PoolLoop::admit_task(std::string type, std::string payload, Subm
   const bool journaled = journal_ != nullptr && id == 0;
   if (id == 0)
     id = (opts_.task_ids ? *opts_.task_ids : next_task_id_).fetch_add(1, std::memory_order_relaxed);
-  auto rec = TaskRecord::make(id, type, std::move(payload), std::move(options), shared);
+  auto rec = TaskRecord::make(id, *kept, std::move(payload), std::move(options), shared);
   rec->journaled = journaled;
   rec->tenant_counted = tenant_counted;
   if (!journaled) {

@@ -104,7 +104,7 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   PoolStats published_stats();
   bool wait_idle_for(std::int64_t timeout_ms) { return mailbox_.wait_idle_for(timeout_ms); }
   void close();
-  const std::vector<std::string>& task_types() const { return task_types_; }
+  const std::vector<std::string>& task_types() const { return task_types_.names(); }
   // The isolation workers run under as configured (sandbox::describe_isolation, plus the
   // cgroup); set before the loop thread starts, immutable after.
   const std::string& isolation() const { return isolation_; }
@@ -203,8 +203,12 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   // Returns ok iff the submit options' scheduling and tenant are valid; turns a delay into
   // not_before (the journal keeps the absolute time).
   static Status check_schedule(SubmitOptions& options);
-  // Returns ok iff the pool serves task type `type`; else the error a submit of it gets.
-  Status check_type(const std::string& type) const;
+  // The error a submit of a task type the pool does not serve gets.
+  Status unknown_type(std::string_view type) const;
+  // check_task()'s checks, in its order; returns the task's type as its record keeps it (the
+  // pool's interned one).
+  Result<TaskType> checked_type(std::string_view type, std::size_t payload_bytes,
+                                SubmitOptions& options) const;
   // submit()'s checks, admission and id; the record's ack is settled unless it is to be
   // journaled (id 0 in a pool with a journal).
   // `shared`: a batch's callbacks, for the tasks that set none of their own.
@@ -297,7 +301,9 @@ class PoolLoop final : public std::enable_shared_from_this<PoolLoop> {
   std::optional<Poller> poller_;
   std::unique_ptr<WorkerLinks> links_;  // before core_: the core commands it
   std::unique_ptr<PoolCore> core_;
-  std::vector<std::string> task_types_;
+  // The types it serves, interned: set once before it takes tasks (at the first worker's Ready
+  // message, or at construction without workers).
+  TaskTypes task_types_;
   std::string isolation_;
 
   // The direct hand-off (pool_loop_hand_off.cpp; docs/architecture.md, "The loop's claim").

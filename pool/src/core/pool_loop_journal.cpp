@@ -349,7 +349,10 @@ Status PoolLoop::recover_journal() {
     if (opts_.recovered_on_done) {
       options.on_done = opts_.recovered_on_done(j.task.id, j.options.idempotency_key);
     }
-    auto task = TaskRecord::make(j.task.id, j.task.type, std::move(j.payload), std::move(options));
+    // A type the pool serves is its interned one; one it no longer serves stays inline.
+    const std::optional<TaskType> served = task_types_.find(j.task.type);
+    auto task = TaskRecord::make(j.task.id, served ? *served : TaskType(j.task.type),
+                                 std::move(j.payload), std::move(options));
     task->account().history = std::move(j.task.history);
     task->account().error = std::move(j.task.error);
     task->attempts_ended = static_cast<std::uint32_t>(task->account().history.size());
@@ -363,8 +366,9 @@ Status PoolLoop::recover_journal() {
     if (r.retry_wait) r.retry_in_ns = (j.retry_due_ms - wall_ms) * 1000000;
     // The pool's task types changed since it was accepted: a submit of it would be refused
     // now, and no worker is meant to run it.
-    if (Status s = check_type(j.task.type); !s) {
-      r.refused = s.message() + "; it was accepted before the pool's task types changed";
+    if (!served) {
+      r.refused = unknown_type(j.task.type).message() +
+                  "; it was accepted before the pool's task types changed";
     }
     running += r.running ? 1 : 0;
     waiting += r.retry_wait && r.refused.empty() ? 1 : 0;

@@ -189,7 +189,7 @@ bool PoolLoop::apply_options(const PoolOptions& next, const supervision::LaunchS
 
 void PoolLoop::check_declared_types(const std::vector<std::string>& declared) {
   if (declared.empty()) return;
-  for (const std::string& t : task_types_) {
+  for (const std::string& t : task_types_.names()) {
     if (std::find(declared.begin(), declared.end(), t) == declared.end()) {
       log_->error(
           "[{}] plugin {} does not declare task type '{}' that this pool serves; such "

@@ -1,6 +1,7 @@
 #include "core/task_record.hpp"
 
 #include <cstring>
+#include <stdexcept>
 
 namespace sandpool::core {
 namespace {
@@ -17,9 +18,9 @@ RecordLock record_locks[kRecordLocks];
 
 Mutex& record_lock(std::uint64_t id) { return record_locks[id % kRecordLocks].mu; }
 
-TaskRecord::TaskRecord(std::uint64_t task_id, std::uint32_t type_len, std::uint32_t payload_len,
+TaskRecord::TaskRecord(std::uint64_t task_id, std::uint32_t type_ref, std::uint32_t payload_len,
                        SubmitOptions&& options, const PackedOptions::Callbacks& shared)
-    : type_len_(type_len),
+    : type_ref_(type_ref),
       id(task_id),
       opts(std::move(options), shared),
       payload_len_(payload_len) {
@@ -38,8 +39,9 @@ std::size_t TaskRecord::apart_offset(std::uint32_t type_len) {
 }
 
 std::size_t TaskRecord::allocation_size() const {
-  if (payload_len_ != kPayloadApart) return sizeof(TaskRecord) + type_len_ + payload_len_;
-  return sizeof(TaskRecord) + apart_offset(type_len_) + sizeof(std::string);
+  const std::uint32_t type_len = inline_type_len();
+  if (payload_len_ != kPayloadApart) return sizeof(TaskRecord) + type_len + payload_len_;
+  return sizeof(TaskRecord) + apart_offset(type_len) + sizeof(std::string);
 }
 
 namespace {
@@ -56,11 +58,14 @@ void free_record_block(void* block, [[maybe_unused]] std::size_t bytes) noexcept
 
 }  // namespace
 
-TaskPtr TaskRecord::make(std::uint64_t task_id, std::string_view task_type,
-                         std::string task_payload, SubmitOptions&& options,
-                         const PackedOptions::Callbacks& shared) {
+TaskPtr TaskRecord::make(std::uint64_t task_id, TaskType task_type, std::string task_payload,
+                         SubmitOptions&& options, const PackedOptions::Callbacks& shared) {
   const bool apart = task_payload.size() > kInlinePayloadMax;
-  const auto type_len = static_cast<std::uint32_t>(task_type.size());
+  // An interned type takes no bytes here; an inline one's length shares type_ref_ with the bit.
+  const std::string_view inline_type = task_type.index() ? std::string_view() : task_type.name();
+  if (inline_type.size() >= kTypeInline) throw std::length_error("task type too long");
+  const auto type_len = static_cast<std::uint32_t>(inline_type.size());
+  const std::uint32_t type_ref = task_type.index() ? *task_type.index() : kTypeInline | type_len;
   const std::size_t bytes =
       sizeof(TaskRecord) +
       (apart ? apart_offset(type_len) + sizeof(std::string) : type_len + task_payload.size());
@@ -68,13 +73,13 @@ TaskPtr TaskRecord::make(std::uint64_t task_id, std::string_view task_type,
   TaskRecord* rec = nullptr;
   try {  // PackedOptions allocates the options' rare parts
     rec = new (block) TaskRecord(
-        task_id, type_len, apart ? kPayloadApart : static_cast<std::uint32_t>(task_payload.size()),
+        task_id, type_ref, apart ? kPayloadApart : static_cast<std::uint32_t>(task_payload.size()),
         std::move(options), shared);
   } catch (...) {
     free_record_block(block, bytes);
     throw;
   }
-  if (type_len != 0) std::memcpy(rec->tail(), task_type.data(), type_len);
+  if (type_len != 0) std::memcpy(rec->tail(), inline_type.data(), type_len);
   if (apart) {
     new (rec->tail() + apart_offset(type_len)) std::string(std::move(task_payload));
   } else if (!task_payload.empty()) {

@@ -16,14 +16,17 @@
 #include <sandpool/pool/task_ref.hpp>
 #include <sandpool/task/task.hpp>
 
+#include "core/interned_types.hpp"
 #include "core/packed_options.hpp"
 
 namespace sandpool::core {
 
 // Its layout is kept small (docs/performance.md, "Memory per task"): a queued task is this
-// record and a queue entry. The record is one allocation (TaskRecord::make) with its type and,
-// up to kInlinePayloadMax bytes, its payload after it; a larger payload stays in its own
-// std::string, placed there instead. Handles (TaskPtr) count references in the record: no
+// record and a queue entry. The record is one allocation (TaskRecord::make) with, up to
+// kInlinePayloadMax bytes, its payload after it; a larger payload stays in its own
+// std::string, placed there instead. Its type is an index into the interned types
+// (interned_types.hpp) when the pool serves it, else (a type no pool's table holds) copied
+// in front of the payload. Handles (TaskPtr) count references in the record: no
 // control block. What is rare lives behind a pointer (the options' strings and callbacks, the
 // account until the task's first attempt ends), and the lock is one of a shared set
 // (record_lock).
@@ -36,10 +39,10 @@ struct TaskRecord {
   // `shared`: its batch's callbacks (PackedOptions).
   // `options` is moved from, not copied or moved into a parameter of its own: the submit path
   // hands it down by reference from Pool::submit's by-value parameter (docs/performance.md).
-  static TaskPtr make(std::uint64_t task_id, std::string_view task_type, std::string task_payload,
+  static TaskPtr make(std::uint64_t task_id, TaskType task_type, std::string task_payload,
                       SubmitOptions&& options, const PackedOptions::Callbacks& shared = {});
   // The same with a copy of `options` (tests, and callers that keep theirs).
-  static TaskPtr make(std::uint64_t task_id, std::string_view task_type, std::string task_payload,
+  static TaskPtr make(std::uint64_t task_id, TaskType task_type, std::string task_payload,
                       const SubmitOptions& options, const PackedOptions::Callbacks& shared = {}) {
     return make(task_id, task_type, std::move(task_payload), SubmitOptions(options), shared);
   }
@@ -47,33 +50,46 @@ struct TaskRecord {
   TaskRecord& operator=(const TaskRecord&) = delete;
 
   // Immutable after submit; valid while the record lives.
-  std::string_view type() const { return {tail(), type_len_}; }
+  std::string_view type() const {
+    if ((type_ref_ & kTypeInline) != 0) return {tail(), inline_type_len()};
+    return interned_type(type_ref_);
+  }
   std::string_view payload() const {
-    if (payload_len_ != kPayloadApart) return {tail() + type_len_, payload_len_};
+    if (payload_len_ != kPayloadApart) return {tail() + inline_type_len(), payload_len_};
     return *payload_apart();
   }
+  // The bytes of its allocation: the record, its inline type and its payload (or the
+  // std::string holding it).
+  std::size_t allocation_size() const;
 
  private:
   friend void retain_record(TaskRecord*) noexcept;
   friend void release_record(TaskRecord*) noexcept;
   friend std::uint32_t record_refs(const TaskRecord*) noexcept;
   static constexpr std::uint32_t kPayloadApart = ~std::uint32_t{0};
+  // type_ref_ with this bit: the type is inline, its length the other bits; without: its
+  // interned index.
+  static constexpr std::uint32_t kTypeInline = std::uint32_t{1} << 31;
 
-  TaskRecord(std::uint64_t task_id, std::uint32_t type_len, std::uint32_t payload_len,
+  TaskRecord(std::uint64_t task_id, std::uint32_t type_ref, std::uint32_t payload_len,
              SubmitOptions&& options, const PackedOptions::Callbacks& shared);
   ~TaskRecord();
-  // The bytes after the record: the type, then the payload or (kPayloadApart) a std::string.
+  // The bytes after the record: the type if inline, then the payload or (kPayloadApart) a
+  // std::string.
   const char* tail() const { return reinterpret_cast<const char*>(this + 1); }
   char* tail() { return reinterpret_cast<char*>(this + 1); }
+  std::uint32_t inline_type_len() const {
+    return (type_ref_ & kTypeInline) != 0 ? type_ref_ & ~kTypeInline : 0;
+  }
   static std::size_t apart_offset(std::uint32_t type_len);
   const std::string* payload_apart() const {
-    return std::launder(reinterpret_cast<const std::string*>(tail() + apart_offset(type_len_)));
+    return std::launder(
+        reinterpret_cast<const std::string*>(tail() + apart_offset(inline_type_len())));
   }
-  std::size_t allocation_size() const;
 
   // The fields in an order that leaves few holes (sizeof is checked below).
   std::atomic<std::uint32_t> refs_{1};  // the handles (TaskPtr) on it
-  const std::uint32_t type_len_;
+  const std::uint32_t type_ref_;        // see kTypeInline
 
  public:
   const std::uint64_t id;
@@ -92,7 +108,7 @@ struct TaskRecord {
   std::int32_t level = 0;
 
  private:
-  const std::uint32_t payload_len_;  // kPayloadApart: a std::string after the type
+  const std::uint32_t payload_len_;  // kPayloadApart: a std::string after the inline type
 
  public:
   std::int64_t level_since_ns = 0;
@@ -174,8 +190,9 @@ struct TaskRecord {
   std::unique_ptr<Status> ack_error;     // guarded by mu(); null: ok (or not answered yet)
   std::unique_ptr<TaskResult> account_;  // see account()
 };
-// docs/performance.md, "Memory per task": with a 64-byte payload and a short type the record
-// fits jemalloc's 256-byte class; a field added here moves that figure.
+// docs/performance.md, "Memory per task": with a 64-byte payload and an interned type (any
+// length) the record is 216 bytes, in jemalloc's 224-byte class; a field added here moves
+// that figure.
 static_assert(sizeof(TaskRecord) == 152);
 
 // The mutex of the record with this id: records share kRecordLocks mutexes (lock striping),
