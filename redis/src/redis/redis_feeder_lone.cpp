@@ -30,8 +30,8 @@ void RedisFeeder::finish_lone(Connection& c, const std::optional<Ticket>& ticket
   std::vector<Ended> end;
   {
     MutexLock lk(sh_->mu);
-    // Disarmed: an end still to come goes to the writer (the task runs long, or its worker
-    // died and the loop retries nothing here: its end is the loop's then).
+    // Disarmed: an end still to come (a task that runs past kLoneWait, or one the pool's loop
+    // ends after that: its worker's death, its timeout) is queued for the writer.
     sh_->lone_armed = false;
     if (sh_->lone_end && !sh_->dead) {
       end.push_back(std::move(*sh_->lone_end));
