@@ -232,9 +232,11 @@ TEST_CASE("an on_done allowed on the waiter's thread runs there, once, and read_
 
 TEST_CASE("read_here returns false within its bound for a task that runs longer") {
   auto pool = make_pool(pool_options("sleep", 1));
-  auto t = pool->submit("sleep", "300");  // ms
+  auto t = pool->submit("sleep", "60000");  // ms: it ends by the cancel below
   REQUIRE(t);
   CHECK_FALSE(t->read_here(std::chrono::microseconds(500)));
+  sandpool::testing::wait_running(*t);
+  CHECK(t->cancel());
   REQUIRE(t->wait_for(kPatience));
-  CHECK(t->wait().state == TaskState::kCompleted);
+  CHECK(t->wait().state == TaskState::kCancelled);
 }
