@@ -20,7 +20,9 @@
 // - w2_p50_us: one task at a time through one in-process node over Redis: the submit script,
 //   then TaskProducer::await_end (the waiter registered, then BLPOP on the task's end list
 //   P:end:ID, pipelined) until its end is written; the p50 of 500 (w2_p99_us: their p99).
-//   `--only cluster-w2` measures just these two, on a redis-server of its own.
+//   `--only cluster-w2` measures just these two, on a redis-server of its own, and how the
+//   node took them: w2_hand_off_share, w2_direct_end_share (Pool's counts) and w2_lone_end_share
+//   (the ends its reader wrote itself, RedisFeeder's lone task), each per task.
 // - kill_lost / kill_reran / failover_ms: 3 poold processes from the build tree share the
 //   pool, with at least 100,000 tasks queued in Redis all along (kill_backlog_min: a thread
 //   tops the stream up, 1,000 tasks a round trip, whenever fewer wait unread, until every
@@ -219,6 +221,10 @@ double through_nodes(const BenchOptions& o, const RedisChild& redis, const std::
 // -1 and -1.
 struct Waited {
   double p50 = -1, p99 = -1;
+  // Of the rounds: the tasks the node's pool took by the direct hand-off, those it ended on
+  // the waiting (reader's) thread, and the ends the reader wrote itself (the lone task's way,
+  // redis_feeder.hpp).
+  double hand_offs = 0, direct_ends = 0, lone_ends = 0;
 };
 Waited waited_us(const BenchOptions& o, const RedisChild& redis) {
   constexpr int kRounds = 500;
@@ -245,7 +251,9 @@ Waited waited_us(const BenchOptions& o, const RedisChild& redis) {
     us.push_back(static_cast<double>(monotonic_ns() - t0) / 1e3);
   }
   std::sort(us.begin(), us.end());
-  return {us[kRounds / 2], us[kRounds * 99 / 100]};
+  const auto share = [](std::uint64_t n) { return static_cast<double>(n) / kRounds; };
+  return {us[kRounds / 2], us[kRounds * 99 / 100], share(node.pool->hand_offs()),
+          share(node.pool->direct_ends()), share(node.feeder->stats().lone_ends)};
 }
 
 double local_throughput(const BenchOptions& o, std::uint64_t tasks) {
@@ -674,6 +682,9 @@ bool run_cluster_w2(const BenchOptions& o, Report& r) {
   }
   r.add("cluster-w2", "w2_p50_us", w2.p50, "us");
   r.add("cluster-w2", "w2_p99_us", w2.p99, "us");
+  r.add("cluster-w2", "w2_hand_off_share", w2.hand_offs, "ratio");
+  r.add("cluster-w2", "w2_direct_end_share", w2.direct_ends, "ratio");
+  r.add("cluster-w2", "w2_lone_end_share", w2.lone_ends, "ratio");
   return true;
 }
 

@@ -192,3 +192,51 @@ TEST_CASE("four threads waiting and submitting race the loop and each other, eac
   CHECK(s.completed == static_cast<std::uint64_t>(kThreads * kTrips));
   CHECK(s.queued == 0);
 }
+
+TEST_CASE("an on_done allowed on the waiter's thread runs there, once, and read_here ends it") {
+  PoolOptions o = pool_options("echo", 2);
+  auto pool = make_pool(o);
+  const std::thread::id waiter = std::this_thread::get_id();
+  std::atomic<int> done_here{0}, done_calls{0};
+  const bool read_here = GENERATE(false, true);  // Ticket::wait, or Ticket::read_here
+  const auto until = std::chrono::steady_clock::now() + kPatience;
+  int trips = 0;
+  while (done_here.load() == 0 && std::chrono::steady_clock::now() < until) {
+    SubmitOptions so;
+    so.on_done = [&](const TaskResult&) {
+      done_calls.fetch_add(1);
+      if (std::this_thread::get_id() == waiter) done_here.fetch_add(1);
+    };
+    so.on_done_on_waiter = true;
+    const std::string payload = "w" + std::to_string(trips++);
+    auto t = pool->submit(pool->task_types().front(), payload, std::move(so));
+    REQUIRE(t);
+    if (read_here) {
+      // Bounded: a task not ended within it is the loop's, and the wait below sees its end.
+      (void)t->read_here(std::chrono::microseconds(2000));
+    }
+    REQUIRE(t->wait_for(kPatience));
+    CHECK(t->wait().result == payload);
+  }
+  CHECK(done_here.load() > 0);
+  CHECK(pool->direct_ends() > 0);
+  // Each on_done once, on whichever thread ended its task.
+  const auto settled = std::chrono::steady_clock::now() + kPatience;
+  while (done_calls.load() < trips && std::chrono::steady_clock::now() < settled) {
+    std::this_thread::yield();
+  }
+  CHECK(done_calls.load() == trips);
+  REQUIRE(pool->wait_idle_for(kPatience));
+  CHECK(pool->stats().completed == static_cast<std::uint64_t>(trips));
+}
+
+TEST_CASE("read_here returns false within its bound for a task that runs longer") {
+  auto pool = make_pool(pool_options("sleep", 1));
+  auto t = pool->submit("sleep", "60000");  // ms: it ends by the cancel below
+  REQUIRE(t);
+  CHECK_FALSE(t->read_here(std::chrono::microseconds(500)));
+  sandpool::testing::wait_running(*t);
+  CHECK(t->cancel());
+  REQUIRE(t->wait_for(kPatience));
+  CHECK(t->wait().state == TaskState::kCancelled);
+}

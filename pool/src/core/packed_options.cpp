@@ -35,6 +35,7 @@ PackedOptions::PackedOptions(SubmitOptions&& o, const Callbacks& shared)
   }
   if (o.not_before) flags_ |= kNotBefore;
   if (o.fail_fast) flags_ |= kFailFast;
+  if (o.on_done_on_waiter) flags_ |= kDoneOnWaiter;
   if (o.on_accepted) on_accepted_ = std::make_unique<Accepted>(std::move(o.on_accepted));
   if (!o.key.empty() || !o.idempotency_key.empty() || !o.tenant.empty() || o.delay ||
       o.not_before) {
@@ -88,6 +89,7 @@ SubmitOptions PackedOptions::unpack() const {
     o.on_progress = callbacks_.on_progress();
     o.on_done = callbacks_.on_done();
   }
+  o.on_done_on_waiter = done_on_waiter();
   return o;
 }
 

@@ -107,6 +107,8 @@ class PackedOptions {
   }
 
   bool fail_fast() const { return has(kFailFast); }
+  // SubmitOptions::on_done_on_waiter: its on_done may run on a direct waiter's thread.
+  bool done_on_waiter() const { return has(kDoneOnWaiter); }
   std::uint32_t attempts_before() const { return attempts_before_; }
   std::optional<Ms> delay() const { return strings_ ? strings_->delay : std::nullopt; }
   const std::string& key() const { return strings_ ? strings_->key : empty_string(); }
@@ -146,6 +148,7 @@ class PackedOptions {
     kQueueTtl = 4,
     kNotBefore = 8,
     kFailFast = 16,
+    kDoneOnWaiter = 32,
   };
   bool has(Flag f) const { return (flags_ & f) != 0; }
   static const std::string& empty_string();

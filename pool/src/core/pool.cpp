@@ -11,6 +11,8 @@
 namespace sandpool {
 namespace {
 constexpr std::int64_t kTicketSpinNs = 50000;
+// Ticket::read_here: between two tries of the direct end, it watches the task this long.
+constexpr std::int64_t kReadHereLookNs = 5000;
 
 // A task in flight whose pool's loop is parked: the waiter reads its worker's result itself
 // and ends the task on this thread (the return half of the direct hand-off; docs/
@@ -56,6 +58,22 @@ bool Ticket::wait_for(std::chrono::milliseconds timeout) const {
     if (std::chrono::steady_clock::now() >= until) return false;
     std::this_thread::sleep_for(step);
     step = std::min(step * 2, std::chrono::microseconds(5000));
+  }
+  return true;
+}
+
+bool Ticket::read_here(std::chrono::microseconds bound) const {
+  if (!rec_) return true;
+  const auto done = [&] { return rec_->done.load(std::memory_order_acquire) != 0; };
+  const std::int64_t until = ipc::monotonic_ns() + bound.count() * 1000;
+  auto loop = loop_.lock();
+  while (!done()) {
+    const std::int64_t now = ipc::monotonic_ns();
+    if (now >= until) return false;
+    if (loop) (void)loop->direct_wait(rec_, until);
+    // Not ended here (the loop was busy or spinning, which then parks for the next look, or
+    // the task is not on a ring this thread may read): watch a while, then try again.
+    ipc::spin_until(done, std::min(until, ipc::monotonic_ns() + kReadHereLookNs));
   }
   return true;
 }

@@ -52,9 +52,11 @@ WorkerId PoolCore::direct_read_worker(const TaskPtr& task) const {
     const auto in_ring = [&](const InFlight& f) { return f.task == task && !f.ended; };
     if (std::none_of(w.ring.begin(), w.ring.end(), in_ring)) continue;
     if (!w.is<Ready>()) return 0;
-    // Every result on that ring may be read, and end its task, on the waiter's thread.
+    // Every result on that ring may be read, and end its task, on the waiter's thread: no
+    // callback but an on_done its submitter allowed there (SubmitOptions::on_done_on_waiter).
     for (const InFlight& f : w.ring) {
-      if (f.task->opts.on_done() != nullptr || f.task->opts.on_progress() != nullptr) return 0;
+      if (f.task->opts.on_progress() != nullptr) return 0;
+      if (f.task->opts.on_done() != nullptr && !f.task->opts.done_on_waiter()) return 0;
     }
     if (opts_.recycle_max_tasks != 0 && w.tasks_done + w.ring.size() >= opts_.recycle_max_tasks) {
       return 0;

@@ -257,7 +257,7 @@ void RedisFeeder::Shared::ended_locally(const TaskResult& r) {
 }
 
 std::size_t RedisFeeder::Shared::in_pool() const {
-  const std::size_t unwritten = ends.size() + writing;
+  const std::size_t unwritten = ends.size() + writing + (lone_end ? 1 : 0) + (lone_writing ? 1 : 0);
   return held.size() - std::min(held.size(), unwritten);
 }
 
@@ -414,8 +414,23 @@ void RedisFeeder::run_locally(Connection& c, std::vector<StreamEntry> entries, b
     kept.push_back(std::move(e));
   }
   if (tasks.empty()) return;
-  // One hand-over to the pool's loop for the batch (one lock, one wake-up).
-  std::vector<Result<Ticket>> tickets = pool_.submit_batch(std::move(tasks));
+  const bool lone = !claimed && tasks.size() == 1 && arm_lone();
+  if (lone) {  // its end, while the reader waits for it, is the reader's (lone_end)
+    tasks[0].options.on_done = [sh = sh_, e = kept[0]](const TaskResult& r) {
+      const bool shutdown = stopped_here(r);
+      MutexLock lk(sh->mu);
+      if (sh->dead) return;
+      if (sh->lone_armed) {
+        sh->lone_armed = false;
+        sh->lone_end.emplace(Ended{std::move(*e), r, shutdown});
+      } else {
+        sh->push_end({std::move(*e), r, shutdown});
+      }
+      sh->ended_locally(r);
+    };
+    tasks[0].options.on_done_on_waiter = true;  // short, and never waits on the pool
+  }
+  std::vector<Result<Ticket>> tickets = submit_locally(std::move(tasks), lone);
   {
     MutexLock lk(sh_->mu);
     for (std::size_t i = 0; i < tickets.size(); ++i) {
@@ -445,6 +460,15 @@ void RedisFeeder::run_locally(Connection& c, std::vector<StreamEntry> entries, b
     }
     hand_back(std::move(*kept[i]), refusal.to_string());
   }
+  if (lone) finish_lone(c, tickets[0] ? std::optional(*tickets[0]) : std::nullopt);
+}
+
+std::vector<Result<Ticket>> RedisFeeder::submit_locally(std::vector<BatchTask> tasks, bool lone) {
+  if (!lone) return pool_.submit_batch(std::move(tasks));  // one lock, one wake-up
+  std::vector<Result<Ticket>> one;
+  one.push_back(pool_.submit(std::move(tasks[0].type), std::move(tasks[0].payload),
+                             std::move(tasks[0].options)));
+  return one;
 }
 
 bool RedisFeeder::pass_limits(Connection& c, StreamEntry& entry, bool may_wait) {

@@ -95,7 +95,7 @@ void count_written(const std::vector<Written>& outcome,
 
 }  // namespace
 
-Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
+Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch, bool lone) {
   std::vector<TaskConsumer::EndWrite> writes;
   writes.reserve(batch.size());
   std::vector<std::optional<Fenced>> released(batch.size());
@@ -139,8 +139,8 @@ Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
         b.multiplier = sh_->retry.multiplier;
         b.max_ms = sh_->retry.max.count();
         retries = e.entry.task.options.retries.value_or(sh_->default_retries);
+        b.jitter = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
       }
-      b.jitter = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
       auto r = consumer_.retry(c, e.entry, opts_.consumer, attempts, retries, b, wall_ms());
       if (!r) return r.status();
       if (*r == TaskConsumer::Retried::kDeferred) {
@@ -163,7 +163,12 @@ Status RedisFeeder::write_ends(Connection& c, const std::vector<Ended>& batch) {
   MutexLock lk(sh_->mu);
   for (const Ended& e : batch) sh_->held.erase(key_of(e.entry));
   // Moved back by this node's reader when due (and by any node's beat).
-  sh_->writing = 0;  // the writer's batch, if it was one: its entries are let go
+  // The writer's batch (if it was one) or the reader's lone end: its entries are let go.
+  if (lone) {
+    sh_->lone_writing = false;
+  } else {
+    sh_->writing = 0;
+  }
   sh_->throttle_due.insert(refused_due.begin(), refused_due.end());
   count_written(outcome, released, *answers, sh_->stats);
   sh_->cv.notify_all();  // the unwritten ends are fewer: the reader may read again
@@ -230,7 +235,10 @@ void RedisFeeder::write_loop() {
     bool stopping = false;
     {
       MutexLock lk(sh_->mu);
-      while (!sh_->dead && !sh_->stopping && sh_->ends.empty()) sh_->ends_cv.wait(sh_->mu);
+      // Stopping, it waits for the reader's lone end: written there, or queued here.
+      while (!sh_->dead && sh_->ends.empty() && (!sh_->stopping || sh_->lone_busy())) {
+        sh_->ends_cv.wait(sh_->mu);
+      }
       if (sh_->dead || sh_->ends.empty()) return;
       stopping = sh_->stopping;
       // Moved out (not copied: results and attempts may be large), and put back in front

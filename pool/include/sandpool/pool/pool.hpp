@@ -46,6 +46,11 @@ class Ticket {
   TaskResult wait() const;
   // Returns true iff the task became terminal within `timeout`.
   bool wait_for(std::chrono::milliseconds timeout) const;
+  // Spins for at most `bound`, never sleeping: reads the task's result on this thread while
+  // the pool's loop is parked (the direct end, as wait() does), else watches for its end.
+  // Returns true iff the task is terminal. For a caller that has the task's end to act on at
+  // once and nothing else to do meanwhile (the Redis feeder's lone task); it burns a CPU.
+  bool read_here(std::chrono::microseconds bound) const;
   // A snapshot of the account so far (history grows as attempts end).
   TaskResult snapshot() const;
   // What the task was submitted with: its payload (valid while a Ticket of it lives) and a

@@ -9,6 +9,13 @@
 // while Redis is away they wait in memory and are retried; past kMaxUnwrittenWindows of them
 // the reader waits), and a beat thread; each with its own connection.
 //
+// A lone task (read alone while the node holds nothing else, its tasks short, no rate limit)
+// takes a shorter way: the reader hands it to the local pool with Pool::submit (the direct
+// hand-off to an idle worker), reads its result itself (Ticket::read_here, the direct end),
+// and writes its end on its own connection: reader -> worker -> reader, where the batch path
+// is reader -> loop -> worker -> loop -> writer (docs/redis-pools.md, "A lone task"). A lone
+// task that does not end within kLoneWait ends the batch path's way, by the writer.
+//
 // What a node that dies leaves: entries pending for its consumer, whose idle time stops being
 // refreshed. Another node claims them once they are idle for `claim_after` and its heartbeat
 // key expired (and the claimant has beaten for `claim_after` since it started or since a
@@ -94,6 +101,9 @@ struct FeederStats {
   std::uint64_t throttled = 0;  // entries over a type's or tenant's rate, sent to the later set
   std::uint64_t throttle_waits = 0;  // times reading waited for the pool's rate
   std::uint64_t kept_ends = 0;       // ends Redis could not take at a stop, kept in the state dir
+  // Lone tasks whose end the reader wrote itself (the class comment): of `finished`,
+  // `deferred`, `fenced` or `released`, as any end.
+  std::uint64_t lone_ends = 0;
   // Heartbeats whose whole round (beat, touch, cancels asked, claims, due tasks) is done.
   std::uint64_t beats = 0;
   bool redis_up = false;  // the last call to Redis succeeded
@@ -160,6 +170,15 @@ class RedisFeeder {
   // its retries, ends it). `claimed`: a dead node's, whose `lost` attempt
   // (feeder::lost_error) the beat recorded.
   void run_locally(Connection& c, std::vector<StreamEntry> entries, bool claimed);
+  // The local pool's tickets of `tasks` (one each, in order): one batch, or (`lone`, a batch
+  // of one) one submit that may hand the task to an idle worker itself.
+  std::vector<Result<Ticket>> submit_locally(std::vector<BatchTask> tasks, bool lone);
+  // redis_feeder_lone.cpp. Returns true iff a batch of one read now may take the lone
+  // task's way (the class comment); then arms Shared::lone_armed.
+  bool arm_lone();
+  // The reader, its lone task handed to the local pool (`ticket`; a refused one: nullopt):
+  // waits for its end at most kLoneWait, then writes it on `c`, or leaves it to the writer.
+  void finish_lone(Connection& c, const std::optional<Ticket>& ticket);
   // One entry's way to the local pool: its options there, or an error when it is not to run
   // here (discarded as malformed, ended past its retries, throttled, handed back, fenced).
   Result<SubmitOptions> prepare(Connection& c, StreamEntry& entry, bool claimed);
@@ -177,7 +196,9 @@ class RedisFeeder {
   // local pool refused the task itself (Ended::refused), for the reason `why`.
   void hand_back(StreamEntry entry, const std::string& why, bool refused = false);
   // Writes a batch of ends (their attempts first) in one round trip.
-  Status write_ends(Connection& c, const std::vector<Ended>& batch);
+  // `lone`: the reader's write of its lone task's end (Shared::lone_writing), else the
+  // writer's batch (Shared::writing).
+  Status write_ends(Connection& c, const std::vector<Ended>& batch, bool lone = false);
   // start(): writes the ends the last run of this pool and node kept (state_dir), then
   // removes their file.
   Status write_kept_ends(Connection& c);
@@ -197,6 +218,10 @@ class RedisFeeder {
   static constexpr double kShortRunMs = 10;
   // Unwritten ends (queued or being written), in windows, that stop the reading.
   static constexpr std::size_t kMaxUnwrittenWindows = 2;
+  // The lone task's way: taken while the tasks' mean run is under kLoneRunMs (the reader
+  // spins for the end, reading nothing meanwhile), for at most kLoneWait.
+  static constexpr double kLoneRunMs = 0.5;
+  static constexpr std::chrono::microseconds kLoneWait{500};
   bool stopping() const;
   // Holds the node's name (its heartbeat key) for this process, or says whose it is.
   Status take_name(Connection& c);
@@ -213,6 +238,14 @@ class RedisFeeder {
     // The ends the writer took from `ends` and writes now (they are back in front of `ends`
     // when the write fails).
     std::size_t writing GUARDED_BY(mu) = 0;
+    // The lone task's way (arm_lone, finish_lone): while armed, the lone task's on_done
+    // leaves its end in lone_end for the reader instead of queueing it for the writer; the
+    // reader writes it (lone_writing) or, past kLoneWait, disarms. The writer does not stop
+    // while one of the three is set (lone_busy()).
+    bool lone_armed GUARDED_BY(mu) = false;
+    std::optional<Ended> lone_end GUARDED_BY(mu);
+    bool lone_writing GUARDED_BY(mu) = false;
+    bool lone_busy() const REQUIRES(mu) { return lone_armed || lone_end || lone_writing; }
     // The entries pending for this node (one hash map: an entry is found once per read, run
     // and end; its ticket is set while it runs in the local pool).
     std::unordered_map<EntryKey, Held, EntryKeyHash> held GUARDED_BY(mu);
@@ -262,7 +295,8 @@ class RedisFeeder {
   const TaskUpkeep upkeep_;      // the beat's chores, the rate limits
   std::shared_ptr<Shared> sh_;
   std::string identity_;  // host, pid and a random number: whose the node's name is
-  std::mt19937_64 rng_{std::random_device{}()};  // backoff jitter; the writer's
+  // Backoff jitter, drawn under sh_->mu (the writer's and the reader's lone end).
+  std::mt19937_64 rng_{std::random_device{}()};
   // FeederOptions::per_worker and headroom_workers as they are now (retune()).
   std::atomic<std::uint32_t> per_worker_, headroom_workers_;
 

@@ -32,6 +32,12 @@ struct SubmitOptions : TaskOptions {
   // Called on the loop thread once, when the task is terminal. In a pool that journals,
   // once its end is committed.
   std::function<void(const TaskResult&)> on_done;
+  // True: on_done is short, thread-safe and never waits on the pool, so it may also run on
+  // the thread of a waiter that reads the task's result itself (Ticket::wait, wait_for,
+  // read_here: the direct end, docs/architecture.md "The loop's claim"), under the loop's
+  // claim. For sandpool's own callers (the Redis feeder's ends); false (the default): on_done
+  // runs on the loop thread only, and a task carrying one is never ended on a waiter's thread.
+  bool on_done_on_waiter = false;
   // Called once the task is acknowledged (ok) or refused (Ticket::wait_accepted): in a pool
   // that journals, on the journal's writer thread after the commit (or on the submitting
   // thread when the commit was over before submit() returned); otherwise within submit().

@@ -1,0 +1,139 @@
+// RedisFeeder's lone task (redis_feeder_lone.cpp): a task read while the node holds nothing
+// else goes to an idle worker from the reader's thread, and the reader writes its end itself.
+// Real redis-server, real workers: waited tasks one at a time (W2's shape), workers that die
+// on that path, and a node under a backlog, which keeps the batch path.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "feeder_test_support.hpp"
+
+using namespace sandpool;
+using namespace sandpool::testing;
+using redis::StreamTask;
+
+namespace {
+
+// Submits one task and waits for its end in Redis (as `poolctl submit --wait` does); returns
+// its id.
+std::uint64_t submit_and_await(redis::Connection& c, const PoolSides& s, const std::string& type,
+                               const std::string& payload,
+                               std::optional<std::uint32_t> retries = std::nullopt) {
+  StreamTask t;
+  t.type = type;
+  t.payload = payload;
+  t.options.retries = retries;
+  auto id = s.producer.submit(c, t, 1);
+  REQUIRE(id.is_ok());
+  std::optional<std::string> end;
+  REQUIRE(eventually([&] {
+    auto e = s.producer.await_end(c, id->id, std::chrono::milliseconds(1000));
+    REQUIRE(e.is_ok());
+    end = *e;
+    return end.has_value();
+  }));
+  return id->id;
+}
+
+}  // namespace
+
+TEST_CASE("waited tasks one at a time end through the node's reader, each written once") {
+  FeederWorld w;
+  auto pool = make_pool(pool_options("echo", 2));
+  auto feeder = start_node(*pool, node(w.server, "node-a", 4));
+  constexpr int kTasks = 60;
+  std::vector<std::uint64_t> ids;
+  for (int i = 0; i < kTasks; ++i) {
+    ids.push_back(submit_and_await(w.c, w.stream, "echo", "lone" + std::to_string(i)));
+  }
+  for (int i = 0; i < kTasks; ++i) {
+    const auto t = w.stream.producer.task(w.c, ids[static_cast<std::size_t>(i)]);
+    REQUIRE(t.is_ok());
+    CHECK(t->state == "completed");
+    CHECK(t->result == "lone" + std::to_string(i));
+    CHECK(t->attempts == 1);
+    CHECK(t->ends == 1);
+  }
+  const auto s = feeder->stats();
+  CHECK(s.finished == kTasks);
+  CHECK(s.fenced == 0);
+  // The reader wrote ends itself (a first task, or one whose worker was slow past the
+  // reader's wait, may be the writer's), and the pool ended tasks on the reader's thread.
+  CHECK(s.lone_ends > 0);
+  CHECK(s.lone_ends <= s.finished);
+  CHECK(pool->direct_ends() > 0);
+  CHECK(s.held == 0);
+}
+
+TEST_CASE("a lone task whose worker dies under it is retried per its retries and ends once") {
+  FeederWorld w;
+  PoolOptions po = pool_options("chaos", 2);
+  po.max_restarts = 1000;  // the deaths are the test's: no crash_loop
+  auto pool = make_pool(po);
+  redis::FeederOptions o = node(w.server, "node-a", 4);
+  o.retry.base = std::chrono::milliseconds(1);  // the next attempt is due at the next beat
+  auto feeder = start_node(*pool, o);
+  // Each crashes (SIGSEGV) on its first attempt, on the lone task's path, and echoes on its
+  // second.
+  std::vector<std::uint64_t> crashed;
+  for (int i = 0; i < 4; ++i) {
+    crashed.push_back(submit_and_await(w.c, w.stream, "chaos", "c1x" + std::to_string(i), 3u));
+  }
+  // Past its retries: dead-lettered once, with every attempt recorded.
+  const std::uint64_t exhausted = submit_and_await(w.c, w.stream, "chaos", "c9x", 1u);
+  // Workers SIGKILLed while echo tasks go through one at a time.
+  std::vector<std::uint64_t> killed;
+  {
+    WorkerKiller killer(*pool, 6);
+    for (int i = 0; i < 40; ++i) {
+      killed.push_back(submit_and_await(w.c, w.stream, "chaos", "ek" + std::to_string(i), 20u));
+    }
+    killer.stop();
+  }
+  for (std::size_t i = 0; i < crashed.size(); ++i) {
+    const auto t = w.stream.producer.task(w.c, crashed[i]);
+    REQUIRE(t.is_ok());
+    CHECK(t->state == "completed");
+    CHECK(t->result == "c1x" + std::to_string(i));
+    CHECK(t->attempts == 2);
+    CHECK(t->history.size() == 2);
+    CHECK(t->ends == 1);
+  }
+  const auto dead = w.stream.producer.task(w.c, exhausted);
+  REQUIRE(dead.is_ok());
+  CHECK(dead->state == "dead_lettered");
+  CHECK(dead->reason == "retries_exhausted");
+  CHECK(dead->attempts == 2);
+  CHECK(dead->ends == 1);
+  for (std::size_t i = 0; i < killed.size(); ++i) {
+    const auto t = w.stream.producer.task(w.c, killed[i]);
+    REQUIRE(t.is_ok());
+    CHECK(t->state == "completed");
+    CHECK(t->result == "ek" + std::to_string(i));
+    CHECK(t->history.size() == t->attempts);
+    CHECK(t->ends == 1);
+  }
+  const auto s = feeder->stats();
+  CHECK(s.fenced == 0);
+  CHECK(s.lone_ends > 0);
+  CHECK(s.held == 0);
+}
+
+TEST_CASE("a node with a backlog reads in batches and ends through its writer") {
+  FeederWorld w;
+  auto pool = make_pool(pool_options("echo", 2));
+  std::vector<StreamTask> tasks(300);
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    tasks[i].type = "echo";
+    tasks[i].payload = "b" + std::to_string(i);
+  }
+  REQUIRE(w.stream.producer.submit_many(w.c, tasks, 1).is_ok());
+  auto feeder = start_node(*pool, node(w.server, "node-a", 8));
+  REQUIRE(eventually([&] { return feeder->stats().finished == 300; }));
+  // Never alone while the backlog lasts: at most the last few of the stream were.
+  CHECK(feeder->stats().lone_ends < 10);
+  CHECK(feeder->stats().fenced == 0);
+}
