@@ -35,6 +35,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -237,7 +238,9 @@ def phases(r, meter, lua_dir, tasks, batch, retention):
     with open(os.path.join(lua_dir, 'finish_batch.lua')) as f:
         text = f.read()
         ranges = 'first_range' in text
-        before = 'end_head = 10' in text
+        # (`first_end, end_head = 11, 10`: the test of 'end_head = 10' alone never matched it,
+        # and sent ends in the older layout, misread as ends of no attempt.)
+        before = re.search(r'end_head = (11, )?10\b', text) is not None
 
     def finish(keep_finished):
         keys = [prefix + 'echo:done', prefix + 'echo:dlq'] + streams
