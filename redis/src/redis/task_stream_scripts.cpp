@@ -189,8 +189,11 @@ Connection::Call SubmitBatch::call() const {
         .arg(t.not_before_ms)
         .arg(band_arg(t.band))
         .arg(static_cast<std::uint64_t>(slot + 1))  // Lua counts from 1
-        .arg(static_cast<std::uint64_t>(t.fields.size()))
-        .args(&t.fields);
+        .arg(static_cast<std::uint64_t>(t.fields.size()));
+    // The payload's slot sent empty: each task's payload follows (not the first's twice).
+    for (std::size_t f = 0; f < t.fields.size(); ++f) {
+      l.arg(f == slot ? std::string_view() : std::string_view(t.fields[f]));
+    }
     for (; i < run; ++i) l.arg(tasks[i].fields[slot]);
   }
   return l.done();

@@ -13,7 +13,7 @@ local prefix, pool, now = unpack(ARGV, 1, 3)
 -- count of its entry's fields, its fields. A run of compact tasks (no idempotency key; one
 -- type, not_before, band and entry but for the payload's value), 'c': count, type,
 -- not_before, band, the index among the fields of the payload's value, the count of the
--- fields, the fields (the payload's value any); then each task's payload.
+-- fields, the fields (the payload's value empty); then each task's payload.
 local first_task, task_head, run_head = 4, 5, 7
 -- `n` (a whole number below 2^53) in decimal, without Lua's number formatting (sprintf
 -- "%.14g", a microsecond each): the digits above the last three written once per thousand.
