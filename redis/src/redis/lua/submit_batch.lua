@@ -25,12 +25,12 @@ local function decimal_id(n)
   return above_s .. string.char(48 + math.floor(l / 100), 48 + math.floor(l / 10) % 10, 48 + l % 10)
 end
 
--- Where each task's arguments start (at: a full task's type, a compact one's payload) and its
--- entry's last field (last; a compact task: its run's index in `runs`), and for a task whose
--- key names one (named): the id in Redis (a string), or the index of the task of this batch
--- that took the key first. Each count made a number once (memo: tonumber is a strtod, and the
--- counts repeat).
-local at, last, named, by_idem, fresh, counts, runs = {}, {}, {}, {}, 0, {}, {}
+-- Per full task, where its arguments start (at: its type) and its entry's last field (last),
+-- and when its key names one (named) the id in Redis (a string), or the index of the task of
+-- this batch that took the key first; per run of compact tasks, the run at its first task's
+-- index (run_at). Each count made a number once (memo: tonumber is a strtod, and the counts
+-- repeat).
+local at, last, named, by_idem, fresh, counts, run_at = {}, {}, {}, {}, 0, {}, {}
 local n_tasks, n_idem = 0, 0
 local function number(s)
   local n = counts[s]
@@ -46,17 +46,20 @@ while i <= #ARGV do
     -- A run: its entry's fields copied once into a table of their own, the payload's slot
     -- set per task below.
     local count, n_fields = number(ARGV[i + 1]), number(ARGV[i + 6])
-    local run = {type = ARGV[i + 2], not_before = ARGV[i + 3], band = ARGV[i + 4],
+    local run = {count = count, type = ARGV[i + 2], not_before = ARGV[i + 3], band = ARGV[i + 4],
                  slot = number(ARGV[i + 5]), n = n_fields, fields = {unpack(ARGV, i + run_head,
-                 i + run_head + n_fields - 1)}}
-    runs[#runs + 1] = run
-    i = i + run_head + n_fields
-    for _ = 1, count do
-      n_tasks = n_tasks + 1
-      at[n_tasks] = i
-      last[n_tasks] = run
-      i = i + 1
+                 i + run_head + n_fields - 1)}, at = i + run_head + n_fields}
+    -- Most runs: due now, band 0, no tenant: write_task's first case (lib.lua), done here
+    -- with what the run's tasks share looked up once.
+    local tenant = false
+    for f = 1, n_fields - 1, 2 do
+      if run.fields[f] == 'tenant' then tenant = true end
     end
+    run.fast = not tenant and run.band == '0' and
+                   (run.not_before == '0' or tonumber(run.not_before) <= tonumber(now))
+    run_at[n_tasks + 1] = run
+    n_tasks = n_tasks + count
+    i = run.at + count
     fresh = fresh + count
   else
     n_tasks = n_tasks + 1
@@ -83,16 +86,28 @@ local shared = {later = later, prefix = prefix, pool = pool, now = now}
 local band_index = {['1'] = 1, ['0'] = 2, ['-1'] = 3}
 local out, made = {}, {}
 local idem_of = first_idem - 1
-for k = 1, n_tasks do
-  local a, l = at[k], last[k]
-  if type(l) == 'table' then  -- a compact task: its run's entry with its payload
-    local fields = l.fields
-    fields[l.slot] = ARGV[a]
-    write_task(shared, streams[band_index[l.band] or 2 - tonumber(l.band)], '', l.type,
-               l.not_before, l.band, decimal_id(next_id), fields, 1, l.n)
-    out[k] = next_id
-    next_id = next_id + 1
+local k = 1
+while k <= n_tasks do
+  local run = run_at[k]
+  if run then  -- a run of compact tasks: each its run's entry with its payload
+    local fields, slot, n, a, task_type = run.fields, run.slot, run.n, run.at, run.type
+    local stream = streams[band_index[run.band] or 2 - tonumber(run.band)]
+    for j = 0, run.count - 1 do
+      fields[slot] = ARGV[a + j]
+      local id = decimal_id(next_id)
+      if run.fast then
+        local entry = redis.call('XADD', stream, '*', 'id', id, unpack(fields, 1, n))
+        redis.call('HSET', prefix .. 'task:' .. id, 'state', 'queued', 'entry', entry, 'pool',
+                   pool, 'type', task_type, 'submitted_ms', now, 'attempts', '0')
+      else
+        write_task(shared, stream, '', task_type, run.not_before, run.band, id, fields, 1, n)
+      end
+      out[k + j] = next_id
+      next_id = next_id + 1
+    end
+    k = k + run.count
   else
+    local a, l = at[k], last[k]
     idem_of = idem_of + 1
     if not named[k] then
       local task_type, not_before, band = ARGV[a], ARGV[a + 1], ARGV[a + 2]
@@ -102,6 +117,7 @@ for k = 1, n_tasks do
       out[k] = next_id
       next_id = next_id + 1
     end
+    k = k + 1
   end
 end
 for k = 1, n_tasks do
