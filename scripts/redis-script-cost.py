@@ -35,6 +35,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -156,6 +157,8 @@ def phases(r, meter, lua_dir, tasks, batch, retention):
     # Since session 22 a node reads with plain XREADGROUPs, then takes with take.lua (no
     # read.lua): the read phase does what the tree's scripts do.
     direct = not os.path.exists(os.path.join(lua_dir, 'read.lua'))
+    # Since session 25 take.lua takes its entries as runs sharing band and type.
+    take_runs = direct and 'run_head' in open(os.path.join(lua_dir, 'take.lua')).read()
     shas = {k: r.cmd('SCRIPT', 'LOAD', script(lua_dir, k))
             for k in ('submit_batch', 'take' if direct else 'read', 'finish_batch')}
     prefix = 'cost:'
@@ -177,12 +180,21 @@ def phases(r, meter, lua_dir, tasks, batch, retention):
                  if v - before.get(k, 0) > 0 and k not in ('info', 'script')}
         out[name] = (ir / tasks, calls)
 
+    # Since session 25 submit_batch.lua takes runs of tasks sharing all but the payload.
+    with open(os.path.join(lua_dir, 'submit_batch.lua')) as f:
+        submit_runs = "ARGV[i] == 'c'" in f.read()
+
     def submit():
         for at in range(0, tasks, 512):
             k = min(512, tasks - at)
-            keys = [prefix + 'ids', prefix + 'echo:later'] + streams + [''] * k
+            keys = [prefix + 'ids', prefix + 'echo:later'] + streams
             argv = [prefix, 'echo', 1]
-            for _ in range(k):
+            if submit_runs:
+                argv += ['c', k, 'echo', 0, 0, 4, 4, 'type', 'echo', 'payload', '']
+                argv += ['p' * 16] * k
+            else:
+                keys += [''] * k
+            for _ in range(0 if submit_runs else k):
                 argv += ['echo', 0, 0, 4, 'type', 'echo', 'payload', 'p' * 16]
             r.cmd('EVALSHA', shas['submit_batch'], len(keys), *keys, *argv)
 
@@ -212,9 +224,14 @@ def phases(r, meter, lua_dir, tasks, batch, retention):
                 argv += [min(ids, key=entry_number), max(ids, key=entry_number)] if ids \
                     else ['', '']
             argv += ['0', '0', '0']  # nothing handed back: each read asked for what it takes
-            for band, entry_id, fields in got:
+            for n, (band, entry_id, fields) in enumerate(got):
                 f = dict(zip(fields[::2], fields[1::2]))
-                argv += [f['id'], entry_id, band, f['type']]
+                if not take_runs:
+                    argv += [f['id'], entry_id, band, f['type']]
+                else:
+                    if n == 0 or got[n - 1][0] != band:  # a run of one band (one type here)
+                        argv += [sum(1 for g in got[n:] if g[0] == band), band, f['type']]
+                    argv += [f['id'], entry_id]
                 held.append((f['id'], entry_id, band, f['payload']))
             taken = r.cmd('EVALSHA', shas['take'], 3, *streams, *argv)
             if any(t != 0 for t in taken):
@@ -237,7 +254,12 @@ def phases(r, meter, lua_dir, tasks, batch, retention):
     with open(os.path.join(lua_dir, 'finish_batch.lua')) as f:
         text = f.read()
         ranges = 'first_range' in text
-        before = 'end_head = 10' in text
+        # (`first_end, end_head = 11, 10`: the test of 'end_head = 10' alone never matched it,
+        # and sent ends in the older layout, misread as ends of no attempt.)
+        before = re.search(r'end_head = (11, )?10\b', text) is not None
+        # Since session 25 the ends go as runs: a compact run's ends share band, state and
+        # attempt number, sent once.
+        runs = 'compact_run' in text
 
     def finish(keep_finished):
         keys = [prefix + 'echo:done', prefix + 'echo:dlq'] + streams
@@ -248,7 +270,14 @@ def phases(r, meter, lua_dir, tasks, batch, retention):
                     ids = [e for _, e, band, _ in held[at:at + batch] if band == b]
                     argv += [min(ids, key=entry_number), max(ids, key=entry_number)] if ids \
                         else ['', '']
-            for task_id, entry_id, band, payload in held[at:at + batch]:
+            part = held[at:at + batch]
+            while runs and part:
+                k = next((j for j, h in enumerate(part) if h[2] != part[0][2]), len(part))
+                argv += ['c', k, part[0][2], 'completed', 1]
+                for task_id, entry_id, _, payload in part[:k]:
+                    argv += [task_id, entry_id, payload, 2, COMPACT_ATTEMPT]
+                part = part[k:]
+            for task_id, entry_id, band, payload in part:
                 argv += [task_id, entry_id, band, 'completed', payload, '', '', 2]
                 # Since session 24 a node stores an attempt with no error compact
                 # (feeder::encode_stored), so that the task's hash stays a listpack.

@@ -2,7 +2,8 @@
 // `attempt:N` and `end:ENTRY` fields of the task's hash, one HSET per end), against a real
 // redis-server: what `task ID` reads back, the layout older versions wrote (a list
 // `P:task:ID:attempts` beside the hash, a count `ends`) still read and deleted with its task,
-// and an end of a task this node read touching its hash with that one HSET alone.
+// an end of a task this node read touching its hash with that one HSET alone, and the runs of
+// ends finish_batch.lua shares fields across writing each hash as a lone full end does.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -166,4 +167,84 @@ TEST_CASE("a task ended with a plain attempt keeps a compact hash, its attempt r
   CHECK(w.c.command({"OBJECT", "ENCODING", h})->str == "listpack");
   CHECK(w.stream.producer.task(w.c, ids[0]).value().history ==
         std::vector<std::string>{redis::feeder::encode(a)});
+}
+
+TEST_CASE(
+    "a batch of ends of every kind, in runs the script shares fields across, writes each task's "
+    "hash as an end the script reads everything for does") {
+  // The same end twice: in one mixed batch (compact runs: attempts known, one attempt, no
+  // error; broken by a change of state or attempt number, by a full end and by a fenced one),
+  // and, for a twin task, alone with its attempts before unknown (a full end, which reads
+  // the hash): the two hashes alike but for their entries.
+  OnePool w;
+  constexpr int kEnds = 9;
+  w.submit(2 * kEnds);
+  auto got = w.read(2 * kEnds);
+  got[7].attempts = got[kEnds + 7].attempts = 2;  // taken again after two attempts
+  for (const int k : {7, kEnds + 7}) {
+    REQUIRE(w.c.command({"HSET", "sp:task:" + std::to_string(got[k].task_id), "attempts", "2"})
+                .is_ok());
+  }
+  const auto end_of = [&](int k) {
+    redis::TaskConsumer::EndWrite e =
+        ended(got[k], {"1 ok 42 1765000000000 " + std::to_string(k % kEnds)});
+    e.result = "r" + std::to_string(k % kEnds);
+    e.now_ms = 1000 + k % kEnds;
+    // 0, 1, 7 and 8 compact (7 a run of its own: its attempt number); 2 a run of its own (its
+    // state); the others full: an error, two attempts, a dead letter, no attempt.
+    const int kind = k % kEnds;
+    if (kind == 2) e.state = "failed";
+    if (kind == 3) e.error = "boom";
+    if (kind == 4) e.attempts.push_back("2 ok 42 1765000000000 1");
+    if (kind == 5) {
+      e.state = "dead_lettered";
+      e.reason = "retries_exhausted";
+      e.error = "no more";
+    }
+    if (kind == 6) e.attempts.clear();
+    return e;
+  };
+  // node-b claimed the entry at 1 (in the first run): fenced, the rest of the run written.
+  REQUIRE(w.c.command({"XCLAIM", w.stream.keys.stream_key(), redis::PoolKeys::kGroup, "node-b", "0",
+                       got[1].entry_id})
+              .is_ok());
+  std::vector<redis::TaskConsumer::EndWrite> batch;
+  for (int k = 0; k < kEnds; ++k) batch.push_back(end_of(k));
+  batch.push_back(end_of(0));  // a second end of one entry: fenced
+  std::vector<Fenced> want(kEnds + 1, Fenced::kDone);
+  want[1] = want[kEnds] = Fenced::kNotYours;
+  CHECK(w.stream.consumer.end_all(w.c, "node-a", batch).value() == want);
+  for (int k = kEnds; k < 2 * kEnds; ++k) {
+    if (k == kEnds + 1) continue;  // its twin was fenced
+    redis::TaskConsumer::EndWrite alone = end_of(k);
+    alone.attempts_before.reset();
+    REQUIRE(w.stream.consumer.end_all(w.c, "node-a", {alone}).value() ==
+            std::vector<Fenced>{Fenced::kDone});
+  }
+  const auto hash = [&](const StreamEntry& e) {
+    auto r = w.c.command({"HGETALL", "sp:task:" + std::to_string(e.task_id)});
+    REQUIRE(r.is_ok());
+    std::map<std::string, std::string> out;
+    for (std::size_t i = 0; i + 1 < r->elements.size(); i += 2) {
+      const std::string& f = r->elements[i].str;
+      out[f == "end:" + e.entry_id ? "end:ENTRY" : f] = r->elements[i + 1].str;
+    }
+    out.erase("entry");
+    return out;
+  };
+  for (int k = 0; k < kEnds; ++k) {
+    INFO("end " << k);
+    const auto mixed = hash(got[k]), alone = hash(got[kEnds + k]);
+    if (k == 1) {
+      CHECK(mixed.at("state") == "running");
+      CHECK(mixed.count("end:ENTRY") == 0);
+      continue;
+    }
+    CHECK(mixed == alone);
+    CHECK(mixed.at("end:ENTRY") == mixed.at("state"));
+    CHECK(w.stream.producer.task(w.c, got[k].task_id).value().ends == 1);
+  }
+  CHECK(hash(got[7]).at("attempt:3") == "1 ok 42 1765000000000 7");
+  CHECK(w.integer({"XLEN", w.stream.keys.letters}) == 2);
+  CHECK(w.integer({"ZCARD", w.stream.keys.done}) == 2 * kEnds - 2);
 }

@@ -141,15 +141,60 @@ Connection::Call Submit::call() const {
 Connection::Call SubmitBatch::call() const {
   Layout l;
   l.key(ids).key(later).keys(streams);
-  for (std::size_t i = 0; i < count; ++i) l.key(tasks[i].idem);
-  l.arg(prefix).arg(pool).arg(now_ms);
+  // The tasks as runs (submit_batch.lua): consecutive compact ones (no idempotency key, one
+  // payload field) whose type, not_before, band and fields but the payload's value are the
+  // same send those once and then each its payload; any other on its own, its key a KEY.
+  const auto payload_at = [](const Submit& t) -> std::size_t {  // 0 when none
+    if (!t.idem.empty()) return 0;
+    std::size_t at = 0;
+    for (std::size_t f = 0; f + 1 < t.fields.size(); f += 2) {
+      if (t.fields[f] != "payload") continue;
+      if (at != 0) return 0;
+      at = f + 1;
+    }
+    return at;
+  };
+  const auto same_run = [](const Submit& a, const Submit& b, std::size_t slot) {
+    if (a.task_type != b.task_type || a.not_before_ms != b.not_before_ms || a.band != b.band ||
+        a.fields.size() != b.fields.size()) {
+      return false;
+    }
+    for (std::size_t f = 0; f < a.fields.size(); ++f) {
+      if (f != slot && a.fields[f] != b.fields[f]) return false;
+    }
+    return true;
+  };
   for (std::size_t i = 0; i < count; ++i) {
+    if (payload_at(tasks[i]) == 0) l.key(tasks[i].idem);
+  }
+  l.arg(prefix).arg(pool).arg(now_ms);
+  for (std::size_t i = 0; i < count;) {
     const Submit& t = tasks[i];
-    l.arg(t.task_type)
+    const std::size_t slot = payload_at(t);
+    if (slot == 0) {
+      l.arg(std::string_view("f"))
+          .arg(t.task_type)
+          .arg(t.not_before_ms)
+          .arg(band_arg(t.band))
+          .arg(static_cast<std::uint64_t>(t.fields.size()))
+          .args(&t.fields);
+      ++i;
+      continue;
+    }
+    std::size_t run = i + 1;
+    while (run < count && payload_at(tasks[run]) == slot && same_run(t, tasks[run], slot)) ++run;
+    l.arg(std::string_view("c"))
+        .arg(static_cast<std::uint64_t>(run - i))
+        .arg(t.task_type)
         .arg(t.not_before_ms)
         .arg(band_arg(t.band))
-        .arg(static_cast<std::uint64_t>(t.fields.size()))
-        .args(&t.fields);
+        .arg(static_cast<std::uint64_t>(slot + 1))  // Lua counts from 1
+        .arg(static_cast<std::uint64_t>(t.fields.size()));
+    // The payload's slot sent empty: each task's payload follows (not the first's twice).
+    for (std::size_t f = 0; f < t.fields.size(); ++f) {
+      l.arg(f == slot ? std::string_view() : std::string_view(t.fields[f]));
+    }
+    for (; i < run; ++i) l.arg(tasks[i].fields[slot]);
   }
   return l.done();
 }
@@ -188,19 +233,49 @@ Connection::Call FinishBatch::call() const {
         return std::pair<Band, std::string_view>(ends[i].entry->band, ends[i].entry->entry_id);
       },
       l);
-  for (std::size_t i = 0; i < count; ++i) {
+  // The ends as runs (finish_batch.lua): consecutive compact ends that share their band, state
+  // and attempt number in one run, that shared once; any other end on its own.
+  const auto compact = [](const TaskConsumer::EndWrite& e) {
+    return e.attempts_before && e.attempts.size() == 1 && e.error.empty() && e.reason.empty() &&
+           e.state != "dead_lettered" &&
+           std::find(std::begin(kBands), std::end(kBands), e.entry->band) != std::end(kBands);
+  };
+  for (std::size_t i = 0; i < count;) {
     const TaskConsumer::EndWrite& e = ends[i];
-    l.arg(e.entry->task_id)
-        .arg(e.entry->entry_id)
+    if (!compact(e)) {
+      l.arg(std::string_view("f"))
+          .arg(e.entry->task_id)
+          .arg(e.entry->entry_id)
+          .arg(band_arg(e.entry->band))
+          .arg(e.state)
+          .arg(e.result)
+          .arg(e.error)
+          .arg(e.reason)
+          .arg(e.now_ms)
+          .arg(e.attempts_before ? std::to_string(*e.attempts_before) : std::string())
+          .arg(static_cast<std::uint64_t>(e.attempts.size()))
+          .args(&e.attempts);
+      ++i;
+      continue;
+    }
+    std::size_t run = i + 1;
+    while (run < count && compact(ends[run]) && ends[run].entry->band == e.entry->band &&
+           ends[run].state == e.state && ends[run].attempts_before == e.attempts_before) {
+      ++run;
+    }
+    l.arg(std::string_view("c"))
+        .arg(static_cast<std::uint64_t>(run - i))
         .arg(band_arg(e.entry->band))
         .arg(e.state)
-        .arg(e.result)
-        .arg(e.error)
-        .arg(e.reason)
-        .arg(e.now_ms)
-        .arg(e.attempts_before ? std::to_string(*e.attempts_before) : std::string())
-        .arg(static_cast<std::uint64_t>(e.attempts.size()))
-        .args(&e.attempts);
+        .arg(static_cast<std::uint64_t>(*e.attempts_before) + 1);
+    for (; i < run; ++i) {
+      const TaskConsumer::EndWrite& one = ends[i];
+      l.arg(one.entry->task_id)
+          .arg(one.entry->entry_id)
+          .arg(one.result)
+          .arg(one.now_ms)
+          .arg(one.attempts.front());
+    }
   }
   return l.done();
 }
@@ -321,8 +396,18 @@ Connection::Call Take::call() const {
     }
     for (const std::string_view id : ids) l.arg(id);
   }
-  for (const Entry& e : entries)
-    l.arg(e.task_id).arg(e.entry).arg(band_arg(e.band)).arg(e.task_type);
+  // The entries as runs (take.lua) of consecutive ones sharing band and type, those sent once.
+  for (std::size_t i = 0; i < entries.size();) {
+    std::size_t run = i + 1;
+    while (run < entries.size() && entries[run].band == entries[i].band &&
+           entries[run].task_type == entries[i].task_type) {
+      ++run;
+    }
+    l.arg(static_cast<std::uint64_t>(run - i))
+        .arg(band_arg(entries[i].band))
+        .arg(entries[i].task_type);
+    for (; i < run; ++i) l.arg(entries[i].task_id).arg(entries[i].entry);
+  }
   return l.done();
 }
 

@@ -46,7 +46,9 @@ struct SubmitBatch {
   std::string_view prefix{}, pool{};
   std::int64_t now_ms = 0;
   // Per task: its idempotency key (a KEY), type, not_before_ms, band and fields, as in a
-  // Submit; the Submit's ids, stream, later, prefix, pool and now_ms are not sent.
+  // Submit; the Submit's ids, stream, later, prefix, pool and now_ms are not sent. Sent as
+  // runs (submit_batch.lua names their layout): what consecutive tasks with no key and one
+  // `payload` field share, all but the payload, is sent once.
   const Submit* tasks = nullptr;
   std::size_t count = 0;
   Connection::Call call() const;
@@ -83,9 +85,10 @@ struct FinishBatch {
   const std::string* streams = nullptr;  // the bands' q:1, q:0, q:-1 (kBands)
   std::string_view consumer{}, prefix{};
   std::uint64_t keep_finished = 0, keep_letters = 0;
-  // Per end: its entry's task id, entry id and band; state, result, error, reason, now_ms;
-  // its attempts_before ('' when unknown: the script reads the hash); then its attempts
-  // (encoded), counted.
+  // The ends, as runs (finish_batch.lua names their layout): a compact end (its attempts
+  // before known, one attempt, no error, no reason, not dead_lettered) sends its task id, entry
+  // id, result, now_ms and attempt, and what consecutive ones share (band, state, attempt
+  // number) once; any other end all its fields.
   const TaskConsumer::EndWrite* ends = nullptr;
   std::size_t count = 0;
   Connection::Call call() const;

@@ -33,10 +33,8 @@ local function pending_in_ranges(streams, consumer, first)
     local lo, hi = ARGV[first + 2 * s - 2], ARGV[first + 2 * s - 1]
     if lo ~= '' then
       local m = mine[s]
-      for _, p in ipairs(redis.call('XPENDING', streams[s], GROUP, lo, hi, '1000000000',
-                                    consumer)) do
-        m[p[1]] = true
-      end
+      local pending = redis.call('XPENDING', streams[s], GROUP, lo, hi, '1000000000', consumer)
+      for k = 1, #pending do m[pending[k][1]] = true end
     end
   end
   return mine
