@@ -44,13 +44,22 @@ TEST_CASE("waited tasks one at a time end through the node's reader, each writte
   FeederWorld w;
   auto pool = make_pool(pool_options("echo", 2));
   auto feeder = start_node(*pool, node(w.server, "node-a", 4));
-  constexpr int kTasks = 60;
+  // Whether a given task takes the lone way is the machine's (a worker's result later than
+  // the reader's 500 µs wait, or read first by a loop still spinning, is the batch path's):
+  // tasks go one at a time until the reader has written an end itself and the pool has ended
+  // one on the reader's thread, at least 60 and at most 10,000 (six TSan builds of this test
+  // at once on 2 cores took up to ~2,000). Without the lone way neither ever happens.
+  constexpr std::size_t kAtLeast = 60, kAtMost = 10000;
   std::vector<std::uint64_t> ids;
-  for (int i = 0; i < kTasks; ++i) {
-    ids.push_back(submit_and_await(w.c, w.stream, "echo", "lone" + std::to_string(i)));
+  const auto took_lone_way = [&] {
+    return feeder->stats().lone_ends > 0 && pool->direct_ends() > 0;
+  };
+  while (ids.size() < kAtMost && (ids.size() < kAtLeast || !took_lone_way())) {
+    ids.push_back(submit_and_await(w.c, w.stream, "echo", "lone" + std::to_string(ids.size())));
   }
-  for (int i = 0; i < kTasks; ++i) {
-    const auto t = w.stream.producer.task(w.c, ids[static_cast<std::size_t>(i)]);
+  CHECK(took_lone_way());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const auto t = w.stream.producer.task(w.c, ids[i]);
     REQUIRE(t.is_ok());
     CHECK(t->state == "completed");
     CHECK(t->result == "lone" + std::to_string(i));
@@ -58,13 +67,9 @@ TEST_CASE("waited tasks one at a time end through the node's reader, each writte
     CHECK(t->ends == 1);
   }
   const auto s = feeder->stats();
-  CHECK(s.finished == kTasks);
+  CHECK(s.finished == ids.size());
   CHECK(s.fenced == 0);
-  // The reader wrote ends itself (a first task, or one whose worker was slow past the
-  // reader's wait, may be the writer's), and the pool ended tasks on the reader's thread.
-  CHECK(s.lone_ends > 0);
   CHECK(s.lone_ends <= s.finished);
-  CHECK(pool->direct_ends() > 0);
   CHECK(s.held == 0);
 }
 
@@ -116,9 +121,14 @@ TEST_CASE("a lone task whose worker dies under it is retried per its retries and
     CHECK(t->history.size() == t->attempts);
     CHECK(t->ends == 1);
   }
+  // How many of these took the lone task's way is the machine's: the way is closed while the
+  // tasks' mean run is 0.5 ms or more (a crash's attempt lasts until its worker's death is
+  // seen) and a result later than the reader's wait goes to the writer; an ASan build at
+  // load took none. The test above shows the way is taken; this one that whichever way a
+  // task ends, it ends once.
   const auto s = feeder->stats();
   CHECK(s.fenced == 0);
-  CHECK(s.lone_ends > 0);
+  CHECK(s.lone_ends <= s.finished);
   CHECK(s.held == 0);
 }
 
