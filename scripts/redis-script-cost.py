@@ -152,6 +152,20 @@ class Callgrind:
         raise RuntimeError('no totals in ' + path)
 
 
+def measure_phase(r, meter, name, tasks, work):
+    """(instructions per task, {command: calls per task}) of the server while work() runs;
+    `name` names the dump (--keep)."""
+    before = command_stats(r)
+    meter.name = name
+    meter.zero()
+    work()
+    ir = meter.dump()
+    after = command_stats(r)
+    calls = {k: (v - before.get(k, 0)) / tasks for k, v in after.items()
+             if v - before.get(k, 0) > 0 and k not in ('info', 'script')}
+    return ir / tasks, calls
+
+
 def phases(r, meter, lua_dir, tasks, batch, retention):
     """{phase: (instructions per task, {command: calls per task})}."""
     # Since session 22 a node reads with plain XREADGROUPs, then takes with take.lua (no
@@ -168,17 +182,10 @@ def phases(r, meter, lua_dir, tasks, batch, retention):
     r.cmd('SET', prefix + 'ids', '4503599627370495', 'NX')
     out = {}
 
+    tree = os.path.basename(os.path.dirname(os.path.normpath(lua_dir))) or 'lua'
+
     def measure(name, work):
-        before = command_stats(r)
-        meter.name = '%s.%s' % (os.path.basename(os.path.dirname(os.path.normpath(lua_dir)))
-                                or 'lua', name)
-        meter.zero()
-        work()
-        ir = meter.dump()
-        after = command_stats(r)
-        calls = {k: (v - before.get(k, 0)) / tasks for k, v in after.items()
-                 if v - before.get(k, 0) > 0 and k not in ('info', 'script')}
-        out[name] = (ir / tasks, calls)
+        out[name] = measure_phase(r, meter, '%s.%s' % (tree, name), tasks, work)
 
     # Since session 25 submit_batch.lua takes runs of tasks sharing all but the payload.
     with open(os.path.join(lua_dir, 'submit_batch.lua')) as f:
@@ -323,15 +330,8 @@ def bare_phases(r, meter, tasks, batch, per_batch):
     pipeline = r.pipeline
 
     def measure(name, work):
-        before = command_stats(r)
-        meter.name = 'bare-%s.%s' % (per_batch or 'task', name)
-        meter.zero()
-        work()
-        ir = meter.dump()
-        after = command_stats(r)
-        calls = {k: (v - before.get(k, 0)) / tasks for k, v in after.items()
-                 if v - before.get(k, 0) > 0 and k not in ('info', 'script')}
-        out[name] = (ir / tasks, calls)
+        out[name] = measure_phase(r, meter, 'bare-%s.%s' % (per_batch or 'task', name), tasks,
+                                  work)
 
     def submit():
         for at in range(0, tasks, 512):

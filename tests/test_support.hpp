@@ -7,13 +7,27 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <sandpool/pool/pool.hpp>
 
 namespace sandpool::testing {
+
+// The names of this process's threads, as the kernel keeps them (/proc/self/task/*/comm).
+inline std::vector<std::string> thread_names() {
+  std::vector<std::string> names;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    if (std::getline(comm, name)) names.push_back(name);
+  }
+  return names;
+}
 
 // The built example plugin lib<name>.so.
 inline std::string plugin(const std::string& name) {

@@ -23,21 +23,13 @@
 #include <sandpool/service/job_thread.hpp>
 #include <sandpool/service/progress_coalescer.hpp>
 #include "poold_test_support.hpp"
+#include "test_support.hpp"
 
 using namespace sandpool;
 
 namespace {
 
-// The names of this process's threads, as the kernel shows them.
-std::vector<std::string> thread_names() {
-  std::vector<std::string> names;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(task.path() / "comm");
-    std::string name;
-    if (std::getline(comm, name)) names.push_back(name);
-  }
-  return names;
-}
+using testing::thread_names;
 
 bool has_thread(const std::string& name) {
   const auto names = thread_names();

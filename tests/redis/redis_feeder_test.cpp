@@ -6,8 +6,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <thread>
 
@@ -36,17 +34,6 @@ std::vector<std::uint64_t> submit_all(redis::Connection& c, const PoolSides& s,
     ids.push_back(id->id);
   }
   return ids;
-}
-
-// The names of this process's threads, as the kernel keeps them.
-std::vector<std::string> thread_names() {
-  std::vector<std::string> names;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(task.path() / "comm");
-    std::string name;
-    if (std::getline(comm, name)) names.push_back(name);
-  }
-  return names;
 }
 
 }  // namespace
