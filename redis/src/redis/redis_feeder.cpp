@@ -402,13 +402,7 @@ void RedisFeeder::run_locally(Connection& c, std::vector<StreamEntry> entries, b
     t.type = e->task.type;
     t.payload = std::move(e->task.payload);  // the pool's now: no end or hand-back needs it
     t.options = std::move(o).value();
-    t.options.on_done = [sh = sh_, e](const TaskResult& r) {
-      const bool shutdown = stopped_here(r);
-      MutexLock lk(sh->mu);
-      if (sh->dead) return;
-      sh->push_end({std::move(*e), r, shutdown});
-      sh->ended_locally(r);
-    };
+    t.options.on_done = on_end(sh_, e, false);
     keys.push_back(key_of(*e));
     ids.push_back(e->task_id);
     kept.push_back(std::move(e));
@@ -416,18 +410,7 @@ void RedisFeeder::run_locally(Connection& c, std::vector<StreamEntry> entries, b
   if (tasks.empty()) return;
   const bool lone = !claimed && tasks.size() == 1 && arm_lone();
   if (lone) {  // its end, while the reader waits for it, is the reader's (lone_end)
-    tasks[0].options.on_done = [sh = sh_, e = kept[0]](const TaskResult& r) {
-      const bool shutdown = stopped_here(r);
-      MutexLock lk(sh->mu);
-      if (sh->dead) return;
-      if (sh->lone_armed) {
-        sh->lone_armed = false;
-        sh->lone_end.emplace(Ended{std::move(*e), r, shutdown});
-      } else {
-        sh->push_end({std::move(*e), r, shutdown});
-      }
-      sh->ended_locally(r);
-    };
+    tasks[0].options.on_done = on_end(sh_, kept[0], true);
     tasks[0].options.on_done_on_waiter = true;  // short, and never waits on the pool
   }
   std::vector<Result<Ticket>> tickets = submit_locally(std::move(tasks), lone);
@@ -461,6 +444,23 @@ void RedisFeeder::run_locally(Connection& c, std::vector<StreamEntry> entries, b
     hand_back(std::move(*kept[i]), refusal.to_string());
   }
   if (lone) finish_lone(c, tickets[0] ? std::optional(*tickets[0]) : std::nullopt);
+}
+
+std::function<void(const TaskResult&)> RedisFeeder::on_end(std::shared_ptr<Shared> sh,
+                                                           std::shared_ptr<StreamEntry> e,
+                                                           bool lone) {
+  return [sh = std::move(sh), e = std::move(e), lone](const TaskResult& r) {
+    const bool shutdown = stopped_here(r);
+    MutexLock lk(sh->mu);
+    if (sh->dead) return;
+    if (lone && sh->lone_armed) {
+      sh->lone_armed = false;
+      sh->lone_end.emplace(Ended{std::move(*e), r, shutdown});
+    } else {
+      sh->push_end({std::move(*e), r, shutdown});
+    }
+    sh->ended_locally(r);
+  };
 }
 
 std::vector<Result<Ticket>> RedisFeeder::submit_locally(std::vector<BatchTask> tasks, bool lone) {

@@ -170,6 +170,11 @@ class RedisFeeder {
   // its retries, ends it). `claimed`: a dead node's, whose `lost` attempt
   // (feeder::lost_error) the beat recorded.
   void run_locally(Connection& c, std::vector<StreamEntry> entries, bool claimed);
+  struct Shared;
+  // The on_done of a task run here (its entry `e`): its end queued for the writer, or, for
+  // the `lone` task while the reader still waits for it, left for the reader (lone_end).
+  static std::function<void(const TaskResult&)> on_end(std::shared_ptr<Shared> sh,
+                                                       std::shared_ptr<StreamEntry> e, bool lone);
   // The local pool's tickets of `tasks` (one each, in order): one batch, or (`lone`, a batch
   // of one) one submit that may hand the task to an idle worker itself.
   std::vector<Result<Ticket>> submit_locally(std::vector<BatchTask> tasks, bool lone);
