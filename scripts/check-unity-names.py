@@ -27,8 +27,11 @@ LIBRARY_DIRS = ("base", "ipc", "sandbox", "worker_host", "task", "units", "store
 PER_SUBFOLDER_DIRS = ("apps", "tests")  # each folder below is its own target (or targets)
 # Not unity targets: each test plugin is a target of one file; fixtures are not built.
 SKIPPED_PARTS = {"plugins", "fixture", "unity_fixture"}
+# A qualified name (`const Script Submit::kScript = ...`, a class's static member defined out of
+# line) is the class's, not the source's: two sources may each define their classes' own.
 CONSTANT = re.compile(
-    r"^(?:static\s+)?(?:inline\s+)?(?:constexpr|const)\s+[^=;(]*?\b(k[A-Z]\w*)\s*(?:[{=\[]|$)")
+    r"^(?:static\s+)?(?:inline\s+)?(?:constexpr|const)\s+[^=;(]*?(?<!:)\b(k[A-Z]\w*)\s*"
+    r"(?:[{=\[]|$)")
 
 
 def target_of(rel):
