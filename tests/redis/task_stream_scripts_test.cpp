@@ -12,6 +12,7 @@
 #include <sandpool/redis/task_consumer.hpp>
 #include <sandpool/redis/task_producer.hpp>
 #include <sandpool/redis/task_upkeep.hpp>
+#include "redis/batch_scripts.hpp"
 #include "redis/task_stream_scripts.hpp"
 #include "redis_server.hpp"
 #include "redis_test_support.hpp"
@@ -32,7 +33,8 @@ const std::vector<const redis::Script*>& every_script() {
       &lua::Refused::kScript,   &lua::Cancel::kScript,      &lua::Touch::kScript,
       &lua::Retry::kScript,     &lua::MoveDue::kScript,     &lua::Take::kScript,
       &lua::ClaimIdle::kScript, &lua::TakeTokens::kScript,  &lua::Throttle::kScript,
-      &lua::Letters::kScript,   &lua::AwaitEnd::kScript};
+      &lua::Letters::kScript,   &lua::AwaitEnd::kScript,    &lua::BatchSubmit::kScript,
+      &lua::BatchTake::kScript, &lua::BatchEnd::kScript,    &lua::BatchLookup::kScript};
   return all;
 }
 

@@ -101,6 +101,8 @@ void fence_ranges(std::size_t count, At at, Layout& l) {
 
 }  // namespace
 
+Script with_lib(std::string name, std::string_view own) { return script(std::move(name), own); }
+
 const Script Submit::kScript = script("submit", text::submit);
 const Script SubmitBatch::kScript = script("submit_batch", text::submit_batch);
 const Script ClaimSlot::kScript = script("claim_slot", text::claim_slot);

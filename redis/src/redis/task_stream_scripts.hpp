@@ -281,6 +281,10 @@ struct Letters {
   Connection::Call call() const;
 };
 
+// A script as Redis runs it: `local GROUP`, lib.lua's helpers, then `own` (a lua/ file's
+// text): for the scripts of other files (batch_scripts.hpp).
+Script with_lib(std::string name, std::string_view own);
+
 // Runs a script with its arguments (EVALSHA, loaded first when needed).
 template <class Args>
 Result<Reply> run(Connection& c, const Args& args) {

@@ -1,0 +1,288 @@
+// BatchStream (batch_stream.hpp): the batch-entry layout's submit, read, end and lookup.
+#include <sandpool/redis/batch_stream.hpp>
+
+#include "redis/batch_scripts.hpp"
+#include "redis/reply_checks.hpp"
+#include "redis/task_stream_scripts.hpp"
+
+#include <utility>
+
+namespace sandpool::redis {
+namespace {
+
+// A batch entry's field `name`, or nullptr.
+const std::string* batch_field(const Reply& fields, std::string_view name) {
+  for (std::size_t i = 0; i + 1 < fields.elements.size(); i += 2) {
+    if (fields.elements[i].str == name) return &fields.elements[i + 1].str;
+  }
+  return nullptr;
+}
+
+// An end map (a bit per task, task i at bit i % 8 of byte i / 8) as `n` flags; bytes past
+// `n` tasks are ignored, missing ones read as no end.
+std::vector<bool> end_map_bits(const std::string& map, std::size_t n) {
+  std::vector<bool> out(n, false);
+  for (std::size_t i = 0; i < n && i / 8 < map.size(); ++i) {
+    out[i] = (static_cast<unsigned char>(map[i / 8]) >> (i % 8)) & 1u;
+  }
+  return out;
+}
+
+}  // namespace
+
+Status BatchStream::ensure_group(Connection& c) const {
+  for (const std::string& stream : keys_.streams) {
+    auto r = c.command({"XGROUP", "CREATE", stream, PoolKeys::kGroup, "0", "MKSTREAM"});
+    if (!r) return r.status();
+    if (r->is_error() && r->str.rfind("BUSYGROUP", 0) != 0) return r->status();
+  }
+  return Status::ok();
+}
+
+Result<BatchStream::Submitted> BatchStream::submit(Connection& c,
+                                                   const std::vector<StreamTask>& tasks,
+                                                   std::int64_t now_ms) const {
+  // Per band, the tasks' positions in `tasks`; then each band's cut into batches, each packed
+  // before anything is sent (a refused task sends nothing).
+  std::vector<std::size_t> of_band[3];
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    of_band[PoolKeys::index_of(band_of(tasks[i].options.priority))].push_back(i);
+  }
+  struct Batch {
+    Band band;
+    std::vector<std::size_t> at;
+    std::string packed;
+  };
+  std::vector<Batch> batches;
+  std::vector<StreamTask> chunk;
+  for (const Band band : kBands) {
+    const std::vector<std::size_t>& at = of_band[PoolKeys::index_of(band)];
+    std::size_t i = 0;
+    while (i < at.size()) {
+      // As many as fit kMaxTasks and kMaxBytes (each task's record: its fields plus 24 bytes
+      // of lengths and options).
+      std::size_t bytes = 3, n = 0;
+      chunk.clear();
+      while (i + n < at.size() && n < batch::kMaxTasks) {
+        const StreamTask& t = tasks[at[i + n]];
+        const std::size_t more = 4 + 24 + t.type.size() + t.options.key.size() +
+                                 t.options.tenant.size() + t.payload.size();
+        if (n > 0 && bytes + more > batch::kMaxBytes) break;
+        bytes += more;
+        chunk.push_back(t);
+        ++n;
+      }
+      auto packed = batch::pack_tasks(chunk.data(), chunk.size());
+      if (!packed) return packed.status();
+      batches.push_back(Batch{band, std::vector<std::size_t>(at.begin() + i, at.begin() + i + n),
+                              std::move(packed).value()});
+      i += n;
+    }
+  }
+  Submitted out;
+  if (batches.empty()) return out;
+  std::vector<Connection::Call> calls;
+  calls.reserve(batches.size());
+  for (const Batch& b : batches) {
+    calls.push_back(lua::BatchSubmit{.ids = keys_.ids,
+                                     .stream = keys_.stream_key(b.band),
+                                     .index = keys_.index,
+                                     .prefix = keys_.prefix,
+                                     .pool = keys_.pool,
+                                     .band = b.band,
+                                     .now_ms = now_ms,
+                                     .count = b.at.size(),
+                                     .tasks = b.packed}
+                        .call());
+  }
+  auto replies = c.eval_many(lua::BatchSubmit::kScript, calls);
+  if (!replies) return outcome_lost(replies.status());
+  if (replies->size() != calls.size()) return unexpected("batch_submit", Reply{});
+  out.ids.resize(tasks.size());
+  for (std::size_t k = 0; k < batches.size(); ++k) {
+    const Reply& r = (*replies)[k];
+    if (r.is_error()) return r.status();
+    if (r.elements.size() != 2 || r.elements[0].type != Reply::Type::kInteger ||
+        r.elements[0].integer < static_cast<std::int64_t>(PoolKeys::kFirstId)) {
+      return unexpected("batch_submit", r);
+    }
+    const auto first = static_cast<std::uint64_t>(r.elements[0].integer);
+    for (std::size_t j = 0; j < batches[k].at.size(); ++j) out.ids[batches[k].at[j]] = first + j;
+    out.entry_ids.push_back(r.elements[1].str);
+  }
+  return out;
+}
+
+BatchEntry BatchStream::parse_batch(const Reply& entry, Band band) const {
+  BatchEntry e;
+  e.band = band;
+  auto refuse = [&](const std::string& why) {
+    e.tasks.clear();
+    e.malformed = "batch entry " + e.entry_id + " of " + keys_.stream_key(band) + ": " + why;
+    return e;
+  };
+  if (entry.elements.size() != 2) return refuse("not an entry");
+  e.entry_id = entry.elements[0].str;
+  const Reply& fields = entry.elements[1];
+  const std::string* v = batch_field(fields, "v");
+  const std::string* first = batch_field(fields, "batch");
+  const std::string* n = batch_field(fields, "n");
+  const std::string* tasks = batch_field(fields, "tasks");
+  if (!v || *v != "1") return refuse("not of version 1");
+  std::size_t count = 0;
+  if (!first || !parse_number(*first, &e.first) || e.first < PoolKeys::kFirstId ||
+      e.first >= (std::uint64_t{1} << 53) - batch::kMaxTasks) {
+    return refuse("no valid first id");
+  }
+  if (!n || !parse_number(*n, &count) || count == 0 || count > batch::kMaxTasks) {
+    return refuse("no valid count");
+  }
+  if (!tasks) return refuse("no tasks");
+  auto unpacked = batch::unpack_tasks(*tasks, count);
+  if (!unpacked) return refuse(unpacked.status().message());
+  e.tasks = std::move(unpacked).value();
+  return e;
+}
+
+Result<std::vector<BatchEntry>> BatchStream::read(Connection& c, const std::string& consumer,
+                                                  std::size_t count,
+                                                  std::chrono::milliseconds block) const {
+  std::vector<BatchEntry> out;
+  if (count == 0) return out;
+  std::vector<std::string> args = {"XREADGROUP", "GROUP", PoolKeys::kGroup,
+                                   consumer,     "COUNT", std::to_string(count)};
+  if (block.count() > 0) {
+    args.push_back("BLOCK");
+    args.push_back(std::to_string(block.count()));
+  }
+  args.push_back("STREAMS");
+  args.insert(args.end(), std::begin(keys_.streams), std::end(keys_.streams));
+  args.insert(args.end(), std::size(keys_.streams), ">");
+  auto w = c.command(args);
+  if (!w) return w.status();
+  if (w->is_error()) return w->status();
+  if (w->is_nil()) return out;
+  for (const Band band : kBands) {  // the higher bands first
+    for (const Reply& stream : w->elements) {
+      if (stream.elements.size() != 2) return unexpected("XREADGROUP", *w);
+      if (stream.elements[0].str != keys_.stream_key(band)) continue;
+      for (const Reply& entry : stream.elements[1].elements) {
+        out.push_back(parse_batch(entry, band));
+      }
+    }
+  }
+  lua::BatchTake take{
+      .streams = keys_.streams, .prefix = keys_.prefix, .pool = keys_.pool, .consumer = consumer};
+  std::vector<std::size_t> taken;  // positions in `out` of the entries sent
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (!out[i].malformed.empty()) continue;
+    take.entries.push_back({out[i].band, out[i].entry_id, out[i].first});
+    taken.push_back(i);
+  }
+  if (taken.empty()) return out;
+  auto r = lua::run(c, take);
+  if (!r) return r.status();
+  if (r->is_error()) return r->status();
+  if (r->elements.size() != taken.size()) return unexpected("batch_take", *r);
+  std::vector<bool> keep(out.size(), true);
+  for (std::size_t k = 0; k < taken.size(); ++k) {
+    const Reply& one = r->elements[k];
+    BatchEntry& e = out[taken[k]];
+    if (one.type == Reply::Type::kInteger) {
+      keep[taken[k]] = false;  // not this consumer's
+    } else if (one.type == Reply::Type::kString) {
+      e.ended = end_map_bits(one.str, e.tasks.size());
+    } else {
+      return unexpected("batch_take", *r);
+    }
+  }
+  std::vector<BatchEntry> mine;
+  mine.reserve(out.size());
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (keep[i]) mine.push_back(std::move(out[i]));
+  }
+  return mine;
+}
+
+Result<Fenced> BatchStream::discard(Connection& c, const BatchEntry& e,
+                                    const std::string& consumer) const {
+  auto r = lua::run(
+      c,
+      lua::Discard{.stream = keys_.stream_key(e.band), .entry = e.entry_id, .consumer = consumer});
+  if (!r) return r.status();
+  if (r->is_error()) return r->status();
+  if (r->type != Reply::Type::kInteger) return unexpected("discard", *r);
+  return r->integer == 1 ? Fenced::kDone : Fenced::kNotYours;
+}
+
+Result<BatchStream::Ended> BatchStream::end(Connection& c, const BatchEntry& e,
+                                            const std::string& consumer,
+                                            const std::vector<batch::EndRecord>& ends,
+                                            std::int64_t now_ms) const {
+  std::string records;
+  for (const batch::EndRecord& r : ends) {
+    if (r.index >= e.tasks.size()) return Status::invalid("end: an index past the batch");
+    SP_RETURN_IF_ERROR(batch::pack_end(r, records));
+  }
+  Ended out;
+  if (ends.empty()) return out;
+  auto r = lua::run(c, lua::BatchEnd{.stream = keys_.stream_key(e.band),
+                                     .batch = keys_.batch_key(e.first),
+                                     .ends = keys_.ends_key(e.first),
+                                     .done = keys_.done,
+                                     .consumer = consumer,
+                                     .entry = e.entry_id,
+                                     .first = e.first,
+                                     .now_ms = now_ms,
+                                     .records = records});
+  if (!r) return r.status();
+  if (r->is_error()) return r->status();
+  const auto& el = r->elements;
+  if (el.empty() || el[0].type != Reply::Type::kInteger) return unexpected("batch_end", *r);
+  if (el[0].integer == 0) return out;
+  if (el.size() != 2 + ends.size()) return unexpected("batch_end", *r);
+  out.fenced = Fenced::kDone;
+  out.acked = el[1].integer == 1;
+  out.written.reserve(ends.size());
+  for (std::size_t i = 0; i < ends.size(); ++i) out.written.push_back(el[2 + i].integer == 1);
+  return out;
+}
+
+Result<std::optional<TaskInBatch>> BatchStream::lookup(Connection& c, std::uint64_t id) const {
+  auto r =
+      lua::run(c, lua::BatchLookup{.index = keys_.index, .prefix = keys_.prefix, .task_id = id});
+  if (!r) return r.status();
+  if (r->is_error()) return r->status();
+  if (r->type != Reply::Type::kArray) return unexpected("batch_lookup", *r);
+  if (r->elements.empty()) return std::optional<TaskInBatch>();
+  const auto& f = r->elements;
+  if (f.size() != 8) return unexpected("batch_lookup", *r);
+  TaskInBatch t;
+  t.id = id;
+  std::size_t n = 0;
+  if (!parse_number(f[1].str, &t.first) || !parse_number(f[2].str, &n) || n > batch::kMaxTasks ||
+      id < t.first || id - t.first >= n) {
+    return Status::protocol("batch_lookup: batch " + f[1].str + " of task " + std::to_string(id) +
+                            " is malformed");
+  }
+  t.index = static_cast<std::uint32_t>(id - t.first);
+  t.pool = f[0].str;
+  t.state = f[3].str;
+  t.node = f[4].str;
+  t.entry_id = f[5].str;
+  if (!f[6].str.empty() && !parse_number(f[6].str, &t.submitted_ms)) {
+    return Status::protocol("batch_lookup: batch " + f[1].str + ": submitted_ms malformed");
+  }
+  if (!f[7].str.empty()) {
+    auto ends = batch::unpack_ends(f[7].str, n);
+    if (!ends) return ends.status();
+    if (ends->size() != 1 || ends->front().index != t.index) {
+      return Status::protocol("batch_lookup: task " + std::to_string(id) + "'s record is not its");
+    }
+    t.end = std::move(ends->front());
+    t.state = t.end->kind == batch::EndRecord::Kind::kMoved ? "moved" : t.end->state;
+  }
+  return std::optional<TaskInBatch>(std::move(t));
+}
+
+}  // namespace sandpool::redis
