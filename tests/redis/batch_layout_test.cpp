@@ -93,6 +93,13 @@ TEST_CASE("packed tasks with a wrong count, version, length or trailing bytes ar
   longer[3] = static_cast<char>(longer[3] + 1);
   CHECK(batch::unpack_tasks(longer, 3).status().code() == Code::kProtocol);
   CHECK(batch::unpack_tasks(blob + "x", 3).status().code() == Code::kProtocol);
+  // The first record one byte longer, the byte inside it: every length agrees, but its fields
+  // leave a byte over.
+  std::string padded = blob;
+  const std::size_t first_len = static_cast<unsigned char>(blob[3]);
+  padded.insert(7 + first_len, 1, '\0');
+  padded[3] = static_cast<char>(first_len + 1);
+  CHECK(batch::unpack_tasks(padded, 3).status().code() == Code::kProtocol);
   std::string many(3, '\0');  // version 1, count 65535
   many[0] = 1;
   many[1] = many[2] = '\xff';
