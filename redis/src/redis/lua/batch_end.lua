@@ -23,11 +23,12 @@ for k = #map + 1, math.floor((n + 7) / 8) do map[k] = 0 end
 -- One pass over the records: each checked, its task's bit tested and set in `map` (a Lua
 -- table: nothing reaches Redis before the whole blob passed).
 local BIT = {1, 2, 4, 8, 16, 32, 64, 128}
+local byte_at = string.byte  -- a local: not two table lookups a record
 local out, n_out, added, skipped = {1, 0}, 2, 0, nil
 local pos, len_blob = 1, #blob
 while pos <= len_blob do
   if pos + 6 > len_blob then return redis.error_reply('batch_end: a record truncated') end
-  local b1, b2, b3, b4, version, i1, i2 = string.byte(blob, pos, pos + 6)
+  local b1, b2, b3, b4, version, i1, i2 = byte_at(blob, pos, pos + 6)
   local len = b1 + b2 * 256 + b3 * 65536 + b4 * 16777216
   if len < 28 or pos + 3 + len > len_blob then
     return redis.error_reply('batch_end: a record\'s length is out of bounds')
@@ -36,15 +37,15 @@ while pos <= len_blob do
   local index = i1 + i2 * 256
   if index >= n then return redis.error_reply('batch_end: an index past the batch') end
   local low = index % 8
-  local byte, bit = (index - low) / 8 + 1, BIT[low + 1]
-  local m = map[byte]
+  local at, bit = (index - low) / 8 + 1, BIT[low + 1]
+  local m = map[at]
   n_out = n_out + 1
   if m % (bit + bit) >= bit then
     out[n_out] = 0  -- its task has a record
     skipped = skipped or {}
     skipped[pos] = true
   else
-    map[byte] = m + bit
+    map[at] = m + bit
     added = added + 1
     out[n_out] = 1
   end
