@@ -15,7 +15,15 @@ evicts one finished task, as on the bench's nodes (--no-retention skips it). Ins
 do not move with other processes' load either, so two trees compare on a busy machine.
 
   scripts/redis-script-cost.py [--tasks 2000] [--batch 48] [--rounds 2] [--no-retention]
-                              [--keep DIR] [--floor] [--commands] DIR [DIR...]
+                              [--keep DIR] [--floor] [--commands] [--batch-layout] [--usec]
+                              DIR [DIR...]
+
+--batch-layout adds, for each DIR that has them, the batch-entry layout's scripts
+(batch_*.lua, docs/redis-batch-layout.md; scripts/redis_batch_cost.py): the same tasks
+submitted 512 an entry, read 4 batches a read, their ends BATCH records a call. --usec runs
+redis-server plainly instead of under callgrind: no instructions (printed as 0), but each
+phase's INFO commandstats µs per task (EVALSHA's and XREADGROUP's usec), e.g. with --tasks
+100000 --no-retention.
 
 --floor adds three layouts run with plain pipelined commands, no Lua and no fence, the same
 tasks and phases: `bare-task` (what the scripts write per task: an XADD and a hash at submit,
@@ -42,6 +50,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import redis_batch_cost  # scripts/redis_batch_cost.py
 
 GROUP = 'sandpool'
 ATTEMPT = json.dumps({"number": 1, "outcome": "ok", "error": "", "worker_pid": 4242,
@@ -114,12 +124,25 @@ def script(lua_dir, name):
 
 
 def command_stats(r):
+    """{command: (calls, usec)} from INFO commandstats."""
     out = {}
     for line in r.cmd('INFO', 'commandstats').splitlines():
         if line.startswith('cmdstat_'):
             name, rest = line[8:].split(':', 1)
-            out[name] = int(dict(kv.split('=') for kv in rest.split(','))['calls'])
+            f = dict(kv.split('=') for kv in rest.split(','))
+            out[name] = (int(f['calls']), int(f['usec']))
     return out
+
+
+class NoMeter:
+    """A meter for a server not under callgrind (--usec): no instructions."""
+    name = ''
+
+    def zero(self):
+        pass
+
+    def dump(self):
+        return 0.0
 
 
 class Callgrind:
@@ -153,17 +176,26 @@ class Callgrind:
 
 
 def measure_phase(r, meter, name, tasks, work):
-    """(instructions per task, {command: calls per task}) of the server while work() runs;
-    `name` names the dump (--keep)."""
+    """(instructions per task, {command: calls per task}, commandstats µs per task) of the
+    server while work() runs; `name` names the dump (--keep). The µs are INFO commandstats'
+    `usec` (the time Redis spent in the commands, scripts included: the script's own commands
+    count both in it and in EVALSHA's, so only `evalsha` and the commands sent plainly are
+    summed), meaningful only on a server not under callgrind (--usec)."""
     before = command_stats(r)
     meter.name = name
     meter.zero()
     work()
     ir = meter.dump()
     after = command_stats(r)
-    calls = {k: (v - before.get(k, 0)) / tasks for k, v in after.items()
-             if v - before.get(k, 0) > 0 and k not in ('info', 'script')}
-    return ir / tasks, calls
+    skip = ('info', 'script')
+    calls = {k: (v[0] - before.get(k, (0, 0))[0]) / tasks for k, v in after.items()
+             if v[0] - before.get(k, (0, 0))[0] > 0 and k not in skip}
+    # Commands a script called are counted in its EVALSHA's usec too; what was sent plainly
+    # (XREADGROUP, the floors' commands) is not. Scripts call no XREADGROUP, and the phases
+    # with scripts send nothing else plainly; the floors' phases run no script.
+    plain = ('evalsha', 'xreadgroup') if 'evalsha' in calls else tuple(calls)
+    usec = sum(v[1] - before.get(k, (0, 0))[1] for k, v in after.items() if k in plain)
+    return ir / tasks, calls, usec / tasks
 
 
 def phases(r, meter, lua_dir, tasks, batch, retention):
@@ -304,6 +336,27 @@ def phases(r, meter, lua_dir, tasks, batch, retention):
         submit()
         read()
         measure('evict', lambda: finish(tasks))
+    return out
+
+
+def print_phases(got):
+    """Each phase's instructions and µs per task, and its commands' calls per task."""
+    for name, (ir, calls, usec) in got.items():
+        print('  %-6s %6.1f k %6.2f us  %s' % (name, ir / 1e3, usec, ' '.join(
+            '%s=%.3f' % kv for kv in sorted(calls.items(), key=lambda kv: -kv[1]))))
+    sys.stdout.flush()
+
+
+def layout_phases(r, meter, lua_dir, tasks, batch):
+    """The batch-entry layout's phases (redis_batch_cost.py) over `lua_dir`'s scripts."""
+    out = {}
+    tree = os.path.basename(os.path.dirname(os.path.normpath(lua_dir))) or 'lua'
+
+    def measure(name, work):
+        out[name] = measure_phase(r, meter, '%s.batch-%s' % (tree, name), tasks, work)
+
+    redis_batch_cost.batch_phases(r, measure, script, lua_dir, tasks, batch,
+                                  COMPACT_ATTEMPT.encode())
     return out
 
 
@@ -495,15 +548,22 @@ def main():
                     '(for callgrind_annotate)')
     ap.add_argument('--commands', action='store_true',
                     help='also single commands\' costs (HSET, XADD, XACK, XDEL, ...)')
+    ap.add_argument('--batch-layout', action='store_true',
+                    help='also the batch-entry layout\'s scripts (batch_*.lua of each DIR '
+                    'that has them; docs/redis-batch-layout.md)')
+    ap.add_argument('--usec', action='store_true',
+                    help='run redis-server plainly, not under callgrind: no instructions, '
+                    'but INFO commandstats\' µs per task per phase (e.g. --tasks 100000)')
     ap.add_argument('--floor', action='store_true',
                     help='also the floors of three layouts with plain commands (bare-task, '
                     'bare-hash, bare-append)')
     o = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix='redis-script-cost.')
     sock = os.path.join(tmp, 'redis.sock')
+    under = [] if o.usec else ['valgrind', '--tool=callgrind',
+                               '--callgrind-out-file=' + os.path.join(tmp, 'cg.%p')]
     server = subprocess.Popen(
-        ['valgrind', '--tool=callgrind', '--callgrind-out-file=' + os.path.join(tmp, 'cg.%p'),
-         'redis-server', '--port', '0', '--unixsocket', sock, '--save', '', '--appendonly', 'no',
+        under + ['redis-server', '--port', '0', '--unixsocket', sock, '--save', '', '--appendonly', 'no',
          '--dir', tmp], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _ in range(600):
@@ -511,34 +571,37 @@ def main():
                 break
             time.sleep(0.1)
         r = Resp(sock)
-        meter = Callgrind(server.pid, tmp, o.keep)
+        meter = NoMeter() if o.usec else Callgrind(server.pid, tmp, o.keep)
         for rnd in range(o.rounds):
             for d in o.dirs:
                 r.cmd('FLUSHALL')
                 got = phases(r, meter, d, o.tasks, o.batch, not o.no_retention)
-                total = sum(ir for name, (ir, _) in got.items() if name != 'evict')
+                total = sum(ir for name, (ir, _, _) in got.items() if name != 'evict')
                 steady = ''
                 if 'evict' in got:
                     steady = ', with retention\'s evictions %.1f k' % (
                         (total - got['finish'][0] + got['evict'][0]) / 1e3)
-                print('round %d %s: total %.1f k instructions/task%s' % (rnd + 1, d, total / 1e3,
-                                                                         steady))
-                for name, (ir, calls) in got.items():
-                    print('  %-6s %6.1f k  %s' % (name, ir / 1e3, ' '.join(
-                        '%s=%.2f' % kv for kv in sorted(calls.items(), key=lambda kv: -kv[1]))))
-                sys.stdout.flush()
+                usec = sum(u for name, (_, _, u) in got.items() if name != 'evict')
+                print('round %d %s: total %.1f k instructions/task, %.3f us/task%s' % (
+                    rnd + 1, d, total / 1e3, usec, steady))
+                print_phases(got)
+            for d in o.dirs if o.batch_layout else ():
+                if not os.path.exists(os.path.join(d, 'batch_end.lua')):
+                    continue
+                r.cmd('FLUSHALL')
+                got = layout_phases(r, meter, d, o.tasks, o.batch)
+                print('round %d %s batch layout: total %.2f k instructions/task, %.3f us/task'
+                      % (rnd + 1, d, sum(v[0] for v in got.values()) / 1e3,
+                         sum(v[2] for v in got.values())))
+                print_phases(got)
             if o.floor:
                 for per_batch in ('', 'hash', 'append'):
                     r.cmd('FLUSHALL')
                     got = bare_phases(r, meter, o.tasks, o.batch, per_batch)
-                    total = sum(ir for ir, _ in got.values())
+                    total = sum(ir for ir, _, _ in got.values())
                     print('round %d floor bare-%s: total %.1f k instructions/task' % (
                         rnd + 1, per_batch or 'task', total / 1e3))
-                    for name, (ir, calls) in got.items():
-                        print('  %-6s %6.1f k  %s' % (name, ir / 1e3, ' '.join(
-                            '%s=%.3f' % kv for kv in sorted(calls.items(),
-                                                            key=lambda kv: -kv[1]))))
-                    sys.stdout.flush()
+                    print_phases(got)
         if o.commands:
             for label, ir in command_costs(r, meter):
                 print('command %-46s %6.1f k' % (label, ir / 1e3))
