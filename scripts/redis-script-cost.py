@@ -22,8 +22,8 @@ do not move with other processes' load either, so two trees compare on a busy ma
 (batch_*.lua, docs/redis-batch-layout.md; scripts/redis_batch_cost.py): the same tasks
 submitted 512 an entry, read 4 batches a read, their ends BATCH records a call. --usec runs
 redis-server plainly instead of under callgrind: no instructions (printed as 0), but each
-phase's INFO commandstats µs per task (EVALSHA's and XREADGROUP's usec), e.g. with --tasks
-100000 --no-retention.
+phase's INFO commandstats µs per task (EVALSHA's and XREADGROUP's usec) printed instead of
+instructions, e.g. with --tasks 100000 --no-retention.
 
 --floor adds three layouts run with plain pipelined commands, no Lua and no fence, the same
 tasks and phases: `bare-task` (what the scripts write per task: an XADD and a hash at submit,
@@ -339,10 +339,12 @@ def phases(r, meter, lua_dir, tasks, batch, retention):
     return out
 
 
-def print_phases(got):
-    """Each phase's instructions and µs per task, and its commands' calls per task."""
+def print_phases(got, usec_mode=False):
+    """Each phase's instructions (or, usec_mode, µs) per task, and its commands' calls per
+    task: µs under callgrind, instructions without it, mean nothing and are not printed."""
     for name, (ir, calls, usec) in got.items():
-        print('  %-6s %6.1f k %6.2f us  %s' % (name, ir / 1e3, usec, ' '.join(
+        figure = '%6.2f us' % usec if usec_mode else '%6.1f k' % (ir / 1e3)
+        print('  %-6s %s  %s' % (name, figure, ' '.join(
             '%s=%.3f' % kv for kv in sorted(calls.items(), key=lambda kv: -kv[1]))))
     sys.stdout.flush()
 
@@ -582,26 +584,29 @@ def main():
                     steady = ', with retention\'s evictions %.1f k' % (
                         (total - got['finish'][0] + got['evict'][0]) / 1e3)
                 usec = sum(u for name, (_, _, u) in got.items() if name != 'evict')
-                print('round %d %s: total %.1f k instructions/task, %.3f us/task%s' % (
-                    rnd + 1, d, total / 1e3, usec, steady))
-                print_phases(got)
+                figure = '%.3f us/task' % usec if o.usec else '%.1f k instructions/task%s' % (
+                    total / 1e3, steady)
+                print('round %d %s: total %s' % (rnd + 1, d, figure))
+                print_phases(got, o.usec)
             for d in o.dirs if o.batch_layout else ():
                 if not os.path.exists(os.path.join(d, 'batch_end.lua')):
                     continue
                 r.cmd('FLUSHALL')
                 got = layout_phases(r, meter, d, o.tasks, o.batch)
-                print('round %d %s batch layout: total %.2f k instructions/task, %.3f us/task'
-                      % (rnd + 1, d, sum(v[0] for v in got.values()) / 1e3,
-                         sum(v[2] for v in got.values())))
-                print_phases(got)
+                figure = '%.3f us/task' % sum(v[2] for v in got.values()) if o.usec else \
+                    '%.2f k instructions/task' % (sum(v[0] for v in got.values()) / 1e3)
+                print('round %d %s batch layout: total %s' % (rnd + 1, d, figure))
+                print_phases(got, o.usec)
             if o.floor:
                 for per_batch in ('', 'hash', 'append'):
                     r.cmd('FLUSHALL')
                     got = bare_phases(r, meter, o.tasks, o.batch, per_batch)
                     total = sum(ir for ir, _, _ in got.values())
-                    print('round %d floor bare-%s: total %.1f k instructions/task' % (
-                        rnd + 1, per_batch or 'task', total / 1e3))
-                    print_phases(got)
+                    figure = '%.3f us/task' % sum(u for _, _, u in got.values()) if o.usec \
+                        else '%.1f k instructions/task' % (total / 1e3)
+                    print('round %d floor bare-%s: total %s' % (rnd + 1, per_batch or 'task',
+                                                               figure))
+                    print_phases(got, o.usec)
         if o.commands:
             for label, ir in command_costs(r, meter):
                 print('command %-46s %6.1f k' % (label, ir / 1e3))
