@@ -149,7 +149,8 @@ TEST_CASE("an end is refused, writing nothing, after another consumer claimed th
   CHECK(p.batches.lookup(p.c, ids[0]).value()->end->finished_ms == 1765000000100);
 }
 
-TEST_CASE("a batch's entry is acked only once every task has a record; a second one is skipped") {
+TEST_CASE(
+    "a batch's entry is acked only once every task has a record, and a second record is skipped") {
   BatchPool p;
   const auto ids = p.submit(5);
   const auto held = p.read("node-a");
@@ -186,7 +187,8 @@ TEST_CASE("a batch's entry is acked only once every task has a record; a second 
 }
 
 TEST_CASE(
-    "a garbled batch entry is read as malformed, untaken; garbled end records write nothing") {
+    "a garbled batch entry is read as malformed and not taken, and garbled end records write "
+    "nothing") {
   BatchPool p;
   const auto& keys = p.batches.keys();
   const std::string first = std::to_string(redis::PoolKeys::kFirstId + 7);
