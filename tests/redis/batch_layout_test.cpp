@@ -143,6 +143,26 @@ TEST_CASE("end records truncated, oversized, garbled or past the batch are refus
   std::string many = one;
   many[count_at] = many[count_at + 1] = '\xff';
   CHECK(batch::unpack_ends(many, 8).status().code() == Code::kProtocol);
+  // A record over 64 KiB is not packed, and one that says it is is not read.
+  batch::EndRecord big = an_end(1);
+  big.result.assign(batch::kMaxEndBytes, 'r');
+  std::string unpacked;
+  CHECK(batch::pack_end(big, unpacked).code() == Code::kTooLarge);
+  CHECK(unpacked.empty());
+  batch::EndRecord near = an_end(1);
+  near.result.assign(batch::kMaxEndBytes - 200, 'r');
+  std::string over;
+  REQUIRE(batch::pack_end(near, over).is_ok());
+  CHECK(batch::unpack_ends(over, 8).is_ok());
+  // 300 more bytes of result, both lengths told: a record whole and consistent, but too big.
+  const auto put_u32 = [&](std::size_t at, std::uint32_t v) {
+    for (int k = 0; k < 4; ++k) over[at + k] = static_cast<char>((v >> (8 * k)) & 0xff);
+  };
+  const std::size_t result_len_at = 4 + 1 + 2 + 1 + 8 + 4 + (1 + 13) + (1 + 17) + (4 + 4);
+  over.insert(result_len_at + 4, 300, 'r');
+  put_u32(0, static_cast<std::uint32_t>(over.size() - 4));
+  put_u32(result_len_at, static_cast<std::uint32_t>(near.result.size() + 300));
+  CHECK(batch::unpack_ends(over, 8).status().code() == Code::kProtocol);
   batch::EndRecord past = an_end(512);
   std::string out;
   CHECK(batch::pack_end(past, out).code() == Code::kInvalidArgument);

@@ -191,8 +191,9 @@ Status pack_end(const EndRecord& e, std::string& out) {
   for (const std::string& a : e.attempt_log) {
     if (!put_bytes<std::uint32_t>(body, a)) return Status::invalid("end record: attempt too long");
   }
-  if (body.size() > std::numeric_limits<std::uint32_t>::max()) {
-    return Status::invalid("end record: longer than 4 GiB");
+  if (body.size() > kMaxEndBytes) {
+    return Status::too_large("end record: " + std::to_string(body.size()) + " bytes, over " +
+                             std::to_string(kMaxEndBytes) + " (its task moves out of the batch)");
   }
   put_bytes<std::uint32_t>(out, body);
   return Status::ok();
@@ -205,7 +206,9 @@ Result<std::vector<EndRecord>> unpack_ends(std::string_view blob, std::size_t ta
     const std::string which = "end record " + std::to_string(out.size()) + ": ";
     std::uint32_t len = 0;
     std::string_view body;
-    if (!r.le(&len) || !r.take(len, &body)) return malformed(which + "truncated or oversized");
+    if (!r.le(&len) || len > kMaxEndBytes || !r.take(len, &body)) {
+      return malformed(which + "truncated or oversized");
+    }
     PackedReader b(body);
     EndRecord e;
     std::uint8_t version = 0, kind = 0;

@@ -23,6 +23,10 @@ namespace sandpool::redis::batch {
 inline constexpr std::uint8_t kVersion = 1;          // of both formats
 inline constexpr std::size_t kMaxTasks = 512;        // in one batch
 inline constexpr std::size_t kMaxBytes = 16u << 20;  // of a batch's packed tasks
+// Of one end record, its length prefix excluded: a bigger end (a large result or error) does
+// not go into a batch's ends string (at most 512 x 64 KiB, so a lookup may read it whole);
+// its task moves out to the per-task layout (docs/redis-batch-layout.md).
+inline constexpr std::size_t kMaxEndBytes = 64u << 10;
 
 // A batch's keys, beside PoolKeys' (P the prefix, {pool} the pool's name, F the batch's first
 // task id, decimal).
@@ -74,11 +78,12 @@ struct EndRecord {
 };
 
 // Appends `r` to `out` as one length-prefixed record. kInvalidArgument when a field is past
-// its width (state and reason 255 bytes, the rest 2^32 - 1), or index past kMaxTasks.
+// its width (state and reason 255 bytes) or index past kMaxTasks; kTooLarge when the record
+// would be over kMaxEndBytes.
 Status pack_end(const EndRecord& r, std::string& out);
 // The records of `blob` (an ends string, or one record), each index below `tasks`.
-// kProtocol, naming the first thing wrong, when a record is truncated, of another version or
-// kind, longer than what is left, or not wholly used by its fields.
+// kProtocol, naming the first thing wrong, when a record is truncated, over kMaxEndBytes, of
+// another version or kind, longer than what is left, or not wholly used by its fields.
 Result<std::vector<EndRecord>> unpack_ends(std::string_view blob, std::size_t tasks);
 
 }  // namespace sandpool::redis::batch

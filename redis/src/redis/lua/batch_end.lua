@@ -1,7 +1,8 @@
 -- batch_end (lua::BatchEnd): end records (batch::pack_end) of tasks of one batch appended to
 -- its ends string, fenced once for the call (the batch's entry still pending for the
 -- consumer). The records are checked whole before anything is written: each one's length
--- within the blob and at least a record's fixed part, version 1, its index below the batch's
+-- within the blob, at least a record's fixed part and at most 64 KiB (batch::kMaxEndBytes),
+-- version 1, its index below the batch's
 -- `n`; a blob that fails is an error reply and writes nothing. A record whose task already has
 -- one (its bit set in the end map) is skipped. When every task of the batch has a record the
 -- entry is acknowledged and deleted, the batch marked `ended` and added to the finished set.
@@ -30,7 +31,7 @@ while pos <= len_blob do
   if pos + 6 > len_blob then return redis.error_reply('batch_end: a record truncated') end
   local b1, b2, b3, b4, version, i1, i2 = byte_at(blob, pos, pos + 6)
   local len = b1 + b2 * 256 + b3 * 65536 + b4 * 16777216
-  if len < 28 or pos + 3 + len > len_blob then
+  if len < 28 or len > 65536 or pos + 3 + len > len_blob then
     return redis.error_reply('batch_end: a record\'s length is out of bounds')
   end
   if version ~= 1 then return redis.error_reply('batch_end: a record of another version') end
