@@ -98,6 +98,12 @@ std::string BatchKeys::index_member(std::uint64_t first) const {
 }
 
 Result<std::string> pack_tasks(const StreamTask* tasks, std::size_t count) {
+  std::vector<const StreamTask*> each(count);
+  for (std::size_t i = 0; i < count; ++i) each[i] = tasks + i;
+  return pack_tasks(each.data(), count);
+}
+
+Result<std::string> pack_tasks(const StreamTask* const* tasks, std::size_t count) {
   if (count == 0 || count > kMaxTasks) {
     return Status::invalid("a batch holds 1 to " + std::to_string(kMaxTasks) + " tasks, not " +
                            std::to_string(count));
@@ -107,7 +113,7 @@ Result<std::string> pack_tasks(const StreamTask* tasks, std::size_t count) {
   put_le(out, static_cast<std::uint16_t>(count));
   std::string body;
   for (std::size_t i = 0; i < count; ++i) {
-    const StreamTask& t = tasks[i];
+    const StreamTask& t = *tasks[i];
     const TaskOptions& o = t.options;
     const std::string which = "task " + std::to_string(i) + " of the batch: ";
     if (t.type.empty()) return Status::invalid(which + "no type");

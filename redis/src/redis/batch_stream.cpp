@@ -54,7 +54,7 @@ Result<BatchStream::Submitted> BatchStream::submit(Connection& c,
     std::string packed;
   };
   std::vector<Batch> batches;
-  std::vector<StreamTask> chunk;
+  std::vector<const StreamTask*> chunk;
   for (const Band band : kBands) {
     const std::vector<std::size_t>& at = of_band[PoolKeys::index_of(band)];
     std::size_t i = 0;
@@ -69,7 +69,7 @@ Result<BatchStream::Submitted> BatchStream::submit(Connection& c,
                                  t.options.tenant.size() + t.payload.size();
         if (n > 0 && bytes + more > batch::kMaxBytes) break;
         bytes += more;
-        chunk.push_back(t);
+        chunk.push_back(&t);
         ++n;
       }
       auto packed = batch::pack_tasks(chunk.data(), chunk.size());

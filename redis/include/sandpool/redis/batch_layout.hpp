@@ -56,6 +56,8 @@ struct BatchKeys {
 // more than kMaxTasks, a field past its width, a task scheduled or with an idempotency key
 // (those keep the per-task layout), or more than kMaxBytes in all.
 Result<std::string> pack_tasks(const StreamTask* tasks, std::size_t count);
+// The same, of the tasks `tasks` points at (a band's tasks picked out of a submit, uncopied).
+Result<std::string> pack_tasks(const StreamTask* const* tasks, std::size_t count);
 // The tasks of `blob`, which must hold exactly `expect` (the entry's `n`). kProtocol, naming
 // the first thing wrong, when it is not a version-1 blob of `expect` well-formed records with
 // nothing after them.
