@@ -14,7 +14,7 @@ jobs="${JOBS:-$(nproc)}"
 dir="${FUZZ_DIR:-build-asan}"
 out="$dir/fuzz-runs"
 # The same list as the fuzz_targets target (fuzz/CMakeLists.txt).
-targets=(messages result_ring config control_frames journal_records http_requests cron tzif)
+targets=(messages result_ring config control_frames journal_records http_requests cron tzif batch_layout)
 for target in "${targets[@]}"; do
   [ -x "$dir/bin/fuzz_$target" ] || { echo "fuzz: $dir/bin/fuzz_$target is missing (make fuzz-build)" >&2; exit 2; }
 done

@@ -128,6 +128,12 @@ TEST_CASE("end records truncated, oversized, garbled or past the batch are refus
           Code::kProtocol);
   }
   CHECK(batch::unpack_ends(one, 3).status().code() == Code::kProtocol);  // index 3 of 3
+  // An index no batch can hold, whatever count the (hostile) batch hash claims: the record's
+  // index field rewritten to 600 (found by fuzz_batch_layout: pack_end refused it again).
+  std::string index600 = one;
+  index600[5] = static_cast<char>(600 & 0xff);
+  index600[6] = static_cast<char>(600 >> 8);
+  CHECK(batch::unpack_ends(index600, 100000).status().code() == Code::kProtocol);
   std::string v9 = one;
   v9[4] = 9;
   CHECK(batch::unpack_ends(v9, 8).status().code() == Code::kProtocol);

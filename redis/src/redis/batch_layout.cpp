@@ -235,7 +235,9 @@ Result<std::vector<EndRecord>> unpack_ends(std::string_view blob, std::size_t ta
       if (!b.bytes<std::uint32_t>(&a)) return malformed(which + "an attempt runs past it");
     }
     if (!b.empty()) return malformed(which + std::to_string(b.left()) + " bytes after its fields");
-    if (index >= tasks) {
+    // A batch holds at most kMaxTasks whatever `tasks` (read from Redis, as hostile as the
+    // blob) says.
+    if (index >= tasks || index >= kMaxTasks) {
       return malformed(which + "index " + std::to_string(index) + " of a batch of " +
                        std::to_string(tasks));
     }

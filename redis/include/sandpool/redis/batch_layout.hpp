@@ -83,7 +83,7 @@ struct EndRecord {
 // its width (state and reason 255 bytes) or index past kMaxTasks; kTooLarge when the record
 // would be over kMaxEndBytes.
 Status pack_end(const EndRecord& r, std::string& out);
-// The records of `blob` (an ends string, or one record), each index below `tasks`.
+// The records of `blob` (an ends string, or one record), each index below `tasks` and kMaxTasks.
 // kProtocol, naming the first thing wrong, when a record is truncated, over kMaxEndBytes, of
 // another version or kind, longer than what is left, or not wholly used by its fields.
 Result<std::vector<EndRecord>> unpack_ends(std::string_view blob, std::size_t tasks);
