@@ -9,6 +9,8 @@
 // - redis_cpu_us_per_task_batch: the server's CPU (INFO cpu) over the 1-node run, per task;
 //   redis_cpu_us_per_submit_batch: the same over the submit; node_cpu_us_per_task_batch: this
 //   process's CPU over the 1-node run (the node's pool and feeder; its workers not counted).
+// - kill_lost_batch (must be 0), kill_reran_batch, kill_held_batches, failover_batch_ms: a
+//   node of three killed mid-backlog (kill_run_batch below).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -64,16 +66,24 @@ bool start_batch_node(const BenchOptions& o, const RedisChild& redis, const std:
 
 // Submits `tasks` echo tasks to the prefix's batch streams; false on a Redis failure.
 bool fill_batches(redis::Connection& c, const std::string& prefix, std::uint64_t tasks,
-                  std::uint32_t payload_size) {
+                  std::uint32_t payload_size, std::vector<std::uint64_t>* ids = nullptr) {
   const redis::BatchStream batches(redis::PoolKeys(prefix, "echo"));
-  if (!batches.ensure_group(c)) return false;
+  if (Status s = batches.ensure_group(c); !s) {
+    std::cerr << "sandpool-bench: cluster: batch streams: " << s.to_string() << "\n";
+    return false;
+  }
   for (std::uint64_t from = 0; from < tasks; from += kBatchSubmitRound) {
     std::vector<redis::StreamTask> round(std::min<std::uint64_t>(kBatchSubmitRound, tasks - from));
     for (std::size_t i = 0; i < round.size(); ++i) {
       round[i].type = "echo";
       round[i].payload = make_payload(from + i, payload_size);
     }
-    if (!batches.submit(c, round, 1)) return false;
+    auto made = batches.submit(c, round, 1);
+    if (!made) {
+      std::cerr << "sandpool-bench: cluster: batch submit: " << made.status().to_string() << "\n";
+      return false;
+    }
+    if (ids) ids->insert(ids->end(), made->ids.begin(), made->ids.end());
   }
   return true;
 }
@@ -121,6 +131,67 @@ BatchLayoutRun through_batch_nodes(const BenchOptions& o, const RedisChild& redi
   return out;
 }
 
+std::uint64_t ended_by(const std::vector<BatchLayoutNode>& nodes) {
+  std::uint64_t n = 0;
+  for (const BatchLayoutNode& node : nodes) n += node.feeder->stats().finished;
+  return n;
+}
+
+// The kill run in the batch layout: `tasks` submitted in batches, 3 in-process batch nodes,
+// node 0 dies (RedisFeeder::die: every thread stopped at once, nothing more written, as a
+// SIGKILL) once a tenth has ended and while it holds batches; the others claim its batches.
+// Then every task is looked up (BatchStream::lookup): kill_lost_batch, those with no end
+// record or not completed (must be 0); kill_reran_batch, those run again after a `lost`
+// attempt (the dead node's tasks with no record); failover_batch_ms, from the death until
+// every task had its record.
+bool kill_run_batch(const BenchOptions& o, const RedisChild& redis, std::uint64_t tasks,
+                    Report& r) {
+  auto c = redis::Connection::open(redis.endpoint());
+  if (!c) return false;
+  const std::string prefix = "batch-kill:";
+  std::vector<std::uint64_t> ids;
+  if (!fill_batches(*c, prefix, tasks, o.payload_size, &ids)) return false;
+  std::vector<BatchLayoutNode> nodes(3);
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (!start_batch_node(o, redis, prefix, "kill-node-" + std::to_string(i), &nodes[i])) {
+      return false;
+    }
+  }
+  const std::int64_t t0 = monotonic_ns();
+  const auto waited_too_long = [&] { return monotonic_ns() - t0 > 120'000'000'000; };
+  while (ended_by(nodes) < tasks / 10 || nodes[0].feeder->stats().held == 0) {
+    if (waited_too_long() || ended_by(nodes) >= tasks) {
+      std::cerr << "sandpool-bench: cluster: the batch kill run found no node to kill\n";
+      return false;
+    }
+    std::this_thread::yield();
+  }
+  const auto held_at_death = nodes[0].feeder->stats().held;
+  const std::int64_t died = monotonic_ns();
+  nodes[0].feeder->die();
+  while (ended_by(nodes) < tasks) {
+    if (waited_too_long()) break;  // counted below as lost
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const double failover_ms = static_cast<double>(monotonic_ns() - died) / 1e6;
+  const redis::BatchStream batches(redis::PoolKeys(prefix, "echo"));
+  std::uint64_t lost = 0, reran = 0;
+  for (const std::uint64_t id : ids) {
+    auto t = batches.lookup(*c, id);
+    if (!t) return false;
+    if (!t->has_value() || !(*t)->end || (*t)->state != "completed") {
+      ++lost;
+    } else if ((*t)->end->attempt_log.size() > 1) {
+      ++reran;
+    }
+  }
+  r.add("cluster", "kill_lost_batch", static_cast<double>(lost), "tasks");
+  r.add("cluster", "kill_reran_batch", static_cast<double>(reran), "tasks");
+  r.add("cluster", "kill_held_batches", static_cast<double>(held_at_death), "batches");
+  r.add("cluster", "failover_batch_ms", failover_ms, "ms");
+  return lost == 0;
+}
+
 }  // namespace
 
 double process_cpu_us() {
@@ -145,7 +216,7 @@ bool add_cluster_batch(const BenchOptions& o, const RedisChild& redis, Report& r
   r.add("cluster", "redis_cpu_us_per_submit_batch", one.submit_cpu_us / n, "us");
   r.add("cluster", "node_cpu_us_per_task_batch", one.node_cpu_us / n, "us");
   r.add("cluster", "tasks_batch", n, "tasks");
-  return true;
+  return kill_run_batch(o, redis, tasks, r);
 }
 
 }  // namespace sandpool::bench
