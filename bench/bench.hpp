@@ -116,6 +116,12 @@ bool run_journal(const BenchOptions& o, Report& r);
 bool journal_full_disk(const BenchOptions& o, Report& r);
 // Redis pools: nodes sharing a stream through a redis-server of the bench's own (issue 15).
 bool run_cluster(const BenchOptions& o, Report& r);
+// The cluster group's batch-layout figures (cluster_batch.cpp), on the group's redis-server.
+class RedisChild;
+bool add_cluster_batch(const BenchOptions& o, const RedisChild& redis, Report& r);
+// This process's CPU time (user + system), µs: the in-process nodes' pools and feeders (their
+// workers are processes of their own, not counted).
+double process_cpu_us();
 // Just the cluster group's w2_p50_us and w2_p99_us, on a redis-server of its own.
 bool run_cluster_w2(const BenchOptions& o, Report& r);
 // A waited task's latency through one poold process over Redis (cluster_wait.cpp).

@@ -35,7 +35,6 @@
 //   `lost` attempt's end, wall clock), beside claim_ms (poold's claim time, three beats) and
 //   their ratio; failover_done_ms: from the SIGSTOP until the last task it held ended.
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -159,15 +158,6 @@ std::optional<RedisTime> redis_time(redis::Connection& c) {
     }
   }
   return t;
-}
-
-// This process's CPU time (user + system), µs: the in-process nodes' pools and feeders (their
-// workers are processes of their own, not counted).
-double process_cpu_us() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  const auto us = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e6 + t.tv_usec; };
-  return us(u.ru_utime) + us(u.ru_stime);
 }
 
 std::uint64_t finished(const std::vector<Node>& nodes) {
@@ -664,6 +654,7 @@ bool run_cluster(const BenchOptions& o, Report& r) {
   r.add("cluster", "redis_us_per_submit", (spent.submits.script_us + spent.submits.direct_us) / n,
         "us");
   r.add("cluster", "node_cpu_us_per_task", spent.node_cpu_us / n, "us");
+  if (!add_cluster_batch(o, redis, r)) return false;
   if (!add_profile(o, redis, r)) return false;
   r.add("cluster", "tasks", static_cast<double>(tasks), "tasks");
   const Waited w2 = waited_us(o, redis);

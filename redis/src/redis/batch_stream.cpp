@@ -28,9 +28,28 @@ std::vector<bool> end_map_bits(const std::string& map, std::size_t n) {
   return out;
 }
 
+// A failed attempt that may be retried moves its task out to the per-task layout, which slice 3
+// builds: until then a batch holds no task that has retries (a node would run it once and
+// dead-letter it). kInvalidArgument naming the first such task.
+Status without_retries(const std::vector<StreamTask>& tasks) {
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    if (tasks[i].options.retries.value_or(0) > 0) {
+      return Status::invalid("batch submit: task " + std::to_string(i) +
+                             " has retries, which the batch layout does not run yet (slice 3 of "
+                             "docs/redis-batch-layout.md): submit it with retries 0, or per task");
+    }
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status BatchStream::ensure_group(Connection& c) const {
+  // The id counter starts as the per-task layout's does (TaskUpkeep::ensure_group): a batch
+  // submitted to a Redis no per-task pool ever used gets ids from PoolKeys::kFirstId too.
+  auto ids = c.command({"SET", keys_.ids, std::to_string(PoolKeys::kFirstId - 1), "NX"});
+  if (!ids) return ids.status();
+  if (ids->is_error()) return ids->status();
   for (const std::string& stream : keys_.streams) {
     auto r = c.command({"XGROUP", "CREATE", stream, PoolKeys::kGroup, "0", "MKSTREAM"});
     if (!r) return r.status();
@@ -44,6 +63,7 @@ Result<BatchStream::Submitted> BatchStream::submit(Connection& c,
                                                    std::int64_t now_ms) const {
   // Per band, the tasks' positions in `tasks`; then each band's cut into batches, each packed
   // before anything is sent (a refused task sends nothing).
+  SP_RETURN_IF_ERROR(without_retries(tasks));
   std::vector<std::size_t> of_band[3];
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     of_band[PoolKeys::index_of(band_of(tasks[i].options.priority))].push_back(i);
@@ -171,6 +191,12 @@ Result<std::vector<BatchEntry>> BatchStream::read(Connection& c, const std::stri
       }
     }
   }
+  SP_RETURN_IF_ERROR(take(c, consumer, out));
+  return out;
+}
+
+Status BatchStream::take(Connection& c, const std::string& consumer,
+                         std::vector<BatchEntry>& out) const {
   lua::BatchTake take{
       .streams = keys_.streams, .prefix = keys_.prefix, .pool = keys_.pool, .consumer = consumer};
   std::vector<std::size_t> taken;  // positions in `out` of the entries sent
@@ -179,7 +205,7 @@ Result<std::vector<BatchEntry>> BatchStream::read(Connection& c, const std::stri
     take.entries.push_back({out[i].band, out[i].entry_id, out[i].first});
     taken.push_back(i);
   }
-  if (taken.empty()) return out;
+  if (taken.empty()) return Status::ok();
   auto r = lua::run(c, take);
   if (!r) return r.status();
   if (r->is_error()) return r->status();
@@ -201,7 +227,8 @@ Result<std::vector<BatchEntry>> BatchStream::read(Connection& c, const std::stri
   for (std::size_t i = 0; i < out.size(); ++i) {
     if (keep[i]) mine.push_back(std::move(out[i]));
   }
-  return mine;
+  out = std::move(mine);
+  return Status::ok();
 }
 
 Result<Fenced> BatchStream::discard(Connection& c, const BatchEntry& e,
@@ -245,6 +272,99 @@ Result<BatchStream::Ended> BatchStream::end(Connection& c, const BatchEntry& e,
   out.acked = el[1].integer == 1;
   out.written.reserve(ends.size());
   for (std::size_t i = 0; i < ends.size(); ++i) out.written.push_back(el[2 + i].integer == 1);
+  return out;
+}
+
+Result<std::vector<BatchStream::Ended>> BatchStream::end_many(Connection& c,
+                                                              const std::string& consumer,
+                                                              const std::vector<BatchEnds>& batches,
+                                                              std::int64_t now_ms) const {
+  std::vector<Connection::Call> calls;
+  calls.reserve(batches.size());
+  for (const BatchEnds& b : batches) {
+    std::string records;
+    for (const batch::EndRecord& r : b.ends) {
+      if (r.index >= b.n) return Status::invalid("end: an index past the batch");
+      SP_RETURN_IF_ERROR(batch::pack_end(r, records));
+    }
+    calls.push_back(lua::BatchEnd{.stream = keys_.stream_key(b.band),
+                                  .batch = keys_.batch_key(b.first),
+                                  .ends = keys_.ends_key(b.first),
+                                  .done = keys_.done,
+                                  .consumer = consumer,
+                                  .entry = b.entry_id,
+                                  .first = b.first,
+                                  .now_ms = now_ms,
+                                  .records = records}
+                        .call());
+  }
+  std::vector<Ended> out(batches.size());
+  if (calls.empty()) return out;
+  auto replies = c.eval_many(lua::BatchEnd::kScript, calls);
+  if (!replies) return replies.status();
+  if (replies->size() != calls.size()) return unexpected("batch_end", Reply{});
+  for (std::size_t k = 0; k < batches.size(); ++k) {
+    const Reply& r = (*replies)[k];
+    if (r.is_error()) return r.status();
+    const auto& el = r.elements;
+    if (el.empty() || el[0].type != Reply::Type::kInteger) return unexpected("batch_end", r);
+    if (el[0].integer == 0) continue;  // not this consumer's: nothing written
+    if (el.size() != 2 + batches[k].ends.size()) return unexpected("batch_end", r);
+    out[k].fenced = Fenced::kDone;
+    out[k].acked = el[1].integer == 1;
+    for (std::size_t i = 0; i < batches[k].ends.size(); ++i) {
+      out[k].written.push_back(el[2 + i].integer == 1);
+    }
+  }
+  return out;
+}
+
+Result<std::size_t> BatchStream::touch(
+    Connection& c, const std::string& consumer,
+    const std::vector<std::pair<Band, std::string>>& entries) const {
+  std::size_t touched = 0;
+  for (const Band b : kBands) {
+    lua::Touch a{.stream = keys_.stream_key(b), .consumer = consumer};
+    for (const auto& [band, id] : entries) {
+      if (band == b) a.entries.push_back(id);
+    }
+    if (a.entries.empty()) continue;
+    auto r = lua::run(c, a);
+    if (!r) return r.status();
+    if (r->is_error()) return r->status();
+    if (r->type != Reply::Type::kInteger) return unexpected("touch", *r);
+    touched += static_cast<std::size_t>(r->integer);
+  }
+  return touched;
+}
+
+Result<std::vector<BatchEntry>> BatchStream::claim_idle(Connection& c, const std::string& consumer,
+                                                        std::chrono::milliseconds min_idle,
+                                                        std::size_t max) const {
+  constexpr std::size_t kPage = 256;
+  std::vector<BatchEntry> out;
+  for (const Band b : kBands) {
+    std::string start = "-";
+    while (out.size() < max) {
+      auto r = lua::run(c, lua::ClaimIdle{.stream = keys_.stream_key(b),
+                                          .consumer = consumer,
+                                          .min_idle_ms = min_idle.count(),
+                                          .max = max - out.size(),
+                                          .node_prefix = node_prefix_,
+                                          .start = start,
+                                          .page = kPage});
+      if (!r) return r.status();
+      if (r->is_error()) return r->status();
+      if (r->elements.size() != 2) return unexpected("claim_idle", *r);
+      for (const Reply& entry : r->elements[1].elements) {
+        if (entry.elements.size() == 2) out.push_back(parse_batch(entry, b));
+      }
+      const std::string& last = r->elements[0].str;
+      if (last.empty() || out.size() >= max) break;
+      start = "(" + last;
+    }
+  }
+  SP_RETURN_IF_ERROR(take(c, consumer, out));
   return out;
 }
 

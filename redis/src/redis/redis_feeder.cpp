@@ -20,8 +20,12 @@ namespace {
 using feeder::Clock;
 using feeder::connect;
 using feeder::kRetryFirst;
+using feeder::stopped_here;
 using feeder::wall_ms;
 constexpr std::chrono::milliseconds kReadBlock{500};  // a read wakes this often to see places
+// The batch layout: a read of the batch streams waits this long at most, so that a per-task
+// entry (read first, not waiting) waits at most this long on an idle node.
+constexpr std::chrono::milliseconds kBatchBlock{100}, kNoWait{0};
 // After the local pool refused a task (draining, shutting down), reading waits this long.
 constexpr std::chrono::milliseconds kRefusedPause{1000};
 
@@ -46,18 +50,6 @@ SubmitOptions local_options(const StreamEntry& entry, std::uint32_t before) {
   o.key = entry.task.options.key;
   o.tenant = entry.task.options.tenant;
   return o;
-}
-
-// Returns true iff the local pool stopped the task rather than ended it: by this node's
-// shutdown, by the end of a pool a reload replaced or removed, or by this node's pool failing
-// (crash_loop: its workers cannot start, and the task never ran here: one that did ended with
-// its attempt). Not the task's end: it goes back to the stream for another node (or this one
-// once it is back, or the pool that replaced it), and no attempt is counted.
-bool stopped_here(const TaskResult& r) {
-  return (r.state == TaskState::kDeadLettered &&
-          (r.reason == DeadReason::kShutdown || r.reason == DeadReason::kPoolRemoved ||
-           r.reason == DeadReason::kCrashLoop)) ||
-         (r.state == TaskState::kCancelled && r.cancel_reason == CancelReason::kShutdown);
 }
 
 // The rate buckets (into `buckets`) and the cap of `limits` that apply to `entry`.
@@ -90,10 +82,12 @@ RedisFeeder::RedisFeeder(Pool& pool, FeederOptions options)
       keys_(opts_.prefix, opts_.pool),
       consumer_(keys_, opts_.stream_limits),
       upkeep_(keys_, opts_.stream_limits),
+      batches_(keys_),
       sh_(std::make_shared<Shared>()),
       per_worker_(opts_.per_worker),
       headroom_workers_(opts_.headroom_workers) {
   sh_->limits = opts_.limits;
+  sh_->batch_layout = opts_.layout == Layout::kBatch;
 }
 
 void RedisFeeder::retune(std::uint32_t per_worker, std::uint32_t headroom_workers,
@@ -111,6 +105,20 @@ void RedisFeeder::retune(std::uint32_t per_worker, std::uint32_t headroom_worker
 Result<std::unique_ptr<RedisFeeder>> RedisFeeder::start(Pool& pool, FeederOptions options) {
   if (options.consumer.empty()) return Status::invalid("redis pool: the node needs a name");
   if (options.capacity == 0) options.capacity = 1;
+  if (options.layout == Layout::kBatch) {
+    // What slice 2 does not run is refused, never half-done (docs/redis-batch-layout.md).
+    const std::string not_yet = " (slice 3 of docs/redis-batch-layout.md)";
+    if (options.default_retries > 0) {
+      return Status::invalid("redis pool " + options.pool +
+                             ": the batch layout does not retry a task yet" + not_yet +
+                             ": set the pool's retries to 0, or keep the per-task layout");
+    }
+    if (options.limits.any()) {
+      return Status::invalid("redis pool " + options.pool +
+                             ": the batch layout does not take rate limits or caps yet" + not_yet +
+                             ": keep the per-task layout");
+    }
+  }
   std::unique_ptr<RedisFeeder> f(new RedisFeeder(pool, std::move(options)));
   {
     MutexLock lk(f->sh_->mu);  // no thread of the feeder runs yet; taken for the checker
@@ -120,6 +128,7 @@ Result<std::unique_ptr<RedisFeeder>> RedisFeeder::start(Pool& pool, FeederOption
   auto c = Connection::open(f->opts_.endpoint);
   if (!c) return c.status();
   SP_RETURN_IF_ERROR(f->upkeep_.ensure_group(*c));
+  if (f->sh_->batch_layout) SP_RETURN_IF_ERROR(f->batches_.ensure_group(*c));
   SP_RETURN_IF_ERROR(f->take_name(*c));
   SP_RETURN_IF_ERROR(f->consumer_.join(*c, f->opts_.consumer));  // one of the pool's nodes now
   SP_RETURN_IF_ERROR(f->write_kept_ends(*c));  // before anything is read or claimed
@@ -179,7 +188,7 @@ void RedisFeeder::set_limits(const FlowLimits& limits) {
 FeederStats RedisFeeder::stats() const {
   MutexLock lk(sh_->mu);
   FeederStats s = sh_->stats;
-  s.held = sh_->held.size();
+  s.held = sh_->held.size() + sh_->batches.size();
   return s;
 }
 
@@ -258,7 +267,7 @@ void RedisFeeder::Shared::ended_locally(const TaskResult& r) {
 
 std::size_t RedisFeeder::Shared::in_pool() const {
   const std::size_t unwritten = ends.size() + writing + (lone_end ? 1 : 0) + (lone_writing ? 1 : 0);
-  return held.size() - std::min(held.size(), unwritten);
+  return held.size() - std::min(held.size(), unwritten) + batch_local;
 }
 
 std::size_t RedisFeeder::Shared::window(std::size_t cap) const {
@@ -269,6 +278,17 @@ std::size_t RedisFeeder::Shared::free_places(std::size_t cap) const {
   const std::size_t w = window(cap);
   // Ends the writer has not written hold no place, but past a bound they stop the reading
   // (Redis is slow or away for the writer: the node must not run ahead of what it can end).
+  if (batch_layout) {
+    // Whole batches: the node reads one more while it holds less than `low`, so that its
+    // workers never idle through a read's round trips; its unwritten ends are bounded in
+    // batches too.
+    const std::size_t low = std::max(w, batch::kMaxTasks / 2);
+    if (ends.size() + writing + batch_unwritten >=
+        kMaxUnwrittenWindows * (low + batch::kMaxTasks)) {
+      return 0;
+    }
+    return low + batch::kMaxTasks - std::min(low + batch::kMaxTasks, in_pool());
+  }
   if (ends.size() + writing >= kMaxUnwrittenWindows * std::max<std::size_t>(1, w)) return 0;
   return w - std::min(w, in_pool());
 }
@@ -279,6 +299,7 @@ std::size_t RedisFeeder::Shared::to_read(std::size_t cap) const {
   // reads in batches (one script each), unless the local pool holds less than its capacity
   // (a place idles: it reads at once).
   const std::size_t w = window(cap);
+  if (batch_layout) return free > batch::kMaxTasks ? free : 0;  // in_pool() < low
   const std::size_t batch = std::max<std::size_t>(1, (w - std::min(w, cap)) / 2);
   return free >= batch || in_pool() < cap ? free : 0;
 }
@@ -330,8 +351,15 @@ void RedisFeeder::read_loop() {
       sh_->reader_waits = false;
       continue;
     }
-    auto got = consumer_.read(*c, opts_.consumer, free, block);
+    // The batch layout: the per-task streams first, not waiting (moved, scheduled and awaited
+    // tasks keep that layout), then the batch streams, waiting a short while.
+    const bool batches = sh_->batch_layout;
+    auto got = consumer_.read(*c, opts_.consumer, free, batches ? kNoWait : block);
     note(got.status());
+    if (got && got->empty() && batches) {
+      read_batches(*c, free, std::min(block, kBatchBlock));
+      continue;
+    }
     if (!got) {
       if (!c->broken()) std::this_thread::sleep_for(kRetryFirst);  // an entry it cannot parse
       continue;

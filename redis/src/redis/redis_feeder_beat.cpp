@@ -2,6 +2,7 @@
 // runs, the claim of dead nodes' entries, the move of due tasks, the trim of finished ones, and
 // the cancels other nodes asked for.
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,7 @@ void RedisFeeder::beat_loop() {
       for (const auto& [key, h] : sh_->held) held.push_back(key);
     }
     if (beat) note(consumer_.touch(*c, opts_.consumer, held).status());
+    if (beat && sh_->batch_layout) touch_batches(*c);
     // Only once this node has beaten for claim_after since it started or since a beat that
     // failed or stalled (docs/redis-pools.md). Before the cancels are asked for: a dead
     // node's entries wait no round trip more than they must.
@@ -106,12 +108,15 @@ void RedisFeeder::claim_dead_entries(Connection& c) {
   // each freed place within a round trip): they wait in the local pool for the tasks that
   // run now, not for the stream's backlog. Up to one capacity beyond what it reads at once.
   std::size_t room = 0;
+  std::optional<std::size_t> batch_in_pool;  // the batch layout: what the pool holds
   {
     const std::size_t cap = capacity();
     MutexLock lk(sh_->mu);
     const std::size_t most = sh_->window(cap) + cap;
     if (sh_->reading) room = most - std::min(most, sh_->in_pool());
+    if (sh_->reading && sh_->batch_layout) batch_in_pool = sh_->in_pool();
   }
+  if (batch_in_pool) claim_dead_batches(c, *batch_in_pool);
   room = std::min(room, kMaxClaimsPerBeat);
   if (room == 0) return;
   auto claimed = consumer_.claim_idle(c, opts_.consumer, opts_.claim_after, room);

@@ -43,6 +43,18 @@ std::string encode_stored(const Attempt& a);
 std::string stored_as_json(std::string stored);
 
 // The error of the `lost` attempt a claimed task gets (the node running it died).
+// Returns true iff the local pool stopped the task rather than ended it: by this node's
+// shutdown, by the end of a pool a reload replaced or removed, or by this node's pool failing
+// (crash_loop: its workers cannot start, and the task never ran here: one that did ended with
+// its attempt). Not the task's end: it goes back to the stream for another node (or this one
+// once it is back, or the pool that replaced it), and no attempt is counted.
+inline bool stopped_here(const TaskResult& r) {
+  return (r.state == TaskState::kDeadLettered &&
+          (r.reason == DeadReason::kShutdown || r.reason == DeadReason::kPoolRemoved ||
+           r.reason == DeadReason::kCrashLoop)) ||
+         (r.state == TaskState::kCancelled && r.cancel_reason == CancelReason::kShutdown);
+}
+
 inline std::string lost_error(const std::string& claimant) {
   return "the node running it died (claimed by " + claimant + ")";
 }

@@ -202,6 +202,7 @@ Status RedisFeeder::write_kept_ends(Connection& c) {
 }
 
 void RedisFeeder::keep_ends() {
+  give_up_batch_ends();  // the batch layout's: not kept (their batches are claimed later)
   std::deque<Ended> ends;
   {
     MutexLock lk(sh_->mu);
@@ -233,14 +234,17 @@ void RedisFeeder::write_loop() {
   for (;;) {
     std::vector<Ended> batch;
     bool stopping = false;
+    bool batch_ends = false;  // the batch layout's, queued (write_batch_ends)
     {
       MutexLock lk(sh_->mu);
       // Stopping, it waits for the reader's lone end: written there, or queued here.
-      while (!sh_->dead && sh_->ends.empty() && (!sh_->stopping || sh_->lone_busy())) {
+      while (!sh_->dead && sh_->ends.empty() && sh_->batch_queued == 0 &&
+             (!sh_->stopping || sh_->lone_busy())) {
         sh_->ends_cv.wait(sh_->mu);
       }
-      if (sh_->dead || sh_->ends.empty()) return;
+      if (sh_->dead || (sh_->ends.empty() && sh_->batch_queued == 0)) return;
       stopping = sh_->stopping;
+      batch_ends = sh_->batch_queued > 0;
       // Moved out (not copied: results and attempts may be large), and put back in front
       // when the write fails, so that the ends stay in order.
       const auto n = static_cast<std::ptrdiff_t>(std::min(kMaxBatch, sh_->ends.size()));
@@ -251,6 +255,7 @@ void RedisFeeder::write_loop() {
     }
     // Puts the batch back in front of the queue (its ends not written).
     const auto put_back = [&] {
+      if (batch.empty()) return;
       MutexLock lk(sh_->mu);
       sh_->ends.insert(sh_->ends.begin(), std::make_move_iterator(batch.begin()),
                        std::make_move_iterator(batch.end()));
@@ -271,13 +276,14 @@ void RedisFeeder::write_loop() {
         return;
       }
     }
-    const Status s = write_ends(*c, batch);
+    Status s = batch.empty() ? Status::ok() : write_ends(*c, batch);
+    if (!s) put_back();
+    if (s && batch_ends) s = write_batch_ends(*c);  // puts its ends back itself if it fails
     note(s);
     if (s) {  // write_ends let the batch go (Shared::writing)
       wait = kRetryFirst;
       continue;
     }
-    put_back();
     // Redis away (or an error of the server): the ends wait, in order, and are tried again;
     // stopping, after one attempt they are kept in the state dir for the next start.
     {

@@ -52,9 +52,10 @@ struct TaskInBatch {
 
 class BatchStream {
  public:
-  explicit BatchStream(const PoolKeys& keys) : keys_(keys) {}
+  explicit BatchStream(const PoolKeys& keys) : keys_(keys), node_prefix_(keys.node_prefix) {}
 
-  // The consumer group (PoolKeys::kGroup) on each band's batch stream, made when missing.
+  // The consumer group (PoolKeys::kGroup) on each band's batch stream, made when missing, and
+  // the id counter started at PoolKeys::kFirstId when no submit of either layout started it.
   Status ensure_group(Connection& c) const;
 
   // Submits `tasks` (none scheduled, none with an idempotency key: batch::pack_tasks), split
@@ -91,6 +92,30 @@ class BatchStream {
   Result<Ended> end(Connection& c, const BatchEntry& e, const std::string& consumer,
                     const std::vector<batch::EndRecord>& ends, std::int64_t now_ms) const;
 
+  // The ends of several batches (each its entry, first id, size and records), one batch_end
+  // script each, pipelined in one round trip: per batch, in order, what end() answers.
+  struct BatchEnds {
+    std::string entry_id;
+    Band band = 0;
+    std::uint64_t first = 0;
+    std::size_t n = 0;  // the batch's tasks
+    std::vector<batch::EndRecord> ends;
+  };
+  Result<std::vector<Ended>> end_many(Connection& c, const std::string& consumer,
+                                      const std::vector<BatchEnds>& batches,
+                                      std::int64_t now_ms) const;
+
+  // Liveness, as TaskConsumer::touch for the per-task streams: resets the idle time of the
+  // batch entries (band, entry id) still pending for `consumer`. Returns how many.
+  Result<std::size_t> touch(Connection& c, const std::string& consumer,
+                            const std::vector<std::pair<Band, std::string>>& entries) const;
+  // As TaskConsumer::claim_idle: up to `max` batch entries idle for `min_idle` whose node's
+  // heartbeat key is gone (or `consumer`'s own idle ones), claimed and taken (batch_take.lua:
+  // each with its end map, so that only the tasks with no record run again).
+  Result<std::vector<BatchEntry>> claim_idle(Connection& c, const std::string& consumer,
+                                             std::chrono::milliseconds min_idle,
+                                             std::size_t max) const;
+
   // Task `id` of any pool's batch: nullopt when no batch holds it (a per-task task, or an
   // evicted batch). One round trip.
   Result<std::optional<TaskInBatch>> lookup(Connection& c, std::uint64_t id) const;
@@ -99,8 +124,12 @@ class BatchStream {
 
  private:
   BatchEntry parse_batch(const Reply& entry, Band band) const;
+  // batch_take.lua over `out`'s well-formed entries: their end maps set, those no longer
+  // `consumer`'s removed.
+  Status take(Connection& c, const std::string& consumer, std::vector<BatchEntry>& out) const;
 
   batch::BatchKeys keys_;
+  std::string node_prefix_;  // PoolKeys::node_prefix, the nodes' heartbeat keys
 };
 
 }  // namespace sandpool::redis

@@ -45,6 +45,7 @@
 #include <sandpool/base/thread_annotations.hpp>
 #include <sandpool/pool/pool.hpp>
 
+#include <sandpool/redis/batch_stream.hpp>
 #include <sandpool/redis/redis_client.hpp>
 #include <sandpool/redis/task_consumer.hpp>
 #include <sandpool/redis/task_upkeep.hpp>
@@ -52,8 +53,21 @@
 
 namespace sandpool::redis {
 
+// Which of a pool's layouts a node reads (docs/redis-batch-layout.md).
+enum class Layout : std::uint8_t {
+  kTask,   // the per-task layout only (every pool's until the batch layout is complete)
+  kBatch,  // the batch streams too (slice 2): per-task streams first, then whole batches
+};
+
 struct FeederOptions {
   Endpoint endpoint;
+  // kBatch (slice 2, opt-in): the node also reads the pool's batch entries (BatchStream),
+  // runs each batch's tasks that have no end record, and writes their ends per batch. What
+  // slice 2 does not run is refused at start(), never half-done: a pool with retries
+  // (default_retries > 0: a failed attempt would move its task out, slice 3) or rate limits.
+  // A batch's task runs once; one whose attempt fails ends dead_lettered (its end record
+  // and a letter). A batch task cannot be cancelled once read, nor awaited (slice 3).
+  Layout layout = Layout::kTask;
   std::string prefix = "sandpool:";
   std::string pool;      // the pool's name in Redis (its keys)
   std::string consumer;  // this node's name: unique in the cluster, stable across restarts
@@ -106,6 +120,9 @@ struct FeederStats {
   std::uint64_t lone_ends = 0;
   // Heartbeats whose whole round (beat, touch, cancels asked, claims, due tasks) is done.
   std::uint64_t beats = 0;
+  // The batch layout (FeederOptions::layout): batch entries read and claimed, and their
+  // tasks' end records written (also in `finished`) or dropped by a fence (also in `fenced`).
+  std::uint64_t batches_read = 0, batches_claimed = 0, batch_ends = 0;
   bool redis_up = false;  // the last call to Redis succeeded
   std::string last_error;
 };
@@ -170,11 +187,39 @@ class RedisFeeder {
   // its retries, ends it). `claimed`: a dead node's, whose `lost` attempt
   // (feeder::lost_error) the beat recorded.
   void run_locally(Connection& c, std::vector<StreamEntry> entries, bool claimed);
+  // redis_feeder_batch.cpp, the batch layout. Hands the tasks of `entries` with no end
+  // record to the local pool in one batch (`claimed`: a dead node's batches, whose tasks
+  // each get a `lost` attempt first in their log); a malformed entry is discarded.
+  void run_batches(Connection& c, std::vector<BatchEntry> entries, bool claimed);
+  // The reader's read of the batch streams (after the per-task streams: nothing there).
+  void read_batches(Connection& c, std::size_t free, std::chrono::milliseconds block);
+  // The beat's claims of dead nodes' idle batch entries: a few per beat while the local pool
+  // holds `in_pool` tasks, under a few batches' worth.
+  void claim_dead_batches(Connection& c, std::size_t in_pool);
+  // The beat's touch of the batch entries held (those not let go).
+  void touch_batches(Connection& c);
+  // The writer's write of the batch ends queued: one batch_end per batch, pipelined, then
+  // the letters of the dead-lettered. Put back when Redis fails (unless the feeder stops:
+  // then given up, the batches stay pending and another node runs their tasks again).
+  Status write_batch_ends(Connection& c);
+  // The letters of the batch tasks `calls` ended dead_lettered (`answers`: what batch_end
+  // answered each; `entries`: each call's batch), XADDed to the pool's letter stream as the
+  // per-task layout's, pipelined in one round trip.
+  Status write_letters(Connection& c, const std::vector<BatchStream::BatchEnds>& calls,
+                       const std::vector<BatchStream::Ended>& answers,
+                       const std::vector<const BatchEntry*>& entries);
+  // The writer, stopping while Redis is away: the batch ends queued are given up (their
+  // batches stay pending for this node: once it is gone, another runs those tasks again).
+  void give_up_batch_ends();
   struct Shared;
   // The on_done of a task run here (its entry `e`): its end queued for the writer, or, for
   // the `lone` task while the reader still waits for it, left for the reader (lone_end).
   static std::function<void(const TaskResult&)> on_end(std::shared_ptr<Shared> sh,
                                                        std::shared_ptr<StreamEntry> e, bool lone);
+  // The on_done of task `index` of the batch held as `key`: its end kept with its batch for
+  // the writer, or (stopped here, not ended) its batch let go.
+  static std::function<void(const TaskResult&)> on_batch_end(std::shared_ptr<Shared> sh,
+                                                             EntryKey key, std::uint32_t index);
   // The local pool's tickets of `tasks` (one each, in order): one batch, or (`lone`, a batch
   // of one) one submit that may hand the task to an idle worker itself.
   std::vector<Result<Ticket>> submit_locally(std::vector<BatchTask> tasks, bool lone);
@@ -207,7 +252,8 @@ class RedisFeeder {
   // start(): writes the ends the last run of this pool and node kept (state_dir), then
   // removes their file.
   Status write_kept_ends(Connection& c);
-  // The writer, stopping while Redis is away: keeps every queued end in the state dir.
+  // The writer, stopping while Redis is away: keeps every queued end in the state dir (the
+  // batch layout's are given up: give_up_batch_ends()).
   void keep_ends();
   void note(const Status& s);
   // How many entries the reader reads now (0: it waits): Shared::to_read().
@@ -232,6 +278,25 @@ class RedisFeeder {
   Status take_name(Connection& c);
   std::chrono::milliseconds name_ttl() const;
 
+  // A batch entry this node holds (the batch layout): its tasks that have no end record run
+  // in the local pool, their ends wait here until the writer writes them per batch.
+  struct HeldBatch {
+    BatchEntry entry;       // its tasks (payloads copied to the local pool: kept for letters)
+    bool claimed = false;   // a dead node's: each run's log starts with its `lost` attempt
+    std::size_t local = 0;  // tasks in the local pool, not ended there yet
+    // Ended locally, not written yet (index in the batch, the local pool's end); `writing`
+    // of them are being written (taken from the front).
+    std::vector<std::pair<std::uint32_t, TaskResult>> ends;
+    std::size_t writing = 0;
+    // A task was stopped here, not ended (a shutdown, the pool refused it): the beat stops
+    // touching the entry, so that it goes idle and is claimed (by any node, this one too)
+    // once its ends here are written: only its tasks with no record run again.
+    bool let_go = false;
+    // Not this node's any more (a fence refused its ends): what ends here is dropped.
+    bool fenced = false;
+    bool acked = false;  // every task has a record
+  };
+
   // What the pool's on_done callbacks reach: they may run after the feeder is gone.
   struct Shared {
     Mutex mu;
@@ -255,6 +320,16 @@ class RedisFeeder {
     // and end; its ticket is set while it runs in the local pool).
     std::unordered_map<EntryKey, Held, EntryKeyHash> held GUARDED_BY(mu);
     FeederStats stats GUARDED_BY(mu);
+    // The batch layout: the batch entries held, the tasks they have in the local pool, and
+    // their ends unwritten (queued or being written) and queued (not being written).
+    bool batch_layout = false;  // set before the threads start
+    std::map<EntryKey, HeldBatch> batches GUARDED_BY(mu);
+    std::size_t batch_local GUARDED_BY(mu) = 0;
+    std::size_t batch_unwritten GUARDED_BY(mu) = 0;
+    std::size_t batch_queued GUARDED_BY(mu) = 0;
+    // Forgets the batch of `it` once nothing of it is here any more: no task in the local
+    // pool, no end to write, and acked, fenced or let go.
+    void drop_if_done(std::map<EntryKey, HeldBatch>::iterator it) REQUIRES(mu);
     // FeederOptions::default_retries and retry as they are now (retune()).
     std::uint32_t default_retries GUARDED_BY(mu) = 0;
     RetryPolicy retry GUARDED_BY(mu);
@@ -298,6 +373,7 @@ class RedisFeeder {
   const PoolKeys keys_;
   const TaskConsumer consumer_;  // the entries this node reads and holds
   const TaskUpkeep upkeep_;      // the beat's chores, the rate limits
+  const BatchStream batches_;    // the batch layout's streams (FeederOptions::layout)
   std::shared_ptr<Shared> sh_;
   std::string identity_;  // host, pid and a random number: whose the node's name is
   // Backoff jitter, drawn under sh_->mu (the writer's and the reader's lone end).
