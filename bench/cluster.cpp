@@ -61,6 +61,7 @@
 #include <sandpool/redis/task_producer.hpp>
 #include <sandpool/redis/task_upkeep.hpp>
 #include "bench.hpp"
+#include "cluster_node.hpp"
 #include "poold_child.hpp"
 #include "redis_child.hpp"
 #include "redis_profile.hpp"
@@ -75,30 +76,11 @@ constexpr std::chrono::milliseconds kBeat{100}, kClaimAfter{1000};
 // places does in throughput_1 (about 44 a script, from its calls per task).
 constexpr std::size_t kProfileBatch = 48;
 
-struct Node {
-  std::unique_ptr<Pool> pool;
-  std::unique_ptr<redis::RedisFeeder> feeder;
-};
+using Node = ClusterNode;
 
 bool start_node(const BenchOptions& o, const RedisChild& redis, const std::string& prefix,
                 const std::string& name, Node* n) {
-  n->pool = start_pool(pool_options(o, plugin_path(o, "echo"), o.workers, kConcurrency));
-  if (!n->pool) return false;
-  redis::FeederOptions f;
-  f.endpoint = redis.endpoint();
-  f.prefix = prefix;
-  f.pool = "echo";
-  f.consumer = name;
-  f.capacity = std::size_t{o.workers} * kConcurrency;
-  f.heartbeat = kBeat;
-  f.claim_after = kClaimAfter;
-  auto feeder = redis::RedisFeeder::start(*n->pool, f);
-  if (!feeder) {
-    std::cerr << "sandpool-bench: cluster: " << feeder.status().to_string() << "\n";
-    return false;
-  }
-  n->feeder = std::move(feeder).value();
-  return true;
+  return start_cluster_node(o, redis, prefix, name, redis::Layout::kTask, n);
 }
 
 // Adds `tasks` echo tasks to the prefix's stream in batches (TaskProducer::submit_many, as a
@@ -631,6 +613,30 @@ bool add_profile(const BenchOptions& o, const RedisChild& redis, Report& r) {
 }
 
 }  // namespace
+
+bool start_cluster_node(const BenchOptions& o, const RedisChild& redis, const std::string& prefix,
+                        const std::string& name, redis::Layout layout, ClusterNode* n) {
+  n->pool = start_pool(pool_options(o, plugin_path(o, "echo"), o.workers, kConcurrency));
+  if (!n->pool) return false;
+  redis::FeederOptions f;
+  f.endpoint = redis.endpoint();
+  f.prefix = prefix;
+  f.pool = "echo";
+  f.consumer = name;
+  f.capacity = std::size_t{o.workers} * kConcurrency;
+  f.heartbeat = kBeat;
+  f.claim_after = kClaimAfter;
+  f.layout = layout;
+  if (layout == redis::Layout::kBatch) f.default_retries = 0;  // slice 2 runs a task once
+  auto feeder = redis::RedisFeeder::start(*n->pool, f);
+  if (!feeder) {
+    std::cerr << "sandpool-bench: cluster: node " << name << ": " << feeder.status().to_string()
+              << "\n";
+    return false;
+  }
+  n->feeder = std::move(feeder).value();
+  return true;
+}
 
 bool run_cluster(const BenchOptions& o, Report& r) {
   RedisChild redis;

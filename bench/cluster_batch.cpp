@@ -25,6 +25,7 @@
 #include <sandpool/redis/batch_stream.hpp>
 #include <sandpool/redis/redis_feeder.hpp>
 #include "bench.hpp"
+#include "cluster_node.hpp"
 #include "redis_child.hpp"
 #include "redis_profile.hpp"
 
@@ -32,36 +33,14 @@ namespace sandpool::bench {
 namespace {
 
 using ipc::monotonic_ns;
-constexpr std::uint32_t kBatchConcurrency = 64;  // per worker, as cluster.cpp's nodes
 constexpr std::uint64_t kBatchMinTasks = 100'000;
 constexpr std::size_t kBatchSubmitRound = 20 * redis::batch::kMaxTasks;  // tasks a round trip
 
-struct BatchLayoutNode {
-  std::unique_ptr<Pool> pool;
-  std::unique_ptr<redis::RedisFeeder> feeder;
-};
+using BatchLayoutNode = ClusterNode;
 
 bool start_batch_node(const BenchOptions& o, const RedisChild& redis, const std::string& prefix,
                       const std::string& name, BatchLayoutNode* n) {
-  n->pool = start_pool(pool_options(o, plugin_path(o, "echo"), o.workers, kBatchConcurrency));
-  if (!n->pool) return false;
-  redis::FeederOptions f;
-  f.endpoint = redis.endpoint();
-  f.prefix = prefix;
-  f.pool = "echo";
-  f.consumer = name;
-  f.capacity = std::size_t{o.workers} * kBatchConcurrency;
-  f.heartbeat = std::chrono::milliseconds(100);
-  f.claim_after = std::chrono::milliseconds(1000);
-  f.layout = redis::Layout::kBatch;
-  f.default_retries = 0;  // slice 2 runs a batch's task once
-  auto feeder = redis::RedisFeeder::start(*n->pool, f);
-  if (!feeder) {
-    std::cerr << "sandpool-bench: cluster: batch node: " << feeder.status().to_string() << "\n";
-    return false;
-  }
-  n->feeder = std::move(feeder).value();
-  return true;
+  return start_cluster_node(o, redis, prefix, name, redis::Layout::kBatch, n);
 }
 
 // Submits `tasks` echo tasks to the prefix's batch streams; false on a Redis failure.

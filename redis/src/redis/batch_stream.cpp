@@ -169,19 +169,10 @@ Result<std::vector<BatchEntry>> BatchStream::read(Connection& c, const std::stri
                                                   std::chrono::milliseconds block) const {
   std::vector<BatchEntry> out;
   if (count == 0) return out;
-  std::vector<std::string> args = {"XREADGROUP", "GROUP", PoolKeys::kGroup,
-                                   consumer,     "COUNT", std::to_string(count)};
-  if (block.count() > 0) {
-    args.push_back("BLOCK");
-    args.push_back(std::to_string(block.count()));
-  }
-  args.push_back("STREAMS");
-  args.insert(args.end(), std::begin(keys_.streams), std::end(keys_.streams));
-  args.insert(args.end(), std::size(keys_.streams), ">");
-  auto w = c.command(args);
-  if (!w) return w.status();
-  if (w->is_error()) return w->status();
-  if (w->is_nil()) return out;
+  auto read = read_group(c, consumer, keys_.streams, count, block);
+  if (!read) return read.status();
+  if (!*read) return out;  // nothing (within `block`)
+  const std::optional<Reply>& w = *read;
   for (const Band band : kBands) {  // the higher bands first
     for (const Reply& stream : w->elements) {
       if (stream.elements.size() != 2) return unexpected("XREADGROUP", *w);

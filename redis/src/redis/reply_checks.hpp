@@ -1,12 +1,17 @@
-// Small checks shared by the task stream's files (task_*.cpp): a number read whole from a
-// reply's string, the error for a reply of the wrong shape, and a submit's answer.
+// Small checks shared by the task stream's files (task_*.cpp, batch_stream.cpp): a number read
+// whole from a reply's string, the error for a reply of the wrong shape, a submit's answer, and
+// the group read both layouts make over their three band streams.
 #pragma once
 
 #include <charconv>
+#include <chrono>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <sandpool/base/status.hpp>
 
+#include <sandpool/redis/pool_keys.hpp>
 #include <sandpool/redis/redis_client.hpp>
 #include <sandpool/redis/task_producer.hpp>
 
@@ -47,6 +52,29 @@ inline Status outcome_lost(const Status& why) {
   return Status::error(Code::kTimeout, "outcome unknown: " + why.message() +
                                            ": the submit was sent and its reply lost, so it " +
                                            "may have been accepted");
+}
+
+// One plain XREADGROUP of `consumer` over the three band streams `streams` (its reply is not
+// made Lua tables and back): answers at once when some band has entries, else blocks up to
+// `block` (0: not at all) for the first to come. COUNT holds per stream. nullopt: nothing
+// came (the server's nil); else the reply, one element per stream that had entries.
+inline Result<std::optional<Reply>> read_group(Connection& c, const std::string& consumer,
+                                               const std::string (&streams)[3], std::size_t count,
+                                               std::chrono::milliseconds block) {
+  std::vector<std::string> args = {"XREADGROUP", "GROUP", PoolKeys::kGroup,
+                                   consumer,     "COUNT", std::to_string(count)};
+  if (block.count() > 0) {
+    args.push_back("BLOCK");
+    args.push_back(std::to_string(block.count()));
+  }
+  args.push_back("STREAMS");
+  args.insert(args.end(), std::begin(streams), std::end(streams));
+  args.insert(args.end(), std::size(streams), ">");
+  auto w = c.command(args);
+  if (!w) return w.status();
+  if (w->is_error()) return w->status();
+  if (w->is_nil()) return std::optional<Reply>();
+  return std::optional<Reply>(std::move(w).value());
 }
 
 }  // namespace sandpool::redis

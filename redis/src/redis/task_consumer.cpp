@@ -74,24 +74,14 @@ Result<std::vector<StreamEntry>> TaskConsumer::read(Connection& c, const std::st
                                                     std::chrono::milliseconds block) const {
   std::vector<StreamEntry> out;
   if (count == 0) return out;
-  // One plain XREADGROUP over every band (its reply is not made Lua tables and back), which
-  // answers at once when some band has entries, else blocks up to `block` for the first to
-  // come. COUNT holds per stream, so when several bands have entries it may get up to
-  // 3 x `count`: the first `count` in band order are the batch (the higher bands first, as
-  // reads band by band would take them), and the rest goes back unread in the take's script.
-  std::vector<std::string> args = {"XREADGROUP", "GROUP", PoolKeys::kGroup,
-                                   consumer,     "COUNT", std::to_string(count)};
-  if (block.count() > 0) {
-    args.push_back("BLOCK");
-    args.push_back(std::to_string(block.count()));
-  }
-  args.push_back("STREAMS");
-  args.insert(args.end(), std::begin(keys_.streams), std::end(keys_.streams));
-  args.insert(args.end(), std::size(keys_.streams), ">");
-  auto w = c.command(args);
-  if (!w) return w.status();
-  if (w->is_error()) return w->status();
-  if (w->is_nil()) return out;  // nothing (within `block`)
+  // One read over every band (read_group). COUNT holds per stream, so when several bands
+  // have entries it may get up to 3 x `count`: the first `count` in band order are the batch
+  // (the higher bands first, as reads band by band would take them), and the rest goes back
+  // unread in the take's script.
+  auto read = read_group(c, consumer, keys_.streams, count, block);
+  if (!read) return read.status();
+  if (!*read) return out;  // nothing (within `block`)
+  const std::optional<Reply>& w = *read;
   std::vector<std::string_view> back[std::size(kBands)];
   for (std::size_t b = 0; b < std::size(kBands); ++b) {  // the reply's streams in band order
     for (const Reply& stream : w->elements) {
