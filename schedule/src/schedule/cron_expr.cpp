@@ -13,7 +13,7 @@ namespace {
 
 // The latest instant a search starts from: year 9000, far inside std::chrono's calendar, so
 // no arithmetic below can overflow whatever a caller passes.
-constexpr std::int64_t kLatestInstant = 221845392000;  // 9000-01-01T00:00:00Z
+constexpr std::int64_t kLatestInstant = CronExpr::kLatestAfter;
 // How far a search for the next matching minute goes: a date on a given weekday (Vixie's
 // AND case, "0 0 29 2 mon" with a `*`-led field) recurs within 40 years.
 constexpr int kSearchYears = 100;

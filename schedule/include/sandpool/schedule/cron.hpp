@@ -32,8 +32,11 @@ class CronExpr {
   // Returns the first slot strictly after Unix seconds `after`, as the Unix seconds it fires
   // at: for a cron expression, the next matching minute of `zone` (DST resolved as
   // TimeZone::fire_instant says; several slots that fall into one gap fire once); for an
-  // interval, the next anchor + k * interval (zone unused). nullopt only when no slot exists
-  // within 10 years (never for an accepted expression, but the search is bounded anyway).
+  // interval, the next anchor + k * interval (zone unused). nullopt when `after` (or the
+  // interval's `anchor`) is negative or past kLatestAfter, or when no slot exists within the
+  // search's bound (never for an accepted expression, but the search is bounded anyway). A
+  // slot found may lie past kLatestAfter; asking for the one after it then answers nullopt.
+  static constexpr std::int64_t kLatestAfter = 221845392000;  // 9000-01-01T00:00:00Z
   std::optional<std::int64_t> next_after(std::int64_t after, const TimeZone& zone,
                                          std::int64_t anchor = 0) const;
 
