@@ -313,20 +313,7 @@ Result<std::vector<BatchStream::Ended>> BatchStream::end_many(Connection& c,
 Result<std::size_t> BatchStream::touch(
     Connection& c, const std::string& consumer,
     const std::vector<std::pair<Band, std::string>>& entries) const {
-  std::size_t touched = 0;
-  for (const Band b : kBands) {
-    lua::Touch a{.stream = keys_.stream_key(b), .consumer = consumer};
-    for (const auto& [band, id] : entries) {
-      if (band == b) a.entries.push_back(id);
-    }
-    if (a.entries.empty()) continue;
-    auto r = lua::run(c, a);
-    if (!r) return r.status();
-    if (r->is_error()) return r->status();
-    if (r->type != Reply::Type::kInteger) return unexpected("touch", *r);
-    touched += static_cast<std::size_t>(r->integer);
-  }
-  return touched;
+  return lua::touch_in_bands(c, keys_.streams, consumer, entries);
 }
 
 Result<std::vector<BatchEntry>> BatchStream::claim_idle(Connection& c, const std::string& consumer,

@@ -60,6 +60,25 @@ bool to_entry(const Reply& entry, StreamEntry* out) {
 
 }  // namespace
 
+Result<std::size_t> lua::touch_in_bands(Connection& c, const std::string (&streams)[3],
+                                        const std::string& consumer,
+                                        const std::vector<std::pair<Band, std::string>>& entries) {
+  std::size_t touched = 0;
+  for (const Band b : kBands) {
+    lua::Touch a{.stream = streams[PoolKeys::index_of(b)], .consumer = consumer};
+    for (const auto& [band, id] : entries) {
+      if (band == b) a.entries.push_back(id);
+    }
+    if (a.entries.empty()) continue;
+    auto r = lua::run(c, a);
+    if (!r) return r.status();
+    if (r->is_error()) return r->status();
+    if (r->type != Reply::Type::kInteger) return unexpected("touch", *r);
+    touched += static_cast<std::size_t>(r->integer);
+  }
+  return touched;
+}
+
 Status TaskConsumer::join(Connection& c, const std::string& consumer) const {
   for (const std::string& stream : keys_.streams) {
     auto r = c.command({"XGROUP", "CREATECONSUMER", stream, PoolKeys::kGroup, consumer});
@@ -333,20 +352,7 @@ Result<TaskConsumer::Retried> TaskConsumer::retry(Connection& c, const StreamEnt
 Result<std::size_t> TaskConsumer::touch(
     Connection& c, const std::string& consumer,
     const std::vector<std::pair<Band, std::string>>& entries) const {
-  std::size_t touched = 0;
-  for (const Band b : kBands) {
-    lua::Touch a{.stream = keys_.stream_key(b), .consumer = consumer};
-    for (const auto& [band, id] : entries) {
-      if (band == b) a.entries.push_back(id);
-    }
-    if (a.entries.empty()) continue;
-    auto r = lua::run(c, a);
-    if (!r) return r.status();
-    if (r->is_error()) return r->status();
-    if (r->type != Reply::Type::kInteger) return unexpected("touch", *r);
-    touched += static_cast<std::size_t>(r->integer);
-  }
-  return touched;
+  return lua::touch_in_bands(c, keys_.streams, consumer, entries);
 }
 
 Result<std::vector<StreamEntry>> TaskConsumer::claim_idle(Connection& c,

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <sandpool/redis/pool_keys.hpp>
@@ -173,6 +174,13 @@ struct Touch {
   std::vector<std::string_view> entries{};
   Connection::Call call() const;
 };
+
+// Touches `entries` (band, entry id) of `consumer`, one touch.lua a band that has any, each in
+// that band's stream of `streams` (PoolKeys' or BatchKeys', by PoolKeys::index_of). Returns
+// how many were still the consumer's (task_consumer.cpp).
+Result<std::size_t> touch_in_bands(Connection& c, const std::string (&streams)[3],
+                                   const std::string& consumer,
+                                   const std::vector<std::pair<Band, std::string>>& entries);
 
 // retry.lua (fenced): a failed task deferred until its backoff passes, or left to be ended.
 struct Retry {
