@@ -237,33 +237,11 @@ Result<BatchStream::Ended> BatchStream::end(Connection& c, const BatchEntry& e,
                                             const std::string& consumer,
                                             const std::vector<batch::EndRecord>& ends,
                                             std::int64_t now_ms) const {
-  std::string records;
-  for (const batch::EndRecord& r : ends) {
-    if (r.index >= e.tasks.size()) return Status::invalid("end: an index past the batch");
-    SP_RETURN_IF_ERROR(batch::pack_end(r, records));
-  }
-  Ended out;
-  if (ends.empty()) return out;
-  auto r = lua::run(c, lua::BatchEnd{.stream = keys_.stream_key(e.band),
-                                     .batch = keys_.batch_key(e.first),
-                                     .ends = keys_.ends_key(e.first),
-                                     .done = keys_.done,
-                                     .consumer = consumer,
-                                     .entry = e.entry_id,
-                                     .first = e.first,
-                                     .now_ms = now_ms,
-                                     .records = records});
-  if (!r) return r.status();
-  if (r->is_error()) return r->status();
-  const auto& el = r->elements;
-  if (el.empty() || el[0].type != Reply::Type::kInteger) return unexpected("batch_end", *r);
-  if (el[0].integer == 0) return out;
-  if (el.size() != 2 + ends.size()) return unexpected("batch_end", *r);
-  out.fenced = Fenced::kDone;
-  out.acked = el[1].integer == 1;
-  out.written.reserve(ends.size());
-  for (std::size_t i = 0; i < ends.size(); ++i) out.written.push_back(el[2 + i].integer == 1);
-  return out;
+  if (ends.empty()) return Ended{};
+  auto one =
+      end_many(c, consumer, {BatchEnds{e.entry_id, e.band, e.first, e.tasks.size(), ends}}, now_ms);
+  if (!one) return one.status();
+  return std::move(one->front());
 }
 
 Result<std::vector<BatchStream::Ended>> BatchStream::end_many(Connection& c,
